@@ -1,0 +1,3 @@
+from deep_agent.demo import main
+
+raise SystemExit(main())

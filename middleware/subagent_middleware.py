@@ -1,0 +1,178 @@
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph.
+
+Example::
+
+    from langchain.agents import create_agent
+    from middleware import SubAgentMiddleware
+
+    agent = create_agent(
+        "openai:gpt-4.1-mini",
+        tools=[search],
+        middleware=[
+            SubAgentMiddleware(
+                subagents=[
+                    {"name": "researcher", "description": "Finds facts.",
+                     "system_prompt": "Research and cite.", "tools": ["search"]},
+                ],
+                max_concurrent_tasks=4,
+            )
+        ],
+    )
+
+Decisions a LangGraph user may want to know:
+
+* Children inherit the parent's model and tools unless their spec names
+  others. When the middleware is not given ``model``/``tools``, it uses the
+  model of the parent's latest model request and the tools of the parent's
+  tool node (never the delegation tools themselves).
+* The ledger ``subagent_tasks`` holds one JSON-ready record per delegation
+  (see :class:`subagents.TaskRecord`), merged by a reducer.
+* ``max_concurrent_tasks`` caps children of this agent running at once,
+  across its concurrent runs; extra calls wait their turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.tools import ToolRuntime
+from langchain_core.messages import SystemMessage
+from langchain_core.tools import StructuredTool
+from langgraph.types import Command
+
+from middleware.prompts import (
+    DELEGATION_INSTRUCTIONS,
+    GENERAL_PURPOSE_DESCRIPTION,
+    GENERAL_PURPOSE_NAME,
+    GENERAL_PURPOSE_PROMPT,
+    TASK_TOOL_DESCRIPTION,
+    available_agents_block,
+)
+from middleware.task_tool import TaskToolInput
+from subagents import (
+    AnySpec,
+    SubagentRegistry,
+    SubagentSpec,
+    TaskCall,
+    TaskRunner,
+    coerce_spec,
+    merge_records,
+)
+from subagents.one_level import DELEGATION_TOOL_TAG
+
+
+class SubagentLedgerState(AgentState):
+    """Parent state with the ledger of synchronous delegations."""
+
+    subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+
+
+class SubAgentMiddleware(AgentMiddleware):
+    """Adds the ``task`` tool and lists the subagents in the system prompt.
+
+    Args:
+        subagents: specs (:class:`subagents.SubagentSpec`,
+            :class:`subagents.CompiledSubagent` or plain dicts).
+        model: the model children inherit; default: the parent's.
+        tools: the tools children inherit; default: the parent's.
+        general_purpose: add the ``general-purpose`` subagent unless a spec
+            of that name replaces it.
+        max_concurrent_tasks: how many children may run at once.
+        private_state_keys: more keys that never cross the boundary (see
+            :func:`subagents.private_state_keys` for a middleware list's).
+        system_prompt: text placed before the ``<available_agents>`` block.
+        unknown_tools: what a spec naming a tool the parent lacks gets.
+    """
+
+    state_schema = SubagentLedgerState
+    delegates = True
+
+    def __init__(
+        self,
+        subagents: Sequence[AnySpec | Mapping[str, Any]] = (),
+        *,
+        model: Any = None,
+        tools: Sequence[Any] | None = None,
+        general_purpose: bool = True,
+        max_concurrent_tasks: int | None = None,
+        private_state_keys: frozenset[str] = frozenset(),
+        system_prompt: str | None = DELEGATION_INSTRUCTIONS,
+        unknown_tools: Literal["error", "warn", "ignore"] = "warn",
+    ) -> None:
+        super().__init__()
+        specs = [coerce_spec(s) for s in subagents]
+        if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
+            specs.insert(
+                0,
+                SubagentSpec(
+                    name=GENERAL_PURPOSE_NAME,
+                    description=GENERAL_PURPOSE_DESCRIPTION,
+                    system_prompt=GENERAL_PURPOSE_PROMPT,
+                ),
+            )
+        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools)
+        self.runner = TaskRunner(
+            self.registry,
+            max_concurrent=max_concurrent_tasks,
+            private_keys=frozenset(private_state_keys),
+        )
+        self._model = model
+        self._tools = None if tools is None else list(tools)
+        self._seen_model: Any = None
+
+        block = available_agents_block((s.name, s.description) for s in self.registry.specs)
+        self.prompt_block = (
+            "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
+        )
+        self.tools = [self._task_tool()] if len(self.registry) else []
+
+    # -- the tool -----------------------------------------------------------
+
+    def _task_tool(self) -> StructuredTool:
+        def task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+            return self.runner.run(self._call(description, subagent_type, runtime))
+
+        async def atask(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+            return await self.runner.arun(self._call(description, subagent_type, runtime))
+
+        return StructuredTool.from_function(
+            func=task,
+            coroutine=atask,
+            name="task",
+            description=TASK_TOOL_DESCRIPTION,
+            args_schema=TaskToolInput,
+            infer_schema=False,
+            metadata={DELEGATION_TOOL_TAG: True},
+        )
+
+    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime) -> TaskCall:
+        return TaskCall(
+            subagent_type=subagent_type,
+            description=description,
+            parent_state=runtime.state,
+            tool_call_id=runtime.tool_call_id,
+            parent_config=runtime.config,
+            parent_model=self._model if self._model is not None else self._seen_model,
+            parent_tools=self._tools if self._tools is not None else runtime.tools,
+        )
+
+    # -- the prompt -----------------------------------------------------------
+
+    def _with_block(self, request: Any) -> Any:
+        if self._model is None:
+            self._seen_model = request.model
+        if not self.prompt_block:
+            return request
+        system = request.system_message
+        text = f"{system.text}\n\n{self.prompt_block}" if system is not None else self.prompt_block
+        return request.override(system_message=SystemMessage(content=text))
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._with_block(request))
+
+    async def awrap_model_call(
+        self, request: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        return await handler(self._with_block(request))

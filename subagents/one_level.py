@@ -1,0 +1,118 @@
+"""One level of delegation: a child never delegates, plans or remembers for the parent.
+
+Three independent defences, each enough on its own:
+
+1. **Tools.** The builder drops every forbidden tool from the child's tool
+   list, whatever its allow list says, and :class:`OneLevelGuard` removes
+   any that a middleware still contributes from every model request and
+   refuses a call to one.
+2. **No registry.** The builder drops any delegating middleware (one that
+   sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
+   child's middleware, so the child has no subagent registry.
+3. **Prompt.** :class:`OneLevelGuard` strips any ``<available_agents>``
+   block from the child's system prompt.
+
+The runner adds a fourth, at run time: a ``task`` call made from inside a
+running child (for instance from a caller's compiled graph) is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import SystemMessage, ToolMessage
+
+DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
+    {
+        "task",
+        "start_async_task",
+        "check_async_task",
+        "update_async_task",
+        "cancel_async_task",
+        "list_async_tasks",
+        "retry_async_task",
+    }
+)
+TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})
+MEMORY_TOOL_NAMES: frozenset[str] = frozenset(
+    {"memory", "save_memory", "read_memory", "update_memory", "delete_memory"}
+)
+FORBIDDEN_TOOL_NAMES: frozenset[str] = DELEGATION_TOOL_NAMES | TODO_TOOL_NAMES | MEMORY_TOOL_NAMES
+"""Tool names a child never holds."""
+
+DELEGATION_TOOL_TAG = "delegation"
+"""A tool whose ``metadata`` has this key set is forbidden to children too."""
+
+_AGENTS_BLOCK = re.compile(r"\s*<available_agents>.*?</available_agents>\s*", re.DOTALL)
+
+
+def tool_name(tool: Any) -> str:
+    """The name a tool is called by, for tools, functions and dict schemas."""
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
+    return str(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
+
+
+def is_forbidden_tool(tool: Any) -> bool:
+    """Whether a child may never hold this tool."""
+    if tool_name(tool) in FORBIDDEN_TOOL_NAMES:
+        return True
+    metadata = getattr(tool, "metadata", None) or {}
+    return bool(metadata.get(DELEGATION_TOOL_TAG))
+
+
+def is_delegating_middleware(middleware: Any) -> bool:
+    """Whether a middleware gives its agent a way to delegate."""
+    if getattr(middleware, "delegates", False):
+        return True
+    return any(is_forbidden_tool(t) for t in getattr(middleware, "tools", ()) or ())
+
+
+def strip_agents_block(text: str) -> str:
+    """Remove any ``<available_agents>`` block from a prompt."""
+    return _AGENTS_BLOCK.sub("\n\n", text).strip() if "<available_agents>" in text else text
+
+
+class OneLevelGuard(AgentMiddleware):
+    """Keeps delegation out of a child at every model and tool call."""
+
+    name = "OneLevelGuard"
+
+    def _clean(self, request: Any) -> Any:
+        tools = [t for t in request.tools if not is_forbidden_tool(t)]
+        overrides: dict[str, Any] = {}
+        if len(tools) != len(request.tools):
+            overrides["tools"] = tools
+        system = request.system_message
+        if system is not None and "<available_agents>" in system.text:
+            overrides["system_message"] = SystemMessage(content=strip_agents_block(system.text))
+        return request.override(**overrides) if overrides else request
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._clean(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._clean(request))
+
+    def _refusal(self, request: Any) -> ToolMessage | None:
+        call = request.tool_call
+        if call["name"] in FORBIDDEN_TOOL_NAMES or (
+            request.tool is not None and is_forbidden_tool(request.tool)
+        ):
+            return ToolMessage(
+                content=f"Tool '{call['name']}' is not available to a subagent: "
+                "subagents cannot delegate. Do the work yourself.",
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+        return None
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._refusal(request) or handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self._refusal(request) or await handler(request)

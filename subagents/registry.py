@@ -1,0 +1,88 @@
+"""Name -> subagent, with each child graph built lazily and at most once.
+
+Constructing a registry validates every spec but compiles nothing: a parent
+with 100 subagents pays for a child graph only when it first delegates to it.
+
+Example::
+
+    registry = SubagentRegistry([{"name": "a", "description": "does a"}])
+    registry.names            # ('a',)
+    graph = registry.graph("a", parent_model=model, parent_tools=[])
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from subagents.builder import UnknownToolPolicy, build_subagent
+from subagents.spec import AnySpec, CompiledSubagent, coerce_specs
+
+
+class UnknownSubagent(LookupError):
+    """The requested subagent type is not registered; the message lists the valid ones."""
+
+
+class SubagentRegistry:
+    """Validated specs by name, and the compiled graphs built from them so far."""
+
+    def __init__(
+        self,
+        specs: Sequence[AnySpec | Mapping[str, Any]],
+        *,
+        unknown_tools: UnknownToolPolicy = "warn",
+    ) -> None:
+        self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
+        self._graphs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.unknown_tools: UnknownToolPolicy = unknown_tools
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._specs)
+
+    @property
+    def specs(self) -> tuple[AnySpec, ...]:
+        return tuple(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def spec(self, name: str) -> AnySpec:
+        """The spec registered as ``name``, or :class:`UnknownSubagent`."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            valid = ", ".join(self._specs) or "none"
+            raise UnknownSubagent(
+                f"unknown subagent_type {name!r}; valid types are: {valid}"
+            ) from None
+
+    @property
+    def built(self) -> frozenset[str]:
+        """Names whose graphs have been compiled so far."""
+        return frozenset(self._graphs)
+
+    def graph(self, name: str, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """The child graph for ``name``, compiled on first use and then cached."""
+        graph = self._graphs.get(name)
+        if graph is not None:
+            return graph
+        spec = self.spec(name)
+        if isinstance(spec, CompiledSubagent):
+            return spec.runnable
+        with self._lock:
+            graph = self._graphs.get(name)
+            if graph is None:
+                graph = build_subagent(
+                    spec,
+                    parent_model=parent_model,
+                    parent_tools=parent_tools,
+                    unknown_tools=self.unknown_tools,
+                )
+                self._graphs[name] = graph
+        return graph
