@@ -1,0 +1,107 @@
+"""One level of delegation: each defence proven on its own."""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import TodoListMiddleware
+from langchain_core.tools import tool
+
+from conftest import tool_messages, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import SubAgentMiddleware
+from subagents import OneLevelGuard, SubagentSpec, build_subagent
+
+
+@tool
+def echo(x: str) -> str:
+    """Echo."""
+    return x
+
+
+@tool
+def write_todos(todos: list[str]) -> str:
+    """A parent's todo board."""
+    return "ok"
+
+
+@tool
+def save_memory(fact: str) -> str:
+    """A parent's memory."""
+    return "ok"
+
+
+def test_defence_1_tool_list_never_holds_delegation_todo_or_memory_tools(run):
+    model = ScriptedChatModel(
+        rules=[("child", ["child done"])],
+        responses=[{"tool_calls": [tool_call("task", description="child", subagent_type="greedy")]}, "ok"],
+    )
+    agent = create_deep_agent(
+        model,
+        [echo, write_todos, save_memory],
+        subagents=[
+            {"name": "greedy", "description": "asks for everything",
+             "tools": ["task", "start_async_task", "write_todos", "save_memory", "echo"]},
+        ],
+    )
+    run(agent, user("go"))
+    child = [c for c in model.calls if any(m.text == "child" for m in c["messages"])]
+    assert child and child[0]["tools"] == ["echo"]
+
+
+def test_defence_1_guard_hides_and_refuses_middleware_contributed_tools(run):
+    model = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("write_todos", todos=[{"content": "x", "status": "pending"}])]}, "ok"]
+    )
+    agent = create_agent(model, [echo], middleware=[TodoListMiddleware(), OneLevelGuard()])
+    out = run(agent, user("go"))
+    assert model.calls[0]["tools"] == ["echo"]
+    (msg,) = tool_messages(out)
+    assert msg.status == "error" and "cannot delegate" in msg.content
+    assert not out.get("todos")
+
+
+def test_defence_2_delegating_middleware_is_dropped_from_the_child():
+    model = ScriptedChatModel(responses=["x"])
+    spec = SubagentSpec(
+        name="sneaky",
+        description="brings its own registry",
+        middleware=[SubAgentMiddleware([{"name": "inner", "description": "d"}])],
+    )
+    graph = build_subagent(spec, parent_model=model, parent_tools=[echo])
+    tool_node = graph.nodes["tools"].bound
+    assert set(tool_node.tools_by_name) == {"echo"}
+
+
+def test_defence_3_available_agents_block_never_reaches_a_child_prompt(run):
+    leaked = "Be brief.\n<available_agents>\n<agent><name>x</name></agent>\n</available_agents>"
+    model = ScriptedChatModel(
+        rules=[("child", ["done"])],
+        responses=[{"tool_calls": [tool_call("task", description="child", subagent_type="w")]}, "ok"],
+    )
+    agent = create_deep_agent(model, subagents=[{"name": "w", "description": "d", "system_prompt": leaked}])
+    run(agent, user("go"))
+    child = next(c for c in model.calls if any(m.text == "child" for m in c["messages"]))
+    assert child["system"] == "Be brief."
+    # The guard alone strips it too, for prompts it did not build.
+    guarded = ScriptedChatModel(responses=["ok"])
+    run(create_agent(guarded, system_prompt=leaked, middleware=[OneLevelGuard()]), user("hi"))
+    assert "<available_agents>" not in guarded.calls[0]["system"]
+
+
+def test_runtime_refusal_when_a_compiled_child_tries_to_delegate(run):
+    inner_model = ScriptedChatModel(
+        rules=[("nested", ["never runs"])],
+        responses=[{"tool_calls": [tool_call("task", description="nested", subagent_type="general-purpose")]},
+                   "could not delegate"],
+    )
+    nested = create_agent(inner_model, middleware=[SubAgentMiddleware()], name="nester")
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="try nesting", subagent_type="nester")]}, "ok"]
+    )
+    agent = create_deep_agent(parent, subagents=[{"name": "nester", "description": "d", "runnable": nested}])
+    out = run(agent, user("go"))
+    assert tool_messages(out)[0].content == "could not delegate"
+    refusal = inner_model.calls[1]["messages"][-1]
+    assert refusal.type == "tool" and "subagents cannot delegate" in refusal.text
+    assert not any(m.text == "nested" for c in inner_model.calls for m in c["messages"] if m.type == "human")
