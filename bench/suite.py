@@ -1,0 +1,124 @@
+"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...]``.
+
+Every measure prints one JSON object per line (``measure``, ``unit``,
+``ours``, ``theirs``, ``ratio`` = ours / theirs, ``goal``, ``met``,
+``sizes``, ``notes``, sometimes ``detail``), then the suite prints a short
+table and the total time. ``--quick`` runs every measure at tiny sizes (the
+smoke test uses it); its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench import background, construction, context, fanout, memory, overhead, runaway
+from bench.common import deepagents_version, dumps, use_peer
+
+MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
+    overhead.NAME: overhead.run,
+    construction.NAME: construction.run,
+    fanout.NAME: fanout.run,
+    runaway.NAME: runaway.run,
+    context.NAME: context.run,
+    background.NAME: background.run,
+    memory.NAME: memory.run,
+}
+"""Measure name -> ``run(quick)``, in the order of the issue that defines them."""
+
+
+def run_measures(
+    names: Sequence[str] | None = None,
+    *,
+    quick: bool = False,
+    emit: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run the named measures (all by default) and return their records."""
+    chosen = list(names or MEASURES)
+    unknown = [n for n in chosen if n not in MEASURES]
+    if unknown:
+        raise ValueError(f"unknown measure(s) {', '.join(unknown)}; choose from {', '.join(MEASURES)}")
+    records = []
+    for name in chosen:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for rec in MEASURES[name](quick):
+                if quick:
+                    rec["met"] = None  # tiny sizes: the goals do not apply
+                records.append(rec)
+                if emit is not None:
+                    emit(rec)
+    return records
+
+
+def format_table(records: Sequence[dict[str, Any]]) -> str:
+    """A short human table of the records."""
+    rows = [("measure", "unit", "ours", "theirs", "ratio", "met", "goal")]
+    for r in records:
+        met = {True: "yes", False: "NO", None: "-"}[r["met"]]
+        rows.append(
+            (
+                r["measure"],
+                r["unit"],
+                _cell(r["ours"]),
+                _cell(r["theirs"]),
+                _cell(r["ratio"]),
+                met,
+                r["goal"],
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join([*cells, row[-1]]))
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return "null"
+    return f"{value:.3g}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Governed subagents vs deepagents' SubAgentMiddleware on scripted workloads.",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test); figures mean nothing")
+    parser.add_argument(
+        "--no-peer", action="store_true", help="measure ours only, even if deepagents is installed"
+    )
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated measures to run ({', '.join(MEASURES)})"
+    )
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    if names and any(n not in MEASURES for n in names):
+        parser.error(f"--only: choose from {', '.join(MEASURES)}")
+
+    if args.no_peer:
+        use_peer(False)
+    start = time.perf_counter()
+    records = run_measures(names, quick=args.quick, emit=lambda r: print(dumps(r), flush=True))
+    total = time.perf_counter() - start
+    peer = deepagents_version()
+    print()
+    print(format_table(records))
+    print()
+    print(
+        f"{len(records)} records in {total:.1f} s"
+        f"{' (quick sizes: figures mean nothing)' if args.quick else ''}; "
+        f"peer: {'deepagents ' + peer if peer else 'none'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

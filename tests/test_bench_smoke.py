@@ -1,0 +1,86 @@
+"""The bench cannot rot: every measure runs at tiny sizes and prints a well-formed record.
+
+The figures themselves are not asserted (they live in ``bench/`` and the
+README). Our side always runs; deepagents' side runs only when the ``bench``
+extra is installed, and only the test about it needs deepagents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
+PEERLESS = ("background", "fanout.ainvoke.cap", "fanout.invoke.cap")
+"""Records with no deepagents counterpart: theirs is always null."""
+
+
+@pytest.fixture(scope="module")
+def quick_run() -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {"records": records, "stdout": done.stdout}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[str, Any]) -> None:
+    from bench import MEASURES
+
+    records = quick_run["records"]
+    names = {r["measure"].split(".")[0] for r in records}
+    assert names == set(MEASURES)
+    for rec in records:
+        assert FIELDS <= rec.keys(), rec
+        assert _is_number(rec["ours"]), rec
+        assert rec["theirs"] is None or _is_number(rec["theirs"]), rec
+        assert rec["ratio"] is None or _is_number(rec["ratio"]), rec
+        assert isinstance(rec["sizes"], dict) and rec["sizes"], rec
+        assert isinstance(rec["goal"], str) and rec["goal"], rec
+        assert isinstance(rec["notes"], str) and rec["notes"], rec
+        assert rec["met"] is None, "quick sizes must not claim a goal"
+    assert len({r["measure"] for r in records}) == len(records), "measure names are unique"
+
+
+def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
+    lines = quick_run["stdout"].splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("measure "))
+    assert all(not line.startswith("{") for line in lines[header:])
+    assert any(" records in " in line for line in lines[header:])
+
+
+def test_theirs_is_measured_when_deepagents_is_installed(quick_run: dict[str, Any]) -> None:
+    pytest.importorskip("deepagents")
+    for rec in quick_run["records"]:
+        if rec["measure"].startswith(PEERLESS):
+            assert rec["theirs"] is None, rec
+        else:
+            assert _is_number(rec["theirs"]), rec
+            assert rec["ratio"] is None or _is_number(rec["ratio"]), rec
+
+
+def test_unknown_measure_is_refused() -> None:
+    from bench import run_measures
+
+    with pytest.raises(ValueError, match="unknown measure"):
+        run_measures(["no-such-measure"], quick=True)
