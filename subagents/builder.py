@@ -1,9 +1,23 @@
 """Turning a :class:`SubagentSpec` into a compiled child graph.
 
 The child is built with :func:`langchain.agents.create_agent` under the
-spec's name, so it runs as a named subgraph of the parent. Its limits are
-LangChain's own middleware: ``ModelCallLimitMiddleware`` for ``max_turns``
-and ``HumanInTheLoopMiddleware`` for ``interrupt_on``.
+spec's name, so it runs as a named subgraph of the parent. Fields map onto
+LangChain's own middleware: ``HumanInTheLoopMiddleware`` for
+``permission_mode`` and ``interrupt_on``, ``SummarizationMiddleware`` for
+``condenser``; a middleware of one of these classes in the spec's own
+``middleware`` wins over the one the field would add (``create_agent``
+refuses two). ``max_turns`` is enforced by the runner's meter at each model
+call rather than by ``ModelCallLimitMiddleware``: the same limit, without
+two extra graph steps per turn on the delegation hot path (a caller's own
+``ModelCallLimitMiddleware`` in ``middleware`` still works).
+
+The system prompt is the spec's own (never the parent's), followed by an
+``<available_skills>`` block for exactly the skills the spec names.
+
+Example::
+
+    graph = build_subagent(spec, parent_model=model, parent_tools=[search, write_file],
+                           options=BuildOptions(risky_tools={"write_file"}))
 """
 
 from __future__ import annotations
@@ -14,9 +28,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
-from langchain_core.language_models import BaseChatModel
+from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationMiddleware
 
+from subagents.build_options import BuildOptions
+from subagents.condenser import condenser_middleware
+from subagents.models import resolve_model
 from subagents.one_level import (
     OneLevelGuard,
     is_delegating_middleware,
@@ -24,30 +40,12 @@ from subagents.one_level import (
     strip_agents_block,
     tool_name,
 )
-from subagents.spec import DEFAULT_MAX_TURNS, SpecError, SubagentSpec
+from subagents.permissions import approval_rules, effective_permission_mode
+from subagents.spec import SpecError, SubagentSpec
 
 log = logging.getLogger(__name__)
 
 UnknownToolPolicy = Literal["error", "warn", "ignore"]
-
-
-def resolve_model(model: str | BaseChatModel | None, parent_model: Any, *, agent: str) -> Any:
-    """The child's model: the parent's for ``None``/``"inherit"``, else the named one."""
-    if model is None or model == "inherit":
-        if parent_model is None:
-            raise SpecError(
-                f"subagent {agent!r}: field 'model' inherits the parent's model, "
-                "but the parent's model is not known yet"
-            )
-        return parent_model
-    if isinstance(model, str):
-        from langchain.chat_models import init_chat_model
-
-        try:
-            return init_chat_model(model)
-        except Exception as exc:  # noqa: BLE001 - reported with the field named
-            raise SpecError(f"subagent {agent!r}: field 'model' {model!r}: {exc}") from exc
-    return model
 
 
 def resolve_tools(
@@ -97,9 +95,21 @@ def build_subagent(
     parent_model: Any,
     parent_tools: Sequence[Any],
     unknown_tools: UnknownToolPolicy = "warn",
+    options: BuildOptions | None = None,
 ) -> Any:
     """Compile one spec into a child graph (called once per spec, on first use)."""
-    model = resolve_model(spec.model, parent_model, agent=spec.name)
+    options = options or BuildOptions()
+
+    def model_for(name: Any) -> Any:
+        return resolve_model(
+            name,
+            parent_model,
+            agent=spec.name,
+            profiles=options.model_profiles,
+            unknown_model=options.unknown_model,
+        )
+
+    model = model_for(spec.model)
     tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
 
     middleware: list[Any] = []
@@ -108,24 +118,39 @@ def build_subagent(
             log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
             continue
         middleware.append(mw)
-    # A caller's own instance of either class wins: create_agent refuses two.
-    if not any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
-        middleware.append(
-            ModelCallLimitMiddleware(
-                run_limit=spec.max_turns or DEFAULT_MAX_TURNS, exit_behavior="error"
-            )
-        )
-    if spec.interrupt_on and not any(
-        isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware
-    ):
-        middleware.append(HumanInTheLoopMiddleware(interrupt_on=dict(spec.interrupt_on)))
+
+    def missing(cls: type) -> bool:
+        return not any(isinstance(mw, cls) for mw in middleware)
+
+    rules = approval_rules(
+        effective_permission_mode(spec.permission_mode, options.permission_mode),
+        [tool_name(t) for t in tools],
+        risky_tools=options.risky_tools,
+        interrupt_on=spec.interrupt_on,
+    )
+    if rules and missing(HumanInTheLoopMiddleware):
+        middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
+    if missing(SummarizationMiddleware):
+        try:
+            condenser = condenser_middleware(spec.condenser, model, resolve_summarizer=model_for)
+        except ValueError as exc:  # e.g. a fraction trigger on a model with no known window
+            raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
+        if condenser is not None:
+            middleware.append(condenser)
     middleware.append(OneLevelGuard())
 
     return create_agent(
         model,
         tools,
-        system_prompt=strip_agents_block(spec.system_prompt) or None,
+        system_prompt=child_system_prompt(spec, options) or None,
         middleware=middleware,
         response_format=spec.response_format,
         name=spec.name,
     )
+
+
+def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
+    """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
+    skills = options.skills.prompt_block(spec.skills, agent=spec.name) if spec.skills else ""
+    prompt = strip_agents_block(spec.system_prompt)
+    return "\n\n".join(part for part in (prompt, skills) if part)

@@ -8,6 +8,11 @@ Example::
     registry = SubagentRegistry([{"name": "a", "description": "does a"}])
     registry.names            # ('a',)
     graph = registry.graph("a", parent_model=model, parent_tools=[])
+
+Caller-wide build settings (model profiles, skills, risky tools, the
+parent's permission policy) travel as :class:`~subagents.BuildOptions`::
+
+    registry = SubagentRegistry(specs, options=BuildOptions(risky_tools={"shell"}))
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from subagents.build_options import BuildOptions, check_spec
 from subagents.builder import UnknownToolPolicy, build_subagent
 from subagents.spec import AnySpec, CompiledSubagent, coerce_specs
 
@@ -32,11 +38,31 @@ class SubagentRegistry:
         specs: Sequence[AnySpec | Mapping[str, Any]],
         *,
         unknown_tools: UnknownToolPolicy = "warn",
+        options: BuildOptions | None = None,
     ) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
+        self.options = BuildOptions()
+        if options is not None:
+            self.configure(options)
+
+    def configure(self, options: BuildOptions) -> None:
+        """Set the build options, checking every spec's model and skills against them.
+
+        Only before the first graph is built: a graph built under other
+        options would not match them.
+        """
+        with self._lock:
+            if self._graphs:
+                raise RuntimeError(
+                    "build options must be set before any subagent is built "
+                    f"(already built: {', '.join(sorted(self._graphs))})"
+                )
+            for spec in self._specs.values():
+                check_spec(spec, options)
+            self.options = options
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -83,6 +109,7 @@ class SubagentRegistry:
                     parent_model=parent_model,
                     parent_tools=parent_tools,
                     unknown_tools=self.unknown_tools,
+                    options=self.options,
                 )
                 self._graphs[name] = graph
         return graph

@@ -14,7 +14,13 @@ Example::
         tools=["web_search"],
         max_turns=8,
         timeout_s=120,
+        skills=["cite-sources"],
+        permission_mode="confirm_risky",
+        condenser={"trigger": ("tokens", 50_000)},
     )
+
+Agent files (markdown with YAML frontmatter) load into the same model; see
+:mod:`subagents.agent_file`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from typing import Annotated, Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from subagents.condenser import CondenserSetting, normalize_condenser
+from subagents.errors import SpecError
+from subagents.mcp_config import normalize_mcp_config
+from subagents.models import check_model_name
+from subagents.permissions import PermissionMode, normalize_permission_mode
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -48,10 +60,20 @@ class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
     Fields left ``None`` inherit from the parent: ``tools`` (the parent's
-    tools, minus every delegation tool) and ``model`` (also ``"inherit"``).
+    tools, minus every delegation tool), ``model`` (also ``"inherit"``; a
+    name without ``provider:`` is a profile looked up in the caller's
+    ``model_profiles``) and ``permission_mode`` (the parent's policy).
     ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`);
     ``recursion_limit`` defaults to the parent run's own limit; ``timeout_s``
     bounds wall time on both ``invoke`` and ``ainvoke``.
+
+    ``skills`` names the skills listed in the child's prompt (the parent's
+    are not inherited). ``condenser`` is ``False`` (the default here: none),
+    ``None``/``"default"`` for default summarisation (what an agent file that
+    omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
+    settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
+    (the runner enforces them); ``mcp_config``, ``hooks`` and ``color`` are
+    validated and kept for the parts of the system that use them. ``source`` is the file a definition was loaded from.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -62,12 +84,24 @@ class SubagentSpec(BaseModel):
     tools: Sequence[str | BaseTool] | None = None
     disallowed_tools: Sequence[str] = ()
     model: str | BaseChatModel | None = None
-    max_turns: int | None = Field(default=None, gt=0)
-    timeout_s: float | None = Field(default=None, gt=0)
-    recursion_limit: int | None = Field(default=None, gt=0)
+    # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
+    max_turns: int | None = Field(default=None, gt=0, strict=True)
+    timeout_s: float | None = Field(default=None, gt=0, strict=True)
+    recursion_limit: int | None = Field(default=None, gt=0, strict=True)
+    max_budget_per_run: float | None = Field(default=None, gt=0, strict=True)
+    max_tokens: int | None = Field(default=None, gt=0, strict=True)
     response_format: Any = None
     middleware: Sequence[Any] = ()
     interrupt_on: Mapping[str, Any] | None = None
+    permission_mode: PermissionMode | None = None
+    skills: Sequence[Slug] = ()
+    # Off for specs written in code (no extra graph step on the hot path);
+    # an agent file that omits the field gets default summarisation.
+    condenser: CondenserSetting = False
+    mcp_config: Mapping[str, Mapping[str, Any]] | None = None
+    hooks: Mapping[str, Any] | None = None
+    color: str | None = None
+    source: str | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
 
     @field_validator("description")
@@ -77,12 +111,54 @@ class SubagentSpec(BaseModel):
             raise ValueError("description must not be empty: the parent picks agents by it")
         return value
 
-    @field_validator("tools", "disallowed_tools", mode="before")
+    @field_validator("tools", "disallowed_tools", "skills", mode="before")
     @classmethod
     def _no_bare_string(cls, value: Any) -> Any:
         # A bare string would be iterated letter by letter.
         if isinstance(value, str):
-            raise ValueError("expected a list of tool names or tools, not one string")
+            raise ValueError("expected a list of names, not one string")
+        return value
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, value: Any) -> Any:
+        return check_model_name(value) if isinstance(value, str) else value
+
+    @field_validator("permission_mode", mode="before")
+    @classmethod
+    def _permission_mode(cls, value: Any) -> Any:
+        return normalize_permission_mode(value)
+
+    @field_validator("condenser", mode="before")
+    @classmethod
+    def _condenser(cls, value: Any) -> Any:
+        return normalize_condenser(value)
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _mcp_config(cls, value: Any) -> Any:
+        return normalize_mcp_config(value)
+
+    @field_validator("hooks", mode="before")
+    @classmethod
+    def _hooks(cls, value: Any) -> Any:
+        # Hooks run in a later issue; only their outer shape is checked now.
+        if value is None:
+            return None
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, (list, Mapping)) for k, v in value.items()
+        ):
+            raise ValueError(
+                "expected a mapping of hook event names (e.g. PreToolUse) to lists of hooks, "
+                f"got {value!r}"
+            )
+        return dict(value)
+
+    @field_validator("color")
+    @classmethod
+    def _color_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("expected a colour name or #rrggbb, got an empty string")
         return value
 
     @field_validator("middleware")
@@ -122,10 +198,6 @@ class CompiledSubagent(BaseModel):
 
 
 AnySpec = SubagentSpec | CompiledSubagent
-
-
-class SpecError(ValueError):
-    """A subagent definition is invalid; the message names the agent and field."""
 
 
 def _describe(errors: ValidationError, label: str) -> str:

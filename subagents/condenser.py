@@ -1,0 +1,138 @@
+"""The ``condenser`` field: summarising a child's long context.
+
+It maps onto LangChain's ``SummarizationMiddleware`` on the child:
+
+* omitted (``None``) or ``true``/``"default"``: default summarisation,
+  which calls no model until the context is large: at 80% of the model's
+  input window when LangChain knows it (``model.profile``), else at
+  :data:`DEFAULT_TRIGGER_TOKENS` tokens; it keeps the last 20 messages;
+* ``false``/``"none"``/``"off"`` (and ``null`` in an agent file): off;
+* a mapping: settings, each optional -- ``trigger`` and ``keep`` as
+  LangChain takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}``
+  or a list of those), ``model`` (the summary writer: ``inherit``,
+  ``provider:model`` or a profile name), ``summary_prompt`` and
+  ``trim_tokens_to_summarize``.
+
+Example::
+
+    normalize_condenser({"trigger": ["tokens", 50000], "keep": ["messages", 10]})
+    # {'trigger': ('tokens', 50000), 'keep': ('messages', 10)}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+CondenserSetting = Literal[False] | Mapping[str, Any] | None
+
+DEFAULT_TRIGGER_FRACTION = 0.8
+DEFAULT_TRIGGER_TOKENS = 64_000
+"""Used when the model's window is unknown: below the common 128k windows,
+far above what an ordinary subtask accumulates."""
+DEFAULT_KEEP = ("messages", 20)
+
+CONDENSER_KEYS = ("trigger", "keep", "model", "summary_prompt", "trim_tokens_to_summarize")
+_KINDS = ("tokens", "messages", "fraction")
+_OFF = {"none", "false", "off", "no", "disabled"}
+_DEFAULT = {"default", "true", "on", "yes", "summarize", "summarise"}
+
+
+def normalize_condenser(value: Any) -> CondenserSetting:
+    """``None`` (default), ``False`` (off) or a checked settings dict."""
+    if value is None or value is True:
+        return None
+    if value is False:
+        return False
+    if isinstance(value, str) and value.strip().lower() in _OFF | _DEFAULT:
+        return False if value.strip().lower() in _OFF else None
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            "expected 'none'/false (off), 'default'/true, or a mapping of "
+            f"{', '.join(CONDENSER_KEYS)}, got {value!r}"
+        )
+    unknown = sorted(str(k) for k in value if k not in CONDENSER_KEYS)
+    if unknown:
+        raise ValueError(
+            f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
+            f"{', '.join(CONDENSER_KEYS)}"
+        )
+    settings = dict(value)
+    if "trigger" in settings:
+        settings["trigger"] = _trigger(settings["trigger"])
+    if "keep" in settings:
+        settings["keep"] = _size(settings["keep"], "keep")
+    for key in ("model", "summary_prompt"):
+        if key in settings and not (isinstance(settings[key], str) and settings[key].strip()):
+            raise ValueError(f"condenser {key}: expected a non-empty string, got {settings[key]!r}")
+    trim = settings.get("trim_tokens_to_summarize")
+    if trim is not None and (not isinstance(trim, int) or isinstance(trim, bool) or trim <= 0):
+        raise ValueError(f"condenser trim_tokens_to_summarize: expected a positive integer, got {trim!r}")
+    return settings
+
+
+def _size(value: Any, what: str) -> tuple[str, int | float]:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] in _KINDS:
+        kind, amount = value
+        ok = not isinstance(amount, bool) and (
+            (kind == "fraction" and isinstance(amount, (int, float)) and 0 < amount <= 1)
+            or (kind != "fraction" and isinstance(amount, int) and amount > 0)
+        )
+        if ok:
+            return (kind, amount)
+    raise ValueError(
+        f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
+        f"[fraction, F] (0 < F <= 1), got {value!r}"
+    )
+
+
+def _trigger(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _size([k, v], "trigger")[1] for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and value and all(
+        isinstance(v, (list, tuple, Mapping)) for v in value
+    ):
+        return [_trigger(v) for v in value]
+    return _size(value, "trigger")
+
+
+def describe_condenser(setting: CondenserSetting) -> str:
+    """``default``, ``off``, or the settings, for listings."""
+    if setting is None:
+        return "default"
+    if setting is False:
+        return "off"
+    return ", ".join(f"{k}={v!r}" for k, v in setting.items())
+
+
+def condenser_middleware(
+    setting: CondenserSetting,
+    model: Any,
+    *,
+    resolve_summarizer: Callable[[str], Any],
+) -> Any:
+    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off.
+
+    ``resolve_summarizer`` turns the setting's ``model`` name into a model
+    (through the same profiles as the child's own model).
+    """
+    if setting is False:
+        return None
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    settings = dict(setting or {})
+    if "trigger" not in settings:
+        settings["trigger"] = _default_trigger(model)
+    settings.setdefault("keep", DEFAULT_KEEP)
+    summarizer = settings.pop("model", None)
+    if summarizer is not None:
+        settings["summarizer"] = resolve_summarizer(summarizer)
+    return SummarizationMiddleware(model, **settings)
+
+
+def _default_trigger(model: Any) -> tuple[str, int | float]:
+    profile = getattr(model, "profile", None)
+    window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    if isinstance(window, int) and window > 0:
+        return ("fraction", DEFAULT_TRIGGER_FRACTION)
+    return ("tokens", DEFAULT_TRIGGER_TOKENS)

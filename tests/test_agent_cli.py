@@ -1,0 +1,57 @@
+"""The ``deep-agent agents list|validate`` command: resolved fields, problems file by file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from deep_agent.cli import main as cli
+from test_agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write
+
+
+def test_cli_validate_reports_every_bad_file_and_exits_non_zero(capsys):
+    assert cli(["agents", "validate", str(BAD)]) == 1
+    out = capsys.readouterr().out
+    for name, _, message in BAD_CASES:
+        line = next(line for line in out.splitlines() if f"{name}.md" in line)
+        assert line.startswith("FAIL ") and message in line
+    assert f"{len(BAD_CASES)} agent file(s): 0 valid, {len(BAD_CASES)} problem(s)" in out
+
+
+def test_cli_validate_needs_the_profiles_a_file_names(tmp_path, capsys):
+    profiles = write(tmp_path / "profiles.yaml", "sonnet: anthropic:claude-sonnet-4-5\n")
+    assert cli(["agents", "validate", str(GOOD), "--skills-dir", str(SKILLS)]) == 1
+    assert "field 'model' 'sonnet'" in capsys.readouterr().out
+    args = ["agents", "validate", str(GOOD), "--skills-dir", str(SKILLS), "--model-profiles", str(profiles)]
+    assert cli(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok   ") == 4 and "warn " in out and "4 valid, 0 problem(s)" in out
+
+
+def test_cli_list_prints_resolved_fields_and_precedence(tmp_path, capsys, monkeypatch):
+    project, home = tmp_path / "project", tmp_path / "home"
+    (project / ".agents/agents").mkdir(parents=True)
+    shutil.copy(GOOD / "code-reviewer.md", project / ".agents/agents")
+    write(home / ".claude/agents/code-reviewer.md", agent_md("code-reviewer", "user copy"))
+    monkeypatch.setenv("HOME", str(home))
+    profiles = write(tmp_path / "p.json", json.dumps({"sonnet": "anthropic:claude-sonnet-4-5"}))
+    argv = ["agents", "list", "--project-dir", str(project), "--model-profiles", str(profiles),
+            "--skills-dir", str(tmp_path / "noskills")]
+    assert cli(argv) == 1  # the named skills dir does not exist
+    assert cli(argv[:-2]) == 0
+    out = capsys.readouterr().out
+    assert "model: sonnet -> anthropic:claude-sonnet-4-5" in out
+    assert "tools: Read, Write, Grep" in out and "permission_mode: confirm_risky" in out
+    assert f"overrides: {home / '.claude/agents/code-reviewer.md'}" in out
+    assert cli([*argv[:-2], "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["name"] == "code-reviewer" and row["condenser"] == "default"
+
+
+def test_cli_unreadable_profiles_file_is_a_usage_error(tmp_path, capsys):
+    assert cli(["agents", "validate", str(GOOD), "--model-profiles", str(tmp_path / "nope.yaml")]) == 2
+    assert "--model-profiles" in capsys.readouterr().err
+    listed = write(tmp_path / "list.yaml", "- sonnet\n")
+    assert cli(["agents", "list", str(GOOD), "--model-profiles", str(listed)]) == 2
+    assert "expected a mapping of profile name to model" in capsys.readouterr().err
