@@ -12,18 +12,49 @@ Example::
         system_prompt="You plan and delegate.",
     )
     agent.invoke({"messages": [{"role": "user", "content": "Compare A and B"}]})
+
+Subagents can also be markdown agent files, with skills and model profiles::
+
+    agent = create_deep_agent(
+        "openai:gpt-4.1",
+        tools=[read_file, write_file],
+        agents_dirs=[".agents/agents", "~/.agents/agents"],   # first wins per name
+        skills_dirs=[".agents/skills"],
+        model_profiles={"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit"},
+        permission_mode="confirm_risky",
+        risky_tools={"write_file"},
+    )
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
 
 from middleware import SubAgentMiddleware
-from subagents import AnySpec, private_state_keys
+from subagents import (
+    DEFAULT_SHORT_ANSWER_THRESHOLD,
+    AnySpec,
+    Budget,
+    PriceTable,
+    BuildOptions,
+    DirLevels,
+    ModelProfiles,
+    PermissionMode,
+    SkillCatalog,
+    SpecError,
+    coerce_spec,
+    load_agent_dirs,
+    load_skill_dirs,
+    private_state_keys,
+)
+from subagents.one_level import tool_name
+from subagents.permissions import approval_rules
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
@@ -44,11 +75,22 @@ def create_deep_agent(
     tools: Sequence[Any] = (),
     *,
     subagents: Sequence[AnySpec | Mapping[str, Any]] = (),
-    system_prompt: str | None = None,
+    agents_dirs: DirLevels | None = None,
+    skills_dirs: DirLevels | None = None,
+    model_profiles: ModelProfiles | None = None,
+    unknown_model: Literal["error", "inherit"] = "error",
+    permission_mode: PermissionMode | str | None = None,
+    risky_tools: Iterable[str] = (),
+    system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[Any] = (),
     general_purpose: bool = True,
     max_concurrent_tasks: int | None = None,
     unknown_tools: Literal["error", "warn", "ignore"] = "warn",
+    sessions_dir: str | None = None,
+    transcript_store: Any = None,
+    prices: PriceTable | None = None,
+    budget: Budget | None = None,
+    short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
     response_format: Any = None,
     checkpointer: Any = None,
     store: Any = None,
@@ -60,26 +102,98 @@ def create_deep_agent(
     Children inherit ``model`` and ``tools`` unless their spec says otherwise.
     Keys that ``middleware`` marks private never reach a child. Further
     keyword arguments go to :func:`langchain.agents.create_agent`.
+
+    Args:
+        agents_dirs: agent-file directories, in precedence order (the first
+            level to define a name wins; a nested list groups directories
+            of one level). ``None`` reads no files.
+        skills_dirs: skill directories, likewise. The root's prompt lists
+            every skill found; a child's lists only those its spec names.
+        model_profiles: profile name -> model, for specs' ``model`` names.
+        unknown_model: ``"inherit"`` lets an unresolvable model name fall
+            back to the parent's model instead of raising.
+        permission_mode: the parent's approval policy: applied to the
+            root's own ``tools`` and inherited by every child whose spec
+            sets none. ``None``: no approval unless a spec asks.
+        risky_tools: tool names that ``confirm_risky`` pauses on.
+        sessions_dir, transcript_store, prices, budget, short_answer_threshold:
+            transcripts, usage and budgets, and short-answer continuation;
+            see :class:`middleware.SubAgentMiddleware`.
     """
     root_model = resolve_root_model(model)
     tools = list(tools)
+    skills = load_skill_dirs(skills_dirs) if skills_dirs is not None else SkillCatalog()
+    options = BuildOptions(
+        model_profiles=dict(model_profiles or {}),
+        unknown_model=unknown_model,
+        risky_tools=risky_tools,  # type: ignore[arg-type] - checked by BuildOptions
+        permission_mode=permission_mode,  # type: ignore[arg-type] - normalised by BuildOptions
+        skills=skills,
+    )
+    specs = _with_agent_files(subagents, agents_dirs)
     delegation = SubAgentMiddleware(
-        subagents,
+        specs,
         model=root_model,
         tools=tools,
         general_purpose=general_purpose,
         max_concurrent_tasks=max_concurrent_tasks,
         private_state_keys=private_state_keys(middleware),
         unknown_tools=unknown_tools,
+        sessions_dir=sessions_dir,
+        transcript_store=transcript_store,
+        prices=prices,
+        budget=budget,
+        short_answer_threshold=short_answer_threshold,
+        build_options=options,
     )
     return create_agent(
         root_model,
         tools,
-        system_prompt=system_prompt,
-        middleware=[*middleware, delegation],
+        system_prompt=_with_skills(system_prompt, skills),
+        middleware=[*middleware, *_root_approval(options, tools, middleware), delegation],
         response_format=response_format,
         checkpointer=checkpointer,
         store=store,
         name=name,
         **create_agent_kwargs,
     )
+
+
+def _with_agent_files(
+    subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None
+) -> list[AnySpec]:
+    specs = [coerce_spec(s) for s in subagents]
+    if agents_dirs is None:
+        return specs
+    given = {s.name for s in specs}
+    for spec in load_agent_dirs(agents_dirs):
+        if spec.name in given:
+            raise SpecError(
+                f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
+                "each name must be unique (rename one, or drop one)"
+            )
+        specs.append(spec)
+    return specs
+
+
+def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> Any:
+    block = skills.prompt_block()
+    if not block:
+        return system_prompt
+    if isinstance(system_prompt, SystemMessage):
+        return SystemMessage(content=f"{system_prompt.text}\n\n{block}")
+    return f"{system_prompt}\n\n{block}" if system_prompt else block
+
+
+def _root_approval(
+    options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any]
+) -> list[Any]:
+    """The parent's own tools follow the policy its children inherit."""
+    if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
+        return []  # the caller's own approval middleware decides for the root
+    rules = approval_rules(
+        options.permission_mode,
+        [tool_name(t) for t in tools],
+        risky_tools=options.risky_tools,
+    )
+    return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []

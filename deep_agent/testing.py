@@ -4,7 +4,9 @@ Replies are chosen from the conversation itself, never from hidden call
 order, so parallel children sharing one model stay deterministic: the reply
 for a turn is ``script[k]``, where ``k`` counts the AI messages since the
 last human message, and the script is the first rule whose pattern occurs
-in that human message (else ``responses``).
+in that human message (else ``responses``). The runner's short-answer
+continuation request, when no rule matches it, is answered with the
+previous answer again, so scripted children keep their scripted answers.
 
 A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
 ``tool_calls`` (see :func:`tool_call`), an exception to raise, or a callable
@@ -42,6 +44,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
+
+from subagents.continuation import CONTINUATION_PROMPT
 
 Reply = Any
 Rule = tuple[str | Callable[[str], bool], Sequence[Reply]]
@@ -96,6 +100,9 @@ class ScriptedChatModel(BaseChatModel):
             if (pattern(prompt) if callable(pattern) else pattern in prompt):
                 script = replies
                 break
+        if script is self.responses and prompt == CONTINUATION_PROMPT:
+            # A continuation request no rule answers: repeat the last answer.
+            return next((m.text for m in reversed(messages) if isinstance(m, AIMessage) and m.text), "")
         if turn < len(script):
             reply = script[turn]
         elif self.default is not None:

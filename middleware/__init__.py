@@ -3,4 +3,8 @@
 from middleware.subagent_middleware import SubAgentMiddleware, SubagentLedgerState
 from middleware.task_tool import TaskToolInput
 
-__all__ = ["SubAgentMiddleware", "SubagentLedgerState", "TaskToolInput"]
+__all__ = [
+    "SubAgentMiddleware",
+    "SubagentLedgerState",
+    "TaskToolInput",
+]

@@ -53,20 +53,26 @@ from middleware.prompts import (
 from middleware.task_tool import TaskToolInput
 from subagents import (
     AnySpec,
+    BuildOptions,
+    Budget,
+    PriceTable,
     SubagentRegistry,
     SubagentSpec,
     TaskCall,
     TaskRunner,
+    add_usage,
     coerce_spec,
     merge_records,
 )
+from subagents.continuation import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.one_level import DELEGATION_TOOL_TAG
 
 
 class SubagentLedgerState(AgentState):
-    """Parent state with the ledger of synchronous delegations."""
+    """Parent state with the ledger of synchronous delegations and their usage rollup."""
 
     subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+    subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -84,6 +90,26 @@ class SubAgentMiddleware(AgentMiddleware):
             :func:`subagents.private_state_keys` for a middleware list's).
         system_prompt: text placed before the ``<available_agents>`` block.
         unknown_tools: what a spec naming a tool the parent lacks gets.
+        sessions_dir: also write each child's transcript as JSONL under
+            ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
+        transcript_store: ``True`` to keep transcripts in the graph's
+            ``BaseStore`` (or a store to use).
+        prices: model name -> USD per million (input, output) tokens, for
+            the cost in each record.
+        budget: a :class:`subagents.Budget` covering this agent's own model
+            calls and every child's.
+        short_answer_threshold: a child answer shorter than this gets one
+            request for a complete report (0: off).
+        build_options: model profiles, skills, risky tools and the parent's
+            permission policy used when children are built (see
+            :class:`subagents.BuildOptions`).
+
+    Streaming: with ``stream_mode="custom"`` the parent's stream carries
+    ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
+    "status", ...}`` when each task starts (with the child's stream
+    ``namespace``), pauses for approval, and ends. Every child event on the
+    ``messages`` stream carries ``subagent_task_id`` and
+    ``subagent_tool_call_id`` in its metadata.
     """
 
     state_schema = SubagentLedgerState
@@ -100,6 +126,12 @@ class SubAgentMiddleware(AgentMiddleware):
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
         unknown_tools: Literal["error", "warn", "ignore"] = "warn",
+        sessions_dir: str | None = None,
+        transcript_store: Any = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
+        short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
+        build_options: BuildOptions | None = None,
     ) -> None:
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
@@ -112,12 +144,18 @@ class SubAgentMiddleware(AgentMiddleware):
                     system_prompt=GENERAL_PURPOSE_PROMPT,
                 ),
             )
-        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools)
+        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools, options=build_options)
         self.runner = TaskRunner(
             self.registry,
             max_concurrent=max_concurrent_tasks,
             private_keys=frozenset(private_state_keys),
+            sessions_dir=sessions_dir,
+            transcript_store=transcript_store,
+            prices=prices,
+            budget=budget,
+            short_answer_threshold=short_answer_threshold,
         )
+        self.budget = budget
         self._model = model
         self._tools = None if tools is None else list(tools)
         self._seen_model: Any = None
@@ -156,6 +194,8 @@ class SubAgentMiddleware(AgentMiddleware):
             parent_config=runtime.config,
             parent_model=self._model if self._model is not None else self._seen_model,
             parent_tools=self._tools if self._tools is not None else runtime.tools,
+            emit=runtime.stream_writer,
+            store=runtime.store,
         )
 
     # -- the prompt -----------------------------------------------------------
@@ -169,10 +209,24 @@ class SubAgentMiddleware(AgentMiddleware):
         text = f"{system.text}\n\n{self.prompt_block}" if system is not None else self.prompt_block
         return request.override(system_message=SystemMessage(content=text))
 
+    def _charge(self, response: Any) -> None:
+        # The shared budget covers the parent's own calls too.
+        if self.budget is None:
+            return
+        for message in getattr(response, "result", ()) or ():
+            usage = getattr(message, "usage_metadata", None)
+            if usage:
+                name = (getattr(message, "response_metadata", None) or {}).get("model_name")
+                self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return handler(self._with_block(request))
+        response = handler(self._with_block(request))
+        self._charge(response)
+        return response
 
     async def awrap_model_call(
         self, request: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
-        return await handler(self._with_block(request))
+        response = await handler(self._with_block(request))
+        self._charge(response)
+        return response

@@ -2,11 +2,13 @@
 
 A :class:`TaskMeter` rides along in the child's callbacks, so it sees every
 model call of any child (a built spec or a caller's compiled graph) without
-touching the graph. It counts model calls and tokens and, because LangChain
-re-raises errors from handlers marked ``raise_error``, it can stop the child
-at its next model or tool call once the task's deadline has passed or the
-task was cancelled: this is what ends an abandoned child on the ``invoke``
-path, where a running thread cannot be interrupted from outside.
+touching the graph. It counts model calls, tokens and cost, enforces
+``max_turns``, and, because
+LangChain re-raises errors from handlers marked ``raise_error``, it stops the
+child at its next model or tool call once the task's deadline has passed,
+the task was cancelled, or a budget is spent. This is also what ends an
+abandoned child on the ``invoke`` path, where a running thread cannot be
+interrupted from outside.
 """
 
 from __future__ import annotations
@@ -18,22 +20,51 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
+from subagents.budget import Budget, PriceTable, cost_of
+
 
 class TaskStopped(Exception):
     """Raised inside a child to stop it; the message says why."""
 
 
+class MaxTurnsReached(TaskStopped):
+    """The child asked for one model call more than its ``max_turns``."""
+
+    def __init__(self, max_turns: int) -> None:
+        super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
+        self.max_turns = max_turns
+
+
 class TaskMeter(BaseCallbackHandler):
-    """Per-task model-call and token counter with a deadline and a stop switch."""
+    """Per-task usage counter with a deadline, budgets and a stop switch."""
 
     raise_error = True
     run_inline = True
+    # Chain events are by far the most frequent; the meter needs none of them.
+    ignore_chain = True
+    ignore_retriever = True
+    ignore_agent = True
 
-    def __init__(self, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        deadline: float | None = None,
+        max_turns: int | None = None,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cost_usd = 0.0
         self.deadline = deadline
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = prices
+        self.budget = budget
         self._stop_reason: str | None = None
         self._lock = threading.Lock()
 
@@ -41,44 +72,74 @@ class TaskMeter(BaseCallbackHandler):
         """Ask the child to stop at its next model or tool call."""
         self._stop_reason = reason
 
+    def usage(self) -> dict[str, Any]:
+        return {
+            "model_calls": self.model_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
     def _check(self) -> None:
         if self._stop_reason is not None:
             raise TaskStopped(self._stop_reason)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise TaskStopped("timed out")
+        tokens = self.input_tokens + self.output_tokens
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            raise TaskStopped(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)")
+        if self.max_usd is not None and self.cost_usd >= self.max_usd:
+            raise TaskStopped(
+                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
+            )
+        if self.budget is not None and (reason := self.budget.exhausted()):
+            raise TaskStopped(reason)
+
+    def _count_call(self) -> None:
+        self._check()
+        with self._lock:
+            if self.max_turns is not None and self.model_calls >= self.max_turns:
+                raise MaxTurnsReached(self.max_turns)
+            self.model_calls += 1
 
     def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self._check()
-        with self._lock:
-            self.model_calls += 1
+        self._count_call()
 
     def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
-        self._check()
-        with self._lock:
-            self.model_calls += 1
+        self._count_call()
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         self._check()
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        usage = _usage_of(response)
-        if usage:
-            with self._lock:
-                self.input_tokens += int(usage.get("input_tokens") or 0)
-                self.output_tokens += int(usage.get("output_tokens") or 0)
+        usage, model_name = _usage_of(response)
+        if not usage:
+            return
+        inp = int(usage.get("input_tokens") or 0)
+        out = int(usage.get("output_tokens") or 0)
+        cost = cost_of(self.prices, model_name, inp, out)
+        with self._lock:
+            self.input_tokens += inp
+            self.output_tokens += out
+            self.cost_usd += cost
+        if self.budget is not None:
+            self.budget.charge(model_name, inp, out)
 
 
-def _usage_of(response: LLMResult) -> dict[str, Any] | None:
+def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
+    llm_output = response.llm_output or {}
     for generations in response.generations:
         for gen in generations:
             message = getattr(gen, "message", None)
             usage = getattr(message, "usage_metadata", None)
             if usage:
-                return dict(usage)
-    token_usage = (response.llm_output or {}).get("token_usage") or {}
+                meta = getattr(message, "response_metadata", None) or {}
+                return dict(usage), meta.get("model_name") or llm_output.get("model_name")
+    token_usage = llm_output.get("token_usage") or {}
     if token_usage:
-        return {
+        usage = {
             "input_tokens": token_usage.get("prompt_tokens", 0),
             "output_tokens": token_usage.get("completion_tokens", 0),
         }
-    return None
+        return usage, llm_output.get("model_name")
+    return None, None

@@ -44,6 +44,7 @@ class TaskRecord(BaseModel):
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
     transcript: str | None = None
     """Where the child's messages can be read back (a checkpoint namespace)."""
 
@@ -67,3 +68,16 @@ def merge_records(
     if not right:
         return left
     return {**left, **right}
+
+
+USAGE_KEY = "subagent_usage"
+"""Parent state key: the run's rollup of every delegation's usage."""
+
+
+def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for the usage rollup: parallel delegations add up."""
+    if not left:
+        return dict(right or {})
+    if not right:
+        return left
+    return {k: round(left.get(k, 0) + right.get(k, 0), 6) for k in {*left, *right}}

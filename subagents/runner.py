@@ -1,7 +1,8 @@
 """Running one delegation: isolate, invoke under limits, record, write back.
 
-:meth:`TaskRunner.run` and :meth:`TaskRunner.arun` are thin shells around
-one shared path (:meth:`_prepare`, then :meth:`_finish` or :meth:`_fail`).
+The steps of a delegation are written once, as a plan (:meth:`TaskRunner._plan`)
+that yields each child input and receives each result; :meth:`TaskRunner.run`
+and :meth:`TaskRunner.arun` only drive it, with ``invoke`` or ``ainvoke``.
 Whatever the child raises becomes an error ``ToolMessage`` whose content
 begins ``Subagent '<name>' failed:``; only LangGraph's control-flow signals
 (interrupts for human approval, ``Command`` hand-offs) pass through, so a
@@ -13,33 +14,37 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.errors import GraphBubbleUp, GraphRecursionError
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from subagents.isolation import (
-    EXCLUDED_KEYS,
-    LEDGER_KEY,
-    changed_keys,
-    child_input,
-    known_private_state_keys,
+from subagents.budget import Budget, PriceTable
+from subagents.continuation import (
+    DEFAULT_SHORT_ANSWER_THRESHOLD,
+    continuation_input,
+    merge_continuation,
 )
+from subagents.isolation import EXCLUDED_KEYS, LEDGER_KEY, changed_keys, child_input, known_private_state_keys
 from subagents.limiter import ConcurrencyLimit
-from subagents.meter import TaskMeter, TaskStopped
-from subagents.record import TaskRecord, task_id_for
+from subagents.meter import TaskMeter
+from subagents.outcome import describe_failure, final_answer, tool_message
+from subagents.record import USAGE_KEY, TaskRecord, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.spec import DEFAULT_MAX_TURNS, CompiledSubagent
+from subagents.transcript import TranscriptRecorder, header_for, jsonl_path, remember, store_transcript
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
 """Set in the metadata of every child run; its presence means "inside a child"."""
 
 DEFAULT_RECURSION_LIMIT = 25
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
+
+Emit = Callable[[dict[str, Any]], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,25 +58,47 @@ class TaskCall:
     parent_config: Mapping[str, Any]
     parent_model: Any = None
     parent_tools: Sequence[Any] = ()
+    emit: Emit | None = None
+    """Where lifecycle events go (the parent's ``custom`` stream writer)."""
+    store: Any = None
+    """The parent's ``BaseStore``, for the store transcript sink."""
 
 
 @dataclasses.dataclass
 class _Run:
     call: TaskCall
     task_id: str
+    thread_id: str | None
     graph: Any
     inputs: dict[str, Any]
     config: dict[str, Any]
     meter: TaskMeter
+    recorder: TranscriptRecorder | None
+    transcript: str
     timeout_s: float | None
     max_turns: int | None
     recursion_limit: int
     started_at: float
     started_clock: float
 
+    def remaining(self) -> float | None:
+        return None if self.meter.deadline is None else max(0.0, self.meter.deadline - time.monotonic())
+
 
 class TaskRunner:
     """Runs delegations against a registry under one concurrency cap.
+
+    Args:
+        registry: the subagents.
+        max_concurrent: how many children may run at once (``None``: no cap).
+        private_keys: more keys that never cross the boundary.
+        sessions_dir: write JSONL transcripts under this folder.
+        transcript_store: ``True`` to keep transcripts in the parent's
+            ``BaseStore``, or a store to use.
+        prices: model name -> USD per million (input, output) tokens.
+        budget: a :class:`subagents.Budget` shared by the whole tree.
+        short_answer_threshold: answers shorter than this get one
+            continuation request (0: off).
 
     Example::
 
@@ -85,9 +112,21 @@ class TaskRunner:
         *,
         max_concurrent: int | None = None,
         private_keys: frozenset[str] = frozenset(),
+        sessions_dir: str | Path | None = None,
+        transcript_store: Any = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
+        short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
     ) -> None:
+        if short_answer_threshold < 0:
+            raise ValueError(f"short_answer_threshold must be >= 0 (got {short_answer_threshold})")
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
+        self.sessions_dir = sessions_dir
+        self.transcript_store = transcript_store
+        self.prices = prices if prices is not None else (budget.prices if budget else None)
+        self.budget = budget
+        self.short_answer_threshold = short_answer_threshold
         self._private_keys = private_keys
         self._blocked_keys: frozenset[str] | None = None
 
@@ -98,234 +137,277 @@ class TaskRunner:
             self._blocked_keys = EXCLUDED_KEYS | self._private_keys | known_private_state_keys()
         return self._blocked_keys
 
-    # -- the two shells -------------------------------------------------
+    # -- the two drivers --------------------------------------------------
 
     def run(self, call: TaskCall) -> Command:
         prepared = self._prepare(call)
         if isinstance(prepared, Command):
             return prepared
-        try:
-            with self.limit.hold():
-                prepared.meter.deadline = _deadline(prepared.timeout_s)
-                result = _invoke_with_timeout(prepared)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - fault isolation is the point
-            return self._fail(prepared, exc)
-        return self._finish(prepared, result)
+        with self.limit.hold():
+            self._begin(prepared)
+            plan = self._plan(prepared)
+            step = next(plan)
+            while not isinstance(step, Command):
+                try:
+                    value = _invoke_with_timeout(prepared, step)
+                except BaseException as exc:  # noqa: BLE001 - the plan decides
+                    step = _throw(plan, exc)
+                else:
+                    step = _send(plan, value)
+            return step
 
     async def arun(self, call: TaskCall) -> Command:
         prepared = self._prepare(call)
         if isinstance(prepared, Command):
             return prepared
-        try:
-            async with self.limit.ahold():
-                prepared.meter.deadline = _deadline(prepared.timeout_s)
-                invocation = prepared.graph.ainvoke(prepared.inputs, prepared.config)
-                if prepared.timeout_s is None:
-                    result = await invocation
+        async with self.limit.ahold():
+            self._begin(prepared)
+            plan = self._plan(prepared)
+            step = next(plan)
+            while not isinstance(step, Command):
+                try:
+                    value = await asyncio.wait_for(
+                        prepared.graph.ainvoke(step, prepared.config), prepared.remaining()
+                    )
+                except BaseException as exc:  # noqa: BLE001 - the plan decides
+                    step = _throw(plan, exc)
                 else:
-                    result = await asyncio.wait_for(invocation, prepared.timeout_s)
-        except GraphBubbleUp:
+                    step = _send(plan, value)
+            return step
+
+    # -- the plan, written once ---------------------------------------------
+
+    def _plan(self, run: _Run) -> Generator[dict[str, Any], Any, Command]:
+        try:
+            result = yield run.inputs
+            answer = final_answer(result)
+            follow_up = continuation_input(result, answer, self.short_answer_threshold)
+            if follow_up is not None:
+                try:
+                    second = yield follow_up
+                    # The first run's state is what gets written back; the
+                    # continuation only contributes its text.
+                    answer = merge_continuation(answer, final_answer(second), None)
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - keep the first answer
+                    answer = merge_continuation(answer, None, self._reason(run, exc))
+            return self._finish(run, result, answer)
+        except GraphBubbleUp as signal:
+            self._paused(run, signal)
             raise
         except Exception as exc:  # noqa: BLE001 - fault isolation is the point
-            return self._fail(prepared, exc)
-        return self._finish(prepared, result)
-
-    # -- the shared path ------------------------------------------------
+            return self._fail(run, exc)
 
     def _prepare(self, call: TaskCall) -> _Run | Command:
         config = call.parent_config
         configurable = config.get("configurable") or {}
-        task_id = task_id_for(
-            configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id
-        )
+        thread_id = configurable.get("thread_id")
+        namespace = configurable.get("checkpoint_ns", "")
+        task_id = task_id_for(thread_id, namespace, call.tool_call_id)
         started_at, clock = time.time(), time.monotonic()
-        name = call.subagent_type
+
+        def refuse(reason: str) -> Command:
+            return self._command(call, self._record(call, task_id, started_at, clock, error=reason))
+
         if (config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
-            return self._result(
-                call, task_id, started_at, clock, error="subagents cannot delegate; do the work yourself"
-            )
+            return refuse("subagents cannot delegate; do the work yourself")
+        if self.budget is not None and (spent := self.budget.exhausted()):
+            return refuse(f"{spent}; no new delegations can start")
         try:
-            spec = self.registry.spec(name)
+            spec = self.registry.spec(call.subagent_type)
             graph = self.registry.graph(
-                name, parent_model=call.parent_model, parent_tools=call.parent_tools
+                call.subagent_type, parent_model=call.parent_model, parent_tools=call.parent_tools
             )
         except Exception as exc:  # noqa: BLE001 - a bad spec fails this task alone
-            return self._result(call, task_id, started_at, clock, error=str(exc))
-        recursion_limit = spec.recursion_limit or int(
-            config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT
+            return refuse(str(exc))
+
+        header = header_for(task_id, call.subagent_type, thread_id, call.tool_call_id)
+        path = jsonl_path(self.sessions_dir, thread_id, task_id) if self.sessions_dir else None
+        has_checkpointer = configurable.get(_CHECKPOINTER_KEY) is not None
+        recorder = None
+        if path is not None or self.transcript_store is not None or not has_checkpointer:
+            recorder = TranscriptRecorder(header, path)
+        if path is not None:
+            transcript = f"jsonl:{path}"
+        elif self.transcript_store is not None:
+            transcript = "store:pending"
+        elif has_checkpointer:
+            transcript = f"checkpoint:{namespace}"
+        else:
+            transcript = f"memory:{task_id}"
+
+        built = not isinstance(spec, CompiledSubagent)
+        max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
+        meter = TaskMeter(
+            max_turns=max_turns,
+            max_tokens=spec.max_tokens if built else None,
+            max_usd=spec.max_budget_per_run if built else None,
+            prices=self.prices,
+            budget=self.budget,
         )
-        meter = TaskMeter()
+        recursion_limit = spec.recursion_limit or int(config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
         run_config: dict[str, Any] = {
             "recursion_limit": recursion_limit,
-            "callbacks": [meter],
-            "run_name": name,
+            "callbacks": [meter] if recorder is None else [meter, recorder],
+            "run_name": call.subagent_type,
             "metadata": {
                 "ls_agent_type": "subagent",
                 TASK_ID_METADATA_KEY: task_id,
                 "subagent_tool_call_id": call.tool_call_id,
-                "subagent_type": name,
+                "subagent_type": call.subagent_type,
             },
         }
         return _Run(
             call=call,
             task_id=task_id,
+            thread_id=thread_id,
             graph=graph,
             inputs=child_input(call.parent_state, call.description, self.blocked_keys),
             config=run_config,
             meter=meter,
+            recorder=recorder,
+            transcript=transcript,
             timeout_s=spec.timeout_s,
-            max_turns=None
-            if isinstance(spec, CompiledSubagent)
-            else (spec.max_turns or DEFAULT_MAX_TURNS),
+            max_turns=max_turns,
             recursion_limit=recursion_limit,
             started_at=started_at,
             started_clock=clock,
         )
 
-    def _finish(self, run: _Run, result: Any) -> Command:
-        if not isinstance(result, Mapping) or "messages" not in result:
-            return self._fail(
-                run,
-                ValueError(
-                    "the child graph returned no 'messages' (a compiled subagent's state "
-                    "must have a 'messages' key)"
-                ),
-            )
-        answer = final_answer(result)
-        update = changed_keys(result, run.inputs, self.blocked_keys)
-        return self._result(
-            run.call,
-            run.task_id,
-            run.started_at,
-            run.started_clock,
-            answer=answer,
-            meter=run.meter,
-            update=update,
-        )
+    def _begin(self, run: _Run) -> None:
+        """The task starts running (after any wait for the concurrency cap)."""
+        if run.timeout_s is not None:
+            run.meter.deadline = time.monotonic() + run.timeout_s
+        namespace = (run.call.parent_config.get("configurable") or {}).get("checkpoint_ns", "")
+        self._emit(run, "running", namespace=tuple(namespace.split("|")) if namespace else ())
+
+    def _finish(self, run: _Run, result: Mapping[str, Any], answer: str) -> Command:
+        self._keep_transcript(run, result.get("messages"))
+        record = self._record(run.call, run.task_id, run.started_at, run.started_clock,
+                              answer=answer, run=run)
+        self._emit(run, "completed", duration_ms=record["duration_ms"], **run.meter.usage())
+        return self._command(run.call, record, changed_keys(result, run.inputs, self.blocked_keys))
 
     def _fail(self, run: _Run, exc: BaseException) -> Command:
-        return self._result(
-            run.call,
-            run.task_id,
-            run.started_at,
-            run.started_clock,
-            error=describe_failure(exc, run),
-            meter=run.meter,
-        )
+        self._keep_transcript(run, None)
+        reason = self._reason(run, exc)
+        record = self._record(run.call, run.task_id, run.started_at, run.started_clock,
+                              error=reason, run=run)
+        self._emit(run, "error", error=reason, duration_ms=record["duration_ms"], **run.meter.usage())
+        return self._command(run.call, record)
 
-    def _result(
-        self,
-        call: TaskCall,
-        task_id: str,
-        started_at: float,
-        started_clock: float,
-        *,
-        answer: str | None = None,
-        error: str | None = None,
-        meter: TaskMeter | None = None,
-        update: dict[str, Any] | None = None,
-    ) -> Command:
-        failed = error is not None
+    def _paused(self, run: _Run, signal: GraphBubbleUp) -> None:
+        """An interrupt inside the child: name the task and agent on it, then let it rise."""
+        about = {"task_id": run.task_id, "agent_type": run.call.subagent_type,
+                 "tool_call_id": run.call.tool_call_id}
+        for interrupt in (signal.args[0] if signal.args and isinstance(signal.args[0], Sequence) else ()):
+            value = getattr(interrupt, "value", None)
+            if isinstance(value, dict):
+                value.setdefault("subagent", about)
+        if run.recorder is not None:
+            run.recorder.close()
+        self._emit(run, "waiting_for_approval")
+
+    def _reason(self, run: _Run, exc: BaseException) -> str:
+        return describe_failure(exc, max_turns=run.max_turns, recursion_limit=run.recursion_limit,
+                                timeout_s=run.timeout_s)
+
+    def _keep_transcript(self, run: _Run, final_messages: Any) -> None:
+        if run.recorder is None:
+            return
+        messages = run.recorder.close(list(final_messages) if final_messages else None)
+        if run.transcript.startswith("memory:"):
+            remember(run.task_id, messages)
+        elif run.transcript.startswith("store:"):
+            store = run.call.store if self.transcript_store is True else self.transcript_store
+            if store is None:
+                remember(run.task_id, messages)
+                run.transcript = f"memory:{run.task_id}"
+            else:
+                run.transcript = store_transcript(store, run.thread_id, run.task_id,
+                                                  run.recorder.header, messages)
+
+    def _emit(self, run: _Run, status: str, **extra: Any) -> None:
+        if run.call.emit is None:
+            return
+        event = {"type": "subagent_task", "task_id": run.task_id, "tool_call_id": run.call.tool_call_id,
+                 "agent_type": run.call.subagent_type, "status": status, **extra}
+        try:
+            run.call.emit(event)
+        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
+            pass
+
+    def _record(self, call: TaskCall, task_id: str, started_at: float, started_clock: float, *,
+                answer: str | None = None, error: str | None = None, run: _Run | None = None) -> dict[str, Any]:
         duration_ms = (time.monotonic() - started_clock) * 1000
-        record = TaskRecord(
+        usage = run.meter.usage() if run else {}
+        return TaskRecord(
             id=task_id,
             agent_type=call.subagent_type,
             tool_call_id=call.tool_call_id,
-            status="error" if failed else "completed",
+            status="error" if error is not None else "completed",
             description=call.description,
             result=answer,
             error=error,
             started_at=started_at,
             finished_at=started_at + duration_ms / 1000,
             duration_ms=round(duration_ms, 3),
-            model_calls=meter.model_calls if meter else 0,
-            input_tokens=meter.input_tokens if meter else 0,
-            output_tokens=meter.output_tokens if meter else 0,
-        )
-        content = f"Subagent '{call.subagent_type}' failed: {error}" if failed else answer
-        message = ToolMessage(
-            content=content or "",
-            tool_call_id=call.tool_call_id or "",
-            name="task",
-            status="error" if failed else "success",
-        )
+            transcript=run.transcript if run else None,
+            **usage,
+        ).model_dump()
+
+    def _command(self, call: TaskCall, record: dict[str, Any], update: dict[str, Any] | None = None) -> Command:
+        usage = {k: record[k] for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")}
         return Command(
             update={
                 **(update or {}),
-                LEDGER_KEY: {task_id: record.model_dump()},
-                "messages": [message],
+                LEDGER_KEY: {record["id"]: record},
+                USAGE_KEY: {**usage, "tasks": 1},
+                "messages": [tool_message(call.subagent_type, call.tool_call_id,
+                                          answer=record["result"], error=record["error"])],
             }
         )
 
 
-def _deadline(timeout_s: float | None) -> float | None:
-    return None if timeout_s is None else time.monotonic() + timeout_s
+def _send(plan: Generator[Any, Any, Command], value: Any) -> Any:
+    try:
+        return plan.send(value)
+    except StopIteration as stop:
+        return stop.value
 
 
-def _invoke_with_timeout(run: _Run) -> Any:
+def _throw(plan: Generator[Any, Any, Command], exc: BaseException) -> Any:
+    try:
+        return plan.throw(exc)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _invoke_with_timeout(run: _Run, inputs: dict[str, Any]) -> Any:
     """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for.
 
     A thread cannot be killed; once the timeout passes we return and the
     meter stops the abandoned child at its next model or tool call.
     """
-    if run.timeout_s is None:
-        return run.graph.invoke(run.inputs, run.config)
+    remaining = run.remaining()
+    if remaining is None:
+        return run.graph.invoke(inputs, run.config)
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 
     def target() -> None:
         try:
-            outcome["value"] = context.run(run.graph.invoke, run.inputs, run.config)
+            outcome["value"] = context.run(run.graph.invoke, inputs, run.config)
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
             outcome["error"] = exc
 
     worker = threading.Thread(target=target, name=f"subagent-{run.task_id[:8]}", daemon=True)
     worker.start()
-    worker.join(run.timeout_s)
+    worker.join(remaining)
     if worker.is_alive():
         run.meter.stop("timed out")
         raise TimeoutError()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def final_answer(result: Mapping[str, Any]) -> str:
-    """The child's answer: its structured response as JSON, else its last non-empty AI text."""
-    structured = result.get("structured_response")
-    if structured is not None:
-        if hasattr(structured, "model_dump_json"):
-            return structured.model_dump_json()
-        if dataclasses.is_dataclass(structured) and not isinstance(structured, type):
-            return json.dumps(dataclasses.asdict(structured), default=str)
-        return json.dumps(structured, default=str)
-    for message in reversed(result["messages"]):
-        if isinstance(message, AIMessage):
-            text = (message.text or "").strip()
-            if text:
-                return text
-    return ""
-
-
-def describe_failure(exc: BaseException, run: _Run) -> str:
-    """A reason the parent model can act on, never a stack trace."""
-    from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
-
-    if isinstance(exc, ModelCallLimitExceededError):
-        return (
-            f"hit its max_turns limit ({run.max_turns} model calls) before finishing. "
-            "Split the task into smaller pieces, or raise max_turns."
-        )
-    if isinstance(exc, GraphRecursionError):
-        return (
-            f"hit its recursion limit ({run.recursion_limit} steps) before finishing. "
-            "Split the task into smaller pieces, or raise recursion_limit."
-        )
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or (
-        isinstance(exc, TaskStopped) and str(exc) == "timed out"
-    ):
-        return f"timed out after {run.timeout_s:g}s. Split the task, or raise timeout_s."
-    text = str(exc).strip() or "(no message)"
-    return f"{type(exc).__name__}: {text}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,34 @@ def tool_messages(state: dict[str, Any]) -> list[Any]:
 
 def records(state: dict[str, Any]) -> list[dict[str, Any]]:
     return list(state.get("subagent_tasks", {}).values())
+
+
+@contextlib.asynccontextmanager
+async def checkpointer(kind: str, mode: str, tmp_path: Path):
+    """An in-memory or SQLite checkpointer suited to the sync or async path."""
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+    elif mode == "sync":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(tmp_path / "state.sqlite", check_same_thread=False)
+        try:
+            yield SqliteSaver(conn)
+        finally:
+            conn.close()
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "state.sqlite")) as saver:
+            yield saver
+
+
+async def call(mode: str, graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> Any:
+    """Invoke (on a worker thread) or ainvoke, inside one event loop."""
+    if mode == "sync":
+        return await asyncio.to_thread(graph.invoke, inputs, config)
+    return await graph.ainvoke(inputs, config)

@@ -220,7 +220,8 @@ def test_record_fields_and_unique_ids_under_parallel_calls(run):
     for r in recs:
         assert r.status == "completed" and r.agent_type == "general-purpose"
         assert r.finished_at >= r.started_at and r.duration_ms >= 0
-        assert r.model_calls == 1 and r.input_tokens > 0 and r.output_tokens > 0
+        # One call for the answer, one for the short-answer continuation request.
+        assert r.model_calls == 2 and r.input_tokens > 0 and r.output_tokens > 0
     assert sorted(r.description for r in recs) == [f"job {i}" for i in range(6)]
 
 

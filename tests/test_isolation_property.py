@@ -94,7 +94,9 @@ AGENT = create_agent(
     state_schema=ParentState,
     middleware=[
         ModelCallLimitMiddleware(run_limit=50),
-        SubAgentMiddleware([{"name": "mutator", "description": "d", "runnable": _child()}]),
+        SubAgentMiddleware(
+            [{"name": "mutator", "description": "d", "runnable": _child()}], short_answer_threshold=0
+        ),
     ],
 )
 

@@ -1,0 +1,91 @@
+"""What a tree of agents may spend: prices, and a budget shared by the whole tree.
+
+Example::
+
+    from subagents import Budget
+
+    prices = {"gpt-4.1-mini": (0.40, 1.60)}        # USD per million input, output tokens
+    budget = Budget(max_tokens=200_000, max_usd=0.50, prices=prices)
+    agent = create_deep_agent(model, subagents=specs, budget=budget)
+
+One ``Budget`` object counts everything that uses it: the parent's own model
+calls and every child's, parallel ones included. Use a fresh one per run, or
+call :meth:`Budget.reset`. Once it is spent, new delegations are refused
+with an error result and running children stop at their next model call;
+the parent itself may still answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+PriceTable = Mapping[str, tuple[float, float]]
+"""Model name -> (USD per million input tokens, USD per million output tokens)."""
+
+
+def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """The USD cost of one call, or 0.0 when the model has no price."""
+    if not prices or not model_name:
+        return 0.0
+    price = prices.get(model_name)
+    if price is None:
+        # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
+        price = next((p for name, p in prices.items() if model_name.startswith(name)), None)
+    if price is None:
+        return 0.0
+    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+
+
+class BudgetExceeded(Exception):
+    """Raised inside a child, or returned for a refused delegation, once spent."""
+
+
+class Budget:
+    """Tokens and/or USD shared by a parent and all its children."""
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive (got {max_tokens})")
+        if max_usd is not None and max_usd <= 0:
+            raise ValueError(f"max_usd must be positive (got {max_usd})")
+        if max_usd is not None and not prices:
+            raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = dict(prices or {})
+        self._lock = threading.Lock()
+        self.tokens = 0
+        self.usd = 0.0
+
+    def charge(self, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+        """Add one call's usage; return its cost."""
+        cost = cost_of(self.prices, model_name, input_tokens, output_tokens)
+        with self._lock:
+            self.tokens += input_tokens + output_tokens
+            self.usd += cost
+        return cost
+
+    def exhausted(self) -> str | None:
+        """Why the budget is spent, or ``None`` while it is not."""
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
+        return None
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tokens = 0
+            self.usd = 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "usd": round(self.usd, 6),
+                "max_tokens": self.max_tokens, "max_usd": self.max_usd}

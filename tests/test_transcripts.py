@@ -1,0 +1,143 @@
+"""Transcripts: readable by task id after the run, wherever they were kept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.store.memory import InMemoryStore
+
+from conftest import call, checkpointer, records, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import get_transcript, jsonl_path, read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look up."""
+    return f"found {q}"
+
+
+def scripted():
+    return ScriptedChatModel(
+        rules=[("research X", [{"tool_calls": [tool_call("lookup", q="X")]}, "X is " + "x" * 250])],
+        responses=[{"tool_calls": [tool_call("task", description="research X", subagent_type="general-purpose")]},
+                   "parent done"],
+    )
+
+
+def assert_child_history(messages):
+    assert [m.type for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[0].content == "research X"
+    assert messages[2].content == "found X"
+    assert messages[3].content.startswith("X is")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_transcript_from_the_parents_checkpointer(mode, kind, tmp_path):
+    async with checkpointer(kind, mode, tmp_path) as saver:
+        agent = create_deep_agent(scripted(), [lookup], checkpointer=saver)
+        config = {"configurable": {"thread_id": f"t-{kind}-{mode}"}}
+        out = await call(mode, agent, user("go"), config)
+        (record,) = records(out)
+        assert record["transcript"].startswith("checkpoint:tools:")
+        # The public reader is sync; off the event loop, as a user would call it
+        # (an async saver serves sync reads from its own loop).
+        messages = await asyncio.to_thread(get_transcript, agent, config, record["id"])
+        assert_child_history(messages)
+        assert [m.type for m in out["messages"]] == ["human", "ai", "tool", "ai"]
+
+
+def test_transcript_without_a_checkpointer_is_kept_in_memory(run):
+    agent = create_deep_agent(scripted(), [lookup])
+    out = run(agent, user("go"))
+    (record,) = records(out)
+    assert record["transcript"] == f"memory:{record['id']}"
+    # A parent without a checkpointer has no saved state: read from its output.
+    assert_child_history(get_transcript(out, {}, record["id"]))
+
+
+def test_jsonl_sink_writes_header_and_messages(run, tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver(), sessions_dir=str(tmp_path))
+    config = {"configurable": {"thread_id": "thread-9"}}
+    out = run(agent, user("go"), config)
+    (record,) = records(out)
+    path = jsonl_path(tmp_path, "thread-9", record["id"])
+    assert path == tmp_path / "thread-9" / "subagents" / f"agent-{record['id']}.jsonl"
+    assert record["transcript"] == f"jsonl:{path}"
+    first = json.loads(path.read_text().splitlines()[0])
+    assert set(first) == {"id", "created_at", "cwd", "metadata"}
+    assert first["id"] == record["id"]
+    assert first["metadata"] == {"agent_type": "general-purpose", "parent_session_id": "thread-9",
+                                 "tool_call_id": record["tool_call_id"]}
+    header, messages = read_jsonl(path)
+    assert header == first
+    assert_child_history(messages)
+    assert_child_history(get_transcript(agent, config, record["id"]))
+
+
+def test_store_sink(run):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    store = InMemoryStore()
+    agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver(), store=store,
+                              transcript_store=True)
+    config = {"configurable": {"thread_id": "s1"}}
+    out = run(agent, user("go"), config)
+    (record,) = records(out)
+    assert record["transcript"] == "store:subagent_transcripts/s1"
+    assert_child_history(get_transcript(agent, config, record["id"]))
+
+
+def test_a_crash_leaves_a_readable_partial_jsonl(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from langchain_core.tools import tool
+        from deep_agent import create_deep_agent
+        from deep_agent.testing import ScriptedChatModel, tool_call
+
+        @tool
+        def crash(x: str) -> str:
+            '''Kill the process, as a power cut would.'''
+            os._exit(3)
+
+        model = ScriptedChatModel(
+            rules=[("risky job", [{{"tool_calls": [tool_call("crash", x="now")]}}])],
+            responses=[{{"tool_calls": [tool_call("task", description="risky job",
+                                                  subagent_type="general-purpose")]}}, "never"],
+        )
+        agent = create_deep_agent(model, [crash], sessions_dir={str(tmp_path)!r})
+        agent.invoke({{"messages": [{{"role": "user", "content": "go"}}]}},
+                     {{"configurable": {{"thread_id": "crashy"}}}})
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr
+    (path,) = (tmp_path / "crashy" / "subagents").glob("agent-*.jsonl")
+    header, messages = read_jsonl(path)
+    assert header["metadata"]["agent_type"] == "general-purpose"
+    assert [m.type for m in messages] == ["human", "ai"]
+    assert messages[1].tool_calls[0]["name"] == "crash"
+
+
+def test_unknown_task_id_is_a_clear_error():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "empty"}}
+    with pytest.raises(KeyError, match="no task 'nope' in the ledger of thread 'empty'"):
+        get_transcript(agent, config, "nope")

@@ -1,0 +1,100 @@
+"""Usage in every record, the parent's rollup, per-child caps and a shared budget."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.tools import tool
+
+from conftest import records, tool_messages, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import Budget
+
+PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
+
+
+@tool
+def echo(x: str) -> str:
+    """Echo."""
+    return x * 50
+
+
+def test_records_carry_usage_and_cost_and_the_parent_holds_the_rollup(run):
+    model = ScriptedChatModel(
+        rules=[("job", [{"tool_calls": [tool_call("echo", x="y")]}, "answer " + "z" * 220])],
+        responses=[{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="general-purpose")
+                                   for i in range(3)]}, "done"],
+    )
+    out = run(create_deep_agent(model, [echo], prices=PRICES), user("go"))
+    recs = records(out)
+    assert len(recs) == 3
+    for r in recs:
+        assert r["model_calls"] == 2 and r["input_tokens"] > 0 and r["output_tokens"] > 0
+        expected = (r["input_tokens"] * 1000 + r["output_tokens"] * 2000) / 1e6
+        assert r["cost_usd"] == pytest.approx(expected, rel=1e-6)
+    rollup = out["subagent_usage"]
+    assert rollup["tasks"] == 3
+    assert rollup["model_calls"] == 6
+    assert rollup["input_tokens"] == sum(r["input_tokens"] for r in recs)
+    assert rollup["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in recs), rel=1e-6)
+
+
+def looping(*jobs):
+    return ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in jobs]},
+                       "parent done"])],
+        default={"tool_calls": [tool_call("echo", x="again")]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [({"max_budget_per_run": 0.5}, "exceeded its max_budget_per_run ($"),
+     ({"max_tokens": 400}, "exceeded its max_tokens (")],
+)
+def test_per_child_caps_stop_that_child_only(run, limit, message):
+    model = looping(("loop", "capped"), ("loop", "free"))
+    agent = create_deep_agent(
+        model, [echo], prices=PRICES,
+        subagents=[{"name": "capped", "description": "c", "tools": ["echo"], "max_turns": 20, **limit},
+                   {"name": "free", "description": "f", "tools": ["echo"], "max_turns": 4}],
+    )
+    out = run(agent, user("go"), {"recursion_limit": 500})
+    by_type = {r["agent_type"]: r for r in records(out)}
+    capped, free = by_type["capped"], by_type["free"]
+    assert capped["status"] == "error" and message in capped["error"]
+    assert capped["model_calls"] < 20
+    assert "max_turns limit (4 model calls)" in free["error"]
+    assert out["messages"][-1].content == "parent done"
+
+
+def test_shared_budget_stops_running_children_and_refuses_new_delegations(run):
+    budget = Budget(max_tokens=3000)
+    model = ScriptedChatModel(
+        rules=[
+            ("go", [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="general-purpose")
+                                    for i in range(3)]},
+                    {"tool_calls": [tool_call("task", description="one more", subagent_type="general-purpose")]},
+                    "parent done"]),
+        ],
+        default={"tool_calls": [tool_call("echo", x="again")]},
+    )
+    agent = create_deep_agent(model, [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    msgs = tool_messages(out)
+    assert len(msgs) == 4 and all(m.status == "error" for m in msgs)
+    stopped, refused = msgs[:3], msgs[3]
+    for m in stopped:
+        assert "the shared token budget is spent" in m.content
+    assert "no new delegations can start" in refused.content
+    child_calls = sum(r["model_calls"] for r in records(out))
+    assert child_calls < 3 * 25  # far below what the three loops would have made
+    assert budget.tokens >= 3000
+    assert out["messages"][-1].content == "parent done"
+
+
+def test_budget_arguments_are_validated():
+    with pytest.raises(ValueError, match="max_usd needs a price table"):
+        Budget(max_usd=1.0)
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        Budget(max_tokens=0)
