@@ -56,7 +56,11 @@ def demo_model() -> ScriptedChatModel:
     )
 
 
-def build_demo_agent(model: Any = None) -> Any:
+DEMO_PROMPT = "Compare LangGraph and Pydantic."
+
+
+def build_demo_agent(model: Any = None, **options: Any) -> Any:
+    """The demo's deep agent; ``options`` go to :func:`create_deep_agent`."""
     return create_deep_agent(
         model or demo_model(),
         [search],
@@ -71,13 +75,14 @@ def build_demo_agent(model: Any = None) -> Any:
         ],
         system_prompt="You are a planner: delegate research, then summarise.",
         max_concurrent_tasks=4,
+        **options,
     )
 
 
 async def run_demo() -> dict[str, Any]:
     """Run the scripted scenario and return the final state."""
     agent = build_demo_agent()
-    return await agent.ainvoke({"messages": [{"role": "user", "content": "Compare LangGraph and Pydantic."}]})
+    return await agent.ainvoke({"messages": [{"role": "user", "content": DEMO_PROMPT}]})
 
 
 def format_report(state: dict[str, Any]) -> str:

@@ -1,0 +1,119 @@
+"""Where the CLI keeps threads, ledgers and transcripts between runs.
+
+The embedded default is SQLite in a project-local state directory
+(``.deep_agent/`` under the current directory, or ``--state-dir``):
+``state.sqlite`` holds the checkpoints (so threads, ledgers and the
+children's own checkpoints survive), ``sessions/`` the JSONL transcripts,
+and ``last_thread`` the thread the last ``run`` used. A ``postgresql://``
+database URL selects Postgres instead (``pip install
+langgraph-checkpoint-postgres``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from subagents import LEDGER_KEY
+
+DEFAULT_STATE_DIR = ".deep_agent"
+
+
+def resolve_state_dir(path: str | Path | None) -> Path:
+    state = Path(path) if path else Path.cwd() / DEFAULT_STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    return state
+
+
+def sessions_dir(state: Path) -> Path:
+    return state / "sessions"
+
+
+def remember_thread(state: Path, thread_id: str) -> None:
+    (state / "last_thread").write_text(thread_id, encoding="utf-8")
+
+
+def last_thread(state: Path) -> str | None:
+    marker = state / "last_thread"
+    return marker.read_text(encoding="utf-8").strip() if marker.exists() else None
+
+
+@contextlib.asynccontextmanager
+async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
+    """The checkpointer a ``run`` writes through."""
+    if db_url:
+        saver_cm = _postgres(db_url, aio=True)
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        saver_cm = AsyncSqliteSaver.from_conn_string(str(state / "state.sqlite"))
+    async with saver_cm as saver:
+        if db_url:
+            await saver.setup()
+        yield saver
+
+
+@contextlib.contextmanager
+def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
+    """A sync checkpointer for reading ledgers and transcripts back."""
+    if db_url:
+        with _postgres(db_url, aio=False) as saver:
+            yield saver
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = state / "state.sqlite"
+    if not path.exists():
+        raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first")
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def _postgres(db_url: str, *, aio: bool) -> Any:
+    try:
+        if aio:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Saver
+        else:
+            from langgraph.checkpoint.postgres import PostgresSaver as Saver
+    except ImportError:
+        raise RuntimeError(
+            f"--db {db_url.split('@')[-1]!r} needs Postgres support: pip install langgraph-checkpoint-postgres"
+        ) from None
+    return Saver.from_conn_string(db_url)
+
+
+def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
+    """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
+    saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    if saved is None:
+        raise LookupError(f"no thread {thread_id!r} in the state store")
+    return dict(saved.checkpoint["channel_values"].get(LEDGER_KEY) or {})
+
+
+def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The thread and record of a task id (a unique prefix is enough)."""
+    threads = [thread_id] if thread_id else _threads(saver)
+    matches = []
+    for thread in threads:
+        for tid, record in read_ledger(saver, thread).items():
+            if tid.startswith(task_id):
+                matches.append((thread, record))
+    if not matches:
+        raise LookupError(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
+    if len(matches) > 1:
+        raise LookupError(f"task id prefix {task_id!r} is ambiguous: give more characters")
+    return matches[0]
+
+
+def _threads(saver: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for saved in saver.list(None):
+        if not saved.config["configurable"].get("checkpoint_ns"):
+            seen.setdefault(saved.config["configurable"]["thread_id"], None)
+    return list(seen)
