@@ -223,3 +223,7 @@ def _describe_agent(
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

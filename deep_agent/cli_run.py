@@ -62,12 +62,15 @@ def add_state_arguments(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     model = choose_model(args.model)
     from deep_agent.factory import create_deep_agent
-    from subagents.discovery import AGENT_DIRS, default_levels
+    from subagents import discover_agents
 
-    dirs = args.agents_dirs if args.agents_dirs else default_levels(AGENT_DIRS, Path.cwd())
+    # Default directories that do not exist are skipped; named ones must exist.
+    found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
+    found.raise_for_problems()
+    found.emit_warnings()
 
     def build(checkpointer: Any, sessions: Path) -> Any:
-        return create_deep_agent(model, agents_dirs=dirs, system_prompt=ROOT_PROMPT,
+        return create_deep_agent(model, subagents=found.values, system_prompt=ROOT_PROMPT,
                                  checkpointer=checkpointer, sessions_dir=str(sessions))
 
     return asyncio.run(_run(build, args.prompt, args, title="deep agent"))

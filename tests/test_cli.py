@@ -1,0 +1,102 @@
+"""The deep-agent CLI through its real entry point, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def entry_point() -> list[str]:
+    script = Path(sys.executable).parent / "deep-agent"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("deep-agent")
+    return [found] if found else [sys.executable, "-m", "deep_agent.cli"]
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
+    base.update({"HOME": str(cwd / "home"), "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
+    base.update(env or {})
+    return subprocess.run([*entry_point(), *args], cwd=cwd, env=base, capture_output=True, text=True,
+                          timeout=180)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    agents = tmp_path / ".agents" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "researcher.md").write_text(
+        "---\nname: researcher\ndescription: Researches one topic.\nmax_turns: 4\n---\n"
+        "Research the topic and answer in one line.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "home").mkdir()
+    return tmp_path
+
+
+def test_demo_runs_offline_and_says_it_is_scripted(project):
+    result = cli("demo", cwd=project)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Scripted demo" in out and "no real LLM" in out
+    assert out.count("completed") >= 2 and "error" in out
+    assert "upstream model returned HTTP 500" in out
+    assert "Final answer" in out and "not fatal" in out
+
+
+def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
+    run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-cli", cwd=project,
+              env={"DEEP_AGENT_SCRIPTED": "1"})
+    assert run.returncode == 0, run.stderr
+    assert "researcher" in run.stdout and "Final answer" in run.stdout
+    assert (project / ".deep_agent" / "state.sqlite").exists()
+
+    tasks = cli("tasks", cwd=project)  # the last thread run here
+    assert tasks.returncode == 0, tasks.stderr
+    assert "tasks of thread t-cli" in tasks.stdout
+    assert tasks.stdout.count("researcher") == 3
+    assert "completed" in tasks.stdout and "error" in tasks.stdout
+
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
+        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t-cli", "checkpoint_ns": ""}})
+    ledger = saved.checkpoint["channel_values"]["subagent_tasks"]
+    task_id = next(t for t, r in ledger.items() if r["status"] == "completed")
+    shown = cli("transcript", task_id[:10], cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert f"task {task_id}" in shown.stdout
+    assert "human:" in shown.stdout and "ai:" in shown.stdout
+    assert ledger[task_id]["result"].split(":")[0] in shown.stdout
+
+    again = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-cli", cwd=project,
+                env={"DEEP_AGENT_SCRIPTED": "1"})
+    assert again.returncode == 0, again.stderr
+    assert cli("tasks", "t-cli", cwd=project).stdout.count("researcher") == 6
+
+
+def test_without_a_model_the_message_says_how_to_configure_one(project):
+    result = cli("run", "hello", cwd=project)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip()
+    assert line.count("\n") == 0
+    assert "no chat model is configured" in line and "OPENAI_API_KEY" in line and "deep-agent demo" in line
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(project):
+    quiet = cli("transcript", "nosuchtask", cwd=project)
+    assert quiet.returncode == 1 and "Traceback" not in quiet.stderr
+    assert "deep-agent: error:" in quiet.stderr
+    loud = cli("--debug", "tasks", "nothread", cwd=project)
+    assert loud.returncode != 0 and "Traceback" in loud.stderr
