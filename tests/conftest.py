@@ -9,8 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.tools import tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deep_agent.testing import tool_call  # noqa: E402 - after the path is set
+
+
+@tool
+def echo(x: str) -> str:
+    """Echo."""
+    return x
+
+
+def parent_script(*calls: tuple[str, str]) -> list[Any]:
+    """A parent that delegates ``(description, subagent_type)`` calls in parallel, then ends."""
+    return [
+        {"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in calls]},
+        "parent carried on",
+    ]
 
 
 def user(text: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from conftest import records, tool_messages, user
+from conftest import echo, parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 
@@ -16,19 +16,6 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 def explode(x: str) -> str:
     """A tool that always fails."""
     raise ValueError(f"disk on fire while handling {x}")
-
-
-@tool
-def echo(x: str) -> str:
-    """Echo."""
-    return x
-
-
-def parent_script(*calls):
-    return [
-        {"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in calls]},
-        "parent carried on",
-    ]
 
 
 def by_id(out):

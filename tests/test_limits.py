@@ -8,23 +8,10 @@ import time
 import pytest
 from langchain_core.tools import tool
 
-from conftest import records, tool_messages, user
+from conftest import echo, parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import DEFAULT_MAX_TURNS
-
-
-@tool
-def echo(x: str) -> str:
-    """Echo."""
-    return x
-
-
-def parent_script(*calls):
-    return [
-        {"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in calls]},
-        "parent carried on",
-    ]
 
 
 def looping_model(*calls):
