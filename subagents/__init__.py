@@ -1,6 +1,10 @@
 """Everything about one subagent: its spec, the registry, building, isolating, running, recording."""
 
 from subagents.agent_file import FIELD_SPELLINGS, load_agent_file, parse_agent_file
+from subagents.background_ledger import AsyncTaskRecord, AsyncTaskStatus, merge_async_records
+from subagents.background_loop import BackgroundLoop, background_loop
+from subagents.background_remote import RemoteSubagentSpec
+from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.build_options import BuildOptions, check_spec
 from subagents.budget import Budget, BudgetExceeded, PriceTable, cost_of
 from subagents.builder import build_subagent, child_system_prompt, resolve_tools
@@ -58,6 +62,14 @@ from subagents.spec import (
 )
 
 __all__ = [
+    "AsyncTaskRecord",
+    "AsyncTaskStatus",
+    "BackgroundLoop",
+    "BackgroundTasks",
+    "RemoteSubagentSpec",
+    "TaskStateError",
+    "background_loop",
+    "merge_async_records",
     "CONTINUATION_PROMPT",
     "DEFAULT_SHORT_ANSWER_THRESHOLD",
     "USAGE_KEY",

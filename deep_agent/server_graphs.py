@@ -1,0 +1,111 @@
+"""Graphs the project's ``langgraph.json`` serves: offline subagents for a LangGraph Server.
+
+They run on :class:`~deep_agent.testing.ScriptedChatModel`, so ``langgraph
+dev`` serves them with no network and no API key; the remote background
+tests run against them, and they show what a remote subagent looks like.
+Each is a subagent built by :func:`subagents.build_subagent` -- the same
+builder, limits and one-level guard as a local one -- and answers from the
+instruction it is given:
+
+* ``scripted_worker`` answers ``Done: <instruction>``; an instruction with
+  ``fail`` makes its model fail; one with ``slow`` makes it work (a one-second
+  tool call per turn) until a message with ``Wrap up`` arrives.
+* ``scripted_approver`` asks for approval before its ``publish`` tool runs
+  (``waiting_for_approval`` on the parent's side), then reports the outcome.
+
+Example (with ``langgraph dev`` running on port 2024)::
+
+    from langgraph_sdk import get_client
+
+    client = get_client(url="http://127.0.0.1:2024")
+    thread = await client.threads.create()
+    run = await client.runs.create(thread["thread_id"], "scripted_worker",
+                                   input={"messages": [{"role": "user", "content": "Sum 2+2"}]})
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import SubagentSpec, build_subagent
+
+SLOW_TURNS = 120
+
+
+@tool
+async def pause(seconds: float) -> str:
+    """Wait, standing in for slow work."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds:g}s"
+
+
+@tool
+def publish(target: str) -> str:
+    """Publish the work to ``target``."""
+    return f"published to {target}"
+
+
+def _last_human(messages: Sequence[BaseMessage]) -> str:
+    return next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+
+
+def _done(messages: Sequence[BaseMessage]) -> str:
+    return f"Done: {_last_human(messages)}"
+
+
+def _outcome(messages: Sequence[BaseMessage]) -> str:
+    tool_result = next((m.text for m in reversed(messages) if isinstance(m, ToolMessage)), "")
+    return f"Outcome: {tool_result}"
+
+
+def _worker_model() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        rules=[
+            ("Wrap up", ["Wrapped up as asked."]),
+            ("fail", [RuntimeError("the worker's model failed on purpose")]),
+            ("slow", [{"tool_calls": [tool_call("pause", seconds=1)]}] * SLOW_TURNS),
+        ],
+        default=_done,
+    )
+
+
+def _approver_model() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("publish", target="production")]}, _outcome],
+        default=_outcome,
+    )
+
+
+def _build(spec: SubagentSpec, model: Any, tools: list[Any]) -> Any:
+    return build_subagent(spec, parent_model=model, parent_tools=tools)
+
+
+scripted_worker = _build(
+    SubagentSpec(
+        name="scripted_worker",
+        description="Answers 'Done: <instruction>'; slow or failing on request.",
+        system_prompt="You work on one task and report the result.",
+        max_turns=SLOW_TURNS + 5,
+        condenser=False,
+    ),
+    _worker_model(),
+    [pause],
+)
+
+scripted_approver = _build(
+    SubagentSpec(
+        name="scripted_approver",
+        description="Publishes, after a human approves the publish call.",
+        system_prompt="You publish work once it is approved.",
+        interrupt_on={"publish": True},
+        condenser=False,
+    ),
+    _approver_model(),
+    [publish],
+)

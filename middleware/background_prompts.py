@@ -1,0 +1,111 @@
+"""The words of background tasks: tool descriptions, the prompt block, results and notices.
+
+Results the model reads back (check, list) are compact JSON, so a model can
+quote ids and statuses exactly; confirmations are one sentence naming the
+task id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
+It returns a task id at once and the subagent works while you continue. You are told
+when a background task finishes, so do not poll in a loop: do other work, or end your
+turn and the result will be there in a later turn. Use `check_async_task` for one task's
+status and result, `update_async_task` to send it a new instruction (or a follow-up once
+it has finished, or an approval decision when it waits for one), `cancel_async_task`,
+`list_async_tasks`, and `retry_async_task` for failed, cancelled or lost tasks."""
+
+START_DESCRIPTION = """Start a subagent in the background and return its task id at once.
+
+The subagent sees only `description`, never this conversation: put every instruction,
+the context it needs and the form of the answer you want in it. Choose `subagent_type`
+from <available_agents>. You will be told when the task finishes."""
+
+CHECK_DESCRIPTION = """Get a background task's status and, once it has finished, its result or error."""
+
+UPDATE_DESCRIPTION = """Send a message to a background task.
+
+A running task sees it before its next step (use this to steer it). A completed task
+continues the same conversation with it as a follow-up. A task waiting for approval is
+answered with it: start with "approve" to approve, anything else rejects with your
+message as the reason."""
+
+CANCEL_DESCRIPTION = """Cancel a pending, running or waiting background task."""
+
+LIST_DESCRIPTION = """List background tasks with their statuses, optionally only those with one status."""
+
+RETRY_DESCRIPTION = """Run a failed, cancelled or lost background task again, under the same task id."""
+
+_PREVIEW = 80
+
+
+def started(record: Mapping[str, Any]) -> str:
+    return (
+        f"Started background task {record['id']} ({record['agent_type']}, {record['status']}). "
+        "It works while you continue; you will be told when it finishes."
+    )
+
+
+def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
+    """One task as the model sees it."""
+    view: dict[str, Any] = {
+        "task_id": record["id"],
+        "agent_type": record["agent_type"],
+        "status": record["status"],
+    }
+    if record.get("result") is not None and record["status"] == "completed":
+        view["result"] = record["result"]
+    if record.get("error"):
+        view["error"] = record["error"]
+    if record["status"] == "waiting_for_approval":
+        view["approval_request"] = record.get("approval_request")
+    view["usage"] = {k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens")}
+    if problem:
+        view["note"] = problem
+    return json.dumps(view, default=str)
+
+
+def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
+    rows = [
+        {
+            "task_id": r["id"],
+            "agent_type": r["agent_type"],
+            "status": r["status"],
+            "description": _clip(r.get("description") or "", _PREVIEW),
+        }
+        for r in sorted(records, key=lambda r: r.get("created_at") or 0)
+    ]
+    if not rows:
+        return f"No background tasks with status {status!r}." if status else "No background tasks."
+    return json.dumps(rows)
+
+
+def notice(records: Iterable[Mapping[str, Any]], result_chars: int) -> str:
+    """The one message announcing every task that finished (or needs approval) since the last call."""
+    lines = ["Background task updates:"]
+    for r in records:
+        head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
+        if r["status"] == "completed":
+            result = r.get("result") or ""
+            clipped = _clip(result, result_chars)
+            more = " [truncated; check_async_task has the full result]" if clipped != result else ""
+            lines.append(f"{head}. Result: {clipped}{more}")
+        elif r["status"] == "waiting_for_approval":
+            request = json.dumps(r.get("approval_request"), default=str)
+            lines.append(
+                f"{head}. It asks for approval: {_clip(request, result_chars)}. "
+                "Answer with update_async_task."
+            )
+        elif r.get("error"):
+            lines.append(f"{head}. {r['error']}")
+        else:
+            lines.append(f"{head}.")
+    return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"

@@ -1,0 +1,118 @@
+"""The six background-task tools: their argument schemas, and both their sync and async faces.
+
+Each tool is a thin shell: the sync face (for ``invoke`` parents) blocks on
+the background loop, the async face (for ``ainvoke`` parents) awaits it, and
+both run the same coroutine of the :class:`BackgroundToolHandlers` they are
+built for. The tools carry the delegation tag, so no child ever holds them.
+
+Example::
+
+    tools = background_tools(middleware)   # middleware implements BackgroundToolHandlers
+    [t.name for t in tools]                # ['start_async_task', 'check_async_task', ...]
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import StructuredTool
+from langgraph.types import Command
+from pydantic import BaseModel, Field
+
+from middleware import background_prompts as words
+from middleware.task_tool import TaskToolInput
+from subagents.background_ledger import AsyncTaskStatus
+from subagents.background_loop import background_loop
+from subagents.one_level import DELEGATION_TOOL_TAG
+
+
+class TaskIdInput(BaseModel):
+    """Arguments of the tools that act on one task."""
+
+    task_id: str = Field(description="The task id that start_async_task returned.")
+
+
+class UpdateTaskInput(BaseModel):
+    """Arguments of ``update_async_task``."""
+
+    task_id: str = Field(description="The task id that start_async_task returned.")
+    message: str = Field(description="The new instruction, follow-up or approval decision.")
+
+
+class ListTasksInput(BaseModel):
+    """Arguments of ``list_async_tasks``."""
+
+    status: AsyncTaskStatus | None = Field(
+        default=None, description="Only tasks with this status; all tasks when omitted."
+    )
+
+
+class BackgroundToolHandlers(Protocol):
+    """What the tools call; each handler returns the tool's ``Command``."""
+
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command: ...
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str) -> Command: ...
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command: ...
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+
+
+def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
+    """The six tools, bound to ``handlers``."""
+    loop = background_loop()
+
+    # Each face names `runtime: ToolRuntime` in its signature: that is how the
+    # tool node knows to inject the runtime.
+    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+        return loop.run(handlers.handle_start(runtime, description, subagent_type))
+
+    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+        return await loop.arun(handlers.handle_start(runtime, description, subagent_type))
+
+    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return loop.run(handlers.handle_check(runtime, task_id))
+
+    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await loop.arun(handlers.handle_check(runtime, task_id))
+
+    def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
+        return loop.run(handlers.handle_update(runtime, task_id, message))
+
+    async def aupdate_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
+        return await loop.arun(handlers.handle_update(runtime, task_id, message))
+
+    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return loop.run(handlers.handle_cancel(runtime, task_id))
+
+    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await loop.arun(handlers.handle_cancel(runtime, task_id))
+
+    def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+        return loop.run(handlers.handle_list(runtime, status))
+
+    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+        return await loop.arun(handlers.handle_list(runtime, status))
+
+    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return loop.run(handlers.handle_retry(runtime, task_id))
+
+    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await loop.arun(handlers.handle_retry(runtime, task_id))
+
+    table = [
+        (start_async_task, astart_async_task, TaskToolInput, words.START_DESCRIPTION),
+        (check_async_task, acheck_async_task, TaskIdInput, words.CHECK_DESCRIPTION),
+        (update_async_task, aupdate_async_task, UpdateTaskInput, words.UPDATE_DESCRIPTION),
+        (cancel_async_task, acancel_async_task, TaskIdInput, words.CANCEL_DESCRIPTION),
+        (list_async_tasks, alist_async_tasks, ListTasksInput, words.LIST_DESCRIPTION),
+        (retry_async_task, aretry_async_task, TaskIdInput, words.RETRY_DESCRIPTION),
+    ]
+    return [
+        StructuredTool.from_function(
+            func=func, coroutine=coro, name=func.__name__, description=text,
+            args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True},
+        )
+        for func, coro, schema, text in table
+    ]

@@ -1,0 +1,76 @@
+"""Answering a background child that waits for approval, from one parent message.
+
+A child paused by an interrupt (``HumanInTheLoopMiddleware``, or any
+``interrupt()``) is ``waiting_for_approval``. The parent answers it with
+``update_async_task(task_id, message)``; this module turns that message into
+the resume value:
+
+* a JSON object or array is used as it is, for graphs with their own
+  interrupt shapes;
+* a message starting with ``approve`` (or ``yes``/``ok``) approves every
+  action the child asked about;
+* anything else rejects them, and the message is the reason the child sees,
+  so "no, publish to staging instead" steers it.
+
+Example::
+
+    pending = pending_interrupts([Interrupt(value={"action_requests": [...]}, id="i1")])
+    resume_for("approve", pending)    # {"decisions": [{"type": "approve"}]}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_APPROVE = re.compile(r"^\s*(approve[sd]?|approval granted|yes|ok(ay)?|go ahead)\b", re.IGNORECASE)
+
+
+def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
+    """JSON-ready ``{"id", "value"}`` pairs from ``Interrupt`` objects or server dicts."""
+    pending = []
+    for item in interrupts:
+        if isinstance(item, Mapping):
+            pending.append({"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")})
+        else:
+            pending.append({"id": getattr(item, "id", None), "value": getattr(item, "value", None)})
+    return pending
+
+
+def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
+    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``.
+
+    One interrupt is answered with its value directly; several are answered
+    by id, each with the same decision.
+    """
+    explicit = _json_value(message)
+    if explicit is not None:
+        return explicit
+    answers = {item["id"]: _decision(message, item["value"]) for item in pending}
+    if len(answers) == 1:
+        return next(iter(answers.values()))
+    return answers
+
+
+def _json_value(message: str) -> Any:
+    text = message.strip()
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _decision(message: str, value: Any) -> Any:
+    one: dict[str, Any] = (
+        {"type": "approve"} if _APPROVE.match(message) else {"type": "reject", "message": message}
+    )
+    # `per_call` mode asks about one tool call and takes one bare decision.
+    if isinstance(value, Mapping) and value.get("type") == "tool_approval":
+        return one
+    requests = value.get("action_requests") if isinstance(value, Mapping) else None
+    count = len(requests) if isinstance(requests, list) and requests else 1
+    return {"decisions": [dict(one) for _ in range(count)]}

@@ -1,0 +1,117 @@
+"""The ledger of background tasks: one record per task, merged field by field.
+
+The parent state key ``async_tasks`` maps a task id to a JSON-ready record
+(a dict), so every checkpointer and a LangGraph Server can persist it with no
+custom serialiser. The ledger is the source of truth that survives a
+restart: a new process reading the checkpoint knows every task, where it ran
+(``runner``, ``owner``, ``thread_id``, ``run_id``) and how it last stood.
+
+Example::
+
+    record = AsyncTaskRecord(id="t1", agent_type="researcher", runner="local",
+                             status="pending", description="Find X", created_at=time.time())
+    ledger = merge_async_records({}, {record.id: record.model_dump()})
+    ledger = merge_async_records(ledger, {"t1": {"status": "running"}})
+    AsyncTaskRecord.model_validate(ledger["t1"]).status      # 'running'
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+AsyncTaskStatus = Literal[
+    "pending",
+    "running",
+    "waiting_for_approval",
+    "completed",
+    "error",
+    "cancelled",
+    "lost",
+]
+
+ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
+"""The task is doing (or about to do) work: it can be steered or cancelled."""
+
+SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})
+"""The task does nothing more until the parent acts on it."""
+
+RETRYABLE_STATUSES: frozenset[str] = frozenset({"error", "cancelled", "lost"})
+
+NOTEWORTHY_STATUSES: frozenset[str] = SETTLED_STATUSES | {"waiting_for_approval"}
+"""Statuses the parent is told about, once, before its next model call."""
+
+RunnerKind = Literal["local", "remote"]
+
+
+class AsyncTaskRecord(BaseModel):
+    """One background task, as the parent's ledger keeps it.
+
+    ``owner`` is the boot id of the process that runs a local task; a local
+    task that is still pending or running but owned by another process is
+    ``lost``, because that process (and the task with it) is gone.
+    ``thread_id``/``run_id`` name the child's conversation: a thread and run
+    on the LangGraph Server for remote tasks, the in-process child thread
+    for local ones. ``announced`` is set once the parent model has been told
+    how the task ended, so each outcome is announced once.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    agent_type: str
+    runner: RunnerKind
+    status: AsyncTaskStatus
+    description: str
+    tool_call_id: str | None = None
+    created_at: float
+    updated_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: str | None = None
+    error: str | None = None
+    approval_request: Any = None
+    """What the child waits for approval of (the interrupt values), while it waits."""
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempt: int = 1
+    turns: int = 1
+    """Runs of the child conversation so far: the first, then one per follow-up."""
+    transcript: str | None = None
+    """Where the local child's messages can be read back (see :mod:`subagents.transcript`)."""
+    owner: str | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+    announced: bool = False
+
+
+def merge_async_records(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names.
+
+    Updates are partial on purpose: a status check writes ``status`` and the
+    usage it saw without repeating the description, and two tools touching
+    different tasks in one step never overwrite each other.
+    """
+    if not left:
+        return {k: dict(v) for k, v in (right or {}).items()}
+    if not right:
+        return left
+    merged = dict(left)
+    for task_id, fields in right.items():
+        merged[task_id] = {**left.get(task_id, {}), **fields}
+    return merged
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``after`` that differ from ``before`` (what an update must carry)."""
+    return {k: v for k, v in after.items() if before.get(k) != v}
+
+
+def now() -> float:
+    """Wall-clock seconds, as every ledger timestamp is stored."""
+    return time.time()
