@@ -73,22 +73,26 @@ def run_command(args: argparse.Namespace) -> int:
         return create_deep_agent(model, subagents=found.values, system_prompt=ROOT_PROMPT,
                                  checkpointer=checkpointer, sessions_dir=str(sessions))
 
-    return asyncio.run(_run(build, args.prompt, args, title="deep agent"))
+    return asyncio.run(_run(build, [args.prompt], args, title="deep agent"))
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    from deep_agent.demo import DEMO_PROMPT, build_demo_agent, demo_model
+    from deep_agent.demo import DEMO_PROMPT, FOLLOW_UP_PROMPT, build_demo_agent, demo_model
 
     def build(checkpointer: Any, sessions: Path) -> Any:
         return build_demo_agent(demo_model(), checkpointer=checkpointer, sessions_dir=str(sessions))
 
     console = Console()
     console.print("[bold]Scripted demo[/bold]: offline, on a scripted model; no real LLM is called.")
-    return asyncio.run(_run(build, DEMO_PROMPT, args, title="deep agent (scripted demo)", console=console))
+    return asyncio.run(_run(build, [DEMO_PROMPT, FOLLOW_UP_PROMPT], args,
+                            title="deep agent (scripted demo)", console=console))
 
 
-async def _run(build: Any, prompt: str, args: argparse.Namespace, *, title: str,
+async def _run(build: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                console: Console | None = None) -> int:
+    """Run each prompt as a turn of one thread; between turns, let background tasks settle."""
+    from subagents import wait_for_background
+
     console = console or Console()
     state = resolve_state_dir(args.state_dir)
     thread_id = getattr(args, "thread", None) or uuid.uuid4().hex
@@ -97,16 +101,26 @@ async def _run(build: Any, prompt: str, args: argparse.Namespace, *, title: str,
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = build(saver, sessions_dir(state))
         remember_thread(state, thread_id)
-        with Live(view.render(), console=console, refresh_per_second=8) as live:
-            async for namespace, mode, chunk in agent.astream(
-                {"messages": [{"role": "user", "content": prompt}]}, config,
-                stream_mode=["custom", "updates"], subgraphs=True,
-            ):
-                if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
-                    view.update(chunk)
-                    live.update(view.render())
-        final = await agent.aget_state(config)
-    messages = final.values.get("messages", [])
+        for turn, prompt in enumerate(prompts):
+            if turn:
+                await asyncio.to_thread(wait_for_background, values.get("async_tasks") or {})
+                console.print(f"[bold]>[/bold] {prompt}", markup=True)
+            with Live(view.render(), console=console, refresh_per_second=8) as live:
+                async for namespace, mode, chunk in agent.astream(
+                    {"messages": [{"role": "user", "content": prompt}]}, config,
+                    stream_mode=["custom", "updates"], subgraphs=True,
+                ):
+                    if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
+                        view.update(chunk)
+                        live.update(view.render())
+            console.print()
+            values = (await agent.aget_state(config)).values
+            for record in (values.get("async_tasks") or {}).values():
+                console.print(f"  background task {record['id'][:8]} ({record['agent_type']}): "
+                              f"{record['status']}", markup=False)
+            if turn < len(prompts) - 1:
+                console.print(f"[bold]Answer[/bold]: {values['messages'][-1].text}", markup=True)
+    messages = values.get("messages", [])
     answer = messages[-1].text if messages else ""
     console.print()
     console.print("[bold]Final answer[/bold]")

@@ -1,9 +1,11 @@
 """An offline, scripted delegation run that prints what happened.
 
 Everything here runs on :class:`deep_agent.testing.ScriptedChatModel`: no
-network, no API key. The parent delegates two research tasks in parallel and
-one to a subagent whose model fails; the failure comes back as an error
-result and the parent still answers.
+network, no API key. In one turn the parent delegates three research tasks in
+parallel -- one to a source whose model fails, which comes back as an error
+result while the parent still answers -- and starts a report as a background
+task. The report outlives that turn; the next turn of the same thread is told
+it has finished.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from langchain_core.tools import tool
 
 from deep_agent.factory import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import wait_for_background
 
 
 @tool
@@ -27,19 +30,29 @@ def search(query: str) -> str:
     return corpus.get(query.lower(), f"no entry for {query!r}")
 
 
+BACKGROUND_REPORT = (
+    "Background report: LangGraph checkpointers save the graph state after every step, "
+    "so a run can pause for approval, resume after a crash, or be inspected later; "
+    "SQLite suits one machine and Postgres suits servers."
+)
+NOTICE_REPLY = "The background report arrived: checkpointers save state after every step."
+
+
 def demo_model() -> ScriptedChatModel:
-    """The scripted parent and children of the demo (one model, chosen by prompt)."""
+    """The scripted parent and research children of the demo (one model, chosen by prompt)."""
     return ScriptedChatModel(
         rules=[
+            # Announcements of finished background tasks reach the parent as a message.
+            ("Background task updates", [NOTICE_REPLY]),
             ("Research LangGraph", [{"tool_calls": [tool_call("search", query="langgraph")]},
-                           "LangGraph: stateful agent graphs with checkpoints."]),
+                                    "LangGraph: stateful agent graphs with checkpoints."]),
             ("Research Pydantic", [{"tool_calls": [tool_call("search", query="pydantic")]},
-                          "Pydantic: data validation from type hints."]),
+                                   "Pydantic: data validation from type hints."]),
             ("flaky source", [RuntimeError("upstream model returned HTTP 500")]),
         ],
         responses=[
             {
-                "content": "I will delegate three research tasks in parallel.",
+                "content": "I will delegate three research tasks in parallel and start a report.",
                 "tool_calls": [
                     tool_call("task", description="Research LangGraph in one line.",
                               subagent_type="researcher"),
@@ -47,16 +60,24 @@ def demo_model() -> ScriptedChatModel:
                               subagent_type="researcher"),
                     tool_call("task", description="Use the flaky source.",
                               subagent_type="researcher"),
+                    tool_call("start_async_task", description="Write a background report on checkpointers.",
+                              subagent_type="writer"),
                 ],
             },
             "Summary: LangGraph runs stateful agent graphs; Pydantic validates data. "
-            "One source failed and was reported, not fatal.",
+            "One source failed and was reported, not fatal. The report runs in the background.",
         ],
         latency_s=0.05,
     )
 
 
+def writer_model() -> ScriptedChatModel:
+    """The background writer: slow enough to outlive the parent's first turn."""
+    return ScriptedChatModel(default=BACKGROUND_REPORT, latency_s=1.0)
+
+
 DEMO_PROMPT = "Compare LangGraph and Pydantic."
+FOLLOW_UP_PROMPT = "Any news?"
 
 
 def build_demo_agent(model: Any = None, **options: Any) -> Any:
@@ -71,30 +92,49 @@ def build_demo_agent(model: Any = None, **options: Any) -> Any:
                 "system_prompt": "Research the topic with `search`; answer in one line.",
                 "tools": ["search"],
                 "max_turns": 4,
-            }
+            },
+            {
+                "name": "writer",
+                "description": "Writes longer reports; best started in the background.",
+                "system_prompt": "Write a short report on the topic.",
+                "tools": [],
+                "model": writer_model(),
+            },
         ],
         system_prompt="You are a planner: delegate research, then summarise.",
         max_concurrent_tasks=4,
+        background=True,
         **options,
     )
 
 
-async def run_demo() -> dict[str, Any]:
-    """Run the scripted scenario and return the final state."""
-    agent = build_demo_agent()
-    return await agent.ainvoke({"messages": [{"role": "user", "content": DEMO_PROMPT}]})
+async def run_demo() -> list[dict[str, Any]]:
+    """Run the scripted scenario: two turns of one thread; return each turn's final state."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agent = build_demo_agent(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "demo"}}
+    first = await agent.ainvoke({"messages": [{"role": "user", "content": DEMO_PROMPT}]}, config)
+    await asyncio.to_thread(wait_for_background, first.get("async_tasks", {}))
+    second = await agent.ainvoke({"messages": [{"role": "user", "content": FOLLOW_UP_PROMPT}]}, config)
+    return [first, second]
 
 
-def format_report(state: dict[str, Any]) -> str:
-    lines = ["[scripted model: offline demo, no real LLM was called]", ""]
-    for record in state.get("subagent_tasks", {}).values():
+def format_report(turns: list[dict[str, Any]]) -> str:
+    first, last = turns[0], turns[-1]
+    lines = ["[scripted model: offline demo, no real LLM was called]", "", "Delegations (task):"]
+    for record in first.get("subagent_tasks", {}).values():
         outcome = record["result"] if record["status"] == "completed" else record["error"]
         lines.append(
             f"- task {record['id'][:8]} {record['agent_type']:<11} {record['status']:<9} "
             f"{record['duration_ms']:7.1f} ms  {record['model_calls']} calls  "
             f"{record['input_tokens']}+{record['output_tokens']} tokens  -> {outcome}"
         )
-    lines += ["", f"Final answer: {state['messages'][-1].text}"]
+    lines += ["", f"Answer of turn 1: {first['messages'][-1].text}", "", "Background tasks:"]
+    for record in last.get("async_tasks", {}).values():
+        outcome = record.get("result") if record["status"] == "completed" else record.get("error")
+        lines.append(f"- task {record['id'][:8]} {record['agent_type']:<11} {record['status']:<9} -> {outcome}")
+    lines += ["", f"Final answer: {last['messages'][-1].text}"]
     return "\n".join(lines)
 
 

@@ -91,6 +91,9 @@ def create_deep_agent(
     prices: PriceTable | None = None,
     budget: Budget | None = None,
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
+    background: bool = False,
+    background_subagents: Sequence[Any] = (),
+    max_background_tasks: int | None = 8,
     response_format: Any = None,
     checkpointer: Any = None,
     store: Any = None,
@@ -119,6 +122,13 @@ def create_deep_agent(
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.
+        background: also give the root the background-task tools
+            (``start_async_task`` ...) over the same subagents, run in this
+            process (see :class:`middleware.BackgroundSubagentMiddleware`).
+        background_subagents: more subagents for background use only, such
+            as remote ones (``{"name", "description", "graph_id", "url"}``);
+            giving any turns ``background`` on.
+        max_background_tasks: how many background tasks run at once.
     """
     root_model = resolve_root_model(model)
     tools = list(tools)
@@ -131,26 +141,38 @@ def create_deep_agent(
         skills=skills,
     )
     specs = _with_agent_files(subagents, agents_dirs)
+    shared = {
+        "model": root_model,
+        "tools": tools,
+        "general_purpose": general_purpose,
+        "private_state_keys": private_state_keys(middleware),
+        "unknown_tools": unknown_tools,
+        "sessions_dir": sessions_dir,
+        "prices": prices,
+        "budget": budget,
+        "short_answer_threshold": short_answer_threshold,
+        "build_options": options,
+    }
     delegation = SubAgentMiddleware(
-        specs,
-        model=root_model,
-        tools=tools,
-        general_purpose=general_purpose,
-        max_concurrent_tasks=max_concurrent_tasks,
-        private_state_keys=private_state_keys(middleware),
-        unknown_tools=unknown_tools,
-        sessions_dir=sessions_dir,
-        transcript_store=transcript_store,
-        prices=prices,
-        budget=budget,
-        short_answer_threshold=short_answer_threshold,
-        build_options=options,
+        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store, **shared
     )
+    extra: list[Any] = []
+    if background or background_subagents:
+        from middleware import BackgroundSubagentMiddleware
+
+        extra.append(
+            BackgroundSubagentMiddleware(
+                [*specs, *background_subagents],
+                max_concurrent_tasks=max_background_tasks,
+                listed_elsewhere=delegation.registry.names,
+                **shared,
+            )
+        )
     return create_agent(
         root_model,
         tools,
         system_prompt=_with_skills(system_prompt, skills),
-        middleware=[*middleware, *_root_approval(options, tools, middleware), delegation],
+        middleware=[*middleware, *_root_approval(options, tools, middleware), delegation, *extra],
         response_format=response_format,
         checkpointer=checkpointer,
         store=store,

@@ -2,6 +2,7 @@
 
 from subagents.agent_file import FIELD_SPELLINGS, load_agent_file, parse_agent_file
 from subagents.background_ledger import AsyncTaskRecord, AsyncTaskStatus, merge_async_records
+from subagents.background_local import wait_for_background
 from subagents.background_loop import BackgroundLoop, background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
@@ -69,6 +70,7 @@ __all__ = [
     "RemoteSubagentSpec",
     "TaskStateError",
     "background_loop",
+    "wait_for_background",
     "merge_async_records",
     "CONTINUATION_PROMPT",
     "DEFAULT_SHORT_ANSWER_THRESHOLD",

@@ -335,3 +335,23 @@ class LocalTaskRunner:
         except Exception as exc:  # noqa: BLE001 - a task fails alone, never the loop
             task.set(status="error", error=f"{type(exc).__name__}: {exc}", finished_at=now(),
                      announced=False, **task.usage())
+
+
+def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
+    """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) that this process runs have settled.
+
+    For scripts, demos and tests that want a background result before the
+    next turn; an application simply carries on. Returns ``False`` on timeout.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    for task_id in ledger:
+        while True:
+            task = known_task(task_id)
+            if task is None or task.fields.get("status") in SETTLED_STATUSES:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    return True

@@ -219,15 +219,19 @@ class TaskRunner:
             graph = self.registry.graph(
                 call.subagent_type, parent_model=call.parent_model, parent_tools=call.parent_tools
             )
-        except Exception as exc:  # noqa: BLE001 - a bad spec fails this task alone
+            path = jsonl_path(self.sessions_dir, thread_id, task_id) if self.sessions_dir else None
+            has_checkpointer = configurable.get(_CHECKPOINTER_KEY) is not None
+            recorder = None
+            if path is not None or self.transcript_store is not None or not has_checkpointer:
+                # The header (it reads the working directory) only when a sink writes it.
+                header = (
+                    header_for(task_id, call.subagent_type, thread_id, call.tool_call_id)
+                    if path is not None or self.transcript_store is not None
+                    else {"id": task_id}
+                )
+                recorder = TranscriptRecorder(header, path)
+        except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
             return refuse(str(exc))
-
-        header = header_for(task_id, call.subagent_type, thread_id, call.tool_call_id)
-        path = jsonl_path(self.sessions_dir, thread_id, task_id) if self.sessions_dir else None
-        has_checkpointer = configurable.get(_CHECKPOINTER_KEY) is not None
-        recorder = None
-        if path is not None or self.transcript_store is not None or not has_checkpointer:
-            recorder = TranscriptRecorder(header, path)
         if path is not None:
             transcript = f"jsonl:{path}"
         elif self.transcript_store is not None:

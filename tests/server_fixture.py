@@ -97,7 +97,9 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     log = workdir / "server.log"
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
+        # The example deep agent runs on the scripted model: the tests stay offline.
+        "DEEP_AGENT_SCRIPTED": "1",
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "PYTHONPATH": os.pathsep.join(p for p in (str(workdir), os.environ.get("PYTHONPATH")) if p),

@@ -50,6 +50,8 @@ def test_demo_runs_offline_and_says_it_is_scripted(project):
     assert out.count("completed") >= 2 and "error" in out
     assert "upstream model returned HTTP 500" in out
     assert "Final answer" in out and "not fatal" in out
+    assert "background task" in out and "(writer): completed" in out
+    assert "The background report arrived" in out
 
 
 def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):

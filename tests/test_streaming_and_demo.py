@@ -56,6 +56,9 @@ def test_main_job_runs_offline_and_reports():
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "scripted model" in out
-    assert out.count("completed") == 2 and out.count(" error ") == 1
-    assert "upstream model returned HTTP 500" in out
-    assert "Final answer:" in out
+    delegations, background = out.split("Background tasks:")
+    assert delegations.count("completed") == 2 and delegations.count(" error ") == 1
+    assert "upstream model returned HTTP 500" in delegations
+    assert "not fatal" in delegations  # the parent answered despite the failure
+    assert "writer" in background and "completed" in background
+    assert "Final answer: The background report arrived" in out

@@ -141,3 +141,13 @@ def test_unknown_task_id_is_a_clear_error():
     config = {"configurable": {"thread_id": "empty"}}
     with pytest.raises(KeyError, match="no task 'nope' in the ledger of thread 'empty'"):
         get_transcript(agent, config, "nope")
+
+
+def test_a_broken_sink_fails_that_task_alone(run, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the sessions folder should be")
+    agent = create_deep_agent(scripted(), [lookup], sessions_dir=str(blocker))
+    out = run(agent, user("go"))
+    (record,) = records(out)
+    assert record["status"] == "error" and "not-a-dir" in record["error"]
+    assert out["messages"][-1].content == "parent done"
