@@ -57,7 +57,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import ValidationError
 
@@ -67,6 +67,7 @@ from middleware.prompts import (
     GENERAL_PURPOSE_NAME,
     GENERAL_PURPOSE_PROMPT,
     available_agents_block,
+    with_prompt_block,
 )
 from middleware.background_tools import background_tools
 from subagents import (
@@ -289,11 +290,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
-        if not self.prompt_block:
-            return request
-        system = request.system_message
-        text = f"{system.text}\n\n{self.prompt_block}" if system is not None else self.prompt_block
-        return request.override(system_message=SystemMessage(content=text))
+        return with_prompt_block(request, self.prompt_block)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._with_block(request))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 from xml.sax.saxutils import escape
+
+from langchain_core.messages import SystemMessage
 
 GENERAL_PURPOSE_NAME = "general-purpose"
 
@@ -39,3 +42,12 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     if not rows:
         return ""
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
+
+
+def with_prompt_block(request: Any, block: str) -> Any:
+    """The model request with ``block`` appended to its system message."""
+    if not block:
+        return request
+    system = request.system_message
+    text = f"{system.text}\n\n{block}" if system is not None else block
+    return request.override(system_message=SystemMessage(content=text))

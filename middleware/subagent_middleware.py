@@ -38,7 +38,6 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
-from langchain_core.messages import SystemMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 
@@ -49,6 +48,7 @@ from middleware.prompts import (
     GENERAL_PURPOSE_PROMPT,
     TASK_TOOL_DESCRIPTION,
     available_agents_block,
+    with_prompt_block,
 )
 from middleware.task_tool import TaskToolInput
 from subagents import (
@@ -203,11 +203,7 @@ class SubAgentMiddleware(AgentMiddleware):
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
-        if not self.prompt_block:
-            return request
-        system = request.system_message
-        text = f"{system.text}\n\n{self.prompt_block}" if system is not None else self.prompt_block
-        return request.override(system_message=SystemMessage(content=text))
+        return with_prompt_block(request, self.prompt_block)
 
     def _charge(self, response: Any) -> None:
         # The shared budget covers the parent's own calls too.
