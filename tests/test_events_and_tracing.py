@@ -87,3 +87,14 @@ def test_child_runs_are_named_and_tagged_for_tracing(run):
         assert meta["subagent_tool_call_id"] == tasks[meta["subagent_task_id"]]["tool_call_id"]
         seen.add(meta["subagent_task_id"])
     assert seen == set(tasks)
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
+def test_langgraph_run_stream_subagent_handles_carry_the_tool_call():
+    agent = two_children()
+    run = agent.stream_events(user("go"), version="v3")
+    handles = [(sub.name, sub.cause, sub.path) for sub in run.subagents]
+    ledger = run.output["subagent_tasks"]
+    assert sorted(h[0] for h in handles) == ["general-purpose", "general-purpose"]
+    assert {h[1]["tool_call_id"] for h in handles} == {r["tool_call_id"] for r in ledger.values()}
+    assert all(h[2][0].startswith("tools:") for h in handles)
