@@ -237,14 +237,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
-        return TaskCall(
-            subagent_type=subagent_type,
-            description=description,
-            parent_state=runtime.state,
-            tool_call_id=runtime.tool_call_id,
-            parent_config=runtime.config,
+        return TaskCall.from_runtime(
+            runtime, subagent_type, description,
             parent_model=self._model if self._model is not None else self._seen_model,
-            parent_tools=self._tools if self._tools is not None else runtime.tools,
+            parent_tools=self._tools,
         )
 
     # -- completion notices ------------------------------------------------

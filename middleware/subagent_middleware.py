@@ -186,16 +186,10 @@ class SubAgentMiddleware(AgentMiddleware):
         )
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime) -> TaskCall:
-        return TaskCall(
-            subagent_type=subagent_type,
-            description=description,
-            parent_state=runtime.state,
-            tool_call_id=runtime.tool_call_id,
-            parent_config=runtime.config,
+        return TaskCall.from_runtime(
+            runtime, subagent_type, description,
             parent_model=self._model if self._model is not None else self._seen_model,
-            parent_tools=self._tools if self._tools is not None else runtime.tools,
-            emit=runtime.stream_writer,
-            store=runtime.store,
+            parent_tools=self._tools,
         )
 
     # -- the prompt -----------------------------------------------------------

@@ -22,15 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-AsyncTaskStatus = Literal[
-    "pending",
-    "running",
-    "waiting_for_approval",
-    "completed",
-    "error",
-    "cancelled",
-    "lost",
-]
+from subagents.record import TaskStatus
+
+AsyncTaskStatus = TaskStatus
+"""The statuses a background task can have (the same set as :data:`subagents.TaskStatus`)."""
 
 ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
 """The task is doing (or about to do) work: it can be steered or cancelled."""

@@ -226,4 +226,5 @@ class BackgroundTasks:
         }
         if config.get("recursion_limit"):
             kept["recursion_limit"] = config["recursion_limit"]
-        return dataclasses.replace(call, parent_config=kept)
+        # The stream writer belongs to that finished step too.
+        return dataclasses.replace(call, parent_config=kept, emit=None)

@@ -63,6 +63,32 @@ class TaskCall:
     store: Any = None
     """The parent's ``BaseStore``, for the store transcript sink."""
 
+    @classmethod
+    def from_runtime(
+        cls,
+        runtime: Any,
+        subagent_type: str,
+        description: str,
+        *,
+        parent_model: Any,
+        parent_tools: Sequence[Any] | None = None,
+    ) -> TaskCall:
+        """The call a delegation tool received, from its ``ToolRuntime``.
+
+        ``parent_tools`` defaults to the tools of the parent's tool node.
+        """
+        return cls(
+            subagent_type=subagent_type,
+            description=description,
+            parent_state=runtime.state,
+            tool_call_id=runtime.tool_call_id,
+            parent_config=runtime.config,
+            parent_model=parent_model,
+            parent_tools=runtime.tools if parent_tools is None else parent_tools,
+            emit=runtime.stream_writer,
+            store=runtime.store,
+        )
+
 
 @dataclasses.dataclass
 class _Run:
