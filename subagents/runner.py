@@ -279,7 +279,8 @@ class TaskRunner:
         recursion_limit = spec.recursion_limit or int(config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
         run_config: dict[str, Any] = {
             "recursion_limit": recursion_limit,
-            "callbacks": [meter] if recorder is None else [meter, recorder],
+            # The meter goes last: when it stops a child, every other handler has had the event.
+            "callbacks": [meter] if recorder is None else [recorder, meter],
             "run_name": call.subagent_type,
             "metadata": {
                 "ls_agent_type": "subagent",
