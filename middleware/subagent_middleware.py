@@ -23,8 +23,10 @@ Decisions a LangGraph user may want to know:
 
 * Children inherit the parent's model and tools unless their spec names
   others. When the middleware is not given ``model``/``tools``, it uses the
-  model of the parent's latest model request and the tools of the parent's
-  tool node (never the delegation tools themselves).
+  model of the parent's model request before the child is first built and
+  the tools of the parent's tool node (never the delegation tools
+  themselves). A child is built once, so a parent that switches models
+  mid-run should pass ``model=`` explicitly.
 * The ledger ``subagent_tasks`` holds one JSON-ready record per delegation
   (see :class:`subagents.TaskRecord`), merged by a reducer.
 * ``max_concurrent_tasks`` caps children of this agent running at once,
