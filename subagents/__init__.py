@@ -42,7 +42,8 @@ from subagents.continuation import CONTINUATION_PROMPT, DEFAULT_SHORT_ANSWER_THR
 from subagents.outcome import describe_failure, final_answer
 from subagents.record import USAGE_KEY, TaskRecord, TaskStatus, add_usage, merge_records
 from subagents.registry import SubagentRegistry, UnknownSubagent
-from subagents.runner import TaskCall, TaskRunner
+from subagents.runner import TaskRunner
+from subagents.task_call import TaskCall
 from subagents.transcript import get_transcript, jsonl_path, read_jsonl, read_transcript
 from subagents.skills import (
     SKILL_DIRS,

@@ -16,7 +16,7 @@ import contextvars
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from subagents.outcome import describe_failure, final_answer, tool_message
 from subagents.record import USAGE_KEY, TaskRecord, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.spec import DEFAULT_MAX_TURNS, CompiledSubagent
+from subagents.task_call import TaskCall
 from subagents.transcript import TranscriptRecorder, header_for, jsonl_path, remember, store_transcript
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
@@ -43,52 +44,6 @@ TASK_ID_METADATA_KEY = "subagent_task_id"
 
 DEFAULT_RECURSION_LIMIT = 25
 _CHECKPOINTER_KEY = "__pregel_checkpointer"
-
-Emit = Callable[[dict[str, Any]], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskCall:
-    """One ``task`` call as the parent's tool received it."""
-
-    subagent_type: str
-    description: str
-    parent_state: Mapping[str, Any]
-    tool_call_id: str | None
-    parent_config: Mapping[str, Any]
-    parent_model: Any = None
-    parent_tools: Sequence[Any] = ()
-    emit: Emit | None = None
-    """Where lifecycle events go (the parent's ``custom`` stream writer)."""
-    store: Any = None
-    """The parent's ``BaseStore``, for the store transcript sink."""
-
-    @classmethod
-    def from_runtime(
-        cls,
-        runtime: Any,
-        subagent_type: str,
-        description: str,
-        *,
-        parent_model: Any,
-        parent_tools: Sequence[Any] | None = None,
-    ) -> TaskCall:
-        """The call a delegation tool received, from its ``ToolRuntime``.
-
-        ``parent_tools`` defaults to the tools of the parent's tool node.
-        """
-        return cls(
-            subagent_type=subagent_type,
-            description=description,
-            parent_state=runtime.state,
-            tool_call_id=runtime.tool_call_id,
-            parent_config=runtime.config,
-            parent_model=parent_model,
-            parent_tools=runtime.tools if parent_tools is None else parent_tools,
-            emit=runtime.stream_writer,
-            store=runtime.store,
-        )
-
 
 @dataclasses.dataclass
 class _Run:
