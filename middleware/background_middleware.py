@@ -87,6 +87,7 @@ from subagents.background_loop import background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.isolation import ASYNC_LEDGER_KEY
+from subagents.spec import describe_validation_error
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
 
@@ -312,12 +313,8 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     try:
         return RemoteSubagentSpec.model_validate(dict(value))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"field '{'.'.join(map(str, e['loc'])) or '<spec>'}': "
-            + ("unknown field" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, "))
-            for e in exc.errors()
-        )
-        raise SpecError(f"remote subagent {value.get('name', '<unnamed>')!r}: {problems}") from None
+        label = f"remote subagent {value.get('name', '<unnamed>')!r}"
+        raise SpecError(describe_validation_error(exc, label)) from None
 
 
 def _ledger(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -200,7 +200,8 @@ class CompiledSubagent(BaseModel):
 AnySpec = SubagentSpec | CompiledSubagent
 
 
-def _describe(errors: ValidationError, label: str) -> str:
+def describe_validation_error(errors: ValidationError, label: str) -> str:
+    """One line naming ``label`` and each bad field with what was expected."""
     parts = []
     for err in errors.errors():
         field = ".".join(str(p) for p in err["loc"]) or "<spec>"
@@ -230,7 +231,7 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
     try:
         return cls.model_validate(dict(value))
     except ValidationError as exc:
-        raise SpecError(_describe(exc, label)) from None
+        raise SpecError(describe_validation_error(exc, label)) from None
 
 
 def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]:
