@@ -47,9 +47,9 @@ class TaskMeter(BaseCallbackHandler):
     raise_error = True
     run_inline = True
     # Chain events are by far the most frequent; the meter needs none of them.
+    # Tool events are dispatched under LangChain's "agent" switch, so it stays on.
     ignore_chain = True
     ignore_retriever = True
-    ignore_agent = True
 
     def __init__(
         self,
@@ -93,9 +93,17 @@ class TaskMeter(BaseCallbackHandler):
 
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
-        if self.error_origin is not None and self.error_origin[0] is exc:
-            return self.error_origin[1]
-        return None
+        if self.error_origin is None:
+            return None
+        seen, origin = self.error_origin
+        if seen is exc:
+            return origin
+        # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
+        try:
+            same = type(seen) is type(exc) and seen.args == exc.args
+        except Exception:  # noqa: BLE001 - uncomparable args: not the same error
+            same = False
+        return origin if same else None
 
     def _check(self) -> None:
         if self._stop is not None:
