@@ -40,7 +40,8 @@ Decisions a LangGraph user may want to know:
   across its concurrent runs; extra calls wait their turn.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: LangChain reads the task tool's
+# type hints on every call, and string annotations make it re-evaluate them.
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal

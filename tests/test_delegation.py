@@ -246,3 +246,13 @@ def test_invalid_names_are_rejected_clearly(bad):
 
     with pytest.raises(SpecError, match="field 'name'"):
         SubAgentMiddleware([{"name": bad, "description": "d"}])
+
+
+def test_every_record_is_exactly_what_task_record_describes(run):
+    """The runner builds records as plain dicts; they must still round-trip through the model."""
+    model = ScriptedChatModel(rules=[("job", ["done"]), ("bad", [ValueError("no")])],
+                              responses=delegate(("job", "general-purpose"), ("bad", "general-purpose"),
+                                                 ("x", "nobody")))
+    out = run(create_deep_agent(model), user("go"))
+    for raw in records(out):
+        assert TaskRecord.model_validate(raw).model_dump() == raw
