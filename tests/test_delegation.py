@@ -131,8 +131,8 @@ def test_system_prompt_lists_agents_by_name_and_description_only(run):
     run(agent, user("hi"))
     system = model.calls[0]["system"]
     assert system.startswith("BASE")
-    assert "<name>writer</name><description>Writes &lt;prose&gt; &amp; poems</description>" in system
-    assert "<name>general-purpose</name>" in system
+    assert "- writer: Writes &lt;prose&gt; &amp; poems\n" in system
+    assert "- general-purpose: " in system
     assert "CHILD-ONLY PROMPT" not in system
     assert "task" in model.calls[0]["tools"]
 
