@@ -15,6 +15,8 @@ from langchain_core.messages import HumanMessage
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
+DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
+"""Parent state key: subagents defined at run time (see subagents/dynamic.py)."""
 
 EXCLUDED_KEYS: frozenset[str] = frozenset(
     {
@@ -25,6 +27,7 @@ EXCLUDED_KEYS: frozenset[str] = frozenset(
         "skills_metadata",
         LEDGER_KEY,
         ASYNC_LEDGER_KEY,
+        DYNAMIC_SUBAGENTS_KEY,
     }
 )
 """Keys that never cross the boundary, whichever way.

@@ -24,12 +24,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from subagents.budget import Budget, PriceTable
+from subagents.call_setup import set_up_child
 from subagents.continuation import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     continuation_input,
     merge_continuation,
 )
-from subagents.isolation import EXCLUDED_KEYS, LEDGER_KEY, changed_keys, child_input, known_private_state_keys
+from subagents.isolation import EXCLUDED_KEYS, LEDGER_KEY, changed_keys, known_private_state_keys
 from subagents.limiter import ConcurrencyLimit
 from subagents.meter import TaskMeter
 from subagents.outcome import describe_failure, final_answer, tool_message
@@ -61,6 +62,7 @@ class _Run:
     recursion_limit: int
     started_at: float
     started_clock: float
+    record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def remaining(self) -> float | None:
         return None if self.meter.deadline is None else max(0.0, self.meter.deadline - time.monotonic())
@@ -196,10 +198,9 @@ class TaskRunner:
         if self.budget is not None and (spent := self.budget.exhausted()):
             return refuse(f"{spent}; no new delegations can start")
         try:
-            spec = self.registry.spec(call.subagent_type)
-            graph = self.registry.graph(
-                call.subagent_type, parent_model=call.parent_model, parent_tools=call.parent_tools
-            )
+            # Delegation modes (dynamic subagents, per-call schemas, forks): subagents/call_setup.py.
+            setup = set_up_child(self.registry, call, self.blocked_keys)
+            spec, graph = setup.spec, setup.graph
             path = jsonl_path(self.sessions_dir, thread_id, task_id) if self.sessions_dir else None
             has_checkpointer = configurable.get(_CHECKPOINTER_KEY) is not None
             recorder = None
@@ -249,7 +250,7 @@ class TaskRunner:
             task_id=task_id,
             thread_id=thread_id,
             graph=graph,
-            inputs=child_input(call.parent_state, call.description, self.blocked_keys),
+            inputs=setup.inputs,
             config=run_config,
             meter=meter,
             recorder=recorder,
@@ -259,6 +260,7 @@ class TaskRunner:
             recursion_limit=recursion_limit,
             started_at=started_at,
             started_clock=clock,
+            record_extra=setup.record_extra,
         )
 
     def _begin(self, run: _Run) -> None:
@@ -341,6 +343,7 @@ class TaskRunner:
             duration_ms=round(duration_ms, 3),
             transcript=run.transcript if run else None,
             **usage,
+            **(run.record_extra if run else {}),
         ).model_dump()
 
     def _command(self, call: TaskCall, record: dict[str, Any], update: dict[str, Any] | None = None) -> Command:

@@ -30,6 +30,8 @@ class TaskCall:
     """Where lifecycle events go (the parent's ``custom`` stream writer)."""
     store: Any = None
     """The parent's ``BaseStore``, for the store transcript sink."""
+    output_schema: Any = None
+    """A per-call output schema (``task``'s ``output_schema``; see subagents/call_schema.py)."""
 
     @classmethod
     def from_runtime(
@@ -40,6 +42,7 @@ class TaskCall:
         *,
         parent_model: Any,
         parent_tools: Sequence[Any] | None = None,
+        output_schema: Any = None,
     ) -> TaskCall:
         """The call a delegation tool received, from its ``ToolRuntime``.
 
@@ -55,4 +58,5 @@ class TaskCall:
             parent_tools=runtime.tools if parent_tools is None else parent_tools,
             emit=runtime.stream_writer,
             store=runtime.store,
+            output_schema=output_schema,
         )
