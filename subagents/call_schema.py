@@ -232,7 +232,9 @@ class OutputRetryLimit(AgentMiddleware):
 
     Counts LangChain's retry messages for the output tool since the task
     began; when one more invalid answer would be retried past the limit,
-    raises :class:`OutputSchemaViolation` instead.
+    raises :class:`OutputSchemaViolation` instead. A child that ends with
+    plain text and no structured answer (a model that ignores the forced
+    tool choice) fails the same way.
     """
 
     def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
@@ -262,6 +264,17 @@ class OutputRetryLimit(AgentMiddleware):
             if isinstance(message, HumanMessage):
                 start = index
         return sum(self._is_retry(m) for m in messages[start:])
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        if state.get("structured_response") is not None:
+            return None
+        attempts = self._earlier_failures(state.get("messages") or ()) + 1
+        raise OutputSchemaViolation(
+            self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
+        )
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        return self.after_agent(state, runtime)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         response = handler(request)

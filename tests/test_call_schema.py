@@ -103,6 +103,13 @@ def test_a_child_that_never_matches_fails_naming_the_violation(run):
     assert records(out)[0]["status"] == "error"
 
 
+def test_a_plain_text_answer_fails_the_typed_call(run):
+    model = ScriptedChatModel(rules=[("judge it", ["yes, probably"])], responses=typed_task("judge it", "judge"))
+    out = run(judge_agent(model), user("go"))
+    (msg,) = tool_messages(out)
+    assert msg.status == "error" and "answered in plain text instead of calling its output tool 'Verdict'" in msg.content
+
+
 def test_a_missing_required_field_is_named(run):
     missing = {"tool_calls": [tool_call("Verdict", verdict="yes")]}
     model = ScriptedChatModel(rules=[("judge it", [missing] * 5)], responses=typed_task("judge it", "judge"))
