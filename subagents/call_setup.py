@@ -52,9 +52,15 @@ class ChildSetup:
 
 
 def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
-    """The spec, graph and input for ``call``; raises with a readable reason if it cannot run."""
-    spec, spec_key, extra = _spec_for(registry, call)
-    requested = requested_format(call.output_schema, call.parent_config)
+    """The spec, graph and input for ``call``; raises with a readable reason if it cannot run.
+
+    A stand-in registry (background sessions hand out their own graph) gets
+    declared specs and forks only: dynamic subagents and per-call formats
+    belong to the ``task`` path.
+    """
+    modes = isinstance(registry, SubagentRegistry)
+    spec, spec_key, extra = _spec_for(registry, call, modes)
+    requested = requested_format(call.output_schema, call.parent_config) if modes else None
     if requested is not None:
         graph = _graph_with_format(registry, call, spec, spec_key, requested, extra)
     elif spec_key[0] == "dynamic":
@@ -70,10 +76,15 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     return ChildSetup(spec, graph, inputs, extra)
 
 
-def _spec_for(registry: SubagentRegistry, call: TaskCall) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
+def _spec_for(
+    registry: SubagentRegistry, call: TaskCall, modes: bool
+) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
     name = call.subagent_type
-    if name in registry:
+    try:
         return registry.spec(name), ("spec", name), {}
+    except UnknownSubagent:
+        if not modes:
+            raise
     definitions = call.parent_state.get(DYNAMIC_SUBAGENTS_KEY) or {}
     definition = definitions.get(name) if isinstance(definitions, Mapping) else None
     if not isinstance(definition, Mapping):
