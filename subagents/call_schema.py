@@ -37,17 +37,18 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.structured_output import (
     MultipleStructuredOutputsError,
     ProviderStrategy,
     StructuredOutputValidationError,
     ToolStrategy,
 )
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langgraph.runtime import Runtime
 from pydantic import RootModel, ValidationError, model_validator
 
 from subagents.errors import SpecError
@@ -243,7 +244,7 @@ class OutputRetryLimit(AgentMiddleware):
         self.retries = retries
         self.label = label
 
-    def _check(self, request: Any, response: Any) -> None:
+    def _check(self, request: ModelRequest, response: ModelResponse) -> None:
         if getattr(response, "structured_response", None) is not None:
             return
         failed = [m for m in getattr(response, "result", ()) or () if self._is_retry(m)]
@@ -255,17 +256,17 @@ class OutputRetryLimit(AgentMiddleware):
             violation = text.removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
             raise OutputSchemaViolation(self.label, attempts, violation)
 
-    def _is_retry(self, message: Any) -> bool:
+    def _is_retry(self, message: BaseMessage) -> bool:
         return isinstance(message, ToolMessage) and message.name in self.tool_names
 
-    def _earlier_failures(self, messages: Any) -> int:
+    def _earlier_failures(self, messages: Sequence[BaseMessage]) -> int:
         start = 0
         for index, message in enumerate(messages):
             if isinstance(message, HumanMessage):
                 start = index
         return sum(self._is_retry(m) for m in messages[start:])
 
-    def after_agent(self, state: Any, runtime: Any) -> None:
+    def after_agent(self, state: AgentState, runtime: Runtime) -> None:
         if state.get("structured_response") is not None:
             return None
         attempts = self._earlier_failures(state.get("messages") or ()) + 1
@@ -273,15 +274,19 @@ class OutputRetryLimit(AgentMiddleware):
             self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
         )
 
-    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+    async def aafter_agent(self, state: AgentState, runtime: Runtime) -> None:
         return self.after_agent(state, runtime)
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
         response = handler(request)
         self._check(request, response)
         return response
 
-    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
         response = await handler(request)
         self._check(request, response)
         return response
