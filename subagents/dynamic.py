@@ -129,7 +129,7 @@ def _check_tools(tools: list[str] | None, parent_tools: Collection[str]) -> None
     if tools is None:
         return
     for name in tools:
-        if name in FORBIDDEN_TOOL_NAMES or name == "create_subagent":
+        if name in FORBIDDEN_TOOL_NAMES:
             raise DynamicSubagentError(
                 f"tools: {name!r} is a delegation, todo or memory tool; a subagent never holds one"
             )
