@@ -52,6 +52,7 @@ from langgraph.runtime import Runtime
 from pydantic import RootModel, ValidationError, model_validator
 
 from subagents.errors import SpecError
+from subagents.one_level import FORBIDDEN_TOOL_NAMES
 
 SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
 """``configurable`` key for a per-invocation response format (deepagents' spelling)."""
@@ -150,6 +151,11 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
             'output_schema: must describe a JSON object (top-level "type": "object"), '
             f"got type {_clip(repr(schema.get('type')))}"
         )
+    remote = _non_local_ref(schema)
+    if remote is not None:
+        raise OutputSchemaError(
+            f"output_schema: only local $ref values (starting '#') are supported, got {_clip(repr(remote))}"
+        )
     validator_class = jsonschema.validators.validator_for(schema)
     try:
         validator_class.check_schema(schema)
@@ -159,10 +165,27 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
             f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}"
         ) from None
     name = _TOOL_NAME.sub("_", str(schema.get("title") or "")).strip("_")[:64] or "structured_output"
+    if name in FORBIDDEN_TOOL_NAMES:
+        name = f"{name}_output"  # a child never holds a tool by that name
     model = _schema_model(name, copy.deepcopy(schema), validator_class(schema))
     strategy = ToolStrategy(model, handle_errors=_retry_message)
     key = ("json", hashlib.sha256(text.encode()).hexdigest())
     return CallFormat(strategy, key, name, (OutputRetryLimit(frozenset({name}), retries, name),))
+
+
+def _non_local_ref(node: Any) -> Any:
+    """The first ``$ref`` that does not point inside the schema itself (nothing is ever fetched)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if ref is not None and not (isinstance(ref, str) and ref.startswith("#")):
+                return ref
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return None
 
 
 def _schema_model(name: str, schema: dict[str, Any], validator: Any) -> type[RootModel[Any]]:
@@ -190,7 +213,10 @@ def first_violation(validator: Any, value: Any) -> str | None:
     """The most relevant way ``value`` breaks the schema (path and reason), or ``None``."""
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:
+        return "output_schema cannot be checked: its $ref references loop without end"
     if error is None:
         return None
     return _clip(f"{error.json_path}: {error.message}")

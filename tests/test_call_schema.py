@@ -124,6 +124,8 @@ def test_a_missing_required_field_is_named(run):
         ({"properties": {}}, 'top-level "type": "object"'),
         ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "not a valid JSON Schema at properties/a/type"),
         ({"type": "object", "required": "a"}, "not a valid JSON Schema at required"),
+        ({"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}}},
+         "only local $ref values"),
     ],
 )
 def test_a_bad_schema_fails_that_call_naming_output_schema(run, schema, expected):
@@ -140,6 +142,23 @@ def test_a_huge_schema_is_refused_without_echoing_it():
     with pytest.raises(OutputSchemaError, match="at most") as info:
         call_format(schema)
     assert len(str(info.value)) < 200
+
+
+def test_a_self_referencing_schema_fails_the_call_cleanly(run):
+    looping = {"type": "object", "title": "Loop", "properties": {"x": {"$ref": "#/$defs/a"}},
+               "$defs": {"a": {"$ref": "#/$defs/a"}}}
+    model = ScriptedChatModel(rules=[("judge it", [{"tool_calls": [tool_call("Loop", x=1)]}] * 5)],
+                              responses=typed_task("judge it", "judge", looping))
+    out = run(judge_agent(model), user("go"))
+    (msg,) = tool_messages(out)
+    assert msg.status == "error" and "loop without end" in msg.content
+    assert out["messages"][-1].content == "parent done"
+
+
+def test_a_title_naming_a_delegation_tool_is_renamed():
+    assert call_format({**VERDICT, "title": "task"}).label == "task_output"
+    assert call_format({**VERDICT, "title": "My verdict!"}).label == "My_verdict"
+    assert call_format({k: v for k, v in VERDICT.items() if k != "title"}).label == "structured_output"
 
 
 def test_a_spec_keeps_its_own_response_format_unless_a_call_overrides_it(run):
