@@ -9,7 +9,8 @@ kept in the parent's state under ``dynamic_subagents``, so a checkpointer
 keeps it across a restart. Every rule of :mod:`subagents.dynamic` holds
 (tools only narrow, limits only tighten, no shadowing, a cap), a refused
 request is an error result naming the rule, and every request, created or
-refused, leaves a record (``kind: "create_subagent"``) in the ledger.
+refused, leaves a record (``kind: "create_subagent"``) in the ledger
+(arguments of the wrong type are refused by the tool node before that).
 
 Parallel ``create_subagent`` calls in one assistant message are judged in
 the order they were made, each seeing the ones before it, so together they
