@@ -146,7 +146,7 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
         raise OutputSchemaError(
             f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} are accepted"
         )
-    if schema.get("type") != "object":
+    if schema.get("type", "object") != "object":  # tool arguments are always an object
         raise OutputSchemaError(
             'output_schema: must describe a JSON object (top-level "type": "object"), '
             f"got type {_clip(repr(schema.get('type')))}"

@@ -121,7 +121,7 @@ def test_a_missing_required_field_is_named(run):
     ("schema", "expected"),
     [
         ({"type": "array", "items": {}}, 'top-level "type": "object"'),
-        ({"properties": {}}, 'top-level "type": "object"'),
+        ({"type": "string"}, 'top-level "type": "object"'),
         ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "not a valid JSON Schema at properties/a/type"),
         ({"type": "object", "required": "a"}, "not a valid JSON Schema at required"),
         ({"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}}},
@@ -135,6 +135,13 @@ def test_a_bad_schema_fails_that_call_naming_output_schema(run, schema, expected
     assert msg.status == "error" and msg.content.startswith("Subagent 'judge' failed: output_schema")
     assert expected in msg.content
     assert not any(c["messages"][-1].text == "judge it" for c in model.calls)  # no child ran
+
+
+def test_a_schema_without_a_type_is_taken_as_an_object(run):
+    untyped = {k: v for k, v in VERDICT.items() if k != "type"}
+    model = ScriptedChatModel(rules=[("judge it", [GOOD])], responses=typed_task("judge it", "judge", untyped))
+    out = run(judge_agent(model), user("go"))
+    assert json.loads(tool_messages(out)[0].content) == {"verdict": "yes", "confidence": 0.9}
 
 
 def test_a_huge_schema_is_refused_without_echoing_it():
