@@ -165,3 +165,22 @@ def test_context_is_validated_and_read_from_agent_files(tmp_path):
         load_agent_file(path)
     assert SubagentSpec(name="a", description="d").context == "isolated"
 
+
+
+def test_a_background_task_can_fork_too():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from background_support import start, started_ids, wait_for
+    from middleware import BackgroundSubagentMiddleware
+    from subagents.background_local import known_task
+
+    model = ScriptedChatModel(rules=[("review in background", ["reviewed " * 40]),
+                                     ("second opinion", [start(("review in background", "reviewer")), "started"])],
+                              default="ok")
+    agent = create_agent(model, middleware=[BackgroundSubagentMiddleware([reviewer()])],
+                         checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": list(HISTORY)}, {"configurable": {"thread_id": "fork-bg"}})
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: known_task(task_id).fields["status"] == "completed")
+    (child,) = child_calls(model, "review in background")
+    assert [m.text for m in child["messages"][1:]] == [m.text for m in HISTORY] + ["review in background"]
