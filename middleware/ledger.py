@@ -16,6 +16,7 @@ from langchain.agents.middleware import AgentState
 from langchain_core.messages import ToolMessage
 
 from subagents import add_usage, merge_records
+from subagents.dynamic import DYNAMIC_SUBAGENTS_KEY
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -24,7 +25,7 @@ TASK_TOOL_NAME = "task"
 
 EXCLUDED_STATE_KEYS: frozenset[str] = frozenset(
     {"messages", "todos", "structured_response", "jump_to", "skills_metadata",
-     LEDGER_KEY, ASYNC_LEDGER_KEY, USAGE_KEY}
+     LEDGER_KEY, ASYNC_LEDGER_KEY, USAGE_KEY, DYNAMIC_SUBAGENTS_KEY}
 )
 """Keys that never cross the boundary, whichever way: each belongs to one agent."""
 

@@ -69,11 +69,10 @@ from middleware.prompts import (
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_NAME,
     GENERAL_PURPOSE_PROMPT,
-    TASK_TOOL_DESCRIPTION,
     available_agents_block,
     with_prompt_block,
 )
-from middleware.task_tool import TaskToolInput
+from middleware.task_tool_schema import task_tool_arguments
 from subagents import (
     AnySpec,
     BuildOptions,
@@ -123,6 +122,12 @@ class SubAgentMiddleware(AgentMiddleware):
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).
+        dynamic_subagents: add the ``create_subagent`` tool, so the parent
+            can define specialists at run time (see
+            :mod:`middleware.dynamic_subagents`).
+        max_dynamic_subagents: how many it may create in one thread.
+        structured_results: ``task`` accepts an optional ``output_schema``
+            for one call (see :mod:`subagents.call_schema`).
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -152,6 +157,9 @@ class SubAgentMiddleware(AgentMiddleware):
         budget: Budget | None = None,
         short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
+        dynamic_subagents: bool = False,
+        max_dynamic_subagents: int = 8,
+        structured_results: bool = False,
     ) -> None:
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
@@ -185,13 +193,24 @@ class SubAgentMiddleware(AgentMiddleware):
         self.prompt_block = (
             "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
         )
+        self.structured_results = structured_results
         self.tools = [self._task_tool()] if len(self.registry) else []
+        # Delegation modes: the create_subagent tool and its state (middleware/dynamic_subagents.py).
+        self.dynamic = None
+        if dynamic_subagents:
+            from middleware.dynamic_subagents import DynamicSubagents
+
+            self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
+                                            max_dynamic_subagents=max_dynamic_subagents)
+            self.tools = [self._task_tool(), self.dynamic.tool]
+            self.state_schema = self.dynamic.state_schema
 
     # -- the tool -----------------------------------------------------------
 
     def _task_tool(self) -> StructuredTool:
-        def task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            call = self._call(description, subagent_type, runtime)
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: dict[str, Any] | None = None) -> Command:
+            call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self.runner.run(call)
             except GraphBubbleUp:
@@ -200,8 +219,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 outcome = _crashed(call, exc)
             return self._command(runtime, outcome)
 
-        async def atask(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            call = self._call(description, subagent_type, runtime)
+        async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
+                        output_schema: dict[str, Any] | None = None) -> Command:
+            call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = await self.runner.arun(call)
             except GraphBubbleUp:
@@ -210,21 +230,25 @@ class SubAgentMiddleware(AgentMiddleware):
                 outcome = _crashed(call, exc)
             return self._command(runtime, outcome)
 
+        args_schema, tool_description = task_tool_arguments(self.structured_results)
+
         return StructuredTool.from_function(
             func=task,
             coroutine=atask,
             name=TASK_TOOL_NAME,
-            description=TASK_TOOL_DESCRIPTION,
-            args_schema=TaskToolInput,
+            description=tool_description,
+            args_schema=args_schema,
             infer_schema=False,
             metadata={DELEGATION_TOOL_TAG: True},
         )
 
-    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime) -> TaskCall:
+    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
+              output_schema: dict[str, Any] | None = None) -> TaskCall:
         return TaskCall.from_runtime(
             runtime, subagent_type, description,
             parent_model=self._model if self._model is not None else self._seen_model,
             parent_tools=self._tools,
+            output_schema=output_schema,
         )
 
     def _command(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Command:
@@ -249,7 +273,8 @@ class SubAgentMiddleware(AgentMiddleware):
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
-        return with_prompt_block(request, self.prompt_block)
+        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        return with_prompt_block(request, block)
 
     def _after_model(self, response: Any) -> Any:
         if self.budget is not None:  # the shared budget covers the parent's own calls too

@@ -8,6 +8,9 @@ from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.build_options import BuildOptions, check_spec
 from subagents.budget import Budget, BudgetExceeded, PriceTable, cost_of
+from subagents.call_schema import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY, OutputSchemaError, OutputSchemaViolation
+from subagents.dynamic import DynamicSubagentError
+from subagents.fork import ContextMode
 from subagents.builder import build_subagent, child_system_prompt, resolve_tools
 from subagents.condenser import CondenserSetting, normalize_condenser
 from subagents.discovery import (
@@ -85,6 +88,11 @@ __all__ = [
     "merge_async_records",
     "CONTINUATION_PROMPT",
     "DEFAULT_SHORT_ANSWER_THRESHOLD",
+    "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY",
+    "ContextMode",
+    "DynamicSubagentError",
+    "OutputSchemaError",
+    "OutputSchemaViolation",
     "Budget",
     "BudgetExceeded",
     "PriceTable",

@@ -138,7 +138,10 @@ def build_subagent(
             raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
         if condenser is not None:
             middleware.append(condenser)
-    has_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
+    # A structured response keeps the tools node too: without one, LangChain loops a
+    # plain-text answer back to the model instead of ending the child.
+    has_tools = (bool(tools) or spec.response_format is not None
+                 or any(getattr(mw, "tools", None) for mw in middleware))
     middleware.append(OneLevelToolGuard() if has_tools else OneLevelGuard())
 
     return create_agent(

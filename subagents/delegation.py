@@ -27,7 +27,6 @@ from langgraph.errors import GraphBubbleUp
 from subagents.budget import Budget, PriceTable
 from subagents.errors import StopReason, TaskTimeout
 from subagents.failures import Limits, describe_failure
-from subagents.isolation import child_input
 from subagents.meter import TaskMeter
 from subagents.outcome import TaskCall, task_id_for
 from subagents.recorder import TranscriptRecorder
@@ -54,6 +53,7 @@ class Delegation:
     sink: Any = None
     transcript: str | None = None
     limits: Limits = Limits()
+    record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
@@ -67,10 +67,11 @@ class Delegation:
 
     # -- the steps, in order ------------------------------------------------
 
-    def resolve(self, spec: Any, graph: Any, description: str, blocked: frozenset[str]) -> None:
-        """The child graph, and its isolated input."""
+    def resolve(self, spec: Any, graph: Any, inputs: dict[str, Any], record_extra: dict[str, Any]) -> None:
+        """The child graph, its isolated input, and the limits it runs under."""
         self.graph = graph
-        self.inputs = child_input(self.call.parent_state, description, blocked)
+        self.inputs = inputs
+        self.record_extra = record_extra
         built = not isinstance(spec, CompiledSubagent)
         recursion = spec.recursion_limit or int(self.call.parent_config.get("recursion_limit")
                                                  or DEFAULT_RECURSION_LIMIT)

@@ -34,6 +34,7 @@ DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
         "cancel_async_task",
         "list_async_tasks",
         "retry_async_task",
+        "create_subagent",
     }
 )
 TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})

@@ -51,6 +51,8 @@ class TaskCall:
     """The parent's ``BaseStore``, for the store transcript sink."""
     graph: Any = None
     """Run this instead of the registry's graph (a background task's own session)."""
+    output_schema: Any = None
+    """A per-call output schema (``task``'s ``output_schema``; see :mod:`subagents.call_schema`)."""
 
     @classmethod
     def from_runtime(
@@ -61,6 +63,7 @@ class TaskCall:
         *,
         parent_model: Any,
         parent_tools: Sequence[Any] | None = None,
+        output_schema: Any = None,
     ) -> TaskCall:
         """The call a delegation tool received, from its ``ToolRuntime``.
 
@@ -76,6 +79,7 @@ class TaskCall:
             parent_tools=runtime.tools if parent_tools is None else parent_tools,
             emit=runtime.stream_writer,
             store=runtime.store,
+            output_schema=output_schema,
         )
 
 

@@ -29,8 +29,9 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp, ParentCommand
 
 from subagents.budget import Budget, PriceTable
+from subagents.call_setup import set_up_child
 from subagents.delegation import Delegation, invoke_with_deadline, ainvoke_with_deadline
-from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason
+from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason, safe_text
 from subagents.failures import describe_failure
 from subagents.isolation import CORE_EXCLUDED_KEYS, changed_keys, langchain_private_state_keys
 from subagents.limiter import ConcurrencyLimit
@@ -42,7 +43,7 @@ from subagents.outcome import (
     final_answer,
     merge_continuation,
 )
-from subagents.registry import SubagentRegistry
+from subagents.registry import SubagentRegistry, UnknownSubagent
 from subagents.transcript import sink_chooser
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
@@ -173,15 +174,15 @@ class TaskRunner:
         if self.budget is not None and (spent := self.budget.exhausted()):
             return self._refuse(run, f"{spent}; no new delegations can start", "budget")
         try:
-            spec = self.registry.spec(call.subagent_type)
-            graph = call.graph or self.registry.graph(
-                call.subagent_type, parent_model=call.parent_model, parent_tools=call.parent_tools
-            )
-            run.resolve(spec, graph, call.description, self.blocked_keys)
+            # Which spec, graph and input (delegation modes included): subagents/call_setup.py.
+            setup = set_up_child(self.registry, call, self.blocked_keys)
+            run.resolve(setup.spec, call.graph or setup.graph, setup.inputs, setup.record_extra)
             run.open_transcript(self.new_sink)
-            run.configure(spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
+            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
+        except UnknownSubagent as exc:
+            return self._refuse(run, safe_text(exc), "invalid_call")
         except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
-            return self._refuse(run, describe_failure(exc)[1])
+            return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
         return run
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
@@ -223,6 +224,7 @@ class TaskRunner:
             **usage,
             "transcript": run.transcript,
             "skipped_writes": None,
+            **run.record_extra,
         }
 
 
