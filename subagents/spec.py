@@ -34,21 +34,25 @@ from langchain_core.tools import BaseTool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from subagents.condenser import CondenserSetting, normalize_condenser
-from subagents.errors import SpecError
+from subagents.errors import SpecError, brief
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
+"""Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
+never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part."""
+MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
 
 
 def _check_name(value: str) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.match(value):
         raise ValueError(
-            f"name must be a slug of letters, digits, '-' and '_' (got {value!r})"
+            "name must be letters, digits, '-', '_' and single inner dots, at most "
+            f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
         )
     return value
 

@@ -115,7 +115,7 @@ BAD_CASES = [
     ("missing-description", "description", "required; expected a non-empty string"),
     ("blank-description", "description", "description must not be empty"),
     ("description-list", "description", "expected a string, got ['reviews', 'code']"),
-    ("invalid-name", "name", "name must be a slug of letters, digits, '-' and '_' (got 'code reviewer')"),
+    ("invalid-name", "name", "name must be letters, digits, '-', '_' and single inner dots, at most 128 characters (got 'code reviewer')"),
     ("name-number", "name", "expected a string, got 42"),
     ("empty-body", None, "has an empty body; expected the agent's system prompt"),
     ("tools-mapping", "tools", "expected a list or a comma-separated string of names, got {'Read': True}"),
