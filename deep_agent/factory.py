@@ -81,6 +81,7 @@ def create_deep_agent(
     unknown_model: Literal["error", "inherit"] = "error",
     permission_mode: PermissionMode | str | None = None,
     risky_tools: Iterable[str] = (),
+    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[Any] = (),
     general_purpose: bool = True,
@@ -119,6 +120,9 @@ def create_deep_agent(
             root's own ``tools`` and inherited by every child whose spec
             sets none. ``None``: no approval unless a spec asks.
         risky_tools: tool names that ``confirm_risky`` pauses on.
+        mcp_servers: MCP servers (name -> ``{command, args, env}`` or
+            ``{url, headers}``) that subagents may name in ``mcp_config``
+            without defining them. The root itself never gets MCP tools.
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.
@@ -139,6 +143,7 @@ def create_deep_agent(
         risky_tools=risky_tools,  # type: ignore[arg-type] - checked by BuildOptions
         permission_mode=permission_mode,  # type: ignore[arg-type] - normalised by BuildOptions
         skills=skills,
+        mcp_servers=dict(mcp_servers or {}),
     )
     specs = _with_agent_files(subagents, agents_dirs)
     shared = {
