@@ -53,6 +53,7 @@ from subagents import (
     load_skill_dirs,
     private_state_keys,
 )
+from subagents.hook_middleware import HookMiddleware
 from subagents.one_level import tool_name
 from subagents.permissions import approval_rules
 
@@ -82,6 +83,7 @@ def create_deep_agent(
     permission_mode: PermissionMode | str | None = None,
     risky_tools: Iterable[str] = (),
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
+    hooks: Mapping[str, Any] | None = None,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[Any] = (),
     general_purpose: bool = True,
@@ -123,6 +125,9 @@ def create_deep_agent(
         mcp_servers: MCP servers (name -> ``{command, args, env}`` or
             ``{url, headers}``) that subagents may name in ``mcp_config``
             without defining them. The root itself never gets MCP tools.
+        hooks: Claude Code hooks for the root (``PreToolUse``,
+            ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
+            around each ``task`` delegation); see :mod:`subagents.hook_middleware`.
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.
@@ -177,13 +182,23 @@ def create_deep_agent(
         root_model,
         tools,
         system_prompt=_with_skills(system_prompt, skills),
-        middleware=[*middleware, *_root_approval(options, tools, middleware), delegation, *extra],
+        middleware=[*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
+                    delegation, *extra],
         response_format=response_format,
         checkpointer=checkpointer,
         store=store,
         name=name,
         **create_agent_kwargs,
     )
+
+
+def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:
+    if not hooks:
+        return []
+    try:
+        return [HookMiddleware(hooks, scope="root")]
+    except ValueError as exc:
+        raise SpecError(f"hooks: {exc}") from None
 
 
 def _with_agent_files(

@@ -32,6 +32,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationM
 
 from subagents.build_options import BuildOptions
 from subagents.condenser import condenser_middleware
+from subagents.hook_middleware import HookMiddleware
 from subagents.mcp_tools import LIST_TIMEOUT_S, McpToolset, is_mcp_name, select_mcp_tools
 from subagents.models import resolve_model
 from subagents.one_level import (
@@ -141,6 +142,8 @@ def build_subagent(
             raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
         if condenser is not None:
             middleware.append(condenser)
+    if spec.hooks:
+        middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
     middleware.append(OneLevelGuard())
 
     graph = create_agent(

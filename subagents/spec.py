@@ -35,6 +35,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from subagents.condenser import CondenserSetting, normalize_condenser
 from subagents.errors import SpecError, brief
+from subagents.hook_config import normalize_hooks
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
@@ -76,8 +77,10 @@ class SubagentSpec(BaseModel):
     ``None``/``"default"`` for default summarisation (what an agent file that
     omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
     settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
-    (the runner enforces them); ``mcp_config``, ``hooks`` and ``color`` are
-    validated and kept for the parts of the system that use them. ``source`` is the file a definition was loaded from.
+    (the runner enforces them). ``mcp_config`` gives the child the tools of
+    those MCP servers (:mod:`subagents.mcp_tools`); ``hooks`` runs Claude
+    Code hooks in the child (:mod:`subagents.hook_middleware`); ``color``
+    is for display. ``source`` is the file a definition was loaded from.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -146,17 +149,7 @@ class SubagentSpec(BaseModel):
     @field_validator("hooks", mode="before")
     @classmethod
     def _hooks(cls, value: Any) -> Any:
-        # Hooks run in a later issue; only their outer shape is checked now.
-        if value is None:
-            return None
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and k and isinstance(v, (list, Mapping)) for k, v in value.items()
-        ):
-            raise ValueError(
-                "expected a mapping of hook event names (e.g. PreToolUse) to lists of hooks, "
-                f"got {value!r}"
-            )
-        return dict(value)
+        return normalize_hooks(value, "subagent")
 
     @field_validator("color")
     @classmethod
