@@ -113,6 +113,13 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
         raise AgentFileError(
             path, _explain(err), field=written.get(field or "", field)
         ) from None
+    if spec.mcp_config and spec.tools is not None and not any(
+        isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
+    ):
+        notes.append(
+            f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+            "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them"
+        )
     return spec, notes
 
 

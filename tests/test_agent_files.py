@@ -77,7 +77,7 @@ def test_stem_is_the_default_name_and_unknown_fields_warn_into_metadata():
 def test_deprecated_mcp_servers_alias_and_claude_list_form():
     with pytest.warns(DefinitionFileWarning, match="'mcpServers' is a deprecated alias; use 'mcp_config'"):
         spec = load_agent_file(GOOD / "legacy-mcp.md")
-    assert spec.mcp_config == {"slack": {}, "files": {"command": "mcp-files", "args": ["."]}}
+    assert spec.mcp_config == {"slack": {}, "files": {"command": "python3", "args": ["."]}}
     assert spec.permission_mode == "never_confirm"  # bypassPermissions
 
 
