@@ -196,3 +196,27 @@ def test_cli_validate_checks_commands_and_urls_and_list_shows_servers(tmp_path, 
     assert "3 agent file(s): 1 valid, 2 problem(s)" in out
     assert cli(["agents", "list", str(tmp_path / "ok.md").rsplit("/", 1)[0]]) == 1
     assert "mcp_servers: s (stdio), r (http)" in capsys.readouterr().out
+
+
+def test_background_tasks_each_own_their_connection(run, tmp_path):
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from background_support import start, started_ids, wait_for
+    from middleware import BackgroundSubagentMiddleware
+    from subagents.background_local import known_task
+
+    pid_file = tmp_path / "pids"
+    spec = {"name": "who", "description": "asks", "mcp_config": {"srv": stdio(env={"MCP_PID_FILE": str(pid_file)})}}
+    ask = [{"tool_calls": [tool_call("mcp__srv__whoami")]}, report]
+    model = ScriptedChatModel(rules=[("job a", ask), ("job b", ask),
+                                     ("PARENT", [start(("job a", "who"), ("job b", "who")), "started"])],
+                              default="ok")
+    agent = create_agent(model, [], middleware=[BackgroundSubagentMiddleware([spec])], checkpointer=InMemorySaver())
+    out = run(agent, user("PARENT go"), {"configurable": {"thread_id": f"mcp-{time.monotonic_ns()}"}})
+    ids = started_ids(out["messages"])
+    wait_for(lambda: all(known_task(i).fields["status"] in ("completed", "error") for i in ids), timeout=90)
+    results = [known_task(i).fields.get("result") or "" for i in ids]
+    found = [re.findall(r"pid \d+", r) for r in results]
+    assert all(len(f) == 1 for f in found) and found[0] != found[1], results
+    assert len(pids(pid_file)) == 3
