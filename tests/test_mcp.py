@@ -136,7 +136,8 @@ def test_a_server_that_cannot_start_fails_only_its_task_naming_the_server(run):
 
 def test_a_server_that_dies_mid_task_fails_that_task_naming_the_server(run):
     spec = {"name": "d", "description": "d", "mcp_config": {"srv": stdio()}}
-    model = delegate(("die now", "d"), child_rules=[("die now", [{"tool_calls": [tool_call("mcp__srv__die")]}, report])])
+    die = [{"tool_calls": [tool_call("mcp__srv__die")]}, report]
+    model = delegate(("die now", "d"), child_rules=[("die now", die)])
     out = run(create_deep_agent(model, subagents=[spec], general_purpose=False), user("go"))
     (record,) = records(out)
     assert record["status"] == "error" and "MCP server 'srv'" in record["error"]
@@ -187,7 +188,8 @@ def test_a_named_server_resolves_through_the_callers_servers(run):
 def test_cli_validate_checks_commands_and_urls_and_list_shows_servers(tmp_path, capsys):
     write(tmp_path / "ok.md", f"---\nname: ok\ndescription: d\nmcp_config:\n  s: {{command: {sys.executable!r}}}\n"
                               "  r: {url: 'http://127.0.0.1:1/mcp'}\n---\nB\n")
-    write(tmp_path / "cmd.md", "---\nname: cmd\ndescription: d\nmcp_config: {s: {command: no-such-mcp-server}}\n---\nB\n")
+    write(tmp_path / "cmd.md",
+          "---\nname: cmd\ndescription: d\nmcp_config: {s: {command: no-such-mcp-server}}\n---\nB\n")
     write(tmp_path / "url.md", "---\nname: url\ndescription: d\nmcp_config: {s: {url: 'not a url'}}\n---\nB\n")
     assert cli(["agents", "validate", str(tmp_path)]) == 1
     out = capsys.readouterr().out
