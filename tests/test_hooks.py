@@ -153,3 +153,16 @@ def test_unknown_hook_events_are_errors_at_load_time(tmp_path):
         load_agent_file(bad_matcher)
     with pytest.raises(SpecError, match="hooks: unknown hook event 'Nope'"):
         create_deep_agent(ScriptedChatModel(), hooks={"Nope": []})
+
+
+def test_subagent_stop_in_a_subagent_file_is_its_stop_and_the_root_has_stop_hooks_too(tmp_path, run):
+    path = write(tmp_path / "s.md", "---\nname: s\ndescription: d\nhooks:\n  SubagentStop:\n"
+                                   "    - hooks: [{type: command, command: 'true'}]\n---\nB\n")
+    assert list(load_agent_file(path).hooks) == ["Stop"]
+    more = script(tmp_path / "more.sh", 'if grep -q \'"stop_hook_active": true\'; then exit 0; fi\n'
+                                        'echo "Say which agent did it." >&2\nexit 2\n')
+    model = ScriptedChatModel(rules=[("Say which agent did it.", ["general-purpose did it."])],
+                              responses=["first answer"])
+    out = run(create_deep_agent(model, hooks={"Stop": [{"hooks": [{"type": "command", "command": more}]}]}),
+              user("go"))
+    assert [m.text for m in out["messages"] if m.type == "ai"] == ["first answer", "general-purpose did it."]
