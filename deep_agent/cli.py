@@ -45,6 +45,7 @@ from subagents import (
 from deep_agent.cli_inspect import add_inspect_commands
 from deep_agent.cli_run import add_run_command
 from subagents.condenser import describe_condenser
+from subagents.mcp_config import check_mcp_servers
 from subagents.skills import SkillCatalog
 
 
@@ -177,6 +178,10 @@ def _scan(
             check_spec(found.value, options)
         except SpecError as exc:
             problems.setdefault(found.path, f"{found.path}: {exc}")
+        mcp_problems, mcp_notes = check_mcp_servers(found.value.mcp_config)
+        if mcp_problems:
+            problems.setdefault(found.path, f"{found.path}: field 'mcp_config': {mcp_problems[0]}")
+        report.notes.extend((found.path, f"{found.path}: {note}") for note in mcp_notes)
     return report, problems, options
 
 
@@ -190,6 +195,14 @@ def _read_profiles(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"--model-profiles {path}: expected a mapping of profile name to model")
     return data
+
+
+def _transport(config: Any) -> str:
+    if not config:
+        return "defined by the caller"
+    if "command" in config:
+        return "stdio"
+    return str(config.get("transport") or config.get("type") or "http")
 
 
 def _describe_agent(
@@ -213,16 +226,12 @@ def _describe_agent(
         "max_budget_per_run": spec.max_budget_per_run,
         "permission_mode": spec.permission_mode or "inherit (the parent's policy)",
         "condenser": describe_condenser(spec.condenser),
-        "mcp_servers": list(spec.mcp_config or {}),
+        "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],
         "hooks": list(spec.hooks or {}),
         "color": spec.color,
         "metadata": dict(spec.metadata),
         "overrides": shadowed,
     }
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 if __name__ == "__main__":

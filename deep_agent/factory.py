@@ -53,6 +53,7 @@ from subagents import (
     load_skill_dirs,
     private_state_keys,
 )
+from subagents.hook_middleware import HookMiddleware
 from subagents.one_level import tool_name
 from subagents.permissions import approval_rules
 
@@ -81,6 +82,8 @@ def create_deep_agent(
     unknown_model: Literal["error", "inherit"] = "error",
     permission_mode: PermissionMode | str | None = None,
     risky_tools: Iterable[str] = (),
+    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
+    hooks: Mapping[str, Any] | None = None,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[Any] = (),
     general_purpose: bool = True,
@@ -122,6 +125,12 @@ def create_deep_agent(
             root's own ``tools`` and inherited by every child whose spec
             sets none. ``None``: no approval unless a spec asks.
         risky_tools: tool names that ``confirm_risky`` pauses on.
+        mcp_servers: MCP servers (name -> ``{command, args, env}`` or
+            ``{url, headers}``) that subagents may name in ``mcp_config``
+            without defining them. The root itself never gets MCP tools.
+        hooks: Claude Code hooks for the root (``PreToolUse``,
+            ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
+            around each ``task`` delegation); see :mod:`subagents.hook_middleware`.
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.
@@ -146,6 +155,7 @@ def create_deep_agent(
         risky_tools=risky_tools,  # type: ignore[arg-type] - checked by BuildOptions
         permission_mode=permission_mode,  # type: ignore[arg-type] - normalised by BuildOptions
         skills=skills,
+        mcp_servers=dict(mcp_servers or {}),
     )
     specs = _with_agent_files(subagents, agents_dirs)
     shared = {
@@ -181,13 +191,23 @@ def create_deep_agent(
         root_model,
         tools,
         system_prompt=_with_skills(system_prompt, skills),
-        middleware=[*middleware, *_root_approval(options, tools, middleware), delegation, *extra],
+        middleware=[*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
+                    delegation, *extra],
         response_format=response_format,
         checkpointer=checkpointer,
         store=store,
         name=name,
         **create_agent_kwargs,
     )
+
+
+def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:
+    if not hooks:
+        return []
+    try:
+        return [HookMiddleware(hooks, scope="root")]
+    except ValueError as exc:
+        raise SpecError(f"hooks: {exc}") from None
 
 
 def _with_agent_files(

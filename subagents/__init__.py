@@ -33,7 +33,11 @@ from subagents.errors import (
     SubagentError,
 )
 from subagents.isolation import private_state_keys
+from subagents.hook_config import normalize_hooks
+from subagents.hook_middleware import HookMiddleware
 from subagents.mcp_config import normalize_mcp_config
+from subagents.mcp_sessions import McpServerError
+from subagents.mcp_tools import McpTool, McpToolset, mcp_tool_name
 from subagents.meter import TaskMeter, TaskStopped
 from subagents.models import ModelProfiles, UnknownModelPolicy, describe_model, resolve_model
 from subagents.one_level import FORBIDDEN_TOOL_NAMES, OneLevelGuard
@@ -121,6 +125,10 @@ __all__ = [
     "DefinitionFileWarning",
     "Discovery",
     "FileProblem",
+    "HookMiddleware",
+    "McpServerError",
+    "McpTool",
+    "McpToolset",
     "ModelProfiles",
     "OneLevelGuard",
     "PermissionMode",
@@ -156,8 +164,10 @@ __all__ = [
     "load_agent_file",
     "load_skill",
     "load_skill_dirs",
+    "mcp_tool_name",
     "merge_records",
     "normalize_condenser",
+    "normalize_hooks",
     "normalize_mcp_config",
     "normalize_permission_mode",
     "parse_agent_file",

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from subagents.errors import AgentFileError, DefinitionFileWarning
+from subagents.errors import AgentFileError, DefinitionFileWarning, brief
 from subagents.frontmatter import read_frontmatter
 from subagents.spec import NAME_PATTERN, SubagentSpec
 
@@ -102,8 +102,8 @@ def load_agent_file(path: str | os.PathLike[str]) -> SubagentSpec:
 def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[str]]:
     """``(spec, warnings)`` for one agent file, without emitting the warnings."""
     path = Path(path)
-    fields, body = read_frontmatter(path, AgentFileError)
     notes: list[str] = []
+    fields, body = read_frontmatter(path, AgentFileError, notes)
     values, written = _canonical_fields(fields, path, notes)
     _prepare(values, written, path, body)
     try:
@@ -114,6 +114,13 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
         raise AgentFileError(
             path, _explain(err), field=written.get(field or "", field)
         ) from None
+    if spec.mcp_config and spec.tools is not None and not any(
+        isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
+    ):
+        notes.append(
+            f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+            "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them"
+        )
     return spec, notes
 
 
@@ -142,7 +149,7 @@ def _canonical_fields(
         values[field], written[field] = value, key
     metadata = values.get("metadata", {})
     if not isinstance(metadata, Mapping):
-        raise AgentFileError(path, f"expected a mapping, got {metadata!r}", field="metadata")
+        raise AgentFileError(path, f"expected a mapping, got {brief(metadata)}", field="metadata")
     values["metadata"] = {**metadata, **unknown}
     return values, written
 
@@ -156,8 +163,8 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
         if not NAME_PATTERN.match(path.stem):
             raise AgentFileError(
                 path,
-                f"missing, and the file stem {path.stem!r} is not a valid name; expected "
-                "a slug of letters, digits, '-' and '_'",
+                f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
+                "letters, digits, '-', '_' and single inner dots",
                 field="name",
             )
     description = values.get("description")
@@ -174,7 +181,7 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     if model is not None and not isinstance(model, str):
         raise AgentFileError(
             path,
-            f"expected 'inherit', 'provider:model' or a profile name (a string), got {model!r}",
+            f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
             field=written["model"],
         )
     if "condenser" not in values:
@@ -207,11 +214,11 @@ def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:
         for item in value:
             if not isinstance(item, str) or not item.strip():
                 raise AgentFileError(
-                    path, f"expected every item to be a non-empty name, got {item!r}", field=key
+                    path, f"expected every item to be a non-empty name, got {brief(item)}", field=key
                 )
         return tuple(item.strip() for item in value)
     raise AgentFileError(
-        path, f"expected a list or a comma-separated string of names, got {value!r}", field=key
+        path, f"expected a list or a comma-separated string of names, got {brief(value)}", field=key
     )
 
 
@@ -220,13 +227,13 @@ def _explain(err: Mapping[str, Any]) -> str:
     got = err.get("input")
     if err["type"] == "value_error":
         message = str(err["msg"]).removeprefix("Value error, ")
-        return message if "got" in message else f"{message}, got {got!r}"
+        return message if "got" in message else f"{message}, got {brief(got)}"
     field = str(err["loc"][0]) if err["loc"] else ""
     if err["type"] in _NUMBER_ERRORS and field in _FIELD_EXPECTED:
-        return f"expected {_FIELD_EXPECTED[field]}, got {got!r}"
+        return f"expected {_FIELD_EXPECTED[field]}, got {brief(got)}"
     template = _EXPECTED.get(err["type"])
     if template is None:
-        return f"{err['msg']}, got {got!r}"
+        return f"{err['msg']}, got {brief(got)}"
     expected = template.format(**(err.get("ctx") or {}))
     where = "".join(f"[{p}]" for p in err["loc"][1:] if not isinstance(p, str))
-    return f"expected {expected}{' for item ' + where if where else ''}, got {got!r}"
+    return f"expected {expected}{' for item ' + where if where else ''}, got {brief(got)}"

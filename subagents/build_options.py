@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from subagents.mcp_config import normalize_mcp_config
 from subagents.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model
 from subagents.permissions import PermissionMode, normalize_permission_mode
 from subagents.skills import SkillCatalog
@@ -39,6 +40,9 @@ class BuildOptions:
         risky_tools: names of the tools ``confirm_risky`` pauses on.
         permission_mode: the parent's policy, for specs that set none.
         skills: the skills a spec's ``skills`` may name.
+        mcp_servers: MCP servers (name -> config, see :mod:`subagents.mcp_config`)
+            that a spec's ``mcp_config`` may name without defining, as
+            Claude Code's list form does (``mcpServers: [github]``).
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -46,8 +50,17 @@ class BuildOptions:
     risky_tools: frozenset[str] = frozenset()
     permission_mode: PermissionMode | None = None
     skills: SkillCatalog = dataclasses.field(default_factory=SkillCatalog)
+    mcp_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        try:
+            servers = normalize_mcp_config(dict(self.mcp_servers)) or {}
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"mcp_servers: {exc}") from None
+        undefined = [name for name, config in servers.items() if not config]
+        if undefined:
+            raise SpecError(f"mcp_servers: server '{undefined[0]}' has no config; expected 'command' or 'url'")
+        object.__setattr__(self, "mcp_servers", servers)
         object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
         if self.unknown_model not in ("error", "inherit"):
             raise SpecError(

@@ -32,6 +32,8 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationM
 
 from subagents.build_options import BuildOptions
 from subagents.condenser import condenser_middleware
+from subagents.hook_middleware import HookMiddleware
+from subagents.mcp_tools import LIST_TIMEOUT_S, McpToolset, is_mcp_name, select_mcp_tools
 from subagents.models import resolve_model
 from subagents.one_level import (
     OneLevelGuard,
@@ -71,7 +73,7 @@ def resolve_tools(
                 chosen.append(item)
             elif item in by_name:
                 chosen.append(by_name[item])
-            elif not is_forbidden_tool({"name": item}):
+            elif not is_forbidden_tool({"name": item}) and not is_mcp_name(item):
                 _report_unknown_tool(spec.name, item, sorted(by_name), unknown_tools)
     denied = set(spec.disallowed_tools)
     return [t for t in chosen if tool_name(t) not in denied and not is_forbidden_tool(t)]
@@ -112,6 +114,9 @@ def build_subagent(
 
     model = model_for(spec.model)
     tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
+    mcp = _mcp_toolset(spec, options)
+    if mcp is not None:
+        tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
     middleware: list[Any] = []
     for mw in spec.middleware:
@@ -138,13 +143,15 @@ def build_subagent(
             raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
         if condenser is not None:
             middleware.append(condenser)
+    if spec.hooks:
+        middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
     # A structured response keeps the tools node too: without one, LangChain loops a
     # plain-text answer back to the model instead of ending the child.
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) for mw in middleware))
     middleware.append(OneLevelToolGuard() if has_tools else OneLevelGuard())
 
-    return create_agent(
+    graph = create_agent(
         model,
         tools,
         system_prompt=child_system_prompt(spec, options) or None,
@@ -152,6 +159,22 @@ def build_subagent(
         response_format=spec.response_format,
         name=spec.name,
     )
+    # The MCP sessions of a task close when its run ends, whichever way it ends.
+    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+
+
+def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:
+    """The spec's MCP servers (names resolved through the caller's), their tools listed once."""
+    if not spec.mcp_config:
+        return None
+    servers = {
+        name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()
+    }
+    timeout = min(spec.timeout_s or LIST_TIMEOUT_S, LIST_TIMEOUT_S)
+    try:
+        return McpToolset.connect(spec.name, servers, timeout=timeout)
+    except ValueError as exc:
+        raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
 
 
 def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:

@@ -153,6 +153,10 @@ def scan_levels(
                 except SpecError as exc:
                     report.problems.append(FileProblem(path, exc))
                     continue
+                except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+                    problem = error(path, f"could not be loaded ({type(exc).__name__})")
+                    report.problems.append(FileProblem(path, problem))
+                    continue
                 report.notes.extend((path, note) for note in notes)
                 found = Definition(name_of(value), path, index, value)
                 first = level.get(found.name)

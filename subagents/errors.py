@@ -14,8 +14,27 @@ Example::
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 60, 60, 40
+
+
+def brief(value: Any, limit: int = 100) -> str:
+    """A short ``repr`` of user data for an error message, bounded in time and length.
+
+    Example::
+
+        brief(list(range(10**6)))   # '[0, 1, 2, 3, 4, 5, ...]'
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the message
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class SpecError(ValueError):

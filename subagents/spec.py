@@ -34,13 +34,17 @@ from langchain_core.tools import BaseTool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from subagents.condenser import CondenserSetting, normalize_condenser
-from subagents.errors import SpecError
+from subagents.errors import SpecError, brief
 from subagents.fork import ContextMode
+from subagents.hook_config import normalize_hooks
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
+"""Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
+never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part."""
+MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
@@ -50,9 +54,10 @@ MAX_TIMEOUT_S = 1_000_000.0
 
 
 def _check_name(value: str) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.match(value):
         raise ValueError(
-            f"name must be a slug of letters, digits, '-' and '_' (got {value!r})"
+            "name must be letters, digits, '-', '_' and single inner dots, at most "
+            f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
         )
     return value
 
@@ -76,8 +81,10 @@ class SubagentSpec(BaseModel):
     ``None``/``"default"`` for default summarisation (what an agent file that
     omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
     settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
-    (the runner enforces them); ``mcp_config``, ``hooks`` and ``color`` are
-    validated and kept for the parts of the system that use them. ``source`` is the file a definition was loaded from.
+    (the runner enforces them). ``mcp_config`` gives the child the tools of
+    those MCP servers (:mod:`subagents.mcp_tools`); ``hooks`` runs Claude
+    Code hooks in the child (:mod:`subagents.hook_middleware`); ``color``
+    is for display. ``source`` is the file a definition was loaded from.
     ``context="fork"`` starts the child from the parent's conversation
     instead of the bare task (see :mod:`subagents.fork`).
     """
@@ -150,17 +157,7 @@ class SubagentSpec(BaseModel):
     @field_validator("hooks", mode="before")
     @classmethod
     def _hooks(cls, value: Any) -> Any:
-        # Hooks run in a later issue; only their outer shape is checked now.
-        if value is None:
-            return None
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and k and isinstance(v, (list, Mapping)) for k, v in value.items()
-        ):
-            raise ValueError(
-                "expected a mapping of hook event names (e.g. PreToolUse) to lists of hooks, "
-                f"got {value!r}"
-            )
-        return dict(value)
+        return normalize_hooks(value, "subagent")
 
     @field_validator("color")
     @classmethod

@@ -77,7 +77,7 @@ def test_stem_is_the_default_name_and_unknown_fields_warn_into_metadata():
 def test_deprecated_mcp_servers_alias_and_claude_list_form():
     with pytest.warns(DefinitionFileWarning, match="'mcpServers' is a deprecated alias; use 'mcp_config'"):
         spec = load_agent_file(GOOD / "legacy-mcp.md")
-    assert spec.mcp_config == {"slack": {}, "files": {"command": "mcp-files", "args": ["."]}}
+    assert spec.mcp_config == {"slack": {}, "files": {"command": "python3", "args": ["."]}}
     assert spec.permission_mode == "never_confirm"  # bypassPermissions
 
 
@@ -115,7 +115,7 @@ BAD_CASES = [
     ("missing-description", "description", "required; expected a non-empty string"),
     ("blank-description", "description", "description must not be empty"),
     ("description-list", "description", "expected a string, got ['reviews', 'code']"),
-    ("invalid-name", "name", "name must be a slug of letters, digits, '-' and '_' (got 'code reviewer')"),
+    ("invalid-name", "name", "name must be letters, digits, '-', '_' and single inner dots, at most 128 characters (got 'code reviewer')"),
     ("name-number", "name", "expected a string, got 42"),
     ("empty-body", None, "has an empty body; expected the agent's system prompt"),
     ("tools-mapping", "tools", "expected a list or a comma-separated string of names, got {'Read': True}"),

@@ -240,7 +240,7 @@ def test_ledger_accumulates_across_turns_of_a_thread(run):
     assert len(records(out)) == 2
 
 
-@pytest.mark.parametrize("bad", ["has space", "dot.name", "", "slash/x", "ünï"])
+@pytest.mark.parametrize("bad", ["has space", ".hidden", "a..b", "", "slash/x", "ünï"])
 def test_invalid_names_are_rejected_clearly(bad):
     from subagents import SpecError
 

@@ -29,7 +29,7 @@ def test_plain_dict_becomes_a_spec_and_runnable_dict_a_compiled_subagent():
         ({"name": "a", "description": "d", "tools": "search"}, "field 'tools'"),
         ({"name": "a", "description": "d", "middleware": ["nope"]}, "field 'middleware'"),
         ({"name": "a", "description": "d", "colour": "red"}, "field 'colour': unknown field"),
-        ({"name": "a b", "description": "d"}, "field 'name': name must be a slug"),
+        ({"name": "a b", "description": "d"}, "field 'name': name must be letters, digits"),
         ({"name": "a", "description": "d", "runnable": object()}, "field 'runnable'"),
     ],
 )
