@@ -25,6 +25,7 @@ from typing import Any
 from subagents.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model
 from subagents.permissions import PermissionMode, normalize_permission_mode
 from subagents.skills import SkillCatalog
+from subagents.spec_skills import skills_for
 from subagents.spec import AnySpec, CompiledSubagent, SpecError
 
 
@@ -79,7 +80,7 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
         profiles=options.model_profiles,
         unknown_model=options.unknown_model,
     )
-    options.skills.select(spec.skills, agent=spec.name)
+    skills_for(spec.skills, options.skills, agent=spec.name)
     condenser_model = spec.condenser.get("model") if spec.condenser else None
     if condenser_model is not None:
         lookup_model(

@@ -41,7 +41,9 @@ from subagents.one_level import (
     tool_name,
 )
 from subagents.permissions import approval_rules, effective_permission_mode
+from subagents.skills import available_skills_block
 from subagents.spec import SpecError, SubagentSpec
+from subagents.spec_skills import skills_for
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +153,6 @@ def build_subagent(
 
 def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
     """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
-    skills = options.skills.prompt_block(spec.skills, agent=spec.name) if spec.skills else ""
+    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name))
     prompt = strip_agents_block(spec.system_prompt)
     return "\n\n".join(part for part in (prompt, skills) if part)

@@ -23,6 +23,7 @@ from typing import Any
 
 from subagents.build_options import BuildOptions, check_spec
 from subagents.builder import UnknownToolPolicy, build_subagent
+from subagents.compiled_runnable import ready_runnable
 from subagents.spec import AnySpec, CompiledSubagent, coerce_specs
 
 
@@ -42,6 +43,7 @@ class SubagentRegistry:
     ) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
+        self._ready: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
         self.options = BuildOptions()
@@ -95,14 +97,16 @@ class SubagentRegistry:
 
     def graph(self, name: str, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
         """The child graph for ``name``, compiled on first use and then cached."""
-        graph = self._graphs.get(name)
+        graph = self._graphs.get(name) or self._ready.get(name)
         if graph is not None:
             return graph
         spec = self.spec(name)
-        if isinstance(spec, CompiledSubagent):
-            return spec.runnable
         with self._lock:
             graph = self._graphs.get(name)
+            if graph is None and isinstance(spec, CompiledSubagent):
+                # A caller's runnable: stamped and made async-capable, never "built".
+                graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
+                return graph
             if graph is None:
                 graph = build_subagent(
                     spec,
