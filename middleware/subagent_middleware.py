@@ -43,15 +43,16 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 
+from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     DELEGATION_INSTRUCTIONS,
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_NAME,
     GENERAL_PURPOSE_PROMPT,
-    TASK_TOOL_DESCRIPTION,
     available_agents_block,
     with_prompt_block,
 )
+from middleware.task_description import task_tool_description
 from middleware.task_tool import TaskToolInput
 from subagents import (
     AnySpec,
@@ -67,6 +68,7 @@ from subagents import (
     merge_records,
 )
 from subagents.continuation import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.migration import refuse_deepagents_arguments
 from subagents.one_level import DELEGATION_TOOL_TAG
 
 
@@ -105,6 +107,12 @@ class SubAgentMiddleware(AgentMiddleware):
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).
+        task_description: the ``task`` tool's description; an
+            ``{available_agents}`` placeholder becomes the listing of every
+            agent (default: ours, naming the available types).
+
+    deepagents-only arguments (``backend``, ``state_schema``) raise a
+    ``TypeError`` that says what to write instead.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -134,7 +142,10 @@ class SubAgentMiddleware(AgentMiddleware):
         budget: Budget | None = None,
         short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
+        task_description: str | None = None,
+        **deepagents_only: Any,
     ) -> None:
+        refuse_deepagents_arguments("SubAgentMiddleware", deepagents_only)
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
         if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
@@ -166,6 +177,9 @@ class SubAgentMiddleware(AgentMiddleware):
         self.prompt_block = (
             "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
         )
+        self.task_description = task_tool_description(
+            task_description, ((s.name, s.description) for s in self.registry.specs)
+        )
         self.tools = [self._task_tool()] if len(self.registry) else []
 
     # -- the tool -----------------------------------------------------------
@@ -181,7 +195,7 @@ class SubAgentMiddleware(AgentMiddleware):
             func=task,
             coroutine=atask,
             name="task",
-            description=TASK_TOOL_DESCRIPTION,
+            description=self.task_description,
             args_schema=TaskToolInput,
             infer_schema=False,
             metadata={DELEGATION_TOOL_TAG: True},
@@ -197,8 +211,9 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the prompt -----------------------------------------------------------
 
     def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
         if self._model is None:
-            self._seen_model = request.model
+            self._seen_model = seen
         return with_prompt_block(request, self.prompt_block)
 
     def _charge(self, response: Any) -> None:

@@ -40,6 +40,10 @@ class BuildOptions:
         risky_tools: names of the tools ``confirm_risky`` pauses on.
         permission_mode: the parent's policy, for specs that set none.
         skills: the skills a spec's ``skills`` may name.
+        interrupt_on: the parent's per-tool approval rules (deepagents'
+            ``interrupt_on``), for specs that set none.
+        state_schemas: the parent's state schemas; a declarative child gets
+            their keys, minus the excluded and private ones.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -47,6 +51,8 @@ class BuildOptions:
     risky_tools: frozenset[str] = frozenset()
     permission_mode: PermissionMode | None = None
     skills: SkillCatalog = dataclasses.field(default_factory=SkillCatalog)
+    interrupt_on: Mapping[str, Any] | None = None
+    state_schemas: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
@@ -63,6 +69,9 @@ class BuildOptions:
         except ValueError as exc:
             raise SpecError(f"permission_mode: {exc}") from None
         object.__setattr__(self, "permission_mode", mode)
+        if self.interrupt_on is not None and not isinstance(self.interrupt_on, Mapping):
+            raise SpecError(f"interrupt_on: expected a mapping of tool name to rule, got {self.interrupt_on!r}")
+        object.__setattr__(self, "state_schemas", tuple(s for s in self.state_schemas if s is not None))
         if not isinstance(self.skills, SkillCatalog):
             object.__setattr__(self, "skills", SkillCatalog(self.skills))
 

@@ -18,7 +18,7 @@ parent's permission policy) travel as :class:`~subagents.BuildOptions`::
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from subagents.build_options import BuildOptions, check_spec
@@ -46,6 +46,8 @@ class SubagentRegistry:
         self._ready: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
+        self.inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = ()
+        """The parent's middleware (or how to find it), for children that inherit its model."""
         self.options = BuildOptions()
         if options is not None:
             self.configure(options)
@@ -114,6 +116,7 @@ class SubagentRegistry:
                     parent_tools=parent_tools,
                     unknown_tools=self.unknown_tools,
                     options=self.options,
+                    inherited_middleware=self.inherited_middleware,
                 )
                 self._graphs[name] = graph
         return graph

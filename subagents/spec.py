@@ -47,6 +47,7 @@ from subagents.errors import SpecError
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
+from subagents.spec_dicts import translate_deepagents_fields
 from subagents.spec_skills import check_skill_entry
 from subagents.spec_tools import normalize_tools
 
@@ -270,6 +271,7 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
             f"got {type(value).__name__}"
         )
     label = source or f"subagent {value.get('name', '<unnamed>')!r}"
+    value = translate_deepagents_fields(value, label)
     cls = CompiledSubagent if "runnable" in value else SubagentSpec
     try:
         return cls.model_validate(dict(value))
