@@ -75,3 +75,9 @@ def _hints(schema: type) -> dict[str, Any]:
         return get_type_hints(schema, include_extras=True)
     except Exception:  # noqa: BLE001 - an unresolvable schema adds nothing
         return {}
+
+
+def parent_state_schemas(state_schema: Any, middleware: Iterable[Any]) -> tuple[Any, ...]:
+    """The parent's state schemas: its own ``state_schema`` and each middleware's."""
+    found = [state_schema] + [getattr(mw, "state_schema", None) for mw in middleware]
+    return tuple(s for s in found if _is_schema(s))

@@ -241,6 +241,9 @@ class CompiledSubagent(BaseModel):
         return data
 
 
+CompiledSubAgent = CompiledSubagent
+"""deepagents' spelling of :class:`CompiledSubagent`: the same class."""
+
 AnySpec = SubagentSpec | CompiledSubagent
 
 

@@ -1,0 +1,381 @@
+"""deepagents' documented subagent patterns, run with only the import changed.
+
+Each example is written once against a library namespace (``lib``) and runs
+on ``deep_agent``; where deepagents is installed (the ``bench`` extra) the
+same example also runs on deepagents, so a drift between the two is caught.
+Every run uses the scripted chat model, offline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from conftest import user
+from deep_agent.testing import ScriptedChatModel, tool_call
+
+LIBS = ["deep_agent"]
+try:
+    importlib.import_module("deepagents")
+except ImportError:  # pragma: no cover - the bench extra is not installed
+    pass
+else:
+    LIBS.append("deepagents")
+
+# Long enough that no library asks the child for a fuller report.
+ANSWER = "Findings: " + "the search shows the answer in detail, with sources. " * 5
+
+
+@pytest.fixture(params=LIBS)
+def lib(request: pytest.FixtureRequest) -> types.ModuleType:
+    """``from deepagents import ...`` or ``from deep_agent import ...``: the only difference."""
+    return importlib.import_module(request.param)
+
+
+def internet_search(query: str, max_results: int = 5) -> str:
+    """Run a web search."""
+    return f"results for {query}"
+
+
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+def delegating(*calls: tuple[str, str], final: str = "parent done") -> list[Any]:
+    return [
+        {"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in calls]},
+        final,
+    ]
+
+
+def tool_texts(out: dict[str, Any]) -> list[str]:
+    return [m.text for m in out["messages"] if m.type == "tool"]
+
+
+def child_calls(model: ScriptedChatModel, prompt: str) -> list[dict[str, Any]]:
+    return [
+        c for c in model.calls
+        if any(isinstance(m, HumanMessage) and prompt in m.text for m in c["messages"])
+    ]
+
+
+def task_tool_description(agent: Any) -> str:
+    return agent.nodes["tools"].bound.tools_by_name["task"].description
+
+
+# -- dict specs with function tools --------------------------------------------
+
+
+def test_dict_spec_with_a_plain_function_tool_runs(lib, run):
+    model = ScriptedChatModel(
+        rules=[("research X", [{"tool_calls": [tool_call("internet_search", query="X")]}, ANSWER])],
+        responses=delegating(("research X", "research-agent")),
+    )
+    research_subagent = {
+        "name": "research-agent",
+        "description": "Used to research more in depth questions",
+        "system_prompt": "You are a great researcher",
+        "tools": [internet_search],
+        "model": model,
+    }
+    agent = lib.create_deep_agent(model=model, subagents=[research_subagent])
+    out = run(agent, user("go"))
+    assert tool_texts(out) == [ANSWER.rstrip()] or tool_texts(out) == [ANSWER]
+    (last,) = [c for c in child_calls(model, "research X") if c["messages"][-1].type == "tool"]
+    assert last["messages"][-1].text == "results for X"
+    assert "You are a great researcher" in last["system"]
+
+
+def test_subagent_spec_typed_dict_is_a_plain_dict(lib, run):
+    model = ScriptedChatModel(rules=[("summarise", [ANSWER])], responses=delegating(("summarise", "writer")))
+    writer: lib.SubAgent = {"name": "writer", "description": "Writes summaries.", "system_prompt": "Write.", "tools": []}
+    out = run(lib.create_deep_agent(model=model, subagents=[writer]), user("go"))
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+
+
+# -- CompiledSubAgent ----------------------------------------------------------
+
+
+def test_compiled_subagent_runs_its_own_graph(lib, run):
+    model = ScriptedChatModel(
+        rules=[("analyse", [ANSWER])], responses=delegating(("analyse", "data-analyzer"))
+    )
+    custom_graph = create_agent(model=model, tools=[internet_search], system_prompt="You analyse data.")
+    analyzer = lib.CompiledSubAgent(
+        name="data-analyzer", description="Specialized agent for data analysis", runnable=custom_graph
+    )
+    out = run(lib.create_deep_agent(model=model, subagents=[analyzer]), user("go"))
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+    (child,) = child_calls(model, "analyse")
+    assert "You analyse data." in child["system"]
+
+
+def test_compiled_subagent_as_plain_dict(lib, run):
+    model = ScriptedChatModel(rules=[("analyse", [ANSWER])], responses=delegating(("analyse", "analyzer")))
+    spec = {"name": "analyzer", "description": "Analyses.", "runnable": create_agent(model, tools=[])}
+    out = run(lib.create_deep_agent(model=model, subagents=[spec]), user("go"))
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+
+
+# -- a spec with middleware, interrupt_on and skills ---------------------------
+
+
+class CountingMiddleware(AgentMiddleware):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.calls += 1
+
+
+def test_spec_with_middleware_interrupt_on_and_skills(lib, run, tmp_path: Path):
+    skills = tmp_path / "skills"
+    (skills / "cite-sources").mkdir(parents=True)
+    (skills / "cite-sources" / "SKILL.md").write_text(
+        "---\nname: cite-sources\ndescription: Cite every source.\n---\nCite.\n"
+    )
+    model = ScriptedChatModel(
+        rules=[("research X", [{"tool_calls": [tool_call("internet_search", query="X")]}, ANSWER])],
+        responses=delegating(("research X", "research-agent")),
+    )
+    counting = CountingMiddleware()
+    spec = {
+        "name": "research-agent",
+        "description": "Researches.",
+        "system_prompt": "Research.",
+        "tools": [internet_search],
+        "middleware": [counting],
+        "interrupt_on": {"internet_search": {"allowed_decisions": ["approve", "reject"]}},
+        "skills": [f"{skills}/"],
+    }
+    agent = lib.create_deep_agent(model=model, subagents=[spec], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = run(agent, user("go"), config)
+    (interrupt,) = paused["__interrupt__"]
+    (action,) = interrupt.value["action_requests"]
+    assert action["name"] == "internet_search"
+    assert interrupt.value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+    out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+    assert counting.calls >= 2
+
+
+def test_skill_folders_reach_the_childs_prompt(run, tmp_path: Path):
+    from deep_agent import create_deep_agent
+
+    for name in ("cite-sources", "git-diff"):
+        (tmp_path / "a" / name).mkdir(parents=True)
+        (tmp_path / "a" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: from a\n---\nx\n")
+    (tmp_path / "b" / "git-diff").mkdir(parents=True)
+    (tmp_path / "b" / "git-diff" / "SKILL.md").write_text("---\nname: git-diff\ndescription: from b\n---\nx\n")
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "r")))
+    spec = {"name": "r", "description": "R.", "skills": [f"{tmp_path}/a/", f"{tmp_path}/b/"]}
+    run(create_deep_agent(model, subagents=[spec]), user("go"))
+    (child,) = child_calls(model, "job")
+    # Later folders win, as in deepagents.
+    assert "cite-sources" in child["system"] and "from b" in child["system"]
+    assert child["system"].count("<name>git-diff</name>") == 1
+
+
+def test_a_missing_skill_folder_is_a_clear_error():
+    from deep_agent import create_deep_agent
+
+    spec = {"name": "r", "description": "R.", "skills": ["./no/such/skills/"]}
+    with pytest.raises(Exception, match=r"subagent 'r': field 'skills': './no/such/skills/' is not a folder"):
+        create_deep_agent(ScriptedChatModel(), subagents=[spec])
+
+
+# -- top-level interrupt_on ----------------------------------------------------
+
+
+def test_top_level_interrupt_on_pauses_the_root_tool(lib, run):
+    model = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("delete_file", path="a.txt")]}, "root done"]
+    )
+    agent = lib.create_deep_agent(
+        model=model,
+        tools=[delete_file],
+        interrupt_on={"delete_file": {"allowed_decisions": ["approve", "reject"]}},
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    paused = run(agent, user("go"), config)
+    (interrupt,) = paused["__interrupt__"]
+    assert interrupt.value["action_requests"][0]["name"] == "delete_file"
+    out = run(agent, Command(resume={"decisions": [{"type": "reject", "message": "no"}]}), config)
+    assert out["messages"][-1].text == "root done"
+
+
+def test_top_level_interrupt_on_is_inherited_by_a_child_using_the_tool(lib, run):
+    model = ScriptedChatModel(
+        rules=[("clean up", [{"tool_calls": [tool_call("delete_file", path="a.txt")]}, ANSWER])],
+        responses=delegating(("clean up", "general-purpose")),
+    )
+    agent = lib.create_deep_agent(
+        model=model, tools=[delete_file], interrupt_on={"delete_file": True}, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    paused = run(agent, user("go"), config)
+    (interrupt,) = paused["__interrupt__"]
+    assert interrupt.value["action_requests"][0]["name"] == "delete_file"
+    out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+
+
+# -- async specs, bare model names, general-purpose override, task description -
+
+
+def test_async_spec_in_subagents_gets_the_background_tools(lib, run):
+    remote = {
+        "name": "remote-researcher",
+        "description": "Researches on a server.",
+        "graph_id": "researcher",
+        "url": "http://127.0.0.1:9",
+        "headers": {"x-api-key": "k"},
+    }
+    model = ScriptedChatModel(responses=["hi"])
+    agent = lib.create_deep_agent(model=model, subagents=[remote])
+    tools = agent.nodes["tools"].bound.tools_by_name
+    assert {"start_async_task", "check_async_task", "cancel_async_task"} <= set(tools)
+    run(agent, user("go"))
+    # The parent is told about it: in the tool descriptions (deepagents) or the prompt (ours).
+    told = model.calls[0]["system"] + "".join(str(t.description) for t in tools.values())
+    assert "remote-researcher" in told
+
+
+def test_bare_model_names_resolve(lib, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    spec = {"name": "r", "description": "R.", "model": "gpt-5.4", "tools": []}
+    agent = lib.create_deep_agent(model="claude-sonnet-4-6", subagents=[spec])
+    assert "task" in agent.nodes["tools"].bound.tools_by_name
+
+
+def test_bare_and_provider_model_names_build_the_named_model():
+    from subagents import resolve_model
+
+    for name, cls, model in [
+        ("gpt-5.4", "ChatOpenAI", "gpt-5.4"),
+        ("claude-sonnet-4-6", "ChatAnthropic", "claude-sonnet-4-6"),
+        ("openai:gpt-4.1-mini", "ChatOpenAI", "gpt-4.1-mini"),
+    ]:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OPENAI_API_KEY", "sk-test")
+            mp.setenv("ANTHROPIC_API_KEY", "sk-test")
+            built = resolve_model(name, None, agent="r")
+        assert type(built).__name__ == cls
+        assert getattr(built, "model_name", None) == model or getattr(built, "model", None) == model
+
+
+def test_general_purpose_can_be_overridden(lib, run):
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "general-purpose")))
+    mine = {
+        "name": "general-purpose",
+        "description": "My general agent.",
+        "system_prompt": "CUSTOM GP PROMPT",
+        "tools": [internet_search],
+    }
+    out = run(lib.create_deep_agent(model=model, subagents=[mine]), user("go"))
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+    (child,) = child_calls(model, "job")
+    assert "CUSTOM GP PROMPT" in child["system"]
+    assert child["tools"] == ["internet_search"] or "internet_search" in child["tools"]
+
+
+def test_task_description_names_the_agents(lib):
+    specs = [
+        {"name": "researcher", "description": "Finds facts.", "tools": []},
+        {"name": "writer", "description": "Writes reports.", "tools": []},
+    ]
+    description = task_tool_description(lib.create_deep_agent(model=ScriptedChatModel(), subagents=specs))
+    for name in ("general-purpose", "researcher", "writer"):
+        assert name in description
+
+
+def test_task_description_template_gets_the_full_listing():
+    from deep_agent import SubAgentMiddleware
+
+    mw = SubAgentMiddleware(
+        [{"name": "researcher", "description": "Finds facts.", "tools": []}],
+        general_purpose=False,
+        task_description="Delegate work. {available_agents} Use braces {like this}.",
+    )
+    assert mw.tools[0].description == "Delegate work. - researcher: Finds facts. Use braces {like this}."
+
+
+# -- where we deliberately differ: the error says what to write ---------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"backend": object()}, "backend"),
+        ({"state_schema": dict}, "state_schema"),
+    ],
+)
+def test_subagent_middleware_refuses_deepagents_only_arguments(kwargs, named):
+    from deep_agent import SubAgentMiddleware
+
+    with pytest.raises(TypeError, match=rf"SubAgentMiddleware\(\): deepagents' argument '{named}'.*Migrating from deepagents"):
+        SubAgentMiddleware(subagents=[{"name": "a", "description": "A."}], **kwargs)
+
+
+@pytest.mark.parametrize("argument", ["backend", "memory", "permissions", "skills"])
+def test_create_deep_agent_refuses_deepagents_only_arguments(argument):
+    from deep_agent import create_deep_agent
+
+    with pytest.raises(TypeError, match=rf"create_deep_agent\(\): deepagents' argument '{argument}'.*instead|{argument}.*README"):
+        create_deep_agent(ScriptedChatModel(), **{argument: ["/x/"]})
+
+
+def test_unknown_keyword_is_still_a_type_error():
+    from deep_agent import SubAgentMiddleware
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        SubAgentMiddleware(colour="red")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"mode": "fork"}, "field 'mode': 'fork' is not supported"),
+        ({"permissions": []}, "field 'permissions'"),
+    ],
+)
+def test_fork_mode_and_permissions_are_refused_with_a_fix(extra, message):
+    from deep_agent import create_deep_agent
+
+    with pytest.raises(Exception, match=message):
+        create_deep_agent(ScriptedChatModel(), subagents=[{"name": "a", "description": "A.", **extra}])
+
+
+def test_isolated_mode_is_accepted(run):
+    from deep_agent import create_deep_agent
+
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "a")))
+    spec = {"name": "a", "description": "A.", "mode": "isolated", "tools": []}
+    out = run(create_deep_agent(model, subagents=[spec]), user("go"))
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+
+
+def test_compiled_subagent_alias_is_the_same_class():
+    from deep_agent import CompiledSubAgent, CompiledSubagent
+
+    assert CompiledSubAgent is CompiledSubagent
+
+
+def test_system_message_prompt_is_kept(lib, run):
+    model = ScriptedChatModel(responses=["hi"])
+    run(lib.create_deep_agent(model=model, system_prompt=SystemMessage(content="ROOT RULES")), user("go"))
+    assert "ROOT RULES" in model.calls[0]["system"]
