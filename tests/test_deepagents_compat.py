@@ -379,3 +379,85 @@ def test_system_message_prompt_is_kept(lib, run):
     model = ScriptedChatModel(responses=["hi"])
     run(lib.create_deep_agent(model=model, system_prompt=SystemMessage(content="ROOT RULES")), user("go"))
     assert "ROOT RULES" in model.calls[0]["system"]
+
+
+# -- compiled runnables of any kind --------------------------------------------
+
+
+class InvokeOnly:
+    """A runnable with only ``invoke`` (no ``ainvoke``), recording how it was called."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[dict[str, Any], str]] = []
+
+    def invoke(self, inputs: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:
+        import threading
+
+        from langchain_core.messages import AIMessage
+
+        self.seen.append((dict(config or {}), threading.current_thread().name))
+        return {"messages": [*inputs["messages"], AIMessage(content=ANSWER)]}
+
+
+def test_a_runnable_without_ainvoke_is_accepted_and_stamped(run):
+    from deep_agent import CompiledSubAgent, create_deep_agent
+
+    runnable = InvokeOnly()
+    spec = CompiledSubAgent(name="plain", description="Plain.", runnable=runnable)
+    model = ScriptedChatModel(responses=delegating(("job", "plain")))
+    out = run(create_deep_agent(model, subagents=[spec]), user("go"))
+    assert tool_texts(out)[0] == ANSWER.rstrip()
+    ((config, thread),) = runnable.seen
+    assert config["metadata"]["lc_agent_name"] == "plain" and config["run_name"] == "plain"
+    if run.mode == "async":
+        import threading
+
+        assert thread != threading.main_thread().name  # never on the event loop's thread
+
+
+def test_a_compiled_runnables_own_recursion_limit_wins(run):
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+
+    from deep_agent import create_deep_agent
+
+    limits: list[int] = []
+
+    def answer(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+        limits.append(config["recursion_limit"])
+        return {"messages": [AIMessage(content=ANSWER)]}
+
+    spec = {"name": "lambda", "description": "L.",
+            "runnable": RunnableLambda(answer).with_config(recursion_limit=7)}
+    model = ScriptedChatModel(responses=delegating(("job", "lambda")))
+    run(create_deep_agent(model, subagents=[spec]), user("go"), {"recursion_limit": 50})
+    assert limits == [7]
+
+
+def test_something_that_cannot_run_is_refused():
+    from deep_agent import create_deep_agent
+
+    with pytest.raises(Exception, match="field 'runnable'.*an object with invoke"):
+        create_deep_agent(ScriptedChatModel(), subagents=[{"name": "x", "description": "X.", "runnable": 42}])
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ([42], "item 0: expected a tool name, BaseTool, function or tool dict, got int"),
+        ([{"type": "function"}], "item 0: a tool dict needs a 'name'"),
+        ("internet_search", "not one str"),
+    ],
+)
+def test_bad_tools_name_the_item(tools, message):
+    from deep_agent import create_deep_agent
+
+    with pytest.raises(Exception, match=message):
+        create_deep_agent(ScriptedChatModel(), subagents=[{"name": "x", "description": "X.", "tools": tools}])
+
+
+def test_a_name_no_provider_claims_is_still_an_error():
+    from deep_agent import create_deep_agent
+
+    with pytest.raises(Exception, match="field 'model' 'my-model' is not 'inherit'"):
+        create_deep_agent(ScriptedChatModel(), subagents=[{"name": "x", "description": "X.", "model": "my-model"}])
