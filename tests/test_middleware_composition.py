@@ -8,7 +8,8 @@ parent's result is what the middleware says it should be.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+import operator
+from typing import Annotated, Any, NotRequired, get_type_hints
 
 import pytest
 from langchain.agents import AgentState, create_agent
@@ -24,12 +25,14 @@ from langchain.agents.middleware import (
 from langchain.tools import ToolRuntime
 from langchain_core.exceptions import ModelAPIError, ModelRateLimitError
 from langchain_core.tools import tool
+from langchain.agents.middleware.types import PrivateStateAttr
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from conftest import records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
+from subagents.child_state import child_state_schema
 
 ANSWER = "The child's full report: " + "everything it found, in order. " * 3
 
@@ -123,6 +126,27 @@ def test_create_deep_agent_state_schema_reaches_children(run):
     assert tool_messages(out)[0].text.startswith("project is apollo.")
 
 
+class Wide(AgentState):
+    notes: NotRequired[Annotated[list[str], operator.add]]
+    secret: NotRequired[Annotated[int, PrivateStateAttr]]
+    todos: NotRequired[list[dict[str, Any]]]
+    subagent_tasks: NotRequired[dict[str, Any]]
+
+
+def test_child_state_keeps_reducers_and_drops_private_and_excluded_keys():
+    hints = get_type_hints(child_state_schema([], parent_schemas=[Wide]), include_extras=True)
+    assert {"messages", "notes"} <= set(hints)
+    assert not {"secret", "todos", "subagent_tasks"} & set(hints)
+    assert operator.add in hints["notes"].__args__[0].__metadata__
+    assert child_state_schema([echo_tool], parent_schemas=[]) is None
+
+
+@tool
+def echo_tool(x: str) -> str:
+    """Echo."""
+    return x
+
+
 # -- the parent's model-level middleware --------------------------------------------
 
 
@@ -135,6 +159,16 @@ def test_model_fallback_applies_to_an_inheriting_child(order, run):
     assert message.status == "success" and message.text == ANSWER.rstrip()
     # The child was built on the configured model and fell back, as the parent did.
     assert any("job" in c["messages"][-1].text for c in backup.calls)
+
+
+def test_model_fallback_given_to_create_deep_agent_reaches_children(run):
+    from deep_agent import create_deep_agent
+
+    broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
+    backup = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegate("job"), model_name="backup")
+    agent = create_deep_agent(broken, middleware=[ModelFallbackMiddleware(backup)], short_answer_threshold=0)
+    (message,) = tool_messages(run(agent, user("go")))
+    assert message.status == "success" and message.text == ANSWER.rstrip()
 
 
 def test_model_retry_applies_to_an_inheriting_child(order, run):
