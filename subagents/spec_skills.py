@@ -7,6 +7,11 @@ each holding one folder per skill with a ``SKILL.md``. An entry with a
 ``/`` (or starting with ``.`` or ``~``) is a folder on the local disk,
 relative to the working directory; any other entry is a skill name.
 
+A folder that does not exist adds no skills and raises a
+:class:`SkillFolderWarning` (deepagents reads such paths from its file
+backend, where they are often empty); a folder holding a broken
+``SKILL.md`` is an error naming the file.
+
 Precedence, as in deepagents: entries are read in order and a later entry
 replaces an earlier skill of the same name (last one wins). Within one
 entry there is only one skill per name.
@@ -19,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +35,10 @@ if TYPE_CHECKING:  # skills imports the agent-file loader, which imports the spe
     from subagents.skills import Skill, SkillCatalog
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class SkillFolderWarning(UserWarning):
+    """A spec's skill folder does not exist on the local disk: it adds no skills."""
 
 
 def is_skill_folder(entry: str) -> bool:
@@ -69,10 +79,16 @@ def _folder_skills(entry: str, agent: str) -> list[Skill]:
 
     folder = Path(entry).expanduser()
     if not folder.is_dir():
-        raise SpecError(
-            f"subagent {agent!r}: field 'skills': {entry!r} is not a folder "
-            "(a skill folder path is read from the local disk, relative to the working directory)"
+        # deepagents reads these paths from its file backend, where they may simply be
+        # empty: warn, as a skill source with no skills, rather than refuse the agent.
+        warnings.warn(
+            f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
+            "(skill folders are read from the disk, relative to the working directory); "
+            "it adds no skills",
+            SkillFolderWarning,
+            stacklevel=2,
         )
+        return []
     report = discover_skills([folder])
     try:
         report.raise_for_problems()
