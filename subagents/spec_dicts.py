@@ -65,6 +65,11 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     ``mode="fork"`` and ``permissions`` have no counterpart and are refused
     with what to write instead.
     """
+    if "graph_id" in value and "runnable" not in value:
+        raise SpecError(
+            f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
+            "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool"
+        )
     if "mode" not in value and "permissions" not in value:
         return value
     mode = value.get("mode", "isolated")

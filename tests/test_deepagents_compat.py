@@ -475,3 +475,11 @@ def test_a_name_no_provider_claims_is_still_an_error():
 
     with pytest.raises(Exception, match="field 'model' 'my-model' is not 'inherit'"):
         create_deep_agent(ScriptedChatModel(), subagents=[{"name": "x", "description": "X.", "model": "my-model"}])
+
+
+def test_an_async_spec_given_to_the_task_tool_says_where_it_belongs():
+    from deep_agent import SubAgentMiddleware
+
+    remote = {"name": "r", "description": "R.", "graph_id": "g", "url": "http://127.0.0.1:9"}
+    with pytest.raises(Exception, match="runs as a background task: pass it in create_deep_agent"):
+        SubAgentMiddleware([remote])
