@@ -39,14 +39,18 @@ def own_recursion_limit(runnable: Any) -> int | None:
 
 def ready_runnable(name: str, runnable: Any) -> Any:
     """``runnable`` stamped with ``name`` and, if it lacks one, given a threaded ``ainvoke``."""
-    stamp = {"metadata": {"lc_agent_name": name}, "run_name": name}
+    stamped = runnable
     with_config = getattr(runnable, "with_config", None)
-    if callable(with_config) and hasattr(runnable, "ainvoke"):
+    if callable(with_config):  # a copy: the caller's runnable is never changed
         try:
-            return with_config(stamp)
+            stamped = with_config({"metadata": {"lc_agent_name": name}, "run_name": name})
         except Exception:  # noqa: BLE001 - a runnable that refuses config still runs, unstamped
-            return runnable
-    return ThreadedRunnable(runnable, name)
+            stamped = runnable
+        if not callable(getattr(stamped, "invoke", None)):
+            stamped = runnable
+    if callable(getattr(stamped, "ainvoke", None)):
+        return stamped
+    return ThreadedRunnable(stamped, name)
 
 
 class ThreadedRunnable:

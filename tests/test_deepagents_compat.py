@@ -483,3 +483,30 @@ def test_an_async_spec_given_to_the_task_tool_says_where_it_belongs():
     remote = {"name": "r", "description": "R.", "graph_id": "g", "url": "http://127.0.0.1:9"}
     with pytest.raises(Exception, match="runs as a background task: pass it in create_deep_agent"):
         SubAgentMiddleware([remote])
+
+
+class ConfigurableOnly:
+    """``with_config`` returns a configured copy; ``invoke`` only; no ``ainvoke``."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.config = config
+
+    def with_config(self, config: dict[str, Any]) -> ConfigurableOnly:
+        return ConfigurableOnly(config)
+
+    def invoke(self, inputs: dict[str, Any], config: Any = None) -> dict[str, Any]:
+        from langchain_core.messages import AIMessage
+
+        assert self.config is not None, "expected the configured copy"
+        return {"messages": [AIMessage(content=f"{self.config['run_name']}: {ANSWER}")]}
+
+
+def test_one_runnable_under_two_names_keeps_each_name(run):
+    from deep_agent import create_deep_agent
+
+    shared = ConfigurableOnly()
+    specs = [{"name": n, "description": n, "runnable": shared} for n in ("agent-alpha", "agent-beta")]
+    model = ScriptedChatModel(responses=delegating(("alpha work", "agent-alpha"), ("beta work", "agent-beta")))
+    out = run(create_deep_agent(model, subagents=specs), user("go"))
+    assert sorted(t.split(":")[0] for t in tool_texts(out)) == ["agent-alpha", "agent-beta"]
+    assert shared.config is None  # the caller's runnable is never changed
