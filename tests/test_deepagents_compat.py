@@ -510,3 +510,18 @@ def test_one_runnable_under_two_names_keeps_each_name(run):
     out = run(create_deep_agent(model, subagents=specs), user("go"))
     assert sorted(t.split(":")[0] for t in tool_texts(out)) == ["agent-alpha", "agent-beta"]
     assert shared.config is None  # the caller's runnable is never changed
+
+
+def test_a_specs_own_interrupt_on_replaces_the_parents(lib, run):
+    model = ScriptedChatModel(
+        rules=[("clean up", [{"tool_calls": [tool_call("delete_file", path="a.txt")]}, ANSWER])],
+        responses=delegating(("clean up", "cleaner")),
+    )
+    cleaner = {"name": "cleaner", "description": "Cleans.", "tools": [delete_file], "interrupt_on": {}}
+    agent = lib.create_deep_agent(
+        model=model, tools=[delete_file], subagents=[cleaner],
+        interrupt_on={"delete_file": True}, checkpointer=InMemorySaver(),
+    )
+    out = run(agent, user("go"), {"configurable": {"thread_id": "t"}})
+    assert "__interrupt__" not in out
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
