@@ -62,6 +62,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from middleware import background_prompts as words
+from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_NAME,
@@ -285,8 +286,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     # -- the prompt ------------------------------------------------------------
 
     def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
         if self._model is None:
-            self._seen_model = request.model
+            self._seen_model = seen
         return with_prompt_block(request, self.prompt_block)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -29,9 +29,11 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from background_support import started_ids, wait_for
 from conftest import records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware import SubAgentMiddleware
+from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
+from subagents.background_local import known_task
 from subagents.child_state import child_state_schema
 
 ANSWER = "The child's full report: " + "everything it found, in order. " * 3
@@ -305,3 +307,25 @@ def test_retries_must_be_a_small_count(bad):
 
     with pytest.raises(SpecError, match="field 'retries'"):
         coerce_spec({"name": "r", "description": "R.", "retries": bad})
+
+
+# -- background children inherit the parent's model pipeline too ------------------------
+
+
+def test_background_children_inherit_the_model_fallback(order, run):
+    broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
+    backup = ScriptedChatModel(
+        rules=[("bg job", [ANSWER])],
+        responses=[{"tool_calls": [tool_call("start_async_task", description="bg job",
+                                             subagent_type="general-purpose")]}, "started"],
+        model_name="backup",
+    )
+    background = BackgroundSubagentMiddleware(short_answer_threshold=0)
+    fallback = ModelFallbackMiddleware(backup)
+    middleware = [background, fallback] if order == "subagents-first" else [fallback, background]
+    agent = create_agent(broken, [], middleware=middleware, checkpointer=InMemorySaver())
+    out = run(agent, user("go"), {"configurable": {"thread_id": f"bg-{order}-{run.mode}"}})
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: known_task(task_id).fields["status"] in ("completed", "error"))
+    assert known_task(task_id).fields["status"] == "completed"
+    assert known_task(task_id).fields["result"] == ANSWER.rstrip()
