@@ -167,11 +167,14 @@ def test_a_missing_skill_folder_warns_and_adds_no_skills(lib, run):
     # deepagents' documented path: on its file backend, often empty; here, not on the disk.
     model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "r")))
     spec = {"name": "r", "description": "R.", "tools": [], "skills": ["/skills/research/"]}
-    with pytest.warns(UserWarning, match="'/skills/research/' is not a folder") if lib.__name__ == "deep_agent" \
-            else contextlib.nullcontext():
-        agent = lib.create_deep_agent(model=model, subagents=[spec])
-    out = run(agent, user("go"))
+    ours = lib.__name__ == "deep_agent"
+    warns = pytest.warns(UserWarning, match="'/skills/research/' is not a folder")
+    with warns if ours else contextlib.nullcontext():
+        out = run(lib.create_deep_agent(model=model, subagents=[spec]), user("go"))
     assert tool_texts(out)[0].strip() == ANSWER.strip()
+    if ours:
+        (child,) = child_calls(model, "job")
+        assert "<available_skills>" not in child["system"]
 
 
 def test_a_broken_skill_in_a_folder_is_an_error_naming_the_file(tmp_path: Path):
