@@ -54,7 +54,10 @@ from subagents import (
     private_state_keys,
 )
 from subagents.hook_middleware import HookMiddleware
+from subagents.child_state import parent_state_schemas
+from subagents.migration import deepagents_only, refuse_deepagents_arguments
 from subagents.one_level import tool_name
+from subagents.spec_dicts import is_async_spec
 from subagents.permissions import approval_rules
 
 
@@ -101,6 +104,7 @@ def create_deep_agent(
     max_dynamic_subagents: int = 8,
     structured_results: bool = False,
     response_format: Any = None,
+    interrupt_on: Mapping[str, Any] | None = None,
     checkpointer: Any = None,
     store: Any = None,
     name: str | None = None,
@@ -145,9 +149,23 @@ def create_deep_agent(
             delegation modes, each off by default: the ``create_subagent``
             tool, and a per-call ``output_schema`` on ``task``; see
             :class:`middleware.SubAgentMiddleware`.
+        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
+            rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
+            to the root's tools and inherited by every declarative child
+            whose spec sets no ``interrupt_on`` of its own.
+
+    Specs with ``graph_id`` (deepagents' ``AsyncSubAgent``: ``name``,
+    ``description``, ``graph_id``, ``url``, optional ``headers``) in
+    ``subagents`` go to the background tools. deepagents-only arguments
+    (``backend``, ``memory``, ``permissions``, ``skills``) raise a
+    ``TypeError`` saying what to write instead.
     """
+    refuse_deepagents_arguments("create_deep_agent", deepagents_only("create_deep_agent", create_agent_kwargs))
     root_model = resolve_root_model(model)
     tools = list(tools)
+    remote = [s for s in subagents if is_async_spec(s)]
+    subagents = [s for s in subagents if not is_async_spec(s)]
+    background_subagents = [*background_subagents, *remote]
     skills = load_skill_dirs(skills_dirs) if skills_dirs is not None else SkillCatalog()
     options = BuildOptions(
         model_profiles=dict(model_profiles or {}),
@@ -156,6 +174,8 @@ def create_deep_agent(
         permission_mode=permission_mode,  # type: ignore[arg-type] - normalised by BuildOptions
         skills=skills,
         mcp_servers=dict(mcp_servers or {}),
+        interrupt_on=interrupt_on,
+        state_schemas=parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware),
     )
     specs = _with_agent_files(subagents, agents_dirs)
     shared = {
@@ -246,5 +266,6 @@ def _root_approval(
         options.permission_mode,
         [tool_name(t) for t in tools],
         risky_tools=options.risky_tools,
+        interrupt_on=options.interrupt_on,
     )
     return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []

@@ -52,6 +52,7 @@ Decisions a LangGraph user may want to know:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -62,6 +63,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from middleware import background_prompts as words
+from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_NAME,
@@ -158,7 +160,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
             for s in local
         ]
-        self.registry = SubagentRegistry(steerable, unknown_tools=unknown_tools, options=build_options)
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        self.registry = SubagentRegistry(steerable, unknown_tools=unknown_tools, options=options)
         self.tasks = BackgroundTasks(
             self.registry, remote, max_concurrent=max_concurrent_tasks,
             private_keys=frozenset(private_state_keys),
@@ -286,8 +289,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     # -- the prompt ------------------------------------------------------------
 
     def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
         if self._model is None:
-            self._seen_model = request.model
+            self._seen_model = seen
         return with_prompt_block(request, self.prompt_block)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

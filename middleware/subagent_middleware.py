@@ -43,6 +43,7 @@ Decisions a LangGraph user may want to know:
 # No `from __future__ import annotations` here: LangChain reads the task tool's
 # type hints on every call, and string annotations make it re-evaluate them.
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -64,15 +65,18 @@ from middleware.ledger import (
     tool_message,
     usage_update,
 )
+from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     DELEGATION_INSTRUCTIONS,
     GENERAL_PURPOSE_DESCRIPTION,
     GENERAL_PURPOSE_NAME,
     GENERAL_PURPOSE_PROMPT,
+    TASK_TOOL_DESCRIPTION,
     available_agents_block,
     with_prompt_block,
 )
-from middleware.task_tool_schema import task_tool_arguments
+from middleware.task_description import task_tool_description
+from middleware.task_tool_schema import STRUCTURED_TASK_TOOL_DESCRIPTION, task_tool_arguments
 from subagents import (
     AnySpec,
     BuildOptions,
@@ -86,6 +90,7 @@ from subagents import (
     coerce_spec,
 )
 from subagents.errors import safe_text
+from subagents.migration import refuse_deepagents_arguments
 from subagents.one_level import DELEGATION_TOOL_TAG
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.writeback import parent_channels, write_back
@@ -128,6 +133,12 @@ class SubAgentMiddleware(AgentMiddleware):
         max_dynamic_subagents: how many it may create in one thread.
         structured_results: ``task`` accepts an optional ``output_schema``
             for one call (see :mod:`subagents.call_schema`).
+        task_description: the ``task`` tool's description; an
+            ``{available_agents}`` placeholder becomes the listing of every
+            agent (default: ours, naming the available types).
+
+    deepagents-only arguments (``backend``, ``state_schema``) raise a
+    ``TypeError`` that says what to write instead.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -160,7 +171,10 @@ class SubAgentMiddleware(AgentMiddleware):
         dynamic_subagents: bool = False,
         max_dynamic_subagents: int = 8,
         structured_results: bool = False,
+        task_description: str | None = None,
+        **deepagents_only: Any,
     ) -> None:
+        refuse_deepagents_arguments("SubAgentMiddleware", deepagents_only)
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
         if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
@@ -172,7 +186,8 @@ class SubAgentMiddleware(AgentMiddleware):
                     system_prompt=GENERAL_PURPOSE_PROMPT,
                 ),
             )
-        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools, options=build_options)
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools, options=options)
         self.runner = TaskRunner(
             self.registry,
             max_concurrent=max_concurrent_tasks,
@@ -194,6 +209,11 @@ class SubAgentMiddleware(AgentMiddleware):
             "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
         )
         self.structured_results = structured_results
+        self.task_description = task_tool_description(
+            task_description, ((s.name, s.description) for s in self.registry.specs)
+        )
+        if structured_results and task_description is None:
+            self.task_description += STRUCTURED_TASK_TOOL_DESCRIPTION.removeprefix(TASK_TOOL_DESCRIPTION)
         self.tools = [self._task_tool()] if len(self.registry) else []
         # Delegation modes: the create_subagent tool and its state (middleware/dynamic_subagents.py).
         self.dynamic = None
@@ -230,13 +250,13 @@ class SubAgentMiddleware(AgentMiddleware):
                 outcome = _crashed(call, exc)
             return self._command(runtime, outcome)
 
-        args_schema, tool_description = task_tool_arguments(self.structured_results)
+        args_schema, _ = task_tool_arguments(self.structured_results)
 
         return StructuredTool.from_function(
             func=task,
             coroutine=atask,
             name=TASK_TOOL_NAME,
-            description=tool_description,
+            description=self.task_description,
             args_schema=args_schema,
             infer_schema=False,
             metadata={DELEGATION_TOOL_TAG: True},
@@ -271,8 +291,9 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
     def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
         if self._model is None:
-            self._seen_model = request.model
+            self._seen_model = seen
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
         return with_prompt_block(request, block)
 

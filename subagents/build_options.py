@@ -26,6 +26,7 @@ from subagents.mcp_config import normalize_mcp_config
 from subagents.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model
 from subagents.permissions import PermissionMode, normalize_permission_mode
 from subagents.skills import SkillCatalog
+from subagents.spec_skills import skills_for
 from subagents.spec import AnySpec, CompiledSubagent, SpecError
 
 
@@ -43,6 +44,12 @@ class BuildOptions:
         mcp_servers: MCP servers (name -> config, see :mod:`subagents.mcp_config`)
             that a spec's ``mcp_config`` may name without defining, as
             Claude Code's list form does (``mcpServers: [github]``).
+        interrupt_on: the parent's per-tool approval rules (deepagents'
+            ``interrupt_on``), for specs that set none.
+        excluded_keys: keys the delegating middleware keeps to the parent
+            (ledgers, todos, ...); never in a child's state schema.
+        state_schemas: the parent's state schemas; a declarative child gets
+            their keys, minus the excluded and private ones.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -51,6 +58,9 @@ class BuildOptions:
     permission_mode: PermissionMode | None = None
     skills: SkillCatalog = dataclasses.field(default_factory=SkillCatalog)
     mcp_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    interrupt_on: Mapping[str, Any] | None = None
+    state_schemas: tuple[Any, ...] = ()
+    excluded_keys: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         try:
@@ -75,6 +85,9 @@ class BuildOptions:
         except ValueError as exc:
             raise SpecError(f"permission_mode: {exc}") from None
         object.__setattr__(self, "permission_mode", mode)
+        if self.interrupt_on is not None and not isinstance(self.interrupt_on, Mapping):
+            raise SpecError(f"interrupt_on: expected a mapping of tool name to rule, got {self.interrupt_on!r}")
+        object.__setattr__(self, "state_schemas", tuple(s for s in self.state_schemas if s is not None))
         if not isinstance(self.skills, SkillCatalog):
             object.__setattr__(self, "skills", SkillCatalog(self.skills))
 
@@ -92,7 +105,7 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
         profiles=options.model_profiles,
         unknown_model=options.unknown_model,
     )
-    options.skills.select(spec.skills, agent=spec.name)
+    skills_for(spec.skills, options.skills, agent=spec.name)
     condenser_model = spec.condenser.get("model") if spec.condenser else None
     if condenser_model is not None:
         lookup_model(

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationMiddleware
 
 from subagents.build_options import BuildOptions
+from subagents.child_state import child_state_schema
+from subagents.model_middleware import middleware_for_model
 from subagents.condenser import condenser_middleware
 from subagents.hook_middleware import HookMiddleware
 from subagents.mcp_tools import LIST_TIMEOUT_S, McpToolset, is_mcp_name, select_mcp_tools
@@ -44,7 +46,9 @@ from subagents.one_level import (
     tool_name,
 )
 from subagents.permissions import approval_rules, effective_permission_mode
+from subagents.skills import available_skills_block
 from subagents.spec import SpecError, SubagentSpec
+from subagents.spec_skills import skills_for
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +103,13 @@ def build_subagent(
     parent_tools: Sequence[Any],
     unknown_tools: UnknownToolPolicy = "warn",
     options: BuildOptions | None = None,
+    inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = (),
 ) -> Any:
-    """Compile one spec into a child graph (called once per spec, on first use)."""
+    """Compile one spec into a child graph (called once per spec, on first use).
+
+    ``inherited_middleware`` is the parent's model-level middleware (model
+    fallback, model retry): a child that inherits the parent's model gets it too.
+    """
     options = options or BuildOptions()
 
     def model_for(name: Any) -> Any:
@@ -132,7 +141,8 @@ def build_subagent(
         effective_permission_mode(spec.permission_mode, options.permission_mode),
         [tool_name(t) for t in tools],
         risky_tools=options.risky_tools,
-        interrupt_on=spec.interrupt_on,
+        # deepagents' rule: a spec's own interrupt_on replaces the parent's.
+        interrupt_on=spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on,
     )
     if rules and missing(HumanInTheLoopMiddleware):
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
@@ -155,8 +165,14 @@ def build_subagent(
         model,
         tools,
         system_prompt=child_system_prompt(spec, options) or None,
-        middleware=middleware,
+        middleware=[
+            *middleware_for_model(spec, inherits_model=model is parent_model,
+                                  own=middleware, inherited=inherited_middleware),
+            *middleware,
+        ],
         response_format=spec.response_format,
+        state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
+                                        excluded=options.excluded_keys),
         name=spec.name,
     )
     # The MCP sessions of a task close when its run ends, whichever way it ends.
@@ -179,6 +195,6 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
 
 def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
     """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
-    skills = options.skills.prompt_block(spec.skills, agent=spec.name) if spec.skills else ""
+    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name))
     prompt = strip_agents_block(spec.system_prompt)
     return "\n\n".join(part for part in (prompt, skills) if part)

@@ -7,7 +7,9 @@ string, ``"inherit"``, a ``BaseChatModel``, or a mapping of
 :func:`langchain.chat_models.init_chat_model` keyword arguments.
 
 Lookup order: a profile of that exact name, then ``inherit``, then a
-``provider:model`` string. Any other name is an error, unless the caller
+``provider:model`` string, then a bare model name whose provider
+:func:`~langchain.chat_models.init_chat_model` can infer (``"gpt-5.4"``,
+``"claude-sonnet-4-6"``). Any other name is an error, unless the caller
 chose ``unknown_model="inherit"``, in which case the child uses the
 parent's model and a warning is logged.
 
@@ -63,7 +65,7 @@ def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
             raise SpecError(f"{where}: expected a profile name other than 'inherit'")
         if isinstance(value, str):
             # A profile never names another profile: no chains, no loops.
-            if value != INHERIT and ":" not in value:
+            if value != INHERIT and ":" not in value and not inferred_provider(value):
                 raise SpecError(
                     f"{where}: expected 'inherit' or 'provider:model', got {value!r}"
                 )
@@ -95,18 +97,31 @@ def lookup_model(
     profiles = profiles or {}
     if model in profiles:
         return profiles[model]
-    if model == INHERIT or ":" in model:
+    if model == INHERIT or ":" in model or inferred_provider(model):
         return model
     known = ", ".join(sorted(profiles)) or "none given"
     message = (
         f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
-        f"string or a known profile name (profiles: {known}); pass model_profiles="
+        f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
+        f"profile name (profiles: {known}); pass model_profiles="
         f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'"
     )
     if unknown_model == "inherit":
         log.warning("%s; using the parent's model", message)
         return INHERIT
     raise SpecError(message)
+
+
+def inferred_provider(name: str) -> str | None:
+    """The provider ``init_chat_model`` would infer for a bare model name, if any."""
+    try:  # LangChain's own rule, so we accept exactly the names it does
+        from langchain.chat_models.base import _attempt_infer_model_provider
+    except ImportError:  # pragma: no cover - a LangChain without the helper
+        return None
+    try:
+        return _attempt_infer_model_provider(name)
+    except Exception:  # noqa: BLE001 - an odd name is just not inferable
+        return None
 
 
 def resolve_model(

@@ -18,11 +18,12 @@ parent's permission policy) travel as :class:`~subagents.BuildOptions`::
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from subagents.build_options import BuildOptions, check_spec
 from subagents.builder import UnknownToolPolicy, build_subagent
+from subagents.compiled_runnable import ready_runnable
 from subagents.spec import AnySpec, CompiledSubagent, coerce_specs
 
 
@@ -42,8 +43,11 @@ class SubagentRegistry:
     ) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
+        self._ready: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
+        self.inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = ()
+        """The parent's middleware (or how to find it), for children that inherit its model."""
         self.options = BuildOptions()
         if options is not None:
             self.configure(options)
@@ -95,14 +99,16 @@ class SubagentRegistry:
 
     def graph(self, name: str, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
         """The child graph for ``name``, compiled on first use and then cached."""
-        graph = self._graphs.get(name)
+        graph = self._graphs.get(name) or self._ready.get(name)
         if graph is not None:
             return graph
         spec = self.spec(name)
-        if isinstance(spec, CompiledSubagent):
-            return spec.runnable
         with self._lock:
             graph = self._graphs.get(name)
+            if graph is None and isinstance(spec, CompiledSubagent):
+                # A caller's runnable: stamped and made async-capable, never "built".
+                graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
+                return graph
             if graph is None:
                 graph = build_subagent(
                     spec,
@@ -110,6 +116,7 @@ class SubagentRegistry:
                     parent_tools=parent_tools,
                     unknown_tools=self.unknown_tools,
                     options=self.options,
+                    inherited_middleware=self.inherited_middleware,
                 )
                 self._graphs[name] = graph
         return graph

@@ -31,8 +31,17 @@ from typing import Annotated, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from subagents.compiled_runnable import own_recursion_limit
 from subagents.condenser import CondenserSetting, normalize_condenser
 from subagents.errors import SpecError, brief
 from subagents.fork import ContextMode
@@ -40,6 +49,9 @@ from subagents.hook_config import normalize_hooks
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
+from subagents.spec_dicts import translate_deepagents_fields
+from subagents.spec_skills import check_skill_entry
+from subagents.spec_tools import normalize_tools
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
 """Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
@@ -63,6 +75,7 @@ def _check_name(value: str) -> str:
 
 
 Slug = Annotated[str, AfterValidator(_check_name)]
+SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
 
 
 class SubagentSpec(BaseModel):
@@ -94,7 +107,7 @@ class SubagentSpec(BaseModel):
     name: Slug
     description: str
     system_prompt: str = ""
-    tools: Sequence[str | BaseTool] | None = None
+    tools: Sequence[str | BaseTool | dict[str, Any]] | None = None
     disallowed_tools: Sequence[str] = ()
     model: str | BaseChatModel | None = None
     # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
@@ -107,7 +120,7 @@ class SubagentSpec(BaseModel):
     middleware: Sequence[Any] = ()
     interrupt_on: Mapping[str, Any] | None = None
     permission_mode: PermissionMode | None = None
-    skills: Sequence[Slug] = ()
+    skills: Sequence[SkillEntry] = ()
     # Off for specs written in code (no extra graph step on the hot path);
     # an agent file that omits the field gets default summarisation.
     condenser: CondenserSetting = False
@@ -115,6 +128,7 @@ class SubagentSpec(BaseModel):
     hooks: Mapping[str, Any] | None = None
     color: str | None = None
     source: str | None = None
+    retries: int = Field(default=0, ge=0, le=10, strict=True)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     # "fork": start from the parent's conversation (see subagents/fork.py).
     context: ContextMode = "isolated"
@@ -126,7 +140,12 @@ class SubagentSpec(BaseModel):
             raise ValueError("description must not be empty: the parent picks agents by it")
         return value
 
-    @field_validator("tools", "disallowed_tools", "skills", mode="before")
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        return normalize_tools(value)
+
+    @field_validator("disallowed_tools", "skills", mode="before")
     @classmethod
     def _no_bare_string(cls, value: Any) -> Any:
         # A bare string would be iterated letter by letter.
@@ -185,6 +204,18 @@ class CompiledSubagent(BaseModel):
     ``recursion_limit``, refuses nested delegation and records it.
     ``context="fork"`` gives it the parent's conversation (see
     :mod:`subagents.fork`).
+
+    ``runnable`` may be any ``Runnable`` (a ``RemoteGraph`` too) or an object
+    with only ``invoke``, which async callers run in a worker thread. Its
+    registered name is stamped on each run (``lc_agent_name`` and run name).
+    ``recursion_limit`` defaults to the runnable's own (from ``with_config``),
+    then to the parent run's. deepagents spells this class ``CompiledSubAgent``;
+    both names are exported.
+
+    Example::
+
+        CompiledSubagent(name="writer", description="Writes reports.",
+                         runnable=create_agent(model, tools=[]).with_config(recursion_limit=40))
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -201,10 +232,26 @@ class CompiledSubagent(BaseModel):
     @field_validator("runnable")
     @classmethod
     def _runnable_invokable(cls, value: Any) -> Any:
-        if not (hasattr(value, "invoke") and hasattr(value, "ainvoke")):
-            raise ValueError("runnable must be a LangGraph graph (with invoke and ainvoke)")
+        if not callable(getattr(value, "invoke", None)):
+            raise ValueError(
+                "runnable must be a LangGraph graph or any Runnable (an object with invoke), "
+                f"got {type(value).__name__}"
+            )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _runnables_own_limit(cls, data: Any) -> Any:
+        # A limit bound with `with_config` is the runnable's own: the parent's never overrides it.
+        if isinstance(data, Mapping) and data.get("recursion_limit") is None:
+            own = own_recursion_limit(data.get("runnable"))
+            if own is not None:
+                return {**data, "recursion_limit": own}
+        return data
+
+
+CompiledSubAgent = CompiledSubagent
+"""deepagents' spelling of :class:`CompiledSubagent`: the same class."""
 
 AnySpec = SubagentSpec | CompiledSubagent
 
@@ -236,6 +283,7 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
             f"got {type(value).__name__}"
         )
     label = source or f"subagent {value.get('name', '<unnamed>')!r}"
+    value = translate_deepagents_fields(value, label)
     cls = CompiledSubagent if "runnable" in value else SubagentSpec
     try:
         return cls.model_validate(dict(value))
