@@ -36,7 +36,8 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import SubAgentMiddleware
+from middleware import DEFAULT_MAX_DELEGATIONS, SubAgentMiddleware
+from middleware.force_delegation import ForceSetting
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
@@ -91,6 +92,8 @@ def create_deep_agent(
     prices: PriceTable | None = None,
     budget: Budget | None = None,
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
+    force_delegation: ForceSetting = None,
+    max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
     background: bool = False,
     background_subagents: Sequence[Any] = (),
     max_background_tasks: int | None = 8,
@@ -129,6 +132,9 @@ def create_deep_agent(
             as remote ones (``{"name", "description", "graph_id", "url"}``);
             giving any turns ``background`` on.
         max_background_tasks: how many background tasks run at once.
+        force_delegation, max_delegations: the first model call of each
+            turn must call ``task``; at most this many ``task`` calls per
+            run. See :class:`middleware.SubAgentMiddleware`.
     """
     root_model = resolve_root_model(model)
     tools = list(tools)
@@ -154,7 +160,8 @@ def create_deep_agent(
         "build_options": options,
     }
     delegation = SubAgentMiddleware(
-        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store, **shared
+        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store,
+        force_delegation=force_delegation, max_delegations=max_delegations, **shared,
     )
     extra: list[Any] = []
     if background or background_subagents:

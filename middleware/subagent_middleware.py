@@ -52,7 +52,9 @@ from middleware.prompts import (
     available_agents_block,
     with_prompt_block,
 )
-from middleware.task_tool import TaskToolInput
+from middleware.delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit, refused_command
+from middleware.force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
+from middleware.task_args_schema import task_args_schema
 from subagents import (
     AnySpec,
     BuildOptions,
@@ -105,6 +107,12 @@ class SubAgentMiddleware(AgentMiddleware):
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).
+        force_delegation: make the first model call of each turn call
+            ``task``: ``True`` (any agent), an agent name, or a
+            :class:`middleware.ForceDelegation` choosing the mechanism.
+        max_delegations: ``task`` calls allowed per run (since the last
+            user message; ``None``: no cap). Past it, ``task`` answers with
+            an error and is no longer offered to the model.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -134,6 +142,8 @@ class SubAgentMiddleware(AgentMiddleware):
         budget: Budget | None = None,
         short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
+        force_delegation: ForceSetting = None,
+        max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
     ) -> None:
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
@@ -167,22 +177,28 @@ class SubAgentMiddleware(AgentMiddleware):
             "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
         )
         self.tools = [self._task_tool()] if len(self.registry) else []
+        # Forced delegation and the parent's delegation cap (their own files).
+        force = coerce_force_delegation(force_delegation)
+        self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
+        self.delegation_limit = DelegationLimit(max_delegations)
 
     # -- the tool -----------------------------------------------------------
 
     def _task_tool(self) -> StructuredTool:
         def task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            return self.runner.run(self._call(description, subagent_type, runtime))
+            call = self._call(description, subagent_type, runtime)
+            return self._refused(call) or self.runner.run(call)
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            return await self.runner.arun(self._call(description, subagent_type, runtime))
+            call = self._call(description, subagent_type, runtime)
+            return self._refused(call) or await self.runner.arun(call)
 
         return StructuredTool.from_function(
             func=task,
             coroutine=atask,
             name="task",
             description=TASK_TOOL_DESCRIPTION,
-            args_schema=TaskToolInput,
+            args_schema=task_args_schema(self.registry.names),
             infer_schema=False,
             metadata={DELEGATION_TOOL_TAG: True},
         )
@@ -194,11 +210,17 @@ class SubAgentMiddleware(AgentMiddleware):
             parent_tools=self._tools,
         )
 
+    def _refused(self, call: TaskCall) -> Command | None:
+        reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
+        return None if reason is None else refused_command(call, reason)
+
     # -- the prompt -----------------------------------------------------------
 
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
+        if self.delegation_limit.exhausted(request.messages):
+            request = request.override(tools=[t for t in request.tools if getattr(t, "name", None) != "task"])
         return with_prompt_block(request, self.prompt_block)
 
     def _charge(self, response: Any) -> None:
@@ -212,13 +234,15 @@ class SubAgentMiddleware(AgentMiddleware):
                 self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        response = handler(self._with_block(request))
+        request = self._with_block(request)
+        response = self.forced.call(request, handler) if self.forced else handler(request)
         self._charge(response)
         return response
 
     async def awrap_model_call(
         self, request: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
-        response = await handler(self._with_block(request))
+        request = self._with_block(request)
+        response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         self._charge(response)
         return response
