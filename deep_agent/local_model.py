@@ -19,7 +19,7 @@ From Python::
 from __future__ import annotations
 
 import argparse
-import signal
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -61,11 +61,13 @@ def serve(
     threads: int = 1,
     context: int = 2048,
     parallel: int = 2,
+    max_tokens: int = -1,
 ) -> object:
     """Start llama.cpp's server in this process; returns the ``xllamacpp.Server``.
 
     The server runs on its own threads until the process ends. ``context``
-    is shared by the ``parallel`` slots.
+    is shared by the ``parallel`` slots; ``max_tokens`` caps every reply
+    (-1: no cap) whatever the client asks.
     """
     try:
         import xllamacpp
@@ -80,6 +82,7 @@ def serve(
     params.port = port
     params.n_ctx = context
     params.n_parallel = parallel
+    params.n_predict = max_tokens
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.use_jinja = True
@@ -97,21 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--context", type=int, default=2048, help="context tokens, shared by the slots")
     parser.add_argument("--parallel", type=int, default=2, help="requests served at once")
+    parser.add_argument("--max-tokens", type=int, default=-1, help="cap on every reply (-1: none)")
     args = parser.parse_args(argv)
     try:
         server = serve(port=args.port, host=args.host, threads=args.threads,
-                       context=args.context, parallel=args.parallel)
+                       context=args.context, parallel=args.parallel, max_tokens=args.max_tokens)
     except LocalModelUnavailable as exc:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1
     print(f"serving {MODEL_ALIAS} at {getattr(server, 'listening_address', '')}/v1", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        stop.wait()
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
-    return 0
+    # The server's native threads do not stop on their own; SIGTERM (the
+    # default action) and this exit end the process at once.
+    os._exit(0)
 
 
 if __name__ == "__main__":

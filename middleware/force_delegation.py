@@ -108,10 +108,15 @@ class ForcedDelegation:
         self.detected: Mechanism | None = None
         """What ``auto`` found works, once it has found out."""
 
+    def applies(self, request: ModelRequest) -> bool:
+        """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
+        offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+        return offered and is_first_call_of_turn(request.messages)
+
     # -- the two drivers --------------------------------------------------
 
     def call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        if not is_first_call_of_turn(request.messages):
+        if not self.applies(request):
             return handler(request)
         plan = self._plan(request)
         step = next(plan)
@@ -127,7 +132,7 @@ class ForcedDelegation:
 
     async def acall(self, request: ModelRequest,
                     handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
-        if not is_first_call_of_turn(request.messages):
+        if not self.applies(request):
             return await handler(request)
         plan = self._plan(request)
         step = next(plan)
