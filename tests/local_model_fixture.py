@@ -56,8 +56,9 @@ class LocalModel:
         settings: dict[str, object] = {"model": "smollm2", "base_url": self.url, "api_key": "local",
                                        "temperature": 0, "seed": 7, "max_tokens": 32, "max_retries": 0,
                                        "timeout": 60}
+        cls = overrides.pop("cls", ChatOpenAI)
         settings.update(overrides)
-        return ChatOpenAI(**settings)
+        return cls(**settings)  # type: ignore[operator]
 
     def usage_of(self, body: dict[str, object]) -> dict[str, int]:
         """The server's own ``usage`` for one chat completion request."""

@@ -7,6 +7,7 @@ never about what a 135M model chose to say.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -144,6 +145,32 @@ def test_the_cli_runs_with_force_delegation_against_the_server(local_model, tmp_
                            env=env, capture_output=True, text=True, timeout=60)
     assert tasks.returncode == 0, tasks.stderr[-2000:]
     assert "completed" in tasks.stdout
+
+
+@pytest.mark.parametrize("compatible", [False, True], ids=["ChatOpenAI", "OpenAICompatibleChat"])
+def test_the_compatible_client_sends_empty_content_and_max_tokens_which_the_server_honours(local_model, compatible):  # noqa: F811
+    import httpx
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from deep_agent.openai_compatible import OpenAICompatibleChat
+
+    sent: list[dict[str, Any]] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: sent.append(json.loads(r.read()))]})
+    cls = OpenAICompatibleChat if compatible else None
+    model = local_model.chat_model(max_tokens=4, http_client=client, **({"cls": cls} if cls else {}))
+    reply = model.invoke([
+        HumanMessage("Say hi."),
+        AIMessage("", tool_calls=[{"name": "task", "args": {"description": "hi", "subagent_type": "alpha"},
+                                   "id": "call_1"}]),
+        ToolMessage("Hi!", tool_call_id="call_1"),
+    ])
+    [assistant] = [m for m in sent[-1]["messages"] if m["role"] == "assistant"]
+    if compatible:
+        assert assistant["content"] == "" and sent[-1]["max_tokens"] == 4
+        assert "max_completion_tokens" not in sent[-1]
+    else:  # ChatOpenAI's own habits, which llama.cpp's server accepts
+        assert assistant["content"] is None and sent[-1]["max_completion_tokens"] == 4
+    assert 0 < reply.usage_metadata["output_tokens"] <= 4
 
 
 if __name__ == "__main__":  # pragma: no cover
