@@ -10,8 +10,9 @@ Later calls in the turn are free. Three mechanisms:
   schema (``response_format`` of type ``json_schema``) and the reply is
   turned back into a ``task`` tool call;
 * ``"auto"`` (the default): ``tool_choice`` first; when the reply has no
-  ``task`` call, the same call is retried with ``response_format``, and every
-  later forced call of this middleware goes straight to ``response_format``.
+  ``task`` call (or the server rejects the request), the same call is
+  retried with ``response_format``, and every later forced call of this
+  middleware goes straight to ``response_format``.
 
 A ``response_format`` reply cut short by the token limit (OpenAI's client
 raises ``LengthFinishReasonError``) is closed and used: the schema puts
@@ -152,8 +153,13 @@ class ForcedDelegation:
         mechanism = self.detected or self.setting.mechanism
         if mechanism != "response_format":
             choice = "required" if mechanism == "required" else TASK_TOOL_NAME
-            response = yield request.override(tools=[self._tool_spec()], tool_choice=choice)
-            if mechanism != "auto" or _task_calls(response):
+            try:
+                response = yield request.override(tools=[self._tool_spec()], tool_choice=choice)
+            except Exception:
+                if mechanism != "auto":
+                    raise
+                response = None  # a server that rejects tool_choice: try response_format
+            if mechanism != "auto" or (response is not None and _task_calls(response)):
                 if mechanism == "auto":
                     self.detected = "tool_choice"
                 return response

@@ -138,6 +138,27 @@ def test_auto_falls_back_to_response_format_once_and_remembers(run):
     assert [r["status"] for r in records(state)] == ["completed", "completed"]
 
 
+def test_auto_falls_back_when_the_server_rejects_tool_choice(run):
+    class Rejecting(ServerLikeModel):
+        def _server_reply(self, messages: list[Any], kwargs: dict[str, Any]) -> ChatResult | None:
+            if kwargs.get("tool_choice") == "task":
+                raise ValueError("HTTP 400: tool_choice not supported")
+            return super()._server_reply(messages, kwargs)
+
+    state = run(_agent(Rejecting(responses=["x", "parent done"]), force_delegation=True), user("hello"))
+    assert [r["agent_type"] for r in records(state)] == ["beta"]
+
+
+def test_an_explicit_mechanism_lets_the_servers_error_through(run):
+    class Rejecting(ServerLikeModel):
+        def _server_reply(self, messages: list[Any], kwargs: dict[str, Any]) -> ChatResult | None:
+            raise ValueError("HTTP 400: tool_choice not supported")
+
+    agent = _agent(Rejecting(responses=["x"]), force_delegation=ForceDelegation(mechanism="tool_choice"))
+    with pytest.raises(ValueError, match="HTTP 400"):
+        run(agent, user("hello"))
+
+
 def test_auto_keeps_tool_choice_when_the_provider_honours_it(run):
     parent = ServerLikeModel(honours_tool_choice=True, responses=["ignored", "parent done"])
     state = run(_agent(parent, force_delegation=True), user("hello"))
