@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -252,3 +254,19 @@ def test_max_delegations_must_be_a_positive_integer(bad):
 def test_no_cap_when_max_delegations_is_none():
     assert DelegationLimit(None).refusal([AIMessage("", tool_calls=[
         {"name": "task", "args": {}, "id": str(i)} for i in range(500)])], "499") is None
+
+
+@given(batches=st.lists(st.lists(st.sampled_from(["task", "search"]), max_size=4), max_size=6),
+       cap=st.integers(min_value=1, max_value=6), earlier=st.integers(min_value=0, max_value=4))
+def test_exactly_the_first_max_delegations_calls_of_a_run_may_delegate(batches, cap, earlier):
+    limit = DelegationLimit(cap)
+    before = [AIMessage("", tool_calls=[{"name": "task", "args": {}, "id": f"old{i}"} for i in range(earlier)])]
+    messages: list[Any] = [*before, HumanMessage("new run")]
+    ids = []
+    for b, names in enumerate(batches):
+        calls = [{"name": n, "args": {}, "id": f"c{b}_{i}"} for i, n in enumerate(names)]
+        messages.append(AIMessage("", tool_calls=calls))
+        ids += [c["id"] for c in calls if c["name"] == "task"]
+    allowed = [i for i in ids if limit.refusal(messages, i) is None]
+    assert allowed == ids[:cap]
+    assert limit.exhausted(messages) == (len(ids) >= cap)

@@ -81,7 +81,9 @@ def test_parallel_delegations_run_at_once_on_the_server(local_model):  # noqa: F
 
 def test_a_child_timeout_is_an_error_record_and_the_parent_goes_on(local_model):  # noqa: F811
     parent = ScriptedChatModel(responses=parent_script(("Write a long story.", "alpha")))
-    agent = create_deep_agent(parent, subagents=_specs(local_model.chat_model(max_tokens=48), timeout_s=0.2),
+    # ignore_eos: the child writes all 48 tokens, far longer than the timeout.
+    slow = local_model.chat_model(max_tokens=48, extra_body={"ignore_eos": True})
+    agent = create_deep_agent(parent, subagents=_specs(slow, timeout_s=0.2),
                               general_purpose=False, short_answer_threshold=0)
     state = agent.invoke(user("go"))
     [record] = records(state)
@@ -101,7 +103,8 @@ class _KillOnFirstRequest(BaseCallbackHandler):
 
 def test_a_server_killed_mid_task_is_an_error_record_and_the_parent_goes_on(tmp_path):
     with running_local_model(tmp_path, parallel=1) as server:
-        child_model = server.chat_model(max_tokens=48, callbacks=[_KillOnFirstRequest(server.process)])
+        child_model = server.chat_model(max_tokens=48, extra_body={"ignore_eos": True},
+                                        callbacks=[_KillOnFirstRequest(server.process)])
         parent = ScriptedChatModel(responses=parent_script(("Write a long story.", "alpha")))
         agent = create_deep_agent(parent, subagents=_specs(child_model), general_purpose=False,
                                   short_answer_threshold=0)
