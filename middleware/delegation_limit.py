@@ -62,6 +62,12 @@ class DelegationLimit:
         """True once the run has made ``max_delegations`` calls."""
         return self.max_delegations is not None and len(self.calls_this_run(messages)) >= self.max_delegations
 
+    def withdrawn_when_exhausted(self, request: Any) -> Any:
+        """The model request, without the delegation tool once the run is out of delegations."""
+        if not self.exhausted(request.messages):
+            return request
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) != self.tool_name])
+
     def refusal(self, messages: Sequence[Any], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
         if self.max_delegations is None:

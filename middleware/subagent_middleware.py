@@ -219,8 +219,7 @@ class SubAgentMiddleware(AgentMiddleware):
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
-        if self.delegation_limit.exhausted(request.messages):
-            request = request.override(tools=[t for t in request.tools if getattr(t, "name", None) != "task"])
+        request = self.delegation_limit.withdrawn_when_exhausted(request)
         return with_prompt_block(request, self.prompt_block)
 
     def _charge(self, response: Any) -> None:
