@@ -46,6 +46,8 @@ def add_run_command(commands: Any) -> None:
     run.add_argument("--model", help="provider:name (default: from OPENAI_API_KEY / OPENAI_BASE_URL)")
     run.add_argument("--agents-dir", action="append", dest="agents_dirs", metavar="DIR",
                      help="agent directory, in precedence order (repeatable)")
+    run.add_argument("--force-delegation", action="store_true",
+                     help="the first model call of each turn must call task (for small local models)")
     add_state_arguments(run)
     run.set_defaults(handler=run_command)
 
@@ -71,7 +73,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     def build(checkpointer: Any, sessions: Path) -> Any:
         return create_deep_agent(model, subagents=found.values, system_prompt=ROOT_PROMPT,
-                                 checkpointer=checkpointer, sessions_dir=str(sessions))
+                                 checkpointer=checkpointer, sessions_dir=str(sessions),
+                                 force_delegation=getattr(args, "force_delegation", False))
 
     return asyncio.run(_run(build, [args.prompt], args, title="deep agent"))
 

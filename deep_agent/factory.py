@@ -36,7 +36,8 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import SubAgentMiddleware
+from middleware import DEFAULT_MAX_DELEGATIONS, SubAgentMiddleware
+from middleware.force_delegation import ForceSetting
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
@@ -97,6 +98,8 @@ def create_deep_agent(
     prices: PriceTable | None = None,
     budget: Budget | None = None,
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
+    force_delegation: ForceSetting = None,
+    max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
     background: bool = False,
     background_subagents: Sequence[Any] = (),
     max_background_tasks: int | None = 8,
@@ -159,6 +162,9 @@ def create_deep_agent(
     ``subagents`` go to the background tools. deepagents-only arguments
     (``backend``, ``memory``, ``permissions``, ``skills``) raise a
     ``TypeError`` saying what to write instead.
+        force_delegation, max_delegations: the first model call of each
+            turn must call ``task``; at most this many ``task`` calls per
+            run. See :class:`middleware.SubAgentMiddleware`.
     """
     refuse_deepagents_arguments("create_deep_agent", deepagents_only("create_deep_agent", create_agent_kwargs))
     root_model = resolve_root_model(model)
@@ -193,7 +199,8 @@ def create_deep_agent(
     delegation = SubAgentMiddleware(
         specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store,
         dynamic_subagents=dynamic_subagents, max_dynamic_subagents=max_dynamic_subagents,
-        structured_results=structured_results, **shared
+        structured_results=structured_results,
+        force_delegation=force_delegation, max_delegations=max_delegations, **shared,
     )
     extra: list[Any] = []
     if background or background_subagents:

@@ -77,6 +77,9 @@ from middleware.prompts import (
 )
 from middleware.task_description import task_tool_description
 from middleware.task_tool_schema import STRUCTURED_TASK_TOOL_DESCRIPTION, task_tool_arguments
+from middleware.delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit, refused_outcome
+from middleware.force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
+from middleware.task_args_schema import task_args_schema
 from subagents import (
     AnySpec,
     BuildOptions,
@@ -139,6 +142,12 @@ class SubAgentMiddleware(AgentMiddleware):
 
     deepagents-only arguments (``backend``, ``state_schema``) raise a
     ``TypeError`` that says what to write instead.
+        force_delegation: make the first model call of each turn call
+            ``task``: ``True`` (any agent), an agent name, or a
+            :class:`middleware.ForceDelegation` choosing the mechanism.
+        max_delegations: ``task`` calls allowed per run (since the last
+            user message; ``None``: no cap). Past it, ``task`` answers with
+            an error and is no longer offered to the model.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -172,6 +181,8 @@ class SubAgentMiddleware(AgentMiddleware):
         max_dynamic_subagents: int = 8,
         structured_results: bool = False,
         task_description: str | None = None,
+        force_delegation: ForceSetting = None,
+        max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
         **deepagents_only: Any,
     ) -> None:
         refuse_deepagents_arguments("SubAgentMiddleware", deepagents_only)
@@ -209,12 +220,17 @@ class SubAgentMiddleware(AgentMiddleware):
             "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
         )
         self.structured_results = structured_results
+        self._dynamic_mode = dynamic_subagents
         self.task_description = task_tool_description(
             task_description, ((s.name, s.description) for s in self.registry.specs)
         )
         if structured_results and task_description is None:
             self.task_description += STRUCTURED_TASK_TOOL_DESCRIPTION.removeprefix(TASK_TOOL_DESCRIPTION)
         self.tools = [self._task_tool()] if len(self.registry) else []
+        # Forced delegation and the parent's delegation cap (their own files).
+        force = coerce_force_delegation(force_delegation)
+        self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
+        self.delegation_limit = DelegationLimit(max_delegations)
         # Delegation modes: the create_subagent tool and its state (middleware/dynamic_subagents.py).
         self.dynamic = None
         if dynamic_subagents:
@@ -232,7 +248,7 @@ class SubAgentMiddleware(AgentMiddleware):
                  output_schema: dict[str, Any] | None = None) -> Command:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
-                outcome = self.runner.run(call)
+                outcome = self._refused(call) or self.runner.run(call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
@@ -243,14 +259,16 @@ class SubAgentMiddleware(AgentMiddleware):
                         output_schema: dict[str, Any] | None = None) -> Command:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
-                outcome = await self.runner.arun(call)
+                outcome = self._refused(call) or await self.runner.arun(call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
             return self._command(runtime, outcome)
 
-        args_schema, _ = task_tool_arguments(self.structured_results)
+        base, _ = task_tool_arguments(self.structured_results)
+        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
+        args_schema = base if self._dynamic_mode else task_args_schema(self.registry.names, base=base)
 
         return StructuredTool.from_function(
             func=task,
@@ -270,6 +288,10 @@ class SubAgentMiddleware(AgentMiddleware):
             parent_tools=self._tools,
             output_schema=output_schema,
         )
+
+    def _refused(self, call: TaskCall) -> TaskOutcome | None:
+        reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
+        return None if reason is None else refused_outcome(call, reason)
 
     def _command(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Command:
         """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
@@ -294,6 +316,7 @@ class SubAgentMiddleware(AgentMiddleware):
         seen = configured_model(self, request)  # also tells the registry the parent's pipeline
         if self._model is None:
             self._seen_model = seen
+        request = self.delegation_limit.withdrawn_when_exhausted(request)
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
         return with_prompt_block(request, block)
 
@@ -314,10 +337,14 @@ class SubAgentMiddleware(AgentMiddleware):
             update={LEDGER_KEY: {r["id"]: r for r in records}}))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._after_model(handler(self._with_block(request)))
+        request = self._with_block(request)
+        response = self.forced.call(request, handler) if self.forced else handler(request)
+        return self._after_model(response)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return self._after_model(await handler(self._with_block(request)))
+        request = self._with_block(request)
+        response = await (self.forced.acall(request, handler) if self.forced else handler(request))
+        return self._after_model(response)
 
     # -- the tool call: arguments that did not validate still get a record ---
 
