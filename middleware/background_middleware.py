@@ -120,6 +120,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             left out of this one, so no agent is listed twice.
         notify: announce finished tasks before each model call.
         notice_result_chars: how much of each result a notice quotes.
+        notice_total_chars: how long one notice may be, whatever the number
+            of tasks; the rest are counted and pointed to ``check_async_task``.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         sessions_dir, prices, budget, short_answer_threshold, build_options:
             as for :class:`SubAgentMiddleware`; they apply to local children.
@@ -141,6 +143,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         listed_elsewhere: Collection[str] = (),
         notify: bool = True,
         notice_result_chars: int = 2000,
+        notice_total_chars: int = words.DEFAULT_NOTICE_TOTAL_CHARS,
         unknown_tools: Literal["error", "warn", "ignore"] = "warn",
         sessions_dir: str | None = None,
         prices: PriceTable | None = None,
@@ -170,6 +173,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self._seen_model: Any = None
         self.notify = notify
         self.notice_result_chars = notice_result_chars
+        self.notice_total_chars = notice_total_chars
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
@@ -274,10 +278,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         if self.notify:
             due = [r for r in merged.values()
                    if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
-            if due:
+            cut_off = [merged[i] for i, f in updates.items() if f.get("note") and not ledger.get(i, {}).get("note")]
+            if due or cut_off:
                 for r in due:
                     updates.setdefault(r["id"], {})["announced"] = True
-                out["messages"] = [HumanMessage(content=words.notice(due, self.notice_result_chars))]
+                text = words.notice(due, self.notice_result_chars, self.notice_total_chars, cut_off)
+                out["messages"] = [HumanMessage(content=text)]
         if updates:
             out[ASYNC_LEDGER_KEY] = updates
         return out or None
