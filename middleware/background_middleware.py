@@ -86,6 +86,7 @@ from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, me
 from subagents.background_loop import background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
+from subagents.remote_adoption import adopt_orphans, unrecorded_starts
 from subagents.isolation import ASYNC_LEDGER_KEY
 from subagents.spec import describe_validation_error
 
@@ -174,6 +175,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.notify = notify
         self.notice_result_chars = notice_result_chars
         self.notice_total_chars = notice_total_chars
+        self._looked_for: set[tuple[str, str]] = set()
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
@@ -251,14 +253,26 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     # -- completion notices ------------------------------------------------
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if not self._due(state):
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
             return None
-        return background_loop().run(self._catch_up(state))
+        return background_loop().run(self._catch_up(state, orphans))
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if not self._due(state):
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
             return None
-        return await background_loop().arun(self._catch_up(state))
+        return await background_loop().arun(self._catch_up(state, orphans))
+
+    def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+        """Remote starts in the messages with no ledger record, not yet looked for in this process."""
+        if not self.tasks.remote.specs:
+            return None
+        parent = _thread_id()
+        missing = unrecorded_starts(state.get("messages") or (), _ledger(state), self.tasks.remote.specs)
+        fresh = {k: v for k, v in missing.items() if (parent, k) not in self._looked_for}
+        self._looked_for.update((parent, k) for k in fresh)
+        return (parent, fresh) if parent and fresh else None
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(
@@ -267,12 +281,17 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             for r in _ledger(state).values()
         )
 
-    async def _catch_up(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def _catch_up(self, state: Mapping[str, Any],
+                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
         ledger = _ledger(state)
+        adopted = await adopt_orphans(self.tasks.remote, *orphans) if orphans else {}
+        ledger.update(adopted)
         try:
             updates = await self.tasks.refresh(ledger)
         except Exception:  # noqa: BLE001 - a status poll must never stop the parent
             updates = {}
+        for task_id, record in adopted.items():
+            updates[task_id] = {**record, **updates.get(task_id, {})}
         merged = merge_async_records(ledger, updates)
         out: dict[str, Any] = {}
         if self.notify:
@@ -321,6 +340,15 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _thread_id() -> str | None:
+    from langgraph.config import get_config
+
+    try:
+        return (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # not inside a run
+        return None
 
 
 def _ledger(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

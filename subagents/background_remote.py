@@ -98,16 +98,19 @@ class RemoteTaskRunner:
                  refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S) -> None:
         self.specs = {s.name: s for s in specs}
         self.refresh_budget_s = refresh_budget_s
-        self._own_pool = pool
+        self.client_pool = pool
+        """This runner's own pool; ``None``: the running loop's shared one."""
 
     @property
     def pool(self) -> RemoteClientPool:
-        return self._own_pool if self._own_pool is not None else shared_client_pool()
+        return self.client_pool if self.client_pool is not None else shared_client_pool()
 
-    def _client(self, spec: RemoteSubagentSpec) -> Any:
+    def client(self, spec: RemoteSubagentSpec) -> Any:
+        """The shared SDK client for ``spec``'s server."""
         return self.pool.client(spec)
 
-    async def _send(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
+    async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
+        """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
         timeout = spec.timeout_s if poll else spec.start_timeout_s
         return await self.pool.health.call(spec.url, request, timeout_s=timeout)
 
@@ -149,13 +152,13 @@ class RemoteTaskRunner:
 
     async def _start(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                      description: str) -> tuple[str, Any]:
-        client = self._client(spec)
+        client = self.client(spec)
         start_id = uuid.uuid4().hex
         metadata = {**spec.metadata, **about, START_ID_METADATA_KEY: start_id}
-        thread = await self._send(spec, client.threads.create(
+        thread = await self.request(spec, client.threads.create(
             thread_id=thread_id, metadata=metadata, if_exists="do_nothing"))
         made_here = (thread.get("metadata") or {}).get(START_ID_METADATA_KEY) == start_id
-        if not made_here and (run := await self._latest_run(spec, thread_id)) is not None:
+        if not made_here and (run := await self.latest_run(spec, thread_id)) is not None:
             return thread_id, run  # started before (a repeated step): adopt that run
         try:
             run = await self._run(spec, thread_id, about, strategy="reject",
@@ -163,20 +166,21 @@ class RemoteTaskRunner:
         except ServerUnavailable:
             raise
         except Exception as exc:
-            if status_code(exc) == 409 and (run := await self._latest_run(spec, thread_id)) is not None:
+            if status_code(exc) == 409 and (run := await self.latest_run(spec, thread_id)) is not None:
                 return thread_id, run  # a concurrent start of the same task won
             if made_here and (status_code(exc) or 0) in range(400, 500):
                 await self._delete_quietly(spec, thread_id)  # leave no empty thread behind
             raise RemoteStartError(spec.url, _reason(exc)) from None
         return thread_id, run
 
-    async def _latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
-        runs = await self._send(spec, self._client(spec).runs.list(thread_id, limit=1), poll=True)
+    async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
+        """The thread's most recent run, or ``None``."""
+        runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
         return runs[0] if runs else None
 
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
-            await self._send(spec, self._client(spec).threads.delete(thread_id))
+            await self.request(spec, self.client(spec).threads.delete(thread_id))
         except Exception:  # noqa: BLE001 - the start's own error is the one to report
             pass
 
@@ -193,10 +197,10 @@ class RemoteTaskRunner:
             return {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        client = self._client(spec)
+        client = self.client(spec)
         try:
-            run = await self._send(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
-            thread = await self._send(spec, client.threads.get(record["thread_id"]), poll=True)
+            run = await self.request(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
+            thread = await self.request(spec, client.threads.get(record["thread_id"]), poll=True)
         except ServerUnavailable:
             raise
         except Exception as exc:
@@ -262,11 +266,11 @@ class RemoteTaskRunner:
         return out
 
     async def _thread_states(self, spec: RemoteSubagentSpec, thread_ids: list[str]) -> dict[str, str]:
-        client = self._client(spec)
+        client = self.client(spec)
         states: dict[str, str] = {}
         for i in range(0, len(thread_ids), _SEARCH_PAGE):
             page = thread_ids[i:i + _SEARCH_PAGE]
-            rows = await self._send(spec, client.threads.search(
+            rows = await self.request(spec, client.threads.search(
                 ids=page, select=["thread_id", "status"], limit=len(page)), poll=True)
             states.update({row["thread_id"]: row.get("status") for row in rows})
         return states
@@ -274,7 +278,7 @@ class RemoteTaskRunner:
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a finished one."""
         spec = self.specs[record["agent_type"]]
-        client = self._client(spec)
+        client = self.client(spec)
         thread_id = record["thread_id"]
         status = record["status"]
         about = {TASK_ID_METADATA_KEY: record["id"], "agent_type": record["agent_type"]}
@@ -288,7 +292,7 @@ class RemoteTaskRunner:
                 what = "the current run was stopped and restarted with the new instruction"
             else:
                 what = "sent as a follow-up on the same thread"
-            thread = await self._send(spec, client.threads.get(thread_id))
+            thread = await self.request(spec, client.threads.get(thread_id))
             messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
@@ -312,7 +316,7 @@ class RemoteTaskRunner:
 
     async def _run(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any], *,
                    strategy: str = "interrupt", **payload: Any) -> Any:
-        return await self._send(spec, self._client(spec).runs.create(
+        return await self.request(spec, self.client(spec).runs.create(
             thread_id,
             spec.graph_id,
             metadata=dict(about),
@@ -324,7 +328,7 @@ class RemoteTaskRunner:
     async def _cancel_quietly(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> None:
         """Cancel a run and wait for it to stop; a run that already ended is fine."""
         try:
-            await self._send(spec, self._client(spec).runs.cancel(thread_id, run_id, wait=True))
+            await self.request(spec, self.client(spec).runs.cancel(thread_id, run_id, wait=True))
         except ServerUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine

@@ -41,9 +41,9 @@ MAX_CONNECTIONS = 64
 class RemoteClientPool:
     """Clients keyed by (url, headers), and the health of each server."""
 
-    def __init__(self) -> None:
+    def __init__(self, health: ServerHealth | None = None) -> None:
         self._clients: dict[tuple[str, str], Any] = {}
-        self.health = ServerHealth()
+        self.health = health if health is not None else ServerHealth()
 
     def __len__(self) -> int:
         return len(self._clients)

@@ -41,7 +41,7 @@ class ServerUnavailable(ConnectionError):
     def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
         self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
         what = "not tried: the server at" if skipped else "could not reach the server at"
-        super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.0f} s")
+        super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.1f} s")
 
 
 @dataclasses.dataclass
