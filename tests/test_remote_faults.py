@@ -308,3 +308,26 @@ def test_wait_for_background_waits_for_remote_tasks_or_says_it_cannot(langgraph_
 
 def live_status(middleware: BackgroundSubagentMiddleware, record: dict[str, Any]) -> str:
     return background_loop().run(middleware.tasks.check(record))[0]["status"]
+
+
+# -- polling cost -------------------------------------------------------------------------
+
+
+def test_a_turn_with_many_live_tasks_polls_each_server_once(langgraph_server):
+    proxy = FaultProxy(langgraph_server)
+    middleware = BackgroundSubagentMiddleware([worker(proxy.url)], general_purpose=False)
+    jobs = [(f"slow job {i}", "remote-worker") for i in range(12)]
+    agent = parent(middleware, ("PARENT many", [start(*jobs), "started"]))
+    config = thread()
+    out = agent.invoke(user("PARENT many"), config)
+    records = list(ledger(out).values())
+    try:
+        assert len(records) == 12
+        proxy.requests = 0
+        out = agent.invoke(user("PARENT news"), config)
+        assert proxy.requests == 1, f"{proxy.requests} requests for one turn with 12 live tasks"
+        assert {r["status"] for r in ledger(out).values()} <= {"pending", "running"}
+    finally:
+        proxy.close()
+        for record in records:
+            stop_on_server(langgraph_server, record)
