@@ -22,6 +22,7 @@ import asyncio
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +120,9 @@ def polling_cost_ms(url: str, tasks: int, reps: int) -> tuple[float, dict[str, A
                                                   "live_tasks": still}
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+def run(quick: bool = False) -> Iterator[dict[str, Any]]:
+    """The records, each as soon as it is measured (the servers take minutes)."""
     sizes, jobs, poll_tasks, reps = ((3, 6), (10,), 6, 3) if quick else ((10, 50, 200), (10, 50), 200, 7)
-    records = []
     with tempfile.TemporaryDirectory(prefix="bench-remote-") as tmp:
         for per_worker in jobs:
             workdir = Path(tmp) / f"jobs-{per_worker}"
@@ -131,10 +132,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 ours_settle(server.url, 2)  # warm up both sides: graphs loaded, connections open
                 raw_settle(server.url, 2)
                 for tasks in sizes:
-                    records.append(_settle_record(server.url, tasks, per_worker))
+                    yield _settle_record(server.url, tasks, per_worker)
                 if per_worker == jobs[-1]:
-                    records.append(_polling_record(server.url, poll_tasks, per_worker, reps))
-    return records
+                    yield _polling_record(server.url, poll_tasks, per_worker, reps)
 
 
 def _settle_record(url: str, tasks: int, per_worker: int) -> dict[str, Any]:

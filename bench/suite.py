@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from bench import background, construction, context, fanout, memory, overhead, remote, runaway
@@ -32,7 +32,7 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 
-REMOTE_MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {remote.NAME: remote.run}
+REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: remote.run}
 """Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
 
 _ALL = {**MEASURES, **REMOTE_MEASURES}
