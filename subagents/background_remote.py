@@ -20,7 +20,8 @@ the per-turn refresh as a whole is bounded by ``refresh_budget_s``. A server
 that cannot be reached leaves its tasks as they were, with a ``note``.
 
 **Polling is batched.** One ``threads.search(ids=...)`` per server tells
-which live tasks' threads are still busy; only the others are read in full.
+which live tasks' threads are still busy; one more reads the values of those
+that ended; only what that cannot settle (a failed run) is read one by one.
 
 The child gets one user message (the task description) and nothing of the
 parent's state. Steering a running task cancels the current run, answers any
@@ -37,7 +38,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -47,6 +47,7 @@ from subagents.background_ledger import now
 from subagents.remote_clients import RemoteClientPool, shared_client_pool
 from subagents.remote_health import ServerUnavailable
 from subagents.remote_spec import RemoteConfigError, RemoteSubagentSpec
+from subagents.remote_polling import poll
 from subagents.remote_states import (
     answers_for_open_tool_calls,
     fields_from,
@@ -65,8 +66,6 @@ DEFAULT_REFRESH_BUDGET_S = 3.0
 
 START_ID_METADATA_KEY = "subagent_start_id"
 _THREAD_NAMESPACE = uuid.UUID("3f4c2b8e-6a51-4f0e-9d1c-7b2a5e8f0c13")
-_SEARCH_PAGE = 1000
-_DETAIL_CONCURRENCY = 16
 
 
 class RemoteStartError(RuntimeError):
@@ -216,64 +215,8 @@ class RemoteTaskRunner:
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Refresh many tasks at once: one batched request per server, all within ``refresh_budget_s``.
-
-        Returns ``{task id: (fields, note)}``; a task whose server could not
-        be reached in time keeps its fields and gets a note.
-        """
-        out: dict[str, tuple[dict[str, Any], str | None]] = {}
-        groups: dict[str, tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
-        for record in records:
-            spec = self.specs.get(record["agent_type"])
-            if spec is None:
-                out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
-                continue
-            groups.setdefault(spec.url, (spec, []))[1].append(record)
-        jobs = {url: asyncio.ensure_future(self._refresh_server(spec, recs))
-                for url, (spec, recs) in groups.items()}
-        if jobs:
-            await asyncio.wait(jobs.values(), timeout=self.refresh_budget_s)
-        for url, job in jobs.items():
-            spec, recs = groups[url]
-            if job.done() and not job.cancelled() and job.exception() is None:
-                out.update(job.result())
-                continue
-            job.cancel()
-            failure = self.pool.health.failed(url, f"no answer within the {self.refresh_budget_s:g} s poll budget")
-            note = self.pool.health.note(url) or str(failure)
-            out.update({r["id"]: ({}, note) for r in recs})
-        return out
-
-    async def _refresh_server(self, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]]
-                              ) -> dict[str, tuple[dict[str, Any], str | None]]:
-        try:
-            states = await self._thread_states(spec, [r["thread_id"] for r in records])
-        except ServerUnavailable as exc:
-            note = self.pool.health.note(spec.url) or str(exc)
-            return {r["id"]: ({}, note) for r in records}
-        except Exception:  # noqa: BLE001 - a server without batched search: read each task
-            states = {}
-        stale = [r for r in records if not _unchanged(r, states.get(r["thread_id"]))]
-        gate = asyncio.Semaphore(_DETAIL_CONCURRENCY)
-
-        async def one(record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-            async with gate:
-                return await self.refresh(record)
-
-        fresh = await asyncio.gather(*(one(r) for r in stale))
-        out = {r["id"]: ({}, None) for r in records}
-        out.update({r["id"]: f for r, f in zip(stale, fresh)})
-        return out
-
-    async def _thread_states(self, spec: RemoteSubagentSpec, thread_ids: list[str]) -> dict[str, str]:
-        client = self.client(spec)
-        states: dict[str, str] = {}
-        for i in range(0, len(thread_ids), _SEARCH_PAGE):
-            page = thread_ids[i:i + _SEARCH_PAGE]
-            rows = await self.request(spec, client.threads.search(
-                ids=page, select=["thread_id", "status"], limit=len(page)), poll=True)
-            states.update({row["thread_id"]: row.get("status") for row in rows})
-        return states
+        """Refresh many tasks at once, within ``refresh_budget_s`` (see :func:`~subagents.remote_polling.poll`)."""
+        return await poll(self, records)
 
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a finished one."""
@@ -334,15 +277,6 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
-
-
-def _unchanged(record: Mapping[str, Any], thread_status: str | None) -> bool:
-    """Whether a batched thread status shows the task as the ledger already has it."""
-    if thread_status == "busy":
-        return record.get("status") in ("pending", "running")
-    if thread_status == "interrupted":
-        return record.get("status") == "waiting_for_approval"
-    return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -29,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any

@@ -64,6 +64,33 @@ def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, 
     return fields
 
 
+ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
+"""Thread statuses whose values alone say how the task ended (an ``error`` thread needs its run)."""
+
+
+def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The task's fields from its thread alone (status, values, interrupts), or ``None`` if it cannot tell.
+
+    ``idle`` means the last run succeeded; ``interrupted`` means it waits
+    for approval (with interrupts) or was cancelled (without).
+    """
+    status = thread.get("status")
+    if status not in ENDED_THREAD_STATUSES:
+        return None
+    values = thread.get("values") or {}
+    fields: dict[str, Any] = {**usage(values)}
+    interrupts = [i for items in (thread.get("interrupts") or {}).values() for i in items]
+    if status == "interrupted" and interrupts:
+        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
+        return fields
+    fields.update(finished_at=now(), approval_request=None)
+    if status == "idle":
+        fields.update(status="completed", result=answer(values))
+    else:
+        fields["status"] = "cancelled"
+    return fields
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content

@@ -44,8 +44,11 @@ def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
     assert len(notices(out)) == 1, "no second notice for the same tasks"
 
 
+LINES = st.lists(st.text(st.characters(exclude_characters="\n"), max_size=400), max_size=60)
+
+
 @settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.text(st.characters(exclude_characters="\n"), max_size=400), max_size=60), limit=st.integers(200, 5000))
+@given(lines=LINES, limit=st.integers(200, 5000))
 def test_a_capped_notice_never_exceeds_its_limit_and_counts_what_it_left_out(lines, limit):
     text = capped_notice("Background task updates:", lines, limit)
     assert len(text) <= limit
