@@ -200,6 +200,21 @@ def test_a_hung_server_never_stalls_the_parent(run, langgraph_server):
         stop_on_server(langgraph_server, record)
 
 
+def test_a_start_against_a_hung_server_is_bounded_and_names_it(run):
+    proxy = FaultProxy("http://127.0.0.1:9")  # never forwarded to: it hangs from the start
+    proxy.hang()
+    try:
+        middleware = quick_backoff(BackgroundSubagentMiddleware(
+            [worker(proxy.url, start_timeout_s=1)], general_purpose=False))
+        out, took = timed(run, parent(middleware), "PARENT start", thread())
+        failed = last_tool_result(out)
+        assert took < 3, f"a start against a hung server took {took:.1f} s"
+        assert failed.status == "error" and proxy.url in failed.content and "no answer within 1 s" in failed.content
+        assert not ledger(out)
+    finally:
+        proxy.close()
+
+
 # -- a dead server -----------------------------------------------------------------
 
 
