@@ -34,7 +34,7 @@ from subagents.remote_health import ServerHealth
 from subagents.remote_spec import RemoteSubagentSpec
 
 USER_AGENT = "governed-subagents"
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 100
 """Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
 
 
