@@ -86,7 +86,7 @@ from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, me
 from subagents.background_loop import background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
-from subagents.remote_adoption import adopt_orphans, unrecorded_starts
+from subagents.remote_adoption import OrphanSearch, adopt_orphans
 from subagents.isolation import ASYNC_LEDGER_KEY
 from subagents.spec import describe_validation_error
 
@@ -175,7 +175,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.notify = notify
         self.notice_result_chars = notice_result_chars
         self.notice_total_chars = notice_total_chars
-        self._looked_for: set[tuple[str, str]] = set()
+        self._orphan_search = OrphanSearch(self.tasks.remote.specs)
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
@@ -268,11 +268,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
         if not self.tasks.remote.specs:
             return None
-        parent = _thread_id()
-        missing = unrecorded_starts(state.get("messages") or (), _ledger(state), self.tasks.remote.specs)
-        fresh = {k: v for k, v in missing.items() if (parent, k) not in self._looked_for}
-        self._looked_for.update((parent, k) for k in fresh)
-        return (parent, fresh) if parent and fresh else None
+        return self._orphan_search.due(state.get("messages") or (), _ledger(state), _thread_id())
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(

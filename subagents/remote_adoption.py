@@ -19,6 +19,7 @@ Example (on the background loop)::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,13 +48,42 @@ def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str,
     return missing
 
 
+class OrphanSearch:
+    """Which unrecorded remote starts are still to be looked for: each once per process."""
+
+    def __init__(self, remote_names: Collection[str]) -> None:
+        self.remote_names = remote_names
+        self._looked_for: set[tuple[str, str]] = set()
+
+    def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
+            parent_thread_id: str | None) -> tuple[str, dict[str, tuple[str, str]]] | None:
+        """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
+        if not self.remote_names or not parent_thread_id:
+            return None
+        missing = unrecorded_starts(messages, ledger, self.remote_names)
+        fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
+        self._looked_for.update((parent_thread_id, k) for k in fresh)
+        return (parent_thread_id, fresh) if fresh else None
+
+
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
                         missing: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
     """Ledger records for the server threads that belong to the ``missing`` starts.
 
-    Never raises: a server that cannot be asked is asked again in a later process.
+    Never raises, and takes at most the runner's ``refresh_budget_s``: a
+    server that cannot be asked in time is asked again in a later process.
     """
     records: dict[str, dict[str, Any]] = {}
+    try:
+        async with asyncio.timeout(runner.refresh_budget_s):
+            await _adopt_into(records, runner, parent_thread_id, missing)
+    except TimeoutError:
+        pass
+    return records
+
+
+async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
+                      missing: Mapping[str, tuple[str, str]]) -> None:
     specs = {runner.specs[kind].url: runner.specs[kind] for kind, _ in missing.values() if kind in runner.specs}
     for spec in specs.values():
         try:
@@ -77,7 +107,6 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
                 continue
             if run is not None:
                 records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
-    return records
 
 
 def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
