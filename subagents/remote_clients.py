@@ -8,6 +8,7 @@ closing it. The client is built here, not by ``langgraph_sdk.get_client``:
   -- no API key is ever picked up from the environment;
 * the transport does not retry: a dead server fails in milliseconds and the
   :class:`~subagents.remote_health.ServerHealth` circuit backs off instead;
+  idle connections are let go after 2 s, before the server closes them;
 * the socket timeouts are the spec's ``start_timeout_s`` (each request is
   also bounded by its own, shorter deadline).
 
@@ -36,6 +37,10 @@ from subagents.remote_spec import RemoteSubagentSpec
 USER_AGENT = "governed-subagents"
 MAX_CONNECTIONS = 100
 """Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
+
+KEEPALIVE_S = 2.0
+"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), so no request is
+sent on a connection the server is closing (a ``ReadError`` with no response)."""
 
 
 class RemoteClientPool:
@@ -75,7 +80,8 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
         base_url=spec.url,
         transport=httpx.AsyncHTTPTransport(
             retries=0,
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS,
+                                keepalive_expiry=KEEPALIVE_S),
         ),
         timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
         headers={"User-Agent": USER_AGENT, **headers},
