@@ -8,7 +8,8 @@ and measures:
   (``ainvoke``) that calls ``start_async_task`` N times, then
   :func:`subagents.wait_for_background` until every task has settled;
   theirs is raw ``langgraph-sdk`` doing the same work (N threads and runs
-  created concurrently, then ``runs.join`` on each). Goal: ours within 1.1x.
+  created concurrently, then ``runs.join`` on each, at most 80 at once: the
+  SDK's pool has 100 connections). Goal: ours within 1.1x.
 * **polling cost per parent turn** with 200 live tasks (slow ones that keep
   running): the time a parent turn spends refreshing them, i.e. a turn with
   200 live tasks minus a turn with none. Goal: under 100 ms.
@@ -39,6 +40,8 @@ NAME = "remote"
 SETTLE_GOAL = 1.1
 POLL_GOAL_MS = 100.0
 ROOT = Path(__file__).resolve().parents[1]
+RAW_JOINS = 80
+"""Joins the raw side keeps open at once (more would wait for the SDK's 100 connections and time out)."""
 
 
 def _middleware(url: str) -> BackgroundSubagentMiddleware:
@@ -80,13 +83,15 @@ async def _raw(url: str, tasks: int) -> float:
     from langgraph_sdk import get_client
 
     client = get_client(url=url, api_key=None)
+    joins = asyncio.Semaphore(RAW_JOINS)
     began = time.perf_counter()
 
     async def one(i: int) -> None:
         thread = await client.threads.create(metadata={"bench": "raw"})
         run = await client.runs.create(thread["thread_id"], "scripted_worker",
                                        input={"messages": [{"role": "user", "content": f"job {i}"}]})
-        await client.runs.join(thread["thread_id"], run["run_id"])
+        async with joins:  # each join holds a connection; the SDK's pool has 100
+            await client.runs.join(thread["thread_id"], run["run_id"])
 
     await asyncio.gather(*(one(i) for i in range(tasks)))
     seconds = time.perf_counter() - began
