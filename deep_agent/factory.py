@@ -94,6 +94,9 @@ def create_deep_agent(
     background: bool = False,
     background_subagents: Sequence[Any] = (),
     max_background_tasks: int | None = 8,
+    dynamic_subagents: bool = False,
+    max_dynamic_subagents: int = 8,
+    structured_results: bool = False,
     response_format: Any = None,
     checkpointer: Any = None,
     store: Any = None,
@@ -129,6 +132,10 @@ def create_deep_agent(
             as remote ones (``{"name", "description", "graph_id", "url"}``);
             giving any turns ``background`` on.
         max_background_tasks: how many background tasks run at once.
+        dynamic_subagents, max_dynamic_subagents, structured_results:
+            delegation modes, each off by default: the ``create_subagent``
+            tool, and a per-call ``output_schema`` on ``task``; see
+            :class:`middleware.SubAgentMiddleware`.
     """
     root_model = resolve_root_model(model)
     tools = list(tools)
@@ -154,7 +161,9 @@ def create_deep_agent(
         "build_options": options,
     }
     delegation = SubAgentMiddleware(
-        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store, **shared
+        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store,
+        dynamic_subagents=dynamic_subagents, max_dynamic_subagents=max_dynamic_subagents,
+        structured_results=structured_results, **shared
     )
     extra: list[Any] = []
     if background or background_subagents:

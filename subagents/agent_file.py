@@ -59,6 +59,7 @@ FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "hooks": ("hooks",),
     "interrupt_on": ("interrupt_on", "interruptOn"),
     "metadata": ("metadata",),
+    "context": ("context",),
 }
 """Each spec field an agent file may set, and every spelling accepted for it."""
 

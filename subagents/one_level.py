@@ -34,6 +34,7 @@ DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
         "cancel_async_task",
         "list_async_tasks",
         "retry_async_task",
+        "create_subagent",
     }
 )
 TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})
@@ -96,6 +97,16 @@ class OneLevelGuard(AgentMiddleware):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(self._clean(request))
+
+
+class OneLevelToolGuard(OneLevelGuard):
+    """The guard for a child that has tools: it also refuses a call to a forbidden one.
+
+    A child with no tools (and no middleware contributing any) gets the plain
+    :class:`OneLevelGuard`, so its graph has no empty tools node.
+    """
+
+    name = "OneLevelToolGuard"
 
     def _refusal(self, request: Any) -> ToolMessage | None:
         call = request.tool_call

@@ -35,6 +35,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from subagents.condenser import CondenserSetting, normalize_condenser
 from subagents.errors import SpecError
+from subagents.fork import ContextMode
 from subagents.mcp_config import normalize_mcp_config
 from subagents.models import check_model_name
 from subagents.permissions import PermissionMode, normalize_permission_mode
@@ -43,6 +44,9 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
+
+MAX_TIMEOUT_S = 1_000_000.0
+"""The largest ``timeout_s`` accepted (about 11 days): finite, and within what threads can wait."""
 
 
 def _check_name(value: str) -> str:
@@ -74,6 +78,8 @@ class SubagentSpec(BaseModel):
     settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
     (the runner enforces them); ``mcp_config``, ``hooks`` and ``color`` are
     validated and kept for the parts of the system that use them. ``source`` is the file a definition was loaded from.
+    ``context="fork"`` starts the child from the parent's conversation
+    instead of the bare task (see :mod:`subagents.fork`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -86,9 +92,9 @@ class SubagentSpec(BaseModel):
     model: str | BaseChatModel | None = None
     # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
     max_turns: int | None = Field(default=None, gt=0, strict=True)
-    timeout_s: float | None = Field(default=None, gt=0, strict=True)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
     recursion_limit: int | None = Field(default=None, gt=0, strict=True)
-    max_budget_per_run: float | None = Field(default=None, gt=0, strict=True)
+    max_budget_per_run: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
     response_format: Any = None
     middleware: Sequence[Any] = ()
@@ -103,6 +109,8 @@ class SubagentSpec(BaseModel):
     color: str | None = None
     source: str | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
+    # "fork": start from the parent's conversation (see subagents/fork.py).
+    context: ContextMode = "isolated"
 
     @field_validator("description")
     @classmethod
@@ -178,6 +186,8 @@ class CompiledSubagent(BaseModel):
     The graph is used as given: its own tools, model and limits apply. The
     runner still isolates its input, bounds it with ``timeout_s`` and
     ``recursion_limit``, refuses nested delegation and records it.
+    ``context="fork"`` gives it the parent's conversation (see
+    :mod:`subagents.fork`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -185,9 +195,11 @@ class CompiledSubagent(BaseModel):
     name: Slug
     description: str
     runnable: Any
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     recursion_limit: int | None = Field(default=None, gt=0)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
+    # "fork": start from the parent's conversation (see subagents/fork.py).
+    context: ContextMode = "isolated"
 
     @field_validator("runnable")
     @classmethod
