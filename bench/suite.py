@@ -1,10 +1,12 @@
-"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...]``.
+"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...] [--remote]``.
 
 Every measure prints one JSON object per line (``measure``, ``unit``,
 ``ours``, ``theirs``, ``ratio`` = ours / theirs, ``goal``, ``met``,
 ``sizes``, ``notes``, sometimes ``detail``), then the suite prints a short
 table and the total time. ``--quick`` runs every measure at tiny sizes (the
-smoke test uses it); its figures mean nothing.
+smoke test uses it); its figures mean nothing. ``--remote`` adds the remote
+set (:mod:`bench.remote`: background tasks on ``langgraph dev`` servers it
+starts itself, a few minutes), which is opt-in.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from bench import background, budget, construction, context, fanout, memory, overhead, runaway
+from bench import background, budget, construction, context, fanout, memory, overhead, remote, runaway
 from bench.common import deepagents_version, dumps, use_peer
 
 MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
@@ -31,6 +33,11 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 
+REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: remote.run}
+"""Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
+
+_ALL = {**MEASURES, **REMOTE_MEASURES}
+
 
 def run_measures(
     names: Sequence[str] | None = None,
@@ -40,14 +47,14 @@ def run_measures(
 ) -> list[dict[str, Any]]:
     """Run the named measures (all by default) and return their records."""
     chosen = list(names or MEASURES)
-    unknown = [n for n in chosen if n not in MEASURES]
+    unknown = [n for n in chosen if n not in _ALL]
     if unknown:
-        raise ValueError(f"unknown measure(s) {', '.join(unknown)}; choose from {', '.join(MEASURES)}")
+        raise ValueError(f"unknown measure(s) {', '.join(unknown)}; choose from {', '.join(_ALL)}")
     records = []
     for name in chosen:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for rec in MEASURES[name](quick):
+            for rec in _ALL[name](quick):
                 if quick:
                     rec["met"] = None  # tiny sizes: the goals do not apply
                 records.append(rec)
@@ -97,12 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-peer", action="store_true", help="measure ours only, even if deepagents is installed"
     )
     parser.add_argument(
-        "--only", default=None, help=f"comma-separated measures to run ({', '.join(MEASURES)})"
+        "--only", default=None, help=f"comma-separated measures to run ({', '.join(_ALL)})"
+    )
+    parser.add_argument(
+        "--remote", action="store_true",
+        help="also run the remote set: background tasks on langgraph dev servers it starts (minutes)",
     )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
-    if names and any(n not in MEASURES for n in names):
-        parser.error(f"--only: choose from {', '.join(MEASURES)}")
+    if names and any(n not in _ALL for n in names):
+        parser.error(f"--only: choose from {', '.join(_ALL)}")
+    if args.remote:
+        names = [*(names or MEASURES), *(n for n in REMOTE_MEASURES if n not in (names or ()))]
 
     if args.no_peer:
         use_peer(False)

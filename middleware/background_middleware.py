@@ -89,6 +89,7 @@ from subagents.background_loop import background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
+from subagents.remote_adoption import OrphanSearch, adopt_orphans
 from subagents.spec import describe_validation_error
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
@@ -122,6 +123,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             left out of this one, so no agent is listed twice.
         notify: announce finished tasks before each model call.
         notice_result_chars: how much of each result a notice quotes.
+        notice_total_chars: how long one notice may be, whatever the number
+            of tasks; the rest are counted and pointed to ``check_async_task``.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         sessions_dir, prices, budget, short_answer_threshold, build_options:
             as for :class:`SubAgentMiddleware`; they apply to local children.
@@ -143,6 +146,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         listed_elsewhere: Collection[str] = (),
         notify: bool = True,
         notice_result_chars: int = 2000,
+        notice_total_chars: int = words.DEFAULT_NOTICE_TOTAL_CHARS,
         unknown_tools: Literal["error", "warn", "ignore"] = "warn",
         sessions_dir: str | None = None,
         prices: PriceTable | None = None,
@@ -174,6 +178,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self._seen_model: Any = None
         self.notify = notify
         self.notice_result_chars = notice_result_chars
+        self.notice_total_chars = notice_total_chars
+        self._orphan_search = OrphanSearch(self.tasks.remote.specs)
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
@@ -251,14 +257,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     # -- completion notices ------------------------------------------------
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if not self._due(state):
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
             return None
-        return background_loop().run(self._catch_up(state))
+        return background_loop().run(self._catch_up(state, orphans))
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if not self._due(state):
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
             return None
-        return await background_loop().arun(self._catch_up(state))
+        return await background_loop().arun(self._catch_up(state, orphans))
+
+    def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+        """Remote starts in the messages with no ledger record, not yet looked for in this process."""
+        if not self.tasks.remote.specs:
+            return None
+        return self._orphan_search.due(state.get("messages") or (), _ledger(state), _thread_id())
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(
@@ -267,21 +281,28 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             for r in _ledger(state).values()
         )
 
-    async def _catch_up(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def _catch_up(self, state: Mapping[str, Any],
+                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
         ledger = _ledger(state)
+        adopted = await adopt_orphans(self.tasks.remote, *orphans) if orphans else {}
+        ledger.update(adopted)
         try:
             updates = await self.tasks.refresh(ledger)
         except Exception:  # noqa: BLE001 - a status poll must never stop the parent
             updates = {}
+        for task_id, record in adopted.items():
+            updates[task_id] = {**record, **updates.get(task_id, {})}
         merged = merge_async_records(ledger, updates)
         out: dict[str, Any] = {}
         if self.notify:
             due = [r for r in merged.values()
                    if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
-            if due:
+            cut_off = [merged[i] for i, f in updates.items() if f.get("note") and not ledger.get(i, {}).get("note")]
+            if due or cut_off:
                 for r in due:
                     updates.setdefault(r["id"], {})["announced"] = True
-                out["messages"] = [HumanMessage(content=words.notice(due, self.notice_result_chars))]
+                text = words.notice(due, self.notice_result_chars, self.notice_total_chars, cut_off)
+                out["messages"] = [HumanMessage(content=text)]
         if updates:
             out[ASYNC_LEDGER_KEY] = updates
         return out or None
@@ -320,6 +341,15 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _thread_id() -> str | None:
+    from langgraph.config import get_config
+
+    try:
+        return (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # not inside a run
+        return None
 
 
 def _ledger(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

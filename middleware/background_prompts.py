@@ -70,41 +70,87 @@ def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
 
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
-    rows = [
-        {
+    rows = []
+    for r in sorted(records, key=lambda r: r.get("created_at") or 0):
+        row = {
             "task_id": r["id"],
             "agent_type": r["agent_type"],
             "status": r["status"],
             "description": _clip(r.get("description") or "", _PREVIEW),
         }
-        for r in sorted(records, key=lambda r: r.get("created_at") or 0)
-    ]
+        if r.get("note"):
+            row["note"] = r["note"]
+        rows.append(row)
     if not rows:
         return f"No background tasks with status {status!r}." if status else "No background tasks."
     return json.dumps(rows)
 
 
-def notice(records: Iterable[Mapping[str, Any]], result_chars: int) -> str:
-    """The one message announcing every task that finished (or needs approval) since the last call."""
-    lines = ["Background task updates:"]
-    for r in records:
-        head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
-        if r["status"] == "completed":
-            result = r.get("result") or ""
-            clipped = _clip(result, result_chars)
-            more = " [truncated; check_async_task has the full result]" if clipped != result else ""
-            lines.append(f"{head}. Result: {clipped}{more}")
-        elif r["status"] == "waiting_for_approval":
-            request = json.dumps(r.get("approval_request"), default=str)
-            lines.append(
-                f"{head}. It asks for approval: {_clip(request, result_chars)}. "
-                "Answer with update_async_task."
-            )
-        elif r.get("error"):
-            lines.append(f"{head}. {r['error']}")
-        else:
-            lines.append(f"{head}.")
-    return "\n".join(lines)
+DEFAULT_NOTICE_TOTAL_CHARS = 12_000
+"""Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
+
+
+def notice(records: Iterable[Mapping[str, Any]], result_chars: int,
+           total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
+           unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The one message announcing every task that finished (or needs approval) since the last call.
+
+    Each result is clipped to ``result_chars`` and the whole message to
+    ``total_chars``; tasks that do not fit are counted and pointed to
+    ``check_async_task``. Tasks whose server just became unreachable
+    (``unreachable``: records with a ``note``) are named once, briefly.
+    """
+    lines = [_notice_line(r, result_chars) for r in records]
+    by_note: dict[str, list[str]] = {}
+    for r in unreachable:
+        by_note.setdefault(r["note"], []).append(r["id"])
+    for note, ids in by_note.items():
+        named = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        lines.append(f"- not checked ({named}): {note}")
+    return capped_notice("Background task updates:", lines, total_chars)
+
+
+def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
+    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out.
+
+    Never longer than ``total_chars``, unless that is too small for the head
+    and the closing line, which are always kept. A first line too long to fit
+    whole is clipped rather than dropped.
+    """
+    def rest(n: int) -> str:
+        return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
+                "call list_async_tasks to see them and check_async_task for each result.")
+
+    kept = [head]
+    size = len(head)
+    for i, line in enumerate(lines):
+        left = len(lines) - i - 1
+        reserve = len(rest(left)) + 1 if left else 0
+        room = total_chars - size - 1 - reserve
+        if len(line) > room and len(kept) == 1 and room >= 40:
+            line = _clip(line, room)
+        if len(line) > room:
+            kept.append(rest(len(lines) - i))
+            break
+        kept.append(line)
+        size += 1 + len(line)
+    return "\n".join(kept)
+
+
+def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
+    head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
+    if r["status"] == "completed":
+        result = r.get("result") or ""
+        clipped = _clip(result, result_chars)
+        more = " [truncated; check_async_task has the full result]" if clipped != result else ""
+        return f"{head}. Result: {clipped}{more}"
+    if r["status"] == "waiting_for_approval":
+        request = json.dumps(r.get("approval_request"), default=str)
+        return (f"{head}. It asks for approval: {_clip(request, result_chars)}. "
+                "Answer with update_async_task.")
+    if r.get("error"):
+        return f"{head}. {_clip(r['error'], result_chars)}"
+    return f"{head}."
 
 
 def _clip(text: str, limit: int) -> str:

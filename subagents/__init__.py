@@ -2,10 +2,10 @@
 
 from subagents.agent_file import FIELD_SPELLINGS, load_agent_file, parse_agent_file
 from subagents.background_ledger import AsyncTaskRecord, AsyncTaskStatus, merge_async_records
-from subagents.background_local import wait_for_background
 from subagents.background_loop import BackgroundLoop, background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
+from subagents.background_wait import wait_for_background
 from subagents.build_options import BuildOptions, check_spec
 from subagents.budget import Budget, BudgetExceeded, PriceTable, cost_of
 from subagents.call_schema import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY, OutputSchemaError, OutputSchemaViolation

@@ -29,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,7 +41,7 @@ from subagents.background_ledger import (
     now,
 )
 from subagents.background_local import LocalTaskRunner
-from subagents.background_remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background_remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -64,6 +63,8 @@ class BackgroundTasks:
         private_keys: more keys that never reach a local child.
         runner_options: more keyword arguments for the local tasks'
             :class:`~subagents.TaskRunner`.
+        remote_refresh_budget_s: bound on polling every remote task in one
+            :meth:`refresh` (a parent turn); see :class:`~subagents.background_remote.RemoteTaskRunner`.
     """
 
     def __init__(
@@ -74,13 +75,14 @@ class BackgroundTasks:
         max_concurrent: int | None = None,
         private_keys: frozenset[str] = frozenset(),
         runner_options: Mapping[str, Any] | None = None,
+        remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
     ) -> None:
         clash = set(registry.names) & {s.name for s in remote}
         if clash:
             raise ValueError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
         self.local = LocalTaskRunner(registry, max_concurrent=max_concurrent, private_keys=private_keys,
                                      runner_options=runner_options)
-        self.remote = RemoteTaskRunner(remote)
+        self.remote = RemoteTaskRunner(remote, refresh_budget_s=remote_refresh_budget_s)
         self.registry = registry
 
     @property
@@ -113,11 +115,22 @@ class BackgroundTasks:
         return record
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Field updates for every live task whose state moved on since the ledger saw it."""
+        """Field updates for every live task whose state moved on since the ledger saw it.
+
+        Remote tasks are polled in one batch per server, within the runner's
+        budget; one whose server cannot be reached keeps its status and gets
+        a ``note`` saying so (cleared once the server answers again).
+        """
         live = [r for r in ledger.values() if r.get("status") in _LIVE]
-        fresh = await asyncio.gather(*(self._fresh(r) for r in live))
+        remote = [r for r in live if r.get("runner") == "remote"]
+        polled = await self.remote.refresh_many(remote) if remote else {}
         updates = {}
-        for record, (fields, _problem) in zip(live, fresh):
+        for record in live:
+            if record.get("runner") == "remote":
+                fields, note = polled.get(record["id"], ({}, None))
+                fields = {**fields, "note": note}
+            else:
+                fields = self.local.refresh(record)
             delta = changed_fields(dict(record), fields)
             delta.pop("updated_at", None)
             if delta:
@@ -125,9 +138,12 @@ class BackgroundTasks:
         return updates
 
     async def check(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """The record brought up to date, and any problem reaching its runner."""
+        """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
-        return {**record, **fields}, problem
+        current = {**record, **fields}
+        if current.get("runner") == "remote":
+            current["note"] = problem
+        return current, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
         """Steer, answer or follow up; returns the updated record and what happened."""

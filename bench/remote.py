@@ -1,0 +1,176 @@
+"""The remote set (``python -m bench --remote``): background tasks on a real ``langgraph dev``.
+
+It starts its own ``langgraph dev`` servers (10 and 50 jobs per worker),
+serving the project's ``scripted_worker`` graph (offline, instant answers),
+and measures:
+
+* **settle time** for N = 10, 50, 200 tasks: ours is one parent turn
+  (``ainvoke``) that calls ``start_async_task`` N times, then
+  :func:`subagents.wait_for_background` until every task has settled;
+  theirs is raw ``langgraph-sdk`` doing the same work (N threads and runs
+  created concurrently, then ``runs.join`` on each, at most 80 at once: the
+  SDK's pool has 100 connections). Goal: ours within 1.1x.
+* **polling cost per parent turn** with 200 live tasks (slow ones that keep
+  running): the time a parent turn spends refreshing them, i.e. a turn with
+  200 live tasks minus a turn with none. Goal: under 100 ms.
+
+The servers are stopped at the end; nothing else is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.common import median, record, scripted, user
+from deep_agent.dev_server import LangGraphDevServer
+from deep_agent.testing import tool_call
+from middleware import BackgroundSubagentMiddleware
+from subagents import wait_for_background
+
+NAME = "remote"
+SETTLE_GOAL = 1.1
+POLL_GOAL_MS = 100.0
+ROOT = Path(__file__).resolve().parents[1]
+RAW_JOINS = 80
+"""Joins the raw side keeps open at once (more would wait for the SDK's 100 connections and time out)."""
+
+
+def _middleware(url: str) -> BackgroundSubagentMiddleware:
+    # Generous bounds: this measures throughput on a loaded box, not how timeouts bite.
+    spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": "scripted_worker",
+            "url": url, "timeout_s": 60, "start_timeout_s": 120}
+    return BackgroundSubagentMiddleware([spec], general_purpose=False, notify=True)
+
+
+def _parent(middleware: BackgroundSubagentMiddleware, jobs: list[str]) -> Any:
+    model = scripted(
+        rules=[("BENCH start", [{"tool_calls": [tool_call("start_async_task", description=j, subagent_type="worker")
+                                                for j in jobs]}, "started"])],
+        default="ok",
+    )
+    return create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+
+
+def _config() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"bench-remote-{uuid.uuid4().hex}"}, "recursion_limit": 1000}
+
+
+def ours_settle(url: str, tasks: int) -> float:
+    middleware = _middleware(url)
+    agent = _parent(middleware, [f"job {i}" for i in range(tasks)])
+    began = time.perf_counter()
+    state = asyncio.run(agent.ainvoke(user("BENCH start"), _config()))
+    ledger = state["async_tasks"]
+    if len(ledger) != tasks:
+        errors = {m.text[:300] for m in state["messages"] if m.type == "tool" and m.status == "error"}
+        raise RuntimeError(f"remote: {len(ledger)} of {tasks} tasks started: {sorted(errors)[:3]}")
+    if not wait_for_background(ledger, timeout_s=300, tasks=middleware.tasks, every_s=0.1):
+        raise RuntimeError(f"remote: {tasks} tasks did not settle within 300 s")
+    seconds = time.perf_counter() - began
+    return seconds
+
+
+async def _raw(url: str, tasks: int) -> float:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url, api_key=None)
+    joins = asyncio.Semaphore(RAW_JOINS)
+    began = time.perf_counter()
+
+    async def one(i: int) -> None:
+        thread = await client.threads.create(metadata={"bench": "raw"})
+        run = await client.runs.create(thread["thread_id"], "scripted_worker",
+                                       input={"messages": [{"role": "user", "content": f"job {i}"}]})
+        async with joins:  # each join holds a connection; the SDK's pool has 100
+            await client.runs.join(thread["thread_id"], run["run_id"])
+
+    await asyncio.gather(*(one(i) for i in range(tasks)))
+    seconds = time.perf_counter() - began
+    await client.aclose()
+    return seconds
+
+
+def raw_settle(url: str, tasks: int) -> float:
+    return asyncio.run(_raw(url, tasks))
+
+
+def polling_cost_ms(url: str, tasks: int, reps: int) -> tuple[float, dict[str, Any]]:
+    """Median extra time of a parent turn with ``tasks`` live remote tasks over one with none."""
+    middleware = _middleware(url)
+    agent = _parent(middleware, [f"slow job {i}" for i in range(tasks)])
+    config = _config()
+    state = asyncio.run(agent.ainvoke(user("BENCH start"), config))
+    if len(state["async_tasks"]) != tasks:
+        raise RuntimeError(f"remote: {len(state['async_tasks'])} of {tasks} slow tasks started")
+    idle_agent, idle_config = _parent(_middleware(url), []), _config()
+
+    def turn(graph: Any, cfg: dict[str, Any]) -> float:
+        began = time.perf_counter()
+        asyncio.run(graph.ainvoke(user("BENCH turn"), cfg))
+        return time.perf_counter() - began
+
+    turn(agent, config)  # warm up: the first poll opens the connections
+    live = [turn(agent, config) for _ in range(reps)]
+    idle = [turn(idle_agent, idle_config) for _ in range(reps)]
+    live_now = asyncio.run(agent.aget_state(config)).values["async_tasks"].values()
+    still = sum(r["status"] in ("pending", "running") for r in live_now)
+    return (median(live) - median(idle)) * 1000, {"live_turn_s": median(live), "idle_turn_s": median(idle),
+                                                  "live_tasks": still}
+
+
+def run(quick: bool = False) -> Iterator[dict[str, Any]]:
+    """The records, each as soon as it is measured (the servers take minutes)."""
+    sizes, jobs, poll_tasks, reps = ((3, 6), (10,), 6, 3) if quick else ((10, 50, 200), (10, 50), 200, 7)
+    with tempfile.TemporaryDirectory(prefix="bench-remote-") as tmp:
+        for per_worker in jobs:
+            workdir = Path(tmp) / f"jobs-{per_worker}"
+            workdir.mkdir()
+            with LangGraphDevServer(ROOT, workdir, jobs_per_worker=per_worker,
+                                    env={"DEEP_AGENT_SCRIPTED": "1"}) as server:
+                ours_settle(server.url, 2)  # warm up both sides: graphs loaded, connections open
+                raw_settle(server.url, 2)
+                for tasks in sizes:
+                    yield _settle_record(server.url, tasks, per_worker)
+                if per_worker == jobs[-1]:
+                    yield _polling_record(server.url, poll_tasks, per_worker, reps)
+
+
+def _settle_record(url: str, tasks: int, per_worker: int) -> dict[str, Any]:
+    ours = median([ours_settle(url, tasks) for _ in range(3)])
+    theirs = median([raw_settle(url, tasks) for _ in range(3)])
+    return record(
+        f"{NAME}.settle.n{tasks}.jobs{per_worker}",
+        unit="s",
+        ours=ours,
+        theirs=theirs,
+        goal=f"ratio <= {SETTLE_GOAL}",
+        met=ours / theirs <= SETTLE_GOAL,
+        sizes={"tasks": tasks, "jobs_per_worker": per_worker, "reps": 3},
+        notes="Theirs is raw langgraph-sdk doing the same work (create thread + run, join each). "
+        "Ours: one ainvoke parent turn starting every task, then wait_for_background polling.",
+    )
+
+
+def _polling_record(url: str, tasks: int, per_worker: int, reps: int) -> dict[str, Any]:
+    cost, detail = polling_cost_ms(url, tasks, reps)
+    return record(
+        f"{NAME}.poll.n{tasks}",
+        unit="ms per parent turn",
+        ours=cost,
+        theirs=None,
+        goal=f"ours < {POLL_GOAL_MS:g}",
+        met=cost < POLL_GOAL_MS,
+        sizes={"live_tasks": tasks, "jobs_per_worker": per_worker, "reps": reps},
+        notes="A parent turn with that many live remote tasks minus a turn with none (median). "
+        "No raw-SDK counterpart: theirs is null.",
+        detail=detail,
+    )

@@ -1,0 +1,176 @@
+"""Loopback servers that misbehave on purpose: a header recorder, and a proxy that hangs or drops.
+
+* :class:`RecordingServer` answers just enough of the Agent Protocol for a
+  task to start and be checked, and records every request's headers and the
+  client port it came from (one port per TCP connection).
+* :class:`FaultProxy` forwards to a real server until told to ``hang()``
+  (accept connections and never answer) or go ``down()`` (nothing listens:
+  connections are refused), and back ``up()``. It counts the HTTP requests
+  it forwards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_REQUEST_LINE = re.compile(rb"(?:GET|POST|PUT|PATCH|DELETE) /[^ ]* HTTP/1\.[01]\r\n")
+
+
+class RecordingServer:
+    """A fake LangGraph Server on loopback that records what clients send."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"null") if length else None
+                recorder.requests.append({"method": self.command, "path": self.path,
+                                          "headers": {k.lower(): v for k, v in self.headers.items()},
+                                          "client_port": self.client_address[1]})
+                payload = recorder.reply(self.command, self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = do_PATCH = _answer
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def reply(method: str, path: str, body: Any) -> Any:
+        if path.startswith("/threads/search"):
+            return []
+        if method == "POST" and path == "/threads":
+            return {"thread_id": body.get("thread_id") or str(uuid.uuid4()), "metadata": body.get("metadata"),
+                    "status": "idle", "values": {}}
+        if method == "POST" and path.endswith("/runs"):
+            return {"run_id": str(uuid.uuid4()), "status": "pending"}
+        if method == "GET" and "/runs/" in path:
+            return {"run_id": path.rsplit("/", 1)[-1], "status": "running"}
+        if method == "GET" and path.endswith("/runs") or "/runs?" in path:
+            return []
+        return {"thread_id": path.split("/")[2] if path.count("/") >= 2 else "", "status": "busy",
+                "values": {}, "metadata": {}}
+
+    def header_values(self, name: str) -> list[str | None]:
+        return [r["headers"].get(name.lower()) for r in self.requests]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FaultProxy:
+    """A TCP proxy on loopback in front of ``upstream`` (``host, port``) that can hang or go down."""
+
+    def __init__(self, upstream_url: str) -> None:
+        host, port = upstream_url.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.mode = "forward"
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.port = 0
+        self.up()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        """Listen again (on the same port) and forward."""
+        self.mode = "forward"
+        if self._listener is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(256)
+            self.port = listener.getsockname()[1]
+            self._listener = listener
+            threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def hang(self) -> None:
+        """Accept every new connection and never answer; cut the open ones (they hang on reconnect)."""
+        self.mode = "hang"
+        self._drop_connections()
+
+    def down(self) -> None:
+        """Stop listening: new connections are refused, open ones are cut."""
+        self.mode = "down"
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread; close alone does not
+            except OSError:
+                pass
+            listener.close()
+        self._drop_connections()
+
+    def close(self) -> None:
+        self.down()
+
+    def _drop_connections(self) -> None:
+        with self._lock:
+            conns, self._open = self._open, []
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._open.append(client)
+            if self.mode == "hang":
+                continue  # accepted, never answered
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open.append(server)
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if upstream:
+                    with self._lock:
+                        self.requests += len(_REQUEST_LINE.findall(data))
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
