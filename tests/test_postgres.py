@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 # -- helpers --------------------------------------------------------------------
 
 
-def deep_agent(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI through its installed entry point, offline on the scripted model."""
     script = Path(sys.executable).parent / "deep-agent"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli"]
@@ -97,8 +97,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project, tmp_path, postgres_url):
-    run = deep_agent("run", "Compare LangGraph and Pydantic.", "--thread", "t-pg", "--db", postgres_url,
-                     cwd=project)
+    run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-pg", "--db", postgres_url,
+              cwd=project)
     assert run.returncode == 0, run.stderr
     assert "researcher" in run.stdout and "Final answer" in run.stdout
     assert not (project / ".deep_agent" / "state.sqlite").exists(), "--db must not write SQLite state"
@@ -111,7 +111,7 @@ def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project
     # Read back from another folder: nothing local, everything from the database.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    tasks = deep_agent("tasks", "t-pg", "--db", postgres_url, cwd=elsewhere)
+    tasks = cli("tasks", "t-pg", "--db", postgres_url, cwd=elsewhere)
     assert tasks.returncode == 0, tasks.stderr
     assert "tasks of thread t-pg" in tasks.stdout
     assert tasks.stdout.count("researcher") == 3
@@ -123,17 +123,17 @@ def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project
         saved = saver.get_tuple({"configurable": {"thread_id": "t-pg", "checkpoint_ns": ""}})
     records = saved.checkpoint["channel_values"]["subagent_tasks"]
     task_id = next(t for t, r in records.items() if r["status"] == "completed")
-    shown = deep_agent("transcript", task_id[:10], "--db", postgres_url, cwd=elsewhere)
+    shown = cli("transcript", task_id[:10], "--db", postgres_url, cwd=elsewhere)
     assert shown.returncode == 0, shown.stderr
     assert f"task {task_id}" in shown.stdout
     assert "human:" in shown.stdout and "ai:" in shown.stdout
     assert records[task_id]["result"].split(":")[0] in shown.stdout
 
     # A second process continues the same thread from the database.
-    again = deep_agent("run", "Compare LangGraph and Pydantic.", "--thread", "t-pg", "--db", postgres_url,
-                       cwd=project)
+    again = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-pg", "--db", postgres_url,
+                cwd=project)
     assert again.returncode == 0, again.stderr
-    assert deep_agent("tasks", "--db", postgres_url, cwd=project).stdout.count("researcher") == 6
+    assert cli("tasks", "--db", postgres_url, cwd=project).stdout.count("researcher") == 6
 
 
 def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_path):
@@ -141,11 +141,21 @@ def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_p
 
     url = f"postgresql://someone:s3cret-pw@127.0.0.1:{free_port()}/nothing?connect_timeout=3"
     for command in (("tasks", "t1"), ("run", "hello")):
-        result = deep_agent(*command, "--db", url, cwd=tmp_path)
+        result = cli(*command, "--db", url, cwd=tmp_path)
         assert result.returncode == 1, (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
         assert "s3cret-pw" not in result.stderr + result.stdout
         assert "127.0.0.1" in result.stderr
+
+
+def test_a_database_url_is_described_without_its_password_and_other_schemes_are_refused():
+    from deep_agent.postgres_store import DatabaseError, describe_url, open_postgres
+
+    url = "postgresql://me:pw@db.example:6543/agents?sslmode=require"
+    assert describe_url(url) == "postgresql://me@db.example:6543/agents"
+    with pytest.raises(DatabaseError, match=r"^--db mysql://me@h:5432/db: expected a postgresql:// URL$"):
+        with open_postgres("mysql://me:pw@h/db"):
+            pass
 
 
 # -- approvals --------------------------------------------------------------------
