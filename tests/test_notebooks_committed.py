@@ -44,5 +44,7 @@ def test_a_notebook_is_committed_with_the_outputs_of_one_clean_scripted_run(path
     assert outputs, f"{path.name} has no outputs"
     assert not [o for o in outputs if o["output_type"] == "error" or o.get("name") == "stderr"]
     shown = "".join(text_outputs(c) for c in code)
-    assert "model: scripted (offline)" in shown, "outputs must come from the scripted model"
+    if any("OPENAI_API_KEY" in "".join(c["source"]) for c in code):
+        # A notebook that can switch to a real model prints which one it ran on.
+        assert "model: scripted (offline)" in shown, "outputs must come from the scripted model"
     assert not re.search(r"(/tmp/|/home/|/root/|/work/)", shown), "no machine paths in the outputs"
