@@ -5,8 +5,8 @@ The embedded default is SQLite in a project-local state directory
 ``state.sqlite`` holds the checkpoints (so threads, ledgers and the
 children's own checkpoints survive), ``sessions/`` the JSONL transcripts,
 and ``last_thread`` the thread the last ``run`` used. A ``postgresql://``
-database URL selects Postgres instead (``pip install
-langgraph-checkpoint-postgres``).
+database URL selects Postgres instead (``deep_agent.postgres_store``;
+``pip install "governed-subagents[postgres]"``).
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ async def open_async_checkpointer(state: Path, db_url: str | None = None) -> Asy
 
         saver_cm = AsyncSqliteSaver.from_conn_string(str(state / "state.sqlite"))
     async with saver_cm as saver:
-        if db_url:
-            await saver.setup()
         yield saver
 
 
@@ -76,16 +74,9 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _postgres(db_url: str, *, aio: bool) -> Any:
-    try:
-        if aio:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Saver
-        else:
-            from langgraph.checkpoint.postgres import PostgresSaver as Saver
-    except ImportError:
-        raise RuntimeError(
-            f"--db {db_url.split('@')[-1]!r} needs Postgres support: pip install langgraph-checkpoint-postgres"
-        ) from None
-    return Saver.from_conn_string(db_url)
+    from deep_agent.postgres_store import open_async_postgres, open_postgres
+
+    return open_async_postgres(db_url) if aio else open_postgres(db_url)
 
 
 def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,36 @@
+"""The test command is hermetic: no provider key or endpoint from the caller's shell reaches a test.
+
+Exporting ``OPENAI_API_KEY`` (or ``OPENAI_BASE_URL``, an Anthropic or Google
+key, LangSmith tracing...) must never make ``pytest`` go online: the tests,
+the CLI subprocesses they start and the notebook kernels nbmake launches all
+inherit this process's environment, and all of them pick a real model or
+send traces when such a variable is set. So they are removed before anything
+runs. This file sits at the top of the repository so it applies whichever
+paths pytest is given (``tests/``, ``notebooks/`` or one file).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Variables that select or reach a model provider or a tracing service.
+PROVIDER_PREFIXES = (
+    "OPENAI_", "AZURE_OPENAI_", "ANTHROPIC_", "GOOGLE_API_", "GEMINI_", "MISTRAL_", "GROQ_",
+    "COHERE_", "TOGETHER_", "FIREWORKS_", "DEEPSEEK_", "XAI_", "OPENROUTER_", "OLLAMA_", "HUGGINGFACEHUB_",
+    "LANGSMITH_", "LANGCHAIN_", "DEEP_AGENT_MODEL",
+)
+
+
+def provider_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The names in ``environ`` that could make a test use a real model or service."""
+    return sorted(
+        name for name in environ
+        if name.upper().startswith(PROVIDER_PREFIXES) or name.upper().endswith(("_API_KEY", "_API_TOKEN"))
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in provider_variables(os.environ):
+        del os.environ[name]
