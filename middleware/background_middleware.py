@@ -48,10 +48,16 @@ Decisions a LangGraph user may want to know:
   (or wait for approval) since the last call are announced in one message.
 * **Give the parent a checkpointer.** A task outlives the turn that started
   it; its result reaches a later turn through the thread's checkpoint.
+* **An owned runtime.** The tasks live on a
+  :class:`subagents.BackgroundRuntime` (an event loop thread, the task
+  table, the inboxes) that the middleware creates, or is given to share
+  between graphs. ``close()`` tears it down; so does dropping the
+  middleware (a ``langgraph dev`` reload, say).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -83,7 +89,7 @@ from subagents import (
 )
 from subagents.background_inbox import SteeringInbox
 from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, merge_async_records
-from subagents.background_loop import background_loop
+from subagents.background_runtime import BackgroundRuntime
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.isolation import ASYNC_LEDGER_KEY
@@ -123,6 +129,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         unknown_tools: what a spec naming a tool the parent lacks gets.
         sessions_dir, prices, budget, short_answer_threshold, build_options:
             as for :class:`SubAgentMiddleware`; they apply to local children.
+        runtime: the :class:`subagents.BackgroundRuntime` the tasks live on;
+            default: a new one, owned (and closed) by this middleware.
     """
 
     state_schema = AsyncTaskLedgerState
@@ -147,13 +155,17 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         budget: Budget | None = None,
         short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
+        runtime: BackgroundRuntime | None = None,
     ) -> None:
         super().__init__()
+        self.runtime = runtime if runtime is not None else BackgroundRuntime()
+        if runtime is None:  # ours: closed with us, even if nobody calls close()
+            self._finalizer = weakref.finalize(self, _close_soon, self.runtime)
         local, remote = _split(subagents)
         if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
             local.insert(0, SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
                                          system_prompt=GENERAL_PURPOSE_PROMPT))
-        inbox = SteeringInbox()
+        inbox = SteeringInbox(self.runtime.inboxes)
         steerable = [
             s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
             for s in local
@@ -164,6 +176,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             private_keys=frozenset(private_state_keys),
             runner_options={"sessions_dir": sessions_dir, "prices": prices, "budget": budget,
                             "short_answer_threshold": short_answer_threshold},
+            runtime=self.runtime,
         )
         self._model = model
         self._tools = None if tools is None else list(tools)
@@ -176,11 +189,21 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
         self.tools = background_tools(self) if agents else []
 
+    def close(self) -> None:
+        """Close the runtime: tasks still running are cancelled (recorded as ``lost``), the loop stops.
+
+        Call it when done with the agent (a test, a notebook, a server
+        reload). An injected runtime is closed too: it is the one this
+        middleware runs on.
+        """
+        self.runtime.close()
+
     # -- tool handlers (see middleware.background_tools) ----------------------
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command:
         try:
-            record = await self.tasks.start(self._call(runtime, description, subagent_type), _ledger(runtime.state))
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
+            record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, words.started(record), record)
@@ -249,12 +272,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not self._due(state):
             return None
-        return background_loop().run(self._catch_up(state))
+        return self.runtime.run(self._catch_up(state))
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not self._due(state):
             return None
-        return await background_loop().arun(self._catch_up(state))
+        return await self.runtime.arun(self._catch_up(state))
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(
@@ -294,6 +317,13 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(self._with_block(request))
+
+
+def _close_soon(runtime: BackgroundRuntime) -> None:
+    """Close a dropped middleware's runtime on a thread of its own (never block the collector)."""
+    import threading
+
+    threading.Thread(target=runtime.close, name="background-runtime-close", daemon=True).start()
 
 
 def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:

@@ -1,7 +1,7 @@
 """The six background-task tools: their argument schemas, and both their sync and async faces.
 
 Each tool is a thin shell: the sync face (for ``invoke`` parents) blocks on
-the background loop, the async face (for ``ainvoke`` parents) awaits it, and
+the handlers' background runtime, the async face (for ``ainvoke`` parents) awaits it, and
 both run the same coroutine of the :class:`BackgroundToolHandlers` they are
 built for. The tools carry the delegation tag, so no child ever holds them.
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from middleware import background_prompts as words
 from middleware.task_tool import TaskToolInput
 from subagents.background_ledger import AsyncTaskStatus
-from subagents.background_loop import background_loop
+from subagents.background_runtime import BackgroundRuntime
 from subagents.one_level import DELEGATION_TOOL_TAG
 
 
@@ -49,7 +49,9 @@ class ListTasksInput(BaseModel):
 
 
 class BackgroundToolHandlers(Protocol):
-    """What the tools call; each handler returns the tool's ``Command``."""
+    """What the tools call; each handler returns the tool's ``Command``, run on ``runtime``'s loop."""
+
+    runtime: BackgroundRuntime
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command: ...
     async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command: ...
@@ -61,7 +63,7 @@ class BackgroundToolHandlers(Protocol):
 
 def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     """The six tools, bound to ``handlers``."""
-    loop = background_loop()
+    loop = handlers.runtime
 
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.

@@ -18,13 +18,18 @@ operation                  allowed when the task is
 ``retry``                  ``error``, ``cancelled``, ``lost``: a fresh attempt, same id
 =========================  ==========================================================
 
-All methods are coroutines for the :mod:`background loop <subagents.background_loop>`.
+A local task whose owner is another live process is left as it stands:
+steering, cancelling or retrying it from here is refused, since it would
+run twice.
+
+All methods are coroutines for the runtime's loop.
 
 Example::
 
-    tasks = BackgroundTasks(registry, [remote_spec], max_concurrent=4)
-    record = background_loop().run(tasks.start(call, ledger={}))
-    updates = background_loop().run(tasks.refresh({record["id"]: record}))
+    runtime = BackgroundRuntime()
+    tasks = BackgroundTasks(registry, [remote_spec], max_concurrent=4, runtime=runtime)
+    record = runtime.run(tasks.start(call, ledger={}))
+    updates = runtime.run(tasks.refresh({record["id"]: record}))
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from subagents.background_ledger import (
     now,
 )
 from subagents.background_local import LocalTaskRunner
+from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background_runtime import BackgroundRuntime
 from subagents.record import task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY, TaskCall
@@ -64,6 +71,7 @@ class BackgroundTasks:
         private_keys: more keys that never reach a local child.
         runner_options: more keyword arguments for the local tasks'
             :class:`~subagents.TaskRunner`.
+        runtime: where the tasks live (default: a new one, closed with :meth:`close`).
     """
 
     def __init__(
@@ -74,12 +82,14 @@ class BackgroundTasks:
         max_concurrent: int | None = None,
         private_keys: frozenset[str] = frozenset(),
         runner_options: Mapping[str, Any] | None = None,
+        runtime: BackgroundRuntime | None = None,
     ) -> None:
         clash = set(registry.names) & {s.name for s in remote}
         if clash:
             raise ValueError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
-        self.local = LocalTaskRunner(registry, max_concurrent=max_concurrent, private_keys=private_keys,
-                                     runner_options=runner_options)
+        self.runtime = runtime if runtime is not None else BackgroundRuntime()
+        self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
+                                     private_keys=private_keys, runner_options=runner_options)
         self.remote = RemoteTaskRunner(remote)
         self.registry = registry
 
@@ -140,6 +150,7 @@ class BackgroundTasks:
             )
         if not message.strip():
             raise TaskStateError("message must not be empty")
+        self._refuse_if_elsewhere(current, "steered")
         if current["runner"] == "remote":
             fields, what = await self.remote.steer(current, message)
         else:
@@ -154,16 +165,18 @@ class BackgroundTasks:
                 f"task {current['id']} is already {current['status']}; only pending, running or "
                 "waiting_for_approval tasks can be cancelled."
             )
+        self._refuse_if_elsewhere(current, "cancelled")
         if current["runner"] == "remote":
             fields = await self.remote.cancel(current)
         else:
-            fields = self.local.cancel(current)
+            fields = await self.local.cancel(current)
         return {**current, **fields, "announced": True, "updated_at": now()}
 
     async def retry(self, record: Mapping[str, Any], call: TaskCall) -> dict[str, Any]:
         """Run a failed, cancelled or lost task again: a fresh attempt under the same id."""
         current, _ = await self.check(record)
         status = current["status"]
+        self._refuse_if_elsewhere(current, "retried")
         if status not in RETRYABLE_STATUSES:
             advice = (
                 "call update_async_task to follow it up" if status == "completed"
@@ -180,6 +193,14 @@ class BackgroundTasks:
         return {**current, **fields, "runner": kind, "updated_at": now()}
 
     # -- helpers -----------------------------------------------------------
+
+    def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
+        where = self.local.elsewhere(record) if record.get("runner") == "local" else None
+        if where:
+            raise TaskStateError(
+                f"task {record['id']} is {record['status']} in {where}, which is still alive; it cannot "
+                f"be {what} from here (it would run twice). Check it again later."
+            )
 
     def _kind(self, agent_type: str) -> str:
         if agent_type in self.remote.specs:
@@ -198,7 +219,8 @@ class BackgroundTasks:
                 tool_call_id=record.get("tool_call_id"), attempt=attempt,
             )
         local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
-        return await self.local.start(record["id"], local_call, attempt=attempt)
+        return await self.local.start(record["id"], local_call, attempt=attempt,
+                                      outcome_db=await checkpoint_db(call.parent_config))
 
     async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if record.get("runner") == "remote":

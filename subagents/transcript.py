@@ -39,7 +39,11 @@ from subagents.isolation import LEDGER_KEY
 
 STORE_NAMESPACE = "subagent_transcripts"
 _MEMORY_LIMIT = 512
+_MEMORY_MAX_BYTES = 32 * 1024 * 1024
+"""The in-memory fallback keeps at most this much message text (oldest transcripts dropped first)."""
 _memory: collections.OrderedDict[str, list[BaseMessage]] = collections.OrderedDict()
+_memory_sizes: dict[str, int] = {}
+_memory_bytes = 0
 _memory_lock = threading.Lock()
 
 
@@ -112,10 +116,23 @@ class TranscriptRecorder(BaseCallbackHandler):
 
 def remember(task_id: str, messages: list[BaseMessage]) -> None:
     """Keep a transcript in process memory (the fallback with no checkpointer)."""
+    global _memory_bytes
+    size = sum(_message_bytes(m) for m in messages)
     with _memory_lock:
+        _memory.pop(task_id, None)
+        _memory_bytes -= _memory_sizes.pop(task_id, 0)
         _memory[task_id] = messages
-        while len(_memory) > _MEMORY_LIMIT:
-            _memory.popitem(last=False)
+        _memory_sizes[task_id] = size
+        _memory_bytes += size
+        while len(_memory) > 1 and (len(_memory) > _MEMORY_LIMIT or _memory_bytes > _MEMORY_MAX_BYTES):
+            dropped, _ = _memory.popitem(last=False)
+            _memory_bytes -= _memory_sizes.pop(dropped, 0)
+
+
+def _message_bytes(message: BaseMessage) -> int:
+    content = message.content
+    text = content if isinstance(content, str) else str(content)
+    return 200 + len(text)
 
 
 def store_transcript(store: Any, thread_id: str | None, task_id: str, header: Mapping[str, Any],
