@@ -89,7 +89,7 @@ from subagents import (
 )
 from subagents.background_inbox import SteeringInbox
 from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, merge_async_records
-from subagents.background_runtime import BackgroundRuntime
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.isolation import ASYNC_LEDGER_KEY
@@ -272,14 +272,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not self._due(state):
             return None
-        return self.runtime.run(self._catch_up(state))
+        try:
+            return self.runtime.run(self._catch_up(state))
+        except RuntimeClosed:  # closed meanwhile: nothing to report
+            return None
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not self._due(state):
             return None
-        return await self.runtime.arun(self._catch_up(state))
+        try:
+            return await self.runtime.arun(self._catch_up(state))
+        except RuntimeClosed:
+            return None
 
     def _due(self, state: Mapping[str, Any]) -> bool:
+        if self.runtime.closed:  # nothing can be checked any more; the parent carries on
+            return False
         return any(
             r.get("status") in _LIVE
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))

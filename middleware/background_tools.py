@@ -13,9 +13,11 @@ Example::
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field
@@ -23,7 +25,7 @@ from pydantic import BaseModel, Field
 from middleware import background_prompts as words
 from middleware.task_tool import TaskToolInput
 from subagents.background_ledger import AsyncTaskStatus
-from subagents.background_runtime import BackgroundRuntime
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.one_level import DELEGATION_TOOL_TAG
 
 
@@ -65,43 +67,61 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     """The six tools, bound to ``handlers``."""
     loop = handlers.runtime
 
+    def blocking(runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+        if loop.closed:
+            coro.close()
+            return _closed(runtime)
+        try:
+            return loop.run(coro)
+        except RuntimeClosed:
+            return _closed(runtime)
+
+    async def awaiting(runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+        if loop.closed:
+            coro.close()
+            return _closed(runtime)
+        try:
+            return await loop.arun(coro)
+        except RuntimeClosed:
+            return _closed(runtime)
+
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
     def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-        return loop.run(handlers.handle_start(runtime, description, subagent_type))
+        return blocking(runtime, handlers.handle_start(runtime, description, subagent_type))
 
     async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-        return await loop.arun(handlers.handle_start(runtime, description, subagent_type))
+        return await awaiting(runtime, handlers.handle_start(runtime, description, subagent_type))
 
     def check_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return loop.run(handlers.handle_check(runtime, task_id))
+        return blocking(runtime, handlers.handle_check(runtime, task_id))
 
     async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await loop.arun(handlers.handle_check(runtime, task_id))
+        return await awaiting(runtime, handlers.handle_check(runtime, task_id))
 
     def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return loop.run(handlers.handle_update(runtime, task_id, message))
+        return blocking(runtime, handlers.handle_update(runtime, task_id, message))
 
     async def aupdate_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return await loop.arun(handlers.handle_update(runtime, task_id, message))
+        return await awaiting(runtime, handlers.handle_update(runtime, task_id, message))
 
     def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return loop.run(handlers.handle_cancel(runtime, task_id))
+        return blocking(runtime, handlers.handle_cancel(runtime, task_id))
 
     async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await loop.arun(handlers.handle_cancel(runtime, task_id))
+        return await awaiting(runtime, handlers.handle_cancel(runtime, task_id))
 
     def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
-        return loop.run(handlers.handle_list(runtime, status))
+        return blocking(runtime, handlers.handle_list(runtime, status))
 
     async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
-        return await loop.arun(handlers.handle_list(runtime, status))
+        return await awaiting(runtime, handlers.handle_list(runtime, status))
 
     def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return loop.run(handlers.handle_retry(runtime, task_id))
+        return blocking(runtime, handlers.handle_retry(runtime, task_id))
 
     async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await loop.arun(handlers.handle_retry(runtime, task_id))
+        return await awaiting(runtime, handlers.handle_retry(runtime, task_id))
 
     table = [
         (start_async_task, astart_async_task, TaskToolInput, words.START_DESCRIPTION),
@@ -118,3 +138,10 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
         )
         for func, coro, schema, text in table
     ]
+
+
+def _closed(runtime: ToolRuntime) -> Command:
+    """The answer of every background tool once the runtime is closed: an error, never a crash."""
+    message = ToolMessage(content="Background tasks are unavailable: the background runtime was closed.",
+                          tool_call_id=runtime.tool_call_id or "", status="error")
+    return Command(update={"messages": [message]})

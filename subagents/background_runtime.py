@@ -151,11 +151,7 @@ class BackgroundRuntime:
         if delay is None or (self._sweep is not None and not self._sweep.cancelled()):
             return
 
-        def sweep() -> None:
-            self._sweep = None
-            self.evict_later(self.table.evict(time.time()))
-
-        self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, sweep)
+        self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
 
     # -- closing ---------------------------------------------------------------------
 
@@ -167,9 +163,9 @@ class BackgroundRuntime:
             self.closed = True
             portal_cm, portal = self._portal_cm, self._portal
         _open.pop(self.id, None)
-        if portal is None:  # never started: only the callbacks to run, on a loop of their own
-            portal_cm = _portal_manager(self._name)
-            portal = portal_cm.__enter__()
+        if portal is None:  # never started: no task to stop, only the callbacks to run
+            _run_callbacks(self.on_close, self.close_timeout_s)
+            return
         if self.in_loop():  # closing from one of our own tasks: finish from another thread
             threading.Thread(target=_finish, args=(portal, portal_cm, self._shutdown), daemon=True).start()
             return
@@ -218,8 +214,36 @@ class BackgroundRuntime:
         return self._portal
 
 
+def _sweep(ref: weakref.ref[BackgroundRuntime]) -> None:
+    """The eviction timer; it holds its runtime weakly, so a dropped runtime is not kept for it."""
+    runtime = ref()
+    if runtime is not None and not runtime.closed:
+        runtime._sweep = None
+        runtime.evict_later(runtime.table.evict(time.time()))
+
+
 async def _await(coro: Coroutine[Any, Any, T]) -> T:
     return await coro
+
+
+def _run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
+    """``on_close`` of a runtime that never started: sync ones here, awaitables on a short-lived loop."""
+    pending = []
+    for callback in reversed(callbacks):
+        try:
+            result = callback()
+        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+            continue
+        if inspect.isawaitable(result):
+            pending.append(result)
+    if pending:
+        async def settle() -> None:
+            for awaitable in pending:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(awaitable, timeout_s)
+
+        with _portal_manager("background-subagents-close") as portal:
+            portal.call(settle)
 
 
 def _portal_manager(name: str) -> contextlib.AbstractContextManager[Any]:

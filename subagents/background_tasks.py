@@ -50,6 +50,7 @@ from subagents.background_local import LocalTaskRunner
 from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import RemoteSubagentSpec, RemoteTaskRunner
 from subagents.background_runtime import BackgroundRuntime
+from subagents.one_level import is_forbidden_tool
 from subagents.record import task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY, TaskCall
@@ -248,5 +249,7 @@ class BackgroundTasks:
         }
         if config.get("recursion_limit"):
             kept["recursion_limit"] = config["recursion_limit"]
-        # The stream writer belongs to that finished step too.
-        return dataclasses.replace(call, parent_config=kept, emit=None)
+        # The stream writer belongs to that finished step too. Tools no child may hold are
+        # dropped now: they belong to the parent's middleware, which a task must not keep alive.
+        tools = tuple(t for t in call.parent_tools if not is_forbidden_tool(t))
+        return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
