@@ -82,6 +82,10 @@ class BackgroundRuntime:
         close_timeout_s: float = 5.0,
         name: str = "background-subagents",
     ) -> None:
+        if not settled_max_age_s > 0:
+            raise ValueError(f"settled_max_age_s must be a positive number of seconds (got {settled_max_age_s!r})")
+        if not settled_max_bytes >= 0:
+            raise ValueError(f"settled_max_bytes must not be negative (got {settled_max_bytes!r})")
         self.id = uuid.uuid4().hex[:16]
         self.owner = Owner.current(self.id)
         self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)
@@ -156,7 +160,12 @@ class BackgroundRuntime:
     # -- closing ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread."""
+        """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
+
+        A sync tool already running in a worker thread cannot be interrupted:
+        its task is recorded as ``lost`` at once, and ``close`` returns when
+        the tool does.
+        """
         with self._lock:
             if self.closed:
                 return
