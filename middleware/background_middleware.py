@@ -39,20 +39,19 @@ Decisions a LangGraph user may want to know:
 * **Answers only.** A background child hands back its answer (and usage),
   never state keys: by the time it finishes the parent has moved on, and
   merging its writes then would overwrite newer state.
-* **Nothing lost.** The ledger lives in the parent's checkpoint. A new
-  process resuming a thread (a durable checkpointer, such as SQLite) reports
-  the local tasks that were running in the dead process as ``lost``, and
-  ``retry_async_task`` runs them again; remote tasks are simply checked
-  again on the server.
+* **Nothing lost.** The ledger lives in the parent's checkpoint, and each
+  local outcome is stored the moment it settles (beside the checkpoints in a
+  SQLite file). A new process resuming a thread reports a task that finished
+  before the crash as finished, and one whose process is provably gone as
+  ``lost`` (``retry_async_task`` runs it again); a task of another live
+  process is left to it. Remote tasks are simply checked again on the server.
 * **No polling needed.** Before each parent model call, tasks that finished
   (or wait for approval) since the last call are announced in one message.
 * **Give the parent a checkpointer.** A task outlives the turn that started
   it; its result reaches a later turn through the thread's checkpoint.
-* **An owned runtime.** The tasks live on a
-  :class:`subagents.BackgroundRuntime` (an event loop thread, the task
-  table, the inboxes) that the middleware creates, or is given to share
-  between graphs. ``close()`` tears it down; so does dropping the
-  middleware (a ``langgraph dev`` reload, say).
+* **An owned runtime.** Tasks live on a :class:`subagents.BackgroundRuntime`
+  the middleware creates (or is given, to share); ``close()`` tears it down,
+  and so does dropping the middleware (a ``langgraph dev`` reload, say).
 """
 
 from __future__ import annotations
@@ -160,7 +159,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         super().__init__()
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         if runtime is None:  # ours: closed with us, even if nobody calls close()
-            self._finalizer = weakref.finalize(self, _close_soon, self.runtime)
+            self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
             local.insert(0, SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
@@ -190,12 +189,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.tools = background_tools(self) if agents else []
 
     def close(self) -> None:
-        """Close the runtime: tasks still running are cancelled (recorded as ``lost``), the loop stops.
-
-        Call it when done with the agent (a test, a notebook, a server
-        reload). An injected runtime is closed too: it is the one this
-        middleware runs on.
-        """
+        """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()
 
     # -- tool handlers (see middleware.background_tools) ----------------------
@@ -286,8 +280,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             return None
 
     def _due(self, state: Mapping[str, Any]) -> bool:
-        if self.runtime.closed:  # nothing can be checked any more; the parent carries on
-            return False
         return any(
             r.get("status") in _LIVE
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
@@ -325,13 +317,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(self._with_block(request))
-
-
-def _close_soon(runtime: BackgroundRuntime) -> None:
-    """Close a dropped middleware's runtime on a thread of its own (never block the collector)."""
-    import threading
-
-    threading.Thread(target=runtime.close, name="background-runtime-close", daemon=True).start()
 
 
 def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:

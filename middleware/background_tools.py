@@ -67,61 +67,43 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     """The six tools, bound to ``handlers``."""
     loop = handlers.runtime
 
-    def blocking(runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
-        if loop.closed:
-            coro.close()
-            return _closed(runtime)
-        try:
-            return loop.run(coro)
-        except RuntimeClosed:
-            return _closed(runtime)
-
-    async def awaiting(runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
-        if loop.closed:
-            coro.close()
-            return _closed(runtime)
-        try:
-            return await loop.arun(coro)
-        except RuntimeClosed:
-            return _closed(runtime)
-
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
     def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-        return blocking(runtime, handlers.handle_start(runtime, description, subagent_type))
+        return _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
 
     async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-        return await awaiting(runtime, handlers.handle_start(runtime, description, subagent_type))
+        return await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
 
     def check_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return blocking(runtime, handlers.handle_check(runtime, task_id))
+        return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
 
     async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await awaiting(runtime, handlers.handle_check(runtime, task_id))
+        return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
 
     def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return blocking(runtime, handlers.handle_update(runtime, task_id, message))
+        return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message))
 
     async def aupdate_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return await awaiting(runtime, handlers.handle_update(runtime, task_id, message))
+        return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message))
 
     def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return blocking(runtime, handlers.handle_cancel(runtime, task_id))
+        return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
     async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await awaiting(runtime, handlers.handle_cancel(runtime, task_id))
+        return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
     def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
-        return blocking(runtime, handlers.handle_list(runtime, status))
+        return _blocking(loop, runtime, handlers.handle_list(runtime, status))
 
     async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
-        return await awaiting(runtime, handlers.handle_list(runtime, status))
+        return await _awaiting(loop, runtime, handlers.handle_list(runtime, status))
 
     def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return blocking(runtime, handlers.handle_retry(runtime, task_id))
+        return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
 
     async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
-        return await awaiting(runtime, handlers.handle_retry(runtime, task_id))
+        return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
 
     table = [
         (start_async_task, astart_async_task, TaskToolInput, words.START_DESCRIPTION),
@@ -138,6 +120,26 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
         )
         for func, coro, schema, text in table
     ]
+
+
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+    if loop.closed:
+        coro.close()
+        return _closed(runtime)
+    try:
+        return loop.run(coro)
+    except RuntimeClosed:
+        return _closed(runtime)
+
+
+async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+    if loop.closed:
+        coro.close()
+        return _closed(runtime)
+    try:
+        return await loop.arun(coro)
+    except RuntimeClosed:
+        return _closed(runtime)
 
 
 def _closed(runtime: ToolRuntime) -> Command:

@@ -180,6 +180,11 @@ class BackgroundRuntime:
             return
         _finish(portal, portal_cm, self._shutdown)
 
+    def close_soon(self) -> None:
+        """:meth:`close` on a thread of its own: for finalizers, which must never block."""
+        if not self.closed:
+            threading.Thread(target=self.close, name=f"{self._name}-close", daemon=True).start()
+
     async def _shutdown(self) -> None:
         if self._sweep is not None:
             self._sweep.cancel()
