@@ -94,6 +94,7 @@ def create_deep_agent(
     background: bool = False,
     background_subagents: Sequence[Any] = (),
     max_background_tasks: int | None = 8,
+    background_runtime: Any = None,
     response_format: Any = None,
     checkpointer: Any = None,
     store: Any = None,
@@ -129,6 +130,8 @@ def create_deep_agent(
             as remote ones (``{"name", "description", "graph_id", "url"}``);
             giving any turns ``background`` on.
         max_background_tasks: how many background tasks run at once.
+        background_runtime: the :class:`subagents.BackgroundRuntime` they run
+            on (to share it, or to ``close()`` it); default: a new one.
     """
     root_model = resolve_root_model(model)
     tools = list(tools)
@@ -165,6 +168,7 @@ def create_deep_agent(
                 [*specs, *background_subagents],
                 max_concurrent_tasks=max_background_tasks,
                 listed_elsewhere=delegation.registry.names,
+                runtime=background_runtime,
                 **shared,
             )
         )

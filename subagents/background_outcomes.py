@@ -31,6 +31,7 @@ import json
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -93,7 +94,7 @@ class SqliteOutcomes:
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
         data = json.dumps(dict(fields), default=str)
         with self._lock:
-            conn = self._connect(create=True)
+            conn = self._connect()
             if not self._table_ready:
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
                              "(task_id TEXT PRIMARY KEY, fields TEXT NOT NULL)")
@@ -103,7 +104,7 @@ class SqliteOutcomes:
     def load(self, task_id: str) -> dict[str, Any] | None:
         with self._lock:
             try:
-                row = self._connect(create=False).execute(
+                row = self._connect().execute(
                     f"SELECT fields FROM {TABLE} WHERE task_id = ?", (task_id,)
                 ).fetchone()
             except sqlite3.Error:  # no file, or no table yet: nothing stored
@@ -122,12 +123,14 @@ class SqliteOutcomes:
                 self._conn.close()
                 self._conn = None
 
-    def _connect(self, *, create: bool) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            if not create and not os.path.exists(self.path):
-                raise sqlite3.OperationalError(f"no database at {self.path}")
-            # Autocommit: each outcome is on disk when save returns.
-            self._conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
+            # Only an existing database (the checkpointer's) is opened: a path read from a
+            # record never makes a new file appear. Autocommit: each outcome is on disk when
+            # save returns.
+            uri = "file:" + urllib.parse.quote(self.path) + "?mode=rw"
+            self._conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False,
+                                         isolation_level=None)
         return self._conn
 
 
