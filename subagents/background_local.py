@@ -33,6 +33,7 @@ Example (inside a coroutine on the runtime's loop)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -43,7 +44,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from subagents.background_approval import pending_interrupts, resume_for
 from subagents.background_inbox import STEERING_PREFIX
 from subagents.background_ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
-from subagents.background_outcomes import OutcomeStore, outcome_for
+from subagents.background_outcomes import LEASE_S, OutcomeStore, outcome_for
 from subagents.background_owner import Owner, OwnerState, owner_state
 from subagents.background_runtime import BackgroundRuntime
 from subagents.background_session import CURRENT_SESSION, ChildSession, SessionRegistry, session_size
@@ -141,9 +142,18 @@ class LocalTaskRunner:
         return other.table.get(task_id) if other is not None else None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
-        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told."""
-        return owner_state(record.get("owner"), me=self.runtime.owner,
-                           runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
+        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told.
+
+        An owner whose pid cannot be checked from here (another host) is gone
+        once its lease in the outcome file has lapsed.
+        """
+        state = owner_state(record.get("owner"), me=self.runtime.owner,
+                            runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
+        if state == "unknown" and record.get("outcome_db"):
+            lease = self.runtime.outcomes.file(str(record["outcome_db"])).lease(record["id"])
+            if lease is not None and (lease[0] != record.get("owner") or time.time() - lease[1] > LEASE_S):
+                return "gone"
+        return state
 
     def elsewhere(self, record: Mapping[str, Any]) -> str | None:
         """The live process (in words) that runs this task, when it is not this one; else ``None``."""
@@ -242,6 +252,10 @@ class LocalTaskRunner:
     def _launch(self, task: LocalTask, call: TaskCall) -> None:
         self.runtime.table.revive(task.id)
         task.job = self.runtime.spawn(self._drive(task, call))
+        if db := task.fields.get("outcome_db"):  # a lease other hosts can see, renewed while it lives
+            with contextlib.suppress(Exception):
+                self.runtime.outcomes.file(str(db)).renew(self.runtime.owner.name, [task.id], time.time())
+            self.runtime.keep_leases()
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:

@@ -17,6 +17,12 @@ usage, timings) as soon as the task settles:
 An outcome applies to a record only if it belongs to the same owner,
 attempt and turn, so an old attempt's outcome never overwrites a newer one.
 
+The SQLite store also keeps a **lease** per live task (table
+``background_task_leases``): the owning runtime renews it every
+:data:`LEASE_RENEW_S` while the task lives. A process that cannot check the
+owner's pid (it runs on another host, or in another container) treats a
+lease older than :data:`LEASE_S` as proof that the owner is gone.
+
 Example::
 
     store = SqliteOutcomes("/data/agent.db")
@@ -36,6 +42,11 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 TABLE = "background_task_outcomes"
+LEASE_TABLE = "background_task_leases"
+LEASE_RENEW_S = 10.0
+"""How often a runtime renews the leases of its live tasks."""
+LEASE_S = 60.0
+"""How old a lease may be before its owner counts as gone (six missed renewals)."""
 MEMORY_MAX_BYTES = 16 * 1024 * 1024
 """How much outcome text one runtime keeps in memory (oldest dropped first)."""
 
@@ -94,12 +105,27 @@ class SqliteOutcomes:
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
         data = json.dumps(dict(fields), default=str)
         with self._lock:
-            conn = self._connect()
-            if not self._table_ready:
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} "
-                             "(task_id TEXT PRIMARY KEY, fields TEXT NOT NULL)")
-                self._table_ready = True
-            conn.execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", (task_id, data))
+            self._ready().execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)",
+                                  (task_id, data))
+
+    def renew(self, owner: str, task_ids: list[str], at: float) -> None:
+        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
+        with self._lock:
+            self._ready().executemany(
+                f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) VALUES (?, ?, ?)",
+                [(task_id, owner, at) for task_id in task_ids],
+            )
+
+    def lease(self, task_id: str) -> tuple[str, float] | None:
+        """The task's lease: its owner and when it was last renewed (``None``: no lease)."""
+        with self._lock:
+            try:
+                row = self._connect().execute(
+                    f"SELECT owner, renewed_at FROM {LEASE_TABLE} WHERE task_id = ?", (task_id,)
+                ).fetchone()
+            except sqlite3.Error:
+                return None
+        return (str(row[0]), float(row[1])) if row else None
 
     def load(self, task_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -123,6 +149,15 @@ class SqliteOutcomes:
                 self._conn.close()
                 self._conn = None
 
+    def _ready(self) -> sqlite3.Connection:
+        conn = self._connect()
+        if not self._table_ready:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (task_id TEXT PRIMARY KEY, fields TEXT NOT NULL)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} "
+                         "(task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, renewed_at REAL NOT NULL)")
+            self._table_ready = True
+        return conn
+
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
             # Only an existing database (the checkpointer's) is opened: a path read from a
@@ -143,8 +178,10 @@ class OutcomeStores:
 
     def for_db(self, path: str | None) -> OutcomeStore:
         """The store for a record whose ``outcome_db`` is ``path`` (memory when ``None``)."""
-        if not path:
-            return self.memory
+        return self.file(path) if path else self.memory
+
+    def file(self, path: str) -> SqliteOutcomes:
+        """The store of one SQLite file (opened once per runtime)."""
         store = self._files.get(path)
         if store is None:
             store = self._files[path] = SqliteOutcomes(path)

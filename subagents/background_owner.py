@@ -15,12 +15,14 @@ this process, a runtime still open             ``alive``
 this process, a runtime that is closed         ``gone``
 this host, that pid started at that time       ``alive``
 this host, no such process (or pid reused)     ``gone``
-another host                                   ``unknown``
+another host                                   ``unknown`` (see below)
 a name this module cannot read (old records)   ``gone``
 =============================================  ===========
 
 Only ``gone`` lets a task be reported ``lost`` (and retried); an ``alive``
-or ``unknown`` owner keeps the task as its record last stood.
+or ``unknown`` owner keeps the task as its record last stood. An owner on
+another host is ``gone`` once the lease it renews in the outcome file has
+lapsed (see :mod:`subagents.background_outcomes`).
 
 Example::
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from subagents.background_inbox import Inboxes
-from subagents.background_outcomes import OutcomeStores
+from subagents.background_outcomes import LEASE_RENEW_S, OutcomeStores
 from subagents.background_owner import Owner
 from subagents.background_table import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, TaskTable
 
@@ -100,6 +100,7 @@ class BackgroundRuntime:
         self._thread: threading.Thread | None = None
         self._jobs: set[asyncio.Task[Any]] = set()
         self._sweep: asyncio.TimerHandle | None = None
+        self._leases: asyncio.Task[None] | None = None
         self.closed = False
         _open[self.id] = self
 
@@ -156,6 +157,24 @@ class BackgroundRuntime:
             return
 
         self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
+
+    def keep_leases(self) -> None:
+        """Renew the leases of live tasks stored in SQLite files, until none is left (call it from the loop)."""
+        if self._leases is None or self._leases.done():
+            self._leases = self.spawn(self._renew_leases())
+
+    async def _renew_leases(self) -> None:
+        while True:
+            by_db: dict[str, list[str]] = {}
+            for task in self.table.unsettled():
+                if db := task.fields.get("outcome_db"):
+                    by_db.setdefault(str(db), []).append(task.id)
+            if not by_db:
+                return
+            for db, ids in by_db.items():
+                with contextlib.suppress(Exception):  # a locked file: renewed next time
+                    self.outcomes.file(db).renew(self.owner.name, ids, time.time())
+            await asyncio.sleep(LEASE_RENEW_S)
 
     # -- closing ---------------------------------------------------------------------
 
