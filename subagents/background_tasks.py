@@ -72,7 +72,7 @@ class BackgroundTasks:
         private_keys: more keys that never reach a local child.
         runner_options: more keyword arguments for the local tasks'
             :class:`~subagents.TaskRunner`.
-        runtime: where the tasks live (default: a new one, closed with :meth:`close`).
+        runtime: where the tasks live (default: a new one; close it with ``tasks.runtime.close()``).
     """
 
     def __init__(
