@@ -105,8 +105,11 @@ class SqliteOutcomes:
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
         data = json.dumps(dict(fields), default=str)
         with self._lock:
-            self._ready().execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)",
-                                  (task_id, data))
+            conn = self._ready()
+            conn.execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", (task_id, data))
+            # A settled task needs no lease any more (a follow-up takes a new one).
+            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?",
+                         (task_id, str(fields.get("owner"))))
 
     def renew(self, owner: str, task_ids: list[str], at: float) -> None:
         """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""

@@ -103,5 +103,5 @@ def test_a_running_task_renews_its_lease_in_the_checkpoint_file(tmp_path, monkey
         assert owner == runtime.owner.name == record["owner"]
         wait_for(lambda: store.lease(record["id"])[1] > first)  # renewed while it runs
     # Closed: the task is stored as lost, so no process needs its lease to tell.
-    assert store.load(record["id"])["status"] == "lost"
+    assert store.load(record["id"])["status"] == "lost" and store.lease(record["id"]) is None
     store.close()
