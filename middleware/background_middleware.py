@@ -211,9 +211,11 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, words.checked(current, problem), current)
 
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str) -> Command:
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+                            decision: str | None = None) -> Command:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-            current, what = await self.tasks.update(record, message, self._call(runtime, "", record["agent_type"]))
+            call = self._call(runtime, "", record["agent_type"])
+            current, what = await self.tasks.update(record, message, call, decision)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
 
         return await self._on_task(runtime, task_id, act)

@@ -14,7 +14,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
@@ -39,7 +39,13 @@ class UpdateTaskInput(BaseModel):
     """Arguments of ``update_async_task``."""
 
     task_id: str = Field(description="The task id that start_async_task returned.")
-    message: str = Field(description="The new instruction, follow-up or approval decision.")
+    message: str = Field(default="", description="The new instruction, the follow-up, or the reason for a "
+                                                 "decision.")
+    decision: Literal["approve", "reject"] | None = Field(
+        default=None,
+        description="Only for a task waiting for approval: approve or reject what it asked; "
+                    "message is then the reason the task sees.",
+    )
 
 
 class ListTasksInput(BaseModel):
@@ -57,7 +63,8 @@ class BackgroundToolHandlers(Protocol):
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command: ...
     async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command: ...
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str) -> Command: ...
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+                            decision: str | None = None) -> Command: ...
     async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command: ...
     async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command: ...
     async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command: ...
@@ -81,11 +88,13 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
         return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
 
-    def update_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message))
+    def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
+                          decision: str | None = None) -> Command:
+        return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
-    async def aupdate_async_task(task_id: str, message: str, runtime: ToolRuntime) -> Command:
-        return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message))
+    async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
+                                 decision: str | None = None) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
     def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
         return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))

@@ -7,6 +7,8 @@ the resume value:
 
 * a JSON object or array is used as it is, for graphs with their own
   interrupt shapes;
+* a structured ``decision`` (the tool's argument, see
+  :func:`decided_message`) says it without words;
 * a message that is *exactly* an approval word (``approve``, ``approved``,
   ``yes``, ``ok``, ``okay``, ``go ahead``, ``lgtm``; any case, surrounding
   spaces and a final ``.`` or ``!`` ignored) approves every action the child
@@ -41,6 +43,22 @@ def is_approval(message: str) -> bool:
     if text[-1:] in {".", "!"}:
         text = text[:-1].rstrip()
     return text in APPROVAL_WORDS
+
+
+def decided_message(message: str, decision: str | None) -> str:
+    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously.
+
+    ``approve`` becomes the approval word; ``reject`` keeps the message as
+    the reason (``"rejected"`` when there is none), never read as approval.
+    """
+    if decision is None:
+        return message
+    if decision == "approve":
+        return "approve"
+    if decision != "reject":
+        raise ValueError(f"decision must be 'approve' or 'reject' (got {decision!r})")
+    reason = message.strip()
+    return reason if reason and not is_approval(reason) else f"rejected{': ' + reason if reason else ''}"
 
 
 def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:

@@ -46,6 +46,7 @@ from subagents.background_ledger import (
     changed_fields,
     now,
 )
+from subagents.background_approval import decided_message
 from subagents.background_local import LocalTaskRunner
 from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import RemoteSubagentSpec, RemoteTaskRunner
@@ -140,8 +141,13 @@ class BackgroundTasks:
         fields, problem = await self._fresh(record)
         return {**record, **fields}, problem
 
-    async def update(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
-        """Steer, answer or follow up; returns the updated record and what happened."""
+    async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
+                     decision: str | None = None) -> tuple[dict[str, Any], str]:
+        """Steer, answer or follow up; returns the updated record and what happened.
+
+        ``decision`` (``"approve"``/``"reject"``) answers a task waiting for
+        approval without relying on the message's words.
+        """
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
@@ -149,6 +155,11 @@ class BackgroundTasks:
                 f"task {current['id']} is {status}; it cannot take messages. "
                 "Call retry_async_task to run it again."
             )
+        if decision is not None:
+            if status != "waiting_for_approval":
+                raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
+                                     "leave decision out and send the message alone.")
+            message = decided_message(message, decision)
         if not message.strip():
             raise TaskStateError("message must not be empty")
         self._refuse_if_elsewhere(current, "steered")
