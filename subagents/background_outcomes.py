@@ -197,7 +197,11 @@ class OutcomeStores:
 
 
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
-    """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise)."""
+    """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise).
+
+    LangGraph offers no public accessor for a run's checkpointer yet; this
+    reads the same config key the runner does, in this one place.
+    """
     saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
     conn = getattr(saver, "conn", None)
     try:
