@@ -8,10 +8,18 @@ parent's invoke until every task has settled in this process
 The figure is wall time over the ideal, ``ceil(tasks / cap) * latency``.
 deepagents has no local background tasks (its async subagents need a
 LangGraph server), so theirs is null.
+
+Measure ``background.start``: the CPU time of one task start when the
+runtime's table already holds ``1,000`` tasks (started in one go, as one
+parent message with many ``start_async_task`` calls does: one running, the
+rest pending behind a cap of 1), against the same with ``100``. A start must
+not scan the table: the goal is a growth of at most 1.5x for 10x the tasks.
+CPU medians (``time.process_time``), since wall time moves with the load.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import Any
@@ -22,14 +30,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench.common import answer, median, quiet_gc, record, scripted, spec, theirs_note, user
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents import wait_for_background
-from subagents.background_local import known_task
+from subagents import (
+    BackgroundRuntime,
+    BackgroundTasks,
+    SubagentRegistry,
+    TaskCall,
+    coerce_spec,
+    wait_for_background,
+)
 
 NAME = "background"
 GOAL = 1.2
+START_GROWTH_GOAL = 1.5
 
 
-def _agent(tasks: int, cap: int, latency_s: float) -> Any:
+def _agent(tasks: int, cap: int, latency_s: float) -> tuple[Any, BackgroundSubagentMiddleware]:
     worker = scripted(rules=[("job", [answer("job done")])], latency_s=latency_s)
     parent = scripted(
         responses=[
@@ -41,30 +56,90 @@ def _agent(tasks: int, cap: int, latency_s: float) -> Any:
     middleware = BackgroundSubagentMiddleware(
         [spec("worker", model=worker)], general_purpose=False, max_concurrent_tasks=cap, notify=False
     )
-    return create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
+    return create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver()), middleware
 
 
-def _once(tasks: int, cap: int, latency_s: float, rep: int) -> float:
-    agent = _agent(tasks, cap, latency_s)
-    start = time.perf_counter()
+def _once(tasks: int, cap: int, latency_s: float, rep: int) -> tuple[float, float]:
+    """Wall and CPU seconds of one run."""
+    agent, middleware = _agent(tasks, cap, latency_s)
+    start, cpu = time.perf_counter(), time.process_time()
     state = agent.invoke(user("go"), {"configurable": {"thread_id": f"bench-background-{rep}"}})
     ledger = state["async_tasks"]
     if not wait_for_background(ledger, timeout_s=120):
         raise RuntimeError("background: tasks did not settle within 120 s")
-    seconds = time.perf_counter() - start
-    statuses = {known_task(task_id).fields["status"] for task_id in ledger}
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    statuses = {middleware.runtime.table.get(task_id).fields["status"] for task_id in ledger}
+    middleware.close()
     if len(ledger) != tasks or statuses != {"completed"}:
         raise RuntimeError(f"background: {len(ledger)} tasks, statuses {statuses}")
-    return seconds
+    return seconds, cpu
+
+
+def _call(i: int) -> TaskCall:
+    config = {"configurable": {"thread_id": "bench-start", "checkpoint_ns": ""}, "metadata": {}}
+    return TaskCall(subagent_type="worker", description=f"job {i}", parent_state={},
+                    tool_call_id=f"call-{i}", parent_config=config)
+
+
+async def _fill_and_time(tasks: BackgroundTasks, runtime: BackgroundRuntime, held: int,
+                         timed_starts: int) -> list[float]:
+    """Start ``held`` tasks (they stay in the table, pending); CPU seconds of each next start."""
+    for i in range(held):
+        await tasks.start(_call(i), {})
+    await asyncio.sleep(0)
+    if len(runtime.table) != held:
+        raise RuntimeError(f"background.start: {len(runtime.table)} tasks in the table, expected {held}")
+    cpu = []
+    for i in range(held, held + timed_starts):
+        before = time.process_time()
+        await tasks.start(_call(i), {})
+        cpu.append(time.process_time() - before)
+    return cpu
+
+
+def _start_cpu(held: int, timed_starts: int) -> float:
+    """Median CPU seconds of one start with ``held`` tasks in the table."""
+    worker = scripted(default=answer("job done"), latency_s=600)  # holds the only slot until closed
+    registry = SubagentRegistry([coerce_spec(spec("worker", model=worker))])
+    with BackgroundRuntime() as runtime:
+        tasks = BackgroundTasks(registry, max_concurrent=1, runtime=runtime)
+        return median(runtime.run(_fill_and_time(tasks, runtime, held, timed_starts)))
+
+
+def _start_record(quick: bool) -> dict[str, Any]:
+    small, large, timed_starts, reps = (10, 100, 20, 1) if quick else (100, 1000, 200, 5)
+    _start_cpu(5, 5)  # warm up
+    smalls, larges = [], []
+    for _ in range(reps):  # interleaved, so a busy moment of the machine hits both sides
+        quiet_gc()
+        smalls.append(_start_cpu(small, timed_starts))
+        quiet_gc()
+        larges.append(_start_cpu(large, timed_starts))
+    at_small, at_large = median(smalls), median(larges)
+    growth = at_large / at_small if at_small > 0 else None
+    return record(
+        f"{NAME}.start",
+        unit="CPU ms per start",
+        ours=at_large * 1000,
+        theirs=None,
+        goal=f"growth ({large} / {small} tasks) <= {START_GROWTH_GOAL}",
+        met=growth is not None and growth <= START_GROWTH_GOAL,
+        sizes={"tasks_in_table": large, "compared_with": small, "timed_starts": timed_starts, "reps": reps},
+        notes=theirs_note("CPU median of one start_async_task start (BackgroundTasks.start) with the "
+                          "table already holding that many tasks. No deepagents peer."),
+        detail={"cpu_ms_per_start_small": at_small * 1000, "growth": growth},
+    )
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     tasks, cap, latency_s, reps = (6, 2, 0.02, 1) if quick else (100, 10, 0.5, 3)
     _once(2, 2, 0.0, -1)  # warm up: compile the graphs once, outside the timing
-    walls = []
+    walls, cpus = [], []
     for rep in range(reps):
         quiet_gc()
-        walls.append(_once(tasks, cap, latency_s, rep))
+        wall_s, cpu_s = _once(tasks, cap, latency_s, rep)
+        walls.append(wall_s)
+        cpus.append(cpu_s)
     ideal = math.ceil(tasks / cap) * latency_s
     wall = median(walls)
     ours = wall / ideal
@@ -81,6 +156,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 "One parent turn starts every task with start_async_task; timed until all have "
                 "settled. No deepagents peer for local background tasks: theirs is null."
             ),
-            detail={"wall_s": wall, "overhead_ms_per_task": (wall - ideal) / tasks * 1000},
-        )
+            detail={"wall_s": wall, "overhead_ms_per_task": (wall - ideal) / tasks * 1000,
+                    "cpu_ms_per_task": median(cpus) / tasks * 1000},
+        ),
+        _start_record(quick),
     ]

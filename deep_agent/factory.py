@@ -106,6 +106,7 @@ def create_deep_agent(
     dynamic_subagents: bool = False,
     max_dynamic_subagents: int = 8,
     structured_results: bool = False,
+    background_runtime: Any = None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
     checkpointer: Any = None,
@@ -165,6 +166,8 @@ def create_deep_agent(
         force_delegation, max_delegations: the first model call of each
             turn must call ``task``; at most this many ``task`` calls per
             run. See :class:`middleware.SubAgentMiddleware`.
+        background_runtime: the :class:`subagents.BackgroundRuntime` they run
+            on (to share it, or to ``close()`` it); default: a new one.
     """
     refuse_deepagents_arguments("create_deep_agent", deepagents_only("create_deep_agent", create_agent_kwargs))
     root_model = resolve_root_model(model)
@@ -211,6 +214,7 @@ def create_deep_agent(
                 [*specs, *background_subagents],
                 max_concurrent_tasks=max_background_tasks,
                 listed_elsewhere=delegation.registry.names,
+                runtime=background_runtime,
                 **shared,
             )
         )

@@ -39,20 +39,25 @@ Decisions a LangGraph user may want to know:
 * **Answers only.** A background child hands back its answer (and usage),
   never state keys: by the time it finishes the parent has moved on, and
   merging its writes then would overwrite newer state.
-* **Nothing lost.** The ledger lives in the parent's checkpoint. A new
-  process resuming a thread (a durable checkpointer, such as SQLite) reports
-  the local tasks that were running in the dead process as ``lost``, and
-  ``retry_async_task`` runs them again; remote tasks are simply checked
-  again on the server.
+* **Nothing lost.** The ledger lives in the parent's checkpoint, and each
+  local outcome is stored the moment it settles (beside the checkpoints in a
+  SQLite file). A new process resuming a thread reports a task that finished
+  before the crash as finished, and one whose process is provably gone as
+  ``lost`` (``retry_async_task`` runs it again); a task of another live
+  process is left to it. Remote tasks are simply checked again on the server.
 * **No polling needed.** Before each parent model call, tasks that finished
   (or wait for approval) since the last call are announced in one message.
 * **Give the parent a checkpointer.** A task outlives the turn that started
   it; its result reaches a later turn through the thread's checkpoint.
+* **An owned runtime.** Tasks live on a :class:`subagents.BackgroundRuntime`
+  the middleware creates (or is given, to share); ``close()`` tears it down,
+  and so does dropping the middleware (a ``langgraph dev`` reload, say).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -85,7 +90,7 @@ from subagents import (
 )
 from subagents.background_inbox import SteeringInbox
 from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, merge_async_records
-from subagents.background_loop import background_loop
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
@@ -128,6 +133,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         unknown_tools: what a spec naming a tool the parent lacks gets.
         sessions_dir, prices, budget, short_answer_threshold, build_options:
             as for :class:`SubAgentMiddleware`; they apply to local children.
+        runtime: the :class:`subagents.BackgroundRuntime` the tasks live on;
+            default: a new one, owned (and closed) by this middleware.
     """
 
     state_schema = AsyncTaskLedgerState
@@ -153,13 +160,17 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         budget: Budget | None = None,
         short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
+        runtime: BackgroundRuntime | None = None,
     ) -> None:
         super().__init__()
+        self.runtime = runtime if runtime is not None else BackgroundRuntime()
+        if runtime is None:  # ours: closed with us, even if nobody calls close()
+            self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
             local.insert(0, SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
                                          system_prompt=GENERAL_PURPOSE_PROMPT))
-        inbox = SteeringInbox()
+        inbox = SteeringInbox(self.runtime.inboxes)
         steerable = [
             s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
             for s in local
@@ -172,6 +183,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             runner_options={"sessions_dir": sessions_dir, "prices": prices, "budget": budget,
                             "excluded_keys": EXCLUDED_STATE_KEYS,
                             "short_answer_threshold": short_answer_threshold},
+            runtime=self.runtime,
         )
         self._model = model
         self._tools = None if tools is None else list(tools)
@@ -186,11 +198,16 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
         self.tools = background_tools(self) if agents else []
 
+    def close(self) -> None:
+        """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
+        self.runtime.close()
+
     # -- tool handlers (see middleware.background_tools) ----------------------
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command:
         try:
-            record = await self.tasks.start(self._call(runtime, description, subagent_type), _ledger(runtime.state))
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
+            record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, words.started(record), record)
@@ -204,9 +221,11 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, words.checked(current, problem), current)
 
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str) -> Command:
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+                            decision: str | None = None) -> Command:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-            current, what = await self.tasks.update(record, message, self._call(runtime, "", record["agent_type"]))
+            call = self._call(runtime, "", record["agent_type"])
+            current, what = await self.tasks.update(record, message, call, decision)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
 
         return await self._on_task(runtime, task_id, act)
@@ -260,13 +279,19 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
-        return background_loop().run(self._catch_up(state, orphans))
+        try:
+            return self.runtime.run(self._catch_up(state, orphans))
+        except RuntimeClosed:  # closed meanwhile: nothing to report
+            return None
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
-        return await background_loop().arun(self._catch_up(state, orphans))
+        try:
+            return await self.runtime.arun(self._catch_up(state, orphans))
+        except RuntimeClosed:
+            return None
 
     def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""

@@ -31,8 +31,9 @@ UPDATE_DESCRIPTION = """Send a message to a background task.
 
 A running task sees it before its next step (use this to steer it). A completed task
 continues the same conversation with it as a follow-up. A task waiting for approval is
-answered with it: start with "approve" to approve, anything else rejects with your
-message as the reason."""
+answered with decision="approve" or decision="reject" (the message is then the reason
+the task sees); without a decision, the message "approve" (exactly that word) approves
+and any other message rejects, with your message as the reason."""
 
 CANCEL_DESCRIPTION = """Cancel a pending, running or waiting background task."""
 

@@ -15,6 +15,9 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import weakref
+
 import gc
 import types
 from typing import Any
@@ -91,5 +94,11 @@ def configured_model(owner: Any, request: Any) -> Any:
     registry = getattr(owner, "registry", None)
     if registry is not None and not registry.inherited_middleware:
         # Read only when an inheriting child is first built: the scan is not free.
-        registry.inherited_middleware = lambda: [mw for mw in chain_middleware(owner) if mw is not owner]
+        # A weak reference: background tasks keep the registry alive, never the middleware.
+        registry.inherited_middleware = functools.partial(_inherited, weakref.ref(owner))
     return model
+
+
+def _inherited(owner_ref: Any) -> list[Any]:
+    owner = owner_ref()
+    return [] if owner is None else [mw for mw in chain_middleware(owner) if mw is not owner]

@@ -2,8 +2,9 @@
 
 from subagents.agent_file import FIELD_SPELLINGS, load_agent_file, parse_agent_file
 from subagents.background_ledger import AsyncTaskRecord, AsyncTaskStatus, merge_async_records
-from subagents.background_loop import BackgroundLoop, background_loop
+from subagents.background_local import wait_for_background
 from subagents.background_remote import RemoteSubagentSpec
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_tasks import BackgroundTasks, TaskStateError
 from subagents.background_wait import wait_for_background
 from subagents.build_options import BuildOptions, check_spec
@@ -83,11 +84,11 @@ from subagents.spec import (
 __all__ = [
     "AsyncTaskRecord",
     "AsyncTaskStatus",
-    "BackgroundLoop",
+    "BackgroundRuntime",
     "BackgroundTasks",
     "RemoteSubagentSpec",
     "TaskStateError",
-    "background_loop",
+    "RuntimeClosed",
     "wait_for_background",
     "merge_async_records",
     "CONTINUATION_PROMPT",

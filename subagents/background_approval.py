@@ -7,10 +7,17 @@ the resume value:
 
 * a JSON object or array is used as it is, for graphs with their own
   interrupt shapes;
-* a message starting with ``approve`` (or ``yes``/``ok``) approves every
-  action the child asked about;
+* a structured ``decision`` (the tool's argument, see
+  :func:`decided_message`) says it without words;
+* a message that is *exactly* an approval word (``approve``, ``approved``,
+  ``yes``, ``ok``, ``okay``, ``go ahead``, ``lgtm``; any case, surrounding
+  spaces and a final ``.`` or ``!`` ignored) approves every action the child
+  asked about;
 * anything else rejects them, and the message is the reason the child sees,
-  so "no, publish to staging instead" steers it.
+  so "no, publish to staging instead" steers it. A message that merely
+  starts with an approval word ("OK, but do NOT publish", "yes... actually
+  no", "go ahead and reject it") is a rejection: an approval runs a tool,
+  so only an unambiguous one counts.
 
 Example::
 
@@ -21,11 +28,37 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_APPROVE = re.compile(r"^\s*(approve[sd]?|approval granted|yes|ok(ay)?|go ahead)\b", re.IGNORECASE)
+APPROVAL_WORDS: frozenset[str] = frozenset(
+    {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
+)
+"""The whole messages that approve (after trimming spaces, case and one final ``.``/``!``)."""
+
+
+def is_approval(message: str) -> bool:
+    """Whether ``message`` is, in full, one of :data:`APPROVAL_WORDS`."""
+    text = " ".join(message.split()).lower()
+    if text[-1:] in {".", "!"}:
+        text = text[:-1].rstrip()
+    return text in APPROVAL_WORDS
+
+
+def decided_message(message: str, decision: str | None) -> str:
+    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously.
+
+    ``approve`` becomes the approval word; ``reject`` keeps the message as
+    the reason (``"rejected"`` when there is none), never read as approval.
+    """
+    if decision is None:
+        return message
+    if decision == "approve":
+        return "approve"
+    if decision != "reject":
+        raise ValueError(f"decision must be 'approve' or 'reject' (got {decision!r})")
+    reason = message.strip()
+    return reason if reason and not is_approval(reason) else f"rejected{': ' + reason if reason else ''}"
 
 
 def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
@@ -66,7 +99,7 @@ def _json_value(message: str) -> Any:
 
 def _decision(message: str, value: Any) -> Any:
     one: dict[str, Any] = (
-        {"type": "approve"} if _APPROVE.match(message) else {"type": "reject", "message": message}
+        {"type": "approve"} if is_approval(message) else {"type": "reject", "message": message}
     )
     # `per_call` mode asks about one tool call and takes one bare decision.
     if isinstance(value, Mapping) and value.get("type") == "tool_approval":

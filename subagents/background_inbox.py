@@ -5,7 +5,9 @@ running child waits in the task's inbox and :class:`SteeringInbox` (a child
 middleware the local runner adds to every built background subagent) hands
 it to the child as a ``HumanMessage`` just before the child's next model
 call. The child finds its task id in its run's metadata
-(:data:`INBOX_METADATA_KEY`), so one middleware instance serves every task.
+(:data:`INBOX_METADATA_KEY`), so one middleware instance serves every task
+of its runtime. The inboxes belong to the runtime (an :class:`Inboxes`), not
+to the module: closing the runtime drops them.
 
 Whatever is still in the inbox when a run ends (a message that came after
 the last model call, or a caller's compiled graph without this middleware)
@@ -14,7 +16,8 @@ steering message is never dropped.
 
 Example::
 
-    post("task-1", "Focus on 2024 only.")
+    inboxes = Inboxes()
+    inboxes.post("task-1", "Focus on 2024 only.")
     # ...the running child sees "[Update from your caller] Focus on 2024 only."
 """
 
@@ -31,26 +34,24 @@ INBOX_METADATA_KEY = "background_task_id"
 
 STEERING_PREFIX = "[Update from your caller] "
 
-_inboxes: dict[str, collections.deque[str]] = {}
+class Inboxes:
+    """Steering messages waiting for their tasks, by task id."""
 
+    def __init__(self) -> None:
+        self._boxes: dict[str, collections.deque[str]] = {}
 
-def post(task_id: str, message: str) -> None:
-    """Queue ``message`` for the task's next model call."""
-    _inboxes.setdefault(task_id, collections.deque()).append(message)
+    def post(self, task_id: str, message: str) -> None:
+        """Queue ``message`` for the task's next model call."""
+        self._boxes.setdefault(task_id, collections.deque()).append(message)
 
+    def take(self, task_id: str) -> list[str]:
+        """Remove and return everything queued for the task (its inbox goes with it)."""
+        box = self._boxes.pop(task_id, None)
+        return list(box) if box else []
 
-def take(task_id: str) -> list[str]:
-    """Remove and return everything queued for the task."""
-    box = _inboxes.get(task_id)
-    taken: list[str] = []
-    while box:
-        taken.append(box.popleft())
-    return taken
-
-
-def pending(task_id: str) -> int:
-    """How many messages wait for the task."""
-    return len(_inboxes.get(task_id) or ())
+    def pending(self, task_id: str) -> int:
+        """How many messages wait for the task."""
+        return len(self._boxes.get(task_id) or ())
 
 
 def steering_message(text: str) -> HumanMessage:
@@ -63,14 +64,18 @@ class SteeringInbox(AgentMiddleware):
 
     name = "SteeringInbox"
 
+    def __init__(self, inboxes: Inboxes) -> None:
+        super().__init__()
+        self.inboxes = inboxes
+
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return _deliver()
+        return _deliver(self.inboxes)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return _deliver()
+        return _deliver(self.inboxes)
 
 
-def _deliver() -> dict[str, Any] | None:
+def _deliver(inboxes: Inboxes) -> dict[str, Any] | None:
     from langgraph.config import get_config
 
     try:
@@ -79,7 +84,7 @@ def _deliver() -> dict[str, Any] | None:
         return None
     if not task_id:
         return None
-    messages = take(task_id)
+    messages = inboxes.take(task_id)
     if not messages:
         return None
     return {"messages": [steering_message(m) for m in messages]}

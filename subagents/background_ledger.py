@@ -44,9 +44,11 @@ RunnerKind = Literal["local", "remote"]
 class AsyncTaskRecord(BaseModel):
     """One background task, as the parent's ledger keeps it.
 
-    ``owner`` is the boot id of the process that runs a local task; a local
-    task that is still pending or running but owned by another process is
-    ``lost``, because that process (and the task with it) is gone.
+    ``owner`` names the runtime, process and host that run a local task
+    (see :mod:`subagents.background_owner`); a local task that is still
+    pending, running or waiting is ``lost`` only once that owner is provably
+    gone. ``outcome_db`` is the SQLite file its outcome is stored in the
+    moment it settles (``None``: the owner's memory).
     ``thread_id``/``run_id`` name the child's conversation: a thread and run
     on the LangGraph Server for remote tasks, the in-process child thread
     for local ones. ``announced`` is set once the parent model has been told
@@ -78,6 +80,7 @@ class AsyncTaskRecord(BaseModel):
     transcript: str | None = None
     """Where the local child's messages can be read back (see :mod:`subagents.transcript`)."""
     owner: str | None = None
+    outcome_db: str | None = None
     thread_id: str | None = None
     run_id: str | None = None
     announced: bool = False

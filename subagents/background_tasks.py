@@ -18,13 +18,18 @@ operation                  allowed when the task is
 ``retry``                  ``error``, ``cancelled``, ``lost``: a fresh attempt, same id
 =========================  ==========================================================
 
-All methods are coroutines for the :mod:`background loop <subagents.background_loop>`.
+A local task whose owner is another live process is left as it stands:
+steering, cancelling or retrying it from here is refused, since it would
+run twice.
+
+All methods are coroutines for the runtime's loop.
 
 Example::
 
-    tasks = BackgroundTasks(registry, [remote_spec], max_concurrent=4)
-    record = background_loop().run(tasks.start(call, ledger={}))
-    updates = background_loop().run(tasks.refresh({record["id"]: record}))
+    runtime = BackgroundRuntime()
+    tasks = BackgroundTasks(registry, [remote_spec], max_concurrent=4, runtime=runtime)
+    record = runtime.run(tasks.start(call, ledger={}))
+    updates = runtime.run(tasks.refresh({record["id"]: record}))
 """
 
 from __future__ import annotations
@@ -40,8 +45,12 @@ from subagents.background_ledger import (
     changed_fields,
     now,
 )
+from subagents.background_approval import decided_message
 from subagents.background_local import LocalTaskRunner
+from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background_runtime import BackgroundRuntime
+from subagents.one_level import is_forbidden_tool
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -65,6 +74,7 @@ class BackgroundTasks:
             :class:`~subagents.TaskRunner`.
         remote_refresh_budget_s: bound on polling every remote task in one
             :meth:`refresh` (a parent turn); see :class:`~subagents.background_remote.RemoteTaskRunner`.
+        runtime: where the tasks live (default: a new one; close it with ``tasks.runtime.close()``).
     """
 
     def __init__(
@@ -76,13 +86,17 @@ class BackgroundTasks:
         private_keys: frozenset[str] = frozenset(),
         runner_options: Mapping[str, Any] | None = None,
         remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
+        runtime: BackgroundRuntime | None = None,
     ) -> None:
         clash = set(registry.names) & {s.name for s in remote}
         if clash:
             raise ValueError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
-        self.local = LocalTaskRunner(registry, max_concurrent=max_concurrent, private_keys=private_keys,
-                                     runner_options=runner_options)
+        self.runtime = runtime if runtime is not None else BackgroundRuntime()
+        self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
+                                     private_keys=private_keys, runner_options=runner_options)
         self.remote = RemoteTaskRunner(remote, refresh_budget_s=remote_refresh_budget_s)
+        # The remote clients live on the runtime's loop and close with it.
+        self.runtime.on_close.append(_close_remote_clients)
         self.registry = registry
 
     @property
@@ -145,8 +159,13 @@ class BackgroundTasks:
             current["note"] = problem
         return current, problem
 
-    async def update(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
-        """Steer, answer or follow up; returns the updated record and what happened."""
+    async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
+                     decision: str | None = None) -> tuple[dict[str, Any], str]:
+        """Steer, answer or follow up; returns the updated record and what happened.
+
+        ``decision`` (``"approve"``/``"reject"``) answers a task waiting for
+        approval without relying on the message's words.
+        """
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
@@ -154,8 +173,14 @@ class BackgroundTasks:
                 f"task {current['id']} is {status}; it cannot take messages. "
                 "Call retry_async_task to run it again."
             )
+        if decision is not None:
+            if status != "waiting_for_approval":
+                raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
+                                     "leave decision out and send the message alone.")
+            message = decided_message(message, decision)
         if not message.strip():
             raise TaskStateError("message must not be empty")
+        self._refuse_if_elsewhere(current, "steered")
         if current["runner"] == "remote":
             fields, what = await self.remote.steer(current, message)
         else:
@@ -170,16 +195,18 @@ class BackgroundTasks:
                 f"task {current['id']} is already {current['status']}; only pending, running or "
                 "waiting_for_approval tasks can be cancelled."
             )
+        self._refuse_if_elsewhere(current, "cancelled")
         if current["runner"] == "remote":
             fields = await self.remote.cancel(current)
         else:
-            fields = self.local.cancel(current)
+            fields = await self.local.cancel(current)
         return {**current, **fields, "announced": True, "updated_at": now()}
 
     async def retry(self, record: Mapping[str, Any], call: TaskCall) -> dict[str, Any]:
         """Run a failed, cancelled or lost task again: a fresh attempt under the same id."""
         current, _ = await self.check(record)
         status = current["status"]
+        self._refuse_if_elsewhere(current, "retried")
         if status not in RETRYABLE_STATUSES:
             advice = (
                 "call update_async_task to follow it up" if status == "completed"
@@ -196,6 +223,14 @@ class BackgroundTasks:
         return {**current, **fields, "runner": kind, "updated_at": now()}
 
     # -- helpers -----------------------------------------------------------
+
+    def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
+        where = self.local.elsewhere(record) if record.get("runner") == "local" else None
+        if where:
+            raise TaskStateError(
+                f"task {record['id']} is {record['status']} in {where}, which is still alive; it cannot "
+                f"be {what} from here (it would run twice). Check it again later."
+            )
 
     def _kind(self, agent_type: str) -> str:
         if agent_type in self.remote.specs:
@@ -214,7 +249,8 @@ class BackgroundTasks:
                 tool_call_id=record.get("tool_call_id"), attempt=attempt,
             )
         local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
-        return await self.local.start(record["id"], local_call, attempt=attempt)
+        return await self.local.start(record["id"], local_call, attempt=attempt,
+                                      outcome_db=await checkpoint_db(call.parent_config))
 
     async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if record.get("runner") == "remote":
@@ -242,5 +278,13 @@ class BackgroundTasks:
         }
         if config.get("recursion_limit"):
             kept["recursion_limit"] = config["recursion_limit"]
-        # The stream writer belongs to that finished step too.
-        return dataclasses.replace(call, parent_config=kept, emit=None)
+        # The stream writer belongs to that finished step too. Tools no child may hold are
+        # dropped now: they belong to the parent's middleware, which a task must not keep alive.
+        tools = tuple(t for t in call.parent_tools if not is_forbidden_tool(t))
+        return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
+
+
+async def _close_remote_clients() -> None:
+    from subagents.remote_clients import shared_client_pool
+
+    await shared_client_pool().aclose()

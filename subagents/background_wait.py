@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from subagents.background_ledger import ACTIVE_STATUSES, merge_async_records
 from subagents.background_local import wait_for_background as _wait_local
-from subagents.background_loop import background_loop
 
 if TYPE_CHECKING:
     from subagents.background_tasks import BackgroundTasks
@@ -56,7 +55,7 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
         left = deadline - time.monotonic()
         if left <= 0:
             return False
-        updates = background_loop().run(tasks.refresh(live), timeout=max(left, 1.0) + 5.0)
+        updates = tasks.runtime.run(tasks.refresh(live), timeout=max(left, 1.0) + 5.0)
         remote = merge_async_records(remote, updates)
         if any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
             time.sleep(min(every_s, max(0.0, deadline - time.monotonic())))

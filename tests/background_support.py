@@ -13,10 +13,50 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from deep_agent.testing import tool_call
 
 NOTICE = "Background task updates"
 REPO = Path(__file__).resolve().parents[1]
+
+
+class Backgrounds:
+    """Makes ``BackgroundSubagentMiddleware`` instances for one test and closes them all after it."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from middleware import BackgroundSubagentMiddleware
+
+        middleware = BackgroundSubagentMiddleware(*args, **kwargs)
+        self.made.append(middleware)
+        return middleware
+
+    def task(self, task_id: str) -> Any:
+        """The live entry of a local task, in whichever of this test's runtimes runs it."""
+        for middleware in self.made:
+            task = middleware.runtime.table.get(task_id)
+            if task is not None:
+                return task
+        return None
+
+    def status(self, task_id: str) -> str | None:
+        task = self.task(task_id)
+        return task.fields["status"] if task is not None else None
+
+    def close(self) -> None:
+        for middleware in self.made:
+            middleware.close()
+
+
+@pytest.fixture
+def background():
+    """``background(specs, **options)`` builds a middleware; every one is closed after the test."""
+    made = Backgrounds()
+    yield made
+    made.close()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.02) -> Any:

@@ -10,7 +10,8 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import (
+from background_support import (  # noqa: F401 - background is a fixture
+    background,
     NOTICE,
     as_json,
     last_tool_result,
@@ -23,13 +24,7 @@ from background_support import (
 )
 from conftest import user
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware import BackgroundSubagentMiddleware
 from subagents import AsyncTaskRecord
-from subagents.background_local import BOOT_ID, known_task
-
-
-def status_of(task_id: str) -> str:
-    return known_task(task_id).fields["status"]
 
 
 def first_human(messages) -> str:
@@ -75,7 +70,7 @@ SPINNER = {"name": "spinner", "description": "Works until told to stop.", "tools
 SPIN_FOREVER = ("spin job", [{"tool_calls": [tool_call("spin")]}] * 2000)
 
 
-def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run):
+def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run, background):
     gate = Gate()
     model = ScriptedChatModel(
         rules=[
@@ -86,8 +81,8 @@ def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run):
         ],
         default="ok",
     )
-    agent = create_agent(model, [gate.tool], middleware=[BackgroundSubagentMiddleware()],
-                         checkpointer=InMemorySaver())
+    middleware = background()
+    agent = create_agent(model, [gate.tool], middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
     # The turn ended while every child is still held inside its tool.
@@ -97,7 +92,7 @@ def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run):
     assert {r["status"] for r in ledger(out).values()} <= {"pending", "running"}
     wait_for(lambda: gate.peak == 3)
     gate.open.set()
-    wait_for(lambda: all(status_of(i) == "completed" for i in ids))
+    wait_for(lambda: all(background.status(i) == "completed" for i in ids))
 
     out = run(agent, user("PARENT anything new?"), config)
     (notice,) = notices(out)
@@ -106,7 +101,7 @@ def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run):
     for task_id, raw in ledger(out).items():
         record = AsyncTaskRecord.model_validate(raw)
         assert record.status == "completed" and record.announced and record.runner == "local"
-        assert record.owner == BOOT_ID and record.result == f"result of {record.description}"
+        assert record.owner == middleware.runtime.owner.name and record.result == f"result of {record.description}"
         assert record.model_calls >= 2 and record.input_tokens > 0 and record.output_tokens > 0
         assert record.finished_at >= record.started_at >= record.created_at
 
@@ -114,7 +109,7 @@ def test_parallel_tasks_outlive_the_turn_and_are_announced_once(run):
     assert len(notices(out)) == 1  # announced once, never again
 
 
-def test_concurrency_cap_keeps_extra_tasks_pending(run):
+def test_concurrency_cap_keeps_extra_tasks_pending(run, background):
     gate = Gate()
     model = ScriptedChatModel(
         rules=[
@@ -124,18 +119,18 @@ def test_concurrency_cap_keeps_extra_tasks_pending(run):
         ],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(max_concurrent_tasks=2)
+    middleware = background(max_concurrent_tasks=2)
     agent = create_agent(model, [gate.tool], middleware=[middleware], checkpointer=InMemorySaver())
     out = run(agent, user("PARENT start"), thread())
     ids = started_ids(out["messages"])
     wait_for(lambda: gate.active == 2)
-    assert sorted(status_of(i) for i in ids) == ["pending", "pending", "running", "running"]
+    assert sorted(background.status(i) for i in ids) == ["pending", "pending", "running", "running"]
     gate.open.set()
-    wait_for(lambda: all(status_of(i) == "completed" for i in ids))
+    wait_for(lambda: all(background.status(i) == "completed" for i in ids))
     assert gate.peak == 2
 
 
-def test_cancel_stops_a_running_task(run):
+def test_cancel_stops_a_running_task(run, background):
     model = ScriptedChatModel(
         rules=[
             SPIN_FOREVER,
@@ -146,18 +141,18 @@ def test_cancel_stops_a_running_task(run):
         ],
         default="ok",
     )
-    agent = create_agent(model, [spin], middleware=[BackgroundSubagentMiddleware([SPINNER])],
+    agent = create_agent(model, [spin], middleware=[background([SPINNER])],
                          checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: known_task(task_id).session.meter.model_calls >= 3)
+    wait_for(lambda: background.task(task_id).session.meter.model_calls >= 3)
 
     out = run(agent, user("PARENT cancel"), config)
     assert last_tool_result(out).content == f"Cancelled background task {task_id}."
     assert ledger(out)[task_id]["status"] == "cancelled"
-    wait_for(lambda: known_task(task_id).job.done())
-    calls = known_task(task_id).session.meter.model_calls
+    wait_for(lambda: background.task(task_id).job.done())
+    calls = background.task(task_id).session.meter.model_calls
 
     out = run(agent, user("PARENT check"), config)
     checked = as_json(last_tool_result(out))
@@ -172,7 +167,7 @@ def test_cancel_stops_a_running_task(run):
     assert refused.status == "error" and "retry_async_task" in refused.content
 
 
-def test_steering_reaches_a_running_task_before_its_next_model_call(run):
+def test_steering_reaches_a_running_task_before_its_next_model_call(run, background):
     model = ScriptedChatModel(
         rules=[
             (NOTICE, ["noted"]),
@@ -183,17 +178,17 @@ def test_steering_reaches_a_running_task_before_its_next_model_call(run):
         ],
         default="ok",
     )
-    agent = create_agent(model, [spin], middleware=[BackgroundSubagentMiddleware([SPINNER])],
+    agent = create_agent(model, [spin], middleware=[background([SPINNER])],
                          checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: known_task(task_id).session.meter.model_calls >= 2)
+    wait_for(lambda: background.task(task_id).session.meter.model_calls >= 2)
 
     out = run(agent, user("PARENT steer"), config)
     assert "queued" in last_tool_result(out).content
-    wait_for(lambda: status_of(task_id) == "completed")
-    assert known_task(task_id).fields["result"] == "Wrapped up early, as the caller asked."
+    wait_for(lambda: background.status(task_id) == "completed")
+    assert background.task(task_id).fields["result"] == "Wrapped up early, as the caller asked."
     steered = [c for c in model.calls if any("[Update from your caller] Wrap up now" in m.text
                                              for m in c["messages"])]
     # Same conversation: the steered call still holds the original task and its tool work.
@@ -202,7 +197,7 @@ def test_steering_reaches_a_running_task_before_its_next_model_call(run):
     assert "Wrapped up early" in notices(out)[0]
 
 
-def test_a_failing_task_fails_alone_and_retry_runs_it_again(run):
+def test_a_failing_task_fails_alone_and_retry_runs_it_again(run, background):
     gate, failed = Gate(), []
 
     def flaky(messages):
@@ -222,7 +217,7 @@ def test_a_failing_task_fails_alone_and_retry_runs_it_again(run):
         ],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(
+    middleware = background(
         [{"name": "flaky", "description": "Sometimes fails.", "model": ScriptedChatModel(default=flaky)}]
     )
     agent = create_agent(model, [gate.tool], middleware=[middleware], checkpointer=InMemorySaver())
@@ -230,7 +225,7 @@ def test_a_failing_task_fails_alone_and_retry_runs_it_again(run):
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
     gate.open.set()
-    wait_for(lambda: status_of(task_id) == "error")
+    wait_for(lambda: background.status(task_id) == "error")
 
     out = run(agent, user("PARENT news"), config)
     assert out["messages"][-1].text == "noted"  # told of the failure, the parent carries on
@@ -240,14 +235,14 @@ def test_a_failing_task_fails_alone_and_retry_runs_it_again(run):
 
     out = run(agent, user("PARENT retry"), config)
     assert f"Retrying background task {task_id} (attempt 2)" in last_tool_result(out).content
-    wait_for(lambda: status_of(task_id) == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
     out = run(agent, user("PARENT news"), config)
     record = ledger(out)[task_id]
     assert record["status"] == "completed" and record["attempt"] == 2 and record["error"] is None
     assert record["result"] == "recovered answer" and "recovered answer" in notices(out)[-1]
 
 
-def test_follow_up_continues_the_same_child_conversation(run):
+def test_follow_up_continues_the_same_child_conversation(run, background):
     model = ScriptedChatModel(
         rules=[
             (NOTICE, ["noted"]),
@@ -258,17 +253,17 @@ def test_follow_up_continues_the_same_child_conversation(run):
         ],
         default="ok",
     )
-    agent = create_agent(model, middleware=[BackgroundSubagentMiddleware()], checkpointer=InMemorySaver())
+    agent = create_agent(model, middleware=[background()], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: status_of(task_id) == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
     out = run(agent, user("PARENT news"), config)
     assert "first answer" in notices(out)[0]
 
     out = run(agent, user("PARENT follow"), config)
     assert "follow-up in the same conversation" in last_tool_result(out).content
-    wait_for(lambda: status_of(task_id) == "completed" and known_task(task_id).fields["turns"] == 2)
+    wait_for(lambda: background.status(task_id) == "completed" and background.task(task_id).fields["turns"] == 2)
     out = run(agent, user("PARENT news"), config)
     record = ledger(out)[task_id]
     assert record["result"] == "second answer, after 'first answer'" and record["turns"] == 2
@@ -276,7 +271,7 @@ def test_follow_up_continues_the_same_child_conversation(run):
     assert [m.text for m in follow_up["messages"][1:3]] == ["first question", "first answer"]
 
 
-def test_a_task_waiting_for_approval_is_announced_and_answered(run):
+def test_a_task_waiting_for_approval_is_announced_and_answered(run, background):
     gate = Gate()
 
     @tool
@@ -299,7 +294,7 @@ def test_a_task_waiting_for_approval_is_announced_and_answered(run):
         ],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(
+    middleware = background(
         [{"name": "publisher", "description": "Publishes.", "tools": ["hold", "publish"],
           "interrupt_on": {"publish": True}}]
     )
@@ -308,17 +303,17 @@ def test_a_task_waiting_for_approval_is_announced_and_answered(run):
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
     gate.open.set()  # only now may the child ask for approval: the parent's turn is over
-    wait_for(lambda: status_of(task_id) == "waiting_for_approval")
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
 
     out = run(agent, user("PARENT news"), config)
     assert "asks for approval" in notices(out)[0] and "publish" in notices(out)[0]
     assert "answered: the task resumes" in last_tool_result(out).content
-    wait_for(lambda: status_of(task_id) == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
     out = run(agent, user("PARENT news"), config)
     assert ledger(out)[task_id]["result"] == "Outcome: published to prod"
 
 
-def test_a_new_graph_object_in_the_same_process_finds_running_tasks(run):
+def test_a_new_graph_object_in_the_same_process_finds_running_tasks(run, background):
     gate = Gate()
     model = ScriptedChatModel(
         rules=[
@@ -329,11 +324,11 @@ def test_a_new_graph_object_in_the_same_process_finds_running_tasks(run):
         default="ok",
     )
     saver, config = InMemorySaver(), thread()
-    first = create_agent(model, [gate.tool], middleware=[BackgroundSubagentMiddleware()], checkpointer=saver)
+    first = create_agent(model, [gate.tool], middleware=[background()], checkpointer=saver)
     out = run(first, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
     gate.open.set()
-    wait_for(lambda: status_of(task_id) == "completed")
-    second = create_agent(model, [gate.tool], middleware=[BackgroundSubagentMiddleware()], checkpointer=saver)
+    wait_for(lambda: background.status(task_id) == "completed")
+    second = create_agent(model, [gate.tool], middleware=[background()], checkpointer=saver)
     out = run(second, user("PARENT news"), config)
     assert ledger(out)[task_id]["status"] == "completed" and "held result" in notices(out)[0]

@@ -26,7 +26,6 @@ from conftest import user
 from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from server_fixture import langgraph_server  # noqa: F401, F811 - the fixture
-from subagents import background_loop
 
 
 def remote_specs(url: str) -> list[dict[str, Any]]:
@@ -40,7 +39,7 @@ def remote_specs(url: str) -> list[dict[str, Any]]:
 
 def live(middleware: BackgroundSubagentMiddleware, record: dict[str, Any]) -> dict[str, Any]:
     """The task as the server has it now (what check_async_task would say)."""
-    return background_loop().run(middleware.tasks.check(record))[0]
+    return middleware.runtime.run(middleware.tasks.check(record))[0]
 
 
 def wait_status(middleware: BackgroundSubagentMiddleware, record: dict[str, Any], status: str) -> dict[str, Any]:

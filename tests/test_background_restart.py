@@ -15,8 +15,9 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from background_support import (
+from background_support import (  # noqa: F401 - background is a fixture
     NOTICE,
+    background,
     Turns,
     ledger,
     notices,
@@ -29,7 +30,6 @@ from background_support import (
 from conftest import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.background_local import BOOT_ID, known_task
 
 WORKER = {"name": "worker", "description": "Works on long jobs.", "max_turns": 2000}
 
@@ -66,32 +66,33 @@ def first_process(db: str, thread_id: str) -> None:
     agent = create_agent(parent_model([]), [step], middleware=[middleware], checkpointer=saver)
     out = agent.invoke(user("PARENT start"), {"configurable": {"thread_id": thread_id}})
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: known_task(task_id).session.meter.model_calls >= 2)
-    print(json.dumps({"boot_id": BOOT_ID, "task_id": task_id, "ledger": ledger(out)}), flush=True)
+    wait_for(lambda: middleware.runtime.table.get(task_id).session.meter.model_calls >= 2)
+    print(json.dumps({"owner": middleware.runtime.owner.name, "task_id": task_id, "ledger": ledger(out)}),
+          flush=True)
     os._exit(0)  # no shutdown: the running task dies with the process
 
 
-def test_tasks_of_a_dead_process_are_lost_and_retry_relaunches_them(run, tmp_path):
+def test_tasks_of_a_dead_process_are_lost_and_retry_relaunches_them(run, tmp_path, background):
     db, thread_id = tmp_path / "parent.db", f"restart-{run.mode}"
     first = run_script(__file__, str(db), thread_id)
     task_id = first["task_id"]
-    assert first["boot_id"] != BOOT_ID
     assert first["ledger"][task_id]["status"] in ("pending", "running")
-    assert first["ledger"][task_id]["owner"] == first["boot_id"]
+    assert first["ledger"][task_id]["owner"] == first["owner"]
 
-    turn = Turns(run.mode, db, thread_id, parent_model(["finished after the restart"]),
-                 BackgroundSubagentMiddleware([WORKER]))
+    middleware = background([WORKER])
+    assert first["owner"] != middleware.runtime.owner.name
+    turn = Turns(run.mode, db, thread_id, parent_model(["finished after the restart"]), middleware)
     out = turn("PARENT what happened?")
     lost = notices(out)[0]
     assert f"{task_id} (worker): lost." in lost and "retry_async_task" in lost
     retried = next(m for m in out["messages"] if m.type == "tool" and m.name == "retry_async_task")
     assert retried.content == f"Retrying background task {task_id} (attempt 2)."
-    wait_for(lambda: known_task(task_id) and known_task(task_id).fields["status"] == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
 
     out = turn("PARENT and now?")
     record = ledger(out)[task_id]
     assert record["status"] == "completed" and record["result"] == "finished after the restart"
-    assert record["attempt"] == 2 and record["owner"] == BOOT_ID and record["error"] is None
+    assert record["attempt"] == 2 and record["owner"] == middleware.runtime.owner.name and record["error"] is None
     # Announced once, in this turn or (if it finished that fast) the one before.
     assert sum("finished after the restart" in n for n in notices(out)) == 1
 

@@ -7,16 +7,11 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import as_json, ledger, start, started_ids, wait_for
+from background_support import background, as_json, ledger, start, started_ids, wait_for
 from conftest import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.background_local import known_task
-
-
-def status_of(task_id: str) -> str:
-    return known_task(task_id).fields["status"]
 
 
 def thread() -> dict:
@@ -31,7 +26,7 @@ def spin() -> str:
     return "spun"
 
 
-def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors():
+def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors(background):
     model = ScriptedChatModel(
         rules=[
             ("quick job", ["quick answer"]),
@@ -49,7 +44,7 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors():
         default="ok",
     )
     # Without notices, so every scripted turn below is the parent's own.
-    agent = create_agent(model, middleware=[BackgroundSubagentMiddleware(notify=False)],
+    agent = create_agent(model, middleware=[background(notify=False)],
                          checkpointer=InMemorySaver())
     config = thread()
     out = agent.invoke(user("PARENT start"), config)
@@ -59,7 +54,7 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors():
     assert unknown.status == "error" and unknown.content.startswith("Subagent 'nobody' failed:")
     assert "valid types are: general-purpose" in unknown.content
     assert list(ledger(out)) == [task_id]
-    wait_for(lambda: status_of(task_id) == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
 
     out = agent.invoke(user("PARENT bad"), config)
     check, cancel = tool_messages(out)[-2:]
@@ -76,16 +71,16 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors():
     assert bogus.status == "error" and "status" in bogus.content
 
 
-def test_children_are_isolated_and_one_level():
+def test_children_are_isolated_and_one_level(background):
     model = ScriptedChatModel(
         rules=[("isolated job", ["fine"]), ("PARENT start", [start(("isolated job", "general-purpose")), "ok"])],
         default="ok",
     )
     agent = create_agent(model, [spin], system_prompt="PARENT SECRET",
-                         middleware=[BackgroundSubagentMiddleware()], checkpointer=InMemorySaver())
+                         middleware=[background()], checkpointer=InMemorySaver())
     out = agent.invoke(user("PARENT start with history"), thread())
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: status_of(task_id) == "completed")
+    wait_for(lambda: background.status(task_id) == "completed")
     child = next(c for c in model.calls if c["messages"][-1].text == "isolated job")
     assert [m.type for m in child["messages"]] == ["system", "human"]
     assert "PARENT SECRET" not in child["system"]
@@ -105,7 +100,7 @@ def test_bad_remote_specs_name_the_field(bad):
         BackgroundSubagentMiddleware([bad])
 
 
-def test_background_tasks_compose_with_the_task_tool_in_create_deep_agent(run):
+def test_background_tasks_compose_with_the_task_tool_in_create_deep_agent(run, background):
     model = ScriptedChatModel(
         rules=[
             ("sync part", ["sync answer"]),
@@ -117,16 +112,16 @@ def test_background_tasks_compose_with_the_task_tool_in_create_deep_agent(run):
         ],
         default="ok",
     )
-    background = BackgroundSubagentMiddleware(notify=False, listed_elsewhere={"general-purpose"})
-    agent = create_deep_agent(model, middleware=[background], checkpointer=InMemorySaver())
+    middleware = background(notify=False, listed_elsewhere={"general-purpose"})
+    agent = create_deep_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT go"), config)
     sync_result, started = tool_messages(out)
     assert sync_result.content == "sync answer"
     (task_id,) = started_ids(out["messages"])
     assert list(out["subagent_tasks"]) != [task_id] and list(ledger(out)) == [task_id]
-    wait_for(lambda: status_of(task_id) == "completed")
-    assert known_task(task_id).fields["result"] == "background answer"
+    wait_for(lambda: background.status(task_id) == "completed")
+    assert background.task(task_id).fields["result"] == "background answer"
     system = model.calls[0]["system"]
     assert system.count("<available_agents>") == 1
     assert {"task", "start_async_task"} <= set(model.calls[0]["tools"])
@@ -147,7 +142,7 @@ def test_approval_messages_become_resume_values():
     from subagents.background_approval import pending_interrupts, resume_for
 
     batched = pending_interrupts([{"id": "i1", "value": {"action_requests": [{"name": "a"}, {"name": "b"}]}}])
-    assert resume_for("Approved, go ahead", batched) == {"decisions": [{"type": "approve"}] * 2}
+    assert resume_for("Approved.", batched) == {"decisions": [{"type": "approve"}] * 2}
     assert resume_for("no, use staging", batched) == {
         "decisions": [{"type": "reject", "message": "no, use staging"}] * 2
     }
@@ -159,7 +154,7 @@ def test_approval_messages_become_resume_values():
     assert resume_for('{"answer": 42}', batched) == {"answer": 42}
 
 
-def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path):
+def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path, background):
     from subagents import read_jsonl
 
     model = ScriptedChatModel(
@@ -167,12 +162,12 @@ def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path):
                ("PARENT start", [start(("write it down", "general-purpose")), "ok"])],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(sessions_dir=str(tmp_path), notify=False)
+    middleware = background(sessions_dir=str(tmp_path), notify=False)
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     out = agent.invoke(user("PARENT start"), thread())
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: status_of(task_id) == "completed")
-    transcript = known_task(task_id).fields["transcript"]
+    wait_for(lambda: background.status(task_id) == "completed")
+    transcript = background.task(task_id).fields["transcript"]
     assert transcript.startswith("jsonl:")
     _header, messages = read_jsonl(transcript.removeprefix("jsonl:"))
     texts = [(m.type, m.text[:13]) for m in messages if m.type != "system"]

@@ -21,11 +21,20 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from fault_servers import FaultProxy, RecordingServer
 from middleware import BackgroundSubagentMiddleware
 from server_fixture import langgraph_server, own_langgraph_server  # noqa: F401 - the fixtures
-from subagents import SpecError, background_loop, wait_for_background
+from subagents import BackgroundRuntime, SpecError, wait_for_background
 from subagents.background_remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
 from subagents.remote_clients import RemoteClientPool, shared_client_pool
 from subagents.remote_health import ServerHealth
 from subagents.remote_spec import RemoteConfigError
+
+_RT = BackgroundRuntime()
+"""One runtime for the direct runner calls of this module (closed at the end)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_runtime() -> Any:
+    yield
+    _RT.close()
 
 ENV_KEYS = ("LANGSMITH_API_KEY", "LANGGRAPH_API_KEY", "LANGCHAIN_API_KEY")
 
@@ -118,12 +127,12 @@ def test_only_the_specs_own_key_is_sent(monkeypatch):
         assert "direct-key" not in repr(direct) and "direct-key" not in str(direct.model_dump())
         runner = RemoteTaskRunner([direct, named, unset], pool=RemoteClientPool())
         for name in ("direct", "named"):
-            background_loop().run(runner.start(f"t-{name}", name, "job", parent_thread_id="p", tool_call_id="c"))
+            _RT.run(runner.start(f"t-{name}", name, "job", parent_thread_id="p", tool_call_id="c"))
             keys = {r["headers"].get("x-api-key") for r in server.requests}
             assert keys == {f"{name}-key" if name == "direct" else "team-key"}, keys
             server.requests.clear()
         with pytest.raises(RemoteConfigError, match="NO_SUCH_KEY_VARIABLE"):
-            background_loop().run(runner.start("t-unset", "unset", "job", parent_thread_id="p", tool_call_id="c"))
+            _RT.run(runner.start("t-unset", "unset", "job", parent_thread_id="p", tool_call_id="c"))
         assert server.requests == []
     finally:
         server.close()
@@ -147,13 +156,15 @@ def test_bad_urls_are_refused_when_the_spec_is_made(url):
 def test_agents_on_one_server_share_one_connection_and_closing_is_not_fatal():
     server = RecordingServer()
     try:
-        agents = [BackgroundSubagentMiddleware([worker(server.url)], general_purpose=False) for _ in range(40)]
+        # Agents that share a runtime share its loop's HTTP clients.
+        agents = [BackgroundSubagentMiddleware([worker(server.url)], general_purpose=False, runtime=_RT)
+                  for _ in range(40)]
         for i, middleware in enumerate(agents):
-            background_loop().run(middleware.tasks.remote.start(
+            _RT.run(middleware.tasks.remote.start(
                 f"share-{i}", "remote-worker", "job", parent_thread_id="p", tool_call_id=f"c{i}"))
         assert len({r["client_port"] for r in server.requests}) == 1
-        background_loop().run(_close_shared())
-        background_loop().run(agents[0].tasks.remote.start(
+        _RT.run(_close_shared())
+        _RT.run(agents[0].tasks.remote.start(
             "share-after", "remote-worker", "job", parent_thread_id="p", tool_call_id="c"))
         assert len({r["client_port"] for r in server.requests}) == 2
     finally:
@@ -274,9 +285,9 @@ def test_starting_the_same_task_twice_adopts_the_first_run(langgraph_server):
     runner = RemoteTaskRunner([RemoteSubagentSpec.model_validate(worker(langgraph_server))],
                               pool=RemoteClientPool())
     task_id = f"twice-{time.monotonic_ns()}"
-    first = background_loop().run(runner.start(task_id, "remote-worker", "slow job", parent_thread_id="p",
+    first = _RT.run(runner.start(task_id, "remote-worker", "slow job", parent_thread_id="p",
                                                tool_call_id="c"))
-    again = background_loop().run(runner.start(task_id, "remote-worker", "slow job", parent_thread_id="p",
+    again = _RT.run(runner.start(task_id, "remote-worker", "slow job", parent_thread_id="p",
                                                tool_call_id="c"))
     try:
         assert (again["thread_id"], again["run_id"]) == (first["thread_id"], first["run_id"])
@@ -292,7 +303,7 @@ def test_a_wrong_graph_id_names_the_server_and_leaves_no_thread(langgraph_server
     runner = RemoteTaskRunner([spec], pool=RemoteClientPool())
     parent_id = f"wrong-graph-{time.monotonic_ns()}"
     with pytest.raises(RemoteStartError) as caught:
-        background_loop().run(runner.start("t", "remote-worker", "job", parent_thread_id=parent_id,
+        _RT.run(runner.start("t", "remote-worker", "job", parent_thread_id=parent_id,
                                            tool_call_id="c"))
     assert langgraph_server in str(caught.value) and "no_such_graph" in str(caught.value)
     assert sdk(langgraph_server).threads.search(metadata={"parent_thread_id": parent_id}) == []
@@ -322,7 +333,7 @@ def test_wait_for_background_waits_for_remote_tasks_or_says_it_cannot(langgraph_
 
 
 def live_status(middleware: BackgroundSubagentMiddleware, record: dict[str, Any]) -> str:
-    return background_loop().run(middleware.tasks.check(record))[0]["status"]
+    return middleware.tasks.runtime.run(middleware.tasks.check(record))[0]["status"]
 
 
 # -- polling cost -------------------------------------------------------------------------

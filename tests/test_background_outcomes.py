@@ -1,0 +1,49 @@
+"""Outcome stores: what a settled task leaves behind, found again by the next process, never misapplied."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from subagents.background_outcomes import TABLE, MemoryOutcomes, SqliteOutcomes, outcome_for
+
+OUTCOME = {"status": "completed", "result": "42", "owner": "local:h:1:s:r", "attempt": 1, "turns": 1}
+
+
+def test_an_outcome_saved_in_the_checkpoint_file_is_read_by_a_fresh_store(tmp_path):
+    db = tmp_path / "parent.db"
+    sqlite3.connect(db).close()  # the checkpointer's file exists
+    writer = SqliteOutcomes(str(db))
+    writer.save("t1", {**OUTCOME, "approval_request": object()})  # anything odd is stored as text
+    writer.close()
+    reader = SqliteOutcomes(str(db))
+    stored = reader.load("t1")
+    assert stored["result"] == "42" and isinstance(stored["approval_request"], str)
+    assert reader.load("t2") is None
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone() == (1,)
+
+
+def test_a_missing_database_is_never_created(tmp_path):
+    path = tmp_path / "nowhere" / "x.db"
+    store = SqliteOutcomes(str(path))
+    assert store.load("t1") is None
+    with pytest.raises(sqlite3.Error):
+        store.save("t1", OUTCOME)
+    assert not path.exists() and not path.parent.exists()
+
+
+@pytest.mark.parametrize("other", [{"attempt": 2}, {"turns": 2}, {"owner": "local:h:2:s:r"}])
+def test_an_outcome_of_another_attempt_turn_or_owner_is_not_applied(other):
+    assert outcome_for({**OUTCOME, "status": "running"}, OUTCOME)["result"] == "42"
+    assert outcome_for({**OUTCOME, **other, "status": "running"}, OUTCOME) == {}
+    assert outcome_for(OUTCOME, None) == {}
+
+
+def test_memory_outcomes_are_bounded_by_bytes_oldest_first():
+    store = MemoryOutcomes(max_bytes=3_000)
+    for i in range(4):
+        store.save(f"t{i}", {**OUTCOME, "result": "x" * 1_000})
+    assert [store.load(f"t{i}") is not None for i in range(4)] == [False, False, True, True]
+    assert store.bytes <= 3_000
