@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rich.text import Text
+
 from deep_agent.cli_errors import ApprovalNeeded
 
 MAX_ARG_CHARS = 400
@@ -54,11 +56,11 @@ class TerminalAsker:
         self.console.print(f"\n[bold magenta]Approval needed[/bold magenta]: {describe_call(agent, tool, args)}",
                            highlight=False)
         while True:
-            answer = self.console.input("Approve? \\[y]es / \\[n]o: ").strip().lower()
+            answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
             if answer in ("y", "yes"):
                 return None
             if answer in ("n", "no"):
-                reason = self.console.input("Reason (the agent reads it): ").strip()
+                reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
                 return reason or "the user rejected this call"
             self.console.print("Please answer y or n.")
 
