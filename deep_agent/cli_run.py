@@ -93,7 +93,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
     found.raise_for_problems()
     specs = [_plain_tool_names(spec) for spec in found.values]
-    plan = plan_models(specs, profiles, unknown_model=args.unknown_model)
+    plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
     if plan.problems:
         where = {d.value.name: d.path for d in found.definitions.values()}
         lines = [f"{where.get(name, name)}: {problem}" for name, problem in sorted(plan.problems.items())]
@@ -145,6 +145,19 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
             raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
         prices[str(name)] = (float(pair[0]), float(pair[1]))
     return prices
+
+
+def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Profiles naming ``provider:model`` get the run's --timeout and --max-tokens too."""
+    limits = {"timeout": args.timeout, **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
+    out: dict[str, Any] = {}
+    for name, value in profiles.items():
+        if isinstance(value, str) and ":" in value:
+            value = {"model": value, **limits}
+        elif isinstance(value, dict) and isinstance(value.get("model"), str):
+            value = {**limits, **value}
+        out[name] = value
+    return out
 
 
 def _plain_tool_names(spec: Any) -> Any:

@@ -81,11 +81,12 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
                             announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
             inputs = Command(resume=resume)
-        await _settle_background(agent, config, tree, console)
     except BaseException:
         tree.stop_clock("failed")
         await _forget_failed_turn(agent, config, kept)
         raise
+    try:
+        await _settle_background(agent, config, tree, console)
     finally:
         tree.stop_clock()
     return tree
