@@ -11,7 +11,7 @@ Example::
 
     plan = plan_models(specs, read_profiles(Path("profiles.yaml")), unknown_model="error")
     plan.profiles     # {'sonnet': 'inherit', 'fast': 'openai:gpt-4.1-mini'}
-    plan.notice       # "model sonnet (reviewer) runs on the run's model; map it with --model-profiles FILE"
+    plan.notice       # "model sonnet (reviewer) runs on the run's model; map a name to ... --model-profiles FILE"
 """
 
 from __future__ import annotations
@@ -74,8 +74,10 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
                 )
     notice = None
     if fallbacks:
-        named = "; ".join(f"{name} ({', '.join(sorted(set(agents)))})" for name, agents in sorted(fallbacks.items()))
-        notice = (f"model {named} runs on the run's model; "
+        named = [f"{name} ({', '.join(sorted(set(agents)))})" for name, agents in sorted(fallbacks.items())]
+        listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+        verb = "runs" if len(named) == 1 else "run"
+        notice = (f"model{'s' if len(named) > 1 else ''} {listed} {verb} on the run's model; "
                   "map a name to another model with --model-profiles FILE")
     return ModelPlan(profiles=chosen, notice=notice, problems=problems)
 

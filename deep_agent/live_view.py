@@ -127,7 +127,7 @@ class TaskTree:
         for row in rows:
             tree.add(self._line(row, now))
         if not rows:
-            tree.add(Text("no delegations yet", style="dim"))
+            tree.add(Text("no tasks in this turn" if self.finished else "no tasks yet", style="dim"))
         return Group(tree)
 
     def _line(self, row: TaskRow, now: float) -> Text:

@@ -88,7 +88,7 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
     assert (project / "notes.txt").read_text() == "These are the notes of the project.\n"
     assert "rejected Edit (editor): keep the notes lower-case" in text
     # One notice each for the Claude aliases and the tool no built-in provides.
-    assert "model haiku (surveyor); sonnet (editor) runs on the run's model" in text
+    assert "models haiku (surveyor) and sonnet (editor) run on the run's model" in text
     assert "no built-in tool provides WebFetch (surveyor)" in text
     # The timer moves while the run goes on.
     timers = {float(t) for t in re.findall(r"deep agent  running (\d+\.\d)s", text)}
