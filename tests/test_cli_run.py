@@ -164,3 +164,37 @@ def test_help_does_not_load_langchain():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_hung_model_server_is_an_error_after_the_timeout_not_a_frozen_screen(project):
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_never_answer() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_never_answer, daemon=True)
+    thread.start()
+    try:
+        env = {**SCRIPTS, "OPENAI_API_KEY": "none", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
+        result = cli("run", "hi", "--timeout", "1", cwd=project, env=env)
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+    assert result.returncode == 1
+    line = result.stderr.strip()
+    assert "Traceback" not in line and "did not answer in time" in line and f"127.0.0.1:{port}" in line
