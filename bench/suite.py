@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import background, construction, context, fanout, memory, overhead, runaway
+from bench import background, budget, construction, context, fanout, memory, overhead, runaway
 from bench.common import deepagents_version, dumps, use_peer
 
 MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
@@ -27,6 +27,7 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
     context.NAME: context.run,
     background.NAME: background.run,
     memory.NAME: memory.run,
+    budget.NAME: budget.run,
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 

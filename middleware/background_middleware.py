@@ -86,7 +86,7 @@ from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, me
 from subagents.background_loop import background_loop
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
-from subagents.isolation import ASYNC_LEDGER_KEY
+from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from subagents.spec import describe_validation_error
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
@@ -163,6 +163,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             self.registry, remote, max_concurrent=max_concurrent_tasks,
             private_keys=frozenset(private_state_keys),
             runner_options={"sessions_dir": sessions_dir, "prices": prices, "budget": budget,
+                            "excluded_keys": EXCLUDED_STATE_KEYS,
                             "short_answer_threshold": short_answer_threshold},
         )
         self._model = model

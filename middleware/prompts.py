@@ -34,11 +34,13 @@ Each works in its own clean context and returns only its final answer."""
 
 
 def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
-    """The ``<available_agents>`` XML block: name and description, XML-escaped."""
-    rows = [
-        f"<agent><name>{escape(name)}</name><description>{escape(description)}</description></agent>"
-        for name, description in agents
-    ]
+    """The ``<available_agents>`` block: one ``- name: description`` line per agent.
+
+    Descriptions are folded onto one line and ``<``/``>``/``&`` escaped, so no
+    description can end the block early; the format costs a few characters
+    per agent, which matters with large registries.
+    """
+    rows = [f"- {escape(name)}: {escape(' '.join(description.split()))}" for name, description in agents]
     if not rows:
         return ""
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"

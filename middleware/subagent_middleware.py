@@ -28,21 +28,42 @@ Decisions a LangGraph user may want to know:
   themselves). A child is built once, so a parent that switches models
   mid-run should pass ``model=`` explicitly.
 * The ledger ``subagent_tasks`` holds one JSON-ready record per delegation
-  (see :class:`subagents.TaskRecord`), merged by a reducer.
+  (see :class:`subagents.TaskRecord`), merged by a reducer; a call the model
+  got wrong (unreadable JSON, invalid arguments) gets a record too
+  (``stop_reason="invalid_call"``) and an error result it can retry from.
+* What a child changed in shared keys is written back by the rule in
+  :mod:`subagents.writeback`: for keys with a reducer, only what the child
+  added; for keys without one, the final value, and only when the ``task``
+  call has no parallel ``task`` sibling. Anything not written is named in
+  the record's ``skipped_writes``.
 * ``max_concurrent_tasks`` caps children of this agent running at once,
   across its concurrent runs; extra calls wait their turn.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: LangChain reads the task tool's
+# type hints on every call, and string annotations make it re-evaluate them.
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
+from middleware.invalid_calls import answer_invalid_calls, invalid_call_record
+from middleware.ledger import (
+    EXCLUDED_STATE_KEYS,
+    LEDGER_KEY,
+    TASK_TOOL_NAME,
+    USAGE_KEY,
+    SubagentLedgerState,
+    tool_message,
+    usage_update,
+)
 from middleware.prompts import (
     DELEGATION_INSTRUCTIONS,
     GENERAL_PURPOSE_DESCRIPTION,
@@ -61,20 +82,16 @@ from subagents import (
     SubagentRegistry,
     SubagentSpec,
     TaskCall,
+    TaskOutcome,
     TaskRunner,
-    add_usage,
     coerce_spec,
-    merge_records,
 )
-from subagents.continuation import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.errors import safe_text
 from subagents.one_level import DELEGATION_TOOL_TAG
+from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.writeback import parent_channels, write_back
 
-
-class SubagentLedgerState(AgentState):
-    """Parent state with the ledger of synchronous delegations and their usage rollup."""
-
-    subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
-    subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
+__all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -88,8 +105,9 @@ class SubAgentMiddleware(AgentMiddleware):
         general_purpose: add the ``general-purpose`` subagent unless a spec
             of that name replaces it.
         max_concurrent_tasks: how many children may run at once.
-        private_state_keys: more keys that never cross the boundary (see
-            :func:`subagents.private_state_keys` for a middleware list's).
+        private_state_keys: the parent's private keys, which never cross the
+            boundary (see :func:`subagents.private_state_keys`; LangChain's
+            own middleware's are always blocked).
         system_prompt: text placed before the ``<available_agents>`` block.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         sessions_dir: also write each child's transcript as JSONL under
@@ -101,7 +119,7 @@ class SubAgentMiddleware(AgentMiddleware):
         budget: a :class:`subagents.Budget` covering this agent's own model
             calls and every child's.
         short_answer_threshold: a child answer shorter than this gets one
-            request for a complete report (0: off).
+            request for a complete report (0, the default: off).
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).
@@ -150,6 +168,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self.runner = TaskRunner(
             self.registry,
             max_concurrent=max_concurrent_tasks,
+            excluded_keys=EXCLUDED_STATE_KEYS,
             private_keys=frozenset(private_state_keys),
             sessions_dir=sessions_dir,
             transcript_store=transcript_store,
@@ -172,15 +191,29 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _task_tool(self) -> StructuredTool:
         def task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            return self.runner.run(self._call(description, subagent_type, runtime))
+            call = self._call(description, subagent_type, runtime)
+            try:
+                outcome = self.runner.run(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return self._command(runtime, outcome)
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
-            return await self.runner.arun(self._call(description, subagent_type, runtime))
+            call = self._call(description, subagent_type, runtime)
+            try:
+                outcome = await self.runner.arun(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return self._command(runtime, outcome)
 
         return StructuredTool.from_function(
             func=task,
             coroutine=atask,
-            name="task",
+            name=TASK_TOOL_NAME,
             description=TASK_TOOL_DESCRIPTION,
             args_schema=TaskToolInput,
             infer_schema=False,
@@ -194,31 +227,79 @@ class SubAgentMiddleware(AgentMiddleware):
             parent_tools=self._tools,
         )
 
-    # -- the prompt -----------------------------------------------------------
+    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Command:
+        """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
+        record, update = outcome.record, {}
+        if outcome.changes:
+            parallel = _has_task_siblings(runtime.state, runtime.tool_call_id)
+            update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(runtime.config),
+                                         parallel=parallel)
+            if skipped:
+                record = {**record, "skipped_writes": skipped}
+        return Command(update={
+            **update,
+            LEDGER_KEY: {record["id"]: record},
+            USAGE_KEY: usage_update(record),
+            "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
+                                      answer=outcome.answer, error=outcome.error)],
+        })
+
+    # -- the model call: prompt, budget, calls the model got wrong -----------
 
     def _with_block(self, request: Any) -> Any:
         if self._model is None:
             self._seen_model = request.model
         return with_prompt_block(request, self.prompt_block)
 
-    def _charge(self, response: Any) -> None:
-        # The shared budget covers the parent's own calls too.
-        if self.budget is None:
-            return
-        for message in getattr(response, "result", ()) or ():
-            usage = getattr(message, "usage_metadata", None)
-            if usage:
-                name = (getattr(message, "response_metadata", None) or {}).get("model_name")
-                self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+    def _after_model(self, response: Any) -> Any:
+        if self.budget is not None:  # the shared budget covers the parent's own calls too
+            for message in getattr(response, "result", ()) or ():
+                usage = getattr(message, "usage_metadata", None)
+                if usage:
+                    name = (getattr(message, "response_metadata", None) or {}).get("model_name")
+                    self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+        if not isinstance(response, ModelResponse):
+            return response
+        result, records = answer_invalid_calls(response.result, (TASK_TOOL_NAME,))
+        if not records:
+            return response
+        fixed = ModelResponse(result=result, structured_response=response.structured_response)
+        return ExtendedModelResponse(model_response=fixed, command=Command(
+            update={LEDGER_KEY: {r["id"]: r for r in records}}))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        response = handler(self._with_block(request))
-        self._charge(response)
-        return response
+        return self._after_model(handler(self._with_block(request)))
 
-    async def awrap_model_call(
-        self, request: Any, handler: Callable[[Any], Awaitable[Any]]
-    ) -> Any:
-        response = await handler(self._with_block(request))
-        self._charge(response)
-        return response
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self._after_model(await handler(self._with_block(request)))
+
+    # -- the tool call: arguments that did not validate still get a record ---
+
+    def _recorded(self, request: Any, result: Any) -> Any:
+        if (request.tool_call.get("name") != TASK_TOOL_NAME or not isinstance(result, ToolMessage)
+                or result.status != "error"):
+            return result
+        args = request.tool_call.get("args") or {}
+        agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
+        record = invalid_call_record(TASK_TOOL_NAME, result.tool_call_id, safe_text(result.content), agent)
+        return Command(update={LEDGER_KEY: {record["id"]: record}, "messages": [result]})
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._recorded(request, handler(request))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self._recorded(request, await handler(request))
+
+
+def _has_task_siblings(state: Mapping[str, Any], tool_call_id: str | None) -> bool:
+    """Whether the model message that made this call also made other ``task`` calls."""
+    for message in reversed(state.get("messages") or ()):
+        if isinstance(message, AIMessage) and any(c.get("id") == tool_call_id for c in message.tool_calls):
+            return sum(c.get("name") == TASK_TOOL_NAME for c in message.tool_calls) > 1
+    return True  # unknown: assume siblings, the safe side
+
+
+def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
+    record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
+    record.update(stop_reason="error", description=call.description)
+    return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")

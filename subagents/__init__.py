@@ -26,8 +26,10 @@ from subagents.errors import (
     DefinitionFileWarning,
     SkillFileError,
     SpecError,
+    StopReason,
+    SubagentError,
 )
-from subagents.isolation import EXCLUDED_KEYS, LEDGER_KEY, private_state_keys
+from subagents.isolation import private_state_keys
 from subagents.mcp_config import normalize_mcp_config
 from subagents.meter import TaskMeter, TaskStopped
 from subagents.models import ModelProfiles, UnknownModelPolicy, describe_model, resolve_model
@@ -38,12 +40,20 @@ from subagents.permissions import (
     PermissionMode,
     normalize_permission_mode,
 )
-from subagents.continuation import CONTINUATION_PROMPT, DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.outcome import describe_failure, final_answer
-from subagents.record import USAGE_KEY, TaskRecord, TaskStatus, add_usage, merge_records
+from subagents.failures import describe_failure
+from subagents.outcome import (
+    CONTINUATION_PROMPT,
+    DEFAULT_SHORT_ANSWER_THRESHOLD,
+    TaskCall,
+    TaskOutcome,
+    TaskRecord,
+    TaskStatus,
+    add_usage,
+    final_answer,
+    merge_records,
+)
 from subagents.registry import SubagentRegistry, UnknownSubagent
 from subagents.runner import TaskRunner
-from subagents.task_call import TaskCall
 from subagents.transcript import get_transcript, jsonl_path, read_jsonl, read_transcript
 from subagents.skills import (
     SKILL_DIRS,
@@ -75,7 +85,6 @@ __all__ = [
     "merge_async_records",
     "CONTINUATION_PROMPT",
     "DEFAULT_SHORT_ANSWER_THRESHOLD",
-    "USAGE_KEY",
     "Budget",
     "BudgetExceeded",
     "PriceTable",
@@ -89,10 +98,8 @@ __all__ = [
     "AGENT_DIRS",
     "CLAUDE_PERMISSION_MODES",
     "DEFAULT_MAX_TURNS",
-    "EXCLUDED_KEYS",
     "FIELD_SPELLINGS",
     "FORBIDDEN_TOOL_NAMES",
-    "LEDGER_KEY",
     "PERMISSION_MODES",
     "SKILL_DIRS",
     "AgentFileError",
@@ -116,6 +123,9 @@ __all__ = [
     "SubagentRegistry",
     "SubagentSpec",
     "TaskCall",
+    "TaskOutcome",
+    "StopReason",
+    "SubagentError",
     "TaskMeter",
     "TaskRecord",
     "TaskRunner",

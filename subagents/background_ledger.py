@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from subagents.record import TaskStatus
+from subagents.outcome import TaskStatus
 
 AsyncTaskStatus = TaskStatus
 """The statuses a background task can have (the same set as :data:`subagents.TaskStatus`)."""

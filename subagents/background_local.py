@@ -49,11 +49,11 @@ from langgraph.types import Command
 from subagents.background_approval import pending_interrupts, resume_for
 from subagents.background_inbox import INBOX_METADATA_KEY, STEERING_PREFIX, post, take
 from subagents.background_ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
-from subagents.isolation import LEDGER_KEY
 from subagents.limiter import ConcurrencyLimit
 from subagents.meter import TaskMeter
 from subagents.registry import SubagentRegistry
-from subagents.runner import TaskCall, TaskRunner
+from subagents.outcome import TaskCall
+from subagents.runner import TaskRunner
 
 BOOT_ID = uuid.uuid4().hex
 """This process's identity, stored as ``owner`` in the records of its local tasks."""
@@ -308,8 +308,7 @@ class LocalTaskRunner:
                 while True:
                     # The shared runner's registry hands this session out as the child graph.
                     _session.set(task.session)
-                    command = await self.runner.arun(call)
-                    record = next(iter(command.update[LEDGER_KEY].values()))
+                    record = (await self.runner.arun(call)).record
                     if task.session.interrupts:
                         task.set(status="waiting_for_approval",
                                  approval_request=pending_interrupts(task.session.interrupts),

@@ -43,9 +43,9 @@ from subagents.background_ledger import (
 )
 from subagents.background_local import LocalTaskRunner
 from subagents.background_remote import RemoteSubagentSpec, RemoteTaskRunner
-from subagents.record import task_id_for
+from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
-from subagents.runner import TASK_ID_METADATA_KEY, TaskCall
+from subagents.runner import TASK_ID_METADATA_KEY
 
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from subagents.errors import StopReason, SubagentError
+
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
@@ -32,14 +34,40 @@ def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int
     price = prices.get(model_name)
     if price is None:
         # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
-        price = next((p for name, p in prices.items() if model_name.startswith(name)), None)
-    if price is None:
-        return 0.0
+        # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
+        matches = [name for name in prices if model_name.startswith(name)]
+        if not matches:
+            return 0.0
+        price = prices[max(matches, key=len)]
     return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
 
 
-class BudgetExceeded(Exception):
+class BudgetExceeded(SubagentError):
     """Raised inside a child, or returned for a refused delegation, once spent."""
+
+    stop_reason: StopReason = "budget"
+
+
+def estimate_tokens(payload: Any) -> int:
+    """A cheap upper-leaning guess of a prompt's tokens (about four characters a token)."""
+    chars = 0
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        else:
+            content = getattr(item, "content", None)
+            if content is not None:
+                stack.append(content)
+            calls = getattr(item, "tool_calls", None)
+            if calls:
+                stack.extend(str(c.get("args", "")) for c in calls)
+    return chars // 4 + 1
 
 
 class Budget:
@@ -64,6 +92,43 @@ class Budget:
         self._lock = threading.Lock()
         self.tokens = 0
         self.usd = 0.0
+        self.reserved = 0
+
+    def reserve(self, tokens: int, model_name: str | None = None) -> None:
+        """Hold ``tokens`` of prompt for a model call about to start, or raise :class:`BudgetExceeded`.
+
+        A call is refused when what is spent, plus what running calls have
+        reserved, plus this prompt would pass the limit; so parallel children
+        overshoot by at most one call's output each.
+        """
+        cost = cost_of(self.prices, model_name, tokens, 0)
+        with self._lock:
+            if reason := self._spent_reason():
+                raise BudgetExceeded(reason)
+            if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+                raise BudgetExceeded(
+                    f"the shared token budget cannot cover another call ({self.tokens} spent, "
+                    f"{self.reserved} held by running calls, ~{tokens} more needed, "
+                    f"limit {self.max_tokens})"
+                )
+            if self.max_usd is not None and self.usd + cost > self.max_usd:
+                raise BudgetExceeded(
+                    f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
+                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})"
+                )
+            self.reserved += tokens
+
+    def release(self, tokens: int) -> None:
+        """Give back a reservation once its call has ended (its real usage is charged)."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - tokens)
+
+    def _spent_reason(self) -> str | None:
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
+        return None
 
     def charge(self, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
         """Add one call's usage; return its cost."""
@@ -75,16 +140,13 @@ class Budget:
 
     def exhausted(self) -> str | None:
         """Why the budget is spent, or ``None`` while it is not."""
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
-        if self.max_usd is not None and self.usd >= self.max_usd:
-            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
-        return None
+        return self._spent_reason()
 
     def reset(self) -> None:
         with self._lock:
             self.tokens = 0
             self.usd = 0.0
+            self.reserved = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),

@@ -35,6 +35,7 @@ from subagents.condenser import condenser_middleware
 from subagents.models import resolve_model
 from subagents.one_level import (
     OneLevelGuard,
+    OneLevelToolGuard,
     is_delegating_middleware,
     is_forbidden_tool,
     strip_agents_block,
@@ -137,7 +138,8 @@ def build_subagent(
             raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
         if condenser is not None:
             middleware.append(condenser)
-    middleware.append(OneLevelGuard())
+    has_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
+    middleware.append(OneLevelToolGuard() if has_tools else OneLevelGuard())
 
     return create_agent(
         model,

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 
 class SpecError(ValueError):
@@ -46,3 +47,88 @@ class SkillFileError(DefinitionFileError):
 
 class DefinitionFileWarning(UserWarning):
     """A definition loaded, but something in it was ignored or is deprecated."""
+
+
+StopReason = Literal[
+    "completed",
+    "max_turns",
+    "timeout",
+    "budget",
+    "recursion",
+    "cancelled",
+    "model_error",
+    "tool_error",
+    "invalid_call",
+    "refused",
+    "error",
+]
+"""Why a delegation ended, as carried in each record's ``stop_reason``.
+
+``error`` is anything not classified more precisely (a child middleware hook
+raising, a compiled graph's own failure).
+"""
+
+
+class SubagentError(Exception):
+    """Base of every error the library raises about a running delegation.
+
+    ``stop_reason`` says what kind of stop it is; control flow reads it,
+    never the message text.
+
+    Example::
+
+        try:
+            ...
+        except SubagentError as err:
+            record["stop_reason"] = err.stop_reason
+    """
+
+    stop_reason: StopReason = "error"
+
+    def __init__(self, message: str = "", *, stop_reason: StopReason | None = None) -> None:
+        super().__init__(message)
+        if stop_reason is not None:
+            self.stop_reason = stop_reason
+
+
+class TaskTimeout(SubagentError):
+    """The library's own deadline (the spec's ``timeout_s``) passed."""
+
+    stop_reason: StopReason = "timeout"
+
+
+class TaskCancelled(SubagentError):
+    """The task was cancelled from outside (a background cancel, a shutdown)."""
+
+    stop_reason: StopReason = "cancelled"
+
+
+class DelegationRefused(SubagentError):
+    """The delegation was refused before a child ran (unknown type, budget spent, nesting)."""
+
+    stop_reason: StopReason = "refused"
+
+
+class ParentWriteRefused(SubagentError):
+    """A child tried to write into the parent's state with ``Command.PARENT``."""
+
+    stop_reason: StopReason = "refused"
+
+
+_MAX_TEXT = 2_000
+
+
+def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
+    """``str(value)``, bounded, and never raising (a hostile ``__str__`` included)."""
+    try:
+        text = str(value)
+    except BaseException:  # noqa: BLE001 - a hostile __str__ must not break the failure path
+        try:
+            text = f"<{type(value).__name__} whose message cannot be read>"
+        except BaseException:  # noqa: BLE001
+            text = "<unreadable>"
+    if not isinstance(text, str):
+        text = "<unreadable>"
+    if len(text) > limit:
+        text = f"{text[:limit]}... [{len(text) - limit} more characters]"
+    return text

@@ -1,38 +1,23 @@
 """The state boundary between a parent and a child, in both directions.
 
-A child receives the parent's state minus the excluded and private keys,
-with ``messages`` replaced by one ``HumanMessage`` (the task description).
-What comes back is only what the child changed, minus the same keys. Values
-are passed by reference: the hot path copies no large state.
+A child receives the parent's state minus the blocked keys (the excluded
+keys its caller declares, and every private key), with ``messages`` replaced
+by one ``HumanMessage`` (the task description). What comes back is only what
+the child changed, minus the same keys; :mod:`subagents.writeback` decides
+how it lands in the parent. Values are passed by reference: the hot path
+copies no large state.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-LEDGER_KEY = "subagent_tasks"
-ASYNC_LEDGER_KEY = "async_tasks"
-
-EXCLUDED_KEYS: frozenset[str] = frozenset(
-    {
-        "messages",
-        "todos",
-        "structured_response",
-        "jump_to",
-        "skills_metadata",
-        LEDGER_KEY,
-        ASYNC_LEDGER_KEY,
-    }
-)
-"""Keys that never cross the boundary, whichever way.
-
-``messages`` is rebuilt for the child and reduced to one ToolMessage on the
-way back; todos, the structured response and the ledgers belong to one agent
-and have no meaning (or no reducer) in another.
-"""
+CORE_EXCLUDED_KEYS: frozenset[str] = frozenset({"messages", "structured_response", "jump_to"})
+"""Keys the runner itself owns: rebuilt for the child, never written back."""
 
 
 def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
@@ -67,23 +52,18 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
     return frozenset(keys)
 
 
-def known_private_state_keys() -> frozenset[str]:
-    """Keys marked private by any ``AgentMiddleware`` class loaded in this process.
+@functools.cache
+def langchain_private_state_keys() -> frozenset[str]:
+    """Private keys of LangChain's own middleware classes (the ones it exports).
 
     A tool sees the parent's whole state, private keys included, and cannot
-    ask the parent graph which middleware it runs; private keys are named
-    for the middleware that owns them, so treating every loaded class's
-    private keys as private is safe and needs no configuration.
+    ask the parent graph which middleware it runs; these are blocked always,
+    and a caller names its own middleware's with ``private_state_keys``.
     """
-    from langchain.agents.middleware import AgentMiddleware
+    import langchain.agents.middleware as lc
 
-    classes: list[type] = []
-    pending = [AgentMiddleware]
-    while pending:
-        cls = pending.pop()
-        classes.append(cls)
-        pending.extend(cls.__subclasses__())
-    return private_state_keys(classes)
+    classes = [getattr(lc, name) for name in lc.__all__]
+    return private_state_keys(c for c in classes if isinstance(c, type) and hasattr(c, "state_schema"))
 
 
 def _metadata(hint: Any) -> Iterable[Any]:
@@ -107,7 +87,7 @@ def child_input(
 def changed_keys(
     child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str]
 ) -> dict[str, Any]:
-    """Keys the child changed, to be written back to the parent."""
+    """Keys the child changed (their final values)."""
     return {
         k: v
         for k, v in child_output.items()
@@ -123,6 +103,6 @@ def _unchanged(key: str, value: Any, inputs: Mapping[str, Any]) -> bool:
         return True
     try:
         # `is True` treats an ambiguous comparison (an array, say) as a change.
-        return (value == before) is True
+        return bool((value == before) is True)
     except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
         return False

@@ -1,14 +1,17 @@
 """Counting what a child spends, and stopping it between steps.
 
 A :class:`TaskMeter` rides along in the child's callbacks, so it sees every
-model call of any child (a built spec or a caller's compiled graph) without
-touching the graph. It counts model calls, tokens and cost, enforces
-``max_turns``, and, because
-LangChain re-raises errors from handlers marked ``raise_error``, it stops the
-child at its next model or tool call once the task's deadline has passed,
-the task was cancelled, or a budget is spent. This is also what ends an
-abandoned child on the ``invoke`` path, where a running thread cannot be
-interrupted from outside.
+model call of any child (a built spec or a caller's compiled graph, and the
+model calls its middleware makes, such as a summariser's) without touching
+the graph. It counts model calls, tokens and cost, enforces ``max_turns``,
+and, because LangChain re-raises errors from handlers marked ``raise_error``,
+it stops the child at its next model or tool call once the task's deadline
+has passed, the task was cancelled, or a budget is spent. This is also what
+ends an abandoned child on the ``invoke`` path, where a running thread cannot
+be interrupted from outside.
+
+It also remembers where the last error came from (a model or a tool), so a
+failure can be classified by type and origin, never by its message.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
-from subagents.budget import Budget, PriceTable, cost_of
+from subagents.budget import Budget, BudgetExceeded, PriceTable, cost_of, estimate_tokens
+from subagents.errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
 
 
-class TaskStopped(Exception):
-    """Raised inside a child to stop it; the message says why."""
+class TaskStopped(SubagentError):
+    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
 
 
 class MaxTurnsReached(TaskStopped):
     """The child asked for one model call more than its ``max_turns``."""
+
+    stop_reason: StopReason = "max_turns"
 
     def __init__(self, max_turns: int) -> None:
         super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
@@ -41,9 +47,9 @@ class TaskMeter(BaseCallbackHandler):
     raise_error = True
     run_inline = True
     # Chain events are by far the most frequent; the meter needs none of them.
+    # Tool events are dispatched under LangChain's "agent" switch, so it stays on.
     ignore_chain = True
     ignore_retriever = True
-    ignore_agent = True
 
     def __init__(
         self,
@@ -65,12 +71,17 @@ class TaskMeter(BaseCallbackHandler):
         self.max_usd = max_usd
         self.prices = prices
         self.budget = budget
-        self._stop_reason: str | None = None
+        self.error_origin: tuple[BaseException, StopReason] | None = None
+        self._stop: SubagentError | None = None
+        self._reserved: dict[Any, int] = {}
         self._lock = threading.Lock()
 
-    def stop(self, reason: str) -> None:
-        """Ask the child to stop at its next model or tool call."""
-        self._stop_reason = reason
+    def stop(self, error: SubagentError) -> None:
+        """Make the child raise ``error`` at its next model or tool call."""
+        self._stop = error
+
+    def cancel(self) -> None:
+        self.stop(TaskCancelled("was cancelled"))
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -80,38 +91,72 @@ class TaskMeter(BaseCallbackHandler):
             "cost_usd": round(self.cost_usd, 6),
         }
 
+    def origin_of(self, exc: BaseException) -> StopReason | None:
+        """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
+        if self.error_origin is None:
+            return None
+        seen, origin = self.error_origin
+        if seen is exc:
+            return origin
+        # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
+        try:
+            same = type(seen) is type(exc) and seen.args == exc.args
+        except Exception:  # noqa: BLE001 - uncomparable args: not the same error
+            same = False
+        return origin if same else None
+
     def _check(self) -> None:
-        if self._stop_reason is not None:
-            raise TaskStopped(self._stop_reason)
+        if self._stop is not None:
+            raise self._stop
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise TaskStopped("timed out")
+            raise TaskTimeout("timed out")
         tokens = self.input_tokens + self.output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
-            raise TaskStopped(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)")
+            raise BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)")
         if self.max_usd is not None and self.cost_usd >= self.max_usd:
-            raise TaskStopped(
+            raise BudgetExceeded(
                 f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
             )
         if self.budget is not None and (reason := self.budget.exhausted()):
-            raise TaskStopped(reason)
+            raise BudgetExceeded(reason)
 
-    def _count_call(self) -> None:
+    def _start_call(self, run_id: Any, estimate: int, model_name: str | None) -> None:
         self._check()
         with self._lock:
             if self.max_turns is not None and self.model_calls >= self.max_turns:
                 raise MaxTurnsReached(self.max_turns)
             self.model_calls += 1
+        if self.budget is not None:
+            # Reserving the prompt before the call bounds a shared budget's
+            # overshoot to one call's output per running child.
+            self.budget.reserve(estimate, model_name)
+            self._reserved[run_id] = estimate
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self._count_call()
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
+                            **kwargs: Any) -> None:
+        self._start_call(run_id, estimate_tokens(messages), _model_name(kwargs))
 
-    def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
-        self._count_call()
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._start_call(run_id, estimate_tokens(prompts), _model_name(kwargs))
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         self._check()
 
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self.error_origin = (error, "model_error")
+        self._release(run_id)
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.error_origin = (error, "tool_error")
+
+    def _release(self, run_id: Any) -> int:
+        estimate = self._reserved.pop(run_id, 0)
+        if estimate and self.budget is not None:
+            self.budget.release(estimate)
+        return estimate
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._release(run_id)
         usage, model_name = _usage_of(response)
         if not usage:
             return
@@ -124,6 +169,12 @@ class TaskMeter(BaseCallbackHandler):
             self.cost_usd += cost
         if self.budget is not None:
             self.budget.charge(model_name, inp, out)
+
+
+def _model_name(kwargs: dict[str, Any]) -> str | None:
+    params = kwargs.get("invocation_params") or {}
+    name = params.get("model_name") or params.get("model")
+    return name if isinstance(name, str) else None
 
 
 def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:

@@ -97,6 +97,16 @@ class OneLevelGuard(AgentMiddleware):
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(self._clean(request))
 
+
+class OneLevelToolGuard(OneLevelGuard):
+    """The guard for a child that has tools: it also refuses a call to a forbidden one.
+
+    A child with no tools (and no middleware contributing any) gets the plain
+    :class:`OneLevelGuard`, so its graph has no empty tools node.
+    """
+
+    name = "OneLevelToolGuard"
+
     def _refusal(self, request: Any) -> ToolMessage | None:
         call = request.tool_call
         if call["name"] in FORBIDDEN_TOOL_NAMES or (

@@ -44,6 +44,9 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
 
+MAX_TIMEOUT_S = 1_000_000.0
+"""The largest ``timeout_s`` accepted (about 11 days): finite, and within what threads can wait."""
+
 
 def _check_name(value: str) -> str:
     if not isinstance(value, str) or not NAME_PATTERN.match(value):
@@ -86,9 +89,9 @@ class SubagentSpec(BaseModel):
     model: str | BaseChatModel | None = None
     # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
     max_turns: int | None = Field(default=None, gt=0, strict=True)
-    timeout_s: float | None = Field(default=None, gt=0, strict=True)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
     recursion_limit: int | None = Field(default=None, gt=0, strict=True)
-    max_budget_per_run: float | None = Field(default=None, gt=0, strict=True)
+    max_budget_per_run: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
     response_format: Any = None
     middleware: Sequence[Any] = ()
@@ -185,7 +188,7 @@ class CompiledSubagent(BaseModel):
     name: Slug
     description: str
     runnable: Any
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     recursion_limit: int | None = Field(default=None, gt=0)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
 

@@ -1,18 +1,20 @@
 """Every delegation's message history, readable after the run.
 
-Where a transcript lives is written in the task record (``transcript``):
+A transcript goes to one :class:`TranscriptSink`, chosen once per runner
+(:func:`sink_chooser`); the record's ``transcript`` field says where it went:
 
 * ``jsonl:<path>`` -- with ``sessions_dir`` set, a JSONL file in the
-  my-pi-agent layout, ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``:
-  a header line ``{"id", "created_at", "cwd", "metadata": {"agent_type",
-  "parent_session_id", "tool_call_id"}}``, then one message per line,
-  appended and flushed while the child runs, so a crash leaves a readable
-  partial file;
+  my-pi-agent layout, ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``
+  (ids made path-safe, the path absolute): a header line ``{"id",
+  "created_at", "cwd", "metadata": {"agent_type", "parent_session_id",
+  "tool_call_id"}}``, then one message per line, appended and flushed while
+  the child runs, so a crash leaves a readable partial file; a task that is
+  cancelled ends with a ``{"type": "cancelled"}`` line;
 * ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
 * ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
   the parent's checkpointer (the child runs as a subgraph there);
-* ``memory:<task_id>`` -- with no checkpointer either, a bounded in-process
-  table of recent transcripts.
+* ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
+  of recent transcripts bounded by size.
 
 Example::
 
@@ -23,107 +25,166 @@ Example::
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import json
 import os
-import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, SystemMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from subagents.isolation import LEDGER_KEY
+from subagents.paths import inside, safe_component
+from subagents.transcript_memory import MEMORY
 
 STORE_NAMESPACE = "subagent_transcripts"
-_MEMORY_LIMIT = 512
-_memory: collections.OrderedDict[str, list[BaseMessage]] = collections.OrderedDict()
-_memory_lock = threading.Lock()
 
 
-def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: str | None, task_id: str) -> Path:
-    """Where a task's JSONL transcript is written."""
-    return Path(sessions_dir) / (thread_id or "no-thread") / "subagents" / f"agent-{task_id}.jsonl"
+class TranscriptSink(Protocol):
+    """Where one task's messages go. ``records`` is False when nothing needs collecting."""
+
+    records: bool
+
+    def add(self, message: BaseMessage) -> None: ...
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        """Finish; return the reference stored in the record's ``transcript``."""
+        ...
 
 
-class TranscriptRecorder(BaseCallbackHandler):
-    """Collects the child's messages from its model calls as they happen.
+class CheckpointSink:
+    """The child's own checkpoints already hold its history: nothing to collect."""
 
-    Only the child's own agent turns are recorded: a model call counts when
-    it continues the history recorded so far (a summariser's side call, with
-    its own prompt, does not).
-    """
+    records = False
 
-    run_inline = True
-    ignore_chain = True
-    ignore_retriever = True
-    ignore_agent = True
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
 
-    def __init__(self, header: Mapping[str, Any], path: Path | None = None) -> None:
-        self.header = dict(header)
-        self.messages: list[BaseMessage] = []
-        self._ids: set[str] = set()
-        self._turns: set[Any] = set()
-        self._lock = threading.Lock()
-        self._file = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
-            self._write(self.header)
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        return f"checkpoint:{self.namespace}"
+
+
+class MemorySink:
+    """The process-wide, size-bounded table (runs with no checkpointer)."""
+
+    records = True
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        MEMORY.put(self.task_id, messages)
+        return f"memory:{self.task_id}"
+
+
+class JsonlSink:
+    """One JSONL file per task, written while the child runs."""
+
+    records = True
+
+    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: Any = path.open("a", encoding="utf-8")
+        self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         if self._file is not None:
             self._file.write(json.dumps(obj, default=str, ensure_ascii=False) + "\n")
             self._file.flush()
 
-    def _add(self, messages: list[BaseMessage]) -> None:
-        with self._lock:
-            for message in messages:
-                if isinstance(message, SystemMessage) or message.id in self._ids:
-                    continue
-                if message.id is not None:
-                    self._ids.add(message.id)
-                self.messages.append(message)
-                self._write(message_to_dict(message))
+    def add(self, message: BaseMessage) -> None:
+        self._write(message_to_dict(message))
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
-        history = [m for m in messages[0] if not isinstance(m, SystemMessage)]
-        if self._ids and not any(m.id in self._ids for m in history):
-            return
-        self._turns.add(run_id)
-        self._add(history)
-
-    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-        if run_id not in self._turns:
-            return
-        self._add([g.message for gens in response.generations for g in gens if hasattr(g, "message")])
-
-    def close(self, final_messages: list[BaseMessage] | None = None) -> list[BaseMessage]:
-        """Add what the child's final state holds beyond its last model call; close the file."""
-        if final_messages:
-            self._add(list(final_messages))
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        if cancelled:
+            self._write({"type": "cancelled"})
         if self._file is not None:
             self._file.close()
             self._file = None
-        return self.messages
+        return f"jsonl:{self.path}"
 
 
-def remember(task_id: str, messages: list[BaseMessage]) -> None:
-    """Keep a transcript in process memory (the fallback with no checkpointer)."""
-    with _memory_lock:
-        _memory[task_id] = messages
-        while len(_memory) > _MEMORY_LIMIT:
-            _memory.popitem(last=False)
+class StoreSink:
+    """One item per task in a ``BaseStore``; process memory when the run has no store."""
+
+    records = True
+
+    def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
+        self.store, self.task_id, self.header = store, task_id, dict(header)
+        self.namespace = (STORE_NAMESPACE, safe_component(thread_id or "no-thread"))
+
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        if self.store is None:
+            return MemorySink(self.task_id).end(messages)
+        value = {"header": self.header, "messages": [message_to_dict(m) for m in messages]}
+        if cancelled:
+            value["cancelled"] = True
+        self.store.put(self.namespace, self.task_id, value)
+        return "store:" + "/".join(self.namespace)
 
 
-def store_transcript(store: Any, thread_id: str | None, task_id: str, header: Mapping[str, Any],
-                     messages: list[BaseMessage]) -> str:
-    namespace = (STORE_NAMESPACE, thread_id or "no-thread")
-    store.put(namespace, task_id, {"header": dict(header),
-                                   "messages": [message_to_dict(m) for m in messages]})
-    return "store:" + "/".join(namespace)
+SinkFactory = Callable[..., TranscriptSink]
+
+
+def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
+    """Pick the sink kind once; the returned factory makes one sink per task.
+
+    The factory takes ``task_id, agent_type, thread_id, tool_call_id,
+    namespace, store, has_checkpointer`` as keywords.
+    """
+    if sessions_dir is not None:
+        root = Path(sessions_dir).expanduser().absolute()
+
+        def jsonl(**task: Any) -> TranscriptSink:
+            return JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task))
+
+        return jsonl
+    if transcript_store is not None:
+
+        def stored(**task: Any) -> TranscriptSink:
+            store = task["store"] if transcript_store is True else transcript_store
+            return StoreSink(store, task["thread_id"], task["task_id"], header_for(**task))
+
+        return stored
+
+    def automatic(**task: Any) -> TranscriptSink:
+        if task["has_checkpointer"]:
+            return CheckpointSink(task["namespace"])
+        return MemorySink(task["task_id"])
+
+    return automatic
+
+
+def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: Any) -> Path:
+    """Where a task's JSONL transcript is written: always inside ``sessions_dir``."""
+    root = Path(sessions_dir).expanduser().absolute()
+    path = root / safe_component(thread_id or "no-thread") / "subagents" / f"agent-{safe_component(task_id)}.jsonl"
+    inside(root, path)
+    return path
+
+
+def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
+               **_: Any) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "cwd": os.getcwd(),
+        "metadata": {
+            "agent_type": agent_type,
+            "parent_session_id": None if thread_id is None else str(thread_id),
+            "tool_call_id": tool_call_id,
+        },
+    }
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseMessage]]:
@@ -138,7 +199,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseM
                 continue  # a crash mid-write leaves at most one torn line
             if number == 0:
                 header = obj
-            else:
+            elif isinstance(obj, dict) and "data" in obj:
                 rows.append(obj)
     return header, messages_from_dict(rows)
 
@@ -148,18 +209,29 @@ def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[
 
     ``graph`` is the parent graph (its state is read with ``config``), or,
     for a parent run without a checkpointer, the state the run returned.
+    The record is found in whichever ledger of that state holds ``task_id``.
     """
     thread_id = (config.get("configurable") or {}).get("thread_id")
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
-    record = (values.get(LEDGER_KEY) or {}).get(task_id)
+    record = find_record(values, task_id)
     if record is None:
-        raise KeyError(f"no task {task_id!r} in the ledger of thread {thread_id!r}")
+        raise KeyError(f"no task {task_id!r} in the ledgers of thread {thread_id!r}")
     return read_transcript(record, thread_id=thread_id,
                            checkpointer=getattr(graph, "checkpointer", None),
                            store=getattr(graph, "store", None))
 
 
-def read_transcript(record: Mapping[str, Any], *, thread_id: str | None, checkpointer: Any = None,
+def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | None:
+    """The record of ``task_id`` in any ledger (a mapping of task id -> record) of a state."""
+    for value in values.values():
+        if isinstance(value, Mapping) and isinstance(value.get(task_id), Mapping):
+            record = value[task_id]
+            if record.get("id", task_id) == task_id:
+                return record
+    return None
+
+
+def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None) -> list[BaseMessage]:
     """Read the transcript a task record points at."""
     task_id = record.get("id")
@@ -179,21 +251,8 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: str | None, checkpo
             raise LookupError(f"task {task_id!r}: no child checkpoint at namespace {ref!r}")
         return list(saved.checkpoint["channel_values"].get("messages", []))
     if kind == "memory":
-        with _memory_lock:
-            if ref in _memory:
-                return list(_memory[ref])
+        messages = MEMORY.get(ref)
+        if messages is not None:
+            return messages
         raise LookupError(f"task {task_id!r}: its in-memory transcript is gone (process restarted?)")
     raise LookupError(f"task {task_id!r} has no transcript location")
-
-
-def header_for(task_id: str, agent_type: str, thread_id: str | None, tool_call_id: str | None) -> dict[str, Any]:
-    return {
-        "id": task_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "cwd": os.getcwd(),
-        "metadata": {
-            "agent_type": agent_type,
-            "parent_session_id": thread_id,
-            "tool_call_id": tool_call_id,
-        },
-    }

@@ -400,8 +400,7 @@ def test_parent_lists_file_agents_by_name_and_escaped_description_only(tmp_path)
     model = ScriptedChatModel(default="done")
     create_deep_agent(model, agents_dirs=[tmp_path], general_purpose=False).invoke(user("go"))
     system = model.calls[0]["system"]
-    assert "<available_agents>\n<agent><name>r</name><description>Finds &lt;facts&gt; &amp; " \
-           "\"quotes\"</description></agent>\n</available_agents>" in system
+    assert "<available_agents>\n- r: Finds &lt;facts&gt; &amp; \"quotes\"\n</available_agents>" in system
     assert "SECRET CHILD PROMPT" not in system
     empty = ScriptedChatModel(default="done")
     create_deep_agent(empty, agents_dirs=[], general_purpose=False).invoke(user("go"))

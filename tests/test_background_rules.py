@@ -93,7 +93,7 @@ def test_children_are_isolated_and_one_level():
     parent = model.calls[0]
     assert {"start_async_task", "check_async_task", "update_async_task", "cancel_async_task",
             "list_async_tasks", "retry_async_task"} <= set(parent["tools"])
-    assert "<name>general-purpose</name>" in parent["system"]
+    assert "- general-purpose: " in parent["system"]
 
 
 @pytest.mark.parametrize("bad", [{"name": "r", "description": "d", "graph_id": "g"},

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
-PEERLESS = ("background", "fanout.ainvoke.cap", "fanout.invoke.cap")
+PEERLESS = ("background", "budget.invoke.overshoot", "budget.ainvoke.overshoot", "fanout.ainvoke.cap", "fanout.invoke.cap")
 """Records with no deepagents counterpart: theirs is always null."""
 
 

@@ -1,4 +1,4 @@
-"""Short-answer continuation: on by default, configurable, never turns success into failure."""
+"""Short-answer continuation: opt-in, configurable, never turns success into failure."""
 
 from __future__ import annotations
 
@@ -20,12 +20,18 @@ def model_with(continuation_reply):
 
 def test_short_answer_gets_one_continuation_and_the_longer_answer_wins(run):
     model = model_with(FULL)
-    out = run(create_deep_agent(model), user("go"))
+    out = run(create_deep_agent(model, short_answer_threshold=200), user("go"))
     assert tool_messages(out)[0].content == FULL
     (record,) = records(out)
     assert record["model_calls"] == 2 and record["result"] == FULL
     child = [c for c in model.calls if any(m.text == "brief job" for m in c["messages"])]
     assert [m.text for m in child[-1]["messages"] if m.type == "human"] == ["brief job", CONTINUATION_PROMPT]
+
+
+def test_continuation_is_off_by_default(run):
+    out = run(create_deep_agent(model_with(FULL)), user("go"))
+    assert tool_messages(out)[0].content == "ok"
+    assert records(out)[0]["model_calls"] == 1
 
 
 def test_threshold_zero_turns_continuation_off(run):
@@ -41,7 +47,7 @@ def test_threshold_is_configurable(run):
 
 
 def test_failed_continuation_returns_the_first_answer_with_a_note(run):
-    out = run(create_deep_agent(model_with(ConnectionError("rate limited"))), user("go"))
+    out = run(create_deep_agent(model_with(ConnectionError("rate limited")), short_answer_threshold=200), user("go"))
     (msg,) = tool_messages(out)
     assert msg.status == "success"
     assert msg.content.startswith("ok\n\n[note: the request for a fuller report failed:")

@@ -15,10 +15,10 @@ from langgraph.graph.message import add_messages
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from subagents import EXCLUDED_KEYS
-from subagents.isolation import changed_keys, child_input, known_private_state_keys
+from middleware.ledger import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
+from subagents.isolation import changed_keys, child_input, langchain_private_state_keys
 
-PRIVATE = known_private_state_keys()
+PRIVATE = langchain_private_state_keys()
 BLOCKED = EXCLUDED_KEYS | PRIVATE
 keys = st.one_of(
     st.sampled_from(sorted(BLOCKED)), st.text("abcdefgh_", min_size=1, max_size=6)

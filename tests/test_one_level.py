@@ -11,6 +11,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import OneLevelGuard, SubagentSpec, build_subagent
+from subagents.one_level import OneLevelToolGuard
 
 
 @tool
@@ -53,7 +54,7 @@ def test_defence_1_guard_hides_and_refuses_middleware_contributed_tools(run):
     model = ScriptedChatModel(
         responses=[{"tool_calls": [tool_call("write_todos", todos=[{"content": "x", "status": "pending"}])]}, "ok"]
     )
-    agent = create_agent(model, [echo], middleware=[TodoListMiddleware(), OneLevelGuard()])
+    agent = create_agent(model, [echo], middleware=[TodoListMiddleware(), OneLevelToolGuard()])
     out = run(agent, user("go"))
     assert model.calls[0]["tools"] == ["echo"]
     (msg,) = tool_messages(out)
@@ -105,3 +106,12 @@ def test_runtime_refusal_when_a_compiled_child_tries_to_delegate(run):
     refusal = inner_model.calls[1]["messages"][-1]
     assert refusal.type == "tool" and "subagents cannot delegate" in refusal.text
     assert not any(m.text == "nested" for c in inner_model.calls for m in c["messages"] if m.type == "human")
+
+
+def test_a_toolless_child_has_no_tools_node_and_a_child_with_tools_gets_the_refusing_guard():
+    bare = build_subagent(SubagentSpec(name="bare", description="d", tools=[]),
+                          parent_model=ScriptedChatModel(responses=["x"]), parent_tools=[echo])
+    assert "tools" not in bare.nodes
+    armed = build_subagent(SubagentSpec(name="armed", description="d", tools=["echo"]),
+                           parent_model=ScriptedChatModel(responses=["x"]), parent_tools=[echo])
+    assert "tools" in armed.nodes

@@ -139,7 +139,7 @@ def test_unknown_task_id_is_a_clear_error():
 
     agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "empty"}}
-    with pytest.raises(KeyError, match="no task 'nope' in the ledger of thread 'empty'"):
+    with pytest.raises(KeyError, match="no task 'nope' in the ledgers of thread 'empty'"):
         get_transcript(agent, config, "nope")
 
 

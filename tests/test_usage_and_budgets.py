@@ -85,7 +85,7 @@ def test_shared_budget_stops_running_children_and_refuses_new_delegations(run):
     assert len(msgs) == 4 and all(m.status == "error" for m in msgs)
     stopped, refused = msgs[:3], msgs[3]
     for m in stopped:
-        assert "the shared token budget is spent" in m.content
+        assert "the shared token budget" in m.content
     assert "no new delegations can start" in refused.content
     child_calls = sum(r["model_calls"] for r in records(out))
     assert child_calls < 3 * 25  # far below what the three loops would have made
@@ -98,3 +98,41 @@ def test_budget_arguments_are_validated():
         Budget(max_usd=1.0)
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         Budget(max_tokens=0)
+
+
+def test_parallel_children_overshoot_a_shared_budget_by_at_most_one_call_each(run):
+    children, limit = 10, 4000
+    budget = Budget(max_tokens=limit)
+    model = ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="general-purpose")
+                                       for i in range(children)]}, "parent done"])],
+        default={"tool_calls": [tool_call("echo", x="again")]},
+        latency_s=0.005,
+    )
+    agent = create_deep_agent(model, [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    assert {r["stop_reason"] for r in records(out)} == {"budget"}
+    # Prompts are reserved before each call, so only outputs can pass the limit:
+    # at most one call's output per running child (a looping echo call is ~25 tokens).
+    parent_calls = budget.tokens - sum(r["input_tokens"] + r["output_tokens"] for r in records(out))
+    assert budget.tokens - parent_calls <= limit + children * 25
+
+
+def test_a_childs_summariser_calls_count_against_the_shared_budget(run):
+    budget = Budget(max_tokens=1_000_000)
+    model = ScriptedChatModel(
+        rules=[("summar", ["a summary"]),
+               ("go", [{"tool_calls": [tool_call("task", description="work a lot", subagent_type="worker")]},
+                       "parent done"])],
+        default={"tool_calls": [tool_call("echo", x="again " * 40)]},
+    )
+    spec = {"name": "worker", "description": "w", "tools": ["echo"], "max_turns": 6,
+            "condenser": {"trigger": ("tokens", 300), "keep": ("messages", 2)}}
+    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"),
+              {"recursion_limit": 200})
+    (record,) = records(out)
+    summaries = [c for c in model.calls if any("summar" in m.text.lower() for m in c["messages"][:1])]
+    assert summaries, "the condenser never ran; the test would prove nothing"
+    parent_tokens = sum(
+        (m.usage_metadata or {}).get("total_tokens", 0) for m in out["messages"] if m.type == "ai")
+    assert budget.tokens == record["input_tokens"] + record["output_tokens"] + parent_tokens
