@@ -29,6 +29,8 @@ ASYNC_LEDGER_KEY = "async_tasks"
 DELEGATION_TOOLS = frozenset({"task", "start_async_task"})
 
 TaskKind = Literal["task", "background", "refused"]
+REFUSED_STOP_REASONS = frozenset({"refused", "invalid_call"})
+"""Stop reasons of a delegation that never ran a child (a spent budget is ``budget`` with no calls)."""
 
 
 @dataclasses.dataclass
@@ -73,7 +75,8 @@ class TaskRow:
 
 
 def sync_row(record: Mapping[str, Any]) -> TaskRow:
-    refused = record.get("status") == "error" and not record.get("transcript")
+    refused = record.get("stop_reason") in REFUSED_STOP_REASONS or (
+        record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
     duration = record.get("duration_ms")
     return TaskRow(
         id=str(record["id"]), kind="refused" if refused else "task",

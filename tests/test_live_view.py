@@ -47,6 +47,9 @@ def test_refused_background_and_invalid_calls_are_rows_of_the_tree():
     assert "translator [refused]" in text and "unknown subagent_type" in text
     assert "surveyor [background, local, attempt 2]" in text
     assert "? [refused]" in text and "subagent_type missing" in text
+    ledgered = {**refused, "id": "i" * 32, "agent_type": "(unknown)", "stop_reason": "invalid_call",
+                "transcript": "jsonl:x", "tool_call_id": "c9"}
+    assert task_rows({"subagent_tasks": {"i" * 32: ledgered}})[0].kind == "refused"
     state = {"subagent_tasks": {refused["id"]: refused}, "async_tasks": {background["id"]: background},
              "messages": [bad_call, reply]}
     assert sorted(r.kind for r in task_rows(state)) == ["background", "refused", "refused"]
