@@ -79,6 +79,9 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--model", help="provider:name (default: from OPENAI_API_KEY / OPENAI_BASE_URL)")
     run.add_argument("--agents-dir", action="append", dest="agents_dirs", metavar="DIR",
                      help="agent directory, in precedence order (repeatable)")
+    run.add_argument("--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
+                     help="skill directory (repeatable; default: .agents/skills and .claude/skills, "
+                     "project then home)")
     run.add_argument("--workspace", type=Path, metavar="DIR",
                      help="the folder the built-in tools may touch (default: the current one)")
     run.add_argument("--permission-mode", choices=PERMISSION_CHOICES, default="confirm_risky",

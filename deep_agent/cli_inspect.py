@@ -55,7 +55,7 @@ def transcript_command(args: argparse.Namespace) -> int:
         header = (f"[bold]task {row.id}[/bold] ({row.agent_type}, {row.kind}, {row.status}) in thread {thread}; "
                   f"transcript: {row.transcript or 'none'}")
         console.print(header, highlight=False)
-        if not row.transcript:
+        if row.kind == "refused" or not row.transcript:
             console.print(f"it ran no child ({row.status}): {row.outcome}", markup=False)
             return 0
         messages = read_transcript({"id": row.id, "transcript": row.transcript}, thread_id=thread,

@@ -90,8 +90,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     profiles = read_profiles(args.model_profiles)
     prices = read_prices(args.prices)
     resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
+    require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
     found.raise_for_problems()
+    skills_dirs = _skill_levels(args.skills_dirs)
     specs = [_plain_tool_names(spec) for spec in found.values]
     plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
     if plan.problems:
@@ -116,7 +118,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
             checkpointer=checkpointer, sessions_dir=str(sessions), model_profiles=plan.profiles,
             unknown_model=args.unknown_model, permission_mode=args.permission_mode,
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", background=True,
-            prices=prices, budget=budget,
+            prices=prices, budget=budget, skills_dirs=skills_dirs,
         )
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
@@ -145,6 +147,17 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
             raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
         prices[str(name)] = (float(pair[0]), float(pair[1]))
     return prices
+
+
+def _skill_levels(named: list[str] | None) -> list[Any]:
+    """The skill folders to read: the named ones, else the default ones that exist."""
+    from subagents import SKILL_DIRS
+    from subagents.discovery import default_levels
+
+    if named:
+        return list(named)
+    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
+    return [level for level in levels if level]
 
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -198,3 +198,17 @@ def test_a_hung_model_server_is_an_error_after_the_timeout_not_a_frozen_screen(p
     assert result.returncode == 1
     line = result.stderr.strip()
     assert "Traceback" not in line and "did not answer in time" in line and f"127.0.0.1:{port}" in line
+
+
+def test_run_reads_the_default_skill_folders_and_rejects_an_unknown_skill(project):
+    skill = project / ".agents/skills/tidy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: tidy\ndescription: How to tidy notes.\n---\nFix typos.\n",
+                                    encoding="utf-8")
+    editor = project / ".claude/agents/editor.md"
+    editor.write_text(editor.read_text().replace("color: cyan", "color: cyan\nskills: tidy"), encoding="utf-8")
+    ok = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert ok.returncode == 0, ok.stderr
+    editor.write_text(editor.read_text().replace("skills: tidy", "skills: nosuch"), encoding="utf-8")
+    bad = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert bad.returncode == 1 and "field 'skills'" in bad.stderr and "nosuch" in bad.stderr
