@@ -1,95 +1,138 @@
 """The ``deep-agent`` command line.
 
 Each subcommand is one function taking the parsed arguments and returning
-an exit code; ``build_parser`` wires them up, one ``add_*_command`` per
-command, so new commands slot in beside ``agents``.
+an exit code. The parser lives here and imports nothing heavy; a command's
+module (and LangChain with it) is imported only when that command runs, so
+``deep-agent --help`` answers at once.
 
 Example::
 
-    deep-agent run "Compare A and B" --model openai:gpt-4.1-mini
-    deep-agent demo                              # offline, scripted
-    deep-agent tasks                             # the last thread's ledger
-    deep-agent transcript 3fa2                   # one task's messages
-    deep-agent agents list                       # project, then user agent dirs
+    deep-agent run "Review the parser" --model openai:gpt-4.1-mini
+    deep-agent run "Fix the typo in README.md" --yes            # approve every risky call
+    deep-agent demo                                             # offline, scripted
+    deep-agent tasks                                            # the last thread's tasks
+    deep-agent transcript 3fa2                                  # one task's messages
     deep-agent agents validate team/agents --model-profiles profiles.yaml
-    deep-agent agents list --format json
 
-Exit codes: 0 on success (for ``agents``: every file valid), 1 on an error
-(printed as one line; ``--debug`` shows the traceback) or an invalid agent
-file, 2 for bad command-line arguments.
+Exit codes: 0 on success; 1 on an error (printed as one line; ``--debug``
+shows the traceback) or an invalid agent file; 2 for bad command-line
+arguments, including a directory or file that does not exist.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import yaml
+from deep_agent.cli_errors import UsageError, describe_error
 
-from subagents import (
-    DEFAULT_MAX_TURNS,
-    BuildOptions,
-    Definition,
-    Discovery,
-    SpecError,
-    SubagentSpec,
-    check_spec,
-    describe_model,
-    discover_agents,
-    discover_skills,
-)
-from deep_agent.cli_inspect import add_inspect_commands
-from deep_agent.cli_run import add_run_command
-from subagents.condenser import describe_condenser
-from subagents.mcp_config import check_mcp_servers
-from subagents.skills import SkillCatalog
+PERMISSION_CHOICES = ("always_confirm", "confirm_risky", "never_confirm", "default", "acceptEdits",
+                      "plan", "dontAsk", "bypassPermissions")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks instead of one-line errors")
     parser = argparse.ArgumentParser(
-        prog="deep-agent", description="Governed subagent delegation for LangGraph."
+        prog="deep-agent", description="Governed subagent delegation for LangGraph.", parents=[common]
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_run_command(commands)
-    add_inspect_commands(commands)
-    add_agents_command(commands)
+    _add_run(commands, common)
+    _add_inspect(commands, common)
+    _add_agents(commands, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
-        return int(args.handler(args))
+        module, _, name = args.handler.partition(":")
+        return int(getattr(importlib.import_module(module), name)(args))
     except KeyboardInterrupt:
         print("deep-agent: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - one readable line unless --debug
-        if args.debug:
+        if debug:
             raise
-        print(f"deep-agent: error: {exc}", file=sys.stderr)
-        return 1
+        print(f"deep-agent: error: {describe_error(exc)}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
 
 
-# -- deep-agent agents list|validate ------------------------------------------
+# -- the commands' arguments ---------------------------------------------------
 
 
-def add_agents_command(commands: Any) -> None:
+def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
+    run = commands.add_parser(
+        "run", parents=[common], help="run a deep agent on a prompt, with a live view of its tasks",
+        description="Run the agents of your agent files on a prompt. The root plans, delegates "
+        "with `task` (or in the background) and has the built-in tools Read, Write, Edit, Glob, "
+        "Grep, LS and Bash, confined to --workspace.",
+    )
+    run.add_argument("prompt")
+    run.add_argument("--thread", help="continue this thread (default: a new one)")
+    run.add_argument("--model", help="provider:name (default: from OPENAI_API_KEY / OPENAI_BASE_URL)")
+    run.add_argument("--agents-dir", action="append", dest="agents_dirs", metavar="DIR",
+                     help="agent directory, in precedence order (repeatable)")
+    run.add_argument("--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
+                     help="skill directory (repeatable; default: .agents/skills and .claude/skills, "
+                     "project then home)")
+    run.add_argument("--workspace", type=Path, metavar="DIR",
+                     help="the folder the built-in tools may touch (default: the current one)")
+    run.add_argument("--permission-mode", choices=PERMISSION_CHOICES, default="confirm_risky",
+                     help="approval policy of the root and of agents whose file sets none "
+                     "(default: confirm_risky: Write, Edit and Bash ask)")
+    run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
+    run.add_argument("--timeout", type=_positive(float), default=120.0, metavar="SECONDS",
+                     help="request timeout of the model (default: 120)")
+    run.add_argument("--max-tokens", type=_positive(int), metavar="N", help="output tokens per model call")
+    run.add_argument("--budget-tokens", type=_positive(int), metavar="N",
+                     help="tokens the whole run may spend; later delegations are refused")
+    run.add_argument("--prices", type=Path, metavar="FILE",
+                     help="YAML or JSON: model name -> [USD per million input, output tokens]")
+    run.add_argument("--force-delegation", action="store_true",
+                     help="the first model call of each turn must call task (for small local models)")
+    run.add_argument("--short-answer-threshold", type=_positive(int), metavar="CHARS",
+                     help="ask a child once for a fuller report when its answer is shorter (default: off)")
+    _add_model_resolution(run)
+    _add_state(run)
+    run.set_defaults(handler="deep_agent.cli_run:run_command")
+
+    demo = commands.add_parser("demo", parents=[common],
+                               help="an offline, scripted scenario (no model or key needed)")
+    _add_state(demo)
+    demo.set_defaults(handler="deep_agent.cli_run:demo_command")
+
+
+def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
+    tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
+    tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
+    tasks.set_defaults(handler="deep_agent.cli_inspect:tasks_command")
+    transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
+    transcript.add_argument("task_id", help="a task id, or a unique prefix of one")
+    transcript.add_argument("--thread", help="look only in this thread")
+    transcript.set_defaults(handler="deep_agent.cli_inspect:transcript_command")
+    for parser in (tasks, transcript):
+        _add_state(parser)
+
+
+def _add_agents(commands: Any, common: argparse.ArgumentParser) -> None:
     agents = commands.add_parser(
-        "agents",
-        help="list or validate agent files",
+        "agents", parents=[common], help="list or validate agent files",
         description="Find agent files (markdown with YAML frontmatter) and check them.",
     )
     actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="print each agent with its resolved fields")
+    listing = actions.add_parser("list", parents=[common], help="print each agent with its resolved fields")
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    listing.set_defaults(handler=agents_list)
-    validate = actions.add_parser("validate", help="check every agent file; exit 1 if any is invalid")
-    validate.set_defaults(handler=agents_validate)
+    listing.set_defaults(handler="deep_agent.cli_agents:agents_list")
+    validate = actions.add_parser("validate", parents=[common],
+                                  help="check every agent file; exit 1 if any is invalid")
+    validate.set_defaults(handler="deep_agent.cli_agents:agents_validate")
     for sub in (listing, validate):
         sub.add_argument(
             "dirs", nargs="*", metavar="DIR",
@@ -101,137 +144,37 @@ def add_agents_command(commands: Any) -> None:
             "--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
             help="skill directory (repeatable; default: the standard project and user ones)",
         )
-        sub.add_argument(
-            "--model-profiles", type=Path, metavar="FILE",
-            help="YAML or JSON mapping of profile name to 'provider:model' (or init arguments)",
-        )
-        sub.add_argument(
-            "--unknown-model", choices=("error", "inherit"), default="error",
-            help="an unresolvable model name: an error (default), or the parent's model",
-        )
+        _add_model_resolution(sub)
 
 
-def agents_list(args: argparse.Namespace) -> int:
-    report, problems, options = _scan(args)
-    if report is None:
-        return 2
-    rows = [
-        _describe_agent(d, report, options)
-        for d in report.definitions.values()
-        if d.path not in problems
-    ]
-    if args.format == "json":
-        print(json.dumps(rows, indent=2, default=str))
-    else:
-        for row in rows:
-            print(f"{row['name']}  ({row['source']})")
-            for key, value in row.items():
-                if key not in ("name", "source") and value not in (None, [], {}):
-                    print(f"  {key}: {', '.join(value) if isinstance(value, list) else value}")
-        if not rows and not problems:
-            print("no agent files found", file=sys.stderr)
-    for _, message in report.notes:
-        print(f"warning: {message}", file=sys.stderr)
-    for message in problems.values():
-        print(f"error: {message}", file=sys.stderr)
-    return 1 if problems else 0
+def _add_model_resolution(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model-profiles", type=Path, metavar="FILE",
+        help="YAML or JSON mapping of an agent file's model name to 'provider:model', 'inherit' "
+        "or init arguments (Claude's sonnet, opus and haiku run on the run's model unless mapped)",
+    )
+    parser.add_argument(
+        "--unknown-model", choices=("error", "inherit"), default="error",
+        help="a model name no profile maps: an error (default), or the run's model",
+    )
 
 
-def agents_validate(args: argparse.Namespace) -> int:
-    report, problems, _ = _scan(args)
-    if report is None:
-        return 2
-    notes: dict[Path, list[str]] = {}
-    for path, message in report.notes:
-        notes.setdefault(path, []).append(message)
-    for path in report.scanned:
-        print(f"FAIL {problems[path]}" if path in problems else f"ok   {path}")
-        for message in notes.get(path, []):
-            print(f"warn {message}")
-    for path, message in problems.items():
-        if path not in report.scanned:
-            print(f"FAIL {message}")
-    valid = len(report.scanned) - sum(p in report.scanned for p in problems)
-    print(f"{len(report.scanned)} agent file(s): {valid} valid, {len(problems)} problem(s)")
-    return 1 if problems else 0
+def _add_state(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", help="where threads, ledgers and transcripts live (default: ./.deep_agent)")
+    parser.add_argument("--db", dest="db_url", help="a postgresql:// URL instead of the embedded SQLite")
 
 
-def _scan(
-    args: argparse.Namespace,
-) -> tuple[Discovery[SubagentSpec] | None, dict[Path, str], BuildOptions]:
-    """Discover agents and skills, then check each agent against profiles and skills."""
-    try:
-        profiles = _read_profiles(args.model_profiles) if args.model_profiles else {}
-        skills = discover_skills(args.skills_dirs, project_dir=args.project_dir)
-        options = BuildOptions(
-            model_profiles=profiles,
-            unknown_model=args.unknown_model,
-            skills=SkillCatalog(skills.values),
-        )
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return None, {}, BuildOptions()
-    report = discover_agents(args.dirs or None, project_dir=args.project_dir)
-    problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
-    for found in report.loaded:
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
         try:
-            check_spec(found.value, options)
-        except SpecError as exc:
-            problems.setdefault(found.path, f"{found.path}: {exc}")
-        mcp_problems, mcp_notes = check_mcp_servers(found.value.mcp_config)
-        if mcp_problems:
-            problems.setdefault(found.path, f"{found.path}: field 'mcp_config': {mcp_problems[0]}")
-        report.notes.extend((found.path, f"{found.path}: {note}") for note in mcp_notes)
-    return report, problems, options
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
 
-
-def _read_profiles(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise SpecError(f"--model-profiles {path}: cannot be read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"--model-profiles {path}: invalid YAML or JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"--model-profiles {path}: expected a mapping of profile name to model")
-    return data
-
-
-def _transport(config: Any) -> str:
-    if not config:
-        return "defined by the caller"
-    if "command" in config:
-        return "stdio"
-    return str(config.get("transport") or config.get("type") or "http")
-
-
-def _describe_agent(
-    found: Definition[SubagentSpec], report: Discovery[SubagentSpec], options: BuildOptions
-) -> dict[str, Any]:
-    spec = found.value
-    shadowed = [str(lost.path) for lost, winner in report.shadowed if winner is found]
-    return {
-        "name": spec.name,
-        "source": str(found.path),
-        "description": spec.description,
-        "model": describe_model(
-            spec.model, agent=spec.name, profiles=options.model_profiles,
-            unknown_model=options.unknown_model,
-        ),
-        "tools": "inherit (the parent's)" if spec.tools is None else [str(t) for t in spec.tools],
-        "disallowed_tools": list(spec.disallowed_tools),
-        "skills": list(spec.skills),
-        "max_turns": spec.max_turns or f"default ({DEFAULT_MAX_TURNS})",
-        "timeout_s": spec.timeout_s,
-        "max_budget_per_run": spec.max_budget_per_run,
-        "permission_mode": spec.permission_mode or "inherit (the parent's policy)",
-        "condenser": describe_condenser(spec.condenser),
-        "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],
-        "hooks": list(spec.hooks or {}),
-        "color": spec.color,
-        "metadata": dict(spec.metadata),
-        "overrides": shadowed,
-    }
+    return parse
 
 
 if __name__ == "__main__":

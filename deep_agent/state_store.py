@@ -12,6 +12,7 @@ database URL selects Postgres instead (``deep_agent.postgres_store``;
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,9 +23,26 @@ from middleware.ledger import LEDGER_KEY
 DEFAULT_STATE_DIR = ".deep_agent"
 
 
-def resolve_state_dir(path: str | Path | None) -> Path:
-    state = Path(path) if path else Path.cwd() / DEFAULT_STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
+def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
+    """The state folder as an absolute path (so stored transcript paths work from anywhere).
+
+    With ``create`` it is made if missing and checked writable; an
+    unwritable one is a :class:`~deep_agent.cli_errors.UsageError` in one
+    line. Readers pass ``create=False`` and leave no folder behind.
+    """
+    from deep_agent.cli_errors import UsageError
+
+    state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
+    if not create:
+        return state
+    flag = "--state-dir" if path else "state directory"
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        probe = state / f".write-check-{os.getpid()}"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {state}: cannot write there ({exc.strerror or exc})") from None
     return state
 
 
@@ -79,22 +97,29 @@ def _postgres(db_url: str, *, aio: bool) -> Any:
     return open_async_postgres(db_url) if aio else open_postgres(db_url)
 
 
-def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
-    """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
+def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
+    """A thread's values (ledgers, messages), read from its latest checkpoint."""
     saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     if saved is None:
         raise LookupError(f"no thread {thread_id!r} in the state store")
-    return dict(saved.checkpoint["channel_values"].get(LEDGER_KEY) or {})
+    return dict(saved.checkpoint["channel_values"])
 
 
-def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, dict[str, Any]]:
-    """The thread and record of a task id (a unique prefix is enough)."""
+def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
+    """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
+    return dict(read_thread(saver, thread_id).get(LEDGER_KEY) or {})
+
+
+def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
+    """The thread and row (:class:`deep_agent.thread_tasks.TaskRow`) of a task id; a unique prefix is enough."""
+    from deep_agent.thread_tasks import task_rows
+
     threads = [thread_id] if thread_id else _threads(saver)
     matches = []
     for thread in threads:
-        for tid, record in read_ledger(saver, thread).items():
-            if tid.startswith(task_id):
-                matches.append((thread, record))
+        for row in task_rows(read_thread(saver, thread)):
+            if row.id.startswith(task_id):
+                matches.append((thread, row))
     if not matches:
         raise LookupError(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
     if len(matches) > 1:

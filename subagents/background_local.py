@@ -338,3 +338,12 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> b
                 return False
             time.sleep(0.05)
     return True
+
+
+def known_task(task_id: str) -> LocalTask | None:
+    """The live entry for ``task_id`` in any open runtime of this process, if one runs it."""
+    for runtime in BackgroundRuntime.all_open():
+        task = runtime.table.get(task_id)
+        if task is not None:
+            return task
+    return None

@@ -112,6 +112,11 @@ class BackgroundRuntime:
         runtime = _open.get(runtime_id)
         return runtime if runtime is not None and not runtime.closed else None
 
+    @staticmethod
+    def all_open() -> list[BackgroundRuntime]:
+        """Every open runtime of this process (for views that know a task id only)."""
+        return [r for r in list(_open.values()) if not r.closed]
+
     # -- running coroutines ------------------------------------------------------
 
     def in_loop(self) -> bool:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from server_fixture import free_port
+from deep_agent.dev_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 90.0

@@ -19,14 +19,33 @@ def test_cli_validate_reports_every_bad_file_and_exits_non_zero(capsys):
     assert f"{len(BAD_CASES)} agent file(s): 0 valid, {len(BAD_CASES)} problem(s)" in out
 
 
-def test_cli_validate_needs_the_profiles_a_file_names(tmp_path, capsys):
+def test_cli_validate_runs_claude_model_aliases_on_the_runs_model_with_one_note(tmp_path, capsys):
+    assert cli(["agents", "validate", str(GOOD), "--skills-dir", str(SKILLS)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok   ") == 4 and "4 valid, 0 problem(s)" in out
+    notes = [line for line in out.splitlines() if line.startswith("note ")]
+    assert notes == ["note model sonnet (code-reviewer) runs on the run's model; "
+                     "map a name to another model with --model-profiles FILE"]
     profiles = write(tmp_path / "profiles.yaml", "sonnet: anthropic:claude-sonnet-4-5\n")
-    assert cli(["agents", "validate", str(GOOD), "--skills-dir", str(SKILLS)]) == 1
-    assert "field 'model' 'sonnet'" in capsys.readouterr().out
     args = ["agents", "validate", str(GOOD), "--skills-dir", str(SKILLS), "--model-profiles", str(profiles)]
     assert cli(args) == 0
     out = capsys.readouterr().out
-    assert out.count("ok   ") == 4 and "warn " in out and "4 valid, 0 problem(s)" in out
+    assert "note " not in out and "warn " in out and "4 valid, 0 problem(s)" in out
+
+
+def test_cli_an_unknown_model_name_hints_at_the_flags_to_pass(tmp_path, capsys):
+    write(tmp_path / "odd.md", "---\nname: odd\ndescription: d\nmodel: gpt5-turbo\n---\nbody\n")
+    assert cli(["agents", "validate", str(tmp_path), "--skills-dir", str(SKILLS)]) == 1
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL"))
+    assert "odd.md" in line and "--model-profiles FILE" in line and "--unknown-model inherit" in line
+    assert "model_profiles=" not in line and "unknown_model=" not in line
+    assert cli(["agents", "validate", str(tmp_path), "--skills-dir", str(SKILLS), "--unknown-model", "inherit"]) == 0
+    assert "note model gpt5-turbo (odd) runs on the run's model" in capsys.readouterr().out
+
+
+def test_cli_a_missing_directory_is_a_usage_error(tmp_path, capsys):
+    assert cli(["agents", "validate", str(tmp_path / "nope")]) == 2
+    assert "no such directory" in capsys.readouterr().err
 
 
 def test_cli_list_prints_resolved_fields_and_precedence(tmp_path, capsys, monkeypatch):
@@ -38,7 +57,7 @@ def test_cli_list_prints_resolved_fields_and_precedence(tmp_path, capsys, monkey
     profiles = write(tmp_path / "p.json", json.dumps({"sonnet": "anthropic:claude-sonnet-4-5"}))
     argv = ["agents", "list", "--project-dir", str(project), "--model-profiles", str(profiles),
             "--skills-dir", str(tmp_path / "noskills")]
-    assert cli(argv) == 1  # the named skills dir does not exist
+    assert cli(argv) == 2  # the named skills dir does not exist
     assert cli(argv[:-2]) == 0
     out = capsys.readouterr().out
     assert "model: sonnet -> anthropic:claude-sonnet-4-5" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,12 +22,12 @@ def entry_point() -> list[str]:
     return [found] if found else [sys.executable, "-m", "deep_agent.cli"]
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
     base.update({"HOME": str(cwd / "home"), "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
     base.update(env or {})
     return subprocess.run([*entry_point(), *args], cwd=cwd, env=base, capture_output=True, text=True,
-                          timeout=180)
+                          input=stdin, timeout=180)
 
 
 @pytest.fixture()
@@ -50,7 +51,8 @@ def test_demo_runs_offline_and_says_it_is_scripted(project):
     assert out.count("completed") >= 2 and "error" in out
     assert "upstream model returned HTTP 500" in out
     assert "Final answer" in out and "not fatal" in out
-    assert "background task" in out and "(writer): completed" in out
+    assert "writer [background, local, attempt 1]" in out and "waiting for 1 background task" in out
+    assert re.search(r"writer \[background, local, attempt 1\] +\w{8} +completed", out)
     assert "The background report arrived" in out
 
 

@@ -17,7 +17,7 @@ from conftest import echo, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.cli import main as cli
 from deep_agent.testing import ScriptedChatModel, tool_call
-from server_fixture import free_port
+from deep_agent.dev_server import free_port
 from subagents import runner as runner_module
 from subagents.mcp_tools import TASK_ID_METADATA_KEY
 from test_agent_files import DETAIL, write

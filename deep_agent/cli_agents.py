@@ -1,0 +1,149 @@
+"""``deep-agent agents list|validate``: agent files, their resolved fields and their problems.
+
+Example::
+
+    deep-agent agents list --format json
+    deep-agent agents validate team/agents --model-profiles profiles.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from deep_agent.cli_errors import UsageError
+from deep_agent.cli_models import ModelPlan, plan_models, read_profiles
+from subagents.mcp_config import check_mcp_servers
+from subagents import (
+    DEFAULT_MAX_TURNS,
+    BuildOptions,
+    Definition,
+    Discovery,
+    SpecError,
+    SubagentSpec,
+    check_spec,
+    describe_model,
+    discover_agents,
+    discover_skills,
+)
+from subagents.condenser import describe_condenser
+from subagents.skills import SkillCatalog
+
+
+def agents_list(args: argparse.Namespace) -> int:
+    report, problems, options, plan = scan(args)
+    rows = [_describe_agent(d, report, options) for d in report.definitions.values() if d.path not in problems]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        for row in rows:
+            print(f"{row['name']}  ({row['source']})")
+            for key, value in row.items():
+                if key not in ("name", "source") and value not in (None, [], {}):
+                    print(f"  {key}: {', '.join(value) if isinstance(value, list) else value}")
+        if not rows and not problems:
+            print("no agent files found", file=sys.stderr)
+    if plan.notice:
+        print(f"note: {plan.notice}", file=sys.stderr)
+    for _, message in report.notes:
+        print(f"warning: {message}", file=sys.stderr)
+    for message in problems.values():
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def agents_validate(args: argparse.Namespace) -> int:
+    report, problems, _, plan = scan(args)
+    notes: dict[Path, list[str]] = {}
+    for path, message in report.notes:
+        notes.setdefault(path, []).append(message)
+    for path in report.scanned:
+        print(f"FAIL {problems[path]}" if path in problems else f"ok   {path}")
+        for message in notes.get(path, []):
+            print(f"warn {message}")
+    for path, message in problems.items():
+        if path not in report.scanned:
+            print(f"FAIL {message}")
+    if plan.notice:
+        print(f"note {plan.notice}")
+    valid = len(report.scanned) - sum(p in report.scanned for p in problems)
+    print(f"{len(report.scanned)} agent file(s): {valid} valid, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def require_dirs(dirs: list[str] | list[Path] | None, flag: str) -> None:
+    """A folder named on the command line must exist (exit 2 otherwise)."""
+    for entry in dirs or ():
+        if not Path(entry).expanduser().is_dir():
+            raise UsageError(f"{flag} {entry}: no such directory")
+
+
+def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, str], BuildOptions, ModelPlan]:
+    """Discover agents and skills, then check each agent against profiles and skills."""
+    require_dirs(args.dirs, "DIR")
+    require_dirs(args.skills_dirs, "--skills-dir")
+    if args.project_dir is not None:
+        require_dirs([args.project_dir], "--project-dir")
+    profiles = read_profiles(args.model_profiles)
+    report = discover_agents(args.dirs or None, project_dir=args.project_dir)
+    plan = plan_models(report.values, profiles, unknown_model=args.unknown_model)
+    try:
+        skills = discover_skills(args.skills_dirs, project_dir=args.project_dir)
+        options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model,
+                               skills=SkillCatalog(skills.values))
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
+    for found in report.loaded:
+        if found.value.name in plan.problems:
+            problems.setdefault(found.path, f"{found.path}: {plan.problems[found.value.name]}")
+            continue
+        try:
+            check_spec(found.value, options)
+        except SpecError as exc:
+            problems.setdefault(found.path, f"{found.path}: {exc}")
+        mcp_problems, mcp_notes = check_mcp_servers(found.value.mcp_config)
+        if mcp_problems:
+            problems.setdefault(found.path, f"{found.path}: field 'mcp_config': {mcp_problems[0]}")
+        report.notes.extend((found.path, f"{found.path}: {note}") for note in mcp_notes)
+    return report, problems, options, plan
+
+
+def _transport(config: Any) -> str:
+    if not config:
+        return "defined by the caller"
+    if "command" in config:
+        return "stdio"
+    return str(config.get("transport") or config.get("type") or "http")
+
+
+def _describe_agent(
+    found: Definition[SubagentSpec], report: Discovery[SubagentSpec], options: BuildOptions
+) -> dict[str, Any]:
+    spec = found.value
+    shadowed = [str(lost.path) for lost, winner in report.shadowed if winner is found]
+    return {
+        "name": spec.name,
+        "source": str(found.path),
+        "description": spec.description,
+        "model": describe_model(
+            spec.model, agent=spec.name, profiles=options.model_profiles,
+            unknown_model=options.unknown_model,
+        ).replace(" -> inherit", " -> the run's model"),
+        "tools": "inherit (the parent's)" if spec.tools is None else [str(t) for t in spec.tools],
+        "disallowed_tools": list(spec.disallowed_tools),
+        "skills": list(spec.skills),
+        "max_turns": spec.max_turns or f"default ({DEFAULT_MAX_TURNS})",
+        "timeout_s": spec.timeout_s,
+        "max_budget_per_run": spec.max_budget_per_run,
+        "permission_mode": spec.permission_mode or "inherit (the parent's policy)",
+        "condenser": describe_condenser(spec.condenser),
+        "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],
+        "hooks": list(spec.hooks or {}),
+        "color": spec.color,
+        "metadata": dict(spec.metadata),
+        "overrides": shadowed,
+    }

@@ -1,0 +1,173 @@
+"""The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
+
+For each prompt: stream the root with the live :class:`~deep_agent.live_view.TaskTree`;
+when the run pauses for approval, stop the live view, ask
+(:mod:`deep_agent.cli_approvals`) and resume; once answered, keep the tree
+up while this process's background tasks finish, write their outcome into
+the thread's ledger, then print the answer and the per-agent summary.
+
+A turn that fails leaves the thread as it was before it (its messages are
+removed again, its task records stay), so continuing the thread never sends
+two user messages in a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from langgraph.types import Command
+from rich.console import Console
+from rich.live import Live
+
+from deep_agent.cli_approvals import TerminalAsker, decide
+from deep_agent.live_view import TaskTree
+from deep_agent.run_summary import summary_table
+from deep_agent.state_store import open_async_checkpointer, remember_thread, resolve_state_dir, sessions_dir
+from deep_agent.thread_tasks import ASYNC_LEDGER_KEY, task_rows
+
+BACKGROUND_WAIT_S = 600.0
+_WAITING = frozenset({"pending", "running"})
+
+
+async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
+                    console: Console) -> int:
+    """Run each prompt as a turn of one thread."""
+    state = resolve_state_dir(args.state_dir)
+    thread_id = getattr(args, "thread", None) or uuid.uuid4().hex
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
+    async with open_async_checkpointer(state, args.db_url) as saver:
+        agent = setup.build(saver, sessions_dir(state))
+        remember_thread(state, thread_id)
+        for turn, prompt in enumerate(prompts):
+            if turn:
+                console.print(f"[bold]>[/bold] {prompt}", markup=True)
+            tree = await _turn(agent, config, prompt, setup, title, console)
+            values = (await agent.aget_state(config)).values
+            messages = values.get("messages") or []
+            console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
+            console.print(messages[-1].text if messages else "", markup=False)
+            console.print(summary_table(
+                _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
+                prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
+            ))
+    console.print(f"[dim]thread {thread_id} — continue with --thread {thread_id}; "
+                  f"list tasks with: deep-agent tasks {thread_id}[/dim]")
+    return 0
+
+
+async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
+                console: Console) -> TaskTree:
+    before = (await agent.aget_state(config)).values
+    kept = len(before.get("messages") or [])
+    tree = TaskTree(title, colors=setup.colors, earlier={row.id for row in task_rows(before)})
+    ask = TerminalAsker(console)
+    inputs: Any = {"messages": [{"role": "user", "content": prompt}]}
+    try:
+        while True:
+            try:
+                with Live(tree, console=console, refresh_per_second=8):
+                    await _stream(agent, inputs, config, tree)
+                    interrupts = (await agent.aget_state(config)).interrupts
+                    if not interrupts and not _background_waiting(tree):
+                        tree.stop_clock()
+            finally:
+                _end_line(console)
+            if not interrupts:
+                break
+            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
+                            announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
+            inputs = Command(resume=resume)
+    except BaseException:
+        tree.stop_clock("failed")
+        await _forget_failed_turn(agent, config, kept)
+        raise
+    try:
+        await _settle_background(agent, config, tree, console)
+    finally:
+        tree.stop_clock()
+    return tree
+
+
+async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree, console: Console) -> None:
+    """Keep the tree up until this turn's local background tasks settle; record how they ended."""
+    if _background_waiting(tree):
+        console.print(f"[dim]waiting for {len(_background_waiting(tree))} background task(s); "
+                      "Ctrl-C leaves them[/dim]")
+        deadline = time.monotonic() + BACKGROUND_WAIT_S
+        with Live(tree, console=console, refresh_per_second=8):
+            while _background_waiting(tree) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            tree.stop_clock()
+        _end_line(console)
+    ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
+    updates = _news(ledger, tree)
+    if updates:
+        # The ledger otherwise learns the outcome only at the next turn (or never, once we exit).
+        await agent.aupdate_state(config, {ASYNC_LEDGER_KEY: updates}, as_node="model")
+
+
+def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
+    """What this process knows of the turn's background tasks that the ledger does not."""
+    from subagents.background_local import known_task
+
+    updates: dict[str, dict[str, Any]] = {}
+    for task_id in tree.background:
+        task = known_task(task_id)
+        if task is None:
+            continue
+        record = ledger.get(task_id) or {}
+        live = {**dict(task.fields), **task.usage()}
+        changed = {k: v for k, v in live.items() if k != "announced" and record.get(k) != v}
+        if "status" in changed:
+            changed["announced"] = False  # the parent is told how it ended, at its next turn
+        if changed:
+            updates[task_id] = changed
+            tree.background[task_id].update(changed)
+    return updates
+
+
+async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree) -> None:
+    try:
+        async for namespace, mode, chunk in agent.astream(
+            inputs, config, stream_mode=["custom", "updates"], subgraphs=True,
+        ):
+            tree.feed(namespace, mode, chunk)
+    except BaseException:
+        tree.stop_clock("failed")  # before the live view draws its last frame
+        raise
+
+
+def _background_waiting(tree: TaskTree) -> list[str]:
+    from subagents.background_local import known_task
+
+    return [i for i in tree.background
+            if (task := known_task(i)) is not None and task.fields.get("status") in _WAITING]
+
+
+def _end_line(console: Console) -> None:
+    if not console.is_terminal:
+        console.line()  # a redirected Live view ends without one
+
+
+async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
+    """Remove the messages a failed turn added (its task records stay). Never raises."""
+    from langchain_core.messages import RemoveMessage
+
+    try:
+        messages = (await agent.aget_state(config)).values.get("messages") or []
+        added = [m for m in messages[kept:] if getattr(m, "id", None)]
+        if added:
+            await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]},
+                                      as_node="model")
+    except BaseException:  # noqa: BLE001 - the turn's own error is the one to report
+        pass
+
+
+def _this_turn(tree: TaskTree, values: dict[str, Any]) -> list[Any]:
+    """This turn's tasks with their final records from the thread's state."""
+    ids = {row.id for row in tree.rows()}
+    return [row for row in task_rows(values) if row.id in ids] or tree.rows()

@@ -1,0 +1,25 @@
+"""The command line's built-in tools, under the names agent files use.
+
+``Read``, ``Write``, ``Edit``, ``Glob``, ``Grep``, ``LS`` and ``Bash``, with
+Claude Code's argument names, confined to a :class:`Workspace`. Agent files
+that say ``tools: Read, Grep, Edit`` get exactly these.
+
+Example::
+
+    from deep_agent.tools import RISKY_TOOLS, builtin_tools
+
+    tools = builtin_tools(".")
+    agent = create_deep_agent(model, tools, permission_mode="confirm_risky", risky_tools=RISKY_TOOLS)
+"""
+
+from deep_agent.tools.catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided
+from deep_agent.tools.workspace import MAX_OUTPUT_CHARS, Workspace
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "MAX_OUTPUT_CHARS",
+    "RISKY_TOOLS",
+    "Workspace",
+    "builtin_tools",
+    "tools_not_provided",
+]

@@ -1,0 +1,131 @@
+"""``Read``, ``Write``, ``Edit`` and ``LS``: files in the workspace, with Claude Code's argument names.
+
+Example::
+
+    ws = Workspace(".")
+    read, write, edit, ls = file_tools(ws)
+    read.invoke({"file_path": "README.md", "offset": 1, "limit": 20})
+    edit.invoke({"file_path": "app.py", "old_string": "x = 1", "new_string": "x = 2"})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.tools import StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from deep_agent.tools.workspace import Workspace
+
+DEFAULT_READ_LINES = 2000
+MAX_LINE_CHARS = 2000
+MAX_LS_ENTRIES = 1000
+
+
+class ReadInput(BaseModel):
+    file_path: str = Field(description="The file to read (absolute, or relative to the workspace).")
+    offset: int | None = Field(default=None, ge=1, description="The line to start at (1-based).")
+    limit: int | None = Field(default=None, ge=1, description="How many lines to read (default 2000).")
+
+
+class WriteInput(BaseModel):
+    file_path: str = Field(description="The file to write (created or overwritten).")
+    content: str = Field(description="The whole new content of the file.")
+
+
+class EditInput(BaseModel):
+    file_path: str = Field(description="The file to modify.")
+    old_string: str = Field(description="The exact text to replace.")
+    new_string: str = Field(description="The text to replace it with (must differ).")
+    replace_all: bool = Field(default=False, description="Replace every occurrence (default: exactly one).")
+
+
+class LSInput(BaseModel):
+    path: str | None = Field(default=None, description="The folder to list (default: the workspace).")
+
+
+def file_tools(ws: Workspace) -> list[StructuredTool]:
+    """The four file tools, bound to ``ws``."""
+
+    def read(file_path: str, offset: int | None = None, limit: int | None = None) -> str:
+        path = _existing_file(ws, file_path)
+        lines = _text(path, file_path).splitlines()
+        start = (offset or 1) - 1
+        chosen = lines[start: start + (limit or DEFAULT_READ_LINES)]
+        if not chosen:
+            return f"(no lines: {ws.shown(path)} has {len(lines)} line(s))"
+        numbered = (f"{start + i + 1:>6}\t{_cut_line(line)}" for i, line in enumerate(chosen))
+        return ws.bound("\n".join(numbered))
+
+    def write(file_path: str, content: str) -> str:
+        path = ws.path(file_path)
+        if path.is_dir():
+            raise ToolException(f"file_path {file_path!r} is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        path.write_text(content, encoding="utf-8")
+        return f"{'Overwrote' if existed else 'Created'} {ws.shown(path)} ({len(content)} characters)"
+
+    def edit(file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+        path = _existing_file(ws, file_path)
+        if old_string == new_string:
+            raise ToolException("old_string and new_string are the same: nothing to change")
+        if old_string == "":
+            raise ToolException("old_string is empty: give the exact text to replace")
+        text = _text(path, file_path)
+        count = text.count(old_string)
+        if count == 0:
+            raise ToolException(f"old_string was not found in {ws.shown(path)}")
+        if count > 1 and not replace_all:
+            raise ToolException(
+                f"old_string occurs {count} times in {ws.shown(path)}: give more context to make "
+                "it unique, or pass replace_all=true"
+            )
+        path.write_text(text.replace(old_string, new_string), encoding="utf-8")
+        return f"Edited {ws.shown(path)}: replaced {count if replace_all else 1} occurrence(s)"
+
+    def ls(path: str | None = None) -> str:
+        folder = ws.path(path, field="path")
+        if not folder.is_dir():
+            raise ToolException(f"path {path!r} is not a directory")
+        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        shown = [f"{p.name}/" if p.is_dir() else p.name for p in entries[:MAX_LS_ENTRIES]]
+        if len(entries) > MAX_LS_ENTRIES:
+            shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
+        return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
+
+    return [
+        _tool(read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),
+        _tool(write, "Write", WriteInput, "Create or overwrite a file in the workspace."),
+        _tool(edit, "Edit", EditInput, "Replace exact text in a file of the workspace."),
+        _tool(ls, "LS", LSInput, "List a folder of the workspace."),
+    ]
+
+
+def _tool(func: object, name: str, schema: type[BaseModel], description: str) -> StructuredTool:
+    return StructuredTool.from_function(
+        func=func, name=name, description=description, args_schema=schema,
+        infer_schema=False, handle_tool_error=True,
+    )
+
+
+def _existing_file(ws: Workspace, raw: str) -> Path:
+    path = ws.path(raw)
+    if not path.exists():
+        raise ToolException(f"file_path {raw!r}: no such file in the workspace")
+    if path.is_dir():
+        raise ToolException(f"file_path {raw!r} is a directory (use LS)")
+    return path
+
+
+def _text(path: Path, raw: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _cut_line(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line truncated]"

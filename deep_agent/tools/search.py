@@ -1,0 +1,120 @@
+"""``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
+
+Nothing outside the workspace is listed or read: matches that resolve
+outside it (through ``..`` or a symlink) are skipped, and symlinked
+folders are not followed.
+
+Example::
+
+    glob, grep = search_tools(Workspace("."))
+    glob.invoke({"pattern": "**/*.py"})
+    grep.invoke({"pattern": "def main", "glob": "*.py", "output_mode": "content"})
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from langchain_core.tools import StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from deep_agent.tools.files import _tool
+from deep_agent.tools.workspace import Workspace
+
+MAX_MATCHES = 500
+MAX_FILE_BYTES = 2_000_000
+_SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".deep_agent"}
+
+
+class GlobInput(BaseModel):
+    pattern: str = Field(description="A glob such as '**/*.py'.")
+    path: str | None = Field(default=None, description="The folder to search (default: the workspace).")
+
+
+class GrepInput(BaseModel):
+    pattern: str = Field(description="A regular expression (Python syntax).")
+    path: str | None = Field(default=None, description="A file or folder (default: the workspace).")
+    glob: str | None = Field(default=None, description="Only files whose name matches, e.g. '*.py'.")
+    output_mode: Literal["files_with_matches", "content", "count"] = Field(
+        default="files_with_matches",
+        description="files_with_matches (default), content (matching lines) or count.",
+    )
+
+
+def search_tools(ws: Workspace) -> list[StructuredTool]:
+    """``Glob`` and ``Grep``, bound to ``ws``."""
+
+    def glob(pattern: str, path: str | None = None) -> str:
+        folder = ws.path(path, field="path")
+        if Path(pattern).is_absolute():
+            raise ToolException("pattern must be relative to path (for example '**/*.py')")
+        try:
+            found = [p for p in folder.glob(pattern) if ws.contains(p.resolve()) and not _skipped(ws, p)]
+        except (ValueError, OSError) as exc:
+            raise ToolException(f"pattern {pattern!r}: {exc}") from None
+        found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
+        lines = [ws.shown(p) for p in found[:MAX_MATCHES]]
+        if len(found) > MAX_MATCHES:
+            lines.append(f"... [{len(found) - MAX_MATCHES} more matches]")
+        return ws.bound("\n".join(lines) or "no files match")
+
+    def grep(pattern: str, path: str | None = None, glob: str | None = None,
+             output_mode: str = "files_with_matches") -> str:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolException(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        lines: list[str] = []
+        for file in _files(ws, ws.path(path, field="path"), glob):
+            hits = _matches(file, regex)
+            if not hits:
+                continue
+            name = ws.shown(file)
+            if output_mode == "files_with_matches":
+                lines.append(name)
+            elif output_mode == "count":
+                lines.append(f"{name}:{len(hits)}")
+            else:
+                lines.extend(f"{name}:{number}:{text}" for number, text in hits)
+            if len(lines) >= MAX_MATCHES:
+                lines.append(f"... [stopped after {MAX_MATCHES} results]")
+                break
+        return ws.bound("\n".join(lines) or "no matches")
+
+    return [
+        _tool(glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
+        _tool(grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
+    ]
+
+
+def _skipped(ws: Workspace, path: Path) -> bool:
+    return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts) if path.is_relative_to(ws.root) else False
+
+
+def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
+    if start.is_file():
+        yield start
+        return
+    for folder, dirs, files in os.walk(start):  # symlinked folders are not followed
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        for name in sorted(files):
+            file = Path(folder) / name
+            if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(ws.shown(file), glob)):
+                continue
+            if ws.contains(file.resolve()):
+                yield file
+
+
+def _matches(file: Path, regex: re.Pattern[str]) -> list[tuple[int, str]]:
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            return []
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []  # binary or unreadable files are not searched
+    return [(i, line[:500]) for i, line in enumerate(text.splitlines(), 1) if regex.search(line)]

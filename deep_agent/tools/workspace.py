@@ -1,0 +1,81 @@
+"""The folder the built-in tools may touch, and the bounds on what they return.
+
+Every path a tool is given is resolved (``..`` and symlinks included)
+before use; one that ends up outside the workspace is refused with an error
+the model can read. Output is cut to a fixed number of characters, with a
+note saying how much was left out.
+
+Example::
+
+    ws = Workspace("/home/me/project")
+    ws.path("src/app.py")            # PosixPath('/home/me/project/src/app.py')
+    ws.path("../secrets.txt")        # raises ToolException: outside the workspace
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from langchain_core.tools import ToolException
+
+MAX_OUTPUT_CHARS = 30_000
+"""What one tool call may return to the model (Claude Code's own bound for Bash)."""
+
+
+class Workspace:
+    """A resolved folder; :meth:`path` confines a path to it.
+
+    Args:
+        root: the folder (default: the current one). It must exist.
+        max_output_chars: the most characters one tool result may hold.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *,
+                 max_output_chars: int = MAX_OUTPUT_CHARS) -> None:
+        path = Path(root if root is not None else os.getcwd()).expanduser()
+        if not path.is_dir():
+            raise NotADirectoryError(f"workspace {str(path)!r} is not a directory")
+        self.root = path.resolve()
+        self.max_output_chars = max_output_chars
+
+    def path(self, raw: str | None, *, field: str = "file_path") -> Path:
+        """``raw`` (relative to the workspace, or absolute) resolved, if it stays inside."""
+        if raw is None or str(raw).strip() == "":
+            return self.root
+        candidate = Path(str(raw)).expanduser()
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, for one
+            raise ToolException(f"{field} {_short(raw)}: cannot be resolved ({exc})") from None
+        if not self.contains(resolved):
+            raise ToolException(
+                f"{field} {_short(raw)} is outside the workspace {self.root}; "
+                "only paths inside it can be used"
+            )
+        return resolved
+
+    def contains(self, resolved: Path) -> bool:
+        """Whether an already resolved path lies in the workspace."""
+        return resolved == self.root or self.root in resolved.parents
+
+    def shown(self, path: Path) -> str:
+        """A path as the model sees it: relative to the workspace when inside."""
+        try:
+            return str(path.relative_to(self.root)) or "."
+        except ValueError:
+            return str(path)
+
+    def bound(self, text: str) -> str:
+        """``text`` cut to :attr:`max_output_chars`, saying how much was dropped."""
+        if len(text) <= self.max_output_chars:
+            return text
+        dropped = len(text) - self.max_output_chars
+        return f"{text[: self.max_output_chars]}\n... [output truncated: {dropped} more characters]"
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = repr(str(value))
+    return text if len(text) <= limit else text[:limit] + "...'"

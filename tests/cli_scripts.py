@@ -1,0 +1,64 @@
+"""Scripted models for driving ``deep-agent run`` in a subprocess: ``--model scripted:cli_scripts:NAME``."""
+
+from __future__ import annotations
+
+import time
+
+from deep_agent.testing import ScriptedChatModel, tool_call
+
+FINAL_ANSWER = "Done: one edit applied, one rejected, the survey runs in the background."
+
+
+def _slow(reply, seconds):
+    def later(messages):
+        time.sleep(seconds)
+        return reply
+    return later
+
+
+def review_team() -> ScriptedChatModel:
+    """The root delegates two edits, one unknown agent, one invalid call and a background survey."""
+    return ScriptedChatModel(
+        rules=[
+            # A background task that finishes is announced to the root as a message.
+            ("Background task updates", [_slow(FINAL_ANSWER, 0.5)]),
+            ("Fix the typo", [{"tool_calls": [tool_call("Edit", file_path="notes.txt",
+                                                         old_string="teh", new_string="the")]},
+                              "Fixed the typo in notes.txt."]),
+            ("Rewrite the notes", [{"tool_calls": [tool_call("Edit", file_path="notes.txt",
+                                                              old_string="notes", new_string="NOTES")]},
+                                   "The rewrite was rejected; notes.txt is unchanged by me."]),
+            ("Survey the notes", [_slow({"tool_calls": [tool_call("Grep", pattern="the", path=".")]}, 1.5),
+                                  "Survey: notes.txt mentions the project."]),
+        ],
+        responses=[
+            {"content": "Delegating.", "tool_calls": [
+                tool_call("task", description="Fix the typo in notes.txt.", subagent_type="editor"),
+                tool_call("task", description="Rewrite the notes in capitals.", subagent_type="editor"),
+                tool_call("task", description="Translate the notes.", subagent_type="translator"),
+                tool_call("task", description="No agent type given."),
+                tool_call("start_async_task", description="Survey the notes for the project name.",
+                          subagent_type="surveyor"),
+            ]},
+            _slow(FINAL_ANSWER, 0.5),
+        ],
+        latency_s=0.3,
+    )
+
+
+def one_edit() -> ScriptedChatModel:
+    """The root asks the editor for one edit (for approval tests without a terminal)."""
+    return ScriptedChatModel(
+        rules=[("Fix the typo", [{"tool_calls": [tool_call("Edit", file_path="notes.txt",
+                                                            old_string="teh", new_string="the")]},
+                                 "Fixed the typo in notes.txt."])],
+        responses=[{"tool_calls": [tool_call("task", description="Fix the typo in notes.txt.",
+                                             subagent_type="editor")]},
+                   "Done."],
+        default="Done.",
+    )
+
+
+def failing_root() -> ScriptedChatModel:
+    """The root's model fails at once (a run that fails)."""
+    return ScriptedChatModel(responses=[RuntimeError("upstream model returned HTTP 500")])

@@ -1,0 +1,81 @@
+"""The live tree tells the truth: moving timers, every kind of task, this turn only, agent colours."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from langchain_core.messages import AIMessage, ToolMessage
+from rich.console import Console
+
+from deep_agent.live_view import TaskTree
+from deep_agent.thread_tasks import task_rows
+
+
+def render(tree: TaskTree, color: bool = False) -> str:
+    console = Console(width=200, record=True, force_terminal=color, color_system="standard" if color else None)
+    console.print(tree)
+    return console.export_text(styles=color)
+
+
+def test_the_timers_move_on_every_render_without_new_events():
+    tree = TaskTree("deep agent")
+    tree.event({"type": "subagent_task", "task_id": "a" * 32, "agent_type": "editor", "status": "running"})
+    first = render(tree)
+    time.sleep(0.25)
+    second = render(tree)
+    assert first != second
+    assert "running 0.0s" in first
+    assert re.search(r"deep agent  running 0\.[2-9]s", second)
+
+
+def test_refused_background_and_invalid_calls_are_rows_of_the_tree():
+    tree = TaskTree("deep agent")
+    refused = {"id": "r" * 32, "agent_type": "translator", "status": "error", "description": "x",
+               "error": "unknown subagent_type 'translator'", "started_at": time.time(), "duration_ms": 0.1,
+               "tool_call_id": "c1", "transcript": None}
+    background = {"id": "b" * 32, "agent_type": "surveyor", "runner": "local", "status": "running",
+                  "description": "y", "created_at": time.time(), "attempt": 2, "tool_call_id": "c2"}
+    bad_call = AIMessage(content="", tool_calls=[{"name": "task", "args": {"description": "z"}, "id": "c3"}])
+    reply = ToolMessage(content="Error invoking tool 'task': subagent_type missing", tool_call_id="c3",
+                        status="error")
+    tree.feed((), "updates", {"tools": [{"subagent_tasks": {refused["id"]: refused}},
+                                        {"async_tasks": {background["id"]: background}}]})
+    tree.feed((), "updates", {"model": {"messages": [bad_call]}})
+    tree.feed((), "updates", {"tools": {"messages": [reply]}})
+    text = render(tree)
+    assert "translator [refused]" in text and "unknown subagent_type" in text
+    assert "surveyor [background, local, attempt 2]" in text
+    assert "? [refused]" in text and "subagent_type missing" in text
+    ledgered = {**refused, "id": "i" * 32, "agent_type": "(unknown)", "stop_reason": "invalid_call",
+                "transcript": "jsonl:x", "tool_call_id": "c9"}
+    assert task_rows({"subagent_tasks": {"i" * 32: ledgered}})[0].kind == "refused"
+    state = {"subagent_tasks": {refused["id"]: refused}, "async_tasks": {background["id"]: background},
+             "messages": [bad_call, reply]}
+    assert sorted(r.kind for r in task_rows(state)) == ["background", "refused", "refused"]
+
+
+def test_a_later_turn_lists_its_own_tasks_and_counts_earlier_ones():
+    tree = TaskTree("deep agent", earlier={"old1", "old2"})
+    tree.event({"type": "subagent_task", "task_id": "old1", "agent_type": "editor", "status": "completed"})
+    tree.event({"type": "subagent_task", "task_id": "new1", "agent_type": "editor", "status": "running"})
+    text = render(tree)
+    assert "2 task(s) of earlier turns" in text and "new1" in text and "old1" not in text
+
+
+def test_the_root_model_calls_are_counted():
+    tree = TaskTree("deep agent")
+    answer = AIMessage(content="done", usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+                       response_metadata={"model_name": "m"})
+    tree.feed((), "updates", {"model": {"messages": [answer]}})
+    tree.feed(("tools:1",), "updates", {"model": {"messages": [answer]}})  # a child's: not the root's
+    assert tree.root_usage == {"model_calls": 1, "input_tokens": 10, "output_tokens": 5}
+
+
+def test_each_agent_is_drawn_in_its_files_color_and_a_bad_color_is_ignored():
+    tree = TaskTree("deep agent", colors={"editor": "cyan", "odd": "not-a-colour"})
+    tree.event({"type": "subagent_task", "task_id": "e" * 32, "agent_type": "editor", "status": "completed"})
+    tree.event({"type": "subagent_task", "task_id": "o" * 32, "agent_type": "odd", "status": "completed"})
+    text = render(tree, color=True)
+    assert "\x1b[36meditor" in text
+    assert "odd" in text
