@@ -29,6 +29,12 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
         return result, []
     message = result[0]
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
+    nameless = [c for c in message.tool_calls if c.get("name") in tool_names and not c.get("id")]
+    if nameless:
+        # Some servers send no call id; the tool node needs one to answer the call.
+        message = message.model_copy(update={"tool_calls": [
+            {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if c in nameless else c for c in message.tool_calls]})
+        result = [message, *result[1:]]
     if not bad:
         return result, []
     kept = [c for c in message.invalid_tool_calls if c not in bad]
@@ -53,7 +59,8 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str, agent_ty
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
     now = time.time()
     return TaskRecord(
-        id=uuid.uuid5(uuid.NAMESPACE_OID, f"invalid|{tool_call_id}").hex,
+        # Never derived from the call id alone: models reuse ids across turns and calls.
+        id=uuid.uuid4().hex,
         agent_type=agent_type or "(unknown)",
         tool_call_id=tool_call_id,
         status="error",

@@ -76,6 +76,7 @@ from middleware.prompts import (
     with_prompt_block,
 )
 from middleware.task_description import task_tool_description
+from middleware.sibling_writes import SiblingWrites
 from middleware.task_tool_schema import STRUCTURED_TASK_TOOL_DESCRIPTION, task_tool_arguments
 from middleware.delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit, refused_outcome
 from middleware.force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
@@ -96,7 +97,6 @@ from subagents.errors import safe_text
 from subagents.migration import refuse_deepagents_arguments
 from subagents.one_level import DELEGATION_TOOL_TAG
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.writeback import parent_channels, write_back
 
 __all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
 
@@ -211,6 +211,7 @@ class SubAgentMiddleware(AgentMiddleware):
             short_answer_threshold=short_answer_threshold,
         )
         self.budget = budget
+        self._writes = SiblingWrites()
         self._model = model
         self._tools = None if tools is None else list(tools)
         self._seen_model: Any = None
@@ -297,9 +298,7 @@ class SubAgentMiddleware(AgentMiddleware):
         """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
         record, update = outcome.record, {}
         if outcome.changes:
-            parallel = _has_task_siblings(runtime.state, runtime.tool_call_id)
-            update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(runtime.config),
-                                         parallel=parallel)
+            update, skipped = self._writes.apply(runtime, outcome)
             if skipped:
                 record = {**record, "skipped_writes": skipped}
         return Command(update={
@@ -330,9 +329,11 @@ class SubAgentMiddleware(AgentMiddleware):
         if not isinstance(response, ModelResponse):
             return response
         result, records = answer_invalid_calls(response.result, (TASK_TOOL_NAME,))
-        if not records:
+        if result is response.result:
             return response
         fixed = ModelResponse(result=result, structured_response=response.structured_response)
+        if not records:
+            return fixed
         return ExtendedModelResponse(model_response=fixed, command=Command(
             update={LEDGER_KEY: {r["id"]: r for r in records}}))
 
@@ -362,14 +363,6 @@ class SubAgentMiddleware(AgentMiddleware):
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return self._recorded(request, await handler(request))
-
-
-def _has_task_siblings(state: Mapping[str, Any], tool_call_id: str | None) -> bool:
-    """Whether the model message that made this call also made other ``task`` calls."""
-    for message in reversed(state.get("messages") or ()):
-        if isinstance(message, AIMessage) and any(c.get("id") == tool_call_id for c in message.tool_calls):
-            return sum(c.get("name") == TASK_TOOL_NAME for c in message.tool_calls) > 1
-    return True  # unknown: assume siblings, the safe side
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

@@ -42,6 +42,28 @@ def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int
     return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
 
 
+def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
+    """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise ValueError(f"{argument}: expected a mapping of model name to (input, output) prices")
+    try:
+        items = list(prices.items())
+    except Exception as exc:  # noqa: BLE001 - a hostile mapping is bad input, named as such
+        raise ValueError(f"{argument}: could not be read ({type(exc).__name__})") from None
+    checked: dict[str, tuple[float, float]] = {}
+    for name, pair in items:
+        ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+              and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
+                      for p in pair))
+        if not ok:
+            raise ValueError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
+                             "(USD per million input tokens, output tokens)")
+        checked[str(name)] = (float(pair[0]), float(pair[1]))
+    return checked
+
+
 class BudgetExceeded(SubagentError):
     """Raised inside a child, or returned for a refused delegation, once spent."""
 
@@ -88,7 +110,7 @@ class Budget:
             raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
         self.max_tokens = max_tokens
         self.max_usd = max_usd
-        self.prices = dict(prices or {})
+        self.prices = check_prices(prices)
         self._lock = threading.Lock()
         self.tokens = 0
         self.usd = 0.0

@@ -33,6 +33,9 @@ from subagents.recorder import TranscriptRecorder
 from subagents.spec import DEFAULT_MAX_TURNS, CompiledSubagent
 
 DEFAULT_RECURSION_LIMIT = 25
+MAX_INHERITED_RECURSION_LIMIT = 100
+LANGCHAIN_DEFAULT_LIMIT = 9_999
+"""A child without its own ``recursion_limit`` gets the parent's, but never more than this."""
 
 
 @dataclasses.dataclass
@@ -73,8 +76,11 @@ class Delegation:
         self.inputs = inputs
         self.record_extra = record_extra
         built = not isinstance(spec, CompiledSubagent)
-        recursion = spec.recursion_limit or int(self.call.parent_config.get("recursion_limit")
-                                                 or DEFAULT_RECURSION_LIMIT)
+        # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
+        # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.
+        inherited = int(self.call.parent_config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
+        own = spec.recursion_limit if spec.recursion_limit and spec.recursion_limit < LANGCHAIN_DEFAULT_LIMIT else None
+        recursion = own or min(inherited, MAX_INHERITED_RECURSION_LIMIT)
         self.limits = Limits(max_turns=(spec.max_turns or DEFAULT_MAX_TURNS) if built else None,
                              recursion_limit=recursion, timeout_s=spec.timeout_s)
 

@@ -57,7 +57,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
             f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
             "Split the task into smaller pieces, or raise that middleware's limit."
         )
-    if isinstance(exc, GraphRecursionError):
+    if isinstance(exc, GraphRecursionError) and origin != "tool_error":
         return "recursion", (
             f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
             "Split the task into smaller pieces, or raise recursion_limit."

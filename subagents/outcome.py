@@ -181,10 +181,23 @@ def final_answer(result: Mapping[str, Any]) -> str:
             return json.dumps(dataclasses.asdict(structured), default=str)
         return json.dumps(structured, default=str)
     for message in reversed(result["messages"]):
-        if isinstance(message, AIMessage):
-            text = (message.text or "").strip()
-            if text:
-                return text
+        text = _ai_text(message)
+        if text:
+            return text
+    return ""
+
+
+def _ai_text(message: Any) -> str:
+    """The text of an AI message, given as a message object or as a dict (``role``/``type``)."""
+    if isinstance(message, AIMessage):
+        return (message.text or "").strip()
+    if isinstance(message, Mapping) and (message.get("role") in ("assistant", "ai") or message.get("type") == "ai"):
+        content = message.get("content")
+        if isinstance(content, str):
+            return content.strip()
+        if isinstance(content, list):
+            parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
+            return "".join(p for p in parts if isinstance(p, str)).strip()
     return ""
 
 

@@ -26,12 +26,15 @@ from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
-from langgraph.errors import GraphBubbleUp, ParentCommand
+import asyncio
 
-from subagents.budget import Budget, PriceTable
+from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
+from langgraph.types import Interrupt
+
+from subagents.budget import Budget, PriceTable, check_prices
 from subagents.call_setup import set_up_child
 from subagents.delegation import Delegation, invoke_with_deadline, ainvoke_with_deadline
-from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason, safe_text
+from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason, SubagentError, safe_text
 from subagents.failures import describe_failure
 from subagents.isolation import CORE_EXCLUDED_KEYS, changed_keys, langchain_private_state_keys
 from subagents.limiter import ConcurrencyLimit
@@ -44,7 +47,10 @@ from subagents.outcome import (
     merge_continuation,
 )
 from subagents.registry import SubagentRegistry, UnknownSubagent
-from subagents.transcript import sink_chooser
+from subagents.transcript import NO_TRANSCRIPT, sink_chooser
+
+REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
+"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result."""
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
 """Set in the metadata of every child run; its presence means "inside a child"."""
@@ -88,7 +94,7 @@ class TaskRunner:
             raise ValueError(f"short_answer_threshold must be >= 0 (got {short_answer_threshold})")
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
-        self.prices = prices if prices is not None else (budget.prices if budget else None)
+        self.prices = check_prices(prices) if prices is not None else (budget.prices if budget else None)
         self.budget = budget
         self.short_answer_threshold = short_answer_threshold
         self.new_sink = sink_chooser(sessions_dir, transcript_store)
@@ -157,14 +163,22 @@ class TaskRunner:
             return self._fail(run, ParentWriteRefused(
                 "a tool of the subagent returned Command(graph=Command.PARENT); a subagent cannot "
                 "write to the parent's state, only its final answer comes back"))
-        except GraphBubbleUp as signal:
+        except GraphInterrupt as signal:
+            if not _is_approval(signal):
+                return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
             raise
+        except GraphBubbleUp as signal:
+            return self._fail(run, SubagentError(f"raised a LangGraph control signal "
+                                                 f"({type(signal).__name__}) that cannot leave a subagent"))
         except Exception as exc:  # noqa: BLE001 - fault isolation is the point
             return self._fail(run, exc)
-        except BaseException:
-            run.cancelled()
-            raise
+        except BaseException as exc:
+            if isinstance(exc, REAL_CANCELLATION):
+                run.cancelled()
+                raise
+            # Any other BaseException (a library's own, a stray GeneratorExit) fails this task alone.
+            return self._fail(run, exc)
 
     def _prepare(self, call: TaskCall) -> Delegation | TaskOutcome:
         """Resolve the spec and graph, isolate the input, choose the sink, set the limits."""
@@ -200,8 +214,12 @@ class TaskRunner:
         return TaskOutcome(record, error=reason, events=run.events)
 
     def _refuse(self, run: Delegation, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
+        """A delegation that never ran a child: a record (its transcript is empty), an event, an error."""
         error = DelegationRefused(reason, stop_reason=stop_reason)
-        return TaskOutcome(self._record(run, error.stop_reason, error=reason), error=reason, events=run.events)
+        run.transcript = NO_TRANSCRIPT
+        record = self._record(run, error.stop_reason, error=reason)
+        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"])
+        return TaskOutcome(record, error=reason, events=run.events)
 
     @staticmethod
     def _record(run: Delegation, stop_reason: StopReason, *, answer: str | None = None,
@@ -226,6 +244,12 @@ class TaskRunner:
             "skipped_writes": None,
             **run.record_extra,
         }
+
+
+def _is_approval(signal: GraphInterrupt) -> bool:
+    """An interrupt that can be resumed: it carries at least one ``Interrupt``."""
+    found = signal.args[0] if signal.args else None
+    return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
 
 
 def _send(plan: Generator[Any, Any, TaskOutcome], value: Any) -> Any:

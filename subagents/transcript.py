@@ -38,6 +38,8 @@ from subagents.paths import inside, safe_component
 from subagents.transcript_memory import MEMORY
 
 STORE_NAMESPACE = "subagent_transcripts"
+NO_TRANSCRIPT = "none:"
+"""The transcript of a delegation refused before any child ran: it reads back as empty."""
 
 
 class TranscriptSink(Protocol):
@@ -91,8 +93,13 @@ class JsonlSink:
     def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: Any = path.open("a", encoding="utf-8")
-        self._write(header)
+        # A task resumed after an approval continues its file: one header, each message once.
+        self._written = _message_ids(path) if path.exists() else None
+        # A lone surrogate in a model's text must not cost the transcript its message.
+        self._file: Any = path.open("a", encoding="utf-8", errors="backslashreplace")
+        if self._written is None:
+            self._written = set()
+            self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         if self._file is not None:
@@ -100,6 +107,10 @@ class JsonlSink:
             self._file.flush()
 
     def add(self, message: BaseMessage) -> None:
+        if message.id is not None:
+            if message.id in self._written:
+                return
+            self._written.add(message.id)
         self._write(message_to_dict(message))
 
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
@@ -131,6 +142,20 @@ class StoreSink:
             value["cancelled"] = True
         self.store.put(self.namespace, self.task_id, value)
         return "store:" + "/".join(self.namespace)
+
+
+def _message_ids(path: Path) -> set[str]:
+    """Ids of the messages a JSONL transcript already holds."""
+    found: set[str] = set()
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line).get("data") or {}
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(data, dict) and data.get("id"):
+                found.add(str(data["id"]))
+    return found
 
 
 SinkFactory = Callable[..., TranscriptSink]
@@ -236,6 +261,8 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
     """Read the transcript a task record points at."""
     task_id = record.get("id")
     kind, _, ref = (record.get("transcript") or "").partition(":")
+    if kind == "none":
+        return []
     if kind == "jsonl":
         return read_jsonl(ref)[1]
     if kind == "store":

@@ -28,6 +28,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from subagents.errors import safe_text
+
 _MISSING = object()
 
 PARALLEL_PLAIN_KEY = (
@@ -60,41 +62,79 @@ def write_back(
     channels: Mapping[str, Any] | None,
     *,
     parallel: bool,
+    earlier: Mapping[str, list[Any]] | None = None,
+    checkpointed: bool = False,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """``(update, skipped)``: what to write into the parent, and what not, with why.
 
     With ``channels=None`` every key is treated as plain (no reducer).
+    ``earlier`` holds what parallel siblings already wrote to each key in
+    this step: a write is tried on top of theirs, so no combination of
+    siblings can make the parent's reducer fail. With ``checkpointed`` a
+    value must also survive the checkpointer's serializer.
     """
     update: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for key, value in changes.items():
         try:
-            reason = _one(key, value, inputs, channels, parallel, update)
+            reason = _one(key, value, inputs, channels, parallel, update, (earlier or {}).get(key, []),
+                          checkpointed)
         except Exception as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
             reason = f"could not be compared or copied ({type(exc).__name__})"
         if reason is not None:
-            skipped[str(key)] = reason
+            skipped[safe_text(key, 200)] = reason
     return update, skipped
 
 
 def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str, Any] | None,
-         parallel: bool, update: dict[str, Any]) -> str | None:
+         parallel: bool, update: dict[str, Any], earlier: list[Any], checkpointed: bool) -> str | None:
     channel = None
     if channels is not None:
         channel = channels.get(key)
         if channel is None:
             return "the parent's state has no such key"
     if channel is not None and is_reducer(channel):
-        delta = contribution(inputs.get(key, _MISSING), value)
+        before = inputs.get(key, _MISSING)
+        delta = contribution(before, value)
         if delta is _MISSING:
             return "the child replaced a value that has a reducer; only additions can be written back"
+        removed = _removed(before, value)
+        if removed:
+            update[key] = delta
+            return f"entries removed by the child cannot be written back through a reducer: {removed}"
     else:
         if parallel:
             return PARALLEL_PLAIN_KEY
         delta = value
-    if channel is not None and not _accepts(channel, delta):
-        return "the parent's channel rejected the value"
+    problem = _unusable(delta, checkpointed)
+    if problem is not None:
+        return problem
+    if channel is not None and not _accepts(channel, [*earlier, delta]):
+        return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
     update[key] = delta
+    return None
+
+
+def _removed(before: Any, after: Any) -> str:
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        gone = [safe_text(k, 60) for k in before if k not in after]
+        return ", ".join(gone[:10]) + (" ..." if len(gone) > 10 else "")
+    return ""
+
+
+def _unusable(value: Any, checkpointed: bool) -> str | None:
+    """Why the parent could not carry ``value`` (LangGraph deep-copies a tool's update), if it cannot."""
+    try:
+        copy.deepcopy(value)
+    except Exception as exc:  # noqa: BLE001
+        return f"the value cannot be copied ({type(exc).__name__})"
+    if checkpointed:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        try:
+            JsonPlusSerializer().dumps_typed(value)
+        except Exception as exc:  # noqa: BLE001
+            return f"the parent's checkpointer cannot store the value ({type(exc).__name__})"
     return None
 
 
@@ -124,13 +164,13 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or bool((a == b) is True)
 
 
-def _accepts(channel: Any, value: Any) -> bool:
+def _accepts(channel: Any, values: list[Any]) -> bool:
     try:
         trial = channel.copy()
         if hasattr(trial, "value"):
             # A reducer that mutates in place must not touch the parent's real value.
             trial.value = copy.copy(trial.value)
-        trial.update([value])
+        trial.update(values)
     except Exception:  # noqa: BLE001 - the reducer or type check refused it
         return False
     return True

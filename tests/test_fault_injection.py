@@ -241,6 +241,11 @@ def test_no_exception_from_anywhere_takes_the_parent_down(
     exc = _make(exc_type)
     if point == "stream_writer":
         raising_stream_writer(exc)
+    if point == "prices":
+        # Prices are read once, when the agent is built: a hostile table is refused there, by name.
+        with pytest.raises(ValueError, match="prices"):
+            build(point, exc, children, tmp_path)
+        return
     agent = build(point, exc, children, tmp_path)
     inputs = {"messages": [{"role": "user", "content": "go"}], "notes": "parent note", "findings": ["p1"]}
     out = agent.invoke(inputs) if mode == "sync" else asyncio.run(agent.ainvoke(inputs))
