@@ -93,6 +93,9 @@ from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, me
 from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_remote import RemoteSubagentSpec
 from subagents.background_tasks import BackgroundTasks, TaskStateError
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+
+from middleware.invalid_calls import answer_invalid_calls, as_background_record
 from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from subagents.remote_adoption import OrphanSearch, adopt_orphans
 from subagents.spec import describe_validation_error
@@ -340,11 +343,25 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             self._seen_model = seen
         return with_prompt_block(request, self.prompt_block)
 
+    def _answer_invalid(self, response: Any) -> Any:
+        """Background-tool calls with unreadable arguments: answered, recorded, retried."""
+        if not isinstance(response, ModelResponse):
+            return response
+        names = [t.name for t in self.tools]
+        result, records = answer_invalid_calls(response.result, names)
+        if result is response.result:
+            return response
+        fixed = ModelResponse(result=result, structured_response=response.structured_response)
+        if not records:
+            return fixed
+        ledger = {r["id"]: as_background_record(r) for r in records}
+        return ExtendedModelResponse(model_response=fixed, command=Command(update={ASYNC_LEDGER_KEY: ledger}))
+
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return handler(self._with_block(request))
+        return self._answer_invalid(handler(self._with_block(request)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await handler(self._with_block(request))
+        return self._answer_invalid(await handler(self._with_block(request)))
 
 
 def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:

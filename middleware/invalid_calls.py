@@ -71,3 +71,14 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str, agent_ty
         finished_at=now,
         duration_ms=0.0,
     ).model_dump()
+
+
+def as_background_record(record: dict[str, Any]) -> dict[str, Any]:
+    """An invalid background-tool call's record, in the ``async_tasks`` ledger's shape."""
+    return {
+        "id": record["id"], "agent_type": record["agent_type"], "runner": "local", "status": "error",
+        "stop_reason": "invalid_call", "description": record["description"],
+        "tool_call_id": record["tool_call_id"], "created_at": record["started_at"],
+        "updated_at": record["finished_at"], "finished_at": record["finished_at"],
+        "error": record["error"], "announced": True, "attempt": 1,
+    }

@@ -300,3 +300,16 @@ def test_cancelling_the_parent_propagates_and_marks_the_transcript(tmp_path):
     asyncio.run(main())
     (transcript,) = tmp_path.rglob("agent-*.jsonl")
     assert transcript.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}'
+
+
+def test_unreadable_background_call_arguments_are_answered_recorded_and_retried(run):
+    broken = AIMessage(content="Starting.", invalid_tool_calls=[
+        {"name": "start_async_task", "args": '{"description": "wri', "id": "call_bg_bad",
+         "error": "Unterminated string", "type": "invalid_tool_call"}])
+    model = ScriptedChatModel(responses=[broken, "parent answer"])
+    out = run(create_deep_agent(model, background=True), user("go"))
+    answer = next(m for m in tool_messages(out) if m.tool_call_id == "call_bg_bad")
+    assert answer.status == "error" and "valid JSON" in answer.content
+    assert out["messages"][-1].text == "parent answer"
+    (record,) = out["async_tasks"].values()
+    assert record["status"] == "error" and record["stop_reason"] == "invalid_call"
