@@ -83,6 +83,14 @@ class TaskMeter(BaseCallbackHandler):
     def cancel(self) -> None:
         self.stop(TaskCancelled("was cancelled"))
 
+    def carry(self, spent: dict[str, Any]) -> None:
+        """Start from what an earlier run of the same task spent (before an approval pause)."""
+        with self._lock:
+            self.model_calls += int(spent.get("model_calls") or 0)
+            self.input_tokens += int(spent.get("input_tokens") or 0)
+            self.output_tokens += int(spent.get("output_tokens") or 0)
+            self.cost_usd += float(spent.get("cost_usd") or 0.0)
+
     def usage(self) -> dict[str, Any]:
         return {
             "model_calls": self.model_calls,

@@ -21,12 +21,12 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
-
-import asyncio
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
 from langgraph.types import Interrupt
@@ -98,6 +98,8 @@ class TaskRunner:
         self.budget = budget
         self.short_answer_threshold = short_answer_threshold
         self.new_sink = sink_chooser(sessions_dir, transcript_store)
+        self._paused_usage: dict[str, dict[str, Any]] = {}
+        self._paused_lock = threading.Lock()
         self.blocked_keys = (
             CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
             | langchain_private_state_keys()
@@ -167,6 +169,7 @@ class TaskRunner:
             if not _is_approval(signal):
                 return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
+            self._carry_usage(run)
             raise
         except GraphBubbleUp as signal:
             return self._fail(run, SubagentError(f"raised a LangGraph control signal "
@@ -193,11 +196,25 @@ class TaskRunner:
             run.resolve(setup.spec, call.graph or setup.graph, setup.inputs, setup.record_extra)
             run.open_transcript(self.new_sink)
             run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
+            self._resume_usage(run)
         except UnknownSubagent as exc:
             return self._refuse(run, safe_text(exc), "invalid_call")
         except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
             return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
         return run
+
+    def _carry_usage(self, run: Delegation) -> None:
+        """A task paused for approval: what it spent so far counts again when it resumes."""
+        with self._paused_lock:
+            self._paused_usage[run.task_id] = run.usage()
+            while len(self._paused_usage) > 1024:
+                self._paused_usage.pop(next(iter(self._paused_usage)))
+
+    def _resume_usage(self, run: Delegation) -> None:
+        with self._paused_lock:
+            spent = self._paused_usage.pop(run.task_id, None)
+        if spent and run.meter is not None:
+            run.meter.carry(spent)
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
         run.close_transcript(result.get("messages"))

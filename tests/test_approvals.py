@@ -87,3 +87,5 @@ async def test_approval_inside_a_child(mode, kind, decision, tmp_path):
     records = done["subagent_tasks"]
     assert len(records) == 2 and {r["status"] for r in records.values()} == {"completed"}
     assert about["task_id"] in records  # the paused task kept its id across the resume
+    # The model call made before the pause counts in the record, with the one after it.
+    assert records[about["task_id"]]["model_calls"] == 2
