@@ -150,7 +150,8 @@ class TaskTree:
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
     duration = event.get("duration_ms")
     return TaskRow(
-        id=task_id, kind="task", agent_type=str(event.get("agent_type") or "?"),
+        id=task_id, kind="refused" if event.get("refused") else "task",
+        agent_type=str(event.get("agent_type") or "?"),
         status=str(event.get("status") or "running"), tool_call_id=event.get("tool_call_id"),
         started_at=event.get("started_at"), duration_s=None if duration is None else duration / 1000,
         model_calls=int(event.get("model_calls") or 0), input_tokens=int(event.get("input_tokens") or 0),

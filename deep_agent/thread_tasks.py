@@ -75,7 +75,8 @@ class TaskRow:
 
 
 def sync_row(record: Mapping[str, Any]) -> TaskRow:
-    refused = record.get("stop_reason") in REFUSED_STOP_REASONS or (
+    # "none:" is the transcript of a delegation refused before any child ran.
+    refused = record.get("stop_reason") in REFUSED_STOP_REASONS or record.get("transcript") == "none:" or (
         record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
     duration = record.get("duration_ms")
     return TaskRow(

@@ -235,7 +235,8 @@ class TaskRunner:
         error = DelegationRefused(reason, stop_reason=stop_reason)
         run.transcript = NO_TRANSCRIPT
         record = self._record(run, error.stop_reason, error=reason)
-        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"])
+        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"],
+                 refused=True)
         return TaskOutcome(record, error=reason, events=run.events)
 
     @staticmethod
