@@ -80,9 +80,11 @@ class Delegation:
         # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.
         inherited = int(self.call.parent_config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
         own = spec.recursion_limit if spec.recursion_limit and spec.recursion_limit < LANGCHAIN_DEFAULT_LIMIT else None
-        recursion = own or min(inherited, MAX_INHERITED_RECURSION_LIMIT)
-        self.limits = Limits(max_turns=(spec.max_turns or DEFAULT_MAX_TURNS) if built else None,
-                             recursion_limit=recursion, timeout_s=spec.timeout_s)
+        max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
+        # Never below what max_turns needs (a model step and a tool step per turn, plus hooks).
+        cap = max(MAX_INHERITED_RECURSION_LIMIT, 4 * (max_turns or 0))
+        recursion = own or min(inherited, cap)
+        self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
 
     def open_transcript(self, new_sink: Callable[..., Any]) -> None:
         has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None

@@ -107,3 +107,15 @@ def test_invalid_cap_is_rejected():
 
     with pytest.raises(ValueError, match="max_concurrent_tasks"):
         SubAgentMiddleware(max_concurrent_tasks=0)
+
+
+def test_a_generous_max_turns_is_not_cut_short_by_the_inherited_recursion_cap(run):
+    model = ScriptedChatModel(
+        rules=[("loop", [{"tool_calls": [tool_call("echo", x=str(i))]} for i in range(40)] + ["looped"])],
+        responses=parent_script(("loop", "long")),
+    )
+    agent = create_deep_agent(model, [echo], subagents=[
+        {"name": "long", "description": "works long", "tools": ["echo"], "max_turns": 60}])
+    out = run(agent, user("go"), {"recursion_limit": 10_000})
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["model_calls"] == 41
