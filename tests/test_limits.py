@@ -111,11 +111,11 @@ def test_invalid_cap_is_rejected():
 
 def test_a_generous_max_turns_is_not_cut_short_by_the_inherited_recursion_cap(run):
     model = ScriptedChatModel(
-        rules=[("loop", [{"tool_calls": [tool_call("echo", x=str(i))]} for i in range(40)] + ["looped"])],
+        rules=[("loop", [{"tool_calls": [tool_call("echo", x=str(i))]} for i in range(55)] + ["looped"])],
         responses=parent_script(("loop", "long")),
     )
     agent = create_deep_agent(model, [echo], subagents=[
         {"name": "long", "description": "works long", "tools": ["echo"], "max_turns": 60}])
     out = run(agent, user("go"), {"recursion_limit": 10_000})
     (record,) = records(out)
-    assert record["status"] == "completed" and record["model_calls"] == 41
+    assert record["status"] == "completed" and record["model_calls"] == 56
