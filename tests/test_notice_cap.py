@@ -19,7 +19,8 @@ ANSWER = "x" * 5000
 
 
 def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
-    worker = ScriptedChatModel(default=ANSWER, latency_s=1.0)  # none finishes within the first turn
+    # Slow enough that none finishes within the first turn, even on a loaded machine.
+    worker = ScriptedChatModel(default=ANSWER, latency_s=5.0)
     parent = ScriptedChatModel(
         rules=[("Background task updates", ["noted"]),
                ("PARENT start", [start(*[(f"job {i}", "worker") for i in range(TASKS)]), "started"])],

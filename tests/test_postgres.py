@@ -310,7 +310,7 @@ async def test_a_background_task_of_a_dead_process_is_lost_then_retried_from_pos
     assert f"{task_id} (worker): lost." in lost and "retry_async_task" in lost
     retried = next(m for m in out["messages"] if m.type == "tool" and m.name == "retry_async_task")
     assert retried.content == f"Retrying background task {task_id} (attempt 2)."
-    assert await asyncio.to_thread(wait_for_background, ledger(out))
+    assert await asyncio.to_thread(wait_for_background, ledger(out), 120)
 
     out = await turn("PARENT and now?")
     record = ledger(out)[task_id]
