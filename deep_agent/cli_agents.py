@@ -139,6 +139,8 @@ def _describe_agent(
         "max_turns": spec.max_turns or f"default ({DEFAULT_MAX_TURNS})",
         "timeout_s": spec.timeout_s,
         "max_budget_per_run": spec.max_budget_per_run,
+        "short_answer_threshold": (spec.short_answer_threshold if spec.short_answer_threshold is not None
+                                   else "the run's (--short-answer-threshold, default 0: off)"),
         "permission_mode": spec.permission_mode or "inherit (the parent's policy)",
         "condenser": describe_condenser(spec.condenser),
         "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],

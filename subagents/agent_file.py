@@ -51,6 +51,7 @@ FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "max_turns": ("max_turns", "maxTurns", "max_iteration_per_run"),
     "max_budget_per_run": ("max_budget_per_run", "maxBudgetPerRun"),
     "max_tokens": ("max_tokens", "maxTokens"),
+    "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
     "timeout_s": ("timeout_s", "timeoutS"),
     "recursion_limit": ("recursion_limit", "recursionLimit"),
     "permission_mode": ("permission_mode", "permissionMode"),
@@ -87,8 +88,9 @@ _FIELD_EXPECTED: Mapping[str, str] = {
     "timeout_s": "a positive number of seconds",
     "max_budget_per_run": "a positive number (US dollars)",
     "max_tokens": "a positive integer (tokens)",
+    "short_answer_threshold": "a non-negative integer (characters; 0: off)",
 }
-_NUMBER_ERRORS = ("int_type", "float_type", "greater_than")
+_NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
 
 
 def load_agent_file(path: str | os.PathLike[str]) -> SubagentSpec:

@@ -58,6 +58,8 @@ class Delegation:
     limits: Limits = Limits()
     record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    short_answer_threshold: int | None = None
+    """The spec's own short-answer threshold (``None``: the runner's applies)."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -75,6 +77,7 @@ class Delegation:
         self.graph = graph
         self.inputs = inputs
         self.record_extra = record_extra
+        self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
         # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
         # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.

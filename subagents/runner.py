@@ -147,7 +147,9 @@ class TaskRunner:
         try:
             result = yield run.inputs
             answer = final_answer(result)
-            follow_up = continuation_input(result, answer, self.short_answer_threshold)
+            own = run.short_answer_threshold  # an agent's own setting wins over the runner's
+            threshold = self.short_answer_threshold if own is None else own
+            follow_up = continuation_input(result, answer, threshold)
             if follow_up is not None:
                 try:
                     second = yield follow_up

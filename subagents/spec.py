@@ -100,6 +100,9 @@ class SubagentSpec(BaseModel):
     is for display. ``source`` is the file a definition was loaded from.
     ``context="fork"`` starts the child from the parent's conversation
     instead of the bare task (see :mod:`subagents.fork`).
+    ``short_answer_threshold`` (characters) overrides the runner's for this
+    agent: an answer shorter than it gets one request for a complete report
+    (``0``: never; ``None``: the runner's setting, off by default).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -116,6 +119,7 @@ class SubagentSpec(BaseModel):
     recursion_limit: int | None = Field(default=None, gt=0, strict=True)
     max_budget_per_run: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    short_answer_threshold: int | None = Field(default=None, ge=0, strict=True)
     response_format: Any = None
     middleware: Sequence[Any] = ()
     interrupt_on: Mapping[str, Any] | None = None

@@ -36,6 +36,7 @@ class SubAgent(TypedDict):
     response_format: NotRequired[Any]
     max_turns: NotRequired[int]
     timeout_s: NotRequired[float]
+    short_answer_threshold: NotRequired[int]
     retries: NotRequired[int]
 
 
