@@ -31,6 +31,14 @@ Asker = Callable[[str, str, Mapping[str, Any]], str | None]
 """``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
 
 
+def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
+    """The error for a call that needs approval when stdin is not a terminal."""
+    return ApprovalNeeded(
+        f"{tool} (called by {agent}) needs approval, but stdin is not a terminal: pass --yes "
+        "to approve every call, or --permission-mode never_confirm"
+    )
+
+
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
     shown = []
     for key, value in args.items():
@@ -47,12 +55,13 @@ class TerminalAsker:
         self.console = console
         self.stdin = stdin if stdin is not None else sys.stdin
 
+    def can_ask(self) -> bool:
+        """Whether stdin is a terminal someone can answer on."""
+        return _interactive(self.stdin)
+
     def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
-        if not _interactive(self.stdin):
-            raise ApprovalNeeded(
-                f"{tool} (called by {agent}) needs approval, but stdin is not a terminal: pass --yes "
-                "to approve every call, or --permission-mode never_confirm"
-            )
+        if not self.can_ask():
+            raise nobody_to_ask(tool, agent)
         self.console.print(f"\n[bold magenta]Approval needed[/bold magenta]: {describe_call(agent, tool, args)}",
                            highlight=False)
         while True:

@@ -3,7 +3,8 @@
 For each prompt: stream the root with the live :class:`~deep_agent.live_view.TaskTree`;
 when the run pauses for approval, stop the live view, ask
 (:mod:`deep_agent.cli_approvals`) and resume; once answered, keep the tree
-up while this process's background tasks finish, write their outcome into
+up while this process's background tasks finish (asking when one waits
+for approval, :mod:`deep_agent.cli_background`), write their outcome into
 the thread's ledger, then print the answer and the per-agent summary.
 
 A turn that fails leaves the thread as it was before it (its messages are
@@ -14,7 +15,7 @@ two user messages in a row.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import time
 import uuid
 from typing import Any
@@ -24,13 +25,11 @@ from rich.console import Console
 from rich.live import Live
 
 from deep_agent.cli_approvals import TerminalAsker, decide
+from deep_agent.cli_background import end_line, settle_background, unsettled
 from deep_agent.live_view import TaskTree
 from deep_agent.run_summary import summary_table
 from deep_agent.state_store import open_async_checkpointer, remember_thread, resolve_state_dir, sessions_dir
 from deep_agent.thread_tasks import ASYNC_LEDGER_KEY, task_rows
-
-BACKGROUND_WAIT_S = 600.0
-_WAITING = frozenset({"pending", "running"})
 
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
@@ -72,10 +71,10 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
                 with Live(tree, console=console, refresh_per_second=8):
                     await _stream(agent, inputs, config, tree)
                     interrupts = (await agent.aget_state(config)).interrupts
-                    if not interrupts and not _background_waiting(tree):
+                    if not interrupts and not unsettled(tree):
                         tree.stop_clock()
             finally:
-                _end_line(console)
+                end_line(console)
             if not interrupts:
                 break
             resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
@@ -86,23 +85,25 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
         await _forget_failed_turn(agent, config, kept)
         raise
     try:
-        await _settle_background(agent, config, tree, console)
+        await _settle_background(agent, config, tree, console, ask, setup.approve_all)
     finally:
         tree.stop_clock()
     return tree
 
 
-async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree, console: Console) -> None:
-    """Keep the tree up until this turn's local background tasks settle; record how they ended."""
-    if _background_waiting(tree):
-        console.print(f"[dim]waiting for {len(_background_waiting(tree))} background task(s); "
-                      "Ctrl-C leaves them[/dim]")
-        deadline = time.monotonic() + BACKGROUND_WAIT_S
-        with Live(tree, console=console, refresh_per_second=8):
-            while _background_waiting(tree) and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            tree.stop_clock()
-        _end_line(console)
+async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree, console: Console,
+                             ask: TerminalAsker, approve_all: bool) -> None:
+    """Wait for this turn's local background tasks (asking for their approvals); record how they ended."""
+    try:
+        await settle_background(tree, console, ask=ask, approve_all=approve_all)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that stopped the wait is the one to report
+            await _record_background(agent, config, tree)
+        raise
+    await _record_background(agent, config, tree)
+
+
+async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree) -> None:
     ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
     updates = _news(ledger, tree)
     if updates:
@@ -139,18 +140,6 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
     except BaseException:
         tree.stop_clock("failed")  # before the live view draws its last frame
         raise
-
-
-def _background_waiting(tree: TaskTree) -> list[str]:
-    from subagents.background_local import known_task
-
-    return [i for i in tree.background
-            if (task := known_task(i)) is not None and task.fields.get("status") in _WAITING]
-
-
-def _end_line(console: Console) -> None:
-    if not console.is_terminal:
-        console.line()  # a redirected Live view ends without one
 
 
 async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
