@@ -98,7 +98,8 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--force-delegation", action="store_true",
                      help="the first model call of each turn must call task (for small local models)")
     run.add_argument("--short-answer-threshold", type=_positive(int), metavar="CHARS",
-                     help="ask a child once for a fuller report when its answer is shorter (default: off)")
+                     help="ask a child once for a fuller report when its answer is shorter (default: off; "
+                          "an agent file's short_answer_threshold wins for that agent)")
     _add_model_resolution(run)
     _add_state(run)
     run.set_defaults(handler="deep_agent.cli_run:run_command")
