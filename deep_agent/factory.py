@@ -53,13 +53,13 @@ from subagents import (
     load_agent_dirs,
     private_state_keys,
 )
-from subagents.hook_middleware import HookMiddleware
 from subagents.child_state import parent_state_schemas
+from subagents.hook_middleware import HookMiddleware
 from subagents.migration import deepagents_only, refuse_deepagents_arguments
 from subagents.one_level import tool_name
+from subagents.permissions import approval_rules
 from subagents.settings import DelegationSettings
 from subagents.spec_dicts import is_async_spec
-from subagents.permissions import approval_rules
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:

@@ -62,12 +62,16 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import ValidationError
 
 from middleware import background_prompts as words
+from middleware.background_tools import background_tools
+from middleware.invalid_calls import answer_invalid_calls, as_background_record
+from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     GENERAL_PURPOSE_DESCRIPTION,
@@ -76,7 +80,6 @@ from middleware.prompts import (
     available_agents_block,
     with_prompt_block,
 )
-from middleware.background_tools import background_tools
 from subagents import (
     BuildOptions,
     SpecError,
@@ -87,13 +90,9 @@ from subagents import (
 )
 from subagents.background_inbox import SteeringInbox
 from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, merge_async_records
-from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_remote import RemoteSubagentSpec
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_tasks import BackgroundTasks, TaskStateError
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
-
-from middleware.invalid_calls import answer_invalid_calls, as_background_record
-from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from subagents.remote_adoption import OrphanSearch, adopt_orphans
 from subagents.settings import DelegationSettings
 from subagents.spec import describe_validation_error

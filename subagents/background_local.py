@@ -50,8 +50,8 @@ from subagents.background_runtime import BackgroundRuntime
 from subagents.background_session import ChildSession, session_size
 from subagents.limiter import ConcurrencyLimit
 from subagents.meter import TaskMeter
-from subagents.registry import SubagentRegistry
 from subagents.outcome import TaskCall
+from subagents.registry import SubagentRegistry
 from subagents.runner import TaskRunner
 from subagents.settings import DelegationSettings
 

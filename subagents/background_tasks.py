@@ -38,6 +38,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from subagents.background_approval import decided_message
 from subagents.background_ledger import (
     ACTIVE_STATUSES,
     RETRYABLE_STATUSES,
@@ -45,7 +46,6 @@ from subagents.background_ledger import (
     changed_fields,
     now,
 )
-from subagents.background_approval import decided_message
 from subagents.background_local import LocalTaskRunner
 from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner

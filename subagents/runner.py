@@ -32,7 +32,7 @@ from langgraph.types import Interrupt
 
 from subagents.budget import check_prices
 from subagents.call_setup import set_up_child
-from subagents.delegation import Delegation, invoke_with_deadline, ainvoke_with_deadline
+from subagents.delegation import Delegation, ainvoke_with_deadline, invoke_with_deadline
 from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason, SubagentError, safe_text
 from subagents.failures import describe_failure
 from subagents.isolation import CORE_EXCLUDED_KEYS, changed_keys, langchain_private_state_keys
