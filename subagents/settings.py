@@ -32,8 +32,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from langgraph.store.base import BaseStore
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 
+from subagents.background_runtime import BackgroundRuntime
 from subagents.budget import Budget, PriceTable
 from subagents.build_options import BuildOptions
 from subagents.discovery import DirLevels
@@ -102,7 +104,7 @@ class Observability(_Settings):
     """
 
     sessions_dir: str | Path | None = None
-    transcript_store: SkipValidation[Any] = None
+    transcript_store: SkipValidation[BaseStore | bool | None] = None
     prices: SkipValidation[PriceTable | None] = None  # checked by subagents.budget.check_prices
 
     @field_validator("sessions_dir", mode="before")
@@ -126,7 +128,7 @@ class BackgroundSettings(_Settings):
     enabled: bool = Field(False, alias="background")
     subagents: SkipValidation[tuple[Any, ...]] = Field((), alias="background_subagents")
     max_tasks: int | None = Field(DEFAULT_MAX_BACKGROUND_TASKS, alias="max_background_tasks")
-    runtime: SkipValidation[Any] = Field(None, alias="background_runtime")
+    runtime: SkipValidation[BackgroundRuntime | None] = Field(None, alias="background_runtime")
 
     @field_validator("subagents", mode="before")
     @classmethod
