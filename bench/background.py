@@ -68,7 +68,8 @@ def _once(tasks: int, cap: int, latency_s: float, rep: int) -> tuple[float, floa
     if not wait_for_background(ledger, timeout_s=120):
         raise RuntimeError("background: tasks did not settle within 120 s")
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    statuses = {middleware.runtime.table.get(task_id).fields["status"] for task_id in ledger}
+    entries = [middleware.runtime.table.get(task_id) for task_id in ledger]
+    statuses = {entry.fields["status"] if entry is not None else "missing" for entry in entries}
     middleware.close()
     if len(ledger) != tasks or statuses != {"completed"}:
         raise RuntimeError(f"background: {len(ledger)} tasks, statuses {statuses}")

@@ -71,7 +71,7 @@ def model_outputs(model: ScriptedChatModel) -> list[Any]:
     """The AI messages the scripted model produced, as later requests carried them."""
     from langchain_core.messages import AIMessage
 
-    produced = []
+    produced: list[AIMessage] = []
     for call in model.calls:
         produced.extend(m for m in call["messages"] if isinstance(m, AIMessage))
     return produced

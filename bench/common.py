@@ -20,7 +20,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -103,9 +103,10 @@ def delegation_middleware(
     if max_concurrent is not None:
         raise ValueError("deepagents' SubAgentMiddleware has no concurrency cap")
     from deepagents.backends import StateBackend
+    from deepagents.middleware.subagents import SubAgent
     from deepagents.middleware.subagents import SubAgentMiddleware as TheirSubAgentMiddleware
 
-    theirs = [{k: v for k, v in s.items() if k not in _OURS_ONLY_KEYS} for s in specs]
+    theirs = [cast(SubAgent, {k: v for k, v in s.items() if k not in _OURS_ONLY_KEYS}) for s in specs]
     return TheirSubAgentMiddleware(backend=StateBackend(), subagents=theirs)
 
 

@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from bench.common import (
@@ -45,8 +46,9 @@ class SchemaCountingModel(ScriptedChatModel):
     def _respond(self, messages: list[Any], tools: Any) -> Any:
         result = super()._respond(messages, tools)
         message = result.generations[0].message
+        assert isinstance(message, AIMessage) and message.usage_metadata is not None  # ScriptedChatModel's own
         extra = len(json.dumps(tools)) // 4 if tools else 0
-        usage = dict(message.usage_metadata)
+        usage = message.usage_metadata.copy()
         usage["input_tokens"] += extra
         usage["total_tokens"] += extra
         message.usage_metadata = usage

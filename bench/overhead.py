@@ -12,6 +12,7 @@ noisy machine hits all four alike.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from bench.common import (
@@ -93,7 +94,7 @@ def _sync(agents: dict[str, Any], runs: int, warmup: int) -> dict[tuple[str, boo
         _check(agents[side].invoke(DELEGATE if delegated else BASELINE), delegated)
     quiet_gc()
     for side, delegated in _schedule(runs):
-        seconds, state = timed(lambda: agents[side].invoke(DELEGATE if delegated else BASELINE))
+        seconds, state = timed(functools.partial(agents[side].invoke, DELEGATE if delegated else BASELINE))
         _check(state, delegated)
         times.setdefault((side, delegated), []).append(seconds)
     return times

@@ -34,7 +34,7 @@ from bench.common import median, record, scripted, user
 from deep_agent.dev_server import LangGraphDevServer
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents import wait_for_background
+from subagents.background_wait import wait_for_background  # the one that also polls remote tasks
 
 NAME = "remote"
 SETTLE_GOAL = 1.1
@@ -88,8 +88,8 @@ async def _raw(url: str, tasks: int) -> float:
 
     async def one(i: int) -> None:
         thread = await client.threads.create(metadata={"bench": "raw"})
-        run = await client.runs.create(thread["thread_id"], "scripted_worker",
-                                       input={"messages": [{"role": "user", "content": f"job {i}"}]})
+        job: dict[str, Any] = {"messages": [{"role": "user", "content": f"job {i}"}]}
+        run = await client.runs.create(thread["thread_id"], "scripted_worker", input=job)
         async with joins:  # each join holds a connection; the SDK's pool has 100
             await client.runs.join(thread["thread_id"], run["run_id"])
 

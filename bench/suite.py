@@ -82,7 +82,8 @@ def format_table(records: Sequence[dict[str, Any]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
-        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        # The last column is not padded: zip stops at the widths.
+        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
         lines.append("  ".join([*cells, row[-1]]))
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from deep_agent.factory import create_deep_agent, resolve_root_model
-    from middleware import SubAgentMiddleware
-    from subagents.spec import CompiledSubAgent, CompiledSubagent
-    from subagents.spec_dicts import AsyncSubAgent, SubAgent
+if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
+    from deep_agent.factory import create_deep_agent as create_deep_agent
+    from deep_agent.factory import resolve_root_model as resolve_root_model
+    from middleware import SubAgentMiddleware as SubAgentMiddleware
+    from subagents.spec import CompiledSubAgent as CompiledSubAgent
+    from subagents.spec import CompiledSubagent as CompiledSubagent
+    from subagents.spec_dicts import AsyncSubAgent as AsyncSubAgent
+    from subagents.spec_dicts import SubAgent as SubAgent
 
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",

@@ -16,7 +16,6 @@ from typing import Any
 
 from deep_agent.cli_errors import UsageError
 from deep_agent.cli_models import ModelPlan, plan_models, read_profiles
-from subagents.mcp_config import check_mcp_servers
 from subagents import (
     DEFAULT_MAX_TURNS,
     BuildOptions,
@@ -30,6 +29,7 @@ from subagents import (
     discover_skills,
 )
 from subagents.condenser import describe_condenser
+from subagents.mcp_config import check_mcp_servers
 from subagents.skills import SkillCatalog
 
 

@@ -42,24 +42,24 @@ from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
     Budget,
-    PriceTable,
     BuildOptions,
     DirLevels,
     ModelProfiles,
     PermissionMode,
+    PriceTable,
     SkillCatalog,
     SpecError,
     coerce_spec,
     load_agent_dirs,
-    load_skill_dirs,
     private_state_keys,
 )
-from subagents.hook_middleware import HookMiddleware
 from subagents.child_state import parent_state_schemas
+from subagents.hook_middleware import HookMiddleware
 from subagents.migration import deepagents_only, refuse_deepagents_arguments
 from subagents.one_level import tool_name
-from subagents.spec_dicts import is_async_spec
 from subagents.permissions import approval_rules
+from subagents.settings import DelegationSettings
+from subagents.spec_dicts import is_async_spec
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
@@ -168,68 +168,46 @@ def create_deep_agent(
             run. See :class:`middleware.SubAgentMiddleware`.
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
+
+    The limits, observability, background and definitions arguments are
+    grouped once into a :class:`subagents.settings.DelegationSettings`, which
+    the middlewares and runners below take whole.
     """
     refuse_deepagents_arguments("create_deep_agent", deepagents_only("create_deep_agent", create_agent_kwargs))
     root_model = resolve_root_model(model)
+    settings = DelegationSettings.from_arguments("create_deep_agent", dict(
+        agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
+        unknown_model=unknown_model, permission_mode=permission_mode, risky_tools=risky_tools,
+        mcp_servers=mcp_servers, interrupt_on=interrupt_on, unknown_tools=unknown_tools,
+        general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
+        max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
+        short_answer_threshold=short_answer_threshold, budget=budget, sessions_dir=sessions_dir,
+        transcript_store=transcript_store, prices=prices, background=background,
+        background_subagents=[*background_subagents, *(s for s in subagents if is_async_spec(s))],
+        max_background_tasks=max_background_tasks, background_runtime=background_runtime,
+    ))
     tools = list(tools)
-    remote = [s for s in subagents if is_async_spec(s)]
-    subagents = [s for s in subagents if not is_async_spec(s)]
-    background_subagents = [*background_subagents, *remote]
-    skills = load_skill_dirs(skills_dirs) if skills_dirs is not None else SkillCatalog()
-    options = BuildOptions(
-        model_profiles=dict(model_profiles or {}),
-        unknown_model=unknown_model,
-        risky_tools=risky_tools,  # type: ignore[arg-type] - checked by BuildOptions
-        permission_mode=permission_mode,  # type: ignore[arg-type] - normalised by BuildOptions
-        skills=skills,
-        mcp_servers=dict(mcp_servers or {}),
-        interrupt_on=interrupt_on,
-        state_schemas=parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware),
-    )
-    specs = _with_agent_files(subagents, agents_dirs)
-    shared = {
-        "model": root_model,
-        "tools": tools,
-        "general_purpose": general_purpose,
-        "private_state_keys": private_state_keys(middleware),
-        "unknown_tools": unknown_tools,
-        "sessions_dir": sessions_dir,
-        "prices": prices,
-        "budget": budget,
-        "short_answer_threshold": short_answer_threshold,
-        "build_options": options,
-    }
+    skills = settings.definitions.skills()
+    options = settings.definitions.build_options(
+        skills, parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware))
+    specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
+    private = private_state_keys(middleware)
     delegation = SubAgentMiddleware(
-        specs, max_concurrent_tasks=max_concurrent_tasks, transcript_store=transcript_store,
-        dynamic_subagents=dynamic_subagents, max_dynamic_subagents=max_dynamic_subagents,
-        structured_results=structured_results,
-        force_delegation=force_delegation, max_delegations=max_delegations, **shared,
+        specs, model=root_model, tools=tools, private_state_keys=private, build_options=options, settings=settings,
+        dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
     )
     extra: list[Any] = []
-    if background or background_subagents:
+    if settings.background.wanted:
         from middleware import BackgroundSubagentMiddleware
 
-        extra.append(
-            BackgroundSubagentMiddleware(
-                [*specs, *background_subagents],
-                max_concurrent_tasks=max_background_tasks,
-                listed_elsewhere=delegation.registry.names,
-                runtime=background_runtime,
-                **shared,
-            )
-        )
-    return create_agent(
-        root_model,
-        tools,
-        system_prompt=_with_skills(system_prompt, skills),
-        middleware=[*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
-                    delegation, *extra],
-        response_format=response_format,
-        checkpointer=checkpointer,
-        store=store,
-        name=name,
-        **create_agent_kwargs,
-    )
+        extra.append(BackgroundSubagentMiddleware(
+            [*specs, *settings.background.subagents], model=root_model, tools=tools, private_state_keys=private,
+            build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
+        ))
+    stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks), delegation, *extra]
+    return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skills), middleware=stack,
+                        response_format=response_format, checkpointer=checkpointer, store=store, name=name,
+                        **create_agent_kwargs)
 
 
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:

@@ -49,7 +49,7 @@ def compatible_payload(payload: dict[str, Any], *, empty_content: bool = True,
     return payload
 
 
-class OpenAICompatibleChat(ChatOpenAI):  # type: ignore[override]
+class OpenAICompatibleChat(ChatOpenAI):
     """``ChatOpenAI`` that sends ``""`` for empty content and ``max_tokens`` for the cap.
 
     Args:

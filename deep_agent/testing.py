@@ -41,6 +41,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
@@ -179,14 +180,12 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
     raise TypeError(f"unsupported scripted reply: {reply!r}")
 
 
-def _usage(messages: list[BaseMessage], reply: AIMessage) -> dict[str, int]:
+def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
     # A stable stand-in for tokenisation: about four characters a token.
     prompt_chars = sum(len(m.text) for m in messages)
     reply_chars = len(reply.text) + len(json.dumps(reply.tool_calls))
     input_tokens = prompt_chars // 4 + 1
     output_tokens = reply_chars // 4 + 1
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "total_tokens": input_tokens + output_tokens,
-    }
+    return UsageMetadata(
+        input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens
+    )

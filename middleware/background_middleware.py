@@ -59,15 +59,19 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import ValidationError
 
 from middleware import background_prompts as words
+from middleware.background_tools import background_tools
+from middleware.invalid_calls import answer_invalid_calls, as_background_record
+from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from middleware.model_pipeline import configured_model
 from middleware.prompts import (
     GENERAL_PURPOSE_DESCRIPTION,
@@ -76,12 +80,8 @@ from middleware.prompts import (
     available_agents_block,
     with_prompt_block,
 )
-from middleware.background_tools import background_tools
 from subagents import (
-    DEFAULT_SHORT_ANSWER_THRESHOLD,
-    Budget,
     BuildOptions,
-    PriceTable,
     SpecError,
     SubagentRegistry,
     SubagentSpec,
@@ -90,17 +90,20 @@ from subagents import (
 )
 from subagents.background_inbox import SteeringInbox
 from subagents.background_ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, merge_async_records
-from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_remote import RemoteSubagentSpec
+from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
 from subagents.background_tasks import BackgroundTasks, TaskStateError
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
-
-from middleware.invalid_calls import answer_invalid_calls, as_background_record
-from middleware.ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from subagents.remote_adoption import OrphanSearch, adopt_orphans
+from subagents.settings import DelegationSettings
 from subagents.spec import describe_validation_error
 
-DEFAULT_MAX_BACKGROUND_TASKS = 8
+# The settings this middleware reads, given whole (settings=) or as keyword arguments,
+# and its own names for two of them.
+_ALIASES = {"max_concurrent_tasks": "max_background_tasks", "runtime": "background_runtime"}
+_SETTINGS_ARGUMENTS = frozenset({
+    "general_purpose", "max_background_tasks", "background_runtime", "unknown_tools", "sessions_dir",
+    "prices", "budget", "short_answer_threshold",
+})
 
 
 class AsyncTaskLedgerState(AgentState):
@@ -138,6 +141,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             as for :class:`SubAgentMiddleware`; they apply to local children.
         runtime: the :class:`subagents.BackgroundRuntime` the tasks live on;
             default: a new one, owned (and closed) by this middleware.
+        settings: the :class:`subagents.settings.DelegationSettings` to start
+            from, given whole (``create_deep_agent`` does); the keyword
+            arguments above that are settings (``general_purpose``,
+            ``max_concurrent_tasks`` -- its ``background.max_tasks`` --,
+            ``unknown_tools``, ``sessions_dir``, ``prices``, ``budget``,
+            ``short_answer_threshold``, ``runtime``) override its fields.
     """
 
     state_schema = AsyncTaskLedgerState
@@ -149,28 +158,29 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         *,
         model: Any = None,
         tools: Sequence[Any] | None = None,
-        general_purpose: bool = True,
-        max_concurrent_tasks: int | None = DEFAULT_MAX_BACKGROUND_TASKS,
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = words.BACKGROUND_INSTRUCTIONS,
         listed_elsewhere: Collection[str] = (),
         notify: bool = True,
         notice_result_chars: int = 2000,
         notice_total_chars: int = words.DEFAULT_NOTICE_TOTAL_CHARS,
-        unknown_tools: Literal["error", "warn", "ignore"] = "warn",
-        sessions_dir: str | None = None,
-        prices: PriceTable | None = None,
-        budget: Budget | None = None,
-        short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
-        runtime: BackgroundRuntime | None = None,
+        settings: DelegationSettings | None = None,
+        **arguments: Any,
     ) -> None:
         super().__init__()
+        settings = DelegationSettings.from_arguments("BackgroundSubagentMiddleware", arguments, base=settings,
+                                                     accepted=_SETTINGS_ARGUMENTS, aliases=_ALIASES)
+        # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
+        settings = settings.model_copy(update={
+            "observability": settings.observability.model_copy(update={"transcript_store": None})})
+        runtime = settings.background.runtime
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         if runtime is None:  # ours: closed with us, even if nobody calls close()
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
-        if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
+        if settings.definitions.general_purpose and not any(
+                s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
             local.insert(0, SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
                                          system_prompt=GENERAL_PURPOSE_PROMPT))
         inbox = SteeringInbox(self.runtime.inboxes)
@@ -179,14 +189,11 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             for s in local
         ]
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
-        self.registry = SubagentRegistry(steerable, unknown_tools=unknown_tools, options=options)
+        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options)
         self.tasks = BackgroundTasks(
-            self.registry, remote, max_concurrent=max_concurrent_tasks,
-            private_keys=frozenset(private_state_keys),
-            runner_options={"sessions_dir": sessions_dir, "prices": prices, "budget": budget,
-                            "excluded_keys": EXCLUDED_STATE_KEYS,
-                            "short_answer_threshold": short_answer_threshold},
-            runtime=self.runtime,
+            self.registry, remote, max_concurrent=settings.background.max_tasks,
+            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
+            settings=settings, runtime=self.runtime,
         )
         self._model = model
         self._tools = None if tools is None else list(tools)

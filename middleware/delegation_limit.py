@@ -22,8 +22,8 @@ from typing import Any
 
 from subagents import TaskCall, TaskOutcome, TaskRecord
 from subagents.outcome import task_id_for
+from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
-DEFAULT_MAX_DELEGATIONS = 50
 TASK_TOOL_NAME = "task"
 
 

@@ -34,19 +34,18 @@ from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
+from middleware.ledger import LEDGER_KEY, SubagentLedgerState
 from middleware.prompts import available_agents_block
-from middleware.ledger import SubagentLedgerState
 from subagents import SubagentRegistry, TaskRecord
 from subagents.call_setup import inheritable_tool_names
 from subagents.dynamic import (
     DEFAULT_MAX_DYNAMIC_SUBAGENTS,
+    DYNAMIC_SUBAGENTS_KEY,
     DynamicDefinition,
     DynamicSubagentError,
     check_definition,
     merge_definitions,
 )
-from middleware.ledger import LEDGER_KEY
-from subagents.dynamic import DYNAMIC_SUBAGENTS_KEY
 from subagents.one_level import DELEGATION_TOOL_TAG
 from subagents.outcome import task_id_for
 from subagents.runner import TASK_ID_METADATA_KEY

@@ -16,10 +16,9 @@ Example::
 from __future__ import annotations
 
 import functools
-import weakref
-
 import gc
 import types
+import weakref
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware

@@ -45,7 +45,7 @@ Decisions a LangGraph user may want to know:
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
@@ -78,14 +78,12 @@ from middleware.prompts import (
 from middleware.task_description import task_tool_description
 from middleware.sibling_writes import SiblingWrites
 from middleware.task_tool_schema import STRUCTURED_TASK_TOOL_DESCRIPTION, task_tool_arguments
-from middleware.delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit, refused_outcome
+from middleware.delegation_limit import DelegationLimit, refused_outcome
 from middleware.force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
 from middleware.task_args_schema import task_args_schema
 from subagents import (
     AnySpec,
     BuildOptions,
-    Budget,
-    PriceTable,
     SubagentRegistry,
     SubagentSpec,
     TaskCall,
@@ -94,11 +92,16 @@ from subagents import (
     coerce_spec,
 )
 from subagents.errors import safe_text
-from subagents.migration import refuse_deepagents_arguments
 from subagents.one_level import DELEGATION_TOOL_TAG
-from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.settings import DelegationSettings
 
 __all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
+
+# The settings this middleware reads, given whole (settings=) or as keyword arguments.
+_SETTINGS_ARGUMENTS = frozenset({
+    "general_purpose", "max_concurrent_tasks", "unknown_tools", "sessions_dir", "transcript_store", "prices",
+    "budget", "short_answer_threshold", "max_dynamic_subagents", "max_delegations",
+})
 
 
 class SubAgentMiddleware(AgentMiddleware):
@@ -148,6 +151,13 @@ class SubAgentMiddleware(AgentMiddleware):
         max_delegations: ``task`` calls allowed per run (since the last
             user message; ``None``: no cap). Past it, ``task`` answers with
             an error and is no longer offered to the model.
+        settings: the :class:`subagents.settings.DelegationSettings` to start
+            from, given whole (``create_deep_agent`` does); the keyword
+            arguments above that are settings (``general_purpose``,
+            ``max_concurrent_tasks``, ``unknown_tools``, ``sessions_dir``,
+            ``transcript_store``, ``prices``, ``budget``,
+            ``short_answer_threshold``, ``max_dynamic_subagents``,
+            ``max_delegations``) override its fields.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -166,29 +176,22 @@ class SubAgentMiddleware(AgentMiddleware):
         *,
         model: Any = None,
         tools: Sequence[Any] | None = None,
-        general_purpose: bool = True,
-        max_concurrent_tasks: int | None = None,
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
-        unknown_tools: Literal["error", "warn", "ignore"] = "warn",
-        sessions_dir: str | None = None,
-        transcript_store: Any = None,
-        prices: PriceTable | None = None,
-        budget: Budget | None = None,
-        short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
         build_options: BuildOptions | None = None,
         dynamic_subagents: bool = False,
-        max_dynamic_subagents: int = 8,
         structured_results: bool = False,
         task_description: str | None = None,
         force_delegation: ForceSetting = None,
-        max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
-        **deepagents_only: Any,
+        settings: DelegationSettings | None = None,
+        **arguments: Any,
     ) -> None:
-        refuse_deepagents_arguments("SubAgentMiddleware", deepagents_only)
+        settings = DelegationSettings.from_arguments("SubAgentMiddleware", arguments, base=settings,
+                                                     accepted=_SETTINGS_ARGUMENTS)
+        limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = [coerce_spec(s) for s in subagents]
-        if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
+        if definitions.general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
             specs.insert(
                 0,
                 SubagentSpec(
@@ -198,19 +201,12 @@ class SubAgentMiddleware(AgentMiddleware):
                 ),
             )
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
-        self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools, options=options)
+        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options)
         self.runner = TaskRunner(
-            self.registry,
-            max_concurrent=max_concurrent_tasks,
-            excluded_keys=EXCLUDED_STATE_KEYS,
-            private_keys=frozenset(private_state_keys),
-            sessions_dir=sessions_dir,
-            transcript_store=transcript_store,
-            prices=prices,
-            budget=budget,
-            short_answer_threshold=short_answer_threshold,
+            self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
+            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
         )
-        self.budget = budget
+        self.budget = limits.budget
         self._writes = SiblingWrites()
         self._model = model
         self._tools = None if tools is None else list(tools)
@@ -231,14 +227,14 @@ class SubAgentMiddleware(AgentMiddleware):
         # Forced delegation and the parent's delegation cap (their own files).
         force = coerce_force_delegation(force_delegation)
         self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
-        self.delegation_limit = DelegationLimit(max_delegations)
+        self.delegation_limit = DelegationLimit(limits.max_delegations)
         # Delegation modes: the create_subagent tool and its state (middleware/dynamic_subagents.py).
         self.dynamic = None
         if dynamic_subagents:
             from middleware.dynamic_subagents import DynamicSubagents
 
             self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
-                                            max_dynamic_subagents=max_dynamic_subagents)
+                                            max_dynamic_subagents=limits.max_dynamic_subagents)
             self.tools = [self._task_tool(), self.dynamic.tool]
             self.state_schema = self.dynamic.state_schema
 

@@ -50,9 +50,10 @@ from subagents.background_runtime import BackgroundRuntime
 from subagents.background_session import ChildSession, session_size
 from subagents.limiter import ConcurrencyLimit
 from subagents.meter import TaskMeter
-from subagents.registry import SubagentRegistry
 from subagents.outcome import TaskCall
+from subagents.registry import SubagentRegistry
 from subagents.runner import TaskRunner
+from subagents.settings import DelegationSettings
 
 LOST_REASON = (
     "the process running this task ended before it finished (for example a restart); "
@@ -106,11 +107,10 @@ class LocalTaskRunner:
             carry :class:`~subagents.background_inbox.SteeringInbox`).
         runtime: the runtime whose loop, table and inboxes the tasks use.
         max_concurrent: how many of this runner's tasks run at once.
-        private_keys: more keys that never reach a child.
-        runner_options: more keyword arguments for the
-            :class:`~subagents.TaskRunner` (``sessions_dir``, ``prices``,
-            ``budget``, ``short_answer_threshold``), so background children
-            keep the transcripts and budgets of ``task`` calls.
+        excluded_keys, private_keys: more keys that never reach a child.
+        settings: the :class:`~subagents.settings.DelegationSettings` for the
+            :class:`~subagents.TaskRunner`, so background children keep the
+            transcripts and budgets of ``task`` calls.
     """
 
     def __init__(
@@ -119,15 +119,15 @@ class LocalTaskRunner:
         runtime: BackgroundRuntime,
         *,
         max_concurrent: int | None = None,
+        excluded_keys: frozenset[str] = frozenset(),
         private_keys: frozenset[str] = frozenset(),
-        runner_options: Mapping[str, Any] | None = None,
+        settings: DelegationSettings | None = None,
     ) -> None:
         self.registry = registry
         self.runtime = runtime
         self.limit = ConcurrencyLimit(max_concurrent)
         # One runner for all tasks, as for `task` calls; the cap is ours (pending vs running).
-        self.runner = TaskRunner(registry,
-                                 private_keys=private_keys, **dict(runner_options or {}))
+        self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys)
 
     # -- reading -------------------------------------------------------------------
 

@@ -46,8 +46,8 @@ from subagents.background_approval import resume_for
 from subagents.background_ledger import now
 from subagents.remote_clients import RemoteClientPool, shared_client_pool
 from subagents.remote_health import ServerUnavailable
-from subagents.remote_spec import RemoteConfigError, RemoteSubagentSpec
 from subagents.remote_polling import poll
+from subagents.remote_spec import RemoteConfigError, RemoteSubagentSpec
 from subagents.remote_states import (
     answers_for_open_tool_calls,
     fields_from,

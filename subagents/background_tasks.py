@@ -38,6 +38,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from subagents.background_approval import decided_message
 from subagents.background_ledger import (
     ACTIVE_STATUSES,
     RETRYABLE_STATUSES,
@@ -45,7 +46,6 @@ from subagents.background_ledger import (
     changed_fields,
     now,
 )
-from subagents.background_approval import decided_message
 from subagents.background_local import LocalTaskRunner
 from subagents.background_outcomes import checkpoint_db
 from subagents.background_remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner
@@ -54,6 +54,7 @@ from subagents.one_level import is_forbidden_tool
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
+from subagents.settings import DelegationSettings
 
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
@@ -70,8 +71,9 @@ class BackgroundTasks:
         remote: the subagents served by LangGraph Servers.
         max_concurrent: how many local tasks run at once; more wait as ``pending``.
         private_keys: more keys that never reach a local child.
-        runner_options: more keyword arguments for the local tasks'
-            :class:`~subagents.TaskRunner`.
+        excluded_keys: keys the caller keeps to the parent (its ledgers).
+        settings: the :class:`~subagents.settings.DelegationSettings` for the
+            local tasks' :class:`~subagents.TaskRunner`.
         remote_refresh_budget_s: bound on polling every remote task in one
             :meth:`refresh` (a parent turn); see :class:`~subagents.background_remote.RemoteTaskRunner`.
         runtime: where the tasks live (default: a new one; close it with ``tasks.runtime.close()``).
@@ -84,7 +86,8 @@ class BackgroundTasks:
         *,
         max_concurrent: int | None = None,
         private_keys: frozenset[str] = frozenset(),
-        runner_options: Mapping[str, Any] | None = None,
+        excluded_keys: frozenset[str] = frozenset(),
+        settings: DelegationSettings | None = None,
         remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
         runtime: BackgroundRuntime | None = None,
     ) -> None:
@@ -93,7 +96,7 @@ class BackgroundTasks:
             raise ValueError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
-                                     private_keys=private_keys, runner_options=runner_options)
+                                     excluded_keys=excluded_keys, private_keys=private_keys, settings=settings)
         self.remote = RemoteTaskRunner(remote, refresh_budget_s=remote_refresh_budget_s)
         # The remote clients live on the runtime's loop and close with it.
         self.runtime.on_close.append(_close_remote_clients)

@@ -26,8 +26,8 @@ from subagents.mcp_config import normalize_mcp_config
 from subagents.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model
 from subagents.permissions import PermissionMode, normalize_permission_mode
 from subagents.skills import SkillCatalog
-from subagents.spec_skills import skills_for
 from subagents.spec import AnySpec, CompiledSubagent, SpecError
+from subagents.spec_skills import skills_for
 
 
 @dataclasses.dataclass(frozen=True)

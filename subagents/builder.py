@@ -32,10 +32,10 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationM
 
 from subagents.build_options import BuildOptions
 from subagents.child_state import child_state_schema
-from subagents.model_middleware import middleware_for_model
 from subagents.condenser import condenser_middleware
 from subagents.hook_middleware import HookMiddleware
 from subagents.mcp_tools import LIST_TIMEOUT_S, McpToolset, is_mcp_name, select_mcp_tools
+from subagents.model_middleware import middleware_for_model
 from subagents.models import resolve_model
 from subagents.one_level import (
     OneLevelGuard,

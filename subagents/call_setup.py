@@ -36,9 +36,9 @@ from subagents.fork import forked_input
 from subagents.graph_cache import graphs_for
 from subagents.isolation import child_input
 from subagents.one_level import is_forbidden_tool, tool_name
+from subagents.outcome import TaskCall
 from subagents.registry import SubagentRegistry, UnknownSubagent
 from subagents.spec import AnySpec, CompiledSubagent
-from subagents.outcome import TaskCall
 
 
 @dataclasses.dataclass

@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ class ServerHealth:
         circuit = self._circuits.get(url)
         if circuit is None or circuit.failures == 0:
             return None
-        since = datetime.fromtimestamp(circuit.since, tz=timezone.utc).strftime("%H:%M:%S UTC")
+        since = datetime.fromtimestamp(circuit.since, tz=UTC).strftime("%H:%M:%S UTC")
         return (f"unreachable: the server at {url} has not answered since {since} "
                 f"({circuit.reason}); this status is the last one seen, and polling backs off")
 

@@ -25,21 +25,19 @@ import asyncio
 import threading
 import time
 from collections.abc import Generator, Mapping
-from pathlib import Path
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
 from langgraph.types import Interrupt
 
-from subagents.budget import Budget, PriceTable, check_prices
+from subagents.budget import check_prices
 from subagents.call_setup import set_up_child
-from subagents.delegation import Delegation, invoke_with_deadline, ainvoke_with_deadline
+from subagents.delegation import Delegation, ainvoke_with_deadline, invoke_with_deadline
 from subagents.errors import DelegationRefused, ParentWriteRefused, StopReason, SubagentError, safe_text
 from subagents.failures import describe_failure
 from subagents.isolation import CORE_EXCLUDED_KEYS, changed_keys, langchain_private_state_keys
 from subagents.limiter import ConcurrencyLimit
 from subagents.outcome import (
-    DEFAULT_SHORT_ANSWER_THRESHOLD,
     TaskCall,
     TaskOutcome,
     continuation_input,
@@ -47,6 +45,7 @@ from subagents.outcome import (
     merge_continuation,
 )
 from subagents.registry import SubagentRegistry, UnknownSubagent
+from subagents.settings import DelegationSettings
 from subagents.transcript import NO_TRANSCRIPT, sink_chooser
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
@@ -68,36 +67,29 @@ class TaskRunner:
         private_keys: the parent's private keys (see
             :func:`subagents.private_state_keys`); LangChain's own
             middleware's are always blocked.
-        sessions_dir: write JSONL transcripts under this folder.
-        transcript_store: ``True`` to keep transcripts in the parent's
-            ``BaseStore``, or a store to use.
-        prices: model name -> USD per million (input, output) tokens.
-        budget: a :class:`subagents.Budget` shared by the whole tree.
-        short_answer_threshold: answers shorter than this get one
-            continuation request (0, the default: off).
+        settings: the runner reads ``settings.limits`` (``budget``,
+            ``short_answer_threshold``) and ``settings.observability``
+            (transcripts, prices); see :mod:`subagents.settings`.
     """
 
     def __init__(
         self,
         registry: SubagentRegistry,
+        settings: DelegationSettings | None = None,
         *,
         max_concurrent: int | None = None,
         excluded_keys: frozenset[str] = frozenset(),
         private_keys: frozenset[str] = frozenset(),
-        sessions_dir: str | Path | None = None,
-        transcript_store: Any = None,
-        prices: PriceTable | None = None,
-        budget: Budget | None = None,
-        short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
     ) -> None:
-        if short_answer_threshold < 0:
-            raise ValueError(f"short_answer_threshold must be >= 0 (got {short_answer_threshold})")
+        settings = settings or DelegationSettings()
+        limits, seen = settings.limits, settings.observability
+        budget = limits.budget
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
-        self.prices = check_prices(prices) if prices is not None else (budget.prices if budget else None)
+        self.prices = check_prices(seen.prices) if seen.prices is not None else (budget.prices if budget else None)
         self.budget = budget
-        self.short_answer_threshold = short_answer_threshold
-        self.new_sink = sink_chooser(sessions_dir, transcript_store)
+        self.short_answer_threshold = limits.short_answer_threshold
+        self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
         self._paused_usage: dict[str, dict[str, Any]] = {}
         self._paused_lock = threading.Lock()
         self.blocked_keys = (

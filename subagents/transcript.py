@@ -202,7 +202,7 @@ def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: s
                **_: Any) -> dict[str, Any]:
     return {
         "id": task_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
         "cwd": os.getcwd(),
         "metadata": {
             "agent_type": agent_type,

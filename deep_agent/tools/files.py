@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from langchain_core.tools import StructuredTool, ToolException
@@ -102,7 +103,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
     ]
 
 
-def _tool(func: object, name: str, schema: type[BaseModel], description: str) -> StructuredTool:
+def _tool(func: Callable[..., str], name: str, schema: type[BaseModel], description: str) -> StructuredTool:
     return StructuredTool.from_function(
         func=func, name=name, description=description, args_schema=schema,
         infer_schema=False, handle_tool_error=True,

@@ -93,7 +93,9 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
 
 
 def _skipped(ws: Workspace, path: Path) -> bool:
-    return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts) if path.is_relative_to(ws.root) else False
+    if not path.is_relative_to(ws.root):
+        return False
+    return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
 
 
 def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
