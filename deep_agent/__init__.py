@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from deep_agent.factory import create_deep_agent, resolve_root_model
     from middleware import SubAgentMiddleware
-    from subagents.spec import CompiledSubAgent, CompiledSubagent
-    from subagents.spec_dicts import AsyncSubAgent, SubAgent
+    from subagents import AsyncSubAgent, CompiledSubAgent, CompiledSubagent, SubAgent
 
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
     "SubAgentMiddleware": "middleware",
-    "CompiledSubAgent": "subagents.spec",
-    "CompiledSubagent": "subagents.spec",
-    "AsyncSubAgent": "subagents.spec_dicts",
-    "SubAgent": "subagents.spec_dicts",
+    "CompiledSubAgent": "subagents",
+    "CompiledSubagent": "subagents",
+    "AsyncSubAgent": "subagents",
+    "SubAgent": "subagents",
 }
 
 __all__ = sorted(_WHERE)

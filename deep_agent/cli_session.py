@@ -112,7 +112,7 @@ async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree,
 
 def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
     """What this process knows of the turn's background tasks that the ledger does not."""
-    from subagents.background_local import known_task
+    from subagents.background import known_task
 
     updates: dict[str, dict[str, Any]] = {}
     for task_id in tree.background:
@@ -142,7 +142,7 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
 
 
 def _background_waiting(tree: TaskTree) -> list[str]:
-    from subagents.background_local import known_task
+    from subagents.background import known_task
 
     return [i for i in tree.background
             if (task := known_task(i)) is not None and task.fields.get("status") in _WAITING]
