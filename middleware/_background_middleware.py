@@ -63,19 +63,12 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
-from langchain_core.messages import HumanMessage, ToolMessage
-from langgraph.types import Command
+from langchain_core.messages import HumanMessage
 from pydantic import ValidationError
 
 from middleware import _background_prompts as words
 from middleware._model_pipeline import configured_model
-from middleware._prompts import (
-    GENERAL_PURPOSE_DESCRIPTION,
-    GENERAL_PURPOSE_NAME,
-    GENERAL_PURPOSE_PROMPT,
-    available_agents_block,
-    with_prompt_block,
-)
+from middleware._prompts import available_agents_block, with_general_purpose, with_prompt_block
 from middleware._background_tools import background_tools
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
@@ -98,13 +91,11 @@ from subagents.background import (
     RemoteSubagentSpec,
     RuntimeClosed,
     SteeringInbox,
-    TaskStateError,
     adopt_orphans,
     merge_async_records,
 )
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
-
-from middleware._invalid_calls import answer_invalid_calls, as_background_record
+from middleware._background_handlers import BackgroundTaskHandlers, ledger_of
+from middleware._invalid_calls import answered_response, as_background_record
 from middleware._ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
@@ -177,9 +168,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         if runtime is None:  # ours: closed with us, even if nobody calls close()
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
-        if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in [*local, *remote]):
-            local.insert(0, SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
-                                         system_prompt=GENERAL_PURPOSE_PROMPT))
+        local = with_general_purpose(local, general_purpose, taken=(s.name for s in remote))
         inbox = SteeringInbox(self.runtime.inboxes)
         steerable = [
             s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
@@ -206,75 +195,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
-        self.tools = background_tools(self) if agents else []
+        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
+        self.tools = background_tools(self.handlers) if agents else []
 
     def close(self) -> None:
         """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()
 
-    # -- tool handlers (see middleware._background_tools) ----------------------
-
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command:
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
-        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
-        return _reply(runtime, words.started(record), record)
-
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command:
-        return await self._on_task(runtime, task_id, self._checked)
-
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-        current, problem = await self.tasks.check(record)
-        if current["status"] in NOTEWORTHY_STATUSES:
-            current["announced"] = True  # the model has now seen how it ended
-        return _reply(runtime, words.checked(current, problem), current)
-
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-            call = self._call(runtime, "", record["agent_type"])
-            current, what = await self.tasks.update(record, message, call, decision)
-            return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
-
-        return await self._on_task(runtime, task_id, act)
-
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-            current = await self.tasks.cancel(record)
-            return _reply(runtime, f"Cancelled background task {task_id}.", current)
-
-        return await self._on_task(runtime, task_id, act)
-
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
-            current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
-            return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
-                          current)
-
-        return await self._on_task(runtime, task_id, act)
-
-    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command:
-        ledger = _ledger(runtime.state)
-        updates = await self.tasks.refresh(ledger)
-        merged = merge_async_records(ledger, updates)
-        rows = [r for r in merged.values() if status is None or r["status"] == status]
-        return _reply(runtime, words.listed(rows, status), updates=updates)
-
-    async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command]]) -> Command:
-        ledger = _ledger(runtime.state)
-        record = ledger.get(task_id)
-        if record is None:
-            known = ", ".join(ledger) or "none yet"
-            return _reply(runtime, f"Unknown task id {task_id!r}. Known task ids: {known}.", error=True)
-        try:
-            return await act(runtime, record)
-        except TaskStateError as exc:
-            return _reply(runtime, f"Cannot do that: {exc}", error=True)
-        except Exception as exc:  # noqa: BLE001 - a runner failure fails this call alone
-            return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
+    # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(
@@ -307,18 +235,18 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
         if not self.tasks.remote.specs:
             return None
-        return self._orphan_search.due(state.get("messages") or (), _ledger(state), _thread_id())
+        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id())
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(
             r.get("status") in _LIVE
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
-            for r in _ledger(state).values()
+            for r in ledger_of(state).values()
         )
 
     async def _catch_up(self, state: Mapping[str, Any],
                         orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
-        ledger = _ledger(state)
+        ledger = ledger_of(state)
         adopted = await adopt_orphans(self.tasks.remote, *orphans) if orphans else {}
         ledger.update(adopted)
         try:
@@ -352,17 +280,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def _answer_invalid(self, response: Any) -> Any:
         """Background-tool calls with unreadable arguments: answered, recorded, retried."""
-        if not isinstance(response, ModelResponse):
-            return response
         names = [t.name for t in self.tools]
-        result, records = answer_invalid_calls(response.result, names)
-        if result is response.result:
-            return response
-        fixed = ModelResponse(result=result, structured_response=response.structured_response)
-        if not records:
-            return fixed
-        ledger = {r["id"]: as_background_record(r) for r in records}
-        return ExtendedModelResponse(model_response=fixed, command=Command(update={ASYNC_LEDGER_KEY: ledger}))
+        return answered_response(response, names, ASYNC_LEDGER_KEY, as_record=as_background_record)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return self._answer_invalid(handler(self._with_block(request)))
@@ -399,26 +318,3 @@ def _thread_id() -> str | None:
         return (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:  # not inside a run
         return None
-
-
-def _ledger(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return dict(state.get(ASYNC_LEDGER_KEY) or {})
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, TaskStateError):
-        return str(exc)
-    return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
-
-
-def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
-           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command:
-    message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
-                          status="error" if error else "success")
-    update: dict[str, Any] = {"messages": [message]}
-    ledger = dict(updates or {})
-    if record is not None:
-        ledger[record["id"]] = dict(record)
-    if ledger:
-        update[ASYNC_LEDGER_KEY] = ledger
-    return Command(update=update)

@@ -15,7 +15,9 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import Any
 
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Command
 
 from subagents import TaskRecord, safe_text
 
@@ -52,6 +54,32 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
         records.append(invalid_call_record(name, call_id, reason))
     fixed = message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": kept})
     return [fixed, *answers, *result[1:]], records
+
+
+def answered_response(response: Any, tool_names: Collection[str], ledger_key: str,
+                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> Any:
+    """A model response with its invalid calls to ``tool_names`` answered, their records under ``ledger_key``."""
+    if not isinstance(response, ModelResponse):
+        return response
+    result, records = answer_invalid_calls(response.result, tool_names)
+    if result is response.result:
+        return response
+    fixed = ModelResponse(result=result, structured_response=response.structured_response)
+    if not records:
+        return fixed
+    ledger = {r["id"]: as_record(r) for r in records}
+    return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
+
+
+def recorded_tool_error(request: Any, result: Any, tool_name: str, ledger_key: str) -> Any:
+    """A ``tool_name`` call whose arguments did not validate: its error result, now with a ledger record."""
+    if (request.tool_call.get("name") != tool_name or not isinstance(result, ToolMessage)
+            or result.status != "error"):
+        return result
+    args = request.tool_call.get("args") or {}
+    agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
+    record = invalid_call_record(tool_name, result.tool_call_id, safe_text(result.content), agent)
+    return Command(update={ledger_key: {record["id"]: record}, "messages": [result]})
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str, agent_type: str | None = None) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from xml.sax.saxutils import escape
 
 from langchain_core.messages import SystemMessage
 
+from subagents import SubagentSpec
+
 GENERAL_PURPOSE_NAME = "general-purpose"
 
 GENERAL_PURPOSE_DESCRIPTION = (
@@ -53,3 +55,12 @@ def with_prompt_block(request: Any, block: str) -> Any:
     system = request.system_message
     text = f"{system.text}\n\n{block}" if system is not None else block
     return request.override(system_message=SystemMessage(content=text))
+
+
+def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:
+    """``specs`` with the ``general-purpose`` subagent first, unless off or a spec (or ``taken``) has its name."""
+    if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
+        return specs
+    general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
+                           system_prompt=GENERAL_PURPOSE_PROMPT)
+    return [general, *specs]

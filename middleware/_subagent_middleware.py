@@ -48,14 +48,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from middleware._invalid_calls import answer_invalid_calls, invalid_call_record
+from middleware._invalid_calls import answered_response, invalid_call_record, recorded_tool_error
 from middleware._ledger import (
     EXCLUDED_STATE_KEYS,
     LEDGER_KEY,
@@ -68,11 +66,9 @@ from middleware._ledger import (
 from middleware._model_pipeline import configured_model
 from middleware._prompts import (
     DELEGATION_INSTRUCTIONS,
-    GENERAL_PURPOSE_DESCRIPTION,
-    GENERAL_PURPOSE_NAME,
-    GENERAL_PURPOSE_PROMPT,
     TASK_TOOL_DESCRIPTION,
     available_agents_block,
+    with_general_purpose,
     with_prompt_block,
 )
 from middleware._task_description import task_tool_description
@@ -89,7 +85,6 @@ from subagents import (
     BuildOptions,
     PriceTable,
     SubagentRegistry,
-    SubagentSpec,
     TaskCall,
     TaskOutcome,
     TaskRunner,
@@ -187,16 +182,7 @@ class SubAgentMiddleware(AgentMiddleware):
     ) -> None:
         refuse_deepagents_arguments("SubAgentMiddleware", deepagents_only)
         super().__init__()
-        specs = [coerce_spec(s) for s in subagents]
-        if general_purpose and not any(s.name == GENERAL_PURPOSE_NAME for s in specs):
-            specs.insert(
-                0,
-                SubagentSpec(
-                    name=GENERAL_PURPOSE_NAME,
-                    description=GENERAL_PURPOSE_DESCRIPTION,
-                    system_prompt=GENERAL_PURPOSE_PROMPT,
-                ),
-            )
+        specs = with_general_purpose([coerce_spec(s) for s in subagents], general_purpose)
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
         self.registry = SubagentRegistry(specs, unknown_tools=unknown_tools, options=options)
         self.runner = TaskRunner(
@@ -215,32 +201,39 @@ class SubAgentMiddleware(AgentMiddleware):
         self._model = model
         self._tools = None if tools is None else list(tools)
         self._seen_model: Any = None
-
-        block = available_agents_block((s.name, s.description) for s in self.registry.specs)
-        self.prompt_block = (
-            "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
-        )
-        self.structured_results = structured_results
         self._dynamic_mode = dynamic_subagents
+        self._describe(system_prompt, task_description, structured_results)
+        self.tools = [self._task_tool()] if len(self.registry) else []
+        self._add_limits(force_delegation, max_delegations)
+        self.dynamic = None
+        if dynamic_subagents:
+            self._add_dynamic(system_prompt, max_dynamic_subagents)
+
+    def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
+        """The ``<available_agents>`` block and the ``task`` tool's description."""
+        block = available_agents_block((s.name, s.description) for s in self.registry.specs)
+        self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
+        self.structured_results = structured
         self.task_description = task_tool_description(
             task_description, ((s.name, s.description) for s in self.registry.specs)
         )
-        if structured_results and task_description is None:
+        if structured and task_description is None:
             self.task_description += STRUCTURED_TASK_TOOL_DESCRIPTION.removeprefix(TASK_TOOL_DESCRIPTION)
-        self.tools = [self._task_tool()] if len(self.registry) else []
-        # Forced delegation and the parent's delegation cap (their own files).
+
+    def _add_limits(self, force_delegation: ForceSetting, max_delegations: int | None) -> None:
+        """Forced delegation and the parent's delegation cap (their own files)."""
         force = coerce_force_delegation(force_delegation)
         self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
         self.delegation_limit = DelegationLimit(max_delegations)
-        # Delegation modes: the create_subagent tool and its state (middleware/_dynamic_subagents.py).
-        self.dynamic = None
-        if dynamic_subagents:
-            from middleware._dynamic_subagents import DynamicSubagents
 
-            self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
-                                            max_dynamic_subagents=max_dynamic_subagents)
-            self.tools = [self._task_tool(), self.dynamic.tool]
-            self.state_schema = self.dynamic.state_schema
+    def _add_dynamic(self, system_prompt: str | None, max_dynamic_subagents: int) -> None:
+        """The ``create_subagent`` tool and its state (middleware/_dynamic_subagents.py)."""
+        from middleware._dynamic_subagents import DynamicSubagents
+
+        self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
+                                        max_dynamic_subagents=max_dynamic_subagents)
+        self.tools = [self._task_tool(), self.dynamic.tool]
+        self.state_schema = self.dynamic.state_schema
 
     # -- the tool -----------------------------------------------------------
 
@@ -326,16 +319,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 if usage:
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        if not isinstance(response, ModelResponse):
-            return response
-        result, records = answer_invalid_calls(response.result, (TASK_TOOL_NAME,))
-        if result is response.result:
-            return response
-        fixed = ModelResponse(result=result, structured_response=response.structured_response)
-        if not records:
-            return fixed
-        return ExtendedModelResponse(model_response=fixed, command=Command(
-            update={LEDGER_KEY: {r["id"]: r for r in records}}))
+        return answered_response(response, (TASK_TOOL_NAME,), LEDGER_KEY)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         request = self._with_block(request)
@@ -349,20 +333,11 @@ class SubAgentMiddleware(AgentMiddleware):
 
     # -- the tool call: arguments that did not validate still get a record ---
 
-    def _recorded(self, request: Any, result: Any) -> Any:
-        if (request.tool_call.get("name") != TASK_TOOL_NAME or not isinstance(result, ToolMessage)
-                or result.status != "error"):
-            return result
-        args = request.tool_call.get("args") or {}
-        agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
-        record = invalid_call_record(TASK_TOOL_NAME, result.tool_call_id, safe_text(result.content), agent)
-        return Command(update={LEDGER_KEY: {record["id"]: record}, "messages": [result]})
-
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._recorded(request, handler(request))
+        return recorded_tool_error(request, handler(request), TASK_TOOL_NAME, LEDGER_KEY)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return self._recorded(request, await handler(request))
+        return recorded_tool_error(request, await handler(request), TASK_TOOL_NAME, LEDGER_KEY)
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

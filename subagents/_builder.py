@@ -127,6 +127,28 @@ def build_subagent(
     if mcp is not None:
         tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
+    middleware = _child_middleware(spec, options, tools, model, model_for)
+    graph = create_agent(
+        model,
+        tools,
+        system_prompt=child_system_prompt(spec, options) or None,
+        middleware=[
+            *middleware_for_model(spec, inherits_model=model is parent_model,
+                                  own=middleware, inherited=inherited_middleware),
+            *middleware,
+        ],
+        response_format=spec.response_format,
+        state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
+                                        excluded=options.excluded_keys),
+        name=spec.name,
+    )
+    # The MCP sessions of a task close when its run ends, whichever way it ends.
+    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+
+
+def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
+                      model_for: Callable[[Any], Any]) -> list[Any]:
+    """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks, guard."""
     middleware: list[Any] = []
     for mw in spec.middleware:
         if is_delegating_middleware(mw):
@@ -160,23 +182,7 @@ def build_subagent(
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) for mw in middleware))
     middleware.append(OneLevelToolGuard() if has_tools else OneLevelGuard())
-
-    graph = create_agent(
-        model,
-        tools,
-        system_prompt=child_system_prompt(spec, options) or None,
-        middleware=[
-            *middleware_for_model(spec, inherits_model=model is parent_model,
-                                  own=middleware, inherited=inherited_middleware),
-            *middleware,
-        ],
-        response_format=spec.response_format,
-        state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
-                                        excluded=options.excluded_keys),
-        name=spec.name,
-    )
-    # The MCP sessions of a task close when its run ends, whichever way it ends.
-    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+    return middleware
 
 
 def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:

@@ -161,16 +161,9 @@ def scan_levels(
                 found = Definition(name_of(value), path, index, value)
                 first = level.get(found.name)
                 if first is not None:
-                    report.problems.append(
-                        FileProblem(
-                            path,
-                            error(
-                                path,
-                                f"defines {kind} '{found.name}', which {first.path} also "
-                                "defines at the same level; rename or remove one",
-                            ),
-                        )
-                    )
+                    clash = (f"defines {kind} '{found.name}', which {first.path} also "
+                             "defines at the same level; rename or remove one")
+                    report.problems.append(FileProblem(path, error(path, clash)))
                     continue
                 level[found.name] = found
                 report.loaded.append(found)
