@@ -301,9 +301,12 @@ async def test_a_background_task_of_a_dead_process_is_lost_then_retried_from_pos
     model = parent_model(["finished after the restart"])
     config = {"configurable": {"thread_id": thread_id}}
 
+    agents = []  # kept: dropping a turn's agent closes its runtime, and the retried task with it
+
     async def turn(text: str) -> dict[str, Any]:
         async with postgres_saver(mode, postgres_url) as saver:
-            return await call(mode, background_agent(model, saver, WORKER), user(text), config)
+            agents.append(agent := background_agent(model, saver, WORKER))
+            return await call(mode, agent, user(text), config)
 
     out = await turn("PARENT what happened?")
     lost = notices(out)[0]
