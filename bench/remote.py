@@ -34,7 +34,7 @@ from bench.common import median, record, scripted, user
 from deep_agent.dev_server import LangGraphDevServer
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.background_wait import wait_for_background  # the one that also polls remote tasks
+from subagents.background import wait_for_background  # the one that also polls remote tasks
 
 NAME = "remote"
 SETTLE_GOAL = 1.1

@@ -13,19 +13,19 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
     from middleware import SubAgentMiddleware as SubAgentMiddleware
-    from subagents.spec import CompiledSubAgent as CompiledSubAgent
-    from subagents.spec import CompiledSubagent as CompiledSubagent
-    from subagents.spec_dicts import AsyncSubAgent as AsyncSubAgent
-    from subagents.spec_dicts import SubAgent as SubAgent
+    from subagents import AsyncSubAgent as AsyncSubAgent
+    from subagents import CompiledSubAgent as CompiledSubAgent
+    from subagents import CompiledSubagent as CompiledSubagent
+    from subagents import SubAgent as SubAgent
 
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
     "SubAgentMiddleware": "middleware",
-    "CompiledSubAgent": "subagents.spec",
-    "CompiledSubagent": "subagents.spec",
-    "AsyncSubAgent": "subagents.spec_dicts",
-    "SubAgent": "subagents.spec_dicts",
+    "CompiledSubAgent": "subagents",
+    "CompiledSubagent": "subagents",
+    "AsyncSubAgent": "subagents",
+    "SubAgent": "subagents",
 }
 
 __all__ = sorted(_WHERE)

@@ -16,21 +16,17 @@ from typing import Any
 
 from deep_agent.cli_errors import UsageError
 from deep_agent.cli_models import ModelPlan, plan_models, read_profiles
-from subagents import (
-    DEFAULT_MAX_TURNS,
-    BuildOptions,
+from subagents import DEFAULT_MAX_TURNS, BuildOptions, SpecError, SubagentSpec, check_spec
+from subagents.definitions import (
     Definition,
     Discovery,
-    SpecError,
-    SubagentSpec,
-    check_spec,
+    SkillCatalog,
+    check_mcp_servers,
+    describe_condenser,
     describe_model,
     discover_agents,
     discover_skills,
 )
-from subagents.condenser import describe_condenser
-from subagents.mcp_config import check_mcp_servers
-from subagents.skills import SkillCatalog
 
 
 def agents_list(args: argparse.Namespace) -> int:

@@ -96,7 +96,7 @@ def _named(value: Any, agent: str, task_id: str) -> Any:
 
 
 def _live(tree: TaskTree) -> list[Any]:
-    from subagents.background_local import known_task
+    from subagents.background import known_task
 
     return [task for task_id in list(tree.background) if (task := known_task(task_id)) is not None]
 

@@ -153,8 +153,7 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
 
 def _skill_levels(named: list[str] | None) -> list[Any]:
     """The skill folders to read: the named ones, else the default ones that exist."""
-    from subagents import SKILL_DIRS
-    from subagents.discovery import default_levels
+    from subagents.definitions import SKILL_DIRS, default_levels
 
     if named:
         return list(named)

@@ -113,7 +113,7 @@ async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree)
 
 def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
     """What this process knows of the turn's background tasks that the ledger does not."""
-    from subagents.background_local import known_task
+    from subagents.background import known_task
 
     updates: dict[str, dict[str, Any]] = {}
     for task_id in tree.background:

@@ -36,30 +36,32 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import DEFAULT_MAX_DELEGATIONS, SubAgentMiddleware
-from middleware.force_delegation import ForceSetting
+from middleware import DEFAULT_MAX_DELEGATIONS, ForceSetting, SubAgentMiddleware
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
     Budget,
     BuildOptions,
-    DirLevels,
-    ModelProfiles,
-    PermissionMode,
     PriceTable,
-    SkillCatalog,
     SpecError,
     coerce_spec,
+    is_async_spec,
     load_agent_dirs,
+    parent_state_schemas,
     private_state_keys,
+    tool_name,
 )
-from subagents.child_state import parent_state_schemas
-from subagents.hook_middleware import HookMiddleware
-from subagents.migration import deepagents_only, refuse_deepagents_arguments
-from subagents.one_level import tool_name
-from subagents.permissions import approval_rules
+from subagents.definitions import (
+    DirLevels,
+    HookMiddleware,
+    ModelProfiles,
+    PermissionMode,
+    SkillCatalog,
+    approval_rules,
+    deepagents_only,
+    refuse_deepagents_arguments,
+)
 from subagents.settings import DelegationSettings
-from subagents.spec_dicts import is_async_spec
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
@@ -138,7 +140,7 @@ def create_deep_agent(
             without defining them. The root itself never gets MCP tools.
         hooks: Claude Code hooks for the root (``PreToolUse``,
             ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
-            around each ``task`` delegation); see :mod:`subagents.hook_middleware`.
+            around each ``task`` delegation); see :class:`subagents.definitions.HookMiddleware`.
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.

@@ -162,7 +162,7 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
 def _live_background(task_id: str) -> dict[str, Any]:
     """What this process knows now about a local background task (the ledger lags a turn)."""
     try:
-        from subagents.background_local import known_task
+        from subagents.background import known_task
 
         task = known_task(task_id)
         return {**dict(task.fields), **task.usage()} if task is not None else {}

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from middleware.ledger import LEDGER_KEY
+from middleware import LEDGER_KEY
 
 DEFAULT_STATE_DIR = ".deep_agent"
 

@@ -1,20 +1,31 @@
-"""AgentMiddleware classes that give an agent governed subagents."""
+"""AgentMiddleware classes that give an agent governed subagents.
 
-from middleware.background_middleware import AsyncTaskLedgerState, BackgroundSubagentMiddleware
-from middleware.delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit
-from middleware.dynamic_subagents import DynamicSubagentState
-from middleware.force_delegation import ForceDelegation
-from middleware.subagent_middleware import SubagentLedgerState, SubAgentMiddleware
-from middleware.task_tool import TaskToolInput
-from middleware.task_tool_schema import TaskToolInputWithSchema
+Internal modules are private (``_name``); this is the public API::
+
+    from middleware import SubAgentMiddleware
+
+    agent = create_agent(model, middleware=[SubAgentMiddleware(subagents=[researcher])])
+"""
+
+from middleware._background_middleware import AsyncTaskLedgerState, BackgroundSubagentMiddleware
+from middleware._delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit
+from middleware._dynamic_subagents import DynamicSubagentState
+from middleware._force_delegation import ForceDelegation, ForceSetting
+from middleware._ledger import ASYNC_LEDGER_KEY, LEDGER_KEY
+from middleware._subagent_middleware import SubagentLedgerState, SubAgentMiddleware
+from middleware._task_tool import TaskToolInput
+from middleware._task_tool_schema import TaskToolInputWithSchema
 
 __all__ = [
+    "ASYNC_LEDGER_KEY",
     "DEFAULT_MAX_DELEGATIONS",
+    "LEDGER_KEY",
     "AsyncTaskLedgerState",
     "BackgroundSubagentMiddleware",
-    "DynamicSubagentState",
     "DelegationLimit",
+    "DynamicSubagentState",
     "ForceDelegation",
+    "ForceSetting",
     "SubAgentMiddleware",
     "SubagentLedgerState",
     "TaskToolInput",

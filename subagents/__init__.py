@@ -1,178 +1,128 @@
-"""Everything about one subagent: its spec, the registry, building, isolating, running, recording."""
+"""Everything about one subagent: its spec, the registry, building, isolating, running, recording.
 
-from subagents.agent_file import FIELD_SPELLINGS, load_agent_file, parse_agent_file
-from subagents.background_ledger import AsyncTaskRecord, AsyncTaskStatus, merge_async_records
-from subagents.background_local import wait_for_background
-from subagents.background_remote import RemoteSubagentSpec
-from subagents.background_runtime import BackgroundRuntime, RuntimeClosed
-from subagents.background_tasks import BackgroundTasks, TaskStateError
-from subagents.background_wait import wait_for_background
-from subagents.build_options import BuildOptions, check_spec
-from subagents.budget import Budget, BudgetExceeded, PriceTable, cost_of
-from subagents.call_schema import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY, OutputSchemaError, OutputSchemaViolation
-from subagents.dynamic import DynamicSubagentError
-from subagents.fork import ContextMode
-from subagents.builder import build_subagent, child_system_prompt, resolve_tools
-from subagents.condenser import CondenserSetting, normalize_condenser
-from subagents.discovery import (
-    AGENT_DIRS,
-    Definition,
-    DirLevels,
-    Discovery,
-    FileProblem,
-    discover_agents,
-    load_agent_dir,
-    load_agent_dirs,
+The delegation core lives here (private ``_name`` modules, one step each);
+definitions (agent files, skills, MCP, hooks, models, permissions) are in
+:mod:`subagents.definitions`, background tasks in :mod:`subagents.background`::
+
+    from subagents import SubagentRegistry, SubagentSpec, TaskRunner
+
+    spec = SubagentSpec(name="researcher", description="Finds facts.", system_prompt="...", model=model)
+    runner = TaskRunner(SubagentRegistry([spec]))
+    outcome = runner.run(call)  # a TaskCall, as SubAgentMiddleware's `task` tool builds it
+"""
+
+# Definitions load first: their modules build on `_spec`, whose fields use their normalizers.
+import subagents.definitions  # noqa: F401
+from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of
+from subagents._build_options import BuildOptions, check_spec
+from subagents._builder import build_subagent
+
+# What the middleware and the factory above wire in: importable from here (an
+# explicit re-export, `name as name`) so no layer above reaches into a private
+# module, but not part of the user's API.
+from subagents._call_schema import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY as SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
+from subagents._call_schema import OutputSchemaError, OutputSchemaViolation
+from subagents._call_setup import inheritable_tool_names as inheritable_tool_names
+from subagents._child_state import parent_state_schemas as parent_state_schemas
+from subagents._dynamic import (
+    DEFAULT_MAX_DYNAMIC_SUBAGENTS as DEFAULT_MAX_DYNAMIC_SUBAGENTS,
 )
-from subagents.errors import (
-    AgentFileError,
-    DefinitionFileError,
-    DefinitionFileWarning,
-    SkillFileError,
-    SpecError,
-    StopReason,
-    SubagentError,
+from subagents._dynamic import (
+    DYNAMIC_SUBAGENTS_KEY as DYNAMIC_SUBAGENTS_KEY,
 )
-from subagents.isolation import private_state_keys
-from subagents.hook_config import normalize_hooks
-from subagents.hook_middleware import HookMiddleware
-from subagents.mcp_config import normalize_mcp_config
-from subagents.mcp_sessions import McpServerError
-from subagents.mcp_tools import McpTool, McpToolset, mcp_tool_name
-from subagents.meter import TaskMeter, TaskStopped
-from subagents.models import ModelProfiles, UnknownModelPolicy, describe_model, resolve_model
-from subagents.one_level import FORBIDDEN_TOOL_NAMES, OneLevelGuard
-from subagents.permissions import (
-    CLAUDE_PERMISSION_MODES,
-    PERMISSION_MODES,
-    PermissionMode,
-    normalize_permission_mode,
+from subagents._dynamic import (
+    DynamicDefinition as DynamicDefinition,
 )
-from subagents.failures import describe_failure
-from subagents.outcome import (
-    CONTINUATION_PROMPT,
-    DEFAULT_SHORT_ANSWER_THRESHOLD,
-    TaskCall,
-    TaskOutcome,
-    TaskRecord,
-    TaskStatus,
-    add_usage,
-    final_answer,
-    merge_records,
+from subagents._dynamic import DynamicSubagentError
+from subagents._dynamic import (
+    check_definition as check_definition,
 )
-from subagents.registry import SubagentRegistry, UnknownSubagent
-from subagents.runner import TaskRunner
-from subagents.transcript import get_transcript, jsonl_path, read_jsonl, read_transcript
-from subagents.skills import (
-    SKILL_DIRS,
-    Skill,
-    SkillCatalog,
-    available_skills_block,
-    discover_skills,
-    load_skill,
-    load_skill_dirs,
+from subagents._dynamic import (
+    merge_definitions as merge_definitions,
 )
-from subagents.spec import (
-    DEFAULT_MAX_TURNS,
-    AnySpec,
-    CompiledSubagent,
-    SubagentSpec,
-    coerce_spec,
-    coerce_specs,
+from subagents._errors import AgentFileError, SpecError, StopReason, SubagentError
+from subagents._errors import safe_text as safe_text
+from subagents._fork import ContextMode
+from subagents._isolation import private_state_keys as private_state_keys
+from subagents._one_level import DELEGATION_TOOL_TAG as DELEGATION_TOOL_TAG
+from subagents._one_level import tool_name as tool_name
+from subagents._outcome import (
+    CONTINUATION_PROMPT as CONTINUATION_PROMPT,
 )
+from subagents._outcome import (
+    DEFAULT_SHORT_ANSWER_THRESHOLD as DEFAULT_SHORT_ANSWER_THRESHOLD,
+)
+from subagents._outcome import TaskCall, TaskOutcome, TaskRecord, TaskStatus
+from subagents._outcome import (
+    add_usage as add_usage,
+)
+from subagents._outcome import (
+    merge_records as merge_records,
+)
+from subagents._outcome import (
+    task_id_for as task_id_for,
+)
+from subagents._registry import SubagentRegistry, UnknownSubagent
+from subagents._runner import TASK_ID_METADATA_KEY as TASK_ID_METADATA_KEY
+from subagents._runner import TaskRunner
+from subagents._spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec, coerce_spec, coerce_specs
+from subagents._spec import (
+    CompiledSubAgent as CompiledSubAgent,
+)
+from subagents._spec import (
+    describe_validation_error as describe_validation_error,
+)
+from subagents._spec_dicts import (
+    AsyncSubAgent as AsyncSubAgent,
+)
+from subagents._spec_dicts import (
+    SubAgent as SubAgent,
+)
+from subagents._spec_dicts import (
+    is_async_spec as is_async_spec,
+)
+from subagents._transcript import get_transcript, read_transcript
+from subagents._writeback import parent_channels as parent_channels
+from subagents._writeback import write_back as write_back
+from subagents.background import BackgroundRuntime, BackgroundTasks, RemoteSubagentSpec, wait_for_background
+from subagents.definitions import discover_agents, load_agent_dirs, load_agent_file
 
 __all__ = [
-    "AsyncTaskRecord",
-    "AsyncTaskStatus",
+    "DEFAULT_MAX_TURNS",
+    "AgentFileError",
+    "AnySpec",
     "BackgroundRuntime",
     "BackgroundTasks",
-    "RemoteSubagentSpec",
-    "TaskStateError",
-    "RuntimeClosed",
-    "wait_for_background",
-    "merge_async_records",
-    "CONTINUATION_PROMPT",
-    "DEFAULT_SHORT_ANSWER_THRESHOLD",
-    "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY",
+    "Budget",
+    "BudgetExceeded",
+    "BuildOptions",
+    "CompiledSubagent",
     "ContextMode",
     "DynamicSubagentError",
     "OutputSchemaError",
     "OutputSchemaViolation",
-    "Budget",
-    "BudgetExceeded",
     "PriceTable",
-    "add_usage",
-    "cost_of",
-    "describe_failure",
-    "get_transcript",
-    "jsonl_path",
-    "read_jsonl",
-    "read_transcript",
-    "AGENT_DIRS",
-    "CLAUDE_PERMISSION_MODES",
-    "DEFAULT_MAX_TURNS",
-    "FIELD_SPELLINGS",
-    "FORBIDDEN_TOOL_NAMES",
-    "PERMISSION_MODES",
-    "SKILL_DIRS",
-    "AgentFileError",
-    "AnySpec",
-    "BuildOptions",
-    "CompiledSubagent",
-    "CondenserSetting",
-    "Definition",
-    "DirLevels",
-    "DefinitionFileError",
-    "DefinitionFileWarning",
-    "Discovery",
-    "FileProblem",
-    "HookMiddleware",
-    "McpServerError",
-    "McpTool",
-    "McpToolset",
-    "ModelProfiles",
-    "OneLevelGuard",
-    "PermissionMode",
-    "Skill",
-    "SkillCatalog",
-    "SkillFileError",
+    "RemoteSubagentSpec",
     "SpecError",
+    "StopReason",
+    "SubagentError",
     "SubagentRegistry",
     "SubagentSpec",
     "TaskCall",
     "TaskOutcome",
-    "StopReason",
-    "SubagentError",
-    "TaskMeter",
     "TaskRecord",
     "TaskRunner",
     "TaskStatus",
-    "TaskStopped",
-    "UnknownModelPolicy",
     "UnknownSubagent",
-    "available_skills_block",
     "build_subagent",
     "check_spec",
-    "child_system_prompt",
     "coerce_spec",
     "coerce_specs",
-    "describe_model",
+    "cost_of",
     "discover_agents",
-    "discover_skills",
-    "final_answer",
-    "load_agent_dir",
+    "get_transcript",
     "load_agent_dirs",
     "load_agent_file",
-    "load_skill",
-    "load_skill_dirs",
-    "mcp_tool_name",
-    "merge_records",
-    "normalize_condenser",
-    "normalize_hooks",
-    "normalize_mcp_config",
-    "normalize_permission_mode",
-    "parse_agent_file",
-    "private_state_keys",
-    "resolve_model",
-    "resolve_tools",
+    "read_transcript",
+    "wait_for_background",
 ]

@@ -35,16 +35,16 @@ from typing import Any, Literal
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 
-from subagents.background_runtime import BackgroundRuntime
-from subagents.budget import Budget, PriceTable
-from subagents.build_options import BuildOptions
-from subagents.discovery import DirLevels
-from subagents.errors import SpecError
-from subagents.migration import refuse_deepagents_arguments
-from subagents.models import ModelProfiles, UnknownModelPolicy
-from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.permissions import PermissionMode, normalize_permission_mode
-from subagents.skills import SkillCatalog
+from subagents._budget import Budget, PriceTable
+from subagents._build_options import BuildOptions
+from subagents._errors import SpecError
+from subagents._outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.background._runtime import BackgroundRuntime
+from subagents.definitions._discovery import DirLevels
+from subagents.definitions._migration import refuse_deepagents_arguments
+from subagents.definitions._models import ModelProfiles, UnknownModelPolicy
+from subagents.definitions._permissions import PermissionMode, normalize_permission_mode
+from subagents.definitions._skills import SkillCatalog
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
@@ -182,7 +182,7 @@ class Definitions(_Settings):
 
     def skills(self) -> SkillCatalog:
         """The skills found in ``skills_dirs`` (none when it is ``None``)."""
-        from subagents.skills import load_skill_dirs
+        from subagents.definitions._skills import load_skill_dirs
 
         return load_skill_dirs(self.skills_dirs) if self.skills_dirs is not None else SkillCatalog()
 

@@ -9,7 +9,7 @@ import pytest
 
 from deep_agent.cli import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
-from subagents.agent_file import parse_agent_file
+from subagents.definitions._agent_file import parse_agent_file
 from test_agent_files import agent_md, write
 
 BOMB_ANCHORS = "\n".join(

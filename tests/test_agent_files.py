@@ -11,15 +11,8 @@ from langchain_core.tools import tool
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import (
-    AgentFileError,
-    DefinitionFileWarning,
-    SpecError,
-    discover_agents,
-    load_agent_dir,
-    load_agent_dirs,
-    load_agent_file,
-)
+from subagents import AgentFileError, SpecError, discover_agents, load_agent_dirs, load_agent_file
+from subagents.definitions import DefinitionFileWarning, load_agent_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agents"
 GOOD, BAD = FIXTURES / "good", FIXTURES / "bad"

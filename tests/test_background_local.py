@@ -24,7 +24,7 @@ from background_support import (  # noqa: F401 - background is a fixture
 )
 from conftest import user
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import AsyncTaskRecord
+from subagents.background import AsyncTaskRecord
 
 
 def first_human(messages) -> str:

@@ -27,7 +27,8 @@ from background_support import (  # noqa: F401 - background is a fixture
 from conftest import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents import BackgroundRuntime, RuntimeClosed
+from subagents import BackgroundRuntime
+from subagents.background import RuntimeClosed
 
 
 @tool

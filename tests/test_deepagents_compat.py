@@ -254,7 +254,7 @@ def test_bare_model_names_resolve(lib, monkeypatch):
 
 
 def test_bare_and_provider_model_names_build_the_named_model():
-    from subagents import resolve_model
+    from subagents.definitions import resolve_model
 
     for name, cls, model in [
         ("gpt-5.4", "ChatOpenAI", "gpt-5.4"),

@@ -10,8 +10,8 @@ from conftest import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from subagents import OneLevelGuard, SubagentSpec, build_subagent
-from subagents.one_level import OneLevelToolGuard
+from subagents import SubagentSpec, build_subagent
+from subagents._one_level import OneLevelGuard, OneLevelToolGuard
 
 
 @tool

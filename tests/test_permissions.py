@@ -13,7 +13,8 @@ from langgraph.types import Command
 from conftest import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import SpecError, normalize_permission_mode
+from subagents import SpecError
+from subagents.definitions import normalize_permission_mode
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})

@@ -11,7 +11,8 @@ from conftest import records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents import Budget, SpecError, jsonl_path
+from subagents import Budget, SpecError
+from subagents._transcript import jsonl_path
 from subagents.settings import DelegationSettings, Limits, Observability
 
 

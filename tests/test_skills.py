@@ -9,9 +9,9 @@ import pytest
 from conftest import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import (
+from subagents import SpecError
+from subagents.definitions import (
     SkillFileError,
-    SpecError,
     available_skills_block,
     discover_skills,
     load_skill,

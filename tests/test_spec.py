@@ -56,7 +56,7 @@ def test_duplicate_names_are_an_error():
 
 
 def test_model_strings_resolve_through_init_chat_model_on_first_use():
-    from subagents import resolve_model
+    from subagents.definitions import resolve_model
 
     parent = ScriptedChatModel(default="x")
     assert resolve_model(None, parent, agent="a") is parent

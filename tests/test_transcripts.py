@@ -16,7 +16,8 @@ from langgraph.store.memory import InMemoryStore
 from conftest import call, checkpointer, records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import get_transcript, jsonl_path, read_jsonl
+from subagents import get_transcript
+from subagents._transcript import jsonl_path, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,53 @@
+"""The parent state the delegation middlewares own: ledgers, usage, and the one ToolMessage.
+
+* ``subagent_tasks`` -- task id -> record of every synchronous delegation;
+* ``async_tasks`` -- task id -> record of every background task;
+* ``subagent_usage`` -- the run's rollup of every delegation's usage.
+
+These keys, and deepagents' ``todos`` and ``skills_metadata``, never cross
+the boundary into or out of a child.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentState
+from langchain_core.messages import ToolMessage
+
+from subagents import DYNAMIC_SUBAGENTS_KEY, add_usage, merge_records
+
+LEDGER_KEY = "subagent_tasks"
+ASYNC_LEDGER_KEY = "async_tasks"
+USAGE_KEY = "subagent_usage"
+TASK_TOOL_NAME = "task"
+
+EXCLUDED_STATE_KEYS: frozenset[str] = frozenset(
+    {"messages", "todos", "structured_response", "jump_to", "skills_metadata",
+     LEDGER_KEY, ASYNC_LEDGER_KEY, USAGE_KEY, DYNAMIC_SUBAGENTS_KEY}
+)
+"""Keys that never cross the boundary, whichever way: each belongs to one agent."""
+
+
+class SubagentLedgerState(AgentState):
+    """Parent state with the ledger of synchronous delegations and their usage rollup."""
+
+    subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+    subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
+
+
+def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | None,
+                 error: str | None, tool_name: str = TASK_TOOL_NAME) -> ToolMessage:
+    """The one message the parent sees: the answer, or ``Subagent '<name>' failed: <reason>``."""
+    failed = error is not None
+    return ToolMessage(
+        content=f"Subagent '{agent_type}' failed: {error}" if failed else (answer or ""),
+        tool_call_id=tool_call_id or "",
+        name=tool_name,
+        status="error" if failed else "success",
+    )
+
+
+def usage_update(record: dict[str, Any]) -> dict[str, Any]:
+    return {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
+            "tasks": 1}

@@ -1,0 +1,175 @@
+"""What a tree of agents may spend: prices, and a budget shared by the whole tree.
+
+Example::
+
+    from subagents import Budget
+
+    prices = {"gpt-4.1-mini": (0.40, 1.60)}        # USD per million input, output tokens
+    budget = Budget(max_tokens=200_000, max_usd=0.50, prices=prices)
+    agent = create_deep_agent(model, subagents=specs, budget=budget)
+
+One ``Budget`` object counts everything that uses it: the parent's own model
+calls and every child's, parallel ones included. Use a fresh one per run, or
+call :meth:`Budget.reset`. Once it is spent, new delegations are refused
+with an error result and running children stop at their next model call;
+the parent itself may still answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from subagents._errors import StopReason, SubagentError
+
+PriceTable = Mapping[str, tuple[float, float]]
+"""Model name -> (USD per million input tokens, USD per million output tokens)."""
+
+
+def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """The USD cost of one call, or 0.0 when the model has no price."""
+    if not prices or not model_name:
+        return 0.0
+    price = prices.get(model_name)
+    if price is None:
+        # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
+        # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
+        matches = [name for name in prices if model_name.startswith(name)]
+        if not matches:
+            return 0.0
+        price = prices[max(matches, key=len)]
+    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+
+
+def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
+    """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise ValueError(f"{argument}: expected a mapping of model name to (input, output) prices")
+    try:
+        items = list(prices.items())
+    except Exception as exc:  # noqa: BLE001 - a hostile mapping is bad input, named as such
+        raise ValueError(f"{argument}: could not be read ({type(exc).__name__})") from None
+    checked: dict[str, tuple[float, float]] = {}
+    for name, pair in items:
+        ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+              and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
+                      for p in pair))
+        if not ok:
+            raise ValueError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
+                             "(USD per million input tokens, output tokens)")
+        checked[str(name)] = (float(pair[0]), float(pair[1]))
+    return checked
+
+
+class BudgetExceeded(SubagentError):
+    """Raised inside a child, or returned for a refused delegation, once spent."""
+
+    stop_reason: StopReason = "budget"
+
+
+def estimate_tokens(payload: Any) -> int:
+    """A cheap upper-leaning guess of a prompt's tokens (about four characters a token)."""
+    chars = 0
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        else:
+            content = getattr(item, "content", None)
+            if content is not None:
+                stack.append(content)
+            calls = getattr(item, "tool_calls", None)
+            if calls:
+                stack.extend(str(c.get("args", "")) for c in calls)
+    return chars // 4 + 1
+
+
+class Budget:
+    """Tokens and/or USD shared by a parent and all its children."""
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive (got {max_tokens})")
+        if max_usd is not None and max_usd <= 0:
+            raise ValueError(f"max_usd must be positive (got {max_usd})")
+        if max_usd is not None and not prices:
+            raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = check_prices(prices)
+        self._lock = threading.Lock()
+        self.tokens = 0
+        self.usd = 0.0
+        self.reserved = 0
+
+    def reserve(self, tokens: int, model_name: str | None = None) -> None:
+        """Hold ``tokens`` of prompt for a model call about to start, or raise :class:`BudgetExceeded`.
+
+        A call is refused when what is spent, plus what running calls have
+        reserved, plus this prompt would pass the limit; so parallel children
+        overshoot by at most one call's output each.
+        """
+        cost = cost_of(self.prices, model_name, tokens, 0)
+        with self._lock:
+            if reason := self._spent_reason():
+                raise BudgetExceeded(reason)
+            if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+                raise BudgetExceeded(
+                    f"the shared token budget cannot cover another call ({self.tokens} spent, "
+                    f"{self.reserved} held by running calls, ~{tokens} more needed, "
+                    f"limit {self.max_tokens})"
+                )
+            if self.max_usd is not None and self.usd + cost > self.max_usd:
+                raise BudgetExceeded(
+                    f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
+                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})"
+                )
+            self.reserved += tokens
+
+    def release(self, tokens: int) -> None:
+        """Give back a reservation once its call has ended (its real usage is charged)."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - tokens)
+
+    def _spent_reason(self) -> str | None:
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
+        return None
+
+    def charge(self, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+        """Add one call's usage; return its cost."""
+        cost = cost_of(self.prices, model_name, input_tokens, output_tokens)
+        with self._lock:
+            self.tokens += input_tokens + output_tokens
+            self.usd += cost
+        return cost
+
+    def exhausted(self) -> str | None:
+        """Why the budget is spent, or ``None`` while it is not."""
+        return self._spent_reason()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tokens = 0
+            self.usd = 0.0
+            self.reserved = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "usd": round(self.usd, 6),
+                "max_tokens": self.max_tokens, "max_usd": self.max_usd}

@@ -1,0 +1,204 @@
+"""Counting what a child spends, and stopping it between steps.
+
+A :class:`TaskMeter` rides along in the child's callbacks, so it sees every
+model call of any child (a built spec or a caller's compiled graph, and the
+model calls its middleware makes, such as a summariser's) without touching
+the graph. It counts model calls, tokens and cost, enforces ``max_turns``,
+and, because LangChain re-raises errors from handlers marked ``raise_error``,
+it stops the child at its next model or tool call once the task's deadline
+has passed, the task was cancelled, or a budget is spent. This is also what
+ends an abandoned child on the ``invoke`` path, where a running thread cannot
+be interrupted from outside.
+
+It also remembers where the last error came from (a model or a tool), so a
+failure can be classified by type and origin, never by its message.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.outputs import LLMResult
+
+from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of, estimate_tokens
+from subagents._errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
+
+
+class TaskStopped(SubagentError):
+    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
+
+
+class MaxTurnsReached(TaskStopped):
+    """The child asked for one model call more than its ``max_turns``."""
+
+    stop_reason: StopReason = "max_turns"
+
+    def __init__(self, max_turns: int) -> None:
+        super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
+        self.max_turns = max_turns
+
+
+class TaskMeter(BaseCallbackHandler):
+    """Per-task usage counter with a deadline, budgets and a stop switch."""
+
+    raise_error = True
+    run_inline = True
+    # Chain events are by far the most frequent; the meter needs none of them.
+    # Tool events are dispatched under LangChain's "agent" switch, so it stays on.
+    ignore_chain = True
+    ignore_retriever = True
+
+    def __init__(
+        self,
+        *,
+        deadline: float | None = None,
+        max_turns: int | None = None,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self.model_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost_usd = 0.0
+        self.deadline = deadline
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = prices
+        self.budget = budget
+        self.error_origin: tuple[BaseException, StopReason] | None = None
+        self._stop: SubagentError | None = None
+        self._reserved: dict[Any, int] = {}
+        self._lock = threading.Lock()
+
+    def stop(self, error: SubagentError) -> None:
+        """Make the child raise ``error`` at its next model or tool call."""
+        self._stop = error
+
+    def cancel(self) -> None:
+        self.stop(TaskCancelled("was cancelled"))
+
+    def carry(self, spent: dict[str, Any]) -> None:
+        """Start from what an earlier run of the same task spent (before an approval pause)."""
+        with self._lock:
+            self.model_calls += int(spent.get("model_calls") or 0)
+            self.input_tokens += int(spent.get("input_tokens") or 0)
+            self.output_tokens += int(spent.get("output_tokens") or 0)
+            self.cost_usd += float(spent.get("cost_usd") or 0.0)
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "model_calls": self.model_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+    def origin_of(self, exc: BaseException) -> StopReason | None:
+        """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
+        if self.error_origin is None:
+            return None
+        seen, origin = self.error_origin
+        if seen is exc:
+            return origin
+        # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
+        try:
+            same = type(seen) is type(exc) and seen.args == exc.args
+        except Exception:  # noqa: BLE001 - uncomparable args: not the same error
+            same = False
+        return origin if same else None
+
+    def _check(self) -> None:
+        if self._stop is not None:
+            raise self._stop
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TaskTimeout("timed out")
+        tokens = self.input_tokens + self.output_tokens
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            raise BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)")
+        if self.max_usd is not None and self.cost_usd >= self.max_usd:
+            raise BudgetExceeded(
+                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
+            )
+        if self.budget is not None and (reason := self.budget.exhausted()):
+            raise BudgetExceeded(reason)
+
+    def _start_call(self, run_id: Any, estimate: int, model_name: str | None) -> None:
+        self._check()
+        with self._lock:
+            if self.max_turns is not None and self.model_calls >= self.max_turns:
+                raise MaxTurnsReached(self.max_turns)
+            self.model_calls += 1
+        if self.budget is not None:
+            # Reserving the prompt before the call bounds a shared budget's
+            # overshoot to one call's output per running child.
+            self.budget.reserve(estimate, model_name)
+            self._reserved[run_id] = estimate
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
+                            **kwargs: Any) -> None:
+        self._start_call(run_id, estimate_tokens(messages), _model_name(kwargs))
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._start_call(run_id, estimate_tokens(prompts), _model_name(kwargs))
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self.error_origin = (error, "model_error")
+        self._release(run_id)
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.error_origin = (error, "tool_error")
+
+    def _release(self, run_id: Any) -> int:
+        estimate = self._reserved.pop(run_id, 0)
+        if estimate and self.budget is not None:
+            self.budget.release(estimate)
+        return estimate
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._release(run_id)
+        usage, model_name = _usage_of(response)
+        if not usage:
+            return
+        inp = int(usage.get("input_tokens") or 0)
+        out = int(usage.get("output_tokens") or 0)
+        cost = cost_of(self.prices, model_name, inp, out)
+        with self._lock:
+            self.input_tokens += inp
+            self.output_tokens += out
+            self.cost_usd += cost
+        if self.budget is not None:
+            self.budget.charge(model_name, inp, out)
+
+
+def _model_name(kwargs: dict[str, Any]) -> str | None:
+    params = kwargs.get("invocation_params") or {}
+    name = params.get("model_name") or params.get("model")
+    return name if isinstance(name, str) else None
+
+
+def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
+    llm_output = response.llm_output or {}
+    for generations in response.generations:
+        for gen in generations:
+            message = getattr(gen, "message", None)
+            usage = getattr(message, "usage_metadata", None)
+            if usage:
+                meta = getattr(message, "response_metadata", None) or {}
+                return dict(usage), meta.get("model_name") or llm_output.get("model_name")
+    token_usage = llm_output.get("token_usage") or {}
+    if token_usage:
+        usage = {
+            "input_tokens": token_usage.get("prompt_tokens", 0),
+            "output_tokens": token_usage.get("completion_tokens", 0),
+        }
+        return usage, llm_output.get("model_name")
+    return None, None

@@ -1,0 +1,44 @@
+"""Background subagents: tasks that outlive the parent's turn, run here or on a LangGraph Server.
+
+One :class:`BackgroundRuntime` owns the event loop, the task table and the
+inboxes, and closes them; the ledger is one record per task::
+
+    from subagents.background import BackgroundRuntime, wait_for_background
+
+    with BackgroundRuntime() as runtime:
+        ...  # BackgroundSubagentMiddleware(specs, runtime=runtime) starts tasks on it
+        wait_for_background(state["async_tasks"], timeout_s=30)
+"""
+
+from subagents.background._inbox import SteeringInbox
+from subagents.background._ledger import (
+    ACTIVE_STATUSES,
+    NOTEWORTHY_STATUSES,
+    AsyncTaskRecord,
+    AsyncTaskStatus,
+    merge_async_records,
+)
+from subagents.background._local import known_task
+from subagents.background._remote import RemoteSubagentSpec
+from subagents.background._remote_adoption import OrphanSearch, adopt_orphans
+from subagents.background._runtime import BackgroundRuntime, RuntimeClosed
+from subagents.background._tasks import BackgroundTasks, TaskStateError
+from subagents.background._wait import wait_for_background
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "NOTEWORTHY_STATUSES",
+    "AsyncTaskRecord",
+    "AsyncTaskStatus",
+    "BackgroundRuntime",
+    "BackgroundTasks",
+    "OrphanSearch",
+    "RemoteSubagentSpec",
+    "RuntimeClosed",
+    "SteeringInbox",
+    "TaskStateError",
+    "adopt_orphans",
+    "known_task",
+    "merge_async_records",
+    "wait_for_background",
+]

@@ -1,0 +1,153 @@
+"""How a LangGraph Server's runs and threads read as background task fields.
+
+==========================================  ========================
+run ``pending`` / ``running``               ``pending`` / ``running``
+run ``success``, thread has interrupts      ``waiting_for_approval``
+run ``success``                             ``completed`` (the last AI text)
+run ``error``                               ``error`` (the server's message)
+run ``timeout``                             ``error``
+run ``interrupted`` (cancelled)             ``cancelled``
+thread or run unknown to the server         ``lost``
+==========================================  ========================
+
+A run of an interrupting graph ends ``success`` while its *thread* is
+``interrupted``, so the thread is read too. A cancelled run also leaves its
+thread ``interrupted`` (without interrupts), which is why the run's status
+decides first.
+
+Example::
+
+    fields = fields_from(run, thread)    # {'status': 'completed', 'result': '...', ...}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from subagents.background._approval import pending_interrupts
+from subagents.background._ledger import now
+
+
+def run_status(status: str | None) -> str:
+    """A just-created run's task status."""
+    return "running" if status == "running" else "pending"
+
+
+def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's fields from its run and thread as the server has them."""
+    values = thread.get("values") or {}
+    fields: dict[str, Any] = {"run_id": run["run_id"], **usage(values)}
+    status = run.get("status")
+    if status in ("pending", "running"):
+        fields["status"] = status
+        return fields
+    interrupts = [i for items in (thread.get("interrupts") or {}).values() for i in items]
+    if status == "success" and interrupts:
+        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
+        return fields
+    fields["finished_at"] = now()
+    fields["approval_request"] = None
+    if status == "success":
+        fields.update(status="completed", result=answer(values))
+    elif status == "interrupted":
+        fields["status"] = "cancelled"
+    elif status == "timeout":
+        fields.update(status="error", error="the run timed out on the server")
+    else:
+        problem = thread.get("error") or {}
+        message = problem.get("message") if isinstance(problem, Mapping) else str(problem)
+        kind = problem.get("error") if isinstance(problem, Mapping) else None
+        text = f"{kind}: {message}" if kind and message else (message or f"the run ended {status!r}")
+        fields.update(status="error", error=text)
+    return fields
+
+
+ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
+"""Thread statuses whose values alone say how the task ended (an ``error`` thread needs its run)."""
+
+
+def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The task's fields from its thread alone (status, values, interrupts), or ``None`` if it cannot tell.
+
+    ``idle`` means the last run succeeded; ``interrupted`` means it waits
+    for approval (with interrupts) or was cancelled (without).
+    """
+    status = thread.get("status")
+    if status not in ENDED_THREAD_STATUSES:
+        return None
+    values = thread.get("values") or {}
+    fields: dict[str, Any] = {**usage(values)}
+    interrupts = [i for items in (thread.get("interrupts") or {}).values() for i in items]
+    if status == "interrupted" and interrupts:
+        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
+        return fields
+    fields.update(finished_at=now(), approval_request=None)
+    if status == "idle":
+        fields.update(status="completed", result=answer(values))
+    else:
+        fields["status"] = "cancelled"
+    return fields
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            b.get("text", "") if isinstance(b, Mapping) else str(b)
+            for b in content
+            if not isinstance(b, Mapping) or b.get("type") in (None, "text")
+        )
+    return ""
+
+
+def answer(values: Mapping[str, Any]) -> str:
+    """The child's answer: its structured response as JSON, else its last non-empty AI text."""
+    structured = values.get("structured_response")
+    if structured is not None:
+        return json.dumps(structured, default=str)
+    for message in reversed(values.get("messages") or []):
+        if isinstance(message, Mapping) and message.get("type") in ("ai", "AIMessageChunk"):
+            text = _text(message.get("content")).strip()
+            if text:
+                return text
+    return ""
+
+
+def usage(values: Mapping[str, Any]) -> dict[str, int]:
+    """Model calls and tokens of the child's AI messages."""
+    calls = inp = out = 0
+    for message in values.get("messages") or []:
+        if isinstance(message, Mapping) and message.get("type") == "ai":
+            calls += 1
+            meta = message.get("usage_metadata") or {}
+            inp += int(meta.get("input_tokens") or 0)
+            out += int(meta.get("output_tokens") or 0)
+    return {"model_calls": calls, "input_tokens": inp, "output_tokens": out}
+
+
+def answers_for_open_tool_calls(thread: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Tool results for calls a stopped run left unanswered (models reject open calls)."""
+    messages = (thread.get("values") or {}).get("messages") or []
+    answered = {m.get("tool_call_id") for m in messages if isinstance(m, Mapping) and m.get("type") == "tool"}
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("type") == "ai":
+            return [
+                {"role": "tool", "tool_call_id": call["id"], "name": call.get("name"),
+                 "content": "Not run: the caller stopped this step to send a new instruction."}
+                for call in message.get("tool_calls") or []
+                if call.get("id") not in answered
+            ]
+    return []
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of an SDK error, if it has one."""
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None) or getattr(exc, "status_code", None)
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return status_code(exc) == 404

@@ -1,0 +1,63 @@
+"""Waiting for background tasks to settle, local and remote, for scripts, demos, tests and benchmarks.
+
+An application simply carries on (finished tasks are announced before the
+parent's next model call); a script that wants a result before its next
+turn waits here. What is waited for:
+
+* local tasks this process runs: until each is ``completed``, ``error``,
+  ``cancelled`` or ``lost``;
+* remote tasks, when ``tasks`` (the :class:`~subagents.BackgroundTasks` that
+  started them, ``middleware.tasks``) is given: until each has settled or
+  waits for approval (nothing more happens there without the parent).
+  Without ``tasks`` a ledger with live remote tasks is refused, never
+  reported as settled.
+
+Example::
+
+    state = agent.invoke({"messages": [...]}, config)
+    wait_for_background(state["async_tasks"], tasks=middleware.tasks)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from subagents.background._ledger import ACTIVE_STATUSES, merge_async_records
+from subagents.background._local import wait_for_background as _wait_local
+
+if TYPE_CHECKING:
+    from subagents.background._tasks import BackgroundTasks
+
+_REMOTE_WAITING = ACTIVE_STATUSES
+"""Remote statuses that still change on their own."""
+
+
+def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
+                        tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
+    """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
+
+    Raises ``ValueError`` (naming ``tasks``) if the ledger has live remote
+    tasks and no ``tasks`` to poll them with.
+    """
+    deadline = time.monotonic() + timeout_s
+    remote = {k: dict(v) for k, v in ledger.items() if v.get("runner") == "remote"}
+    local = {k: v for k, v in ledger.items() if k not in remote}
+    if any(r.get("status") in _REMOTE_WAITING for r in remote.values()) and tasks is None:
+        raise ValueError(
+            "wait_for_background: the ledger has remote tasks still running; pass tasks= "
+            "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them"
+        )
+    if not _wait_local(local, timeout_s=timeout_s):
+        return False
+    while tasks is not None and (live := {k: r for k, r in remote.items() if r.get("status") in _REMOTE_WAITING}):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        updates = tasks.runtime.run(tasks.refresh(live), timeout=max(left, 1.0) + 5.0)
+        remote = merge_async_records(remote, updates)
+        if any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
+            time.sleep(min(every_s, max(0.0, deadline - time.monotonic())))
+    return True
+
