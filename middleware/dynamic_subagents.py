@@ -46,6 +46,7 @@ from subagents.dynamic import (
     merge_definitions,
 )
 from middleware.ledger import LEDGER_KEY
+from middleware.ledger_entry import ledger_entry
 from subagents.dynamic import DYNAMIC_SUBAGENTS_KEY
 from subagents.one_level import DELEGATION_TOOL_TAG
 from subagents.outcome import task_id_for
@@ -207,7 +208,7 @@ class DynamicSubagents:
             kind="create_subagent",
         ).model_dump()
         update: dict[str, Any] = {
-            LEDGER_KEY: {task_id: record},
+            LEDGER_KEY: {task_id: ledger_entry(record)},
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                                      name="create_subagent", status="error" if error else "success")],
         }

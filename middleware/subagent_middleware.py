@@ -27,8 +27,10 @@ Decisions a LangGraph user may want to know:
   the tools of the parent's tool node (never the delegation tools
   themselves). A child is built once, so a parent that switches models
   mid-run should pass ``model=`` explicitly.
-* The ledger ``subagent_tasks`` holds one JSON-ready record per delegation
-  (see :class:`subagents.TaskRecord`), merged by a reducer; a call the model
+* The ledger ``subagent_tasks`` holds one compact JSON-ready record per
+  delegation (see :class:`subagents.TaskRecord` and
+  :mod:`middleware.ledger_entry`: previews of the description and answer,
+  whose full texts stay in the messages), merged by a reducer; a call the model
   got wrong (unreadable JSON, invalid arguments) gets a record too
   (``stop_reason="invalid_call"``) and an error result it can retry from.
 * What a child changed in shared keys is written back by the rule in
@@ -56,6 +58,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from middleware.invalid_calls import answer_invalid_calls, invalid_call_record
+from middleware.ledger_entry import ledger_entry
 from middleware.ledger import (
     EXCLUDED_STATE_KEYS,
     LEDGER_KEY,
@@ -303,7 +306,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 record = {**record, "skipped_writes": skipped}
         return Command(update={
             **update,
-            LEDGER_KEY: {record["id"]: record},
+            LEDGER_KEY: {record["id"]: ledger_entry(record)},
             USAGE_KEY: usage_update(record),
             "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                       answer=outcome.answer, error=outcome.error)],
@@ -335,7 +338,7 @@ class SubAgentMiddleware(AgentMiddleware):
         if not records:
             return fixed
         return ExtendedModelResponse(model_response=fixed, command=Command(
-            update={LEDGER_KEY: {r["id"]: r for r in records}}))
+            update={LEDGER_KEY: {r["id"]: ledger_entry(r) for r in records}}))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         request = self._with_block(request)
@@ -356,7 +359,7 @@ class SubAgentMiddleware(AgentMiddleware):
         args = request.tool_call.get("args") or {}
         agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
         record = invalid_call_record(TASK_TOOL_NAME, result.tool_call_id, safe_text(result.content), agent)
-        return Command(update={LEDGER_KEY: {record["id"]: record}, "messages": [result]})
+        return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [result]})
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return self._recorded(request, handler(request))
