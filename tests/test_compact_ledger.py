@@ -102,3 +102,33 @@ def test_the_ledger_grows_by_a_bounded_amount_per_delegation(run):
     assert len(records(out)) == 10
     assert len(json.dumps(out["subagent_tasks"])) < 15_000
     assert all(m.content == LONG_ANSWER for m in tool_messages(out))
+
+
+def test_a_large_registry_is_listed_once_in_the_prompt():
+    """Past ENUM_LIMIT agents, names are not repeated in the tool description and schema."""
+    from middleware import SubAgentMiddleware
+    from middleware.task_args_schema import ENUM_LIMIT
+
+    def tool_text(count: int) -> tuple[str, str]:
+        specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
+        mw = SubAgentMiddleware(specs, general_purpose=False)
+        (task,) = mw.tools
+        return json.dumps(task.tool_call_schema.model_json_schema()) + task.description, mw.prompt_block
+
+    small_tool, small_block = tool_text(ENUM_LIMIT)
+    assert "agent-0000" in small_tool and "agent-0099" in small_tool  # enum and names, as before
+    big_tool, big_block = tool_text(ENUM_LIMIT + 1)
+    assert "agent-" not in big_tool
+    assert all(f"- agent-{i:04d}: Handles case {i}." in big_block for i in range(ENUM_LIMIT + 1))
+
+
+def test_an_unknown_name_in_a_large_registry_still_gets_a_clear_error(run):
+    specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}.", "system_prompt": "Work."}
+             for i in range(150)]
+    model = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("task", description="job", subagent_type="agent-9999")]}, "done"])
+    out = run(create_deep_agent(model, subagents=specs), user("go"))
+    (message,) = tool_messages(out)
+    assert message.status == "error" and "agent-9999" in message.content
+    (record,) = records(out)
+    assert record["status"] == "error" and record["stop_reason"] == "invalid_call"
