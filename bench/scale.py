@@ -7,7 +7,9 @@
   per delegation.
 * ``scale.ledger.*`` -- one ledger update at ``records`` records over one
   at 50: the reducer alone, and a whole delegating run on a thread whose
-  ledger already holds that many records (``InMemorySaver``). Ours only.
+  ledger already holds that many records (``InMemorySaver``); and one
+  record's checkpointed bytes for a 20,000-character task and answer over
+  a 300-character one. Ours only.
 * ``scale.wide`` -- ``calls`` ``task`` calls in one message (``ainvoke``),
   ours capped at ``cap`` at once, theirs uncapped (it has no cap): CPU per
   child.
@@ -159,6 +161,25 @@ def _record(i: int) -> dict[str, Any]:
     })
 
 
+def _record_bytes_record() -> dict[str, Any]:
+    """Checkpointed bytes of one ledger record for a long task and answer, over a short one."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+
+    def size(chars: int) -> int:
+        text = ("x" * chars)
+        return len(serde.dumps_typed(ledger_entry({**_record(0), "description": text, "result": text}))[1])
+
+    short, long = size(300), size(20_000)
+    return record(f"{NAME}.ledger.record_bytes", unit="x (bytes at 20,000 / at 300 characters)",
+                  ours=long / short, theirs=None, goal=f"ours <= {GOAL_FLAT}", met=long / short <= GOAL_FLAT,
+                  sizes={"short_chars": 300, "long_chars": 20_000},
+                  notes=theirs_note("Serialized bytes of one ledger record whose description and answer "
+                                    "are that long. deepagents keeps no ledger: theirs is null."),
+                  detail={"bytes_short": short, "bytes_long": long})
+
+
 def _reducer_us(n: int, updates: int) -> float:
     """CPU microseconds per ledger update as LangGraph applies it, at ``n`` records."""
     channel = BinaryOperatorAggregate(dict, merge_records)
@@ -289,6 +310,7 @@ def run(quick: bool = False) -> Sequence[dict[str, Any]]:
     return [
         *_sqlite_records(sequential),
         *_ledger_records(small, large, updates, runs),
+        _record_bytes_record(),
         _wide_record(calls, cap, reps),
         _agents_record(specs),
     ]
