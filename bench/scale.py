@@ -28,7 +28,7 @@ import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from bench.common import (
     user,
 )
 from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import SubAgentMiddleware
 from middleware.ledger_entry import ledger_entry
 from subagents import merge_records
 
@@ -239,9 +240,11 @@ def _wide(side: str, calls: int, cap: int | None) -> tuple[float, float]:
                         for i in range(calls)]},
         "all parts done",
     ])
-    agent = create_agent(parent, [], system_prompt="You plan and delegate.",
-                         middleware=[delegation_middleware(side, [spec("worker", model=child)],
-                                                           max_concurrent=cap)])
+    workers = [spec("worker", model=child)]
+    # Ours without its per-run cap of 50 delegations, which would refuse most of the calls.
+    middleware = (SubAgentMiddleware(workers, general_purpose=False, max_concurrent_tasks=cap, max_delegations=None)
+                  if side == OURS else delegation_middleware(side, workers))
+    agent = create_agent(parent, [], system_prompt="You plan and delegate.", middleware=[middleware])
     quiet_gc()
     cpu, wall, state = _cpu_and_wall(lambda: asyncio.run(agent.ainvoke(user("run all parts"))))
     answers = [m for m in state["messages"] if m.type == "tool"]
@@ -304,13 +307,12 @@ def _agents_record(specs: int) -> dict[str, Any]:
     )
 
 
-def run(quick: bool = False) -> Sequence[dict[str, Any]]:
+def run(quick: bool = False) -> Iterator[dict[str, Any]]:
+    """The scale records, each yielded as soon as it is measured (the full set takes many minutes)."""
     sequential, small, large, updates, runs, calls, cap, reps, specs = (
         (12, 5, 50, 20, 3, 12, 4, 1, 20) if quick else (1000, 50, 5000, 200, 15, 2000, 50, 3, 1000))
-    return [
-        *_sqlite_records(sequential),
-        *_ledger_records(small, large, updates, runs),
-        _record_bytes_record(),
-        _wide_record(calls, cap, reps),
-        _agents_record(specs),
-    ]
+    yield _agents_record(specs)
+    yield _record_bytes_record()
+    yield from _ledger_records(small, large, updates, runs)
+    yield _wide_record(calls, cap, reps)
+    yield from _sqlite_records(sequential)
