@@ -1,4 +1,4 @@
-"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...] [--remote]``.
+"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...] [--remote] [--scale]``.
 
 Every measure prints one JSON object per line (``measure``, ``unit``,
 ``ours``, ``theirs``, ``ratio`` = ours / theirs, ``goal``, ``met``,
@@ -6,7 +6,8 @@ Every measure prints one JSON object per line (``measure``, ``unit``,
 table and the total time. ``--quick`` runs every measure at tiny sizes (the
 smoke test uses it); its figures mean nothing. ``--remote`` adds the remote
 set (:mod:`bench.remote`: background tasks on ``langgraph dev`` servers it
-starts itself, a few minutes), which is opt-in.
+starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
+set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from bench import background, budget, construction, context, fanout, memory, overhead, remote, runaway
+from bench import background, budget, construction, context, fanout, memory, overhead, remote, runaway, scale
 from bench.common import deepagents_version, dumps, use_peer
 
 MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
@@ -36,7 +37,10 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
 REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: remote.run}
 """Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
 
-_ALL = {**MEASURES, **REMOTE_MEASURES}
+SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run}
+"""Opt-in measures of cost as runs grow (``--scale``, or ``--only scale``; minutes)."""
+
+_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES}
 
 
 def run_measures(
@@ -111,12 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--remote", action="store_true",
         help="also run the remote set: background tasks on langgraph dev servers it starts (minutes)",
     )
+    parser.add_argument(
+        "--scale", action="store_true",
+        help="also run the scale set: 1,000 delegations on SQLite, ledgers of 5,000, 2,000 calls at once (minutes)",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     if names and any(n not in _ALL for n in names):
         parser.error(f"--only: choose from {', '.join(_ALL)}")
-    if args.remote:
-        names = [*(names or MEASURES), *(n for n in REMOTE_MEASURES if n not in (names or ()))]
+    for wanted, extra in ((args.remote, REMOTE_MEASURES), (args.scale, SCALE_MEASURES)):
+        if wanted:
+            names = [*(names or MEASURES), *(n for n in extra if n not in (names or ()))]
 
     if args.no_peer:
         use_peer(False)

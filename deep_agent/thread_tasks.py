@@ -129,10 +129,50 @@ def invalid_call_rows(messages: Iterable[Any], known_calls: set[str]) -> list[Ta
 def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
     """Every task of a thread, oldest first."""
     rows = [sync_row(r) for r in (values.get(LEDGER_KEY) or {}).values()]
+    full_texts(rows, (values.get(LEDGER_KEY) or {}).values(), values.get("messages") or ())
     rows += [background_row(r) for r in (values.get(ASYNC_LEDGER_KEY) or {}).values()]
     known = {r.tool_call_id for r in rows if r.tool_call_id}
     rows += invalid_call_rows(values.get("messages") or (), known)
     return sorted(rows, key=lambda r: r.started_at or float("inf"))
+
+
+def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
+    """Put back the full description and answer of rows whose ledger record holds previews.
+
+    The ledger keeps short previews (see :mod:`middleware.ledger_entry`); the
+    texts are the ``task`` call's arguments and its ToolMessage.
+    """
+    clipped = {r.get("tool_call_id") for r in records
+               if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
+    if not clipped:
+        return
+    calls: dict[str, str] = {}
+    replies: dict[str, str] = {}
+    for message in messages:
+        kind = getattr(message, "type", "")
+        if kind == "ai":
+            for call in getattr(message, "tool_calls", None) or ():
+                if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str):
+                    calls[call["id"]] = call["args"]["description"]
+        elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
+            replies[message.tool_call_id] = _text(message)
+    for row in rows:
+        if row.tool_call_id not in clipped:
+            continue
+        row.description = calls.get(row.tool_call_id, row.description)
+        reply = replies.get(row.tool_call_id)
+        if reply is None:
+            continue
+        if row.status == "completed":
+            row.result = reply
+        elif row.error is not None:
+            row.error = reply.removeprefix(f"Subagent '{row.agent_type}' failed: ")
+
+
+def is_clipped(record: Mapping[str, Any], key: str) -> bool:
+    """True when a ledger record's ``key`` is a preview (shorter than its ``<key>_chars``)."""
+    text, full = record.get(key), record.get(f"{key}_chars")
+    return isinstance(text, str) and isinstance(full, int) and full > len(text)
 
 
 def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:

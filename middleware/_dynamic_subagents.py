@@ -35,6 +35,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
 from middleware._ledger import LEDGER_KEY, SubagentLedgerState
+from middleware._ledger_entry import ledger_entry
 from middleware._prompts import available_agents_block
 from subagents import (
     DEFAULT_MAX_DYNAMIC_SUBAGENTS,
@@ -207,7 +208,7 @@ class DynamicSubagents:
             kind="create_subagent",
         ).model_dump()
         update: dict[str, Any] = {
-            LEDGER_KEY: {task_id: record},
+            LEDGER_KEY: {task_id: ledger_entry(record)},
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                                      name="create_subagent", status="error" if error else "success")],
         }

@@ -27,8 +27,10 @@ Decisions a LangGraph user may want to know:
   the tools of the parent's tool node (never the delegation tools
   themselves). A child is built once, so a parent that switches models
   mid-run should pass ``model=`` explicitly.
-* The ledger ``subagent_tasks`` holds one JSON-ready record per delegation
-  (see :class:`subagents.TaskRecord`), merged by a reducer; a call the model
+* The ledger ``subagent_tasks`` holds one compact JSON-ready record per
+  delegation (see :class:`subagents.TaskRecord` and
+  :mod:`middleware._ledger_entry`: previews of the description and answer,
+  whose full texts stay in the messages), merged by a reducer; a call the model
   got wrong (unreadable JSON, invalid arguments) gets a record too
   (``stop_reason="invalid_call"``) and an error result it can retry from.
 * What a child changed in shared keys is written back by the rule in
@@ -65,6 +67,7 @@ from middleware._ledger import (
     tool_message,
     usage_update,
 )
+from middleware._ledger_entry import ledger_entry
 from middleware._model_pipeline import configured_model
 from middleware._prompts import (
     DELEGATION_INSTRUCTIONS,
@@ -292,7 +295,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 record = {**record, "skipped_writes": skipped}
         return Command(update={
             **update,
-            LEDGER_KEY: {record["id"]: record},
+            LEDGER_KEY: {record["id"]: ledger_entry(record)},
             USAGE_KEY: usage_update(record),
             "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                       answer=outcome.answer, error=outcome.error)],
@@ -315,7 +318,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 if usage:
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        return answered_response(response, (TASK_TOOL_NAME,), LEDGER_KEY)
+        return answered_response(response, (TASK_TOOL_NAME,), LEDGER_KEY, as_record=ledger_entry)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         request = self._with_block(request)
@@ -330,10 +333,10 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the tool call: arguments that did not validate still get a record ---
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return recorded_tool_error(request, handler(request), TASK_TOOL_NAME, LEDGER_KEY)
+        return recorded_tool_error(request, handler(request), TASK_TOOL_NAME, LEDGER_KEY, as_record=ledger_entry)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return recorded_tool_error(request, await handler(request), TASK_TOOL_NAME, LEDGER_KEY)
+        return recorded_tool_error(request, await handler(request), TASK_TOOL_NAME, LEDGER_KEY, as_record=ledger_entry)
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

@@ -7,6 +7,12 @@ Validation still accepts any string: a provider that ignores enums gets the
 registry's readable "unknown subagent" error, which lists the valid names,
 instead of a bare validation error.
 
+Past :data:`ENUM_LIMIT` names the tool schema carries no enum (and the
+tool description no list of names): a registry that large is listed once,
+in the system prompt's ``<available_agents>`` block, so the parent does not
+pay for every name three times on every call (providers also cap enum
+sizes in strict schemas). The forced-delegation schema keeps its enum.
+
 Example::
 
     schema = task_args_schema(["general-purpose", "researcher"])
@@ -25,14 +31,19 @@ from middleware._task_tool import TaskToolInput
 
 SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
+ENUM_LIMIT = 100
+"""Most agent names the ``task`` tool's schema lists as an enum; past it, none."""
 
-def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput) -> type[TaskToolInput]:
+
+def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput, *,
+                     enum_limit: int | None = ENUM_LIMIT) -> type[TaskToolInput]:
     """``base`` (a :class:`TaskToolInput`) with ``subagent_type`` listing ``names`` as its enum.
 
-    With no names, ``base`` itself (any string).
+    With no names, or more than ``enum_limit`` (``None``: no limit), ``base``
+    itself (any string).
     """
     names = list(dict.fromkeys(str(n) for n in names))
-    if not names:
+    if not names or (enum_limit is not None and len(names) > enum_limit):
         return base
     return create_model(  # type: ignore[call-overload, no-any-return]
         base.__name__,
@@ -56,7 +67,7 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     Used as a ``response_format`` when a server constrains output to a
     schema but ignores ``tool_choice``.
     """
-    schema = task_args_schema(names).model_json_schema()
+    schema = task_args_schema(names, enum_limit=None).model_json_schema()
     found = {
         key: {k: v for k, v in value.items() if k != "title"}
         for key, value in schema.get("properties", {}).items()

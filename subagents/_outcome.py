@@ -87,7 +87,10 @@ class TaskRecord(BaseModel):
     """One delegation: who ran it, how it went, what it cost, what it returned.
 
     Stored as a JSON-ready dict; read one back typed with
-    ``TaskRecord.model_validate(record)``.
+    ``TaskRecord.model_validate(record)``. The parent's ledger keeps it
+    compact: ``description`` and ``result`` are previews of at most 200
+    characters (``error`` 1,000), with the full lengths in ``*_chars``; the
+    full texts are the ``task`` call's arguments and its ToolMessage.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -111,6 +114,12 @@ class TaskRecord(BaseModel):
     """Where the child's messages can be read back (see :mod:`subagents._transcript`)."""
     skipped_writes: dict[str, str] | None = None
     """State keys the child changed that were not written back, and why."""
+    description_chars: int | None = None
+    """The full description's length (in the ledger, ``description`` may be a preview)."""
+    result_chars: int | None = None
+    """The full answer's length (in the ledger, ``result`` may be a preview)."""
+    error_chars: int | None = None
+    """The full error's length, when the ledger's ``error`` is a preview."""
 
 
 @dataclasses.dataclass

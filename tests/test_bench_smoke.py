@@ -84,3 +84,21 @@ def test_unknown_measure_is_refused() -> None:
 
     with pytest.raises(ValueError, match="unknown measure"):
         run_measures(["no-such-measure"], quick=True)
+
+
+def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
+    from bench import MEASURES
+    from bench.suite import SCALE_MEASURES
+
+    assert not set(SCALE_MEASURES) & set(MEASURES), "--scale takes minutes: never in the default run"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "scale"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert {r["measure"] for r in records} == {
+        "scale.sqlite.growth", "scale.sqlite.db_bytes", "scale.ledger.reducer", "scale.ledger.run", "scale.ledger.record_bytes",
+        "scale.wide", "scale.agents_block"}
+    for rec in records:
+        assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec

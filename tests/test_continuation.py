@@ -23,7 +23,9 @@ def test_short_answer_gets_one_continuation_and_the_longer_answer_wins(run):
     out = run(create_deep_agent(model, short_answer_threshold=200), user("go"))
     assert tool_messages(out)[0].content == FULL
     (record,) = records(out)
-    assert record["model_calls"] == 2 and record["result"] == FULL
+    # The ledger keeps a preview and the full length; the full answer is the ToolMessage above.
+    assert record["model_calls"] == 2 and record["result_chars"] == len(FULL)
+    assert FULL.startswith(record["result"].removesuffix("…")) and len(record["result"]) <= 200
     child = [c for c in model.calls if any(m.text == "brief job" for m in c["messages"])]
     assert [m.text for m in child[-1]["messages"] if m.type == "human"] == ["brief job", CONTINUATION_PROMPT]
 
