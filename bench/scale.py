@@ -244,7 +244,7 @@ def _wide(side: str, calls: int, cap: int | None) -> tuple[float, float]:
     # Ours without its per-run cap of 50 delegations, which would refuse most of the calls.
     middleware = (SubAgentMiddleware(workers, general_purpose=False, max_concurrent_tasks=cap, max_delegations=None)
                   if side == OURS else delegation_middleware(side, workers))
-    agent = create_agent(parent, [], system_prompt="You plan and delegate.", middleware=[middleware])
+    agent: Any = create_agent(parent, [], system_prompt="You plan and delegate.", middleware=[middleware])
     quiet_gc()
     cpu, wall, state = _cpu_and_wall(lambda: asyncio.run(agent.ainvoke(user("run all parts"))))
     answers = [m for m in state["messages"] if m.type == "tool"]
@@ -289,8 +289,8 @@ def _prompt_chars(side: str, specs: int) -> int:
     model = _PromptMeter(responses=["ok"])
     workers = [spec(f"worker-{i:04d}", model=model, description=f"Worker {i}: handles case {i}.")
                for i in range(specs)]
-    agent = create_agent(model, [], system_prompt="You plan and delegate.",
-                         middleware=[delegation_middleware(side, workers)])
+    agent: Any = create_agent(model, [], system_prompt="You plan and delegate.",
+                              middleware=[delegation_middleware(side, workers)])
     agent.invoke(user("hello"))
     return model.seen
 

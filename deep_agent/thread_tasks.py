@@ -157,7 +157,7 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
         elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
             replies[message.tool_call_id] = _text(message)
     for row in rows:
-        if row.tool_call_id not in clipped:
+        if row.tool_call_id is None or row.tool_call_id not in clipped:
             continue
         row.description = calls.get(row.tool_call_id, row.description)
         reply = replies.get(row.tool_call_id)

@@ -13,7 +13,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal, Protocol
 
 from langchain.tools import ToolRuntime
@@ -113,7 +113,7 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
         return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
 
-    table = [
+    table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
         (start_async_task, astart_async_task, TaskToolInput, words.START_DESCRIPTION),
         (check_async_task, acheck_async_task, TaskIdInput, words.CHECK_DESCRIPTION),
         (update_async_task, aupdate_async_task, UpdateTaskInput, words.UPDATE_DESCRIPTION),

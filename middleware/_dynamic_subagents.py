@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
@@ -224,7 +224,7 @@ def _definitions(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _earlier_create_calls(state: Mapping[str, Any], tool_call_id: str | None) -> list[dict[str, Any]]:
+def _earlier_create_calls(state: Mapping[str, Any], tool_call_id: str | None) -> list[ToolCall]:
     for message in reversed(list(state.get("messages") or ())):
         if not isinstance(message, AIMessage):
             continue

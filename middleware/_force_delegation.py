@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from middleware._prompts import TASK_TOOL_DESCRIPTION, with_prompt_block
@@ -213,7 +213,7 @@ def _last_ai(response: Any) -> AIMessage | None:
     return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
 
 
-def _task_calls(response: Any) -> list[dict[str, Any]]:
+def _task_calls(response: Any) -> list[ToolCall]:
     message = _last_ai(response)
     return [c for c in (message.tool_calls if message else []) if c.get("name") == TASK_TOOL_NAME]
 

@@ -47,7 +47,7 @@ Decisions a LangGraph user may want to know:
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
@@ -92,6 +92,9 @@ from subagents import (
     safe_text,
 )
 from subagents.settings import DelegationSettings
+
+if TYPE_CHECKING:  # imported when the mode is on (it loads its own tool and state)
+    from middleware._dynamic_subagents import DynamicSubagents
 
 __all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
 
@@ -204,7 +207,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self._describe(system_prompt, task_description, structured_results)
         self.tools = [self._task_tool()] if len(self.registry) else []
         self._add_limits(force_delegation, limits.max_delegations)
-        self.dynamic = None
+        self.dynamic: DynamicSubagents | None = None
         if dynamic_subagents:
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
 
@@ -288,7 +291,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _command(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Command:
         """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
-        record, update = outcome.record, {}
+        record, update = outcome.record, dict[str, Any]()
         if outcome.changes:
             update, skipped = self._writes.apply(runtime, outcome)
             if skipped:

@@ -45,16 +45,14 @@ def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolI
     names = list(dict.fromkeys(str(n) for n in names))
     if not names or (enum_limit is not None and len(names) > enum_limit):
         return base
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    enum_type: Any = Annotated[str, WithJsonSchema({"type": "string", "enum": names})]
+    return create_model(
         base.__name__,
         __base__=base,
         __doc__=base.__doc__,
         # The enum lives in the annotation so that LangChain's copy of the
         # schema for the model (``tool_call_schema``) keeps it.
-        subagent_type=(
-            Annotated[str, WithJsonSchema({"type": "string", "enum": names})],
-            Field(description=SUBAGENT_TYPE_DESCRIPTION),
-        ),
+        subagent_type=(enum_type, Field(description=SUBAGENT_TYPE_DESCRIPTION)),
     )
 
 

@@ -125,7 +125,7 @@ def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> Call
         name = requested.__name__
         limit = OutputRetryLimit(frozenset({name}), retries, name)
         try:
-            strategy = ToolStrategy(requested, handle_errors=_retry_message)
+            strategy: ToolStrategy[Any] = ToolStrategy(requested, handle_errors=_retry_message)
         except Exception as exc:  # noqa: BLE001 - an unsupported type is the caller's input error
             raise OutputSchemaError(f"response format {name!r}: {exc}") from None
         return CallFormat(strategy, ("type", requested), name, (limit,))

@@ -38,7 +38,7 @@ from subagents._isolation import child_input
 from subagents._one_level import is_forbidden_tool, tool_name
 from subagents._outcome import TaskCall
 from subagents._registry import SubagentRegistry, UnknownSubagent
-from subagents._spec import AnySpec, CompiledSubagent
+from subagents._spec import AnySpec, CompiledSubagent, SubagentSpec
 
 
 @dataclasses.dataclass
@@ -63,7 +63,7 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     requested = requested_format(call.output_schema, call.parent_config) if modes else None
     if requested is not None:
         graph = _graph_with_format(registry, call, spec, spec_key, requested, extra)
-    elif spec_key[0] == "dynamic":
+    elif spec_key[0] == "dynamic" and isinstance(spec, SubagentSpec):  # run-time definitions are specs
         graph = graphs_for(registry).get(spec_key, lambda: _build(registry, call, spec))
     else:
         graph = registry.graph(call.subagent_type, parent_model=call.parent_model,
@@ -142,6 +142,6 @@ def _graph_with_format(
     return graphs_for(registry).get((spec_key, fmt.key), lambda: _build(registry, call, shaped))
 
 
-def _build(registry: SubagentRegistry, call: TaskCall, spec: AnySpec) -> Any:
+def _build(registry: SubagentRegistry, call: TaskCall, spec: SubagentSpec) -> Any:
     return build_subagent(spec, parent_model=call.parent_model, parent_tools=call.parent_tools,
                           unknown_tools=registry.unknown_tools, options=registry.options)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,4 +77,4 @@ class ThreadedRunnable:
 
     async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         context = contextvars.copy_context()
-        return await asyncio.to_thread(context.run, self.invoke, inputs, config, **kwargs)
+        return await asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs))

@@ -24,7 +24,7 @@ from typing import Any
 from subagents._build_options import BuildOptions, check_spec
 from subagents._builder import UnknownToolPolicy, build_subagent
 from subagents._compiled_runnable import ready_runnable
-from subagents._spec import AnySpec, CompiledSubagent, coerce_specs
+from subagents._spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs
 
 
 class UnknownSubagent(LookupError):
@@ -109,7 +109,7 @@ class SubagentRegistry:
                 # A caller's runnable: stamped and made async-capable, never "built".
                 graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
                 return graph
-            if graph is None:
+            if graph is None and isinstance(spec, SubagentSpec):
                 graph = build_subagent(
                     spec,
                     parent_model=parent_model,

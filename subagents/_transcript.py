@@ -108,6 +108,8 @@ class JsonlSink:
 
     def add(self, message: BaseMessage) -> None:
         if message.id is not None:
+            if self._written is None:
+                self._written = set()
             if message.id in self._written:
                 return
             self._written.add(message.id)
@@ -137,7 +139,7 @@ class StoreSink:
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
         if self.store is None:
             return MemorySink(self.task_id).end(messages)
-        value = {"header": self.header, "messages": [message_to_dict(m) for m in messages]}
+        value: dict[str, Any] = {"header": self.header, "messages": [message_to_dict(m) for m in messages]}
         if cancelled:
             value["cancelled"] = True
         self.store.put(self.namespace, self.task_id, value)

@@ -50,7 +50,8 @@ def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
         from langgraph._internal._constants import CONFIG_KEY_READ
 
         read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
-        channels = getattr(read, "args", ())[1]
+        args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
+        channels = args[1]
     except Exception:  # noqa: BLE001 - unknown LangGraph internals: fall back to the safe rule
         return None
     return channels if isinstance(channels, Mapping) else None

@@ -96,7 +96,8 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             meta = row.get("metadata") or {}
             call_id = meta.get("tool_call_id")
             task_id = meta.get(TASK_ID_METADATA_KEY)
-            if call_id not in missing or not task_id or missing[call_id][0] != meta.get("agent_type"):
+            if (not isinstance(call_id, str) or call_id not in missing or not task_id
+                    or missing[call_id][0] != meta.get("agent_type")):
                 continue
             attempt = int(meta.get("attempt") or 1)
             if task_id in records and records[task_id]["attempt"] >= attempt:

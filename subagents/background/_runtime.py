@@ -290,10 +290,11 @@ def _portal_manager(name: str) -> contextlib.AbstractContextManager[Any]:
     return start_blocking_portal("asyncio", name=name)
 
 
-def _finish(portal: Any, portal_cm: contextlib.AbstractContextManager[Any],
+def _finish(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
             shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
     try:
         contextvars.Context().run(portal.call, shutdown)
     except Exception:  # noqa: BLE001 - the failure path never raises; the loop still stops below
         pass
-    portal_cm.__exit__(None, None, None)
+    if portal_cm is not None:
+        portal_cm.__exit__(None, None, None)

@@ -96,7 +96,8 @@ def check_depth(source: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise YAMLBoundError(
-                    f"nests deeper than {MAX_DEPTH} levels; expected flat fields", event.start_mark.line
+                    f"nests deeper than {MAX_DEPTH} levels; expected flat fields",
+                    event.start_mark.line if event.start_mark else None,
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
