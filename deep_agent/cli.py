@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deep_agent.cli_errors import UsageError, describe_error
+from deep_agent._cli_errors import UsageError, describe_error
 
 PERMISSION_CHOICES = ("always_confirm", "confirm_risky", "never_confirm", "default", "acceptEdits",
                       "plan", "dontAsk", "bypassPermissions")
@@ -102,22 +102,22 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                           "an agent file's short_answer_threshold wins for that agent)")
     _add_model_resolution(run)
     _add_state(run)
-    run.set_defaults(handler="deep_agent.cli_run:run_command")
+    run.set_defaults(handler="deep_agent._cli_run:run_command")
 
     demo = commands.add_parser("demo", parents=[common],
                                help="an offline, scripted scenario (no model or key needed)")
     _add_state(demo)
-    demo.set_defaults(handler="deep_agent.cli_run:demo_command")
+    demo.set_defaults(handler="deep_agent._cli_run:demo_command")
 
 
 def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
     tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
-    tasks.set_defaults(handler="deep_agent.cli_inspect:tasks_command")
+    tasks.set_defaults(handler="deep_agent._cli_inspect:tasks_command")
     transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
     transcript.add_argument("task_id", help="a task id, or a unique prefix of one")
     transcript.add_argument("--thread", help="look only in this thread")
-    transcript.set_defaults(handler="deep_agent.cli_inspect:transcript_command")
+    transcript.set_defaults(handler="deep_agent._cli_inspect:transcript_command")
     for parser in (tasks, transcript):
         _add_state(parser)
 
@@ -130,10 +130,10 @@ def _add_agents(commands: Any, common: argparse.ArgumentParser) -> None:
     actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", parents=[common], help="print each agent with its resolved fields")
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    listing.set_defaults(handler="deep_agent.cli_agents:agents_list")
+    listing.set_defaults(handler="deep_agent._cli_agents:agents_list")
     validate = actions.add_parser("validate", parents=[common],
                                   help="check every agent file; exit 1 if any is invalid")
-    validate.set_defaults(handler="deep_agent.cli_agents:agents_validate")
+    validate.set_defaults(handler="deep_agent._cli_agents:agents_validate")
     for sub in (listing, validate):
         sub.add_argument(
             "dirs", nargs="*", metavar="DIR",

@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from deep_agent.thread_tasks import task_rows
+from deep_agent._thread_tasks import task_rows
 from middleware._ledger_entry import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
 from subagents import TaskRecord, get_transcript
 

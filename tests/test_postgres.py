@@ -157,7 +157,7 @@ def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_p
 
 
 def test_a_database_url_is_described_without_its_password_and_other_schemes_are_refused():
-    from deep_agent.postgres_store import DatabaseError, describe_url, open_postgres
+    from deep_agent._postgres_store import DatabaseError, describe_url, open_postgres
 
     url = "postgresql://me:pw@db.example:6543/agents?sslmode=require"
     assert describe_url(url) == "postgresql://me@db.example:6543/agents"

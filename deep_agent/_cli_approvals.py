@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.text import Text
 
-from deep_agent.cli_errors import ApprovalNeeded
+from deep_agent._cli_errors import ApprovalNeeded
 
 MAX_ARG_CHARS = 400
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
-from deep_agent.thread_tasks import TaskRow
+from deep_agent._thread_tasks import TaskRow
 
 UNKNOWN = "–"
 

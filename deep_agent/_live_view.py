@@ -3,7 +3,7 @@
 :class:`TaskTree` is fed the parent's stream -- ``subagent_task`` events
 from the ``custom`` mode, ledger and message updates from the ``updates``
 mode -- and is itself the renderable a ``rich.live.Live`` redraws, so every
-refresh recomputes the timers. Rows come from :mod:`deep_agent.thread_tasks`
+refresh recomputes the timers. Rows come from :mod:`deep_agent._thread_tasks`
 (delegations, refused calls, background tasks), so the tree, ``deep-agent
 tasks`` and the summary agree. Tasks of earlier turns are only counted.
 
@@ -26,7 +26,7 @@ from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
-from deep_agent.thread_tasks import (
+from deep_agent._thread_tasks import (
     ASYNC_LEDGER_KEY,
     LEDGER_KEY,
     TaskRow,

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from deep_agent.cli_errors import UsageError
+from deep_agent._cli_errors import UsageError
 
 CLAUDE_ALIASES: tuple[str, ...] = ("sonnet", "opus", "haiku")
 INHERIT = "inherit"

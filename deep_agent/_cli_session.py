@@ -1,10 +1,10 @@
 """The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
 
-For each prompt: stream the root with the live :class:`~deep_agent.live_view.TaskTree`;
+For each prompt: stream the root with the live :class:`~deep_agent._live_view.TaskTree`;
 when the run pauses for approval, stop the live view, ask
-(:mod:`deep_agent.cli_approvals`) and resume; once answered, keep the tree
+(:mod:`deep_agent._cli_approvals`) and resume; once answered, keep the tree
 up while this process's background tasks finish (asking when one waits
-for approval, :mod:`deep_agent.cli_background`), write their outcome into
+for approval, :mod:`deep_agent._cli_background`), write their outcome into
 the thread's ledger, then print the answer and the per-agent summary.
 
 A turn that fails leaves the thread as it was before it (its messages are
@@ -24,12 +24,12 @@ from langgraph.types import Command
 from rich.console import Console
 from rich.live import Live
 
-from deep_agent.cli_approvals import TerminalAsker, decide
-from deep_agent.cli_background import end_line, settle_background, unsettled
-from deep_agent.live_view import TaskTree
-from deep_agent.run_summary import summary_table
-from deep_agent.state_store import open_async_checkpointer, remember_thread, resolve_state_dir, sessions_dir
-from deep_agent.thread_tasks import ASYNC_LEDGER_KEY, task_rows
+from deep_agent._cli_approvals import TerminalAsker, decide
+from deep_agent._cli_background import end_line, settle_background, unsettled
+from deep_agent._live_view import TaskTree
+from deep_agent._run_summary import summary_table
+from deep_agent._state_store import open_async_checkpointer, remember_thread, resolve_state_dir, sessions_dir
+from deep_agent._thread_tasks import ASYNC_LEDGER_KEY, task_rows
 
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,

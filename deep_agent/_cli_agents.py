@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deep_agent.cli_errors import UsageError
-from deep_agent.cli_models import ModelPlan, plan_models, read_profiles
+from deep_agent._cli_errors import UsageError
+from deep_agent._cli_models import ModelPlan, plan_models, read_profiles
 from subagents import DEFAULT_MAX_TURNS, BuildOptions, SpecError, SubagentSpec, check_spec
 from subagents.definitions import (
     Definition,

@@ -21,8 +21,8 @@ import subprocess
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.files import _tool
-from deep_agent.tools.workspace import Workspace
+from deep_agent.tools._files import _tool
+from deep_agent.tools._workspace import Workspace
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000

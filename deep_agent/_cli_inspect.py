@@ -1,7 +1,7 @@
 """``deep-agent tasks`` and ``deep-agent transcript``: reading earlier runs back.
 
 Both show every task of a thread: ``task`` delegations, calls refused
-before a child ran, and background tasks (see :mod:`deep_agent.thread_tasks`).
+before a child ran, and background tasks (see :mod:`deep_agent._thread_tasks`).
 They only read: a failed lookup leaves no state folder behind.
 
 Example::
@@ -18,8 +18,8 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from deep_agent.state_store import find_task, last_thread, open_checkpointer, read_thread, resolve_state_dir
-from deep_agent.thread_tasks import task_rows
+from deep_agent._state_store import find_task, last_thread, open_checkpointer, read_thread, resolve_state_dir
+from deep_agent._thread_tasks import task_rows
 from subagents import read_transcript
 
 

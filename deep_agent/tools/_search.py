@@ -23,8 +23,8 @@ from typing import Literal
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.files import _tool
-from deep_agent.tools.workspace import Workspace
+from deep_agent.tools._files import _tool
+from deep_agent.tools._workspace import Workspace
 
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000

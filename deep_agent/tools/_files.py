@@ -16,7 +16,7 @@ from pathlib import Path
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.workspace import Workspace
+from deep_agent.tools._workspace import Workspace
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000

@@ -15,10 +15,10 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from deep_agent.tools.files import file_tools
-from deep_agent.tools.search import search_tools
-from deep_agent.tools.shell import shell_tools
-from deep_agent.tools.workspace import Workspace
+from deep_agent.tools._files import file_tools
+from deep_agent.tools._search import search_tools
+from deep_agent.tools._shell import shell_tools
+from deep_agent.tools._workspace import Workspace
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash")
 RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})

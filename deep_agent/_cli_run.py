@@ -11,8 +11,8 @@ Example::
 and ``.claude/agents`` under the current directory, then under your home,
 or ``--agents-dir``). The root and every agent file that lists them get the
 built-in tools (:mod:`deep_agent.tools`) confined to ``--workspace``; Claude
-model aliases run on the run's model (:mod:`deep_agent.cli_models`); risky
-calls ask in the terminal (:mod:`deep_agent.cli_approvals`).
+model aliases run on the run's model (:mod:`deep_agent._cli_models`); risky
+calls ask in the terminal (:mod:`deep_agent._cli_approvals`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from deep_agent.cli_errors import UsageError
+from deep_agent._cli_errors import UsageError
 
 ROOT_PROMPT = (
     "You are a planner with a team of subagents. Break the user's request into independent "
@@ -48,7 +48,7 @@ class RunSetup:
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from deep_agent.cli_session import run_turns
+    from deep_agent._cli_session import run_turns
 
     setup = prepare_run(args)
     console = Console()
@@ -60,7 +60,7 @@ def run_command(args: argparse.Namespace) -> int:
 def demo_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from deep_agent.cli_session import run_turns
+    from deep_agent._cli_session import run_turns
     from deep_agent.demo import DEMO_PROMPT, FOLLOW_UP_PROMPT, build_demo_agent, demo_model
 
     def build(checkpointer: Any, sessions: Path) -> Any:
@@ -75,10 +75,10 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def prepare_run(args: argparse.Namespace) -> RunSetup:
     """Check the arguments, find and check the agent files, and choose the model."""
-    from deep_agent.cli_agents import require_dirs
-    from deep_agent.cli_models import plan_models, read_profiles
-    from deep_agent.model_choice import choose_model
-    from deep_agent.state_store import resolve_state_dir
+    from deep_agent._cli_agents import require_dirs
+    from deep_agent._cli_models import plan_models, read_profiles
+    from deep_agent._model_choice import choose_model
+    from deep_agent._state_store import resolve_state_dir
     from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools, tools_not_provided
     from subagents import Budget, SpecError, discover_agents
 
@@ -176,7 +176,7 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 def _plain_tool_names(spec: Any) -> Any:
     """``Bash(git diff:*)`` in a ``tools:`` list means the ``Bash`` tool."""
-    from deep_agent.tools.catalog import base_tool_name
+    from deep_agent.tools._catalog import base_tool_name
 
     tools = getattr(spec, "tools", None)
     if not tools:

@@ -4,7 +4,7 @@ After the root has answered, ``deep-agent run`` keeps the live tree up
 while the turn's local background tasks (``start_async_task``) finish. A
 background child that pauses on a risky call is ``waiting_for_approval``:
 the live view stops and the terminal asks exactly as for a ``task`` child
-(:mod:`deep_agent.cli_approvals`), naming the task's agent type; ``--yes``
+(:mod:`deep_agent._cli_approvals`), naming the task's agent type; ``--yes``
 approves. The answer resumes the task through its runner, on the runtime's
 loop, and the wait goes on. When nobody can answer (stdin is not a
 terminal, no ``--yes``), the run stops with an error naming the tool and
@@ -27,8 +27,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from deep_agent.cli_approvals import TerminalAsker, decide, nobody_to_ask
-from deep_agent.live_view import TaskTree
+from deep_agent._cli_approvals import TerminalAsker, decide, nobody_to_ask
+from deep_agent._live_view import TaskTree
 
 BACKGROUND_WAIT_S = 600.0
 """How long the run waits for background tasks to run (time spent asking does not count)."""

@@ -5,7 +5,7 @@ The embedded default is SQLite in a project-local state directory
 ``state.sqlite`` holds the checkpoints (so threads, ledgers and the
 children's own checkpoints survive), ``sessions/`` the JSONL transcripts,
 and ``last_thread`` the thread the last ``run`` used. A ``postgresql://``
-database URL selects Postgres instead (``deep_agent.postgres_store``;
+database URL selects Postgres instead (``deep_agent._postgres_store``;
 ``pip install "governed-subagents[postgres]"``).
 """
 
@@ -27,10 +27,10 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     """The state folder as an absolute path (so stored transcript paths work from anywhere).
 
     With ``create`` it is made if missing and checked writable; an
-    unwritable one is a :class:`~deep_agent.cli_errors.UsageError` in one
+    unwritable one is a :class:`~deep_agent._cli_errors.UsageError` in one
     line. Readers pass ``create=False`` and leave no folder behind.
     """
-    from deep_agent.cli_errors import UsageError
+    from deep_agent._cli_errors import UsageError
 
     state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
     if not create:
@@ -92,7 +92,7 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _postgres(db_url: str, *, aio: bool) -> Any:
-    from deep_agent.postgres_store import open_async_postgres, open_postgres
+    from deep_agent._postgres_store import open_async_postgres, open_postgres
 
     return open_async_postgres(db_url) if aio else open_postgres(db_url)
 
@@ -111,8 +111,8 @@ def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
 
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
-    """The thread and row (:class:`deep_agent.thread_tasks.TaskRow`) of a task id; a unique prefix is enough."""
-    from deep_agent.thread_tasks import task_rows
+    """The thread and row (:class:`deep_agent._thread_tasks.TaskRow`) of a task id; a unique prefix is enough."""
+    from deep_agent._thread_tasks import task_rows
 
     threads = [thread_id] if thread_id else _threads(saver)
     matches = []
