@@ -36,7 +36,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import DEFAULT_MAX_DELEGATIONS, ForceSetting, SubAgentMiddleware
+from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
@@ -216,7 +216,7 @@ def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:
     if not hooks:
         return []
     try:
-        return [HookMiddleware(hooks, scope="root")]
+        return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY))]
     except ValueError as exc:
         raise SpecError(f"hooks: {exc}") from None
 

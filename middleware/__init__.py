@@ -11,7 +11,7 @@ from middleware._background_middleware import AsyncTaskLedgerState, BackgroundSu
 from middleware._delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimit
 from middleware._dynamic_subagents import DynamicSubagentState
 from middleware._force_delegation import ForceDelegation, ForceSetting
-from middleware._ledger import ASYNC_LEDGER_KEY, LEDGER_KEY
+from middleware._ledger import ASYNC_LEDGER_KEY, LEDGER_KEY, TASK_TOOL_NAME
 from middleware._subagent_middleware import SubagentLedgerState, SubAgentMiddleware
 from middleware._task_tool import TaskToolInput
 from middleware._task_tool_schema import TaskToolInputWithSchema
@@ -20,6 +20,7 @@ __all__ = [
     "ASYNC_LEDGER_KEY",
     "DEFAULT_MAX_DELEGATIONS",
     "LEDGER_KEY",
+    "TASK_TOOL_NAME",
     "AsyncTaskLedgerState",
     "BackgroundSubagentMiddleware",
     "DelegationLimit",

@@ -20,10 +20,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from middleware._ledger import TASK_TOOL_NAME
 from subagents import TaskCall, TaskOutcome, TaskRecord, task_id_for
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
-
-TASK_TOOL_NAME = "task"
 
 
 class DelegationLimit:

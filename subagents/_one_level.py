@@ -14,6 +14,12 @@ Three independent defences, each enough on its own:
 
 The runner adds a fourth, at run time: a ``task`` call made from inside a
 running child (for instance from a caller's compiled graph) is refused.
+
+The tool names below are a deny list, not knowledge of the middleware
+above: they are the delegation, planning and memory tools of this library
+*and* of deepagents and Claude Code, which a child must not hold whichever
+middleware its parent uses. This library's own tools are also marked with
+:data:`DELEGATION_TOOL_TAG`, so a renamed one is still refused.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ from subagents.definitions._hook_runner import HookOutcome, arun_hook, run_hook
 log = logging.getLogger(__name__)
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
-DELEGATION_TOOL = "task"
 STOP_HOOK_MARK = "stop_hook"
 
 
@@ -74,13 +73,19 @@ class HookMiddleware(AgentMiddleware):
         hooks: Claude Code's hook mapping (checked again here).
         agent_type: the subagent's name, or ``None`` for the root.
         scope: ``"subagent"`` or ``"root"`` (which events are allowed).
+        delegation: the delegation tool's name and the state key its
+            records are written under, ``(tool, ledger_key)``, declared by
+            the middleware that owns them (``create_deep_agent`` passes
+            ``SubAgentMiddleware``'s); ``SubagentStart``/``SubagentStop``
+            fire around calls to that tool. ``None``: they never fire.
     """
 
     def __init__(self, hooks: Mapping[str, Any], *, agent_type: str | None = None,
-                 scope: HookScope = "subagent") -> None:
+                 scope: HookScope = "subagent", delegation: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.hooks = normalize_hooks(hooks, scope) or {}
         self.agent_type = agent_type
+        self.delegation = delegation
 
     @property
     def name(self) -> str:
@@ -158,7 +163,8 @@ class HookMiddleware(AgentMiddleware):
         name, args = call["name"], call.get("args") or {}
         notes: list[str] = []
         feedback: list[str] = []
-        delegating = name == DELEGATION_TOOL and bool({"SubagentStart", "SubagentStop"} & set(self.hooks))
+        delegating = (self.delegation is not None and name == self.delegation[0]
+                      and bool({"SubagentStart", "SubagentStop"} & set(self.hooks)))
         blocks, warnings = yield from self._event("PreToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id")})
         notes += warnings
@@ -179,7 +185,7 @@ class HookMiddleware(AgentMiddleware):
         notes += warnings
         feedback += blocks
         if delegating:
-            record = _record(result)
+            record = _record(result, self.delegation[1] if self.delegation else "")
             blocks, warnings = yield from self._event(
                 "SubagentStop", str(args.get("subagent_type", "")),
                 {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
@@ -223,9 +229,9 @@ def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
     return None
 
 
-def _record(result: Any) -> dict[str, Any]:
+def _record(result: Any, ledger_key: str) -> dict[str, Any]:
     if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for record in (result.update.get("subagent_tasks") or {}).values():
+        for record in (result.update.get(ledger_key) or {}).values():
             return dict(record)
     return {}
 
