@@ -68,7 +68,7 @@ from pydantic import ValidationError
 
 from middleware import _background_prompts as words
 from middleware._background_handlers import BackgroundTaskHandlers, ledger_of
-from middleware._background_tools import background_tools
+from middleware._background_tools import START_TOOL_NAME, background_tools
 from middleware._invalid_calls import answered_response, as_background_record
 from middleware._ledger import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS
 from middleware._model_pipeline import configured_model
@@ -197,7 +197,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.notify = notify
         self.notice_result_chars = notice_result_chars
         self.notice_total_chars = notice_total_chars
-        self._orphan_search = OrphanSearch(self.tasks.remote.specs)
+        self._orphan_search = OrphanSearch(self.tasks.remote.specs, START_TOOL_NAME)
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)

@@ -27,6 +27,9 @@ from middleware._task_tool import TaskToolInput
 from subagents import DELEGATION_TOOL_TAG
 from subagents.background import AsyncTaskStatus, BackgroundRuntime, RuntimeClosed
 
+START_TOOL_NAME = "start_async_task"
+"""The tool that starts a background task (each tool is named for its function below)."""
+
 
 class TaskIdInput(BaseModel):
     """Arguments of the tools that act on one task."""

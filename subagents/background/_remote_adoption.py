@@ -13,7 +13,7 @@ search, not one per turn.
 
 Example (on the background loop)::
 
-    missing = unrecorded_starts(state["messages"], ledger, runner.specs)
+    missing = unrecorded_starts(state["messages"], ledger, runner.specs, "start_async_task")
     records = await adopt_orphans(runner, parent_thread_id, missing)   # {task id: record}
 """
 
@@ -30,20 +30,22 @@ from subagents.background._remote_states import run_status
 if TYPE_CHECKING:
     from subagents.background._remote import RemoteTaskRunner
 
-START_TOOL = "start_async_task"
 _SEARCH_LIMIT = 1000
 
 
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-                      remote_names: Collection[str]) -> dict[str, tuple[str, str]]:
-    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record."""
+                      remote_names: Collection[str], start_tool: str) -> dict[str, tuple[str, str]]:
+    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record.
+
+    ``start_tool`` is the name of the tool that starts tasks, as the middleware that owns it calls it.
+    """
     recorded = {r.get("tool_call_id") for r in ledger.values()}
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:
         for call in getattr(message, "tool_calls", None) or ():
             args = call.get("args") or {}
             kind = args.get("subagent_type")
-            if call.get("name") == START_TOOL and kind in remote_names and call.get("id") not in recorded:
+            if call.get("name") == start_tool and kind in remote_names and call.get("id") not in recorded:
                 missing[call["id"]] = (str(kind), str(args.get("description") or ""))
     return missing
 
@@ -51,8 +53,8 @@ def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str,
 class OrphanSearch:
     """Which unrecorded remote starts are still to be looked for: each once per process."""
 
-    def __init__(self, remote_names: Collection[str]) -> None:
-        self.remote_names = remote_names
+    def __init__(self, remote_names: Collection[str], start_tool: str) -> None:
+        self.remote_names, self.start_tool = remote_names, start_tool
         self._looked_for: set[tuple[str, str]] = set()
 
     def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
@@ -60,7 +62,7 @@ class OrphanSearch:
         """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
         if not self.remote_names or not parent_thread_id:
             return None
-        missing = unrecorded_starts(messages, ledger, self.remote_names)
+        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool)
         fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
