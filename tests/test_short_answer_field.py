@@ -16,6 +16,13 @@ from subagents import CONTINUATION_PROMPT, AgentFileError, SubagentSpec, load_ag
 FULL = "Full report:" + " details" * 40
 
 
+def answer(out: dict, record: dict) -> str:
+    """The child's whole answer: the ToolMessage (the ledger keeps a preview and its length)."""
+    reply = next(m for m in out["messages"] if m.type == "tool" and m.tool_call_id == record["tool_call_id"])
+    assert record["result_chars"] == len(reply.text)
+    return reply.text
+
+
 def agent_file(folder: Path, name: str, extra: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.md"
@@ -80,7 +87,7 @@ def test_an_agent_with_the_field_is_continued_and_one_without_is_not(tmp_path, r
     model = model_for(("job for thorough", "thorough"), ("job for plain", "plain"))
     out = run(create_deep_agent(model, agents_dirs=[tmp_path]), user("go"))  # the run's threshold: 0
     by_agent = {r["agent_type"]: r for r in records(out)}
-    assert by_agent["thorough"]["model_calls"] == 2 and by_agent["thorough"]["result"] == FULL
+    assert by_agent["thorough"]["model_calls"] == 2 and answer(out, by_agent["thorough"]) == FULL
     assert by_agent["plain"]["model_calls"] == 1 and by_agent["plain"]["result"] == "ok"
     assert continued(model, "job for thorough") and not continued(model, "job for plain")
 
@@ -92,7 +99,7 @@ def test_zero_in_the_file_turns_off_the_runs_threshold_for_that_agent(tmp_path, 
     out = run(create_deep_agent(model, agents_dirs=[tmp_path], short_answer_threshold=200), user("go"))
     by_agent = {r["agent_type"]: r for r in records(out)}
     assert by_agent["terse"]["model_calls"] == 1 and by_agent["terse"]["result"] == "ok"
-    assert by_agent["plain"]["model_calls"] == 2 and by_agent["plain"]["result"] == FULL
+    assert by_agent["plain"]["model_calls"] == 2 and answer(out, by_agent["plain"]) == FULL
 
 
 def test_the_field_applies_to_background_tasks_too(tmp_path):
