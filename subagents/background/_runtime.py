@@ -98,6 +98,7 @@ class BackgroundRuntime:
         self._portal: Any = None
         self._portal_cm: contextlib.AbstractContextManager[Any] | None = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._jobs: set[asyncio.Task[Any]] = set()
         self._sweep: asyncio.TimerHandle | None = None
         self._leases: asyncio.Task[None] | None = None
@@ -124,14 +125,38 @@ class BackgroundRuntime:
         return self._thread is not None and threading.current_thread() is self._thread
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coro`` on the loop, in a clean context; return at once."""
+        """Schedule ``coro`` on the loop, in a clean context; return at once.
+
+        The caller never waits for the loop thread (a portal's
+        ``start_task_soon`` does, which serialised 50 parallel starts on a
+        busy loop): the job is created by a callback on the loop, joins the
+        jobs that :meth:`close` cancels, and settles the returned future.
+        """
         try:
-            portal = self._started()
-            # The portal schedules with the caller's context: hand it an empty one.
-            return contextvars.Context().run(portal.start_task_soon, _await, coro)
+            self._started()
+            loop = self._loop
+            assert loop is not None  # set with the portal
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            # call_soon_threadsafe copies the caller's context: hand it an empty one.
+            contextvars.Context().run(loop.call_soon_threadsafe, self._begin, coro, future)
+            return future
         except BaseException:
             coro.close()
             raise
+
+    def _begin(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
+        """On the loop: start ``coro`` as a job whose outcome settles ``future``."""
+        if self.closed or future.cancelled():
+            coro.close()
+            if not future.cancelled():
+                future.set_exception(RuntimeClosed("the background runtime is closed"))
+            return
+        job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        job.add_done_callback(lambda done: _settle(done, future))
+        # A caller that stops waiting (cancelled) cancels the job too.
+        future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
@@ -248,6 +273,7 @@ class BackgroundRuntime:
                 cm = _portal_manager(self._name)
                 portal = cm.__enter__()
                 self._thread = portal.call(threading.current_thread)
+                self._loop = portal.call(asyncio.get_running_loop)
                 self._portal_cm, self._portal = cm, portal
         return self._portal
 
@@ -260,8 +286,22 @@ def _sweep(ref: weakref.ref[BackgroundRuntime]) -> None:
         runtime.evict_later(runtime.table.evict(time.time()))
 
 
-async def _await(coro: Coroutine[Any, Any, T]) -> T:
-    return await coro
+def _cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
+    if future.cancelled() and not job.done():
+        with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
+            job.get_loop().call_soon_threadsafe(job.cancel)
+
+
+def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
+    """Copy a finished job's outcome into the caller's future (unless the caller gave up)."""
+    if future.done():
+        return
+    if job.cancelled():
+        future.cancel()
+    elif (exc := job.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(job.result())
 
 
 def _run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
