@@ -100,6 +100,7 @@ class BackgroundRuntime:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._jobs: set[asyncio.Task[Any]] = set()
+        self._ops: set[asyncio.Task[Any]] = set()  # submitted operations: closing waits for them
         self._sweep: asyncio.TimerHandle | None = None
         self._leases: asyncio.Task[None] | None = None
         self.closed = False
@@ -129,8 +130,10 @@ class BackgroundRuntime:
 
         The caller never waits for the loop thread (a portal's
         ``start_task_soon`` does, which serialised 50 parallel starts on a
-        busy loop): the job is created by a callback on the loop, joins the
-        jobs that :meth:`close` cancels, and settles the returned future.
+        busy loop): the operation is started by a callback on the loop and
+        settles the returned future. :meth:`close` lets operations finish
+        (up to ``close_timeout_s``); one it has to stop fails with
+        :class:`RuntimeClosed`.
         """
         try:
             self._started()
@@ -152,9 +155,9 @@ class BackgroundRuntime:
                 future.set_exception(RuntimeClosed("the background runtime is closed"))
             return
         job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
-        self._jobs.add(job)
-        job.add_done_callback(self._jobs.discard)
-        job.add_done_callback(lambda done: _settle(done, future))
+        self._ops.add(job)
+        job.add_done_callback(self._ops.discard)
+        job.add_done_callback(lambda done: _settle(done, future, closed=self.closed))
         # A caller that stops waiting (cancelled) cancels the job too.
         future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))
 
@@ -242,6 +245,11 @@ class BackgroundRuntime:
             job.cancel()
         if jobs:
             await asyncio.wait(jobs, timeout=self.close_timeout_s)
+        ops = [o for o in self._ops if not o.done()]
+        if ops:  # operations callers wait for: let them finish, then stop the rest
+            _, late = await asyncio.wait(ops, timeout=self.close_timeout_s)
+            for op in late:
+                op.cancel()
         for task in self.table.unsettled():  # waiting for approval, or not yet started
             with contextlib.suppress(Exception):
                 task.abandon()
@@ -292,11 +300,13 @@ def _cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Ta
             job.get_loop().call_soon_threadsafe(job.cancel)
 
 
-def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
-    """Copy a finished job's outcome into the caller's future (unless the caller gave up)."""
+def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
+    """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
     if future.done():
         return
-    if job.cancelled():
+    if job.cancelled() and closed:  # stopped by close(): the caller is told so, not cancelled
+        future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"))
+    elif job.cancelled():
         future.cancel()
     elif (exc := job.exception()) is not None:
         future.set_exception(exc)

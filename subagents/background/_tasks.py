@@ -59,6 +59,11 @@ from subagents.settings import DelegationSettings
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
 
+
+REMOTE_SETTLE_S = 0.5
+"""How long a just-written remote record waits before the per-turn poll reads it again."""
+
+
 class TaskStateError(ValueError):
     """An operation that does not apply to the task as it stands; the message says why."""
 
@@ -136,9 +141,15 @@ class BackgroundTasks:
 
         Remote tasks are polled in one batch per server, within the runner's
         budget; one whose server cannot be reached keeps its status and gets
-        a ``note`` saying so (cleared once the server answers again).
+        a ``note`` saying so (cleared once the server answers again). A remote
+        record written less than :data:`REMOTE_SETTLE_S` ago (a task started
+        in this very turn) is not polled yet: its run has barely begun, and
+        50 starts followed at once by a poll of all 50 made the turn slower
+        than the work.
         """
         live = [r for r in ledger.values() if r.get("status") in _LIVE]
+        recent = now() - REMOTE_SETTLE_S
+        live = [r for r in live if r.get("runner") != "remote" or (r.get("updated_at") or 0) <= recent]
         remote = [r for r in live if r.get("runner") == "remote"]
         polled = await self.remote.refresh_many(remote) if remote else {}
         updates = {}
