@@ -55,4 +55,7 @@ def one_background_edit() -> ScriptedChatModel:
             "Started one background edit of notes.txt.",
         ],
         default="Started one background edit of notes.txt.",
+        # As in background_edits: the child's turn ends after the root's, so the root
+        # never sees (and, being scripted on the same rules, never acts on) its notice.
+        latency_s=0.2,
     )

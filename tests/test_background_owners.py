@@ -65,7 +65,8 @@ def first_process(db: str, thread_id: str, mode: str) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     if mode == "settle":
-        child = ScriptedChatModel(default="answer from before the crash")
+        # Slower than the parent's turn, so its last checkpoint still shows the task running.
+        child = ScriptedChatModel(default="answer from before the crash", latency_s=1.0)
     else:
         child = ScriptedChatModel(default={"tool_calls": [tool_call("step")]}, latency_s=0.05)
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
