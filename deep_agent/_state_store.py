@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from middleware import LEDGER_KEY
+from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
+from subagents import ledger_from_checkpoint
 
 DEFAULT_STATE_DIR = ".deep_agent"
 
@@ -98,16 +99,23 @@ def _postgres(db_url: str, *, aio: bool) -> Any:
 
 
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
-    """A thread's values (ledgers, messages), read from its latest checkpoint."""
+    """A thread's values (ledgers, messages), read from its latest checkpoint.
+
+    The ledgers come back as plain dicts, however the checkpoint packed them.
+    """
     saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     if saved is None:
         raise LookupError(f"no thread {thread_id!r} in the state store")
-    return dict(saved.checkpoint["channel_values"])
+    values = dict(saved.checkpoint["channel_values"])
+    for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
+        if key in values:
+            values[key] = ledger_from_checkpoint(values[key])
+    return values
 
 
 def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
     """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
-    return dict(read_thread(saver, thread_id).get(LEDGER_KEY) or {})
+    return read_thread(saver, thread_id).get(LEDGER_KEY) or {}
 
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:

@@ -75,6 +75,7 @@ from middleware._model_pipeline import configured_model
 from middleware._prompts import available_agents_block, with_general_purpose, with_prompt_block
 from subagents import (
     BuildOptions,
+    LedgerChannel,
     SpecError,
     SubagentRegistry,
     SubagentSpec,
@@ -108,7 +109,7 @@ _SETTINGS_ARGUMENTS = frozenset({
 class AsyncTaskLedgerState(AgentState):
     """Parent state with the ledger of background tasks."""
 
-    async_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_async_records]]
+    async_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
 
 
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}

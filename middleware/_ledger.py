@@ -26,7 +26,7 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents.middleware import AgentState
 from langchain_core.messages import ToolMessage
 
-from subagents import DYNAMIC_SUBAGENTS_KEY, add_usage, merge_records
+from subagents import DYNAMIC_SUBAGENTS_KEY, LedgerChannel, add_usage, merge_records
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -43,7 +43,7 @@ EXCLUDED_STATE_KEYS: frozenset[str] = frozenset(
 class SubagentLedgerState(AgentState):
     """Parent state with the ledger of synchronous delegations and their usage rollup."""
 
-    subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+    subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
     subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
 
 

@@ -44,6 +44,8 @@ from subagents._errors import AgentFileError, SpecError, StopReason, SubagentErr
 from subagents._errors import safe_text as safe_text
 from subagents._fork import ContextMode
 from subagents._isolation import private_state_keys as private_state_keys
+from subagents._ledger_channel import LedgerChannel as LedgerChannel
+from subagents._ledger_channel import ledger_from_checkpoint as ledger_from_checkpoint
 from subagents._one_level import DELEGATION_TOOL_TAG as DELEGATION_TOOL_TAG
 from subagents._one_level import tool_name as tool_name
 from subagents._outcome import (

@@ -75,7 +75,9 @@ def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
         saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t-cli", "checkpoint_ns": ""}})
-    ledger = saved.checkpoint["channel_values"]["subagent_tasks"]
+    from subagents import ledger_from_checkpoint
+
+    ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"])
     task_id = next(t for t, r in ledger.items() if r["status"] == "completed")
     shown = cli("transcript", task_id[:10], cwd=project)
     assert shown.returncode == 0, shown.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from subagents import ledger_from_checkpoint
 from test_cli import cli, entry_point
 from test_cli_run import SCRIPTS
 from test_cli_terminal import ANSI, make_project, terminal_env
@@ -36,7 +37,7 @@ def ledger(project: Path, thread: str) -> dict:
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
         saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    return dict(saved.checkpoint["channel_values"].get("async_tasks") or {})
+    return ledger_from_checkpoint(saved.checkpoint["channel_values"].get("async_tasks"))
 
 
 def by_description(records: dict) -> dict[str, dict]:

@@ -28,6 +28,7 @@ from langgraph.types import Command
 
 from background_support import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import ledger_from_checkpoint
 from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.postgres
@@ -102,7 +103,7 @@ def saved_ledger(url: str, thread_id: str) -> dict[str, dict[str, Any]]:
 
     with PostgresSaver.from_conn_string(url) as saver:
         saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    return dict(saved.checkpoint["channel_values"]["subagent_tasks"]) if saved else {}
+    return ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"]) if saved else {}
 
 
 def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project, tmp_path, postgres_url):

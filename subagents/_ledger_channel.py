@@ -1,0 +1,213 @@
+"""A ledger's LangGraph channel: state shows a plain dict, checkpoints store sealed chunks.
+
+A ledger (task id -> record) only grows, and every checkpoint carries it
+whole: on ``SqliteSaver`` each checkpoint is one blob of all channel values,
+so a thread of n delegations stores n ledgers of up to n records. This
+channel keeps what state shows (and what reducers see) a plain ``dict``,
+but what it hands the checkpointer is packed:
+
+* the first ``CHUNK_RECORDS * k`` records in ``k`` **sealed chunks**, each
+  serialized and zlib-compressed once, when it fills, and reused verbatim by
+  every later checkpoint (a record of a sealed chunk that changes reseals
+  that chunk only);
+* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**.
+
+So a checkpoint costs the saver a copy of bytes it already has, not a
+re-serialization of every record, and a record costs the database about an
+eighth of its plain bytes once sealed. A ledger too small to seal is stored
+exactly as before (a plain dict), and a plain dict in an older checkpoint
+loads as it always did. Chunks are decoded only when the value is read, and
+the process keeps the last :data:`CACHED_CHUNKS` decoded chunks, so the next
+run on a thread copies references instead of decoding thousands of records.
+Those record dicts are shared by the runs that load them: like every
+LangGraph state value, a record is replaced (``{**record, ...}``), never
+changed in place -- as the ledgers' reducers do.
+
+Reading a raw checkpoint (``saver.get_tuple(...).checkpoint["channel_values"]``)
+needs :func:`ledger_from_checkpoint`; ``graph.get_state`` needs nothing.
+
+Example::
+
+    class MyState(AgentState):
+        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(merge_records)]]
+
+    ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["runs"])  # a plain dict
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from itertools import islice
+from typing import Any, Self
+
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Overwrite
+
+Ledger = dict[str, dict[str, Any]]
+
+CHUNK_RECORDS = 64
+"""Records per sealed chunk: large enough to compress well, small enough to reseal cheaply."""
+
+PACKED_MARK = "__ledger_chunks__"
+"""The key that tells a packed ledger (a dict that also holds ``sealed`` and ``tail``) from a plain one."""
+
+_OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
+_serde = JsonPlusSerializer()
+
+
+def _seal(records: Ledger) -> list[Any]:
+    kind, data = _serde.dumps_typed(records)
+    return [kind, zlib.compress(data, 6)]
+
+
+CACHED_CHUNKS = 256
+"""Decoded chunks kept per process (about 16k records), so the next run on a thread skips decoding."""
+
+_decoded: OrderedDict[tuple[str, bytes], Ledger] = OrderedDict()
+_decoded_lock = threading.Lock()
+
+
+def _unseal(blob: Sequence[Any]) -> Ledger:
+    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it)."""
+    key = (blob[0], bytes(blob[1]))
+    with _decoded_lock:
+        chunk = _decoded.get(key)
+        if chunk is not None:
+            _decoded.move_to_end(key)
+    if chunk is None:
+        chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
+        with _decoded_lock:
+            _decoded[key] = chunk
+            while len(_decoded) > CACHED_CHUNKS:
+                _decoded.popitem(last=False)
+    return chunk
+
+
+def is_packed(value: Any) -> bool:
+    """Whether a checkpointed ledger value is packed (sealed chunks and a tail)."""
+    return (isinstance(value, dict) and value.get(PACKED_MARK) == 1
+            and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict))
+
+
+def ledger_from_checkpoint(value: Any) -> Ledger:
+    """A ledger as a checkpoint stored it (packed or plain, or absent) as the plain dict state shows."""
+    if not is_packed(value):
+        return dict(value or {})
+    out: Ledger = {}
+    for blob in value["sealed"]:
+        out.update(_unseal(blob))
+    out.update(value["tail"])
+    return out
+
+
+def _replaces_all(write: Any) -> bool:
+    return isinstance(write, Overwrite) or (
+        isinstance(write, dict) and (_OVERWRITE in write or write.get("type") == _OVERWRITE)
+    )
+
+
+class LedgerChannel(BinaryOperatorAggregate[Ledger]):
+    """A reducer channel for a ledger dict whose checkpoints reuse sealed, compressed chunks.
+
+    ``operator`` is the ledger's reducer (``merge_records``,
+    ``merge_async_records``): it must keep existing keys where they are and
+    add new ones at the end, as ``{**left, **right}`` does.
+    """
+
+    __slots__ = ("_pending", "_sealed", "_where", "_packed")
+
+    def __init__(self, typ: Any = dict,
+                 operator: Callable[[Ledger, Ledger], Ledger] | None = None) -> None:
+        if operator is None:
+            raise TypeError("LedgerChannel needs the ledger's reducer, e.g. LedgerChannel(merge_records)")
+        super().__init__(typ, operator)
+        self._pending: dict[str, Any] | None = None  # a packed checkpoint not decoded yet
+        self._sealed: list[list[Any] | None] = []  # chunk blobs in order; None = reseal
+        self._where: dict[str, int] = {}  # id of a sealed record -> its chunk
+        self._packed: Any = None  # what checkpoint() returns until the next update
+
+    def copy(self) -> Self:
+        # Copies serve fresh reads and are not checkpointed: they share the
+        # value (never changed in place) and would reseal from it if they were.
+        self._decode()  # once, here, rather than once in every copy
+        return super().copy()
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        if not is_packed(checkpoint):
+            return super().from_checkpoint(checkpoint)
+        loaded = self.__class__(self.typ, self.operator)
+        loaded.key = self.key
+        loaded._pending = loaded._packed = checkpoint
+        return loaded
+
+    def _decode(self) -> None:
+        packed, self._pending = self._pending, None
+        if packed is None:
+            return
+        value: Ledger = {}
+        for index, blob in enumerate(packed["sealed"]):
+            try:
+                chunk = _unseal(blob)
+            except Exception as exc:  # a damaged checkpoint: say which channel and chunk
+                raise ValueError(f"ledger {self.key!r}: sealed chunk {index} of the checkpoint "
+                                 f"does not decode ({type(exc).__name__}: {exc})") from exc
+            value.update(chunk)
+            self._where.update(dict.fromkeys(chunk, index))
+        value.update(packed["tail"])
+        self._sealed = list(packed["sealed"])
+        self.value = value
+
+    def update(self, values: Sequence[Any]) -> bool:
+        self._decode()
+        if not super().update(values):
+            return False
+        self._packed = None
+        if any(_replaces_all(write) for write in values):
+            self._sealed, self._where = [], {}
+            return True
+        for write in values:
+            for task_id in write or ():
+                if (index := self._where.get(task_id)) is not None:
+                    self._sealed[index] = None
+        return True
+
+    def get(self) -> Ledger:
+        self._decode()
+        return super().get()
+
+    def is_available(self) -> bool:
+        return self._pending is not None or super().is_available()
+
+    def checkpoint(self) -> Any:
+        if self._pending is not None:
+            return self._pending
+        if not super().is_available():
+            return super().checkpoint()
+        if self._packed is None:
+            self._packed = self._pack(self.value)
+        return self._packed
+
+    def _pack(self, value: Ledger) -> Any:
+        """Reseal changed chunks, seal full ones, and return the packed value (plain if nothing sealed)."""
+        if len(self._where) > len(value):  # the reducer dropped records: start over
+            self._sealed, self._where = [], {}
+        for index, blob in enumerate(self._sealed):
+            if blob is None:
+                self._sealed[index] = _seal(dict(islice(value.items(), index * CHUNK_RECORDS,
+                                                        (index + 1) * CHUNK_RECORDS)))
+        done = len(self._sealed) * CHUNK_RECORDS
+        if len(value) - done >= CHUNK_RECORDS:
+            rest = islice(value.items(), done, None)
+            for _ in range((len(value) - done) // CHUNK_RECORDS):
+                chunk = dict(islice(rest, CHUNK_RECORDS))
+                self._where.update(dict.fromkeys(chunk, len(self._sealed)))
+                self._sealed.append(_seal(chunk))
+        if not self._sealed:
+            return value
+        done = len(self._sealed) * CHUNK_RECORDS
+        tail = dict(reversed(list(islice(reversed(value.items()), len(value) - done))))
+        return {PACKED_MARK: 1, "sealed": list(self._sealed), "tail": tail}
