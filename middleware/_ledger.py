@@ -8,15 +8,16 @@ These keys, and deepagents' ``todos`` and ``skills_metadata``, never cross
 the boundary into or out of a child.
 
 Cost as a run grows: each ledger record is compact and of fixed size (see
-:mod:`middleware.ledger_entry`). The reducer returns a new dict per update
-(one C-level copy: about 50 µs at 5,000 records) rather than extending the
-old one in place: LangGraph hands the same object to the checkpoint being
-written in the background, to channel copies and to ``stream_mode="values"``
-consumers, so a value must not change once published. What grows with the
-ledger is the checkpointer re-serialising it whenever it changes, as it
-does ``messages``; LangGraph's beta ``DeltaChannel`` would store only
-deltas, but on ``SqliteSaver`` it rebuilds state by deserialising every
-ancestor checkpoint since the last snapshot, so it is not used.
+:mod:`middleware._ledger_entry`), and both ledgers live in a
+:class:`subagents.LedgerChannel`, whose checkpoints reuse sealed, compressed
+chunks of records instead of re-serialising every record. The reducer
+still returns a new dict per update (one C-level copy: about 50 µs at 5,000
+records) rather than extending the old one in place: LangGraph hands the
+same object to channel copies and to ``stream_mode="values"`` consumers, so
+a value must not change once published. LangGraph's beta ``DeltaChannel``
+would store only deltas, but on ``SqliteSaver`` it rebuilds state by
+deserialising every ancestor checkpoint since the last snapshot, so it is
+not used.
 """
 
 from __future__ import annotations

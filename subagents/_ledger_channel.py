@@ -36,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import threading
 import zlib
 from collections import OrderedDict
@@ -115,7 +116,8 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
 
     ``operator`` is the ledger's reducer (``merge_records``,
     ``merge_async_records``): it must keep existing keys where they are and
-    add new ones at the end, as ``{**left, **right}`` does.
+    add new ones at the end, as ``{**left, **right}`` does, and be
+    associative (the writes of one step are folded together first).
     """
 
     __slots__ = ("_pending", "_sealed", "_where", "_packed")
@@ -163,10 +165,15 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
 
     def update(self, values: Sequence[Any]) -> bool:
         self._decode()
+        replaced = any(_replaces_all(write) for write in values)
+        if len(values) > 1 and not replaced:
+            # Siblings finishing in one step: fold their small writes first, so the
+            # ledger is copied once per step, not once per sibling (the reducer is associative).
+            values = [functools.reduce(self.operator, values)]
         if not super().update(values):
             return False
         self._packed = None
-        if any(_replaces_all(write) for write in values):
+        if replaced:
             self._sealed, self._where = [], {}
             return True
         for write in values:

@@ -104,6 +104,16 @@ def test_parallel_writes_in_one_step_all_land_across_a_chunk_boundary() -> None:
     assert list(_reload(channel).get())[-3:] == ["t00500", "t00501", "t00502"]
 
 
+def test_writes_of_one_step_to_the_same_task_merge_in_order() -> None:
+    channel = _reload_with(_ledger(CHUNK_RECORDS + 1))
+    channel = LedgerChannel(dict, merge_async_records).from_checkpoint(channel.checkpoint())
+    channel.update([{"t00002": {"status": "completed"}}, {"t00002": {"result": "ok"}},
+                    {"t00002": {"status": "failed"}}, _ledger(1, start=800)])
+    record = _reload(channel).get()["t00002"]
+    assert (record["status"], record["result"], record["agent_type"]) == ("failed", "ok", "worker")
+    assert list(_reload(channel).get())[-1] == "t00800"
+
+
 def test_a_published_value_never_changes_afterwards() -> None:
     channel = LedgerChannel(dict, merge_async_records)
     channel.update([_ledger(2 * CHUNK_RECORDS)])
