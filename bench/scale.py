@@ -1,10 +1,10 @@
 """The scale set (``--scale``): does a delegation cost the same at the thousandth as at the first?
 
 * ``scale.sqlite.*`` -- ``sequential`` delegations on one thread with
-  ``SqliteSaver``, one parent run each: how per-run CPU time grows (median
-  of the last 10% of runs over the first 10%) and the database's bytes at
-  the end. deepagents keeps no ledger, so equal figures mean ours adds O(1)
-  per delegation.
+  ``SqliteSaver``, one parent run each, the two sides' runs alternating:
+  how per-run CPU time grows (median of the last 10% of runs over the
+  first 10%) and the database's bytes at the end. deepagents keeps no
+  ledger, so equal figures mean ours adds O(1) per delegation.
 * ``scale.ledger.*`` -- one ledger update at ``records`` records over one
   at 50: the reducer alone, and a whole delegating run on a thread whose
   ledger already holds that many records (``InMemorySaver``); and one
@@ -24,6 +24,7 @@ wall time moves with the load; wall figures are in ``detail``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 import tempfile
@@ -92,38 +93,44 @@ def _check(state: dict[str, Any], where: str) -> None:
 # -- (a) sequential delegations on SqliteSaver ------------------------------------
 
 
-def _sequential(side: str, runs: int, folder: Path) -> dict[str, Any]:
+def _sequential(runs: int, folder: Path) -> dict[str, dict[str, Any]]:
+    """Each side's figures for ``runs`` delegations on its own SQLite thread, the sides' runs alternating.
+
+    Alternating run by run (rather than one side after the other) makes load
+    on a shared machine fall on both sides alike.
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    path = folder / f"{side}.sqlite"
-    conn = sqlite3.connect(str(path), check_same_thread=False)
+    names = sides()
+    conns = {side: sqlite3.connect(str(folder / f"{side}.sqlite"), check_same_thread=False) for side in names}
+    cpu: dict[str, list[float]] = {side: [] for side in names}
+    wall: dict[str, list[float]] = {side: [] for side in names}
     try:
-        agent = _parent(side, SqliteSaver(conn))
-        config = {"configurable": {"thread_id": f"scale-{side}"}}
-        cpu, wall = [], []
+        agents = {side: _parent(side, SqliteSaver(conns[side])) for side in names}
+        config = {"configurable": {"thread_id": "scale"}}
+        quiet_gc()
         for _ in range(runs):
-            c, w, state = _cpu_and_wall(lambda: agent.invoke(user(DELEGATE), config))
-            cpu.append(c)
-            wall.append(w)
-        _check(state, "scale.sqlite")
+            for side in names:
+                c, w, _ = _cpu_and_wall(functools.partial(agents[side].invoke, user(DELEGATE), config))
+                cpu[side].append(c)
+                wall[side].append(w)
+        for side in names:
+            _check(agents[side].get_state(config).values, f"scale.sqlite ({side})")
     finally:
-        conn.close()
-    size = sum(p.stat().st_size for p in folder.glob(f"{side}.sqlite*"))
+        for conn in conns.values():
+            conn.close()
     tenth = max(1, runs // 10)
-    return {
-        "growth_cpu": median(cpu[-tenth:]) / median(cpu[:tenth]),
-        "growth_wall": median(wall[-tenth:]) / median(wall[:tenth]),
-        "first_cpu_ms": median(cpu[:tenth]) * 1000, "last_cpu_ms": median(cpu[-tenth:]) * 1000,
-        "total_s": sum(wall), "db_bytes": size,
-    }
+    return {side: {
+        "growth_cpu": median(cpu[side][-tenth:]) / median(cpu[side][:tenth]),
+        "growth_wall": median(wall[side][-tenth:]) / median(wall[side][:tenth]),
+        "first_cpu_ms": median(cpu[side][:tenth]) * 1000, "last_cpu_ms": median(cpu[side][-tenth:]) * 1000,
+        "total_s": sum(wall[side]), "db_bytes": sum(p.stat().st_size for p in folder.glob(f"{side}.sqlite*")),
+    } for side in names}
 
 
 def _sqlite_records(runs: int) -> list[dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
-        for side in sides():
-            quiet_gc()
-            found[side] = _sequential(side, runs, Path(folder))
+        found = _sequential(runs, Path(folder))
     theirs = found.get(THEIRS)
     detail = {f"{side}_{k}": v for side, f in found.items() for k, v in f.items()}
     out = []
