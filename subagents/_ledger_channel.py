@@ -29,7 +29,7 @@ needs :func:`ledger_from_checkpoint`; ``graph.get_state`` needs nothing.
 Example::
 
     class MyState(AgentState):
-        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(merge_records)]]
+        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
 
     ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["runs"])  # a plain dict
 """
@@ -40,7 +40,7 @@ import functools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Self
 
@@ -89,9 +89,31 @@ def _unseal(blob: Sequence[Any]) -> Ledger:
 
 
 def is_packed(value: Any) -> bool:
-    """Whether a checkpointed ledger value is packed (sealed chunks and a tail)."""
-    return (isinstance(value, dict) and value.get(PACKED_MARK) == 1
-            and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict))
+    """Whether a checkpointed ledger value is packed (sealed chunks and a tail).
+
+    Raises ``ValueError`` for a value that carries the packed mark but is not
+    a packed ledger this version reads (damaged, or from a newer version):
+    read as a plain dict it would be a wrong ledger.
+    """
+    if not isinstance(value, dict) or PACKED_MARK not in value:
+        return False
+    if value[PACKED_MARK] == 1 and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict):
+        return True
+    raise ValueError(f"a packed ledger needs {PACKED_MARK!r}: 1, a 'sealed' list and a 'tail' dict; got "
+                     f"{PACKED_MARK!r}: {value[PACKED_MARK]!r} and keys {sorted(map(str, value))}")
+
+
+def _chunks(value: dict[str, Any]) -> Iterator[Ledger]:
+    """A packed ledger's sealed chunks, decoded, each checked to be a ledger (task id -> record dict)."""
+    for index, blob in enumerate(value["sealed"]):
+        try:
+            chunk = _unseal(blob)
+        except Exception as exc:  # a damaged checkpoint: say which chunk
+            raise ValueError(f"sealed chunk {index} does not decode ({type(exc).__name__}: {exc})") from exc
+        if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):
+            raise ValueError(f"sealed chunk {index} is not a ledger (task id -> record dict): "
+                             f"{type(chunk).__name__}")
+        yield chunk
 
 
 def ledger_from_checkpoint(value: Any) -> Ledger:
@@ -99,8 +121,8 @@ def ledger_from_checkpoint(value: Any) -> Ledger:
     if not is_packed(value):
         return dict(value or {})
     out: Ledger = {}
-    for blob in value["sealed"]:
-        out.update(_unseal(blob))
+    for chunk in _chunks(value):
+        out.update(chunk)
     out.update(value["tail"])
     return out
 
@@ -125,7 +147,7 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
     def __init__(self, typ: Any = dict,
                  operator: Callable[[Ledger, Ledger], Ledger] | None = None) -> None:
         if operator is None:
-            raise TypeError("LedgerChannel needs the ledger's reducer, e.g. LedgerChannel(merge_records)")
+            raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
         super().__init__(typ, operator)
         self._pending: dict[str, Any] | None = None  # a packed checkpoint not decoded yet
         self._sealed: list[list[Any] | None] = []  # chunk blobs in order; None = reseal
@@ -139,7 +161,11 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         return super().copy()
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        if not is_packed(checkpoint):
+        try:
+            packed = is_packed(checkpoint)
+        except ValueError as exc:
+            raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
+        if not packed:
             return super().from_checkpoint(checkpoint)
         loaded = self.__class__(self.typ, self.operator)
         loaded.key = self.key
@@ -151,16 +177,18 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         if packed is None:
             return
         value: Ledger = {}
-        for index, blob in enumerate(packed["sealed"]):
-            try:
-                chunk = _unseal(blob)
-            except Exception as exc:  # a damaged checkpoint: say which channel and chunk
-                raise ValueError(f"ledger {self.key!r}: sealed chunk {index} of the checkpoint "
-                                 f"does not decode ({type(exc).__name__}: {exc})") from exc
-            value.update(chunk)
-            self._where.update(dict.fromkeys(chunk, index))
+        try:
+            for index, chunk in enumerate(_chunks(packed)):
+                value.update(chunk)
+                self._where.update(dict.fromkeys(chunk, index))
+        except ValueError as exc:
+            raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
         value.update(packed["tail"])
         self._sealed = list(packed["sealed"])
+        if len(self._where) != len(self._sealed) * CHUNK_RECORDS:
+            # Chunks not of CHUNK_RECORDS distinct records (another version's size, or
+            # damage): their positions are not ours, so reseal everything on the next change.
+            self._sealed, self._where = [], {}
         self.value = value
 
     def update(self, values: Sequence[Any]) -> bool:

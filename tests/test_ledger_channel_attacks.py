@@ -1,0 +1,452 @@
+"""Attacks on the ledger channel: what state shows, what a checkpoint stores, what it costs.
+
+Each test tries to break one promise of :class:`subagents.LedgerChannel`
+(README, "The ledger, usage and budgets"): state always shows the ledger as
+a plain dict, whole and in insertion order, whatever happened before (runs,
+reloads on a fresh connection, forks, ``Overwrite``, interrupts, parallel
+writes, records changed long after their chunk was sealed); a value once
+published never changes; an older plain checkpoint loads; a damaged one is
+a clear error naming the channel, never a wrong ledger. ``_decoded.clear()``
+stands for a fresh process (the decoded-chunk cache is per process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import operator
+import random
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Overwrite, Send, interrupt
+from typing_extensions import NotRequired, TypedDict
+
+import subagents._ledger_channel as lc
+from conftest import call, checkpointer, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import LedgerChannel, ledger_from_checkpoint, merge_records
+from subagents.background import merge_async_records
+
+ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4
+KEY = "subagent_tasks"
+SERDE = JsonPlusSerializer()
+
+
+@pytest.fixture(autouse=True)
+def fresh_process():
+    lc._decoded.clear()
+    yield
+    lc._decoded.clear()
+
+
+def rec(i: int, **fields: Any) -> dict[str, Any]:
+    return {"id": f"{i:032x}", "agent_type": "worker", "status": "completed", "result": f"r{i}",
+            "started_at": 1000.0 + i, **fields}
+
+
+def ledger(n: int, start: int = 0) -> dict[str, dict[str, Any]]:
+    return {f"{i:032x}": rec(i) for i in range(start, start + n)}
+
+
+def delegating_model(calls: int = 1) -> ScriptedChatModel:
+    return ScriptedChatModel(rules=[
+        ("child job", [ANSWER]),
+        ("please delegate", [{"tool_calls": [tool_call("task", description=f"child job {k}",
+                                                       subagent_type="general-purpose")
+                                             for k in range(calls)]}, "finished"]),
+    ])
+
+
+def assert_plain(value: Any) -> None:
+    assert type(value) is dict and lc.PACKED_MARK not in value
+    assert all(type(r) is dict for r in value.values())
+
+
+def roundtrip(value: Any) -> Any:
+    return SERDE.loads_typed(SERDE.dumps_typed(value))
+
+
+async def state_of(mode: str, agent: Any, config: dict[str, Any]) -> Any:
+    return agent.get_state(config) if mode == "sync" else await agent.aget_state(config)
+
+
+async def seed(mode: str, agent: Any, config: dict[str, Any], values: dict[str, Any]) -> Any:
+    if mode == "sync":
+        return await asyncio.to_thread(agent.update_state, config, values)
+    return await agent.aupdate_state(config, values)
+
+
+# -- runs, reloads, parallel siblings, on every saver ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_many_runs_and_reloads_show_one_plain_ordered_ledger(kind, mode, tmp_path):
+    """125 seeded records, then runs of 1 and of 7 parallel ``task`` calls, crossing chunk edges."""
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def go() -> None:
+        async with checkpointer(kind, mode, tmp_path) as saver:
+            agent = create_deep_agent(delegating_model(7), checkpointer=saver)
+            one = create_deep_agent(delegating_model(1), checkpointer=saver)
+            await seed(mode, agent, config, {KEY: ledger(125)})
+            order = list(ledger(125))
+            for graph in (one, agent, one, agent):  # 125 -> 126 -> 133 -> 134 -> 141
+                out = await call(mode, graph, user("please delegate"), config)
+                assert_plain(out[KEY])
+                new = [k for k in out[KEY] if k not in order]
+                assert len(new) == (7 if graph is agent else 1)
+                order += new
+                assert list(out[KEY]) == order
+                assert all(out[KEY][k]["status"] == "completed" for k in new)
+            shown = (await state_of(mode, agent, config)).values[KEY]
+            assert shown == out[KEY] and list(shown) == order
+            raw = (saver.get_tuple(config) if mode == "sync" else await saver.aget_tuple(config))
+            assert lc.is_packed(raw.checkpoint["channel_values"][KEY])
+            assert list(ledger_from_checkpoint(raw.checkpoint["channel_values"][KEY])) == order
+            expected = copy.deepcopy(shown)
+        lc._decoded.clear()
+        if kind == "memory":
+            return
+        async with checkpointer(kind, mode, tmp_path) as again:  # a fresh connection
+            agent = create_deep_agent(delegating_model(1), checkpointer=again)
+            reloaded = (await state_of(mode, agent, config)).values[KEY]
+            assert_plain(reloaded)
+            assert reloaded == expected and list(reloaded) == order
+            out = await call(mode, agent, user("please delegate"), config)
+            assert list(out[KEY])[:-1] == order and len(out[KEY]) == len(order) + 1
+
+    asyncio.run(go())
+
+
+# -- a published value never changes -------------------------------------------------
+
+
+def test_values_published_earlier_never_change_after_later_runs():
+    saver = InMemorySaver()
+    agent = create_deep_agent(delegating_model(3), checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    agent.update_state(config, {KEY: ledger(126)})
+    published: list[tuple[Any, Any]] = []
+
+    def keep(value: Any) -> None:
+        published.append((value, copy.deepcopy(value)))
+
+    keep(agent.get_state(config).values[KEY])
+    for _ in range(3):
+        for snapshot in agent.stream(user("please delegate"), config, stream_mode="values"):
+            if KEY in snapshot:
+                keep(snapshot[KEY])
+        keep(agent.invoke(user("please delegate"), config)[KEY])
+        keep(agent.get_state(config).values[KEY])
+        # A record of the first sealed chunk, and one of the tail, changed long after.
+        current = agent.get_state(config).values[KEY]
+        first, last = list(current)[0], list(current)[-1]
+        agent.update_state(config, {KEY: {first: rec(0, status="error", result="later"),
+                                          last: {**current[last], "status": "x"}}})
+        keep(agent.get_state(config).values[KEY])
+        lc._decoded.clear()
+    for value, then in published:
+        assert value == then and list(value) == list(then)
+    final = agent.get_state(config).values[KEY]
+    assert final[f"{0:032x}"]["result"] == "later" and len(final) == 126 + 3 * 6
+
+
+# -- time travel -----------------------------------------------------------------------
+
+
+def test_history_forks_and_runs_from_past_checkpoints_show_their_own_ledger(tmp_path):
+    conn = sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False)
+    try:
+        agent = create_deep_agent(delegating_model(1), checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "t"}}
+        agent.update_state(config, {KEY: ledger(62)})
+        seen: dict[str, dict[str, Any]] = {}
+        for _ in range(4):  # 62 -> 66: the first chunk seals on the way
+            agent.invoke(user("please delegate"), config)
+            snap = agent.get_state(config)
+            seen[snap.config["configurable"]["checkpoint_id"]] = copy.deepcopy(snap.values[KEY])
+        lc._decoded.clear()
+        history = {s.config["configurable"]["checkpoint_id"]: s.values.get(KEY) for s in agent.get_state_history(config)}
+        for checkpoint_id, expected in seen.items():
+            assert history[checkpoint_id] == expected and list(history[checkpoint_id]) == list(expected)
+        head = next(reversed(seen))
+        # Fork the 65-record checkpoint: change a sealed record, add one.
+        old_id = list(seen)[2]
+        past = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": old_id}}
+        sealed_id = f"{3:032x}"
+        forked = agent.update_state(past, {KEY: {sealed_id: rec(3, status="error"), "fork": rec(999)}})
+        fork_ledger = agent.get_state(forked).values[KEY]
+        assert list(fork_ledger) == [*seen[old_id], "fork"]
+        assert fork_ledger[sealed_id]["status"] == "error"
+        lc._decoded.clear()
+        head_ledger = agent.get_state({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": head}}).values[KEY]
+        assert head_ledger == seen[head] and head_ledger[sealed_id]["status"] == "completed"
+        # Run on from the oldest kept checkpoint (63 records).
+        first_id = list(seen)[0]
+        out = agent.invoke(user("please delegate"), {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": first_id}})
+        assert list(out[KEY])[:-1] == list(seen[first_id]) and len(out[KEY]) == 64
+        lc._decoded.clear()
+        again = agent.get_state({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": old_id}}).values[KEY]
+        assert again == seen[old_id]
+    finally:
+        conn.close()
+
+
+# -- Overwrite ---------------------------------------------------------------------------
+
+
+def test_overwrite_replaces_the_ledger_in_its_own_order_across_reloads(tmp_path):
+    conn = sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False)
+    try:
+        agent = create_deep_agent(delegating_model(1), checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "t"}}
+        agent.update_state(config, {KEY: ledger(200)})
+        big = ledger(200)
+        reordered = {k: big[k] for k in reversed(list(big)[50:150])}  # 100 records, reversed
+        agent.update_state(config, {KEY: Overwrite(reordered)})
+        assert list(agent.get_state(config).values[KEY]) == list(reordered)
+        lc._decoded.clear()
+        assert list(agent.get_state(config).values[KEY]) == list(reordered)
+        out = agent.invoke(user("please delegate"), config)
+        assert list(out[KEY])[:-1] == list(reordered)
+        agent.update_state(config, {KEY: Overwrite(ledger(3, 500))})  # smaller than a chunk
+        lc._decoded.clear()
+        assert agent.get_state(config).values[KEY] == ledger(3, 500)
+        agent.update_state(config, {KEY: {"__overwrite__": ledger(70, 600)}})  # the dict form
+        lc._decoded.clear()
+        shown = agent.get_state(config).values[KEY]
+        assert list(shown) == list(ledger(70, 600))
+        # Sealed record changed after an overwrite: the new chunk, not the old, is resealed.
+        agent.update_state(config, {KEY: {f"{601:032x}": rec(601, status="error")}})
+        lc._decoded.clear()
+        shown = agent.get_state(config).values[KEY]
+        assert shown[f"{601:032x}"]["status"] == "error" and list(shown) == list(ledger(70, 600))
+    finally:
+        conn.close()
+
+
+# -- a user's own ledger: partial updates of sealed records by parallel siblings ------------
+
+
+class Runs(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+    step: NotRequired[Annotated[int, operator.add]]
+
+
+def test_fuzz_parallel_partial_updates_match_a_plain_dict_reference():
+    """Random steps of many writes each (new records, partial updates anywhere), reloads in between."""
+    rng = random.Random(7)
+    spec = LedgerChannel(dict, merge_async_records)
+    spec.key = "runs"
+    channel = spec.copy()
+    reference: dict[str, dict[str, Any]] = {}
+    next_id = 0
+    for step in range(160):
+        writes: list[Any] = []
+        for _ in range(rng.randint(1, 6)):
+            write: dict[str, dict[str, Any]] = {}
+            for _ in range(rng.randint(1, 5)):
+                if reference and rng.random() < 0.5:
+                    write[rng.choice(list(reference))] = {"status": f"s{step}", f"f{rng.randint(0, 3)}": step}
+                else:
+                    write[f"r{next_id:05d}"] = {"id": f"r{next_id:05d}", "status": "queued"}
+                    next_id += 1
+            writes.append(write)
+        if step in (90, 91):
+            keep = dict(list(reference.items())[::-2])  # reversed half
+            writes = [Overwrite(keep)]
+            reference = {k: dict(v) for k, v in keep.items()}
+        else:
+            for write in writes:
+                reference = merge_async_records(reference, write)
+        channel.update(writes)
+        stored = roundtrip(channel.checkpoint())
+        assert ledger_from_checkpoint(stored) == reference
+        assert list(ledger_from_checkpoint(stored)) == list(reference)
+        assert channel.get() == reference and list(channel.get()) == list(reference)
+        if rng.random() < 0.3:
+            if rng.random() < 0.5:
+                lc._decoded.clear()
+            channel = spec.from_checkpoint(stored)
+            assert channel.get() == reference and list(channel.get()) == list(reference)
+    assert len(reference) > 5 * lc.CHUNK_RECORDS
+
+
+def test_siblings_in_one_step_update_sealed_records_of_a_graph(tmp_path):
+    def fan(state: Runs) -> list[Send]:
+        return [Send("touch", {"i": i}) for i in range(0, 150, 10)]
+
+    def touch(arg: dict[str, Any]) -> dict[str, Any]:
+        i = arg["i"]
+        return {"runs": {f"{i:032x}": {"status": "cancelled", "by": i}, f"n{i}": {"id": f"n{i}"}}, "step": 1}
+
+    builder = StateGraph(Runs)
+    builder.add_node("seed", lambda s: {"runs": ledger(150)})
+    builder.add_node("touch", touch)
+    builder.add_edge(START, "seed")
+    builder.add_conditional_edges("seed", fan, ["touch"])
+    builder.add_edge("touch", END)
+    conn = sqlite3.connect(tmp_path / "g.sqlite", check_same_thread=False)
+    try:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "g"}}
+        out = graph.invoke({"step": 0}, config)
+        expected = ledger(150)
+        for i in range(0, 150, 10):
+            expected[f"{i:032x}"] = {**expected[f"{i:032x}"], "status": "cancelled", "by": i}
+        for i in range(0, 150, 10):
+            expected[f"n{i}"] = {"id": f"n{i}"}
+        assert out["runs"] == expected and list(out["runs"]) == list(expected)
+        lc._decoded.clear()
+        fresh = builder.compile(checkpointer=SqliteSaver(conn))
+        shown = fresh.get_state(config).values["runs"]
+        assert shown == expected and list(shown) == list(expected)
+    finally:
+        conn.close()
+
+
+# -- interrupts ------------------------------------------------------------------------------
+
+
+def test_interrupt_and_resume_keep_the_ledger_across_a_fresh_connection(tmp_path):
+    def ask(state: Runs) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        return {"runs": {f"{5:032x}": {"status": answer}, "after": {"id": "after"}}}
+
+    builder = StateGraph(Runs)
+    builder.add_node("seed", lambda s: {"runs": ledger(140)})
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "seed")
+    builder.add_edge("seed", "ask")
+    builder.add_edge("ask", END)
+    config = {"configurable": {"thread_id": "i"}}
+    path = tmp_path / "i.sqlite"
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        graph.invoke({}, config)
+        paused = graph.get_state(config)
+        assert paused.next == ("ask",) and paused.values["runs"] == ledger(140)
+    lc._decoded.clear()
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        out = graph.invoke(Command(resume="approved"), config)
+    expected = ledger(140)
+    expected[f"{5:032x}"] = {**expected[f"{5:032x}"], "status": "approved"}
+    expected["after"] = {"id": "after"}
+    assert out["runs"] == expected and list(out["runs"]) == list(expected)
+    assert paused.values["runs"][f"{5:032x}"]["status"] == "completed"
+
+
+# -- older, damaged and hostile checkpoints -----------------------------------------------------
+
+
+class OldRuns(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+
+
+class NewRuns(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
+
+
+def _adder(schema: Any, start: int, count: int) -> Any:
+    builder = StateGraph(schema)
+    builder.add_node("add", lambda s: {"runs": ledger(count, start)})
+    builder.add_edge(START, "add")
+    builder.add_edge("add", END)
+    return builder
+
+
+def test_a_plain_ledger_written_before_the_channel_loads_and_grows(tmp_path):
+    path = tmp_path / "old.sqlite"
+    config = {"configurable": {"thread_id": "old"}}
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        _adder(OldRuns, 0, 100).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
+        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert not lc.is_packed(raw) and len(raw) == 100
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = _adder(NewRuns, 100, 30).compile(checkpointer=SqliteSaver(conn))
+        assert graph.get_state(config).values["runs"] == ledger(100)
+        out = graph.invoke({}, config)
+        assert list(out["runs"]) == list(ledger(130))
+        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert lc.is_packed(raw) and len(raw["sealed"]) == 2 and len(raw["tail"]) == 2
+    lc._decoded.clear()
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        assert list(_adder(NewRuns, 0, 0).compile(checkpointer=SqliteSaver(conn))
+                    .get_state(config).values["runs"]) == list(ledger(130))
+
+
+def _packed(n: int) -> dict[str, Any]:
+    channel = LedgerChannel(dict, merge_records)
+    channel.update([ledger(n)])
+    return roundtrip(channel.checkpoint())
+
+
+HOSTILE = {
+    "a newer mark": lambda p: {**p, lc.PACKED_MARK: 2},
+    "sealed not a list": lambda p: {**p, "sealed": "x"},
+    "tail not a dict": lambda p: {**p, "tail": [1, 2]},
+    "a chunk of garbage bytes": lambda p: {**p, "sealed": [["msgpack", b"\x00not zlib"]]},
+    "a chunk that is not a pair": lambda p: {**p, "sealed": [7]},
+    "a chunk of a list": lambda p: {**p, "sealed": [lc._seal([["x", {"id": "x"}]])]},  # type: ignore[arg-type]
+    "a chunk of a string": lambda p: {**p, "sealed": [lc._seal("ab")]},  # type: ignore[arg-type]
+    "a chunk whose records are not dicts": lambda p: {**p, "sealed": [lc._seal({"a": 1})]},  # type: ignore[dict-item]
+}
+
+
+@pytest.mark.parametrize("damage", list(HOSTILE))
+def test_a_damaged_packed_value_is_an_error_naming_the_channel(damage):
+    value = HOSTILE[damage](_packed(70))
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "subagent_tasks"
+    with pytest.raises(ValueError, match="subagent_tasks"):
+        spec.from_checkpoint(value).get()
+    with pytest.raises(ValueError):
+        ledger_from_checkpoint(value)
+
+
+def test_a_damaged_checkpoint_in_sqlite_fails_get_state_naming_the_channel(tmp_path):
+    config = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    with sqlite3.connect(tmp_path / "d.sqlite", check_same_thread=False) as conn:
+        saver = SqliteSaver(conn)
+        graph = _adder(NewRuns, 0, 70).compile(checkpointer=saver)
+        graph.invoke({}, config)
+        saved = saver.get_tuple(config)
+        checkpoint = copy.deepcopy(saved.checkpoint)
+        checkpoint["channel_values"]["runs"]["sealed"][0][1] = b"broken"
+        checkpoint["id"] = checkpoint["id"][:-1] + ("0" if checkpoint["id"][-1] != "0" else "1")
+        saver.put(saved.parent_config or config, checkpoint, saved.metadata, checkpoint["channel_versions"])
+        lc._decoded.clear()
+        with pytest.raises(ValueError, match=r"ledger 'runs'.*sealed chunk 0"):
+            graph.get_state({"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}})
+
+
+@pytest.mark.parametrize("written, read", [(32, 64), (128, 64), (64, 32)])
+def test_chunks_of_another_size_load_whole_and_stay_whole(monkeypatch, written, read):
+    """A checkpoint sealed with another chunk size (another version) keeps every record through updates."""
+    monkeypatch.setattr(lc, "CHUNK_RECORDS", written)
+    stored = _packed(300)
+    assert len(stored["sealed"]) == 300 // written
+    monkeypatch.setattr(lc, "CHUNK_RECORDS", read)
+    lc._decoded.clear()
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    channel = spec.from_checkpoint(stored)
+    expected = ledger(300)
+    assert channel.get() == expected
+    for write in ({f"{299:032x}": rec(299, status="x")}, {f"{1:032x}": rec(1, status="y")}, ledger(5, 300)):
+        channel.update([write])
+        expected = merge_records(expected, write)
+        stored = roundtrip(channel.checkpoint())
+        assert ledger_from_checkpoint(stored) == expected and list(ledger_from_checkpoint(stored)) == list(expected)
+        channel = spec.from_checkpoint(stored)
+        assert channel.get() == expected
