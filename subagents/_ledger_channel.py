@@ -10,7 +10,10 @@ but what it hands the checkpointer is packed:
   serialized and zlib-compressed once, when it fills, and reused verbatim by
   every later checkpoint (a record of a sealed chunk that changes reseals
   that chunk only);
-* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**.
+* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**,
+  and from the first chunk the channel's own serializer cannot store (a
+  record holding an object only a saver with ``pickle_fallback`` stores)
+  every record after it.
 
 So a checkpoint costs the saver a copy of bytes it already has, not a
 re-serialization of every record, and a record costs the database about an
@@ -63,6 +66,14 @@ _serde = JsonPlusSerializer()
 def _seal(records: Ledger) -> list[Any]:
     kind, data = _serde.dumps_typed(records)
     return [kind, zlib.compress(data, 6)]
+
+
+def _try_seal(records: Ledger) -> list[Any] | None:
+    """A sealed chunk, or ``None`` for records only the saver's own serializer can store (they stay plain)."""
+    try:
+        return _seal(records)
+    except (TypeError, ValueError):  # e.g. an object for a saver with ``pickle_fallback``
+        return None
 
 
 CACHED_CHUNKS = 256
@@ -232,17 +243,26 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
             self._sealed, self._where = [], {}
         for index, blob in enumerate(self._sealed):
             if blob is None:
-                self._sealed[index] = _seal(dict(islice(value.items(), index * CHUNK_RECORDS,
-                                                        (index + 1) * CHUNK_RECORDS)))
+                blob = _try_seal(dict(islice(value.items(), index * CHUNK_RECORDS, (index + 1) * CHUNK_RECORDS)))
+                if blob is None:
+                    self._keep_sealed(index)
+                    break
+                self._sealed[index] = blob
         done = len(self._sealed) * CHUNK_RECORDS
-        if len(value) - done >= CHUNK_RECORDS:
-            rest = islice(value.items(), done, None)
-            for _ in range((len(value) - done) // CHUNK_RECORDS):
-                chunk = dict(islice(rest, CHUNK_RECORDS))
-                self._where.update(dict.fromkeys(chunk, len(self._sealed)))
-                self._sealed.append(_seal(chunk))
+        rest = islice(value.items(), done, None)
+        for _ in range((len(value) - done) // CHUNK_RECORDS):
+            chunk = dict(islice(rest, CHUNK_RECORDS))
+            if (blob := _try_seal(chunk)) is None:
+                break
+            self._where.update(dict.fromkeys(chunk, len(self._sealed)))
+            self._sealed.append(blob)
         if not self._sealed:
             return value
         done = len(self._sealed) * CHUNK_RECORDS
         tail = dict(reversed(list(islice(reversed(value.items()), len(value) - done))))
         return {PACKED_MARK: 1, "sealed": list(self._sealed), "tail": tail}
+
+    def _keep_sealed(self, count: int) -> None:
+        """Keep only the first ``count`` sealed chunks: the records after them go in the plain tail."""
+        del self._sealed[count:]
+        self._where = {task_id: index for task_id, index in self._where.items() if index < count}

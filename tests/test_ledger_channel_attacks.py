@@ -603,3 +603,42 @@ def test_a_state_schema_redeclaring_the_ledger_reads_a_packed_thread():
     create_deep_agent(delegating_model(), checkpointer=saver).update_state(config, {KEY: ledger(70)})
     mine = create_deep_agent(delegating_model(), checkpointer=saver, state_schema=MyState)
     assert mine.get_state(config).values[KEY] == ledger(70)
+
+
+# -- records only the saver's own serializer can store ------------------------------------------
+
+
+class Opaque:
+    """A value msgpack cannot store: a saver with ``pickle_fallback`` pickles it."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.x == self.x
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_records_only_a_pickling_saver_can_store_stay_plain_and_whole(tmp_path):
+    """Before: the channel's own serializer raised once 64 records sealed, though the saver could store them."""
+    pickling = JsonPlusSerializer(pickle_fallback=True)
+    odd = {f"{i:032x}": rec(i, request=Opaque(i)) for i in (3, 140)}
+    config = {"configurable": {"thread_id": "p"}}
+    with sqlite3.connect(tmp_path / "p.sqlite", check_same_thread=False) as conn:
+        graph = _adder(NewRuns, 0, 200).compile(checkpointer=SqliteSaver(conn, serde=pickling))
+        graph.invoke({}, config)
+        graph.update_state(config, {"runs": odd})  # a record of sealed chunks 0 and 2 turns unsealable
+        lc._decoded.clear()
+        fresh = _adder(NewRuns, 200, 1).compile(checkpointer=SqliteSaver(conn, serde=pickling))
+        expected = {**ledger(200), **odd}
+        assert fresh.get_state(config).values["runs"] == expected
+        out = fresh.invoke({}, config)
+        assert list(out["runs"]) == list(ledger(201)) and out["runs"][f"{140:032x}"]["request"] == Opaque(140)
+        lc._decoded.clear()
+        again = fresh.get_state(config).values["runs"]
+        assert again == {**expected, **ledger(1, 200)} and list(again) == list(ledger(201))
+        # Once the odd records are replaced by storable ones, the chunks seal again.
+        fresh.update_state(config, {"runs": {k: rec(int(k, 16)) for k in odd}})
+        raw = SqliteSaver(conn, serde=pickling).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert len(raw["sealed"]) == 3 and list(ledger_from_checkpoint(raw)) == list(ledger(201))
