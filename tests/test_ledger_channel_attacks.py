@@ -31,6 +31,7 @@ import subagents._ledger_channel as lc
 from conftest import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 from subagents import LedgerChannel, ledger_from_checkpoint, merge_records
 from subagents.background import merge_async_records
 
@@ -642,3 +643,101 @@ def test_records_only_a_pickling_saver_can_store_stay_plain_and_whole(tmp_path):
         fresh.update_state(config, {"runs": {k: rec(int(k, 16)) for k in odd}})
         raw = SqliteSaver(conn, serde=pickling).get_tuple(config).checkpoint["channel_values"]["runs"]
         assert len(raw["sealed"]) == 3 and list(ledger_from_checkpoint(raw)) == list(ledger(201))
+
+
+# -- background tasks: partial updates of records in a sealed chunk -----------------------------
+
+
+def _done_async(i: int) -> dict[str, Any]:
+    return {"id": f"a{i:04d}", "agent_type": "general-purpose", "runner": "local", "status": "completed",
+            "description": f"old job {i}", "created_at": 1000.0 + i, "finished_at": 1001.0 + i,
+            "result": f"old {i}", "announced": True}
+
+
+def test_background_status_updates_reach_records_sealed_before_they_finished(tmp_path):
+    from background_support import NOTICE, start, started_ids, wait_for
+    from langchain.agents import create_agent
+
+    from middleware import BackgroundSubagentMiddleware
+    from subagents.background import AsyncTaskRecord
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("bg job", [ANSWER]),
+        ("PARENT start", [start(*[(f"bg job {k}", "general-purpose") for k in range(4)]), "started"]),
+    ], default="ok")
+    middleware = BackgroundSubagentMiddleware()
+    config = {"configurable": {"thread_id": "bg"}}
+    try:
+        with sqlite3.connect(tmp_path / "bg.sqlite", check_same_thread=False) as conn:
+            agent = create_agent(model, [], middleware=[middleware], checkpointer=SqliteSaver(conn))
+            seeded = {f"a{i:04d}": _done_async(i) for i in range(62)}
+            agent.update_state(config, {"async_tasks": seeded})
+            out = agent.invoke(user("PARENT start"), config)
+            ids = started_ids(out["messages"])
+            assert len(ids) == 4 and list(out["async_tasks"]) == [*seeded, *ids]
+            agent.update_state(config, {"async_tasks": {f"a{i:04d}": _done_async(i) for i in range(66, 130)}})
+            raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["async_tasks"]
+            assert lc.is_packed(raw) and len(raw["sealed"]) == 2  # the 4 started tasks are all sealed now
+            wait_for(lambda: all(middleware.runtime.table.get(i).fields["status"] == "completed" for i in ids))
+            lc._decoded.clear()
+            later = create_agent(model, [], middleware=[middleware], checkpointer=SqliteSaver(conn))
+            out = later.invoke(user("PARENT anything new?"), config)
+            shown = later.get_state(config).values["async_tasks"]
+        assert shown == out["async_tasks"] and len(shown) == 130
+        for task_id in ids:
+            record = AsyncTaskRecord.model_validate(shown[task_id])
+            assert record.status == "completed" and record.announced and record.result == ANSWER
+            assert record.description.startswith("bg job")
+        assert all(shown[k] == v for k, v in seeded.items())
+        lc._decoded.clear()
+        with sqlite3.connect(tmp_path / "bg.sqlite", check_same_thread=False) as conn:
+            raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["async_tasks"]
+        assert ledger_from_checkpoint(raw) == shown
+    finally:
+        middleware.close()
+
+
+# -- Postgres ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_postgres_runs_and_fresh_connections_show_one_plain_ordered_ledger(mode, postgres_url):  # noqa: F811
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    config = {"configurable": {"thread_id": "pg"}}
+
+    async def session(work: Any) -> Any:
+        if mode == "sync":
+            with PostgresSaver.from_conn_string(postgres_url) as saver:
+                saver.setup()
+                return await work(saver)
+        async with AsyncPostgresSaver.from_conn_string(postgres_url) as saver:
+            await saver.setup()
+            return await work(saver)
+
+    async def first(saver: Any) -> Any:
+        agent = create_deep_agent(delegating_model(3), checkpointer=saver)
+        await seed(mode, agent, config, {KEY: ledger(126)})
+        for _ in range(2):
+            out = await call(mode, agent, user("please delegate"), config)
+        await seed(mode, agent, config, {KEY: {f"{5:032x}": rec(5, status="error")}})
+        return copy.deepcopy((await state_of(mode, agent, config)).values[KEY]), out
+
+    async def second(saver: Any) -> Any:
+        agent = create_deep_agent(delegating_model(1), checkpointer=saver)
+        shown = (await state_of(mode, agent, config)).values[KEY]
+        history = [s.values.get(KEY) async for s in agent.aget_state_history(config)] if mode == "async" \
+            else [s.values.get(KEY) for s in agent.get_state_history(config)]
+        return shown, history
+
+    expected, out = asyncio.run(session(first))
+    assert len(expected) == 132 and list(expected)[:126] == list(ledger(126))
+    assert expected[f"{5:032x}"]["status"] == "error" and list(out[KEY]) == list(expected)
+    lc._decoded.clear()
+    shown, history = asyncio.run(session(second))
+    assert_plain(shown)
+    assert shown == expected and list(shown) == list(expected)
+    sizes = [len(h) for h in history if h is not None]
+    assert sizes[0] == 132 and 126 in sizes and sizes == sorted(sizes, reverse=True)
