@@ -106,8 +106,8 @@ def is_packed(value: Any) -> bool:
     a packed ledger this version reads (damaged, or from a newer version):
     read as a plain dict it would be a wrong ledger.
     """
-    if not isinstance(value, dict) or PACKED_MARK not in value:
-        return False
+    if not isinstance(value, dict) or isinstance(value.get(PACKED_MARK, {}), dict):
+        return False  # plain (a record dict under that id, however unwise, is a plain ledger's)
     if value[PACKED_MARK] == 1 and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict):
         return True
     raise ValueError(f"a packed ledger needs {PACKED_MARK!r}: 1, a 'sealed' list and a 'tail' dict; got "
@@ -136,6 +136,12 @@ def ledger_from_checkpoint(value: Any) -> Ledger:
         out.update(chunk)
     out.update(value["tail"])
     return out
+
+
+def _unpacked(write: Any) -> Any:
+    if isinstance(write, Overwrite) and is_packed(write.value):
+        return Overwrite(ledger_from_checkpoint(write.value))
+    return ledger_from_checkpoint(write) if is_packed(write) else write
 
 
 def _replaces_all(write: Any) -> bool:
@@ -204,6 +210,10 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
 
     def update(self, values: Sequence[Any]) -> bool:
         self._decode()
+        try:  # a packed value written back (a raw checkpoint's) is the ledger it packs
+            values = [_unpacked(write) for write in values]
+        except ValueError as exc:
+            raise ValueError(f"ledger {self.key!r}: a write {exc}") from exc
         replaced = any(_replaces_all(write) for write in values)
         if len(values) > 1 and not replaced:
             # Siblings finishing in one step: fold their small writes first, so the

@@ -741,3 +741,32 @@ def test_postgres_runs_and_fresh_connections_show_one_plain_ordered_ledger(mode,
     assert shown == expected and list(shown) == list(expected)
     sizes = [len(h) for h in history if h is not None]
     assert sizes[0] == 132 and 126 in sizes and sizes == sorted(sizes, reverse=True)
+
+
+def test_a_raw_packed_value_written_back_shows_as_the_ledger_it_packs():
+    """A user copying a thread's raw checkpoint value into state (a node's write, or Overwrite)."""
+    raw = _packed(100)
+
+    def restore(state: NewRuns) -> dict[str, Any]:
+        return {"runs": Overwrite(raw)}
+
+    builder = StateGraph(NewRuns)
+    builder.add_node("restore", restore)
+    builder.add_node("more", lambda s: {"runs": roundtrip(_packed(70))})  # overlaps, then merges
+    builder.add_edge(START, "restore")
+    builder.add_edge("restore", "more")
+    builder.add_edge("more", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "r"}}
+    values = [v["runs"] for v in graph.stream({}, config, stream_mode="values") if "runs" in v]
+    for value in values:
+        assert_plain(value)
+    assert values[-1] == ledger(100) and list(graph.get_state(config).values["runs"]) == list(ledger(100))
+
+
+def test_a_plain_ledger_may_hold_a_record_under_the_mark_s_name():
+    """The mark tells packed from plain by its value (1), so a record under that id is still plain."""
+    odd = {lc.PACKED_MARK: rec(1), "sealed": rec(2), "tail": rec(3)}
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    assert spec.from_checkpoint(roundtrip(odd)).get() == odd and ledger_from_checkpoint(odd) == odd
