@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 import zlib
 from collections import OrderedDict
@@ -79,23 +80,34 @@ def _try_seal(records: Ledger) -> list[Any] | None:
 CACHED_CHUNKS = 256
 """Decoded chunks kept per process (about 16k records), so the next run on a thread skips decoding."""
 
-_decoded: OrderedDict[tuple[str, bytes], Ledger] = OrderedDict()
+_decoded: OrderedDict[tuple[str, bytes], tuple[int, Ledger]] = OrderedDict()  # key -> (last use, chunk)
 _decoded_lock = threading.Lock()
+_clock = itertools.count()
 
 
-def _unseal(blob: Sequence[Any]) -> Ledger:
-    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it)."""
+def _unseal(blob: Sequence[Any], since: int) -> Ledger:
+    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it).
+
+    ``since`` is when the read that wants it began: a chunk that read used is
+    never evicted for another of its chunks. A ledger longer than the cache
+    then keeps its first chunks cached, rather than evicting each chunk just
+    before its next use, as a plain LRU scanned in order does.
+    """
     key = (blob[0], bytes(blob[1]))
     with _decoded_lock:
-        chunk = _decoded.get(key)
-        if chunk is not None:
+        found = _decoded.get(key)
+        if found is not None:
+            _decoded[key] = (next(_clock), found[1])
             _decoded.move_to_end(key)
-    if chunk is None:
-        chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
-        with _decoded_lock:
-            _decoded[key] = chunk
-            while len(_decoded) > CACHED_CHUNKS:
-                _decoded.popitem(last=False)
+            return found[1]
+    chunk: Ledger = _serde.loads_typed((key[0], zlib.decompress(key[1])))
+    with _decoded_lock:
+        while len(_decoded) >= CACHED_CHUNKS:
+            oldest = next(iter(_decoded))
+            if _decoded[oldest][0] >= since:
+                return chunk  # the cache holds this read's own chunks: leave them
+            del _decoded[oldest]
+        _decoded[key] = (next(_clock), chunk)
     return chunk
 
 
@@ -116,9 +128,10 @@ def is_packed(value: Any) -> bool:
 
 def _chunks(value: dict[str, Any]) -> Iterator[Ledger]:
     """A packed ledger's sealed chunks, decoded, each checked to be a ledger (task id -> record dict)."""
+    since = next(_clock)
     for index, blob in enumerate(value["sealed"]):
         try:
-            chunk = _unseal(blob)
+            chunk = _unseal(blob, since)
         except Exception as exc:  # a damaged checkpoint: say which chunk
             raise ValueError(f"sealed chunk {index} does not decode ({type(exc).__name__}: {exc})") from exc
         if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):

@@ -536,10 +536,8 @@ def test_the_next_load_of_a_long_ledger_decodes_no_chunk_again(monkeypatch):
     assert _CountingSerde.decoded == 40
 
 
-@pytest.mark.xfail(strict=True, reason="the decoded-chunk cache is a plain LRU: a ledger of more chunks than "
-                   "CACHED_CHUNKS (16,384+ records) evicts each chunk just before its next use, so every load "
-                   "decodes every chunk again (a run at 17,000 records costs ~7x one at 50)")
 def test_a_ledger_a_little_longer_than_the_cache_is_not_decoded_whole_on_every_load(monkeypatch):
+    """Before: a plain LRU scanned in order evicted each chunk just before its next use (17,000 records: 7x)."""
     monkeypatch.setattr(lc, "_serde", _CountingSerde())
     monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
     stored = _packed(10 * lc.CHUNK_RECORDS)
@@ -770,3 +768,18 @@ def test_a_plain_ledger_may_hold_a_record_under_the_mark_s_name():
     spec = LedgerChannel(dict, merge_records)
     spec.key = "runs"
     assert spec.from_checkpoint(roundtrip(odd)).get() == odd and ledger_from_checkpoint(odd) == odd
+
+
+def test_the_chunk_cache_still_moves_on_to_the_threads_read_now(monkeypatch):
+    monkeypatch.setattr(lc, "_serde", _CountingSerde())
+    monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
+    first, second = _packed(6 * lc.CHUNK_RECORDS), roundtrip(_packed(6 * lc.CHUNK_RECORDS))
+    second["sealed"] = [lc._seal(ledger(lc.CHUNK_RECORDS, 1000 * (k + 1))) for k in range(6)]
+    lc._decoded.clear()
+    for value in (first, second, first, second):
+        ledger_from_checkpoint(value)
+    _CountingSerde.decoded = 0
+    assert len(ledger_from_checkpoint(second)) == 6 * lc.CHUNK_RECORDS
+    assert _CountingSerde.decoded == 0  # the thread read last is cached whole
+    ledger_from_checkpoint(first)
+    assert _CountingSerde.decoded <= 6
