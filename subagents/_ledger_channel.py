@@ -206,9 +206,9 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
             raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
         value.update(packed["tail"])
         self._sealed = list(packed["sealed"])
-        if len(self._where) != len(self._sealed) * CHUNK_RECORDS:
-            # Chunks not of CHUNK_RECORDS distinct records (another version's size, or
-            # damage): their positions are not ours, so reseal everything on the next change.
+        if len(self._where) != len(self._sealed) * CHUNK_RECORDS or not self._where.keys().isdisjoint(packed["tail"]):
+            # Chunks not of CHUNK_RECORDS distinct records, or a record in a chunk and the tail (another
+            # version's size, or damage): positions are not ours, so reseal everything on the next change.
             self._sealed, self._where = [], {}
         self.value = value
 

@@ -780,3 +780,16 @@ def test_the_chunk_cache_still_moves_on_to_the_threads_read_now(monkeypatch):
     assert _CountingSerde.decoded == 0  # the thread read last is cached whole
     ledger_from_checkpoint(first)
     assert _CountingSerde.decoded <= 6
+
+
+def test_a_record_both_in_a_chunk_and_in_the_tail_keeps_the_tail_s_version_through_updates():
+    stored = _packed(70)
+    newer = rec(5, status="error")
+    stored["tail"] = {f"{5:032x}": newer, **stored["tail"]}  # damage: a sealed record again in the tail
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    channel = spec.from_checkpoint(stored)
+    assert channel.get()[f"{5:032x}"] == newer and len(channel.get()) == 70
+    channel.update([ledger(1, 70)])  # a change elsewhere
+    again = spec.from_checkpoint(roundtrip(channel.checkpoint())).get()
+    assert again[f"{5:032x}"] == newer and list(again) == list(ledger(71))
