@@ -100,7 +100,9 @@ def _unseal(blob: Sequence[Any], since: int) -> Ledger:
             _decoded[key] = (next(_clock), found[1])
             _decoded.move_to_end(key)
             return found[1]
-    chunk: Ledger = _serde.loads_typed((key[0], zlib.decompress(key[1])))
+    chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
+    if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):
+        raise ValueError(f"it is not a ledger (task id -> record dict): {type(chunk).__name__}")
     with _decoded_lock:
         while len(_decoded) >= CACHED_CHUNKS:
             oldest = next(iter(_decoded))
@@ -122,16 +124,13 @@ def is_packed(value: Any) -> bool:
 
 
 def _chunks(value: dict[str, Any]) -> Iterator[Ledger]:
-    """A packed ledger's sealed chunks, decoded, each checked to be a ledger (task id -> record dict)."""
+    """A packed ledger's sealed chunks, decoded (each checked to be a ledger when first decoded)."""
     since = next(_clock)
     for index, blob in enumerate(value["sealed"]):
         try:
             chunk = _unseal(blob, since)
         except Exception as exc:  # a damaged checkpoint: say which chunk
             raise ValueError(f"sealed chunk {index} does not decode ({type(exc).__name__}: {exc})") from exc
-        if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):
-            raise ValueError(f"sealed chunk {index} is not a ledger (task id -> record dict): "
-                             f"{type(chunk).__name__}")
         yield chunk
 
 
