@@ -793,3 +793,55 @@ def test_a_record_both_in_a_chunk_and_in_the_tail_keeps_the_tail_s_version_throu
     channel.update([ledger(1, 70)])  # a change elsewhere
     again = spec.from_checkpoint(roundtrip(channel.checkpoint())).get()
     assert again[f"{5:032x}"] == newer and list(again) == list(ledger(71))
+
+
+# -- an approval pause inside a child, on a thread whose ledger is sealed --------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_approval_pause_and_resume_on_a_fresh_connection_keep_a_sealed_ledger(mode, tmp_path):
+    from langchain_core.tools import tool
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy (needs approval)."""
+        return f"deployed {target}"
+
+    model = ScriptedChatModel(rules=[
+        ("deploy job", [{"tool_calls": [tool_call("deploy", target="prod")]}, ANSWER]),
+        ("sibling job", [ANSWER]),
+    ], responses=[
+        {"tool_calls": [tool_call("task", description="deploy job", subagent_type="deployer"),
+                        tool_call("task", description="sibling job", subagent_type="general-purpose")]},
+        "parent finished",
+    ])
+
+    def build(saver: Any) -> Any:
+        return create_deep_agent(model, [deploy], checkpointer=saver, subagents=[
+            {"name": "deployer", "description": "deploys", "tools": ["deploy"], "interrupt_on": {"deploy": True}}])
+
+    config = {"configurable": {"thread_id": "ap"}}
+
+    async def go() -> None:
+        async with checkpointer("sqlite", mode, tmp_path) as saver:
+            agent = build(saver)
+            await seed(mode, agent, config, {KEY: ledger(127)})
+            paused = await call(mode, agent, user("go"), config)
+            assert paused["__interrupt__"]
+            during = copy.deepcopy((await state_of(mode, agent, config)).values[KEY])
+        lc._decoded.clear()
+        async with checkpointer("sqlite", mode, tmp_path) as saver:
+            agent = build(saver)
+            assert (await state_of(mode, agent, config)).values[KEY] == during
+            done = await call(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+            shown = (await state_of(mode, agent, config)).values[KEY]
+        assert_plain(done[KEY])
+        assert shown == done[KEY] and list(shown)[:127] == list(ledger(127)) and len(shown) == 129
+        mine = [r for r in shown.values() if r["agent_type"] in ("deployer", "general-purpose")]
+        assert sorted(r["agent_type"] for r in mine) == ["deployer", "general-purpose"]
+        assert all(r["status"] == "completed" for r in mine)
+        assert all(shown[k] == v for k, v in ledger(127).items())
+        sibling = [k for k, r in during.items() if r["agent_type"] == "general-purpose"]
+        assert len(sibling) == 1 and shown[sibling[0]] == during[sibling[0]], "the finished sibling ran once"
+
+    asyncio.run(go())
