@@ -10,7 +10,10 @@ but what it hands the checkpointer is packed:
   serialized and zlib-compressed once, when it fills, and reused verbatim by
   every later checkpoint (a record of a sealed chunk that changes reseals
   that chunk only);
-* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**.
+* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**,
+  and from the first chunk the channel's own serializer cannot store (a
+  record holding an object only a saver with ``pickle_fallback`` stores)
+  every record after it.
 
 So a checkpoint costs the saver a copy of bytes it already has, not a
 re-serialization of every record, and a record costs the database about an
@@ -29,7 +32,7 @@ needs :func:`ledger_from_checkpoint`; ``graph.get_state`` needs nothing.
 Example::
 
     class MyState(AgentState):
-        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(merge_records)]]
+        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
 
     ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["runs"])  # a plain dict
 """
@@ -37,10 +40,11 @@ Example::
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Self
 
@@ -65,33 +69,69 @@ def _seal(records: Ledger) -> list[Any]:
     return [kind, zlib.compress(data, 6)]
 
 
+def _try_seal(records: Ledger) -> list[Any] | None:
+    """A sealed chunk, or ``None`` for records only the saver's own serializer can store (they stay plain)."""
+    try:
+        return _seal(records)
+    except (TypeError, ValueError):  # e.g. an object for a saver with ``pickle_fallback``
+        return None
+
+
 CACHED_CHUNKS = 256
 """Decoded chunks kept per process (about 16k records), so the next run on a thread skips decoding."""
 
-_decoded: OrderedDict[tuple[str, bytes], Ledger] = OrderedDict()
+_decoded: OrderedDict[tuple[str, bytes], tuple[int, Ledger]] = OrderedDict()  # key -> (last use, chunk)
 _decoded_lock = threading.Lock()
+_clock = itertools.count()
 
 
-def _unseal(blob: Sequence[Any]) -> Ledger:
-    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it)."""
+def _unseal(blob: Sequence[Any], since: int) -> Ledger:
+    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it).
+
+    ``since`` is when the read that wants it began: a chunk that read used is
+    never evicted for another of its chunks. A ledger longer than the cache
+    then keeps its first chunks cached, rather than evicting each chunk just
+    before its next use, as a plain LRU scanned in order does.
+    """
     key = (blob[0], bytes(blob[1]))
     with _decoded_lock:
-        chunk = _decoded.get(key)
-        if chunk is not None:
+        found = _decoded.get(key)
+        if found is not None:
+            _decoded[key] = (next(_clock), found[1])
             _decoded.move_to_end(key)
-    if chunk is None:
-        chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
-        with _decoded_lock:
-            _decoded[key] = chunk
-            while len(_decoded) > CACHED_CHUNKS:
-                _decoded.popitem(last=False)
+            return found[1]
+    chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
+    if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):
+        raise ValueError(f"it is not a ledger (task id -> record dict): {type(chunk).__name__}")
+    with _decoded_lock:
+        while len(_decoded) >= CACHED_CHUNKS:
+            oldest = next(iter(_decoded))
+            if _decoded[oldest][0] >= since:
+                return chunk  # the cache holds this read's own chunks: leave them
+            del _decoded[oldest]
+        _decoded[key] = (next(_clock), chunk)
     return chunk
 
 
 def is_packed(value: Any) -> bool:
-    """Whether a checkpointed ledger value is packed (sealed chunks and a tail)."""
+    """Whether a checkpointed ledger value is packed (sealed chunks and a tail).
+
+    Anything else is a plain ledger, even a dict with the mark's key: a plain
+    ledger's records may look like anything.
+    """
     return (isinstance(value, dict) and value.get(PACKED_MARK) == 1
             and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict))
+
+
+def _chunks(value: dict[str, Any]) -> Iterator[Ledger]:
+    """A packed ledger's sealed chunks, decoded (each checked to be a ledger when first decoded)."""
+    since = next(_clock)
+    for index, blob in enumerate(value["sealed"]):
+        try:
+            chunk = _unseal(blob, since)
+        except Exception as exc:  # a damaged checkpoint: say which chunk
+            raise ValueError(f"sealed chunk {index} does not decode ({type(exc).__name__}: {exc})") from exc
+        yield chunk
 
 
 def ledger_from_checkpoint(value: Any) -> Ledger:
@@ -99,10 +139,16 @@ def ledger_from_checkpoint(value: Any) -> Ledger:
     if not is_packed(value):
         return dict(value or {})
     out: Ledger = {}
-    for blob in value["sealed"]:
-        out.update(_unseal(blob))
+    for chunk in _chunks(value):
+        out.update(chunk)
     out.update(value["tail"])
     return out
+
+
+def _unpacked(write: Any) -> Any:
+    if isinstance(write, Overwrite) and is_packed(write.value):
+        return Overwrite(ledger_from_checkpoint(write.value))
+    return ledger_from_checkpoint(write) if is_packed(write) else write
 
 
 def _replaces_all(write: Any) -> bool:
@@ -125,7 +171,7 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
     def __init__(self, typ: Any = dict,
                  operator: Callable[[Ledger, Ledger], Ledger] | None = None) -> None:
         if operator is None:
-            raise TypeError("LedgerChannel needs the ledger's reducer, e.g. LedgerChannel(merge_records)")
+            raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
         super().__init__(typ, operator)
         self._pending: dict[str, Any] | None = None  # a packed checkpoint not decoded yet
         self._sealed: list[list[Any] | None] = []  # chunk blobs in order; None = reseal
@@ -151,20 +197,26 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         if packed is None:
             return
         value: Ledger = {}
-        for index, blob in enumerate(packed["sealed"]):
-            try:
-                chunk = _unseal(blob)
-            except Exception as exc:  # a damaged checkpoint: say which channel and chunk
-                raise ValueError(f"ledger {self.key!r}: sealed chunk {index} of the checkpoint "
-                                 f"does not decode ({type(exc).__name__}: {exc})") from exc
-            value.update(chunk)
-            self._where.update(dict.fromkeys(chunk, index))
+        try:
+            for index, chunk in enumerate(_chunks(packed)):
+                value.update(chunk)
+                self._where.update(dict.fromkeys(chunk, index))
+        except ValueError as exc:
+            raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
         value.update(packed["tail"])
         self._sealed = list(packed["sealed"])
+        if len(self._where) != len(self._sealed) * CHUNK_RECORDS or not self._where.keys().isdisjoint(packed["tail"]):
+            # Chunks not of CHUNK_RECORDS distinct records, or a record in a chunk and the tail (another
+            # version's size, or damage): positions are not ours, so reseal everything on the next change.
+            self._sealed, self._where = [], {}
         self.value = value
 
     def update(self, values: Sequence[Any]) -> bool:
         self._decode()
+        try:  # a packed value written back (a raw checkpoint's) is the ledger it packs
+            values = [_unpacked(write) for write in values]
+        except ValueError as exc:
+            raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
         replaced = any(_replaces_all(write) for write in values)
         if len(values) > 1 and not replaced:
             # Siblings finishing in one step: fold their small writes first, so the
@@ -204,17 +256,26 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
             self._sealed, self._where = [], {}
         for index, blob in enumerate(self._sealed):
             if blob is None:
-                self._sealed[index] = _seal(dict(islice(value.items(), index * CHUNK_RECORDS,
-                                                        (index + 1) * CHUNK_RECORDS)))
+                blob = _try_seal(dict(islice(value.items(), index * CHUNK_RECORDS, (index + 1) * CHUNK_RECORDS)))
+                if blob is None:
+                    self._keep_sealed(index)
+                    break
+                self._sealed[index] = blob
         done = len(self._sealed) * CHUNK_RECORDS
-        if len(value) - done >= CHUNK_RECORDS:
-            rest = islice(value.items(), done, None)
-            for _ in range((len(value) - done) // CHUNK_RECORDS):
-                chunk = dict(islice(rest, CHUNK_RECORDS))
-                self._where.update(dict.fromkeys(chunk, len(self._sealed)))
-                self._sealed.append(_seal(chunk))
+        rest = islice(value.items(), done, None)
+        for _ in range((len(value) - done) // CHUNK_RECORDS):
+            chunk = dict(islice(rest, CHUNK_RECORDS))
+            if (blob := _try_seal(chunk)) is None:
+                break
+            self._where.update(dict.fromkeys(chunk, len(self._sealed)))
+            self._sealed.append(blob)
         if not self._sealed:
             return value
         done = len(self._sealed) * CHUNK_RECORDS
         tail = dict(reversed(list(islice(reversed(value.items()), len(value) - done))))
         return {PACKED_MARK: 1, "sealed": list(self._sealed), "tail": tail}
+
+    def _keep_sealed(self, count: int) -> None:
+        """Keep only the first ``count`` sealed chunks: the records after them go in the plain tail."""
+        del self._sealed[count:]
+        self._where = {task_id: index for task_id, index in self._where.items() if index < count}
