@@ -36,7 +36,14 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
+from middleware import (
+    DEFAULT_MAX_DELEGATIONS,
+    LEDGER_KEY,
+    TASK_TOOL_NAME,
+    ForceSetting,
+    SubAgentMiddleware,
+    check_ledger_fields,
+)
 from subagents import (
     DEFAULT_SHORT_ANSWER_THRESHOLD,
     AnySpec,
@@ -189,6 +196,7 @@ def create_deep_agent(
         max_background_tasks=max_background_tasks, background_runtime=background_runtime,
     ))
     tools = list(tools)
+    check_ledger_fields(create_agent_kwargs.get("state_schema"), "create_deep_agent: argument 'state_schema'")
     skills = settings.definitions.skills()
     options = settings.definitions.build_options(
         skills, parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware))

@@ -12,6 +12,7 @@ from middleware._delegation_limit import DEFAULT_MAX_DELEGATIONS, DelegationLimi
 from middleware._dynamic_subagents import DynamicSubagentState
 from middleware._force_delegation import ForceDelegation, ForceSetting
 from middleware._ledger import ASYNC_LEDGER_KEY, LEDGER_KEY, TASK_TOOL_NAME
+from middleware._ledger import check_ledger_fields as check_ledger_fields
 from middleware._subagent_middleware import SubagentLedgerState, SubAgentMiddleware
 from middleware._task_tool import TaskToolInput
 from middleware._task_tool_schema import TaskToolInputWithSchema

@@ -22,12 +22,13 @@ not used.
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentState
 from langchain_core.messages import ToolMessage
 
-from subagents import DYNAMIC_SUBAGENTS_KEY, LedgerChannel, add_usage, merge_records
+from subagents import DYNAMIC_SUBAGENTS_KEY, LedgerChannel, SpecError, add_usage, merge_records
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -46,6 +47,33 @@ class SubagentLedgerState(AgentState):
 
     subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
     subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
+
+
+def check_ledger_fields(state_schema: Any, argument: str) -> None:
+    """Refuse a user ``state_schema`` that declares a ledger key with another channel.
+
+    A schema's own annotation wins over the middleware's, so a ledger declared
+    with a plain reducer would show a long ledger's packed checkpoint as the
+    ledger. Leave the key out (the middleware declares it) or annotate it with
+    :class:`subagents.LedgerChannel`.
+    """
+    try:
+        hints = typing.get_type_hints(state_schema, include_extras=True) if state_schema is not None else {}
+    except Exception:  # a schema we cannot read is create_agent's to judge
+        return
+    for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
+        if key in hints and not any(isinstance(m, LedgerChannel) for m in _metadata(hints[key])):
+            raise SpecError(
+                f"{argument}: field {key!r} is the delegation ledger; leave it out (the middleware declares "
+                f"it) or annotate it with subagents.LedgerChannel, e.g. "
+                f"Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]"
+            )
+
+
+def _metadata(hint: Any) -> tuple[Any, ...]:
+    while typing.get_origin(hint) in (NotRequired, typing.Required):
+        hint = typing.get_args(hint)[0]
+    return getattr(hint, "__metadata__", ())
 
 
 def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | None,
