@@ -32,6 +32,11 @@ from subagents.background._remote_health import ServerHealth
 _HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive"}
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # parallel starts and joins: no connection refused for a full backlog
+
+
 class JoinProxy:
     """An HTTP proxy on loopback that forwards to ``upstream``; joins can be told to hang.
 
@@ -80,8 +85,7 @@ class JoinProxy:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 

@@ -65,6 +65,7 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
                 if task_id not in joins:
                     joins[task_id] = asyncio.ensure_future(
                         _join(tasks.remote, record, states, woke, deadline))
+            await asyncio.sleep(0)  # let new joins take their places under the cap before choosing the interval
             if (left := deadline - time.monotonic()) <= 0:
                 return remote, False
             polling = any(states.get(k) != "open" for k in live)
