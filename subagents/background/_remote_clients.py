@@ -38,10 +38,6 @@ USER_AGENT = "governed-subagents"
 MAX_CONNECTIONS = 100
 """Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
 
-MAX_JOINS = 32
-"""Joins (server long-polls, one connection each) open at once per server and credentials,
-so waiting on many tasks leaves most of the pool to starts and polls."""
-
 MAX_IDLE_CONNECTIONS = 20
 """Idle connections kept open (httpx's default). httpcore checks every idle
 connection each time it hands out one, so keeping all 100 made 50 parallel
@@ -53,15 +49,11 @@ sent on a connection the server is closing (a ``ReadError`` with no response).""
 
 
 class RemoteClientPool:
-    """Clients keyed by (url, headers), the health of each server, and how many joins each may hold open."""
+    """Clients keyed by (url, headers), and the health of each server."""
 
-    def __init__(self, health: ServerHealth | None = None, *, max_joins: int = MAX_JOINS) -> None:
-        if not max_joins >= 1:
-            raise ValueError(f"max_joins must be at least 1 (got {max_joins!r})")
+    def __init__(self, health: ServerHealth | None = None) -> None:
         self._clients: dict[tuple[str, str], Any] = {}
-        self._join_gates: dict[tuple[str, str], asyncio.Semaphore] = {}
         self.health = health if health is not None else ServerHealth()
-        self.max_joins = max_joins
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -74,14 +66,6 @@ class RemoteClientPool:
         if client is None or client.http.client.is_closed:
             client = self._clients[key] = _new_client(spec, headers)
         return client
-
-    def join_gate(self, spec: RemoteSubagentSpec) -> asyncio.Semaphore:
-        """What bounds the joins open at once on ``spec``'s client to ``max_joins`` (raises ``RemoteConfigError``)."""
-        key = (spec.url, _fingerprint(spec.request_headers()))
-        gate = self._join_gates.get(key)
-        if gate is None:
-            gate = self._join_gates[key] = asyncio.Semaphore(self.max_joins)
-        return gate
 
     async def aclose(self) -> None:
         """Close every client's connections."""

@@ -136,8 +136,7 @@ class BackgroundTasks:
         record.update(await self._launch(record, call, attempt=1))
         return record
 
-    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *,
-                      settle_s: float = REMOTE_SETTLE_S) -> dict[str, dict[str, Any]]:
+    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Field updates for every live task whose state moved on since the ledger saw it.
 
         Remote tasks are polled in one batch per server, within the runner's
@@ -146,10 +145,10 @@ class BackgroundTasks:
         record written less than :data:`REMOTE_SETTLE_S` ago (a task started
         in this very turn) is not polled yet: its run has barely begun, and
         50 starts followed at once by a poll of all 50 made the turn slower
-        than the work. ``settle_s=0`` polls them all (a waiter told that a run ended).
+        than the work.
         """
         live = [r for r in ledger.values() if r.get("status") in _LIVE]
-        recent = now() - settle_s
+        recent = now() - REMOTE_SETTLE_S
         live = [r for r in live if r.get("runner") != "remote" or (r.get("updated_at") or 0) <= recent]
         remote = [r for r in live if r.get("runner") == "remote"]
         polled = await self.remote.refresh_many(remote) if remote else {}

@@ -8,10 +8,10 @@ turn waits here. What is waited for:
   ``cancelled`` or ``lost``;
 * remote tasks, when ``tasks`` (the :class:`~subagents.BackgroundTasks` that
   started them, ``middleware.tasks``) is given: until each has settled or
-  waits for approval (nothing more happens there without the parent). Each
-  is waited for on the server's join (told when its run ends), and polled
-  every ``every_s`` when it cannot be joined
-  (:mod:`subagents.background._remote_join`).
+  waits for approval (nothing more happens there without the parent),
+  polled in batches every ``every_s`` (:mod:`subagents.background._remote_wait`).
+  A server that hangs or dies makes the wait return ``False`` at its
+  deadline, never raise.
   Without ``tasks`` a ledger with live remote tasks is refused, never
   reported as settled.
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from subagents.background._ledger import ACTIVE_STATUSES
 from subagents.background._local import wait_for_background as _wait_local
-from subagents.background._remote_join import settle_remote
+from subagents.background._remote_wait import settle_remote
 
 if TYPE_CHECKING:
     from subagents.background._tasks import BackgroundTasks
@@ -61,7 +61,7 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     left = deadline - time.monotonic()
     try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
         _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
-                                       timeout=max(left, 0.0) + 5.0)
+                                       timeout=max(left, 0.0) + 1.0)
     except concurrent.futures.TimeoutError:
         return False
     return settled
