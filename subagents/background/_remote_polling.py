@@ -57,8 +57,13 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         groups.setdefault(spec.url, (spec, []))[1].append(record)
     jobs = {url: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
             for url, (spec, recs) in groups.items()}
-    if jobs:
-        await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
+    try:
+        if jobs:
+            await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
+    except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
+        for job in jobs.values():
+            job.cancel()
+        raise
     for url, job in jobs.items():
         if not job.done():
             job.cancel()

@@ -8,7 +8,10 @@ turn waits here. What is waited for:
   ``cancelled`` or ``lost``;
 * remote tasks, when ``tasks`` (the :class:`~subagents.BackgroundTasks` that
   started them, ``middleware.tasks``) is given: until each has settled or
-  waits for approval (nothing more happens there without the parent).
+  waits for approval (nothing more happens there without the parent),
+  polled in batches every ``every_s`` (:mod:`subagents.background._remote_wait`).
+  A server that hangs or dies makes the wait return ``False`` at its
+  deadline, never raise.
   Without ``tasks`` a ledger with live remote tasks is refused, never
   reported as settled.
 
@@ -20,12 +23,14 @@ Example::
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from subagents.background._ledger import ACTIVE_STATUSES, merge_async_records
+from subagents.background._ledger import ACTIVE_STATUSES
 from subagents.background._local import wait_for_background as _wait_local
+from subagents.background._remote_wait import settle_remote
 
 if TYPE_CHECKING:
     from subagents.background._tasks import BackgroundTasks
@@ -51,13 +56,12 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
         )
     if not _wait_local(local, timeout_s=timeout_s):
         return False
-    while tasks is not None and (live := {k: r for k, r in remote.items() if r.get("status") in _REMOTE_WAITING}):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        updates = tasks.runtime.run(tasks.refresh(live), timeout=max(left, 1.0) + 5.0)
-        remote = merge_async_records(remote, updates)
-        if any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
-            time.sleep(min(every_s, max(0.0, deadline - time.monotonic())))
-    return True
-
+    if tasks is None or not any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
+        return True
+    left = deadline - time.monotonic()
+    try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
+        _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
+                                       timeout=max(left, 0.0) + 1.0)
+    except concurrent.futures.TimeoutError:
+        return False
+    return settled
