@@ -155,3 +155,21 @@ def test_no_cap_never_waits_and_a_cap_still_holds():
     for t in threads:
         t.join()
     assert peak[0] == 1
+
+
+def test_the_delegation_cap_counts_only_the_current_run_in_order():
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from middleware._delegation_limit import DelegationLimit
+
+    def calls(*ids, name="task"):
+        return AIMessage("", tool_calls=[{"name": name, "args": {}, "id": i, "type": "tool_call"} for i in ids])
+
+    earlier = [HumanMessage("old"), calls("old1", "old2"), ToolMessage("r", tool_call_id="old1")] * 500
+    thread = [*earlier, HumanMessage("now"), calls("a", "b"), calls("x", name="other"),
+              ToolMessage("r", tool_call_id="a"), calls("c")]
+    limit = DelegationLimit(2)
+    assert limit.calls_this_run(thread) == ["a", "b", "c"]
+    assert limit.refusal(thread, "b") is None and "delegation limit" in (limit.refusal(thread, "c") or "")
+    assert limit.calls_this_run([*thread, HumanMessage("next")]) == []
+    assert limit.calls_this_run([calls("first")]) == ["first"]  # no human message at all
