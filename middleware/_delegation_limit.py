@@ -42,15 +42,16 @@ class DelegationLimit:
 
     def calls_this_run(self, messages: Sequence[Any]) -> list[str]:
         """Ids of the delegation calls made since the last human message, in order."""
-        ids: list[str] = []
-        for message in messages:
+        # Read back from the end to the last human message: a long thread costs what its last run holds.
+        turns: list[list[str]] = []
+        for message in reversed(messages):
             kind = getattr(message, "type", None)
             if kind == "human":
-                ids = []
-            elif kind == "ai":
-                ids.extend(str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
-                           if c.get("name") == self.tool_name)
-        return ids
+                break
+            if kind == "ai":
+                turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
+                              if c.get("name") == self.tool_name])
+        return [call_id for turn in reversed(turns) for call_id in turn]
 
     def exhausted(self, messages: Sequence[Any]) -> bool:
         """True once the run has made ``max_delegations`` calls."""

@@ -57,6 +57,7 @@ from langgraph.types import Command
 
 from middleware._delegation_limit import DelegationLimit, refused_outcome
 from middleware._force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
+from middleware._fresh_update import Fresh
 from middleware._invalid_calls import answered_response, invalid_call_record, recorded_tool_error
 from middleware._ledger import (
     EXCLUDED_STATE_KEYS,
@@ -298,8 +299,8 @@ class SubAgentMiddleware(AgentMiddleware):
                 record = {**record, "skipped_writes": skipped}
         return Command(update={
             **update,
-            LEDGER_KEY: {record["id"]: ledger_entry(record)},
-            USAGE_KEY: usage_update(record),
+            LEDGER_KEY: Fresh({record["id"]: ledger_entry(record)}),  # built for this update only:
+            USAGE_KEY: Fresh(usage_update(record)),  # the tool node need not deep-copy them
             "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                       answer=outcome.answer, error=outcome.error)],
         })

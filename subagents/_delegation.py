@@ -30,6 +30,7 @@ from subagents._failures import Limits, describe_failure
 from subagents._meter import TaskMeter
 from subagents._outcome import TaskCall, task_id_for
 from subagents._recorder import TranscriptRecorder
+from subagents._recording_meter import RecordingMeter
 from subagents._spec import DEFAULT_MAX_TURNS, CompiledSubagent
 
 DEFAULT_RECURSION_LIMIT = 25
@@ -101,18 +102,16 @@ class Delegation:
                   metadata_key: str) -> None:
         """The meter (limits, budgets) and the child's run config."""
         built = not isinstance(spec, CompiledSubagent)
-        self.meter = TaskMeter(
-            max_turns=self.limits.max_turns,
-            max_tokens=spec.max_tokens if built else None,
-            max_usd=spec.max_budget_per_run if built else None,
-            prices=prices,
-            budget=budget,
-        )
+        # One handler: the recorder rides inside the meter, which sees each event after it.
+        meter = TaskMeter() if self.recorder is None else RecordingMeter(self.recorder)
+        meter.max_turns = self.limits.max_turns
+        meter.max_tokens = spec.max_tokens if built else None
+        meter.max_usd = spec.max_budget_per_run if built else None
+        meter.prices, meter.budget = prices, budget
+        self.meter = meter
         self.config = {
             "recursion_limit": self.limits.recursion_limit,
-            # The meter goes last: when it stops a child, every other handler has had the event.
-            "callbacks": [self.meter] if self.recorder is None else [self.recorder, self.meter],
-            "run_name": self.call.subagent_type,
+            "callbacks": [self.meter],
             "metadata": {
                 "ls_agent_type": "subagent",
                 metadata_key: self.task_id,
@@ -120,6 +119,8 @@ class Delegation:
                 "subagent_type": self.call.subagent_type,
             },
         }
+        if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
+            self.config["run_name"] = self.call.subagent_type
 
     def begin(self) -> None:
         """The task starts running (after any wait for the concurrency cap)."""

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any
 
 
 class ConcurrencyLimit:
@@ -27,23 +29,20 @@ class ConcurrencyLimit:
         )
         self._lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        if self._threads is None:
-            yield
-            return
-        with self._threads:
-            yield
+    def hold(self) -> AbstractContextManager[Any]:
+        """Wait for a slot on this thread (nothing to wait for without a cap)."""
+        return self._threads if self._threads is not None else contextlib.nullcontext()
+
+    def ahold(self) -> AbstractAsyncContextManager[Any]:
+        """Wait for a slot on the running event loop (nothing to wait for without a cap)."""
+        return contextlib.nullcontext() if self.limit is None else self._ahold()
 
     @contextlib.asynccontextmanager
-    async def ahold(self) -> AsyncIterator[None]:
-        if self.limit is None:
-            yield
-            return
+    async def _ahold(self) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         with self._lock:
             sem = self._loops.get(loop)
             if sem is None:
-                sem = self._loops[loop] = asyncio.Semaphore(self.limit)
+                sem = self._loops[loop] = asyncio.Semaphore(self.limit or 1)
         async with sem:
             yield

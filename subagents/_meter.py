@@ -128,7 +128,7 @@ class TaskMeter(BaseCallbackHandler):
         if self.budget is not None and (reason := self.budget.exhausted()):
             raise BudgetExceeded(reason)
 
-    def _start_call(self, run_id: Any, estimate: int, model_name: str | None) -> None:
+    def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         self._check()
         with self._lock:
             if self.max_turns is not None and self.model_calls >= self.max_turns:
@@ -136,16 +136,17 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += 1
         if self.budget is not None:
             # Reserving the prompt before the call bounds a shared budget's
-            # overshoot to one call's output per running child.
-            self.budget.reserve(estimate, model_name)
+            # overshoot to one call's output per running child (estimated only then).
+            estimate = estimate_tokens(prompt)
+            self.budget.reserve(estimate, _model_name(kwargs))
             self._reserved[run_id] = estimate
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
-        self._start_call(run_id, estimate_tokens(messages), _model_name(kwargs))
+        self._start_call(run_id, messages, kwargs)
 
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._start_call(run_id, estimate_tokens(prompts), _model_name(kwargs))
+        self._start_call(run_id, prompts, kwargs)
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         self._check()

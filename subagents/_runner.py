@@ -210,6 +210,8 @@ class TaskRunner:
                 self._paused_usage.pop(next(iter(self._paused_usage)))
 
     def _resume_usage(self, run: Delegation) -> None:
+        if not self._paused_usage:  # nothing paused: no lock to take
+            return
         with self._paused_lock:
             spent = self._paused_usage.pop(run.task_id, None)
         if spent and run.meter is not None:

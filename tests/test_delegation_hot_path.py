@@ -1,0 +1,175 @@
+"""The delegation hot path stays lean without losing a promise.
+
+Each trim of the per-``task`` cost keeps a behaviour, tried here the way a
+caller would meet it: task ids stay those already stored in checkpoints,
+one callback handler still meters and records, a recorder that breaks
+costs only its transcript, the ledger update the tool node no longer
+copies never reaches the state as anything but a plain dict, the child's
+run keeps its subagent's name in traces, and no cap means no waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import uuid
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableLambda
+
+from conftest import parent_script, records, tool_messages, user
+from deep_agent.testing import ScriptedChatModel
+from middleware import SubAgentMiddleware
+from middleware._fresh_update import Fresh
+from subagents import get_transcript
+from subagents._limiter import ConcurrencyLimit
+from subagents._meter import TaskMeter
+from subagents._outcome import _TASK_ID_NAMESPACE, task_id_for
+from subagents._recorder import TranscriptRecorder
+
+ANSWER = "the child's full answer, long enough to be a report of what it did"
+
+
+def _agent(**kwargs):
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
+    spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model,
+            "tools": []}
+    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False, **kwargs)])
+
+
+@pytest.mark.parametrize("ids", [("t1", "tools:abc", "call_1"), (None, "", None), ("é" * 90, "a|b", "c|d")])
+def test_task_ids_are_the_uuid5_ids_already_stored_in_checkpoints(ids):
+    thread, namespace, call_id = ids
+    expected = uuid.uuid5(_TASK_ID_NAMESPACE, f"{thread}|{namespace}|{call_id}").hex
+    assert task_id_for(thread, namespace, call_id) == expected
+
+
+def test_one_handler_meters_and_records(run):
+    seen: list[list[BaseCallbackHandler]] = []
+
+    def child(state, config):
+        seen.append(list(config["callbacks"].handlers))
+        return {"messages": [*state["messages"], {"role": "assistant", "content": ANSWER}]}
+
+    model = ScriptedChatModel(responses=parent_script(("job", "worker")))
+    spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)])
+    out = run(agent, user("go"))
+    assert tool_messages(out)[0].text == ANSWER
+    ours = [h for h in seen[0] if isinstance(h, (TaskMeter, TranscriptRecorder))]
+    assert len(ours) == 1 and isinstance(ours[0], TaskMeter)
+
+
+def test_the_record_counts_and_the_transcript_holds_the_child(run):
+    out = run(_agent(), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["model_calls"] == 1
+    messages = get_transcript(out, {}, record["id"])
+    assert [m.type for m in messages] == ["human", "ai"] and messages[-1].text == ANSWER
+
+
+def test_a_broken_recorder_costs_the_transcript_not_the_task(run, monkeypatch):
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("recorder broke")
+
+    monkeypatch.setattr(TranscriptRecorder, "on_chat_model_start", broken)
+    monkeypatch.setattr(TranscriptRecorder, "on_llm_end", broken)
+    out = run(_agent(), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["model_calls"] == 1
+    assert tool_messages(out)[0].text == ANSWER
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_ledger_and_usage_reach_the_state_as_plain_dicts(run, kind, tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if kind == "sqlite" and run.mode == "async":
+        pytest.skip("the sync SQLite saver serves the sync path")
+    import sqlite3
+
+    saver = InMemorySaver() if kind == "memory" else SqliteSaver(sqlite3.connect(tmp_path / "s.db",
+                                                                                check_same_thread=False))
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
+    spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model, "tools": []}
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+                         checkpointer=saver)
+    config = {"configurable": {"thread_id": f"plain-{kind}"}}
+    out = run(agent, user("go"), config)
+    saved = agent.get_state(config).values
+    for state in (out, saved):
+        assert type(state["subagent_tasks"]) is dict and type(state["subagent_usage"]) is dict
+        assert all(type(entry) is dict for entry in state["subagent_tasks"].values())
+        assert state["subagent_usage"]["tasks"] == 1
+    assert saved["subagent_tasks"] == out["subagent_tasks"]
+
+
+def test_a_fresh_update_is_its_own_deep_copy_and_otherwise_a_dict():
+    entry = {"id": "t", "nested": {"k": [1, 2]}}
+    fresh = Fresh({"t": entry})
+    assert copy.deepcopy(fresh) is fresh and fresh == {"t": entry}
+    assert {**{}, **fresh} == {"t": entry} and type(dict(fresh)) is dict
+
+
+def test_the_child_run_keeps_its_subagents_name_in_traces():
+    names: list[str] = []
+
+    class Names(BaseCallbackHandler):
+        def on_chain_start(self, serialized, inputs, *, name=None, **kwargs):
+            names.append(name or "")
+
+    _agent().invoke(user("go"), {"callbacks": [Names()]})
+    assert "worker" in names
+
+
+def test_no_cap_never_waits_and_a_cap_still_holds():
+    free = ConcurrencyLimit(None)
+    with free.hold():
+        with free.hold():
+            pass
+
+    async def nested() -> None:
+        async with free.ahold():
+            async with free.ahold():
+                pass
+
+    asyncio.run(nested())
+    capped, running, peak, lock = ConcurrencyLimit(1), [0], [0], threading.Lock()
+
+    def work() -> None:
+        with capped.hold():
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            threading.Event().wait(0.01)
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 1
+
+
+def test_the_delegation_cap_counts_only_the_current_run_in_order():
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from middleware._delegation_limit import DelegationLimit
+
+    def calls(*ids, name="task"):
+        return AIMessage("", tool_calls=[{"name": name, "args": {}, "id": i, "type": "tool_call"} for i in ids])
+
+    earlier = [HumanMessage("old"), calls("old1", "old2"), ToolMessage("r", tool_call_id="old1")] * 500
+    thread = [*earlier, HumanMessage("now"), calls("a", "b"), calls("x", name="other"),
+              ToolMessage("r", tool_call_id="a"), calls("c")]
+    limit = DelegationLimit(2)
+    assert limit.calls_this_run(thread) == ["a", "b", "c"]
+    assert limit.refusal(thread, "b") is None and "delegation limit" in (limit.refusal(thread, "c") or "")
+    assert limit.calls_this_run([*thread, HumanMessage("next")]) == []
+    assert limit.calls_this_run([calls("first")]) == ["first"]  # no human message at all
