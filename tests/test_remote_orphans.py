@@ -42,6 +42,23 @@ def server_threads(url: str, parent_thread_id: str) -> list[dict[str, Any]]:
     return client.threads.search(metadata={"parent_thread_id": parent_thread_id}, limit=1000)
 
 
+def settled_threads(url: str, parent_thread_id: str, quiet_s: float = 1.0, limit_s: float = 20.0) -> int:
+    """How many threads the server holds once no new one has appeared for ``quiet_s``.
+
+    Starts the dead parent had in flight still land after it died; a restart
+    takes longer than that, so the surviving parent is started only then.
+    """
+    deadline, seen, since = time.monotonic() + limit_s, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = len(server_threads(url, parent_thread_id))
+        if count != seen:
+            seen, since = count, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+        time.sleep(0.1)
+    return seen
+
+
 def agent_on(db: str, url: str, die: Any) -> Any:
     import sqlite3
 
@@ -95,6 +112,7 @@ def test_a_parent_killed_mid_start_starts_nothing_twice_and_records_everything(t
     done = subprocess.run([sys.executable, __file__, db, thread_id, langgraph_server], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr[-3000:]
+    settled_threads(langgraph_server, thread_id)
     config = {"configurable": {"thread_id": thread_id}}
     agent = agent_on(db, langgraph_server, die)
     out = agent.invoke(None if then == "resume" else user("PARENT news"), config)
