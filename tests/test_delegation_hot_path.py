@@ -20,7 +20,7 @@ from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
-from conftest import parent_script, records, tool_messages, user
+from conftest import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
 from middleware._fresh_update import Fresh
@@ -83,14 +83,15 @@ def test_a_broken_recorder_costs_the_transcript_not_the_task(run, monkeypatch):
     assert tool_messages(out)[0].text == ANSWER
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_ledger_and_usage_reach_the_state_as_plain_dicts(run, kind, tmp_path):
+# The sync SQLite saver serves the sync path only.
+@pytest.mark.parametrize(("mode", "kind"), [("sync", "memory"), ("async", "memory"), ("sync", "sqlite")])
+def test_ledger_and_usage_reach_the_state_as_plain_dicts(mode, kind, tmp_path):
+    import sqlite3
+
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    if kind == "sqlite" and run.mode == "async":
-        pytest.skip("the sync SQLite saver serves the sync path")
-    import sqlite3
+    run = Runner(mode)
 
     saver = InMemorySaver() if kind == "memory" else SqliteSaver(sqlite3.connect(tmp_path / "s.db",
                                                                                 check_same_thread=False))
