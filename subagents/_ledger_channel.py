@@ -155,9 +155,11 @@ def _unpacked(write: Any) -> Any:
 
 
 def _replaces_all(write: Any) -> bool:
-    return isinstance(write, Overwrite) or (
-        isinstance(write, dict) and (_OVERWRITE in write or write.get("type") == _OVERWRITE)
-    )
+    """Whether LangGraph takes ``write`` as an ``Overwrite`` (the same three forms its channels accept)."""
+    if isinstance(write, Overwrite):
+        return True
+    return isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
+                                        or (write.get("type") == _OVERWRITE and "value" in write))
 
 
 class LedgerChannel(BinaryOperatorAggregate[Ledger]):

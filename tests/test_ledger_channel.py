@@ -76,21 +76,24 @@ def test_sealed_chunks_are_reused_by_every_later_checkpoint() -> None:
     channel = LedgerChannel(dict, merge_records)
     channel.update([_ledger(3 * CHUNK_RECORDS)])
     first = channel.checkpoint()["sealed"]
-    channel = _reload(channel)
+    stored = SERDE.loads_typed(SERDE.dumps_typed(channel.checkpoint()))
+    channel = LedgerChannel(dict, merge_records).from_checkpoint(stored)
     channel.update([_ledger(1, start=10_000)])  # one more record: only the tail changes
     later = channel.checkpoint()
     assert later["sealed"] == first and len(later["tail"]) == 1
+    assert all(a is b for a, b in zip(later["sealed"], stored["sealed"], strict=True)), "resealed, not reused"
     assert channel.checkpoint() is later, "an unchanged channel must not pack again"
 
 
 def test_a_changed_record_in_a_sealed_chunk_reseals_that_chunk_only() -> None:
     channel = LedgerChannel(dict, merge_async_records)
     channel.update([_ledger(3 * CHUNK_RECORDS + 5)])
-    before = channel.checkpoint()["sealed"]
-    channel = _reload(channel)
+    stored = SERDE.loads_typed(SERDE.dumps_typed(channel.checkpoint()))
+    before = stored["sealed"]
+    channel = LedgerChannel(dict, merge_async_records).from_checkpoint(stored)
     channel.update([{"t00070": {"status": "completed", "result": "done"}}])  # chunk 1
     after = channel.checkpoint()["sealed"]
-    assert after[0] == before[0] and after[2] == before[2] and after[1] != before[1]
+    assert after[0] is before[0] and after[2] is before[2] and after[1] != before[1]
     record = _reload(channel).get()["t00070"]
     assert record["status"] == "completed" and record["result"] == "done" and record["agent_type"] == "worker"
     assert list(_reload(channel).get()) == list(_ledger(3 * CHUNK_RECORDS + 5))
@@ -162,6 +165,13 @@ def test_a_plain_dict_from_an_older_checkpoint_loads_and_grows() -> None:
     channel.update([_ledger(1, start=999)])
     assert is_packed(channel.checkpoint())
     assert _reload(channel).get() == {**old, **_ledger(1, start=999)}
+
+
+def test_only_what_langgraph_takes_for_an_overwrite_replaces_the_ledger() -> None:
+    channel = _reload_with(_ledger(CHUNK_RECORDS + 2))
+    odd = {"__overwrite__": _record(1), "type": _record(2)}  # task ids that merely look like the sentinels
+    channel.update([odd])
+    assert len(_reload(channel).get()) == CHUNK_RECORDS + 4
 
 
 def test_a_ledger_whose_records_look_like_the_mark_is_not_mistaken_for_a_packed_one() -> None:
