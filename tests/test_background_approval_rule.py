@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -41,6 +43,13 @@ def test_anything_else_rejects_with_the_message_as_the_reason(message):
 
 def test_a_refusal_that_starts_with_ok_does_not_run_the_tool(run, background):
     published: list[str] = []
+    gate = threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Hold until released."""
+        gate.wait(10)
+        return "held"
 
     @tool
     def publish(target: str) -> str:
@@ -52,18 +61,20 @@ def test_a_refusal_that_starts_with_ok_does_not_run_the_tool(run, background):
         rules=[
             (NOTICE, [lambda m: on_task("update_async_task", message=REFUSALS[0])(m)
                       if "asks for approval" in m[-1].text else "noted", "answered"]),
-            ("publish the report", [{"tool_calls": [tool_call("publish", target="prod")]},
+            ("publish the report", [{"tool_calls": [tool_call("hold")]},
+                                    {"tool_calls": [tool_call("publish", target="prod")]},
                                     lambda m: f"Outcome: {m[-1].text}"]),
             ("PARENT start", [start(("publish the report", "publisher")), "started"]),
         ],
         default="ok",
     )
-    middleware = background([{"name": "publisher", "description": "Publishes.", "tools": ["publish"],
+    middleware = background([{"name": "publisher", "description": "Publishes.", "tools": ["hold", "publish"],
                               "interrupt_on": {"publish": True}}])
-    agent = create_agent(model, [publish], middleware=[middleware], checkpointer=InMemorySaver())
+    agent = create_agent(model, [hold, publish], middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"refuse-{run.mode}"}}
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
+    gate.set()  # the child asks only after the parent's turn, so the notice reaches the next one
     wait_for(lambda: background.status(task_id) == "waiting_for_approval")
     run(agent, user("PARENT news"), config)
     wait_for(lambda: background.status(task_id) == "completed")
@@ -89,7 +100,6 @@ def test_a_structured_decision_is_unambiguous(message, decision, sent):
 
 
 def test_a_decision_answers_a_waiting_task_and_is_refused_for_a_running_one(run, background):
-    import threading
 
     published: list[str] = []
     gate = threading.Event()
