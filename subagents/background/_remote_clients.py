@@ -9,6 +9,8 @@ closing it. The client is built here, not by ``langgraph_sdk.get_client``:
 * the transport does not retry: a dead server fails in milliseconds and the
   :class:`~subagents.background._remote_health.ServerHealth` circuit backs off instead;
   idle connections are let go after 2 s, before the server closes them;
+* the TLS context (the CA bundle, 40-90 ms to load) is built once per
+  process and certificate settings (``SSL_CERT_FILE``/``SSL_CERT_DIR``), not once per client;
 * the socket timeouts are the spec's ``start_timeout_s`` (each request is
   also bounded by its own, shorter deadline).
 
@@ -27,7 +29,10 @@ Example (on the background loop)::
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import os
+import ssl
 import weakref
 from typing import Any
 
@@ -84,6 +89,7 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     http = httpx.AsyncClient(
         base_url=spec.url,
         transport=httpx.AsyncHTTPTransport(
+            verify=_tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
             retries=0,
             limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
                                 keepalive_expiry=KEEPALIVE_S),
@@ -92,6 +98,14 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
         headers={"User-Agent": USER_AGENT, **headers},
     )
     return LangGraphClient(http)
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """httpx's default context for these certificate settings (it reads them from the environment)."""
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 def _fingerprint(headers: dict[str, str]) -> str:
