@@ -37,7 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 import zlib
@@ -162,6 +161,19 @@ def _replaces_all(write: Any) -> bool:
                                         or (write.get("type") == _OVERWRITE and "value" in write))
 
 
+def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
+    """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise.
+
+    Each merge copies its left side, so a left-to-right fold of n sibling
+    writes copies O(n²) records (2,000 ``task`` calls in one message: two
+    million); pairwise, it copies O(n log n).
+    """
+    while len(writes) > 1:
+        pairs = zip(writes[::2], writes[1::2], strict=False)  # an odd last write waits a round
+        writes = [operator(left, right) for left, right in pairs] + writes[len(writes) - len(writes) % 2:]
+    return writes[0]
+
+
 class LedgerChannel(BinaryOperatorAggregate[Ledger]):
     """A reducer channel for a ledger dict whose checkpoints reuse sealed, compressed chunks.
 
@@ -226,7 +238,7 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         if len(values) > 1 and not replaced:
             # Siblings finishing in one step: fold their small writes first, so the
             # ledger is copied once per step, not once per sibling (the reducer is associative).
-            values = [functools.reduce(self.operator, values)]
+            values = [_fold(self.operator, values)]
         if not super().update(values):
             return False
         self._packed = None

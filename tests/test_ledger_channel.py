@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -115,6 +117,25 @@ def test_writes_of_one_step_to_the_same_task_merge_in_order() -> None:
     record = _reload(channel).get()["t00002"]
     assert (record["status"], record["result"], record["agent_type"]) == ("failed", "ok", "worker")
     assert list(_reload(channel).get())[-1] == "t00800"
+
+
+_WRITES = st.lists(st.dictionaries(st.sampled_from([f"t{i:05d}" for i in range(8)]),
+                                   st.dictionaries(st.sampled_from(["status", "result", "n"]), st.integers(0, 9),
+                                                   min_size=1), min_size=1, max_size=2),
+                   min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(writes=_WRITES, reducer=st.sampled_from([merge_records, merge_async_records]))
+def test_one_step_of_sibling_writes_equals_applying_them_one_by_one(writes, reducer) -> None:
+    together, one_by_one = LedgerChannel(dict, reducer), LedgerChannel(dict, reducer)
+    together.update([_ledger(3)])
+    one_by_one.update([_ledger(3)])
+    together.update(writes)
+    for write in writes:
+        one_by_one.update([write])
+    assert together.get() == one_by_one.get()
+    assert list(together.get()) == list(one_by_one.get())
 
 
 def test_a_published_value_never_changes_afterwards() -> None:
