@@ -89,6 +89,9 @@ class FaultProxy:
         self.upstream = (host, int(port))
         self.mode = "forward"
         self.requests = 0
+        self.refuse: bytes | None = None
+        """Cut any connection whose request contains these bytes (e.g. ``b"/join "``); counted in ``refused``."""
+        self.refused = 0
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._listener: socket.socket | None = None
@@ -165,6 +168,9 @@ class FaultProxy:
                 if upstream:
                     with self._lock:
                         self.requests += len(_REQUEST_LINE.findall(data))
+                        if self.refuse is not None and self.refuse in data:
+                            self.refused += 1
+                            break
                 sink.sendall(data)
         except OSError:
             pass

@@ -74,6 +74,27 @@ def test_quick_tasks_settle_and_their_outcome_is_read(langgraph_server):
     assert statuses(middleware, records) == {"completed"}
 
 
+def test_the_end_of_a_run_cuts_a_long_poll_interval_short(langgraph_server):
+    middleware, records = started(langgraph_server, ["quick job a", "quick job b"])
+    # Polling every 30 s alone would sleep to the 20 s deadline; the server's word that a run ended does not wait.
+    settled, took = timed_wait(records, middleware, timeout_s=20, every_s=30.0)
+    assert settled and took < 10, f"settled={settled} after {took:.1f} s"
+    assert statuses(middleware, records) == {"completed"}
+
+
+def test_a_server_that_refuses_joins_is_polled_and_not_asked_again(langgraph_server):
+    proxy = FaultProxy(langgraph_server)
+    proxy.refuse = b"/join "
+    try:
+        middleware, records = started(proxy.url, ["quick job r1", "quick job r2", "quick job r3"])
+        settled, took = timed_wait(records, middleware, timeout_s=20)
+        assert settled and took < 15, f"settled={settled} after {took:.1f} s"
+        assert statuses(middleware, records) == {"completed"}
+        assert proxy.refused <= 1  # the first refusal leaves the rest of the wait to the timer
+    finally:
+        proxy.close()
+
+
 def test_a_deadline_shorter_than_the_run_returns_false_on_time(langgraph_server):
     middleware, records = started(langgraph_server, ["slow job x", "slow job y"])
     try:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from subagents._runner import TASK_ID_METADATA_KEY
 from subagents.background._approval import resume_for
@@ -212,6 +213,17 @@ class RemoteTaskRunner:
                 "finished_at": now(),
             }
         return fields_from(run, thread)
+
+    async def join(self, record: Mapping[str, Any]) -> None:
+        """Return when the record's run ends on its server (a long-poll); raises on any fault.
+
+        Not counted for the server's circuit: a wait uses it only to poll
+        sooner, and polls on its own when it fails.
+        """
+        spec = self.specs[record["agent_type"]]
+        # The join's own route, asked once: the SDK's runs.join reconnects, and warns, when it fails.
+        thread_id, run_id = (quote(str(record[k]), safe="") for k in ("thread_id", "run_id"))
+        await self.client(spec).http.get(f"/threads/{thread_id}/runs/{run_id}/join")
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
