@@ -229,6 +229,8 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         self.value = value
 
     def update(self, values: Sequence[Any]) -> bool:
+        if not values:  # LangGraph offers every unwritten channel an empty update, each step
+            return False
         self._decode()
         try:  # a packed value written back (a raw checkpoint's) is the ledger it packs
             values = [_unpacked(write) for write in values]
