@@ -89,7 +89,7 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     http = httpx.AsyncClient(
         base_url=spec.url,
         transport=httpx.AsyncHTTPTransport(
-            verify=_tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
+            verify=_tls_context(*_cert_settings()),
             retries=0,
             limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
                                 keepalive_expiry=KEEPALIVE_S),
@@ -100,12 +100,26 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     return LangGraphClient(http)
 
 
-@functools.lru_cache(maxsize=4)
-def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
-    """httpx's default context for these certificate settings (it reads them from the environment)."""
-    import httpx
+def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
+    """``SSL_CERT_FILE``, ``SSL_CERT_DIR`` and the file's stamp: a CA file rewritten in place is reloaded."""
+    cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        st = os.stat(cert_file) if cert_file else None
+    except OSError:
+        st = None
+    return cert_file, cert_dir, (st.st_mtime_ns, st.st_size, st.st_ino) if st else None
 
-    return httpx.create_ssl_context()
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cert_file: str | None, cert_dir: str | None, stamp: object = None) -> ssl.SSLContext:
+    """httpx's default context for these settings, built from them (not the environment read again)."""
+    if cert_file:
+        return ssl.create_default_context(cafile=cert_file)
+    if cert_dir:
+        return ssl.create_default_context(capath=cert_dir)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _fingerprint(headers: dict[str, str]) -> str:

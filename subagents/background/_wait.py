@@ -24,6 +24,8 @@ Example::
 from __future__ import annotations
 
 import concurrent.futures
+import math
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,10 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     Raises ``ValueError`` (naming ``tasks``) if the ledger has live remote
     tasks and no ``tasks`` to poll them with.
     """
+    if not every_s > 0:  # 0, negative or NaN: back-to-back polls, a busy loop of requests
+        raise ValueError(f"wait_for_background: every_s must be a number of seconds > 0 (got {every_s!r})")
+    if math.isnan(timeout_s):
+        raise ValueError("wait_for_background: timeout_s must be a number of seconds (got nan)")
     deadline = time.monotonic() + timeout_s
     remote = {k: dict(v) for k, v in ledger.items() if v.get("runner") == "remote"}
     local = {k: v for k, v in ledger.items() if k not in remote}
@@ -58,10 +64,10 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
         return False
     if tasks is None or not any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
         return True
-    left = deadline - time.monotonic()
+    margin = max(deadline - time.monotonic(), 0.0) + 1.0
     try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
         _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
-                                       timeout=max(left, 0.0) + 1.0)
+                                       timeout=margin if margin < threading.TIMEOUT_MAX else None)
     except concurrent.futures.TimeoutError:
         return False
     return settled
