@@ -6,12 +6,11 @@ busy until its end time, then idle) and the run's join.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
+from fault_servers import RecordingServer
 
 from subagents import wait_for_background
 from subagents._registry import SubagentRegistry
@@ -19,50 +18,24 @@ from subagents.background._remote_spec import RemoteSubagentSpec
 from subagents.background._tasks import BackgroundTasks
 
 
-class _StandIn:
+class _StandIn(RecordingServer):
+    """The recording fake server, answering as one thread busy until ``end_in`` seconds from now."""
+
     def __init__(self, end_in: float | None) -> None:
         self.end_at = None if end_in is None else time.monotonic() + end_in
-        self.requests = 0
-        me = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                me.requests += 1
-                while self.path.endswith("/join") and not me.ended():
-                    time.sleep(0.01)
-                me.send(self, {"thread_id": "th0", "status": "idle" if me.ended() else "busy", "values": {}})
-
-            def do_POST(self) -> None:
-                me.requests += 1
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                me.send(self, [{"thread_id": t, "status": "idle" if me.ended() else "busy", "values": {},
-                                "interrupts": {}} for t in body.get("ids") or []])
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__()
 
     def ended(self) -> bool:
         return self.end_at is not None and time.monotonic() >= self.end_at
 
-    @staticmethod
-    def send(handler: BaseHTTPRequestHandler, body: object) -> None:
-        data = json.dumps(body).encode()
-        handler.send_response(200)
-        handler.send_header("content-type", "application/json")
-        handler.send_header("content-length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def reply(self, method: str, path: str, body: Any) -> Any:  # type: ignore[override]
+        while path.endswith("/join") and not self.ended():
+            time.sleep(0.01)
+        status = "idle" if self.ended() else "busy"
+        if method == "POST":  # the batched status search
+            return [{"thread_id": t, "status": status, "values": {}, "interrupts": {}}
+                    for t in (body or {}).get("ids") or []]
+        return {"thread_id": "th0", "status": status, "values": {}}
 
 
 @pytest.fixture
@@ -94,7 +67,7 @@ def test_a_poll_interval_that_would_busy_loop_is_refused_naming_it(remote_task, 
     server, tasks, ledger = remote_task(end_in=None)
     with pytest.raises(ValueError, match="every_s"):
         wait_for_background(ledger, timeout_s=0.5, tasks=tasks, every_s=every_s)
-    assert server.requests == 0
+    assert server.requests == []
 
 
 def test_a_nan_deadline_is_refused_naming_it(remote_task):
@@ -147,7 +120,7 @@ def test_a_ca_file_rewritten_in_place_is_honoured_not_pinned(tmp_path, monkeypat
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     server = _StandIn(end_in=0)
-    url = f"https://127.0.0.1:{server.server.server_address[1]}"
+    url = f"https://127.0.0.1:{server._server.server_address[1]}"
     spec = RemoteSubagentSpec(name="w", description="w", graph_id="w", url=url)
 
 
@@ -166,8 +139,8 @@ def test_a_ca_file_rewritten_in_place_is_honoured_not_pinned(tmp_path, monkeypat
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(chain, key)
         contexts[tag] = ctx
-    plain = server.server.get_request
-    server.server.get_request = lambda: (lambda s, a: (current[0].wrap_socket(s, server_side=True), a))(*plain())
+    plain = server._server.get_request
+    server._server.get_request = lambda: (lambda s, a: (current[0].wrap_socket(s, server_side=True), a))(*plain())
     current = [contexts["old"]]
     try:
         bundle.write_bytes(old_ca)
