@@ -34,8 +34,7 @@ from subagents._build_options import BuildOptions
 from subagents._child_state import child_state_schema
 from subagents._model_middleware import middleware_for_model
 from subagents._one_level import (
-    OneLevelGuard,
-    OneLevelToolGuard,
+    guard_for,
     is_delegating_middleware,
     is_forbidden_tool,
     strip_agents_block,
@@ -128,15 +127,19 @@ def build_subagent(
         tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
     middleware = _child_middleware(spec, options, tools, model, model_for)
+    middleware = [*middleware_for_model(spec, inherits_model=model is parent_model,
+                                        own=middleware, inherited=inherited_middleware), *middleware]
+    # A structured response keeps the tools node too: without one, LangChain loops a
+    # plain-text answer back to the model instead of ending the child.
+    has_tools = (bool(tools) or spec.response_format is not None
+                 or any(getattr(mw, "tools", None) for mw in middleware))
+    if (guard := guard_for(middleware, has_tools=has_tools)) is not None:
+        middleware.append(guard)
     graph = create_agent(
         model,
         tools,
         system_prompt=child_system_prompt(spec, options) or None,
-        middleware=[
-            *middleware_for_model(spec, inherits_model=model is parent_model,
-                                  own=middleware, inherited=inherited_middleware),
-            *middleware,
-        ],
+        middleware=middleware,
         response_format=spec.response_format,
         state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
                                         excluded=options.excluded_keys),
@@ -148,7 +151,7 @@ def build_subagent(
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
                       model_for: Callable[[Any], Any]) -> list[Any]:
-    """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks, guard."""
+    """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
     middleware: list[Any] = []
     for mw in spec.middleware:
         if is_delegating_middleware(mw):
@@ -177,11 +180,6 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
             middleware.append(condenser)
     if spec.hooks:
         middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
-    # A structured response keeps the tools node too: without one, LangChain loops a
-    # plain-text answer back to the model instead of ending the child.
-    has_tools = (bool(tools) or spec.response_format is not None
-                 or any(getattr(mw, "tools", None) for mw in middleware))
-    middleware.append(OneLevelToolGuard() if has_tools else OneLevelGuard())
     return middleware
 
 

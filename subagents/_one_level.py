@@ -5,7 +5,8 @@ Three independent defences, each enough on its own:
 1. **Tools.** The builder drops every forbidden tool from the child's tool
    list, whatever its allow list says, and :class:`OneLevelGuard` removes
    any that a middleware still contributes from every model request and
-   refuses a call to one.
+   refuses a call to one (see :func:`guard_for` for which child gets which
+   guard).
 2. **No registry.** The builder drops any delegating middleware (one that
    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
    child's middleware, so the child has no subagent registry.
@@ -25,10 +26,15 @@ middleware its parent uses. This library's own tools are also marked with
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelFallbackMiddleware,
+    ModelRetryMiddleware,
+    SummarizationMiddleware,
+)
 from langchain_core.messages import SystemMessage, ToolMessage
 
 DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
@@ -133,3 +139,33 @@ class OneLevelToolGuard(OneLevelGuard):
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return self._refusal(request) or await handler(request)
+
+
+REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
+    {ModelRetryMiddleware, ModelFallbackMiddleware, SummarizationMiddleware}
+)
+"""LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
+
+
+def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
+    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
+
+    A child with tools gets :class:`OneLevelToolGuard`: its model may call a
+    forbidden tool by name. A child without tools gets :class:`OneLevelGuard`
+    only when some middleware could add a tool or an ``<available_agents>``
+    block to a model request after the builder has removed them, i.e. any
+    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
+    child gets none: the builder already gave its model exactly the request
+    the guard would leave, and LangChain traces each ``wrap_model_call`` as a
+    span of its own, so a guard with nothing to guard costs every model call.
+
+    Example::
+
+        guard_for([], has_tools=False)                  # None
+        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
+    """
+    if has_tools:
+        return OneLevelToolGuard()
+    if any(type(mw) not in REQUEST_NEUTRAL_MIDDLEWARE for mw in middleware):
+        return OneLevelGuard()
+    return None

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import TodoListMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelFallbackMiddleware,
+    ModelRetryMiddleware,
+    TodoListMiddleware,
+)
+from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
 from conftest import tool_messages, user
@@ -11,7 +17,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec, build_subagent
-from subagents._one_level import OneLevelGuard, OneLevelToolGuard
+from subagents._one_level import OneLevelGuard, OneLevelToolGuard, guard_for
 
 
 @tool
@@ -115,3 +121,43 @@ def test_a_toolless_child_has_no_tools_node_and_a_child_with_tools_gets_the_refu
     armed = build_subagent(SubagentSpec(name="armed", description="d", tools=["echo"]),
                            parent_model=ScriptedChatModel(responses=["x"]), parent_tools=[echo])
     assert "tools" in armed.nodes
+
+
+class _Smuggler(AgentMiddleware):
+    """A spec's own middleware that adds a delegation tool and an agents block to every model request."""
+
+    @staticmethod
+    def _smuggled(request):
+        system = SystemMessage(content="Be brief.\n<available_agents>\n<agent>x</agent>\n</available_agents>")
+        return request.override(tools=[*request.tools, _task_tool], system_message=system)
+
+    def wrap_model_call(self, request, handler):
+        return handler(self._smuggled(request))
+
+    async def awrap_model_call(self, request, handler):
+        return await handler(self._smuggled(request))
+
+
+@tool("task")
+def _task_tool(description: str) -> str:
+    """A delegation tool a middleware tries to hand a child."""
+    return "never"
+
+
+def test_a_toolless_child_whose_middleware_adds_to_the_request_is_still_guarded(run):
+    model = ScriptedChatModel(responses=["done"])
+    graph = build_subagent(SubagentSpec(name="smuggled", description="d", tools=[], middleware=[_Smuggler()]),
+                           parent_model=model, parent_tools=[echo])
+    run(graph, user("hi"))
+    assert model.calls[0]["tools"] == [] and model.calls[0]["system"] == "Be brief."
+
+
+def test_only_a_child_with_nothing_to_guard_goes_without_a_guard():
+    class OwnRetry(ModelRetryMiddleware):  # a subclass may do anything: it is not trusted
+        pass
+
+    assert guard_for([], has_tools=False) is None
+    assert guard_for([ModelRetryMiddleware(), ModelFallbackMiddleware(ScriptedChatModel(responses=["x"]))], has_tools=False) is None
+    assert type(guard_for([], has_tools=True)) is OneLevelToolGuard
+    assert type(guard_for([TodoListMiddleware()], has_tools=False)) is OneLevelGuard
+    assert type(guard_for([OwnRetry()], has_tools=False)) is OneLevelGuard
