@@ -116,7 +116,6 @@ class Delegation:
                 "ls_agent_type": "subagent",
                 metadata_key: self.task_id,
                 "subagent_tool_call_id": self.call.tool_call_id,
-                "subagent_type": self.call.subagent_type,
             },
         }
         if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already

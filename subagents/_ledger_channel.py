@@ -45,8 +45,10 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Self
 
+from langgraph.channels import LastValue
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.errors import EmptyChannelError
 from langgraph.types import Overwrite
 
 Ledger = dict[str, dict[str, Any]]
@@ -59,6 +61,7 @@ PACKED_MARK = "__ledger_chunks__"
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
 _serde = JsonPlusSerializer()
+MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
 
 
 def _seal(records: Ledger) -> list[Any]:
@@ -232,6 +235,16 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         if not values:  # LangGraph offers every unwritten channel an empty update, each step
             return False
         self._decode()
+        if len(values) == 1 and self._adds_records(write := values[0]):
+            # One delegation's own records (the usual write): merged as the base class would, without
+            # its checks for the packed and replacing forms that such a write cannot take.
+            self.value = self.operator(self.value, write)
+            self._packed = None
+            if self._where:
+                for task_id in write:
+                    if (index := self._where.get(task_id)) is not None:
+                        self._sealed[index] = None
+            return True
         try:  # a packed value written back (a raw checkpoint's) is the ledger it packs
             values = [_unpacked(write) for write in values]
         except ValueError as exc:
@@ -253,12 +266,21 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
                     self._sealed[index] = None
         return True
 
+    def _adds_records(self, write: Any) -> bool:
+        """Whether ``write`` is a plain ledger of records, merged into a present value."""
+        return (isinstance(write, dict) and self.value is not MISSING and PACKED_MARK not in write
+                and not _replaces_all(write))
+
     def get(self) -> Ledger:
-        self._decode()
-        return super().get()
+        # Read by every node of every step: written out rather than through the base class.
+        if self._pending is not None:
+            self._decode()
+        if self.value is MISSING:
+            raise EmptyChannelError()
+        return self.value
 
     def is_available(self) -> bool:
-        return self._pending is not None or super().is_available()
+        return self._pending is not None or self.value is not MISSING
 
     def checkpoint(self) -> Any:
         if self._pending is not None:

@@ -165,6 +165,9 @@ class TaskMeter(BaseCallbackHandler):
         return estimate
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._end_call(run_id, response)
+
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
         self._release(run_id)
         usage, model_name = _usage_of(response)
         if not usage:

@@ -39,15 +39,15 @@ class RecordingMeter(TaskMeter):
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
-        try:
-            self.recorder.on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
+        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
+            self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model call: %r", exc)
-        super().on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
+        self._start_call(run_id, messages, kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         try:
-            self.recorder.on_llm_end(response, run_id=run_id, **kwargs)
+            self.recorder.on_llm_end(response, run_id=run_id)
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model answer: %r", exc)
-        super().on_llm_end(response, run_id=run_id, **kwargs)
+        self._end_call(run_id, response)
