@@ -59,7 +59,8 @@ FORBIDDEN_TOOL_NAMES: frozenset[str] = DELEGATION_TOOL_NAMES | TODO_TOOL_NAMES |
 DELEGATION_TOOL_TAG = "delegation"
 """A tool whose ``metadata`` has this key set is forbidden to children too."""
 
-_AGENTS_BLOCK = re.compile(r"\s*<available_agents>.*?</available_agents>\s*", re.DOTALL)
+# An opening or closing tag in any case, with spaces or attributes (bounded, so a scan stays linear).
+_AGENTS_TAG = re.compile(r"<\s*(?:(/)\s*)?available_agents\b[^<>]{0,200}>", re.IGNORECASE)
 
 
 def tool_name(tool: Any) -> str:
@@ -85,8 +86,27 @@ def is_delegating_middleware(middleware: Any) -> bool:
 
 
 def strip_agents_block(text: str) -> str:
-    """Remove any ``<available_agents>`` block from a prompt."""
-    return _AGENTS_BLOCK.sub("\n\n", text).strip() if "<available_agents>" in text else text
+    """Remove every ``<available_agents>`` block from a prompt, however it is spelled.
+
+    Tags match in any case, with attributes or spaces; nested blocks go
+    whole; a block never closed takes the rest of the prompt with it, and a
+    stray closing tag goes too.
+    """
+    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):
+        text = _strip_once(text)  # again only if what was left around a block joined into a new tag
+    return text
+
+
+def _strip_once(text: str) -> str:
+    kept, depth, start = [], 0, 0
+    for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+        if depth == 0:
+            kept.append(text[start:tag.start()])
+        depth = max(0, depth - 1) if tag.group(1) else depth + 1
+        start = tag.end()
+    if depth == 0:
+        kept.append(text[start:])
+    return "\n\n".join(part.strip() for part in kept if part.strip())
 
 
 class OneLevelGuard(AgentMiddleware):
@@ -100,7 +120,7 @@ class OneLevelGuard(AgentMiddleware):
         if len(tools) != len(request.tools):
             overrides["tools"] = tools
         system = request.system_message
-        if system is not None and "<available_agents>" in system.text:
+        if system is not None and "available_agents" in system.text.lower():
             overrides["system_message"] = SystemMessage(content=strip_agents_block(system.text))
         return request.override(**overrides) if overrides else request
 
@@ -147,6 +167,11 @@ REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
 """LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
 
 
+_HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
+                    "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
+"""Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
+
+
 def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
     """The guard a built child needs, given its other middleware; ``None`` when it needs none.
 
@@ -158,6 +183,7 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     child gets none: the builder already gave its model exactly the request
     the guard would leave, and LangChain traces each ``wrap_model_call`` as a
     span of its own, so a guard with nothing to guard costs every model call.
+    A neutral middleware with a hook replaced on the instance is not neutral.
 
     Example::
 
@@ -166,6 +192,10 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     """
     if has_tools:
         return OneLevelToolGuard()
-    if any(type(mw) not in REQUEST_NEUTRAL_MIDDLEWARE for mw in middleware):
+    if any(not _is_neutral(mw) for mw in middleware):
         return OneLevelGuard()
     return None
+
+
+def _is_neutral(middleware: Any) -> bool:
+    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()

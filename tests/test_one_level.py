@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -17,7 +22,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec, build_subagent
-from subagents._one_level import OneLevelGuard, OneLevelToolGuard, guard_for
+from subagents._one_level import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, guard_for, strip_agents_block
 
 
 @tool
@@ -157,7 +162,44 @@ def test_only_a_child_with_nothing_to_guard_goes_without_a_guard():
         pass
 
     assert guard_for([], has_tools=False) is None
-    assert guard_for([ModelRetryMiddleware(), ModelFallbackMiddleware(ScriptedChatModel(responses=["x"]))], has_tools=False) is None
+    neutral = [ModelRetryMiddleware(), ModelFallbackMiddleware(ScriptedChatModel(responses=["x"]))]
+    assert guard_for(neutral, has_tools=False) is None
     assert type(guard_for([], has_tools=True)) is OneLevelToolGuard
     assert type(guard_for([TodoListMiddleware()], has_tools=False)) is OneLevelGuard
     assert type(guard_for([OwnRetry()], has_tools=False)) is OneLevelGuard
+
+
+@pytest.mark.parametrize("prompt", [
+    "Be brief.\n<AVAILABLE_AGENTS>\n- x\n</AVAILABLE_AGENTS>",
+    "Be brief.\n<available_agents id='x'>\n- x\n</available_agents>",
+    "Be brief.\n< available_agents >\n- x\n< / available_agents >",
+    "Be brief.\n<available_agents>a<available_agents>b</available_agents>- x</available_agents>",
+    "Be brief.\n<available_agents>\n- x",
+    "Be brief.\n</available_agents>",
+    "Be brief.<<available_agents>- x</available_agents>available_agents>- x",
+])
+def test_an_agents_block_goes_however_it_is_spelled(prompt):
+    assert strip_agents_block(prompt) == "Be brief."
+
+
+def test_stripping_a_hostile_prompt_stays_linear():
+    for hostile in ["< " + " " * 200_000 + "available_agents", "<available_agents " + "a" * 300_000,
+                    "<available_agents>" * 20_000 + "x"]:
+        started = time.process_time()
+        strip_agents_block(hostile)
+        assert time.process_time() - started < 2.0
+
+
+_FRAGMENTS = ["<available_agents>", "</available_agents>", "<Available_Agents x>", "< /available_agents>",
+              "<", ">", "available_agents", "text ", "\n"]
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=12))
+def test_no_agents_tag_survives_stripping(parts):
+    assert not _AGENTS_TAG.search(strip_agents_block("".join(parts)))
+
+
+def test_a_neutral_middleware_with_a_hook_replaced_on_the_instance_is_guarded():
+    retry = ModelRetryMiddleware()
+    retry.wrap_model_call = lambda request, handler: handler(request)
+    assert type(guard_for([retry], has_tools=False)) is OneLevelGuard
