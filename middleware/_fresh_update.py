@@ -4,14 +4,18 @@ The tool node deep-copies every ``Command`` a tool returns, so that setting
 the name on its ``ToolMessage`` cannot change an object the tool kept. The
 ledger record and usage rollup of a ``task`` call are built fresh for that
 one ``Command`` and held by nothing else, so copying them (a record is some
-twenty fields) is pure cost on every delegation. :class:`Fresh` marks such a
-value: a ``dict`` whose deep copy is itself. It never reaches the state as
-such: the ledger and usage reducers return plain dicts, and a checkpointer
+twenty fields) is pure cost on every delegation; so is copying the whole
+update when the child wrote nothing back, since its ``ToolMessage`` and
+list are built for it too (written-back values come from the child's
+result, so an update that carries them is copied as before).
+:class:`Fresh` marks such a value: a ``dict`` whose deep copy is itself. It
+never reaches the state as such: LangGraph takes an update's items one by
+one, the ledger and usage reducers return plain dicts, and a checkpointer
 stores it as a plain ``dict``.
 
 Example::
 
-    Command(update={LEDGER_KEY: Fresh({record["id"]: entry}), "messages": [message]})
+    Command(update=Fresh({LEDGER_KEY: Fresh({record["id"]: entry}), "messages": [message]}))
 """
 
 from __future__ import annotations

@@ -297,13 +297,14 @@ class SubAgentMiddleware(AgentMiddleware):
             update, skipped = self._writes.apply(runtime, outcome)
             if skipped:
                 record = {**record, "skipped_writes": skipped}
-        return Command(update={
-            **update,
+        ours = {
             LEDGER_KEY: Fresh({record["id"]: ledger_entry(record)}),  # built for this update only:
             USAGE_KEY: Fresh(usage_update(record)),  # the tool node need not deep-copy them
             "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                       answer=outcome.answer, error=outcome.error)],
-        })
+        }
+        # Without write-backs all of it is built here (the ToolMessage too): no deep copy of any of it.
+        return Command(update={**update, **ours} if update else Fresh(ours))
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 

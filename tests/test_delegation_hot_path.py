@@ -4,7 +4,8 @@ Each trim of the per-``task`` cost keeps a behaviour, tried here the way a
 caller would meet it: task ids stay those already stored in checkpoints,
 one callback handler still meters and records, a recorder that breaks
 costs only its transcript, the ledger update the tool node no longer
-copies never reaches the state as anything but a plain dict, the child's
+copies never reaches the state as anything but a plain dict (nor does an
+update without write-backs, copied no more either), the child's
 run keeps its subagent's name in traces, and no cap means no waiting.
 """
 
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import operator
 import threading
 import uuid
+from typing import Annotated
 
 import pytest
-from langchain.agents import create_agent
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
@@ -114,6 +118,55 @@ def test_a_fresh_update_is_its_own_deep_copy_and_otherwise_a_dict():
     fresh = Fresh({"t": entry})
     assert copy.deepcopy(fresh) is fresh and fresh == {"t": entry}
     assert {**{}, **fresh} == {"t": entry} and type(dict(fresh)) is dict
+
+
+class _NotesState(AgentState):
+    notes: Annotated[list[str], operator.add]
+
+
+class _SeeTaskCommands(AgentMiddleware):
+    """Keeps what the ``task`` tool returned, seen from outside it (as any wrapping middleware sees it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    def wrap_tool_call(self, request, handler):
+        self.seen.append(handler(request))
+        return self.seen[-1]
+
+
+def _run_and_see(child_writes: bool):
+    def child(state):
+        out = {"messages": [*state["messages"], {"role": "assistant", "content": ANSWER}]}
+        return {**out, "notes": [*state.get("notes", []), "from the child"]} if child_writes else out
+
+    model = ScriptedChatModel(responses=parent_script(("job", "worker")))
+    spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
+    outer = _SeeTaskCommands()
+    agent = create_agent(model, [], state_schema=_NotesState,
+                         middleware=[outer, SubAgentMiddleware([spec], general_purpose=False)])
+    out = agent.invoke({**user("go"), "notes": ["the parent's"]})
+    (command,) = outer.seen
+    return command, out
+
+
+def test_an_update_without_write_backs_is_not_deep_copied_and_lands_whole():
+    command, out = _run_and_see(child_writes=False)
+    assert copy.deepcopy(command).update is command.update  # the ToolMessage is built for this update alone
+    (message,) = tool_messages(out)
+    assert message is command.update["messages"][0] and message.text == ANSWER
+    assert type(out["messages"]) is list and type(out["subagent_tasks"]) is dict
+    assert list(out["subagent_tasks"]) == list(command.update["subagent_tasks"])
+    assert out["notes"] == ["the parent's"]
+
+
+def test_an_update_with_write_backs_keeps_its_deep_copy():
+    command, out = _run_and_see(child_writes=True)
+    copied = copy.deepcopy(command)
+    assert copied.update is not command.update and copied.update["notes"] is not command.update["notes"]
+    assert out["notes"] == ["the parent's", "from the child"]
+    assert tool_messages(out)[0].text == ANSWER
 
 
 def test_the_child_run_keeps_its_subagents_name_in_traces():
