@@ -12,7 +12,8 @@
   a 300-character one. Ours only.
 * ``scale.wide`` -- ``calls`` ``task`` calls in one message (``ainvoke``),
   ours capped at ``cap`` at once, theirs uncapped (it has no cap): CPU per
-  child.
+  child, median of ``reps`` runs a side after one small warm-up run each,
+  the side that goes first alternating rep by rep.
 * ``scale.agents_block`` -- characters of agent listing the parent model
   receives on every call (system prompt and tool schemas) at ``specs``
   subagents, beyond what it receives at one.
@@ -34,7 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import add_messages
 
 from bench.common import (
     OURS,
@@ -201,6 +205,28 @@ def _reducer_us(n: int, updates: int) -> float:
     return (time.process_time() - start) / updates * 1e6
 
 
+def _messages_us(n: int, updates: int) -> float:
+    """CPU microseconds per ``messages`` update on a thread of ``n`` delegations, for scale.
+
+    Each delegation adds at least two messages (the ``task`` call and its
+    ToolMessage), and every step of one delegation writes one of them through
+    LangGraph's own ``add_messages`` channel: what the parent already pays
+    per step at that length, with or without a ledger.
+    """
+    channel = BinaryOperatorAggregate(list, add_messages)
+    history: list[Any] = []
+    for i in range(n):
+        history += [AIMessage("", id=f"ai-{i}", tool_calls=[{"name": "task", "args": {}, "id": f"call_{i}"}]),
+                    ToolMessage(answer("done"), tool_call_id=f"call_{i}", id=f"tool-{i}")]
+    channel.update([history])
+    fresh = [[ToolMessage(answer("done"), tool_call_id=f"new_{k}", id=f"new-{k}")] for k in range(updates)]
+    quiet_gc()
+    start = time.process_time()
+    for write in fresh:
+        channel.update([write])
+    return (time.process_time() - start) / updates * 1e6
+
+
 def _run_at(n: int, runs: int) -> tuple[float, float]:
     """CPU and wall medians (ms) of a delegating run on a thread whose ledger holds ``n`` records."""
     agent = _parent(OURS, InMemorySaver())
@@ -219,6 +245,7 @@ def _run_at(n: int, runs: int) -> tuple[float, float]:
 
 def _ledger_records(small: int, large: int, updates: int, runs: int) -> list[dict[str, Any]]:
     reducer = {n: median([_reducer_us(n, updates) for _ in range(3)]) for n in (small, large)}
+    messages = {n: median([_messages_us(n, updates) for _ in range(3)]) for n in (small, large)}
     runs_at = {n: _run_at(n, runs) for n in (small, large)}
     sizes = {"records_small": small, "records_large": large}
     return [
@@ -226,8 +253,11 @@ def _ledger_records(small: int, large: int, updates: int, runs: int) -> list[dic
                ours=reducer[large] / reducer[small], theirs=None, goal=f"ours <= {GOAL_FLAT}",
                met=reducer[large] / reducer[small] <= GOAL_FLAT, sizes={**sizes, "updates": updates},
                notes=theirs_note("CPU per ledger update and checkpoint through the ledger's channel. "
-                                 "deepagents keeps no ledger: theirs is null."),
-               detail={"us_small": reducer[small], "us_large": reducer[large]}),
+                                 "deepagents keeps no ledger: theirs is null. For scale, detail has "
+                                 "one update of LangGraph's own messages channel on a thread of as many "
+                                 "delegations (two messages each), which both sides pay every step."),
+               detail={"us_small": reducer[small], "us_large": reducer[large],
+                       "messages_us_small": messages[small], "messages_us_large": messages[large]}),
         record(f"{NAME}.ledger.run", unit=f"x (run at {large} / at {small})",
                ours=runs_at[large][0] / runs_at[small][0], theirs=None, goal=f"ours <= {GOAL_FLAT}",
                met=runs_at[large][0] / runs_at[small][0] <= GOAL_FLAT, sizes={**sizes, "runs": runs},
@@ -262,9 +292,12 @@ def _wide(side: str, calls: int, cap: int | None) -> tuple[float, float]:
 
 
 def _wide_record(calls: int, cap: int, reps: int) -> dict[str, Any]:
+    names = sides()
+    for side in names:  # warm-up: the first run in a process pays for imports and caches, on one side only
+        _wide(side, min(calls, 50), cap if side == OURS else None)
     per: dict[str, list[tuple[float, float]]] = {}
-    for _ in range(reps):
-        for side in sides():
+    for rep in range(reps):
+        for side in names[rep % len(names):] + names[:rep % len(names)]:  # each side goes first in turn
             per.setdefault(side, []).append(_wide(side, calls, cap if side == OURS else None))
     cpu = {side: median([c for c, _ in v]) for side, v in per.items()}
     wall = {side: median([w for _, w in v]) for side, v in per.items()}
@@ -318,7 +351,7 @@ def _agents_record(specs: int) -> dict[str, Any]:
 def run(quick: bool = False) -> Iterator[dict[str, Any]]:
     """The scale records, each yielded as soon as it is measured (the full set takes many minutes)."""
     sequential, small, large, updates, runs, calls, cap, reps, specs = (
-        (12, 5, 50, 20, 3, 12, 4, 1, 20) if quick else (1000, 50, 5000, 200, 15, 2000, 50, 3, 1000))
+        (12, 5, 50, 20, 3, 12, 4, 1, 20) if quick else (1000, 50, 5000, 200, 15, 2000, 50, 5, 1000))
     yield _agents_record(specs)
     yield _record_bytes_record()
     yield from _ledger_records(small, large, updates, runs)
