@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
@@ -213,7 +213,7 @@ def _messages_us(n: int, updates: int) -> float:
     LangGraph's own ``add_messages`` channel: what the parent already pays
     per step at that length, with or without a ledger.
     """
-    channel = BinaryOperatorAggregate(list, add_messages)
+    channel: Any = BinaryOperatorAggregate(list, cast(Any, add_messages))
     history: list[Any] = []
     for i in range(n):
         history += [AIMessage("", id=f"ai-{i}", tool_calls=[{"name": "task", "args": {}, "id": f"call_{i}"}]),
