@@ -92,13 +92,19 @@ def spec(
 
 
 def delegation_middleware(
-    side: str, specs: Iterable[Mapping[str, Any]], *, max_concurrent: int | None = None
+    side: str, specs: Iterable[Mapping[str, Any]], *, max_concurrent: int | None = None,
+    uncapped_run: bool = False,
 ) -> Any:
-    """The side's delegation middleware over ``specs``."""
+    """The side's delegation middleware over ``specs``.
+
+    ``uncapped_run`` lifts our per-run cap on delegations (50 by default),
+    which would refuse most calls of a run that makes more; deepagents has none.
+    """
     specs = [dict(s) for s in specs]
     if side == OURS:
+        extra: dict[str, Any] = {"max_delegations": None} if uncapped_run else {}
         return SubAgentMiddleware(
-            specs, general_purpose=False, max_concurrent_tasks=max_concurrent
+            specs, general_purpose=False, max_concurrent_tasks=max_concurrent, **extra
         )
     if max_concurrent is not None:
         raise ValueError("deepagents' SubAgentMiddleware has no concurrency cap")
@@ -118,13 +124,14 @@ def delegating_agent(
     *,
     max_concurrent: int | None = None,
     system_prompt: str | None = "You plan and delegate.",
+    uncapped_run: bool = False,
 ) -> Any:
     """A plain ``create_agent`` parent holding the side's delegation middleware."""
     return create_agent(
         model,
         list(tools),
         system_prompt=system_prompt,
-        middleware=[delegation_middleware(side, specs, max_concurrent=max_concurrent)],
+        middleware=[delegation_middleware(side, specs, max_concurrent=max_concurrent, uncapped_run=uncapped_run)],
     )
 
 

@@ -47,7 +47,8 @@ def _agent(side: str, children: int, latency_s: float) -> Any:
     parent_model = scripted(
         rules=[("warm up", [calls(1), "warm"])], responses=[calls(children), "all done"]
     )
-    return delegating_agent(side, parent_model, [spec("worker", model=child_model)])
+    # 100 calls in one run: past our default per-run cap of 50, which would refuse half of them.
+    return delegating_agent(side, parent_model, [spec("worker", model=child_model)], uncapped_run=True)
 
 
 async def _peak(agent: Any, children: int) -> float:
