@@ -241,8 +241,8 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the tool -----------------------------------------------------------
 
     def _task_tool(self) -> StructuredTool:
-        def task(description: str, subagent_type: str, runtime: ToolRuntime,
-                 output_schema: dict[str, Any] | None = None) -> Command:
+        # `output_schema: Any`: LangChain resolves these hints on every call, and rebuilds a union each time.
+        def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or self.runner.run(call)
@@ -253,7 +253,7 @@ class SubAgentMiddleware(AgentMiddleware):
             return self._command(runtime, outcome)
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                        output_schema: dict[str, Any] | None = None) -> Command:
+                        output_schema: Any = None) -> Command:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or await self.runner.arun(call)

@@ -227,3 +227,17 @@ def test_the_delegation_cap_counts_only_the_current_run_in_order():
     assert limit.refusal(thread, "b") is None and "delegation limit" in (limit.refusal(thread, "c") or "")
     assert limit.calls_this_run([*thread, HumanMessage("next")]) == []
     assert limit.calls_this_run([calls("first")]) == ["first"]  # no human message at all
+
+
+def test_the_task_tools_hints_are_plain_classes_langchain_resolves_cheaply():
+    """LangChain resolves a tool function's hints on every call: strings and unions cost several times more."""
+    import types
+    import typing
+
+    tool = next(t for t in SubAgentMiddleware([{"name": "w", "description": "d", "system_prompt": "p"}]).tools
+                if t.name == "task")
+    for function in (tool.func, tool.coroutine):
+        assert not any(isinstance(hint, str) for hint in function.__annotations__.values())
+        hints = typing.get_type_hints(function)
+        assert hints and not any(isinstance(h, (types.UnionType, types.GenericAlias)) or typing.get_origin(h)
+                                 for h in hints.values()), hints
