@@ -71,18 +71,6 @@ def answered_response(response: Any, tool_names: Collection[str], ledger_key: st
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
 
 
-def recorded_tool_error(request: Any, result: Any, tool_name: str, ledger_key: str,
-                        as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> Any:
-    """A ``tool_name`` call whose arguments did not validate: its error result, now with a ledger record."""
-    if (request.tool_call.get("name") != tool_name or not isinstance(result, ToolMessage)
-            or result.status != "error"):
-        return result
-    args = request.tool_call.get("args") or {}
-    agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
-    record = invalid_call_record(tool_name, result.tool_call_id, safe_text(result.content), agent)
-    return Command(update={ledger_key: {record["id"]: as_record(record)}, "messages": [result]})
-
-
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
                         agent_type: str | None = None) -> dict[str, Any]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""

@@ -58,7 +58,7 @@ from langgraph.types import Command
 from middleware._delegation_limit import DelegationLimit, refused_outcome
 from middleware._force_delegation import ForcedDelegation, ForceSetting, coerce_force_delegation
 from middleware._fresh_update import Fresh
-from middleware._invalid_calls import answered_response, invalid_call_record, recorded_tool_error
+from middleware._invalid_calls import answered_response, invalid_call_record
 from middleware._ledger import (
     EXCLUDED_STATE_KEYS,
     LEDGER_KEY,
@@ -77,6 +77,7 @@ from middleware._prompts import (
     with_general_purpose,
     with_prompt_block,
 )
+from middleware._recorded_tool import RecordedTool
 from middleware._sibling_writes import SiblingWrites
 from middleware._task_args_schema import task_args_schema
 from middleware._task_description import task_tool_description
@@ -267,7 +268,9 @@ class SubAgentMiddleware(AgentMiddleware):
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
         args_schema = base if self._dynamic_mode else task_args_schema(self.registry.names, base=base)
 
-        return StructuredTool.from_function(
+        # A RecordedTool: a call whose arguments do not validate still gets a record (no wrap_tool_call hook
+        # around every tool call of the parent).
+        return RecordedTool.from_function(
             func=task,
             coroutine=atask,
             name=TASK_TOOL_NAME,
@@ -335,13 +338,6 @@ class SubAgentMiddleware(AgentMiddleware):
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return self._after_model(response)
 
-    # -- the tool call: arguments that did not validate still get a record ---
-
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return recorded_tool_error(request, handler(request), TASK_TOOL_NAME, LEDGER_KEY, as_record=ledger_entry)
-
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return recorded_tool_error(request, await handler(request), TASK_TOOL_NAME, LEDGER_KEY, as_record=ledger_entry)
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

@@ -241,3 +241,43 @@ def test_the_task_tools_hints_are_plain_classes_langchain_resolves_cheaply():
         hints = typing.get_type_hints(function)
         assert hints and not any(isinstance(h, (types.UnionType, types.GenericAlias)) or typing.get_origin(h)
                                  for h in hints.values()), hints
+
+
+def test_no_hook_wraps_the_parents_other_tool_calls_and_a_bad_task_call_still_gets_its_record(run):
+    """LangChain runs a wrap_tool_call hook (in a LangSmith span) around every tool call; ``task`` records its own."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    assert SubAgentMiddleware.wrap_tool_call is AgentMiddleware.wrap_tool_call
+    assert SubAgentMiddleware.awrap_tool_call is AgentMiddleware.awrap_tool_call
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    calls = [{"name": "task", "args": {"subagent_type": "worker", "runtime": "x"}, "id": "bad", "type": "tool_call"},
+             {"name": "lookup", "args": {"key": "k"}, "id": "plain", "type": "tool_call"}]
+    model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls), "carried on"])
+    spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model}
+    out = run(create_agent(model, [lookup], middleware=[SubAgentMiddleware([spec], general_purpose=False)]),
+              user("go"))
+    by_id = {m.tool_call_id: m for m in tool_messages(out)}
+    assert by_id["plain"].text == "value of k" and by_id["plain"].status == "success"
+    bad = by_id["bad"]
+    assert bad.status == "error" and "description: Field required" in bad.text and "runtime" not in bad.text
+    (record,) = out["subagent_tasks"].values()
+    assert record["stop_reason"] == "invalid_call" and record["tool_call_id"] == "bad"
+    assert record["agent_type"] == "worker"
+
+
+def test_the_task_tool_raises_bad_arguments_that_are_no_models_tool_call():
+    from pydantic import ValidationError
+
+    (task,) = [t for t in SubAgentMiddleware([{"name": "w", "description": "d", "system_prompt": "p"}]).tools
+               if t.name == "task"]
+    with pytest.raises(ValidationError):
+        task.invoke({"subagent_type": "w"})
+    with pytest.raises(ValidationError):
+        asyncio.run(task.ainvoke({"subagent_type": "w"}))
