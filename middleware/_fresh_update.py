@@ -8,10 +8,15 @@ twenty fields) is pure cost on every delegation; so is copying the whole
 update when the child wrote nothing back, since its ``ToolMessage`` and
 list are built for it too (written-back values come from the child's
 result, so an update that carries them is copied as before).
-:class:`Fresh` marks such a value: a ``dict`` whose deep copy is itself. It
-never reaches the state as such: LangGraph takes an update's items one by
-one, the ledger and usage reducers return plain dicts, and a checkpointer
-stores it as a plain ``dict``.
+
+:class:`Fresh` marks such a value: a ``dict`` whose **first** deep copy (the
+tool node's, made before any middleware or stream sees the result) is
+itself. That hands it over, with every ``Fresh`` inside it: any later deep
+copy (a middleware keeping an audit copy, a stream consumer) is a real,
+independent copy, so editing it never reaches the state. It never reaches
+the state as such: LangGraph takes an update's items one by one, the ledger
+and usage reducers return plain dicts, and a checkpointer stores it as a
+plain ``dict``.
 
 Example::
 
@@ -20,13 +25,27 @@ Example::
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
 class Fresh(dict[str, Any]):
-    """A dict made for one state update and shared with no one: deep copies keep it as is."""
+    """A dict made for one state update, shared with no one: its first deep copy keeps it as is."""
 
-    __slots__ = ()
+    __slots__ = ("_handed_over",)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Fresh:
-        return self
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._handed_over = False
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        if not self._handed_over:
+            self._hand_over()
+            return self
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def _hand_over(self) -> None:
+        self._handed_over = True
+        for value in self.values():
+            if isinstance(value, Fresh):
+                value._hand_over()

@@ -8,7 +8,9 @@ a state update carries. :class:`RecordedTool` turns that validation error
 into the same message plus the record, inside the tool itself: a
 ``wrap_tool_call`` hook would do it too, but LangChain runs every such hook
 (in a LangSmith span) around every tool call of the parent, not just
-``task``'s.
+``task``'s. A ``task`` call another middleware answers without calling the
+tool (a human's rejection, a tool-call limit, a policy) gets that
+middleware's answer and no record: no delegation was attempted.
 
 Example::
 

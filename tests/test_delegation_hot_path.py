@@ -23,6 +23,7 @@ from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
+from langgraph.types import Command
 
 from conftest import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
@@ -113,27 +114,74 @@ def test_ledger_and_usage_reach_the_state_as_plain_dicts(mode, kind, tmp_path):
     assert saved["subagent_tasks"] == out["subagent_tasks"]
 
 
-def test_a_fresh_update_is_its_own_deep_copy_and_otherwise_a_dict():
+def test_a_fresh_update_is_its_own_first_deep_copy_and_otherwise_a_dict():
     entry = {"id": "t", "nested": {"k": [1, 2]}}
-    fresh = Fresh({"t": entry})
-    assert copy.deepcopy(fresh) is fresh and fresh == {"t": entry}
-    assert {**{}, **fresh} == {"t": entry} and type(dict(fresh)) is dict
+    inner = Fresh({"t": entry})
+    fresh = Fresh({"ledger": inner, "messages": [entry]})
+    assert copy.deepcopy(fresh) is fresh and fresh == {"ledger": {"t": entry}, "messages": [entry]}
+    assert {**{}, **inner} == {"t": entry} and type(dict(inner)) is dict
+    # Handed over with what it holds: every later deep copy is a real one, a plain dict all the way down.
+    later = copy.deepcopy(fresh)
+    assert type(later) is dict and type(later["ledger"]) is dict and later == fresh
+    later["ledger"]["t"]["nested"]["k"].append(3)
+    later["messages"][0]["id"] = "changed"
+    assert entry == {"id": "t", "nested": {"k": [1, 2]}}
+    assert copy.deepcopy(inner) is not inner
+
+
+def test_a_middleware_editing_its_deep_copy_of_the_task_result_leaves_the_state_alone(run):
+    """The tool node's deep copy is the one skipped: an audit copy a middleware makes is its own."""
+    copies: list = []
+
+    class Audit(AgentMiddleware):
+        def _keep(self, result):
+            if isinstance(result, Command):
+                copies.append(copy.deepcopy(result))
+                copies[-1].update["messages"][0].content = "[redacted]"
+                next(iter(copies[-1].update["subagent_tasks"].values()))["result"] = "[redacted]"
+            return result
+
+        def wrap_tool_call(self, request, handler):
+            return self._keep(handler(request))
+
+        async def awrap_tool_call(self, request, handler):
+            return self._keep(await handler(request))
+
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
+    spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model, "tools": []}
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False), Audit()])
+    out = run(agent, user("go"))
+    assert len(copies) == 1 and [m.text for m in tool_messages(out)] == [ANSWER]
+    assert records(out)[0]["result"].startswith(ANSWER[:50])
+
+
+def test_a_stream_consumer_editing_its_deep_copy_of_an_update_leaves_the_state_alone():
+    edited = []
+    final = None
+    for mode, chunk in _agent().stream(user("go"), stream_mode=["updates", "values"]):
+        if mode == "values":
+            final = chunk
+            continue
+        for update in copy.deepcopy(chunk).values():
+            for record in ((update or {}).get("subagent_tasks") or {}).values():
+                record["result"] = "EDITED IN MY COPY"
+                edited.append(record)
+    assert edited and final is not None
+    assert [r["result"][:20] for r in records(final)] == [ANSWER[:20]]
 
 
 class _NotesState(AgentState):
     notes: Annotated[list[str], operator.add]
 
 
-class _SeeTaskCommands(AgentMiddleware):
-    """Keeps what the ``task`` tool returned, seen from outside it (as any wrapping middleware sees it)."""
+class _KeepsItsCommands(SubAgentMiddleware):
+    """The middleware, keeping each Command its ``task`` tool built (before the tool node copies any)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list = []
+    built: list
 
-    def wrap_tool_call(self, request, handler):
-        self.seen.append(handler(request))
-        return self.seen[-1]
+    def _command(self, runtime, outcome):
+        self.built.append(super()._command(runtime, outcome))
+        return self.built[-1]
 
 
 def _run_and_see(child_writes: bool):
@@ -143,18 +191,18 @@ def _run_and_see(child_writes: bool):
 
     model = ScriptedChatModel(responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
-    outer = _SeeTaskCommands()
-    agent = create_agent(model, [], state_schema=_NotesState,
-                         middleware=[outer, SubAgentMiddleware([spec], general_purpose=False)])
+    middleware = _KeepsItsCommands([spec], general_purpose=False)
+    middleware.built = []
+    agent = create_agent(model, [], state_schema=_NotesState, middleware=[middleware])
     out = agent.invoke({**user("go"), "notes": ["the parent's"]})
-    (command,) = outer.seen
+    (command,) = middleware.built
     return command, out
 
 
 def test_an_update_without_write_backs_is_not_deep_copied_and_lands_whole():
     command, out = _run_and_see(child_writes=False)
-    assert copy.deepcopy(command).update is command.update  # the ToolMessage is built for this update alone
     (message,) = tool_messages(out)
+    # The tool node's deep copy kept the update itself: the state holds the very ToolMessage built for it.
     assert message is command.update["messages"][0] and message.text == ANSWER
     assert type(out["messages"]) is list and type(out["subagent_tasks"]) is dict
     assert list(out["subagent_tasks"]) == list(command.update["subagent_tasks"])
@@ -163,10 +211,9 @@ def test_an_update_without_write_backs_is_not_deep_copied_and_lands_whole():
 
 def test_an_update_with_write_backs_keeps_its_deep_copy():
     command, out = _run_and_see(child_writes=True)
-    copied = copy.deepcopy(command)
-    assert copied.update is not command.update and copied.update["notes"] is not command.update["notes"]
+    (message,) = tool_messages(out)
+    assert message is not command.update["messages"][0] and message.text == ANSWER  # copied by the tool node
     assert out["notes"] == ["the parent's", "from the child"]
-    assert tool_messages(out)[0].text == ANSWER
 
 
 def test_the_child_run_keeps_its_subagents_name_in_traces():
