@@ -11,9 +11,10 @@ result, so an update that carries them is copied as before).
 
 :class:`Fresh` marks such a value: a ``dict`` whose **first** deep copy (the
 tool node's, made before any middleware or stream sees the result; only a
-callback handler's ``on_tool_end`` sees it earlier) is itself. That hands it over, with every ``Fresh`` inside it: any later deep
-copy (a middleware keeping an audit copy, a stream consumer) is a real,
-independent copy, so editing it never reaches the state. It never reaches
+callback handler's ``on_tool_end`` sees it earlier) is itself. That hands
+it over, with every ``Fresh`` inside it: any later deep copy (a middleware
+keeping an audit copy, a stream consumer) is a real, independent copy, so
+editing it never reaches the state. It never reaches
 the state as such: LangGraph takes an update's items one by one, the ledger
 and usage reducers return plain dicts, and a checkpointer stores it as a
 plain ``dict``.
