@@ -1,4 +1,4 @@
-"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...] [--remote] [--scale]``.
+"""Running the measures and printing them: ``python -m bench [--quick] [--only NAME,...] [--remote] ...``.
 
 Every measure prints one JSON object per line (``measure``, ``unit``,
 ``ours``, ``theirs``, ``ratio`` = ours / theirs, ``goal``, ``met``,
@@ -7,7 +7,9 @@ table and the total time. ``--quick`` runs every measure at tiny sizes (the
 smoke test uses it); its figures mean nothing. ``--remote`` adds the remote
 set (:mod:`bench.remote`: background tasks on ``langgraph dev`` servers it
 starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
-set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in.
+set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in;
+``--instructions`` adds the delegation overhead counted in instructions
+under callgrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
 """
 
 from __future__ import annotations
@@ -19,7 +21,19 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from bench import background, budget, construction, context, fanout, memory, overhead, remote, runaway, scale
+from bench import (
+    background,
+    budget,
+    construction,
+    context,
+    fanout,
+    instructions,
+    memory,
+    overhead,
+    remote,
+    runaway,
+    scale,
+)
 from bench.common import deepagents_version, dumps, use_peer
 
 MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
@@ -40,7 +54,10 @@ REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote
 SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run}
 """Opt-in measures of cost as runs grow (``--scale``, or ``--only scale``; minutes)."""
 
-_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES}
+INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {instructions.NAME: instructions.run}
+"""Opt-in: the delegation overhead counted under callgrind (``--instructions``; needs valgrind, minutes)."""
+
+_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES}
 
 
 def run_measures(
@@ -119,11 +136,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scale", action="store_true",
         help="also run the scale set: 1,000 delegations on SQLite, ledgers of 5,000, 2,000 calls at once (minutes)",
     )
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="also count the delegation overhead in instructions under callgrind (needs valgrind; minutes)",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     if names and any(n not in _ALL for n in names):
         parser.error(f"--only: choose from {', '.join(_ALL)}")
-    for wanted, extra in ((args.remote, REMOTE_MEASURES), (args.scale, SCALE_MEASURES)):
+    for wanted, extra in ((args.remote, REMOTE_MEASURES), (args.scale, SCALE_MEASURES),
+                          (args.instructions, INSTRUCTION_MEASURES)):
         if wanted:
             names = [*(names or MEASURES), *(n for n in extra if n not in (names or ()))]
 

@@ -102,3 +102,31 @@ def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
         "scale.wide", "scale.agents_block"}
     for rec in records:
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
+
+
+def test_the_instructions_set_counts_a_delegation_under_callgrind_and_stays_opt_in() -> None:
+    """Needs valgrind (Debian's package, which `.ci/run` installs): without it this fails saying so."""
+    from bench import MEASURES
+    from bench.suite import INSTRUCTION_MEASURES
+
+    assert not set(INSTRUCTION_MEASURES) & set(MEASURES), "--instructions takes minutes: never in the default run"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (rec,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert rec["measure"] == "instructions.invoke" and FIELDS <= rec.keys() and rec["met"] is None, rec
+    detail = rec["detail"]
+    # A delegating run does all a no-op run does and runs a child graph besides: millions of instructions more.
+    assert detail["ours_task_run_m"] > detail["ours_noop_run_m"] > 1, rec
+    assert _is_number(rec["ours"]) and rec["ours"] > 1 and rec["theirs"] is None, rec
+
+
+def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["PATH"] = str(ROOT / "no-such-folder")
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "needs valgrind" in done.stderr, done.stderr[-2000:]
