@@ -14,10 +14,10 @@ tool node's, made before any middleware or stream sees the result; only a
 callback handler's ``on_tool_end`` sees it earlier) is itself. That hands
 it over, with every ``Fresh`` inside it: any later deep copy (a middleware
 keeping an audit copy, a stream consumer) is a real, independent copy, so
-editing it never reaches the state. It never reaches
-the state as such: LangGraph takes an update's items one by one, the ledger
-and usage reducers return plain dicts, and a checkpointer stores it as a
-plain ``dict``.
+editing it never reaches the state. A ``Fresh`` never reaches the state
+itself: LangGraph takes an update's items one by one, the ledger and usage
+reducers return plain dicts, and a checkpointer stores it as a plain
+``dict``.
 
 Example::
 
