@@ -14,9 +14,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
+from typing import Any
 
 from bench import overhead
 from bench.common import OURS, THEIRS, use_peer
+
+COLLECTION_OFF = None
+"""In the sequence of runs: where the warm-up ends and the collector is turned off."""
+
+
+def _sequence(kind: str, n: int, warmup: int) -> list[Any]:
+    """The messages to run, in order: ``warmup`` runs of each kind, then ``n`` of ``kind``."""
+    counted = overhead.DELEGATE if kind == "task" else overhead.BASELINE
+    return [*[overhead.DELEGATE, overhead.BASELINE] * warmup, COLLECTION_OFF, *[counted] * n]
+
+
+def _collection_off() -> None:
+    gc.collect()
+    gc.disable()
 
 
 def main(argv: list[str]) -> None:
@@ -24,27 +39,17 @@ def main(argv: list[str]) -> None:
     if side == OURS:
         use_peer(False)  # deepagents is not imported into our side's count
     agent = overhead._agents()[OURS if side == OURS else THEIRS]
-    message = overhead.DELEGATE if kind == "task" else overhead.BASELINE
+    sequence = _sequence(kind, n, warmup)
 
     async def arun() -> None:
-        for _ in range(warmup):
-            await agent.ainvoke(overhead.DELEGATE)
-            await agent.ainvoke(overhead.BASELINE)
-        gc.collect()
-        gc.disable()
-        for _ in range(n):
-            await agent.ainvoke(message)
+        for message in sequence:
+            _collection_off() if message is COLLECTION_OFF else await agent.ainvoke(message)
 
     if mode == "ainvoke":
         asyncio.run(arun())
-        return
-    for _ in range(warmup):
-        agent.invoke(overhead.DELEGATE)
-        agent.invoke(overhead.BASELINE)
-    gc.collect()
-    gc.disable()
-    for _ in range(n):
-        agent.invoke(message)
+    else:
+        for message in sequence:
+            _collection_off() if message is COLLECTION_OFF else agent.invoke(message)
 
 
 if __name__ == "__main__":

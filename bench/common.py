@@ -19,7 +19,7 @@ import importlib.util
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain.agents import create_agent
@@ -210,6 +210,19 @@ async def atimed(coro: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     result = await coro
     return time.perf_counter() - start, result
+
+
+def cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """CPU seconds (``time.process_time``: every thread) and wall seconds ``fn()`` took, and its result."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.process_time() - cpu, time.perf_counter() - wall, out
+
+
+async def acpu_and_wall(make: Callable[[], Awaitable[Any]]) -> tuple[float, float, Any]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = await make()
+    return time.process_time() - cpu, time.perf_counter() - wall, out
 
 
 def median(values: Sequence[float]) -> float:

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.common import (
     OURS,
     THEIRS,
+    acpu_and_wall,
     answer,
     answered,
+    cpu_and_wall,
     delegating_agent,
     median,
     noop,
@@ -97,18 +97,6 @@ Times = dict[tuple[str, bool], list[tuple[float, float]]]
 """(side, delegated) -> (CPU seconds, wall seconds) of each run."""
 
 
-def _cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn()
-    return time.process_time() - cpu, time.perf_counter() - wall, out
-
-
-async def _acpu_and_wall(make: Callable[[], Awaitable[Any]]) -> tuple[float, float, Any]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = await make()
-    return time.process_time() - cpu, time.perf_counter() - wall, out
-
-
 def _sync(agents: dict[str, Any], runs: int, warmup: int) -> Times:
     times: Times = {}
     for side, delegated in _schedule(warmup):
@@ -116,7 +104,7 @@ def _sync(agents: dict[str, Any], runs: int, warmup: int) -> Times:
     quiet_gc()
     for side, delegated in _schedule(runs):
         message = DELEGATE if delegated else BASELINE
-        cpu, wall, state = _cpu_and_wall(functools.partial(agents[side].invoke, message))
+        cpu, wall, state = cpu_and_wall(functools.partial(agents[side].invoke, message))
         _check(state, delegated)
         times.setdefault((side, delegated), []).append((cpu, wall))
     return times
@@ -129,7 +117,7 @@ async def _async(agents: dict[str, Any], runs: int, warmup: int) -> Times:
     quiet_gc()
     for side, delegated in _schedule(runs):
         message = DELEGATE if delegated else BASELINE
-        cpu, wall, state = await _acpu_and_wall(functools.partial(agents[side].ainvoke, message))
+        cpu, wall, state = await acpu_and_wall(functools.partial(agents[side].ainvoke, message))
         _check(state, delegated)
         times.setdefault((side, delegated), []).append((cpu, wall))
     return times

@@ -30,7 +30,7 @@ import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,6 +45,8 @@ from bench.common import (
     THEIRS,
     answer,
     answered,
+    cpu_and_wall,
+    delegating_agent,
     delegation_middleware,
     median,
     quiet_gc,
@@ -56,7 +58,6 @@ from bench.common import (
     user,
 )
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware import SubAgentMiddleware
 from middleware._ledger_entry import ledger_entry
 from subagents import LedgerChannel, merge_records
 
@@ -80,12 +81,6 @@ def _parent(side: str, checkpointer: Any) -> Any:
     model = _delegating_model()
     return create_agent(model, [], system_prompt="You plan and delegate.", checkpointer=checkpointer,
                         middleware=[delegation_middleware(side, [spec("worker", model=model)])])
-
-
-def _cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn()
-    return time.process_time() - cpu, time.perf_counter() - wall, out
 
 
 def _check(state: dict[str, Any], where: str) -> None:
@@ -115,7 +110,7 @@ def _sequential(runs: int, folder: Path) -> dict[str, dict[str, Any]]:
         quiet_gc()
         for _ in range(runs):
             for side in names:
-                c, w, _ = _cpu_and_wall(functools.partial(agents[side].invoke, user(DELEGATE), config))
+                c, w, _ = cpu_and_wall(functools.partial(agents[side].invoke, user(DELEGATE), config))
                 cpu[side].append(c)
                 wall[side].append(w)
         for side in names:
@@ -236,7 +231,7 @@ def _run_at(n: int, runs: int) -> tuple[float, float]:
     cpu, wall = [], []
     quiet_gc()
     for _ in range(runs):
-        c, w, state = _cpu_and_wall(lambda: agent.invoke(user(DELEGATE), config))
+        c, w, state = cpu_and_wall(lambda: agent.invoke(user(DELEGATE), config))
         cpu.append(c)
         wall.append(w)
     _check(state, "scale.ledger")
@@ -278,13 +273,11 @@ def _wide(side: str, calls: int, cap: int | None) -> tuple[float, float]:
                         for i in range(calls)]},
         "all parts done",
     ])
-    workers = [spec("worker", model=child)]
     # Ours without its per-run cap of 50 delegations, which would refuse most of the calls.
-    middleware = (SubAgentMiddleware(workers, general_purpose=False, max_concurrent_tasks=cap, max_delegations=None)
-                  if side == OURS else delegation_middleware(side, workers))
-    agent: Any = create_agent(parent, [], system_prompt="You plan and delegate.", middleware=[middleware])
+    agent: Any = delegating_agent(side, parent, [spec("worker", model=child)], max_concurrent=cap,
+                                  uncapped_run=True)
     quiet_gc()
-    cpu, wall, state = _cpu_and_wall(lambda: asyncio.run(agent.ainvoke(user("run all parts"))))
+    cpu, wall, state = cpu_and_wall(lambda: asyncio.run(agent.ainvoke(user("run all parts"))))
     answers = [m for m in state["messages"] if m.type == "tool"]
     if len(answers) != calls or not all(answered(m, "part done") for m in answers):
         raise RuntimeError(f"scale.wide: {len(answers)} answers, first {answers[0].text[:100]!r}")
