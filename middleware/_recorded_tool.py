@@ -66,6 +66,12 @@ class RecordedTool(StructuredTool):
         if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
                                           and call.get("id")):
             raise exc  # not bad arguments from a model's tool call: the caller's to handle
+        try:
+            return self._answered(call, exc)
+        except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
+            raise exc from None
+
+    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command:
         raw = call.get("args")
         args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
         errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()

@@ -328,3 +328,21 @@ def test_the_task_tool_raises_bad_arguments_that_are_no_models_tool_call():
         task.invoke({"subagent_type": "w"})
     with pytest.raises(ValidationError):
         asyncio.run(task.ainvoke({"subagent_type": "w"}))
+
+
+def test_a_bad_task_call_whose_record_cannot_be_built_is_still_answered_and_the_parent_goes_on(run, monkeypatch):
+    from langchain_core.messages import AIMessage
+
+    import middleware._recorded_tool as recorded
+
+    def broken(*args, **kwargs):
+        raise KeyError("record store broke")
+
+    monkeypatch.setattr(recorded, "invalid_call_record", broken)
+    calls = [{"name": "task", "args": {"subagent_type": "worker"}, "id": "bad", "type": "tool_call"}]
+    model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls), "carried on"])
+    spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model}
+    out = run(create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)]), user("go"))
+    (bad,) = tool_messages(out)
+    assert bad.status == "error" and "description: Field required" in bad.text
+    assert out["messages"][-1].text == "carried on"
