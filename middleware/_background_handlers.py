@@ -24,6 +24,8 @@ from subagents.background import (
     BackgroundTasks,
     TaskStateError,
     merge_async_records,
+    record_problem,
+    usable_records,
 )
 
 CallFor = Callable[[ToolRuntime, str, str], TaskCall]
@@ -90,6 +92,9 @@ class BackgroundTaskHandlers:
                        act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command]]) -> Command:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
+        if record is None and (damage := _damage(runtime.state, task_id)):
+            return _reply(runtime, f"Task {task_id!r} cannot be acted on: its ledger record is damaged "
+                          f"({damage}).", error=True)
         if record is None:
             known = ", ".join(ledger) or "none yet"
             return _reply(runtime, f"Unknown task id {task_id!r}. Known task ids: {known}.", error=True)
@@ -102,8 +107,21 @@ class BackgroundTaskHandlers:
 
 
 def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none)."""
-    return dict(state.get(ASYNC_LEDGER_KEY) or {})
+    """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
+
+    Only records the middleware can act on: a hand-edited or damaged one
+    stays in state untouched, logged, but is not polled, announced or listed.
+    """
+    ledger = state.get(ASYNC_LEDGER_KEY)
+    return usable_records(ledger) if isinstance(ledger, Mapping) else {}
+
+
+def _damage(state: Mapping[str, Any], task_id: str) -> str | None:
+    """What is wrong with the record state holds for ``task_id``, if it holds one."""
+    ledger = state.get(ASYNC_LEDGER_KEY)
+    if not isinstance(ledger, Mapping) or task_id not in ledger:
+        return None
+    return record_problem(task_id, ledger[task_id])
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,6 +17,8 @@ from subagents.background._ledger import (
     AsyncTaskRecord,
     AsyncTaskStatus,
     merge_async_records,
+    record_problem,
+    usable_records,
 )
 from subagents.background._local import known_task
 from subagents.background._remote import RemoteSubagentSpec
@@ -40,5 +42,7 @@ __all__ = [
     "adopt_orphans",
     "known_task",
     "merge_async_records",
+    "record_problem",
+    "usable_records",
     "wait_for_background",
 ]

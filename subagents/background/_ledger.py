@@ -17,12 +17,16 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from subagents._outcome import TaskStatus
+
+log = logging.getLogger(__name__)
 
 AsyncTaskStatus = TaskStatus
 """The statuses a background task can have (the same set as :data:`subagents.TaskStatus`)."""
@@ -96,13 +100,88 @@ def merge_async_records(
     different tasks in one step never overwrite each other.
     """
     if not left:
-        return {k: dict(v) for k, v in (right or {}).items()}
+        return {k: _fields(k, v) for k, v in (right or {}).items()}
     if not right:
         return left
     merged = dict(left)
     for task_id, fields in right.items():
-        merged[task_id] = {**left.get(task_id, {}), **fields}
+        before = left.get(task_id)
+        # A damaged record in state (not a mapping) is replaced by the update rather than merged.
+        merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
+            _fields(task_id, fields))
     return merged
+
+
+def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
+                         "not a mapping of fields")
+    return dict(fields)
+
+
+def record_problem(task_id: Any, record: Any) -> str | None:
+    """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
+
+    What is checked is what waiting, polling and announcing read: a mapping
+    with an ``id`` equal to its key, a string ``status`` and ``agent_type``,
+    and for a remote task that may still change, the ``thread_id`` it is
+    polled by. Records the middleware writes always pass; a hand-edited or
+    damaged one (``update_state``, a JSON file) may not.
+    """
+    if not isinstance(record, Mapping):
+        return f"it is a {type(record).__name__}, not a mapping of fields"
+    if record.get("id") != task_id:
+        return f"field 'id' is {record.get('id')!r}, not its key {task_id!r}"
+    if not isinstance(record.get("status"), str):
+        return f"field 'status' is {record.get('status')!r}, not a status name"
+    if not isinstance(record.get("agent_type"), str):
+        return f"field 'agent_type' is {record.get('agent_type')!r}, not a subagent name"
+    if record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES:
+        if not isinstance(record.get("thread_id"), str):
+            return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"
+    return None
+
+
+def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``ledger`` as plain dicts (``None``: empty), or ``ValueError`` naming ``where``, the task id and the field."""
+    if ledger is None:  # ``state.get("async_tasks")`` of a run that started none
+        return {}
+    if not isinstance(ledger, Mapping):
+        raise ValueError(f"{where}: the ledger must be the async_tasks mapping (task id -> record), "
+                         f"not a {type(ledger).__name__}")
+    for task_id, record in ledger.items():
+        if (problem := record_problem(task_id, record)) is not None:
+            raise ValueError(f"{where}: ledger record {task_id!r}: {problem}")
+    return {task_id: dict(record) for task_id, record in ledger.items()}
+
+
+def usable_records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The records of ``ledger`` that can be acted on, as plain dicts; the rest are logged and left alone.
+
+    A damaged record stays in state as it is (nothing is dropped from the
+    ledger); the middleware just does not poll, announce or list it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for task_id, record in ledger.items():
+        if (problem := record_problem(task_id, record)) is None:
+            out[task_id] = dict(record)
+        elif _first_warning(task_id, problem):
+            log.warning("async_tasks: ledger record %r is ignored: %s", task_id, problem)
+    return out
+
+
+_warned: dict[tuple[str, str], None] = {}
+
+
+def _first_warning(task_id: Any, problem: str) -> bool:
+    """Each damaged record is logged once per process, not at every turn (the 1,024 latest remembered)."""
+    key = (repr(task_id)[:200], problem[:200])
+    if key in _warned:
+        return False
+    _warned[key] = None
+    while len(_warned) > 1024:
+        del _warned[next(iter(_warned))]
+    return True
 
 
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

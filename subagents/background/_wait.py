@@ -30,7 +30,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from subagents.background._ledger import ACTIVE_STATUSES
+from subagents.background._ledger import ACTIVE_STATUSES, checked_ledger
 from subagents.background._local import wait_for_background as _wait_local
 from subagents.background._remote_wait import settle_remote
 
@@ -46,14 +46,18 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
 
     Raises ``ValueError`` (naming ``tasks``) if the ledger has live remote
-    tasks and no ``tasks`` to poll them with.
+    tasks and no ``tasks`` to poll them with, and (naming the task id and
+    field) if a record is not one it can wait for: not a mapping, an ``id``
+    other than its key, no ``status``, or a live remote task without its
+    ``agent_type`` or ``thread_id``.
     """
     if not every_s > 0:  # 0, negative or NaN: back-to-back polls, a busy loop of requests
         raise ValueError(f"wait_for_background: every_s must be a number of seconds > 0 (got {every_s!r})")
     if math.isnan(timeout_s):
         raise ValueError("wait_for_background: timeout_s must be a number of seconds (got nan)")
     deadline = time.monotonic() + timeout_s
-    remote = {k: dict(v) for k, v in ledger.items() if v.get("runner") == "remote"}
+    ledger = checked_ledger(ledger, "wait_for_background")
+    remote = {k: v for k, v in ledger.items() if v.get("runner") == "remote"}
     local = {k: v for k, v in ledger.items() if k not in remote}
     if any(r.get("status") in _REMOTE_WAITING for r in remote.values()) and tasks is None:
         raise ValueError(

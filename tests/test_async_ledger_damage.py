@@ -1,0 +1,135 @@
+"""Damaged ``async_tasks`` records: clear errors where a caller hands them in, no crash where state holds them.
+
+A ledger can be edited by hand (``update_state``, ``Overwrite``, a JSON file
+read back). Waiting refuses a record it cannot wait for, naming the task id
+and the field; the middleware leaves such a record in state as it is and
+does not poll, announce or list it; the reducer refuses an update that is
+not a mapping of fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Overwrite
+
+from background_support import as_json, background, ledger, notices, start, started_ids, wait_for
+from conftest import tool_messages, user
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import wait_for_background
+from subagents.background import merge_async_records
+
+GOOD = {"id": "t1", "agent_type": "w", "runner": "remote", "status": "running", "thread_id": "th", "run_id": "r"}
+
+
+@pytest.mark.parametrize(
+    ("ledger_value", "named"),
+    [
+        ({"t1": "oops"}, r"'t1'.*str, not a mapping"),
+        ({"t1": None}, r"'t1'.*NoneType, not a mapping"),
+        ({"t1": {**GOOD, "id": None}}, r"'t1'.*field 'id'"),
+        ({"t1": {k: v for k, v in GOOD.items() if k != "id"}}, r"'t1'.*field 'id'"),
+        ({"t1": {**GOOD, "id": "other"}}, r"'t1'.*field 'id' is 'other'"),
+        ({"t1": {**GOOD, "agent_type": None}}, r"'t1'.*field 'agent_type'"),
+        ({"t1": {**GOOD, "thread_id": 7}}, r"'t1'.*field 'thread_id'"),
+        ({"t1": {**GOOD, "status": ["running"]}}, r"'t1'.*field 'status'"),
+        ({"t1": {k: v for k, v in GOOD.items() if k != "status"}}, r"'t1'.*field 'status'"),
+        ([GOOD], r"ledger must be the async_tasks mapping.*list"),
+        ("t1", r"ledger must be the async_tasks mapping.*str"),
+    ],
+)
+def test_waiting_refuses_a_record_it_cannot_wait_for_naming_the_task_and_field(ledger_value, named):
+    with pytest.raises(ValueError, match=r"wait_for_background: .*" + named):
+        wait_for_background(ledger_value, timeout_s=0.2)
+
+
+def test_waiting_on_no_ledger_or_settled_records_returns_at_once():
+    assert wait_for_background(None, timeout_s=0.2) is True
+    assert wait_for_background({}, timeout_s=0.2) is True
+    # A settled remote task needs no thread to be polled by.
+    settled = {"t1": {**GOOD, "status": "completed", "thread_id": None}}
+    assert wait_for_background(settled, timeout_s=0.2) is True
+
+
+def test_the_reducer_refuses_an_update_that_is_not_fields_and_replaces_a_damaged_record():
+    with pytest.raises(ValueError, match=r"async_tasks: the update for task 'bad' is a str"):
+        merge_async_records({}, {"bad": "oops"})
+    with pytest.raises(ValueError, match=r"async_tasks: the update for task 'bad' is a list"):
+        merge_async_records({"t1": dict(GOOD)}, {"bad": ["x"]})
+    merged = merge_async_records({"t1": "oops", "t2": dict(GOOD)}, {"t1": {"status": "lost"}})
+    assert merged == {"t1": {"status": "lost"}, "t2": GOOD}
+
+
+def _agent(background):
+    model = ScriptedChatModel(
+        rules=[
+            ("quick job", ["quick answer"]),
+            ("PARENT start", [start(("quick job", "general-purpose")), "started"]),
+            ("PARENT look", [{"tool_calls": [tool_call("list_async_tasks"),
+                                             tool_call("check_async_task", task_id="hand"),
+                                             tool_call("cancel_async_task", task_id="junk")]}, "looked"]),
+            ("PARENT again", [lambda m: {"tool_calls": [tool_call("check_async_task",
+                                                                  task_id=started_ids(m)[0])]}, "done"]),
+        ],
+        default="ok",
+    )
+    # Without notices, so every scripted turn below is the parent's own.
+    return create_agent(model, middleware=[background(notify=False)], checkpointer=InMemorySaver())
+
+
+DAMAGED = {
+    "hand": {"id": "hand", "runner": "remote", "status": "running"},  # no agent_type, no thread_id
+    "wrong": {"id": "not-wrong", "agent_type": "general-purpose", "runner": "local", "status": "completed"},
+}
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_damaged_records_in_state_never_stop_the_parent_and_stay_as_they_are(background, mode):
+    agent = _agent(background)
+    config = {"configurable": {"thread_id": f"damage-{mode}"}}
+
+    def turn(text):
+        if mode == "invoke":
+            return agent.invoke(user(text), config)
+        return asyncio.run(agent.ainvoke(user(text), config))
+
+    out = turn("PARENT start")
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    agent.update_state(config, {"async_tasks": DAMAGED})
+    # Overwrite skips the reducer: a record that is not even a mapping reaches state this way.
+    agent.update_state(config, {"async_tasks": Overwrite({**ledger(agent.get_state(config).values),
+                                                          "junk": "not a record"})})
+
+    out = turn("PARENT look")
+    listed, checked, cancelled = tool_messages(out)[-3:]
+    rows = as_json(listed)
+    assert [r["task_id"] for r in rows] == [task_id]
+    assert checked.status == "error" and "'hand' cannot be acted on" in checked.text
+    assert "field 'agent_type'" in checked.text
+    assert cancelled.status == "error" and "'junk'" in cancelled.text and "not a mapping" in cancelled.text
+
+    out = turn("PARENT again")
+    assert as_json(tool_messages(out)[-1])["status"] == "completed"
+    kept = ledger(agent.get_state(config).values)
+    assert kept["hand"] == DAMAGED["hand"] and kept["wrong"] == DAMAGED["wrong"] and kept["junk"] == "not a record"
+
+
+def test_a_damaged_finished_record_is_not_announced_and_a_good_one_still_is(background):
+    model = ScriptedChatModel(
+        rules=[("quick job", ["quick answer"]), ("PARENT start", [start(("quick job", "general-purpose")), "started"])],
+        default="ok",
+    )
+    agent = create_agent(model, middleware=[background()], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "damage-notice"}}
+    out = agent.invoke(user("PARENT start"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    agent.update_state(config, {"async_tasks": {"wrong": {**DAMAGED["wrong"], "result": "SECRET"}}})
+    out = agent.invoke(user("anything new?"), config)
+    (announced,) = notices(out)
+    assert task_id in announced and "quick answer" in announced
+    assert "wrong" not in announced and "SECRET" not in announced
