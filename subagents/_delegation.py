@@ -139,7 +139,12 @@ class Delegation:
         return self.meter.usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
-        origin = self.meter.origin_of(exc) if self.meter is not None else None
+        if self.meter is None:
+            return describe_failure(exc, limits=self.limits)
+        try:
+            exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
+        except Exception:  # noqa: BLE001 - the failure path must never raise
+            origin = None
         return describe_failure(exc, limits=self.limits, origin=origin)
 
     def emit(self, status: str, **extra: Any) -> None:

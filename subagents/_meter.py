@@ -99,12 +99,24 @@ class TaskMeter(BaseCallbackHandler):
             "cost_usd": round(self.cost_usd, 6),
         }
 
+    def source_of(self, exc: BaseException) -> BaseException:
+        """The error a model or tool raised that ``exc`` stands in for; ``exc`` itself if none.
+
+        A ``GeneratorExit`` raised by a tool reaches an awaiting coroutine as
+        the interpreter's ``RuntimeError("coroutine ignored GeneratorExit")``,
+        with no link back to it: on ``ainvoke`` that error is the tool's.
+        """
+        seen = self.error_origin[0] if self.error_origin is not None else None
+        if isinstance(seen, GeneratorExit) and type(exc) is RuntimeError:
+            return seen
+        return exc
+
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
         if self.error_origin is None:
             return None
         seen, origin = self.error_origin
-        if seen is exc:
+        if seen is exc or seen is self.source_of(exc):
             return origin
         # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
         try:

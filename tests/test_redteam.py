@@ -632,6 +632,15 @@ def test_guard_generator_exit_from_a_child_tool_fails_that_task_alone_on_ainvoke
     _assert_one_message_and_record_per_call(out, 2)
 
 
+@MODES
+def test_a_child_tools_generator_exit_is_recorded_as_the_tools_error_on_both_paths(mode):
+    """On ainvoke it reaches the runner as the interpreter's RuntimeError("coroutine ignored GeneratorExit")."""
+    out = _child_raising_at("tool", GeneratorExit(), mode)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "tool_error"
+    assert failed["error"].startswith("GeneratorExit")
+
+
 def test_guard_a_base_exception_raised_by_the_childs_model_on_ainvoke_fails_that_task_alone():
     out = _child_raising_at("model", Boom("not a cancellation"), "async")
     _assert_one_message_and_record_per_call(out, 2)
