@@ -83,7 +83,10 @@ class BackgroundTaskHandlers:
 
     async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command:
         ledger = ledger_of(runtime.state)
-        updates = await self.tasks.refresh(ledger)
+        try:
+            updates = await self.tasks.refresh(ledger)
+        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
+            updates = {}
         merged = merge_async_records(ledger, updates)
         rows = [r for r in merged.values() if status is None or r["status"] == status]
         return _reply(runtime, words.listed(rows, status), updates=updates)

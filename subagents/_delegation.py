@@ -230,13 +230,17 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
 
 
 async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
-    """Await the child; at the deadline, abandon it (cancelled, never awaited again)."""
-    remaining = run.remaining()
-    if remaining is None:
-        return await run.graph.ainvoke(inputs, run.config)
+    """Run the child as its own task; at the deadline, abandon it (cancelled, never awaited again).
+
+    Its own task, waited on with ``asyncio.wait``, never ``await``-ed: asyncio
+    resumes a coroutine that awaits a failed task by *throwing* the error into
+    it, and a ``GeneratorExit`` thrown into a coroutine closes the whole chain
+    of awaits above it, the parent's included. Read with ``result()``, a
+    child's ``GeneratorExit`` is one more exception this task can fail with.
+    """
     child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
     try:
-        done, _ = await asyncio.wait({child}, timeout=remaining)
+        done, _ = await asyncio.wait({child}, timeout=run.remaining())
     except BaseException:
         child.cancel()
         raise

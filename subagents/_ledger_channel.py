@@ -164,6 +164,13 @@ def _replaces_all(write: Any) -> bool:
                                         or (write.get("type") == _OVERWRITE and "value" in write))
 
 
+def _replacement(write: Any) -> Any:
+    """The value a replacing write (see :func:`_replaces_all`) puts in place of the ledger."""
+    if isinstance(write, Overwrite):
+        return write.value
+    return write[_OVERWRITE] if _OVERWRITE in write else write["value"]
+
+
 def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
     """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise.
 
@@ -250,6 +257,11 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         except ValueError as exc:
             raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
         replaced = any(_replaces_all(write) for write in values)
+        if replaced and not all(isinstance(_replacement(w), dict) for w in values if _replaces_all(w)):
+            found = next(type(_replacement(w)).__name__ for w in values
+                         if _replaces_all(w) and not isinstance(_replacement(w), dict))
+            raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
+                             f"not a {found}; Overwrite({{}}) empties it")
         if len(values) > 1 and not replaced:
             # Siblings finishing in one step: fold their small writes first, so the
             # ledger is copied once per step, not once per sibling (the reducer is associative).

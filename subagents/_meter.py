@@ -26,6 +26,10 @@ from langchain_core.outputs import LLMResult
 from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of, estimate_tokens
 from subagents._errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
 
+_IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
+                                     "async generator ignored GeneratorExit"})
+"""The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
+
 
 class TaskStopped(SubagentError):
     """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
@@ -72,6 +76,8 @@ class TaskMeter(BaseCallbackHandler):
         self.prices = prices
         self.budget = budget
         self.error_origin: tuple[BaseException, StopReason] | None = None
+        self._generator_exit: tuple[BaseException, StopReason] | None = None  # see source_of
+        self._recent: list[tuple[BaseException, StopReason]] = []  # the last few errors seen, newest last
         self._stop: SubagentError | None = None
         self._reserved: dict[Any, int] = {}
         self._lock = threading.Lock()
@@ -102,22 +108,27 @@ class TaskMeter(BaseCallbackHandler):
     def source_of(self, exc: BaseException) -> BaseException:
         """The error a model or tool raised that ``exc`` stands in for; ``exc`` itself if none.
 
-        A ``GeneratorExit`` raised by a tool reaches an awaiting coroutine as
-        the interpreter's ``RuntimeError("coroutine ignored GeneratorExit")``,
-        with no link back to it: on ``ainvoke`` that error is the tool's.
+        A ``GeneratorExit`` raised by a tool can reach the runner, on
+        ``ainvoke``, as the interpreter's ``RuntimeError("coroutine ignored
+        GeneratorExit")`` with no link back to it; that error is the
+        ``GeneratorExit`` this meter last saw a model or tool raise.
         """
-        seen = self.error_origin[0] if self.error_origin is not None else None
-        if isinstance(seen, GeneratorExit) and type(exc) is RuntimeError:
-            return seen
+        found = self._generator_exit
+        if (found is not None and type(exc) is RuntimeError and len(exc.args) == 1
+                and exc.args[0] in _IGNORED_GENERATOR_EXIT):
+            return found[0]
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
+        if self._generator_exit is not None and self.source_of(exc) is not exc:
+            return self._generator_exit[1]
         if self.error_origin is None:
             return None
+        for seen, origin in self._recent:  # tools failing in one step: the one that ended the run may not be last
+            if seen is exc:
+                return origin
         seen, origin = self.error_origin
-        if seen is exc or seen is self.source_of(exc):
-            return origin
         # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
         try:
             same = type(seen) is type(exc) and seen.args == exc.args
@@ -164,11 +175,18 @@ class TaskMeter(BaseCallbackHandler):
         self._check()
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
-        self.error_origin = (error, "model_error")
+        self._saw(error, "model_error")
         self._release(run_id)
 
     def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
-        self.error_origin = (error, "tool_error")
+        self._saw(error, "tool_error")
+
+    def _saw(self, error: BaseException, origin: StopReason) -> None:
+        self.error_origin = (error, origin)
+        self._recent.append((error, origin))
+        del self._recent[:-8]
+        if isinstance(error, GeneratorExit):
+            self._generator_exit = (error, origin)
 
     def _release(self, run_id: Any) -> int:
         estimate = self._reserved.pop(run_id, 0)

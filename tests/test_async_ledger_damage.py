@@ -133,3 +133,91 @@ def test_a_damaged_finished_record_is_not_announced_and_a_good_one_still_is(back
     (announced,) = notices(out)
     assert task_id in announced and "quick answer" in announced
     assert "wrong" not in announced and "SECRET" not in announced
+
+
+def _rec(task_id, **fields):
+    record = {"id": task_id, "agent_type": "general-purpose", "runner": "local", "status": "completed",
+              "description": "d", "created_at": 1.0, "result": "ok", "announced": False}
+    record.update(fields)
+    return record
+
+
+HOSTILE = {
+    "int-result": _rec("int-result", result=123),
+    "int-error": _rec("int-error", status="error", result=None, error=5),
+    "dict-result": _rec("dict-result", result={str(i): i for i in range(50)}),
+    "int-description": _rec("int-description", description=5, announced=True),
+    "str-time": _rec("str-time", created_at="x", announced=True),
+    "list-note": _rec("list-note", note=["x"], announced=True),
+    "superscript-owner": _rec("superscript-owner", status="running", owner="local:h:\u00b2:s:r", announced=True),
+    "huge-pid-owner": _rec("huge-pid-owner", status="running", owner="local:h:99999999999999999999:s:r",
+                           announced=True),
+}
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_hostile_field_values_never_stop_a_turn_a_notice_or_a_listing(background, mode):
+    model = ScriptedChatModel(
+        rules=[("PARENT list", [{"tool_calls": [tool_call("list_async_tasks"),
+                                                tool_call("check_async_task", task_id="zz")]}, "listed"])],
+        default="ok",
+    )
+    agent = create_agent(model, middleware=[background()], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"hostile-{mode}"}}
+    good = _rec("good", created_at=2.0, announced=True)
+    agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}],
+                                "async_tasks": {**HOSTILE, "good": good, 7: _rec(7, announced=True)}})
+    turn = (lambda text: agent.invoke(user(text), config)) if mode == "invoke" else (
+        lambda text: asyncio.run(agent.ainvoke(user(text), config)))
+    out = turn("anything new?")
+    assert out["messages"][-1].text == "ok" and notices(out) == []  # the damaged ones are never announced
+    out = turn("PARENT list")
+    listed, checked = tool_messages(out)[-2:]
+    assert [r["task_id"] for r in as_json(listed)] == ["superscript-owner", "huge-pid-owner", "good"]
+    assert "Known task ids: superscript-owner, huge-pid-owner, good." in checked.text
+    # A running task whose owner names no process this host could run is lost, as any gone owner's.
+    kept = ledger(agent.get_state(config).values)
+    assert kept["superscript-owner"]["status"] == kept["huge-pid-owner"]["status"] == "lost"
+    assert kept["int-result"] == HOSTILE["int-result"] and kept[7]["id"] == 7
+
+
+def test_the_ledger_refuses_a_whole_value_that_is_not_a_mapping_with_a_clear_error():
+    for left, right, named in [({}, ["x"], "the update is a list"), ({}, "abc", "the update is a str"),
+                               (5, {"t": {}}, "the ledger is a int"), (["x"], {"t": {}}, "the ledger is a list")]:
+        with pytest.raises(ValueError, match=f"async_tasks: {named}"):
+            merge_async_records(left, right)
+    agent = create_agent(ScriptedChatModel(default="ok"), middleware=[_middleware()], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "whole"}}
+    agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}]})
+    for value in (5, None, ["x"], "abc"):
+        with pytest.raises(ValueError, match=r"ledger 'async_tasks': Overwrite needs a dict of records"):
+            agent.update_state(config, {"async_tasks": Overwrite(value)})
+    with pytest.raises(ValueError, match=r"async_tasks: the update is a list"):
+        agent.update_state(config, {"async_tasks": ["x"]})
+    agent.update_state(config, {"async_tasks": Overwrite({})})
+    assert ledger(agent.get_state(config).values) == {}
+
+
+@pytest.mark.parametrize(("argument", "value"), [("timeout_s", None), ("timeout_s", "1"), ("timeout_s", True),
+                                                 ("every_s", None), ("every_s", "0.1")])
+def test_waiting_refuses_a_deadline_or_interval_that_is_not_seconds_naming_it(argument, value):
+    with pytest.raises(ValueError, match=f"wait_for_background: {argument}"):
+        wait_for_background({}, **{argument: value})
+
+
+_made: list = []
+
+
+def _middleware():
+    from middleware import BackgroundSubagentMiddleware
+
+    middleware = BackgroundSubagentMiddleware(notify=False)
+    _made.append(middleware)
+    return middleware
+
+
+@pytest.fixture(autouse=True)
+def _close_made():
+    yield
+    while _made:
+        _made.pop().close()

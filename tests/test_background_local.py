@@ -332,3 +332,25 @@ def test_a_new_graph_object_in_the_same_process_finds_running_tasks(run, backgro
     second = create_agent(model, [gate.tool], middleware=[background()], checkpointer=saver)
     out = run(second, user("PARENT news"), config)
     assert ledger(out)[task_id]["status"] == "completed" and "held result" in notices(out)[0]
+
+
+def test_a_child_middlewares_generator_exit_settles_the_background_task_as_an_error(background):
+    """It used to end the task's driver with the GeneratorExit, leaving the task running forever."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Quits(AgentMiddleware):
+        def after_model(self, state, runtime):
+            raise GeneratorExit()
+
+        async def aafter_model(self, state, runtime):
+            raise GeneratorExit()
+
+    spec = {"name": "quitter", "description": "q", "model": ScriptedChatModel(default="answer"), "tools": [],
+            "middleware": [Quits()]}
+    middleware = background(subagents=[spec], general_purpose=False, notify=False)
+    parent = ScriptedChatModel(responses=[start(("work", "quitter")), "started"], default="ok")
+    agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
+    out = agent.invoke(user("go"), {"configurable": {"thread_id": "quits"}})
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "error")
+    assert background.task(task_id).fields["error"].startswith("GeneratorExit")

@@ -641,6 +641,80 @@ def test_a_child_tools_generator_exit_is_recorded_as_the_tools_error_on_both_pat
     assert failed["error"].startswith("GeneratorExit")
 
 
+@pytest.mark.parametrize(("place", "mode"), [(p, m) for p in [*_PLACES, "before_model", "after_model"]
+                                             for m in ("sync", "async")])
+def test_a_generator_exit_from_anywhere_in_a_child_fails_that_task_alone(mode, place):
+    """On ainvoke, asyncio resumes a coroutine awaiting a task that failed with GeneratorExit by throwing it
+    in, which closes every coroutine above: the parent's run too, unless the child is never awaited."""
+    out = _child_raising_at(place, GeneratorExit(), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert "GeneratorExit" in failed["error"] or place == "model"  # a model's: LangChain re-wraps it on ainvoke
+
+
+class _Swallow(AgentMiddleware):
+    """Answers a tool call whose tool raised anything, so the child goes on."""
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return handler(request)
+        except BaseException:  # noqa: BLE001
+            return ToolMessage(content="swallowed", tool_call_id=request.tool_call["id"])
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return await handler(request)
+        except BaseException:  # noqa: BLE001
+            return ToolMessage(content="swallowed", tool_call_id=request.tool_call["id"])
+
+
+@MODES
+def test_a_generator_exit_the_child_survived_does_not_claim_a_later_unrelated_error(mode):
+    @tool
+    def quits(x: str) -> str:
+        """Raises GeneratorExit."""
+        raise GeneratorExit()
+
+    calls = {"count": 0}
+
+    def after_second_model_call(self: Any, state: Any, runtime: Any) -> Any:
+        calls["count"] += 1
+        if calls["count"] > 1:
+            raise RuntimeError("the middleware's own")
+
+    async def aafter_second_model_call(self: Any, state: Any, runtime: Any) -> Any:
+        return after_second_model_call(self, state, runtime)
+
+    later = type("Later", (AgentMiddleware,), {"after_model": after_second_model_call,
+                                               "aafter_model": aafter_second_model_call})()
+    spec = {"name": "w", "description": "works", "tools": ["quits"], "middleware": [_Swallow(), later]}
+    model = ScriptedChatModel(rules=[("do it", [{"tool_calls": [tool_call("quits", x="1")]}, "done"])],
+                              responses=_parallel(("do it", "w")))
+    out = _invoke(mode, create_deep_agent(model, [quits], subagents=[spec]), _user())
+    (record,) = _records(out)
+    assert record["stop_reason"] == "error" and record["error"] == "RuntimeError: the middleware's own"
+
+
+@MODES
+def test_the_tool_error_that_ended_a_child_is_found_when_a_sibling_tool_failed_too(mode):
+    @tool
+    def quits(x: str) -> str:
+        """Raises GeneratorExit."""
+        raise GeneratorExit()
+
+    @tool
+    def breaks(x: str) -> str:
+        """Raises RuntimeError."""
+        raise RuntimeError("tool boom")
+
+    spec = {"name": "w", "description": "works", "tools": ["quits", "breaks"]}
+    both = {"tool_calls": [tool_call("quits", x="1"), tool_call("breaks", x="2")]}
+    model = ScriptedChatModel(rules=[("do it", [both, "done"])], responses=_parallel(("do it", "w")))
+    out = _invoke(mode, create_deep_agent(model, [quits, breaks], subagents=[spec]), _user())
+    (record,) = _records(out)
+    assert record["stop_reason"] == "tool_error"
+
+
 def test_guard_a_base_exception_raised_by_the_childs_model_on_ainvoke_fails_that_task_alone():
     out = _child_raising_at("model", Boom("not a cancellation"), "async")
     _assert_one_message_and_record_per_call(out, 2)

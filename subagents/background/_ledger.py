@@ -99,6 +99,10 @@ def merge_async_records(
     usage it saw without repeating the description, and two tools touching
     different tasks in one step never overwrite each other.
     """
+    for side, value in (("the ledger", left), ("the update", right)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
+                             "(task id -> record fields)")
     if not left:
         return {k: _fields(k, v) for k, v in (right or {}).items()}
     if not right:
@@ -119,15 +123,23 @@ def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
     return dict(fields)
 
 
+_TEXT_FIELDS = ("description", "result", "error", "note")
+_TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
+
+
 def record_problem(task_id: Any, record: Any) -> str | None:
     """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
 
-    What is checked is what waiting, polling and announcing read: a mapping
-    with an ``id`` equal to its key, a string ``status`` and ``agent_type``,
-    and for a remote task that may still change, the ``thread_id`` it is
-    polled by. Records the middleware writes always pass; a hand-edited or
-    damaged one (``update_state``, a JSON file) may not.
+    What is checked is what waiting, polling, listing and announcing read: a
+    string key, a mapping with an ``id`` equal to it, a string ``status`` and
+    ``agent_type``, texts (``description``, ``result``, ``error``, ``note``)
+    that are strings or ``None``, times that are numbers or ``None``, and for
+    a remote task that may still change, the ``thread_id`` it is polled by.
+    Records the middleware writes always pass; a hand-edited or damaged one
+    (``update_state``, a JSON file) may not.
     """
+    if not isinstance(task_id, str):
+        return f"its key is a {type(task_id).__name__}, not a task id string"
     if not isinstance(record, Mapping):
         return f"it is a {type(record).__name__}, not a mapping of fields"
     if record.get("id") != task_id:
@@ -136,6 +148,13 @@ def record_problem(task_id: Any, record: Any) -> str | None:
         return f"field 'status' is {record.get('status')!r}, not a status name"
     if not isinstance(record.get("agent_type"), str):
         return f"field 'agent_type' is {record.get('agent_type')!r}, not a subagent name"
+    for field in _TEXT_FIELDS:
+        if not isinstance(record.get(field), (str, type(None))):
+            return f"field {field!r} is a {type(record.get(field)).__name__}, not text"
+    for field in _TIME_FIELDS:
+        value = record.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field {field!r} is {value!r}, not a time in seconds"
     if record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES:
         if not isinstance(record.get("thread_id"), str):
             return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"

@@ -19,9 +19,7 @@ What makes it a *task* rather than a call:
   beside the thread's checkpoints (see :mod:`subagents.background._outcomes`),
   so a restart reports it ``completed`` with its result.
 * **A concurrency cap.** Tasks beyond ``max_concurrent`` stay ``pending``
-  until a slot frees up.
-
-Every method runs on the runtime's loop, its table's only writer.
+  until a slot frees up. Every method runs on the runtime's loop, its table's only writer.
 
 Example (inside a coroutine on the runtime's loop)::
 
@@ -266,8 +264,10 @@ class LocalTaskRunner:
                 self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
             else:
                 self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now())
-        except Exception as exc:  # noqa: BLE001 - a task fails alone, never the loop
+        except BaseException as exc:  # noqa: BLE001 - a task fails alone (a stray GeneratorExit too), never the loop
             self._finish(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
         while True:

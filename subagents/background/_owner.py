@@ -74,9 +74,14 @@ class Owner:
         if not isinstance(name, str):
             return None
         parts = name.split(":")
-        if len(parts) != 5 or parts[0] != _PREFIX or not parts[2].isdigit():
+        # ASCII digits only ("²".isdigit() is true), and a pid the OS could have.
+        if (len(parts) != 5 or parts[0] != _PREFIX or not (parts[2].isascii() and parts[2].isdigit())
+                or len(parts[2]) > 10 or int(parts[2]) > _MAX_PID):
             return None
         return cls(host=parts[1], pid=int(parts[2]), start=parts[3], runtime=parts[4])
+
+
+_MAX_PID = 2**31 - 1
 
 
 def owner_state(name: object, *, me: Owner | None = None,

@@ -51,10 +51,11 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     other than its key, no ``status``, or a live remote task without its
     ``agent_type`` or ``thread_id``.
     """
-    if not every_s > 0:  # 0, negative or NaN: back-to-back polls, a busy loop of requests
+    if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
+        # 0, negative or NaN: back-to-back polls, a busy loop of requests
         raise ValueError(f"wait_for_background: every_s must be a number of seconds > 0 (got {every_s!r})")
-    if math.isnan(timeout_s):
-        raise ValueError("wait_for_background: timeout_s must be a number of seconds (got nan)")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or math.isnan(timeout_s):
+        raise ValueError(f"wait_for_background: timeout_s must be a number of seconds (got {timeout_s!r})")
     deadline = time.monotonic() + timeout_s
     ledger = checked_ledger(ledger, "wait_for_background")
     remote = {k: v for k, v in ledger.items() if v.get("runner") == "remote"}
