@@ -14,6 +14,7 @@ at its next model or tool call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import threading
@@ -61,6 +62,8 @@ class Delegation:
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     short_answer_threshold: int | None = None
     """The spec's own short-answer threshold (``None``: the runner's applies)."""
+    begun: bool = False
+    """Past the concurrency cap: the child has been (or is being) run."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -123,6 +126,7 @@ class Delegation:
 
     def begin(self) -> None:
         """The task starts running (after any wait for the concurrency cap)."""
+        self.begun = True
         if self.limits.timeout_s is not None and self.meter is not None:
             self.meter.deadline = time.monotonic() + self.limits.timeout_s
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else ())
@@ -241,8 +245,12 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
     try:
         done, _ = await asyncio.wait({child}, timeout=run.remaining())
-    except BaseException:
+    except BaseException as exc:  # this task is cancelled: so is the child, and it ends before we do
         child.cancel()
+        child.add_done_callback(_discard)
+        if not isinstance(exc, GeneratorExit):  # a coroutine being closed may not await again
+            with contextlib.suppress(BaseException):  # cancelled again: stop waiting, the first reason stands
+                await asyncio.wait({child})
         raise
     if child in done:
         return child.result()

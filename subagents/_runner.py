@@ -108,35 +108,43 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with self.limit.hold():
-            prepared.begin()
-            plan = self._plan(prepared)
-            step = next(plan)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = invoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, exc)
-                else:
-                    step = _send(plan, value)
-            return step
+        try:
+            with self.limit.hold():
+                prepared.begin()
+                plan = self._plan(prepared)
+                step = next(plan)
+                while not isinstance(step, TaskOutcome):
+                    try:
+                        value = invoke_with_deadline(prepared, step)
+                    except BaseException as exc:  # noqa: BLE001 - the plan decides
+                        step = _throw(plan, exc)
+                    else:
+                        step = _send(plan, value)
+                return step
+        except REAL_CANCELLATION:
+            _cancelled_while_waiting(prepared)
+            raise
 
     async def arun(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        async with self.limit.ahold():
-            prepared.begin()
-            plan = self._plan(prepared)
-            step = next(plan)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = await ainvoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, exc)
-                else:
-                    step = _send(plan, value)
-            return step
+        try:
+            async with self.limit.ahold():
+                prepared.begin()
+                plan = self._plan(prepared)
+                step = next(plan)
+                while not isinstance(step, TaskOutcome):
+                    try:
+                        value = await ainvoke_with_deadline(prepared, step)
+                    except BaseException as exc:  # noqa: BLE001 - the plan decides
+                        step = _throw(plan, exc)
+                    else:
+                        step = _send(plan, value)
+                return step
+        except REAL_CANCELLATION:
+            _cancelled_while_waiting(prepared)
+            raise
 
     # -- the plan, written once ---------------------------------------------
 
@@ -263,6 +271,12 @@ class TaskRunner:
             "skipped_writes": None,
             **run.record_extra,
         }
+
+
+def _cancelled_while_waiting(run: Delegation) -> None:
+    """Cancelled before the concurrency cap let the child start: its transcript still gets the mark."""
+    if not run.begun:  # once begun, the plan has left the mark already
+        run.cancelled()
 
 
 def _is_approval(signal: GraphInterrupt) -> bool:

@@ -302,6 +302,50 @@ def test_cancelling_the_parent_propagates_and_marks_the_transcript(tmp_path):
     assert transcript.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}'
 
 
+def _cleaning_up_child(log: list[str], fail_in_cleanup: bool = False) -> Any:
+    @tool
+    async def slow(x: str) -> str:
+        """Sleep, and clean up when cancelled."""
+        log.append("start")
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.1)
+            log.append("cleanup done")
+            if fail_in_cleanup:
+                raise ValueError("boom during cancel") from None
+            raise
+        return x
+
+    return slow
+
+
+@pytest.mark.parametrize("fail_in_cleanup", [False, True], ids=["clean", "cleanup-raises"])
+def test_cancelling_the_parent_returns_only_once_the_child_has_stopped(tmp_path, caplog, fail_in_cleanup):
+    """The child runs as its own asyncio task on ainvoke: the parent's cancellation still waits for its end."""
+    log: list[str] = []
+    slow = _cleaning_up_child(log, fail_in_cleanup)
+    calls = [tool_call("task", description=f"DO WORK {i}", subagent_type="w") for i in range(6)]
+    model = ScriptedChatModel(rules=[("DO WORK", [{"tool_calls": [tool_call("slow", x="a")]}] * 3)],
+                              responses=[{"tool_calls": calls}, "done"])
+    spec = SubagentSpec(name="w", description="waits", tools=[slow])
+    agent = create_deep_agent(model, subagents=[spec], sessions_dir=str(tmp_path), max_concurrent_tasks=2)
+
+    async def main() -> tuple[list[str], int]:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(agent.ainvoke(user("go"), {"configurable": {"thread_id": "t"}}), 0.5)
+        return list(log), len(asyncio.all_tasks()) - 1
+
+    seen, pending = asyncio.run(main())
+    assert seen.count("start") == 2 and seen.count("cleanup done") == 2  # two ran (the cap), both ended
+    assert pending == 0
+    assert "never retrieved" not in caplog.text
+    # All six are marked, the four still waiting for a slot included.
+    transcripts = sorted(tmp_path.rglob("agent-*.jsonl"))
+    assert len(transcripts) == 6
+    assert all(t.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}' for t in transcripts)
+
+
 def test_unreadable_background_call_arguments_are_answered_recorded_and_retried(run):
     broken = AIMessage(content="Starting.", invalid_tool_calls=[
         {"name": "start_async_task", "args": '{"description": "wri', "id": "call_bg_bad",
