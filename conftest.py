@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import os
 
+# Imported now, not by hypothesis's plugin at the terminal summary: that late import makes pytest
+# rewrite (ast.parse) hypothesis's modules at the very end of the session, and CPython 3.11's ast
+# module then fails now and then with "SystemError: AST constructor recursion depth mismatch"
+# (its recursion counter is shared interpreter state), an INTERNALERROR after every test passed.
+import hypothesis.internal.observability  # noqa: F401
 import pytest
 
 # Variables that select or reach a model provider or a tracing service.

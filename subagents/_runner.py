@@ -22,9 +22,10 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, ParentCommand
@@ -108,28 +109,24 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        try:
-            with self.limit.hold():
-                prepared.begin()
-                plan = self._plan(prepared)
-                step = next(plan)
-                while not isinstance(step, TaskOutcome):
-                    try:
-                        value = invoke_with_deadline(prepared, step)
-                    except BaseException as exc:  # noqa: BLE001 - the plan decides
-                        step = _throw(plan, exc)
-                    else:
-                        step = _send(plan, value)
-                return step
-        except REAL_CANCELLATION:
-            _cancelled_while_waiting(prepared)
-            raise
+        with _marked_if_cancelled(prepared), self.limit.hold():
+            prepared.begin()
+            plan = self._plan(prepared)
+            step = next(plan)
+            while not isinstance(step, TaskOutcome):
+                try:
+                    value = invoke_with_deadline(prepared, step)
+                except BaseException as exc:  # noqa: BLE001 - the plan decides
+                    step = _throw(plan, exc)
+                else:
+                    step = _send(plan, value)
+            return step
 
     async def arun(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        try:
+        with _marked_if_cancelled(prepared):
             async with self.limit.ahold():
                 prepared.begin()
                 plan = self._plan(prepared)
@@ -142,9 +139,6 @@ class TaskRunner:
                     else:
                         step = _send(plan, value)
                 return step
-        except REAL_CANCELLATION:
-            _cancelled_while_waiting(prepared)
-            raise
 
     # -- the plan, written once ---------------------------------------------
 
@@ -273,10 +267,15 @@ class TaskRunner:
         }
 
 
-def _cancelled_while_waiting(run: Delegation) -> None:
+@contextlib.contextmanager
+def _marked_if_cancelled(run: Delegation) -> Iterator[None]:
     """Cancelled before the concurrency cap let the child start: its transcript still gets the mark."""
-    if not run.begun:  # once begun, the plan has left the mark already
-        run.cancelled()
+    try:
+        yield
+    except REAL_CANCELLATION:
+        if not run.begun:  # once begun, the plan has left the mark already
+            run.cancelled()
+        raise
 
 
 def _is_approval(signal: GraphInterrupt) -> bool:
