@@ -339,7 +339,6 @@ class SubAgentMiddleware(AgentMiddleware):
         return self._after_model(response)
 
 
-
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
     record.update(stop_reason="error", description=call.description)

@@ -257,11 +257,10 @@ class LedgerChannel(BinaryOperatorAggregate[Ledger]):
         except ValueError as exc:
             raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
         replaced = any(_replaces_all(write) for write in values)
-        if replaced and not all(isinstance(_replacement(w), dict) for w in values if _replaces_all(w)):
-            found = next(type(_replacement(w)).__name__ for w in values
-                         if _replaces_all(w) and not isinstance(_replacement(w), dict))
-            raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
-                             f"not a {found}; Overwrite({{}}) empties it")
+        for write in values if replaced else ():
+            if _replaces_all(write) and not isinstance(value := _replacement(write), dict):
+                raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
+                                 f"not a {type(value).__name__}; Overwrite({{}}) empties it")
         if len(values) > 1 and not replaced:
             # Siblings finishing in one step: fold their small writes first, so the
             # ledger is copied once per step, not once per sibling (the reducer is associative).
