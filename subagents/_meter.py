@@ -75,9 +75,7 @@ class TaskMeter(BaseCallbackHandler):
         self.max_usd = max_usd
         self.prices = prices
         self.budget = budget
-        self.error_origin: tuple[BaseException, StopReason] | None = None
-        self._generator_exit: tuple[BaseException, StopReason] | None = None  # see source_of
-        self._recent: list[tuple[BaseException, StopReason]] = []  # the last few errors seen, newest last
+        self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._stop: SubagentError | None = None
         self._reserved: dict[Any, int] = {}
         self._lock = threading.Lock()
@@ -110,25 +108,24 @@ class TaskMeter(BaseCallbackHandler):
 
         A ``GeneratorExit`` raised by a tool can reach the runner, on
         ``ainvoke``, as the interpreter's ``RuntimeError("coroutine ignored
-        GeneratorExit")`` with no link back to it; that error is the
-        ``GeneratorExit`` this meter last saw a model or tool raise.
+        GeneratorExit")`` with no link back to it; that error is the latest
+        ``GeneratorExit`` this meter saw a model or tool raise.
         """
-        found = self._generator_exit
-        if (found is not None and type(exc) is RuntimeError and len(exc.args) == 1
-                and exc.args[0] in _IGNORED_GENERATOR_EXIT):
-            return found[0]
+        if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
+            return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
-        if self._generator_exit is not None and self.source_of(exc) is not exc:
-            return self._generator_exit[1]
-        if self.error_origin is None:
-            return None
-        for seen, origin in self._recent:  # tools failing in one step: the one that ended the run may not be last
-            if seen is exc:
+        exc = self.source_of(exc)
+        # Tools failing in one step: the error that ended the run need not be the latest. An error raised
+        # from a tool's (Python's RuntimeError for a StopIteration leaving a generator) comes from the tool.
+        for seen, origin in reversed(self._seen):
+            if seen is exc or seen is exc.__cause__:
                 return origin
-        seen, origin = self.error_origin
+        if not self._seen:
+            return None
+        seen, origin = self._seen[-1]
         # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
         try:
             same = type(seen) is type(exc) and seen.args == exc.args
@@ -182,11 +179,8 @@ class TaskMeter(BaseCallbackHandler):
         self._saw(error, "tool_error")
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
-        self.error_origin = (error, origin)
-        self._recent.append((error, origin))
-        del self._recent[:-8]
-        if isinstance(error, GeneratorExit):
-            self._generator_exit = (error, origin)
+        self._seen.append((error, origin))
+        del self._seen[:-8]
 
     def _release(self, run_id: Any) -> int:
         estimate = self._reserved.pop(run_id, 0)

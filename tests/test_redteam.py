@@ -641,6 +641,17 @@ def test_a_child_tools_generator_exit_is_recorded_as_the_tools_error_on_both_pat
     assert failed["error"].startswith("GeneratorExit")
 
 
+@MODES
+@pytest.mark.parametrize("exc", [StopIteration(), TimeoutError("t"), KeyError("k"), RecursionError("r"),
+                                 MemoryError("m"), Boom("b")], ids=lambda e: type(e).__name__)
+def test_any_error_a_child_tool_raises_is_recorded_as_the_tools(mode, exc):
+    """Python turns a StopIteration leaving a generator into a RuntimeError raised from it: still the tool's."""
+    out = _child_raising_at("tool", exc, mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "tool_error"
+
+
 @pytest.mark.parametrize(("place", "mode"), [(p, m) for p in [*_PLACES, "before_model", "after_model"]
                                              for m in ("sync", "async")])
 def test_a_generator_exit_from_anywhere_in_a_child_fails_that_task_alone(mode, place):
