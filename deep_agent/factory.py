@@ -28,6 +28,7 @@ Subagents can also be markdown agent files, with skills and model profiles::
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -201,7 +202,9 @@ def create_deep_agent(
     options = settings.definitions.build_options(
         skills, parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware))
     specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
-    private = private_state_keys(middleware)
+    # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
+    own_schema = types.SimpleNamespace(state_schema=create_agent_kwargs.get("state_schema"))
+    private = private_state_keys([*middleware, own_schema])
     delegation = SubAgentMiddleware(
         specs, model=root_model, tools=tools, private_state_keys=private, build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,

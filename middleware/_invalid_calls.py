@@ -19,7 +19,7 @@ from langchain.agents.middleware.types import ExtendedModelResponse, ModelRespon
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from subagents import TaskRecord, safe_text
+from subagents import NO_TRANSCRIPT, TaskRecord, safe_text
 
 RecordSink = Callable[[dict[str, Any]], None]
 
@@ -30,11 +30,12 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
         return result, []
     message = result[0]
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
-    nameless = [c for c in message.tool_calls if c.get("name") in tool_names and not c.get("id")]
-    if nameless:
-        # Some servers send no call id; the tool node needs one to answer the call.
+    if any(_needs_id(message.tool_calls, i, tool_names) for i in range(len(message.tool_calls))):
+        # Some servers send no call id, or number ids per message and repeat them: the tool node needs
+        # one per call to answer it, and a call must be told from its siblings (caps, write-backs).
         message = message.model_copy(update={"tool_calls": [
-            {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if c in nameless else c for c in message.tool_calls]})
+            {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if _needs_id(message.tool_calls, i, tool_names) else c
+            for i, c in enumerate(message.tool_calls)]})
         result = [message, *result[1:]]
     if not bad:
         return result, []
@@ -71,6 +72,15 @@ def answered_response(response: Any, tool_names: Collection[str], ledger_key: st
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
 
 
+def _needs_id(calls: list[Any], index: int, tool_names: Collection[str]) -> bool:
+    """Call ``index`` is to one of ``tool_names`` and has no id, or one an earlier call of the message has."""
+    call = calls[index]
+    if call.get("name") not in tool_names:
+        return False
+    call_id = call.get("id")
+    return not call_id or any(c.get("id") == call_id for c in calls[:index])
+
+
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
                         agent_type: str | None = None) -> dict[str, Any]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
@@ -87,6 +97,7 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
         started_at=now,
         finished_at=now,
         duration_ms=0.0,
+        transcript=NO_TRANSCRIPT,  # no child ran: an empty transcript, as for a refused delegation
     ).model_dump()
 
 

@@ -42,6 +42,9 @@ except ImportError:  # a langgraph without `interrupt(response_schema=...)` rais
     def is_invalid_resume(error: BaseException) -> bool:
         return False
 
+MAX_ARGUMENT_DEPTH = 200
+"""Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
+
 _INJECTED = frozenset({"runtime"})
 """Arguments the tool node adds to the model's: never shown back to the model as its own."""
 
@@ -50,16 +53,32 @@ class RecordedTool(StructuredTool):
     """A ``StructuredTool`` whose tool calls with invalid arguments return an error result and a record."""
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if (refused := self._too_deep(input)) is not None:
+            return refused
         try:
             return super().invoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if (refused := self._too_deep(input)) is not None:
+            return refused
         try:
             return await super().ainvoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
+
+    def _too_deep(self, call: Any) -> Command | None:
+        """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
+        if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
+            return None
+        if _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
+            return None
+        reason = (f"Error invoking tool '{self.name}': its arguments are nested more than {MAX_ARGUMENT_DEPTH} "
+                  "levels deep. Call it again with plain arguments.")
+        message = ToolMessage(content=reason, tool_call_id=call["id"], name=self.name, status="error")
+        record = invalid_call_record(self.name, call["id"], reason)
+        return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command:
         """The tool node's own answer to these arguments, with this call's ledger record."""
@@ -81,6 +100,23 @@ class RecordedTool(StructuredTool):
         agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
         record = invalid_call_record(self.name, call["id"], safe_text(message.content), agent)
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
+
+
+def _depth_at_most(value: Any, limit: int) -> bool:
+    """Whether ``value``'s dicts and lists nest at most ``limit`` deep (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
 
 
 def _without_injected(value: Any) -> Any:

@@ -78,7 +78,7 @@ from middleware._prompts import (
     with_prompt_block,
 )
 from middleware._recorded_tool import RecordedTool
-from middleware._sibling_writes import SiblingWrites
+from middleware._sibling_writes import SiblingWrites, StoredWrites
 from middleware._task_args_schema import task_args_schema
 from middleware._task_description import task_tool_description
 from middleware._task_tool_schema import STRUCTURED_TASK_TOOL_DESCRIPTION, task_tool_arguments
@@ -251,7 +251,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return self._command(runtime, outcome)
+            return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:
@@ -262,7 +262,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return self._command(runtime, outcome)
+            return self._command(runtime, outcome, await self._writes.astored(runtime, outcome))
 
         base, _ = task_tool_arguments(self.structured_results)
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
@@ -293,11 +293,11 @@ class SubAgentMiddleware(AgentMiddleware):
         reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
         return None if reason is None else refused_outcome(call, reason)
 
-    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Command:
+    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome, stored: StoredWrites = ()) -> Command:
         """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
         record, update = outcome.record, dict[str, Any]()
         if outcome.changes:
-            update, skipped = self._writes.apply(runtime, outcome)
+            update, skipped = self._writes.apply(runtime, outcome, stored)
             if skipped:
                 record = {**record, "skipped_writes": skipped}
         ours = {
@@ -326,7 +326,8 @@ class SubAgentMiddleware(AgentMiddleware):
                 if usage:
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        return answered_response(response, (TASK_TOOL_NAME,), LEDGER_KEY, as_record=ledger_entry)
+        names = (TASK_TOOL_NAME, "create_subagent") if self.dynamic else (TASK_TOOL_NAME,)
+        return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         request = self._with_block(request)

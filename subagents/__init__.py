@@ -41,6 +41,7 @@ from subagents._dynamic import (
     merge_definitions as merge_definitions,
 )
 from subagents._errors import AgentFileError, SpecError, StopReason, SubagentError
+from subagents._errors import is_real_cancellation as is_real_cancellation
 from subagents._errors import safe_text as safe_text
 from subagents._fork import ContextMode
 from subagents._isolation import private_state_keys as private_state_keys
@@ -83,6 +84,7 @@ from subagents._spec_dicts import (
 from subagents._spec_dicts import (
     is_async_spec as is_async_spec,
 )
+from subagents._transcript import NO_TRANSCRIPT as NO_TRANSCRIPT
 from subagents._transcript import get_transcript, read_transcript
 from subagents._writeback import parent_channels as parent_channels
 from subagents._writeback import write_back as write_back

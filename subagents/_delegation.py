@@ -147,7 +147,7 @@ class Delegation:
             return describe_failure(exc, limits=self.limits)
         try:
             exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
-        except Exception:  # noqa: BLE001 - the failure path must never raise
+        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
             origin = None
         return describe_failure(exc, limits=self.limits, origin=origin)
 

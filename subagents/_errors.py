@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import reprlib
 from pathlib import Path
 from typing import Any, Literal
@@ -86,6 +87,15 @@ StopReason = Literal[
 ``error`` is anything not classified more precisely (a child middleware hook
 raising, a compiled graph's own failure).
 """
+
+
+REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
+"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result."""
+
+
+def is_real_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is real cancellation, judged by its type alone (a hostile ``__class__`` cannot lie)."""
+    return issubclass(type(exc), REAL_CANCELLATION)
 
 
 class SubagentError(Exception):

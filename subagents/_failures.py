@@ -13,10 +13,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast, get_args
 
 from langgraph.errors import GraphRecursionError
 
 from subagents._errors import StopReason, SubagentError, safe_text
+
+_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,10 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
 
     from subagents._meter import MaxTurnsReached
 
+    if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
+        # The library's error raised by a child's model or tool (one that itself delegates, say): its
+        # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
+        return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
     if isinstance(exc, MaxTurnsReached):
         return "max_turns", (
             f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
@@ -63,12 +70,19 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
             "Split the task into smaller pieces, or raise recursion_limit."
         )
     if isinstance(exc, SubagentError):
-        if exc.stop_reason == "timeout":
+        reason = _claimed_reason(exc)
+        if reason == "timeout":
             after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
             return "timeout", f"timed out{after}. Split the task, or raise timeout_s."
-        return exc.stop_reason, safe_text(exc) or exc.stop_reason
+        return reason, safe_text(exc) or reason
     text = safe_text(exc).strip() or "(no message)"
     return origin or "error", f"{_type_name(exc)}: {text}"
+
+
+def _claimed_reason(exc: SubagentError) -> StopReason:
+    """The error's ``stop_reason`` if it is one a failure can have; a subclass's own invention is ``error``."""
+    reason: Any = exc.stop_reason
+    return cast(StopReason, reason) if type(reason) is str and reason in _FAILURE_REASONS else "error"
 
 
 def _type_name(exc: BaseException) -> str:

@@ -76,6 +76,7 @@ class TaskMeter(BaseCallbackHandler):
         self.prices = prices
         self.budget = budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
+        self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
         self._reserved: dict[Any, int] = {}
         self._lock = threading.Lock()
@@ -118,6 +119,8 @@ class TaskMeter(BaseCallbackHandler):
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
         exc = self.source_of(exc)
+        if any(exc is raised for raised in self._raised):  # the meter's own stop, passed through a tool
+            return None
         # Tools failing in one step: the error that ended the run need not be the latest. An error raised
         # from a tool's (Python's RuntimeError for a StopIteration leaving a generator) comes from the tool.
         for seen, origin in reversed(self._seen):
@@ -135,24 +138,30 @@ class TaskMeter(BaseCallbackHandler):
 
     def _check(self) -> None:
         if self._stop is not None:
-            raise self._stop
+            raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise TaskTimeout("timed out")
+            raise self._raising(TaskTimeout("timed out"))
         tokens = self.input_tokens + self.output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
-            raise BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)")
+            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)"))
         if self.max_usd is not None and self.cost_usd >= self.max_usd:
-            raise BudgetExceeded(
+            raise self._raising(BudgetExceeded(
                 f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
-            )
+            ))
         if self.budget is not None and (reason := self.budget.exhausted()):
-            raise BudgetExceeded(reason)
+            raise self._raising(BudgetExceeded(reason))
+
+    def _raising(self, error: SubagentError) -> SubagentError:
+        """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
+        self._raised.append(error)
+        del self._raised[:-8]
+        return error
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         self._check()
         with self._lock:
             if self.max_turns is not None and self.model_calls >= self.max_turns:
-                raise MaxTurnsReached(self.max_turns)
+                raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
         if self.budget is not None:
             # Reserving the prompt before the call bounds a shared budget's

@@ -152,8 +152,9 @@ def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) ->
     same namespace after an interrupt, so the resumed delegation keeps its id.
     """
     # uuid5 spelled out (its UUID object costs several times the hash on the hot path); same ids.
-    digest = bytearray(hashlib.sha1(_TASK_ID_PREFIX + f"{thread_id}|{checkpoint_ns}|{tool_call_id}".encode(),
-                                    usedforsecurity=False).digest()[:16])
+    # surrogatepass: a call id holding a lone surrogate (a broken server's) still names one task.
+    key = f"{thread_id}|{checkpoint_ns}|{tool_call_id}".encode(errors="surrogatepass")
+    digest = bytearray(hashlib.sha1(_TASK_ID_PREFIX + key, usedforsecurity=False).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
     digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
     return digest.hex()

@@ -21,7 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -34,7 +33,15 @@ from langgraph.types import Interrupt
 from subagents._budget import check_prices
 from subagents._call_setup import set_up_child
 from subagents._delegation import Delegation, ainvoke_with_deadline, invoke_with_deadline
-from subagents._errors import DelegationRefused, ParentWriteRefused, StopReason, SubagentError, safe_text
+from subagents._errors import (
+    REAL_CANCELLATION,
+    DelegationRefused,
+    ParentWriteRefused,
+    StopReason,
+    SubagentError,
+    is_real_cancellation,
+    safe_text,
+)
 from subagents._failures import describe_failure
 from subagents._isolation import CORE_EXCLUDED_KEYS, changed_keys, langchain_private_state_keys
 from subagents._limiter import ConcurrencyLimit
@@ -50,9 +57,6 @@ from subagents._transcript import NO_TRANSCRIPT, sink_chooser
 
 if TYPE_CHECKING:  # settings build on the background runtime, which builds on this runner
     from subagents.settings import DelegationSettings
-
-REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
-"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result."""
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
 """Set in the metadata of every child run; its presence means "inside a child"."""
@@ -178,7 +182,7 @@ class TaskRunner:
         except Exception as exc:  # noqa: BLE001 - fault isolation is the point
             return self._fail(run, exc)
         except BaseException as exc:
-            if isinstance(exc, REAL_CANCELLATION):
+            if is_real_cancellation(exc):
                 run.cancelled()
                 raise
             # Any other BaseException (a library's own, a stray GeneratorExit) fails this task alone.

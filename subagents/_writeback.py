@@ -28,7 +28,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from subagents._errors import safe_text
+from subagents._errors import is_real_cancellation, safe_text
 
 _MISSING = object()
 
@@ -80,8 +80,10 @@ def write_back(
         try:
             reason = _one(key, value, inputs, channels, parallel, update, (earlier or {}).get(key, []),
                           checkpointed)
-        except Exception as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
-            reason = f"could not be compared or copied ({type(exc).__name__})"
+        except BaseException as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
+            if is_real_cancellation(exc):
+                raise
+            reason = f"could not be compared or copied ({_name(exc)})"
         if reason is not None:
             skipped[safe_text(key, 200)] = reason
     return update, skipped
@@ -127,16 +129,27 @@ def _unusable(value: Any, checkpointed: bool) -> str | None:
     """Why the parent could not carry ``value`` (LangGraph deep-copies a tool's update), if it cannot."""
     try:
         copy.deepcopy(value)
-    except Exception as exc:  # noqa: BLE001
-        return f"the value cannot be copied ({type(exc).__name__})"
+    except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
+        if is_real_cancellation(exc):
+            raise
+        return f"the value cannot be copied ({_name(exc)})"
     if checkpointed:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         try:
             JsonPlusSerializer().dumps_typed(value)
-        except Exception as exc:  # noqa: BLE001
-            return f"the parent's checkpointer cannot store the value ({type(exc).__name__})"
+        except BaseException as exc:  # noqa: BLE001
+            if is_real_cancellation(exc):
+                raise
+            return f"the parent's checkpointer cannot store the value ({_name(exc)})"
     return None
+
+
+def _name(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except BaseException:  # noqa: BLE001
+        return "an error"
 
 
 def is_reducer(channel: Any) -> bool:
@@ -172,6 +185,8 @@ def _accepts(channel: Any, values: list[Any]) -> bool:
             # A reducer that mutates in place must not touch the parent's real value.
             trial.value = copy.copy(trial.value)
         trial.update(values)
-    except Exception:  # noqa: BLE001 - the reducer or type check refused it
+    except BaseException as exc:  # noqa: BLE001 - the reducer or type check refused it, with any type
+        if is_real_cancellation(exc):
+            raise
         return False
     return True

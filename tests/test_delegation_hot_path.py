@@ -179,8 +179,8 @@ class _KeepsItsCommands(SubAgentMiddleware):
 
     built: list
 
-    def _command(self, runtime, outcome):
-        self.built.append(super()._command(runtime, outcome))
+    def _command(self, runtime, outcome, *stored):
+        self.built.append(super()._command(runtime, outcome, *stored))
         return self.built[-1]
 
 
