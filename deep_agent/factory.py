@@ -28,7 +28,6 @@ Subagents can also be markdown agent files, with skills and model profiles::
 
 from __future__ import annotations
 
-import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -203,8 +202,8 @@ def create_deep_agent(
         skills, parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware))
     specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
-    own_schema = types.SimpleNamespace(state_schema=create_agent_kwargs.get("state_schema"))
-    private = private_state_keys([*middleware, own_schema])
+    own_schema = create_agent_kwargs.get("state_schema")
+    private = private_state_keys([*middleware, *([own_schema] if own_schema is not None else [])])
     delegation = SubAgentMiddleware(
         specs, model=root_model, tools=tools, private_state_keys=private, build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,

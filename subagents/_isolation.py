@@ -21,15 +21,16 @@ CORE_EXCLUDED_KEYS: frozenset[str] = frozenset({"messages", "structured_response
 
 
 def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
-    """Keys that the given middleware (instances or classes) mark private.
+    """Keys that the given middleware (instances or classes) or state schemas mark private.
 
     LangChain marks a key private with ``PrivateStateAttr`` (omitted from both
     the input and the output schema). Such keys belong to the agent that owns
-    the middleware and are stripped at the boundary.
+    the middleware (or the schema, an agent's own ``state_schema``) and are
+    stripped at the boundary.
 
     Example::
 
-        keys = private_state_keys([ModelCallLimitMiddleware(run_limit=5)])
+        keys = private_state_keys([ModelCallLimitMiddleware(run_limit=5), MyState])
         assert "run_model_call_count" in keys
     """
     from typing import get_type_hints
@@ -39,6 +40,8 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
     keys: set[str] = set()
     for mw in middleware:
         schema = getattr(mw, "state_schema", None)
+        if schema is None and isinstance(mw, type):  # a state schema itself (a TypedDict class)
+            schema = mw
         if schema is None:
             continue
         try:

@@ -115,3 +115,23 @@ def test_public_names_are_importable_and_few(package: str) -> None:
         assert len(module.__all__) <= MAX_TOP_LEVEL_NAMES, (
             f"subagents.__all__ has {len(module.__all__)} names; put the rest in a subpackage"
         )
+
+
+def _text_files() -> list[Path]:
+    folders = [*PACKAGES, "tests", "bench", "notebooks", ".ci"]
+    found = [p for folder in folders for p in (ROOT / folder).rglob("*") if p.is_file()
+             and p.suffix in {".py", ".md", ".ipynb", ".toml", ".yaml", ".json", ""}]
+    return sorted([*found, *ROOT.glob("*.md"), *ROOT.glob("*.toml"), *ROOT.glob("*.json")])
+
+
+def test_no_file_holds_an_unresolved_merge_conflict() -> None:
+    """A merge's markers once sat in the README for a whole round: two versions of one section."""
+    marked = []
+    for path in _text_files():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        marked.extend(f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(lines, 1)
+                      if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======")
+    assert not marked, marked
