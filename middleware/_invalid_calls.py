@@ -30,11 +30,12 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
         return result, []
     message = result[0]
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
-    if any(_needs_id(message.tool_calls, i, tool_names) for i in range(len(message.tool_calls))):
+    renamed = _needing_ids(message.tool_calls, tool_names)
+    if renamed:
         # Some servers send no call id, or number ids per message and repeat them: the tool node needs
         # one per call to answer it, and a call must be told from its siblings (caps, write-backs).
         message = message.model_copy(update={"tool_calls": [
-            {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if _needs_id(message.tool_calls, i, tool_names) else c
+            {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if i in renamed else c
             for i, c in enumerate(message.tool_calls)]})
         result = [message, *result[1:]]
     if not bad:
@@ -72,13 +73,16 @@ def answered_response(response: Any, tool_names: Collection[str], ledger_key: st
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
 
 
-def _needs_id(calls: list[Any], index: int, tool_names: Collection[str]) -> bool:
-    """Call ``index`` is to one of ``tool_names`` and has no id, or one an earlier call of the message has."""
-    call = calls[index]
-    if call.get("name") not in tool_names:
-        return False
-    call_id = call.get("id")
-    return not call_id or any(c.get("id") == call_id for c in calls[:index])
+def _needing_ids(calls: list[Any], tool_names: Collection[str]) -> set[int]:
+    """Positions of calls to ``tool_names`` with no id, or with one an earlier call of the message has."""
+    seen: set[Any] = set()
+    renamed = set()
+    for index, call in enumerate(calls):
+        call_id = call.get("id")
+        if call.get("name") in tool_names and (not call_id or call_id in seen):
+            renamed.add(index)
+        seen.add(call_id)
+    return renamed
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
