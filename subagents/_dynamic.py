@@ -93,7 +93,7 @@ def check_definition(
         field = ".".join(str(p) for p in first["loc"]) or "arguments"
         raise DynamicSubagentError(f"{field}: {first['msg']}") from None
     name = definition.name
-    if not NAME_PATTERN.match(name) or len(name) > MAX_NAME_CHARS:
+    if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
         raise DynamicSubagentError(
             f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
             f"got {name[:80]!r}"

@@ -53,9 +53,10 @@ from subagents.definitions._models import check_model_name
 from subagents.definitions._permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions._spec_skills import check_skill_entry
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 """Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
-never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part."""
+never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part.
+Check it with ``fullmatch``: ``match`` with ``$`` would also accept a trailing newline."""
 MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
@@ -66,7 +67,7 @@ MAX_TIMEOUT_S = 1_000_000.0
 
 
 def _check_name(value: str) -> str:
-    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(value):
         raise ValueError(
             "name must be letters, digits, '-', '_' and single inner dots, at most "
             f"{MAX_NAME_LENGTH} characters (got {brief(value)})"

@@ -36,8 +36,8 @@ DEFAULT_START_TIMEOUT_S = 30.0
 """Default bound on starting, steering or cancelling a remote task."""
 
 API_KEY_HEADER = "x-api-key"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class RemoteConfigError(ValueError):
@@ -79,7 +79,7 @@ class RemoteSubagentSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _slug(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value):
+        if not NAME_PATTERN.fullmatch(value):
             raise ValueError(f"name must be a slug of letters, digits, '-' and '_' (got {value[:80]!r})")
         return value
 
@@ -99,7 +99,7 @@ class RemoteSubagentSpec(BaseModel):
     @classmethod
     def _header_lines(cls, value: Mapping[str, str]) -> Mapping[str, str]:
         for key, text in value.items():
-            if not _HEADER_NAME.match(key):
+            if not _HEADER_NAME.fullmatch(key):
                 raise ValueError(f"header name {key[:80]!r} is not a valid HTTP header name")
             if "\r" in text or "\n" in text:
                 raise ValueError(f"header {key!r} must not contain line breaks")
@@ -108,7 +108,7 @@ class RemoteSubagentSpec(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and not _ENV_NAME.fullmatch(value):
             raise ValueError(f"must be an environment variable name (got {value[:80]!r})")
         return value
 

@@ -162,7 +162,7 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     if "name" not in values:
         values["name"] = path.stem
         written["name"] = "name"
-        if not NAME_PATTERN.match(path.stem):
+        if not NAME_PATTERN.fullmatch(path.stem):
             raise AgentFileError(
                 path,
                 f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from subagents._errors import brief
 
 TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
-SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type", "timeout"})
 
 
@@ -64,7 +64,7 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
 
 
 def _name(name: Any) -> str:
-    if not isinstance(name, str) or not SERVER_NAME.match(name):
+    if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
         raise ValueError(
             "expected MCP server names of letters, digits, '-' and '_' (at most 40), "
             f"got {brief(name)}"

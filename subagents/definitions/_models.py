@@ -40,7 +40,7 @@ ModelProfile = str | BaseChatModel | Mapping[str, Any]
 ModelProfiles = Mapping[str, ModelProfile]
 UnknownModelPolicy = Literal["error", "inherit"]
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][\w.\-/@]*(:[\w.\-/@:]+)?$")
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][\w.\-/@]*(:[\w.\-/@:]+)?")
 
 
 def check_model_name(value: str) -> str:
@@ -48,7 +48,7 @@ def check_model_name(value: str) -> str:
     name = value.strip()
     if not name:
         raise ValueError("expected 'inherit', 'provider:model' or a profile name, got ''")
-    if not _MODEL_NAME.match(name) or name.endswith(":"):
+    if not _MODEL_NAME.fullmatch(name) or name.endswith(":"):
         raise ValueError(
             "expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
             f"profile name (letters, digits, '.', '-', '_'), got {value!r}"

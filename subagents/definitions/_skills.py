@@ -41,7 +41,7 @@ from subagents.definitions._frontmatter import read_frontmatter
 
 SKILL_FILE = "SKILL.md"
 SKILL_DIRS: tuple[str, ...] = (".agents/skills", ".claude/skills")
-SKILL_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+SKILL_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MAX_NAME, MAX_DESCRIPTION = 64, 1024
 
 SKILLS_PREAMBLE = (
@@ -67,7 +67,7 @@ def parse_skill(path: Path) -> tuple[Skill, list[str]]:
     fields, _ = read_frontmatter(path, SkillFileError)
     folder = path.parent.name
     name = fields.get("name", folder)
-    if not isinstance(name, str) or len(name) > MAX_NAME or not SKILL_NAME.match(name):
+    if not isinstance(name, str) or len(name) > MAX_NAME or not SKILL_NAME.fullmatch(name):
         raise SkillFileError(
             path,
             "expected lower-case letters, digits and single hyphens, at most "

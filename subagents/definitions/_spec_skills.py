@@ -34,7 +34,7 @@ from subagents._errors import SpecError
 if TYPE_CHECKING:  # skills imports the agent-file loader, which imports the spec
     from subagents.definitions._skills import Skill, SkillCatalog
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class SkillFolderWarning(UserWarning):
@@ -50,7 +50,7 @@ def check_skill_entry(entry: str) -> str:
     """Check one entry's spelling (not whether it resolves); raise ``ValueError``."""
     if not isinstance(entry, str) or not entry.strip():
         raise ValueError(f"expected a skill name or a skill folder path, got {entry!r}")
-    if is_skill_folder(entry) or _NAME.match(entry):
+    if is_skill_folder(entry) or _NAME.fullmatch(entry):
         return entry
     raise ValueError(
         "expected a skill name (letters, digits, '-' and '_') or a skill folder "
