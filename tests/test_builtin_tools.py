@@ -99,6 +99,9 @@ def test_grep_modes_and_glob_filter(ws):
     assert grep.invoke({"pattern": "teh", "output_mode": "content"}) == "notes.txt:1:teh notes"
     assert grep.invoke({"pattern": "teh", "glob": "*.py"}) == "no matches"
     assert "not a valid regular expression" in grep.invoke({"pattern": "("})
+    # re.compile raises OverflowError and RecursionError for these, not re.error
+    assert "not a valid regular expression" in grep.invoke({"pattern": "a{99999999999}"})
+    assert "nests too deeply" in grep.invoke({"pattern": "(?:" * 600 + "a" + ")" * 600})
 
 
 def test_output_is_bounded(ws):

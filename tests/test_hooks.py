@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import AgentFileError, SpecError, load_agent_file
+from subagents import AgentFileError, SpecError, discover_agents, load_agent_file
 from test_agent_files import DETAIL, write
 
 RAN: list[str] = []
@@ -154,6 +154,23 @@ def test_unknown_hook_events_are_errors_at_load_time(tmp_path):
     with pytest.raises(SpecError, match="hooks: unknown hook event 'Nope'"):
         create_deep_agent(ScriptedChatModel(), hooks={"Nope": []})
 
+
+
+@pytest.mark.parametrize(("matcher", "reason"),
+                         [("a{99999999999}", "too large"), ("(?:" * 600 + "a" + ")" * 600, "nests too deeply")],
+                         ids=["huge repeat", "deep groups"])
+def test_a_matcher_re_cannot_compile_is_an_error_naming_file_and_field(tmp_path, matcher, reason):
+    path = write(tmp_path / "agents" / "m.md", "---\nname: m\ndescription: d\nhooks:\n  PreToolUse:\n"
+                 f"    - matcher: '{matcher}'\n      hooks: [{{type: command, command: x}}]\n---\nB\n")
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(path)
+    assert info.value.field == "hooks" and "is not a valid pattern" in str(info.value)
+    assert reason in str(info.value) and str(path) in str(info.value)
+    (problem,) = discover_agents([tmp_path / "agents"]).problems
+    assert problem.error.field == "hooks" and "is not a valid pattern" in problem.message
+    with pytest.raises(SpecError, match=f"hooks: .*is not a valid pattern.*{reason}"):
+        create_deep_agent(ScriptedChatModel(), hooks={
+            "PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "command": "x"}]}]})
 
 def test_subagent_stop_in_a_subagent_file_is_its_stop_and_the_root_has_stop_hooks_too(tmp_path, run):
     path = write(tmp_path / "s.md", "---\nname: s\ndescription: d\nhooks:\n  SubagentStop:\n"

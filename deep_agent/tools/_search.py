@@ -67,8 +67,10 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
              output_mode: str = "files_with_matches") -> str:
         try:
             regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolException(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        # not only re.error: OverflowError (a{99999999999}) and RecursionError (deep groups) too
+        except (re.error, OverflowError, RecursionError) as exc:
+            reason = "it nests too deeply" if isinstance(exc, RecursionError) else exc
+            raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression: {reason}") from None
         lines: list[str] = []
         for file in _files(ws, ws.path(path, field="path"), glob):
             hits = _matches(file, regex)

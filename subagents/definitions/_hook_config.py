@@ -66,8 +66,11 @@ class HookMatcher(BaseModel):
         if isinstance(value, str) and value not in ("", "*"):
             try:
                 re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"matcher {brief(value)} is not a valid pattern ({exc})") from None
+            # re.compile raises more than re.error: OverflowError for a{99999999999},
+            # RecursionError for groups nested hundreds deep.
+            except (re.error, OverflowError, RecursionError) as exc:
+                reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise ValueError(f"matcher {brief(value)} is not a valid pattern ({reason})") from None
         return value
 
     def matches(self, name: str) -> bool:
