@@ -88,6 +88,22 @@ def test_cli_validate_reports_bombs_as_failures_and_stays_bounded(tmp_path, caps
     assert out.count("FAIL ") == 3 and "3 agent file(s): 0 valid, 3 problem(s)" in out
 
 
+
+@pytest.mark.parametrize(("raw", "code"), [(b"\x00", "U+0000"), (b"\x07", "U+0007"), (b"\x1b", "U+001B")],
+                         ids=["NUL", "BEL", "ESC"])
+def test_a_control_character_is_an_error_naming_its_line_field_and_character(tmp_path, raw, code):
+    path = tmp_path / "a.md"
+    path.write_bytes(b"---\nname: a\ndescription: Reviews" + raw + b" code\nmaxTurns: 5\n---\nB\n")
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(path)
+    assert info.value.field == "description"
+    assert f"frontmatter line 3: the character {code} (a control character) is not allowed" in str(info.value)
+    listed = tmp_path / "b.md"
+    listed.write_bytes(b"---\nname: b\ndescription: d\ntools:\n  - Read\n  - Gr" + raw + b"ep\n---\nB\n")
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(listed)
+    assert info.value.field == "tools" and f"frontmatter line 6: the character {code}" in str(info.value)
+
 # -- what published agent files do ------------------------------------------------
 
 

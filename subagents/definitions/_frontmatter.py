@@ -4,7 +4,8 @@ Accepted: UTF-8 with or without a byte-order mark, LF, CRLF or CR line
 ends, and YAML loaded safely (plain data only: a ``!!python/...`` tag is an
 error, never an object). Rejected with one error naming the file: bytes
 that are not UTF-8, a missing or unterminated ``---`` block, YAML syntax
-errors (with the line), a frontmatter that is not a mapping, non-string or
+errors (with the line), a character YAML refuses (NUL, ESC...: with its
+line and code), a frontmatter that is not a mapping, non-string or
 duplicate keys, and hostile input (files over 1 MiB, nesting deeper than 32
 levels, aliases that expand past 20,000 values; see :mod:`subagents.definitions._safe_yaml`).
 
@@ -89,7 +90,7 @@ def parse_yaml(
     except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
         fields = _line_by_line(source)
         if fields is None:
-            raise _as_error(exc, path, error) from None
+            raise _as_error(exc, path, error, source) from None
         if notes is not None:
             notes.append(
                 f"{path}: frontmatter line {_line(exc)} is not strict YAML "
@@ -98,7 +99,7 @@ def parse_yaml(
             )
         data = fields
     except yaml.YAMLError as exc:
-        raise _as_error(exc, path, error) from None
+        raise _as_error(exc, path, error, source) from None
     except RecursionError:  # belt and braces: check_depth should make this unreachable
         raise error(path, "frontmatter nests too deeply; expected flat fields") from None
     if data is None:
@@ -111,8 +112,12 @@ def parse_yaml(
     return data
 
 
-def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError]) -> DefinitionFileError:
+def _as_error(
+    exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str
+) -> DefinitionFileError:
     """One readable error for any YAML problem, naming the frontmatter line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return _unprintable(exc, path, error, source)
     if isinstance(exc, DuplicateKey):
         return error(
             path, f"given twice (frontmatter line {_line(exc)}); expected each field once",
@@ -129,6 +134,31 @@ def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError])
         return error(path, f"frontmatter line {_line(exc)}: {problem}")
     problem = getattr(exc, "problem", None) or "cannot be parsed"
     return error(path, f"frontmatter line {_line(exc)}: invalid YAML: {problem}")
+
+
+def _unprintable(
+    exc: yaml.reader.ReaderError, path: Path, error: type[DefinitionFileError], source: str
+) -> DefinitionFileError:
+    """A character YAML refuses (NUL, ESC...): the reader gives only its offset, so find the line."""
+    line = source.count("\n", 0, exc.position)
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return error(
+        path,
+        f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+        f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+        field=_field_at(source, line),
+    )
+
+
+def _field_at(source: str, line: int) -> str | None:
+    """The top-level key whose block holds 0-based ``line`` (its own line or one below it)."""
+    for text in reversed(source.split("\n")[: line + 1]):
+        match = _TOP_LEVEL_KEY.match(text)
+        if match:
+            return match.group(1)[:60]
+    return None
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
