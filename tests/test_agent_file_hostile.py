@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import tracemalloc
 
 import pytest
+import yaml
 
 from deep_agent.cli import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
@@ -19,13 +21,13 @@ BOMB_ANCHORS = "\n".join(
 
 
 def bomb_in_color() -> str:
-    return f"---\nname: bomb\ndescription: d\nanchors:\n{BOMB_ANCHORS}\ncolor: *a8\n---\nBody.\n"
+    return f"---\nname: bomb\ndescription: d\ncolor:\n{BOMB_ANCHORS}\n  - *a8\n---\nBody.\n"
 
 
 def bomb_in_mcp_args() -> str:
     return (
-        f"---\nname: bomb\ndescription: d\nanchors:\n{BOMB_ANCHORS}\n"
-        "mcp_config:\n  files:\n    command: python3\n    args: *a8\n---\nBody.\n"
+        "---\nname: bomb\ndescription: d\nmcp_config:\n  files:\n    command: python3\n    args:\n"
+        + BOMB_ANCHORS.replace("  - ", "      - ") + "\n      - *a8\n---\nBody.\n"
     )
 
 
@@ -54,6 +56,51 @@ def test_an_alias_bomb_is_a_bounded_error_naming_the_file_and_field(tmp_path, te
     assert problem.path == path and problem.error.field == field
     assert "aliases expand to more than 20000 values" in problem.message
     assert len(problem.message) < 400
+
+
+
+def test_anchors_under_the_cap_blame_the_field_whose_aliases_go_past_it(tmp_path):
+    anchors = "\n".join(BOMB_ANCHORS.splitlines()[:4])  # a0..a3: 8,303 values, under the cap
+    path = write(tmp_path / "a.md", f"---\nname: a\ndescription: d\nanchors:\n{anchors}\n"
+                                    "color: [*a3, *a3, *a3]\n---\nB\n")
+    with pytest.raises(AgentFileError) as info:
+        bounded(lambda: load_agent_file(path))
+    assert info.value.field == "color" and "frontmatter line 9: its aliases expand to more than 20000" in str(info.value)
+
+
+def test_a_long_plain_list_is_refused_at_the_cap_not_after_composing_it(tmp_path, monkeypatch):
+    composed = []
+    plain = yaml.composer.Composer.compose_scalar_node
+    monkeypatch.setattr(yaml.composer.Composer, "compose_scalar_node",
+                        lambda self, anchor: composed.append(1) or plain(self, anchor))
+    path = write(tmp_path / "plain.md", "---\nname: p\ndescription: d\ntools: [" + ",".join(["Read"] * 150_000)
+                 + "]\n---\nB\n")
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(path)
+    assert len(composed) <= 20_001  # of the 150,006 scalars the file holds
+    assert info.value.field == "tools"
+    assert "frontmatter line 4: holds more than 20000 values" in str(info.value)
+    assert "alias" not in str(info.value)
+
+
+def test_an_alias_inside_its_own_anchor_is_an_error_not_a_hang(tmp_path):
+    outcome: list[BaseException] = []
+
+    def load(text: str) -> None:
+        try:
+            load_agent_file(write(tmp_path / "loop.md", text))
+        except AgentFileError as exc:
+            outcome.append(exc)
+
+    for value in ("&m {again: *m}", "&l [1, *l]"):
+        outcome.clear()
+        worker = threading.Thread(target=load, args=(f"---\nname: l\ndescription: d\nmetadata: {value}\n---\nB\n",),
+                                  daemon=True)
+        worker.start()
+        worker.join(60)  # generous: only a loop that never ends is caught
+        assert not worker.is_alive(), value
+        (error,) = outcome
+        assert error.field == "metadata" and "an alias refers to the collection it is in" in str(error)
 
 
 def test_deep_nesting_is_an_error_naming_the_file_not_a_recursion_error(tmp_path):

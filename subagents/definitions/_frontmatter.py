@@ -7,7 +7,7 @@ that are not UTF-8, a missing or unterminated ``---`` block, YAML syntax
 errors (with the line), a character YAML refuses (NUL, ESC...: with its
 line and code), a frontmatter that is not a mapping, non-string or
 duplicate keys, and hostile input (files over 1 MiB, nesting deeper than 32
-levels, aliases that expand past 20,000 values; see :mod:`subagents.definitions._safe_yaml`).
+levels, more than 20,000 values with aliases expanded; see :mod:`subagents.definitions._safe_yaml`).
 
 Lenient fallback: many published agent files have an unquoted colon in a
 one-line value (``description: Use when ... Triggers on: 'x'``), which
@@ -100,7 +100,7 @@ def parse_yaml(
         data = fields
     except yaml.YAMLError as exc:
         raise _as_error(exc, path, error, source) from None
-    except RecursionError:  # belt and braces: check_depth should make this unreachable
+    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
         raise error(path, "frontmatter nests too deeply; expected flat fields") from None
     if data is None:
         return {}

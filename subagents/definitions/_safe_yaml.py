@@ -4,14 +4,16 @@ A definition file is read from anywhere (a cloned repository, a shared
 folder), so its YAML is treated as hostile:
 
 * **Size.** :data:`MAX_FILE_BYTES` per file, checked before reading.
-* **Nesting.** :data:`MAX_DEPTH` levels of collections, checked on the event
-  stream (which PyYAML produces without recursion) before any node is
-  composed, so deep nesting is an error, never a ``RecursionError``.
-* **Aliases.** An alias is cheap to parse and expensive to use: nine
-  aliases of nine aliases of ... (a "billion laughs" bomb) load as a few
-  shared lists that expand to billions of items when validated or printed.
-  The composed document's *expanded* size (every alias counted as a full
-  copy of what it points to) is capped at :data:`MAX_EXPANDED_NODES`.
+* **Nesting.** :data:`MAX_DEPTH` levels of collections, checked as each
+  collection is opened, before the composer recurses into it, so deep
+  nesting is an error, never a ``RecursionError``.
+* **Values and aliases.** An alias is cheap to parse and expensive to use:
+  nine aliases of nine aliases of ... (a "billion laughs" bomb) load as a
+  few shared lists that expand to billions of items when validated or
+  printed. A file's *expanded* size (every alias counted as a full copy of
+  what it points to) is capped at :data:`MAX_EXPANDED_NODES`, counted while
+  composing so the refusal costs no more than the cap; an alias inside
+  its own anchor (a value that never ends) is refused too.
 * **Tags.** Safe loading only: ``!!python/...`` is refused, never run.
 
 Example::
@@ -19,6 +21,7 @@ Example::
     data = load_bounded("tools: [a, b]")     # {'tools': ['a', 'b']}
     load_bounded("a: &x [1]\\nb: [*x, *x]")   # fine: 5 nodes
     load_bounded(BOMB)                        # raises YAMLBoundError
+    load_bounded("tools: [" + "a," * 30_000 + "]")   # YAMLBoundError after 20,001 values
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ MAX_EXPANDED_NODES = 20_000
 
 
 class YAMLBoundError(yaml.YAMLError):
-    """The YAML is too deep, or its aliases expand too far; ``line`` is 0-based or ``None``."""
+    """The YAML is too deep, or holds too many values; ``line`` is 0-based or ``None``."""
 
     def __init__(self, message: str, line: int | None = None, field: str | None = None) -> None:
         super().__init__(message)
@@ -76,13 +79,28 @@ UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, 
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def check_depth(source: str) -> None:
-    """Raise :class:`YAMLBoundError` if collections nest deeper than :data:`MAX_DEPTH`.
+class ValueBudget:
+    """How many values one file may hold, shared by every YAML document read from it.
 
-    Brackets are counted first, quotes and all: PyYAML's scanner slows down
-    with the square of the flow depth, so a line of ``[[[[...`` must be
-    refused before it reaches the scanner (twice the depth leaves room for
-    brackets inside strings).
+    The lenient fallback reads each top-level field as its own document;
+    one budget for all of them keeps :data:`MAX_EXPANDED_NODES` per file.
+    """
+
+    def __init__(self, limit: int = MAX_EXPANDED_NODES) -> None:
+        self.limit = limit
+        self.used = 0
+        """Values so far, each alias counted as a full copy of what it points to."""
+        self.written = 0
+        """Values so far as written, aliases not expanded."""
+
+
+def check_brackets(source: str) -> None:
+    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`.
+
+    Counted on the text, quotes and all, before the scanner runs: PyYAML's
+    scanner slows down with the square of the flow depth, so a line of
+    ``[[[[...`` must be refused first (twice the depth leaves room for
+    brackets inside strings). The exact depth is checked while composing.
     """
     depth = 0
     for match in _BRACKETS.finditer(source):
@@ -90,77 +108,77 @@ def check_depth(source: str) -> None:
         if depth > 2 * MAX_DEPTH:
             line = source.count("\n", 0, match.start())
             raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
-    depth = 0
-    for event in yaml.parse(source, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YAMLBoundError(
-                    f"nests deeper than {MAX_DEPTH} levels; expected flat fields",
-                    event.start_mark.line if event.start_mark else None,
-                )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
 
 
-def expanded_size(root: yaml.Node) -> int:
-    """How many values ``root`` holds with every alias expanded (stops past the bound)."""
-    sizes: dict[int, int] = {}
-    # Post-order without recursion; a node reached again (an alias) reuses its size.
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _children(node)
-        if children_done or not children:
-            total = 1 + sum(sizes.get(id(child), 0) for child in children)
-            sizes[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
-            continue
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
+class BoundedLoader(UniqueKeyLoader):
+    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either.
 
-
-def _largest_field(root: yaml.Node) -> tuple[int, str | None]:
-    """The line and key of the field the bomb goes off in.
-
-    That is the last top-level field whose value expands past the bound: an
-    alias comes after its anchor, so the last one is where it is used.
+    Counting as nodes are made (not after the whole document is composed)
+    makes a refusal cost at most the bound, however large the file: PyYAML's
+    composer is pure Python, and a 1 MiB flow list takes many seconds.
     """
-    if not isinstance(root, yaml.MappingNode) or not root.value:
-        return root.start_mark.line, None
-    over = [key for key, value in root.value if expanded_size(value) > MAX_EXPANDED_NODES]
-    key = over[-1] if over else root.value[-1][0]
-    name = key.value if isinstance(key, yaml.ScalarNode) else None
-    return key.start_mark.line, name[:60] if isinstance(name, str) else None
+
+    def __init__(self, source: str, budget: ValueBudget) -> None:
+        super().__init__(source)
+        self.budget = budget
+        self._sizes: dict[int, int] = {}  # id(node) -> expanded size, once the node is complete
+        self._open = 0
+        self._field: tuple[int, str | None] | None = None
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self._open == 1 and isinstance(parent, yaml.MappingNode):  # a top-level key or value
+            scalar = isinstance(index, yaml.ScalarNode)
+            self._field = (index.start_mark.line, str(index.value)[:60]) if scalar else None
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:  # its anchor's collection is still open: it contains itself
+                raise self._error("an alias refers to the collection it is in (a value that "
+                                  "never ends); expected plain values", event)
+            self._charge(size, event, alias=True)
+            return node
+        if isinstance(event, yaml.CollectionStartEvent) and self._open >= MAX_DEPTH:
+            raise self._error(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", event)
+        before = self.budget.used
+        self._charge(1, event, alias=False)
+        self._open += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._open -= 1
+        self._sizes[id(node)] = self.budget.used - before
+        return node
+
+    def _charge(self, values: int, event: yaml.Event, *, alias: bool) -> None:
+        budget = self.budget
+        budget.used += values
+        budget.written += 0 if alias else 1
+        if budget.used <= budget.limit:
+            return
+        if budget.written == budget.used:
+            raise self._error(f"holds more than {budget.limit} values; expected a short definition", event)
+        raise self._error(f"its aliases expand to more than {budget.limit} values (an alias bomb?); "
+                          "expected plain values", event)
+
+    def _error(self, message: str, event: yaml.Event) -> YAMLBoundError:
+        """The error at the top-level field being composed (its key's line), else at ``event``."""
+        if self._field is not None:
+            return YAMLBoundError(message, *self._field)
+        return YAMLBoundError(message, event.start_mark.line if event.start_mark else None)
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def load_bounded(source: str) -> Any:
+def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
     """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`.
 
-    Other problems raise PyYAML's own errors (syntax, tags, :class:`DuplicateKey`).
+    ``budget`` is the file's when several documents share one (a fresh one
+    otherwise). Other problems raise PyYAML's own errors (syntax, tags,
+    :class:`DuplicateKey`).
     """
-    check_depth(source)
-    loader = UniqueKeyLoader(source)
+    check_brackets(source)
+    loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
         node = loader.get_single_node()
-        if node is None:
-            return None
-        if expanded_size(node) > MAX_EXPANDED_NODES:
-            raise YAMLBoundError(
-                f"its aliases expand to more than {MAX_EXPANDED_NODES} values "
-                "(an alias bomb?); expected plain values",
-                *_largest_field(node),
-            )
-        return loader.construct_document(node)
+        return None if node is None else loader.construct_document(node)
     finally:
         loader.dispose()
