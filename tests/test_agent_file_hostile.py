@@ -103,6 +103,19 @@ def test_an_alias_inside_its_own_anchor_is_an_error_not_a_hang(tmp_path):
         assert error.field == "metadata" and "an alias refers to the collection it is in" in str(error)
 
 
+def test_the_lenient_fallback_holds_the_cap_across_its_fields(tmp_path):
+    row = "[" + ",".join(["x"] * 20) + "]"
+    fields = [f"k{i}: [&a{i} {row}, &b{i} [{','.join([f'*a{i}'] * 20)}], "
+              f"&c{i} [{','.join([f'*b{i}'] * 20)}], [*c{i}]]" for i in range(40)]  # each ~17,300 values
+    body = "\n".join(fields) + "\n---\nYou help.\n"
+    strict = write(tmp_path / "strict" / "a.md", "---\ndescription: Use when asked\n" + body)
+    lenient = write(tmp_path / "lenient" / "a.md", "---\ndescription: Use when: asked\n" + body)
+    for path in (strict, lenient):
+        with pytest.raises(AgentFileError) as info:
+            bounded(lambda path=path: load_agent_file(path))
+        assert info.value.field == "k1", path
+        assert "frontmatter line 4: its aliases expand to more than 20000 values" in str(info.value)
+
 def test_deep_nesting_is_an_error_naming_the_file_not_a_recursion_error(tmp_path):
     for label, nested in {"flow": "[" * 5000 + "]" * 5000,
                           "block": "".join(f"\n{'  ' * i}k{i}:" for i in range(200)) + " 1"}.items():

@@ -16,7 +16,8 @@ fails, each top-level ``key: value`` line is read on its own, the rest of
 the line as a plain string; block lists and multi-line values are still
 read as YAML. The file then loads with a warning naming the line, never
 silently; a value that looks like YAML (``[``, ``{``, quotes, ``|``...) but
-does not parse stays an error.
+does not parse stays an error. Its fields share one value budget, so the
+20,000-value bound holds per file there too.
 
 Example::
 
@@ -34,7 +35,13 @@ from typing import Any
 import yaml
 
 from subagents._errors import DefinitionFileError, brief
-from subagents.definitions._safe_yaml import MAX_FILE_BYTES, DuplicateKey, YAMLBoundError, load_bounded
+from subagents.definitions._safe_yaml import (
+    MAX_FILE_BYTES,
+    DuplicateKey,
+    ValueBudget,
+    YAMLBoundError,
+    load_bounded,
+)
 
 DELIMITER = "---"
 
@@ -86,18 +93,10 @@ def parse_yaml(
     warning appended to ``notes``) or, if that fails too, the strict error.
     """
     try:
-        data = load_bounded(source)
-    except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
-        fields = _line_by_line(source)
-        if fields is None:
-            raise _as_error(exc, path, error, source) from None
-        if notes is not None:
-            notes.append(
-                f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-                f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
-                "'key: value' line with the rest of the line as its value (quote the value to silence this)"
-            )
-        data = fields
+        try:
+            data = load_bounded(source)
+        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
+            data = _lenient(source, exc, path, error, notes)
     except yaml.YAMLError as exc:
         raise _as_error(exc, path, error, source) from None
     except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
@@ -110,6 +109,26 @@ def parse_yaml(
     if bad:
         raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
     return data
+
+
+def _lenient(
+    source: str, exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], notes: list[str] | None
+) -> dict[str, Any]:
+    """The fallback's fields, its warning in ``notes``; the strict error ``exc`` if it fails too.
+
+    A bound the fallback's fields break together (:class:`YAMLBoundError`)
+    is raised as it is: it is the file's problem, not the syntax error's.
+    """
+    fields = _line_by_line(source)
+    if fields is None:
+        raise exc
+    if notes is not None:
+        notes.append(
+            f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+            f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
+            "'key: value' line with the rest of the line as its value (quote the value to silence this)"
+        )
+    return fields
 
 
 def _as_error(
@@ -166,21 +185,25 @@ def _line_by_line(source: str) -> dict[str, Any] | None:
 
     ``None`` when some part cannot be read this way either.
     """
-    blocks: list[tuple[str, str | None, list[str]]] = []
-    for line in source.split("\n"):
+    blocks: list[tuple[str, str | None, list[str], int]] = []
+    for number, line in enumerate(source.split("\n")):
         match = _TOP_LEVEL_KEY.match(line)
         if match:
-            blocks.append((match.group(1), match.group(2), [line]))
+            blocks.append((match.group(1), match.group(2), [line], number))
         elif blocks and (not line.strip() or line[0] in " \t-" or line.lstrip().startswith("#")):
             blocks[-1][2].append(line)
         elif line.strip() and not line.lstrip().startswith("#"):
             return None
     fields: dict[str, Any] = {}
-    for key, rest, lines in blocks:
+    budget = ValueBudget()  # one for the file: each field alone under the cap must not add up past it
+    for key, rest, lines, first in blocks:
         if key in fields:
             return None
         try:
-            value = load_bounded("\n".join(lines))
+            value = load_bounded("\n".join(lines), budget)
+        except YAMLBoundError as exc:
+            exc.line = first + (exc.line or 0)
+            raise
         except (yaml.scanner.ScannerError, yaml.parser.ParserError):
             tail = [ln for ln in lines[1:] if ln.strip() and not ln.lstrip().startswith("#")]
             text = (rest or "").strip()
