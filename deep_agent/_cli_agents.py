@@ -16,6 +16,7 @@ from typing import Any
 
 from deep_agent._cli_errors import UsageError
 from deep_agent._cli_models import ModelPlan, plan_models, read_profiles
+from deep_agent._cli_preview import preview
 from subagents import DEFAULT_MAX_TURNS, BuildOptions, SpecError, SubagentSpec, check_spec
 from subagents.definitions import (
     Definition,
@@ -142,6 +143,6 @@ def _describe_agent(
         "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],
         "hooks": list(spec.hooks or {}),
         "color": spec.color,
-        "metadata": dict(spec.metadata),
+        "metadata": preview(dict(spec.metadata)),  # free-form, and aliases can repeat it: cut to size
         "overrides": shadowed,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import tracemalloc
@@ -209,3 +210,16 @@ def test_names_that_could_escape_a_folder_are_refused(tmp_path, name):
     with pytest.raises(AgentFileError) as info:
         load_agent_file(path)
     assert info.value.field == "name"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_cli_list_shows_metadata_cut_to_size_however_often_aliases_repeat_it(tmp_path, capsys, fmt):
+    copies = ", ".join(["*s"] * 2000)  # 2,003 values, under the cap; 20 MB if printed in full
+    write(tmp_path / "m.md", f"---\nname: m\ndescription: d\nmetadata: {{long: &s '{'x' * 10_000}', "
+                             f"copies: [{copies}]}}\n---\nB\n")
+    assert cli(["agents", "list", str(tmp_path), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert len(out) < 50_000 and "more characters" in out and "more items" in out
+    if fmt == "json":
+        (row,) = json.loads(out)
+        assert row["metadata"]["long"].startswith("x" * 200)
