@@ -223,3 +223,9 @@ def test_cli_list_shows_metadata_cut_to_size_however_often_aliases_repeat_it(tmp
     if fmt == "json":
         (row,) = json.loads(out)
         assert row["metadata"]["long"].startswith("x" * 200)
+
+
+def test_an_integer_too_long_for_python_is_an_error_naming_its_line(tmp_path):
+    path = write(tmp_path / "n.md", "---\nname: n\ndescription: d\nmetadata: {n: " + "1" * 5000 + "}\n---\nB\n")
+    with pytest.raises(AgentFileError, match="frontmatter line 4: an integer of 5000 characters is too long"):
+        load_agent_file(path)

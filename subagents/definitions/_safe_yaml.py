@@ -73,7 +73,18 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bo
     return loader.construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # Python refuses to convert more than sys.get_int_max_str_digits() digits
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(str(node.value))} characters is too long; "
+            "expected a number of usual size (quote it to keep it as text)", node.start_mark,
+        ) from None
+
+
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
