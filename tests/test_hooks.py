@@ -68,6 +68,17 @@ def test_a_blocking_pre_tool_use_hook_refuses_the_call_and_its_stderr_is_the_res
     assert records(out)[0]["status"] == "completed"
 
 
+def test_a_guard_that_blocks_and_leaves_a_background_job_running_still_blocks(tmp_path, run):
+    # The job holds the hook's stdout for 5 s, longer than the hook's timeout: the verdict
+    # is the guard's exit status, not the end of its output.
+    guard = script(tmp_path / "guard.sh", "(sleep 5) &\necho 'rm -rf is not allowed' >&2\nexit 2\n")
+    model = agent(tmp_path, hooks_yaml("PreToolUse", guard, timeout=2), [("do the job", [
+        {"tool_calls": [tool_call("Bash", command="rm -rf /")]}, "done." + DETAIL])])
+    run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False), user("go"))
+    (blocked,) = child_tool_results(model)
+    assert RAN == [] and blocked.status == "error" and blocked.content == "rm -rf is not allowed"
+
+
 def test_a_post_tool_use_logger_sees_the_event_as_json(tmp_path, run):
     log = tmp_path / "log.jsonl"
     logger = script(tmp_path / "log.sh", f'cat >> {log}\necho >> {log}\n')

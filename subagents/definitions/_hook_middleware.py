@@ -16,10 +16,13 @@ SubagentStart      cannot block (as in Claude Code): a warning
 SubagentStop       the text is added to the delegation's result the parent sees
 =================  ==========================================================
 
-Exit 0 proceeds. Any other exit code, a timeout (default 60 s; the
-command's process group is killed) or a command that cannot start is a
-non-blocking warning: logged, and kept on the tool result's
-``additional_kwargs["hook_warnings"]``, so it is in the transcript. A hook
+Exit 0 proceeds. The exit code is the command's own, as soon as it exits
+(a background job it leaves holding its output does not count). Any other
+exit code, a timeout (default 60 s; the command's process group is killed)
+or a command that cannot start is a non-blocking warning, as in Claude
+Code (so a ``PreToolUse`` guard that hangs does not block): logged, and
+kept on the tool result's ``additional_kwargs["hook_warnings"]``, so it is
+in the transcript. A hook
 never raises into the agent. Commands run one after another in the order
 given; on ``ainvoke`` they run as asyncio subprocesses, never blocking the
 event loop.
