@@ -16,9 +16,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -64,14 +67,35 @@ class TerminalAsker:
             raise nobody_to_ask(tool, agent)
         self.console.print(f"\n[bold magenta]Approval needed[/bold magenta]: {describe_call(agent, tool, args)}",
                            highlight=False)
-        while True:
-            answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
-            if answer in ("y", "yes"):
-                return None
-            if answer in ("n", "no"):
-                reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
-                return reason or "the user rejected this call"
-            self.console.print("Please answer y or n.")
+        with ctrl_c_interrupts():
+            while True:
+                answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
+                if answer in ("y", "yes"):
+                    return None
+                if answer in ("n", "no"):
+                    reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
+                    return reason or "the user rejected this call"
+                self.console.print("Please answer y or n.")
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Within the block, Ctrl-C raises ``KeyboardInterrupt`` at once (on the main thread).
+
+    The prompt blocks the event loop's thread, and ``asyncio.run``'s own
+    handler only cancels the main task, which cannot happen until the loop
+    runs again: the first Ctrl-C would wait for the answer (and whatever it
+    approved would run first).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler not set from Python, which cannot be restored
+            signal.signal(signal.SIGINT, previous)
 
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,

@@ -121,3 +121,22 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
     refused = subprocess.run([*entry_point(), "transcript", refused_id], cwd=project, env=env,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 0 and "it ran no child" in refused.stdout
+
+
+def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing(tmp_path):
+    project = make_project(tmp_path)
+    screen = io.StringIO()
+    command, *args = entry_point()
+    child = pexpect.spawn(command, [*args, "run", "Fix the typo", "--model", "scripted:cli_scripts:one_edit"],
+                          cwd=str(project), env=terminal_env(project), dimensions=(60, 200),
+                          encoding="utf-8", timeout=40)
+    child.logfile_read = screen
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.sendintr()
+    # Before the fix the first Ctrl-C waited for an answer: this catches that hang, not a speed.
+    child.expect(pexpect.EOF, timeout=20)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 130, text[-2000:]
+    assert "deep-agent: interrupted" in text and "approved" not in text
+    assert (project / "notes.txt").read_text() == "These are teh notes of the project.\n"
