@@ -28,15 +28,21 @@ from deep_agent._cli_approvals import TerminalAsker, decide
 from deep_agent._cli_background import end_line, settle_background, unsettled
 from deep_agent._live_view import TaskTree
 from deep_agent._run_summary import summary_table
-from deep_agent._state_store import open_async_checkpointer, remember_thread, resolve_state_dir, sessions_dir
+from deep_agent._state_store import (
+    check_thread_id,
+    open_async_checkpointer,
+    remember_thread,
+    resolve_state_dir,
+    sessions_dir,
+)
 from deep_agent._thread_tasks import ASYNC_LEDGER_KEY, task_rows
 
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                     console: Console) -> int:
     """Run each prompt as a turn of one thread."""
+    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex)
     state = resolve_state_dir(args.state_dir)
-    thread_id = getattr(args, "thread", None) or uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = setup.build(saver, sessions_dir(state))

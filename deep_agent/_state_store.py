@@ -51,13 +51,37 @@ def sessions_dir(state: Path) -> Path:
     return state / "sessions"
 
 
+def check_thread_id(thread_id: str) -> str:
+    """``thread_id``, if it can be stored as it is; else a one-line error naming ``--thread``.
+
+    An argument that is not valid UTF-8 arrives with stand-in characters
+    that no file or database can hold, so it is refused before the run.
+    """
+    from deep_agent._cli_errors import UsageError
+
+    try:
+        thread_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"--thread {thread_id!r}: a thread id must be valid UTF-8 text") from None
+    return thread_id
+
+
 def remember_thread(state: Path, thread_id: str) -> None:
-    (state / "last_thread").write_text(thread_id, encoding="utf-8")
+    """Keep ``thread_id`` as the last thread, byte for byte (read back by :func:`last_thread`)."""
+    data = check_thread_id(thread_id).encode("utf-8")  # before the old marker is truncated
+    (state / "last_thread").write_bytes(data)
 
 
 def last_thread(state: Path) -> str | None:
+    """The thread the last ``run`` here used, exactly as given (spaces included), or ``None``."""
     marker = state / "last_thread"
-    return marker.read_text(encoding="utf-8").strip() if marker.exists() else None
+    if not marker.exists():
+        return None
+    # Bytes, not text: reading text would turn a "\r" in the id into "\n".
+    try:
+        return marker.read_bytes().decode("utf-8") or None
+    except UnicodeDecodeError:
+        raise LookupError(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
 
 
 @contextlib.asynccontextmanager

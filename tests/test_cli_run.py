@@ -212,3 +212,17 @@ def test_run_reads_the_default_skill_folders_and_rejects_an_unknown_skill(projec
     editor.write_text(editor.read_text().replace("skills: tidy", "skills: nosuch"), encoding="utf-8")
     bad = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
     assert bad.returncode == 1 and "field 'skills'" in bad.stderr and "nosuch" in bad.stderr
+
+
+def test_tasks_without_a_thread_reads_the_last_thread_back_exactly_and_a_bad_id_is_refused(project):
+    ok = run(project, "Tidy the notes", "--thread", " t1 ", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert ok.returncode == 0, ok.stderr
+    tasks = cli("tasks", cwd=project)
+    assert tasks.returncode == 0, tasks.stderr
+    assert "tasks of thread  t1 " in tasks.stdout
+    not_utf8 = os.fsdecode(b"bad\xff")  # what a shell passes for bytes that are not UTF-8
+    bad = run(project, "Tidy the notes", "--thread", not_utf8, "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "--thread" in bad.stderr and "UTF-8" in bad.stderr
+    assert (project / ".deep_agent" / "last_thread").read_bytes() == b" t1 "
+    assert (project / "notes.txt").read_text() == "These are the notes of the project.\n"
