@@ -17,6 +17,7 @@ from typing import Any
 from deep_agent._cli_errors import UsageError
 from deep_agent._cli_models import ModelPlan, plan_models, read_profiles
 from deep_agent._cli_preview import preview
+from deep_agent._terminal_text import printable
 from subagents import DEFAULT_MAX_TURNS, BuildOptions, SpecError, SubagentSpec, check_spec
 from subagents.definitions import (
     Definition,
@@ -37,18 +38,19 @@ def agents_list(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, default=str))
     else:
         for row in rows:
-            print(f"{row['name']}  ({row['source']})")
+            print(printable(f"{row['name']}  ({row['source']})"))
             for key, value in row.items():
                 if key not in ("name", "source") and value not in (None, [], {}):
-                    print(f"  {key}: {', '.join(value) if isinstance(value, list) else value}")
+                    shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+                    print(f"  {key}: {printable(shown)}")
         if not rows and not problems:
             print("no agent files found", file=sys.stderr)
     if plan.notice:
-        print(f"note: {plan.notice}", file=sys.stderr)
+        print(f"note: {printable(plan.notice)}", file=sys.stderr)
     for _, message in report.notes:
-        print(f"warning: {message}", file=sys.stderr)
+        print(f"warning: {printable(message)}", file=sys.stderr)
     for message in problems.values():
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {printable(message)}", file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -58,14 +60,14 @@ def agents_validate(args: argparse.Namespace) -> int:
     for path, message in report.notes:
         notes.setdefault(path, []).append(message)
     for path in report.scanned:
-        print(f"FAIL {problems[path]}" if path in problems else f"ok   {path}")
+        print(f"FAIL {printable(problems[path])}" if path in problems else f"ok   {printable(path)}")
         for message in notes.get(path, []):
-            print(f"warn {message}")
+            print(f"warn {printable(message)}")
     for path, message in problems.items():
         if path not in report.scanned:
-            print(f"FAIL {message}")
+            print(f"FAIL {printable(message)}")
     if plan.notice:
-        print(f"note {plan.notice}")
+        print(f"note {printable(plan.notice)}")
     valid = len(report.scanned) - sum(p in report.scanned for p in problems)
     print(f"{len(report.scanned)} agent file(s): {valid} valid, {len(problems)} problem(s)")
     return 1 if problems else 0

@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+from deep_agent._terminal_text import printable
+
 MAX_MESSAGE_CHARS = 2000
 
 
@@ -38,7 +40,7 @@ def describe_error(exc: BaseException) -> str:
             text = f"cannot reach the model server at {url}: {text}"
         elif url:
             text = f"{text} (request to {url})"
-        return " ".join(text.split())[:MAX_MESSAGE_CHARS]
+        return printable(" ".join(text.split())[:MAX_MESSAGE_CHARS])
     except Exception:  # noqa: BLE001 - the failure path never raises
         return type(exc).__name__
 

@@ -47,13 +47,15 @@ class RunSetup:
 
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.text import Text
 
     from deep_agent._cli_session import run_turns
+    from deep_agent._terminal_text import printable
 
     setup = prepare_run(args)
     console = Console()
     for notice in setup.notices:
-        console.print(f"[dim]note:[/dim] {notice}", highlight=False, markup=True)
+        console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
     return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
 
 

@@ -74,3 +74,23 @@ def test_cli_unreadable_profiles_file_is_a_usage_error(tmp_path, capsys):
     listed = write(tmp_path / "list.yaml", "- sonnet\n")
     assert cli(["agents", "list", str(GOOD), "--model-profiles", str(listed)]) == 2
     assert "expected a mapping of profile name to model" in capsys.readouterr().err
+
+
+def test_cli_list_and_validate_escape_control_characters_from_agent_files(tmp_path, capsys):
+    write(tmp_path / "reviewer.md",
+          '---\ndescription: "Reviews code.\\e[2J\\e[H\\nok   forged.md"\n---\nYou review.\n')
+    write(tmp_path / "x\x1b[2K\x1b[1Ax.md", "---\ndescription: d\n---\nbody\n")
+    assert cli(["agents", "list", str(tmp_path)]) == 1
+    assert cli(["agents", "validate", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "\x1b" not in shown and "\\x1b[2J\\x1b[H\\nok   forged.md" in shown
+    assert "x\\x1b[2K\\x1b[1Ax.md" in captured.err and "FAIL " in captured.out
+    assert not any(line.startswith("ok   forged") for line in shown.splitlines())
+
+
+def test_cli_an_error_line_escapes_control_characters_from_the_path_it_names(tmp_path, capsys):
+    missing = tmp_path / "profiles\x1b]0;owned\x07.yaml"
+    assert cli(["agents", "validate", str(tmp_path), "--model-profiles", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "profiles\\x1b]0;owned\\x07.yaml" in err

@@ -1,0 +1,25 @@
+"""Text from agent files made safe to print on a terminal.
+
+A file name, a field value or an error message that quotes one can hold
+control characters: an escape sequence would clear the screen, move the
+cursor over an error line or retitle the window; a newline would forge a
+line of output (``ok   other.md``); a bidirectional override would show
+text in another order than it is. :func:`printable` writes each of them as
+a visible escape, so what the command prints is what the file holds.
+
+Example::
+
+    printable("x\\x1b[2Kx.md")     # 'x\\\\x1b[2Kx.md'
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 (newline and tab included), DEL, C1, and the bidirectional embeddings, overrides and isolates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """``str(text)`` with every control character written as its escape (``\\x1b``, ``\\n``, ``\\u202e``)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
