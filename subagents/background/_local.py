@@ -260,14 +260,15 @@ class LocalTaskRunner:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
                 await self._run(task, call)
         except asyncio.CancelledError:
-            if self.runtime.closed:
-                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
-            else:
+            if not self.runtime.closed and task.fields.get("status") == "cancelled":  # by cancel()
                 self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now())
-        except BaseException as exc:  # noqa: BLE001 - a task fails alone (a stray GeneratorExit too), never the loop
+            else:  # closed, or its loop going down: nobody cancelled it, it is lost
+                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+        except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
+            # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
+            # run_forever, which would stop the loop every other task and every parent turn uses.
+            # A real Ctrl-C reaches the main thread, never this one, so here it is the child's.
             self._finish(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
         while True:

@@ -45,18 +45,25 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from subagents.background._inbox import Inboxes
+from subagents.background._loop_thread import (
+    RuntimeClosed,
+    cancel_if_abandoned,
+    run_callbacks,
+    settle,
+    start_portal,
+    stop_portal,
+)
 from subagents.background._outcomes import LEASE_RENEW_S, OutcomeStores
 from subagents.background._owner import Owner
 from subagents.background._table import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, TaskTable
 
 T = TypeVar("T")
 
+_WAIT_SLICE_S = 0.5
+"""How often a caller waiting on the loop checks that the loop still runs."""
+
 _open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
 """Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
-
-
-class RuntimeClosed(RuntimeError):
-    """Work was handed to a background runtime after :meth:`BackgroundRuntime.close`."""
 
 
 class BackgroundRuntime:
@@ -157,22 +164,44 @@ class BackgroundRuntime:
         job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._ops.add(job)
         job.add_done_callback(self._ops.discard)
-        job.add_done_callback(lambda done: _settle(done, future, closed=self.closed))
+        job.add_done_callback(lambda done: settle(done, future, closed=self.closed))
         # A caller that stops waiting (cancelled) cancels the job too.
-        future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))
+        future.add_done_callback(lambda f: cancel_if_abandoned(f, job))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
         if self.in_loop():
             coro.close()
             raise RuntimeError("BackgroundRuntime.run called from the runtime's own loop; await arun")
-        return self.submit(coro).result(timeout)
+        future = self.submit(coro)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
+            try:
+                return future.result(max(left, 0.0))
+            except concurrent.futures.TimeoutError:
+                self._check_alive(future)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and await its result from any loop."""
         if self.in_loop():
             return await coro
-        return await asyncio.wrap_future(self.submit(coro))
+        future = asyncio.wrap_future(self.submit(coro))
+        try:
+            while not future.done():
+                await asyncio.wait({future}, timeout=_WAIT_SLICE_S)
+                self._check_alive(future)
+            return future.result()
+        finally:
+            future.cancel()  # given up on (cancelled, or the loop died): so is the job; a no-op once done
+
+    def _check_alive(self, future: Any) -> None:
+        """A caller still waiting on a loop that died would wait forever: it is told the runtime closed."""
+        if not future.done() and not self._alive():
+            self._died()
+            raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Start a job on the loop (call it from the loop), in a clean context; closing cancels it."""
@@ -186,7 +215,7 @@ class BackgroundRuntime:
 
     def evict_later(self, delay: float | None) -> None:
         """Evict finished tasks from the table when the oldest is due (call it from the loop)."""
-        if delay is None or (self._sweep is not None and not self._sweep.cancelled()):
+        if delay is None or self.closed or (self._sweep is not None and not self._sweep.cancelled()):
             return
 
         self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
@@ -224,13 +253,31 @@ class BackgroundRuntime:
             self.closed = True
             portal_cm, portal = self._portal_cm, self._portal
         _open.pop(self.id, None)
-        if portal is None:  # never started: no task to stop, only the callbacks to run
-            _run_callbacks(self.on_close, self.close_timeout_s)
+        if portal is None or not self._alive():  # never started, or its loop died: nothing runs to stop
+            self._close_without_loop()
             return
         if self.in_loop():  # closing from one of our own tasks: finish from another thread
-            threading.Thread(target=_finish, args=(portal, portal_cm, self._shutdown), daemon=True).start()
+            threading.Thread(target=stop_portal, args=(portal, portal_cm, self._shutdown), daemon=True).start()
             return
-        _finish(portal, portal_cm, self._shutdown)
+        stop_portal(portal, portal_cm, self._shutdown)
+
+    def _alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _died(self) -> None:
+        """The loop thread ended without :meth:`close` (something got past its guard): closed from here."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        _open.pop(self.id, None)
+        self._close_without_loop()
+
+    def _close_without_loop(self) -> None:
+        for task in self.table.unsettled():  # nothing runs them any more: lost, and stored as such
+            with contextlib.suppress(Exception):
+                task.abandon()
+        run_callbacks(self.on_close, self.close_timeout_s)
 
     def close_soon(self) -> None:
         """:meth:`close` on a thread of its own: for finalizers, which must never block."""
@@ -273,12 +320,14 @@ class BackgroundRuntime:
 
     def _started(self) -> Any:
         if self._portal is not None and not self.closed:
-            return self._portal
+            if self._alive():
+                return self._portal
+            self._died()
         with self._lock:
             if self.closed:
                 raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")
             if self._portal is None:
-                cm = _portal_manager(self._name)
+                cm = start_portal(self._name)
                 portal = cm.__enter__()
                 self._thread = portal.call(threading.current_thread)
                 self._loop = portal.call(asyncio.get_running_loop)
@@ -292,59 +341,3 @@ def _sweep(ref: weakref.ref[BackgroundRuntime]) -> None:
     if runtime is not None and not runtime.closed:
         runtime._sweep = None
         runtime.evict_later(runtime.table.evict(time.time()))
-
-
-def _cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
-    if future.cancelled() and not job.done():
-        with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
-            job.get_loop().call_soon_threadsafe(job.cancel)
-
-
-def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
-    """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
-    if future.done():
-        return
-    if job.cancelled() and closed:  # stopped by close(): the caller is told so, not cancelled
-        future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"))
-    elif job.cancelled():
-        future.cancel()
-    elif (exc := job.exception()) is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(job.result())
-
-
-def _run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
-    """``on_close`` of a runtime that never started: sync ones here, awaitables on a short-lived loop."""
-    pending = []
-    for callback in reversed(callbacks):
-        try:
-            result = callback()
-        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
-            continue
-        if inspect.isawaitable(result):
-            pending.append(result)
-    if pending:
-        async def settle() -> None:
-            for awaitable in pending:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(awaitable, timeout_s)
-
-        with _portal_manager("background-subagents-close") as portal:
-            portal.call(settle)
-
-
-def _portal_manager(name: str) -> contextlib.AbstractContextManager[Any]:
-    from anyio.from_thread import start_blocking_portal
-
-    return start_blocking_portal("asyncio", name=name)
-
-
-def _finish(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
-            shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    try:
-        contextvars.Context().run(portal.call, shutdown)
-    except Exception:  # noqa: BLE001 - the failure path never raises; the loop still stops below
-        pass
-    if portal_cm is not None:
-        portal_cm.__exit__(None, None, None)

@@ -1,0 +1,127 @@
+"""The thread a background runtime's loop runs on: how it starts, what it survives, how it stops.
+
+One loop serves every background child, status check and server call of a
+runtime, so nothing a child raises may stop it. asyncio lets two exceptions
+out of ``run_forever`` whatever the task that raised them: ``KeyboardInterrupt``
+and ``SystemExit``. On this thread neither can be a real Ctrl-C or a real
+exit (signals reach the main thread; ``sys.exit`` here ends only the thread),
+so a child's tool raising one would stop the loop, cancel its siblings and
+leave every later parent turn facing a closed loop. The loop's task factory
+turns them into :class:`StrayExit`, an ordinary exception, in the task where
+they rose: code inside that task still sees the original (and may handle
+it), and the task fails alone, with an error naming the exception's type.
+
+Also here: how an operation's outcome crosses from the loop to the thread
+waiting for it, and how the loop is stopped.
+
+Example::
+
+    with start_portal("background-subagents") as portal:
+        portal.call(some_coroutine_function)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import inspect
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class RuntimeClosed(RuntimeError):
+    """Work was handed to a background runtime after it closed (or after its loop stopped)."""
+
+
+class StrayExit(RuntimeError):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` raised by code on a background loop (it ends that task only)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        try:
+            text = str(exc).strip()
+        except Exception:  # noqa: BLE001 - describing a failure never fails
+            text = ""
+        detail = f" ({text[:200]})" if text else ""
+        super().__init__(f"{type(exc).__name__}{detail} raised inside a background task; it stopped this task only")
+
+
+async def _contained(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        return await coro
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise StrayExit(exc) from exc
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    if asyncio.iscoroutine(coro):
+        coro = _contained(coro)
+    return asyncio.Task(coro, loop=loop, **kwargs)
+
+
+def _contain_exits() -> None:
+    asyncio.get_running_loop().set_task_factory(_task_factory)
+
+
+@contextlib.contextmanager
+def start_portal(name: str) -> Generator[Any, None, None]:
+    """A blocking portal on a loop thread of its own, its tasks made unable to stop the loop."""
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal("asyncio", name=name) as portal:
+        portal.call(_contain_exits)
+        yield portal
+
+
+def run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
+    """``on_close`` without the runtime's loop (never started, or died): sync ones here, awaitables on a new loop."""
+    pending = []
+    for callback in reversed(callbacks):
+        try:
+            result = callback()
+        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+            continue
+        if inspect.isawaitable(result):
+            pending.append(result)
+    if pending:
+        async def settle() -> None:
+            for awaitable in pending:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(awaitable, timeout_s)
+
+        with start_portal("background-subagents-close") as portal:
+            portal.call(settle)
+
+
+def cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
+    if future.cancelled() and not job.done():
+        with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
+            job.get_loop().call_soon_threadsafe(job.cancel)
+
+
+def settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
+    """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
+    if future.done():
+        return
+    if job.cancelled():
+        # Not by the caller (its future would be done): by close(), or by a loop going down. The caller is
+        # told so, never handed a CancelledError, which would read as its own cancellation.
+        future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"
+                                           if closed else "the background loop stopped this operation"))
+    elif (exc := job.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(job.result())
+
+
+def stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
+            shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    try:
+        contextvars.Context().run(portal.call, shutdown)
+    except Exception:  # noqa: BLE001 - the failure path never raises; the loop still stops below
+        pass
+    if portal_cm is not None:
+        portal_cm.__exit__(None, None, None)

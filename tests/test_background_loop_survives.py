@@ -1,0 +1,128 @@
+"""The background loop outlives what a child raises; a parent outlives a loop that died anyway."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from background_support import (  # noqa: F401 - background is a fixture
+    NOTICE,
+    background,
+    last_tool_result,
+    ledger,
+    notices,
+    on_task,
+    start,
+    started_ids,
+    wait_for,
+)
+from conftest import user
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.background import RuntimeClosed
+
+
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"loop-{time.monotonic_ns()}"}}
+
+
+@pytest.mark.parametrize("exit_type", [KeyboardInterrupt, SystemExit])
+def test_a_child_raising_an_exit_fails_alone_and_its_sibling_and_the_parent_go_on(run, background, exit_type):
+    release = threading.Event()
+
+    @tool
+    def boom(x: str) -> str:
+        """Explode."""
+        raise exit_type()
+
+    @tool
+    async def slow(x: str) -> str:
+        """Slow work, held until released."""
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return "slow done"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("boom job", [{"tool_calls": [tool_call("boom", x="1")]}, "never"]),
+        ("slow job", [{"tool_calls": [tool_call("slow", x="1")]}, "slow finished"]),
+        ("PARENT start", [start(("slow job", "general-purpose"), ("boom job", "general-purpose")), "started"]),
+    ], default="ok")
+    middleware = background()
+    agent = create_agent(model, [boom, slow], middleware=[middleware], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    slow_id, boom_id = started_ids(out["messages"])
+    wait_for(lambda: background.status(boom_id) == "error")
+    assert exit_type.__name__ in background.task(boom_id).fields["error"]
+    assert background.status(slow_id) == "running"  # not cancelled by a dead loop
+    release.set()
+    wait_for(lambda: background.status(slow_id) == "completed")
+
+    out = run(agent, user("PARENT anything new?"), config)
+    assert ledger(out)[slow_id]["result"] == "slow finished"
+    assert ledger(out)[boom_id]["status"] == "error" and exit_type.__name__ in notices(out)[0]
+    assert not middleware.runtime.closed
+
+
+def kill_the_loop(runtime: Any) -> None:
+    """Stop the loop the way nothing should: a loop callback raising KeyboardInterrupt (no task to guard it)."""
+    def die() -> None:
+        raise KeyboardInterrupt
+
+    async def schedule() -> None:
+        asyncio.get_running_loop().call_soon(die)
+        await asyncio.sleep(3600)
+
+    async def here() -> threading.Thread:
+        return threading.current_thread()
+
+    loop_thread = runtime.run(here())
+    waited: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            runtime.run(schedule())
+        except BaseException as exc:  # noqa: BLE001 - what the waiter got is the point
+            waited.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(20)  # a hang guard: a waiter on a dead loop must be told, not left waiting
+    assert not waiter.is_alive() and len(waited) == 1 and isinstance(waited[0], RuntimeClosed)
+    wait_for(lambda: not loop_thread.is_alive())
+
+
+def test_a_parent_outlives_a_background_loop_that_died(run, background):
+    @tool
+    async def spin() -> str:
+        """One small step of long work."""
+        await asyncio.sleep(0.02)
+        return "spun"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("spin job", [{"tool_calls": [tool_call("spin")]}] * 2000),
+        ("PARENT start", [start(("spin job", "spinner")), "started"]),
+        ("PARENT check", [on_task("check_async_task"), "checked"]),
+    ], default="ok")
+    middleware = background([{"name": "spinner", "description": "Spins.", "tools": ["spin"], "max_turns": 2000}])
+    agent = create_agent(model, [spin], middleware=[middleware], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.task(task_id).session.meter.model_calls >= 2)
+    kill_the_loop(middleware.runtime)
+
+    out = run(agent, user("PARENT anything new?"), config)  # no RuntimeError('Event loop is closed')
+    assert out["messages"][-1].text == "ok" and notices(out) == []  # nothing to poll, as after close()
+    assert middleware.runtime.closed and background.task(task_id).fields["status"] == "lost"
+    out = run(agent, user("PARENT check"), config)
+    refused = last_tool_result(out)
+    assert refused.status == "error" and "runtime was closed" in refused.content
