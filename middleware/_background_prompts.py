@@ -8,6 +8,7 @@ task id.
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -67,7 +68,7 @@ def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
     view["usage"] = {k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens")}
     if problem:
         view["note"] = problem
-    return json.dumps(view, default=str)
+    return _json(view)
 
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
@@ -139,6 +140,15 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
 
 
 def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
+    """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
+    try:
+        return _line(r, result_chars)
+    except Exception:  # noqa: BLE001 - the notice runs before every model call: it must not stop the parent
+        return f"- {_clip(_text(r.get('id')), 200)}: {_clip(_text(r.get('status')), 100)} " \
+               "(its record could not be shown; call check_async_task)."
+
+
+def _line(r: Mapping[str, Any], result_chars: int) -> str:
     head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
     if r["status"] == "completed":
         result = r.get("result") or ""
@@ -146,7 +156,7 @@ def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
         more = " [truncated; check_async_task has the full result]" if clipped != result else ""
         return f"{head}. Result: {clipped}{more}"
     if r["status"] == "waiting_for_approval":
-        request = json.dumps(r.get("approval_request"), default=str)
+        request = _json(r.get("approval_request"))
         return (f"{head}. It asks for approval: {_clip(request, result_chars)}. "
                 "Answer with update_async_task.")
     if r.get("error"):
@@ -156,3 +166,23 @@ def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlevel = 500, 200, 8
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON; what JSON cannot hold (a tuple key, a cycle, bytes) as bounded text instead."""
+    try:
+        return json.dumps(value, default=_text)
+    except Exception:  # noqa: BLE001 - a key JSON refuses, a cycle, a nesting too deep: shown as text
+        return _text(value)
+
+
+def _text(value: Any) -> str:
+    """A bounded ``repr`` that never raises (long and deep values are cut short)."""
+    try:
+        return _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__: its type still says what it was
+        return f"<{type(value).__name__}>"

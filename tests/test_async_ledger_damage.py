@@ -221,3 +221,30 @@ def _close_made():
     yield
     while _made:
         _made.pop().close()
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_an_approval_request_json_cannot_hold_is_announced_as_text_and_a_malformed_one_is_damage(background, mode):
+    model = ScriptedChatModel(
+        rules=[("PARENT check", [{"tool_calls": [tool_call("check_async_task", task_id="odd"),
+                                                 tool_call("check_async_task", task_id="flat")]}, "checked"])],
+        default="ok",
+    )
+    agent = create_agent(model, middleware=[background()], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"odd-request-{mode}"}}
+    # Owned by a process on another host: kept as it stands, so it is announced as it was written.
+    waiting = {"status": "waiting_for_approval", "result": None, "owner": "local:another-host:4242:x:r1"}
+    odd = _rec("odd", **waiting, approval_request=[{"id": "i1", "value": {(1, 2): "which?", b"raw": 1}}])
+    flat = _rec("flat", **waiting, approval_request="publish?")
+    agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}],
+                                "async_tasks": {"odd": odd, "flat": flat}})
+    turn = (lambda text: agent.invoke(user(text), config)) if mode == "invoke" else (
+        lambda text: asyncio.run(agent.ainvoke(user(text), config)))
+    out = turn("anything new?")
+    (notice,) = notices(out)
+    assert "odd (general-purpose): waiting_for_approval" in notice and "which?" in notice and "(1, 2)" in notice
+    assert "flat" not in notice
+    out = turn("PARENT check")
+    odd_view, flat_view = tool_messages(out)[-2:]
+    assert "which?" in odd_view.text and odd_view.status != "error"
+    assert flat_view.status == "error" and "field 'approval_request' is a str" in flat_view.text

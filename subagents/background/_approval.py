@@ -66,10 +66,45 @@ def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
     pending = []
     for item in interrupts:
         if isinstance(item, Mapping):
-            pending.append({"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")})
+            found = {"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")}
         else:
-            pending.append({"id": getattr(item, "id", None), "value": getattr(item, "value", None)})
+            found = {"id": getattr(item, "id", None), "value": getattr(item, "value", None)}
+        pending.append({"id": json_ready(found["id"]), "value": json_ready(found["value"])})
     return pending
+
+
+_JSON_KEYS = (str, int, float, bool, type(None))
+_MAX_DEPTH = 32
+
+
+def json_ready(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain JSON data: what the ledger, every checkpointer and every notice can hold.
+
+    An interrupt's value is whatever the child's graph chose (``interrupt({(1, 2): ...})``,
+    bytes, an object); the record keeps it as text where JSON cannot hold it (a key that
+    is not a string or number, an object, a nesting deeper than 32), never raising.
+    """
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if depth >= _MAX_DEPTH:
+        return _text(value)
+    try:
+        if isinstance(value, Mapping):
+            return {(k if isinstance(k, _JSON_KEYS) else _text(k)): json_ready(v, depth + 1)
+                    for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [json_ready(v, depth + 1) for v in value]
+    except Exception:  # noqa: BLE001 - a mapping that cannot be read through: kept as its text
+        pass
+    return _text(value)
+
+
+def _text(value: Any) -> str:
+    try:
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__: its type still says what it was
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 2000 else text[:1999] + "…"
 
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
@@ -81,7 +116,7 @@ def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
     explicit = _json_value(message)
     if explicit is not None:
         return explicit
-    answers = {item["id"]: _decision(message, item["value"]) for item in pending}
+    answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
     if len(answers) == 1:
         return next(iter(answers.values()))
     return answers

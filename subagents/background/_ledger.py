@@ -133,7 +133,8 @@ def record_problem(task_id: Any, record: Any) -> str | None:
     What is checked is what waiting, polling, listing and announcing read: a
     string key, a mapping with an ``id`` equal to it, a string ``status`` and
     ``agent_type``, texts (``description``, ``result``, ``error``, ``note``)
-    that are strings or ``None``, times that are numbers or ``None``, and for
+    that are strings or ``None``, times that are numbers or ``None``, an
+    ``approval_request`` that is ``None`` or a list of requests, and for
     a remote task that may still change, the ``thread_id`` it is polled by.
     Records the middleware writes always pass; a hand-edited or damaged one
     (``update_state``, a JSON file) may not.
@@ -155,6 +156,9 @@ def record_problem(task_id: Any, record: Any) -> str | None:
         value = record.get(field)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return f"field {field!r} is {value!r}, not a time in seconds"
+    request = record.get("approval_request")
+    if request is not None and not (isinstance(request, list) and all(isinstance(i, Mapping) for i in request)):
+        return f"field 'approval_request' is a {type(request).__name__}, not a list of requests"
     if record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES:
         if not isinstance(record.get("thread_id"), str):
             return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"

@@ -1,0 +1,63 @@
+"""A background task waiting for approval: shown safely whatever it asks, announced once, settled by what follows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import interrupt
+
+from background_support import (  # noqa: F401 - background is a fixture
+    NOTICE,
+    background,
+    last_tool_result,
+    ledger,
+    notices,
+    on_task,
+    start,
+    started_ids,
+    wait_for,
+)
+from conftest import user
+from deep_agent.testing import ScriptedChatModel, tool_call
+
+PUBLISHER = {"name": "publisher", "description": "Publishes.", "tools": ["publish"],
+             "interrupt_on": {"publish": True}}
+
+
+@tool
+def publish(target: str) -> str:
+    """Publish."""
+    return f"published to {target}"
+
+
+def thread() -> dict[str, Any]:
+    import time
+
+    return {"configurable": {"thread_id": f"approval-{time.monotonic_ns()}"}}
+
+
+def test_an_interrupt_value_json_cannot_hold_is_recorded_as_json_and_announced(run, background):
+    @tool
+    def ask(x: str) -> str:
+        """Ask a human."""
+        return f"answer: {interrupt({(1, 2): 'which of these?', b'raw': 1})!r}"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("job", [{"tool_calls": [tool_call("ask", x="1")]}, "child finished"]),
+        ("PARENT start", [start(("job", "general-purpose")), "started"]),
+    ], default="ok")
+    agent = create_agent(model, [ask], middleware=[background()], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    out = run(agent, user("PARENT news?"), config)  # the turn goes on
+    (notice,) = notices(out)
+    assert "which of these?" in notice and out["messages"][-1].text == "noted"
+    (request,) = ledger(out)[task_id]["approval_request"]
+    assert json.loads(json.dumps(request))["value"] == {"(1, 2)": "which of these?", "raw": 1}
