@@ -61,3 +61,37 @@ def test_an_interrupt_value_json_cannot_hold_is_recorded_as_json_and_announced(r
     assert "which of these?" in notice and out["messages"][-1].text == "noted"
     (request,) = ledger(out)[task_id]["approval_request"]
     assert json.loads(json.dumps(request))["value"] == {"(1, 2)": "which of these?", "raw": 1}
+
+
+def test_a_child_that_fails_after_its_answer_is_an_error_with_its_error(run, background):
+    published: list[str] = []
+
+    @tool
+    def publish_once(target: str) -> str:
+        """Publish."""
+        published.append(target)
+        return f"published to {target}"
+
+    def fails(messages: list[Any]) -> Any:
+        raise RuntimeError("provider said 429: rate limited")
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, [lambda m: on_task("update_async_task", message="approve")(m)
+                  if "asks for approval" in m[-1].text else "noted", "answered", "noted"]),
+        ("publish the report", [{"tool_calls": [tool_call("publish_once", target="prod")]}, fails]),
+        ("PARENT start", [start(("publish the report", "publisher")), "started"]),
+    ], default="ok")
+    spec = {**PUBLISHER, "tools": ["publish_once"], "interrupt_on": {"publish_once": True}}
+    agent = create_agent(model, [publish_once], middleware=[background([spec])], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    out = run(agent, user("PARENT news"), config)  # told, and answers
+    assert "answered: the task resumes" in [m.text for m in out["messages"] if m.type == "tool"][-1]
+    wait_for(lambda: background.status(task_id) == "error")
+    assert published == ["prod"]
+    out = run(agent, user("PARENT what now?"), config)
+    record = ledger(out)[task_id]
+    assert record["status"] == "error" and "429: rate limited" in record["error"]
+    assert record["approval_request"] is None and "429: rate limited" in notices(out)[-1]

@@ -276,13 +276,13 @@ class LocalTaskRunner:
             task.session.graph = self.registry.graph(call.subagent_type, parent_model=call.parent_model,
                                                      parent_tools=call.parent_tools)
             record = (await self.runner.arun(dataclasses.replace(call, graph=task.session))).record
+            if record.get("status") == "error":  # a failure is the outcome, even after a pause
+                self._finish(task, status="error", error=record.get("error"), finished_at=now(),
+                             announced=False, transcript=record.get("transcript"))
+                return
             if task.session.interrupts:
                 task.set(status="waiting_for_approval", approval_request=pending_interrupts(task.session.interrupts),
                          announced=False, **task.usage())
-                return
-            if record.get("status") == "error":
-                self._finish(task, status="error", error=record.get("error"), finished_at=now(),
-                             announced=False, transcript=record.get("transcript"))
                 return
             leftover = self.runtime.inboxes.take(task.id)
             if not leftover:
@@ -318,27 +318,6 @@ def _describe(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001 - describing a failure never fails
         text = ""
     return f"{type(exc).__name__}: {text[:2000] or '(no message)'}"
-
-
-def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
-    """Block until the local tasks of ``ledger`` (an ``async_tasks`` mapping) run in this process have settled.
-
-    For scripts, demos and tests that want a background result before the
-    next turn; an application simply carries on. Tasks of other processes
-    or of closed runtimes are not waited for. Returns ``False`` on timeout.
-    """
-    deadline = time.monotonic() + timeout_s
-    for task_id, record in ledger.items():
-        owner = Owner.parse(record.get("owner")) if isinstance(record, Mapping) else None
-        runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
-        while runtime is not None and not runtime.closed:
-            task = runtime.table.get(task_id)
-            if task is None or task.fields.get("status") in SETTLED_STATUSES:
-                break
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-    return True
 
 
 def known_task(task_id: str) -> LocalTask | None:

@@ -81,6 +81,9 @@ class ChildSession:
         else:
             # A runnable with no checkpointer of ours: the session carries the history.
             payload = {"messages": [*self._last.get("messages", []), *inputs["messages"]]}
+        # Cleared before the run, not after: a run that raises (a resumed child failing after its
+        # answer) leaves no earlier request behind to be shown as still waiting.
+        self.interrupts = []
         result = await self._graph().ainvoke(payload, run_config)
         self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
         self._last = result

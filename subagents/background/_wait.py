@@ -30,9 +30,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from subagents.background._ledger import ACTIVE_STATUSES, checked_ledger
-from subagents.background._local import wait_for_background as _wait_local
+from subagents.background._ledger import ACTIVE_STATUSES, SETTLED_STATUSES, checked_ledger
+from subagents.background._owner import Owner
 from subagents.background._remote_wait import settle_remote
+from subagents.background._runtime import BackgroundRuntime
 
 if TYPE_CHECKING:
     from subagents.background._tasks import BackgroundTasks
@@ -76,3 +77,24 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     except concurrent.futures.TimeoutError:
         return False
     return settled
+
+
+def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
+    """Block until the local tasks of ``ledger`` (an ``async_tasks`` mapping) run in this process have settled.
+
+    For scripts, demos and tests that want a background result before the
+    next turn; an application simply carries on. Tasks of other processes
+    or of closed runtimes are not waited for. Returns ``False`` on timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    for task_id, record in ledger.items():
+        owner = Owner.parse(record.get("owner")) if isinstance(record, Mapping) else None
+        runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
+        while runtime is not None and not runtime.closed:
+            task = runtime.table.get(task_id)
+            if task is None or task.fields.get("status") in SETTLED_STATUSES:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    return True
