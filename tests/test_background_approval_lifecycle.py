@@ -63,6 +63,33 @@ def test_an_interrupt_value_json_cannot_hold_is_recorded_as_json_and_announced(r
     assert json.loads(json.dumps(request))["value"] == {"(1, 2)": "which of these?", "raw": 1}
 
 
+def test_a_task_waiting_for_approval_is_announced_once_across_model_calls_and_turns(run, background):
+    @tool
+    def note(text: str) -> str:
+        """Take a note (the parent's own tool)."""
+        return "noted"
+
+    def parent_on_notice(messages: list[Any]) -> Any:  # three steps of its own work, then an answer
+        notes = sum(m.type == "tool" and m.name == "note" for m in messages)
+        return {"tool_calls": [tool_call("note", text=str(notes))]} if notes < 3 else "ok"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, [parent_on_notice] * 10),
+        ("publish the report", [{"tool_calls": [tool_call("publish", target="prod")]}, "done"]),
+        ("PARENT start", [start(("publish the report", "publisher")), "started"]),
+    ], default="ok")
+    agent = create_agent(model, [publish, note], middleware=[background([PUBLISHER])], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    out = run(agent, user("PARENT carry on"), config)
+    assert len(notices(out)) == 1 and ledger(out)[task_id]["announced"] is True
+    out = run(agent, user("PARENT and now"), config)
+    assert len(notices(out)) == 1  # the same one: nothing new was announced
+    assert ledger(out)[task_id]["status"] == "waiting_for_approval"
+
+
 def test_a_child_that_fails_after_its_answer_is_an_error_with_its_error(run, background):
     published: list[str] = []
 

@@ -168,7 +168,12 @@ class LocalTaskRunner:
         """The record's current fields as far as they can be known here (``lost`` if its owner is gone)."""
         task = self.find(record["id"], record.get("owner"))
         if task is not None:
-            return {**task.fields, **task.usage()}
+            live = {**task.fields, **task.usage()}
+            if live.get("status") == record.get("status"):
+                # Whether this status was announced is the ledger's to know (a waiting task was
+                # told once); only a new status brings the task's own ``announced=False``.
+                live.pop("announced", None)
+            return live
         stored = outcome_for(record, self._store(record).load(record["id"]))
         if stored:
             return stored
