@@ -248,3 +248,30 @@ def test_an_approval_request_json_cannot_hold_is_announced_as_text_and_a_malform
     odd_view, flat_view = tool_messages(out)[-2:]
     assert "which?" in odd_view.text and odd_view.status != "error"
     assert flat_view.status == "error" and "field 'approval_request' is a str" in flat_view.text
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize(("field", "value", "tool"), [
+    ("attempt", 2**64 - 1, "retry_async_task"), ("attempt", 1e308, "retry_async_task"),
+    ("attempt", -1, "retry_async_task"), ("turns", 2**64 - 1, "update_async_task"),
+])
+def test_a_count_one_more_of_which_no_checkpoint_holds_is_refused_before_anything_runs(background, mode, field,
+                                                                                      value, tool):
+    args = {"message": "and again"} if tool == "update_async_task" else {}
+    model = ScriptedChatModel(
+        rules=[("the job", ["child ran again"]),
+               ("PARENT act", [{"tool_calls": [tool_call(tool, task_id="t1", **args)]}, "acted"])],
+        default="ok",
+    )
+    middleware = background()
+    agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"count-{mode}-{field}-{tool}"}}
+    status = "error" if tool == "retry_async_task" else "completed"
+    agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}], "async_tasks": {
+        "t1": _rec("t1", status=status, description="the job", announced=True, **{field: value})}})
+    turn = (lambda text: agent.invoke(user(text), config)) if mode == "invoke" else (
+        lambda text: asyncio.run(agent.ainvoke(user(text), config)))
+    out = turn("PARENT act")  # the turn ends normally
+    refused = tool_messages(out)[-1]
+    assert refused.status == "error" and f"field '{field}' is {value!r}, not a count" in refused.text
+    assert middleware.runtime.table.get("t1") is None  # nothing was launched

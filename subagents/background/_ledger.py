@@ -124,6 +124,9 @@ def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
 
 
 _TEXT_FIELDS = ("description", "result", "error", "note")
+_COUNT_FIELDS = ("attempt", "turns")
+MAX_COUNT = 2**31 - 1
+"""The largest ``attempt`` or ``turns`` a record may hold: one more is still a count every checkpointer keeps."""
 _TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
 
 
@@ -133,7 +136,9 @@ def record_problem(task_id: Any, record: Any) -> str | None:
     What is checked is what waiting, polling, listing and announcing read: a
     string key, a mapping with an ``id`` equal to it, a string ``status`` and
     ``agent_type``, texts (``description``, ``result``, ``error``, ``note``)
-    that are strings or ``None``, times that are numbers or ``None``, an
+    that are strings or ``None``, times that are numbers or ``None``, counts
+    (``attempt``, ``turns``) that are whole numbers up to :data:`MAX_COUNT`
+    (the next retry or follow-up adds one, which the checkpoint must hold), an
     ``approval_request`` that is ``None`` or a list of requests, and for
     a remote task that may still change, the ``thread_id`` it is polled by.
     Records the middleware writes always pass; a hand-edited or damaged one
@@ -152,6 +157,9 @@ def record_problem(task_id: Any, record: Any) -> str | None:
     for field in _TEXT_FIELDS:
         if not isinstance(record.get(field), (str, type(None))):
             return f"field {field!r} is a {type(record.get(field)).__name__}, not text"
+    for field in _COUNT_FIELDS:
+        if (value := record.get(field)) is not None and not is_count(value):
+            return f"field {field!r} is {value!r}, not a count (a whole number from 0 to {MAX_COUNT})"
     for field in _TIME_FIELDS:
         value = record.get(field)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -163,6 +171,11 @@ def record_problem(task_id: Any, record: Any) -> str | None:
         if not isinstance(record.get("thread_id"), str):
             return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"
     return None
+
+
+def is_count(value: Any) -> bool:
+    """Whether ``value`` is an ``attempt``/``turns`` a record may hold (``1.0`` from a JSON file is not)."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:

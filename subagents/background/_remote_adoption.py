@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from subagents._runner import TASK_ID_METADATA_KEY
-from subagents.background._ledger import AsyncTaskRecord, now
+from subagents.background._ledger import AsyncTaskRecord, is_count, now
 from subagents.background._remote_states import run_status
 
 if TYPE_CHECKING:
@@ -101,7 +101,9 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             if (not isinstance(call_id, str) or call_id not in missing or not task_id
                     or missing[call_id][0] != meta.get("agent_type")):
                 continue
-            attempt = int(meta.get("attempt") or 1)
+            attempt = meta.get("attempt") or 1
+            if not is_count(attempt):  # a server's metadata, written by anyone: not a count to carry on
+                continue
             if task_id in records and records[task_id]["attempt"] >= attempt:
                 continue
             try:
