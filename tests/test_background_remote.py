@@ -23,7 +23,7 @@ from background_support import (
     wait_for,
 )
 from conftest import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from server_fixture import langgraph_server  # noqa: F401, F811 - the fixture
 
@@ -132,6 +132,26 @@ def test_cancel_and_steer_running_remote_tasks(run, langgraph_server):
     # The stopped run's open tool call was answered before the new instruction.
     assert [m["type"] for m in messages[-4:]] == ["ai", "tool", "human", "ai"]
     assert ledger(out)[first["id"]]["status"] == "cancelled"
+
+
+def test_a_remote_task_whose_run_has_begun_is_listed_running_not_pending(run, langgraph_server):
+    model = ScriptedChatModel(
+        rules=[(NOTICE, ["noted"]),
+               ("PARENT start", [start(("slow job", "remote-worker")), "started"]),
+               ("PARENT list", [{"tool_calls": [tool_call("list_async_tasks")]}, "listed"])],
+        default="ok",
+    )
+    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), general_purpose=False)
+    agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+    config = thread()
+    out = run(agent, user("PARENT start"), config)
+    (record,) = ledger(out).values()
+    wait_for(lambda: sdk(langgraph_server).threads.get(record["thread_id"])["status"] == "busy", every=0.1)
+    # As a start that returned before the server began the run leaves it (a cold server does).
+    agent.update_state(config, {"async_tasks": {record["id"]: {"status": "pending", "updated_at": 0.0}}})
+    out = run(agent, user("PARENT list"), config)
+    (listed,) = as_json(last_tool_result(out))
+    assert listed["status"] == "running" and ledger(out)[record["id"]]["status"] == "running"
 
 
 def test_follow_up_and_approval_on_the_same_remote_thread(run, langgraph_server):

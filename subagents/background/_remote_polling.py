@@ -95,8 +95,9 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
         states = {}
     stale = []
     for record in records:
-        if _unchanged(record, (states.get(record["thread_id"]) or {}).get("status")):
-            out[record["id"]] = ({}, None)
+        known = _known(record, (states.get(record["thread_id"]) or {}).get("status"))
+        if known is not None:
+            out[record["id"]] = (known, None)
         else:
             stale.append(record)
     ended = [r["thread_id"] for r in stale if (states.get(r["thread_id"]) or {}).get("status")
@@ -134,10 +135,12 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
     return rows
 
 
-def _unchanged(record: Mapping[str, Any], thread_status: str | None) -> bool:
-    """Whether a batched thread status shows the task as the ledger already has it."""
-    if thread_status == "busy":
-        return record.get("status") in ("pending", "running")
-    if thread_status == "interrupted":
-        return record.get("status") == "waiting_for_approval"
-    return False
+def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, Any] | None:
+    """The fields a batched thread status alone tells (``{}``: none changed), or ``None`` if it needs a full read."""
+    if thread_status == "busy" and record.get("status") == "running":
+        return {}
+    if thread_status == "busy" and record.get("status") == "pending":
+        return {"status": "running"}  # its run has begun: the ledger and list_async_tasks say so
+    if thread_status == "interrupted" and record.get("status") == "waiting_for_approval":
+        return {}
+    return None
