@@ -41,9 +41,21 @@ def test_an_outcome_of_another_attempt_turn_or_owner_is_not_applied(other):
     assert outcome_for(OUTCOME, None) == {}
 
 
-def test_memory_outcomes_are_bounded_by_bytes_oldest_first():
+def test_memory_outcomes_are_bounded_by_bytes_and_the_oldest_keep_how_they_ended():
     store = MemoryOutcomes(max_bytes=3_000)
     for i in range(4):
         store.save(f"t{i}", {**OUTCOME, "result": "x" * 1_000})
-    assert [store.load(f"t{i}") is not None for i in range(4)] == [False, False, True, True]
     assert store.bytes <= 3_000
+    assert [store.load(f"t{i}")["result"] == "x" * 1_000 for i in range(4)] == [False, False, True, True]
+    for i in range(2):  # not lost: still completed, the result saying it was dropped from memory
+        old = store.load(f"t{i}")
+        assert old["status"] == "completed" and old["owner"] == OUTCOME["owner"]
+        assert old["result"].startswith("[cut: this result was dropped from memory")
+
+
+def test_an_outcome_larger_than_memory_keeps_the_start_of_its_result_and_says_so():
+    store = MemoryOutcomes(max_bytes=80_000)
+    store.save("big", {**OUTCOME, "result": "y" * 100_000})
+    kept = store.load("big")
+    assert kept["status"] == "completed" and kept["result"].startswith("y" * 1_000)
+    assert "[cut: the result was 100,000 characters" in kept["result"] and store.bytes <= 80_000

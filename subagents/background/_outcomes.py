@@ -70,27 +70,72 @@ def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) ->
 
 
 class MemoryOutcomes:
-    """Outcomes in this process's memory, at most ``max_bytes`` of them (oldest dropped first)."""
+    """Outcomes in this process's memory, at most ``max_bytes`` of them; none is ever dropped whole.
+
+    The parent may not have read an outcome yet (it learns it at its next
+    turn), so losing one would report a finished task ``lost``. Instead an
+    outcome larger than an eighth of ``max_bytes`` keeps only the start of its
+    result, and once the outcomes hold more than ``max_bytes`` the oldest
+    keep their status, error and usage but not their result; either way the
+    result says what was cut. Only beyond :data:`MEMORY_MAX_STUBS` such cut
+    outcomes are the oldest dropped.
+    """
 
     def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._items: collections.OrderedDict[str, tuple[dict[str, Any], int]] = collections.OrderedDict()
+        self._stubs: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
-        size = _size(fields)
+        kept = _cut_result(dict(fields), max(self.max_bytes // 8, 4096))
+        size = _size(kept)
         old = self._items.pop(task_id, None)
+        self._stubs.pop(task_id, None)
         if old is not None:
             self.bytes -= old[1]
-        self._items[task_id] = (dict(fields), size)
+        self._items[task_id] = (kept, size)
         self.bytes += size
         while self.bytes > self.max_bytes and self._items:
-            _id, (_fields, dropped) = self._items.popitem(last=False)
+            oldest, (old_fields, dropped) = self._items.popitem(last=False)
             self.bytes -= dropped
+            self._stubs[oldest] = _stub(old_fields, self.max_bytes)
+        while len(self._stubs) > MEMORY_MAX_STUBS:
+            self._stubs.popitem(last=False)
 
     def load(self, task_id: str) -> dict[str, Any] | None:
         item = self._items.get(task_id)
-        return dict(item[0]) if item else None
+        if item is not None:
+            return dict(item[0])
+        stub = self._stubs.get(task_id)
+        return dict(stub) if stub is not None else None
+
+
+MEMORY_MAX_STUBS = 10_000
+"""How many outcomes cut to their status (no result) one runtime keeps in memory."""
+
+
+def _cut_result(fields: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``fields`` with a result too large for ``limit`` cut to its start, and a note saying so."""
+    result = fields.get("result")
+    if not isinstance(result, str) or _size(fields) <= limit:
+        return fields
+    room = max(0, limit - (_size(fields) - len(result)) - 400)
+    fields["result"] = result[:room] + (
+        f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
+        "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
+    return fields
+
+
+def _stub(fields: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
+    """An outcome reduced to what says how the task ended: no result text, a short error."""
+    stub = {k: v for k, v in fields.items() if not isinstance(v, str) or len(v) <= 512}
+    if isinstance(fields.get("error"), str):
+        stub["error"] = fields["error"][:512]
+    if fields.get("result") is not None:
+        stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
+                          f"{max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite file)]")
+    return stub
 
 
 class SqliteOutcomes:
