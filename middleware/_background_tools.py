@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from middleware import _background_prompts as words
 from middleware._task_tool import TaskToolInput
-from subagents import DELEGATION_TOOL_TAG
+from subagents import DELEGATION_TOOL_TAG, safe_text
 from subagents.background import AsyncTaskStatus, BackgroundRuntime, RuntimeClosed
 
 START_TOOL_NAME = "start_async_task"
@@ -139,8 +139,8 @@ def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any
         return _closed(runtime)
     try:
         return loop.run(coro)
-    except RuntimeClosed:
-        return _closed(runtime)
+    except RuntimeClosed as exc:
+        return _closed(runtime, exc)
 
 
 async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
@@ -149,12 +149,13 @@ async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Corouti
         return _closed(runtime)
     try:
         return await loop.arun(coro)
-    except RuntimeClosed:
-        return _closed(runtime)
+    except RuntimeClosed as exc:
+        return _closed(runtime, exc)
 
 
-def _closed(runtime: ToolRuntime) -> Command:
-    """The answer of every background tool once the runtime is closed: an error, never a crash."""
-    message = ToolMessage(content="Background tasks are unavailable: the background runtime was closed.",
+def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command:
+    """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
+    reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
+    message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
                           tool_call_id=runtime.tool_call_id or "", status="error")
     return Command(update={"messages": [message]})

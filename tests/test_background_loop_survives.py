@@ -126,3 +126,40 @@ def test_a_parent_outlives_a_background_loop_that_died(run, background):
     out = run(agent, user("PARENT check"), config)
     refused = last_tool_result(out)
     assert refused.status == "error" and "runtime was closed" in refused.content
+
+
+def test_a_child_blocking_the_loop_does_not_hold_the_parent_and_a_refused_cancel_never_runs_late(
+        run, background, monkeypatch):
+    """A blocking call inside async code (a sync HTTP client, time.sleep) stops the loop running anything."""
+    from subagents.background import _loop_thread
+
+    monkeypatch.setattr(_loop_thread, "STALL_S", 0.5)
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    async def fetch(url: str) -> str:
+        """Fetch a page, badly: a blocking wait inside a coroutine."""
+        entered.set()
+        release.wait(60)  # a hang guard only: the test releases it
+        return "page"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("crawl job", [{"tool_calls": [tool_call("fetch", url="http://x")]}, "crawled"]),
+        ("PARENT start", [start(("crawl job", "general-purpose")), "started"]),
+        ("PARENT cancel", [on_task("cancel_async_task"), "tried"]),
+    ], default="ok")
+    middleware = background()
+    agent = create_agent(model, [fetch], middleware=[middleware], checkpointer=InMemorySaver())
+    config = thread()
+    (task_id,) = started_ids(run(agent, user("PARENT start"), config)["messages"])
+    assert entered.wait(15)
+
+    out = run(agent, user("PARENT cancel it"), config)  # its notices and the cancel both wait on the loop
+    assert not release.is_set()  # the turn ended while the child still blocked the loop
+    refused = last_tool_result(out)
+    assert refused.status == "error" and "has run nothing for 0.5s" in refused.content
+    release.set()
+    wait_for(lambda: background.status(task_id) == "completed")  # the refused cancel never ran later
+    out = run(agent, user("PARENT anything new?"), config)
+    assert ledger(out)[task_id]["result"] == "crawled" and not middleware.runtime.closed

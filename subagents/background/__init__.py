@@ -23,7 +23,7 @@ from subagents.background._ledger import (
 from subagents.background._local import known_task
 from subagents.background._remote import RemoteSubagentSpec
 from subagents.background._remote_adoption import OrphanSearch, adopt_orphans
-from subagents.background._runtime import BackgroundRuntime, RuntimeClosed
+from subagents.background._runtime import BackgroundRuntime, RuntimeClosed, RuntimeStalled
 from subagents.background._tasks import BackgroundTasks, TaskStateError
 from subagents.background._wait import wait_for_background
 
@@ -37,6 +37,7 @@ __all__ = [
     "OrphanSearch",
     "RemoteSubagentSpec",
     "RuntimeClosed",
+    "RuntimeStalled",
     "SteeringInbox",
     "TaskStateError",
     "adopt_orphans",

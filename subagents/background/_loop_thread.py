@@ -27,6 +27,8 @@ import concurrent.futures
 import contextlib
 import contextvars
 import inspect
+import threading
+import time
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
@@ -35,6 +37,60 @@ T = TypeVar("T")
 
 class RuntimeClosed(RuntimeError):
     """Work was handed to a background runtime after it closed (or after its loop stopped)."""
+
+
+class RuntimeStalled(RuntimeClosed):
+    """The loop ran no callback for :data:`STALL_S`: code on it blocks (a blocking call inside async code).
+
+    The waiting caller (a parent turn, a background tool) is let go; the
+    runtime stays open, and answers again once the blocking call returns.
+    """
+
+
+WAIT_SLICE_S = 0.5
+"""How often a caller waiting on the loop checks that the loop still runs."""
+
+STALL_S = 5.0
+"""How long a caller waits for a loop that runs no callback at all before it is let go."""
+
+
+class LoopProbe:
+    """Asks a loop, now and then, whether it still runs callbacks; see :class:`RuntimeStalled`.
+
+    One per loop, shared by its callers: a caller waiting in slices calls
+    :meth:`check` after each slice that ended without a result (a fast
+    operation never posts a probe), and once one caller found the loop
+    stalled, the next is let go after its first slice, not ``stall_s``.
+    """
+
+    def __init__(self, stall_s: float | None = None) -> None:
+        self.stall_s = STALL_S if stall_s is None else stall_s
+        self._sent: float | None = None
+        self._answered = threading.Event()
+        self._lock = threading.Lock()
+
+    def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
+        """Raise :class:`RuntimeStalled` once a probe has waited ``stall_s`` unanswered.
+
+        The operation ``future`` stands for is cancelled if it never began
+        (it must not start late: a start the caller was told failed would
+        run untracked); one that began runs on and settles once the loop
+        moves again.
+        """
+        with self._lock:
+            now = time.monotonic()
+            if self._sent is None or self._answered.is_set():
+                self._sent, self._answered = now, threading.Event()
+                with contextlib.suppress(RuntimeError, AttributeError):  # a loop already gone is _check_alive's
+                    loop.call_soon_threadsafe(self._answered.set)  # type: ignore[union-attr]
+                return
+            if now - self._sent < self.stall_s:
+                return
+        if not getattr(future, "begun", False):
+            future.cancel()
+        raise RuntimeStalled(
+            f"the background loop has run nothing for {self.stall_s:g}s: a background task is blocking it "
+            "(a blocking call inside async code?). Its tasks go on; ask again later")
 
 
 class StrayExit(RuntimeError):

@@ -14,9 +14,10 @@ given one to share between graphs), and :meth:`close` tears it down: tasks
 still running are cancelled and recorded as ``lost`` wherever their outcome
 is stored, the ``on_close`` callbacks run, the loop and its thread stop.
 Closing is idempotent; a closed runtime refuses new work with a clear error.
-Nothing survives in module state, except a weak directory of the runtimes
-that are open, so another graph in the same process can find a task's
-owner (and tell a closed owner from a live one).
+A caller waiting on a loop that runs nothing (a child blocking it) is let go
+(:class:`~subagents.background.RuntimeStalled`). Nothing survives in module
+state but a weak directory of the open runtimes, so another graph in the same
+process can find a task's owner (and tell a closed owner from a live one).
 
 Coroutines start in an empty ``contextvars.Context``: the parent's runnable
 config travels in a context variable, and a child that saw it would run as
@@ -46,7 +47,10 @@ from typing import Any, TypeVar
 
 from subagents.background._inbox import Inboxes
 from subagents.background._loop_thread import (
+    WAIT_SLICE_S,
+    LoopProbe,
     RuntimeClosed,
+    RuntimeStalled,
     cancel_if_abandoned,
     run_callbacks,
     settle,
@@ -58,9 +62,6 @@ from subagents.background._owner import Owner
 from subagents.background._table import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, TaskTable
 
 T = TypeVar("T")
-
-_WAIT_SLICE_S = 0.5
-"""How often a caller waiting on the loop checks that the loop still runs."""
 
 _open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
 """Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
@@ -106,6 +107,7 @@ class BackgroundRuntime:
         self._portal_cm: contextlib.AbstractContextManager[Any] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._probe = LoopProbe()  # shared by every caller waiting on the loop
         self._jobs: set[asyncio.Task[Any]] = set()
         self._ops: set[asyncio.Task[Any]] = set()  # submitted operations: closing waits for them
         self._sweep: asyncio.TimerHandle | None = None
@@ -162,6 +164,7 @@ class BackgroundRuntime:
                 future.set_exception(RuntimeClosed("the background runtime is closed"))
             return
         job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        future.begun = True  # type: ignore[attr-defined]  # a caller let go of a stalled loop leaves it be
         self._ops.add(job)
         job.add_done_callback(self._ops.discard)
         job.add_done_callback(lambda done: settle(done, future, closed=self.closed))
@@ -176,7 +179,7 @@ class BackgroundRuntime:
         future = self.submit(coro)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
+            left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
             try:
                 return future.result(max(left, 0.0))
             except concurrent.futures.TimeoutError:
@@ -188,20 +191,24 @@ class BackgroundRuntime:
         """Run ``coro`` on the loop and await its result from any loop."""
         if self.in_loop():
             return await coro
-        future = asyncio.wrap_future(self.submit(coro))
+        future = asyncio.wrap_future(submitted := self.submit(coro))
         try:
             while not future.done():
-                await asyncio.wait({future}, timeout=_WAIT_SLICE_S)
-                self._check_alive(future)
+                await asyncio.wait({future}, timeout=WAIT_SLICE_S)
+                self._check_alive(submitted)
             return future.result()
-        finally:
-            future.cancel()  # given up on (cancelled, or the loop died): so is the job; a no-op once done
+        except BaseException as exc:
+            if not isinstance(exc, RuntimeStalled):  # let go of a stalled loop: what began runs on
+                future.cancel()  # given up on (cancelled, or the loop died): so is the job
+            raise
 
     def _check_alive(self, future: Any) -> None:
-        """A caller still waiting on a loop that died would wait forever: it is told the runtime closed."""
-        if not future.done() and not self._alive():
-            self._died()
-            raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
+        """A caller still waiting on a loop that died, or that runs nothing, would wait forever: it is let go."""
+        if not future.done():
+            if not self._alive():
+                self._died()
+                raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
+            self._probe.check(future, self._loop)
 
     def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Start a job on the loop (call it from the loop), in a clean context; closing cancels it."""
