@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pexpect
 
@@ -57,14 +58,20 @@ def terminal_env(root: Path) -> dict[str, str]:
     return env
 
 
-def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_and_summary(tmp_path):
-    project = make_project(tmp_path)
+def spawn_run(project: Path, prompt: str, script: str) -> tuple[Any, io.StringIO]:
+    """`deep-agent run PROMPT` on the scripted model ``cli_scripts:SCRIPT`` in a pseudo-terminal, and its screen."""
     screen = io.StringIO()
     command, *args = entry_point()
-    child = pexpect.spawn(command, [*args, "run", "Tidy the notes", "--model", "scripted:cli_scripts:review_team"],
+    child = pexpect.spawn(command, [*args, "run", prompt, "--model", f"scripted:cli_scripts:{script}"],
                           cwd=str(project), env=terminal_env(project), dimensions=(60, 200),
                           encoding="utf-8", timeout=40)
     child.logfile_read = screen
+    return child, screen
+
+
+def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_and_summary(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "review_team")
     answers = {}
     for _ in range(2):
         child.expect(r"editor wants to call Edit")
@@ -125,12 +132,7 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
 
 def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing(tmp_path):
     project = make_project(tmp_path)
-    screen = io.StringIO()
-    command, *args = entry_point()
-    child = pexpect.spawn(command, [*args, "run", "Fix the typo", "--model", "scripted:cli_scripts:one_edit"],
-                          cwd=str(project), env=terminal_env(project), dimensions=(60, 200),
-                          encoding="utf-8", timeout=40)
-    child.logfile_read = screen
+    child, screen = spawn_run(project, "Fix the typo", "one_edit")
     child.expect(r"Approve\? \[y\]es / \[n\]o: ")
     child.sendintr()
     # Before the fix the first Ctrl-C waited for an answer: this catches that hang, not a speed.

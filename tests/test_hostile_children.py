@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from registry_support import UniqueStateMiddleware, register
 
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
@@ -171,30 +172,6 @@ def test_a_write_back_whose_copy_raises_a_base_exception_is_skipped(run):
     assert record["status"] == "completed" and "cannot be copied (Boom)" in record["skipped_writes"]["findings"]
 
 
-def _strict(left: dict | None, right: dict) -> dict:
-    merged = dict(left or {})
-    for key in right:
-        if key in merged:
-            raise ValueError(f"duplicate key {key!r}")
-    merged.update(right)
-    return merged
-
-
-class _Registry(AgentState):
-    registry: NotRequired[Annotated[dict, _strict]]
-
-
-class _RegistryState(AgentMiddleware):
-    state_schema = _Registry
-
-
-@tool
-def register(key: str, runtime: ToolRuntime) -> Command:
-    """Register a key."""
-    return Command(update={"registry": {key: runtime.tool_call_id},
-                           "messages": [ToolMessage("registered", tool_call_id=runtime.tool_call_id)]})
-
-
 @tool
 def register_approved(key: str, runtime: ToolRuntime) -> Command:
     """Register a key, once a human approves."""
@@ -209,7 +186,7 @@ def _registering(saver: Any, b_key: str, b_tool: str) -> Any:
         responses=[{"tool_calls": [tool_call("task", description="job A", subagent_type="a"),
                                    tool_call("task", description="job B", subagent_type="b")]},
                    "parent carried on"])
-    return create_deep_agent(model, [register, register_approved], middleware=[_RegistryState()], checkpointer=saver,
+    return create_deep_agent(model, [register, register_approved], middleware=[UniqueStateMiddleware()], checkpointer=saver,
                              subagents=[{"name": "a", "description": "a", "tools": ["register"]},
                                         {"name": "b", "description": "b", "tools": [b_tool],
                                          "interrupt_on": {"register_approved": True}}])

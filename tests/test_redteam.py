@@ -33,6 +33,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
+from registry_support import UniqueStateMiddleware, register
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -165,31 +166,6 @@ def test_a_bubble_up_that_carries_no_interrupt_fails_the_task_instead_of_vanishi
     _assert_one_message_and_record_per_call(out, 2)
 
 
-def _dict_merge_without_overlap(left: dict | None, right: dict) -> dict:
-    """A reducer that refuses to overwrite: a common pattern for ids that must be unique."""
-    merged = dict(left or {})
-    for key in right:
-        if key in merged:
-            raise ValueError(f"duplicate key {key!r}")
-    merged.update(right)
-    return merged
-
-
-class _UniqueState(AgentState):
-    registry: NotRequired[Annotated[dict, _dict_merge_without_overlap]]
-
-
-class _UniqueStateMiddleware(AgentMiddleware):
-    state_schema = _UniqueState
-
-
-@tool
-def register(key: str, runtime: ToolRuntime) -> Command:
-    """Register a key in the shared registry."""
-    return Command(update={"registry": {key: runtime.tool_call_id},
-                           "messages": [ToolMessage("registered", tool_call_id=runtime.tool_call_id)]})
-
-
 @MODES
 def test_parallel_children_cannot_make_a_strict_reducer_crash_the_parent(mode):
     """'No combination of parallel children can crash the parent': each child's write passes the
@@ -199,9 +175,9 @@ def test_parallel_children_cannot_make_a_strict_reducer_crash_the_parent(mode):
                ("job B", [{"tool_calls": [tool_call("register", key="same")]}, "B done"])],
         responses=_parallel(("job A", "w"), ("job B", "w")),
     )
-    agent = create_deep_agent(model, [register], middleware=[_UniqueStateMiddleware()],
+    agent = create_deep_agent(model, [register], middleware=[UniqueStateMiddleware()],
                               subagents=[{"name": "w", "description": "w", "tools": ["register"],
-                                          "middleware": [_UniqueStateMiddleware()]}])
+                                          "middleware": [UniqueStateMiddleware()]}])
     out = _invoke(mode, agent, {**_user(), "registry": {"seed": "x"}})
     _assert_one_message_and_record_per_call(out, 2)
 
