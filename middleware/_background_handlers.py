@@ -17,7 +17,7 @@ from langgraph.types import Command
 
 from middleware import _background_prompts as words
 from middleware._ledger import ASYNC_LEDGER_KEY
-from subagents import TaskCall
+from subagents import TaskCall, brief, safe_text
 from subagents.background import (
     NOTEWORTHY_STATUSES,
     BackgroundRuntime,
@@ -96,17 +96,29 @@ class BackgroundTaskHandlers:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
-            return _reply(runtime, f"Task {task_id!r} cannot be acted on: its ledger record is damaged "
+            return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
                           f"({damage}).", error=True)
         if record is None:
-            known = ", ".join(ledger) or "none yet"
-            return _reply(runtime, f"Unknown task id {task_id!r}. Known task ids: {known}.", error=True)
+            return _reply(runtime, f"Unknown task id {brief(task_id)}. {_known_ids(ledger)}", error=True)
         try:
             return await act(runtime, record)
         except TaskStateError as exc:
             return _reply(runtime, f"Cannot do that: {exc}", error=True)
         except Exception as exc:  # noqa: BLE001 - a runner failure fails this call alone
             return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
+
+
+_IDS_LISTED = 20
+"""An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
+
+
+def _known_ids(ledger: Mapping[str, Any]) -> str:
+    ids = list(ledger)
+    if not ids:
+        return "Known task ids: none yet."
+    shown = ", ".join(safe_text(i, 80) for i in ids[-_IDS_LISTED:])
+    more = f" (the newest {_IDS_LISTED} of {len(ids)}; list_async_tasks shows all)" if len(ids) > _IDS_LISTED else ""
+    return f"Known task ids{more}: {shown}."
 
 
 def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

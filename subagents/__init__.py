@@ -41,6 +41,7 @@ from subagents._dynamic import (
     merge_definitions as merge_definitions,
 )
 from subagents._errors import AgentFileError, SpecError, StopReason, SubagentError
+from subagents._errors import brief as brief
 from subagents._errors import is_real_cancellation as is_real_cancellation
 from subagents._errors import safe_text as safe_text
 from subagents._fork import ContextMode

@@ -172,3 +172,19 @@ def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path, backg
     _header, messages = read_jsonl(transcript.removeprefix("jsonl:"))
     texts = [(m.type, m.text[:13]) for m in messages if m.type != "system"]
     assert texts == [("human", "write it down"), ("ai", "written writt")]
+
+
+def test_an_unknown_id_is_answered_in_bounded_words_however_long_it_and_the_ledger_are(background):
+    records = {f"t{i:03d}": {"id": f"t{i:03d}", "agent_type": "general-purpose", "runner": "local",
+                             "status": "completed", "description": f"old job {i}", "created_at": 1000.0 + i,
+                             "finished_at": 1001.0 + i, "result": "done", "announced": True}
+               for i in range(300)}
+    huge = "x" * 2_000_000
+    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("check_async_task", task_id=huge)]}, "ok"])
+    agent = create_agent(model, middleware=[background(notify=False)], checkpointer=InMemorySaver())
+    config = thread()
+    agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}], "async_tasks": records})
+    answer = tool_messages(agent.invoke(user("PARENT check"), config))[-1]
+    assert answer.status == "error" and answer.content.startswith("Unknown task id 'xxx")
+    assert len(answer.content) < 3_000
+    assert "the newest 20 of 300" in answer.content and "t299" in answer.content and "t000" not in answer.content
