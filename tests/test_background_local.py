@@ -24,7 +24,7 @@ from background_support import (  # noqa: F401 - background is a fixture
 )
 from conftest import user
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.background import AsyncTaskRecord
+from subagents.background import AsyncTaskRecord, wait_for_background
 
 
 def first_human(messages) -> str:
@@ -304,6 +304,8 @@ def test_a_task_waiting_for_approval_is_announced_and_answered(run, background):
     (task_id,) = started_ids(out["messages"])
     gate.open.set()  # only now may the child ask for approval: the parent's turn is over
     wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    # Nothing more happens to it without the parent: a wait returns (it used to run to its timeout, False).
+    assert wait_for_background(out["async_tasks"], timeout_s=10)
 
     out = run(agent, user("PARENT news"), config)
     assert "asks for approval" in notices(out)[0] and "publish" in notices(out)[0]

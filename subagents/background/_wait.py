@@ -5,7 +5,8 @@ parent's next model call); a script that wants a result before its next
 turn waits here. What is waited for:
 
 * local tasks this process runs: until each is ``completed``, ``error``,
-  ``cancelled`` or ``lost``;
+  ``cancelled`` or ``lost``, or waits for approval (as for remote tasks:
+  nothing more happens there without the parent);
 * remote tasks, when ``tasks`` (the :class:`~subagents.BackgroundTasks` that
   started them, ``middleware.tasks``) is given: until each has settled or
   waits for approval (nothing more happens there without the parent),
@@ -30,7 +31,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from subagents.background._ledger import ACTIVE_STATUSES, SETTLED_STATUSES, checked_ledger
+from subagents.background._ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, checked_ledger
 from subagents.background._owner import Owner
 from subagents.background._remote_wait import settle_remote
 from subagents.background._runtime import BackgroundRuntime
@@ -92,7 +93,7 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         while runtime is not None and not runtime.closed:
             task = runtime.table.get(task_id)
-            if task is None or task.fields.get("status") in SETTLED_STATUSES:
+            if task is None or task.fields.get("status") in NOTEWORTHY_STATUSES:  # settled, or waits for approval
                 break
             if time.monotonic() > deadline:
                 return False
