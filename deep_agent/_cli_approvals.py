@@ -27,6 +27,7 @@ from typing import Any
 from rich.text import Text
 
 from deep_agent._cli_errors import ApprovalNeeded
+from deep_agent._terminal_text import printable
 
 MAX_ARG_CHARS = 400
 
@@ -43,12 +44,13 @@ def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
 
 
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
+    """The call as plain text, control characters escaped: the person approving sees what would run."""
     shown = []
     for key, value in args.items():
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         text = text if len(text) <= MAX_ARG_CHARS else text[:MAX_ARG_CHARS] + f"... [{len(text)} chars]"
-        shown.append(f"    {key}: {text}")
-    return f"{agent} wants to call {tool}\n" + "\n".join(shown)
+        shown.append(f"    {printable(key)}: {printable(text)}")
+    return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
 
 
 class TerminalAsker:
@@ -65,8 +67,9 @@ class TerminalAsker:
     def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not self.can_ask():
             raise nobody_to_ask(tool, agent)
-        self.console.print(f"\n[bold magenta]Approval needed[/bold magenta]: {describe_call(agent, tool, args)}",
-                           highlight=False)
+        # The call is model text: never read as markup (a "[/x]" would crash the prompt, "[conceal]" hide text).
+        self.console.print(Text.assemble("\n", ("Approval needed", "bold magenta"), ": ",
+                                         describe_call(agent, tool, args)), highlight=False)
         with ctrl_c_interrupts():
             while True:
                 answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()

@@ -17,8 +17,10 @@ import argparse
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from deep_agent._state_store import find_task, last_thread, open_checkpointer, read_thread, resolve_state_dir
+from deep_agent._terminal_text import printable
 from deep_agent._thread_tasks import task_rows
 from subagents import read_transcript
 
@@ -30,16 +32,16 @@ def tasks_command(args: argparse.Namespace) -> int:
         raise LookupError("no thread given and none run here yet: deep-agent tasks THREAD")
     with open_checkpointer(state, args.db_url) as saver:
         rows = task_rows(read_thread(saver, thread))
-    table = Table(title=f"tasks of thread {thread}")
+    # Thread ids and ledger text (a child's answer) are data: never read as markup, control characters escaped.
+    table = Table(title=Text(f"tasks of thread {printable(thread)}"))
     for column in ("task", "agent", "kind", "status", "seconds", "calls", "tokens"):
         table.add_column(column, no_wrap=True)
     table.add_column("result or error", overflow="fold")
     for row in rows:
         kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
-        table.add_row(
-            row.id[:8], row.agent_type, kind, row.status, f"{row.seconds():.2f}", str(row.model_calls),
-            str(row.tokens), " ".join(row.outcome.split())[:70],
-        )
+        cells = (row.id[:8], row.agent_type, kind, row.status, f"{row.seconds():.2f}", str(row.model_calls),
+                 str(row.tokens), " ".join(row.outcome.split())[:70])
+        table.add_row(*(Text(printable(cell)) for cell in cells))
     console = Console()
     console.print(table)
     if not rows:
@@ -52,8 +54,9 @@ def transcript_command(args: argparse.Namespace) -> int:
     console = Console()
     with open_checkpointer(state, args.db_url) as saver:
         thread, row = find_task(saver, args.task_id, args.thread)
-        header = (f"[bold]task {row.id}[/bold] ({row.agent_type}, {row.kind}, {row.status}) in thread {thread}; "
-                  f"transcript: {row.transcript or 'none'}")
+        about = (f" ({row.agent_type}, {row.kind}, {row.status}) in thread {thread}; "
+                 f"transcript: {row.transcript or 'none'}")
+        header = Text.assemble((f"task {printable(row.id)}", "bold"), printable(about))
         console.print(header, highlight=False)
         if row.kind == "refused" or not row.transcript:
             console.print(f"it ran no child ({row.status}): {row.outcome}", markup=False)

@@ -23,6 +23,7 @@ from typing import Any
 from langgraph.types import Command
 from rich.console import Console
 from rich.live import Live
+from rich.text import Text
 
 from deep_agent._cli_approvals import TerminalAsker, decide
 from deep_agent._cli_background import end_line, settle_background, unsettled
@@ -35,6 +36,7 @@ from deep_agent._state_store import (
     resolve_state_dir,
     sessions_dir,
 )
+from deep_agent._terminal_text import printable
 from deep_agent._thread_tasks import ASYNC_LEDGER_KEY, task_rows
 
 
@@ -59,8 +61,9 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
                 _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
                 prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
             ))
-    console.print(f"[dim]thread {thread_id} — continue with --thread {thread_id}; "
-                  f"list tasks with: deep-agent tasks {thread_id}[/dim]")
+    shown = printable(thread_id)  # a --thread of the user's: data, never markup
+    console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
+                       style="dim"))
     return 0
 
 

@@ -30,13 +30,13 @@ from typing import Annotated, Any, NotRequired
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
-from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
 from middleware._ledger import LEDGER_KEY, SubagentLedgerState
 from middleware._ledger_entry import ledger_entry
 from middleware._prompts import available_agents_block
+from middleware._recorded_tool import RecordedTool
 from subagents import (
     DEFAULT_MAX_DYNAMIC_SUBAGENTS,
     DEFAULT_MAX_TURNS,
@@ -122,7 +122,9 @@ class DynamicSubagents:
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)
         self.cap = max_dynamic_subagents
-        self.tool = StructuredTool.from_function(
+        # A RecordedTool, as `task` is: arguments that do not validate (or nest too deep for LangChain to
+        # read) are answered with a record, never raised into the parent's tool node.
+        self.tool = RecordedTool.from_function(
             func=self.create,
             coroutine=self.acreate,
             name="create_subagent",

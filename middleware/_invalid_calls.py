@@ -42,8 +42,13 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
         return result, []
     kept = [c for c in message.invalid_tool_calls if c not in bad]
     calls, answers, records = list(message.tool_calls), [], []
+    taken = {c.get("id") for c in calls} | {c.get("id") for c in kept}
     for invalid in bad:
-        call_id = invalid.get("id") or f"call_invalid_{uuid.uuid4().hex[:12]}"
+        # Its answer must answer it alone: an id a valid call shares would answer (and drop) that call too.
+        call_id = invalid.get("id")
+        if not call_id or call_id in taken:
+            call_id = f"call_invalid_{uuid.uuid4().hex[:12]}"
+        taken.add(call_id)
         name = str(invalid.get("name"))
         reason = (
             f"the arguments of this '{name}' call could not be read "

@@ -50,24 +50,22 @@ class SiblingWrites:
 
     def stored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
         """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
-        where = _step_checkpoint(runtime, outcome)
-        if where is None:
-            return ()
         try:
-            found = where[0].get_tuple(where[1])
-        except Exception:  # noqa: BLE001 - unreadable: the siblings known in this process still count
+            where = _step_checkpoint(runtime, outcome)
+            return () if where is None else _pending(where[0].get_tuple(where[1]))
+        except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
+            if is_real_cancellation(exc):
+                raise
             return ()
-        return tuple(getattr(found, "pending_writes", None) or ())
 
     async def astored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
-        where = _step_checkpoint(runtime, outcome)
-        if where is None:
-            return ()
         try:
-            found = await where[0].aget_tuple(where[1])
-        except Exception:  # noqa: BLE001
+            where = _step_checkpoint(runtime, outcome)
+            return () if where is None else _pending(await where[0].aget_tuple(where[1]))
+        except BaseException as exc:  # noqa: BLE001
+            if is_real_cancellation(exc):
+                raise
             return ()
-        return tuple(getattr(found, "pending_writes", None) or ())
 
     def apply(self, runtime: Any, outcome: TaskOutcome,
               stored: StoredWrites = ()) -> tuple[dict[str, Any], dict[str, str]]:
@@ -104,6 +102,12 @@ class SiblingWrites:
                 while len(self._groups) > _GROUPS_KEPT:
                     self._groups.popitem(last=False)
         return update, skipped
+
+
+def _pending(found: Any) -> StoredWrites:
+    """Well-formed ``(task id, channel, value)`` pending writes of a checkpoint tuple; others are not siblings'."""
+    writes = getattr(found, "pending_writes", None) or ()
+    return tuple(w for w in writes if isinstance(w, tuple) and len(w) == 3)
 
 
 def _step_checkpoint(runtime: Any, outcome: TaskOutcome) -> tuple[Any, dict[str, Any]] | None:

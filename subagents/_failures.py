@@ -59,7 +59,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
             f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
             "Split the task into smaller pieces, or raise max_turns."
         )
-    if isinstance(exc, ModelCallLimitExceededError):
+    if isinstance(exc, ModelCallLimitExceededError) and origin not in ("model_error", "tool_error"):
         return "max_turns", (
             f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
             "Split the task into smaller pieces, or raise that middleware's limit."

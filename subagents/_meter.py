@@ -110,10 +110,18 @@ class TaskMeter(BaseCallbackHandler):
         A ``GeneratorExit`` raised by a tool can reach the runner, on
         ``ainvoke``, as the interpreter's ``RuntimeError("coroutine ignored
         GeneratorExit")`` with no link back to it; that error is the latest
-        ``GeneratorExit`` this meter saw a model or tool raise.
+        ``GeneratorExit`` this meter saw a model or tool raise. A stop of
+        the meter's own that a tool wrapped (``raise ToolError(...) from
+        exc``) is that stop: the task's limit, not the tool's failure.
         """
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
+        if self._raised:  # the meter's own stop, wrapped by a tool it passed through (raise ToolError(...) from it)
+            cause: BaseException | None = exc
+            for _ in range(8):
+                cause = cause.__cause__ or cause.__context__ if cause is not None else None
+                if cause is not None and any(cause is raised for raised in self._raised):
+                    return cause
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:

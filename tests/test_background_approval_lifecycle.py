@@ -122,3 +122,61 @@ def test_a_child_that_fails_after_its_answer_is_an_error_with_its_error(run, bac
     record = ledger(out)[task_id]
     assert record["status"] == "error" and "429: rate limited" in record["error"]
     assert record["approval_request"] is None and "429: rate limited" in notices(out)[-1]
+
+
+def test_an_approval_request_holding_an_integer_beyond_64_bits_is_kept_as_text(run, background):
+    """A runnable child (a RemoteGraph, any Runnable) may pause with any value: msgpack holds 64-bit integers."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.types import Interrupt
+
+    from subagents import CompiledSubagent
+
+    async def child(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [*inputs["messages"], AIMessage(content="need approval")],
+                "__interrupt__": [Interrupt(value={"pay": {"amount": 2**64, 2**70: "key"}}, id="i1")]}
+
+    model = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT start", [start(("pay job", "payer")), "started"])],
+                              default="ok")
+    middleware = background([CompiledSubagent(name="payer", description="pays", runnable=RunnableLambda(child))])
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "bigint"}}
+    (task_id,) = started_ids(run(agent, user("PARENT start"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    out = run(agent, user("PARENT news"), config)
+    (request,) = ledger(out)[task_id]["approval_request"]
+    assert request["value"]["pay"] == {"amount": str(2**64), str(2**70): "key"}
+    assert "asks for approval" in notices(out)[-1]
+
+
+def test_a_new_request_under_the_same_waiting_status_is_announced(run, background):
+    """The child asks twice; the ledger missed the answer between (the parent's step failed): it must hear again."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from subagents import CompiledSubagent
+
+    def node(state: MessagesState) -> dict[str, Any]:
+        first = interrupt({"action": "send $1 to alice"})
+        second = interrupt({"action": "send $1,000,000 to mallory"})
+        return {"messages": [AIMessage(content=f"done: {first} / {second}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("n", node)
+    graph.add_edge(START, "n")
+    model = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT start", [start(("pay job", "payer")), "started"])],
+                              default="ok")
+    middleware = background([CompiledSubagent(name="payer", description="pays", runnable=graph.compile())])
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "again"}}
+    (task_id,) = started_ids(run(agent, user("PARENT start"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    first = run(agent, user("PARENT news"), config)
+    assert "alice" in notices(first)[-1]
+    # The answer reaches the child, but not the ledger (as when the step that sent it failed).
+    middleware.runtime.run(middleware.tasks.local.steer(ledger(first)[task_id], "approve", None))
+    wait_for(lambda: "mallory" in json.dumps(background.task(task_id).fields.get("approval_request")))
+    later = run(agent, user("PARENT news again"), config)
+    fresh = [n for n in notices(later) if n not in notices(first)]
+    assert len(fresh) == 1 and "mallory" in fresh[0]
+    assert [n for n in notices(run(agent, user("PARENT and now"), config)) if n not in notices(later)] == []

@@ -77,7 +77,8 @@ def kill_the_loop(runtime: Any) -> None:
         raise KeyboardInterrupt
 
     async def schedule() -> None:
-        asyncio.get_running_loop().call_soon(die)
+        loop = asyncio.get_running_loop()
+        type(loop).call_soon(loop, die)  # past the runtime's guard on the loop's own call_soon
         await asyncio.sleep(3600)
 
     async def here() -> threading.Thread:
@@ -163,3 +164,97 @@ def test_a_child_blocking_the_loop_does_not_hold_the_parent_and_a_refused_cancel
     wait_for(lambda: background.status(task_id) == "completed")  # the refused cancel never ran later
     out = run(agent, user("PARENT anything new?"), config)
     assert ledger(out)[task_id]["result"] == "crawled" and not middleware.runtime.closed
+
+
+@pytest.mark.parametrize("schedule", ["call_soon", "call_later", "done_callback", "threadsafe"])
+def test_an_exit_raised_by_a_plain_callback_on_the_loop_fails_nothing_but_that_callback(run, background, schedule):
+    """asyncio lets an exit out of run_forever from any callback, not only from tasks."""
+    @tool
+    async def boom() -> str:
+        """Schedule work that raises an exit."""
+        loop = asyncio.get_running_loop()
+
+        def exit_now(*_: Any) -> None:
+            raise KeyboardInterrupt("from a callback")
+
+        if schedule == "call_soon":
+            loop.call_soon(exit_now)
+        elif schedule == "call_later":
+            loop.call_later(0.01, exit_now)
+        elif schedule == "done_callback":
+            done = loop.create_future()
+            done.add_done_callback(exit_now)
+            done.set_result(None)
+        else:
+            threading.Thread(target=loop.call_soon_threadsafe, args=(exit_now,)).start()
+        await asyncio.sleep(0.1)
+        return "scheduled"
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("boom job", [{"tool_calls": [tool_call("boom")]}, "boom done"]),
+        ("PARENT start", [start(("boom job", "boomer")), "started"]),
+    ], default="ok")
+    middleware = background([{"name": "boomer", "description": "booms", "tools": ["boom"]}])
+    agent = create_agent(model, [boom], middleware=[middleware], checkpointer=InMemorySaver())
+    config = thread()
+    (task_id,) = started_ids(run(agent, user("PARENT start"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    assert not middleware.runtime.closed and middleware.runtime._alive()
+    assert ledger(run(agent, user("PARENT news"), config))[task_id]["result"] == "boom done"
+
+
+def test_a_start_whose_caller_was_let_go_starts_nothing_when_the_loop_moves_again(background, monkeypatch):
+    """The start had begun (its first step ran between two blocking stints), then the loop stalled again."""
+    from subagents.background import RuntimeStalled, _loop_thread
+
+    monkeypatch.setattr(_loop_thread, "STALL_S", 0.3)
+    middleware = background()
+    runtime = middleware.runtime
+    release = threading.Event()
+
+    async def begin_then_wait() -> None:  # the start's first steps, then an await the blocked loop cannot serve
+        await asyncio.sleep(0.05)
+        return await middleware.tasks.local.start("t-late", _call("late job"))
+
+    async def block() -> None:
+        await asyncio.sleep(0.01)  # let the start begin first
+        release.wait(30)  # a blocking call inside async code
+
+    runtime.run(_spawned(runtime, block()))
+    with pytest.raises(RuntimeStalled):
+        runtime.run(begin_then_wait())
+    release.set()
+    time.sleep(0.3)
+    assert runtime.table.get("t-late") is None  # its caller heard "unavailable": nothing may have started
+
+
+def test_a_wait_on_a_blocked_loop_returns_false_never_raises(background, monkeypatch):
+    from subagents import wait_for_background
+    from subagents.background import _loop_thread
+
+    monkeypatch.setattr(_loop_thread, "STALL_S", 0.3)
+    middleware = background()
+    release = threading.Event()
+
+    async def block() -> None:
+        await asyncio.sleep(0.01)  # the spawning call is answered first
+        release.wait(30)
+
+    middleware.runtime.run(_spawned(middleware.runtime, block()))
+    try:
+        remote = {"r1": {"id": "r1", "agent_type": "crawler", "runner": "remote", "status": "running",
+                         "thread_id": "th", "run_id": "ru", "description": "crawl", "created_at": 1.0}}
+        assert wait_for_background(remote, timeout_s=10, tasks=middleware.tasks) is False
+    finally:
+        release.set()
+
+
+async def _spawned(runtime: Any, coro: Any) -> None:
+    runtime.spawn(coro)
+
+
+def _call(description: str) -> Any:
+    from subagents import TaskCall
+
+    return TaskCall("general-purpose", description, {"messages": []}, "call_late", {})

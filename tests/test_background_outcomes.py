@@ -59,3 +59,14 @@ def test_an_outcome_larger_than_memory_keeps_the_start_of_its_result_and_says_so
     kept = store.load("big")
     assert kept["status"] == "completed" and kept["result"].startswith("y" * 1_000)
     assert "[cut: the result was 100,000 characters" in kept["result"] and store.bytes <= 80_000
+
+
+def test_memory_outcomes_count_the_bytes_text_holds_not_its_characters():
+    """An emoji is 4 bytes in memory: 8 results just under the cut in characters held 4x the cap."""
+    store = MemoryOutcomes(max_bytes=1_000_000)
+    for i in range(8):
+        store.save(f"t{i}", {"status": "completed", "result": "\U0001F600" * 120_000})
+    assert store.bytes <= 1_000_000
+    kept = [store.load(f"t{i}")["result"] for i in range(8)]
+    assert all("[cut:" in text for text in kept)  # each over an eighth of the cap in bytes: cut to its start
+    assert sum(4 * len(text) for text in kept) <= 1_100_000

@@ -226,3 +226,13 @@ def test_tasks_without_a_thread_reads_the_last_thread_back_exactly_and_a_bad_id_
     assert "--thread" in bad.stderr and "UTF-8" in bad.stderr
     assert (project / ".deep_agent" / "last_thread").read_bytes() == b" t1 "
     assert (project / "notes.txt").read_text() == "These are the notes of the project.\n"
+
+
+def test_a_thread_id_that_looks_like_markup_is_shown_as_it_is_and_never_breaks_a_command(project):
+    """Rich read '[/1]' as a closing tag: `tasks` and `run`'s last line failed, and '[red]' was eaten."""
+    for thread in ("run[/1]", "abc[red]"):
+        ok = run(project, "Tidy the notes", "--thread", thread, "--model", "scripted:cli_scripts:one_edit", "--yes")
+        assert ok.returncode == 0 and f"--thread {thread}" in ok.stdout, ok.stderr
+        for argv in (("tasks", thread), ("tasks",)):
+            tasks = cli(*argv, cwd=project)
+            assert tasks.returncode == 0 and f"tasks of thread {thread}" in tasks.stdout, tasks.stderr

@@ -194,3 +194,25 @@ def test_subagent_stop_in_a_subagent_file_is_its_stop_and_the_root_has_stop_hook
     out = run(create_deep_agent(model, hooks={"Stop": [{"hooks": [{"type": "command", "command": more}]}]}),
               user("go"))
     assert [m.text for m in out["messages"] if m.type == "ai"] == ["first answer", "general-purpose did it."]
+
+
+def test_hooks_still_run_once_the_working_directory_is_gone(tmp_path, run, monkeypatch):
+    """A tool that removed the folder the process runs in made every hook raise FileNotFoundError into the agent."""
+    from langchain.agents import create_agent
+
+    from subagents.definitions import HookMiddleware
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    hooks = HookMiddleware({"PreToolUse": [{"hooks": [{"type": "command", "command": "exit 0"}]}]}, scope="root")
+    agent = create_agent(ScriptedChatModel(responses=[{"tool_calls": [tool_call("ping")]}, "ok"]), [ping],
+                         middleware=[hooks])
+    out = run(agent, user("go"))
+    assert out["messages"][-1].text == "ok" and tool_messages(out)[-1].content == "pong"

@@ -328,3 +328,118 @@ def test_private_state_keys_reads_a_state_schema_as_it_reads_middleware():
     from subagents import private_state_keys
 
     assert "secret" in private_state_keys([_WithSecret])
+
+
+# -- second pass: the fixes above, attacked --------------------------------------------------------
+
+
+class _Fault(BaseException):
+    pass
+
+
+class _StepReadFails(InMemorySaver):
+    """A checkpointer whose read of the step's own checkpoint fails (any exception type), or yields junk."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def get_tuple(self, config):
+        found = super().get_tuple(config)
+        if found is None or not config["configurable"].get("checkpoint_id"):
+            return found
+        if self.how == "raises":
+            raise _Fault("checkpointer fault")
+        return found._replace(pending_writes=[("not", "a write"), 5, None])
+
+    async def aget_tuple(self, config):
+        return self.get_tuple(config)
+
+
+class _ChildWrites(AgentMiddleware):
+    state_schema = _Findings
+
+    def before_agent(self, state, runtime):
+        return {"findings": [f"found by {state['messages'][0].text}"]}
+
+
+@pytest.mark.parametrize("how", ["raises", "junk"])
+def test_a_checkpointer_whose_step_read_fails_costs_the_write_back_trial_nothing(run, how):
+    model = _delegating(("job a", "writer"), ("job b", "writer"), rules=[("job", ["done"])])
+    spec = SubagentSpec(name="writer", description="writes", middleware=[_ChildWrites()])
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+                         state_schema=_Findings, checkpointer=_StepReadFails(how))
+    out = run(agent, {**user("go"), "findings": []}, {"configurable": {"thread_id": "t"}})
+    assert sorted(out["findings"]) == ["found by job a", "found by job b"] and len(records(out)) == 2
+
+
+def test_a_tools_own_model_call_limit_is_that_tools_error(run):
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    @tool
+    def research(q: str) -> str:
+        """Research with an inner agent under its own call limit."""
+        inner_model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("ping")]}] * 5)
+        inner = create_agent(inner_model, [ping],
+                             middleware=[ModelCallLimitMiddleware(run_limit=1, exit_behavior="error")])
+        return inner.invoke(user(q))["messages"][-1].text
+
+    model = _delegating(("job", "w"), rules=[("job", [{"tool_calls": [tool_call("research", q="x")]}, "done"])])
+    agent = create_deep_agent(model, [research], subagents=[{"name": "w", "description": "w", "tools": ["research"]}])
+    (record,) = records(run(agent, user("go")))
+    assert record["stop_reason"] == "tool_error" and "ModelCallLimitExceededError" in record["error"]
+
+
+@pytest.mark.parametrize("limit", [{"max_turns": 2}, {"max_tokens": 30}])
+def test_the_meters_stop_a_tool_wraps_is_still_the_tasks_limit(run, limit):
+    helper = ScriptedChatModel(default="inner answer")
+
+    @tool
+    def ask(q: str, runtime: ToolRuntime) -> str:
+        """Ask a helper model, and report its failure in the tool's own words."""
+        config = {"callbacks": runtime.config.get("callbacks")}
+        try:
+            return helper.invoke(q, config).text + helper.invoke(q, config).text
+        except Exception as exc:
+            raise RuntimeError(f"helper failed: {exc}") from exc
+
+    model = _delegating(("job", "w"), rules=[("job", [{"tool_calls": [tool_call("ask", q="x")]}, "done"])])
+    agent = create_deep_agent(model, [ask], subagents=[{"name": "w", "description": "w", "tools": ["ask"], **limit}])
+    (record,) = records(run(agent, user("go")))
+    assert record["stop_reason"] == ("max_turns" if "max_turns" in limit else "budget")
+
+
+def test_a_valid_call_sharing_its_id_with_an_unreadable_one_still_runs(run):
+    message = AIMessage(content="", tool_calls=[
+        {"name": "task", "args": {"description": "job one", "subagent_type": "general-purpose"}, "id": "0",
+         "type": "tool_call"}], invalid_tool_calls=[
+        {"name": "task", "args": '{"description": "job two", ', "id": "0", "error": "bad json",
+         "type": "invalid_tool_call"}])
+    agent = create_deep_agent(ScriptedChatModel(rules=[("job", ["child did it"])],
+                                                responses=[message, "parent carried on"]))
+    out = run(agent, user("go"))
+    by_reason = {r["stop_reason"]: r for r in records(out)}
+    assert by_reason["completed"]["result"] == "child did it" and "invalid_call" in by_reason
+    assert len({m.tool_call_id for m in tool_messages(out)}) == 2
+
+
+def test_create_subagent_arguments_nested_past_the_limit_are_answered(run, monkeypatch):
+    import deep_agent.testing as testing
+
+    monkeypatch.setattr(testing, "_usage", lambda *_: testing.UsageMetadata(input_tokens=1, output_tokens=1,
+                                                                            total_tokens=2))
+    deep: Any = "x"
+    for _ in range(989):
+        deep = [deep]
+    message = AIMessage(content="", tool_calls=[{"name": "create_subagent", "id": "c1", "type": "tool_call", "args": {
+        "name": "helper", "description": "d", "system_prompt": "p", "tools": deep}}])
+    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]), dynamic_subagents=True)
+    out = run(agent, user("go"))
+    (answer,) = tool_messages(out)
+    assert out["messages"][-1].content == "parent carried on"
+    assert answer.status == "error" and f"more than {MAX_ARGUMENT_DEPTH} levels" in answer.content

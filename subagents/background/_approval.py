@@ -84,13 +84,15 @@ def json_ready(value: Any, depth: int = 0) -> Any:
     bytes, an object); the record keeps it as text where JSON cannot hold it (a key that
     is not a string or number, an object, a nesting deeper than 32), never raising.
     """
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return str(value)  # msgpack (every LangGraph checkpointer's) holds 64 bits
     if isinstance(value, (str, int, float, bool, type(None))):
         return value
     if depth >= _MAX_DEPTH:
         return _text(value)
     try:
         if isinstance(value, Mapping):
-            return {(k if isinstance(k, _JSON_KEYS) else _text(k)): json_ready(v, depth + 1)
+            return {(k if isinstance(k, _JSON_KEYS) and json_ready(k) is k else _text(k)): json_ready(v, depth + 1)
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [json_ready(v, depth + 1) for v in value]

@@ -47,6 +47,7 @@ from subagents._runner import TaskRunner
 from subagents.background._approval import pending_interrupts, resume_for
 from subagents.background._inbox import STEERING_PREFIX
 from subagents.background._ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
+from subagents.background._loop_thread import RuntimeStalled, operation_abandoned
 from subagents.background._outcomes import LEASE_S, OutcomeStore, outcome_for
 from subagents.background._owner import Owner, OwnerState, owner_state
 from subagents.background._runtime import BackgroundRuntime
@@ -169,9 +170,10 @@ class LocalTaskRunner:
         task = self.find(record["id"], record.get("owner"))
         if task is not None:
             live = {**task.fields, **task.usage()}
-            if live.get("status") == record.get("status"):
-                # Whether this status was announced is the ledger's to know (a waiting task was
-                # told once); only a new status brings the task's own ``announced=False``.
+            if live.get("status") == record.get("status") and \
+                    live.get("approval_request") == record.get("approval_request"):
+                # Whether this status was announced is the ledger's to know (a waiting task was told
+                # once); only a new status, or a new request to approve, brings ``announced=False``.
                 live.pop("announced", None)
             return live
         stored = outcome_for(record, self._store(record).load(record["id"]))
@@ -191,6 +193,8 @@ class LocalTaskRunner:
         rebuilt from a record); ``attempt`` and ``turns`` carry over counts;
         ``outcome_db`` is the SQLite file the outcome is kept in (``None``: memory).
         """
+        if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
+            raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         self.runtime.inboxes.take(task_id)
         session = ChildSession(task_id, TaskMeter(), seed)
         task = LocalTask(task_id, call, session, {}, self)

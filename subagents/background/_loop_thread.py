@@ -88,9 +88,30 @@ class LoopProbe:
                 return
         if not getattr(future, "begun", False):
             future.cancel()
+        future.abandoned = True  # type: ignore[attr-defined]  # see operation_abandoned
         raise RuntimeStalled(
             f"the background loop has run nothing for {self.stall_s:g}s: a background task is blocking it "
             "(a blocking call inside async code?). Its tasks go on; ask again later")
+
+
+_OPERATION: contextvars.ContextVar[concurrent.futures.Future[Any] | None] = contextvars.ContextVar(
+    "background_operation", default=None)
+
+
+async def begun(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> T:
+    """``coro``, marking ``future`` begun at its first step (not when scheduled): see :meth:`LoopProbe.check`."""
+    future.begun = True  # type: ignore[attr-defined]
+    _OPERATION.set(future)
+    return await coro
+
+
+def operation_abandoned() -> bool:
+    """Whether the caller of the operation running here stopped waiting for it (a stalled loop let it go).
+
+    An operation checks it before a step the caller must hear of (a start), which then does not happen.
+    """
+    future = _OPERATION.get()
+    return future is not None and getattr(future, "abandoned", False)
 
 
 class StrayExit(RuntimeError):
@@ -119,7 +140,30 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
 
 
 def _contain_exits() -> None:
-    asyncio.get_running_loop().set_task_factory(_task_factory)
+    """Tasks (their factory) and plain callbacks (``call_soon``, ``call_later``, a future's done callback):
+    neither may let an exit out of ``run_forever``."""
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(_task_factory)
+    for name, at in (("call_soon", 0), ("call_soon_threadsafe", 0), ("call_later", 1), ("call_at", 1)):
+        setattr(loop, name, _guarding(loop, getattr(loop, name), at))
+
+
+def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at: int) -> Callable[..., Any]:
+    """``schedule`` with the callback (positional argument ``at``) unable to raise an exit into the loop."""
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        callback = args[at]
+
+        def run(*callback_args: Any) -> Any:
+            try:
+                return callback(*callback_args)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                loop.call_exception_handler({"message": "a callback on the background loop raised an exit",
+                                             "exception": StrayExit(exc)})
+                return None
+
+        return schedule(*args[:at], run, *args[at + 1:], **kwargs)
+
+    return guarded
 
 
 @contextlib.contextmanager

@@ -120,7 +120,8 @@ def _cut_result(fields: dict[str, Any], limit: int) -> dict[str, Any]:
     result = fields.get("result")
     if not isinstance(result, str) or _size(fields) <= limit:
         return fields
-    room = max(0, limit - (_size(fields) - len(result)) - 400)
+    width = _char_bytes(result)
+    room = max(0, (limit - (_size(fields) - len(result) * width) - 400) // width)
     fields["result"] = result[:room] + (
         f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
         "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
@@ -268,4 +269,12 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
 
 
 def _size(fields: Mapping[str, Any]) -> int:
-    return 256 + sum(len(v) for v in fields.values() if isinstance(v, str))
+    """Bytes the fields' text holds in memory (a str keeps 1, 2 or 4 bytes a character), plus a fixed part."""
+    return 256 + sum(len(v) * _char_bytes(v) for v in fields.values() if isinstance(v, str))
+
+
+def _char_bytes(text: str) -> int:
+    if not text or text.isascii():
+        return 1
+    widest = ord(max(text))
+    return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4

@@ -51,6 +51,7 @@ from subagents.background._loop_thread import (
     LoopProbe,
     RuntimeClosed,
     RuntimeStalled,
+    begun,
     cancel_if_abandoned,
     run_callbacks,
     settle,
@@ -163,8 +164,7 @@ class BackgroundRuntime:
             if not future.cancelled():
                 future.set_exception(RuntimeClosed("the background runtime is closed"))
             return
-        job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
-        future.begun = True  # type: ignore[attr-defined]  # a caller let go of a stalled loop leaves it be
+        job = asyncio.get_running_loop().create_task(begun(coro, future), context=contextvars.Context())
         self._ops.add(job)
         job.add_done_callback(self._ops.discard)
         job.add_done_callback(lambda done: settle(done, future, closed=self.closed))

@@ -141,15 +141,17 @@ class BackgroundTasks:
 
         Remote tasks are polled in one batch per server, within the runner's
         budget; one whose server cannot be reached keeps its status and gets
-        a ``note`` saying so (cleared once the server answers again). A remote
-        record written less than :data:`REMOTE_SETTLE_S` ago (a task started
-        in this very turn) is not polled yet: its run has barely begun, and
-        50 starts followed at once by a poll of all 50 made the turn slower
-        than the work.
+        a ``note`` saying so (cleared once the server answers again). A
+        pending remote record written less than :data:`REMOTE_SETTLE_S` ago
+        (a task started in this very turn) is not polled yet: its run has
+        barely begun, and 50 starts followed at once by a poll of all 50 made
+        the turn slower than the work. A running one just polled (a poll moved
+        it from pending) is polled again next turn, as every live task is.
         """
         live = [r for r in ledger.values() if r.get("status") in _LIVE]
         recent = now() - REMOTE_SETTLE_S
-        live = [r for r in live if r.get("runner") != "remote" or (r.get("updated_at") or 0) <= recent]
+        live = [r for r in live if r.get("runner") != "remote" or r.get("status") != "pending"
+                or (r.get("updated_at") or 0) <= recent]
         remote = [r for r in live if r.get("runner") == "remote"]
         polled = await self.remote.refresh_many(remote) if remote else {}
         updates = {}

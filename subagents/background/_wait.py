@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from subagents.background._ledger import ACTIVE_STATUSES, NOTEWORTHY_STATUSES, checked_ledger
 from subagents.background._owner import Owner
 from subagents.background._remote_wait import settle_remote
-from subagents.background._runtime import BackgroundRuntime
+from subagents.background._runtime import BackgroundRuntime, RuntimeClosed
 
 if TYPE_CHECKING:
     from subagents.background._tasks import BackgroundTasks
@@ -75,7 +75,7 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
         _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
                                        timeout=margin if margin < threading.TIMEOUT_MAX else None)
-    except concurrent.futures.TimeoutError:
+    except (concurrent.futures.TimeoutError, RuntimeClosed):  # a loop that stalls or stops: not settled
         return False
     return settled
 

@@ -145,7 +145,7 @@ class HookMiddleware(AgentMiddleware):
         blocks: list[str] = []
         warnings: list[str] = []
         base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": _task_id(),
-                "cwd": os.getcwd(), **payload}
+                "cwd": _cwd(), **payload}
         for matcher in matchers(self.hooks, event):
             if not matcher.matches(subject):
                 continue
@@ -256,3 +256,11 @@ def _annotate(result: Any, tool_call_id: str, notes: list[str], feedback: list[s
     messages = [updated if m is message else m for m in result.update["messages"]]
     return Command(graph=result.graph, update={**result.update, "messages": messages},
                    resume=result.resume, goto=result.goto)
+
+
+def _cwd() -> str:
+    """The working directory for the hook's event, or ``""`` once it is gone (a tool removed it)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
