@@ -34,6 +34,8 @@ GOOD = {"id": "t1", "agent_type": "w", "runner": "remote", "status": "running", 
         ({"t1": {k: v for k, v in GOOD.items() if k != "id"}}, r"'t1'.*field 'id'"),
         ({"t1": {**GOOD, "id": "other"}}, r"'t1'.*field 'id' is 'other'"),
         ({"t1": {**GOOD, "agent_type": None}}, r"'t1'.*field 'agent_type'"),
+        ({"t1": {**GOOD, "runner": "alien"}}, r"'t1'.*field 'runner' is 'alien'"),  # would skip the owner check
+        ({"t1": {k: v for k, v in GOOD.items() if k != "runner"}}, r"'t1'.*field 'runner' is None"),
         ({"t1": {**GOOD, "thread_id": 7}}, r"'t1'.*field 'thread_id'"),
         ({"t1": {**GOOD, "status": ["running"]}}, r"'t1'.*field 'status'"),
         ({"t1": {k: v for k, v in GOOD.items() if k != "status"}}, r"'t1'.*field 'status'"),

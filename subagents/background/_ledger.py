@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from subagents._errors import brief
 from subagents._outcome import TaskStatus
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def record_problem(task_id: Any, record: Any) -> str | None:
 
     What is checked is what waiting, polling, listing and announcing read: a
     string key, a mapping with an ``id`` equal to it, a string ``status`` and
-    ``agent_type``, texts (``description``, ``result``, ``error``, ``note``)
+    ``agent_type``, a ``runner`` of ``local`` or ``remote``, texts (``description``, ``result``, ``error``, ``note``)
     that are strings or ``None``, times that are numbers or ``None``, counts
     (``attempt``, ``turns``) that are whole numbers up to :data:`MAX_COUNT`
     (the next retry or follow-up adds one, which the checkpoint must hold), an
@@ -154,6 +155,8 @@ def record_problem(task_id: Any, record: Any) -> str | None:
         return f"field 'status' is {record.get('status')!r}, not a status name"
     if not isinstance(record.get("agent_type"), str):
         return f"field 'agent_type' is {record.get('agent_type')!r}, not a subagent name"
+    if record.get("runner") not in ("local", "remote"):  # who may act on it hangs on it (the owner check)
+        return f"field 'runner' is {brief(record.get('runner'))}, not 'local' or 'remote'"
     for field in _TEXT_FIELDS:
         if not isinstance(record.get(field), (str, type(None))):
             return f"field {field!r} is a {type(record.get(field)).__name__}, not text"
