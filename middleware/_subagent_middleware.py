@@ -326,7 +326,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 if usage:
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        names = (TASK_TOOL_NAME, "create_subagent") if self.dynamic else (TASK_TOOL_NAME,)
+        names = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
         return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

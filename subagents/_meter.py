@@ -116,12 +116,14 @@ class TaskMeter(BaseCallbackHandler):
         """
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
-        if self._raised:  # the meter's own stop, wrapped by a tool it passed through (raise ToolError(...) from it)
-            cause: BaseException | None = exc
-            for _ in range(8):
-                cause = cause.__cause__ or cause.__context__ if cause is not None else None
-                if cause is not None and any(cause is raised for raised in self._raised):
-                    return cause
+        cause = exc
+        for _ in range(8 if self._raised else 0):  # the meter's own stop, wrapped by a tool it passed through
+            wrapped = cause.__cause__ or cause.__context__
+            if wrapped is None:
+                break
+            if any(wrapped is raised for raised in self._raised):
+                return wrapped
+            cause = wrapped
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:

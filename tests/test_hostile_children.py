@@ -217,16 +217,25 @@ def test_replaying_the_step_from_history_writes_the_siblings_additions_again(run
 # -- hostile calls -------------------------------------------------------------------------------
 
 
-def test_task_arguments_nested_past_the_limit_are_answered_and_recorded(run, monkeypatch):
-    """At about 990 levels (what a provider's JSON parser still reads) LangChain's str() of them recursed too deep."""
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.fixture
+def provider_usage(monkeypatch):
+    """Usage as a real provider reports it: the scripted model's own estimate would json.dumps the arguments."""
     import deep_agent.testing as testing
 
-    # A real provider reports usage itself; the scripted model's estimate would json.dumps the arguments.
     monkeypatch.setattr(testing, "_usage", lambda *_: testing.UsageMetadata(input_tokens=1, output_tokens=1,
                                                                             total_tokens=2))
-    deep: Any = "x"
-    for _ in range(989):
-        deep = [deep]
+
+
+def test_task_arguments_nested_past_the_limit_are_answered_and_recorded(run, provider_usage):
+    """At about 990 levels (what a provider's JSON parser still reads) LangChain's str() of them recursed too deep."""
+    deep = _nested(989)
     message = AIMessage(content="", tool_calls=[{"name": "task", "id": "c1", "type": "tool_call",
                                                  "args": {"description": deep, "subagent_type": "general-purpose"}}])
     agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"], default="x"))
@@ -239,9 +248,7 @@ def test_task_arguments_nested_past_the_limit_are_answered_and_recorded(run, mon
 
 
 def test_arguments_at_the_limit_still_reach_validation(run):
-    nested: Any = "x"
-    for _ in range(MAX_ARGUMENT_DEPTH - 2):
-        nested = [nested]
+    nested = _nested(MAX_ARGUMENT_DEPTH - 2)
     message = AIMessage(content="", tool_calls=[{"name": "task", "id": "c1", "type": "tool_call",
                                                  "args": {"description": nested, "subagent_type": "general-purpose"}}])
     out = run(create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"])), user("go"))
@@ -428,14 +435,8 @@ def test_a_valid_call_sharing_its_id_with_an_unreadable_one_still_runs(run):
     assert len({m.tool_call_id for m in tool_messages(out)}) == 2
 
 
-def test_create_subagent_arguments_nested_past_the_limit_are_answered(run, monkeypatch):
-    import deep_agent.testing as testing
-
-    monkeypatch.setattr(testing, "_usage", lambda *_: testing.UsageMetadata(input_tokens=1, output_tokens=1,
-                                                                            total_tokens=2))
-    deep: Any = "x"
-    for _ in range(989):
-        deep = [deep]
+def test_create_subagent_arguments_nested_past_the_limit_are_answered(run, provider_usage):
+    deep = _nested(989)
     message = AIMessage(content="", tool_calls=[{"name": "create_subagent", "id": "c1", "type": "tool_call", "args": {
         "name": "helper", "description": "d", "system_prompt": "p", "tools": deep}}])
     agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]), dynamic_subagents=True)
