@@ -59,13 +59,15 @@ def transcript_command(args: argparse.Namespace) -> int:
         header = Text.assemble((f"task {printable(row.id)}", "bold"), printable(about))
         console.print(header, highlight=False)
         if row.kind == "refused" or not row.transcript:
-            console.print(f"it ran no child ({row.status}): {row.outcome}", markup=False)
+            console.print(printable(f"it ran no child ({row.status}): {row.outcome}", lines=True),
+                          markup=False, highlight=False)
             return 0
         messages = read_transcript({"id": row.id, "transcript": row.transcript}, thread_id=thread,
                                    checkpointer=saver)
+    # A child's messages are model output: shown as its lines, but no escape sequence in them reaches the terminal.
     for message in messages:
         console.print(f"[bold]{message.type}[/bold]: ", end="")
-        console.print(message.text or "", markup=False)
+        console.print(printable(message.text or "", lines=True), markup=False, highlight=False)
         for call in getattr(message, "tool_calls", None) or ():
-            console.print(f"  -> {call['name']}({call['args']})", markup=False)
+            console.print(printable(f"  -> {call['name']}({call['args']})"), markup=False, highlight=False)
     return 0

@@ -62,3 +62,16 @@ def one_edit() -> ScriptedChatModel:
 def failing_root() -> ScriptedChatModel:
     """The root's model fails at once (a run that fails)."""
     return ScriptedChatModel(responses=[RuntimeError("upstream model returned HTTP 500")])
+
+
+HOSTILE_ANSWER = "line one\n\x1b[2J\x1b]0;pwned\x07cleared\rover\u202eline two"
+
+
+def hostile_child() -> ScriptedChatModel:
+    """The child answers with escape sequences: a clear screen, a window title, a carriage return, an override."""
+    return ScriptedChatModel(
+        rules=[("Report back", [HOSTILE_ANSWER])],
+        responses=[{"tool_calls": [tool_call("task", description="Report back.", subagent_type="researcher")]},
+                   "Done."],
+        default="Done.",
+    )

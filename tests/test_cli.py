@@ -106,3 +106,20 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(project):
     assert "deep-agent: error:" in quiet.stderr
     loud = cli("--debug", "tasks", "nothread", cwd=project)
     assert loud.returncode != 0 and "Traceback" in loud.stderr
+
+
+def test_a_childs_escape_sequences_never_reach_the_terminal(project):
+    from cli_scripts import HOSTILE_ANSWER
+
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    run = cli("run", "go", "--thread", "t-esc", "--model", "scripted:cli_scripts:hostile_child", cwd=project, env=env)
+    assert run.returncode == 0, run.stderr
+    tasks = cli("tasks", "t-esc", cwd=project)
+    task_id = re.search(r"(\w{8}) \W+ researcher \W+ task ", tasks.stdout).group(1)
+    shown = cli("transcript", task_id, "--thread", "t-esc", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    for out in (run.stdout, tasks.stdout, shown.stdout):
+        assert not set(out) & {"\x1b", "\x07", "\r", "\u202e"}, out
+    # The answer's lines stay lines; its escapes are written out, visibly.
+    assert "ai: line one\n\\x1b[2J\\x1b]0;pwned\\x07cleared\\rover\\u202eline two" in shown.stdout
+    assert HOSTILE_ANSWER.split("\n")[0] in shown.stdout
