@@ -4,7 +4,7 @@
 measure's agent for ``SIDE`` (``ours``/``theirs``), warms it up with
 ``warmup`` runs of each kind, turns the garbage collector off, and makes
 ``N`` runs of ``KIND`` (``task``: one delegation; ``noop``: one no-op tool
-call) with ``MODE`` (``invoke``/``ainvoke``). Under callgrind, two such
+call) with ``MODE`` (``invoke``/``ainvoke``). Under cachegrind, two such
 processes that differ only in ``N`` differ by exactly ``N`` runs' worth of
 instructions: imports, construction and warm-up cancel out.
 """

@@ -9,7 +9,7 @@ set (:mod:`bench.remote`: background tasks on ``langgraph dev`` servers it
 starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
 set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in;
 ``--instructions`` adds the delegation overhead counted in instructions
-under callgrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
+and cache misses under cachegrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bench import (
     construction,
     context,
     fanout,
+    footprint,
     instructions,
     memory,
     overhead,
@@ -45,6 +46,7 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
     background.NAME: background.run,
     memory.NAME: memory.run,
     budget.NAME: budget.run,
+    footprint.NAME: footprint.run,
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 
@@ -55,7 +57,7 @@ SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.N
 """Opt-in measures of cost as runs grow (``--scale``, or ``--only scale``; minutes)."""
 
 INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {instructions.NAME: instructions.run}
-"""Opt-in: the delegation overhead counted under callgrind (``--instructions``; needs valgrind, minutes)."""
+"""Opt-in: the delegation overhead counted under cachegrind (``--instructions``; needs valgrind, minutes)."""
 
 _ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES}
 
@@ -138,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--instructions", action="store_true",
-        help="also count the delegation overhead in instructions under callgrind (needs valgrind; minutes)",
+        help="also count the delegation overhead in instructions and cache misses under cachegrind "
+             "(needs valgrind; minutes)",
     )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None

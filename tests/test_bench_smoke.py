@@ -104,7 +104,7 @@ def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
 
 
-def test_the_instructions_set_counts_a_delegation_under_callgrind_and_stays_opt_in() -> None:
+def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt_in() -> None:
     """Needs valgrind (Debian's package, which `.ci/run` installs): without it this fails saying so."""
     from bench import MEASURES
     from bench.suite import INSTRUCTION_MEASURES
@@ -115,12 +115,16 @@ def test_the_instructions_set_counts_a_delegation_under_callgrind_and_stays_opt_
     done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    (rec,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rec, misses = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert rec["measure"] == "instructions.invoke" and FIELDS <= rec.keys() and rec["met"] is None, rec
     detail = rec["detail"]
     # A delegating run does all a no-op run does and runs a child graph besides: millions of instructions more.
     assert detail["ours_task_run_m"] > detail["ours_noop_run_m"] > 1, rec
     assert _is_number(rec["ours"]) and rec["ours"] > 1 and rec["theirs"] is None, rec
+    # The same runs' simulated last-level misses: a child graph's code and data do not fit in 1 MiB unmissed.
+    assert misses["measure"] == "instructions.invoke.cache_misses" and FIELDS <= misses.keys(), misses
+    assert misses["detail"]["ours_task_run_k"] > misses["detail"]["ours_noop_run_k"] > 0, misses
+    assert _is_number(misses["ours"]) and misses["ours"] > 0 and misses["sizes"]["cache"].endswith("1048576,16,64")
 
 
 def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
@@ -130,3 +134,14 @@ def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
     done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "needs valgrind" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_footprint_counts_the_code_only_a_delegation_runs(quick_run: dict[str, Any]) -> None:
+    (rec,) = [r for r in quick_run["records"] if r["measure"] == "footprint.invoke"]
+    detail = rec["detail"]
+    # Our delegation runs our own packages' code, which a no-op tool call never enters.
+    assert detail["ours_functions"] > 20 and rec["ours"] > 1000, rec
+    assert {"subagents", "middleware"} <= detail["ours_bytes_by_package"].keys(), rec
+    assert sum(detail["ours_bytes_by_package"].values()) <= rec["ours"], rec
+    if rec["theirs"] is not None:
+        assert "deepagents" in detail["theirs_bytes_by_package"] and "subagents" not in detail["theirs_bytes_by_package"]
