@@ -10,13 +10,14 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools._workspace import Workspace
+from deep_agent.tools._workspace import Workspace, check_text, os_error
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -60,6 +61,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
 
     def write(file_path: str, content: str) -> str:
         path = ws.path(file_path)
+        check_text(content, "content", nul=True)
         if path.is_dir():
             raise ToolException(f"file_path {file_path!r} is a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,6 +75,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException("old_string and new_string are the same: nothing to change")
         if old_string == "":
             raise ToolException("old_string is empty: give the exact text to replace")
+        check_text(new_string, "new_string", nul=True)
         text = _text(path, file_path)
         count = text.count(old_string)
         if count == 0:
@@ -96,16 +99,30 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
 
     return [
-        _tool(read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),
-        _tool(write, "Write", WriteInput, "Create or overwrite a file in the workspace."),
-        _tool(edit, "Edit", EditInput, "Replace exact text in a file of the workspace."),
-        _tool(ls, "LS", LSInput, "List a folder of the workspace."),
+        _tool(ws, read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),
+        _tool(ws, write, "Write", WriteInput, "Create or overwrite a file in the workspace."),
+        _tool(ws, edit, "Edit", EditInput, "Replace exact text in a file of the workspace."),
+        _tool(ws, ls, "LS", LSInput, "List a folder of the workspace."),
     ]
 
 
-def _tool(func: Callable[..., str], name: str, schema: type[BaseModel], description: str) -> StructuredTool:
+def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseModel],
+          description: str) -> StructuredTool:
+    """A tool whose every failure is a result the model reads, never an exception in the agent."""
+
+    @functools.wraps(func)
+    def guarded(**arguments: object) -> str:
+        try:
+            return func(**arguments)
+        except ToolException:
+            raise
+        except OSError as exc:  # a name too long, a parent that is a file, no permission...
+            raise os_error(exc, ws, f"{name} failed on") from None
+        except (ValueError, RuntimeError) as exc:  # what the guards above did not foresee
+            raise ToolException(f"{name} failed: {type(exc).__name__}: {exc}") from None
+
     return StructuredTool.from_function(
-        func=func, name=name, description=description, args_schema=schema,
+        func=guarded, name=name, description=description, args_schema=schema,
         infer_schema=False, handle_tool_error=True,
     )
 

@@ -1,8 +1,8 @@
 """``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
 
 Nothing outside the workspace is listed or read: matches that resolve
-outside it (through ``..`` or a symlink) are skipped, and symlinked
-folders are not followed.
+outside it (through ``..`` or a symlink), or that cannot be resolved (a
+symlink loop), are skipped, and symlinked folders are not followed.
 
 Example::
 
@@ -54,7 +54,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
         try:
-            found = [p for p in folder.glob(pattern) if ws.contains(p.resolve()) and not _skipped(ws, p)]
+            found = [p for p in folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p)]
         except (ValueError, OSError) as exc:
             raise ToolException(f"pattern {pattern!r}: {exc}") from None
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
@@ -89,8 +89,8 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         return ws.bound("\n".join(lines) or "no matches")
 
     return [
-        _tool(glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
-        _tool(grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
+        _tool(ws, glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
+        _tool(ws, grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
     ]
 
 
@@ -110,7 +110,7 @@ def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
             file = Path(folder) / name
             if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(ws.shown(file), glob)):
                 continue
-            if ws.contains(file.resolve()):
+            if ws.holds(file):  # a symlink loop is skipped
                 yield file
 
 

@@ -2,7 +2,8 @@
 
 ``timeout`` is in milliseconds, as in Claude Code (default 120000, at most
 600000). When it passes, the command's whole process group is killed and
-the model is told. The command starts in the workspace, but a shell can
+the model is told. Only as much output as a result can show is kept in
+memory; the rest is read and dropped. The command starts in the workspace, but a shell can
 reach any path the user can: that is why ``Bash`` asks for approval by
 default in the command line.
 
@@ -17,12 +18,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from deep_agent.tools._files import _tool
-from deep_agent.tools._workspace import Workspace
+from deep_agent.tools._workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -40,24 +43,63 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
     """``Bash``, bound to ``ws``."""
 
     def bash(command: str, timeout: int | None = None) -> str:
+        check_text(command, "command")
         limit_s = (timeout or DEFAULT_TIMEOUT_MS) / 1000
         process = subprocess.Popen(
             command, shell=True, cwd=ws.root, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
+        # Only what the result can show is kept (UTF-8 is at most 4 bytes a character);
+        # the rest is read and dropped, so a command printing gigabytes costs no memory.
+        output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
+        deadline = time.monotonic() + limit_s
         try:
-            output, _ = process.communicate(timeout=limit_s)
+            process.wait(timeout=limit_s)
+            output.join(timeout=max(0.0, deadline - time.monotonic()))  # a background job may hold the pipe
         except subprocess.TimeoutExpired:
+            pass
+        if process.returncode is None or output.reading():
             _kill_group(process)
-            output, _ = process.communicate()
-            text = output.decode("utf-8", "replace")
-            return ws.bound(f"{text}\n[command killed after {limit_s:g}s timeout]".lstrip("\n"))
-        text = output.decode("utf-8", "replace")
-        if process.returncode:
-            text = f"{text}\n[exit code {process.returncode}]".lstrip("\n")
-        return ws.bound(text or "(no output)")
+            process.wait()
+            output.join(timeout=1.0)  # a process that left the group may keep the pipe: stop reading
+            return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
+        return output.result(ws, f"[exit code {process.returncode}]" if process.returncode else "")
 
-    return [_tool(bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
+    return [_tool(ws, bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
+
+
+class _BoundedOutput:
+    """Reads a process's stdout on a thread to its end, keeping the first ``limit`` bytes."""
+
+    def __init__(self, process: subprocess.Popen[bytes], limit: int) -> None:
+        self._stream = process.stdout
+        self._limit = limit
+        self._kept = bytearray()
+        self._dropped = 0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._stream is not None
+        with self._stream:
+            while chunk := os.read(self._stream.fileno(), 65536):
+                room = self._limit - len(self._kept)
+                self._kept += chunk[:room]
+                self._dropped += max(0, len(chunk) - room)
+
+    def join(self, timeout: float | None) -> None:
+        self._thread.join(timeout)
+
+    def reading(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self, ws: Workspace, note: str) -> str:
+        """The output cut to the workspace's bound, then the notes (never cut off)."""
+        text = ws.bound(bytes(self._kept).decode("utf-8", "replace"))
+        if self._dropped:
+            text += f"\n... [{self._dropped} more bytes of output not kept]"
+        text = f"{text}\n{note}".strip("\n") if note else text
+        return text or "(no output)"
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -43,10 +43,11 @@ class Workspace:
         """``raw`` (relative to the workspace, or absolute) resolved, if it stays inside."""
         if raw is None or str(raw).strip() == "":
             return self.root
-        candidate = Path(str(raw)).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
+        check_text(str(raw), field)
         try:
+            candidate = Path(str(raw)).expanduser()  # '~nobody/x' raises RuntimeError
+            if not candidate.is_absolute():
+                candidate = self.root / candidate
             resolved = candidate.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop, for one
             raise ToolException(f"{field} {_short(raw)}: cannot be resolved ({exc})") from None
@@ -61,6 +62,13 @@ class Workspace:
         """Whether an already resolved path lies in the workspace."""
         return resolved == self.root or self.root in resolved.parents
 
+    def holds(self, path: Path) -> bool:
+        """Whether ``path`` resolves inside the workspace (a symlink loop does not)."""
+        try:
+            return self.contains(path.resolve())
+        except (OSError, RuntimeError):
+            return False
+
     def shown(self, path: Path) -> str:
         """A path as the model sees it: relative to the workspace when inside."""
         try:
@@ -74,6 +82,28 @@ class Workspace:
             return text
         dropped = len(text) - self.max_output_chars
         return f"{text[: self.max_output_chars]}\n... [output truncated: {dropped} more characters]"
+
+
+def check_text(value: str, field: str, *, nul: bool = False) -> None:
+    """Refuse a lone surrogate (not UTF-8, so no file can hold it), and a NUL byte unless ``nul``.
+
+    A path or a shell command cannot hold a NUL byte; a file's text can.
+    """
+    if not nul and "\x00" in value:
+        raise ToolException(f"{field} {_short(value)}: contains a NUL byte, which a path or command cannot hold")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = ord(value[exc.start])
+        raise ToolException(
+            f"{field} {_short(value)}: holds the lone surrogate U+{char:04X}, which is not valid UTF-8 text"
+        ) from None
+
+
+def os_error(exc: OSError, ws: Workspace, label: str) -> ToolException:
+    """An ``OSError`` from the file system as an error the model can read, naming the path."""
+    target = f" {_short(ws.shown(Path(exc.filename)))}" if exc.filename else ""
+    return ToolException(f"{label}{target}: {exc.strerror or exc}")
 
 
 def _short(value: object, limit: int = 200) -> str:

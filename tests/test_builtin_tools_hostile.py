@@ -1,0 +1,102 @@
+"""The built-in tools given hostile arguments: every failure is a result naming the argument, never a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.tools import builtin_tools
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n", encoding="utf-8")
+    os.symlink("loop", root / "loop")  # a symlink to itself: resolving it raises
+    return root
+
+
+def tools(root: Path) -> dict:
+    return {t.name: t for t in builtin_tools(root)}
+
+
+@pytest.mark.parametrize("tool, args, named", [
+    ("Read", {"file_path": "a\x00b"}, "file_path 'a\\x00b': contains a NUL byte"),
+    ("Read", {"file_path": "\ud800"}, "lone surrogate U+D800"),
+    ("Read", {"file_path": "~no-such-user-here/x"}, "file_path '~no-such-user-here/x': cannot be resolved"),
+    ("Read", {"file_path": "x" * 5000}, "Read failed on 'xxx"),
+    ("Write", {"file_path": "a.txt/inner", "content": "x"}, "Write failed on 'a.txt': File exists"),
+    ("Write", {"file_path": "y" * 300, "content": "x"}, "File name too long"),
+    ("Write", {"file_path": "ok.txt", "content": "\ud800"}, "content '\\ud800': holds the lone surrogate"),
+    ("Edit", {"file_path": "a.txt", "old_string": "hello", "new_string": "\udc80"}, "new_string"),
+    ("LS", {"path": "a\x00"}, "path 'a\\x00': contains a NUL byte"),
+    ("Grep", {"pattern": "x", "path": "a\x00"}, "path 'a\\x00': contains a NUL byte"),
+    ("Bash", {"command": "echo a\x00b"}, "command 'echo a\\x00b': contains a NUL byte"),
+])
+def test_a_hostile_argument_is_an_error_result_naming_it(ws, tool, args, named):
+    result = tools(ws)[tool].invoke(args)
+    assert named in result
+
+
+def test_write_keeps_nul_bytes_in_content(ws):
+    assert "Created" in tools(ws)["Write"].invoke({"file_path": "bin.txt", "content": "a\x00b"})
+    assert (ws / "bin.txt").read_bytes() == b"a\x00b"
+
+
+def test_a_permission_error_is_a_result(ws):
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    (ws / "locked.txt").write_text("x", encoding="utf-8")
+    (ws / "locked.txt").chmod(0)
+    assert "Permission denied" in tools(ws)["Edit"].invoke(
+        {"file_path": "locked.txt", "old_string": "x", "new_string": "y"})
+
+
+def test_glob_and_grep_skip_a_symlink_loop(ws):
+    by_name = tools(ws)
+    assert by_name["Glob"].invoke({"pattern": "*"}) == "a.txt"
+    assert by_name["Grep"].invoke({"pattern": "hello"}) == "a.txt"
+
+
+def test_the_root_run_goes_on_after_a_hostile_call(ws):
+    model = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("Read", file_path="a\x00b"), tool_call("Glob", pattern="*")]}, "done"])
+    agent = create_deep_agent(model, builtin_tools(ws), general_purpose=False)
+    out = agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    results = {m.name: m for m in out["messages"] if m.type == "tool"}
+    assert results["Read"].status == "error" and "NUL byte" in results["Read"].content
+    assert results["Glob"].content == "a.txt"
+    assert out["messages"][-1].content == "done"
+
+
+def test_bash_keeps_only_what_it_can_show_and_never_loses_the_exit_code(ws):
+    result = tools(ws)["Bash"].invoke({"command": "head -c 1000000 /dev/zero | tr '\\0' a; exit 3"})
+    assert result.endswith("more bytes of output not kept]\n[exit code 3]")
+    assert "[output truncated: " in result and len(result) < 30_200
+
+
+def test_bash_output_of_hundreds_of_megabytes_costs_no_memory(ws):
+    script = textwrap.dedent(f"""
+        import resource
+        from deep_agent.tools import builtin_tools
+        bash = {{t.name: t for t in builtin_tools({str(ws)!r})}}["Bash"]
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        bash.invoke({{"command": "head -c 200000000 /dev/zero", "timeout": 60000}})
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """)
+    grown_mb = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                  check=True, timeout=120).stdout)
+    assert grown_mb < 50, f"peak memory grew by {grown_mb} MB for a 200 MB output"
+
+
+def test_bash_still_stops_at_its_timeout_when_a_background_job_holds_the_output(ws):
+    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started", "timeout": 500})
+    assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")
