@@ -86,9 +86,9 @@ def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
 
 def create_deep_agent(
     model: str | BaseChatModel,
-    tools: Sequence[Any] = (),
+    tools: Sequence[Any] | None = (),
     *,
-    subagents: Sequence[AnySpec | Mapping[str, Any]] = (),
+    subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
     agents_dirs: DirLevels | None = None,
     skills_dirs: DirLevels | None = None,
     model_profiles: ModelProfiles | None = None,
@@ -98,7 +98,7 @@ def create_deep_agent(
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
     hooks: Mapping[str, Any] | None = None,
     system_prompt: str | SystemMessage | None = None,
-    middleware: Sequence[Any] = (),
+    middleware: Sequence[Any] | None = (),
     general_purpose: bool = True,
     max_concurrent_tasks: int | None = None,
     unknown_tools: Literal["error", "warn", "ignore"] = "warn",
@@ -182,7 +182,11 @@ def create_deep_agent(
     grouped once into a :class:`subagents.settings.DelegationSettings`, which
     the middlewares and runners below take whole.
     """
-    refuse_deepagents_arguments("create_deep_agent", deepagents_only("create_deep_agent", create_agent_kwargs))
+    unsupported = deepagents_only("create_deep_agent", create_agent_kwargs)
+    refuse_deepagents_arguments("create_deep_agent", unsupported)  # unless each is left unset (None)
+    create_agent_kwargs = {k: v for k, v in create_agent_kwargs.items() if k not in unsupported}
+    # deepagents' defaults are None: accept them as "none".
+    tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     root_model = resolve_root_model(model)
     settings = DelegationSettings.from_arguments("create_deep_agent", dict(
         agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,

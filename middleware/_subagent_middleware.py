@@ -175,11 +175,11 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def __init__(
         self,
-        subagents: Sequence[AnySpec | Mapping[str, Any]] = (),
+        subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
         *,
         model: Any = None,
         tools: Sequence[Any] | None = None,
-        private_state_keys: frozenset[str] = frozenset(),
+        private_state_keys: frozenset[str] | None = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
         build_options: BuildOptions | None = None,
         dynamic_subagents: bool = False,
@@ -193,12 +193,12 @@ class SubAgentMiddleware(AgentMiddleware):
                                                      accepted=_SETTINGS_ARGUMENTS)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
-        specs = with_general_purpose([coerce_spec(s) for s in subagents], definitions.general_purpose)
+        specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options)
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
-            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
+            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
         )
         self.budget = limits.budget
         self._writes = SiblingWrites()

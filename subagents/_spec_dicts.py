@@ -62,27 +62,35 @@ def is_async_spec(value: Any) -> bool:
 def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:
     """A spec dict with deepagents' spellings made ours; an unsupported one raises ``SpecError``.
 
-    ``mode="isolated"`` is what every subagent here is, so it is dropped;
-    ``mode="fork"`` and ``permissions`` have no counterpart and are refused
-    with what to write instead.
+    ``mode="isolated"`` is the default here, so it is dropped; ``mode="fork"``
+    (spelled ``context="fork"`` here) and ``permissions`` are refused with
+    what to write instead. ``skills=None`` and ``permissions=None`` or ``[]``
+    (deepagents' defaults, spelled out) are dropped.
     """
     if "graph_id" in value and "runnable" not in value:
         raise SpecError(
             f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
             "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool"
         )
-    if "mode" not in value and "permissions" not in value:
+    # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
+    unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
+    if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
         return value
     mode = value.get("mode", "isolated")
     if mode != "isolated":
         raise SpecError(
-            f"{label}: field 'mode': {mode!r} is not supported; subagents here always start "
-            "isolated (mode='isolated'): put the context the child needs in the task description"
+            f"{label}: field 'mode': {mode!r} is not supported; write context='fork' for a child "
+            "that starts from the parent's conversation (without the parent's system prompt), "
+            "or drop mode for an isolated one"
         )
-    if "permissions" in value:
+    if "permissions" in value and "permissions" not in unset:
         raise SpecError(
             f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
             "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
             "'permission_mode' or 'interrupt_on' (see README.md, 'Migrating from deepagents')"
         )
-    return {k: v for k, v in value.items() if k != "mode"}
+    return {k: v for k, v in value.items() if k != "mode" and k not in unset}
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, tuple)) and not value)

@@ -51,7 +51,7 @@ def test_unknown_keyword_is_still_a_type_error():
     ("extra", "message"),
     [
         ({"mode": "fork"}, "field 'mode': 'fork' is not supported"),
-        ({"permissions": []}, "field 'permissions'"),
+        ({"permissions": [{"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}, "field 'permissions'"),
     ],
 )
 def test_fork_mode_and_permissions_are_refused_with_a_fix(extra, message):

@@ -54,11 +54,14 @@ _INSTEAD: dict[str, dict[str, str]] = {
 def refuse_deepagents_arguments(where: str, given: Mapping[str, Any]) -> None:
     """Raise ``TypeError`` for any keyword in ``given``: known deepagents ones with a fix.
 
-    An empty ``given`` returns quietly.
+    An empty ``given`` returns quietly, and so does a deepagents argument left
+    unset (``None``, deepagents' own default, or an empty list): it asks for
+    nothing, so code written for deepagents that passes it still runs.
     """
+    known = _INSTEAD.get(where, {})
+    given = {k: v for k, v in given.items() if k not in known or not is_unset(v)}
     if not given:
         return
-    known = _INSTEAD.get(where, {})
     parts = []
     for name in given:
         if name in known:
@@ -72,3 +75,8 @@ def deepagents_only(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The keywords in ``kwargs`` that are deepagents' arguments unsupported by ``where``."""
     known = _INSTEAD.get(where, {})
     return {k: v for k, v in kwargs.items() if k in known}
+
+
+def is_unset(value: Any) -> bool:
+    """``None`` or an empty list, tuple or set: a deepagents argument that asks for nothing."""
+    return value is None or (isinstance(value, (list, tuple, set, frozenset)) and not value)
