@@ -83,20 +83,54 @@ def test_bash_keeps_only_what_it_can_show_and_never_loses_the_exit_code(ws):
     assert "[output truncated: " in result and len(result) < 30_200
 
 
-def test_bash_output_of_hundreds_of_megabytes_costs_no_memory(ws):
+def peak_growth_mb(ws: Path, tool: str, args: dict) -> int:
+    """How much one call grows a fresh process's peak memory, in MB."""
     script = textwrap.dedent(f"""
         import resource
         from deep_agent.tools import builtin_tools
-        bash = {{t.name: t for t in builtin_tools({str(ws)!r})}}["Bash"]
+        tool = {{t.name: t for t in builtin_tools({str(ws)!r})}}[{tool!r}]
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        bash.invoke({{"command": "head -c 200000000 /dev/zero", "timeout": 60000}})
+        tool.invoke({args!r})
         print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
     """)
-    grown_mb = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                                  check=True, timeout=120).stdout)
+    return int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, timeout=120).stdout)
+
+
+def test_bash_output_of_hundreds_of_megabytes_costs_no_memory(ws):
+    grown_mb = peak_growth_mb(ws, "Bash", {"command": "head -c 200000000 /dev/zero", "timeout": 60000})
     assert grown_mb < 50, f"peak memory grew by {grown_mb} MB for a 200 MB output"
+
+
+def test_reading_the_start_of_a_huge_file_costs_no_memory(ws):
+    with open(ws / "huge.log", "w", encoding="utf-8") as file:
+        file.writelines("x" * 99 + "\n" for _ in range(2_000_000))  # 200 MB
+    grown_mb = peak_growth_mb(ws, "Read", {"file_path": "huge.log", "limit": 5})
+    assert grown_mb < 50, f"peak memory grew by {grown_mb} MB to show 5 lines of a 200 MB file"
 
 
 def test_bash_still_stops_at_its_timeout_when_a_background_job_holds_the_output(ws):
     result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started", "timeout": 500})
     assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")
+
+
+def test_a_pipe_in_the_workspace_is_refused_or_skipped_never_waited_on(ws):
+    os.mkfifo(ws / "pipe")  # nothing ever writes to it: opening it would block for good
+    by_name = tools(ws)
+    for tool, args in [("Read", {"file_path": "pipe"}), ("Write", {"file_path": "pipe", "content": "x"}),
+                       ("Edit", {"file_path": "pipe", "old_string": "a", "new_string": "b"})]:
+        assert "is not a regular file" in by_name[tool].invoke(args)
+    assert by_name["Grep"].invoke({"pattern": "hello"}) == "a.txt"
+
+
+def test_read_shows_a_window_of_a_huge_file_without_loading_it(ws):
+    with open(ws / "big.log", "w", encoding="utf-8") as file:
+        file.write("y" * 5_000_000 + "\n")  # one line far longer than the cut
+        file.writelines(f"line {i}\n" for i in range(2, 200_000))
+    read = tools(ws)["Read"]
+    first = read.invoke({"file_path": "big.log", "limit": 2})
+    assert first.endswith(" [line truncated]\n     2\tline 2") and len(first) < 2_100
+    assert read.invoke({"file_path": "big.log", "offset": 199_999}) == "199999\tline 199999"
+    assert read.invoke({"file_path": "big.log", "offset": 300_000}) == "(no lines: big.log has 199999 line(s))"
+    (ws / "crlf.txt").write_bytes(b"one\r\ntwo\rthree\n")
+    assert read.invoke({"file_path": "crlf.txt"}) == "     1\tone\n     2\ttwo\n     3\tthree"

@@ -51,12 +51,11 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
 
     def read(file_path: str, offset: int | None = None, limit: int | None = None) -> str:
         path = _existing_file(ws, file_path)
-        lines = _text(path, file_path).splitlines()
         start = (offset or 1) - 1
-        chosen = lines[start: start + (limit or DEFAULT_READ_LINES)]
+        chosen, total = _read_lines(path, file_path, start, limit or DEFAULT_READ_LINES)
         if not chosen:
-            return f"(no lines: {ws.shown(path)} has {len(lines)} line(s))"
-        numbered = (f"{start + i + 1:>6}\t{_cut_line(line)}" for i, line in enumerate(chosen))
+            return f"(no lines: {ws.shown(path)} has {total} line(s))"
+        numbered = (f"{start + i + 1:>6}\t{line}" for i, line in enumerate(chosen))
         return ws.bound("\n".join(numbered))
 
     def write(file_path: str, content: str) -> str:
@@ -64,6 +63,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         check_text(content, "content", nul=True)
         if path.is_dir():
             raise ToolException(f"file_path {file_path!r} is a directory")
+        if path.exists() and not path.is_file():
+            raise ToolException(f"file_path {file_path!r} {_NOT_REGULAR}")
         path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
         path.write_text(content, encoding="utf-8")
@@ -133,7 +134,36 @@ def _existing_file(ws: Workspace, raw: str) -> Path:
         raise ToolException(f"file_path {raw!r}: no such file in the workspace")
     if path.is_dir():
         raise ToolException(f"file_path {raw!r} is a directory (use LS)")
+    if not path.is_file():
+        raise ToolException(f"file_path {raw!r} {_NOT_REGULAR}")
     return path
+
+
+_NOT_REGULAR = "is not a regular file (a pipe, socket or device would block or never end)"
+
+
+def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str], int]:
+    """Lines ``start`` to ``start + count`` (each cut), and how many lines were read.
+
+    The file is read line by line, and a long line only up to the cut, so a
+    huge file costs no more memory than the lines shown.
+    """
+    chosen: list[str] = []
+    total = 0
+    try:
+        with path.open(encoding="utf-8") as file:
+            while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
+                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                    while (rest := file.readline(65536)) and not rest.endswith("\n"):
+                        pass  # the rest of a long line is skipped, not kept
+                if total >= start:
+                    chosen.append(_cut_line(line.rstrip("\r\n")))
+                total += 1
+    except UnicodeDecodeError:
+        raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
+    return chosen, total
 
 
 def _text(path: Path, raw: str) -> str:

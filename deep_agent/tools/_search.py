@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -116,8 +117,9 @@ def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
 
 def _matches(file: Path, regex: re.Pattern[str]) -> list[tuple[int, str]]:
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            return []
+        status = file.stat()
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
+            return []  # a pipe or device would block or never end
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []  # binary or unreadable files are not searched
