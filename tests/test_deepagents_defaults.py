@@ -69,3 +69,10 @@ def test_fork_mode_points_to_context_fork():
 
     with pytest.raises(SpecError, match="write context='fork'"):
         create_deep_agent(delegating_model(), subagents=[helper(mode="fork")])
+
+
+def test_a_skill_folder_under_an_unknown_home_names_the_field():
+    from subagents import SpecError
+
+    with pytest.raises(SpecError, match=r"subagent 'helper': field 'skills': '~no-such-user-here/skills'"):
+        create_deep_agent(delegating_model(), subagents=[helper(skills=["~no-such-user-here/skills"])])

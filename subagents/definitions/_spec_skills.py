@@ -77,8 +77,12 @@ def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> 
 def _folder_skills(entry: str, agent: str) -> list[Skill]:
     from subagents.definitions._skills import discover_skills
 
-    folder = Path(entry).expanduser()
-    if not folder.is_dir():
+    try:
+        folder = Path(entry).expanduser()  # '~nobody/skills' raises RuntimeError
+        is_folder = folder.is_dir()
+    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: a NUL byte
+        raise SpecError(f"subagent {agent!r}: field 'skills': {entry!r} cannot be read as a folder ({exc})") from None
+    if not is_folder:
         # deepagents reads these paths from its file backend, where they may simply be
         # empty: warn, as a skill source with no skills, rather than refuse the agent.
         warnings.warn(
