@@ -134,3 +134,15 @@ def test_read_shows_a_window_of_a_huge_file_without_loading_it(ws):
     assert read.invoke({"file_path": "big.log", "offset": 300_000}) == "(no lines: big.log has 199999 line(s))"
     (ws / "crlf.txt").write_bytes(b"one\r\ntwo\rthree\n")
     assert read.invoke({"file_path": "crlf.txt"}) == "     1\tone\n     2\ttwo\n     3\tthree"
+
+
+def test_a_file_name_that_is_not_utf8_reaches_the_model_as_sendable_text(ws):
+    (ws / "loop").unlink()
+    with open(os.path.join(os.fsencode(ws), b"caf\xe9.txt"), "w", encoding="utf-8") as file:
+        file.write("hello\n")
+    by_name = tools(ws)
+    results = [by_name["LS"].invoke({}), by_name["Glob"].invoke({"pattern": "caf*"}),
+               by_name["Grep"].invoke({"pattern": "hello", "glob": "caf*"})]
+    for result in results:
+        result.encode("utf-8")  # a lone surrogate here would fail the next model request
+        assert "caf\\xe9.txt" in result

@@ -17,7 +17,7 @@ from pathlib import Path
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools._workspace import Workspace, check_text, os_error
+from deep_agent.tools._workspace import Workspace, check_text, os_error, sendable
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -114,9 +114,9 @@ def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseM
     @functools.wraps(func)
     def guarded(**arguments: object) -> str:
         try:
-            return func(**arguments)
-        except ToolException:
-            raise
+            return sendable(func(**arguments))
+        except ToolException as exc:
+            raise ToolException(sendable(str(exc))) from None
         except OSError as exc:  # a name too long, a parent that is a file, no permission...
             raise os_error(exc, ws, f"{name} failed on") from None
         except (ValueError, RuntimeError) as exc:  # what the guards above did not foresee

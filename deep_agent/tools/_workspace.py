@@ -100,6 +100,22 @@ def check_text(value: str, field: str, *, nul: bool = False) -> None:
         ) from None
 
 
+def sendable(text: str) -> str:
+    """``text`` as valid UTF-8: a file name's undecodable bytes shown as ``\\xe9``.
+
+    Python gives such names lone surrogates, which no provider can send: the
+    next model request would fail to encode.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name decodes to
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def os_error(exc: OSError, ws: Workspace, label: str) -> ToolException:
     """An ``OSError`` from the file system as an error the model can read, naming the path."""
     target = f" {_short(ws.shown(Path(exc.filename)))}" if exc.filename else ""
