@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,27 @@ def test_a_file_name_that_is_not_utf8_reaches_the_model_as_sendable_text(ws):
     for result in results:
         result.encode("utf-8")  # a lone surrogate here would fail the next model request
         assert "caf\\xe9.txt" in result
+
+
+def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypatch):
+    from deep_agent.tools import _search
+
+    monkeypatch.setattr(_search, "GREP_SECONDS", 0.5)
+    (ws / "long.txt").write_text("a" * 5000 + "!\n", encoding="utf-8")  # Python's re takes years on this
+    started = time.monotonic()
+    result = tools(ws)["Grep"].invoke({"pattern": "(a|aa)+$", "output_mode": "content"})
+    assert time.monotonic() - started < 10
+    assert "pattern '(a|aa)+$' took more than 0.5 s to match (stopped in long.txt)" in result, result
+    # Ordinary patterns keep Python's syntax and results.
+    assert tools(ws)["Grep"].invoke({"pattern": r"^h(?P<rest>el+)o$", "output_mode": "content"}) == "a.txt:1:hello"
+
+
+def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
+    from deep_agent.tools import _search
+
+    monkeypatch.setattr(_search, "MAX_GLOB_SCANNED", 5)
+    for i in range(8):
+        (ws / f"f{i}.log").write_text("x", encoding="utf-8")
+    lines = tools(ws)["Glob"].invoke({"pattern": "*.log"}).splitlines()
+    assert len(lines) == 6 and lines[-1].startswith("... [stopped looking after 5 matches"), lines
+    assert len(tools(ws)["Glob"].invoke({"pattern": "f[0-3].log"}).splitlines()) == 4
