@@ -97,6 +97,8 @@ class JsonlSink:
         self._written = _message_ids(path) if path.exists() else None
         # A lone surrogate in a model's text must not cost the transcript its message.
         self._file: Any = path.open("a", encoding="utf-8", errors="backslashreplace")
+        if self._written is not None and not _ends_a_line(path):
+            self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
         if self._written is None:
             self._written = set()
             self._write(header)
@@ -144,6 +146,15 @@ class StoreSink:
             value["cancelled"] = True
         self.store.put(self.namespace, self.task_id, value)
         return "store:" + "/".join(self.namespace)
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file is empty or ends with a newline (not with a line torn by a crash)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
 
 
 def _message_ids(path: Path) -> set[str]:
@@ -215,15 +226,19 @@ def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: s
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseMessage]]:
-    """The header and messages of a JSONL transcript; a torn last line is skipped."""
+    """The header and messages of a JSONL transcript; a torn line is skipped.
+
+    Lines are decoded one by one: a crash mid-write can cut a line inside a
+    character, and that line alone is lost, not the file.
+    """
     header: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for number, line in enumerate(handle):
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a crash mid-write leaves at most one torn line
+                obj = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue  # a crash mid-write leaves a torn line
             if number == 0:
                 header = obj
             elif isinstance(obj, dict) and "data" in obj:

@@ -1,0 +1,45 @@
+"""A JSONL transcript torn by a crash mid-write: the torn line alone is lost, never the file or a later message."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
+
+from subagents._transcript import JsonlSink, read_jsonl
+
+
+def test_a_line_cut_inside_a_character_is_skipped_not_an_error(tmp_path):
+    path = tmp_path / "agent-t.jsonl"
+    lines = [{"id": "t"}, message_to_dict(HumanMessage("hi", id="1")),
+             message_to_dict(AIMessage("caf\u00e9 \u2603", id="2"))]
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+    path.write_bytes(data[:data.rindex("\u2603".encode()) + 1])  # the crash cut the snowman's three bytes
+    header, messages = read_jsonl(path)
+    assert header == {"id": "t"}
+    assert [m.content for m in messages] == ["hi"]
+
+
+def test_a_transcript_continued_after_a_torn_line_keeps_every_new_message(tmp_path):
+    path = tmp_path / "agent-t.jsonl"
+    first = JsonlSink(path, {"id": "t"})
+    first.add(HumanMessage("do it", id="h1"))
+    first.end([])
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"type": "ai", "data": {"content": "half a mess')  # the process died here
+    again = JsonlSink(path, {"id": "t"})  # the task resumed (an approval answered, a retry)
+    again.add(AIMessage("resumed answer", id="a2"))
+    again.end([])
+    header, messages = read_jsonl(path)
+    assert header == {"id": "t"}
+    assert [m.content for m in messages] == ["do it", "resumed answer"]
+
+
+def test_a_whole_file_is_continued_without_a_blank_line(tmp_path):
+    path = tmp_path / "agent-t.jsonl"
+    for text, mid in (("one", "m1"), ("two", "m2")):
+        sink = JsonlSink(path, {"id": "t"})
+        sink.add(AIMessage(text, id=mid))
+        sink.end([])
+    assert "\n\n" not in path.read_text(encoding="utf-8")
+    assert [m.content for m in read_jsonl(path)[1]] == ["one", "two"]
