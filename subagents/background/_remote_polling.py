@@ -110,8 +110,7 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
         except Exception:  # noqa: BLE001 - read them one by one below
             rows = {}
         for record in stale:
-            row = rows.get(record["thread_id"])
-            fields = fields_from_thread(row) if row else None
+            fields = _settled_by(rows.get(record["thread_id"]))
             if fields is not None:
                 out[record["id"]] = (fields, None)
     gate = asyncio.Semaphore(_DETAIL_CONCURRENCY)
@@ -133,6 +132,15 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
                                    poll=True)
         rows.update({row["thread_id"]: row for row in found})
     return rows
+
+
+def _settled_by(row: Any) -> dict[str, Any] | None:
+    """What a thread row settles, or ``None``: a row this cannot read is read one by one, and only
+    that task is told why (the server answered, so it is no outage of the others)."""
+    try:
+        return fields_from_thread(row) if isinstance(row, Mapping) else None
+    except Exception:  # noqa: BLE001 - a server's data, written by anyone
+        return None
 
 
 def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, 
     if status in ("pending", "running"):
         fields["status"] = status
         return fields
-    interrupts = [i for items in (thread.get("interrupts") or {}).values() for i in items]
+    interrupts = interrupts_of(thread)
     if status == "success" and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
@@ -57,9 +57,9 @@ def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, 
         fields.update(status="error", error="the run timed out on the server")
     else:
         problem = thread.get("error") or {}
-        message = problem.get("message") if isinstance(problem, Mapping) else str(problem)
+        message = problem.get("message") if isinstance(problem, Mapping) else problem
         kind = problem.get("error") if isinstance(problem, Mapping) else None
-        text = f"{kind}: {message}" if kind and message else (message or f"the run ended {status!r}")
+        text = f"{kind}: {message}" if kind and message else (str(message or "") or f"the run ended {status!r}")
         fields.update(status="error", error=text)
     return fields
 
@@ -79,7 +79,7 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     values = thread.get("values") or {}
     fields: dict[str, Any] = {**usage(values)}
-    interrupts = [i for items in (thread.get("interrupts") or {}).values() for i in items]
+    interrupts = interrupts_of(thread)
     if status == "interrupted" and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
@@ -89,6 +89,13 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
     else:
         fields["status"] = "cancelled"
     return fields
+
+
+def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
+    """The thread's pending interrupts: the server keeps them by task id (a flat list is read too)."""
+    found = thread.get("interrupts") or {}
+    groups = found.values() if isinstance(found, Mapping) else [found]
+    return [i for items in groups if isinstance(items, list) for i in items]
 
 
 def _text(content: Any) -> str:
@@ -104,7 +111,12 @@ def _text(content: Any) -> str:
 
 
 def answer(values: Mapping[str, Any]) -> str:
-    """The child's answer: its structured response as JSON, else its last non-empty AI text."""
+    """The child's answer: its structured response as JSON, else its last non-empty AI text.
+
+    A graph whose state is not a mapping (an entrypoint returning text) answers with that value.
+    """
+    if not isinstance(values, Mapping):
+        return values if isinstance(values, str) else json.dumps(values, default=str)
     structured = values.get("structured_response")
     if structured is not None:
         return json.dumps(structured, default=str)
@@ -116,21 +128,41 @@ def answer(values: Mapping[str, Any]) -> str:
     return ""
 
 
-def usage(values: Mapping[str, Any]) -> dict[str, int]:
-    """Model calls and tokens of the child's AI messages."""
+MAX_USAGE = 2**53 - 1
+"""The largest count a server's usage is read as: any checkpointer (and JSON) holds it exactly."""
+
+
+def usage(values: Any) -> dict[str, int]:
+    """Model calls and tokens of the child's AI messages.
+
+    A server's numbers are data: a count that is not a number, or is
+    negative, reads as 0, and each total stops at :data:`MAX_USAGE` (a
+    ledger holding more could not be checkpointed).
+    """
     calls = inp = out = 0
-    for message in values.get("messages") or []:
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    for message in messages if isinstance(messages, list) else ():
         if isinstance(message, Mapping) and message.get("type") == "ai":
             calls += 1
-            meta = message.get("usage_metadata") or {}
-            inp += int(meta.get("input_tokens") or 0)
-            out += int(meta.get("output_tokens") or 0)
-    return {"model_calls": calls, "input_tokens": inp, "output_tokens": out}
+            meta = message.get("usage_metadata")
+            if isinstance(meta, Mapping):
+                inp += _count(meta.get("input_tokens"))
+                out += _count(meta.get("output_tokens"))
+    return {"model_calls": min(calls, MAX_USAGE), "input_tokens": min(inp, MAX_USAGE),
+            "output_tokens": min(out, MAX_USAGE)}
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
+        return 0
+    return int(min(value, MAX_USAGE))
 
 
 def answers_for_open_tool_calls(thread: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Tool results for calls a stopped run left unanswered (models reject open calls)."""
-    messages = (thread.get("values") or {}).get("messages") or []
+    values = thread.get("values")
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    messages = messages if isinstance(messages, list) else []
     answered = {m.get("tool_call_id") for m in messages if isinstance(m, Mapping) and m.get("type") == "tool"}
     for message in reversed(messages):
         if isinstance(message, Mapping) and message.get("type") == "ai":

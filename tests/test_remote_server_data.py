@@ -1,0 +1,115 @@
+"""A server's data is data: thread values or usage the poll cannot read never stop the parent or the others.
+
+A LangGraph Server (or anything answering on its url) may hold values of
+any shape: a graph whose state is text, counts that are not numbers, token
+counts no checkpointer can hold. One such thread must settle as well as it
+can be read, never make its server look unreachable to every other task,
+and never put a value in the ledger that fails the parent's next checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from fault_servers import RecordingServer
+from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background._remote_states import MAX_USAGE, fields_from_thread, usage
+
+DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"input_tokens": 3, "output_tokens": 2}}]}
+
+
+class ThreadsServer(RecordingServer):
+    """Answers thread searches with the rows in ``threads``; a new run ends at once with ``final`` values."""
+
+    def __init__(self, threads: dict[str, dict[str, Any]], final: Any = None) -> None:
+        self.threads, self.final = threads, final
+        super().__init__()
+
+    def reply(self, method: str, path: str, body: Any) -> Any:
+        if path.startswith("/threads/search"):
+            ids = (body or {}).get("ids") or list(self.threads)
+            return [{"thread_id": i, **self.threads[i]} for i in ids if i in self.threads]
+        if method == "POST" and path == "/threads":
+            tid = body["thread_id"]
+            self.threads.setdefault(tid, {"status": "busy", "values": {}, "metadata": body.get("metadata")})
+            return {"thread_id": tid, **self.threads[tid]}
+        if method == "POST" and path.endswith("/runs"):
+            tid = path.split("/")[2]
+            if self.final is not None:
+                self.threads[tid].update(status="idle", values=self.final)
+            return {"run_id": str(uuid.uuid4()), "status": "pending"}
+        return super().reply(method, path, body)
+
+
+@pytest.fixture
+def server_with():
+    servers: list[ThreadsServer] = []
+
+    def start(threads: dict[str, dict[str, Any]], final: Any = None) -> ThreadsServer:
+        servers.append(ThreadsServer(threads, final))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize(("bad_values", "result"), [
+    ("the answer as plain text", "the answer as plain text"),
+    ({"messages": [{"type": "ai", "content": "x", "usage_metadata": {"input_tokens": "many"}}]}, "x"),
+    ({"messages": [{"type": "ai", "content": "x", "usage_metadata": ["not", "a", "mapping"]}]}, "x"),
+    ({"messages": "not a list"}, ""),
+])
+def test_one_thread_the_poll_cannot_read_leaves_the_others_and_the_server_alone(server_with, bad_values, result):
+    server = server_with({"bad": {"status": "idle", "values": bad_values}, "good": {"status": "idle", "values": DONE}})
+    spec = RemoteSubagentSpec(name="w", description="d", graph_id="g", url=server.url)
+    records = [{"id": t, "agent_type": "w", "runner": "remote", "status": "running", "thread_id": t, "run_id": "r"}
+               for t in ("bad", "good")]
+
+    async def two_turns() -> list[dict[str, tuple[dict[str, Any], str | None]]]:
+        runner = RemoteTaskRunner([spec])
+        return [await runner.refresh_many(records) for _ in range(2)]
+
+    for out in asyncio.run(two_turns()):
+        assert out["good"] == ({**out["good"][0], "status": "completed", "result": "all done"}, None)
+        assert out["bad"][1] is None
+        assert (out["bad"][0]["status"], out["bad"][0]["result"]) == ("completed", result)
+
+
+@pytest.mark.parametrize(("reported", "read"), [
+    (1e30, MAX_USAGE), (2**70, MAX_USAGE), (float("inf"), MAX_USAGE), (float("nan"), 0), (-5, 0),
+    ("12", 0), (True, 0), (None, 0), (7.0, 7),
+])
+def test_token_counts_are_read_as_counts_a_checkpoint_can_hold(reported, read):
+    values = {"messages": [{"type": "ai", "content": "x", "usage_metadata": {"input_tokens": reported}}]}
+    counts = usage(values)
+    assert counts == {"model_calls": 1, "input_tokens": read, "output_tokens": 0}
+    JsonPlusSerializer().dumps_typed(fields_from_thread({"status": "idle", "values": values}))
+
+
+def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(server_with):
+    absurd = {"messages": [{"type": "ai", "content": "done", "usage_metadata": {"input_tokens": 1e30}}]}
+    server = server_with({}, final=absurd)
+    model = ScriptedChatModel(rules=[("KICKOFF", [
+        {"tool_calls": [tool_call("start_async_task", description="crawl", subagent_type="crawler")]},
+        "started it",
+    ])], default="ok")
+    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(), general_purpose=False,
+                              background_subagents=[{"name": "crawler", "description": "Crawls.",
+                                                     "graph_id": "g", "url": server.url}])
+    config = {"configurable": {"thread_id": "absurd-usage"}}
+    agent.invoke({"messages": [{"role": "user", "content": "KICKOFF"}]}, config)
+    time.sleep(0.6)  # past the settle time of a just-started remote task
+    out = agent.invoke({"messages": [{"role": "user", "content": "how is it going?"}]}, config)
+    (record,) = out["async_tasks"].values()
+    assert record["status"] == "completed" and record["result"] == "done"
+    assert record["input_tokens"] == MAX_USAGE
