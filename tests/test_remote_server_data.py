@@ -30,14 +30,18 @@ DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"i
 class ThreadsServer(RecordingServer):
     """Answers thread searches with the rows in ``threads``; a new run ends at once with ``final`` values."""
 
-    def __init__(self, threads: dict[str, dict[str, Any]], final: Any = None) -> None:
-        self.threads, self.final = threads, final
+    def __init__(self, threads: dict[str, dict[str, Any]], final: Any = None, run_ids: bool = True) -> None:
+        self.threads, self.final, self.run_ids = threads, final, run_ids
         super().__init__()
 
     def reply(self, method: str, path: str, body: Any) -> Any:
         if path.startswith("/threads/search"):
             ids = (body or {}).get("ids") or list(self.threads)
-            return [{"thread_id": i, **self.threads[i]} for i in ids if i in self.threads]
+            wanted = (body or {}).get("metadata") or {}
+            return [{"thread_id": i, **self.threads[i]} for i in ids if i in self.threads
+                    and all((self.threads[i].get("metadata") or {}).get(k) == v for k, v in wanted.items())]
+        if method == "GET" and "/runs?" in path and not self.run_ids:
+            return [{"status": "running"}]
         if method == "POST" and path == "/threads":
             tid = body["thread_id"]
             self.threads.setdefault(tid, {"status": "busy", "values": {}, "metadata": body.get("metadata")})
@@ -46,7 +50,7 @@ class ThreadsServer(RecordingServer):
             tid = path.split("/")[2]
             if self.final is not None:
                 self.threads[tid].update(status="idle", values=self.final)
-            return {"run_id": str(uuid.uuid4()), "status": "pending"}
+            return {"run_id": str(uuid.uuid4()), "status": "pending"} if self.run_ids else {"status": "pending"}
         return super().reply(method, path, body)
 
 
@@ -54,8 +58,8 @@ class ThreadsServer(RecordingServer):
 def server_with():
     servers: list[ThreadsServer] = []
 
-    def start(threads: dict[str, dict[str, Any]], final: Any = None) -> ThreadsServer:
-        servers.append(ThreadsServer(threads, final))
+    def start(threads: dict[str, dict[str, Any]], final: Any = None, run_ids: bool = True) -> ThreadsServer:
+        servers.append(ThreadsServer(threads, final, run_ids))
         return servers[-1]
 
     yield start
@@ -96,16 +100,21 @@ def test_token_counts_are_read_as_counts_a_checkpoint_can_hold(reported, read):
     JsonPlusSerializer().dumps_typed(fields_from_thread({"status": "idle", "values": values}))
 
 
-def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(server_with):
-    absurd = {"messages": [{"type": "ai", "content": "done", "usage_metadata": {"input_tokens": 1e30}}]}
-    server = server_with({}, final=absurd)
+def crawler_agent(url: str) -> Any:
+    """A parent that starts one remote ``crawler`` task on ``KICKOFF``."""
     model = ScriptedChatModel(rules=[("KICKOFF", [
         {"tool_calls": [tool_call("start_async_task", description="crawl", subagent_type="crawler")]},
         "started it",
     ])], default="ok")
-    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(), general_purpose=False,
-                              background_subagents=[{"name": "crawler", "description": "Crawls.",
-                                                     "graph_id": "g", "url": server.url}])
+    return create_deep_agent(model, background=True, checkpointer=InMemorySaver(), general_purpose=False,
+                             background_subagents=[{"name": "crawler", "description": "Crawls.",
+                                                    "graph_id": "g", "url": url}])
+
+
+def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(server_with):
+    absurd = {"messages": [{"type": "ai", "content": "done", "usage_metadata": {"input_tokens": 1e30}}]}
+    server = server_with({}, final=absurd)
+    agent = crawler_agent(server.url)
     config = {"configurable": {"thread_id": "absurd-usage"}}
     agent.invoke({"messages": [{"role": "user", "content": "KICKOFF"}]}, config)
     time.sleep(0.6)  # past the settle time of a just-started remote task
@@ -113,3 +122,17 @@ def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(serv
     (record,) = out["async_tasks"].values()
     assert record["status"] == "completed" and record["result"] == "done"
     assert record["input_tokens"] == MAX_USAGE
+
+
+def test_runs_without_a_run_id_fail_the_start_by_name_and_never_crash_the_parent(server_with):
+    server = server_with({}, run_ids=False)
+    agent = crawler_agent(server.url)
+    # The failed start leaves a thread on the server naming this parent: the next model call looks for it.
+    out = agent.invoke({"messages": [{"role": "user", "content": "KICKOFF"}]},
+                       {"configurable": {"thread_id": "no-run-ids"}})
+    failed = next(m for m in out["messages"] if m.type == "tool")
+    assert failed.status == "error"
+    assert f"the server at {server.url} did not start the task" in failed.content
+    assert "a run that has no run_id" in failed.content
+    assert out["messages"][-1].content == "started it" and not out.get("async_tasks")
+    assert any(r["path"].startswith("/threads/search") and r["method"] == "POST" for r in server.requests)

@@ -54,6 +54,7 @@ from subagents.background._remote_states import (
     answers_for_open_tool_calls,
     fields_from,
     is_not_found,
+    run_id_of,
     run_status,
     status_code,
 )
@@ -130,6 +131,7 @@ class RemoteTaskRunner:
         }
         try:
             thread_id, run = await self._start(spec, task_thread_id(task_id, attempt), about, description)
+            run_id = run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - named with the server below
@@ -137,7 +139,7 @@ class RemoteTaskRunner:
         return {
             "status": run_status(run.get("status")),
             "thread_id": thread_id,
-            "run_id": run["run_id"],
+            "run_id": run_id,
             "owner": None,
             "attempt": attempt,
             "turns": 1,
@@ -176,7 +178,7 @@ class RemoteTaskRunner:
     async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
         """The thread's most recent run, or ``None``."""
         runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
-        return runs[0] if runs else None
+        return runs[0] if isinstance(runs, list) and runs else None
 
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
@@ -251,9 +253,10 @@ class RemoteTaskRunner:
             messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
+        run_id = run_id_of(run)
         return {
             "status": run_status(run.get("status")),
-            "run_id": run["run_id"],
+            "run_id": run_id,
             "turns": turns,
             "result": None,
             "error": None,

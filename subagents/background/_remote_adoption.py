@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from subagents._runner import TASK_ID_METADATA_KEY
 from subagents.background._ledger import AsyncTaskRecord, is_count, now
-from subagents.background._remote_states import run_status
+from subagents.background._remote_states import run_id_of, run_status
 
 if TYPE_CHECKING:
     from subagents.background._remote import RemoteTaskRunner
@@ -79,7 +79,7 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     try:
         async with asyncio.timeout(runner.refresh_budget_s):
             await _adopt_into(records, runner, parent_thread_id, missing)
-    except TimeoutError:
+    except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
         pass
     return records
 
@@ -94,12 +94,14 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 limit=_SEARCH_LIMIT), poll=True)
         except Exception:  # noqa: BLE001 - adoption is best effort
             continue
-        for row in rows:
-            meta = row.get("metadata") or {}
+        for row in rows if isinstance(rows, list) else ():
+            meta = row.get("metadata") if isinstance(row, Mapping) else None
+            if not isinstance(meta, Mapping):
+                continue
             call_id = meta.get("tool_call_id")
             task_id = meta.get(TASK_ID_METADATA_KEY)
-            if (not isinstance(call_id, str) or call_id not in missing or not task_id
-                    or missing[call_id][0] != meta.get("agent_type")):
+            if (not isinstance(call_id, str) or call_id not in missing or not isinstance(task_id, str)
+                    or not task_id or missing[call_id][0] != meta.get("agent_type")):
                 continue
             attempt = meta.get("attempt") or 1
             if not is_count(attempt):  # a server's metadata, written by anyone: not a count to carry on
@@ -108,10 +110,10 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 continue
             try:
                 run = await runner.latest_run(spec, row["thread_id"])
-            except Exception:  # noqa: BLE001 - adoption is best effort
+                if run is not None:
+                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
+            except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
                 continue
-            if run is not None:
-                records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
 
 
 def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
@@ -120,5 +122,5 @@ def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, r
     return AsyncTaskRecord(
         id=task_id, agent_type=agent_type, runner="remote", status=run_status(run.get("status")),
         description=description, tool_call_id=call_id, created_at=now(), started_at=now(),
-        thread_id=thread_id, run_id=run["run_id"], attempt=attempt,
+        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt,
     ).model_dump()

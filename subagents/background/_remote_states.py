@@ -26,8 +26,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from subagents._errors import brief
 from subagents.background._approval import pending_interrupts
 from subagents.background._ledger import now
+
+
+def run_id_of(run: Any) -> str:
+    """The ``run_id`` of a run a server answered with; ``ValueError`` saying so when it has none."""
+    run_id = run.get("run_id") if isinstance(run, Mapping) else None
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"the server answered with a run that has no run_id: {brief(run)}")
+    return run_id
 
 
 def run_status(status: str | None) -> str:
@@ -38,7 +47,7 @@ def run_status(status: str | None) -> str:
 def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, Any]:
     """The task's fields from its run and thread as the server has them."""
     values = thread.get("values") or {}
-    fields: dict[str, Any] = {"run_id": run["run_id"], **usage(values)}
+    fields: dict[str, Any] = {"run_id": run_id_of(run), **usage(values)}
     status = run.get("status")
     if status in ("pending", "running"):
         fields["status"] = status
