@@ -43,7 +43,8 @@ from deep_agent._thread_tasks import ASYNC_LEDGER_KEY, task_rows
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                     console: Console) -> int:
     """Run each prompt as a turn of one thread."""
-    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex)
+    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
+                                getattr(args, "db_url", None))
     state = resolve_state_dir(args.state_dir)
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
     async with open_async_checkpointer(state, args.db_url) as saver:

@@ -51,18 +51,30 @@ def sessions_dir(state: Path) -> Path:
     return state / "sessions"
 
 
-def check_thread_id(thread_id: str) -> str:
+MAX_DB_THREAD_ID_BYTES = 1024
+"""The longest thread id (UTF-8 bytes) a run keeps in Postgres: its checkpoint tables index the
+thread id with the namespace and version, and a btree entry holds at most 2,704 bytes."""
+
+
+def check_thread_id(thread_id: str, db_url: str | None = None) -> str:
     """``thread_id``, if it can be stored as it is; else a one-line error naming ``--thread``.
 
     An argument that is not valid UTF-8 arrives with stand-in characters
-    that no file or database can hold, so it is refused before the run.
+    that no file or database can hold, so it is refused before the run; so
+    is, with a ``--db`` database, an id longer than its indexes hold
+    (:data:`MAX_DB_THREAD_ID_BYTES`) or one with a NUL character.
     """
     from deep_agent._cli_errors import UsageError
 
     try:
-        thread_id.encode("utf-8")
+        size = len(thread_id.encode("utf-8"))
     except UnicodeEncodeError:
         raise UsageError(f"--thread {thread_id!r}: a thread id must be valid UTF-8 text") from None
+    if db_url and (size > MAX_DB_THREAD_ID_BYTES or "\x00" in thread_id):
+        shown = repr(thread_id[:40]) + ("..." if len(thread_id) > 40 else "")
+        raise UsageError(f"--thread {shown}: a thread id kept in a --db database must be at most "
+                         f"{MAX_DB_THREAD_ID_BYTES:,} bytes of UTF-8 with no NUL character (this one is "
+                         f"{size:,} bytes): Postgres text holds no NUL, and its checkpoint indexes no more")
     return thread_id
 
 
