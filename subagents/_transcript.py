@@ -275,9 +275,18 @@ def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | 
 
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None) -> list[BaseMessage]:
-    """Read the transcript a task record points at."""
+    """Read the transcript a task record points at.
+
+    A record whose ``transcript`` field is not ``"<kind>:<where>"`` text, or
+    whose stored item holds no message list, raises ``LookupError`` naming
+    the task and the field: a hand-edited or damaged record is bad input.
+    """
     task_id = record.get("id")
-    kind, _, ref = (record.get("transcript") or "").partition(":")
+    where = record.get("transcript") or ""
+    if not isinstance(where, str):
+        raise LookupError(f"task {task_id!r}: field 'transcript' must be text such as 'jsonl:<path>', "
+                          f"not {type(where).__name__}")
+    kind, _, ref = where.partition(":")
     if kind == "none":
         return []
     if kind == "jsonl":
@@ -286,7 +295,14 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
         item = store.get(tuple(ref.split("/")), task_id) if store is not None else None
         if item is None:
             raise LookupError(f"task {task_id!r}: no transcript in the store at {ref!r}")
-        return messages_from_dict(item.value["messages"])
+        stored = item.value.get("messages") if isinstance(item.value, Mapping) else None
+        if not isinstance(stored, list):
+            raise LookupError(f"task {task_id!r}: the store item at {ref!r} has no 'messages' list")
+        try:
+            return messages_from_dict(stored)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LookupError(f"task {task_id!r}: the store item at {ref!r} holds a message that cannot be read "
+                              f"({type(exc).__name__}: {exc})") from None
     if kind == "checkpoint":
         saved = None
         if checkpointer is not None:

@@ -357,3 +357,27 @@ def test_a_turn_with_many_live_tasks_polls_each_server_once(langgraph_server):
         proxy.close()
         for record in records:
             stop_on_server(langgraph_server, record)
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"headers": {"X-Team": "bleu é"}}, r"header 'X-Team' must be printable ASCII \(it holds 'é', U\+00E9\)"),
+    ({"headers": {"X-Team": "a\x00b"}}, r"header 'X-Team' must be printable ASCII"),
+    ({"api_key": "k\u00ffey"}, r"field 'api_key'.*the key must be printable ASCII"),
+])
+def test_a_header_no_http_client_can_send_is_refused_when_the_spec_is_made(fields, named):
+    with pytest.raises(SpecError, match=named):
+        BackgroundSubagentMiddleware([worker("http://127.0.0.1:1", **fields)])
+
+
+def test_a_key_in_the_environment_no_http_client_can_send_names_the_variable(monkeypatch):
+    monkeypatch.setenv("TEAM_SERVER_KEY", "key\twith\u2028separator")
+    server = RecordingServer()
+    try:
+        spec = RemoteSubagentSpec(name="named", description="d", graph_id="g", url=server.url,
+                                  api_key_env="TEAM_SERVER_KEY")
+        runner = RemoteTaskRunner([spec], pool=RemoteClientPool())
+        with pytest.raises(RemoteConfigError, match=r"the key in 'TEAM_SERVER_KEY' must be printable ASCII"):
+            _RT.run(runner.start("t-named", "named", "job", parent_thread_id="p", tool_call_id="c"))
+        assert server.requests == []
+    finally:
+        server.close()

@@ -152,3 +152,18 @@ def test_a_broken_sink_fails_that_task_alone(run, tmp_path):
     (record,) = records(out)
     assert record["status"] == "error" and "not-a-dir" in record["error"]
     assert out["messages"][-1].content == "parent done"
+
+
+@pytest.mark.parametrize("where, value, message", [
+    (7, None, "field 'transcript' must be text such as 'jsonl:<path>', not int"),
+    ("store:subagent_transcripts/t", {"not": "messages"}, "has no 'messages' list"),
+    ("store:subagent_transcripts/t", {"messages": [{"junk": 1}]}, "holds a message that cannot be read"),
+])
+def test_a_damaged_record_or_store_item_names_what_is_wrong(where, value, message):
+    from subagents import read_transcript
+
+    store = InMemoryStore()
+    if value is not None:
+        store.put(("subagent_transcripts", "t"), "task-1", value)
+    with pytest.raises(LookupError, match=message):
+        read_transcript({"id": "task-1", "transcript": where}, thread_id="t", store=store)

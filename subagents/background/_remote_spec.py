@@ -101,8 +101,15 @@ class RemoteSubagentSpec(BaseModel):
         for key, text in value.items():
             if not _HEADER_NAME.fullmatch(key):
                 raise ValueError(f"header name {key[:80]!r} is not a valid HTTP header name")
-            if "\r" in text or "\n" in text:
-                raise ValueError(f"header {key!r} must not contain line breaks")
+            if (problem := header_value_problem(text)) is not None:
+                raise ValueError(f"header {key!r} {problem}")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_text(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and (problem := header_value_problem(value.get_secret_value())) is not None:
+            raise ValueError(f"the key {problem} (it is sent as the {API_KEY_HEADER} header)")
         return value
 
     @field_validator("api_key_env")
@@ -133,8 +140,21 @@ class RemoteSubagentSpec(BaseModel):
                     f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
                     "which is not set in the environment"
                 )
+            if (problem := header_value_problem(key)) is not None:
+                raise RemoteConfigError(f"remote subagent {self.name!r}: the key in {self.api_key_env!r} {problem} "
+                                        f"(it is sent as the {API_KEY_HEADER} header)")
             headers[API_KEY_HEADER] = key
         return headers
+
+
+def header_value_problem(text: str) -> str | None:
+    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``."""
+    if "\r" in text or "\n" in text:
+        return "must not contain line breaks"
+    bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
+    if bad is not None:
+        return f"must be printable ASCII (it holds {bad!r}, U+{ord(bad):04X})"
+    return None
 
 
 def checked_url(value: str) -> str:
