@@ -34,6 +34,7 @@ from deep_agent._thread_tasks import (
     invalid_call_rows,
     sync_row,
 )
+from subagents import token_count
 
 _STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
           "cancelled": "dim", "pending": "dim", "lost": "red"}
@@ -90,10 +91,10 @@ class TaskTree:
         for message in update.get("messages") or ():
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
-            if getattr(message, "type", "") == "ai" and usage:
-                self.root_usage["model_calls"] += 1
-                self.root_usage["input_tokens"] += usage.get("input_tokens", 0)
-                self.root_usage["output_tokens"] += usage.get("output_tokens", 0)
+            if getattr(message, "type", "") == "ai" and isinstance(usage, Mapping) and usage:
+                self.root_usage["model_calls"] += 1  # the server's counts, clamped: never trusted
+                self.root_usage["input_tokens"] += token_count(usage.get("input_tokens"))
+                self.root_usage["output_tokens"] += token_count(usage.get("output_tokens"))
                 self.root_model = (message.response_metadata or {}).get("model_name") or self.root_model
 
     def stop_clock(self, outcome: str = "done") -> None:

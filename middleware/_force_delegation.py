@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from middleware._prompts import TASK_TOOL_DESCRIPTION, with_prompt_block
 from middleware._task_args_schema import task_call_json_schema
+from subagents import token_count
 
 Mechanism = Literal["auto", "tool_choice", "required", "response_format"]
 TASK_TOOL_NAME = "task"
@@ -271,8 +272,8 @@ def truncated_reply(exc: BaseException) -> AIMessage | None:
                                                          "model_name": getattr(completion, "model", None)})
     if usage is not None:
         message.usage_metadata = {
-            "input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
+            "input_tokens": token_count(getattr(usage, "prompt_tokens", 0)),
+            "output_tokens": token_count(getattr(usage, "completion_tokens", 0)),
+            "total_tokens": token_count(getattr(usage, "total_tokens", 0)),
         }
     return message

@@ -324,7 +324,7 @@ class SubAgentMiddleware(AgentMiddleware):
         if self.budget is not None:  # the shared budget covers the parent's own calls too
             for message in getattr(response, "result", ()) or ():
                 usage = getattr(message, "usage_metadata", None)
-                if usage:
+                if isinstance(usage, Mapping):  # counts as reported are clamped by the budget
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
         names = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)

@@ -14,6 +14,7 @@ definitions (agent files, skills, MCP, hooks, models, permissions) are in
 # Definitions load first: their modules build on `_spec`, whose fields use their normalizers.
 import subagents.definitions  # noqa: F401
 from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of
+from subagents._budget import token_count as token_count
 from subagents._build_options import BuildOptions, check_spec
 from subagents._builder import build_subagent
 

@@ -17,6 +17,8 @@ the parent itself may still answer.
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -26,10 +28,35 @@ from subagents._errors import StopReason, SubagentError
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
+MAX_REPORTED_TOKENS = 10**15
+"""The most tokens one reported count is taken for: past any limit, and still exact as a float."""
+
+
+def token_count(value: Any) -> int:
+    """A token count a model or server reported, as a non-negative ``int`` that is safe to add.
+
+    Usage comes from whatever answered the call, so it is not trusted: a
+    number (an integer-valued string too) is clamped to
+    ``0..MAX_REPORTED_TOKENS``; anything else (``None``, ``NaN``, other
+    text, a bool) counts as 0. A negative count never gives a budget back.
+    """
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, str):
+        text = value.strip()
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else 0
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(value):
+        number = int(float(value))
+    else:
+        return 0
+    return min(max(number, 0), MAX_REPORTED_TOKENS)
+
 
 def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
     """The USD cost of one call, or 0.0 when the model has no price."""
-    if not prices or not model_name:
+    if not prices or not isinstance(model_name, str) or not model_name:
         return 0.0
     price = prices.get(model_name)
     if price is None:
@@ -39,7 +66,7 @@ def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int
         if not matches:
             return 0.0
         price = prices[max(matches, key=len)]
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+    return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -102,10 +129,13 @@ class Budget:
         max_usd: float | None = None,
         prices: PriceTable | None = None,
     ) -> None:
-        if max_tokens is not None and max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive (got {max_tokens})")
-        if max_usd is not None and max_usd <= 0:
-            raise ValueError(f"max_usd must be positive (got {max_usd})")
+        # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens <= 0):
+            raise ValueError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
+        if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float))
+                                    or not 0 < max_usd < float("inf")):
+            raise ValueError(f"Budget: max_usd must be positive, a finite number of US dollars (got {max_usd!r:.80})")
         if max_usd is not None and not prices:
             raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
         self.max_tokens = max_tokens
@@ -152,8 +182,9 @@ class Budget:
             return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
         return None
 
-    def charge(self, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
-        """Add one call's usage; return its cost."""
+    def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
+        """Add one call's usage (as reported: see :func:`token_count`); return its cost."""
+        input_tokens, output_tokens = token_count(input_tokens), token_count(output_tokens)
         cost = cost_of(self.prices, model_name, input_tokens, output_tokens)
         with self._lock:
             self.tokens += input_tokens + output_tokens

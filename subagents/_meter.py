@@ -16,14 +16,16 @@ failure can be classified by type and origin, never by its message.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
-from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of, estimate_tokens
+from subagents._budget import Budget, BudgetExceeded, PriceTable, cost_of, estimate_tokens, token_count
 from subagents._errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
 
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
@@ -91,10 +93,10 @@ class TaskMeter(BaseCallbackHandler):
     def carry(self, spent: dict[str, Any]) -> None:
         """Start from what an earlier run of the same task spent (before an approval pause)."""
         with self._lock:
-            self.model_calls += int(spent.get("model_calls") or 0)
-            self.input_tokens += int(spent.get("input_tokens") or 0)
-            self.output_tokens += int(spent.get("output_tokens") or 0)
-            self.cost_usd += float(spent.get("cost_usd") or 0.0)
+            self.model_calls += token_count(spent.get("model_calls"))
+            self.input_tokens += token_count(spent.get("input_tokens"))
+            self.output_tokens += token_count(spent.get("output_tokens"))
+            self.cost_usd += _dollars(spent.get("cost_usd"))
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -215,8 +217,8 @@ class TaskMeter(BaseCallbackHandler):
         usage, model_name = _usage_of(response)
         if not usage:
             return
-        inp = int(usage.get("input_tokens") or 0)
-        out = int(usage.get("output_tokens") or 0)
+        inp = token_count(usage.get("input_tokens"))  # reported by the server: never trusted
+        out = token_count(usage.get("output_tokens"))
         cost = cost_of(self.prices, model_name, inp, out)
         with self._lock:
             self.input_tokens += inp
@@ -233,19 +235,29 @@ def _model_name(kwargs: dict[str, Any]) -> str | None:
 
 
 def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
-    llm_output = response.llm_output or {}
+    llm_output = response.llm_output if isinstance(response.llm_output, Mapping) else {}
     for generations in response.generations:
         for gen in generations:
             message = getattr(gen, "message", None)
             usage = getattr(message, "usage_metadata", None)
-            if usage:
+            if usage and isinstance(usage, Mapping):
                 meta = getattr(message, "response_metadata", None) or {}
-                return dict(usage), meta.get("model_name") or llm_output.get("model_name")
+                return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
     token_usage = llm_output.get("token_usage") or {}
-    if token_usage:
+    if token_usage and isinstance(token_usage, Mapping):
         usage = {
             "input_tokens": token_usage.get("prompt_tokens", 0),
             "output_tokens": token_usage.get("completion_tokens", 0),
         }
-        return usage, llm_output.get("model_name")
+        return usage, _name_or_none(llm_output.get("model_name"))
     return None, None
+
+
+def _dollars(value: Any) -> float:
+    """A cost carried from an earlier record: a finite, non-negative number, else 0."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return max(float(value), 0.0) if ok else 0.0
+
+
+def _name_or_none(name: Any) -> str | None:
+    return name if isinstance(name, str) else None

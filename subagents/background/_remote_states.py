@@ -26,6 +26,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from subagents._budget import token_count
 from subagents._errors import brief
 from subagents.background._approval import pending_interrupts
 from subagents.background._ledger import now
@@ -144,9 +145,10 @@ MAX_USAGE = 2**53 - 1
 def usage(values: Any) -> dict[str, int]:
     """Model calls and tokens of the child's AI messages.
 
-    A server's numbers are data: a count that is not a number, or is
-    negative, reads as 0, and each total stops at :data:`MAX_USAGE` (a
-    ledger holding more could not be checkpointed).
+    A server's numbers are data: each count is read by
+    :func:`~subagents.token_count` (not a number, or negative: 0), and each
+    total stops at :data:`MAX_USAGE` (a ledger holding more could not be
+    checkpointed).
     """
     calls = inp = out = 0
     messages = values.get("messages") if isinstance(values, Mapping) else None
@@ -155,16 +157,10 @@ def usage(values: Any) -> dict[str, int]:
             calls += 1
             meta = message.get("usage_metadata")
             if isinstance(meta, Mapping):
-                inp += _count(meta.get("input_tokens"))
-                out += _count(meta.get("output_tokens"))
+                inp += token_count(meta.get("input_tokens"))
+                out += token_count(meta.get("output_tokens"))
     return {"model_calls": min(calls, MAX_USAGE), "input_tokens": min(inp, MAX_USAGE),
             "output_tokens": min(out, MAX_USAGE)}
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
-        return 0
-    return int(min(value, MAX_USAGE))
 
 
 def answers_for_open_tool_calls(thread: Mapping[str, Any]) -> list[dict[str, Any]]:
