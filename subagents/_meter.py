@@ -148,6 +148,10 @@ class TaskMeter(BaseCallbackHandler):
             same = False
         return origin if same else None
 
+    def raise_if_stopped(self) -> None:
+        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
+        self._check()
+
     def _check(self) -> None:
         if self._stop is not None:
             raise self._raising(self._stop)
@@ -200,6 +204,8 @@ class TaskMeter(BaseCallbackHandler):
         self._saw(error, "tool_error")
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
+        if any(error is raised for raised in self._raised):
+            return  # the meter's own stop passing through a tool: no tool's error, nor like one
         self._seen.append((error, origin))
         del self._seen[:-8]
 

@@ -10,6 +10,11 @@ coroutine on that loop and reused by every later call of the task; closing
 the task's sessions lets the owners leave their contexts (a stdio server's
 process is ended) and stops the loop.
 
+Sessions still open when the interpreter exits are closed then, and the
+exit waits for them (at most :data:`EXIT_WAIT_S`): the loop threads are
+daemons, so without this a stdio server that ignores its closed stdin (a
+hung one) would outlive the process that started it.
+
 Calls from sync code wait on a ``concurrent.futures.Future``; calls from
 async code await it without blocking their loop. Every wait is bounded: a
 server that does not start or answer within the time given fails with
@@ -25,8 +30,10 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from datetime import timedelta
 from typing import Any
@@ -35,6 +42,24 @@ from subagents._errors import brief
 
 CLOSE_GRACE_S = 5.0
 """How long a sync caller waits past its own bound for the loop to hand back a timed-out call."""
+EXIT_WAIT_S = 6.0
+"""How long interpreter exit waits for open sessions to end their servers (the MCP client's
+stdio shutdown waits 2 s for a server to leave on its own, then terminates it)."""
+
+_open: set[McpSessions] = set()
+_open_lock = threading.Lock()
+
+
+@atexit.register
+def close_open_sessions(wait_s: float = EXIT_WAIT_S) -> None:
+    """Close every task's sessions still open and wait (bounded) until their servers are ended."""
+    with _open_lock:
+        sessions = list(_open)
+    for each in sessions:
+        each.close()
+    deadline = time.monotonic() + wait_s
+    for each in sessions:
+        each.closed.wait(max(deadline - time.monotonic(), 0))
 
 
 class McpServerError(RuntimeError):
@@ -79,6 +104,8 @@ class McpSessions:
             if self.closed.is_set():
                 raise RuntimeError("these MCP sessions are closed")
             if self._loop is None:
+                with _open_lock:
+                    _open.add(self)
                 started = threading.Event()
                 self._thread = threading.Thread(
                     target=self._main, args=(started,), name=f"{self._label}-sessions", daemon=True
@@ -99,6 +126,8 @@ class McpSessions:
         try:
             asyncio.run(main())
         finally:
+            with _open_lock:
+                _open.discard(self)
             self.closed.set()
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:

@@ -93,12 +93,20 @@ class McpTool(BaseTool):
 
     def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
-        result = sessions.wait(sessions.call_tool(self.server, self.remote_name, kwargs, timeout), timeout)
+        try:
+            result = sessions.wait(sessions.call_tool(self.server, self.remote_name, kwargs, timeout), timeout)
+        except McpServerError:
+            _stop_if_due(run_manager)
+            raise
         return tool_content(result)
 
     async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
-        result = await sessions.await_(sessions.call_tool(self.server, self.remote_name, kwargs, timeout))
+        try:
+            result = await sessions.await_(sessions.call_tool(self.server, self.remote_name, kwargs, timeout))
+        except McpServerError:
+            _stop_if_due(run_manager)
+            raise
         return tool_content(result)
 
 
@@ -233,11 +241,26 @@ class McpToolset:
         return len(self._sessions)
 
 
-def _deadline(run_manager: Any) -> float | None:
+def _meters(run_manager: Any) -> list[TaskMeter]:
     handlers = [*(getattr(run_manager, "handlers", None) or ()),
                 *(getattr(run_manager, "inheritable_handlers", None) or ())]
-    deadlines = [h.deadline for h in handlers if isinstance(h, TaskMeter) and h.deadline is not None]
+    return [h for h in handlers if isinstance(h, TaskMeter)]
+
+
+def _deadline(run_manager: Any) -> float | None:
+    deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
     return min(deadlines) if deadlines else None
+
+
+def _stop_if_due(run_manager: Any) -> None:
+    """A call cut short by the task's own limit (its ``timeout_s``, a cancel) stops as that limit.
+
+    The wait was bounded by the task's deadline, so the server "not answering"
+    is the task timing out: raised as the meter's own stop, it is recorded as
+    ``timeout``, not as this tool's failure.
+    """
+    for meter in _meters(run_manager):
+        meter.raise_if_stopped()
 
 
 __all__ = ["McpServerError", "McpTool", "McpToolset", "mcp_tool_name", "select_mcp_tools"]
