@@ -132,3 +132,16 @@ def test_tools_no_builtin_provides_are_named_with_their_agents():
         SubagentSpec(name="c", description="d", system_prompt="p"),
     ]
     assert tools_not_provided(specs) == {"WebFetch": ["a", "b"], "mcp__gh__search": ["b"]}
+
+
+def test_mcp_tools_of_a_server_the_agent_file_defines_are_not_named_as_missing():
+    server = {"command": "calc-server"}
+    specs = [
+        SubagentSpec(name="a", description="d", system_prompt="p", tools=["mcp__calc", "mcp__calc__add"],
+                     mcp_config={"calc": server}),
+        SubagentSpec(name="b", description="d", system_prompt="p", tools=["mcp__*", "mcp__ca*__add"],
+                     mcp_config={"calc": server}),
+        SubagentSpec(name="c", description="d", system_prompt="p", tools=["mcp__gh__search", "mcp__calc"],
+                     mcp_config={"calc": server, "gh": {}}),  # gh is only named: nothing connects it
+    ]
+    assert tools_not_provided(specs) == {"mcp__gh__search": ["c"]}

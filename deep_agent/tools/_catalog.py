@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Iterable
@@ -42,11 +43,24 @@ def base_tool_name(entry: str) -> str:
 
 
 def tools_not_provided(specs: Iterable[Any], provided: Iterable[str] = BUILTIN_TOOL_NAMES) -> dict[str, list[str]]:
-    """Tool names agent files list that no built-in provides -> the agents asking for them."""
+    """Tool names agent files list that no built-in provides -> the agents asking for them.
+
+    An ``mcp__<server>...`` entry (a glob too) of a server the agent's own ``mcp_config``
+    defines is provided: that child connects to the server and gets its tools.
+    """
     have = set(provided)
     missing: dict[str, list[str]] = {}
     for spec in specs:
         for entry in getattr(spec, "tools", None) or ():
-            if isinstance(entry, str) and base_tool_name(entry) not in have:
+            if isinstance(entry, str) and base_tool_name(entry) not in have and not _served(entry, spec):
                 missing.setdefault(base_tool_name(entry), []).append(spec.name)
     return missing
+
+
+def _served(entry: str, spec: Any) -> bool:
+    """Whether ``entry`` names tools of an MCP server the spec defines (not one it only names)."""
+    parts = entry.split("__")
+    if not entry.startswith("mcp__") or len(parts) < 2 or not parts[1]:
+        return False
+    servers = getattr(spec, "mcp_config", None) or {}
+    return any(config and fnmatch.fnmatchcase(name, parts[1]) for name, config in servers.items())
