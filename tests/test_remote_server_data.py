@@ -22,6 +22,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from fault_servers import RecordingServer
 from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents._budget import MAX_REPORTED_TOKENS
 from subagents.background._remote_states import MAX_USAGE, fields_from_thread, usage
 
 DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"input_tokens": 3, "output_tokens": 2}}]}
@@ -90,13 +91,19 @@ def test_one_thread_the_poll_cannot_read_leaves_the_others_and_the_server_alone(
 
 
 @pytest.mark.parametrize(("reported", "read"), [
-    (1e30, MAX_USAGE), (2**70, MAX_USAGE), (float("inf"), MAX_USAGE), (float("nan"), 0), (-5, 0),
-    ("12", 0), (True, 0), (None, 0), (7.0, 7),
+    (1e30, MAX_REPORTED_TOKENS), (2**70, MAX_REPORTED_TOKENS), (float("inf"), 0), (float("nan"), 0), (-5, 0),
+    ("12", 12), ("1e3", 0), (True, 0), (None, 0), (7.0, 7),
 ])
 def test_token_counts_are_read_as_counts_a_checkpoint_can_hold(reported, read):
     values = {"messages": [{"type": "ai", "content": "x", "usage_metadata": {"input_tokens": reported}}]}
     counts = usage(values)
     assert counts == {"model_calls": 1, "input_tokens": read, "output_tokens": 0}
+    JsonPlusSerializer().dumps_typed(fields_from_thread({"status": "idle", "values": values}))
+
+
+def test_token_totals_stop_where_a_checkpoint_still_holds_them():
+    values = {"messages": [{"type": "ai", "content": "x", "usage_metadata": {"input_tokens": 1e30}}] * 20}
+    assert usage(values)["input_tokens"] == MAX_USAGE
     JsonPlusSerializer().dumps_typed(fields_from_thread({"status": "idle", "values": values}))
 
 
@@ -121,7 +128,7 @@ def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(serv
     out = agent.invoke({"messages": [{"role": "user", "content": "how is it going?"}]}, config)
     (record,) = out["async_tasks"].values()
     assert record["status"] == "completed" and record["result"] == "done"
-    assert record["input_tokens"] == MAX_USAGE
+    assert record["input_tokens"] == MAX_REPORTED_TOKENS
 
 
 def test_runs_without_a_run_id_fail_the_start_by_name_and_never_crash_the_parent(server_with):
