@@ -26,6 +26,7 @@ from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
+from deep_agent._terminal_text import printable
 from deep_agent._thread_tasks import (
     ASYNC_LEDGER_KEY,
     LEDGER_KEY,
@@ -78,8 +79,12 @@ class TaskTree:
                         self.update(part)
 
     def event(self, event: Mapping[str, Any]) -> None:
-        """A lifecycle event of a ``task`` delegation."""
-        row = self.live.setdefault(str(event["task_id"]), {"started_at": time.time()})
+        """A lifecycle event of a ``task`` delegation (one without a task id is not ours: a child's tool can
+        write any custom event, so it is ignored)."""
+        task_id = event.get("task_id")
+        if not isinstance(task_id, str) or not task_id:
+            return
+        row = self.live.setdefault(task_id, {"started_at": time.time()})
         row.update(event)
 
     def update(self, update: Mapping[str, Any]) -> None:
@@ -135,16 +140,17 @@ class TaskTree:
         status = row.status
         line = Text()
         line.append(f"{_ICON.get(status, '·')} ", style=_STYLE.get(status, ""))
-        line.append(row.agent_type, style=self.colors.get(row.agent_type, _STYLE.get(status, "")))
+        # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
+        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, _STYLE.get(status, "")))
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")
-        line.append(f"  {row.id[:8]}  {status}  {row.seconds(now):.1f}s",
+        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.seconds(now):.1f}s",
                     style="dim" if status in ("running", "pending") else "")
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
         if row.error:
-            line.append(f"  {' '.join(row.error.split())[:100]}", style="red")
+            line.append(f"  {printable(' '.join(str(row.error).split()))[:100]}", style="red")
         return line
 
 
@@ -155,8 +161,8 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
         agent_type=str(event.get("agent_type") or "?"),
         status=str(event.get("status") or "running"), tool_call_id=event.get("tool_call_id"),
         started_at=event.get("started_at"), duration_s=None if duration is None else duration / 1000,
-        model_calls=int(event.get("model_calls") or 0), input_tokens=int(event.get("input_tokens") or 0),
-        output_tokens=int(event.get("output_tokens") or 0), error=event.get("error"),
+        model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
+        output_tokens=token_count(event.get("output_tokens")), error=event.get("error"),
     )
 
 

@@ -79,3 +79,16 @@ def test_each_agent_is_drawn_in_its_files_color_and_a_bad_color_is_ignored():
     text = render(tree, color=True)
     assert "\x1b[36meditor" in text
     assert "odd" in text
+
+
+def test_a_childs_text_and_stray_events_never_break_or_drive_the_terminal():
+    tree = TaskTree("deep agent")
+    # A custom event a child's own tool wrote: no task id of ours, so no row and no crash.
+    tree.feed(("tools:1",), "custom", {"type": "subagent_task", "status": "running"})
+    tree.feed(("tools:1",), "custom", {"type": "subagent_task", "task_id": ["x"]})
+    assert tree.rows() == []
+    tree.event({"type": "subagent_task", "task_id": "e" * 32, "agent_type": "editor", "status": "error",
+                "model_calls": "many", "input_tokens": -4, "error": "boom\x1b[2J\x1b]0;pwned\x07\rhidden\u202e"})
+    shown = render(tree)
+    assert not set(shown) & {"\x1b", "\x07", "\r", "\u202e"}, shown
+    assert "boom\\x1b[2J\\x1b]0;pwned\\x07" in shown and "hidden\\u202e" in shown
