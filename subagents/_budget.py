@@ -40,6 +40,8 @@ def token_count(value: Any) -> int:
     ``0..MAX_REPORTED_TOKENS``; anything else (``None``, ``NaN``, other
     text, a bool) counts as 0. A negative count never gives a budget back.
     """
+    if type(value) is int:  # the usual count, before the checks for every other kind (a bool is no count)
+        return min(max(value, 0), MAX_REPORTED_TOKENS)
     if isinstance(value, bool):
         return 0
     if isinstance(value, str):

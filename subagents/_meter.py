@@ -241,12 +241,15 @@ def _model_name(kwargs: dict[str, Any]) -> str | None:
 
 
 def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
-    llm_output = response.llm_output if isinstance(response.llm_output, Mapping) else {}
+    # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
+    llm_output = response.llm_output
+    if not (type(llm_output) is dict or isinstance(llm_output, Mapping)):
+        llm_output = {}
     for generations in response.generations:
         for gen in generations:
             message = getattr(gen, "message", None)
             usage = getattr(message, "usage_metadata", None)
-            if usage and isinstance(usage, Mapping):
+            if usage and (type(usage) is dict or isinstance(usage, Mapping)):
                 meta = getattr(message, "response_metadata", None) or {}
                 return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
     token_usage = llm_output.get("token_usage") or {}
