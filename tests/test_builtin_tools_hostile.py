@@ -56,14 +56,14 @@ def test_a_permission_error_is_a_result(ws, monkeypatch):
     (ws / "locked.txt").write_text("x", encoding="utf-8")
     (ws / "locked.txt").chmod(0)
     if os.geteuid() == 0:  # root reads every file: the file system must refuse it another way
-        real = Path.read_text
+        real = Path.open
 
         def refused(self, *args, **kwargs):
             if self.name == "locked.txt":
                 raise PermissionError(13, "Permission denied", str(self))
             return real(self, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "read_text", refused)
+        monkeypatch.setattr(Path, "open", refused)
     assert "Permission denied" in tools(ws)["Edit"].invoke(
         {"file_path": "locked.txt", "old_string": "x", "new_string": "y"})
 

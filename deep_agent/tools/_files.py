@@ -22,6 +22,10 @@ from deep_agent.tools._workspace import Workspace, check_text, os_error, sendabl
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
 MAX_LS_ENTRIES = 1000
+MAX_READ_SCAN = 100_000_000
+"""The most characters one ``Read`` reads (shown or skipped): a huge file, or one endless line, stops there."""
+MAX_EDIT_BYTES = 20_000_000
+"""The largest file ``Edit`` rewrites: it holds the whole file in memory, twice."""
 
 
 class ReadInput(BaseModel):
@@ -52,11 +56,13 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
     def read(file_path: str, offset: int | None = None, limit: int | None = None) -> str:
         path = _existing_file(ws, file_path)
         start = (offset or 1) - 1
-        chosen, total = _read_lines(path, file_path, start, limit or DEFAULT_READ_LINES)
+        chosen, total, stopped = _read_lines(path, file_path, start, limit or DEFAULT_READ_LINES)
+        note = (f"\n... [stopped reading after {MAX_READ_SCAN:,} characters, in line {total}: "
+                "use Bash (head, tail, sed -n) on a file this big]") if stopped else ""
         if not chosen:
-            return f"(no lines: {ws.shown(path)} has {total} line(s))"
+            return f"(no lines: {ws.shown(path)} has {total} line(s))" if not stopped else note.strip()
         numbered = (f"{start + i + 1:>6}\t{line}" for i, line in enumerate(chosen))
-        return ws.bound("\n".join(numbered))
+        return ws.bound("\n".join(numbered)) + note
 
     def write(file_path: str, content: str) -> str:
         path = ws.path(file_path)
@@ -121,6 +127,8 @@ def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseM
             raise os_error(exc, ws, f"{name} failed on") from None
         except (ValueError, RuntimeError) as exc:  # what the guards above did not foresee
             raise ToolException(f"{name} failed: {type(exc).__name__}: {exc}") from None
+        except MemoryError:
+            raise ToolException(f"{name} failed: out of memory (a file or output too big)") from None
 
     return StructuredTool.from_function(
         func=guarded, name=name, description=description, args_schema=schema,
@@ -142,33 +150,46 @@ def _existing_file(ws: Workspace, raw: str) -> Path:
 _NOT_REGULAR = "is not a regular file (a pipe, socket or device would block or never end)"
 
 
-def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str], int]:
-    """Lines ``start`` to ``start + count`` (each cut), and how many lines were read.
+def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
+    """Lines ``start`` to ``start + count`` (each cut), how many lines were read, and whether
+    reading stopped at :data:`MAX_READ_SCAN` characters.
 
     The file is read line by line, and a long line only up to the cut, so a
-    huge file costs no more memory than the lines shown.
+    huge file costs no more memory than the lines shown; and no more time
+    than :data:`MAX_READ_SCAN` characters (a sparse file of gigabytes is one
+    endless line).
     """
     chosen: list[str] = []
-    total = 0
+    total = scanned = 0
     try:
         with path.open(encoding="utf-8") as file:
             while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
+                scanned += len(line)
                 if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
                     while (rest := file.readline(65536)) and not rest.endswith("\n"):
-                        pass  # the rest of a long line is skipped, not kept
+                        scanned += len(rest)  # the rest of a long line is skipped, not kept
+                        if scanned > MAX_READ_SCAN:
+                            break
                 if total >= start:
                     chosen.append(_cut_line(line.rstrip("\r\n")))
                 total += 1
+                if scanned > MAX_READ_SCAN:
+                    return chosen, total, True
     except UnicodeDecodeError:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:
         raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
-    return chosen, total
+    return chosen, total, False
 
 
 def _text(path: Path, raw: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as file:  # at most one byte past the bound: a file may grow as it is read
+            data = file.read(MAX_EDIT_BYTES + 1)
+        if len(data) > MAX_EDIT_BYTES:
+            raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "
+                                "use Bash (sed) on a file this big")
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
     except UnicodeDecodeError:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:

@@ -8,7 +8,12 @@ A search is bounded in time: ``Grep`` matches with the ``regex`` package
 (the same syntax as ``re``), whose searches take a timeout, so a pattern
 that backtracks catastrophically (``(a|aa)+$`` on a long line) ends the
 call after :data:`GREP_SECONDS` with an error naming the pattern and the
-file, rather than hanging the agent. ``Glob`` stops after
+file, rather than hanging the agent. The deadline is also checked between
+lines and files, so a fast pattern over millions of lines stops in time
+too. A pattern whose counted repeats would compile to more than
+:data:`MAX_PATTERN_SIZE` parts (``(?:a{1000}){1000}``) is refused before
+compiling: compiling expands each repeat, and no timeout bounds it (such a
+pattern can take all the memory of the machine). ``Glob`` stops after
 :data:`MAX_GLOB_SCANNED` matches and says so.
 
 Example::
@@ -40,6 +45,8 @@ MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000
 GREP_SECONDS = 10.0
 """How long one ``Grep`` call may spend matching, over all its files."""
+MAX_PATTERN_SIZE = 100_000
+"""The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
 MAX_GLOB_SCANNED = 20_000
 """Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
 _SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".deep_agent"}
@@ -84,6 +91,10 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
 
     def grep(pattern: str, path: str | None = None, glob: str | None = None,
              output_mode: str = "files_with_matches") -> str:
+        if (size := pattern_size(pattern)) > MAX_PATTERN_SIZE:
+            raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression here: its repeats "
+                                f"would compile to about {size:.3g} parts (at most {MAX_PATTERN_SIZE:,}); "
+                                "use smaller counts such as {1,100}")
         try:
             compiled = regex.compile(pattern)
         # not only regex.error: OverflowError (a{99999999999}) and RecursionError (deep groups) too
@@ -92,25 +103,26 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression: {reason}") from None
         lines: list[str] = []
         deadline = time.monotonic() + GREP_SECONDS
-        for file in _files(ws, ws.path(path, field="path"), glob):
-            try:
+        start = file = ws.path(path, field="path")
+        try:
+            for file in _files(ws, start, glob, deadline):
                 hits = _matches(file, compiled, deadline)
-            except TimeoutError:
-                raise ToolException(f"pattern {pattern[:200]!r} took more than {GREP_SECONDS:g} s to match "
-                                    f"(stopped in {ws.shown(file)}): it may backtrack without end; "
-                                    "simplify it or narrow path or glob") from None
-            if not hits:
-                continue
-            name = ws.shown(file)
-            if output_mode == "files_with_matches":
-                lines.append(name)
-            elif output_mode == "count":
-                lines.append(f"{name}:{len(hits)}")
-            else:
-                lines.extend(f"{name}:{number}:{text}" for number, text in hits)
-            if len(lines) >= MAX_MATCHES:
-                lines.append(f"... [stopped after {MAX_MATCHES} results]")
-                break
+                if not hits:
+                    continue
+                name = ws.shown(file)
+                if output_mode == "files_with_matches":
+                    lines.append(name)
+                elif output_mode == "count":
+                    lines.append(f"{name}:{len(hits)}")
+                else:
+                    lines.extend(f"{name}:{number}:{text}" for number, text in hits)
+                if len(lines) >= MAX_MATCHES:
+                    lines.append(f"... [stopped after {MAX_MATCHES} results]")
+                    break
+        except TimeoutError:
+            raise ToolException(f"pattern {pattern[:200]!r} took more than {GREP_SECONDS:g} s to match "
+                                f"(stopped in {ws.shown(file)}): it may backtrack without end, or there is "
+                                "too much to search; simplify it or narrow path or glob") from None
         return ws.bound("\n".join(lines) or "no matches")
 
     return [
@@ -125,12 +137,62 @@ def _skipped(ws: Workspace, path: Path) -> bool:
     return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
 
 
-def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
+def pattern_size(pattern: str) -> float:
+    """About how many parts ``pattern`` compiles to: a counted repeat multiplies what it repeats.
+
+    An over-estimate is fine (it only refuses); escapes and character
+    classes count as one part, and ``(?...)`` prefixes as a few.
+    """
+    totals: list[float] = [0.0]  # one running size per open group
+    last = 0.0  # the size of the item a quantifier would repeat
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            totals.append(0.0)
+            i += 1
+            continue
+        if char == ")" and len(totals) > 1:
+            last = max(totals.pop(), 1.0)
+            totals[-1] += last
+            i += 1
+            continue
+        if char == "{" and (repeat := _REPEAT.match(pattern, i)) and any(repeat.groups()):
+            counts = [g for g in repeat.groups() if g]
+            count = max(float(g) if len(g) < 12 else float("inf") for g in counts)
+            totals[-1] += last * (count - 1)
+            last *= count
+            i = repeat.end()
+            continue
+        i = _class_end(pattern, i) if char == "[" else i + (2 if char == "\\" else 1)
+        totals[-1] += 1
+        last = 1.0
+    return sum(totals)
+
+
+_REPEAT = regex.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the ``]`` closing the character class opened at ``start``."""
+    i = start + 1
+    if pattern[i:i + 1] == "^":
+        i += 1
+    if pattern[i:i + 1] == "]":
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Iterator[Path]:
     if start.is_file():
         yield start
         return
     for folder, dirs, files in os.walk(start):  # symlinked folders are not followed
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        if time.monotonic() > deadline:  # a huge tree, or many files the glob leaves out
+            raise TimeoutError
         for name in sorted(files):
             file = Path(folder) / name
             if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(ws.shown(file), glob)):
@@ -142,11 +204,23 @@ def _files(ws: Workspace, start: Path, glob: str | None) -> Iterator[Path]:
 def _matches(file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
     """The file's matching lines; ``TimeoutError`` once ``deadline`` passes mid-search."""
     try:
-        status = file.stat()
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
-            return []  # a pipe or device would block or never end
-        text = file.read_text(encoding="utf-8")
+        # Opened without blocking and checked on the open file: a pipe or device put in its place
+        # after it was listed would block or never end. At most one byte past the bound is read.
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            return []
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return []  # binary or unreadable files are not searched
-    return [(i, line[:500]) for i, line in enumerate(text.splitlines(), 1)
-            if pattern.search(line, timeout=max(deadline - time.monotonic(), 0.001))]
+    hits = []
+    for number, line in enumerate(text.splitlines(), 1):
+        left = deadline - time.monotonic()
+        if left <= 0:  # each line's search may be fast, and still the lines are too many
+            raise TimeoutError
+        if pattern.search(line, timeout=left):
+            hits.append((number, line[:500]))
+    return hits
