@@ -17,6 +17,7 @@ the parent itself may still answer.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import threading
@@ -36,9 +37,10 @@ def token_count(value: Any) -> int:
     """A token count a model or server reported, as a non-negative ``int`` that is safe to add.
 
     Usage comes from whatever answered the call, so it is not trusted: a
-    number (an integer-valued string too) is clamped to
-    ``0..MAX_REPORTED_TOKENS``; anything else (``None``, ``NaN``, other
-    text, a bool) counts as 0. A negative count never gives a budget back.
+    number (an integer-valued string of any length, a ``Decimal`` or
+    ``Fraction`` however large) is clamped to ``0..MAX_REPORTED_TOKENS``;
+    anything else (``None``, ``NaN``, an infinity, other text, a bool)
+    counts as 0. A negative count never gives a budget back.
     """
     if type(value) is int:  # the usual count, before the checks for every other kind (a bool is no count)
         return min(max(value, 0), MAX_REPORTED_TOKENS)
@@ -46,11 +48,22 @@ def token_count(value: Any) -> int:
         return 0
     if isinstance(value, str):
         text = value.strip()
-        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else 0
+        if not (text.isascii() and text.isdigit()):
+            return 0
+        digits = text.lstrip("0") or "0"
+        return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
     if isinstance(value, numbers.Integral):
         number = int(value)
-    elif isinstance(value, numbers.Real) and math.isfinite(value):
-        number = int(float(value))
+    elif isinstance(value, (numbers.Real, decimal.Decimal)):
+        real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
+        try:
+            if real != real or abs(real) == math.inf:  # NaN, or an infinity: no count at all
+                return 0
+            if real >= MAX_REPORTED_TOKENS:
+                return MAX_REPORTED_TOKENS
+            number = int(real) if real > 0 else 0
+        except (ArithmeticError, TypeError, ValueError):  # a signalling NaN, for one
+            return 0
     else:
         return 0
     return min(max(number, 0), MAX_REPORTED_TOKENS)
