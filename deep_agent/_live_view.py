@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -155,15 +156,28 @@ class TaskTree:
 
 
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
-    duration = event.get("duration_ms")
+    # Any tool can write a "subagent_task" event: its times and ids are checked like its counts.
+    duration = _seconds(event.get("duration_ms"))
+    tool_call_id = event.get("tool_call_id")
     return TaskRow(
         id=task_id, kind="refused" if event.get("refused") else "task",
         agent_type=str(event.get("agent_type") or "?"),
-        status=str(event.get("status") or "running"), tool_call_id=event.get("tool_call_id"),
-        started_at=event.get("started_at"), duration_s=None if duration is None else duration / 1000,
+        status=str(event.get("status") or "running"),
+        tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+        started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=event.get("error"),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    """A time or duration from an event: a finite number, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an int past any float
+        return None
 
 
 def _live_background(task_id: str) -> dict[str, Any]:
