@@ -94,7 +94,8 @@ class JsonlSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         # A task resumed after an approval continues its file: one header, each message once.
-        self._written = _message_ids(path) if path.exists() else None
+        # An empty file (a crash before the header was written) is begun like a new one.
+        self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
         # A lone surrogate in a model's text must not cost the transcript its message.
         self._file: Any = path.open("a", encoding="utf-8", errors="backslashreplace")
         if self._written is not None and not _ends_a_line(path):

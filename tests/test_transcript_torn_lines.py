@@ -43,3 +43,17 @@ def test_a_whole_file_is_continued_without_a_blank_line(tmp_path):
         sink.end([])
     assert "\n\n" not in path.read_text(encoding="utf-8")
     assert [m.content for m in read_jsonl(path)[1]] == ["one", "two"]
+
+
+def test_an_empty_file_left_by_a_crash_is_begun_with_its_header(tmp_path):
+    # The file was created and the process died before the header was written: continuing it
+    # without a header made the first message the header, and it was lost on reading.
+    path = tmp_path / "agent-t.jsonl"
+    path.touch()
+    sink = JsonlSink(path, {"id": "t"})
+    sink.add(HumanMessage("first", id="h1"))
+    sink.add(AIMessage("second", id="a1"))
+    sink.end([])
+    header, messages = read_jsonl(path)
+    assert header == {"id": "t"}
+    assert [m.content for m in messages] == ["first", "second"]
