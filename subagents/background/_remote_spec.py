@@ -148,12 +148,19 @@ class RemoteSubagentSpec(BaseModel):
 
 
 def header_value_problem(text: str) -> str | None:
-    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``."""
+    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``.
+
+    A value that begins or ends with a space or tab is no header value
+    either (the HTTP/1.1 client refuses it as a protocol error, which reads
+    as the server being unreachable).
+    """
     if "\r" in text or "\n" in text:
         return "must not contain line breaks"
     bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
     if bad is not None:
         return f"must be printable ASCII (it holds {bad!r}, U+{ord(bad):04X})"
+    if text != text.strip(" \t"):
+        return "must not begin or end with a space or tab"
     return None
 
 
