@@ -78,3 +78,31 @@ def test_edit_still_reads_crlf_files_as_text_mode_did(tmp_path: Path) -> None:
     result = tools(tmp_path)["Edit"].invoke({"file_path": "w.txt", "old_string": "one\ntwo", "new_string": "x"})
     assert result.startswith("Edited w.txt")
     assert (tmp_path / "w.txt").read_bytes() == b"x\n"
+
+
+def deep_tree(root: Path) -> None:
+    chain = root
+    for i in range(40):
+        chain = chain / f"d{i}"
+    chain.mkdir(parents=True)
+    for i in range(50):
+        (root / f"w{i}" / "x" / "y").mkdir(parents=True)
+
+
+def test_glob_with_repeated_star_stars_walks_the_tree_once(tmp_path: Path) -> None:
+    # Each '**' walked the tree again below every folder matched before it: x10 per '**' here,
+    # and the match bound never fired (a path is listed once).
+    deep_tree(tmp_path)
+    glob = tools(tmp_path)["Glob"]
+    expected = glob.invoke({"pattern": "**/*"})
+    started = time.monotonic()
+    assert glob.invoke({"pattern": "**/**/**/**/**/*"}) == expected
+    assert time.monotonic() - started < 1.0
+
+
+def test_glob_refuses_more_separate_star_stars_than_it_can_walk(tmp_path: Path) -> None:
+    deep_tree(tmp_path)
+    glob = tools(tmp_path)["Glob"]
+    result = glob.invoke({"pattern": "**/*/**/*/**/*"})
+    assert result.startswith("pattern '**/*/**/*/**/*' has 3 '**' parts: at most 2")
+    assert glob.invoke({"pattern": "**/d3/**/d5"}) == "/".join(f"d{i}" for i in range(6))

@@ -14,7 +14,9 @@ too. A pattern whose counted repeats would compile to more than
 :data:`MAX_PATTERN_SIZE` parts (``(?:a{1000}){1000}``) is refused before
 compiling: compiling expands each repeat, and no timeout bounds it (such a
 pattern can take all the memory of the machine). ``Glob`` stops after
-:data:`MAX_GLOB_SCANNED` matches and says so.
+:data:`MAX_GLOB_SCANNED` matches and says so, and a pattern takes at most
+:data:`MAX_STAR_STARS` ``**`` parts (each walks the tree again below every
+folder the ones before matched).
 
 Example::
 
@@ -47,6 +49,8 @@ GREP_SECONDS = 10.0
 """How long one ``Grep`` call may spend matching, over all its files."""
 MAX_PATTERN_SIZE = 100_000
 """The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
+MAX_STAR_STARS = 2
+"""The most ``**`` parts (a run of them counts as one) a ``Glob`` pattern may have."""
 MAX_GLOB_SCANNED = 20_000
 """Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
 _SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".deep_agent"}
@@ -74,6 +78,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         folder = ws.path(path, field="path")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
+        pattern = _one_star_star_each(pattern)
         try:
             matches = (p for p in folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
             found = list(islice(matches, MAX_GLOB_SCANNED + 1))
@@ -129,6 +134,24 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         _tool(ws, glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
         _tool(ws, grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
     ]
+
+
+def _one_star_star_each(pattern: str) -> str:
+    """``pattern`` with each run of ``**`` segments as one, if it has at most :data:`MAX_STAR_STARS`.
+
+    The file system walk repeats the whole tree below each ``**`` for every
+    folder the ones before it matched: ``**/**/**/*.md`` took 10 s in a
+    folder of 4,000 folders, one more ``**`` minutes, and the match bound
+    never fires (a path is listed once). ``**/**`` means what ``**`` means.
+    """
+    segments: list[str] = []
+    for segment in pattern.split("/"):
+        if not (segment == "**" and segments and segments[-1] == "**"):
+            segments.append(segment)
+    if segments.count("**") > MAX_STAR_STARS:
+        raise ToolException(f"pattern {pattern[:200]!r} has {segments.count('**')} '**' parts: at most "
+                            f"{MAX_STAR_STARS} (each one walks the whole tree again); for example '**/name/**/*.py'")
+    return "/".join(segments)
 
 
 def _skipped(ws: Workspace, path: Path) -> bool:
