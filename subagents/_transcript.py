@@ -230,10 +230,11 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseM
     """The header and messages of a JSONL transcript; a torn line is skipped.
 
     Lines are decoded one by one: a crash mid-write can cut a line inside a
-    character, and that line alone is lost, not the file.
+    character, and that line alone is lost, not the file. So is a line that
+    is JSON but no message (edited by hand, or of an unknown type).
     """
     header: dict[str, Any] = {}
-    rows: list[dict[str, Any]] = []
+    messages: list[BaseMessage] = []
     with open(path, "rb") as handle:
         for number, line in enumerate(handle):
             try:
@@ -241,10 +242,13 @@ def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseM
             except (UnicodeDecodeError, json.JSONDecodeError):
                 continue  # a crash mid-write leaves a torn line
             if number == 0:
-                header = obj
+                header = obj if isinstance(obj, dict) else {}
             elif isinstance(obj, dict) and "data" in obj:
-                rows.append(obj)
-    return header, messages_from_dict(rows)
+                try:
+                    messages.extend(messages_from_dict([obj]))
+                except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+                    continue
+    return header, messages
 
 
 def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[BaseMessage]:

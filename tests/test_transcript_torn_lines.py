@@ -57,3 +57,16 @@ def test_an_empty_file_left_by_a_crash_is_begun_with_its_header(tmp_path):
     header, messages = read_jsonl(path)
     assert header == {"id": "t"}
     assert [m.content for m in messages] == ["first", "second"]
+
+
+def test_a_line_that_is_json_but_no_message_costs_that_line_alone(tmp_path):
+    # It failed the whole transcript with langchain's own error (ValueError, ValidationError,
+    # TypeError), naming neither the task nor the file.
+    path = tmp_path / "agent-t.jsonl"
+    rows = [[1, 2], message_to_dict(HumanMessage("hi", id="1")), {"type": "wat", "data": {}},
+            {"type": "ai", "data": {"id": "x"}}, {"type": "ai", "data": "text"},
+            message_to_dict(AIMessage("done", id="2"))]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    header, messages = read_jsonl(path)
+    assert header == {}
+    assert [m.content for m in messages] == ["hi", "done"]
