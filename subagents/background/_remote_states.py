@@ -111,13 +111,24 @@ def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(
-            b.get("text", "") if isinstance(b, Mapping) else str(b)
-            for b in content
-            if not isinstance(b, Mapping) or b.get("type") in (None, "text")
-        )
+    if isinstance(content, list):  # a text block's text, a block that is text: a server's data, so checked
+        return "".join(_block_text(b) for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
     return ""
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, Mapping):
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    return block if isinstance(block, str) else _json(block)
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text; a value nested deeper than Python's recursion limit is named, not raised."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"(an answer that cannot be shown as JSON: {type(exc).__name__})"
 
 
 def answer(values: Mapping[str, Any]) -> str:
@@ -126,11 +137,12 @@ def answer(values: Mapping[str, Any]) -> str:
     A graph whose state is not a mapping (an entrypoint returning text) answers with that value.
     """
     if not isinstance(values, Mapping):
-        return values if isinstance(values, str) else json.dumps(values, default=str)
+        return values if isinstance(values, str) else _json(values)
     structured = values.get("structured_response")
     if structured is not None:
-        return json.dumps(structured, default=str)
-    for message in reversed(values.get("messages") or []):
+        return _json(structured)
+    messages = values.get("messages")
+    for message in reversed(messages if isinstance(messages, list) else []):
         if isinstance(message, Mapping) and message.get("type") in ("ai", "AIMessageChunk"):
             text = _text(message.get("content")).strip()
             if text:
