@@ -106,3 +106,16 @@ def test_glob_refuses_more_separate_star_stars_than_it_can_walk(tmp_path: Path) 
     result = glob.invoke({"pattern": "**/*/**/*/**/*"})
     assert result.startswith("pattern '**/*/**/*/**/*' has 3 '**' parts: at most 2")
     assert glob.invoke({"pattern": "**/d3/**/d5"}) == "/".join(f"d{i}" for i in range(6))
+
+
+def test_glob_refuses_a_pattern_that_climbs_out_of_the_workspace(tmp_path: Path) -> None:
+    # Matches outside were dropped, but the walk still went through them: '../../**/*' walked the disk.
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("x", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("x", encoding="utf-8")
+    glob = tools(root)["Glob"]
+    for pattern in ("../*", "../ws/../../**/*", "**/../../*"):
+        assert glob.invoke({"pattern": pattern}).startswith(f"pattern {pattern!r} climbs out of the workspace")
+    assert glob.invoke({"pattern": "../a.txt", "path": "sub"}).endswith("a.txt")
+    assert glob.invoke({"pattern": "sub/../*.txt"}).endswith("a.txt")

@@ -78,7 +78,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         folder = ws.path(path, field="path")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
-        pattern = _one_star_star_each(pattern)
+        pattern = _walkable(ws, folder, _one_star_star_each(pattern))
         try:
             matches = (p for p in folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
             found = list(islice(matches, MAX_GLOB_SCANNED + 1))
@@ -152,6 +152,25 @@ def _one_star_star_each(pattern: str) -> str:
         raise ToolException(f"pattern {pattern[:200]!r} has {segments.count('**')} '**' parts: at most "
                             f"{MAX_STAR_STARS} (each one walks the whole tree again); for example '**/name/**/*.py'")
     return "/".join(segments)
+
+
+def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
+    """``pattern``, refused if its ``..`` parts can climb above the workspace from ``folder``.
+
+    Its matches there would be dropped, but the walk would still go through
+    them: ``../../../**/*`` walks the whole disk. A ``**`` may match no
+    folder, so it counts as none.
+    """
+    depth = len(folder.relative_to(ws.root).parts)
+    for segment in pattern.split("/"):
+        if segment == "..":
+            depth -= 1
+            if depth < 0:
+                raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
+                                    "only paths inside it can be listed")
+        elif segment not in ("", ".", "**"):
+            depth += 1
+    return pattern
 
 
 def _skipped(ws: Workspace, path: Path) -> bool:
