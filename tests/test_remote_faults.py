@@ -369,14 +369,18 @@ def test_a_header_no_http_client_can_send_is_refused_when_the_spec_is_made(field
         BackgroundSubagentMiddleware([worker("http://127.0.0.1:1", **fields)])
 
 
-def test_a_key_in_the_environment_no_http_client_can_send_names_the_variable(monkeypatch):
-    monkeypatch.setenv("TEAM_SERVER_KEY", "key\twith\u2028separator")
+@pytest.mark.parametrize("key, named", [
+    ("key\twith\u2028separator", "must be printable ASCII"),
+    ("secret ", "must not begin or end with a space or tab"),  # the HTTP client refuses it as a protocol error
+])
+def test_a_key_in_the_environment_no_http_client_can_send_names_the_variable(monkeypatch, key, named):
+    monkeypatch.setenv("TEAM_SERVER_KEY", key)
     server = RecordingServer()
     try:
         spec = RemoteSubagentSpec(name="named", description="d", graph_id="g", url=server.url,
                                   api_key_env="TEAM_SERVER_KEY")
         runner = RemoteTaskRunner([spec], pool=RemoteClientPool())
-        with pytest.raises(RemoteConfigError, match=r"the key in 'TEAM_SERVER_KEY' must be printable ASCII"):
+        with pytest.raises(RemoteConfigError, match=rf"the key in 'TEAM_SERVER_KEY' {named}"):
             _RT.run(runner.start("t-named", "named", "job", parent_thread_id="p", tool_call_id="c"))
         assert server.requests == []
     finally:
