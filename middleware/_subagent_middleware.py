@@ -251,7 +251,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return self._command(runtime, outcome, self._writes.stored(runtime, outcome) if outcome.changes else ())
+            return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:
@@ -262,8 +262,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            stored = await self._writes.astored(runtime, outcome) if outcome.changes else ()
-            return self._command(runtime, outcome, stored)
+            return self._command(runtime, outcome, await self._writes.astored(runtime, outcome))
 
         base, _ = task_tool_arguments(self.structured_results)
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
