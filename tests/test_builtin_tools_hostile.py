@@ -56,14 +56,14 @@ def test_a_permission_error_is_a_result(ws, monkeypatch):
     (ws / "locked.txt").write_text("x", encoding="utf-8")
     (ws / "locked.txt").chmod(0)
     if os.geteuid() == 0:  # root reads every file: the file system must refuse it another way
-        real = Path.open
+        real = os.open
 
-        def refused(self, *args, **kwargs):
-            if self.name == "locked.txt":
-                raise PermissionError(13, "Permission denied", str(self))
-            return real(self, *args, **kwargs)
+        def refused(path, *args, **kwargs):
+            if Path(path).name == "locked.txt":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "open", refused)
+        monkeypatch.setattr(os, "open", refused)
     assert "Permission denied" in tools(ws)["Edit"].invoke(
         {"file_path": "locked.txt", "old_string": "x", "new_string": "y"})
 
@@ -178,3 +178,27 @@ def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
     lines = tools(ws)["Glob"].invoke({"pattern": "*.log"}).splitlines()
     assert len(lines) == 6 and lines[-1].startswith("... [stopped looking after 5 matches"), lines
     assert len(tools(ws)["Glob"].invoke({"pattern": "f[0-3].log"}).splitlines()) == 4
+
+
+def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monkeypatch):
+    # The file is checked, then swapped for a pipe before it is opened: the open itself must not block.
+    from deep_agent.tools import _workspace
+
+    (ws / "swap.txt").write_text("x\n", encoding="utf-8")
+    real = _workspace.open_regular
+
+    def swapped(path, *args, **kwargs):
+        if path.name == "swap.txt" and path.is_file():
+            path.unlink()
+            os.mkfifo(path)
+        return real(path, *args, **kwargs)
+
+    for module in ("_files", "_search"):
+        monkeypatch.setattr(f"deep_agent.tools.{module}.open_regular", swapped)
+    for tool, args in (("Read", {"file_path": "swap.txt"}),
+                       ("Edit", {"file_path": "swap.txt", "old_string": "x", "new_string": "y"}),
+                       ("Write", {"file_path": "swap.txt", "content": "z"})):
+        (ws / "swap.txt").unlink(missing_ok=True)
+        (ws / "swap.txt").write_text("x\n", encoding="utf-8")
+        result = tools(ws)[tool].invoke(args)
+        assert "not a regular file" in result, (tool, result)

@@ -17,7 +17,7 @@ from pathlib import Path
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools._workspace import Workspace, check_text, os_error, sendable
+from deep_agent.tools._workspace import NOT_REGULAR, Workspace, check_text, open_regular, os_error, sendable
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -73,7 +73,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"file_path {file_path!r} {_NOT_REGULAR}")
         path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
-        path.write_text(content, encoding="utf-8")
+        with open_regular(path, "w", encoding="utf-8") as file:
+            file.write(content)
         return f"{'Overwrote' if existed else 'Created'} {ws.shown(path)} ({len(content)} characters)"
 
     def edit(file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
@@ -92,7 +93,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
                 f"old_string occurs {count} times in {ws.shown(path)}: give more context to make "
                 "it unique, or pass replace_all=true"
             )
-        path.write_text(text.replace(old_string, new_string), encoding="utf-8")
+        with open_regular(path, "w", encoding="utf-8") as file:
+            file.write(text.replace(old_string, new_string))
         return f"Edited {ws.shown(path)}: replaced {count if replace_all else 1} occurrence(s)"
 
     def ls(path: str | None = None) -> str:
@@ -147,7 +149,7 @@ def _existing_file(ws: Workspace, raw: str) -> Path:
     return path
 
 
-_NOT_REGULAR = "is not a regular file (a pipe, socket or device would block or never end)"
+_NOT_REGULAR = f"is {NOT_REGULAR}"
 
 
 def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
@@ -162,7 +164,7 @@ def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str]
     chosen: list[str] = []
     total = scanned = 0
     try:
-        with path.open(encoding="utf-8") as file:
+        with open_regular(path, "r", encoding="utf-8") as file:
             while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
                 scanned += len(line)
                 if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
@@ -184,7 +186,7 @@ def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str]
 
 def _text(path: Path, raw: str) -> str:
     try:
-        with path.open("rb") as file:  # at most one byte past the bound: a file may grow as it is read
+        with open_regular(path) as file:  # at most one byte past the bound: a file may grow as it is read
             data = file.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
             raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import stat
 import time
 from collections.abc import Iterator
 from itertools import islice
@@ -41,7 +40,7 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools._files import _tool
-from deep_agent.tools._workspace import Workspace
+from deep_agent.tools._workspace import Workspace, open_regular
 
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000
@@ -246,12 +245,7 @@ def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Ite
 def _matches(file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
     """The file's matching lines; ``TimeoutError`` once ``deadline`` passes mid-search."""
     try:
-        # Opened without blocking and checked on the open file: a pipe or device put in its place
-        # after it was listed would block or never end. At most one byte past the bound is read.
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return []
+        with open_regular(file) as handle:  # a pipe or device is skipped; at most one byte past the bound
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             return []

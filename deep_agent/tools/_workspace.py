@@ -14,13 +14,48 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+from typing import IO, Any
 
 from langchain_core.tools import ToolException
 
 MAX_OUTPUT_CHARS = 30_000
 """What one tool call may return to the model (Claude Code's own bound for Bash)."""
+
+
+NOT_REGULAR = "not a regular file (a pipe, socket or device would block or never end)"
+
+
+class NotRegularFile(OSError):
+    """The path is a pipe, socket or device: reading or writing it would block or never end."""
+
+
+def open_regular(path: Path, mode: str = "rb", **text: Any) -> IO[Any]:
+    """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file.
+
+    Opened without blocking and checked on the open file, not before: a pipe
+    or device put in place of a file after it was checked would block the
+    tool. ``text`` (``encoding=``, ``errors=``) is for the text modes.
+    Raises :class:`NotRegularFile` (an ``OSError``) otherwise.
+    """
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if mode.startswith("w") else os.O_RDONLY
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a pipe no one reads, opened to write without blocking
+            raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path))
+        os.set_blocking(fd, True)
+        return open(fd, mode, **text)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Workspace:
