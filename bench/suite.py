@@ -10,6 +10,9 @@ starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
 set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in;
 ``--instructions`` adds the delegation overhead counted in instructions
 and cache misses under cachegrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
+``--only knockout`` runs the overhead with parts of our governance switched
+off one layer at a time (:mod:`bench.knockout`: about three minutes), to
+show what each part costs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from bench import (
     fanout,
     footprint,
     instructions,
+    knockout,
     memory,
     overhead,
     remote,
@@ -59,7 +63,10 @@ SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.N
 INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {instructions.NAME: instructions.run}
 """Opt-in: the delegation overhead counted under cachegrind (``--instructions``; needs valgrind, minutes)."""
 
-_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES}
+KNOCKOUT_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {knockout.NAME: knockout.run}
+"""Opt-in: the overhead with parts of our governance switched off, one layer at a time (``--only knockout``)."""
+
+_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES, **KNOCKOUT_MEASURES}
 
 
 def run_measures(

@@ -146,3 +146,58 @@ def test_the_footprint_counts_the_code_only_a_delegation_runs(quick_run: dict[st
     assert float(f"{sum(detail['ours_bytes_by_package'].values()):.4g}") <= rec["ours"], rec
     if rec["theirs"] is not None:
         assert "deepagents" in detail["theirs_bytes_by_package"] and "subagents" not in detail["theirs_bytes_by_package"]
+
+
+def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
+    from bench import MEASURES
+    from bench.suite import KNOCKOUT_MEASURES
+
+    assert not set(KNOCKOUT_MEASURES) & set(MEASURES), "--only knockout takes minutes: never in the default run"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "knockout"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["measure"] for r in records] == [f"knockout.{mode}.{level}" for mode in ("invoke", "ainvoke")
+                                               for level in ("shipped", "no_meter", "no_meter_metadata", "bare")]
+    for rec in records:
+        assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
+
+
+def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
+    """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
+    from bench import knockout, overhead
+    from subagents._delegation import Delegation
+
+    original = (Delegation.configure, Delegation.open_transcript)
+    agent = overhead._agents()["ours"]
+    seen: dict[str, dict[str, Any]] = {}
+    configure = Delegation.configure
+    with knockout._switchable() as switch:
+        patched = Delegation.configure
+
+        def spy(self: Any, spec: Any, **kwargs: Any) -> None:
+            patched(self, spec, **kwargs)
+            seen[switch["level"]] = dict(self.config)
+
+        Delegation.configure = spy  # type: ignore[method-assign]
+        try:
+            states = {}
+            for level in knockout.LEVELS:
+                switch["level"] = level
+                states[level] = agent.invoke(overhead.DELEGATE)
+        finally:
+            Delegation.configure = patched  # type: ignore[method-assign]
+    assert (Delegation.configure, Delegation.open_transcript) == original and configure is original[0]
+    for level, state in states.items():  # every level still delegates and answers
+        (answer,) = [m for m in state["messages"] if m.type == "tool"]
+        assert "done" in answer.text, (level, answer)
+    assert seen["shipped"]["callbacks"] and not seen["no_meter"]["callbacks"]
+    assert "ls_agent_type" in seen["no_meter"]["metadata"]
+    assert list(seen["no_meter_metadata"]["metadata"]) == ["subagent_task_id"]
+    (shipped,) = states["shipped"]["subagent_tasks"].values()
+    (unmetered,) = states["no_meter_metadata"]["subagent_tasks"].values()
+    assert shipped["model_calls"] == 1 and unmetered["model_calls"] == 0  # nothing counted the child's call
+    assert shipped["transcript"].startswith("memory:")
+    assert not states["bare"].get("subagent_tasks") and not states["bare"].get("subagent_usage")
