@@ -131,7 +131,7 @@ def _overhead_ms(times: Times, side: str, which: int) -> tuple[float, float, flo
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    runs, warmup = (5, 2) if quick else (200, 10)
+    runs, warmup = (5, 2) if quick else (1000, 10)
     records = []
     for mode in ("invoke", "ainvoke"):
         agents = _agents()
