@@ -117,8 +117,76 @@ def test_reading_the_start_of_a_huge_file_costs_no_memory(ws):
     assert grown_mb < 50, f"peak memory grew by {grown_mb} MB to show 5 lines of a 200 MB file"
 
 
-def test_bash_still_stops_at_its_timeout_when_a_background_job_holds_the_output(ws):
-    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started", "timeout": 500})
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (a container's init may never reap one)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    stop = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < stop:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_the_job_keeps_running(ws):
+    from deep_agent.tools._shell import BACKGROUND_NOTE, end_background_jobs
+
+    started = time.monotonic()
+    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo $!; exit 3", "timeout": 20_000})
+    assert time.monotonic() - started < 5, "the call waited for the background job"
+    pid_line, *notes = [line for line in result.splitlines() if line]
+    assert notes == ["[exit code 3]", BACKGROUND_NOTE], result
+    pid = int(pid_line)
+    try:
+        assert _alive(pid), "a job started with & was killed when its command returned"
+    finally:
+        end_background_jobs()
+    assert _gone_within(pid, 5), "the job outlived end_background_jobs"
+
+
+def test_a_background_job_printing_a_lot_after_the_answer_never_blocks_on_the_pipe(ws):
+    from deep_agent.tools._shell import end_background_jobs
+
+    command = "(sleep 0.8; head -c 2000000 /dev/zero; touch finished; sleep 30) & echo started"
+    try:
+        assert tools(ws)["Bash"].invoke({"command": command, "timeout": 20_000}).startswith("started")
+        stop = time.monotonic() + 10
+        while not (ws / "finished").exists() and time.monotonic() < stop:
+            time.sleep(0.05)
+        assert (ws / "finished").exists(), "the job's 2 MB of output filled the pipe and blocked it"
+    finally:
+        end_background_jobs()
+
+
+def test_jobs_a_command_left_running_end_when_the_process_that_ran_bash_exits(ws):
+    script = textwrap.dedent(f"""
+        from deep_agent.tools import builtin_tools
+        (bash,) = [t for t in builtin_tools({str(ws)!r}) if t.name == "Bash"]
+        print(bash.invoke({{"command": "sleep 60 & echo $!", "timeout": 20000}}).splitlines()[0], flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _gone_within(int(done.stdout.strip()), 5), "a background job outlived the agent process"
+
+
+def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
+    from deep_agent.tools._shell import end_background_jobs
+
+    result = tools(ws)["Bash"].invoke({"command": "(trap '' TERM; sleep 30) & echo $!", "timeout": 20_000})
+    pid = int(result.splitlines()[0])
+    started = time.monotonic()
+    end_background_jobs(grace_s=0.5)
+    assert _gone_within(pid, 5) and time.monotonic() - started < 5
+
+
+def test_bash_still_kills_a_command_whose_shell_outlives_its_timeout(ws):
+    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started; wait", "timeout": 500})
     assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")
 
 

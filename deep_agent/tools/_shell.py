@@ -7,6 +7,15 @@ memory; the rest is read and dropped. The command starts in the workspace, but a
 reach any path the user can: that is why ``Bash`` asks for approval by
 default in the command line.
 
+A command that leaves a job running (``server &``) returns when its shell
+exits, not at its timeout: ``Bash`` waits at most :data:`GRACE_S` more for
+the output to end, then answers with what was printed and a note that
+background jobs are still running. Their later output is read and dropped,
+so they never block on a full pipe, and it is not shown. They keep running
+until the process that ran ``Bash`` exits, which ends them (``SIGTERM``,
+then ``SIGKILL`` a second later); a job that left its process group
+(``setsid``) is not ended.
+
 Example::
 
     (bash,) = shell_tools(Workspace("."))
@@ -15,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -29,6 +39,9 @@ from deep_agent.tools._workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
+GRACE_S = 0.5
+"""After the shell exits, how long ``Bash`` waits for jobs it left to close the output."""
+BACKGROUND_NOTE = "[background jobs still running: their later output is not shown]"
 
 
 class BashInput(BaseModel):
@@ -55,15 +68,17 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
         deadline = time.monotonic() + limit_s
         try:
             process.wait(timeout=limit_s)
-            output.join(timeout=max(0.0, deadline - time.monotonic()))  # a background job may hold the pipe
         except subprocess.TimeoutExpired:
-            pass
-        if process.returncode is None or output.reading():
             _kill_group(process)
             process.wait()
             output.join(timeout=1.0)  # a process that left the group may keep the pipe: stop reading
             return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
-        return output.result(ws, f"[exit code {process.returncode}]" if process.returncode else "")
+        output.join(timeout=min(GRACE_S, max(0.0, deadline - time.monotonic())))
+        notes = [f"[exit code {process.returncode}]"] if process.returncode else []
+        if output.reading():  # jobs the command left running hold the pipe: answer now, end them at exit
+            _LEFT_RUNNING.append((process.pid, output))
+            notes.append(BACKGROUND_NOTE)
+        return output.result(ws, "\n".join(notes))
 
     return [_tool(ws, bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
 
@@ -107,3 +122,30 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         process.kill()
+
+
+_LEFT_RUNNING: list[tuple[int, _BoundedOutput]] = []
+"""Commands whose jobs outlived them: (process group, the reader still draining their output)."""
+
+
+def end_background_jobs(grace_s: float = 1.0) -> None:
+    """End the jobs ``Bash`` commands left running (run at exit); never raises.
+
+    Only a group whose output is still held is signalled: once its jobs
+    closed the pipe they are gone, and the group id may since belong to
+    another process.
+    """
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        running = [(group, output) for group, output in _LEFT_RUNNING if output.reading()]
+        _LEFT_RUNNING[:] = running
+        for group, _ in running:
+            try:
+                os.killpg(group, signum)
+            except OSError:  # gone already, or not ours to signal
+                pass
+        stop = time.monotonic() + grace_s
+        for _, output in running:
+            output.join(timeout=max(0.0, stop - time.monotonic()))
+
+
+atexit.register(end_background_jobs)
