@@ -13,8 +13,10 @@ lines and files, so a fast pattern over millions of lines stops in time
 too. A pattern whose counted repeats would compile to more than
 :data:`MAX_PATTERN_SIZE` parts (``(?:a{1000}){1000}``) is refused before
 compiling: compiling expands each repeat, and no timeout bounds it (such a
-pattern can take all the memory of the machine). ``Glob`` stops after
-:data:`MAX_GLOB_SCANNED` matches and says so, and a pattern takes at most
+pattern can take all the memory of the machine). ``Glob`` never enters the
+skipped folders (``.git``, ``node_modules``, ...: see :mod:`._glob`), stops
+after :data:`MAX_GLOB_SCANNED` matches or :data:`GLOB_SECONDS` and says
+so, and a pattern takes at most
 :data:`MAX_STAR_STARS` ``**`` parts (each walks the tree again below every
 folder the ones before matched).
 
@@ -40,6 +42,7 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools._files import _tool
+from deep_agent.tools._glob import GlobWalk, walkable_from
 from deep_agent.tools._workspace import Workspace, open_regular
 
 MAX_MATCHES = 500
@@ -52,7 +55,9 @@ MAX_STAR_STARS = 2
 """The most ``**`` parts (a run of them counts as one) a ``Glob`` pattern may have."""
 MAX_GLOB_SCANNED = 20_000
 """Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
-_SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".deep_agent"}
+GLOB_SECONDS = 10.0
+"""How long one ``Glob`` call may walk the workspace."""
+_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})
 
 
 class GlobInput(BaseModel):
@@ -78,8 +83,12 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
         pattern = _walkable(ws, folder, _one_star_star_each(pattern))
+        candidates: GlobWalk | None = None
         try:
-            matches = (p for p in folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
+            # A '..' after a wildcard is rare: Path.glob walks those, without a deadline.
+            if walk := walkable_from(folder, pattern):
+                candidates = GlobWalk(*walk, skipped=_SKIPPED_DIRS, deadline=time.monotonic() + GLOB_SECONDS)
+            matches = (p for p in candidates or folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
             found = list(islice(matches, MAX_GLOB_SCANNED + 1))
         except (ValueError, OSError) as exc:
             raise ToolException(f"pattern {pattern!r}: {exc}") from None
@@ -87,7 +96,9 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         found = found[:MAX_GLOB_SCANNED]
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
         lines = [ws.shown(p) for p in found[:MAX_MATCHES]]
-        if stopped:
+        if candidates is not None and candidates.timed_out:
+            lines.append(f"... [stopped looking after {GLOB_SECONDS:g} s: narrow the pattern or path]")
+        elif stopped:
             lines.append(f"... [stopped looking after {MAX_GLOB_SCANNED} matches: narrow the pattern or path]")
         elif len(found) > MAX_MATCHES:
             lines.append(f"... [{len(found) - MAX_MATCHES} more matches]")
