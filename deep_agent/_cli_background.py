@@ -29,6 +29,7 @@ from rich.live import Live
 
 from deep_agent._cli_approvals import TerminalAsker, decide, nobody_to_ask
 from deep_agent._live_view import TaskTree
+from deep_agent._stderr_relay import relayed_stderr
 
 BACKGROUND_WAIT_S = 600.0
 """How long the run waits for background tasks to run (time spent asking does not count)."""
@@ -48,7 +49,7 @@ async def settle_background(tree: TaskTree, console: Console, *, ask: TerminalAs
     console.print(f"[dim]waiting for {len(unsettled(tree))} background task(s); Ctrl-C leaves them[/dim]")
     while True:
         deadline = time.monotonic() + BACKGROUND_WAIT_S
-        with Live(tree, console=console, refresh_per_second=8):
+        with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
             while not (waiting := _asking(tree)) and _running(tree) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             if not waiting:

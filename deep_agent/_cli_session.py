@@ -36,6 +36,7 @@ from deep_agent._state_store import (
     resolve_state_dir,
     sessions_dir,
 )
+from deep_agent._stderr_relay import relayed_stderr
 from deep_agent._terminal_text import printable
 from deep_agent._thread_tasks import ASYNC_LEDGER_KEY, task_rows
 
@@ -78,7 +79,7 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
     try:
         while True:
             try:
-                with Live(tree, console=console, refresh_per_second=8):
+                with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
                     await _stream(agent, inputs, config, tree)
                     interrupts = (await agent.aget_state(config)).interrupts
                     if not interrupts and not unsettled(tree):

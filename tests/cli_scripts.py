@@ -75,3 +75,16 @@ def hostile_child() -> ScriptedChatModel:
                    "Done."],
         default="Done.",
     )
+
+
+def mcp_calc() -> ScriptedChatModel:
+    """The root asks the calculator, whose MCP tool it calls once (for the stderr relay test)."""
+    return ScriptedChatModel(
+        rules=[("Add 2 and 3", [{"tool_calls": [tool_call("mcp__calc__add", a=2, b=3)]}, "2 + 3 = 5"])],
+        responses=[
+            {"content": "Delegating.",
+             "tool_calls": [tool_call("task", description="Add 2 and 3.", subagent_type="calculator")]},
+            "The sum is 5.",
+        ],
+        latency_s=0.3,
+    )
