@@ -40,6 +40,16 @@ def quick_run() -> dict[str, Any]:
     return {"records": records, "stdout": done.stdout}
 
 
+def _quick_records(*args: str, timeout: float = 180) -> list[dict[str, Any]]:
+    """The records ``python -m bench --quick ARGS`` prints (it must exit 0)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -91,12 +101,7 @@ def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
     from bench.suite import SCALE_MEASURES
 
     assert not set(SCALE_MEASURES) & set(MEASURES), "--scale takes minutes: never in the default run"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "scale"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    records = _quick_records("--only", "scale")
     assert {r["measure"] for r in records} == {
         "scale.sqlite.growth", "scale.sqlite.db_bytes", "scale.ledger.reducer", "scale.ledger.run", "scale.ledger.record_bytes",
         "scale.wide", "scale.agents_block"}
@@ -110,12 +115,7 @@ def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt
     from bench.suite import INSTRUCTION_MEASURES
 
     assert not set(INSTRUCTION_MEASURES) & set(MEASURES), "--instructions takes minutes: never in the default run"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rec, misses = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    rec, misses = _quick_records("--no-peer", "--only", "instructions", timeout=900)
     assert rec["measure"] == "instructions.invoke" and FIELDS <= rec.keys() and rec["met"] is None, rec
     detail = rec["detail"]
     # A delegating run does all a no-op run does and runs a child graph besides: millions of instructions more.
@@ -153,12 +153,7 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
     from bench.suite import KNOCKOUT_MEASURES
 
     assert not set(KNOCKOUT_MEASURES) & set(MEASURES), "--only knockout takes minutes: never in the default run"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "knockout"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    records = _quick_records("--only", "knockout")
     assert [r["measure"] for r in records] == [f"knockout.{mode}.{level}" for mode in ("invoke", "ainvoke")
                                                for level in ("shipped", "no_meter", "no_meter_metadata", "bare")]
     for rec in records:

@@ -15,6 +15,17 @@ from test_cli_terminal import ANSI, terminal_env
 
 DIM = "\x1b[2m"
 
+
+def _in_terminal(command: str, args: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+    """What ``command`` writes to a pseudo-terminal until it exits (it must exit 0), escape sequences and all."""
+    screen = io.StringIO()
+    child = pexpect.spawn(command, args, cwd=str(cwd), env=env, dimensions=(60, 200), encoding="utf-8", timeout=60)
+    child.logfile_read = screen
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, screen.getvalue()[-3000:]
+    return screen.getvalue()
+
 CALC_SERVER = """
 import sys, time
 from mcp.server.fastmcp import FastMCP
@@ -49,16 +60,9 @@ def test_an_mcp_servers_stderr_is_printed_above_the_live_tree(tmp_path: Path) ->
         ---
         Use the calc tools for every sum.
         """), encoding="utf-8")
-    screen = io.StringIO()
     command, *args = entry_point()
-    child = pexpect.spawn(command, [*args, "run", "add", "--yes", "--model", "scripted:cli_scripts:mcp_calc"],
-                          cwd=str(tmp_path), env=terminal_env(tmp_path), dimensions=(60, 200),
-                          encoding="utf-8", timeout=60)
-    child.logfile_read = screen
-    child.expect(pexpect.EOF)
-    child.close()
-    raw = screen.getvalue()
-    assert child.exitstatus == 0, raw[-3000:]
+    raw = _in_terminal(command, [*args, "run", "add", "--yes", "--model", "scripted:cli_scripts:mcp_calc"],
+                       cwd=tmp_path, env=terminal_env(tmp_path))
     assert "The sum is 5." in ANSI.sub("", raw), raw[-3000:]
     # Each line went through the console (styled dim, on a line of its own), not straight onto the tree.
     for line in ("calc server: starting up on stdio", "calc server: adding 2 and 3"):
@@ -86,14 +90,7 @@ print("writer done", flush=True)
 def test_a_process_started_in_the_view_never_blocks_on_its_stderr_after_the_view_ends(tmp_path: Path) -> None:
     script, marker = tmp_path / "relay.py", tmp_path / "written"
     script.write_text(RELAY_SCRIPT, encoding="utf-8")
-    screen = io.StringIO()
-    child = pexpect.spawn(sys.executable, [str(script), str(marker)], cwd=str(ROOT), env=terminal_env(tmp_path),
-                          encoding="utf-8", timeout=40)
-    child.logfile_read = screen
-    child.expect(pexpect.EOF)
-    child.close()
-    out = screen.getvalue()
-    assert child.exitstatus == 0, out[-2000:]
+    out = _in_terminal(sys.executable, [str(script), str(marker)], cwd=ROOT, env=terminal_env(tmp_path))
     assert f"{DIM}during the view" in out  # relayed through the console while the view was up
     assert out.index("view ended") < out.index("writer done") and marker.exists()  # 300 kB later: drained
 
