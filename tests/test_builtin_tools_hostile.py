@@ -185,6 +185,20 @@ def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
     assert _gone_within(pid, 5) and time.monotonic() - started < 5
 
 
+def test_jobs_that_ended_by_themselves_are_forgotten(ws):
+    from deep_agent.tools import _shell
+
+    bash = tools(ws)["Bash"]
+    for _ in range(4):  # each outlives its command's half-second grace, then ends
+        assert bash.invoke({"command": "sleep 0.8 & echo x", "timeout": 5000}).endswith(_shell.BACKGROUND_NOTE)
+    time.sleep(1.0)
+    bash.invoke({"command": "sleep 30 & echo y", "timeout": 5000})
+    try:
+        assert len(_shell._LEFT_RUNNING) == 1, "ended jobs (and their buffers) were kept until exit"
+    finally:
+        _shell.end_background_jobs()
+
+
 def test_bash_still_kills_a_command_whose_shell_outlives_its_timeout(ws):
     result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started; wait", "timeout": 500})
     assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")

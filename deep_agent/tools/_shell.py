@@ -75,10 +75,15 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
             return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
         output.join(timeout=min(GRACE_S, max(0.0, deadline - time.monotonic())))
         notes = [f"[exit code {process.returncode}]"] if process.returncode else []
-        if output.reading():  # jobs the command left running hold the pipe: answer now, end them at exit
+        if not output.reading():
+            return output.result(ws, "\n".join(notes))
+        # Jobs the command left running hold the pipe: answer now, drain what they print, end them at exit.
+        shown = output.result(ws, "\n".join([*notes, BACKGROUND_NOTE]))
+        output.keep_nothing_more()
+        with _left_running_lock:
+            _LEFT_RUNNING[:] = [(group, left) for group, left in _LEFT_RUNNING if left.reading()]
             _LEFT_RUNNING.append((process.pid, output))
-            notes.append(BACKGROUND_NOTE)
-        return output.result(ws, "\n".join(notes))
+        return shown
 
     return [_tool(ws, bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
 
@@ -98,7 +103,7 @@ class _BoundedOutput:
         assert self._stream is not None
         with self._stream:
             while chunk := os.read(self._stream.fileno(), 65536):
-                room = self._limit - len(self._kept)
+                room = max(0, self._limit - len(self._kept))
                 self._kept += chunk[:room]
                 self._dropped += max(0, len(chunk) - room)
 
@@ -107,6 +112,10 @@ class _BoundedOutput:
 
     def reading(self) -> bool:
         return self._thread.is_alive()
+
+    def keep_nothing_more(self) -> None:
+        """The answer is given: what is still read is only drained, and what was kept is let go."""
+        self._limit, self._kept = 0, bytearray()
 
     def result(self, ws: Workspace, note: str) -> str:
         """The output cut to the workspace's bound, then the notes (never cut off)."""
@@ -126,6 +135,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 _LEFT_RUNNING: list[tuple[int, _BoundedOutput]] = []
 """Commands whose jobs outlived them: (process group, the reader still draining their output)."""
+_left_running_lock = threading.Lock()
 
 
 def end_background_jobs(grace_s: float = 1.0) -> None:
@@ -136,8 +146,9 @@ def end_background_jobs(grace_s: float = 1.0) -> None:
     another process.
     """
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        running = [(group, output) for group, output in _LEFT_RUNNING if output.reading()]
-        _LEFT_RUNNING[:] = running
+        with _left_running_lock:
+            running = [(group, output) for group, output in _LEFT_RUNNING if output.reading()]
+            _LEFT_RUNNING[:] = running
         for group, _ in running:
             try:
                 os.killpg(group, signum)
