@@ -87,7 +87,9 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         try:
             # A '..' after a wildcard is rare: Path.glob walks those, without a deadline.
             if walk := walkable_from(folder, pattern):
-                candidates = GlobWalk(*walk, skipped=_SKIPPED_DIRS, deadline=time.monotonic() + GLOB_SECONDS)
+                start, segments, dirs_only = walk
+                candidates = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
+                                      deadline=time.monotonic() + GLOB_SECONDS)
             matches = (p for p in candidates or folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
             found = list(islice(matches, MAX_GLOB_SCANNED + 1))
         except (ValueError, OSError) as exc:
