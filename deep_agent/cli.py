@@ -16,14 +16,20 @@ Example::
 
 Exit codes: 0 on success; 1 on an error (printed as one line; ``--debug``
 shows the traceback) or an invalid agent file; 2 for bad command-line
-arguments, including a directory or file that does not exist.
+arguments, including a directory or file that does not exist; 130 when
+interrupted (Ctrl-C); 128 + N when ended by signal N (``SIGTERM``,
+``SIGHUP``, as when the terminal closes): the process then exits as on any
+other path, so what it started (MCP servers, jobs a ``Bash`` command left
+running) is ended first.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
+    previous = _exit_on_termination()
     try:
         module, _, name = args.handler.partition(":")
         return int(getattr(importlib.import_module(module), name)(args))
@@ -62,6 +69,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"deep-agent: error: {describe_error(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
+    finally:
+        for signum, handler in previous.items():  # main() called from a program of its own: leave it as it was
+            signal.signal(signum, handler)
+
+
+def _exit_on_termination() -> dict[int, Any]:
+    """``SIGTERM`` and ``SIGHUP`` end the process by ``SystemExit``, so its exit handlers still run.
+
+    By default either signal kills the interpreter outright, and what it
+    started would be left running. Returns the handlers it replaced.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # signal handlers can only be set from the main thread
+
+    def exit_now(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        if (signum := getattr(signal, name, None)) is not None:
+            previous[signum] = signal.signal(signum, exit_now)
+    return previous
 
 
 # -- the commands' arguments ---------------------------------------------------

@@ -88,3 +88,12 @@ def mcp_calc() -> ScriptedChatModel:
         ],
         latency_s=0.3,
     )
+
+
+def bash_job_then_wait() -> ScriptedChatModel:
+    """The root starts a job with Bash (its pid in job.pid), then takes 60 s to answer (for signal tests)."""
+    return ScriptedChatModel(responses=[
+        {"content": "Starting a job.",
+         "tool_calls": [tool_call("Bash", command="sleep 120 > /dev/null 2>&1 & echo $! > job.pid")]},
+        _slow("Done waiting.", 60),
+    ])

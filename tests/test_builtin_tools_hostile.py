@@ -199,6 +199,41 @@ def test_jobs_that_ended_by_themselves_are_forgotten(ws):
         _shell.end_background_jobs()
 
 
+@pytest.mark.parametrize("command", [
+    "sleep 60 > /dev/null 2>&1 & echo $!",  # the usual way to start a server: no pipe held
+    "nohup sleep 60 > server.log 2>&1 & echo $!",
+    "(sleep 0.2; exec >&- 2>&-; sleep 60) & echo $!",  # lets the output go once the answer is given
+])
+def test_jobs_whose_output_does_not_hold_the_answer_are_still_ended_at_exit(ws, command):
+    from deep_agent.tools._shell import BACKGROUND_NOTE, end_background_jobs
+
+    result = tools(ws)["Bash"].invoke({"command": command, "timeout": 20_000})
+    pid = int(result.splitlines()[0])
+    assert result.endswith(BACKGROUND_NOTE), result
+    time.sleep(0.5)
+    assert _alive(pid)
+    end_background_jobs()
+    assert _gone_within(pid, 5), "a job outlived end_background_jobs"
+
+
+def test_a_group_id_given_to_another_process_since_is_never_signalled(ws):
+    """The noted job has ended and its group id now names someone else's group: leave that group alone."""
+    from deep_agent.tools import _shell
+
+    ended = subprocess.Popen(["true"], start_new_session=True)
+    ended.wait()
+    noted = (ended.pid, (_shell._stat(os.getpid()) or [b""] * 20)[19])  # a start time of a process now gone
+    victim = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        with _shell._left_running_lock:
+            _shell._LEFT_RUNNING.append(_shell._LeftJobs(victim.pid, [noted], _shell._BoundedOutput(victim, 0)))
+        _shell.end_background_jobs(grace_s=0.2)
+        assert victim.poll() is None, "end_background_jobs signalled a group that is not ours"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
 def test_bash_still_kills_a_command_whose_shell_outlives_its_timeout(ws):
     result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started; wait", "timeout": 500})
     assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")

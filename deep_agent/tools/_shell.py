@@ -13,8 +13,12 @@ the output to end, then answers with what was printed and a note that
 background jobs are still running. Their later output is read and dropped,
 so they never block on a full pipe, and it is not shown. They keep running
 until the process that ran ``Bash`` exits, which ends them (``SIGTERM``,
-then ``SIGKILL`` a second later); a job that left its process group
-(``setsid``) is not ended.
+then ``SIGKILL`` a second later): on Linux, the processes left in the
+command's process group when it answered are noted (with their start
+times), and the group is signalled only while one of them is still in it,
+so a group id the system has since given to another process is never
+signalled. A job that left the group (``setsid``), or whose noted
+processes all ended before its own children did, is not ended.
 
 Example::
 
@@ -75,14 +79,15 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
             return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
         output.join(timeout=min(GRACE_S, max(0.0, deadline - time.monotonic())))
         notes = [f"[exit code {process.returncode}]"] if process.returncode else []
-        if not output.reading():
+        jobs = _members(process.pid)  # what the command left in its group, its output redirected or not
+        if not (jobs or output.reading()):
             return output.result(ws, "\n".join(notes))
-        # Jobs the command left running hold the pipe: answer now, drain what they print, end them at exit.
+        # Jobs left running: answer now, drain what they print, end them at exit.
         shown = output.result(ws, "\n".join([*notes, BACKGROUND_NOTE]))
         output.keep_nothing_more()
         with _left_running_lock:
-            _LEFT_RUNNING[:] = [(group, left) for group, left in _LEFT_RUNNING if left.reading()]
-            _LEFT_RUNNING.append((process.pid, output))
+            _LEFT_RUNNING[:] = [left for left in _LEFT_RUNNING if left.running()]
+            _LEFT_RUNNING.append(_LeftJobs(process.pid, jobs, output))
         return shown
 
     return [_tool(ws, bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
@@ -133,30 +138,74 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
-_LEFT_RUNNING: list[tuple[int, _BoundedOutput]] = []
-"""Commands whose jobs outlived them: (process group, the reader still draining their output)."""
+Process = tuple[int, bytes]
+"""A process as (pid, start time in clock ticks since boot): a pid the system reuses has another start time."""
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first); ``None`` if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _members(group: int) -> list[Process]:
+    """The live processes of process group ``group`` (Linux; elsewhere none are known)."""
+    try:
+        os.killpg(group, 0)  # no signal: only whether the group has anyone left, without reading /proc
+        pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None and len(fields) > 19 and fields[0] != b"Z" and fields[2] == str(group).encode():
+            found.append((pid, fields[19]))
+    return found
+
+
+def _still_in(group: int, process: Process) -> bool:
+    """Whether ``process`` is alive, the same process (same start time) and still in ``group``."""
+    fields = _stat(process[0])
+    return (fields is not None and len(fields) > 19 and fields[0] != b"Z" and fields[19] == process[1]
+            and fields[2] == str(group).encode())
+
+
+class _LeftJobs:
+    """A command's jobs that outlived it: its process group, the processes noted in it, its output's reader."""
+
+    def __init__(self, group: int, jobs: list[Process], output: _BoundedOutput) -> None:
+        self.group, self.jobs, self.output = group, jobs, output
+
+    def ours(self) -> bool:
+        """Whether the group is still this command's: one of the processes noted in it is alive and in it."""
+        return any(_still_in(self.group, job) for job in self.jobs)
+
+    def running(self) -> bool:
+        return self.output.reading() or self.ours()
+
+
+_LEFT_RUNNING: list[_LeftJobs] = []
+"""Commands whose jobs outlived them."""
 _left_running_lock = threading.Lock()
 
 
 def end_background_jobs(grace_s: float = 1.0) -> None:
-    """End the jobs ``Bash`` commands left running (run at exit); never raises.
-
-    Only a group whose output is still held is signalled: once its jobs
-    closed the pipe they are gone, and the group id may since belong to
-    another process.
-    """
+    """End the jobs ``Bash`` commands left running (run at exit): ``SIGTERM``, then ``SIGKILL``; never raises."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
         with _left_running_lock:
-            running = [(group, output) for group, output in _LEFT_RUNNING if output.reading()]
-            _LEFT_RUNNING[:] = running
-        for group, _ in running:
+            _LEFT_RUNNING[:] = [left for left in _LEFT_RUNNING if left.running()]
+            signalled = [left for left in _LEFT_RUNNING if left.ours()]
+        for left in signalled:
             try:
-                os.killpg(group, signum)
+                os.killpg(left.group, signum)
             except OSError:  # gone already, or not ours to signal
                 pass
         stop = time.monotonic() + grace_s
-        for _, output in running:
-            output.join(timeout=max(0.0, stop - time.monotonic()))
+        while any(left.ours() for left in signalled) and time.monotonic() < stop:
+            time.sleep(0.05)
 
 
 atexit.register(end_background_jobs)
