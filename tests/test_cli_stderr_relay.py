@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,14 +17,14 @@ from test_cli_terminal import ANSI, terminal_env
 DIM = "\x1b[2m"
 
 
-def _in_terminal(command: str, args: list[str], *, cwd: Path, env: dict[str, str]) -> str:
-    """What ``command`` writes to a pseudo-terminal until it exits (it must exit 0), escape sequences and all."""
+def _in_terminal(command: str, args: list[str], *, cwd: Path, env: dict[str, str], check: bool = True) -> str:
+    """What ``command`` writes to a pseudo-terminal until it exits (with ``check``, 0), escape sequences and all."""
     screen = io.StringIO()
     child = pexpect.spawn(command, args, cwd=str(cwd), env=env, dimensions=(60, 200), encoding="utf-8", timeout=60)
     child.logfile_read = screen
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0, screen.getvalue()[-3000:]
+    assert child.exitstatus == 0 or not check, screen.getvalue()[-3000:]
     return screen.getvalue()
 
 CALC_SERVER = """
@@ -102,3 +103,47 @@ def test_nothing_is_relayed_when_stderr_is_not_a_terminal(tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=40)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "during the view" in done.stderr and "during the view" not in done.stdout
+
+
+BURST_SCRIPT = """
+import faulthandler, os, subprocess, sys, time
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+from deep_agent._stderr_relay import relayed_stderr
+
+mode = sys.argv[1]
+console = Console(force_terminal=True)
+with relayed_stderr(console), Live(Text("the tree"), console=console, refresh_per_second=8):
+    if mode == "burst":  # another process's many lines, then the view ends and the process exits at once
+        subprocess.run(["seq", "-f", "LINE%g", "1", "20000"], stdout=2, check=True)
+    elif mode == "partial":
+        os.write(2, b"no newline at all")
+        time.sleep(1.0)
+    elif mode == "crash":
+        faulthandler._sigsegv()
+print("view ended", flush=True)
+"""
+
+
+def _relay_run(tmp_path: Path, mode: str, **env: str) -> str:
+    script = tmp_path / "burst.py"
+    script.write_text(BURST_SCRIPT, encoding="utf-8")
+    return ANSI.sub("", _in_terminal(sys.executable, [str(script), mode], cwd=ROOT,
+                                     env={**terminal_env(tmp_path), **env}, check=mode != "crash"))
+
+
+def test_a_burst_of_lines_is_shown_whole_before_the_process_exits(tmp_path: Path) -> None:
+    out = _relay_run(tmp_path, "burst")
+    shown = {int(number) for number in re.findall(r"LINE(\d+)\n", out)}  # the tree's redraws may precede one
+    assert shown == set(range(1, 20001)), f"{20000 - len(shown)} lines lost"
+    assert out.index("LINE20000") < out.index("view ended")
+
+
+def test_a_line_without_its_newline_is_shown(tmp_path: Path) -> None:
+    assert "no newline at all" in _relay_run(tmp_path, "partial")
+
+
+def test_a_crash_in_the_view_still_reports_on_the_terminal(tmp_path: Path) -> None:
+    out = _relay_run(tmp_path, "crash", PYTHONFAULTHANDLER="1")
+    assert "Fatal Python error: Segmentation fault" in out, out[-2000:]
