@@ -83,22 +83,12 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
         pattern = _walkable(ws, folder, _one_star_star_each(pattern))
-        candidates: GlobWalk | None = None
-        try:
-            # A '..' after a wildcard is rare: Path.glob walks those, without a deadline.
-            if walk := walkable_from(folder, pattern):
-                start, segments, dirs_only = walk
-                candidates = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
-                                      deadline=time.monotonic() + GLOB_SECONDS)
-            matches = (p for p in candidates or folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
-            found = list(islice(matches, MAX_GLOB_SCANNED + 1))
-        except (ValueError, OSError) as exc:
-            raise ToolException(f"pattern {pattern!r}: {exc}") from None
+        found, timed_out = _globbed(ws, folder, pattern)
         stopped = len(found) > MAX_GLOB_SCANNED
         found = found[:MAX_GLOB_SCANNED]
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
         lines = [ws.shown(p) for p in found[:MAX_MATCHES]]
-        if candidates is not None and candidates.timed_out:
+        if timed_out:
             lines.append(f"... [stopped looking after {GLOB_SECONDS:g} s: narrow the pattern or path]")
         elif stopped:
             lines.append(f"... [stopped looking after {MAX_GLOB_SCANNED} matches: narrow the pattern or path]")
@@ -146,6 +136,22 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         _tool(ws, glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
         _tool(ws, grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
     ]
+
+
+def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], bool]:
+    """Up to one more than :data:`MAX_GLOB_SCANNED` matches in the workspace, and whether the deadline cut the walk."""
+    walk: GlobWalk | None = None
+    try:
+        # A '..' after a wildcard is rare: Path.glob walks those, without a deadline.
+        if where := walkable_from(folder, pattern):
+            start, segments, dirs_only = where
+            walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
+                            deadline=time.monotonic() + GLOB_SECONDS)
+        matches = (p for p in walk or folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
+        found = list(islice(matches, MAX_GLOB_SCANNED + 1))
+    except (ValueError, OSError) as exc:
+        raise ToolException(f"pattern {pattern!r}: {exc}") from None
+    return found, walk is not None and walk.timed_out
 
 
 def _one_star_star_each(pattern: str) -> str:
