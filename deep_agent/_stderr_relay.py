@@ -104,7 +104,9 @@ class _Relay:
                 text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
                 console.print(Text(text, style="dim"), soft_wrap=True)
             else:
-                os.write(self.terminal, b"".join(line + b"\n" for line in lines))
+                data = memoryview(b"".join(line + b"\n" for line in lines))
+                while data:
+                    data = data[os.write(self.terminal, data):]
         except Exception:  # noqa: BLE001 - lines lost are better than a relay that stops draining
             pass
 
@@ -112,15 +114,16 @@ class _Relay:
         """Wait (at most :data:`FLUSH_WAIT_S`) until what was written to the pipe so far has been shown."""
         with self.flush_lock:
             self.flushed.clear()
-            try:
-                os.write(self.write_end, _FLUSH + b"\n")
-            except OSError:
-                return
-            self.flushed.wait(FLUSH_WAIT_S)
+            try:  # a pipe that stays full (a relay that cannot keep up) must not hold the caller
+                if select.select([], [self.write_end], [], FLUSH_WAIT_S)[1]:
+                    os.write(self.write_end, _FLUSH + b"\n")
+                    self.flushed.wait(FLUSH_WAIT_S)
+            except (OSError, ValueError):
+                pass
 
     @contextlib.contextmanager
     def relaying(self, console: Console) -> Iterator[None]:
-        sys.stderr.flush()
+        _flush_stderr()
         faults = faulthandler.is_enabled()
         if faults:  # a crash report written into the pipe would die with the process
             faulthandler.enable(file=self.terminal, all_threads=True)
@@ -130,13 +133,20 @@ class _Relay:
         try:
             yield
         finally:
-            sys.stderr.flush()
+            _flush_stderr()
             self.flush()  # printed through the console while it is still the view's
             os.dup2(self.terminal, STDERR)
             with self.lock:
                 self.console = None
             if faults:
-                faulthandler.enable(file=sys.stderr, all_threads=True)
+                with contextlib.suppress(Exception):  # no usable sys.stderr: leave it pointing at the terminal
+                    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
+def _flush_stderr() -> None:
+    """Python's buffered stderr written out before fd 2 changes hands (a closed or missing one is skipped)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
 
 
 _relay: _Relay | None = None
