@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
-    previous = _exit_on_termination()
+    program = argv is None  # the deep-agent program itself, not a caller passing its own arguments
+    if program:
+        _exit_on_termination()
     try:
         module, _, name = args.handler.partition(":")
         return int(getattr(importlib.import_module(module), name)(args))
@@ -70,27 +72,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"deep-agent: error: {describe_error(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
     finally:
-        for signum, handler in previous.items():  # main() called from a program of its own: leave it as it was
-            signal.signal(signum, handler)
+        if program:  # the process exits next: a signal now must not cut its exit handlers short
+            _exiting.set()
 
 
-def _exit_on_termination() -> dict[int, Any]:
-    """``SIGTERM`` and ``SIGHUP`` end the process by ``SystemExit``, so its exit handlers still run.
+_exiting = threading.Event()
+"""Set once the program is on its way out: a further SIGTERM or SIGHUP is ignored while its cleanup runs."""
+
+
+def _exit_on_termination() -> None:
+    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run.
 
     By default either signal kills the interpreter outright, and what it
-    started would be left running. Returns the handlers it replaced.
+    started would be left running. The first one also kills the ``Bash``
+    commands running at that moment (an async run waits for its tools'
+    threads before it can exit); later ones, and any that come once the
+    program is leaving, are ignored so that the cleanup (ending MCP servers
+    and the jobs ``Bash`` commands left) is not cut short. Only ``main()``
+    called without arguments, as the ``deep-agent`` program, does this.
     """
     if threading.current_thread() is not threading.main_thread():
-        return {}  # signal handlers can only be set from the main thread
-
-    def exit_now(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = {}
+        return  # signal handlers can only be set from the main thread
     for name in ("SIGTERM", "SIGHUP"):
         if (signum := getattr(signal, name, None)) is not None:
-            previous[signum] = signal.signal(signum, exit_now)
-    return previous
+            signal.signal(signum, _exit_now)
+
+
+def _exit_now(signum: int, _frame: Any) -> None:
+    if _exiting.is_set():
+        return
+    _exiting.set()
+    if (shell := sys.modules.get("deep_agent.tools._shell")) is not None:  # imported only if a run used it
+        shell.kill_running_commands()
+    raise SystemExit(128 + signum)
 
 
 # -- the commands' arguments ---------------------------------------------------

@@ -27,6 +27,7 @@ def _tree(root: Path) -> Path:
         path.write_text("x", encoding="utf-8")
     (root / "empty").mkdir()
     (root / "link.py").symlink_to(root / "a.py")
+    (root / "d1" / "brok").symlink_to(root / "nowhere")  # a broken symlink
     return root
 
 
@@ -46,7 +47,8 @@ def _by_walk(root: Path, pattern: str) -> set[str]:
 PATTERNS = ["*", "*.py", "**/*.py", "**", "d1/**", "d1/*", "d1/**/*.txt", "**/d2/*", "*/a.py", "?.py", "[ab]*",
             "**/.h*/*", ".*", "d1/d2/deep.py", "no/such/*", "**/*", "a*/**/*.py", "sp ace/*", "[[]x]/*",
             "d1/../*.py", "**/d2/**", "d1", "**/empty", "*/*/*", "*/", "*.py/", "**/", "d1/", "a.py/",
-            "nope/../*", "b.txt/../*", "d1/d2/../*.py", "d1/../d1/d2/*", "ab/./*.py", "d1//a.py"]
+            "nope/../*", "b.txt/../*", "d1/d2/../*.py", "d1/../d1/d2/*", "ab/./*.py", "d1//a.py",
+            "*/brok", "d1/brok", "d1/b*", "**/brok"]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -56,7 +58,7 @@ def test_the_walk_matches_what_path_glob_matches(tmp_path: Path, pattern: str) -
 
 
 SEGMENTS = st.sampled_from(["*", "**", "a*", "?", "[ab]*", "d1", "d2", "*.py", "*.txt", ".h*", "x.txt", "*2", "[!a]*",
-                            "..", "nope", "a.py", ""])
+                            "..", "nope", "a.py", "", "brok"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -66,8 +68,13 @@ def test_any_pattern_of_these_parts_matches_as_path_glob_does(tmp_path: Path, se
     if not root.exists():
         _tree(root)
     pattern = "/".join(segments)
-    if not pattern.strip("/") or pattern.startswith("/") or walkable_from(root, pattern) is None:
-        return  # refused by both, absolute, or a '..' after a wildcard: Glob leaves that one to Path.glob
+    if not pattern.strip("/") or pattern.startswith("/"):
+        return  # refused by both, or absolute
+    try:
+        walkable_from(root, pattern)
+    except ValueError as refused:  # only the '..' after a wildcard that Path.glob would walk, slowly
+        assert "'..' may only come before the first wildcard" in str(refused), pattern
+        return
     assert _by_walk(root, pattern) == _by_path_glob(root, pattern), pattern
 
 
@@ -140,3 +147,13 @@ def test_a_deep_folder_of_many_files_is_matched_in_one_step_a_name(tmp_path: Pat
     started = time.monotonic()
     assert glob.invoke({"pattern": "**/a/**/x"}) == "no files match"
     assert time.monotonic() - started < 5
+
+
+def test_a_dot_dot_after_a_wildcard_is_refused_not_walked(tmp_path: Path) -> None:
+    # Each '*/..' multiplied the walk by the number of folders: this one was minutes in a folder of 30.
+    for i in range(30):
+        (tmp_path / f"f{i}").mkdir()
+    glob = {t.name: t for t in builtin_tools(tmp_path)}["Glob"]
+    started = time.monotonic()
+    result = glob.invoke({"pattern": "*/../*/../*/../*/../*/../zz"})
+    assert "'..' may only come before the first wildcard" in result and time.monotonic() - started < 5

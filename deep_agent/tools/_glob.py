@@ -47,11 +47,13 @@ def is_wildcard(segment: str) -> bool:
     return "*" in segment or "?" in segment or "[" in segment
 
 
-def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool] | None:
+def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
 
-    ``None`` when a ``..`` comes after a wildcard (left to ``Path.glob``).
-    Raises ``ValueError`` for a pattern ``Path.glob`` refuses.
+    Raises ``ValueError`` for a pattern ``Path.glob`` refuses, and for a
+    ``..`` after a wildcard: each ``*/..`` multiplies the walk by the number
+    of folders (``*/../*/../*/../x`` is minutes in a folder of 30), and
+    means no more than the same pattern without it.
     """
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
@@ -63,7 +65,7 @@ def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool] | 
     while literal < len(parts) and not is_wildcard(parts[literal]):
         literal += 1
     if ".." in parts[literal:]:
-        return None
+        raise ValueError("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
     start = folder
     for part in parts[:literal]:  # as Path.glob: every leading part but the last must be a folder
         if not start.is_dir():
@@ -130,6 +132,8 @@ class GlobWalk:
         if not start.is_dir():
             return
         automaton = _Automaton(self.segments)
+        # A literal last name must exist, as Path.glob checks it (a broken symlink does not).
+        must_exist = not is_wildcard(self.segments[-1]) and self.segments[-1] != STAR_STAR
         if automaton.done in automaton.first:  # '**' alone matches the folder it starts in, as Path.glob lists it
             yield start
         states = {str(start): automaton.first}
@@ -156,5 +160,6 @@ class GlobWalk:
                 if counted % CHECK_EVERY == 0 and time.monotonic() > self.deadline:
                     self.timed_out = True
                     return
-                if automaton.done in automaton.step(here, name):
+                if automaton.done in automaton.step(here, name) and (
+                        not must_exist or os.path.exists(os.path.join(folder, name))):
                     yield Path(folder, name)

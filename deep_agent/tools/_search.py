@@ -140,18 +140,15 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
 
 def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], bool]:
     """Up to one more than :data:`MAX_GLOB_SCANNED` matches in the workspace, and whether the deadline cut the walk."""
-    walk: GlobWalk | None = None
     try:
-        # A '..' after a wildcard is rare: Path.glob walks those, without a deadline.
-        if where := walkable_from(folder, pattern):
-            start, segments, dirs_only = where
-            walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
-                            deadline=time.monotonic() + GLOB_SECONDS)
-        matches = (p for p in walk or folder.glob(pattern) if ws.holds(p) and not _skipped(ws, p))
+        start, segments, dirs_only = walkable_from(folder, pattern)
+        walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
+                        deadline=time.monotonic() + GLOB_SECONDS)
+        matches = (p for p in walk if ws.holds(p) and not _skipped(ws, p))
         found = list(islice(matches, MAX_GLOB_SCANNED + 1))
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, RecursionError) as exc:
         raise ToolException(f"pattern {pattern!r}: {exc}") from None
-    return found, walk is not None and walk.timed_out
+    return found, walk.timed_out
 
 
 def _one_star_star_each(pattern: str) -> str:

@@ -29,11 +29,13 @@ Example::
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
@@ -70,16 +72,18 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
         # the rest is read and dropped, so a command printing gigabytes costs no memory.
         output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
         deadline = time.monotonic() + limit_s
-        try:
-            process.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            process.wait()
-            output.join(timeout=1.0)  # a process that left the group may keep the pipe: stop reading
-            return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
-        output.join(timeout=min(GRACE_S, max(0.0, deadline - time.monotonic())))
+        with _running(process):
+            if not _exited(process, limit_s):
+                _kill_group(process)
+                process.wait()
+                output.join(timeout=1.0)  # a process that left the group may keep the pipe: stop reading
+                return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
+            output.join(timeout=min(GRACE_S, max(0.0, deadline - time.monotonic())))
+            # What the command left in its group (output redirected or not), noted while the exited shell
+            # is not yet reaped: until then its pid, and so its group id, cannot be given to anyone else.
+            jobs = _members(process.pid)
+        process.wait()
         notes = [f"[exit code {process.returncode}]"] if process.returncode else []
-        jobs = _members(process.pid)  # what the command left in its group, its output redirected or not
         if not (jobs or output.reading()):
             return output.result(ws, "\n".join(notes))
         # Jobs left running: answer now, drain what they print, end them at exit.
@@ -129,6 +133,54 @@ class _BoundedOutput:
             text += f"\n... [{self._dropped} more bytes of output not kept]"
         text = f"{text}\n{note}".strip("\n") if note else text
         return text or "(no output)"
+
+
+def _exited(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether the shell exits within ``timeout_s``, left unreaped (``waitid`` with ``WNOWAIT``)."""
+    if not hasattr(os, "waitid"):  # not on every Unix: wait as usual (and reap)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    deadline, delay = time.monotonic() + timeout_s, 0.0005
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        if (remaining := deadline - time.monotonic()) <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)  # as Popen.wait polls
+
+
+_RUNNING: set[int] = set()
+"""Process groups of the commands running now (each group's shell not yet reaped, so the id is its own)."""
+_running_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _running(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    with _running_lock:
+        _RUNNING.add(process.pid)
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _RUNNING.discard(process.pid)
+
+
+def kill_running_commands() -> None:
+    """Kill every command ``Bash`` is running now, as its timeout would (for a process told to end); never raises."""
+    with _running_lock:
+        groups = list(_RUNNING)
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
