@@ -158,7 +158,7 @@ def _exited(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
 
 _RUNNING: set[int] = set()
 """Process groups of the commands running now (each group's shell not yet reaped, so the id is its own)."""
-_running_lock = threading.Lock()
+_running_lock = threading.RLock()  # also taken by a signal handler, which may interrupt its holder
 
 
 @contextlib.contextmanager
