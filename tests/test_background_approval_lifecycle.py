@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from langchain.agents import create_agent
@@ -92,6 +93,14 @@ def test_a_task_waiting_for_approval_is_announced_once_across_model_calls_and_tu
 
 def test_a_child_that_fails_after_its_answer_is_an_error_with_its_error(run, background):
     published: list[str] = []
+    first_turn_over = threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Hold until the parent's first turn is over."""
+        # A child asking before that turn ended was announced, and approved, in that same turn.
+        first_turn_over.wait(10)
+        return "held"
 
     @tool
     def publish_once(target: str) -> str:
@@ -105,13 +114,15 @@ def test_a_child_that_fails_after_its_answer_is_an_error_with_its_error(run, bac
     model = ScriptedChatModel(rules=[
         (NOTICE, [lambda m: on_task("update_async_task", message="approve")(m)
                   if "asks for approval" in m[-1].text else "noted", "answered", "noted"]),
-        ("publish the report", [{"tool_calls": [tool_call("publish_once", target="prod")]}, fails]),
+        ("publish the report", [{"tool_calls": [tool_call("hold")]},
+                                {"tool_calls": [tool_call("publish_once", target="prod")]}, fails]),
         ("PARENT start", [start(("publish the report", "publisher")), "started"]),
     ], default="ok")
-    spec = {**PUBLISHER, "tools": ["publish_once"], "interrupt_on": {"publish_once": True}}
-    agent = create_agent(model, [publish_once], middleware=[background([spec])], checkpointer=InMemorySaver())
+    spec = {**PUBLISHER, "tools": ["hold", "publish_once"], "interrupt_on": {"publish_once": True}}
+    agent = create_agent(model, [hold, publish_once], middleware=[background([spec])], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
+    first_turn_over.set()
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "waiting_for_approval")
     out = run(agent, user("PARENT news"), config)  # told, and answers
