@@ -100,11 +100,13 @@ def test_glob_with_repeated_star_stars_walks_the_tree_once(tmp_path: Path) -> No
     assert time.monotonic() - started < 1.0
 
 
-def test_glob_refuses_more_separate_star_stars_than_it_can_walk(tmp_path: Path) -> None:
+def test_glob_with_many_separate_star_stars_still_walks_the_tree_once(tmp_path: Path) -> None:
+    # Path.glob walked the tree again below every folder each '**' matched; the walk carries states instead.
     deep_tree(tmp_path)
     glob = tools(tmp_path)["Glob"]
-    result = glob.invoke({"pattern": "**/*/**/*/**/*"})
-    assert result.startswith("pattern '**/*/**/*/**/*' has 3 '**' parts: at most 2")
+    started = time.monotonic()
+    assert glob.invoke({"pattern": "**/*/**/*/**/*/**/*"}) == glob.invoke({"pattern": "*/*/*/**/*"})
+    assert time.monotonic() - started < 2.0
     assert glob.invoke({"pattern": "**/d3/**/d5"}) == "/".join(f"d{i}" for i in range(6))
 
 

@@ -123,6 +123,10 @@ class GlobWalk:
         self.skipped, self.deadline = skipped, deadline
         self.timed_out = False
 
+    def _out_of_time(self) -> bool:
+        self.timed_out = time.monotonic() > self.deadline
+        return self.timed_out
+
     def __iter__(self) -> Iterator[Path]:
         start = self.start
         if not self.segments:  # a pattern of literal names only: that path, if it exists
@@ -138,14 +142,12 @@ class GlobWalk:
             yield start
         states = {str(start): automaton.first}
         for folder, dirs, files in os.walk(start):  # symlinked folders come in dirs, and are not entered
-            if time.monotonic() > self.deadline:
-                self.timed_out = True
+            if self._out_of_time():
                 return
             here = states.pop(folder, frozenset())
             deeper = []
             for counted, name in enumerate(dirs, 1):
-                if counted % CHECK_EVERY == 0 and time.monotonic() > self.deadline:
-                    self.timed_out = True
+                if counted % CHECK_EVERY == 0 and self._out_of_time():
                     return
                 if name in self.skipped:
                     continue
@@ -157,8 +159,7 @@ class GlobWalk:
                     deeper.append(name)
             dirs[:] = deeper
             for counted, name in enumerate(() if self.dirs_only else files, 1):
-                if counted % CHECK_EVERY == 0 and time.monotonic() > self.deadline:
-                    self.timed_out = True
+                if counted % CHECK_EVERY == 0 and self._out_of_time():
                     return
                 if automaton.done in automaton.step(here, name) and (
                         not must_exist or os.path.exists(os.path.join(folder, name))):

@@ -16,9 +16,7 @@ compiling: compiling expands each repeat, and no timeout bounds it (such a
 pattern can take all the memory of the machine). ``Glob`` never enters the
 skipped folders (``.git``, ``node_modules``, ...: see :mod:`._glob`), stops
 after :data:`MAX_GLOB_SCANNED` matches or :data:`GLOB_SECONDS` and says
-so, and a pattern takes at most
-:data:`MAX_STAR_STARS` ``**`` parts (each walks the tree again below every
-folder the ones before matched).
+so. Its walk visits each folder once whatever the number of ``**`` parts.
 
 Example::
 
@@ -51,8 +49,6 @@ GREP_SECONDS = 10.0
 """How long one ``Grep`` call may spend matching, over all its files."""
 MAX_PATTERN_SIZE = 100_000
 """The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
-MAX_STAR_STARS = 2
-"""The most ``**`` parts (a run of them counts as one) a ``Glob`` pattern may have."""
 MAX_GLOB_SCANNED = 20_000
 """Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
 GLOB_SECONDS = 10.0
@@ -82,7 +78,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         folder = ws.path(path, field="path")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
-        pattern = _walkable(ws, folder, _one_star_star_each(pattern))
+        pattern = _walkable(ws, folder, pattern)
         found, timed_out = _globbed(ws, folder, pattern)
         stopped = len(found) > MAX_GLOB_SCANNED
         found = found[:MAX_GLOB_SCANNED]
@@ -149,24 +145,6 @@ def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], boo
     except (ValueError, OSError, RecursionError) as exc:
         raise ToolException(f"pattern {pattern!r}: {exc}") from None
     return found, walk.timed_out
-
-
-def _one_star_star_each(pattern: str) -> str:
-    """``pattern`` with each run of ``**`` segments as one, if it has at most :data:`MAX_STAR_STARS`.
-
-    The file system walk repeats the whole tree below each ``**`` for every
-    folder the ones before it matched: ``**/**/**/*.md`` took 10 s in a
-    folder of 4,000 folders, one more ``**`` minutes, and the match bound
-    never fires (a path is listed once). ``**/**`` means what ``**`` means.
-    """
-    segments: list[str] = []
-    for segment in pattern.split("/"):
-        if not (segment == "**" and segments and segments[-1] == "**"):
-            segments.append(segment)
-    if segments.count("**") > MAX_STAR_STARS:
-        raise ToolException(f"pattern {pattern[:200]!r} has {segments.count('**')} '**' parts: at most "
-                            f"{MAX_STAR_STARS} (each one walks the whole tree again); for example '**/name/**/*.py'")
-    return "/".join(segments)
 
 
 def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
