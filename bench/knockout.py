@@ -42,7 +42,7 @@ from langgraph.types import Command
 from bench import overhead
 from bench.common import OURS, THEIRS, acpu_and_wall, cpu_and_wall, median, quiet_gc, record, sides, theirs_note
 from middleware import SubAgentMiddleware
-from subagents._delegation import Delegation
+from subagents.runner import Delegation
 
 NAME = "knockout"
 LEVELS = ("shipped", "no_meter", "no_meter_metadata", "bare")

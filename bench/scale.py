@@ -58,8 +58,9 @@ from bench.common import (
     user,
 )
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware._ledger_entry import ledger_entry
-from subagents import LedgerChannel, merge_records
+from middleware.state import ledger_entry
+from subagents.ledger import LedgerChannel
+from subagents.outcome import merge_records
 
 NAME = "scale"
 GOAL_SQLITE = 1.1

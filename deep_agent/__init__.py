@@ -13,10 +13,10 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
     from middleware import SubAgentMiddleware as SubAgentMiddleware
-    from subagents import AsyncSubAgent as AsyncSubAgent
-    from subagents import CompiledSubAgent as CompiledSubAgent
     from subagents import CompiledSubagent as CompiledSubagent
-    from subagents import SubAgent as SubAgent
+    from subagents.spec import AsyncSubAgent as AsyncSubAgent
+    from subagents.spec import CompiledSubAgent as CompiledSubAgent
+    from subagents.spec import SubAgent as SubAgent
 
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",

@@ -36,39 +36,14 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
-from middleware import (
-    DEFAULT_MAX_DELEGATIONS,
-    LEDGER_KEY,
-    TASK_TOOL_NAME,
-    ForceSetting,
-    SubAgentMiddleware,
-    check_ledger_fields,
-)
-from subagents import (
-    DEFAULT_SHORT_ANSWER_THRESHOLD,
-    AnySpec,
-    Budget,
-    BuildOptions,
-    PriceTable,
-    SpecError,
-    coerce_spec,
-    is_async_spec,
-    load_agent_dirs,
-    parent_state_schemas,
-    private_state_keys,
-    tool_name,
-)
-from subagents.definitions import (
-    DirLevels,
-    HookMiddleware,
-    ModelProfiles,
-    PermissionMode,
-    SkillCatalog,
-    approval_rules,
-    deepagents_only,
-    refuse_deepagents_arguments,
-)
+from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
+from middleware.state import check_ledger_fields
+from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
+from subagents.boundary import parent_state_schemas, private_state_keys, tool_name
+from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules
+from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DelegationSettings
+from subagents.spec import deepagents_only, is_async_spec, refuse_deepagents_arguments
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:

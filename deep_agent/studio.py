@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from deep_agent._model_choice import NoModelConfigured, choose_model
 from deep_agent.demo import build_demo_agent, demo_model
+from deep_agent.model_choice import NoModelConfigured, choose_model
 
 
 def studio_model() -> Any:

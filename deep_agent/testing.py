@@ -46,7 +46,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
-from subagents import CONTINUATION_PROMPT
+from subagents.outcome import CONTINUATION_PROMPT
 
 Reply = Any
 Rule = tuple[str | Callable[[str], bool], Sequence[Reply]]

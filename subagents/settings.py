@@ -30,27 +30,37 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
 
-from subagents._budget import Budget, PriceTable
-from subagents._build_options import BuildOptions
-from subagents._errors import SpecError
-from subagents._outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.background._runtime import BackgroundRuntime
-from subagents.definitions._discovery import DirLevels
-from subagents.definitions._migration import refuse_deepagents_arguments
-from subagents.definitions._models import ModelProfiles, UnknownModelPolicy
-from subagents.definitions._permissions import PermissionMode, normalize_permission_mode
-from subagents.definitions._skills import SkillCatalog
+from subagents.builder import BuildOptions
+from subagents.definitions.files import DirLevels
+from subagents.definitions.models import ModelProfiles, UnknownModelPolicy
+from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
+from subagents.definitions.skills import SkillCatalog
+from subagents.errors import SpecError
+from subagents.metering import Budget, PriceTable
+from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
+from subagents.spec import refuse_deepagents_arguments
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
 """Background tasks running at once unless ``max_background_tasks`` says otherwise."""
+
+
+class RuntimeHandle(Protocol):
+    """What settings need of a background runtime: nothing but to hold it and hand it on.
+
+    Typed by a protocol so that settings never import the runtime (the runtime
+    imports the runner, which reads settings); the background middleware checks
+    that what it is handed is a :class:`~subagents.BackgroundRuntime`.
+    """
+
+    def close(self) -> None: ...
 
 
 class _Settings(BaseModel):
@@ -128,7 +138,7 @@ class BackgroundSettings(_Settings):
     enabled: bool = Field(False, alias="background")
     subagents: SkipValidation[tuple[Any, ...]] = Field((), alias="background_subagents")
     max_tasks: int | None = Field(DEFAULT_MAX_BACKGROUND_TASKS, alias="max_background_tasks")
-    runtime: SkipValidation[BackgroundRuntime | None] = Field(None, alias="background_runtime")
+    runtime: SkipValidation[RuntimeHandle | None] = Field(None, alias="background_runtime")
 
     @field_validator("subagents", mode="before")
     @classmethod
@@ -182,7 +192,7 @@ class Definitions(_Settings):
 
     def skills(self) -> SkillCatalog:
         """The skills found in ``skills_dirs`` (none when it is ``None``)."""
-        from subagents.definitions._skills import load_skill_dirs
+        from subagents.definitions.skills import load_skill_dirs
 
         return load_skill_dirs(self.skills_dirs) if self.skills_dirs is not None else SkillCatalog()
 

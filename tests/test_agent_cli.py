@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from deep_agent.cli import main as cli
+from deep_agent.cli.app import main as cli
 from test_agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write
 
 
@@ -102,7 +102,7 @@ def test_the_approval_prompt_shows_the_call_as_it_is_never_as_markup_or_raw_esca
 
     from rich.console import Console
 
-    from deep_agent._cli_approvals import TerminalAsker
+    from deep_agent.cli.approvals import TerminalAsker
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

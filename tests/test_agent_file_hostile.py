@@ -10,9 +10,9 @@ import tracemalloc
 import pytest
 import yaml
 
-from deep_agent.cli import main as cli
+from deep_agent.cli.app import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
-from subagents.definitions._agent_file import parse_agent_file
+from subagents.definitions.agent_files import parse_agent_file
 from test_agent_files import agent_md, write
 
 BOMB_ANCHORS = "\n".join(

@@ -12,7 +12,8 @@ from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_dirs, load_agent_file
-from subagents.definitions import DefinitionFileWarning, load_agent_dir
+from subagents.definitions.agent_files import load_agent_dir
+from subagents.errors import DefinitionFileWarning
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agents"
 GOOD, BAD = FIXTURES / "good", FIXTURES / "bad"

@@ -139,7 +139,7 @@ def test_the_ledger_reducer_merges_updates_field_by_field():
 
 
 def test_approval_messages_become_resume_values():
-    from subagents.background._approval import pending_interrupts, resume_for
+    from subagents.background.approval import pending_interrupts, resume_for
 
     batched = pending_interrupts([{"id": "i1", "value": {"action_requests": [{"name": "a"}, {"name": "b"}]}}])
     assert resume_for("Approved.", batched) == {"decisions": [{"type": "approve"}] * 2}
@@ -155,7 +155,7 @@ def test_approval_messages_become_resume_values():
 
 
 def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path, background):
-    from subagents._transcript import read_jsonl
+    from subagents.transcripts import read_jsonl
 
     model = ScriptedChatModel(
         rules=[("write it down", ["written " * 40]),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools import _search, builtin_tools
+from deep_agent.tools import search, builtin_tools
 
 
 def tools(root: Path) -> dict:
@@ -36,7 +36,7 @@ def test_grep_keeps_ordinary_counted_repeats(tmp_path: Path, pattern: str) -> No
 
 def test_grep_stops_at_its_deadline_when_each_line_is_fast(tmp_path: Path, monkeypatch) -> None:
     # Millions of short lines: no single search times out, the call as a whole must.
-    monkeypatch.setattr(_search, "GREP_SECONDS", 0.3)
+    monkeypatch.setattr(search, "GREP_SECONDS", 0.3)
     for i in range(6):
         (tmp_path / f"many{i}.txt").write_text("ab\n" * 600_000, encoding="utf-8")
     started = time.monotonic()
@@ -46,7 +46,7 @@ def test_grep_stops_at_its_deadline_when_each_line_is_fast(tmp_path: Path, monke
 
 
 def test_grep_reads_no_more_than_its_bound_of_a_file(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(_search, "MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(search, "MAX_FILE_BYTES", 10)
     (tmp_path / "small.txt").write_text("needle\n", encoding="utf-8")
     (tmp_path / "big.txt").write_text("needle\n" * 3, encoding="utf-8")
     assert tools(tmp_path)["Grep"].invoke({"pattern": "needle"}) == "small.txt"

@@ -134,7 +134,7 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 
 def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_the_job_keeps_running(ws):
-    from deep_agent.tools._shell import BACKGROUND_NOTE, end_background_jobs
+    from deep_agent.tools.shell import BACKGROUND_NOTE, end_background_jobs
 
     started = time.monotonic()
     result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo $!; exit 3", "timeout": 20_000})
@@ -150,7 +150,7 @@ def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_th
 
 
 def test_a_background_job_printing_a_lot_after_the_answer_never_blocks_on_the_pipe(ws):
-    from deep_agent.tools._shell import end_background_jobs
+    from deep_agent.tools.shell import end_background_jobs
 
     command = "(sleep 0.8; head -c 2000000 /dev/zero; touch finished; sleep 30) & echo started"
     try:
@@ -176,7 +176,7 @@ def test_jobs_a_command_left_running_end_when_the_process_that_ran_bash_exits(ws
 
 
 def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
-    from deep_agent.tools._shell import end_background_jobs
+    from deep_agent.tools.shell import end_background_jobs
 
     result = tools(ws)["Bash"].invoke({"command": "(trap '' TERM; sleep 30) & echo $!", "timeout": 20_000})
     pid = int(result.splitlines()[0])
@@ -186,17 +186,17 @@ def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
 
 
 def test_jobs_that_ended_by_themselves_are_forgotten(ws):
-    from deep_agent.tools import _shell
+    from deep_agent.tools import shell
 
     bash = tools(ws)["Bash"]
     for _ in range(4):  # each outlives its command's half-second grace, then ends
-        assert bash.invoke({"command": "sleep 0.8 & echo x", "timeout": 5000}).endswith(_shell.BACKGROUND_NOTE)
+        assert bash.invoke({"command": "sleep 0.8 & echo x", "timeout": 5000}).endswith(shell.BACKGROUND_NOTE)
     time.sleep(1.0)
     bash.invoke({"command": "sleep 30 & echo y", "timeout": 5000})
     try:
-        assert len(_shell._LEFT_RUNNING) == 1, "ended jobs (and their buffers) were kept until exit"
+        assert len(shell._LEFT_RUNNING) == 1, "ended jobs (and their buffers) were kept until exit"
     finally:
-        _shell.end_background_jobs()
+        shell.end_background_jobs()
 
 
 @pytest.mark.parametrize("command", [
@@ -205,7 +205,7 @@ def test_jobs_that_ended_by_themselves_are_forgotten(ws):
     "(sleep 0.2; exec >&- 2>&-; sleep 60) & echo $!",  # lets the output go once the answer is given
 ])
 def test_jobs_whose_output_does_not_hold_the_answer_are_still_ended_at_exit(ws, command):
-    from deep_agent.tools._shell import BACKGROUND_NOTE, end_background_jobs
+    from deep_agent.tools.shell import BACKGROUND_NOTE, end_background_jobs
 
     result = tools(ws)["Bash"].invoke({"command": command, "timeout": 20_000})
     pid = int(result.splitlines()[0])
@@ -218,16 +218,16 @@ def test_jobs_whose_output_does_not_hold_the_answer_are_still_ended_at_exit(ws, 
 
 def test_a_group_id_given_to_another_process_since_is_never_signalled(ws):
     """The noted job has ended and its group id now names someone else's group: leave that group alone."""
-    from deep_agent.tools import _shell
+    from deep_agent.tools import shell
 
     ended = subprocess.Popen(["true"], start_new_session=True)
     ended.wait()
-    noted = (ended.pid, (_shell._stat(os.getpid()) or [b""] * 20)[19])  # a start time of a process now gone
+    noted = (ended.pid, (shell._stat(os.getpid()) or [b""] * 20)[19])  # a start time of a process now gone
     victim = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE)
     try:
-        with _shell._left_running_lock:
-            _shell._LEFT_RUNNING.append(_shell._LeftJobs(victim.pid, [noted], _shell._BoundedOutput(victim, 0)))
-        _shell.end_background_jobs(grace_s=0.2)
+        with shell._left_running_lock:
+            shell._LEFT_RUNNING.append(shell._LeftJobs(victim.pid, [noted], shell._BoundedOutput(victim, 0)))
+        shell.end_background_jobs(grace_s=0.2)
         assert victim.poll() is None, "end_background_jobs signalled a group that is not ours"
     finally:
         victim.kill()
@@ -274,9 +274,9 @@ def test_a_file_name_that_is_not_utf8_reaches_the_model_as_sendable_text(ws):
 
 
 def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypatch):
-    from deep_agent.tools import _search
+    from deep_agent.tools import search
 
-    monkeypatch.setattr(_search, "GREP_SECONDS", 0.5)
+    monkeypatch.setattr(search, "GREP_SECONDS", 0.5)
     (ws / "long.txt").write_text("a" * 5000 + "!\n", encoding="utf-8")  # Python's re takes years on this
     started = time.monotonic()
     result = tools(ws)["Grep"].invoke({"pattern": "(a|aa)+$", "output_mode": "content"})
@@ -287,9 +287,9 @@ def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypa
 
 
 def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
-    from deep_agent.tools import _search
+    from deep_agent.tools import search
 
-    monkeypatch.setattr(_search, "MAX_GLOB_SCANNED", 5)
+    monkeypatch.setattr(search, "MAX_GLOB_SCANNED", 5)
     for i in range(8):
         (ws / f"f{i}.log").write_text("x", encoding="utf-8")
     lines = tools(ws)["Glob"].invoke({"pattern": "*.log"}).splitlines()
@@ -299,10 +299,10 @@ def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
 
 def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monkeypatch):
     # The file is checked, then swapped for a pipe before it is opened: the open itself must not block.
-    from deep_agent.tools import _workspace
+    from deep_agent.tools import workspace
 
     (ws / "swap.txt").write_text("x\n", encoding="utf-8")
-    real = _workspace.open_regular
+    real = workspace.open_regular
 
     def swapped(path, *args, **kwargs):
         if path.name == "swap.txt" and path.is_file():
@@ -310,7 +310,7 @@ def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monk
             os.mkfifo(path)
         return real(path, *args, **kwargs)
 
-    for module in ("_files", "_search"):
+    for module in ("files", "search"):
         monkeypatch.setattr(f"deep_agent.tools.{module}.open_regular", swapped)
     for tool, args in (("Read", {"file_path": "swap.txt"}),
                        ("Edit", {"file_path": "swap.txt", "old_string": "x", "new_string": "y"}),

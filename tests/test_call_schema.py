@@ -15,14 +15,14 @@ from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from subagents._call_schema import (
+from subagents.builder import (
     MAX_SCHEMA_CHARS,
     OUTPUT_SCHEMA_RETRIES,
     SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY,
     OutputSchemaError,
     call_format,
 )
-from subagents._graph_cache import GraphCache, graphs_for
+from subagents.registry import GraphCache, graphs_for
 
 VERDICT = {
     "type": "object",

@@ -19,7 +19,7 @@ def entry_point() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("deep-agent")
-    return [found] if found else [sys.executable, "-m", "deep_agent.cli"]
+    return [found] if found else [sys.executable, "-m", "deep_agent.cli.app"]
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
@@ -75,7 +75,7 @@ def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
         saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t-cli", "checkpoint_ns": ""}})
-    from subagents import ledger_from_checkpoint
+    from subagents.ledger import ledger_from_checkpoint
 
     ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"])
     task_id = next(t for t, r in ledger.items() if r["status"] == "completed")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from subagents import ledger_from_checkpoint
+from subagents.ledger import ledger_from_checkpoint
 from test_cli import cli, entry_point
 from test_cli_run import SCRIPTS
 from test_cli_terminal import ANSI, make_project, terminal_env

@@ -159,7 +159,7 @@ def test_a_connection_error_names_the_url_tried(project):
 
 
 def test_help_does_not_load_langchain():
-    code = ("import sys; from deep_agent.cli import build_parser; build_parser(); "
+    code = ("import sys; from deep_agent.cli.app import build_parser; build_parser(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langgraph', 'rich')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from deep_agent._thread_tasks import task_rows
-from middleware._ledger_entry import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
+from deep_agent.cli.store import task_rows
+from middleware.state import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
 from subagents import TaskRecord, get_transcript
 
 LONG_ANSWER = "Report." + " finding" * 6000  # ~48k characters
@@ -107,7 +107,7 @@ def test_the_ledger_grows_by_a_bounded_amount_per_delegation(run):
 def test_a_large_registry_is_listed_once_in_the_prompt():
     """Past ENUM_LIMIT agents, names are not repeated in the tool description and schema."""
     from middleware import SubAgentMiddleware
-    from middleware._task_args_schema import ENUM_LIMIT
+    from middleware.task_tool import ENUM_LIMIT
 
     def tool_text(count: int) -> tuple[str, str]:
         specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]

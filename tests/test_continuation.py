@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import CONTINUATION_PROMPT
+from subagents.outcome import CONTINUATION_PROMPT
 
 FULL = "Full report:" + " details" * 40
 

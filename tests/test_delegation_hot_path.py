@@ -28,12 +28,12 @@ from langgraph.types import Command
 from conftest import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
-from middleware._fresh_update import Fresh
+from middleware.state import Fresh
 from subagents import get_transcript
-from subagents._limiter import ConcurrencyLimit
-from subagents._meter import TaskMeter
-from subagents._outcome import _TASK_ID_NAMESPACE, task_id_for
-from subagents._recorder import TranscriptRecorder
+from subagents.runner import ConcurrencyLimit
+from subagents.metering import TaskMeter
+from subagents.outcome import _TASK_ID_NAMESPACE, task_id_for
+from subagents.metering import TranscriptRecorder
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
@@ -261,7 +261,7 @@ def test_no_cap_never_waits_and_a_cap_still_holds():
 def test_the_delegation_cap_counts_only_the_current_run_in_order():
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from middleware._delegation_limit import DelegationLimit
+    from middleware.limits import DelegationLimit
 
     def calls(*ids, name="task"):
         return AIMessage("", tool_calls=[{"name": name, "args": {}, "id": i, "type": "tool_call"} for i in ids])
@@ -333,7 +333,7 @@ def test_the_task_tool_raises_bad_arguments_that_are_no_models_tool_call():
 def test_a_bad_task_call_whose_record_cannot_be_built_is_still_answered_and_the_parent_goes_on(run, monkeypatch):
     from langchain_core.messages import AIMessage
 
-    import middleware._recorded_tool as recorded
+    import middleware.task_tool as recorded
 
     def broken(*args, **kwargs):
         raise KeyError("record store broke")

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec
-from subagents._outcome import TaskCall
+from subagents.outcome import TaskCall
 
 
 class StrRaises(Exception):

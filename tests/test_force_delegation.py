@@ -18,9 +18,9 @@ from conftest import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware
-from middleware._delegation_limit import DelegationLimit
-from middleware._force_delegation import truncated_reply
-from middleware._task_args_schema import task_call_json_schema
+from middleware.limits import DelegationLimit
+from middleware.limits import truncated_reply
+from middleware.task_tool import task_call_json_schema
 
 SPECS = [
     {"name": "alpha", "description": "A.", "system_prompt": "You are alpha."},

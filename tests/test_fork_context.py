@@ -16,8 +16,8 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SpecError, SubagentSpec, coerce_spec
-from subagents.definitions._agent_file import load_agent_file
-from subagents._fork import fork_history, forked_input
+from subagents.definitions.agent_files import load_agent_file
+from subagents.boundary import fork_history, forked_input
 
 HISTORY = [
     HumanMessage("My favourite colour is teal.", id="h1"),
@@ -172,7 +172,7 @@ def test_a_background_task_can_fork_too():
 
     from background_support import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
-    from subagents.background._local import known_task
+    from subagents.background.local import known_task
 
     model = ScriptedChatModel(rules=[("review in background", ["reviewed " * 40]),
                                      ("second opinion", [start(("review in background", "reviewer")), "started"])],

@@ -30,7 +30,7 @@ from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from middleware._recorded_tool import MAX_ARGUMENT_DEPTH
+from middleware.task_tool import MAX_ARGUMENT_DEPTH
 from subagents import CompiledSubagent, SubagentError, SubagentSpec, get_transcript
 
 
@@ -332,7 +332,7 @@ def test_a_key_the_agents_own_state_schema_marks_private_never_crosses(run):
 
 
 def test_private_state_keys_reads_a_state_schema_as_it_reads_middleware():
-    from subagents import private_state_keys
+    from subagents.boundary import private_state_keys
 
     assert "secret" in private_state_keys([_WithSecret])
 

@@ -15,8 +15,8 @@ from langgraph.graph.message import add_messages
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from middleware._ledger import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
-from subagents._isolation import changed_keys, child_input, langchain_private_state_keys
+from middleware.state import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
+from subagents.boundary import changed_keys, child_input, langchain_private_state_keys
 
 PRIVATE = langchain_private_state_keys()
 BLOCKED = EXCLUDED_KEYS | PRIVATE

@@ -26,10 +26,11 @@ from langgraph.types import Overwrite
 
 from conftest import parent_script, records, user
 from deep_agent import create_deep_agent
-from deep_agent._state_store import read_ledger, read_thread
+from deep_agent.cli.store import read_ledger, read_thread
 from deep_agent.testing import ScriptedChatModel
-from subagents import LedgerChannel, ledger_from_checkpoint, merge_records
-from subagents._ledger_channel import CHUNK_RECORDS, PACKED_MARK, is_packed
+from subagents.ledger import LedgerChannel, ledger_from_checkpoint
+from subagents.outcome import merge_records
+from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, is_packed
 from subagents.background import merge_async_records
 
 SERDE = JsonPlusSerializer()

@@ -28,11 +28,13 @@ from langgraph.types import Command, Overwrite, Send, interrupt
 from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 from typing_extensions import TypedDict
 
-import subagents._ledger_channel as lc
+import subagents.ledger as lc
 from conftest import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import LedgerChannel, SpecError, ledger_from_checkpoint, merge_records
+from subagents import SpecError
+from subagents.ledger import LedgerChannel, ledger_from_checkpoint
+from subagents.outcome import merge_records
 from subagents.background import merge_async_records
 
 ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4

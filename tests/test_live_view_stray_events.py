@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from deep_agent._live_view import TaskTree
+from deep_agent.cli.live_view import TaskTree
 
 
 def render(tree: TaskTree) -> str:

@@ -15,11 +15,11 @@ import pytest
 
 from conftest import echo, records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.cli import main as cli
+from deep_agent.cli.app import main as cli
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.dev_server import free_port
-from subagents import _runner as runner_module
-from subagents.definitions._mcp_tools import TASK_ID_METADATA_KEY
+from subagents import runner as runner_module
+from subagents.definitions.mcp import TASK_ID_METADATA_KEY
 from test_agent_files import DETAIL, write
 
 SERVERS = Path(__file__).with_name("mcp_servers.py")
@@ -206,7 +206,7 @@ def test_background_tasks_each_own_their_connection(run, tmp_path):
 
     from background_support import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
-    from subagents.background._local import known_task
+    from subagents.background.local import known_task
 
     pid_file = tmp_path / "pids"
     spec = {"name": "who", "description": "asks", "mcp_config": {"srv": stdio(env={"MCP_PID_FILE": str(pid_file)})}}

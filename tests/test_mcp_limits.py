@@ -15,9 +15,9 @@ import pytest
 
 from conftest import records, user
 from deep_agent import create_deep_agent
-from subagents._errors import TaskTimeout
-from subagents._meter import TaskMeter
-from subagents.definitions._mcp_tools import McpServerError, McpTool
+from subagents.errors import TaskTimeout
+from subagents.metering import TaskMeter
+from subagents.definitions.mcp import McpServerError, McpTool
 from test_mcp import alive, delegate, pids, report, stdio
 
 pytestmark = pytest.mark.server

@@ -33,8 +33,8 @@ from background_support import started_ids, wait_for
 from conftest import records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents.background._local import known_task
-from subagents._child_state import child_state_schema
+from subagents.background.local import known_task
+from subagents.boundary import child_state_schema
 
 ANSWER = "The child's full report: " + "everything it found, in order. " * 3
 
@@ -136,7 +136,7 @@ class Wide(AgentState):
 
 
 def test_child_state_keeps_reducers_and_drops_private_and_excluded_keys():
-    from middleware._ledger import EXCLUDED_STATE_KEYS
+    from middleware.state import EXCLUDED_STATE_KEYS
 
     schema = child_state_schema([], parent_schemas=[Wide], excluded=EXCLUDED_STATE_KEYS)
     hints = get_type_hints(schema, include_extras=True)
@@ -273,7 +273,7 @@ def retrying_agent(reply: Any, retries: int) -> tuple[Any, ScriptedChatModel]:
 
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    import subagents._model_middleware as mm
+    import subagents.builder as mm
 
     monkeypatch.setattr(mm, "RETRY_INITIAL_DELAY_S", 0.0)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 
 from subagents import AgentFileError, SpecError, coerce_spec, discover_agents, load_agent_file
-from subagents._dynamic import DynamicSubagentError, check_definition
-from subagents.definitions._spec_skills import check_skill_entry
+from subagents.registry import DynamicSubagentError, check_definition
+from subagents.definitions.skills import check_skill_entry
 from subagents.background import RemoteSubagentSpec
-from subagents.definitions import SkillFileError, load_skill, normalize_mcp_config
-from subagents.definitions._models import check_model_name
+from subagents.definitions import load_skill, normalize_mcp_config
+from subagents.errors import SkillFileError
+from subagents.definitions.models import check_model_name
 from test_agent_files import write
 
 

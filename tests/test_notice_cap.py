@@ -11,7 +11,7 @@ from background_support import ledger, notices, start
 from conftest import user
 from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
-from middleware._background_prompts import capped_notice
+from middleware.background import capped_notice
 from subagents import wait_for_background
 
 TASKS = 60

@@ -22,7 +22,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec, build_subagent
-from subagents._one_level import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, guard_for, strip_agents_block
+from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, guard_for, strip_agents_block
 
 
 @tool

@@ -28,7 +28,7 @@ from langgraph.types import Command
 
 from background_support import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import ledger_from_checkpoint
+from subagents.ledger import ledger_from_checkpoint
 from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.postgres
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The CLI through its installed entry point, offline on the scripted model."""
     script = Path(sys.executable).parent / "deep-agent"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli.app"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
     env.update({"HOME": str(cwd), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
     return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
@@ -158,7 +158,7 @@ def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_p
 
 
 def test_a_database_url_is_described_without_its_password_and_other_schemes_are_refused():
-    from deep_agent._postgres_store import DatabaseError, describe_url, open_postgres
+    from deep_agent.cli.store import DatabaseError, describe_url, open_postgres
 
     url = "postgresql://me:pw@db.example:6543/agents?sslmode=require"
     assert describe_url(url) == "postgresql://me@db.example:6543/agents"

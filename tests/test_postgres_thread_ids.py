@@ -14,8 +14,8 @@ import string
 
 import pytest
 
-from deep_agent._cli_errors import UsageError
-from deep_agent._state_store import MAX_DB_THREAD_ID_BYTES, check_thread_id
+from deep_agent.cli.errors import UsageError
+from deep_agent.cli.store import MAX_DB_THREAD_ID_BYTES, check_thread_id
 from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 from test_postgres import cli, project, rows  # noqa: F401 - the project fixture
 

@@ -23,7 +23,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel
 from local_model_fixture import local_model, running_local_model  # noqa: F401
 from middleware import ForceDelegation, SubAgentMiddleware
-from middleware._force_delegation import ForcedDelegation
+from middleware.limits import ForcedDelegation
 from subagents import read_transcript
 
 pytestmark = pytest.mark.realmodel

@@ -22,10 +22,10 @@ from fault_servers import FaultProxy, RecordingServer
 from middleware import BackgroundSubagentMiddleware
 from server_fixture import langgraph_server, own_langgraph_server  # noqa: F401 - the fixtures
 from subagents import BackgroundRuntime, SpecError, wait_for_background
-from subagents.background._remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
-from subagents.background._remote_clients import RemoteClientPool, shared_client_pool
-from subagents.background._remote_health import ServerHealth
-from subagents.background._remote_spec import RemoteConfigError
+from subagents.background.remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
+from subagents.background.remote import RemoteClientPool, shared_client_pool
+from subagents.background.remote import ServerHealth
+from subagents.spec import RemoteConfigError
 
 _RT = BackgroundRuntime()
 """One runtime for the direct runner calls of this module (closed at the end)."""

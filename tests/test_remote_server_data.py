@@ -21,9 +21,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from fault_servers import RecordingServer
-from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
-from subagents._budget import MAX_REPORTED_TOKENS
-from subagents.background._remote_states import MAX_USAGE, fields_from_thread, usage
+from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.metering import MAX_REPORTED_TOKENS
+from subagents.background.remote import MAX_USAGE, fields_from_thread, usage
 
 DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"input_tokens": 3, "output_tokens": 2}}]}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagents.background._remote_states import fields_from_thread
+from subagents.background.remote import fields_from_thread
 
 AI = {"type": "ai", "content": "All done.", "usage_metadata": {"input_tokens": 7, "output_tokens": 3}}
 

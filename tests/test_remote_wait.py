@@ -23,8 +23,8 @@ from fault_servers import FaultProxy
 from middleware import BackgroundSubagentMiddleware
 from server_fixture import langgraph_server, own_langgraph_server  # noqa: F401 - the fixtures
 from subagents import wait_for_background
-from subagents.background._remote_clients import RemoteClientPool
-from subagents.background._remote_health import ServerHealth
+from subagents.background.remote import RemoteClientPool
+from subagents.background.remote import ServerHealth
 
 
 def worker(url: str, **extra: Any) -> dict[str, Any]:

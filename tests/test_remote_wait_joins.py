@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from subagents.background._remote_wait import JOIN_AT_MOST, settle_remote
+from subagents.background.tasks import JOIN_AT_MOST, settle_remote
 
 
 class _Server:

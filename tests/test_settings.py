@@ -12,7 +12,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 from subagents import Budget, SpecError
-from subagents._transcript import jsonl_path
+from subagents.transcripts import jsonl_path
 from subagents.settings import DelegationSettings, Limits, Observability
 
 

@@ -11,7 +11,8 @@ from background_support import ledger, start
 from conftest import records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import CONTINUATION_PROMPT, AgentFileError, SubagentSpec, load_agent_file, wait_for_background
+from subagents import AgentFileError, SubagentSpec, load_agent_file, wait_for_background
+from subagents.outcome import CONTINUATION_PROMPT
 
 FULL = "Full report:" + " details" * 40
 

@@ -10,13 +10,8 @@ from conftest import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
-from subagents.definitions import (
-    SkillFileError,
-    available_skills_block,
-    discover_skills,
-    load_skill,
-    load_skill_dirs,
-)
+from subagents.definitions import available_skills_block, discover_skills, load_skill, load_skill_dirs
+from subagents.errors import SkillFileError
 
 SKILLS = Path(__file__).parent / "fixtures" / "skills"
 DETAIL = " Details: " + "every step was checked and recorded. " * 6

@@ -7,8 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from subagents import Budget, token_count
-from subagents._budget import MAX_REPORTED_TOKENS
+from subagents import Budget
+from subagents.metering import token_count
+from subagents.metering import MAX_REPORTED_TOKENS
 
 
 @pytest.mark.parametrize("value, expected", [

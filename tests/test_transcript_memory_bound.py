@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from subagents._transcript_memory import TranscriptTable
+from subagents.transcripts import TranscriptTable
 
 
 def test_big_transcripts_evict_the_oldest_by_bytes():
@@ -27,8 +27,8 @@ def test_one_transcript_bigger_than_the_budget_is_still_kept_alone():
 
 
 def test_a_task_read_back_through_its_record_uses_the_shared_table():
-    from subagents._transcript import read_transcript
-    from subagents._transcript_memory import MEMORY
+    from subagents.transcripts import read_transcript
+    from subagents.transcripts import MEMORY
 
     MEMORY.put("through-record", [AIMessage("kept")])
     record = {"id": "through-record", "transcript": "memory:through-record"}

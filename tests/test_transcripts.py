@@ -17,7 +17,7 @@ from conftest import call, checkpointer, records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
-from subagents._transcript import jsonl_path, read_jsonl
+from subagents.transcripts import jsonl_path, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ Example::
     agent = create_deep_agent(model, tools, permission_mode="confirm_risky", risky_tools=RISKY_TOOLS)
 """
 
-from deep_agent.tools._catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided
-from deep_agent.tools._workspace import MAX_OUTPUT_CHARS, Workspace
+from deep_agent.tools.catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided
+from deep_agent.tools.workspace import MAX_OUTPUT_CHARS, Workspace
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

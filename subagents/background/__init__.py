@@ -10,8 +10,7 @@ inboxes, and closes them; the ledger is one record per task::
         wait_for_background(state["async_tasks"], timeout_s=30)
 """
 
-from subagents.background._inbox import SteeringInbox
-from subagents.background._ledger import (
+from subagents.background.ledger import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
     AsyncTaskRecord,
@@ -20,20 +19,18 @@ from subagents.background._ledger import (
     record_problem,
     usable_records,
 )
-from subagents.background._local import known_task
-from subagents.background._remote import RemoteSubagentSpec
-from subagents.background._remote_adoption import OrphanSearch, adopt_orphans
-from subagents.background._runtime import BackgroundRuntime, RuntimeClosed, RuntimeStalled
-from subagents.background._tasks import BackgroundTasks, TaskStateError
-from subagents.background._wait import wait_for_background
+from subagents.background.local import known_task
+from subagents.background.remote import OrphanSearch, RemoteSubagentSpec, adopt_orphans
+from subagents.background.runtime import BackgroundRuntime, RuntimeClosed, RuntimeStalled, SteeringInbox
+from subagents.background.tasks import BackgroundTasks, TaskStateError, wait_for_background
 
 __all__ = [
     "ACTIVE_STATUSES",
-    "NOTEWORTHY_STATUSES",
     "AsyncTaskRecord",
     "AsyncTaskStatus",
     "BackgroundRuntime",
     "BackgroundTasks",
+    "NOTEWORTHY_STATUSES",
     "OrphanSearch",
     "RemoteSubagentSpec",
     "RuntimeClosed",

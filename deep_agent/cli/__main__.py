@@ -1,0 +1,3 @@
+from deep_agent.cli.app import main
+
+raise SystemExit(main())

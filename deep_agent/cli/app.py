@@ -1,0 +1,225 @@
+"""The ``deep-agent`` command line.
+
+Each subcommand is one function taking the parsed arguments and returning
+an exit code. The parser lives here and imports nothing heavy; a command's
+module (and LangChain with it) is imported only when that command runs, so
+``deep-agent --help`` answers at once.
+
+Example::
+
+    deep-agent run "Review the parser" --model openai:gpt-4.1-mini
+    deep-agent run "Fix the typo in README.md" --yes            # approve every risky call
+    deep-agent demo                                             # offline, scripted
+    deep-agent tasks                                            # the last thread's tasks
+    deep-agent transcript 3fa2                                  # one task's messages
+    deep-agent agents validate team/agents --model-profiles profiles.yaml
+
+Exit codes: 0 on success; 1 on an error (printed as one line; ``--debug``
+shows the traceback) or an invalid agent file; 2 for bad command-line
+arguments, including a directory or file that does not exist; 130 when
+interrupted (Ctrl-C); 128 + N when ended by signal N (``SIGTERM``,
+``SIGHUP``, as when the terminal closes): the process then exits as on any
+other path, so what it started (MCP servers, jobs a ``Bash`` command left
+running) is ended first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from deep_agent.cli.errors import UsageError, describe_error
+
+PERMISSION_CHOICES = ("always_confirm", "confirm_risky", "never_confirm", "default", "acceptEdits",
+                      "plan", "dontAsk", "bypassPermissions")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks instead of one-line errors")
+    parser = argparse.ArgumentParser(
+        prog="deep-agent", description="Governed subagent delegation for LangGraph.", parents=[common]
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(commands, common)
+    _add_inspect(commands, common)
+    _add_agents(commands, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    program = argv is None  # the deep-agent program itself, not a caller passing its own arguments
+    if program:
+        _exit_on_termination()
+    try:
+        module, _, name = args.handler.partition(":")
+        return int(getattr(importlib.import_module(module), name)(args))
+    except KeyboardInterrupt:
+        print("deep-agent: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one readable line unless --debug
+        if debug:
+            raise
+        print(f"deep-agent: error: {describe_error(exc)}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
+    finally:
+        if program:  # the process exits next: a signal now must not cut its exit handlers short
+            _exiting.set()
+
+
+_exiting = threading.Event()
+"""Set once the program is on its way out: a further SIGTERM or SIGHUP is ignored while its cleanup runs."""
+
+
+def _exit_on_termination() -> None:
+    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run.
+
+    By default either signal kills the interpreter outright, and what it
+    started would be left running. The first one also kills the ``Bash``
+    commands running at that moment (an async run waits for its tools'
+    threads before it can exit); later ones, and any that come once the
+    program is leaving, are ignored so that the cleanup (ending MCP servers
+    and the jobs ``Bash`` commands left) is not cut short. Only ``main()``
+    called without arguments, as the ``deep-agent`` program, does this.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    for name in ("SIGTERM", "SIGHUP"):
+        if (signum := getattr(signal, name, None)) is not None:
+            signal.signal(signum, _exit_now)
+
+
+def _exit_now(signum: int, _frame: Any) -> None:
+    if _exiting.is_set():
+        return
+    _exiting.set()
+    if (shell := sys.modules.get("deep_agent.tools.shell")) is not None:  # imported only if a run used it
+        shell.kill_running_commands()
+    raise SystemExit(128 + signum)
+
+
+# -- the commands' arguments ---------------------------------------------------
+
+
+def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
+    run = commands.add_parser(
+        "run", parents=[common], help="run a deep agent on a prompt, with a live view of its tasks",
+        description="Run the agents of your agent files on a prompt. The root plans, delegates "
+        "with `task` (or in the background) and has the built-in tools Read, Write, Edit, Glob, "
+        "Grep, LS and Bash, confined to --workspace.",
+    )
+    run.add_argument("prompt")
+    run.add_argument("--thread", help="continue this thread (default: a new one)")
+    run.add_argument("--model", help="provider:name (default: from OPENAI_API_KEY / OPENAI_BASE_URL)")
+    run.add_argument("--agents-dir", action="append", dest="agents_dirs", metavar="DIR",
+                     help="agent directory, in precedence order (repeatable)")
+    run.add_argument("--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
+                     help="skill directory (repeatable; default: .agents/skills and .claude/skills, "
+                     "project then home)")
+    run.add_argument("--workspace", type=Path, metavar="DIR",
+                     help="the folder the built-in tools may touch (default: the current one)")
+    run.add_argument("--permission-mode", choices=PERMISSION_CHOICES, default="confirm_risky",
+                     help="approval policy of the root and of agents whose file sets none "
+                     "(default: confirm_risky: Write, Edit and Bash ask)")
+    run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
+    run.add_argument("--timeout", type=_positive(float), default=120.0, metavar="SECONDS",
+                     help="request timeout of the model (default: 120)")
+    run.add_argument("--max-tokens", type=_positive(int), metavar="N", help="output tokens per model call")
+    run.add_argument("--budget-tokens", type=_positive(int), metavar="N",
+                     help="tokens the whole run may spend; later delegations are refused")
+    run.add_argument("--prices", type=Path, metavar="FILE",
+                     help="YAML or JSON: model name -> [USD per million input, output tokens]")
+    run.add_argument("--force-delegation", action="store_true",
+                     help="the first model call of each turn must call task (for small local models)")
+    run.add_argument("--short-answer-threshold", type=_positive(int), metavar="CHARS",
+                     help="ask a child once for a fuller report when its answer is shorter (default: off; "
+                          "an agent file's short_answer_threshold wins for that agent)")
+    _add_model_resolution(run)
+    _add_state(run)
+    run.set_defaults(handler="deep_agent.cli.run:run_command")
+
+    demo = commands.add_parser("demo", parents=[common],
+                               help="an offline, scripted scenario (no model or key needed)")
+    _add_state(demo)
+    demo.set_defaults(handler="deep_agent.cli.run:demo_command")
+
+
+def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
+    tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
+    tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
+    tasks.set_defaults(handler="deep_agent.cli.inspect:tasks_command")
+    transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
+    transcript.add_argument("task_id", help="a task id, or a unique prefix of one")
+    transcript.add_argument("--thread", help="look only in this thread")
+    transcript.set_defaults(handler="deep_agent.cli.inspect:transcript_command")
+    for parser in (tasks, transcript):
+        _add_state(parser)
+
+
+def _add_agents(commands: Any, common: argparse.ArgumentParser) -> None:
+    agents = commands.add_parser(
+        "agents", parents=[common], help="list or validate agent files",
+        description="Find agent files (markdown with YAML frontmatter) and check them.",
+    )
+    actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", parents=[common], help="print each agent with its resolved fields")
+    listing.add_argument("--format", choices=("text", "json"), default="text")
+    listing.set_defaults(handler="deep_agent.cli.agents:agents_list")
+    validate = actions.add_parser("validate", parents=[common],
+                                  help="check every agent file; exit 1 if any is invalid")
+    validate.set_defaults(handler="deep_agent.cli.agents:agents_validate")
+    for sub in (listing, validate):
+        sub.add_argument(
+            "dirs", nargs="*", metavar="DIR",
+            help="agent directories in precedence order (default: .agents/agents and "
+            ".claude/agents under the project, then under your home)",
+        )
+        sub.add_argument("--project-dir", type=Path, default=None, help="default: the current directory")
+        sub.add_argument(
+            "--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
+            help="skill directory (repeatable; default: the standard project and user ones)",
+        )
+        _add_model_resolution(sub)
+
+
+def _add_model_resolution(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model-profiles", type=Path, metavar="FILE",
+        help="YAML or JSON mapping of an agent file's model name to 'provider:model', 'inherit' "
+        "or init arguments (Claude's sonnet, opus and haiku run on the run's model unless mapped)",
+    )
+    parser.add_argument(
+        "--unknown-model", choices=("error", "inherit"), default="error",
+        help="a model name no profile maps: an error (default), or the run's model",
+    )
+
+
+def _add_state(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", help="where threads, ledgers and transcripts live (default: ./.deep_agent)")
+    parser.add_argument("--db", dest="db_url", help="a postgresql:// URL instead of the embedded SQLite")
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+
+    return parse
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""The background tasks of a command-line turn: wait for them, and ask when one waits for approval.
+
+After the root has answered, ``deep-agent run`` keeps the live tree up
+while the turn's local background tasks (``start_async_task``) finish. A
+background child that pauses on a risky call is ``waiting_for_approval``:
+the live view stops and the terminal asks exactly as for a ``task`` child
+(:mod:`deep_agent.cli.approvals`), naming the task's agent type; ``--yes``
+approves. The answer resumes the task through its runner, on the runtime's
+loop, and the wait goes on. When nobody can answer (stdin is not a
+terminal, no ``--yes``), the run stops with an error naming the tool and
+saying it is a background task.
+
+Example (inside the turn's coroutine)::
+
+    await settle_background(tree, console, ask=TerminalAsker(console), approve_all=False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from deep_agent.cli.errors import ApprovalNeeded
+from deep_agent.cli.live_view import TaskTree, relayed_stderr
+from deep_agent.cli.terminal import printable
+
+# ----------------------------------------------------------------------------
+# Approving risky calls in the terminal.
+#
+# When a run pauses for human approval (LangChain's
+# ``HumanInTheLoopMiddleware``, in the root or inside a child), the command
+# line shows each pending call -- which agent, which tool, its arguments --
+# and asks: approve, or reject with a reason that the agent reads as the
+# tool's result. ``--yes`` approves every call. When nobody can answer
+# (stdin is not a terminal and ``--yes`` was not given), the run stops with
+# an error naming the tool, rather than waiting forever.
+#
+# Example::
+#
+#     resume = decide(interrupts, ask=TerminalAsker(console), approve_all=False)
+#     agent.astream(Command(resume=resume), config)
+# ----------------------------------------------------------------------------
+
+
+
+MAX_ARG_CHARS = 400
+
+Asker = Callable[[str, str, Mapping[str, Any]], str | None]
+"""``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
+
+
+def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
+    """The error for a call that needs approval when stdin is not a terminal."""
+    return ApprovalNeeded(
+        f"{tool} (called by {agent}) needs approval, but stdin is not a terminal: pass --yes "
+        "to approve every call, or --permission-mode never_confirm"
+    )
+
+
+def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
+    """The call as plain text, control characters escaped: the person approving sees what would run."""
+    shown = []
+    for key, value in args.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = text if len(text) <= MAX_ARG_CHARS else text[:MAX_ARG_CHARS] + f"... [{len(text)} chars]"
+        shown.append(f"    {printable(key)}: {printable(text)}")
+    return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
+
+
+class TerminalAsker:
+    """Asks on the terminal; refuses to wait when stdin is not one."""
+
+    def __init__(self, console: Any, *, stdin: Any = None) -> None:
+        self.console = console
+        self.stdin = stdin if stdin is not None else sys.stdin
+
+    def can_ask(self) -> bool:
+        """Whether stdin is a terminal someone can answer on."""
+        return _interactive(self.stdin)
+
+    def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
+        if not self.can_ask():
+            raise nobody_to_ask(tool, agent)
+        # The call is model text: never read as markup (a "[/x]" would crash the prompt, "[conceal]" hide text).
+        self.console.print(Text.assemble("\n", ("Approval needed", "bold magenta"), ": ",
+                                         describe_call(agent, tool, args)), highlight=False)
+        with ctrl_c_interrupts():
+            while True:
+                answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
+                if answer in ("y", "yes"):
+                    return None
+                if answer in ("n", "no"):
+                    reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
+                    return reason or "the user rejected this call"
+                self.console.print("Please answer y or n.")
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Within the block, Ctrl-C raises ``KeyboardInterrupt`` at once (on the main thread).
+
+    The prompt blocks the event loop's thread, and ``asyncio.run``'s own
+    handler only cancels the main task, which cannot happen until the loop
+    runs again: the first Ctrl-C would wait for the answer (and whatever it
+    approved would run first).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler not set from Python, which cannot be restored
+            signal.signal(signal.SIGINT, previous)
+
+
+def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
+           announce: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The resume value for every pending interrupt, keyed by interrupt id."""
+    resume: dict[str, Any] = {}
+    for interrupt in interrupts:
+        value = getattr(interrupt, "value", None)
+        if not isinstance(value, Mapping) or "action_requests" not in value:
+            raise ApprovalNeeded(f"the run paused for something other than a tool approval: {str(value)[:200]}")
+        agent = str((value.get("subagent") or {}).get("agent_type") or "the root agent")
+        decisions = []
+        for request in value.get("action_requests") or ():
+            tool, args = str(request.get("name")), dict(request.get("args") or {})
+            if approve_all:
+                announce(f"approved {tool} ({agent}) — --yes")
+                decisions.append({"type": "approve"})
+                continue
+            reason = ask(agent, tool, args)
+            if reason is None:
+                announce(f"approved {tool} ({agent})")
+                decisions.append({"type": "approve"})
+            else:
+                announce(f"rejected {tool} ({agent}): {reason}")
+                decisions.append({"type": "reject", "message": f"The user rejected this call: {reason}"})
+        resume[interrupt.id] = {"decisions": decisions}
+    return resume
+
+
+def _interactive(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
+        return False
+
+
+BACKGROUND_WAIT_S = 600.0
+"""How long the run waits for background tasks to run (time spent asking does not count)."""
+RUNNING = frozenset({"pending", "running"})
+ASKING = "waiting_for_approval"
+
+
+def unsettled(tree: TaskTree) -> list[str]:
+    """The turn's local background tasks that run, wait to run, or wait for approval."""
+    return [task.id for task in _live(tree) if task.fields.get("status") in RUNNING | {ASKING}]
+
+
+async def settle_background(tree: TaskTree, console: Console, *, ask: TerminalAsker, approve_all: bool) -> None:
+    """Keep the tree up until the turn's background tasks settle; ask about each one that waits."""
+    if not unsettled(tree):
+        return
+    console.print(f"[dim]waiting for {len(unsettled(tree))} background task(s); Ctrl-C leaves them[/dim]")
+    while True:
+        deadline = time.monotonic() + BACKGROUND_WAIT_S
+        with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
+            while not (waiting := _asking(tree)) and _running(tree) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            if not waiting:
+                tree.stop_clock()
+        end_line(console)
+        if not waiting:
+            return
+        for task in waiting:
+            await answer_task(task, ask=ask, approve_all=approve_all,
+                              announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
+
+
+async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
+                      announce: Callable[[str], None]) -> None:
+    """Ask about a waiting background task's pending calls, then resume it on its runtime's loop."""
+    agent = str(task.call.subagent_type)
+    pending = list(task.fields.get("approval_request") or [])
+    interrupts = [SimpleNamespace(id=item.get("id"), value=_named(item.get("value"), agent, task.id))
+                  for item in pending]
+
+    def ask_here(who: str, tool: str, args: Mapping[str, Any]) -> str | None:
+        if not ask.can_ask():
+            raise nobody_to_ask(tool, f"{who}, a background task")
+        return ask(who, tool, args)
+
+    answers = decide(interrupts, ask=ask_here, approve_all=approve_all, announce=announce)
+    # One interrupt is answered with its value; several by interrupt id (as the runner's own answers are).
+    resume = next(iter(answers.values())) if len(answers) == 1 else answers
+    runner = task.runner
+    record = {**task.fields, "id": task.id}
+    # A JSON object message is the resume value as it is (subagents.background_approval.resume_for).
+    await runner.runtime.arun(runner.steer(record, json.dumps(resume), task.call))
+
+
+def end_line(console: Console) -> None:
+    if not console.is_terminal:
+        console.line()  # a redirected Live view ends without one
+
+
+def _named(value: Any, agent: str, task_id: str) -> Any:
+    """The interrupt's value, naming the background task's agent as a ``task`` child's does."""
+    if not isinstance(value, Mapping):
+        return value
+    return {**value, "subagent": {**(value.get("subagent") or {}), "agent_type": agent, "task_id": task_id}}
+
+
+def _live(tree: TaskTree) -> list[Any]:
+    from subagents.background import known_task
+
+    return [task for task_id in list(tree.background) if (task := known_task(task_id)) is not None]
+
+
+def _running(tree: TaskTree) -> bool:
+    return any(task.fields.get("status") in RUNNING for task in _live(tree))
+
+
+def _asking(tree: TaskTree) -> list[Any]:
+    return [task for task in _live(tree) if task.fields.get("status") == ASKING]

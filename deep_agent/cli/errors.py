@@ -1,0 +1,83 @@
+"""How the command line reports what went wrong: one line, and the right exit code.
+
+:class:`UsageError` is a bad argument (exit 2); anything else is exit 1.
+:func:`describe_error` turns an exception into the line printed after
+``deep-agent: error:``; for a model server that cannot be reached or does
+not answer in time it names the URL that was tried. It never raises.
+
+Example::
+
+    try:
+        ...
+    except Exception as exc:
+        print(f"deep-agent: error: {describe_error(exc)}")
+"""
+
+from __future__ import annotations
+
+from deep_agent.cli.terminal import printable
+
+MAX_MESSAGE_CHARS = 2000
+
+
+class UsageError(Exception):
+    """A command-line argument is wrong (a missing folder, an unreadable file ...): exit 2."""
+
+
+class ApprovalNeeded(RuntimeError):
+    """A call waits for approval and nobody can answer (stdin is not a terminal)."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for ``exc``; the URL tried when a request failed on the way to a server."""
+    try:
+        text = _text(exc)
+        url = _url_tried(exc)
+        kind = _network_kind(exc)
+        if url and kind == "timeout":
+            text = f"the model server at {url} did not answer in time (raise --timeout): {text}"
+        elif url and kind == "connection":
+            text = f"cannot reach the model server at {url}: {text}"
+        elif url:
+            text = f"{text} (request to {url})"
+        return printable(" ".join(text.split())[:MAX_MESSAGE_CHARS])
+    except Exception:  # noqa: BLE001 - the failure path never raises
+        return type(exc).__name__
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return text or type(exc).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 20:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _url_tried(exc: BaseException) -> str | None:
+    for link in _chain(exc):
+        try:
+            request = getattr(link, "request", None)
+            url = getattr(request, "url", None)
+        except Exception:  # noqa: BLE001 - httpx raises when a request was never set
+            url = None
+        if url:
+            return str(url)
+    return None
+
+
+def _network_kind(exc: BaseException) -> str | None:
+    names = {type(link).__name__ for link in _chain(exc)}
+    if any("Timeout" in name for name in names):
+        return "timeout"
+    if any("Connect" in name for name in names):
+        return "connection"
+    return None

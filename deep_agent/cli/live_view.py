@@ -1,0 +1,367 @@
+"""The terminal view of a run: this turn's tasks as they start, run, wait and end.
+
+:class:`TaskTree` is fed the parent's stream -- ``subagent_task`` events
+from the ``custom`` mode, ledger and message updates from the ``updates``
+mode -- and is itself the renderable a ``rich.live.Live`` redraws, so every
+refresh recomputes the timers. Rows come from :mod:`deep_agent.cli.inspect`
+(delegations, refused calls, background tasks), so the tree, ``deep-agent
+tasks`` and the summary agree. Tasks of earlier turns are only counted.
+
+Example::
+
+    tree = TaskTree("deep agent", colors={"researcher": "cyan"}, earlier={"3fa2..."})
+    with Live(tree, refresh_per_second=8):
+        async for namespace, mode, chunk in agent.astream(..., stream_mode=["custom", "updates"], subgraphs=True):
+            tree.feed(namespace, mode, chunk)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import faulthandler
+import math
+import os
+import select
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from rich.color import Color, ColorParseError
+from rich.console import Console, Group
+from rich.text import Text
+from rich.tree import Tree
+
+from deep_agent.cli.store import (
+    ASYNC_LEDGER_KEY,
+    LEDGER_KEY,
+    TaskRow,
+    background_row,
+    invalid_call_rows,
+    sync_row,
+)
+from deep_agent.cli.terminal import printable
+from subagents.metering import token_count
+
+# ----------------------------------------------------------------------------
+# While the live view is up, what anything writes to the terminal's stderr is shown above it.
+#
+# rich's ``Live`` redraws its lines in place, so a line another process writes
+# straight to the terminal (an MCP server's start-up banner on stderr, a
+# library's warning) lands inside the tree: it is overwritten, or leaves half a
+# line and a stale copy of the tree behind. :func:`relayed_stderr` points file
+# descriptor 2 at a pipe while it is entered; a thread reads the pipe and
+# prints each line through the console, escaped and dim, above the live tree.
+#
+# A process started meanwhile keeps the pipe as its stderr after the view
+# ends (a server a task connected to): the thread goes on reading for the
+# life of the process and writes what comes later to the real stderr, so such
+# a process never blocks on a full pipe. One pipe and one thread serve every
+# view of the process. When stderr is not a terminal (redirected to a file),
+# nothing is relayed: the file gets what it always got.
+#
+# Nothing written is lost on the way: the lines of one read are printed
+# together (a burst of thousands costs a few redraws, not thousands), a line
+# without its newline is shown once the pipe has been quiet for
+# :data:`QUIET_S`, and leaving a view, like leaving the process, waits
+# (bounded) until everything written before it has been shown. While a view
+# is up, ``faulthandler`` (``PYTHONFAULTHANDLER``) writes to the terminal
+# itself, so a crash's report does not die in the pipe with the process.
+#
+# Example::
+#
+#     with relayed_stderr(console), Live(tree, console=console):
+#         ...
+# ----------------------------------------------------------------------------
+
+
+
+STDERR = 2
+MAX_LINE = 4096
+"""Longer lines are shown in pieces of this many bytes."""
+QUIET_S = 0.2
+"""How long the pipe stays quiet before a line without its newline is shown as it is."""
+FLUSH_WAIT_S = 2.0
+"""How long leaving a view (or the process) waits for what was written before it to be shown."""
+_FLUSH = b"\x00\x1fstderr-relay-flush\x1f\x00"
+"""Written into the pipe to learn when everything before it has been read (one write: never split)."""
+
+
+class _Relay:
+    """The process's one pipe in place of fd 2, and the thread that empties it."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.terminal = os.dup(STDERR)  # where stderr pointed before: the terminal
+        self.console: Console | None = None  # set while a view is up
+        self.lock = threading.Lock()
+        self.flushed = threading.Event()
+        self.flush_lock = threading.Lock()
+        threading.Thread(target=self._drain, name="stderr-relay", daemon=True).start()
+        atexit.register(self.flush)  # lines a server wrote after the last view, still in the pipe
+
+    def _drain(self) -> None:
+        pending = b""
+        while True:
+            ready, _, _ = select.select([self.read_end], [], [], QUIET_S if pending else None)
+            if not ready:  # quiet: a line without its newline is shown as it is
+                self._show([pending])
+                pending = b""
+                continue
+            chunk = os.read(self.read_end, 65536)
+            if not chunk:
+                return
+            *lines, pending = (pending + chunk).split(b"\n")
+            while len(pending) > MAX_LINE:
+                lines.append(pending[:MAX_LINE])
+                pending = pending[MAX_LINE:]
+            shown: list[bytes] = []
+            for line in lines:
+                if line.endswith(_FLUSH):  # everything written before this mark has now been read
+                    shown.extend([line[:-len(_FLUSH)]] if line != _FLUSH else [])
+                    self._show(shown)
+                    shown = []
+                    self.flushed.set()
+                else:
+                    shown.append(line)
+            self._show(shown)
+
+    def _show(self, lines: list[bytes]) -> None:
+        if not lines:
+            return
+        with self.lock:
+            console = self.console
+        try:
+            if console is not None:
+                text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
+                console.print(Text(text, style="dim"), soft_wrap=True)
+            else:
+                data = memoryview(b"".join(line + b"\n" for line in lines))
+                while data:
+                    data = data[os.write(self.terminal, data):]
+        except Exception:  # noqa: BLE001 - lines lost are better than a relay that stops draining
+            pass
+
+    def flush(self) -> None:
+        """Wait (at most :data:`FLUSH_WAIT_S`) until what was written to the pipe so far has been shown."""
+        with self.flush_lock:
+            self.flushed.clear()
+            try:  # a pipe that stays full (a relay that cannot keep up) must not hold the caller
+                if select.select([], [self.write_end], [], FLUSH_WAIT_S)[1]:
+                    os.write(self.write_end, _FLUSH + b"\n")
+                    self.flushed.wait(FLUSH_WAIT_S)
+            except (OSError, ValueError):
+                pass
+
+    @contextlib.contextmanager
+    def relaying(self, console: Console) -> Iterator[None]:
+        _flush_stderr()
+        faults = faulthandler.is_enabled()
+        if faults:  # a crash report written into the pipe would die with the process
+            faulthandler.enable(file=self.terminal, all_threads=True)
+        os.dup2(self.write_end, STDERR)
+        with self.lock:
+            self.console = console
+        try:
+            yield
+        finally:
+            _flush_stderr()
+            self.flush()  # printed through the console while it is still the view's
+            os.dup2(self.terminal, STDERR)
+            with self.lock:
+                self.console = None
+            if faults:
+                with contextlib.suppress(Exception):  # no usable sys.stderr: leave it pointing at the terminal
+                    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
+def _flush_stderr() -> None:
+    """Python's buffered stderr written out before fd 2 changes hands (a closed or missing one is skipped)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+
+
+_relay: _Relay | None = None
+_relay_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def relayed_stderr(console: Console) -> Iterator[None]:
+    """While entered, lines written to fd 2 are printed through ``console`` (when both are terminals)."""
+    global _relay
+    try:
+        usable = console.is_terminal and os.isatty(STDERR)
+    except (OSError, ValueError):
+        usable = False
+    if not usable:
+        yield
+        return
+    with _relay_lock:
+        if _relay is None:
+            _relay = _Relay()
+        relay = _relay
+    with relay.relaying(console):
+        yield
+
+
+_STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
+          "cancelled": "dim", "pending": "dim", "lost": "red"}
+_ICON = {"running": "…", "completed": "✓", "error": "✗", "waiting_for_approval": "?", "cancelled": "-",
+         "pending": "·", "lost": "!"}
+
+
+class TaskTree:
+    """What this turn has done so far, and its rendering (recomputed on every refresh).
+
+    Args:
+        title: the root's label.
+        colors: agent type -> the ``color`` of its agent file.
+        earlier: the ids of the thread's tasks from earlier turns: counted, not listed.
+    """
+
+    def __init__(self, title: str, *, colors: Mapping[str, str] | None = None,
+                 earlier: Iterable[str] = ()) -> None:
+        self.title = title
+        self.colors = {k: v for k, v in (colors or {}).items() if _valid_color(v)}
+        self.earlier = frozenset(earlier)
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.outcome = "done"
+        self.sync: dict[str, dict[str, Any]] = {}
+        self.background: dict[str, dict[str, Any]] = {}
+        self.messages: list[Any] = []
+        self.live: dict[str, dict[str, Any]] = {}
+        self.root_usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+        self.root_model: str | None = None
+
+    # -- feeding ------------------------------------------------------------
+
+    def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
+        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
+            self.event(chunk)
+        elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
+            for update in chunk.values():
+                for part in update if isinstance(update, list) else [update]:
+                    if isinstance(part, Mapping):
+                        self.update(part)
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        """A lifecycle event of a ``task`` delegation (one without a task id is not ours: a child's tool can
+        write any custom event, so it is ignored)."""
+        task_id = event.get("task_id")
+        if not isinstance(task_id, str) or not task_id:
+            return
+        row = self.live.setdefault(task_id, {"started_at": time.time()})
+        row.update(event)
+
+    def update(self, update: Mapping[str, Any]) -> None:
+        """A state update of the root: ledgers and messages."""
+        for task_id, record in (update.get(LEDGER_KEY) or {}).items():
+            self.sync[task_id] = dict(record)
+        for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
+            self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
+        for message in update.get("messages") or ():
+            self.messages.append(message)
+            usage = getattr(message, "usage_metadata", None)
+            if getattr(message, "type", "") == "ai" and isinstance(usage, Mapping) and usage:
+                self.root_usage["model_calls"] += 1  # the server's counts, clamped: never trusted
+                self.root_usage["input_tokens"] += token_count(usage.get("input_tokens"))
+                self.root_usage["output_tokens"] += token_count(usage.get("output_tokens"))
+                self.root_model = (message.response_metadata or {}).get("model_name") or self.root_model
+
+    def stop_clock(self, outcome: str = "done") -> None:
+        if self.finished is None:
+            self.finished = time.monotonic()
+            self.outcome = outcome
+
+    # -- reading --------------------------------------------------------------
+
+    def rows(self) -> list[TaskRow]:
+        rows: dict[str, TaskRow] = {}
+        for task_id, event in self.live.items():
+            rows[task_id] = _event_row(task_id, event)
+        for task_id, record in self.sync.items():
+            rows[task_id] = sync_row(record)
+        for task_id, record in self.background.items():
+            rows[task_id] = background_row({**record, **_live_background(task_id)})
+        known = {r.tool_call_id for r in rows.values() if r.tool_call_id}
+        for row in invalid_call_rows(self.messages, known):
+            rows.setdefault(row.id, row)
+        return [row for row in rows.values() if row.id not in self.earlier]
+
+    def __rich__(self) -> Group:
+        now = time.time()
+        elapsed = (self.finished or time.monotonic()) - self.started
+        state = self.outcome if self.finished else "running"
+        tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {elapsed:.1f}s", "dim")))
+        if self.earlier:
+            tree.add(Text(f"{len(self.earlier)} task(s) of earlier turns (deep-agent tasks)", style="dim"))
+        rows = self.rows()
+        for row in rows:
+            tree.add(self._line(row, now))
+        if not rows:
+            tree.add(Text("no tasks in this turn" if self.finished else "no tasks yet", style="dim"))
+        return Group(tree)
+
+    def _line(self, row: TaskRow, now: float) -> Text:
+        status = row.status
+        line = Text()
+        line.append(f"{_ICON.get(status, '·')} ", style=_STYLE.get(status, ""))
+        # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
+        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, _STYLE.get(status, "")))
+        kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
+                "refused": " [refused]"}.get(row.kind, "")
+        line.append(kind, style="cyan" if row.kind == "background" else "red")
+        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.seconds(now):.1f}s",
+                    style="dim" if status in ("running", "pending") else "")
+        if row.tokens:
+            line.append(f"  {row.tokens} tokens")
+        if row.error:
+            line.append(f"  {printable(' '.join(str(row.error).split()))[:100]}", style="red")
+        return line
+
+
+def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
+    # Any tool can write a "subagent_task" event: its times and ids are checked like its counts.
+    duration = _seconds(event.get("duration_ms"))
+    tool_call_id = event.get("tool_call_id")
+    return TaskRow(
+        id=task_id, kind="refused" if event.get("refused") else "task",
+        agent_type=str(event.get("agent_type") or "?"),
+        status=str(event.get("status") or "running"),
+        tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+        started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
+        model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
+        output_tokens=token_count(event.get("output_tokens")), error=event.get("error"),
+    )
+
+
+def _seconds(value: Any) -> float | None:
+    """A time or duration from an event: a finite number, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an int past any float
+        return None
+
+
+def _live_background(task_id: str) -> dict[str, Any]:
+    """What this process knows now about a local background task (the ledger lags a turn)."""
+    try:
+        from subagents.background import known_task
+
+        task = known_task(task_id)
+        return {**dict(task.fields), **task.usage()} if task is not None else {}
+    except Exception:  # noqa: BLE001 - a view never fails the run
+        return {}
+
+
+def _valid_color(value: Any) -> bool:
+    try:
+        Color.parse(str(value))
+        return True
+    except ColorParseError:
+        return False

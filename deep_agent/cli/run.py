@@ -1,0 +1,186 @@
+"""``deep-agent run`` and ``deep-agent demo``: a real agent for the agent files you have.
+
+Example::
+
+    deep-agent run "Review src/ for unchecked errors" --model openai:gpt-4.1-mini
+    deep-agent run "Now fix the first one" --thread 5d1c...     # continue a conversation
+    deep-agent run "Tidy the README" --workspace ../docs --yes  # approve every risky call
+    deep-agent demo                                              # offline, scripted
+
+``run`` uses the subagents found in the agent directories (``.agents/agents``
+and ``.claude/agents`` under the current directory, then under your home,
+or ``--agents-dir``). The root and every agent file that lists them get the
+built-in tools (:mod:`deep_agent.tools`) confined to ``--workspace``; Claude
+model aliases run on the run's model (:mod:`deep_agent.cli.agents`); risky
+calls ask in the terminal (:mod:`deep_agent.cli.approvals`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from deep_agent.cli.errors import UsageError
+
+ROOT_PROMPT = (
+    "You are a planner with a team of subagents. Break the user's request into independent "
+    "pieces, delegate each to the best-suited subagent with the `task` tool (in parallel when "
+    "they are independent; long work with `start_async_task`), then answer the user from what "
+    "they return. You also have file and shell tools on the user's workspace for small steps."
+)
+
+
+@dataclasses.dataclass
+class RunSetup:
+    """What a run needs beyond its prompts: how to build the agent, and what to tell the user first."""
+
+    build: Callable[[Any, Path], Any]
+    notices: list[str]
+    colors: dict[str, str]
+    prices: dict[str, Any] | None = None
+    approve_all: bool = False
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
+    from deep_agent.cli.session import run_turns
+    from deep_agent.cli.terminal import printable
+
+    setup = prepare_run(args)
+    console = Console()
+    for notice in setup.notices:
+        console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
+    return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from deep_agent.cli.session import run_turns
+    from deep_agent.demo import DEMO_PROMPT, FOLLOW_UP_PROMPT, build_demo_agent, demo_model
+
+    def build(checkpointer: Any, sessions: Path) -> Any:
+        return build_demo_agent(demo_model(), checkpointer=checkpointer, sessions_dir=str(sessions))
+
+    console = Console()
+    console.print("[bold]Scripted demo[/bold]: offline, on a scripted model; no real LLM is called.")
+    setup = RunSetup(build=build, notices=[], colors={})
+    return asyncio.run(run_turns(setup, [DEMO_PROMPT, FOLLOW_UP_PROMPT], args,
+                                 title="deep agent (scripted demo)", console=console))
+
+
+def prepare_run(args: argparse.Namespace) -> RunSetup:
+    """Check the arguments, find and check the agent files, and choose the model."""
+    from deep_agent.cli.agents import plan_models, read_profiles, require_dirs
+    from deep_agent.cli.store import resolve_state_dir
+    from deep_agent.model_choice import choose_model
+    from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools, tools_not_provided
+    from subagents import Budget, SpecError, discover_agents
+
+    require_dirs(args.agents_dirs, "--agents-dir")
+    try:
+        workspace = Workspace(args.workspace)
+    except NotADirectoryError:
+        raise UsageError(f"--workspace {args.workspace}: no such directory") from None
+    profiles = read_profiles(args.model_profiles)
+    prices = read_prices(args.prices)
+    resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
+    require_dirs(args.skills_dirs, "--skills-dir")
+    found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
+    found.raise_for_problems()
+    skills_dirs = _skill_levels(args.skills_dirs)
+    specs = [_plain_tool_names(spec) for spec in found.values]
+    plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
+    if plan.problems:
+        where = {d.value.name: d.path for d in found.definitions.values()}
+        lines = [f"{where.get(name, name)}: {problem}" for name, problem in sorted(plan.problems.items())]
+        raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files: " + "; ".join(lines))
+    model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens)
+    notices = [plan.notice] if plan.notice else []
+    missing = tools_not_provided(specs)
+    if missing:
+        named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
+        notices.append(f"no built-in tool provides {named}; those agents run without them")
+    notices += [message for _, message in found.notes]
+    budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
+    approve_all = bool(args.yes)
+
+    def build(checkpointer: Any, sessions: Path) -> Any:
+        from deep_agent.factory import create_deep_agent
+
+        return create_deep_agent(
+            model, builtin_tools(workspace), subagents=specs, system_prompt=ROOT_PROMPT,
+            checkpointer=checkpointer, sessions_dir=str(sessions), model_profiles=plan.profiles,
+            unknown_model=args.unknown_model, permission_mode=args.permission_mode,
+            risky_tools=RISKY_TOOLS, unknown_tools="ignore", background=True,
+            prices=prices, budget=budget, skills_dirs=skills_dirs,
+            force_delegation=bool(getattr(args, "force_delegation", False)),
+            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0,
+        )
+
+    colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
+    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all)
+
+
+def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
+    """``--prices FILE``: model name -> [USD per million input tokens, output tokens]."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise UsageError(f"--prices {path}: cannot be read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--prices {path}: invalid YAML or JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--prices {path}: expected a mapping of model name to [input, output] USD")
+    prices: dict[str, tuple[float, float]] = {}
+    for name, pair in data.items():
+        ok = isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2 and all(
+            isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pair)
+        if not ok:
+            raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
+        prices[str(name)] = (float(pair[0]), float(pair[1]))
+    return prices
+
+
+def _skill_levels(named: list[str] | None) -> list[Any]:
+    """The skill folders to read: the named ones, else the default ones that exist."""
+    from subagents.definitions import SKILL_DIRS, default_levels
+
+    if named:
+        return list(named)
+    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
+    return [level for level in levels if level]
+
+
+def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Profiles naming ``provider:model`` get the run's --timeout and --max-tokens too."""
+    limits = {"timeout": args.timeout, **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
+    out: dict[str, Any] = {}
+    for name, value in profiles.items():
+        if isinstance(value, str) and ":" in value:
+            value = {"model": value, **limits}
+        elif isinstance(value, dict) and isinstance(value.get("model"), str):
+            value = {**limits, **value}
+        out[name] = value
+    return out
+
+
+def _plain_tool_names(spec: Any) -> Any:
+    """``Bash(git diff:*)`` in a ``tools:`` list means the ``Bash`` tool."""
+    from deep_agent.tools.catalog import base_tool_name
+
+    tools = getattr(spec, "tools", None)
+    if not tools:
+        return spec
+    names = list(dict.fromkeys(base_tool_name(t) if isinstance(t, str) else t for t in tools))
+    return spec.model_copy(update={"tools": names}) if names != list(tools) else spec

@@ -1,0 +1,220 @@
+"""The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
+
+For each prompt: stream the root with the live :class:`~deep_agent.cli.live_view.TaskTree`;
+when the run pauses for approval, stop the live view, ask
+(:mod:`deep_agent.cli.approvals`) and resume; once answered, keep the tree
+up while this process's background tasks finish (asking when one waits
+for approval, :mod:`deep_agent.cli.approvals`), write their outcome into
+the thread's ledger, then print the answer and the per-agent summary.
+
+A turn that fails leaves the thread as it was before it (its messages are
+removed again, its task records stay), so continuing the thread never sends
+two user messages in a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph.types import Command
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
+from deep_agent.cli.live_view import TaskTree, relayed_stderr
+from deep_agent.cli.store import (
+    ASYNC_LEDGER_KEY,
+    TaskRow,
+    check_thread_id,
+    open_async_checkpointer,
+    remember_thread,
+    resolve_state_dir,
+    sessions_dir,
+    task_rows,
+)
+from deep_agent.cli.terminal import printable
+
+# ----------------------------------------------------------------------------
+# The table printed after a run's answer: per agent type, what it did and what it cost.
+#
+# Rows: the root's own model calls, then each agent type (tasks, model
+# calls, tokens, time, cost), then the total of the turn. Cost shows ``–``
+# when no prices were given, never a made-up ``0.0``.
+#
+# Example::
+#
+#     console.print(summary_table(tree.rows(), tree.root_usage, root_model="gpt-4.1-mini", prices=None))
+# ----------------------------------------------------------------------------
+
+
+
+UNKNOWN = "–"
+
+
+def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, root_model: str | None,
+                  prices: Mapping[str, Any] | None, root_seconds: float) -> Table:
+    """The per-agent-type table of one turn."""
+    from subagents import cost_of
+
+    table = Table(title="summary", title_justify="left")
+    for column in ("agent", "tasks", "model calls", "tokens", "time", "cost"):
+        table.add_column(column, justify="left" if column == "agent" else "right")
+    root_cost = cost_of(prices, root_model, root_usage.get("input_tokens", 0), root_usage.get("output_tokens", 0))
+    lines = [("(root)", 0, root_usage.get("model_calls", 0),
+              root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_seconds, root_cost)]
+    by_type: dict[str, list[TaskRow]] = {}
+    for row in rows:
+        by_type.setdefault(row.agent_type, []).append(row)
+    for agent, group in sorted(by_type.items()):
+        lines.append((agent, len(group), sum(r.model_calls for r in group), sum(r.tokens for r in group),
+                      sum(r.seconds() for r in group), sum(r.cost_usd for r in group)))
+    for agent, tasks, calls, tokens, seconds, cost in lines:
+        table.add_row(agent, str(tasks), str(calls), str(tokens), f"{seconds:.1f}s", _cost(cost, prices))
+    total_cost = sum(line[5] for line in lines)
+    table.add_row("total", str(sum(line[1] for line in lines)), str(sum(line[2] for line in lines)),
+                  str(sum(line[3] for line in lines)), f"{root_seconds:.1f}s", _cost(total_cost, prices),
+                  style="bold")
+    return table
+
+
+def _cost(value: float, prices: Mapping[str, Any] | None) -> str:
+    return f"${value:.4f}" if prices else UNKNOWN
+
+
+async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
+                    console: Console) -> int:
+    """Run each prompt as a turn of one thread."""
+    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
+                                getattr(args, "db_url", None))
+    state = resolve_state_dir(args.state_dir)
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
+    async with open_async_checkpointer(state, args.db_url) as saver:
+        agent = setup.build(saver, sessions_dir(state))
+        remember_thread(state, thread_id)
+        for turn, prompt in enumerate(prompts):
+            if turn:
+                console.print(f"[bold]>[/bold] {prompt}", markup=True)
+            tree = await _turn(agent, config, prompt, setup, title, console)
+            values = (await agent.aget_state(config)).values
+            messages = values.get("messages") or []
+            console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
+            console.print(messages[-1].text if messages else "", markup=False)
+            console.print(summary_table(
+                _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
+                prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
+            ))
+    shown = printable(thread_id)  # a --thread of the user's: data, never markup
+    console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
+                       style="dim"))
+    return 0
+
+
+async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
+                console: Console) -> TaskTree:
+    before = (await agent.aget_state(config)).values
+    kept = len(before.get("messages") or [])
+    tree = TaskTree(title, colors=setup.colors, earlier={row.id for row in task_rows(before)})
+    ask = TerminalAsker(console)
+    inputs: Any = {"messages": [{"role": "user", "content": prompt}]}
+    try:
+        while True:
+            try:
+                with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
+                    await _stream(agent, inputs, config, tree)
+                    interrupts = (await agent.aget_state(config)).interrupts
+                    if not interrupts and not unsettled(tree):
+                        tree.stop_clock()
+            finally:
+                end_line(console)
+            if not interrupts:
+                break
+            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
+                            announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
+            inputs = Command(resume=resume)
+    except BaseException:
+        tree.stop_clock("failed")
+        await _forget_failed_turn(agent, config, kept)
+        raise
+    try:
+        await _settle_background(agent, config, tree, console, ask, setup.approve_all)
+    finally:
+        tree.stop_clock()
+    return tree
+
+
+async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree, console: Console,
+                             ask: TerminalAsker, approve_all: bool) -> None:
+    """Wait for this turn's local background tasks (asking for their approvals); record how they ended."""
+    try:
+        await settle_background(tree, console, ask=ask, approve_all=approve_all)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that stopped the wait is the one to report
+            await _record_background(agent, config, tree)
+        raise
+    await _record_background(agent, config, tree)
+
+
+async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree) -> None:
+    ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
+    updates = _news(ledger, tree)
+    if updates:
+        # The ledger otherwise learns the outcome only at the next turn (or never, once we exit).
+        await agent.aupdate_state(config, {ASYNC_LEDGER_KEY: updates}, as_node="model")
+
+
+def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
+    """What this process knows of the turn's background tasks that the ledger does not."""
+    from subagents.background import known_task
+
+    updates: dict[str, dict[str, Any]] = {}
+    for task_id in tree.background:
+        task = known_task(task_id)
+        if task is None:
+            continue
+        record = ledger.get(task_id) or {}
+        live = {**dict(task.fields), **task.usage()}
+        changed = {k: v for k, v in live.items() if k != "announced" and record.get(k) != v}
+        if "status" in changed:
+            changed["announced"] = False  # the parent is told how it ended, at its next turn
+        if changed:
+            updates[task_id] = changed
+            tree.background[task_id].update(changed)
+    return updates
+
+
+async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree) -> None:
+    try:
+        async for namespace, mode, chunk in agent.astream(
+            inputs, config, stream_mode=["custom", "updates"], subgraphs=True,
+        ):
+            tree.feed(namespace, mode, chunk)
+    except BaseException:
+        tree.stop_clock("failed")  # before the live view draws its last frame
+        raise
+
+
+async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
+    """Remove the messages a failed turn added (its task records stay). Never raises."""
+    from langchain_core.messages import RemoveMessage
+
+    try:
+        messages = (await agent.aget_state(config)).values.get("messages") or []
+        added = [m for m in messages[kept:] if getattr(m, "id", None)]
+        if added:
+            await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]},
+                                      as_node="model")
+    except BaseException:  # noqa: BLE001 - the turn's own error is the one to report
+        pass
+
+
+def _this_turn(tree: TaskTree, values: dict[str, Any]) -> list[Any]:
+    """This turn's tasks with their final records from the thread's state."""
+    ids = {row.id for row in tree.rows()}
+    return [row for row in task_rows(values) if row.id in ids] or tree.rows()

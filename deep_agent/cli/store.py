@@ -1,0 +1,463 @@
+"""Where the CLI keeps threads, ledgers and transcripts between runs.
+
+The embedded default is SQLite in a project-local state directory
+(``.deep_agent/`` under the current directory, or ``--state-dir``):
+``state.sqlite`` holds the checkpoints (so threads, ledgers and the
+children's own checkpoints survive), ``sessions/`` the JSONL transcripts,
+and ``last_thread`` the thread the last ``run`` used. A ``postgresql://``
+database URL selects Postgres instead (``deep_agent.cli.store``;
+``pip install "governed-subagents[postgres]"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
+from subagents.ledger import ledger_from_checkpoint
+
+# ----------------------------------------------------------------------------
+# The CLI's Postgres state store: ``--db postgresql://...``.
+#
+# Opens LangGraph's ``PostgresSaver`` (reading back) or ``AsyncPostgresSaver``
+# (a run), creates the tables on first use, and turns every failure into one
+# line that names the database without its password.
+#
+# Example::
+#
+#     async with open_async_postgres("postgresql://me@127.0.0.1:5432/agents") as saver:
+#         ...
+#     with open_postgres("postgresql://me:pw@db/agents") as saver:   # errors show me@db:5432/agents
+#         ...
+# ----------------------------------------------------------------------------
+
+
+
+INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
+
+
+class DatabaseError(RuntimeError):
+    """The ``--db`` database cannot be used; the message names it (never its password) and says why."""
+
+    def __init__(self, db_url: str, reason: str) -> None:
+        self.target = describe_url(db_url)
+        self.reason = reason
+        super().__init__(f"--db {self.target}: {reason}")
+
+
+def describe_url(db_url: str) -> str:
+    """``user@host:port/db`` from a database URL, leaving out any password."""
+    try:
+        parts = urlsplit(db_url)
+        host = parts.hostname or "localhost"
+        port = parts.port or 5432
+    except ValueError:
+        return "(unparseable URL)"
+    user = f"{parts.username}@" if parts.username else ""
+    return f"{parts.scheme}://{user}{host}:{port}{parts.path}"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+
+
+def _saver_class(db_url: str, *, aio: bool) -> Any:
+    if not db_url.startswith(("postgresql://", "postgres://")):
+        raise DatabaseError(db_url, "expected a postgresql:// URL")
+    try:
+        if aio:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            return AsyncPostgresSaver
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        return PostgresSaver
+    except ImportError as exc:
+        raise DatabaseError(db_url, f"Postgres support is not installed ({_one_line(exc)}): {INSTALL_HINT}") from None
+
+
+def _connection_error(db_url: str, exc: Exception) -> DatabaseError:
+    return DatabaseError(db_url, f"cannot use the database: {_one_line(exc).replace(db_url, describe_url(db_url))}")
+
+
+@contextlib.contextmanager
+def open_postgres(db_url: str) -> Iterator[Any]:
+    """A ``PostgresSaver`` on ``db_url`` with its tables in place."""
+    saver_class = _saver_class(db_url, aio=False)
+    import psycopg
+
+    with contextlib.ExitStack() as stack:
+        try:
+            saver = stack.enter_context(saver_class.from_conn_string(db_url))
+            saver.setup()
+        except psycopg.Error as exc:
+            raise _connection_error(db_url, exc) from None
+        yield saver
+
+
+@contextlib.asynccontextmanager
+async def open_async_postgres(db_url: str) -> AsyncIterator[Any]:
+    """An ``AsyncPostgresSaver`` on ``db_url`` with its tables in place."""
+    saver_class = _saver_class(db_url, aio=True)
+    import psycopg
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            saver = await stack.enter_async_context(saver_class.from_conn_string(db_url))
+            await saver.setup()
+        except psycopg.Error as exc:
+            raise _connection_error(db_url, exc) from None
+        yield saver
+
+
+DEFAULT_STATE_DIR = ".deep_agent"
+
+
+def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
+    """The state folder as an absolute path (so stored transcript paths work from anywhere).
+
+    With ``create`` it is made if missing and checked writable; an
+    unwritable one is a :class:`~deep_agent.cli.errors.UsageError` in one
+    line. Readers pass ``create=False`` and leave no folder behind.
+    """
+    from deep_agent.cli.errors import UsageError
+
+    state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
+    if not create:
+        return state
+    flag = "--state-dir" if path else "state directory"
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        probe = state / f".write-check-{os.getpid()}"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {state}: cannot write there ({exc.strerror or exc})") from None
+    return state
+
+
+def sessions_dir(state: Path) -> Path:
+    return state / "sessions"
+
+
+MAX_DB_THREAD_ID_BYTES = 1024
+"""The longest thread id (UTF-8 bytes) a run keeps in Postgres: its checkpoint tables index the
+thread id with the namespace and version, and a btree entry holds at most 2,704 bytes."""
+
+
+def check_thread_id(thread_id: str, db_url: str | None = None) -> str:
+    """``thread_id``, if it can be stored as it is; else a one-line error naming ``--thread``.
+
+    An argument that is not valid UTF-8 arrives with stand-in characters
+    that no file or database can hold, so it is refused before the run; so
+    is, with a ``--db`` database, an id longer than its indexes hold
+    (:data:`MAX_DB_THREAD_ID_BYTES`) or one with a NUL character.
+    """
+    from deep_agent.cli.errors import UsageError
+
+    try:
+        size = len(thread_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise UsageError(f"--thread {thread_id!r}: a thread id must be valid UTF-8 text") from None
+    if db_url and (size > MAX_DB_THREAD_ID_BYTES or "\x00" in thread_id):
+        shown = repr(thread_id[:40]) + ("..." if len(thread_id) > 40 else "")
+        raise UsageError(f"--thread {shown}: a thread id kept in a --db database must be at most "
+                         f"{MAX_DB_THREAD_ID_BYTES:,} bytes of UTF-8 with no NUL character (this one is "
+                         f"{size:,} bytes): Postgres text holds no NUL, and its checkpoint indexes no more")
+    return thread_id
+
+
+def remember_thread(state: Path, thread_id: str) -> None:
+    """Keep ``thread_id`` as the last thread, byte for byte (read back by :func:`last_thread`)."""
+    data = check_thread_id(thread_id).encode("utf-8")  # before the old marker is truncated
+    (state / "last_thread").write_bytes(data)
+
+
+def last_thread(state: Path) -> str | None:
+    """The thread the last ``run`` here used, exactly as given (spaces included), or ``None``."""
+    marker = state / "last_thread"
+    if not marker.exists():
+        return None
+    # Bytes, not text: reading text would turn a "\r" in the id into "\n".
+    try:
+        return marker.read_bytes().decode("utf-8") or None
+    except UnicodeDecodeError:
+        raise LookupError(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
+
+
+@contextlib.asynccontextmanager
+async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
+    """The checkpointer a ``run`` writes through."""
+    if db_url:
+        saver_cm = _postgres(db_url, aio=True)
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        saver_cm = AsyncSqliteSaver.from_conn_string(str(state / "state.sqlite"))
+    async with saver_cm as saver:
+        yield saver
+
+
+@contextlib.contextmanager
+def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
+    """A sync checkpointer for reading ledgers and transcripts back."""
+    if db_url:
+        with _postgres(db_url, aio=False) as saver:
+            yield saver
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = state / "state.sqlite"
+    if not path.exists():
+        raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first")
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
+def _postgres(db_url: str, *, aio: bool) -> Any:
+
+    return open_async_postgres(db_url) if aio else open_postgres(db_url)
+
+
+def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
+    """A thread's values (ledgers, messages), read from its latest checkpoint.
+
+    The ledgers come back as plain dicts, however the checkpoint packed them.
+    """
+    saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    if saved is None:
+        raise LookupError(f"no thread {thread_id!r} in the state store")
+    values = dict(saved.checkpoint["channel_values"])
+    for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
+        if key in values:
+            values[key] = ledger_from_checkpoint(values[key])
+    return values
+
+
+def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
+    """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
+    return read_thread(saver, thread_id).get(LEDGER_KEY) or {}
+
+
+def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
+    """The thread and row (:class:`deep_agent.cli.inspect.TaskRow`) of a task id; a unique prefix is enough."""
+
+    threads = [thread_id] if thread_id else _threads(saver)
+    matches = []
+    for thread in threads:
+        for row in task_rows(read_thread(saver, thread)):
+            if row.id.startswith(task_id):
+                matches.append((thread, row))
+    if not matches:
+        raise LookupError(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
+    if len(matches) > 1:
+        raise LookupError(f"task id prefix {task_id!r} is ambiguous: give more characters")
+    return matches[0]
+
+
+def _threads(saver: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for saved in saver.list(None):
+        if not saved.config["configurable"].get("checkpoint_ns"):
+            seen.setdefault(saved.config["configurable"]["thread_id"], None)
+    return list(seen)
+
+
+# ----------------------------------------------------------------------------
+# Every task of a thread as one kind of row: delegations, refused calls and background tasks.
+#
+# The command line shows a thread's tasks in three places (the live tree,
+# ``deep-agent tasks`` and ``deep-agent transcript``); all three read them
+# through :func:`task_rows`, so none can miss a kind:
+#
+# * ``task`` delegations from the ledger ``subagent_tasks``, including the
+#   ones refused before a child ran (unknown agent type, spent budget): they
+#   have no transcript;
+# * background tasks from ``async_tasks`` (runner, status, attempt);
+# * delegation calls the model got wrong (invalid arguments) that reached no
+#   ledger: found in the messages, as the call and its error reply.
+#
+# Example::
+#
+#     rows = task_rows(state)          # state: a thread's values
+#     [(r.id[:8], r.kind, r.agent_type, r.status) for r in rows]
+# ----------------------------------------------------------------------------
+
+
+
+DELEGATION_TOOLS = frozenset({"task", "start_async_task"})
+
+TaskKind = Literal["task", "background", "refused"]
+REFUSED_STOP_REASONS = frozenset({"refused", "invalid_call"})
+"""Stop reasons of a delegation that never ran a child (a spent budget is ``budget`` with no calls)."""
+
+
+@dataclasses.dataclass
+class TaskRow:
+    """One task as the command line shows it."""
+
+    id: str
+    kind: TaskKind
+    agent_type: str
+    status: str
+    description: str = ""
+    tool_call_id: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration_s: float | None = None
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    result: str | None = None
+    error: str | None = None
+    runner: str | None = None
+    attempt: int | None = None
+    transcript: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def outcome(self) -> str:
+        return (self.result if self.status == "completed" else self.error) or ""
+
+    def seconds(self, now: float | None = None) -> float:
+        """Its duration, or for a task still going, the time since it started."""
+        if self.duration_s is not None:
+            return self.duration_s
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at or (now if now is not None else time.time())
+        return max(0.0, end - self.started_at)
+
+
+def sync_row(record: Mapping[str, Any]) -> TaskRow:
+    # "none:" is the transcript of a delegation refused before any child ran.
+    refused = record.get("stop_reason") in REFUSED_STOP_REASONS or record.get("transcript") == "none:" or (
+        record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
+    duration = record.get("duration_ms")
+    return TaskRow(
+        id=str(record["id"]), kind="refused" if refused else "task",
+        agent_type=str(record.get("agent_type") or "?"), status=str(record.get("status") or "running"),
+        description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
+        started_at=record.get("started_at"), finished_at=record.get("finished_at"),
+        duration_s=None if duration is None else duration / 1000,
+        model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
+        output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
+        result=record.get("result"), error=record.get("error"), transcript=record.get("transcript"),
+    )
+
+
+def background_row(record: Mapping[str, Any]) -> TaskRow:
+    started = record.get("started_at") or record.get("created_at")
+    finished = record.get("finished_at")
+    return TaskRow(
+        id=str(record["id"]), kind="background", agent_type=str(record.get("agent_type") or "?"),
+        status=str(record.get("status") or "pending"), description=record.get("description") or "",
+        tool_call_id=record.get("tool_call_id"), started_at=started, finished_at=finished,
+        duration_s=(finished - started) if finished and started else None,
+        model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
+        output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
+        result=record.get("result"), error=record.get("error"), runner=record.get("runner"),
+        attempt=record.get("attempt"), transcript=record.get("transcript"),
+    )
+
+
+def invalid_call_rows(messages: Iterable[Any], known_calls: set[str]) -> list[TaskRow]:
+    """Delegation calls answered with an error and no record (e.g. invalid arguments)."""
+    messages = list(messages)
+    replies = {getattr(m, "tool_call_id", None): m for m in messages if getattr(m, "type", "") == "tool"}
+    rows: list[TaskRow] = []
+    for message in messages:
+        if getattr(message, "type", "") != "ai":
+            continue
+        for call in getattr(message, "tool_calls", None) or ():
+            reply = replies.get(call.get("id"))
+            if (call.get("name") in DELEGATION_TOOLS and call.get("id") not in known_calls
+                    and reply is not None and getattr(reply, "status", "") == "error"):
+                rows.append(_refused(call.get("id"), call.get("args") or {}, _text(reply)))
+        for call in getattr(message, "invalid_tool_calls", None) or ():
+            if call.get("name") in DELEGATION_TOOLS and call.get("id") not in known_calls:
+                reason = call.get("error") or "the call's arguments could not be parsed"
+                rows.append(_refused(call.get("id"), {}, f"invalid arguments: {reason}"))
+    return rows
+
+
+def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
+    """Every task of a thread, oldest first."""
+    rows = [sync_row(r) for r in (values.get(LEDGER_KEY) or {}).values()]
+    full_texts(rows, (values.get(LEDGER_KEY) or {}).values(), values.get("messages") or ())
+    rows += [background_row(r) for r in (values.get(ASYNC_LEDGER_KEY) or {}).values()]
+    known = {r.tool_call_id for r in rows if r.tool_call_id}
+    rows += invalid_call_rows(values.get("messages") or (), known)
+    return sorted(rows, key=lambda r: r.started_at or float("inf"))
+
+
+def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
+    """Put back the full description and answer of rows whose ledger record holds previews.
+
+    The ledger keeps short previews (see :mod:`middleware.ledger_entry`); the
+    texts are the ``task`` call's arguments and its ToolMessage.
+    """
+    clipped = {r.get("tool_call_id") for r in records
+               if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
+    if not clipped:
+        return
+    calls: dict[str, str] = {}
+    replies: dict[str, str] = {}
+    for message in messages:
+        kind = getattr(message, "type", "")
+        if kind == "ai":
+            for call in getattr(message, "tool_calls", None) or ():
+                if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str):
+                    calls[call["id"]] = call["args"]["description"]
+        elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
+            replies[message.tool_call_id] = _text(message)
+    for row in rows:
+        if row.tool_call_id is None or row.tool_call_id not in clipped:
+            continue
+        row.description = calls.get(row.tool_call_id, row.description)
+        reply = replies.get(row.tool_call_id)
+        if reply is None:
+            continue
+        if row.status == "completed":
+            row.result = reply
+        elif row.error is not None:
+            row.error = reply.removeprefix(f"Subagent '{row.agent_type}' failed: ")
+
+
+def is_clipped(record: Mapping[str, Any], key: str) -> bool:
+    """True when a ledger record's ``key`` is a preview (shorter than its ``<key>_chars``)."""
+    text, full = record.get(key), record.get(f"{key}_chars")
+    return isinstance(text, str) and isinstance(full, int) and full > len(text)
+
+
+def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:
+    agent = args.get("subagent_type")
+    return TaskRow(
+        id=str(call_id or "unknown-call"), kind="refused",
+        agent_type=agent if isinstance(agent, str) and agent else "?", status="error",
+        description=str(args.get("description") or ""), tool_call_id=call_id, error=error,
+    )
+
+
+def _text(message: Any) -> str:
+    try:
+        return str(message.text)
+    except Exception:  # noqa: BLE001 - a reply with odd content still names the failure
+        return str(getattr(message, "content", ""))
+
+

@@ -1,0 +1,66 @@
+"""The set of built-in tools, which of them are risky, and what agent files ask for beyond them.
+
+Example::
+
+    tools = builtin_tools("/path/to/project")
+    tools_not_provided(specs)   # {'WebFetch': ['researcher'], 'mcp__github__search': ['triager']}
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from deep_agent.tools.files import file_tools
+from deep_agent.tools.search import search_tools
+from deep_agent.tools.shell import shell_tools
+from deep_agent.tools.workspace import Workspace
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash")
+RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})
+"""Tools that change files or run commands: they ask for approval under ``confirm_risky``."""
+
+_RULE = re.compile(r"^([A-Za-z_][\w-]*)\s*\(.*\)$", re.DOTALL)
+
+
+def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None) -> list[BaseTool]:
+    """The seven tools, confined to ``workspace`` (default: the current folder)."""
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    tools = [*file_tools(ws), *search_tools(ws), *shell_tools(ws)]
+    order = {name: i for i, name in enumerate(BUILTIN_TOOL_NAMES)}
+    return sorted(tools, key=lambda t: order[t.name])
+
+
+def base_tool_name(entry: str) -> str:
+    """``Bash(git diff:*)`` -> ``Bash``: Claude Code's permission rule names the tool it limits."""
+    match = _RULE.match(entry.strip())
+    return match.group(1) if match else entry.strip()
+
+
+def tools_not_provided(specs: Iterable[Any], provided: Iterable[str] = BUILTIN_TOOL_NAMES) -> dict[str, list[str]]:
+    """Tool names agent files list that no built-in provides -> the agents asking for them.
+
+    An ``mcp__<server>...`` entry (a glob too) of a server the agent's own ``mcp_config``
+    defines is provided: that child connects to the server and gets its tools.
+    """
+    have = set(provided)
+    missing: dict[str, list[str]] = {}
+    for spec in specs:
+        for entry in getattr(spec, "tools", None) or ():
+            if isinstance(entry, str) and base_tool_name(entry) not in have and not _served(entry, spec):
+                missing.setdefault(base_tool_name(entry), []).append(spec.name)
+    return missing
+
+
+def _served(entry: str, spec: Any) -> bool:
+    """Whether ``entry`` names tools of an MCP server the spec defines (not one it only names)."""
+    parts = entry.split("__")
+    if not entry.startswith("mcp__") or len(parts) < 2 or not parts[1]:
+        return False
+    servers = getattr(spec, "mcp_config", None) or {}
+    return any(config and fnmatch.fnmatchcase(name, parts[1]) for name, config in servers.items())

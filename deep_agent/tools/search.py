@@ -1,0 +1,418 @@
+"""``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
+
+Nothing outside the workspace is listed or read: matches that resolve
+outside it (through ``..`` or a symlink), or that cannot be resolved (a
+symlink loop), are skipped, and symlinked folders are not followed.
+
+A search is bounded in time: ``Grep`` matches with the ``regex`` package
+(the same syntax as ``re``), whose searches take a timeout, so a pattern
+that backtracks catastrophically (``(a|aa)+$`` on a long line) ends the
+call after :data:`GREP_SECONDS` with an error naming the pattern and the
+file, rather than hanging the agent. The deadline is also checked between
+lines and files, so a fast pattern over millions of lines stops in time
+too. A pattern whose counted repeats would compile to more than
+:data:`MAX_PATTERN_SIZE` parts (``(?:a{1000}){1000}``) is refused before
+compiling: compiling expands each repeat, and no timeout bounds it (such a
+pattern can take all the memory of the machine). ``Glob`` never enters the
+skipped folders (``.git``, ``node_modules``, ...: see :mod:`._glob`), stops
+after :data:`MAX_GLOB_SCANNED` matches or :data:`GLOB_SECONDS` and says
+so. Its walk visits each folder once whatever the number of ``**`` parts.
+
+Example::
+
+    glob, grep = search_tools(Workspace("."))
+    glob.invoke({"pattern": "**/*.py"})
+    grep.invoke({"pattern": "def main", "glob": "*.py", "output_mode": "content"})
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+import regex
+from langchain_core.tools import StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from deep_agent.tools.files import _tool
+from deep_agent.tools.workspace import Workspace, open_regular
+
+# ----------------------------------------------------------------------------
+# Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.
+#
+# ``Path.glob`` walks every folder a pattern could reach, ``node_modules``
+# and ``.git`` included, only for ``Glob`` to drop what it found there, and
+# it cannot be stopped between two matches: ``**/*.py`` in a project with a
+# large ``node_modules`` took as long as listing all of it. :class:`GlobWalk`
+# matches what Python 3.11's ``Path.glob`` matches (``*``, ``?``, ``[...]``
+# within one name; ``**`` alone for any number of folders; hidden names
+# match ``*``; a pattern ending in ``**`` or ``/`` lists folders only;
+# literal leading parts, ``..`` included, must exist as folders) on a walk
+# that does not enter the skipped folders or symlinked folders, enters a
+# folder only when the pattern can still match below it, and stops at a
+# deadline, checked between names too.
+#
+# The pattern is matched as a small automaton over its segments: each folder
+# carries the set of segments that could come next, computed once from its
+# parent's, so a name costs one step whatever the depth (a recursive match
+# of a path against two ``**`` costs its depth squared).
+#
+# Example::
+#
+#     start, segments, dirs_only = walkable_from(Path("."), "src/**/*.py")  # Path("src"), ["**", "*.py"], False
+#     walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=frozenset({".git"}),
+#                     deadline=time.monotonic() + 10)
+#     found = list(walk)  # then walk.timed_out
+# ----------------------------------------------------------------------------
+
+
+
+STAR_STAR = "**"
+CHECK_EVERY = 256
+"""Names matched between two looks at the deadline."""
+
+State = frozenset[int]
+"""Indices of the segments that could match the next name (``len(segments)``: the whole pattern matched)."""
+
+
+def is_wildcard(segment: str) -> bool:
+    """Whether a pattern segment has a wildcard (as ``pathlib`` decides it)."""
+    return "*" in segment or "?" in segment or "[" in segment
+
+
+def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
+    """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
+
+    Raises ``ValueError`` for a pattern ``Path.glob`` refuses, and for a
+    ``..`` after a wildcard: each ``*/..`` multiplies the walk by the number
+    of folders (``*/../*/../*/../x`` is minutes in a folder of 30), and
+    means no more than the same pattern without it.
+    """
+    parts = list(PurePosixPath(pattern).parts)
+    if not parts:
+        raise ValueError(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
+    if any(STAR_STAR in part and part != STAR_STAR for part in parts):
+        raise ValueError("Invalid pattern: '**' can only be an entire path component")
+    dirs_only = pattern.endswith("/") or parts[-1] == STAR_STAR
+    literal = 0
+    while literal < len(parts) and not is_wildcard(parts[literal]):
+        literal += 1
+    if ".." in parts[literal:]:
+        raise ValueError("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
+    start = folder
+    for part in parts[:literal]:  # as Path.glob: every leading part but the last must be a folder
+        if not start.is_dir():
+            return start / part, [], dirs_only  # below a file or a missing name: matches nothing
+        start = start / part  # '..' kept as it is, so it means what the file system says it means
+    return start, parts[literal:], dirs_only
+
+
+class _Automaton:
+    """The pattern's segments as states: which segments may come next after each name."""
+
+    def __init__(self, segments: Sequence[str]) -> None:
+        self.patterns = [None if s == STAR_STAR else re.compile(fnmatch.translate(s)) for s in segments]
+        self.done = len(segments)
+        self.first = self._closure(frozenset({0}))
+
+    def _closure(self, states: set[int] | frozenset[int]) -> State:
+        """``states`` with every state after a ``**`` (which may match no folder at all)."""
+        out = set(states)
+        for index in sorted(states):
+            while index < self.done and self.patterns[index] is None:
+                index += 1
+                out.add(index)
+        return frozenset(out)
+
+    def step(self, states: State, name: str, *, real_folder: bool = False) -> State:
+        """The states after one more name (``**`` takes only a folder that is not a symlink, as in Path.glob)."""
+        after: set[int] = set()
+        for index in states:
+            if index == self.done:
+                continue
+            pattern = self.patterns[index]
+            if pattern is None:  # '**' takes the folder and may take more
+                if real_folder:
+                    after.add(index)
+            elif pattern.match(name) is not None:
+                after.add(index + 1)
+        return self._closure(after) if after else frozenset()
+
+    def may_go_deeper(self, states: State) -> bool:
+        """Whether a folder in these states can hold a match below it."""
+        return any(index < self.done for index in states)
+
+
+class GlobWalk:
+    """The paths below ``start`` that match ``segments``, found lazily; ``timed_out`` once the deadline stopped it.
+
+    Skipped folders (by name) are neither entered nor listed; symlinked
+    folders are listed, not entered.
+    """
+
+    def __init__(self, start: Path, segments: Sequence[str], *, dirs_only: bool, skipped: frozenset[str],
+                 deadline: float) -> None:
+        self.start, self.segments, self.dirs_only = start, segments, dirs_only
+        self.skipped, self.deadline = skipped, deadline
+        self.timed_out = False
+
+    def _out_of_time(self) -> bool:
+        self.timed_out = time.monotonic() > self.deadline
+        return self.timed_out
+
+    def __iter__(self) -> Iterator[Path]:
+        start = self.start
+        if not self.segments:  # a pattern of literal names only: that path, if it exists
+            if start.is_dir() if self.dirs_only else start.exists():
+                yield start
+            return
+        if not start.is_dir():
+            return
+        automaton = _Automaton(self.segments)
+        # A literal last name must exist, as Path.glob checks it (a broken symlink does not).
+        must_exist = not is_wildcard(self.segments[-1]) and self.segments[-1] != STAR_STAR
+        if automaton.done in automaton.first:  # '**' alone matches the folder it starts in, as Path.glob lists it
+            yield start
+        states = {str(start): automaton.first}
+        for folder, dirs, files in os.walk(start):  # symlinked folders come in dirs, and are not entered
+            if self._out_of_time():
+                return
+            here = states.pop(folder, frozenset())
+            deeper = []
+            for counted, name in enumerate(dirs, 1):
+                if counted % CHECK_EVERY == 0 and self._out_of_time():
+                    return
+                if name in self.skipped:
+                    continue
+                after = automaton.step(here, name, real_folder=not os.path.islink(os.path.join(folder, name)))
+                if automaton.done in after:
+                    yield Path(folder, name)
+                if automaton.may_go_deeper(after):
+                    states[os.path.join(folder, name)] = after
+                    deeper.append(name)
+            dirs[:] = deeper
+            for counted, name in enumerate(() if self.dirs_only else files, 1):
+                if counted % CHECK_EVERY == 0 and self._out_of_time():
+                    return
+                if automaton.done in automaton.step(here, name) and (
+                        not must_exist or os.path.exists(os.path.join(folder, name))):
+                    yield Path(folder, name)
+
+
+MAX_MATCHES = 500
+MAX_FILE_BYTES = 2_000_000
+GREP_SECONDS = 10.0
+"""How long one ``Grep`` call may spend matching, over all its files."""
+MAX_PATTERN_SIZE = 100_000
+"""The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
+MAX_GLOB_SCANNED = 20_000
+"""Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
+GLOB_SECONDS = 10.0
+"""How long one ``Glob`` call may walk the workspace."""
+_SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})
+
+
+class GlobInput(BaseModel):
+    pattern: str = Field(description="A glob such as '**/*.py'.")
+    path: str | None = Field(default=None, description="The folder to search (default: the workspace).")
+
+
+class GrepInput(BaseModel):
+    pattern: str = Field(description="A regular expression (Python syntax).")
+    path: str | None = Field(default=None, description="A file or folder (default: the workspace).")
+    glob: str | None = Field(default=None, description="Only files whose name matches, e.g. '*.py'.")
+    output_mode: Literal["files_with_matches", "content", "count"] = Field(
+        default="files_with_matches",
+        description="files_with_matches (default), content (matching lines) or count.",
+    )
+
+
+def search_tools(ws: Workspace) -> list[StructuredTool]:
+    """``Glob`` and ``Grep``, bound to ``ws``."""
+
+    def glob(pattern: str, path: str | None = None) -> str:
+        folder = ws.path(path, field="path")
+        if Path(pattern).is_absolute():
+            raise ToolException("pattern must be relative to path (for example '**/*.py')")
+        pattern = _walkable(ws, folder, pattern)
+        found, timed_out = _globbed(ws, folder, pattern)
+        stopped = len(found) > MAX_GLOB_SCANNED
+        found = found[:MAX_GLOB_SCANNED]
+        found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
+        lines = [ws.shown(p) for p in found[:MAX_MATCHES]]
+        if timed_out:
+            lines.append(f"... [stopped looking after {GLOB_SECONDS:g} s: narrow the pattern or path]")
+        elif stopped:
+            lines.append(f"... [stopped looking after {MAX_GLOB_SCANNED} matches: narrow the pattern or path]")
+        elif len(found) > MAX_MATCHES:
+            lines.append(f"... [{len(found) - MAX_MATCHES} more matches]")
+        return ws.bound("\n".join(lines) or "no files match")
+
+    def grep(pattern: str, path: str | None = None, glob: str | None = None,
+             output_mode: str = "files_with_matches") -> str:
+        if (size := pattern_size(pattern)) > MAX_PATTERN_SIZE:
+            raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression here: its repeats "
+                                f"would compile to about {size:.3g} parts (at most {MAX_PATTERN_SIZE:,}); "
+                                "use smaller counts such as {1,100}")
+        try:
+            compiled = regex.compile(pattern)
+        # not only regex.error: OverflowError (a{99999999999}) and RecursionError (deep groups) too
+        except (regex.error, OverflowError, RecursionError) as exc:
+            reason = "it nests too deeply" if isinstance(exc, RecursionError) else exc
+            raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression: {reason}") from None
+        lines: list[str] = []
+        deadline = time.monotonic() + GREP_SECONDS
+        start = file = ws.path(path, field="path")
+        try:
+            for file in _files(ws, start, glob, deadline):
+                hits = _matches(file, compiled, deadline)
+                if not hits:
+                    continue
+                name = ws.shown(file)
+                if output_mode == "files_with_matches":
+                    lines.append(name)
+                elif output_mode == "count":
+                    lines.append(f"{name}:{len(hits)}")
+                else:
+                    lines.extend(f"{name}:{number}:{text}" for number, text in hits)
+                if len(lines) >= MAX_MATCHES:
+                    lines.append(f"... [stopped after {MAX_MATCHES} results]")
+                    break
+        except TimeoutError:
+            raise ToolException(f"pattern {pattern[:200]!r} took more than {GREP_SECONDS:g} s to match "
+                                f"(stopped in {ws.shown(file)}): it may backtrack without end, or there is "
+                                "too much to search; simplify it or narrow path or glob") from None
+        return ws.bound("\n".join(lines) or "no matches")
+
+    return [
+        _tool(ws, glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
+        _tool(ws, grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
+    ]
+
+
+def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], bool]:
+    """Up to one more than :data:`MAX_GLOB_SCANNED` matches in the workspace, and whether the deadline cut the walk."""
+    try:
+        start, segments, dirs_only = walkable_from(folder, pattern)
+        walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
+                        deadline=time.monotonic() + GLOB_SECONDS)
+        matches = (p for p in walk if ws.holds(p) and not _skipped(ws, p))
+        found = list(islice(matches, MAX_GLOB_SCANNED + 1))
+    except (ValueError, OSError, RecursionError) as exc:
+        raise ToolException(f"pattern {pattern!r}: {exc}") from None
+    return found, walk.timed_out
+
+
+def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
+    """``pattern``, refused if its ``..`` parts can climb above the workspace from ``folder``.
+
+    Its matches there would be dropped, but the walk would still go through
+    them: ``../../../**/*`` walks the whole disk. A ``**`` may match no
+    folder, so it counts as none.
+    """
+    depth = len(folder.relative_to(ws.root).parts)
+    for segment in pattern.split("/"):
+        if segment == "..":
+            depth -= 1
+            if depth < 0:
+                raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
+                                    "only paths inside it can be listed")
+        elif segment not in ("", ".", "**"):
+            depth += 1
+    return pattern
+
+
+def _skipped(ws: Workspace, path: Path) -> bool:
+    if not path.is_relative_to(ws.root):
+        return False
+    return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
+
+
+def pattern_size(pattern: str) -> float:
+    """About how many parts ``pattern`` compiles to: a counted repeat multiplies what it repeats.
+
+    An over-estimate is fine (it only refuses); escapes and character
+    classes count as one part, and ``(?...)`` prefixes as a few.
+    """
+    totals: list[float] = [0.0]  # one running size per open group
+    last = 0.0  # the size of the item a quantifier would repeat
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "(":
+            totals.append(0.0)
+            i += 1
+            continue
+        if char == ")" and len(totals) > 1:
+            last = max(totals.pop(), 1.0)
+            totals[-1] += last
+            i += 1
+            continue
+        if char == "{" and (repeat := _REPEAT.match(pattern, i)) and any(repeat.groups()):
+            counts = [g for g in repeat.groups() if g]
+            count = max(float(g) if len(g) < 12 else float("inf") for g in counts)
+            totals[-1] += last * (count - 1)
+            last *= count
+            i = repeat.end()
+            continue
+        i = _class_end(pattern, i) if char == "[" else i + (2 if char == "\\" else 1)
+        totals[-1] += 1
+        last = 1.0
+    return sum(totals)
+
+
+_REPEAT = regex.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the ``]`` closing the character class opened at ``start``."""
+    i = start + 1
+    if pattern[i:i + 1] == "^":
+        i += 1
+    if pattern[i:i + 1] == "]":
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Iterator[Path]:
+    if start.is_file():
+        yield start
+        return
+    for folder, dirs, files in os.walk(start):  # symlinked folders are not followed
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        if time.monotonic() > deadline:  # a huge tree, or many files the glob leaves out
+            raise TimeoutError
+        for name in sorted(files):
+            file = Path(folder) / name
+            if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(ws.shown(file), glob)):
+                continue
+            if ws.holds(file):  # a symlink loop is skipped
+                yield file
+
+
+def _matches(file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
+    """The file's matching lines; ``TimeoutError`` once ``deadline`` passes mid-search."""
+    try:
+        with open_regular(file) as handle:  # a pipe or device is skipped; at most one byte past the bound
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            return []
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []  # binary or unreadable files are not searched
+    hits = []
+    for number, line in enumerate(text.splitlines(), 1):
+        left = deadline - time.monotonic()
+        if left <= 0:  # each line's search may be fast, and still the lines are too many
+            raise TimeoutError
+        if pattern.search(line, timeout=left):
+            hits.append((number, line[:500]))
+    return hits

@@ -1,0 +1,807 @@
+"""``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
+
+Example::
+
+    import sqlite3
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from middleware import BackgroundSubagentMiddleware
+
+    agent = create_agent(
+        "openai:gpt-4.1-mini",
+        tools=[search],
+        middleware=[
+            BackgroundSubagentMiddleware(
+                subagents=[
+                    {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
+                    {"name": "crawler", "description": "Crawls at scale.",
+                     "graph_id": "crawler", "url": "https://my-server.example.com"},
+                ],
+                max_concurrent_tasks=4,
+            )
+        ],
+        checkpointer=SqliteSaver(sqlite3.connect("agent.db", check_same_thread=False)),
+    )
+
+Six tools -- ``start_async_task``, ``check_async_task``, ``update_async_task``,
+``cancel_async_task``, ``list_async_tasks``, ``retry_async_task`` -- and the
+ledger ``async_tasks`` (see :class:`subagents.AsyncTaskRecord`), merged by a
+reducer field by field.
+
+Decisions a LangGraph user may want to know:
+
+* **In-process by default.** A spec without ``graph_id`` runs in this
+  process on the background loop, through the same runner as ``task``:
+  same isolation, one-level rule, limits and fault handling. A spec with
+  ``graph_id`` and ``url`` (a :class:`subagents.RemoteSubagentSpec`) runs on
+  a LangGraph Server.
+* **Answers only.** A background child hands back its answer (and usage),
+  never state keys: by the time it finishes the parent has moved on, and
+  merging its writes then would overwrite newer state.
+* **Nothing lost.** The ledger lives in the parent's checkpoint, and each
+  local outcome is stored the moment it settles (beside the checkpoints in a
+  SQLite file). A new process resuming a thread reports a task that finished
+  before the crash as finished, and one whose process is provably gone as
+  ``lost`` (``retry_async_task`` runs it again); a task of another live
+  process is left to it. Remote tasks are simply checked again on the server.
+* **No polling needed.** Before each parent model call, tasks that finished
+  (or wait for approval) since the last call are announced in one message.
+* **Give the parent a checkpointer.** A task outlives the turn that started
+  it; its result reaches a later turn through the thread's checkpoint.
+* **An owned runtime.** Tasks live on a :class:`subagents.BackgroundRuntime`
+  the middleware creates (or is given, to share); ``close()`` tears it down,
+  and so does dropping the middleware (a ``langgraph dev`` reload, say).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import reprlib
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, NotRequired, Protocol
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.tools import ToolRuntime
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.types import Command
+from pydantic import BaseModel, Field, ValidationError
+
+from middleware.state import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS, answered_response, as_background_record
+from middleware.subagents import configured_model
+from middleware.task_tool import TaskToolInput, available_agents_block, with_general_purpose, with_prompt_block
+from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
+from subagents.background import (
+    ACTIVE_STATUSES,
+    NOTEWORTHY_STATUSES,
+    AsyncTaskStatus,
+    BackgroundRuntime,
+    BackgroundTasks,
+    OrphanSearch,
+    RemoteSubagentSpec,
+    RuntimeClosed,
+    SteeringInbox,
+    TaskStateError,
+    adopt_orphans,
+    merge_async_records,
+    record_problem,
+    usable_records,
+)
+from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.errors import brief, safe_text
+from subagents.ledger import LedgerChannel
+from subagents.settings import DelegationSettings
+from subagents.spec import describe_validation_error
+
+# ----------------------------------------------------------------------------
+# The words of background tasks: tool descriptions, the prompt block, results and notices.
+#
+# Results the model reads back (check, list) are compact JSON, so a model can
+# quote ids and statuses exactly; confirmations are one sentence naming the
+# task id.
+# ----------------------------------------------------------------------------
+
+
+
+BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
+It returns a task id at once and the subagent works while you continue. You are told
+when a background task finishes, so do not poll in a loop: do other work, or end your
+turn and the result will be there in a later turn. Use `check_async_task` for one task's
+status and result, `update_async_task` to send it a new instruction (or a follow-up once
+it has finished, or an approval decision when it waits for one), `cancel_async_task`,
+`list_async_tasks`, and `retry_async_task` for failed, cancelled or lost tasks."""
+
+START_DESCRIPTION = """Start a subagent in the background and return its task id at once.
+
+The subagent sees only `description`, never this conversation: put every instruction,
+the context it needs and the form of the answer you want in it. Choose `subagent_type`
+from <available_agents>. You will be told when the task finishes."""
+
+CHECK_DESCRIPTION = """Get a background task's status and, once it has finished, its result or error."""
+
+UPDATE_DESCRIPTION = """Send a message to a background task.
+
+A running task sees it before its next step (use this to steer it). A completed task
+continues the same conversation with it as a follow-up. A task waiting for approval is
+answered with decision="approve" or decision="reject" (the message is then the reason
+the task sees); without a decision, the message "approve" (exactly that word) approves
+and any other message rejects, with your message as the reason."""
+
+CANCEL_DESCRIPTION = """Cancel a pending, running or waiting background task."""
+
+LIST_DESCRIPTION = """List background tasks with their statuses, optionally only those with one status."""
+
+RETRY_DESCRIPTION = """Run a failed, cancelled or lost background task again, under the same task id."""
+
+_PREVIEW = 80
+
+
+def started(record: Mapping[str, Any]) -> str:
+    return (
+        f"Started background task {record['id']} ({record['agent_type']}, {record['status']}). "
+        "It works while you continue; you will be told when it finishes."
+    )
+
+
+def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
+    """One task as the model sees it."""
+    view: dict[str, Any] = {
+        "task_id": record["id"],
+        "agent_type": record["agent_type"],
+        "status": record["status"],
+    }
+    if record.get("result") is not None and record["status"] == "completed":
+        view["result"] = record["result"]
+    if record.get("error"):
+        view["error"] = record["error"]
+    if record["status"] == "waiting_for_approval":
+        view["approval_request"] = record.get("approval_request")
+    view["usage"] = {k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens")}
+    if problem:
+        view["note"] = problem
+    return _json(view)
+
+
+def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
+    rows = []
+    for r in sorted(records, key=lambda r: r.get("created_at") or 0):
+        row = {
+            "task_id": r["id"],
+            "agent_type": r["agent_type"],
+            "status": r["status"],
+            "description": _clip(r.get("description") or "", _PREVIEW),
+        }
+        if r.get("note"):
+            row["note"] = r["note"]
+        rows.append(row)
+    if not rows:
+        return f"No background tasks with status {status!r}." if status else "No background tasks."
+    return json.dumps(rows)
+
+
+DEFAULT_NOTICE_TOTAL_CHARS = 12_000
+"""Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
+
+
+def notice(records: Iterable[Mapping[str, Any]], result_chars: int,
+           total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
+           unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The one message announcing every task that finished (or needs approval) since the last call.
+
+    Each result is clipped to ``result_chars`` and the whole message to
+    ``total_chars``; tasks that do not fit are counted and pointed to
+    ``check_async_task``. Tasks whose server just became unreachable
+    (``unreachable``: records with a ``note``) are named once, briefly.
+    """
+    lines = [_notice_line(r, result_chars) for r in records]
+    by_note: dict[str, list[str]] = {}
+    for r in unreachable:
+        by_note.setdefault(r["note"], []).append(r["id"])
+    for note, ids in by_note.items():
+        named = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        lines.append(f"- not checked ({named}): {note}")
+    return capped_notice("Background task updates:", lines, total_chars)
+
+
+def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
+    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out.
+
+    Never longer than ``total_chars``, unless that is too small for the head
+    and the closing line, which are always kept. A first line too long to fit
+    whole is clipped rather than dropped.
+    """
+    def rest(n: int) -> str:
+        return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
+                "call list_async_tasks to see them and check_async_task for each result.")
+
+    kept = [head]
+    size = len(head)
+    for i, line in enumerate(lines):
+        left = len(lines) - i - 1
+        reserve = len(rest(left)) + 1 if left else 0
+        room = total_chars - size - 1 - reserve
+        if len(line) > room and len(kept) == 1 and room >= 40:
+            line = _clip(line, room)
+        if len(line) > room:
+            kept.append(rest(len(lines) - i))
+            break
+        kept.append(line)
+        size += 1 + len(line)
+    return "\n".join(kept)
+
+
+def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
+    """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
+    try:
+        return _line(r, result_chars)
+    except Exception:  # noqa: BLE001 - the notice runs before every model call: it must not stop the parent
+        return f"- {_clip(_text(r.get('id')), 200)}: {_clip(_text(r.get('status')), 100)} " \
+               "(its record could not be shown; call check_async_task)."
+
+
+def _line(r: Mapping[str, Any], result_chars: int) -> str:
+    head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
+    if r["status"] == "completed":
+        result = r.get("result") or ""
+        clipped = _clip(result, result_chars)
+        more = " [truncated; check_async_task has the full result]" if clipped != result else ""
+        return f"{head}. Result: {clipped}{more}"
+    if r["status"] == "waiting_for_approval":
+        request = _json(r.get("approval_request"))
+        return (f"{head}. It asks for approval: {_clip(request, result_chars)}. "
+                "Answer with update_async_task.")
+    if r.get("error"):
+        return f"{head}. {_clip(r['error'], result_chars)}"
+    return f"{head}."
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlevel = 500, 200, 8
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON; what JSON cannot hold (a tuple key, a cycle, bytes) as bounded text instead."""
+    try:
+        return json.dumps(value, default=_text)
+    except Exception:  # noqa: BLE001 - a key JSON refuses, a cycle, a nesting too deep: shown as text
+        return _text(value)
+
+
+def _text(value: Any) -> str:
+    """A bounded ``repr`` that never raises (long and deep values are cut short)."""
+    try:
+        return _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__: its type still says what it was
+        return f"<{type(value).__name__}>"
+
+
+# ----------------------------------------------------------------------------
+# The six background-task tools: their argument schemas, and both their sync and async faces.
+#
+# Each tool is a thin shell: the sync face (for ``invoke`` parents) blocks on
+# the handlers' background runtime, the async face (for ``ainvoke`` parents) awaits it, and
+# both run the same coroutine of the :class:`BackgroundToolHandlers` they are
+# built for. The tools carry the delegation tag, so no child ever holds them.
+#
+# Example::
+#
+#     tools = background_tools(middleware)   # middleware implements BackgroundToolHandlers
+#     [t.name for t in tools]                # ['start_async_task', 'check_async_task', ...]
+# ----------------------------------------------------------------------------
+
+
+
+START_TOOL_NAME = "start_async_task"
+"""The tool that starts a background task (each tool is named for its function below)."""
+
+
+class TaskIdInput(BaseModel):
+    """Arguments of the tools that act on one task."""
+
+    task_id: str = Field(description="The task id that start_async_task returned.")
+
+
+class UpdateTaskInput(BaseModel):
+    """Arguments of ``update_async_task``."""
+
+    task_id: str = Field(description="The task id that start_async_task returned.")
+    message: str = Field(default="", description="The new instruction, the follow-up, or the reason for a "
+                                                 "decision.")
+    decision: Literal["approve", "reject"] | None = Field(
+        default=None,
+        description="Only for a task waiting for approval: approve or reject what it asked; "
+                    "message is then the reason the task sees.",
+    )
+
+
+class ListTasksInput(BaseModel):
+    """Arguments of ``list_async_tasks``."""
+
+    status: AsyncTaskStatus | None = Field(
+        default=None, description="Only tasks with this status; all tasks when omitted."
+    )
+
+
+class BackgroundToolHandlers(Protocol):
+    """What the tools call; each handler returns the tool's ``Command``, run on ``runtime``'s loop."""
+
+    runtime: BackgroundRuntime
+
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command: ...
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+                            decision: str | None = None) -> Command: ...
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command: ...
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+
+
+def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
+    """The six tools, bound to ``handlers``."""
+    loop = handlers.runtime
+
+    # Each face names `runtime: ToolRuntime` in its signature: that is how the
+    # tool node knows to inject the runtime.
+    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+        return _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
+
+    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
+
+    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
+
+    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
+
+    def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
+                          decision: str | None = None) -> Command:
+        return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
+
+    async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
+                                 decision: str | None = None) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
+
+    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
+
+    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
+
+    def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+        return _blocking(loop, runtime, handlers.handle_list(runtime, status))
+
+    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_list(runtime, status))
+
+    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
+
+    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+        return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
+
+    table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
+        (start_async_task, astart_async_task, TaskToolInput, START_DESCRIPTION),
+        (check_async_task, acheck_async_task, TaskIdInput, CHECK_DESCRIPTION),
+        (update_async_task, aupdate_async_task, UpdateTaskInput, UPDATE_DESCRIPTION),
+        (cancel_async_task, acancel_async_task, TaskIdInput, CANCEL_DESCRIPTION),
+        (list_async_tasks, alist_async_tasks, ListTasksInput, LIST_DESCRIPTION),
+        (retry_async_task, aretry_async_task, TaskIdInput, RETRY_DESCRIPTION),
+    ]
+    return [
+        StructuredTool.from_function(
+            func=func, coroutine=coro, name=func.__name__, description=text,
+            args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True},
+        )
+        for func, coro, schema, text in table
+    ]
+
+
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+    if loop.closed:
+        coro.close()
+        return _closed(runtime)
+    try:
+        return loop.run(coro)
+    except RuntimeClosed as exc:
+        return _closed(runtime, exc)
+
+
+async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+    if loop.closed:
+        coro.close()
+        return _closed(runtime)
+    try:
+        return await loop.arun(coro)
+    except RuntimeClosed as exc:
+        return _closed(runtime, exc)
+
+
+def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command:
+    """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
+    reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
+    message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
+                          tool_call_id=runtime.tool_call_id or "", status="error")
+    return Command(update={"messages": [message]})
+
+
+# ----------------------------------------------------------------------------
+# What each background-task tool does, as one ``Command``: start, check, update, cancel, retry, list.
+#
+# The tools (:mod:`middleware.background`) run these on the runtime's
+# loop. Each answers with one ``ToolMessage`` plus the ledger records it
+# changed; an unknown id or an operation the task's state forbids is an error
+# result naming it, never an exception.
+# ----------------------------------------------------------------------------
+
+
+
+CallFor = Callable[[ToolRuntime, str, str], TaskCall]
+"""``(runtime, description, subagent_type) -> TaskCall``: the parent's call, as the middleware builds it."""
+
+
+class BackgroundTaskHandlers:
+    """The six tools' handlers over one :class:`subagents.background.BackgroundTasks`."""
+
+    def __init__(self, tasks: BackgroundTasks, runtime: BackgroundRuntime, call_for: CallFor) -> None:
+        self.tasks = tasks
+        self.runtime = runtime
+        self._call = call_for
+
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command:
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
+            record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
+        return _reply(runtime, started(record), record)
+
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command:
+        return await self._on_task(runtime, task_id, self._checked)
+
+    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+        current, problem = await self.tasks.check(record)
+        if current["status"] in NOTEWORTHY_STATUSES:
+            current["announced"] = True  # the model has now seen how it ended
+        return _reply(runtime, checked(current, problem), current)
+
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+                            decision: str | None = None) -> Command:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+            call = self._call(runtime, "", record["agent_type"])
+            current, what = await self.tasks.update(record, message, call, decision)
+            return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
+
+        return await self._on_task(runtime, task_id, act)
+
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+            current = await self.tasks.cancel(record)
+            return _reply(runtime, f"Cancelled background task {task_id}.", current)
+
+        return await self._on_task(runtime, task_id, act)
+
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+            current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
+            return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
+                          current)
+
+        return await self._on_task(runtime, task_id, act)
+
+    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command:
+        ledger = ledger_of(runtime.state)
+        try:
+            updates = await self.tasks.refresh(ledger)
+        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
+            updates = {}
+        merged = merge_async_records(ledger, updates)
+        rows = [r for r in merged.values() if status is None or r["status"] == status]
+        return _reply(runtime, listed(rows, status), updates=updates)
+
+    async def _on_task(self, runtime: ToolRuntime, task_id: str,
+                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command]]) -> Command:
+        ledger = ledger_of(runtime.state)
+        record = ledger.get(task_id)
+        if record is None and (damage := _damage(runtime.state, task_id)):
+            return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
+                          f"({damage}).", error=True)
+        if record is None:
+            return _reply(runtime, f"Unknown task id {brief(task_id)}. {_known_ids(ledger)}", error=True)
+        try:
+            return await act(runtime, record)
+        except TaskStateError as exc:
+            return _reply(runtime, f"Cannot do that: {exc}", error=True)
+        except Exception as exc:  # noqa: BLE001 - a runner failure fails this call alone
+            return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
+
+
+_IDS_LISTED = 20
+"""An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
+
+
+def _known_ids(ledger: Mapping[str, Any]) -> str:
+    ids = list(ledger)
+    if not ids:
+        return "Known task ids: none yet."
+    shown = ", ".join(safe_text(i, 80) for i in ids[-_IDS_LISTED:])
+    more = f" (the newest {_IDS_LISTED} of {len(ids)}; list_async_tasks shows all)" if len(ids) > _IDS_LISTED else ""
+    return f"Known task ids{more}: {shown}."
+
+
+def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
+
+    Only records the middleware can act on: a hand-edited or damaged one
+    stays in state untouched, logged, but is not polled, announced or listed.
+    """
+    ledger = state.get(ASYNC_LEDGER_KEY)
+    return usable_records(ledger) if isinstance(ledger, Mapping) else {}
+
+
+def _damage(state: Mapping[str, Any], task_id: str) -> str | None:
+    """What is wrong with the record state holds for ``task_id``, if it holds one."""
+    ledger = state.get(ASYNC_LEDGER_KEY)
+    if not isinstance(ledger, Mapping) or task_id not in ledger:
+        return None
+    return record_problem(task_id, ledger[task_id])
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TaskStateError):
+        return str(exc)
+    return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
+
+
+def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
+           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command:
+    message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
+                          status="error" if error else "success")
+    update: dict[str, Any] = {"messages": [message]}
+    ledger = dict(updates or {})
+    if record is not None:
+        ledger[record["id"]] = dict(record)
+    if ledger:
+        update[ASYNC_LEDGER_KEY] = ledger
+    return Command(update=update)
+
+
+# The settings this middleware reads, given whole (settings=) or as keyword arguments,
+# and its own names for two of them.
+_ALIASES = {"max_concurrent_tasks": "max_background_tasks", "runtime": "background_runtime"}
+_SETTINGS_ARGUMENTS = frozenset({
+    "general_purpose", "max_background_tasks", "background_runtime", "unknown_tools", "sessions_dir",
+    "prices", "budget", "short_answer_threshold",
+})
+
+
+class AsyncTaskLedgerState(AgentState):
+    """Parent state with the ledger of background tasks."""
+
+    async_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+
+
+_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
+
+
+class BackgroundSubagentMiddleware(AgentMiddleware):
+    """Adds the background-task tools, the ledger, and completion notices.
+
+    Args:
+        subagents: specs: :class:`subagents.SubagentSpec`,
+            :class:`subagents.CompiledSubagent`,
+            :class:`subagents.RemoteSubagentSpec` or plain dicts (a dict
+            with ``graph_id`` is a remote spec).
+        model: the model local children inherit; default: the parent's.
+        tools: the tools local children inherit; default: the parent's.
+        general_purpose: add the local ``general-purpose`` subagent.
+        max_concurrent_tasks: local tasks running at once; more wait as ``pending``.
+        private_state_keys: more keys that never reach a local child.
+        system_prompt: text placed before the agents block (``None``: none).
+        listed_elsewhere: names another middleware's ``<available_agents>``
+            block already lists (``SubAgentMiddleware``'s, say); they are
+            left out of this one, so no agent is listed twice.
+        notify: announce finished tasks before each model call.
+        notice_result_chars: how much of each result a notice quotes.
+        notice_total_chars: how long one notice may be, whatever the number
+            of tasks; the rest are counted and pointed to ``check_async_task``.
+        unknown_tools: what a spec naming a tool the parent lacks gets.
+        sessions_dir, prices, budget, short_answer_threshold, build_options:
+            as for :class:`SubAgentMiddleware`; they apply to local children.
+        runtime: the :class:`subagents.BackgroundRuntime` the tasks live on;
+            default: a new one, owned (and closed) by this middleware.
+        settings: the :class:`subagents.settings.DelegationSettings` to start
+            from, given whole (``create_deep_agent`` does); the keyword
+            arguments above that are settings (``general_purpose``,
+            ``max_concurrent_tasks`` -- its ``background.max_tasks`` --,
+            ``unknown_tools``, ``sessions_dir``, ``prices``, ``budget``,
+            ``short_answer_threshold``, ``runtime``) override its fields.
+    """
+
+    state_schema = AsyncTaskLedgerState
+    delegates = True
+
+    def __init__(
+        self,
+        subagents: Sequence[Any] = (),
+        *,
+        model: Any = None,
+        tools: Sequence[Any] | None = None,
+        private_state_keys: frozenset[str] = frozenset(),
+        system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
+        listed_elsewhere: Collection[str] = (),
+        notify: bool = True,
+        notice_result_chars: int = 2000,
+        notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
+        build_options: BuildOptions | None = None,
+        settings: DelegationSettings | None = None,
+        **arguments: Any,
+    ) -> None:
+        super().__init__()
+        settings = DelegationSettings.from_arguments("BackgroundSubagentMiddleware", arguments, base=settings,
+                                                     accepted=_SETTINGS_ARGUMENTS, aliases=_ALIASES)
+        # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
+        settings = settings.model_copy(update={
+            "observability": settings.observability.model_copy(update={"transcript_store": None})})
+        runtime = settings.background.runtime
+        if runtime is not None and not isinstance(runtime, BackgroundRuntime):
+            raise TypeError(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "
+                            f"not {type(runtime).__name__}")
+        self.runtime = runtime if runtime is not None else BackgroundRuntime()
+        if runtime is None:  # ours: closed with us, even if nobody calls close()
+            self._finalizer = weakref.finalize(self, self.runtime.close_soon)
+        local, remote = _split(subagents)
+        local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))
+        inbox = SteeringInbox(self.runtime.inboxes)
+        steerable = [
+            s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
+            for s in local
+        ]
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options)
+        self.tasks = BackgroundTasks(
+            self.registry, remote, max_concurrent=settings.background.max_tasks,
+            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
+            settings=settings, runtime=self.runtime,
+        )
+        self._model = model
+        self._tools = None if tools is None else list(tools)
+        self._seen_model: Any = None
+        self.notify = notify
+        self.notice_result_chars = notice_result_chars
+        self.notice_total_chars = notice_total_chars
+        self._orphan_search = OrphanSearch(self.tasks.remote.specs, START_TOOL_NAME)
+        agents = [(s.name, s.description) for s in [*local, *remote]]
+        skip = set(listed_elsewhere)
+        block = available_agents_block(a for a in agents if a[0] not in skip)
+        self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
+        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
+        self.tools = background_tools(self.handlers) if agents else []
+
+    def close(self) -> None:
+        """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
+        self.runtime.close()
+
+    # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
+
+    def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
+        return TaskCall.from_runtime(
+            runtime, subagent_type, description,
+            parent_model=self._model if self._model is not None else self._seen_model,
+            parent_tools=self._tools,
+        )
+
+    # -- completion notices ------------------------------------------------
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
+            return None
+        try:
+            return self.runtime.run(self._catch_up(state, orphans))
+        except RuntimeClosed:  # closed meanwhile: nothing to report
+            return None
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        orphans = self._orphans(state)
+        if not (self._due(state) or orphans):
+            return None
+        try:
+            return await self.runtime.arun(self._catch_up(state, orphans))
+        except RuntimeClosed:
+            return None
+
+    def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+        """Remote starts in the messages with no ledger record, not yet looked for in this process."""
+        if not self.tasks.remote.specs:
+            return None
+        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id())
+
+    def _due(self, state: Mapping[str, Any]) -> bool:
+        return any(
+            r.get("status") in _LIVE
+            or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
+            for r in ledger_of(state).values()
+        )
+
+    async def _catch_up(self, state: Mapping[str, Any],
+                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
+        ledger = ledger_of(state)
+        adopted = await adopt_orphans(self.tasks.remote, *orphans) if orphans else {}
+        ledger.update(adopted)
+        try:
+            updates = await self.tasks.refresh(ledger)
+        except Exception:  # noqa: BLE001 - a status poll must never stop the parent
+            updates = {}
+        for task_id, record in adopted.items():
+            updates[task_id] = {**record, **updates.get(task_id, {})}
+        merged = merge_async_records(ledger, updates)
+        out: dict[str, Any] = {}
+        if self.notify:
+            due = [r for r in merged.values()
+                   if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
+            cut_off = [merged[i] for i, f in updates.items() if f.get("note") and not ledger.get(i, {}).get("note")]
+            if due or cut_off:
+                for r in due:
+                    updates.setdefault(r["id"], {})["announced"] = True
+                text = notice(due, self.notice_result_chars, self.notice_total_chars, cut_off)
+                out["messages"] = [HumanMessage(content=text)]
+        if updates:
+            out[ASYNC_LEDGER_KEY] = updates
+        return out or None
+
+    # -- the prompt ------------------------------------------------------------
+
+    def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
+        if self._model is None:
+            self._seen_model = seen
+        return with_prompt_block(request, self.prompt_block)
+
+    def _answer_invalid(self, response: Any) -> Any:
+        """Background-tool calls with unreadable arguments: answered, recorded, retried."""
+        names = [t.name for t in self.tools]
+        return answered_response(response, names, ASYNC_LEDGER_KEY, as_record=as_background_record)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._answer_invalid(handler(self._with_block(request)))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self._answer_invalid(await handler(self._with_block(request)))
+
+
+def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:
+    local: list[Any] = []
+    remote: list[RemoteSubagentSpec] = []
+    for spec in subagents:
+        if isinstance(spec, RemoteSubagentSpec):
+            remote.append(spec)
+        elif isinstance(spec, Mapping) and "graph_id" in spec:
+            remote.append(_remote_spec(spec))
+        else:
+            local.append(coerce_spec(spec))
+    return local, remote
+
+
+def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
+    try:
+        return RemoteSubagentSpec.model_validate(dict(value))
+    except ValidationError as exc:
+        label = f"remote subagent {value.get('name', '<unnamed>')!r}"
+        raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _thread_id() -> str | None:
+    from langgraph.config import get_config
+
+    try:
+        return (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # not inside a run
+        return None

@@ -1,0 +1,231 @@
+"""The ``create_subagent`` tool: the parent defines a specialist at run time.
+
+Turned on with ``SubAgentMiddleware(dynamic_subagents=True)`` (or
+``create_deep_agent(..., dynamic_subagents=True)``). The parent calls
+``create_subagent(name, description, system_prompt, tools=None,
+max_turns=None)``, and from its next model call on the new agent is listed
+in ``<available_agents>`` and reachable with ``task``. The definition is
+kept in the parent's state under ``dynamic_subagents``, so a checkpointer
+keeps it across a restart. Every rule of :mod:`subagents.registry` holds
+(tools only narrow, limits only tighten, no shadowing, a cap), a refused
+request is an error result naming the rule, and every request, created or
+refused, leaves a record (``kind: "create_subagent"``) in the ledger
+(arguments of the wrong type are refused by the tool node before that).
+
+Parallel ``create_subagent`` calls in one assistant message are judged in
+the order they were made, each seeing the ones before it, so together they
+can neither pass the cap nor take one name twice.
+
+Example::
+
+    agent = create_agent(model, tools=[search],
+                         middleware=[SubAgentMiddleware(dynamic_subagents=True)])
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, NotRequired
+
+from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langgraph.types import Command
+from pydantic import BaseModel, Field, model_validator
+
+from middleware.state import LEDGER_KEY, SubagentLedgerState, ledger_entry
+from middleware.task_tool import RecordedTool, available_agents_block
+from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
+from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.outcome import task_id_for
+from subagents.registry import (
+    DEFAULT_MAX_DYNAMIC_SUBAGENTS,
+    DYNAMIC_SUBAGENTS_KEY,
+    DynamicDefinition,
+    check_definition,
+    merge_definitions,
+)
+from subagents.runner import TASK_ID_METADATA_KEY, inheritable_tool_names
+
+CREATE_SUBAGENT_DESCRIPTION = f"""Define a new specialist subagent for this conversation.
+
+Give it a slug `name`, a one-line `description` (you will choose agents by it), and a
+`system_prompt` with its standing instructions. `tools` (optional) narrows your own
+tools to the ones it needs; omitted, it gets all of yours that a subagent may hold.
+`max_turns` (optional, 1-{DEFAULT_MAX_TURNS}) caps its model calls. It is listed in
+<available_agents> from your next turn; delegate to it with `task` then."""
+
+
+class CreateSubagentInput(BaseModel):
+    """Arguments of the ``create_subagent`` tool."""
+
+    name: str = Field(description="A slug: letters, digits, '-' and '_'. Must be new.")
+    description: str = Field(description="What it does, in one line; shown in <available_agents>.")
+    system_prompt: str = Field(description="Its standing instructions.")
+    tools: list[str] | None = Field(
+        default=None, description="Names of your tools it may use (omit: all of yours)."
+    )
+    max_turns: int | None = Field(
+        default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        # The tool node validates after injecting `runtime`, so `extra="forbid"` cannot be used.
+        if isinstance(data, dict):
+            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - {"runtime"})
+            if unknown:
+                raise ValueError(
+                    f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
+                    f"create_subagent takes only {', '.join(cls.model_fields)}"
+                )
+        return data
+
+
+class DynamicSubagentState(SubagentLedgerState):
+    """Parent state with the subagents defined at run time."""
+
+    dynamic_subagents: NotRequired[Annotated[dict[str, dict[str, Any]], merge_definitions]]
+
+
+class DynamicSubagents:
+    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware.
+
+    Args:
+        registry: the declared subagents (names a created one may not take).
+        system_prompt: the delegation instructions placed before the agents block.
+        parent_tools: the tools children inherit; ``None``: the parent's tool node's.
+        max_dynamic_subagents: how many may be created in one thread.
+    """
+
+    state_schema = DynamicSubagentState
+
+    def __init__(
+        self,
+        registry: SubagentRegistry,
+        *,
+        system_prompt: str | None,
+        parent_tools: Sequence[Any] | None,
+        max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS,
+    ) -> None:
+        if isinstance(max_dynamic_subagents, bool) or not isinstance(max_dynamic_subagents, int) \
+                or max_dynamic_subagents < 1:
+            raise ValueError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
+        self.registry = registry
+        self.system_prompt = system_prompt
+        self.parent_tools = None if parent_tools is None else list(parent_tools)
+        self.cap = max_dynamic_subagents
+        # A RecordedTool, as `task` is: arguments that do not validate (or nest too deep for LangChain to
+        # read) are answered with a record, never raised into the parent's tool node.
+        self.tool = RecordedTool.from_function(
+            func=self.create,
+            coroutine=self.acreate,
+            name="create_subagent",
+            description=CREATE_SUBAGENT_DESCRIPTION,
+            args_schema=CreateSubagentInput,
+            infer_schema=False,
+            metadata={DELEGATION_TOOL_TAG: True},
+        )
+
+    # -- the prompt -----------------------------------------------------------
+
+    def prompt_block(self, state: Mapping[str, Any] | None) -> str:
+        """Instructions and ``<available_agents>``, declared agents first, then created ones."""
+        created = _definitions(state)
+        rows = [(s.name, s.description) for s in self.registry.specs]
+        rows += [(n, str(d.get("description", ""))) for n, d in created.items() if n not in self.registry]
+        left = max(0, self.cap - len(created))
+        note = (f"You can also create a specialist with `create_subagent` ({left} of {self.cap} left); "
+                "it is listed here from your next turn.")
+        return "\n\n".join(p for p in (self.system_prompt, available_agents_block(rows), note) if p)
+
+    # -- the tool -------------------------------------------------------------
+
+    async def acreate(self, runtime: ToolRuntime, **arguments: Any) -> Command:
+        return self.create(runtime, **arguments)
+
+    def create(self, runtime: ToolRuntime, **arguments: Any) -> Command:
+        """Check and keep one definition; every outcome is one ToolMessage and one record."""
+        started = time.time()
+        name = str(arguments.get("name", ""))
+        try:
+            if (runtime.config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
+                raise DynamicSubagentError("subagents cannot create subagents; do the work yourself")
+            existing = self._with_earlier_siblings(runtime)
+            definition = self._check(arguments, existing, runtime)
+        except DynamicSubagentError as exc:
+            return self._result(runtime, name, arguments, started, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - the failure path never raises
+            return self._result(runtime, name, arguments, started, error=f"{type(exc).__name__}: {exc}")
+        return self._result(runtime, name, arguments, started, definition=definition)
+
+    def _check(self, arguments: Mapping[str, Any], existing: Mapping[str, Any], runtime: Any) -> DynamicDefinition:
+        return check_definition(
+            arguments,
+            declared=self.registry.names,
+            existing=existing,
+            parent_tools=inheritable_tool_names(self._parent_tools(runtime)),
+            cap=self.cap,
+        )
+
+    def _parent_tools(self, runtime: Any) -> Sequence[Any]:
+        return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())
+
+    def _with_earlier_siblings(self, runtime: Any) -> dict[str, Any]:
+        """The definitions in state plus those that earlier calls of this same message will add."""
+        existing = dict(_definitions(runtime.state))
+        for call in _earlier_create_calls(runtime.state, runtime.tool_call_id):
+            try:
+                definition = self._check(call.get("args") or {}, existing, runtime)
+            except Exception:  # noqa: BLE001 - a refused sibling adds nothing
+                continue
+            existing[definition.name] = definition.model_dump()
+        return existing
+
+    def _result(self, runtime: Any, name: str, arguments: Mapping[str, Any], started: float, *,
+                definition: DynamicDefinition | None = None, error: str | None = None) -> Command:
+        configurable = runtime.config.get("configurable") or {}
+        task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""),
+                              runtime.tool_call_id)
+        finished = time.time()
+        label = name[:64] or "<unnamed>"
+        if error is None:
+            content = (f"Created subagent {label!r}. It is listed in <available_agents> from your next "
+                       f"turn; delegate to it with task(subagent_type={label!r}).")
+        else:
+            content = f"Subagent {label!r} was not created: {error}"
+        record = TaskRecord(
+            id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
+            status="error" if error is not None else "completed",
+            description=str(arguments.get("description", ""))[:1000],
+            result=content if error is None else None, error=error,
+            started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
+            kind="create_subagent",
+        ).model_dump()
+        update: dict[str, Any] = {
+            LEDGER_KEY: {task_id: ledger_entry(record)},
+            "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
+                                     name="create_subagent", status="error" if error else "success")],
+        }
+        if definition is not None:
+            update[DYNAMIC_SUBAGENTS_KEY] = {definition.name: {
+                **definition.model_dump(), "created_at": started, "tool_call_id": runtime.tool_call_id,
+            }}
+        return Command(update=update)
+
+
+def _definitions(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    value = (state or {}).get(DYNAMIC_SUBAGENTS_KEY) if isinstance(state, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def _earlier_create_calls(state: Mapping[str, Any], tool_call_id: str | None) -> list[ToolCall]:
+    for message in reversed(list(state.get("messages") or ())):
+        if not isinstance(message, AIMessage):
+            continue
+        ids = [c.get("id") for c in message.tool_calls]
+        if tool_call_id in ids:
+            before = message.tool_calls[: ids.index(tool_call_id)]
+            return [c for c in before if c.get("name") == "create_subagent"]
+    return []

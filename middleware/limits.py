@@ -1,0 +1,373 @@
+"""Forced delegation: the first model call of each turn must call ``task``.
+
+Later calls in the turn are free. Three mechanisms:
+
+* ``"tool_choice"``: ``tool_choice`` names the ``task`` tool;
+* ``"required"``: ``tool_choice="required"``, with ``task`` the only tool
+  offered on that call;
+* ``"response_format"``: for servers that ignore both (llama.cpp's server
+  does), the call asks for a JSON object matching the ``task`` arguments'
+  schema (``response_format`` of type ``json_schema``) and the reply is
+  turned back into a ``task`` tool call;
+* ``"auto"`` (the default): ``tool_choice`` first; when the reply has no
+  ``task`` call (or the server rejects the request), the same call is
+  retried with ``response_format``, and every later forced call of this
+  middleware goes straight to ``response_format``.
+
+A ``response_format`` reply cut short by the token limit (OpenAI's client
+raises ``LengthFinishReasonError``) is closed and used: the schema puts
+``subagent_type`` first, so only the end of the description is lost.
+``description_max_chars`` bounds the description in the schema, for small
+models that would otherwise write until the limit.
+
+On a forced call the ``task`` tool offered to the model lists only the
+allowed agents: all of them, or the one named by ``agent``.
+
+Example::
+
+    SubAgentMiddleware(subagents, force_delegation=True)
+    SubAgentMiddleware(subagents, force_delegation="researcher")
+    SubAgentMiddleware(subagents, force_delegation=ForceDelegation(mechanism="response_format"))
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from typing import Any, Literal
+
+from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, ToolCall
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from middleware.state import TASK_TOOL_NAME
+from middleware.task_tool import TASK_TOOL_DESCRIPTION, task_call_json_schema, with_prompt_block
+from subagents import TaskCall, TaskOutcome, TaskRecord
+from subagents.metering import token_count
+from subagents.outcome import task_id_for
+from subagents.settings import DEFAULT_MAX_DELEGATIONS
+
+# ----------------------------------------------------------------------------
+# A cap on how many times the parent delegates in one run.
+#
+# Children are governed by their own limits; this governs the parent. A run
+# is counted from the last user (human) message: every ``task`` call the
+# parent has made since then counts, in order, parallel calls included. Past
+# ``max_delegations``, ``task`` answers with an error telling the model to
+# finish with what it has (and the ledger records the refusal), and the
+# ``task`` tool is no longer offered to the model for the rest of the run, so
+# a model that would delegate forever has to answer instead.
+#
+# Example::
+#
+#     limit = DelegationLimit(3)
+#     limit.refusal(state["messages"], "call_4")   # None while under the cap
+# ----------------------------------------------------------------------------
+
+
+
+class DelegationLimit:
+    """Counts the parent's ``task`` calls since the last human message.
+
+    Args:
+        max_delegations: delegations allowed per run (``None``: no cap).
+        tool_name: the delegation tool's name.
+    """
+
+    def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS, *,
+                 tool_name: str = TASK_TOOL_NAME) -> None:
+        if max_delegations is not None and (isinstance(max_delegations, bool) or max_delegations < 1):
+            raise ValueError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
+        self.max_delegations = max_delegations
+        self.tool_name = tool_name
+
+    def calls_this_run(self, messages: Sequence[Any]) -> list[str]:
+        """Ids of the delegation calls made since the last human message, in order."""
+        # Read back from the end to the last human message: a long thread costs what its last run holds.
+        turns: list[list[str]] = []
+        for message in reversed(messages):
+            kind = getattr(message, "type", None)
+            if kind == "human":
+                break
+            if kind == "ai":
+                turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
+                              if c.get("name") == self.tool_name])
+        return [call_id for turn in reversed(turns) for call_id in turn]
+
+    def exhausted(self, messages: Sequence[Any]) -> bool:
+        """True once the run has made ``max_delegations`` calls."""
+        return self.max_delegations is not None and len(self.calls_this_run(messages)) >= self.max_delegations
+
+    def withdrawn_when_exhausted(self, request: Any) -> Any:
+        """The model request, without the delegation tool once the run is out of delegations."""
+        if not self.exhausted(request.messages):
+            return request
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) != self.tool_name])
+
+    def refusal(self, messages: Sequence[Any], tool_call_id: str | None) -> str | None:
+        """Why this call may not delegate, or ``None`` if it may."""
+        if self.max_delegations is None:
+            return None
+        ids = self.calls_this_run(messages)
+        position = ids.index(str(tool_call_id)) if str(tool_call_id) in ids else len(ids)
+        if position < self.max_delegations:
+            return None
+        return (
+            f"delegation limit reached (max_delegations={self.max_delegations} per run); "
+            "do not call task again: finish now and answer with what you have"
+        )
+
+
+def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
+    """The outcome of a delegation refused before it started: a record and an error."""
+    configurable = call.parent_config.get("configurable") or {}
+    now = time.time()
+    record = TaskRecord(
+        id=task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id),
+        agent_type=call.subagent_type,
+        tool_call_id=call.tool_call_id,
+        status="error",
+        stop_reason="refused",
+        description=call.description,
+        error=reason,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0.0,
+    ).model_dump()
+    return TaskOutcome(record, error=reason)
+
+
+Mechanism = Literal["auto", "tool_choice", "required", "response_format"]
+TASK_TOOL_NAME = "task"
+FORCED_CALL_PROMPT = (
+    "Delegate now: reply only with the JSON arguments of one `task` call, "
+    '{"description": "<the complete task>", "subagent_type": "<an agent name>"}.'
+)
+
+
+class ForceDelegation(BaseModel):
+    """How the first model call of each turn is made to delegate.
+
+    Args:
+        agent: the subagent that call must use (``None``: any).
+        mechanism: see the module documentation.
+        description_max_chars: ``maxLength`` of the description in the
+            forced call's schema (``None``: unbounded).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str | None = None
+    mechanism: Mechanism = "auto"
+    description_max_chars: int | None = Field(default=None, ge=1)
+
+
+ForceSetting = bool | str | ForceDelegation | Mapping[str, Any] | None
+
+
+def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
+    """``True``: any agent; a string: that agent; a dict or :class:`ForceDelegation`; falsy: off."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return ForceDelegation()
+    if isinstance(value, str):
+        return ForceDelegation(agent=value)
+    if isinstance(value, ForceDelegation):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return ForceDelegation(**value)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "?" for e in exc.errors())
+            raise ValueError(f"force_delegation: invalid field(s) {fields}: {exc.errors()[0]['msg']}") from None
+    raise TypeError(f"force_delegation: expected a bool, an agent name or ForceDelegation, got {type(value).__name__}")
+
+
+class ForcedDelegation:
+    """Applies a :class:`ForceDelegation` to the parent's model calls.
+
+    Args:
+        setting: what to force.
+        names: the subagents the ``task`` tool can reach.
+    """
+
+    def __init__(self, setting: ForceDelegation, names: Sequence[str]) -> None:
+        if setting.agent is not None and setting.agent not in names:
+            raise ValueError(
+                f"force_delegation: unknown subagent {setting.agent!r}; available: {', '.join(names) or 'none'}"
+            )
+        self.setting = setting
+        self.allowed = [setting.agent] if setting.agent is not None else list(names)
+        self.detected: Mechanism | None = None
+        """What ``auto`` found works, once it has found out."""
+
+    def applies(self, request: ModelRequest) -> bool:
+        """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
+        offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+        return offered and is_first_call_of_turn(request.messages)
+
+    # -- the two drivers --------------------------------------------------
+
+    def call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        if not self.applies(request):
+            return handler(request)
+        plan = self._plan(request)
+        step = next(plan)
+        while True:
+            try:
+                result, failure = handler(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                result, failure = None, exc
+            try:
+                step = plan.send(result) if failure is None else plan.throw(failure)
+            except StopIteration as stop:
+                return stop.value
+
+    async def acall(self, request: ModelRequest,
+                    handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        if not self.applies(request):
+            return await handler(request)
+        plan = self._plan(request)
+        step = next(plan)
+        while True:
+            try:
+                result, failure = await handler(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                result, failure = None, exc
+            try:
+                step = plan.send(result) if failure is None else plan.throw(failure)
+            except StopIteration as stop:
+                return stop.value
+
+    # -- the plan, written once ---------------------------------------------
+
+    def _plan(self, request: ModelRequest) -> Generator[ModelRequest, Any, Any]:
+        mechanism = self.detected or self.setting.mechanism
+        if mechanism != "response_format":
+            choice = "required" if mechanism == "required" else TASK_TOOL_NAME
+            try:
+                response = yield request.override(tools=[self._tool_spec()], tool_choice=choice)
+            except Exception:
+                if mechanism != "auto":
+                    raise
+                response = None  # a server that rejects tool_choice: try response_format
+            if mechanism != "auto" or (response is not None and _task_calls(response)):
+                if mechanism == "auto":
+                    self.detected = "tool_choice"
+                return response
+            self.detected = "response_format"
+        try:
+            response = yield self._format_request(request)
+        except Exception as exc:
+            cut_short = truncated_reply(exc)
+            if cut_short is None:
+                raise
+            response = cut_short
+        return as_task_call(response)
+
+    def _tool_spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": TASK_TOOL_NAME,
+                "description": TASK_TOOL_DESCRIPTION,
+                "parameters": self._schema(),
+            },
+        }
+
+    def _schema(self) -> dict[str, Any]:
+        return task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
+
+    def _format_request(self, request: ModelRequest) -> ModelRequest:
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": TASK_TOOL_NAME, "schema": self._schema(), "strict": True},
+        }
+        return with_prompt_block(request, FORCED_CALL_PROMPT).override(
+            tools=[], tool_choice=None, response_format=None,
+            model_settings={**request.model_settings, "response_format": response_format},
+        )
+
+
+def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
+    """No AI message since the last human message."""
+    for message in reversed(messages):
+        kind = getattr(message, "type", None)
+        if kind == "human":
+            return True
+        if kind == "ai":
+            return False
+    return True
+
+
+def _last_ai(response: Any) -> AIMessage | None:
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+
+
+def _task_calls(response: Any) -> list[ToolCall]:
+    message = _last_ai(response)
+    return [c for c in (message.tool_calls if message else []) if c.get("name") == TASK_TOOL_NAME]
+
+
+def as_task_call(response: Any) -> Any:
+    """The response with its JSON reply turned into a ``task`` tool call.
+
+    A reply that already calls ``task``, or whose text is not a JSON object
+    with string ``description`` and ``subagent_type``, is returned unchanged.
+    """
+    message = _last_ai(response)
+    if message is None or _task_calls(response):
+        return response
+    args = _closed_json(message.text)
+    if not (isinstance(args, dict) and isinstance(args.get("description"), str)
+            and isinstance(args.get("subagent_type"), str)):
+        return response
+    call = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
+            "args": {"description": args["description"], "subagent_type": args["subagent_type"]}}
+    converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
+                          usage_metadata=message.usage_metadata,
+                          response_metadata=dict(message.response_metadata))
+    if not isinstance(response, ModelResponse):
+        return converted
+    result = [converted if m is message else m for m in response.result]
+    return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+def _closed_json(text: str) -> Any:
+    """``text`` as JSON, closing a string and object left open by a token limit."""
+    for suffix in ("", "}", '"}'):
+        try:
+            return json.loads(text + suffix)
+        except ValueError:
+            continue
+    return None
+
+
+def truncated_reply(exc: BaseException) -> AIMessage | None:
+    """The partial reply carried by a "length limit reached" error, or ``None``.
+
+    OpenAI's client raises ``LengthFinishReasonError`` with the completion
+    on its ``completion`` field when a schema-constrained reply hits
+    ``max_tokens``.
+    """
+    completion = getattr(exc, "completion", None)
+    try:
+        text = completion.choices[0].message.content  # type: ignore[union-attr]
+        usage = completion.usage  # type: ignore[union-attr]
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if not isinstance(text, str):
+        return None
+    message = AIMessage(content=text, response_metadata={"finish_reason": "length",
+                                                         "model_name": getattr(completion, "model", None)})
+    if usage is not None:
+        message.usage_metadata = {
+            "input_tokens": token_count(getattr(usage, "prompt_tokens", 0)),
+            "output_tokens": token_count(getattr(usage, "completion_tokens", 0)),
+            "total_tokens": token_count(getattr(usage, "total_tokens", 0)),
+        }
+    return message

@@ -1,0 +1,441 @@
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph.
+
+Example::
+
+    from langchain.agents import create_agent
+    from middleware import SubAgentMiddleware
+
+    agent = create_agent(
+        "openai:gpt-4.1-mini",
+        tools=[search],
+        middleware=[
+            SubAgentMiddleware(
+                subagents=[
+                    {"name": "researcher", "description": "Finds facts.",
+                     "system_prompt": "Research and cite.", "tools": ["search"]},
+                ],
+                max_concurrent_tasks=4,
+            )
+        ],
+    )
+
+Decisions a LangGraph user may want to know:
+
+* Children inherit the parent's model and tools unless their spec names
+  others. When the middleware is not given ``model``/``tools``, it uses the
+  model of the parent's model request before the child is first built and
+  the tools of the parent's tool node (never the delegation tools
+  themselves). A child is built once, so a parent that switches models
+  mid-run should pass ``model=`` explicitly.
+* The ledger ``subagent_tasks`` holds one compact JSON-ready record per
+  delegation (see :class:`subagents.TaskRecord` and
+  :mod:`middleware.state`: previews of the description and answer,
+  whose full texts stay in the messages), merged by a reducer; a call the model
+  got wrong (unreadable JSON, invalid arguments) gets a record too
+  (``stop_reason="invalid_call"``) and an error result it can retry from.
+* What a child changed in shared keys is written back by the rule in
+  :mod:`subagents.boundary`: for keys with a reducer, only what the child
+  added; for keys without one, the final value, and only when the ``task``
+  call has no parallel ``task`` sibling. Anything not written is named in
+  the record's ``skipped_writes``.
+* ``max_concurrent_tasks`` caps children of this agent running at once,
+  across its concurrent runs; extra calls wait their turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import types
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.tools import StructuredTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+
+from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
+from middleware.state import (
+    EXCLUDED_STATE_KEYS,
+    LEDGER_KEY,
+    TASK_TOOL_NAME,
+    USAGE_KEY,
+    Fresh,
+    SiblingWrites,
+    StoredWrites,
+    SubagentLedgerState,
+    answered_response,
+    invalid_call_record,
+    ledger_entry,
+    tool_message,
+    usage_update,
+)
+from middleware.task_tool import (
+    DELEGATION_INSTRUCTIONS,
+    STRUCTURED_TASK_TOOL_DESCRIPTION,
+    TASK_TOOL_DESCRIPTION,
+    RecordedTool,
+    available_agents_block,
+    task_args_schema,
+    task_tool_arguments,
+    task_tool_description,
+    with_general_purpose,
+    with_prompt_block,
+)
+from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
+from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.errors import safe_text
+from subagents.settings import DelegationSettings
+
+if TYPE_CHECKING:
+    from middleware.dynamic import DynamicSubagents
+
+
+# ----------------------------------------------------------------------------
+# The parent's model pipeline: which middleware wraps its model calls.
+#
+# ``create_agent`` composes every middleware's ``wrap_model_call`` into one
+# chain. A child that inherits the parent's model should also get the
+# parent's model-level middleware (model fallback, model retry), wherever
+# ``SubAgentMiddleware`` sits in that chain. :func:`chain_middleware` finds
+# the chain a middleware belongs to by reading LangChain's composed handlers
+# (their closures), which no public API exposes; if that shape changes it
+# finds nothing, and children simply get no inherited middleware.
+#
+# Example::
+#
+#     middleware = chain_middleware(subagent_middleware)   # [ModelFallbackMiddleware(...), ...]
+# ----------------------------------------------------------------------------
+
+
+
+_COMPOSER_MODULE = "langchain.agents.factory"
+_MAX_DEPTH = 64
+
+
+def chain_middleware(member: AgentMiddleware) -> list[AgentMiddleware]:
+    """Every middleware of the longest model-call chain holding ``member``, outermost first.
+
+    ``[]`` when ``member`` is in no composed chain (it is the only middleware
+    wrapping model calls) or the chain cannot be read. Scans live objects:
+    call it once per graph, not per model call.
+    """
+    best: list[AgentMiddleware] = []
+    try:
+        for obj in gc.get_objects():
+            if (
+                type(obj) is not types.FunctionType
+                or obj.__code__.co_name != "composed"
+                or obj.__module__ != _COMPOSER_MODULE
+            ):
+                continue
+            found: list[AgentMiddleware] = []
+            _collect(obj, found, 0)
+            if any(mw is member for mw in found) and len(found) > len(best):
+                best = found
+    except Exception:  # noqa: BLE001 - discovery is best effort, never a failure
+        return []
+    return list(dict.fromkeys(best))
+
+
+def _collect(handler: Any, found: list[AgentMiddleware], depth: int) -> None:
+    if handler is None or depth > _MAX_DEPTH:
+        return
+    owner = getattr(handler, "__self__", None)
+    if isinstance(owner, AgentMiddleware):
+        found.append(owner)
+        return
+    wrapped = getattr(handler, "__wrapped__", None)
+    if wrapped is not None:
+        _collect(wrapped, found, depth + 1)
+        return
+    code = getattr(handler, "__code__", None)
+    if code is None:
+        return
+    cells = dict(zip(code.co_freevars, getattr(handler, "__closure__", None) or (), strict=False))
+    for name in ("outer", "inner"):
+        if name in cells:
+            try:
+                _collect(cells[name].cell_contents, found, depth + 1)
+            except ValueError:  # an empty cell
+                continue
+
+
+def configured_model(owner: Any, request: Any) -> Any:
+    """The model the parent is configured with, as ``owner`` sees it in ``request``.
+
+    Only the first attempt of each parent model call counts: a fallback
+    middleware wrapping ``owner`` retries the same call (same state) with
+    another model, and that one is not what the parent is configured with.
+    ``owner.registry`` also learns where to find the parent's model-level
+    middleware (read when an inheriting child is first built).
+    """
+    state_id = id(request.state)
+    seen = getattr(owner, "_seen_state_id", None)
+    model = getattr(owner, "_seen_model", None)
+    if seen != state_id or model is None:
+        owner._seen_state_id = state_id
+        model = request.model
+    registry = getattr(owner, "registry", None)
+    if registry is not None and not registry.inherited_middleware:
+        # Read only when an inheriting child is first built: the scan is not free.
+        # A weak reference: background tasks keep the registry alive, never the middleware.
+        registry.inherited_middleware = functools.partial(_inherited, weakref.ref(owner))
+    return model
+
+
+def _inherited(owner_ref: Any) -> list[Any]:
+    owner = owner_ref()
+    return [] if owner is None else [mw for mw in chain_middleware(owner) if mw is not owner]
+
+
+__all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
+
+# The settings this middleware reads, given whole (settings=) or as keyword arguments.
+_SETTINGS_ARGUMENTS = frozenset({
+    "general_purpose", "max_concurrent_tasks", "unknown_tools", "sessions_dir", "transcript_store", "prices",
+    "budget", "short_answer_threshold", "max_dynamic_subagents", "max_delegations",
+})
+
+
+class SubAgentMiddleware(AgentMiddleware):
+    """Adds the ``task`` tool and lists the subagents in the system prompt.
+
+    Args:
+        subagents: specs (:class:`subagents.SubagentSpec`,
+            :class:`subagents.CompiledSubagent` or plain dicts).
+        model: the model children inherit; default: the parent's.
+        tools: the tools children inherit; default: the parent's.
+        general_purpose: add the ``general-purpose`` subagent unless a spec
+            of that name replaces it.
+        max_concurrent_tasks: how many children may run at once.
+        private_state_keys: the parent's private keys, which never cross the
+            boundary (see :func:`subagents.private_state_keys`; LangChain's
+            own middleware's are always blocked).
+        system_prompt: text placed before the ``<available_agents>`` block.
+        unknown_tools: what a spec naming a tool the parent lacks gets.
+        sessions_dir: also write each child's transcript as JSONL under
+            ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
+        transcript_store: ``True`` to keep transcripts in the graph's
+            ``BaseStore`` (or a store to use).
+        prices: model name -> USD per million (input, output) tokens, for
+            the cost in each record.
+        budget: a :class:`subagents.Budget` covering this agent's own model
+            calls and every child's.
+        short_answer_threshold: a child answer shorter than this gets one
+            request for a complete report (0, the default: off).
+        build_options: model profiles, skills, risky tools and the parent's
+            permission policy used when children are built (see
+            :class:`subagents.BuildOptions`).
+        dynamic_subagents: add the ``create_subagent`` tool, so the parent
+            can define specialists at run time (see
+            :mod:`middleware.dynamic`).
+        max_dynamic_subagents: how many it may create in one thread.
+        structured_results: ``task`` accepts an optional ``output_schema``
+            for one call (see :mod:`subagents.builder`).
+        task_description: the ``task`` tool's description; an
+            ``{available_agents}`` placeholder becomes the listing of every
+            agent (default: ours, naming the available types).
+
+    deepagents-only arguments (``backend``, ``state_schema``) raise a
+    ``TypeError`` that says what to write instead.
+        force_delegation: make the first model call of each turn call
+            ``task``: ``True`` (any agent), an agent name, or a
+            :class:`middleware.ForceDelegation` choosing the mechanism.
+        max_delegations: ``task`` calls allowed per run (since the last
+            user message; ``None``: no cap). Past it, ``task`` answers with
+            an error and is no longer offered to the model.
+        settings: the :class:`subagents.settings.DelegationSettings` to start
+            from, given whole (``create_deep_agent`` does); the keyword
+            arguments above that are settings (``general_purpose``,
+            ``max_concurrent_tasks``, ``unknown_tools``, ``sessions_dir``,
+            ``transcript_store``, ``prices``, ``budget``,
+            ``short_answer_threshold``, ``max_dynamic_subagents``,
+            ``max_delegations``) override its fields.
+
+    Streaming: with ``stream_mode="custom"`` the parent's stream carries
+    ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
+    "status", ...}`` when each task starts (with the child's stream
+    ``namespace``), pauses for approval, and ends. Every child event on the
+    ``messages`` stream carries ``subagent_task_id`` and
+    ``subagent_tool_call_id`` in its metadata.
+    """
+
+    state_schema = SubagentLedgerState
+    delegates = True
+
+    def __init__(
+        self,
+        subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
+        *,
+        model: Any = None,
+        tools: Sequence[Any] | None = None,
+        private_state_keys: frozenset[str] | None = frozenset(),
+        system_prompt: str | None = DELEGATION_INSTRUCTIONS,
+        build_options: BuildOptions | None = None,
+        dynamic_subagents: bool = False,
+        structured_results: bool = False,
+        task_description: str | None = None,
+        force_delegation: ForceSetting = None,
+        settings: DelegationSettings | None = None,
+        **arguments: Any,
+    ) -> None:
+        settings = DelegationSettings.from_arguments("SubAgentMiddleware", arguments, base=settings,
+                                                     accepted=_SETTINGS_ARGUMENTS)
+        limits, definitions = settings.limits, settings.definitions
+        super().__init__()
+        specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options)
+        self.runner = TaskRunner(
+            self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
+            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
+        )
+        self.budget = limits.budget
+        self._writes = SiblingWrites()
+        self._model = model
+        self._tools = None if tools is None else list(tools)
+        self._seen_model: Any = None
+        self._dynamic_mode = dynamic_subagents
+        self._describe(system_prompt, task_description, structured_results)
+        self.tools = [self._task_tool()] if len(self.registry) else []
+        self._add_limits(force_delegation, limits.max_delegations)
+        self.dynamic: DynamicSubagents | None = None
+        if dynamic_subagents:
+            self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
+
+    def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
+        """The ``<available_agents>`` block and the ``task`` tool's description."""
+        block = available_agents_block((s.name, s.description) for s in self.registry.specs)
+        self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
+        self.structured_results = structured
+        self.task_description = task_tool_description(
+            task_description, ((s.name, s.description) for s in self.registry.specs)
+        )
+        if structured and task_description is None:
+            self.task_description += STRUCTURED_TASK_TOOL_DESCRIPTION.removeprefix(TASK_TOOL_DESCRIPTION)
+
+    def _add_limits(self, force_delegation: ForceSetting, max_delegations: int | None) -> None:
+        """Forced delegation and the parent's delegation cap (their own files)."""
+        force = coerce_force_delegation(force_delegation)
+        self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
+        self.delegation_limit = DelegationLimit(max_delegations)
+
+    def _add_dynamic(self, system_prompt: str | None, max_dynamic_subagents: int) -> None:
+        """The ``create_subagent`` tool and its state (middleware/_dynamic_subagents.py)."""
+        from middleware.dynamic import DynamicSubagents
+
+        self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
+                                        max_dynamic_subagents=max_dynamic_subagents)
+        self.tools = [self._task_tool(), self.dynamic.tool]
+        self.state_schema = self.dynamic.state_schema
+
+    # -- the tool -----------------------------------------------------------
+
+    def _task_tool(self) -> StructuredTool:
+        # `output_schema: Any`: LangChain resolves these hints on every call, and rebuilds a union each time.
+        def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or self.runner.run(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
+
+        async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
+                        output_schema: Any = None) -> Command:
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or await self.runner.arun(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return self._command(runtime, outcome, await self._writes.astored(runtime, outcome))
+
+        base, _ = task_tool_arguments(self.structured_results)
+        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
+        args_schema = base if self._dynamic_mode else task_args_schema(self.registry.names, base=base)
+
+        # A RecordedTool: a call whose arguments do not validate still gets a record (no wrap_tool_call hook
+        # around every tool call of the parent).
+        return RecordedTool.from_function(
+            func=task,
+            coroutine=atask,
+            name=TASK_TOOL_NAME,
+            description=self.task_description,
+            args_schema=args_schema,
+            infer_schema=False,
+            metadata={DELEGATION_TOOL_TAG: True},
+        )
+
+    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
+              output_schema: dict[str, Any] | None = None) -> TaskCall:
+        return TaskCall.from_runtime(
+            runtime, subagent_type, description,
+            parent_model=self._model if self._model is not None else self._seen_model,
+            parent_tools=self._tools,
+            output_schema=output_schema,
+        )
+
+    def _refused(self, call: TaskCall) -> TaskOutcome | None:
+        reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
+        return None if reason is None else refused_outcome(call, reason)
+
+    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome, stored: StoredWrites = ()) -> Command:
+        """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
+        record, update = outcome.record, dict[str, Any]()
+        if outcome.changes:
+            update, skipped = self._writes.apply(runtime, outcome, stored)
+            if skipped:
+                record = {**record, "skipped_writes": skipped}
+        ours = {
+            LEDGER_KEY: Fresh({record["id"]: ledger_entry(record)}),  # built for this update only:
+            USAGE_KEY: Fresh(usage_update(record)),  # the tool node need not deep-copy them
+            "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
+                                      answer=outcome.answer, error=outcome.error)],
+        }
+        # Without write-backs all of it is built here (the ToolMessage too): no deep copy of any of it.
+        return Command(update={**update, **ours} if update else Fresh(ours))
+
+    # -- the model call: prompt, budget, calls the model got wrong -----------
+
+    def _with_block(self, request: Any) -> Any:
+        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
+        if self._model is None:
+            self._seen_model = seen
+        request = self.delegation_limit.withdrawn_when_exhausted(request)
+        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        return with_prompt_block(request, block)
+
+    def _after_model(self, response: Any) -> Any:
+        if self.budget is not None:  # the shared budget covers the parent's own calls too
+            for message in getattr(response, "result", ()) or ():
+                usage = getattr(message, "usage_metadata", None)
+                if isinstance(usage, Mapping):  # counts as reported are clamped by the budget
+                    name = (getattr(message, "response_metadata", None) or {}).get("model_name")
+                    self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+        names = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
+        return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        request = self._with_block(request)
+        response = self.forced.call(request, handler) if self.forced else handler(request)
+        return self._after_model(response)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        request = self._with_block(request)
+        response = await (self.forced.acall(request, handler) if self.forced else handler(request))
+        return self._after_model(response)
+
+
+def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
+    record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
+    record.update(stop_reason="error", description=call.description)
+    return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")

@@ -1,0 +1,233 @@
+"""The ledger of background tasks: one record per task, merged field by field.
+
+The parent state key ``async_tasks`` maps a task id to a JSON-ready record
+(a dict), so every checkpointer and a LangGraph Server can persist it with no
+custom serialiser. The ledger is the source of truth that survives a
+restart: a new process reading the checkpoint knows every task, where it ran
+(``runner``, ``owner``, ``thread_id``, ``run_id``) and how it last stood.
+
+Example::
+
+    record = AsyncTaskRecord(id="t1", agent_type="researcher", runner="local",
+                             status="pending", description="Find X", created_at=time.time())
+    ledger = merge_async_records({}, {record.id: record.model_dump()})
+    ledger = merge_async_records(ledger, {"t1": {"status": "running"}})
+    AsyncTaskRecord.model_validate(ledger["t1"]).status      # 'running'
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from subagents.errors import brief
+from subagents.outcome import TaskStatus
+
+log = logging.getLogger(__name__)
+
+AsyncTaskStatus = TaskStatus
+"""The statuses a background task can have (the same set as :data:`subagents.TaskStatus`)."""
+
+ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
+"""The task is doing (or about to do) work: it can be steered or cancelled."""
+
+SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})
+"""The task does nothing more until the parent acts on it."""
+
+RETRYABLE_STATUSES: frozenset[str] = frozenset({"error", "cancelled", "lost"})
+
+NOTEWORTHY_STATUSES: frozenset[str] = SETTLED_STATUSES | {"waiting_for_approval"}
+"""Statuses the parent is told about, once, before its next model call."""
+
+RunnerKind = Literal["local", "remote"]
+
+
+class AsyncTaskRecord(BaseModel):
+    """One background task, as the parent's ledger keeps it.
+
+    ``owner`` names the runtime, process and host that run a local task
+    (see :mod:`subagents.background.runtime`); a local task that is still
+    pending, running or waiting is ``lost`` only once that owner is provably
+    gone. ``outcome_db`` is the SQLite file its outcome is stored in the
+    moment it settles (``None``: the owner's memory).
+    ``thread_id``/``run_id`` name the child's conversation: a thread and run
+    on the LangGraph Server for remote tasks, the in-process child thread
+    for local ones. ``announced`` is set once the parent model has been told
+    how the task ended, so each outcome is announced once.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    agent_type: str
+    runner: RunnerKind
+    status: AsyncTaskStatus
+    description: str
+    tool_call_id: str | None = None
+    created_at: float
+    updated_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: str | None = None
+    error: str | None = None
+    approval_request: Any = None
+    """What the child waits for approval of (the interrupt values), while it waits."""
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempt: int = 1
+    turns: int = 1
+    """Runs of the child conversation so far: the first, then one per follow-up."""
+    transcript: str | None = None
+    """Where the local child's messages can be read back (see :mod:`subagents.transcripts`)."""
+    owner: str | None = None
+    outcome_db: str | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+    announced: bool = False
+
+
+def merge_async_records(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names.
+
+    Updates are partial on purpose: a status check writes ``status`` and the
+    usage it saw without repeating the description, and two tools touching
+    different tasks in one step never overwrite each other.
+    """
+    for side, value in (("the ledger", left), ("the update", right)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
+                             "(task id -> record fields)")
+    if not left:
+        return {k: _fields(k, v) for k, v in (right or {}).items()}
+    if not right:
+        return left
+    merged = dict(left)
+    for task_id, fields in right.items():
+        before = left.get(task_id)
+        # A damaged record in state (not a mapping) is replaced by the update rather than merged.
+        merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
+            _fields(task_id, fields))
+    return merged
+
+
+def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
+                         "not a mapping of fields")
+    return dict(fields)
+
+
+_TEXT_FIELDS = ("description", "result", "error", "note")
+_COUNT_FIELDS = ("attempt", "turns")
+MAX_COUNT = 2**31 - 1
+"""The largest ``attempt`` or ``turns`` a record may hold: one more is still a count every checkpointer keeps."""
+_TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
+
+
+def record_problem(task_id: Any, record: Any) -> str | None:
+    """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
+
+    What is checked is what waiting, polling, listing and announcing read: a
+    string key, a mapping with an ``id`` equal to it, a string ``status`` and
+    ``agent_type``, a ``runner`` of ``local`` or ``remote``, texts (``description``, ``result``, ``error``, ``note``)
+    that are strings or ``None``, times that are numbers or ``None``, counts
+    (``attempt``, ``turns``) that are whole numbers up to :data:`MAX_COUNT`
+    (the next retry or follow-up adds one, which the checkpoint must hold), an
+    ``approval_request`` that is ``None`` or a list of requests, and for
+    a remote task that may still change, the ``thread_id`` it is polled by.
+    Records the middleware writes always pass; a hand-edited or damaged one
+    (``update_state``, a JSON file) may not.
+    """
+    if not isinstance(task_id, str):
+        return f"its key is a {type(task_id).__name__}, not a task id string"
+    if not isinstance(record, Mapping):
+        return f"it is a {type(record).__name__}, not a mapping of fields"
+    if record.get("id") != task_id:
+        return f"field 'id' is {record.get('id')!r}, not its key {task_id!r}"
+    if not isinstance(record.get("status"), str):
+        return f"field 'status' is {record.get('status')!r}, not a status name"
+    if not isinstance(record.get("agent_type"), str):
+        return f"field 'agent_type' is {record.get('agent_type')!r}, not a subagent name"
+    if record.get("runner") not in ("local", "remote"):  # who may act on it hangs on it (the owner check)
+        return f"field 'runner' is {brief(record.get('runner'))}, not 'local' or 'remote'"
+    for field in _TEXT_FIELDS:
+        if not isinstance(record.get(field), (str, type(None))):
+            return f"field {field!r} is a {type(record.get(field)).__name__}, not text"
+    for field in _COUNT_FIELDS:
+        if (value := record.get(field)) is not None and not is_count(value):
+            return f"field {field!r} is {value!r}, not a count (a whole number from 0 to {MAX_COUNT})"
+    for field in _TIME_FIELDS:
+        value = record.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field {field!r} is {value!r}, not a time in seconds"
+    request = record.get("approval_request")
+    if request is not None and not (isinstance(request, list) and all(isinstance(i, Mapping) for i in request)):
+        return f"field 'approval_request' is a {type(request).__name__}, not a list of requests"
+    if record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES:
+        if not isinstance(record.get("thread_id"), str):
+            return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"
+    return None
+
+
+def is_count(value: Any) -> bool:
+    """Whether ``value`` is an ``attempt``/``turns`` a record may hold (``1.0`` from a JSON file is not)."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
+
+
+def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``ledger`` as plain dicts (``None``: empty), or ``ValueError`` naming ``where``, the task id and the field."""
+    if ledger is None:  # ``state.get("async_tasks")`` of a run that started none
+        return {}
+    if not isinstance(ledger, Mapping):
+        raise ValueError(f"{where}: the ledger must be the async_tasks mapping (task id -> record), "
+                         f"not a {type(ledger).__name__}")
+    for task_id, record in ledger.items():
+        if (problem := record_problem(task_id, record)) is not None:
+            raise ValueError(f"{where}: ledger record {task_id!r}: {problem}")
+    return {task_id: dict(record) for task_id, record in ledger.items()}
+
+
+def usable_records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The records of ``ledger`` that can be acted on, as plain dicts; the rest are logged and left alone.
+
+    A damaged record stays in state as it is (nothing is dropped from the
+    ledger); the middleware just does not poll, announce or list it.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for task_id, record in ledger.items():
+        if (problem := record_problem(task_id, record)) is None:
+            out[task_id] = dict(record)
+        elif _first_warning(task_id, problem):
+            log.warning("async_tasks: ledger record %r is ignored: %s", task_id, problem)
+    return out
+
+
+_warned: dict[tuple[str, str], None] = {}
+
+
+def _first_warning(task_id: Any, problem: str) -> bool:
+    """Each damaged record is logged once per process, not at every turn (the 1,024 latest remembered)."""
+    key = (repr(task_id)[:200], problem[:200])
+    if key in _warned:
+        return False
+    _warned[key] = None
+    while len(_warned) > 1024:
+        del _warned[next(iter(_warned))]
+    return True
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``after`` that differ from ``before`` (what an update must carry)."""
+    return {k: v for k, v in after.items() if before.get(k) != v}
+
+
+def now() -> float:
+    """Wall-clock seconds, as every ledger timestamp is stored."""
+    return time.time()

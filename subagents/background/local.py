@@ -1,0 +1,439 @@
+"""The local background runner: subagents running in this process, outliving the parent's turn.
+
+A background task is the same delegation as a ``task`` call -- the same
+built subagent, isolation, one-level rule, limits and fault handling, because
+each run of it goes through :meth:`subagents.TaskRunner.arun` -- started on
+a :class:`~subagents.background.runtime.BackgroundRuntime`'s loop instead of
+inside the parent's step, so the tool returns at once.
+
+What makes it a *task* rather than a call:
+
+* **Its own conversation** (a :class:`~subagents.background.local.ChildSession`).
+* **An owner.** The record names the runtime, process and host that run the
+  task (see :mod:`subagents.background.runtime`). Any graph of this process
+  finds the task through its owner; a record still ``pending``/``running``/
+  ``waiting_for_approval`` is ``lost`` only when its owner is provably gone.
+  A task whose owner is another live process is left as it stands, and
+  cannot be steered, cancelled or retried from here.
+* **A durable outcome.** The moment a task settles, its outcome is written
+  beside the thread's checkpoints (see :mod:`subagents.background.runtime`),
+  so a restart reports it ``completed`` with its result.
+* **A concurrency cap.** Tasks beyond ``max_concurrent`` stay ``pending``
+  until a slot frees up. Every method runs on the runtime's loop, its table's only writer.
+
+Example (inside a coroutine on the runtime's loop)::
+
+    runner = LocalTaskRunner(registry, runtime, max_concurrent=4)
+    fields = await runner.start(task_id, call)      # returns at once: {'status': 'pending', ...}
+    later = runner.refresh({**record, **fields})     # {'status': 'completed', 'result': ...}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel import Pregel
+from langgraph.types import Command
+
+from subagents.background.approval import pending_interrupts, resume_for
+from subagents.background.ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
+from subagents.background.runtime import (
+    INBOX_METADATA_KEY,
+    LEASE_S,
+    STEERING_PREFIX,
+    BackgroundRuntime,
+    OutcomeStore,
+    Owner,
+    OwnerState,
+    RuntimeStalled,
+    operation_abandoned,
+    outcome_for,
+    owner_state,
+)
+from subagents.metering import TaskMeter
+from subagents.outcome import TaskCall
+from subagents.registry import SubagentRegistry
+from subagents.runner import ConcurrencyLimit, TaskRunner
+from subagents.settings import DelegationSettings
+
+# ----------------------------------------------------------------------------
+# A background child's own conversation, standing in for the child graph the shared runner invokes.
+#
+# A local background task runs on its own thread of its own in-memory
+# checkpointer, not as a subgraph of the parent (whose step has already
+# ended); follow-ups and approvals continue that thread. :class:`ChildSession`
+# decides what each invocation continues; the local runner hands it to
+# :class:`~subagents.TaskRunner` as the call's graph.
+#
+# Example::
+#
+#     session = ChildSession("t1", TaskMeter())
+#     session.graph = registry.graph("researcher", parent_model=model, parent_tools=[])
+#     outcome = await runner.arun(dataclasses.replace(call, graph=session))
+# ----------------------------------------------------------------------------
+
+
+
+class ChildSession:
+    """One background child's conversation: a thread of its own checkpointer.
+
+    It stands in for the child graph that :class:`~subagents.TaskRunner`
+    invokes and decides what each invocation continues: the first run gets
+    the isolated input; later runs (continuation requests, follow-ups,
+    leftover steering) get only their new messages, appended to the thread;
+    an approval resumes the paused run with ``Command(resume=...)``.
+    """
+
+    def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None) -> None:
+        self.task_id = task_id
+        self.meter = meter
+        self.thread_id = f"background-{task_id}-{uuid.uuid4().hex[:8]}"
+        self.graph: Any = None
+        self.resume: Any = None
+        self.interrupts: list[Any] = []
+        self._seed = seed or []
+        self._saver = InMemorySaver()
+        self._bound: tuple[Any, Any] | None = None
+        self._last: Mapping[str, Any] | None = None
+
+    def _graph(self) -> Any:
+        """The child graph bound to this session's checkpointer (a LangGraph graph), else as given."""
+        if self._bound is None or self._bound[0] is not self.graph:
+            bound = self.graph
+            if isinstance(bound, Pregel):
+                bound = bound.copy(update={"checkpointer": self._saver})
+            self._bound = (self.graph, bound)
+        return self._bound[1]
+
+    async def ainvoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
+        if self.interrupts and self.resume is None and self._last is not None:
+            # Paused for approval: nothing runs until the parent answers.
+            return self._last
+        metadata = {**(config.get("metadata") or {}), INBOX_METADATA_KEY: self.task_id}
+        run_config = {
+            **config,
+            "metadata": metadata,
+            "callbacks": [*(config.get("callbacks") or []), self.meter],
+            "configurable": {"thread_id": self.thread_id},
+        }
+        payload: Any
+        if self.resume is not None:
+            payload, self.resume = Command(resume=self.resume), None
+        elif self._last is None and self._seed:
+            payload = {**inputs, "messages": [*self._seed, *inputs["messages"]]}
+        elif self._last is None:
+            payload = dict(inputs)
+        elif isinstance(self.graph, Pregel):
+            payload = {"messages": list(inputs["messages"])}
+        else:
+            # A runnable with no checkpointer of ours: the session carries the history.
+            payload = {"messages": [*self._last.get("messages", []), *inputs["messages"]]}
+        # Cleared before the run, not after: a run that raises (a resumed child failing after its
+        # answer) leaves no earlier request behind to be shown as still waiting.
+        self.interrupts = []
+        result = await self._graph().ainvoke(payload, run_config)
+        self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
+        self._last = result
+        return result
+
+    def invoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
+        raise RuntimeError("background children run on the background loop, with ainvoke")
+
+
+def session_size(session: ChildSession) -> int:
+    """Roughly how many bytes the session's conversation holds (its text)."""
+    last = session._last
+    messages = last.get("messages", []) if isinstance(last, Mapping) else []
+    return sum(len(getattr(m, "text", "") or "") + 200 for m in messages)
+
+
+LOST_REASON = (
+    "the process running this task ended before it finished (for example a restart); "
+    "call retry_async_task to run it again"
+)
+CLOSED_REASON = (
+    "the background runtime running this task was closed before it finished; "
+    "call retry_async_task to run it again"
+)
+_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
+
+
+@dataclasses.dataclass
+class LocalTask:
+    """A background task of one runtime."""
+
+    id: str
+    call: TaskCall
+    session: ChildSession
+    fields: dict[str, Any]
+    runner: LocalTaskRunner
+    job: asyncio.Task[None] | None = None
+
+    def set(self, **fields: Any) -> None:
+        self.fields.update(fields, updated_at=now())
+
+    def usage(self) -> dict[str, int]:
+        meter = self.session.meter
+        return {
+            "model_calls": meter.model_calls,
+            "input_tokens": meter.input_tokens,
+            "output_tokens": meter.output_tokens,
+        }
+
+    def abandon(self) -> None:
+        """The runtime closes while the task has not settled: it is ``lost`` (and stored as such)."""
+        if self.fields.get("status") not in SETTLED_STATUSES:
+            self.runner._finish(self, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+
+    def size(self) -> int:
+        """Roughly the bytes the task holds: its record's text and its conversation."""
+        text = sum(len(v) for v in self.fields.values() if isinstance(v, str))
+        return 512 + text + session_size(self.session)
+
+
+class LocalTaskRunner:
+    """Starts, steers, follows up, cancels and retries background tasks in this process.
+
+    Args:
+        registry: the subagents, as built for background use (their graphs
+            carry :class:`~subagents.background.runtime.SteeringInbox`).
+        runtime: the runtime whose loop, table and inboxes the tasks use.
+        max_concurrent: how many of this runner's tasks run at once.
+        excluded_keys, private_keys: more keys that never reach a child.
+        settings: the :class:`~subagents.settings.DelegationSettings` for the
+            :class:`~subagents.TaskRunner`, so background children keep the
+            transcripts and budgets of ``task`` calls.
+    """
+
+    def __init__(
+        self,
+        registry: SubagentRegistry,
+        runtime: BackgroundRuntime,
+        *,
+        max_concurrent: int | None = None,
+        excluded_keys: frozenset[str] = frozenset(),
+        private_keys: frozenset[str] = frozenset(),
+        settings: DelegationSettings | None = None,
+    ) -> None:
+        self.registry = registry
+        self.runtime = runtime
+        self.limit = ConcurrencyLimit(max_concurrent)
+        # One runner for all tasks, as for `task` calls; the cap is ours (pending vs running).
+        self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys)
+
+    # -- reading -------------------------------------------------------------------
+
+    def find(self, task_id: str, owner: object = None) -> LocalTask | None:
+        """The live entry for a task: in this runtime, or in its owner's if that is open in this process."""
+        task = self.runtime.table.get(task_id)
+        if task is not None:
+            return task
+        parsed = Owner.parse(owner)
+        other = BackgroundRuntime.find(parsed.runtime) if parsed is not None else None
+        return other.table.get(task_id) if other is not None else None
+
+    def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
+        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told.
+
+        An owner whose pid cannot be checked from here (another host) is gone
+        once its lease in the outcome file has lapsed.
+        """
+        state = owner_state(record.get("owner"), me=self.runtime.owner,
+                            runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
+        if state == "unknown" and record.get("outcome_db"):
+            lease = self.runtime.outcomes.file(str(record["outcome_db"])).lease(record["id"])
+            if lease is not None and (lease[0] != record.get("owner") or time.time() - lease[1] > LEASE_S):
+                return "gone"
+        return state
+
+    def elsewhere(self, record: Mapping[str, Any]) -> str | None:
+        """The live process (in words) that runs this task, when it is not this one; else ``None``."""
+        if self.find(record["id"], record.get("owner")) is not None:
+            return None
+        # A live task counts as elsewhere unless its owner is provably gone; a stopped one
+        # only if its owner is provably alive (so a task on another host can still be retried).
+        alive = ("alive", "unknown") if record.get("status") in _LIVE else ("alive",)
+        if self.owner_state(record) not in alive:
+            return None
+        owner = Owner.parse(record.get("owner"))
+        return owner.process if owner is not None else None
+
+    def refresh(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The record's current fields as far as they can be known here (``lost`` if its owner is gone)."""
+        task = self.find(record["id"], record.get("owner"))
+        if task is not None:
+            live = {**task.fields, **task.usage()}
+            if live.get("status") == record.get("status") and \
+                    live.get("approval_request") == record.get("approval_request"):
+                # Whether this status was announced is the ledger's to know (a waiting task was told
+                # once); only a new status, or a new request to approve, brings ``announced=False``.
+                live.pop("announced", None)
+            return live
+        stored = outcome_for(record, self._store(record).load(record["id"]))
+        if stored:
+            return stored
+        if record.get("status") in _LIVE and self.owner_state(record) in ("gone", "self"):
+            return {"status": "lost", "error": LOST_REASON, "finished_at": now(), "updated_at": now()}
+        return {}
+
+    # -- operations (each runs on the runtime's loop) ----------------------------------
+
+    async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
+                    attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
+        """Launch a fresh conversation for ``call``; return the record's new fields.
+
+        ``seed`` messages come before the task's message (a conversation
+        rebuilt from a record); ``attempt`` and ``turns`` carry over counts;
+        ``outcome_db`` is the SQLite file the outcome is kept in (``None``: memory).
+        """
+        if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
+            raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
+        self.runtime.inboxes.take(task_id)
+        session = ChildSession(task_id, TaskMeter(), seed)
+        task = LocalTask(task_id, call, session, {}, self)
+        task.set(status="pending", owner=self.runtime.owner.name, thread_id=session.thread_id,
+                 attempt=attempt, turns=turns, result=None, error=None, approval_request=None,
+                 started_at=None, finished_at=None, announced=False, outcome_db=outcome_db, **task.usage())
+        self.runtime.table.put(task_id, task)
+        self._launch(task, call)
+        return dict(task.fields)
+
+    async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
+        """Steer a running task, answer a waiting one, or follow up a completed one.
+
+        Returns the record's new fields and what happened, in words. The
+        caller has refreshed ``record`` and checked that it is in one of
+        those three states; ``call`` is this turn's call, used only to
+        rebuild a conversation this process never had.
+        """
+        task = self.find(record["id"], record.get("owner"))
+        if task is not None and task.runner is not self:  # owned by another open runtime of this process
+            return await task.runner.runtime.arun(task.runner.steer(record, message, call))
+        status = record["status"]
+        if task is not None and status in ACTIVE_STATUSES:
+            self.runtime.inboxes.post(task.id, message)
+            return {}, "queued: the task sees it before its next model call"
+        if task is not None and status == "waiting_for_approval":
+            task.session.resume = resume_for(message, record.get("approval_request") or [])
+            task.set(status="pending", approval_request=None, announced=False)
+            self._launch(task, task.call)
+            return dict(task.fields), "answered: the task resumes"
+        turns = int(record.get("turns") or 1) + 1
+        if task is None:
+            # The conversation lived in a process (or runtime) that has ended: rebuild it from the record.
+            seed = [HumanMessage(content=record["description"]),
+                    AIMessage(content=record.get("result") or "")]
+            fields = await self.start(record["id"], dataclasses.replace(call, description=message),
+                                      seed=seed, attempt=int(record.get("attempt") or 1), turns=turns,
+                                      outcome_db=record.get("outcome_db"))
+            return fields, "sent as a follow-up; the conversation was rebuilt from the record"
+        task.set(status="pending", result=None, error=None, finished_at=None, announced=False,
+                 turns=turns)
+        self._launch(task, dataclasses.replace(task.call, description=message))
+        return dict(task.fields), "sent as a follow-up in the same conversation"
+
+    async def cancel(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Stop the task now; a model or tool call in flight is abandoned."""
+        task = self.find(record["id"], record.get("owner"))
+        if task is not None and task.runner is not self:
+            return await task.runner.runtime.arun(task.runner.cancel(record))
+        self.runtime.inboxes.take(record["id"])
+        if task is None:
+            return {"status": "cancelled", "finished_at": now(), "updated_at": now()}
+        if task.job is not None and not task.job.done():
+            task.job.cancel()
+        task.session.interrupts = []
+        self._finish(task, status="cancelled", finished_at=now(), approval_request=None)
+        return {**task.fields, **task.usage()}
+
+    # -- the driver ----------------------------------------------------------------------
+
+    def _launch(self, task: LocalTask, call: TaskCall) -> None:
+        self.runtime.table.revive(task.id)
+        task.job = self.runtime.spawn(self._drive(task, call))
+        if db := task.fields.get("outcome_db"):  # a lease other hosts can see, renewed while it lives
+            with contextlib.suppress(Exception):
+                self.runtime.outcomes.file(str(db)).renew(self.runtime.owner.name, [task.id], time.time())
+            self.runtime.keep_leases()
+
+    async def _drive(self, task: LocalTask, call: TaskCall) -> None:
+        try:
+            async with self.limit.ahold():
+                task.set(status="running", started_at=task.fields.get("started_at") or now())
+                await self._run(task, call)
+        except asyncio.CancelledError:
+            if not self.runtime.closed and task.fields.get("status") == "cancelled":  # by cancel()
+                self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now())
+            else:  # closed, or its loop going down: nobody cancelled it, it is lost
+                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+        except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
+            # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
+            # run_forever, which would stop the loop every other task and every parent turn uses.
+            # A real Ctrl-C reaches the main thread, never this one, so here it is the child's.
+            self._finish(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
+
+    async def _run(self, task: LocalTask, call: TaskCall) -> None:
+        while True:
+            # The task's own session stands in for the child graph: it continues the conversation.
+            task.session.graph = self.registry.graph(call.subagent_type, parent_model=call.parent_model,
+                                                     parent_tools=call.parent_tools)
+            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session))).record
+            if record.get("status") == "error":  # a failure is the outcome, even after a pause
+                self._finish(task, status="error", error=record.get("error"), finished_at=now(),
+                             announced=False, transcript=record.get("transcript"))
+                return
+            if task.session.interrupts:
+                task.set(status="waiting_for_approval", approval_request=pending_interrupts(task.session.interrupts),
+                         announced=False, **task.usage())
+                return
+            leftover = self.runtime.inboxes.take(task.id)
+            if not leftover:
+                self._finish(task, status="completed", result=record.get("result") or "", finished_at=now(),
+                             announced=False, transcript=record.get("transcript"))
+                return
+            # Steering that arrived after the last model call: deliver it now.
+            call = dataclasses.replace(call, description="\n\n".join(STEERING_PREFIX + m for m in leftover))
+
+    def _finish(self, task: LocalTask, **fields: Any) -> None:
+        """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
+        fields.update(task.usage())
+        outcome = {**task.fields, **fields, "updated_at": now()}
+        try:
+            self._store(outcome).save(task.id, outcome)
+        except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
+            self.runtime.outcomes.memory.save(task.id, outcome)
+        task.set(**fields)
+        self.runtime.evict_later(self.runtime.table.settle(task.id, size=task.size(), at=time.time()))
+
+    def _store(self, record: Mapping[str, Any]) -> OutcomeStore:
+        path = record.get("outcome_db")
+        if path:
+            return self.runtime.outcomes.for_db(str(path))
+        owner = Owner.parse(record.get("owner"))
+        other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
+        return (other or self.runtime).outcomes.memory
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - describing a failure never fails
+        text = ""
+    return f"{type(exc).__name__}: {text[:2000] or '(no message)'}"
+
+
+def known_task(task_id: str) -> LocalTask | None:
+    """The live entry for ``task_id`` in any open runtime of this process, if one runs it."""
+    for runtime in BackgroundRuntime.all_open():
+        task = runtime.table.get(task_id)
+        if task is not None:
+            return task
+    return None

@@ -1,0 +1,1034 @@
+"""Adopting orphaned remote tasks: runs a parent started but never recorded.
+
+A parent that dies while starting remote tasks may leave runs on the server
+that its ledger never saw: the tool step is lost with the process, and if
+the user sends a new message instead of resuming, nothing starts them again.
+Those runs still work, and still cost. So before a model call the parent
+looks for ``start_async_task`` calls in its messages that name a remote
+subagent and have no ledger record (:func:`unrecorded_starts`), asks each
+server once for the threads whose metadata names this parent thread, and
+takes the matching ones into its ledger (:func:`adopt_orphans`). Each call
+is looked for once per process, so a start that simply failed costs one
+search, not one per turn.
+
+Example (on the background loop)::
+
+    missing = unrecorded_starts(state["messages"], ledger, runner.specs, "start_async_task")
+    records = await adopt_orphans(runner, parent_thread_id, missing)   # {task id: record}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import ssl
+import time
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from subagents.background.approval import pending_interrupts, resume_for
+from subagents.background.ledger import AsyncTaskRecord, is_count, now
+from subagents.errors import brief
+from subagents.metering import token_count
+from subagents.runner import TASK_ID_METADATA_KEY
+from subagents.spec import RemoteConfigError, RemoteSubagentSpec
+
+if TYPE_CHECKING:
+    from subagents.spec import RemoteSubagentSpec
+
+
+# ----------------------------------------------------------------------------
+# Server health: bounded requests, and a circuit breaker per server url.
+#
+# A server that hangs or is down must never stall the parent. Every request
+# to a server goes through :meth:`ServerHealth.call`, which bounds it in time
+# and counts it: a request that cannot reach the server (refused, reset,
+# timed out) opens the server's circuit, and while it is open no request is
+# sent there at all -- :class:`ServerUnavailable` is raised at once, saying
+# when the next try is due. The interval grows with each failure in a row
+# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
+# status: it answered) closes the circuit again.
+#
+# Example::
+#
+#     health = ServerHealth()
+#     thread = await health.call("http://127.0.0.1:2024", client.threads.get(tid), timeout_s=10)
+#     health.note("http://127.0.0.1:2024")   # None while the server answers
+# ----------------------------------------------------------------------------
+
+
+
+T = TypeVar("T")
+
+BACKOFF_BASE_S = 2.0
+BACKOFF_MAX_S = 120.0
+
+
+class ServerUnavailable(ConnectionError):
+    """A server did not answer (or is skipped while its circuit is open).
+
+    ``url`` names the server, ``reason`` the last failure and ``retry_in_s``
+    how long until the next request to it is tried.
+    """
+
+    def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
+        self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
+        what = "not tried: the server at" if skipped else "could not reach the server at"
+        super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.1f} s")
+
+
+@dataclasses.dataclass
+class _Circuit:
+    failures: int = 0
+    since: float = 0.0
+    reason: str = ""
+    open_until: float = 0.0
+
+
+class ServerHealth:
+    """Circuit breakers by server url, and the bounded request that feeds them."""
+
+    def __init__(self, *, base_s: float = BACKOFF_BASE_S, max_s: float = BACKOFF_MAX_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.base_s, self.max_s, self._clock = base_s, max_s, clock
+        self._circuits: dict[str, _Circuit] = {}
+
+    def retry_in(self, url: str) -> float:
+        """Seconds until the server may be tried again (0: now)."""
+        circuit = self._circuits.get(url)
+        return max(0.0, circuit.open_until - self._clock()) if circuit else 0.0
+
+    def check(self, url: str) -> None:
+        """Raise :class:`ServerUnavailable` if the server's circuit is open."""
+        wait = self.retry_in(url)
+        if wait > 0:
+            raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
+
+    def failed(self, url: str, reason: str) -> ServerUnavailable:
+        """Count a failure; return the error to raise."""
+        circuit = self._circuits.setdefault(url, _Circuit())
+        if circuit.failures == 0:
+            circuit.since = time.time()
+        circuit.failures += 1
+        circuit.reason = reason
+        interval = min(self.max_s, self.base_s * 2 ** (circuit.failures - 1))
+        circuit.open_until = self._clock() + interval
+        return ServerUnavailable(url, reason, interval)
+
+    def answered(self, url: str) -> None:
+        """The server answered: close its circuit."""
+        self._circuits.pop(url, None)
+
+    def note(self, url: str) -> str | None:
+        """A stable line for a task on this server while it is unreachable (``None`` when it is fine).
+
+        It changes only when the outage does (not every turn), so it can live
+        in the ledger without rewriting it on each poll.
+        """
+        circuit = self._circuits.get(url)
+        if circuit is None or circuit.failures == 0:
+            return None
+        since = datetime.fromtimestamp(circuit.since, tz=UTC).strftime("%H:%M:%S UTC")
+        return (f"unreachable: the server at {url} has not answered since {since} "
+                f"({circuit.reason}); this status is the last one seen, and polling backs off")
+
+    async def call(self, url: str, request: Awaitable[T], *, timeout_s: float) -> T:
+        """Await ``request`` to the server at ``url`` within ``timeout_s``.
+
+        Raises :class:`ServerUnavailable` if the circuit is open (the request
+        is not sent), the server cannot be reached, or it does not answer in
+        time. HTTP errors (the server answered) pass through unchanged.
+        """
+        try:
+            self.check(url)
+        except ServerUnavailable:
+            _close(request)
+            raise
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await request
+        except TimeoutError:
+            raise self.failed(url, f"no answer within {timeout_s:g} s") from None
+        except Exception as exc:
+            if _is_transport_error(exc):
+                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}") from None
+            self.answered(url)
+            raise
+        self.answered(url)
+        return result
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx
+
+    return isinstance(exc, (httpx.TransportError, OSError))
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or "(no message)"
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _close(request: Awaitable[Any]) -> None:
+    close = getattr(request, "close", None)
+    if callable(close):
+        close()
+
+
+# ----------------------------------------------------------------------------
+# How a LangGraph Server's runs and threads read as background task fields.
+#
+# ==========================================  ========================
+# run ``pending`` / ``running``               ``pending`` / ``running``
+# run ``success``, thread has interrupts      ``waiting_for_approval``
+# run ``success``                             ``completed`` (the last AI text)
+# run ``error``                               ``error`` (the server's message)
+# run ``timeout``                             ``error``
+# run ``interrupted`` (cancelled)             ``cancelled``
+# thread or run unknown to the server         ``lost``
+# ==========================================  ========================
+#
+# A run of an interrupting graph ends ``success`` while its *thread* is
+# ``interrupted``, so the thread is read too. A cancelled run also leaves its
+# thread ``interrupted`` (without interrupts), which is why the run's status
+# decides first.
+#
+# Example::
+#
+#     fields = fields_from(run, thread)    # {'status': 'completed', 'result': '...', ...}
+# ----------------------------------------------------------------------------
+
+
+
+def run_id_of(run: Any) -> str:
+    """The ``run_id`` of a run a server answered with; ``ValueError`` saying so when it has none."""
+    run_id = run.get("run_id") if isinstance(run, Mapping) else None
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"the server answered with a run that has no run_id: {brief(run)}")
+    return run_id
+
+
+def run_status(status: str | None) -> str:
+    """A just-created run's task status."""
+    return "running" if status == "running" else "pending"
+
+
+def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's fields from its run and thread as the server has them."""
+    values = thread.get("values") or {}
+    fields: dict[str, Any] = {"run_id": run_id_of(run), **usage(values)}
+    status = run.get("status")
+    if status in ("pending", "running"):
+        fields["status"] = status
+        return fields
+    interrupts = interrupts_of(thread)
+    if status == "success" and interrupts:
+        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
+        return fields
+    fields["finished_at"] = now()
+    fields["approval_request"] = None
+    if status == "success":
+        fields.update(status="completed", result=answer(values))
+    elif status == "interrupted":
+        fields["status"] = "cancelled"
+    elif status == "timeout":
+        fields.update(status="error", error="the run timed out on the server")
+    else:
+        problem = thread.get("error") or {}
+        message = problem.get("message") if isinstance(problem, Mapping) else problem
+        kind = problem.get("error") if isinstance(problem, Mapping) else None
+        text = f"{kind}: {message}" if kind and message else (str(message or "") or f"the run ended {status!r}")
+        fields.update(status="error", error=text)
+    return fields
+
+
+ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
+"""Thread statuses whose values alone say how the task ended (an ``error`` thread needs its run)."""
+
+
+def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The task's fields from its thread alone (status, values, interrupts), or ``None`` if it cannot tell.
+
+    ``idle`` means the last run succeeded; ``interrupted`` means it waits
+    for approval (with interrupts) or was cancelled (without).
+    """
+    status = thread.get("status")
+    if status not in ENDED_THREAD_STATUSES:
+        return None
+    values = thread.get("values") or {}
+    fields: dict[str, Any] = {**usage(values)}
+    interrupts = interrupts_of(thread)
+    if status == "interrupted" and interrupts:
+        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
+        return fields
+    fields.update(finished_at=now(), approval_request=None)
+    if status == "idle":
+        fields.update(status="completed", result=answer(values))
+    else:
+        fields["status"] = "cancelled"
+    return fields
+
+
+def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
+    """The thread's pending interrupts: the server keeps them by task id (a flat list is read too)."""
+    found = thread.get("interrupts") or {}
+    groups = found.values() if isinstance(found, Mapping) else [found]
+    return [i for items in groups if isinstance(items, list) for i in items]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # a text block's text, a block that is text: a server's data, so checked
+        return "".join(_block_text(b) for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
+    return ""
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, Mapping):
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    return block if isinstance(block, str) else _json(block)
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text; a value nested deeper than Python's recursion limit is named, not raised."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"(an answer that cannot be shown as JSON: {type(exc).__name__})"
+
+
+def answer(values: Mapping[str, Any]) -> str:
+    """The child's answer: its structured response as JSON, else its last non-empty AI text.
+
+    A graph whose state is not a mapping (an entrypoint returning text) answers with that value.
+    """
+    if not isinstance(values, Mapping):
+        return values if isinstance(values, str) else _json(values)
+    structured = values.get("structured_response")
+    if structured is not None:
+        return _json(structured)
+    messages = values.get("messages")
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, Mapping) and message.get("type") in ("ai", "AIMessageChunk"):
+            text = _text(message.get("content")).strip()
+            if text:
+                return text
+    return ""
+
+
+MAX_USAGE = 2**53 - 1
+"""The largest count a server's usage is read as: any checkpointer (and JSON) holds it exactly."""
+
+
+def usage(values: Any) -> dict[str, int]:
+    """Model calls and tokens of the child's AI messages.
+
+    A server's numbers are data: each count is read by
+    :func:`~subagents.token_count` (not a number, or negative: 0), and each
+    total stops at :data:`MAX_USAGE` (a ledger holding more could not be
+    checkpointed).
+    """
+    calls = inp = out = 0
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, Mapping) and message.get("type") == "ai":
+            calls += 1
+            meta = message.get("usage_metadata")
+            if isinstance(meta, Mapping):
+                inp += token_count(meta.get("input_tokens"))
+                out += token_count(meta.get("output_tokens"))
+    return {"model_calls": min(calls, MAX_USAGE), "input_tokens": min(inp, MAX_USAGE),
+            "output_tokens": min(out, MAX_USAGE)}
+
+
+def answers_for_open_tool_calls(thread: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Tool results for calls a stopped run left unanswered (models reject open calls)."""
+    values = thread.get("values")
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    messages = messages if isinstance(messages, list) else []
+    answered = {m.get("tool_call_id") for m in messages if isinstance(m, Mapping) and m.get("type") == "tool"}
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("type") == "ai":
+            return [
+                {"role": "tool", "tool_call_id": call["id"], "name": call.get("name"),
+                 "content": "Not run: the caller stopped this step to send a new instruction."}
+                for call in message.get("tool_calls") or []
+                if call.get("id") not in answered
+            ]
+    return []
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of an SDK error, if it has one."""
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None) or getattr(exc, "status_code", None)
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return status_code(exc) == 404
+
+
+# ----------------------------------------------------------------------------
+# SDK clients for LangGraph Servers: one per server and credentials, shared, closable.
+#
+# Every agent object that talks to the same server with the same headers
+# shares one HTTP connection pool, instead of each opening its own and never
+# closing it. The client is built here, not by ``langgraph_sdk.get_client``:
+#
+# * headers are exactly the spec's :meth:`~subagents.RemoteSubagentSpec.request_headers`
+#   -- no API key is ever picked up from the environment;
+# * the transport does not retry: a dead server fails in milliseconds and the
+#   :class:`~subagents.background.remote.ServerHealth` circuit backs off instead;
+#   idle connections are let go after 2 s, before the server closes them;
+# * the TLS context (the CA bundle, 40-90 ms to load) is built once per
+#   process and certificate settings (``SSL_CERT_FILE``/``SSL_CERT_DIR``), not once per client;
+# * the socket timeouts are the spec's ``start_timeout_s`` (each request is
+#   also bounded by its own, shorter deadline).
+#
+# A pool belongs to one event loop (HTTP connections cannot move between
+# loops); :func:`shared_client_pool` gives each loop its own. Whoever owns the
+# loop closes the pool with :meth:`RemoteClientPool.aclose`; a closed pool
+# opens new clients on next use, so closing is never fatal.
+#
+# Example (on the background loop)::
+#
+#     pool = shared_client_pool()
+#     client = pool.client(spec)          # a langgraph_sdk LangGraphClient
+#     await pool.aclose()
+# ----------------------------------------------------------------------------
+
+
+
+USER_AGENT = "governed-subagents"
+MAX_CONNECTIONS = 100
+"""Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
+
+MAX_IDLE_CONNECTIONS = 20
+"""Idle connections kept open (httpx's default). httpcore checks every idle
+connection each time it hands out one, so keeping all 100 made 50 parallel
+starts spend most of their time scanning the pool (2x slower than raw SDK)."""
+
+KEEPALIVE_S = 2.0
+"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), so no request is
+sent on a connection the server is closing (a ``ReadError`` with no response)."""
+
+
+class RemoteClientPool:
+    """Clients keyed by (url, headers), and the health of each server."""
+
+    def __init__(self, health: ServerHealth | None = None) -> None:
+        self._clients: dict[tuple[str, str], Any] = {}
+        self.health = health if health is not None else ServerHealth()
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def client(self, spec: RemoteSubagentSpec) -> Any:
+        """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
+        headers = spec.request_headers()
+        key = (spec.url, _fingerprint(headers))
+        client = self._clients.get(key)
+        if client is None or client.http.client.is_closed:
+            client = self._clients[key] = _new_client(spec, headers)
+        return client
+
+    async def aclose(self) -> None:
+        """Close every client's connections."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                await client.aclose()
+            except Exception:  # noqa: BLE001 - closing must never fail the caller
+                pass
+
+
+def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
+    import httpx
+    from langgraph_sdk.client import LangGraphClient
+
+    http = httpx.AsyncClient(
+        base_url=spec.url,
+        transport=httpx.AsyncHTTPTransport(
+            verify=_tls_context(*_cert_settings()),
+            retries=0,
+            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
+                                keepalive_expiry=KEEPALIVE_S),
+        ),
+        timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
+        headers={"User-Agent": USER_AGENT, **headers},
+    )
+    return LangGraphClient(http)
+
+
+def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
+    """``SSL_CERT_FILE``, ``SSL_CERT_DIR`` and the file's stamp: a CA file rewritten in place is reloaded."""
+    cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        st = os.stat(cert_file) if cert_file else None
+    except OSError:
+        st = None
+    return cert_file, cert_dir, (st.st_mtime_ns, st.st_size, st.st_ino) if st else None
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cert_file: str | None, cert_dir: str | None, stamp: object = None) -> ssl.SSLContext:
+    """httpx's default context for these settings, built from them (not the environment read again)."""
+    if cert_file:
+        return ssl.create_default_context(cafile=cert_file)
+    if cert_dir:
+        return ssl.create_default_context(capath=cert_dir)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _fingerprint(headers: dict[str, str]) -> str:
+    """A digest of the headers, so no key is kept as a dict key in plain text."""
+    text = "\n".join(f"{k.lower()}:{v}" for k, v in sorted(headers.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteClientPool] = weakref.WeakKeyDictionary()
+
+
+def shared_client_pool() -> RemoteClientPool:
+    """The pool of the running event loop (created on first use)."""
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = _pools[loop] = RemoteClientPool()
+    return pool
+
+
+# ----------------------------------------------------------------------------
+# The remote background runner: subagents as runs on a LangGraph Server (Agent Protocol).
+#
+# When one machine is not enough, a background subagent can be a graph served
+# by a LangGraph Server; ``langgraph-sdk`` talks to it. Each task gets one
+# server thread (its metadata names the parent thread, the agent type, the
+# task and the tool call) and a run on it. Everything needed to find the task
+# again -- ``thread_id`` and ``run_id`` -- is in the ledger record, so a parent
+# process that restarts loses nothing: it keeps checking from the checkpoint.
+# How server states read as task statuses: :mod:`subagents.background.remote`.
+#
+# **Starts are idempotent.** A task's thread id is derived from its task id
+# and attempt, and created with ``if_exists="do_nothing"``: a start that is
+# run again (a parent that died mid-step and resumed) finds the thread it
+# made before and adopts its run instead of starting a second one.
+#
+# **A misbehaving server never stalls the parent.** Every request is bounded
+# (``timeout_s`` for status requests, ``start_timeout_s`` for the rest) and
+# goes through the server's circuit breaker (:mod:`subagents.background.remote`);
+# the per-turn refresh as a whole is bounded by ``refresh_budget_s``. A server
+# that cannot be reached leaves its tasks as they were, with a ``note``.
+#
+# **Polling is batched.** One ``threads.search(ids=...)`` per server tells
+# which live tasks' threads are still busy; one more reads the values of those
+# that ended; only what that cannot settle (a failed run) is read one by one.
+#
+# The child gets one user message (the task description) and nothing of the
+# parent's state. Steering a running task cancels the current run, answers any
+# tool calls it left open, and starts a new run on the same thread with the new
+# instruction; a finished task is followed up the same way.
+#
+# Example::
+#
+#     spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
+#                               graph_id="researcher", url="http://127.0.0.1:2024")
+#     runner = RemoteTaskRunner([spec])
+#     fields = await runner.start("t1", "researcher", "Find X", parent_thread_id="p", tool_call_id="c")
+# ----------------------------------------------------------------------------
+
+
+
+__all__ = ["RemoteStartError", "RemoteSubagentSpec", "RemoteTaskRunner", "task_thread_id"]
+
+
+DEFAULT_REFRESH_BUDGET_S = 3.0
+"""Bound on refreshing every remote task before one parent model call."""
+
+START_ID_METADATA_KEY = "subagent_start_id"
+_THREAD_NAMESPACE = uuid.UUID("3f4c2b8e-6a51-4f0e-9d1c-7b2a5e8f0c13")
+
+
+class RemoteStartError(RuntimeError):
+    """A server refused to start a task; the message names the server's url."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url, self.reason = url, reason
+        super().__init__(f"the server at {url} did not start the task: {reason}")
+
+
+def task_thread_id(task_id: str, attempt: int) -> str:
+    """The server thread id of one attempt of a task (stable, so a start can be repeated)."""
+    return str(uuid.uuid5(_THREAD_NAMESPACE, f"{task_id}/{attempt}"))
+
+
+class RemoteTaskRunner:
+    """Starts, checks, steers, follows up and cancels tasks on LangGraph Servers.
+
+    Args:
+        specs: the remote subagents.
+        pool: the clients and server health to use; default: the running
+            loop's :func:`~subagents.background.remote.shared_client_pool`.
+        refresh_budget_s: bound on one :meth:`refresh_many` (a parent turn's poll).
+
+    Every method is a coroutine to run on the background loop.
+    """
+
+    def __init__(self, specs: Sequence[RemoteSubagentSpec], *, pool: RemoteClientPool | None = None,
+                 refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S) -> None:
+        self.specs = {s.name: s for s in specs}
+        self.refresh_budget_s = refresh_budget_s
+        self.client_pool = pool
+        """This runner's own pool; ``None``: the running loop's shared one."""
+
+    @property
+    def pool(self) -> RemoteClientPool:
+        return self.client_pool if self.client_pool is not None else shared_client_pool()
+
+    def client(self, spec: RemoteSubagentSpec) -> Any:
+        """The shared SDK client for ``spec``'s server."""
+        return self.pool.client(spec)
+
+    async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
+        """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
+        timeout = spec.timeout_s if poll else spec.start_timeout_s
+        return await self.pool.health.call(spec.url, request, timeout_s=timeout)
+
+    # -- operations ------------------------------------------------------
+
+    async def start(self, task_id: str, agent_type: str, description: str, *,
+                    parent_thread_id: str | None, tool_call_id: str | None,
+                    attempt: int = 1) -> dict[str, Any]:
+        """Create (or find again) the task's thread and first run; return the record's new fields."""
+        spec = self.specs[agent_type]
+        about = {
+            "parent_thread_id": parent_thread_id,
+            "agent_type": agent_type,
+            "tool_call_id": tool_call_id,
+            TASK_ID_METADATA_KEY: task_id,
+            "attempt": attempt,
+        }
+        try:
+            thread_id, run = await self._start(spec, task_thread_id(task_id, attempt), about, description)
+            run_id = run_id_of(run)
+        except (ServerUnavailable, RemoteConfigError, RemoteStartError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - named with the server below
+            raise RemoteStartError(spec.url, _reason(exc)) from None
+        return {
+            "status": run_status(run.get("status")),
+            "thread_id": thread_id,
+            "run_id": run_id,
+            "owner": None,
+            "attempt": attempt,
+            "turns": 1,
+            "started_at": now(),
+            "finished_at": None,
+            "result": None,
+            "error": None,
+            "approval_request": None,
+            "note": None,
+            "announced": False,
+        }
+
+    async def _start(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
+                     description: str) -> tuple[str, Any]:
+        client = self.client(spec)
+        start_id = uuid.uuid4().hex
+        metadata = {**spec.metadata, **about, START_ID_METADATA_KEY: start_id}
+        thread = await self.request(spec, client.threads.create(
+            thread_id=thread_id, metadata=metadata, if_exists="do_nothing"))
+        made_here = (thread.get("metadata") or {}).get(START_ID_METADATA_KEY) == start_id
+        if not made_here and (run := await self.latest_run(spec, thread_id)) is not None:
+            return thread_id, run  # started before (a repeated step): adopt that run
+        try:
+            run = await self._run(spec, thread_id, about, strategy="reject",
+                                  input={"messages": [{"role": "user", "content": description}]})
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if status_code(exc) == 409 and (run := await self.latest_run(spec, thread_id)) is not None:
+                return thread_id, run  # a concurrent start of the same task won
+            if made_here and (status_code(exc) or 0) in range(400, 500):
+                await self._delete_quietly(spec, thread_id)  # leave no empty thread behind
+            raise RemoteStartError(spec.url, _reason(exc)) from None
+        return thread_id, run
+
+    async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
+        """The thread's most recent run, or ``None``."""
+        runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
+        return runs[0] if isinstance(runs, list) and runs else None
+
+    async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
+        try:
+            await self.request(spec, self.client(spec).threads.delete(thread_id))
+        except Exception:  # noqa: BLE001 - the start's own error is the one to report
+            pass
+
+    async def refresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The record's current fields from the server, and a note if it could not be read."""
+        spec = self.specs.get(record["agent_type"])
+        if spec is None:
+            return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
+        try:
+            return await self._read(spec, record), None
+        except ServerUnavailable as exc:
+            return {}, self.pool.health.note(spec.url) or str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
+            return {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+
+    async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
+        client = self.client(spec)
+        try:
+            run = await self.request(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
+            thread = await self.request(spec, client.threads.get(record["thread_id"]), poll=True)
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            return {
+                "status": "lost",
+                "error": f"the server at {spec.url} no longer knows thread "
+                f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
+                "finished_at": now(),
+            }
+        return fields_from(run, thread)
+
+    async def join(self, record: Mapping[str, Any]) -> None:
+        """Return when the record's run ends on its server (a long-poll); raises on any fault.
+
+        Not counted for the server's circuit: a wait uses it only to poll
+        sooner, and polls on its own when it fails.
+        """
+        spec = self.specs[record["agent_type"]]
+        # The join's own route, asked once: the SDK's runs.join reconnects, and warns, when it fails.
+        thread_id, run_id = (quote(str(record[k]), safe="") for k in ("thread_id", "run_id"))
+        await self.client(spec).http.get(f"/threads/{thread_id}/runs/{run_id}/join")
+
+    async def refresh_many(self, records: Sequence[Mapping[str, Any]]
+                           ) -> dict[str, tuple[dict[str, Any], str | None]]:
+        """Refresh many tasks at once, within ``refresh_budget_s`` (see ``_remote_polling.poll``)."""
+        return await poll(self, records)
+
+    async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
+        """Steer a running task, answer a waiting one, or follow up a finished one."""
+        spec = self.specs[record["agent_type"]]
+        client = self.client(spec)
+        thread_id = record["thread_id"]
+        status = record["status"]
+        about = {TASK_ID_METADATA_KEY: record["id"], "agent_type": record["agent_type"]}
+        if status == "waiting_for_approval":
+            resume = resume_for(message, record.get("approval_request") or [])
+            run = await self._run(spec, thread_id, about, command={"resume": resume})
+            what = "answered: the task resumes"
+        else:
+            if status in ("pending", "running"):
+                await self._cancel_quietly(spec, thread_id, record["run_id"])
+                what = "the current run was stopped and restarted with the new instruction"
+            else:
+                what = "sent as a follow-up on the same thread"
+            thread = await self.request(spec, client.threads.get(thread_id))
+            messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
+            run = await self._run(spec, thread_id, about, input={"messages": messages})
+        turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
+        run_id = run_id_of(run)
+        return {
+            "status": run_status(run.get("status")),
+            "run_id": run_id,
+            "turns": turns,
+            "result": None,
+            "error": None,
+            "approval_request": None,
+            "finished_at": None,
+            "note": None,
+            "announced": False,
+        }, what
+
+    async def cancel(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Cancel the task's run on the server."""
+        spec = self.specs[record["agent_type"]]
+        await self._cancel_quietly(spec, record["thread_id"], record["run_id"])
+        return {"status": "cancelled", "finished_at": now(), "approval_request": None, "note": None}
+
+    async def _run(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any], *,
+                   strategy: str = "interrupt", **payload: Any) -> Any:
+        return await self.request(spec, self.client(spec).runs.create(
+            thread_id,
+            spec.graph_id,
+            metadata=dict(about),
+            config=dict(spec.config) if spec.config else None,
+            multitask_strategy=strategy,
+            **payload,
+        ))
+
+    async def _cancel_quietly(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> None:
+        """Cancel a run and wait for it to stop; a run that already ended is fine."""
+        try:
+            await self.request(spec, self.client(spec).runs.cancel(thread_id, run_id, wait=True))
+        except ServerUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
+            if not (is_not_found(exc) or status_code(exc) == 409):
+                raise
+
+
+def _reason(exc: BaseException) -> str:
+    code = status_code(exc)
+    text = " ".join(str(exc).split()) or "(no message)"
+    text = text if len(text) <= 300 else text[:299] + "…"
+    return f"HTTP {code}: {text}" if code else f"{type(exc).__name__}: {text}"
+
+
+# ----------------------------------------------------------------------------
+# Polling remote tasks in batches, within a time budget: what a parent turn spends on them.
+#
+# Before each parent model call every live remote task is brought up to date.
+# Asking each one (a run and a thread read: 400 requests for 200 tasks) costs
+# seconds; instead, per server:
+#
+# 1. one ``threads.search(ids=...)`` for the status of every task's thread --
+#    a busy thread is a task still working, a waiting one still waits;
+# 2. one more search for the values of the threads that ended (``idle``:
+#    completed; ``interrupted``: waiting for approval or cancelled);
+# 3. only what that cannot settle (a failed run, an unknown thread) is read
+#    one by one, a few at a time.
+#
+# All of it within the runner's ``refresh_budget_s``: what was learnt in time is
+# kept, the rest waits for the next turn, and a server that did not answer at
+# all counts as a failure for its circuit (its tasks get a note).
+#
+# Example (on the background loop)::
+#
+#     results = await poll(runner, live_records)   # {task id: (fields, note)}
+# ----------------------------------------------------------------------------
+
+
+
+_SEARCH_PAGE = 1000
+_DETAIL_CONCURRENCY = 16
+
+
+async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
+               ) -> dict[str, tuple[dict[str, Any], str | None]]:
+    """Refresh many tasks at once: batched requests per server, all within ``refresh_budget_s``.
+
+    Returns ``{task id: (fields, note)}``. What was learnt before the
+    budget ran out is kept; a task not reached in time keeps its fields
+    (and note) for the next turn. A server that did not answer at all in
+    the budget counts as a failure for its circuit, and its tasks get a note.
+    """
+    out: dict[str, tuple[dict[str, Any], str | None]] = {}
+    answered: set[str] = set()
+    groups: dict[str, tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
+    for record in records:
+        spec = runner.specs.get(record["agent_type"])
+        if spec is None:
+            out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
+            continue
+        groups.setdefault(spec.url, (spec, []))[1].append(record)
+    jobs = {url: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
+            for url, (spec, recs) in groups.items()}
+    try:
+        if jobs:
+            await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
+    except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
+        for job in jobs.values():
+            job.cancel()
+        raise
+    for url, job in jobs.items():
+        if not job.done():
+            job.cancel()
+        elif not job.cancelled() and job.exception() is not None:
+            answered.discard(url)
+        left = [r for r in groups[url][1] if r["id"] not in out]
+        if not left:
+            continue
+        if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
+            out.update({r["id"]: ({}, r.get("note")) for r in left})
+            continue
+        failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
+        note = runner.pool.health.note(url) or str(failure)
+        out.update({r["id"]: ({}, note) for r in left})
+    return out
+
+
+async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
+                          out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str]) -> None:
+    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
+    try:
+        states = await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"])
+        answered.add(spec.url)
+    except ServerUnavailable as exc:
+        note = runner.pool.health.note(spec.url) or str(exc)
+        out.update({r["id"]: ({}, note) for r in records})
+        return
+    except Exception:  # noqa: BLE001 - a server without batched search: read each task
+        states = {}
+    stale = []
+    for record in records:
+        known = _known(record, (states.get(record["thread_id"]) or {}).get("status"))
+        if known is not None:
+            out[record["id"]] = (known, None)
+        else:
+            stale.append(record)
+    ended = [r["thread_id"] for r in stale if (states.get(r["thread_id"]) or {}).get("status")
+             in ENDED_THREAD_STATUSES]
+    if ended:
+        try:
+            rows = await _thread_rows(runner, spec, ended, ["thread_id", "status", "values", "interrupts"])
+        except ServerUnavailable:
+            raise
+        except Exception:  # noqa: BLE001 - read them one by one below
+            rows = {}
+        for record in stale:
+            fields = _settled_by(rows.get(record["thread_id"]))
+            if fields is not None:
+                out[record["id"]] = (fields, None)
+    gate = asyncio.Semaphore(_DETAIL_CONCURRENCY)
+
+    async def one(record: Mapping[str, Any]) -> None:
+        async with gate:
+            out[record["id"]] = await runner.refresh(record)
+
+    await asyncio.gather(*(one(r) for r in stale if r["id"] not in out))
+
+
+async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
+                       select: list[str]) -> dict[str, dict[str, Any]]:
+    client = runner.client(spec)
+    rows: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(thread_ids), _SEARCH_PAGE):
+        page = thread_ids[i:i + _SEARCH_PAGE]
+        found = await runner.request(spec, client.threads.search(ids=page, select=select, limit=len(page)),
+                                   poll=True)
+        rows.update({row["thread_id"]: row for row in found})
+    return rows
+
+
+def _settled_by(row: Any) -> dict[str, Any] | None:
+    """What a thread row settles, or ``None``: a row this cannot read is read one by one, and only
+    that task is told why (the server answered, so it is no outage of the others)."""
+    try:
+        return fields_from_thread(row) if isinstance(row, Mapping) else None
+    except Exception:  # noqa: BLE001 - a server's data, written by anyone
+        return None
+
+
+def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, Any] | None:
+    """The fields a batched thread status alone tells (``{}``: none changed), or ``None`` if it needs a full read."""
+    if thread_status == "busy" and record.get("status") == "running":
+        return {}
+    if thread_status == "busy" and record.get("status") == "pending":
+        return {"status": "running"}  # its run has begun: the ledger and list_async_tasks say so
+    if thread_status == "interrupted" and record.get("status") == "waiting_for_approval":
+        return {}
+    return None
+
+
+_SEARCH_LIMIT = 1000
+
+
+def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
+                      remote_names: Collection[str], start_tool: str) -> dict[str, tuple[str, str]]:
+    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record.
+
+    ``start_tool`` is the name of the tool that starts tasks, as the middleware that owns it calls it.
+    """
+    recorded = {r.get("tool_call_id") for r in ledger.values()}
+    missing: dict[str, tuple[str, str]] = {}
+    for message in messages:
+        for call in getattr(message, "tool_calls", None) or ():
+            args = call.get("args") or {}
+            kind = args.get("subagent_type")
+            if call.get("name") == start_tool and kind in remote_names and call.get("id") not in recorded:
+                missing[call["id"]] = (str(kind), str(args.get("description") or ""))
+    return missing
+
+
+class OrphanSearch:
+    """Which unrecorded remote starts are still to be looked for: each once per process."""
+
+    def __init__(self, remote_names: Collection[str], start_tool: str) -> None:
+        self.remote_names, self.start_tool = remote_names, start_tool
+        self._looked_for: set[tuple[str, str]] = set()
+
+    def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
+            parent_thread_id: str | None) -> tuple[str, dict[str, tuple[str, str]]] | None:
+        """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
+        if not self.remote_names or not parent_thread_id:
+            return None
+        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool)
+        fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
+        self._looked_for.update((parent_thread_id, k) for k in fresh)
+        return (parent_thread_id, fresh) if fresh else None
+
+
+async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
+                        missing: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """Ledger records for the server threads that belong to the ``missing`` starts.
+
+    Never raises, and takes at most the runner's ``refresh_budget_s``: a
+    server that cannot be asked in time is asked again in a later process.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    try:
+        async with asyncio.timeout(runner.refresh_budget_s):
+            await _adopt_into(records, runner, parent_thread_id, missing)
+    except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
+        pass
+    return records
+
+
+async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
+                      missing: Mapping[str, tuple[str, str]]) -> None:
+    specs = {runner.specs[kind].url: runner.specs[kind] for kind, _ in missing.values() if kind in runner.specs}
+    for spec in specs.values():
+        try:
+            rows = await runner.request(spec, runner.client(spec).threads.search(
+                metadata={"parent_thread_id": parent_thread_id}, select=["thread_id", "metadata"],
+                limit=_SEARCH_LIMIT), poll=True)
+        except Exception:  # noqa: BLE001 - adoption is best effort
+            continue
+        for row in rows if isinstance(rows, list) else ():
+            meta = row.get("metadata") if isinstance(row, Mapping) else None
+            if not isinstance(meta, Mapping):
+                continue
+            call_id = meta.get("tool_call_id")
+            task_id = meta.get(TASK_ID_METADATA_KEY)
+            if (not isinstance(call_id, str) or call_id not in missing or not isinstance(task_id, str)
+                    or not task_id or missing[call_id][0] != meta.get("agent_type")):
+                continue
+            attempt = meta.get("attempt") or 1
+            if not is_count(attempt):  # a server's metadata, written by anyone: not a count to carry on
+                continue
+            if task_id in records and records[task_id]["attempt"] >= attempt:
+                continue
+            try:
+                run = await runner.latest_run(spec, row["thread_id"])
+                if run is not None:
+                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
+            except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
+                continue
+
+
+def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
+            attempt: int) -> dict[str, Any]:
+    agent_type, description = call
+    return AsyncTaskRecord(
+        id=task_id, agent_type=agent_type, runner="remote", status=run_status(run.get("status")),
+        description=description, tool_call_id=call_id, created_at=now(), started_at=now(),
+        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt,
+    ).model_dump()

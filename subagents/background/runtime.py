@@ -1,0 +1,1177 @@
+"""The background runtime: one object that owns everything background tasks need, and closes it.
+
+A background task must outlive the parent turn that started it: a task on
+the parent's own loop would die with it, and an ``invoke`` parent has no
+loop at all. So a :class:`BackgroundRuntime` runs one event loop on one
+thread (an ``anyio`` blocking portal) and owns what lives there: the table
+of local tasks, their steering inboxes, the outcome stores, and whatever
+other runners hand it to close (``on_close``). Every background child,
+status check and server call runs on that loop; it is the only writer of
+the table, so the table needs no locks.
+
+The :class:`~middleware.BackgroundSubagentMiddleware` creates one (or is
+given one to share between graphs), and :meth:`close` tears it down: tasks
+still running are cancelled and recorded as ``lost`` wherever their outcome
+is stored, the ``on_close`` callbacks run, the loop and its thread stop.
+Closing is idempotent; a closed runtime refuses new work with a clear error.
+A caller waiting on a loop that runs nothing (a child blocking it) is let go
+(:class:`~subagents.background.RuntimeStalled`). Nothing survives in module
+state but a weak directory of the open runtimes, so another graph in the same
+process can find a task's owner (and tell a closed owner from a live one).
+
+Coroutines start in an empty ``contextvars.Context``: the parent's runnable
+config travels in a context variable, and a child that saw it would run as
+a subgraph of a parent step that has already ended.
+
+Example::
+
+    with BackgroundRuntime() as runtime:
+        value = runtime.run(some_coroutine())          # from sync code: block for the result
+        value = await runtime.arun(some_coroutine())   # from async code: await it
+        runtime.on_close.append(client.aclose)         # closed with the runtime
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import inspect
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+import urllib.parse
+import uuid
+import weakref
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage
+
+# ----------------------------------------------------------------------------
+# The thread a background runtime's loop runs on: how it starts, what it survives, how it stops.
+#
+# One loop serves every background child, status check and server call of a
+# runtime, so nothing a child raises may stop it. asyncio lets two exceptions
+# out of ``run_forever`` whatever the task that raised them: ``KeyboardInterrupt``
+# and ``SystemExit``. On this thread neither can be a real Ctrl-C or a real
+# exit (signals reach the main thread; ``sys.exit`` here ends only the thread),
+# so a child's tool raising one would stop the loop, cancel its siblings and
+# leave every later parent turn facing a closed loop. The loop's task factory
+# turns them into :class:`StrayExit`, an ordinary exception, in the task where
+# they rose: code inside that task still sees the original (and may handle
+# it), and the task fails alone, with an error naming the exception's type.
+#
+# Also here: how an operation's outcome crosses from the loop to the thread
+# waiting for it, and how the loop is stopped.
+#
+# Example::
+#
+#     with start_portal("background-subagents") as portal:
+#         portal.call(some_coroutine_function)
+# ----------------------------------------------------------------------------
+
+
+
+T = TypeVar("T")
+
+
+class RuntimeClosed(RuntimeError):
+    """Work was handed to a background runtime after it closed (or after its loop stopped)."""
+
+
+class RuntimeStalled(RuntimeClosed):
+    """The loop ran no callback for :data:`STALL_S`: code on it blocks (a blocking call inside async code).
+
+    The waiting caller (a parent turn, a background tool) is let go; the
+    runtime stays open, and answers again once the blocking call returns.
+    """
+
+
+WAIT_SLICE_S = 0.5
+"""How often a caller waiting on the loop checks that the loop still runs."""
+
+STALL_S = 5.0
+"""How long a caller waits for a loop that runs no callback at all before it is let go."""
+
+
+class LoopProbe:
+    """Asks a loop, now and then, whether it still runs callbacks; see :class:`RuntimeStalled`.
+
+    One per loop, shared by its callers: a caller waiting in slices calls
+    :meth:`check` after each slice that ended without a result (a fast
+    operation never posts a probe), and once one caller found the loop
+    stalled, the next is let go after its first slice, not ``stall_s``.
+    """
+
+    def __init__(self, stall_s: float | None = None) -> None:
+        self.stall_s = STALL_S if stall_s is None else stall_s
+        self._sent: float | None = None
+        self._answered = threading.Event()
+        self._lock = threading.Lock()
+
+    def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
+        """Raise :class:`RuntimeStalled` once a probe has waited ``stall_s`` unanswered.
+
+        The operation ``future`` stands for is cancelled if it never began
+        (it must not start late: a start the caller was told failed would
+        run untracked); one that began runs on and settles once the loop
+        moves again.
+        """
+        with self._lock:
+            now = time.monotonic()
+            if self._sent is None or self._answered.is_set():
+                self._sent, self._answered = now, threading.Event()
+                with contextlib.suppress(RuntimeError, AttributeError):  # a loop already gone is _check_alive's
+                    loop.call_soon_threadsafe(self._answered.set)  # type: ignore[union-attr]
+                return
+            if now - self._sent < self.stall_s:
+                return
+        if not getattr(future, "begun", False):
+            future.cancel()
+        future.abandoned = True  # type: ignore[attr-defined]  # see operation_abandoned
+        raise RuntimeStalled(
+            f"the background loop has run nothing for {self.stall_s:g}s: a background task is blocking it "
+            "(a blocking call inside async code?). Its tasks go on; ask again later")
+
+
+_OPERATION: contextvars.ContextVar[concurrent.futures.Future[Any] | None] = contextvars.ContextVar(
+    "background_operation", default=None)
+
+
+async def begun(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> T:
+    """``coro``, marking ``future`` begun at its first step (not when scheduled): see :meth:`LoopProbe.check`."""
+    future.begun = True  # type: ignore[attr-defined]
+    _OPERATION.set(future)
+    return await coro
+
+
+def operation_abandoned() -> bool:
+    """Whether the caller of the operation running here stopped waiting for it (a stalled loop let it go).
+
+    An operation checks it before a step the caller must hear of (a start), which then does not happen.
+    """
+    future = _OPERATION.get()
+    return future is not None and getattr(future, "abandoned", False)
+
+
+class StrayExit(RuntimeError):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` raised by code on a background loop (it ends that task only)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        try:
+            text = str(exc).strip()
+        except Exception:  # noqa: BLE001 - describing a failure never fails
+            text = ""
+        detail = f" ({text[:200]})" if text else ""
+        super().__init__(f"{type(exc).__name__}{detail} raised inside a background task; it stopped this task only")
+
+
+async def _contained(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        return await coro
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise StrayExit(exc) from exc
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    if asyncio.iscoroutine(coro):
+        coro = _contained(coro)
+    return asyncio.Task(coro, loop=loop, **kwargs)
+
+
+def _contain_exits() -> None:
+    """Tasks (their factory) and plain callbacks (``call_soon``, ``call_later``, a future's done callback):
+    neither may let an exit out of ``run_forever``."""
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(_task_factory)
+    for name, at in (("call_soon", 0), ("call_soon_threadsafe", 0), ("call_later", 1), ("call_at", 1)):
+        setattr(loop, name, _guarding(loop, getattr(loop, name), at))
+
+
+def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at: int) -> Callable[..., Any]:
+    """``schedule`` with the callback (positional argument ``at``) unable to raise an exit into the loop."""
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        callback = args[at]
+
+        def run(*callback_args: Any) -> Any:
+            try:
+                return callback(*callback_args)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                loop.call_exception_handler({"message": "a callback on the background loop raised an exit",
+                                             "exception": StrayExit(exc)})
+                return None
+
+        return schedule(*args[:at], run, *args[at + 1:], **kwargs)
+
+    return guarded
+
+
+@contextlib.contextmanager
+def start_portal(name: str) -> Generator[Any, None, None]:
+    """A blocking portal on a loop thread of its own, its tasks made unable to stop the loop."""
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal("asyncio", name=name) as portal:
+        portal.call(_contain_exits)
+        yield portal
+
+
+def run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
+    """``on_close`` without the runtime's loop (never started, or died): sync ones here, awaitables on a new loop."""
+    pending = []
+    for callback in reversed(callbacks):
+        try:
+            result = callback()
+        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+            continue
+        if inspect.isawaitable(result):
+            pending.append(result)
+    if pending:
+        async def settle() -> None:
+            for awaitable in pending:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(awaitable, timeout_s)
+
+        with start_portal("background-subagents-close") as portal:
+            portal.call(settle)
+
+
+def cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
+    if future.cancelled() and not job.done():
+        with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
+            job.get_loop().call_soon_threadsafe(job.cancel)
+
+
+def settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
+    """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
+    if future.done():
+        return
+    if job.cancelled():
+        # Not by the caller (its future would be done): by close(), or by a loop going down. The caller is
+        # told so, never handed a CancelledError, which would read as its own cancellation.
+        future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"
+                                           if closed else "the background loop stopped this operation"))
+    elif (exc := job.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(job.result())
+
+
+def stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
+            shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    try:
+        contextvars.Context().run(portal.call, shutdown)
+    except Exception:  # noqa: BLE001 - the failure path never raises; the loop still stops below
+        pass
+    if portal_cm is not None:
+        portal_cm.__exit__(None, None, None)
+
+
+# ----------------------------------------------------------------------------
+# Who runs a local background task, and whether that owner is provably gone.
+#
+# A local task lives in one process, inside one :class:`BackgroundRuntime
+# <subagents.background.runtime.BackgroundRuntime>`. Its ledger record names
+# that owner as ``"local:<host>:<pid>:<start>:<runtime>"``, where ``start`` is
+# the process's start time (with the machine's boot id on Linux), so a pid the
+# system reused for another process is not mistaken for the owner.
+#
+# Another process reading the same thread (a restart, or a second live
+# process on one SQLite file) decides from that name alone:
+#
+# =============================================  ===========
+# this runtime                                   ``self``
+# this process, a runtime still open             ``alive``
+# this process, a runtime that is closed         ``gone``
+# this host, that pid started at that time       ``alive``
+# this host, no such process (or pid reused)     ``gone``
+# another host                                   ``unknown`` (see below)
+# a name this module cannot read (old records)   ``gone``
+# =============================================  ===========
+#
+# Only ``gone`` lets a task be reported ``lost`` (and retried); an ``alive``
+# or ``unknown`` owner keeps the task as its record last stood. An owner on
+# another host is ``gone`` once the lease it renews in the outcome file has
+# lapsed (see :mod:`subagents.background.runtime`).
+#
+# Example::
+#
+#     me = Owner.current("r1")
+#     owner_state(me.name, runtime_alive=lambda rid: rid == "r1")   # 'alive'
+# ----------------------------------------------------------------------------
+
+
+
+OwnerState = Literal["self", "alive", "gone", "unknown"]
+
+_PREFIX = "local"
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """One runtime in one process on one host."""
+
+    host: str
+    pid: int
+    start: str
+    runtime: str
+
+    @property
+    def name(self) -> str:
+        """The owner as the ledger stores it."""
+        return f"{_PREFIX}:{self.host}:{self.pid}:{self.start}:{self.runtime}"
+
+    @property
+    def process(self) -> str:
+        """Host and pid, in words, for messages."""
+        return f"process {self.pid} on {self.host}"
+
+    @classmethod
+    def current(cls, runtime: str) -> Owner:
+        """This process, as the owner of ``runtime``'s tasks."""
+        return cls(host=_host(), pid=os.getpid(), start=process_start(os.getpid()) or "?", runtime=runtime)
+
+    @classmethod
+    def parse(cls, name: object) -> Owner | None:
+        """The owner a ledger ``owner`` field names, or ``None`` if it names none this module wrote."""
+        if not isinstance(name, str):
+            return None
+        parts = name.split(":")
+        # ASCII digits only ("²".isdigit() is true), and a pid the OS could have.
+        if (len(parts) != 5 or parts[0] != _PREFIX or not (parts[2].isascii() and parts[2].isdigit())
+                or len(parts[2]) > 10 or int(parts[2]) > _MAX_PID):
+            return None
+        return cls(host=parts[1], pid=int(parts[2]), start=parts[3], runtime=parts[4])
+
+
+_MAX_PID = 2**31 - 1
+
+
+def owner_state(name: object, *, me: Owner | None = None,
+                runtime_alive: Callable[[str], bool] = lambda _rid: False) -> OwnerState:
+    """Whether the owner a record names is this runtime, alive, provably gone, or cannot be told."""
+    owner = Owner.parse(name)
+    if owner is None:
+        return "gone"
+    if me is not None and owner == me:
+        return "self"
+    if owner.host != _host():
+        return "unknown"
+    if owner.pid == os.getpid() and owner.start == (process_start(owner.pid) or "?"):
+        return "alive" if runtime_alive(owner.runtime) else "gone"
+    return "alive" if _process_alive(owner.pid, owner.start) else "gone"
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process."""
+    if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
+        return "?" if _pid_exists(pid) else None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "?" if _pid_exists(pid) else None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat.rsplit(")", 1)[-1].split()
+    ticks = fields[19] if len(fields) > 19 else "?"
+    return f"{_boot_id()}-{ticks}"
+
+
+def _process_alive(pid: int, start: str) -> bool:
+    started = process_start(pid)
+    if started is None:
+        return False
+    if start == "?" or started == "?" or "?" in start.split("-", 1)[0]:
+        return True  # cannot compare start times here: a live pid counts as the owner
+    return started == start
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, and belongs to someone else
+        return True
+    return True
+
+
+@functools.cache
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip().replace("-", "")[:12] or "?"
+    except OSError:
+        return "?"
+
+
+def _host() -> str:
+    return socket.gethostname().replace(":", "_") or "localhost"
+
+
+# ----------------------------------------------------------------------------
+# The table of one runtime's local tasks: found by id in O(1), finished ones evicted by age and bytes.
+#
+# Running and waiting tasks stay as long as they live. A finished task stays
+# so that the parent can read its outcome and follow it up in the same
+# conversation, but not forever: it is dropped once it has been finished for
+# ``max_age_s``, or as soon as the finished tasks together hold more than
+# ``max_bytes`` (oldest first). Finished tasks are kept in the order they
+# finished, so starting, finishing and evicting a task each cost O(1)
+# (amortised), whatever the size of the table. An evicted task loses nothing
+# the parent needs: its outcome is in the ledger or the outcome store, and a
+# follow-up rebuilds its conversation from the record.
+#
+# Example::
+#
+#     table = TaskTable(max_age_s=60, max_bytes=1_000_000)
+#     table.put("t1", task)
+#     table.settle("t1", size=2_048, at=time.time())   # seconds until the next eviction is due
+#     table.evict(time.time() + 61)                     # drops t1
+# ----------------------------------------------------------------------------
+
+
+
+
+DEFAULT_MAX_AGE_S = 3600.0
+"""How long a finished task stays in memory: an hour."""
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+"""How much the finished tasks of one runtime may hold together: 64 MiB."""
+
+
+class TaskTable(Generic[T]):
+    """Tasks by id; finished ones in the order they finished, with their sizes.
+
+    Args:
+        max_age_s: seconds a finished task is kept.
+        max_bytes: bytes all finished tasks may hold together.
+    """
+
+    def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if not max_age_s > 0:
+            raise ValueError(f"max_age_s must be positive (got {max_age_s!r})")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must not be negative (got {max_bytes!r})")
+        self.max_age_s = float(max_age_s)
+        self.max_bytes = int(max_bytes)
+        self._tasks: dict[str, T] = {}
+        self._settled: collections.OrderedDict[str, tuple[float, int]] = collections.OrderedDict()
+        self.settled_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
+    def get(self, task_id: str) -> T | None:
+        return self._tasks.get(task_id)
+
+    def put(self, task_id: str, task: T) -> None:
+        """Add (or replace) a live task."""
+        self._unsettle(task_id)
+        self._tasks[task_id] = task
+
+    def revive(self, task_id: str) -> None:
+        """A finished task runs again (a follow-up, a retry, an answer): it is no longer evictable."""
+        self._unsettle(task_id)
+
+    def settle(self, task_id: str, *, size: int, at: float) -> float | None:
+        """Mark a task finished at ``at``, holding ``size`` bytes; evict what is due.
+
+        Returns the seconds until the next eviction by age is due, or ``None``
+        if no finished task is left.
+        """
+        if task_id not in self._tasks:
+            return self.next_due(at)
+        self._unsettle(task_id)
+        self._settled[task_id] = (at, max(0, int(size)))
+        self.settled_bytes += max(0, int(size))
+        return self.evict(at)
+
+    def evict(self, at: float) -> float | None:
+        """Drop finished tasks older than ``max_age_s`` or beyond ``max_bytes``, oldest first."""
+        while self._settled:
+            task_id, (settled_at, size) = next(iter(self._settled.items()))
+            if at - settled_at < self.max_age_s and self.settled_bytes <= self.max_bytes:
+                break
+            self._settled.popitem(last=False)
+            self.settled_bytes -= size
+            self._tasks.pop(task_id, None)
+        return self.next_due(at)
+
+    def next_due(self, at: float) -> float | None:
+        """Seconds until the oldest finished task is due for eviction (``None``: none is kept)."""
+        if not self._settled:
+            return None
+        settled_at, _size = next(iter(self._settled.values()))
+        return max(0.0, settled_at + self.max_age_s - at)
+
+    def unsettled(self) -> Iterator[T]:
+        """The tasks that have not finished (a snapshot, safe to change the table while iterating)."""
+        return iter([t for i, t in self._tasks.items() if i not in self._settled])
+
+    def _unsettle(self, task_id: str) -> None:
+        entry = self._settled.pop(task_id, None)
+        if entry is not None:
+            self.settled_bytes -= entry[1]
+
+
+# ----------------------------------------------------------------------------
+# Steering a running background child: an inbox read before each model call.
+#
+# A model call cannot be interrupted halfway, so a new instruction for a
+# running child waits in the task's inbox and :class:`SteeringInbox` (a child
+# middleware the local runner adds to every built background subagent) hands
+# it to the child as a ``HumanMessage`` just before the child's next model
+# call. The child finds its task id in its run's metadata
+# (:data:`INBOX_METADATA_KEY`), so one middleware instance serves every task
+# of its runtime. The inboxes belong to the runtime (an :class:`Inboxes`), not
+# to the module: closing the runtime drops them.
+#
+# Whatever is still in the inbox when a run ends (a message that came after
+# the last model call, or a caller's compiled graph without this middleware)
+# is delivered by the runner as a follow-up in the same conversation: a
+# steering message is never dropped.
+#
+# Example::
+#
+#     inboxes = Inboxes()
+#     inboxes.post("task-1", "Focus on 2024 only.")
+#     # ...the running child sees "[Update from your caller] Focus on 2024 only."
+# ----------------------------------------------------------------------------
+
+
+
+INBOX_METADATA_KEY = "background_task_id"
+"""Run metadata naming the background task a child run belongs to."""
+
+STEERING_PREFIX = "[Update from your caller] "
+
+class Inboxes:
+    """Steering messages waiting for their tasks, by task id."""
+
+    def __init__(self) -> None:
+        self._boxes: dict[str, collections.deque[str]] = {}
+
+    def post(self, task_id: str, message: str) -> None:
+        """Queue ``message`` for the task's next model call."""
+        self._boxes.setdefault(task_id, collections.deque()).append(message)
+
+    def take(self, task_id: str) -> list[str]:
+        """Remove and return everything queued for the task (its inbox goes with it)."""
+        box = self._boxes.pop(task_id, None)
+        return list(box) if box else []
+
+    def pending(self, task_id: str) -> int:
+        """How many messages wait for the task."""
+        return len(self._boxes.get(task_id) or ())
+
+
+def steering_message(text: str) -> HumanMessage:
+    """How a steering message reaches the child."""
+    return HumanMessage(content=STEERING_PREFIX + text)
+
+
+class SteeringInbox(AgentMiddleware):
+    """Delivers queued steering messages before each model call of a background child."""
+
+    name = "SteeringInbox"
+
+    def __init__(self, inboxes: Inboxes) -> None:
+        super().__init__()
+        self.inboxes = inboxes
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return _deliver(self.inboxes)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return _deliver(self.inboxes)
+
+
+def _deliver(inboxes: Inboxes) -> dict[str, Any] | None:
+    from langgraph.config import get_config
+
+    try:
+        task_id = (get_config().get("metadata") or {}).get(INBOX_METADATA_KEY)
+    except RuntimeError:  # not inside a run: nothing to deliver
+        return None
+    if not task_id:
+        return None
+    messages = inboxes.take(task_id)
+    if not messages:
+        return None
+    return {"messages": [steering_message(m) for m in messages]}
+
+
+# ----------------------------------------------------------------------------
+# Where a local background task's outcome is kept the moment it settles, so a restart loses nothing.
+#
+# The parent's ledger learns how a task ended only at the parent's next turn.
+# A task that finishes between two turns and whose process then dies would be
+# gone with it; so the runtime writes each outcome (status, result or error,
+# usage, timings) as soon as the task settles:
+#
+# * **beside the thread's checkpoints** when the parent's checkpointer is a
+#   SQLite file (``SqliteSaver``/``AsyncSqliteSaver``): a small table
+#   ``background_task_outcomes`` in the same file. The record's
+#   ``outcome_db`` names the file, so any later process reading the thread
+#   finds the outcome there and reports the task ``completed`` (or ``error``)
+#   with its result, instead of ``lost``;
+# * otherwise **in the runtime's memory** (bounded by bytes), which another
+#   graph of the same process finds through the task's owner.
+#
+# An outcome applies to a record only if it belongs to the same owner,
+# attempt and turn, so an old attempt's outcome never overwrites a newer one.
+#
+# The SQLite store also keeps a **lease** per live task (table
+# ``background_task_leases``): the owning runtime renews it every
+# :data:`LEASE_RENEW_S` while the task lives. A process that cannot check the
+# owner's pid (it runs on another host, or in another container) treats a
+# lease older than :data:`LEASE_S` as proof that the owner is gone.
+#
+# Example::
+#
+#     store = SqliteOutcomes("/data/agent.db")
+#     store.save("t1", {"status": "completed", "result": "42", "owner": o, "attempt": 1, "turns": 1})
+#     store.load("t1")["result"]    # '42', in this process or the next one
+# ----------------------------------------------------------------------------
+
+
+
+TABLE = "background_task_outcomes"
+LEASE_TABLE = "background_task_leases"
+LEASE_RENEW_S = 10.0
+"""How often a runtime renews the leases of its live tasks."""
+LEASE_S = 60.0
+"""How old a lease may be before its owner counts as gone (six missed renewals)."""
+MEMORY_MAX_BYTES = 16 * 1024 * 1024
+"""How much outcome text one runtime keeps in memory (oldest dropped first)."""
+
+_MATCH_KEYS = ("owner", "attempt", "turns")
+
+
+class OutcomeStore(Protocol):
+    """Keeps the settled fields of a task by id."""
+
+    def save(self, task_id: str, fields: Mapping[str, Any]) -> None: ...
+    def load(self, task_id: str) -> dict[str, Any] | None: ...
+
+
+def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The stored fields that bring ``record`` up to date (empty if the outcome is of another run)."""
+    if not outcome:
+        return {}
+    if any(outcome.get(k) != record.get(k) for k in _MATCH_KEYS if k in outcome):
+        return {}
+    return dict(outcome)
+
+
+class MemoryOutcomes:
+    """Outcomes in this process's memory, at most ``max_bytes`` of them; none is ever dropped whole.
+
+    The parent may not have read an outcome yet (it learns it at its next
+    turn), so losing one would report a finished task ``lost``. Instead an
+    outcome larger than an eighth of ``max_bytes`` keeps only the start of its
+    result, and once the outcomes hold more than ``max_bytes`` the oldest
+    keep their status, error and usage but not their result; either way the
+    result says what was cut. Only beyond :data:`MEMORY_MAX_STUBS` such cut
+    outcomes are the oldest dropped.
+    """
+
+    def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: collections.OrderedDict[str, tuple[dict[str, Any], int]] = collections.OrderedDict()
+        self._stubs: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+
+    def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
+        kept = _cut_result(dict(fields), max(self.max_bytes // 8, 4096))
+        size = _size(kept)
+        old = self._items.pop(task_id, None)
+        self._stubs.pop(task_id, None)
+        if old is not None:
+            self.bytes -= old[1]
+        self._items[task_id] = (kept, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes and self._items:
+            oldest, (old_fields, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
+            self._stubs[oldest] = _stub(old_fields, self.max_bytes)
+        while len(self._stubs) > MEMORY_MAX_STUBS:
+            self._stubs.popitem(last=False)
+
+    def load(self, task_id: str) -> dict[str, Any] | None:
+        item = self._items.get(task_id)
+        if item is not None:
+            return dict(item[0])
+        stub = self._stubs.get(task_id)
+        return dict(stub) if stub is not None else None
+
+
+MEMORY_MAX_STUBS = 10_000
+"""How many outcomes cut to their status (no result) one runtime keeps in memory."""
+
+
+def _cut_result(fields: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``fields`` with a result too large for ``limit`` cut to its start, and a note saying so."""
+    result = fields.get("result")
+    if not isinstance(result, str) or _size(fields) <= limit:
+        return fields
+    width = _char_bytes(result)
+    room = max(0, (limit - (_size(fields) - len(result) * width) - 400) // width)
+    fields["result"] = result[:room] + (
+        f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
+        "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
+    return fields
+
+
+def _stub(fields: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
+    """An outcome reduced to what says how the task ended: no result text, a short error."""
+    stub = {k: v for k, v in fields.items() if not isinstance(v, str) or len(v) <= 512}
+    if isinstance(fields.get("error"), str):
+        stub["error"] = fields["error"][:512]
+    if fields.get("result") is not None:
+        stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
+                          f"{max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite file)]")
+    return stub
+
+
+class SqliteOutcomes:
+    """Outcomes in a table of a SQLite file (the parent's checkpoint database)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._table_ready = False
+
+    def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
+        data = json.dumps(dict(fields), default=str)
+        with self._lock:
+            conn = self._ready()
+            conn.execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", (task_id, data))
+            # A settled task needs no lease any more (a follow-up takes a new one).
+            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?",
+                         (task_id, str(fields.get("owner"))))
+
+    def renew(self, owner: str, task_ids: list[str], at: float) -> None:
+        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
+        with self._lock:
+            self._ready().executemany(
+                f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) VALUES (?, ?, ?)",
+                [(task_id, owner, at) for task_id in task_ids],
+            )
+
+    def lease(self, task_id: str) -> tuple[str, float] | None:
+        """The task's lease: its owner and when it was last renewed (``None``: no lease)."""
+        with self._lock:
+            try:
+                row = self._connect().execute(
+                    f"SELECT owner, renewed_at FROM {LEASE_TABLE} WHERE task_id = ?", (task_id,)
+                ).fetchone()
+            except sqlite3.Error:
+                return None
+        return (str(row[0]), float(row[1])) if row else None
+
+    def load(self, task_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            try:
+                row = self._connect().execute(
+                    f"SELECT fields FROM {TABLE} WHERE task_id = ?", (task_id,)
+                ).fetchone()
+            except sqlite3.Error:  # no file, or no table yet: nothing stored
+                return None
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _ready(self) -> sqlite3.Connection:
+        conn = self._connect()
+        if not self._table_ready:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (task_id TEXT PRIMARY KEY, fields TEXT NOT NULL)")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} "
+                         "(task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, renewed_at REAL NOT NULL)")
+            self._table_ready = True
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            # Only an existing database (the checkpointer's) is opened: a path read from a
+            # record never makes a new file appear. Autocommit: each outcome is on disk when
+            # save returns.
+            uri = "file:" + urllib.parse.quote(self.path) + "?mode=rw"
+            self._conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False,
+                                         isolation_level=None)
+        return self._conn
+
+
+class OutcomeStores:
+    """A runtime's outcome stores: its memory, and each SQLite file it has written to or read from."""
+
+    def __init__(self) -> None:
+        self.memory = MemoryOutcomes()
+        self._files: dict[str, SqliteOutcomes] = {}
+
+    def for_db(self, path: str | None) -> OutcomeStore:
+        """The store for a record whose ``outcome_db`` is ``path`` (memory when ``None``)."""
+        return self.file(path) if path else self.memory
+
+    def file(self, path: str) -> SqliteOutcomes:
+        """The store of one SQLite file (opened once per runtime)."""
+        store = self._files.get(path)
+        if store is None:
+            store = self._files[path] = SqliteOutcomes(path)
+        return store
+
+    def close(self) -> None:
+        for store in self._files.values():
+            store.close()
+        self._files.clear()
+
+
+async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
+    """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise).
+
+    LangGraph offers no public accessor for a run's checkpointer yet; this
+    reads the same config key the runner does, in this one place.
+    """
+    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    conn = getattr(saver, "conn", None)
+    try:
+        if isinstance(conn, sqlite3.Connection):
+            lock = getattr(saver, "lock", None) or threading.Lock()
+            with lock:
+                rows = conn.execute("PRAGMA database_list").fetchall()
+        elif conn is not None and type(conn).__module__.startswith("aiosqlite"):
+            async with conn.execute("PRAGMA database_list") as cursor:
+                rows = await cursor.fetchall()
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
+        return None
+    for _seq, name, path in rows:
+        if name == "main" and path:
+            return os.path.abspath(path)
+    return None
+
+
+def _size(fields: Mapping[str, Any]) -> int:
+    """Bytes the fields' text holds in memory (a str keeps 1, 2 or 4 bytes a character), plus a fixed part."""
+    return 256 + sum(len(v) * _char_bytes(v) for v in fields.values() if isinstance(v, str))
+
+
+def _char_bytes(text: str) -> int:
+    if not text or text.isascii():
+        return 1
+    widest = ord(max(text))
+    return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
+
+
+
+_open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
+"""Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
+
+
+class BackgroundRuntime:
+    """An event loop thread and the background tasks that live on it; ``close()`` ends both.
+
+    Args:
+        settled_max_age_s: how long a finished local task stays in memory.
+        settled_max_bytes: how much the finished local tasks may hold together.
+        close_timeout_s: how long :meth:`close` waits for cancelled tasks and callbacks.
+        name: the loop thread's name.
+
+    Attributes:
+        on_close: callables run once on the loop when the runtime closes
+            (coroutine functions are awaited); a failing one does not stop
+            the others. Other runners put their clients and pools here.
+    """
+
+    def __init__(
+        self,
+        *,
+        settled_max_age_s: float = DEFAULT_MAX_AGE_S,
+        settled_max_bytes: int = DEFAULT_MAX_BYTES,
+        close_timeout_s: float = 5.0,
+        name: str = "background-subagents",
+    ) -> None:
+        if not settled_max_age_s > 0:
+            raise ValueError(f"settled_max_age_s must be a positive number of seconds (got {settled_max_age_s!r})")
+        if not settled_max_bytes >= 0:
+            raise ValueError(f"settled_max_bytes must not be negative (got {settled_max_bytes!r})")
+        self.id = uuid.uuid4().hex[:16]
+        self.owner = Owner.current(self.id)
+        self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)
+        self.inboxes = Inboxes()
+        self.outcomes = OutcomeStores()
+        self.on_close: list[Callable[[], Any]] = [self.outcomes.close]
+        self.close_timeout_s = close_timeout_s
+        self._name = name
+        self._lock = threading.Lock()
+        self._portal: Any = None
+        self._portal_cm: contextlib.AbstractContextManager[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._probe = LoopProbe()  # shared by every caller waiting on the loop
+        self._jobs: set[asyncio.Task[Any]] = set()
+        self._ops: set[asyncio.Task[Any]] = set()  # submitted operations: closing waits for them
+        self._sweep: asyncio.TimerHandle | None = None
+        self._leases: asyncio.Task[None] | None = None
+        self.closed = False
+        _open[self.id] = self
+
+    # -- finding runtimes ------------------------------------------------------
+
+    @staticmethod
+    def find(runtime_id: str) -> BackgroundRuntime | None:
+        """The open runtime of this process with that id, if any."""
+        runtime = _open.get(runtime_id)
+        return runtime if runtime is not None and not runtime.closed else None
+
+    @staticmethod
+    def all_open() -> list[BackgroundRuntime]:
+        """Every open runtime of this process (for views that know a task id only)."""
+        return [r for r in list(_open.values()) if not r.closed]
+
+    # -- running coroutines ------------------------------------------------------
+
+    def in_loop(self) -> bool:
+        """Whether the caller runs on this runtime's loop thread."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop, in a clean context; return at once.
+
+        The caller never waits for the loop thread (a portal's
+        ``start_task_soon`` does, which serialised 50 parallel starts on a
+        busy loop): the operation is started by a callback on the loop and
+        settles the returned future. :meth:`close` lets operations finish
+        (up to ``close_timeout_s``); one it has to stop fails with
+        :class:`RuntimeClosed`.
+        """
+        try:
+            self._started()
+            loop = self._loop
+            assert loop is not None  # set with the portal
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+            # call_soon_threadsafe copies the caller's context: hand it an empty one.
+            contextvars.Context().run(loop.call_soon_threadsafe, self._begin, coro, future)
+            return future
+        except BaseException:
+            coro.close()
+            raise
+
+    def _begin(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
+        """On the loop: start ``coro`` as a job whose outcome settles ``future``."""
+        if self.closed or future.cancelled():
+            coro.close()
+            if not future.cancelled():
+                future.set_exception(RuntimeClosed("the background runtime is closed"))
+            return
+        job = asyncio.get_running_loop().create_task(begun(coro, future), context=contextvars.Context())
+        self._ops.add(job)
+        job.add_done_callback(self._ops.discard)
+        job.add_done_callback(lambda done: settle(done, future, closed=self.closed))
+        # A caller that stops waiting (cancelled) cancels the job too.
+        future.add_done_callback(lambda f: cancel_if_abandoned(f, job))
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
+        if self.in_loop():
+            coro.close()
+            raise RuntimeError("BackgroundRuntime.run called from the runtime's own loop; await arun")
+        future = self.submit(coro)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
+            try:
+                return future.result(max(left, 0.0))
+            except concurrent.futures.TimeoutError:
+                self._check_alive(future)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and await its result from any loop."""
+        if self.in_loop():
+            return await coro
+        future = asyncio.wrap_future(submitted := self.submit(coro))
+        try:
+            while not future.done():
+                await asyncio.wait({future}, timeout=WAIT_SLICE_S)
+                self._check_alive(submitted)
+            return future.result()
+        except BaseException as exc:
+            if not isinstance(exc, RuntimeStalled):  # let go of a stalled loop: what began runs on
+                future.cancel()  # given up on (cancelled, or the loop died): so is the job
+            raise
+
+    def _check_alive(self, future: Any) -> None:
+        """A caller still waiting on a loop that died, or that runs nothing, would wait forever: it is let go."""
+        if not future.done():
+            if not self._alive():
+                self._died()
+                raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
+            self._probe.check(future, self._loop)
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start a job on the loop (call it from the loop), in a clean context; closing cancels it."""
+        if self.closed:
+            coro.close()
+            raise RuntimeClosed("the background runtime is closed; it starts no new tasks")
+        job = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return job
+
+    def evict_later(self, delay: float | None) -> None:
+        """Evict finished tasks from the table when the oldest is due (call it from the loop)."""
+        if delay is None or self.closed or (self._sweep is not None and not self._sweep.cancelled()):
+            return
+
+        self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
+
+    def keep_leases(self) -> None:
+        """Renew the leases of live tasks stored in SQLite files, until none is left (call it from the loop)."""
+        if self._leases is None or self._leases.done():
+            self._leases = self.spawn(self._renew_leases())
+
+    async def _renew_leases(self) -> None:
+        while True:
+            by_db: dict[str, list[str]] = {}
+            for task in self.table.unsettled():
+                if db := task.fields.get("outcome_db"):
+                    by_db.setdefault(str(db), []).append(task.id)
+            if not by_db:
+                return
+            for db, ids in by_db.items():
+                with contextlib.suppress(Exception):  # a locked file: renewed next time
+                    self.outcomes.file(db).renew(self.owner.name, ids, time.time())
+            await asyncio.sleep(LEASE_RENEW_S)
+
+    # -- closing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
+
+        A sync tool already running in a worker thread cannot be interrupted:
+        its task is recorded as ``lost`` at once, and ``close`` returns when
+        the tool does.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            portal_cm, portal = self._portal_cm, self._portal
+        _open.pop(self.id, None)
+        if portal is None or not self._alive():  # never started, or its loop died: nothing runs to stop
+            self._close_without_loop()
+            return
+        if self.in_loop():  # closing from one of our own tasks: finish from another thread
+            threading.Thread(target=stop_portal, args=(portal, portal_cm, self._shutdown), daemon=True).start()
+            return
+        stop_portal(portal, portal_cm, self._shutdown)
+
+    def _alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _died(self) -> None:
+        """The loop thread ended without :meth:`close` (something got past its guard): closed from here."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        _open.pop(self.id, None)
+        self._close_without_loop()
+
+    def _close_without_loop(self) -> None:
+        for task in self.table.unsettled():  # nothing runs them any more: lost, and stored as such
+            with contextlib.suppress(Exception):
+                task.abandon()
+        run_callbacks(self.on_close, self.close_timeout_s)
+
+    def close_soon(self) -> None:
+        """:meth:`close` on a thread of its own: for finalizers, which must never block."""
+        if not self.closed:
+            threading.Thread(target=self.close, name=f"{self._name}-close", daemon=True).start()
+
+    async def _shutdown(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+        jobs = [j for j in self._jobs if not j.done()]
+        for job in jobs:
+            job.cancel()
+        if jobs:
+            await asyncio.wait(jobs, timeout=self.close_timeout_s)
+        ops = [o for o in self._ops if not o.done()]
+        if ops:  # operations callers wait for: let them finish, then stop the rest
+            _, late = await asyncio.wait(ops, timeout=self.close_timeout_s)
+            for op in late:
+                op.cancel()
+        for task in self.table.unsettled():  # waiting for approval, or not yet started
+            with contextlib.suppress(Exception):
+                task.abandon()
+        for callback in reversed(self.on_close):
+            try:
+                result = callback()
+                if inspect.isawaitable(result):
+                    await asyncio.wait_for(result, self.close_timeout_s)
+            except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+                continue
+
+    def __enter__(self) -> BackgroundRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("running" if self._portal is not None else "idle")
+        return f"<BackgroundRuntime {self.id} {state}, {len(self.table)} tasks>"
+
+    def _started(self) -> Any:
+        if self._portal is not None and not self.closed:
+            if self._alive():
+                return self._portal
+            self._died()
+        with self._lock:
+            if self.closed:
+                raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")
+            if self._portal is None:
+                cm = start_portal(self._name)
+                portal = cm.__enter__()
+                self._thread = portal.call(threading.current_thread)
+                self._loop = portal.call(asyncio.get_running_loop)
+                self._portal_cm, self._portal = cm, portal
+        return self._portal
+
+
+def _sweep(ref: weakref.ref[BackgroundRuntime]) -> None:
+    """The eviction timer; it holds its runtime weakly, so a dropped runtime is not kept for it."""
+    runtime = ref()
+    if runtime is not None and not runtime.closed:
+        runtime._sweep = None
+        runtime.evict_later(runtime.table.evict(time.time()))

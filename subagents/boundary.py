@@ -1,0 +1,660 @@
+"""How what a child changed lands in the parent's state: the write-back rule.
+
+For each key the child changed (never an excluded or private key):
+
+* **reducer keys** (the parent's channel has a reducer, e.g.
+  ``Annotated[list, operator.add]``): the child's own contribution is written,
+  never its whole final value -- the items it appended to a list, the entries
+  it added or changed in a dict, the members it added to a set. A change that
+  cannot be expressed that way (the child replaced the list) is not written.
+  Parallel siblings' contributions all land, through the reducer.
+* **plain keys** (no reducer): the final value is written only when the
+  ``task`` call has no parallel ``task`` sibling in the same model message;
+  with siblings, two writes would be invalid, so none is written.
+* keys the parent's state does not have are not written.
+
+Every key not written is reported in the record's ``skipped_writes`` with the
+reason. Each candidate write is tried on a copy of the parent's channel
+first, so a value the parent's reducer rejects is skipped, never a crash.
+
+Example::
+
+    update, skipped = write_back(outcome.changes, outcome.inputs, channels, parallel=True)
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+import types
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypedDict, get_args, get_origin, get_type_hints
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelFallbackMiddleware,
+    ModelRetryMiddleware,
+    SummarizationMiddleware,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from subagents.errors import is_real_cancellation, safe_text
+
+# ----------------------------------------------------------------------------
+# The state boundary between a parent and a child, in both directions.
+#
+# A child receives the parent's state minus the blocked keys (the excluded
+# keys its caller declares, and every private key), with ``messages`` replaced
+# by one ``HumanMessage`` (the task description). What comes back is only what
+# the child changed, minus the same keys; :mod:`subagents.boundary` decides
+# how it lands in the parent. Values are passed by reference: the hot path
+# copies no large state.
+# ----------------------------------------------------------------------------
+
+
+
+CORE_EXCLUDED_KEYS: frozenset[str] = frozenset({"messages", "structured_response", "jump_to"})
+"""Keys the runner itself owns: rebuilt for the child, never written back."""
+
+
+def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
+    """Keys that the given middleware (instances or classes) or state schemas mark private.
+
+    LangChain marks a key private with ``PrivateStateAttr`` (omitted from both
+    the input and the output schema). Such keys belong to the agent that owns
+    the middleware (or the schema, an agent's own ``state_schema``) and are
+    stripped at the boundary.
+
+    Example::
+
+        keys = private_state_keys([ModelCallLimitMiddleware(run_limit=5), MyState])
+        assert "run_model_call_count" in keys
+    """
+    from typing import get_type_hints
+
+    from langchain.agents.middleware.types import OmitFromSchema
+
+    keys: set[str] = set()
+    for mw in middleware:
+        schema = getattr(mw, "state_schema", None)
+        if schema is None and isinstance(mw, type):  # a state schema itself (a TypedDict class)
+            schema = mw
+        if schema is None:
+            continue
+        try:
+            hints = get_type_hints(schema, include_extras=True)
+        except Exception:  # noqa: BLE001 - an unresolvable annotation marks nothing private
+            continue
+        for key, hint in hints.items():
+            for meta in _metadata(hint):
+                if isinstance(meta, OmitFromSchema) and meta.input and meta.output:
+                    keys.add(key)
+    return frozenset(keys)
+
+
+@functools.cache
+def langchain_private_state_keys() -> frozenset[str]:
+    """Private keys of LangChain's own middleware classes (the ones it exports).
+
+    A tool sees the parent's whole state, private keys included, and cannot
+    ask the parent graph which middleware it runs; these are blocked always,
+    and a caller names its own middleware's with ``private_state_keys``.
+    """
+    import langchain.agents.middleware as lc
+
+    classes = [getattr(lc, name) for name in lc.__all__]
+    return private_state_keys(c for c in classes if isinstance(c, type) and hasattr(c, "state_schema"))
+
+
+def _metadata(hint: Any) -> Iterable[Any]:
+    from typing import NotRequired, Required, get_args, get_origin
+
+    # NotRequired[Annotated[T, ...]] keeps the annotations one level down.
+    if get_origin(hint) in (NotRequired, Required):
+        hint = get_args(hint)[0]
+    return getattr(hint, "__metadata__", ())
+
+
+def child_input(
+    parent_state: Mapping[str, Any], description: str, blocked: frozenset[str]
+) -> dict[str, Any]:
+    """The child's initial state: shared keys by reference, one fresh message."""
+    state = {k: v for k, v in parent_state.items() if k not in blocked}
+    state["messages"] = [HumanMessage(content=description)]
+    return state
+
+
+def changed_keys(
+    child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str]
+) -> dict[str, Any]:
+    """Keys the child changed (their final values)."""
+    return {
+        k: v
+        for k, v in child_output.items()
+        if k not in blocked and not _unchanged(k, v, child_inputs)
+    }
+
+
+def _unchanged(key: str, value: Any, inputs: Mapping[str, Any]) -> bool:
+    if key not in inputs:
+        return False
+    before = inputs[key]
+    if value is before:
+        return True
+    try:
+        # `is True` treats an ambiguous comparison (an array, say) as a change.
+        return bool((value == before) is True)
+    except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
+        return False
+
+
+# ----------------------------------------------------------------------------
+# Forked context: a child that starts from the parent's conversation, not the bare task.
+#
+# A spec with ``context="fork"`` (agent files: ``context: fork``) gives its
+# child the parent's messages up to, not including, the assistant message
+# that holds the pending ``task`` call, then the task description as a new
+# human message. Everything else about the boundary holds: excluded and
+# private keys never cross, the parent's system prompt is not in its
+# messages (system messages in the history are dropped too), the child
+# cannot delegate, and only its final answer comes back.
+#
+# A fork pays for the history it inherits on every one of its model calls;
+# the record of a forked delegation reports that history's approximate size
+# as ``inherited_tokens``.
+#
+# Example::
+#
+#     from subagents import SubagentSpec
+#
+#     reviewer = SubagentSpec(
+#         name="reviewer",
+#         description="Reviews what we just discussed.",
+#         system_prompt="Review the plan in the conversation so far.",
+#         context="fork",
+#     )
+# ----------------------------------------------------------------------------
+
+
+
+ContextMode = Literal["isolated", "fork"]
+"""``isolated`` (the default): the child sees only the task; ``fork``: the conversation too."""
+
+
+def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[BaseMessage]:
+    """The parent's conversation as a fork inherits it.
+
+    Everything before the assistant message holding ``tool_call_id`` (the
+    call in flight and any sibling calls made with it are never shown); when
+    no message holds it, a trailing assistant message with unanswered tool
+    calls is dropped instead. System messages are dropped. Each message is a
+    shallow copy, so nothing the child's reducers do touches the parent's.
+    """
+    history = [m for m in messages if isinstance(m, BaseMessage)]
+    cut = _holding(history, tool_call_id)
+    if cut is None and history and isinstance(history[-1], AIMessage) and history[-1].tool_calls:
+        cut = len(history) - 1
+    if cut is not None:
+        history = history[:cut]
+    return [m.model_copy() for m in history if not isinstance(m, SystemMessage)]
+
+
+def _holding(history: Sequence[BaseMessage], tool_call_id: str | None) -> int | None:
+    if not tool_call_id:
+        return None
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, AIMessage) and any(c.get("id") == tool_call_id for c in message.tool_calls):
+            return index
+    return None
+
+
+def forked_input(
+    parent_state: Mapping[str, Any],
+    description: str,
+    blocked: frozenset[str],
+    tool_call_id: str | None,
+) -> tuple[dict[str, Any], int]:
+    """The child's initial state for a fork, and the approximate tokens it inherits.
+
+    Shared keys cross exactly as for an isolated child (by reference, minus
+    ``blocked``); only ``messages`` differs.
+    """
+    history = fork_history(parent_state.get("messages") or (), tool_call_id)
+    state = {k: v for k, v in parent_state.items() if k not in blocked}
+    state["messages"] = [*history, HumanMessage(content=description)]
+    return state, count_tokens_approximately(history) if history else 0
+
+
+# ----------------------------------------------------------------------------
+# One level of delegation: a child never delegates, plans or remembers for the parent.
+#
+# Three independent defences, each enough on its own:
+#
+# 1. **Tools.** The builder drops every forbidden tool from the child's tool
+#    list, whatever its allow list says, and :class:`OneLevelGuard` removes
+#    any that a middleware still contributes from every model request and
+#    refuses a call to one (see :func:`guard_for` for which child gets which
+#    guard).
+# 2. **No registry.** The builder drops any delegating middleware (one that
+#    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
+#    child's middleware, so the child has no subagent registry.
+# 3. **Prompt.** :class:`OneLevelGuard` strips any ``<available_agents>``
+#    block from the child's system prompt.
+#
+# The runner adds a fourth, at run time: a ``task`` call made from inside a
+# running child (for instance from a caller's compiled graph) is refused.
+#
+# The tool names below are a deny list, not knowledge of the middleware
+# above: they are the delegation, planning and memory tools of this library
+# *and* of deepagents and Claude Code, which a child must not hold whichever
+# middleware its parent uses. This library's own tools are also marked with
+# :data:`DELEGATION_TOOL_TAG`, so a renamed one is still refused.
+# ----------------------------------------------------------------------------
+
+
+
+DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
+    {
+        "task",
+        "start_async_task",
+        "check_async_task",
+        "update_async_task",
+        "cancel_async_task",
+        "list_async_tasks",
+        "retry_async_task",
+        "create_subagent",
+    }
+)
+TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})
+MEMORY_TOOL_NAMES: frozenset[str] = frozenset(
+    {"memory", "save_memory", "read_memory", "update_memory", "delete_memory"}
+)
+FORBIDDEN_TOOL_NAMES: frozenset[str] = DELEGATION_TOOL_NAMES | TODO_TOOL_NAMES | MEMORY_TOOL_NAMES
+"""Tool names a child never holds."""
+
+DELEGATION_TOOL_TAG = "delegation"
+"""A tool whose ``metadata`` has this key set is forbidden to children too."""
+
+# An opening or closing tag in any case, with spaces or attributes (bounded, so a scan stays linear).
+_AGENTS_TAG = re.compile(r"<\s*(?:(/)\s*)?available_agents\b[^<>]{0,200}>", re.IGNORECASE)
+
+
+def tool_name(tool: Any) -> str:
+    """The name a tool is called by, for tools, functions and dict schemas."""
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
+    return str(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
+
+
+def is_forbidden_tool(tool: Any) -> bool:
+    """Whether a child may never hold this tool."""
+    if tool_name(tool) in FORBIDDEN_TOOL_NAMES:
+        return True
+    metadata = getattr(tool, "metadata", None) or {}
+    return bool(metadata.get(DELEGATION_TOOL_TAG))
+
+
+def is_delegating_middleware(middleware: Any) -> bool:
+    """Whether a middleware gives its agent a way to delegate."""
+    if getattr(middleware, "delegates", False):
+        return True
+    return any(is_forbidden_tool(t) for t in getattr(middleware, "tools", ()) or ())
+
+
+def strip_agents_block(text: str) -> str:
+    """Remove every ``<available_agents>`` block from a prompt, however it is spelled.
+
+    Tags match in any case, with attributes or spaces; nested blocks go
+    whole; a block never closed takes the rest of the prompt with it, and a
+    stray closing tag goes too.
+    """
+    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):
+        text = _strip_once(text)  # again only if what was left around a block joined into a new tag
+    return text
+
+
+def _strip_once(text: str) -> str:
+    kept, depth, start = [], 0, 0
+    for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+        if depth == 0:
+            kept.append(text[start:tag.start()])
+        depth = max(0, depth - 1) if tag.group(1) else depth + 1
+        start = tag.end()
+    if depth == 0:
+        kept.append(text[start:])
+    return "\n\n".join(part.strip() for part in kept if part.strip())
+
+
+class OneLevelGuard(AgentMiddleware):
+    """Keeps delegation out of a child at every model and tool call."""
+
+    name = "OneLevelGuard"
+
+    def _clean(self, request: Any) -> Any:
+        tools = [t for t in request.tools if not is_forbidden_tool(t)]
+        overrides: dict[str, Any] = {}
+        if len(tools) != len(request.tools):
+            overrides["tools"] = tools
+        system = request.system_message
+        if system is not None and "available_agents" in system.text.lower():
+            overrides["system_message"] = SystemMessage(content=strip_agents_block(system.text))
+        return request.override(**overrides) if overrides else request
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._clean(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._clean(request))
+
+
+class OneLevelToolGuard(OneLevelGuard):
+    """The guard for a child that has tools: it also refuses a call to a forbidden one.
+
+    A child with no tools (and no middleware contributing any) gets the plain
+    :class:`OneLevelGuard`, so its graph has no empty tools node.
+    """
+
+    name = "OneLevelToolGuard"
+
+    def _refusal(self, request: Any) -> ToolMessage | None:
+        call = request.tool_call
+        if call["name"] in FORBIDDEN_TOOL_NAMES or (
+            request.tool is not None and is_forbidden_tool(request.tool)
+        ):
+            return ToolMessage(
+                content=f"Tool '{call['name']}' is not available to a subagent: "
+                "subagents cannot delegate. Do the work yourself.",
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+        return None
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._refusal(request) or handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return self._refusal(request) or await handler(request)
+
+
+REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
+    {ModelRetryMiddleware, ModelFallbackMiddleware, SummarizationMiddleware}
+)
+"""LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
+
+
+_HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
+                    "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
+"""Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
+
+
+def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
+    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
+
+    A child with tools gets :class:`OneLevelToolGuard`: its model may call a
+    forbidden tool by name. A child without tools gets :class:`OneLevelGuard`
+    only when some middleware could add a tool or an ``<available_agents>``
+    block to a model request after the builder has removed them, i.e. any
+    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
+    child gets none: the builder already gave its model exactly the request
+    the guard would leave, and LangChain traces each ``wrap_model_call`` as a
+    span of its own, so a guard with nothing to guard costs every model call.
+    A neutral middleware with a hook replaced on the instance is not neutral.
+
+    Example::
+
+        guard_for([], has_tools=False)                  # None
+        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
+    """
+    if has_tools:
+        return OneLevelToolGuard()
+    if any(not _is_neutral(mw) for mw in middleware):
+        return OneLevelGuard()
+    return None
+
+
+def _is_neutral(middleware: Any) -> bool:
+    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
+
+
+# ----------------------------------------------------------------------------
+# The state schema a declarative child is built with.
+#
+# A child gets the parent's state schema minus the excluded and private keys,
+# so custom parent keys reach it (as deepagents' ``state_schema`` does), plus
+# the state every one of its tools declares it needs: a tool whose
+# ``runtime`` parameter is typed ``ToolRuntime[Context, SomeState]`` (as
+# deepagents' filesystem tools are, with ``files``) brings ``SomeState``'s
+# keys, reducers included. Without this an inherited ``write_file`` would
+# fail in the child with ``KeyError: 'files'``.
+#
+# Example::
+#
+#     schema = child_state_schema([write_file], parent_schemas=[MyState])
+#     create_agent(model, [write_file], state_schema=schema)
+# ----------------------------------------------------------------------------
+
+
+
+def tool_state_schema(tool: Any) -> type | None:
+    """The state type a tool's ``ToolRuntime`` parameter declares, if any."""
+    from langchain.tools import ToolRuntime
+
+    for func in (getattr(tool, "func", None), getattr(tool, "coroutine", None), tool):
+        if not callable(func) or isinstance(func, type):
+            continue
+        try:
+            hints = get_type_hints(inspect.unwrap(func), include_extras=True)
+        except Exception:  # noqa: BLE001 - an unresolvable hint declares nothing
+            continue
+        for hint in hints.values():
+            origin = get_origin(hint)
+            if isinstance(origin, type) and issubclass(origin, ToolRuntime):
+                args = get_args(hint)
+                if len(args) > 1 and _is_schema(args[1]):
+                    return args[1]
+    return None
+
+
+def child_state_schema(
+    tools: Iterable[Any], *, parent_schemas: Sequence[Any] = (), excluded: frozenset[str] = frozenset()
+) -> type | None:
+    """A ``TypedDict`` for the child's graph, or ``None`` when it needs no extra keys."""
+    schemas = [s for s in parent_schemas if _is_schema(s)]
+    schemas += [s for s in (tool_state_schema(t) for t in tools) if s is not None]
+    if not schemas:
+        return None
+    base = _hints(AgentState)
+    blocked = CORE_EXCLUDED_KEYS | excluded | private_state_keys(types.SimpleNamespace(state_schema=s) for s in schemas)
+    extra: dict[str, Any] = {}
+    for schema in schemas:
+        for key, hint in _hints(schema).items():
+            if key not in base and key not in blocked:
+                extra.setdefault(key, hint)
+    if not extra:
+        return None
+    return TypedDict("SubagentState", {**base, **extra})  # type: ignore[operator]
+
+
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, type) and bool(getattr(value, "__annotations__", None))
+
+
+def _hints(schema: type) -> dict[str, Any]:
+    try:
+        return get_type_hints(schema, include_extras=True)
+    except Exception:  # noqa: BLE001 - an unresolvable schema adds nothing
+        return {}
+
+
+def parent_state_schemas(state_schema: Any, middleware: Iterable[Any]) -> tuple[Any, ...]:
+    """The parent's state schemas: its own ``state_schema`` and each middleware's."""
+    found = [state_schema] + [getattr(mw, "state_schema", None) for mw in middleware]
+    return tuple(s for s in found if _is_schema(s))
+
+
+_MISSING = object()
+
+PARALLEL_PLAIN_KEY = (
+    "no reducer, and the task call had parallel task siblings: only a lone task call "
+    "writes back keys without a reducer"
+)
+
+
+def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The parent's state channels for the running task, or ``None`` when they cannot be seen.
+
+    LangGraph hands each task a reader bound to the graph's channels; they
+    tell which keys exist and which have reducers. Read-only use.
+    """
+    from langgraph.constants import CONF
+
+    try:
+        from langgraph._internal._constants import CONFIG_KEY_READ
+
+        read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
+        args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
+        channels = args[1]
+    except Exception:  # noqa: BLE001 - unknown LangGraph internals: fall back to the safe rule
+        return None
+    return channels if isinstance(channels, Mapping) else None
+
+
+def write_back(
+    changes: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    channels: Mapping[str, Any] | None,
+    *,
+    parallel: bool,
+    earlier: Mapping[str, list[Any]] | None = None,
+    checkpointed: bool = False,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(update, skipped)``: what to write into the parent, and what not, with why.
+
+    With ``channels=None`` every key is treated as plain (no reducer).
+    ``earlier`` holds what parallel siblings already wrote to each key in
+    this step: a write is tried on top of theirs, so no combination of
+    siblings can make the parent's reducer fail. With ``checkpointed`` a
+    value must also survive the checkpointer's serializer.
+    """
+    update: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for key, value in changes.items():
+        try:
+            reason = _one(key, value, inputs, channels, parallel, update, (earlier or {}).get(key, []),
+                          checkpointed)
+        except BaseException as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
+            if is_real_cancellation(exc):
+                raise
+            reason = f"could not be compared or copied ({_name(exc)})"
+        if reason is not None:
+            skipped[safe_text(key, 200)] = reason
+    return update, skipped
+
+
+def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str, Any] | None,
+         parallel: bool, update: dict[str, Any], earlier: list[Any], checkpointed: bool) -> str | None:
+    channel = None
+    if channels is not None:
+        channel = channels.get(key)
+        if channel is None:
+            return "the parent's state has no such key"
+    if channel is not None and is_reducer(channel):
+        before = inputs.get(key, _MISSING)
+        delta = contribution(before, value)
+        if delta is _MISSING:
+            return "the child replaced a value that has a reducer; only additions can be written back"
+        removed = _removed(before, value)
+        if removed:
+            update[key] = delta
+            return f"entries removed by the child cannot be written back through a reducer: {removed}"
+    else:
+        if parallel:
+            return PARALLEL_PLAIN_KEY
+        delta = value
+    problem = _unusable(delta, checkpointed)
+    if problem is not None:
+        return problem
+    if channel is not None and not _accepts(channel, [*earlier, delta]):
+        return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
+    update[key] = delta
+    return None
+
+
+def _removed(before: Any, after: Any) -> str:
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        gone = [safe_text(k, 60) for k in before if k not in after]
+        return ", ".join(gone[:10]) + (" ..." if len(gone) > 10 else "")
+    return ""
+
+
+def _unusable(value: Any, checkpointed: bool) -> str | None:
+    """Why the parent could not carry ``value`` (LangGraph deep-copies a tool's update), if it cannot."""
+    try:
+        copy.deepcopy(value)
+    except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
+        if is_real_cancellation(exc):
+            raise
+        return f"the value cannot be copied ({_name(exc)})"
+    if checkpointed:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        try:
+            JsonPlusSerializer().dumps_typed(value)
+        except BaseException as exc:  # noqa: BLE001
+            if is_real_cancellation(exc):
+                raise
+            return f"the parent's checkpointer cannot store the value ({_name(exc)})"
+    return None
+
+
+def _name(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except BaseException:  # noqa: BLE001
+        return "an error"
+
+
+def is_reducer(channel: Any) -> bool:
+    from langgraph.channels import BinaryOperatorAggregate, Topic
+
+    return isinstance(channel, (BinaryOperatorAggregate, Topic))
+
+
+def contribution(before: Any, after: Any) -> Any:
+    """What the child added to a reducer value, or ``_MISSING`` when it is not an addition."""
+    if before is _MISSING or before is None:
+        return after
+    if isinstance(before, list) and isinstance(after, list):
+        head = after[: len(before)]
+        if len(head) == len(before) and all(a is b or a == b for a, b in zip(head, before, strict=True)):
+            return after[len(before):]
+        return _MISSING
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return {k: v for k, v in after.items() if k not in before or not _same(before[k], v)}
+    if isinstance(before, (set, frozenset)) and isinstance(after, (set, frozenset)):
+        return type(after)(after - before) if before <= after else _MISSING
+    return _MISSING
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or bool((a == b) is True)
+
+
+def _accepts(channel: Any, values: list[Any]) -> bool:
+    try:
+        trial = channel.copy()
+        if hasattr(trial, "value"):
+            # A reducer that mutates in place must not touch the parent's real value.
+            trial.value = copy.copy(trial.value)
+        trial.update(values)
+    except BaseException as exc:  # noqa: BLE001 - the reducer or type check refused it, with any type
+        if is_real_cancellation(exc):
+            raise
+        return False
+    return True

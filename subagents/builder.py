@@ -1,0 +1,742 @@
+"""Turning a :class:`SubagentSpec` into a compiled child graph.
+
+The child is built with :func:`langchain.agents.create_agent` under the
+spec's name, so it runs as a named subgraph of the parent. Fields map onto
+LangChain's own middleware: ``HumanInTheLoopMiddleware`` for
+``permission_mode`` and ``interrupt_on``, ``SummarizationMiddleware`` for
+``condenser``; a middleware of one of these classes in the spec's own
+``middleware`` wins over the one the field would add (``create_agent``
+refuses two). ``max_turns`` is enforced by the runner's meter at each model
+call rather than by ``ModelCallLimitMiddleware``: the same limit, without
+two extra graph steps per turn on the delegation hot path (a caller's own
+``ModelCallLimitMiddleware`` in ``middleware`` still works).
+
+The system prompt is the spec's own (never the parent's), followed by an
+``<available_skills>`` block for exactly the skills the spec names.
+
+Example::
+
+    graph = build_subagent(spec, parent_model=model, parent_tools=[search, write_file],
+                           options=BuildOptions(risky_tools={"write_file"}))
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import logging
+import re
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    HumanInTheLoopMiddleware,
+    ModelFallbackMiddleware,
+    ModelRequest,
+    ModelResponse,
+    ModelRetryMiddleware,
+    SummarizationMiddleware,
+)
+from langchain.agents.structured_output import (
+    MultipleStructuredOutputsError,
+    ProviderStrategy,
+    StructuredOutputValidationError,
+    ToolStrategy,
+)
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langgraph.runtime import Runtime
+from pydantic import RootModel, ValidationError, model_validator
+
+from subagents.boundary import (
+    FORBIDDEN_TOOL_NAMES,
+    child_state_schema,
+    guard_for,
+    is_delegating_middleware,
+    is_forbidden_tool,
+    strip_agents_block,
+    tool_name,
+)
+from subagents.definitions.condenser import condenser_middleware
+from subagents.definitions.hooks import HookMiddleware
+from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset, is_mcp_name, normalize_mcp_config, select_mcp_tools
+from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model, resolve_model
+from subagents.definitions.permissions import (
+    PermissionMode,
+    approval_rules,
+    effective_permission_mode,
+    normalize_permission_mode,
+)
+from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
+from subagents.errors import SpecError
+from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
+
+# ----------------------------------------------------------------------------
+# What the caller decides for every child it builds, beyond each spec.
+#
+# Specs say what one subagent wants; :class:`BuildOptions` says what the
+# caller offers them all: the model profiles names resolve through, the
+# skills they may choose from, which tools are risky, and the parent's own
+# permission policy (inherited by a spec that sets none).
+#
+# Example::
+#
+#     options = BuildOptions(
+#         model_profiles={"sonnet": "anthropic:claude-sonnet-4-5"},
+#         risky_tools={"write_file", "shell"},
+#         permission_mode="confirm_risky",
+#         skills=load_skill_dirs(["skills"]),
+#     )
+#     check_spec(spec, options)   # raises SpecError if its model or skills cannot resolve
+# ----------------------------------------------------------------------------
+
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """Caller-wide settings for building children (all optional).
+
+    Attributes:
+        model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
+        unknown_model: ``"error"`` (default) or ``"inherit"`` for a model
+            name that is no profile, ``inherit`` or ``provider:model``.
+        risky_tools: names of the tools ``confirm_risky`` pauses on.
+        permission_mode: the parent's policy, for specs that set none.
+        skills: the skills a spec's ``skills`` may name.
+        mcp_servers: MCP servers (name -> config, see :mod:`subagents.definitions.mcp`)
+            that a spec's ``mcp_config`` may name without defining, as
+            Claude Code's list form does (``mcpServers: [github]``).
+        interrupt_on: the parent's per-tool approval rules (deepagents'
+            ``interrupt_on``), for specs that set none.
+        excluded_keys: keys the delegating middleware keeps to the parent
+            (ledgers, todos, ...); never in a child's state schema.
+        state_schemas: the parent's state schemas; a declarative child gets
+            their keys, minus the excluded and private ones.
+    """
+
+    model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
+    unknown_model: UnknownModelPolicy = "error"
+    risky_tools: frozenset[str] = frozenset()
+    permission_mode: PermissionMode | None = None
+    skills: SkillCatalog = dataclasses.field(default_factory=SkillCatalog)
+    mcp_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    interrupt_on: Mapping[str, Any] | None = None
+    state_schemas: tuple[Any, ...] = ()
+    excluded_keys: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        try:
+            servers = normalize_mcp_config(dict(self.mcp_servers)) or {}
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"mcp_servers: {exc}") from None
+        undefined = [name for name, config in servers.items() if not config]
+        if undefined:
+            raise SpecError(f"mcp_servers: server '{undefined[0]}' has no config; expected 'command' or 'url'")
+        object.__setattr__(self, "mcp_servers", servers)
+        object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
+        if self.unknown_model not in ("error", "inherit"):
+            raise SpecError(
+                f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}"
+            )
+        risky: Any = self.risky_tools
+        if isinstance(risky, str) or not isinstance(risky, Iterable):
+            raise SpecError(f"risky_tools: expected a set of tool names, got {risky!r}")
+        object.__setattr__(self, "risky_tools", frozenset(risky))
+        try:
+            mode = normalize_permission_mode(self.permission_mode)
+        except ValueError as exc:
+            raise SpecError(f"permission_mode: {exc}") from None
+        object.__setattr__(self, "permission_mode", mode)
+        if self.interrupt_on is not None and not isinstance(self.interrupt_on, Mapping):
+            raise SpecError(f"interrupt_on: expected a mapping of tool name to rule, got {self.interrupt_on!r}")
+        object.__setattr__(self, "state_schemas", tuple(s for s in self.state_schemas if s is not None))
+        if not isinstance(self.skills, SkillCatalog):
+            object.__setattr__(self, "skills", SkillCatalog(self.skills))
+
+
+def check_spec(spec: AnySpec, options: BuildOptions) -> None:
+    """Fail now, not at first delegation, if ``spec``'s model or skills cannot resolve.
+
+    Nothing is built: a profile is looked up, not instantiated.
+    """
+    if isinstance(spec, CompiledSubagent):
+        return
+    lookup_model(
+        spec.model,
+        agent=spec.name,
+        profiles=options.model_profiles,
+        unknown_model=options.unknown_model,
+    )
+    skills_for(spec.skills, options.skills, agent=spec.name)
+    condenser_model = spec.condenser.get("model") if spec.condenser else None
+    if condenser_model is not None:
+        lookup_model(
+            condenser_model,
+            agent=spec.name,
+            profiles=options.model_profiles,
+            unknown_model=options.unknown_model,
+        )
+
+
+# ----------------------------------------------------------------------------
+# Model-level middleware a child takes from its parent, and the child's own retries.
+#
+# A child that inherits the parent's model also inherits how the parent calls
+# it: LangChain's ``ModelFallbackMiddleware`` and ``ModelRetryMiddleware`` on
+# the parent apply to the child's model calls too, whatever their order next
+# to ``SubAgentMiddleware`` (a middleware class can opt in with a true
+# ``inherited_by_subagents`` attribute). A child with a model of its own
+# keeps only its own middleware.
+#
+# ``retries`` on a spec adds a ``ModelRetryMiddleware`` that retries transient
+# provider errors only (rate limits, 5xx, timeouts, lost connections; see
+# :func:`is_transient`), with exponential backoff. When the retries are spent
+# the child fails, and the parent's model sees one error result.
+#
+# Example::
+#
+#     extra = middleware_for_model(spec, inherits_model=True, own=[], inherited=[fallback])
+# ----------------------------------------------------------------------------
+
+
+
+MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware)
+"""LangChain middleware that changes how the model is called, not what the agent does."""
+
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+_TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "ServiceUnavailable",
+                    "InternalServerError", "APIConnectionError", "ConnectError")
+
+RETRY_INITIAL_DELAY_S = 1.0
+"""The first backoff delay of a spec's ``retries`` (doubled each retry, at most 30 s)."""
+
+
+def is_model_level(middleware: Any) -> bool:
+    """Whether a parent's middleware applies to the model calls of inheriting children."""
+    return isinstance(middleware, MODEL_LEVEL_MIDDLEWARE) or bool(
+        getattr(middleware, "inherited_by_subagents", False)
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a model error is worth retrying: rate limit, server error, timeout, connection.
+
+    Decided by LangChain's ``ModelError.is_retryable`` when the provider
+    raises one, else by the HTTP status the error carries, else by its type.
+    """
+    from langchain_core.exceptions import ModelError
+
+    if isinstance(exc, ModelError):
+        return bool(exc.is_retryable)
+    status = _status_code(exc)
+    if status is not None:
+        return status in _TRANSIENT_STATUS or 500 <= status < 600
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
+
+
+def retry_middleware(retries: int, *, initial_delay: float = RETRY_INITIAL_DELAY_S) -> Any:
+    """LangChain's ``ModelRetryMiddleware`` for a spec's ``retries``: transient errors, then fail."""
+    return ModelRetryMiddleware(
+        max_retries=retries,
+        retry_on=is_transient,
+        on_failure="error",
+        initial_delay=initial_delay,
+        max_delay=30.0,
+    )
+
+
+def middleware_for_model(
+    spec: Any,
+    *,
+    inherits_model: bool,
+    own: Sequence[Any],
+    inherited: Sequence[Any] | Callable[[], Sequence[Any]],
+) -> list[Any]:
+    """Middleware to put before the child's own: retries, then the parent's model-level ones.
+
+    ``inherited`` may be a callable, called only when the child inherits the model.
+
+    A middleware whose name the child already has is skipped: the child's own wins
+    (``create_agent`` refuses two of one name).
+    """
+    taken = {getattr(mw, "name", None) for mw in own}
+    chosen: list[Any] = []
+    retries = getattr(spec, "retries", 0) or 0
+    if retries and ModelRetryMiddleware.__name__ not in taken:
+        taken.add(ModelRetryMiddleware.__name__)
+        chosen.append(retry_middleware(retries))
+    if inherits_model:
+        for mw in inherited() if callable(inherited) else inherited:
+            if is_model_level(mw) and getattr(mw, "name", None) not in taken:
+                taken.add(mw.name)
+                chosen.append(mw)
+    return chosen
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for holder in (exc, getattr(exc, "response", None)):
+        code = getattr(holder, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+# ----------------------------------------------------------------------------
+# A typed result for one call: a per-call output schema for a built subagent.
+#
+# Two ways in, one implementation:
+#
+# * the ``task`` tool's optional ``output_schema`` argument (a JSON Schema
+#   object, offered when the middleware has ``structured_results=True``);
+# * the per-invocation config key deepagents uses,
+#   :data:`SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY`, whose value is anything
+#   ``create_agent``'s ``response_format`` accepts (a JSON Schema dict, a
+#   pydantic model, a dataclass, a ``TypedDict``, a ``ToolStrategy`` ...) and
+#   applies to every ``task`` call of that run.
+#
+# The argument wins over the config key; either wins over the spec's own
+# ``response_format`` for that call only (a spec keeps its own otherwise).
+# The child answers through LangChain's structured output (``ToolStrategy``:
+# the schema is offered as a tool named after its ``title``); a JSON Schema is
+# validated with ``jsonschema``. An invalid answer is sent back for
+# :data:`OUTPUT_SCHEMA_RETRIES` more attempts, then the task fails with
+# :class:`OutputSchemaViolation`, naming the schema and the violation. A
+# compiled subagent's graph is fixed, so a per-call schema for one is refused.
+#
+# The graph for each (subagent, schema) pair is built once and cached, keyed
+# by a hash of the schema, in a bounded cache per registry.
+#
+# Example::
+#
+#     agent.invoke(
+#         {"messages": [{"role": "user", "content": "Judge the plan"}]},
+#         {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: Verdict}},
+#     )
+# ----------------------------------------------------------------------------
+
+
+
+SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
+"""``configurable`` key for a per-invocation response format (deepagents' spelling)."""
+
+OUTPUT_SCHEMA_RETRIES = 2
+"""Invalid structured answers sent back to the child before its task fails."""
+
+MAX_SCHEMA_CHARS = 20_000
+"""The largest ``output_schema`` accepted, as JSON."""
+
+_MAX_VIOLATION_CHARS = 300
+_RETRY_PREFIX = "Your answer does not match the required output schema: "
+_RETRY_SUFFIX = "\nCall the output tool again with arguments that match the schema."
+_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class OutputSchemaError(SpecError):
+    """A per-call output schema or response format cannot be used; the message says why."""
+
+
+class OutputSchemaViolation(Exception):
+    """The child did not answer in the requested shape after its retries."""
+
+    def __init__(self, schema_name: str, attempts: int, violation: str) -> None:
+        self.schema_name = schema_name
+        self.attempts = attempts
+        self.violation = violation
+        super().__init__(
+            f"its answer did not match output schema {schema_name!r} after {attempts} "
+            f"attempt{'s' if attempts != 1 else ''}: {violation}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CallFormat:
+    """A per-call response format, ready to build a child with.
+
+    Attributes:
+        response_format: what the child is built with.
+        key: a hashable cache key (a schema hash, or the object's identity).
+        label: the schema's name, for records and errors.
+        middleware: what the child gets besides (the retry limit), if anything.
+    """
+
+    response_format: Any
+    key: tuple[str, Any]
+    label: str
+    middleware: tuple[Any, ...] = ()
+
+
+def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
+    """The format one call asks for: its ``output_schema``, else the config key, else ``None``."""
+    if output_schema is not None:
+        return output_schema
+    configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
+    if not isinstance(configurable, Mapping):
+        return None
+    return configurable.get(SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY)
+
+
+def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> CallFormat:
+    """Turn a requested format into a :class:`CallFormat`, or raise :class:`OutputSchemaError`."""
+    if isinstance(requested, Mapping):
+        return _json_schema_format(dict(requested), retries)
+    if isinstance(requested, (ToolStrategy, ProviderStrategy)):
+        # The caller chose its own strategy and error handling: used as given.
+        label = getattr(getattr(requested, "schema", None), "__name__", type(requested).__name__)
+        return CallFormat(requested, ("object", id(requested)), str(label))
+    if isinstance(requested, type):
+        name = requested.__name__
+        limit = OutputRetryLimit(frozenset({name}), retries, name)
+        try:
+            strategy: ToolStrategy[Any] = ToolStrategy(requested, handle_errors=_retry_message)
+        except Exception as exc:  # noqa: BLE001 - an unsupported type is the caller's input error
+            raise OutputSchemaError(f"response format {name!r}: {exc}") from None
+        return CallFormat(strategy, ("type", requested), name, (limit,))
+    raise OutputSchemaError(
+        "output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict "
+        f"or a ToolStrategy, got {type(requested).__name__}"
+    )
+
+
+def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
+    import jsonschema
+
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise OutputSchemaError(f"output_schema: not JSON ({exc})") from None
+    if len(text) > MAX_SCHEMA_CHARS:
+        raise OutputSchemaError(
+            f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} are accepted"
+        )
+    if schema.get("type", "object") != "object":  # tool arguments are always an object
+        raise OutputSchemaError(
+            'output_schema: must describe a JSON object (top-level "type": "object"), '
+            f"got type {_clip(repr(schema.get('type')))}"
+        )
+    remote = _non_local_ref(schema)
+    if remote is not None:
+        raise OutputSchemaError(
+            f"output_schema: only local $ref values (starting '#') are supported, got {_clip(repr(remote))}"
+        )
+    validator_class = jsonschema.validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(top level)"
+        raise OutputSchemaError(
+            f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}"
+        ) from None
+    name = _TOOL_NAME.sub("_", str(schema.get("title") or "")).strip("_")[:64] or "structured_output"
+    if name in FORBIDDEN_TOOL_NAMES:
+        name = f"{name}_output"  # a child never holds a tool by that name
+    model = _schema_model(name, copy.deepcopy(schema), validator_class(schema))
+    strategy = ToolStrategy(model, handle_errors=_retry_message)
+    key = ("json", hashlib.sha256(text.encode()).hexdigest())
+    return CallFormat(strategy, key, name, (OutputRetryLimit(frozenset({name}), retries, name),))
+
+
+def _non_local_ref(node: Any) -> Any:
+    """The first ``$ref`` that does not point inside the schema itself (nothing is ever fetched)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if ref is not None and not (isinstance(ref, str) and ref.startswith("#")):
+                return ref
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return None
+
+
+def _schema_model(name: str, schema: dict[str, Any], validator: Any) -> type[RootModel[Any]]:
+    """A pydantic type that shows ``schema`` to the model and validates with ``jsonschema``."""
+
+    class Output(RootModel[dict[str, Any]]):
+        @model_validator(mode="before")
+        @classmethod
+        def _matches_schema(cls, value: Any) -> Any:
+            violation = first_violation(validator, value)
+            if violation is not None:
+                raise ValueError(violation)
+            return value
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return copy.deepcopy(schema)
+
+    Output.__name__ = Output.__qualname__ = name
+    Output.__doc__ = str(schema.get("description") or f"Return your final answer as {name}.")
+    return Output
+
+
+def first_violation(validator: Any, value: Any) -> str | None:
+    """The most relevant way ``value`` breaks the schema (path and reason), or ``None``."""
+    import jsonschema
+
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:
+        return "output_schema cannot be checked: its $ref references loop without end"
+    if error is None:
+        return None
+    return _clip(f"{error.json_path}: {error.message}")
+
+
+def _retry_message(exc: Exception) -> str:
+    return f"{_RETRY_PREFIX}{describe_violation(exc)}{_RETRY_SUFFIX}"
+
+
+def describe_violation(exc: BaseException) -> str:
+    """A short reason a structured answer was refused, from LangChain's exception."""
+    if isinstance(exc, MultipleStructuredOutputsError):
+        return "called the output tool more than once in one reply; call it exactly once"
+    source: BaseException | None = getattr(exc, "source", None) if isinstance(
+        exc, StructuredOutputValidationError
+    ) else exc
+    seen = 0
+    while source is not None and seen < 8:
+        if isinstance(source, ValidationError):
+            return _clip("; ".join(_pydantic_reason(e) for e in source.errors()[:3]))
+        source = source.__cause__
+        seen += 1
+    return _clip(str(exc))
+
+
+def _pydantic_reason(error: Mapping[str, Any]) -> str:
+    inner = (error.get("ctx") or {}).get("error")
+    if isinstance(inner, ValueError) and error.get("type") == "value_error":
+        return str(inner)
+    where = ".".join(str(p) for p in error.get("loc", ())) or "(top level)"
+    return f"{where}: {error.get('msg', 'invalid')}"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_VIOLATION_CHARS else text[: _MAX_VIOLATION_CHARS - 3] + "..."
+
+
+class OutputRetryLimit(AgentMiddleware):
+    """Fails the child once it has answered in the wrong shape ``retries + 1`` times.
+
+    Counts LangChain's retry messages for the output tool since the task
+    began; when one more invalid answer would be retried past the limit,
+    raises :class:`OutputSchemaViolation` instead. A child that ends with
+    plain text and no structured answer (a model that ignores the forced
+    tool choice) fails the same way.
+    """
+
+    def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
+        super().__init__()
+        self.tool_names = tool_names
+        self.retries = retries
+        self.label = label
+
+    def _check(self, request: ModelRequest, response: ModelResponse) -> None:
+        if getattr(response, "structured_response", None) is not None:
+            return
+        failed = [m for m in getattr(response, "result", ()) or () if self._is_retry(m)]
+        if not failed:
+            return
+        attempts = self._earlier_failures(request.messages) + 1
+        if attempts > self.retries:
+            text = str(failed[-1].content)
+            violation = text.removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
+            raise OutputSchemaViolation(self.label, attempts, violation)
+
+    def _is_retry(self, message: BaseMessage) -> bool:
+        return isinstance(message, ToolMessage) and message.name in self.tool_names
+
+    def _earlier_failures(self, messages: Sequence[BaseMessage]) -> int:
+        start = 0
+        for index, message in enumerate(messages):
+            if isinstance(message, HumanMessage):
+                start = index
+        return sum(self._is_retry(m) for m in messages[start:])
+
+    def after_agent(self, state: AgentState, runtime: Runtime) -> None:
+        if state.get("structured_response") is not None:
+            return None
+        attempts = self._earlier_failures(state.get("messages") or ()) + 1
+        raise OutputSchemaViolation(
+            self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
+        )
+
+    async def aafter_agent(self, state: AgentState, runtime: Runtime) -> None:
+        return self.after_agent(state, runtime)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        response = handler(request)
+        self._check(request, response)
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        response = await handler(request)
+        self._check(request, response)
+        return response
+
+
+log = logging.getLogger(__name__)
+
+UnknownToolPolicy = Literal["error", "warn", "ignore"]
+
+
+def resolve_tools(
+    spec: SubagentSpec,
+    parent_tools: Sequence[Any],
+    *,
+    unknown_tools: UnknownToolPolicy = "warn",
+) -> list[Any]:
+    """The child's tools: allow list (or the parent's), minus denied and forbidden ones.
+
+    A name the parent does not have never widens the child's tools: it is an
+    error, a warning or ignored, as ``unknown_tools`` says. An allow list
+    that resolves to nothing gives a child with no tools.
+    """
+    by_name = {tool_name(t): t for t in parent_tools}
+    if spec.tools is None:
+        chosen = list(parent_tools)
+    else:
+        chosen = []
+        for item in spec.tools:
+            if not isinstance(item, str):
+                chosen.append(item)
+            elif item in by_name:
+                chosen.append(by_name[item])
+            elif not is_forbidden_tool({"name": item}) and not is_mcp_name(item):
+                _report_unknown_tool(spec.name, item, sorted(by_name), unknown_tools)
+    denied = set(spec.disallowed_tools)
+    return [t for t in chosen if tool_name(t) not in denied and not is_forbidden_tool(t)]
+
+
+def _report_unknown_tool(
+    agent: str, name: str, available: list[str], policy: UnknownToolPolicy
+) -> None:
+    message = (
+        f"subagent {agent!r}: field 'tools' names {name!r}, which the parent does not have "
+        f"(available: {', '.join(available) or 'none'})"
+    )
+    if policy == "error":
+        raise SpecError(message)
+    if policy == "warn":
+        warnings.warn(message, stacklevel=4)
+
+
+def build_subagent(
+    spec: SubagentSpec,
+    *,
+    parent_model: Any,
+    parent_tools: Sequence[Any],
+    unknown_tools: UnknownToolPolicy = "warn",
+    options: BuildOptions | None = None,
+    inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = (),
+) -> Any:
+    """Compile one spec into a child graph (called once per spec, on first use).
+
+    ``inherited_middleware`` is the parent's model-level middleware (model
+    fallback, model retry): a child that inherits the parent's model gets it too.
+    """
+    options = options or BuildOptions()
+
+    def model_for(name: Any) -> Any:
+        return resolve_model(
+            name,
+            parent_model,
+            agent=spec.name,
+            profiles=options.model_profiles,
+            unknown_model=options.unknown_model,
+        )
+
+    model = model_for(spec.model)
+    tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
+    mcp = _mcp_toolset(spec, options)
+    if mcp is not None:
+        tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
+
+    middleware = _child_middleware(spec, options, tools, model, model_for)
+    middleware = [*middleware_for_model(spec, inherits_model=model is parent_model,
+                                        own=middleware, inherited=inherited_middleware), *middleware]
+    # A structured response keeps the tools node too: without one, LangChain loops a
+    # plain-text answer back to the model instead of ending the child.
+    has_tools = (bool(tools) or spec.response_format is not None
+                 or any(getattr(mw, "tools", None) for mw in middleware))
+    if (guard := guard_for(middleware, has_tools=has_tools)) is not None:
+        middleware.append(guard)
+    graph = create_agent(
+        model,
+        tools,
+        system_prompt=child_system_prompt(spec, options) or None,
+        middleware=middleware,
+        response_format=spec.response_format,
+        state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
+                                        excluded=options.excluded_keys),
+        name=spec.name,
+    )
+    # The MCP sessions of a task close when its run ends, whichever way it ends.
+    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+
+
+def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
+                      model_for: Callable[[Any], Any]) -> list[Any]:
+    """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
+    middleware: list[Any] = []
+    for mw in spec.middleware:
+        if is_delegating_middleware(mw):
+            log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
+            continue
+        middleware.append(mw)
+
+    def missing(cls: type) -> bool:
+        return not any(isinstance(mw, cls) for mw in middleware)
+
+    rules = approval_rules(
+        effective_permission_mode(spec.permission_mode, options.permission_mode),
+        [tool_name(t) for t in tools],
+        risky_tools=options.risky_tools,
+        # deepagents' rule: a spec's own interrupt_on replaces the parent's.
+        interrupt_on=spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on,
+    )
+    if rules and missing(HumanInTheLoopMiddleware):
+        middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
+    if missing(SummarizationMiddleware):
+        try:
+            condenser = condenser_middleware(spec.condenser, model, resolve_summarizer=model_for)
+        except ValueError as exc:  # e.g. a fraction trigger on a model with no known window
+            raise SpecError(f"subagent {spec.name!r}: field 'condenser': {exc}") from exc
+        if condenser is not None:
+            middleware.append(condenser)
+    if spec.hooks:
+        middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
+    return middleware
+
+
+def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:
+    """The spec's MCP servers (names resolved through the caller's), their tools listed once."""
+    if not spec.mcp_config:
+        return None
+    servers = {
+        name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()
+    }
+    timeout = min(spec.timeout_s or LIST_TIMEOUT_S, LIST_TIMEOUT_S)
+    try:
+        return McpToolset.connect(spec.name, servers, timeout=timeout)
+    except ValueError as exc:
+        raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
+
+
+def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
+    """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
+    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name))
+    prompt = strip_agents_block(spec.system_prompt)
+    return "\n\n".join(part for part in (prompt, skills) if part)

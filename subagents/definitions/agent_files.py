@@ -1,0 +1,301 @@
+"""Finding agent files in directory levels.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from subagents.definitions.files import (
+    AGENT_DIRS,
+    DirLevels,
+    Discovery,
+    MissingDirPolicy,
+    PathLike,
+    as_levels,
+    default_levels,
+    read_frontmatter,
+    scan_levels,
+)
+from subagents.errors import AgentFileError, DefinitionFileWarning, brief
+from subagents.spec import NAME_PATTERN, SubagentSpec
+
+# ----------------------------------------------------------------------------
+# One subagent per markdown file: YAML frontmatter for the fields, the body for the prompt.
+#
+# The format is Claude Code's, with the my-pi-agent/OpenHands fields too;
+# where ecosystems spell a field differently, every spelling is accepted
+# (giving two spellings of one field is an error)::
+#
+#     ---
+#     name: code-reviewer            # default: the file stem
+#     description: Reviews a diff for bugs and style. Use after edits.
+#     tools: Read, Grep, Glob        # or a YAML list; omit to inherit all
+#     disallowedTools: [Bash]
+#     model: sonnet                  # inherit | provider:model | a profile name
+#     maxTurns: 12                   # or max_turns / max_iteration_per_run
+#     permissionMode: default        # Claude's values map onto ours
+#     skills: [git-diff]
+#     ---
+#     You are a meticulous reviewer...
+#
+# Unknown fields are kept in the spec's ``metadata`` with a
+# :class:`~subagents.errors.DefinitionFileWarning`; they are never an error.
+#
+# Example::
+#
+#     spec = load_agent_file(".agents/agents/code-reviewer.md")
+#     spec.name, spec.tools, spec.model   # ('code-reviewer', ('Read', 'Grep', 'Glob'), 'sonnet')
+# ----------------------------------------------------------------------------
+
+
+
+FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "description": ("description",),
+    "tools": ("tools",),
+    "disallowed_tools": ("disallowed_tools", "disallowedTools"),
+    "model": ("model",),
+    "skills": ("skills",),
+    "color": ("color",),
+    "max_turns": ("max_turns", "maxTurns", "max_iteration_per_run"),
+    "max_budget_per_run": ("max_budget_per_run", "maxBudgetPerRun"),
+    "max_tokens": ("max_tokens", "maxTokens"),
+    "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
+    "timeout_s": ("timeout_s", "timeoutS"),
+    "recursion_limit": ("recursion_limit", "recursionLimit"),
+    "permission_mode": ("permission_mode", "permissionMode"),
+    "mcp_config": ("mcp_config", "mcpConfig", "mcp_servers", "mcpServers"),
+    "condenser": ("condenser",),
+    "hooks": ("hooks",),
+    "interrupt_on": ("interrupt_on", "interruptOn"),
+    "metadata": ("metadata",),
+    "context": ("context",),
+}
+"""Each spec field an agent file may set, and every spelling accepted for it."""
+
+DEPRECATED_SPELLINGS: Mapping[str, str] = {"mcp_servers": "mcp_config", "mcpServers": "mcp_config"}
+
+_LIST_FIELDS = ("tools", "disallowed_tools", "skills")
+# Commas inside parentheses belong to one entry: ``Bash(git add, git commit)``.
+_LIST_SPLIT = re.compile(r",(?![^()]*\))")
+
+_EXPECTED: Mapping[str, str] = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "dict_type": "a mapping",
+    "mapping_type": "a mapping",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "greater_than": "a number greater than {gt}",
+    "literal_error": "one of {expected}",
+}
+_FIELD_EXPECTED: Mapping[str, str] = {
+    "max_turns": "a positive integer (model calls)",
+    "recursion_limit": "a positive integer (graph steps)",
+    "timeout_s": "a positive number of seconds",
+    "max_budget_per_run": "a positive number (US dollars)",
+    "max_tokens": "a positive integer (tokens)",
+    "short_answer_threshold": "a non-negative integer (characters; 0: off)",
+}
+_NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
+
+
+def load_agent_file(path: str | os.PathLike[str]) -> SubagentSpec:
+    """Load one agent file; problems raise :class:`AgentFileError`, oddities warn."""
+    spec, notes = parse_agent_file(path)
+    for note in notes:
+        warnings.warn(DefinitionFileWarning(note), stacklevel=2)
+    return spec
+
+
+def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[str]]:
+    """``(spec, warnings)`` for one agent file, without emitting the warnings."""
+    path = Path(path)
+    notes: list[str] = []
+    fields, body = read_frontmatter(path, AgentFileError, notes)
+    values, written = _canonical_fields(fields, path, notes)
+    _prepare(values, written, path, body)
+    try:
+        spec = SubagentSpec.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else None
+        raise AgentFileError(
+            path, _explain(err), field=written.get(field or "", field)
+        ) from None
+    if spec.mcp_config and spec.tools is not None and not any(
+        isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
+    ):
+        notes.append(
+            f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+            "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them"
+        )
+    return spec, notes
+
+
+def _canonical_fields(
+    fields: Mapping[str, Any], path: Path, notes: list[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Canonical field -> value, and canonical field -> the spelling the file used."""
+    by_spelling = {s: f for f, spellings in FIELD_SPELLINGS.items() for s in spellings}
+    values: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    unknown: dict[str, Any] = {}
+    for key, value in fields.items():
+        field = by_spelling.get(key)
+        if field is None:
+            unknown[key] = value
+            notes.append(f"{path}: unknown field '{key}' kept in metadata, not used")
+            continue
+        if field in written:
+            raise AgentFileError(
+                path, f"given twice, also as '{written[field]}'; expected one spelling", field=key
+            )
+        if key in DEPRECATED_SPELLINGS:
+            notes.append(
+                f"{path}: field '{key}' is a deprecated alias; use '{DEPRECATED_SPELLINGS[key]}'"
+            )
+        values[field], written[field] = value, key
+    metadata = values.get("metadata", {})
+    if not isinstance(metadata, Mapping):
+        raise AgentFileError(path, f"expected a mapping, got {brief(metadata)}", field="metadata")
+    values["metadata"] = {**metadata, **unknown}
+    return values, written
+
+
+def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: str) -> None:
+    """Checks and conversions an agent file needs beyond the spec's own validation."""
+    values["source"] = str(path)
+    if "name" not in values:
+        values["name"] = path.stem
+        written["name"] = "name"
+        if not NAME_PATTERN.fullmatch(path.stem):
+            raise AgentFileError(
+                path,
+                f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
+                "letters, digits, '-', '_' and single inner dots",
+                field="name",
+            )
+    description = values.get("description")
+    if description is None:
+        raise AgentFileError(
+            path,
+            "required; expected a non-empty string that tells the parent when to use this agent",
+            field=written.get("description", "description"),
+        )
+    for field in _LIST_FIELDS:
+        if field in values:
+            values[field] = _names(values[field], field, written[field], path)
+    model = values.get("model")
+    if model is not None and not isinstance(model, str):
+        raise AgentFileError(
+            path,
+            f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
+            field=written["model"],
+        )
+    if "condenser" not in values:
+        values["condenser"] = "default"  # an agent file summarises unless it says otherwise
+    elif values["condenser"] is None:
+        values["condenser"] = False  # ``condenser:`` with no value reads as "none"
+    if not body:
+        raise AgentFileError(
+            path,
+            "has an empty body; expected the agent's system prompt after the closing '---'",
+        )
+    values["system_prompt"] = body
+
+
+def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:
+    if value is None:
+        if field == "tools":
+            # Reading an empty ``tools:`` as "inherit all" would widen the child.
+            raise AgentFileError(
+                path,
+                "is empty; expected a list or comma-separated names (omit the field to "
+                "inherit the parent's tools, or write [] for no tools)",
+                field=key,
+            )
+        return ()
+    if isinstance(value, str):
+        items = [item.strip() for item in _LIST_SPLIT.split(value)]
+        return tuple(item for item in items if item)
+    if isinstance(value, list):
+        for item in value:
+            if not isinstance(item, str) or not item.strip():
+                raise AgentFileError(
+                    path, f"expected every item to be a non-empty name, got {brief(item)}", field=key
+                )
+        return tuple(item.strip() for item in value)
+    raise AgentFileError(
+        path, f"expected a list or a comma-separated string of names, got {brief(value)}", field=key
+    )
+
+
+def _explain(err: Mapping[str, Any]) -> str:
+    """A pydantic error as "expected ..., got ..."."""
+    got = err.get("input")
+    if err["type"] == "value_error":
+        message = str(err["msg"]).removeprefix("Value error, ")
+        return message if "got" in message else f"{message}, got {brief(got)}"
+    field = str(err["loc"][0]) if err["loc"] else ""
+    if err["type"] in _NUMBER_ERRORS and field in _FIELD_EXPECTED:
+        return f"expected {_FIELD_EXPECTED[field]}, got {brief(got)}"
+    template = _EXPECTED.get(err["type"])
+    if template is None:
+        return f"{err['msg']}, got {brief(got)}"
+    expected = template.format(**(err.get("ctx") or {}))
+    where = "".join(f"[{p}]" for p in err["loc"][1:] if not isinstance(p, str))
+    return f"expected {expected}{' for item ' + where if where else ''}, got {brief(got)}"
+
+
+def agent_files_in(directory: Path) -> list[Path]:
+    """Every ``*.md`` file directly in ``directory`` except ``README.md``, sorted."""
+    return sorted(
+        p for p in directory.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"
+    )
+
+
+def discover_agents(
+    dirs: DirLevels | None = None,
+    *,
+    project_dir: PathLike | None = None,
+    home: PathLike | None = None,
+    missing: MissingDirPolicy | None = None,
+) -> Discovery[SubagentSpec]:
+    """Scan agent directories (default: project then user level); never raises for a file.
+
+    Missing directories are skipped for the default levels and an error for
+    directories the caller named, unless ``missing`` says otherwise.
+    """
+    levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
+    return scan_levels(
+        levels,
+        files_in=agent_files_in,
+        parse=parse_agent_file,
+        name_of=lambda spec: spec.name,
+        error=AgentFileError,
+        kind="agent",
+        missing=missing or ("skip" if dirs is None else "error"),
+    )
+
+
+def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:
+    """The winning specs of ``dirs`` (see :func:`as_levels`); any problem raises."""
+    report = discover_agents(dirs)
+    report.raise_for_problems()
+    report.emit_warnings()
+    return report.values
+
+
+def load_agent_dir(path: PathLike) -> list[SubagentSpec]:
+    """Every agent file in one directory; any problem raises, naming the file."""
+    return load_agent_dirs([path])

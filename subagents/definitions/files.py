@@ -1,0 +1,594 @@
+"""Finding definitions in an ordered list of directory levels, with precedence.
+
+A *level* is one directory or a group of directories that rank equally.
+Levels are searched in order and the first level that defines a name wins:
+a later level's definition of that name is *shadowed* (kept in the report,
+not used). Two files defining one name within a level is an error naming
+both files. A file reached twice (through a symlink, say) counts once.
+
+The default levels for agents, under the project directory (default: the
+current directory) and then the user's home::
+
+    1. <project>/.agents/agents/  <project>/.claude/agents/   (project level)
+    2. ~/.agents/agents/          ~/.claude/agents/           (user level)
+
+so a project definition overrides a user one of the same name. In an
+agent directory every ``*.md`` file except ``README.md`` is an agent file;
+subdirectories are not searched.
+
+Example::
+
+    report = discover_agents()                      # the default levels
+    report = discover_agents(["team/agents", "~/agents"])
+    report.raise_for_problems()
+    specs = report.values                           # winners, in discovery order
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+import yaml
+
+from subagents.errors import DefinitionFileError, DefinitionFileWarning, SpecError, brief
+
+# ----------------------------------------------------------------------------
+# Loading untrusted YAML within fixed bounds of time and memory.
+#
+# A definition file is read from anywhere (a cloned repository, a shared
+# folder), so its YAML is treated as hostile:
+#
+# * **Size.** :data:`MAX_FILE_BYTES` per file, checked before reading.
+# * **Nesting.** :data:`MAX_DEPTH` levels of collections, checked as each
+#   collection is opened, before the composer recurses into it, so deep
+#   nesting is an error, never a ``RecursionError``.
+# * **Values and aliases.** An alias is cheap to parse and expensive to use:
+#   nine aliases of nine aliases of ... (a "billion laughs" bomb) load as a
+#   few shared lists that expand to billions of items when validated or
+#   printed. A file's *expanded* size (every alias counted as a full copy of
+#   what it points to) is capped at :data:`MAX_EXPANDED_NODES`, counted while
+#   composing so the refusal costs no more than the cap; an alias inside
+#   its own anchor (a value that never ends) is refused too.
+# * **Tags.** Safe loading only: ``!!python/...`` is refused, never run.
+#
+# Example::
+#
+#     data = load_bounded("tools: [a, b]")     # {'tools': ['a', 'b']}
+#     load_bounded("a: &x [1]\nb: [*x, *x]")   # fine: 5 nodes
+#     load_bounded(BOMB)                        # raises YAMLBoundError
+#     load_bounded("tools: [" + "a," * 30_000 + "]")   # YAMLBoundError after 20,001 values
+# ----------------------------------------------------------------------------
+
+
+
+MAX_FILE_BYTES = 1024 * 1024
+"""Largest definition file read, in bytes."""
+
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists accepted."""
+
+MAX_EXPANDED_NODES = 20_000
+"""Most YAML values a document may hold once every alias is expanded."""
+
+
+class YAMLBoundError(yaml.YAMLError):
+    """The YAML is too deep, or holds too many values; ``line`` is 0-based or ``None``."""
+
+    def __init__(self, message: str, line: int | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.field = field
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys instead of keeping the last."""
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    def __init__(self, key: str, mark: yaml.Mark) -> None:
+        super().__init__(None, None, f"duplicate key '{key[:60]}'", mark)
+        self.key = key[:60]
+
+
+def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):
+            continue
+        if key in seen:
+            raise DuplicateKey(key, key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:  # Python refuses to convert more than sys.get_int_max_str_digits() digits
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(str(node.value))} characters is too long; "
+            "expected a number of usual size (quote it to keep it as text)", node.start_mark,
+        ) from None
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+class ValueBudget:
+    """How many values one file may hold, shared by every YAML document read from it.
+
+    The lenient fallback reads each top-level field as its own document;
+    one budget for all of them keeps :data:`MAX_EXPANDED_NODES` per file.
+    """
+
+    def __init__(self, limit: int = MAX_EXPANDED_NODES) -> None:
+        self.limit = limit
+        self.used = 0
+        """Values so far, each alias counted as a full copy of what it points to."""
+        self.written = 0
+        """Values so far as written, aliases not expanded."""
+
+
+def check_brackets(source: str) -> None:
+    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`.
+
+    Counted on the text, quotes and all, before the scanner runs: PyYAML's
+    scanner slows down with the square of the flow depth, so a line of
+    ``[[[[...`` must be refused first (twice the depth leaves room for
+    brackets inside strings). The exact depth is checked while composing.
+    """
+    depth = 0
+    for match in _BRACKETS.finditer(source):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > 2 * MAX_DEPTH:
+            line = source.count("\n", 0, match.start())
+            raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
+
+
+class BoundedLoader(UniqueKeyLoader):
+    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either.
+
+    Counting as nodes are made (not after the whole document is composed)
+    makes a refusal cost at most the bound, however large the file: PyYAML's
+    composer is pure Python, and a 1 MiB flow list takes many seconds.
+    """
+
+    def __init__(self, source: str, budget: ValueBudget) -> None:
+        super().__init__(source)
+        self.budget = budget
+        self._sizes: dict[int, int] = {}  # id(node) -> expanded size, once the node is complete
+        self._open = 0
+        self._field: tuple[int, str | None] | None = None
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self._open == 1 and isinstance(parent, yaml.MappingNode):  # a top-level key or value
+            scalar = isinstance(index, yaml.ScalarNode)
+            self._field = (index.start_mark.line, str(index.value)[:60]) if scalar else None
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:  # its anchor's collection is still open: it contains itself
+                raise self._error("an alias refers to the collection it is in (a value that "
+                                  "never ends); expected plain values", event)
+            self._charge(size, event, alias=True)
+            return node
+        if isinstance(event, yaml.CollectionStartEvent) and self._open >= MAX_DEPTH:
+            raise self._error(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", event)
+        before = self.budget.used
+        self._charge(1, event, alias=False)
+        self._open += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._open -= 1
+        self._sizes[id(node)] = self.budget.used - before
+        return node
+
+    def _charge(self, values: int, event: yaml.Event, *, alias: bool) -> None:
+        budget = self.budget
+        budget.used += values
+        budget.written += 0 if alias else 1
+        if budget.used <= budget.limit:
+            return
+        if budget.written == budget.used:
+            raise self._error(f"holds more than {budget.limit} values; expected a short definition", event)
+        raise self._error(f"its aliases expand to more than {budget.limit} values (an alias bomb?); "
+                          "expected plain values", event)
+
+    def _error(self, message: str, event: yaml.Event) -> YAMLBoundError:
+        """The error at the top-level field being composed (its key's line), else at ``event``."""
+        if self._field is not None:
+            return YAMLBoundError(message, *self._field)
+        return YAMLBoundError(message, event.start_mark.line if event.start_mark else None)
+
+
+def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
+    """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`.
+
+    ``budget`` is the file's when several documents share one (a fresh one
+    otherwise). Other problems raise PyYAML's own errors (syntax, tags,
+    :class:`DuplicateKey`).
+    """
+    check_brackets(source)
+    loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
+    try:
+        node = loader.get_single_node()
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+# ----------------------------------------------------------------------------
+# Reading a markdown file that opens with YAML frontmatter, defensively.
+#
+# Accepted: UTF-8 with or without a byte-order mark, LF, CRLF or CR line
+# ends, and YAML loaded safely (plain data only: a ``!!python/...`` tag is an
+# error, never an object). Rejected with one error naming the file: bytes
+# that are not UTF-8, a missing or unterminated ``---`` block, YAML syntax
+# errors (with the line), a character YAML refuses (NUL, ESC...: with its
+# line and code), a frontmatter that is not a mapping, non-string or
+# duplicate keys, and hostile input (files over 1 MiB, nesting deeper than 32
+# levels, more than 20,000 values with aliases expanded; see :mod:`subagents.definitions.files`).
+#
+# Lenient fallback: many published agent files have an unquoted colon in a
+# one-line value (``description: Use when ... Triggers on: 'x'``), which
+# strict YAML rejects and the tools people use accept. When strict YAML
+# fails, each top-level ``key: value`` line is read on its own, the rest of
+# the line as a plain string; block lists and multi-line values are still
+# read as YAML. The file then loads with a warning naming the line, never
+# silently; a value that looks like YAML (``[``, ``{``, quotes, ``|``...) but
+# does not parse stays an error. Its fields share one value budget, so the
+# 20,000-value bound holds per file there too.
+#
+# Example::
+#
+#     notes = []
+#     fields, body = read_frontmatter(Path("agents/reviewer.md"), AgentFileError, notes)
+#     fields["description"], body   # ('Reviews diffs.', 'You review code...')
+# ----------------------------------------------------------------------------
+
+
+
+DELIMITER = "---"
+
+_TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$")
+_YAML_LOOKING = tuple("[{\"'|>&*!%@`")
+
+
+def read_text(path: Path, error: type[DefinitionFileError]) -> str:
+    """The file's text, BOM dropped and line ends made ``\\n``; at most 1 MiB."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error(path, f"is larger than {MAX_FILE_BYTES} bytes; expected a small definition file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(
+            path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -> tuple[str, str]:
+    """``(yaml text, body)``; the file must open with a ``---`` line and close one."""
+    lines = text.split("\n")
+    if not text.strip():
+        raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
+    if lines[0].strip() != DELIMITER:
+        raise error(
+            path,
+            f"has no frontmatter; expected the first line to be '{DELIMITER}', "
+            f"got {brief(lines[0][:40])}",
+        )
+    for i, line in enumerate(lines[1:], start=1):
+        if line.rstrip() == DELIMITER:
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :])
+    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
+
+
+def parse_yaml(
+    source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
+) -> dict[str, Any]:
+    """The frontmatter as a dict of string keys (an empty block is ``{}``).
+
+    Strict YAML first; on a syntax error, the line-by-line fallback (its
+    warning appended to ``notes``) or, if that fails too, the strict error.
+    """
+    try:
+        try:
+            data = load_bounded(source)
+        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
+            data = _lenient(source, exc, path, error, notes)
+    except yaml.YAMLError as exc:
+        raise _as_error(exc, path, error, source) from None
+    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
+        raise error(path, "frontmatter nests too deeply; expected flat fields") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
+    return data
+
+
+def _lenient(
+    source: str, exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], notes: list[str] | None
+) -> dict[str, Any]:
+    """The fallback's fields, its warning in ``notes``; the strict error ``exc`` if it fails too.
+
+    A bound the fallback's fields break together (:class:`YAMLBoundError`)
+    is raised as it is: it is the file's problem, not the syntax error's.
+    """
+    fields = _line_by_line(source)
+    if fields is None:
+        raise exc
+    if notes is not None:
+        notes.append(
+            f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+            f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
+            "'key: value' line with the rest of the line as its value (quote the value to silence this)"
+        )
+    return fields
+
+
+def _as_error(
+    exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str
+) -> DefinitionFileError:
+    """One readable error for any YAML problem, naming the frontmatter line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return _unprintable(exc, path, error, source)
+    if isinstance(exc, DuplicateKey):
+        return error(
+            path, f"given twice (frontmatter line {_line(exc)}); expected each field once",
+            field=exc.key,
+        )
+    if isinstance(exc, YAMLBoundError):
+        line = exc.line + 2 if exc.line is not None else "?"
+        return error(path, f"frontmatter line {line}: {exc.message}", field=exc.field)
+    if isinstance(exc, yaml.constructor.ConstructorError):
+        problem = exc.problem or "cannot be constructed"
+        if "constructor" in problem:
+            tag = problem.split(" for the tag ")[-1].replace("tag:yaml.org,2002:", "!!")
+            problem = f"the tag {tag[:80]} is not allowed; expected plain YAML data (safe loading only)"
+        return error(path, f"frontmatter line {_line(exc)}: {problem}")
+    problem = getattr(exc, "problem", None) or "cannot be parsed"
+    return error(path, f"frontmatter line {_line(exc)}: invalid YAML: {problem}")
+
+
+def _unprintable(
+    exc: yaml.reader.ReaderError, path: Path, error: type[DefinitionFileError], source: str
+) -> DefinitionFileError:
+    """A character YAML refuses (NUL, ESC...): the reader gives only its offset, so find the line."""
+    line = source.count("\n", 0, exc.position)
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return error(
+        path,
+        f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+        f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+        field=_field_at(source, line),
+    )
+
+
+def _field_at(source: str, line: int) -> str | None:
+    """The top-level key whose block holds 0-based ``line`` (its own line or one below it)."""
+    for text in reversed(source.split("\n")[: line + 1]):
+        match = _TOP_LEVEL_KEY.match(text)
+        if match:
+            return match.group(1)[:60]
+    return None
+
+
+def _line_by_line(source: str) -> dict[str, Any] | None:
+    """Each top-level ``key:`` with its block; a one-line value YAML rejects is kept as text.
+
+    ``None`` when some part cannot be read this way either.
+    """
+    blocks: list[tuple[str, str | None, list[str], int]] = []
+    for number, line in enumerate(source.split("\n")):
+        match = _TOP_LEVEL_KEY.match(line)
+        if match:
+            blocks.append((match.group(1), match.group(2), [line], number))
+        elif blocks and (not line.strip() or line[0] in " \t-" or line.lstrip().startswith("#")):
+            blocks[-1][2].append(line)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            return None
+    fields: dict[str, Any] = {}
+    budget = ValueBudget()  # one for the file: each field alone under the cap must not add up past it
+    for key, rest, lines, first in blocks:
+        if key in fields:
+            return None
+        try:
+            value = load_bounded("\n".join(lines), budget)
+        except YAMLBoundError as exc:
+            exc.line = first + (exc.line or 0)
+            raise
+        except (yaml.scanner.ScannerError, yaml.parser.ParserError):
+            tail = [ln for ln in lines[1:] if ln.strip() and not ln.lstrip().startswith("#")]
+            text = (rest or "").strip()
+            if tail or not text or text.startswith(_YAML_LOOKING):
+                return None
+            fields[key] = text
+            continue
+        except yaml.YAMLError:
+            return None
+        if not isinstance(value, dict) or list(value) != [key]:
+            return None
+        fields[key] = value[key]
+    return fields
+
+
+def _line(exc: yaml.YAMLError) -> int | str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    # +2: the opening '---' is line 1 and marks count from 0.
+    return mark.line + 2 if mark is not None else "?"
+
+
+def read_frontmatter(
+    path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """``(fields, body)`` of a frontmatter file; the body is stripped.
+
+    Warnings (the lenient fallback) are appended to ``notes`` when given.
+    """
+    yaml_text, body = split_frontmatter(read_text(path, error), path, error)
+    return parse_yaml(yaml_text, path, error, notes), body.strip()
+
+
+T = TypeVar("T")
+PathLike = str | os.PathLike[str]
+DirLevels = Sequence[PathLike | Sequence[PathLike]]
+MissingDirPolicy = Literal["skip", "error"]
+
+AGENT_DIRS: tuple[str, ...] = (".agents/agents", ".claude/agents")
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition(Generic[T]):
+    """One valid definition file: its name, where it is, and what it defines."""
+
+    name: str
+    path: Path
+    level: int
+    value: T
+
+
+@dataclasses.dataclass(frozen=True)
+class FileProblem:
+    """A file (or directory) that could not be used, and why."""
+
+    path: Path
+    error: SpecError
+
+    @property
+    def message(self) -> str:
+        return str(self.error)
+
+
+@dataclasses.dataclass
+class Discovery(Generic[T]):
+    """What a scan found: winners, shadowed definitions, problems and warnings."""
+
+    definitions: dict[str, Definition[T]] = dataclasses.field(default_factory=dict)
+    shadowed: list[tuple[Definition[T], Definition[T]]] = dataclasses.field(default_factory=list)
+    loaded: list[Definition[T]] = dataclasses.field(default_factory=list)
+    problems: list[FileProblem] = dataclasses.field(default_factory=list)
+    notes: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
+    scanned: list[Path] = dataclasses.field(default_factory=list)
+
+    @property
+    def values(self) -> list[T]:
+        """The winning definitions, in discovery order."""
+        return [d.value for d in self.definitions.values()]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def raise_for_problems(self) -> None:
+        """Raise the one problem as is, or one :class:`SpecError` listing them all."""
+        if len(self.problems) == 1:
+            raise self.problems[0].error
+        if self.problems:
+            lines = "\n".join(f"  - {p.message}" for p in self.problems)
+            raise SpecError(f"{len(self.problems)} invalid definition files:\n{lines}")
+
+    def emit_warnings(self) -> None:
+        for _, note in self.notes:
+            warnings.warn(DefinitionFileWarning(note), stacklevel=3)
+
+
+def as_levels(dirs: DirLevels) -> list[list[Path]]:
+    """Each entry a level; an entry that is itself a list groups directories of one level."""
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    levels: list[list[Path]] = []
+    for entry in dirs:
+        group = [entry] if isinstance(entry, (str, os.PathLike)) else list(entry)
+        levels.append([Path(os.fspath(d)).expanduser() for d in group])
+    return levels
+
+
+def default_levels(
+    subdirs: Sequence[str], project_dir: PathLike | None = None, home: PathLike | None = None
+) -> list[list[Path]]:
+    """The project level, then the user level, each holding ``subdirs``."""
+    project = Path(project_dir) if project_dir is not None else Path.cwd()
+    user = Path(home) if home is not None else Path.home()
+    return [[project / d for d in subdirs], [user / d for d in subdirs]]
+
+
+def scan_levels(
+    levels: Sequence[Sequence[Path]],
+    *,
+    files_in: Callable[[Path], list[Path]],
+    parse: Callable[[Path], tuple[T, list[str]]],
+    name_of: Callable[[T], str],
+    error: Callable[[Path, str], SpecError],
+    kind: str,
+    missing: MissingDirPolicy = "skip",
+) -> Discovery[T]:
+    """Parse every definition in ``levels`` and apply the precedence rules."""
+    report: Discovery[T] = Discovery()
+    seen: set[Path] = set()
+    for index, dirs in enumerate(levels):
+        level: dict[str, Definition[T]] = {}
+        for directory in dirs:
+            if not directory.is_dir():
+                if missing == "error":
+                    report.problems.append(
+                        FileProblem(directory, error(directory, f"is not a directory of {kind}s"))
+                    )
+                continue
+            for path in files_in(directory):
+                real = path.resolve()
+                if real in seen:
+                    continue
+                seen.add(real)
+                report.scanned.append(path)
+                try:
+                    value, notes = parse(path)
+                except SpecError as exc:
+                    report.problems.append(FileProblem(path, exc))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+                    problem = error(path, f"could not be loaded ({type(exc).__name__})")
+                    report.problems.append(FileProblem(path, problem))
+                    continue
+                report.notes.extend((path, note) for note in notes)
+                found = Definition(name_of(value), path, index, value)
+                first = level.get(found.name)
+                if first is not None:
+                    clash = (f"defines {kind} '{found.name}', which {first.path} also "
+                             "defines at the same level; rename or remove one")
+                    report.problems.append(FileProblem(path, error(path, clash)))
+                    continue
+                level[found.name] = found
+                report.loaded.append(found)
+        for name, found in level.items():
+            winner = report.definitions.get(name)
+            if winner is None:
+                report.definitions[name] = found
+            else:
+                report.shadowed.append((found, winner))
+    return report

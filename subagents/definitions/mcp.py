@@ -1,0 +1,647 @@
+"""A subagent's MCP tools: listed once when the child is built, called through each task's sessions.
+
+The child graph is built once and cached, so its tools must be known then:
+:meth:`McpToolset.connect` connects to each server of the spec's
+``mcp_config`` once, lists its tools (bounded by the spec's ``timeout_s``,
+at most :data:`LIST_TIMEOUT_S`), and disconnects. Each listed tool becomes a
+:class:`McpTool` named ``mcp__<server>__<tool>`` (Claude Code's convention),
+so it never collides with the parent's tools and ``tools`` /
+``disallowed_tools`` filter it like any other (``mcp__github`` or
+``mcp__github__*`` for all of a server's tools).
+
+Lifecycle (per task, not per agent): a task's sessions are opened when it
+first calls an MCP tool, reused for the rest of its run, and closed when the
+child's run ends, however it ends -- :attr:`McpToolset.lifecycle` is a
+callback handler bound to the child graph that counts the run's chains per
+task id and closes that task's sessions when the count drops to zero. Two
+tasks (parallel siblings, background tasks) never share a connection. A
+call waits at most until the task's deadline (``timeout_s``) or the
+server's ``timeout`` (default :data:`CALL_TIMEOUT_S`); a server that fails
+to start, answer or stay up raises :class:`McpServerError` naming it, which
+fails that task alone.
+
+Example::
+
+    toolset = McpToolset.connect("researcher", {"files": {"command": "mcp-files"}}, timeout=10)
+    [t.name for t in toolset.tools]      # ['mcp__files__read', 'mcp__files__list']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import fnmatch
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tools import BaseTool, ToolException
+
+from subagents.errors import brief
+from subagents.metering import TaskMeter
+
+# ----------------------------------------------------------------------------
+# The ``mcp_config`` field: the MCP servers a subagent may use.
+#
+# Each server gives that child, and only that child, its tools (see
+# :mod:`subagents.definitions.mcp`). Accepted shapes, all normalised to
+# ``{server name: server config}``:
+#
+# * a mapping of server name to config (the my-pi-agent / OpenHands form);
+# * the ``.mcp.json`` form ``{"mcpServers": {...}}``;
+# * Claude Code's list form: each item a server name (a reference to a
+#   server the caller defines in ``create_deep_agent(mcp_servers=...)``,
+#   stored as ``{}``) or ``{name: config}``.
+#
+# A config has ``command`` (with optional ``args`` list, ``env`` mapping and
+# ``cwd``) for a local server over stdio, or ``url`` (with optional
+# ``headers``) for a remote one over streamable HTTP (``transport: sse`` for
+# SSE; a URL ending in ``/sse`` defaults to it), and an optional ``timeout``
+# in seconds for one call. Server names are letters, digits, ``-`` and ``_``:
+# they become part of tool names (``mcp__<server>__<tool>``).
+#
+# Example::
+#
+#     normalize_mcp_config(["github", {"files": {"command": "mcp-files", "args": ["."]}}])
+#     # {'github': {}, 'files': {'command': 'mcp-files', 'args': ['.']}}
+# ----------------------------------------------------------------------------
+
+
+
+TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type", "timeout"})
+
+
+def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
+    """``{server name: config}`` for any accepted shape; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping) and set(value) == {"mcpServers"}:
+        value = value["mcpServers"]
+    servers: dict[str, Any] = {}
+    if isinstance(value, Mapping):
+        servers = dict(value)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, str) and item.strip():
+                servers[item.strip()] = {}
+            elif isinstance(item, Mapping) and len(item) == 1:
+                servers.update(item)
+            else:
+                raise ValueError(
+                    f"expected each list item to be a server name or {{name: config}}, got {brief(item)}"
+                )
+    else:
+        raise ValueError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
+    return {_name(name): _server(name, config) for name, config in servers.items()}
+
+
+def _name(name: Any) -> str:
+    if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
+        raise ValueError(
+            "expected MCP server names of letters, digits, '-' and '_' (at most 40), "
+            f"got {brief(name)}"
+        )
+    return name
+
+
+def _server(name: str, config: Any) -> dict[str, Any]:
+    where = f"MCP server {brief(name)}"
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
+    config = dict(config)
+    if not config:
+        return config
+    has_command, has_url = "command" in config, "url" in config
+    if has_command == has_url:
+        raise ValueError(f"{where}: expected exactly one of 'command' (local) or 'url' (remote)")
+    key = "command" if has_command else "url"
+    if not isinstance(config[key], str) or not config[key].strip():
+        raise ValueError(f"{where}: expected '{key}' to be a non-empty string, got {brief(config[key])}")
+    args = config.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+        raise ValueError(f"{where}: expected 'args' to be a list of strings, got {brief(args)}")
+    for table in ("env", "headers"):
+        mapping = config.get(table, {})
+        if not isinstance(mapping, Mapping) or not all(isinstance(k, str) for k in mapping):
+            raise ValueError(f"{where}: expected '{table}' to be a mapping of strings, got {brief(mapping)}")
+    transport = config.get("transport", config.get("type"))
+    if transport is not None and transport not in TRANSPORTS:
+        raise ValueError(f"{where}: expected transport one of {', '.join(TRANSPORTS)}, got {brief(transport)}")
+    timeout = config.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout <= 86_400):
+        raise ValueError(f"{where}: expected 'timeout' to be a number of seconds, got {brief(timeout)}")
+    unknown = sorted(set(config) - _KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
+                         f"expected {', '.join(sorted(_KEYS))}")
+    return config
+
+
+def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``langchain-mcp-adapters`` connection for one normalised server config."""
+    if not config:
+        raise ValueError(
+            f"MCP server '{name}' is named but not defined; pass its config in "
+            "create_deep_agent(mcp_servers=...) or give it in the agent file"
+        )
+    if "command" in config:
+        connection: dict[str, Any] = {
+            "transport": "stdio", "command": config["command"],
+            "args": [str(a) for a in config.get("args", [])],
+        }
+        if config.get("env"):
+            # The server still needs PATH and the like; the file's values win.
+            connection["env"] = {**os.environ, **{k: str(v) for k, v in config["env"].items()}}
+        if config.get("cwd"):
+            connection["cwd"] = str(config["cwd"])
+        return connection
+    transport = config.get("transport", config.get("type"))
+    if transport in (None, "http", "streamable-http"):
+        sse = transport is None and config["url"].split("?")[0].rstrip("/").endswith("/sse")
+        transport = "sse" if sse else "streamable_http"
+    connection = {"transport": transport, "url": config["url"]}
+    if config.get("headers") and transport != "websocket":
+        connection["headers"] = {k: str(v) for k, v in config["headers"].items()}
+    return connection
+
+
+def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
+                      defined: Mapping[str, Any] | None = None) -> tuple[list[str], list[str]]:
+    """``(problems, notes)``: stdio commands that do not exist, URLs that do not parse.
+
+    A bare name (``{}``) is a note unless ``defined`` (the caller's servers) lacks it.
+    """
+    problems: list[str] = []
+    notes: list[str] = []
+    for name, server in (config or {}).items():
+        if not server:
+            if defined is None:
+                notes.append(f"MCP server '{name}' refers to a server the caller defines (mcp_servers=)")
+            elif name not in defined:
+                problems.append(f"MCP server '{name}' is named but not defined")
+        elif "command" in server:
+            command = server["command"]
+            if shutil.which(command) is None:
+                problems.append(f"MCP server '{name}': command {brief(command)} not found on PATH")
+        else:
+            try:
+                parts = urlsplit(server["url"])
+                valid = parts.scheme in ("http", "https", "ws", "wss") and bool(parts.hostname)
+            except ValueError:
+                valid = False
+            if not valid:
+                problems.append(f"MCP server '{name}': url {brief(server['url'])} is not an http(s) or ws(s) URL")
+    return problems, notes
+
+
+# ----------------------------------------------------------------------------
+# One task's live connections to its MCP servers.
+#
+# An MCP client session is an anyio context: it must be entered and left by
+# one asyncio task, and it lives on one event loop. A child's tools run on
+# whatever thread or loop LangGraph picks (``invoke`` runs them on worker
+# threads, ``ainvoke`` on the caller's loop), so each task's sessions get a
+# small event loop of their own, on a daemon thread started when the task
+# first calls an MCP tool. Each server is connected once by its own owner
+# coroutine on that loop and reused by every later call of the task; closing
+# the task's sessions lets the owners leave their contexts (a stdio server's
+# process is ended) and stops the loop.
+#
+# Sessions still open when the interpreter exits are closed then, and the
+# exit waits for them (at most :data:`EXIT_WAIT_S`): the loop threads are
+# daemons, so without this a stdio server that ignores its closed stdin (a
+# hung one) would outlive the process that started it.
+#
+# Calls from sync code wait on a ``concurrent.futures.Future``; calls from
+# async code await it without blocking their loop. Every wait is bounded: a
+# server that does not start or answer within the time given fails with
+# :class:`McpServerError` naming the server.
+#
+# Example::
+#
+#     sessions = McpSessions({"files": {"transport": "stdio", "command": "mcp-files", "args": []}})
+#     result = sessions.call_sync("files", "read", {"path": "a.txt"}, timeout=30)
+#     sessions.close()
+# ----------------------------------------------------------------------------
+
+
+
+CLOSE_GRACE_S = 5.0
+"""How long a sync caller waits past its own bound for the loop to hand back a timed-out call."""
+EXIT_WAIT_S = 6.0
+"""How long interpreter exit waits for open sessions to end their servers (the MCP client's
+stdio shutdown waits 2 s for a server to leave on its own, then terminates it)."""
+
+_open: set[McpSessions] = set()
+_open_lock = threading.Lock()
+
+
+@atexit.register
+def close_open_sessions(wait_s: float = EXIT_WAIT_S) -> None:
+    """Close every task's sessions still open and wait (bounded) until their servers are ended."""
+    with _open_lock:
+        sessions = list(_open)
+    for each in sessions:
+        each.close()
+    deadline = time.monotonic() + wait_s
+    for each in sessions:
+        each.closed.wait(max(deadline - time.monotonic(), 0))
+
+
+class McpServerError(RuntimeError):
+    """An MCP server failed to start, answer or stay up; ``server`` names it."""
+
+    def __init__(self, server: str, cause: str) -> None:
+        self.server = server
+        self.cause = cause
+        super().__init__(f"MCP server '{server}' {cause}")
+
+
+def describe_cause(exc: BaseException) -> str:
+    """The innermost readable cause, out of anyio's exception groups, bounded."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a hostile __str__
+        text = ""
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+class McpSessions:
+    """The sessions of one task (or one listing), on a loop thread started on first use."""
+
+    def __init__(self, connections: Mapping[str, Mapping[str, Any]], *, label: str = "mcp") -> None:
+        self._connections = dict(connections)
+        self._label = label
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closing: asyncio.Event | None = None
+        self._ready: dict[str, asyncio.Future[Any]] = {}
+        self._owners: list[asyncio.Task[None]] = []
+        self.closed = threading.Event()
+        """Set once every server of this task is disconnected and the loop has stopped."""
+
+    # -- the loop ------------------------------------------------------------
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self.closed.is_set():
+                raise RuntimeError("these MCP sessions are closed")
+            if self._loop is None:
+                with _open_lock:
+                    _open.add(self)
+                started = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._main, args=(started,), name=f"{self._label}-sessions", daemon=True
+                )
+                self._thread.start()
+                started.wait()
+            assert self._loop is not None
+            return self._loop
+
+    def _main(self, started: threading.Event) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._closing = asyncio.Event()
+            started.set()
+            await self._closing.wait()
+            await asyncio.gather(*self._owners, return_exceptions=True)
+
+        try:
+            asyncio.run(main())
+        finally:
+            with _open_lock:
+                _open.discard(self)
+            self.closed.set()
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Run ``coro`` on this task's loop (starting it if need be)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._start())
+
+    def close(self) -> None:
+        """Disconnect every server (without waiting); safe to call twice or never started."""
+        with self._lock:
+            loop, closing = self._loop, self._closing
+            if loop is None:
+                self.closed.set()
+                return
+        try:
+            loop.call_soon_threadsafe(closing.set)  # type: ignore[union-attr]
+        except RuntimeError:  # the loop already stopped
+            pass
+
+    # -- on the loop -----------------------------------------------------------
+
+    async def session(self, server: str) -> Any:
+        """The server's session, connected on first use by an owner coroutine."""
+        ready = self._ready.get(server)
+        if ready is None:
+            ready = asyncio.get_running_loop().create_future()
+            self._ready[server] = ready
+            self._owners.append(asyncio.create_task(self._own(server, ready)))
+        return await asyncio.shield(ready)
+
+    async def _own(self, server: str, ready: asyncio.Future[Any]) -> None:
+        from langchain_mcp_adapters.client import MultiServerMCPClient
+
+        try:
+            client = MultiServerMCPClient({server: self._connections[server]})  # type: ignore[dict-item]
+            async with client.session(server) as session:
+                ready.set_result(session)
+                assert self._closing is not None
+                await self._closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the session
+            if not ready.done():
+                ready.set_exception(McpServerError(server, f"failed to start: {describe_cause(exc)}"))
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+
+    async def _bounded(self, server: str, what: str, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                return await coro
+        except TimeoutError:
+            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s") from None
+        except McpServerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any transport failure names the server
+            raise McpServerError(server, f"failed: {describe_cause(exc)}") from None
+
+    async def list_tools(self, server: str, timeout: float) -> list[Any]:
+        """Every tool the server offers (all pages)."""
+
+        async def listing() -> list[Any]:
+            session = await self.session(server)
+            tools: list[Any] = []
+            cursor: str | None = None
+            for _ in range(100):
+                page = await session.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.nextCursor
+                if not cursor:
+                    return tools
+            raise McpServerError(server, "listed more than 100 pages of tools")
+
+        return await self._bounded(server, "list its tools", listing(), timeout)
+
+    async def call_tool(self, server: str, tool: str, args: Mapping[str, Any], timeout: float) -> Any:
+        """The server's ``CallToolResult`` for one call."""
+
+        async def calling() -> Any:
+            session = await self.session(server)
+            return await session.call_tool(tool, dict(args), read_timeout_seconds=timedelta(seconds=timeout))
+
+        return await self._bounded(server, f"answer a call of {brief(tool, 60)}", calling(), timeout)
+
+    # -- from any thread or loop ------------------------------------------------
+
+    def wait(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        """Run ``coro`` here and block this (non-loop) thread for its result."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout + CLOSE_GRACE_S)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise McpServerError(self._label, f"did not answer within {timeout:g}s") from None
+
+    async def await_(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` here and await its result from another loop."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+
+log = logging.getLogger(__name__)
+
+MCP_PREFIX = "mcp__"
+LIST_TIMEOUT_S = 30.0
+"""Longest wait for a server to start and list its tools when the child is built."""
+CALL_TIMEOUT_S = 120.0
+"""Longest wait for one call when neither the task nor the server sets a shorter bound."""
+TASK_ID_METADATA_KEY = "subagent_task_id"
+"""The runner's metadata key naming the task a child run belongs to (``runner.TASK_ID_METADATA_KEY``)."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, with characters providers refuse made ``_``, at most 64."""
+    return _UNSAFE.sub("_", f"{MCP_PREFIX}{server}__{tool}")[:64]
+
+
+def is_mcp_name(name: str) -> bool:
+    return name.startswith(MCP_PREFIX)
+
+
+def _matches(name: str, server: str, pattern: str) -> bool:
+    return pattern in (name, f"{MCP_PREFIX}{server}") or fnmatch.fnmatchcase(name, pattern)
+
+
+def select_mcp_tools(
+    tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]
+) -> list[McpTool]:
+    """The tools an allow list (``None``: all) admits and no deny entry names."""
+    allowed = None if allow is None else [p for p in allow if isinstance(p, str) and is_mcp_name(p)]
+    return [
+        t for t in tools
+        if (allowed is None or any(_matches(t.name, t.server, p) for p in allowed))
+        and not any(_matches(t.name, t.server, p) for p in deny)
+    ]
+
+
+class McpTool(BaseTool):
+    """One tool of one MCP server, executed through the calling task's session."""
+
+    server: str
+    remote_name: str
+    toolset: Any
+    handle_tool_error: bool = True
+
+    def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
+        try:
+            result = sessions.wait(sessions.call_tool(self.server, self.remote_name, kwargs, timeout), timeout)
+        except McpServerError:
+            _stop_if_due(run_manager)
+            raise
+        return tool_content(result)
+
+    async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
+        try:
+            result = await sessions.await_(sessions.call_tool(self.server, self.remote_name, kwargs, timeout))
+        except McpServerError:
+            _stop_if_due(run_manager)
+            raise
+        return tool_content(result)
+
+
+def tool_content(result: Any) -> Any:
+    """An MCP ``CallToolResult`` as tool output; a tool-level error is a :class:`ToolException`."""
+    parts: list[dict[str, Any]] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append({"type": "text", "text": block.text})
+        elif kind == "image":
+            parts.append({"type": "image", "base64": block.data, "mime_type": block.mimeType})
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            parts.append({"type": "text", "text": block.resource.text})
+        else:
+            parts.append({"type": "text", "text": f"[{kind or 'unknown'} content omitted]"})
+    if all(p["type"] == "text" for p in parts):
+        text = "\n".join(p["text"] for p in parts)
+        if result.isError:
+            raise ToolException(text or "the MCP tool reported an error")
+        return text
+    if result.isError:
+        raise ToolException("the MCP tool reported an error")
+    return parts
+
+
+class _Lifecycle(BaseCallbackHandler):
+    """Opens nothing; closes a task's sessions when the last chain of its run ends."""
+
+    run_inline = True
+
+    def __init__(self, toolset: McpToolset) -> None:
+        self.toolset = toolset
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
+                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.toolset._enter(run_id, _task_key(metadata))
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.toolset._exit(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.toolset._exit(run_id)
+
+
+def _task_key(metadata: Mapping[str, Any] | None) -> str:
+    return str((metadata or {}).get(TASK_ID_METADATA_KEY) or "")
+
+
+class McpToolset:
+    """The MCP tools of one built child, and the live sessions of its running tasks."""
+
+    def __init__(self, agent: str, connections: Mapping[str, Mapping[str, Any]],
+                 call_timeouts: Mapping[str, float]) -> None:
+        self.agent = agent
+        self.connections = dict(connections)
+        self.call_timeouts = dict(call_timeouts)
+        self.tools: list[McpTool] = []
+        self.lifecycle = _Lifecycle(self)
+        self._lock = threading.Lock()
+        self._runs: dict[UUID, str] = {}
+        self._active: dict[str, int] = {}
+        self._sessions: dict[str, McpSessions] = {}
+
+    @classmethod
+    def connect(cls, agent: str, servers: Mapping[str, Mapping[str, Any]], *, timeout: float) -> McpToolset:
+        """List every server's tools once; :class:`McpServerError` names a server that fails."""
+        connections = {name: connection_for(name, config) for name, config in servers.items()}
+        call_timeouts = {name: float(config.get("timeout") or CALL_TIMEOUT_S) for name, config in servers.items()}
+        toolset = cls(agent, connections, call_timeouts)
+        listing = McpSessions(connections, label=f"{agent}-listing")
+
+        async def list_all() -> list[list[Any]]:
+            return await asyncio.gather(*(listing.list_tools(s, timeout) for s in connections))
+
+        try:
+            listed = listing.wait(list_all(), timeout)
+        finally:
+            listing.close()
+        seen: set[str] = set()
+        for server, tools in zip(connections, listed, strict=True):
+            for tool in tools:
+                name = mcp_tool_name(server, tool.name)
+                if name in seen:
+                    log.warning("subagent %r: MCP tool %r of %r skipped: its name is taken", agent, tool.name, server)
+                    continue
+                seen.add(name)
+                toolset.tools.append(McpTool(
+                    name=name, description=tool.description or f"{tool.name} (MCP server {server})",
+                    args_schema=dict(tool.inputSchema or {"type": "object", "properties": {}}),
+                    server=server, remote_name=tool.name, toolset=toolset,
+                ))
+        return toolset
+
+    # -- per task ------------------------------------------------------------------
+
+    def sessions_for(self, run_manager: Any, server: str) -> tuple[McpSessions, float]:
+        """This task's sessions (opened on first use) and how long a call may take."""
+        key = _task_key(getattr(run_manager, "metadata", None))
+        with self._lock:
+            sessions = self._sessions.get(key)
+            if sessions is None:
+                sessions = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
+                self._sessions[key] = sessions
+        timeout = self.call_timeouts.get(server, CALL_TIMEOUT_S)
+        deadline = _deadline(run_manager)
+        if deadline is not None:
+            timeout = min(timeout, max(deadline - time.monotonic(), 0.01))
+        return sessions, timeout
+
+    def _enter(self, run_id: UUID, key: str) -> None:
+        with self._lock:
+            self._runs[run_id] = key
+            self._active[key] = self._active.get(key, 0) + 1
+
+    def _exit(self, run_id: UUID) -> None:
+        with self._lock:
+            key = self._runs.pop(run_id, None)
+            if key is None:
+                return
+            self._active[key] -= 1
+            if self._active[key] > 0:
+                return
+            del self._active[key]
+            sessions = self._sessions.pop(key, None)
+        if sessions is not None:
+            sessions.close()
+
+    @property
+    def open_tasks(self) -> int:
+        """How many tasks hold sessions right now."""
+        return len(self._sessions)
+
+
+def _meters(run_manager: Any) -> list[TaskMeter]:
+    handlers = [*(getattr(run_manager, "handlers", None) or ()),
+                *(getattr(run_manager, "inheritable_handlers", None) or ())]
+    return [h for h in handlers if isinstance(h, TaskMeter)]
+
+
+def _deadline(run_manager: Any) -> float | None:
+    deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
+    return min(deadlines) if deadlines else None
+
+
+def _stop_if_due(run_manager: Any) -> None:
+    """A call cut short by the task's own limit (its ``timeout_s``, a cancel) stops as that limit.
+
+    The wait was bounded by the task's deadline, so the server "not answering"
+    is the task timing out: raised as the meter's own stop, it is recorded as
+    ``timeout``, not as this tool's failure.
+    """
+    for meter in _meters(run_manager):
+        meter.raise_if_stopped()
+
+
+__all__ = ["McpServerError", "McpTool", "McpToolset", "mcp_tool_name", "select_mcp_tools"]

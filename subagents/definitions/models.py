@@ -1,0 +1,174 @@
+"""Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
+
+A profile is a name the caller maps to a model, so agent files can say
+``model: sonnet`` (Claude Code's aliases) or ``model: fast`` and stay
+portable across deployments. A profile's value is a ``"provider:model"``
+string, ``"inherit"``, a ``BaseChatModel``, or a mapping of
+:func:`langchain.chat_models.init_chat_model` keyword arguments.
+
+Lookup order: a profile of that exact name, then ``inherit``, then a
+``provider:model`` string, then a bare model name whose provider
+:func:`~langchain.chat_models.init_chat_model` can infer (``"gpt-5.4"``,
+``"claude-sonnet-4-6"``). Any other name is an error, unless the caller
+chose ``unknown_model="inherit"``, in which case the child uses the
+parent's model and a warning is logged.
+
+Example::
+
+    profiles = {"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit",
+                "local": {"model": "qwen3", "model_provider": "openai",
+                          "base_url": "http://localhost:8000/v1"}}
+    resolve_model("sonnet", parent_model, agent="reviewer", profiles=profiles)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from subagents.errors import SpecError
+
+log = logging.getLogger(__name__)
+
+INHERIT = "inherit"
+
+ModelProfile = str | BaseChatModel | Mapping[str, Any]
+ModelProfiles = Mapping[str, ModelProfile]
+UnknownModelPolicy = Literal["error", "inherit"]
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][\w.\-/@]*(:[\w.\-/@:]+)?")
+
+
+def check_model_name(value: str) -> str:
+    """Check a model name's syntax (not whether it resolves); return it stripped."""
+    name = value.strip()
+    if not name:
+        raise ValueError("expected 'inherit', 'provider:model' or a profile name, got ''")
+    if not _MODEL_NAME.fullmatch(name) or name.endswith(":"):
+        raise ValueError(
+            "expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
+            f"profile name (letters, digits, '.', '-', '_'), got {value!r}"
+        )
+    return name
+
+
+def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
+    """Validate a caller's profile mapping once; errors name the profile."""
+    checked: dict[str, ModelProfile] = {}
+    for name, value in (profiles or {}).items():
+        where = f"model_profiles[{name!r}]"
+        if not isinstance(name, str) or not name or name == INHERIT:
+            raise SpecError(f"{where}: expected a profile name other than 'inherit'")
+        if isinstance(value, str):
+            # A profile never names another profile: no chains, no loops.
+            if value != INHERIT and ":" not in value and not inferred_provider(value):
+                raise SpecError(
+                    f"{where}: expected 'inherit' or 'provider:model', got {value!r}"
+                )
+        elif isinstance(value, Mapping):
+            if not isinstance(value.get("model"), str):
+                raise SpecError(
+                    f"{where}: expected init_chat_model keyword arguments with a 'model' string"
+                )
+        elif not isinstance(value, BaseChatModel):
+            raise SpecError(
+                f"{where}: expected a 'provider:model' string, 'inherit', a BaseChatModel "
+                f"or a mapping of init_chat_model arguments, got {type(value).__name__}"
+            )
+        checked[name] = value
+    return checked
+
+
+def lookup_model(
+    model: str | BaseChatModel | None,
+    *,
+    agent: str,
+    profiles: ModelProfiles | None = None,
+    unknown_model: UnknownModelPolicy = "error",
+) -> ModelProfile:
+    """What ``model`` stands for, without building anything: ``"inherit"``,
+    a ``provider:model`` string, a mapping of init arguments, or a model."""
+    if model is None or isinstance(model, BaseChatModel):
+        return INHERIT if model is None else model
+    profiles = profiles or {}
+    if model in profiles:
+        return profiles[model]
+    if model == INHERIT or ":" in model or inferred_provider(model):
+        return model
+    known = ", ".join(sorted(profiles)) or "none given"
+    message = (
+        f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
+        f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
+        f"profile name (profiles: {known}); pass model_profiles="
+        f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'"
+    )
+    if unknown_model == "inherit":
+        log.warning("%s; using the parent's model", message)
+        return INHERIT
+    raise SpecError(message)
+
+
+def inferred_provider(name: str) -> str | None:
+    """The provider ``init_chat_model`` would infer for a bare model name, if any."""
+    try:  # LangChain's own rule, so we accept exactly the names it does
+        from langchain.chat_models.base import _attempt_infer_model_provider
+    except ImportError:  # pragma: no cover - a LangChain without the helper
+        return None
+    try:
+        return _attempt_infer_model_provider(name)
+    except Exception:  # noqa: BLE001 - an odd name is just not inferable
+        return None
+
+
+def resolve_model(
+    model: str | BaseChatModel | None,
+    parent_model: Any,
+    *,
+    agent: str,
+    profiles: ModelProfiles | None = None,
+    unknown_model: UnknownModelPolicy = "error",
+) -> Any:
+    """The child's model: the parent's for ``None``/``"inherit"``, else the named one."""
+    target = lookup_model(model, agent=agent, profiles=profiles, unknown_model=unknown_model)
+    if isinstance(target, BaseChatModel):
+        return target
+    if target == INHERIT:
+        if parent_model is None:
+            raise SpecError(
+                f"subagent {agent!r}: field 'model' inherits the parent's model, "
+                "but the parent's model is not known yet"
+            )
+        return parent_model
+    from langchain.chat_models import init_chat_model
+
+    try:
+        if isinstance(target, Mapping):
+            kwargs = dict(target)
+            return init_chat_model(kwargs.pop("model"), **kwargs)
+        return init_chat_model(target)
+    except Exception as exc:  # noqa: BLE001 - reported with the field named
+        raise SpecError(f"subagent {agent!r}: field 'model' {model!r}: {exc}") from exc
+
+
+def describe_model(
+    model: str | BaseChatModel | None,
+    *,
+    agent: str,
+    profiles: ModelProfiles | None = None,
+    unknown_model: UnknownModelPolicy = "error",
+) -> str:
+    """A one-line account of the resolution, for listings: ``sonnet -> anthropic:...``."""
+    if isinstance(model, BaseChatModel):
+        return type(model).__name__
+    target = lookup_model(model, agent=agent, profiles=profiles, unknown_model=unknown_model)
+    if isinstance(target, BaseChatModel):
+        shown = type(target).__name__
+    elif isinstance(target, Mapping):
+        shown = f"{target.get('model_provider', '')}:{target['model']}".lstrip(":")
+    else:
+        shown = str(target)
+    return shown if model in (None, shown) else f"{model} -> {shown}"

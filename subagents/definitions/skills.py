@@ -1,0 +1,272 @@
+"""A spec's ``skills``: skill names from the caller's catalog, or skill folders.
+
+Two spellings meet here. Ours names skills the caller loaded
+(``skills=["git-diff"]``, looked up in ``skills_dirs``); deepagents' lists
+skill source folders (``skills=["/skills/user/", "./skills/project/"]``),
+each holding one folder per skill with a ``SKILL.md``. An entry with a
+``/`` (or starting with ``.`` or ``~``) is a folder on the local disk,
+relative to the working directory; any other entry is a skill name.
+
+A folder that does not exist adds no skills and raises a
+:class:`SkillFolderWarning` (deepagents reads such paths from its file
+backend, where they are often empty); a folder holding a broken
+``SKILL.md`` is an error naming the file.
+
+Precedence, as in deepagents: entries are read in order and a later entry
+replaces an earlier skill of the same name (last one wins). Within one
+entry there is only one skill per name.
+
+Example::
+
+    skills_for(["git-diff", "./team-skills/"], catalog, agent="reviewer")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+from subagents.definitions.files import (
+    DirLevels,
+    Discovery,
+    MissingDirPolicy,
+    PathLike,
+    as_levels,
+    default_levels,
+    read_frontmatter,
+    scan_levels,
+)
+from subagents.errors import SkillFileError, SpecError
+
+if TYPE_CHECKING:
+    pass
+
+
+# ----------------------------------------------------------------------------
+# Skills: folders of instructions an agent reads when a task calls for them.
+#
+# The layout is the Agent Skills one: a skill is a folder holding ``SKILL.md``,
+# whose frontmatter has ``name`` (lower-case letters, digits and single
+# hyphens, at most 64 characters, equal to the folder name; default: the
+# folder name) and ``description`` (what it does and when to use it). Skill
+# directories hold skill folders; they are searched in levels like agent
+# directories (default: ``.agents/skills/`` and ``.claude/skills/`` under the
+# project, then under the user's home; the first level to define a name wins).
+#
+# An agent is told about skills, not given them: its prompt gets an
+# ``<available_skills>`` block with each skill's name, description and the
+# path of its ``SKILL.md``. A subagent gets exactly the skills its spec's
+# ``skills`` names; the parent's are not inherited.
+#
+# Example::
+#
+#     catalog = load_skill_dirs(["skills"])
+#     print(catalog.prompt_block(["git-diff"]))
+# ----------------------------------------------------------------------------
+
+
+
+SKILL_FILE = "SKILL.md"
+SKILL_DIRS: tuple[str, ...] = (".agents/skills", ".claude/skills")
+SKILL_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+MAX_NAME, MAX_DESCRIPTION = 64, 1024
+
+SKILLS_PREAMBLE = (
+    "You have the skills below. When a task matches a skill's description, read its "
+    "SKILL.md at <location> first and follow it."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Skill:
+    """One skill: its name, when to use it, and the ``SKILL.md`` to read."""
+
+    name: str
+    description: str
+    path: Path
+
+
+def parse_skill(path: Path) -> tuple[Skill, list[str]]:
+    """``(skill, warnings)`` for a ``SKILL.md`` (or the folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SKILL_FILE
+    fields, _ = read_frontmatter(path, SkillFileError)
+    folder = path.parent.name
+    name = fields.get("name", folder)
+    if not isinstance(name, str) or len(name) > MAX_NAME or not SKILL_NAME.fullmatch(name):
+        raise SkillFileError(
+            path,
+            "expected lower-case letters, digits and single hyphens, at most "
+            f"{MAX_NAME} characters, got {name!r}",
+            field="name",
+        )
+    if name != folder:
+        raise SkillFileError(
+            path, f"expected the skill's folder name {folder!r}, got {name!r}", field="name"
+        )
+    description = fields.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise SkillFileError(
+            path,
+            f"required; expected a non-empty string saying when to use the skill, got {description!r}",
+            field="description",
+        )
+    if len(description) > MAX_DESCRIPTION:
+        raise SkillFileError(
+            path, f"expected at most {MAX_DESCRIPTION} characters, got {len(description)}",
+            field="description",
+        )
+    return Skill(name, " ".join(description.split()), path.resolve()), []
+
+
+def load_skill(path: PathLike) -> Skill:
+    """One skill from its folder or its ``SKILL.md``; problems raise :class:`SkillFileError`."""
+    return parse_skill(Path(path))[0]
+
+
+def skill_files_in(directory: Path) -> list[Path]:
+    """``<directory>/<skill>/SKILL.md`` for every skill folder, sorted."""
+    return sorted(p for p in directory.glob(f"*/{SKILL_FILE}") if p.is_file())
+
+
+def available_skills_block(skills: Iterable[Skill]) -> str:
+    """The ``<available_skills>`` block (XML-escaped); ``""`` for no skills."""
+    rows = [
+        f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}"
+        f"</description>\n<location>{escape(str(s.path))}</location>\n</skill>"
+        for s in skills
+    ]
+    if not rows:
+        return ""
+    return f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
+
+
+class SkillCatalog(Mapping[str, Skill]):
+    """The skills an agent tree may use, by name."""
+
+    def __init__(self, skills: Iterable[Skill] = ()) -> None:
+        self._skills = {s.name: s for s in skills}
+
+    def __getitem__(self, name: str) -> Skill:
+        return self._skills[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._skills)
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def select(self, names: Sequence[str], *, agent: str) -> list[Skill]:
+        """Exactly the named skills, in the order given; an unknown name raises."""
+        unknown = [n for n in names if n not in self._skills]
+        if unknown:
+            available = ", ".join(self._skills) or "none (pass skills_dirs to find some)"
+            raise SpecError(
+                f"subagent {agent!r}: field 'skills' names unknown skill(s) "
+                f"{', '.join(map(repr, unknown))}; available: {available}"
+            )
+        return [self._skills[n] for n in dict.fromkeys(names)]
+
+    def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
+        """The block for ``names`` (``None``: every skill)."""
+        chosen = self._skills.values() if names is None else self.select(names, agent=agent)
+        return available_skills_block(chosen)
+
+
+def discover_skills(
+    dirs: DirLevels | None = None,
+    *,
+    project_dir: PathLike | None = None,
+    home: PathLike | None = None,
+    missing: MissingDirPolicy | None = None,
+) -> Discovery[Skill]:
+    """Scan skill directories (default: project then user level); never raises for a file."""
+    levels = default_levels(SKILL_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
+    return scan_levels(
+        levels,
+        files_in=skill_files_in,
+        parse=parse_skill,
+        name_of=lambda skill: skill.name,
+        error=SkillFileError,
+        kind="skill",
+        missing=missing or ("skip" if dirs is None else "error"),
+    )
+
+
+def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
+    """A catalog of the winning skills in ``dirs``; any problem raises, naming the file."""
+    report = discover_skills(dirs)
+    report.raise_for_problems()
+    return SkillCatalog(report.values)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class SkillFolderWarning(UserWarning):
+    """A spec's skill folder does not exist on the local disk: it adds no skills."""
+
+
+def is_skill_folder(entry: str) -> bool:
+    """Whether a ``skills`` entry is a folder path rather than a skill name."""
+    return "/" in entry or "\\" in entry or entry.startswith((".", "~"))
+
+
+def check_skill_entry(entry: str) -> str:
+    """Check one entry's spelling (not whether it resolves); raise ``ValueError``."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"expected a skill name or a skill folder path, got {entry!r}")
+    if is_skill_folder(entry) or _NAME.fullmatch(entry):
+        return entry
+    raise ValueError(
+        "expected a skill name (letters, digits, '-' and '_') or a skill folder "
+        f"path such as './skills/' (got {entry!r})"
+    )
+
+
+def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> list[Skill]:
+    """The skills a spec's ``skills`` entries stand for; a bad entry raises ``SpecError``."""
+    chosen: dict[str, Skill] = {}
+    names = [e for e in entries if not is_skill_folder(e)]
+    catalog.select(names, agent=agent)  # one error naming every unknown name
+    for entry in entries:
+        if is_skill_folder(entry):
+            for skill in _folder_skills(entry, agent):
+                chosen.pop(skill.name, None)
+                chosen[skill.name] = skill
+        else:
+            chosen.pop(entry, None)
+            chosen[entry] = catalog[entry]
+    return list(chosen.values())
+
+
+def _folder_skills(entry: str, agent: str) -> list[Skill]:
+
+    try:
+        folder = Path(entry).expanduser()  # '~nobody/skills' raises RuntimeError
+        is_folder = folder.is_dir()
+    except (OSError, RuntimeError, ValueError) as exc:  # ValueError: a NUL byte
+        raise SpecError(f"subagent {agent!r}: field 'skills': {entry!r} cannot be read as a folder ({exc})") from None
+    if not is_folder:
+        # deepagents reads these paths from its file backend, where they may simply be
+        # empty: warn, as a skill source with no skills, rather than refuse the agent.
+        warnings.warn(
+            f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
+            "(skill folders are read from the disk, relative to the working directory); "
+            "it adds no skills",
+            SkillFolderWarning,
+            stacklevel=2,
+        )
+        return []
+    report = discover_skills([folder])
+    try:
+        report.raise_for_problems()
+    except Exception as exc:  # noqa: BLE001 - reported with the field named
+        raise SpecError(f"subagent {agent!r}: field 'skills': {exc}") from exc
+    return list(report.values)

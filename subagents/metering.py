@@ -1,0 +1,599 @@
+"""One callback handler per child: the meter, feeding the transcript recorder first.
+
+A child whose transcript is collected while it runs needs both a
+:class:`~subagents.metering.TaskMeter` and a
+:class:`~subagents.metering.TranscriptRecorder`. LangChain dispatches every
+event of the child's run to every handler, so two handlers cost twice the
+dispatch on the delegation hot path; :class:`RecordingMeter` is the meter
+with the recorder inside it. The order is the one two handlers had: the
+recorder sees each model event before the meter counts it (and perhaps
+stops the child), and a recorder that fails costs the transcript a message,
+never the child its run, as with a handler whose ``raise_error`` is off.
+
+Example::
+
+    meter = RecordingMeter(TranscriptRecorder(sink), max_turns=8)
+    graph.invoke(inputs, {"callbacks": [meter]})
+"""
+
+from __future__ import annotations
+
+import decimal
+import logging
+import math
+import numbers
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.outputs import LLMResult
+
+from subagents.errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
+from subagents.transcripts import TranscriptSink
+
+# ----------------------------------------------------------------------------
+# What a tree of agents may spend: prices, and a budget shared by the whole tree.
+#
+# Example::
+#
+#     from subagents import Budget
+#
+#     prices = {"gpt-4.1-mini": (0.40, 1.60)}        # USD per million input, output tokens
+#     budget = Budget(max_tokens=200_000, max_usd=0.50, prices=prices)
+#     agent = create_deep_agent(model, subagents=specs, budget=budget)
+#
+# One ``Budget`` object counts everything that uses it: the parent's own model
+# calls and every child's, parallel ones included. Use a fresh one per run, or
+# call :meth:`Budget.reset`. Once it is spent, new delegations are refused
+# with an error result and running children stop at their next model call;
+# the parent itself may still answer.
+# ----------------------------------------------------------------------------
+
+
+
+PriceTable = Mapping[str, tuple[float, float]]
+"""Model name -> (USD per million input tokens, USD per million output tokens)."""
+
+MAX_REPORTED_TOKENS = 10**15
+"""The most tokens one reported count is taken for: past any limit, and still exact as a float."""
+
+
+def token_count(value: Any) -> int:
+    """A token count a model or server reported, as a non-negative ``int`` that is safe to add.
+
+    Usage comes from whatever answered the call, so it is not trusted: a
+    number (an integer-valued string of any length, a ``Decimal`` or
+    ``Fraction`` however large) is clamped to ``0..MAX_REPORTED_TOKENS``;
+    anything else (``None``, ``NaN``, an infinity, other text, a bool)
+    counts as 0. A negative count never gives a budget back.
+    """
+    if type(value) is int:  # the usual count, before the checks for every other kind (a bool is no count)
+        return min(max(value, 0), MAX_REPORTED_TOKENS)
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()):
+            return 0
+        digits = text.lstrip("0") or "0"
+        return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, (numbers.Real, decimal.Decimal)):
+        real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
+        try:
+            if real != real or abs(real) == math.inf:  # NaN, or an infinity: no count at all
+                return 0
+            if real >= MAX_REPORTED_TOKENS:
+                return MAX_REPORTED_TOKENS
+            number = int(real) if real > 0 else 0
+        except (ArithmeticError, TypeError, ValueError):  # a signalling NaN, for one
+            return 0
+    else:
+        return 0
+    return min(max(number, 0), MAX_REPORTED_TOKENS)
+
+
+def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """The USD cost of one call, or 0.0 when the model has no price."""
+    if not prices or not isinstance(model_name, str) or not model_name:
+        return 0.0
+    price = prices.get(model_name)
+    if price is None:
+        # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
+        # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
+        matches = [name for name in prices if model_name.startswith(name)]
+        if not matches:
+            return 0.0
+        price = prices[max(matches, key=len)]
+    return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
+
+
+def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
+    """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise ValueError(f"{argument}: expected a mapping of model name to (input, output) prices")
+    try:
+        items = list(prices.items())
+    except Exception as exc:  # noqa: BLE001 - a hostile mapping is bad input, named as such
+        raise ValueError(f"{argument}: could not be read ({type(exc).__name__})") from None
+    checked: dict[str, tuple[float, float]] = {}
+    for name, pair in items:
+        ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+              and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
+                      for p in pair))
+        if not ok:
+            raise ValueError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
+                             "(USD per million input tokens, output tokens)")
+        checked[str(name)] = (float(pair[0]), float(pair[1]))
+    return checked
+
+
+class BudgetExceeded(SubagentError):
+    """Raised inside a child, or returned for a refused delegation, once spent."""
+
+    stop_reason: StopReason = "budget"
+
+
+def estimate_tokens(payload: Any) -> int:
+    """A cheap upper-leaning guess of a prompt's tokens (about four characters a token)."""
+    chars = 0
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        else:
+            content = getattr(item, "content", None)
+            if content is not None:
+                stack.append(content)
+            calls = getattr(item, "tool_calls", None)
+            if calls:
+                stack.extend(str(c.get("args", "")) for c in calls)
+    return chars // 4 + 1
+
+
+class Budget:
+    """Tokens and/or USD shared by a parent and all its children."""
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens <= 0):
+            raise ValueError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
+        if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float))
+                                    or not 0 < max_usd < float("inf")):
+            raise ValueError(f"Budget: max_usd must be positive, a finite number of US dollars (got {max_usd!r:.80})")
+        if max_usd is not None and not prices:
+            raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = check_prices(prices)
+        self._lock = threading.Lock()
+        self.tokens = 0
+        self.usd = 0.0
+        self.reserved = 0
+
+    def reserve(self, tokens: int, model_name: str | None = None) -> None:
+        """Hold ``tokens`` of prompt for a model call about to start, or raise :class:`BudgetExceeded`.
+
+        A call is refused when what is spent, plus what running calls have
+        reserved, plus this prompt would pass the limit; so parallel children
+        overshoot by at most one call's output each.
+        """
+        cost = cost_of(self.prices, model_name, tokens, 0)
+        with self._lock:
+            if reason := self._spent_reason():
+                raise BudgetExceeded(reason)
+            if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+                raise BudgetExceeded(
+                    f"the shared token budget cannot cover another call ({self.tokens} spent, "
+                    f"{self.reserved} held by running calls, ~{tokens} more needed, "
+                    f"limit {self.max_tokens})"
+                )
+            if self.max_usd is not None and self.usd + cost > self.max_usd:
+                raise BudgetExceeded(
+                    f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
+                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})"
+                )
+            self.reserved += tokens
+
+    def release(self, tokens: int) -> None:
+        """Give back a reservation once its call has ended (its real usage is charged)."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - tokens)
+
+    def _spent_reason(self) -> str | None:
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
+        return None
+
+    def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
+        """Add one call's usage (as reported: see :func:`token_count`); return its cost."""
+        input_tokens, output_tokens = token_count(input_tokens), token_count(output_tokens)
+        cost = cost_of(self.prices, model_name, input_tokens, output_tokens)
+        with self._lock:
+            self.tokens += input_tokens + output_tokens
+            self.usd += cost
+        return cost
+
+    def exhausted(self) -> str | None:
+        """Why the budget is spent, or ``None`` while it is not."""
+        return self._spent_reason()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tokens = 0
+            self.usd = 0.0
+            self.reserved = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "usd": round(self.usd, 6),
+                "max_tokens": self.max_tokens, "max_usd": self.max_usd}
+
+
+# ----------------------------------------------------------------------------
+# Counting what a child spends, and stopping it between steps.
+#
+# A :class:`TaskMeter` rides along in the child's callbacks, so it sees every
+# model call of any child (a built spec or a caller's compiled graph, and the
+# model calls its middleware makes, such as a summariser's) without touching
+# the graph. It counts model calls, tokens and cost, enforces ``max_turns``,
+# and, because LangChain re-raises errors from handlers marked ``raise_error``,
+# it stops the child at its next model or tool call once the task's deadline
+# has passed, the task was cancelled, or a budget is spent. This is also what
+# ends an abandoned child on the ``invoke`` path, where a running thread cannot
+# be interrupted from outside.
+#
+# It also remembers where the last error came from (a model or a tool), so a
+# failure can be classified by type and origin, never by its message.
+# ----------------------------------------------------------------------------
+
+
+
+_IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
+                                     "async generator ignored GeneratorExit"})
+"""The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
+
+
+class TaskStopped(SubagentError):
+    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
+
+
+class MaxTurnsReached(TaskStopped):
+    """The child asked for one model call more than its ``max_turns``."""
+
+    stop_reason: StopReason = "max_turns"
+
+    def __init__(self, max_turns: int) -> None:
+        super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
+        self.max_turns = max_turns
+
+
+class TaskMeter(BaseCallbackHandler):
+    """Per-task usage counter with a deadline, budgets and a stop switch."""
+
+    raise_error = True
+    run_inline = True
+    # Chain events are by far the most frequent; the meter needs none of them.
+    # Tool events are dispatched under LangChain's "agent" switch, so it stays on.
+    ignore_chain = True
+    ignore_retriever = True
+
+    def __init__(
+        self,
+        *,
+        deadline: float | None = None,
+        max_turns: int | None = None,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        prices: PriceTable | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self.model_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost_usd = 0.0
+        self.deadline = deadline
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.max_usd = max_usd
+        self.prices = prices
+        self.budget = budget
+        self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
+        self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
+        self._stop: SubagentError | None = None
+        self._reserved: dict[Any, int] = {}
+        self._lock = threading.Lock()
+
+    def stop(self, error: SubagentError) -> None:
+        """Make the child raise ``error`` at its next model or tool call."""
+        self._stop = error
+
+    def cancel(self) -> None:
+        self.stop(TaskCancelled("was cancelled"))
+
+    def carry(self, spent: dict[str, Any]) -> None:
+        """Start from what an earlier run of the same task spent (before an approval pause)."""
+        with self._lock:
+            self.model_calls += token_count(spent.get("model_calls"))
+            self.input_tokens += token_count(spent.get("input_tokens"))
+            self.output_tokens += token_count(spent.get("output_tokens"))
+            self.cost_usd += _dollars(spent.get("cost_usd"))
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "model_calls": self.model_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+    def source_of(self, exc: BaseException) -> BaseException:
+        """The error a model or tool raised that ``exc`` stands in for; ``exc`` itself if none.
+
+        A ``GeneratorExit`` raised by a tool can reach the runner, on
+        ``ainvoke``, as the interpreter's ``RuntimeError("coroutine ignored
+        GeneratorExit")`` with no link back to it; that error is the latest
+        ``GeneratorExit`` this meter saw a model or tool raise. A stop of
+        the meter's own that a tool wrapped (``raise ToolError(...) from
+        exc``) is that stop: the task's limit, not the tool's failure.
+        """
+        if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
+            return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
+        cause = exc
+        for _ in range(8 if self._raised else 0):  # the meter's own stop, wrapped by a tool it passed through
+            wrapped = cause.__cause__ or cause.__context__
+            if wrapped is None:
+                break
+            if any(wrapped is raised for raised in self._raised):
+                return wrapped
+            cause = wrapped
+        return exc
+
+    def origin_of(self, exc: BaseException) -> StopReason | None:
+        """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
+        exc = self.source_of(exc)
+        if any(exc is raised for raised in self._raised):  # the meter's own stop, passed through a tool
+            return None
+        # Tools failing in one step: the error that ended the run need not be the latest. An error raised
+        # from a tool's (Python's RuntimeError for a StopIteration leaving a generator) comes from the tool.
+        for seen, origin in reversed(self._seen):
+            if seen is exc or seen is exc.__cause__:
+                return origin
+        if not self._seen:
+            return None
+        seen, origin = self._seen[-1]
+        # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
+        try:
+            same = type(seen) is type(exc) and seen.args == exc.args
+        except Exception:  # noqa: BLE001 - uncomparable args: not the same error
+            same = False
+        return origin if same else None
+
+    def raise_if_stopped(self) -> None:
+        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
+        self._check()
+
+    def _check(self) -> None:
+        if self._stop is not None:
+            raise self._raising(self._stop)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise self._raising(TaskTimeout("timed out"))
+        tokens = self.input_tokens + self.output_tokens
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)"))
+        if self.max_usd is not None and self.cost_usd >= self.max_usd:
+            raise self._raising(BudgetExceeded(
+                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
+            ))
+        if self.budget is not None and (reason := self.budget.exhausted()):
+            raise self._raising(BudgetExceeded(reason))
+
+    def _raising(self, error: SubagentError) -> SubagentError:
+        """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
+        self._raised.append(error)
+        del self._raised[:-8]
+        return error
+
+    def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
+        self._check()
+        with self._lock:
+            if self.max_turns is not None and self.model_calls >= self.max_turns:
+                raise self._raising(MaxTurnsReached(self.max_turns))
+            self.model_calls += 1
+        if self.budget is not None:
+            # Reserving the prompt before the call bounds a shared budget's
+            # overshoot to one call's output per running child (estimated only then).
+            estimate = estimate_tokens(prompt)
+            self.budget.reserve(estimate, _model_name(kwargs))
+            self._reserved[run_id] = estimate
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
+                            **kwargs: Any) -> None:
+        self._start_call(run_id, messages, kwargs)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._start_call(run_id, prompts, kwargs)
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._saw(error, "model_error")
+        self._release(run_id)
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self._saw(error, "tool_error")
+
+    def _saw(self, error: BaseException, origin: StopReason) -> None:
+        if any(error is raised for raised in self._raised):
+            return  # the meter's own stop passing through a tool: no tool's error, nor like one
+        self._seen.append((error, origin))
+        del self._seen[:-8]
+
+    def _release(self, run_id: Any) -> int:
+        estimate = self._reserved.pop(run_id, 0)
+        if estimate and self.budget is not None:
+            self.budget.release(estimate)
+        return estimate
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._end_call(run_id, response)
+
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+        self._release(run_id)
+        usage, model_name = _usage_of(response)
+        if not usage:
+            return
+        inp = token_count(usage.get("input_tokens"))  # reported by the server: never trusted
+        out = token_count(usage.get("output_tokens"))
+        cost = cost_of(self.prices, model_name, inp, out)
+        with self._lock:
+            self.input_tokens += inp
+            self.output_tokens += out
+            self.cost_usd += cost
+        if self.budget is not None:
+            self.budget.charge(model_name, inp, out)
+
+
+def _model_name(kwargs: dict[str, Any]) -> str | None:
+    params = kwargs.get("invocation_params") or {}
+    name = params.get("model_name") or params.get("model")
+    return name if isinstance(name, str) else None
+
+
+def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
+    # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
+    llm_output = response.llm_output
+    if not (type(llm_output) is dict or isinstance(llm_output, Mapping)):
+        llm_output = {}
+    for generations in response.generations:
+        for gen in generations:
+            message = getattr(gen, "message", None)
+            usage = getattr(message, "usage_metadata", None)
+            if usage and (type(usage) is dict or isinstance(usage, Mapping)):
+                meta = getattr(message, "response_metadata", None) or {}
+                return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
+    token_usage = llm_output.get("token_usage") or {}
+    if token_usage and isinstance(token_usage, Mapping):
+        usage = {
+            "input_tokens": token_usage.get("prompt_tokens", 0),
+            "output_tokens": token_usage.get("completion_tokens", 0),
+        }
+        return usage, _name_or_none(llm_output.get("model_name"))
+    return None, None
+
+
+def _dollars(value: Any) -> float:
+    """A cost carried from an earlier record: a finite, non-negative number, else 0."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return max(float(value), 0.0) if ok else 0.0
+
+
+def _name_or_none(name: Any) -> str | None:
+    return name if isinstance(name, str) else None
+
+
+# ----------------------------------------------------------------------------
+# Collecting a child's messages from its model calls as they happen.
+#
+# Only the child's own agent turns are recorded: a model call counts when it
+# continues the history recorded so far (a summariser's side call, with its
+# own prompt, does not). Each new message goes to the task's
+# :class:`~subagents.transcripts.TranscriptSink` at once, so a JSONL transcript
+# grows while the child runs.
+# ----------------------------------------------------------------------------
+
+
+
+class TranscriptRecorder(BaseCallbackHandler):
+    """A callback handler that feeds one sink."""
+
+    run_inline = True
+    ignore_chain = True
+    ignore_retriever = True
+    ignore_agent = True
+
+    def __init__(self, sink: TranscriptSink) -> None:
+        self.sink = sink
+        self.messages: list[BaseMessage] = []
+        self._ids: set[str] = set()
+        self._turns: set[Any] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _add(self, messages: list[BaseMessage]) -> None:
+        with self._lock:
+            for message in messages:
+                if isinstance(message, SystemMessage) or message.id in self._ids:
+                    continue
+                if message.id is not None:
+                    self._ids.add(message.id)
+                self.messages.append(message)
+                if not self._closed:
+                    self.sink.add(message)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+        history = [m for m in messages[0] if not isinstance(m, SystemMessage)]
+        if self._ids and not any(m.id in self._ids for m in history):
+            return
+        self._turns.add(run_id)
+        self._add(history)
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        if run_id not in self._turns:
+            return
+        self._add([g.message for gens in response.generations for g in gens if hasattr(g, "message")])
+
+    def close(self, final_messages: list[BaseMessage] | None = None, *, cancelled: bool = False) -> str:
+        """Add what the final state holds beyond the last model call; end the sink."""
+        if final_messages:
+            self._add(list(final_messages))
+        with self._lock:
+            self._closed = True
+        return self.sink.end(self.messages, cancelled=cancelled)
+
+
+log = logging.getLogger(__name__)
+
+
+class RecordingMeter(TaskMeter):
+    """A :class:`TaskMeter` that first hands each model event to ``recorder``."""
+
+    def __init__(self, recorder: TranscriptRecorder, **limits: Any) -> None:
+        super().__init__(**limits)
+        self.recorder = recorder
+        """Fed each model event first; see :class:`~subagents.metering.TranscriptRecorder`."""
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
+                            **kwargs: Any) -> None:
+        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
+            self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
+            log.warning("transcript recorder failed on a model call: %r", exc)
+        self._start_call(run_id, messages, kwargs)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        try:
+            self.recorder.on_llm_end(response, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
+            log.warning("transcript recorder failed on a model answer: %r", exc)
+        self._end_call(run_id, response)

@@ -1,0 +1,248 @@
+"""What goes into one delegation and what comes out of it.
+
+* :class:`TaskCall` -- one ``task`` call as a delegation tool received it;
+* :class:`TaskOutcome` -- what the runner hands back: the record, the answer
+  or the error, and what the child changed (the caller decides what of it
+  to write into its own state);
+* :class:`TaskRecord` -- the JSON-ready record every delegation leaves;
+* :func:`final_answer` and short-answer continuation -- the child's answer.
+
+Example::
+
+    call = TaskCall.from_runtime(runtime, "researcher", "Find X", parent_model=model)
+    outcome = runner.run(call)
+    outcome.record["status"], outcome.answer
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, HumanMessage
+from pydantic import BaseModel, ConfigDict
+
+from subagents.errors import StopReason
+
+Emit = Callable[[dict[str, Any]], None]
+
+TaskStatus = Literal["pending", "running", "waiting_for_approval", "completed", "error", "cancelled", "lost"]
+
+_TASK_ID_NAMESPACE = uuid.UUID("6f1c1c1e-2b8e-4d3e-9d0a-5a2f1f0c7e11")
+_TASK_ID_PREFIX = _TASK_ID_NAMESPACE.bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskCall:
+    """One ``task`` call as the parent's tool received it."""
+
+    subagent_type: str
+    description: str
+    parent_state: Mapping[str, Any]
+    tool_call_id: str | None
+    parent_config: Mapping[str, Any]
+    parent_model: Any = None
+    parent_tools: Sequence[Any] = ()
+    emit: Emit | None = None
+    """Where lifecycle events go (the parent's ``custom`` stream writer)."""
+    store: Any = None
+    """The parent's ``BaseStore``, for the store transcript sink."""
+    graph: Any = None
+    """Run this instead of the registry's graph (a background task's own session)."""
+    output_schema: Any = None
+    """A per-call output schema (``task``'s ``output_schema``; see :mod:`subagents.builder`)."""
+
+    @classmethod
+    def from_runtime(
+        cls,
+        runtime: Any,
+        subagent_type: str,
+        description: str,
+        *,
+        parent_model: Any,
+        parent_tools: Sequence[Any] | None = None,
+        output_schema: Any = None,
+    ) -> TaskCall:
+        """The call a delegation tool received, from its ``ToolRuntime``.
+
+        ``parent_tools`` defaults to the tools of the parent's tool node.
+        """
+        return cls(
+            subagent_type=subagent_type,
+            description=description,
+            parent_state=runtime.state,
+            tool_call_id=runtime.tool_call_id,
+            parent_config=runtime.config,
+            parent_model=parent_model,
+            parent_tools=runtime.tools if parent_tools is None else parent_tools,
+            emit=runtime.stream_writer,
+            store=runtime.store,
+            output_schema=output_schema,
+        )
+
+
+class TaskRecord(BaseModel):
+    """One delegation: who ran it, how it went, what it cost, what it returned.
+
+    Stored as a JSON-ready dict; read one back typed with
+    ``TaskRecord.model_validate(record)``. The parent's ledger keeps it
+    compact: ``description`` and ``result`` are previews of at most 200
+    characters (``error`` 1,000), with the full lengths in ``*_chars``; the
+    full texts are the ``task`` call's arguments and its ToolMessage.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    agent_type: str
+    tool_call_id: str | None = None
+    status: TaskStatus
+    stop_reason: StopReason | None = None
+    description: str
+    result: str | None = None
+    error: str | None = None
+    started_at: float
+    finished_at: float | None = None
+    duration_ms: float | None = None
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    transcript: str | None = None
+    """Where the child's messages can be read back (see :mod:`subagents.transcripts`)."""
+    skipped_writes: dict[str, str] | None = None
+    """State keys the child changed that were not written back, and why."""
+    description_chars: int | None = None
+    """The full description's length (in the ledger, ``description`` may be a preview)."""
+    result_chars: int | None = None
+    """The full answer's length (in the ledger, ``result`` may be a preview)."""
+    error_chars: int | None = None
+    """The full error's length, when the ledger's ``error`` is a preview."""
+
+
+@dataclasses.dataclass
+class TaskOutcome:
+    """What one delegation produced; the caller turns it into its own state update.
+
+    ``changes`` holds the keys the child changed (final values) and
+    ``inputs`` what it was given, so a caller can write back deltas for
+    reducer channels (see :func:`subagents.boundary.write_back`).
+    """
+
+    record: dict[str, Any]
+    answer: str | None = None
+    error: str | None = None
+    changes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    inputs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) -> str:
+    """A task id that is unique per tool call and stable when a paused run resumes.
+
+    The parent's tool task (its checkpoint namespace) is re-executed with the
+    same namespace after an interrupt, so the resumed delegation keeps its id.
+    """
+    # uuid5 spelled out (its UUID object costs several times the hash on the hot path); same ids.
+    # surrogatepass: a call id holding a lone surrogate (a broken server's) still names one task.
+    key = f"{thread_id}|{checkpoint_ns}|{tool_call_id}".encode(errors="surrogatepass")
+    digest = bytearray(hashlib.sha1(_TASK_ID_PREFIX + key, usedforsecurity=False).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return digest.hex()
+
+
+def merge_records(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for a ledger: parallel delegations each add their own ids."""
+    if not left:
+        return dict(right or {})
+    if not right:
+        return left
+    return {**left, **right}
+
+
+def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for a usage rollup: parallel delegations add up."""
+    if not left:
+        return dict(right or {})
+    if not right:
+        return left
+    return {k: round(left.get(k, 0) + right.get(k, 0), 6) for k in {*left, *right}}
+
+
+# -- the answer -----------------------------------------------------------------
+
+
+def final_answer(result: Mapping[str, Any]) -> str:
+    """The child's answer: its structured response as JSON, else its last non-empty AI text."""
+    if not isinstance(result, Mapping) or "messages" not in result:
+        raise ValueError(
+            "the child graph returned no 'messages' (a compiled subagent's state "
+            "must have a 'messages' key)"
+        )
+    structured = result.get("structured_response")
+    if structured is not None:
+        if hasattr(structured, "model_dump_json"):
+            return str(structured.model_dump_json())
+        if dataclasses.is_dataclass(structured) and not isinstance(structured, type):
+            return json.dumps(dataclasses.asdict(structured), default=str)
+        return json.dumps(structured, default=str)
+    for message in reversed(result["messages"]):
+        text = _ai_text(message)
+        if text:
+            return text
+    return ""
+
+
+def _ai_text(message: Any) -> str:
+    """The text of an AI message, given as a message object or as a dict (``role``/``type``)."""
+    if isinstance(message, AIMessage):
+        return (message.text or "").strip()
+    if isinstance(message, Mapping) and (message.get("role") in ("assistant", "ai") or message.get("type") == "ai"):
+        content = message.get("content")
+        if isinstance(content, str):
+            return content.strip()
+        if isinstance(content, list):
+            parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
+            return "".join(p for p in parts if isinstance(p, str)).strip()
+    return ""
+
+
+DEFAULT_SHORT_ANSWER_THRESHOLD = 0
+"""Short-answer continuation is opt-in: 0 turns it off."""
+
+CONTINUATION_PROMPT = (
+    "Your final answer was very short, and the caller sees only your final message. "
+    "Reply now with a complete report of what you found and did, with every detail "
+    "the task asked for."
+)
+
+
+def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -> dict[str, Any] | None:
+    """The child's input for one request for a complete report, or ``None`` when none is due.
+
+    Asked when the answer is shorter than ``threshold`` characters (0: never);
+    structured responses are never continued.
+    """
+    if threshold <= 0 or len(answer) >= threshold or result.get("structured_response") is not None:
+        return None
+    return {"messages": [*result["messages"], HumanMessage(content=CONTINUATION_PROMPT)]}
+
+
+def merge_continuation(first: str, second: str | None, failure: str | None) -> str:
+    """The answer after a continuation request: the longer one; a failed request keeps the first."""
+    if failure is not None:
+        return f"{first}\n\n[note: the request for a fuller report failed: {failure}]"
+    if second is not None and len(second) > len(first):
+        return second
+    return first

@@ -1,0 +1,345 @@
+"""Name -> subagent, with each child graph built lazily and at most once.
+
+Constructing a registry validates every spec but compiles nothing: a parent
+with 100 subagents pays for a child graph only when it first delegates to it.
+
+Example::
+
+    registry = SubagentRegistry([{"name": "a", "description": "does a"}])
+    registry.names            # ('a',)
+    graph = registry.graph("a", parent_model=model, parent_tools=[])
+
+Caller-wide build settings (model profiles, skills, risky tools, the
+parent's permission policy) travel as :class:`~subagents.BuildOptions`::
+
+    registry = SubagentRegistry(specs, options=BuildOptions(risky_tools={"shell"}))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, check_spec
+from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
+
+# ----------------------------------------------------------------------------
+# Child graphs built per call (a dynamic definition, a per-call schema), cached and bounded.
+#
+# The registry builds each declared spec once. Graphs that depend on the call
+# (a definition made at run time, an output schema chosen per call) are built
+# on first use and kept in a small least-recently-used cache per registry,
+# keyed by a hash of what they are built from, so repeated calls reuse one
+# graph and a stream of distinct schemas cannot grow memory without bound.
+#
+# Example::
+#
+#     graph = graphs_for(registry).get(("json", digest), lambda: build_subagent(...))
+# ----------------------------------------------------------------------------
+
+
+
+DEFAULT_MAX_GRAPHS = 32
+
+
+class GraphCache:
+    """A thread-safe LRU cache of built graphs."""
+
+    def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
+        if max_graphs < 1:
+            raise ValueError(f"max_graphs must be >= 1 (got {max_graphs})")
+        self.max_graphs = max_graphs
+        self._graphs: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The graph for ``key``, built with ``build`` on first use."""
+        with self._lock:
+            if key in self._graphs:
+                self._graphs.move_to_end(key)
+                return self._graphs[key]
+            graph = build()
+            self._graphs[key] = graph
+            while len(self._graphs) > self.max_graphs:
+                self._graphs.popitem(last=False)
+            return graph
+
+
+_BY_OWNER: weakref.WeakKeyDictionary[Any, GraphCache] = weakref.WeakKeyDictionary()
+_OWNERS_LOCK = threading.Lock()
+
+
+def graphs_for(owner: Any) -> GraphCache:
+    """The cache that belongs to ``owner`` (a registry); it goes when the owner goes."""
+    with _OWNERS_LOCK:
+        cache = _BY_OWNER.get(owner)
+        if cache is None:
+            cache = _BY_OWNER[owner] = GraphCache()
+        return cache
+
+
+# ----------------------------------------------------------------------------
+# Dynamic subagents: specialists a parent defines at run time, under the same rules.
+#
+# A definition is a JSON-ready dict kept in the parent's state under
+# :data:`DYNAMIC_SUBAGENTS_KEY` (so a checkpointer persists it and a resumed
+# thread still has it). :func:`check_definition` holds every rule:
+#
+# * the name is a slug that shadows no declared subagent and no earlier
+#   definition, and the number of definitions stays under the cap;
+# * ``tools`` only narrows the parent's tools: every name must be one of
+#   them, and never a delegation, todo or memory tool (``None`` inherits the
+#   parent's tools, minus those, like any child);
+# * ``max_turns`` only tightens the default (1 to :data:`DEFAULT_MAX_TURNS`);
+# * description and prompt are non-blank and bounded, since every definition
+#   is listed in each later parent prompt.
+#
+# A definition is checked again whenever it is used, so a definition that
+# reached the state some other way (an input, a state edit) gets no more
+# than a created one.
+#
+# Example::
+#
+#     definition = check_definition(
+#         {"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL.",
+#          "tools": ["run_query"], "max_turns": 6},
+#         declared=("general-purpose",), existing={}, parent_tools=["run_query", "search"], cap=8,
+#     )
+#     spec = spec_from_definition(definition)
+# ----------------------------------------------------------------------------
+
+
+
+DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
+"""Parent state key the delegation middleware keeps run-time definitions under."""
+
+# Below the key on purpose: modules these import read DYNAMIC_SUBAGENTS_KEY while this one loads.
+from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402
+from subagents.errors import SpecError  # noqa: E402
+from subagents.spec import DEFAULT_MAX_TURNS, NAME_PATTERN  # noqa: E402
+
+DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 1_000
+MAX_PROMPT_CHARS = 20_000
+
+
+class DynamicSubagentError(SpecError):
+    """A ``create_subagent`` request breaks a rule; the message names the argument."""
+
+
+class DynamicDefinition(BaseModel):
+    """What ``create_subagent`` accepts (and what is kept in state, plus provenance)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    system_prompt: str
+    tools: list[str] | None = None
+    max_turns: int | None = Field(default=None, strict=True)
+
+
+def merge_definitions(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer: new names are added; an existing definition is never replaced."""
+    if not left:
+        return dict(right or {})
+    if not right:
+        return left
+    return {**right, **left}
+
+
+def check_definition(
+    request: Mapping[str, Any],
+    *,
+    declared: Collection[str],
+    existing: Mapping[str, Any],
+    parent_tools: Collection[str],
+    cap: int,
+) -> DynamicDefinition:
+    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks."""
+    try:
+        definition = DynamicDefinition.model_validate(dict(request))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "arguments"
+        raise DynamicSubagentError(f"{field}: {first['msg']}") from None
+    name = definition.name
+    if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
+        raise DynamicSubagentError(
+            f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
+            f"got {name[:80]!r}"
+        )
+    if name in declared:
+        raise DynamicSubagentError(
+            f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name"
+        )
+    if name in existing:
+        raise DynamicSubagentError(
+            f"name: a subagent named {name!r} was already created; delegate to it, or choose another name"
+        )
+    if len(existing) >= cap:
+        raise DynamicSubagentError(
+            f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
+            "delegate to one of them instead"
+        )
+    _check_text("description", definition.description, MAX_DESCRIPTION_CHARS)
+    _check_text("system_prompt", definition.system_prompt, MAX_PROMPT_CHARS)
+    _check_tools(definition.tools, parent_tools)
+    if definition.max_turns is not None and not 1 <= definition.max_turns <= DEFAULT_MAX_TURNS:
+        raise DynamicSubagentError(
+            f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
+            f"got {definition.max_turns}"
+        )
+    return definition
+
+
+def _check_text(field: str, value: str, limit: int) -> None:
+    if not value.strip():
+        raise DynamicSubagentError(f"{field}: must not be empty")
+    if len(value) > limit:
+        raise DynamicSubagentError(f"{field}: {len(value)} characters; at most {limit} are accepted")
+
+
+def _check_tools(tools: list[str] | None, parent_tools: Collection[str]) -> None:
+    if tools is None:
+        return
+    for name in tools:
+        if name in FORBIDDEN_TOOL_NAMES:
+            raise DynamicSubagentError(
+                f"tools: {name!r} is a delegation, todo or memory tool; a subagent never holds one"
+            )
+        if name not in parent_tools:
+            available = ", ".join(sorted(parent_tools)) or "none"
+            raise DynamicSubagentError(
+                f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can only "
+                f"narrow yours (available: {available})"
+            )
+
+
+def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> SubagentSpec:
+    """The :class:`SubagentSpec` a (checked) definition builds into."""
+    if not isinstance(definition, DynamicDefinition):
+        fields = {k: definition.get(k) for k in DynamicDefinition.model_fields if k in definition}
+        definition = DynamicDefinition.model_validate(fields)
+    return SubagentSpec(
+        name=definition.name,
+        description=definition.description,
+        system_prompt=definition.system_prompt,
+        tools=None if definition.tools is None else tuple(definition.tools),
+        max_turns=definition.max_turns,
+        metadata={"dynamic": True},
+    )
+
+
+def definition_key(definition: Mapping[str, Any]) -> str:
+    """A hash of what a definition builds (not when or by which call it was made)."""
+    fields = {k: definition.get(k) for k in DynamicDefinition.model_fields}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class UnknownSubagent(LookupError):
+    """The requested subagent type is not registered; the message lists the valid ones."""
+
+
+class SubagentRegistry:
+    """Validated specs by name, and the compiled graphs built from them so far."""
+
+    def __init__(
+        self,
+        specs: Sequence[AnySpec | Mapping[str, Any]],
+        *,
+        unknown_tools: UnknownToolPolicy = "warn",
+        options: BuildOptions | None = None,
+    ) -> None:
+        self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
+        self._graphs: dict[str, Any] = {}
+        self._ready: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.unknown_tools: UnknownToolPolicy = unknown_tools
+        self.inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = ()
+        """The parent's middleware (or how to find it), for children that inherit its model."""
+        self.options = BuildOptions()
+        if options is not None:
+            self.configure(options)
+
+    def configure(self, options: BuildOptions) -> None:
+        """Set the build options, checking every spec's model and skills against them.
+
+        Only before the first graph is built: a graph built under other
+        options would not match them.
+        """
+        with self._lock:
+            if self._graphs:
+                raise RuntimeError(
+                    "build options must be set before any subagent is built "
+                    f"(already built: {', '.join(sorted(self._graphs))})"
+                )
+            for spec in self._specs.values():
+                check_spec(spec, options)
+            self.options = options
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._specs)
+
+    @property
+    def specs(self) -> tuple[AnySpec, ...]:
+        return tuple(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def spec(self, name: str) -> AnySpec:
+        """The spec registered as ``name``, or :class:`UnknownSubagent`."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            valid = ", ".join(self._specs) or "none"
+            raise UnknownSubagent(
+                f"unknown subagent_type {name!r}; valid types are: {valid}"
+            ) from None
+
+    @property
+    def built(self) -> frozenset[str]:
+        """Names whose graphs have been compiled so far."""
+        return frozenset(self._graphs)
+
+    def graph(self, name: str, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """The child graph for ``name``, compiled on first use and then cached."""
+        graph = self._graphs.get(name) or self._ready.get(name)
+        if graph is not None:
+            return graph
+        spec = self.spec(name)
+        with self._lock:
+            graph = self._graphs.get(name)
+            if graph is None and isinstance(spec, CompiledSubagent):
+                # A caller's runnable: stamped and made async-capable, never "built".
+                graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
+                return graph
+            if graph is None and isinstance(spec, SubagentSpec):
+                graph = build_subagent(
+                    spec,
+                    parent_model=parent_model,
+                    parent_tools=parent_tools,
+                    unknown_tools=self.unknown_tools,
+                    options=self.options,
+                    inherited_middleware=self.inherited_middleware,
+                )
+                self._graphs[name] = graph
+        return graph

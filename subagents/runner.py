@@ -1,0 +1,842 @@
+"""Running one delegation: resolve, isolate, invoke under limits, return an outcome.
+
+The steps are written once, as a plan (:meth:`TaskRunner._plan`) that yields
+each child input and receives each result; :meth:`TaskRunner.run` and
+:meth:`TaskRunner.arun` only drive it, with ``invoke`` or ``ainvoke``.
+Whatever the child raises becomes a failed :class:`~subagents.TaskOutcome`
+with a typed ``stop_reason``; only interrupts (human approval) pass through,
+so a paused child resumes natively when the parent resumes. A child's
+``Command(graph=Command.PARENT)`` never reaches the parent: it fails the task.
+Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
+``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript.
+
+The runner knows nothing of the parent's state schema, ledger or tool names:
+the caller turns the outcome into its own state update.
+
+Example::
+
+    runner = TaskRunner(SubagentRegistry(specs), max_concurrent=4)
+    outcome = runner.run(TaskCall("researcher", "Find X", state, "call_1", config, model))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import dataclasses
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import TYPE_CHECKING, Any, cast, get_args
+
+from langchain_core.messages import AIMessage
+from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
+from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
+from langgraph.types import Interrupt
+
+from subagents.boundary import (
+    CORE_EXCLUDED_KEYS,
+    changed_keys,
+    child_input,
+    forked_input,
+    is_forbidden_tool,
+    langchain_private_state_keys,
+    tool_name,
+)
+from subagents.builder import OutputSchemaError, build_subagent, call_format, requested_format
+from subagents.errors import (
+    REAL_CANCELLATION,
+    DelegationRefused,
+    ParentWriteRefused,
+    StopReason,
+    SubagentError,
+    TaskTimeout,
+    is_real_cancellation,
+    safe_text,
+)
+from subagents.metering import Budget, PriceTable, RecordingMeter, TaskMeter, TranscriptRecorder, check_prices
+from subagents.outcome import (
+    TaskCall,
+    TaskOutcome,
+    continuation_input,
+    final_answer,
+    merge_continuation,
+    task_id_for,
+)
+from subagents.registry import (
+    DYNAMIC_SUBAGENTS_KEY,
+    SubagentRegistry,
+    UnknownSubagent,
+    check_definition,
+    definition_key,
+    graphs_for,
+    spec_from_definition,
+)
+from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
+from subagents.transcripts import NO_TRANSCRIPT, sink_chooser
+
+if TYPE_CHECKING:
+    from subagents.settings import DelegationSettings
+
+
+# ----------------------------------------------------------------------------
+# A cap on how many children of one parent run at once, for threads and event loops.
+#
+# Extra delegations wait their turn; none fails because of the cap. The async
+# side keeps one semaphore per event loop, because an ``asyncio.Semaphore``
+# belongs to the loop it first waited on.
+# ----------------------------------------------------------------------------
+
+
+
+class ConcurrencyLimit:
+    """``with limit.hold():`` or ``async with limit.ahold():``; ``None`` means no cap."""
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"max_concurrent_tasks must be at least 1 (got {limit})")
+        self.limit = limit
+        self._threads = threading.BoundedSemaphore(limit) if limit else None
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def hold(self) -> AbstractContextManager[Any]:
+        """Wait for a slot on this thread (nothing to wait for without a cap)."""
+        return self._threads if self._threads is not None else contextlib.nullcontext()
+
+    def ahold(self) -> AbstractAsyncContextManager[Any]:
+        """Wait for a slot on the running event loop (nothing to wait for without a cap)."""
+        return contextlib.nullcontext() if self.limit is None else self._ahold()
+
+    @contextlib.asynccontextmanager
+    async def _ahold(self) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            sem = self._loops.get(loop)
+            if sem is None:
+                sem = self._loops[loop] = asyncio.Semaphore(self.limit or 1)
+        async with sem:
+            yield
+
+
+# ----------------------------------------------------------------------------
+# Turning whatever a child raised into a stop reason and a sentence a model can act on.
+#
+# Classification goes by exception type and origin, never by message text, and
+# the function is total: a hostile exception (a ``__str__`` that raises, a huge
+# message, non-string arguments) still yields a bounded, readable reason.
+#
+# Example::
+#
+#     stop_reason, text = describe_failure(exc, limits=Limits(max_turns=8))
+#     # ("max_turns", "hit its max_turns limit (8 model calls) before finishing. ...")
+# ----------------------------------------------------------------------------
+
+
+
+_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The limits a task ran under, for naming the one that stopped it."""
+
+    max_turns: int | None = None
+    recursion_limit: int | None = None
+    timeout_s: float | None = None
+
+
+def describe_failure(
+    exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
+) -> tuple[StopReason, str]:
+    """``(stop_reason, reason)`` for a failed task; never raises.
+
+    ``origin`` is ``model_error`` or ``tool_error`` when the caller knows the
+    exception came from a model or a tool call.
+    """
+    try:
+        return _describe(exc, limits, origin)
+    except BaseException:  # noqa: BLE001 - the failure path must never raise
+        return "error", f"{_type_name(exc)}: (the error could not be described)"
+
+
+def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
+    from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
+
+    from subagents.metering import MaxTurnsReached
+
+    if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
+        # The library's error raised by a child's model or tool (one that itself delegates, say): its
+        # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
+        return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
+    if isinstance(exc, MaxTurnsReached):
+        return "max_turns", (
+            f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
+            "Split the task into smaller pieces, or raise max_turns."
+        )
+    if isinstance(exc, ModelCallLimitExceededError) and origin not in ("model_error", "tool_error"):
+        return "max_turns", (
+            f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
+            "Split the task into smaller pieces, or raise that middleware's limit."
+        )
+    if isinstance(exc, GraphRecursionError) and origin != "tool_error":
+        return "recursion", (
+            f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
+            "Split the task into smaller pieces, or raise recursion_limit."
+        )
+    if isinstance(exc, SubagentError):
+        reason = _claimed_reason(exc)
+        if reason == "timeout":
+            after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
+            return "timeout", f"timed out{after}. Split the task, or raise timeout_s."
+        return reason, safe_text(exc) or reason
+    text = safe_text(exc).strip() or "(no message)"
+    return origin or "error", f"{_type_name(exc)}: {text}"
+
+
+def _claimed_reason(exc: SubagentError) -> StopReason:
+    """The error's ``stop_reason`` if it is one a failure can have; a subclass's own invention is ``error``."""
+    reason: Any = exc.stop_reason
+    return cast(StopReason, reason) if type(reason) is str and reason in _FAILURE_REASONS else "error"
+
+
+def _type_name(exc: BaseException) -> str:
+    try:
+        return str(type(exc).__name__)
+    except BaseException:  # noqa: BLE001
+        return "Exception"
+
+
+# ----------------------------------------------------------------------------
+# Which child one call runs, on which graph, from which input: the delegation modes in one place.
+#
+# The runner asks :func:`set_up_child` for a call's spec, graph and initial
+# state. By default that is the registry's spec and cached graph, and the
+# isolated input (one ``HumanMessage``). Three modes, each off unless asked
+# for, change one part each and keep every other rule:
+#
+# * a **dynamic subagent** (a name defined at run time with
+#   ``create_subagent``, see :mod:`subagents.registry`) is resolved from the
+#   parent's state, re-checked, and built once per definition;
+# * a **per-call output schema** (see :mod:`subagents.builder`) builds
+#   the spec with that response format, once per schema;
+# * a **fork** (``context="fork"``, see :mod:`subagents.boundary`) starts the
+#   child from the parent's conversation.
+#
+# What a mode adds to the task record comes back as ``record_extra``.
+#
+# Example::
+#
+#     setup = set_up_child(registry, call, blocked_keys)
+#     setup.graph.invoke(setup.inputs, config)
+# ----------------------------------------------------------------------------
+
+
+
+@dataclasses.dataclass
+class ChildSetup:
+    """What one delegation runs."""
+
+    spec: AnySpec
+    graph: Any
+    inputs: dict[str, Any]
+    record_extra: dict[str, Any]
+
+
+def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
+    """The spec, graph and input for ``call``; raises with a readable reason if it cannot run.
+
+    A stand-in registry (background sessions hand out their own graph) gets
+    declared specs and forks only: dynamic subagents and per-call formats
+    belong to the ``task`` path.
+    """
+    modes = isinstance(registry, SubagentRegistry)
+    spec, spec_key, extra = _spec_for(registry, call, modes)
+    requested = requested_format(call.output_schema, call.parent_config) if modes else None
+    if requested is not None:
+        graph = _graph_with_format(registry, call, spec, spec_key, requested, extra)
+    elif spec_key[0] == "dynamic" and isinstance(spec, SubagentSpec):  # run-time definitions are specs
+        graph = graphs_for(registry).get(spec_key, lambda: _build(registry, call, spec))
+    else:
+        graph = registry.graph(call.subagent_type, parent_model=call.parent_model,
+                               parent_tools=call.parent_tools)
+    if getattr(spec, "context", "isolated") == "fork":
+        inputs, inherited = forked_input(call.parent_state, call.description, blocked, call.tool_call_id)
+        extra.update(context="fork", inherited_tokens=inherited)
+    else:
+        inputs = child_input(call.parent_state, call.description, blocked)
+    return ChildSetup(spec, graph, inputs, extra)
+
+
+def _spec_for(
+    registry: SubagentRegistry, call: TaskCall, modes: bool
+) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
+    name = call.subagent_type
+    try:
+        return registry.spec(name), ("spec", name), {}
+    except UnknownSubagent:
+        if not modes:
+            raise
+    definitions = call.parent_state.get(DYNAMIC_SUBAGENTS_KEY) or {}
+    definition = definitions.get(name) if isinstance(definitions, Mapping) else None
+    if not isinstance(definition, Mapping):
+        raise _unknown(registry, name, definitions, call.parent_state)
+    # Checked again at use: a definition may have reached the state without create_subagent.
+    fields = {k: v for k, v in definition.items() if k in ("name", "description", "system_prompt",
+                                                           "tools", "max_turns")}
+    checked = check_definition(fields, declared=registry.names, existing={},
+                               parent_tools=inheritable_tool_names(call.parent_tools), cap=1)
+    if checked.name != name:
+        raise UnknownSubagent(f"created subagent {name!r} is stored under another name ({checked.name!r})")
+    return spec_from_definition(checked), ("dynamic", definition_key(fields)), {"dynamic": True}
+
+
+def inheritable_tool_names(tools: Any) -> list[str]:
+    """Names of the parent's tools a child may be given."""
+    return [tool_name(t) for t in tools or () if not is_forbidden_tool(t)]
+
+
+def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Mapping[str, Any]) -> UnknownSubagent:
+    created = list(definitions) if isinstance(definitions, Mapping) else []
+    valid = ", ".join([*registry.names, *created]) or "none"
+    message = f"unknown subagent_type {name!r}; valid types are: {valid}"
+    if _being_created(name, state):
+        message += (
+            f". {name!r} is being created by a create_subagent call in this same turn; "
+            "delegate to it with task from your next turn"
+        )
+    return UnknownSubagent(message)
+
+
+def _being_created(name: str, state: Mapping[str, Any]) -> bool:
+    messages = state.get("messages") or ()
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage):
+        return False
+    return any(c.get("name") == "create_subagent" and (c.get("args") or {}).get("name") == name
+               for c in last.tool_calls)
+
+
+def _graph_with_format(
+    registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
+    requested: Any, extra: dict[str, Any],
+) -> Any:
+    if isinstance(spec, CompiledSubagent):
+        raise OutputSchemaError(
+            f"a per-call output schema cannot be used with compiled subagent {spec.name!r}: its graph "
+            "is fixed when it is compiled. Give the graph its own response_format, or declare the "
+            "subagent as a spec"
+        )
+    fmt = call_format(requested)
+    extra["output_schema"] = fmt.label
+    shaped = spec.model_copy(update={"response_format": fmt.response_format,
+                                     "middleware": (*spec.middleware, *fmt.middleware)})
+    return graphs_for(registry).get((spec_key, fmt.key), lambda: _build(registry, call, shaped))
+
+
+def _build(registry: SubagentRegistry, call: TaskCall, spec: SubagentSpec) -> Any:
+    return build_subagent(spec, parent_model=call.parent_model, parent_tools=call.parent_tools,
+                          unknown_tools=registry.unknown_tools, options=registry.options)
+
+
+# ----------------------------------------------------------------------------
+# One delegation in flight: its ids, input, sink, limits and events, step by step.
+#
+# :class:`Delegation` is the runner's working state for one task. Its steps
+# are named for what they do -- :meth:`~Delegation.resolve`,
+# :meth:`~Delegation.open_transcript`, :meth:`~Delegation.configure`,
+# :meth:`~Delegation.begin` -- and the two deadline helpers invoke the child
+# so that the task's ``timeout_s`` holds on both paths: on ``invoke`` the child
+# runs on a helper thread we stop waiting for; on ``ainvoke`` the child task
+# is abandoned (and cancelled) at the deadline even when the executor its
+# tools need is saturated. Either way the meter then stops the abandoned child
+# at its next model or tool call.
+# ----------------------------------------------------------------------------
+
+
+
+DEFAULT_RECURSION_LIMIT = 25
+MAX_INHERITED_RECURSION_LIMIT = 100
+LANGCHAIN_DEFAULT_LIMIT = 9_999
+"""A child without its own ``recursion_limit`` gets the parent's, but never more than this."""
+
+
+@dataclasses.dataclass
+class Delegation:
+    """The runner's state for one task, from the tool call to the outcome."""
+
+    call: TaskCall
+    task_id: str
+    thread_id: Any
+    namespace: str
+    started_at: float
+    started_clock: float
+    graph: Any = None
+    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    meter: TaskMeter | None = None
+    recorder: TranscriptRecorder | None = None
+    sink: Any = None
+    transcript: str | None = None
+    limits: Limits = Limits()
+    record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    short_answer_threshold: int | None = None
+    """The spec's own short-answer threshold (``None``: the runner's applies)."""
+    begun: bool = False
+    """Past the concurrency cap: the child has been (or is being) run."""
+
+    @classmethod
+    def start(cls, call: TaskCall) -> Delegation:
+        configurable = call.parent_config.get(CONF) or {}
+        thread_id = configurable.get("thread_id")
+        namespace = str(configurable.get("checkpoint_ns", ""))
+        return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id),
+                   thread_id=thread_id, namespace=namespace,
+                   started_at=time.time(), started_clock=time.monotonic())
+
+    # -- the steps, in order ------------------------------------------------
+
+    def resolve(self, spec: Any, graph: Any, inputs: dict[str, Any], record_extra: dict[str, Any]) -> None:
+        """The child graph, its isolated input, and the limits it runs under."""
+        self.graph = graph
+        self.inputs = inputs
+        self.record_extra = record_extra
+        self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
+        built = not isinstance(spec, CompiledSubagent)
+        # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
+        # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.
+        inherited = int(self.call.parent_config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
+        own = spec.recursion_limit if spec.recursion_limit and spec.recursion_limit < LANGCHAIN_DEFAULT_LIMIT else None
+        max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
+        # Never below what max_turns needs (a model step and a tool step per turn, plus hooks).
+        cap = max(MAX_INHERITED_RECURSION_LIMIT, 4 * (max_turns or 0))
+        recursion = own or min(inherited, cap)
+        self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
+
+    def open_transcript(self, new_sink: Callable[..., Any]) -> None:
+        has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
+        self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
+                             thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
+                             namespace=self.namespace, store=self.call.store,
+                             has_checkpointer=has_checkpointer)
+        self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
+
+    def configure(self, spec: Any, *, prices: PriceTable | None, budget: Budget | None,
+                  metadata_key: str) -> None:
+        """The meter (limits, budgets) and the child's run config."""
+        built = not isinstance(spec, CompiledSubagent)
+        # One handler: the recorder rides inside the meter, which sees each event after it.
+        meter = TaskMeter() if self.recorder is None else RecordingMeter(self.recorder)
+        meter.max_turns = self.limits.max_turns
+        meter.max_tokens = spec.max_tokens if built else None
+        meter.max_usd = spec.max_budget_per_run if built else None
+        meter.prices, meter.budget = prices, budget
+        self.meter = meter
+        self.config = {
+            "recursion_limit": self.limits.recursion_limit,
+            "callbacks": [self.meter],
+            "metadata": {
+                "ls_agent_type": "subagent",
+                metadata_key: self.task_id,
+                "subagent_tool_call_id": self.call.tool_call_id,
+            },
+        }
+        if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
+            self.config["run_name"] = self.call.subagent_type
+
+    def begin(self) -> None:
+        """The task starts running (after any wait for the concurrency cap)."""
+        self.begun = True
+        if self.limits.timeout_s is not None and self.meter is not None:
+            self.meter.deadline = time.monotonic() + self.limits.timeout_s
+        self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else ())
+
+    # -- during and after -----------------------------------------------------
+
+    def remaining(self) -> float | None:
+        deadline = self.meter.deadline if self.meter is not None else None
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def usage(self) -> dict[str, Any]:
+        if self.meter is None:
+            return {}
+        return self.meter.usage()
+
+    def explain(self, exc: BaseException) -> tuple[StopReason, str]:
+        if self.meter is None:
+            return describe_failure(exc, limits=self.limits)
+        try:
+            exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
+        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
+            origin = None
+        return describe_failure(exc, limits=self.limits, origin=origin)
+
+    def emit(self, status: str, **extra: Any) -> None:
+        event = {"type": "subagent_task", "task_id": self.task_id, "tool_call_id": self.call.tool_call_id,
+                 "agent_type": self.call.subagent_type, "status": status, **extra}
+        self.events.append(event)
+        if self.call.emit is None:
+            return
+        try:
+            self.call.emit(event)
+        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
+            pass
+
+    def close_transcript(self, final_messages: Any, *, cancelled: bool = False) -> None:
+        """End the sink and keep its reference; a failing sink costs the transcript, not the task."""
+        if self.sink is None:
+            return
+        sink, self.sink = self.sink, None
+        try:
+            if self.recorder is not None:
+                messages = list(final_messages) if final_messages else None
+                self.transcript = self.recorder.close(messages, cancelled=cancelled)
+            else:
+                self.transcript = sink.end([], cancelled=cancelled)
+        except Exception as exc:  # noqa: BLE001 - reported in the record instead
+            self.transcript = None
+            self.events.append({"type": "transcript_error", "error": describe_failure(exc)[1]})
+
+    def paused(self, signal: GraphBubbleUp) -> None:
+        """An interrupt inside the child: name the task and agent on it, then let it rise."""
+        about = {"task_id": self.task_id, "agent_type": self.call.subagent_type,
+                 "tool_call_id": self.call.tool_call_id}
+        for interrupt in (signal.args[0] if signal.args and isinstance(signal.args[0], Sequence) else ()):
+            value = getattr(interrupt, "value", None)
+            if isinstance(value, dict):
+                value.setdefault("subagent", about)
+        if self.recorder is not None:
+            # The resumed run records again from its start; keep this part too.
+            try:
+                self.recorder.sink.end(self.recorder.messages)
+            except Exception:  # noqa: BLE001
+                pass
+            self.sink = None
+        self.emit("waiting_for_approval")
+
+    def cancelled(self) -> None:
+        """Real cancellation is on its way out: leave the mark, never raise."""
+        try:
+            if self.meter is not None:
+                self.meter.cancel()
+            self.close_transcript(None, cancelled=True)
+            self.emit("cancelled")
+        except BaseException:  # noqa: BLE001 - the cancellation itself must go on
+            pass
+
+
+def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
+    """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for.
+
+    A thread cannot be killed; once the timeout passes we return and the
+    meter stops the abandoned child at its next model or tool call.
+    """
+    remaining = run.remaining()
+    if remaining is None:
+        return run.graph.invoke(inputs, run.config)
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            outcome["value"] = context.run(run.graph.invoke, inputs, run.config)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"subagent-{run.task_id[:8]}", daemon=True)
+    worker.start()
+    worker.join(remaining)
+    if worker.is_alive():
+        return _expired(run)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
+    """Run the child as its own task; at the deadline, abandon it (cancelled, never awaited again).
+
+    Its own task, waited on with ``asyncio.wait``, never ``await``-ed: asyncio
+    resumes a coroutine that awaits a failed task by *throwing* the error into
+    it, and a ``GeneratorExit`` thrown into a coroutine closes the whole chain
+    of awaits above it, the parent's included. Read with ``result()``, a
+    child's ``GeneratorExit`` is one more exception this task can fail with.
+    """
+    child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
+    try:
+        done, _ = await asyncio.wait({child}, timeout=run.remaining())
+    except BaseException as exc:  # this task is cancelled: so is the child, and it ends before we do
+        child.cancel()
+        child.add_done_callback(_discard)
+        if not isinstance(exc, GeneratorExit):  # a coroutine being closed may not await again
+            with contextlib.suppress(BaseException):  # cancelled again: stop waiting, the first reason stands
+                await asyncio.wait({child})
+        raise
+    if child in done:
+        return child.result()
+    child.cancel()
+    child.add_done_callback(_discard)
+    return _expired(run)
+
+
+def _expired(run: Delegation) -> Any:
+    error = TaskTimeout("timed out")
+    if run.meter is not None:
+        run.meter.stop(error)
+    raise error
+
+
+def _discard(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+TASK_ID_METADATA_KEY = "subagent_task_id"
+"""Set in the metadata of every child run; its presence means "inside a child"."""
+
+
+class TaskRunner:
+    """Runs delegations against a registry under one concurrency cap.
+
+    Args:
+        registry: the subagents.
+        max_concurrent: how many children may run at once (``None``: no cap).
+        excluded_keys: keys that never cross the boundary (the caller's
+            ledgers, todos, ...); ``messages``, ``structured_response`` and
+            ``jump_to`` always are.
+        private_keys: the parent's private keys (see
+            :func:`subagents.private_state_keys`); LangChain's own
+            middleware's are always blocked.
+        settings: the runner reads ``settings.limits`` (``budget``,
+            ``short_answer_threshold``) and ``settings.observability``
+            (transcripts, prices); see :mod:`subagents.settings`.
+    """
+
+    def __init__(
+        self,
+        registry: SubagentRegistry,
+        settings: DelegationSettings | None = None,
+        *,
+        max_concurrent: int | None = None,
+        excluded_keys: frozenset[str] = frozenset(),
+        private_keys: frozenset[str] = frozenset(),
+    ) -> None:
+        if settings is None:
+            from subagents.settings import DelegationSettings
+
+            settings = DelegationSettings()
+        limits, seen = settings.limits, settings.observability
+        budget = limits.budget
+        self.registry = registry
+        self.limit = ConcurrencyLimit(max_concurrent)
+        self.prices = check_prices(seen.prices) if seen.prices is not None else (budget.prices if budget else None)
+        self.budget = budget
+        self.short_answer_threshold = limits.short_answer_threshold
+        self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
+        self._paused_usage: dict[str, dict[str, Any]] = {}
+        self._paused_lock = threading.Lock()
+        self.blocked_keys = (
+            CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
+            | langchain_private_state_keys()
+        )
+
+    # -- the two drivers --------------------------------------------------
+
+    def run(self, call: TaskCall) -> TaskOutcome:
+        prepared = self._prepare(call)
+        if isinstance(prepared, TaskOutcome):
+            return prepared
+        with _marked_if_cancelled(prepared), self.limit.hold():
+            prepared.begin()
+            plan = self._plan(prepared)
+            step = next(plan)
+            while not isinstance(step, TaskOutcome):
+                try:
+                    value = invoke_with_deadline(prepared, step)
+                except BaseException as exc:  # noqa: BLE001 - the plan decides
+                    step = _throw(plan, exc)
+                else:
+                    step = _send(plan, value)
+            return step
+
+    async def arun(self, call: TaskCall) -> TaskOutcome:
+        prepared = self._prepare(call)
+        if isinstance(prepared, TaskOutcome):
+            return prepared
+        with _marked_if_cancelled(prepared):
+            async with self.limit.ahold():
+                prepared.begin()
+                plan = self._plan(prepared)
+                step = next(plan)
+                while not isinstance(step, TaskOutcome):
+                    try:
+                        value = await ainvoke_with_deadline(prepared, step)
+                    except BaseException as exc:  # noqa: BLE001 - the plan decides
+                        step = _throw(plan, exc)
+                    else:
+                        step = _send(plan, value)
+                return step
+
+    # -- the plan, written once ---------------------------------------------
+
+    def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
+        try:
+            result = yield run.inputs
+            answer = final_answer(result)
+            own = run.short_answer_threshold  # an agent's own setting wins over the runner's
+            threshold = self.short_answer_threshold if own is None else own
+            follow_up = continuation_input(result, answer, threshold)
+            if follow_up is not None:
+                try:
+                    second = yield follow_up
+                    # The first run's state is what gets written back; the
+                    # continuation only contributes its text.
+                    answer = merge_continuation(answer, final_answer(second), None)
+                except ParentCommand:
+                    answer = merge_continuation(answer, None, "a tool tried to write to the parent")
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - keep the first answer
+                    answer = merge_continuation(answer, None, run.explain(exc)[1])
+            return self._finish(run, result, answer)
+        except ParentCommand:
+            return self._fail(run, ParentWriteRefused(
+                "a tool of the subagent returned Command(graph=Command.PARENT); a subagent cannot "
+                "write to the parent's state, only its final answer comes back"))
+        except GraphInterrupt as signal:
+            if not _is_approval(signal):
+                return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
+            run.paused(signal)
+            self._carry_usage(run)
+            raise
+        except GraphBubbleUp as signal:
+            return self._fail(run, SubagentError(f"raised a LangGraph control signal "
+                                                 f"({type(signal).__name__}) that cannot leave a subagent"))
+        except Exception as exc:  # noqa: BLE001 - fault isolation is the point
+            return self._fail(run, exc)
+        except BaseException as exc:
+            if is_real_cancellation(exc):
+                run.cancelled()
+                raise
+            # Any other BaseException (a library's own, a stray GeneratorExit) fails this task alone.
+            return self._fail(run, exc)
+
+    def _prepare(self, call: TaskCall) -> Delegation | TaskOutcome:
+        """Resolve the spec and graph, isolate the input, choose the sink, set the limits."""
+        run = Delegation.start(call)
+        if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
+            return self._refuse(run, "subagents cannot delegate; do the work yourself")
+        if self.budget is not None and (spent := self.budget.exhausted()):
+            return self._refuse(run, f"{spent}; no new delegations can start", "budget")
+        try:
+            # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
+            setup = set_up_child(self.registry, call, self.blocked_keys)
+            run.resolve(setup.spec, call.graph or setup.graph, setup.inputs, setup.record_extra)
+            run.open_transcript(self.new_sink)
+            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
+            self._resume_usage(run)
+        except UnknownSubagent as exc:
+            return self._refuse(run, safe_text(exc), "invalid_call")
+        except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
+            return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
+        return run
+
+    def _carry_usage(self, run: Delegation) -> None:
+        """A task paused for approval: what it spent so far counts again when it resumes."""
+        with self._paused_lock:
+            self._paused_usage[run.task_id] = run.usage()
+            while len(self._paused_usage) > 1024:
+                self._paused_usage.pop(next(iter(self._paused_usage)))
+
+    def _resume_usage(self, run: Delegation) -> None:
+        if not self._paused_usage:  # nothing paused: no lock to take
+            return
+        with self._paused_lock:
+            spent = self._paused_usage.pop(run.task_id, None)
+        if spent and run.meter is not None:
+            run.meter.carry(spent)
+
+    def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
+        run.close_transcript(result.get("messages"))
+        record = self._record(run, "completed", answer=answer)
+        run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
+        return TaskOutcome(record, answer=answer, changes=changed_keys(result, run.inputs, self.blocked_keys),
+                           inputs=run.inputs, events=run.events)
+
+    def _fail(self, run: Delegation, exc: BaseException) -> TaskOutcome:
+        stop_reason, reason = run.explain(exc)
+        run.close_transcript(None)
+        record = self._record(run, stop_reason, error=reason)
+        run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], **run.usage())
+        return TaskOutcome(record, error=reason, events=run.events)
+
+    def _refuse(self, run: Delegation, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
+        """A delegation that never ran a child: a record (its transcript is empty), an event, an error."""
+        error = DelegationRefused(reason, stop_reason=stop_reason)
+        run.transcript = NO_TRANSCRIPT
+        record = self._record(run, error.stop_reason, error=reason)
+        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"],
+                 refused=True)
+        return TaskOutcome(record, error=reason, events=run.events)
+
+    @staticmethod
+    def _record(run: Delegation, stop_reason: StopReason, *, answer: str | None = None,
+                error: str | None = None) -> dict[str, Any]:
+        """The record, as the JSON-ready dict :class:`TaskRecord` describes (built directly: hot path)."""
+        duration_ms = (time.monotonic() - run.started_clock) * 1000
+        usage = run.usage() or {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        return {
+            "id": run.task_id,
+            "agent_type": run.call.subagent_type,
+            "tool_call_id": run.call.tool_call_id,
+            "status": "error" if error is not None else "completed",
+            "stop_reason": stop_reason,
+            "description": run.call.description,
+            "result": answer,
+            "error": error,
+            "started_at": run.started_at,
+            "finished_at": run.started_at + duration_ms / 1000,
+            "duration_ms": round(duration_ms, 3),
+            **usage,
+            "transcript": run.transcript,
+            "skipped_writes": None,
+            **run.record_extra,
+        }
+
+
+@contextlib.contextmanager
+def _marked_if_cancelled(run: Delegation) -> Iterator[None]:
+    """Cancelled before the concurrency cap let the child start: its transcript still gets the mark."""
+    try:
+        yield
+    except REAL_CANCELLATION:
+        if not run.begun:  # once begun, the plan has left the mark already
+            run.cancelled()
+        raise
+
+
+def _is_approval(signal: GraphInterrupt) -> bool:
+    """An interrupt that can be resumed: it carries at least one ``Interrupt``."""
+    found = signal.args[0] if signal.args else None
+    return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
+
+
+def _send(plan: Generator[Any, Any, TaskOutcome], value: Any) -> Any:
+    try:
+        return plan.send(value)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _throw(plan: Generator[Any, Any, TaskOutcome], exc: BaseException) -> Any:
+    try:
+        return plan.throw(exc)
+    except StopIteration as stop:
+        return stop.value
+

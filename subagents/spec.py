@@ -1,0 +1,808 @@
+"""A background subagent served by a LangGraph Server: where it is, what is sent, how long to wait.
+
+What goes over the wire is exactly what the spec says, nothing from the
+environment: ``headers`` with every request, plus ``x-api-key`` only when
+``api_key`` (the key itself) or ``api_key_env`` (the name of an environment
+variable holding it) is set. ``langgraph-sdk`` on its own would load
+``LANGGRAPH_API_KEY``/``LANGSMITH_API_KEY``/``LANGCHAIN_API_KEY`` and send
+it to any url; we never let it.
+
+``timeout_s`` bounds each status request (a poll, a check, a list);
+``start_timeout_s`` bounds starting, steering and cancelling a task.
+
+Example::
+
+    spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
+                              graph_id="researcher", url="https://agents.example.com",
+                              api_key_env="RESEARCH_SERVER_KEY", timeout_s=5)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, NotRequired, TypedDict
+from urllib.parse import urlsplit
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from subagents.boundary import ContextMode
+from subagents.definitions.condenser import CondenserSetting, normalize_condenser
+from subagents.definitions.hooks import normalize_hooks
+from subagents.definitions.mcp import normalize_mcp_config
+from subagents.definitions.models import check_model_name
+from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
+from subagents.definitions.skills import check_skill_entry
+from subagents.errors import SpecError, brief
+
+# ----------------------------------------------------------------------------
+# Arguments deepagents takes that this library does not, and what to write instead.
+#
+# A deepagents user who switches the import should either keep working or be
+# told exactly what to change: never a silent accept of an argument that
+# would be ignored. :func:`refuse_deepagents_arguments` raises a
+# ``TypeError`` naming each such argument, with the replacement and a pointer
+# to the README's migration section.
+#
+# Example::
+#
+#     refuse_deepagents_arguments("SubAgentMiddleware", {"backend": StateBackend()})
+#     # TypeError: SubAgentMiddleware() got deepagents' argument 'backend': ...
+# ----------------------------------------------------------------------------
+
+
+
+MIGRATION_SECTION = "README.md, 'Migrating from deepagents'"
+
+_INSTEAD: dict[str, dict[str, str]] = {
+    "SubAgentMiddleware": {
+        "backend": (
+            "there is no file backend here: give the parent the tools it should share "
+            "(children inherit them, with the state those tools need); drop backend="
+        ),
+        "state_schema": (
+            "children derive their state from the parent's tools; for custom keys pass "
+            "build_options=BuildOptions(state_schemas=(MyState,))"
+        ),
+    },
+    "create_deep_agent": {
+        "backend": (
+            "there is no file backend here: pass the file tools you want in tools= "
+            "(children inherit them); drop backend="
+        ),
+        "memory": (
+            "memory files are not loaded into the prompt: read them yourself and add "
+            "the text to system_prompt="
+        ),
+        "permissions": (
+            "use permission_mode= and risky_tools= (or interrupt_on=) for approvals, and "
+            "a spec's tools/disallowed_tools to limit what a child can reach"
+        ),
+        "skills": (
+            "pass skill folders as skills_dirs=[...] (first folder wins per name); a "
+            "subagent spec's own skills= accepts folders and names"
+        ),
+    },
+}
+
+
+def refuse_deepagents_arguments(where: str, given: Mapping[str, Any]) -> None:
+    """Raise ``TypeError`` for any keyword in ``given``: known deepagents ones with a fix.
+
+    An empty ``given`` returns quietly, and so does a deepagents argument left
+    unset (``None``, deepagents' own default, or an empty list): it asks for
+    nothing, so code written for deepagents that passes it still runs.
+    """
+    known = _INSTEAD.get(where, {})
+    given = {k: v for k, v in given.items() if k not in known or not is_unset(v)}
+    if not given:
+        return
+    parts = []
+    for name in given:
+        if name in known:
+            parts.append(f"deepagents' argument {name!r} is not supported: {known[name]}")
+        else:
+            parts.append(f"unexpected keyword argument {name!r}")
+    raise TypeError(f"{where}(): " + "; ".join(parts) + f" (see {MIGRATION_SECTION})")
+
+
+def deepagents_only(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords in ``kwargs`` that are deepagents' arguments unsupported by ``where``."""
+    known = _INSTEAD.get(where, {})
+    return {k: v for k, v in kwargs.items() if k in known}
+
+
+def is_unset(value: Any) -> bool:
+    """``None`` or an empty list, tuple or set: a deepagents argument that asks for nothing."""
+    return value is None or (isinstance(value, (list, tuple, set, frozenset)) and not value)
+
+
+# ----------------------------------------------------------------------------
+# What a spec's ``tools`` list may hold: what ``create_agent`` accepts.
+#
+# An entry is a parent tool's name, a ``BaseTool``, a plain Python function
+# or other callable (made a tool with :func:`langchain_core.tools.tool`, so
+# its name and docstring become the tool's), or a provider tool dict (a JSON
+# schema ``{"name": ..., ...}`` or ``{"type": "function", "function": {...}}``).
+#
+# Example::
+#
+#     def search(query: str) -> str:
+#         """Search the web."""
+#         ...
+#
+#     normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
+# ----------------------------------------------------------------------------
+
+
+
+def normalize_tools(value: Any) -> Any:
+    """The ``tools`` list with callables made tools; anything else raises ``ValueError``.
+
+    ``None`` (inherit the parent's tools) passes through unchanged.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not _is_sequence(value):
+        raise ValueError(
+            "expected a list of tool names, BaseTools, functions or tool dicts, "
+            f"not one {type(value).__name__}"
+        )
+    return tuple(_one_tool(item, index) for index, item in enumerate(value))
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) or (
+        hasattr(value, "__iter__") and hasattr(value, "__len__") and not isinstance(value, Mapping)
+    )
+
+
+def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
+    if isinstance(item, (str, BaseTool)):
+        if isinstance(item, str) and not item.strip():
+            raise ValueError(f"item {index}: a tool name must not be empty")
+        return item
+    if isinstance(item, Mapping):
+        if not _dict_tool_name(item):
+            raise ValueError(
+                f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})"
+            )
+        return dict(item)
+    if callable(item):
+        from langchain_core.tools import tool
+
+        try:
+            return tool(item)
+        except Exception as exc:  # noqa: BLE001 - reported with the item named
+            name = getattr(item, "__name__", type(item).__name__)
+            raise ValueError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
+    raise ValueError(
+        f"item {index}: expected a tool name, BaseTool, function or tool dict, "
+        f"got {type(item).__name__}"
+    )
+
+
+def _dict_tool_name(item: Mapping[str, Any]) -> str:
+    function = item.get("function")
+    name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
+    return name if isinstance(name, str) else ""
+
+
+# ----------------------------------------------------------------------------
+# A caller's compiled subagent, made ready for the runner.
+#
+# A :class:`~subagents.CompiledSubagent` may hold any runnable: a LangGraph
+# graph, any LangChain ``Runnable``, a LangGraph ``RemoteGraph``, or a plain
+# object with only ``invoke``. Before its first run it is
+#
+# * stamped with its registered name, as deepagents does: ``lc_agent_name``
+#   in the run metadata and the run name, so traces and streams show which
+#   subagent ran;
+# * given an ``ainvoke`` when it has none: async callers run its ``invoke``
+#   in a worker thread (with the caller's context variables), never blocking
+#   the event loop.
+#
+# Its own ``recursion_limit`` (set with ``with_config``) is read by
+# :func:`own_recursion_limit` when the spec is validated, so the parent's
+# limit never overrides it.
+#
+# Example::
+#
+#     runnable = ready_runnable(spec)      # what the registry hands the runner
+# ----------------------------------------------------------------------------
+
+
+
+def own_recursion_limit(runnable: Any) -> int | None:
+    """The ``recursion_limit`` bound to ``runnable`` with ``with_config``, if any."""
+    config = getattr(runnable, "config", None)
+    if not isinstance(config, Mapping):
+        return None
+    limit = config.get("recursion_limit")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
+def ready_runnable(name: str, runnable: Any) -> Any:
+    """``runnable`` stamped with ``name`` and, if it lacks one, given a threaded ``ainvoke``."""
+    stamped = runnable
+    with_config = getattr(runnable, "with_config", None)
+    if callable(with_config):  # a copy: the caller's runnable is never changed
+        try:
+            stamped = with_config({"metadata": {"lc_agent_name": name}, "run_name": name})
+        except Exception:  # noqa: BLE001 - a runnable that refuses config still runs, unstamped
+            stamped = runnable
+        if not callable(getattr(stamped, "invoke", None)):
+            stamped = runnable
+    if callable(getattr(stamped, "ainvoke", None)):
+        return stamped
+    return ThreadedRunnable(stamped, name)
+
+
+class ThreadedRunnable:
+    """An object with only ``invoke``, driven on a worker thread by ``ainvoke``.
+
+    Args:
+        runnable: anything with ``invoke(input, config)``.
+        name: stamped on every run, as ``lc_agent_name`` and the run name.
+    """
+
+    def __init__(self, runnable: Any, name: str) -> None:
+        self.runnable = runnable
+        self.name = name
+
+    def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        config = dict(config or {})
+        config["metadata"] = {**(config.get("metadata") or {}), "lc_agent_name": self.name}
+        config.setdefault("run_name", self.name)
+        return config
+
+    def invoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        return self.runnable.invoke(inputs, self._config(config), **kwargs)
+
+    async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        context = contextvars.copy_context()
+        return await asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs))
+
+
+# ----------------------------------------------------------------------------
+# What a subagent is: its declarative spec, or a graph the caller compiled.
+#
+# Both are pydantic models; a plain ``dict`` with the same keys is accepted
+# wherever a spec is (see :func:`coerce_spec`).
+#
+# Example::
+#
+#     from subagents import SubagentSpec
+#
+#     researcher = SubagentSpec(
+#         name="researcher",
+#         description="Finds facts and cites sources.",
+#         system_prompt="You research. Reply with a short cited summary.",
+#         tools=["web_search"],
+#         max_turns=8,
+#         timeout_s=120,
+#         skills=["cite-sources"],
+#         permission_mode="confirm_risky",
+#         condenser={"trigger": ("tokens", 50_000)},
+#     )
+#
+# Agent files (markdown with YAML frontmatter) load into the same model; see
+# :mod:`subagents.definitions.agent_files`.
+# ----------------------------------------------------------------------------
+
+
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+"""Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
+never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part.
+Check it with ``fullmatch``: ``match`` with ``$`` would also accept a trailing newline."""
+MAX_NAME_LENGTH = 128
+
+DEFAULT_MAX_TURNS = 25
+"""Model calls a child may make when its spec sets no ``max_turns``."""
+
+MAX_TIMEOUT_S = 1_000_000.0
+"""The largest ``timeout_s`` accepted (about 11 days): finite, and within what threads can wait."""
+
+
+def _check_name(value: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            "name must be letters, digits, '-', '_' and single inner dots, at most "
+            f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
+        )
+    return value
+
+
+Slug = Annotated[str, AfterValidator(_check_name)]
+SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
+
+
+class SubagentSpec(BaseModel):
+    """A subagent built by :func:`langchain.agents.create_agent` on first use.
+
+    Fields left ``None`` inherit from the parent: ``tools`` (the parent's
+    tools, minus every delegation tool), ``model`` (also ``"inherit"``; a
+    name without ``provider:`` is a profile looked up in the caller's
+    ``model_profiles``) and ``permission_mode`` (the parent's policy).
+    ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`);
+    ``recursion_limit`` defaults to the parent run's own limit; ``timeout_s``
+    bounds wall time on both ``invoke`` and ``ainvoke``.
+
+    ``skills`` names the skills listed in the child's prompt (the parent's
+    are not inherited). ``condenser`` is ``False`` (the default here: none),
+    ``None``/``"default"`` for default summarisation (what an agent file that
+    omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
+    settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
+    (the runner enforces them). ``mcp_config`` gives the child the tools of
+    those MCP servers (:mod:`subagents.definitions.mcp`); ``hooks`` runs Claude
+    Code hooks in the child (:mod:`subagents.definitions.hooks`); ``color``
+    is for display. ``source`` is the file a definition was loaded from.
+    ``context="fork"`` starts the child from the parent's conversation
+    instead of the bare task (see :mod:`subagents.boundary`).
+    ``short_answer_threshold`` (characters) overrides the runner's for this
+    agent: an answer shorter than it gets one request for a complete report
+    (``0``: never; ``None``: the runner's setting, off by default).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
+
+    name: Slug
+    description: str
+    system_prompt: str = ""
+    tools: Sequence[str | BaseTool | dict[str, Any]] | None = None
+    disallowed_tools: Sequence[str] = ()
+    model: str | BaseChatModel | None = None
+    # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
+    max_turns: int | None = Field(default=None, gt=0, strict=True)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
+    recursion_limit: int | None = Field(default=None, gt=0, strict=True)
+    max_budget_per_run: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+    max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    short_answer_threshold: int | None = Field(default=None, ge=0, strict=True)
+    response_format: Any = None
+    middleware: Sequence[Any] = ()
+    interrupt_on: Mapping[str, Any] | None = None
+    permission_mode: PermissionMode | None = None
+    skills: Sequence[SkillEntry] = ()
+    # Off for specs written in code (no extra graph step on the hot path);
+    # an agent file that omits the field gets default summarisation.
+    condenser: CondenserSetting = False
+    mcp_config: Mapping[str, Mapping[str, Any]] | None = None
+    hooks: Mapping[str, Any] | None = None
+    color: str | None = None
+    source: str | None = None
+    retries: int = Field(default=0, ge=0, le=10, strict=True)
+    metadata: Mapping[str, Any] = Field(default_factory=dict)
+    # "fork": start from the parent's conversation (see subagents/_fork.py).
+    context: ContextMode = "isolated"
+
+    @field_validator("description")
+    @classmethod
+    def _description_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("description must not be empty: the parent picks agents by it")
+        return value
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        return normalize_tools(value)
+
+    @field_validator("disallowed_tools", "skills", mode="before")
+    @classmethod
+    def _no_bare_string(cls, value: Any) -> Any:
+        # A bare string would be iterated letter by letter.
+        if isinstance(value, str):
+            raise ValueError("expected a list of names, not one string")
+        return value
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, value: Any) -> Any:
+        return check_model_name(value) if isinstance(value, str) else value
+
+    @field_validator("permission_mode", mode="before")
+    @classmethod
+    def _permission_mode(cls, value: Any) -> Any:
+        return normalize_permission_mode(value)
+
+    @field_validator("condenser", mode="before")
+    @classmethod
+    def _condenser(cls, value: Any) -> Any:
+        return normalize_condenser(value)
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _mcp_config(cls, value: Any) -> Any:
+        return normalize_mcp_config(value)
+
+    @field_validator("hooks", mode="before")
+    @classmethod
+    def _hooks(cls, value: Any) -> Any:
+        return normalize_hooks(value, "subagent")
+
+    @field_validator("color")
+    @classmethod
+    def _color_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("expected a colour name or #rrggbb, got an empty string")
+        return value
+
+    @field_validator("middleware")
+    @classmethod
+    def _middleware_are_agent_middleware(cls, value: Sequence[Any]) -> Sequence[Any]:
+        from langchain.agents.middleware import AgentMiddleware
+
+        for item in value:
+            if not isinstance(item, AgentMiddleware):
+                raise ValueError(f"expected AgentMiddleware instances, got {type(item).__name__}")
+        return tuple(value)
+
+
+class CompiledSubagent(BaseModel):
+    """A subagent the caller built: any LangGraph graph whose state has ``messages``.
+
+    The graph is used as given: its own tools, model and limits apply. The
+    runner still isolates its input, bounds it with ``timeout_s`` and
+    ``recursion_limit``, refuses nested delegation and records it.
+    ``context="fork"`` gives it the parent's conversation (see
+    :mod:`subagents.boundary`).
+
+    ``runnable`` may be any ``Runnable`` (a ``RemoteGraph`` too) or an object
+    with only ``invoke``, which async callers run in a worker thread. Its
+    registered name is stamped on each run (``lc_agent_name`` and run name).
+    ``recursion_limit`` defaults to the runnable's own (from ``with_config``),
+    then to the parent run's. deepagents spells this class ``CompiledSubAgent``;
+    both names are exported.
+
+    Example::
+
+        CompiledSubagent(name="writer", description="Writes reports.",
+                         runnable=create_agent(model, tools=[]).with_config(recursion_limit=40))
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
+
+    name: Slug
+    description: str
+    runnable: Any
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    recursion_limit: int | None = Field(default=None, gt=0)
+    metadata: Mapping[str, Any] = Field(default_factory=dict)
+    # "fork": start from the parent's conversation (see subagents/_fork.py).
+    context: ContextMode = "isolated"
+
+    @field_validator("runnable")
+    @classmethod
+    def _runnable_invokable(cls, value: Any) -> Any:
+        if not callable(getattr(value, "invoke", None)):
+            raise ValueError(
+                "runnable must be a LangGraph graph or any Runnable (an object with invoke), "
+                f"got {type(value).__name__}"
+            )
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runnables_own_limit(cls, data: Any) -> Any:
+        # A limit bound with `with_config` is the runnable's own: the parent's never overrides it.
+        if isinstance(data, Mapping) and data.get("recursion_limit") is None:
+            own = own_recursion_limit(data.get("runnable"))
+            if own is not None:
+                return {**data, "recursion_limit": own}
+        return data
+
+
+CompiledSubAgent = CompiledSubagent
+"""deepagents' spelling of :class:`CompiledSubagent`: the same class."""
+
+AnySpec = SubagentSpec | CompiledSubagent
+
+
+def describe_validation_error(errors: ValidationError, label: str) -> str:
+    """One line naming ``label`` and each bad field with what was expected."""
+    parts = []
+    for err in errors.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "<spec>"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"field '{field}': {msg}")
+    return f"{label}: " + "; ".join(parts)
+
+
+def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None) -> AnySpec:
+    """Return a validated spec from a spec or a plain dict.
+
+    A dict with a ``runnable`` key becomes a :class:`CompiledSubagent`,
+    any other dict a :class:`SubagentSpec`. Errors raise :class:`SpecError`
+    naming the agent (or ``source``) and each bad field.
+    """
+    if isinstance(value, (SubagentSpec, CompiledSubagent)):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError(
+            f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
+            f"got {type(value).__name__}"
+        )
+    label = source or f"subagent {value.get('name', '<unnamed>')!r}"
+    value = translate_deepagents_fields(value, label)
+    cls = CompiledSubagent if "runnable" in value else SubagentSpec
+    try:
+        return cls.model_validate(dict(value))
+    except ValidationError as exc:
+        raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]:
+    """Validate many specs and reject duplicate names."""
+    specs = [coerce_spec(v) for v in values]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
+        seen.add(spec.name)
+    return specs
+
+
+# ----------------------------------------------------------------------------
+# The dict shapes of specs, under deepagents' names, and its spellings translated.
+#
+# ``SubAgent`` and ``AsyncSubAgent`` are ``TypedDict``\ s for the plain dicts
+# a caller may pass as specs (type checkers see the fields; at run time they
+# are ordinary dicts). ``CompiledSubAgent`` is the same class as
+# :class:`~subagents.CompiledSubagent`, deepagents' spelling.
+#
+# Example::
+#
+#     from deep_agent import SubAgent, create_deep_agent
+#
+#     researcher: SubAgent = {"name": "researcher", "description": "Finds facts.",
+#                             "system_prompt": "Research.", "tools": [internet_search]}
+#     agent = create_deep_agent("openai:gpt-5.4", subagents=[researcher])
+# ----------------------------------------------------------------------------
+
+
+
+class SubAgent(TypedDict):
+    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field)."""
+
+    name: str
+    description: str
+    system_prompt: NotRequired[str]
+    tools: NotRequired[Sequence[Any | Callable[..., Any] | dict[str, Any] | str]]
+    model: NotRequired[Any]
+    middleware: NotRequired[Sequence[Any]]
+    interrupt_on: NotRequired[Mapping[str, Any]]
+    skills: NotRequired[Sequence[str]]
+    response_format: NotRequired[Any]
+    max_turns: NotRequired[int]
+    timeout_s: NotRequired[float]
+    short_answer_threshold: NotRequired[int]
+    retries: NotRequired[int]
+
+
+class AsyncSubAgent(TypedDict):
+    """A subagent served by a LangGraph Server, run as a background task."""
+
+    name: str
+    description: str
+    graph_id: str
+    url: str
+    headers: NotRequired[Mapping[str, str]]
+
+
+def is_async_spec(value: Any) -> bool:
+    """Whether a spec is a remote one for the background tools (deepagents' ``AsyncSubAgent``)."""
+    return isinstance(value, RemoteSubagentSpec) or (
+        isinstance(value, Mapping) and "graph_id" in value and "runnable" not in value
+    )
+
+
+def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:
+    """A spec dict with deepagents' spellings made ours; an unsupported one raises ``SpecError``.
+
+    ``mode="isolated"`` is the default here, so it is dropped; ``mode="fork"``
+    (spelled ``context="fork"`` here) and ``permissions`` are refused with
+    what to write instead. ``skills=None`` and ``permissions=None`` or ``[]``
+    (deepagents' defaults, spelled out) are dropped.
+    """
+    if "graph_id" in value and "runnable" not in value:
+        raise SpecError(
+            f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
+            "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool"
+        )
+    # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
+    unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
+    if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
+        return value
+    mode = value.get("mode", "isolated")
+    if mode != "isolated":
+        raise SpecError(
+            f"{label}: field 'mode': {mode!r} is not supported; write context='fork' for a child "
+            "that starts from the parent's conversation (without the parent's system prompt), "
+            "or drop mode for an isolated one"
+        )
+    if "permissions" in value and "permissions" not in unset:
+        raise SpecError(
+            f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
+            "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
+            "'permission_mode' or 'interrupt_on' (see README.md, 'Migrating from deepagents')"
+        )
+    return {k: v for k, v in value.items() if k != "mode" and k not in unset}
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, tuple)) and not value)
+
+
+DEFAULT_TIMEOUT_S = 10.0
+"""Default bound on one status request to a server."""
+
+DEFAULT_START_TIMEOUT_S = 30.0
+"""Default bound on starting, steering or cancelling a remote task."""
+
+API_KEY_HEADER = "x-api-key"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class RemoteConfigError(ValueError):
+    """A remote spec cannot be used as configured (say, its ``api_key_env`` is not set)."""
+
+
+class RemoteSubagentSpec(BaseModel):
+    """A background subagent served by a LangGraph Server.
+
+    Args:
+        name, description: as for a local subagent.
+        graph_id: the graph (or assistant id) on the server.
+        url: the server's base URL, ``http://`` or ``https://`` with a host.
+        headers: sent with every request to this server, and nothing else is
+            (no key is read from the environment unless ``api_key_env`` names it).
+        api_key: sent as ``x-api-key``; never shown in a repr.
+        api_key_env: the environment variable holding the key, read when the
+            first request is made (an unset variable fails that request).
+        timeout_s: bound on each status request (poll, check, list).
+        start_timeout_s: bound on starting, steering or cancelling a task.
+        config: the run config sent with each run (``{"recursion_limit": 50}``).
+        metadata: more metadata for each task's server thread.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    graph_id: str
+    url: str
+    headers: Mapping[str, str] = Field(default_factory=dict)
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
+    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
+    config: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not NAME_PATTERN.fullmatch(value):
+            raise ValueError(f"name must be a slug of letters, digits, '-' and '_' (got {value[:80]!r})")
+        return value
+
+    @field_validator("description", "graph_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return checked_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _header_lines(cls, value: Mapping[str, str]) -> Mapping[str, str]:
+        for key, text in value.items():
+            if not _HEADER_NAME.fullmatch(key):
+                raise ValueError(f"header name {key[:80]!r} is not a valid HTTP header name")
+            if (problem := header_value_problem(text)) is not None:
+                raise ValueError(f"header {key!r} {problem}")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_text(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and (problem := header_value_problem(value.get_secret_value())) is not None:
+            raise ValueError(f"the key {problem} (it is sent as the {API_KEY_HEADER} header)")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"must be an environment variable name (got {value[:80]!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> RemoteSubagentSpec:
+        sources = [n for n, on in (("api_key", self.api_key is not None),
+                                   ("api_key_env", self.api_key_env is not None),
+                                   ("headers['x-api-key']", _has_key_header(self.headers))) if on]
+        if len(sources) > 1:
+            raise ValueError(f"give the API key one way only, not {' and '.join(sources)}")
+        return self
+
+    def request_headers(self) -> dict[str, str]:
+        """Every header this spec's requests carry (the key included, if one is configured)."""
+        headers = dict(self.headers)
+        if self.api_key is not None:
+            headers[API_KEY_HEADER] = self.api_key.get_secret_value()
+        elif self.api_key_env is not None:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise RemoteConfigError(
+                    f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
+                    "which is not set in the environment"
+                )
+            if (problem := header_value_problem(key)) is not None:
+                raise RemoteConfigError(f"remote subagent {self.name!r}: the key in {self.api_key_env!r} {problem} "
+                                        f"(it is sent as the {API_KEY_HEADER} header)")
+            headers[API_KEY_HEADER] = key
+        return headers
+
+
+def header_value_problem(text: str) -> str | None:
+    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``.
+
+    A value that begins or ends with a space or tab is no header value
+    either (the HTTP/1.1 client refuses it as a protocol error, which reads
+    as the server being unreachable).
+    """
+    if "\r" in text or "\n" in text:
+        return "must not contain line breaks"
+    bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
+    if bad is not None:
+        return f"must be printable ASCII (it holds {bad!r}, U+{ord(bad):04X})"
+    if text != text.strip(" \t"):
+        return "must not begin or end with a space or tab"
+    return None
+
+
+def checked_url(value: str) -> str:
+    """``value`` without a trailing slash if it is an http(s) URL with a host; else ``ValueError``."""
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise ValueError(
+            f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
+            f"(got {str(value)[:120]!r})"
+        )
+    return text.rstrip("/")
+
+
+def _has_key_header(headers: Mapping[str, str]) -> bool:
+    return any(k.lower() == API_KEY_HEADER for k in headers)

@@ -1,0 +1,420 @@
+"""Every delegation's message history, readable after the run.
+
+A transcript goes to one :class:`TranscriptSink`, chosen once per runner
+(:func:`sink_chooser`); the record's ``transcript`` field says where it went:
+
+* ``jsonl:<path>`` -- with ``sessions_dir`` set, a JSONL file in the
+  my-pi-agent layout, ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``
+  (ids made path-safe, the path absolute): a header line ``{"id",
+  "created_at", "cwd", "metadata": {"agent_type", "parent_session_id",
+  "tool_call_id"}}``, then one message per line, appended and flushed while
+  the child runs, so a crash leaves a readable partial file; a task that is
+  cancelled ends with a ``{"type": "cancelled"}`` line;
+* ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
+* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
+  the parent's checkpointer (the child runs as a subgraph there);
+* ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
+  of recent transcripts bounded by size.
+
+Example::
+
+    from subagents import get_transcript
+
+    messages = get_transcript(agent, {"configurable": {"thread_id": "t1"}}, task_id)
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+
+# ----------------------------------------------------------------------------
+# File paths built from ids (threads, tasks, agent names) that stay inside their folder.
+#
+# Any id -- a string with ``..`` or slashes, an absolute path, a ``uuid.UUID``,
+# an ``int`` -- becomes one safe path component: kept as it is when it is a
+# plain name, otherwise replaced by a readable prefix and a hash of the whole.
+#
+# Example::
+#
+#     safe_component("../../etc")          # 'id-etc-5d41402abc4b2a76...'
+#     inside(root, root / "a" / "b.jsonl")  # the resolved path, or ValueError
+# ----------------------------------------------------------------------------
+
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
+
+
+def safe_component(value: object) -> str:
+    """One path component for ``value``: never empty, ``.``/``..``, absolute or nested."""
+    text = str(value)
+    if _PLAIN.fullmatch(text) and ".." not in text:
+        return text
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40]
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"id-{readable}-{digest}" if readable else f"id-{digest}"
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` resolved, checked to lie under ``root`` (resolved too); else ``ValueError``."""
+    resolved_root = root.resolve()
+    resolved = path.resolve()
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        raise ValueError(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
+    return resolved
+
+
+# ----------------------------------------------------------------------------
+# The in-process transcript table: recent transcripts, bounded by size, not count.
+#
+# Used only when a run has no checkpointer and no other sink; the oldest
+# transcripts are dropped first once the table holds more than ``max_bytes``
+# (estimated from the messages' text).
+#
+# Example::
+#
+#     table = TranscriptTable(max_bytes=1_000_000)
+#     table.put("task-1", messages)
+#     table.get("task-1")
+# ----------------------------------------------------------------------------
+
+
+
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+
+class TranscriptTable:
+    """Task id -> messages, oldest evicted first past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: collections.OrderedDict[str, tuple[list[BaseMessage], int]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, task_id: str, messages: list[BaseMessage]) -> None:
+        size = sum(_size(m) for m in messages)
+        with self._lock:
+            old = self._items.pop(task_id, None)
+            if old is not None:
+                self.bytes -= old[1]
+            self._items[task_id] = (list(messages), size)
+            self.bytes += size
+            while self.bytes > self.max_bytes and len(self._items) > 1:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self.bytes -= dropped
+
+    def get(self, task_id: str) -> list[BaseMessage] | None:
+        with self._lock:
+            item = self._items.get(task_id)
+        return None if item is None else list(item[0])
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _size(message: BaseMessage) -> int:
+    content = message.content
+    text = content if isinstance(content, str) else str(content)
+    return len(text) + 200  # fixed cost per message: ids, type, metadata
+
+
+MEMORY = TranscriptTable()
+"""The process-wide table the memory sink writes to."""
+
+
+STORE_NAMESPACE = "subagent_transcripts"
+NO_TRANSCRIPT = "none:"
+"""The transcript of a delegation refused before any child ran: it reads back as empty."""
+
+
+class TranscriptSink(Protocol):
+    """Where one task's messages go. ``records`` is False when nothing needs collecting."""
+
+    records: bool
+
+    def add(self, message: BaseMessage) -> None: ...
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        """Finish; return the reference stored in the record's ``transcript``."""
+        ...
+
+
+class CheckpointSink:
+    """The child's own checkpoints already hold its history: nothing to collect."""
+
+    records = False
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        return f"checkpoint:{self.namespace}"
+
+
+class MemorySink:
+    """The process-wide, size-bounded table (runs with no checkpointer)."""
+
+    records = True
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        MEMORY.put(self.task_id, messages)
+        return f"memory:{self.task_id}"
+
+
+class JsonlSink:
+    """One JSONL file per task, written while the child runs."""
+
+    records = True
+
+    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        # A task resumed after an approval continues its file: one header, each message once.
+        # An empty file (a crash before the header was written) is begun like a new one.
+        self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
+        # A lone surrogate in a model's text must not cost the transcript its message.
+        self._file: Any = path.open("a", encoding="utf-8", errors="backslashreplace")
+        if self._written is not None and not _ends_a_line(path):
+            self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
+        if self._written is None:
+            self._written = set()
+            self._write(header)
+
+    def _write(self, obj: Mapping[str, Any]) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(obj, default=str, ensure_ascii=False) + "\n")
+            self._file.flush()
+
+    def add(self, message: BaseMessage) -> None:
+        if message.id is not None:
+            if self._written is None:
+                self._written = set()
+            if message.id in self._written:
+                return
+            self._written.add(message.id)
+        self._write(message_to_dict(message))
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        if cancelled:
+            self._write({"type": "cancelled"})
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        return f"jsonl:{self.path}"
+
+
+class StoreSink:
+    """One item per task in a ``BaseStore``; process memory when the run has no store."""
+
+    records = True
+
+    def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
+        self.store, self.task_id, self.header = store, task_id, dict(header)
+        self.namespace = (STORE_NAMESPACE, safe_component(thread_id or "no-thread"))
+
+    def add(self, message: BaseMessage) -> None:
+        pass
+
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
+        if self.store is None:
+            return MemorySink(self.task_id).end(messages)
+        value: dict[str, Any] = {"header": self.header, "messages": [message_to_dict(m) for m in messages]}
+        if cancelled:
+            value["cancelled"] = True
+        self.store.put(self.namespace, self.task_id, value)
+        return "store:" + "/".join(self.namespace)
+
+
+def _ends_a_line(path: Path) -> bool:
+    """Whether the file is empty or ends with a newline (not with a line torn by a crash)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def _message_ids(path: Path) -> set[str]:
+    """Ids of the messages a JSONL transcript already holds."""
+    found: set[str] = set()
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line).get("data") or {}
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(data, dict) and data.get("id"):
+                found.add(str(data["id"]))
+    return found
+
+
+SinkFactory = Callable[..., TranscriptSink]
+
+
+def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
+    """Pick the sink kind once; the returned factory makes one sink per task.
+
+    The factory takes ``task_id, agent_type, thread_id, tool_call_id,
+    namespace, store, has_checkpointer`` as keywords.
+    """
+    if sessions_dir is not None:
+        root = Path(sessions_dir).expanduser().absolute()
+
+        def jsonl(**task: Any) -> TranscriptSink:
+            return JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task))
+
+        return jsonl
+    if transcript_store is not None:
+
+        def stored(**task: Any) -> TranscriptSink:
+            store = task["store"] if transcript_store is True else transcript_store
+            return StoreSink(store, task["thread_id"], task["task_id"], header_for(**task))
+
+        return stored
+
+    def automatic(**task: Any) -> TranscriptSink:
+        if task["has_checkpointer"]:
+            return CheckpointSink(task["namespace"])
+        return MemorySink(task["task_id"])
+
+    return automatic
+
+
+def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: Any) -> Path:
+    """Where a task's JSONL transcript is written: always inside ``sessions_dir``."""
+    root = Path(sessions_dir).expanduser().absolute()
+    path = root / safe_component(thread_id or "no-thread") / "subagents" / f"agent-{safe_component(task_id)}.jsonl"
+    inside(root, path)
+    return path
+
+
+def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
+               **_: Any) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
+        "cwd": os.getcwd(),
+        "metadata": {
+            "agent_type": agent_type,
+            "parent_session_id": None if thread_id is None else str(thread_id),
+            "tool_call_id": tool_call_id,
+        },
+    }
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseMessage]]:
+    """The header and messages of a JSONL transcript; a torn line is skipped.
+
+    Lines are decoded one by one: a crash mid-write can cut a line inside a
+    character, and that line alone is lost, not the file. So is a line that
+    is JSON but no message (edited by hand, or of an unknown type).
+    """
+    header: dict[str, Any] = {}
+    messages: list[BaseMessage] = []
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle):
+            try:
+                obj = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue  # a crash mid-write leaves a torn line
+            if number == 0:
+                header = obj if isinstance(obj, dict) else {}
+            elif isinstance(obj, dict) and "data" in obj:
+                try:
+                    messages.extend(messages_from_dict([obj]))
+                except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+                    continue
+    return header, messages
+
+
+def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[BaseMessage]:
+    """The full message history of one task of a thread, wherever it was kept.
+
+    ``graph`` is the parent graph (its state is read with ``config``), or,
+    for a parent run without a checkpointer, the state the run returned.
+    The record is found in whichever ledger of that state holds ``task_id``.
+    """
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
+    record = find_record(values, task_id)
+    if record is None:
+        raise KeyError(f"no task {task_id!r} in the ledgers of thread {thread_id!r}")
+    return read_transcript(record, thread_id=thread_id,
+                           checkpointer=getattr(graph, "checkpointer", None),
+                           store=getattr(graph, "store", None))
+
+
+def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | None:
+    """The record of ``task_id`` in any ledger (a mapping of task id -> record) of a state."""
+    for value in values.values():
+        if isinstance(value, Mapping) and isinstance(value.get(task_id), Mapping):
+            record = value[task_id]
+            if record.get("id", task_id) == task_id:
+                return record
+    return None
+
+
+def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
+                    store: Any = None) -> list[BaseMessage]:
+    """Read the transcript a task record points at.
+
+    A record whose ``transcript`` field is not ``"<kind>:<where>"`` text, or
+    whose stored item holds no message list, raises ``LookupError`` naming
+    the task and the field: a hand-edited or damaged record is bad input.
+    """
+    task_id = record.get("id")
+    where = record.get("transcript") or ""
+    if not isinstance(where, str):
+        raise LookupError(f"task {task_id!r}: field 'transcript' must be text such as 'jsonl:<path>', "
+                          f"not {type(where).__name__}")
+    kind, _, ref = where.partition(":")
+    if kind == "none":
+        return []
+    if kind == "jsonl":
+        return read_jsonl(ref)[1]
+    if kind == "store":
+        item = store.get(tuple(ref.split("/")), task_id) if store is not None else None
+        if item is None:
+            raise LookupError(f"task {task_id!r}: no transcript in the store at {ref!r}")
+        stored = item.value.get("messages") if isinstance(item.value, Mapping) else None
+        if not isinstance(stored, list):
+            raise LookupError(f"task {task_id!r}: the store item at {ref!r} has no 'messages' list")
+        try:
+            return messages_from_dict(stored)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LookupError(f"task {task_id!r}: the store item at {ref!r} holds a message that cannot be read "
+                              f"({type(exc).__name__}: {exc})") from None
+    if kind == "checkpoint":
+        saved = None
+        if checkpointer is not None:
+            saved = checkpointer.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ref}})
+        if saved is None:
+            raise LookupError(f"task {task_id!r}: no child checkpoint at namespace {ref!r}")
+        return list(saved.checkpoint["channel_values"].get("messages", []))
+    if kind == "memory":
+        messages = MEMORY.get(ref)
+        if messages is not None:
+            return messages
+        raise LookupError(f"task {task_id!r}: its in-memory transcript is gone (process restarted?)")
+    raise LookupError(f"task {task_id!r} has no transcript location")
