@@ -22,10 +22,10 @@ _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
     "SubAgentMiddleware": "middleware",
-    "CompiledSubAgent": "subagents",
+    "CompiledSubAgent": "subagents.spec",
     "CompiledSubagent": "subagents",
-    "AsyncSubAgent": "subagents",
-    "SubAgent": "subagents",
+    "AsyncSubAgent": "subagents.spec",
+    "SubAgent": "subagents.spec",
 }
 
 __all__ = sorted(_WHERE)
