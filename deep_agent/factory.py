@@ -38,6 +38,7 @@ from langchain_core.messages import SystemMessage
 
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from middleware.state import check_ledger_fields
+from middleware.task_tool import with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import parent_state_schemas, private_state_keys, tool_name
 from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules
@@ -184,7 +185,8 @@ def create_deep_agent(
     own_schema = create_agent_kwargs.get("state_schema")
     private = private_state_keys([*middleware, *([own_schema] if own_schema is not None else [])])
     delegation = SubAgentMiddleware(
-        specs, model=root_model, tools=tools, private_state_keys=private, build_options=options, settings=settings,
+        specs, model=root_model, tools=tools, model_middleware=middleware, private_state_keys=private,
+        build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
     )
     extra: list[Any] = []
@@ -192,7 +194,8 @@ def create_deep_agent(
         from middleware import BackgroundSubagentMiddleware
 
         extra.append(BackgroundSubagentMiddleware(
-            [*specs, *settings.background.subagents], model=root_model, tools=tools, private_state_keys=private,
+            [*specs, *settings.background.subagents], model=root_model, tools=tools, model_middleware=middleware,
+            private_state_keys=private,
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
         ))
     stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks), delegation, *extra]
@@ -227,13 +230,11 @@ def _with_agent_files(
     return specs
 
 
-def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> Any:
+def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> str | SystemMessage | None:
     block = skills.prompt_block()
     if not block:
         return system_prompt
-    if isinstance(system_prompt, SystemMessage):
-        return SystemMessage(content=f"{system_prompt.text}\n\n{block}")
-    return f"{system_prompt}\n\n{block}" if system_prompt else block
+    return with_text_appended(system_prompt, block)
 
 
 def _root_approval(

@@ -26,7 +26,7 @@ Example::
 
 Six tools -- ``start_async_task``, ``check_async_task``, ``update_async_task``,
 ``cancel_async_task``, ``list_async_tasks``, ``retry_async_task`` -- and the
-ledger ``async_tasks`` (see :class:`subagents.AsyncTaskRecord`), merged by a
+ledger ``async_tasks`` (see :class:`subagents.background.AsyncTaskRecord`), merged by a
 reducer field by field.
 
 Decisions a LangGraph user may want to know:
@@ -63,15 +63,16 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, Protocol
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.tools import ToolRuntime
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
 from middleware.state import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS, answered_response, as_background_record
-from middleware.subagents import configured_model
+from middleware.subagents import ParentModel
 from middleware.task_tool import TaskToolInput, available_agents_block, with_general_purpose, with_prompt_block
 from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
@@ -601,6 +602,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             with ``graph_id`` is a remote spec).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
+        model_middleware: the parent's middleware; the model-level ones
+            (model fallback, model retry) also wrap the model calls of local
+            children that inherit the parent's model (as in
+            :class:`~middleware.SubAgentMiddleware`).
         general_purpose: add the local ``general-purpose`` subagent.
         max_concurrent_tasks: local tasks running at once; more wait as ``pending``.
         private_state_keys: more keys that never reach a local child.
@@ -632,8 +637,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self,
         subagents: Sequence[Any] = (),
         *,
-        model: Any = None,
-        tools: Sequence[Any] | None = None,
+        model: BaseChatModel | str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+        model_middleware: Sequence[AgentMiddleware] = (),
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
         listed_elsewhere: Collection[str] = (),
@@ -665,15 +671,15 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             for s in local
         ]
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
-        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options)
+        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
+                                         inherited_middleware=model_middleware)
         self.tasks = BackgroundTasks(
             self.registry, remote, max_concurrent=settings.background.max_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
             settings=settings, runtime=self.runtime,
         )
-        self._model = model
+        self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self._seen_model: Any = None
         self.notify = notify
         self.notice_result_chars = notice_result_chars
         self.notice_total_chars = notice_total_chars
@@ -694,7 +700,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(
             runtime, subagent_type, description,
-            parent_model=self._model if self._model is not None else self._seen_model,
+            parent_model=self.parent_model.model,
             parent_tools=self._tools,
         )
 
@@ -759,10 +765,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- the prompt ------------------------------------------------------------
 
-    def _with_block(self, request: Any) -> Any:
-        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
-        if self._model is None:
-            self._seen_model = seen
+    def _with_block(self, request: ModelRequest) -> ModelRequest:
+        self.parent_model.observe(request)
         return with_prompt_block(request, self.prompt_block)
 
     def _answer_invalid(self, response: Any) -> Any:

@@ -22,7 +22,6 @@ Example::
 from __future__ import annotations
 
 import collections
-import copy
 import threading
 import time
 import typing
@@ -43,57 +42,6 @@ from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
-
-# ----------------------------------------------------------------------------
-# State-update values that LangGraph's tool node need not deep-copy.
-#
-# The tool node deep-copies every ``Command`` a tool returns, so that setting
-# the name on its ``ToolMessage`` cannot change an object the tool kept. The
-# ledger record and usage rollup of a ``task`` call are built fresh for that
-# one ``Command`` and held by nothing else, so copying them (a record is some
-# twenty fields) is pure cost on every delegation; so is copying the whole
-# update when the child wrote nothing back, since its ``ToolMessage`` and
-# list are built for it too (written-back values come from the child's
-# result, so an update that carries them is copied as before).
-#
-# :class:`Fresh` marks such a value: a ``dict`` whose **first** deep copy (the
-# tool node's, made before any middleware or stream sees the result; only a
-# callback handler's ``on_tool_end`` sees it earlier) is itself. That hands
-# it over, with every ``Fresh`` inside it: any later deep copy (a middleware
-# keeping an audit copy, a stream consumer) is a real, independent copy, so
-# editing it never reaches the state. A ``Fresh`` never reaches the state
-# itself: LangGraph takes an update's items one by one, the ledger and usage
-# reducers return plain dicts, and a checkpointer stores it as a plain
-# ``dict``.
-#
-# Example::
-#
-#     Command(update=Fresh({LEDGER_KEY: Fresh({record["id"]: entry}), "messages": [message]}))
-# ----------------------------------------------------------------------------
-
-
-
-class Fresh(dict[str, Any]):
-    """A dict made for one state update, shared with no one: its first deep copy keeps it as is."""
-
-    __slots__ = ("_handed_over",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._handed_over = False
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        if not self._handed_over:
-            self._hand_over()
-            return self
-        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
-
-    def _hand_over(self) -> None:
-        self._handed_over = True
-        for value in self.values():
-            if isinstance(value, Fresh):
-                value._hand_over()
-
 
 # ----------------------------------------------------------------------------
 # What one delegation leaves in the ledger: a compact record of fixed size.
@@ -167,7 +115,7 @@ def ledger_entry(record: Mapping[str, Any]) -> dict[str, Any]:
 #
 # Cost as a run grows: each ledger record is compact and of fixed size (see
 # :mod:`middleware.state`), and both ledgers live in a
-# :class:`subagents.LedgerChannel`, whose checkpoints reuse sealed, compressed
+# :class:`subagents.ledger.LedgerChannel`, whose checkpoints reuse sealed, compressed
 # chunks of records instead of re-serialising every record. The reducer
 # still returns a new dict per update (one C-level copy: about 50 µs at 5,000
 # records) rather than extending the old one in place: LangGraph hands the
@@ -205,7 +153,7 @@ def check_ledger_fields(state_schema: Any, argument: str) -> None:
     A schema's own annotation wins over the middleware's, so a ledger declared
     with a plain reducer would show a long ledger's packed checkpoint as the
     ledger. Leave the key out (the middleware declares it) or annotate it with
-    :class:`subagents.LedgerChannel`.
+    :class:`subagents.ledger.LedgerChannel`.
     """
     try:
         hints = typing.get_type_hints(state_schema, include_extras=True) if state_schema is not None else {}
@@ -215,7 +163,7 @@ def check_ledger_fields(state_schema: Any, argument: str) -> None:
         if key in hints and not any(isinstance(m, LedgerChannel) for m in _metadata(hints[key])):
             raise SpecError(
                 f"{argument}: field {key!r} is the delegation ledger; leave it out (the middleware declares "
-                f"it) or annotate it with subagents.LedgerChannel, e.g. "
+                f"it) or annotate it with subagents.ledger.LedgerChannel, e.g. "
                 f"Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]"
             )
 

@@ -42,19 +42,15 @@ Decisions a LangGraph user may want to know:
   across its concurrent runs; extra calls wait their turn.
 """
 
-from __future__ import annotations
-
 import dataclasses
-import functools
-import gc
-import types
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.tools import ToolRuntime
-from langchain_core.tools import StructuredTool
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
@@ -64,7 +60,6 @@ from middleware.state import (
     LEDGER_KEY,
     TASK_TOOL_NAME,
     USAGE_KEY,
-    Fresh,
     SiblingWrites,
     StoredWrites,
     SubagentLedgerState,
@@ -95,102 +90,33 @@ if TYPE_CHECKING:
     from middleware.dynamic import DynamicSubagents
 
 
-# ----------------------------------------------------------------------------
-# The parent's model pipeline: which middleware wraps its model calls.
-#
-# ``create_agent`` composes every middleware's ``wrap_model_call`` into one
-# chain. A child that inherits the parent's model should also get the
-# parent's model-level middleware (model fallback, model retry), wherever
-# ``SubAgentMiddleware`` sits in that chain. :func:`chain_middleware` finds
-# the chain a middleware belongs to by reading LangChain's composed handlers
-# (their closures), which no public API exposes; if that shape changes it
-# finds nothing, and children simply get no inherited middleware.
-#
-# Example::
-#
-#     middleware = chain_middleware(subagent_middleware)   # [ModelFallbackMiddleware(...), ...]
-# ----------------------------------------------------------------------------
+class ParentModel:
+    """The model the parent is configured with, as a delegation middleware sees it.
 
-
-
-_COMPOSER_MODULE = "langchain.agents.factory"
-_MAX_DEPTH = 64
-
-
-def chain_middleware(member: AgentMiddleware) -> list[AgentMiddleware]:
-    """Every middleware of the longest model-call chain holding ``member``, outermost first.
-
-    ``[]`` when ``member`` is in no composed chain (it is the only middleware
-    wrapping model calls) or the chain cannot be read. Scans live objects:
-    call it once per graph, not per model call.
+    Children that inherit the parent's model are built on this one. When the
+    middleware is given ``model=`` that is the answer; otherwise it is the
+    model of the parent's model request, and only the first attempt of each
+    parent model call counts: a fallback middleware wrapping ours retries the
+    same call (same state) with another model, which is not the one the parent
+    is configured with.
     """
-    best: list[AgentMiddleware] = []
-    try:
-        for obj in gc.get_objects():
-            if (
-                type(obj) is not types.FunctionType
-                or obj.__code__.co_name != "composed"
-                or obj.__module__ != _COMPOSER_MODULE
-            ):
-                continue
-            found: list[AgentMiddleware] = []
-            _collect(obj, found, 0)
-            if any(mw is member for mw in found) and len(found) > len(best):
-                best = found
-    except Exception:  # noqa: BLE001 - discovery is best effort, never a failure
-        return []
-    return list(dict.fromkeys(best))
 
+    def __init__(self, given: BaseChatModel | str | None) -> None:
+        self.given = given
+        self._seen: BaseChatModel | None = None
+        self._seen_state_id: int | None = None
 
-def _collect(handler: Any, found: list[AgentMiddleware], depth: int) -> None:
-    if handler is None or depth > _MAX_DEPTH:
-        return
-    owner = getattr(handler, "__self__", None)
-    if isinstance(owner, AgentMiddleware):
-        found.append(owner)
-        return
-    wrapped = getattr(handler, "__wrapped__", None)
-    if wrapped is not None:
-        _collect(wrapped, found, depth + 1)
-        return
-    code = getattr(handler, "__code__", None)
-    if code is None:
-        return
-    cells = dict(zip(code.co_freevars, getattr(handler, "__closure__", None) or (), strict=False))
-    for name in ("outer", "inner"):
-        if name in cells:
-            try:
-                _collect(cells[name].cell_contents, found, depth + 1)
-            except ValueError:  # an empty cell
-                continue
+    def observe(self, request: ModelRequest) -> None:
+        if self.given is not None:
+            return
+        state_id = id(request.state)
+        if state_id != self._seen_state_id or self._seen is None:
+            self._seen_state_id = state_id
+            self._seen = request.model
 
-
-def configured_model(owner: Any, request: Any) -> Any:
-    """The model the parent is configured with, as ``owner`` sees it in ``request``.
-
-    Only the first attempt of each parent model call counts: a fallback
-    middleware wrapping ``owner`` retries the same call (same state) with
-    another model, and that one is not what the parent is configured with.
-    ``owner.registry`` also learns where to find the parent's model-level
-    middleware (read when an inheriting child is first built).
-    """
-    state_id = id(request.state)
-    seen = getattr(owner, "_seen_state_id", None)
-    model = getattr(owner, "_seen_model", None)
-    if seen != state_id or model is None:
-        owner._seen_state_id = state_id
-        model = request.model
-    registry = getattr(owner, "registry", None)
-    if registry is not None and not registry.inherited_middleware:
-        # Read only when an inheriting child is first built: the scan is not free.
-        # A weak reference: background tasks keep the registry alive, never the middleware.
-        registry.inherited_middleware = functools.partial(_inherited, weakref.ref(owner))
-    return model
-
-
-def _inherited(owner_ref: Any) -> list[Any]:
-    owner = owner_ref()
-    return [] if owner is None else [mw for mw in chain_middleware(owner) if mw is not owner]
+    @property
+    def model(self) -> BaseChatModel | str | None:
+        return self.given if self.given is not None else self._seen
 
 
 __all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
@@ -210,11 +136,19 @@ class SubAgentMiddleware(AgentMiddleware):
             :class:`subagents.CompiledSubagent` or plain dicts).
         model: the model children inherit; default: the parent's.
         tools: the tools children inherit; default: the parent's.
+        model_middleware: the parent's middleware that children inheriting
+            its model should also get: LangChain's ``ModelFallbackMiddleware``
+            and ``ModelRetryMiddleware`` (and any middleware with a true
+            ``inherited_by_subagents`` attribute) apply to their model calls;
+            the rest of the list is ignored, so passing the parent's whole
+            ``middleware=`` list is fine. ``create_deep_agent`` passes its
+            own; with a plain ``create_agent`` pass the same list you give it
+            (LangChain exposes no public way to read a graph's middleware).
         general_purpose: add the ``general-purpose`` subagent unless a spec
             of that name replaces it.
         max_concurrent_tasks: how many children may run at once.
         private_state_keys: the parent's private keys, which never cross the
-            boundary (see :func:`subagents.private_state_keys`; LangChain's
+            boundary (see :func:`subagents.boundary.private_state_keys`; LangChain's
             own middleware's are always blocked).
         system_prompt: text placed before the ``<available_agents>`` block.
         unknown_tools: what a spec naming a tool the parent lacks gets.
@@ -272,8 +206,9 @@ class SubAgentMiddleware(AgentMiddleware):
         self,
         subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
         *,
-        model: Any = None,
-        tools: Sequence[Any] | None = None,
+        model: BaseChatModel | str | None = None,
+        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+        model_middleware: Sequence[AgentMiddleware] = (),
         private_state_keys: frozenset[str] | None = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
         build_options: BuildOptions | None = None,
@@ -290,16 +225,16 @@ class SubAgentMiddleware(AgentMiddleware):
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
-        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options)
+        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
+                                         inherited_middleware=model_middleware)
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
         )
         self.budget = limits.budget
         self._writes = SiblingWrites()
-        self._model = model
+        self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self._seen_model: Any = None
         self._dynamic_mode = dynamic_subagents
         self._describe(system_prompt, task_description, structured_results)
         self.tools = [self._task_tool()] if len(self.registry) else []
@@ -379,7 +314,7 @@ class SubAgentMiddleware(AgentMiddleware):
               output_schema: dict[str, Any] | None = None) -> TaskCall:
         return TaskCall.from_runtime(
             runtime, subagent_type, description,
-            parent_model=self._model if self._model is not None else self._seen_model,
+            parent_model=self.parent_model.model,
             parent_tools=self._tools,
             output_schema=output_schema,
         )
@@ -396,25 +331,22 @@ class SubAgentMiddleware(AgentMiddleware):
             if skipped:
                 record = {**record, "skipped_writes": skipped}
         ours = {
-            LEDGER_KEY: Fresh({record["id"]: ledger_entry(record)}),  # built for this update only:
-            USAGE_KEY: Fresh(usage_update(record)),  # the tool node need not deep-copy them
+            LEDGER_KEY: {record["id"]: ledger_entry(record)},
+            USAGE_KEY: usage_update(record),
             "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                       answer=outcome.answer, error=outcome.error)],
         }
-        # Without write-backs all of it is built here (the ToolMessage too): no deep copy of any of it.
-        return Command(update={**update, **ours} if update else Fresh(ours))
+        return Command(update={**update, **ours})
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
-    def _with_block(self, request: Any) -> Any:
-        seen = configured_model(self, request)  # also tells the registry the parent's pipeline
-        if self._model is None:
-            self._seen_model = seen
+    def _with_block(self, request: ModelRequest) -> ModelRequest:
+        self.parent_model.observe(request)
         request = self.delegation_limit.withdrawn_when_exhausted(request)
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
         return with_prompt_block(request, block)
 
-    def _after_model(self, response: Any) -> Any:
+    def _after_model(self, response: ModelResponse) -> ModelResponse:
         if self.budget is not None:  # the shared budget covers the parent's own calls too
             for message in getattr(response, "result", ()) or ():
                 usage = getattr(message, "usage_metadata", None)
@@ -424,12 +356,16 @@ class SubAgentMiddleware(AgentMiddleware):
         names = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
         return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | AIMessage:
         request = self._with_block(request)
         response = self.forced.call(request, handler) if self.forced else handler(request)
         return self._after_model(response)
 
-    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse | AIMessage:
         request = self._with_block(request)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return self._after_model(response)

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, cast
 from xml.sax.saxutils import escape
 
+from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
@@ -81,13 +82,29 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
-def with_prompt_block(request: Any, block: str) -> Any:
-    """The model request with ``block`` appended to its system message."""
+def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemMessage:
+    """``system`` with ``text`` after it, keeping every content block the caller gave.
+
+    A plain-text system message stays plain text (some OpenAI-compatible
+    servers take only strings); one made of content blocks keeps them, with
+    their provider fields such as Anthropic's ``cache_control``, and gains a
+    text block at the end, as LangChain's own ``TodoListMiddleware`` does.
+    """
+    if system is None or system == "":
+        return SystemMessage(content=text)
+    if isinstance(system, str):
+        return SystemMessage(content=f"{system}\n\n{text}")
+    if isinstance(system.content, str):
+        return system.model_copy(update={"content": f"{system.content}\n\n{text}" if system.content else text})
+    blocks: list[str | dict[str, Any]] = [*system.content, {"type": "text", "text": f"\n\n{text}"}]
+    return system.model_copy(update={"content": blocks})
+
+
+def with_prompt_block(request: ModelRequest, block: str) -> ModelRequest:
+    """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
     if not block:
         return request
-    system = request.system_message
-    text = f"{system.text}\n\n{block}" if system is not None else block
-    return request.override(system_message=SystemMessage(content=text))
+    return request.override(system_message=with_text_appended(request.system_message, block))
 
 
 def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:
@@ -282,7 +299,7 @@ def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], 
 # By default the description names the available subagent types (names
 # only: the full listing with descriptions is in the system prompt's
 # ``<available_agents>`` block and is not paid for twice); past
-# :data:`~middleware.task_args_schema.ENUM_LIMIT` agents it names none, and
+# :data:`~middleware.task_tool.ENUM_LIMIT` agents it names none, and
 # the block is the one listing. A caller's
 # ``task_description`` replaces it; an ``{available_agents}`` placeholder in
 # it becomes the full listing, one ``- name: description`` line per agent, as

@@ -330,6 +330,30 @@ def _strip_once(text: str) -> str:
     return "\n\n".join(part.strip() for part in kept if part.strip())
 
 
+def without_agents_block(system: SystemMessage) -> SystemMessage:
+    """``system`` with every ``<available_agents>`` block removed, its other content blocks kept.
+
+    Each text block is cleaned on its own, so the caller's other blocks (and
+    their provider fields, such as ``cache_control``) survive; a block that
+    spans several content blocks is only found in the joined text, and then
+    the message is flattened to that text, cleaned.
+    """
+    if isinstance(system.content, str):
+        return system.model_copy(update={"content": strip_agents_block(system.content)})
+    blocks: list[str | dict[str, Any]] = []
+    for block in system.content:
+        if isinstance(block, str):
+            block = strip_agents_block(block)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            block = {**block, "text": strip_agents_block(block["text"])}
+        if block and not (isinstance(block, dict) and block.get("type") == "text" and not block.get("text")):
+            blocks.append(block)
+    cleaned = system.model_copy(update={"content": blocks})
+    if "available_agents" in cleaned.text.lower() and _AGENTS_TAG.search(cleaned.text):
+        return SystemMessage(content=strip_agents_block(system.text))
+    return cleaned
+
+
 class OneLevelGuard(AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
@@ -342,7 +366,7 @@ class OneLevelGuard(AgentMiddleware):
             overrides["tools"] = tools
         system = request.system_message
         if system is not None and "available_agents" in system.text.lower():
-            overrides["system_message"] = SystemMessage(content=strip_agents_block(system.text))
+            overrides["system_message"] = without_agents_block(system)
         return request.override(**overrides) if overrides else request
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -257,11 +257,9 @@ def middleware_for_model(
     *,
     inherits_model: bool,
     own: Sequence[Any],
-    inherited: Sequence[Any] | Callable[[], Sequence[Any]],
+    inherited: Sequence[AgentMiddleware],
 ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level ones.
-
-    ``inherited`` may be a callable, called only when the child inherits the model.
 
     A middleware whose name the child already has is skipped: the child's own wins
     (``create_agent`` refuses two of one name).
@@ -273,7 +271,7 @@ def middleware_for_model(
         taken.add(ModelRetryMiddleware.__name__)
         chosen.append(retry_middleware(retries))
     if inherits_model:
-        for mw in inherited() if callable(inherited) else inherited:
+        for mw in inherited:
             if is_model_level(mw) and getattr(mw, "name", None) not in taken:
                 taken.add(mw.name)
                 chosen.append(mw)
@@ -640,7 +638,7 @@ def build_subagent(
     parent_tools: Sequence[Any],
     unknown_tools: UnknownToolPolicy = "warn",
     options: BuildOptions | None = None,
-    inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = (),
+    inherited_middleware: Sequence[AgentMiddleware] = (),
 ) -> Any:
     """Compile one spec into a child graph (called once per spec, on first use).
 

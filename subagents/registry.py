@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, check_spec
@@ -263,14 +264,15 @@ class SubagentRegistry:
         *,
         unknown_tools: UnknownToolPolicy = "warn",
         options: BuildOptions | None = None,
+        inherited_middleware: Sequence[AgentMiddleware] = (),
     ) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         self._ready: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
-        self.inherited_middleware: Sequence[Any] | Callable[[], Sequence[Any]] = ()
-        """The parent's middleware (or how to find it), for children that inherit its model."""
+        self.inherited_middleware: tuple[AgentMiddleware, ...] = tuple(inherited_middleware)
+        """The parent's middleware, for children that inherit its model (the model-level ones apply)."""
         self.options = BuildOptions()
         if options is not None:
             self.configure(options)

@@ -611,7 +611,7 @@ class TaskRunner:
             ledgers, todos, ...); ``messages``, ``structured_response`` and
             ``jump_to`` always are.
         private_keys: the parent's private keys (see
-            :func:`subagents.private_state_keys`); LangChain's own
+            :func:`subagents.boundary.private_state_keys`); LangChain's own
             middleware's are always blocked.
         settings: the runner reads ``settings.limits`` (``budget``,
             ``short_answer_threshold``) and ``settings.observability``

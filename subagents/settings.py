@@ -115,7 +115,7 @@ class Observability(_Settings):
 
     sessions_dir: str | Path | None = None
     transcript_store: SkipValidation[BaseStore | bool | None] = None
-    prices: SkipValidation[PriceTable | None] = None  # checked by subagents.budget.check_prices
+    prices: SkipValidation[PriceTable | None] = None  # checked by subagents.metering.check_prices
 
     @field_validator("sessions_dir", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,31 @@ def test_no_file_holds_an_unresolved_merge_conflict() -> None:
         marked.extend(f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(lines, 1)
                       if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======")
     assert not marked, marked
+
+
+_ROLE = re.compile(r":(?:mod|class|func|data|meth|attr|exc):`~?((?:deep_agent|middleware|subagents)(?:\.\w+)+)`")
+
+
+def _resolves(reference: str) -> bool:
+    parts = reference.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_every_cross_reference_in_a_docstring_names_something_that_exists() -> None:
+    broken = sorted(
+        f"{relative(path)}: {match.group(1)}"
+        for path in sources()
+        for match in _ROLE.finditer(path.read_text())
+        if not _resolves(match.group(1))
+    )
+    assert not broken, broken

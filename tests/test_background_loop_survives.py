@@ -132,7 +132,7 @@ def test_a_parent_outlives_a_background_loop_that_died(run, background):
 def test_a_child_blocking_the_loop_does_not_hold_the_parent_and_a_refused_cancel_never_runs_late(
         run, background, monkeypatch):
     """A blocking call inside async code (a sync HTTP client, time.sleep) stops the loop running anything."""
-    from subagents.background import runtime
+    import subagents.background.runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.5)
     entered, release = threading.Event(), threading.Event()
@@ -232,7 +232,7 @@ def test_a_start_whose_caller_was_let_go_starts_nothing_when_the_loop_moves_agai
 
 def test_a_wait_on_a_blocked_loop_returns_false_never_raises(background, monkeypatch):
     from subagents import wait_for_background
-    from subagents.background import runtime
+    import subagents.background.runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.3)
     middleware = background()

@@ -28,7 +28,6 @@ from langgraph.types import Command
 from conftest import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
-from middleware.state import Fresh
 from subagents import get_transcript
 from subagents.runner import ConcurrencyLimit
 from subagents.metering import TaskMeter
@@ -114,23 +113,8 @@ def test_ledger_and_usage_reach_the_state_as_plain_dicts(mode, kind, tmp_path):
     assert saved["subagent_tasks"] == out["subagent_tasks"]
 
 
-def test_a_fresh_update_is_its_own_first_deep_copy_and_otherwise_a_dict():
-    entry = {"id": "t", "nested": {"k": [1, 2]}}
-    inner = Fresh({"t": entry})
-    fresh = Fresh({"ledger": inner, "messages": [entry]})
-    assert copy.deepcopy(fresh) is fresh and fresh == {"ledger": {"t": entry}, "messages": [entry]}
-    assert {**{}, **inner} == {"t": entry} and type(dict(inner)) is dict
-    # Handed over with what it holds: every later deep copy is a real one, a plain dict all the way down.
-    later = copy.deepcopy(fresh)
-    assert type(later) is dict and type(later["ledger"]) is dict and later == fresh
-    later["ledger"]["t"]["nested"]["k"].append(3)
-    later["messages"][0]["id"] = "changed"
-    assert entry == {"id": "t", "nested": {"k": [1, 2]}}
-    assert copy.deepcopy(inner) is not inner
-
-
 def test_a_middleware_editing_its_deep_copy_of_the_task_result_leaves_the_state_alone(run):
-    """The tool node's deep copy is the one skipped: an audit copy a middleware makes is its own."""
+    """An audit copy a middleware makes of the task result is its own: editing it leaves the state alone."""
     copies: list = []
 
     class Audit(AgentMiddleware):
@@ -199,11 +183,11 @@ def _run_and_see(child_writes: bool):
     return command, out
 
 
-def test_an_update_without_write_backs_is_not_deep_copied_and_lands_whole():
+def test_an_update_without_write_backs_lands_whole_as_a_copy_the_tool_kept_no_handle_on():
     command, out = _run_and_see(child_writes=False)
     (message,) = tool_messages(out)
-    # The tool node's deep copy kept the update itself: the state holds the very ToolMessage built for it.
-    assert message is command.update["messages"][0] and message.text == ANSWER
+    # The tool node deep-copies every Command, ours included: nothing the tool kept can change the state.
+    assert message is not command.update["messages"][0] and message.text == ANSWER
     assert type(out["messages"]) is list and type(out["subagent_tasks"]) is dict
     assert list(out["subagent_tasks"]) == list(command.update["subagent_tasks"])
     assert out["notes"] == ["the parent's"]

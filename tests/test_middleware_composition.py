@@ -45,7 +45,8 @@ def order(request: pytest.FixtureRequest) -> str:
 
 
 def compose(other: Any, order: str, **kwargs: Any) -> list[Any]:
-    delegation = SubAgentMiddleware(short_answer_threshold=0, **kwargs)
+    # A plain create_agent user hands the delegation middleware the list it gives create_agent.
+    delegation = SubAgentMiddleware(short_answer_threshold=0, model_middleware=[other], **kwargs)
     return [delegation, other] if order == "subagents-first" else [other, delegation]
 
 
@@ -164,6 +165,25 @@ def test_model_fallback_applies_to_an_inheriting_child(order, run):
     assert message.status == "success" and message.text == ANSWER.rstrip()
     # The child was built on the configured model and fell back, as the parent did.
     assert any("job" in c["messages"][-1].text for c in backup.calls)
+
+
+def test_without_model_middleware_a_plain_create_agent_child_calls_only_its_model(run):
+    """LangChain exposes no public way to read a graph's middleware: what children inherit is passed."""
+    broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
+    backup = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegate("job"), model_name="backup")
+    delegation = SubAgentMiddleware(short_answer_threshold=0)
+    agent = create_agent(broken, [], middleware=[delegation, ModelFallbackMiddleware(backup)])
+    (message,) = tool_messages(run(agent, user("go")))
+    assert message.status == "error" and "primary down" in message.text
+
+
+def test_only_model_level_middleware_of_the_list_reaches_children(run):
+    parent = ScriptedChatModel(responses=delegate("job"))
+    summarise = SummarizationMiddleware(model=parent, trigger=("tokens", 10_000))
+    delegation = SubAgentMiddleware(short_answer_threshold=0, model_middleware=[summarise])
+    assert delegation.registry.inherited_middleware == (summarise,)
+    child = delegation.registry.graph("general-purpose", parent_model=parent, parent_tools=[])
+    assert "SummarizationMiddleware" not in str(child.get_graph().nodes)
 
 
 def test_model_fallback_given_to_create_deep_agent_reaches_children(run):
@@ -323,8 +343,8 @@ def test_background_children_inherit_the_model_fallback(order, run):
                                              subagent_type="general-purpose")]}, "started"],
         model_name="backup",
     )
-    background = BackgroundSubagentMiddleware(short_answer_threshold=0)
     fallback = ModelFallbackMiddleware(backup)
+    background = BackgroundSubagentMiddleware(short_answer_threshold=0, model_middleware=[fallback])
     middleware = [background, fallback] if order == "subagents-first" else [fallback, background]
     agent = create_agent(broken, [], middleware=middleware, checkpointer=InMemorySaver())
     out = run(agent, user("go"), {"configurable": {"thread_id": f"bg-{order}-{run.mode}"}})

@@ -251,7 +251,7 @@ def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
 
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
-    """The thread and row (:class:`deep_agent.cli.inspect.TaskRow`) of a task id; a unique prefix is enough."""
+    """The thread and row (:class:`deep_agent.cli.store.TaskRow`) of a task id; a unique prefix is enough."""
 
     threads = [thread_id] if thread_id else _threads(saver)
     matches = []
@@ -409,7 +409,7 @@ def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
 def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
     """Put back the full description and answer of rows whose ledger record holds previews.
 
-    The ledger keeps short previews (see :mod:`middleware.ledger_entry`); the
+    The ledger keeps short previews (see :mod:`middleware.state.ledger_entry`); the
     texts are the ``task`` call's arguments and its ToolMessage.
     """
     clipped = {r.get("tool_call_id") for r in records

@@ -15,10 +15,9 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from subagents.errors import safe_text
 
 # ----------------------------------------------------------------------------
 # Text from agent files made safe to print on a terminal.
@@ -73,26 +72,30 @@ MAX_DEPTH = 8
 
 def preview(value: Any) -> Any:
     """``value`` as JSON-ready data within the bounds above, every cut marked."""
-    return _Preview().take(value, 0)
+    # Imported here: the rest of this module serves `deep-agent --help`, which must not load LangChain.
+    from subagents.errors import safe_text
+
+    return _Preview(safe_text).take(value, 0)
 
 
 class _Preview:
-    def __init__(self) -> None:
+    def __init__(self, safe_text: Callable[[Any, int], str]) -> None:
         self.left = MAX_VALUES
+        self.safe_text = safe_text
 
     def take(self, value: Any, depth: int) -> Any:
         self.left -= 1
         if value is None or isinstance(value, (bool, float)):
             return value
         if isinstance(value, int):  # a long one reads as text: a huge int's str() is slow or refused
-            return value if abs(value) < 10**18 else safe_text(f"{value:e}", MAX_STRING)
+            return value if abs(value) < 10**18 else self.safe_text(f"{value:e}", MAX_STRING)
         if isinstance(value, str):
-            return safe_text(value, MAX_STRING)
+            return self.safe_text(value, MAX_STRING)
         if isinstance(value, Mapping) or isinstance(value, (list, tuple, set, frozenset)):
             if depth >= MAX_DEPTH:
                 return "... [nested too deep to show]"
             return self._mapping(value, depth) if isinstance(value, Mapping) else self._items(value, depth)
-        return safe_text(value, MAX_STRING)
+        return self.safe_text(value, MAX_STRING)
 
     def _mapping(self, value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
         shown: dict[str, Any] = {}
@@ -101,7 +104,7 @@ class _Preview:
                 shown["..."] = f"[{len(value) - count} more keys]"
                 break
             self.left -= 1
-            shown[safe_text(key, MAX_STRING)] = self.take(item, depth + 1)
+            shown[self.safe_text(key, MAX_STRING)] = self.take(item, depth + 1)
         return shown
 
     def _items(self, value: Any, depth: int) -> list[Any]:

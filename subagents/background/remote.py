@@ -334,7 +334,7 @@ def usage(values: Any) -> dict[str, int]:
     """Model calls and tokens of the child's AI messages.
 
     A server's numbers are data: each count is read by
-    :func:`~subagents.token_count` (not a number, or negative: 0), and each
+    :func:`~subagents.metering.token_count` (not a number, or negative: 0), and each
     total stops at :data:`MAX_USAGE` (a ledger holding more could not be
     checkpointed).
     """
