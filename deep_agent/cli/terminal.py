@@ -18,7 +18,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-
 # ----------------------------------------------------------------------------
 # Text from agent files made safe to print on a terminal.
 #
