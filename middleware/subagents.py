@@ -258,7 +258,8 @@ class SubAgentMiddleware(AgentMiddleware):
         """Forced delegation and the parent's delegation cap (their own files)."""
         force = coerce_force_delegation(force_delegation)
         self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
-        self.delegation_limit = DelegationLimit(max_delegations)
+        # No cap, no per-call check: the check walks the run's messages on every model call.
+        self.delegation_limit = DelegationLimit(max_delegations) if max_delegations is not None else None
 
     def _add_dynamic(self, system_prompt: str | None, max_dynamic_subagents: int) -> None:
         """The ``create_subagent`` tool and its state (middleware/_dynamic_subagents.py)."""
@@ -320,6 +321,8 @@ class SubAgentMiddleware(AgentMiddleware):
         )
 
     def _refused(self, call: TaskCall) -> TaskOutcome | None:
+        if self.delegation_limit is None:
+            return None
         reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
         return None if reason is None else refused_outcome(call, reason)
 
@@ -342,7 +345,8 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _with_block(self, request: ModelRequest) -> ModelRequest:
         self.parent_model.observe(request)
-        request = self.delegation_limit.withdrawn_when_exhausted(request)
+        if self.delegation_limit is not None:
+            request = self.delegation_limit.withdrawn_when_exhausted(request)
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
         return with_prompt_block(request, block)
 

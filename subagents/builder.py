@@ -49,6 +49,7 @@ from langchain.agents.structured_output import (
     StructuredOutputValidationError,
     ToolStrategy,
 )
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 from pydantic import RootModel, ValidationError, model_validator
@@ -69,7 +70,6 @@ from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check
 from subagents.definitions.permissions import (
     PermissionMode,
     approval_rules,
-    effective_permission_mode,
     normalize_permission_mode,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
@@ -656,7 +656,8 @@ def build_subagent(
             unknown_model=options.unknown_model,
         )
 
-    model = model_for(spec.model)
+    # A model object is used as given; only a name (or "inherit") goes through the profiles.
+    model = spec.model if isinstance(spec.model, BaseChatModel) else model_for(spec.model)
     tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
     mcp = _mcp_toolset(spec, options)
     if mcp is not None:
@@ -698,13 +699,11 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     def missing(cls: type) -> bool:
         return not any(isinstance(mw, cls) for mw in middleware)
 
-    rules = approval_rules(
-        effective_permission_mode(spec.permission_mode, options.permission_mode),
-        [tool_name(t) for t in tools],
-        risky_tools=options.risky_tools,
-        # deepagents' rule: a spec's own interrupt_on replaces the parent's.
-        interrupt_on=spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on,
-    )
+    mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
+    # deepagents' rule: a spec's own interrupt_on replaces the parent's.
+    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
+    rules = approval_rules(mode, [tool_name(t) for t in tools], risky_tools=options.risky_tools,
+                           interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
     if rules and missing(HumanInTheLoopMiddleware):
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
     if missing(SummarizationMiddleware):
@@ -735,6 +734,6 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
 
 def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
     """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
-    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name))
+    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
     prompt = strip_agents_block(spec.system_prompt)
     return "\n\n".join(part for part in (prompt, skills) if part)

@@ -66,13 +66,6 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
     )
 
 
-def effective_permission_mode(
-    own: PermissionMode | None, parent: PermissionMode | None
-) -> PermissionMode | None:
-    """A child's mode: its own, else the parent's policy."""
-    return own if own is not None else parent
-
-
 def approval_rules(
     mode: PermissionMode | None,
     tool_names: Iterable[str],

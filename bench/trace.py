@@ -1,0 +1,160 @@
+"""``python -m bench.trace``: the project modules one delegation crosses, in the order it crosses them.
+
+A reader should find one delegation in about a dozen files. This traces two
+runs with :func:`sys.setprofile` and keeps only the frames of the library's
+own modules (``deep_agent``, ``middleware``, ``subagents``; the scripted
+chat model of :mod:`deep_agent.testing` stands in for a provider and is left
+out):
+
+* ``sync``: the first synchronous delegation of a fresh agent
+  (``create_agent`` with :class:`middleware.SubAgentMiddleware`, one spec),
+  its child graph built on first use, as ``agent.invoke`` runs it;
+* ``background``: a background task from start to the parent's notice
+  (:class:`middleware.BackgroundSubagentMiddleware`, ``invoke``, the task
+  awaited, then the turn that reads its result).
+
+For each it prints one JSON line: the modules in the order first entered,
+and how many times control came into each from another project module (a
+library frame called from a library frame of another module, or re-entered
+after LangChain or LangGraph code ran in between). The README's Layout
+section lists the same modules; a test checks that it does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("deep_agent", "middleware", "subagents")
+LEFT_OUT = frozenset({"deep_agent.testing"})
+"""The scripted chat model: a stand-in for the provider, not part of the delegation."""
+
+
+def _module_of(filename: str) -> str | None:
+    try:
+        relative = Path(filename).resolve().relative_to(ROOT)
+    except ValueError:
+        return None
+    if not relative.parts or relative.parts[0] not in PACKAGES or relative.suffix != ".py":
+        return None
+    parts = list(relative.with_suffix("").parts)
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return None if name in LEFT_OUT else name
+
+
+class ModuleTrace:
+    """The library modules entered while it is on, with how often control came into each."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.entries: Counter[str] = Counter()
+        self._last: dict[int, str | None] = {}
+        self._names: dict[str, str | None] = {}
+
+    def _module(self, frame: FrameType) -> str | None:
+        filename = frame.f_code.co_filename
+        if filename not in self._names:
+            self._names[filename] = _module_of(filename)
+        return self._names[filename]
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        module = self._module(frame)
+        if module is None:
+            return
+        thread = threading.get_ident()
+        if self._last.get(thread) != module:
+            if module not in self.entries:
+                self.order.append(module)
+            self.entries[module] += 1
+            self._last[thread] = module
+
+    @contextmanager
+    def on(self) -> Iterator[ModuleTrace]:
+        sys.setprofile(self)
+        threading.setprofile(self)
+        try:
+            yield self
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+
+    def report(self, name: str) -> dict[str, Any]:
+        return {
+            "trace": name,
+            "modules": len(self.order),
+            "most_entries": max(self.entries.values(), default=0),
+            "order": self.order,
+            "entries": dict(self.entries),
+        }
+
+
+def first_sync_delegation() -> Callable[[], Any]:
+    """A fresh agent and its first ``invoke``: one ``task`` call, the child built on first use."""
+    from langchain.agents import create_agent
+
+    from deep_agent.testing import ScriptedChatModel, tool_call
+    from middleware import SubAgentMiddleware
+
+    parent = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("task", description="Find the answer.", subagent_type="worker")]},
+        "The worker answered.",
+    ])
+    child = ScriptedChatModel(default="The answer, in full: forty-two.")
+    spec = {"name": "worker", "description": "Finds answers.", "system_prompt": "Answer.", "model": child}
+    agent = create_agent(parent, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)])
+    return lambda: agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+
+
+def background_start_to_notice() -> Callable[[], Any]:
+    """Start a background task, wait for it, and run the turn whose notice reports it."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from deep_agent.testing import ScriptedChatModel, tool_call
+    from middleware import BackgroundSubagentMiddleware
+    from subagents.background import wait_for_background
+
+    parent = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("start_async_task", description="Find the answer.", subagent_type="worker")]},
+        "Started.",
+        "The worker answered.",
+    ])
+    child = ScriptedChatModel(default="The answer, in full: forty-two.")
+    spec = {"name": "worker", "description": "Finds answers.", "system_prompt": "Answer.", "model": child}
+    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+    agent = create_agent(parent, [], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "trace"}}
+
+    def run() -> Any:
+        out = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        wait_for_background(out["async_tasks"], timeout_s=30)
+        return agent.invoke({"messages": [{"role": "user", "content": "and?"}]}, config)
+
+    return run
+
+
+def trace(name: str, make: Callable[[], Callable[[], Any]]) -> dict[str, Any]:
+    run = make()
+    with ModuleTrace().on() as seen:
+        run()
+    return seen.report(name)
+
+
+def main() -> int:
+    for name, make in (("sync", first_sync_delegation), ("background", background_start_to_notice)):
+        print(json.dumps(trace(name, make)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
