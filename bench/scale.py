@@ -58,7 +58,7 @@ from bench.common import (
     user,
 )
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware.state import ledger_entry
+from middleware.task_tool import ledger_entry
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
 

@@ -13,11 +13,12 @@ out):
   (:class:`middleware.BackgroundSubagentMiddleware`, ``invoke``, the task
   awaited, then the turn that reads its result).
 
-For each it prints one JSON line: the modules in the order first entered,
-and how many times control came into each from another project module (a
-library frame called from a library frame of another module, or re-entered
-after LangChain or LangGraph code ran in between). The README's Layout
-section lists the same modules; a test checks that it does.
+For each it prints one JSON line: the modules in the order first entered;
+per module, how many calls came into it from a function of another library
+module (``entries``: the jumps a reader makes following our code) and how
+many came from LangChain or LangGraph (``framework_calls``: channels,
+reducers, callbacks, middleware hooks). The README's Layout section lists the
+same modules; a test checks that it does.
 """
 
 from __future__ import annotations
@@ -51,15 +52,24 @@ def _module_of(filename: str) -> str | None:
 
 
 class ModuleTrace:
-    """The library modules entered while it is on, with how often control came into each."""
+    """The library modules entered while it is on, and how control moved between them.
+
+    ``entries`` counts, per module, the calls into it made by a function of
+    another library module (the jumps a reader makes following the code);
+    ``framework_calls`` counts the calls into it made by LangChain or
+    LangGraph (a channel, a reducer, a callback, a middleware hook), which a
+    reader does not follow from our code.
+    """
 
     def __init__(self) -> None:
         self.order: list[str] = []
         self.entries: Counter[str] = Counter()
-        self._last: dict[int, str | None] = {}
+        self.framework_calls: Counter[str] = Counter()
         self._names: dict[str, str | None] = {}
 
-    def _module(self, frame: FrameType) -> str | None:
+    def _module(self, frame: FrameType | None) -> str | None:
+        if frame is None:
+            return None
         filename = frame.f_code.co_filename
         if filename not in self._names:
             self._names[filename] = _module_of(filename)
@@ -71,12 +81,16 @@ class ModuleTrace:
         module = self._module(frame)
         if module is None:
             return
-        thread = threading.get_ident()
-        if self._last.get(thread) != module:
-            if module not in self.entries:
-                self.order.append(module)
+        if module not in self.order:
+            self.order.append(module)
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_name in _COMPREHENSIONS:
+            caller = caller.f_back
+        from_module = self._module(caller)
+        if from_module is None:
+            self.framework_calls[module] += 1
+        elif from_module != module:
             self.entries[module] += 1
-            self._last[thread] = module
 
     @contextmanager
     def on(self) -> Iterator[ModuleTrace]:
@@ -86,7 +100,7 @@ class ModuleTrace:
             yield self
         finally:
             sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
 
     def report(self, name: str) -> dict[str, Any]:
         return {
@@ -94,8 +108,12 @@ class ModuleTrace:
             "modules": len(self.order),
             "most_entries": max(self.entries.values(), default=0),
             "order": self.order,
-            "entries": dict(self.entries),
+            "entries": {m: self.entries[m] for m in self.order},
+            "framework_calls": {m: self.framework_calls[m] for m in self.order},
         }
+
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>"})
 
 
 def first_sync_delegation() -> Callable[[], Any]:
@@ -118,6 +136,7 @@ def first_sync_delegation() -> Callable[[], Any]:
 def background_start_to_notice() -> Callable[[], Any]:
     """Start a background task, wait for it, and run the turn whose notice reports it."""
     from langchain.agents import create_agent
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
 
     from deep_agent.testing import ScriptedChatModel, tool_call
@@ -133,7 +152,7 @@ def background_start_to_notice() -> Callable[[], Any]:
     spec = {"name": "worker", "description": "Finds answers.", "system_prompt": "Answer.", "model": child}
     middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
     agent = create_agent(parent, [], middleware=[middleware], checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "trace"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "trace"}}
 
     def run() -> Any:
         out = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)

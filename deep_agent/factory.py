@@ -37,8 +37,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
-from middleware.state import check_ledger_fields
-from middleware.task_tool import with_text_appended
+from middleware.task_tool import check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import parent_state_schemas, private_state_keys, tool_name
 from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules

@@ -2,7 +2,7 @@
 
 Each idea is one module: :mod:`~middleware.subagents` (the ``task`` tool's
 middleware), :mod:`~middleware.task_tool` (what the model sees),
-:mod:`~middleware.state` (the parent state and the write-back),
+:mod:`~middleware.task_tool` (the parent state and the write-back),
 :mod:`~middleware.background`, :mod:`~middleware.limits`, :mod:`~middleware.dynamic`::
 
     from middleware import SubAgentMiddleware
@@ -13,9 +13,8 @@ middleware), :mod:`~middleware.task_tool` (what the model sees),
 from middleware.background import AsyncTaskLedgerState, BackgroundSubagentMiddleware
 from middleware.dynamic import DynamicSubagentState
 from middleware.limits import DEFAULT_MAX_DELEGATIONS, DelegationLimit, ForceDelegation, ForceSetting
-from middleware.state import ASYNC_LEDGER_KEY, LEDGER_KEY, TASK_TOOL_NAME
 from middleware.subagents import SubagentLedgerState, SubAgentMiddleware
-from middleware.task_tool import TaskToolInput, TaskToolInputWithSchema
+from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY, TASK_TOOL_NAME, TaskToolInput, TaskToolInputWithSchema
 
 __all__ = [
     "ASYNC_LEDGER_KEY",

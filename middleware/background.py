@@ -71,9 +71,17 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
-from middleware.state import ASYNC_LEDGER_KEY, EXCLUDED_STATE_KEYS, answered_response, as_background_record
 from middleware.subagents import ParentModel
-from middleware.task_tool import TaskToolInput, available_agents_block, with_general_purpose, with_prompt_block
+from middleware.task_tool import (
+    ASYNC_LEDGER_KEY,
+    EXCLUDED_STATE_KEYS,
+    TaskToolInput,
+    answered_response,
+    as_background_record,
+    available_agents_block,
+    with_general_purpose,
+    with_prompt_block,
+)
 from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,

@@ -33,8 +33,7 @@ from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
-from middleware.state import LEDGER_KEY, SubagentLedgerState, ledger_entry
-from middleware.task_tool import RecordedTool, available_agents_block
+from middleware.task_tool import LEDGER_KEY, RecordedTool, SubagentLedgerState, available_agents_block, ledger_entry
 from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.outcome import task_id_for

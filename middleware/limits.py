@@ -42,8 +42,7 @@ from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, ToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from middleware.state import TASK_TOOL_NAME
-from middleware.task_tool import TASK_TOOL_DESCRIPTION, task_call_json_schema, with_prompt_block
+from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_prompt_block
 from subagents import TaskCall, TaskOutcome, TaskRecord
 from subagents.metering import token_count
 from subagents.outcome import task_id_for

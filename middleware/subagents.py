@@ -29,7 +29,7 @@ Decisions a LangGraph user may want to know:
   mid-run should pass ``model=`` explicitly.
 * The ledger ``subagent_tasks`` holds one compact JSON-ready record per
   delegation (see :class:`subagents.TaskRecord` and
-  :mod:`middleware.state`: previews of the description and answer,
+  :mod:`middleware.task_tool`: previews of the description and answer,
   whose full texts stay in the messages), merged by a reducer; a call the model
   got wrong (unreadable JSON, invalid arguments) gets a record too
   (``stop_reason="invalid_call"``) and an error result it can retry from.
@@ -55,29 +55,27 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
-from middleware.state import (
+from middleware.task_tool import (
+    DELEGATION_INSTRUCTIONS,
     EXCLUDED_STATE_KEYS,
     LEDGER_KEY,
+    STRUCTURED_TASK_TOOL_DESCRIPTION,
+    TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
     USAGE_KEY,
+    RecordedTool,
     SiblingWrites,
     StoredWrites,
     SubagentLedgerState,
     answered_response,
+    available_agents_block,
     invalid_call_record,
     ledger_entry,
-    tool_message,
-    usage_update,
-)
-from middleware.task_tool import (
-    DELEGATION_INSTRUCTIONS,
-    STRUCTURED_TASK_TOOL_DESCRIPTION,
-    TASK_TOOL_DESCRIPTION,
-    RecordedTool,
-    available_agents_block,
     task_args_schema,
     task_tool_arguments,
     task_tool_description,
+    tool_message,
+    usage_update,
     with_general_purpose,
     with_prompt_block,
 )

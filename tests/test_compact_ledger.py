@@ -18,7 +18,7 @@ from conftest import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.cli.store import task_rows
-from middleware.state import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
+from middleware.task_tool import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
 from subagents import TaskRecord, get_transcript
 
 LONG_ANSWER = "Report." + " finding" * 6000  # ~48k characters

@@ -15,7 +15,7 @@ from langgraph.graph.message import add_messages
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from middleware.state import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
+from middleware.task_tool import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
 from subagents.boundary import changed_keys, child_input, langchain_private_state_keys
 
 PRIVATE = langchain_private_state_keys()

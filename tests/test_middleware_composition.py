@@ -137,7 +137,7 @@ class Wide(AgentState):
 
 
 def test_child_state_keeps_reducers_and_drops_private_and_excluded_keys():
-    from middleware.state import EXCLUDED_STATE_KEYS
+    from middleware.task_tool import EXCLUDED_STATE_KEYS
 
     schema = child_state_schema([], parent_schemas=[Wide], excluded=EXCLUDED_STATE_KEYS)
     hints = get_type_hints(schema, include_extras=True)

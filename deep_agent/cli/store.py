@@ -409,7 +409,7 @@ def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
 def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
     """Put back the full description and answer of rows whose ledger record holds previews.
 
-    The ledger keeps short previews (see :mod:`middleware.state.ledger_entry`); the
+    The ledger keeps short previews (see :mod:`middleware.task_tool.ledger_entry`); the
     texts are the ``task`` call's arguments and its ToolMessage.
     """
     clipped = {r.get("tool_call_id") for r in records
