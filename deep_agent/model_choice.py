@@ -20,6 +20,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from subagents.errors import SubagentsError
+
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 SCRIPTED = "scripted"
 
@@ -31,7 +33,7 @@ HOW_TO_CONFIGURE = (
 )
 
 
-class NoModelConfigured(RuntimeError):
+class NoModelConfigured(SubagentsError, RuntimeError):
     """No model was named and the environment names none."""
 
 

@@ -46,6 +46,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
+from subagents.errors import SubagentsError
 from subagents.outcome import CONTINUATION_PROMPT
 
 Reply = Any
@@ -57,7 +58,7 @@ def tool_call(name: str, /, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args}
 
 
-class ScriptExhausted(RuntimeError):
+class ScriptExhausted(SubagentsError, RuntimeError):
     """The script has no reply for this turn."""
 
 

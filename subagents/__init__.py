@@ -12,63 +12,107 @@ definitions (agent files, skills, MCP, hooks, models, permissions) are in
     spec = SubagentSpec(name="researcher", description="Finds facts.", system_prompt="...", model=model)
     runner = TaskRunner(SubagentRegistry([spec]))
     outcome = runner.run(call)  # a TaskCall, as SubAgentMiddleware's `task` tool builds it
+
+Names are imported on first use (PEP 562), so ``import subagents.errors``
+(which the command line's ``--help`` needs) does not load LangChain.
 """
 
-from subagents.background import BackgroundRuntime, BackgroundTasks, RemoteSubagentSpec, wait_for_background
-from subagents.builder import BuildOptions, OutputSchemaError, OutputSchemaViolation, build_subagent, check_spec
-from subagents.definitions.agent_files import discover_agents, load_agent_dirs, load_agent_file
-from subagents.errors import AgentFileError, SpecError, StopReason, SubagentError
-from subagents.metering import Budget, BudgetExceeded, PriceTable, cost_of
-from subagents.outcome import TaskCall, TaskOutcome, TaskRecord, TaskStatus
-from subagents.registry import DynamicSubagentError, SubagentRegistry, UnknownSubagent
-from subagents.runner import TaskRunner
-from subagents.spec import (
-    DEFAULT_MAX_TURNS,
-    AnySpec,
-    CompiledSubagent,
-    ContextMode,
-    SubagentSpec,
-    coerce_spec,
-    coerce_specs,
-)
-from subagents.transcripts import get_transcript, read_transcript
 
-__all__ = [
-    "AgentFileError",
-    "AnySpec",
-    "BackgroundRuntime",
-    "BackgroundTasks",
-    "Budget",
-    "BudgetExceeded",
-    "BuildOptions",
-    "CompiledSubagent",
-    "ContextMode",
-    "DEFAULT_MAX_TURNS",
-    "DynamicSubagentError",
-    "OutputSchemaError",
-    "OutputSchemaViolation",
-    "PriceTable",
-    "RemoteSubagentSpec",
-    "SpecError",
-    "StopReason",
-    "SubagentError",
-    "SubagentRegistry",
-    "SubagentSpec",
-    "TaskCall",
-    "TaskOutcome",
-    "TaskRecord",
-    "TaskRunner",
-    "TaskStatus",
-    "UnknownSubagent",
-    "build_subagent",
-    "check_spec",
-    "coerce_spec",
-    "coerce_specs",
-    "cost_of",
-    "discover_agents",
-    "get_transcript",
-    "load_agent_dirs",
-    "load_agent_file",
-    "read_transcript",
-    "wait_for_background",
-]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from subagents.background import BackgroundRuntime as BackgroundRuntime
+    from subagents.background import BackgroundTasks as BackgroundTasks
+    from subagents.background import RemoteSubagentSpec as RemoteSubagentSpec
+    from subagents.background import wait_for_background as wait_for_background
+    from subagents.builder import BuildOptions as BuildOptions
+    from subagents.builder import OutputSchemaError as OutputSchemaError
+    from subagents.builder import OutputSchemaViolation as OutputSchemaViolation
+    from subagents.builder import build_subagent as build_subagent
+    from subagents.builder import check_spec as check_spec
+    from subagents.definitions.agent_files import discover_agents as discover_agents
+    from subagents.definitions.agent_files import load_agent_dirs as load_agent_dirs
+    from subagents.definitions.agent_files import load_agent_file as load_agent_file
+    from subagents.errors import AgentFileError as AgentFileError
+    from subagents.errors import SpecError as SpecError
+    from subagents.errors import StopReason as StopReason
+    from subagents.errors import SubagentError as SubagentError
+    from subagents.errors import SubagentsError as SubagentsError
+    from subagents.errors import SubagentsWarning as SubagentsWarning
+    from subagents.metering import Budget as Budget
+    from subagents.metering import BudgetExceeded as BudgetExceeded
+    from subagents.metering import PriceTable as PriceTable
+    from subagents.metering import cost_of as cost_of
+    from subagents.outcome import TaskCall as TaskCall
+    from subagents.outcome import TaskOutcome as TaskOutcome
+    from subagents.outcome import TaskRecord as TaskRecord
+    from subagents.outcome import TaskStatus as TaskStatus
+    from subagents.registry import DynamicSubagentError as DynamicSubagentError
+    from subagents.registry import SubagentRegistry as SubagentRegistry
+    from subagents.registry import UnknownSubagent as UnknownSubagent
+    from subagents.runner import TaskRunner as TaskRunner
+    from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
+    from subagents.spec import AnySpec as AnySpec
+    from subagents.spec import CompiledSubagent as CompiledSubagent
+    from subagents.spec import ContextMode as ContextMode
+    from subagents.spec import SubagentSpec as SubagentSpec
+    from subagents.spec import coerce_spec as coerce_spec
+    from subagents.spec import coerce_specs as coerce_specs
+    from subagents.transcripts import get_transcript as get_transcript
+    from subagents.transcripts import read_transcript as read_transcript
+
+_WHERE = {
+    "AgentFileError": "subagents.errors",
+    "AnySpec": "subagents.spec",
+    "BackgroundRuntime": "subagents.background",
+    "BackgroundTasks": "subagents.background",
+    "Budget": "subagents.metering",
+    "BudgetExceeded": "subagents.metering",
+    "BuildOptions": "subagents.builder",
+    "CompiledSubagent": "subagents.spec",
+    "ContextMode": "subagents.spec",
+    "DEFAULT_MAX_TURNS": "subagents.spec",
+    "DynamicSubagentError": "subagents.registry",
+    "OutputSchemaError": "subagents.builder",
+    "OutputSchemaViolation": "subagents.builder",
+    "PriceTable": "subagents.metering",
+    "RemoteSubagentSpec": "subagents.background",
+    "SpecError": "subagents.errors",
+    "StopReason": "subagents.errors",
+    "SubagentError": "subagents.errors",
+    "SubagentRegistry": "subagents.registry",
+    "SubagentSpec": "subagents.spec",
+    "SubagentsError": "subagents.errors",
+    "SubagentsWarning": "subagents.errors",
+    "TaskCall": "subagents.outcome",
+    "TaskOutcome": "subagents.outcome",
+    "TaskRecord": "subagents.outcome",
+    "TaskRunner": "subagents.runner",
+    "TaskStatus": "subagents.outcome",
+    "UnknownSubagent": "subagents.registry",
+    "build_subagent": "subagents.builder",
+    "check_spec": "subagents.builder",
+    "coerce_spec": "subagents.spec",
+    "coerce_specs": "subagents.spec",
+    "cost_of": "subagents.metering",
+    "discover_agents": "subagents.definitions.agent_files",
+    "get_transcript": "subagents.transcripts",
+    "load_agent_dirs": "subagents.definitions.agent_files",
+    "load_agent_file": "subagents.definitions.agent_files",
+    "read_transcript": "subagents.transcripts",
+    "wait_for_background": "subagents.background",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'subagents' has no attribute {name!r}")

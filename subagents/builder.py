@@ -73,7 +73,7 @@ from subagents.definitions.permissions import (
     normalize_permission_mode,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
-from subagents.errors import SpecError
+from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 
 # ----------------------------------------------------------------------------
@@ -336,21 +336,8 @@ _RETRY_SUFFIX = "\nCall the output tool again with arguments that match the sche
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class OutputSchemaError(SpecError):
-    """A per-call output schema or response format cannot be used; the message says why."""
 
 
-class OutputSchemaViolation(Exception):
-    """The child did not answer in the requested shape after its retries."""
-
-    def __init__(self, schema_name: str, attempts: int, violation: str) -> None:
-        self.schema_name = schema_name
-        self.attempts = attempts
-        self.violation = violation
-        super().__init__(
-            f"its answer did not match output schema {schema_name!r} after {attempts} "
-            f"attempt{'s' if attempts != 1 else ''}: {violation}"
-        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,13 @@
-"""The errors and warnings a subagent or skill definition can raise.
+"""Every error and warning the library raises, under one base: :class:`SubagentsError`.
 
-Every message names where the problem is (the agent, or the file), the
-field, and what was expected, so a user can fix it without a stack trace.
+Each class also keeps the built-in base a caller may already catch
+(:class:`SpecError` is a ``ValueError``, :class:`UnknownSubagent` a
+``LookupError``, :class:`RuntimeClosed` a ``RuntimeError``...), and carries its
+figures as fields (:attr:`TaskTimeout.timeout_s`, :attr:`MaxTurnsReached.max_turns`,
+:attr:`BudgetExceeded.limit`...), so code reads them, never the message.
+
+Every message names where the problem is (the agent, the file, the server),
+the field, and what was expected, so a user can fix it without a stack trace.
 
 Example::
 
@@ -18,6 +24,8 @@ import asyncio
 import reprlib
 from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
@@ -38,7 +46,19 @@ def brief(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class SpecError(ValueError):
+class SubagentsError(Exception):
+    """The base of every error the library raises: ``except SubagentsError`` catches them all.
+
+    Not to be confused with :class:`SubagentError`, its subclass for a
+    delegation that failed while running.
+    """
+
+
+class SubagentsWarning(SubagentsError, UserWarning):
+    """The base of every warning the library issues (``warnings.simplefilter("error", SubagentsWarning)``)."""
+
+
+class SpecError(SubagentsError, ValueError):
     """A subagent definition is invalid; the message names the agent and field."""
 
 
@@ -65,7 +85,7 @@ class SkillFileError(DefinitionFileError):
     """A skill folder's ``SKILL.md`` is invalid."""
 
 
-class DefinitionFileWarning(UserWarning):
+class DefinitionFileWarning(SubagentsWarning):
     """A definition loaded, but something in it was ignored or is deprecated."""
 
 
@@ -98,7 +118,7 @@ def is_real_cancellation(exc: BaseException) -> bool:
     return issubclass(type(exc), REAL_CANCELLATION)
 
 
-class SubagentError(Exception):
+class SubagentError(SubagentsError):
     """Base of every error the library raises about a running delegation.
 
     ``stop_reason`` says what kind of stop it is; control flow reads it,
@@ -121,9 +141,13 @@ class SubagentError(Exception):
 
 
 class TaskTimeout(SubagentError):
-    """The library's own deadline (the spec's ``timeout_s``) passed."""
+    """The library's own deadline (the spec's ``timeout_s``) passed; ``timeout_s`` is that deadline."""
 
     stop_reason: StopReason = "timeout"
+
+    def __init__(self, message: str = "timed out", *, timeout_s: float | None = None) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s
 
 
 class TaskCancelled(SubagentError):
@@ -142,6 +166,142 @@ class ParentWriteRefused(SubagentError):
     """A child tried to write into the parent's state with ``Command.PARENT``."""
 
     stop_reason: StopReason = "refused"
+
+
+class TaskStopped(SubagentError):
+    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
+
+
+class MaxTurnsReached(TaskStopped):
+    """The child asked for one model call more than its ``max_turns``."""
+
+    stop_reason: StopReason = "max_turns"
+
+    def __init__(self, max_turns: int) -> None:
+        super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
+        self.max_turns = max_turns
+
+
+class BudgetExceeded(SubagentError):
+    """Raised inside a child, or returned for a refused delegation, once spent.
+
+    ``limit`` is the limit passed (or about to be), ``spent`` what was spent
+    at the time, ``unit`` ``"tokens"`` or ``"usd"`` (``None`` when unknown).
+    """
+
+    stop_reason: StopReason = "budget"
+
+    def __init__(self, message: str, *, limit: float | None = None, spent: float | None = None,
+                 unit: Literal["tokens", "usd"] | None = None) -> None:
+        super().__init__(message)
+        self.limit, self.spent, self.unit = limit, spent, unit
+
+
+class UnknownSubagent(SubagentsError, LookupError):
+    """The requested subagent type is not registered; the message lists the valid ones."""
+
+
+class DynamicSubagentError(SpecError):
+    """A ``create_subagent`` request breaks a rule; the message names the argument."""
+
+
+class OutputSchemaError(SpecError):
+    """A per-call output schema or response format cannot be used; the message says why."""
+
+
+class OutputSchemaViolation(SubagentsError):
+    """The child did not answer in the requested shape after its retries."""
+
+    def __init__(self, schema_name: str, attempts: int, violation: str) -> None:
+        self.schema_name = schema_name
+        self.attempts = attempts
+        self.violation = violation
+        super().__init__(
+            f"its answer did not match output schema {schema_name!r} after {attempts} "
+            f"attempt{'s' if attempts != 1 else ''}: {violation}"
+        )
+
+
+class RemoteConfigError(SpecError):
+    """A remote spec cannot be used as configured (say, its ``api_key_env`` is not set)."""
+
+
+class McpServerError(SubagentsError, RuntimeError):
+    """An MCP server failed to start, answer or stay up; ``server`` names it."""
+
+    def __init__(self, server: str, cause: str) -> None:
+        self.server = server
+        self.cause = cause
+        super().__init__(f"MCP server '{server}' {cause}")
+
+
+class RuntimeClosed(SubagentsError, RuntimeError):
+    """Work was handed to a background runtime after it closed (or after its loop stopped)."""
+
+
+class RuntimeStalled(RuntimeClosed):
+    """The loop ran no callback for :data:`STALL_S`: code on it blocks (a blocking call inside async code).
+
+    The waiting caller (a parent turn, a background tool) is let go; the
+    runtime stays open, and answers again once the blocking call returns.
+    """
+
+
+class StrayExit(SubagentsError, RuntimeError):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` raised by code on a background loop (it ends that task only)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        try:
+            text = str(exc).strip()
+        except Exception:  # noqa: BLE001 - describing a failure never fails
+            text = ""
+        detail = f" ({text[:200]})" if text else ""
+        super().__init__(f"{type(exc).__name__}{detail} raised inside a background task; it stopped this task only")
+
+
+class ServerUnavailable(SubagentsError, ConnectionError):
+    """A server did not answer (or is skipped while its circuit is open).
+
+    ``url`` names the server, ``reason`` the last failure and ``retry_in_s``
+    how long until the next request to it is tried.
+    """
+
+    def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
+        self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
+        what = "not tried: the server at" if skipped else "could not reach the server at"
+        super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.1f} s")
+
+
+class RemoteStartError(SubagentsError, RuntimeError):
+    """A server refused to start a task; the message names the server's url."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url, self.reason = url, reason
+        super().__init__(f"the server at {url} did not start the task: {reason}")
+
+
+class TaskStateError(SubagentsError, ValueError):
+    """An operation that does not apply to the task as it stands; the message says why."""
+
+
+class YAMLBoundError(SubagentsError, yaml.YAMLError):
+    """The YAML is too deep, or holds too many values; ``line`` is 0-based or ``None``."""
+
+    def __init__(self, message: str, line: int | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.field = field
+
+
+class DuplicateKey(SubagentsError, yaml.constructor.ConstructorError):
+    def __init__(self, key: str, mark: yaml.Mark) -> None:
+        super().__init__(None, None, f"duplicate key '{key[:60]}'", mark)
+        self.key = key[:60]
+
+
+class SkillFolderWarning(SubagentsWarning):
+    """A spec's skill folder does not exist on the local disk: it adds no skills."""
 
 
 _MAX_TEXT = 2_000

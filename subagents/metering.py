@@ -31,7 +31,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.outputs import LLMResult
 
-from subagents.errors import StopReason, SubagentError, TaskCancelled, TaskTimeout
+from subagents.errors import BudgetExceeded, MaxTurnsReached, StopReason, SubagentError, TaskCancelled, TaskTimeout
 from subagents.transcripts import TranscriptSink
 
 # ----------------------------------------------------------------------------
@@ -134,10 +134,6 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
     return checked
 
 
-class BudgetExceeded(SubagentError):
-    """Raised inside a child, or returned for a refused delegation, once spent."""
-
-    stop_reason: StopReason = "budget"
 
 
 def estimate_tokens(payload: Any) -> int:
@@ -198,18 +194,19 @@ class Budget:
         """
         cost = cost_of(self.prices, model_name, tokens, 0)
         with self._lock:
-            if reason := self._spent_reason():
-                raise BudgetExceeded(reason)
+            if (spent := self._spent_error()) is not None:
+                raise spent
             if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
                 raise BudgetExceeded(
                     f"the shared token budget cannot cover another call ({self.tokens} spent, "
                     f"{self.reserved} held by running calls, ~{tokens} more needed, "
-                    f"limit {self.max_tokens})"
+                    f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
                 )
             if self.max_usd is not None and self.usd + cost > self.max_usd:
                 raise BudgetExceeded(
                     f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})"
+                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})",
+                    limit=self.max_usd, spent=self.usd, unit="usd",
                 )
             self.reserved += tokens
 
@@ -218,11 +215,13 @@ class Budget:
         with self._lock:
             self.reserved = max(0, self.reserved - tokens)
 
-    def _spent_reason(self) -> str | None:
+    def _spent_error(self) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)"
+            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
+                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
         if self.max_usd is not None and self.usd >= self.max_usd:
-            return f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})"
+            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
+                                  limit=self.max_usd, spent=self.usd, unit="usd")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -236,7 +235,12 @@ class Budget:
 
     def exhausted(self) -> str | None:
         """Why the budget is spent, or ``None`` while it is not."""
-        return self._spent_reason()
+        spent = self._spent_error()
+        return None if spent is None else str(spent)
+
+    def spent_error(self) -> BudgetExceeded | None:
+        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``."""
+        return self._spent_error()
 
     def reset(self) -> None:
         with self._lock:
@@ -273,18 +277,8 @@ _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generat
 """The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
 
 
-class TaskStopped(SubagentError):
-    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
 
 
-class MaxTurnsReached(TaskStopped):
-    """The child asked for one model call more than its ``max_turns``."""
-
-    stop_reason: StopReason = "max_turns"
-
-    def __init__(self, max_turns: int) -> None:
-        super().__init__(f"hit its max_turns limit ({max_turns} model calls)")
-        self.max_turns = max_turns
 
 
 class TaskMeter(BaseCallbackHandler):
@@ -312,6 +306,8 @@ class TaskMeter(BaseCallbackHandler):
         self.output_tokens = 0
         self.cost_usd = 0.0
         self.deadline = deadline
+        self.timeout_s: float | None = None
+        """The task's ``timeout_s`` behind ``deadline``, reported by :class:`TaskTimeout`."""
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.max_usd = max_usd
@@ -396,16 +392,18 @@ class TaskMeter(BaseCallbackHandler):
         if self._stop is not None:
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self._raising(TaskTimeout("timed out"))
+            raise self._raising(TaskTimeout("timed out", timeout_s=self.timeout_s))
         tokens = self.input_tokens + self.output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
-            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)"))
+            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
+                                               limit=self.max_tokens, spent=tokens, unit="tokens"))
         if self.max_usd is not None and self.cost_usd >= self.max_usd:
             raise self._raising(BudgetExceeded(
-                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})"
+                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})",
+                limit=self.max_usd, spent=self.cost_usd, unit="usd",
             ))
-        if self.budget is not None and (reason := self.budget.exhausted()):
-            raise self._raising(BudgetExceeded(reason))
+        if self.budget is not None and (spent := self.budget.spent_error()) is not None:
+            raise self._raising(spent)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""

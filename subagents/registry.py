@@ -29,6 +29,7 @@ from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, check_spec
+from subagents.errors import DynamicSubagentError, UnknownSubagent
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
 # ----------------------------------------------------------------------------
@@ -126,7 +127,6 @@ DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
 
 # Below the key on purpose: modules these import read DYNAMIC_SUBAGENTS_KEY while this one loads.
 from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402
-from subagents.errors import SpecError  # noqa: E402
 from subagents.spec import DEFAULT_MAX_TURNS, NAME_PATTERN  # noqa: E402
 
 DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
@@ -135,8 +135,6 @@ MAX_DESCRIPTION_CHARS = 1_000
 MAX_PROMPT_CHARS = 20_000
 
 
-class DynamicSubagentError(SpecError):
-    """A ``create_subagent`` request breaks a rule; the message names the argument."""
 
 
 class DynamicDefinition(BaseModel):
@@ -251,8 +249,6 @@ def definition_key(definition: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class UnknownSubagent(LookupError):
-    """The requested subagent type is not registered; the message lists the valid ones."""
 
 
 class SubagentRegistry:

@@ -455,6 +455,7 @@ class Delegation:
         self.begun = True
         if self.limits.timeout_s is not None and self.meter is not None:
             self.meter.deadline = time.monotonic() + self.limits.timeout_s
+            self.meter.timeout_s = self.limits.timeout_s
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else ())
 
     # -- during and after -----------------------------------------------------
@@ -586,7 +587,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
 
 
 def _expired(run: Delegation) -> Any:
-    error = TaskTimeout("timed out")
+    error = TaskTimeout("timed out", timeout_s=run.limits.timeout_s)
     if run.meter is not None:
         run.meter.stop(error)
     raise error

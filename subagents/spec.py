@@ -48,7 +48,7 @@ from subagents.definitions.mcp import normalize_mcp_config
 from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import check_skill_entry
-from subagents.errors import SpecError, brief
+from subagents.errors import RemoteConfigError, SpecError, brief
 
 # ----------------------------------------------------------------------------
 # Arguments deepagents takes that this library does not, and what to write instead.
@@ -663,8 +663,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-class RemoteConfigError(ValueError):
-    """A remote spec cannot be used as configured (say, its ``api_key_env`` is not set)."""
 
 
 class RemoteSubagentSpec(BaseModel):

@@ -16,15 +16,16 @@ Example::
 from __future__ import annotations
 
 from deep_agent.cli.terminal import printable
+from subagents.errors import SubagentsError
 
 MAX_MESSAGE_CHARS = 2000
 
 
-class UsageError(Exception):
+class UsageError(SubagentsError):
     """A command-line argument is wrong (a missing folder, an unreadable file ...): exit 2."""
 
 
-class ApprovalNeeded(RuntimeError):
+class ApprovalNeeded(SubagentsError, RuntimeError):
     """A call waits for approval and nobody can answer (stdin is not a terminal)."""
 
 

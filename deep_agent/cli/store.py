@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
+from subagents.errors import SubagentsError
 from subagents.ledger import ledger_from_checkpoint
 
 # ----------------------------------------------------------------------------
@@ -44,7 +45,7 @@ from subagents.ledger import ledger_from_checkpoint
 INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(SubagentsError, RuntimeError):
     """The ``--db`` database cannot be used; the message names it (never its password) and says why."""
 
     def __init__(self, db_url: str, reason: str) -> None:

@@ -22,6 +22,8 @@ from typing import IO, Any
 
 from langchain_core.tools import ToolException
 
+from subagents.errors import SubagentsError
+
 MAX_OUTPUT_CHARS = 30_000
 """What one tool call may return to the model (Claude Code's own bound for Bash)."""
 
@@ -29,7 +31,7 @@ MAX_OUTPUT_CHARS = 30_000
 NOT_REGULAR = "not a regular file (a pipe, socket or device would block or never end)"
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(SubagentsError, OSError):
     """The path is a pipe, socket or device: reading or writing it would block or never end."""
 
 

@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
-from subagents.errors import brief
+from subagents.errors import RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
 from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.spec import RemoteConfigError, RemoteSubagentSpec
@@ -72,17 +72,6 @@ BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 120.0
 
 
-class ServerUnavailable(ConnectionError):
-    """A server did not answer (or is skipped while its circuit is open).
-
-    ``url`` names the server, ``reason`` the last failure and ``retry_in_s``
-    how long until the next request to it is tried.
-    """
-
-    def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
-        self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
-        what = "not tried: the server at" if skipped else "could not reach the server at"
-        super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.1f} s")
 
 
 @dataclasses.dataclass
@@ -561,12 +550,6 @@ START_ID_METADATA_KEY = "subagent_start_id"
 _THREAD_NAMESPACE = uuid.UUID("3f4c2b8e-6a51-4f0e-9d1c-7b2a5e8f0c13")
 
 
-class RemoteStartError(RuntimeError):
-    """A server refused to start a task; the message names the server's url."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        self.url, self.reason = url, reason
-        super().__init__(f"the server at {url} did not start the task: {reason}")
 
 
 def task_thread_id(task_id: str, attempt: int) -> str:

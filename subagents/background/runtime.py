@@ -56,6 +56,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage
 
+from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
+
 # ----------------------------------------------------------------------------
 # The thread a background runtime's loop runs on: how it starts, what it survives, how it stops.
 #
@@ -84,16 +86,8 @@ from langchain_core.messages import HumanMessage
 T = TypeVar("T")
 
 
-class RuntimeClosed(RuntimeError):
-    """Work was handed to a background runtime after it closed (or after its loop stopped)."""
 
 
-class RuntimeStalled(RuntimeClosed):
-    """The loop ran no callback for :data:`STALL_S`: code on it blocks (a blocking call inside async code).
-
-    The waiting caller (a parent turn, a background tool) is let go; the
-    runtime stays open, and answers again once the blocking call returns.
-    """
 
 
 WAIT_SLICE_S = 0.5
@@ -163,16 +157,6 @@ def operation_abandoned() -> bool:
     return future is not None and getattr(future, "abandoned", False)
 
 
-class StrayExit(RuntimeError):
-    """A ``KeyboardInterrupt`` or ``SystemExit`` raised by code on a background loop (it ends that task only)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        try:
-            text = str(exc).strip()
-        except Exception:  # noqa: BLE001 - describing a failure never fails
-            text = ""
-        detail = f" ({text[:200]})" if text else ""
-        super().__init__(f"{type(exc).__name__}{detail} raised inside a background task; it stopped this task only")
 
 
 async def _contained(coro: Coroutine[Any, Any, T]) -> T:

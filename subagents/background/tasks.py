@@ -48,6 +48,7 @@ from subagents.background.local import LocalTaskRunner
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner
 from subagents.background.runtime import BackgroundRuntime, Owner, RuntimeClosed, checkpoint_db
 from subagents.boundary import is_forbidden_tool
+from subagents.errors import TaskStateError
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -98,8 +99,6 @@ REMOTE_SETTLE_S = 0.5
 """How long a just-written remote record waits before the per-turn poll reads it again."""
 
 
-class TaskStateError(ValueError):
-    """An operation that does not apply to the task as it stands; the message says why."""
 
 
 class BackgroundTasks:

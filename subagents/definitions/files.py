@@ -36,7 +36,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from subagents.errors import DefinitionFileError, DefinitionFileWarning, SpecError, brief
+from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
 
 # ----------------------------------------------------------------------------
 # Loading untrusted YAML within fixed bounds of time and memory.
@@ -77,24 +77,12 @@ MAX_EXPANDED_NODES = 20_000
 """Most YAML values a document may hold once every alias is expanded."""
 
 
-class YAMLBoundError(yaml.YAMLError):
-    """The YAML is too deep, or holds too many values; ``line`` is 0-based or ``None``."""
-
-    def __init__(self, message: str, line: int | None = None, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.field = field
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader that refuses duplicate keys instead of keeping the last."""
 
 
-class DuplicateKey(yaml.constructor.ConstructorError):
-    def __init__(self, key: str, mark: yaml.Mark) -> None:
-        super().__init__(None, None, f"duplicate key '{key[:60]}'", mark)
-        self.key = key[:60]
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:

@@ -47,7 +47,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
-from subagents.errors import brief
+from subagents.errors import McpServerError, brief
 from subagents.metering import TaskMeter
 
 # ----------------------------------------------------------------------------
@@ -263,13 +263,6 @@ def close_open_sessions(wait_s: float = EXIT_WAIT_S) -> None:
         each.closed.wait(max(deadline - time.monotonic(), 0))
 
 
-class McpServerError(RuntimeError):
-    """An MCP server failed to start, answer or stay up; ``server`` names it."""
-
-    def __init__(self, server: str, cause: str) -> None:
-        self.server = server
-        self.cause = cause
-        super().__init__(f"MCP server '{server}' {cause}")
 
 
 def describe_cause(exc: BaseException) -> str:

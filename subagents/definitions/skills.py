@@ -28,7 +28,6 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from subagents.definitions.files import (
@@ -41,11 +40,7 @@ from subagents.definitions.files import (
     read_frontmatter,
     scan_levels,
 )
-from subagents.errors import SkillFileError, SpecError
-
-if TYPE_CHECKING:
-    pass
-
+from subagents.errors import SkillFileError, SkillFolderWarning, SpecError
 
 # ----------------------------------------------------------------------------
 # Skills: folders of instructions an agent reads when a task calls for them.
@@ -209,8 +204,6 @@ def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
-class SkillFolderWarning(UserWarning):
-    """A spec's skill folder does not exist on the local disk: it adds no skills."""
 
 
 def is_skill_folder(entry: str) -> bool:

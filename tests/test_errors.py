@@ -1,0 +1,121 @@
+"""One base for every error and warning, the built-in bases callers catch, and the figures as fields."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import time
+import uuid
+import warnings
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+import deep_agent
+import middleware
+import subagents
+from subagents.errors import (
+    BudgetExceeded,
+    McpServerError,
+    MaxTurnsReached,
+    RuntimeClosed,
+    SpecError,
+    SubagentError,
+    SubagentsError,
+    SubagentsWarning,
+    TaskStateError,
+    TaskTimeout,
+    UnknownSubagent,
+)
+from subagents.definitions.skills import SkillCatalog, skills_for
+from subagents.metering import Budget, TaskMeter
+
+
+def _library_modules() -> list[str]:
+    names = []
+    for package in (deep_agent, middleware, subagents):
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not info.name.endswith("__main__"):
+                names.append(info.name)
+    return names
+
+
+def _defined_exception_classes() -> list[type[BaseException]]:
+    found = []
+    for name in _library_modules():
+        module = importlib.import_module(name)
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if value.__module__ == name and issubclass(value, BaseException):
+                found.append(value)
+    return found
+
+
+def test_every_error_and_warning_class_of_the_library_sits_under_one_base():
+    classes = _defined_exception_classes()
+    assert len(classes) >= 30  # the walk found them: the library has some thirty
+    outside = [f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, SubagentsError)]
+    assert outside == []
+
+
+def test_the_library_errors_live_in_one_module():
+    elsewhere = [f"{c.__module__}.{c.__qualname__}" for c in _defined_exception_classes()
+                 if c.__module__.startswith(("subagents", "middleware")) and c.__module__ != "subagents.errors"]
+    assert elsewhere == []
+
+
+@pytest.mark.parametrize(("error", "builtin"), [
+    (SpecError, ValueError), (UnknownSubagent, LookupError), (RuntimeClosed, RuntimeError),
+    (McpServerError, RuntimeError), (TaskStateError, ValueError), (SubagentsWarning, UserWarning),
+])
+def test_each_error_keeps_the_builtin_base_a_caller_may_already_catch(error, builtin):
+    assert issubclass(error, builtin) and issubclass(error, SubagentsError)
+
+
+def test_a_library_warning_is_caught_by_the_base_filter():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SubagentsWarning)
+        with pytest.raises(SubagentsError):
+            skills_for(["./no-such-skill-folder"], SkillCatalog(), agent="s")
+
+
+def test_a_spent_budget_reports_its_limit_and_what_was_spent():
+    budget = Budget(max_tokens=100)
+    budget.charge(None, 80, 30)
+    with pytest.raises(BudgetExceeded) as caught:
+        budget.reserve(10)
+    assert (caught.value.limit, caught.value.spent, caught.value.unit) == (100, 110, "tokens")
+    assert isinstance(caught.value, SubagentError) and caught.value.stop_reason == "budget"
+
+
+def test_a_call_the_budget_cannot_cover_reports_the_token_limit():
+    budget = Budget(max_tokens=100)
+    budget.charge(None, 40, 10)
+    with pytest.raises(BudgetExceeded) as caught:
+        budget.reserve(60)
+    assert (caught.value.limit, caught.value.spent, caught.value.unit) == (100, 50, "tokens")
+
+
+def test_a_dollar_budget_reports_dollars():
+    budget = Budget(max_usd=0.01, prices={"m": (1_000.0, 1_000.0)})
+    budget.charge("m", 10, 10)
+    with pytest.raises(BudgetExceeded) as caught:
+        budget.reserve(1, "m")
+    assert caught.value.unit == "usd" and caught.value.limit == 0.01 and caught.value.spent == pytest.approx(0.02)
+
+
+def test_a_passed_deadline_reports_the_tasks_timeout():
+    meter = TaskMeter(deadline=time.monotonic() - 1)
+    meter.timeout_s = 2.5
+    with pytest.raises(TaskTimeout) as caught:
+        meter.raise_if_stopped()
+    assert caught.value.timeout_s == 2.5 and caught.value.stop_reason == "timeout"
+
+
+def test_one_model_call_past_max_turns_reports_max_turns():
+    meter = TaskMeter(max_turns=1)
+    meter.on_chat_model_start({}, [[HumanMessage("one")]], run_id=uuid.uuid4())
+    with pytest.raises(MaxTurnsReached) as caught:
+        meter.on_chat_model_start({}, [[HumanMessage("two")]], run_id=uuid.uuid4())
+    assert caught.value.max_turns == 1 and caught.value.stop_reason == "max_turns"
