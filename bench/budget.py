@@ -13,6 +13,8 @@ import asyncio
 import time
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from bench.common import record
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -40,7 +42,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         )
         agent = create_deep_agent(model, [_noop], budget=budget)
         inputs = {"messages": [{"role": "user", "content": "go"}]}
-        config = {"recursion_limit": 100_000}
+        config: RunnableConfig = {"recursion_limit": 100_000}
         began = time.perf_counter()
         state = agent.invoke(inputs, config) if mode == "invoke" else asyncio.run(agent.ainvoke(inputs, config))
         seconds = time.perf_counter() - began

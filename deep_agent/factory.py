@@ -31,10 +31,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from langchain.agents import create_agent
+from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
+from langgraph.cache.base import BaseCache
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+from langgraph.types import Checkpointer
 
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from middleware.task_tool import check_ledger_fields, with_text_appended
@@ -43,7 +47,7 @@ from subagents.boundary import parent_state_schemas, private_state_keys, tool_na
 from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DelegationSettings
-from subagents.spec import deepagents_only, is_async_spec, refuse_deepagents_arguments
+from subagents.spec import is_async_spec, refuse_deepagents_arguments
 
 
 def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
@@ -93,16 +97,34 @@ def create_deep_agent(
     background_runtime: Any = None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
-    checkpointer: Any = None,
-    store: Any = None,
+    checkpointer: Checkpointer | None = None,
+    store: BaseStore | None = None,
     name: str | None = None,
-    **create_agent_kwargs: Any,
-) -> Any:
+    state_schema: type[AgentState[Any]] | None = None,
+    context_schema: type[Any] | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    debug: bool = False,
+    cache: BaseCache[Any] | None = None,
+    backend: object = None,
+    memory: object = None,
+    permissions: object = None,
+    skills: object = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
     Children inherit ``model`` and ``tools`` unless their spec says otherwise.
-    Keys that ``middleware`` marks private never reach a child. Further
-    keyword arguments go to :func:`langchain.agents.create_agent`.
+    Keys that ``middleware`` marks private never reach a child. ``state_schema``,
+    ``context_schema``, ``interrupt_before``, ``interrupt_after``, ``debug``,
+    ``cache``, ``checkpointer``, ``store`` and ``name`` go to
+    :func:`langchain.agents.create_agent` as they are.
+
+    Example::
+
+        agent = create_deep_agent("openai:gpt-4.1-mini", [search], subagents=[
+            {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite."},
+        ])
+        agent.invoke({"messages": [{"role": "user", "content": "What changed in LangGraph 1.2?"}]})
 
     Args:
         agents_dirs: agent-file directories, in precedence order (the first
@@ -157,9 +179,9 @@ def create_deep_agent(
     grouped once into a :class:`subagents.settings.DelegationSettings`, which
     the middlewares and runners below take whole.
     """
-    unsupported = deepagents_only("create_deep_agent", create_agent_kwargs)
-    refuse_deepagents_arguments("create_deep_agent", unsupported)  # unless each is left unset (None)
-    create_agent_kwargs = {k: v for k, v in create_agent_kwargs.items() if k not in unsupported}
+    # deepagents' own arguments: refused with what to write instead, unless left unset (None).
+    refuse_deepagents_arguments("create_deep_agent", {"backend": backend, "memory": memory,
+                                                      "permissions": permissions, "skills": skills})
     # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     root_model = resolve_root_model(model)
@@ -175,14 +197,13 @@ def create_deep_agent(
         max_background_tasks=max_background_tasks, background_runtime=background_runtime,
     ))
     tools = list(tools)
-    check_ledger_fields(create_agent_kwargs.get("state_schema"), "create_deep_agent: argument 'state_schema'")
-    skills = settings.definitions.skills()
+    check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
+    skill_catalog = settings.definitions.skills()
     options = settings.definitions.build_options(
-        skills, parent_state_schemas(create_agent_kwargs.get("state_schema"), middleware))
+        skill_catalog, parent_state_schemas(state_schema, middleware))
     specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
-    own_schema = create_agent_kwargs.get("state_schema")
-    private = private_state_keys([*middleware, *([own_schema] if own_schema is not None else [])])
+    private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     delegation = SubAgentMiddleware(
         specs, model=root_model, tools=tools, model_middleware=middleware, private_state_keys=private,
         build_options=options, settings=settings,
@@ -198,9 +219,11 @@ def create_deep_agent(
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
         ))
     stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks), delegation, *extra]
-    return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skills), middleware=stack,
-                        response_format=response_format, checkpointer=checkpointer, store=store, name=name,
-                        **create_agent_kwargs)
+    return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
+                        middleware=stack, response_format=response_format, state_schema=state_schema,
+                        context_schema=context_schema, checkpointer=checkpointer, store=store,
+                        interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
+                        name=name, cache=cache)
 
 
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:

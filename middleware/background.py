@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import reprlib
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
@@ -100,9 +101,11 @@ from subagents.background import (
     usable_records,
 )
 from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.settings import DelegationSettings
+from subagents.metering import Budget, PriceTable
+from subagents.settings import UNSET, DelegationSettings, Unset, given
 from subagents.spec import describe_validation_error
 
 # ----------------------------------------------------------------------------
@@ -655,21 +658,33 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         notice_result_chars: int = 2000,
         notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
         build_options: BuildOptions | None = None,
+        general_purpose: bool | Unset = UNSET,
+        max_concurrent_tasks: int | None | Unset = UNSET,
+        runtime: BackgroundRuntime | None | Unset = UNSET,
+        unknown_tools: UnknownToolPolicy | Unset = UNSET,
+        sessions_dir: str | os.PathLike[str] | None | Unset = UNSET,
+        prices: PriceTable | None | Unset = UNSET,
+        budget: Budget | None | Unset = UNSET,
+        short_answer_threshold: int | Unset = UNSET,
         settings: DelegationSettings | None = None,
-        **arguments: Any,
     ) -> None:
         super().__init__()
+        arguments = given(
+            general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks, runtime=runtime,
+            unknown_tools=unknown_tools, sessions_dir=sessions_dir, prices=prices, budget=budget,
+            short_answer_threshold=short_answer_threshold,
+        )
         settings = DelegationSettings.from_arguments("BackgroundSubagentMiddleware", arguments, base=settings,
                                                      accepted=_SETTINGS_ARGUMENTS, aliases=_ALIASES)
         # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
         settings = settings.model_copy(update={
             "observability": settings.observability.model_copy(update={"transcript_store": None})})
-        runtime = settings.background.runtime
-        if runtime is not None and not isinstance(runtime, BackgroundRuntime):
-            raise TypeError(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "
-                            f"not {type(runtime).__name__}")
-        self.runtime = runtime if runtime is not None else BackgroundRuntime()
-        if runtime is None:  # ours: closed with us, even if nobody calls close()
+        shared = settings.background.runtime
+        if shared is not None and not isinstance(shared, BackgroundRuntime):
+            raise TypeError(f"BackgroundSubagentMiddleware: runtime must be a BackgroundRuntime, "
+                            f"not {type(shared).__name__}")
+        self.runtime = shared if shared is not None else BackgroundRuntime()
+        if shared is None:  # ours: closed with us, even if nobody calls close()
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))

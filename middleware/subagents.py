@@ -43,6 +43,7 @@ Decisions a LangGraph user may want to know:
 """
 
 import dataclasses
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphBubbleUp
+from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
@@ -81,8 +83,10 @@ from middleware.task_tool import (
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
-from subagents.settings import DelegationSettings
+from subagents.metering import Budget, PriceTable
+from subagents.settings import UNSET, DelegationSettings, Unset, given
 
 if TYPE_CHECKING:
     from middleware.dynamic import DynamicSubagents
@@ -214,11 +218,30 @@ class SubAgentMiddleware(AgentMiddleware):
         structured_results: bool = False,
         task_description: str | None = None,
         force_delegation: ForceSetting = None,
+        general_purpose: bool | Unset = UNSET,
+        max_concurrent_tasks: int | None | Unset = UNSET,
+        max_delegations: int | None | Unset = UNSET,
+        max_dynamic_subagents: int | Unset = UNSET,
+        unknown_tools: UnknownToolPolicy | Unset = UNSET,
+        sessions_dir: str | os.PathLike[str] | None | Unset = UNSET,
+        transcript_store: BaseStore | bool | None | Unset = UNSET,
+        prices: PriceTable | None | Unset = UNSET,
+        budget: Budget | None | Unset = UNSET,
+        short_answer_threshold: int | Unset = UNSET,
         settings: DelegationSettings | None = None,
-        **arguments: Any,
+        backend: object = None,
+        state_schema: object = None,
     ) -> None:
-        settings = DelegationSettings.from_arguments("SubAgentMiddleware", arguments, base=settings,
-                                                     accepted=_SETTINGS_ARGUMENTS)
+        arguments = given(
+            general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
+            max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
+            unknown_tools=unknown_tools, sessions_dir=sessions_dir, transcript_store=transcript_store,
+            prices=prices, budget=budget, short_answer_threshold=short_answer_threshold,
+        )
+        # deepagents' own arguments: refused with what to write instead, unless left unset (None).
+        settings = DelegationSettings.from_arguments(
+            "SubAgentMiddleware", {**arguments, "backend": backend, "state_schema": state_schema},
+            base=settings, accepted=_SETTINGS_ARGUMENTS)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)

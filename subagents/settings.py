@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -50,6 +51,28 @@ DEFAULT_MAX_DELEGATIONS = 50
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
 """Background tasks running at once unless ``max_background_tasks`` says otherwise."""
+
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`: a keyword argument the caller did not give."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset.UNSET
+"""A keyword argument left out: its value comes from ``settings=`` (or the default).
+
+The middlewares take every setting as an explicit keyword argument whose
+default is ``UNSET``, so ``None`` can still mean "no limit" when given.
+"""
+
+
+def given(**arguments: Any) -> dict[str, Any]:
+    """The keyword arguments a caller gave: every one that is not :data:`UNSET`."""
+    return {name: value for name, value in arguments.items() if value is not UNSET}
 
 
 class RuntimeHandle(Protocol):
