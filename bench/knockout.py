@@ -81,7 +81,7 @@ def _switchable() -> Iterator[dict[str, str]]:
         else:
             open_transcript(self, new_sink)
 
-    def command_at_level(self: SubAgentMiddleware, runtime: Any, outcome: Any, stored: Any = ()) -> Command:
+    def command_at_level(self: SubAgentMiddleware, runtime: Any, outcome: Any, stored: Any = ()) -> Command[Any]:
         full = command(self, runtime, outcome, stored)
         if level["level"] in _RECORDS_OFF and isinstance(full.update, Mapping):
             return Command(update={"messages": full.update["messages"]})

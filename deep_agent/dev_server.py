@@ -117,7 +117,7 @@ class LangGraphDevServer:
     def is_up(self) -> bool:
         try:
             with _DIRECT.open(f"{self.url}/ok", timeout=1) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except OSError:
             return False
 

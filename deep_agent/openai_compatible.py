@@ -63,7 +63,7 @@ class OpenAICompatibleChat(ChatOpenAI):
     empty_content: bool = True
     legacy_max_tokens: bool = True
 
-    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
         if "messages" not in payload:  # the Responses API: not ours to change
             return payload

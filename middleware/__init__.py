@@ -12,9 +12,17 @@ middleware), :mod:`~middleware.task_tool` (what the model sees),
 
 from middleware.background import AsyncTaskLedgerState, BackgroundSubagentMiddleware
 from middleware.dynamic import DynamicSubagentState
-from middleware.limits import DEFAULT_MAX_DELEGATIONS, DelegationLimit, ForceDelegation, ForceSetting
-from middleware.subagents import SubagentLedgerState, SubAgentMiddleware
-from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY, TASK_TOOL_NAME, TaskToolInput, TaskToolInputWithSchema
+from middleware.limits import DelegationLimit, ForceDelegation, ForceSetting
+from middleware.subagents import SubAgentMiddleware
+from middleware.task_tool import (
+    ASYNC_LEDGER_KEY,
+    LEDGER_KEY,
+    TASK_TOOL_NAME,
+    SubagentLedgerState,
+    TaskToolInput,
+    TaskToolInputWithSchema,
+)
+from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 __all__ = [
     "ASYNC_LEDGER_KEY",

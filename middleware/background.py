@@ -64,7 +64,14 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, Protocol
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    Runtime,
+)
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -346,13 +353,13 @@ class BackgroundToolHandlers(Protocol):
 
     runtime: BackgroundRuntime
 
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command: ...
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]: ...
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command: ...
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command: ...
-    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command: ...
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command: ...
+                            decision: str | None = None) -> Command[Any]: ...
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command[Any]: ...
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
 
 
 def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
@@ -361,42 +368,42 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
 
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
-    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
 
-    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command:
+    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
 
-    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
 
-    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
 
     def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                          decision: str | None = None) -> Command:
+                          decision: str | None = None) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
     async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                                 decision: str | None = None) -> Command:
+                                 decision: str | None = None) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
-    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
-    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
-    def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+    def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_list(runtime, status))
 
-    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command:
+    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_list(runtime, status))
 
-    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
 
-    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command:
+    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
 
     table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
@@ -416,7 +423,7 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     ]
 
 
-def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]) -> Command[Any]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -426,7 +433,9 @@ def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any
         return _closed(runtime, exc)
 
 
-async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command]) -> Command:
+async def _awaiting(
+    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]
+) -> Command[Any]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -436,7 +445,7 @@ async def _awaiting(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Corouti
         return _closed(runtime, exc)
 
 
-def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command:
+def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[Any]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
     message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
@@ -467,7 +476,7 @@ class BackgroundTaskHandlers:
         self.runtime = runtime
         self._call = call_for
 
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command:
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]:
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
             record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
@@ -475,40 +484,40 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, started(record), record)
 
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command:
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
         return await self._on_task(runtime, task_id, self._checked)
 
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
         current, problem = await self.tasks.check(record)
         if current["status"] in NOTEWORTHY_STATUSES:
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, checked(current, problem), current)
 
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+                            decision: str | None = None) -> Command[Any]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
             call = self._call(runtime, "", record["agent_type"])
             current, what = await self.tasks.update(record, message, call, decision)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
             current = await self.tasks.cancel(record)
             return _reply(runtime, f"Cancelled background task {task_id}.", current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command:
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
             current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
             return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
                           current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command:
+    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command[Any]:
         ledger = ledger_of(runtime.state)
         try:
             updates = await self.tasks.refresh(ledger)
@@ -519,7 +528,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status), updates=updates)
 
     async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command]]) -> Command:
+                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[Any]]]) -> Command[Any]:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
@@ -573,7 +582,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
-           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command:
+           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command[Any]:
     message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                           status="error" if error else "success")
     update: dict[str, Any] = {"messages": [message]}
@@ -729,7 +738,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- completion notices ------------------------------------------------
 
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -738,7 +747,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:  # closed meanwhile: nothing to report
             return None
 
-    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -792,15 +801,19 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.parent_model.observe(request)
         return with_prompt_block(request, self.prompt_block)
 
-    def _answer_invalid(self, response: Any) -> Any:
+    def _answer_invalid(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
         """Background-tool calls with unreadable arguments: answered, recorded, retried."""
         names = [t.name for t in self.tools]
         return answered_response(response, names, ASYNC_LEDGER_KEY, as_record=as_background_record)
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
         return self._answer_invalid(handler(self._with_block(request)))
 
-    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
         return self._answer_invalid(await handler(self._with_block(request)))
 
 

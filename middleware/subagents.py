@@ -47,10 +47,9 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, ModelCallResult, ModelRequest, ModelResponse
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.store.base import BaseStore
@@ -295,7 +294,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _task_tool(self) -> StructuredTool:
         # `output_schema: Any`: LangChain resolves these hints on every call, and rebuilds a union each time.
-        def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:
+        def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command[Any]:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or self.runner.run(call)
@@ -306,7 +305,7 @@ class SubAgentMiddleware(AgentMiddleware):
             return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                        output_schema: Any = None) -> Command:
+                        output_schema: Any = None) -> Command[Any]:
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or await self.runner.arun(call)
@@ -347,7 +346,7 @@ class SubAgentMiddleware(AgentMiddleware):
         reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
         return None if reason is None else refused_outcome(call, reason)
 
-    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome, stored: StoredWrites = ()) -> Command:
+    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome, stored: StoredWrites = ()) -> Command[Any]:
         """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
         record, update = outcome.record, dict[str, Any]()
         if outcome.changes:
@@ -371,7 +370,7 @@ class SubAgentMiddleware(AgentMiddleware):
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
         return with_prompt_block(request, block)
 
-    def _after_model(self, response: ModelResponse) -> ModelResponse:
+    def _after_model(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
         if self.budget is not None:  # the shared budget covers the parent's own calls too
             for message in getattr(response, "result", ()) or ():
                 usage = getattr(message, "usage_metadata", None)
@@ -382,15 +381,15 @@ class SubAgentMiddleware(AgentMiddleware):
         return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
 
     def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse | AIMessage:
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
         request = self._with_block(request)
         response = self.forced.call(request, handler) if self.forced else handler(request)
         return self._after_model(response)
 
     async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse | AIMessage:
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
         request = self._with_block(request)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return self._after_model(response)

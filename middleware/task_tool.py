@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
-from langchain.agents.middleware import AgentState, ModelRequest
+from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -249,8 +249,8 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
     return [fixed, *answers, *result[1:]], records
 
 
-def answered_response(response: Any, tool_names: Collection[str], ledger_key: str,
-                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> Any:
+def answered_response(response: ModelCallResult[Any], tool_names: Collection[str], ledger_key: str,
+                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> ModelCallResult[Any]:
     """A model response with its invalid calls to ``tool_names`` answered, their records under ``ledger_key``."""
     if not isinstance(response, ModelResponse):
         return response
@@ -766,7 +766,7 @@ class RecordedTool(StructuredTool):
         except ValidationError as exc:
             return self._invalid(input, exc)
 
-    def _too_deep(self, call: Any) -> Command | None:
+    def _too_deep(self, call: Any) -> Command[Any] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
         if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
             return None
@@ -778,7 +778,7 @@ class RecordedTool(StructuredTool):
         record = invalid_call_record(self.name, call["id"], reason)
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
-    def _invalid(self, call: Any, exc: ValidationError) -> Command:
+    def _invalid(self, call: Any, exc: ValidationError) -> Command[Any]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
         if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
                                           and call.get("id")):
@@ -788,7 +788,7 @@ class RecordedTool(StructuredTool):
         except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
             raise exc from None
 
-    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command:
+    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[Any]:
         raw = call.get("args")
         args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
         errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()

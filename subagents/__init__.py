@@ -27,36 +27,36 @@ if TYPE_CHECKING:
     from subagents.background import BackgroundTasks as BackgroundTasks
     from subagents.background import RemoteSubagentSpec as RemoteSubagentSpec
     from subagents.background import wait_for_background as wait_for_background
+    from subagents.boundary import ContextMode as ContextMode
     from subagents.builder import BuildOptions as BuildOptions
-    from subagents.builder import OutputSchemaError as OutputSchemaError
-    from subagents.builder import OutputSchemaViolation as OutputSchemaViolation
     from subagents.builder import build_subagent as build_subagent
     from subagents.builder import check_spec as check_spec
     from subagents.definitions.agent_files import discover_agents as discover_agents
     from subagents.definitions.agent_files import load_agent_dirs as load_agent_dirs
     from subagents.definitions.agent_files import load_agent_file as load_agent_file
     from subagents.errors import AgentFileError as AgentFileError
+    from subagents.errors import BudgetExceeded as BudgetExceeded
+    from subagents.errors import DynamicSubagentError as DynamicSubagentError
+    from subagents.errors import OutputSchemaError as OutputSchemaError
+    from subagents.errors import OutputSchemaViolation as OutputSchemaViolation
     from subagents.errors import SpecError as SpecError
     from subagents.errors import StopReason as StopReason
     from subagents.errors import SubagentError as SubagentError
     from subagents.errors import SubagentsError as SubagentsError
     from subagents.errors import SubagentsWarning as SubagentsWarning
+    from subagents.errors import UnknownSubagent as UnknownSubagent
     from subagents.metering import Budget as Budget
-    from subagents.metering import BudgetExceeded as BudgetExceeded
     from subagents.metering import PriceTable as PriceTable
     from subagents.metering import cost_of as cost_of
     from subagents.outcome import TaskCall as TaskCall
     from subagents.outcome import TaskOutcome as TaskOutcome
     from subagents.outcome import TaskRecord as TaskRecord
     from subagents.outcome import TaskStatus as TaskStatus
-    from subagents.registry import DynamicSubagentError as DynamicSubagentError
     from subagents.registry import SubagentRegistry as SubagentRegistry
-    from subagents.registry import UnknownSubagent as UnknownSubagent
     from subagents.runner import TaskRunner as TaskRunner
     from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
     from subagents.spec import AnySpec as AnySpec
     from subagents.spec import CompiledSubagent as CompiledSubagent
-    from subagents.spec import ContextMode as ContextMode
     from subagents.spec import SubagentSpec as SubagentSpec
     from subagents.spec import coerce_spec as coerce_spec
     from subagents.spec import coerce_specs as coerce_specs
@@ -69,14 +69,14 @@ _WHERE = {
     "BackgroundRuntime": "subagents.background",
     "BackgroundTasks": "subagents.background",
     "Budget": "subagents.metering",
-    "BudgetExceeded": "subagents.metering",
+    "BudgetExceeded": "subagents.errors",
     "BuildOptions": "subagents.builder",
     "CompiledSubagent": "subagents.spec",
-    "ContextMode": "subagents.spec",
+    "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",
-    "DynamicSubagentError": "subagents.registry",
-    "OutputSchemaError": "subagents.builder",
-    "OutputSchemaViolation": "subagents.builder",
+    "DynamicSubagentError": "subagents.errors",
+    "OutputSchemaError": "subagents.errors",
+    "OutputSchemaViolation": "subagents.errors",
     "PriceTable": "subagents.metering",
     "RemoteSubagentSpec": "subagents.background",
     "SpecError": "subagents.errors",
@@ -91,7 +91,7 @@ _WHERE = {
     "TaskRecord": "subagents.outcome",
     "TaskRunner": "subagents.runner",
     "TaskStatus": "subagents.outcome",
-    "UnknownSubagent": "subagents.registry",
+    "UnknownSubagent": "subagents.errors",
     "build_subagent": "subagents.builder",
     "check_spec": "subagents.builder",
     "coerce_spec": "subagents.spec",

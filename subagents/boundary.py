@@ -30,17 +30,22 @@ import inspect
 import re
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypedDict, cast, get_args, get_origin, get_type_hints
 
 from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
+    ModelCallResult,
     ModelFallbackMiddleware,
+    ModelRequest,
+    ModelResponse,
     ModelRetryMiddleware,
     SummarizationMiddleware,
+    ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.types import Command
 
 from subagents.errors import is_real_cancellation, safe_text
 
@@ -369,10 +374,14 @@ class OneLevelGuard(AgentMiddleware):
             overrides["system_message"] = without_agents_block(system)
         return request.override(**overrides) if overrides else request
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
         return handler(self._clean(request))
 
-    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
         return await handler(self._clean(request))
 
 
@@ -399,10 +408,14 @@ class OneLevelToolGuard(OneLevelGuard):
             )
         return None
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
         return self._refusal(request) or handler(request)
 
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
         return self._refusal(request) or await handler(request)
 
 
@@ -481,7 +494,7 @@ def tool_state_schema(tool: Any) -> type | None:
             if isinstance(origin, type) and issubclass(origin, ToolRuntime):
                 args = get_args(hint)
                 if len(args) > 1 and _is_schema(args[1]):
-                    return args[1]
+                    return cast("type", args[1])
     return None
 
 
@@ -502,7 +515,7 @@ def child_state_schema(
                 extra.setdefault(key, hint)
     if not extra:
         return None
-    return TypedDict("SubagentState", {**base, **extra})  # type: ignore[operator]
+    return cast("type", TypedDict("SubagentState", {**base, **extra}))  # type: ignore[operator]
 
 
 def _is_schema(value: Any) -> bool:

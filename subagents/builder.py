@@ -37,6 +37,7 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
     HumanInTheLoopMiddleware,
+    ModelCallResult,
     ModelFallbackMiddleware,
     ModelRequest,
     ModelResponse,
@@ -546,7 +547,7 @@ class OutputRetryLimit(AgentMiddleware):
                 start = index
         return sum(self._is_retry(m) for m in messages[start:])
 
-    def after_agent(self, state: AgentState, runtime: Runtime) -> None:
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         if state.get("structured_response") is not None:
             return None
         attempts = self._earlier_failures(state.get("messages") or ()) + 1
@@ -554,19 +555,19 @@ class OutputRetryLimit(AgentMiddleware):
             self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
         )
 
-    async def aafter_agent(self, state: AgentState, runtime: Runtime) -> None:
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return self.after_agent(state, runtime)
 
     def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse:
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
         response = handler(request)
         self._check(request, response)
         return response
 
     async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse:
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
         response = await handler(request)
         self._check(request, response)
         return response

@@ -46,14 +46,16 @@ from subagents.boundary import (
     langchain_private_state_keys,
     tool_name,
 )
-from subagents.builder import OutputSchemaError, build_subagent, call_format, requested_format
+from subagents.builder import build_subagent, call_format, requested_format
 from subagents.errors import (
     REAL_CANCELLATION,
     DelegationRefused,
+    OutputSchemaError,
     ParentWriteRefused,
     StopReason,
     SubagentError,
     TaskTimeout,
+    UnknownSubagent,
     is_real_cancellation,
     safe_text,
 )
@@ -69,7 +71,6 @@ from subagents.outcome import (
 from subagents.registry import (
     DYNAMIC_SUBAGENTS_KEY,
     SubagentRegistry,
-    UnknownSubagent,
     check_definition,
     definition_key,
     graphs_for,
@@ -168,7 +169,7 @@ def describe_failure(
 def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
     from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
-    from subagents.metering import MaxTurnsReached
+    from subagents.errors import MaxTurnsReached
 
     if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
         # The library's error raised by a child's model or tool (one that itself delegates, say): its

@@ -25,7 +25,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
@@ -187,7 +187,7 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
         from langchain_core.tools import tool
 
         try:
-            return tool(item)
+            return cast("BaseTool", tool(item))
         except Exception as exc:  # noqa: BLE001 - reported with the item named
             name = getattr(item, "__name__", type(item).__name__)
             raise ValueError(f"item {index} ({name}): cannot be made a tool: {exc}") from None

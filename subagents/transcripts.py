@@ -34,7 +34,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
@@ -371,7 +371,7 @@ def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | 
         if isinstance(value, Mapping) and isinstance(value.get(task_id), Mapping):
             record = value[task_id]
             if record.get("id", task_id) == task_id:
-                return record
+                return cast("Mapping[str, Any]", record)
     return None
 
 

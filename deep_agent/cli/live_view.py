@@ -34,15 +34,9 @@ from rich.console import Console, Group
 from rich.text import Text
 from rich.tree import Tree
 
-from deep_agent.cli.store import (
-    ASYNC_LEDGER_KEY,
-    LEDGER_KEY,
-    TaskRow,
-    background_row,
-    invalid_call_rows,
-    sync_row,
-)
+from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, sync_row
 from deep_agent.cli.terminal import printable
+from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
 
 # ----------------------------------------------------------------------------

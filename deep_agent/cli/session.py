@@ -30,7 +30,6 @@ from rich.text import Text
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
 from deep_agent.cli.store import (
-    ASYNC_LEDGER_KEY,
     TaskRow,
     check_thread_id,
     open_async_checkpointer,
@@ -40,6 +39,7 @@ from deep_agent.cli.store import (
     task_rows,
 )
 from deep_agent.cli.terminal import printable
+from middleware.task_tool import ASYNC_LEDGER_KEY
 
 # ----------------------------------------------------------------------------
 # The table printed after a run's answer: per agent type, what it did and what it cost.

@@ -191,7 +191,7 @@ def _text(path: Path, raw: str) -> str:
         if len(data) > MAX_EDIT_BYTES:
             raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "
                                 "use Bash (sed) on a file this big")
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+        return str(data.decode("utf-8")).replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
     except UnicodeDecodeError:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:

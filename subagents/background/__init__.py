@@ -20,9 +20,11 @@ from subagents.background.ledger import (
     usable_records,
 )
 from subagents.background.local import known_task
-from subagents.background.remote import OrphanSearch, RemoteSubagentSpec, adopt_orphans
-from subagents.background.runtime import BackgroundRuntime, RuntimeClosed, RuntimeStalled, SteeringInbox
-from subagents.background.tasks import BackgroundTasks, TaskStateError, wait_for_background
+from subagents.background.remote import OrphanSearch, adopt_orphans
+from subagents.background.runtime import BackgroundRuntime, SteeringInbox
+from subagents.background.tasks import BackgroundTasks, wait_for_background
+from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
+from subagents.spec import RemoteSubagentSpec
 
 __all__ = [
     "ACTIVE_STATUSES",

@@ -36,7 +36,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -53,11 +53,11 @@ from subagents.background.runtime import (
     OutcomeStore,
     Owner,
     OwnerState,
-    RuntimeStalled,
     operation_abandoned,
     outcome_for,
     owner_state,
 )
+from subagents.errors import RuntimeStalled
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall
 from subagents.registry import SubagentRegistry
@@ -235,7 +235,7 @@ class LocalTaskRunner:
         """The live entry for a task: in this runtime, or in its owner's if that is open in this process."""
         task = self.runtime.table.get(task_id)
         if task is not None:
-            return task
+            return cast("LocalTask", task)
         parsed = Owner.parse(owner)
         other = BackgroundRuntime.find(parsed.runtime) if parsed is not None else None
         return other.table.get(task_id) if other is not None else None
@@ -435,5 +435,5 @@ def known_task(task_id: str) -> LocalTask | None:
     for runtime in BackgroundRuntime.all_open():
         task = runtime.table.get(task_id)
         if task is not None:
-            return task
+            return cast("LocalTask", task)
     return None

@@ -36,10 +36,10 @@ from urllib.parse import quote
 
 from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
-from subagents.errors import RemoteStartError, ServerUnavailable, brief
+from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
 from subagents.runner import TASK_ID_METADATA_KEY
-from subagents.spec import RemoteConfigError, RemoteSubagentSpec
+from subagents.spec import RemoteSubagentSpec
 
 if TYPE_CHECKING:
     from subagents.spec import RemoteSubagentSpec

@@ -53,7 +53,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime
 from langchain_core.messages import HumanMessage
 
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
@@ -578,10 +578,10 @@ class SteeringInbox(AgentMiddleware):
         super().__init__()
         self.inboxes = inboxes
 
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         return _deliver(self.inboxes)
 
-    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         return _deliver(self.inboxes)
 
 
@@ -858,7 +858,7 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
         return None
     for _seq, name, path in rows:
         if name == "main" and path:
-            return os.path.abspath(path)
+            return str(os.path.abspath(path))
     return None
 
 

@@ -45,14 +45,15 @@ from subagents.background.ledger import (
     now,
 )
 from subagents.background.local import LocalTaskRunner
-from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteSubagentSpec, RemoteTaskRunner
-from subagents.background.runtime import BackgroundRuntime, Owner, RuntimeClosed, checkpoint_db
+from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
+from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db
 from subagents.boundary import is_forbidden_tool
-from subagents.errors import TaskStateError
+from subagents.errors import RuntimeClosed, TaskStateError
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.settings import DelegationSettings
+from subagents.spec import RemoteSubagentSpec
 
 # ----------------------------------------------------------------------------
 # The rules of background tasks, over both runners: what each operation may do, and when.

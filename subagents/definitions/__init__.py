@@ -13,14 +13,7 @@ skills, MCP servers, hooks, models, permissions, the condenser::
 from subagents.definitions.condenser import CondenserSetting, describe_condenser, normalize_condenser
 from subagents.definitions.files import Definition, DirLevels, Discovery, FileProblem, default_levels
 from subagents.definitions.hooks import HookMiddleware, normalize_hooks
-from subagents.definitions.mcp import (
-    McpServerError,
-    McpTool,
-    McpToolset,
-    check_mcp_servers,
-    mcp_tool_name,
-    normalize_mcp_config,
-)
+from subagents.definitions.mcp import McpTool, McpToolset, check_mcp_servers, mcp_tool_name, normalize_mcp_config
 from subagents.definitions.models import ModelProfiles, UnknownModelPolicy, describe_model, resolve_model
 from subagents.definitions.permissions import (
     CLAUDE_PERMISSION_MODES,
@@ -38,6 +31,7 @@ from subagents.definitions.skills import (
     load_skill,
     load_skill_dirs,
 )
+from subagents.errors import McpServerError
 
 __all__ = [
     "CLAUDE_PERMISSION_MODES",

@@ -164,7 +164,7 @@ class BoundedLoader(UniqueKeyLoader):
         if self._open == 1 and isinstance(parent, yaml.MappingNode):  # a top-level key or value
             scalar = isinstance(index, yaml.ScalarNode)
             self._field = (index.start_mark.line, str(index.value)[:60]) if scalar else None
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent):
             node = super().compose_node(parent, index)
             size = self._sizes.get(id(node))

@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import IO, Any, Literal, cast
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime, ToolCallRequest
 from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
@@ -512,19 +512,24 @@ class HookMiddleware(AgentMiddleware):
 
     # -- the hooks of create_agent ------------------------------------------------
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._drive(self._tool_plan(request), lambda: handler(request))
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        return cast("ToolMessage | Command[Any]", self._drive(self._tool_plan(request), lambda: handler(request)))
 
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await self._adrive(self._tool_plan(request), lambda: handler(request))
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
+        result = await self._adrive(self._tool_plan(request), lambda: handler(request))
+        return cast("ToolMessage | Command[Any]", result)
 
     @hook_config(can_jump_to=["model"])
-    def after_model(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
-        return self._drive(self._stop_plan(state))
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return cast("dict[str, Any] | None", self._drive(self._stop_plan(state)))
 
     @hook_config(can_jump_to=["model"])
-    async def aafter_model(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
-        return await self._adrive(self._stop_plan(state))
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return cast("dict[str, Any] | None", await self._adrive(self._stop_plan(state)))
 
     # -- plans -------------------------------------------------------------------
 

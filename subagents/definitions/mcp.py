@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 from uuid import UUID
 
@@ -124,7 +124,7 @@ def _server(name: str, config: Any) -> dict[str, Any]:
         raise ValueError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
     config = dict(config)
     if not config:
-        return config
+        return cast("dict[str, Any]", config)
     has_command, has_url = "command" in config, "url" in config
     if has_command == has_url:
         raise ValueError(f"{where}: expected exactly one of 'command' (local) or 'url' (remote)")
@@ -149,7 +149,7 @@ def _server(name: str, config: Any) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
                          f"expected {', '.join(sorted(_KEYS))}")
-    return config
+    return cast("dict[str, Any]", config)
 
 
 def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -392,7 +392,7 @@ class McpSessions:
                     return tools
             raise McpServerError(server, "listed more than 100 pages of tools")
 
-        return await self._bounded(server, "list its tools", listing(), timeout)
+        return cast("list[Any]", await self._bounded(server, "list its tools", listing(), timeout))
 
     async def call_tool(self, server: str, tool: str, args: Mapping[str, Any], timeout: float) -> Any:
         """The server's ``CallToolResult`` for one call."""
