@@ -235,3 +235,21 @@ def test_every_cross_reference_in_a_docstring_names_something_that_exists() -> N
         if not _resolves(match.group(1))
     )
     assert not broken, broken
+
+
+def _readme_layout_modules() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Layout"):]
+    table = section[section.index("| Step | Module |"):]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    paths = [re.findall(r"`([\w/]+\.py)`", row)[-1] for row in rows]
+    return [p.removesuffix(".py").replace("/", ".") for p in paths]
+
+
+def test_one_delegation_crosses_the_modules_the_readme_lists_and_at_most_twelve() -> None:
+    from bench.trace import background_start_to_notice, first_sync_delegation, trace
+
+    sync = trace("sync", first_sync_delegation)
+    assert sync["order"] == _readme_layout_modules()
+    assert sync["modules"] <= 12
+    assert trace("background", background_start_to_notice)["modules"] <= 18
