@@ -293,8 +293,10 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the tool -----------------------------------------------------------
 
     def _task_tool(self) -> StructuredTool:
-        # `output_schema: Any`: LangChain resolves these hints on every call, and rebuilds a union each time.
-        def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command[Any]:
+        # Plain classes only (`output_schema: Any`, a bare `Command`): LangChain resolves these hints on
+        # every call, and rebuilds a union or a parametrized generic each time.
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or self.runner.run(call)
@@ -305,7 +307,7 @@ class SubAgentMiddleware(AgentMiddleware):
             return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                        output_schema: Any = None) -> Command[Any]:
+                        output_schema: Any = None) -> Command:  # type: ignore[type-arg]
             call = self._call(description, subagent_type, runtime, output_schema)
             try:
                 outcome = self._refused(call) or await self.runner.arun(call)
