@@ -203,3 +203,42 @@ def test_a_neutral_middleware_with_a_hook_replaced_on_the_instance_is_guarded():
     retry = ModelRetryMiddleware()
     retry.wrap_model_call = lambda request, handler: handler(request)
     assert type(guard_for([retry], has_tools=False)) is OneLevelGuard
+
+
+def test_the_agents_block_is_appended_as_a_content_block_and_the_callers_blocks_survive():
+    """A provider's cache_control (or any field) on the caller's system blocks reaches the model intact."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import SystemMessage
+
+    from deep_agent.testing import ScriptedChatModel, tool_call
+    from middleware import SubAgentMiddleware
+
+    cached = {"type": "text", "text": "You are the lead.", "cache_control": {"type": "ephemeral"}}
+    model = ScriptedChatModel(rules=[("job", ["The full answer of the child, long enough to stand."])],
+                              responses=[{"tool_calls": [tool_call("task", description="job",
+                                                                   subagent_type="general-purpose")]}, "done"])
+    agent = create_agent(model, [], system_prompt=SystemMessage(content=[cached]),
+                         middleware=[SubAgentMiddleware(short_answer_threshold=0)])
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    parent_calls = [c for c in model.calls if c["messages"][-1].text == "go"]
+    system = parent_calls[0]["messages"][0]
+    assert system.content[0] == cached
+    assert "<available_agents>" in system.content[-1]["text"]
+    # The child (general-purpose, on the same model) never sees the parent's prompt or its agents block.
+    child_calls = [c for c in model.calls if c["messages"][-1].text == "job"]
+    assert child_calls and all("available_agents" not in m.text for c in child_calls for m in c["messages"])
+
+
+def test_the_one_level_guard_strips_the_agents_block_per_content_block():
+    from langchain_core.messages import SystemMessage
+
+    from subagents.boundary import without_agents_block
+
+    cached = {"type": "text", "text": "Stay brief.", "cache_control": {"type": "ephemeral"}}
+    leaked = {"type": "text", "text": "\n\n<available_agents>\n- worker: does jobs\n</available_agents>"}
+    cleaned = without_agents_block(SystemMessage(content=[cached, leaked]))
+    assert cleaned.content == [cached]
+    # A block split across two content blocks is found in the joined text, and the message is flattened.
+    split = SystemMessage(content=[{"type": "text", "text": "a <available_agents> b"},
+                                   {"type": "text", "text": "c </available_agents> d"}])
+    assert "available_agents" not in without_agents_block(split).text
