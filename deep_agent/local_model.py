@@ -61,7 +61,7 @@ def serve(
     host: str = "127.0.0.1",
     model_path: Path | None = None,
     threads: int = 1,
-    context: int = 2048,
+    context: int = 16_384,
     parallel: int = 2,
     max_tokens: int = -1,
 ) -> object:
@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--context", type=int, default=2048, help="context tokens, shared by the slots")
+    parser.add_argument("--context", type=int, default=16_384,
+                        help="context tokens, shared by the slots (default: 8,192 a slot, SmolLM2's trained window)")
     parser.add_argument("--parallel", type=int, default=2, help="requests served at once")
     parser.add_argument("--max-tokens", type=int, default=-1, help="cap on every reply (-1: none)")
     args = parser.parse_args(argv)

@@ -40,22 +40,38 @@ PERMISSION_CHOICES = ("always_confirm", "confirm_risky", "never_confirm", "defau
                       "plan", "dontAsk", "bypassPermissions")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CommandLineParser(argparse.ArgumentParser):
+    """The top-level parser; it keeps each command's own parser, to report a bad argument with its usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+
+def build_parser() -> CommandLineParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks instead of one-line errors")
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="deep-agent", description="Governed subagent delegation for LangGraph.", parents=[common]
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(commands, common)
     _add_inspect(commands, common)
     _add_agents(commands, common)
+    parser.commands = dict(commands.choices)
     return parser
 
 
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown one is reported with the usage of the command it was given to."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     debug = getattr(args, "debug", False)
     program = argv is None  # the deep-agent program itself, not a caller passing its own arguments
     if program:
@@ -156,6 +172,7 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
 def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
     tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
+    tasks.add_argument("--full", action="store_true", help="print each result or error whole, not cut")
     tasks.set_defaults(handler="deep_agent.cli.inspect:tasks_command")
     transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
     transcript.add_argument("task_id", help="a task id, or a unique prefix of one")

@@ -55,7 +55,6 @@ from deep_agent.cli.terminal import printable
 
 
 
-MAX_ARG_CHARS = 400
 
 Asker = Callable[[str, str, Mapping[str, Any]], str | None]
 """``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
@@ -70,13 +69,35 @@ def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
 
 
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
-    """The call as plain text, control characters escaped: the person approving sees what would run."""
+    """The whole call as plain text, control characters escaped: the person approving sees what would run.
+
+    Nothing is cut: a command padded with harmless text must not hide its end
+    (what is approved is what runs). A long argument wraps on the terminal,
+    which scrolls; each argument starts on a line of its own.
+    """
     shown = []
     for key, value in args.items():
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        text = text if len(text) <= MAX_ARG_CHARS else text[:MAX_ARG_CHARS] + f"... [{len(text)} chars]"
         shown.append(f"    {printable(key)}: {printable(text)}")
     return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
+
+
+def discard_typed_ahead(stdin: Any) -> None:
+    """Drop what was typed before the prompt: only a key pressed after it answers it.
+
+    A ``y`` typed while the run was still starting (or meant for something
+    else) must not approve a call the person has not seen. POSIX terminals
+    only (``termios``); elsewhere, or when stdin is not a terminal, nothing
+    is dropped.
+    """
+    try:
+        import termios
+    except ImportError:
+        return
+    try:
+        termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
+    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
+        return
 
 
 class TerminalAsker:
@@ -96,6 +117,7 @@ class TerminalAsker:
         # The call is model text: never read as markup (a "[/x]" would crash the prompt, "[conceal]" hide text).
         self.console.print(Text.assemble("\n", ("Approval needed", "bold magenta"), ": ",
                                          describe_call(agent, tool, args)), highlight=False)
+        discard_typed_ahead(self.stdin)
         with ctrl_c_interrupts():
             while True:
                 answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()

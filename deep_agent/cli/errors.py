@@ -29,10 +29,24 @@ class ApprovalNeeded(SubagentsError, RuntimeError):
     """A call waits for approval and nobody can answer (stdin is not a terminal)."""
 
 
+CONTEXT_OVERFLOW = ("exceeds the available context size", "maximum context length", "context_length_exceeded")
+"""How llama.cpp's and OpenAI's servers say a request does not fit the model's context window."""
+
+CONTEXT_HINT = ("the prompt does not fit the model's context window: use a model with a larger one, "
+                "or restart `python -m deep_agent.local_model` with a larger --context")
+
+
+def with_hint(text: str | None) -> str | None:
+    """``text`` with what to do about it appended, for the errors a person can fix from the command line."""
+    if text and any(mark in text for mark in CONTEXT_OVERFLOW) and CONTEXT_HINT not in text:
+        return f"{text} ({CONTEXT_HINT})"
+    return text
+
+
 def describe_error(exc: BaseException) -> str:
     """One line for ``exc``; the URL tried when a request failed on the way to a server."""
     try:
-        text = _text(exc)
+        text = with_hint(_text(exc)) or type(exc).__name__
         url = _url_tried(exc)
         kind = _network_kind(exc)
         if url and kind == "timeout":

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deep_agent.cli.live_view import clipped
 from deep_agent.cli.store import (
     find_task,
     last_thread,
@@ -45,14 +46,19 @@ def tasks_command(args: argparse.Namespace) -> int:
     table.add_column("result or error", overflow="fold")
     for row in rows:
         kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
+        outcome = " ".join(row.outcome.split())
         cells = (row.id[:8], row.agent_type, kind, row.status, f"{row.seconds():.2f}", str(row.model_calls),
-                 str(row.tokens), " ".join(row.outcome.split())[:70])
+                 str(row.tokens), outcome if args.full else clipped(outcome, OUTCOME_CHARS))
         table.add_row(*(Text(printable(cell)) for cell in cells))
     console = Console()
     console.print(table)
     if not rows:
         console.print("no tasks in this thread")
     return 0
+
+
+OUTCOME_CHARS = 70
+"""Characters of a result or error the ``tasks`` table shows; ``--full`` shows all of it."""
 
 
 def transcript_command(args: argparse.Namespace) -> int:
@@ -76,4 +82,7 @@ def transcript_command(args: argparse.Namespace) -> int:
         console.print(printable(message.text or "", lines=True), markup=False, highlight=False)
         for call in getattr(message, "tool_calls", None) or ():
             console.print(printable(f"  -> {call['name']}({call['args']})"), markup=False, highlight=False)
+    if row.error:  # a failed task ends with why, whole: its messages alone do not say
+        console.print("[bold red]error[/bold red]: ", end="")
+        console.print(printable(str(row.error), lines=True), markup=False, highlight=False)
     return 0

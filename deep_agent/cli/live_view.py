@@ -34,6 +34,7 @@ from rich.console import Console, Group
 from rich.text import Text
 from rich.tree import Tree
 
+from deep_agent.cli.errors import with_hint
 from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, sync_row
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
@@ -74,6 +75,17 @@ from subagents.metering import token_count
 
 STDERR = 2
 MAX_LINE = 4096
+
+ERROR_CHARS = 100
+"""Characters of a child's error the tree shows; ``deep-agent tasks --full`` prints the rest."""
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary within ``limit``, saying where the rest is."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return f"{cut}... (deep-agent tasks --full)"
 """Longer lines are shown in pieces of this many bytes."""
 QUIET_S = 0.2
 """How long the pipe stays quiet before a line without its newline is shown as it is."""
@@ -313,7 +325,7 @@ class TaskTree:
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
         if row.error:
-            line.append(f"  {printable(' '.join(str(row.error).split()))[:100]}", style="red")
+            line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
 
 
@@ -328,7 +340,7 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
         started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
-        output_tokens=token_count(event.get("output_tokens")), error=event.get("error"),
+        output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
     )
 
 

@@ -75,6 +75,24 @@ def demo_command(args: argparse.Namespace) -> int:
                                  title="deep agent (scripted demo)", console=console))
 
 
+MISPLACED_AGENT_DIRS = {".claude/agent": ".claude/agents", ".agents/agent": ".agents/agents",
+                        ".claude/Agents": ".claude/agents"}
+"""Folders people put agent files in by mistake, and the folder that is read."""
+
+
+def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) -> list[str]:
+    """A note for each near-miss agents folder in the project, when the folders are the default ones.
+
+    A file in ``.claude/agent/`` is never read; without the note the run just
+    answers ``unknown subagent_type``.
+    """
+    if agents_dirs:
+        return []
+    return [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
+            for wrong, right in MISPLACED_AGENT_DIRS.items()
+            if (project / wrong).is_dir() and not (project / right).is_dir()]
+
+
 def prepare_run(args: argparse.Namespace) -> RunSetup:
     """Check the arguments, find and check the agent files, and choose the model."""
     from deep_agent.cli.agents import plan_models, read_profiles, require_dirs
@@ -101,8 +119,12 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         where = {d.value.name: d.path for d in found.definitions.values()}
         lines = [f"{where.get(name, name)}: {problem}" for name, problem in sorted(plan.problems.items())]
         raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files: " + "; ".join(lines))
-    model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens)
+    try:
+        model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens)
+    except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
+        raise UsageError(str(exc)) from None
     notices = [plan.notice] if plan.notice else []
+    notices += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
     missing = tools_not_provided(specs)
     if missing:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from deep_agent.cli.errors import with_hint
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.errors import SubagentsError
 from subagents.ledger import ledger_from_checkpoint
@@ -358,7 +359,7 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
         duration_s=None if duration is None else duration / 1000,
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=record.get("error"), transcript=record.get("transcript"),
+        result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
     )
 
 
@@ -372,7 +373,7 @@ def background_row(record: Mapping[str, Any]) -> TaskRow:
         duration_s=(finished - started) if finished and started else None,
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=record.get("error"), runner=record.get("runner"),
+        result=record.get("result"), error=with_hint(record.get("error")), runner=record.get("runner"),
         attempt=record.get("attempt"), transcript=record.get("transcript"),
     )
 
