@@ -240,6 +240,7 @@ class TaskTree:
         self.messages: list[Any] = []
         self.live: dict[str, dict[str, Any]] = {}
         self.root_usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+        self._counted: set[str] = set()
         self.root_model: str | None = None
 
     # -- feeding ------------------------------------------------------------
@@ -271,6 +272,12 @@ class TaskTree:
         for message in update.get("messages") or ():
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
+            message_id = getattr(message, "id", None)
+            if message_id is not None:
+                # An approval's resume writes the same AI message again (edited or as it was): one call, once.
+                if message_id in self._counted:
+                    continue
+                self._counted.add(message_id)
             if getattr(message, "type", "") == "ai" and isinstance(usage, Mapping) and usage:
                 self.root_usage["model_calls"] += 1  # the server's counts, clamped: never trusted
                 self.root_usage["input_tokens"] += token_count(usage.get("input_tokens"))
