@@ -1,0 +1,109 @@
+"""Limits that hold, and nothing lost: budgets, caps and answers under parallel children and odd endings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.tools import StructuredTool, tool
+
+from conftest import parent_script, records, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import Budget
+
+PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
+LOOP_OUTPUT_TOKENS = 25  # what one looping ``echo`` call of a child outputs, at most
+
+
+@tool
+def echo(x: str) -> str:
+    """Echo."""
+    return x * 50
+
+
+def looping_children(children: int, **options: Any) -> ScriptedChatModel:
+    """A parent that starts ``children`` looping children in parallel, then answers."""
+    return ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="general-purpose")
+                                       for i in range(children)]}, "parent done"])],
+        default={"tool_calls": [tool_call("echo", x="again")]},
+        latency_s=0.02,  # long enough that the children's calls overlap
+        **options,
+    )
+
+
+def final_call_tokens(out: dict[str, Any]) -> int:
+    """What the parent's last model call (its answer, after every child) spent."""
+    last = out["messages"][-1]
+    usage = last.usage_metadata or {}
+    return int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+
+
+# -- 1. a dollar budget holds under parallel children -----------------------------------------------------
+
+
+def test_parallel_children_never_spend_past_the_dollar_budget(run):
+    children, limit = 8, 1.0
+    budget = Budget(max_usd=limit, prices=PRICES)
+    agent = create_deep_agent(looping_children(children), [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    assert {r["stop_reason"] for r in records(out)} == {"budget"}
+    last = out["messages"][-1].usage_metadata
+    final_usd = (last["input_tokens"] * PRICES["scripted"][0] + last["output_tokens"] * PRICES["scripted"][1]) / 1e6
+    # Running calls hold their prompt's dollars: only outputs can pass the limit, one call's per child.
+    one_output_usd = LOOP_OUTPUT_TOKENS * PRICES["scripted"][1] / 1e6
+    assert budget.usd - final_usd <= limit + children * one_output_usd
+
+
+# -- 2. a token budget counts what the provider bills: tool schemas, and its own token counts -----------
+
+
+class BillingModel(ScriptedChatModel):
+    """Bills as providers do: the tool schemas sent with a call are input, at ``chars_per_token``."""
+
+    chars_per_token: int = 4
+
+    def _respond(self, messages: list[Any], tools: Any) -> Any:
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        prompt_chars = sum(len(m.text) for m in messages) + len(json.dumps(tools or []))
+        usage = dict(message.usage_metadata)
+        usage["input_tokens"] = prompt_chars // self.chars_per_token + 1
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        message.usage_metadata = usage
+        return result
+
+
+def _catalogue(x: str) -> str:
+    return x
+
+
+catalogue = StructuredTool.from_function(
+    _catalogue, name="catalogue",
+    description="Look an item up in the catalogue. " + "Every field of it is described here at length. " * 80,
+)
+
+
+def test_parallel_children_never_spend_past_the_token_budget_counting_tool_schemas(run):
+    children, limit = 8, 6000
+    budget = Budget(max_tokens=limit)
+    model = looping_children(children)
+    model = BillingModel(**{k: getattr(model, k) for k in ("rules", "default", "latency_s")})
+    agent = create_deep_agent(model, [echo, catalogue], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    assert {r["stop_reason"] for r in records(out)} == {"budget"}
+    assert budget.tokens - final_call_tokens(out) <= limit + children * LOOP_OUTPUT_TOKENS
+
+
+def test_a_token_budget_learns_the_providers_token_count_from_reported_usage(run):
+    limit = 6000
+    budget = Budget(max_tokens=limit)
+    # A tokenizer far denser than four characters a token: one token a character.
+    model = BillingModel(rules=[("go", parent_script(("loop", "general-purpose"))[:1] + ["parent done"])],
+                         default={"tool_calls": [tool_call("echo", x="again")]}, chars_per_token=1)
+    agent = create_deep_agent(model, [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and record["model_calls"] > 2
+    assert budget.tokens - final_call_tokens(out) <= limit + LOOP_OUTPUT_TOKENS
