@@ -91,6 +91,7 @@ class DefinitionFileWarning(SubagentsWarning):
 
 StopReason = Literal[
     "completed",
+    "truncated",
     "max_turns",
     "timeout",
     "budget",
@@ -106,6 +107,14 @@ StopReason = Literal[
 
 ``error`` is anything not classified more precisely (a child middleware hook
 raising, a compiled graph's own failure).
+
+``truncated`` is a run that ended on a reply the model cut off at its output
+token limit (``finish_reason="length"`` in the reply's ``response_metadata``,
+as OpenAI-compatible servers say it, or ``stop_reason="max_tokens"``, as
+Anthropic does). It is not a failure: the task's ``status`` stays
+``completed`` and its answer is the partial reply, since the model did
+answer and the caller can use or redo it; the stop reason tells the caller
+that the answer is incomplete.
 """
 
 

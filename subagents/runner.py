@@ -64,6 +64,7 @@ from subagents.outcome import (
     TaskCall,
     TaskOutcome,
     continuation_input,
+    cut_short,
     final_answer,
     merge_continuation,
     task_id_for,
@@ -140,7 +141,7 @@ class ConcurrencyLimit:
 
 
 
-_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed"}
+_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -766,7 +767,8 @@ class TaskRunner:
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
-        record = self._record(run, "completed", answer=answer)
+        # A reply cut at the token limit still answers: completed, with the stop reason saying so.
+        record = self._record(run, "truncated" if cut_short(result) else "completed", answer=answer)
         run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
         return TaskOutcome(record, answer=answer, changes=changed_keys(result, run.inputs, self.blocked_keys),
                            inputs=run.inputs, events=run.events)
