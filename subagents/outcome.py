@@ -114,6 +114,9 @@ class TaskRecord(BaseModel):
     cost_usd: float = 0.0
     transcript: str | None = None
     """Where the child's messages can be read back (see :mod:`subagents.transcripts`)."""
+    transcript_error: str | None = None
+    """Why the transcript was lost (an unwritable ``sessions_dir``, a failing store), when it was:
+    a failing transcript sink costs the transcript only, never the delegation."""
     skipped_writes: dict[str, str] | None = None
     """State keys the child changed that were not written back, and why."""
     description_chars: int | None = None

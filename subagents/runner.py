@@ -422,12 +422,24 @@ class Delegation:
         self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
 
     def open_transcript(self, new_sink: Callable[..., Any]) -> None:
+        """Open the task's transcript sink; one that cannot open costs the transcript, not the task."""
         has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
-        self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
-                             thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
-                             namespace=self.namespace, store=self.call.store,
-                             has_checkpointer=has_checkpointer)
-        self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
+        try:
+            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
+                                 thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
+                                 namespace=self.namespace, store=self.call.store,
+                                 has_checkpointer=has_checkpointer)
+            self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
+        except Exception as exc:  # noqa: BLE001 - an unwritable sessions_dir, a store that refuses
+            self.sink = self.recorder = None
+            self.transcript_failed(exc)
+
+    def transcript_failed(self, exc: BaseException) -> None:
+        """The transcript is lost: the record says why (``transcript_error``), the task goes on."""
+        reason = describe_failure(exc)[1]
+        self.transcript = None
+        self.record_extra["transcript_error"] = reason
+        self.events.append({"type": "transcript_error", "error": reason})
 
     def configure(self, spec: Any, *, prices: PriceTable | None, budget: Budget | None,
                   metadata_key: str) -> None:
@@ -503,8 +515,7 @@ class Delegation:
             else:
                 self.transcript = sink.end([], cancelled=cancelled)
         except Exception as exc:  # noqa: BLE001 - reported in the record instead
-            self.transcript = None
-            self.events.append({"type": "transcript_error", "error": describe_failure(exc)[1]})
+            self.transcript_failed(exc)
 
     def paused(self, signal: GraphBubbleUp) -> None:
         """An interrupt inside the child: name the task and agent on it, then let it rise."""
@@ -809,6 +820,7 @@ class TaskRunner:
             "duration_ms": round(duration_ms, 3),
             **usage,
             "transcript": run.transcript,
+            "transcript_error": None,  # a lost transcript's reason comes in record_extra
             "skipped_writes": None,
             **run.record_extra,
         }

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool, tool
 
-from conftest import parent_script, records, user
+from conftest import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
@@ -107,3 +108,50 @@ def test_a_token_budget_learns_the_providers_token_count_from_reported_usage(run
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] > 2
     assert budget.tokens - final_call_tokens(out) <= limit + LOOP_OUTPUT_TOKENS
+
+
+# -- 12. a return_direct tool's result is the child's answer ----------------------------------------------
+
+
+@tool(return_direct=True)
+def lookup(q: str) -> str:
+    """Look the answer up and return it as the final answer."""
+    return f"the answer to {q} is 42"
+
+
+def test_a_return_direct_tools_result_reaches_the_parent(run):
+    model = ScriptedChatModel(
+        rules=[("find", [{"tool_calls": [tool_call("lookup", q="life")]}])],
+        responses=parent_script(("find it", "finder")),
+    )
+    agent = create_deep_agent(model, [lookup], subagents=[
+        {"name": "finder", "description": "Finds answers.", "tools": ["lookup"]}])
+    out = run(agent, user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["result"] == "the answer to life is 42"
+    (message,) = tool_messages(out)
+    assert "the answer to life is 42" in message.text
+
+
+# -- 15. a reply cut at the token limit is marked; a failing transcript sink costs only the transcript -----
+
+
+def test_a_reply_cut_at_the_token_limit_is_recorded_truncated(run):
+    cut = AIMessage(content="The first half of the rep", response_metadata={"finish_reason": "length"})
+    model = ScriptedChatModel(rules=[("report", [cut])], responses=parent_script(("report", "general-purpose")))
+    out = run(create_deep_agent(model), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["stop_reason"] == "truncated"
+    assert record["result"] == "The first half of the rep"
+
+
+def test_an_unwritable_sessions_dir_costs_the_transcript_not_the_delegation(run, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the sessions directory's parent should be")
+    model = ScriptedChatModel(rules=[("job", ["job done"])], responses=parent_script(("job", "general-purpose")))
+    out = run(create_deep_agent(model, sessions_dir=str(blocker / "sessions")), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["result"] == "job done"
+    assert record["transcript"] is None and "not-a-directory" in record["transcript_error"]
+    (message,) = tool_messages(out)
+    assert message.status != "error" and "job done" in message.text
