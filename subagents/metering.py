@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import numbers
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -32,7 +33,15 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.outputs import LLMResult
 
-from subagents.errors import BudgetExceeded, MaxTurnsReached, StopReason, SubagentError, TaskCancelled, TaskTimeout
+from subagents.errors import (
+    BudgetExceeded,
+    MaxTurnsReached,
+    StopReason,
+    SubagentError,
+    TaskCancelled,
+    TaskTimeout,
+    ToolExit,
+)
 from subagents.transcripts import TranscriptSink
 
 # ----------------------------------------------------------------------------
@@ -498,6 +507,10 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
         self._saw(error, "tool_error")
+        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+            # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised
+            # from here (raise_error is on), an ordinary error replaces it on its way out of the tool.
+            raise ToolExit(error) from error
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if any(error is raised for raised in self._raised):
@@ -531,6 +544,24 @@ class TaskMeter(BaseCallbackHandler):
             self.budget.charge(model_name, inp, out)
             if estimate:  # keyed as the call named its model, as the next reservation will be
                 self.budget.learn(reserved_as, estimate, inp)
+
+
+def _from_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the code of an installed signal handler (the user's exit, not a tool's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if getattr(handler, "__code__", None) is code:
+            return True
+    return False
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:

@@ -8,7 +8,10 @@ with a typed ``stop_reason``; only interrupts (human approval) pass through,
 so a paused child resumes natively when the parent resumes. A child's
 ``Command(graph=Command.PARENT)`` never reaches the parent: it fails the task.
 Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
-``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript.
+``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
+a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
+no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
+which fails that task alone.
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
@@ -131,6 +132,33 @@ def test_a_return_direct_tools_result_reaches_the_parent(run):
     assert record["status"] == "completed" and record["result"] == "the answer to life is 42"
     (message,) = tool_messages(out)
     assert "the answer to life is 42" in message.text
+
+
+# -- 14. SystemExit from a child's tool fails that task alone ---------------------------------------------
+
+
+@tool
+def cli(argv: str) -> str:
+    """Run the command line parser on ``argv``."""
+    parser = argparse.ArgumentParser(prog="cli", add_help=False)
+    parser.add_argument("--count", type=int, required=True)
+    return str(parser.parse_args(argv.split()).count)
+
+
+def test_a_system_exit_from_a_childs_tool_fails_that_task_alone(run, capsys):
+    model = ScriptedChatModel(
+        rules=[("bad args", [{"tool_calls": [tool_call("cli", argv="--nope")]}]),
+               ("healthy", ["healthy answer"])],
+        responses=parent_script(("bad args", "general-purpose"), ("healthy", "general-purpose")),
+    )
+    out = run(create_deep_agent(model, [cli]), user("go"))
+    assert out["messages"][-1].text == "parent carried on"
+    by_description = {r["description"]: r for r in records(out)}
+    assert by_description["healthy"]["status"] == "completed"
+    assert by_description["healthy"]["result"] == "healthy answer"
+    failed = by_description["bad args"]
+    assert failed["status"] == "error" and failed["stop_reason"] == "tool_error"
+    assert "SystemExit" in failed["error"] and "2" in failed["error"]
 
 
 # -- 15. a reply cut at the token limit is marked; a failing transcript sink costs only the transcript -----
