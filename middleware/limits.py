@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, ToolCall
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_prompt_block
@@ -49,10 +49,41 @@ from subagents.outcome import task_id_for
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 # ----------------------------------------------------------------------------
+# A background notice: a message of the user's kind that is not the user's turn.
+#
+# A background task's completion notice reaches the parent's model as a
+# ``HumanMessage`` (every provider accepts one anywhere in a conversation),
+# marked in its ``additional_kwargs``. The delegation cap and forced
+# delegation count a run, and a turn, from the last *user* message; a notice
+# is neither, so it resets no cap and forces no ``task`` call.
+#
+# Example::
+#
+#     message = notice_message("Background task updates: ...")
+#     is_notice(message)   # True
+# ----------------------------------------------------------------------------
+
+NOTICE_MARKER = "subagents_notice"
+"""The ``additional_kwargs`` key marking a message as a background notice."""
+
+
+def notice_message(text: str) -> HumanMessage:
+    """A background notice: a ``HumanMessage`` the limits know is not the user's."""
+    return HumanMessage(content=text, additional_kwargs={NOTICE_MARKER: True})
+
+
+def is_notice(message: Any) -> bool:
+    """Whether ``message`` is a background notice rather than a user message."""
+    extra = getattr(message, "additional_kwargs", None)
+    return isinstance(extra, Mapping) and extra.get(NOTICE_MARKER) is True
+
+
+# ----------------------------------------------------------------------------
 # A cap on how many times the parent delegates in one run.
 #
 # Children are governed by their own limits; this governs the parent. A run
-# is counted from the last user (human) message: every ``task`` call the
+# is counted from the last user (human) message, background notices not
+# counted as one (see above): every ``task`` call the
 # parent has made since then counts, in order, parallel calls included. Past
 # ``max_delegations``, ``task`` answers with an error telling the model to
 # finish with what it has (and the ledger records the refusal), and the
@@ -68,7 +99,7 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 
 class DelegationLimit:
-    """Counts the parent's ``task`` calls since the last human message.
+    """Counts the parent's ``task`` calls since the last user message (background notices skipped).
 
     Args:
         max_delegations: delegations allowed per run (``None``: no cap).
@@ -88,7 +119,7 @@ class DelegationLimit:
         turns: list[list[str]] = []
         for message in reversed(messages):
             kind = getattr(message, "type", None)
-            if kind == "human":
+            if kind == "human" and not is_notice(message):
                 break
             if kind == "ai":
                 turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
@@ -292,10 +323,10 @@ class ForcedDelegation:
 
 
 def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
-    """No AI message since the last human message."""
+    """No AI message since the last user message (a background notice is not one)."""
     for message in reversed(messages):
         kind = getattr(message, "type", None)
-        if kind == "human":
+        if kind == "human" and not is_notice(message):
             return True
         if kind == "ai":
             return False

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
+import time
 from typing import Any
 
+from background_support import NOTICE, notices, start
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
@@ -109,6 +113,71 @@ def test_a_token_budget_learns_the_providers_token_count_from_reported_usage(run
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] > 2
     assert budget.tokens - final_call_tokens(out) <= limit + LOOP_OUTPUT_TOKENS
+
+
+# -- 5. a background notice is no user message: it neither resets max_delegations nor re-forces task -----
+
+
+def _background_agent(model: ScriptedChatModel, **options: Any) -> Any:
+    done = threading.Event()
+
+    @tool
+    def finish(x: str) -> str:
+        """Finish the background job."""
+        done.set()
+        return "finished"
+
+    @tool
+    def wait_for_background(x: str) -> str:
+        """Wait until the background job has finished."""
+        done.wait(10)
+        time.sleep(0.5)  # the background child's last model call, and its record settling
+        return "the background job finished"
+
+    return create_deep_agent(model, [finish, wait_for_background], background=True,
+                             checkpointer=InMemorySaver(), **options)
+
+
+def test_a_background_notice_does_not_reset_max_delegations(run):
+    model = ScriptedChatModel(
+        rules=[
+            ("bg job", [{"tool_calls": [tool_call("finish", x="1")]}, "bg done"]),
+            ("wait job", [{"tool_calls": [tool_call("wait_for_background", x="1")]}, "waited"]),
+            ("sync job", ["sync done"]),
+            (NOTICE, [{"tool_calls": [tool_call("task", description=f"sync job {i}", subagent_type="general-purpose")]}
+                      for i in range(4)] + ["noted"]),
+            ("go", [{"tool_calls": [*start(("bg job", "general-purpose"))["tool_calls"],
+                                    tool_call("task", description="wait job", subagent_type="general-purpose")]},
+                    "go done"]),
+        ],
+        default="ok",
+    )
+    agent = _background_agent(model, max_delegations=2)
+    out = run(agent, user("go"), {"configurable": {"thread_id": "cap"}, "recursion_limit": 200})
+    assert notices(out), "no notice came during the run; the test would prove nothing"
+    ran = [r for r in records(out) if r["stop_reason"] != "refused"]
+    assert len(ran) == 2
+    assert any(r["stop_reason"] == "refused" for r in records(out))
+
+
+def test_a_background_notice_does_not_force_another_delegation(run):
+    model = ScriptedChatModel(
+        rules=[
+            ("bg job", [{"tool_calls": [tool_call("finish", x="1")]}, "bg done"]),
+            ("wait job", [{"tool_calls": [tool_call("wait_for_background", x="1")]}, "waited"]),
+            (NOTICE, ["noted"]),
+            ("go", [{"tool_calls": [*start(("bg job", "general-purpose"))["tool_calls"],
+                                    tool_call("task", description="wait job", subagent_type="general-purpose")]},
+                    "go done"]),
+        ],
+        default="ok",
+    )
+    agent = _background_agent(model, force_delegation=True)
+    out = run(agent, user("go"), {"configurable": {"thread_id": "force"}, "recursion_limit": 200})
+    assert notices(out), "no notice came during the run; the test would prove nothing"
+    after_notice = [c for c in model.calls if c["messages"][-1].text.startswith(NOTICE)]
+    assert after_notice and all(c["tools"] != ["task"] for c in after_notice)
+    assert out["messages"][-1].text == "noted"
 
 
 # -- 12. a return_direct tool's result is the child's answer ----------------------------------------------
