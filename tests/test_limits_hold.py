@@ -180,6 +180,33 @@ def test_a_background_notice_does_not_force_another_delegation(run):
     assert out["messages"][-1].text == "noted"
 
 
+# -- 9. a root that keeps delegating past max_delegations ends, with a clear message -------------------
+
+
+def _insistent_root() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        rules=[("job", ["child answer"])],
+        default={"tool_calls": [tool_call("task", description="job", subagent_type="general-purpose")]},
+    )
+
+
+def test_a_root_that_keeps_calling_task_is_ended_by_max_root_turns(run):
+    model = _insistent_root()
+    agent = create_deep_agent(model, max_delegations=2, max_root_turns=5)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    root_calls = [c for c in model.calls if c["messages"][-1].text != "job"]
+    assert len(root_calls) == 5
+    final = out["messages"][-1]
+    assert final.type == "ai" and not final.tool_calls
+    assert "max_root_turns=5" in final.text
+
+
+def test_the_root_has_a_default_turn_cap_below_langgraphs_recursion_limit(run):
+    model = _insistent_root()
+    out = run(create_deep_agent(model, max_delegations=1), user("go"), {"recursion_limit": 2000})
+    assert "max_root_turns" in out["messages"][-1].text
+
+
 # -- 12. a return_direct tool's result is the child's answer ----------------------------------------------
 
 
