@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain.agents import AgentState, create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langgraph.cache.base import BaseCache
@@ -41,6 +41,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
+from middleware.limits import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.task_tool import check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import parent_state_schemas, private_state_keys, tool_name
@@ -88,6 +89,7 @@ def create_deep_agent(
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
     force_delegation: ForceSetting = None,
     max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
+    max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS,
     background: bool = False,
     background_subagents: Sequence[Any] = (),
     max_background_tasks: int | None = 8,
@@ -172,6 +174,12 @@ def create_deep_agent(
         force_delegation, max_delegations: the first model call of each
             turn must call ``task``; at most this many ``task`` calls per
             run. See :class:`middleware.SubAgentMiddleware`.
+        max_root_turns: the root's own model calls allowed per run (default
+            200; ``None``: no cap). A model that keeps calling tools (``task``
+            past ``max_delegations``, say) is ended there with a final AI
+            message naming the limit, rather than at LangGraph's recursion
+            limit with an error. LangChain's ``ModelCallLimitMiddleware``
+            underneath; one of your own in ``middleware`` replaces it.
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
 
@@ -218,12 +226,20 @@ def create_deep_agent(
             private_state_keys=private,
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
         ))
-    stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks), delegation, *extra]
+    stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
+             *_root_turn_limit(max_root_turns, middleware), delegation, *extra]
     return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
                         middleware=stack, response_format=response_format, state_schema=state_schema,
                         context_schema=context_schema, checkpointer=checkpointer, store=store,
                         interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
                         name=name, cache=cache)
+
+
+def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any]) -> list[Any]:
+    """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
+    if max_root_turns is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
+        return []  # two would count into the same state keys: the caller's decides
+    return [RootTurnLimit(max_root_turns)]
 
 
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:

@@ -8,7 +8,8 @@ in that human message (else ``responses``). The runner's short-answer
 continuation request, when no rule matches it, is answered with the
 previous answer again, so scripted children keep their scripted answers.
 
-A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
+A reply is a string, an ``AIMessage`` (its ``response_metadata``, such as
+``{"finish_reason": "length"}``, is kept), a dict with ``content`` and/or
 ``tool_calls`` (see :func:`tool_call`), an exception to raise, or a callable
 taking the messages and returning one of those.
 
@@ -132,7 +133,8 @@ class ScriptedChatModel(BaseChatModel):
             raise reply
         message = _to_message(reply, messages)
         message.usage_metadata = _usage(messages, message)
-        message.response_metadata = {"model_name": self.model_name}
+        # A scripted AIMessage's own metadata (a ``finish_reason``, say) is kept; the model name is added.
+        message.response_metadata = {"model_name": self.model_name, **message.response_metadata}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _generate(

@@ -74,11 +74,12 @@ from langchain.agents.middleware import (
 )
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
+from middleware.limits import notice_message
 from middleware.subagents import ParentModel
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
@@ -790,7 +791,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 for r in due:
                     updates.setdefault(r["id"], {})["announced"] = True
                 text = notice(due, self.notice_result_chars, self.notice_total_chars, cut_off)
-                out["messages"] = [HumanMessage(content=text)]
+                out["messages"] = [notice_message(text)]  # no user turn: resets no cap, forces no task
         if updates:
             out[ASYNC_LEDGER_KEY] = updates
         return out or None

@@ -38,8 +38,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
-from langchain.agents.middleware import ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, ToolCall
+from langchain.agents.middleware import ModelCallLimitMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import hook_config
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_prompt_block
@@ -49,10 +50,41 @@ from subagents.outcome import task_id_for
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 # ----------------------------------------------------------------------------
+# A background notice: a message of the user's kind that is not the user's turn.
+#
+# A background task's completion notice reaches the parent's model as a
+# ``HumanMessage`` (every provider accepts one anywhere in a conversation),
+# marked in its ``additional_kwargs``. The delegation cap and forced
+# delegation count a run, and a turn, from the last *user* message; a notice
+# is neither, so it resets no cap and forces no ``task`` call.
+#
+# Example::
+#
+#     message = notice_message("Background task updates: ...")
+#     is_notice(message)   # True
+# ----------------------------------------------------------------------------
+
+NOTICE_MARKER = "subagents_notice"
+"""The ``additional_kwargs`` key marking a message as a background notice."""
+
+
+def notice_message(text: str) -> HumanMessage:
+    """A background notice: a ``HumanMessage`` the limits know is not the user's."""
+    return HumanMessage(content=text, additional_kwargs={NOTICE_MARKER: True})
+
+
+def is_notice(message: Any) -> bool:
+    """Whether ``message`` is a background notice rather than a user message."""
+    extra = getattr(message, "additional_kwargs", None)
+    return isinstance(extra, Mapping) and extra.get(NOTICE_MARKER) is True
+
+
+# ----------------------------------------------------------------------------
 # A cap on how many times the parent delegates in one run.
 #
 # Children are governed by their own limits; this governs the parent. A run
-# is counted from the last user (human) message: every ``task`` call the
+# is counted from the last user (human) message, background notices not
+# counted as one (see above): every ``task`` call the
 # parent has made since then counts, in order, parallel calls included. Past
 # ``max_delegations``, ``task`` answers with an error telling the model to
 # finish with what it has (and the ledger records the refusal), and the
@@ -68,7 +100,7 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 
 class DelegationLimit:
-    """Counts the parent's ``task`` calls since the last human message.
+    """Counts the parent's ``task`` calls since the last user message (background notices skipped).
 
     Args:
         max_delegations: delegations allowed per run (``None``: no cap).
@@ -88,7 +120,7 @@ class DelegationLimit:
         turns: list[list[str]] = []
         for message in reversed(messages):
             kind = getattr(message, "type", None)
-            if kind == "human":
+            if kind == "human" and not is_notice(message):
                 break
             if kind == "ai":
                 turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
@@ -117,6 +149,47 @@ class DelegationLimit:
             f"delegation limit reached (max_delegations={self.max_delegations} per run); "
             "do not call task again: finish now and answer with what you have"
         )
+
+
+# ----------------------------------------------------------------------------
+# A cap on the root's own model calls in one run.
+#
+# ``max_delegations`` withdraws ``task``, but a model may keep calling it (or
+# any tool) anyway, and LangGraph would stop such a loop only at its recursion
+# limit (10,000 steps), with an error instead of an answer. The root gets
+# LangChain's ``ModelCallLimitMiddleware`` with ``exit_behavior="end"``, whose
+# final message says which limit ended the run and how to raise it.
+#
+# Example::
+#
+#     RootTurnLimit(100)   # the run ends, with that message, before a 101st model call
+# ----------------------------------------------------------------------------
+
+DEFAULT_MAX_ROOT_TURNS = 200
+"""The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
+
+
+class RootTurnLimit(ModelCallLimitMiddleware):
+    """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
+
+    Counted per run (per ``invoke``), as ``ModelCallLimitMiddleware``'s ``run_limit``.
+    """
+
+    def __init__(self, max_root_turns: int) -> None:
+        if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
+            raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
+        super().__init__(run_limit=max_root_turns, exit_behavior="end")
+        self.max_root_turns = max_root_turns
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        update = super().before_model(state, runtime)
+        if update and update.get("messages"):
+            update["messages"] = [AIMessage(content=(
+                f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
+                "without a final answer. Ask again with a narrower request, or raise max_root_turns."
+            ))]
+        return update
 
 
 def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
@@ -292,10 +365,10 @@ class ForcedDelegation:
 
 
 def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
-    """No AI message since the last human message."""
+    """No AI message since the last user message (a background notice is not one)."""
     for message in reversed(messages):
         kind = getattr(message, "type", None)
-        if kind == "human":
+        if kind == "human" and not is_notice(message):
             return True
         if kind == "ai":
             return False

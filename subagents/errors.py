@@ -91,6 +91,7 @@ class DefinitionFileWarning(SubagentsWarning):
 
 StopReason = Literal[
     "completed",
+    "truncated",
     "max_turns",
     "timeout",
     "budget",
@@ -106,11 +107,25 @@ StopReason = Literal[
 
 ``error`` is anything not classified more precisely (a child middleware hook
 raising, a compiled graph's own failure).
+
+``truncated`` is a run that ended on a reply the model cut off at its output
+token limit (``finish_reason="length"`` in the reply's ``response_metadata``,
+as OpenAI-compatible servers say it, or ``stop_reason="max_tokens"``, as
+Anthropic does). It is not a failure: the task's ``status`` stays
+``completed`` and its answer is the partial reply, since the model did
+answer and the caller can use or redo it; the stop reason tells the caller
+that the answer is incomplete.
 """
 
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
-"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result."""
+"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
+
+A ``SystemExit`` a child's *tool* raises (``argparse`` calling ``sys.exit`` on
+bad arguments) never gets this far: the child's meter turns it into a
+:class:`ToolExit`, which fails that task alone. One raised by a signal handler
+(a program ending on ``SIGTERM``) is the user's, and propagates.
+"""
 
 
 def is_real_cancellation(exc: BaseException) -> bool:
@@ -195,6 +210,22 @@ class BudgetExceeded(SubagentError):
                  unit: Literal["tokens", "usd"] | None = None) -> None:
         super().__init__(message)
         self.limit, self.spent, self.unit = limit, spent, unit
+
+
+class ToolExit(SubagentError):
+    """A child's tool raised ``SystemExit`` (``argparse`` on bad arguments, a stray ``sys.exit``).
+
+    It ends that task alone, as a ``tool_error``, rather than the parent's
+    process: the exit was the tool's, not the user's. ``code`` is the exit
+    code the tool gave.
+    """
+
+    stop_reason: StopReason = "tool_error"
+
+    def __init__(self, exc: SystemExit) -> None:
+        self.code = exc.code
+        shown = brief(exc.code, 200) if not isinstance(exc.code, str) else exc.code[:200]
+        super().__init__(f"SystemExit: {shown} (a tool called sys.exit; this task stopped, the parent goes on)")
 
 
 class UnknownSubagent(SubagentsError, LookupError):

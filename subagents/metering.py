@@ -19,9 +19,11 @@ Example::
 from __future__ import annotations
 
 import decimal
+import json
 import logging
 import math
 import numbers
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -31,7 +33,15 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.outputs import LLMResult
 
-from subagents.errors import BudgetExceeded, MaxTurnsReached, StopReason, SubagentError, TaskCancelled, TaskTimeout
+from subagents.errors import (
+    BudgetExceeded,
+    MaxTurnsReached,
+    StopReason,
+    SubagentError,
+    TaskCancelled,
+    TaskTimeout,
+    ToolExit,
+)
 from subagents.transcripts import TranscriptSink
 
 # ----------------------------------------------------------------------------
@@ -158,6 +168,34 @@ def estimate_tokens(payload: Any) -> int:
     return chars // 4 + 1
 
 
+PROMPT_EXTRAS = ("tools", "functions", "response_format")
+"""What a model call sends beside its messages that providers bill as input tokens."""
+
+
+def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
+    """A guess of a call's prompt as the provider counts it: the messages, plus the tool schemas
+    and response format sent with them (a call's ``invocation_params``, as LangChain's callbacks get them).
+
+    Tool schemas are billed on every call; a child with many tools can send
+    more tokens of schemas than of conversation.
+    """
+    tokens = estimate_tokens(messages)
+    if isinstance(invocation_params, Mapping):
+        extras = [invocation_params.get(key) for key in PROMPT_EXTRAS]
+        extras = [extra for extra in extras if extra]
+        if extras:
+            try:
+                text = json.dumps(extras, default=str)
+            except (TypeError, ValueError, RecursionError):  # an odd schema: its text, roughly
+                text = str(extras)
+            tokens += len(text) // 4
+    return tokens
+
+
+MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0
+"""How far reported usage may correct an estimate: a provider's tokenizer, not a hostile report, sets it."""
+
+
 class Budget:
     """Tokens and/or USD shared by a parent and all its children."""
 
@@ -184,14 +222,21 @@ class Budget:
         self.tokens = 0
         self.usd = 0.0
         self.reserved = 0
+        self.reserved_usd = 0.0
+        self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
 
-    def reserve(self, tokens: int, model_name: str | None = None) -> None:
-        """Hold ``tokens`` of prompt for a model call about to start, or raise :class:`BudgetExceeded`.
+    def reserve(self, tokens: int, model_name: str | None = None) -> tuple[int, float]:
+        """Hold a model call's prompt, in tokens and in dollars, before it starts; or raise :class:`BudgetExceeded`.
 
-        A call is refused when what is spent, plus what running calls have
-        reserved, plus this prompt would pass the limit; so parallel children
-        overshoot by at most one call's output each.
+        ``tokens`` is the prompt as estimated (see :func:`prompt_estimate`),
+        scaled by what reported usage taught the budget about ``model_name``
+        (see :meth:`learn`); its dollars are that many input tokens at the
+        model's price. A call is refused when what is spent, plus what running
+        calls hold, plus this prompt would pass either limit; so parallel
+        children overshoot by at most one call's output each. Returns what
+        was held, for :meth:`release`.
         """
+        tokens = math.ceil(token_count(tokens) * self._scales.get(model_name or "", 1.0))
         cost = cost_of(self.prices, model_name, tokens, 0)
         with self._lock:
             if (spent := self._spent_error()) is not None:
@@ -202,18 +247,37 @@ class Budget:
                     f"{self.reserved} held by running calls, ~{tokens} more needed, "
                     f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
                 )
-            if self.max_usd is not None and self.usd + cost > self.max_usd:
+            if self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
                 raise BudgetExceeded(
                     f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                    f"~${cost:.4f} more needed, limit ${self.max_usd:.4f})",
+                    f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
+                    f"limit ${self.max_usd:.4f})",
                     limit=self.max_usd, spent=self.usd, unit="usd",
                 )
             self.reserved += tokens
+            self.reserved_usd += cost
+        return tokens, cost
 
-    def release(self, tokens: int) -> None:
+    def release(self, tokens: int, usd: float = 0.0) -> None:
         """Give back a reservation once its call has ended (its real usage is charged)."""
         with self._lock:
             self.reserved = max(0, self.reserved - tokens)
+            self.reserved_usd = max(0.0, self.reserved_usd - usd)
+
+    def learn(self, model_name: str | None, estimated: int, reported_input: Any) -> None:
+        """Correct later estimates for ``model_name`` by what was reported for a call estimated at ``estimated``.
+
+        The ratio of reported to estimated input tokens (kept within
+        ``MIN_TOKEN_SCALE..MAX_TOKEN_SCALE``) scales every later reservation
+        for that model: a tokenizer denser than four characters a token, or a
+        provider adding tokens of its own, is reserved for as it bills.
+        """
+        reported = token_count(reported_input)
+        if estimated <= 0 or reported <= 0:
+            return
+        scale = min(max(reported / estimated, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
+        with self._lock:
+            self._scales[model_name or ""] = scale
 
     def _spent_error(self) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
@@ -247,6 +311,7 @@ class Budget:
             self.tokens = 0
             self.usd = 0.0
             self.reserved = 0
+            self.reserved_usd = 0.0
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),
@@ -316,7 +381,8 @@ class TaskMeter(BaseCallbackHandler):
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
-        self._reserved: dict[Any, int] = {}
+        # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
+        self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
 
     def stop(self, error: SubagentError) -> None:
@@ -418,11 +484,12 @@ class TaskMeter(BaseCallbackHandler):
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
         if self.budget is not None:
-            # Reserving the prompt before the call bounds a shared budget's
-            # overshoot to one call's output per running child (estimated only then).
-            estimate = estimate_tokens(prompt)
-            self.budget.reserve(estimate, _model_name(kwargs))
-            self._reserved[run_id] = estimate
+            # Reserving the prompt (tools and response format included) before the call bounds a shared
+            # budget's overshoot to one call's output per running child, in tokens and in dollars.
+            estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
+            name = _model_name(kwargs)
+            tokens, usd = self.budget.reserve(estimate, name)
+            self._reserved[run_id] = (name, estimate, tokens, usd)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
@@ -440,6 +507,10 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
         self._saw(error, "tool_error")
+        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+            # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised
+            # from here (raise_error is on), an ordinary error replaces it on its way out of the tool.
+            raise ToolExit(error) from error
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if any(error is raised for raised in self._raised):
@@ -447,17 +518,18 @@ class TaskMeter(BaseCallbackHandler):
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _release(self, run_id: Any) -> int:
-        estimate = self._reserved.pop(run_id, 0)
-        if estimate and self.budget is not None:
-            self.budget.release(estimate)
-        return estimate
+    def _release(self, run_id: Any) -> tuple[str | None, int]:
+        """Give back the call's reservation; the model and prompt estimate it was made for (0: none)."""
+        name, estimate, tokens, usd = self._reserved.pop(run_id, (None, 0, 0, 0.0))
+        if (tokens or usd) and self.budget is not None:
+            self.budget.release(tokens, usd)
+        return name, estimate
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        self._release(run_id)
+        reserved_as, estimate = self._release(run_id)
         usage, model_name = _usage_of(response)
         if not usage:
             return
@@ -470,12 +542,35 @@ class TaskMeter(BaseCallbackHandler):
             self.cost_usd += cost
         if self.budget is not None:
             self.budget.charge(model_name, inp, out)
+            if estimate:  # keyed as the call named its model, as the next reservation will be
+                self.budget.learn(reserved_as, estimate, inp)
+
+
+def _from_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the code of an installed signal handler (the user's exit, not a tool's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if getattr(handler, "__code__", None) is code:
+            return True
+    return False
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
+    """The model a call is made to: its invocation parameters', else LangChain's ``ls_model_name`` metadata."""
     params = kwargs.get("invocation_params") or {}
     name = params.get("model_name") or params.get("model")
-    return name if isinstance(name, str) else None
+    if not isinstance(name, str) or not name:
+        name = (kwargs.get("metadata") or {}).get("ls_model_name")
+    return name if isinstance(name, str) and name else None
 
 
 def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import StopReason
@@ -114,6 +114,9 @@ class TaskRecord(BaseModel):
     cost_usd: float = 0.0
     transcript: str | None = None
     """Where the child's messages can be read back (see :mod:`subagents.transcripts`)."""
+    transcript_error: str | None = None
+    """Why the transcript was lost (an unwritable ``sessions_dir``, a failing store), when it was:
+    a failing transcript sink costs the transcript only, never the delegation."""
     skipped_writes: dict[str, str] | None = None
     """State keys the child changed that were not written back, and why."""
     description_chars: int | None = None
@@ -184,7 +187,13 @@ def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict
 
 
 def final_answer(result: Mapping[str, Any]) -> str:
-    """The child's answer: its structured response as JSON, else its last non-empty AI text."""
+    """The child's answer: its structured response as JSON, else what its run ended on.
+
+    A run that ended on tool results (a ``return_direct`` tool ends an agent
+    on its ``ToolMessage``, with no AI message after it) answers with those
+    results' text, joined by blank lines when parallel calls ended it
+    together; any other run answers with its last non-empty AI text.
+    """
     if not isinstance(result, Mapping) or "messages" not in result:
         raise ValueError(
             "the child graph returned no 'messages' (a compiled subagent's state "
@@ -197,11 +206,42 @@ def final_answer(result: Mapping[str, Any]) -> str:
         if dataclasses.is_dataclass(structured) and not isinstance(structured, type):
             return json.dumps(dataclasses.asdict(structured), default=str)
         return json.dumps(structured, default=str)
-    for message in reversed(result["messages"]):
+    messages = result["messages"]
+    direct = _ended_on_tools(messages)
+    if direct:
+        return direct
+    for message in reversed(messages):
         text = _ai_text(message)
         if text:
             return text
     return ""
+
+
+def cut_short(result: Mapping[str, Any]) -> bool:
+    """Whether the run ended on a reply the model cut off at its output token limit.
+
+    Read from the last message's ``response_metadata``: ``finish_reason``
+    ``"length"`` (OpenAI and compatible servers) or ``stop_reason``
+    ``"max_tokens"`` (Anthropic).
+    """
+    messages = result.get("messages") if isinstance(result, Mapping) else None
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage):
+        return False
+    meta = last.response_metadata or {}
+    return meta.get("finish_reason") == "length" or meta.get("stop_reason") == "max_tokens"
+
+
+def _ended_on_tools(messages: Sequence[Any]) -> str:
+    """The text of the tool results a run ended on (a ``return_direct`` tool's), or ``""``."""
+    ending: list[str] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        text = (message.text or "").strip()
+        if text:
+            ending.append(text)
+    return "\n\n".join(reversed(ending))
 
 
 def _ai_text(message: Any) -> str:

@@ -8,7 +8,10 @@ with a typed ``stop_reason``; only interrupts (human approval) pass through,
 so a paused child resumes natively when the parent resumes. A child's
 ``Command(graph=Command.PARENT)`` never reaches the parent: it fails the task.
 Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
-``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript.
+``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
+a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
+no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
+which fails that task alone.
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.
@@ -64,6 +67,7 @@ from subagents.outcome import (
     TaskCall,
     TaskOutcome,
     continuation_input,
+    cut_short,
     final_answer,
     merge_continuation,
     task_id_for,
@@ -140,7 +144,7 @@ class ConcurrencyLimit:
 
 
 
-_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed"}
+_FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,12 +425,24 @@ class Delegation:
         self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
 
     def open_transcript(self, new_sink: Callable[..., Any]) -> None:
+        """Open the task's transcript sink; one that cannot open costs the transcript, not the task."""
         has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
-        self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
-                             thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
-                             namespace=self.namespace, store=self.call.store,
-                             has_checkpointer=has_checkpointer)
-        self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
+        try:
+            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
+                                 thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
+                                 namespace=self.namespace, store=self.call.store,
+                                 has_checkpointer=has_checkpointer)
+            self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
+        except Exception as exc:  # noqa: BLE001 - an unwritable sessions_dir, a store that refuses
+            self.sink = self.recorder = None
+            self.transcript_failed(exc)
+
+    def transcript_failed(self, exc: BaseException) -> None:
+        """The transcript is lost: the record says why (``transcript_error``), the task goes on."""
+        reason = describe_failure(exc)[1]
+        self.transcript = None
+        self.record_extra["transcript_error"] = reason
+        self.events.append({"type": "transcript_error", "error": reason})
 
     def configure(self, spec: Any, *, prices: PriceTable | None, budget: Budget | None,
                   metadata_key: str) -> None:
@@ -502,8 +518,7 @@ class Delegation:
             else:
                 self.transcript = sink.end([], cancelled=cancelled)
         except Exception as exc:  # noqa: BLE001 - reported in the record instead
-            self.transcript = None
-            self.events.append({"type": "transcript_error", "error": describe_failure(exc)[1]})
+            self.transcript_failed(exc)
 
     def paused(self, signal: GraphBubbleUp) -> None:
         """An interrupt inside the child: name the task and agent on it, then let it rise."""
@@ -766,7 +781,8 @@ class TaskRunner:
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
-        record = self._record(run, "completed", answer=answer)
+        # A reply cut at the token limit still answers: completed, with the stop reason saying so.
+        record = self._record(run, "truncated" if cut_short(result) else "completed", answer=answer)
         run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
         return TaskOutcome(record, answer=answer, changes=changed_keys(result, run.inputs, self.blocked_keys),
                            inputs=run.inputs, events=run.events)
@@ -807,6 +823,7 @@ class TaskRunner:
             "duration_ms": round(duration_ms, 3),
             **usage,
             "transcript": run.transcript,
+            "transcript_error": None,  # a lost transcript's reason comes in record_extra
             "skipped_writes": None,
             **run.record_extra,
         }
