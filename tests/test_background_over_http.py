@@ -258,3 +258,43 @@ def test_a_child_on_a_named_model_of_the_same_server_completes_and_the_parent_go
 
     for record in asyncio.run(rounds()):
         assert (record["status"], record["result"], record["error"]) == ("completed", CHILD_ANSWER, None)
+
+
+def _openai_models(url: str) -> list[Any]:
+    from langchain_openai import AzureChatOpenAI
+
+    return [
+        ChatOpenAI(model="scripted", base_url=url, api_key="x", temperature=0, max_tokens=5, timeout=3),
+        OpenAICompatibleChat(model="scripted", base_url=url, api_key="x", max_tokens=7, empty_content=False),
+        AzureChatOpenAI(azure_deployment="d", api_version="2024-06-01", azure_endpoint="https://e.example.com",
+                        api_key="x"),
+        ChatOpenAI(model="scripted", api_key="x", openai_proxy="http://127.0.0.1:9"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(4), ids=["ChatOpenAI", "OpenAICompatibleChat", "Azure", "proxied"])
+def test_a_background_copy_keeps_the_models_settings_and_gets_a_client_of_its_own(index):
+    from subagents.definitions.models import CLIENT_FIELDS, with_own_async_client
+
+    model = _openai_models("http://127.0.0.1:9/v1")[index]
+    copy, close = with_own_async_client(model)
+    assert type(copy) is type(model) and close is not None
+    settings = [name for name in model.model_fields_set if name not in CLIENT_FIELDS | {"http_client"}]
+    assert {n: getattr(copy, n) for n in settings} == {n: getattr(model, n) for n in settings}
+    assert copy.root_async_client is not model.root_async_client
+    assert copy.http_async_client is not None and copy.http_async_client is not model.http_async_client
+    asyncio.run(close())
+
+
+def test_a_client_the_caller_chose_is_kept_with_a_warning_and_a_scripted_model_as_it_is():
+    import openai
+
+    from deep_agent.testing import ScriptedChatModel
+    from subagents.definitions.models import with_own_async_client
+    from subagents.errors import SharedModelClient
+
+    model = ChatOpenAI(model="scripted", api_key="x", http_async_client=openai.DefaultAsyncHttpxClient())
+    with pytest.warns(SharedModelClient):
+        assert with_own_async_client(model) == (model, None)
+    scripted = ScriptedChatModel(responses=["hi"])
+    assert with_own_async_client(scripted) == (scripted, None)

@@ -223,14 +223,15 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
     from langchain_openai.chat_models.base import BaseChatOpenAI
 
     openai_family = isinstance(model, BaseChatOpenAI)
-    chosen_client = getattr(model, "http_async_client", None) is not None and not (
-        openai_family and getattr(model, "openai_proxy", None))
-    if chosen_client:
+    proxied = openai_family and bool(getattr(model, "openai_proxy", None))
+    if getattr(model, "http_async_client", None) is not None and not proxied:  # the caller's own client
         warnings.warn(SharedModelClient(type(model).__name__), stacklevel=2)
         return model, None
-    settings = {name: getattr(model, name) for name in model.model_fields_set if name not in CLIENT_FIELDS}
+    # A proxied model's clients were both built from its proxy (the caller may not pass either).
+    left_out = CLIENT_FIELDS | {"http_client"} if proxied else CLIENT_FIELDS
+    settings = {name: getattr(model, name) for name in model.model_fields_set if name not in left_out}
     own = None
-    if openai_family and not getattr(model, "openai_proxy", None):
+    if openai_family and not proxied:
         import openai
 
         own = settings["http_async_client"] = openai.DefaultAsyncHttpxClient()
