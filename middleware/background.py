@@ -99,6 +99,7 @@ from subagents.background import (
     BackgroundRuntime,
     BackgroundTasks,
     OrphanSearch,
+    OwnLoopModels,
     RemoteSubagentSpec,
     RuntimeClosed,
     SteeringInbox,
@@ -698,12 +699,15 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))
-        inbox = SteeringInbox(self.runtime.inboxes)
+        # Each child calls copies of its models with clients of the runtime's loop (see LoopModels):
+        # a client shared with the caller's loop fails the child, or the parent's next turn.
+        inbox, own_models = SteeringInbox(self.runtime.inboxes), OwnLoopModels(self.runtime.models)
         steerable = [
-            s.model_copy(update={"middleware": (*s.middleware, inbox)}) if isinstance(s, SubagentSpec) else s
-            for s in local
+            s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)}) if isinstance(s, SubagentSpec)
+            else s for s in local
         ]
-        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
+                                      own_model=self.runtime.models.own)
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
                                          inherited_middleware=model_middleware)
         self.tasks = BackgroundTasks(

@@ -118,6 +118,10 @@ class BuildOptions:
             (ledgers, todos, ...); never in a child's state schema.
         state_schemas: the parent's state schemas; a declarative child gets
             their keys, minus the excluded and private ones.
+        own_model: applied to every model a child is built with (its own and
+            its condenser's); background children get copies with async
+            HTTP clients of their runtime's loop (see
+            :class:`~subagents.background.runtime.LoopModels`). ``None``: as resolved.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -129,6 +133,7 @@ class BuildOptions:
     interrupt_on: Mapping[str, Any] | None = None
     state_schemas: tuple[Any, ...] = ()
     excluded_keys: frozenset[str] = frozenset()
+    own_model: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -635,24 +640,30 @@ def build_subagent(
     """
     options = options or BuildOptions()
 
+    own = options.own_model or (lambda resolved: resolved)
+
     def model_for(name: Any) -> Any:
-        return resolve_model(
+        return own(resolve_model(
             name,
             parent_model,
             agent=spec.name,
             profiles=options.model_profiles,
             unknown_model=options.unknown_model,
-        )
+        ))
 
     # A model object is used as given; only a name (or "inherit") goes through the profiles.
-    model = spec.model if isinstance(spec.model, BaseChatModel) else model_for(spec.model)
+    resolved = spec.model if isinstance(spec.model, BaseChatModel) else resolve_model(
+        spec.model, parent_model, agent=spec.name, profiles=options.model_profiles,
+        unknown_model=options.unknown_model)
+    inherits_model = resolved is parent_model
+    model = own(resolved)
     tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
     mcp = _mcp_toolset(spec, options)
     if mcp is not None:
         tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
     middleware = _child_middleware(spec, options, tools, model, model_for)
-    middleware = [*middleware_for_model(spec, inherits_model=model is parent_model,
+    middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A structured response keeps the tools node too: without one, LangChain loops a
     # plain-text answer back to the model instead of ending the child.

@@ -331,6 +331,22 @@ class DuplicateKey(SubagentsError, yaml.constructor.ConstructorError):
         self.key = key[:60]
 
 
+class SharedModelClient(SubagentsWarning):
+    """A model given its own ``http_async_client`` keeps it on the background loop too.
+
+    One ``httpx`` async client serves one event loop at a time; a client the
+    caller chose cannot be copied, so background children share it with the
+    parent. Give the subagent a model with a client of its own instead.
+    """
+
+    def __init__(self, model_type: str) -> None:
+        self.model_type = model_type
+        super().__init__(
+            f"{model_type} has an http_async_client of the caller's, which background tasks (on a loop of "
+            "their own) share with the parent; give the subagent a model with a client of its own"
+        )
+
+
 class SkillFolderWarning(SubagentsWarning):
     """A spec's skill folder does not exist on the local disk: it adds no skills."""
 

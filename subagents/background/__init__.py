@@ -21,7 +21,7 @@ from subagents.background.ledger import (
 )
 from subagents.background.local import known_task
 from subagents.background.remote import OrphanSearch, adopt_orphans
-from subagents.background.runtime import BackgroundRuntime, SteeringInbox
+from subagents.background.runtime import BackgroundRuntime, LoopModels, OwnLoopModels, SteeringInbox
 from subagents.background.tasks import BackgroundTasks, wait_for_background
 from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
 from subagents.spec import RemoteSubagentSpec
@@ -32,8 +32,10 @@ __all__ = [
     "AsyncTaskStatus",
     "BackgroundRuntime",
     "BackgroundTasks",
+    "LoopModels",
     "NOTEWORTHY_STATUSES",
     "OrphanSearch",
+    "OwnLoopModels",
     "RemoteSubagentSpec",
     "RuntimeClosed",
     "RuntimeStalled",

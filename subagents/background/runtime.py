@@ -50,10 +50,17 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    Runtime,
+)
 from langchain_core.messages import HumanMessage
 
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
@@ -601,6 +608,88 @@ def _deliver(inboxes: Inboxes) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------
+# The models a runtime's loop calls: copies with async HTTP clients of that loop's own.
+#
+# A background child calls its model on the runtime's loop; the parent calls
+# the same model on the caller's loop (``ainvoke``, ``astream``), and another
+# graph's runtime on a third. LangChain's OpenAI integration shares one async
+# connection pool between every ``ChatOpenAI`` of the same base URL and
+# timeout, and a connection opened on one loop fails on another: the child
+# fails, or the parent's next model call does. So every model a background
+# child calls is a copy made for its runtime (one runtime, one loop, for its
+# whole life) with a client of its own (see
+# :func:`~subagents.definitions.models.with_own_async_client`): the child's
+# model and its condenser's when the child graph is built (the builder's
+# ``own_model`` option), and any other model a middleware puts in a model
+# call (a fallback, a dynamic choice) by :class:`OwnLoopModels`, the child's
+# innermost model-call middleware. The copies' clients close with the runtime.
+#
+# Example::
+#
+#     models = LoopModels()
+#     copy = models.own(parent_model)      # the same copy on every call; own(copy) is copy
+#     await models.aclose()                # on the runtime's loop, when it closes
+# ----------------------------------------------------------------------------
+
+
+class LoopModels:
+    """One runtime's copies of the models its loop calls, each with its own async HTTP client."""
+
+    def __init__(self) -> None:
+        self._copies: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, copy): the original kept alive
+        self._mine: set[int] = set()  # ids of the copies (and of models that need none)
+        self._closers: list[Callable[[], Any]] = []
+        self._lock = threading.Lock()
+
+    def own(self, model: Any) -> Any:
+        """The copy of ``model`` for this runtime's loop, made on first use; a copy or a non-model as it is."""
+        from subagents.definitions.models import with_own_async_client
+
+        with self._lock:
+            if id(model) in self._mine:
+                return model
+            known = self._copies.get(id(model))
+            if known is not None:
+                return known[1]
+            copy, close = with_own_async_client(model)
+            self._copies[id(model)] = (model, copy)
+            self._mine.add(id(copy))
+            if close is not None:
+                self._closers.append(close)
+            return copy
+
+    async def aclose(self) -> None:
+        """Close the copies' clients (on the runtime's loop, their loop); the copies are forgotten."""
+        with self._lock:
+            closers, self._closers = self._closers, []
+            self._copies.clear()
+            self._mine.clear()
+        for close in closers:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+class OwnLoopModels(AgentMiddleware):
+    """Puts the runtime's copy of the model in each model call of a background child (see :class:`LoopModels`)."""
+
+    name = "OwnLoopModels"
+
+    def __init__(self, models: LoopModels) -> None:
+        super().__init__()
+        self.models = models
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
+        return handler(request)  # a background child runs with ainvoke, on the runtime's loop
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
+        return await handler(request.override(model=self.models.own(request.model)))
+
+
+# ----------------------------------------------------------------------------
 # Where a local background task's outcome is kept the moment it settles, so a restart loses nothing.
 #
 # The parent's ledger learns how a task ended only at the parent's next turn.
@@ -892,6 +981,8 @@ class BackgroundRuntime:
         on_close: callables run once on the loop when the runtime closes
             (coroutine functions are awaited); a failing one does not stop
             the others. Other runners put their clients and pools here.
+        models: the :class:`LoopModels` (copies with clients of this loop's
+            own) that background children call; closed with the runtime.
     """
 
     def __init__(
@@ -911,7 +1002,8 @@ class BackgroundRuntime:
         self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)
         self.inboxes = Inboxes()
         self.outcomes = OutcomeStores()
-        self.on_close: list[Callable[[], Any]] = [self.outcomes.close]
+        self.models = LoopModels()
+        self.on_close: list[Callable[[], Any]] = [self.outcomes.close, self.models.aclose]
         self.close_timeout_s = close_timeout_s
         self._name = name
         self._lock = threading.Lock()

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
-from subagents.errors import SpecError
+from subagents.errors import SharedModelClient, SpecError
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +173,73 @@ def describe_model(
     else:
         shown = str(target)
     return shown if model in (None, shown) else f"{model} -> {shown}"
+
+
+# ----------------------------------------------------------------------------
+# A copy of a model with an async HTTP client of its own, for a loop other than the caller's.
+#
+# LangChain's OpenAI integration gives every ``ChatOpenAI`` with the same base
+# URL and timeout one process-wide async client, so one connection pool: a
+# keep-alive connection opened on one event loop and picked up on another
+# fails (``<asyncio.locks.Event ...> is bound to a different event loop``).
+# A model called on the background runtime's loop and on the caller's must
+# therefore not share that client. ``model_copy()`` shares it (it copies the
+# client fields), and so does a new ``ChatOpenAI(...)`` of the same settings
+# (same pool); what works through public APIs is a new instance given its own
+# client through the documented ``http_async_client`` argument (an
+# ``openai.DefaultAsyncHttpxClient``, the SDK's default client, so its limits
+# and timeouts are the SDK's). A proxied model (``openai_proxy``) already
+# gets a fresh client per instance, so a new instance is enough.
+#
+# Any other chat model that keeps a client in its fields is rebuilt from the
+# settings it was given (pydantic's ``model_fields_set``), without its client
+# fields: integrations that create their clients per instance (Google's, for
+# one) get new ones. A model with no client field is used as it is. An integration
+# that shares one pool per process and has no public client argument
+# (``langchain-anthropic``'s ``ChatAnthropic``, for one) cannot be separated
+# this way; its copy still shares the pool.
+#
+# Example::
+#
+#     copy, close = with_own_async_client(model)   # close: None, or a coroutine function
+# ----------------------------------------------------------------------------
+
+CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_client", "http_async_client"})
+"""The fields where LangChain's integrations keep clients built from the others (left out of a copy)."""
+
+
+def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]] | None]:
+    """A copy of ``model`` whose async HTTP client is its own, and how to close that client.
+
+    Returns ``(model, None)`` for what is no ``BaseChatModel``, for a model
+    that keeps no client in its fields (a scripted model, which keeps its
+    script and its record of calls), for a model whose ``http_async_client`` its caller chose
+    (it is kept, with a :class:`~subagents.errors.SharedModelClient` warning:
+    an ``httpx`` client cannot be copied) or that cannot be rebuilt from its
+    settings (logged).
+    """
+    if not isinstance(model, BaseChatModel) or not any(getattr(model, f, None) is not None for f in CLIENT_FIELDS):
+        return model, None  # no client of its own to replace (a scripted model keeps its script)
+    from langchain_openai.chat_models.base import BaseChatOpenAI
+
+    openai_family = isinstance(model, BaseChatOpenAI)
+    proxied = openai_family and bool(getattr(model, "openai_proxy", None))
+    if getattr(model, "http_async_client", None) is not None and not proxied:  # the caller's own client
+        warnings.warn(SharedModelClient(type(model).__name__), stacklevel=2)
+        return model, None
+    # A proxied model's clients were both built from its proxy (the caller may not pass either).
+    left_out = CLIENT_FIELDS | {"http_client"} if proxied else CLIENT_FIELDS
+    settings = {name: getattr(model, name) for name in model.model_fields_set if name not in left_out}
+    own = None
+    if openai_family and not proxied:
+        import openai
+
+        own = settings["http_async_client"] = openai.DefaultAsyncHttpxClient()
+    try:
+        copy = type(model)(**settings)
+    except Exception as exc:  # noqa: BLE001 - a model that cannot be rebuilt is used as it is
+        log.warning("%s could not be rebuilt from its settings (%s); background children share its client",
+                    type(model).__name__, exc)
+        return model, None
+    client = own if own is not None else getattr(copy, "http_async_client", None) if openai_family else None
+    return copy, (client.aclose if client is not None else None)
