@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from deep_agent.cli.app import main as cli
-from test_agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write
+from helpers.agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write
 
 
 def test_cli_validate_reports_every_bad_file_and_exits_non_zero(capsys):

@@ -13,7 +13,7 @@ import yaml
 from deep_agent.cli.app import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
 from subagents.definitions.agent_files import parse_agent_file
-from test_agent_files import agent_md, write
+from helpers.agent_files import agent_md, write
 
 BOMB_ANCHORS = "\n".join(
     ["  - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from conftest import call, checkpointer, tool_messages, user
+from helpers.graphs import call, checkpointer, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 

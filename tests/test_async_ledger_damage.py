@@ -16,8 +16,8 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
-from background_support import as_json, background, ledger, notices, start, started_ids, wait_for
-from conftest import tool_messages, user
+from helpers.background import as_json, background, ledger, notices, start, started_ids, wait_for
+from helpers.graphs import tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import wait_for_background
 from subagents.background import merge_async_records

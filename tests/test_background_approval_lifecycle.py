@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import interrupt
 
-from background_support import (  # noqa: F401 - background is a fixture
+from helpers.background import (  # noqa: F401 - background is a fixture
     NOTICE,
     background,
     last_tool_result,
@@ -22,7 +22,7 @@ from background_support import (  # noqa: F401 - background is a fixture
     started_ids,
     wait_for,
 )
-from conftest import user
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 
 PUBLISHER = {"name": "publisher", "description": "Publishes.", "tools": ["publish"],

@@ -9,8 +9,8 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import NOTICE, background, ledger, on_task, start, started_ids, wait_for  # noqa: F401
-from conftest import user
+from helpers.background import NOTICE, background, ledger, on_task, start, started_ids, wait_for  # noqa: F401
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background.approval import is_approval, pending_interrupts, resume_for
 

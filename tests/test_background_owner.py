@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from background_support import wait_for
+from helpers.background import wait_for
 from subagents import BackgroundRuntime
 from subagents.background.runtime import Owner, owner_state, process_start
 

@@ -20,9 +20,10 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from background_support import (  # noqa: F401 - background is a fixture
+from helpers.background import (  # noqa: F401 - background is a fixture
     NOTICE,
     REPO,
+    TESTS,
     Turns,
     background,
     ledger,
@@ -33,7 +34,7 @@ from background_support import (  # noqa: F401 - background is a fixture
     started_ids,
     wait_for,
 )
-from conftest import user
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 
@@ -105,7 +106,7 @@ def test_an_outcome_settled_just_before_a_crash_is_reported_completed_after_rest
 
 def test_a_live_task_of_another_process_is_not_lost_and_cannot_be_run_twice(run, tmp_path, background):
     db, thread_id = tmp_path / "parent.db", f"live-{run.mode}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
     first = subprocess.Popen([sys.executable, __file__, str(db), thread_id, "hold"], cwd=REPO, env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import (
+from helpers.background import (
     NOTICE,
     Turns,
     as_json,
@@ -22,10 +22,9 @@ from background_support import (
     start,
     wait_for,
 )
-from conftest import user
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from server_fixture import langgraph_server  # noqa: F401, F811 - the fixture
 
 
 def remote_specs(url: str) -> list[dict[str, Any]]:

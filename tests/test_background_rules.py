@@ -7,8 +7,8 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import background, as_json, ledger, start, started_ids, wait_for
-from conftest import tool_messages, user
+from helpers.background import background, as_json, ledger, start, started_ids, wait_for
+from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware

@@ -13,7 +13,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import (  # noqa: F401 - background is a fixture
+from helpers.background import (  # noqa: F401 - background is a fixture
     NOTICE,
     background,
     last_tool_result,
@@ -24,7 +24,7 @@ from background_support import (  # noqa: F401 - background is a fixture
     started_ids,
     wait_for,
 )
-from conftest import user
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import BackgroundRuntime

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO as ROOT
 FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
 PEERLESS = ("background", "budget.invoke.overshoot", "budget.ainvoke.overshoot", "fanout.ainvoke.cap", "fanout.invoke.cap")
 """Records with no deepagents counterpart: theirs is always null."""

@@ -14,6 +14,8 @@ import pytest
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.tools import builtin_tools
+from helpers import REPO
+from helpers.processes import _alive, _gone_within
 
 
 @pytest.fixture()
@@ -117,22 +119,6 @@ def test_reading_the_start_of_a_huge_file_costs_no_memory(ws):
     assert grown_mb < 50, f"peak memory grew by {grown_mb} MB to show 5 lines of a 200 MB file"
 
 
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie (a container's init may never reap one)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    stop = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < stop:
-        time.sleep(0.05)
-    return not _alive(pid)
-
-
 def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_the_job_keeps_running(ws):
     from deep_agent.tools.shell import BACKGROUND_NOTE, end_background_jobs
 
@@ -170,7 +156,7 @@ def test_jobs_a_command_left_running_end_when_the_process_that_ran_bash_exits(ws
         print(bash.invoke({{"command": "sleep 60 & echo $!", "timeout": 20000}}).splitlines()[0], flush=True)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1])
+                          cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _gone_within(int(done.stdout.strip()), 5), "a background job outlived the agent process"
 

@@ -10,26 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import SCRIPTS, cli
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def entry_point() -> list[str]:
-    script = Path(sys.executable).parent / "deep-agent"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("deep-agent")
-    return [found] if found else [sys.executable, "-m", "deep_agent.cli.app"]
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    base.update({"HOME": str(cwd / "home"), "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
-    base.update(env or {})
-    return subprocess.run([*entry_point(), *args], cwd=cwd, env=base, capture_output=True, text=True,
-                          input=stdin, timeout=180)
-
-
+from helpers import REPO as ROOT
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     agents = tmp_path / ".agents" / "agents"
@@ -109,9 +92,9 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(project):
 
 
 def test_a_childs_escape_sequences_never_reach_the_terminal(project):
-    from cli_scripts import HOSTILE_ANSWER
+    from helpers.scripted.cli_scripts import HOSTILE_ANSWER
 
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env = dict(SCRIPTS)
     run = cli("run", "go", "--thread", "t-esc", "--model", "scripted:cli_scripts:hostile_child", cwd=project, env=env)
     assert run.returncode == 0, run.stderr
     tasks = cli("tasks", "t-esc", cwd=project)

@@ -1,7 +1,7 @@
 """A background child that pauses on a risky call is asked about in the terminal, like a ``task`` child.
 
 The root starts editors with ``start_async_task`` (scripted model:
-``tests/cli_background_scripts.py``); each editor wants one ``Edit`` of the
+``tests/helpers/scripted/cli_background_scripts.py``); each editor wants one ``Edit`` of the
 workspace's ``notes.txt``. The person approves one and rejects the other
 with a reason; ``--yes`` approves; without a terminal and without ``--yes``
 the run stops with an error naming the tool. The thread's ledger ends with
@@ -19,9 +19,7 @@ import pexpect
 import pytest
 
 from subagents.ledger import ledger_from_checkpoint
-from test_cli import cli, entry_point
-from test_cli_run import SCRIPTS
-from test_cli_terminal import ANSI, make_project, terminal_env
+from helpers.cli import ANSI, SCRIPTS, cli, entry_point, make_project, terminal_env
 
 ORIGINAL = "These are teh notes of the project.\n"
 FIXED = "These are the notes of the project.\n"

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import ROOT, cli
-from test_cli_terminal import make_project
-
-SCRIPTS = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+from helpers import REPO as ROOT
+from helpers.cli import SCRIPTS, cli, make_project
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -245,11 +243,11 @@ def test_a_thread_id_that_looks_like_markup_is_shown_as_it_is_and_never_breaks_a
     ("bash_long_command", [15]),  # while the command runs: it is killed, the run does not wait for it
 ])
 def test_a_run_ended_by_a_signal_still_ends_what_its_bash_commands_started(project, script, signals):
-    from test_builtin_tools_hostile import _alive, _gone_within
-    from test_cli import entry_point
+    from helpers.cli import entry_point
+    from helpers.processes import _alive, _gone_within
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(project / "home"), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+    env.update({"HOME": str(project / "home"), "PYTHONPATH": SCRIPTS["PYTHONPATH"]})
     runner = subprocess.Popen([*entry_point(), "run", "start it", "--yes", "--model", f"scripted:cli_scripts:{script}"],
                               cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pexpect
 
-from test_cli import ROOT, entry_point
-from test_cli_terminal import ANSI, terminal_env
+from helpers import REPO as ROOT
+from helpers.cli import ANSI, entry_point, terminal_env
 
 DIM = "\x1b[2m"
 

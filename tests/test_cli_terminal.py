@@ -18,44 +18,7 @@ from typing import Any
 
 import pexpect
 
-from test_cli import ROOT, entry_point
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
-
-EDITOR = """---
-name: editor
-description: Edits files of the project on request.
-model: sonnet
-tools: Read, Grep, Edit
-color: cyan
----
-You edit files. Make the smallest change that does what was asked.
-"""
-SURVEYOR = """---
-name: surveyor
-description: Surveys the project; slow, best in the background.
-model: haiku
-tools: Read, Grep, Glob, WebFetch
----
-You survey the project and report what you find.
-"""
-
-
-def make_project(root: Path) -> Path:
-    agents = root / ".claude" / "agents"
-    agents.mkdir(parents=True)
-    (agents / "editor.md").write_text(EDITOR, encoding="utf-8")
-    (agents / "surveyor.md").write_text(SURVEYOR, encoding="utf-8")
-    (root / "notes.txt").write_text("These are teh notes of the project.\n", encoding="utf-8")
-    (root / "home").mkdir()
-    return root
-
-
-def terminal_env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(root / "home"), "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
-    return env
+from helpers.cli import ANSI, entry_point, make_project, terminal_env
 
 
 def spawn_run(project: Path, prompt: str, script: str) -> tuple[Any, io.StringIO]:

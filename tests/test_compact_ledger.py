@@ -14,7 +14,7 @@ import json
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.cli.store import task_rows

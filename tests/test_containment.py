@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 import pytest
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime

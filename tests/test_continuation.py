@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.outcome import CONTINUATION_PROMPT

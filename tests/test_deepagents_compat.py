@@ -21,7 +21,7 @@ from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from compat_support import (
+from helpers.compat import (
     ANSWER,
     child_calls,
     delegating,
@@ -30,7 +30,7 @@ from compat_support import (
     task_tool_description,
     tool_texts,
 )
-from conftest import user
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 
 LIBS = ["deep_agent"]

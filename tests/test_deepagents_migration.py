@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from compat_support import ANSWER, delegating, tool_texts
-from conftest import user
+from helpers.compat import ANSWER, delegating, tool_texts
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
 
 # -- where we deliberately differ: the error says what to write ---------------

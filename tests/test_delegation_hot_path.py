@@ -25,7 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.types import Command
 
-from conftest import Runner, parent_script, records, tool_messages, user
+from helpers.graphs import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
 from middleware.state import Fresh

@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from conftest import call, checkpointer, records, tool_messages, user
+from helpers.graphs import call, checkpointer, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware

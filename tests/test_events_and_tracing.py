@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 
-from conftest import user
+from helpers.graphs import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 

@@ -7,7 +7,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from conftest import echo, parent_script, records, tool_messages, user
+from helpers.graphs import echo, parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 

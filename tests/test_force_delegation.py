@@ -14,7 +14,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from conftest import parent_script, records, tool_messages, user
+from helpers.graphs import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware

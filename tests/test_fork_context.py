@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from conftest import records, tool_messages
+from helpers.graphs import records, tool_messages
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
@@ -170,7 +170,7 @@ def test_context_is_validated_and_read_from_agent_files(tmp_path):
 def test_a_background_task_can_fork_too():
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from background_support import start, started_ids, wait_for
+    from helpers.background import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
     from subagents.background.local import known_task
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO as ROOT
 
 
 def closed_port() -> int:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from langchain_core.tools import tool
 
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_file
-from test_agent_files import DETAIL, write
+from helpers.agent_files import DETAIL, write
 
 RAN: list[str] = []
 

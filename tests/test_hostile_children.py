@@ -24,9 +24,9 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from registry_support import UniqueStateMiddleware, register
+from helpers.registry import UniqueStateMiddleware, register
 
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware

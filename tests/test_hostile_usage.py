@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from conftest import records, user
+from helpers.graphs import records, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.live_view import TaskTree
 from deep_agent.testing import ScriptedChatModel, tool_call

@@ -24,7 +24,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
 from langgraph.types import Overwrite
 
-from conftest import parent_script, records, user
+from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_ledger, read_thread
 from deep_agent.testing import ScriptedChatModel

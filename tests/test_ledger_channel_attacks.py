@@ -25,11 +25,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Overwrite, Send, interrupt
-from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
 from typing_extensions import TypedDict
 
 import subagents.ledger as lc
-from conftest import call, checkpointer, user
+from helpers.graphs import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
@@ -468,7 +467,7 @@ def _row_record(i: int) -> dict[str, Any]:
 
 
 def test_cli_tasks_and_transcript_read_a_ledger_of_many_chunks(tmp_path):
-    from test_cli import cli
+    from helpers.cli import cli
 
     project = tmp_path / "project"
     (project / ".deep_agent").mkdir(parents=True)
@@ -682,7 +681,7 @@ def _done_async(i: int) -> dict[str, Any]:
 
 
 def test_background_status_updates_reach_records_sealed_before_they_finished(tmp_path):
-    from background_support import NOTICE, start, started_ids, wait_for
+    from helpers.background import NOTICE, start, started_ids, wait_for
     from langchain.agents import create_agent
 
     from middleware import BackgroundSubagentMiddleware

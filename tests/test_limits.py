@@ -8,7 +8,7 @@ import time
 import pytest
 from langchain_core.tools import tool
 
-from conftest import echo, parent_script, records, tool_messages, user
+from helpers.graphs import echo, parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import DEFAULT_MAX_TURNS

@@ -13,21 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import echo, records, tool_messages, user
+from helpers.graphs import echo, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.app import main as cli
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.dev_server import free_port
 from subagents import runner as runner_module
 from subagents.definitions.mcp import TASK_ID_METADATA_KEY
-from test_agent_files import DETAIL, write
+from helpers.agent_files import DETAIL, write
+from helpers.mcp_tasks import SERVERS, alive, delegate, pids, report, stdio
 
-SERVERS = Path(__file__).with_name("mcp_servers.py")
 pytestmark = pytest.mark.server
-
-
-def stdio(mode: str = "stdio", **extra: object) -> dict:
-    return {"command": sys.executable, "args": [str(SERVERS), mode], **extra}
 
 
 @pytest.fixture(scope="module")
@@ -49,31 +45,6 @@ def http_url() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def report(messages: list) -> str:
-    """The child's final answer: every tool result it saw."""
-    return "Results: " + " | ".join(m.text for m in messages if m.type == "tool") + DETAIL
-
-
-def delegate(*jobs: tuple[str, str], child_rules: list) -> ScriptedChatModel:
-    return ScriptedChatModel(
-        rules=child_rules,
-        responses=[{"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in jobs]},
-                   "parent carried on"],
-    )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def pids(path: Path) -> list[int]:
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
 
 
 def test_the_metadata_key_is_the_runners():
@@ -204,7 +175,7 @@ def test_background_tasks_each_own_their_connection(run, tmp_path):
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from background_support import start, started_ids, wait_for
+    from helpers.background import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
     from subagents.background.local import known_task
 

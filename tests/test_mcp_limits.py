@@ -13,21 +13,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import records, user
+from helpers.graphs import records, user
 from deep_agent import create_deep_agent
 from subagents.errors import TaskTimeout
 from subagents.metering import TaskMeter
 from subagents.definitions.mcp import McpServerError, McpTool
-from test_mcp import alive, delegate, pids, report, stdio
+from helpers import TESTS
+from helpers.mcp_tasks import _napping, alive, pids, report
 
 pytestmark = pytest.mark.server
-
-
-def _napping(spec_extra: dict, server_extra: dict | None = None) -> tuple[dict, object]:
-    spec = {"name": "h", "description": "h", "mcp_config": {"slow": stdio(**(server_extra or {}))}, **spec_extra}
-    model = delegate(("wait", "h"), child_rules=[
-        ("wait", [{"tool_calls": [{"name": "mcp__slow__nap", "args": {"seconds": 120}}]}, report])])
-    return spec, model
 
 
 def test_a_call_cut_short_by_the_tasks_timeout_is_recorded_as_a_timeout(run):
@@ -52,7 +46,7 @@ SCRIPT = """
 import sys
 sys.path[:0] = [{tests!r}, {root!r}]
 from deep_agent import create_deep_agent
-from test_mcp_limits import _napping
+from helpers.mcp_tasks import _napping
 spec, model = _napping({{"timeout_s": 2}}, {{"env": {{"MCP_PID_FILE": {pid_file!r}}}}})
 out = create_deep_agent(model, subagents=[spec], general_purpose=False).invoke(
     {{"messages": [{{"role": "user", "content": "go"}}]}})
@@ -72,7 +66,7 @@ def test_a_hung_stdio_server_is_ended_when_the_process_exits_right_after_the_run
     # The task's sessions close as its run ends, but the server leaves only after the MCP client's
     # shutdown (seconds, for a server that ignores its closed stdin): exiting at once must still end it.
     pid_file = tmp_path / "pids"
-    tests = Path(__file__).parent
+    tests = TESTS
     script = tmp_path / "run_and_exit.py"
     script.write_text(textwrap.dedent(SCRIPT.format(tests=str(tests), root=str(tests.parent),
                                                     pid_file=str(pid_file))))
@@ -93,7 +87,6 @@ def test_a_hung_stdio_server_is_ended_when_the_process_exits_right_after_the_run
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"an MCP server outlived the process that started it (which ran {took:.1f}s)"
-
 
 
 class _Expired:

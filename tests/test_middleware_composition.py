@@ -29,8 +29,8 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from background_support import started_ids, wait_for
-from conftest import records, tool_messages, user
+from helpers.background import started_ids, wait_for
+from helpers.graphs import records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 from subagents.background.local import known_task

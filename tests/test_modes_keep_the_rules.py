@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conftest import records, tool_messages, user
+from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, get_transcript

@@ -15,7 +15,7 @@ from subagents.background import RemoteSubagentSpec
 from subagents.definitions import load_skill, normalize_mcp_config
 from subagents.errors import SkillFileError
 from subagents.definitions.models import check_model_name
-from test_agent_files import write
+from helpers.agent_files import write
 
 
 def test_an_agent_file_name_with_a_trailing_newline_is_refused_naming_the_field(tmp_path):

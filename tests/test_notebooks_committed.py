@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+from helpers import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 def cells(path: Path) -> list[dict]:

@@ -7,8 +7,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from background_support import ledger, notices, start
-from conftest import user
+from helpers.background import ledger, notices, start
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from middleware.background import capped_notice

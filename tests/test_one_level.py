@@ -17,7 +17,7 @@ from langchain.agents.middleware import (
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
-from conftest import tool_messages, user
+from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware

@@ -1,7 +1,7 @@
 """Postgres, for real: the CLI's ``--db``, approvals and background restarts on a server the test starts.
 
 Every test here runs against a PostgreSQL server started by
-``postgres_fixture`` on a free loopback port (a database of its own per
+``helpers.postgres`` on a free loopback port (a database of its own per
 test); nothing is mocked. If the server cannot be started the tests fail
 with the reason.
 
@@ -26,33 +26,16 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from background_support import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
+from helpers.background import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.ledger import ledger_from_checkpoint
-from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
+from helpers.postgres import cli, rows, project
 
 pytestmark = pytest.mark.postgres
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
 
 
 # -- helpers --------------------------------------------------------------------
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI through its installed entry point, offline on the scripted model."""
-    script = Path(sys.executable).parent / "deep-agent"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli.app"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(cwd), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
-    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=180)
-
-
-def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 @contextlib.asynccontextmanager
@@ -83,18 +66,6 @@ def user(text: str) -> dict[str, Any]:
 
 
 # -- the command line -------------------------------------------------------------
-
-
-@pytest.fixture()
-def project(tmp_path: Path) -> Path:
-    agents = tmp_path / "project" / ".agents" / "agents"
-    agents.mkdir(parents=True)
-    (agents / "researcher.md").write_text(
-        "---\nname: researcher\ndescription: Researches one topic.\nmax_turns: 4\n---\n"
-        "Research the topic and answer in one line.\n",
-        encoding="utf-8",
-    )
-    return tmp_path / "project"
 
 
 def saved_ledger(url: str, thread_id: str) -> dict[str, dict[str, Any]]:
@@ -146,7 +117,7 @@ def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project
 
 
 def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_path):
-    from postgres_fixture import free_port
+    from helpers.postgres import free_port
 
     url = f"postgresql://someone:s3cret-pw@127.0.0.1:{free_port()}/nothing?connect_timeout=3"
     for command in (("tasks", "t1"), ("run", "hello")):

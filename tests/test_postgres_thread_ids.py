@@ -16,8 +16,7 @@ import pytest
 
 from deep_agent.cli.errors import UsageError
 from deep_agent.cli.store import MAX_DB_THREAD_ID_BYTES, check_thread_id
-from postgres_fixture import postgres_server, postgres_url  # noqa: F401 - fixtures
-from test_postgres import cli, project, rows  # noqa: F401 - the project fixture
+from helpers.postgres import cli, project, rows  # noqa: F401 - the project fixture
 
 pytestmark = pytest.mark.postgres
 

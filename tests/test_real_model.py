@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 
-from conftest import parent_script, records, tool_messages, user
+from helpers.graphs import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel
-from local_model_fixture import local_model, running_local_model  # noqa: F401
+from helpers.local_model import running_local_model
 from middleware import ForceDelegation, SubAgentMiddleware
 from middleware.limits import ForcedDelegation
 from subagents import read_transcript

@@ -33,7 +33,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
-from registry_support import UniqueStateMiddleware, register
+from helpers.registry import UniqueStateMiddleware, register
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call

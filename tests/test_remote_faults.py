@@ -15,12 +15,11 @@ import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import NOTICE, as_json, last_tool_result, ledger, notices, on_task, start, wait_for
-from conftest import Runner, user
+from helpers.background import NOTICE, as_json, last_tool_result, ledger, notices, on_task, start, wait_for
+from helpers.graphs import Runner, user
 from deep_agent.testing import ScriptedChatModel, tool_call
-from fault_servers import FaultProxy, RecordingServer
+from helpers.fault_servers import FaultProxy, RecordingServer
 from middleware import BackgroundSubagentMiddleware
-from server_fixture import langgraph_server, own_langgraph_server  # noqa: F401 - the fixtures
 from subagents import BackgroundRuntime, SpecError, wait_for_background
 from subagents.background.remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
 from subagents.background.remote import RemoteClientPool, shared_client_pool

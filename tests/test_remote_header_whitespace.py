@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from fault_servers import RecordingServer
+from helpers.fault_servers import RecordingServer
 from middleware import BackgroundSubagentMiddleware
 from subagents import SpecError
 

@@ -20,11 +20,10 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from background_support import REPO, ledger
-from conftest import user
+from helpers.background import REPO, TESTS, ledger
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from server_fixture import langgraph_server  # noqa: F401 - the fixture
 
 TASKS = 10
 DIE_AFTER = 3
@@ -108,7 +107,7 @@ def stop_all(url: str, threads: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize("then", ["resume", "new message"])
 def test_a_parent_killed_mid_start_starts_nothing_twice_and_records_everything(then, langgraph_server, tmp_path):
     db, thread_id = str(tmp_path / "parent.db"), f"orphans-{time.monotonic_ns()}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, __file__, db, thread_id, langgraph_server], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr[-3000:]

@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from fault_servers import RecordingServer
+from helpers.fault_servers import RecordingServer
 from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
 from subagents.metering import MAX_REPORTED_TOKENS
 from subagents.background.remote import MAX_USAGE, fields_from_thread, usage

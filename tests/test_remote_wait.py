@@ -16,12 +16,11 @@ from typing import Any
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from background_support import ledger, start
-from conftest import user
+from helpers.background import ledger, start
+from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
-from fault_servers import FaultProxy
+from helpers.fault_servers import FaultProxy
 from middleware import BackgroundSubagentMiddleware
-from server_fixture import langgraph_server, own_langgraph_server  # noqa: F401 - the fixtures
 from subagents import wait_for_background
 from subagents.background.remote import RemoteClientPool
 from subagents.background.remote import ServerHealth

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from fault_servers import RecordingServer
+from helpers.fault_servers import RecordingServer
 
 from subagents import wait_for_background
 from subagents.registry import SubagentRegistry

@@ -7,7 +7,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from pydantic import ValidationError
 
-from conftest import records, user
+from helpers.graphs import records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware

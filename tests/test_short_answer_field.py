@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from background_support import ledger, start
-from conftest import records, user
+from helpers.background import ledger, start
+from helpers.graphs import records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SubagentSpec, load_agent_file, wait_for_background

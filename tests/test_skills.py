@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import user
+from helpers.graphs import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.definitions import available_skills_block, discover_skills, load_skill, load_skill_dirs
 from subagents.errors import SkillFileError
 
-SKILLS = Path(__file__).parent / "fixtures" / "skills"
+from helpers.agent_files import SKILLS
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 
 

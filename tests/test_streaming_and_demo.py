@@ -8,11 +8,11 @@ from pathlib import Path
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from conftest import user
+from helpers.graphs import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO as ROOT
 
 
 def _agent(checkpointer=None):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from server_fixture import langgraph_server  # noqa: F401 - the fixture
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO as ROOT
 
 
 def test_langgraph_json_exposes_the_deep_agent_and_the_subagent_graphs():

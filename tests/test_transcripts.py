@@ -13,13 +13,13 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.store.memory import InMemoryStore
 
-from conftest import call, checkpointer, records, user
+from helpers.graphs import call, checkpointer, records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
 from subagents.transcripts import jsonl_path, read_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO as ROOT
 
 
 @tool

@@ -5,9 +5,7 @@ is a server of the test module's own, which its tests may kill and restart
 (each test leaves it running). Both serve the repository's ``langgraph.json``
 on the scripted model, so they stay offline.
 
-Use them by importing the fixtures into a test module::
-
-    from server_fixture import langgraph_server  # noqa: F401
+``tests/conftest.py`` registers both fixtures; a test asks for one by name::
 
     def test_x(langgraph_server):
         url = langgraph_server   # "http://127.0.0.1:<port>"
@@ -16,13 +14,12 @@ Use them by importing the fixtures into a test module::
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from deep_agent.dev_server import DevServerError, LangGraphDevServer
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPTED = {"DEEP_AGENT_SCRIPTED": "1"}
 
 

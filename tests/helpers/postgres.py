@@ -17,9 +17,7 @@ What this server needs to be a reliable test fixture:
 * a stop at the end of the session, even when a test fails.
 
 Each test gets a database of its own (``postgres_url``), so tests never see
-each other's threads. Use it by importing the fixtures into a test module::
-
-    from postgres_fixture import postgres_server, postgres_url  # noqa: F401
+each other's threads. ``tests/conftest.py`` registers the fixtures; a test asks for one by name::
 
     def test_x(postgres_url):
         url = postgres_url   # "postgresql://deep_agent@127.0.0.1:<port>/t_<hex>"
@@ -34,13 +32,17 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from helpers import REPO
 
 SUPERUSER = "deep_agent"
 SERVER_USER = "postgres"  # the system user Debian's package creates
@@ -201,3 +203,32 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """The URL of a fresh database of its own for one test."""
     return postgres_server.create_database()
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI through its installed entry point, offline on the scripted model."""
+    script = Path(sys.executable).parent / "deep-agent"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli.app"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
+    env.update({"HOME": str(cwd), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=180)
+
+
+def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    agents = tmp_path / "project" / ".agents" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "researcher.md").write_text(
+        "---\nname: researcher\ndescription: Researches one topic.\nmax_turns: 4\n---\n"
+        "Research the topic and answer in one line.\n",
+        encoding="utf-8",
+    )
+    return tmp_path / "project"

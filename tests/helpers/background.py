@@ -9,16 +9,16 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deep_agent.testing import tool_call
+from helpers import REPO, TESTS
 
 NOTICE = "Background task updates"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class Backgrounds:
@@ -105,7 +105,7 @@ def ledger(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def run_script(path: str, *args: str, timeout: float = 60) -> dict[str, Any]:
     """Run a test file as a separate process (its first parent process); return its last JSON line."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]

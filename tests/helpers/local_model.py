@@ -9,9 +9,7 @@ The server runs in its own process (``python -m deep_agent.local_model``)
 on a free loopback port, with one thread, a small context and a cap on
 every reply, and is stopped at the end of the session, on failure too.
 
-Use it by importing the fixture into a test module::
-
-    from local_model_fixture import local_model  # noqa: F401
+``tests/conftest.py`` registers the fixture; a test asks for it by name::
 
     def test_x(local_model):
         local_model.url        # "http://127.0.0.1:<port>/v1"
@@ -36,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from deep_agent.dev_server import free_port
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 90.0
 MAX_TOKENS = 48
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
