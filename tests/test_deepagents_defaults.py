@@ -48,8 +48,15 @@ def test_a_spec_takes_deepagents_defaults(extra):
     assert task_result(agent).strip() == ANSWER.strip()
 
 
+class _Backend:
+    """Any backend object, with a repr that is the same in every process (test ids must not hold an address)."""
+
+    def __repr__(self) -> str:
+        return "<a backend>"
+
+
 @pytest.mark.parametrize("arguments, named", [
-    ({"backend": object()}, "'backend'"), ({"memory": ["AGENTS.md"]}, "'memory'"),
+    ({"backend": _Backend()}, "'backend'"), ({"memory": ["AGENTS.md"]}, "'memory'"),
     ({"permissions": [{"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}, "'permissions'"),
     ({"skills": ["/skills/"]}, "'skills'"),
 ], ids=repr)
