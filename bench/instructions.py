@@ -99,7 +99,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     jobs = [(side, mode) for mode in modes for side in sides()]
     counts: dict[tuple[str, str, int, str], dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-cachegrind-") as tmp, ThreadPoolExecutor(2) as pool:
-        for found in pool.map(lambda job: _count(valgrind, Path(tmp), *job, (few, many), warmup=warmup), jobs):
+        def count(job: tuple[str, str]) -> dict[tuple[str, str, int, str], dict[str, int]]:
+            return _count(valgrind, Path(tmp), job[0], job[1], (few, many), warmup=warmup)
+
+        for found in pool.map(count, jobs):
             counts.update(found)
     records = []
     for mode in modes:
