@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("deep_agent", "middleware", "subagents")
 LAYER = {"subagents": 0, "middleware": 1, "deep_agent": 2}
 PUBLIC_PACKAGES = (

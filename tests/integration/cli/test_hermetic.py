@@ -68,7 +68,7 @@ def test_exported_keys_do_not_take_the_tests_or_notebooks_online():
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "notebooks/01_quickstart.ipynb",
-         "tests/test_hermetic.py::test_the_test_run_sees_no_provider_keys_or_endpoints"],
+         "tests/integration/cli/test_hermetic.py::test_the_test_run_sees_no_provider_keys_or_endpoints"],
         env=trap_environment(), cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
