@@ -39,3 +39,10 @@ def provider_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     for name in provider_variables(os.environ):
         del os.environ[name]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The notebooks nbmake executes are marked ``notebooks`` (``-m notebooks`` runs them alone)."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker("notebooks")

@@ -1,7 +1,11 @@
-"""Fixtures for every test, registered here and defined in ``helpers/``.
+"""Fixtures for every test, registered here and defined in ``helpers/``; the markers that follow from them.
 
 Nothing else lives here: helpers are imported explicitly from ``helpers``.
-The markers of ``tests/integration/`` are set by ``tests/integration/conftest.py``.
+A test that asks for a server fixture is marked for it (``server``,
+``postgres``, ``realmodel``) and, under pytest-xdist's ``--dist loadgroup``,
+runs on the worker that already has that server, so a session starts each
+server once. The markers of ``tests/integration/`` follow its folders
+(``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations
@@ -18,3 +22,27 @@ from helpers.server import langgraph_server, own_langgraph_server  # noqa: F401 
 def run(request: pytest.FixtureRequest) -> Runner:
     """Each behavioural test runs twice: on ``invoke`` and on ``ainvoke``."""
     return Runner(request.param)
+
+
+SERVER_FIXTURES = {
+    # fixture -> (markers, xdist group); a module-scoped server is grouped by module
+    "langgraph_server": (("server",), "langgraph-server"),
+    "own_langgraph_server": (("server",), None),
+    "postgres_server": (("server", "postgres"), "postgres"),
+    "local_model": (("server", "realmodel"), "local-model"),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "postgres_url" in names:
+            names.add("postgres_server")
+        for fixture, (markers, group) in SERVER_FIXTURES.items():
+            if fixture not in names:
+                continue
+            for marker in markers:
+                item.add_marker(marker)
+            if not any(item.iter_markers("xdist_group")):
+                item.add_marker(pytest.mark.xdist_group(group or f"{fixture}:{item.module.__name__}"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ def test_this_runtime_is_self_and_another_open_one_is_alive_until_closed():
         assert owner_state(other.owner.name, me=mine.owner, runtime_alive=alive) == "gone"
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_a_live_process_is_alive_and_a_dead_one_is_gone():
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:

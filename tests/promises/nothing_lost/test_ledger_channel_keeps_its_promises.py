@@ -466,6 +466,7 @@ def _row_record(i: int) -> dict[str, Any]:
             "error_chars": None}
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_cli_tasks_and_transcript_read_a_ledger_of_many_chunks(tmp_path):
     from helpers.cli import cli
 

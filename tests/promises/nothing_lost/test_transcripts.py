@@ -102,6 +102,7 @@ def test_store_sink(run):
     assert_child_history(get_transcript(agent, config, record["id"]))
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_a_crash_leaves_a_readable_partial_jsonl(tmp_path):
     script = textwrap.dedent(
         f"""

@@ -107,11 +107,13 @@ def peak_growth_mb(ws: Path, tool: str, args: dict) -> int:
                               check=True, timeout=120).stdout)
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_bash_output_of_hundreds_of_megabytes_costs_no_memory(ws):
     grown_mb = peak_growth_mb(ws, "Bash", {"command": "head -c 200000000 /dev/zero", "timeout": 60000})
     assert grown_mb < 50, f"peak memory grew by {grown_mb} MB for a 200 MB output"
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_reading_the_start_of_a_huge_file_costs_no_memory(ws):
     with open(ws / "huge.log", "w", encoding="utf-8") as file:
         file.writelines("x" * 99 + "\n" for _ in range(2_000_000))  # 200 MB
@@ -149,6 +151,7 @@ def test_a_background_job_printing_a_lot_after_the_answer_never_blocks_on_the_pi
         end_background_jobs()
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_jobs_a_command_left_running_end_when_the_process_that_ran_bash_exits(ws):
     script = textwrap.dedent(f"""
         from deep_agent.tools import builtin_tools
@@ -202,6 +205,7 @@ def test_jobs_whose_output_does_not_hold_the_answer_are_still_ended_at_exit(ws, 
     assert _gone_within(pid, 5), "a job outlived end_background_jobs"
 
 
+@pytest.mark.server  # starts a Python process of its own
 def test_a_group_id_given_to_another_process_since_is_never_signalled(ws):
     """The noted job has ended and its group id now names someone else's group: leave that group alone."""
     from deep_agent.tools import shell
