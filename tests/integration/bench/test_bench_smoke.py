@@ -12,7 +12,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 from deep_agent.cli.app import main as cli
 from helpers.agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers.cli import SCRIPTS, cli
 
-from helpers import REPO as ROOT
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
     agents = tmp_path / ".agents" / "agents"

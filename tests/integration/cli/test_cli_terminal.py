@@ -10,7 +10,6 @@ and rejects the other with a reason.
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 from pathlib import Path

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

@@ -19,7 +19,7 @@ from subagents.errors import TaskTimeout
 from subagents.metering import TaskMeter
 from subagents.definitions.mcp import McpServerError, McpTool
 from helpers import TESTS
-from helpers.mcp_tasks import _napping, alive, pids, report
+from helpers.mcp_tasks import _napping, alive, pids
 
 pytestmark = pytest.mark.server
 

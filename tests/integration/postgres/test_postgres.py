@@ -16,10 +16,8 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,10 +27,9 @@ from langgraph.types import Command
 from helpers.background import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.ledger import ledger_from_checkpoint
-from helpers.postgres import cli, rows, project
+from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture
 
 pytestmark = pytest.mark.postgres
-from helpers import REPO
 
 
 # -- helpers --------------------------------------------------------------------

@@ -16,7 +16,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 

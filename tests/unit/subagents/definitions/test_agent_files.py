@@ -14,7 +14,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_dirs, load_agent_file
 from subagents.definitions.agent_files import load_agent_dir
 from subagents.errors import DefinitionFileWarning
-from helpers.agent_files import BAD, DETAIL, FIXTURES, GOOD, SKILLS, agent_md, write
+from helpers.agent_files import BAD, DETAIL, GOOD, SKILLS, agent_md, write
 from helpers.agent_files import BAD_CASES
 
 
