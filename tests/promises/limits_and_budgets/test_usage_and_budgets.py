@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from langchain_core.tools import tool
 
-from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import Budget
+from helpers.graphs import records, tool_messages, user
+from subagents import Budget, cost_of
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 
@@ -136,3 +136,23 @@ def test_a_childs_summariser_calls_count_against_the_shared_budget(run):
     parent_tokens = sum(
         (m.usage_metadata or {}).get("total_tokens", 0) for m in out["messages"] if m.type == "ai")
     assert budget.tokens == record["input_tokens"] + record["output_tokens"] + parent_tokens
+
+
+def test_a_malformed_price_table_is_refused_when_the_budget_is_built():
+    """Bad input gets a clear error naming the argument. Today Budget(prices={"m": (1,)}) is accepted,
+    and the parent's first model call dies with IndexError: tuple index out of range."""
+    with pytest.raises(ValueError, match="prices"):
+        Budget(max_tokens=1_000, prices={"scripted": (1.0,)})
+
+
+def test_a_malformed_price_table_is_refused_when_the_agent_is_built():
+    """Today create_deep_agent(prices={"m": "cheap"}) is accepted; every child then fails with
+    'TypeError: unsupported operand type(s) for /: str and int'."""
+    with pytest.raises(ValueError, match="prices"):
+        create_deep_agent(ScriptedChatModel(responses=["x"]), [], prices={"scripted": "cheap"})
+
+
+def test_the_longest_matching_price_wins():
+    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6)}
+    assert cost_of(prices, "gpt-4.1-mini-2025-04-14", 1_000_000, 0) == pytest.approx(0.4)
+    assert cost_of(prices, "gpt-4.1-2025-04-14", 1_000_000, 0) == pytest.approx(2.0)

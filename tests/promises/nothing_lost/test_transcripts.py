@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command
 
-from helpers.graphs import call, checkpointer, records, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import get_transcript
-from subagents.transcripts import jsonl_path, read_jsonl
-
 from helpers import REPO as ROOT
+from helpers.attacks import MODES, _invoke, _parallel, _records, _user
+from helpers.graphs import call, checkpointer, records, user
+from subagents import (
+    get_transcript,
+)
+from subagents.transcripts import jsonl_path, read_jsonl
 
 
 @tool
@@ -168,3 +175,104 @@ def test_a_damaged_record_or_store_item_names_what_is_wrong(where, value, messag
         store.put(("subagent_transcripts", "t"), "task-1", value)
     with pytest.raises(LookupError, match=message):
         read_transcript({"id": "task-1", "transcript": where}, thread_id="t", store=store)
+
+
+@MODES
+def test_an_approved_childs_jsonl_transcript_holds_each_message_once(mode, tmp_path):
+    """After an approval the resumed child records again from its start into the same file: the
+    task description and first reply appear twice, and a second header sits mid-file."""
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy (needs approval)."""
+        return f"deployed {target}"
+
+    model = ScriptedChatModel(
+        rules=[("deploy job", [{"tool_calls": [tool_call("deploy", target="prod")]}, "deploy finished"])],
+        responses=_parallel(("deploy job", "deployer")),
+    )
+    agent = create_deep_agent(model, [deploy], checkpointer=InMemorySaver(), sessions_dir=str(tmp_path),
+                              subagents=[{"name": "deployer", "description": "deploys", "tools": ["deploy"],
+                                          "interrupt_on": {"deploy": True}}])
+    config = {"configurable": {"thread_id": f"approve-{mode}"}}
+    _invoke(mode, agent, _user(), config)
+    out = _invoke(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    (record,) = _records(out)
+    messages = get_transcript(agent, config, record["id"])
+    assert [m.type for m in messages] == ["human", "ai", "tool", "ai"]
+    lines = open(record["transcript"].split(":", 1)[1], encoding="utf-8").read().splitlines()
+    assert sum("metadata" in json.loads(line) for line in lines) == 1, "one header line"
+
+
+@MODES
+def test_a_jsonl_transcript_keeps_messages_with_a_lone_surrogate(mode, tmp_path):
+    """Models do emit lone surrogates (a split emoji). The JSONL sink fails to encode them and the
+    recorder's error is swallowed: the task completes with an empty transcript."""
+    model = ScriptedChatModel(rules=[("job", ["half an emoji: \ud83d"])], responses=_parallel(("job", "general-purpose")))
+    agent = create_deep_agent(model, [], sessions_dir=str(tmp_path))
+    config = {"configurable": {"thread_id": f"surrogate-{mode}"}}
+    out = _invoke(mode, agent, _user(), config)
+    (record,) = _records(out)
+    assert record["status"] == "completed"
+    assert [m.type for m in get_transcript(out, config, record["id"])] == ["human", "ai"]
+
+
+@MODES
+def test_a_refused_delegation_still_has_a_transcript_that_can_be_read_back(mode):
+    """'Every delegation, finished or failed, has a record ... and a transcript that can be read back.'
+    A refused one (unknown type, budget spent, nested call) has transcript=None, and get_transcript
+    raises LookupError for it (the CLI's `transcript TASK_ID` then fails) instead of giving back an
+    empty transcript or the task it was given."""
+    model = ScriptedChatModel(responses=_parallel(("do the thing", "no-such-agent")))
+    agent = create_deep_agent(model, [], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"refused-{mode}"}}
+    out = _invoke(mode, agent, _user(), config)
+    (record,) = _records(out)
+    assert record["stop_reason"] == "invalid_call"
+    messages = get_transcript(agent, config, record["id"])  # empty, or the task it was given
+    assert all(m.text == "do the thing" for m in messages)
+
+
+@pytest.mark.parametrize("thread_id", ["../x", "a/../../x", "/etc", "..", "x\x00y", "é", "a" * 5000, 12345])
+def test_jsonl_paths_stay_inside_a_symlinked_sessions_dir(tmp_path, thread_id):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    model = ScriptedChatModel(rules=[("job", ["done"])], responses=_parallel(("job", "general-purpose")))
+    agent = create_deep_agent(model, [], sessions_dir=str(tmp_path / "link"))
+    config = {"configurable": {"thread_id": thread_id}}
+    out = agent.invoke(_user(), config)
+    (record,) = _records(out)
+    path = record["transcript"].split(":", 1)[1]
+    assert os.path.realpath(path).startswith(str(real.resolve()) + os.sep)
+    assert [m.type for m in get_transcript(out, config, record["id"])] == ["human", "ai"]
+
+
+def test_an_invalid_calls_record_has_an_empty_transcript_that_reads_back(run):
+    message = AIMessage(content="", tool_calls=[{"name": "task", "id": "c1", "type": "tool_call",
+                                                 "args": {"description": 5, "subagent_type": "general-purpose"}}])
+    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    (record,) = records(run(agent, user("go"), config))
+    assert record["transcript"] == "none:"
+    assert get_transcript(agent, config, record["id"]) == []
+
+
+@pytest.mark.parametrize("thread_id", ["../X", "..", "a/../../X", "/tmp/abs-escape", uuid.uuid4(), 7])
+def test_thread_ids_never_write_outside_the_sessions_folder(run, tmp_path, thread_id):
+    sessions = tmp_path / "inner" / "sessions"
+    model = ScriptedChatModel(
+        rules=[("job", ["done"])],
+        responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="general-purpose")]},
+                   "parent carried on"],
+    )
+    agent = create_deep_agent(model, sessions_dir=str(sessions), checkpointer=InMemorySaver())
+    out = run(agent, user("go"), {"configurable": {"thread_id": thread_id}})
+    (record,) = records(out)
+    assert record["status"] == "completed"
+    kind, _, path = record["transcript"].partition(":")
+    assert kind == "jsonl" and Path(path).is_absolute()
+    assert sessions.resolve() in Path(path).resolve().parents
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(sessions.resolve() in p.resolve().parents for p in written)
+    assert not Path("/tmp/abs-escape").exists()

@@ -17,11 +17,12 @@ from langchain.agents.middleware import (
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
-from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _invoke, _parallel, _user
+from helpers.graphs import tool_messages, user
 from middleware import SubAgentMiddleware
-from subagents import SubagentSpec, build_subagent
+from subagents import CompiledSubagent, SubagentSpec, build_subagent
 from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, guard_for, strip_agents_block
 
 
@@ -203,3 +204,16 @@ def test_a_neutral_middleware_with_a_hook_replaced_on_the_instance_is_guarded():
     retry = ModelRetryMiddleware()
     retry.wrap_model_call = lambda request, handler: handler(request)
     assert type(guard_for([retry], has_tools=False)) is OneLevelGuard
+
+
+@MODES
+def test_a_compiled_deep_agent_child_cannot_delegate_further(mode):
+    inner_model = ScriptedChatModel(rules=[("inner job", ["inner answer"])], responses=[
+        {"tool_calls": [tool_call("task", description="inner job", subagent_type="general-purpose")]}, "inner done"])
+    inner = create_deep_agent(inner_model, [])
+    model = ScriptedChatModel(responses=_parallel(("outer job", "nested")))
+    agent = create_deep_agent(model, [], subagents=[CompiledSubagent(name="nested", description="n", runnable=inner)])
+    out = _invoke(mode, agent, _user())
+    _assert_one_message_and_record_per_call(out, 1)
+    assert not any(c["messages"][-1].text == "inner job" for c in inner_model.calls), "a grandchild ran"
+    assert "subagents cannot delegate" in inner_model.calls[-1]["messages"][-1].text
