@@ -228,7 +228,7 @@ def raising_stream_writer(monkeypatch: pytest.MonkeyPatch) -> Any:
     return install
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     exc_type=st.sampled_from(EXCEPTIONS),
     point=st.sampled_from(POINTS),

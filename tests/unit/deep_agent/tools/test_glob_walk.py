@@ -61,7 +61,7 @@ SEGMENTS = st.sampled_from(["*", "**", "a*", "?", "[ab]*", "d1", "d2", "*.py", "
                             "..", "nope", "a.py", "", "brok"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(SEGMENTS, min_size=1, max_size=4).filter(lambda s: s.count("**") <= 2))
 def test_any_pattern_of_these_parts_matches_as_path_glob_does(tmp_path: Path, segments: list[str]) -> None:
     root = tmp_path / "tree"
