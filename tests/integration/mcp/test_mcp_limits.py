@@ -47,7 +47,7 @@ import sys
 sys.path[:0] = [{tests!r}, {root!r}]
 from deep_agent import create_deep_agent
 from helpers.mcp_tasks import _napping
-spec, model = _napping({{"timeout_s": 2}}, {{"env": {{"MCP_PID_FILE": {pid_file!r}}}}})
+spec, model = _napping({{"timeout_s": 10}}, {{"env": {{"MCP_PID_FILE": {pid_file!r}}}}})
 out = create_deep_agent(model, subagents=[spec], general_purpose=False).invoke(
     {{"messages": [{{"role": "user", "content": "go"}}]}})
 print([r["stop_reason"] for r in out["subagent_tasks"].values()])
@@ -65,6 +65,8 @@ def _running(pid: int) -> bool:
 def test_a_hung_stdio_server_is_ended_when_the_process_exits_right_after_the_run(tmp_path):
     # The task's sessions close as its run ends, but the server leaves only after the MCP client's
     # shutdown (seconds, for a server that ignores its closed stdin): exiting at once must still end it.
+    # The task's 10 s timeout ends the 120 s nap; with 2 s, starting the server on a loaded machine
+    # took the whole budget and the task ended in an error before the nap began.
     pid_file = tmp_path / "pids"
     tests = TESTS
     script = tmp_path / "run_and_exit.py"
