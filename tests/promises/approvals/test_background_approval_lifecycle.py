@@ -42,9 +42,14 @@ def thread() -> dict[str, Any]:
 
 
 def test_an_interrupt_value_json_cannot_hold_is_recorded_as_json_and_announced(run, background):
+    # The child asks only once the first turn is over, so its notice comes in the second turn,
+    # the one this test reads; a fast child (or a slow parent) otherwise had it in the first.
+    first_turn_over = threading.Event()
+
     @tool
     def ask(x: str) -> str:
         """Ask a human."""
+        assert first_turn_over.wait(30), "the first turn never ended"
         return f"answer: {interrupt({(1, 2): 'which of these?', b'raw': 1})!r}"
 
     model = ScriptedChatModel(rules=[
@@ -55,6 +60,7 @@ def test_an_interrupt_value_json_cannot_hold_is_recorded_as_json_and_announced(r
     agent = create_agent(model, [ask], middleware=[background()], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
+    first_turn_over.set()
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "waiting_for_approval")
     out = run(agent, user("PARENT news?"), config)  # the turn goes on
