@@ -4,11 +4,13 @@ Timing cannot tell two sides apart that differ by a few percent on a shared
 machine: the overhead measure is a difference of two medians, and it moves
 with the load by more than that. Instructions do not. For each side, mode
 (``invoke``/``ainvoke``) and kind of run (``task``: one delegation;
-``noop``: one no-op tool call), two processes run under cachegrind
+``noop``: one no-op tool call), two processes are counted under cachegrind
 (:mod:`bench._counted_runs`), one making ``few`` runs and one ``many``
 after the same warm-up, garbage collection off; their difference over
 ``many - few`` is one run's instructions, over all threads, with imports,
-construction and warm-up cancelled out. The delegation's cost is the
+construction and warm-up cancelled out. The processes of one side and mode
+are children forked from one process after its imports and warm-up, so
+those are run under cachegrind once, not once per count. The delegation's cost is the
 ``task`` run minus the ``noop`` run, the same difference the overhead
 measure times. ``PYTHONHASHSEED`` is fixed so that repeats agree.
 
@@ -21,7 +23,8 @@ each such miss costs some 50-100 ns there. This is reported, not judged: it
 says why two sides that run the same instructions can take different time.
 
 It needs valgrind (Debian's ``valgrind`` package) and takes a few minutes
-(each process runs some 50 times slower under cachegrind; two at a time).
+(each process runs some 50 times slower under cachegrind; two at a time);
+``--quick`` (one side, ``invoke``) is one such process, about a minute.
 """
 
 from __future__ import annotations
@@ -54,24 +57,31 @@ def _valgrind() -> str:
     return found
 
 
-def _count(valgrind: str, out_dir: Path, side: str, kind: str, runs: int, mode: str, *,
-           warmup: int) -> dict[str, int]:
-    """Cachegrind's event totals, all threads, of one process making ``runs`` runs of ``kind``."""
-    out = out_dir / f"cachegrind.{side}.{kind}.{runs}.{mode}"
+def _count(valgrind: str, out_dir: Path, side: str, mode: str, runs: tuple[int, ...], *,
+           warmup: int) -> dict[tuple[str, str, int, str], dict[str, int]]:
+    """Cachegrind's event totals, all threads, of each child making ``runs`` runs of each kind, by job."""
+    out = out_dir / f"cachegrind.{side}.{mode}"
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    jobs = [f"{kind}:{n}" for kind in ("task", "noop") for n in runs]
     done = subprocess.run(
-        [valgrind, "--tool=cachegrind", "--cache-sim=yes", *CACHE, f"--cachegrind-out-file={out}",
-         sys.executable, "-m", "bench._counted_runs", side, kind, str(runs), mode, str(warmup)],
+        [valgrind, "--tool=cachegrind", "--cache-sim=yes", *CACHE, f"--cachegrind-out-file={out}.%p",
+         sys.executable, "-m", "bench._counted_runs", side, mode, str(warmup), *jobs],
         cwd=root, env=env, capture_output=True, timeout=1800)
-    text = out.read_bytes() if out.exists() else b""
-    events, totals = _EVENTS.search(text), _TOTALS.search(text)
-    if done.returncode != 0 or events is None or totals is None:
+    counts: dict[tuple[str, str, int, str], dict[str, int]] = {}
+    for line in done.stdout.decode(errors="replace").splitlines():
+        kind, n, pid = line.split()
+        text = Path(f"{out}.{pid}").read_bytes() if Path(f"{out}.{pid}").exists() else b""
+        events, totals = _EVENTS.search(text), _TOTALS.search(text)
+        if events is not None and totals is not None:
+            counts[(side, kind, int(n), mode)] = dict(zip(events.group(1).decode().split(),
+                                                          map(int, totals.group(1).split()), strict=False))
+    if done.returncode != 0 or len(counts) != len(jobs):
         tail = done.stderr.decode(errors="replace")[-2000:]
-        raise RuntimeError(f"instructions: the {side} {kind} x{runs} ({mode}) process failed "
-                           f"(exit {done.returncode}):\n{tail}")
-    return dict(zip(events.group(1).decode().split(), map(int, totals.group(1).split()), strict=False))
+        raise RuntimeError(f"instructions: the {side} {mode} counted runs failed "
+                           f"(exit {done.returncode}, {len(counts)} of {len(jobs)} counts):\n{tail}")
+    return counts
 
 
 def _per_delegation(counts: dict[Any, dict[str, int]], side: str, mode: str, few: int, many: int,
@@ -86,11 +96,14 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     few, many, warmup = (1, 2, 1) if quick else (10, 60, 10)
     modes = ("invoke",) if quick else ("invoke", "ainvoke")
     valgrind = _valgrind()
-    jobs = [(side, kind, runs, mode) for mode in modes for side in sides()
-            for kind in ("task", "noop") for runs in (few, many)]
+    jobs = [(side, mode) for mode in modes for side in sides()]
+    counts: dict[tuple[str, str, int, str], dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-cachegrind-") as tmp, ThreadPoolExecutor(2) as pool:
-        counts = dict(zip(jobs, pool.map(lambda job: _count(valgrind, Path(tmp), *job, warmup=warmup), jobs),
-                          strict=True))
+        def count(job: tuple[str, str]) -> dict[tuple[str, str, int, str], dict[str, int]]:
+            return _count(valgrind, Path(tmp), job[0], job[1], (few, many), warmup=warmup)
+
+        for found in pool.map(count, jobs):
+            counts.update(found)
     records = []
     for mode in modes:
         instructions = {side: _per_delegation(counts, side, mode, few, many, ("Ir",)) for side in sides()}

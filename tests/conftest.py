@@ -1,93 +1,48 @@
-"""Shared helpers: every behavioural test runs on both invoke and ainvoke."""
+"""Fixtures for every test, registered here and defined in ``helpers/``; the markers that follow from them.
+
+Nothing else lives here: helpers are imported explicitly from ``helpers``.
+A test that asks for a server fixture is marked for it (``server``,
+``postgres``, ``realmodel``) and, under pytest-xdist's ``--dist loadgroup``,
+runs on the worker that already has that server, so a session starts each
+server once. The markers of ``tests/integration/`` follow its folders
+(``tests/integration/conftest.py``).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
-from langchain_core.tools import tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from deep_agent.testing import tool_call  # noqa: E402 - after the path is set
-
-
-@tool
-def echo(x: str) -> str:
-    """Echo."""
-    return x
-
-
-def parent_script(*calls: tuple[str, str]) -> list[Any]:
-    """A parent that delegates ``(description, subagent_type)`` calls in parallel, then ends."""
-    return [
-        {"tool_calls": [tool_call("task", description=d, subagent_type=t) for d, t in calls]},
-        "parent carried on",
-    ]
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-class Runner:
-    """Runs a graph with invoke or ainvoke, as the parametrised mode says."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-
-    def __call__(self, graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> Any:
-        if self.mode == "sync":
-            return graph.invoke(inputs, config)
-        return asyncio.run(graph.ainvoke(inputs, config))
-
-    def __repr__(self) -> str:
-        return self.mode
+from helpers.graphs import Runner
+from helpers.local_model import local_model  # noqa: F401 - registers the fixture
+from helpers.postgres import postgres_server, postgres_url  # noqa: F401 - registers the fixtures
+from helpers.server import langgraph_server, own_langgraph_server  # noqa: F401 - registers the fixtures
 
 
 @pytest.fixture(params=["sync", "async"])
 def run(request: pytest.FixtureRequest) -> Runner:
+    """Each behavioural test runs twice: on ``invoke`` and on ``ainvoke``."""
     return Runner(request.param)
 
 
-def tool_messages(state: dict[str, Any]) -> list[Any]:
-    return [m for m in state["messages"] if m.type == "tool"]
+SERVER_FIXTURES = {
+    # fixture -> (markers, xdist group); a module-scoped server is grouped by module
+    "langgraph_server": (("server",), "langgraph-server"),
+    "own_langgraph_server": (("server",), None),
+    "postgres_server": (("server", "postgres"), "postgres"),
+    "local_model": (("server", "realmodel"), "local-model"),
+}
 
 
-def records(state: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(state.get("subagent_tasks", {}).values())
-
-
-@contextlib.asynccontextmanager
-async def checkpointer(kind: str, mode: str, tmp_path: Path):
-    """An in-memory or SQLite checkpointer suited to the sync or async path."""
-    if kind == "memory":
-        from langgraph.checkpoint.memory import InMemorySaver
-
-        yield InMemorySaver()
-    elif mode == "sync":
-        import sqlite3
-
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(tmp_path / "state.sqlite", check_same_thread=False)
-        try:
-            yield SqliteSaver(conn)
-        finally:
-            conn.close()
-    else:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "state.sqlite")) as saver:
-            yield saver
-
-
-async def call(mode: str, graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> Any:
-    """Invoke (on a worker thread) or ainvoke, inside one event loop."""
-    if mode == "sync":
-        return await asyncio.to_thread(graph.invoke, inputs, config)
-    return await graph.ainvoke(inputs, config)
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "postgres_url" in names:
+            names.add("postgres_server")
+        for fixture, (markers, group) in SERVER_FIXTURES.items():
+            if fixture not in names:
+                continue
+            for marker in markers:
+                item.add_marker(marker)
+            if not any(item.iter_markers("xdist_group")):
+                item.add_marker(pytest.mark.xdist_group(group or f"{fixture}:{item.module.__name__}"))

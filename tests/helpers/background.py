@@ -1,0 +1,153 @@
+"""Helpers for the background-task tests: polling, scripted parent turns, task ids."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deep_agent.testing import tool_call
+from helpers import REPO, TESTS
+
+NOTICE = "Background task updates"
+
+
+class Backgrounds:
+    """Makes ``BackgroundSubagentMiddleware`` instances for one test and closes them all after it."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from middleware import BackgroundSubagentMiddleware
+
+        middleware = BackgroundSubagentMiddleware(*args, **kwargs)
+        self.made.append(middleware)
+        return middleware
+
+    def task(self, task_id: str) -> Any:
+        """The live entry of a local task, in whichever of this test's runtimes runs it."""
+        for middleware in self.made:
+            task = middleware.runtime.table.get(task_id)
+            if task is not None:
+                return task
+        return None
+
+    def status(self, task_id: str) -> str | None:
+        task = self.task(task_id)
+        return task.fields["status"] if task is not None else None
+
+    def close(self) -> None:
+        for middleware in self.made:
+            middleware.close()
+
+
+@pytest.fixture
+def background():
+    """``background(specs, **options)`` builds a middleware; every one is closed after the test."""
+    made = Backgrounds()
+    yield made
+    made.close()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.02) -> Any:
+    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(every)
+
+
+def started_ids(messages: list[Any]) -> list[str]:
+    """Task ids from the start_async_task results in a conversation, in order."""
+    text = "\n".join(m.text for m in messages if m.type == "tool")
+    return re.findall(r"Started background task (\w+)", text)
+
+
+def start(*jobs: tuple[str, str]) -> dict[str, Any]:
+    """A parent reply starting one background task per (description, subagent_type)."""
+    return {"tool_calls": [tool_call("start_async_task", description=d, subagent_type=t) for d, t in jobs]}
+
+
+def on_task(tool: str, index: int = 0, **args: Any) -> Callable[[list[Any]], dict[str, Any]]:
+    """A parent reply calling ``tool`` on the ``index``-th started task (its id read from the history)."""
+    return lambda messages: {"tool_calls": [tool_call(tool, task_id=started_ids(messages)[index], **args)]}
+
+
+def last_tool_result(state: dict[str, Any]) -> Any:
+    return next(m for m in reversed(state["messages"]) if m.type == "tool")
+
+
+def as_json(message: Any) -> Any:
+    return json.loads(message.content)
+
+
+def notices(state: dict[str, Any]) -> list[str]:
+    return [m.text for m in state["messages"] if m.type == "human" and m.text.startswith(NOTICE)]
+
+
+def ledger(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(state.get("async_tasks") or {})
+
+
+def run_script(path: str, *args: str, timeout: float = 60) -> dict[str, Any]:
+    """Run a test file as a separate process (its first parent process); return its last JSON line."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class Turns:
+    """Parent turns on one SQLite file, with invoke or ainvoke: a parent process after a restart.
+
+    Each turn opens the file anew (``SqliteSaver`` or ``AsyncSqliteSaver``),
+    so nothing but the file carries over from the process that wrote it.
+    """
+
+    def __init__(self, mode: str, db: Path, thread_id: str, model: Any, middleware: Any) -> None:
+        self.mode, self.db, self.model, self.middleware = mode, str(db), model, middleware
+        self.config = {"configurable": {"thread_id": thread_id}}
+
+    def __call__(self, text: str) -> dict[str, Any]:
+        if self.mode == "sync":
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            with SqliteSaver.from_conn_string(self.db) as saver:
+                return self._agent(saver).invoke(_user(text), self.config)
+        return asyncio.run(self._aturn(text))
+
+    def state(self) -> dict[str, Any]:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(self.db) as saver:
+            return dict(self._agent(saver).get_state(self.config).values)
+
+    async def _aturn(self, text: str) -> dict[str, Any]:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(self.db) as saver:
+            return await self._agent(saver).ainvoke(_user(text), self.config)
+
+    def _agent(self, saver: Any) -> Any:
+        from langchain.agents import create_agent
+
+        return create_agent(self.model, middleware=[self.middleware], checkpointer=saver)
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}

@@ -1,0 +1,197 @@
+"""The bench cannot rot: every measure runs at tiny sizes and prints a well-formed record.
+
+The figures themselves are not asserted (they live in ``bench/`` and the
+README). Our side always runs; deepagents' side runs only when the ``bench``
+extra is installed, and only the test about it needs deepagents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from helpers import REPO as ROOT
+FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
+PEERLESS = ("background", "budget.invoke.overshoot", "budget.ainvoke.overshoot", "fanout.ainvoke.cap", "fanout.invoke.cap")
+"""Records with no deepagents counterpart: theirs is always null."""
+
+
+@pytest.fixture(scope="module")
+def quick_run() -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {"records": records, "stdout": done.stdout}
+
+
+def _quick_records(*args: str, timeout: float = 180) -> list[dict[str, Any]]:
+    """The records ``python -m bench --quick ARGS`` prints (it must exit 0)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[str, Any]) -> None:
+    from bench import MEASURES
+
+    records = quick_run["records"]
+    names = {r["measure"].split(".")[0] for r in records}
+    assert names == set(MEASURES)
+    for rec in records:
+        assert FIELDS <= rec.keys(), rec
+        assert _is_number(rec["ours"]), rec
+        assert rec["theirs"] is None or _is_number(rec["theirs"]), rec
+        assert rec["ratio"] is None or _is_number(rec["ratio"]), rec
+        assert isinstance(rec["sizes"], dict) and rec["sizes"], rec
+        assert isinstance(rec["goal"], str) and rec["goal"], rec
+        assert isinstance(rec["notes"], str) and rec["notes"], rec
+        assert rec["met"] is None, "quick sizes must not claim a goal"
+    assert len({r["measure"] for r in records}) == len(records), "measure names are unique"
+
+
+def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
+    lines = quick_run["stdout"].splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("measure "))
+    assert all(not line.startswith("{") for line in lines[header:])
+    assert any(" records in " in line for line in lines[header:])
+
+
+def test_theirs_is_measured_when_deepagents_is_installed(quick_run: dict[str, Any]) -> None:
+    pytest.importorskip("deepagents")
+    for rec in quick_run["records"]:
+        if rec["measure"].startswith(PEERLESS):
+            assert rec["theirs"] is None, rec
+        else:
+            assert _is_number(rec["theirs"]), rec
+            assert rec["ratio"] is None or _is_number(rec["ratio"]), rec
+
+
+def test_unknown_measure_is_refused() -> None:
+    from bench import run_measures
+
+    with pytest.raises(ValueError, match="unknown measure"):
+        run_measures(["no-such-measure"], quick=True)
+
+
+def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
+    from bench import MEASURES
+    from bench.suite import SCALE_MEASURES
+
+    assert not set(SCALE_MEASURES) & set(MEASURES), "--scale takes minutes: never in the default run"
+    records = _quick_records("--only", "scale")
+    assert {r["measure"] for r in records} == {
+        "scale.sqlite.growth", "scale.sqlite.db_bytes", "scale.ledger.reducer", "scale.ledger.run", "scale.ledger.record_bytes",
+        "scale.wide", "scale.agents_block"}
+    for rec in records:
+        assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
+
+
+def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt_in() -> None:
+    """Needs valgrind (Debian's package, which `.ci/run` installs): without it this fails saying so."""
+    from bench import MEASURES
+    from bench.suite import INSTRUCTION_MEASURES
+
+    assert not set(INSTRUCTION_MEASURES) & set(MEASURES), "--instructions takes minutes: never in the default run"
+    rec, misses = _quick_records("--no-peer", "--only", "instructions", timeout=900)
+    assert rec["measure"] == "instructions.invoke" and FIELDS <= rec.keys() and rec["met"] is None, rec
+    detail = rec["detail"]
+    # A delegating run does all a no-op run does and runs a child graph besides: millions of instructions more.
+    assert detail["ours_task_run_m"] > detail["ours_noop_run_m"] > 1, rec
+    assert _is_number(rec["ours"]) and rec["ours"] > 1 and rec["theirs"] is None, rec
+    # The same runs' simulated last-level misses: a child graph's code and data do not fit in 1 MiB unmissed.
+    assert misses["measure"] == "instructions.invoke.cache_misses" and FIELDS <= misses.keys(), misses
+    assert misses["detail"]["ours_task_run_k"] > misses["detail"]["ours_noop_run_k"] > 0, misses
+    assert _is_number(misses["ours"]) and misses["ours"] > 0 and misses["sizes"]["cache"].endswith("1048576,16,64")
+
+
+def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["PATH"] = str(ROOT / "no-such-folder")
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--no-peer", "--only", "instructions"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "needs valgrind" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_footprint_counts_the_code_only_a_delegation_runs(quick_run: dict[str, Any]) -> None:
+    (rec,) = [r for r in quick_run["records"] if r["measure"] == "footprint.invoke"]
+    detail = rec["detail"]
+    # Our delegation runs our own packages' code, which a no-op tool call never enters.
+    assert detail["ours_functions"] > 20 and rec["ours"] > 1000, rec
+    assert {"subagents", "middleware"} <= detail["ours_bytes_by_package"].keys(), rec
+    # The record keeps 4 significant digits (32614 is 32610.0): the exact sum is compared rounded alike.
+    assert float(f"{sum(detail['ours_bytes_by_package'].values()):.4g}") <= rec["ours"], rec
+    if rec["theirs"] is not None:
+        assert "deepagents" in detail["theirs_bytes_by_package"] and "subagents" not in detail["theirs_bytes_by_package"]
+
+
+def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
+    from bench import MEASURES
+    from bench.suite import KNOCKOUT_MEASURES
+
+    assert not set(KNOCKOUT_MEASURES) & set(MEASURES), "--only knockout takes minutes: never in the default run"
+    records = _quick_records("--only", "knockout")
+    assert [r["measure"] for r in records] == [f"knockout.{mode}.{level}" for mode in ("invoke", "ainvoke")
+                                               for level in ("shipped", "no_meter", "no_meter_metadata", "bare")]
+    for rec in records:
+        assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
+
+
+def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
+    """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
+    from bench import knockout, overhead
+    from subagents.runner import Delegation
+
+    original = (Delegation.configure, Delegation.open_transcript)
+    agent = overhead._agents()["ours"]
+    seen: dict[str, dict[str, Any]] = {}
+    configure = Delegation.configure
+    with knockout._switchable() as switch:
+        patched = Delegation.configure
+
+        def spy(self: Any, spec: Any, **kwargs: Any) -> None:
+            patched(self, spec, **kwargs)
+            seen[switch["level"]] = dict(self.config)
+
+        Delegation.configure = spy  # type: ignore[method-assign]
+        try:
+            states = {}
+            for level in knockout.LEVELS:
+                switch["level"] = level
+                states[level] = agent.invoke(overhead.DELEGATE)
+        finally:
+            Delegation.configure = patched  # type: ignore[method-assign]
+    assert (Delegation.configure, Delegation.open_transcript) == original and configure is original[0]
+    for level, state in states.items():  # every level still delegates and answers
+        (answer,) = [m for m in state["messages"] if m.type == "tool"]
+        assert "done" in answer.text, (level, answer)
+    assert seen["shipped"]["callbacks"] and not seen["no_meter"]["callbacks"]
+    assert "ls_agent_type" in seen["no_meter"]["metadata"]
+    assert list(seen["no_meter_metadata"]["metadata"]) == ["subagent_task_id"]
+    (shipped,) = states["shipped"]["subagent_tasks"].values()
+    (unmetered,) = states["no_meter_metadata"]["subagent_tasks"].values()
+    assert shipped["model_calls"] == 1 and unmetered["model_calls"] == 0  # nothing counted the child's call
+    assert shipped["transcript"].startswith("memory:")
+    assert not states["bare"].get("subagent_tasks") and not states["bare"].get("subagent_usage")

@@ -1,0 +1,132 @@
+"""Real cancellation is not a failure: it propagates once the child has stopped, and leaves a ``cancelled`` mark.
+
+``CancelledError`` on ``ainvoke`` and ``KeyboardInterrupt`` on ``invoke`` reach
+the caller; the child's transcript ends with the mark, also for a task still
+waiting for a concurrency slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.attacks import _parallel, _user
+from helpers.graphs import user
+from subagents import SubagentSpec
+
+
+def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
+    @tool
+    async def hang(x: str) -> str:
+        """Never returns in time."""
+        await asyncio.sleep(5)
+        return x
+
+    model = ScriptedChatModel(rules=[("zzz", [{"tool_calls": [tool_call("hang", x="1")]}, "woke"])],
+                              responses=_parallel(("zzz", "w")))
+    agent = create_deep_agent(model, [hang], sessions_dir=str(tmp_path),
+                              subagents=[{"name": "w", "description": "w", "tools": ["hang"]}])
+
+    async def main() -> None:
+        running = asyncio.ensure_future(agent.ainvoke(_user(), {"configurable": {"thread_id": "c"}}))
+        await asyncio.sleep(0.3)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(main())
+    (path,) = glob.glob(str(tmp_path / "**" / "*.jsonl"), recursive=True)
+    assert json.loads(open(path).read().splitlines()[-1]) == {"type": "cancelled"}
+
+
+def test_a_keyboard_interrupt_in_a_child_tool_propagates_on_invoke_and_marks_the_transcript(tmp_path):
+    @tool
+    def ctrl_c(x: str) -> str:
+        """Ctrl-C lands while this runs."""
+        raise KeyboardInterrupt
+
+    model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("ctrl_c", x="1")]}, "done"])],
+                              responses=_parallel(("job", "w")))
+    agent = create_deep_agent(model, [ctrl_c], sessions_dir=str(tmp_path),
+                              subagents=[{"name": "w", "description": "w", "tools": ["ctrl_c"]}])
+    with pytest.raises(KeyboardInterrupt):
+        agent.invoke(_user(), {"configurable": {"thread_id": "kbd"}})
+    (path,) = glob.glob(str(tmp_path / "**" / "*.jsonl"), recursive=True)
+    assert json.loads(open(path).read().splitlines()[-1]) == {"type": "cancelled"}
+
+
+def test_cancelling_the_parent_propagates_and_marks_the_transcript(tmp_path):
+    @tool
+    async def wait_forever(x: str) -> str:
+        """Wait."""
+        await asyncio.sleep(60)
+        return x
+
+    model = ScriptedChatModel(
+        rules=[("wait", [{"tool_calls": [tool_call("wait_forever", x="y")]}, "never"])],
+        responses=[{"tool_calls": [tool_call("task", description="wait", subagent_type="waiter")]}, "never"],
+    )
+    spec = SubagentSpec(name="waiter", description="waits", tools=[wait_forever])
+    agent = create_deep_agent(model, subagents=[spec], sessions_dir=str(tmp_path))
+
+    async def main() -> None:
+        job = asyncio.ensure_future(agent.ainvoke(user("go"), {"configurable": {"thread_id": "t"}}))
+        await asyncio.sleep(0.5)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    asyncio.run(main())
+    (transcript,) = tmp_path.rglob("agent-*.jsonl")
+    assert transcript.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}'
+
+
+def _cleaning_up_child(log: list[str], fail_in_cleanup: bool = False) -> Any:
+    @tool
+    async def slow(x: str) -> str:
+        """Sleep, and clean up when cancelled."""
+        log.append("start")
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.1)
+            log.append("cleanup done")
+            if fail_in_cleanup:
+                raise ValueError("boom during cancel") from None
+            raise
+        return x
+
+    return slow
+
+
+@pytest.mark.parametrize("fail_in_cleanup", [False, True], ids=["clean", "cleanup-raises"])
+def test_cancelling_the_parent_returns_only_once_the_child_has_stopped(tmp_path, caplog, fail_in_cleanup):
+    """The child runs as its own asyncio task on ainvoke: the parent's cancellation still waits for its end."""
+    log: list[str] = []
+    slow = _cleaning_up_child(log, fail_in_cleanup)
+    calls = [tool_call("task", description=f"DO WORK {i}", subagent_type="w") for i in range(6)]
+    model = ScriptedChatModel(rules=[("DO WORK", [{"tool_calls": [tool_call("slow", x="a")]}] * 3)],
+                              responses=[{"tool_calls": calls}, "done"])
+    spec = SubagentSpec(name="w", description="waits", tools=[slow])
+    agent = create_deep_agent(model, subagents=[spec], sessions_dir=str(tmp_path), max_concurrent_tasks=2)
+
+    async def main() -> tuple[list[str], int]:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(agent.ainvoke(user("go"), {"configurable": {"thread_id": "t"}}), 0.5)
+        return list(log), len(asyncio.all_tasks()) - 1
+
+    seen, pending = asyncio.run(main())
+    assert seen.count("start") == 2 and seen.count("cleanup done") == 2  # two ran (the cap), both ended
+    assert pending == 0
+    assert "never retrieved" not in caplog.text
+    # All six are marked, the four still waiting for a slot included.
+    transcripts = sorted(tmp_path.rglob("agent-*.jsonl"))
+    assert len(transcripts) == 6
+    assert all(t.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}' for t in transcripts)

@@ -1,0 +1,281 @@
+"""Limits that hold, and nothing lost: budgets, caps and answers under parallel children and odd endings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from typing import Any
+
+from helpers.background import NOTICE, notices, start
+from langchain_core.messages import AIMessage
+from langchain_core.tools import StructuredTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from helpers.graphs import parent_script, records, tool_messages, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import Budget
+
+PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
+LOOP_OUTPUT_TOKENS = 25  # what one looping ``echo`` call of a child outputs, at most
+
+
+@tool
+def echo(x: str) -> str:
+    """Echo."""
+    return x * 50
+
+
+def looping_children(children: int, **options: Any) -> ScriptedChatModel:
+    """A parent that starts ``children`` looping children in parallel, then answers."""
+    return ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="general-purpose")
+                                       for i in range(children)]}, "parent done"])],
+        default={"tool_calls": [tool_call("echo", x="again")]},
+        latency_s=0.02,  # long enough that the children's calls overlap
+        **options,
+    )
+
+
+def final_call_tokens(out: dict[str, Any]) -> int:
+    """What the parent's last model call (its answer, after every child) spent."""
+    last = out["messages"][-1]
+    usage = last.usage_metadata or {}
+    return int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+
+
+# -- 1. a dollar budget holds under parallel children -----------------------------------------------------
+
+
+def test_parallel_children_never_spend_past_the_dollar_budget(run):
+    children, limit = 8, 1.0
+    budget = Budget(max_usd=limit, prices=PRICES)
+    agent = create_deep_agent(looping_children(children), [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    assert {r["stop_reason"] for r in records(out)} == {"budget"}
+    last = out["messages"][-1].usage_metadata
+    final_usd = (last["input_tokens"] * PRICES["scripted"][0] + last["output_tokens"] * PRICES["scripted"][1]) / 1e6
+    # Running calls hold their prompt's dollars: only outputs can pass the limit, one call's per child.
+    one_output_usd = LOOP_OUTPUT_TOKENS * PRICES["scripted"][1] / 1e6
+    assert budget.usd - final_usd <= limit + children * one_output_usd
+
+
+# -- 2. a token budget counts what the provider bills: tool schemas, and its own token counts -----------
+
+
+class BillingModel(ScriptedChatModel):
+    """Bills as providers do: the tool schemas sent with a call are input, at ``chars_per_token``."""
+
+    chars_per_token: int = 4
+
+    def _respond(self, messages: list[Any], tools: Any) -> Any:
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        prompt_chars = sum(len(m.text) for m in messages) + len(json.dumps(tools or []))
+        usage = dict(message.usage_metadata)
+        usage["input_tokens"] = prompt_chars // self.chars_per_token + 1
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        message.usage_metadata = usage
+        return result
+
+
+def _catalogue(x: str) -> str:
+    return x
+
+
+catalogue = StructuredTool.from_function(
+    _catalogue, name="catalogue",
+    description="Look an item up in the catalogue. " + "Every field of it is described here at length. " * 80,
+)
+
+
+def test_parallel_children_never_spend_past_the_token_budget_counting_tool_schemas(run):
+    children, limit = 8, 6000
+    budget = Budget(max_tokens=limit)
+    model = looping_children(children)
+    model = BillingModel(**{k: getattr(model, k) for k in ("rules", "default", "latency_s")})
+    agent = create_deep_agent(model, [echo, catalogue], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    assert {r["stop_reason"] for r in records(out)} == {"budget"}
+    assert budget.tokens - final_call_tokens(out) <= limit + children * LOOP_OUTPUT_TOKENS
+
+
+def test_a_token_budget_learns_the_providers_token_count_from_reported_usage(run):
+    limit = 6000
+    budget = Budget(max_tokens=limit)
+    # A tokenizer far denser than four characters a token: one token a character.
+    model = BillingModel(rules=[("go", parent_script(("loop", "general-purpose"))[:1] + ["parent done"])],
+                         default={"tool_calls": [tool_call("echo", x="again")]}, chars_per_token=1)
+    agent = create_deep_agent(model, [echo], budget=budget)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and record["model_calls"] > 2
+    assert budget.tokens - final_call_tokens(out) <= limit + LOOP_OUTPUT_TOKENS
+
+
+# -- 5. a background notice is no user message: it neither resets max_delegations nor re-forces task -----
+
+
+def _background_agent(model: ScriptedChatModel, **options: Any) -> Any:
+    done = threading.Event()
+
+    @tool
+    def finish(x: str) -> str:
+        """Finish the background job."""
+        done.set()
+        return "finished"
+
+    @tool
+    def wait_for_background(x: str) -> str:
+        """Wait until the background job has finished."""
+        done.wait(10)
+        time.sleep(0.5)  # the background child's last model call, and its record settling
+        return "the background job finished"
+
+    return create_deep_agent(model, [finish, wait_for_background], background=True,
+                             checkpointer=InMemorySaver(), **options)
+
+
+def test_a_background_notice_does_not_reset_max_delegations(run):
+    model = ScriptedChatModel(
+        rules=[
+            ("bg job", [{"tool_calls": [tool_call("finish", x="1")]}, "bg done"]),
+            ("wait job", [{"tool_calls": [tool_call("wait_for_background", x="1")]}, "waited"]),
+            ("sync job", ["sync done"]),
+            (NOTICE, [{"tool_calls": [tool_call("task", description=f"sync job {i}", subagent_type="general-purpose")]}
+                      for i in range(4)] + ["noted"]),
+            ("go", [{"tool_calls": [*start(("bg job", "general-purpose"))["tool_calls"],
+                                    tool_call("task", description="wait job", subagent_type="general-purpose")]},
+                    "go done"]),
+        ],
+        default="ok",
+    )
+    agent = _background_agent(model, max_delegations=2)
+    out = run(agent, user("go"), {"configurable": {"thread_id": "cap"}, "recursion_limit": 200})
+    assert notices(out), "no notice came during the run; the test would prove nothing"
+    ran = [r for r in records(out) if r["stop_reason"] != "refused"]
+    assert len(ran) == 2
+    assert any(r["stop_reason"] == "refused" for r in records(out))
+
+
+def test_a_background_notice_does_not_force_another_delegation(run):
+    model = ScriptedChatModel(
+        rules=[
+            ("bg job", [{"tool_calls": [tool_call("finish", x="1")]}, "bg done"]),
+            ("wait job", [{"tool_calls": [tool_call("wait_for_background", x="1")]}, "waited"]),
+            (NOTICE, ["noted"]),
+            ("go", [{"tool_calls": [*start(("bg job", "general-purpose"))["tool_calls"],
+                                    tool_call("task", description="wait job", subagent_type="general-purpose")]},
+                    "go done"]),
+        ],
+        default="ok",
+    )
+    agent = _background_agent(model, force_delegation=True)
+    out = run(agent, user("go"), {"configurable": {"thread_id": "force"}, "recursion_limit": 200})
+    assert notices(out), "no notice came during the run; the test would prove nothing"
+    after_notice = [c for c in model.calls if c["messages"][-1].text.startswith(NOTICE)]
+    assert after_notice and all(c["tools"] != ["task"] for c in after_notice)
+    assert out["messages"][-1].text == "noted"
+
+
+# -- 9. a root that keeps delegating past max_delegations ends, with a clear message -------------------
+
+
+def _insistent_root() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        rules=[("job", ["child answer"])],
+        default={"tool_calls": [tool_call("task", description="job", subagent_type="general-purpose")]},
+    )
+
+
+def test_a_root_that_keeps_calling_task_is_ended_by_max_root_turns(run):
+    model = _insistent_root()
+    agent = create_deep_agent(model, max_delegations=2, max_root_turns=5)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    root_calls = [c for c in model.calls if c["messages"][-1].text != "job"]
+    assert len(root_calls) == 5
+    final = out["messages"][-1]
+    assert final.type == "ai" and not final.tool_calls
+    assert "max_root_turns=5" in final.text
+
+
+def test_the_root_has_a_default_turn_cap_below_langgraphs_recursion_limit(run):
+    model = _insistent_root()
+    out = run(create_deep_agent(model, max_delegations=1), user("go"), {"recursion_limit": 2000})
+    assert "max_root_turns" in out["messages"][-1].text
+
+
+# -- 12. a return_direct tool's result is the child's answer ----------------------------------------------
+
+
+@tool(return_direct=True)
+def lookup(q: str) -> str:
+    """Look the answer up and return it as the final answer."""
+    return f"the answer to {q} is 42"
+
+
+def test_a_return_direct_tools_result_reaches_the_parent(run):
+    model = ScriptedChatModel(
+        rules=[("find", [{"tool_calls": [tool_call("lookup", q="life")]}])],
+        responses=parent_script(("find it", "finder")),
+    )
+    agent = create_deep_agent(model, [lookup], subagents=[
+        {"name": "finder", "description": "Finds answers.", "tools": ["lookup"]}])
+    out = run(agent, user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["result"] == "the answer to life is 42"
+    (message,) = tool_messages(out)
+    assert "the answer to life is 42" in message.text
+
+
+# -- 14. SystemExit from a child's tool fails that task alone ---------------------------------------------
+
+
+@tool
+def cli(argv: str) -> str:
+    """Run the command line parser on ``argv``."""
+    parser = argparse.ArgumentParser(prog="cli", add_help=False)
+    parser.add_argument("--count", type=int, required=True)
+    return str(parser.parse_args(argv.split()).count)
+
+
+def test_a_system_exit_from_a_childs_tool_fails_that_task_alone(run, capsys):
+    model = ScriptedChatModel(
+        rules=[("bad args", [{"tool_calls": [tool_call("cli", argv="--nope")]}]),
+               ("healthy", ["healthy answer"])],
+        responses=parent_script(("bad args", "general-purpose"), ("healthy", "general-purpose")),
+    )
+    out = run(create_deep_agent(model, [cli]), user("go"))
+    assert out["messages"][-1].text == "parent carried on"
+    by_description = {r["description"]: r for r in records(out)}
+    assert by_description["healthy"]["status"] == "completed"
+    assert by_description["healthy"]["result"] == "healthy answer"
+    failed = by_description["bad args"]
+    assert failed["status"] == "error" and failed["stop_reason"] == "tool_error"
+    assert "SystemExit" in failed["error"] and "2" in failed["error"]
+
+
+# -- 15. a reply cut at the token limit is marked; a failing transcript sink costs only the transcript -----
+
+
+def test_a_reply_cut_at_the_token_limit_is_recorded_truncated(run):
+    cut = AIMessage(content="The first half of the rep", response_metadata={"finish_reason": "length"})
+    model = ScriptedChatModel(rules=[("report", [cut])], responses=parent_script(("report", "general-purpose")))
+    out = run(create_deep_agent(model), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["stop_reason"] == "truncated"
+    assert record["result"] == "The first half of the rep"
+
+
+def test_an_unwritable_sessions_dir_costs_the_transcript_not_the_delegation(run, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the sessions directory's parent should be")
+    model = ScriptedChatModel(rules=[("job", ["job done"])], responses=parent_script(("job", "general-purpose")))
+    out = run(create_deep_agent(model, sessions_dir=str(blocker / "sessions")), user("go"))
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["result"] == "job done"
+    assert record["transcript"] is None and "not-a-directory" in record["transcript_error"]
+    (message,) = tool_messages(out)
+    assert message.status != "error" and "job done" in message.text

@@ -1,0 +1,879 @@
+"""Attacks on the ledger channel: what state shows, what a checkpoint stores, what it costs.
+
+Each test tries to break one promise of :class:`subagents.LedgerChannel`
+(README, "The ledger, usage and budgets"): state always shows the ledger as
+a plain dict, whole and in insertion order, whatever happened before (runs,
+reloads on a fresh connection, forks, ``Overwrite``, interrupts, parallel
+writes, records changed long after their chunk was sealed); a value once
+published never changes; an older plain checkpoint loads; a damaged one is
+a clear error naming the channel, never a wrong ledger. ``_decoded.clear()``
+stands for a fresh process (the decoded-chunk cache is per process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import operator
+import random
+import sqlite3
+from typing import Annotated, Any, NotRequired
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Overwrite, Send, interrupt
+from typing_extensions import TypedDict
+
+import subagents.ledger as lc
+from helpers.graphs import call, checkpointer, user
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import SpecError
+from subagents.ledger import LedgerChannel, ledger_from_checkpoint
+from subagents.outcome import merge_records
+from subagents.background import merge_async_records
+
+ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4
+KEY = "subagent_tasks"
+SERDE = JsonPlusSerializer()
+
+
+@pytest.fixture(autouse=True)
+def fresh_process():
+    lc._decoded.clear()
+    yield
+    lc._decoded.clear()
+
+
+def rec(i: int, **fields: Any) -> dict[str, Any]:
+    return {"id": f"{i:032x}", "agent_type": "worker", "status": "completed", "result": f"r{i}",
+            "started_at": 1000.0 + i, **fields}
+
+
+def ledger(n: int, start: int = 0) -> dict[str, dict[str, Any]]:
+    return {f"{i:032x}": rec(i) for i in range(start, start + n)}
+
+
+def delegating_model(calls: int = 1) -> ScriptedChatModel:
+    return ScriptedChatModel(rules=[
+        ("child job", [ANSWER]),
+        ("please delegate", [{"tool_calls": [tool_call("task", description=f"child job {k}",
+                                                       subagent_type="general-purpose")
+                                             for k in range(calls)]}, "finished"]),
+    ])
+
+
+def assert_plain(value: Any) -> None:
+    assert type(value) is dict and lc.PACKED_MARK not in value
+    assert all(type(r) is dict for r in value.values())
+
+
+def roundtrip(value: Any) -> Any:
+    return SERDE.loads_typed(SERDE.dumps_typed(value))
+
+
+async def state_of(mode: str, agent: Any, config: dict[str, Any]) -> Any:
+    return agent.get_state(config) if mode == "sync" else await agent.aget_state(config)
+
+
+async def seed(mode: str, agent: Any, config: dict[str, Any], values: dict[str, Any]) -> Any:
+    if mode == "sync":
+        return await asyncio.to_thread(agent.update_state, config, values)
+    return await agent.aupdate_state(config, values)
+
+
+# -- runs, reloads, parallel siblings, on every saver ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_many_runs_and_reloads_show_one_plain_ordered_ledger(kind, mode, tmp_path):
+    """125 seeded records, then runs of 1 and of 7 parallel ``task`` calls, crossing chunk edges."""
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def go() -> None:
+        async with checkpointer(kind, mode, tmp_path) as saver:
+            agent = create_deep_agent(delegating_model(7), checkpointer=saver)
+            one = create_deep_agent(delegating_model(1), checkpointer=saver)
+            await seed(mode, agent, config, {KEY: ledger(125)})
+            order = list(ledger(125))
+            for graph in (one, agent, one, agent):  # 125 -> 126 -> 133 -> 134 -> 141
+                out = await call(mode, graph, user("please delegate"), config)
+                assert_plain(out[KEY])
+                new = [k for k in out[KEY] if k not in order]
+                assert len(new) == (7 if graph is agent else 1)
+                order += new
+                assert list(out[KEY]) == order
+                assert all(out[KEY][k]["status"] == "completed" for k in new)
+            shown = (await state_of(mode, agent, config)).values[KEY]
+            assert shown == out[KEY] and list(shown) == order
+            raw = (saver.get_tuple(config) if mode == "sync" else await saver.aget_tuple(config))
+            assert lc.is_packed(raw.checkpoint["channel_values"][KEY])
+            assert list(ledger_from_checkpoint(raw.checkpoint["channel_values"][KEY])) == order
+            expected = copy.deepcopy(shown)
+        lc._decoded.clear()
+        if kind == "memory":
+            return
+        async with checkpointer(kind, mode, tmp_path) as again:  # a fresh connection
+            agent = create_deep_agent(delegating_model(1), checkpointer=again)
+            reloaded = (await state_of(mode, agent, config)).values[KEY]
+            assert_plain(reloaded)
+            assert reloaded == expected and list(reloaded) == order
+            out = await call(mode, agent, user("please delegate"), config)
+            assert list(out[KEY])[:-1] == order and len(out[KEY]) == len(order) + 1
+
+    asyncio.run(go())
+
+
+# -- a published value never changes -------------------------------------------------
+
+
+def test_values_published_earlier_never_change_after_later_runs():
+    saver = InMemorySaver()
+    agent = create_deep_agent(delegating_model(3), checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    agent.update_state(config, {KEY: ledger(126)})
+    published: list[tuple[Any, Any]] = []
+
+    def keep(value: Any) -> None:
+        published.append((value, copy.deepcopy(value)))
+
+    keep(agent.get_state(config).values[KEY])
+    for _ in range(3):
+        for snapshot in agent.stream(user("please delegate"), config, stream_mode="values"):
+            if KEY in snapshot:
+                keep(snapshot[KEY])
+        keep(agent.invoke(user("please delegate"), config)[KEY])
+        keep(agent.get_state(config).values[KEY])
+        # A record of the first sealed chunk, and one of the tail, changed long after.
+        current = agent.get_state(config).values[KEY]
+        first, last = list(current)[0], list(current)[-1]
+        agent.update_state(config, {KEY: {first: rec(0, status="error", result="later"),
+                                          last: {**current[last], "status": "x"}}})
+        keep(agent.get_state(config).values[KEY])
+        lc._decoded.clear()
+    for value, then in published:
+        assert value == then and list(value) == list(then)
+    final = agent.get_state(config).values[KEY]
+    assert final[f"{0:032x}"]["result"] == "later" and len(final) == 126 + 3 * 6
+
+
+# -- time travel -----------------------------------------------------------------------
+
+
+def at(checkpoint_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+
+
+def test_history_forks_and_runs_from_past_checkpoints_show_their_own_ledger(tmp_path):
+    conn = sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False)
+    try:
+        agent = create_deep_agent(delegating_model(1), checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "t"}}
+        agent.update_state(config, {KEY: ledger(62)})
+        seen: dict[str, dict[str, Any]] = {}
+        for _ in range(4):  # 62 -> 66: the first chunk seals on the way
+            agent.invoke(user("please delegate"), config)
+            snap = agent.get_state(config)
+            seen[snap.config["configurable"]["checkpoint_id"]] = copy.deepcopy(snap.values[KEY])
+        lc._decoded.clear()
+        history = {s.config["configurable"]["checkpoint_id"]: s.values.get(KEY)
+                   for s in agent.get_state_history(config)}
+        for checkpoint_id, expected in seen.items():
+            assert history[checkpoint_id] == expected and list(history[checkpoint_id]) == list(expected)
+        head = next(reversed(seen))
+        # Fork the 65-record checkpoint: change a sealed record, add one.
+        old_id = list(seen)[2]
+        past = at(old_id)
+        sealed_id = f"{3:032x}"
+        forked = agent.update_state(past, {KEY: {sealed_id: rec(3, status="error"), "fork": rec(999)}})
+        fork_ledger = agent.get_state(forked).values[KEY]
+        assert list(fork_ledger) == [*seen[old_id], "fork"]
+        assert fork_ledger[sealed_id]["status"] == "error"
+        lc._decoded.clear()
+        head_ledger = agent.get_state(at(head)).values[KEY]
+        assert head_ledger == seen[head] and head_ledger[sealed_id]["status"] == "completed"
+        # Run on from the oldest kept checkpoint (63 records).
+        first_id = list(seen)[0]
+        out = agent.invoke(user("please delegate"), at(first_id))
+        assert list(out[KEY])[:-1] == list(seen[first_id]) and len(out[KEY]) == 64
+        lc._decoded.clear()
+        again = agent.get_state(at(old_id)).values[KEY]
+        assert again == seen[old_id]
+    finally:
+        conn.close()
+
+
+# -- Overwrite ---------------------------------------------------------------------------
+
+
+def test_overwrite_replaces_the_ledger_in_its_own_order_across_reloads(tmp_path):
+    conn = sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False)
+    try:
+        agent = create_deep_agent(delegating_model(1), checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "t"}}
+        agent.update_state(config, {KEY: ledger(200)})
+        big = ledger(200)
+        reordered = {k: big[k] for k in reversed(list(big)[50:150])}  # 100 records, reversed
+        agent.update_state(config, {KEY: Overwrite(reordered)})
+        assert list(agent.get_state(config).values[KEY]) == list(reordered)
+        lc._decoded.clear()
+        assert list(agent.get_state(config).values[KEY]) == list(reordered)
+        out = agent.invoke(user("please delegate"), config)
+        assert list(out[KEY])[:-1] == list(reordered)
+        agent.update_state(config, {KEY: Overwrite(ledger(3, 500))})  # smaller than a chunk
+        lc._decoded.clear()
+        assert agent.get_state(config).values[KEY] == ledger(3, 500)
+        agent.update_state(config, {KEY: {"__overwrite__": ledger(70, 600)}})  # the dict form
+        lc._decoded.clear()
+        shown = agent.get_state(config).values[KEY]
+        assert list(shown) == list(ledger(70, 600))
+        # Sealed record changed after an overwrite: the new chunk, not the old, is resealed.
+        agent.update_state(config, {KEY: {f"{601:032x}": rec(601, status="error")}})
+        lc._decoded.clear()
+        shown = agent.get_state(config).values[KEY]
+        assert shown[f"{601:032x}"]["status"] == "error" and list(shown) == list(ledger(70, 600))
+    finally:
+        conn.close()
+
+
+# -- a user's own ledger: partial updates of sealed records by parallel siblings ------------
+
+
+class Runs(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+    step: NotRequired[Annotated[int, operator.add]]
+
+
+def test_fuzz_parallel_partial_updates_match_a_plain_dict_reference():
+    """Random steps of many writes each (new records, partial updates anywhere), reloads in between."""
+    rng = random.Random(7)
+    spec = LedgerChannel(dict, merge_async_records)
+    spec.key = "runs"
+    channel = spec.copy()
+    reference: dict[str, dict[str, Any]] = {}
+    next_id = 0
+    for step in range(160):
+        writes: list[Any] = []
+        for _ in range(rng.randint(1, 6)):
+            write: dict[str, dict[str, Any]] = {}
+            for _ in range(rng.randint(1, 5)):
+                if reference and rng.random() < 0.5:
+                    write[rng.choice(list(reference))] = {"status": f"s{step}", f"f{rng.randint(0, 3)}": step}
+                else:
+                    write[f"r{next_id:05d}"] = {"id": f"r{next_id:05d}", "status": "queued"}
+                    next_id += 1
+            writes.append(write)
+        if step in (90, 91):
+            keep = dict(list(reference.items())[::-2])  # reversed half
+            writes = [Overwrite(keep)]
+            reference = {k: dict(v) for k, v in keep.items()}
+        else:
+            for write in writes:
+                reference = merge_async_records(reference, write)
+        channel.update(writes)
+        stored = roundtrip(channel.checkpoint())
+        assert ledger_from_checkpoint(stored) == reference
+        assert list(ledger_from_checkpoint(stored)) == list(reference)
+        assert channel.get() == reference and list(channel.get()) == list(reference)
+        if rng.random() < 0.3:
+            if rng.random() < 0.5:
+                lc._decoded.clear()
+            channel = spec.from_checkpoint(stored)
+            assert channel.get() == reference and list(channel.get()) == list(reference)
+    assert len(reference) > 5 * lc.CHUNK_RECORDS
+
+
+def test_siblings_in_one_step_update_sealed_records_of_a_graph(tmp_path):
+    def fan(state: Runs) -> list[Send]:
+        return [Send("touch", {"i": i}) for i in range(0, 150, 10)]
+
+    def touch(arg: dict[str, Any]) -> dict[str, Any]:
+        i = arg["i"]
+        return {"runs": {f"{i:032x}": {"status": "cancelled", "by": i}, f"n{i}": {"id": f"n{i}"}}, "step": 1}
+
+    builder = StateGraph(Runs)
+    builder.add_node("seed", lambda s: {"runs": ledger(150)})
+    builder.add_node("touch", touch)
+    builder.add_edge(START, "seed")
+    builder.add_conditional_edges("seed", fan, ["touch"])
+    builder.add_edge("touch", END)
+    conn = sqlite3.connect(tmp_path / "g.sqlite", check_same_thread=False)
+    try:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        config = {"configurable": {"thread_id": "g"}}
+        out = graph.invoke({"step": 0}, config)
+        expected = ledger(150)
+        for i in range(0, 150, 10):
+            expected[f"{i:032x}"] = {**expected[f"{i:032x}"], "status": "cancelled", "by": i}
+        for i in range(0, 150, 10):
+            expected[f"n{i}"] = {"id": f"n{i}"}
+        assert out["runs"] == expected and list(out["runs"]) == list(expected)
+        lc._decoded.clear()
+        fresh = builder.compile(checkpointer=SqliteSaver(conn))
+        shown = fresh.get_state(config).values["runs"]
+        assert shown == expected and list(shown) == list(expected)
+    finally:
+        conn.close()
+
+
+# -- interrupts ------------------------------------------------------------------------------
+
+
+def test_interrupt_and_resume_keep_the_ledger_across_a_fresh_connection(tmp_path):
+    def ask(state: Runs) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        return {"runs": {f"{5:032x}": {"status": answer}, "after": {"id": "after"}}}
+
+    builder = StateGraph(Runs)
+    builder.add_node("seed", lambda s: {"runs": ledger(140)})
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "seed")
+    builder.add_edge("seed", "ask")
+    builder.add_edge("ask", END)
+    config = {"configurable": {"thread_id": "i"}}
+    path = tmp_path / "i.sqlite"
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        graph.invoke({}, config)
+        paused = graph.get_state(config)
+        assert paused.next == ("ask",) and paused.values["runs"] == ledger(140)
+    lc._decoded.clear()
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        out = graph.invoke(Command(resume="approved"), config)
+    expected = ledger(140)
+    expected[f"{5:032x}"] = {**expected[f"{5:032x}"], "status": "approved"}
+    expected["after"] = {"id": "after"}
+    assert out["runs"] == expected and list(out["runs"]) == list(expected)
+    assert paused.values["runs"][f"{5:032x}"]["status"] == "completed"
+
+
+# -- older, damaged and hostile checkpoints -----------------------------------------------------
+
+
+class OldRuns(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+
+
+class NewRuns(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
+
+
+def _adder(schema: Any, start: int, count: int) -> Any:
+    builder = StateGraph(schema)
+    builder.add_node("add", lambda s: {"runs": ledger(count, start)})
+    builder.add_edge(START, "add")
+    builder.add_edge("add", END)
+    return builder
+
+
+def test_a_plain_ledger_written_before_the_channel_loads_and_grows(tmp_path):
+    path = tmp_path / "old.sqlite"
+    config = {"configurable": {"thread_id": "old"}}
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        _adder(OldRuns, 0, 100).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
+        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert not lc.is_packed(raw) and len(raw) == 100
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = _adder(NewRuns, 100, 30).compile(checkpointer=SqliteSaver(conn))
+        assert graph.get_state(config).values["runs"] == ledger(100)
+        out = graph.invoke({}, config)
+        assert list(out["runs"]) == list(ledger(130))
+        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert lc.is_packed(raw) and len(raw["sealed"]) == 2 and len(raw["tail"]) == 2
+    lc._decoded.clear()
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        assert list(_adder(NewRuns, 0, 0).compile(checkpointer=SqliteSaver(conn))
+                    .get_state(config).values["runs"]) == list(ledger(130))
+
+
+def _packed(n: int) -> dict[str, Any]:
+    channel = LedgerChannel(dict, merge_records)
+    channel.update([ledger(n)])
+    return roundtrip(channel.checkpoint())
+
+
+HOSTILE = {
+    "a chunk of garbage bytes": lambda p: {**p, "sealed": [["msgpack", b"\x00not zlib"]]},
+    "a chunk that is not a pair": lambda p: {**p, "sealed": [7]},
+    "a chunk of a list": lambda p: {**p, "sealed": [lc._seal([["x", {"id": "x"}]])]},  # type: ignore[arg-type]
+    "a chunk of a string": lambda p: {**p, "sealed": [lc._seal("ab")]},  # type: ignore[arg-type]
+    "a chunk whose records are not dicts": lambda p: {**p, "sealed": [lc._seal({"a": 1})]},  # type: ignore[dict-item]
+}
+
+
+@pytest.mark.parametrize("damage", list(HOSTILE))
+def test_a_damaged_packed_value_is_an_error_naming_the_channel(damage):
+    value = HOSTILE[damage](_packed(70))
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "subagent_tasks"
+    with pytest.raises(ValueError, match="subagent_tasks"):
+        spec.from_checkpoint(value).get()
+    with pytest.raises(ValueError):
+        ledger_from_checkpoint(value)
+
+
+def test_a_damaged_checkpoint_in_sqlite_fails_get_state_naming_the_channel(tmp_path):
+    config = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    with sqlite3.connect(tmp_path / "d.sqlite", check_same_thread=False) as conn:
+        saver = SqliteSaver(conn)
+        graph = _adder(NewRuns, 0, 70).compile(checkpointer=saver)
+        graph.invoke({}, config)
+        saved = saver.get_tuple(config)
+        checkpoint = copy.deepcopy(saved.checkpoint)
+        checkpoint["channel_values"]["runs"]["sealed"][0][1] = b"broken"
+        checkpoint["id"] = checkpoint["id"][:-1] + ("0" if checkpoint["id"][-1] != "0" else "1")
+        saver.put(saved.parent_config or config, checkpoint, saved.metadata, checkpoint["channel_versions"])
+        lc._decoded.clear()
+        with pytest.raises(ValueError, match=r"ledger 'runs'.*sealed chunk 0"):
+            graph.get_state({"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}})
+
+
+@pytest.mark.parametrize("written, read", [(32, 64), (128, 64), (64, 32)])
+def test_chunks_of_another_size_load_whole_and_stay_whole(monkeypatch, written, read):
+    """A checkpoint sealed with another chunk size (another version) keeps every record through updates."""
+    monkeypatch.setattr(lc, "CHUNK_RECORDS", written)
+    stored = _packed(300)
+    assert len(stored["sealed"]) == 300 // written
+    monkeypatch.setattr(lc, "CHUNK_RECORDS", read)
+    lc._decoded.clear()
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    channel = spec.from_checkpoint(stored)
+    expected = ledger(300)
+    assert channel.get() == expected
+    for write in ({f"{299:032x}": rec(299, status="x")}, {f"{1:032x}": rec(1, status="y")}, ledger(5, 300)):
+        channel.update([write])
+        expected = merge_records(expected, write)
+        stored = roundtrip(channel.checkpoint())
+        assert ledger_from_checkpoint(stored) == expected and list(ledger_from_checkpoint(stored)) == list(expected)
+        channel = spec.from_checkpoint(stored)
+        assert channel.get() == expected
+
+
+# -- the command line reads long ledgers from its SQLite state -------------------------------
+
+
+def _row_record(i: int) -> dict[str, Any]:
+    return {**rec(i), "tool_call_id": f"call_{i}", "stop_reason": "completed", "description": f"seeded {i}",
+            "error": None, "finished_at": 1000.5 + i, "duration_ms": 500.0, "model_calls": 1,
+            "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0, "transcript": "none:",
+            "skipped_writes": None, "description_chars": len(f"seeded {i}"), "result_chars": len(f"r{i}"),
+            "error_chars": None}
+
+
+@pytest.mark.server  # starts a Python process of its own
+def test_cli_tasks_and_transcript_read_a_ledger_of_many_chunks(tmp_path):
+    from helpers.cli import cli
+
+    project = tmp_path / "project"
+    (project / ".deep_agent").mkdir(parents=True)
+    (project / "home").mkdir()
+    config = {"configurable": {"thread_id": "long"}}
+    with sqlite3.connect(project / ".deep_agent" / "state.sqlite", check_same_thread=False) as conn:
+        agent = create_deep_agent(delegating_model(3), checkpointer=SqliteSaver(conn))
+        agent.update_state(config, {KEY: {f"{i:032x}": _row_record(i) for i in range(62)}})
+        out = agent.invoke(user("please delegate"), config)  # the 3 real tasks straddle the first chunk's edge
+        real = [k for k, r in out[KEY].items() if r["agent_type"] == "general-purpose"]
+        agent.update_state(config, {KEY: {f"{i:032x}": _row_record(i) for i in range(100, 164)}})
+        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"][KEY]
+        assert lc.is_packed(raw) and len(raw["sealed"]) == 2
+    tasks = cli("tasks", "long", cwd=project)
+    assert tasks.returncode == 0, tasks.stderr
+    assert tasks.stdout.count("worker") == 126 and tasks.stdout.count("general-purpose") == 3
+    for task_id in real:
+        shown = cli("transcript", task_id[:12], cwd=project)
+        assert shown.returncode == 0, shown.stderr
+        assert f"task {task_id}" in shown.stdout and ANSWER[:40] in shown.stdout
+
+
+# -- cost -----------------------------------------------------------------------------------------
+
+
+def test_checkpoints_of_a_long_ledger_stay_small_and_reuse_their_chunks(tmp_path):
+    """Each new checkpoint of a 1,000-record thread costs the database a small fraction of the plain ledger."""
+    path = tmp_path / "c.sqlite"
+    config = {"configurable": {"thread_id": "c"}}
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        graph = _adder(NewRuns, 0, 1000).compile(checkpointer=SqliteSaver(conn))
+        graph.invoke({}, config)
+        rows = conn.execute("select length(checkpoint) from checkpoints").fetchall()
+        plain = len(SERDE.dumps_typed(ledger(1000))[1])
+        first = max(r[0] for r in rows)
+        for k in range(5):
+            _adder(NewRuns, 1000 + k, 1).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
+        last = conn.execute("select length(checkpoint) from checkpoints "
+                            "order by checkpoint_id desc limit 1").fetchone()[0]
+    assert first < plain / 3 and last < plain / 3, (first, last, plain)
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        stored = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
+    assert list(ledger_from_checkpoint(stored)) == list(ledger(1005))
+
+
+class _CountingSerde(JsonPlusSerializer):
+    decoded = 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type(self).decoded += 1
+        return super().loads_typed(data)
+
+
+def test_the_next_load_of_a_long_ledger_decodes_no_chunk_again(monkeypatch):
+    monkeypatch.setattr(lc, "_serde", _CountingSerde())
+    stored = _packed(40 * lc.CHUNK_RECORDS)
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    lc._decoded.clear()
+    _CountingSerde.decoded = 0
+    spec.from_checkpoint(roundtrip(stored)).get()
+    assert _CountingSerde.decoded == 40
+    spec.from_checkpoint(roundtrip(stored)).get()
+    assert _CountingSerde.decoded == 40
+
+
+def test_a_ledger_a_little_longer_than_the_cache_is_not_decoded_whole_on_every_load(monkeypatch):
+    """Before: a plain LRU scanned in order evicted each chunk just before its next use (17,000 records: 7x)."""
+    monkeypatch.setattr(lc, "_serde", _CountingSerde())
+    monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
+    stored = _packed(10 * lc.CHUNK_RECORDS)
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    lc._decoded.clear()
+    spec.from_checkpoint(roundtrip(stored)).get()
+    _CountingSerde.decoded = 0
+    for _ in range(3):
+        spec.from_checkpoint(roundtrip(stored)).get()
+    assert _CountingSerde.decoded <= 3 * 2, "only the chunks beyond the cache's size need decoding again"
+
+
+class _EncodingSerde(_CountingSerde):
+    encoded_records = 0
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        type(self).encoded_records += len(obj) if isinstance(obj, dict) else 1
+        return super().dumps_typed(obj)
+
+
+def _ledger_work_of_one_run(records: int) -> tuple[int, int]:
+    """Records encoded and chunks decoded by the ledger's channel in one delegating run on a thread of ``records``."""
+    from bench.scale import DELEGATE, _ledger, _parent
+
+    agent = _parent("ours", InMemorySaver())
+    config = {"configurable": {"thread_id": "ledger"}}
+    agent.update_state(config, {KEY: _ledger(records)})
+    agent.invoke(user(DELEGATE), config)  # the first run after a bulk write seals what it can
+    _EncodingSerde.encoded_records = _EncodingSerde.decoded = 0
+    state = agent.invoke(user(DELEGATE), config)
+    assert len(state[KEY]) == records + 2
+    return _EncodingSerde.encoded_records, _EncodingSerde.decoded
+
+
+def test_a_run_on_a_thread_of_thousands_of_records_encodes_and_decodes_what_one_of_fifty_does(monkeypatch):
+    """The ledger's part of a run does not grow with the thread: sealed chunks are neither encoded nor decoded again.
+
+    (What a run costs in time at 5,000 records against 50 is measured in ``python -m bench --scale``.)
+    """
+    monkeypatch.setattr(lc, "_serde", _EncodingSerde())
+    small, large = _ledger_work_of_one_run(50), _ledger_work_of_one_run(3000)
+    assert large == small, f"3,000 records: {large} (records encoded, chunks decoded); 50 records: {small}"
+    assert large[0] < lc.CHUNK_RECORDS and large[1] == 0
+
+
+# -- sharing and schemas: promises that do not hold -------------------------------------------------
+
+
+class Mutating(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
+
+
+def test_a_later_run_that_changes_a_record_in_place_leaves_an_earlier_snapshot_alone():
+    def nosy(state: Mutating) -> dict[str, Any]:
+        state["runs"][f"{1:032x}"]["seen"] = True
+        return {}
+
+    builder = StateGraph(Mutating)
+    builder.add_node("nosy", nosy)
+    builder.add_edge(START, "nosy")
+    builder.add_edge("nosy", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "m"}}
+    graph.update_state(config, {"runs": ledger(130)})
+    earlier = graph.get_state(config).values["runs"]
+    kept = copy.deepcopy(earlier)
+    graph.invoke({}, config)
+    assert earlier == kept
+
+
+def test_a_state_schema_redeclaring_the_ledger_with_a_plain_reducer_is_refused_by_name():
+    """A schema's own annotation wins over the middleware's: a plain reducer would show a packed thread raw."""
+    from langchain.agents import AgentState
+
+    class MyState(AgentState):
+        subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], merge_records]]
+
+    with pytest.raises(SpecError, match="state_schema.*'subagent_tasks'.*LedgerChannel"):
+        create_deep_agent(delegating_model(), state_schema=MyState)
+
+
+def test_a_state_schema_declaring_the_ledger_with_its_channel_reads_a_packed_thread():
+    from langchain.agents import AgentState
+
+    class MyState(AgentState):
+        subagent_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records)]]
+        note: NotRequired[str]
+
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "s"}}
+    create_deep_agent(delegating_model(), checkpointer=saver).update_state(config, {KEY: ledger(70)})
+    mine = create_deep_agent(delegating_model(), checkpointer=saver, state_schema=MyState)
+    assert mine.get_state(config).values[KEY] == ledger(70)
+
+
+# -- records only the saver's own serializer can store ------------------------------------------
+
+
+class Opaque:
+    """A value msgpack cannot store: a saver with ``pickle_fallback`` pickles it."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.x == self.x
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_records_only_a_pickling_saver_can_store_stay_plain_and_whole(tmp_path):
+    """Before: the channel's own serializer raised once 64 records sealed, though the saver could store them."""
+    pickling = JsonPlusSerializer(pickle_fallback=True)
+    odd = {f"{i:032x}": rec(i, request=Opaque(i)) for i in (3, 140)}
+    config = {"configurable": {"thread_id": "p"}}
+    with sqlite3.connect(tmp_path / "p.sqlite", check_same_thread=False) as conn:
+        graph = _adder(NewRuns, 0, 200).compile(checkpointer=SqliteSaver(conn, serde=pickling))
+        graph.invoke({}, config)
+        graph.update_state(config, {"runs": odd})  # a record of sealed chunks 0 and 2 turns unsealable
+        lc._decoded.clear()
+        fresh = _adder(NewRuns, 200, 1).compile(checkpointer=SqliteSaver(conn, serde=pickling))
+        expected = {**ledger(200), **odd}
+        assert fresh.get_state(config).values["runs"] == expected
+        out = fresh.invoke({}, config)
+        assert list(out["runs"]) == list(ledger(201)) and out["runs"][f"{140:032x}"]["request"] == Opaque(140)
+        lc._decoded.clear()
+        again = fresh.get_state(config).values["runs"]
+        assert again == {**expected, **ledger(1, 200)} and list(again) == list(ledger(201))
+        # Once the odd records are replaced by storable ones, the chunks seal again.
+        fresh.update_state(config, {"runs": {k: rec(int(k, 16)) for k in odd}})
+        raw = SqliteSaver(conn, serde=pickling).get_tuple(config).checkpoint["channel_values"]["runs"]
+        assert len(raw["sealed"]) == 3 and list(ledger_from_checkpoint(raw)) == list(ledger(201))
+
+
+# -- background tasks: partial updates of records in a sealed chunk -----------------------------
+
+
+def _done_async(i: int) -> dict[str, Any]:
+    return {"id": f"a{i:04d}", "agent_type": "general-purpose", "runner": "local", "status": "completed",
+            "description": f"old job {i}", "created_at": 1000.0 + i, "finished_at": 1001.0 + i,
+            "result": f"old {i}", "announced": True}
+
+
+def test_background_status_updates_reach_records_sealed_before_they_finished(tmp_path):
+    from helpers.background import NOTICE, start, started_ids, wait_for
+    from langchain.agents import create_agent
+
+    from middleware import BackgroundSubagentMiddleware
+    from subagents.background import AsyncTaskRecord
+
+    model = ScriptedChatModel(rules=[
+        (NOTICE, ["noted"]),
+        ("bg job", [ANSWER]),
+        ("PARENT start", [start(*[(f"bg job {k}", "general-purpose") for k in range(4)]), "started"]),
+    ], default="ok")
+    middleware = BackgroundSubagentMiddleware()
+    config = {"configurable": {"thread_id": "bg"}}
+    try:
+        with sqlite3.connect(tmp_path / "bg.sqlite", check_same_thread=False) as conn:
+            agent = create_agent(model, [], middleware=[middleware], checkpointer=SqliteSaver(conn))
+            seeded = {f"a{i:04d}": _done_async(i) for i in range(62)}
+            agent.update_state(config, {"async_tasks": seeded})
+            out = agent.invoke(user("PARENT start"), config)
+            ids = started_ids(out["messages"])
+            assert len(ids) == 4 and list(out["async_tasks"]) == [*seeded, *ids]
+            agent.update_state(config, {"async_tasks": {f"a{i:04d}": _done_async(i) for i in range(66, 130)}})
+            raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["async_tasks"]
+            assert lc.is_packed(raw) and len(raw["sealed"]) == 2  # the 4 started tasks are all sealed now
+            wait_for(lambda: all(middleware.runtime.table.get(i).fields["status"] == "completed" for i in ids))
+            lc._decoded.clear()
+            later = create_agent(model, [], middleware=[middleware], checkpointer=SqliteSaver(conn))
+            out = later.invoke(user("PARENT anything new?"), config)
+            shown = later.get_state(config).values["async_tasks"]
+        assert shown == out["async_tasks"] and len(shown) == 130
+        for task_id in ids:
+            record = AsyncTaskRecord.model_validate(shown[task_id])
+            assert record.status == "completed" and record.announced and record.result == ANSWER
+            assert record.description.startswith("bg job")
+        assert all(shown[k] == v for k, v in seeded.items())
+        lc._decoded.clear()
+        with sqlite3.connect(tmp_path / "bg.sqlite", check_same_thread=False) as conn:
+            raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["async_tasks"]
+        assert ledger_from_checkpoint(raw) == shown
+    finally:
+        middleware.close()
+
+
+# -- Postgres ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_postgres_runs_and_fresh_connections_show_one_plain_ordered_ledger(mode, postgres_url):  # noqa: F811
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    config = {"configurable": {"thread_id": "pg"}}
+
+    async def session(work: Any) -> Any:
+        if mode == "sync":
+            with PostgresSaver.from_conn_string(postgres_url) as saver:
+                saver.setup()
+                return await work(saver)
+        async with AsyncPostgresSaver.from_conn_string(postgres_url) as saver:
+            await saver.setup()
+            return await work(saver)
+
+    async def first(saver: Any) -> Any:
+        agent = create_deep_agent(delegating_model(3), checkpointer=saver)
+        await seed(mode, agent, config, {KEY: ledger(126)})
+        for _ in range(2):
+            out = await call(mode, agent, user("please delegate"), config)
+        await seed(mode, agent, config, {KEY: {f"{5:032x}": rec(5, status="error")}})
+        return copy.deepcopy((await state_of(mode, agent, config)).values[KEY]), out
+
+    async def second(saver: Any) -> Any:
+        agent = create_deep_agent(delegating_model(1), checkpointer=saver)
+        shown = (await state_of(mode, agent, config)).values[KEY]
+        history = [s.values.get(KEY) async for s in agent.aget_state_history(config)] if mode == "async" \
+            else [s.values.get(KEY) for s in agent.get_state_history(config)]
+        return shown, history
+
+    expected, out = asyncio.run(session(first))
+    assert len(expected) == 132 and list(expected)[:126] == list(ledger(126))
+    assert expected[f"{5:032x}"]["status"] == "error" and list(out[KEY]) == list(expected)
+    lc._decoded.clear()
+    shown, history = asyncio.run(session(second))
+    assert_plain(shown)
+    assert shown == expected and list(shown) == list(expected)
+    sizes = [len(h) for h in history if h is not None]
+    assert sizes[0] == 132 and 126 in sizes and sizes == sorted(sizes, reverse=True)
+
+
+def test_a_raw_packed_value_written_back_shows_as_the_ledger_it_packs():
+    """A user copying a thread's raw checkpoint value into state (a node's write, or Overwrite)."""
+    raw = _packed(100)
+
+    def restore(state: NewRuns) -> dict[str, Any]:
+        return {"runs": Overwrite(raw)}
+
+    builder = StateGraph(NewRuns)
+    builder.add_node("restore", restore)
+    builder.add_node("more", lambda s: {"runs": roundtrip(_packed(70))})  # overlaps, then merges
+    builder.add_edge(START, "restore")
+    builder.add_edge("restore", "more")
+    builder.add_edge("more", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "r"}}
+    values = [v["runs"] for v in graph.stream({}, config, stream_mode="values") if "runs" in v]
+    for value in values:
+        assert_plain(value)
+    assert values[-1] == ledger(100) and list(graph.get_state(config).values["runs"]) == list(ledger(100))
+
+
+def test_a_plain_ledger_may_hold_a_record_under_the_mark_s_name():
+    """The mark tells packed from plain by its value (1), so a record under that id is still plain."""
+    odd = {lc.PACKED_MARK: rec(1), "sealed": rec(2), "tail": rec(3)}
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    assert spec.from_checkpoint(roundtrip(odd)).get() == odd and ledger_from_checkpoint(odd) == odd
+
+
+def test_the_chunk_cache_still_moves_on_to_the_threads_read_now(monkeypatch):
+    monkeypatch.setattr(lc, "_serde", _CountingSerde())
+    monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
+    first, second = _packed(6 * lc.CHUNK_RECORDS), roundtrip(_packed(6 * lc.CHUNK_RECORDS))
+    second["sealed"] = [lc._seal(ledger(lc.CHUNK_RECORDS, 1000 * (k + 1))) for k in range(6)]
+    lc._decoded.clear()
+    for value in (first, second, first, second):
+        ledger_from_checkpoint(value)
+    _CountingSerde.decoded = 0
+    assert len(ledger_from_checkpoint(second)) == 6 * lc.CHUNK_RECORDS
+    assert _CountingSerde.decoded == 0  # the thread read last is cached whole
+    ledger_from_checkpoint(first)
+    assert _CountingSerde.decoded <= 6
+
+
+def test_a_record_both_in_a_chunk_and_in_the_tail_keeps_the_tail_s_version_through_updates():
+    stored = _packed(70)
+    newer = rec(5, status="error")
+    stored["tail"] = {f"{5:032x}": newer, **stored["tail"]}  # damage: a sealed record again in the tail
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "runs"
+    channel = spec.from_checkpoint(stored)
+    assert channel.get()[f"{5:032x}"] == newer and len(channel.get()) == 70
+    channel.update([ledger(1, 70)])  # a change elsewhere
+    again = spec.from_checkpoint(roundtrip(channel.checkpoint())).get()
+    assert again[f"{5:032x}"] == newer and list(again) == list(ledger(71))
+
+
+# -- an approval pause inside a child, on a thread whose ledger is sealed --------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_approval_pause_and_resume_on_a_fresh_connection_keep_a_sealed_ledger(mode, tmp_path):
+    from langchain_core.tools import tool
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy (needs approval)."""
+        return f"deployed {target}"
+
+    model = ScriptedChatModel(rules=[
+        ("deploy job", [{"tool_calls": [tool_call("deploy", target="prod")]}, ANSWER]),
+        ("sibling job", [ANSWER]),
+    ], responses=[
+        {"tool_calls": [tool_call("task", description="deploy job", subagent_type="deployer"),
+                        tool_call("task", description="sibling job", subagent_type="general-purpose")]},
+        "parent finished",
+    ])
+
+    def build(saver: Any) -> Any:
+        return create_deep_agent(model, [deploy], checkpointer=saver, subagents=[
+            {"name": "deployer", "description": "deploys", "tools": ["deploy"], "interrupt_on": {"deploy": True}}])
+
+    config = {"configurable": {"thread_id": "ap"}}
+
+    async def go() -> None:
+        async with checkpointer("sqlite", mode, tmp_path) as saver:
+            agent = build(saver)
+            await seed(mode, agent, config, {KEY: ledger(127)})
+            paused = await call(mode, agent, user("go"), config)
+            assert paused["__interrupt__"]
+            during = copy.deepcopy((await state_of(mode, agent, config)).values[KEY])
+        lc._decoded.clear()
+        async with checkpointer("sqlite", mode, tmp_path) as saver:
+            agent = build(saver)
+            assert (await state_of(mode, agent, config)).values[KEY] == during
+            done = await call(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+            shown = (await state_of(mode, agent, config)).values[KEY]
+        assert_plain(done[KEY])
+        assert shown == done[KEY] and list(shown)[:127] == list(ledger(127)) and len(shown) == 129
+        mine = [r for r in shown.values() if r["agent_type"] in ("deployer", "general-purpose")]
+        assert sorted(r["agent_type"] for r in mine) == ["deployer", "general-purpose"]
+        assert all(r["status"] == "completed" for r in mine)
+        assert all(shown[k] == v for k, v in ledger(127).items())
+        sibling = [k for k, r in during.items() if r["agent_type"] == "general-purpose"]
+        assert len(sibling) == 1 and shown[sibling[0]] == during[sibling[0]], "the finished sibling ran once"
+
+    asyncio.run(go())

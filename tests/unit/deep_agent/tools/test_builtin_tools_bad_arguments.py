@@ -1,0 +1,311 @@
+"""The built-in tools given hostile arguments: every failure is a result naming the argument, never a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.tools import builtin_tools
+from helpers import REPO
+from helpers.processes import _alive, _gone_within
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n", encoding="utf-8")
+    os.symlink("loop", root / "loop")  # a symlink to itself: resolving it raises
+    return root
+
+
+def tools(root: Path) -> dict:
+    return {t.name: t for t in builtin_tools(root)}
+
+
+@pytest.mark.parametrize("tool, args, named", [
+    ("Read", {"file_path": "a\x00b"}, "file_path 'a\\x00b': contains a NUL byte"),
+    ("Read", {"file_path": "\ud800"}, "lone surrogate U+D800"),
+    ("Read", {"file_path": "~no-such-user-here/x"}, "file_path '~no-such-user-here/x': cannot be resolved"),
+    ("Read", {"file_path": "x" * 5000}, "Read failed on 'xxx"),
+    ("Write", {"file_path": "a.txt/inner", "content": "x"}, "Write failed on 'a.txt': File exists"),
+    ("Write", {"file_path": "y" * 300, "content": "x"}, "File name too long"),
+    ("Write", {"file_path": "ok.txt", "content": "\ud800"}, "content '\\ud800': holds the lone surrogate"),
+    ("Edit", {"file_path": "a.txt", "old_string": "hello", "new_string": "\udc80"}, "new_string"),
+    ("LS", {"path": "a\x00"}, "path 'a\\x00': contains a NUL byte"),
+    ("Grep", {"pattern": "x", "path": "a\x00"}, "path 'a\\x00': contains a NUL byte"),
+    ("Bash", {"command": "echo a\x00b"}, "command 'echo a\\x00b': contains a NUL byte"),
+])
+def test_a_hostile_argument_is_an_error_result_naming_it(ws, tool, args, named):
+    result = tools(ws)[tool].invoke(args)
+    assert named in result
+
+
+def test_write_keeps_nul_bytes_in_content(ws):
+    assert "Created" in tools(ws)["Write"].invoke({"file_path": "bin.txt", "content": "a\x00b"})
+    assert (ws / "bin.txt").read_bytes() == b"a\x00b"
+
+
+def test_a_permission_error_is_a_result(ws, monkeypatch):
+    (ws / "locked.txt").write_text("x", encoding="utf-8")
+    (ws / "locked.txt").chmod(0)
+    if os.geteuid() == 0:  # root reads every file: the file system must refuse it another way
+        real = os.open
+
+        def refused(path, *args, **kwargs):
+            if Path(path).name == "locked.txt":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", refused)
+    assert "Permission denied" in tools(ws)["Edit"].invoke(
+        {"file_path": "locked.txt", "old_string": "x", "new_string": "y"})
+
+
+def test_glob_and_grep_skip_a_symlink_loop(ws):
+    by_name = tools(ws)
+    assert by_name["Glob"].invoke({"pattern": "*"}) == "a.txt"
+    assert by_name["Grep"].invoke({"pattern": "hello"}) == "a.txt"
+
+
+def test_the_root_run_goes_on_after_a_hostile_call(ws):
+    model = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("Read", file_path="a\x00b"), tool_call("Glob", pattern="*")]}, "done"])
+    agent = create_deep_agent(model, builtin_tools(ws), general_purpose=False)
+    out = agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+    results = {m.name: m for m in out["messages"] if m.type == "tool"}
+    assert results["Read"].status == "error" and "NUL byte" in results["Read"].content
+    assert results["Glob"].content == "a.txt"
+    assert out["messages"][-1].content == "done"
+
+
+def test_bash_keeps_only_what_it_can_show_and_never_loses_the_exit_code(ws):
+    result = tools(ws)["Bash"].invoke({"command": "head -c 1000000 /dev/zero | tr '\\0' a; exit 3"})
+    assert result.endswith("more bytes of output not kept]\n[exit code 3]")
+    assert "[output truncated: " in result and len(result) < 30_200
+
+
+def peak_growth_mb(ws: Path, tool: str, args: dict) -> int:
+    """How much one call grows a fresh process's peak memory, in MB."""
+    script = textwrap.dedent(f"""
+        import resource
+        from deep_agent.tools import builtin_tools
+        tool = {{t.name: t for t in builtin_tools({str(ws)!r})}}[{tool!r}]
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        tool.invoke({args!r})
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """)
+    return int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, timeout=120).stdout)
+
+
+@pytest.mark.server  # starts a Python process of its own
+def test_bash_output_of_hundreds_of_megabytes_costs_no_memory(ws):
+    grown_mb = peak_growth_mb(ws, "Bash", {"command": "head -c 200000000 /dev/zero", "timeout": 60000})
+    assert grown_mb < 50, f"peak memory grew by {grown_mb} MB for a 200 MB output"
+
+
+@pytest.mark.server  # starts a Python process of its own
+def test_reading_the_start_of_a_huge_file_costs_no_memory(ws):
+    with open(ws / "huge.log", "w", encoding="utf-8") as file:
+        file.writelines("x" * 99 + "\n" for _ in range(2_000_000))  # 200 MB
+    grown_mb = peak_growth_mb(ws, "Read", {"file_path": "huge.log", "limit": 5})
+    assert grown_mb < 50, f"peak memory grew by {grown_mb} MB to show 5 lines of a 200 MB file"
+
+
+def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_the_job_keeps_running(ws):
+    from deep_agent.tools.shell import BACKGROUND_NOTE, end_background_jobs
+
+    started = time.monotonic()
+    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo $!; exit 3", "timeout": 20_000})
+    assert time.monotonic() - started < 5, "the call waited for the background job"
+    pid_line, *notes = [line for line in result.splitlines() if line]
+    assert notes == ["[exit code 3]", BACKGROUND_NOTE], result
+    pid = int(pid_line)
+    try:
+        assert _alive(pid), "a job started with & was killed when its command returned"
+    finally:
+        end_background_jobs()
+    assert _gone_within(pid, 5), "the job outlived end_background_jobs"
+
+
+def test_a_background_job_printing_a_lot_after_the_answer_never_blocks_on_the_pipe(ws):
+    from deep_agent.tools.shell import end_background_jobs
+
+    command = "(sleep 0.8; head -c 2000000 /dev/zero; touch finished; sleep 30) & echo started"
+    try:
+        assert tools(ws)["Bash"].invoke({"command": command, "timeout": 20_000}).startswith("started")
+        stop = time.monotonic() + 10
+        while not (ws / "finished").exists() and time.monotonic() < stop:
+            time.sleep(0.05)
+        assert (ws / "finished").exists(), "the job's 2 MB of output filled the pipe and blocked it"
+    finally:
+        end_background_jobs()
+
+
+@pytest.mark.server  # starts a Python process of its own
+def test_jobs_a_command_left_running_end_when_the_process_that_ran_bash_exits(ws):
+    script = textwrap.dedent(f"""
+        from deep_agent.tools import builtin_tools
+        (bash,) = [t for t in builtin_tools({str(ws)!r}) if t.name == "Bash"]
+        print(bash.invoke({{"command": "sleep 60 & echo $!", "timeout": 20000}}).splitlines()[0], flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _gone_within(int(done.stdout.strip()), 5), "a background job outlived the agent process"
+
+
+def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
+    from deep_agent.tools.shell import end_background_jobs
+
+    result = tools(ws)["Bash"].invoke({"command": "(trap '' TERM; sleep 30) & echo $!", "timeout": 20_000})
+    pid = int(result.splitlines()[0])
+    started = time.monotonic()
+    end_background_jobs(grace_s=0.5)
+    assert _gone_within(pid, 5) and time.monotonic() - started < 5
+
+
+def test_jobs_that_ended_by_themselves_are_forgotten(ws):
+    from deep_agent.tools import shell
+
+    bash = tools(ws)["Bash"]
+    for _ in range(4):  # each outlives its command's half-second grace, then ends
+        assert bash.invoke({"command": "sleep 0.8 & echo x", "timeout": 5000}).endswith(shell.BACKGROUND_NOTE)
+    time.sleep(1.0)
+    bash.invoke({"command": "sleep 30 & echo y", "timeout": 5000})
+    try:
+        assert len(shell._LEFT_RUNNING) == 1, "ended jobs (and their buffers) were kept until exit"
+    finally:
+        shell.end_background_jobs()
+
+
+@pytest.mark.parametrize("command", [
+    "sleep 60 > /dev/null 2>&1 & echo $!",  # the usual way to start a server: no pipe held
+    "nohup sleep 60 > server.log 2>&1 & echo $!",
+    "(sleep 0.2; exec >&- 2>&-; sleep 60) & echo $!",  # lets the output go once the answer is given
+])
+def test_jobs_whose_output_does_not_hold_the_answer_are_still_ended_at_exit(ws, command):
+    from deep_agent.tools.shell import BACKGROUND_NOTE, end_background_jobs
+
+    result = tools(ws)["Bash"].invoke({"command": command, "timeout": 20_000})
+    pid = int(result.splitlines()[0])
+    assert result.endswith(BACKGROUND_NOTE), result
+    time.sleep(0.5)
+    assert _alive(pid)
+    end_background_jobs()
+    assert _gone_within(pid, 5), "a job outlived end_background_jobs"
+
+
+@pytest.mark.server  # starts a Python process of its own
+def test_a_group_id_given_to_another_process_since_is_never_signalled(ws):
+    """The noted job has ended and its group id now names someone else's group: leave that group alone."""
+    from deep_agent.tools import shell
+
+    ended = subprocess.Popen(["true"], start_new_session=True)
+    ended.wait()
+    noted = (ended.pid, (shell._stat(os.getpid()) or [b""] * 20)[19])  # a start time of a process now gone
+    victim = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        with shell._left_running_lock:
+            shell._LEFT_RUNNING.append(shell._LeftJobs(victim.pid, [noted], shell._BoundedOutput(victim, 0)))
+        shell.end_background_jobs(grace_s=0.2)
+        assert victim.poll() is None, "end_background_jobs signalled a group that is not ours"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_bash_still_kills_a_command_whose_shell_outlives_its_timeout(ws):
+    result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo started; wait", "timeout": 500})
+    assert result.startswith("started") and result.endswith("[command killed after 0.5s timeout]")
+
+
+def test_a_pipe_in_the_workspace_is_refused_or_skipped_never_waited_on(ws):
+    os.mkfifo(ws / "pipe")  # nothing ever writes to it: opening it would block for good
+    by_name = tools(ws)
+    for tool, args in [("Read", {"file_path": "pipe"}), ("Write", {"file_path": "pipe", "content": "x"}),
+                       ("Edit", {"file_path": "pipe", "old_string": "a", "new_string": "b"})]:
+        assert "is not a regular file" in by_name[tool].invoke(args)
+    assert by_name["Grep"].invoke({"pattern": "hello"}) == "a.txt"
+
+
+def test_read_shows_a_window_of_a_huge_file_without_loading_it(ws):
+    with open(ws / "big.log", "w", encoding="utf-8") as file:
+        file.write("y" * 5_000_000 + "\n")  # one line far longer than the cut
+        file.writelines(f"line {i}\n" for i in range(2, 200_000))
+    read = tools(ws)["Read"]
+    first = read.invoke({"file_path": "big.log", "limit": 2})
+    assert first.endswith(" [line truncated]\n     2\tline 2") and len(first) < 2_100
+    assert read.invoke({"file_path": "big.log", "offset": 199_999}) == "199999\tline 199999"
+    assert read.invoke({"file_path": "big.log", "offset": 300_000}) == "(no lines: big.log has 199999 line(s))"
+    (ws / "crlf.txt").write_bytes(b"one\r\ntwo\rthree\n")
+    assert read.invoke({"file_path": "crlf.txt"}) == "     1\tone\n     2\ttwo\n     3\tthree"
+
+
+def test_a_file_name_that_is_not_utf8_reaches_the_model_as_sendable_text(ws):
+    (ws / "loop").unlink()
+    with open(os.path.join(os.fsencode(ws), b"caf\xe9.txt"), "w", encoding="utf-8") as file:
+        file.write("hello\n")
+    by_name = tools(ws)
+    results = [by_name["LS"].invoke({}), by_name["Glob"].invoke({"pattern": "caf*"}),
+               by_name["Grep"].invoke({"pattern": "hello", "glob": "caf*"})]
+    for result in results:
+        result.encode("utf-8")  # a lone surrogate here would fail the next model request
+        assert "caf\\xe9.txt" in result
+
+
+def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypatch):
+    from deep_agent.tools import search
+
+    monkeypatch.setattr(search, "GREP_SECONDS", 0.5)
+    (ws / "long.txt").write_text("a" * 5000 + "!\n", encoding="utf-8")  # Python's re takes years on this
+    started = time.monotonic()
+    result = tools(ws)["Grep"].invoke({"pattern": "(a|aa)+$", "output_mode": "content"})
+    assert time.monotonic() - started < 10
+    assert "pattern '(a|aa)+$' took more than 0.5 s to match (stopped in long.txt)" in result, result
+    # Ordinary patterns keep Python's syntax and results.
+    assert tools(ws)["Grep"].invoke({"pattern": r"^h(?P<rest>el+)o$", "output_mode": "content"}) == "a.txt:1:hello"
+
+
+def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
+    from deep_agent.tools import search
+
+    monkeypatch.setattr(search, "MAX_GLOB_SCANNED", 5)
+    for i in range(8):
+        (ws / f"f{i}.log").write_text("x", encoding="utf-8")
+    lines = tools(ws)["Glob"].invoke({"pattern": "*.log"}).splitlines()
+    assert len(lines) == 6 and lines[-1].startswith("... [stopped looking after 5 matches"), lines
+    assert len(tools(ws)["Glob"].invoke({"pattern": "f[0-3].log"}).splitlines()) == 4
+
+
+def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monkeypatch):
+    # The file is checked, then swapped for a pipe before it is opened: the open itself must not block.
+    from deep_agent.tools import workspace
+
+    (ws / "swap.txt").write_text("x\n", encoding="utf-8")
+    real = workspace.open_regular
+
+    def swapped(path, *args, **kwargs):
+        if path.name == "swap.txt" and path.is_file():
+            path.unlink()
+            os.mkfifo(path)
+        return real(path, *args, **kwargs)
+
+    for module in ("files", "search"):
+        monkeypatch.setattr(f"deep_agent.tools.{module}.open_regular", swapped)
+    for tool, args in (("Read", {"file_path": "swap.txt"}),
+                       ("Edit", {"file_path": "swap.txt", "old_string": "x", "new_string": "y"}),
+                       ("Write", {"file_path": "swap.txt", "content": "z"})):
+        (ws / "swap.txt").unlink(missing_ok=True)
+        (ws / "swap.txt").write_text("x\n", encoding="utf-8")
+        result = tools(ws)[tool].invoke(args)
+        assert "not a regular file" in result, (tool, result)
