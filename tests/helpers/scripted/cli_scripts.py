@@ -110,3 +110,36 @@ def bash_stubborn_job_then_wait() -> ScriptedChatModel:
 def bash_long_command() -> ScriptedChatModel:
     """The root runs a Bash command that takes 60 s (its shell's pid in job.pid)."""
     return _bash_then_wait("echo $$ > job.pid; sleep 60")
+
+
+def slow_one_edit() -> ScriptedChatModel:
+    """As one_edit, with every model call taking 1.5 s: keys typed at launch arrive well before the prompt."""
+    model = one_edit()
+    model.latency_s = 1.5
+    return model
+
+
+PADDING = "echo " + "harmless " * 60
+HIDDEN_TAIL = "; touch hidden-at-the-end"
+
+
+def padded_bash() -> ScriptedChatModel:
+    """The root runs one Bash command whose dangerous part comes after 500 harmless characters."""
+    return ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("Bash", command=PADDING + HIDDEN_TAIL)]},
+        "Ran it.",
+    ])
+
+
+LONG_ERROR = ("the upstream model refused the request: " + "this part of the reason matters; " * 12
+              + "and this is its very end")
+
+
+def failing_child() -> ScriptedChatModel:
+    """The child's model fails with a long reason (longer than the table and the tree show)."""
+    return ScriptedChatModel(
+        rules=[("Report back", [RuntimeError(LONG_ERROR)])],
+        responses=[{"tool_calls": [tool_call("task", description="Report back.", subagent_type="researcher")]},
+                   "The researcher failed."],
+        default="Done.",
+    )
