@@ -224,6 +224,10 @@ class Budget:
         self.reserved = 0
         self.reserved_usd = 0.0
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
+        # The smallest call refused for want of budget: once what is spent leaves no room for it, the
+        # budget is spent for every purpose (no new delegation starts), though short of its limit.
+        self._smallest_refused: int | None = None
+        self._smallest_refused_usd: float | None = None
 
     def reserve(self, tokens: int, model_name: str | None = None) -> tuple[int, float]:
         """Hold a model call's prompt, in tokens and in dollars, before it starts; or raise :class:`BudgetExceeded`.
@@ -242,12 +246,14 @@ class Budget:
             if (spent := self._spent_error()) is not None:
                 raise spent
             if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
                 raise BudgetExceeded(
                     f"the shared token budget cannot cover another call ({self.tokens} spent, "
                     f"{self.reserved} held by running calls, ~{tokens} more needed, "
                     f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
                 )
             if self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
+                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
                 raise BudgetExceeded(
                     f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
                     f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
@@ -286,6 +292,16 @@ class Budget:
         if self.max_usd is not None and self.usd >= self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
                                   limit=self.max_usd, spent=self.usd, unit="usd")
+        need = self._smallest_refused
+        if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
+            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
+                                  f"too little is left for a call of ~{need})",
+                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
+        need_usd = self._smallest_refused_usd
+        if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
+            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f}: "
+                                  f"too little is left for a call of ~${need_usd:.4f})",
+                                  limit=self.max_usd, spent=self.usd, unit="usd")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -312,6 +328,8 @@ class Budget:
             self.usd = 0.0
             self.reserved = 0
             self.reserved_usd = 0.0
+            self._smallest_refused = None
+            self._smallest_refused_usd = None
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import argparse
 import json
 import threading
@@ -279,3 +281,26 @@ def test_an_unwritable_sessions_dir_costs_the_transcript_not_the_delegation(run,
     assert record["transcript"] is None and "not-a-directory" in record["transcript_error"]
     (message,) = tool_messages(out)
     assert message.status != "error" and "job done" in message.text
+
+
+def test_a_budget_with_no_room_left_for_the_smallest_refused_call_starts_nothing_new():
+    from subagents.errors import BudgetExceeded
+
+    budget = Budget(max_tokens=100)
+    budget.charge(None, 90, 0)
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(20)
+    assert "too little is left for a call of ~20" in (budget.exhausted() or "")
+
+
+def test_a_call_refused_only_for_what_running_calls_hold_leaves_the_budget_open():
+    from subagents.errors import BudgetExceeded
+
+    budget = Budget(max_tokens=100)
+    held = [budget.reserve(40), budget.reserve(40)]
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(40)  # 80 held: refused now, but nothing is spent yet
+    assert budget.exhausted() is None
+    for tokens, usd in held:
+        budget.release(tokens, usd)
+    assert budget.reserve(40) == (40, 0.0)

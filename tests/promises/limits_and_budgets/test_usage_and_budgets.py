@@ -89,7 +89,9 @@ def test_shared_budget_stops_running_children_and_refuses_new_delegations(run):
     assert "no new delegations can start" in refused.content
     child_calls = sum(r["model_calls"] for r in records(out))
     assert child_calls < 3 * 25  # far below what the three loops would have made
-    assert budget.tokens >= 3000
+    # Spent up to the limit, or to where no call of the size the children made fits (a call is refused
+    # when it cannot be covered, so spending may stop a little short of the limit).
+    assert budget.exhausted() is not None
     assert out["messages"][-1].content == "parent done"
 
 
