@@ -41,8 +41,9 @@ LATENCY_S = 0.05  # every reply waits a little, so every read of a connection wa
 class ScriptedChatServer:
     """A threaded OpenAI-compatible server on loopback answering ``/v1/chat/completions`` by script.
 
-    A request offering ``start_async_task`` is the parent's: asked to "start",
-    it starts one background task; after a tool result it says ``STARTED``;
+    A request offering ``start_async_task`` is the parent's: asked to "please
+    start", it starts one background task; once the tool has answered it says
+    ``STARTED`` (even if a notice of the finished task came first);
     otherwise ``CARRIED_ON``. Any other request is a child's: ``CHILD_ANSWER``.
     Streams (``"stream": true``) get the same replies as server-sent events.
     Keep-alive connections, as real servers have.
@@ -67,14 +68,21 @@ class ScriptedChatServer:
                 parent = "start_async_task" in tools
                 with server._lock:
                     server.requests.append({"path": self.path, "parent": parent, "stream": bool(body.get("stream"))})
+                # What the parent has done since it was asked to start (a notice of the finished task may
+                # come before its next call when the child is quick): a tool result, and no answer yet.
+                asked = max((i for i, m in enumerate(body["messages"])
+                             if m["role"] == "user" and "please start" in str(m["content"])), default=-1)
+                since = body["messages"][asked + 1:]
+                started = any(m["role"] == "tool" for m in since) and not any(
+                    m["role"] == "assistant" and not m.get("tool_calls") for m in since)
                 if not parent:
                     reply: dict[str, Any] = {"content": CHILD_ANSWER}
-                elif last["role"] == "user" and "start" in str(last["content"]):
+                elif last["role"] == "user" and "please start" in str(last["content"]):
                     arguments = {"description": "Look it up.", "subagent_type": "general-purpose"}
                     reply = {"tool_calls": [{"id": f"call_{next(call_ids)}", "type": "function",
                                              "function": {"name": "start_async_task",
                                                           "arguments": json.dumps(arguments)}}]}
-                elif last["role"] == "tool":
+                elif started:
                     reply = {"content": STARTED}
                 else:
                     reply = {"content": CARRIED_ON}
