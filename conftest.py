@@ -20,6 +20,8 @@ import os
 import hypothesis.internal.observability  # noqa: F401
 import pytest
 from hypothesis import HealthCheck, settings
+from sybil import Sybil
+from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
 # Hypothesis's timing heuristics measure the machine, not the code: on a loaded machine a strategy
 # that draws in 1 s draws in 7 (the too_slow health check failed there), and an example that runs
@@ -48,11 +50,30 @@ def pytest_configure(config: pytest.Config) -> None:
         del os.environ[name]
 
 
+# Every Python code block of the README and the docs runs, top to bottom, one namespace per file, so
+# an example cannot rot. Context a reader does not need (a model, a tool) comes from an
+# `<!-- invisible-code-block: python -->` just before; a block that cannot run here (a server's own
+# file, a real provider) carries `<!-- skip: next "why" -->`.
+def _restore_cwd(namespace: dict[str, object]) -> None:
+    """A page that works in a folder of its own saves the old one as ``_cwd``: back to it, pass or fail."""
+    if isinstance(saved := namespace.get("_cwd"), str):
+        os.chdir(saved)
+
+
+pytest_collect_file = Sybil(
+    parsers=[PythonCodeBlockParser(), SkipParser()],
+    patterns=["README.md", "docs/*.md"],
+    teardown=_restore_cwd,
+).pytest()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The notebooks nbmake executes are marked ``notebooks`` (``-m notebooks`` runs them alone)."""
+    """Notebooks are marked ``notebooks``, the README's and docs' code blocks ``docs``."""
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker("notebooks")
+        elif item.path.suffix == ".md":
+            item.add_marker("docs")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -17,7 +17,7 @@ For each it prints one JSON line: the modules in the order first entered;
 per module, how many calls came into it from a function of another library
 module (``entries``: the jumps a reader makes following our code) and how
 many came from LangChain or LangGraph (``framework_calls``: channels,
-reducers, callbacks, middleware hooks). The README's Layout section lists the
+reducers, callbacks, middleware hooks). The docs' Layout page (docs/layout.md) lists the
 same modules; a test checks that it does.
 """
 

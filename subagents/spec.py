@@ -57,7 +57,7 @@ from subagents.errors import RemoteConfigError, SpecError, brief
 # told exactly what to change: never a silent accept of an argument that
 # would be ignored. :func:`refuse_deepagents_arguments` raises a
 # ``TypeError`` naming each such argument, with the replacement and a pointer
-# to the README's migration section.
+# to the docs' migration page.
 #
 # Example::
 #
@@ -67,7 +67,7 @@ from subagents.errors import RemoteConfigError, SpecError, brief
 
 
 
-MIGRATION_SECTION = "README.md, 'Migrating from deepagents'"
+MIGRATION_SECTION = "docs/migrating.md"
 
 _INSTEAD: dict[str, dict[str, str]] = {
     "SubAgentMiddleware": {
@@ -643,7 +643,7 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
         raise SpecError(
             f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
             "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
-            "'permission_mode' or 'interrupt_on' (see README.md, 'Migrating from deepagents')"
+            "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
         )
     return {k: v for k, v in value.items() if k != "mode" and k not in unset}
 

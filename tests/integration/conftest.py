@@ -3,7 +3,7 @@
 ``integration/server`` -> ``server``; ``postgres`` -> ``server`` and
 ``postgres``; ``realmodel`` -> ``server`` and ``realmodel``; ``mcp`` ->
 ``server`` and ``mcp``; ``cli`` -> ``cli``; ``bench`` -> ``bench``;
-``notebooks`` -> ``notebooks``.
+``notebooks`` -> ``notebooks``; ``docs`` -> ``docs``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ MARKERS = {
     "cli": ("cli",),
     "bench": ("bench",),
     "notebooks": ("notebooks",),
+    "docs": ("docs",),
 }
 
 

@@ -1,7 +1,7 @@
 """The architecture holds as code: layering, no import cycle, public surfaces.
 
 These read the source; nothing runs. A new file that breaks a rule fails here
-with its name, so the layout the README describes stays true.
+with its name, so the layout the docs describe (docs/layout.md) stays true.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def test_all_is_the_whole_public_surface_sorted_with_no_side_door(package: str) 
 
 
 def _text_files() -> list[Path]:
-    folders = [*PACKAGES, "tests", "bench", "notebooks", ".ci"]
+    folders = [*PACKAGES, "tests", "bench", "notebooks", ".ci", "docs"]
     found = [p for folder in folders for p in (ROOT / folder).rglob("*") if p.is_file()
              and p.suffix in {".py", ".md", ".ipynb", ".toml", ".yaml", ".json", ""}]
     return sorted([*found, *ROOT.glob("*.md"), *ROOT.glob("*.toml"), *ROOT.glob("*.json")])
@@ -237,19 +237,18 @@ def test_every_cross_reference_in_a_docstring_names_something_that_exists() -> N
     assert not broken, broken
 
 
-def _readme_layout_modules() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Layout"):]
+def _layout_page_modules() -> list[str]:
+    section = (ROOT / "docs" / "layout.md").read_text()
     table = section[section.index("| Step | Module |"):]
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     paths = [re.findall(r"`([\w/]+\.py)`", row)[-1] for row in rows]
     return [p.removesuffix(".py").replace("/", ".") for p in paths]
 
 
-def test_one_delegation_crosses_the_modules_the_readme_lists_and_at_most_twelve() -> None:
+def test_one_delegation_crosses_the_modules_the_layout_page_lists_and_at_most_twelve() -> None:
     from bench.trace import background_start_to_notice, first_sync_delegation, trace
 
     sync = trace("sync", first_sync_delegation)
-    assert sync["order"] == _readme_layout_modules()
+    assert sync["order"] == _layout_page_modules()
     assert sync["modules"] <= 12
     assert trace("background", background_start_to_notice)["modules"] <= 18

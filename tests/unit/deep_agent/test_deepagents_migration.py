@@ -28,7 +28,7 @@ from deep_agent.testing import ScriptedChatModel
 def test_subagent_middleware_refuses_deepagents_only_arguments(kwargs, named):
     from deep_agent import SubAgentMiddleware
 
-    with pytest.raises(TypeError, match=rf"SubAgentMiddleware\(\): deepagents' argument '{named}'.*Migrating from deepagents"):
+    with pytest.raises(TypeError, match=rf"SubAgentMiddleware\(\): deepagents' argument '{named}'.*docs/migrating.md"):
         SubAgentMiddleware(subagents=[{"name": "a", "description": "A."}], **kwargs)
 
 
@@ -36,7 +36,7 @@ def test_subagent_middleware_refuses_deepagents_only_arguments(kwargs, named):
 def test_create_deep_agent_refuses_deepagents_only_arguments(argument):
     from deep_agent import create_deep_agent
 
-    with pytest.raises(TypeError, match=rf"create_deep_agent\(\): deepagents' argument '{argument}'.*instead|{argument}.*README"):
+    with pytest.raises(TypeError, match=rf"create_deep_agent\(\): deepagents' argument '{argument}'.*instead|{argument}.*docs/migrating.md"):
         create_deep_agent(ScriptedChatModel(), **{argument: ["/x/"]})
 
 
