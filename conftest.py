@@ -67,13 +67,20 @@ pytest_collect_file = Sybil(
 ).pytest()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Notebooks are marked ``notebooks``, the README's and docs' code blocks ``docs``."""
+    """Notebooks are marked ``notebooks``, the README's and docs' code blocks ``docs``.
+
+    A page's blocks share one namespace, top to bottom, so they must run in one
+    process and in order: each page is one ``xdist_group`` (``--dist loadgroup``
+    sends a group to a single worker, which keeps collection order).
+    """
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker("notebooks")
         elif item.path.suffix == ".md":
             item.add_marker("docs")
+            item.add_marker(pytest.mark.xdist_group(name=f"page:{item.path}"))
 
 
 @pytest.hookimpl(optionalhook=True)
