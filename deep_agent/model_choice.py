@@ -3,7 +3,8 @@
 In order: an explicit ``provider:model`` string; else an OpenAI-compatible
 server (``base_url``/``--base-url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp,
 Ollama; ``OPENAI_MODEL`` or a bare ``--model NAME`` for its model name; no
-key needed on a loopback address); else OpenAI itself (``OPENAI_API_KEY``); else :class:`NoModelConfigured`, whose message says how to configure
+key needed on a loopback address); else OpenAI itself (``OPENAI_API_KEY``);
+else :class:`NoModelConfigured`, whose message says how to configure
 one. ``DEEP_AGENT_SCRIPTED=1`` (or ``--model scripted``) selects the offline
 scripted model of the demo; ``--model scripted:package.module:factory``
 calls ``factory()`` for a scripted model of your own, for tests.
