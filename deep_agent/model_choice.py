@@ -1,9 +1,10 @@
 """Which chat model the CLI and the Studio graph run on.
 
-In order: an explicit ``provider:model`` string; else the environment
-(``OPENAI_API_KEY``, with ``OPENAI_BASE_URL`` for any OpenAI-compatible
-server such as vLLM, llama.cpp or Ollama, and ``OPENAI_MODEL`` for the model
-name); else :class:`NoModelConfigured`, whose message says how to configure
+In order: an explicit ``provider:model`` string; else an OpenAI-compatible
+server (``base_url``/``--base-url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp,
+Ollama; ``OPENAI_MODEL`` or a bare ``--model NAME`` for its model name; no
+key needed on a loopback address); else OpenAI itself (``OPENAI_API_KEY``);
+else :class:`NoModelConfigured`, whose message says how to configure
 one. ``DEEP_AGENT_SCRIPTED=1`` (or ``--model scripted``) selects the offline
 scripted model of the demo; ``--model scripted:package.module:factory``
 calls ``factory()`` for a scripted model of your own, for tests.
@@ -12,6 +13,7 @@ Example::
 
     model = choose_model("openai:gpt-4.1-mini")
     model = choose_model(None, env={"OPENAI_API_KEY": "sk-...", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"})
+    model = choose_model("smollm2", base_url="http://127.0.0.1:8080/v1", timeout=30, retries=1)
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ SCRIPTED = "scripted"
 
 HOW_TO_CONFIGURE = (
     "no chat model is configured. Pass --model provider:name (for example "
-    "--model openai:gpt-4.1-mini), or set OPENAI_API_KEY (plus OPENAI_BASE_URL for an "
-    "OpenAI-compatible server such as vLLM, llama.cpp or Ollama, and OPENAI_MODEL for "
-    "the model name). To try it offline, run: deep-agent demo"
+    "--model openai:gpt-4.1-mini), or set OPENAI_API_KEY, or name an OpenAI-compatible "
+    "server such as vLLM, llama.cpp or Ollama with --base-url URL (or OPENAI_BASE_URL; "
+    "--model NAME or OPENAI_MODEL for the model name; no key needed on a loopback address). "
+    "To try it offline, run: deep-agent demo"
 )
 
 
@@ -43,11 +46,22 @@ def choose_model(
     *,
     timeout: float | None = None,
     max_tokens: int | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    retries: int = 0,
 ) -> Any:
-    """The chat model to run, from ``name`` or the environment.
+    """The chat model to run, from ``name``, ``base_url`` or the environment.
 
-    ``timeout`` (seconds per request) and ``max_tokens`` (output tokens per
-    call) go to the model's constructor when given.
+    ``timeout`` (seconds) bounds one model call *including its retries*: each
+    of the ``retries + 1`` attempts gets ``timeout / (retries + 1)``, so a call
+    never takes much longer than ``timeout`` (LangChain's OpenAI client would
+    otherwise resend a timed-out request twice, silently). ``max_tokens``
+    caps each call's output.
+
+    An OpenAI-compatible server is named by ``base_url`` (or ``OPENAI_BASE_URL``);
+    there ``name`` may be the server's own model name (``smollm2``, or
+    ``openai:smollm2``). Its key is read from ``api_key_env`` (default
+    ``OPENAI_API_KEY``); a server on a loopback address needs none.
     """
     env = os.environ if env is None else env
     if name == SCRIPTED or (name is None and env.get("DEEP_AGENT_SCRIPTED") == "1"):
@@ -56,28 +70,49 @@ def choose_model(
         return demo_model()
     if name and name.startswith(SCRIPTED + ":"):
         return _scripted_factory(name.partition(":")[2])
-    if name:
+    limits = _limits(timeout, max_tokens, retries)
+    server = base_url or env.get("OPENAI_BASE_URL") or None
+    if name and not base_url and (":" in name or not server):
         from langchain.chat_models import init_chat_model
 
         if ":" not in name:
-            raise ValueError(f"--model: expected provider:name (for example openai:gpt-4.1-mini), got {name!r}")
-        return init_chat_model(name, **_limits(timeout, max_tokens))
-    if env.get("OPENAI_API_KEY"):
-        from langchain_openai import ChatOpenAI
+            raise ValueError(f"--model: expected provider:name (for example openai:gpt-4.1-mini), or a server's "
+                             f"model name with --base-url URL, got {name!r}")
+        return init_chat_model(name, **limits)
+    key_name = api_key_env or "OPENAI_API_KEY"
+    key = env.get(key_name)
+    if not key:
+        if api_key_env:
+            raise ValueError(f"--api-key-env {api_key_env}: the variable {api_key_env} is not set")
+        if server is None or not _loopback(server):
+            if server is not None and (base_url or name):
+                raise ValueError(f"--base-url {server}: not a loopback address, so a key is needed: "
+                                 "set OPENAI_API_KEY (or name another variable with --api-key-env NAME)")
+            raise NoModelConfigured(HOW_TO_CONFIGURE)
+        key = "not-needed"  # a local server (llama.cpp, Ollama, vLLM) checks no key; the client wants one
+    from langchain_openai import ChatOpenAI
 
-        return ChatOpenAI(
-            model=env.get("OPENAI_MODEL", DEFAULT_OPENAI_MODEL),
-            base_url=env.get("OPENAI_BASE_URL") or None,
-            api_key=env["OPENAI_API_KEY"],
-            **_limits(timeout, max_tokens),
-        )
-    raise NoModelConfigured(HOW_TO_CONFIGURE)
+    model_name = (name.removeprefix("openai:") if name else None) or env.get("OPENAI_MODEL", DEFAULT_OPENAI_MODEL)
+    return ChatOpenAI(model=model_name, base_url=server, api_key=key, **limits)
 
 
-def _limits(timeout: float | None, max_tokens: int | None) -> dict[str, Any]:
-    limits: dict[str, Any] = {}
+def _loopback(url: str) -> bool:
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:
+    limits: dict[str, Any] = {"max_retries": retries}
     if timeout is not None:
-        limits["timeout"] = timeout
+        limits["timeout"] = timeout / (retries + 1)
     if max_tokens is not None:
         limits["max_tokens"] = max_tokens
     return limits

@@ -148,7 +148,13 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                      "(default: confirm_risky: Write, Edit and Bash ask)")
     run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
     run.add_argument("--timeout", type=_positive(float), default=120.0, metavar="SECONDS",
-                     help="request timeout of the model (default: 120)")
+                     help="bound on one model call, its retries included (default: 120)")
+    run.add_argument("--retries", type=_at_least_zero, default=0, metavar="N",
+                     help="resend a model call that failed transiently up to N times, within --timeout (default: 0)")
+    run.add_argument("--base-url", metavar="URL",
+                     help="an OpenAI-compatible server (llama.cpp, vLLM, Ollama); --model NAME is its model name")
+    run.add_argument("--api-key-env", metavar="NAME",
+                     help="the variable holding the server's key (default: OPENAI_API_KEY; none needed on loopback)")
     run.add_argument("--max-tokens", type=_positive(int), metavar="N", help="output tokens per model call")
     run.add_argument("--budget-tokens", type=_positive(int), metavar="N",
                      help="tokens the whole run may spend; later delegations are refused")
@@ -236,6 +242,16 @@ def _positive(kind: type) -> Any:
         return value
 
     return parse
+
+
+def _at_least_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
 
 
 if __name__ == "__main__":

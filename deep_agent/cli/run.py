@@ -120,7 +120,8 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         lines = [f"{where.get(name, name)}: {problem}" for name, problem in sorted(plan.problems.items())]
         raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files: " + "; ".join(lines))
     try:
-        model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens)
+        model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens,
+                             base_url=args.base_url, api_key_env=args.api_key_env, retries=args.retries)
     except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
         raise UsageError(str(exc)) from None
     notices = [plan.notice] if plan.notice else []
@@ -185,8 +186,9 @@ def _skill_levels(named: list[str] | None) -> list[Any]:
 
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """Profiles naming ``provider:model`` get the run's --timeout and --max-tokens too."""
-    limits = {"timeout": args.timeout, **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
+    """Profiles naming ``provider:model`` get the run's --timeout, --retries and --max-tokens too."""
+    limits = {"timeout": args.timeout / (args.retries + 1), "max_retries": args.retries,
+              **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
     out: dict[str, Any] = {}
     for name, value in profiles.items():
         if isinstance(value, str) and ":" in value:

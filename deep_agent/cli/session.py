@@ -60,14 +60,19 @@ UNKNOWN = "–"
 
 def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, root_model: str | None,
                   prices: Mapping[str, Any] | None, root_seconds: float) -> Table:
-    """The per-agent-type table of one turn."""
+    """The per-agent-type table of one turn.
+
+    The root's ``tasks`` are the tasks it started (every task of the turn: a
+    child cannot delegate); an agent type's are the tasks it ran; ``total``
+    counts each task once.
+    """
     from subagents import cost_of
 
     table = Table(title="summary", title_justify="left")
     for column in ("agent", "tasks", "model calls", "tokens", "time", "cost"):
         table.add_column(column, justify="left" if column == "agent" else "right")
     root_cost = cost_of(prices, root_model, root_usage.get("input_tokens", 0), root_usage.get("output_tokens", 0))
-    lines = [("(root)", 0, root_usage.get("model_calls", 0),
+    lines = [("(root)", len(rows), root_usage.get("model_calls", 0),
               root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_seconds, root_cost)]
     by_type: dict[str, list[TaskRow]] = {}
     for row in rows:
@@ -78,7 +83,7 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
     for agent, tasks, calls, tokens, seconds, cost in lines:
         table.add_row(agent, str(tasks), str(calls), str(tokens), f"{seconds:.1f}s", _cost(cost, prices))
     total_cost = sum(line[5] for line in lines)
-    table.add_row("total", str(sum(line[1] for line in lines)), str(sum(line[2] for line in lines)),
+    table.add_row("total", str(len(rows)), str(sum(line[2] for line in lines)),
                   str(sum(line[3] for line in lines)), f"{root_seconds:.1f}s", _cost(total_cost, prices),
                   style="bold")
     return table

@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
-
 from helpers.graphs import parent_script, records, tool_messages, user
-from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel
 from helpers.local_model import running_local_model
+from langchain_core.callbacks import BaseCallbackHandler
+from langgraph.checkpoint.memory import InMemorySaver
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware
 from middleware.limits import ForcedDelegation
-from subagents import read_transcript
+from subagents import read_transcript, wait_for_background
+from subagents.background import BackgroundRuntime
 
 pytestmark = pytest.mark.realmodel
 
@@ -178,3 +180,47 @@ def test_the_compatible_client_sends_empty_content_and_max_tokens_which_the_serv
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([str(Path(__file__))]))
+
+
+def _background_parent() -> ScriptedChatModel:
+    """Starts one background task to ``alpha`` on a user's first message; answers anything else plainly."""
+    return ScriptedChatModel(
+        rules=[("Background task updates", ["noted"])],
+        responses=[{"tool_calls": [tool_call("start_async_task", description="Greet Ann.", subagent_type="alpha")]},
+                   "started"],
+        default="parent carried on",
+    )
+
+
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+def test_a_background_child_on_the_server_completes_and_the_parents_next_turn_runs(local_model, mode):  # noqa: F811
+    """The child calls llama.cpp's server from the background runtime's loop, with a client of that loop."""
+    runtime = BackgroundRuntime()
+    agent = create_deep_agent(_background_parent(), subagents=_specs(local_model.chat_model(max_tokens=8)),
+                              general_purpose=False, background=True, background_runtime=runtime,
+                              checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"bg-{mode}"}}
+
+    async def turn(text: str) -> dict[str, Any]:
+        if mode == "invoke":
+            return await asyncio.to_thread(agent.invoke, user(text), config)
+        last: dict[str, Any] = {}
+        async for kind, chunk in agent.astream(user(text), config, stream_mode=["messages", "values"]):
+            if kind == "values":
+                last = chunk
+        return last
+
+    async def rounds() -> tuple[dict[str, Any], dict[str, Any]]:
+        first = await turn("start it")
+        assert await asyncio.to_thread(wait_for_background, first["async_tasks"], 120.0)
+        return first, await turn("anything new?")
+
+    try:
+        first, after = asyncio.run(rounds())
+    finally:
+        runtime.close()
+    assert first["messages"][-1].text == "started"
+    [record] = after["async_tasks"].values()
+    assert record["status"] == "completed", record
+    assert record["input_tokens"] > 0 and record["result"]  # the server's counts and answer
+    assert after["messages"][-1].text in {"parent carried on", "noted"}

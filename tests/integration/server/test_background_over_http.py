@@ -13,130 +13,21 @@ through ``invoke``, ``ainvoke``, ``stream`` and ``astream``.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from helpers.background import started_ids, wait_for
+from helpers.chat_server import CARRIED_ON, CHILD_ANSWER, STARTED, ScriptedChatServer
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers.background import started_ids, wait_for
 from deep_agent import create_deep_agent
 from deep_agent.openai_compatible import OpenAICompatibleChat
 from subagents.background import BackgroundRuntime
 
 pytestmark = pytest.mark.server
-
-CHILD_ANSWER = "The child's answer, from the server."
-STARTED = "Started it."
-CARRIED_ON = "Nothing else to do."
-LATENCY_S = 0.05  # every reply waits a little, so every read of a connection waits on its loop
-
-
-class ScriptedChatServer:
-    """A threaded OpenAI-compatible server on loopback answering ``/v1/chat/completions`` by script.
-
-    A request offering ``start_async_task`` is the parent's: asked to "please
-    start", it starts one background task; once the tool has answered it says
-    ``STARTED`` (even if a notice of the finished task came first);
-    otherwise ``CARRIED_ON``. Any other request is a child's: ``CHILD_ANSWER``.
-    Streams (``"stream": true``) get the same replies as server-sent events.
-    Keep-alive connections, as real servers have.
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
-        call_ids = itertools.count(1)
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-                tools = {t["function"]["name"] for t in body.get("tools") or []}
-                last = body["messages"][-1]
-                parent = "start_async_task" in tools
-                with server._lock:
-                    server.requests.append({"path": self.path, "parent": parent, "stream": bool(body.get("stream"))})
-                # What the parent has done since it was asked to start (a notice of the finished task may
-                # come before its next call when the child is quick): a tool result, and no answer yet.
-                asked = max((i for i, m in enumerate(body["messages"])
-                             if m["role"] == "user" and "please start" in str(m["content"])), default=-1)
-                since = body["messages"][asked + 1:]
-                started = any(m["role"] == "tool" for m in since) and not any(
-                    m["role"] == "assistant" and not m.get("tool_calls") for m in since)
-                if not parent:
-                    reply: dict[str, Any] = {"content": CHILD_ANSWER}
-                elif last["role"] == "user" and "please start" in str(last["content"]):
-                    arguments = {"description": "Look it up.", "subagent_type": "general-purpose"}
-                    reply = {"tool_calls": [{"id": f"call_{next(call_ids)}", "type": "function",
-                                             "function": {"name": "start_async_task",
-                                                          "arguments": json.dumps(arguments)}}]}
-                elif started:
-                    reply = {"content": STARTED}
-                else:
-                    reply = {"content": CARRIED_ON}
-                time.sleep(LATENCY_S)
-                data, kind = (_events(reply), "text/event-stream") if body.get("stream") else \
-                    (_completion(reply), "application/json")
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", kind)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except ConnectionError:  # the client gave up on this connection (the failure under test)
-                    self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def child_requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r for r in self.requests if not r["parent"]]
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-def _finish(reply: dict[str, Any]) -> str:
-    return "tool_calls" if "tool_calls" in reply else "stop"
-
-
-def _completion(reply: dict[str, Any]) -> bytes:
-    message = {"role": "assistant", "content": reply.get("content"), **({"tool_calls": reply["tool_calls"]}
-                                                                       if "tool_calls" in reply else {})}
-    return json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
-                       "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-                       "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}).encode()
-
-
-def _events(reply: dict[str, Any]) -> bytes:
-    delta: dict[str, Any] = {"role": "assistant"}
-    if "content" in reply:
-        delta["content"] = reply["content"]
-    if "tool_calls" in reply:
-        delta["tool_calls"] = [{"index": 0, **reply["tool_calls"][0]}]
-    chunks = [{"index": 0, "delta": delta, "finish_reason": None},
-              {"index": 0, "delta": {}, "finish_reason": _finish(reply)}]
-    events = [json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-                          "model": "scripted", "choices": [c]}) for c in chunks]
-    return "".join(f"data: {e}\n\n" for e in [*events, "[DONE]"]).encode()
-
 
 @pytest.fixture
 def server() -> Iterator[ScriptedChatServer]:

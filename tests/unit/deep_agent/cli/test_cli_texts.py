@@ -53,3 +53,20 @@ def test_a_long_text_is_cut_at_a_word_and_says_where_the_rest_is():
 def test_the_approval_text_holds_every_argument_whole():
     command = "echo " + "x" * 5000 + "; rm -rf build"
     assert describe_call("root", "Bash", {"command": command}).endswith("; rm -rf build")
+
+
+def test_the_summary_counts_the_roots_delegations_and_each_task_once():
+    from rich.console import Console
+
+    from deep_agent.cli.session import summary_table
+    from deep_agent.cli.store import TaskRow
+
+    rows = [TaskRow(id="a", kind="task", agent_type="editor", status="completed", model_calls=2),
+            TaskRow(id="b", kind="task", agent_type="editor", status="error", model_calls=1),
+            TaskRow(id="c", kind="background", agent_type="surveyor", status="completed", model_calls=1)]
+    table = summary_table(rows, {"model_calls": 3}, root_model=None, prices=None, root_seconds=1.0)
+    console = Console(width=120, record=True)
+    console.print(table)
+    lines = {line.split()[1]: line.split()[3] for line in console.export_text().splitlines()
+             if line.startswith("│")}
+    assert lines == {"(root)": "3", "editor": "2", "surveyor": "1", "total": "3"}  # root: was 0; total: was 3 too

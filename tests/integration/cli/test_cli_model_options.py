@@ -1,0 +1,89 @@
+"""``deep-agent run --base-url``, ``--api-key-env``, ``--timeout`` and ``--retries`` against real HTTP servers.
+
+A local server needs no key; ``--timeout`` bounds a model call with its
+retries (LangChain's OpenAI client used to resend a timed-out request twice,
+silently: three requests and three timeouts per call); ``--retries N`` resends
+N times within that bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from helpers.chat_server import CARRIED_ON, ScriptedChatServer
+from helpers.cli import cli
+
+
+class SilentServer:
+    """Accepts every request and never answers (until closed): each request is counted."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.closing = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                server.requests += 1
+                server.closing.wait(60)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    server = SilentServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedChatServer]:
+    server = ScriptedChatServer()
+    yield server
+    server.close()
+
+
+def test_a_local_server_by_base_url_needs_no_key_and_takes_a_bare_model_name(scripted, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    run = cli("run", "hello", "--base-url", scripted.url, "--model", "smollm2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert CARRIED_ON in run.stdout
+    assert scripted.requests, "the run never reached the server"
+
+
+def test_a_missing_key_variable_is_a_bad_argument_naming_it(scripted, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    run = cli("run", "hello", "--base-url", scripted.url, "--api-key-env", "TEAM_LLM_KEY", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "--api-key-env TEAM_LLM_KEY: the variable TEAM_LLM_KEY is not set" in run.stderr
+    assert not scripted.requests
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_the_timeout_bounds_a_call_with_its_retries(silent, tmp_path: Path, retries: int) -> None:
+    (tmp_path / "home").mkdir()
+    started = time.monotonic()
+    run = cli("run", "hello", "--base-url", silent.url, "--timeout", "2", "--retries", str(retries), cwd=tmp_path)
+    took = time.monotonic() - started
+    assert run.returncode != 0
+    assert "timed out" in (run.stdout + run.stderr).lower(), run.stdout + run.stderr
+    assert silent.requests == retries + 1  # before: 3 requests of the full timeout each, whatever was asked
+    assert took < 2 * 10  # start-up included, on a loaded machine; three full timeouts would still pass 6 s
