@@ -408,7 +408,9 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
     if kind == "checkpoint":
         saved = None
         if checkpointer is not None:
-            saved = checkpointer.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ref}})
+            # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
+            key = None if thread_id is None else str(thread_id)
+            saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
         if saved is None:
             raise LookupError(f"task {task_id!r}: no child checkpoint at namespace {ref!r}")
         return list(saved.checkpoint["channel_values"].get("messages", []))

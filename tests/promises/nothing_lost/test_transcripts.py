@@ -66,6 +66,21 @@ async def test_transcript_from_the_parents_checkpointer(mode, kind, tmp_path):
         assert [m.type for m in out["messages"]] == ["human", "ai", "tool", "ai"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("thread_id", [uuid.UUID(int=7), 42], ids=["uuid", "int"])
+async def test_transcript_reads_back_for_a_non_text_thread_id(mode, kind, thread_id, tmp_path):
+    # LangGraph stores a thread under the text form of its id; the reader must look it up the same way.
+    async with checkpointer(kind, mode, tmp_path) as saver:
+        agent = create_deep_agent(scripted(), [lookup], checkpointer=saver)
+        config = {"configurable": {"thread_id": thread_id}}
+        out = await call(mode, agent, user("go"), config)
+        (record,) = records(out)
+        assert record["transcript"].startswith("checkpoint:tools:")
+        messages = await asyncio.to_thread(get_transcript, agent, config, record["id"])
+        assert_child_history(messages)
+
+
 def test_transcript_without_a_checkpointer_is_kept_in_memory(run):
     agent = create_deep_agent(scripted(), [lookup])
     out = run(agent, user("go"))
