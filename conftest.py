@@ -2,11 +2,11 @@
 
 Exporting ``OPENAI_API_KEY`` (or ``OPENAI_BASE_URL``, an Anthropic or Google
 key, LangSmith tracing...) must never make ``pytest`` go online: the tests,
-the CLI subprocesses they start and the notebook kernels nbmake launches all
+the CLI subprocesses they start and the notebook kernels they launch all
 inherit this process's environment, and all of them pick a real model or
 send traces when such a variable is set. So they are removed before anything
 runs. This file sits at the top of the repository so it applies whichever
-paths pytest is given (``tests/``, ``notebooks/`` or one file).
+paths pytest is given (``tests/``, ``docs/`` or one file).
 """
 
 from __future__ import annotations
@@ -69,16 +69,14 @@ pytest_collect_file = Sybil(
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Notebooks are marked ``notebooks``, the README's and docs' code blocks ``docs``.
+    """The README's and docs' code blocks are marked ``docs``.
 
     A page's blocks share one namespace, top to bottom, so they must run in one
     process and in order: each page is one ``xdist_group`` (``--dist loadgroup``
     sends a group to a single worker, which keeps collection order).
     """
     for item in items:
-        if item.path.suffix == ".ipynb":
-            item.add_marker("notebooks")
-        elif item.path.suffix == ".md":
+        if item.path.suffix == ".md":
             item.add_marker("docs")
             item.add_marker(pytest.mark.xdist_group(name=f"page:{item.path}"))
 

@@ -1,6 +1,7 @@
 """Fixtures for every test, registered here and defined in ``helpers/``; the markers that follow from them.
 
-Nothing else lives here: helpers are imported explicitly from ``helpers``.
+Nothing else lives here but the one command-line option, ``--refresh-notebooks``
+(``integration/notebooks``): helpers are imported explicitly from ``helpers``.
 A test that asks for a server fixture is marked for it (``server``,
 ``postgres``, ``realmodel``) and, under pytest-xdist's ``--dist loadgroup``,
 runs on the worker that already has that server, so a session starts each
@@ -16,6 +17,13 @@ from helpers.graphs import Runner
 from helpers.local_model import local_model  # noqa: F401 - registers the fixture
 from helpers.postgres import postgres_server, postgres_url  # noqa: F401 - registers the fixtures
 from helpers.server import langgraph_server, own_langgraph_server  # noqa: F401 - registers the fixtures
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--refresh-notebooks", action="store_true",
+        help="write each notebook's fresh outputs into it where they differ from the committed ones",
+    )
 
 
 @pytest.fixture(params=["sync", "async"])

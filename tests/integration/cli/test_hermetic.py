@@ -66,7 +66,8 @@ def test_exported_keys_do_not_take_the_tests_or_notebooks_online():
     """A real notebook (it switches to a real model when OPENAI_API_KEY is set) and this file's check pass."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "notebooks/01_quickstart.ipynb",
+         "tests/integration/notebooks/test_notebooks_fresh.py::"
+         "test_a_notebook_executed_afresh_prints_what_it_was_committed_with[01_quickstart]",
          "tests/integration/cli/test_hermetic.py::test_the_test_run_sees_no_provider_keys_or_endpoints"],
         env=trap_environment(), cwd=ROOT, capture_output=True, text=True, timeout=300,
     )

@@ -1,7 +1,7 @@
 """The notebooks read well on GitHub: prose between the cells, committed with a scripted run's outputs.
 
-nbmake (in the test command) re-executes each notebook; these checks are
-about the committed file a reader sees without running anything.
+``test_notebooks_fresh.py`` re-executes each notebook and compares its outputs;
+these checks are about the committed file a reader sees without running anything.
 """
 
 from __future__ import annotations
