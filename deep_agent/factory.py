@@ -40,6 +40,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
+from deep_agent.state import DeepAgentState
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from middleware.limits import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.task_tool import check_ledger_fields, with_text_appended
@@ -229,7 +230,8 @@ def create_deep_agent(
     stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
              *_root_turn_limit(max_root_turns, middleware), delegation, *extra]
     return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
-                        middleware=stack, response_format=response_format, state_schema=state_schema,
+                        middleware=stack, response_format=response_format,
+                        state_schema=state_schema if state_schema is not None else DeepAgentState,
                         context_schema=context_schema, checkpointer=checkpointer, store=store,
                         interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
                         name=name, cache=cache)
