@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
+    from deep_agent.state import DeepAgentState as DeepAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
     from subagents.spec import AsyncSubAgent as AsyncSubAgent
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
+    "DeepAgentState": "deep_agent.state",
     "SubAgentMiddleware": "middleware",
     "CompiledSubAgent": "subagents.spec",
     "CompiledSubagent": "subagents",
