@@ -89,3 +89,24 @@ class DeepAgentState(AgentState[Any]):
     messages: Required[Annotated[
         list[AnyMessage], DeltaChannel(apply_message_writes, snapshot_frequency=SNAPSHOT_EVERY)
     ]]
+
+
+def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
+    """The ``messages`` of a saved checkpoint tuple, whether stored whole or as deltas.
+
+    A checkpoint of a :class:`DeepAgentState` thread holds ``messages`` only
+    at a snapshot; in between, the value is the last snapshot plus the writes
+    since, which the saver's ``get_delta_channel_history`` returns. Use this to
+    read a thread straight from a checkpointer, without building the graph::
+
+        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+        messages = saved_messages(saver, saved)
+    """
+    channel = DeltaChannel(apply_message_writes, list, snapshot_frequency=SNAPSHOT_EVERY)
+    stored = saved.checkpoint["channel_values"].get("messages")
+    if stored is not None:
+        return list(channel.from_checkpoint(stored).get())
+    history = saver.get_delta_channel_history(config=saved.config, channels=["messages"])["messages"]
+    restored = channel.from_checkpoint(history.get("seed"))
+    restored.replay_writes(history["writes"])
+    return list(restored.get())

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from deep_agent.cli.errors import with_hint
+from deep_agent.state import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.errors import SubagentsError
 from subagents.ledger import ledger_from_checkpoint
@@ -241,6 +242,7 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     if saved is None:
         raise LookupError(f"no thread {thread_id!r} in the state store")
     values = dict(saved.checkpoint["channel_values"])
+    values["messages"] = saved_messages(saver, saved)
     for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
         if key in values:
             values[key] = ledger_from_checkpoint(values[key])

@@ -29,9 +29,12 @@ def thread_messages(state: Path, thread: str) -> list:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from deep_agent.state import saved_messages
+
     with sqlite3.connect(state / "state.sqlite") as conn:
-        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    return list(saved.checkpoint["channel_values"].get("messages") or [])
+        saver = SqliteSaver(conn)
+        saved = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        return saved_messages(saver, saved) if saved else []
 
 
 def test_a_pending_approval_without_a_terminal_is_an_error_naming_the_tool(project):

@@ -26,12 +26,16 @@ from subagents.background.remote import RemoteClientPool, shared_client_pool
 from subagents.background.remote import ServerHealth
 from subagents.spec import RemoteConfigError
 
-_RT = BackgroundRuntime()
-"""One runtime for the direct runner calls of this module (closed at the end)."""
+_RT: BackgroundRuntime
+"""One runtime for the direct runner calls of this module, opened and closed by the fixture below."""
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _close_runtime() -> Any:
+def _runtime() -> Any:
+    # Under xdist a worker may run this module's tests in several stretches, tearing the
+    # module fixture down between them: each stretch opens a runtime of its own.
+    global _RT
+    _RT = BackgroundRuntime()
     yield
     _RT.close()
 

@@ -14,7 +14,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from deep_agent import create_deep_agent
-from deep_agent.state import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes
+from deep_agent.cli.store import read_thread
+from deep_agent.state import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 
@@ -101,6 +102,12 @@ def test_a_long_thread_stores_its_conversation_as_changes_and_reads_it_back_whol
     assert holding <= updates // SNAPSHOT_EVERY + 1, f"{holding} of {len(rows)} checkpoints hold the whole conversation"
     with sqlite3.connect(path, check_same_thread=False) as conn:
         reread = _delegating_agent(SqliteSaver(conn)).get_state(config).values["messages"]
+        # Read without the graph, as `deep-agent tasks` does: the deltas are replayed onto the last snapshot.
+        saver = SqliteSaver(conn)
+        latest = saver.get_tuple({"configurable": {"thread_id": "long", "checkpoint_ns": ""}})
+        assert "messages" not in latest.checkpoint["channel_values"]
+        assert _contents(saved_messages(saver, latest)) == _contents(reread)
+        assert _contents(read_thread(saver, "long")["messages"]) == _contents(reread)
     assert len(reread) == 4 * runs
     assert _contents(reread) == _contents(last["messages"])
     assert [m.text for m in reread[-4:]] == ["please delegate", "", reread[-2].text, "finished"]
