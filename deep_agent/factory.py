@@ -28,6 +28,7 @@ Subagents can also be markdown agent files, with skills and model profiles::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -40,20 +41,27 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
+from deep_agent.deepagents_compat import DEFAULT_MODEL, MODEL_NONE_WARNING, deepagents_root_middleware
 from deep_agent.state import DeepAgentState
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from middleware.limits import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.task_tool import check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
-from subagents.boundary import parent_state_schemas, private_state_keys, tool_name
+from subagents.boundary import is_forbidden_tool, parent_state_schemas, private_state_keys, tool_name
 from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DelegationSettings
-from subagents.spec import is_async_spec, refuse_deepagents_arguments
+from subagents.spec import is_async_spec
 
 
-def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
-    """A ``"provider:model"`` string through ``init_chat_model``, or the model itself."""
+def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
+    """A ``"provider:model"`` string through ``init_chat_model``, or the model itself.
+
+    ``None`` is deepagents' deprecated default: its model, with a ``DeprecationWarning``.
+    """
+    if model is None:
+        warnings.warn(MODEL_NONE_WARNING, DeprecationWarning, stacklevel=3)
+        model = DEFAULT_MODEL
     if isinstance(model, str):
         from langchain.chat_models import init_chat_model
 
@@ -66,7 +74,7 @@ def resolve_root_model(model: str | BaseChatModel) -> BaseChatModel:
 
 
 def create_deep_agent(
-    model: str | BaseChatModel,
+    model: str | BaseChatModel | None = None,
     tools: Sequence[Any] | None = (),
     *,
     subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
@@ -109,10 +117,10 @@ def create_deep_agent(
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     cache: BaseCache[Any] | None = None,
-    backend: object = None,
-    memory: object = None,
-    permissions: object = None,
-    skills: object = None,
+    backend: Any = None,
+    memory: Sequence[str] | None = None,
+    permissions: Sequence[Any] | None = None,
+    skills: Sequence[str] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
@@ -169,9 +177,15 @@ def create_deep_agent(
 
     Specs with ``graph_id`` (deepagents' ``AsyncSubAgent``: ``name``,
     ``description``, ``graph_id``, ``url``, optional ``headers``) in
-    ``subagents`` go to the background tools. deepagents-only arguments
-    (``backend``, ``memory``, ``permissions``, ``skills``) raise a
-    ``TypeError`` saying what to write instead.
+    ``subagents`` go to the background tools.
+
+    deepagents' ``backend``, ``skills`` (backend paths), ``memory`` and
+    ``permissions`` compose deepagents' own ``FilesystemMiddleware``,
+    ``SkillsMiddleware`` and ``MemoryMiddleware`` at the front of the
+    root's stack (``StateBackend`` when only the others are given); they
+    need the ``deepagents`` extra (see :mod:`deep_agent.deepagents_compat`).
+    Children inherit the tools of the root's tool node, middleware-provided
+    ones included, with the state keys those tools declare.
         force_delegation, max_delegations: the first model call of each
             turn must call ``task``; at most this many ``task`` calls per
             run. See :class:`middleware.SubAgentMiddleware`.
@@ -188,11 +202,12 @@ def create_deep_agent(
     grouped once into a :class:`subagents.settings.DelegationSettings`, which
     the middlewares and runners below take whole.
     """
-    # deepagents' own arguments: refused with what to write instead, unless left unset (None).
-    refuse_deepagents_arguments("create_deep_agent", {"backend": backend, "memory": memory,
-                                                      "permissions": permissions, "skills": skills})
     # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
+    # deepagents' file tools, skills and memory: its own middleware, first in the stack as in deepagents.
+    files = deepagents_root_middleware(backend=backend, skills=skills, memory=memory, permissions=permissions,
+                                       existing=middleware)
+    middleware = [*files, *middleware]
     root_model = resolve_root_model(model)
     settings = DelegationSettings.from_arguments("create_deep_agent", dict(
         agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
@@ -213,8 +228,10 @@ def create_deep_agent(
     specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
+    # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
+    # tools), the same rule as SubAgentMiddleware in a plain create_agent.
     delegation = SubAgentMiddleware(
-        specs, model=root_model, tools=tools, model_middleware=middleware, private_state_keys=private,
+        specs, model=root_model, tools=None, model_middleware=middleware, private_state_keys=private,
         build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
     )
@@ -223,7 +240,7 @@ def create_deep_agent(
         from middleware import BackgroundSubagentMiddleware
 
         extra.append(BackgroundSubagentMiddleware(
-            [*specs, *settings.background.subagents], model=root_model, tools=tools, model_middleware=middleware,
+            [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=middleware,
             private_state_keys=private,
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
         ))
@@ -283,9 +300,11 @@ def _root_approval(
     """The parent's own tools follow the policy its children inherit."""
     if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
         return []  # the caller's own approval middleware decides for the root
+    # The middleware's tools too (deepagents' file tools): the root's tool node holds them.
+    middleware_tools = [t for mw in middleware for t in getattr(mw, "tools", None) or () if not is_forbidden_tool(t)]
     rules = approval_rules(
         options.permission_mode,
-        [tool_name(t) for t in tools],
+        [tool_name(t) for t in [*tools, *middleware_tools]],
         risky_tools=options.risky_tools,
         interrupt_on=options.interrupt_on,
     )

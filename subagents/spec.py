@@ -80,24 +80,6 @@ _INSTEAD: dict[str, dict[str, str]] = {
             "build_options=BuildOptions(state_schemas=(MyState,))"
         ),
     },
-    "create_deep_agent": {
-        "backend": (
-            "there is no file backend here: pass the file tools you want in tools= "
-            "(children inherit them); drop backend="
-        ),
-        "memory": (
-            "memory files are not loaded into the prompt: read them yourself and add "
-            "the text to system_prompt="
-        ),
-        "permissions": (
-            "use permission_mode= and risky_tools= (or interrupt_on=) for approvals, and "
-            "a spec's tools/disallowed_tools to limit what a child can reach"
-        ),
-        "skills": (
-            "pass skill folders as skills_dirs=[...] (first folder wins per name); a "
-            "subagent spec's own skills= accepts folders and names"
-        ),
-    },
 }
 
 

@@ -48,23 +48,6 @@ def test_a_spec_takes_deepagents_defaults(extra):
     assert task_result(agent).strip() == ANSWER.strip()
 
 
-class _Backend:
-    """Any backend object, with a repr that is the same in every process (test ids must not hold an address)."""
-
-    def __repr__(self) -> str:
-        return "<a backend>"
-
-
-@pytest.mark.parametrize("arguments, named", [
-    ({"backend": _Backend()}, "'backend'"), ({"memory": ["AGENTS.md"]}, "'memory'"),
-    ({"permissions": [{"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}, "'permissions'"),
-    ({"skills": ["/skills/"]}, "'skills'"),
-], ids=repr)
-def test_a_deepagents_argument_that_asks_for_something_is_still_refused(arguments, named):
-    with pytest.raises(TypeError, match=named):
-        create_deep_agent(delegating_model(), subagents=[helper()], **arguments)
-
-
 def test_the_middleware_takes_none_for_its_lists():
     mw = SubAgentMiddleware(subagents=None, private_state_keys=None, general_purpose=False)
     assert mw.tools == []

@@ -32,14 +32,6 @@ def test_subagent_middleware_refuses_deepagents_only_arguments(kwargs, named):
         SubAgentMiddleware(subagents=[{"name": "a", "description": "A."}], **kwargs)
 
 
-@pytest.mark.parametrize("argument", ["backend", "memory", "permissions", "skills"])
-def test_create_deep_agent_refuses_deepagents_only_arguments(argument):
-    from deep_agent import create_deep_agent
-
-    with pytest.raises(TypeError, match=rf"create_deep_agent\(\): deepagents' argument '{argument}'.*instead|{argument}.*docs/migrating.md"):
-        create_deep_agent(ScriptedChatModel(), **{argument: ["/x/"]})
-
-
 def test_unknown_keyword_is_still_a_type_error():
     from deep_agent import SubAgentMiddleware
 

@@ -1,0 +1,136 @@
+"""deepagents' file tools, skills, memory and permissions for the root, from deepagents itself.
+
+``create_deep_agent(backend=, skills=, memory=, permissions=)`` takes
+deepagents' arguments and composes deepagents' own maintained middleware
+(``FilesystemMiddleware``, ``SkillsMiddleware``, ``MemoryMiddleware``) into
+the root's stack, rather than a rewrite of them; delegation stays ours.
+They need the ``deepagents`` extra (``pip install
+"governed-subagents[deepagents]"``); without it, asking for any of them is
+an error that says so.
+
+Children inherit the tools these middleware give the root, by the one rule
+every ``task`` child follows: a child inherits the tools of the parent's
+tool node (minus the delegation tools), with the state keys those tools
+declare (``files`` for the file tools, shared both ways). The middleware's
+own prompt text and hooks stay with the root.
+
+Example::
+
+    from deepagents.backends import FilesystemBackend
+
+    agent = create_deep_agent(model, backend=FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
+                              skills=["/skills/"], permissions=[{"operations": ["write"], "paths": ["/**"],
+                                                                 "mode": "deny"}])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]"'
+"""What to run to get deepagents' middleware."""
+
+DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
+"""deepagents' default model, used (with its deprecation warning) when ``model=None``."""
+
+MODEL_NONE_WARNING = (
+    "Passing `model=None` to `create_deep_agent` is deprecated, as in deepagents: its default "
+    f"({DEFAULT_MODEL}) is used. Specify a model explicitly (e.g. 'openai:gpt-4.1-mini')."
+)
+
+
+class MissingExtraError(ImportError):
+    """An argument needs an optional dependency that is not installed.
+
+    Attributes:
+        arguments: the arguments that asked for it.
+        extra: the extra to install.
+    """
+
+    def __init__(self, where: str, arguments: Sequence[str], extra: str = "deepagents") -> None:
+        self.arguments, self.extra = tuple(arguments), extra
+        names = ", ".join(repr(a) for a in arguments)
+        super().__init__(
+            f"{where}(): argument {names} uses deepagents' middleware, which is not installed: "
+            f'pip install "governed-subagents[{extra}]"'
+        )
+
+
+def _given(value: Any) -> bool:
+    return value is not None and not (isinstance(value, (list, tuple, set, frozenset)) and not value)
+
+
+def deepagents_root_middleware(
+    *,
+    backend: Any = None,
+    skills: Sequence[str] | None = None,
+    memory: Sequence[str] | None = None,
+    permissions: Sequence[Any] | None = None,
+    existing: Sequence[Any] = (),
+) -> list[Any]:
+    """deepagents' middleware for what was asked, in deepagents' order; ``[]`` when nothing was.
+
+    ``backend`` defaults to deepagents' ``StateBackend`` (the ``files`` state
+    key). A middleware of the same name in ``existing`` (the caller's own
+    ``middleware=``) wins, as in deepagents, and is not added twice.
+    ``permissions`` are ``FilesystemPermission`` rules or dicts of their fields.
+
+    Raises:
+        MissingExtraError: deepagents is not installed.
+        ValueError: a permission rule is malformed or asks for ``"interrupt"``.
+    """
+    asked = [name for name, value in (("backend", backend), ("skills", skills), ("memory", memory),
+                                      ("permissions", permissions)) if _given(value)]
+    if not asked:
+        return []
+    try:
+        from deepagents.backends import StateBackend
+        from deepagents.middleware.filesystem import FilesystemMiddleware
+        from deepagents.middleware.memory import MemoryMiddleware
+        from deepagents.middleware.skills import SkillsMiddleware
+    except ImportError:
+        raise MissingExtraError("create_deep_agent", asked) from None
+    store = backend if backend is not None else StateBackend()
+    taken = {getattr(mw, "name", None) for mw in existing}
+    stack: list[Any] = []
+    if FilesystemMiddleware.__name__ not in taken:
+        stack.append(FilesystemMiddleware(backend=store, permissions=_permissions(permissions)))
+    if _given(skills) and SkillsMiddleware.__name__ not in taken:
+        stack.append(SkillsMiddleware(backend=store, sources=list(_paths("skills", skills))))
+    if _given(memory) and MemoryMiddleware.__name__ not in taken:
+        stack.append(MemoryMiddleware(backend=store, sources=list(_paths("memory", memory)), add_cache_control=True))
+    return stack
+
+
+def _paths(argument: str, value: Any) -> Sequence[str]:
+    if isinstance(value, str) or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
+                         f"got {type(value).__name__}")
+    return list(value)
+
+
+def _permissions(rules: Sequence[Any] | None) -> list[Any] | None:
+    """Rules as ``FilesystemPermission`` objects; an ``interrupt`` rule is refused with what to write."""
+    if not _given(rules):
+        return None
+    from deepagents.middleware.filesystem import FilesystemPermission
+
+    out = []
+    for i, rule in enumerate(rules or ()):
+        if isinstance(rule, Mapping):
+            try:
+                rule = FilesystemPermission(**rule)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"create_deep_agent(): argument 'permissions', item {i}: {exc}") from None
+        if not isinstance(rule, FilesystemPermission):
+            raise ValueError(f"create_deep_agent(): argument 'permissions', item {i}: expected a "
+                             f"FilesystemPermission or a dict of its fields, got {type(rule).__name__}")
+        if rule.mode == "interrupt":
+            # The approval would need deepagents' private predicate on HumanInTheLoopMiddleware.
+            raise ValueError(
+                f"create_deep_agent(): argument 'permissions', item {i}: mode 'interrupt' is not supported; "
+                "ask for approval with interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here"
+            )
+        out.append(rule)
+    return out
