@@ -13,6 +13,8 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
     from deep_agent.state import DeepAgentState as DeepAgentState
+    from middleware import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
+    from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
     from subagents.spec import AsyncSubAgent as AsyncSubAgent
@@ -24,6 +26,8 @@ _WHERE = {
     "resolve_root_model": "deep_agent.factory",
     "DeepAgentState": "deep_agent.state",
     "SubAgentMiddleware": "middleware",
+    "AsyncSubAgentMiddleware": "middleware",
+    "AsyncSubAgentState": "middleware",
     "CompiledSubAgent": "subagents.spec",
     "CompiledSubagent": "subagents",
     "AsyncSubAgent": "subagents.spec",

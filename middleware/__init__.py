@@ -11,6 +11,7 @@ middleware), :mod:`~middleware.task_tool` (what the model sees),
 """
 
 from middleware.background import AsyncTaskLedgerState, BackgroundSubagentMiddleware
+from middleware.compat import AsyncSubAgentMiddleware, AsyncSubAgentState
 from middleware.dynamic import DynamicSubagentState
 from middleware.limits import DelegationLimit, ForceDelegation, ForceSetting
 from middleware.subagents import SubAgentMiddleware
@@ -26,6 +27,8 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 __all__ = [
     "ASYNC_LEDGER_KEY",
+    "AsyncSubAgentMiddleware",
+    "AsyncSubAgentState",
     "AsyncTaskLedgerState",
     "BackgroundSubagentMiddleware",
     "DEFAULT_MAX_DELEGATIONS",

@@ -176,8 +176,13 @@ class SubAgentMiddleware(AgentMiddleware):
             ``{available_agents}`` placeholder becomes the listing of every
             agent (default: ours, naming the available types).
 
-    deepagents-only arguments (``backend``, ``state_schema``) raise a
-    ``TypeError`` that says what to write instead.
+        backend: deepagents' required argument, accepted and kept as
+            ``self.backend`` but not used, as in deepagents: give the parent
+            the file tools (``create_deep_agent(backend=...)`` or deepagents'
+            ``FilesystemMiddleware``) and children inherit them.
+        state_schema: a ``TypedDict`` whose keys declarative children get
+            (minus private and excluded keys), as deepagents forwards it;
+            the same as ``build_options=BuildOptions(state_schemas=(...,))``.
         force_delegation: make the first model call of each turn call
             ``task``: ``True`` (any agent), an agent name, or a
             :class:`middleware.ForceDelegation` choosing the mechanism.
@@ -228,8 +233,8 @@ class SubAgentMiddleware(AgentMiddleware):
         budget: Budget | None | Unset = UNSET,
         short_answer_threshold: int | Unset = UNSET,
         settings: DelegationSettings | None = None,
-        backend: object = None,
-        state_schema: object = None,
+        backend: Any = None,
+        state_schema: type[Any] | None = None,
     ) -> None:
         arguments = given(
             general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
@@ -237,14 +242,16 @@ class SubAgentMiddleware(AgentMiddleware):
             unknown_tools=unknown_tools, sessions_dir=sessions_dir, transcript_store=transcript_store,
             prices=prices, budget=budget, short_answer_threshold=short_answer_threshold,
         )
-        # deepagents' own arguments: refused with what to write instead, unless left unset (None).
         settings = DelegationSettings.from_arguments(
-            "SubAgentMiddleware", {**arguments, "backend": backend, "state_schema": state_schema},
-            base=settings, accepted=_SETTINGS_ARGUMENTS)
+            "SubAgentMiddleware", arguments, base=settings, accepted=_SETTINGS_ARGUMENTS)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
-        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS)
+        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
+                                      state_schemas=_with_schema((build_options or BuildOptions()).state_schemas,
+                                                                 state_schema))
+        # deepagents' required argument, which deepagents keeps and never reads: kept, likewise.
+        self.backend = backend
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=model_middleware)
         self.runner = TaskRunner(
@@ -258,6 +265,8 @@ class SubAgentMiddleware(AgentMiddleware):
         self._dynamic_mode = dynamic_subagents
         self._describe(system_prompt, task_description, structured_results)
         self.tools = [self._task_tool()] if len(self.registry) else []
+        self.subagent_names: frozenset[str] = frozenset(self.registry.names)
+        """The declared subagent names (deepagents' attribute), ``general-purpose`` included when added."""
         self._add_limits(force_delegation, limits.max_delegations)
         self.dynamic: DynamicSubagents | None = None
         if dynamic_subagents:
@@ -401,3 +410,13 @@ def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
     record.update(stop_reason="error", description=call.description)
     return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
+
+
+def _with_schema(schemas: tuple[Any, ...], state_schema: Any) -> tuple[Any, ...]:
+    """deepagents' ``state_schema=``: its keys reach declarative children, like the parent's own schemas."""
+    if state_schema is None:
+        return schemas
+    if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
+        raise TypeError("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
+                        f"annotated keys, got {type(state_schema).__name__}")
+    return (*schemas, state_schema)

@@ -45,6 +45,7 @@ from langchain.agents.middleware import (
     SummarizationMiddleware,
 )
 from langchain.agents.structured_output import (
+    AutoStrategy,
     MultipleStructuredOutputsError,
     ProviderStrategy,
     StructuredOutputValidationError,
@@ -375,6 +376,9 @@ def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> An
 
 def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> CallFormat:
     """Turn a requested format into a :class:`CallFormat`, or raise :class:`OutputSchemaError`."""
+    if isinstance(requested, AutoStrategy):
+        # LangChain's "choose for me": a tool call here, as for a bare schema, so retries stay counted.
+        requested = requested.schema
     if isinstance(requested, Mapping):
         return _json_schema_format(dict(requested), retries)
     if isinstance(requested, (ToolStrategy, ProviderStrategy)):
@@ -390,8 +394,8 @@ def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> Call
             raise OutputSchemaError(f"response format {name!r}: {exc}") from None
         return CallFormat(strategy, ("type", requested), name, (limit,))
     raise OutputSchemaError(
-        "output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict "
-        f"or a ToolStrategy, got {type(requested).__name__}"
+        "output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict, "
+        f"a ToolStrategy, ProviderStrategy or AutoStrategy, got {type(requested).__name__}"
     )
 
 

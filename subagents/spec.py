@@ -61,26 +61,17 @@ from subagents.errors import RemoteConfigError, SpecError, brief
 #
 # Example::
 #
-#     refuse_deepagents_arguments("SubAgentMiddleware", {"backend": StateBackend()})
-#     # TypeError: SubAgentMiddleware() got deepagents' argument 'backend': ...
+#     refuse_deepagents_arguments("SubAgentMiddleware", {"colour": "red"})
+#     # TypeError: SubAgentMiddleware(): unexpected keyword argument 'colour' (see docs/migrating.md)
 # ----------------------------------------------------------------------------
 
 
 
 MIGRATION_SECTION = "docs/migrating.md"
 
-_INSTEAD: dict[str, dict[str, str]] = {
-    "SubAgentMiddleware": {
-        "backend": (
-            "there is no file backend here: give the parent the tools it should share "
-            "(children inherit them, with the state those tools need); drop backend="
-        ),
-        "state_schema": (
-            "children derive their state from the parent's tools; for custom keys pass "
-            "build_options=BuildOptions(state_schemas=(MyState,))"
-        ),
-    },
-}
+# Every deepagents argument of SubAgentMiddleware and create_deep_agent is accepted now; a
+# deepagents argument refused again gets its entry here: where -> argument -> what to write.
+_INSTEAD: dict[str, dict[str, str]] = {}
 
 
 def refuse_deepagents_arguments(where: str, given: Mapping[str, Any]) -> None:
@@ -601,8 +592,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     """A spec dict with deepagents' spellings made ours; an unsupported one raises ``SpecError``.
 
     ``mode="isolated"`` is the default here, so it is dropped; ``mode="fork"``
-    (spelled ``context="fork"`` here) and ``permissions`` are refused with
-    what to write instead. ``skills=None`` and ``permissions=None`` or ``[]``
+    becomes ``context="fork"``; ``permissions`` are refused with what to
+    write instead. ``skills=None`` and ``permissions=None`` or ``[]``
     (deepagents' defaults, spelled out) are dropped.
     """
     if "graph_id" in value and "runnable" not in value:
@@ -615,19 +606,19 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
         return value
     mode = value.get("mode", "isolated")
-    if mode != "isolated":
-        raise SpecError(
-            f"{label}: field 'mode': {mode!r} is not supported; write context='fork' for a child "
-            "that starts from the parent's conversation (without the parent's system prompt), "
-            "or drop mode for an isolated one"
-        )
+    if mode not in ("isolated", "fork"):
+        raise SpecError(f"{label}: field 'mode': expected 'isolated' or 'fork', got {brief(mode)}")
+    if mode == "fork" and value.get("context", "fork") != "fork":
+        raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
     if "permissions" in value and "permissions" not in unset:
         raise SpecError(
             f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
             "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
             "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
         )
-    return {k: v for k, v in value.items() if k != "mode" and k not in unset}
+    kept = {k: v for k, v in value.items() if k != "mode" and k not in unset}
+    # deepagents' mode="fork" is context="fork" here: the child starts from the parent's conversation.
+    return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
 def _unset(value: Any) -> bool:

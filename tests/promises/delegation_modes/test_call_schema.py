@@ -233,6 +233,17 @@ def test_config_key_gives_every_call_of_the_run_a_response_format(run):
     assert records(out)[0]["output_schema"] == "Verdict"
 
 
+@pytest.mark.parametrize("schema", [Verdict, VERDICT], ids=["model", "json-schema"])
+def test_config_key_takes_langchains_auto_strategy(schema, run):
+    from langchain.agents.structured_output import AutoStrategy
+
+    model = ScriptedChatModel(rules=[("judge it", [GOOD])], responses=typed_task("judge it", "judge", None))
+    agent = judge_agent(model, structured_results=False)
+    out = run(agent, user("go"), {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: AutoStrategy(schema)}})
+    assert json.loads(tool_messages(out)[0].content) == {"verdict": "yes", "confidence": 0.9}
+    assert records(out)[0]["output_schema"] == "Verdict"
+
+
 def test_config_key_json_schema_shares_the_argument_path(run):
     model = ScriptedChatModel(rules=[("judge it", [BAD] * 5)], responses=typed_task("judge it", "judge", None))
     out = run(judge_agent(model), user("go"), {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: VERDICT}})

@@ -54,13 +54,6 @@ def test_the_middleware_takes_none_for_its_lists():
     assert [t.name for t in SubAgentMiddleware(subagents=[helper()], private_state_keys=None).tools] == ["task"]
 
 
-def test_fork_mode_points_to_context_fork():
-    from subagents import SpecError
-
-    with pytest.raises(SpecError, match="write context='fork'"):
-        create_deep_agent(delegating_model(), subagents=[helper(mode="fork")])
-
-
 def test_a_skill_folder_under_an_unknown_home_names_the_field():
     from subagents import SpecError
 

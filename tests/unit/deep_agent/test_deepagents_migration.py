@@ -7,9 +7,10 @@ checked here on invoke and ainvoke.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 import pytest
+from langchain.agents import AgentState
 
 from helpers.compat import ANSWER, delegating, tool_texts
 from helpers.graphs import user
@@ -18,18 +19,47 @@ from deep_agent.testing import ScriptedChatModel
 # -- where we deliberately differ: the error says what to write ---------------
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "named"),
-    [
-        ({"backend": object()}, "backend"),
-        ({"state_schema": dict}, "state_schema"),
-    ],
-)
-def test_subagent_middleware_refuses_deepagents_only_arguments(kwargs, named):
+class Notes(AgentState):
+    notes: NotRequired[str]
+
+
+def test_subagent_middleware_takes_deepagents_whole_signature(run):
+    """deepagents' keyword-only call, backend= included: backend is kept and unused, as deepagents does."""
+    from langchain.agents import create_agent
+
     from deep_agent import SubAgentMiddleware
 
-    with pytest.raises(TypeError, match=rf"SubAgentMiddleware\(\): deepagents' argument '{named}'.*docs/migrating.md"):
-        SubAgentMiddleware(subagents=[{"name": "a", "description": "A."}], **kwargs)
+    backend = object()
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "a")))
+    mw = SubAgentMiddleware(backend=backend, subagents=[{"name": "a", "description": "A.", "system_prompt": "Do."}],
+                            system_prompt="Delegate well.", task_description="Pick one of {available_agents}.",
+                            private_state_keys=frozenset(), state_schema=Notes)
+    assert mw.backend is backend and mw.subagent_names == {"a", "general-purpose"}
+    assert "Pick one of" in mw.tools[0].description
+    out = run(create_agent(model, [], middleware=[mw], state_schema=Notes), {**user("go"), "notes": "n1"})
+    assert tool_texts(out)[0].strip() == ANSWER.strip()
+    graph = mw.registry.graph("a", parent_model=model, parent_tools=[])
+    assert "notes" in graph.get_input_jsonschema()["properties"]  # state_schema= reaches the child's state
+
+
+def test_a_state_schema_that_is_no_class_names_the_argument():
+    from deep_agent import SubAgentMiddleware
+
+    with pytest.raises(TypeError, match="argument 'state_schema': expected a TypedDict class"):
+        SubAgentMiddleware(subagents=[{"name": "a", "description": "A."}], state_schema={"notes": str})
+
+
+def test_async_subagent_middleware_is_deepagents_spelling_of_background_tasks():
+    from deep_agent import AsyncSubAgentMiddleware, AsyncSubAgentState
+    from middleware import AsyncTaskLedgerState, BackgroundSubagentMiddleware
+
+    remote = {"name": "r", "description": "R.", "graph_id": "r", "url": "http://127.0.0.1:9"}
+    mw = AsyncSubAgentMiddleware(async_subagents=[remote])
+    assert isinstance(mw, BackgroundSubagentMiddleware) and AsyncSubAgentState is AsyncTaskLedgerState
+    assert "start_async_task" in [t.name for t in mw.tools]
+    assert "general-purpose" not in mw.tools[0].description  # only the remote agents, as in deepagents
+    with pytest.raises(ValueError, match="argument 'async_subagents'"):
+        AsyncSubAgentMiddleware(async_subagents=[])
 
 
 def test_unknown_keyword_is_still_a_type_error():
@@ -42,15 +72,26 @@ def test_unknown_keyword_is_still_a_type_error():
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"mode": "fork"}, "field 'mode': 'fork' is not supported"),
+        ({"mode": "branch"}, "field 'mode': expected 'isolated' or 'fork'"),
+        ({"mode": "fork", "context": "isolated"}, "'fork' contradicts context='isolated'"),
         ({"permissions": [{"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}, "field 'permissions'"),
     ],
 )
-def test_fork_mode_and_permissions_are_refused_with_a_fix(extra, message):
+def test_unknown_modes_and_spec_permissions_are_refused_with_a_fix(extra, message):
     from deep_agent import create_deep_agent
 
     with pytest.raises(Exception, match=message):
         create_deep_agent(ScriptedChatModel(), subagents=[{"name": "a", "description": "A.", **extra}])
+
+
+def test_fork_mode_is_context_fork(run):
+    from deep_agent import create_deep_agent
+
+    model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegating(("job", "a")))
+    spec = {"name": "a", "description": "A.", "mode": "fork", "tools": []}
+    run(create_deep_agent(model, subagents=[spec]), user("the parent's own question"))
+    (child,) = [c for c in model.calls if any("job" in m.text for m in c["messages"] if m.type == "human")]
+    assert any("the parent's own question" in m.text for m in child["messages"])  # it saw the parent's talk
 
 
 def test_isolated_mode_is_accepted(run):

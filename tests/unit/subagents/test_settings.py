@@ -100,8 +100,6 @@ def test_unknown_and_foreign_arguments_are_refused():
         SubAgentMiddleware(agents_dirs=["agents"])
     with pytest.raises(TypeError, match="unexpected keyword argument 'transcript_store'"):
         BackgroundSubagentMiddleware(transcript_store=True)
-    with pytest.raises(TypeError, match="deepagents' argument 'backend' is not supported"):
-        SubAgentMiddleware(backend=object())
 
 
 def test_keyword_arguments_override_a_whole_settings_object():
