@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from subagents.errors import SubagentsError
+
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]"'
 """What to run to get deepagents' middleware."""
 
@@ -40,7 +42,7 @@ MODEL_NONE_WARNING = (
 )
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(SubagentsError, ImportError):
     """An argument needs an optional dependency that is not installed.
 
     Attributes:

@@ -26,6 +26,8 @@ from langchain_core.messages import (
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from subagents.checkpoint_values import saved_value
+
 SNAPSHOT_EVERY = 50
 """Updates of ``messages`` between full snapshots: what one read replays at most."""
 
@@ -103,10 +105,4 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
         messages = saved_messages(saver, saved)
     """
     channel = DeltaChannel(apply_message_writes, list, snapshot_frequency=SNAPSHOT_EVERY)
-    stored = saved.checkpoint["channel_values"].get("messages")
-    if stored is not None:
-        return list(channel.from_checkpoint(stored).get())
-    history = saver.get_delta_channel_history(config=saved.config, channels=["messages"])["messages"]
-    restored = channel.from_checkpoint(history.get("seed"))
-    restored.replay_writes(history["writes"])
-    return list(restored.get())
+    return list(saved_value(saver, saved, "messages", channel) or [])

@@ -1,38 +1,28 @@
-"""A ledger's LangGraph channel: state shows a plain dict, checkpoints store sealed chunks.
+"""A ledger's LangGraph channel: state shows a plain dict, checkpoints store only what changed.
 
-A ledger (task id -> record) only grows, and every checkpoint carries it
-whole: on ``SqliteSaver`` each checkpoint is one blob of all channel values,
-so a thread of n delegations stores n ledgers of up to n records. This
-channel keeps what state shows (and what reducers see) a plain ``dict``,
-but what it hands the checkpointer is packed:
+A ledger (task id -> record) only grows, and a plain reducer channel puts it
+whole in every checkpoint: on ``SqliteSaver`` each checkpoint is one blob of
+all channel values, so a thread of n delegations stored n ledgers of up to n
+records (150 delegations: 23 MB of a 28 MB database). :class:`LedgerChannel`
+is LangGraph's :class:`~langgraph.channels.DeltaChannel` with the ledger's
+reducer: a checkpoint stores the step's writes (one delegation's records) and,
+every :data:`SNAPSHOT_EVERY` updates, the whole ledger; loading a thread replays
+at most that many writes onto the last snapshot.
 
-* the first ``CHUNK_RECORDS * k`` records in ``k`` **sealed chunks**, each
-  serialized and zlib-compressed once, when it fills, and reused verbatim by
-  every later checkpoint (a record of a sealed chunk that changes reseals
-  that chunk only);
-* the newest records (fewer than :data:`CHUNK_RECORDS`) as a plain **tail**,
-  and from the first chunk the channel's own serializer cannot store (a
-  record holding an object only a saver with ``pickle_fallback`` stores)
-  every record after it.
+Earlier versions stored the ledger *packed* (zlib-compressed sealed chunks of
+:data:`CHUNK_RECORDS` records and a plain tail) or plain in every
+checkpoint; both still load, and the first snapshot after an upgrade is
+plain.
 
-So a checkpoint costs the saver a copy of bytes it already has, not a
-re-serialization of every record, and a record costs the database about an
-seventh of its plain bytes once sealed. A ledger too small to seal is stored
-exactly as before (a plain dict), and a plain dict in an older checkpoint
-loads as it always did. Chunks are decoded only when the value is read, and
-the process keeps the last :data:`CACHED_CHUNKS` decoded chunks, so the next
-run on a thread copies records (a shallow copy each: about 3 ms at 5,000)
-instead of decoding them; no two loads share a record dict.
-
-Reading a raw checkpoint (``saver.get_tuple(...).checkpoint["channel_values"]``)
-needs :func:`ledger_from_checkpoint`; ``graph.get_state`` needs nothing.
-
-Example::
+Reading a raw checkpoint needs the saver's history, as the graph does:
+:func:`subagents.checkpoint_values.saved_value` (``graph.get_state`` needs
+nothing)::
 
     class MyState(AgentState):
         runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
 
-    ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["runs"])  # a plain dict
+    saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+    ledger = saved_value(saver, saved, "runs", LedgerChannel(dict, merge_records))  # a plain dict
 """
 
 from __future__ import annotations
@@ -42,19 +32,19 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from itertools import islice
-from typing import Any, Self
+from typing import Any, Self, cast
 
-from langgraph.channels import LastValue
-from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels import DeltaChannel, LastValue
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.errors import EmptyChannelError
 from langgraph.types import Overwrite
 
 Ledger = dict[str, dict[str, Any]]
 
+SNAPSHOT_EVERY = 50
+"""Ledger updates between whole-ledger snapshots: what loading a thread replays at most."""
+
 CHUNK_RECORDS = 64
-"""Records per sealed chunk: large enough to compress well, small enough to reseal cheaply."""
+"""Records per sealed chunk in the packed form earlier versions stored (read, never written now)."""
 
 PACKED_MARK = "__ledger_chunks__"
 """The key that tells a packed ledger (a dict that also holds ``sealed`` and ``tail``) from a plain one."""
@@ -62,19 +52,6 @@ PACKED_MARK = "__ledger_chunks__"
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
 _serde = JsonPlusSerializer()
 MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
-
-
-def _seal(records: Ledger) -> list[Any]:
-    kind, data = _serde.dumps_typed(records)
-    return [kind, zlib.compress(data, 6)]
-
-
-def _try_seal(records: Ledger) -> list[Any] | None:
-    """A sealed chunk, or ``None`` for records only the saver's own serializer can store (they stay plain)."""
-    try:
-        return _seal(records)
-    except (TypeError, ValueError):  # e.g. an object for a saver with ``pickle_fallback``
-        return None
 
 
 CACHED_CHUNKS = 256
@@ -184,150 +161,109 @@ def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> An
     return writes[0]
 
 
-class LedgerChannel(BinaryOperatorAggregate[Ledger]):
-    """A reducer channel for a ledger dict whose checkpoints reuse sealed, compressed chunks.
+class LedgerMerge:
+    """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once.
+
+    Siblings finishing in one step (or a reload replaying many steps) fold
+    their small writes first, so the ledger is copied once per batch, not
+    once per write.
+    """
+
+    __slots__ = ("operator",)
+
+    def __init__(self, operator: Callable[[Ledger, Ledger], Ledger]) -> None:
+        self.operator = operator
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LedgerMerge) and other.operator is self.operator
+
+    def __hash__(self) -> int:
+        return hash((LedgerMerge, self.operator))
+
+    def __call__(self, base: Ledger | None, writes: Sequence[Any]) -> Ledger:
+        values = [ledger_from_checkpoint(write) if is_packed(write) else write for write in writes]
+        if not values:
+            return base or {}
+        return self.operator(base or {}, _fold(self.operator, values) if len(values) > 1 else values[0])
+
+
+class LedgerChannel(DeltaChannel[Ledger]):
+    """A ledger dict's channel, checkpointed as deltas and snapshotted every ``snapshot_frequency`` updates.
 
     ``operator`` is the ledger's reducer (``merge_records``,
     ``merge_async_records``): it must keep existing keys where they are and
     add new ones at the end, as ``{**left, **right}`` does, and be
-    associative (the writes of one step are folded together first).
+    associative (writes are folded together before they are merged, and a
+    reload replays many steps' writes at once).
     """
 
-    __slots__ = ("_pending", "_sealed", "_where", "_packed")
-
-    def __init__(self, typ: Any = dict,
-                 operator: Callable[[Ledger, Ledger], Ledger] | None = None) -> None:
-        if operator is None:
+    def __init__(self, typ: Any = dict, operator: Any = None, *, snapshot_frequency: int = SNAPSHOT_EVERY) -> None:
+        if isinstance(typ, LedgerMerge):  # LangGraph re-creating the channel as (reducer, type) for its key
+            reducer, typ = typ, operator
+        elif operator is None:
             raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
-        super().__init__(typ, operator)
-        self._pending: dict[str, Any] | None = None  # a packed checkpoint not decoded yet
-        self._sealed: list[list[Any] | None] = []  # chunk blobs in order; None = reseal
-        self._where: dict[str, int] = {}  # id of a sealed record -> its chunk
-        self._packed: Any = None  # what checkpoint() returns until the next update
+        else:
+            reducer = LedgerMerge(operator)
+        # The value type is always a plain dict, whatever the annotation spells (Mapping, dict[str, dict]...).
+        super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency)
+
+    @property
+    def operator(self) -> Callable[[Ledger, Ledger], Ledger]:
+        """The pairwise reducer this channel merges with (``merge_records``, ``merge_async_records``)."""
+        return cast("LedgerMerge", self.reducer).operator
+
+    def __eq__(self, other: object) -> bool:
+        # Two schemas may declare the same ledger key (the middleware's and the agent's own): LangGraph
+        # accepts that when their channels are equal.
+        return (isinstance(other, LedgerChannel) and other.reducer == self.reducer
+                and other.snapshot_frequency == self.snapshot_frequency)
+
+    def __hash__(self) -> int:
+        return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
+
+    def _fresh(self) -> LedgerChannel:
+        fresh = LedgerChannel(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
+        fresh.key = self.key
+        return fresh
 
     def copy(self) -> Self:
-        # Copies serve fresh reads and are not checkpointed: they share the
-        # value (never changed in place) and would reseal from it if they were.
-        self._decode()  # once, here, rather than once in every copy
-        return super().copy()
+        # Copies serve fresh reads; they share the value, which the reducer never changes in place.
+        new = self._fresh()
+        new.value = self.value
+        return new  # type: ignore[return-value]
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        if not is_packed(checkpoint):
-            return super().from_checkpoint(checkpoint)
-        loaded = self.__class__(self.typ, self.operator)
-        loaded.key = self.key
-        loaded._pending = loaded._packed = checkpoint
-        return loaded
-
-    def _decode(self) -> None:
-        packed, self._pending = self._pending, None
-        if packed is None:
-            return
-        value: Ledger = {}
-        try:
-            for index, chunk in enumerate(_chunks(packed)):
-                value.update(_copied(chunk))
-                self._where.update(dict.fromkeys(chunk, index))
-        except ValueError as exc:
-            raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
-        value.update(packed["tail"])
-        self._sealed = list(packed["sealed"])
-        if len(self._where) != len(self._sealed) * CHUNK_RECORDS or not self._where.keys().isdisjoint(packed["tail"]):
-            # Chunks not of CHUNK_RECORDS distinct records, or a record in a chunk and the tail (another
-            # version's size, or damage): positions are not ours, so reseal everything on the next change.
-            self._sealed, self._where = [], {}
-        self.value = value
+        # A snapshot, nothing, or a value an earlier version stored (plain or packed) as DeltaChannel reads them.
+        value = DeltaChannel(self.reducer, dict).from_checkpoint(checkpoint).value
+        if is_packed(value):
+            try:
+                value = ledger_from_checkpoint(value)
+            except ValueError as exc:
+                raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
+        loaded = self._fresh()
+        loaded.value = value
+        return loaded  # type: ignore[return-value]
 
     def update(self, values: Sequence[Any]) -> bool:
         if not values:  # LangGraph offers every unwritten channel an empty update, each step
             return False
-        self._decode()
-        if len(values) == 1 and self._adds_records(write := values[0]):
-            # One delegation's own records (the usual write): merged as the base class would, without
-            # its checks for the packed and replacing forms that such a write cannot take.
-            self.value = self.operator(self.value, write)
-            self._packed = None
-            if self._where:
-                for task_id in write:
-                    if (index := self._where.get(task_id)) is not None:
-                        self._sealed[index] = None
-            return True
-        try:  # a packed value written back (a raw checkpoint's) is the ledger it packs
-            values = [_unpacked(write) for write in values]
-        except ValueError as exc:
-            raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
-        replaced = any(_replaces_all(write) for write in values)
-        for write in values if replaced else ():
-            if _replaces_all(write) and not isinstance(value := _replacement(write), dict):
-                raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
-                                 f"not a {type(value).__name__}; Overwrite({{}}) empties it")
-        if len(values) > 1 and not replaced:
-            # Siblings finishing in one step: fold their small writes first, so the
-            # ledger is copied once per step, not once per sibling (the reducer is associative).
-            values = [_fold(self.operator, values)]
-        if not super().update(values):
-            return False
-        self._packed = None
-        if replaced:
-            self._sealed, self._where = [], {}
-            return True
+        checked = []
         for write in values:
-            for task_id in write or ():
-                if (index := self._where.get(task_id)) is not None:
-                    self._sealed[index] = None
-        return True
-
-    def _adds_records(self, write: Any) -> bool:
-        """Whether ``write`` is a plain ledger of records, merged into a present value."""
-        return (isinstance(write, dict) and self.value is not MISSING and PACKED_MARK not in write
-                and not _replaces_all(write))
-
-    def get(self) -> Ledger:
-        # Read by every node of every step: written out rather than through the base class.
-        if self._pending is not None:
-            self._decode()
-        if self.value is MISSING:
-            raise EmptyChannelError()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self._pending is not None or self.value is not MISSING
-
-    def checkpoint(self) -> Any:
-        if self._pending is not None:
-            return self._pending
-        if not super().is_available():
-            return super().checkpoint()
-        if self._packed is None:
-            self._packed = self._pack(self.value)
-        return self._packed
-
-    def _pack(self, value: Ledger) -> Any:
-        """Reseal changed chunks, seal full ones, and return the packed value (plain if nothing sealed)."""
-        if len(self._where) > len(value):  # the reducer dropped records: start over
-            self._sealed, self._where = [], {}
-        for index, blob in enumerate(self._sealed):
-            if blob is None:
-                blob = _try_seal(dict(islice(value.items(), index * CHUNK_RECORDS, (index + 1) * CHUNK_RECORDS)))
-                if blob is None:
-                    self._keep_sealed(index)
-                    break
-                self._sealed[index] = blob
-        done = len(self._sealed) * CHUNK_RECORDS
-        rest = islice(value.items(), done, None)
-        for _ in range((len(value) - done) // CHUNK_RECORDS):
-            chunk = dict(islice(rest, CHUNK_RECORDS))
-            if (blob := _try_seal(chunk)) is None:
-                break
-            self._where.update(dict.fromkeys(chunk, len(self._sealed)))
-            self._sealed.append(blob)
-        if not self._sealed:
-            return value
-        done = len(self._sealed) * CHUNK_RECORDS
-        tail = dict(reversed(list(islice(reversed(value.items()), len(value) - done))))
-        return {PACKED_MARK: 1, "sealed": list(self._sealed), "tail": tail}
-
-    def _keep_sealed(self, count: int) -> None:
-        """Keep only the first ``count`` sealed chunks: the records after them go in the plain tail."""
-        del self._sealed[count:]
-        self._where = {task_id: index for task_id, index in self._where.items() if index < count}
+            if is_packed(write):  # a packed value written back (a raw checkpoint's) is the ledger it packs
+                try:
+                    write = ledger_from_checkpoint(write)
+                except ValueError as exc:
+                    raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
+            elif _replaces_all(write):
+                replacement = _replacement(write)
+                if is_packed(replacement):
+                    try:
+                        replacement = ledger_from_checkpoint(replacement)
+                    except ValueError as exc:
+                        raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
+                if not isinstance(replacement, dict):
+                    raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
+                                     f"not a {type(replacement).__name__}; Overwrite({{}}) empties it")
+                write = Overwrite(replacement)
+            checked.append(write)
+        return super().update(checked)

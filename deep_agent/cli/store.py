@@ -24,8 +24,11 @@ from urllib.parse import urlsplit
 from deep_agent.cli.errors import with_hint
 from deep_agent.state import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
+from subagents.background.ledger import merge_async_records
+from subagents.checkpoint_values import saved_value
 from subagents.errors import SubagentsError
-from subagents.ledger import ledger_from_checkpoint
+from subagents.ledger import LedgerChannel
+from subagents.outcome import merge_records
 
 # ----------------------------------------------------------------------------
 # The CLI's Postgres state store: ``--db postgresql://...``.
@@ -243,9 +246,10 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
         raise LookupError(f"no thread {thread_id!r} in the state store")
     values = dict(saved.checkpoint["channel_values"])
     values["messages"] = saved_messages(saver, saved)
-    for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
-        if key in values:
-            values[key] = ledger_from_checkpoint(values[key])
+    for key, merge in ((LEDGER_KEY, merge_records), (ASYNC_LEDGER_KEY, merge_async_records)):
+        ledger = saved_value(saver, saved, key, LedgerChannel(dict, merge))
+        if ledger is not None:
+            values[key] = ledger
     return values
 
 

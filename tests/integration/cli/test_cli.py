@@ -51,11 +51,10 @@ def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
-        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t-cli", "checkpoint_ns": ""}})
-    from subagents.ledger import ledger_from_checkpoint
+    from deep_agent.cli.store import read_ledger
 
-    ledger = ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"])
+    with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
+        ledger = read_ledger(SqliteSaver(conn), "t-cli")
     task_id = next(t for t, r in ledger.items() if r["status"] == "completed")
     shown = cli("transcript", task_id[:10], cwd=project)
     assert shown.returncode == 0, shown.stderr

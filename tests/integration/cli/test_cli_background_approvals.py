@@ -18,7 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from subagents.ledger import ledger_from_checkpoint
+from deep_agent.cli.store import read_thread
 from helpers.cli import ANSI, SCRIPTS, cli, entry_point, make_project, terminal_env
 
 ORIGINAL = "These are teh notes of the project.\n"
@@ -34,8 +34,7 @@ def ledger(project: Path, thread: str) -> dict:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
-        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    return ledger_from_checkpoint(saved.checkpoint["channel_values"].get("async_tasks"))
+        return read_thread(SqliteSaver(conn), thread).get("async_tasks") or {}
 
 
 def by_description(records: dict) -> dict[str, dict]:

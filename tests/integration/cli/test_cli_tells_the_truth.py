@@ -87,11 +87,10 @@ def test_the_transcript_of_a_failed_task_ends_with_its_error(failed_run):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from subagents.ledger import ledger_from_checkpoint
+    from deep_agent.cli.store import read_ledger
 
     with sqlite3.connect(failed_run / ".deep_agent" / "state.sqlite") as conn:
-        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t-fail", "checkpoint_ns": ""}})
-    (task_id,) = ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"])
+        (task_id,) = read_ledger(SqliteSaver(conn), "t-fail")
     shown = cli("transcript", task_id, cwd=failed_run)
     assert shown.returncode == 0, shown.stderr
     last = " ".join(shown.stdout.split()).rsplit("error:", 1)[-1]

@@ -26,7 +26,9 @@ from langgraph.types import Command
 
 from helpers.background import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.ledger import ledger_from_checkpoint
+from subagents.checkpoint_values import saved_value
+from subagents.ledger import LedgerChannel
+from subagents.outcome import merge_records
 from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture
 
 pytestmark = pytest.mark.postgres
@@ -71,7 +73,7 @@ def saved_ledger(url: str, thread_id: str) -> dict[str, dict[str, Any]]:
 
     with PostgresSaver.from_conn_string(url) as saver:
         saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    return ledger_from_checkpoint(saved.checkpoint["channel_values"]["subagent_tasks"]) if saved else {}
+        return saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records)) or {}
 
 
 def test_a_cli_run_keeps_its_threads_ledgers_and_transcripts_in_postgres(project, tmp_path, postgres_url):

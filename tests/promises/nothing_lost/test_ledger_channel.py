@@ -1,17 +1,19 @@
-"""The ledger channel: state shows a plain dict, checkpoints reuse sealed compressed chunks.
+"""The ledger channel: state shows a plain dict, checkpoints store only what changed.
 
 The promises tried here: nothing a user reads changes (``get_state``, the
 values ``invoke`` returns, the command line's reader of raw checkpoints);
-records keep their order; a record of a sealed chunk that changes is seen
-changed after a reload; a published value never changes afterwards; an
-older checkpoint holding a plain dict loads; ``Overwrite`` still replaces;
-a damaged chunk is an error naming the channel; and a checkpoint of a long
-ledger costs a fraction of its plain bytes and reuses what it sealed.
+records keep their order; a reload (a snapshot, or nothing, plus the writes
+since, replayed in one batch) shows what the live channel showed; a
+published value never changes afterwards; an older checkpoint holding a
+plain dict loads; ``Overwrite`` still replaces; a damaged packed checkpoint
+of an earlier version is an error naming the channel; a checkpoint between
+snapshots holds no ledger at all.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -28,7 +30,8 @@ from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_ledger, read_thread
 from deep_agent.testing import ScriptedChatModel
-from subagents.ledger import LedgerChannel, ledger_from_checkpoint
+from subagents.checkpoint_values import saved_value
+from subagents.ledger import MISSING, LedgerChannel
 from subagents.outcome import merge_records
 from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, is_packed
 from subagents.background import merge_async_records
@@ -45,79 +48,63 @@ def _ledger(n: int, start: int = 0) -> dict[str, dict[str, Any]]:
     return {f"t{i:05d}": _record(i) for i in range(start, start + n)}
 
 
-def _reload(channel: LedgerChannel) -> LedgerChannel:
-    """The channel as the next run sees it: its checkpoint through the saver's serializer."""
-    stored = SERDE.loads_typed(SERDE.dumps_typed(channel.checkpoint()))
-    return LedgerChannel(dict, channel.operator).from_checkpoint(stored)
+class Logged:
+    """A ledger channel and every write it took, so a reload can replay them as LangGraph does."""
+
+    def __init__(self, operator: Any = merge_records, seed: Any = None) -> None:
+        self.operator, self.seed, self.log = operator, seed, []
+        self.channel = LedgerChannel(dict, operator).from_checkpoint(seed)
+        self.channel.key = "runs"
+
+    def update(self, values: list[Any]) -> None:
+        self.channel.update(values)
+        self.log.extend(("task", "runs", SERDE.loads_typed(SERDE.dumps_typed(v))) for v in values)
+
+    def reloaded(self) -> LedgerChannel:
+        """The channel as the next run sees it: the seed and every write since, through the saver's serializer."""
+        channel = LedgerChannel(dict, self.operator).from_checkpoint(self.seed)
+        channel.key = "runs"
+        channel.replay_writes(self.log)
+        return channel
 
 
 # -- the channel alone ------------------------------------------------------------------
 
 
-def test_a_small_ledger_is_checkpointed_exactly_as_a_plain_dict() -> None:
-    channel = LedgerChannel(dict, merge_records)
-    channel.update([_ledger(CHUNK_RECORDS - 1)])
-    assert channel.checkpoint() == _ledger(CHUNK_RECORDS - 1)
-    assert not is_packed(channel.checkpoint())
+def test_a_checkpoint_between_snapshots_holds_no_ledger() -> None:
+    logged = Logged()
+    logged.update([_ledger(5 * CHUNK_RECORDS + 7)])
+    assert logged.channel.checkpoint() is MISSING  # LangGraph stores the write, and a snapshot now and then
+    again = logged.reloaded()
+    assert again.get() == _ledger(5 * CHUNK_RECORDS + 7) and list(again.get()) == list(_ledger(5 * CHUNK_RECORDS + 7))
 
 
-def test_a_long_ledger_round_trips_in_order_and_packs_small() -> None:
-    channel = LedgerChannel(dict, merge_records)
-    ledger = _ledger(5 * CHUNK_RECORDS + 7)
-    channel.update([ledger])
-    packed = channel.checkpoint()
-    assert is_packed(packed) and len(packed["sealed"]) == 5 and len(packed["tail"]) == 7
-    again = _reload(channel)
-    assert again.get() == ledger and list(again.get()) == list(ledger)
-    assert ledger_from_checkpoint(packed) == ledger
-    plain_bytes = len(SERDE.dumps_typed(ledger)[1])
-    packed_bytes = len(SERDE.dumps_typed(packed)[1])
-    assert packed_bytes < plain_bytes / 4, (packed_bytes, plain_bytes)
-
-
-def test_sealed_chunks_are_reused_by_every_later_checkpoint() -> None:
-    channel = LedgerChannel(dict, merge_records)
-    channel.update([_ledger(3 * CHUNK_RECORDS)])
-    first = channel.checkpoint()["sealed"]
-    stored = SERDE.loads_typed(SERDE.dumps_typed(channel.checkpoint()))
-    channel = LedgerChannel(dict, merge_records).from_checkpoint(stored)
-    channel.update([_ledger(1, start=10_000)])  # one more record: only the tail changes
-    later = channel.checkpoint()
-    assert later["sealed"] == first and len(later["tail"]) == 1
-    assert all(a is b for a, b in zip(later["sealed"], stored["sealed"], strict=True)), "resealed, not reused"
-    assert channel.checkpoint() is later, "an unchanged channel must not pack again"
-
-
-def test_a_changed_record_in_a_sealed_chunk_reseals_that_chunk_only() -> None:
-    channel = LedgerChannel(dict, merge_async_records)
-    channel.update([_ledger(3 * CHUNK_RECORDS + 5)])
-    stored = SERDE.loads_typed(SERDE.dumps_typed(channel.checkpoint()))
-    before = stored["sealed"]
-    channel = LedgerChannel(dict, merge_async_records).from_checkpoint(stored)
-    channel.update([{"t00070": {"status": "completed", "result": "done"}}])  # chunk 1
-    after = channel.checkpoint()["sealed"]
-    assert after[0] is before[0] and after[2] is before[2] and after[1] != before[1]
-    record = _reload(channel).get()["t00070"]
+def test_a_changed_record_shows_changed_after_a_reload() -> None:
+    logged = Logged(merge_async_records)
+    logged.update([_ledger(3 * CHUNK_RECORDS + 5)])
+    logged.update([{"t00070": {"status": "completed", "result": "done"}}])
+    record = logged.reloaded().get()["t00070"]
     assert record["status"] == "completed" and record["result"] == "done" and record["agent_type"] == "worker"
-    assert list(_reload(channel).get()) == list(_ledger(3 * CHUNK_RECORDS + 5))
+    assert list(logged.reloaded().get()) == list(_ledger(3 * CHUNK_RECORDS + 5))
 
 
-def test_parallel_writes_in_one_step_all_land_across_a_chunk_boundary() -> None:
-    channel = LedgerChannel(dict, merge_records)
-    channel.update([_ledger(CHUNK_RECORDS - 2)])
-    channel.update([_ledger(1, start=500), _ledger(1, start=501), _ledger(1, start=502)])
-    assert len(_reload(channel).get()) == CHUNK_RECORDS + 1
-    assert list(_reload(channel).get())[-3:] == ["t00500", "t00501", "t00502"]
+def test_parallel_writes_in_one_step_all_land() -> None:
+    logged = Logged()
+    logged.update([_ledger(CHUNK_RECORDS - 2)])
+    logged.update([_ledger(1, start=500), _ledger(1, start=501), _ledger(1, start=502)])
+    assert len(logged.reloaded().get()) == CHUNK_RECORDS + 1
+    assert list(logged.reloaded().get())[-3:] == ["t00500", "t00501", "t00502"]
 
 
 def test_writes_of_one_step_to_the_same_task_merge_in_order() -> None:
-    channel = _reload_with(_ledger(CHUNK_RECORDS + 1))
-    channel = LedgerChannel(dict, merge_async_records).from_checkpoint(channel.checkpoint())
-    channel.update([{"t00002": {"status": "completed"}}, {"t00002": {"result": "ok"}},
-                    {"t00002": {"status": "failed"}}, _ledger(1, start=800)])
-    record = _reload(channel).get()["t00002"]
+    logged = Logged(merge_async_records)
+    logged.update([_ledger(CHUNK_RECORDS + 1)])
+    logged.update([{"t00002": {"status": "completed"}}, {"t00002": {"result": "ok"}},
+                   {"t00002": {"status": "failed"}}, _ledger(1, start=800)])
+    record = logged.reloaded().get()["t00002"]
     assert (record["status"], record["result"], record["agent_type"]) == ("failed", "ok", "worker")
-    assert list(_reload(channel).get())[-1] == "t00800"
+    assert list(logged.reloaded().get())[-1] == "t00800"
+    assert logged.reloaded().get() == logged.channel.get()
 
 
 _WRITES = st.lists(st.dictionaries(st.sampled_from([f"t{i:05d}" for i in range(8)]),
@@ -139,6 +126,16 @@ def test_one_step_of_sibling_writes_equals_applying_them_one_by_one(writes, redu
     assert list(together.get()) == list(one_by_one.get())
 
 
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(_WRITES, min_size=1, max_size=5), reducer=st.sampled_from([merge_records, merge_async_records]))
+def test_a_reload_replaying_many_steps_at_once_shows_what_they_made_step_by_step(steps, reducer) -> None:
+    logged = Logged(reducer, seed=_ledger(3))
+    for writes in steps:
+        logged.update(writes)
+    again = logged.reloaded()
+    assert again.get() == logged.channel.get() and list(again.get()) == list(logged.channel.get())
+
+
 def test_a_published_value_never_changes_afterwards() -> None:
     channel = LedgerChannel(dict, merge_async_records)
     channel.update([_ledger(2 * CHUNK_RECORDS)])
@@ -150,50 +147,49 @@ def test_a_published_value_never_changes_afterwards() -> None:
     assert channel.get()["t00001"]["status"] == "failed"
 
 
-def test_a_copy_is_independent_and_checkpoints_correctly() -> None:
-    channel = _reload_with(_ledger(2 * CHUNK_RECORDS + 3))
+def test_a_copy_is_independent_of_its_original() -> None:
+    channel = Logged(seed=_ledger(2 * CHUNK_RECORDS + 3)).channel
     channel.get()
     twin = channel.copy()
     twin.update([_ledger(CHUNK_RECORDS, start=700), {"t00001": {"status": "failed"}}])
-    assert ledger_from_checkpoint(twin.checkpoint()) == {**_ledger(2 * CHUNK_RECORDS + 3),
-                                                         **_ledger(CHUNK_RECORDS, start=700),
-                                                         "t00001": {"status": "failed"}}
+    assert twin.get() == {**_ledger(2 * CHUNK_RECORDS + 3), **_ledger(CHUNK_RECORDS, start=700),
+                          "t00001": {"status": "failed"}}
     other = channel.copy()
-    other.update([{"t00002": {"status": "failed"}}])  # a sealed record, no new chunk
-    other.checkpoint()
+    other.update([{"t00002": {"status": "failed"}}])
     channel.update([_ledger(1, start=900)])  # the original goes on as if the twins never were
-    assert ledger_from_checkpoint(channel.checkpoint()) == {**_ledger(2 * CHUNK_RECORDS + 3), **_ledger(1, start=900)}
+    assert channel.get() == {**_ledger(2 * CHUNK_RECORDS + 3), **_ledger(1, start=900)}
 
 
-def _reload_with(ledger: dict[str, dict[str, Any]]) -> LedgerChannel:
-    channel = LedgerChannel(dict, merge_records)
-    channel.update([ledger])
-    return _reload(channel)
+def test_overwrite_replaces_the_whole_ledger_across_a_reload() -> None:
+    logged = Logged(seed=_ledger(3 * CHUNK_RECORDS))
+    logged.update([Overwrite(_ledger(2))])
+    assert logged.channel.get() == _ledger(2) and logged.reloaded().get() == _ledger(2)
+    logged = Logged(seed=_ledger(3 * CHUNK_RECORDS))
+    logged.update([{"__overwrite__": _ledger(CHUNK_RECORDS + 1, start=50)}])  # the JSON-crossed form
+    logged.update([_ledger(1, start=999)])
+    assert logged.reloaded().get() == {**_ledger(CHUNK_RECORDS + 1, start=50), **_ledger(1, start=999)}
 
 
-def test_overwrite_replaces_the_whole_ledger_and_repacks() -> None:
-    channel = _reload_with(_ledger(3 * CHUNK_RECORDS))
-    channel.update([Overwrite(_ledger(2))])
-    assert channel.checkpoint() == _ledger(2)
-    channel = _reload_with(_ledger(3 * CHUNK_RECORDS))
-    channel.update([{"__overwrite__": _ledger(CHUNK_RECORDS + 1, start=50)}])  # the JSON-crossed form
-    assert _reload(channel).get() == _ledger(CHUNK_RECORDS + 1, start=50)
+def test_an_overwrite_with_something_else_than_records_is_an_error_naming_the_channel() -> None:
+    channel = Logged(seed=_ledger(3)).channel
+    with pytest.raises(ValueError, match="ledger 'runs': Overwrite needs a dict"):
+        channel.update([Overwrite(["not", "records"])])
+    assert channel.get() == _ledger(3)
 
 
 def test_a_plain_dict_from_an_older_checkpoint_loads_and_grows() -> None:
     old = _ledger(CHUNK_RECORDS * 2)  # how every checkpoint stored a ledger before packing
-    channel = LedgerChannel(dict, merge_records).from_checkpoint(old)
-    assert channel.get() == old
-    channel.update([_ledger(1, start=999)])
-    assert is_packed(channel.checkpoint())
-    assert _reload(channel).get() == {**old, **_ledger(1, start=999)}
+    logged = Logged(seed=old)
+    assert logged.channel.get() == old
+    logged.update([_ledger(1, start=999)])
+    assert logged.reloaded().get() == {**old, **_ledger(1, start=999)}
 
 
 def test_only_what_langgraph_takes_for_an_overwrite_replaces_the_ledger() -> None:
-    channel = _reload_with(_ledger(CHUNK_RECORDS + 2))
+    logged = Logged(seed=_ledger(CHUNK_RECORDS + 2))
     odd = {"__overwrite__": _record(1), "type": _record(2)}  # task ids that merely look like the sentinels
-    channel.update([odd])
-    assert len(_reload(channel).get()) == CHUNK_RECORDS + 4
+    logged.update([odd])
+    assert len(logged.reloaded().get()) == CHUNK_RECORDS + 4
 
 
 def test_a_ledger_whose_records_look_like_the_mark_is_not_mistaken_for_a_packed_one() -> None:
@@ -202,16 +198,15 @@ def test_a_ledger_whose_records_look_like_the_mark_is_not_mistaken_for_a_packed_
     assert LedgerChannel(dict, merge_records).from_checkpoint(hostile).get() == hostile
 
 
-def test_a_damaged_chunk_is_an_error_naming_the_channel() -> None:
-    channel = LedgerChannel(dict, merge_records)
-    channel.key = "subagent_tasks"
-    channel.update([_ledger(CHUNK_RECORDS + 1)])
-    packed = channel.checkpoint()
-    damaged = {**packed, "sealed": [[packed["sealed"][0][0], b"not zlib"]]}
-    loaded = LedgerChannel(dict, merge_records).from_checkpoint(damaged)
-    loaded.key = "subagent_tasks"
+def test_a_damaged_chunk_of_an_earlier_version_is_an_error_naming_the_channel() -> None:
+    kind, data = SERDE.dumps_typed(_ledger(CHUNK_RECORDS))
+    packed = {PACKED_MARK: 1, "sealed": [[kind, zlib.compress(data)]], "tail": _ledger(1, start=CHUNK_RECORDS)}
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "subagent_tasks"
+    assert spec.from_checkpoint(packed).get() == _ledger(CHUNK_RECORDS + 1)
+    damaged = {**packed, "sealed": [[kind, b"not zlib"]]}
     with pytest.raises(ValueError, match="subagent_tasks.*sealed chunk 0"):
-        loaded.get()
+        spec.from_checkpoint(damaged).get()
 
 
 def test_a_channel_without_a_reducer_is_refused_with_a_clear_error() -> None:
@@ -249,16 +244,17 @@ def test_a_graph_on_sqlite_reads_back_every_record_from_a_new_connection(tmp_pat
     with sqlite3.connect(path, check_same_thread=False) as conn:
         saver = SqliteSaver(conn)
         values = _graph(saver).get_state(config).values
-        raw = saver.get_tuple(config).checkpoint["channel_values"]["ledger"]
+        raw = saver.get_tuple(config).checkpoint["channel_values"].get("ledger")
+        read = saved_value(saver, saver.get_tuple(config), "ledger", LedgerChannel(dict, merge_async_records))
         history = list(_graph(saver).get_state_history(config))
     assert values["ledger"]["t00003"]["status"] == "completed"
     assert values["ledger"]["t00004"]["status"] == "running"
-    assert is_packed(raw) and ledger_from_checkpoint(raw) == values["ledger"]
+    assert raw is None and read == values["ledger"]  # no whole ledger stored here: the read replays writes
     # An older checkpoint still shows the ledger as it was then.
     assert len(history[-150].values.get("ledger", {})) < len(values["ledger"])
 
 
-def test_the_deep_agent_ledger_is_packed_and_the_command_line_reads_it(tmp_path: Path) -> None:
+def test_the_deep_agent_ledger_is_stored_as_changes_and_the_command_line_reads_it(tmp_path: Path) -> None:
     parent = ScriptedChatModel(rules=[("job", ["done"]), ("go", parent_script(("job", "general-purpose")))])
     path = tmp_path / "state.sqlite"
     config = {"configurable": {"thread_id": "many"}}
@@ -267,8 +263,7 @@ def test_the_deep_agent_ledger_is_packed_and_the_command_line_reads_it(tmp_path:
         for _ in range(CHUNK_RECORDS + 2):
             out = agent.invoke(user("go"), config)
         assert len(records(out)) == CHUNK_RECORDS + 2
-        raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["subagent_tasks"]
-        assert is_packed(raw)
+        assert "subagent_tasks" not in SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]
         assert read_ledger(SqliteSaver(conn), "many") == out["subagent_tasks"]
         assert read_thread(SqliteSaver(conn), "many")["subagent_tasks"] == out["subagent_tasks"]
 
