@@ -10,6 +10,8 @@ starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
 set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in;
 ``--instructions`` adds the delegation overhead counted in instructions
 and cache misses under cachegrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
+``--only realmodel`` runs the task-set eval of small local models
+(:mod:`bench.realmodel`: SmolLM2 on llama.cpp's server, a few minutes).
 ``--only knockout`` runs the overhead with parts of our governance switched
 off one layer at a time (:mod:`bench.knockout`: about three minutes), to
 show what each part costs.
@@ -35,6 +37,7 @@ from bench import (
     knockout,
     memory,
     overhead,
+    realmodel,
     remote,
     runaway,
     scale,
@@ -66,7 +69,11 @@ INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {i
 KNOCKOUT_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {knockout.NAME: knockout.run}
 """Opt-in: the overhead with parts of our governance switched off, one layer at a time (``--only knockout``)."""
 
-_ALL = {**MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES, **KNOCKOUT_MEASURES}
+REALMODEL_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {realmodel.NAME: realmodel.run}
+"""Opt-in: the small-local-model task-set eval on SmolLM2 on llama.cpp (``--only realmodel``; minutes)."""
+_ALL = {
+    **MEASURES, **REALMODEL_MEASURES, **REMOTE_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES, **KNOCKOUT_MEASURES,
+}
 
 
 def run_measures(

@@ -11,8 +11,10 @@ middleware), :mod:`~middleware.task_tool` (what the model sees),
 """
 
 from middleware.background import AsyncTaskLedgerState, BackgroundSubagentMiddleware
+from middleware.child_answer import ReturnChildAnswer
 from middleware.compat import AsyncSubAgentMiddleware, AsyncSubAgentState
 from middleware.dynamic import DynamicSubagentState
+from middleware.forced_tool_use import ForceToolUse
 from middleware.limits import DelegationLimit, ForceDelegation, ForceSetting
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import (
@@ -36,7 +38,9 @@ __all__ = [
     "DynamicSubagentState",
     "ForceDelegation",
     "ForceSetting",
+    "ForceToolUse",
     "LEDGER_KEY",
+    "ReturnChildAnswer",
     "SubAgentMiddleware",
     "SubagentLedgerState",
     "TASK_TOOL_NAME",

@@ -32,17 +32,20 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain.agents.middleware import ModelCallLimitMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall
+from langchain_core.messages.ai import UsageMetadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from middleware.server_caps import base_url_of, tool_calls_supported
 from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_prompt_block
 from subagents import TaskCall, TaskOutcome, TaskRecord
 from subagents.metering import token_count
@@ -214,9 +217,16 @@ def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
 Mechanism = Literal["auto", "tool_choice", "required", "response_format"]
 TASK_TOOL_NAME = "task"
 FORCED_CALL_PROMPT = (
-    "Delegate now: reply only with the JSON arguments of one `task` call, "
-    '{"description": "<the complete task>", "subagent_type": "<an agent name>"}.'
+    "Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the agent "
+    "best suited to the task, and `description`, the whole task for it in your own words."
 )
+"""The block a forced ``response_format`` call adds to the prompt (no placeholder a model could copy)."""
+
+VERBATIM_CALL_PROMPT = (
+    "Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the agent "
+    "best suited to the user's request. The agent receives the request as the user wrote it."
+)
+"""The block of a forced call with ``description="verbatim"``: the model only picks the agent."""
 
 
 class ForceDelegation(BaseModel):
@@ -227,6 +237,10 @@ class ForceDelegation(BaseModel):
         mechanism: see the module documentation.
         description_max_chars: ``maxLength`` of the description in the
             forced call's schema (``None``: unbounded).
+        description: ``"model"``: the model writes the task's description;
+            ``"verbatim"``: the model only picks the agent, and the child
+            receives the user's last message as it was written (a small
+            model's own description drops facts; the user's keeps them).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -234,6 +248,7 @@ class ForceDelegation(BaseModel):
     agent: str | None = None
     mechanism: Mechanism = "auto"
     description_max_chars: int | None = Field(default=None, ge=1)
+    description: Literal["model", "verbatim"] = "model"
 
 
 ForceSetting = bool | str | ForceDelegation | Mapping[str, Any] | None
@@ -286,6 +301,7 @@ class ForcedDelegation:
     def call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         if not self.applies(request):
             return handler(request)
+        self.probe(request)
         plan = self._plan(request)
         step = next(plan)
         while True:
@@ -302,6 +318,8 @@ class ForcedDelegation:
                     handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
         if not self.applies(request):
             return await handler(request)
+        if self.needs_probe(request):
+            await asyncio.to_thread(self.probe, request)
         plan = self._plan(request)
         step = next(plan)
         while True:
@@ -318,6 +336,7 @@ class ForcedDelegation:
 
     def _plan(self, request: ModelRequest) -> Generator[ModelRequest, Any, Any]:
         mechanism = self.detected or self.setting.mechanism
+        wasted = None
         if mechanism != "response_format":
             choice = "required" if mechanism == "required" else TASK_TOOL_NAME
             try:
@@ -329,8 +348,9 @@ class ForcedDelegation:
             if mechanism != "auto" or (response is not None and _task_calls(response)):
                 if mechanism == "auto":
                     self.detected = "tool_choice"
-                return response
+                return self._described(response, request)
             self.detected = "response_format"
+            wasted = response
         try:
             response = yield self._format_request(request)
         except Exception as exc:
@@ -338,7 +358,33 @@ class ForcedDelegation:
             if cut_short is None:
                 raise
             response = cut_short
-        return as_task_call(response)
+        return with_usage_of(self._described(as_task_call(response), request), wasted)
+
+    def probe(self, request: ModelRequest) -> None:
+        """In ``auto`` mode, ask the model's server once whether it parses tool calls at all.
+
+        A server that says it does not (llama.cpp with a template that renders
+        no tools) gets the JSON-schema mechanism from the first call on,
+        instead of a wasted ``tool_choice`` call.
+        """
+        if self.setting.mechanism == "auto" and self.detected is None and tool_calls_supported(request.model) is False:
+            self.detected = "response_format"
+
+    def needs_probe(self, request: ModelRequest) -> bool:
+        """Whether :meth:`probe` would ask a server (so an async caller runs it off the event loop)."""
+        return self.setting.mechanism == "auto" and self.detected is None and base_url_of(request.model) is not None
+
+    def _described(self, response: Any, request: ModelRequest) -> Any:
+        """With ``description="verbatim"``, the ``task`` calls carry the user's last message as their description."""
+        if self.setting.description != "verbatim" or response is None:
+            return response
+        text = next((m.text for m in reversed(request.messages)
+                     if getattr(m, "type", None) == "human" and not is_notice(m)), "")
+        message = last_ai(response)
+        for call in message.tool_calls if message is not None else ():
+            if call.get("name") == TASK_TOOL_NAME:
+                call["args"] = {**call.get("args", {}), "description": text}
+        return response
 
     def _tool_spec(self) -> dict[str, Any]:
         return {
@@ -351,14 +397,19 @@ class ForcedDelegation:
         }
 
     def _schema(self) -> dict[str, Any]:
-        return task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
+        schema = task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
+        if self.setting.description == "verbatim":
+            schema["properties"].pop("description", None)
+            schema["required"] = [k for k in schema["required"] if k != "description"]
+        return schema
 
     def _format_request(self, request: ModelRequest) -> ModelRequest:
         response_format = {
             "type": "json_schema",
             "json_schema": {"name": TASK_TOOL_NAME, "schema": self._schema(), "strict": True},
         }
-        return with_prompt_block(request, FORCED_CALL_PROMPT).override(
+        prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
+        return with_prompt_block(request, prompt).override(
             tools=[], tool_choice=None, response_format=None,
             model_settings={**request.model_settings, "response_format": response_format},
         )
@@ -375,13 +426,14 @@ def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
     return True
 
 
-def _last_ai(response: Any) -> AIMessage | None:
+def last_ai(response: Any) -> AIMessage | None:
+    """The last AI message of a model response (or the response itself when it is one)."""
     messages = response.result if isinstance(response, ModelResponse) else [response]
     return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
 
 
 def _task_calls(response: Any) -> list[ToolCall]:
-    message = _last_ai(response)
+    message = last_ai(response)
     return [c for c in (message.tool_calls if message else []) if c.get("name") == TASK_TOOL_NAME]
 
 
@@ -391,15 +443,15 @@ def as_task_call(response: Any) -> Any:
     A reply that already calls ``task``, or whose text is not a JSON object
     with string ``description`` and ``subagent_type``, is returned unchanged.
     """
-    message = _last_ai(response)
+    message = last_ai(response)
     if message is None or _task_calls(response):
         return response
-    args = _closed_json(message.text)
-    if not (isinstance(args, dict) and isinstance(args.get("description"), str)
+    args = closed_json(message.text)
+    if not (isinstance(args, dict) and isinstance(args.get("description", ""), str)
             and isinstance(args.get("subagent_type"), str)):
         return response
     call = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
-            "args": {"description": args["description"], "subagent_type": args["subagent_type"]}}
+            "args": {"description": args.get("description", ""), "subagent_type": args["subagent_type"]}}
     converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
                           usage_metadata=message.usage_metadata,
                           response_metadata=dict(message.response_metadata))
@@ -409,7 +461,24 @@ def as_task_call(response: Any) -> Any:
     return ModelResponse(result=result, structured_response=response.structured_response)
 
 
-def _closed_json(text: str) -> Any:
+def with_usage_of(response: Any, wasted: Any) -> Any:
+    """``response`` with the token usage of a ``wasted`` call (one whose reply was not used) added to it.
+
+    ``auto`` forcing may make a call whose reply it drops; the tokens were
+    billed all the same, so they are counted on the reply that is kept.
+    """
+    kept, dropped = last_ai(response), last_ai(wasted) if wasted is not None else None
+    spent = getattr(dropped, "usage_metadata", None)
+    if kept is None or not spent:
+        return response
+    mine = dict(kept.usage_metadata or {})
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        mine[key] = token_count(mine.get(key, 0)) + token_count(spent.get(key, 0))
+    kept.usage_metadata = cast("UsageMetadata", mine)
+    return response
+
+
+def closed_json(text: str) -> Any:
     """``text`` as JSON, closing a string and object left open by a token limit."""
     for suffix in ("", "}", '"}'):
         try:

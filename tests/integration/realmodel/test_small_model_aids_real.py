@@ -1,0 +1,71 @@
+"""Small-model aids on the real SmolLM2-135M: the model itself must produce the call the library routes.
+
+Unlike the plumbing tests beside it, these fail when the model cannot do
+its part: a base model that cannot follow a chat (swapped in for SmolLM2)
+writes arguments that do not come from the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.graphs import records, user
+from langchain_core.tools import tool
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
+
+pytestmark = pytest.mark.realmodel
+
+
+def _tools(seen: list[str]) -> tuple[Any, Any]:
+    @tool
+    def lookup(key: str) -> str:
+        """Look up the fact stored under a key."""
+        seen.append(f"lookup:{key}")
+        return {"alpha_code": "7741"}.get(key.strip(), f"no fact stored under {key!r}")
+
+    @tool
+    def calculate(expression: str) -> str:
+        """Evaluate an arithmetic expression such as 3 * (4 + 5)."""
+        seen.append(f"calculate:{expression}")
+        numbers = [int(n) for n in expression.replace("*", " ").split() if n.isdigit()]
+        return str(numbers[0] * numbers[1]) if "*" in expression and len(numbers) == 2 else "cannot compute"
+
+    return lookup, calculate
+
+
+def test_a_forced_child_calls_its_tool_with_the_key_named_in_its_task(local_model):  # noqa: F811
+    seen: list[str] = []
+    lookup, _ = _tools(seen)
+    parent = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call(
+        "task", description="Look up the key alpha_code.", subagent_type="librarian")]}, "done"])])
+    librarian = {"name": "librarian", "description": "Looks up facts by key.", "tools": [lookup],
+                 "model": local_model.chat_model(max_tokens=32),
+                 "system_prompt": "Use the lookup tool.", "middleware": [ForceToolUse(answer_with_result=True)]}
+    out = create_deep_agent(parent, subagents=[librarian], general_purpose=False).invoke(user("go"))
+    assert seen == ["lookup:alpha_code"]
+    [record] = records(out)
+    assert record["status"] == "completed" and record["result"] == "7741"
+
+
+def test_the_root_picks_the_agent_and_its_child_the_arguments_from_the_users_words(local_model):  # noqa: F811
+    seen: list[str] = []
+    lookup, calculate = _tools(seen)
+    child_model = local_model.chat_model(max_tokens=32)
+    specs = [
+        {"name": "librarian", "description": "Looks up stored facts by their key, with the lookup tool.",
+         "tools": [lookup], "model": child_model, "middleware": [ForceToolUse(answer_with_result=True)]},
+        {"name": "calculator", "description": "Does arithmetic with the calculate tool.",
+         "tools": [calculate], "model": child_model, "middleware": [ForceToolUse(answer_with_result=True)]},
+    ]
+    agent = create_deep_agent(local_model.chat_model(max_tokens=32), subagents=specs, general_purpose=False,
+                              force_delegation=ForceDelegation(description="verbatim"),
+                              middleware=[ReturnChildAnswer()])
+    out = agent.invoke(user("Compute 37 * 41."))
+    [record] = records(out)
+    assert record["agent_type"] == "calculator" and record["description"] == "Compute 37 * 41."
+    assert len(seen) == 1 and seen[0].startswith("calculate:") and "37" in seen[0] and "41" in seen[0]
+    assert out["messages"][-1].text == "1517"
