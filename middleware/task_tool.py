@@ -562,11 +562,11 @@ class TaskToolInput(BaseModel):
 # registry's readable "unknown subagent" error, which lists the valid names,
 # instead of a bare validation error.
 #
-# Past :data:`ENUM_LIMIT` names the tool schema carries no enum (and the
-# tool description no list of names): a registry that large is listed once,
-# in the system prompt's ``<available_agents>`` block, so the parent does not
-# pay for every name three times on every call (providers also cap enum
-# sizes in strict schemas). The forced-delegation schema keeps its enum.
+# Past :data:`ENUM_LIMIT` names the tool schema carries no enum: a registry
+# that large is listed once, in the system prompt's ``<available_agents>``
+# block (providers also cap enum sizes in strict schemas). The tool's
+# description never lists the names. The forced-delegation schema keeps its
+# enum.
 #
 # Example::
 #
@@ -579,7 +579,7 @@ class TaskToolInput(BaseModel):
 
 SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
-ENUM_LIMIT = 100
+ENUM_LIMIT = 25
 """Most agent names the ``task`` tool's schema lists as an enum; past it, none."""
 
 
@@ -701,10 +701,9 @@ def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]
     """The description for ``agents`` (``(name, description)`` pairs)."""
     agents = list(agents)
     if template is None:
-        if len(agents) > ENUM_LIMIT:
-            return TASK_TOOL_DESCRIPTION
-        names = ", ".join(name for name, _ in agents)
-        return f"{TASK_TOOL_DESCRIPTION}\n\nAvailable subagent types: {names}."
+        # The names are in <available_agents> (with what each does) and in the schema's enum:
+        # listing them here too made the parent pay for every name three times on every call.
+        return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
         raise ValueError(f"task_description: expected non-empty text, got {template!r}")
     listing = "\n".join(f"- {name}: {description}" for name, description in agents)

@@ -284,14 +284,20 @@ def test_general_purpose_can_be_overridden(lib, run):
     assert child["tools"] == ["internet_search"] or "internet_search" in child["tools"]
 
 
-def test_task_description_names_the_agents(lib):
+def test_the_model_is_told_the_agents_names(lib):
+    """deepagents names them in the ``task`` tool's description; we name them once, in the system prompt's
+    ``<available_agents>`` block (with the enum of a small registry), so the description does not repeat them."""
     specs = [
         {"name": "researcher", "description": "Finds facts.", "tools": []},
         {"name": "writer", "description": "Writes reports.", "tools": []},
     ]
-    description = task_tool_description(lib.create_deep_agent(model=ScriptedChatModel(), subagents=specs))
+    model = ScriptedChatModel(default="ok")
+    agent = lib.create_deep_agent(model=model, subagents=specs)
+    agent.invoke(user("hello"))
+    (call,) = model.calls
+    seen = task_tool_description(agent) + "".join(m.text for m in call["messages"] if m.type == "system")
     for name in ("general-purpose", "researcher", "writer"):
-        assert name in description
+        assert name in seen
 
 
 def test_task_description_template_gets_the_full_listing():
