@@ -31,12 +31,15 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 # ----------------------------------------------------------------------------
 # File paths built from ids (threads, tasks, agent names) that stay inside their folder.
@@ -76,11 +79,15 @@ def inside(root: Path, path: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------
-# The in-process transcript table: recent transcripts, bounded by size, not count.
+# The in-process transcript table: recent transcripts, bounded by their real size.
 #
 # Used only when a run has no checkpointer and no other sink; the oldest
-# transcripts are dropped first once the table holds more than ``max_bytes``
-# (estimated from the messages' text).
+# transcripts are dropped first once the table holds more than ``max_bytes``.
+# A transcript is kept serialized and compressed (LangGraph's checkpoint
+# serializer, then zlib), so what the bound counts is what the process
+# holds: the bytes plus a fixed cost per entry. Messages the serializer
+# cannot store (an arbitrary object in a tool's artifact) are kept as
+# objects and counted by walking them. Each read returns fresh messages.
 #
 # Example::
 #
@@ -93,23 +100,28 @@ def inside(root: Path, path: Path) -> Path:
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
+ENTRY_BYTES = 300
+"""What one entry costs beside its data: the key, the tuple, the bytes object's header, the dict slot."""
+
+_serde = JsonPlusSerializer()
+
 
 class TranscriptTable:
-    """Task id -> messages, oldest evicted first past ``max_bytes``."""
+    """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._items: collections.OrderedDict[str, tuple[list[BaseMessage], int]] = collections.OrderedDict()
+        self._items: collections.OrderedDict[str, tuple[Any, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
-        size = sum(_size(m) for m in messages)
+        stored, size = _packed(list(messages))
         with self._lock:
             old = self._items.pop(task_id, None)
             if old is not None:
                 self.bytes -= old[1]
-            self._items[task_id] = (list(messages), size)
+            self._items[task_id] = (stored, size)
             self.bytes += size
             while self.bytes > self.max_bytes and len(self._items) > 1:
                 _, (_, dropped) = self._items.popitem(last=False)
@@ -118,16 +130,52 @@ class TranscriptTable:
     def get(self, task_id: str) -> list[BaseMessage] | None:
         with self._lock:
             item = self._items.get(task_id)
-        return None if item is None else list(item[0])
+        if item is None:
+            return None
+        stored = item[0]
+        if isinstance(stored, tuple):
+            return cast("list[BaseMessage]", _serde.loads_typed((stored[0], zlib.decompress(stored[1]))))
+        return list(stored)
 
     def __len__(self) -> int:
         return len(self._items)
 
 
-def _size(message: BaseMessage) -> int:
-    content = message.content
-    text = content if isinstance(content, str) else str(content)
-    return len(text) + 200  # fixed cost per message: ids, type, metadata
+def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
+    """The form a transcript is kept in, and what it costs the process."""
+    try:
+        kind, data = _serde.dumps_typed(messages)
+    except Exception:  # noqa: BLE001 - anything the serializer refuses stays as objects
+        return messages, ENTRY_BYTES + deep_size(messages)
+    packed = zlib.compress(data, 1)
+    return (kind, packed), ENTRY_BYTES + len(packed)
+
+
+def deep_size(value: Any, seen: set[int] | None = None) -> int:
+    """Bytes held by ``value`` and what it refers to (each object counted once), as ``sys.getsizeof`` counts them.
+
+    Example::
+
+        >>> deep_size("abc") == sys.getsizeof("abc")
+        True
+    """
+    seen = set() if seen is None else seen
+    stack = [value]
+    total = 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item, 64)
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.append(vars(item))
+    return total
 
 
 MEMORY = TranscriptTable()
