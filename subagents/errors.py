@@ -311,6 +311,10 @@ class RemoteStartError(SubagentsError, RuntimeError):
         super().__init__(f"the server at {url} did not start the task: {reason}")
 
 
+class UntrustedDataError(SubagentsError, ValueError):
+    """Stored state names something to import and call, which a data-only reader refuses (see ``subagents.data_only``)."""
+
+
 class TaskStateError(SubagentsError, ValueError):
     """An operation that does not apply to the task as it stands; the message says why."""
 

@@ -26,6 +26,7 @@ from deep_agent.state import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
 from subagents.checkpoint_values import saved_value
+from subagents.data_only import DataOnlySerializer
 from subagents.errors import SubagentsError
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
@@ -203,13 +204,16 @@ def last_thread(state: Path) -> str | None:
 async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
     """The checkpointer a ``run`` writes through."""
     if db_url:
-        saver_cm = _postgres(db_url, aio=True)
-    else:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        async with _postgres(db_url, aio=True) as saver:
+            saver.serde = DataOnlySerializer(_shown_url(db_url))
+            yield saver
+        return
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        saver_cm = AsyncSqliteSaver.from_conn_string(str(state / "state.sqlite"))
-    async with saver_cm as saver:
-        yield saver
+    path = state / "state.sqlite"
+    async with aiosqlite.connect(str(path)) as conn:
+        yield AsyncSqliteSaver(conn, serde=DataOnlySerializer(str(path)))
 
 
 @contextlib.contextmanager
@@ -217,6 +221,7 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
     """A sync checkpointer for reading ledgers and transcripts back."""
     if db_url:
         with _postgres(db_url, aio=False) as saver:
+            saver.serde = DataOnlySerializer(_shown_url(db_url))
             yield saver
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -226,7 +231,8 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
         raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first")
     conn = sqlite3.connect(path, check_same_thread=False)
     try:
-        yield SqliteSaver(conn)
+        # The folder may be a stranger's checkout: its state is read as data, never as code.
+        yield SqliteSaver(conn, serde=DataOnlySerializer(str(path)))
     finally:
         conn.close()
 
@@ -234,6 +240,15 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 def _postgres(db_url: str, *, aio: bool) -> Any:
 
     return open_async_postgres(db_url) if aio else open_postgres(db_url)
+
+
+def _shown_url(db_url: str) -> str:
+    """A database url as errors may show it: no password."""
+    parts = urlsplit(db_url)
+    if parts.password is None:
+        return db_url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
 
 
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
