@@ -312,7 +312,7 @@ class RemoteStartError(SubagentsError, RuntimeError):
 
 
 class UntrustedDataError(SubagentsError, ValueError):
-    """Stored state names something to import and call, which a data-only reader refuses (see ``subagents.data_only``)."""
+    """Stored state names something to import and call, which a data-only reader refuses (``subagents.data_only``)."""
 
 
 class TaskStateError(SubagentsError, ValueError):
