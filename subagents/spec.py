@@ -20,13 +20,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -648,6 +649,10 @@ class RemoteSubagentSpec(BaseModel):
         headers: sent with every request to this server, and nothing else is
             (no key is read from the environment unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
+        url_credentials: ``user:password`` for HTTP basic auth, sent as the
+            ``Authorization`` header; never shown. Credentials written in
+            ``url`` (``http://user:password@host``) are moved here, so no
+            error text, record or repr the model or a log sees holds them.
         api_key_env: the environment variable holding the key, read when the
             first request is made (an unset variable fails that request).
         timeout_s: bound on each status request (poll, check, list).
@@ -664,6 +669,7 @@ class RemoteSubagentSpec(BaseModel):
     url: str
     headers: Mapping[str, str] = Field(default_factory=dict)
     api_key: SecretStr | None = None
+    url_credentials: SecretStr | None = None
     api_key_env: str | None = None
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
     start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
@@ -683,6 +689,18 @@ class RemoteSubagentSpec(BaseModel):
         if not value.strip():
             raise ValueError("must not be empty")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_the_url(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(data.get("url"), str):
+            return data
+        bare, credentials = split_url_credentials(data["url"])
+        if credentials is None:
+            return data
+        if data.get("url_credentials") is not None:
+            raise ValueError("give the url's credentials one way only, not in url and url_credentials")
+        return {**data, "url": bare, "url_credentials": credentials}
 
     @field_validator("url")
     @classmethod
@@ -715,6 +733,8 @@ class RemoteSubagentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RemoteSubagentSpec:
+        if self.url_credentials is not None and any(k.lower() == "authorization" for k in self.headers):
+            raise ValueError("give the Authorization one way only, not url credentials and headers['Authorization']")
         sources = [n for n, on in (("api_key", self.api_key is not None),
                                    ("api_key_env", self.api_key_env is not None),
                                    ("headers['x-api-key']", _has_key_header(self.headers))) if on]
@@ -725,6 +745,9 @@ class RemoteSubagentSpec(BaseModel):
     def request_headers(self) -> dict[str, str]:
         """Every header this spec's requests carry (the key included, if one is configured)."""
         headers = dict(self.headers)
+        if self.url_credentials is not None:
+            token = base64.b64encode(self.url_credentials.get_secret_value().encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         if self.api_key is not None:
             headers[API_KEY_HEADER] = self.api_key.get_secret_value()
         elif self.api_key_env is not None:
@@ -758,6 +781,24 @@ def header_value_problem(text: str) -> str | None:
     return None
 
 
+def split_url_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` part, and that part (``None`` when it has none).
+
+    Example::
+
+        >>> split_url_credentials("http://svc:s3cret@host:2024/api")
+        ('http://host:2024/api', 'svc:s3cret')
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url, None
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+
+
 def checked_url(value: str) -> str:
     """``value`` without a trailing slash if it is an http(s) URL with a host; else ``ValueError``."""
     text = value.strip() if isinstance(value, str) else ""
@@ -770,7 +811,7 @@ def checked_url(value: str) -> str:
     if parts is None or parts.scheme not in ("http", "https") or not host:
         raise ValueError(
             f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
-            f"(got {str(value)[:120]!r})"
+            f"(got {split_url_credentials(str(value))[0][:120]!r})"
         )
     return text.rstrip("/")
 
