@@ -132,7 +132,7 @@ It returns a task id at once and the subagent works while you continue. You are 
 when a background task finishes, so do not poll in a loop: do other work, or end your
 turn and the result will be there in a later turn. Use `check_async_task` for one task's
 status and result, `update_async_task` to send it a new instruction (or a follow-up once
-it has finished, or an approval decision when it waits for one), `cancel_async_task`,
+it has finished, or a refusal when it waits for a person's approval), `cancel_async_task`,
 `list_async_tasks`, and `retry_async_task` for failed, cancelled or lost tasks."""
 
 START_DESCRIPTION = """Start a subagent in the background and return its task id at once.
@@ -146,10 +146,9 @@ CHECK_DESCRIPTION = """Get a background task's status and, once it has finished,
 UPDATE_DESCRIPTION = """Send a message to a background task.
 
 A running task sees it before its next step (use this to steer it). A completed task
-continues the same conversation with it as a follow-up. A task waiting for approval is
-answered with decision="approve" or decision="reject" (the message is then the reason
-the task sees); without a decision, the message "approve" (exactly that word) approves
-and any other message rejects, with your message as the reason."""
+continues the same conversation with it as a follow-up. A task waiting for approval
+waits for a person: you cannot approve it, but you may refuse it with decision="reject"
+(your message is then the reason the task sees)."""
 
 CANCEL_DESCRIPTION = """Cancel a pending, running or waiting background task."""
 
@@ -499,7 +498,7 @@ class BackgroundTaskHandlers:
                             decision: str | None = None) -> Command[Any]:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
             call = self._call(runtime, "", record["agent_type"])
-            current, what = await self.tasks.update(record, message, call, decision)
+            current, what = await self.tasks.update(record, message, call, decision, by_model=True)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
 
         return await self._on_task(runtime, task_id, act)
@@ -731,6 +730,41 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def close(self) -> None:
         """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()
+
+    # -- a person's answer to a task waiting for approval --------------------
+
+    def answer_approval(self, state: Mapping[str, Any], task_id: str, decision: Literal["approve", "reject"],
+                        reason: str = "") -> dict[str, Any]:
+        """Answer a background task waiting for approval, as the person the application asked.
+
+        The parent's model cannot approve (its ``update_async_task`` may only
+        refuse); the application asks a person and answers here. ``state`` is
+        the parent's state (``agent.get_state(config).values``, or what
+        ``invoke`` returned), whose ``async_tasks`` holds the task. Returns the
+        task's updated record; the ledger catches up on the parent's next turn.
+
+        Example::
+
+            out = agent.invoke({"messages": [...]}, config)
+            waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
+            middleware.answer_approval(out, waiting[0], "approve")
+        """
+        return self.runtime.run(self._answer(state, task_id, decision, reason))
+
+    async def aanswer_approval(self, state: Mapping[str, Any], task_id: str,
+                               decision: Literal["approve", "reject"], reason: str = "") -> dict[str, Any]:
+        """:meth:`answer_approval` from async code."""
+        return await self.runtime.arun(self._answer(state, task_id, decision, reason))
+
+    async def _answer(self, state: Mapping[str, Any], task_id: str, decision: str, reason: str) -> dict[str, Any]:
+        record = ledger_of(state).get(task_id)
+        if not isinstance(record, Mapping):
+            raise TaskStateError(f"answer_approval: no background task {task_id!r} in the state's async_tasks")
+        call = TaskCall(subagent_type=str(record.get("agent_type")), description="", parent_state=state,
+                        tool_call_id=None, parent_config={}, parent_model=self.parent_model.model,
+                        parent_tools=self._tools or ())
+        current, _ = await self.tasks.update(record, reason or decision, call, decision)
+        return current
 
     # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
 

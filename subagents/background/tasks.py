@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from subagents.background.approval import decided_message
+from subagents.background.approval import decided_message, is_approval
 from subagents.background.ledger import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -210,11 +210,15 @@ class BackgroundTasks:
         return current, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
-                     decision: str | None = None) -> tuple[dict[str, Any], str]:
+                     decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
         """Steer, answer or follow up; returns the updated record and what happened.
 
         ``decision`` (``"approve"``/``"reject"``) answers a task waiting for
-        approval without relying on the message's words.
+        approval without relying on the message's words. ``by_model``: the
+        message comes from a model's tool call, which may refuse a pending
+        approval (its message is then the reason) but never grant one: only a
+        person approves, through the application (the CLI's prompt,
+        :meth:`middleware.BackgroundSubagentMiddleware.answer_approval`).
         """
         current, _ = await self.check(record)
         status = current["status"]
@@ -223,10 +227,12 @@ class BackgroundTasks:
                 f"task {current['id']} is {status}; it cannot take messages. "
                 "Call retry_async_task to run it again."
             )
-        if decision is not None:
-            if status != "waiting_for_approval":
-                raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
-                                     "leave decision out and send the message alone.")
+        if decision is not None and status != "waiting_for_approval":
+            raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
+                                 "leave decision out and send the message alone.")
+        if by_model and status == "waiting_for_approval":
+            message = model_refusal(current["id"], message, decision)
+        elif decision is not None:
             message = decided_message(message, decision)
         if not message.strip():
             raise TaskStateError("message must not be empty")
@@ -444,6 +450,21 @@ class _EndWatch:
 
 _REMOTE_WAITING = ACTIVE_STATUSES
 """Remote statuses that still change on their own."""
+
+
+def model_refusal(task_id: str, message: str, decision: str | None) -> str:
+    """The resume message of a model's answer to a pending approval: a rejection, never an approval.
+
+    Raises :class:`TaskStateError` for an answer that would approve (the
+    ``approve`` decision, an approval word, a JSON resume value).
+    """
+    text = message.strip()
+    if decision == "approve" or (decision is None and (is_approval(text) or text[:1] in ("{", "["))):
+        raise TaskStateError(
+            f"task {task_id} waits for a person's approval, and a model cannot give it: the person answers "
+            "through the application. You may refuse it instead: decision=\"reject\" with the reason as message."
+        )
+    return decided_message(text, "reject")
 
 
 def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,

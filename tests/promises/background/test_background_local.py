@@ -271,7 +271,8 @@ def test_follow_up_continues_the_same_child_conversation(run, background):
     assert [m.text for m in follow_up["messages"][1:3]] == ["first question", "first answer"]
 
 
-def test_a_task_waiting_for_approval_is_announced_and_answered(run, background):
+def test_a_task_waiting_for_approval_is_announced_and_only_a_person_approves_it(run, background):
+    """Before: the parent's model approved its own child's gated call with update_async_task."""
     gate = Gate()
 
     @tool
@@ -309,7 +310,10 @@ def test_a_task_waiting_for_approval_is_announced_and_answered(run, background):
 
     out = run(agent, user("PARENT news"), config)
     assert "asks for approval" in notices(out)[0] and "publish" in notices(out)[0]
-    assert "answered: the task resumes" in last_tool_result(out).content
+    refused = last_tool_result(out)
+    assert refused.status == "error" and "a model cannot give it" in refused.content
+    assert background.status(task_id) == "waiting_for_approval"  # the model's "approve" ran nothing
+    middleware.answer_approval(out, task_id, "approve")  # the person answers, through the application
     wait_for(lambda: background.status(task_id) == "completed")
     out = run(agent, user("PARENT news"), config)
     assert ledger(out)[task_id]["result"] == "Outcome: published to prod"
