@@ -666,7 +666,7 @@ def build_subagent(
     if mcp is not None:
         tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
-    middleware = _child_middleware(spec, options, tools, model, model_for)
+    middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A structured response keeps the tools node too: without one, LangChain loops a
@@ -689,8 +689,22 @@ def build_subagent(
     return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
 
 
+def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
+    """Tool name -> rule of every approval the parent's own ``HumanInTheLoopMiddleware`` asks for.
+
+    A child holding one of those tools asks the same, whatever its spec says:
+    the parent's approvals are a floor no child lowers (``general-purpose``
+    has the parent's tools, so without this it ran a gated tool unasked).
+    """
+    gates: dict[str, Any] = {}
+    for mw in parent_middleware:
+        if isinstance(mw, HumanInTheLoopMiddleware):
+            gates.update({name: rule for name, rule in (mw.interrupt_on or {}).items() if rule})
+    return gates
+
+
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
-                      model_for: Callable[[Any], Any]) -> list[Any]:
+                      model_for: Callable[[Any], Any], gates: Mapping[str, Any] | None = None) -> list[Any]:
     """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
     middleware: list[Any] = []
     for mw in spec.middleware:
@@ -705,8 +719,11 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
     # deepagents' rule: a spec's own interrupt_on replaces the parent's.
     interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
-    rules = approval_rules(mode, [tool_name(t) for t in tools], risky_tools=options.risky_tools,
+    names = [tool_name(t) for t in tools]
+    rules = approval_rules(mode, names, risky_tools=options.risky_tools,
                            interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
+    floor = {n: gates[n] for n in names if n in gates} if gates else {}
+    rules = {**floor, **{k: v for k, v in rules.items() if v}} or rules
     if rules and missing(HumanInTheLoopMiddleware):
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
     if missing(SummarizationMiddleware):
