@@ -147,6 +147,10 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                      help="approval policy of the root and of agents whose file sets none "
                      "(default: confirm_risky: Write, Edit and Bash ask)")
     run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
+    run.add_argument("--allow-network", action="store_true",
+                     help="let Bash commands reach the network (its sandbox has none by default)")
+    run.add_argument("--unsafe-bash", action="store_true",
+                     help="run Bash unconfined, without its bubblewrap sandbox (it can reach anything you can)")
     run.add_argument("--timeout", type=_positive(float), default=120.0, metavar="SECONDS",
                      help="bound on one model call, its retries included (default: 120)")
     run.add_argument("--retries", type=_at_least_zero, default=0, metavar="N",

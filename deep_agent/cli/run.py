@@ -93,6 +93,22 @@ def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) ->
             if (project / wrong).is_dir() and not (project / right).is_dir()]
 
 
+def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """How ``run`` offers ``Bash``: in bubblewrap's sandbox, unconfined (``--unsafe-bash``), or not at all.
+
+    Returns the ``builtin_tools(bash=...)`` value and a note for the user, if any.
+    """
+    from deep_agent.tools.sandbox import Sandbox
+
+    if getattr(args, "unsafe_bash", False):
+        return True, "Bash runs unconfined (--unsafe-bash): a command can read and write anything you can"
+    sandbox = Sandbox.find(network=bool(getattr(args, "allow_network", False)))
+    if sandbox is None:
+        return False, ("Bash is off: bubblewrap (bwrap) is not installed to confine it; install it "
+                       "(Debian: apt install bubblewrap), or pass --unsafe-bash to run it unconfined")
+    return sandbox, None
+
+
 def prepare_run(args: argparse.Namespace) -> RunSetup:
     """Check the arguments, find and check the agent files, and choose the model."""
     from deep_agent.cli.agents import plan_models, read_profiles, require_dirs
@@ -133,12 +149,15 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     notices += [message for _, message in found.notes]
     budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
     approve_all = bool(args.yes)
+    bash, bash_note = bash_setting(args)
+    if bash_note:
+        notices.append(bash_note)
 
     def build(checkpointer: Any, sessions: Path) -> Any:
         from deep_agent.factory import create_deep_agent
 
         return create_deep_agent(
-            model, builtin_tools(workspace), subagents=specs, system_prompt=ROOT_PROMPT,
+            model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
             checkpointer=checkpointer, sessions_dir=str(sessions), model_profiles=plan.profiles,
             unknown_model=args.unknown_model, permission_mode=args.permission_mode,
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", background=True,

@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from deep_agent.tools.files import file_tools
+from deep_agent.tools.sandbox import Sandbox
 from deep_agent.tools.search import search_tools
 from deep_agent.tools.shell import shell_tools
 from deep_agent.tools.workspace import Workspace
@@ -28,10 +29,17 @@ RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})
 _RULE = re.compile(r"^([A-Za-z_][\w-]*)\s*\(.*\)$", re.DOTALL)
 
 
-def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None) -> list[BaseTool]:
-    """The seven tools, confined to ``workspace`` (default: the current folder)."""
+def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *,
+                  bash: Sandbox | bool = True) -> list[BaseTool]:
+    """The seven tools, confined to ``workspace`` (default: the current folder).
+
+    ``bash``: a :class:`~deep_agent.tools.sandbox.Sandbox` runs ``Bash`` in it;
+    ``True`` runs it unconfined (a shell reaches any path the user can);
+    ``False`` leaves ``Bash`` out.
+    """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    tools = [*file_tools(ws), *search_tools(ws), *shell_tools(ws)]
+    shell = shell_tools(ws, bash if isinstance(bash, Sandbox) else None) if bash is not False else []
+    tools = [*file_tools(ws), *search_tools(ws), *shell]
     order = {name: i for i, name in enumerate(BUILTIN_TOOL_NAMES)}
     return sorted(tools, key=lambda t: order[t.name])
 

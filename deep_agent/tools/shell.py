@@ -41,6 +41,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
+from deep_agent.tools.sandbox import Sandbox
 from deep_agent.tools.workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -58,14 +59,15 @@ class BashInput(BaseModel):
     )
 
 
-def shell_tools(ws: Workspace) -> list[StructuredTool]:
-    """``Bash``, bound to ``ws``."""
+def shell_tools(ws: Workspace, sandbox: Sandbox | None = None) -> list[StructuredTool]:
+    """``Bash``, bound to ``ws``; inside ``sandbox`` (:mod:`deep_agent.tools.sandbox`) when one is given."""
 
     def bash(command: str, timeout: int | None = None) -> str:
         check_text(command, "command")
         limit_s = (timeout or DEFAULT_TIMEOUT_MS) / 1000
+        argv: str | list[str] = sandbox.argv(ws.root, command) if sandbox is not None else command
         process = subprocess.Popen(
-            command, shell=True, cwd=ws.root, stdin=subprocess.DEVNULL,
+            argv, shell=sandbox is None, cwd=ws.root, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
         # Only what the result can show is kept (UTF-8 is at most 4 bytes a character);
@@ -94,7 +96,11 @@ def shell_tools(ws: Workspace) -> list[StructuredTool]:
             _LEFT_RUNNING.append(_LeftJobs(process.pid, jobs, output))
         return shown
 
-    return [_tool(ws, bash, "Bash", BashInput, "Run a shell command in the workspace folder.")]
+    where = "Run a shell command in the workspace folder."
+    if sandbox is not None:
+        where = ("Run a shell command in the workspace folder, in a sandbox: only the workspace can be "
+                 "written; your home folder and /tmp are empty" + ("" if sandbox.network else "; no network") + ".")
+    return [_tool(ws, bash, "Bash", BashInput, where)]
 
 
 class _BoundedOutput:

@@ -1,0 +1,96 @@
+"""Bash runs in a sandbox: only the workspace can be written; home, /tmp and the network are out of reach.
+
+Before: the command line's ``Bash``, listed among the tools that "work
+inside --workspace DIR", read ``../secret.txt`` and wrote outside the
+workspace. It now runs under bubblewrap (Debian's ``bubblewrap`` package,
+which ``.ci/run`` installs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from deep_agent.tools import Workspace, builtin_tools
+from deep_agent.tools.sandbox import Sandbox
+from deep_agent.tools.shell import shell_tools
+
+if shutil.which("bwrap") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("bwrap is not installed: install Debian's bubblewrap package (.ci/run does)")
+    pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
+
+
+@pytest.fixture()
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (tmp_path / "secret.txt").write_text("the neighbour's secret")
+    return workspace, tmp_path
+
+
+def _bash(workspace: Path, **sandbox: bool):
+    (tool,) = shell_tools(Workspace(workspace), Sandbox.find(**sandbox))
+    return lambda command, timeout=20_000: tool.invoke({"command": command, "timeout": timeout})
+
+
+def test_the_workspace_is_writable_and_nothing_beside_it(layout):
+    workspace, outside = layout
+    bash = _bash(workspace)
+    out = bash("echo kept > inside.txt && cat inside.txt; echo x > ../escaped.txt; echo x > /etc/escaped; "
+               "cat ../secret.txt; echo done")
+    assert (workspace / "inside.txt").read_text() == "kept\n"
+    assert not (outside / "escaped.txt").exists() and not Path("/etc/escaped").exists()
+    assert "the neighbour's secret" not in out and "done" in out
+
+
+def test_the_home_folder_is_empty_inside(layout, tmp_path_factory):
+    workspace, _ = layout
+    out = _bash(workspace)(f"ls -A {Path.home()} | wc -l; ls {Path.home()}/.ssh 2>&1 | head -1")
+    assert out.splitlines()[0].strip() == "0"
+
+
+def _listener() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    threading.Thread(target=lambda: server.accept(), daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_no_network_unless_allowed(layout):
+    workspace, _ = layout
+    server, port = _listener()
+    try:
+        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"reached\")'"
+        assert "reached" not in _bash(workspace)(probe)
+        assert "reached" in _bash(workspace, network=True)(probe)
+    finally:
+        server.close()
+
+
+def test_a_timeout_still_ends_a_sandboxed_command(layout):
+    workspace, _ = layout
+    out = _bash(workspace)("sleep 30", timeout=500)
+    assert "[command killed after 0.5s timeout]" in out
+
+
+def test_the_command_line_offers_no_bash_without_bubblewrap_unless_told(monkeypatch, tmp_path):
+    import argparse
+
+    from deep_agent.cli.run import bash_setting
+
+    args = argparse.Namespace(unsafe_bash=False, allow_network=False)
+    bash, note = bash_setting(args)
+    assert isinstance(bash, Sandbox) and note is None
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    bash, note = bash_setting(args)
+    assert bash is False and "Bash is off" in note and "--unsafe-bash" in note
+    assert "Bash" not in [t.name for t in builtin_tools(tmp_path, bash=bash)]
+    bash, note = bash_setting(argparse.Namespace(unsafe_bash=True, allow_network=False))
+    assert bash is True and "unconfined" in note
