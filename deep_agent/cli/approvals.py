@@ -211,7 +211,7 @@ async def settle_background(tree: TaskTree, console: Console, *, ask: TerminalAs
             return
         for task in waiting:
             await answer_task(task, ask=ask, approve_all=approve_all,
-                              announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
+                              announce=lambda line: console.print(Text(printable(line), style="magenta")))
 
 
 async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,

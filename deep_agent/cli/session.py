@@ -105,12 +105,13 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
         remember_thread(state, thread_id)
         for turn, prompt in enumerate(prompts):
             if turn:
-                console.print(f"[bold]>[/bold] {prompt}", markup=True)
+                console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
             tree = await _turn(agent, config, prompt, setup, title, console)
             values = (await agent.aget_state(config)).values
             messages = values.get("messages") or []
             console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
-            console.print(messages[-1].text if messages else "", markup=False)
+            # The answer is model text: its lines are kept, but no escape sequence in it reaches the terminal.
+            console.print(Text(printable(messages[-1].text if messages else "", lines=True)), highlight=False)
             console.print(summary_table(
                 _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
                 prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
@@ -141,7 +142,7 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             if not interrupts:
                 break
             resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
-                            announce=lambda line: console.print(f"[magenta]{line}[/magenta]", highlight=False))
+                            announce=lambda line: console.print(Text(printable(line), style="magenta")))
             inputs = Command(resume=resume)
     except BaseException:
         tree.stop_clock("failed")
