@@ -81,7 +81,9 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
         lines.append((agent, len(group), sum(r.model_calls for r in group), sum(r.tokens for r in group),
                       sum(r.seconds() for r in group), sum(r.cost_usd for r in group)))
     for agent, tasks, calls, tokens, seconds, cost in lines:
-        table.add_row(agent, str(tasks), str(calls), str(tokens), f"{seconds:.1f}s", _cost(cost, prices))
+        # An agent type may be what a model asked for (a refused call's): data, never markup, escapes shown.
+        table.add_row(Text(printable(agent)), str(tasks), str(calls), str(tokens), f"{seconds:.1f}s",
+                      _cost(cost, prices))
     total_cost = sum(line[5] for line in lines)
     table.add_row("total", str(len(rows)), str(sum(line[2] for line in lines)),
                   str(sum(line[3] for line in lines)), f"{root_seconds:.1f}s", _cost(total_cost, prices),

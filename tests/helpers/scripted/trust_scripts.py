@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent.testing import ScriptedChatModel, tool_call
 
 HOSTILE = ("first line\n"
            "\x1b[2J\x1b[H"                                   # clear the screen, cursor home
@@ -19,3 +19,15 @@ RAW = ("\x1b", "\x07", "\x08", "\r", "\x9b", "\u202e")
 def hostile_root() -> ScriptedChatModel:
     """The root answers at once with :data:`HOSTILE`."""
     return ScriptedChatModel(responses=[HOSTILE], default=HOSTILE)
+
+
+HOSTILE_AGENT = "x\x1b]52;c;ZWNobyBwd25lZA==\x07[bold]y"
+"""A subagent type no agent has: the call is refused, and its name is shown in the tree and the summary."""
+
+
+def hostile_agent_name() -> ScriptedChatModel:
+    """The root delegates to :data:`HOSTILE_AGENT` (refused: unknown), then answers plainly."""
+    return ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="d", subagent_type=HOSTILE_AGENT)]}, "Done."],
+        default="Done.",
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.cli import SCRIPTS, cli
-from helpers.scripted.trust_scripts import HOSTILE, RAW
+from helpers.scripted.trust_scripts import HOSTILE, HOSTILE_AGENT, RAW
 
 from deep_agent.cli.approvals import describe_call
 from deep_agent.cli.terminal import printable
@@ -34,6 +34,18 @@ def test_run_prints_the_roots_final_answer_escaped(project):
     for visible in ("\\x1b[2J", "\\x1b]52;c;ZWNobyBwd25lZA==\\x07", "\\x1b]8;;http://evil.example/", "\\x9b31m",
                     "\\x08back\\rover\\u202eflipped"):
         assert visible in run.stdout, run.stdout
+
+
+def test_a_model_chosen_agent_name_is_escaped_in_the_run_and_in_tasks(project):
+    run = cli("run", "go", "--thread", "t-name", "--model", "scripted:trust_scripts:hostile_agent_name",
+              cwd=project, env=dict(SCRIPTS))
+    assert run.returncode == 0, run.stderr
+    tasks = cli("tasks", "t-name", cwd=project)
+    assert tasks.returncode == 0, tasks.stderr
+    for out in (run.stdout, tasks.stdout):
+        assert [c for c in RAW if c in out] == [], out
+    # Shown as text, escapes visible, "[bold]" not read as markup (the summary table is one line a row).
+    assert printable(HOSTILE_AGENT) in run.stdout, run.stdout
 
 
 def test_printable_keeps_lines_and_tabs_and_escapes_the_rest():
