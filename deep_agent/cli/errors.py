@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from deep_agent.cli.terminal import printable
 from subagents.errors import SubagentsError
+from subagents.redaction import redact_url
 
 MAX_MESSAGE_CHARS = 2000
 
@@ -55,7 +56,7 @@ def describe_error(exc: BaseException) -> str:
             text = f"cannot reach the model server at {url}: {text}"
         elif url:
             text = f"{text} (request to {url})"
-        return printable(" ".join(text.split())[:MAX_MESSAGE_CHARS])
+        return printable(" ".join(redact_url(text).split())[:MAX_MESSAGE_CHARS])
     except Exception:  # noqa: BLE001 - the failure path never raises
         return type(exc).__name__
 

@@ -49,6 +49,7 @@ from langchain_core.tools import BaseTool, ToolException
 
 from subagents.errors import McpServerError, brief
 from subagents.metering import TaskMeter
+from subagents.redaction import redact_url
 
 # ----------------------------------------------------------------------------
 # The ``mcp_config`` field: the MCP servers a subagent may use.
@@ -205,7 +206,8 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
             except ValueError:
                 valid = False
             if not valid:
-                problems.append(f"MCP server '{name}': url {brief(server['url'])} is not an http(s) or ws(s) URL")
+                shown = brief(redact_url(str(server["url"])))
+                problems.append(f"MCP server '{name}': url {shown} is not an http(s) or ws(s) URL")
     return problems, notes
 
 
