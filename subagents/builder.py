@@ -76,6 +76,7 @@ from subagents.definitions.permissions import (
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
+from subagents.policy import is_policy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 
 # ----------------------------------------------------------------------------
@@ -266,7 +267,7 @@ def middleware_for_model(
     own: Sequence[Any],
     inherited: Sequence[AgentMiddleware],
 ) -> list[Any]:
-    """Middleware to put before the child's own: retries, then the parent's model-level ones.
+    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
     A middleware whose name the child already has is skipped: the child's own wins
     (``create_agent`` refuses two of one name).
@@ -277,11 +278,11 @@ def middleware_for_model(
     if retries and ModelRetryMiddleware.__name__ not in taken:
         taken.add(ModelRetryMiddleware.__name__)
         chosen.append(retry_middleware(retries))
-    if inherits_model:
-        for mw in inherited:
-            if is_model_level(mw) and getattr(mw, "name", None) not in taken:
-                taken.add(mw.name)
-                chosen.append(mw)
+    for mw in inherited:
+        # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
+        if (is_policy(mw) or (inherits_model and is_model_level(mw))) and getattr(mw, "name", None) not in taken:
+            taken.add(mw.name)
+            chosen.append(mw)
     return chosen
 
 
