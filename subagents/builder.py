@@ -42,6 +42,7 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
     ModelRetryMiddleware,
+    ModelRouterMiddleware,
     SummarizationMiddleware,
 )
 from langchain.agents.structured_output import (
@@ -195,9 +196,10 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 # Model-level middleware a child takes from its parent, and the child's own retries.
 #
 # A child that inherits the parent's model also inherits how the parent calls
-# it: LangChain's ``ModelFallbackMiddleware`` and ``ModelRetryMiddleware`` on
-# the parent apply to the child's model calls too, whatever their order next
-# to ``SubAgentMiddleware`` (a middleware class can opt in with a true
+# it: LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware`` and
+# ``ModelRouterMiddleware`` (which routes the child's own task) on the parent
+# apply to the child's model calls too, whatever their order next to
+# ``SubAgentMiddleware`` (a middleware class can opt in with a true
 # ``inherited_by_subagents`` attribute). A child with a model of its own
 # keeps only its own middleware.
 #
@@ -213,7 +215,9 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 
 
 
-MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware)
+# The router is here so that a child routes its own task whatever the order of the parent's middleware: the
+# delegation middleware sees the parent's request before a router placed after it has changed the model.
+MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware, ModelRouterMiddleware)
 """LangChain middleware that changes how the model is called, not what the agent does."""
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
