@@ -134,3 +134,34 @@ def _permissions(rules: Sequence[Any] | None) -> list[Any] | None:
             )
         out.append(rule)
     return out
+
+
+def general_purpose_with_root_skills(
+    specs: Sequence[Any], *, enabled: bool, backend: Any = None, skills: Sequence[str] | None = None,
+) -> list[Any]:
+    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents.
+
+    In deepagents the general-purpose child inherits ``skills=`` (a custom
+    child only gets the skills its spec names); here too: it gets its own
+    deepagents ``SkillsMiddleware`` over the same backend and sources. When
+    no skills were given, general-purpose is off, or a spec already has the
+    name, ``specs`` are returned as they are.
+    """
+    from middleware.task_tool import (
+        GENERAL_PURPOSE_DESCRIPTION,
+        GENERAL_PURPOSE_NAME,
+        GENERAL_PURPOSE_PROMPT,
+    )
+    from subagents.spec import SubagentSpec
+
+    names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
+    if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
+        return list(specs)
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.skills import SkillsMiddleware
+
+    store = backend if backend is not None else StateBackend()
+    general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
+                           system_prompt=GENERAL_PURPOSE_PROMPT,
+                           middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills)))])
+    return [general, *specs]

@@ -29,9 +29,6 @@ DIFFERENCES: dict[str, str] = {
         "governance: a failing child becomes an error result for the parent, not an exception out of the run "
         "(the scripted parent then runs out of responses)"
     ),
-    "test_general_purpose_subagent_inherits_skills_from_main_agent": (
-        "not yet: the root's SkillsMiddleware stays with the root; a child gets only the skills its spec names"
-    ),
     "test_custom_subagent_with_skills_parameter": (
         "not yet: a spec's skills are skill names or folders on the local disk, not backend paths"
     ),
