@@ -165,3 +165,32 @@ def general_purpose_with_root_skills(
                            system_prompt=GENERAL_PURPOSE_PROMPT,
                            middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills)))])
     return [general, *specs]
+
+
+def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
+    """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
+
+    Only when ``create_deep_agent`` was given a deepagents ``backend``: then a
+    spec's ``skills`` entry with a ``/`` is a skill source on that backend
+    (deepagents' meaning) and becomes the child's own ``SkillsMiddleware``;
+    other entries stay skill names from ``skills_dirs``. Without a backend,
+    specs are returned as they are (their ``skills`` are names or local folders).
+    """
+    if backend is None:
+        return list(specs)
+    from deepagents.middleware.skills import SkillsMiddleware
+
+    out: list[Any] = []
+    for spec in specs:
+        skills = spec.get("skills") if isinstance(spec, Mapping) else None
+        sources = [s for s in skills or () if isinstance(s, str) and "/" in s]
+        if not sources:
+            out.append(spec)
+            continue
+        rest = [s for s in skills or () if s not in sources]
+        changed = {k: v for k, v in spec.items() if k != "skills"}
+        if rest:
+            changed["skills"] = rest
+        changed["middleware"] = [*(spec.get("middleware") or ()), SkillsMiddleware(backend=backend, sources=sources)]
+        out.append(changed)
+    return out

@@ -29,12 +29,6 @@ DIFFERENCES: dict[str, str] = {
         "governance: a failing child becomes an error result for the parent, not an exception out of the run "
         "(the scripted parent then runs out of responses)"
     ),
-    "test_custom_subagent_with_skills_parameter": (
-        "not yet: a spec's skills are skill names or folders on the local disk, not backend paths"
-    ),
-    "test_custom_subagent_with_skills_multiple_sources": (
-        "not yet: a spec's skills are skill names or folders on the local disk, not backend paths"
-    ),
     "test_ls_agent_type_is_trace_only_metadata": (
         "not yet: ls_agent_type rides in the child's run metadata (so callbacks see it), "
         "not only in LangSmith's tracing context"
