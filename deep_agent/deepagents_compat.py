@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from subagents.errors import SubagentsError
+
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]"'
 """What to run to get deepagents' middleware."""
 
@@ -40,8 +42,11 @@ MODEL_NONE_WARNING = (
 )
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(SubagentsError, ImportError):
     """An argument needs an optional dependency that is not installed.
+
+    Under the library's one error base (``SubagentsError``) and an
+    ``ImportError``, which a caller may already catch.
 
     Attributes:
         arguments: the arguments that asked for it.
