@@ -45,6 +45,9 @@ MODEL_NONE_WARNING = (
 class MissingExtraError(SubagentsError, ImportError):
     """An argument needs an optional dependency that is not installed.
 
+    Under the library's one error base (``SubagentsError``) and an
+    ``ImportError``, which a caller may already catch.
+
     Attributes:
         arguments: the arguments that asked for it.
         extra: the extra to install.
@@ -135,4 +138,64 @@ def _permissions(rules: Sequence[Any] | None) -> list[Any] | None:
                 "ask for approval with interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here"
             )
         out.append(rule)
+    return out
+
+
+def general_purpose_with_root_skills(
+    specs: Sequence[Any], *, enabled: bool, backend: Any = None, skills: Sequence[str] | None = None,
+) -> list[Any]:
+    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents.
+
+    In deepagents the general-purpose child inherits ``skills=`` (a custom
+    child only gets the skills its spec names); here too: it gets its own
+    deepagents ``SkillsMiddleware`` over the same backend and sources. When
+    no skills were given, general-purpose is off, or a spec already has the
+    name, ``specs`` are returned as they are.
+    """
+    from middleware.task_tool import (
+        GENERAL_PURPOSE_DESCRIPTION,
+        GENERAL_PURPOSE_NAME,
+        GENERAL_PURPOSE_PROMPT,
+    )
+    from subagents.spec import SubagentSpec
+
+    names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
+    if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
+        return list(specs)
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.skills import SkillsMiddleware
+
+    store = backend if backend is not None else StateBackend()
+    general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
+                           system_prompt=GENERAL_PURPOSE_PROMPT,
+                           middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills)))])
+    return [general, *specs]
+
+
+def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
+    """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
+
+    Only when ``create_deep_agent`` was given a deepagents ``backend``: then a
+    spec's ``skills`` entry with a ``/`` is a skill source on that backend
+    (deepagents' meaning) and becomes the child's own ``SkillsMiddleware``;
+    other entries stay skill names from ``skills_dirs``. Without a backend,
+    specs are returned as they are (their ``skills`` are names or local folders).
+    """
+    if backend is None:
+        return list(specs)
+    from deepagents.middleware.skills import SkillsMiddleware
+
+    out: list[Any] = []
+    for spec in specs:
+        skills = spec.get("skills") if isinstance(spec, Mapping) else None
+        sources = [s for s in skills or () if isinstance(s, str) and "/" in s]
+        if not sources:
+            out.append(spec)
+            continue
+        rest = [s for s in skills or () if s not in sources]
+        changed = {k: v for k, v in spec.items() if k != "skills"}
+        if rest:
+            changed["skills"] = rest
+        changed["middleware"] = [*(spec.get("middleware") or ()), SkillsMiddleware(backend=backend, sources=sources)]
+        out.append(changed)
     return out

@@ -41,7 +41,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from deep_agent.deepagents_compat import DEFAULT_MODEL, MODEL_NONE_WARNING, deepagents_root_middleware
+from deep_agent.deepagents_compat import (
+    DEFAULT_MODEL,
+    MODEL_NONE_WARNING,
+    backend_skills_for_specs,
+    deepagents_root_middleware,
+    general_purpose_with_root_skills,
+)
 from deep_agent.state import DeepAgentState
 from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
 from middleware.limits import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
@@ -225,7 +231,9 @@ def create_deep_agent(
     skill_catalog = settings.definitions.skills()
     options = settings.definitions.build_options(
         skill_catalog, parent_state_schemas(state_schema, middleware))
-    specs = _with_agent_files([s for s in subagents if not is_async_spec(s)], settings.definitions.agents_dirs)
+    specs = _with_agent_files(backend_skills_for_specs([s for s in subagents if not is_async_spec(s)], backend=backend),
+                              settings.definitions.agents_dirs)
+    specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file

@@ -42,6 +42,7 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
     ModelRetryMiddleware,
+    ModelRouterMiddleware,
     SummarizationMiddleware,
 )
 from langchain.agents.structured_output import (
@@ -76,6 +77,7 @@ from subagents.definitions.permissions import (
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
+from subagents.policy import is_policy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 
 # ----------------------------------------------------------------------------
@@ -194,9 +196,10 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 # Model-level middleware a child takes from its parent, and the child's own retries.
 #
 # A child that inherits the parent's model also inherits how the parent calls
-# it: LangChain's ``ModelFallbackMiddleware`` and ``ModelRetryMiddleware`` on
-# the parent apply to the child's model calls too, whatever their order next
-# to ``SubAgentMiddleware`` (a middleware class can opt in with a true
+# it: LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware`` and
+# ``ModelRouterMiddleware`` (which routes the child's own task) on the parent
+# apply to the child's model calls too, whatever their order next to
+# ``SubAgentMiddleware`` (a middleware class can opt in with a true
 # ``inherited_by_subagents`` attribute). A child with a model of its own
 # keeps only its own middleware.
 #
@@ -212,7 +215,9 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 
 
 
-MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware)
+# The router is here so that a child routes its own task whatever the order of the parent's middleware: the
+# delegation middleware sees the parent's request before a router placed after it has changed the model.
+MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware, ModelRouterMiddleware)
 """LangChain middleware that changes how the model is called, not what the agent does."""
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
@@ -266,7 +271,7 @@ def middleware_for_model(
     own: Sequence[Any],
     inherited: Sequence[AgentMiddleware],
 ) -> list[Any]:
-    """Middleware to put before the child's own: retries, then the parent's model-level ones.
+    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
     A middleware whose name the child already has is skipped: the child's own wins
     (``create_agent`` refuses two of one name).
@@ -277,11 +282,11 @@ def middleware_for_model(
     if retries and ModelRetryMiddleware.__name__ not in taken:
         taken.add(ModelRetryMiddleware.__name__)
         chosen.append(retry_middleware(retries))
-    if inherits_model:
-        for mw in inherited:
-            if is_model_level(mw) and getattr(mw, "name", None) not in taken:
-                taken.add(mw.name)
-                chosen.append(mw)
+    for mw in inherited:
+        # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
+        if (is_policy(mw) or (inherits_model and is_model_level(mw))) and getattr(mw, "name", None) not in taken:
+            taken.add(mw.name)
+            chosen.append(mw)
     return chosen
 
 
