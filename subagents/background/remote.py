@@ -210,8 +210,17 @@ def run_status(status: str | None) -> str:
     return "running" if status == "running" else "pending"
 
 
-def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any]) -> dict[str, Any]:
-    """The task's fields from its run and thread as the server has them."""
+def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: str = "the server") -> dict[str, Any]:
+    """The task's fields from its run and thread as the server has them.
+
+    ``thread`` carries the thread's ``values`` (from its state endpoint when the
+    thread object has none, see :func:`with_state`); a finished run whose values
+    still cannot be read is an ``error`` naming ``server``, never an empty answer.
+    """
+    if run.get("status") == "success" and not interrupts_of(thread) and thread.get("values") is None:
+        return {"run_id": run_id_of(run), "status": "error", "finished_at": now(), "approval_request": None,
+                "error": f"{server} finished the run but did not show its answer (no values on thread "
+                f"{thread.get('thread_id') or '?'} or its state); the answer may still be on the server"}
     values = thread.get("values") or {}
     fields: dict[str, Any] = {"run_id": run_id_of(run), **usage(values)}
     status = run.get("status")
@@ -252,6 +261,8 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
     status = thread.get("status")
     if status not in ENDED_THREAD_STATUSES:
         return None
+    if thread.get("values") is None and not interrupts_of(thread):
+        return None  # values are optional on a thread object (aegra has none): its state endpoint tells
     values = thread.get("values") or {}
     fields: dict[str, Any] = {**usage(values)}
     interrupts = interrupts_of(thread)
@@ -264,6 +275,29 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
     else:
         fields["status"] = "cancelled"
     return fields
+
+
+def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
+    """``thread`` with the ``values`` (and interrupts) of its state, as ``GET /threads/{id}/state`` answers.
+
+    Every LangGraph-API server serves the state endpoint; ``values`` on a
+    thread object is optional (aegra's have none).
+
+    Example::
+
+        with_state({"thread_id": "t"}, {"values": {"messages": []}})   # {'thread_id': 't', 'values': {...}}
+    """
+    merged = dict(thread)
+    if not isinstance(state, Mapping):
+        return merged
+    if merged.get("values") is None:
+        merged["values"] = state.get("values")
+    if not interrupts_of(merged):
+        found = state.get("interrupts") or [i for t in state.get("tasks") or [] if isinstance(t, Mapping)
+                                            for i in t.get("interrupts") or []]
+        if found:
+            merged["interrupts"] = found
+    return merged
 
 
 def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
@@ -677,6 +711,8 @@ class RemoteTaskRunner:
         try:
             run = await self.request(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
             thread = await self.request(spec, client.threads.get(record["thread_id"]), poll=True)
+            if thread.get("values") is None and run.get("status") not in ("pending", "running"):
+                thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
         except ServerUnavailable:
             raise
         except Exception as exc:
@@ -688,7 +724,13 @@ class RemoteTaskRunner:
                 f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
                 "finished_at": now(),
             }
-        return fields_from(run, thread)
+        return fields_from(run, thread, server=f"the server at {spec.url}")
+
+    async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
+                          poll: bool = False) -> dict[str, Any]:
+        """``thread`` with its values read from the state endpoint (see :func:`with_state`)."""
+        state = await self.request(spec, self.client(spec).threads.get_state(thread_id), poll=poll)
+        return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> None:
         """Return when the record's run ends on its server (a long-poll); raises on any fault.
@@ -724,6 +766,8 @@ class RemoteTaskRunner:
             else:
                 what = "sent as a follow-up on the same thread"
             thread = await self.request(spec, client.threads.get(thread_id))
+            if thread.get("values") is None:
+                thread = await self._with_state(spec, thread, thread_id)
             messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)

@@ -1,0 +1,189 @@
+"""A real aegra pair for the remote tests: two API instances on one Postgres and one Redis.
+
+aegra (``aegra-api`` on PyPI) is a self-hosted server of the LangGraph API.
+It needs Python >= 3.12, so it runs from a venv of its own, made once and
+kept under the pytest cache (keyed by the aegra version and the Python's),
+from a ``python3.12`` on ``PATH`` or pyenv's ``~/.pyenv/versions/3.12*``;
+without one the tests skip, saying so. Redis is Debian's ``redis-server``
+(``.ci/run`` installs it when missing), started on a free loopback port with
+no persistence; Postgres is :mod:`helpers.postgres`'s throwaway cluster.
+
+The pair serves ``helpers/aegra_child/aegra.json`` (graph ``child``).
+Instance A runs the database migrations; B starts after it, without.
+
+Example::
+
+    with aegra_pair(cache_dir) as (a, b):
+        client = get_client(url=a.url)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from helpers.postgres import PostgresServer, free_port
+
+AEGRA_VERSION = "0.11.0"
+CHILD_DIR = Path(__file__).parent / "aegra_child"
+START_TIMEOUT_S = 120
+
+
+def find_python312() -> str | None:
+    """A Python 3.12 interpreter: ``python3.12`` on PATH, else pyenv's newest 3.12."""
+    found = shutil.which("python3.12")
+    if found and subprocess.run([found, "-c", "import venv"], capture_output=True).returncode == 0:
+        return found
+    versions = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    return versions[-1] if versions else None
+
+
+def aegra_venv(cache_dir: Path) -> Path:
+    """The venv with ``aegra-api`` (made once, reused); skips the test when no Python 3.12 exists."""
+    python = find_python312()
+    if python is None:
+        pytest.skip("aegra needs Python >= 3.12: no python3.12 on PATH nor under ~/.pyenv/versions/3.12*")
+    minor = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    venv = cache_dir / f"aegra-api-{AEGRA_VERSION}-py{minor}"
+    marker = venv / "installed"
+    if marker.exists():
+        return venv
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                           f"aegra-api=={AEGRA_VERSION}"], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        pytest.fail(f"pip install aegra-api=={AEGRA_VERSION} failed:\n{done.stderr[-3000:]}", pytrace=False)
+    marker.write_text(AEGRA_VERSION)
+    return venv
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url} exited {proc.returncode} while starting:\n{_tail(log)}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url + "/", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout_s:g} s:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    with contextlib.suppress(OSError):
+        return log.read_text(errors="replace")[-3000:]
+    return ""
+
+
+@contextlib.contextmanager
+def running_redis() -> Iterator[str]:
+    """A throwaway ``redis-server`` on a free loopback port, no persistence; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is missing: install Debian's `redis-server` package (`.ci/run` does)",
+                    pytrace=False)
+    port = free_port()
+    root = Path(tempfile.mkdtemp(prefix="deep-agent-redis-"))
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"redis-server did not start on port {port}", pytrace=False)
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass
+class AegraInstance:
+    """One aegra API process; ``kill()`` SIGKILLs it (a crash), ``stop()`` ends it politely."""
+
+    venv: Path
+    env: dict[str, str]
+    root: Path
+    name: str
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.root / f"{self.name}.log"
+
+    def start(self) -> None:
+        self.port = free_port()
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [str(self.venv / "bin" / "python"), "-m", "uvicorn", "aegra_api.main:app",
+                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+                cwd=CHILD_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_http(self.url, self.proc, self.log, START_TIMEOUT_S)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextlib.contextmanager
+def aegra_pair(cache_dir: Path, postgres: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    """Two aegra instances on a fresh database of ``postgres`` and one throwaway Redis."""
+    venv = aegra_venv(cache_dir)
+    database = postgres.create_database()
+    root = Path(tempfile.mkdtemp(prefix="deep-agent-aegra-"))
+    with running_redis() as redis_url:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "POSTGRES", "REDIS", "AEGRA"))}
+        env.update(DATABASE_URL=database, REDIS_BROKER_ENABLED="true", REDIS_URL=redis_url,
+                   AEGRA_CONFIG=str(CHILD_DIR / "aegra.json"), AUTH_TYPE="noop", LOG_LEVEL="WARNING",
+                   CRON_ENABLED="false", OTEL_TARGETS="", AEGRA_CHILD_SECONDS="3", VIRTUAL_ENV=str(venv),
+                   PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
+        env.pop("PYTHONPATH", None)
+        a = AegraInstance(venv, {**env, "RUN_MIGRATIONS_ON_STARTUP": "true"}, root, "a")
+        b = AegraInstance(venv, {**env, "RUN_MIGRATIONS_ON_STARTUP": "false"}, root, "b")
+        try:
+            a.start()
+            b.start()
+            yield a, b
+        finally:
+            for instance in (b, a):
+                instance.stop()
+            shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,35 @@
+"""The child graph the aegra servers of the tests serve: scripted, offline, langgraph alone.
+
+aegra runs in a Python 3.12 venv of its own, without this project, so the
+child needs nothing beyond what ``aegra-api`` installs. It answers
+``answer to: <the task's description>`` after ``CHILD_SECONDS`` (a window in
+which a server can be killed mid-run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+CHILD_SECONDS = float(os.environ.get("AEGRA_CHILD_SECONDS", "1.0"))
+
+
+class State(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+async def work(state: State) -> dict[str, Any]:
+    await asyncio.sleep(CHILD_SECONDS)
+    asked = state["messages"][-1].content if state["messages"] else ""
+    return {"messages": [{"role": "assistant", "content": f"answer to: {asked}"}]}
+
+
+builder = StateGraph(State)
+builder.add_node("work", work)
+builder.add_edge(START, "work")
+builder.add_edge("work", END)
+graph = builder.compile()

@@ -1,0 +1,103 @@
+"""Background tasks on aegra: two API instances on one Postgres and one Redis.
+
+aegra is a self-hosted server of the LangGraph API (see ``helpers/aegra.py``
+for how the pair is started). Tasks started through instance A are polled
+through instance B, as a load balancer in front of both would do, and must
+finish with their real answers; with A SIGKILLed mid-run, every task must
+finish or be reported, never stay live for good nor finish empty.
+
+Each test prints its figures: tasks started, completed, reported (error or
+lost), still live at the deadline (lost silently), completed empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers.aegra import AegraInstance, aegra_pair
+from helpers.postgres import PostgresServer
+
+from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
+
+LIVE = ("pending", "running")
+SETTLE_DEADLINE_S = 180  # generous: a crashed instance's runs are recovered after their lease (~50 s)
+
+
+@pytest.fixture(scope="module")
+def pair(request: pytest.FixtureRequest, postgres_server: PostgresServer
+         ) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    with aegra_pair(request.config.cache.mkdir("aegra"), postgres_server) as instances:
+        yield instances
+
+
+def _spec(url: str) -> RemoteSubagentSpec:
+    return RemoteSubagentSpec(name="child", description="The aegra child.", graph_id="child", url=url)
+
+
+async def _start(url: str, prefix: str, n: int) -> list[dict[str, Any]]:
+    runner = RemoteTaskRunner([_spec(url)])
+    records = []
+    for i in range(n):
+        task_id = f"{prefix}-{i}"
+        fields = await runner.start(task_id, "child", f"question {prefix} {i}", parent_thread_id=f"parent-{prefix}",
+                                    tool_call_id=f"call-{task_id}")
+        records.append({"id": task_id, "agent_type": "child", "runner": "remote",
+                        "description": f"question {prefix} {i}", **fields})
+    await runner.pool.aclose()
+    return records
+
+
+async def _settle(url: str, records: list[dict[str, Any]], between: float = 0.5) -> list[dict[str, Any]]:
+    """Poll ``records`` through ``url`` until none is live or the deadline passes."""
+    runner = RemoteTaskRunner([_spec(url)])
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    try:
+        while any(r["status"] in LIVE for r in records) and time.monotonic() < deadline:
+            found = await runner.refresh_many([r for r in records if r["status"] in LIVE])
+            for record in records:
+                fields, _note = found.get(record["id"], ({}, None))
+                record.update(fields)
+            await asyncio.sleep(between)
+    finally:
+        await runner.pool.aclose()
+    return records
+
+
+def _figures(records: list[dict[str, Any]]) -> dict[str, int]:
+    completed = [r for r in records if r["status"] == "completed"]
+    return {"started": len(records), "completed": len(completed),
+            "reported": sum(r["status"] in ("error", "lost", "cancelled") and bool(r.get("error") or
+                                                                                     r["status"] == "cancelled")
+                            for r in records),
+            "lost_silently": sum(r["status"] in LIVE for r in records),
+            "empty": sum(not (r.get("result") or "").strip() for r in completed)}
+
+
+def test_tasks_started_on_one_instance_finish_with_their_answers_read_through_the_other(pair):
+    a, b = pair
+    records = asyncio.run(_start(a.url, "ab", 10))
+    settled = asyncio.run(_settle(b.url, records))
+    figures = _figures(settled)
+    print(f"aegra pair, started on A, polled on B: {figures}")
+    assert figures == {"started": 10, "completed": 10, "reported": 0, "lost_silently": 0, "empty": 0}
+    for record in settled:
+        assert record["result"] == f"answer to: {record['description']}"
+
+
+def test_an_instance_killed_mid_run_loses_no_task_silently(pair):
+    a, b = pair
+    records = asyncio.run(_start(a.url, "kill", 6))
+    time.sleep(0.5)  # the runs are queued or running; the child takes seconds
+    a.kill()
+    settled = asyncio.run(_settle(b.url, records, between=1.0))
+    figures = _figures(settled)
+    print(f"aegra pair, A SIGKILLed mid-run, polled on B: {figures}")
+    assert figures["lost_silently"] == 0 and figures["empty"] == 0
+    assert figures["completed"] + figures["reported"] == figures["started"] == 6
+    for record in settled:
+        if record["status"] == "completed":
+            assert record["result"] == f"answer to: {record['description']}"
