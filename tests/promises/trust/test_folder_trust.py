@@ -62,3 +62,34 @@ def test_trust_folder_flag_trusts_for_this_and_later_runs(tmp_path):
     cases["pre_hook"].unlink()
     again = cli(*RUN, cwd=root, env=env)
     assert "deep-agent trust" not in again.stderr and cases["pre_hook"].exists()
+
+
+def _prompted_run(root: Path, answer: str, env: dict[str, str]) -> str:
+    import io
+
+    import pexpect
+
+    from helpers.cli import entry_point, terminal_env
+
+    command, *args = entry_point()
+    screen = io.StringIO()
+    child = pexpect.spawn(command, [*args, *RUN], cwd=str(root), env={**terminal_env(root), **env},
+                          dimensions=(60, 200), encoding="utf-8", timeout=120)
+    child.logfile_read = screen
+    child.expect(r"Trust this folder and let these commands run\? \[y/N\]")
+    child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    return screen.getvalue()
+
+
+def test_on_a_terminal_the_user_sees_every_command_and_is_asked_once(tmp_path):
+    root, cases, env, _ = setup(tmp_path)
+    refused = _prompted_run(root, "n", env)
+    assert f"touch {cases['pre_hook']}" in refused and f"touch {cases['mcp_server']}" in refused
+    assert not cases["pre_hook"].exists() and not cases["mcp_server"].exists()
+    _prompted_run(root, "y", env)  # asked again: a refusal is not remembered
+    assert cases["pre_hook"].exists()
+    cases["pre_hook"].unlink()
+    again = cli(*RUN, cwd=root, env=env)  # remembered: no prompt, no how-to line
+    assert "deep-agent trust" not in again.stderr and cases["pre_hook"].exists()
