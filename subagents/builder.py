@@ -709,8 +709,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
                            interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
     # The user's policy is a ceiling: a spec (often a file from a cloned folder)
     # may ask for more approvals, never fewer, so the parent's mode is a floor.
-    for name, rule in approval_rules(options.permission_mode, names, risky_tools=options.risky_tools).items():
-        rules.setdefault(name, rule)
+    if options.permission_mode is not None:
+        for name, rule in approval_rules(options.permission_mode, names, risky_tools=options.risky_tools).items():
+            rules.setdefault(name, rule)
     if rules and missing(HumanInTheLoopMiddleware):
         middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
     if missing(SummarizationMiddleware):
