@@ -110,7 +110,10 @@ class BuildOptions:
         unknown_model: ``"error"`` (default) or ``"inherit"`` for a model
             name that is no profile, ``inherit`` or ``provider:model``.
         risky_tools: names of the tools ``confirm_risky`` pauses on.
-        permission_mode: the parent's policy, for specs that set none.
+        permission_mode: the parent's policy, for specs that set none, and a
+            ceiling for those that do: a spec may ask for more approvals,
+            never fewer (a file's ``bypassPermissions`` runs unapproved only
+            when this is ``never_confirm`` or omitted).
         skills: the skills a spec's ``skills`` may name.
         mcp_servers: MCP servers (name -> config, see :mod:`subagents.definitions.mcp`)
             that a spec's ``mcp_config`` may name without defining, as
@@ -727,6 +730,11 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     names = [tool_name(t) for t in tools]
     rules = approval_rules(mode, names, risky_tools=options.risky_tools,
                            interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
+    # The user's policy is a ceiling: a spec (often a file from a cloned folder)
+    # may ask for more approvals, never fewer, so the parent's mode is a floor.
+    if options.permission_mode is not None:
+        for name, rule in approval_rules(options.permission_mode, names, risky_tools=options.risky_tools).items():
+            rules.setdefault(name, rule)
     floor = {n: gates[n] for n in names if n in gates} if gates else {}
     rules = {**floor, **{k: v for k, v in rules.items() if v}} or rules
     if rules and missing(HumanInTheLoopMiddleware):

@@ -171,7 +171,14 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                           "an agent file's short_answer_threshold wins for that agent)")
     _add_model_resolution(run)
     _add_state(run)
+    run.add_argument("--trust-folder", action="store_true",
+                     help="trust the current folder's agent files (hooks, MCP servers) without asking")
     run.set_defaults(handler="deep_agent.cli.run:run_command")
+
+    trust = commands.add_parser("trust", parents=[common],
+                                help="show the commands a folder's agent files run, and trust it")
+    trust.add_argument("dir", nargs="?", default=".", help="the folder (default: the current one)")
+    trust.set_defaults(handler="deep_agent.cli.run:trust_command")
 
     demo = commands.add_parser("demo", parents=[common],
                                help="an offline, scripted scenario (no model or key needed)")

@@ -129,7 +129,8 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
     found.raise_for_problems()
     skills_dirs = _skill_levels(args.skills_dirs)
-    specs = [_plain_tool_names(spec) for spec in found.values]
+    untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
+    specs = [_plain_tool_names(spec) for spec in found.values if spec.name not in untrusted]
     plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
     if plan.problems:
         where = {d.value.name: d.path for d in found.definitions.values()}
@@ -168,6 +169,58 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
     return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all)
+
+
+def untrusted_agents(found: Any, trust_now: bool) -> set[str]:
+    """Names of the current folder's command-running agent files a person has not trusted.
+
+    ``--trust-folder`` trusts the folder now; on a terminal the user is shown
+    every command and asked once; otherwise those files are skipped.
+    """
+    import sys
+
+    from deep_agent.cli.folder_trust import (
+        HOW_TO_TRUST,
+        TrustRecord,
+        config_dir,
+        describe,
+        fingerprint,
+        folder_commands,
+    )
+
+    folder = Path.cwd()
+    commands = folder_commands(found.definitions.values(), folder)
+    if not commands:
+        return set()
+    record, digest = TrustRecord(config_dir()), fingerprint(commands)
+    if record.is_trusted(folder, digest):
+        return set()
+    if not trust_now and sys.stdin.isatty():
+        print(describe(folder, commands), file=sys.stderr)
+        answer = input("Trust this folder and let these commands run? [y/N] ")
+        trust_now = answer.strip().lower() in ("y", "yes")
+    if trust_now:
+        record.trust(folder, digest)
+        return set()
+    skipped = {d.value.name for d in found.definitions.values() if Path(d.path).resolve() in commands}
+    print(f"{HOW_TO_TRUST} (skipped: {', '.join(sorted(skipped))})", file=sys.stderr)
+    return skipped
+
+
+def trust_command(args: argparse.Namespace) -> int:
+    """``deep-agent trust [DIR]``: show what the folder's agent files run, and trust it."""
+    from deep_agent.cli.folder_trust import TrustRecord, config_dir, describe, fingerprint, folder_commands
+    from subagents import discover_agents
+
+    folder = Path(args.dir).resolve()
+    if not folder.is_dir():
+        raise UsageError(f"trust {args.dir}: no such directory")
+    found = discover_agents(None, project_dir=folder, home=folder / ".deep_agent-no-home")
+    commands = folder_commands(found.definitions.values(), folder)
+    print(describe(folder, commands) if commands else f"{folder}: no agent file runs a command")
+    TrustRecord(config_dir()).trust(folder, fingerprint(commands))
+    print(f"trusted {folder} (until one of these files changes)")
+    return 0
 
 
 def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:

@@ -12,7 +12,11 @@ A mode becomes an ``interrupt_on`` mapping for LangChain's
   given to ``create_deep_agent`` (no approval when that is omitted too).
 
 A spec's explicit ``interrupt_on`` entries are more specific than its mode
-and win per tool. Claude Code's values are accepted and mapped to the
+and win per tool. The parent's policy is a ceiling on both: a spec may ask
+for more approvals than the parent's mode, never fewer, so a cloned
+folder's ``permissionMode: bypassPermissions`` cannot switch off the
+approvals the user asked for (it is honoured when the user's own mode is
+``never_confirm`` or omitted). Claude Code's values are accepted and mapped to the
 closest mode that never runs a tool Claude would have stopped:
 
 =====================  ===============  =====================================

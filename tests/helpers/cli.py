@@ -29,7 +29,9 @@ def entry_point() -> list[str]:
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    base.update({"HOME": str(cwd / "home"), "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
+    # The folder-trust record lives in the config directory: never the real user's.
+    base.update({"HOME": str(cwd / "home"), "XDG_CONFIG_HOME": str(cwd / "home" / ".config"),
+                 "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
     base.update(env or {})
     return subprocess.run([*entry_point(), *args], cwd=cwd, env=base, capture_output=True, text=True,
                           input=stdin, timeout=180)
@@ -71,6 +73,6 @@ def make_project(root: Path) -> Path:
 
 def terminal_env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(root / "home"), "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60",
+    env.update({"HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "home" / ".config"), "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60",
                 "PYTHONPATH": SCRIPTS["PYTHONPATH"]})
     return env

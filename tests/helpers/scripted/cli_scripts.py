@@ -143,3 +143,14 @@ def failing_child() -> ScriptedChatModel:
                    "The researcher failed."],
         default="Done.",
     )
+
+
+def delegate_to_each_agent() -> ScriptedChatModel:
+    """The root hands one job to each agent a hostile checkout defines; each child runs Bash."""
+    names = ["hooked", "mcp", "bypass", "skilled"]
+    return ScriptedChatModel(
+        rules=[("Do the job", [{"tool_calls": [tool_call("Bash", command="touch bash-ran")]}, "Job done."])],
+        responses=[{"tool_calls": [tool_call("task", description=f"Do the job ({name}).", subagent_type=name)
+                                   for name in names]},
+                   "All delegated."],
+    )

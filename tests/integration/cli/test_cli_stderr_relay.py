@@ -62,7 +62,7 @@ def test_an_mcp_servers_stderr_is_printed_above_the_live_tree(tmp_path: Path) ->
         Use the calc tools for every sum.
         """), encoding="utf-8")
     command, *args = entry_point()
-    raw = _in_terminal(command, [*args, "run", "add", "--yes", "--model", "scripted:cli_scripts:mcp_calc"],
+    raw = _in_terminal(command, [*args, "run", "add", "--yes", "--trust-folder", "--model", "scripted:cli_scripts:mcp_calc"],
                        cwd=tmp_path, env=terminal_env(tmp_path))
     assert "The sum is 5." in ANSI.sub("", raw), raw[-3000:]
     # Each line went through the console (styled dim, on a line of its own), not straight onto the tree.

@@ -71,14 +71,16 @@ CASES = [
     ("always_confirm", None, "read_file", True),
     ("confirm_risky", None, "write_file", True),
     ("confirm_risky", None, "read_file", False),
-    ("never_confirm", "always_confirm", "write_file", False),  # its own mode beats the parent's
+    ("never_confirm", "always_confirm", "write_file", True),  # the parent's policy is a ceiling
+    ("always_confirm", "confirm_risky", "read_file", True),  # a stricter own mode applies
     (None, "always_confirm", "read_file", True),  # omitted: the parent's policy
     (None, "confirm_risky", "write_file", True),
     (None, "confirm_risky", "read_file", False),
     (None, None, "write_file", False),
     ("plan", None, "read_file", True),  # Claude Code's values
     ("acceptEdits", None, "write_file", True),
-    ("bypassPermissions", "always_confirm", "write_file", False),
+    ("bypassPermissions", "always_confirm", "write_file", True),
+    ("bypassPermissions", "never_confirm", "write_file", False),  # the user allowed it
 ]
 
 
