@@ -51,11 +51,13 @@ if TYPE_CHECKING:
 # A server that hangs or is down must never stall the parent. Every request
 # to a server goes through :meth:`ServerHealth.call`, which bounds it in time
 # and counts it: a request that cannot reach the server (refused, reset,
-# timed out) opens the server's circuit, and while it is open no request is
+# timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
+# balancer says while the server behind it restarts) opens the server's
+# circuit, and while it is open no request is
 # sent there at all -- :class:`ServerUnavailable` is raised at once, saying
 # when the next try is due. The interval grows with each failure in a row
 # (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
-# status: it answered) closes the circuit again.
+# status but those: it answered) closes the circuit again.
 #
 # Example::
 #
@@ -70,6 +72,8 @@ T = TypeVar("T")
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 120.0
+OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
+"""HTTP answers that count as the server being down (a gateway's, not the server's own verdict)."""
 
 
 
@@ -133,8 +137,9 @@ class ServerHealth:
         """Await ``request`` to the server at ``url`` within ``timeout_s``.
 
         Raises :class:`ServerUnavailable` if the circuit is open (the request
-        is not sent), the server cannot be reached, or it does not answer in
-        time. HTTP errors (the server answered) pass through unchanged.
+        is not sent), the server cannot be reached, does not answer in time,
+        or is answered for with one of :data:`OUTAGE_STATUSES`. Other HTTP
+        errors (the server answered) pass through unchanged.
         """
         try:
             self.check(url)
@@ -149,6 +154,8 @@ class ServerHealth:
         except Exception as exc:
             if _is_transport_error(exc):
                 raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}") from None
+            if (code := status_code(exc)) in OUTAGE_STATUSES:
+                raise self.failed(url, f"HTTP {code}") from None
             self.answered(url)
             raise
         self.answered(url)

@@ -2,7 +2,9 @@
 
 * :class:`RecordingServer` answers just enough of the Agent Protocol for a
   task to start and be checked, and records every request's headers and the
-  client port it came from (one port per TCP connection).
+  client port it came from (one port per TCP connection). Set its
+  ``fail_with`` to an HTTP status (e.g. 502) to answer every request with it,
+  as a load balancer in front of a restarting server does.
 * :class:`FaultProxy` forwards to a real server until told to ``hang()``
   (accept connections and never answer) or go ``down()`` (nothing listens:
   connections are refused), and back ``up()``. It counts the HTTP requests
@@ -27,6 +29,7 @@ class RecordingServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.fail_with: int | None = None
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,9 +44,11 @@ class RecordingServer:
                 recorder.requests.append({"method": self.command, "path": self.path,
                                           "headers": {k.lower(): v for k, v in self.headers.items()},
                                           "client_port": self.client_address[1]})
-                payload = recorder.reply(self.command, self.path, body)
+                failing = recorder.fail_with
+                payload = ({"detail": "bad gateway"} if failing is not None
+                           else recorder.reply(self.command, self.path, body))
                 data = json.dumps(payload).encode()
-                self.send_response(200)
+                self.send_response(failing or 200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
