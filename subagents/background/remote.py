@@ -55,8 +55,10 @@ if TYPE_CHECKING:
 # balancer says while the server behind it restarts) opens the server's
 # circuit, and while it is open no request is
 # sent there at all -- :class:`ServerUnavailable` is raised at once, saying
-# when the next try is due. The interval grows with each failure in a row
-# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
+# when the next try is due. The interval grows per outage, not per request:
+# requests already in flight when the circuit opened (a burst of concurrent
+# starts) fail as one step, and only a probe sent after it opened, failing
+# again, doubles it (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
 # status but those: it answered) closes the circuit again.
 #
 # Example::
@@ -84,6 +86,7 @@ class _Circuit:
     since: float = 0.0
     reason: str = ""
     open_until: float = 0.0
+    opened_at: float = 0.0
 
 
 class ServerHealth:
@@ -105,15 +108,23 @@ class ServerHealth:
         if wait > 0:
             raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
 
-    def failed(self, url: str, reason: str) -> ServerUnavailable:
-        """Count a failure; return the error to raise."""
+    def failed(self, url: str, reason: str, *, sent_at: float | None = None) -> ServerUnavailable:
+        """Count a failure; return the error to raise.
+
+        ``sent_at`` (this health's clock when the request was sent): a
+        request sent before the circuit last opened failed in that same step
+        of the outage, and does not lengthen it.
+        """
         circuit = self._circuits.setdefault(url, _Circuit())
+        circuit.reason = reason
+        now_ = self._clock()
+        if circuit.failures and sent_at is not None and sent_at < circuit.opened_at:
+            return ServerUnavailable(url, reason, max(0.0, circuit.open_until - now_))
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        circuit.reason = reason
         interval = min(self.max_s, self.base_s * 2 ** (circuit.failures - 1))
-        circuit.open_until = self._clock() + interval
+        circuit.opened_at, circuit.open_until = now_, now_ + interval
         return ServerUnavailable(url, reason, interval)
 
     def answered(self, url: str) -> None:
@@ -146,16 +157,17 @@ class ServerHealth:
         except ServerUnavailable:
             _close(request)
             raise
+        sent = self._clock()
         try:
             async with asyncio.timeout(timeout_s):
                 result = await request
         except TimeoutError:
-            raise self.failed(url, f"no answer within {timeout_s:g} s") from None
+            raise self.failed(url, f"no answer within {timeout_s:g} s", sent_at=sent) from None
         except Exception as exc:
             if _is_transport_error(exc):
-                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}") from None
+                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
             if (code := status_code(exc)) in OUTAGE_STATUSES:
-                raise self.failed(url, f"HTTP {code}") from None
+                raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
             self.answered(url)
             raise
         self.answered(url)

@@ -57,3 +57,46 @@ def test_a_client_error_is_an_answer_and_keeps_the_circuit_closed(server):
     runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=60)))
     asyncio.run(two_turns(runner, live_records(3), server))
     assert runner.pool.health.retry_in(server.url) == 0
+
+
+async def starts(runner: RemoteTaskRunner, first: int, count: int) -> list[object]:
+    return await asyncio.gather(*(runner.start(f"task-{i}", "far", f"job {i}", parent_thread_id="parent",
+                                               tool_call_id=f"call-{i}") for i in range(first, first + count)),
+                                return_exceptions=True)
+
+
+async def burst_then_recovery(runner: RemoteTaskRunner, server: RecordingServer
+                              ) -> tuple[list[object], float, list[object]]:
+    try:
+        server.fail_with = 502
+        during = await starts(runner, 0, 10)
+        backoff = runner.pool.health.retry_in(server.url)
+        server.fail_with = None
+        deadline = asyncio.get_running_loop().time() + 30
+        while runner.pool.health.retry_in(server.url) > 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        after = await starts(runner, 10, 5)
+        return during, backoff, after
+    finally:
+        await runner.pool.aclose()
+
+
+def test_concurrent_failures_in_one_outage_are_one_backoff_step_and_recovery_is_at_the_first_probe(server):
+    spec = RemoteSubagentSpec(name="far", description="d", url=server.url, graph_id="g")
+    runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=0.5, max_s=120)))
+    during, backoff, after = asyncio.run(burst_then_recovery(runner, server))
+    assert all(isinstance(e, ConnectionError) for e in during), during
+    # Ten starts failing together are one step (base_s), not ten (which reached max_s).
+    assert backoff <= 0.5
+    assert all(isinstance(r, dict) and r["status"] == "pending" for r in after), after
+
+
+def test_a_probe_failing_again_doubles_the_backoff():
+    clock = [100.0]
+    health = ServerHealth(base_s=2, max_s=120, clock=lambda: clock[0])
+    health.failed("http://h", "down", sent_at=100.0)
+    health.failed("http://h", "down", sent_at=99.0)  # in flight when it opened: same step
+    assert health.retry_in("http://h") == 2
+    clock[0] = 102.0
+    health.failed("http://h", "down", sent_at=102.0)  # the probe
+    assert health.retry_in("http://h") == 4
