@@ -834,15 +834,15 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
     """
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
-    groups: dict[str, tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
+    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
     for record in records:
         spec = runner.specs.get(record["agent_type"])
         if spec is None:
             out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
             continue
-        groups.setdefault(spec.url, (spec, []))[1].append(record)
-    jobs = {url: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
-            for url, (spec, recs) in groups.items()}
+        groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
+    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
+            for key, (spec, recs) in groups.items()}
     try:
         if jobs:
             await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
@@ -850,12 +850,13 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         for job in jobs.values():
             job.cancel()
         raise
-    for url, job in jobs.items():
+    for key, job in jobs.items():
+        url = key[0]
         if not job.done():
             job.cancel()
         elif not job.cancelled() and job.exception() is not None:
             answered.discard(url)
-        left = [r for r in groups[url][1] if r["id"] not in out]
+        left = [r for r in groups[key][1] if r["id"] not in out]
         if not left:
             continue
         if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
@@ -865,6 +866,19 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         note = runner.pool.health.note(url) or str(failure)
         out.update({r["id"]: ({}, note) for r in left})
     return out
+
+
+def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
+    """Who asks: the server url and a digest of the spec's credentials and headers.
+
+    Tasks are searched for in groups of one caller, never by url alone: on a
+    server where each key sees only its own threads, another spec's key
+    would not find them (and should not be sent for them).
+    """
+    try:
+        return spec.url, _fingerprint(spec.request_headers())
+    except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
+        return spec.url, f"unreadable:{spec.name}"
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
@@ -996,7 +1010,8 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
 
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
                       missing: Mapping[str, tuple[str, str]]) -> None:
-    specs = {runner.specs[kind].url: runner.specs[kind] for kind, _ in missing.values() if kind in runner.specs}
+    specs = {caller_of(runner.specs[kind]): runner.specs[kind] for kind, _ in missing.values()
+             if kind in runner.specs}
     for spec in specs.values():
         try:
             rows = await runner.request(spec, runner.client(spec).threads.search(

@@ -41,12 +41,12 @@ class RecordingServer:
             def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null") if length else None
-                recorder.requests.append({"method": self.command, "path": self.path,
-                                          "headers": {k.lower(): v for k, v in self.headers.items()},
-                                          "client_port": self.client_address[1]})
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                recorder.requests.append({"method": self.command, "path": self.path, "headers": headers,
+                                          "body": body, "client_port": self.client_address[1]})
                 failing = recorder.fail_with
                 payload = ({"detail": "bad gateway"} if failing is not None
-                           else recorder.reply(self.command, self.path, body))
+                           else recorder.reply_to(self.command, self.path, body, headers))
                 data = json.dumps(payload).encode()
                 self.send_response(failing or 200)
                 self.send_header("content-type", "application/json")
@@ -61,6 +61,10 @@ class RecordingServer:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def reply_to(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        """The answer to one request (a subclass may answer by the caller's headers)."""
+        return self.reply(method, path, body)
 
     @staticmethod
     def reply(method: str, path: str, body: Any) -> Any:
