@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import ssl
 import time
@@ -605,7 +606,7 @@ class RemoteTaskRunner:
 
     async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
         """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
-        timeout = spec.timeout_s if poll else spec.start_timeout_s
+        timeout = spec.request_timeout_s if poll else spec.start_timeout_s
         return await self.pool.health.call(spec.url, request, timeout_s=timeout)
 
     # -- operations ------------------------------------------------------
@@ -685,11 +686,27 @@ class RemoteTaskRunner:
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
         try:
-            return await self._read(spec, record), None
+            fields, note = await self._read(spec, record), None
         except ServerUnavailable as exc:
-            return {}, self.pool.health.note(spec.url) or str(exc)
+            fields, note = {}, self.pool.health.note(spec.url) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
-            return {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+            fields, note = {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+        if past_deadline(spec, record, fields):
+            return await self.end_at_deadline(spec, record), None
+        return fields, note
+
+    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Cancel a task's run that outlived ``spec.timeout_s``; return the fields that end it as timed out."""
+        error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
+        try:
+            await self.request(spec, self.client(spec).runs.cancel(record["thread_id"], record["run_id"]))
+            error += "; its run was cancelled on the server"
+        except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
+            if is_not_found(exc) or status_code(exc) == 409:
+                error += "; its run had already ended on the server"
+            else:
+                error += f"; the server at {spec.url} could not be told to cancel its run ({_reason(exc)})"
+        return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
@@ -747,7 +764,9 @@ class RemoteTaskRunner:
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
         run_id = run_id_of(run)
+        restarted = {"started_at": now()} if status not in ("pending", "running", "waiting_for_approval") else {}
         return {
+            **restarted,  # a follow-up is new work: timeout_s counts from it
             "status": run_status(run.get("status")),
             "run_id": run_id,
             "turns": turns,
@@ -865,7 +884,35 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
         note = runner.pool.health.note(url) or str(failure)
         out.update({r["id"]: ({}, note) for r in left})
+    await _end_expired(runner, records, out)
     return out
+
+
+def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether a task still live after ``fields`` has outlived its spec's ``timeout_s``."""
+    started = record.get("started_at")
+    if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
+            or not math.isfinite(started):  # a record's field, written by anyone
+        return False
+    return (fields.get("status", record.get("status")) in ("pending", "running")
+            and now() - float(started) >= spec.timeout_s)
+
+
+async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
+                       out: dict[str, tuple[dict[str, Any], str | None]]) -> None:
+    """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
+    expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
+               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0])]
+    if not expired:
+        return
+
+    async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
+        out[record["id"]] = (await runner.end_at_deadline(spec, record), None)
+
+    jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
+    await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
+    for job in jobs:
+        job.cancel()  # a cancel the server did not answer in time is asked again next turn
 
 
 def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
