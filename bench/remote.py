@@ -52,7 +52,7 @@ RAW_JOINS = 80
 def _middleware(url: str) -> BackgroundSubagentMiddleware:
     # Generous bounds: this measures throughput on a loaded box, not how timeouts bite.
     spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": "scripted_worker",
-            "url": url, "timeout_s": 60, "start_timeout_s": 120}
+            "url": url, "request_timeout_s": 60, "start_timeout_s": 120}
     return BackgroundSubagentMiddleware([spec], general_purpose=False, notify=True)
 
 

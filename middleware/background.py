@@ -152,7 +152,9 @@ waits for a person: you cannot approve it, but you may refuse it with decision="
 
 CANCEL_DESCRIPTION = """Cancel a pending, running or waiting background task."""
 
-LIST_DESCRIPTION = """List background tasks with their statuses, optionally only those with one status."""
+LIST_DESCRIPTION = """List background tasks with their statuses, newest first, optionally only those with one status.
+
+Long lists come in pages: the answer says how many older tasks are left and the `offset` to ask for next."""
 
 RETRY_DESCRIPTION = """Run a failed, cancelled or lost background task again, under the same task id."""
 
@@ -160,10 +162,8 @@ _PREVIEW = 80
 
 
 def started(record: Mapping[str, Any]) -> str:
-    return (
-        f"Started background task {record['id']} ({record['agent_type']}, {record['status']}). "
-        "It works while you continue; you will be told when it finishes."
-    )
+    # Short: a turn may start hundreds of tasks, and each confirmation stays in the history.
+    return f"Started background task {record['id']} ({record['agent_type']}); you will be told when it ends."
 
 
 def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
@@ -185,9 +185,31 @@ def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
     return _json(view)
 
 
-def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
+DEFAULT_LIST_LIMIT = 50
+"""Tasks ``list_async_tasks`` shows at most when not given a ``limit``."""
+
+MAX_LIST_LIMIT = 200
+"""The largest ``limit`` ``list_async_tasks`` accepts."""
+
+DEFAULT_LIST_TOTAL_CHARS = 12_000
+"""Bound on one ``list_async_tasks`` answer (as on a notice): rows that do not fit are counted and paged to."""
+
+
+def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int = 0,
+           limit: int = DEFAULT_LIST_LIMIT, total_chars: int = DEFAULT_LIST_TOTAL_CHARS) -> str:
+    """One page of tasks as the model sees it: newest first, JSON rows, then how many are left.
+
+    At most ``limit`` rows from ``offset`` and at most about ``total_chars``
+    characters (at least one row is always shown); a last line names the
+    ``offset`` of the next page when there are more.
+
+    Example::
+
+        listed(ledger.values(), None)              # the 50 newest tasks
+        listed(ledger.values(), "error", 50, 50)   # the next 50 failed ones
+    """
     rows = []
-    for r in sorted(records, key=lambda r: r.get("created_at") or 0):
+    for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
         row = {
             "task_id": r["id"],
             "agent_type": r["agent_type"],
@@ -199,7 +221,22 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None) -> str:
         rows.append(row)
     if not rows:
         return f"No background tasks with status {status!r}." if status else "No background tasks."
-    return json.dumps(rows)
+    if offset >= len(rows):
+        return f"No background tasks from offset {offset}: there are {len(rows)}."
+    page: list[str] = []
+    size = 2  # the brackets
+    for row in rows[offset:offset + limit]:
+        text = json.dumps(row)
+        if page and size + len(text) + 2 > total_chars - 160:  # room for the closing line
+            break
+        page.append(text)
+        size += len(text) + 2
+    body = "[" + ", ".join(page) + "]"
+    after = offset + len(page)
+    if after >= len(rows):
+        return body
+    return (f"{body}\nShown: tasks {offset + 1}-{after} of {len(rows)}, newest first; "
+            f"{len(rows) - after} older not shown: call list_async_tasks with offset={after} for the next page.")
 
 
 DEFAULT_NOTICE_TOTAL_CHARS = 12_000
@@ -347,6 +384,9 @@ class ListTasksInput(BaseModel):
     status: AsyncTaskStatus | None = Field(
         default=None, description="Only tasks with this status; all tasks when omitted."
     )
+    offset: int = Field(default=0, ge=0, description="Skip this many (newest) tasks: the next page's offset.")
+    limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
+                       description="Show at most this many tasks.")
 
 
 class BackgroundToolHandlers(Protocol):
@@ -359,7 +399,8 @@ class BackgroundToolHandlers(Protocol):
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
                             decision: str | None = None) -> Command[Any]: ...
     async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
-    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command[Any]: ...
+    async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]: ...
     async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
 
 
@@ -395,11 +436,13 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
-    def list_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command[Any]:
-        return _blocking(loop, runtime, handlers.handle_list(runtime, status))
+    def list_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
+                         limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+        return _blocking(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
-    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None) -> Command[Any]:
-        return await _awaiting(loop, runtime, handlers.handle_list(runtime, status))
+    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
+                                limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+        return await _awaiting(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
     def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
@@ -518,7 +561,8 @@ class BackgroundTaskHandlers:
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_list(self, runtime: ToolRuntime, status: str | None) -> Command[Any]:
+    async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
         ledger = ledger_of(runtime.state)
         try:
             updates = await self.tasks.refresh(ledger)
@@ -526,7 +570,7 @@ class BackgroundTaskHandlers:
             updates = {}
         merged = merge_async_records(ledger, updates)
         rows = [r for r in merged.values() if status is None or r["status"] == status]
-        return _reply(runtime, listed(rows, status), updates=updates)
+        return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     async def _on_task(self, runtime: ToolRuntime, task_id: str,
                        act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[Any]]]) -> Command[Any]:

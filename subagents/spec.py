@@ -7,14 +7,16 @@ variable holding it) is set. ``langgraph-sdk`` on its own would load
 ``LANGGRAPH_API_KEY``/``LANGSMITH_API_KEY``/``LANGCHAIN_API_KEY`` and send
 it to any url; we never let it.
 
-``timeout_s`` bounds each status request (a poll, a check, a list);
+``timeout_s`` bounds the whole task, as on a local spec (at the deadline its
+run is cancelled on the server and the task ends ``error``, "timed out");
+``request_timeout_s`` bounds each status request (a poll, a check, a list);
 ``start_timeout_s`` bounds starting, steering and cancelling a task.
 
 Example::
 
     spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
                               graph_id="researcher", url="https://agents.example.com",
-                              api_key_env="RESEARCH_SERVER_KEY", timeout_s=5)
+                              api_key_env="RESEARCH_SERVER_KEY", timeout_s=3600, request_timeout_s=5)
 """
 
 from __future__ import annotations
@@ -626,8 +628,11 @@ def _unset(value: Any) -> bool:
     return value is None or (isinstance(value, (list, tuple)) and not value)
 
 
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
 """Default bound on one status request to a server."""
+
+DEFAULT_TIMEOUT_S = DEFAULT_REQUEST_TIMEOUT_S
+"""The old name of :data:`DEFAULT_REQUEST_TIMEOUT_S` (``timeout_s`` bounded each request before it bounded the task)."""
 
 DEFAULT_START_TIMEOUT_S = 30.0
 """Default bound on starting, steering or cancelling a remote task."""
@@ -655,7 +660,12 @@ class RemoteSubagentSpec(BaseModel):
             error text, record or repr the model or a log sees holds them.
         api_key_env: the environment variable holding the key, read when the
             first request is made (an unset variable fails that request).
-        timeout_s: bound on each status request (poll, check, list).
+        timeout_s: bound on the whole task (``None``: none), counted from its
+            start (a follow-up on a finished task starts the count again). At the
+            deadline the run is cancelled on the server and the task ends
+            ``error`` ("timed out ..."), never left ``running``.
+        request_timeout_s: bound on each status request (poll, check, list).
+            Before it existed, ``timeout_s`` meant this.
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
@@ -671,7 +681,8 @@ class RemoteSubagentSpec(BaseModel):
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
     api_key_env: str | None = None
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600)
     start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)

@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import ssl
 import time
@@ -51,11 +52,15 @@ if TYPE_CHECKING:
 # A server that hangs or is down must never stall the parent. Every request
 # to a server goes through :meth:`ServerHealth.call`, which bounds it in time
 # and counts it: a request that cannot reach the server (refused, reset,
-# timed out) opens the server's circuit, and while it is open no request is
+# timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
+# balancer says while the server behind it restarts) opens the server's
+# circuit, and while it is open no request is
 # sent there at all -- :class:`ServerUnavailable` is raised at once, saying
-# when the next try is due. The interval grows with each failure in a row
-# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
-# status: it answered) closes the circuit again.
+# when the next try is due. The interval grows per outage, not per request:
+# requests already in flight when the circuit opened (a burst of concurrent
+# starts) fail as one step, and only a probe sent after it opened, failing
+# again, doubles it (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
+# status but those: it answered) closes the circuit again.
 #
 # Example::
 #
@@ -70,6 +75,8 @@ T = TypeVar("T")
 
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 120.0
+OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
+"""HTTP answers that count as the server being down (a gateway's, not the server's own verdict)."""
 
 
 
@@ -80,6 +87,7 @@ class _Circuit:
     since: float = 0.0
     reason: str = ""
     open_until: float = 0.0
+    opened_at: float = 0.0
 
 
 class ServerHealth:
@@ -101,15 +109,23 @@ class ServerHealth:
         if wait > 0:
             raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
 
-    def failed(self, url: str, reason: str) -> ServerUnavailable:
-        """Count a failure; return the error to raise."""
+    def failed(self, url: str, reason: str, *, sent_at: float | None = None) -> ServerUnavailable:
+        """Count a failure; return the error to raise.
+
+        ``sent_at`` (this health's clock when the request was sent): a
+        request sent before the circuit last opened failed in that same step
+        of the outage, and does not lengthen it.
+        """
         circuit = self._circuits.setdefault(url, _Circuit())
+        circuit.reason = reason
+        now_ = self._clock()
+        if circuit.failures and sent_at is not None and sent_at < circuit.opened_at:
+            return ServerUnavailable(url, reason, max(0.0, circuit.open_until - now_))
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        circuit.reason = reason
         interval = min(self.max_s, self.base_s * 2 ** (circuit.failures - 1))
-        circuit.open_until = self._clock() + interval
+        circuit.opened_at, circuit.open_until = now_, now_ + interval
         return ServerUnavailable(url, reason, interval)
 
     def answered(self, url: str) -> None:
@@ -133,22 +149,26 @@ class ServerHealth:
         """Await ``request`` to the server at ``url`` within ``timeout_s``.
 
         Raises :class:`ServerUnavailable` if the circuit is open (the request
-        is not sent), the server cannot be reached, or it does not answer in
-        time. HTTP errors (the server answered) pass through unchanged.
+        is not sent), the server cannot be reached, does not answer in time,
+        or is answered for with one of :data:`OUTAGE_STATUSES`. Other HTTP
+        errors (the server answered) pass through unchanged.
         """
         try:
             self.check(url)
         except ServerUnavailable:
             _close(request)
             raise
+        sent = self._clock()
         try:
             async with asyncio.timeout(timeout_s):
                 result = await request
         except TimeoutError:
-            raise self.failed(url, f"no answer within {timeout_s:g} s") from None
+            raise self.failed(url, f"no answer within {timeout_s:g} s", sent_at=sent) from None
         except Exception as exc:
             if _is_transport_error(exc):
-                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}") from None
+                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
+            if (code := status_code(exc)) in OUTAGE_STATUSES:
+                raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
             self.answered(url)
             raise
         self.answered(url)
@@ -620,7 +640,7 @@ class RemoteTaskRunner:
 
     async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
         """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
-        timeout = spec.timeout_s if poll else spec.start_timeout_s
+        timeout = spec.request_timeout_s if poll else spec.start_timeout_s
         return await self.pool.health.call(spec.url, request, timeout_s=timeout)
 
     # -- operations ------------------------------------------------------
@@ -700,11 +720,27 @@ class RemoteTaskRunner:
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
         try:
-            return await self._read(spec, record), None
+            fields, note = await self._read(spec, record), None
         except ServerUnavailable as exc:
-            return {}, self.pool.health.note(spec.url) or str(exc)
+            fields, note = {}, self.pool.health.note(spec.url) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
-            return {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+            fields, note = {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+        if past_deadline(spec, record, fields):
+            return await self.end_at_deadline(spec, record), None
+        return fields, note
+
+    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Cancel a task's run that outlived ``spec.timeout_s``; return the fields that end it as timed out."""
+        error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
+        try:
+            await self.request(spec, self.client(spec).runs.cancel(record["thread_id"], record["run_id"]))
+            error += "; its run was cancelled on the server"
+        except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
+            if is_not_found(exc) or status_code(exc) == 409:
+                error += "; its run had already ended on the server"
+            else:
+                error += f"; the server at {spec.url} could not be told to cancel its run ({_reason(exc)})"
+        return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
@@ -772,7 +808,9 @@ class RemoteTaskRunner:
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
         run_id = run_id_of(run)
+        restarted = {"started_at": now()} if status not in ("pending", "running", "waiting_for_approval") else {}
         return {
+            **restarted,  # a follow-up is new work: timeout_s counts from it
             "status": run_status(run.get("status")),
             "run_id": run_id,
             "turns": turns,
@@ -859,15 +897,15 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
     """
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
-    groups: dict[str, tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
+    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
     for record in records:
         spec = runner.specs.get(record["agent_type"])
         if spec is None:
             out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
             continue
-        groups.setdefault(spec.url, (spec, []))[1].append(record)
-    jobs = {url: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
-            for url, (spec, recs) in groups.items()}
+        groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
+    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
+            for key, (spec, recs) in groups.items()}
     try:
         if jobs:
             await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
@@ -875,12 +913,13 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         for job in jobs.values():
             job.cancel()
         raise
-    for url, job in jobs.items():
+    for key, job in jobs.items():
+        url = key[0]
         if not job.done():
             job.cancel()
         elif not job.cancelled() and job.exception() is not None:
             answered.discard(url)
-        left = [r for r in groups[url][1] if r["id"] not in out]
+        left = [r for r in groups[key][1] if r["id"] not in out]
         if not left:
             continue
         if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
@@ -889,7 +928,48 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
         note = runner.pool.health.note(url) or str(failure)
         out.update({r["id"]: ({}, note) for r in left})
+    await _end_expired(runner, records, out)
     return out
+
+
+def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether a task still live after ``fields`` has outlived its spec's ``timeout_s``."""
+    started = record.get("started_at")
+    if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
+            or not math.isfinite(started):  # a record's field, written by anyone
+        return False
+    return (fields.get("status", record.get("status")) in ("pending", "running")
+            and now() - float(started) >= spec.timeout_s)
+
+
+async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
+                       out: dict[str, tuple[dict[str, Any], str | None]]) -> None:
+    """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
+    expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
+               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0])]
+    if not expired:
+        return
+
+    async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
+        out[record["id"]] = (await runner.end_at_deadline(spec, record), None)
+
+    jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
+    await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
+    for job in jobs:
+        job.cancel()  # a cancel the server did not answer in time is asked again next turn
+
+
+def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
+    """Who asks: the server url and a digest of the spec's credentials and headers.
+
+    Tasks are searched for in groups of one caller, never by url alone: on a
+    server where each key sees only its own threads, another spec's key
+    would not find them (and should not be sent for them).
+    """
+    try:
+        return spec.url, _fingerprint(spec.request_headers())
+    except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
+        return spec.url, f"unreadable:{spec.name}"
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
@@ -1021,7 +1101,8 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
 
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
                       missing: Mapping[str, tuple[str, str]]) -> None:
-    specs = {runner.specs[kind].url: runner.specs[kind] for kind, _ in missing.values() if kind in runner.specs}
+    specs = {caller_of(runner.specs[kind]): runner.specs[kind] for kind, _ in missing.values()
+             if kind in runner.specs}
     for spec in specs.values():
         try:
             rows = await runner.request(spec, runner.client(spec).threads.search(

@@ -2,7 +2,9 @@
 
 * :class:`RecordingServer` answers just enough of the Agent Protocol for a
   task to start and be checked, and records every request's headers and the
-  client port it came from (one port per TCP connection).
+  client port it came from (one port per TCP connection). Set its
+  ``fail_with`` to an HTTP status (e.g. 502) to answer every request with it,
+  as a load balancer in front of a restarting server does.
 * :class:`FaultProxy` forwards to a real server until told to ``hang()``
   (accept connections and never answer) or go ``down()`` (nothing listens:
   connections are refused), and back ``up()``. It counts the HTTP requests
@@ -27,6 +29,7 @@ class RecordingServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.fail_with: int | None = None
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,12 +41,14 @@ class RecordingServer:
             def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null") if length else None
-                recorder.requests.append({"method": self.command, "path": self.path,
-                                          "headers": {k.lower(): v for k, v in self.headers.items()},
-                                          "client_port": self.client_address[1]})
-                payload = recorder.reply(self.command, self.path, body)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                recorder.requests.append({"method": self.command, "path": self.path, "headers": headers,
+                                          "body": body, "client_port": self.client_address[1]})
+                failing = recorder.fail_with
+                payload = ({"detail": "bad gateway"} if failing is not None
+                           else recorder.reply_to(self.command, self.path, body, headers))
                 data = json.dumps(payload).encode()
-                self.send_response(200)
+                self.send_response(failing or 200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
@@ -56,6 +61,10 @@ class RecordingServer:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def reply_to(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        """The answer to one request (a subclass may answer by the caller's headers)."""
+        return self.reply(method, path, body)
 
     @staticmethod
     def reply(method: str, path: str, body: Any) -> Any:

@@ -184,7 +184,7 @@ async def _close_shared() -> None:
 def test_a_hung_server_never_stalls_the_parent(run, langgraph_server):
     proxy = FaultProxy(langgraph_server)
     middleware = quick_backoff(BackgroundSubagentMiddleware(
-        [worker(proxy.url, timeout_s=1, start_timeout_s=1)], general_purpose=False))
+        [worker(proxy.url, request_timeout_s=1, start_timeout_s=1)], general_purpose=False))
     agent, config = parent(middleware), thread()
     out = run(agent, user("PARENT start"), config)
     (record,) = ledger(out).values()

@@ -108,7 +108,7 @@ def test_a_deadline_shorter_than_the_run_returns_false_on_time(langgraph_server)
 def test_a_server_that_hangs_mid_wait_returns_false_on_time(langgraph_server):
     proxy = FaultProxy(langgraph_server)
     # Each status request may take 5 s and the poll 3 s: the wait's own 1.5 s deadline must win.
-    middleware, records = started(proxy.url, ["slow job h"], timeout_s=5)
+    middleware, records = started(proxy.url, ["slow job h"], request_timeout_s=5)
     try:
         proxy.hang()
         settled, took = timed_wait(records, middleware, timeout_s=1.5)
@@ -120,7 +120,7 @@ def test_a_server_that_hangs_mid_wait_returns_false_on_time(langgraph_server):
 
 def test_a_server_that_hangs_and_comes_back_lets_the_wait_settle(langgraph_server):
     proxy = FaultProxy(langgraph_server)
-    middleware, records = started(proxy.url, ["quick job back"], timeout_s=1)
+    middleware, records = started(proxy.url, ["quick job back"], request_timeout_s=1)
     proxy.hang()
     revive = threading.Timer(1.5, proxy.up)
     revive.start()
@@ -135,7 +135,7 @@ def test_a_server_that_hangs_and_comes_back_lets_the_wait_settle(langgraph_serve
 
 def test_a_server_killed_during_the_wait_returns_false_on_time(own_langgraph_server):
     server = own_langgraph_server
-    middleware, records = started(server.url, ["slow job k1", "slow job k2"], timeout_s=1)
+    middleware, records = started(server.url, ["slow job k1", "slow job k2"], request_timeout_s=1)
     killer = threading.Timer(0.5, server.kill)
     killer.start()
     try:

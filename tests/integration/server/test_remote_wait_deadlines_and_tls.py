@@ -42,7 +42,7 @@ class _StandIn(RecordingServer):
 def remote_task():
     def make(end_in: float | None):
         server = _StandIn(end_in)
-        spec = RemoteSubagentSpec(name="w", description="w", graph_id="w", url=server.url, timeout_s=2)
+        spec = RemoteSubagentSpec(name="w", description="w", graph_id="w", url=server.url, request_timeout_s=2)
         tasks = BackgroundTasks(SubagentRegistry([]), [spec])
         made.append((server, tasks))
         ledger = {"t0": {"id": "t0", "runner": "remote", "agent_type": "w", "status": "running",

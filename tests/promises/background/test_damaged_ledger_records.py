@@ -175,7 +175,7 @@ def test_hostile_field_values_never_stop_a_turn_a_notice_or_a_listing(background
     assert out["messages"][-1].text == "ok" and notices(out) == []  # the damaged ones are never announced
     out = turn("PARENT list")
     listed, checked = tool_messages(out)[-2:]
-    assert [r["task_id"] for r in as_json(listed)] == ["superscript-owner", "huge-pid-owner", "good"]
+    assert [r["task_id"] for r in as_json(listed)] == ["good", "superscript-owner", "huge-pid-owner"]  # newest first
     assert "Known task ids: superscript-owner, huge-pid-owner, good." in checked.text
     # A running task whose owner names no process this host could run is lost, as any gone owner's.
     kept = ledger(agent.get_state(config).values)

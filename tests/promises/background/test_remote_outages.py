@@ -1,0 +1,102 @@
+"""A server that is down, or answered for by a gateway, costs a bounded number of requests per turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from helpers.fault_servers import RecordingServer
+
+from subagents import RemoteSubagentSpec
+from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, poll
+
+LIVE = 200
+
+
+@pytest.fixture
+def server() -> Iterator[RecordingServer]:
+    recorder = RecordingServer()
+    yield recorder
+    recorder.close()
+
+
+def live_records(count: int) -> list[dict[str, object]]:
+    return [{"id": f"t{i}", "agent_type": "far", "runner": "remote", "status": "running",
+             "thread_id": f"thread-{i}", "run_id": f"run-{i}", "note": None} for i in range(count)]
+
+
+async def two_turns(runner: RemoteTaskRunner, records: list[dict[str, object]], server: RecordingServer
+                    ) -> tuple[int, int, dict[str, tuple[dict[str, object], str | None]]]:
+    try:
+        first = await poll(runner, records)
+        after_first = len(server.requests)
+        await poll(runner, records)
+        return after_first, len(server.requests) - after_first, first
+    finally:
+        await runner.pool.aclose()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_gateway_errors_open_the_circuit_so_a_turn_sends_a_bounded_number_of_requests(server, status):
+    server.fail_with = status
+    spec = RemoteSubagentSpec(name="far", description="d", url=server.url, graph_id="g")
+    runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=60)))
+    first, second, results = asyncio.run(two_turns(runner, live_records(LIVE), server))
+    # One status search tells the server is down; no per-task reads follow (they were 2 per task).
+    assert first <= 2, f"{first} requests for {LIVE} live tasks on a server answering {status}"
+    assert second == 0, "the circuit is open: the next turn waits for its probe time"
+    notes = {note for _, note in results.values()}
+    assert len(notes) == 1 and f"HTTP {status}" in str(notes.pop())
+    assert runner.pool.health.retry_in(server.url) > 30
+
+
+def test_a_client_error_is_an_answer_and_keeps_the_circuit_closed(server):
+    server.fail_with = 404
+    spec = RemoteSubagentSpec(name="far", description="d", url=server.url, graph_id="g")
+    runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=60)))
+    asyncio.run(two_turns(runner, live_records(3), server))
+    assert runner.pool.health.retry_in(server.url) == 0
+
+
+async def starts(runner: RemoteTaskRunner, first: int, count: int) -> list[object]:
+    return await asyncio.gather(*(runner.start(f"task-{i}", "far", f"job {i}", parent_thread_id="parent",
+                                               tool_call_id=f"call-{i}") for i in range(first, first + count)),
+                                return_exceptions=True)
+
+
+async def burst_then_recovery(runner: RemoteTaskRunner, server: RecordingServer
+                              ) -> tuple[list[object], float, list[object]]:
+    try:
+        server.fail_with = 502
+        during = await starts(runner, 0, 10)
+        backoff = runner.pool.health.retry_in(server.url)
+        server.fail_with = None
+        deadline = asyncio.get_running_loop().time() + 30
+        while runner.pool.health.retry_in(server.url) > 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        after = await starts(runner, 10, 5)
+        return during, backoff, after
+    finally:
+        await runner.pool.aclose()
+
+
+def test_concurrent_failures_in_one_outage_are_one_backoff_step_and_recovery_is_at_the_first_probe(server):
+    spec = RemoteSubagentSpec(name="far", description="d", url=server.url, graph_id="g")
+    runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=0.5, max_s=120)))
+    during, backoff, after = asyncio.run(burst_then_recovery(runner, server))
+    assert all(isinstance(e, ConnectionError) for e in during), during
+    # Ten starts failing together are one step (base_s), not ten (which reached max_s).
+    assert backoff <= 0.5
+    assert all(isinstance(r, dict) and r["status"] == "pending" for r in after), after
+
+
+def test_a_probe_failing_again_doubles_the_backoff():
+    clock = [100.0]
+    health = ServerHealth(base_s=2, max_s=120, clock=lambda: clock[0])
+    health.failed("http://h", "down", sent_at=100.0)
+    health.failed("http://h", "down", sent_at=99.0)  # in flight when it opened: same step
+    assert health.retry_in("http://h") == 2
+    clock[0] = 102.0
+    health.failed("http://h", "down", sent_at=102.0)  # the probe
+    assert health.retry_in("http://h") == 4
