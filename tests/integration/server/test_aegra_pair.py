@@ -28,9 +28,12 @@ SETTLE_DEADLINE_S = 180  # generous: a crashed instance's runs are recovered aft
 
 
 @pytest.fixture(scope="module")
-def pair(request: pytest.FixtureRequest, postgres_server: PostgresServer
-         ) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    with aegra_pair(request.config.cache.mkdir("aegra"), postgres_server) as instances:
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+         postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    # The venv is kept in pytest's cache between runs; without the cache plugin, in this run's tmp folder.
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("aegra") if cache is not None else tmp_path_factory.mktemp("aegra")
+    with aegra_pair(folder, postgres_server) as instances:
         yield instances
 
 
