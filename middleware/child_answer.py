@@ -21,7 +21,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage, ToolMessage
 
-from middleware.limits import is_notice
+from middleware.limits import current_turn
 from middleware.task_tool import TASK_TOOL_NAME
 
 
@@ -47,12 +47,7 @@ class ReturnChildAnswer(AgentMiddleware[Any, Any]):
 
 def single_delegation_answer(messages: Sequence[Any], tool_names: frozenset[str]) -> str | None:
     """The answer of the turn's one delegation, if the turn so far is exactly: one call of it, its success."""
-    turn: list[Any] = []
-    for message in reversed(messages):
-        if getattr(message, "type", None) == "human" and not is_notice(message):
-            break
-        turn.append(message)
-    turn.reverse()
+    turn = current_turn(messages)
     if len(turn) != 2 or not isinstance(turn[0], AIMessage) or not isinstance(turn[1], ToolMessage):
         return None
     calls = turn[0].tool_calls

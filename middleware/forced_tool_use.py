@@ -29,7 +29,7 @@ from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from middleware.limits import closed_json, is_first_call_of_turn, is_notice, last_ai, truncated_reply
+from middleware.limits import closed_json, current_turn, is_first_call_of_turn, last_ai, truncated_reply
 from middleware.task_tool import with_prompt_block
 
 TOOL_KEY = "tool"
@@ -144,12 +144,7 @@ class _ForcedCall:
 
 def _answered_forced_call(messages: Sequence[Any]) -> bool:
     """Whether the turn so far is one model call (the forced one) and the results of its tool calls."""
-    turn: list[Any] = []
-    for message in reversed(messages):
-        if getattr(message, "type", None) == "human" and not is_notice(message):
-            break
-        turn.append(message)
-    turn.reverse()
+    turn = current_turn(messages)
     ais = [m for m in turn if isinstance(m, AIMessage)]
     return (len(ais) == 1 and turn[0] is ais[0] and bool(ais[0].tool_calls) and len(turn) > 1
             and all(isinstance(m, ToolMessage) for m in turn[1:]))

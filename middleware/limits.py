@@ -415,6 +415,17 @@ class ForcedDelegation:
         )
 
 
+def current_turn(messages: Sequence[Any]) -> list[Any]:
+    """The messages since the last user message (a background notice is not one), oldest first."""
+    turn: list[Any] = []
+    for message in reversed(messages):
+        if getattr(message, "type", None) == "human" and not is_notice(message):
+            break
+        turn.append(message)
+    turn.reverse()
+    return turn
+
+
 def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
     """No AI message since the last user message (a background notice is not one)."""
     for message in reversed(messages):
