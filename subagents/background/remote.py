@@ -1128,8 +1128,21 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 run = await runner.latest_run(spec, row["thread_id"])
                 if run is not None:
                     records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
+                else:  # the parent stopped between creating the thread and starting its run: never silently lost
+                    records[task_id] = _unstarted(task_id, missing[call_id], call_id, row["thread_id"], attempt)
             except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
                 continue
+
+
+def _unstarted(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, attempt: int) -> dict[str, Any]:
+    """The record of a task whose thread exists on the server but whose run was never started: ``lost``."""
+    agent_type, description = call
+    return AsyncTaskRecord(
+        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
+        tool_call_id=call_id, created_at=now(), thread_id=thread_id, attempt=attempt,
+        error="the parent stopped after creating this task's thread and before starting its run; "
+              "retry_async_task starts it",
+    ).model_dump()
 
 
 def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
