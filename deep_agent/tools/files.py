@@ -11,13 +11,22 @@ Example::
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.workspace import NOT_REGULAR, Workspace, check_text, open_regular, os_error, sendable
+from deep_agent.tools.workspace import (
+    NOT_REGULAR,
+    Workspace,
+    check_text,
+    open_folder,
+    open_regular,
+    os_error,
+    sendable,
+)
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -56,7 +65,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
     def read(file_path: str, offset: int | None = None, limit: int | None = None) -> str:
         path = _existing_file(ws, file_path)
         start = (offset or 1) - 1
-        chosen, total, stopped = _read_lines(path, file_path, start, limit or DEFAULT_READ_LINES)
+        chosen, total, stopped = _read_lines(ws, path, file_path, start, limit or DEFAULT_READ_LINES)
         note = (f"\n... [stopped reading after {MAX_READ_SCAN:,} characters, in line {total}: "
                 "use Bash (head, tail, sed -n) on a file this big]") if stopped else ""
         if not chosen:
@@ -71,9 +80,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"file_path {file_path!r} is a directory")
         if path.exists() and not path.is_file():
             raise ToolException(f"file_path {file_path!r} {_NOT_REGULAR}")
-        path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
-        with open_regular(path, "w", encoding="utf-8") as file:
+        with open_regular(path, "w", within=ws, encoding="utf-8") as file:  # its folders made on the way
             file.write(content)
         return f"{'Overwrote' if existed else 'Created'} {ws.shown(path)} ({len(content)} characters)"
 
@@ -84,7 +92,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         if old_string == "":
             raise ToolException("old_string is empty: give the exact text to replace")
         check_text(new_string, "new_string", nul=True)
-        text = _text(path, file_path)
+        text = _text(ws, path, file_path)
         count = text.count(old_string)
         if count == 0:
             raise ToolException(f"old_string was not found in {ws.shown(path)}")
@@ -93,7 +101,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
                 f"old_string occurs {count} times in {ws.shown(path)}: give more context to make "
                 "it unique, or pass replace_all=true"
             )
-        with open_regular(path, "w", encoding="utf-8") as file:
+        with open_regular(path, "w", within=ws, encoding="utf-8") as file:
             file.write(text.replace(old_string, new_string))
         return f"Edited {ws.shown(path)}: replaced {count if replace_all else 1} occurrence(s)"
 
@@ -101,8 +109,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         folder = ws.path(path, field="path")
         if not folder.is_dir():
             raise ToolException(f"path {path!r} is not a directory")
-        entries = sorted(folder.iterdir(), key=lambda p: p.name)
-        shown = [f"{p.name}/" if p.is_dir() else p.name for p in entries[:MAX_LS_ENTRIES]]
+        entries = _entries(ws, folder)
+        shown = [f"{name}/" if is_dir else name for name, is_dir in entries[:MAX_LS_ENTRIES]]
         if len(entries) > MAX_LS_ENTRIES:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
@@ -152,7 +160,7 @@ def _existing_file(ws: Workspace, raw: str) -> Path:
 _NOT_REGULAR = f"is {NOT_REGULAR}"
 
 
-def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
+def _read_lines(ws: Workspace, path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
     """Lines ``start`` to ``start + count`` (each cut), how many lines were read, and whether
     reading stopped at :data:`MAX_READ_SCAN` characters.
 
@@ -164,7 +172,7 @@ def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str]
     chosen: list[str] = []
     total = scanned = 0
     try:
-        with open_regular(path, "r", encoding="utf-8") as file:
+        with open_regular(path, "r", within=ws, encoding="utf-8") as file:
             while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
                 scanned += len(line)
                 if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
@@ -184,9 +192,9 @@ def _read_lines(path: Path, raw: str, start: int, count: int) -> tuple[list[str]
     return chosen, total, False
 
 
-def _text(path: Path, raw: str) -> str:
+def _text(ws: Workspace, path: Path, raw: str) -> str:
     try:
-        with open_regular(path) as file:  # at most one byte past the bound: a file may grow as it is read
+        with open_regular(path, within=ws) as file:  # at most one byte past the bound: a file may grow as it is read
             data = file.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
             raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "
@@ -196,6 +204,24 @@ def _text(path: Path, raw: str) -> str:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:
         raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _entries(ws: Workspace, folder: Path) -> list[tuple[str, bool]]:
+    """The folder's entries (name, whether a folder), sorted, read from the folder reached without symlinks."""
+    fd = open_folder(ws, folder)
+    try:
+        with os.scandir(fd) as found:
+            entries = [(entry.name, _is_dir(entry)) for entry in found]
+    finally:
+        os.close(fd)
+    return sorted(entries)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _cut_line(line: str) -> str:

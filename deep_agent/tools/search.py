@@ -271,7 +271,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         start = file = ws.path(path, field="path")
         try:
             for file in _files(ws, start, glob, deadline):
-                hits = _matches(file, compiled, deadline)
+                hits = _matches(ws, file, compiled, deadline)
                 if not hits:
                     continue
                 name = ws.shown(file)
@@ -398,10 +398,11 @@ def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Ite
                 yield file
 
 
-def _matches(file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
+def _matches(ws: Workspace, file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
     """The file's matching lines; ``TimeoutError`` once ``deadline`` passes mid-search."""
     try:
-        with open_regular(file) as handle:  # a pipe or device is skipped; at most one byte past the bound
+        # A pipe or device, a hard-linked file, a path swapped for a symlink: skipped. At most one byte past the bound.
+        with open_regular(file.resolve(), within=ws) as handle:  # a symlink to a workspace file: its target
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             return []

@@ -2,7 +2,10 @@
 
 Every path a tool is given is resolved (``..`` and symlinks included)
 before use; one that ends up outside the workspace is refused with an error
-the model can read. Output is cut to a fixed number of characters, with a
+the model can read. Files are then opened one folder at a time from the
+workspace's own, following no symlink (:func:`open_regular`), so a path
+changed between the check and the open cannot lead outside either; a file
+with more than one hard link is refused. Output is cut to a fixed number of characters, with a
 note saying how much was left out.
 
 Example::
@@ -35,29 +38,110 @@ class NotRegularFile(SubagentsError, OSError):
     """The path is a pipe, socket or device: reading or writing it would block or never end."""
 
 
-def open_regular(path: Path, mode: str = "rb", **text: Any) -> IO[Any]:
+class ChangedWhileOpening(SubagentsError, OSError):
+    """A symlink stood, at the moment of opening, where the checked path had a folder or file."""
+
+
+class HardLinked(SubagentsError, OSError):
+    """The file has more than one name (hard links): another may lie outside the workspace."""
+
+
+CHANGED = ("changed while being opened: a symlink stood where the checked path had a folder or file "
+           "(refused: it could lead out of the workspace)")
+
+
+def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = None, **text: Any) -> IO[Any]:
     """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file.
 
     Opened without blocking and checked on the open file, not before: a pipe
     or device put in place of a file after it was checked would block the
     tool. ``text`` (``encoding=``, ``errors=``) is for the text modes.
     Raises :class:`NotRegularFile` (an ``OSError``) otherwise.
+
+    ``within`` (a workspace ``path`` was checked against): the file is opened
+    by walking from the workspace's folder one name at a time, each opened
+    relative to the last with ``O_NOFOLLOW``, so a symlink swapped in after
+    the check cannot lead the open outside (:class:`ChangedWhileOpening`);
+    ``"w"`` creates missing folders on the way. A file with more than one
+    hard link is refused (:class:`HardLinked`), before anything is truncated:
+    its other name may be outside the workspace.
     """
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if mode.startswith("w") else os.O_RDONLY
+    writing = mode.startswith("w")
+    flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
+    flags |= os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
+        if within is None:
+            fd = os.open(path, flags | (os.O_TRUNC if writing else 0), 0o666)
+        else:
+            fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a pipe no one reads, opened to write without blocking
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path))
+        if within is not None and info.st_nlink > 1:
+            raise HardLinked(errno.EPERM, f"has {info.st_nlink} hard links, and one may be outside the workspace "
+                             "(the file tools refuse a file with more than one name)", str(path))
+        if writing and within is not None:
+            os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
         return open(fd, mode, **text)
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_folder(within: Workspace, path: Path) -> int:
+    """A descriptor of the workspace folder ``path``, reached as :func:`open_regular` reaches a file."""
+    return _open_beneath(within, path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool = False) -> int:
+    """``os.open`` of ``path`` one name at a time from the workspace's folder, following no symlink."""
+    try:
+        names = path.relative_to(ws.root).parts
+    except ValueError:
+        raise ToolException(f"{_short(path)} is outside the workspace {ws.root}") from None
+    if ".." in names:  # a checked path is resolved: it has none
+        raise ToolException(f"{_short(path)}: '..' is not followed here")
+    folder = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for depth, name in enumerate(names[:-1], 1):
+            here = ws.root.joinpath(*names[:depth])  # what an error names
+            if make_parents:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=folder)
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, str(here)) from None
+            inner = _open_at(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, folder, here)
+            os.close(folder)
+            folder = inner
+        if not names:  # the workspace's folder itself
+            return os.dup(folder)
+        return _open_at(names[-1], flags, folder, path)
+    finally:
+        os.close(folder)
+
+
+def _open_at(name: str, flags: int, folder: int, path: Path) -> int:
+    try:
+        return os.open(name, flags, 0o666, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(name, folder)):
+            raise ChangedWhileOpening(errno.ELOOP, CHANGED, str(path)) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
+def _is_symlink(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False
 
 
 class Workspace:

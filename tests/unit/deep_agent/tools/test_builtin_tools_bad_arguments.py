@@ -36,7 +36,7 @@ def tools(root: Path) -> dict:
     ("Read", {"file_path": "\ud800"}, "lone surrogate U+D800"),
     ("Read", {"file_path": "~no-such-user-here/x"}, "file_path '~no-such-user-here/x': cannot be resolved"),
     ("Read", {"file_path": "x" * 5000}, "Read failed on 'xxx"),
-    ("Write", {"file_path": "a.txt/inner", "content": "x"}, "Write failed on 'a.txt': File exists"),
+    ("Write", {"file_path": "a.txt/inner", "content": "x"}, "Write failed on 'a.txt': Not a directory"),
     ("Write", {"file_path": "y" * 300, "content": "x"}, "File name too long"),
     ("Write", {"file_path": "ok.txt", "content": "\ud800"}, "content '\\ud800': holds the lone surrogate"),
     ("Edit", {"file_path": "a.txt", "old_string": "hello", "new_string": "\udc80"}, "new_string"),
