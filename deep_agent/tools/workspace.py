@@ -103,10 +103,10 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
     """``os.open`` of ``path`` one name at a time from the workspace's folder, following no symlink."""
     try:
         names = path.relative_to(ws.root).parts
-    except ValueError:
-        raise ToolException(f"{_short(path)} is outside the workspace {ws.root}") from None
+    except ValueError:  # checked inside, resolved outside now: changed since
+        raise ChangedWhileOpening(errno.EXDEV, CHANGED, str(path)) from None
     if ".." in names:  # a checked path is resolved: it has none
-        raise ToolException(f"{_short(path)}: '..' is not followed here")
+        raise ChangedWhileOpening(errno.EXDEV, CHANGED, str(path))
     folder = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for depth, name in enumerate(names[:-1], 1):

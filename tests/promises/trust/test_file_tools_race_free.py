@@ -146,6 +146,8 @@ def test_a_concurrent_swapper_never_leads_read_or_write_outside(layout):
                 else:  # Edit, not Write, in the folder: Write would make a new sub/ while it is briefly away
                     t["Edit"].invoke({"file_path": path, "old_string": "the-secret", "new_string": "changed"})
                 calls["Write"] += 1
+            grep = t["Grep"].invoke({"pattern": "secret|inside", "output_mode": "content"})
+            assert SECRET not in grep, grep
     finally:
         stop.set()
         thread.join(timeout=10)
