@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, cast
 
 from langgraph.channels import DeltaChannel, LastValue
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Overwrite
+
+from subagents.data_only import DataOnlySerializer
 
 Ledger = dict[str, dict[str, Any]]
 
@@ -50,7 +51,8 @@ PACKED_MARK = "__ledger_chunks__"
 """The key that tells a packed ledger (a dict that also holds ``sealed`` and ``tail``) from a plain one."""
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
-_serde = JsonPlusSerializer()
+# Chunks come from checkpoints a cloned folder may have crafted: decoded as data, never as code.
+_serde = DataOnlySerializer("a sealed ledger chunk")
 MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
 
 
