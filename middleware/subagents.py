@@ -39,7 +39,9 @@ Decisions a LangGraph user may want to know:
   call has no parallel ``task`` sibling. Anything not written is named in
   the record's ``skipped_writes``.
 * ``max_concurrent_tasks`` caps children of this agent running at once,
-  across its concurrent runs; extra calls wait their turn.
+  across its concurrent runs (threads and event loops alike); extra calls
+  wait their turn. A child abandoned at its ``timeout_s`` keeps its place
+  until the tool it was running returns.
 """
 
 import dataclasses

@@ -24,13 +24,19 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import copy
 import functools
 import inspect
+import os
 import re
+import threading
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict, cast, get_args, get_origin, get_type_hints
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, Protocol, TypedDict, cast, get_args, get_origin, get_type_hints
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -45,9 +51,10 @@ from langchain.agents.middleware import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
-from subagents.errors import is_real_cancellation, safe_text
+from subagents.errors import ToolExit, is_real_cancellation, safe_text
 
 # ----------------------------------------------------------------------------
 # The state boundary between a parent and a child, in both directions.
@@ -416,7 +423,8 @@ class OneLevelToolGuard(OneLevelGuard):
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
     ) -> ToolMessage | Command[Any]:
-        return self._refusal(request) or await handler(request)
+        # On this path a sync tool would run on the loop's default executor, which the parent needs.
+        return self._refusal(request) or await handler(on_child_threads(request))
 
 
 REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
@@ -457,6 +465,121 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 def _is_neutral(middleware: Any) -> bool:
     return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
+
+
+# ----------------------------------------------------------------------------
+# A child's sync tools run on threads of their own, each counted against its task's place.
+#
+# On ``ainvoke`` LangChain runs a tool that has no coroutine on the event
+# loop's *default* executor, the same small pool (cores + 4 threads) the
+# parent's own sync steps need: children blocked in sync tools could starve
+# their parent, which then waits for a thread long after every child timed out.
+# And a thread cannot be stopped: a child abandoned at ``timeout_s`` keeps
+# running its tool, so the cap must go on counting it (the runner's
+# :class:`~subagents.runner.Slot`).
+#
+# So a built child's sync tools (LangChain's ``@tool`` and ``StructuredTool``
+# functions) run, on the async path, on :data:`CHILD_TOOL_THREADS`, a bounded
+# pool only children use, and each call holds a share of its task's slot
+# until the function returns, whether or not anyone still waits for it. On
+# ``invoke`` nothing changes: the child's tools run on the child's own thread,
+# which the slot already follows. A compiled subagent's tools are the caller's
+# graph and run as it decides.
+#
+# Example::
+#
+#     request = on_child_threads(request)   # in a child's awrap_tool_call
+#     with running_in(slot):                # around the child's ainvoke
+#         ...
+# ----------------------------------------------------------------------------
+
+
+
+CHILD_TOOL_THREADS = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4),
+                                        thread_name_prefix="subagent-tool")
+"""The pool children's sync tools run on under ``ainvoke`` (as large as asyncio's default one)."""
+
+
+class WorkHolder(Protocol):
+    """What a child's work holds while it runs: the runner's slot under the concurrency cap."""
+
+    def share(self) -> None: ...
+    def release(self) -> None: ...
+
+
+_SLOT: contextvars.ContextVar[WorkHolder | None] = contextvars.ContextVar("subagent_slot", default=None)
+_POOLED: dict[int, tuple[Any, Any]] = {}
+_POOLED_LOCK = threading.Lock()
+_POOLED_MAX = 4096
+
+
+@contextlib.contextmanager
+def running_in(slot: WorkHolder) -> Iterator[None]:
+    """Tasks created inside this block (a child's ``ainvoke``) charge their sync tools to ``slot``."""
+    token = _SLOT.set(slot)
+    try:
+        yield
+    finally:
+        _SLOT.reset(token)
+
+
+def on_child_threads(request: Any) -> Any:
+    """``request`` with its tool moved to the children's pool when it is a sync function tool."""
+    tool = request.tool
+    if tool is None:
+        return request
+    pooled = _pooled(tool)
+    return request if pooled is None else request.override(tool=pooled)
+
+
+def _pooled(tool: Any) -> Any:
+    entry = _POOLED.get(id(tool))
+    if entry is not None and entry[0] is tool:
+        return entry[1]
+    copy = _copy_on_pool(tool)
+    with _POOLED_LOCK:
+        if len(_POOLED) >= _POOLED_MAX:  # tools made per call (a middleware's): never a leak
+            _POOLED.clear()
+        _POOLED[id(tool)] = (tool, copy)  # the tool itself is kept: its id cannot be reused meanwhile
+    return copy
+
+
+def _copy_on_pool(tool: Any) -> Any:
+    """A copy of a sync-only function tool whose coroutine runs the function on the pool; else ``None``."""
+    if type(tool) not in (StructuredTool, Tool) or tool.coroutine is not None or tool.func is None:
+        return None
+    # A function that takes LangChain's callbacks would get the async manager on this path: left alone.
+    try:
+        if "callbacks" in inspect.signature(tool.func).parameters:
+            return None
+    except (TypeError, ValueError):
+        return None
+    return tool.model_copy(update={"coroutine": _on_pool(tool.func)})
+
+
+def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    async def on_pool(*args: Any, **kwargs: Any) -> Any:
+        slot = _SLOT.get()
+        context = contextvars.copy_context()
+        future = CHILD_TOOL_THREADS.submit(context.run, _call, func, args, kwargs)
+        if slot is not None:
+            slot.share()
+            future.add_done_callback(lambda _: slot.release())
+        return await asyncio.wrap_future(future)
+
+    return on_pool
+
+
+def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except StopIteration as exc:  # cannot be set on a future (it would hang): as LangChain does
+        raise RuntimeError from exc
+    except SystemExit as exc:
+        # Signals reach the main thread only: on a pool thread an exit is the tool's own (argparse), and
+        # raised into the loop as it is, asyncio would stop the loop with it, the parent's run and all.
+        raise ToolExit(exc) from exc
 
 
 # ----------------------------------------------------------------------------

@@ -25,14 +25,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import dataclasses
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from langchain_core.messages import AIMessage
@@ -47,6 +46,7 @@ from subagents.boundary import (
     forked_input,
     is_forbidden_tool,
     langchain_private_state_keys,
+    running_in,
     tool_name,
 )
 from subagents.builder import build_subagent, call_format, requested_format
@@ -88,45 +88,194 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------
-# A cap on how many children of one parent run at once, for threads and event loops.
+# A cap on how many children of one agent run at once: one count across threads and event loops.
 #
-# Extra delegations wait their turn; none fails because of the cap. The async
-# side keeps one semaphore per event loop, because an ``asyncio.Semaphore``
-# belongs to the loop it first waited on.
+# The cap belongs to the agent, not to a thread or a loop: ``invoke`` on one
+# thread, ``ainvoke`` on two server workers' loops and a background runtime's
+# loop all draw on the same count. Extra delegations wait their turn, first come
+# first served; none fails because of the cap.
+#
+# A held place is a :class:`Slot`. It is given back when the child's *work* has
+# stopped, not when the parent stops waiting for it: a child abandoned at its
+# ``timeout_s`` keeps running until its current tool returns (a thread cannot be
+# killed), and until then it still counts. Whatever keeps working for a child
+# takes a share of its slot (:meth:`Slot.share`) and gives it back when done;
+# the place returns to the cap when the last share is released.
+#
+# Example::
+#
+#     cap = ConcurrencyLimit(2)
+#     with cap.hold():                 # on a thread
+#         ...
+#     async with cap.ahold():          # on any event loop, counted together
+#         ...
+#     slot = cap.acquire()             # or by hand, to hand the place on
+#     slot.share(); slot.release()     # ... work that outlives the caller
+#     slot.release()
 # ----------------------------------------------------------------------------
 
 
 
-class ConcurrencyLimit:
-    """``with limit.hold():`` or ``async with limit.ahold():``; ``None`` means no cap."""
+class Slot:
+    """One place under the cap, shared by everything still working for one child."""
 
-    def __init__(self, limit: int | None) -> None:
-        if limit is not None and limit < 1:
-            raise ValueError(f"max_concurrent_tasks must be at least 1 (got {limit})")
-        self.limit = limit
-        self._threads = threading.BoundedSemaphore(limit) if limit else None
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
+    __slots__ = ("_limit", "_shares", "_lock")
+
+    def __init__(self, limit: ConcurrencyLimit | None) -> None:
+        self._limit = limit
+        self._shares = 1
         self._lock = threading.Lock()
 
-    def hold(self) -> AbstractContextManager[Any]:
-        """Wait for a slot on this thread (nothing to wait for without a cap)."""
-        return self._threads if self._threads is not None else contextlib.nullcontext()
+    def share(self) -> None:
+        """One more piece of work holds this place (a thread or task that outlives its caller)."""
+        if self._limit is None:
+            return
+        with self._lock:
+            if self._shares > 0:
+                self._shares += 1
 
-    def ahold(self) -> AbstractAsyncContextManager[Any]:
-        """Wait for a slot on the running event loop (nothing to wait for without a cap)."""
-        return contextlib.nullcontext() if self.limit is None else self._ahold()
+    def release(self) -> None:
+        """One piece of work is done; the place returns to the cap when the last one is."""
+        if self._limit is None:
+            return
+        with self._lock:
+            if self._shares <= 0:
+                return
+            self._shares -= 1
+            last = self._shares == 0
+        if last and self._limit is not None:
+            self._limit._give_back()
+
+    @property
+    def held(self) -> bool:
+        return self._shares > 0
+
+
+NO_CAP = Slot(None)
+"""The slot handed out when there is no cap: sharing and releasing it cost nothing."""
+
+
+class _Waiter:
+    """A thread (an event) or a coroutine (a future on its loop) waiting for a place."""
+
+    __slots__ = ("event", "loop", "future", "granted")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop
+        self.event = threading.Event() if loop is None else None
+        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+        self.granted = False
+
+    def wake(self) -> bool:
+        """Tell the waiter it has the place; False if it can no longer be told (its loop is closed)."""
+        if self.event is not None:
+            self.event.set()
+            return True
+        assert self.loop is not None and self.future is not None
+        try:
+            self.loop.call_soon_threadsafe(_resolve, self.future)
+        except RuntimeError:  # the loop is closed: that waiter is gone
+            return False
+        return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class ConcurrencyLimit:
+    """``with limit.hold():`` or ``async with limit.ahold():``; ``None`` means no cap.
+
+    One count for every thread and event loop that uses this object.
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValueError(f"max_concurrent_tasks must be an integer of at least 1 (got {limit!r})")
+        self.limit = limit
+        self._running = 0
+        self._waiting: collections.deque[_Waiter] = collections.deque()
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> int:
+        """Places held now (children running, or still working after they were abandoned)."""
+        return self._running
+
+    # -- taking a place ---------------------------------------------------------------
+
+    def acquire(self) -> Slot:
+        """Wait on this thread for a place."""
+        if self.limit is None:
+            return NO_CAP
+        with self._lock:
+            if self._running < self.limit and not self._waiting:
+                self._running += 1
+                return Slot(self)
+            waiter = _Waiter()
+            self._waiting.append(waiter)
+        assert waiter.event is not None
+        try:
+            waiter.event.wait()
+        except BaseException:  # Ctrl-C while waiting: leave the queue, or pass on a place just given
+            self._abandon(waiter)
+            raise
+        return Slot(self)
+
+    async def aacquire(self) -> Slot:
+        """Wait on the running event loop for a place (the same count as threads and other loops)."""
+        if self.limit is None:
+            return NO_CAP
+        with self._lock:
+            if self._running < self.limit and not self._waiting:
+                self._running += 1
+                return Slot(self)
+            waiter = _Waiter(asyncio.get_running_loop())
+            self._waiting.append(waiter)
+        assert waiter.future is not None
+        try:
+            await waiter.future
+        except BaseException:
+            self._abandon(waiter)
+            raise
+        return Slot(self)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Slot]:
+        slot = self.acquire()
+        try:
+            yield slot
+        finally:
+            slot.release()
 
     @contextlib.asynccontextmanager
-    async def _ahold(self) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
+    async def ahold(self) -> AsyncIterator[Slot]:
+        slot = await self.aacquire()
+        try:
+            yield slot
+        finally:
+            slot.release()
+
+    # -- giving it back ---------------------------------------------------------------
+
+    def _give_back(self) -> None:
+        """A place is free: hand it to the first waiter that can still take it, or count it free."""
         with self._lock:
-            sem = self._loops.get(loop)
-            if sem is None:
-                sem = self._loops[loop] = asyncio.Semaphore(self.limit or 1)
-        async with sem:
-            yield
+            while self._waiting:
+                waiter = self._waiting.popleft()
+                waiter.granted = True
+                if waiter.wake():
+                    return  # the place passes on: the running count stays
+            self._running -= 1
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        with self._lock:
+            if not waiter.granted:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiter)
+                return
+        self._give_back()  # it was handed a place it will not use
 
 
 # ----------------------------------------------------------------------------
@@ -395,6 +544,8 @@ class Delegation:
     """The spec's own short-answer threshold (``None``: the runner's applies)."""
     begun: bool = False
     """Past the concurrency cap: the child has been (or is being) run."""
+    slot: Slot = NO_CAP
+    """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -559,14 +710,18 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
         return run.graph.invoke(inputs, run.config)
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
+    slot = run.slot
 
     def target() -> None:
         try:
             outcome["value"] = context.run(run.graph.invoke, inputs, run.config)
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
             outcome["error"] = exc
+        finally:
+            slot.release()  # abandoned or not, the child's place is free once its thread is done
 
     worker = threading.Thread(target=target, name=f"subagent-{run.task_id[:8]}", daemon=True)
+    slot.share()
     worker.start()
     worker.join(remaining)
     if worker.is_alive():
@@ -585,7 +740,11 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     of awaits above it, the parent's included. Read with ``result()``, a
     child's ``GeneratorExit`` is one more exception this task can fail with.
     """
-    child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
+    slot = run.slot
+    with running_in(slot):  # the child's task (its context) charges its sync tools to this slot
+        child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
+    slot.share()
+    child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended
     try:
         done, _ = await asyncio.wait({child}, timeout=run.remaining())
     except BaseException as exc:  # this task is cancelled: so is the child, and it ends before we do
@@ -669,7 +828,7 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared), self.limit.hold():
+        with _marked_if_cancelled(prepared), self._slot(prepared, self.limit.acquire()):
             prepared.begin()
             plan = self._plan(prepared)
             step = next(plan)
@@ -686,19 +845,28 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared):
-            async with self.limit.ahold():
-                prepared.begin()
-                plan = self._plan(prepared)
-                step = next(plan)
-                while not isinstance(step, TaskOutcome):
-                    try:
-                        value = await ainvoke_with_deadline(prepared, step)
-                    except BaseException as exc:  # noqa: BLE001 - the plan decides
-                        step = _throw(plan, exc)
-                    else:
-                        step = _send(plan, value)
-                return step
+        with _marked_if_cancelled(prepared), self._slot(prepared, await self.limit.aacquire()):
+            prepared.begin()
+            plan = self._plan(prepared)
+            step = next(plan)
+            while not isinstance(step, TaskOutcome):
+                try:
+                    value = await ainvoke_with_deadline(prepared, step)
+                except BaseException as exc:  # noqa: BLE001 - the plan decides
+                    step = _throw(plan, exc)
+                else:
+                    step = _send(plan, value)
+            return step
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _slot(run: Delegation, slot: Slot) -> Iterator[None]:
+        """The runner's share of the task's place; what still works for an abandoned child keeps its own."""
+        run.slot = slot
+        try:
+            yield
+        finally:
+            slot.release()
 
     # -- the plan, written once ---------------------------------------------
 

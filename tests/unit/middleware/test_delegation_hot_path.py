@@ -19,20 +19,19 @@ import uuid
 from typing import Annotated
 
 import pytest
+from helpers.graphs import Runner, parent_script, records, tool_messages, user
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.types import Command
 
-from helpers.graphs import Runner, parent_script, records, tool_messages, user
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
 from subagents import get_transcript
 from subagents.runner import ConcurrencyLimit
-from subagents.metering import TaskMeter
+from subagents.metering import TaskMeter, TranscriptRecorder
 from subagents.outcome import _TASK_ID_NAMESPACE, task_id_for
-from subagents.metering import TranscriptRecorder
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
