@@ -30,6 +30,7 @@ import contextvars
 import copy
 import functools
 import inspect
+import logging
 import os
 import re
 import threading
@@ -56,6 +57,8 @@ from langgraph.types import Command
 
 from subagents.errors import ToolExit, is_real_cancellation, safe_text
 
+log = logging.getLogger(__name__)
+
 # ----------------------------------------------------------------------------
 # The state boundary between a parent and a child, in both directions.
 #
@@ -63,8 +66,11 @@ from subagents.errors import ToolExit, is_real_cancellation, safe_text
 # keys its caller declares, and every private key), with ``messages`` replaced
 # by one ``HumanMessage`` (the task description). What comes back is only what
 # the child changed, minus the same keys; :mod:`subagents.boundary` decides
-# how it lands in the parent. Values are passed by reference: the hot path
-# copies no large state.
+# how it lands in the parent. The child runs on its own copies of the shared
+# values (:func:`own_copies`): what it changes in place stays its own until the
+# write-back rule lands it, so a failed child or a parallel sibling's plain
+# key leaves the parent as it was. What changed is judged against the parent's
+# values, so an in-place change counts as a change.
 # ----------------------------------------------------------------------------
 
 
@@ -138,6 +144,30 @@ def child_input(
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [HumanMessage(content=description)]
     return state
+
+
+_IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None)})
+
+
+def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` with each shared value deep-copied for the child (``messages`` are its own already).
+
+    A value that cannot be copied (a lock, a client) is passed as it is, with
+    a warning naming the key: the child could change it in place.
+    """
+    copies: dict[str, Any] = {}
+    memo: dict[int, Any] = {}
+    for key, value in state.items():
+        if key == "messages" or type(value) in _IMMUTABLE:
+            copies[key] = value
+            continue
+        try:
+            copies[key] = copy.deepcopy(value, memo)
+        except Exception as exc:  # noqa: BLE001 - an uncopyable value still crosses, as before
+            log.warning("state key %r cannot be copied for a subagent (%s); it is shared as it is",
+                        key, safe_text(exc, 200))
+            copies[key] = value
+    return copies
 
 
 def changed_keys(

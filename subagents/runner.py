@@ -46,6 +46,7 @@ from subagents.boundary import (
     forked_input,
     is_forbidden_tool,
     langchain_private_state_keys,
+    own_copies,
     running_in,
     tool_name,
 )
@@ -872,7 +873,7 @@ class TaskRunner:
 
     def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
         try:
-            result = yield run.inputs
+            result = yield own_copies(run.inputs)  # what the child changes in place stays its own
             answer = final_answer(result)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
             threshold = self.short_answer_threshold if own is None else own

@@ -4,12 +4,14 @@ The task's record says ``stop_reason="refused"``; the parent's state is never
 written by the child, and the parent run goes on.
 """
 
-from __future__ import annotations
+from typing import Any, NotRequired
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
@@ -65,3 +67,61 @@ def test_a_child_tool_returning_command_parent_fails_the_task_and_leaves_the_par
     (record,) = records(out)
     assert record["stop_reason"] == "refused" and record["tool_call_id"] == msg.tool_call_id
     assert not any(m.text == "injected" for m in out["messages"])
+
+
+# -- a child changes only its own copies: in-place changes reach the parent by the rule, or not at all ------
+
+
+class _FactsState(AgentState):
+    facts: NotRequired[list[str]]
+
+
+class _FactsMiddleware(AgentMiddleware):
+    state_schema = _FactsState
+
+
+@tool
+def scribble(x: str, runtime: ToolRuntime) -> str:
+    """Changes the shared facts in place, returns no update; fails when asked to."""
+    runtime.state["facts"].append(f"scribbled {x}")
+    if x == "fail":
+        raise ValueError("the scribbler failed after scribbling")
+    return "scribbled"
+
+
+def _facts_agent(*jobs: str) -> Any:
+    model = ScriptedChatModel(
+        rules=[(f"job {x}", [{"tool_calls": [tool_call("scribble", x=x)]}, f"{x} done"]) for x in jobs],
+        responses=_parallel(*[(f"job {x}", "w") for x in jobs]),
+    )
+    return create_deep_agent(model, [scribble], middleware=[_FactsMiddleware()], checkpointer=InMemorySaver(),
+                             subagents=[{"name": "w", "description": "w", "tools": ["scribble"]}])
+
+
+@MODES
+def test_a_failing_child_changing_a_shared_value_in_place_leaves_the_parent_as_it_was(mode):
+    agent = _facts_agent("fail")
+    config = {"configurable": {"thread_id": f"in-place-fail-{mode}"}}
+    out = _invoke(mode, agent, {**_user(), "facts": ["orig"]}, config)
+    assert _records(out)[0]["status"] == "error"
+    assert out["facts"] == ["orig"]
+    assert agent.get_state(config).values["facts"] == ["orig"]  # what invoke returned is what was saved
+
+
+@MODES
+def test_parallel_children_changing_a_plain_key_in_place_are_skipped_and_named(mode):
+    agent = _facts_agent("a", "b")
+    config = {"configurable": {"thread_id": f"in-place-siblings-{mode}"}}
+    out = _invoke(mode, agent, {**_user(), "facts": ["orig"]}, config)
+    assert out["facts"] == ["orig"] and agent.get_state(config).values["facts"] == ["orig"]
+    for record in _records(out):
+        assert "facts" in (record["skipped_writes"] or {}), record
+
+
+@MODES
+def test_a_lone_childs_in_place_change_is_written_back_by_the_rule(mode):
+    agent = _facts_agent("a")
+    config = {"configurable": {"thread_id": f"in-place-lone-{mode}"}}
+    out = _invoke(mode, agent, {**_user(), "facts": ["orig"]}, config)
+    assert out["facts"] == ["orig", "scribbled a"]
+    assert agent.get_state(config).values["facts"] == ["orig", "scribbled a"]
