@@ -76,6 +76,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
@@ -84,10 +85,14 @@ from middleware.subagents import ParentModel
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
+    LOST_REASON,
     TaskToolInput,
     answered_response,
     as_background_record,
     available_agents_block,
+    lost_answer,
+    open_calls,
+    with_answers,
     with_general_purpose,
     with_prompt_block,
 )
@@ -95,6 +100,7 @@ from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, T
 from subagents.background import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
+    AsyncTaskRecord,
     AsyncTaskStatus,
     BackgroundRuntime,
     BackgroundTasks,
@@ -109,11 +115,14 @@ from subagents.background import (
     record_problem,
     usable_records,
 )
+from subagents.background.ledger import now
+from subagents.background.runtime import checkpoint_db
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.metering import Budget, PriceTable
+from subagents.outcome import task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 from subagents.spec import describe_validation_error
 
@@ -357,6 +366,10 @@ def _text(value: Any) -> str:
 
 START_TOOL_NAME = "start_async_task"
 """The tool that starts a background task (each tool is named for its function below)."""
+
+REMOTE_START_LEFT_OPEN = (
+    "The run stopped before this start was answered. If the task reached its server it is found there "
+    "and reported in a notice; if not, it is recorded lost.")
 
 
 class TaskIdInput(BaseModel):
@@ -818,6 +831,83 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             parent_model=self.parent_model.model,
             parent_tools=self._tools,
         )
+
+    # -- a turn after a stopped run: its open calls answered -----------------
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        calls = self._open_calls(state)
+        if not calls:
+            return None
+        try:
+            return self.runtime.run(self._answer_open(state, calls, get_config()))
+        except RuntimeClosed:
+            return None
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        calls = self._open_calls(state)
+        if not calls:
+            return None
+        try:
+            return await self.runtime.arun(self._answer_open(state, calls, get_config()))
+        except RuntimeClosed:
+            return None
+
+    def _open_calls(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        names = {t.name for t in self.tools}
+        return [c for c in open_calls(state.get("messages") or ()) if c.get("name") in names]
+
+    async def _answer_open(self, state: Mapping[str, Any], calls: list[dict[str, Any]],
+                           config: Mapping[str, Any]) -> dict[str, Any]:
+        """Each open call answered; a start by the task it started, as this process or its outcome knows it.
+
+        A local start whose task runs here, or whose outcome was stored, gets
+        its record (a finished one is announced at the next model call); one
+        that left no trace is recorded ``lost``. A remote start is left to
+        orphan adoption, which asks its server.
+        """
+        thread_id = (config.get("configurable") or {}).get("thread_id")
+        ledger = ledger_of(state)
+        db = await checkpoint_db(config)
+        answers: dict[str, Any] = {}
+        records: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            if call.get("name") != START_TOOL_NAME:
+                answers[call["id"]] = lost_answer(call)
+                continue
+            given = call.get("args")
+            args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+            agent_type = str(args.get("subagent_type") or "(unknown)")
+            known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
+            if known is not None:
+                answers[call["id"]] = ToolMessage(started(known), tool_call_id=call["id"], name=START_TOOL_NAME)
+                continue
+            if agent_type in self.tasks.remote.specs:
+                answers[call["id"]] = lost_answer(call, REMOTE_START_LEFT_OPEN)
+                continue
+            record = self._recovered(thread_id, agent_type, call, args, db)
+            records[record["id"]] = record
+            answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
+                                   ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
+        update: dict[str, Any] = {"messages": with_answers(state.get("messages") or (), answers)}
+        if records:
+            update[ASYNC_LEDGER_KEY] = records
+        return update
+
+    def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, Any], args: Mapping[str, Any],
+                   db: str | None) -> dict[str, Any]:
+        call_id = str(call.get("id"))
+        # A task that left no trace gets an id of its own: the one it would have had depends on the stopped step.
+        record = AsyncTaskRecord(id=task_id_for(thread_id, "", call_id), agent_type=agent_type, runner="local",
+                                 status="lost", description=str(args.get("description") or ""),
+                                 tool_call_id=call_id, created_at=now(), error=LOST_REASON,
+                                 outcome_db=db).model_dump()
+        task = self.tasks.local.find_by_call(thread_id, call_id)
+        if task is not None:  # it runs (or ran) in this process: the parent's step was stopped
+            return {**record, "error": None, **task.fields, "id": task.id}
+        stored = self.tasks.local.stored_by_call(thread_id, call_id, db)
+        if stored and isinstance(stored.get("id"), str):
+            return {**record, "error": None, **stored, "announced": False}
+        return record
 
     # -- completion notices ------------------------------------------------
 

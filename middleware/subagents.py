@@ -49,11 +49,13 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelCallResult, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelCallResult, ModelRequest, ModelResponse
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
@@ -62,6 +64,7 @@ from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
     EXCLUDED_STATE_KEYS,
     LEDGER_KEY,
+    LOST_REASON,
     STRUCTURED_TASK_TOOL_DESCRIPTION,
     TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
@@ -74,19 +77,24 @@ from middleware.task_tool import (
     available_agents_block,
     invalid_call_record,
     ledger_entry,
+    lost_answer,
+    lost_record,
+    open_calls,
     task_args_schema,
     task_tool_arguments,
     task_tool_description,
     tool_message,
     usage_update,
+    with_answers,
     with_general_purpose,
     with_prompt_block,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.boundary import DELEGATION_TOOL_NAMES, DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
 from subagents.metering import Budget, PriceTable
+from subagents.outcome import task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 
 if TYPE_CHECKING:
@@ -373,6 +381,45 @@ class SubAgentMiddleware(AgentMiddleware):
                                       answer=outcome.answer, error=outcome.error)],
         }
         return Command(update={**update, **ours})
+
+    # -- a turn after a stopped run: its open calls answered -----------------
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self._answer_open_calls(state)
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self._answer_open_calls(state)
+
+    def _answer_open_calls(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``task`` calls (and any other tool's, but the background tools') a stopped run left open."""
+        messages = state.get("messages") or ()
+        calls = open_calls(messages)
+        if not calls:
+            return None
+        ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
+        # An id of its own, stable for the call: the runner's depended on the tool step that was stopped.
+        thread_id = (get_config().get("configurable") or {}).get("thread_id")
+        answers: dict[str, Any] = {}
+        ledger: dict[str, Any] = {}
+        for call in calls:
+            name = call.get("name")
+            if name in ours:
+                given_args = call.get("args")
+                args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
+                agent_type = str(args.get("subagent_type") or args.get("name") or "(unknown)")
+                record = lost_record(call, agent_type, str(args.get("description") or ""),
+                                     task_id=task_id_for(thread_id, "", call.get("id")))
+                ledger[record["id"]] = ledger_entry(record)
+                answers[call["id"]] = tool_message(agent_type, call["id"], answer=None, error=LOST_REASON,
+                                                   tool_name=str(name))
+            elif name not in DELEGATION_TOOL_NAMES:  # another library's tool: its own middleware answers
+                answers[call["id"]] = lost_answer(call)
+        if not answers:
+            return None
+        update: dict[str, Any] = {"messages": with_answers(messages, answers)}
+        if ledger:
+            update[LEDGER_KEY] = ledger
+        return update
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 

@@ -33,10 +33,11 @@ from xml.sax.saxutils import escape
 
 from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, model_validator
@@ -305,6 +306,91 @@ def as_background_record(record: dict[str, Any]) -> dict[str, Any]:
         "updated_at": record["finished_at"], "finished_at": record["finished_at"],
         "error": record["error"], "announced": True, "attempt": 1,
     }
+
+
+# ----------------------------------------------------------------------------
+# Calls a stopped run left open: answered on the next turn, each with a record.
+#
+# A run stopped mid-step (Ctrl-C, a killed process) leaves the assistant's
+# tool calls without answers in the thread. Resumed with ``invoke(None)`` the
+# step runs again; continued with a new user message it does not, and the
+# open calls would stay: OpenAI-style providers reject such a history, and a
+# delegation would have no record. :func:`open_calls` finds the calls the
+# message before the user's last one left open; :func:`with_answers` puts an
+# answer right after the assistant message that made each call (where a
+# provider wants it), as a rewrite of the whole list, the only way to insert
+# with LangGraph's ``add_messages``. Each middleware answers its own tools:
+# ``task`` with a ``lost`` record, a background start with its stored outcome
+# when it has one (see :mod:`middleware.background`).
+#
+# Example::
+#
+#     calls = open_calls(state["messages"])
+#     update = {"messages": with_answers(state["messages"], {c["id"]: lost_answer(c) for c in calls})}
+# ----------------------------------------------------------------------------
+
+
+
+LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended) before this call "
+               "was answered, and nothing of its result was kept. Call it again if it is still needed.")
+
+
+def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Tool calls of the last assistant message before the user's last message that have no answer.
+
+    Only that message is looked at (the turn a stopped run left), so the
+    check costs the length of one turn, not of the thread.
+    """
+    index = len(messages) - 1
+    while index >= 0 and not isinstance(messages[index], HumanMessage):
+        index -= 1
+    answered: set[Any] = set()
+    index -= 1
+    while index >= 0 and isinstance(messages[index], ToolMessage):
+        answered.add(messages[index].tool_call_id)
+        index -= 1
+    if index < 0 or not isinstance(messages[index], AIMessage):
+        return []
+    return [c for c in messages[index].tool_calls if c.get("id") not in answered]
+
+
+def lost_answer(call: Mapping[str, Any], text: str = LOST_REASON) -> ToolMessage:
+    """The answer of a call the run never finished: an error result saying so."""
+    return ToolMessage(content=text, tool_call_id=str(call.get("id") or ""), name=str(call.get("name") or ""),
+                       status="error")
+
+
+def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) -> list[Any]:
+    """The update that puts each answer right after the answers its assistant message already has."""
+    out: list[Any] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+    pending: list[ToolMessage] = []
+    for message in messages:
+        if pending and not isinstance(message, ToolMessage):
+            out.extend(pending)
+            pending = []
+        out.append(message)
+        if isinstance(message, AIMessage):
+            pending = [answers[str(c["id"])] for c in message.tool_calls if c.get("id") in answers]
+    out.extend(pending)
+    return out
+
+
+def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str) -> dict[str, Any]:
+    """The ledger record of a delegation whose run stopped before it answered."""
+    now = time.time()
+    return TaskRecord(
+        id=task_id,
+        agent_type=agent_type,
+        tool_call_id=str(call.get("id") or ""),
+        status="lost",
+        stop_reason="cancelled",
+        description=description,
+        error=LOST_REASON,
+        started_at=now,
+        finished_at=now,
+        duration_ms=0.0,
+        transcript=NO_TRANSCRIPT,
+    ).model_dump()
 
 
 _GROUPS_KEPT = 256

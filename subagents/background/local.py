@@ -35,7 +35,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -166,6 +166,21 @@ CLOSED_REASON = (
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
 
+def call_key(thread_id: Any, tool_call_id: str) -> str:
+    """The second key a task's outcome is stored under: the parent's thread and the call that started it.
+
+    A task's id depends on the parent's tool step; a parent whose step was
+    stopped before it saw the start answered knows only the call.
+    """
+    return f"call:{thread_id}|{tool_call_id}"
+
+
+def call_key_of(call: TaskCall) -> str | None:
+    if not call.tool_call_id:
+        return None
+    return call_key((call.parent_config.get("configurable") or {}).get("thread_id"), call.tool_call_id)
+
+
 @dataclasses.dataclass
 class LocalTask:
     """A background task of one runtime."""
@@ -239,6 +254,22 @@ class LocalTaskRunner:
         parsed = Owner.parse(owner)
         other = BackgroundRuntime.find(parsed.runtime) if parsed is not None else None
         return other.table.get(task_id) if other is not None else None
+
+    def find_by_call(self, thread_id: Any, tool_call_id: str) -> LocalTask | None:
+        """The task this runtime started for the parent's call ``tool_call_id`` in ``thread_id``."""
+        for task in cast("Iterator[LocalTask]", self.runtime.table.all()):
+            if task.call.tool_call_id == tool_call_id and call_key_of(task.call) == call_key(thread_id, tool_call_id):
+                return task
+        return None
+
+    def stored_by_call(self, thread_id: Any, tool_call_id: str, db: str | None) -> dict[str, Any] | None:
+        """The outcome a task started by that call left in the thread's SQLite file (``None``: none)."""
+        if not db:
+            return None
+        try:
+            return self.runtime.outcomes.for_db(db).load(call_key(thread_id, tool_call_id))
+        except Exception:  # noqa: BLE001 - an unreadable file: nothing recovered
+            return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
         """Whether the record's owner is this runtime, alive, provably gone, or cannot be told.
@@ -407,7 +438,11 @@ class LocalTaskRunner:
         fields.update(task.usage())
         outcome = {**task.fields, **fields, "updated_at": now()}
         try:
-            self._store(outcome).save(task.id, outcome)
+            store = self._store(outcome)
+            store.save(task.id, outcome)
+            if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
+                # Found by its start call too: a next process whose parent never saw the start answered.
+                store.save(key, {**outcome, "id": task.id})
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
             self.runtime.outcomes.memory.save(task.id, outcome)
         task.set(**fields)

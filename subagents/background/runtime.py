@@ -510,6 +510,10 @@ class TaskTable(Generic[T]):
         settled_at, _size = next(iter(self._settled.values()))
         return max(0.0, settled_at + self.max_age_s - at)
 
+    def all(self) -> Iterator[T]:
+        """Every task kept, finished or not (a snapshot)."""
+        return iter(list(self._tasks.values()))
+
     def unsettled(self) -> Iterator[T]:
         """The tasks that have not finished (a snapshot, safe to change the table while iterating)."""
         return iter([t for i, t in self._tasks.items() if i not in self._settled])

@@ -1,0 +1,113 @@
+"""A run stopped mid-step leaves no open call behind: the next turn answers each, and each delegation has a record.
+
+A parent stopped in the middle of its tool step (Ctrl-C, a killed process)
+keeps the assistant's tool calls without answers. Continued with a new user
+message (as ``deep-agent run --thread`` does), those calls stayed open:
+providers reject such a history, a ``task`` call had no record, and a
+background task that ran to its end was never reported.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.attacks import _invoke
+
+
+def _stopper() -> Any:
+    """A tool that stops the run (as Ctrl-C would) the first time it is called."""
+    calls: list[int] = []
+
+    @tool
+    def stop_here(x: str) -> str:
+        """Stops the run once."""
+        time.sleep(0.3)  # the sibling delegation has finished by then
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt
+        return "ran"
+
+    return stop_here
+
+
+def _model(first_tool: str) -> ScriptedChatModel:
+    return ScriptedChatModel(
+        rules=[("START-JOBS", [{"tool_calls": [tool_call(first_tool, description="job", subagent_type="general-purpose"),
+                                              tool_call("stop_here", x="1")]}, "unreachable"]),
+               ("WHAT-NOW", ["carried on"]),
+               ("job", ["child answer"])],
+        default="noted",
+    )
+
+
+def _crash(mode: str, agent: Any, config: dict[str, Any]) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        _invoke(mode, agent, {"messages": [{"role": "user", "content": "START-JOBS"}]}, config)
+
+
+def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
+    for index, message in enumerate(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            following = []
+            for later in messages[index + 1:]:
+                if not isinstance(later, ToolMessage):
+                    break
+                following.append(later.tool_call_id)
+            assert sorted(following) == sorted(c["id"] for c in message.tool_calls), (index, message.tool_calls)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_task_call_left_open_is_answered_and_recorded_lost(mode):
+    agent = create_deep_agent(_model("task"), [_stopper()], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"stopped-task-{mode}"}}
+    _crash(mode, agent, config)
+    out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
+    _assert_every_call_answered_in_place(out["messages"])
+    assert out["messages"][-1].content == "carried on"
+    first = next(m for m in out["messages"] if isinstance(m, AIMessage) and m.tool_calls)
+    task_call = next(c for c in first.tool_calls if c["name"] == "task")
+    (record,) = [r for r in out["subagent_tasks"].values() if r["tool_call_id"] == task_call["id"]]
+    assert record["status"] == "lost" and "the run stopped" in record["error"]
+    answer = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == task_call["id"])
+    assert answer.status == "error" and "lost" in answer.text
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_background_start_left_open_is_answered_and_its_task_reported(mode):
+    agent = create_deep_agent(_model("start_async_task"), [_stopper()], checkpointer=InMemorySaver(),
+                              background=True)
+    config = {"configurable": {"thread_id": f"stopped-start-{mode}"}}
+    _crash(mode, agent, config)
+    time.sleep(0.5)  # the task runs on: it ends while nobody is asking
+    out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
+    _assert_every_call_answered_in_place(out["messages"])
+    (record,) = out["async_tasks"].values()
+    assert record["status"] == "completed" and record["result"] == "child answer"
+    assert any("child answer" in m.text for m in out["messages"] if m.type == "human")  # its notice
+
+
+def test_a_background_task_finished_before_the_process_ended_is_reported_by_the_next_one(tmp_path):
+    """The next process (a new agent on the same SQLite thread) finds the outcome the first one stored."""
+    path = tmp_path / "state.sqlite"
+    config = {"configurable": {"thread_id": "next-process"}}
+    first = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                              checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    _crash("sync", first, config)
+    time.sleep(0.5)  # the task finishes; the first agent is never asked again (its process would have ended)
+
+    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    out = second.invoke({"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
+    _assert_every_call_answered_in_place(out["messages"])
+    (record,) = out["async_tasks"].values()
+    assert record["status"] == "completed" and record["result"] == "child answer"
