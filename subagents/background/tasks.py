@@ -44,7 +44,7 @@ from subagents.background.ledger import (
     merge_async_records,
     now,
 )
-from subagents.background.local import LocalTaskRunner
+from subagents.background.local import EndListener, LocalTaskRunner
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db
 from subagents.boundary import is_forbidden_tool
@@ -140,6 +140,16 @@ class BackgroundTasks:
         # The remote clients live on the runtime's loop and close with it.
         self.runtime.on_close.append(_close_remote_clients)
         self.registry = registry
+
+    @property
+    def on_end(self) -> list[EndListener]:
+        """Who is told when a local task ends (see :class:`~subagents.background.local.LocalTaskRunner`).
+
+        Example::
+
+            tasks.on_end.append(hooks.background_task_ended)
+        """
+        return self.local.on_end
 
     @property
     def names(self) -> tuple[str, ...]:
