@@ -1,8 +1,8 @@
 """``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
 
-As in Claude Code, ``Bash(git diff:*)`` allows commands that start with
-``git diff`` (the prefix itself, or the prefix, a space and anything after
-it), and ``Bash(npm test)`` allows exactly ``npm test``; several rules allow
+As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows
+commands that start with ``git diff`` (the prefix itself, or the prefix, a
+space and anything after it), and ``Bash(npm test)`` allows exactly ``npm test``; several rules allow
 what any of them allows. A command with a shell metacharacter
 (``; & | ` $ ( ) < >``, a newline) is refused whatever the rules say: it
 could run a second command after the allowed one. A rule limits which program
@@ -38,9 +38,9 @@ class CommandRules:
     def __init__(self, rules: Iterable[str]) -> None:
         self.rules = tuple(rule.strip() for rule in rules)
         for rule in self.rules:
-            if not rule or rule in ("*", ":*"):
+            if not rule or (rule.endswith("*") and not rule[:-1].rstrip(": ")):
                 raise ValueError(f"Bash({rule}): an empty rule limits nothing; list plain Bash for every command")
-            if METACHARACTERS & set(rule.removesuffix(":*")):
+            if METACHARACTERS & set(rule):
                 raise ValueError(f"Bash({rule}): a rule cannot hold a shell metacharacter")
 
     @classmethod
@@ -57,7 +57,7 @@ class CommandRules:
     def allows(self, command: str) -> bool:
         text = command.strip()
         for rule in self.rules:
-            if rule.endswith(":*"):
+            if rule.endswith((":*", " *")):
                 prefix = rule[:-2].strip()
                 if text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace()):
                     return True

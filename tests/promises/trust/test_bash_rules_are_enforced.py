@@ -110,3 +110,20 @@ def test_a_rule_that_cannot_be_enforced_is_an_error_naming_the_file(tmp_path):
     assert done.returncode != 0
     said = " ".join((done.stdout + done.stderr).split())
     assert "differ.md" in said and "metacharacter" in said, said
+
+
+@pytest.mark.parametrize(("command", "allowed"), [
+    ("npm run test", True),
+    ("npm run test -- --watch", True),
+    ("npm run build", False),
+    ("npm run testx", False),
+])
+def test_claude_codes_space_star_form_is_a_prefix_rule_too(command, allowed):
+    rules = CommandRules.parse(["Bash(npm run test *)"])
+    assert rules is not None and rules.allows(command) is allowed
+
+
+@pytest.mark.parametrize("bad", ["Bash(:*)", "Bash( *)", "Bash($(curl x) *)", "Bash(git diff > x:*)"])
+def test_a_rule_holding_a_metacharacter_anywhere_or_nothing_is_an_error(bad):
+    with pytest.raises(ValueError, match=r"Bash\("):
+        CommandRules.parse([bad])
