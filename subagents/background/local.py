@@ -36,7 +36,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -371,7 +371,7 @@ class LocalTaskRunner:
         self._finish(task, status="cancelled", finished_at=now(), approval_request=None)
         if self.on_end:  # told, not waited for: a cancel answers at once
             with contextlib.suppress(RuntimeClosed):
-                self.runtime.spawn(self._tell_end({**task.fields, "id": task.id, **_call_fields(task.call)}))
+                self.runtime.spawn(tell_end(self.on_end, {**task.fields, "id": task.id, **_call_fields(task.call)}))
         return {**task.fields, **task.usage()}
 
     # -- the driver ----------------------------------------------------------------------
@@ -424,20 +424,8 @@ class LocalTaskRunner:
 
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
         """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
-        feedback = await self._tell_end({**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
-        if feedback:
-            key = "result" if fields.get("status") == "completed" else "error"
-            fields[key] = f"{fields.get(key) or ''}\n\nHook feedback: " + "\n".join(feedback)
-        self._finish(task, **fields)
-
-    async def _tell_end(self, record: Mapping[str, Any]) -> list[str]:
-        feedback: list[str] = []
-        for listener in self.on_end:
-            try:
-                feedback += await listener(record)
-            except Exception:  # noqa: BLE001 - a listener never changes how the task ended
-                log.exception("a listener of background task %s failed", record.get("id"))
-        return feedback
+        feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
+        self._finish(task, **with_feedback(fields, feedback))
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
@@ -457,6 +445,25 @@ class LocalTaskRunner:
         owner = Owner.parse(record.get("owner"))
         other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         return (other or self.runtime).outcomes.memory
+
+
+async def tell_end(listeners: Sequence[EndListener], record: Mapping[str, Any]) -> list[str]:
+    """Tell each listener that the task of ``record`` ended; their feedback, in order. Never raises."""
+    feedback: list[str] = []
+    for listener in listeners:
+        try:
+            feedback += await listener(record)
+        except Exception:  # noqa: BLE001 - a listener never changes how the task ended
+            log.exception("a listener of background task %s failed", record.get("id"))
+    return feedback
+
+
+def with_feedback(fields: dict[str, Any], feedback: Sequence[str]) -> dict[str, Any]:
+    """``fields`` with ``feedback`` appended to the result (completed) or the error (otherwise)."""
+    if not feedback:
+        return fields
+    key = "result" if fields.get("status") == "completed" else "error"
+    return {**fields, key: f"{fields.get(key) or ''}\n\nHook feedback: " + "\n".join(feedback)}
 
 
 def _call_fields(call: TaskCall) -> dict[str, Any]:

@@ -4,6 +4,7 @@ and SubagentStart/SubagentStop fire for background children as they do for `task
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,39 @@ def test_subagent_start_and_stop_fire_for_a_background_child_with_its_outcome(tm
     told = record["result"] if outcome == "completed" else record["error"]
     assert told.endswith("Hook feedback: Check the numbers.")
     assert ("the sum is 4." if outcome == "completed" else "model down") in told
+
+
+def test_subagent_stop_fires_once_for_a_remote_background_task_when_it_is_seen_ending(tmp_path):
+    from helpers.fault_servers import RecordingServer
+    from subagents import RemoteSubagentSpec
+
+    server = RecordingServer()  # its runs never finish: the task ends at its timeout_s, as an error
+    try:
+        log = tmp_path / "hooks.jsonl"
+        logger = script(tmp_path / "log.sh", f"cat >> {log}\necho >> {log}\n")
+        review = script(tmp_path / "review.sh", 'echo "Try a nearer server." >&2\nexit 2\n')
+        entry = lambda command: [{"matcher": "far", "hooks": [{"type": "command", "command": command}]}]  # noqa: E731
+        hooks = {"SubagentStart": entry(logger), "SubagentStop": [*entry(logger), *entry(review)]}
+        far = RemoteSubagentSpec(name="far", description="Far away.", url=server.url, graph_id="g", timeout_s=1)
+        model = ScriptedChatModel(rules=[("news?", ["noted"]), ("Background task", ["noted"])], responses=[
+            {"tool_calls": [tool_call("start_async_task", description="far job", subagent_type="far")]},
+            "started"], default="noted")
+        agent = create_deep_agent(model, background_subagents=[far], hooks=hooks, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "remote"}}
+        out = agent.invoke(user("go"), config)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # each parent turn polls the server
+            (record,) = out["async_tasks"].values()
+            if record["status"] == "error":
+                break
+            time.sleep(0.3)
+            out = agent.invoke(user("news?"), config)
+        out = agent.invoke(user("news?"), config)  # one poll more: the end is told once
+        (record,) = out["async_tasks"].values()
+        events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        assert [e["hook_event_name"] for e in events] == ["SubagentStart", "SubagentStop"]
+        assert events[1]["task_id"] == record["id"] and events[1]["status"] == "error" == record["status"]
+        assert "timed out" in events[1]["result"]
+        assert record["error"].endswith("Hook feedback: Try a nearer server.")
+    finally:
+        server.close()
