@@ -14,7 +14,8 @@ The profile, from the inside of one command:
   command starts, so a command cannot plant a hook that the next
   ``git commit`` or ``deep-agent run`` would run unconfined; ``.git`` is a
   mount point of its own, so it cannot be renamed away and replaced by one
-  whose hooks are writable (the rest of ``.git`` stays writable);
+  whose hooks are writable (the rest of ``.git`` stays writable); a
+  ``.git`` file (a worktree's or submodule's pointer) is read-only;
 * no keys or tokens in its environment: variables named like ``*_API_KEY``,
   ``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*`` or ``*CREDENTIALS*`` are unset
   (a provider key is the model client's, not the shell's);
@@ -92,6 +93,9 @@ def _protected(root: Path) -> list[str]:
     if git.is_dir() and root in git.parents:
         # A mount point cannot be renamed or removed: `mv .git old && mkdir -p .git/hooks` fails.
         args += ["--bind", str(git), str(git)]
+    elif git.is_file() and root in git.parents:
+        # A worktree's or submodule's `gitdir: ...` pointer: redirected, it would lead git to planted hooks.
+        args += ["--ro-bind", str(git), str(git)]
     for name in PROTECTED:
         target = (root / name).resolve()  # a symlinked .claude: the folder it leads to
         # Outside the workspace everything is read-only already.

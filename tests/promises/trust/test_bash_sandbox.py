@@ -132,3 +132,11 @@ def test_a_sandboxed_command_does_not_get_the_users_keys_and_tokens(layout, monk
     out = _bash(workspace)("env")
     assert "value-of-" not in out, out
     assert "plain-setting" in out, out
+
+
+def test_a_worktrees_git_pointer_cannot_be_redirected_to_planted_hooks(layout):
+    workspace, _ = layout
+    (workspace / ".git").write_text("gitdir: /somewhere/else/.git/worktrees/project\n")
+    out = _bash(workspace)("mkdir -p evil/hooks; echo 'gitdir: evil' > .git; echo done")
+    assert "Read-only file system" in out and "done" in out, out
+    assert (workspace / ".git").read_text() == "gitdir: /somewhere/else/.git/worktrees/project\n"
