@@ -608,6 +608,16 @@ class HookMiddleware(AgentMiddleware):
                  "result": text})
             notes += warnings
             feedback += blocks
+        elif starting and message is not None and message.status == "error":
+            # The background start was refused (an unknown type, a cap): no child will end, so its
+            # SubagentStart gets its SubagentStop now.
+            blocks, warnings = yield from self._event(
+                "SubagentStop", str(args.get("subagent_type", "")),
+                {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
+                 "tool_use_id": call.get("id"), "task_id": None, "status": "error", "result": text,
+                 "background": True})
+            notes += warnings
+            feedback += blocks
         return _annotate(result, call["id"], notes, feedback)
 
     async def background_task_ended(self, record: Mapping[str, Any]) -> list[str]:

@@ -121,3 +121,17 @@ def test_subagent_stop_fires_once_for_a_remote_background_task_when_it_is_seen_e
         assert record["error"].endswith("Hook feedback: Try a nearer server.")
     finally:
         server.close()
+
+
+def test_a_refused_background_start_gets_its_subagent_stop_at_once(tmp_path, run):
+    log = tmp_path / "hooks.jsonl"
+    logger = script(tmp_path / "log.sh", f"cat >> {log}\necho >> {log}\n")
+    hooks = {event: [{"hooks": [{"type": "command", "command": logger}]}] for event in ("SubagentStart", "SubagentStop")}
+    model = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("start_async_task", description="job", subagent_type="nobody")]}, "done"])
+    out = run(create_deep_agent(model, background=True, hooks=hooks), user("go"))
+    (answer,) = tool_messages(out)
+    assert answer.status == "error" and not out.get("async_tasks")
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    assert [(e["hook_event_name"], e.get("status")) for e in events] == [("SubagentStart", None), ("SubagentStop", "error")]
+    assert events[1]["subagent_type"] == "nobody" and "nobody" in events[1]["result"]
