@@ -244,15 +244,19 @@ def create_deep_agent(
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
     )
     extra: list[Any] = []
+    root_hooks = _root_hooks(hooks)
     if settings.background.wanted:
         from middleware import BackgroundSubagentMiddleware
 
-        extra.append(BackgroundSubagentMiddleware(
+        tracked = BackgroundSubagentMiddleware(
             [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=middleware,
             private_state_keys=private,
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
-        ))
-    stack = [*middleware, *_root_approval(options, tools, middleware), *_root_hooks(hooks),
+        )
+        # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
+        tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
+        extra.append(tracked)
+    stack = [*middleware, *_root_approval(options, tools, middleware), *root_hooks,
              *_root_turn_limit(max_root_turns, middleware), delegation, *extra]
     return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
                         middleware=stack, response_format=response_format,
@@ -269,11 +273,16 @@ def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any]) -> l
     return [RootTurnLimit(max_root_turns)]
 
 
-def _root_hooks(hooks: Mapping[str, Any] | None) -> list[Any]:
+# The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
+_ALSO_DELEGATING = ("start_async_task", "retry_async_task", "create_subagent")
+
+
+def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
     if not hooks:
         return []
     try:
-        return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY))]
+        return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY),
+                               also_delegating=_ALSO_DELEGATING)]
     except ValueError as exc:
         raise SpecError(f"hooks: {exc}") from None
 

@@ -130,7 +130,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     found.raise_for_problems()
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
-    specs = [_plain_tool_names(spec) for spec in found.values if spec.name not in untrusted]
+    bash, bash_note = bash_setting(args)
+    files = {d.value.name: d.path for d in found.definitions.values()}
+    specs = [_tool_rules(spec, workspace, bash, files.get(spec.name, spec.name))
+             for spec in found.values if spec.name not in untrusted]
     plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
     if plan.problems:
         where = {d.value.name: d.path for d in found.definitions.values()}
@@ -150,7 +153,6 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     notices += [message for _, message in found.notes]
     budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
     approve_all = bool(args.yes)
-    bash, bash_note = bash_setting(args)
     if bash_note:
         notices.append(bash_note)
 
@@ -271,12 +273,19 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
     return out
 
 
-def _plain_tool_names(spec: Any) -> Any:
-    """``Bash(git diff:*)`` in a ``tools:`` list means the ``Bash`` tool."""
-    from deep_agent.tools.catalog import base_tool_name
+def _tool_rules(spec: Any, workspace: Any, bash: Any, where: Any) -> Any:
+    """``Bash(git diff:*)`` in a ``tools:`` list: a ``Bash`` that runs only what the rules allow.
+
+    A rule that cannot be enforced (``Bash()``, one holding ``;``) is an error naming the file.
+    """
+    from deep_agent.tools.catalog import with_bash_rules
+    from subagents import SpecError
 
     tools = getattr(spec, "tools", None)
     if not tools:
         return spec
-    names = list(dict.fromkeys(base_tool_name(t) if isinstance(t, str) else t for t in tools))
-    return spec.model_copy(update={"tools": names}) if names != list(tools) else spec
+    try:
+        chosen = with_bash_rules(tools, workspace, bash)
+    except ValueError as exc:
+        raise SpecError(f"{where}: tools: {exc}") from None
+    return spec.model_copy(update={"tools": chosen}) if chosen != list(tools) else spec

@@ -3,6 +3,7 @@
 Example::
 
     tools = builtin_tools("/path/to/project")
+    with_bash_rules(["Read", "Bash(git diff:*)"], Workspace("."), True)   # ['Read', <Bash running only git diff>]
     tools_not_provided(specs)   # {'WebFetch': ['researcher'], 'mcp__github__search': ['triager']}
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import file_tools
 from deep_agent.tools.sandbox import Sandbox
 from deep_agent.tools.search import search_tools
@@ -42,6 +44,23 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *
     tools = [*file_tools(ws), *search_tools(ws), *shell]
     order = {name: i for i, name in enumerate(BUILTIN_TOOL_NAMES)}
     return sorted(tools, key=lambda t: order[t.name])
+
+
+def with_bash_rules(entries: Iterable[Any], ws: Workspace, bash: Sandbox | bool = True) -> list[Any]:
+    """A ``tools`` list with ``Bash(...)`` rules enforced: one ``Bash`` bound to them, other rules as plain names.
+
+    ``[Read, Bash(git diff:*)]`` -> ``["Read", <Bash running only git diff...>]``: the rule is
+    enforced, not read as leave to run anything. Plain ``Bash`` beside rules means every
+    command. ``bash`` is as for :func:`builtin_tools`; with ``False`` (no ``Bash`` offered)
+    the entry stays the name ``Bash``, which nothing provides.
+    """
+    items = list(entries)
+    rules = CommandRules.parse(item for item in items if isinstance(item, str))
+    names: list[Any] = list(dict.fromkeys(base_tool_name(t) if isinstance(t, str) else t for t in items))
+    if rules is None or bash is False:
+        return names
+    (limited,) = shell_tools(ws, bash if isinstance(bash, Sandbox) else None, rules=rules)
+    return [limited if name == "Bash" else name for name in names]
 
 
 def base_tool_name(entry: str) -> str:

@@ -180,7 +180,9 @@ class GlobWalk:
         if automaton.done in automaton.first:  # '**' alone matches the folder it starts in, as Path.glob lists it
             yield start
         states = {str(start): automaton.first}
-        for folder, dirs, files in os.walk(start):  # symlinked folders come in dirs, and are not entered
+        # fwalk, not walk: it enters each folder by descriptor and checks it is the one it listed, so a
+        # folder swapped for a symlink meanwhile is not entered. Symlinked folders come in dirs, not entered.
+        for folder, dirs, files, _ in os.fwalk(start):
             if self._out_of_time():
                 return
             here = states.pop(folder, frozenset())
@@ -386,7 +388,7 @@ def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Ite
     if start.is_file():
         yield start
         return
-    for folder, dirs, files in os.walk(start):  # symlinked folders are not followed
+    for folder, dirs, files, _ in os.fwalk(start):  # symlinked folders, even swapped in mid-walk, are not entered
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
         if time.monotonic() > deadline:  # a huge tree, or many files the glob leaves out
             raise TimeoutError

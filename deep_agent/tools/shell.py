@@ -5,7 +5,9 @@
 the model is told. Only as much output as a result can show is kept in
 memory; the rest is read and dropped. The command starts in the workspace, but a shell can
 reach any path the user can: that is why ``Bash`` asks for approval by
-default in the command line.
+default in the command line. ``rules``
+(:class:`~deep_agent.tools.command_rules.CommandRules`, from an agent file's
+``Bash(git diff:*)``) limits which commands run at all.
 
 A command that leaves a job running (``server &``) returns when its shell
 exits, not at its timeout: ``Bash`` waits at most :data:`GRACE_S` more for
@@ -40,6 +42,7 @@ from collections.abc import Iterator
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
+from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
 from deep_agent.tools.sandbox import Sandbox
 from deep_agent.tools.workspace import Workspace, check_text
@@ -59,11 +62,15 @@ class BashInput(BaseModel):
     )
 
 
-def shell_tools(ws: Workspace, sandbox: Sandbox | None = None) -> list[StructuredTool]:
-    """``Bash``, bound to ``ws``; inside ``sandbox`` (:mod:`deep_agent.tools.sandbox`) when one is given."""
+def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
+                rules: CommandRules | None = None) -> list[StructuredTool]:
+    """``Bash``, bound to ``ws``; inside ``sandbox`` (:mod:`deep_agent.tools.sandbox`) when one is given,
+    running only what ``rules`` allow when they are given."""
 
     def bash(command: str, timeout: int | None = None) -> str:
         check_text(command, "command")
+        if rules is not None:
+            rules.check(command)
         limit_s = (timeout or DEFAULT_TIMEOUT_MS) / 1000
         argv: str | list[str] = sandbox.argv(ws.root, command) if sandbox is not None else command
         process = subprocess.Popen(
@@ -100,6 +107,9 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None) -> list[Structure
     if sandbox is not None:
         where = ("Run a shell command in the workspace folder, in a sandbox: only the workspace can be "
                  "written; your home folder and /tmp are empty" + ("" if sandbox.network else "; no network") + ".")
+    if rules is not None:
+        where += " Only these commands are allowed: " + ", ".join(f"Bash({r})" for r in rules.rules) + \
+            " (one command: no ; & | ` $ ( ) < > or newline)."
     return [_tool(ws, bash, "Bash", BashInput, where)]
 
 

@@ -33,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -57,7 +58,7 @@ from subagents.background.runtime import (
     outcome_for,
     owner_state,
 )
-from subagents.errors import RuntimeStalled
+from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall
 from subagents.registry import SubagentRegistry
@@ -165,6 +166,15 @@ CLOSED_REASON = (
 )
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
+log = logging.getLogger(__name__)
+
+EndListener = Callable[[Mapping[str, Any]], Awaitable[list[str]]]
+"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result.
+
+The root's ``SubagentStop`` hooks are one
+(:meth:`subagents.definitions.HookMiddleware.background_task_ended`).
+"""
+
 
 def call_key(thread_id: Any, tool_call_id: str) -> str:
     """The second key a task's outcome is stored under: the parent's thread and the call that started it.
@@ -226,6 +236,12 @@ class LocalTaskRunner:
         settings: the :class:`~subagents.settings.DelegationSettings` for the
             :class:`~subagents.TaskRunner`, so background children keep the
             transcripts and budgets of ``task`` calls.
+
+    ``on_end`` holds the :data:`EndListener` s told of each task that ends
+    here: awaited before a completed or failed outcome is stored (their
+    feedback is appended to its result or error), started without waiting
+    for a cancelled one. A task recorded ``lost`` because its runtime closes
+    tells no one: nothing is left to run them on.
     """
 
     def __init__(
@@ -243,6 +259,7 @@ class LocalTaskRunner:
         self.limit = ConcurrencyLimit(max_concurrent)
         # One runner for all tasks, as for `task` calls; the cap is ours (pending vs running).
         self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys)
+        self.on_end: list[EndListener] = []
 
     # -- reading -------------------------------------------------------------------
 
@@ -383,6 +400,9 @@ class LocalTaskRunner:
             task.job.cancel()
         task.session.interrupts = []
         self._finish(task, status="cancelled", finished_at=now(), approval_request=None)
+        if self.on_end:  # told, not waited for: a cancel answers at once
+            with contextlib.suppress(RuntimeClosed):
+                self.runtime.spawn(tell_end(self.on_end, {**task.fields, "id": task.id, **_call_fields(task.call)}))
         return {**task.fields, **task.usage()}
 
     # -- the driver ----------------------------------------------------------------------
@@ -409,7 +429,7 @@ class LocalTaskRunner:
             # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
             # run_forever, which would stop the loop every other task and every parent turn uses.
             # A real Ctrl-C reaches the main thread, never this one, so here it is the child's.
-            self._finish(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
+            await self._settle(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
         while True:
@@ -418,8 +438,8 @@ class LocalTaskRunner:
                                                      parent_tools=call.parent_tools)
             record = (await self.runner.arun(dataclasses.replace(call, graph=task.session))).record
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
-                self._finish(task, status="error", error=record.get("error"), finished_at=now(),
-                             announced=False, transcript=record.get("transcript"))
+                await self._settle(task, status="error", error=record.get("error"), finished_at=now(),
+                                   announced=False, transcript=record.get("transcript"))
                 return
             if task.session.interrupts:
                 task.set(status="waiting_for_approval", approval_request=pending_interrupts(task.session.interrupts),
@@ -427,11 +447,16 @@ class LocalTaskRunner:
                 return
             leftover = self.runtime.inboxes.take(task.id)
             if not leftover:
-                self._finish(task, status="completed", result=record.get("result") or "", finished_at=now(),
-                             announced=False, transcript=record.get("transcript"))
+                await self._settle(task, status="completed", result=record.get("result") or "",
+                                   finished_at=now(), announced=False, transcript=record.get("transcript"))
                 return
             # Steering that arrived after the last model call: deliver it now.
             call = dataclasses.replace(call, description="\n\n".join(STEERING_PREFIX + m for m in leftover))
+
+    async def _settle(self, task: LocalTask, **fields: Any) -> None:
+        """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
+        feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
+        self._finish(task, **with_feedback(fields, feedback))
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
@@ -455,6 +480,29 @@ class LocalTaskRunner:
         owner = Owner.parse(record.get("owner"))
         other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         return (other or self.runtime).outcomes.memory
+
+
+async def tell_end(listeners: Sequence[EndListener], record: Mapping[str, Any]) -> list[str]:
+    """Tell each listener that the task of ``record`` ended; their feedback, in order. Never raises."""
+    feedback: list[str] = []
+    for listener in listeners:
+        try:
+            feedback += await listener(record)
+        except Exception:  # noqa: BLE001 - a listener never changes how the task ended
+            log.exception("a listener of background task %s failed", record.get("id"))
+    return feedback
+
+
+def with_feedback(fields: dict[str, Any], feedback: Sequence[str]) -> dict[str, Any]:
+    """``fields`` with ``feedback`` appended to the result (completed) or the error (otherwise)."""
+    if not feedback:
+        return fields
+    key = "result" if fields.get("status") == "completed" else "error"
+    return {**fields, key: f"{fields.get(key) or ''}\n\nHook feedback: " + "\n".join(feedback)}
+
+
+def _call_fields(call: TaskCall) -> dict[str, Any]:
+    return {"agent_type": call.subagent_type, "description": call.description, "tool_call_id": call.tool_call_id}
 
 
 def _describe(exc: BaseException) -> str:

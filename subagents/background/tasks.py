@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import math
 import threading
@@ -38,13 +39,14 @@ from subagents.background.ledger import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
     RETRYABLE_STATUSES,
+    SETTLED_STATUSES,
     AsyncTaskRecord,
     changed_fields,
     checked_ledger,
     merge_async_records,
     now,
 )
-from subagents.background.local import LocalTaskRunner
+from subagents.background.local import EndListener, LocalTaskRunner, tell_end, with_feedback
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db
 from subagents.boundary import is_forbidden_tool
@@ -140,6 +142,20 @@ class BackgroundTasks:
         # The remote clients live on the runtime's loop and close with it.
         self.runtime.on_close.append(_close_remote_clients)
         self.registry = registry
+        self._ends_told: set[tuple[str, Any]] = set()  # remote (task id, attempt) whose end listeners heard
+
+    @property
+    def on_end(self) -> list[EndListener]:
+        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`).
+
+        A remote task's end is told when this process first sees it (a poll,
+        a check), once; the feedback joins its result or error then.
+
+        Example::
+
+            tasks.on_end.append(hooks.background_task_ended)
+        """
+        return self.local.on_end
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -192,7 +208,7 @@ class BackgroundTasks:
         for record in live:
             if record.get("runner") == "remote":
                 fields, note = polled.get(record["id"], ({}, None))
-                fields = {**fields, "note": note}
+                fields = {**await self._remote_end(record, fields), "note": note}
             else:
                 fields = self.local.refresh(record)
             delta = changed_fields(dict(record), fields)
@@ -204,6 +220,8 @@ class BackgroundTasks:
     async def check(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
+        if record.get("runner") == "remote":
+            fields = await self._remote_end(record, fields)
         current = {**record, **fields}
         if current.get("runner") == "remote":
             current["note"] = problem
@@ -254,6 +272,9 @@ class BackgroundTasks:
         self._refuse_if_elsewhere(current, "cancelled")
         if current["runner"] == "remote":
             fields = await self.remote.cancel(current)
+            if self.on_end:  # told, not waited for: a cancel answers at once
+                with contextlib.suppress(RuntimeClosed):
+                    self.runtime.spawn(self._remote_end(current, fields))
         else:
             fields = await self.local.cancel(current)
         return {**current, **fields, "announced": True, "updated_at": now()}
@@ -279,6 +300,16 @@ class BackgroundTasks:
         return {**current, **fields, "runner": kind, "updated_at": now()}
 
     # -- helpers -----------------------------------------------------------
+
+    async def _remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
+        if not self.on_end or record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
+            return fields
+        key = (str(record.get("id")), record.get("attempt"))
+        if key in self._ends_told:
+            return fields
+        self._ends_told.add(key)
+        return with_feedback(fields, await tell_end(self.on_end, {**record, **fields}))
 
     def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
         where = self.local.elsewhere(record) if record.get("runner") == "local" else None

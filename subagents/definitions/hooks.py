@@ -47,7 +47,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping
 from typing import IO, Any, Literal, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime, ToolCallRequest
@@ -469,14 +469,30 @@ class HookMiddleware(AgentMiddleware):
             the middleware that owns them (``create_deep_agent`` passes
             ``SubAgentMiddleware``'s); ``SubagentStart``/``SubagentStop``
             fire around calls to that tool. ``None``: they never fire.
+        also_delegating: the other tools that start child work
+            (``start_async_task``, ``retry_async_task``, ``create_subagent``).
+            A ``PreToolUse``/``PostToolUse`` matcher that matches the
+            delegation tool's name covers them too, so a guard on ``task``
+            cannot be walked around by delegating in the background; a
+            matcher naming one of them matches that tool alone. Those called
+            with a ``subagent_type`` fire ``SubagentStart``; their children's
+            ``SubagentStop`` fires when they end (:meth:`background_task_ended`).
+
+    Example::
+
+        HookMiddleware({"PreToolUse": [{"matcher": "task", "hooks": [{"command": "./no-delegation.sh"}]}]},
+                       scope="root", delegation=("task", "subagent_tasks"),
+                       also_delegating=("start_async_task",))
     """
 
     def __init__(self, hooks: Mapping[str, Any], *, agent_type: str | None = None,
-                 scope: HookScope = "subagent", delegation: tuple[str, str] | None = None) -> None:
+                 scope: HookScope = "subagent", delegation: tuple[str, str] | None = None,
+                 also_delegating: Collection[str] = ()) -> None:
         super().__init__()
         self.hooks = normalize_hooks(hooks, scope) or {}
         self.agent_type = agent_type
         self.delegation = delegation
+        self.also_delegating = frozenset(also_delegating) if delegation is not None else frozenset()
 
     @property
     def name(self) -> str:
@@ -533,14 +549,14 @@ class HookMiddleware(AgentMiddleware):
 
     # -- plans -------------------------------------------------------------------
 
-    def _event(self, event: str, subject: str, payload: dict[str, Any]) -> Plan:
-        """Run every matching command of ``event``; return ``(blocking texts, warnings)``."""
+    def _event(self, event: str, subject: str, payload: dict[str, Any], alias: str | None = None) -> Plan:
+        """Run every command of ``event`` matching ``subject`` (or ``alias``); return ``(blocks, warnings)``."""
         blocks: list[str] = []
         warnings: list[str] = []
         base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": _task_id(),
                 "cwd": _cwd(), **payload}
         for matcher in matchers(self.hooks, event):
-            if not matcher.matches(subject):
+            if not (matcher.matches(subject) or (alias is not None and matcher.matches(alias))):
                 continue
             for hook in matcher.hooks:
                 outcome: HookOutcome = yield _RunCommand(hook.command, base, hook.timeout)
@@ -559,15 +575,18 @@ class HookMiddleware(AgentMiddleware):
         name, args = call["name"], call.get("args") or {}
         notes: list[str] = []
         feedback: list[str] = []
+        # A matcher for the delegation tool covers every tool that starts child work.
+        alias = self.delegation[0] if self.delegation is not None and name in self.also_delegating else None
         delegating = (self.delegation is not None and name == self.delegation[0]
                       and bool({"SubagentStart", "SubagentStop"} & set(self.hooks)))
+        starting = delegating or (alias is not None and "SubagentStart" in self.hooks and "subagent_type" in args)
         blocks, warnings = yield from self._event("PreToolUse", name, {
-            "tool_name": name, "tool_input": args, "tool_use_id": call.get("id")})
+            "tool_name": name, "tool_input": args, "tool_use_id": call.get("id")}, alias)
         notes += warnings
         if blocks:
             return ToolMessage(content="\n".join(blocks), tool_call_id=call["id"], name=name,
                                status="error", additional_kwargs={"hook_warnings": notes} if notes else {})
-        if delegating:
+        if starting:
             started, warnings = yield from self._event(
                 "SubagentStart", str(args.get("subagent_type", "")),
                 {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
@@ -577,7 +596,7 @@ class HookMiddleware(AgentMiddleware):
         message = _tool_message(result, call["id"])
         text = message.text if message is not None else ""
         blocks, warnings = yield from self._event("PostToolUse", name, {
-            "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text})
+            "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
         notes += warnings
         feedback += blocks
         if delegating:
@@ -589,7 +608,41 @@ class HookMiddleware(AgentMiddleware):
                  "result": text})
             notes += warnings
             feedback += blocks
+        elif starting and message is not None and message.status == "error":
+            # The background start was refused (an unknown type, a cap): no child will end, so its
+            # SubagentStart gets its SubagentStop now.
+            blocks, warnings = yield from self._event(
+                "SubagentStop", str(args.get("subagent_type", "")),
+                {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
+                 "tool_use_id": call.get("id"), "task_id": None, "status": "error", "result": text,
+                 "background": True})
+            notes += warnings
+            feedback += blocks
         return _annotate(result, call["id"], notes, feedback)
+
+    async def background_task_ended(self, record: Mapping[str, Any]) -> list[str]:
+        """Run ``SubagentStop`` for a background task that has just ended; return the feedback (exit-2 texts).
+
+        ``record`` is the task's ledger record as it ends (``id``,
+        ``agent_type``, ``status``, ``result`` or ``error``). The background
+        runner calls this before it stores the outcome, so the feedback can
+        join the result the parent is told about. Never raises.
+        """
+        if "SubagentStop" not in self.hooks or self.delegation is None:
+            return []
+        status = record.get("status")
+        outcome = record.get("result") if status == "completed" else record.get("error")
+        agent = str(record.get("agent_type") or "")
+        plan = self._event("SubagentStop", agent, {
+            "subagent_type": agent, "description": record.get("description"),
+            "tool_use_id": record.get("tool_call_id"), "task_id": record.get("id"), "status": status,
+            "result": outcome or "", "background": True})
+        try:
+            blocks, _ = await self._adrive(plan)
+        except Exception:  # noqa: BLE001 - a hook never fails the task it reports on
+            log.exception("SubagentStop hooks failed for background task %s", record.get("id"))
+            return []
+        return list(blocks)
 
     def _stop_plan(self, state: Mapping[str, Any]) -> Plan:
         if "Stop" not in self.hooks:

@@ -94,3 +94,49 @@ def test_the_command_line_offers_no_bash_without_bubblewrap_unless_told(monkeypa
     assert "Bash" not in [t.name for t in builtin_tools(tmp_path, bash=bash)]
     bash, note = bash_setting(argparse.Namespace(unsafe_bash=True, allow_network=False))
     assert bash is True and "unconfined" in note
+
+
+def test_a_sandboxed_command_cannot_plant_what_runs_later_outside_the_sandbox(layout):
+    workspace, _ = layout
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("[core]\n")
+    (workspace / ".claude" / "agents").mkdir(parents=True)
+    (workspace / ".deep_agent").mkdir()
+    (workspace / ".mcp.json").write_text("{}")
+    (workspace / "config").mkdir()
+    (workspace / ".agents").symlink_to(workspace / "config", target_is_directory=True)
+    out = _bash(workspace)(
+        "echo 'touch pwned' > .git/hooks/pre-commit; echo '[core] fsmonitor = touch pwned' >> .git/config;"
+        " echo planted > .claude/agents/evil.md; echo planted > .agents/evil.md;"
+        " echo planted > .deep_agent/state.db; echo '{\"mcpServers\": {}}' > .mcp.json;"
+        " mv .git .git-old; rm -rf .claude;"
+        " echo commit > .git/COMMIT_EDITMSG; echo fine > ordinary.txt")
+    assert "Read-only file system" in out, out
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+    assert not (workspace / ".claude" / "agents" / "evil.md").exists()
+    assert (workspace / ".claude" / "agents").is_dir()
+    assert not (workspace / "config" / "evil.md").exists()
+    assert not (workspace / ".deep_agent" / "state.db").exists()
+    assert (workspace / ".mcp.json").read_text() == "{}"
+    assert not (workspace / ".git-old").exists(), "`.git` cannot be renamed away and replaced"
+    assert (workspace / ".git" / "COMMIT_EDITMSG").read_text() == "commit\n", "the rest of .git stays writable"
+    assert (workspace / "ordinary.txt").read_text() == "fine\n"
+
+
+def test_a_sandboxed_command_does_not_get_the_users_keys_and_tokens(layout, monkeypatch):
+    workspace, _ = layout
+    for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.setenv(name, f"value-of-{name}")
+    monkeypatch.setenv("KEYBOARD_LAYOUT", "plain-setting")
+    out = _bash(workspace)("env")
+    assert "value-of-" not in out, out
+    assert "plain-setting" in out, out
+
+
+def test_a_worktrees_git_pointer_cannot_be_redirected_to_planted_hooks(layout):
+    workspace, _ = layout
+    (workspace / ".git").write_text("gitdir: /somewhere/else/.git/worktrees/project\n")
+    out = _bash(workspace)("mkdir -p evil/hooks; echo 'gitdir: evil' > .git; echo done")
+    assert "Read-only file system" in out and "done" in out, out
+    assert (workspace / ".git").read_text() == "gitdir: /somewhere/else/.git/worktrees/project\n"

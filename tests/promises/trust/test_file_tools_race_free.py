@@ -4,13 +4,17 @@ The tools check a path (resolved, inside the workspace), then open it one
 folder at a time from the workspace's own with ``O_NOFOLLOW``: a symlink
 swapped in between the two is refused, not followed. A file with more than
 one hard link is refused by Read, Write and Edit (and skipped by Grep).
+Glob and Grep walk folders by descriptor (``os.fwalk``), never into a
+folder swapped for a symlink.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -181,3 +185,63 @@ def test_ordinary_files_and_symlinks_inside_the_workspace_still_work(layout):
     assert "Edited" in t["Edit"].invoke({"file_path": "sub/f.txt", "old_string": "inside", "new_string": "edited"})
     assert "alias.txt" in t["Grep"].invoke({"pattern": "inside"})
     assert "sub/" in t["LS"].invoke({})
+
+
+
+class SwapWatch:
+    """The real path of every folder the process lists (an audit hook), and one swap at the worst moment.
+
+    Once armed with ``(folder, target)``, the first time ``folder`` is about to
+    be listed it is renamed away and a symlink to ``target`` put in its place:
+    the moment between a walk's check that it is no symlink and its listing.
+    """
+
+    def __init__(self) -> None:
+        self.folders: list[str] = []
+        self.swap: tuple[Path, Path] | None = None
+        self.on = False
+
+    @staticmethod
+    def real(where: object) -> str:
+        if isinstance(where, int):  # listed by descriptor (os.fwalk): the folder it holds
+            return os.readlink(f"/proc/self/fd/{where}")
+        return os.path.realpath(os.fsdecode(where))  # type: ignore[arg-type]
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event != "os.scandir" or not self.on or threading.current_thread() is not threading.main_thread():
+            return
+        if not args or args[0] is None:
+            return
+        where = self.real(args[0])
+        if self.swap is not None and where == str(self.swap[0]):
+            folder, target = self.swap
+            self.swap = None
+            folder.rename(folder.with_name(folder.name + "-moved"))
+            folder.symlink_to(target, target_is_directory=True)
+            where = self.real(args[0])
+        self.folders.append(where)
+
+
+@pytest.fixture()
+def swap_watch() -> Iterator[SwapWatch]:
+    watch = SwapWatch()
+    sys.addaudithook(watch)  # hooks cannot be removed: it only acts while switched on
+    watch.on = True
+    yield watch
+    watch.on = False
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("Glob", {"pattern": "**/*.txt"}),
+    ("Grep", {"pattern": "secret|inside", "output_mode": "files_with_matches"}),
+])
+def test_a_folder_swapped_for_a_symlink_mid_walk_is_not_entered(layout, swap_watch, tool, args):
+    ws, outside = layout
+    (outside / "sub" / "deeper").mkdir()
+    (outside / "sub" / "deeper" / "only-outside.txt").write_text(SECRET)
+    swap_watch.swap = (ws / "sub", outside / "sub")
+    out = str(tools(ws)[tool].invoke(args))
+    assert (ws / "sub").is_symlink(), "the swap happened"
+    entered = [f for f in swap_watch.folders if f == str(outside) or f.startswith(str(outside) + os.sep)]
+    assert not entered, entered
+    assert "only-outside" not in out and SECRET not in out, out

@@ -89,7 +89,10 @@ def listed() -> list[str]:
 
     def hook(event: str, args: tuple) -> None:
         if event == "os.scandir" and getattr(watching, "on", False):
-            seen.append(os.fsdecode(args[0]) if args and args[0] is not None else ".")
+            where = args[0] if args and args[0] is not None else "."
+            if isinstance(where, int):  # a folder listed by descriptor (os.fwalk): its path
+                where = os.readlink(f"/proc/self/fd/{where}")
+            seen.append(os.fsdecode(where))
 
     sys.addaudithook(hook)  # hooks cannot be removed: it only records while the flag is set
     watching.on = True

@@ -1,0 +1,76 @@
+"""``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
+
+As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows
+commands that start with ``git diff`` (the prefix itself, or the prefix, a
+space and anything after it), and ``Bash(npm test)`` allows exactly ``npm test``; several rules allow
+what any of them allows. A command with a shell metacharacter
+(``; & | ` $ ( ) < >``, a newline) is refused whatever the rules say: it
+could run a second command after the allowed one. A rule limits which program
+runs, not what its options do; the sandbox limits what it can touch.
+
+Example::
+
+    rules = CommandRules.parse(["Bash(git diff:*)", "Bash(git status)"])
+    rules.check("git diff --stat")       # allowed
+    rules.check("git diff; touch x")     # raises ToolException naming the rules
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from langchain_core.tools import ToolException
+
+METACHARACTERS = frozenset(";&|`$()<>\n\r")
+"""What lets one shell command line run, chain or redirect another."""
+
+_BASH_RULE = re.compile(r"^\s*Bash\s*\((.*)\)\s*$", re.DOTALL)
+
+
+class CommandRules:
+    """The commands a rule list allows: prefixes (``git diff:*``) and exact commands.
+
+    Args:
+        rules: the text inside each ``Bash(...)``.
+    """
+
+    def __init__(self, rules: Iterable[str]) -> None:
+        self.rules = tuple(rule.strip() for rule in rules)
+        for rule in self.rules:
+            if not rule or (rule.endswith("*") and not rule[:-1].rstrip(": ")):
+                raise ValueError(f"Bash({rule}): an empty rule limits nothing; list plain Bash for every command")
+            if METACHARACTERS & set(rule):
+                raise ValueError(f"Bash({rule}): a rule cannot hold a shell metacharacter")
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> CommandRules | None:
+        """The rules of the ``Bash(...)`` entries of a ``tools`` list; ``None`` if it has none, or plain ``Bash``."""
+        found = []
+        for entry in entries:
+            if entry.strip() == "Bash":
+                return None  # plain Bash beside a rule: every command
+            if (match := _BASH_RULE.match(entry)) is not None:
+                found.append(match.group(1))
+        return cls(found) if found else None
+
+    def allows(self, command: str) -> bool:
+        text = command.strip()
+        for rule in self.rules:
+            if rule.endswith((":*", " *")):
+                prefix = rule[:-2].strip()
+                if text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace()):
+                    return True
+            elif " ".join(text.split()) == " ".join(rule.split()):
+                return True
+        return False
+
+    def check(self, command: str) -> None:
+        """Raise a :class:`ToolException` naming the rules unless ``command`` is allowed."""
+        shown = ", ".join(f"Bash({rule})" for rule in self.rules)
+        if bad := sorted(METACHARACTERS & set(command)):
+            listed = " ".join(repr(c) for c in bad)
+            raise ToolException(f"command refused: it holds the shell metacharacter(s) {listed}, which this "
+                                f"agent's rules ({shown}) do not allow (one command, no chaining or redirection)")
+        if not self.allows(command):
+            raise ToolException(f"command refused: this agent may only run commands allowed by {shown}")
