@@ -337,10 +337,13 @@ def test_retries_must_be_a_small_count(bad):
 
 def test_background_children_inherit_the_model_fallback(order, run):
     broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
+    # The parent's script is keyed on its prompt: a notice of the finished task (a turn of its own, when the
+    # task beats the parent's next call) gets a plain answer, not the script's first reply again.
     backup = ScriptedChatModel(
-        rules=[("bg job", [ANSWER])],
-        responses=[{"tool_calls": [tool_call("start_async_task", description="bg job",
-                                             subagent_type="general-purpose")]}, "started"],
+        rules=[("bg job", [ANSWER]),
+               ("go", [{"tool_calls": [tool_call("start_async_task", description="bg job",
+                                                 subagent_type="general-purpose")]}, "started"])],
+        default="noted",
         model_name="backup",
     )
     fallback = ModelFallbackMiddleware(backup)
