@@ -341,7 +341,7 @@ def test_background_children_inherit_the_model_fallback(order, run):
     # task beats the parent's next call) gets a plain answer, not the script's first reply again.
     backup = ScriptedChatModel(
         rules=[("bg job", [ANSWER]),
-               ("go", [{"tool_calls": [tool_call("start_async_task", description="bg job",
+               ("START-BG", [{"tool_calls": [tool_call("start_async_task", description="bg job",
                                                  subagent_type="general-purpose")]}, "started"])],
         default="noted",
         model_name="backup",
@@ -350,7 +350,7 @@ def test_background_children_inherit_the_model_fallback(order, run):
     background = BackgroundSubagentMiddleware(short_answer_threshold=0, model_middleware=[fallback])
     middleware = [background, fallback] if order == "subagents-first" else [fallback, background]
     agent = create_agent(broken, [], middleware=middleware, checkpointer=InMemorySaver())
-    out = run(agent, user("go"), {"configurable": {"thread_id": f"bg-{order}-{run.mode}"}})
+    out = run(agent, user("START-BG"), {"configurable": {"thread_id": f"bg-{order}-{run.mode}"}})
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: known_task(task_id).fields["status"] in ("completed", "error"))
     assert known_task(task_id).fields["status"] == "completed"
