@@ -395,6 +395,10 @@ class Delegation:
     """The spec's own short-answer threshold (``None``: the runner's applies)."""
     begun: bool = False
     """Past the concurrency cap: the child has been (or is being) run."""
+    carried_ms: float = 0.0
+    """Work time of the task's earlier segments (before each approval pause), carried into this one."""
+    waiting_ms: float = 0.0
+    """Time the task spent paused for approval, between its segments."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -473,7 +477,8 @@ class Delegation:
         if self.limits.timeout_s is not None and self.meter is not None:
             self.meter.deadline = time.monotonic() + self.limits.timeout_s
             self.meter.timeout_s = self.limits.timeout_s
-        self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else ())
+        resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
+        self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
 
     # -- during and after -----------------------------------------------------
 
@@ -765,9 +770,16 @@ class TaskRunner:
         return run
 
     def _carry_usage(self, run: Delegation) -> None:
-        """A task paused for approval: what it spent so far counts again when it resumes."""
+        """A task paused for approval: what it spent so far, and its work time, count again when it resumes.
+
+        A resume runs the ``task`` call again from its start, so without this
+        the record would time only the segment after the last approval.
+        """
+        carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
+                   "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
+                   "waiting_ms": run.waiting_ms}
         with self._paused_lock:
-            self._paused_usage[run.task_id] = run.usage()
+            self._paused_usage[run.task_id] = carried
             while len(self._paused_usage) > 1024:
                 self._paused_usage.pop(next(iter(self._paused_usage)))
 
@@ -775,9 +787,15 @@ class TaskRunner:
         if not self._paused_usage:  # nothing paused: no lock to take
             return
         with self._paused_lock:
-            spent = self._paused_usage.pop(run.task_id, None)
-        if spent and run.meter is not None:
-            run.meter.carry(spent)
+            carried = self._paused_usage.pop(run.task_id, None)
+        if not carried:
+            return
+        if carried["usage"] and run.meter is not None:
+            run.meter.carry(carried["usage"])
+        # The task began when its first segment did; the pause is waiting, not work.
+        run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
+        run.carried_ms = carried["work_ms"]
+        run.started_at = carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
@@ -807,7 +825,7 @@ class TaskRunner:
     def _record(run: Delegation, stop_reason: StopReason, *, answer: str | None = None,
                 error: str | None = None) -> dict[str, Any]:
         """The record, as the JSON-ready dict :class:`TaskRecord` describes (built directly: hot path)."""
-        duration_ms = (time.monotonic() - run.started_clock) * 1000
+        duration_ms = run.carried_ms + (time.monotonic() - run.started_clock) * 1000
         usage = run.usage() or {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         return {
             "id": run.task_id,
@@ -819,8 +837,9 @@ class TaskRunner:
             "result": answer,
             "error": error,
             "started_at": run.started_at,
-            "finished_at": run.started_at + duration_ms / 1000,
+            "finished_at": run.started_at + (duration_ms + run.waiting_ms) / 1000,
             "duration_ms": round(duration_ms, 3),
+            "waiting_ms": round(run.waiting_ms, 3),
             **usage,
             "transcript": run.transcript,
             "transcript_error": None,  # a lost transcript's reason comes in record_extra

@@ -41,13 +41,13 @@ def tasks_command(args: argparse.Namespace) -> int:
         rows = task_rows(read_thread(saver, thread))
     # Thread ids and ledger text (a child's answer) are data: never read as markup, control characters escaped.
     table = Table(title=Text(f"tasks of thread {printable(thread)}"))
-    for column in ("task", "agent", "kind", "status", "seconds", "calls", "tokens"):
+    for column in ("task", "agent", "kind", "status", "time", "calls", "tokens"):
         table.add_column(column, no_wrap=True)
     table.add_column("result or error", overflow="fold")
     for row in rows:
         kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
         outcome = " ".join(row.outcome.split())
-        cells = (row.id[:8], row.agent_type, kind, row.status, f"{row.seconds():.2f}", str(row.model_calls),
+        cells = (row.id[:8], row.agent_type, kind, row.status, row.timing(), str(row.model_calls),
                  str(row.tokens), outcome if args.full else clipped(outcome, OUTCOME_CHARS))
         table.add_row(*(Text(printable(cell)) for cell in cells))
     console = Console()

@@ -35,7 +35,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, sync_row
+from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, seconds_text, sync_row
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
@@ -234,6 +234,8 @@ class TaskTree:
         self.earlier = frozenset(earlier)
         self.started = time.monotonic()
         self.finished: float | None = None
+        self.waiting_s = 0.0
+        """The turn's time spent at approval prompts."""
         self.outcome = "done"
         self.sync: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
@@ -260,7 +262,13 @@ class TaskTree:
         task_id = event.get("task_id")
         if not isinstance(task_id, str) or not task_id:
             return
-        row = self.live.setdefault(task_id, {"started_at": time.time()})
+        now = time.time()
+        row = self.live.setdefault(task_id, {"started_at": now})
+        # A pause for approval is waiting, not work: timed apart, from the events that start and end it.
+        if row.get("paused_since") is not None and event.get("status") != "waiting_for_approval":
+            row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
+        if event.get("status") == "waiting_for_approval":
+            row.setdefault("paused_since", now)
         row.update(event)
 
     def update(self, update: Mapping[str, Any]) -> None:
@@ -308,7 +316,8 @@ class TaskTree:
         now = time.time()
         elapsed = (self.finished or time.monotonic()) - self.started
         state = self.outcome if self.finished else "running"
-        tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {elapsed:.1f}s", "dim")))
+        shown = seconds_text(max(0.0, elapsed - self.waiting_s), self.waiting_s)
+        tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {shown}", "dim")))
         if self.earlier:
             tree.add(Text(f"{len(self.earlier)} task(s) of earlier turns (deep-agent tasks)", style="dim"))
         rows = self.rows()
@@ -327,7 +336,7 @@ class TaskTree:
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")
-        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.seconds(now):.1f}s",
+        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.timing(now)}",
                     style="dim" if status in ("running", "pending") else "")
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
@@ -346,6 +355,7 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
         status=str(event.get("status") or "running"),
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
         started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
+        waiting_s=_seconds(event.get("waited_s")) or 0.0, paused_since=_seconds(event.get("paused_since")),
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
     )

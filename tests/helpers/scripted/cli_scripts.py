@@ -119,6 +119,13 @@ def slow_one_edit() -> ScriptedChatModel:
     return model
 
 
+def paced_one_edit() -> ScriptedChatModel:
+    """As one_edit, with every model call taking 0.5 s: the editor works about 1 s around its approval."""
+    model = one_edit()
+    model.latency_s = 0.5
+    return model
+
+
 PADDING = "echo " + "harmless " * 60
 HIDDEN_TAIL = "; touch hidden-at-the-end"
 

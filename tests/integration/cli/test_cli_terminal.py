@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,25 @@ def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing
     assert child.exitstatus == 130, text[-2000:]
     assert "deep-agent: interrupted" in text and "approved" not in text
     assert (project / "notes.txt").read_text() == "These are teh notes of the project.\n"
+
+
+def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_apart(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "paced_one_edit")  # every model call: 0.5 s
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    time.sleep(1.5)  # the person reads the call
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 0, text[-3000:]
+    # The editor's two model calls (one before the pause, one after) are its work; the pause is shown apart.
+    done = re.findall(r"editor +\w{8} +completed +(\d+\.\d)s \+ (\d+\.\d)s waiting", text)
+    assert done, text[-3000:]
+    work, waiting = map(float, done[-1])
+    assert work >= 0.9 and waiting >= 1.4, (work, waiting)
+    summary = text[text.index("summary"):]
+    assert re.search(r"│ editor +│ +1 │ +2 │ +\d+ │ +\d+\.\ds \+ \d+\.\ds waiting │", summary), summary
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
+                           text=True, timeout=120)
+    assert re.search(r"editor .* completed .* (\d+\.\d)s \+ (\d+\.\d)s waiting", tasks.stdout), tasks.stdout
