@@ -19,6 +19,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command
@@ -28,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
+from deep_agent.cli.cut_short import cut_short_records
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
 from deep_agent.cli.store import (
     TaskRow,
@@ -40,7 +42,7 @@ from deep_agent.cli.store import (
     task_rows,
 )
 from deep_agent.cli.terminal import printable
-from middleware.task_tool import ASYNC_LEDGER_KEY
+from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 
 # ----------------------------------------------------------------------------
 # The table printed after a run's answer: per agent type, what it did and what it cost.
@@ -115,7 +117,7 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
         for turn, prompt in enumerate(prompts):
             if turn:
                 console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
-            tree = await _turn(agent, config, prompt, setup, title, console)
+            tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state))
             values = (await agent.aget_state(config)).values
             messages = values.get("messages") or []
             console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
@@ -133,7 +135,7 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
 
 
 async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
-                console: Console) -> TaskTree:
+                console: Console, sessions: Path) -> TaskTree:
     before = (await agent.aget_state(config)).values
     kept = len(before.get("messages") or [])
     tree = TaskTree(title, colors=setup.colors, earlier={row.id for row in task_rows(before)})
@@ -158,6 +160,7 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             inputs = Command(resume=resume)
     except BaseException:
         tree.stop_clock("failed")
+        await _record_cut_short(agent, config, tree, sessions)
         await _forget_failed_turn(agent, config, kept)
         raise
     try:
@@ -216,6 +219,16 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
     except BaseException:
         tree.stop_clock("failed")  # before the live view draws its last frame
         raise
+
+
+async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
+    """Write the turn's unfinished delegations into the ledger as cancelled. Never raises."""
+    try:
+        records = cut_short_records(tree, config["configurable"]["thread_id"], sessions)
+        if records:
+            await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
+    except BaseException:  # noqa: BLE001 - the turn's own error (or Ctrl-C) is the one to report
+        pass
 
 
 async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:

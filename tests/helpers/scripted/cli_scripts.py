@@ -161,3 +161,13 @@ def delegate_to_each_agent() -> ScriptedChatModel:
                                    for name in names]},
                    "All delegated."],
     )
+
+
+def slow_child() -> ScriptedChatModel:
+    """The root delegates a survey to the editor; every model call takes 2 s (time to press Ctrl-C in it)."""
+    return ScriptedChatModel(
+        rules=[("Survey the notes", ["Survey: nothing to fix."])],
+        responses=[{"tool_calls": [tool_call("task", description="Survey the notes slowly.",
+                                             subagent_type="editor")]}, "Done."],
+        default="Done.", latency_s=2.0,
+    )

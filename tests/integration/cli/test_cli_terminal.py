@@ -127,3 +127,25 @@ def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_
     tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
                            text=True, timeout=120)
     assert re.search(r"editor .* completed .* (\d+\.\d)s \+ (\d+\.\d)s waiting", tasks.stdout), tasks.stdout
+
+
+def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_can_be_read(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Look around", "slow_child")  # every model call: 2 s
+    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 130, text[-2000:]
+
+    env = terminal_env(project)
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert tasks.returncode == 0, tasks.stderr
+    found = re.search(r"│ (\w{8}) +│ editor +│ task +│ cancelled", tasks.stdout)
+    assert found, tasks.stdout
+    shown = subprocess.run([*entry_point(), "transcript", found.group(1)], cwd=project, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "cancelled" in shown.stdout and "Survey the notes slowly." in shown.stdout, shown.stdout
