@@ -40,21 +40,29 @@ class RunSetup:
 
     build: Callable[[Any, Path], Any]
     notices: list[str]
+    """Notes about this run (how Bash runs): shown on every run unless ``--quiet``."""
     colors: dict[str, str]
     prices: dict[str, Any] | None = None
     approve_all: bool = False
+    folder_notes: list[str] = dataclasses.field(default_factory=list)
+    """Notes about the agent files: shown once per change of them (:mod:`deep_agent.cli.seen_notes`)."""
+    agent_files: list[Path] = dataclasses.field(default_factory=list)
 
 
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
+    from deep_agent.cli.seen_notes import notes_unseen
     from deep_agent.cli.session import run_turns
     from deep_agent.cli.terminal import printable
 
     setup = prepare_run(args)
     console = Console()
-    for notice in setup.notices:
+    notices = [] if getattr(args, "quiet", False) else list(setup.notices)
+    if not getattr(args, "quiet", False) and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files):
+        notices = setup.folder_notes + notices
+    for notice in notices:
         console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
     return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
 
@@ -141,13 +149,14 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
                              base_url=args.base_url, api_key_env=args.api_key_env, retries=args.retries)
     except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
         raise UsageError(str(exc)) from None
-    notices = [plan.notice] if plan.notice else []
-    notices += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
+    folder_notes = [plan.notice] if plan.notice else []
+    folder_notes += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
     missing = tools_not_provided(specs)
     if missing:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
-        notices.append(f"no built-in tool provides {named}; those agents run without them")
-    notices += [message for _, message in found.notes]
+        folder_notes.append(f"no built-in tool provides {named}; those agents run without them")
+    folder_notes += [message for _, message in found.notes]
+    notices: list[str] = []
     budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
     approve_all = bool(args.yes)
     bash, bash_note = bash_setting(args)
@@ -168,7 +177,8 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         )
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
-    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all)
+    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all,
+                    folder_notes=folder_notes, agent_files=[Path(d.path) for d in found.definitions.values()])
 
 
 def untrusted_agents(found: Any, trust_now: bool) -> set[str]:

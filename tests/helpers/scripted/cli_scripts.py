@@ -171,3 +171,8 @@ def slow_child() -> ScriptedChatModel:
                                              subagent_type="editor")]}, "Done."],
         default="Done.", latency_s=2.0,
     )
+
+
+def answer_only() -> ScriptedChatModel:
+    """The root answers at once: a run that only shows its start-up notes and an answer."""
+    return ScriptedChatModel(responses=["Done."], default="Done.")

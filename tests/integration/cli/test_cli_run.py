@@ -271,3 +271,23 @@ def test_a_run_ended_by_a_signal_still_ends_what_its_bash_commands_started(proje
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_notes_about_the_agent_files_show_once_per_change_and_quiet_shows_none(project):
+    alias_note = "note: models haiku (surveyor) and sonnet (editor) run on the run's model"
+    first = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    assert first.returncode == 0, first.stderr
+    assert alias_note in first.stdout and "no built-in tool provides WebFetch" in first.stdout
+    again = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    # (A note about this run, such as Bash being off where bubblewrap is missing, shows on every run.)
+    assert again.returncode == 0, again.stderr
+    assert alias_note not in again.stdout and "no built-in tool provides" not in again.stdout, again.stdout
+    assert (project / "home" / ".config" / "deep-agent" / "seen-notes.json").is_file()
+    assert not (project / ".deep_agent" / "seen-notes.json").exists()  # never in the folder: the checkout's
+
+    surveyor = project / ".claude" / "agents" / "surveyor.md"
+    surveyor.write_text(surveyor.read_text() + "Be brief.\n")
+    quiet = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only", "--quiet")
+    assert quiet.returncode == 0 and "note:" not in quiet.stdout, quiet.stdout
+    changed = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    assert alias_note in changed.stdout, changed.stdout
