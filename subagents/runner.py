@@ -458,6 +458,7 @@ class Delegation:
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
+        meter.on_progress = self.progress
         self.meter = meter
         self.config = {
             "recursion_limit": self.limits.recursion_limit,
@@ -508,6 +509,17 @@ class Delegation:
             return
         try:
             self.call.emit(event)
+        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
+            pass
+
+    def progress(self, fields: dict[str, Any]) -> None:
+        """A ``subagent_progress`` event: the child's turn and current tool (streamed only, not kept in
+        ``events``; the ``subagent_task`` events stay one per change of status)."""
+        if self.call.emit is None:
+            return
+        try:
+            self.call.emit({"type": "subagent_progress", "task_id": self.task_id,
+                            "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type, **fields})
         except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
             pass
 

@@ -35,7 +35,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, seconds_text, sync_row
+from deep_agent.cli.store import DELEGATION_TOOLS, TaskRow, background_row, invalid_call_rows, seconds_text, sync_row
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
@@ -244,12 +244,15 @@ class TaskTree:
         self.root_usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
         self._counted: set[str] = set()
         self.root_model: str | None = None
+        self._root_since = self.started
 
     # -- feeding ------------------------------------------------------------
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
         if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
             self.event(chunk)
+        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_progress":
+            self.progress(chunk)
         elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
             for update in chunk.values():
                 for part in update if isinstance(update, list) else [update]:
@@ -271,6 +274,12 @@ class TaskTree:
             row.setdefault("paused_since", now)
         row.update(event)
 
+    def progress(self, event: Mapping[str, Any]) -> None:
+        """A running child's turn and current tool (``subagent_progress``): shown on its row, if it has one."""
+        row = self.live.get(event.get("task_id"))  # type: ignore[arg-type]
+        if row is not None:
+            row.update({key: event.get(key) for key in ("turn", "tool", "tool_input")})
+
     def update(self, update: Mapping[str, Any]) -> None:
         """A state update of the root: ledgers and messages."""
         for task_id, record in (update.get(LEDGER_KEY) or {}).items():
@@ -278,6 +287,7 @@ class TaskTree:
         for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
             self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
         for message in update.get("messages") or ():
+            self._root_since = time.monotonic()  # the root's next step (a model call, its tools) starts now
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
             message_id = getattr(message, "id", None)
@@ -323,9 +333,22 @@ class TaskTree:
         rows = self.rows()
         for row in rows:
             tree.add(self._line(row, now))
-        if not rows:
-            tree.add(Text("no tasks in this turn" if self.finished else "no tasks yet", style="dim"))
+        if self.finished is None:
+            tree.add(Text(self.root_activity(), style="dim"))
+        elif not rows:
+            tree.add(Text("no tasks in this turn", style="dim"))
         return Group(tree)
+
+    def root_activity(self) -> str:
+        """What the root is doing now: ``thinking 4.2s`` (a model call) or its own tool calls, with the time."""
+        since = f"{time.monotonic() - self._root_since:.1f}s"
+        last = self.messages[-1] if self.messages else None
+        calls = [c for c in getattr(last, "tool_calls", None) or () if c.get("name") not in DELEGATION_TOOLS]
+        if getattr(last, "type", "") != "ai" or not getattr(last, "tool_calls", None):
+            return f"thinking {since}"
+        if not calls:
+            return f"waiting for its tasks {since}"
+        return printable(", ".join(tool_line(c.get("name"), c.get("args")) for c in calls[:3])) + f" {since}"
 
     def _line(self, row: TaskRow, now: float) -> Text:
         status = row.status
@@ -340,9 +363,27 @@ class TaskTree:
                     style="dim" if status in ("running", "pending") else "")
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
+        live = (self.live.get(row.id) if status == "running" and row.kind == "task" else None) or {}
+        turn = live.get("turn")
+        if isinstance(turn, int) and not isinstance(turn, bool) and turn > 0:
+            doing = tool_line(live.get("tool"), {"": live.get("tool_input")}) if live.get("tool") else "thinking"
+            line.append(f"  turn {turn} · {printable(doing)}", style="cyan")
         if row.error:
             line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
+
+
+ACTIVITY_CHARS = 60
+
+
+def tool_line(name: Any, args: Any) -> str:
+    """``Read src/app.py``: a tool call as a progress line names it (its first text argument, cut short)."""
+    text = str(name or "?")
+    first = next((v for v in (args.values() if isinstance(args, Mapping) else ()) if isinstance(v, str) and v), None)
+    if first:
+        first = " ".join(first.split())
+        text += " " + (first if len(first) <= ACTIVITY_CHARS else first[:ACTIVITY_CHARS - 3] + "...")
+    return text
 
 
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
