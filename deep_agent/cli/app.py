@@ -192,6 +192,8 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
     tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
     tasks.add_argument("--full", action="store_true", help="print each result or error whole, not cut")
+    tasks.add_argument("--format", choices=("text", "json"), default="text",
+                       help="json: one JSON document with every task's fields, texts whole")
     tasks.set_defaults(handler="deep_agent.cli.inspect:tasks_command")
     transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
     transcript.add_argument("task_id", help="a task id, or a unique prefix of one")

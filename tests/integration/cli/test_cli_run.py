@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO as ROOT
-from helpers.cli import SCRIPTS, cli, make_project
+from helpers.cli import SCRIPTS, cli, entry_point, make_project
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -291,3 +292,20 @@ def test_notes_about_the_agent_files_show_once_per_change_and_quiet_shows_none(p
     assert quiet.returncode == 0 and "note:" not in quiet.stdout, quiet.stdout
     changed = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
     assert alias_note in changed.stdout, changed.stdout
+
+
+def test_tasks_through_a_pipe_prints_whole_words_and_json_is_one_document(project):
+    done = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert done.returncode == 0, done.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_")) and k != "COLUMNS"}
+    env.update({"HOME": str(project / "home"), "PYTHONPATH": str(ROOT)})
+    piped = subprocess.run([*entry_point(), "tasks", "--full"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=180)
+    assert piped.returncode == 0, piped.stderr
+    assert max(len(line) for line in piped.stdout.splitlines()) <= 80, piped.stdout
+    assert "Fixed the typo in notes.txt." in piped.stdout and "completed" in piped.stdout.split()
+    as_json = cli("tasks", "--format", "json", cwd=project)
+    assert as_json.returncode == 0, as_json.stderr
+    (task,) = json.loads(as_json.stdout)["tasks"]
+    assert task["agent_type"] == "editor" and task["status"] == "completed"
+    assert task["result"] == "Fixed the typo in notes.txt." and task["model_calls"] == 2
