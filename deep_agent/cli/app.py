@@ -171,6 +171,8 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                           "an agent file's short_answer_threshold wins for that agent)")
     _add_model_resolution(run)
     _add_state(run)
+    run.add_argument("--strict-agents", action="store_true",
+                     help="stop on any invalid agent file (default: skip it, with a warning naming it)")
     run.add_argument("--quiet", "-q", action="store_true",
                      help="no start-up notes (without it, notes about the agent files show once per change)")
     run.add_argument("--trust-folder", action="store_true",
