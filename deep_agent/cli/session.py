@@ -114,10 +114,11 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = setup.build(saver, sessions_dir(state))
         remember_thread(state, thread_id)
+        ask = TerminalAsker(console)  # one for the run: an "always" answer holds for its later turns
         for turn, prompt in enumerate(prompts):
             if turn:
                 console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
-            tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state))
+            tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state), ask)
             values = (await agent.aget_state(config)).values
             messages = values.get("messages") or []
             console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
@@ -135,11 +136,10 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
 
 
 async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
-                console: Console, sessions: Path) -> TaskTree:
+                console: Console, sessions: Path, ask: TerminalAsker) -> TaskTree:
     before = (await agent.aget_state(config)).values
     kept = len(before.get("messages") or [])
     tree = TaskTree(title, colors=setup.colors, earlier={row.id for row in task_rows(before)})
-    ask = TerminalAsker(console)
     inputs: Any = {"messages": [{"role": "user", "content": prompt}]}
     try:
         while True:
@@ -154,7 +154,7 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             if not interrupts:
                 break
             asked = time.monotonic()
-            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
+            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
                             announce=lambda line: console.print(Text(printable(line), style="magenta")))
             tree.waiting_s += time.monotonic() - asked
             inputs = Command(resume=resume)

@@ -176,3 +176,13 @@ def slow_child() -> ScriptedChatModel:
 def answer_only() -> ScriptedChatModel:
     """The root answers at once: a run that only shows its start-up notes and an answer."""
     return ScriptedChatModel(responses=["Done."], default="Done.")
+
+
+def two_edits_and_a_write() -> ScriptedChatModel:
+    """The root edits notes.txt twice, then writes a new file (approvals of one tool, then another)."""
+    return ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("Edit", file_path="notes.txt", old_string="teh", new_string="the")]},
+        {"tool_calls": [tool_call("Edit", file_path="notes.txt", old_string="project", new_string="repository")]},
+        {"tool_calls": [tool_call("Write", file_path="new.txt", content="new\n")]},
+        "Done.",
+    ])

@@ -149,3 +149,33 @@ def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_ca
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "cancelled" in shown.stdout and "Survey the notes slowly." in shown.stdout, shown.stdout
+
+
+def test_always_at_the_approval_prompt_approves_that_tool_for_the_rest_of_the_run_only(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
+    child.expect(r"wants to call Edit")
+    child.expect_exact("a: approve Edit for the rest of this run")  # the help line says what "a" does
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.sendline("a")
+    # The second Edit is not asked about; the Write, another tool, is.
+    child.expect(r"wants to call (\w+)")
+    assert child.match.group(1) == "Write"
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 0, text[-3000:]
+    assert text.count("wants to call Edit") == 1 and "approved Edit (the root agent) — always, this run" in text
+    assert (project / "notes.txt").read_text() == "These are the notes of the repository.\n"
+    assert (project / "new.txt").read_text() == "new\n"
+
+    # Never remembered: the next run asks about Edit again.
+    (project / "notes.txt").write_text("These are teh notes of the project.\n")
+    again, _ = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
+    again.expect(r"wants to call Edit")
+    again.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    again.sendintr()
+    again.expect(pexpect.EOF, timeout=20)
+    again.close()
