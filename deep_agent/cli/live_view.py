@@ -344,8 +344,10 @@ class TaskTree:
         since = f"{time.monotonic() - self._root_since:.1f}s"
         last = self.messages[-1] if self.messages else None
         calls = [c for c in getattr(last, "tool_calls", None) or () if c.get("name") not in DELEGATION_TOOLS]
-        if getattr(last, "type", "") != "ai" or not getattr(last, "tool_calls", None):
+        if getattr(last, "type", "") != "ai":
             return f"thinking {since}"
+        if not getattr(last, "tool_calls", None):  # it has answered: what keeps the turn open is its background
+            return f"answered; waiting for background tasks {since}"
         if not calls:
             return f"waiting for its tasks {since}"
         return printable(", ".join(tool_line(c.get("name"), c.get("args")) for c in calls[:3])) + f" {since}"

@@ -56,3 +56,10 @@ def test_the_roots_own_model_call_and_tools_show_while_there_are_no_tasks_yet():
     assert "thinking 0." in render(tree)
     tree.stop_clock()
     assert "no tasks in this turn" in render(tree) and "thinking" not in render(tree)
+
+
+def test_once_the_root_has_answered_it_is_not_shown_thinking_while_background_tasks_run():
+    tree = TaskTree("deep agent")
+    tree.feed((), "updates", {"model": {"messages": [AIMessage(content="Here is the answer.")]}})
+    text = render(tree)
+    assert "thinking" not in text and "answered; waiting for background tasks" in text
