@@ -403,8 +403,8 @@ class TaskMeter(BaseCallbackHandler):
         self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
-        """Told ``{"turn": n, "tool": name or None, "tool_input": text or None}`` as each model call or
-        tool call of the child starts (a live view shows what each child is doing)."""
+        """Told ``{"turn": n, "tool": name or None, "tool_input": text or None, **usage()}`` as each model
+        call or tool call of the child starts (a live view shows what each child is doing and has spent)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -531,7 +531,7 @@ class TaskMeter(BaseCallbackHandler):
             return
         try:
             self.on_progress({"turn": self.model_calls, "tool": str(tool) if tool else None,
-                              "tool_input": tool_input})
+                              "tool_input": tool_input, **self.usage()})
         except Exception:  # noqa: BLE001 - a broken progress consumer must never fail the child
             pass
 

@@ -278,7 +278,8 @@ class TaskTree:
         """A running child's turn and current tool (``subagent_progress``): shown on its row, if it has one."""
         row = self.live.get(event.get("task_id"))  # type: ignore[arg-type]
         if row is not None:
-            row.update({key: event.get(key) for key in ("turn", "tool", "tool_input")})
+            row.update({key: event.get(key) for key in ("turn", "tool", "tool_input", "model_calls",
+                                                          "input_tokens", "output_tokens")})
 
     def update(self, update: Mapping[str, Any]) -> None:
         """A state update of the root: ledgers and messages."""

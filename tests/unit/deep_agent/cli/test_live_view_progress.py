@@ -41,7 +41,7 @@ async def test_a_running_child_shows_its_turn_and_its_current_tool():
     reviewer = [line for text in shown for line in text.splitlines() if "reviewer" in line]
     assert any("running" in line and "turn 1 · thinking" in line for line in reviewer), reviewer
     assert any("turn 1 · Read src/app.py" in line for line in reviewer), reviewer
-    assert any("turn 2 · thinking" in line for line in reviewer), reviewer
+    assert any("turn 2 · thinking" in line and "tokens" in line for line in reviewer), reviewer  # spent so far
     assert "turn" not in reviewer[-1]  # once it has ended, the line shows its outcome only
 
 
