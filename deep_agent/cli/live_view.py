@@ -272,7 +272,7 @@ class TaskTree:
             row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
         if event.get("status") == "waiting_for_approval":
             row.setdefault("paused_since", now)
-        row.update(event)
+        row.update({k: v for k, v in event.items() if k not in _OWN_KEYS})  # the tree's own clock stays its own
 
     def progress(self, event: Mapping[str, Any]) -> None:
         """A running child's turn and current tool (``subagent_progress``): shown on its row, if it has one."""
@@ -375,6 +375,9 @@ class TaskTree:
             line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
 
+
+_OWN_KEYS = frozenset({"paused_since", "waited_s"})
+"""Keys of a live row the tree keeps itself; an event (any tool can write one) never sets them."""
 
 ACTIVITY_CHARS = 60
 

@@ -63,3 +63,12 @@ def test_once_the_root_has_answered_it_is_not_shown_thinking_while_background_ta
     tree.feed((), "updates", {"model": {"messages": [AIMessage(content="Here is the answer.")]}})
     text = render(tree)
     assert "thinking" not in text and "answered; waiting for background tasks" in text
+
+
+def test_an_event_cannot_set_the_trees_own_waiting_clock():
+    tree = TaskTree("deep agent")
+    task = {"type": "subagent_task", "task_id": "a" * 32, "agent_type": "editor"}
+    tree.event({**task, "status": "waiting_for_approval"})
+    tree.event({**task, "status": "waiting_for_approval", "paused_since": "soon", "waited_s": "x"})
+    tree.event({**task, "status": "running"})  # ends the pause: must not do arithmetic on a tool's text
+    assert "editor" in render(tree)
