@@ -26,7 +26,7 @@ import numbers
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -402,6 +402,9 @@ class TaskMeter(BaseCallbackHandler):
         # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
         self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
+        self.on_progress: Callable[[dict[str, Any]], None] | None = None
+        """Told ``{"turn": n, "tool": name or None, "tool_input": text or None, **usage()}`` as each model
+        call or tool call of the child starts (a live view shows what each child is doing and has spent)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -501,6 +504,7 @@ class TaskMeter(BaseCallbackHandler):
             if self.max_turns is not None and self.model_calls >= self.max_turns:
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
+        self._progress(None, None)
         if self.budget is not None:
             # Reserving the prompt (tools and response format included) before the call bounds a shared
             # budget's overshoot to one call's output per running child, in tokens and in dollars.
@@ -518,6 +522,18 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
         self._check()
+        if self.on_progress is not None:
+            name = (serialized or {}).get("name") if isinstance(serialized, Mapping) else None
+            self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
+
+    def _progress(self, tool: Any, tool_input: str | None) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress({"turn": self.model_calls, "tool": str(tool) if tool else None,
+                              "tool_input": tool_input, **self.usage()})
+        except Exception:  # noqa: BLE001 - a broken progress consumer must never fail the child
+            pass
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._saw(error, "model_error")
@@ -684,6 +700,20 @@ class TranscriptRecorder(BaseCallbackHandler):
 
 
 log = logging.getLogger(__name__)
+
+
+PROGRESS_INPUT_CHARS = 80
+
+
+def _main_argument(inputs: Any) -> str | None:
+    """A tool call's first text argument (a path, a command, a pattern), cut short: what a progress line names."""
+    if not isinstance(inputs, Mapping):
+        return None
+    for value in inputs.values():
+        if isinstance(value, str) and value.strip():
+            text = " ".join(value.split())
+            return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
+    return None
 
 
 class RecordingMeter(TaskMeter):

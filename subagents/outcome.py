@@ -108,6 +108,9 @@ class TaskRecord(BaseModel):
     started_at: float
     finished_at: float | None = None
     duration_ms: float | None = None
+    """Work time: every segment the task ran, without the time it waited for approval."""
+    waiting_ms: float = 0.0
+    """Time the task spent paused for approval (``finished_at - started_at`` is both)."""
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0

@@ -547,6 +547,10 @@ class Delegation:
     """Past the concurrency cap: the child has been (or is being) run."""
     slot: Slot = NO_CAP
     """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
+    carried_ms: float = 0.0
+    """Work time of the task's earlier segments (before each approval pause), carried into this one."""
+    waiting_ms: float = 0.0
+    """Time the task spent paused for approval, between its segments."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -606,6 +610,7 @@ class Delegation:
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
+        meter.on_progress = self.progress
         self.meter = meter
         self.config = {
             "recursion_limit": self.limits.recursion_limit,
@@ -625,7 +630,8 @@ class Delegation:
         if self.limits.timeout_s is not None and self.meter is not None:
             self.meter.deadline = time.monotonic() + self.limits.timeout_s
             self.meter.timeout_s = self.limits.timeout_s
-        self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else ())
+        resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
+        self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
 
     # -- during and after -----------------------------------------------------
 
@@ -655,6 +661,17 @@ class Delegation:
             return
         try:
             self.call.emit(event)
+        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
+            pass
+
+    def progress(self, fields: dict[str, Any]) -> None:
+        """A ``subagent_progress`` event: the child's turn and current tool (streamed only, not kept in
+        ``events``; the ``subagent_task`` events stay one per change of status)."""
+        if self.call.emit is None:
+            return
+        try:
+            self.call.emit({"type": "subagent_progress", "task_id": self.task_id,
+                            "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type, **fields})
         except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
             pass
 
@@ -934,9 +951,16 @@ class TaskRunner:
         return run
 
     def _carry_usage(self, run: Delegation) -> None:
-        """A task paused for approval: what it spent so far counts again when it resumes."""
+        """A task paused for approval: what it spent so far, and its work time, count again when it resumes.
+
+        A resume runs the ``task`` call again from its start, so without this
+        the record would time only the segment after the last approval.
+        """
+        carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
+                   "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
+                   "waiting_ms": run.waiting_ms}
         with self._paused_lock:
-            self._paused_usage[run.task_id] = run.usage()
+            self._paused_usage[run.task_id] = carried
             while len(self._paused_usage) > 1024:
                 self._paused_usage.pop(next(iter(self._paused_usage)))
 
@@ -944,9 +968,15 @@ class TaskRunner:
         if not self._paused_usage:  # nothing paused: no lock to take
             return
         with self._paused_lock:
-            spent = self._paused_usage.pop(run.task_id, None)
-        if spent and run.meter is not None:
-            run.meter.carry(spent)
+            carried = self._paused_usage.pop(run.task_id, None)
+        if not carried:
+            return
+        if carried["usage"] and run.meter is not None:
+            run.meter.carry(carried["usage"])
+        # The task began when its first segment did; the pause is waiting, not work.
+        run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
+        run.carried_ms = carried["work_ms"]
+        run.started_at = carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
@@ -976,7 +1006,7 @@ class TaskRunner:
     def _record(run: Delegation, stop_reason: StopReason, *, answer: str | None = None,
                 error: str | None = None) -> dict[str, Any]:
         """The record, as the JSON-ready dict :class:`TaskRecord` describes (built directly: hot path)."""
-        duration_ms = (time.monotonic() - run.started_clock) * 1000
+        duration_ms = run.carried_ms + (time.monotonic() - run.started_clock) * 1000
         usage = run.usage() or {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         return {
             "id": run.task_id,
@@ -988,8 +1018,9 @@ class TaskRunner:
             "result": answer,
             "error": error,
             "started_at": run.started_at,
-            "finished_at": run.started_at + duration_ms / 1000,
+            "finished_at": run.started_at + (duration_ms + run.waiting_ms) / 1000,
             "duration_ms": round(duration_ms, 3),
+            "waiting_ms": round(run.waiting_ms, 3),
             **usage,
             "transcript": run.transcript,
             "transcript_error": None,  # a lost transcript's reason comes in record_extra

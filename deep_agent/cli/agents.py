@@ -140,10 +140,17 @@ def agents_list(args: argparse.Namespace) -> int:
 
 
 def agents_validate(args: argparse.Namespace) -> int:
+    from deep_agent.tools.catalog import tools_not_provided
+
     report, problems, _, plan = scan(args)
     notes: dict[Path, list[str]] = {}
     for path, message in report.notes:
         notes.setdefault(path, []).append(message)
+    for found in report.loaded:  # valid, but `run` would leave these tools out: said, never a failure
+        for tool in tools_not_provided([found.value]):
+            notes.setdefault(found.path, []).append(
+                f"{found.path}: tool '{tool}' is not one deep-agent run has (no built-in or MCP server of the "
+                f"file provides it); the agent runs without it")
     for path in report.scanned:
         print(f"FAIL {printable(problems[path])}" if path in problems else f"ok   {printable(path)}")
         for message in notes.get(path, []):
@@ -181,7 +188,31 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
     except SpecError as exc:
         raise UsageError(str(exc)) from None
     problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
-    for found in report.loaded:
+    found_problems, notes = agent_problems(report.loaded, plan, options)
+    for path, message in found_problems.items():
+        problems.setdefault(path, message)
+    report.notes.extend(notes)
+    return report, problems, options, plan
+
+
+def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, options: BuildOptions, *,
+                   check_servers: bool = True) -> tuple[dict[Path, str], list[tuple[Path, str]]]:
+    """Every problem of the loaded agent files at once (file -> one line naming it), and their notes.
+
+    A model name no profile maps, a skill or model ``check_spec`` cannot
+    resolve, an MCP server that cannot be used (unless ``check_servers`` is
+    false: a run lets such a server fail its own task): all found in one
+    pass, so a user fixing files never meets them one batch per run.
+
+    Example::
+
+        problems, notes = agent_problems(report.loaded, plan, options)
+        for path, message in problems.items():
+            print("warning: skipped", message)
+    """
+    problems: dict[Path, str] = {}
+    notes: list[tuple[Path, str]] = []
+    for found in definitions:
         if found.value.name in plan.problems:
             problems.setdefault(found.path, f"{found.path}: {plan.problems[found.value.name]}")
             continue
@@ -189,11 +220,13 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
             check_spec(found.value, options)
         except SpecError as exc:
             problems.setdefault(found.path, f"{found.path}: {exc}")
+        if not check_servers:
+            continue
         mcp_problems, mcp_notes = check_mcp_servers(found.value.mcp_config)
         if mcp_problems:
             problems.setdefault(found.path, f"{found.path}: field 'mcp_config': {mcp_problems[0]}")
-        report.notes.extend((found.path, f"{found.path}: {note}") for note in mcp_notes)
-    return report, problems, options, plan
+        notes.extend((found.path, f"{found.path}: {note}") for note in mcp_notes)
+    return problems, notes
 
 
 def _transport(config: Any) -> str:

@@ -171,6 +171,10 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                           "an agent file's short_answer_threshold wins for that agent)")
     _add_model_resolution(run)
     _add_state(run)
+    run.add_argument("--strict-agents", action="store_true",
+                     help="stop on any invalid agent file (default: skip it, with a warning naming it)")
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="no start-up notes (without it, notes about the agent files show once per change)")
     run.add_argument("--trust-folder", action="store_true",
                      help="trust the current folder's agent files (hooks, MCP servers) without asking")
     run.set_defaults(handler="deep_agent.cli.run:run_command")
@@ -190,6 +194,8 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     tasks = commands.add_parser("tasks", parents=[common], help="list a thread's tasks")
     tasks.add_argument("thread", nargs="?", help="thread id (default: the last thread run here)")
     tasks.add_argument("--full", action="store_true", help="print each result or error whole, not cut")
+    tasks.add_argument("--format", choices=("text", "json"), default="text",
+                       help="json: one JSON document with every task's fields, texts whole")
     tasks.set_defaults(handler="deep_agent.cli.inspect:tasks_command")
     transcript = commands.add_parser("transcript", parents=[common], help="print one task's transcript")
     transcript.add_argument("task_id", help="a task id, or a unique prefix of one")

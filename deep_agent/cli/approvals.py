@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -100,12 +100,22 @@ def discard_typed_ahead(stdin: Any) -> None:
         return
 
 
+HELP_LINE = "y: approve   n: reject, with a reason the agent reads   a: approve {tool} for the rest of this run"
+
+
 class TerminalAsker:
-    """Asks on the terminal; refuses to wait when stdin is not one."""
+    """Asks on the terminal; refuses to wait when stdin is not one.
+
+    An ``a`` (always) answer approves the call and puts its tool name in
+    :attr:`always`: :func:`decide` then approves that tool without asking for
+    the rest of the run. It is kept in this object only, never on disk.
+    """
 
     def __init__(self, console: Any, *, stdin: Any = None) -> None:
         self.console = console
         self.stdin = stdin if stdin is not None else sys.stdin
+        self.always: set[str] = set()
+        """Tool names approved for the rest of this run."""
 
     def can_ask(self) -> bool:
         """Whether stdin is a terminal someone can answer on."""
@@ -117,16 +127,20 @@ class TerminalAsker:
         # The call is model text: never read as markup (a "[/x]" would crash the prompt, "[conceal]" hide text).
         self.console.print(Text.assemble("\n", ("Approval needed", "bold magenta"), ": ",
                                          describe_call(agent, tool, args)), highlight=False)
+        self.console.print(Text(HELP_LINE.format(tool=printable(tool)), style="dim"), highlight=False)
         discard_typed_ahead(self.stdin)
         with ctrl_c_interrupts():
             while True:
                 answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
                 if answer in ("y", "yes"):
                     return None
+                if answer in ("a", "always"):
+                    self.always.add(tool)
+                    return None
                 if answer in ("n", "no"):
                     reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
                     return reason or "the user rejected this call"
-                self.console.print("Please answer y or n.")
+                self.console.print("Please answer y, n or a.")
 
 
 @contextlib.contextmanager
@@ -150,8 +164,13 @@ def ctrl_c_interrupts() -> Iterator[None]:
 
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
-           announce: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """The resume value for every pending interrupt, keyed by interrupt id."""
+           announce: Callable[[str], None] = lambda _: None, always: Collection[str] = ()) -> dict[str, Any]:
+    """The resume value for every pending interrupt, keyed by interrupt id.
+
+    ``always``: tool names approved for the rest of the run (a ``TerminalAsker``'s
+    :attr:`~TerminalAsker.always`, read at each call, so an ``a`` answer covers
+    the calls after it in the same batch too).
+    """
     resume: dict[str, Any] = {}
     for interrupt in interrupts:
         value = getattr(interrupt, "value", None)
@@ -161,8 +180,8 @@ def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
         decisions = []
         for request in value.get("action_requests") or ():
             tool, args = str(request.get("name")), dict(request.get("args") or {})
-            if approve_all:
-                announce(f"approved {tool} ({agent}) — --yes")
+            if approve_all or tool in always:
+                announce(f"approved {tool} ({agent}) — {'--yes' if approve_all else 'always, this run'}")
                 decisions.append({"type": "approve"})
                 continue
             reason = ask(agent, tool, args)
@@ -227,7 +246,7 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
             raise nobody_to_ask(tool, f"{who}, a background task")
         return ask(who, tool, args)
 
-    answers = decide(interrupts, ask=ask_here, approve_all=approve_all, announce=announce)
+    answers = decide(interrupts, ask=ask_here, approve_all=approve_all, announce=announce, always=ask.always)
     # One interrupt is answered with its value; several by interrupt id (as the runner's own answers are).
     resume = next(iter(answers.values())) if len(answers) == 1 else answers
     runner = task.runner

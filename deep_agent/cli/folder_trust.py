@@ -40,13 +40,15 @@ def config_dir() -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class TrustRecord:
-    """Trusted folders, each with the content hash it was trusted at."""
+    """Trusted folders, each with the content hash it was trusted at (or, under another ``file_name``,
+    any other answer kept per folder and content hash)."""
 
     config_dir: Path
+    file_name: str = TRUST_FILE
 
     @property
     def path(self) -> Path:
-        return self.config_dir / TRUST_FILE
+        return self.config_dir / self.file_name
 
     def _read(self) -> dict[str, str]:
         try:
@@ -66,7 +68,7 @@ class TrustRecord:
         data = self._read()
         data[str(folder.resolve())] = digest
         self.config_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")  # two runs at once never share a half-written file
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
         tmp.replace(self.path)  # never a half-written record
 

@@ -14,13 +14,20 @@ Example::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from deep_agent.cli.live_view import clipped
 from deep_agent.cli.store import (
+    TaskRow,
     find_task,
     last_thread,
     open_checkpointer,
@@ -39,22 +46,74 @@ def tasks_command(args: argparse.Namespace) -> int:
         raise LookupError("no thread given and none run here yet: deep-agent tasks THREAD")
     with open_checkpointer(state, args.db_url) as saver:
         rows = task_rows(read_thread(saver, thread))
-    # Thread ids and ledger text (a child's answer) are data: never read as markup, control characters escaped.
-    table = Table(title=Text(f"tasks of thread {printable(thread)}"))
-    for column in ("task", "agent", "kind", "status", "seconds", "calls", "tokens"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("result or error", overflow="fold")
-    for row in rows:
-        kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
-        outcome = " ".join(row.outcome.split())
-        cells = (row.id[:8], row.agent_type, kind, row.status, f"{row.seconds():.2f}", str(row.model_calls),
-                 str(row.tokens), outcome if args.full else clipped(outcome, OUTCOME_CHARS))
-        table.add_row(*(Text(printable(cell)) for cell in cells))
+    if getattr(args, "format", "text") == "json":
+        print(tasks_json(thread, rows))
+        return 0
     console = Console()
-    console.print(table)
+    console.print(tasks_view(thread, rows, full=args.full, width=console.width))
     if not rows:
         console.print("no tasks in this thread")
     return 0
+
+
+def tasks_json(thread: str, rows: Sequence[TaskRow]) -> str:
+    """``deep-agent tasks --format json``: one JSON document, every task with its fields, texts whole.
+
+    Example::
+
+        {"thread": "5d1c...", "tasks": [{"id": "3fa2...", "agent_type": "editor", "status": "completed",
+                                         "duration_s": 2.1, "waiting_s": 4.0, "result": "...", ...}]}
+    """
+    tasks = [{**dataclasses.asdict(row), "tokens": row.tokens, "duration_s": row.seconds(),
+              "waiting_s": row.waiting()} for row in rows]
+    for task in tasks:
+        task.pop("paused_since", None)  # a live view's clock, never part of a stored record
+    return json.dumps({"thread": thread, "tasks": tasks}, indent=2, default=str)
+
+
+TABLE_MIN_WIDTH = 100
+"""Narrower than this (a pipe is 80 columns unless ``COLUMNS`` says otherwise), ``tasks`` prints a block per task."""
+
+
+def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, width: int = 200) -> RenderableType:
+    """A thread's tasks: a table, or one block per task where a table's columns would not fit.
+
+    Rich squeezes a table that does not fit by folding its columns inside
+    words (``resu`` / ``lt``); a block per task wraps only at spaces.
+    """
+    # Thread ids and ledger text (a child's answer) are data: never read as markup, control characters escaped.
+    title = Text(f"tasks of thread {printable(thread)}")
+    lines = []
+    for row in rows:
+        kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
+        outcome = " ".join(row.outcome.split())
+        lines.append((row.id[:8], row.agent_type, kind, row.status, row.timing(), str(row.model_calls),
+                      str(row.tokens), outcome if full else clipped(outcome, OUTCOME_CHARS)))
+    if width >= TABLE_MIN_WIDTH:
+        table = Table(title=title)
+        for column in ("task", "agent", "kind", "status"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("time")  # "2.1s + 4.0s waiting" wraps at its spaces
+        for column in ("calls", "tokens"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("result or error", min_width=24)
+        for cells in lines:
+            table.add_row(*(Text(printable(cell)) for cell in cells))
+        if _fits(table, width):
+            return table
+    blocks: list[RenderableType] = [Text(title.plain, style="italic")]
+    for task, agent, kind, status, timing, calls, tokens, outcome in lines:
+        head = f"{task}  {agent}  {kind}  {status}  {timing}  {calls} calls  {tokens} tokens"
+        blocks.append(Text(printable(head), style="bold"))
+        if outcome:
+            blocks.append(Padding(Text(printable(outcome)), (0, 0, 0, 2)))
+    return Group(*blocks)
+
+
+def _fits(table: Table, width: int) -> bool:
+    """Whether ``table`` fits ``width`` columns without folding a column inside its words."""
+    console = Console(width=10_000, file=io.StringIO())  # a measure is clamped to the width it is given
+    return Measurement.get(console, console.options, table).minimum <= width
 
 
 OUTCOME_CHARS = 70

@@ -35,7 +35,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.cli.store import TaskRow, background_row, invalid_call_rows, sync_row
+from deep_agent.cli.store import DELEGATION_TOOLS, TaskRow, background_row, invalid_call_rows, seconds_text, sync_row
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
@@ -234,6 +234,8 @@ class TaskTree:
         self.earlier = frozenset(earlier)
         self.started = time.monotonic()
         self.finished: float | None = None
+        self.waiting_s = 0.0
+        """The turn's time spent at approval prompts."""
         self.outcome = "done"
         self.sync: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
@@ -242,12 +244,15 @@ class TaskTree:
         self.root_usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
         self._counted: set[str] = set()
         self.root_model: str | None = None
+        self._root_since = self.started
 
     # -- feeding ------------------------------------------------------------
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
         if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
             self.event(chunk)
+        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_progress":
+            self.progress(chunk)
         elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
             for update in chunk.values():
                 for part in update if isinstance(update, list) else [update]:
@@ -260,8 +265,21 @@ class TaskTree:
         task_id = event.get("task_id")
         if not isinstance(task_id, str) or not task_id:
             return
-        row = self.live.setdefault(task_id, {"started_at": time.time()})
-        row.update(event)
+        now = time.time()
+        row = self.live.setdefault(task_id, {"started_at": now})
+        # A pause for approval is waiting, not work: timed apart, from the events that start and end it.
+        if row.get("paused_since") is not None and event.get("status") != "waiting_for_approval":
+            row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
+        if event.get("status") == "waiting_for_approval":
+            row.setdefault("paused_since", now)
+        row.update({k: v for k, v in event.items() if k not in _OWN_KEYS})  # the tree's own clock stays its own
+
+    def progress(self, event: Mapping[str, Any]) -> None:
+        """A running child's turn and current tool (``subagent_progress``): shown on its row, if it has one."""
+        row = self.live.get(event.get("task_id"))  # type: ignore[arg-type]
+        if row is not None:
+            row.update({key: event.get(key) for key in ("turn", "tool", "tool_input", "model_calls",
+                                                          "input_tokens", "output_tokens")})
 
     def update(self, update: Mapping[str, Any]) -> None:
         """A state update of the root: ledgers and messages."""
@@ -270,6 +288,7 @@ class TaskTree:
         for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
             self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
         for message in update.get("messages") or ():
+            self._root_since = time.monotonic()  # the root's next step (a model call, its tools) starts now
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
             message_id = getattr(message, "id", None)
@@ -308,15 +327,31 @@ class TaskTree:
         now = time.time()
         elapsed = (self.finished or time.monotonic()) - self.started
         state = self.outcome if self.finished else "running"
-        tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {elapsed:.1f}s", "dim")))
+        shown = seconds_text(max(0.0, elapsed - self.waiting_s), self.waiting_s)
+        tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {shown}", "dim")))
         if self.earlier:
             tree.add(Text(f"{len(self.earlier)} task(s) of earlier turns (deep-agent tasks)", style="dim"))
         rows = self.rows()
         for row in rows:
             tree.add(self._line(row, now))
-        if not rows:
-            tree.add(Text("no tasks in this turn" if self.finished else "no tasks yet", style="dim"))
+        if self.finished is None:
+            tree.add(Text(self.root_activity(), style="dim"))
+        elif not rows:
+            tree.add(Text("no tasks in this turn", style="dim"))
         return Group(tree)
+
+    def root_activity(self) -> str:
+        """What the root is doing now: ``thinking 4.2s`` (a model call) or its own tool calls, with the time."""
+        since = f"{time.monotonic() - self._root_since:.1f}s"
+        last = self.messages[-1] if self.messages else None
+        calls = [c for c in getattr(last, "tool_calls", None) or () if c.get("name") not in DELEGATION_TOOLS]
+        if getattr(last, "type", "") != "ai":
+            return f"thinking {since}"
+        if not getattr(last, "tool_calls", None):  # it has answered: what keeps the turn open is its background
+            return f"answered; waiting for background tasks {since}"
+        if not calls:
+            return f"waiting for its tasks {since}"
+        return printable(", ".join(tool_line(c.get("name"), c.get("args")) for c in calls[:3])) + f" {since}"
 
     def _line(self, row: TaskRow, now: float) -> Text:
         status = row.status
@@ -327,13 +362,34 @@ class TaskTree:
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")
-        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.seconds(now):.1f}s",
+        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.timing(now)}",
                     style="dim" if status in ("running", "pending") else "")
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
+        live = (self.live.get(row.id) if status == "running" and row.kind == "task" else None) or {}
+        turn = live.get("turn")
+        if isinstance(turn, int) and not isinstance(turn, bool) and turn > 0:
+            doing = tool_line(live.get("tool"), {"": live.get("tool_input")}) if live.get("tool") else "thinking"
+            line.append(f"  turn {turn} · {printable(doing)}", style="cyan")
         if row.error:
             line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
+
+
+_OWN_KEYS = frozenset({"paused_since", "waited_s"})
+"""Keys of a live row the tree keeps itself; an event (any tool can write one) never sets them."""
+
+ACTIVITY_CHARS = 60
+
+
+def tool_line(name: Any, args: Any) -> str:
+    """``Read src/app.py``: a tool call as a progress line names it (its first text argument, cut short)."""
+    text = str(name or "?")
+    first = next((v for v in (args.values() if isinstance(args, Mapping) else ()) if isinstance(v, str) and v), None)
+    if first:
+        first = " ".join(first.split())
+        text += " " + (first if len(first) <= ACTIVITY_CHARS else first[:ACTIVITY_CHARS - 3] + "...")
+    return text
 
 
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
@@ -346,6 +402,7 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
         status=str(event.get("status") or "running"),
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
         started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
+        waiting_s=_seconds(event.get("waited_s")) or 0.0, paused_since=_seconds(event.get("paused_since")),
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
     )

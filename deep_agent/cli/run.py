@@ -40,21 +40,35 @@ class RunSetup:
 
     build: Callable[[Any, Path], Any]
     notices: list[str]
+    """Notes about this run (how Bash runs): shown on every run unless ``--quiet``."""
     colors: dict[str, str]
     prices: dict[str, Any] | None = None
     approve_all: bool = False
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    """Agent files skipped, one line each naming the file and its problem: always shown (stderr)."""
+    folder_notes: list[str] = dataclasses.field(default_factory=list)
+    """Notes about the agent files: shown once per change of them (:mod:`deep_agent.cli.seen_notes`)."""
+    agent_files: list[Path] = dataclasses.field(default_factory=list)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    import sys
+
     from rich.console import Console
     from rich.text import Text
 
+    from deep_agent.cli.seen_notes import notes_unseen
     from deep_agent.cli.session import run_turns
     from deep_agent.cli.terminal import printable
 
     setup = prepare_run(args)
     console = Console()
-    for notice in setup.notices:
+    for warning in setup.warnings:
+        print(f"warning: {printable(warning)}", file=sys.stderr)
+    notices = [] if getattr(args, "quiet", False) else list(setup.notices)
+    if not getattr(args, "quiet", False) and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files):
+        notices = setup.folder_notes + notices
+    for notice in notices:
         console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
     return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
 
@@ -115,7 +129,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     from deep_agent.cli.store import resolve_state_dir
     from deep_agent.model_choice import choose_model
     from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools, tools_not_provided
-    from subagents import Budget, SpecError, discover_agents
+    from subagents import Budget, discover_agents
 
     require_dirs(args.agents_dirs, "--agents-dir")
     try:
@@ -127,7 +141,6 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    found.raise_for_problems()
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)
@@ -135,22 +148,21 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     specs = [_tool_rules(spec, workspace, bash, files.get(spec.name, spec.name))
              for spec in found.values if spec.name not in untrusted]
     plan = plan_models(specs, _with_limits(profiles, args), unknown_model=args.unknown_model)
-    if plan.problems:
-        where = {d.value.name: d.path for d in found.definitions.values()}
-        lines = [f"{where.get(name, name)}: {problem}" for name, problem in sorted(plan.problems.items())]
-        raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files: " + "; ".join(lines))
+    skipped, warnings = bad_agent_files(found, plan, untrusted, args)
+    specs = [spec for spec in specs if spec.name not in skipped]
     try:
         model = choose_model(args.model, timeout=args.timeout, max_tokens=args.max_tokens,
                              base_url=args.base_url, api_key_env=args.api_key_env, retries=args.retries)
     except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
         raise UsageError(str(exc)) from None
-    notices = [plan.notice] if plan.notice else []
-    notices += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
+    folder_notes = [plan.notice] if plan.notice else []
+    folder_notes += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
     missing = tools_not_provided(specs)
     if missing:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
-        notices.append(f"no built-in tool provides {named}; those agents run without them")
-    notices += [message for _, message in found.notes]
+        folder_notes.append(f"no built-in tool provides {named}; those agents run without them")
+    folder_notes += [message for _, message in found.notes]
+    notices: list[str] = []
     budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
     approve_all = bool(args.yes)
     if bash_note:
@@ -170,7 +182,42 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         )
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
-    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all)
+    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all,
+                    folder_notes=folder_notes, agent_files=[Path(d.path) for d in found.definitions.values()],
+                    warnings=warnings)
+
+
+def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.Namespace) -> tuple[set[str], list[str]]:
+    """The agent files a run cannot use, all at once: the names to skip, and one warning line per file.
+
+    With ``--strict-agents`` any of them stops the run instead (one error listing them all).
+    """
+    from deep_agent.cli.agents import agent_problems
+    from subagents import BuildOptions, SpecError
+    from subagents.definitions import SkillCatalog, discover_skills
+
+    problems = {p.path: p.message for p in found.problems}
+    try:
+        skills: Any = SkillCatalog(discover_skills(args.skills_dirs, project_dir=Path.cwd()).values)
+    except SpecError:
+        skills = None  # a broken skill folder is the build's error to report, not an agent file's
+    options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model, skills=skills)
+    usable = [d for d in found.definitions.values() if d.value.name not in untrusted]
+    if skills is None:  # without a catalog, only the models can be checked here
+        usable_problems = {d.path: f"{d.path}: {plan.problems[d.value.name]}" for d in usable
+                           if d.value.name in plan.problems}
+    else:
+        usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
+    for path, message in usable_problems.items():
+        problems.setdefault(path, message)
+    if not problems:
+        return set(), []
+    if getattr(args, "strict_agents", False):
+        lines = list(problems.values())
+        raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files:\n"
+                        + "\n".join(f"  - {line}" for line in lines))
+    skipped = {d.value.name for d in found.definitions.values() if d.path in problems}
+    return skipped, [f"skipped {message}" for message in problems.values()]
 
 
 def untrusted_agents(found: Any, trust_now: bool) -> set[str]:

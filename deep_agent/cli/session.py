@@ -19,6 +19,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command
@@ -28,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
+from deep_agent.cli.cut_short import cut_short_records
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
 from deep_agent.cli.store import (
     TaskRow,
@@ -35,11 +37,12 @@ from deep_agent.cli.store import (
     open_async_checkpointer,
     remember_thread,
     resolve_state_dir,
+    seconds_text,
     sessions_dir,
     task_rows,
 )
 from deep_agent.cli.terminal import printable
-from middleware.task_tool import ASYNC_LEDGER_KEY
+from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 
 # ----------------------------------------------------------------------------
 # The table printed after a run's answer: per agent type, what it did and what it cost.
@@ -59,8 +62,12 @@ UNKNOWN = "–"
 
 
 def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, root_model: str | None,
-                  prices: Mapping[str, Any] | None, root_seconds: float) -> Table:
+                  prices: Mapping[str, Any] | None, root_seconds: float, root_waiting: float = 0.0) -> Table:
     """The per-agent-type table of one turn.
+
+    Times are work time, with the time spent waiting for approval apart
+    (``2.1s + 4.0s waiting``); ``root_seconds`` is the turn's whole time,
+    ``root_waiting`` the part of it spent at approval prompts.
 
     The root's ``tasks`` are the tasks it started (every task of the turn: a
     child cannot delegate); an agent type's are the tasks it ran; ``total``
@@ -72,21 +79,23 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
     for column in ("agent", "tasks", "model calls", "tokens", "time", "cost"):
         table.add_column(column, justify="left" if column == "agent" else "right")
     root_cost = cost_of(prices, root_model, root_usage.get("input_tokens", 0), root_usage.get("output_tokens", 0))
+    root_time = seconds_text(max(0.0, root_seconds - root_waiting), root_waiting)
     lines = [("(root)", len(rows), root_usage.get("model_calls", 0),
-              root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_seconds, root_cost)]
+              root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_time, root_cost)]
     by_type: dict[str, list[TaskRow]] = {}
     for row in rows:
         by_type.setdefault(row.agent_type, []).append(row)
     for agent, group in sorted(by_type.items()):
         lines.append((agent, len(group), sum(r.model_calls for r in group), sum(r.tokens for r in group),
-                      sum(r.seconds() for r in group), sum(r.cost_usd for r in group)))
+                      seconds_text(sum(r.seconds() for r in group), sum(r.waiting() for r in group)),
+                      sum(r.cost_usd for r in group)))
     for agent, tasks, calls, tokens, seconds, cost in lines:
         # An agent type may be what a model asked for (a refused call's): data, never markup, escapes shown.
-        table.add_row(Text(printable(agent)), str(tasks), str(calls), str(tokens), f"{seconds:.1f}s",
+        table.add_row(Text(printable(agent)), str(tasks), str(calls), str(tokens), seconds,
                       _cost(cost, prices))
     total_cost = sum(line[5] for line in lines)
     table.add_row("total", str(len(rows)), str(sum(line[2] for line in lines)),
-                  str(sum(line[3] for line in lines)), f"{root_seconds:.1f}s", _cost(total_cost, prices),
+                  str(sum(line[3] for line in lines)), root_time, _cost(total_cost, prices),
                   style="bold")
     return table
 
@@ -105,10 +114,11 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = setup.build(saver, sessions_dir(state))
         remember_thread(state, thread_id)
+        ask = TerminalAsker(console)  # one for the run: an "always" answer holds for its later turns
         for turn, prompt in enumerate(prompts):
             if turn:
                 console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
-            tree = await _turn(agent, config, prompt, setup, title, console)
+            tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state), ask)
             values = (await agent.aget_state(config)).values
             messages = values.get("messages") or []
             console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
@@ -117,6 +127,7 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
             console.print(summary_table(
                 _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
                 prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
+                root_waiting=tree.waiting_s,
             ))
     shown = printable(thread_id)  # a --thread of the user's: data, never markup
     console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
@@ -125,11 +136,10 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
 
 
 async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
-                console: Console) -> TaskTree:
+                console: Console, sessions: Path, ask: TerminalAsker) -> TaskTree:
     before = (await agent.aget_state(config)).values
     kept = len(before.get("messages") or [])
     tree = TaskTree(title, colors=setup.colors, earlier={row.id for row in task_rows(before)})
-    ask = TerminalAsker(console)
     inputs: Any = {"messages": [{"role": "user", "content": prompt}]}
     try:
         while True:
@@ -143,11 +153,14 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
                 end_line(console)
             if not interrupts:
                 break
-            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all,
+            asked = time.monotonic()
+            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
                             announce=lambda line: console.print(Text(printable(line), style="magenta")))
+            tree.waiting_s += time.monotonic() - asked
             inputs = Command(resume=resume)
     except BaseException:
         tree.stop_clock("failed")
+        await _record_cut_short(agent, config, tree, sessions)
         await _forget_failed_turn(agent, config, kept)
         raise
     try:
@@ -206,6 +219,16 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
     except BaseException:
         tree.stop_clock("failed")  # before the live view draws its last frame
         raise
+
+
+async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
+    """Write the turn's unfinished delegations into the ledger as cancelled. Never raises."""
+    try:
+        records = cut_short_records(tree, config["configurable"]["thread_id"], sessions)
+        if records:
+            await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
+    except BaseException:  # noqa: BLE001 - the turn's own error (or Ctrl-C) is the one to report
+        pass
 
 
 async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:

@@ -339,6 +339,11 @@ class TaskRow:
     started_at: float | None = None
     finished_at: float | None = None
     duration_s: float | None = None
+    """Work time: without the time spent waiting for approval."""
+    waiting_s: float = 0.0
+    """Time spent waiting for approval, up to the last pause's end."""
+    paused_since: float | None = None
+    """When the pause going on now began (a task waiting for approval)."""
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -358,13 +363,28 @@ class TaskRow:
         return (self.result if self.status == "completed" else self.error) or ""
 
     def seconds(self, now: float | None = None) -> float:
-        """Its duration, or for a task still going, the time since it started."""
+        """Its work time, or for a task still going, the time since it started less its waiting."""
         if self.duration_s is not None:
             return self.duration_s
         if self.started_at is None:
             return 0.0
         end = self.finished_at or (now if now is not None else time.time())
-        return max(0.0, end - self.started_at)
+        return max(0.0, end - self.started_at - self.waiting(now))
+
+    def waiting(self, now: float | None = None) -> float:
+        """The time it has spent waiting for approval, the pause going on now included."""
+        if self.paused_since is None:
+            return self.waiting_s
+        return self.waiting_s + max(0.0, (now if now is not None else time.time()) - self.paused_since)
+
+    def timing(self, now: float | None = None) -> str:
+        """``2.1s``, or ``2.1s + 4.0s waiting`` for a task that waited for approval."""
+        return seconds_text(self.seconds(now), self.waiting(now))
+
+
+def seconds_text(work: float, waiting: float) -> str:
+    """Work time, and waiting time apart when there was any: ``2.1s + 4.0s waiting``."""
+    return f"{work:.1f}s" + (f" + {waiting:.1f}s waiting" if waiting >= 0.05 else "")
 
 
 def sync_row(record: Mapping[str, Any]) -> TaskRow:
@@ -378,6 +398,7 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
         description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
         started_at=record.get("started_at"), finished_at=record.get("finished_at"),
         duration_s=None if duration is None else duration / 1000,
+        waiting_s=float(record.get("waiting_ms") or 0.0) / 1000,
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
         result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),

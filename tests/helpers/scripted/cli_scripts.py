@@ -119,6 +119,13 @@ def slow_one_edit() -> ScriptedChatModel:
     return model
 
 
+def paced_one_edit() -> ScriptedChatModel:
+    """As one_edit, with every model call taking 0.5 s: the editor works about 1 s around its approval."""
+    model = one_edit()
+    model.latency_s = 0.5
+    return model
+
+
 PADDING = "echo " + "harmless " * 60
 HIDDEN_TAIL = "; touch hidden-at-the-end"
 
@@ -154,3 +161,28 @@ def delegate_to_each_agent() -> ScriptedChatModel:
                                    for name in names]},
                    "All delegated."],
     )
+
+
+def slow_child() -> ScriptedChatModel:
+    """The root delegates a survey to the editor; every model call takes 2 s (time to press Ctrl-C in it)."""
+    return ScriptedChatModel(
+        rules=[("Survey the notes", ["Survey: nothing to fix."])],
+        responses=[{"tool_calls": [tool_call("task", description="Survey the notes slowly.",
+                                             subagent_type="editor")]}, "Done."],
+        default="Done.", latency_s=2.0,
+    )
+
+
+def answer_only() -> ScriptedChatModel:
+    """The root answers at once: a run that only shows its start-up notes and an answer."""
+    return ScriptedChatModel(responses=["Done."], default="Done.")
+
+
+def two_edits_and_a_write() -> ScriptedChatModel:
+    """The root edits notes.txt twice, then writes a new file (approvals of one tool, then another)."""
+    return ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("Edit", file_path="notes.txt", old_string="teh", new_string="the")]},
+        {"tool_calls": [tool_call("Edit", file_path="notes.txt", old_string="project", new_string="repository")]},
+        {"tool_calls": [tool_call("Write", file_path="new.txt", content="new\n")]},
+        "Done.",
+    ])

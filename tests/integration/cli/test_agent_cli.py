@@ -115,3 +115,15 @@ def test_the_approval_prompt_shows_the_call_as_it_is_never_as_markup_or_raw_esca
         console.input = lambda *_, **__: "y"  # type: ignore[method-assign]
         assert TerminalAsker(console, stdin=Terminal())("coder", "Bash", {"command": command}) is None
         assert f"command: {shown}" in screen.getvalue() and "\x1b[8m" not in screen.getvalue()
+
+
+def test_cli_validate_warns_about_tools_run_does_not_have_naming_file_and_tool(tmp_path, capsys):
+    write(tmp_path / "planner.md", "---\nname: planner\ndescription: d\n"
+                                   "tools: Read, TaskList, SendMessage, WebFetch, Bash(git diff:*)\n---\nbody\n")
+    assert cli(["agents", "validate", str(tmp_path), "--skills-dir", str(SKILLS)]) == 0
+    out = capsys.readouterr().out
+    warns = [line for line in out.splitlines() if line.startswith("warn ")]
+    for tool in ("TaskList", "SendMessage", "WebFetch"):
+        assert any("planner.md" in line and f"tool '{tool}'" in line for line in warns), (tool, out)
+    assert not any("'Read'" in line or "'Bash" in line for line in warns), warns
+    assert "1 valid, 0 problem(s)" in out

@@ -59,7 +59,7 @@ def test_a_background_edit_is_approved_and_another_rejected_at_the_terminal(proj
             child.sendline("y")
         else:
             child.sendline("maybe")  # not an answer: asked again
-            child.expect(r"Please answer y or n\.")
+            child.expect(r"Please answer y, n or a\.")
             child.expect(r"Approve\? \[y\]es / \[n\]o: ")
             child.sendline("n")
             child.expect_exact("Reason (the agent reads it): ")

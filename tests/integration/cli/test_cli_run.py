@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO as ROOT
-from helpers.cli import SCRIPTS, cli, make_project
+from helpers.cli import SCRIPTS, cli, entry_point, make_project
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -107,10 +108,10 @@ def test_bad_arguments_exit_2_with_one_line(project, args, message):
     assert message in result.stderr.strip().splitlines()[-1]  # argparse prints its usage above
 
 
-def test_an_invalid_agent_file_exits_1_with_the_flags_that_fix_it(project):
+def test_an_invalid_agent_file_under_strict_agents_exits_1_with_the_flags_that_fix_it(project):
     (project / ".claude/agents/odd.md").write_text(
         "---\nname: odd\ndescription: d\nmodel: gpt5-turbo\n---\nbody\n", encoding="utf-8")
-    result = run(project, "hi", "--model", "scripted")
+    result = run(project, "hi", "--model", "scripted", "--strict-agents")
     assert result.returncode == 1
     assert "odd.md" in result.stderr and "--model-profiles FILE" in result.stderr
     assert "--unknown-model inherit" in result.stderr and "model_profiles=" not in result.stderr
@@ -211,8 +212,11 @@ def test_run_reads_the_default_skill_folders_and_rejects_an_unknown_skill(projec
     ok = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
     assert ok.returncode == 0, ok.stderr
     editor.write_text(editor.read_text().replace("skills: tidy", "skills: nosuch"), encoding="utf-8")
-    bad = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    bad = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes", "--strict-agents")
     assert bad.returncode == 1 and "field 'skills'" in bad.stderr and "nosuch" in bad.stderr
+    skipped = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "warning: skipped" in skipped.stderr and "editor.md" in skipped.stderr and "nosuch" in skipped.stderr
 
 
 def test_tasks_without_a_thread_reads_the_last_thread_back_exactly_and_a_bad_id_is_refused(project):
@@ -271,3 +275,60 @@ def test_a_run_ended_by_a_signal_still_ends_what_its_bash_commands_started(proje
     finally:
         runner.kill()
         runner.wait()
+
+
+def test_notes_about_the_agent_files_show_once_per_change_and_quiet_shows_none(project):
+    alias_note = "note: models haiku (surveyor) and sonnet (editor) run on the run's model"
+    first = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    assert first.returncode == 0, first.stderr
+    assert alias_note in first.stdout and "no built-in tool provides WebFetch" in first.stdout
+    again = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    # (A note about this run, such as Bash being off where bubblewrap is missing, shows on every run.)
+    assert again.returncode == 0, again.stderr
+    assert alias_note not in again.stdout and "no built-in tool provides" not in again.stdout, again.stdout
+    assert (project / "home" / ".config" / "deep-agent" / "seen-notes.json").is_file()
+    assert not (project / ".deep_agent" / "seen-notes.json").exists()  # never in the folder: the checkout's
+
+    surveyor = project / ".claude" / "agents" / "surveyor.md"
+    surveyor.write_text(surveyor.read_text() + "Be brief.\n")
+    quiet = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only", "--quiet")
+    assert quiet.returncode == 0 and "note:" not in quiet.stdout, quiet.stdout
+    changed = run(project, "Hello", "--model", "scripted:cli_scripts:answer_only")
+    assert alias_note in changed.stdout, changed.stdout
+
+
+def test_tasks_through_a_pipe_prints_whole_words_and_json_is_one_document(project):
+    done = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert done.returncode == 0, done.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_")) and k != "COLUMNS"}
+    env.update({"HOME": str(project / "home"), "PYTHONPATH": str(ROOT)})
+    piped = subprocess.run([*entry_point(), "tasks", "--full"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=180)
+    assert piped.returncode == 0, piped.stderr
+    assert max(len(line) for line in piped.stdout.splitlines()) <= 80, piped.stdout
+    assert "Fixed the typo in notes.txt." in piped.stdout and "completed" in piped.stdout.split()
+    as_json = cli("tasks", "--format", "json", cwd=project)
+    assert as_json.returncode == 0, as_json.stderr
+    (task,) = json.loads(as_json.stdout)["tasks"]
+    assert task["agent_type"] == "editor" and task["status"] == "completed"
+    assert task["result"] == "Fixed the typo in notes.txt." and task["model_calls"] == 2
+
+
+def test_bad_agent_files_are_skipped_with_one_warning_each_all_at_once(project):
+    agents = project / ".claude/agents"
+    (agents / "odd.md").write_text("---\nname: odd\ndescription: d\nmodel: gpt5-turbo\n---\nbody\n",
+                                   encoding="utf-8")
+    (agents / "broken.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nbody\n", encoding="utf-8")
+    (agents / "counted.md").write_text("---\nname: counted\ndescription: d\nmaxTurns: lots\n---\nbody\n",
+                                       encoding="utf-8")
+    result = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: skipped")]
+    assert len(warnings) == 3, result.stderr  # every bad file in the first run, not one batch per run
+    for name in ("odd.md", "broken.md", "counted.md"):
+        assert sum(name in line for line in warnings) == 1, (name, warnings)
+    assert "gpt5-turbo" in next(line for line in warnings if "odd.md" in line)
+    # The good files still run: the editor made its edit.
+    assert (project / "notes.txt").read_text() == "These are the notes of the project.\n"
+    strict = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit", "--yes", "--strict-agents")
+    assert strict.returncode == 1 and "3 invalid agent files" in strict.stderr, strict.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,77 @@ def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing
     assert child.exitstatus == 130, text[-2000:]
     assert "deep-agent: interrupted" in text and "approved" not in text
     assert (project / "notes.txt").read_text() == "These are teh notes of the project.\n"
+
+
+def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_apart(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "paced_one_edit")  # every model call: 0.5 s
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    time.sleep(1.5)  # the person reads the call
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 0, text[-3000:]
+    # The editor's two model calls (one before the pause, one after) are its work; the pause is shown apart.
+    done = re.findall(r"editor +\w{8} +completed +(\d+\.\d)s \+ (\d+\.\d)s waiting", text)
+    assert done, text[-3000:]
+    work, waiting = map(float, done[-1])
+    assert work >= 0.9 and waiting >= 1.4, (work, waiting)
+    summary = text[text.index("summary"):]
+    assert re.search(r"│ editor +│ +1 │ +2 │ +\d+ │ +\d+\.\ds \+ \d+\.\ds waiting │", summary), summary
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
+                           text=True, timeout=120)
+    assert re.search(r"editor .* completed .* (\d+\.\d)s \+ (\d+\.\d)s waiting", tasks.stdout), tasks.stdout
+
+
+def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_can_be_read(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Look around", "slow_child")  # every model call: 2 s
+    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 130, text[-2000:]
+
+    env = terminal_env(project)
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert tasks.returncode == 0, tasks.stderr
+    found = re.search(r"│ (\w{8}) +│ editor +│ task +│ cancelled +│ [^│]+│ 1 +│", tasks.stdout)
+    assert found, tasks.stdout  # its one model call (cut short) is counted
+    shown = subprocess.run([*entry_point(), "transcript", found.group(1)], cwd=project, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "cancelled" in shown.stdout and "Survey the notes slowly." in shown.stdout, shown.stdout
+
+
+def test_always_at_the_approval_prompt_approves_that_tool_for_the_rest_of_the_run_only(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
+    child.expect(r"wants to call Edit")
+    child.expect_exact("a: approve Edit for the rest of this run")  # the help line says what "a" does
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.sendline("a")
+    # The second Edit is not asked about; the Write, another tool, is.
+    child.expect(r"wants to call (\w+)")
+    assert child.match.group(1) == "Write"
+    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 0, text[-3000:]
+    assert text.count("wants to call Edit") == 1 and "approved Edit (the root agent) — always, this run" in text
+    assert (project / "notes.txt").read_text() == "These are the notes of the repository.\n"
+    assert (project / "new.txt").read_text() == "new\n"
+
+    # Never remembered: the next run asks about Edit again.
+    (project / "notes.txt").write_text("These are teh notes of the project.\n")
+    again, _ = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
+    again.expect(r"wants to call Edit")
+    again.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    again.sendintr()
+    again.expect(pexpect.EOF, timeout=20)
+    again.close()
