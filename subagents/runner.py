@@ -29,6 +29,7 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
+import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
@@ -810,6 +811,10 @@ class TaskRunner:
         settings: the runner reads ``settings.limits`` (``budget``,
             ``short_answer_threshold``) and ``settings.observability``
             (transcripts, prices); see :mod:`subagents.settings`.
+        stop_on_interrupt: a Ctrl-C (``SIGINT``) stops this runner's
+            running children at their next model or tool call, before
+            Python raises ``KeyboardInterrupt`` (see :func:`watch_interrupts`);
+            background tasks, which outlive the parent's turn, pass ``False``.
     """
 
     def __init__(
@@ -820,6 +825,7 @@ class TaskRunner:
         max_concurrent: int | None = None,
         excluded_keys: frozenset[str] = frozenset(),
         private_keys: frozenset[str] = frozenset(),
+        stop_on_interrupt: bool = True,
     ) -> None:
         if settings is None:
             from subagents.settings import DelegationSettings
@@ -839,6 +845,10 @@ class TaskRunner:
             CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
             | langchain_private_state_keys()
         )
+        self.in_flight: dict[int, Delegation] | None = None
+        if stop_on_interrupt:
+            self.in_flight = _IN_FLIGHT
+            watch_interrupts()
 
     # -- the two drivers --------------------------------------------------
 
@@ -846,7 +856,7 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared), self._slot(prepared, self.limit.acquire()):
+        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
             prepared.begin()
             plan = self._plan(prepared)
             step = next(plan)
@@ -863,7 +873,7 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared), self._slot(prepared, await self.limit.aacquire()):
+        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
             prepared.begin()
             plan = self._plan(prepared)
             step = next(plan)
@@ -1030,14 +1040,70 @@ class TaskRunner:
 
 
 @contextlib.contextmanager
-def _marked_if_cancelled(run: Delegation) -> Iterator[None]:
-    """Cancelled before the concurrency cap let the child start: its transcript still gets the mark."""
+def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | None) -> Iterator[None]:
+    """The delegation is in flight (Ctrl-C can reach it); cancelled before it began, it still gets the mark."""
+    if in_flight is not None:
+        in_flight[id(run)] = run
     try:
         yield
     except REAL_CANCELLATION:
         if not run.begun:  # once begun, the plan has left the mark already
             run.cancelled()
         raise
+    finally:
+        if in_flight is not None:
+            in_flight.pop(id(run), None)
+
+
+# ----------------------------------------------------------------------------
+# Ctrl-C stops every child in flight, on invoke too.
+#
+# On ``ainvoke`` a Ctrl-C cancels the parent's task and, through it, each
+# child's. On ``invoke`` the children run on LangGraph's worker threads, which
+# Python cannot interrupt: the ``KeyboardInterrupt`` lands on the main thread,
+# and LangGraph then waits for every running tool call, so parallel children
+# went on working (and changing things) for seconds. SIGINT's handler runs on
+# the main thread before the ``KeyboardInterrupt`` is raised: while Python's
+# own handler is installed, it is wrapped once so that it first stops every
+# foreground child in flight (each at its next model or tool call, as a
+# cancelled task) and then raises exactly as before. A handler the
+# application installed itself is left alone.
+# ----------------------------------------------------------------------------
+
+
+
+_IN_FLIGHT: dict[int, Delegation] = {}
+"""Foreground delegations running now, in this process."""
+
+_WATCHING = False
+
+
+def watch_interrupts() -> bool:
+    """Wrap Python's default SIGINT handler so a Ctrl-C first stops the children in flight.
+
+    Only from the main thread, only over Python's own handler, once; returns
+    whether the wrapper is in place.
+    """
+    global _WATCHING
+    if _WATCHING:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False
+        signal.signal(signal.SIGINT, _stop_children_then_interrupt)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
+        return False
+    _WATCHING = True
+    return True
+
+
+def _stop_children_then_interrupt(signum: int, frame: Any) -> None:
+    for run in list(_IN_FLIGHT.values()):
+        if run.meter is not None:
+            run.meter.cancel()
+    signal.default_int_handler(signum, frame)
 
 
 def _is_approval(signal: GraphInterrupt) -> bool:

@@ -258,7 +258,9 @@ class LocalTaskRunner:
         self.runtime = runtime
         self.limit = ConcurrencyLimit(max_concurrent)
         # One runner for all tasks, as for `task` calls; the cap is ours (pending vs running).
-        self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys)
+        # A background task outlives the parent's turn: a Ctrl-C of the parent's run is not its end.
+        self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys,
+                                 stop_on_interrupt=False)
         self.on_end: list[EndListener] = []
 
     # -- reading -------------------------------------------------------------------

@@ -130,3 +130,59 @@ def test_cancelling_the_parent_returns_only_once_the_child_has_stopped(tmp_path,
     transcripts = sorted(tmp_path.rglob("agent-*.jsonl"))
     assert len(transcripts) == 6
     assert all(t.read_text().strip().splitlines()[-1] == '{"type": "cancelled"}' for t in transcripts)
+
+
+_CTRL_C_SCRIPT = r'''
+import json, os, signal, threading, time
+from langchain_core.tools import tool
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+
+calls = []
+
+@tool
+def step(x: str) -> str:
+    """One step of work with a side effect."""
+    calls.append(time.monotonic())
+    time.sleep(0.1)
+    return "stepped"
+
+model = ScriptedChatModel(
+    rules=[("job", [{"tool_calls": [tool_call("step", x=str(i))]} for i in range(60)] + ["done"])],
+    responses=[{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="w") for i in range(3)]},
+               "parent"])
+agent = create_deep_agent(model, [step], subagents=[{"name": "w", "description": "w", "tools": ["step"],
+                                                     "max_turns": 100}])
+sent = []
+def press_ctrl_c():
+    sent.append(time.monotonic())
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Timer(0.6, press_ctrl_c).start()
+try:
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]}, {"recursion_limit": 1000})
+    print(json.dumps({"interrupted": False}))
+except KeyboardInterrupt:
+    back = time.monotonic()
+    time.sleep(0.5)
+    print(json.dumps({"interrupted": True, "after_s": back - sent[0],
+                      "steps_after": sum(t > sent[0] for t in calls), "steps_after_return": sum(t > back for t in calls)}))
+'''
+
+
+def test_ctrl_c_on_invoke_stops_parallel_children_at_once(tmp_path):
+    """A real SIGINT while three children work on invoke: before, the siblings ran on (165 more steps with side
+    effects) and the KeyboardInterrupt reached the caller 6 s later; now each stops at its next step."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["interrupted"], done.stderr[-2000:]
+    assert result["steps_after"] <= 6, result  # at most the step each child was in, and one it had begun
+    assert result["steps_after_return"] == 0, result
+    assert result["after_s"] < 3.0, result
