@@ -156,13 +156,20 @@ class SubagentError(SubagentsError):
 
 
 class TaskTimeout(SubagentError):
-    """The library's own deadline (the spec's ``timeout_s``) passed; ``timeout_s`` is that deadline."""
+    """The library's own deadline (the spec's ``timeout_s``) passed; ``timeout_s`` is that deadline.
+
+    ``stalled`` says what held the task past it, when something did (a
+    blocking call in an async tool stands the event loop still, and no
+    deadline can step in until it returns).
+    """
 
     stop_reason: StopReason = "timeout"
 
-    def __init__(self, message: str = "timed out", *, timeout_s: float | None = None) -> None:
+    def __init__(self, message: str = "timed out", *, timeout_s: float | None = None,
+                 stalled: str | None = None) -> None:
         super().__init__(message)
         self.timeout_s = timeout_s
+        self.stalled = stalled
 
 
 class TaskCancelled(SubagentError):

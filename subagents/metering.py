@@ -364,6 +364,10 @@ _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generat
 
 
 
+STALL_NOTE_S = 0.5
+"""How far past its deadline a task must run before its timeout says what held it."""
+
+
 class TaskMeter(BaseCallbackHandler):
     """Per-task usage counter with a deadline, budgets and a stop switch."""
 
@@ -402,6 +406,8 @@ class TaskMeter(BaseCallbackHandler):
         # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
         self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
+        self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
+        self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
         """Told ``{"turn": n, "tool": name or None, "tool_input": text or None, **usage()}`` as each model
         call or tool call of the child starts (a live view shows what each child is doing and has spent)."""
@@ -479,7 +485,7 @@ class TaskMeter(BaseCallbackHandler):
         if self._stop is not None:
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self._raising(TaskTimeout("timed out", timeout_s=self.timeout_s))
+            raise self._raising(self.timeout_error())
         tokens = self.input_tokens + self.output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
             raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
@@ -520,11 +526,46 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, prompts, kwargs)
 
-    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any = None, **kwargs: Any) -> None:
         self._check()
+        name = (serialized or {}).get("name") if isinstance(serialized, Mapping) else None
+        with self._lock:  # parallel tool calls of one child start and end on several threads
+            self._tools[run_id] = (str(name or kwargs.get("name") or "a tool"), time.monotonic())
+            if len(self._tools) > 64:  # calls whose end never came (a cancelled one): the oldest go
+                self._tools.pop(next(iter(self._tools)))
         if self.on_progress is not None:
-            name = (serialized or {}).get("name") if isinstance(serialized, Mapping) else None
             self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
+
+    def on_tool_end(self, output: Any, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._tool_done(run_id)
+
+    def _tool_done(self, run_id: Any) -> None:
+        with self._lock:
+            started = self._tools.pop(run_id, None)
+        if started is not None:
+            self._last_tool = (started[0], started[1], time.monotonic())
+
+    def timeout_error(self) -> TaskTimeout:
+        """The task's timeout, saying what held it when it ran well past its deadline.
+
+        Past the deadline by more than :data:`STALL_NOTE_S`, the child was not
+        stopped on time: its thread or event loop was held, by a blocking call
+        in an async tool (on ``ainvoke`` the whole loop stands still) or a
+        long computation holding the GIL. The tool running across the deadline
+        is named.
+        """
+        late = time.monotonic() - self.deadline if self.deadline is not None else 0.0
+        stalled = None
+        if late > STALL_NOTE_S:
+            with self._lock:
+                culprit = next(iter(self._tools.values()), None)
+            if culprit is None and self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
+                culprit = self._last_tool[:2]
+            by = f" by tool '{culprit[0]}'" if culprit is not None else ""
+            stalled = (f"it could not be stopped for {late:.1f}s more: its thread or event loop was held{by} "
+                       "(a blocking call in an async tool stalls the parent and every sibling; await it, or "
+                       "run it with asyncio.to_thread)")
+        return TaskTimeout("timed out", timeout_s=self.timeout_s, stalled=stalled)
 
     def _progress(self, tool: Any, tool_input: str | None) -> None:
         if self.on_progress is None:
@@ -539,7 +580,8 @@ class TaskMeter(BaseCallbackHandler):
         self._saw(error, "model_error")
         self._release(run_id)
 
-    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+    def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._tool_done(run_id)
         self._saw(error, "tool_error")
         if isinstance(error, SystemExit) and not _from_signal_handler(error):
             # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised

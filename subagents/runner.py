@@ -349,6 +349,9 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         reason = _claimed_reason(exc)
         if reason == "timeout":
             after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
+            stalled = getattr(exc, "stalled", None)
+            if isinstance(stalled, str) and stalled:
+                return "timeout", f"timed out{after}, but {stalled}"
             return "timeout", f"timed out{after}. Split the task, or raise timeout_s."
         return reason, safe_text(exc) or reason
     text = safe_text(exc).strip() or "(no message)"
@@ -781,9 +784,11 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
 
 
 def _expired(run: Delegation) -> Any:
-    error = TaskTimeout("timed out", timeout_s=run.limits.timeout_s)
     if run.meter is not None:
+        error = run.meter.timeout_error()
         run.meter.stop(error)
+    else:
+        error = TaskTimeout("timed out", timeout_s=run.limits.timeout_s)
     raise error
 
 

@@ -352,3 +352,21 @@ def test_an_infinite_timeout_in_an_agent_file_names_the_file_and_field(tmp_path)
     with pytest.raises(SpecError) as err:
         load_agent_file(path)
     assert str(path) in str(err.value) and "timeout" in str(err.value)
+
+
+def test_a_blocking_call_in_an_async_tool_is_reported_as_what_held_the_timeout_on_ainvoke():
+    """A blocking call in an async tool stands the parent's loop still: no deadline can step in until it
+    returns. The record is a timeout that says so and names the tool; before, it read like any timeout."""
+    @tool
+    async def slow(x: str) -> str:
+        """Blocks the event loop."""
+        time.sleep(2)
+        return "slow done"
+
+    model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("slow", x="1")]}, "child done"])],
+                              responses=_parallel(("job", "w")))
+    agent = create_deep_agent(model, [slow], subagents=[
+        {"name": "w", "description": "w", "tools": ["slow"], "timeout_s": 0.3}])
+    (record,) = _records(_invoke("async", agent, _user()))
+    assert record["stop_reason"] == "timeout"
+    assert "held by tool 'slow'" in record["error"] and "asyncio.to_thread" in record["error"]
