@@ -95,6 +95,7 @@ from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import task_id_for
+from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 
 if TYPE_CHECKING:
@@ -385,7 +386,16 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- a turn after a stopped run: its open calls answered -----------------
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        # A synchronous run on the main thread: a Ctrl-C stops its children first (see the runner).
+        watch_interrupts()
         return self._answer_open_calls(state)
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        unwatch_interrupts()
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return None
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._answer_open_calls(state)

@@ -818,8 +818,9 @@ class TaskRunner:
             (transcripts, prices); see :mod:`subagents.settings`.
         stop_on_interrupt: a Ctrl-C (``SIGINT``) stops this runner's
             running children at their next model or tool call, before
-            Python raises ``KeyboardInterrupt`` (see :func:`watch_interrupts`);
-            background tasks, which outlive the parent's turn, pass ``False``.
+            Python raises ``KeyboardInterrupt``, while :func:`watch_interrupts`
+            is in effect; background tasks, which outlive the parent's turn,
+            pass ``False``.
     """
 
     def __init__(
@@ -850,10 +851,7 @@ class TaskRunner:
             CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
             | langchain_private_state_keys()
         )
-        self.in_flight: dict[int, Delegation] | None = None
-        if stop_on_interrupt:
-            self.in_flight = _IN_FLIGHT
-            watch_interrupts()
+        self.in_flight: dict[int, Delegation] | None = _IN_FLIGHT if stop_on_interrupt else None
 
     # -- the two drivers --------------------------------------------------
 
@@ -1068,11 +1066,15 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 # Python cannot interrupt: the ``KeyboardInterrupt`` lands on the main thread,
 # and LangGraph then waits for every running tool call, so parallel children
 # went on working (and changing things) for seconds. SIGINT's handler runs on
-# the main thread before the ``KeyboardInterrupt`` is raised: while Python's
-# own handler is installed, it is wrapped once so that it first stops every
+# the main thread before the ``KeyboardInterrupt`` is raised: for the length
+# of a synchronous run started on the main thread (the middleware calls
+# :func:`watch_interrupts` as the run starts and :func:`unwatch_interrupts`
+# as it ends), Python's own handler is wrapped so that it first stops every
 # foreground child in flight (each at its next model or tool call, as a
-# cancelled task) and then raises exactly as before. A handler the
-# application installed itself is left alone.
+# cancelled task) and then raises exactly as before. Only Python's own
+# handler is ever wrapped, and it is put back as the run ends or the wrapper
+# fires, so ``asyncio.run`` (which installs its own handler only over
+# Python's) behaves as it always did.
 # ----------------------------------------------------------------------------
 
 
@@ -1080,34 +1082,42 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 _IN_FLIGHT: dict[int, Delegation] = {}
 """Foreground delegations running now, in this process."""
 
-_WATCHING = False
-
 
 def watch_interrupts() -> bool:
     """Wrap Python's default SIGINT handler so a Ctrl-C first stops the children in flight.
 
-    Only from the main thread, only over Python's own handler, once; returns
+    Only from the main thread and only over Python's own handler; returns
     whether the wrapper is in place.
     """
-    global _WATCHING
-    if _WATCHING:
-        return True
     if threading.current_thread() is not threading.main_thread():
         return False
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        current = signal.getsignal(signal.SIGINT)
+        if current is _stop_children_then_interrupt:
+            return True
+        if current is not signal.default_int_handler:
             return False
         signal.signal(signal.SIGINT, _stop_children_then_interrupt)
     except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
         return False
-    _WATCHING = True
     return True
+
+
+def unwatch_interrupts() -> None:
+    """Put Python's own SIGINT handler back, if the wrapper is still the one installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(signal.SIGINT) is _stop_children_then_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stop_children_then_interrupt(signum: int, frame: Any) -> None:
     for run in list(_IN_FLIGHT.values()):
         if run.meter is not None:
             run.meter.cancel()
+    with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)
 
 

@@ -153,6 +153,10 @@ model = ScriptedChatModel(
                "parent"])
 agent = create_deep_agent(model, [step], subagents=[{"name": "w", "description": "w", "tools": ["step"],
                                                      "max_turns": 100}])
+quick = create_deep_agent(ScriptedChatModel(rules=[("job", ["done"])], responses=[
+    {"tool_calls": [tool_call("task", description="job q", subagent_type="general-purpose")]}, "parent"]), [])
+quick.invoke({"messages": [{"role": "user", "content": "go"}]})
+restored = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # asyncio.run installs its own over it
 sent = []
 def press_ctrl_c():
     sent.append(time.monotonic())
@@ -164,7 +168,8 @@ try:
 except KeyboardInterrupt:
     back = time.monotonic()
     time.sleep(0.5)
-    print(json.dumps({"interrupted": True, "after_s": back - sent[0],
+    print(json.dumps({"interrupted": True, "after_s": back - sent[0], "restored": restored,
+                      "restored_after_interrupt": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
                       "steps_after": sum(t > sent[0] for t in calls), "steps_after_return": sum(t > back for t in calls)}))
 '''
 
@@ -186,3 +191,5 @@ def test_ctrl_c_on_invoke_stops_parallel_children_at_once(tmp_path):
     assert result["steps_after"] <= 6, result  # at most the step each child was in, and one it had begun
     assert result["steps_after_return"] == 0, result
     assert result["after_s"] < 3.0, result
+    # Python's own handler is back after a run and after the interrupt: asyncio.run can install its own
+    assert result["restored"] and result["restored_after_interrupt"], result
