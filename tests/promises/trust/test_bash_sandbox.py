@@ -140,3 +140,23 @@ def test_a_worktrees_git_pointer_cannot_be_redirected_to_planted_hooks(layout):
     out = _bash(workspace)("mkdir -p evil/hooks; echo 'gitdir: evil' > .git; echo done")
     assert "Read-only file system" in out and "done" in out, out
     assert (workspace / ".git").read_text() == "gitdir: /somewhere/else/.git/worktrees/project\n"
+
+
+def test_the_folder_beside_the_workspace_and_run_and_key_agents_are_hidden(monkeypatch):
+    """A workspace outside /tmp and the home folder: its neighbours (a secret beside it) were readable
+    through the read-only root, and /run held the user's key-agent sockets."""
+    import uuid
+
+    repo = Path(__file__).resolve().parents[3]
+    base = repo / ".pytest_cache" / f"sandbox-{uuid.uuid4().hex[:8]}"
+    workspace = base / "project"
+    workspace.mkdir(parents=True)
+    (base / "secret.txt").write_text("the neighbour's secret")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/0/agent.sock")
+    try:
+        out = _bash(workspace)("cat ../secret.txt; ls -A /run | wc -l; echo sock=${SSH_AUTH_SOCK:-none}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert "the neighbour's secret" not in out
+    lines = out.splitlines()
+    assert "0" in [line.strip() for line in lines] and "sock=none" in out, out
