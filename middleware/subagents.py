@@ -44,6 +44,7 @@ Decisions a LangGraph user may want to know:
   until the tool it was running returns.
 """
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -60,6 +61,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
+from middleware.server_caps import probe_pending, tool_calls_supported, warn_if_no_tool_calls
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
     EXCLUDED_STATE_KEYS,
@@ -454,6 +456,8 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
         request = self._with_block(request)
+        if self.forced is None and _left_to_a_served_model(request):
+            warn_if_no_tool_calls(request.model)
         response = self.forced.call(request, handler) if self.forced else handler(request)
         return self._after_model(response)
 
@@ -461,8 +465,22 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         request = self._with_block(request)
+        if self.forced is None and _left_to_a_served_model(request):
+            if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
+                await asyncio.to_thread(tool_calls_supported, request.model)
+            warn_if_no_tool_calls(request.model)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return self._after_model(response)
+
+
+def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
+    """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
+
+    Only an OpenAI-compatible model names a server (``openai_api_base``, see
+    :func:`middleware.server_caps.base_url_of`); any other is not asked about.
+    """
+    return bool(getattr(request.model, "openai_api_base", None)) and any(
+        getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

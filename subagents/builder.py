@@ -79,6 +79,7 @@ from subagents.definitions.skills import SkillCatalog, available_skills_block, s
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.policy import is_policy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
+from subagents.truncation import RetryTruncated, RetryTruncatedSetting
 
 # ----------------------------------------------------------------------------
 # What the caller decides for every child it builds, beyond each spec.
@@ -128,6 +129,8 @@ class BuildOptions:
             its condenser's); background children get copies with async
             HTTP clients of their runtime's loop (see
             :class:`~subagents.background.runtime.LoopModels`). ``None``: as resolved.
+        retry_truncated: for specs that set none, whether a reply cut at the
+            token limit is asked for once more (see :mod:`subagents.truncation`).
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -140,8 +143,12 @@ class BuildOptions:
     state_schemas: tuple[Any, ...] = ()
     excluded_keys: frozenset[str] = frozenset()
     own_model: Callable[[Any], Any] | None = None
+    retry_truncated: RetryTruncatedSetting = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.retry_truncated, bool) and self.retry_truncated not in ("brief", "more_tokens"):
+            raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', "
+                            f"got {self.retry_truncated!r}")
         try:
             servers = normalize_mcp_config(dict(self.mcp_servers)) or {}
         except (TypeError, ValueError) as exc:
@@ -748,6 +755,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
             middleware.append(condenser)
     if spec.hooks:
         middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
+    retry = spec.retry_truncated if spec.retry_truncated is not None else options.retry_truncated
+    if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
+        middleware.append(RetryTruncated(retry))
     return middleware
 
 

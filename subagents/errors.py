@@ -358,6 +358,24 @@ class SharedModelClient(SubagentsWarning):
         )
 
 
+class ToolCallsUnsupported(SubagentsWarning):
+    """The model's server says it parses no tool call, and delegation is left to the model.
+
+    llama.cpp's server renders tools only through the model's chat template;
+    with one that renders none (SmolLM2's, Gemma 3's) it drops ``tools`` and
+    parses no call, so the model can never call ``task``. Issued once per
+    base url and process.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        super().__init__(
+            f"the model server at {base_url} says it parses no tool calls (its chat template renders no "
+            "tools), so the model cannot call 'task' and nothing will be delegated; pass force_delegation=True "
+            "(delegation by JSON schema), or serve the model with a chat template that renders tools"
+        )
+
+
 class SkillFolderWarning(SubagentsWarning):
     """A spec's skill folder does not exist on the local disk: it adds no skills."""
 

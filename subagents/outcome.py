@@ -128,6 +128,9 @@ class TaskRecord(BaseModel):
     """The full answer's length (in the ledger, ``result`` may be a preview)."""
     error_chars: int | None = None
     """The full error's length, when the ledger's ``error`` is a preview."""
+    truncated_retries: int = 0
+    """Replies cut at the token limit that were asked for once more (``retry_truncated``); each
+    retry is one more of ``model_calls``."""
 
 
 @dataclasses.dataclass
@@ -218,6 +221,17 @@ def final_answer(result: Mapping[str, Any]) -> str:
         if text:
             return text
     return ""
+
+
+TRUNCATED_RETRY_KEY = "truncated_retry"
+"""The ``response_metadata`` key of a reply that replaced one cut at the token limit (see
+:mod:`subagents.truncation`): what the retry asked for (``max_tokens``, ``brief``), and its ``error`` if it failed."""
+
+
+def truncated_retries(result: Mapping[str, Any]) -> int:
+    """How many of the run's replies were retried after being cut at the token limit."""
+    messages = result.get("messages") if isinstance(result, Mapping) else None
+    return sum(1 for m in messages or () if isinstance(m, AIMessage) and TRUNCATED_RETRY_KEY in m.response_metadata)
 
 
 def cut_short(result: Mapping[str, Any]) -> bool:

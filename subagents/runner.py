@@ -73,6 +73,7 @@ from subagents.outcome import (
     final_answer,
     merge_continuation,
     task_id_for,
+    truncated_retries,
 )
 from subagents.registry import (
     DYNAMIC_SUBAGENTS_KEY,
@@ -995,6 +996,7 @@ class TaskRunner:
         run.close_transcript(result.get("messages"))
         # A reply cut at the token limit still answers: completed, with the stop reason saying so.
         record = self._record(run, "truncated" if cut_short(result) else "completed", answer=answer)
+        record["truncated_retries"] = truncated_retries(result)
         run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
         return TaskOutcome(record, answer=answer, changes=changed_keys(result, run.inputs, self.blocked_keys),
                            inputs=run.inputs, events=run.events)
@@ -1038,6 +1040,7 @@ class TaskRunner:
             "transcript": run.transcript,
             "transcript_error": None,  # a lost transcript's reason comes in record_extra
             "skipped_writes": None,
+            "truncated_retries": 0,
             **run.record_extra,
         }
 

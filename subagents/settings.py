@@ -45,6 +45,7 @@ from subagents.errors import SpecError
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.spec import refuse_deepagents_arguments
+from subagents.truncation import RetryTruncatedSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
@@ -188,6 +189,8 @@ class Definitions(_Settings):
         mcp_servers: MCP servers specs may name without defining.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         general_purpose: add the ``general-purpose`` subagent.
+        retry_truncated: for specs that set none, ask once more for a reply
+            cut at the token limit (see :mod:`subagents.truncation`).
     """
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
@@ -200,6 +203,7 @@ class Definitions(_Settings):
     interrupt_on: SkipValidation[Mapping[str, Any] | None] = None
     unknown_tools: Literal["error", "warn", "ignore"] = "warn"
     general_purpose: bool = True
+    retry_truncated: RetryTruncatedSetting = False
 
     @field_validator("permission_mode", mode="before")
     @classmethod
@@ -230,6 +234,7 @@ class Definitions(_Settings):
             mcp_servers=dict(self.mcp_servers or {}),
             interrupt_on=self.interrupt_on,
             state_schemas=tuple(state_schemas),
+            retry_truncated=self.retry_truncated,
         )
 
 

@@ -52,6 +52,7 @@ from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import check_skill_entry
 from subagents.errors import RemoteConfigError, SpecError, brief
+from subagents.truncation import RetryTruncatedSetting
 
 # ----------------------------------------------------------------------------
 # Arguments deepagents takes that this library does not, and what to write instead.
@@ -334,6 +335,9 @@ class SubagentSpec(BaseModel):
     ``short_answer_threshold`` (characters) overrides the runner's for this
     agent: an answer shorter than it gets one request for a complete report
     (``0``: never; ``None``: the runner's setting, off by default).
+    ``retry_truncated`` asks once more for a reply cut at the token limit
+    (``True``, ``"brief"``, ``"more_tokens"``; ``False``: never; ``None``:
+    the caller's setting, off by default; see :mod:`subagents.truncation`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -364,6 +368,7 @@ class SubagentSpec(BaseModel):
     color: str | None = None
     source: str | None = None
     retries: int = Field(default=0, ge=0, le=10, strict=True)
+    retry_truncated: RetryTruncatedSetting | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
@@ -572,6 +577,7 @@ class SubAgent(TypedDict):
     timeout_s: NotRequired[float]
     short_answer_threshold: NotRequired[int]
     retries: NotRequired[int]
+    retry_truncated: NotRequired[bool | str]
 
 
 class AsyncSubAgent(TypedDict):

@@ -68,6 +68,7 @@ FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "max_budget_per_run": ("max_budget_per_run", "maxBudgetPerRun"),
     "max_tokens": ("max_tokens", "maxTokens"),
     "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
+    "retry_truncated": ("retry_truncated", "retryTruncated"),
     "timeout_s": ("timeout_s", "timeoutS"),
     "recursion_limit": ("recursion_limit", "recursionLimit"),
     "permission_mode": ("permission_mode", "permissionMode"),
@@ -105,7 +106,10 @@ _FIELD_EXPECTED: Mapping[str, str] = {
     "max_budget_per_run": "a positive number (US dollars)",
     "max_tokens": "a positive integer (tokens)",
     "short_answer_threshold": "a non-negative integer (characters; 0: off)",
+    "retry_truncated": "true, false, brief or more_tokens",
 }
+_SEVERAL_TYPES = ("retry_truncated",)
+"""Fields of more than one type: their own expectation, not the first type's error."""
 _NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
 
 
@@ -247,7 +251,7 @@ def _explain(err: Mapping[str, Any]) -> str:
         message = str(err["msg"]).removeprefix("Value error, ")
         return message if "got" in message else f"{message}, got {brief(got)}"
     field = str(err["loc"][0]) if err["loc"] else ""
-    if err["type"] in _NUMBER_ERRORS and field in _FIELD_EXPECTED:
+    if (err["type"] in _NUMBER_ERRORS or field in _SEVERAL_TYPES) and field in _FIELD_EXPECTED:
         return f"expected {_FIELD_EXPECTED[field]}, got {brief(got)}"
     template = _EXPECTED.get(err["type"])
     if template is None:

@@ -191,13 +191,20 @@ def describe_model(
 # and timeouts are the SDK's). A proxied model (``openai_proxy``) already
 # gets a fresh client per instance, so a new instance is enough.
 #
+# ``langchain-anthropic``'s ``ChatAnthropic`` shares one async pool per base
+# URL, timeout and proxy too, and has no client argument: it builds its
+# ``anthropic.AsyncAnthropic`` on first use (the ``_async_client`` cached
+# property) around that shared pool. Its copy is rebuilt from its settings and
+# given, in that slot, the same SDK client re-made by the SDK's public
+# ``with_options`` around an ``anthropic.DefaultAsyncHttpxClient`` of its own.
+# The slot is the integration's, not a public API, so it is used only while it
+# is a cached property (a release that changes it gets a warning and a shared
+# pool, never a broken model); the copy is ours, the caller's model untouched.
+#
 # Any other chat model that keeps a client in its fields is rebuilt from the
 # settings it was given (pydantic's ``model_fields_set``), without its client
 # fields: integrations that create their clients per instance (Google's, for
-# one) get new ones. A model with no client field is used as it is. An integration
-# that shares one pool per process and has no public client argument
-# (``langchain-anthropic``'s ``ChatAnthropic``, for one) cannot be separated
-# this way; its copy still shares the pool.
+# one) get new ones. A model with no client field is used as it is.
 #
 # Example::
 #
@@ -218,7 +225,10 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
     an ``httpx`` client cannot be copied) or that cannot be rebuilt from its
     settings (logged).
     """
-    if not isinstance(model, BaseChatModel) or not any(getattr(model, f, None) is not None for f in CLIENT_FIELDS):
+    if not isinstance(model, BaseChatModel):
+        return model, None
+    anthropic_family = _is_chat_anthropic(model)
+    if not anthropic_family and not any(getattr(model, f, None) is not None for f in CLIENT_FIELDS):
         return model, None  # no client of its own to replace (a scripted model keeps its script)
     from langchain_openai.chat_models.base import BaseChatOpenAI
 
@@ -241,5 +251,33 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
         log.warning("%s could not be rebuilt from its settings (%s); background children share its client",
                     type(model).__name__, exc)
         return model, None
+    if anthropic_family:
+        return copy, _own_anthropic_client(copy)
     client = own if own is not None else getattr(copy, "http_async_client", None) if openai_family else None
     return copy, (client.aclose if client is not None else None)
+
+
+def _is_chat_anthropic(model: BaseChatModel) -> bool:
+    try:  # an optional integration: without it, no model is one
+        from langchain_anthropic import ChatAnthropic
+    except ImportError:
+        return False
+    return isinstance(model, ChatAnthropic)
+
+
+def _own_anthropic_client(copy: Any) -> Callable[[], Awaitable[None]] | None:
+    """Give a fresh ``ChatAnthropic`` its own async pool; how to close it (``None``: it shares the pool)."""
+    import functools
+
+    import anthropic
+
+    slot = getattr(type(copy), "_async_client", None)
+    if not isinstance(slot, functools.cached_property):
+        log.warning("%s keeps its async client in a way this library does not know; background children "
+                    "share its connection pool with the parent", type(copy).__name__)
+        return None
+    proxy = getattr(copy, "anthropic_proxy", None)
+    http = anthropic.DefaultAsyncHttpxClient(**({"proxy": proxy} if proxy else {}))
+    # The SDK client the integration would build (its key, URL, headers, retries, timeout), on our pool.
+    copy.__dict__["_async_client"] = slot.__get__(copy, type(copy)).with_options(http_client=http)
+    return http.aclose

@@ -1,8 +1,10 @@
-"""A scripted OpenAI-compatible chat server on loopback, for background tasks over real HTTP.
+"""A scripted chat server on loopback, for background tasks over real HTTP.
 
-``/v1/chat/completions`` answers by script (see :class:`ScriptedChatServer`),
-streamed or not, on keep-alive connections, as real servers do. Tests point a
-``ChatOpenAI`` (or the CLI, through ``OPENAI_BASE_URL``) at ``server.url``.
+``/v1/chat/completions`` (OpenAI's API) and ``/v1/messages`` (Anthropic's)
+answer by one script (see :class:`ScriptedChatServer`), streamed or not, on
+keep-alive connections, as real servers do. Tests point a ``ChatOpenAI`` (or
+the CLI, through ``OPENAI_BASE_URL``) at ``server.url``, a ``ChatAnthropic``
+at ``server.anthropic_url``.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ LATENCY_S = 0.05  # every reply waits a little, so every read of a connection wa
 
 
 class ScriptedChatServer:
-    """A threaded OpenAI-compatible server on loopback answering ``/v1/chat/completions`` by script.
+    """A threaded server on loopback answering ``/v1/chat/completions`` and ``/v1/messages`` by script.
 
     A request offering ``start_async_task`` is the parent's: asked to "please
     start", it starts one background task; once the tool has answered it says
     ``STARTED`` (even if a notice of the finished task came first);
     otherwise ``CARRIED_ON``. Any other request is a child's: ``CHILD_ANSWER``.
     Streams (``"stream": true``) get the same replies as server-sent events.
-    Keep-alive connections, as real servers have.
+    Keep-alive connections, as real servers have. ``/v1/messages`` speaks
+    Anthropic's Messages API (its requests read as OpenAI's, its replies and
+    events written as Anthropic's).
     """
 
     def __init__(self) -> None:
@@ -45,6 +49,10 @@ class ScriptedChatServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+                anthropic = self.path.rstrip("/").endswith("/messages")
+                if anthropic:
+                    body = {**body, "messages": _openai_messages(body["messages"]),
+                            "tools": [{"function": t} for t in body.get("tools") or []]}
                 tools = {t["function"]["name"] for t in body.get("tools") or []}
                 last = body["messages"][-1]
                 parent = "start_async_task" in tools
@@ -69,8 +77,12 @@ class ScriptedChatServer:
                 else:
                     reply = {"content": CARRIED_ON}
                 time.sleep(LATENCY_S)
-                data, kind = (_events(reply), "text/event-stream") if body.get("stream") else \
-                    (_completion(reply), "application/json")
+                if anthropic:
+                    data, kind = (_anthropic_events(reply), "text/event-stream") if body.get("stream") else \
+                        (_anthropic_message(reply), "application/json")
+                else:
+                    data, kind = (_events(reply), "text/event-stream") if body.get("stream") else \
+                        (_completion(reply), "application/json")
                 try:
                     self.send_response(200)
                     self.send_header("content-type", kind)
@@ -82,7 +94,8 @@ class ScriptedChatServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self.anthropic_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.url = f"{self.anthropic_url}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -118,3 +131,56 @@ def _events(reply: dict[str, Any]) -> bytes:
     events = [json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
                           "model": "scripted", "choices": [c]}) for c in chunks]
     return "".join(f"data: {e}\n\n" for e in [*events, "[DONE]"]).encode()
+
+
+def _openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic's messages as OpenAI's: ``tool_result`` blocks as tool messages, ``tool_use`` as tool calls."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = message["content"]
+        if isinstance(blocks, str):
+            out.append({"role": message["role"], "content": blocks})
+            continue
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        out.extend({"role": "tool", "content": str(b.get("content"))} for b in results)
+        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        uses = [b for b in blocks if b.get("type") == "tool_use"]
+        if text or uses or not results:
+            out.append({"role": message["role"], "content": text, **({"tool_calls": uses} if uses else {})})
+    return out
+
+
+def _anthropic_blocks(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    if "tool_calls" not in reply:
+        return [{"type": "text", "text": reply["content"]}]
+    return [{"type": "tool_use", "id": call["id"].replace("call_", "toolu_"), "name": call["function"]["name"],
+             "input": json.loads(call["function"]["arguments"])} for call in reply["tool_calls"]]
+
+
+def _anthropic_stop(reply: dict[str, Any]) -> str:
+    return "tool_use" if "tool_calls" in reply else "end_turn"
+
+
+def _anthropic_message(reply: dict[str, Any]) -> bytes:
+    return json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "scripted",
+                       "content": _anthropic_blocks(reply), "stop_reason": _anthropic_stop(reply),
+                       "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 2}}).encode()
+
+
+def _anthropic_events(reply: dict[str, Any]) -> bytes:
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "scripted", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 0}}}]
+    for index, block in enumerate(_anthropic_blocks(reply)):
+        if block["type"] == "text":
+            start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+        else:
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [{"type": "content_block_start", "index": index, "content_block": start},
+                   {"type": "content_block_delta", "index": index, "delta": delta},
+                   {"type": "content_block_stop", "index": index}]
+    events += [{"type": "message_delta", "delta": {"stop_reason": _anthropic_stop(reply), "stop_sequence": None},
+                "usage": {"output_tokens": 2}},
+               {"type": "message_stop"}]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()

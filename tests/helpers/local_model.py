@@ -99,8 +99,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def running_local_model(workdir: Path, *, parallel: int = 2) -> Iterator[LocalModel]:
-    """Start a server, wait for ``/health``, yield it, stop it."""
+def running_local_model(workdir: Path, *, parallel: int = 2, chat_template: str | None = None) -> Iterator[LocalModel]:
+    """Start a server (with ``--chat-template`` when given), wait for ``/health``, yield it, stop it."""
     reason = _missing()
     if reason is not None:
         if os.environ.get("CI"):
@@ -111,7 +111,8 @@ def running_local_model(workdir: Path, *, parallel: int = 2) -> Iterator[LocalMo
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "deep_agent.local_model", "--port", str(port), "--threads", "1",
-             "--context", "2048", "--parallel", str(parallel), "--max-tokens", str(MAX_TOKENS)],
+             "--context", "2048", "--parallel", str(parallel), "--max-tokens", str(MAX_TOKENS),
+             *(["--chat-template", chat_template] if chat_template is not None else [])],
             cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}"

@@ -69,3 +69,34 @@ def test_the_root_picks_the_agent_and_its_child_the_arguments_from_the_users_wor
     assert record["agent_type"] == "calculator" and record["description"] == "Compute 37 * 41."
     assert len(seen) == 1 and seen[0].startswith("calculate:") and "37" in seen[0] and "41" in seen[0]
     assert out["messages"][-1].text == "1517"
+
+
+def test_the_shipped_chat_template_makes_the_server_render_and_parse_tools(local_model, tmp_path):  # noqa: F811
+    """SmolLM2's own template renders no tools; with ``--chat-template chatml-tools`` the server says it does.
+
+    Before: the command had no ``--chat-template``, so this server never started.
+    """
+    import json
+    import urllib.request
+
+    from helpers.local_model import running_local_model
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def caps(url: str) -> dict[str, Any]:
+        with direct.open(url.removesuffix("/v1") + "/props", timeout=30) as answer:
+            return json.load(answer)["chat_template_caps"]
+
+    assert caps(local_model.url)["supports_tool_calls"] is False  # the model's own template
+    with running_local_model(tmp_path, parallel=1, chat_template="chatml-tools") as served:
+        found = caps(served.url)
+        assert found["supports_tools"] is True and found["supports_tool_calls"] is True
+        tools = [{"type": "function", "function": {"name": "lookup", "description": "Look up a fact.",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"key": {"type": "string"}}}}}]
+        body = json.dumps({"messages": [{"role": "user", "content": "Find alpha."}], "tools": tools}).encode()
+        request = urllib.request.Request(served.url.removesuffix("/v1") + "/apply-template", data=body,
+                                         headers={"content-type": "application/json"})
+        with direct.open(request, timeout=30) as answer:
+            prompt = json.load(answer)["prompt"]
+        assert "<tools>" in prompt and '"name": "lookup"' in prompt and "<tool_call>" in prompt

@@ -5,9 +5,10 @@ caller's (or on none, for ``invoke``). LangChain's OpenAI integration keeps
 one async connection pool per process for every ``ChatOpenAI`` with the same
 base URL and timeout, and a keep-alive connection opened on one loop fails on
 another (``<asyncio.locks.Event ...> is bound to a different event loop``):
-in the child, or in the parent's next turn. These tests start a scripted
-OpenAI-compatible server on a free loopback port and drive background tasks
-through ``invoke``, ``ainvoke``, ``stream`` and ``astream``.
+in the child, or in the parent's next turn. ``ChatAnthropic`` does the same
+with its own pool. These tests start a scripted OpenAI- and
+Anthropic-compatible server on a free loopback port and drive background
+tasks through ``invoke``, ``ainvoke``, ``stream`` and ``astream``.
 """
 
 from __future__ import annotations
@@ -185,6 +186,29 @@ def test_a_background_copy_keeps_the_models_settings_and_gets_a_client_of_its_ow
     asyncio.run(close())
 
 
+def test_an_anthropic_copy_keeps_the_models_settings_and_sends_on_a_pool_of_its_own(server):
+    from langchain_anthropic import ChatAnthropic
+
+    from subagents.definitions.models import with_own_async_client
+
+    model = ChatAnthropic(model="claude-scripted", base_url=server.anthropic_url, api_key="x", max_retries=0,
+                          timeout=30, max_tokens=9, default_headers={"x-team": "a"})
+    copy, close = with_own_async_client(model)
+    assert type(copy) is ChatAnthropic and close is not None
+    assert {n: getattr(copy, n) for n in model.model_fields_set} == \
+        {n: getattr(model, n) for n in model.model_fields_set}
+
+    async def both_answer() -> None:
+        assert (await model.ainvoke("hi")).text == CHILD_ANSWER
+        assert (await copy.ainvoke("hi")).text == CHILD_ANSWER
+        await close()
+        with pytest.raises(Exception, match="[Cc]onnection|closed"):  # its own pool is closed...
+            await copy.ainvoke("hi")
+        assert (await model.ainvoke("hi")).text == CHILD_ANSWER  # ...not the model's
+
+    asyncio.run(both_answer())
+
+
 def test_a_client_the_caller_chose_is_kept_with_a_warning_and_a_scripted_model_as_it_is():
     import openai
 
@@ -197,3 +221,24 @@ def test_a_client_the_caller_chose_is_kept_with_a_warning_and_a_scripted_model_a
         assert with_own_async_client(model) == (model, None)
     scripted = ScriptedChatModel(responses=["hi"])
     assert with_own_async_client(scripted) == (scripted, None)
+
+
+@pytest.mark.parametrize("mode", ["ainvoke", "astream"])
+def test_an_anthropic_model_used_on_the_callers_loop_first_serves_a_background_task_too(server, runtimes, mode):
+    """``ChatAnthropic`` shares one async connection pool per base URL and timeout, as ``ChatOpenAI`` does.
+
+    The caller's loop uses the model first (a direct ``ainvoke``, then the
+    parent's turn), leaving keep-alive connections of that loop in the pool.
+    """
+    from langchain_anthropic import ChatAnthropic
+
+    model = ChatAnthropic(model="claude-scripted", base_url=server.anthropic_url, api_key="x", max_retries=0,
+                          timeout=30)
+
+    async def rounds() -> list[dict[str, Any]]:
+        assert (await model.ainvoke("hello")).text == CHILD_ANSWER  # a connection of the caller's loop
+        parent = Parent(model, runtimes(), mode)
+        return [*await start_and_carry_on([parent], server), *await start_and_carry_on([parent], server)]
+
+    for record in asyncio.run(rounds()):
+        assert (record["status"], record["result"], record["error"]) == ("completed", CHILD_ANSWER, None)

@@ -6,13 +6,15 @@ freely after; ``ForceDelegation(description="verbatim")`` hands the child
 the user's message as written; :class:`ReturnChildAnswer` ends a turn of
 one successful delegation on the child's answer, and leaves every other
 turn to the model; ``auto`` forcing counts the tokens of the call it drops,
-and asks a server that says it parses no tool call straight for JSON.
+and asks a server that says it parses no tool call straight for JSON;
+left to the model, such a server gets one warning per base url.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +33,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
 from middleware import server_caps
 from middleware.forced_tool_use import forced_tool_schema
+from subagents.errors import ToolCallsUnsupported
 
 FACTS = {"alpha_code": "7741", "beta_code": "3318"}
 SEEN: list[dict[str, Any]] = []
@@ -72,8 +75,10 @@ class JsonChild(ScriptedChatModel):
 def _fresh() -> Iterator[None]:
     SEEN.clear()
     server_caps._known.clear()
+    server_caps._warned.clear()
     yield
     server_caps._known.clear()
+    server_caps._warned.clear()
 
 
 # -- ForceToolUse ----------------------------------------------------------------------------------
@@ -282,3 +287,40 @@ def test_a_server_that_parses_tool_calls_keeps_tool_choice(props_server):
 def test_a_hosted_api_is_never_probed():
     assert server_caps.tool_calls_supported(_Served(openai_api_base="https://api.example.com/v1")) is None
     assert server_caps._known == {"https://api.example.com/v1": None}
+
+
+# -- auto mode (delegation left to the model): a server that parses no tool call is named once ---------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_auto_mode_warns_once_per_server_that_parses_no_tool_call(props_server, mode):
+    """Before: the model was offered ``task`` it could never call, and nothing said so."""
+    url, handler = props_server
+    handler.caps = {"supports_tools": False, "supports_tool_calls": False}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):  # two agents, two runs each, one server
+            agent = create_deep_agent(_Served(openai_api_base=url, default="done"), subagents=_children())
+            for _ in range(2):
+                out = agent.invoke(user("hello")) if mode == "sync" else await agent.ainvoke(user("hello"))
+                assert out["messages"][-1].text == "done"
+    said = [w.message for w in caught if isinstance(w.message, ToolCallsUnsupported)]
+    assert [w.base_url for w in said] == [url]
+    assert "force_delegation=True" in str(said[0]) and handler.asked == 1
+
+
+def test_auto_mode_is_quiet_for_a_server_that_parses_tool_calls_or_does_not_say(props_server):
+    url, handler = props_server
+    other = url.replace("127.0.0.1", "localhost")  # another base url of the same server
+    handler.caps = {"supports_tools": True, "supports_tool_calls": True}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        create_deep_agent(_Served(openai_api_base=url, default="done"), subagents=_children()).invoke(user("hi"))
+        handler.caps = {}
+        create_deep_agent(_Served(openai_api_base=other, default="done"), subagents=_children()).invoke(user("hi"))
+        handler.caps = {"supports_tools": False, "supports_tool_calls": False}
+        forced = create_deep_agent(_Served(openai_api_base=url + "/", default="done"), subagents=_children(),
+                                   force_delegation=True)
+        forced.invoke(user("hi"))  # forced delegation works around it: nothing to warn of
+    assert not [w for w in caught if isinstance(w.message, ToolCallsUnsupported)]
+    assert handler.asked == 3

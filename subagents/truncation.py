@@ -1,0 +1,155 @@
+"""A reply cut at the model's output token limit, asked for once more.
+
+A small model (or a tight ``max_tokens``) often runs out of tokens before it
+has said what matters; such a reply ends its task with
+``stop_reason="truncated"`` (see :func:`subagents.outcome.cut_short`). With
+``retry_truncated`` on a spec (or on ``create_deep_agent`` for every spec
+that sets none), the child's model call that came back cut short is made
+once more, in place of the cut reply:
+
+* ``"more_tokens"``: with twice the token limit it hit (``max_tokens``: the
+  call's own setting, else the model's, else the cut reply's output tokens);
+* ``"brief"``: with one more message asking for a brief, complete answer
+  (what helps when the server caps replies whatever the client asks, as
+  llama.cpp's ``--n-predict`` does);
+* ``True``: both.
+
+The cut reply's call and the retry are both counted (``model_calls``,
+tokens, budgets, ``max_turns``); the kept reply carries
+:data:`~subagents.outcome.TRUNCATED_RETRY_KEY` in its ``response_metadata``,
+and the task's record counts such replies in ``truncated_retries``. A retry
+that is cut short again is kept as it is (still ``truncated``); a retry that
+fails leaves the cut reply in place, marked with the error.
+
+Example::
+
+    SubagentSpec(name="summariser", description="...", retry_truncated="brief")
+    create_deep_agent(model, subagents=[...], retry_truncated=True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, HumanMessage
+from pydantic import StrictBool
+
+from subagents.errors import safe_text
+from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
+
+log = logging.getLogger(__name__)
+
+RetryTruncatedSetting = StrictBool | Literal["brief", "more_tokens"]
+"""``False`` (off), ``True`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``."""
+
+BRIEF_PROMPT = (
+    "Your reply was cut off at the output token limit. Reply again, briefly: "
+    "only what is needed, complete, in as few words as you can."
+)
+"""The message a ``"brief"`` retry adds after the conversation (for that call only)."""
+
+TOKEN_FACTOR = 2
+"""How many times the limit it hit a ``"more_tokens"`` retry may use."""
+
+
+class RetryTruncated(AgentMiddleware):
+    """Makes a model call whose reply was cut at the token limit once more (see the module docstring).
+
+    Args:
+        how: ``True``/``"both"`` (more tokens and a brief answer),
+            ``"brief"`` or ``"more_tokens"``.
+
+    Example::
+
+        create_agent(model, tools, middleware=[RetryTruncated("brief")])
+    """
+
+    name = "RetryTruncated"
+
+    def __init__(self, how: RetryTruncatedSetting | Literal["both"] = True) -> None:
+        super().__init__()
+        if how not in (True, "both", "brief", "more_tokens"):
+            raise ValueError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', got {how!r}")
+        self.brief = how in (True, "both", "brief")
+        self.more_tokens = how in (True, "both", "more_tokens")
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        plan = self._plan(request)
+        step = next(plan)
+        while True:
+            try:
+                response, failure = handler(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                response, failure = None, exc
+            try:
+                step = plan.send(response) if failure is None else plan.throw(failure)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        plan = self._plan(request)
+        step = next(plan)
+        while True:
+            try:
+                response, failure = await handler(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                response, failure = None, exc
+            try:
+                step = plan.send(response) if failure is None else plan.throw(failure)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+    # -- the plan, written once ---------------------------------------------
+
+    def _plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
+        first = yield request  # the first call's failure is the caller's, as without this middleware
+        cut = _reply(first)
+        if cut is None or not cut_short({"messages": [cut]}):
+            return first
+        limit = self._limit(request, cut)
+        max_tokens = TOKEN_FACTOR * limit if self.more_tokens and limit is not None else None
+        brief = self.brief or max_tokens is None  # no limit known: a brief answer is what is left to ask
+        retry = request
+        if max_tokens is not None:
+            retry = retry.override(model_settings={**request.model_settings, "max_tokens": max_tokens})
+        if brief:
+            retry = retry.override(messages=[*request.messages, HumanMessage(BRIEF_PROMPT)])
+        asked = {"max_tokens": max_tokens, "brief": brief}
+        try:
+            second = yield retry
+        except Exception as exc:  # noqa: BLE001 - the cut reply is still an answer
+            log.warning("a retry of a reply cut at the token limit failed (%s); the cut reply is kept",
+                        safe_text(exc, 200))
+            return _marked(first, {**asked, "error": safe_text(exc, 500)})
+        return _marked(second, asked)
+
+    @staticmethod
+    def _limit(request: ModelRequest[Any], cut: AIMessage) -> int | None:
+        """The output token limit the cut reply hit, as well as it can be told."""
+        for value in (request.model_settings.get("max_tokens"), getattr(request.model, "max_tokens", None),
+                      cut.usage_metadata["output_tokens"] if cut.usage_metadata else None):
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+
+def _reply(response: Any) -> AIMessage | None:
+    messages = getattr(response, "result", None) or ()
+    return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+
+
+def _marked(response: Any, retry: dict[str, Any]) -> Any:
+    """The response with its reply carrying the retry in ``response_metadata`` (a copy; the reply is shared)."""
+    reply = _reply(response)
+    if reply is None:
+        return response
+    marked = reply.model_copy(update={"response_metadata": {**reply.response_metadata, TRUNCATED_RETRY_KEY: retry}})
+    return dataclasses.replace(response, result=[marked if m is reply else m for m in response.result])
