@@ -60,6 +60,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
+from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
     EXCLUDED_STATE_KEYS,
@@ -217,6 +218,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     state_schema = SubagentLedgerState
     delegates = True
+    transformers = (ChildFailureTransformer,)
 
     def __init__(
         self,

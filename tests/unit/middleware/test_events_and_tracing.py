@@ -98,3 +98,47 @@ def test_langgraph_run_stream_subagent_handles_carry_the_tool_call():
     assert sorted(h[0] for h in handles) == ["general-purpose", "general-purpose"]
     assert {h[1]["tool_call_id"] for h in handles} == {r["tool_call_id"] for r in ledger.values()}
     assert all(h[2][0].startswith("tools:") for h in handles)
+
+
+def one_failing_child():
+    model = ScriptedChatModel(
+        rules=[("bad job", [RuntimeError("child model exploded")]), ("good job", ["good answer"])],
+        responses=[
+            {"tool_calls": [tool_call("task", description="bad job", subagent_type="general-purpose"),
+                            tool_call("task", description="good job", subagent_type="general-purpose")]},
+            "done",
+        ],
+    )
+    return create_deep_agent(model)
+
+
+def stream_v3(mode, agent):
+    if mode == "sync":
+        run = agent.stream_events(user("go"), version="v3")
+        subs = list(run.subagents)
+        output = run.output
+        return [(sub.cause["tool_call_id"], sub.status, sub.error) for sub in subs], output
+
+    async def gather():
+        run = await agent.astream_events(user("go"), version="v3")
+        subs = [sub async for sub in run.subagents]
+        output = await run.output()
+        return [(sub.cause["tool_call_id"], sub.status, sub.error) for sub in subs], output
+
+    return asyncio.run(gather())
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_langgraph_run_stream_reports_a_failed_child_as_failed_with_its_error(mode):
+    handles, output = stream_v3(mode, one_failing_child())
+    by_call = {r["tool_call_id"]: r for r in output["subagent_tasks"].values()}
+    assert sorted(by_call[call]["status"] for call, _, _ in handles) == ["completed", "error"]
+    for call, status, error in handles:
+        record = by_call[call]
+        if record["status"] == "error":
+            assert status == "failed"
+            assert "child model exploded" in error
+        else:
+            assert (status, error) == ("completed", None)
+    assert output["messages"][-1].text == "done"  # the parent went on
