@@ -108,6 +108,28 @@ def deepagents_root_middleware(
     return stack
 
 
+def deepagents_backend(
+    backend: Any = None,
+    *,
+    skills: Sequence[str] | None = None,
+    memory: Sequence[str] | None = None,
+    permissions: Sequence[Any] | None = None,
+) -> Any:
+    """The deepagents backend the agent's files live on: ``backend``, or deepagents' ``StateBackend`` default.
+
+    As in deepagents, ``skills=``, ``memory=`` or ``permissions=`` without a
+    ``backend`` mean the ``files`` state key, and a spec's skill paths are
+    read from there too. ``None`` when none of the four was given (call
+    :func:`deepagents_root_middleware` first: it raises when the extra is
+    missing).
+    """
+    if backend is not None or not any(_given(v) for v in (skills, memory, permissions)):
+        return backend
+    from deepagents.backends import StateBackend
+
+    return StateBackend()
+
+
 def _paths(argument: str, value: Any) -> Sequence[str]:
     if isinstance(value, str) or not all(isinstance(p, str) for p in value):
         raise ValueError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
@@ -175,7 +197,9 @@ def general_purpose_with_root_skills(
 def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
     """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
 
-    Only when ``create_deep_agent`` was given a deepagents ``backend``: then a
+    Only when the agent has a deepagents backend (``backend=``, or the
+    ``StateBackend`` that ``skills=``, ``memory=`` or ``permissions=`` bring,
+    see :func:`deepagents_backend`): then a
     spec's ``skills`` entry with a ``/`` is a skill source on that backend
     (deepagents' meaning) and becomes the child's own ``SkillsMiddleware``;
     other entries stay skill names from ``skills_dirs``. Without a backend,

@@ -45,6 +45,7 @@ from deep_agent.deepagents_compat import (
     DEFAULT_MODEL,
     MODEL_NONE_WARNING,
     backend_skills_for_specs,
+    deepagents_backend,
     deepagents_root_middleware,
     general_purpose_with_root_skills,
 )
@@ -214,6 +215,7 @@ def create_deep_agent(
     files = deepagents_root_middleware(backend=backend, skills=skills, memory=memory, permissions=permissions,
                                        existing=middleware)
     middleware = [*files, *middleware]
+    backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
     root_model = resolve_root_model(model)
     settings = DelegationSettings.from_arguments("create_deep_agent", dict(
         agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
