@@ -29,14 +29,6 @@ DIFFERENCES: dict[str, str] = {
         "governance: a failing child becomes an error result for the parent, not an exception out of the run "
         "(the scripted parent then runs out of responses)"
     ),
-    "test_ls_agent_type_is_trace_only_metadata": (
-        "not yet: ls_agent_type rides in the child's run metadata (so callbacks see it), "
-        "not only in LangSmith's tracing context"
-    ),
-    "test_ls_agent_type_is_trace_only_metadata_async": (
-        "not yet: ls_agent_type rides in the child's run metadata (so callbacks see it), "
-        "not only in LangSmith's tracing context"
-    ),
 }
 
 

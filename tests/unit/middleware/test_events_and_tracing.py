@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tools import tool
+from langsmith import get_tracing_context
 
 from helpers.graphs import user
 from deep_agent import create_deep_agent
@@ -82,11 +84,32 @@ def test_child_runs_are_named_and_tagged_for_tracing(run):
     assert len(child_runs) >= 2
     seen = set()
     for _, meta in child_runs:
-        assert meta["ls_agent_type"] == "subagent"
+        assert "ls_agent_type" not in meta  # LangSmith's alone, as in deepagents: see the next test
         assert meta["subagent_task_id"] in tasks
         assert meta["subagent_tool_call_id"] == tasks[meta["subagent_task_id"]]["tool_call_id"]
         seen.add(meta["subagent_task_id"])
     assert seen == set(tasks)
+
+
+@pytest.mark.parametrize("timeout_s", [None, 60.0])  # the child on this thread, or on a helper thread
+def test_child_runs_are_traced_as_subagents_for_langsmith_only(run, timeout_s):
+    seen = []
+
+    @tool
+    def where_am_i() -> str:
+        """Report the tracing metadata."""
+        seen.append(dict(get_tracing_context().get("metadata") or {}))
+        return "here"
+
+    model = ScriptedChatModel(
+        rules=[("trace me", [{"tool_calls": [tool_call("where_am_i")]}, "traced"])],
+        responses=[{"tool_calls": [tool_call("task", description="trace me", subagent_type="worker")]},
+                   {"tool_calls": [tool_call("where_am_i")]}, "done"],
+    )
+    spec = {"name": "worker", "description": "Works.", "system_prompt": "Work.", "tools": [where_am_i],
+            "timeout_s": timeout_s}
+    run(create_deep_agent(model, tools=[where_am_i], subagents=[spec]), user("go"))
+    assert [m.get("ls_agent_type") for m in seen] == ["subagent", None]  # the child's call, then the root's
 
 
 @pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
