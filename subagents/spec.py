@@ -669,6 +669,9 @@ class RemoteSubagentSpec(BaseModel):
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
+        webhook: a URL the server calls when each run of this subagent ends
+            (LangGraph Server's run webhook, deepagents' ``AsyncSubAgent.webhook``);
+            ``http://`` or ``https://``. The task's record is still polled as usual.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -686,6 +689,7 @@ class RemoteSubagentSpec(BaseModel):
     start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
+    webhook: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -717,6 +721,14 @@ class RemoteSubagentSpec(BaseModel):
     @classmethod
     def _http_url(cls, value: str) -> str:
         return checked_url(value)
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            checked_url(value)  # the check only: a webhook's path is the receiver's, kept as written
+            value = value.strip()
+        return value
 
     @field_validator("headers")
     @classmethod
