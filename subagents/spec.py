@@ -28,7 +28,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict, cast
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
@@ -672,6 +672,13 @@ class RemoteSubagentSpec(BaseModel):
         webhook: a URL the server calls when each run of this subagent ends
             (LangGraph Server's run webhook, deepagents' ``AsyncSubAgent.webhook``);
             ``http://`` or ``https://``. The task's record is still polled as usual.
+        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
+            accepted with the one behaviour this library has: ``"interrupt"``
+            (a follow-up to a running task stops its run and starts a new one;
+            ``"enqueue"`` is refused), ``"isolated"`` (the task sees only its
+            description; ``"fork"`` is refused), and ``notify_parent`` either
+            way: a finished task is announced before the parent's next model
+            call, and an idle parent is never woken.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -690,6 +697,9 @@ class RemoteSubagentSpec(BaseModel):
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     webhook: str | None = None
+    update_strategy: Literal["interrupt"] = "interrupt"
+    mode: Literal["isolated"] = "isolated"
+    notify_parent: bool = True
 
     @field_validator("name")
     @classmethod

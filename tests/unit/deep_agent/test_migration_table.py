@@ -91,7 +91,7 @@ _SPECS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "CompiledSubAgent": ({"name": "helper", "description": "d", "runnable": RunnableLambda(lambda s: s)},
                          {"mode": "isolated"}),
     "AsyncSubAgent": ({"name": "remote", "description": "d", "graph_id": "g", "url": "http://127.0.0.1:9"}, {
-        "headers": {}, "webhook": "http://127.0.0.1:9/hook", "update_strategy": "reject",
+        "headers": {}, "webhook": "http://127.0.0.1:9/hook", "update_strategy": "interrupt",
         "notify_parent": True, "mode": "isolated"}),
 }
 

@@ -1,0 +1,24 @@
+"""deepagents' ``AsyncSubAgent`` keys ``update_strategy``, ``mode`` and ``notify_parent`` on a remote spec."""
+
+from __future__ import annotations
+
+import pytest
+
+from deep_agent import AsyncSubAgentMiddleware
+from subagents import RemoteSubagentSpec, SpecError
+
+BASE = {"name": "far", "description": "d", "graph_id": "g", "url": "http://127.0.0.1:9"}
+
+
+@pytest.mark.parametrize("key, value", [("update_strategy", "interrupt"), ("mode", "isolated"),
+                                        ("notify_parent", True), ("notify_parent", False)])
+def test_the_behaviour_this_library_has_is_accepted(key, value):
+    AsyncSubAgentMiddleware(async_subagents=[{**BASE, key: value}])
+    assert getattr(RemoteSubagentSpec(**{**BASE, key: value}), key) == value
+
+
+@pytest.mark.parametrize("key, value", [("update_strategy", "enqueue"), ("mode", "fork"),
+                                        ("notify_parent", "sometimes")])
+def test_another_value_is_an_error_naming_the_field(key, value):
+    with pytest.raises(SpecError, match=key):
+        AsyncSubAgentMiddleware(async_subagents=[{**BASE, key: value}])
