@@ -387,3 +387,37 @@ def test_a_shared_tool_knows_which_subagent_called_it(run):
     tool_results = {m.text for c in model.calls for m in c["messages"]
                     if m.type == "tool" and m.name == "shared_lookup"}
     assert tool_results == {"strict: claim", "general: topic"}
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
+def test_the_streaming_pages_subagent_example_reads_each_childs_messages():
+    # From the docs' event streaming page (its subagents example), on an agent made as above.
+    agent = create_deep_agent(model=ScriptedChatModel(  # swapped
+        rules=[("write a haiku", ["waves fold into foam"])],
+        responses=[{"tool_calls": [tool_call("task", description="write a haiku", subagent_type="general-purpose")]},
+                   "parent done"],
+    ))
+    printed: list[str] = []
+
+    def print(*values: Any) -> None:  # noqa: A001 - what the example prints, kept to check
+        printed.append(" ".join(map(str, values)))
+
+    stream = agent.stream_events(
+        {
+            "messages": [{"role": "user", "content": "Write me a haiku about the sea"}],
+        },
+        version="v3",
+    )
+
+    subagent_names: list[str] = []
+    for subagent in stream.subagents:
+        print(subagent.name, subagent.path, subagent.status)
+
+        for message in subagent.messages:
+            print(message.text)
+
+        subagent_names.append(subagent.name)
+
+    assert subagent_names == ["general-purpose"]
+    assert printed[0].startswith("general-purpose ('tools:") and printed[0].endswith(" started")
+    assert printed[1:] == ["waves fold into foam"]
