@@ -615,7 +615,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
         raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
     if "permissions" in value and "permissions" not in unset:
         raise SpecError(
-            f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
+            f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
+            "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
             "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
             "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
         )
