@@ -284,6 +284,16 @@ class SubAgentMiddleware(AgentMiddleware):
         if dynamic_subagents:
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
 
+    @property
+    def system_prompt(self) -> str | None:
+        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
+
+        ``None`` when nothing is added. Example::
+
+            SubAgentMiddleware([spec], system_prompt="Delegate.").system_prompt.startswith("Delegate.")
+        """
+        return self.prompt_block or None
+
     def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
         """The ``<available_agents>`` block and the ``task`` tool's description."""
         block = available_agents_block((s.name, s.description) for s in self.registry.specs)
