@@ -1000,6 +1000,11 @@ def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec
             remote.append(_remote_spec(spec))
         else:
             local.append(coerce_spec(spec))
+    seen: set[str] = set()
+    for spec in remote:  # a second spec of one name would silently replace the first
+        if spec.name in seen:
+            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
+        seen.add(spec.name)
     return local, remote
 
 

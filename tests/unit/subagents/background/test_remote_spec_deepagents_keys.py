@@ -22,3 +22,8 @@ def test_the_behaviour_this_library_has_is_accepted(key, value):
 def test_another_value_is_an_error_naming_the_field(key, value):
     with pytest.raises(SpecError, match=key):
         AsyncSubAgentMiddleware(async_subagents=[{**BASE, key: value}])
+
+
+def test_two_remote_specs_of_one_name_are_an_error_not_a_silent_replacement():
+    with pytest.raises(SpecError, match="duplicate subagent name 'far'"):
+        AsyncSubAgentMiddleware(async_subagents=[BASE, {**BASE, "description": "another"}])
