@@ -421,3 +421,64 @@ def test_the_streaming_pages_subagent_example_reads_each_childs_messages():
     assert subagent_names == ["general-purpose"]
     assert printed[0].startswith("general-purpose ('tools:") and printed[0].endswith(" started")
     assert printed[1:] == ["waves fold into foam"]
+
+
+# Other pages of deepagents' documentation.
+
+
+def read_diff(path: str) -> str:
+    """Read a file's diff."""
+    return f"diff for {path}"
+
+
+def test_the_forked_subagents_pages_example_continues_the_parents_conversation():
+    comment_writer = {
+        "name": "comment-writer",
+        "description": "Continues an in-progress PR review and drafts review comments",
+        "mode": "fork",
+        "tools": [read_diff],
+    }
+
+    model = ScriptedChatModel(  # swapped
+        rules=[("draft the comments", ["Comment: check for None."])],
+        responses=[{"tool_calls": [tool_call("read_diff", path="src/app.py")]},
+                   {"tool_calls": [tool_call("task", description="draft the comments",
+                                             subagent_type="comment-writer")]},
+                   "handed off"],
+    )
+    agent = create_deep_agent(
+        model=model,
+        tools=[read_diff],
+        subagents=[comment_writer],
+    )
+
+    result = agent.invoke(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Review PR #482 and hand it off to comment-writer to draft comments for the issues found",
+                }
+            ]
+        }
+    )
+    assert task_results(result) == ["Comment: check for None."]
+    (child,) = [c for c in model.calls if c["messages"][-1].text == "draft the comments"]
+    assert [m.type for m in child["messages"]][:3] == ["human", "ai", "tool"]  # the parent's turn so far
+    assert child["messages"][2].text == "diff for src/app.py"
+
+
+def test_the_readmes_example_takes_the_messages_as_a_string():
+    @tool
+    def my_custom_tool(query: str) -> str:
+        """Look something up."""
+        return query
+
+    agent = create_deep_agent(
+        model=ScriptedChatModel(default="A summary of LangGraph."),  # swapped
+        tools=[my_custom_tool],
+        system_prompt="You are a research assistant.",
+    )
+    result = agent.invoke({"messages": "Research LangGraph and write a summary"})
+    assert [(m.type, m.text) for m in result["messages"]] == [
+        ("human", "Research LangGraph and write a summary"), ("ai", "A summary of LangGraph.")]
