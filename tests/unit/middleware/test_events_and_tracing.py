@@ -165,3 +165,16 @@ def test_langgraph_run_stream_reports_a_failed_child_as_failed_with_its_error(mo
         else:
             assert (status, error) == ("completed", None)
     assert output["messages"][-1].text == "done"  # the parent went on
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
+def test_langgraph_lifecycle_and_subgraph_projections_say_failed_too():
+    run = one_failing_child().stream_events(user("go"), version="v3")
+    events = list(run.lifecycle)
+    ended = {e["event"]: e for e in events if e["event"] != "started"}
+    assert set(ended) == {"failed", "completed"}
+    assert "child model exploded" in ended["failed"]["error"]
+    run = one_failing_child().stream_events(user("go"), version="v3")
+    subgraphs = list(run.subgraphs)
+    run.output
+    assert sorted(s.status for s in subgraphs) == ["completed", "failed"]
