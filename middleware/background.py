@@ -784,6 +784,16 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
         self.tools = background_tools(self.handlers) if agents else []
 
+    @property
+    def system_prompt(self) -> str | None:
+        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
+
+        ``None`` when nothing is added. Example::
+
+            "researcher" in AsyncSubAgentMiddleware(async_subagents=[spec]).system_prompt
+        """
+        return self.prompt_block or None
+
     def close(self) -> None:
         """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()

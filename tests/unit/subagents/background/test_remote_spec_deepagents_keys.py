@@ -27,3 +27,11 @@ def test_another_value_is_an_error_naming_the_field(key, value):
 def test_two_remote_specs_of_one_name_are_an_error_not_a_silent_replacement():
     with pytest.raises(SpecError, match="duplicate subagent name 'far'"):
         AsyncSubAgentMiddleware(async_subagents=[BASE, {**BASE, "description": "another"}])
+
+
+def test_system_prompt_reads_the_text_added_to_the_parents_prompt_as_in_deepagents():
+    mw = AsyncSubAgentMiddleware(async_subagents=[{**BASE, "name": "alpha", "description": "Alpha agent"},
+                                                  {**BASE, "name": "beta", "description": "Beta agent"}],
+                                 system_prompt="Async subagent guidance.")
+    assert mw.system_prompt.startswith("Async subagent guidance.")
+    assert "alpha: Alpha agent" in mw.system_prompt and "beta: Beta agent" in mw.system_prompt
