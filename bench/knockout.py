@@ -10,8 +10,7 @@ be read as a sum of parts rather than guessed at:
   it: no ``max_turns``, usage, deadline, cancellation or budget checks, and
   no transcript recorded while it runs;
 * ``no_meter_metadata`` -- also without the run metadata beyond the task id
-  (``ls_agent_type``, ``subagent_tool_call_id``) that tracing and stream
-  consumers read;
+  (``subagent_tool_call_id``) that tracing and stream consumers read;
 * ``bare`` -- also without the transcript and without the ledger record and
   usage rollup in the parent's update: the ``task`` tool then does what
   deepagents' does (isolate, run the child, answer), through our code.

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from subagents.errors import SubagentsError
+from subagents.errors import SpecError, SubagentsError
 
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]"'
 """What to run to get deepagents' middleware."""
@@ -108,6 +108,28 @@ def deepagents_root_middleware(
     return stack
 
 
+def deepagents_backend(
+    backend: Any = None,
+    *,
+    skills: Sequence[str] | None = None,
+    memory: Sequence[str] | None = None,
+    permissions: Sequence[Any] | None = None,
+) -> Any:
+    """The deepagents backend the agent's files live on: ``backend``, or deepagents' ``StateBackend`` default.
+
+    As in deepagents, ``skills=``, ``memory=`` or ``permissions=`` without a
+    ``backend`` mean the ``files`` state key, and a spec's skill paths are
+    read from there too. ``None`` when none of the four was given (call
+    :func:`deepagents_root_middleware` first: it raises when the extra is
+    missing).
+    """
+    if backend is not None or not any(_given(v) for v in (skills, memory, permissions)):
+        return backend
+    from deepagents.backends import StateBackend
+
+    return StateBackend()
+
+
 def _paths(argument: str, value: Any) -> Sequence[str]:
     if isinstance(value, str) or not all(isinstance(p, str) for p in value):
         raise ValueError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
@@ -115,7 +137,8 @@ def _paths(argument: str, value: Any) -> Sequence[str]:
     return list(value)
 
 
-def _permissions(rules: Sequence[Any] | None) -> list[Any] | None:
+def _permissions(rules: Sequence[Any] | None,
+                 where: str = "create_deep_agent(): argument 'permissions'") -> list[Any] | None:
     """Rules as ``FilesystemPermission`` objects; an ``interrupt`` rule is refused with what to write."""
     if not _given(rules):
         return None
@@ -127,14 +150,14 @@ def _permissions(rules: Sequence[Any] | None) -> list[Any] | None:
             try:
                 rule = FilesystemPermission(**rule)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"create_deep_agent(): argument 'permissions', item {i}: {exc}") from None
+                raise ValueError(f"{where}, item {i}: {exc}") from None
         if not isinstance(rule, FilesystemPermission):
-            raise ValueError(f"create_deep_agent(): argument 'permissions', item {i}: expected a "
+            raise ValueError(f"{where}, item {i}: expected a "
                              f"FilesystemPermission or a dict of its fields, got {type(rule).__name__}")
         if rule.mode == "interrupt":
             # The approval would need deepagents' private predicate on HumanInTheLoopMiddleware.
             raise ValueError(
-                f"create_deep_agent(): argument 'permissions', item {i}: mode 'interrupt' is not supported; "
+                f"{where}, item {i}: mode 'interrupt' is not supported; "
                 "ask for approval with interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here"
             )
         out.append(rule)
@@ -175,7 +198,9 @@ def general_purpose_with_root_skills(
 def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
     """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
 
-    Only when ``create_deep_agent`` was given a deepagents ``backend``: then a
+    Only when the agent has a deepagents backend (``backend=``, or the
+    ``StateBackend`` that ``skills=``, ``memory=`` or ``permissions=`` bring,
+    see :func:`deepagents_backend`): then a
     spec's ``skills`` entry with a ``/`` is a skill source on that backend
     (deepagents' meaning) and becomes the child's own ``SkillsMiddleware``;
     other entries stay skill names from ``skills_dirs``. Without a backend,
@@ -197,5 +222,51 @@ def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> li
         if rest:
             changed["skills"] = rest
         changed["middleware"] = [*(spec.get("middleware") or ()), SkillsMiddleware(backend=backend, sources=sources)]
+        out.append(changed)
+    return out
+
+
+def backend_permissions_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
+    """Dict specs with ``permissions`` get deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents.
+
+    Only when the agent has a deepagents backend (see
+    :func:`deepagents_backend`): the child then gets its own file tools over
+    that backend, under its own rules, in place of the root's (which carry the
+    root's rules: a spec's rules replace the parent's, as in deepagents). A
+    spec that inherits the root's tools has the root's file tools left out;
+    one with its own ``tools`` gains the file tools. Without a backend, specs
+    are returned as they are (and ``permissions`` is refused when the spec is
+    read, saying what to write instead).
+
+    Raises:
+        SpecError: a rule is malformed or asks for ``"interrupt"``, or the
+            spec's ``middleware`` already has a ``FilesystemMiddleware``
+            (give it the rules instead).
+    """
+    if backend is None:
+        return list(specs)
+    from deepagents.middleware.filesystem import FilesystemMiddleware
+
+    out: list[Any] = []
+    for spec in specs:
+        rules = spec.get("permissions") if isinstance(spec, Mapping) else None
+        if not _given(rules):
+            out.append(spec)
+            continue
+        label = f"subagent {spec.get('name')!r}: field 'permissions'"
+        own = list(spec.get("middleware") or ())
+        if any(isinstance(mw, FilesystemMiddleware) for mw in own):
+            raise SpecError(f"{label}: the spec's middleware has its own FilesystemMiddleware; "
+                            "give it the rules (FilesystemMiddleware(permissions=...)) instead")
+        try:
+            files = FilesystemMiddleware(backend=backend, permissions=_permissions(rules, label))
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        changed = {k: v for k, v in spec.items() if k != "permissions"}
+        changed["middleware"] = [*own, files]
+        if spec.get("tools") is None:
+            # The root's file tools carry the root's rules: this child's own replace them.
+            left_out = [*(spec.get("disallowed_tools") or ()), *(t.name for t in files.tools)]
+            changed["disallowed_tools"] = list(dict.fromkeys(left_out))
         out.append(changed)
     return out

@@ -44,7 +44,9 @@ from langgraph.types import Checkpointer
 from deep_agent.deepagents_compat import (
     DEFAULT_MODEL,
     MODEL_NONE_WARNING,
+    backend_permissions_for_specs,
     backend_skills_for_specs,
+    deepagents_backend,
     deepagents_root_middleware,
     general_purpose_with_root_skills,
 )
@@ -221,6 +223,7 @@ def create_deep_agent(
     files = deepagents_root_middleware(backend=backend, skills=skills, memory=memory, permissions=permissions,
                                        existing=middleware)
     middleware = [*files, *middleware]
+    backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
     root_model = resolve_root_model(model)
     settings = DelegationSettings.from_arguments("create_deep_agent", dict(
         agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
@@ -239,8 +242,9 @@ def create_deep_agent(
     skill_catalog = settings.definitions.skills()
     options = settings.definitions.build_options(
         skill_catalog, parent_state_schemas(state_schema, middleware))
-    specs = _with_agent_files(backend_skills_for_specs([s for s in subagents if not is_async_spec(s)], backend=backend),
-                              settings.definitions.agents_dirs)
+    declared = [s for s in subagents if not is_async_spec(s)]
+    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=backend)
+    specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])

@@ -784,6 +784,16 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
         self.tools = background_tools(self.handlers) if agents else []
 
+    @property
+    def system_prompt(self) -> str | None:
+        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
+
+        ``None`` when nothing is added. Example::
+
+            "researcher" in AsyncSubAgentMiddleware(async_subagents=[spec]).system_prompt
+        """
+        return self.prompt_block or None
+
     def close(self) -> None:
         """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()
@@ -1000,6 +1010,11 @@ def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec
             remote.append(_remote_spec(spec))
         else:
             local.append(coerce_spec(spec))
+    seen: set[str] = set()
+    for spec in remote:  # a second spec of one name would silently replace the first
+        if spec.name in seen:
+            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
+        seen.add(spec.name)
     return local, remote
 
 

@@ -62,6 +62,7 @@ from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
 from middleware.server_caps import probe_pending, tool_calls_supported, warn_if_no_tool_calls
+from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
     EXCLUDED_STATE_KEYS,
@@ -220,6 +221,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     state_schema = SubagentLedgerState
     delegates = True
+    transformers = (ChildFailureTransformer,)
 
     def __init__(
         self,
@@ -284,6 +286,16 @@ class SubAgentMiddleware(AgentMiddleware):
         self.dynamic: DynamicSubagents | None = None
         if dynamic_subagents:
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
+
+        ``None`` when nothing is added. Example::
+
+            SubAgentMiddleware([spec], system_prompt="Delegate.").system_prompt.startswith("Delegate.")
+        """
+        return self.prompt_block or None
 
     def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
         """The ``<available_agents>`` block and the ``task`` tool's description."""

@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
 from langgraph.types import Interrupt
+from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
@@ -621,7 +622,6 @@ class Delegation:
             "recursion_limit": self.limits.recursion_limit,
             "callbacks": [self.meter],
             "metadata": {
-                "ls_agent_type": "subagent",
                 metadata_key: self.task_id,
                 "subagent_tool_call_id": self.call.tool_call_id,
             },
@@ -722,6 +722,20 @@ class Delegation:
             pass
 
 
+@contextlib.contextmanager
+def traced_as_subagent() -> Iterator[None]:
+    """Child runs started inside (or in tasks and threads copying this context) reach LangSmith as a subagent's.
+
+    ``ls_agent_type="subagent"`` rides in LangSmith's own tracing context, which
+    its tracer reads, as in deepagents; in the child's run config it would also
+    reach every callback handler and streamed event's metadata. The rest of the
+    current tracing context (parent run, client, project, tags) is kept.
+    """
+    current: dict[str, Any] = dict(get_tracing_context())
+    with tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}):
+        yield
+
+
 def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for.
 
@@ -730,9 +744,11 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     """
     remaining = run.remaining()
     if remaining is None:
-        return run.graph.invoke(inputs, run.config)
+        with traced_as_subagent():
+            return run.graph.invoke(inputs, run.config)
     outcome: dict[str, Any] = {}
-    context = contextvars.copy_context()
+    with traced_as_subagent():
+        context = contextvars.copy_context()
     slot = run.slot
 
     def target() -> None:
@@ -764,7 +780,8 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     child's ``GeneratorExit`` is one more exception this task can fail with.
     """
     slot = run.slot
-    with running_in(slot):  # the child's task (its context) charges its sync tools to this slot
+    # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
+    with running_in(slot), traced_as_subagent():
         child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
     slot.share()
     child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended

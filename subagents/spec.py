@@ -28,7 +28,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict, cast
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
@@ -621,7 +621,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
         raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
     if "permissions" in value and "permissions" not in unset:
         raise SpecError(
-            f"{label}: field 'permissions' (deepagents' filesystem rules) is not supported; "
+            f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
+            "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
             "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
             "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
         )
@@ -675,6 +676,16 @@ class RemoteSubagentSpec(BaseModel):
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
+        webhook: a URL the server calls when each run of this subagent ends
+            (LangGraph Server's run webhook, deepagents' ``AsyncSubAgent.webhook``);
+            ``http://`` or ``https://``. The task's record is still polled as usual.
+        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
+            accepted with the one behaviour this library has: ``"interrupt"``
+            (a follow-up to a running task stops its run and starts a new one;
+            ``"enqueue"`` is refused), ``"isolated"`` (the task sees only its
+            description; ``"fork"`` is refused), and ``notify_parent`` either
+            way: a finished task is announced before the parent's next model
+            call, and an idle parent is never woken.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -692,6 +703,10 @@ class RemoteSubagentSpec(BaseModel):
     start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
+    webhook: str | None = None
+    update_strategy: Literal["interrupt"] = "interrupt"
+    mode: Literal["isolated"] = "isolated"
+    notify_parent: bool = True
 
     @field_validator("name")
     @classmethod
@@ -723,6 +738,14 @@ class RemoteSubagentSpec(BaseModel):
     @classmethod
     def _http_url(cls, value: str) -> str:
         return checked_url(value)
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            checked_url(value)  # the check only: a webhook's path is the receiver's, kept as written
+            value = value.strip()
+        return value
 
     @field_validator("headers")
     @classmethod

@@ -836,6 +836,7 @@ class RemoteTaskRunner:
             metadata=dict(about),
             config=dict(spec.config) if spec.config else None,
             multitask_strategy=strategy,
+            webhook=spec.webhook,
             **payload,
         ))
 

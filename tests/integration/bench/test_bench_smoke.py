@@ -188,7 +188,7 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
         (answer,) = [m for m in state["messages"] if m.type == "tool"]
         assert "done" in answer.text, (level, answer)
     assert seen["shipped"]["callbacks"] and not seen["no_meter"]["callbacks"]
-    assert "ls_agent_type" in seen["no_meter"]["metadata"]
+    assert "subagent_tool_call_id" in seen["no_meter"]["metadata"]
     assert list(seen["no_meter_metadata"]["metadata"]) == ["subagent_task_id"]
     (shipped,) = states["shipped"]["subagent_tasks"].values()
     (unmetered,) = states["no_meter_metadata"]["subagent_tasks"].values()

@@ -17,9 +17,11 @@ from langchain.agents import create_agent
 from deep_agent import SubAgentMiddleware, create_deep_agent
 from deep_agent.deepagents_compat import MissingExtraError
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import SpecError
 from helpers.graphs import user
 
 pytest.importorskip("deepagents")
+from deepagents.backends import StateBackend  # noqa: E402
 from deepagents.backends.utils import create_file_data  # noqa: E402
 from deepagents.middleware.filesystem import FilesystemMiddleware  # noqa: E402
 
@@ -87,6 +89,38 @@ def test_a_deny_rule_binds_the_root_and_the_children_that_inherit_its_tools(run)
     assert not any(path.startswith("/locked/") for path in out.get("files", {}))
     (child,) = [c for c in model.calls if "try the lock" in _asked(c) and c["messages"][-1].type == "tool"]
     assert "permission denied" in child["messages"][-1].text
+
+
+def test_a_specs_permissions_replace_the_parents_for_that_child(run):
+    # The root may write anywhere; the reviewer only under /notes/, as deepagents' spec permissions say.
+    reviewer = {"name": "reviewer", "description": "Reviews.", "system_prompt": "Review.",
+                "permissions": [{"operations": ["write"], "paths": ["/notes/**"], "mode": "allow"},
+                                {"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}
+    model = ScriptedChatModel(
+        rules=[("review it", [{"tool_calls": [tool_call("write_file", file_path="/notes/r.md", content="ok"),
+                                              tool_call("write_file", file_path="/report.md", content="no")]},
+                              "Reviewed."])],
+        responses=[
+            {"tool_calls": [tool_call("write_file", file_path="/root.md", content="root")]},
+            {"tool_calls": [tool_call("task", description="review it", subagent_type="reviewer")]},
+            "parent done",
+        ],
+    )
+    out = run(create_deep_agent(model, backend=StateBackend(), subagents=[reviewer]), user("go"))
+    assert sorted(out["files"]) == ["/notes/r.md", "/root.md"]  # the child's allowed write came back
+    (child,) = [c for c in model.calls if "review it" in _asked(c) and c["messages"][-1].type == "tool"]
+    results = {m.tool_call_id: m.text for m in child["messages"] if m.type == "tool"}
+    assert sum("permission denied" in text for text in results.values()) == 1
+
+
+def test_a_specs_permissions_need_a_backend_and_a_bad_rule_names_the_spec():
+    spec = {"name": "reviewer", "description": "Reviews.", "system_prompt": "Review.",
+            "permissions": [{"operations": ["write"], "paths": ["/**"], "mode": "interrupt"}]}
+    with pytest.raises(SpecError, match=r"subagent 'reviewer': field 'permissions', item 0: mode 'interrupt'"):
+        create_deep_agent(ScriptedChatModel(), backend=StateBackend(), subagents=[spec])
+    with pytest.raises(SpecError, match=r"'permissions'.*backend="):
+        create_deep_agent(ScriptedChatModel(), subagents=[{**spec, "permissions": [
+            {"operations": ["write"], "paths": ["/**"], "mode": "deny"}]}])
 
 
 def test_skills_on_the_backend_reach_the_roots_prompt(run):

@@ -23,6 +23,7 @@ from deepagents import create_deep_agent as deep_create_deep_agent  # noqa: E402
 from deepagents.middleware.subagents import CompiledSubAgent as DeepCompiledSubAgent  # noqa: E402
 from deepagents.middleware.subagents import SubAgent as DeepSubAgent  # noqa: E402
 from deepagents.middleware.subagents import SubAgentMiddleware as DeepSubAgentMiddleware  # noqa: E402
+from deepagents.backends import StateBackend  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
@@ -91,7 +92,7 @@ _SPECS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "CompiledSubAgent": ({"name": "helper", "description": "d", "runnable": RunnableLambda(lambda s: s)},
                          {"mode": "isolated"}),
     "AsyncSubAgent": ({"name": "remote", "description": "d", "graph_id": "g", "url": "http://127.0.0.1:9"}, {
-        "headers": {}, "webhook": "http://127.0.0.1:9/hook", "update_strategy": "reject",
+        "headers": {}, "webhook": "http://127.0.0.1:9/hook", "update_strategy": "interrupt",
         "notify_parent": True, "mode": "isolated"}),
 }
 
@@ -99,6 +100,8 @@ _SPECS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def _build(kind: str, spec: dict[str, Any]) -> None:
     if kind == "AsyncSubAgent":
         deep_agent.AsyncSubAgentMiddleware(async_subagents=[spec])
+    elif kind == "SubAgent":  # as deepagents users make them: on an agent with a file backend
+        deep_agent.create_deep_agent(_MODEL, backend=StateBackend(), subagents=[spec])
     else:
         deep_agent.SubAgentMiddleware(subagents=[spec], model=_MODEL)
 

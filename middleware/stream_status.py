@@ -1,0 +1,77 @@
+"""A failed child reads as failed on LangGraph's v3 event stream.
+
+LangGraph's ``stream_events(version="v3")`` (and LangChain's ``run.subagents``
+built on it) decide a child run's end status from the *parent's* task that
+spawned it: the ``tools`` task of the ``task`` call. Here a failing child never
+fails that task, since the failure is returned to the parent model as an error
+result and the parent goes on; so without help every child, failed or not,
+would end ``completed``. :class:`ChildFailureTransformer` reads this
+library's own ``subagent_task`` events (which say which task failed, with its
+error and the child's namespace) and puts that error on the parent task's
+result event before LangGraph's lifecycle, subgraph and subagent projections
+read it, through the documented ``before_builtins`` lane for transformers
+that must see an event first.
+
+Example::
+
+    run = agent.stream_events({"messages": [...]}, version="v3")
+    for child in run.subagents:
+        ...
+    run.output
+    # a child whose task failed: child.status == "failed", child.error == "..."
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from langgraph.stream import ProtocolEvent, StreamTransformer
+
+EVENT_TYPE = "subagent_task"
+
+
+def _task_id_of(segment: str) -> str:
+    # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
+    return segment.rpartition(":")[2]
+
+
+class ChildFailureTransformer(StreamTransformer):
+    """Marks the parent task's result failed, with the child's error, when a delegated child failed.
+
+    Registered by :class:`middleware.SubAgentMiddleware` through LangChain's
+    ``AgentMiddleware.transformers``; nothing to set up. Only ``error`` is
+    added, and only to a task result that carries none, so a result that did
+    fail keeps its own error.
+    """
+
+    before_builtins: ClassVar[bool] = True
+    required_stream_modes: ClassVar[tuple[str, ...]] = ("custom", "tasks")
+
+    def __init__(self, scope: tuple[str, ...] = ()) -> None:
+        super().__init__(scope)
+        self._segments: dict[str, str] = {}  # our task id -> the child's namespace segment
+        self._failed: dict[str, str] = {}  # the spawning parent task's id -> the child's error
+
+    def init(self) -> dict[str, Any]:
+        return {}
+
+    def process(self, event: ProtocolEvent) -> bool:
+        method = event["method"]
+        data = event["params"].get("data")
+        if method == "custom" and isinstance(data, dict) and data.get("type") == EVENT_TYPE:
+            self._observe(data)
+        elif method == "tasks" and isinstance(data, dict) and "result" in data and not data.get("error"):
+            error = self._failed.pop(str(data.get("id")), None)
+            if error is not None:
+                data["error"] = error
+        return True
+
+    def _observe(self, data: dict[str, Any]) -> None:
+        task_id = str(data.get("task_id"))
+        namespace = data.get("namespace")
+        if data.get("status") == "running" and namespace:
+            self._segments[task_id] = str(namespace[-1])
+        elif data.get("status") in ("completed", "error", "cancelled"):
+            segment = self._segments.pop(task_id, None)
+            if segment is not None and data.get("status") == "error":
+                self._failed[_task_id_of(segment)] = str(data.get("error") or "subagent failed")

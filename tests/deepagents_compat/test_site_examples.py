@@ -1,0 +1,484 @@
+"""The examples of deepagents' documentation page on subagents, with the import swapped.
+
+Each test is one Python example of the "Subagents" page of the Deep Agents
+docs, as written there, with two changes only: ``from deepagents import ...``
+becomes ``from deep_agent import ...``, and each model (the main agent's and a
+spec's ``"model"``) is a scripted one, so the example runs offline. Names the
+page leaves undefined (``internet_search``, ``web_search``, ...) are small
+tools defined here. Each example then runs one delegation and checks what the
+page says it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+from langchain.agents import create_agent
+from langchain.messages import HumanMessage
+from langchain.tools import ToolRuntime, tool
+from langchain_core.callbacks import BaseCallbackHandler
+from pydantic import BaseModel, Field
+
+from deep_agent import CompiledSubAgent, create_deep_agent  # swapped: deepagents
+from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.graphs import user
+
+pytest.importorskip("deepagents")
+
+SEEN: list[tuple[str, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_seen():
+    SEEN.clear()
+
+
+def internet_search(
+    query: str,
+    max_results: int = 5,
+    topic: Literal["general", "news", "finance"] = "general",
+    include_raw_content: bool = False,
+):
+    """Run a web search"""
+    SEEN.append(("internet_search", query))
+    return {"results": [f"result for {query}"]}
+
+
+@tool
+def web_search(query: str) -> str:
+    """Search the web."""
+    SEEN.append(("web_search", query))
+    return f"results for {query}"
+
+
+def parent_delegating(to: str, description: str = "look into it") -> ScriptedChatModel:
+    return ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description=description, subagent_type=to)]}, "parent done"],
+    )
+
+
+def child(*replies: Any) -> ScriptedChatModel:
+    return ScriptedChatModel(responses=list(replies))
+
+
+def task_results(out: dict[str, Any]) -> list[str]:
+    return [m.text for m in out["messages"] if m.type == "tool" and m.name == "task"]
+
+
+def test_a_dictionary_subagent_with_its_own_tools_and_model(run):
+    research_subagent = {
+        "name": "research-agent",
+        "description": "Used to research more in depth questions",
+        "system_prompt": "You are a great researcher",
+        "tools": [internet_search],
+        "model": child({"tool_calls": [tool_call("internet_search", query="quantum")]}, "quantum is hard"),  # swapped
+    }
+    agent = create_deep_agent(
+        model=parent_delegating("research-agent"),  # swapped
+        subagents=[research_subagent],
+    )
+    out = run(agent, user("Research quantum computing"))
+    assert task_results(out) == ["quantum is hard"]
+    assert SEEN == [("internet_search", "quantum")]
+
+
+def test_a_compiled_subagent_built_with_create_agent(run):
+    specialized_tools = [web_search]
+    your_model = child("the data says yes")  # swapped
+    research_instructions = "You are an expert researcher."
+
+    # Create a custom agent graph (the page passes `prompt=`, which LangChain's
+    # create_agent has never taken; its name is `system_prompt`)
+    custom_graph = create_agent(
+        model=your_model,
+        tools=specialized_tools,
+        system_prompt="You are a specialized agent for data analysis...",
+    )
+
+    # Use it as a custom subagent
+    custom_subagent = CompiledSubAgent(
+        name="data-analyzer",
+        description="Specialized agent for complex data analysis tasks",
+        runnable=custom_graph,
+    )
+
+    subagents = [custom_subagent]
+
+    agent = create_deep_agent(
+        model=parent_delegating("data-analyzer"),  # swapped
+        tools=[internet_search],
+        system_prompt=research_instructions,
+        subagents=subagents,
+    )
+    out = run(agent, user("analyse it"))
+    assert task_results(out) == ["the data says yes"]
+
+
+class AgentNames(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def on_chat_model_start(self, serialized, messages, *, metadata=None, **kwargs):
+        self.names.add((metadata or {}).get("lc_agent_name"))
+
+
+def test_streaming_runs_carry_each_agents_name(run):
+    research_subagent = {
+        "name": "research-agent",
+        "description": "Used to research more in depth questions",
+        "system_prompt": "You are a great researcher",
+        "tools": [internet_search],
+        "model": child("found it"),  # swapped: optional override, defaults to main agent model
+    }
+    subagents = [research_subagent]
+
+    agent = create_deep_agent(
+        model=parent_delegating("research-agent"),  # swapped
+        subagents=subagents,
+        name="main-agent",
+    )
+    names = AgentNames()
+    run(agent, user("go"), {"callbacks": [names]})
+    assert names.names == {"main-agent", "research-agent"}
+
+
+def test_structured_output_reaches_the_parent_as_json():
+    class ResearchFindings(BaseModel):
+        """Structured findings from a research task."""
+
+        summary: str = Field(description="Summary of findings")
+        confidence: float = Field(description="Confidence score from 0 to 1")
+        sources: list[str] = Field(description="List of source URLs")
+
+    research_subagent = {
+        "name": "researcher",
+        "description": "Researches topics and returns structured findings",
+        "system_prompt": "Research the given topic thoroughly. Return your findings.",
+        "tools": [web_search],
+        "response_format": ResearchFindings,
+    }
+
+    model = ScriptedChatModel(  # swapped: the child inherits the main agent's model
+        rules=[("Find quantum papers", [{"tool_calls": [tool_call(
+            "ResearchFindings", summary="qubits", confidence=0.87, sources=["https://a.example"])]}])],
+        responses=[{"tool_calls": [tool_call("task", description="Find quantum papers",
+                                             subagent_type="researcher")]}, "parent done"],
+    )
+    agent = create_deep_agent(
+        model=model,
+        subagents=[research_subagent],
+    )
+
+    async def main():
+        return await agent.ainvoke(
+            {"messages": [{"role": "user", "content": "Research recent advances in quantum computing"}]}
+        )
+
+    result = asyncio.run(main())
+    (content,) = task_results(result)
+    assert json.loads(content) == {"summary": "qubits", "confidence": 0.87, "sources": ["https://a.example"]}
+
+
+def test_the_general_purpose_subagent_can_be_replaced(run):
+    gpt = child("answered by the replacement")  # swapped
+    agent = create_deep_agent(
+        model=parent_delegating("general-purpose"),  # swapped
+        tools=[internet_search],
+        subagents=[
+            {
+                "name": "general-purpose",
+                "description": "General-purpose agent for research and multi-step tasks",
+                "system_prompt": "You are a general-purpose assistant.",
+                "tools": [internet_search],
+                "model": gpt,  # Different model for delegated tasks
+            },
+        ],
+    )
+    out = run(agent, user("go"))
+    assert task_results(out) == ["answered by the replacement"]
+    assert "You are a general-purpose assistant." in gpt.calls[0]["messages"][0].text
+
+
+def skill(name: str) -> dict[str, Any]:
+    text = f"---\nname: {name}\ndescription: the {name} skill\n---\n\nUse {name}.\n"
+    stamp = "2026-01-01T00:00:00"
+    return {"content": text, "encoding": "utf-8", "created_at": stamp, "modified_at": stamp}
+
+
+def test_skills_the_main_agent_and_a_subagent_each_get_their_own(run):
+    main = ScriptedChatModel(  # swapped
+        responses=[{"tool_calls": [tool_call("task", description="research it", subagent_type="researcher"),
+                                   tool_call("task", description="general job", subagent_type="general-purpose")]},
+                   "parent done"],
+        rules=[("research it", ["research done"]), ("general job", ["general done"])],
+    )
+
+    # Research subagent with its own skills
+    research_subagent = {
+        "name": "researcher",
+        "description": "Research assistant with specialized skills",
+        "system_prompt": "You are a researcher.",
+        "tools": [web_search],
+        "skills": ["/skills/research/", "/skills/web-search/"],  # Subagent-specific skills
+    }
+
+    agent = create_deep_agent(
+        model=main,
+        skills=["/skills/main/"],  # Main agent and GP subagent get these
+        subagents=[research_subagent],  # Gets only /skills/research/ and /skills/web-search/
+    )
+    files = {
+        "/skills/main/planning/SKILL.md": skill("planning"),
+        "/skills/research/citing/SKILL.md": skill("citing"),
+        "/skills/web-search/querying/SKILL.md": skill("querying"),
+    }
+    out = run(agent, {**user("go"), "files": files})
+    assert sorted(task_results(out)) == ["general done", "research done"]
+
+    def prompt_of(description: str) -> str:
+        (call,) = [c for c in main.calls if any(description in m.text for m in c["messages"] if m.type == "human")]
+        return call["messages"][0].text
+
+    research, general = prompt_of("research it"), prompt_of("general job")
+    assert "citing" in research and "querying" in research and "planning" not in research
+    assert "planning" in general and "citing" not in general
+    root = main.calls[0]["messages"][0].text
+    assert "planning" in root and "citing" not in root
+
+
+def test_multiple_specialized_subagents(run):
+    @tool
+    def api_call(endpoint: str) -> str:
+        """Call an API."""
+        return "api"
+
+    @tool
+    def database_query(sql: str) -> str:
+        """Query the database."""
+        return "rows"
+
+    @tool
+    def statistical_analysis(data: str) -> str:
+        """Analyse data."""
+        return "stats"
+
+    @tool
+    def format_document(text: str) -> str:
+        """Format a document."""
+        return "formatted"
+
+    subagents = [
+        {
+            "name": "data-collector",
+            "description": "Gathers raw data from various sources",
+            "system_prompt": "Collect comprehensive data on the topic",
+            "tools": [web_search, api_call, database_query],
+        },
+        {
+            "name": "data-analyzer",
+            "description": "Analyzes collected data for insights",
+            "system_prompt": "Analyze data and extract key insights",
+            "tools": [statistical_analysis],
+        },
+        {
+            "name": "report-writer",
+            "description": "Writes polished reports from analysis",
+            "system_prompt": "Create professional reports from insights",
+            "tools": [format_document],
+        },
+    ]
+
+    model = ScriptedChatModel(  # swapped
+        rules=[("collect", ["collected"]), ("analyze", ["analyzed"]), ("write", ["written"])],
+        responses=[
+            {"tool_calls": [tool_call("task", description="collect", subagent_type="data-collector")]},
+            {"tool_calls": [tool_call("task", description="analyze", subagent_type="data-analyzer")]},
+            {"tool_calls": [tool_call("task", description="write", subagent_type="report-writer")]},
+            "report ready",
+        ],
+    )
+    agent = create_deep_agent(
+        model=model,
+        system_prompt="You coordinate data analysis and reporting. Use subagents for specialized tasks.",
+        subagents=subagents,
+    )
+    out = run(agent, user("go"))
+    assert task_results(out) == ["collected", "analyzed", "written"]
+    assert [r["agent_type"] for r in out["subagent_tasks"].values()] == ["data-collector", "data-analyzer",
+                                                                         "report-writer"]
+
+
+@dataclass
+class Context:
+    user_id: str
+    session_id: str
+
+@tool
+def get_user_data(query: str, runtime: ToolRuntime[Context]) -> str:
+    """Fetch data for the current user."""
+    user_id = runtime.context.user_id
+    return f"Data for user {user_id}: {query}"
+
+
+def test_runtime_context_reaches_the_subagents_tools(run):
+    research_subagent = {
+        "name": "researcher",
+        "description": "Conducts research for the current user",
+        "system_prompt": "You are a research assistant.",
+        "tools": [get_user_data],
+    }
+
+    model = ScriptedChatModel(  # swapped
+        rules=[("fetch their data", [{"tool_calls": [tool_call("get_user_data", query="activity")]}, "looked up"])],
+        responses=[{"tool_calls": [tool_call("task", description="fetch their data", subagent_type="researcher")]},
+                   "parent done"],
+    )
+    agent = create_deep_agent(
+        model=model,
+        subagents=[research_subagent],
+        context_schema=Context,
+    )
+
+    # Context flows to the researcher subagent and its tools automatically (the
+    # page writes `await agent.invoke(...)`; `invoke` is not awaitable, so both are run)
+    result = invoke(run, agent, {"messages": [HumanMessage("Look up my recent activity")]},
+                    context=Context(user_id="user-123", session_id="abc"))
+    tool_results = [m.text for c in model.calls for m in c["messages"] if m.type == "tool"]
+    assert "Data for user user-123: activity" in tool_results
+    assert task_results(result) == ["looked up"]
+
+
+def invoke(run, agent, inputs, **kwargs):
+    if run.mode == "sync":
+        return agent.invoke(inputs, **kwargs)
+    return asyncio.run(agent.ainvoke(inputs, **kwargs))
+
+
+def test_a_shared_tool_knows_which_subagent_called_it(run):
+    @tool
+    def shared_lookup(query: str, runtime: ToolRuntime) -> str:
+        """Look up information."""
+        agent_name = runtime.config.get("metadata", {}).get("lc_agent_name")
+        if agent_name == "fact-checker":
+            return f"strict: {query}"
+        return f"general: {query}"
+
+    model = ScriptedChatModel(  # swapped
+        rules=[("check it", [{"tool_calls": [tool_call("shared_lookup", query="claim")]}, "checked"]),
+               ("research it", [{"tool_calls": [tool_call("shared_lookup", query="topic")]}, "researched"])],
+        responses=[{"tool_calls": [tool_call("task", description="check it", subagent_type="fact-checker"),
+                                   tool_call("task", description="research it", subagent_type="researcher")]},
+                   "parent done"],
+    )
+    agent = create_deep_agent(
+        model=model,
+        subagents=[
+            {"name": "fact-checker", "description": "Checks facts", "system_prompt": "Check facts.",
+             "tools": [shared_lookup]},
+            {"name": "researcher", "description": "Researches", "system_prompt": "Research.",
+             "tools": [shared_lookup]},
+        ],
+    )
+    run(agent, user("go"))
+    tool_results = {m.text for c in model.calls for m in c["messages"]
+                    if m.type == "tool" and m.name == "shared_lookup"}
+    assert tool_results == {"strict: claim", "general: topic"}
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
+def test_the_streaming_pages_subagent_example_reads_each_childs_messages():
+    # From the docs' event streaming page (its subagents example), on an agent made as above.
+    agent = create_deep_agent(model=ScriptedChatModel(  # swapped
+        rules=[("write a haiku", ["waves fold into foam"])],
+        responses=[{"tool_calls": [tool_call("task", description="write a haiku", subagent_type="general-purpose")]},
+                   "parent done"],
+    ))
+    printed: list[str] = []
+
+    def print(*values: Any) -> None:  # noqa: A001 - what the example prints, kept to check
+        printed.append(" ".join(map(str, values)))
+
+    stream = agent.stream_events(
+        {
+            "messages": [{"role": "user", "content": "Write me a haiku about the sea"}],
+        },
+        version="v3",
+    )
+
+    subagent_names: list[str] = []
+    for subagent in stream.subagents:
+        print(subagent.name, subagent.path, subagent.status)
+
+        for message in subagent.messages:
+            print(message.text)
+
+        subagent_names.append(subagent.name)
+
+    assert subagent_names == ["general-purpose"]
+    assert printed[0].startswith("general-purpose ('tools:") and printed[0].endswith(" started")
+    assert printed[1:] == ["waves fold into foam"]
+
+
+# Other pages of deepagents' documentation.
+
+
+def read_diff(path: str) -> str:
+    """Read a file's diff."""
+    return f"diff for {path}"
+
+
+def test_the_forked_subagents_pages_example_continues_the_parents_conversation():
+    comment_writer = {
+        "name": "comment-writer",
+        "description": "Continues an in-progress PR review and drafts review comments",
+        "mode": "fork",
+        "tools": [read_diff],
+    }
+
+    model = ScriptedChatModel(  # swapped
+        rules=[("draft the comments", ["Comment: check for None."])],
+        responses=[{"tool_calls": [tool_call("read_diff", path="src/app.py")]},
+                   {"tool_calls": [tool_call("task", description="draft the comments",
+                                             subagent_type="comment-writer")]},
+                   "handed off"],
+    )
+    agent = create_deep_agent(
+        model=model,
+        tools=[read_diff],
+        subagents=[comment_writer],
+    )
+
+    result = agent.invoke(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Review PR #482 and hand it off to comment-writer to draft comments for the issues found",
+                }
+            ]
+        }
+    )
+    assert task_results(result) == ["Comment: check for None."]
+    (child,) = [c for c in model.calls if c["messages"][-1].text == "draft the comments"]
+    assert [m.type for m in child["messages"]][:3] == ["human", "ai", "tool"]  # the parent's turn so far
+    assert child["messages"][2].text == "diff for src/app.py"
+
+
+def test_the_readmes_example_takes_the_messages_as_a_string():
+    @tool
+    def my_custom_tool(query: str) -> str:
+        """Look something up."""
+        return query
+
+    agent = create_deep_agent(
+        model=ScriptedChatModel(default="A summary of LangGraph."),  # swapped
+        tools=[my_custom_tool],
+        system_prompt="You are a research assistant.",
+    )
+    result = agent.invoke({"messages": "Research LangGraph and write a summary"})
+    assert [(m.type, m.text) for m in result["messages"]] == [
+        ("human", "Research LangGraph and write a summary"), ("ai", "A summary of LangGraph.")]
