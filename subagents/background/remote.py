@@ -39,6 +39,7 @@ from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
 from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
+from subagents.outcome import task_id_for
 from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.spec import RemoteSubagentSpec
 
@@ -1066,7 +1067,7 @@ def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str,
 
 
 class OrphanSearch:
-    """Which unrecorded remote starts are still to be looked for: each once per process."""
+    """Which unrecorded remote starts are still to be looked for: each once per process, once asked."""
 
     def __init__(self, remote_names: Collection[str], start_tool: str) -> None:
         self.remote_names, self.start_tool = remote_names, start_tool
@@ -1082,46 +1083,91 @@ class OrphanSearch:
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
 
+    def forget(self, parent_thread_id: str, call_ids: Iterable[str]) -> None:
+        """Look for these starts again on a later turn: their server was not asked (down, or out of time)."""
+        self._looked_for.difference_update((parent_thread_id, c) for c in call_ids)
+
 
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
-                        missing: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
+                        missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                        search: OrphanSearch | None = None) -> dict[str, dict[str, Any]]:
     """Ledger records for the server threads that belong to the ``missing`` starts.
 
-    Never raises, and takes at most the runner's ``refresh_budget_s``: a
-    server that cannot be asked in time is asked again in a later process.
+    ``left_open``: the calls among them that a stopped run left unanswered
+    (not starts that failed and said so). One of those whose server was
+    asked and holds no thread for it never reached the server: it gets a
+    ``lost`` record, so it is reported, never lost silently.
+
+    Never raises, and takes at most the runner's ``refresh_budget_s``. The
+    starts whose server could not be asked in time are handed back to
+    ``search`` (:meth:`OrphanSearch.forget`), to be looked for on a later turn.
+
+    Example (on the background loop)::
+
+        records = await adopt_orphans(runner, "parent-thread", {"call_1": ("worker", "the job")},
+                                      left_open={"call_1"})
     """
     records: dict[str, dict[str, Any]] = {}
+    settled: set[str] = set()
     try:
         async with asyncio.timeout(runner.refresh_budget_s):
-            await _adopt_into(records, runner, parent_thread_id, missing)
+            await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
     except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
         pass
+    if search is not None:
+        search.forget(parent_thread_id, (c for c in missing if c not in settled))
     return records
 
 
+_SEARCH_PAGES = 20
+"""Pages of :data:`_SEARCH_LIMIT` threads read per parent; a parent with more is not declared empty of any."""
+
+
+async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
+                          parent_thread_id: str) -> tuple[list[Any], bool]:
+    """The server's threads of ``parent_thread_id`` (as ``spec`` sees them), and whether that is all of them."""
+    rows: list[Any] = []
+    for page in range(_SEARCH_PAGES):
+        found = await runner.request(spec, runner.client(spec).threads.search(
+            metadata={"parent_thread_id": parent_thread_id}, select=["thread_id", "metadata"],
+            limit=_SEARCH_LIMIT, offset=page * _SEARCH_LIMIT), poll=True)
+        found = found if isinstance(found, list) else []
+        rows.extend(found)
+        if len(found) < _SEARCH_LIMIT:
+            return rows, True
+    return rows, False
+
+
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
-                      missing: Mapping[str, tuple[str, str]]) -> None:
-    specs = {caller_of(runner.specs[kind]): runner.specs[kind] for kind, _ in missing.values()
-             if kind in runner.specs}
-    for spec in specs.values():
+                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                      settled: set[str] | None = None) -> None:
+    settled = set() if settled is None else settled
+    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[str]]] = {}
+    for wanted, (kind, _) in missing.items():
+        if kind in runner.specs:
+            groups.setdefault(caller_of(runner.specs[kind]), (runner.specs[kind], []))[1].append(wanted)
+        else:
+            settled.add(wanted)  # no server to ask here
+    for spec, call_ids in groups.values():
         try:
-            rows = await runner.request(spec, runner.client(spec).threads.search(
-                metadata={"parent_thread_id": parent_thread_id}, select=["thread_id", "metadata"],
-                limit=_SEARCH_LIMIT), poll=True)
-        except Exception:  # noqa: BLE001 - adoption is best effort
+            rows, complete = await _parent_threads(runner, spec, parent_thread_id)
+        except Exception:  # noqa: BLE001 - adoption is best effort: asked again on a later turn
             continue
-        for row in rows if isinstance(rows, list) else ():
+        seen: set[str] = set()
+        failed: set[str] = set()
+        for row in rows:
             meta = row.get("metadata") if isinstance(row, Mapping) else None
             if not isinstance(meta, Mapping):
                 continue
             call_id = meta.get("tool_call_id")
             task_id = meta.get(TASK_ID_METADATA_KEY)
-            if (not isinstance(call_id, str) or call_id not in missing or not isinstance(task_id, str)
+            if (not isinstance(call_id, str) or call_id not in call_ids or not isinstance(task_id, str)
                     or not task_id or missing[call_id][0] != meta.get("agent_type")):
                 continue
             attempt = meta.get("attempt") or 1
             if not is_count(attempt):  # a server's metadata, written by anyone: not a count to carry on
                 continue
+            seen.add(call_id)
             if task_id in records and records[task_id]["attempt"] >= attempt:
                 continue
             try:
@@ -1131,7 +1177,25 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
                     records[task_id] = _unstarted(task_id, missing[call_id], call_id, row["thread_id"], attempt)
             except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
+                failed.add(call_id)
+        for wanted in call_ids:
+            if wanted in failed:
                 continue
+            if wanted not in seen and wanted in left_open and complete:
+                lost_id = task_id_for(parent_thread_id, "", wanted)
+                records.setdefault(lost_id, _never_reached(lost_id, missing[wanted], wanted, spec.url))
+            settled.add(wanted)
+
+
+def _never_reached(task_id: str, call: tuple[str, str], call_id: str, url: str) -> dict[str, Any]:
+    """The record of a start the run left open and its server has no thread of: ``lost``."""
+    agent_type, description = call
+    return AsyncTaskRecord(
+        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
+        tool_call_id=call_id, created_at=now(),
+        error=f"the run stopped before this start reached its server (the server at {url} has no thread "
+              "of it); retry_async_task starts it",
+    ).model_dump()
 
 
 def _unstarted(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, attempt: int) -> dict[str, Any]:

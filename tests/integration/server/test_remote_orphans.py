@@ -94,6 +94,11 @@ def die(expect: int) -> str:
     return "still here"
 
 
+def calls(state: dict[str, Any]) -> list[str]:
+    return [c["id"] for m in state["messages"] for c in getattr(m, "tool_calls", None) or ()
+            if c["name"] == "start_async_task"]
+
+
 def stop_all(url: str, threads: list[dict[str, Any]]) -> None:
     from langgraph_sdk import get_sync_client
 
@@ -123,8 +128,13 @@ def test_a_parent_killed_mid_start_starts_nothing_twice_and_records_everything(t
         records = ledger(out)
         assert set(per_task) <= set(records), "every task on the server is in the ledger"
         assert {r["thread_id"] for r in records.values()} >= {t["thread_id"] for t in threads}
+        assert len(records) == TASKS, "every start has a record: on the server, or lost"
+        assert {r["tool_call_id"] for r in records.values()} == set(calls(out))
         if then == "resume":
-            assert len(records) == len(per_task) == TASKS
+            assert len(per_task) == TASKS
+        else:  # a start that never reached the server is reported lost, never dropped
+            on_server = {t["thread_id"] for t in threads}
+            assert all(r["status"] == "lost" for r in records.values() if r["thread_id"] not in on_server)
     finally:
         stop_all(langgraph_server, threads)
 
