@@ -1125,12 +1125,24 @@ _SEARCH_PAGES = 20
 
 async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
                           parent_thread_id: str) -> tuple[list[Any], bool]:
-    """The server's threads of ``parent_thread_id`` (as ``spec`` sees them), and whether that is all of them."""
+    """The server's threads of ``parent_thread_id`` (as ``spec`` sees them), and whether that is all of them.
+
+    ``select`` (only the two fields needed) is optional in the API: a server
+    that refuses it (aegra answers 422) is asked for whole threads.
+    """
     rows: list[Any] = []
+    select: list[str] | None = ["thread_id", "metadata"]
     for page in range(_SEARCH_PAGES):
-        found = await runner.request(spec, runner.client(spec).threads.search(
-            metadata={"parent_thread_id": parent_thread_id}, select=["thread_id", "metadata"],
-            limit=_SEARCH_LIMIT, offset=page * _SEARCH_LIMIT), poll=True)
+        search = functools.partial(runner.client(spec).threads.search,
+                                   metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_LIMIT,
+                                   offset=page * _SEARCH_LIMIT)
+        try:
+            found = await runner.request(spec, search(select=select) if select else search(), poll=True)
+        except Exception as exc:
+            if select is None or status_code(exc) not in (400, 422):
+                raise
+            select = None
+            found = await runner.request(spec, search(), poll=True)
         found = found if isinstance(found, list) else []
         rows.extend(found)
         if len(found) < _SEARCH_LIMIT:

@@ -128,3 +128,33 @@ def test_a_start_whose_server_could_not_be_asked_is_looked_for_again_and_not_dec
     (record,) = records.values()
     assert record["status"] == "lost" and record["tool_call_id"] == "call_1"
     assert search.due(messages, {}, "p") is None, "asked and answered: not looked for again"
+
+
+class NoSelect(RecordingServer):
+    """A server that refuses ``select`` on a thread search (422, as aegra does) and holds one running task."""
+
+    def reply_to(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        if path.startswith("/threads/search"):
+            if (body or {}).get("select") is not None:
+                return None  # answered 422 by fail_on
+            return [{"thread_id": "th-1", "status": "busy", "metadata": {
+                "parent_thread_id": "p", "tool_call_id": "call_1", "agent_type": "worker",
+                TASK_ID_METADATA_KEY: "task-1", "attempt": 1}}]
+        if method == "GET" and path.split("?")[0].endswith("/runs"):
+            return [{"run_id": "run-1", "status": "running"}]
+        return super().reply_to(method, path, body, headers)
+
+    def status_for(self, method: str, path: str, body: Any) -> int:
+        return 422 if path.startswith("/threads/search") and (body or {}).get("select") is not None else 200
+
+
+def test_orphans_are_found_on_a_server_that_refuses_select_on_thread_search():
+    server = NoSelect()
+    try:
+        spec = RemoteSubagentSpec(name="worker", description="w", graph_id="g", url=server.url)
+        runner = RemoteTaskRunner([spec], pool=RemoteClientPool())
+        records = asyncio.run(adopt_orphans(runner, "p", {"call_1": ("worker", "the job")}, left_open={"call_1"}))
+    finally:
+        server.close()
+    assert records["task-1"]["status"] == "running" and records["task-1"]["run_id"] == "run-1"
+    assert len(records) == 1, "found: not also recorded lost"
