@@ -480,7 +480,7 @@ class RemoteClientPool:
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
         headers = spec.request_headers()
-        key = (spec.url, _fingerprint(headers))
+        key = (spec.server, _fingerprint(headers))
         client = self._clients.get(key)
         if client is None or client.http.client.is_closed:
             client = self._clients[key] = _new_client(spec, headers)
@@ -500,6 +500,8 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     import httpx
     from langgraph_sdk.client import LangGraphClient
 
+    if spec.url is None:
+        return _same_deployment_client(spec, headers)
     http = httpx.AsyncClient(
         base_url=spec.url,
         transport=httpx.AsyncHTTPTransport(
@@ -512,6 +514,29 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
         headers={"User-Agent": USER_AGENT, **headers},
     )
     return LangGraphClient(http)
+
+
+SERVER_MODULE = "langgraph_api.server"
+"""The module of a LangGraph Server's app: loaded in a process that is one (``langgraph dev``, the Platform)."""
+
+
+def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
+    """A client of the LangGraph Server this process runs (``get_client()`` without a url: in-process).
+
+    Raises :class:`RemoteConfigError` naming the spec when this process runs no
+    such server: the SDK would otherwise wait for an app that never comes.
+    """
+    import sys
+
+    from langgraph_sdk import get_client
+
+    if SERVER_MODULE not in sys.modules:
+        raise RemoteConfigError(
+            f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+            "on, and this parent does not run on one; give the spec the url of a server")
+    return get_client(url=None, api_key=None, headers={"User-Agent": USER_AGENT, **headers},
+                      timeout=(min(5.0, spec.start_timeout_s), spec.start_timeout_s, spec.start_timeout_s,
+                               spec.start_timeout_s))
 
 
 def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
@@ -642,7 +667,7 @@ class RemoteTaskRunner:
     async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
         """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
         timeout = spec.request_timeout_s if poll else spec.start_timeout_s
-        return await self.pool.health.call(spec.url, request, timeout_s=timeout)
+        return await self.pool.health.call(spec.server, request, timeout_s=timeout)
 
     # -- operations ------------------------------------------------------
 
@@ -664,7 +689,7 @@ class RemoteTaskRunner:
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - named with the server below
-            raise RemoteStartError(spec.url, _reason(exc)) from None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
         return {
             "status": run_status(run.get("status")),
             "thread_id": thread_id,
@@ -701,7 +726,7 @@ class RemoteTaskRunner:
                 return thread_id, run  # a concurrent start of the same task won
             if made_here and (status_code(exc) or 0) in range(400, 500):
                 await self._delete_quietly(spec, thread_id)  # leave no empty thread behind
-            raise RemoteStartError(spec.url, _reason(exc)) from None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
         return thread_id, run
 
     async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
@@ -723,9 +748,9 @@ class RemoteTaskRunner:
         try:
             fields, note = await self._read(spec, record), None
         except ServerUnavailable as exc:
-            fields, note = {}, self.pool.health.note(spec.url) or str(exc)
+            fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
-            fields, note = {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+            fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if past_deadline(spec, record, fields):
             return await self.end_at_deadline(spec, record), None
         return fields, note
@@ -740,7 +765,7 @@ class RemoteTaskRunner:
             if is_not_found(exc) or status_code(exc) == 409:
                 error += "; its run had already ended on the server"
             else:
-                error += f"; the server at {spec.url} could not be told to cancel its run ({_reason(exc)})"
+                error += f"; the server at {spec.server} could not be told to cancel its run ({_reason(exc)})"
         return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -757,11 +782,11 @@ class RemoteTaskRunner:
                 raise
             return {
                 "status": "lost",
-                "error": f"the server at {spec.url} no longer knows thread "
+                "error": f"the server at {spec.server} no longer knows thread "
                 f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
                 "finished_at": now(),
             }
-        return fields_from(run, thread, server=f"the server at {spec.url}")
+        return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
@@ -968,9 +993,9 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
     would not find them (and should not be sent for them).
     """
     try:
-        return spec.url, _fingerprint(spec.request_headers())
+        return spec.server, _fingerprint(spec.request_headers())
     except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
-        return spec.url, f"unreadable:{spec.name}"
+        return spec.server, f"unreadable:{spec.name}"
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
@@ -978,9 +1003,9 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
     """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
     try:
         states = await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"])
-        answered.add(spec.url)
+        answered.add(spec.server)
     except ServerUnavailable as exc:
-        note = runner.pool.health.note(spec.url) or str(exc)
+        note = runner.pool.health.note(spec.server) or str(exc)
         out.update({r["id"]: ({}, note) for r in records})
         return
     except Exception:  # noqa: BLE001 - a server without batched search: read each task
@@ -1195,7 +1220,7 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 continue
             if wanted not in seen and wanted in left_open and complete:
                 lost_id = task_id_for(parent_thread_id, "", wanted)
-                records.setdefault(lost_id, _never_reached(lost_id, missing[wanted], wanted, spec.url))
+                records.setdefault(lost_id, _never_reached(lost_id, missing[wanted], wanted, spec.server))
             settled.add(wanted)
 
 
