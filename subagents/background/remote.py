@@ -7,14 +7,17 @@ Those runs still work, and still cost. So before a model call the parent
 looks for ``start_async_task`` calls in its messages that name a remote
 subagent and have no ledger record (:func:`unrecorded_starts`), asks each
 server once for the threads whose metadata names this parent thread, and
-takes the matching ones into its ledger (:func:`adopt_orphans`). Each call
-is looked for once per process, so a start that simply failed costs one
-search, not one per turn.
+takes the matching ones into its ledger (:func:`adopt_orphans`). A start
+the stopped run left open and that the server holds no thread of never
+reached it: it is recorded ``lost``. Each call is looked for once per
+process once its server answered, so a start that simply failed costs one
+search, not one per turn; a server that could not be asked is asked again
+on a later turn.
 
 Example (on the background loop)::
 
     missing = unrecorded_starts(state["messages"], ledger, runner.specs, "start_async_task")
-    records = await adopt_orphans(runner, parent_thread_id, missing)   # {task id: record}
+    records = await adopt_orphans(runner, parent_thread_id, missing, left_open=set(missing))
 """
 
 from __future__ import annotations
