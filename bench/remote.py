@@ -49,9 +49,9 @@ RAW_JOINS = 80
 """Joins the raw side keeps open at once (more would wait for the SDK's 100 connections and time out)."""
 
 
-def _middleware(url: str) -> BackgroundSubagentMiddleware:
+def _middleware(url: str, graph_id: str = "scripted_worker") -> BackgroundSubagentMiddleware:
     # Generous bounds: this measures throughput on a loaded box, not how timeouts bite.
-    spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": "scripted_worker",
+    spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
             "url": url, "request_timeout_s": 60, "start_timeout_s": 120}
     return BackgroundSubagentMiddleware([spec], general_purpose=False, notify=True)
 
@@ -69,8 +69,8 @@ def _config() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"bench-remote-{uuid.uuid4().hex}"}, "recursion_limit": 1000}
 
 
-def ours_settle(url: str, tasks: int) -> float:
-    middleware = _middleware(url)
+def ours_settle(url: str, tasks: int, graph_id: str = "scripted_worker") -> float:
+    middleware = _middleware(url, graph_id)
     agent = _parent(middleware, [f"job {i}" for i in range(tasks)])
     began = time.perf_counter()
     state = asyncio.run(agent.ainvoke(user("BENCH start"), _config()))
@@ -84,7 +84,7 @@ def ours_settle(url: str, tasks: int) -> float:
     return seconds
 
 
-async def _raw(url: str, tasks: int) -> float:
+async def _raw(url: str, tasks: int, graph_id: str) -> float:
     from langgraph_sdk import get_client
 
     client = get_client(url=url, api_key=None)
@@ -94,7 +94,7 @@ async def _raw(url: str, tasks: int) -> float:
     async def one(i: int) -> None:
         thread = await client.threads.create(metadata={"bench": "raw"})
         job: dict[str, Any] = {"messages": [{"role": "user", "content": f"job {i}"}]}
-        run = await client.runs.create(thread["thread_id"], "scripted_worker", input=job)
+        run = await client.runs.create(thread["thread_id"], graph_id, input=job)
         async with joins:  # each join holds a connection; the SDK's pool has 100
             await client.runs.join(thread["thread_id"], run["run_id"])
 
@@ -104,8 +104,8 @@ async def _raw(url: str, tasks: int) -> float:
     return seconds
 
 
-def raw_settle(url: str, tasks: int) -> float:
-    return asyncio.run(_raw(url, tasks))
+def raw_settle(url: str, tasks: int, graph_id: str = "scripted_worker") -> float:
+    return asyncio.run(_raw(url, tasks, graph_id))
 
 
 def polling_cost_ms(url: str, tasks: int, reps: int) -> tuple[float, dict[str, Any]]:

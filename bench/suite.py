@@ -23,7 +23,7 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from bench import (
@@ -39,6 +39,7 @@ from bench import (
     overhead,
     realmodel,
     remote,
+    remote_aegra,
     runaway,
     scale,
 )
@@ -57,7 +58,13 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 
-REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: remote.run}
+def _remote(quick: bool) -> Iterator[dict[str, Any]]:
+    """The remote set: on ``langgraph dev`` servers, then on the aegra pair."""
+    yield from remote.run(quick)
+    yield from remote_aegra.run(quick)
+
+
+REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: _remote}
 """Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
 
 SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run}

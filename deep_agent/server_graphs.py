@@ -12,6 +12,10 @@ instruction it is given:
   tool call per turn) until a message with ``Wrap up`` arrives.
 * ``scripted_approver`` asks for approval before its ``publish`` tool runs
   (``waiting_for_approval`` on the parent's side), then reports the outcome.
+* ``scripted_delegator`` is a parent: a message with ``DELEGATE`` starts a
+  background task of ``scripted_worker`` on this same server (a remote spec
+  without a url: the same-deployment mode) with the rest of the message as
+  its instruction.
 
 Example (with ``langgraph dev`` running on port 2024)::
 
@@ -29,10 +33,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import BackgroundSubagentMiddleware
 from subagents import SubagentSpec, build_subagent
 
 SLOW_TURNS = 120
@@ -108,4 +114,18 @@ scripted_approver = _build(
     ),
     _approver_model(),
     [publish],
+)
+
+
+def _delegate(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    instruction = _last_human(messages).replace("DELEGATE", "", 1).strip()
+    return {"tool_calls": [tool_call("start_async_task", description=instruction, subagent_type="same-server-worker")]}
+
+
+scripted_delegator = create_agent(
+    ScriptedChatModel(rules=[("DELEGATE", [_delegate, "Started it on this server."])], default="Noted."),
+    middleware=[BackgroundSubagentMiddleware(
+        [{"name": "same-server-worker", "description": "scripted_worker, on the server this parent runs on.",
+          "graph_id": "scripted_worker"}],
+        general_purpose=False)],
 )

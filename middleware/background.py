@@ -955,7 +955,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def _catch_up(self, state: Mapping[str, Any],
                         orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
         ledger = ledger_of(state)
-        adopted = await adopt_orphans(self.tasks.remote, *orphans) if orphans else {}
+        adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_left_open(state),
+                                      search=self._orphan_search) if orphans else {}
         ledger.update(adopted)
         try:
             updates = await self.tasks.refresh(ledger)
@@ -1024,6 +1025,12 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _left_open(state: Mapping[str, Any]) -> set[str]:
+    """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
+    return {m.tool_call_id for m in state.get("messages") or ()
+            if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
 
 
 def _thread_id() -> str | None:

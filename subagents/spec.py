@@ -645,6 +645,8 @@ DEFAULT_START_TIMEOUT_S = 30.0
 """Default bound on starting, steering or cancelling a remote task."""
 
 API_KEY_HEADER = "x-api-key"
+SAME_DEPLOYMENT = "this same deployment (in-process)"
+"""How a remote spec without a ``url`` names its server: the LangGraph Server the parent runs on."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -658,6 +660,10 @@ class RemoteSubagentSpec(BaseModel):
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
         url: the server's base URL, ``http://`` or ``https://`` with a host.
+            ``None`` (left out): the same deployment -- the child runs on the
+            LangGraph Server the parent itself runs on, reached in-process
+            (``langgraph_sdk.get_client()`` without a url); a parent not running
+            on one gets an error naming the spec when it starts the task.
         headers: sent with every request to this server, and nothing else is
             (no key is read from the environment unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
@@ -693,7 +699,7 @@ class RemoteSubagentSpec(BaseModel):
     name: str
     description: str
     graph_id: str
-    url: str
+    url: str | None = None
     headers: Mapping[str, str] = Field(default_factory=dict)
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
@@ -736,8 +742,13 @@ class RemoteSubagentSpec(BaseModel):
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        return checked_url(value)
+    def _http_url(cls, value: str | None) -> str | None:
+        return None if value is None else checked_url(value)
+
+    @property
+    def server(self) -> str:
+        """Where the tasks run, as errors and notes name it: the url, or :data:`SAME_DEPLOYMENT`."""
+        return self.url if self.url is not None else SAME_DEPLOYMENT
 
     @field_validator("webhook")
     @classmethod
@@ -773,6 +784,8 @@ class RemoteSubagentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RemoteSubagentSpec:
+        if self.url is None and self.url_credentials is not None:
+            raise ValueError("url_credentials need a url: a spec without one runs on this same deployment")
         if self.url_credentials is not None and any(k.lower() == "authorization" for k in self.headers):
             raise ValueError("give the Authorization one way only, not url credentials and headers['Authorization']")
         sources = [n for n, on in (("api_key", self.api_key is not None),

@@ -7,14 +7,17 @@ Those runs still work, and still cost. So before a model call the parent
 looks for ``start_async_task`` calls in its messages that name a remote
 subagent and have no ledger record (:func:`unrecorded_starts`), asks each
 server once for the threads whose metadata names this parent thread, and
-takes the matching ones into its ledger (:func:`adopt_orphans`). Each call
-is looked for once per process, so a start that simply failed costs one
-search, not one per turn.
+takes the matching ones into its ledger (:func:`adopt_orphans`). A start
+the stopped run left open and that the server holds no thread of never
+reached it: it is recorded ``lost``. Each call is looked for once per
+process once its server answered, so a start that simply failed costs one
+search, not one per turn; a server that could not be asked is asked again
+on a later turn.
 
 Example (on the background loop)::
 
     missing = unrecorded_starts(state["messages"], ledger, runner.specs, "start_async_task")
-    records = await adopt_orphans(runner, parent_thread_id, missing)   # {task id: record}
+    records = await adopt_orphans(runner, parent_thread_id, missing, left_open=set(missing))
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
 from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
+from subagents.outcome import task_id_for
 from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.spec import RemoteSubagentSpec
 
@@ -479,7 +483,7 @@ class RemoteClientPool:
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
         headers = spec.request_headers()
-        key = (spec.url, _fingerprint(headers))
+        key = (spec.server, _fingerprint(headers))
         client = self._clients.get(key)
         if client is None or client.http.client.is_closed:
             client = self._clients[key] = _new_client(spec, headers)
@@ -499,6 +503,8 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     import httpx
     from langgraph_sdk.client import LangGraphClient
 
+    if spec.url is None:
+        return _same_deployment_client(spec, headers)
     http = httpx.AsyncClient(
         base_url=spec.url,
         transport=httpx.AsyncHTTPTransport(
@@ -511,6 +517,29 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
         headers={"User-Agent": USER_AGENT, **headers},
     )
     return LangGraphClient(http)
+
+
+SERVER_MODULE = "langgraph_api.server"
+"""The module of a LangGraph Server's app: loaded in a process that is one (``langgraph dev``, the Platform)."""
+
+
+def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
+    """A client of the LangGraph Server this process runs (``get_client()`` without a url: in-process).
+
+    Raises :class:`RemoteConfigError` naming the spec when this process runs no
+    such server: the SDK would otherwise wait for an app that never comes.
+    """
+    import sys
+
+    from langgraph_sdk import get_client
+
+    if SERVER_MODULE not in sys.modules:
+        raise RemoteConfigError(
+            f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+            "on, and this parent does not run on one; give the spec the url of a server")
+    return get_client(url=None, api_key=None, headers={"User-Agent": USER_AGENT, **headers},
+                      timeout=(min(5.0, spec.start_timeout_s), spec.start_timeout_s, spec.start_timeout_s,
+                               spec.start_timeout_s))
 
 
 def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
@@ -641,7 +670,7 @@ class RemoteTaskRunner:
     async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
         """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
         timeout = spec.request_timeout_s if poll else spec.start_timeout_s
-        return await self.pool.health.call(spec.url, request, timeout_s=timeout)
+        return await self.pool.health.call(spec.server, request, timeout_s=timeout)
 
     # -- operations ------------------------------------------------------
 
@@ -663,7 +692,7 @@ class RemoteTaskRunner:
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - named with the server below
-            raise RemoteStartError(spec.url, _reason(exc)) from None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
         return {
             "status": run_status(run.get("status")),
             "thread_id": thread_id,
@@ -700,7 +729,7 @@ class RemoteTaskRunner:
                 return thread_id, run  # a concurrent start of the same task won
             if made_here and (status_code(exc) or 0) in range(400, 500):
                 await self._delete_quietly(spec, thread_id)  # leave no empty thread behind
-            raise RemoteStartError(spec.url, _reason(exc)) from None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
         return thread_id, run
 
     async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
@@ -722,9 +751,9 @@ class RemoteTaskRunner:
         try:
             fields, note = await self._read(spec, record), None
         except ServerUnavailable as exc:
-            fields, note = {}, self.pool.health.note(spec.url) or str(exc)
+            fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
-            fields, note = {}, f"the server at {spec.url} could not report this task: {_reason(exc)}"
+            fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if past_deadline(spec, record, fields):
             return await self.end_at_deadline(spec, record), None
         return fields, note
@@ -739,7 +768,7 @@ class RemoteTaskRunner:
             if is_not_found(exc) or status_code(exc) == 409:
                 error += "; its run had already ended on the server"
             else:
-                error += f"; the server at {spec.url} could not be told to cancel its run ({_reason(exc)})"
+                error += f"; the server at {spec.server} could not be told to cancel its run ({_reason(exc)})"
         return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -756,11 +785,11 @@ class RemoteTaskRunner:
                 raise
             return {
                 "status": "lost",
-                "error": f"the server at {spec.url} no longer knows thread "
+                "error": f"the server at {spec.server} no longer knows thread "
                 f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
                 "finished_at": now(),
             }
-        return fields_from(run, thread, server=f"the server at {spec.url}")
+        return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
@@ -968,9 +997,9 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
     would not find them (and should not be sent for them).
     """
     try:
-        return spec.url, _fingerprint(spec.request_headers())
+        return spec.server, _fingerprint(spec.request_headers())
     except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
-        return spec.url, f"unreadable:{spec.name}"
+        return spec.server, f"unreadable:{spec.name}"
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
@@ -978,9 +1007,9 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
     """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
     try:
         states = await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"])
-        answered.add(spec.url)
+        answered.add(spec.server)
     except ServerUnavailable as exc:
-        note = runner.pool.health.note(spec.url) or str(exc)
+        note = runner.pool.health.note(spec.server) or str(exc)
         out.update({r["id"]: ({}, note) for r in records})
         return
     except Exception:  # noqa: BLE001 - a server without batched search: read each task
@@ -1067,7 +1096,7 @@ def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str,
 
 
 class OrphanSearch:
-    """Which unrecorded remote starts are still to be looked for: each once per process."""
+    """Which unrecorded remote starts are still to be looked for: each once per process, once asked."""
 
     def __init__(self, remote_names: Collection[str], start_tool: str) -> None:
         self.remote_names, self.start_tool = remote_names, start_tool
@@ -1083,46 +1112,103 @@ class OrphanSearch:
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
 
+    def forget(self, parent_thread_id: str, call_ids: Iterable[str]) -> None:
+        """Look for these starts again on a later turn: their server was not asked (down, or out of time)."""
+        self._looked_for.difference_update((parent_thread_id, c) for c in call_ids)
+
 
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
-                        missing: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
+                        missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                        search: OrphanSearch | None = None) -> dict[str, dict[str, Any]]:
     """Ledger records for the server threads that belong to the ``missing`` starts.
 
-    Never raises, and takes at most the runner's ``refresh_budget_s``: a
-    server that cannot be asked in time is asked again in a later process.
+    ``left_open``: the calls among them that a stopped run left unanswered
+    (not starts that failed and said so). One of those whose server was
+    asked and holds no thread for it never reached the server: it gets a
+    ``lost`` record, so it is reported, never lost silently.
+
+    Never raises, and takes at most the runner's ``refresh_budget_s``. The
+    starts whose server could not be asked in time are handed back to
+    ``search`` (:meth:`OrphanSearch.forget`), to be looked for on a later turn.
+
+    Example (on the background loop)::
+
+        records = await adopt_orphans(runner, "parent-thread", {"call_1": ("worker", "the job")},
+                                      left_open={"call_1"})
     """
     records: dict[str, dict[str, Any]] = {}
+    settled: set[str] = set()
     try:
         async with asyncio.timeout(runner.refresh_budget_s):
-            await _adopt_into(records, runner, parent_thread_id, missing)
+            await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
     except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
         pass
+    if search is not None:
+        search.forget(parent_thread_id, (c for c in missing if c not in settled))
     return records
 
 
-async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
-                      missing: Mapping[str, tuple[str, str]]) -> None:
-    specs = {caller_of(runner.specs[kind]): runner.specs[kind] for kind, _ in missing.values()
-             if kind in runner.specs}
-    for spec in specs.values():
+_SEARCH_PAGES = 20
+"""Pages of :data:`_SEARCH_LIMIT` threads read per parent; a parent with more is not declared empty of any."""
+
+
+async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
+                          parent_thread_id: str) -> tuple[list[Any], bool]:
+    """The server's threads of ``parent_thread_id`` (as ``spec`` sees them), and whether that is all of them.
+
+    ``select`` (only the two fields needed) is optional in the API: a server
+    that refuses it (aegra answers 422) is asked for whole threads.
+    """
+    rows: list[Any] = []
+    select: list[str] | None = ["thread_id", "metadata"]
+    for page in range(_SEARCH_PAGES):
+        search = functools.partial(runner.client(spec).threads.search,
+                                   metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_LIMIT,
+                                   offset=page * _SEARCH_LIMIT)
         try:
-            rows = await runner.request(spec, runner.client(spec).threads.search(
-                metadata={"parent_thread_id": parent_thread_id}, select=["thread_id", "metadata"],
-                limit=_SEARCH_LIMIT), poll=True)
-        except Exception:  # noqa: BLE001 - adoption is best effort
+            found = await runner.request(spec, search(select=select) if select else search(), poll=True)
+        except Exception as exc:
+            if select is None or status_code(exc) not in (400, 422):
+                raise
+            select = None
+            found = await runner.request(spec, search(), poll=True)
+        found = found if isinstance(found, list) else []
+        rows.extend(found)
+        if len(found) < _SEARCH_LIMIT:
+            return rows, True
+    return rows, False
+
+
+async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
+                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                      settled: set[str] | None = None) -> None:
+    settled = set() if settled is None else settled
+    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[str]]] = {}
+    for wanted, (kind, _) in missing.items():
+        if kind in runner.specs:
+            groups.setdefault(caller_of(runner.specs[kind]), (runner.specs[kind], []))[1].append(wanted)
+        else:
+            settled.add(wanted)  # no server to ask here
+    for spec, call_ids in groups.values():
+        try:
+            rows, complete = await _parent_threads(runner, spec, parent_thread_id)
+        except Exception:  # noqa: BLE001 - adoption is best effort: asked again on a later turn
             continue
-        for row in rows if isinstance(rows, list) else ():
+        seen: set[str] = set()
+        failed: set[str] = set()
+        for row in rows:
             meta = row.get("metadata") if isinstance(row, Mapping) else None
             if not isinstance(meta, Mapping):
                 continue
             call_id = meta.get("tool_call_id")
             task_id = meta.get(TASK_ID_METADATA_KEY)
-            if (not isinstance(call_id, str) or call_id not in missing or not isinstance(task_id, str)
+            if (not isinstance(call_id, str) or call_id not in call_ids or not isinstance(task_id, str)
                     or not task_id or missing[call_id][0] != meta.get("agent_type")):
                 continue
             attempt = meta.get("attempt") or 1
             if not is_count(attempt):  # a server's metadata, written by anyone: not a count to carry on
                 continue
+            seen.add(call_id)
             if task_id in records and records[task_id]["attempt"] >= attempt:
                 continue
             try:
@@ -1132,7 +1218,25 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
                     records[task_id] = _unstarted(task_id, missing[call_id], call_id, row["thread_id"], attempt)
             except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
+                failed.add(call_id)
+        for wanted in call_ids:
+            if wanted in failed:
                 continue
+            if wanted not in seen and wanted in left_open and complete:
+                lost_id = task_id_for(parent_thread_id, "", wanted)
+                records.setdefault(lost_id, _never_reached(lost_id, missing[wanted], wanted, spec.server))
+            settled.add(wanted)
+
+
+def _never_reached(task_id: str, call: tuple[str, str], call_id: str, url: str) -> dict[str, Any]:
+    """The record of a start the run left open and its server has no thread of: ``lost``."""
+    agent_type, description = call
+    return AsyncTaskRecord(
+        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
+        tool_call_id=call_id, created_at=now(),
+        error=f"the run stopped before this start reached its server (the server at {url} has no thread "
+              "of it); retry_async_task starts it",
+    ).model_dump()
 
 
 def _unstarted(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, attempt: int) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +40,9 @@ from helpers.postgres import PostgresServer, free_port
 AEGRA_VERSION = "0.11.0"
 CHILD_DIR = Path(__file__).parent / "aegra_child"
 START_TIMEOUT_S = 120
+QUICK_RECOVERY = {"LEASE_DURATION_SECONDS": "12", "HEARTBEAT_INTERVAL_SECONDS": "4", "REAPER_INTERVAL_SECONDS": "3"}
+"""Worker leases short enough that a killed instance's runs are taken up in about 15 s, not 50
+(aegra's defaults: 30 s lease, 10 s heartbeat, 15 s reaper); still three heartbeats per lease."""
 
 
 def find_python312() -> str | None:
@@ -155,6 +158,11 @@ class AegraInstance:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
+    def restart(self) -> None:
+        """Start again after a kill (on a new port: read ``url`` again)."""
+        self.kill()
+        self.start()
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -165,20 +173,26 @@ class AegraInstance:
 
 
 @contextlib.contextmanager
-def aegra_pair(cache_dir: Path, postgres: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    """Two aegra instances on a fresh database of ``postgres`` and one throwaway Redis."""
+def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str] | None = None
+               ) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    """Two aegra instances on a fresh database of ``postgres`` and one throwaway Redis.
+
+    ``env``: more of aegra's settings, e.g. shorter worker leases
+    (:data:`QUICK_RECOVERY`) for tests that kill an instance.
+    """
     venv = aegra_venv(cache_dir)
     database = postgres.create_database()
     root = Path(tempfile.mkdtemp(prefix="deep-agent-aegra-"))
     with running_redis() as redis_url:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "POSTGRES", "REDIS", "AEGRA"))}
-        env.update(DATABASE_URL=database, REDIS_BROKER_ENABLED="true", REDIS_URL=redis_url,
-                   AEGRA_CONFIG=str(CHILD_DIR / "aegra.json"), AUTH_TYPE="noop", LOG_LEVEL="WARNING",
-                   CRON_ENABLED="false", OTEL_TARGETS="", AEGRA_CHILD_SECONDS="3", VIRTUAL_ENV=str(venv),
-                   PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
-        env.pop("PYTHONPATH", None)
-        a = AegraInstance(venv, {**env, "RUN_MIGRATIONS_ON_STARTUP": "true"}, root, "a")
-        b = AegraInstance(venv, {**env, "RUN_MIGRATIONS_ON_STARTUP": "false"}, root, "b")
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "POSTGRES", "REDIS", "AEGRA"))}
+        base.update(DATABASE_URL=database, REDIS_BROKER_ENABLED="true", REDIS_URL=redis_url,
+                    AEGRA_CONFIG=str(CHILD_DIR / "aegra.json"), AUTH_TYPE="noop", LOG_LEVEL="WARNING",
+                    CRON_ENABLED="false", OTEL_TARGETS="", AEGRA_CHILD_SECONDS="3", VIRTUAL_ENV=str(venv),
+                    PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
+        base.pop("PYTHONPATH", None)
+        settings = {**base, **(env or {})}
+        a = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "true"}, root, "a")
+        b = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "false"}, root, "b")
         try:
             a.start()
             b.start()

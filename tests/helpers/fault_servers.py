@@ -6,9 +6,11 @@
   ``fail_with`` to an HTTP status (e.g. 502) to answer every request with it,
   as a load balancer in front of a restarting server does.
 * :class:`FaultProxy` forwards to a real server until told to ``hang()``
-  (accept connections and never answer) or go ``down()`` (nothing listens:
-  connections are refused), and back ``up()``. It counts the HTTP requests
-  it forwards.
+  (accept connections and never answer), go ``down()`` (nothing listens:
+  connections are refused) or ``bad_gateway()`` (answer every request 502
+  itself, as a load balancer does while the servers behind it restart),
+  and back ``up()``. It counts the HTTP requests it forwards, and those it
+  answered 502.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class RecordingServer:
                 payload = ({"detail": "bad gateway"} if failing is not None
                            else recorder.reply_to(self.command, self.path, body, headers))
                 data = json.dumps(payload).encode()
-                self.send_response(failing or 200)
+                self.send_response(failing or recorder.status_for(self.command, self.path, body))
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
@@ -65,6 +67,10 @@ class RecordingServer:
     def reply_to(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
         """The answer to one request (a subclass may answer by the caller's headers)."""
         return self.reply(method, path, body)
+
+    def status_for(self, method: str, path: str, body: Any) -> int:
+        """The HTTP status of the answer (a subclass may refuse some requests)."""
+        return 200
 
     @staticmethod
     def reply(method: str, path: str, body: Any) -> Any:
@@ -101,6 +107,8 @@ class FaultProxy:
         self.refuse: bytes | None = None
         """Cut any connection whose request contains these bytes (e.g. ``b"/join "``); counted in ``refused``."""
         self.refused = 0
+        self.bad_gateways = 0
+        """Requests answered 502 by the proxy itself (none of them reached the server)."""
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._listener: socket.socket | None = None
@@ -123,6 +131,11 @@ class FaultProxy:
     def hang(self) -> None:
         """Accept every new connection and never answer; cut the open ones (they hang on reconnect)."""
         self.mode = "hang"
+        self._drop_connections()
+
+    def bad_gateway(self) -> None:
+        """Answer every request 502 without forwarding it; cut the open connections."""
+        self.mode = "502"
         self._drop_connections()
 
     def down(self) -> None:
@@ -160,6 +173,9 @@ class FaultProxy:
                 self._open.append(client)
             if self.mode == "hang":
                 continue  # accepted, never answered
+            if self.mode == "502":
+                threading.Thread(target=self._answer_502, args=(client,), daemon=True).start()
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -170,6 +186,31 @@ class FaultProxy:
                 self._open.append(server)
             threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _answer_502(self, client: socket.socket) -> None:
+        """Read one request (headers and body) and answer it 502; the connection closes after it."""
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            missing = (int(length.group(1)) if length else 0) - len(body)
+            while missing > 0 and (chunk := client.recv(min(missing, 65536))):
+                missing -= len(chunk)
+            payload = b'{"detail": "bad gateway"}'
+            client.sendall(b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\n"
+                           b"content-length: " + str(len(payload)).encode() + b"\r\nconnection: close\r\n\r\n"
+                           + payload)
+            with self._lock:
+                self.bad_gateways += 1
+        except OSError:
+            pass
+        finally:
+            client.close()
 
     def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
         try:

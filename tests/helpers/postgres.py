@@ -34,9 +34,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,13 @@ class PostgresServer:
 
     port: int
     root: Path
+    cluster: _Cluster | None = field(default=None, repr=False, compare=False)
+
+    def restart(self, down_s: float = 2.0) -> None:
+        """Crash the server and start it again on the same port after ``down_s`` (the faults' tests)."""
+        if self.cluster is None:
+            raise RuntimeError("this PostgresServer was not started here: it cannot be restarted")
+        self.cluster.restart(self.port, down_s)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
@@ -138,11 +146,12 @@ class _Cluster:
         if done.returncode != 0:
             raise PostgresUnavailable(f"initdb failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
 
-    def start(self) -> int:
-        """Start on a free loopback port (a few tries: a port can be taken between pick and bind)."""
+    def start(self, port: int | None = None) -> int:
+        """Start on ``port``, or a free loopback port (a few tries: a port can be taken between pick and bind)."""
         failure = ""
-        for _ in range(3):
-            port = free_port()
+        fixed = port
+        for _ in range(3 if fixed is None else 1):
+            port = free_port() if fixed is None else fixed
             options = (f"-p {port} -k {self.root} -c listen_addresses=127.0.0.1 "
                        "-c fsync=off -c full_page_writes=off -c synchronous_commit=off")
             done = self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
@@ -153,6 +162,13 @@ class _Cluster:
                 return port
             failure = f"{done.stdout}{done.stderr}\n{self._log_tail()}"
         raise PostgresUnavailable(f"pg_ctl start failed:\n{failure}")
+
+    def restart(self, port: int, down_s: float) -> None:
+        """Crash the server (immediate stop: no clean shutdown), keep it down ``down_s``, start it on ``port``."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop",
+                  timeout=40)
+        time.sleep(down_s)
+        self.start(port)
 
     def stop(self) -> None:
         """Stop the server (fast shutdown, then immediate) and remove the cluster; never raises."""
@@ -178,7 +194,7 @@ def running_postgres() -> Iterator[PostgresServer]:
     try:
         cluster.init()
         port = cluster.start()
-        yield PostgresServer(port=port, root=cluster.root)
+        yield PostgresServer(port=port, root=cluster.root, cluster=cluster)
     finally:
         cluster.stop()
 

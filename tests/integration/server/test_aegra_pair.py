@@ -3,10 +3,11 @@
 aegra is a self-hosted server of the LangGraph API (see ``helpers/aegra.py``
 for how the pair is started). Tasks started through instance A are polled
 through instance B, as a load balancer in front of both would do, and must
-finish with their real answers; with A SIGKILLed mid-run, every task must
-finish or be reported, never stay live for good nor finish empty.
+finish with their real answers. The faults (an instance killed, Postgres
+restarted, a failing gateway, a parent killed mid-start) are in
+``test_aegra_faults.py``.
 
-Each test prints its figures: tasks started, completed, reported (error or
+The test prints its figures: tasks started, completed, reported (error or
 lost), still live at the deadline (lost silently), completed empty.
 """
 
@@ -24,7 +25,7 @@ from helpers.postgres import PostgresServer
 from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
 
 LIVE = ("pending", "running")
-SETTLE_DEADLINE_S = 180  # generous: a crashed instance's runs are recovered after their lease (~50 s)
+SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -89,18 +90,3 @@ def test_tasks_started_on_one_instance_finish_with_their_answers_read_through_th
     assert figures == {"started": 10, "completed": 10, "reported": 0, "lost_silently": 0, "empty": 0}
     for record in settled:
         assert record["result"] == f"answer to: {record['description']}"
-
-
-def test_an_instance_killed_mid_run_loses_no_task_silently(pair):
-    a, b = pair
-    records = asyncio.run(_start(a.url, "kill", 6))
-    time.sleep(0.5)  # the runs are queued or running; the child takes seconds
-    a.kill()
-    settled = asyncio.run(_settle(b.url, records, between=1.0))
-    figures = _figures(settled)
-    print(f"aegra pair, A SIGKILLed mid-run, polled on B: {figures}")
-    assert figures["lost_silently"] == 0 and figures["empty"] == 0
-    assert figures["completed"] + figures["reported"] == figures["started"] == 6
-    for record in settled:
-        if record["status"] == "completed":
-            assert record["result"] == f"answer to: {record['description']}"

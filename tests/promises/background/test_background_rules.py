@@ -91,7 +91,7 @@ def test_children_are_isolated_and_one_level(background):
     assert "- general-purpose: " in parent["system"]
 
 
-@pytest.mark.parametrize("bad", [{"name": "r", "description": "d", "graph_id": "g"},
+@pytest.mark.parametrize("bad", [{"name": "r", "description": "d", "graph_id": "g", "url": "ftp://host"},
                                  {"name": "r", "description": "d", "graph_id": "g", "url": "u", "x": 1}])
 def test_bad_remote_specs_name_the_field(bad):
     from subagents import SpecError

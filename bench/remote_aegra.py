@@ -1,0 +1,85 @@
+"""The remote set on aegra: settle time on two aegra instances (one Postgres, one Redis) against raw ``langgraph-sdk``.
+
+Part of ``python -m bench --remote`` (or ``--only remote``), after the
+``langgraph dev`` measures of :mod:`bench.remote`. It starts the pair the
+integration tests start (``tests/helpers/aegra.py``: aegra in a Python 3.12
+venv of its own, cached with the tests', a throwaway Postgres cluster and
+Redis), serving a child that answers at once, and measures the time for N =
+10 and 50 tasks to settle, ours (one parent turn starting them, then
+:func:`subagents.wait_for_background`) and raw ``langgraph-sdk`` (create
+thread and run for each, then join), interleaved, both through instance A
+while both instances' workers take the runs. Without a Python 3.12 (or the
+Postgres and Redis binaries) it yields nothing and says why on stderr.
+
+Example::
+
+    for record in run(quick=False):   # remote.aegra.settle.n10, remote.aegra.settle.n50
+        print(record["ours"], record["theirs"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.common import median, record
+from bench.remote import NAME, SETTLE_GOAL, ours_settle, raw_settle
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".pytest_cache" / "d" / "aegra"
+"""Where the tests keep aegra's venv (pytest's cache): made once, shared with them."""
+GRAPH = "child"
+
+
+@contextlib.contextmanager
+def _pair() -> Iterator[Any]:
+    """The aegra pair of the tests, on a Postgres cluster of its own; ``None`` (said on stderr) when it cannot start."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import pytest
+    from helpers.aegra import aegra_pair  # type: ignore[import-not-found]  # the tests' helpers, on sys.path above
+    from helpers.postgres import PostgresUnavailable, running_postgres  # type: ignore[import-not-found]
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    stack = contextlib.ExitStack()
+    try:
+        postgres = stack.enter_context(running_postgres())
+        a, _b = stack.enter_context(aegra_pair(CACHE, postgres, {"AEGRA_CHILD_SECONDS": "0"}))
+    except (pytest.skip.Exception, pytest.fail.Exception, PostgresUnavailable) as exc:
+        stack.close()
+        print(f"remote.aegra: skipped, the aegra pair cannot start here: {exc}", file=sys.stderr)
+        yield None
+        return
+    with stack:
+        yield a
+
+
+def run(quick: bool = False) -> Iterator[dict[str, Any]]:
+    """The records, each as soon as it is measured."""
+    sizes, reps = ((3,), 2) if quick else ((10, 50), 9)
+    with _pair() as a:
+        if a is None:
+            return
+        ours_settle(a.url, 2, GRAPH)  # warm up both sides: graphs loaded, connections open
+        raw_settle(a.url, 2, GRAPH)
+        for tasks in sizes:
+            ours, theirs = [], []
+            for _ in range(reps):  # interleaved, so drift on a shared machine hits both sides alike
+                ours.append(ours_settle(a.url, tasks, GRAPH))
+                theirs.append(raw_settle(a.url, tasks, GRAPH))
+            yield record(
+                f"{NAME}.aegra.settle.n{tasks}",
+                unit="s",
+                ours=median(ours),
+                theirs=median(theirs),
+                goal=f"ratio <= {SETTLE_GOAL}",
+                met=median(ours) / median(theirs) <= SETTLE_GOAL,
+                sizes={"tasks": tasks, "reps": reps, "instances": 2},
+                notes="aegra, two API instances on one Postgres and one Redis; both sides through instance A. "
+                "Theirs is raw langgraph-sdk (create thread + run, join each); ours one parent turn, then "
+                "wait_for_background.",
+            )
