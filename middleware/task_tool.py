@@ -709,6 +709,8 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
     if description_max_chars is not None and "description" in properties:
         properties["description"]["maxLength"] = description_max_chars
+    if "description" in properties:  # a grammar built from it cannot write an empty task
+        properties["description"]["minLength"] = 1
     return {
         "type": "object",
         "properties": properties,

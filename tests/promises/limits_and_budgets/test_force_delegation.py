@@ -55,6 +55,16 @@ def test_the_forced_schema_puts_the_agent_first_and_can_bound_the_description():
     assert schema["additionalProperties"] is False and schema["required"] == ["subagent_type", "description"]
 
 
+def test_the_forced_schema_cannot_be_answered_with_an_empty_task():
+    """A grammar built from the schema (llama.cpp's) could write `"description": ""`: a call with no task."""
+    import jsonschema
+
+    schema = task_call_json_schema(["a"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"subagent_type": "a", "description": ""}, schema)
+    jsonschema.validate({"subagent_type": "a", "description": "x"}, schema)
+
+
 # -- forced delegation -----------------------------------------------------------
 
 
