@@ -5,7 +5,7 @@ Part of ``python -m bench --remote`` (or ``--only remote``), after the
 integration tests start (``tests/helpers/aegra.py``: aegra in a Python 3.12
 venv of its own, cached with the tests', a throwaway Postgres cluster and
 Redis), serving a child that answers at once, and measures the time for N =
-10 and 50 tasks to settle, ours (one parent turn starting them, then
+10, 50 and 200 tasks to settle, ours (one parent turn starting them, then
 :func:`subagents.wait_for_background`) and raw ``langgraph-sdk`` (create
 thread and run for each, then join), interleaved, both through instance A
 while both instances' workers take the runs. Without a Python 3.12 (or the
@@ -13,7 +13,7 @@ Postgres and Redis binaries) it yields nothing and says why on stderr.
 
 Example::
 
-    for record in run(quick=False):   # remote.aegra.settle.n10, remote.aegra.settle.n50
+    for record in run(quick=False):   # remote.aegra.settle.n10, .n50, .n200
         print(record["ours"], record["theirs"])
 """
 
@@ -60,13 +60,13 @@ def _pair() -> Iterator[Any]:
 
 def run(quick: bool = False) -> Iterator[dict[str, Any]]:
     """The records, each as soon as it is measured."""
-    sizes, reps = ((3,), 2) if quick else ((10, 50), 9)
+    plan = ((3, 2),) if quick else ((10, 9), (50, 9), (200, 3))  # (tasks, interleaved repetitions)
     with _pair() as a:
         if a is None:
             return
         ours_settle(a.url, 2, GRAPH)  # warm up both sides: graphs loaded, connections open
         raw_settle(a.url, 2, GRAPH)
-        for tasks in sizes:
+        for tasks, reps in plan:
             ours, theirs = [], []
             for _ in range(reps):  # interleaved, so drift on a shared machine hits both sides alike
                 ours.append(ours_settle(a.url, tasks, GRAPH))
