@@ -336,7 +336,7 @@ LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended)
 
 
 def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
-    """Tool calls of the last assistant message before the user's last message that have no answer.
+    """Tool calls of the last assistant message before the user's last message(s) that have no answer.
 
     Only that message is looked at (the turn a stopped run left), so the
     check costs the length of one turn, not of the thread.
@@ -344,14 +344,16 @@ def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
     index = len(messages) - 1
     while index >= 0 and not isinstance(messages[index], HumanMessage):
         index -= 1
+    while index >= 0 and isinstance(messages[index], HumanMessage):  # the new turn may bring several
+        index -= 1
     answered: set[Any] = set()
-    index -= 1
     while index >= 0 and isinstance(messages[index], ToolMessage):
         answered.add(messages[index].tool_call_id)
         index -= 1
     if index < 0 or not isinstance(messages[index], AIMessage):
         return []
-    return [c for c in messages[index].tool_calls if c.get("id") not in answered]
+    # A call without an id cannot be answered (a tool result names its call): providers reject it either way.
+    return [c for c in messages[index].tool_calls if c.get("id") and c.get("id") not in answered]
 
 
 def lost_answer(call: Mapping[str, Any], text: str = LOST_REASON) -> ToolMessage:

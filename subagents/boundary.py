@@ -149,6 +149,28 @@ def child_input(
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None)})
 
 
+def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
+    """Whether a deep copy still holds what ``original`` holds (objects without ``__eq__`` by their fields)."""
+    if copied is original:
+        return True
+    kind = type(copied)
+    if kind is not type(original) or depth > 64:
+        return False
+    try:
+        if isinstance(copied, dict):
+            return copied.keys() == original.keys() and all(
+                _holds_same(copied[k], original[k], depth + 1) for k in copied)
+        if isinstance(copied, (list, tuple)):
+            return len(copied) == len(original) and all(
+                _holds_same(a, b, depth + 1) for a, b in zip(copied, original, strict=True))
+        if hasattr(copied, "__dict__") and all("__eq__" not in vars(c) for c in kind.__mro__[:-1]):
+            return _holds_same(vars(copied), vars(original), depth + 1)
+        # `is True` treats an ambiguous comparison (an array, say) as a change.
+        return bool((copied == original) is True)
+    except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
+        return False
+
+
 def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
     """``state`` with each shared value deep-copied for the child (``messages`` are its own already).
 
@@ -161,8 +183,10 @@ def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
         if key == "messages" or type(value) in _IMMUTABLE:
             copies[key] = value
             continue
+        trial = dict(memo)  # a copy that fails half-way must leave no half-built object for the next key
         try:
-            copies[key] = copy.deepcopy(value, memo)
+            copies[key] = copy.deepcopy(value, trial)
+            memo = trial
         except Exception as exc:  # noqa: BLE001 - an uncopyable value still crosses, as before
             log.warning("state key %r cannot be copied for a subagent (%s); it is shared as it is",
                         key, safe_text(exc, 200))
@@ -171,22 +195,30 @@ def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def changed_keys(
-    child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str]
+    child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
+    given: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Keys the child changed (their final values)."""
+    """Keys the child changed (their final values), judged against the parent's ``child_inputs``.
+
+    ``given`` is what the child was handed (:func:`own_copies`): a value the
+    child kept is compared with the parent's structurally, so a copy of an
+    object whose class has no ``__eq__`` of its own is not a change.
+    """
     return {
         k: v
         for k, v in child_output.items()
-        if k not in blocked and not _unchanged(k, v, child_inputs)
+        if k not in blocked and not _unchanged(k, v, child_inputs, given)
     }
 
 
-def _unchanged(key: str, value: Any, inputs: Mapping[str, Any]) -> bool:
+def _unchanged(key: str, value: Any, inputs: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> bool:
     if key not in inputs:
         return False
     before = inputs[key]
     if value is before:
         return True
+    if given is not None and key in given and value is given[key]:
+        return _holds_same(value, before)
     try:
         # `is True` treats an ambiguous comparison (an array, say) as a change.
         return bool((value == before) is True)
@@ -266,7 +298,8 @@ def forked_input(
     Shared keys cross exactly as for an isolated child (by reference, minus
     ``blocked``); only ``messages`` differs.
     """
-    history = fork_history(parent_state.get("messages") or (), tool_call_id)
+    # The child's own copies: a middleware editing a message's content blocks in place edits its own.
+    history = copy.deepcopy(fork_history(parent_state.get("messages") or (), tool_call_id))
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [*history, HumanMessage(content=description)]
     return state, count_tokens_approximately(history) if history else 0

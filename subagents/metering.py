@@ -557,14 +557,19 @@ class TaskMeter(BaseCallbackHandler):
         late = time.monotonic() - self.deadline if self.deadline is not None else 0.0
         stalled = None
         if late > STALL_NOTE_S:
-            with self._lock:
-                culprit = next(iter(self._tools.values()), None)
-            if culprit is None and self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
+            # A tool that blocks the loop is the one that returns as the stall ends: the latest to end, if it
+            # ended past the deadline; else one still running. Either way only a suspect: any code on the
+            # same thread or loop (a sibling's tool) can hold it.
+            culprit: tuple[str, float] | None = None
+            if self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
                 culprit = self._last_tool[:2]
-            by = f" by tool '{culprit[0]}'" if culprit is not None else ""
-            stalled = (f"it could not be stopped for {late:.1f}s more: its thread or event loop was held{by} "
-                       "(a blocking call in an async tool stalls the parent and every sibling; await it, or "
-                       "run it with asyncio.to_thread)")
+            else:
+                with self._lock:
+                    culprit = next(iter(self._tools.values()), None)
+            during = f" while its tool '{culprit[0]}' ran" if culprit is not None else ""
+            stalled = (f"it could not be stopped for {late:.1f}s more: its thread or event loop was held{during} "
+                       "(a blocking call in an async tool, its own or a sibling's on the same loop, stalls the "
+                       "parent and every sibling; await it, or run it with asyncio.to_thread)")
         return TaskTimeout("timed out", timeout_s=self.timeout_s, stalled=stalled)
 
     def _progress(self, tool: Any, tool_input: str | None) -> None:

@@ -551,6 +551,8 @@ class Delegation:
     """The spec's own short-answer threshold (``None``: the runner's applies)."""
     begun: bool = False
     """Past the concurrency cap: the child has been (or is being) run."""
+    given: dict[str, Any] | None = None
+    """The copies of the shared values the child was handed (see :func:`subagents.boundary.own_copies`)."""
     slot: Slot = NO_CAP
     """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
     carried_ms: float = 0.0
@@ -921,7 +923,8 @@ class TaskRunner:
 
     def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
         try:
-            result = yield own_copies(run.inputs)  # what the child changes in place stays its own
+            run.given = own_copies(run.inputs)  # what the child changes in place stays its own
+            result = yield run.given
             answer = final_answer(result)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
             threshold = self.short_answer_threshold if own is None else own
@@ -1015,8 +1018,8 @@ class TaskRunner:
         record = self._record(run, "truncated" if cut_short(result) else "completed", answer=answer)
         record["truncated_retries"] = truncated_retries(result)
         run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
-        return TaskOutcome(record, answer=answer, changes=changed_keys(result, run.inputs, self.blocked_keys),
-                           inputs=run.inputs, events=run.events)
+        changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
+        return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
 
     def _fail(self, run: Delegation, exc: BaseException) -> TaskOutcome:
         stop_reason, reason = run.explain(exc)

@@ -369,4 +369,4 @@ def test_a_blocking_call_in_an_async_tool_is_reported_as_what_held_the_timeout_o
         {"name": "w", "description": "w", "tools": ["slow"], "timeout_s": 0.3}])
     (record,) = _records(_invoke("async", agent, _user()))
     assert record["stop_reason"] == "timeout"
-    assert "held by tool 'slow'" in record["error"] and "asyncio.to_thread" in record["error"]
+    assert "while its tool 'slow' ran" in record["error"] and "asyncio.to_thread" in record["error"]

@@ -111,3 +111,27 @@ def test_a_background_task_finished_before_the_process_ended_is_reported_by_the_
     _assert_every_call_answered_in_place(out["messages"])
     (record,) = out["async_tasks"].values()
     assert record["status"] == "completed" and record["result"] == "child answer"
+
+
+def test_open_calls_are_found_behind_several_new_user_messages_and_calls_without_ids_are_skipped():
+    from langchain_core.messages import HumanMessage
+
+    from middleware.task_tool import open_calls
+
+    stopped = AIMessage("", tool_calls=[{"name": "task", "args": {}, "id": "c1", "type": "tool_call"},
+                                        {"name": "ls", "args": {}, "id": None, "type": "tool_call"},
+                                        {"name": "ls", "args": {}, "id": "c2", "type": "tool_call"}])
+    history = [HumanMessage("go"), stopped, ToolMessage("done", tool_call_id="c2"), HumanMessage("a"),
+               HumanMessage("b")]
+    assert [c["id"] for c in open_calls(history)] == ["c1"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_stopped_call_without_an_id_does_not_fail_the_next_turn(mode):
+    model = ScriptedChatModel(responses=["fine"], default="fine")
+    agent = create_deep_agent(model, [], checkpointer=InMemorySaver())
+    stopped = AIMessage("", tool_calls=[{"name": "task", "args": {"description": "x", "subagent_type": "w"},
+                                         "id": None, "type": "tool_call"}])
+    out = _invoke(mode, agent, {"messages": [("user", "go"), stopped, ("user", "again")]},
+                  {"configurable": {"thread_id": f"no-id-{mode}"}})
+    assert out["messages"][-1].content == "fine"

@@ -125,3 +125,58 @@ def test_a_lone_childs_in_place_change_is_written_back_by_the_rule(mode):
     out = _invoke(mode, agent, {**_user(), "facts": ["orig"]}, config)
     assert out["facts"] == ["orig", "scribbled a"]
     assert agent.get_state(config).values["facts"] == ["orig", "scribbled a"]
+
+
+def test_a_value_that_cannot_be_copied_leaves_no_half_copy_in_another_key():
+    """Two keys share a list holding a lock: copying the first fails half-way, and the half-built list
+    (`[1]`) was reused for the second, which then read as changed and cut the parent's value down."""
+    import threading
+
+    from subagents.boundary import changed_keys, own_copies
+
+    shared = [1, threading.Lock(), 3]
+    state = {"a": shared, "b": {"x": shared}}
+    copies = own_copies(state)
+    assert len(copies["b"]["x"]) == 3 and copies["a"] is shared
+    assert changed_keys(copies, state, frozenset(), copies) == {}
+
+
+class _Note:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _CurrentState(AgentState):
+    current: NotRequired[Any]
+
+
+class _Current(AgentMiddleware):
+    state_schema = _CurrentState
+
+
+@MODES
+def test_a_child_that_changes_nothing_leaves_the_parents_own_objects_in_place(mode):
+    """A value of a class with no __eq__ of its own never equals its copy: a child that did nothing
+    replaced the parent's object with the copy."""
+    model = ScriptedChatModel(rules=[("JOB", ["child done"])], responses=_parallel(("JOB", "general-purpose")))
+    agent = create_deep_agent(model, [], middleware=[_Current()])
+    current = _Note("mine")
+    out = _invoke(mode, agent, {**_user(), "current": current})
+    assert out["current"] is current
+
+
+@MODES
+def test_a_forked_child_editing_its_messages_in_place_leaves_the_parents_as_they_were(mode):
+    class Redact(AgentMiddleware):
+        def before_model(self, state, runtime):
+            for message in state["messages"]:
+                for block in message.content if isinstance(message.content, list) else ():
+                    if isinstance(block, dict) and "text" in block:
+                        block["text"] = "REDACTED"
+            return None
+
+    model = ScriptedChatModel(rules=[("JOB", ["child done"])], responses=_parallel(("JOB", "forker")))
+    agent = create_deep_agent(model, [], subagents=[{"name": "forker", "description": "f", "context": "fork",
+                                                     "middleware": [Redact()]}])
+    out = _invoke(mode, agent, {"messages": [{"role": "user", "content": [{"type": "text", "text": "my words"}]}]})
+    assert out["messages"][0].content == [{"type": "text", "text": "my words"}]
