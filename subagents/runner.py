@@ -211,39 +211,41 @@ class ConcurrencyLimit:
 
     def acquire(self) -> Slot:
         """Wait on this thread for a place."""
-        if self.limit is None:
-            return NO_CAP
-        with self._lock:
-            if self._running < self.limit and not self._waiting:
-                self._running += 1
-                return Slot(self)
-            waiter = _Waiter()
-            self._waiting.append(waiter)
-        assert waiter.event is not None
+        taken = self._take_or_queue(None)
+        if isinstance(taken, Slot):
+            return taken
+        assert taken.event is not None
         try:
-            waiter.event.wait()
+            taken.event.wait()
         except BaseException:  # Ctrl-C while waiting: leave the queue, or pass on a place just given
-            self._abandon(waiter)
+            self._abandon(taken)
             raise
         return Slot(self)
 
     async def aacquire(self) -> Slot:
         """Wait on the running event loop for a place (the same count as threads and other loops)."""
+        taken = self._take_or_queue(asyncio.get_running_loop())
+        if isinstance(taken, Slot):
+            return taken
+        assert taken.future is not None
+        try:
+            await taken.future
+        except BaseException:
+            self._abandon(taken)
+            raise
+        return Slot(self)
+
+    def _take_or_queue(self, loop: asyncio.AbstractEventLoop | None) -> Slot | _Waiter:
+        """A place now, or a waiter in the queue (a thread's without ``loop``, else a coroutine's on it)."""
         if self.limit is None:
             return NO_CAP
         with self._lock:
             if self._running < self.limit and not self._waiting:
                 self._running += 1
                 return Slot(self)
-            waiter = _Waiter(asyncio.get_running_loop())
+            waiter = _Waiter(loop)
             self._waiting.append(waiter)
-        assert waiter.future is not None
-        try:
-            await waiter.future
-        except BaseException:
-            self._abandon(waiter)
-            raise
-        return Slot(self)
+        return waiter
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[Slot]:
