@@ -50,6 +50,7 @@ from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_cal
 from subagents import TaskCall, TaskOutcome, TaskRecord
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
+from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 # ----------------------------------------------------------------------------
@@ -302,17 +303,7 @@ class ForcedDelegation:
         if not self.applies(request):
             return handler(request)
         self.probe(request)
-        plan = self._plan(request)
-        step = next(plan)
-        while True:
-            try:
-                result, failure = handler(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
-                result, failure = None, exc
-            try:
-                step = plan.send(result) if failure is None else plan.throw(failure)
-            except StopIteration as stop:
-                return stop.value
+        return drive(self._plan(request), handler)
 
     async def acall(self, request: ModelRequest,
                     handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
@@ -320,17 +311,7 @@ class ForcedDelegation:
             return await handler(request)
         if self.needs_probe(request):
             await asyncio.to_thread(self.probe, request)
-        plan = self._plan(request)
-        step = next(plan)
-        while True:
-            try:
-                result, failure = await handler(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
-                result, failure = None, exc
-            try:
-                step = plan.send(result) if failure is None else plan.throw(failure)
-            except StopIteration as stop:
-                return stop.value
+        return await adrive(self._plan(request), handler)
 
     # -- the plan, written once ---------------------------------------------
 

@@ -40,6 +40,7 @@ from pydantic import StrictBool
 
 from subagents.errors import safe_text
 from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
+from subagents.plans import adrive, drive
 
 log = logging.getLogger(__name__)
 
@@ -80,32 +81,12 @@ class RetryTruncated(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        plan = self._plan(request)
-        step = next(plan)
-        while True:
-            try:
-                response, failure = handler(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
-                response, failure = None, exc
-            try:
-                step = plan.send(response) if failure is None else plan.throw(failure)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        return drive(self._plan(request), handler)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
-        plan = self._plan(request)
-        step = next(plan)
-        while True:
-            try:
-                response, failure = await handler(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
-                response, failure = None, exc
-            try:
-                step = plan.send(response) if failure is None else plan.throw(failure)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        return await adrive(self._plan(request), handler)
 
     # -- the plan, written once ---------------------------------------------
 

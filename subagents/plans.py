@@ -1,0 +1,54 @@
+"""Driving a plan written once: a generator that yields each call to make and receives its result.
+
+Middleware that makes one or more model calls per request (forced
+delegation, the truncation retry) writes its steps once, as a generator,
+and lets :func:`drive` (``invoke``) or :func:`adrive` (``ainvoke``) make the
+calls: a result is sent back in, an exception thrown in, and the plan's
+return value is the answer. Only the two loops differ, by an ``await``.
+
+Example::
+
+    def plan(request):
+        first = yield request
+        if cut_short(first):
+            return (yield request.override(...))
+        return first
+
+    response = drive(plan(request), handler)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
+
+Step = TypeVar("Step")
+Result = TypeVar("Result")
+
+
+def drive(plan: Generator[Step, Any, Result], call: Callable[[Step], Any]) -> Result:
+    """Make each call the plan asks for on this thread; return what the plan returns."""
+    step = next(plan)
+    while True:
+        try:
+            result, failure = call(step), None
+        except Exception as exc:  # noqa: BLE001 - the plan decides
+            result, failure = None, exc
+        try:
+            step = plan.send(result) if failure is None else plan.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+async def adrive(plan: Generator[Step, Any, Result], call: Callable[[Step], Awaitable[Any]]) -> Result:
+    """:func:`drive`, awaiting each call."""
+    step = next(plan)
+    while True:
+        try:
+            result, failure = await call(step), None
+        except Exception as exc:  # noqa: BLE001 - the plan decides
+            result, failure = None, exc
+        try:
+            step = plan.send(result) if failure is None else plan.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
