@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import reprlib
 import weakref
@@ -125,6 +126,8 @@ from subagents.metering import Budget, PriceTable
 from subagents.outcome import task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 from subagents.spec import describe_validation_error
+
+log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------
 # The words of background tasks: tool descriptions, the prompt block, results and notices.
@@ -916,7 +919,15 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             return {**record, "error": None, **task.fields, "id": task.id}
         stored = self.tasks.local.stored_by_call(thread_id, call_id, db)
         if stored and isinstance(stored.get("id"), str):
-            return {**record, "error": None, **stored, "announced": False}
+            # A file in the working folder is data anyone could have written: only a record's own fields,
+            # and only as a valid record, with this call's id and agent, never what the file claims them to be.
+            fields = {k: v for k, v in stored.items() if k in AsyncTaskRecord.model_fields}
+            candidate = {**record, "error": None, **fields, "announced": False, "tool_call_id": call_id,
+                         "agent_type": agent_type, "runner": "local"}
+            try:
+                return AsyncTaskRecord.model_validate(candidate).model_dump()
+            except ValidationError:
+                log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
         return record
 
     # -- completion notices ------------------------------------------------

@@ -135,3 +135,37 @@ def test_a_stopped_call_without_an_id_does_not_fail_the_next_turn(mode):
     out = _invoke(mode, agent, {"messages": [("user", "go"), stopped, ("user", "again")]},
                   {"configurable": {"thread_id": f"no-id-{mode}"}})
     assert out["messages"][-1].content == "fine"
+
+
+def test_a_crafted_stored_outcome_is_read_as_data_and_only_as_a_valid_record(tmp_path):
+    """The thread's SQLite file sits in the working folder: an outcome stored under a start call's key can be
+    written by anyone. It never sets fields a record does not have, nor another call's id or agent."""
+    import json
+
+    path = tmp_path / "state.sqlite"
+    config = {"configurable": {"thread_id": "crafted"}}
+    first = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                              checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    _crash("sync", first, config)
+    time.sleep(0.5)
+    connection = sqlite3.connect(path)
+    rows = []
+    for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+        try:
+            rows += [(name, k) for (k,) in connection.execute(f"SELECT task_id FROM {name}") if str(k).startswith("call:")]
+        except sqlite3.Error:
+            continue
+    (table, key), = rows
+    crafted = {"id": "planted", "status": "completed", "result": "planted answer", "agent_type": "root-admin",
+               "tool_call_id": "someone-else", "runner": "remote", "evil_field": "x"}
+    connection.execute(f"UPDATE {table} SET fields = ? WHERE task_id = ?", (json.dumps(crafted), key))
+    connection.commit()
+    connection.close()
+
+    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    out = second.invoke({"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
+    (record,) = out["async_tasks"].values()
+    assert "evil_field" not in record
+    assert record["agent_type"] == "general-purpose" and record["runner"] == "local"
+    assert record["tool_call_id"] != "someone-else"
