@@ -163,6 +163,15 @@ def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> An
     return writes[0]
 
 
+def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
+    """Reducer for a ledger: parallel delegations each add their own ids."""
+    if not left:
+        return dict(right or {})
+    if not right:
+        return left
+    return {**left, **right}
+
+
 class LedgerMerge:
     """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once.
 

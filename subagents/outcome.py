@@ -5,7 +5,8 @@
   or the error, and what the child changed (the caller decides what of it
   to write into its own state);
 * :class:`TaskRecord` -- the JSON-ready record every delegation leaves;
-* :func:`final_answer` and short-answer continuation -- the child's answer.
+* :func:`final_answer` and short-answer continuation -- the child's answer
+  (:class:`ChildAnswer`: all the runner reads from a result, in one call).
 
 Example::
 
@@ -27,6 +28,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import StopReason
+from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -169,17 +171,6 @@ def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) ->
     return digest.hex()
 
 
-def merge_records(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
-    """Reducer for a ledger: parallel delegations each add their own ids."""
-    if not left:
-        return dict(right or {})
-    if not right:
-        return left
-    return {**left, **right}
-
-
 def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
     """Reducer for a usage rollup: parallel delegations add up."""
     if not left:
@@ -294,6 +285,29 @@ def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -
     if threshold <= 0 or len(answer) >= threshold or result.get("structured_response") is not None:
         return None
     return {"messages": [*result["messages"], HumanMessage(content=CONTINUATION_PROMPT)]}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildAnswer:
+    """What the runner reads from a child's result, read once.
+
+    ``follow_up`` is the input of one request for a complete report (see
+    :func:`continuation_input`), ``None`` when none is due. Example::
+
+        read = ChildAnswer.of(result, threshold=0)
+        read.answer, read.cut_short, read.truncated_retries
+    """
+
+    answer: str
+    follow_up: dict[str, Any] | None
+    cut_short: bool
+    truncated_retries: int
+
+    @classmethod
+    def of(cls, result: Mapping[str, Any], threshold: int) -> ChildAnswer:
+        answer = final_answer(result)
+        return cls(answer, continuation_input(result, answer, threshold), cut_short(result),
+                   truncated_retries(result))
 
 
 def merge_continuation(first: str, second: str | None, failure: str | None) -> str:

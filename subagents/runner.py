@@ -67,14 +67,12 @@ from subagents.errors import (
 )
 from subagents.metering import Budget, PriceTable, RecordingMeter, TaskMeter, TranscriptRecorder, check_prices
 from subagents.outcome import (
+    ChildAnswer,
     TaskCall,
     TaskOutcome,
-    continuation_input,
-    cut_short,
     final_answer,
     merge_continuation,
     task_id_for,
-    truncated_retries,
 )
 from subagents.registry import (
     DYNAMIC_SUBAGENTS_KEY,
@@ -927,10 +925,9 @@ class TaskRunner:
         try:
             run.given = own_copies(run.inputs)  # what the child changes in place stays its own
             result = yield run.given
-            answer = final_answer(result)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
-            threshold = self.short_answer_threshold if own is None else own
-            follow_up = continuation_input(result, answer, threshold)
+            read = ChildAnswer.of(result, self.short_answer_threshold if own is None else own)
+            answer, follow_up = read.answer, read.follow_up
             if follow_up is not None:
                 try:
                     second = yield follow_up
@@ -943,7 +940,7 @@ class TaskRunner:
                     raise
                 except Exception as exc:  # noqa: BLE001 - keep the first answer
                     answer = merge_continuation(answer, None, run.explain(exc)[1])
-            return self._finish(run, result, answer)
+            return self._finish(run, result, answer, read)
         except ParentCommand:
             return self._fail(run, ParentWriteRefused(
                 "a tool of the subagent returned Command(graph=Command.PARENT); a subagent cannot "
@@ -1014,11 +1011,11 @@ class TaskRunner:
         run.carried_ms = carried["work_ms"]
         run.started_at = carried["started_at"]
 
-    def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str) -> TaskOutcome:
+    def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
         # A reply cut at the token limit still answers: completed, with the stop reason saying so.
-        record = self._record(run, "truncated" if cut_short(result) else "completed", answer=answer)
-        record["truncated_retries"] = truncated_retries(result)
+        record = self._record(run, "truncated" if read.cut_short else "completed", answer=answer)
+        record["truncated_retries"] = read.truncated_retries
         run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
         return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
