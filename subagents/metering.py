@@ -409,8 +409,10 @@ class TaskMeter(BaseCallbackHandler):
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
-        """Told ``{"turn": n, "tool": name or None, "tool_input": text or None, **usage()}`` as each model
-        call or tool call of the child starts (a live view shows what each child is doing and has spent)."""
+        """Told ``{**progress_about, "turn": n, "tool": name or None, "tool_input": text or None, **usage()}``
+        as each tool call of the child starts (a live view shows what each child is doing and has spent)."""
+        self.progress_about: dict[str, Any] = {}
+        """What each progress event names first (the runner's: its type and the task's ids)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -576,7 +578,7 @@ class TaskMeter(BaseCallbackHandler):
         if self.on_progress is None:
             return
         try:
-            self.on_progress({"turn": self.model_calls, "tool": str(tool) if tool else None,
+            self.on_progress({**self.progress_about, "turn": self.model_calls, "tool": str(tool) if tool else None,
                               "tool_input": tool_input, **self.usage()})
         except Exception:  # noqa: BLE001 - a broken progress consumer must never fail the child
             pass
@@ -708,6 +710,7 @@ class TranscriptRecorder(BaseCallbackHandler):
 
     def __init__(self, sink: TranscriptSink) -> None:
         self.sink = sink
+        self._streams = getattr(sink, "streams", True)  # a sink whose add does nothing is not called per message
         self.messages: list[BaseMessage] = []
         self._ids: set[str] = set()
         self._turns: set[Any] = set()
@@ -722,7 +725,7 @@ class TranscriptRecorder(BaseCallbackHandler):
                 if message.id is not None:
                     self._ids.add(message.id)
                 self.messages.append(message)
-                if not self._closed:
+                if self._streams and not self._closed:
                     self.sink.add(message)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -761,6 +764,19 @@ def _main_argument(inputs: Any) -> str | None:
             text = " ".join(value.split())
             return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
     return None
+
+
+def meter_for(sink: TranscriptSink | None) -> TaskMeter:
+    """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter.
+
+    Example::
+
+        meter = meter_for(MemorySink("task-1"))  # a RecordingMeter; meter.recorder.sink is the sink
+        meter_for(None).usage()["model_calls"]   # 0
+    """
+    if sink is None or not sink.records:
+        return TaskMeter()
+    return RecordingMeter(TranscriptRecorder(sink))
 
 
 class RecordingMeter(TaskMeter):

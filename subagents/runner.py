@@ -65,7 +65,15 @@ from subagents.errors import (
     is_real_cancellation,
     safe_text,
 )
-from subagents.metering import Budget, PriceTable, RecordingMeter, TaskMeter, TranscriptRecorder, check_prices
+from subagents.metering import (
+    Budget,
+    PriceTable,
+    RecordingMeter,
+    TaskMeter,
+    TranscriptRecorder,
+    check_prices,
+    meter_for,
+)
 from subagents.outcome import (
     ChildAnswer,
     TaskCall,
@@ -596,7 +604,6 @@ class Delegation:
                                  thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
                                  namespace=self.namespace, store=self.call.store,
                                  has_checkpointer=has_checkpointer)
-            self.recorder = TranscriptRecorder(self.sink) if self.sink.records else None
         except Exception as exc:  # noqa: BLE001 - an unwritable sessions_dir, a store that refuses
             self.sink = self.recorder = None
             self.transcript_failed(exc)
@@ -613,12 +620,16 @@ class Delegation:
         """The meter (limits, budgets) and the child's run config."""
         built = not isinstance(spec, CompiledSubagent)
         # One handler: the recorder rides inside the meter, which sees each event after it.
-        meter = TaskMeter() if self.recorder is None else RecordingMeter(self.recorder)
+        meter = meter_for(self.sink)
+        self.recorder = meter.recorder if isinstance(meter, RecordingMeter) else None
         meter.max_turns = self.limits.max_turns
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
-        meter.on_progress = self.progress
+        # The meter sends progress straight to the stream: a live view's line, not a step of the task.
+        meter.on_progress = self.call.emit
+        meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
+                                "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type}
         self.meter = meter
         self.config = {
             "recursion_limit": self.limits.recursion_limit,
@@ -668,17 +679,6 @@ class Delegation:
             return
         try:
             self.call.emit(event)
-        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
-            pass
-
-    def progress(self, fields: dict[str, Any]) -> None:
-        """A ``subagent_progress`` event: the child's turn and current tool (streamed only, not kept in
-        ``events``; the ``subagent_task`` events stay one per change of status)."""
-        if self.call.emit is None:
-            return
-        try:
-            self.call.emit({"type": "subagent_progress", "task_id": self.task_id,
-                            "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type, **fields})
         except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
             pass
 
@@ -1014,17 +1014,19 @@ class TaskRunner:
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer) -> TaskOutcome:
         run.close_transcript(result.get("messages"))
         # A reply cut at the token limit still answers: completed, with the stop reason saying so.
-        record = self._record(run, "truncated" if read.cut_short else "completed", answer=answer)
+        usage = run.usage()  # read once: the record and the event carry the same figures
+        record = self._record(run, "truncated" if read.cut_short else "completed", answer=answer, usage=usage)
         record["truncated_retries"] = read.truncated_retries
-        run.emit("completed", duration_ms=record["duration_ms"], **run.usage())
+        run.emit("completed", duration_ms=record["duration_ms"], **usage)
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
         return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
 
     def _fail(self, run: Delegation, exc: BaseException) -> TaskOutcome:
         stop_reason, reason = run.explain(exc)
         run.close_transcript(None)
-        record = self._record(run, stop_reason, error=reason)
-        run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], **run.usage())
+        usage = run.usage()
+        record = self._record(run, stop_reason, error=reason, usage=usage)
+        run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], **usage)
         return TaskOutcome(record, error=reason, events=run.events)
 
     def _refuse(self, run: Delegation, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
@@ -1038,10 +1040,11 @@ class TaskRunner:
 
     @staticmethod
     def _record(run: Delegation, stop_reason: StopReason, *, answer: str | None = None,
-                error: str | None = None) -> dict[str, Any]:
+                error: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
         """The record, as the JSON-ready dict :class:`TaskRecord` describes (built directly: hot path)."""
         duration_ms = run.carried_ms + (time.monotonic() - run.started_clock) * 1000
-        usage = run.usage() or {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        usage = (run.usage() if usage is None else usage) or {"model_calls": 0, "input_tokens": 0,
+                                                                "output_tokens": 0, "cost_usd": 0.0}
         return {
             "id": run.task_id,
             "agent_type": run.call.subagent_type,

@@ -188,7 +188,11 @@ NO_TRANSCRIPT = "none:"
 
 
 class TranscriptSink(Protocol):
-    """Where one task's messages go. ``records`` is False when nothing needs collecting."""
+    """Where one task's messages go. ``records`` is False when nothing needs collecting.
+
+    ``streams`` (optional, default True) is False when ``add`` does nothing and
+    the messages arrive whole at ``end``: the recorder then skips the call.
+    """
 
     records: bool
 
@@ -203,6 +207,7 @@ class CheckpointSink:
     """The child's own checkpoints already hold its history: nothing to collect."""
 
     records = False
+    streams = False
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
@@ -218,6 +223,7 @@ class MemorySink:
     """The process-wide, size-bounded table (runs with no checkpointer)."""
 
     records = True
+    streams = False
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
@@ -234,6 +240,7 @@ class JsonlSink:
     """One JSONL file per task, written while the child runs."""
 
     records = True
+    streams = True
 
     def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,6 +283,7 @@ class StoreSink:
     """One item per task in a ``BaseStore``; process memory when the run has no store."""
 
     records = True
+    streams = False
 
     def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
         self.store, self.task_id, self.header = store, task_id, dict(header)
