@@ -16,7 +16,7 @@ be read as a sum of parts rather than guessed at:
   deepagents' does (isolate, run the child, answer), through our code.
 
 None of these is a configuration the library offers: they are switched by
-patching three internal methods for the length of this measure, every level
+patching three internal functions for the length of this measure, every level
 (``shipped`` included) through the same wrappers, so the wrappers cost all
 levels alike. Each level's figure is the CPU median of a delegating run
 minus that of a no-op run, as in the overhead measure, over ``runs`` runs
@@ -38,9 +38,9 @@ from unittest import mock
 
 from langgraph.types import Command
 
+import middleware.task_tool as task_tool
 from bench import overhead
 from bench.common import OURS, THEIRS, acpu_and_wall, cpu_and_wall, median, quiet_gc, record, sides, theirs_note
-from middleware import SubAgentMiddleware
 from subagents.runner import Delegation
 
 NAME = "knockout"
@@ -65,7 +65,7 @@ class _NoTranscript:
 def _switchable() -> Iterator[dict[str, str]]:
     """Patch the three places the levels differ; the returned dict's ``level`` picks one per run."""
     level = {"level": "shipped"}
-    configure, open_transcript, command = Delegation.configure, Delegation.open_transcript, SubAgentMiddleware._command
+    configure, open_transcript, command = Delegation.configure, Delegation.open_transcript, task_tool.outcome_command
 
     def configure_at_level(self: Delegation, spec: Any, **kwargs: Any) -> None:
         configure(self, spec, **kwargs)
@@ -80,15 +80,15 @@ def _switchable() -> Iterator[dict[str, str]]:
         else:
             open_transcript(self, new_sink)
 
-    def command_at_level(self: SubAgentMiddleware, runtime: Any, outcome: Any, stored: Any = ()) -> Command[Any]:
-        full = command(self, runtime, outcome, stored)
+    def command_at_level(runtime: Any, outcome: Any, writes: Any, stored: Any = ()) -> Command[Any]:
+        full = command(runtime, outcome, writes, stored)
         if level["level"] in _RECORDS_OFF and isinstance(full.update, Mapping):
             return Command(update={"messages": full.update["messages"]})
         return full
 
     with (mock.patch.object(Delegation, "configure", configure_at_level),
           mock.patch.object(Delegation, "open_transcript", open_transcript_at_level),
-          mock.patch.object(SubAgentMiddleware, "_command", command_at_level)):
+          mock.patch.object(task_tool, "outcome_command", command_at_level)):
         yield level
 
 

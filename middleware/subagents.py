@@ -48,7 +48,7 @@ import asyncio
 import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelCallResult, ModelRequest, ModelResponse
 from langchain.tools import ToolRuntime
@@ -58,7 +58,6 @@ from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
-from langgraph.types import Command
 
 from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
 from middleware.server_caps import probe_pending, tool_calls_supported, warn_if_no_tool_calls
@@ -71,13 +70,12 @@ from middleware.task_tool import (
     STRUCTURED_TASK_TOOL_DESCRIPTION,
     TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
-    USAGE_KEY,
-    RecordedTool,
     SiblingWrites,
-    StoredWrites,
     SubagentLedgerState,
     answered_response,
     available_agents_block,
+    build_task_tool,
+    delegating_model_call,
     invalid_call_record,
     ledger_entry,
     lost_answer,
@@ -87,13 +85,12 @@ from middleware.task_tool import (
     task_tool_arguments,
     task_tool_description,
     tool_message,
-    usage_update,
     with_answers,
     with_general_purpose,
     with_prompt_block,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES, DELEGATION_TOOL_TAG
+from subagents.boundary import DELEGATION_TOOL_NAMES
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
 from subagents.metering import Budget, PriceTable
@@ -327,45 +324,31 @@ class SubAgentMiddleware(AgentMiddleware):
     # -- the tool -----------------------------------------------------------
 
     def _task_tool(self) -> StructuredTool:
-        # Plain classes only (`output_schema: Any`, a bare `Command`): LangChain resolves these hints on
-        # every call, and rebuilds a union or a parametrized generic each time.
-        def task(description: str, subagent_type: str, runtime: ToolRuntime,
-                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
-            try:
-                outcome = self._refused(call) or self.runner.run(call)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
-            return self._command(runtime, outcome, self._writes.stored(runtime, outcome))
-
-        async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                        output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
-            try:
-                outcome = self._refused(call) or await self.runner.arun(call)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
-            return self._command(runtime, outcome, await self._writes.astored(runtime, outcome))
-
         base, _ = task_tool_arguments(self.structured_results)
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
         args_schema = base if self._dynamic_mode else task_args_schema(self.registry.names, base=base)
+        return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
+                         args_schema=args_schema)
 
-        # A RecordedTool: a call whose arguments do not validate still gets a record (no wrap_tool_call hook
-        # around every tool call of the parent).
-        return RecordedTool.from_function(
-            func=task,
-            coroutine=atask,
-            name=TASK_TOOL_NAME,
-            description=self.task_description,
-            args_schema=args_schema,
-            infer_schema=False,
-            metadata={DELEGATION_TOOL_TAG: True},
-        )
+    def _delegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
+                  output_schema: Any) -> TaskOutcome:
+        call = self._call(description, subagent_type, runtime, output_schema)
+        try:
+            return self._refused(call) or self.runner.run(call)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+            return _crashed(call, exc)
+
+    async def _adelegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
+                         output_schema: Any) -> TaskOutcome:
+        call = self._call(description, subagent_type, runtime, output_schema)
+        try:
+            return self._refused(call) or await self.runner.arun(call)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+            return _crashed(call, exc)
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
               output_schema: dict[str, Any] | None = None) -> TaskCall:
@@ -381,21 +364,6 @@ class SubAgentMiddleware(AgentMiddleware):
             return None
         reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
         return None if reason is None else refused_outcome(call, reason)
-
-    def _command(self, runtime: ToolRuntime, outcome: TaskOutcome, stored: StoredWrites = ()) -> Command[Any]:
-        """The outcome as the parent's state update: write-back, record, usage, one ToolMessage."""
-        record, update = outcome.record, dict[str, Any]()
-        if outcome.changes:
-            update, skipped = self._writes.apply(runtime, outcome, stored)
-            if skipped:
-                record = {**record, "skipped_writes": skipped}
-        ours = {
-            LEDGER_KEY: {record["id"]: ledger_entry(record)},
-            USAGE_KEY: usage_update(record),
-            "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
-                                      answer=outcome.answer, error=outcome.error)],
-        }
-        return Command(update={**update, **ours})
 
     # -- a turn after a stopped run: its open calls answered -----------------
 
@@ -447,42 +415,50 @@ class SubAgentMiddleware(AgentMiddleware):
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
-    def _with_block(self, request: ModelRequest) -> ModelRequest:
+    def _limited(self, request: ModelRequest) -> tuple[ModelRequest, str]:
+        """The request as the delegation cap leaves it, and the prompt block it gets."""
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
-        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
-        return with_prompt_block(request, block)
+        return request, self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
 
-    def _after_model(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
+    def _charged(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
         if self.budget is not None:  # the shared budget covers the parent's own calls too
             for message in getattr(response, "result", ()) or ():
                 usage = getattr(message, "usage_metadata", None)
                 if isinstance(usage, Mapping):  # counts as reported are clamped by the budget
                     name = (getattr(message, "response_metadata", None) or {}).get("model_name")
                     self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        names = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
-        return answered_response(response, names, LEDGER_KEY, as_record=ledger_entry)
+        return response
+
+    @property
+    def _tool_names(self) -> tuple[str, ...]:
+        return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
-        request = self._with_block(request)
+        request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
-        response = self.forced.call(request, handler) if self.forced else handler(request)
-        return self._after_model(response)
+        forced = self.forced
+
+        def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
+            return self._charged(forced.call(request, handler) if forced else handler(request))
+
+        return cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
-        request = self._with_block(request)
+        request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
                 await asyncio.to_thread(tool_calls_supported, request.model)
             warn_if_no_tool_calls(request.model)
+        request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
-        return self._after_model(response)
+        return answered_response(self._charged(response), self._tool_names, LEDGER_KEY, as_record=ledger_entry)
 
 
 def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:

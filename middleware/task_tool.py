@@ -27,12 +27,13 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
 from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
@@ -44,7 +45,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records
@@ -908,3 +909,97 @@ def _depth_at_most(value: Any, limit: int) -> bool:
 
 def _without_injected(value: Any) -> Any:
     return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
+
+
+# ----------------------------------------------------------------------------
+# The tool and each model call, one step each for the middleware.
+#
+# :func:`build_task_tool` builds the ``task`` tool once: a call runs the delegation
+# the middleware gives it and comes back as the parent's ``Command``
+# (:func:`outcome_command`). :func:`delegating_model_call` is one model call
+# of a delegating agent: the ``<available_agents>`` block added, the calls the
+# model got wrong answered.
+#
+# Example::
+#
+#     tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
+#     response = delegating_model_call(request, block, handler, ("task",), LEDGER_KEY)
+# ----------------------------------------------------------------------------
+
+
+Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
+"""Runs one ``task`` call: ``(runtime, description, subagent_type, output_schema) -> outcome``; never raises
+but LangGraph's control signals."""
+
+
+def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, str, Any], Awaitable[TaskOutcome]],
+              writes: SiblingWrites, *, description: str, args_schema: type[BaseModel]) -> StructuredTool:
+    """The ``task`` tool: ``delegate`` (or ``adelegate``) runs a call, its outcome becomes the parent's update.
+
+    Example::
+
+        tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
+        tool.name  # "task"
+    """
+
+    def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+        outcome = delegate(runtime, description, subagent_type, output_schema)
+        return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
+
+    async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
+                    output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+        outcome = await adelegate(runtime, description, subagent_type, output_schema)
+        return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
+
+    # Classes, not this module's postponed strings: LangChain resolves these hints on every call, and a
+    # string (or a union, a parametrized generic) is rebuilt each time.
+    for function in (task, atask):
+        function.__annotations__ = {"description": str, "subagent_type": str, "runtime": ToolRuntime,
+                                    "output_schema": Any, "return": Command}
+    # A RecordedTool: a call whose arguments do not validate still gets a record (no wrap_tool_call hook
+    # around every tool call of the parent).
+    return RecordedTool.from_function(
+        func=task,
+        coroutine=atask,
+        name=TASK_TOOL_NAME,
+        description=description,
+        args_schema=args_schema,
+        infer_schema=False,
+        metadata={DELEGATION_TOOL_TAG: True},
+    )
+
+
+def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
+                    stored: StoredWrites = ()) -> Command[Any]:
+    """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``.
+
+    Example::
+
+        outcome_command(runtime, outcome, SiblingWrites()).update["messages"]  # [ToolMessage(...)]
+    """
+    record, update = outcome.record, dict[str, Any]()
+    if outcome.changes:
+        update, skipped = writes.apply(runtime, outcome, stored)
+        if skipped:
+            record = {**record, "skipped_writes": skipped}
+    ours = {
+        LEDGER_KEY: {record["id"]: ledger_entry(record)},
+        USAGE_KEY: usage_update(record),
+        "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
+                                  answer=outcome.answer, error=outcome.error)],
+    }
+    return Command(update={**update, **ours})
+
+
+def delegating_model_call(request: ModelRequest, block: str, call: Callable[[ModelRequest], Any],
+                          tool_names: Collection[str], ledger_key: str = LEDGER_KEY,
+                          as_record: Callable[[dict[str, Any]], dict[str, Any]] = ledger_entry) -> Any:
+    """``call`` on ``request`` with ``block`` added to its system message; the calls it got wrong answered.
+
+    The synchronous model call of a delegating middleware, in one step (the
+    asynchronous one awaits ``call`` between :func:`with_prompt_block` and
+    :func:`answered_response`). Example::
+
+        delegating_model_call(request, "<available_agents>...", handler, ("task",))
+    """
+    return answered_response(call(with_prompt_block(request, block)), tool_names, ledger_key, as_record=as_record)

@@ -17,6 +17,7 @@ import operator
 import threading
 import uuid
 from typing import Annotated
+from unittest import mock
 
 import pytest
 from helpers.graphs import Runner, parent_script, records, tool_messages, user
@@ -26,12 +27,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.types import Command
 
+import middleware.task_tool as task_tool
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
 from subagents import get_transcript
-from subagents.runner import ConcurrencyLimit
 from subagents.metering import TaskMeter, TranscriptRecorder
 from subagents.outcome import _TASK_ID_NAMESPACE, task_id_for
+from subagents.runner import ConcurrencyLimit
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
@@ -157,28 +159,26 @@ class _NotesState(AgentState):
     notes: Annotated[list[str], operator.add]
 
 
-class _KeepsItsCommands(SubAgentMiddleware):
-    """The middleware, keeping each Command its ``task`` tool built (before the tool node copies any)."""
-
-    built: list
-
-    def _command(self, runtime, outcome, *stored):
-        self.built.append(super()._command(runtime, outcome, *stored))
-        return self.built[-1]
-
-
 def _run_and_see(child_writes: bool):
     def child(state):
         out = {"messages": [*state["messages"], {"role": "assistant", "content": ANSWER}]}
         return {**out, "notes": [*state.get("notes", []), "from the child"]} if child_writes else out
 
+    # Each Command the ``task`` tool built, kept before the tool node copies any.
+    built: list[Command] = []
+    command_of = task_tool.outcome_command
+
+    def keeping(*args, **kwargs):
+        built.append(command_of(*args, **kwargs))
+        return built[-1]
+
     model = ScriptedChatModel(responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
-    middleware = _KeepsItsCommands([spec], general_purpose=False)
-    middleware.built = []
+    middleware = SubAgentMiddleware([spec], general_purpose=False)
     agent = create_agent(model, [], state_schema=_NotesState, middleware=[middleware])
-    out = agent.invoke({**user("go"), "notes": ["the parent's"]})
-    (command,) = middleware.built
+    with mock.patch.object(task_tool, "outcome_command", keeping):
+        out = agent.invoke({**user("go"), "notes": ["the parent's"]})
+    (command,) = built
     return command, out
 
 
