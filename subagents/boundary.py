@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import contextvars
 import copy
+import dataclasses
 import functools
 import inspect
 import logging
@@ -192,6 +193,33 @@ def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
                         key, safe_text(exc, 200))
             copies[key] = value
     return copies
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildInput:
+    """What a child starts from, prepared in one step.
+
+    ``inputs`` holds the shared values by reference (what the read-back
+    compares against), ``given`` their own copies the child is handed (see
+    :func:`own_copies`); ``inherited_tokens`` is set for a fork.
+    Example::
+
+        prepared = ChildInput.of(parent_state, "Find X", blocked, fork=False, tool_call_id="call_1")
+        child.invoke(prepared.given)
+    """
+
+    inputs: dict[str, Any]
+    given: dict[str, Any]
+    inherited_tokens: int | None = None
+
+    @classmethod
+    def of(cls, parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], *,
+           fork: bool, tool_call_id: str | None) -> ChildInput:
+        if fork:
+            inputs, inherited = forked_input(parent_state, description, blocked, tool_call_id)
+            return cls(inputs, own_copies(inputs), inherited)
+        inputs = child_input(parent_state, description, blocked)
+        return cls(inputs, own_copies(inputs))
 
 
 def changed_keys(
@@ -372,6 +400,33 @@ def is_forbidden_tool(tool: Any) -> bool:
         return True
     metadata = getattr(tool, "metadata", None) or {}
     return bool(metadata.get(DELEGATION_TOOL_TAG))
+
+
+def child_tools(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
+                on_unknown: Callable[[str, list[str]], None]) -> list[Any]:
+    """The tools a child holds: its allow list (or the parent's tools), minus denied and forbidden ones.
+
+    A name in ``allowed`` the parent does not have never widens the child's
+    tools: ``on_unknown(name, available names)`` is told (a forbidden name is
+    dropped silently). An allow list that resolves to nothing gives a child
+    with no tools. Example::
+
+        child_tools(["search"], [], parent_tools, on_unknown=complain)  # [search], never `task`
+    """
+    by_name = {tool_name(t): t for t in parent_tools}
+    if allowed is None:
+        chosen = list(parent_tools)
+    else:
+        chosen = []
+        for item in allowed:
+            if not isinstance(item, str):
+                chosen.append(item)
+            elif item in by_name:
+                chosen.append(by_name[item])
+            elif not is_forbidden_tool({"name": item}):
+                on_unknown(item, sorted(by_name))
+    refused = set(denied)
+    return [t for t in chosen if tool_name(t) not in refused and not is_forbidden_tool(t)]
 
 
 def is_delegating_middleware(middleware: Any) -> bool:
@@ -702,6 +757,31 @@ def child_state_schema(
     if not extra:
         return None
     return cast("type", TypedDict("SubagentState", {**base, **extra}))  # type: ignore[operator]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildView:
+    """What a built child sees besides its tools, decided in one step (see :func:`child_view`)."""
+
+    guard: OneLevelGuard | None
+    """The one-level guard its middleware needs (:func:`guard_for`), ``None`` when it needs none."""
+    system_prompt: str
+    """Its own prompt without any ``<available_agents>`` block (:func:`strip_agents_block`)."""
+    state_schema: type | None
+    """Its graph's state type (:func:`child_state_schema`), ``None`` when it needs no extra keys."""
+
+
+def child_view(middleware: Sequence[Any], *, has_tools: bool, system_prompt: str, tools: Iterable[Any],
+               parent_schemas: Sequence[Any] = (), excluded: frozenset[str] = frozenset()) -> ChildView:
+    """The guard, prompt and state type of a child with these tools and this middleware.
+
+    Example::
+
+        view = child_view([], has_tools=False, system_prompt="Answer.", tools=[])
+        view.guard is None and view.state_schema is None  # True: a bare child needs neither
+    """
+    return ChildView(guard_for(middleware, has_tools=has_tools), strip_agents_block(system_prompt),
+                     child_state_schema(tools, parent_schemas=parent_schemas, excluded=excluded))
 
 
 def _is_schema(value: Any) -> bool:

@@ -59,11 +59,9 @@ from pydantic import RootModel, ValidationError, model_validator
 
 from subagents.boundary import (
     FORBIDDEN_TOOL_NAMES,
-    child_state_schema,
-    guard_for,
+    child_tools,
+    child_view,
     is_delegating_middleware,
-    is_forbidden_tool,
-    strip_agents_block,
     tool_name,
 )
 from subagents.definitions.condenser import condenser_middleware
@@ -614,20 +612,12 @@ def resolve_tools(
     error, a warning or ignored, as ``unknown_tools`` says. An allow list
     that resolves to nothing gives a child with no tools.
     """
-    by_name = {tool_name(t): t for t in parent_tools}
-    if spec.tools is None:
-        chosen = list(parent_tools)
-    else:
-        chosen = []
-        for item in spec.tools:
-            if not isinstance(item, str):
-                chosen.append(item)
-            elif item in by_name:
-                chosen.append(by_name[item])
-            elif not is_forbidden_tool({"name": item}) and not is_mcp_name(item):
-                _report_unknown_tool(spec.name, item, sorted(by_name), unknown_tools)
-    denied = set(spec.disallowed_tools)
-    return [t for t in chosen if tool_name(t) not in denied and not is_forbidden_tool(t)]
+
+    def unknown(name: str, available: list[str]) -> None:
+        if not is_mcp_name(name):
+            _report_unknown_tool(spec.name, name, available, unknown_tools)
+
+    return child_tools(spec.tools, spec.disallowed_tools, parent_tools, on_unknown=unknown)
 
 
 def _report_unknown_tool(
@@ -688,16 +678,17 @@ def build_subagent(
     # plain-text answer back to the model instead of ending the child.
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) for mw in middleware))
-    if (guard := guard_for(middleware, has_tools=has_tools)) is not None:
-        middleware.append(guard)
+    view = child_view(middleware, has_tools=has_tools, system_prompt=spec.system_prompt, tools=tools,
+                      parent_schemas=options.state_schemas, excluded=options.excluded_keys)
+    if view.guard is not None:
+        middleware.append(view.guard)
     graph = create_agent(
         model,
         tools,
-        system_prompt=child_system_prompt(spec, options) or None,
+        system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
         middleware=middleware,
         response_format=spec.response_format,
-        state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
-                                        excluded=options.excluded_keys),
+        state_schema=view.state_schema,
         name=spec.name,
     )
     # The MCP sessions of a task close when its run ends, whichever way it ends.
@@ -775,8 +766,7 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
         raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
 
 
-def child_system_prompt(spec: SubagentSpec, options: BuildOptions) -> str:
-    """The spec's prompt plus its own skills block; never the parent's prompt or agents."""
+def child_system_prompt(spec: SubagentSpec, options: BuildOptions, prompt: str) -> str:
+    """``prompt`` (the spec's, its agents block gone: :class:`subagents.boundary.ChildView`) plus its skills block."""
     skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
-    prompt = strip_agents_block(spec.system_prompt)
     return "\n\n".join(part for part in (prompt, skills) if part)

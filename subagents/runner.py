@@ -43,12 +43,10 @@ from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
+    ChildInput,
     changed_keys,
-    child_input,
-    forked_input,
     is_forbidden_tool,
     langchain_private_state_keys,
-    own_copies,
     running_in,
     tool_name,
 )
@@ -402,7 +400,7 @@ def _type_name(exc: BaseException) -> str:
 # Example::
 #
 #     setup = set_up_child(registry, call, blocked_keys)
-#     setup.graph.invoke(setup.inputs, config)
+#     setup.graph.invoke(setup.prepared.given, config)
 # ----------------------------------------------------------------------------
 
 
@@ -413,7 +411,7 @@ class ChildSetup:
 
     spec: AnySpec
     graph: Any
-    inputs: dict[str, Any]
+    prepared: ChildInput
     record_extra: dict[str, Any]
 
 
@@ -434,12 +432,12 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     else:
         graph = registry.graph(call.subagent_type, parent_model=call.parent_model,
                                parent_tools=call.parent_tools)
-    if getattr(spec, "context", "isolated") == "fork":
-        inputs, inherited = forked_input(call.parent_state, call.description, blocked, call.tool_call_id)
-        extra.update(context="fork", inherited_tokens=inherited)
-    else:
-        inputs = child_input(call.parent_state, call.description, blocked)
-    return ChildSetup(spec, graph, inputs, extra)
+    fork = getattr(spec, "context", "isolated") == "fork"
+    # The child's own copies are made here, once: what it changes in place stays its own.
+    prepared = ChildInput.of(call.parent_state, call.description, blocked, fork=fork, tool_call_id=call.tool_call_id)
+    if fork:
+        extra.update(context="fork", inherited_tokens=prepared.inherited_tokens)
+    return ChildSetup(spec, graph, prepared, extra)
 
 
 def _spec_for(
@@ -559,8 +557,8 @@ class Delegation:
     """The spec's own short-answer threshold (``None``: the runner's applies)."""
     begun: bool = False
     """Past the concurrency cap: the child has been (or is being) run."""
-    given: dict[str, Any] | None = None
-    """The copies of the shared values the child was handed (see :func:`subagents.boundary.own_copies`)."""
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The copies of the shared values the child is handed (see :class:`subagents.boundary.ChildInput`)."""
     slot: Slot = NO_CAP
     """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
     carried_ms: float = 0.0
@@ -579,10 +577,10 @@ class Delegation:
 
     # -- the steps, in order ------------------------------------------------
 
-    def resolve(self, spec: Any, graph: Any, inputs: dict[str, Any], record_extra: dict[str, Any]) -> None:
+    def resolve(self, spec: Any, graph: Any, prepared: ChildInput, record_extra: dict[str, Any]) -> None:
         """The child graph, its isolated input, and the limits it runs under."""
         self.graph = graph
-        self.inputs = inputs
+        self.inputs, self.given = prepared.inputs, prepared.given
         self.record_extra = record_extra
         self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
@@ -923,7 +921,6 @@ class TaskRunner:
 
     def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
         try:
-            run.given = own_copies(run.inputs)  # what the child changes in place stays its own
             result = yield run.given
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
             read = ChildAnswer.of(result, self.short_answer_threshold if own is None else own)
@@ -973,7 +970,7 @@ class TaskRunner:
         try:
             # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
             setup = set_up_child(self.registry, call, self.blocked_keys)
-            run.resolve(setup.spec, call.graph or setup.graph, setup.inputs, setup.record_extra)
+            run.resolve(setup.spec, call.graph or setup.graph, setup.prepared, setup.record_extra)
             run.open_transcript(self.new_sink)
             run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
             self._resume_usage(run)
