@@ -120,6 +120,7 @@ def create_deep_agent(
     dynamic_subagents: bool = False,
     max_dynamic_subagents: int = 8,
     structured_results: bool = False,
+    name_enum: bool = False,
     background_runtime: Any = None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
@@ -191,6 +192,10 @@ def create_deep_agent(
             delegation modes, each off by default: the ``create_subagent``
             tool, and a per-call ``output_schema`` on ``task``; see
             :class:`middleware.SubAgentMiddleware`.
+        name_enum: also list the agent names as an ``enum`` in the ``task``
+            tool's schema, for servers that constrain tool calls to their
+            schema (off: the names are listed once, in ``<available_agents>``);
+            see :class:`middleware.SubAgentMiddleware`.
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
             rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
             to the root's tools and inherited by every declarative child
@@ -260,6 +265,7 @@ def create_deep_agent(
         specs, model=root_model, tools=None, model_middleware=middleware, private_state_keys=private,
         build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
+        name_enum=name_enum,
     )
     extra: list[Any] = []
     root_hooks = _root_hooks(hooks)
