@@ -620,7 +620,10 @@ class Delegation:
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
-        meter.on_progress = self.progress
+        # A function holding only what the event needs, not this Delegation: a bound method here
+        # closed a cycle (delegation -> meter -> delegation) that kept the child's whole run alive
+        # until the garbage collector came by, one collection every other delegation or so.
+        meter.on_progress = progress_emitter(self.call, self.task_id)
         self.meter = meter
         self.config = {
             "recursion_limit": self.limits.recursion_limit,
@@ -673,17 +676,6 @@ class Delegation:
         except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
             pass
 
-    def progress(self, fields: dict[str, Any]) -> None:
-        """A ``subagent_progress`` event: the child's turn and current tool (streamed only, not kept in
-        ``events``; the ``subagent_task`` events stay one per change of status)."""
-        if self.call.emit is None:
-            return
-        try:
-            self.call.emit({"type": "subagent_progress", "task_id": self.task_id,
-                            "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type, **fields})
-        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
-            pass
-
     def close_transcript(self, final_messages: Any, *, cancelled: bool = False) -> None:
         """End the sink and keep its reference; a failing sink costs the transcript, not the task."""
         if self.sink is None:
@@ -724,6 +716,27 @@ class Delegation:
             self.emit("cancelled")
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
+
+
+def progress_emitter(call: TaskCall, task_id: str) -> Callable[[dict[str, Any]], None] | None:
+    """What sends a ``subagent_progress`` event (the child's turn and current tool) to ``call``'s stream.
+
+    Streamed only, never kept in the record's ``events`` (the ``subagent_task``
+    events stay one per change of status); ``None`` when nothing listens.
+    """
+    emit = call.emit
+    if emit is None:
+        return None
+    ids = {"type": "subagent_progress", "task_id": task_id, "tool_call_id": call.tool_call_id,
+           "agent_type": call.subagent_type}
+
+    def progress(fields: dict[str, Any]) -> None:
+        try:
+            emit({**ids, **fields})
+        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
+            pass
+
+    return progress
 
 
 @contextlib.contextmanager
