@@ -51,6 +51,17 @@ def test_the_everyday_imports_leave_background_mcp_and_hooks_unloaded(statement:
     assert _loaded_after(statement) == []
 
 
+def test_importing_the_packages_alone_loads_neither_langchain_nor_its_clients() -> None:
+    # LangGraph itself loads langgraph_sdk, httpx and rich; a bare package import (the CLI's
+    # `--help`, a type annotation) loads none of them, nor LangChain.
+    code = ("import json, sys\nimport deep_agent, middleware, subagents, subagents.definitions\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tops = {name.split(".")[0] for name in json.loads(out.stdout.splitlines()[-1])}
+    assert tops.isdisjoint({"langchain", "langchain_core", "langgraph", "langgraph_sdk", "httpx", "rich", "sqlite3"})
+
+
 def test_they_load_when_an_agent_uses_them() -> None:
     # The check itself can fail: asking for background tasks and hooks does load their modules.
     loaded = _loaded_after(
