@@ -1,4 +1,10 @@
-"""Measure 2, construction: building a parent agent with 1, 10 and 100 subagents.
+"""Measure 2, construction: importing the factory, and building a parent agent with 1, 10 and 100 subagents.
+
+``construction.import`` is the first thing a user's program pays:
+``from deep_agent import create_deep_agent`` against
+``from deepagents import create_deep_agent``, each in a fresh interpreter,
+the sides alternating; the wall-time median, with the count of modules each
+leaves in ``sys.modules`` in ``detail``.
 
 "Building" is what a user's program does once: construct the delegation
 middleware over N specs and compile the parent with ``create_agent``. Our
@@ -9,6 +15,12 @@ front. Each figure is the median of several builds, sides interleaved.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from bench.common import (
@@ -30,6 +42,62 @@ NAME = "construction"
 GOAL_RATIO_AT_MAX = 0.05
 GOAL_FLATNESS = 1.5
 """Ours at the largest N over ours at N=1: "flat" means at most this."""
+GOAL_IMPORT = 1.0
+
+_PACKAGE = {OURS: "deep_agent", THEIRS: "deepagents"}
+_IMPORT_PROBE = (
+    "import json, sys, time\n"
+    "t, c = time.perf_counter(), time.process_time()\n"
+    "from {package} import create_deep_agent\n"
+    "print(json.dumps([time.perf_counter() - t, time.process_time() - c, len(sys.modules)]))\n"
+)
+
+
+def _import_once(side: str, pycache: str) -> tuple[float, float, int]:
+    """Wall and CPU seconds to import ``create_deep_agent`` in a fresh interpreter, and the modules it leaves loaded.
+
+    Both sides read bytecode from one cache folder the first (discarded) run
+    filled: an installed wheel has its bytecode, a source checkout run with
+    PYTHONDONTWRITEBYTECODE would recompile ours on every start and not theirs.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+           "PYTHONPYCACHEPREFIX": pycache}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE.format(package=_PACKAGE[side])],
+                         capture_output=True, text=True, env=env, cwd=root, check=True, timeout=120)
+    wall, cpu, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(wall), float(cpu), int(modules)
+
+
+def _import_record(reps: int) -> dict[str, Any]:
+    found: dict[str, list[tuple[float, float, int]]] = {side: [] for side in sides()}
+    with tempfile.TemporaryDirectory(prefix="bench-pycache-") as pycache:
+        for side in sides():
+            _import_once(side, pycache)
+        for rep in range(reps):
+            order = sides() if rep % 2 == 0 else tuple(reversed(sides()))
+            for side in order:
+                found[side].append(_import_once(side, pycache))
+    ms = {side: median([wall for wall, _, _ in runs]) * 1000 for side, runs in found.items()}
+    cpu_ms = {side: median([cpu for _, cpu, _ in runs]) * 1000 for side, runs in found.items()}
+    modules = {side: runs[-1][2] for side, runs in found.items()}
+    ours, theirs = ms[OURS], ms.get(THEIRS)
+    return record(
+        f"{NAME}.import",
+        unit="ms",
+        ours=ours,
+        theirs=theirs,
+        goal=f"ours <= {GOAL_IMPORT} x theirs",
+        met=None if theirs is None else ours <= GOAL_IMPORT * theirs,
+        sizes={"reps": reps},
+        notes=theirs_note(
+            "Median wall time of `from <package> import create_deep_agent` in a fresh interpreter, "
+            "bytecode cached for both, the sides alternating; modules = len(sys.modules) after it."
+        ),
+        detail={**{f"{side}_modules": n for side, n in modules.items()},
+                **{f"{side}_cpu_ms": v for side, v in cpu_ms.items()}},
+    )
 
 
 def _specs(n: int, model: Any) -> list[dict[str, Any]]:
@@ -65,7 +133,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 times.setdefault((side, n), []).append(_build_ms(side, n))
     ms = {key: median(values) for key, values in times.items()}
     top = counts[-1]
-    records = []
+    records = [_import_record(3 if quick else 11)]
     for n in counts:
         ours, theirs = ms[(OURS, n)], ms.get((THEIRS, n))
         goal, met = "report", None

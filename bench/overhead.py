@@ -12,12 +12,23 @@ The figure judged is CPU time (``time.process_time``: every thread of the
 process, so the ``invoke`` child's tool-node worker thread counts): wall
 time on a shared machine moves with the load by more than the difference
 between the two sides. The wall figures are in ``detail``.
+
+``overhead.gc.*`` reports, from the same runs, the garbage collector's
+generation-0 collections per delegation (``gc.get_stats()``, read between
+runs): the mean over delegating runs minus the mean over no-op runs. A
+collection starts when more than 700 new container objects are alive at
+once, so the figure follows how many objects a delegation holds at its peak.
+Its ``detail`` also counts the objects one delegating ``invoke`` run leaves
+for the collector (unreachable, but in a reference cycle): a figure that does
+not move with the load or the collector's phase.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import gc
+import statistics
 from typing import Any
 
 from bench.common import (
@@ -93,8 +104,13 @@ def _schedule(runs: int) -> list[tuple[str, bool]]:
     return schedule
 
 
-Times = dict[tuple[str, bool], list[tuple[float, float]]]
-"""(side, delegated) -> (CPU seconds, wall seconds) of each run."""
+Times = dict[tuple[str, bool], list[tuple[float, float, int, int]]]
+"""(side, delegated) -> (CPU seconds, wall seconds, generation-0 collections, all collections) of each run."""
+
+
+def _collections() -> tuple[int, int]:
+    stats = gc.get_stats()
+    return stats[0]["collections"], sum(s["collections"] for s in stats)
 
 
 def _sync(agents: dict[str, Any], runs: int, warmup: int) -> Times:
@@ -104,9 +120,11 @@ def _sync(agents: dict[str, Any], runs: int, warmup: int) -> Times:
     quiet_gc()
     for side, delegated in _schedule(runs):
         message = DELEGATE if delegated else BASELINE
+        gen0, every = _collections()
         cpu, wall, state = cpu_and_wall(functools.partial(agents[side].invoke, message))
+        gen0_after, every_after = _collections()
         _check(state, delegated)
-        times.setdefault((side, delegated), []).append((cpu, wall))
+        times.setdefault((side, delegated), []).append((cpu, wall, gen0_after - gen0, every_after - every))
     return times
 
 
@@ -117,9 +135,11 @@ async def _async(agents: dict[str, Any], runs: int, warmup: int) -> Times:
     quiet_gc()
     for side, delegated in _schedule(runs):
         message = DELEGATE if delegated else BASELINE
+        gen0, every = _collections()
         cpu, wall, state = await acpu_and_wall(functools.partial(agents[side].ainvoke, message))
+        gen0_after, every_after = _collections()
         _check(state, delegated)
-        times.setdefault((side, delegated), []).append((cpu, wall))
+        times.setdefault((side, delegated), []).append((cpu, wall, gen0_after - gen0, every_after - every))
     return times
 
 
@@ -130,11 +150,55 @@ def _overhead_ms(times: Times, side: str, which: int) -> tuple[float, float, flo
     return task_ms - noop_ms, task_ms, noop_ms
 
 
+def _collections_per_delegation(times: Times, side: str, which: int) -> float:
+    """Mean collections of a delegating run minus a no-op run's: ``which`` 2 generation 0, 3 any."""
+    return (statistics.fmean(t[which] for t in times[(side, True)])
+            - statistics.fmean(t[which] for t in times[(side, False)]))
+
+
+def _left_to_the_collector(agent: Any) -> int:
+    """Objects one delegating run leaves unreachable in reference cycles (freed only by a collection)."""
+    for _ in range(3):  # the first runs fill caches (a child built on first use, LangChain's) once
+        _check(agent.invoke(DELEGATE), True)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        _check(agent.invoke(DELEGATE), True)
+        gc.collect()
+        return len(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def _gc_record(times: Times, mode: str, runs: int, left: dict[str, int]) -> dict[str, Any]:
+    gen0 = {side: _collections_per_delegation(times, side, 2) for side in sides()}
+    every = {side: _collections_per_delegation(times, side, 3) for side in sides()}
+    return record(
+        f"{NAME}.gc.{mode}",
+        unit="gen-0 collections per delegation",
+        ours=gen0[OURS],
+        theirs=gen0.get(THEIRS),
+        goal="report",
+        met=None,
+        sizes={"runs": runs},
+        notes=theirs_note(
+            "Generation-0 collections during a delegating run minus during a no-op run, means over "
+            "the overhead runs; collections of any generation, and the objects one delegating invoke "
+            "run leaves in reference cycles, in detail."
+        ),
+        detail={**{f"{side}_all_generations": v for side, v in every.items()},
+                **{f"{side}_objects_left_to_the_collector": n for side, n in left.items()}},
+    )
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     runs, warmup = (5, 2) if quick else (1000, 10)
     records = []
+    left: dict[str, int] = {}
     for mode in ("invoke", "ainvoke"):
         agents = _agents()
+        left = left or {side: _left_to_the_collector(agents[side]) for side in sides()}
         if mode == "invoke":
             times = _sync(agents, runs, warmup)
         else:
@@ -167,4 +231,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 detail=detail,
             )
         )
+        records.append(_gc_record(times, mode, runs, left))
     return records

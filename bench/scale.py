@@ -58,6 +58,7 @@ from bench.common import (
     user,
 )
 from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import ledger_entry
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
@@ -320,12 +321,13 @@ class _PromptMeter(ScriptedChatModel):
         return super()._respond(messages, tools)
 
 
-def _prompt_chars(side: str, specs: int) -> int:
+def _prompt_chars(side: str, specs: int, *, name_enum: bool = False) -> int:
     model = _PromptMeter(responses=["ok"])
     workers = [spec(f"worker-{i:04d}", model=model, description=f"Worker {i}: handles case {i}.")
                for i in range(specs)]
-    agent: Any = create_agent(model, [], system_prompt="You plan and delegate.",
-                              middleware=[delegation_middleware(side, workers)])
+    delegation = (SubAgentMiddleware(workers, general_purpose=False, name_enum=True) if name_enum
+                  else delegation_middleware(side, workers))
+    agent: Any = create_agent(model, [], system_prompt="You plan and delegate.", middleware=[delegation])
     agent.invoke(user("hello"))
     return model.seen
 
@@ -333,12 +335,16 @@ def _prompt_chars(side: str, specs: int) -> int:
 def _agents_record(specs: int) -> dict[str, Any]:
     chars = {side: _prompt_chars(side, specs) for side in sides()}
     theirs = chars.get(THEIRS)
+    with_enum = _prompt_chars(OURS, specs, name_enum=True)
     return record(
         f"{NAME}.agents_block", unit="characters", ours=chars[OURS], theirs=theirs,
         goal=f"ours <= {GOAL_PEER} x theirs", met=None if theirs is None else chars[OURS] <= GOAL_PEER * theirs,
         sizes={"subagents": specs},
         notes=theirs_note("Characters of system prompt and tool schemas the parent model gets on every "
-                          "call at N subagents (our enum of names up to 25 agents included)."),
+                          "call at N subagents; each name once, in <available_agents>. `detail` has ours "
+                          "with name_enum=True (the names again as an enum, up to 25 agents)."),
+        detail={"ours_with_name_enum": with_enum,
+                "ratio_with_name_enum": None if theirs is None else round(with_enum / theirs, 4)},
     )
 
 

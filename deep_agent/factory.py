@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
@@ -51,15 +51,21 @@ from deep_agent.deepagents_compat import (
     general_purpose_with_root_skills,
 )
 from deep_agent.state import DeepAgentState
-from middleware import DEFAULT_MAX_DELEGATIONS, LEDGER_KEY, TASK_TOOL_NAME, ForceSetting, SubAgentMiddleware
-from middleware.limits import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
-from middleware.task_tool import check_ledger_fields, with_text_appended
+from middleware.limits import DEFAULT_MAX_ROOT_TURNS, ForceSetting, RootTurnLimit
+from middleware.subagents import SubAgentMiddleware
+from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import is_forbidden_tool, parent_state_schemas, private_state_keys, tool_name
-from subagents.definitions import DirLevels, HookMiddleware, ModelProfiles, PermissionMode, SkillCatalog, approval_rules
+from subagents.definitions.files import DirLevels
+from subagents.definitions.models import ModelProfiles
+from subagents.definitions.permissions import PermissionMode, approval_rules
+from subagents.definitions.skills import SkillCatalog
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.settings import DelegationSettings
+from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
 from subagents.spec import is_async_spec
+
+if TYPE_CHECKING:
+    from subagents.definitions.hooks import HookMiddleware
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
@@ -114,6 +120,7 @@ def create_deep_agent(
     dynamic_subagents: bool = False,
     max_dynamic_subagents: int = 8,
     structured_results: bool = False,
+    name_enum: bool = False,
     background_runtime: Any = None,
     response_format: Any = None,
     interrupt_on: Mapping[str, Any] | None = None,
@@ -185,6 +192,10 @@ def create_deep_agent(
             delegation modes, each off by default: the ``create_subagent``
             tool, and a per-call ``output_schema`` on ``task``; see
             :class:`middleware.SubAgentMiddleware`.
+        name_enum: also list the agent names as an ``enum`` in the ``task``
+            tool's schema, for servers that constrain tool calls to their
+            schema (off: the names are listed once, in ``<available_agents>``);
+            see :class:`middleware.SubAgentMiddleware`.
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
             rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
             to the root's tools and inherited by every declarative child
@@ -254,11 +265,12 @@ def create_deep_agent(
         specs, model=root_model, tools=None, model_middleware=middleware, private_state_keys=private,
         build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
+        name_enum=name_enum,
     )
     extra: list[Any] = []
     root_hooks = _root_hooks(hooks)
     if settings.background.wanted:
-        from middleware import BackgroundSubagentMiddleware
+        from middleware.background import BackgroundSubagentMiddleware
 
         tracked = BackgroundSubagentMiddleware(
             [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=middleware,
@@ -292,6 +304,8 @@ _ALSO_DELEGATING = ("start_async_task", "retry_async_task", "create_subagent")
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
     if not hooks:
         return []
+    from subagents.definitions.hooks import HookMiddleware  # its subprocess runner: only for hooks
+
     try:
         return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY),
                                also_delegating=_ALSO_DELEGATING)]

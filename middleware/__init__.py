@@ -1,49 +1,71 @@
 """AgentMiddleware classes that give an agent governed subagents.
 
 Each idea is one module: :mod:`~middleware.subagents` (the ``task`` tool's
-middleware), :mod:`~middleware.task_tool` (what the model sees),
-:mod:`~middleware.task_tool` (the parent state and the write-back),
-:mod:`~middleware.background`, :mod:`~middleware.limits`, :mod:`~middleware.dynamic`::
+middleware), :mod:`~middleware.task_tool` (what the model sees, the parent
+state and the write-back), :mod:`~middleware.background`,
+:mod:`~middleware.limits`, :mod:`~middleware.dynamic`::
 
     from middleware import SubAgentMiddleware
 
     agent = create_agent(model, middleware=[SubAgentMiddleware(subagents=[researcher])])
+
+Names are imported on first use (PEP 562), so an agent without background
+tasks never loads the background runtime, its SQLite store or its remote client.
 """
 
-from middleware.background import AsyncTaskLedgerState, BackgroundSubagentMiddleware
-from middleware.child_answer import ReturnChildAnswer
-from middleware.compat import AsyncSubAgentMiddleware, AsyncSubAgentState
-from middleware.dynamic import DynamicSubagentState
-from middleware.forced_tool_use import ForceToolUse
-from middleware.limits import DelegationLimit, ForceDelegation, ForceSetting
-from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import (
-    ASYNC_LEDGER_KEY,
-    LEDGER_KEY,
-    TASK_TOOL_NAME,
-    SubagentLedgerState,
-    TaskToolInput,
-    TaskToolInputWithSchema,
-)
-from subagents.settings import DEFAULT_MAX_DELEGATIONS
+from __future__ import annotations
 
-__all__ = [
-    "ASYNC_LEDGER_KEY",
-    "AsyncSubAgentMiddleware",
-    "AsyncSubAgentState",
-    "AsyncTaskLedgerState",
-    "BackgroundSubagentMiddleware",
-    "DEFAULT_MAX_DELEGATIONS",
-    "DelegationLimit",
-    "DynamicSubagentState",
-    "ForceDelegation",
-    "ForceSetting",
-    "ForceToolUse",
-    "LEDGER_KEY",
-    "ReturnChildAnswer",
-    "SubAgentMiddleware",
-    "SubagentLedgerState",
-    "TASK_TOOL_NAME",
-    "TaskToolInput",
-    "TaskToolInputWithSchema",
-]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
+    from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
+    from middleware.child_answer import ReturnChildAnswer as ReturnChildAnswer
+    from middleware.compat import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
+    from middleware.compat import AsyncSubAgentState as AsyncSubAgentState
+    from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
+    from middleware.forced_tool_use import ForceToolUse as ForceToolUse
+    from middleware.limits import DelegationLimit as DelegationLimit
+    from middleware.limits import ForceDelegation as ForceDelegation
+    from middleware.limits import ForceSetting as ForceSetting
+    from middleware.subagents import SubAgentMiddleware as SubAgentMiddleware
+    from middleware.task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
+    from middleware.task_tool import LEDGER_KEY as LEDGER_KEY
+    from middleware.task_tool import TASK_TOOL_NAME as TASK_TOOL_NAME
+    from middleware.task_tool import SubagentLedgerState as SubagentLedgerState
+    from middleware.task_tool import TaskToolInput as TaskToolInput
+    from middleware.task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
+    from subagents.settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
+
+_WHERE = {
+    "ASYNC_LEDGER_KEY": "middleware.task_tool",
+    "AsyncSubAgentMiddleware": "middleware.compat",
+    "AsyncSubAgentState": "middleware.compat",
+    "AsyncTaskLedgerState": "middleware.background",
+    "BackgroundSubagentMiddleware": "middleware.background",
+    "DEFAULT_MAX_DELEGATIONS": "subagents.settings",
+    "DelegationLimit": "middleware.limits",
+    "DynamicSubagentState": "middleware.dynamic",
+    "ForceDelegation": "middleware.limits",
+    "ForceSetting": "middleware.limits",
+    "ForceToolUse": "middleware.forced_tool_use",
+    "LEDGER_KEY": "middleware.task_tool",
+    "ReturnChildAnswer": "middleware.child_answer",
+    "SubAgentMiddleware": "middleware.subagents",
+    "SubagentLedgerState": "middleware.task_tool",
+    "TASK_TOOL_NAME": "middleware.task_tool",
+    "TaskToolInput": "middleware.task_tool",
+    "TaskToolInputWithSchema": "middleware.task_tool",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'middleware' has no attribute {name!r}")

@@ -185,7 +185,14 @@ class SubAgentMiddleware(AgentMiddleware):
             for one call (see :mod:`subagents.builder`).
         task_description: the ``task`` tool's description; an
             ``{available_agents}`` placeholder becomes the listing of every
-            agent (default: ours, naming the available types).
+            agent (default: ours, which points to ``<available_agents>``).
+        name_enum: also list the agent names as an ``enum`` of
+            ``subagent_type`` in the ``task`` tool's schema (up to
+            :data:`middleware.task_tool.ENUM_LIMIT` names), for a server that
+            constrains tool calls to their schema. Off by default: the names
+            are already in ``<available_agents>``, and each name sent twice
+            is paid for on every parent call. The forced-delegation schema
+            always has the enum.
 
         backend: deepagents' required argument, accepted and kept as
             ``self.backend`` but not used, as in deepagents: give the parent
@@ -233,6 +240,7 @@ class SubAgentMiddleware(AgentMiddleware):
         dynamic_subagents: bool = False,
         structured_results: bool = False,
         task_description: str | None = None,
+        name_enum: bool = False,
         force_delegation: ForceSetting = None,
         general_purpose: bool | Unset = UNSET,
         max_concurrent_tasks: int | None | Unset = UNSET,
@@ -275,6 +283,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
         self._dynamic_mode = dynamic_subagents
+        self._name_enum = name_enum
         self._describe(system_prompt, task_description, structured_results)
         self.tools = [self._task_tool()] if len(self.registry) else []
         self.subagent_names: frozenset[str] = frozenset(self.registry.names)
@@ -326,9 +335,10 @@ class SubAgentMiddleware(AgentMiddleware):
     def _task_tool(self) -> StructuredTool:
         base, _ = task_tool_arguments(self.structured_results)
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
-        args_schema = base if self._dynamic_mode else task_args_schema(self.registry.names, base=base)
+        enum = self._name_enum and not self._dynamic_mode
+        args_schema = task_args_schema(self.registry.names, base=base) if enum else base
         return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
-                         args_schema=args_schema)
+                               args_schema=args_schema)
 
     def _delegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
                   output_schema: Any) -> TaskOutcome:

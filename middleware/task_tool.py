@@ -644,18 +644,19 @@ class TaskToolInput(BaseModel):
 # ----------------------------------------------------------------------------
 # The ``task`` tool's argument schema for a given list of subagents.
 #
-# ``subagent_type`` is advertised as an ``enum`` of the agent names in the
-# tool's JSON schema, so providers that constrain generation to the schema
-# (llama.cpp's grammars, OpenAI's strict mode) can only produce a valid name.
-# Validation still accepts any string: a provider that ignores enums gets the
-# registry's readable "unknown subagent" error, which lists the valid names,
-# instead of a bare validation error.
+# On request (``SubAgentMiddleware(name_enum=True)``) ``subagent_type`` is
+# advertised as an ``enum`` of the agent names in the tool's JSON schema, so
+# providers that constrain generation to the schema (llama.cpp's grammars,
+# OpenAI's strict mode) can only produce a valid name; the forced-delegation
+# schema always has it. By default the names are listed once per parent
+# call, in the system prompt's ``<available_agents>`` block: an enum beside
+# it sends every name twice on every call. Validation accepts any string
+# either way: a provider that ignores enums gets the registry's readable
+# "unknown subagent" error, which lists the valid names.
 #
-# Past :data:`ENUM_LIMIT` names the tool schema carries no enum: a registry
-# that large is listed once, in the system prompt's ``<available_agents>``
-# block (providers also cap enum sizes in strict schemas). The tool's
-# description never lists the names. The forced-delegation schema keeps its
-# enum.
+# Past :data:`ENUM_LIMIT` names even a requested enum is left out (providers
+# cap enum sizes in strict schemas). The tool's description never lists the
+# names.
 #
 # Example::
 #
@@ -669,7 +670,7 @@ class TaskToolInput(BaseModel):
 SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 ENUM_LIMIT = 25
-"""Most agent names the ``task`` tool's schema lists as an enum; past it, none."""
+"""Most agent names the ``task`` tool's schema lists as an enum (with ``name_enum=True``); past it, none."""
 
 
 def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput, *,
@@ -768,11 +769,9 @@ def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], 
 # ----------------------------------------------------------------------------
 # The ``task`` tool's description: ours, or the caller's template.
 #
-# By default the description names the available subagent types (names
-# only: the full listing with descriptions is in the system prompt's
-# ``<available_agents>`` block and is not paid for twice); past
-# :data:`~middleware.task_tool.ENUM_LIMIT` agents it names none, and
-# the block is the one listing. A caller's
+# By default the description names no agent: the listing with descriptions
+# is in the system prompt's ``<available_agents>`` block and is not paid
+# for twice. A caller's
 # ``task_description`` replaces it; an ``{available_agents}`` placeholder in
 # it becomes the full listing, one ``- name: description`` line per agent, as
 # in deepagents. Other braces are left as written.
@@ -792,8 +791,8 @@ def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]
     """The description for ``agents`` (``(name, description)`` pairs)."""
     agents = list(agents)
     if template is None:
-        # The names are in <available_agents> (with what each does) and in the schema's enum:
-        # listing them here too made the parent pay for every name three times on every call.
+        # The names are in <available_agents> (with what each does): listing them here too made the
+        # parent pay for every name again on every call.
         return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
         raise ValueError(f"task_description: expected non-empty text, got {template!r}")

@@ -30,7 +30,7 @@ import logging
 import re
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
@@ -65,8 +65,6 @@ from subagents.boundary import (
     tool_name,
 )
 from subagents.definitions.condenser import condenser_middleware
-from subagents.definitions.hooks import HookMiddleware
-from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset, is_mcp_name, normalize_mcp_config, select_mcp_tools
 from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model, resolve_model
 from subagents.definitions.permissions import (
     PermissionMode,
@@ -78,6 +76,9 @@ from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.policy import is_policy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
+
+if TYPE_CHECKING:
+    from subagents.definitions.mcp import McpToolset
 
 # ----------------------------------------------------------------------------
 # What the caller decides for every child it builds, beyond each spec.
@@ -148,7 +149,7 @@ class BuildOptions:
             raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', "
                             f"got {self.retry_truncated!r}")
         try:
-            servers = normalize_mcp_config(dict(self.mcp_servers)) or {}
+            servers = _normalized_servers(self.mcp_servers)
         except (TypeError, ValueError) as exc:
             raise SpecError(f"mcp_servers: {exc}") from None
         undefined = [name for name, config in servers.items() if not config]
@@ -614,7 +615,7 @@ def resolve_tools(
     """
 
     def unknown(name: str, available: list[str]) -> None:
-        if not is_mcp_name(name):
+        if not _is_mcp_name(name):
             _report_unknown_tool(spec.name, name, available, unknown_tools)
 
     return child_tools(spec.tools, spec.disallowed_tools, parent_tools, on_unknown=unknown)
@@ -669,6 +670,8 @@ def build_subagent(
     tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
     mcp = _mcp_toolset(spec, options)
     if mcp is not None:
+        from subagents.definitions.mcp import select_mcp_tools
+
         tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
 
     middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
@@ -745,6 +748,8 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
         if condenser is not None:
             middleware.append(condenser)
     if spec.hooks:
+        from subagents.definitions.hooks import HookMiddleware
+
         middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
     retry = spec.retry_truncated if spec.retry_truncated is not None else options.retry_truncated
     if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
@@ -752,10 +757,27 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     return middleware
 
 
+def _is_mcp_name(name: str) -> bool:
+    from subagents.definitions.mcp import is_mcp_name
+
+    return is_mcp_name(name)
+
+
+def _normalized_servers(servers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The caller's MCP servers checked; with none, the MCP client code is not even loaded."""
+    given = dict(servers)
+    if not given:
+        return {}
+    from subagents.definitions.mcp import normalize_mcp_config
+
+    return normalize_mcp_config(given) or {}
+
+
 def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:
     """The spec's MCP servers (names resolved through the caller's), their tools listed once."""
     if not spec.mcp_config:
         return None
+    from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
     servers = {
         name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()
     }

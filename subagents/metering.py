@@ -368,6 +368,38 @@ STALL_NOTE_S = 0.5
 """How far past its deadline a task must run before its timeout says what held it."""
 
 
+class _MeterStopsAreNotCallbackErrors(logging.Filter):
+    """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop.
+
+    LangChain logs every exception a callback handler raises as a warning, and
+    then re-raises it when the handler has ``raise_error``. A meter's
+    exceptions are how it stops a child (``max_turns``, a deadline, a spent
+    budget, a cancel), and they always reach the task's record, so that
+    warning printed a false "callback error" on stderr for each stop, once
+    per stopped child. Other handlers' warnings pass through untouched.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
+            return True
+        return args[0] not in {cls.__name__ for cls in _meter_classes()}
+
+
+def _meter_classes() -> list[type]:
+    found: list[type] = []
+    todo: list[type] = [TaskMeter]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+# The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_MeterStopsAreNotCallbackErrors())
+
+
 class TaskMeter(BaseCallbackHandler):
     """Per-task usage counter with a deadline, budgets and a stop switch."""
 

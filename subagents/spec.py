@@ -46,8 +46,6 @@ from pydantic import (
 
 from subagents.boundary import ContextMode
 from subagents.definitions.condenser import CondenserSetting, normalize_condenser
-from subagents.definitions.hooks import normalize_hooks
-from subagents.definitions.mcp import normalize_mcp_config
 from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import check_skill_entry
@@ -411,11 +409,19 @@ class SubagentSpec(BaseModel):
     @field_validator("mcp_config", mode="before")
     @classmethod
     def _mcp_config(cls, value: Any) -> Any:
+        if value is None:  # most specs: the MCP client code is loaded only for a spec that names servers
+            return None
+        from subagents.definitions.mcp import normalize_mcp_config
+
         return normalize_mcp_config(value)
 
     @field_validator("hooks", mode="before")
     @classmethod
     def _hooks(cls, value: Any) -> Any:
+        if value is None:  # most specs: the hook runner is loaded only for a spec that has hooks
+            return None
+        from subagents.definitions.hooks import normalize_hooks
+
         return normalize_hooks(value, "subagent")
 
     @field_validator("color")

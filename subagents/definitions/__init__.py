@@ -8,62 +8,92 @@ skills, MCP servers, hooks, models, permissions, the condenser::
     from subagents.definitions.agent_files import discover_agents
     found = discover_agents()  # .agents/agents and .claude/agents, project then user
     specs = [definition.value for definition in found.definitions]
+
+Names are imported on first use (PEP 562), so a spec without MCP servers or
+hooks never loads their clients and subprocess machinery.
 """
 
-from subagents.definitions.condenser import CondenserSetting, describe_condenser, normalize_condenser
-from subagents.definitions.files import Definition, DirLevels, Discovery, FileProblem, default_levels
-from subagents.definitions.hooks import HookMiddleware, normalize_hooks
-from subagents.definitions.mcp import McpTool, McpToolset, check_mcp_servers, mcp_tool_name, normalize_mcp_config
-from subagents.definitions.models import ModelProfiles, UnknownModelPolicy, describe_model, resolve_model
-from subagents.definitions.permissions import (
-    CLAUDE_PERMISSION_MODES,
-    PERMISSION_MODES,
-    PermissionMode,
-    approval_rules,
-    normalize_permission_mode,
-)
-from subagents.definitions.skills import (
-    SKILL_DIRS,
-    Skill,
-    SkillCatalog,
-    available_skills_block,
-    discover_skills,
-    load_skill,
-    load_skill_dirs,
-)
-from subagents.errors import McpServerError
+from __future__ import annotations
 
-__all__ = [
-    "CLAUDE_PERMISSION_MODES",
-    "CondenserSetting",
-    "Definition",
-    "DirLevels",
-    "Discovery",
-    "FileProblem",
-    "HookMiddleware",
-    "McpServerError",
-    "McpTool",
-    "McpToolset",
-    "ModelProfiles",
-    "PERMISSION_MODES",
-    "PermissionMode",
-    "SKILL_DIRS",
-    "Skill",
-    "SkillCatalog",
-    "UnknownModelPolicy",
-    "approval_rules",
-    "available_skills_block",
-    "check_mcp_servers",
-    "default_levels",
-    "describe_condenser",
-    "describe_model",
-    "discover_skills",
-    "load_skill",
-    "load_skill_dirs",
-    "mcp_tool_name",
-    "normalize_condenser",
-    "normalize_hooks",
-    "normalize_mcp_config",
-    "normalize_permission_mode",
-    "resolve_model",
-]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from subagents.definitions.condenser import CondenserSetting as CondenserSetting
+    from subagents.definitions.condenser import describe_condenser as describe_condenser
+    from subagents.definitions.condenser import normalize_condenser as normalize_condenser
+    from subagents.definitions.files import Definition as Definition
+    from subagents.definitions.files import DirLevels as DirLevels
+    from subagents.definitions.files import Discovery as Discovery
+    from subagents.definitions.files import FileProblem as FileProblem
+    from subagents.definitions.files import default_levels as default_levels
+    from subagents.definitions.hooks import HookMiddleware as HookMiddleware
+    from subagents.definitions.hooks import normalize_hooks as normalize_hooks
+    from subagents.definitions.mcp import McpTool as McpTool
+    from subagents.definitions.mcp import McpToolset as McpToolset
+    from subagents.definitions.mcp import check_mcp_servers as check_mcp_servers
+    from subagents.definitions.mcp import mcp_tool_name as mcp_tool_name
+    from subagents.definitions.mcp import normalize_mcp_config as normalize_mcp_config
+    from subagents.definitions.models import ModelProfiles as ModelProfiles
+    from subagents.definitions.models import UnknownModelPolicy as UnknownModelPolicy
+    from subagents.definitions.models import describe_model as describe_model
+    from subagents.definitions.models import resolve_model as resolve_model
+    from subagents.definitions.permissions import CLAUDE_PERMISSION_MODES as CLAUDE_PERMISSION_MODES
+    from subagents.definitions.permissions import PERMISSION_MODES as PERMISSION_MODES
+    from subagents.definitions.permissions import PermissionMode as PermissionMode
+    from subagents.definitions.permissions import approval_rules as approval_rules
+    from subagents.definitions.permissions import normalize_permission_mode as normalize_permission_mode
+    from subagents.definitions.skills import SKILL_DIRS as SKILL_DIRS
+    from subagents.definitions.skills import Skill as Skill
+    from subagents.definitions.skills import SkillCatalog as SkillCatalog
+    from subagents.definitions.skills import available_skills_block as available_skills_block
+    from subagents.definitions.skills import discover_skills as discover_skills
+    from subagents.definitions.skills import load_skill as load_skill
+    from subagents.definitions.skills import load_skill_dirs as load_skill_dirs
+    from subagents.errors import McpServerError as McpServerError
+
+_WHERE = {
+    "CLAUDE_PERMISSION_MODES": "subagents.definitions.permissions",
+    "CondenserSetting": "subagents.definitions.condenser",
+    "Definition": "subagents.definitions.files",
+    "DirLevels": "subagents.definitions.files",
+    "Discovery": "subagents.definitions.files",
+    "FileProblem": "subagents.definitions.files",
+    "HookMiddleware": "subagents.definitions.hooks",
+    "McpServerError": "subagents.errors",
+    "McpTool": "subagents.definitions.mcp",
+    "McpToolset": "subagents.definitions.mcp",
+    "ModelProfiles": "subagents.definitions.models",
+    "PERMISSION_MODES": "subagents.definitions.permissions",
+    "PermissionMode": "subagents.definitions.permissions",
+    "SKILL_DIRS": "subagents.definitions.skills",
+    "Skill": "subagents.definitions.skills",
+    "SkillCatalog": "subagents.definitions.skills",
+    "UnknownModelPolicy": "subagents.definitions.models",
+    "approval_rules": "subagents.definitions.permissions",
+    "available_skills_block": "subagents.definitions.skills",
+    "check_mcp_servers": "subagents.definitions.mcp",
+    "default_levels": "subagents.definitions.files",
+    "describe_condenser": "subagents.definitions.condenser",
+    "describe_model": "subagents.definitions.models",
+    "discover_skills": "subagents.definitions.skills",
+    "load_skill": "subagents.definitions.skills",
+    "load_skill_dirs": "subagents.definitions.skills",
+    "mcp_tool_name": "subagents.definitions.mcp",
+    "normalize_condenser": "subagents.definitions.condenser",
+    "normalize_hooks": "subagents.definitions.hooks",
+    "normalize_mcp_config": "subagents.definitions.mcp",
+    "normalize_permission_mode": "subagents.definitions.permissions",
+    "resolve_model": "subagents.definitions.models",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'subagents.definitions' has no attribute {name!r}")

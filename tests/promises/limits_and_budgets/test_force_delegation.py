@@ -35,10 +35,31 @@ def _agent(parent: ScriptedChatModel, **options: Any) -> Any:
 # -- the enum ------------------------------------------------------------------
 
 
-def test_the_task_tool_schema_lists_the_agents_as_an_enum():
-    middleware = SubAgentMiddleware(SPECS)
+def test_the_task_tool_schema_lists_the_agents_as_an_enum_when_asked():
+    middleware = SubAgentMiddleware(SPECS, name_enum=True)
     schema = convert_to_openai_tool(middleware.tools[0])["function"]["parameters"]
     assert schema["properties"]["subagent_type"]["enum"] == ["general-purpose", "alpha", "beta"]
+    # By default the names are in <available_agents> only: the schema takes any string.
+    plain = convert_to_openai_tool(SubAgentMiddleware(SPECS).tools[0])["function"]["parameters"]
+    assert "enum" not in plain["properties"]["subagent_type"]
+
+
+class _SchemaSeen(ScriptedChatModel):
+    """Keeps the ``subagent_type`` field of the ``task`` schema the parent's model was sent."""
+
+    field: dict[str, Any] = {}
+
+    def _respond(self, messages: list[Any], tools: Any) -> Any:
+        (task,) = [t for t in tools if t["function"]["name"] == "task"]
+        self.field = task["function"]["parameters"]["properties"]["subagent_type"]
+        return super()._respond(messages, tools)
+
+
+@pytest.mark.parametrize("name_enum", [False, True])
+def test_create_deep_agent_sends_the_enum_only_when_asked(run, name_enum):
+    parent = _SchemaSeen(responses=["done"])
+    run(create_deep_agent(parent, subagents=SPECS, general_purpose=False, name_enum=name_enum), user("hi"))
+    assert parent.field.get("enum") == (["alpha", "beta"] if name_enum else None)
 
 
 def test_an_unknown_name_from_a_provider_that_ignores_enums_still_gets_the_readable_error(run):

@@ -107,18 +107,29 @@ def test_the_ledger_grows_by_a_bounded_amount_per_delegation(run):
 
 
 @pytest.mark.parametrize("count", [1, 10, 25, 26, 50, 100, 1000])
-def test_the_agent_names_are_never_listed_in_the_tool_description(count):
-    """Before: up to 100 agents, every name was in the block, the tool description and the enum."""
+def test_the_agent_names_are_listed_once_per_parent_call(count):
+    """Before: every name was in the block, the tool description and (up to 25 agents) the schema's enum."""
     from middleware import SubAgentMiddleware
-    from middleware.task_tool import ENUM_LIMIT
 
     specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
     mw = SubAgentMiddleware(specs, general_purpose=False)
     (task,) = mw.tools
     schema = json.dumps(task.tool_call_schema.model_json_schema())
-    assert "agent-" not in task.description
+    assert "agent-" not in task.description and "agent-" not in schema
+    assert all(mw.prompt_block.count(f"agent-{i:04d}") == 1 for i in range(count))
     assert all(f"- agent-{i:04d}: Handles case {i}." in mw.prompt_block for i in range(count))
-    assert ("agent-0000" in schema) == (count <= ENUM_LIMIT)  # a small registry's enum, for grammar-bound servers
+
+
+@pytest.mark.parametrize("count", [1, 25, 26])
+def test_the_enum_of_names_is_there_when_asked_for_up_to_the_limit(count):
+    """For servers that constrain tool calls to the schema: `name_enum=True` adds it (not past ENUM_LIMIT)."""
+    from middleware import SubAgentMiddleware
+    from middleware.task_tool import ENUM_LIMIT
+
+    specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
+    (task,) = SubAgentMiddleware(specs, general_purpose=False, name_enum=True).tools
+    field = task.tool_call_schema.model_json_schema()["properties"]["subagent_type"]
+    assert field.get("enum") == ([f"agent-{i:04d}" for i in range(count)] if count <= ENUM_LIMIT else None)
 
 
 def test_an_unknown_name_in_a_large_registry_still_gets_a_clear_error(run):
