@@ -40,6 +40,7 @@ from bench import (
     realmodel,
     remote,
     remote_aegra,
+    retained,
     runaway,
     scale,
 )
@@ -53,6 +54,7 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
     context.NAME: context.run,
     background.NAME: background.run,
     memory.NAME: memory.run,
+    retained.NAME: retained.run,
     budget.NAME: budget.run,
     footprint.NAME: footprint.run,
 }

@@ -82,7 +82,10 @@ def inside(root: Path, path: Path) -> Path:
 # The in-process transcript table: recent transcripts, bounded by their real size.
 #
 # Used only when a run has no checkpointer and no other sink; the oldest
-# transcripts are dropped first once the table holds more than ``max_bytes``.
+# transcripts are dropped first once the table holds more than ``max_bytes``
+# (1 MiB unless set: a process that delegates without end must not grow
+# without end; a run that needs every transcript gives a checkpointer,
+# ``sessions_dir`` or ``transcript_store``).
 # A transcript is kept serialized and compressed (LangGraph's checkpoint
 # serializer, then zlib), so what the bound counts is what the process
 # holds: the bytes plus a fixed cost per entry. Messages the serializer
@@ -94,11 +97,13 @@ def inside(root: Path, path: Path) -> Path:
 #     table = TranscriptTable(max_bytes=1_000_000)
 #     table.put("task-1", messages)
 #     table.get("task-1")
+#     MEMORY.max_bytes = 64 * 1024 * 1024  # the shared table: keep more
 # ----------------------------------------------------------------------------
 
 
 
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES = 1024 * 1024
+"""The shared table's bound: about 1,500 short child runs, or 100 with 10 KB tool arguments."""
 
 ENTRY_BYTES = 300
 """What one entry costs beside its data: the key, the tuple, the bytes object's header, the dict slot."""
@@ -110,10 +115,22 @@ class TranscriptTable:
     """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+        self._max_bytes = _checked_bound(max_bytes)
         self.bytes = 0
         self._items: collections.OrderedDict[str, tuple[Any, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound in bytes; setting it drops the oldest transcripts at once if they no longer fit."""
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        bound = _checked_bound(value)
+        with self._lock:
+            self._max_bytes = bound
+            self._evict()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
         stored, size = _packed(list(messages))
@@ -123,9 +140,13 @@ class TranscriptTable:
                 self.bytes -= old[1]
             self._items[task_id] = (stored, size)
             self.bytes += size
-            while self.bytes > self.max_bytes and len(self._items) > 1:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.bytes -= dropped
+            self._evict()
+
+    def _evict(self) -> None:
+        # The newest transcript stays even when it alone is over the bound: the run just ended needs it.
+        while self.bytes > self._max_bytes and len(self._items) > 1:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
 
     def get(self, task_id: str) -> list[BaseMessage] | None:
         with self._lock:
@@ -139,6 +160,12 @@ class TranscriptTable:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _checked_bound(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
+    return value
 
 
 def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
@@ -474,5 +501,8 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
         messages = MEMORY.get(ref)
         if messages is not None:
             return messages
-        raise LookupError(f"task {task_id!r}: its in-memory transcript is gone (process restarted?)")
+        raise LookupError(
+            f"task {task_id!r}: its in-memory transcript is gone: the process restarted, or newer transcripts "
+            f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes; "
+            "a checkpointer, sessions_dir= or transcript_store= keeps every transcript)")
     raise LookupError(f"task {task_id!r} has no transcript location")
