@@ -518,6 +518,12 @@ class TaskTable(Generic[T]):
         """The tasks that have not finished (a snapshot, safe to change the table while iterating)."""
         return iter([t for i, t in self._tasks.items() if i not in self._settled])
 
+    def clear(self) -> None:
+        """Drop every task (the runtime has closed: nothing can read or follow one up any more)."""
+        self._tasks.clear()
+        self._settled.clear()
+        self.settled_bytes = 0
+
     def _unsettle(self, task_id: str) -> None:
         entry = self._settled.pop(task_id, None)
         if entry is not None:
@@ -573,6 +579,9 @@ class Inboxes:
     def pending(self, task_id: str) -> int:
         """How many messages wait for the task."""
         return len(self._boxes.get(task_id) or ())
+
+    def clear(self) -> None:
+        self._boxes.clear()
 
 
 def steering_message(text: str) -> HumanMessage:
@@ -790,6 +799,11 @@ class MemoryOutcomes:
         while len(self._stubs) > MEMORY_MAX_STUBS:
             self._stubs.popitem(last=False)
 
+    def clear(self) -> None:
+        self._items.clear()
+        self._stubs.clear()
+        self.bytes = 0
+
     def load(self, task_id: str) -> dict[str, Any] | None:
         item = self._items.get(task_id)
         if item is not None:
@@ -927,6 +941,9 @@ class OutcomeStores:
         for store in self._files.values():
             store.close()
         self._files.clear()
+        # Only this runtime reads its memory outcomes, and a closed one reads nothing: another
+        # runtime finds this one closed and reports its unsettled tasks lost, as documented.
+        self.memory.clear()
 
 
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
@@ -1192,6 +1209,16 @@ class BackgroundRuntime:
             with contextlib.suppress(Exception):
                 task.abandon()
         run_callbacks(self.on_close, self.close_timeout_s)
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of every task, session and steering message: a closed runtime answers nothing about them.
+
+        An application often keeps the closed middleware (a notebook, a server's app object); without
+        this its table kept each finished task's conversation, about 25 KB a task.
+        """
+        self.table.clear()
+        self.inboxes.clear()
 
     def close_soon(self) -> None:
         """:meth:`close` on a thread of its own: for finalizers, which must never block."""
@@ -1221,6 +1248,7 @@ class BackgroundRuntime:
                     await asyncio.wait_for(result, self.close_timeout_s)
             except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
                 continue
+        self._release()
 
     def __enter__(self) -> BackgroundRuntime:
         return self
