@@ -119,6 +119,12 @@ class LoopProbe:
         self._answered = threading.Event()
         self._lock = threading.Lock()
 
+    def stalled(self) -> bool:
+        """Whether a caller already found the loop running nothing for ``stall_s`` (and it still does not)."""
+        with self._lock:
+            return (self._sent is not None and not self._answered.is_set()
+                    and time.monotonic() - self._sent >= self.stall_s)
+
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
         """Raise :class:`RuntimeStalled` once a probe has waited ``stall_s`` unanswered.
 
@@ -952,20 +958,47 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     LangGraph offers no public accessor for a run's checkpointer yet; this
     reads the same config key the runner does, in this one place.
     """
-    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
-    conn = getattr(saver, "conn", None)
+    conn = _checkpoint_conn(config)
+    if conn is None or not _is_aiosqlite(conn):
+        return checkpoint_db_now(config)
     try:
-        if isinstance(conn, sqlite3.Connection):
-            lock = getattr(saver, "lock", None) or threading.Lock()
-            with lock:
-                rows = conn.execute("PRAGMA database_list").fetchall()
-        elif conn is not None and type(conn).__module__.startswith("aiosqlite"):
-            async with conn.execute("PRAGMA database_list") as cursor:
-                rows = await cursor.fetchall()
-        else:
-            return None
+        async with conn.execute("PRAGMA database_list") as cursor:
+            rows = await cursor.fetchall()
     except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
         return None
+    return _main_db(rows)
+
+
+def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
+    """:func:`checkpoint_db` without awaiting, from any thread; raises ``LookupError`` for an async
+    SQLite connection (``AsyncSqliteSaver``), which only its own loop may ask."""
+    conn = _checkpoint_conn(config)
+    if conn is None:
+        return None
+    if _is_aiosqlite(conn):
+        raise LookupError("an async SQLite checkpointer is asked on its loop")
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    try:
+        lock = getattr(saver, "lock", None) or threading.Lock()
+        with lock:
+            rows = conn.execute("PRAGMA database_list").fetchall()
+    except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
+        return None
+    return _main_db(rows)
+
+
+def _checkpoint_conn(config: Mapping[str, Any]) -> Any:
+    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    return getattr(saver, "conn", None)
+
+
+def _is_aiosqlite(conn: Any) -> bool:
+    return type(conn).__module__.startswith("aiosqlite")
+
+
+def _main_db(rows: Any) -> str | None:
     for _seq, name, path in rows:
         if name == "main" and path:
             return str(os.path.abspath(path))
@@ -1094,6 +1127,10 @@ class BackgroundRuntime:
         job.add_done_callback(lambda done: settle(done, future, closed=self.closed))
         # A caller that stops waiting (cancelled) cancels the job too.
         future.add_done_callback(lambda f: cancel_if_abandoned(f, job))
+
+    def stalled(self) -> bool:
+        """Whether a caller waiting on the loop already found it blocked (see :class:`RuntimeStalled`)."""
+        return self._probe.stalled()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
