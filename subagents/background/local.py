@@ -442,9 +442,7 @@ class LocalTaskRunner:
         self.runtime.table.revive(task.id)
         task.job = self.runtime.spawn(self._drive(task, call))
         if db := task.fields.get("outcome_db"):  # a lease other hosts can see, renewed while it lives
-            with contextlib.suppress(Exception):
-                self.runtime.outcomes.file(str(db)).renew(self.runtime.owner.name, [task.id], time.time())
-            self.runtime.keep_leases()
+            self.runtime.lease_soon(str(db), task.id)
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:
@@ -495,10 +493,11 @@ class LocalTaskRunner:
         outcome = {**task.fields, **fields, "updated_at": now()}
         try:
             store = self._store(outcome)
-            store.save(task.id, outcome)
+            outcomes = {task.id: outcome}
             if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
                 # Found by its start call too: a next process whose parent never saw the start answered.
-                store.save(key, {**outcome, "id": task.id})
+                outcomes[key] = {**outcome, "id": task.id}
+            store.save_all(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
             self.runtime.outcomes.memory.save(task.id, outcome)
         task.set(**fields)

@@ -759,6 +759,7 @@ class OutcomeStore(Protocol):
     """Keeps the settled fields of a task by id."""
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None: ...
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None: ...
     def load(self, task_id: str) -> dict[str, Any] | None: ...
 
 
@@ -804,6 +805,10 @@ class MemoryOutcomes:
             self._stubs[oldest] = _stub(old_fields, self.max_bytes)
         while len(self._stubs) > MEMORY_MAX_STUBS:
             self._stubs.popitem(last=False)
+
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
+        for task_id, fields in outcomes.items():
+            self.save(task_id, fields)
 
     def clear(self) -> None:
         self._items.clear()
@@ -856,13 +861,27 @@ class SqliteOutcomes:
         self._table_ready = False
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
-        data = json.dumps(dict(fields), default=str)
+        self.save_all({task_id: fields})
+
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
+        """Store several outcomes in one transaction: on disk, all of them, when this returns.
+
+        One commit instead of two per outcome (a commit waits for the disk): a
+        settled task writes its outcome under its id and under its start call.
+        """
+        rows = [(task_id, json.dumps(dict(fields), default=str)) for task_id, fields in outcomes.items()]
+        # A settled task needs no lease any more (a follow-up takes a new one).
+        leases = [(task_id, str(fields.get("owner"))) for task_id, fields in outcomes.items()]
         with self._lock:
             conn = self._ready()
-            conn.execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", (task_id, data))
-            # A settled task needs no lease any more (a follow-up takes a new one).
-            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?",
-                         (task_id, str(fields.get("owner"))))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", rows)
+                conn.executemany(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?", leases)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def renew(self, owner: str, task_ids: list[str], at: float) -> None:
         """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
@@ -1070,6 +1089,7 @@ class BackgroundRuntime:
         self._ops: set[asyncio.Task[Any]] = set()  # submitted operations: closing waits for them
         self._sweep: asyncio.TimerHandle | None = None
         self._leases: asyncio.Task[None] | None = None
+        self._new_leases: dict[str, list[str]] = {}  # db -> tasks launched since the last lease write
         self.closed = False
         _open[self.id] = self
 
@@ -1187,6 +1207,23 @@ class BackgroundRuntime:
             return
 
         self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
+
+    def lease_soon(self, db: str, task_id: str) -> None:
+        """Take a lease for a task just launched (call it from the loop), with the others launched meanwhile.
+
+        The tasks a turn starts take their leases in one write at the loop's next step rather than
+        one write (one commit, waiting for the disk) each; then :meth:`keep_leases` renews them.
+        """
+        if not self._new_leases:
+            asyncio.get_running_loop().call_soon(self._take_leases)
+        self._new_leases.setdefault(db, []).append(task_id)
+        self.keep_leases()
+
+    def _take_leases(self) -> None:
+        leases, self._new_leases = self._new_leases, {}
+        for db, ids in leases.items():
+            with contextlib.suppress(Exception):  # a locked file: renewed by keep_leases
+                self.outcomes.file(db).renew(self.owner.name, ids, time.time())
 
     def keep_leases(self) -> None:
         """Renew the leases of live tasks stored in SQLite files, until none is left (call it from the loop)."""
