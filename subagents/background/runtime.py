@@ -980,12 +980,20 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     conn = _checkpoint_conn(config)
     if conn is None or not _is_aiosqlite(conn):
         return checkpoint_db_now(config)
+    if conn in _ASYNC_DBS:
+        return _ASYNC_DBS[conn]
     try:
         async with conn.execute("PRAGMA database_list") as cursor:
             rows = await cursor.fetchall()
     except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
         return None
+    with contextlib.suppress(TypeError):  # a connection that cannot be weakly referenced is asked each time
+        _ASYNC_DBS[conn] = _main_db(rows)
     return _main_db(rows)
+
+
+_ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+"""An async SQLite connection's file, once asked: a connection keeps its file, and asking needs its loop."""
 
 
 def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
@@ -995,7 +1003,10 @@ def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
     if conn is None:
         return None
     if _is_aiosqlite(conn):
-        raise LookupError("an async SQLite checkpointer is asked on its loop")
+        try:
+            return _ASYNC_DBS[conn]
+        except (KeyError, TypeError):
+            raise LookupError("an async SQLite checkpointer is asked on its loop, once") from None
     if not isinstance(conn, sqlite3.Connection):
         return None
     saver = (config.get("configurable") or {}).get("__pregel_checkpointer")

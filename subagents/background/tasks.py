@@ -176,9 +176,10 @@ class BackgroundTasks:
 
         A local task is recorded here and handed to the loop (see
         :meth:`LocalTaskRunner.start_soon`); ``None`` when the start must run
-        on the loop and be waited for: a remote task (its server answers), a
-        parent on ``AsyncSqliteSaver`` (its connection is asked on its own
-        loop), or a loop a caller already found blocked (the caller hears so).
+        on the loop and be waited for: a remote task (its server answers), the
+        first start on an ``AsyncSqliteSaver`` connection (asked for its file
+        once, on its own terms), or a loop a caller already found blocked (the
+        caller hears so).
 
         Example::
 
