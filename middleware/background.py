@@ -410,6 +410,7 @@ class BackgroundToolHandlers(Protocol):
 
     runtime: BackgroundRuntime
 
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None: ...
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]: ...
     async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
@@ -426,11 +427,14 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
 
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
+    # A start is made without waiting for the loop where it can be (start_now), else on the loop.
     def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
+        return (handlers.start_now(runtime, description, subagent_type)
+                or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type))
+        return (handlers.start_now(runtime, description, subagent_type)
+                or await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
@@ -535,6 +539,20 @@ class BackgroundTaskHandlers:
         self.tasks = tasks
         self.runtime = runtime
         self._call = call_for
+
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None:
+        """The start, made in the tool's own thread without waiting for the loop; ``None``: run
+        :meth:`handle_start` on the loop instead (see :meth:`BackgroundTasks.start_soon`)."""
+        if self.runtime.closed:
+            return None  # the loop path answers "unavailable"
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
+            record = self.tasks.start_soon(self._call(runtime, description, subagent_type), ledger)
+        except RuntimeClosed:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
+        return None if record is None else _reply(runtime, started(record), record)
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]:
         try:

@@ -346,15 +346,44 @@ class LocalTaskRunner:
         """
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
-        self.runtime.inboxes.take(task_id)
+        task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)
+        self._admit(task)
+        return dict(task.fields)
+
+    def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
+        """:meth:`start` from a thread other than the loop's, without waiting for the loop.
+
+        The task's record is made here and the task handed to the loop, which
+        puts it in the table and launches it in the order it was handed over:
+        an operation submitted after this returns finds it there. A sync
+        parent's tool thread used to wait for each start on a loop busy with
+        the tasks already running, which made the starting turn last about
+        as long as the batch. A runtime that closes before the loop takes
+        the task leaves it to be reported ``lost``, as any task of a closed
+        runtime.
+        """
+        task = self._new(task_id, call, outcome_db=outcome_db)
+        self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
+        return dict(task.fields)
+
+    def _new(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None, attempt: int = 1,
+             turns: int = 1, outcome_db: str | None = None) -> LocalTask:
+        """A task not yet in the table: its conversation and its record as it starts (``pending``)."""
         session = ChildSession(task_id, TaskMeter(), seed)
         task = LocalTask(task_id, call, session, {}, self)
         task.set(status="pending", owner=self.runtime.owner.name, thread_id=session.thread_id,
                  attempt=attempt, turns=turns, result=None, error=None, approval_request=None,
                  started_at=None, finished_at=None, announced=False, outcome_db=outcome_db, **task.usage())
-        self.runtime.table.put(task_id, task)
-        self._launch(task, call)
-        return dict(task.fields)
+        return task
+
+    def _admit(self, task: LocalTask) -> None:
+        """On the loop: the task enters the table and starts (or waits for a slot)."""
+        self.runtime.inboxes.take(task.id)
+        self.runtime.table.put(task.id, task)
+        self._launch(task, task.call)
+
+    async def _aadmit(self, task: LocalTask) -> None:
+        self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a completed one.
@@ -413,9 +442,7 @@ class LocalTaskRunner:
         self.runtime.table.revive(task.id)
         task.job = self.runtime.spawn(self._drive(task, call))
         if db := task.fields.get("outcome_db"):  # a lease other hosts can see, renewed while it lives
-            with contextlib.suppress(Exception):
-                self.runtime.outcomes.file(str(db)).renew(self.runtime.owner.name, [task.id], time.time())
-            self.runtime.keep_leases()
+            self.runtime.lease_soon(str(db), task.id)
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:
@@ -466,10 +493,11 @@ class LocalTaskRunner:
         outcome = {**task.fields, **fields, "updated_at": now()}
         try:
             store = self._store(outcome)
-            store.save(task.id, outcome)
+            outcomes = {task.id: outcome}
             if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
                 # Found by its start call too: a next process whose parent never saw the start answered.
-                store.save(key, {**outcome, "id": task.id})
+                outcomes[key] = {**outcome, "id": task.id}
+            store.save_all(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
             self.runtime.outcomes.memory.save(task.id, outcome)
         task.set(**fields)

@@ -119,6 +119,12 @@ class LoopProbe:
         self._answered = threading.Event()
         self._lock = threading.Lock()
 
+    def stalled(self) -> bool:
+        """Whether a caller already found the loop running nothing for ``stall_s`` (and it still does not)."""
+        with self._lock:
+            return (self._sent is not None and not self._answered.is_set()
+                    and time.monotonic() - self._sent >= self.stall_s)
+
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
         """Raise :class:`RuntimeStalled` once a probe has waited ``stall_s`` unanswered.
 
@@ -518,6 +524,12 @@ class TaskTable(Generic[T]):
         """The tasks that have not finished (a snapshot, safe to change the table while iterating)."""
         return iter([t for i, t in self._tasks.items() if i not in self._settled])
 
+    def clear(self) -> None:
+        """Drop every task (the runtime has closed: nothing can read or follow one up any more)."""
+        self._tasks.clear()
+        self._settled.clear()
+        self.settled_bytes = 0
+
     def _unsettle(self, task_id: str) -> None:
         entry = self._settled.pop(task_id, None)
         if entry is not None:
@@ -573,6 +585,9 @@ class Inboxes:
     def pending(self, task_id: str) -> int:
         """How many messages wait for the task."""
         return len(self._boxes.get(task_id) or ())
+
+    def clear(self) -> None:
+        self._boxes.clear()
 
 
 def steering_message(text: str) -> HumanMessage:
@@ -744,6 +759,7 @@ class OutcomeStore(Protocol):
     """Keeps the settled fields of a task by id."""
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None: ...
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None: ...
     def load(self, task_id: str) -> dict[str, Any] | None: ...
 
 
@@ -789,6 +805,15 @@ class MemoryOutcomes:
             self._stubs[oldest] = _stub(old_fields, self.max_bytes)
         while len(self._stubs) > MEMORY_MAX_STUBS:
             self._stubs.popitem(last=False)
+
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
+        for task_id, fields in outcomes.items():
+            self.save(task_id, fields)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._stubs.clear()
+        self.bytes = 0
 
     def load(self, task_id: str) -> dict[str, Any] | None:
         item = self._items.get(task_id)
@@ -836,13 +861,27 @@ class SqliteOutcomes:
         self._table_ready = False
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
-        data = json.dumps(dict(fields), default=str)
+        self.save_all({task_id: fields})
+
+    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
+        """Store several outcomes in one transaction: on disk, all of them, when this returns.
+
+        One commit instead of two per outcome (a commit waits for the disk): a
+        settled task writes its outcome under its id and under its start call.
+        """
+        rows = [(task_id, json.dumps(dict(fields), default=str)) for task_id, fields in outcomes.items()]
+        # A settled task needs no lease any more (a follow-up takes a new one).
+        leases = [(task_id, str(fields.get("owner"))) for task_id, fields in outcomes.items()]
         with self._lock:
             conn = self._ready()
-            conn.execute(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", (task_id, data))
-            # A settled task needs no lease any more (a follow-up takes a new one).
-            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?",
-                         (task_id, str(fields.get("owner"))))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", rows)
+                conn.executemany(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?", leases)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def renew(self, owner: str, task_ids: list[str], at: float) -> None:
         """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
@@ -927,6 +966,9 @@ class OutcomeStores:
         for store in self._files.values():
             store.close()
         self._files.clear()
+        # Only this runtime reads its memory outcomes, and a closed one reads nothing: another
+        # runtime finds this one closed and reports its unsettled tasks lost, as documented.
+        self.memory.clear()
 
 
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
@@ -935,20 +977,58 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     LangGraph offers no public accessor for a run's checkpointer yet; this
     reads the same config key the runner does, in this one place.
     """
-    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
-    conn = getattr(saver, "conn", None)
+    conn = _checkpoint_conn(config)
+    if conn is None or not _is_aiosqlite(conn):
+        return checkpoint_db_now(config)
+    if conn in _ASYNC_DBS:
+        return _ASYNC_DBS[conn]
     try:
-        if isinstance(conn, sqlite3.Connection):
-            lock = getattr(saver, "lock", None) or threading.Lock()
-            with lock:
-                rows = conn.execute("PRAGMA database_list").fetchall()
-        elif conn is not None and type(conn).__module__.startswith("aiosqlite"):
-            async with conn.execute("PRAGMA database_list") as cursor:
-                rows = await cursor.fetchall()
-        else:
-            return None
+        async with conn.execute("PRAGMA database_list") as cursor:
+            rows = await cursor.fetchall()
     except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
         return None
+    with contextlib.suppress(TypeError):  # a connection that cannot be weakly referenced is asked each time
+        _ASYNC_DBS[conn] = _main_db(rows)
+    return _main_db(rows)
+
+
+_ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+"""An async SQLite connection's file, once asked: a connection keeps its file, and asking needs its loop."""
+
+
+def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
+    """:func:`checkpoint_db` without awaiting, from any thread; raises ``LookupError`` for an async
+    SQLite connection (``AsyncSqliteSaver``), which only its own loop may ask."""
+    conn = _checkpoint_conn(config)
+    if conn is None:
+        return None
+    if _is_aiosqlite(conn):
+        try:
+            return _ASYNC_DBS[conn]
+        except (KeyError, TypeError):
+            raise LookupError("an async SQLite checkpointer is asked on its loop, once") from None
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    try:
+        lock = getattr(saver, "lock", None) or threading.Lock()
+        with lock:
+            rows = conn.execute("PRAGMA database_list").fetchall()
+    except Exception:  # noqa: BLE001 - a checkpointer we cannot ask keeps outcomes in memory
+        return None
+    return _main_db(rows)
+
+
+def _checkpoint_conn(config: Mapping[str, Any]) -> Any:
+    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    return getattr(saver, "conn", None)
+
+
+def _is_aiosqlite(conn: Any) -> bool:
+    return type(conn).__module__.startswith("aiosqlite")
+
+
+def _main_db(rows: Any) -> str | None:
     for _seq, name, path in rows:
         if name == "main" and path:
             return str(os.path.abspath(path))
@@ -1020,6 +1100,7 @@ class BackgroundRuntime:
         self._ops: set[asyncio.Task[Any]] = set()  # submitted operations: closing waits for them
         self._sweep: asyncio.TimerHandle | None = None
         self._leases: asyncio.Task[None] | None = None
+        self._new_leases: dict[str, list[str]] = {}  # db -> tasks launched since the last lease write
         self.closed = False
         _open[self.id] = self
 
@@ -1078,6 +1159,10 @@ class BackgroundRuntime:
         # A caller that stops waiting (cancelled) cancels the job too.
         future.add_done_callback(lambda f: cancel_if_abandoned(f, job))
 
+    def stalled(self) -> bool:
+        """Whether a caller waiting on the loop already found it blocked (see :class:`RuntimeStalled`)."""
+        return self._probe.stalled()
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
         if self.in_loop():
@@ -1133,6 +1218,23 @@ class BackgroundRuntime:
             return
 
         self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
+
+    def lease_soon(self, db: str, task_id: str) -> None:
+        """Take a lease for a task just launched (call it from the loop), with the others launched meanwhile.
+
+        The tasks a turn starts take their leases in one write at the loop's next step rather than
+        one write (one commit, waiting for the disk) each; then :meth:`keep_leases` renews them.
+        """
+        if not self._new_leases:
+            asyncio.get_running_loop().call_soon(self._take_leases)
+        self._new_leases.setdefault(db, []).append(task_id)
+        self.keep_leases()
+
+    def _take_leases(self) -> None:
+        leases, self._new_leases = self._new_leases, {}
+        for db, ids in leases.items():
+            with contextlib.suppress(Exception):  # a locked file: renewed by keep_leases
+                self.outcomes.file(db).renew(self.owner.name, ids, time.time())
 
     def keep_leases(self) -> None:
         """Renew the leases of live tasks stored in SQLite files, until none is left (call it from the loop)."""
@@ -1192,6 +1294,16 @@ class BackgroundRuntime:
             with contextlib.suppress(Exception):
                 task.abandon()
         run_callbacks(self.on_close, self.close_timeout_s)
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of every task, session and steering message: a closed runtime answers nothing about them.
+
+        An application often keeps the closed middleware (a notebook, a server's app object); without
+        this its table kept each finished task's conversation, about 25 KB a task.
+        """
+        self.table.clear()
+        self.inboxes.clear()
 
     def close_soon(self) -> None:
         """:meth:`close` on a thread of its own: for finalizers, which must never block."""
@@ -1221,6 +1333,7 @@ class BackgroundRuntime:
                     await asyncio.wait_for(result, self.close_timeout_s)
             except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
                 continue
+        self._release()
 
     def __enter__(self) -> BackgroundRuntime:
         return self

@@ -48,9 +48,9 @@ from subagents.background.ledger import (
 )
 from subagents.background.local import EndListener, LocalTaskRunner, tell_end, with_feedback
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
-from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db
+from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
-from subagents.errors import RuntimeClosed, TaskStateError
+from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -165,6 +165,42 @@ class BackgroundTasks:
 
     async def start(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any]:
         """Launch ``call`` in the background and return its full new record."""
+        record, fresh = self._new_record(call, ledger)
+        if not fresh:  # the same tool call run again (a replayed step): nothing new
+            return record
+        record.update(await self._launch(record, call, attempt=1))
+        return record
+
+    def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
+        """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can.
+
+        A local task is recorded here and handed to the loop (see
+        :meth:`LocalTaskRunner.start_soon`); ``None`` when the start must run
+        on the loop and be waited for: a remote task (its server answers), the
+        first start on an ``AsyncSqliteSaver`` connection (asked for its file
+        once, on its own terms), or a loop a caller already found blocked (the
+        caller hears so).
+
+        Example::
+
+            record = tasks.start_soon(call, ledger) or tasks.runtime.run(tasks.start(call, ledger))
+        """
+        record, fresh = self._new_record(call, ledger)
+        if not fresh:
+            return record
+        if record["runner"] != "local" or self.runtime.stalled():
+            return None
+        try:
+            outcome_db = checkpoint_db_now(call.parent_config)
+        except LookupError:
+            return None
+        local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
+        record.update(self.local.start_soon(record["id"], local_call, outcome_db=outcome_db))
+        return record
+
+    def _new_record(self, call: TaskCall, ledger: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The record a start begins with (``pending``) and ``True``, or the ledger's own for a start
+        already made (a replayed step) and ``False``."""
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             raise TaskStateError("subagents cannot delegate; do the work yourself")
         kind = self._kind(call.subagent_type)
@@ -172,9 +208,9 @@ class BackgroundTasks:
         task_id = task_id_for(
             configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id
         )
-        if task_id in ledger:  # the same tool call run again (a replayed step): nothing new
-            return dict(ledger[task_id])
-        record = AsyncTaskRecord(
+        if task_id in ledger:
+            return dict(ledger[task_id]), False
+        return AsyncTaskRecord(
             id=task_id,
             agent_type=call.subagent_type,
             runner=kind,
@@ -182,9 +218,7 @@ class BackgroundTasks:
             description=call.description,
             tool_call_id=call.tool_call_id,
             created_at=now(),
-        ).model_dump()
-        record.update(await self._launch(record, call, attempt=1))
-        return record
+        ).model_dump(), True
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Field updates for every live task whose state moved on since the ledger saw it.
@@ -543,9 +577,20 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
     or of closed runtimes are not waited for. Returns ``False`` on timeout.
     """
     deadline = time.monotonic() + timeout_s
+    flushed: set[str] = set()
     for task_id, record in ledger.items():
         owner = Owner.parse(record.get("owner")) if isinstance(record, Mapping) else None
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
+        if runtime is not None and runtime.id not in flushed and not runtime.in_loop():
+            # A start handed to the loop without waiting (start_soon) is in the table once the loop
+            # has run what was handed to it before: one round trip, so no task reads as settled early.
+            flushed.add(runtime.id)
+            try:
+                runtime.run(asyncio.sleep(0), timeout=max(deadline - time.monotonic(), 0.0))
+            except RuntimeClosed:
+                continue
+            except (concurrent.futures.TimeoutError, RuntimeStalled):
+                return False
         while runtime is not None and not runtime.closed:
             task = runtime.table.get(task_id)
             if task is None or task.fields.get("status") in NOTEWORTHY_STATUSES:  # settled, or waits for approval

@@ -118,12 +118,13 @@ def test_a_parent_outlives_a_background_loop_that_died(run, background):
     config = thread()
     out = run(agent, user("PARENT start"), config)
     (task_id,) = started_ids(out["messages"])
-    wait_for(lambda: background.task(task_id).session.meter.model_calls >= 2)
+    task = wait_for(lambda: background.task(task_id))  # kept: a closed runtime lets go of its tasks
+    wait_for(lambda: task.session.meter.model_calls >= 2)
     kill_the_loop(middleware.runtime)
 
     out = run(agent, user("PARENT anything new?"), config)  # no RuntimeError('Event loop is closed')
     assert out["messages"][-1].text == "ok" and notices(out) == []  # nothing to poll, as after close()
-    assert middleware.runtime.closed and background.task(task_id).fields["status"] == "lost"
+    assert middleware.runtime.closed and task.fields["status"] == "lost"
     out = run(agent, user("PARENT check"), config)
     refused = last_tool_result(out)
     assert refused.status == "error" and "runtime was closed" in refused.content

@@ -14,6 +14,8 @@ import time
 from typing import Any
 
 import pytest
+from helpers.attacks import _invoke
+from helpers.background import wait_for
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -21,7 +23,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from helpers.attacks import _invoke
+from subagents.background.runtime import BackgroundRuntime
 
 
 def _stopper() -> Any:
@@ -53,6 +55,20 @@ def _model(first_tool: str) -> ScriptedChatModel:
 def _crash(mode: str, agent: Any, config: dict[str, Any]) -> None:
     with pytest.raises(KeyboardInterrupt):
         _invoke(mode, agent, {"messages": [{"role": "user", "content": "START-JOBS"}]}, config)
+
+
+def _finished(agent: Any, config: dict[str, Any]) -> None:
+    """Wait until the background task the stopped turn started has completed.
+
+    Its child's graph is built first, which can take seconds on a loaded
+    machine, and the stopped turn no longer waits for the loop: a fixed
+    sleep would race the task.
+    """
+    (call_id,) = [c["id"] for m in agent.get_state(config).values["messages"] if isinstance(m, AIMessage)
+                  for c in m.tool_calls if c["name"] == "start_async_task"]
+    task = wait_for(lambda: next((t for rt in BackgroundRuntime.all_open() for t in rt.table.all()
+                                  if t.call.tool_call_id == call_id), None))
+    wait_for(lambda: task.fields["status"] == "completed", timeout=60)
 
 
 def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
@@ -88,7 +104,7 @@ def test_a_background_start_left_open_is_answered_and_its_task_reported(mode):
                               background=True)
     config = {"configurable": {"thread_id": f"stopped-start-{mode}"}}
     _crash(mode, agent, config)
-    time.sleep(0.5)  # the task runs on: it ends while nobody is asking
+    _finished(agent, config)  # the task runs on: it ends while nobody is asking
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
     (record,) = out["async_tasks"].values()
@@ -103,7 +119,7 @@ def test_a_background_task_finished_before_the_process_ended_is_reported_by_the_
     first = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
     _crash("sync", first, config)
-    time.sleep(0.5)  # the task finishes; the first agent is never asked again (its process would have ended)
+    _finished(first, config)  # the first agent is never asked again (its process would have ended)
 
     second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
                                checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
@@ -147,7 +163,7 @@ def test_a_crafted_stored_outcome_is_read_as_data_and_only_as_a_valid_record(tmp
     first = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
     _crash("sync", first, config)
-    time.sleep(0.5)
+    _finished(first, config)
     connection = sqlite3.connect(path)
     rows = []
     for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'"):
