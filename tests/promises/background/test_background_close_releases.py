@@ -14,6 +14,7 @@ import tracemalloc
 import weakref
 from typing import Any
 
+import pytest
 from helpers.background import NOTICE, start
 from langchain.agents import create_agent
 
@@ -23,6 +24,16 @@ from subagents import wait_for_background
 from subagents.transcripts import MEMORY
 
 TASKS = 200
+
+
+@pytest.fixture(autouse=True)
+def roomy_transcript_table():
+    """The shared table with room for these tasks' transcripts: full from earlier tests in the process, it would
+    drop old ones (allocated before the count) while these are counted, and the figures would not balance."""
+    bound = MEMORY.max_bytes
+    MEMORY.max_bytes = 64 * 1024 * 1024
+    yield
+    MEMORY.max_bytes = bound
 
 
 def _model(tasks: int) -> ScriptedChatModel:
@@ -82,6 +93,7 @@ def test_a_closed_middleware_still_held_keeps_nothing_of_its_tasks():
     kept = _closed(5)  # imports, caches and compiled graphs of the first use
     model = _model(1000)  # its script (1,000 tool calls) is the test's, made before the count starts
     _collect()
+    others = _task_objects()  # tasks of other tests in this process, not yet collected
     tracemalloc.start()
     try:
         before, table_before = tracemalloc.get_traced_memory()[0], MEMORY.bytes
@@ -92,7 +104,7 @@ def test_a_closed_middleware_still_held_keeps_nothing_of_its_tasks():
         tracemalloc.stop()
     transcripts = MEMORY.bytes - table_before
     assert middleware.runtime.closed and len(middleware.runtime.table) == 0
-    assert _task_objects() == 0
+    assert _task_objects() <= others
     # What stays besides the transcripts is the middleware itself and the interpreter's own (about
     # 0.55 MB measured: the transcript table's keys, asyncio's task set grown to the peak, caches).
     # Before close() let go of the tasks, 1,000 of them kept 4.5 MB more.
