@@ -54,7 +54,6 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
     context.NAME: context.run,
     background.NAME: background.run,
     memory.NAME: memory.run,
-    retained.NAME: retained.run,
     budget.NAME: budget.run,
     footprint.NAME: footprint.run,
 }
@@ -69,8 +68,8 @@ def _remote(quick: bool) -> Iterator[dict[str, Any]]:
 REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: _remote}
 """Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
 
-SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run}
-"""Opt-in measures of cost as runs grow (``--scale``, or ``--only scale``; minutes)."""
+SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run, retained.NAME: retained.run}
+"""Opt-in measures of cost as runs grow (``--scale``, or ``--only scale`` / ``--only retained``; minutes)."""
 
 INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {instructions.NAME: instructions.run}
 """Opt-in: the delegation overhead counted under cachegrind (``--instructions``; needs valgrind, minutes)."""

@@ -106,6 +106,9 @@ def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
         "scale.wide", "scale.agents_block"}
     for rec in records:
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
+    retained = _quick_records("--only", "retained")  # 10,000 runs a side at full size: opt-in with the scale set
+    assert [r["measure"] for r in retained] == ["retained"] and "retained" in SCALE_MEASURES
+    assert _is_number(retained[0]["ours"]), retained
 
 
 def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt_in() -> None:
