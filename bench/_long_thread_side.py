@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import OURS, THEIRS, answered, median, spec, user
+from bench.common import OURS, THEIRS, answer, answered, median, spec, user
+from deep_agent.testing import ScriptedChatModel, tool_call
 
 SAMPLES = 20
 """Points at which the SQLite side's stored bytes are read, for the per-run slope."""
@@ -28,11 +29,27 @@ DELEGATE = "please delegate"
 _THEIR_SPEC_KEYS = ("name", "description", "system_prompt", "tools", "model")
 
 
+class _Forgetful(ScriptedChatModel):
+    """A scripted model that keeps no record of the requests it saw.
+
+    The record holds every call's messages, which on one long thread is
+    O(n²) messages held alive: it would be most of either side's memory.
+    """
+
+    def _respond(self, messages: list[Any], tools: Any) -> Any:
+        try:
+            return super()._respond(messages, tools)
+        finally:
+            self.calls.clear()
+
+
 def _agent(side: str, checkpointer: Any) -> Any:
     """The side's ``create_deep_agent`` with one worker, on a model that delegates once per run."""
-    from bench.scale import _delegating_model
-
-    model = _delegating_model()
+    model = _Forgetful(rules=[
+        ("child job", [answer("done")]),
+        (DELEGATE, [{"tool_calls": [tool_call("task", description="child job: answer at once",
+                                             subagent_type="worker")]}, "finished"]),
+    ])
     worker = spec("worker", model=model)
     if side == OURS:
         from deep_agent import create_deep_agent
@@ -68,8 +85,8 @@ def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     return {"root_checkpoints": int(root), "child_checkpoints": int(every) - int(root)}
 
 
-def _slope(points: list[tuple[int, int]]) -> float:
-    """Least-squares bytes per run over the sampled (run, bytes) points."""
+def _slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope over (run, figure) points: what each run adds to the figure."""
     if len(points) < 2:
         return float("nan")
     return statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
@@ -81,7 +98,7 @@ def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
     config = {"configurable": {"thread_id": "long"}}
     every = max(1, runs // SAMPLES)
     cpu: list[float] = []
-    points: list[tuple[int, int]] = []
+    points: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-long-thread-") as folder:
         path = Path(folder) / "thread.sqlite"
         conn = sqlite3.connect(str(path), check_same_thread=False)
@@ -115,6 +132,7 @@ def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
     return {
         "db_bytes": db_bytes, "stored_bytes": points[-1][1], "bytes_per_run": _slope(points),
         "growth_cpu": median(cpu[-tenth:]) / median(cpu[:tenth]),
+        "cpu_slope_us": _slope([(i, c * 1e6) for i, c in enumerate(cpu)]),
         "first_cpu_ms": median(cpu[:tenth]) * 1000, "last_cpu_ms": median(cpu[-tenth:]) * 1000,
         "total_cpu_s": sum(cpu), "total_wall_s": wall, "reload_ms": median(reload_ms),
         "root_checkpoints_per_run": counts["root_checkpoints"] / runs,

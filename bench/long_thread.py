@@ -10,7 +10,9 @@ caches or heap weigh on the other:
   the end (connection closed, so the WAL is folded in); the stored bytes
   each run adds (the least-squares slope of the checkpoint and write blobs'
   bytes over the run index, sampled 20 times); per-run CPU, the
-  median of the last 10% of runs over the first 10%; and the time to reload
+  median of the last 10% of runs over the first 10%, and its least-squares
+  slope over the run index (a side whose first runs are cheaper reads a
+  steeper ratio for the same absolute growth); and the time to reload
   the last checkpoint (``get_state`` through a fresh connection and graph,
   median of five).
 * ``long_thread.memory.rss_growth_bytes`` -- on ``InMemorySaver``: how much the process's
@@ -77,6 +79,8 @@ def run(quick: bool = False) -> Iterator[dict[str, Any]]:
         ("bytes_per_run", "bytes per run (least-squares slope)", "Stored bytes each run adds", True),
         ("growth_cpu", "x (last 10% / first 10%, CPU)",
          "Per-run CPU median of the last 10% of runs over the first 10%", True),
+        ("cpu_slope_us", "us more CPU each run than the run before (least-squares slope)",
+         "How much dearer each run gets as the thread grows, in absolute terms", True),
         ("reload_ms", "ms (wall, median of 5)",
          "Reading the last checkpoint back (get_state) through a fresh connection and graph", False),
     ))

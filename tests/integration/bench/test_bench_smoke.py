@@ -115,7 +115,8 @@ def test_the_long_thread_measure_runs_each_side_in_a_process_of_its_own_and_stay
     assert "long_thread" in SCALE_MEASURES and "long_thread" not in MEASURES, "minutes: only with --scale"
     records = {r["measure"]: r for r in _quick_records("--no-peer", "--only", "long_thread")}
     assert set(records) == {"long_thread.sqlite.db_bytes", "long_thread.sqlite.bytes_per_run",
-                            "long_thread.sqlite.growth_cpu", "long_thread.sqlite.reload_ms",
+                            "long_thread.sqlite.growth_cpu", "long_thread.sqlite.cpu_slope_us",
+                            "long_thread.sqlite.reload_ms",
                             "long_thread.memory.rss_growth_bytes"}
     for rec in records.values():
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["theirs"] is None, rec
