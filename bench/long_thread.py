@@ -14,7 +14,7 @@ caches or heap weigh on the other:
   slope over the run index (a side whose first runs are cheaper reads a
   steeper ratio for the same absolute growth); and the time to reload
   the last checkpoint (``get_state`` through a fresh connection and graph,
-  median of five).
+  after one read, CPU median of five).
 * ``long_thread.memory.rss_growth_bytes`` -- on ``InMemorySaver``: how much the process's
   resident memory grows over the runs (after a warm-up run, collected).
 
@@ -81,7 +81,7 @@ def run(quick: bool = False) -> Iterator[dict[str, Any]]:
          "Per-run CPU median of the last 10% of runs over the first 10%", True),
         ("cpu_slope_us", "us more CPU each run than the run before (least-squares slope)",
          "How much dearer each run gets as the thread grows, in absolute terms", True),
-        ("reload_ms", "ms (wall, median of 5)",
+        ("reload_ms", "ms (CPU, median of 5)",
          "Reading the last checkpoint back (get_state) through a fresh connection and graph", False),
     ))
     yield from _rows({side: _side(side, "memory", runs) for side in sides()}, runs, "memory", (
