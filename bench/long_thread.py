@@ -12,9 +12,11 @@ caches or heap weigh on the other:
   bytes over the run index, sampled 20 times); per-run CPU, the
   median of the last 10% of runs over the first 10%, and its least-squares
   slope over the run index (a side whose first runs are cheaper reads a
-  steeper ratio for the same absolute growth); and the time to reload
-  the last checkpoint (``get_state`` through a fresh connection and graph,
-  after one read, CPU median of five).
+  steeper ratio for the same absolute growth); and the CPU to reload the
+  latest checkpoint (``get_state``, which reads the database each time),
+  the median of one read after each of the last 10% of runs: a read's cost
+  rises and falls with the distance to the last snapshots. ``detail`` also
+  has the read of the very last one through a fresh connection and graph.
 * ``long_thread.memory.rss_growth_bytes`` -- on ``InMemorySaver``: how much the process's
   resident memory grows over the runs (after a warm-up run, collected).
 
@@ -81,8 +83,8 @@ def run(quick: bool = False) -> Iterator[dict[str, Any]]:
          "Per-run CPU median of the last 10% of runs over the first 10%", True),
         ("cpu_slope_us", "us more CPU each run than the run before (least-squares slope)",
          "How much dearer each run gets as the thread grows, in absolute terms", True),
-        ("reload_ms", "ms (CPU, median of 5)",
-         "Reading the last checkpoint back (get_state) through a fresh connection and graph", False),
+        ("reload_ms", "ms (CPU, median over the last 10% of runs)",
+         "Reading the latest checkpoint back (get_state) after each of the last 10% of runs", False),
     ))
     yield from _rows({side: _side(side, "memory", runs) for side in sides()}, runs, "memory", (
         ("rss_growth_bytes", "bytes", "Resident memory the process gains over the runs on InMemorySaver", True),
