@@ -7,7 +7,10 @@ table and the total time. ``--quick`` runs every measure at tiny sizes (the
 smoke test uses it); its figures mean nothing. ``--remote`` adds the remote
 set (:mod:`bench.remote`: background tasks on ``langgraph dev`` servers it
 starts itself, a few minutes), which is opt-in; ``--scale`` adds the scale
-set (:mod:`bench.scale`: cost as runs grow, a few minutes), also opt-in;
+set (:mod:`bench.scale`: cost as runs grow, a few minutes, and
+:mod:`bench.long_thread`: 1,000 delegations on one thread through each
+side's ``create_deep_agent``, one process a side, ``--only long_thread``
+alone), also opt-in;
 ``--instructions`` adds the delegation overhead counted in instructions
 and cache misses under cachegrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
 ``--only realmodel`` runs the task-set eval of small local models
@@ -35,6 +38,7 @@ from bench import (
     footprint,
     instructions,
     knockout,
+    long_thread,
     memory,
     overhead,
     realmodel,
@@ -68,8 +72,9 @@ def _remote(quick: bool) -> Iterator[dict[str, Any]]:
 REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.NAME: _remote}
 """Opt-in measures that start servers of their own (``--remote``, or ``--only remote``)."""
 
-SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {scale.NAME: scale.run, retained.NAME: retained.run}
-"""Opt-in measures of cost as runs grow (``--scale``, or ``--only scale`` / ``--only retained``; minutes)."""
+SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {
+    scale.NAME: scale.run, long_thread.NAME: long_thread.run, retained.NAME: retained.run}
+"""Opt-in measures of cost as runs grow (``--scale``, or ``--only scale`` / ``long_thread`` / ``retained``; minutes)."""
 
 INSTRUCTION_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {instructions.NAME: instructions.run}
 """Opt-in: the delegation overhead counted under cachegrind (``--instructions``; needs valgrind, minutes)."""

@@ -51,7 +51,8 @@ from deep_agent.deepagents_compat import (
     general_purpose_with_root_skills,
 )
 from deep_agent.state import DeepAgentState
-from middleware.limits import DEFAULT_MAX_ROOT_TURNS, ForceSetting, RootTurnLimit
+from middleware.limits import ForceSetting
+from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
@@ -219,8 +220,11 @@ def create_deep_agent(
             200; ``None``: no cap). A model that keeps calling tools (``task``
             past ``max_delegations``, say) is ended there with a final AI
             message naming the limit, rather than at LangGraph's recursion
-            limit with an error. LangChain's ``ModelCallLimitMiddleware``
-            underneath; one of your own in ``middleware`` replaces it.
+            limit with an error. Checked inside the model call
+            (:class:`middleware.root_turn_limit.RootTurnLimit`), so it adds no
+            graph step and no checkpoint; LangChain's
+            ``ModelCallLimitMiddleware`` of your own in ``middleware``
+            replaces it.
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
 

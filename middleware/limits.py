@@ -39,8 +39,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, Literal, cast
 
-from langchain.agents.middleware import ModelCallLimitMiddleware, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import hook_config
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langchain_core.messages.ai import UsageMetadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -153,47 +152,6 @@ class DelegationLimit:
             f"delegation limit reached (max_delegations={self.max_delegations} per run); "
             "do not call task again: finish now and answer with what you have"
         )
-
-
-# ----------------------------------------------------------------------------
-# A cap on the root's own model calls in one run.
-#
-# ``max_delegations`` withdraws ``task``, but a model may keep calling it (or
-# any tool) anyway, and LangGraph would stop such a loop only at its recursion
-# limit (10,000 steps), with an error instead of an answer. The root gets
-# LangChain's ``ModelCallLimitMiddleware`` with ``exit_behavior="end"``, whose
-# final message says which limit ended the run and how to raise it.
-#
-# Example::
-#
-#     RootTurnLimit(100)   # the run ends, with that message, before a 101st model call
-# ----------------------------------------------------------------------------
-
-DEFAULT_MAX_ROOT_TURNS = 200
-"""The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
-
-
-class RootTurnLimit(ModelCallLimitMiddleware):
-    """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
-
-    Counted per run (per ``invoke``), as ``ModelCallLimitMiddleware``'s ``run_limit``.
-    """
-
-    def __init__(self, max_root_turns: int) -> None:
-        if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
-            raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
-        super().__init__(run_limit=max_root_turns, exit_behavior="end")
-        self.max_root_turns = max_root_turns
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        update = super().before_model(state, runtime)
-        if update and update.get("messages"):
-            update["messages"] = [AIMessage(content=(
-                f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
-                "without a final answer. Ask again with a narrower request, or raise max_root_turns."
-            ))]
-        return update
 
 
 def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:

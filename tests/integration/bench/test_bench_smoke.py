@@ -111,6 +111,24 @@ def test_the_scale_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
     assert _is_number(retained[0]["ours"]), retained
 
 
+def test_the_long_thread_measure_runs_each_side_in_a_process_of_its_own_and_stays_opt_in() -> None:
+    from bench import MEASURES
+    from bench.suite import SCALE_MEASURES
+
+    assert "long_thread" in SCALE_MEASURES and "long_thread" not in MEASURES, "minutes: only with --scale"
+    records = {r["measure"]: r for r in _quick_records("--no-peer", "--only", "long_thread")}
+    assert set(records) == {"long_thread.sqlite.db_bytes", "long_thread.sqlite.bytes_per_run",
+                            "long_thread.sqlite.growth_cpu", "long_thread.sqlite.cpu_slope_us",
+                            "long_thread.sqlite.reload_ms",
+                            "long_thread.memory.rss_growth_bytes"}
+    for rec in records.values():
+        assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["theirs"] is None, rec
+    detail = records["long_thread.sqlite.db_bytes"]["detail"]
+    # Every run stored something, and the root wrote a checkpoint per step of each run.
+    assert records["long_thread.sqlite.bytes_per_run"]["ours"] > 0 and detail["ours_root_checkpoints_per_run"] >= 5
+    assert records["long_thread.sqlite.reload_ms"]["ours"] > 0
+
+
 def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt_in() -> None:
     """Needs valgrind (Debian's package, which `.ci/run` installs): without it this fails saying so."""
     from bench import MEASURES

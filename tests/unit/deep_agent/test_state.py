@@ -113,6 +113,23 @@ def test_a_long_thread_stores_its_conversation_as_changes_and_reads_it_back_whol
     assert [m.text for m in reread[-4:]] == ["please delegate", "", reread[-2].text, "finished"]
 
 
+def test_a_long_delegating_thread_holds_one_whole_conversation_per_150_updates(tmp_path) -> None:
+    """Before: a snapshot every 50 updates, so 40 delegating runs (160 updates) held three whole conversations."""
+    runs = 40
+    config = {"configurable": {"thread_id": "long"}}
+    with sqlite3.connect(tmp_path / "threads.sqlite", check_same_thread=False) as conn:
+        agent = _delegating_agent(SqliteSaver(conn))
+        for _ in range(runs):
+            last = agent.invoke(user("please delegate"), config)
+        serde = JsonPlusSerializer()
+        rows = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_ns = ''").fetchall()
+        holding = sum("messages" in serde.loads_typed(row)["channel_values"] for row in rows)
+        # The read replays every write since that one snapshot and still gives the whole conversation.
+        reread = _delegating_agent(SqliteSaver(conn)).get_state(config).values["messages"]
+    assert holding == 1, f"{holding} of {len(rows)} checkpoints hold the whole conversation"
+    assert len(reread) == 4 * runs and _contents(reread) == _contents(last["messages"])
+
+
 def test_a_state_schema_of_ones_own_keeps_delta_storage_when_it_extends_deep_agent_state() -> None:
     class Notes(DeepAgentState):
         notes: list[str]

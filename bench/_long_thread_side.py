@@ -1,0 +1,186 @@
+"""One side of the long-thread measure, in a process of its own: ``python -m bench._long_thread_side SIDE SAVER RUNS``.
+
+``SIDE`` is ``ours`` or ``theirs``, ``SAVER`` ``sqlite`` or ``memory``; it
+prints the side's figures as one JSON line (see :mod:`bench.long_thread`).
+A process per side keeps either side's imports, caches and heap out of the
+other's figures, which matters most for resident memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import OURS, THEIRS, answer, answered, median, spec, user
+from deep_agent.testing import ScriptedChatModel, tool_call
+
+SAMPLES = 20
+"""Points at which the SQLite side's stored bytes are read, for the per-run slope."""
+
+DELEGATE = "please delegate"
+_THEIR_SPEC_KEYS = ("name", "description", "system_prompt", "tools", "model")
+
+
+class _Forgetful(ScriptedChatModel):
+    """A scripted model that keeps no record of the requests it saw.
+
+    The record holds every call's messages, which on one long thread is
+    O(n²) messages held alive: it would be most of either side's memory.
+    """
+
+    def _respond(self, messages: list[Any], tools: Any) -> Any:
+        try:
+            return super()._respond(messages, tools)
+        finally:
+            self.calls.clear()
+
+
+def _agent(side: str, checkpointer: Any) -> Any:
+    """The side's ``create_deep_agent`` with one worker, on a model that delegates once per run."""
+    model = _Forgetful(rules=[
+        ("child job", [answer("done")]),
+        (DELEGATE, [{"tool_calls": [tool_call("task", description="child job: answer at once",
+                                             subagent_type="worker")]}, "finished"]),
+    ])
+    worker = spec("worker", model=model)
+    if side == OURS:
+        from deep_agent import create_deep_agent
+
+        return create_deep_agent(model, subagents=[worker], system_prompt="You plan and delegate.",
+                                 checkpointer=checkpointer)
+    from deepagents import create_deep_agent as their_create_deep_agent
+
+    theirs: Any = {k: v for k, v in worker.items() if k in _THEIR_SPEC_KEYS}
+    return their_create_deep_agent(model, subagents=[theirs], system_prompt="You plan and delegate.",
+                                   checkpointer=checkpointer)
+
+
+def _check(agent: Any, config: dict[str, Any], runs: int, where: str) -> None:
+    messages = agent.get_state(config).values["messages"]
+    answers = [m for m in messages if m.type == "tool"]
+    if len(answers) != runs or not answered(answers[-1], "done"):
+        raise RuntimeError(f"{where}: {len(answers)} tool results for {runs} runs, "
+                           f"last {answers[-1].text[:200] if answers else None!r}")
+
+
+def _stored_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of every checkpoint, its metadata and every pending write: what the saver stored."""
+    checkpoints = conn.execute("SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) "
+                               "FROM checkpoints").fetchone()[0]
+    writes = conn.execute("SELECT coalesce(sum(length(value)), 0) FROM writes").fetchone()[0]
+    return int(checkpoints) + int(writes)
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    root = conn.execute("SELECT count(*) FROM checkpoints WHERE checkpoint_ns = ''").fetchone()[0]
+    every = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    return {"root_checkpoints": int(root), "child_checkpoints": int(every) - int(root)}
+
+
+def _slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope over (run, figure) points: what each run adds to the figure."""
+    if len(points) < 2:
+        return float("nan")
+    return statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
+
+
+def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    config = {"configurable": {"thread_id": "long"}}
+    every = max(1, runs // SAMPLES)
+    tenth = max(1, runs // 10)
+    cpu: list[float] = []
+    reads: list[float] = []
+    points: list[tuple[int, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-long-thread-") as folder:
+        path = Path(folder) / "thread.sqlite"
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+        try:
+            agent = _agent(side, SqliteSaver(conn))
+            gc.collect()
+            wall = time.perf_counter()
+            for i in range(1, runs + 1):
+                start = time.process_time()
+                agent.invoke(user(DELEGATE), config)
+                cpu.append(time.process_time() - start)
+                if i > runs - tenth:
+                    # A read right after each of the last runs: its cost rises and falls with the
+                    # distance to the last snapshots, so one read at the very end says little alone.
+                    start = time.process_time()
+                    agent.get_state(config)
+                    reads.append(time.process_time() - start)
+                if i % every == 0 or i == runs:
+                    points.append((i, _stored_bytes(conn)))
+            wall = time.perf_counter() - wall
+            _check(agent, config, runs, f"long_thread.sqlite ({side})")
+            counts = _counts(conn)
+        finally:
+            conn.close()  # folds the WAL into the database file
+        db_bytes = sum(p.stat().st_size for p in Path(folder).glob("thread.sqlite*"))
+        reload_cpu, reload_wall = [], []
+        fresh = sqlite3.connect(str(path), check_same_thread=False)
+        try:
+            reader = _agent(side, SqliteSaver(fresh))
+            reader.get_state(config)  # the graph's own first-use work is not the reload's
+            for _ in range(5):  # the saver keeps no cache: each read goes to the database
+                start, start_wall = time.process_time(), time.perf_counter()
+                reader.get_state(config)
+                reload_cpu.append((time.process_time() - start) * 1000)
+                reload_wall.append((time.perf_counter() - start_wall) * 1000)
+        finally:
+            fresh.close()
+    return {
+        "db_bytes": db_bytes, "stored_bytes": points[-1][1], "bytes_per_run": _slope(points),
+        "growth_cpu": median(cpu[-tenth:]) / median(cpu[:tenth]),
+        "cpu_slope_us": _slope([(i, c * 1e6) for i, c in enumerate(cpu)]),
+        "first_cpu_ms": median(cpu[:tenth]) * 1000, "last_cpu_ms": median(cpu[-tenth:]) * 1000,
+        "total_cpu_s": sum(cpu), "total_wall_s": wall, "reload_ms": median(reads) * 1000,
+        "reload_last_ms": median(reload_cpu), "reload_last_wall_ms": median(reload_wall),
+        "root_checkpoints_per_run": counts["root_checkpoints"] / runs,
+        "child_checkpoints_per_run": counts["child_checkpoints"] / runs,
+    }
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _memory_side(side: str, runs: int) -> dict[str, Any]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    config = {"configurable": {"thread_id": "long"}}
+    agent = _agent(side, InMemorySaver())
+    agent.invoke(user(DELEGATE), config)  # warm-up: imports, compiled child graphs, caches
+    gc.collect()
+    before = _rss_bytes()
+    start = time.process_time()
+    for _ in range(runs - 1):
+        agent.invoke(user(DELEGATE), config)
+    cpu = time.process_time() - start
+    gc.collect()
+    grown = _rss_bytes() - before
+    _check(agent, config, runs, f"long_thread.memory ({side})")
+    return {"rss_growth_bytes": grown, "total_cpu_s": cpu}
+
+
+def main(argv: list[str]) -> None:
+    """``python -m bench._long_thread_side SIDE sqlite|memory RUNS``: one side's figures as one JSON line."""
+    side, saver, runs = argv[0], argv[1], int(argv[2])
+    if side not in (OURS, THEIRS) or saver not in ("sqlite", "memory") or runs < 2:
+        raise SystemExit("usage: python -m bench._long_thread_side ours|theirs sqlite|memory RUNS (RUNS >= 2)")
+    found = _sqlite_side(side, runs) if saver == "sqlite" else _memory_side(side, runs)
+    print(json.dumps(found), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,96 @@
+"""A cap on the root's own model calls in one run, counted inside the model call.
+
+``max_delegations`` withdraws ``task``, but a model may keep calling it (or
+any tool) anyway, and LangGraph would stop such a loop only at its recursion
+limit (10,000 steps), with an error instead of an answer. :class:`RootTurnLimit`
+ends the run there with a final AI message that says which limit ended it
+and how to raise it, as LangChain's ``ModelCallLimitMiddleware`` with
+``run_limit`` and ``exit_behavior="end"`` does.
+
+It counts and checks in ``wrap_model_call`` rather than in ``before_model``
+and ``after_model`` hooks: LangChain runs each such hook as a graph node of
+its own, and every node is a step that writes a checkpoint, so the two hooks
+cost two checkpoints per model call (four of a delegating run's eleven) on
+every thread, for a check that is one comparison. The count lives in the
+same state key as LangChain's run count, ``run_model_call_count``, an
+``UntrackedValue``: never checkpointed, so it starts at zero every run.
+
+Example::
+
+    RootTurnLimit(100)   # the run ends, with that message, instead of a 101st model call
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr
+from langchain_core.messages import AIMessage
+from langgraph.channels.untracked_value import UntrackedValue
+from langgraph.types import Command
+
+DEFAULT_MAX_ROOT_TURNS = 200
+"""The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
+
+COUNT_KEY = "run_model_call_count"
+
+
+class RootTurnLimitState(AgentState[Any]):
+    """The run's model calls so far: not checkpointed, private to the agent that owns it."""
+
+    run_model_call_count: NotRequired[Annotated[int, UntrackedValue, PrivateStateAttr]]
+
+
+class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
+    """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
+
+    Counted per run (per ``invoke``), as ``ModelCallLimitMiddleware``'s
+    ``run_limit``; the call past the limit is not made, and its reply is the
+    message, which calls no tool, so the run ends there.
+
+    Example::
+
+        agent = create_agent(model, tools, middleware=[RootTurnLimit(50)])
+    """
+
+    state_schema = RootTurnLimitState
+
+    def __init__(self, max_root_turns: int) -> None:
+        if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
+            raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
+        super().__init__()
+        self.max_root_turns = max_root_turns
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
+        made = _made(request)
+        if made >= self.max_root_turns:
+            return self._stopped()
+        return _counted(handler(request), made)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
+        made = _made(request)
+        if made >= self.max_root_turns:
+            return self._stopped()
+        return _counted(await handler(request), made)
+
+    def _stopped(self) -> AIMessage:
+        return AIMessage(content=(
+            f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
+            "without a final answer. Ask again with a narrower request, or raise max_root_turns."
+        ))
+
+
+def _made(request: ModelRequest[Any]) -> int:
+    made = (request.state or {}).get(COUNT_KEY)
+    return made if isinstance(made, int) else 0
+
+
+def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[Any]:
+    """The model's reply, with this call counted in the run's state (LangChain applies the update)."""
+    return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
