@@ -660,6 +660,8 @@ class RemoteTaskRunner:
         self.refresh_budget_s = refresh_budget_s
         self.client_pool = pool
         """This runner's own pool; ``None``: the running loop's shared one."""
+        self._in_flight: dict[tuple[str, str], asyncio.Future[tuple[str, Any]]] = {}
+        """Starts not yet answered, by (parent thread, tool call): orphan adoption waits for them."""
 
     @property
     def pool(self) -> RemoteClientPool:
@@ -689,7 +691,7 @@ class RemoteTaskRunner:
             "attempt": attempt,
         }
         try:
-            thread_id, run = await self._start(spec, task_thread_id(task_id, attempt), about, description)
+            thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
             run_id = run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
@@ -711,6 +713,37 @@ class RemoteTaskRunner:
             "note": None,
             "announced": False,
         }
+
+    async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
+                       description: str) -> tuple[str, Any]:
+        """:meth:`_start`, run to its answer even if its caller is cancelled meanwhile.
+
+        A run-create already sent may be made by the server whether or not
+        the answer is read: a start given up half-way would leave a run that
+        no ledger records. So the start goes on alone, and until it is
+        answered it is listed for :meth:`wait_for_starts` (orphan adoption).
+        """
+        job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
+        parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
+        if isinstance(parent, str) and isinstance(call, str):
+            key = (parent, call)
+            self._in_flight[key] = job
+            job.add_done_callback(functools.partial(self._landed, key))
+        return await asyncio.shield(job)
+
+    def _landed(self, key: tuple[str, str], job: asyncio.Future[tuple[str, Any]]) -> None:
+        if self._in_flight.get(key) is job:
+            del self._in_flight[key]
+        if not job.cancelled():
+            job.exception()  # read: a start whose caller left is not an unhandled error
+
+    async def wait_for_starts(self, parent_thread_id: str, call_ids: Iterable[str]) -> None:
+        """Return once none of these tool calls' starts is in flight in this process (bound it from outside)."""
+        loop = asyncio.get_running_loop()
+        jobs = [job for call in call_ids if (job := self._in_flight.get((parent_thread_id, call))) is not None
+                and job.get_loop() is loop]
+        if jobs:
+            await asyncio.wait(jobs)
 
     async def _start(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                      description: str) -> tuple[str, Any]:
@@ -1230,6 +1263,9 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     settled: set[str] = set()
     try:
         async with asyncio.timeout(runner.refresh_budget_s):
+            # A start of this process still waiting for its answer is not an orphan yet: what it makes is
+            # found on the server once it lands (out of time, it is looked for again on a later turn).
+            await runner.wait_for_starts(parent_thread_id, missing)
             await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
     except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
         pass
