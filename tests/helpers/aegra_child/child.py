@@ -3,7 +3,8 @@
 aegra runs in a Python 3.12 venv of its own, without this project, so the
 child needs nothing beyond what ``aegra-api`` installs. It answers
 ``answer to: <the task's description>`` after ``CHILD_SECONDS`` (a window in
-which a server can be killed mid-run).
+which a server can be killed mid-run); a description that begins ``long``
+takes ``LONG_SECONDS`` (tasks that stay live while a parent polls them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 CHILD_SECONDS = float(os.environ.get("AEGRA_CHILD_SECONDS", "1.0"))
+LONG_SECONDS = float(os.environ.get("AEGRA_LONG_SECONDS", "600"))
 
 
 class State(TypedDict):
@@ -23,8 +25,8 @@ class State(TypedDict):
 
 
 async def work(state: State) -> dict[str, Any]:
-    await asyncio.sleep(CHILD_SECONDS)
     asked = state["messages"][-1].content if state["messages"] else ""
+    await asyncio.sleep(LONG_SECONDS if str(asked).startswith("long") else CHILD_SECONDS)
     return {"messages": [{"role": "assistant", "content": f"answer to: {asked}"}]}
 
 
