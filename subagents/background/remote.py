@@ -202,6 +202,7 @@ def _close(request: Awaitable[Any]) -> None:
 # ==========================================  ========================
 # run ``pending`` / ``running``               ``pending`` / ``running``
 # run ``success``, thread has interrupts      ``waiting_for_approval``
+# run ``interrupted``, thread has interrupts  ``waiting_for_approval`` (aegra)
 # run ``success``                             ``completed`` (the last AI text)
 # run ``error``                               ``error`` (the server's message)
 # run ``timeout``                             ``error``
@@ -212,7 +213,8 @@ def _close(request: Awaitable[Any]) -> None:
 # A run of an interrupting graph ends ``success`` while its *thread* is
 # ``interrupted``, so the thread is read too. A cancelled run also leaves its
 # thread ``interrupted`` (without interrupts), which is why the run's status
-# decides first.
+# decides first. aegra ends a run that stopped on an interrupt ``interrupted``
+# (a cancelled one too, but without interrupts): the interrupts tell them apart.
 #
 # Example::
 #
@@ -252,7 +254,7 @@ def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: st
         fields["status"] = status
         return fields
     interrupts = interrupts_of(thread)
-    if status == "success" and interrupts:
+    if status in ("success", "interrupted") and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
     fields["finished_at"] = now()
