@@ -775,6 +775,34 @@ class RemoteTaskRunner:
         runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
         return runs[0] if isinstance(runs, list) and runs else None
 
+    async def landed_late(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The run a ``lost`` task's start made after all, as record fields; ``None`` if its thread has none.
+
+        A start sent by a parent that stopped can reach its server after the
+        task was recorded ``lost`` (its thread had no run yet, or no thread
+        at all, when the next turn looked). Its thread's id is the one that
+        start derived, so a retry looks there first and adopts the run it
+        finds instead of running the task a second time.
+        """
+        spec = self.specs.get(record["agent_type"])
+        if spec is None or record.get("status") != "lost" or record.get("run_id"):
+            return None
+        attempt = record.get("attempt") or 1
+        thread_id = record.get("thread_id") or task_thread_id(record["id"], attempt if is_count(attempt) else 1)
+        try:
+            run = await self.latest_run(spec, thread_id)
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
+        if run is None:
+            return None
+        return {"status": run_status(run.get("status")), "thread_id": thread_id, "run_id": run_id_of(run),
+                "started_at": now(), "finished_at": None, "result": None, "error": None, "note": None,
+                "announced": False}
+
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
             await self.request(spec, self.client(spec).threads.delete(thread_id))

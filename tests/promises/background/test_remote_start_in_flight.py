@@ -9,6 +9,11 @@ the task a second time). Now a start, once begun, runs to its answer on the
 background loop, and adoption waits for the starts of this process still in
 flight before it asks the server. (Only an async step cancels its tools this way: a
 sync step waits for its tools' threads, so the start has landed when it ends.)
+
+A start that lands only after the task was recorded ``lost`` (sent by a
+parent process that died, and made by its server later) is the other half:
+``retry_async_task`` ran such a task a second time; it now adopts the run
+found on the task's thread.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
+from subagents.background.ledger import AsyncTaskRecord
+from subagents.background.remote import task_thread_id
 
 RUN_CREATE_DELAY_S = 1.5
 """How long the server takes to answer a run-create (it makes the run just before answering)."""
@@ -118,3 +125,46 @@ def test_a_start_in_flight_during_adoption_is_recorded_as_its_run() -> None:
     (record,) = ledger(out).values()
     assert record["status"] in ("pending", "running"), record.get("error")
     assert record["run_id"] == runs[0]["run_id"] and record["thread_id"] == runs[0]["thread_id"]
+
+
+class LateRun(RecordingServer):
+    """A server on which one thread got its run after its task was recorded lost."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.late_thread = thread_id
+        super().__init__()
+
+    def reply_to(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        bare = path.split("?")[0]
+        if method == "GET" and bare == f"/threads/{self.late_thread}/runs":
+            return [{"run_id": "late-run", "thread_id": self.late_thread, "status": "running"}]
+        return super().reply_to(method, path, body, headers)
+
+
+@pytest.mark.parametrize("left_thread", [True, False], ids=["thread-without-run", "no-thread-seen"])
+def test_retrying_a_lost_task_whose_start_landed_late_adopts_its_run(left_thread: bool) -> None:
+    task_id = "task-late"
+    server = LateRun(task_thread_id(task_id, 1))
+    try:
+        spec = {"name": "remote-worker", "description": "Works remotely.", "graph_id": "g", "url": server.url}
+        model = ScriptedChatModel(rules=[("RETRY", [{"tool_calls": [tool_call("retry_async_task", task_id=task_id)]},
+                                                    "retried"])], default="noted")
+        middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+        agent = create_agent(model, checkpointer=InMemorySaver(), middleware=[middleware])
+        config = {"configurable": {"thread_id": f"late-{left_thread}"}}
+        _invoke("sync", agent, user("HELLO"), config)
+        lost = AsyncTaskRecord(id=task_id, agent_type="remote-worker", runner="remote", status="lost",
+                               description="the job", tool_call_id="call_1", created_at=0.0, error="lost",
+                               announced=True,
+                               thread_id=task_thread_id(task_id, 1) if left_thread else None).model_dump()
+        agent.update_state(config, {"async_tasks": {task_id: lost}})
+        out = _invoke("sync", agent, user("RETRY"), config)
+        middleware.close()
+    finally:
+        server.close()
+    made = [r for r in server.requests if r["method"] == "POST" and r["path"].split("?")[0] in
+            ("/threads", f"/threads/{task_thread_id(task_id, 2)}/runs")]
+    assert made == [], "no second thread or run: the task runs once"
+    record = ledger(out)[task_id]
+    assert record["run_id"] == "late-run" and record["thread_id"] == task_thread_id(task_id, 1)
+    assert record["status"] in ("pending", "running") and record["attempt"] == 1
