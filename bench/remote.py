@@ -108,15 +108,19 @@ def raw_settle(url: str, tasks: int, graph_id: str = "scripted_worker") -> float
     return asyncio.run(_raw(url, tasks, graph_id))
 
 
-def polling_cost_ms(url: str, tasks: int, reps: int) -> tuple[float, dict[str, Any]]:
-    """Median extra time of a parent turn with ``tasks`` live remote tasks over one with none."""
-    middleware = _middleware(url)
-    agent = _parent(middleware, [f"slow job {i}" for i in range(tasks)])
+def polling_cost_ms(url: str, tasks: int, reps: int, graph_id: str = "scripted_worker",
+                    job: str = "slow job") -> tuple[float, dict[str, Any]]:
+    """Median extra time of a parent turn with ``tasks`` live remote tasks over one with none.
+
+    ``graph_id`` must keep a task described ``<job> <i>`` running for the whole measure.
+    """
+    middleware = _middleware(url, graph_id)
+    agent = _parent(middleware, [f"{job} {i}" for i in range(tasks)])
     config = _config()
     state = asyncio.run(agent.ainvoke(user("BENCH start"), config))
     if len(state["async_tasks"]) != tasks:
         raise RuntimeError(f"remote: {len(state['async_tasks'])} of {tasks} slow tasks started")
-    idle_agent, idle_config = _parent(_middleware(url), []), _config()
+    idle_agent, idle_config = _parent(_middleware(url, graph_id), []), _config()
 
     def turn(graph: Any, cfg: dict[str, Any]) -> float:
         began = time.perf_counter()

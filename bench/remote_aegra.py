@@ -8,12 +8,15 @@ Redis), serving a child that answers at once, and measures the time for N =
 10, 50 and 200 tasks to settle, ours (one parent turn starting them, then
 :func:`subagents.wait_for_background`) and raw ``langgraph-sdk`` (create
 thread and run for each, then join), interleaved, both through instance A
-while both instances' workers take the runs. Without a Python 3.12 (or the
-Postgres and Redis binaries) it yields nothing and says why on stderr.
+while both instances' workers take the runs; then the polling cost of one
+parent turn with 200 live tasks (children that run for minutes) over an idle
+turn. Without a Python 3.12 (or the Postgres and Redis binaries) it yields
+nothing and says why on stderr. ``python -m bench --only aegra`` runs this
+set alone.
 
 Example::
 
-    for record in run(quick=False):   # remote.aegra.settle.n10, .n50, .n200
+    for record in run(quick=False):   # remote.aegra.settle.n10, .n50, .n200, remote.aegra.poll.n200
         print(record["ours"], record["theirs"])
 """
 
@@ -26,12 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import median, record
-from bench.remote import NAME, SETTLE_GOAL, ours_settle, raw_settle
+from bench.remote import NAME, POLL_GOAL_MS, SETTLE_GOAL, ours_settle, polling_cost_ms, raw_settle
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".pytest_cache" / "d" / "aegra"
 """Where the tests keep aegra's venv (pytest's cache): made once, shared with them."""
 GRAPH = "child"
+ONLY = "aegra"
+"""The name that runs this set alone: ``python -m bench --only aegra``."""
+LONG_JOB = "long job"
+"""Descriptions the child works on for minutes (``tests/helpers/aegra_child``): tasks that stay live."""
 
 
 @contextlib.contextmanager
@@ -61,6 +68,7 @@ def _pair() -> Iterator[Any]:
 def run(quick: bool = False) -> Iterator[dict[str, Any]]:
     """The records, each as soon as it is measured."""
     plan = ((3, 2),) if quick else ((10, 9), (50, 9), (200, 3))  # (tasks, interleaved repetitions)
+    poll_tasks, poll_reps = (6, 3) if quick else (200, 7)
     with _pair() as a:
         if a is None:
             return
@@ -83,3 +91,17 @@ def run(quick: bool = False) -> Iterator[dict[str, Any]]:
                 "Theirs is raw langgraph-sdk (create thread + run, join each); ours one parent turn, then "
                 "wait_for_background.",
             )
+        # Last: the long children hold the workers until the pair stops.
+        cost, detail = polling_cost_ms(a.url, poll_tasks, poll_reps, GRAPH, LONG_JOB)
+        yield record(
+            f"{NAME}.aegra.poll.n{poll_tasks}",
+            unit="ms per parent turn",
+            ours=cost,
+            theirs=None,
+            goal=f"ours < {POLL_GOAL_MS:g}",
+            met=cost < POLL_GOAL_MS,
+            sizes={"live_tasks": poll_tasks, "reps": poll_reps, "instances": 2},
+            notes="aegra pair: a parent turn with that many live remote tasks minus a turn with none (median). "
+            "No raw-SDK counterpart: theirs is null.",
+            detail=detail,
+        )

@@ -88,6 +88,9 @@ class AsyncTaskRecord(BaseModel):
     outcome_db: str | None = None
     thread_id: str | None = None
     run_id: str | None = None
+    parent_thread_id: str | None = None
+    """Remote tasks: the parent thread their server thread's metadata names, so a server without
+    batched search by thread ids is polled with one metadata search (see :mod:`subagents.background.remote`)."""
     announced: bool = False
 
 

@@ -202,6 +202,7 @@ def _close(request: Awaitable[Any]) -> None:
 # ==========================================  ========================
 # run ``pending`` / ``running``               ``pending`` / ``running``
 # run ``success``, thread has interrupts      ``waiting_for_approval``
+# run ``interrupted``, thread has interrupts  ``waiting_for_approval`` (aegra)
 # run ``success``                             ``completed`` (the last AI text)
 # run ``error``                               ``error`` (the server's message)
 # run ``timeout``                             ``error``
@@ -212,7 +213,8 @@ def _close(request: Awaitable[Any]) -> None:
 # A run of an interrupting graph ends ``success`` while its *thread* is
 # ``interrupted``, so the thread is read too. A cancelled run also leaves its
 # thread ``interrupted`` (without interrupts), which is why the run's status
-# decides first.
+# decides first. aegra ends a run that stopped on an interrupt ``interrupted``
+# (a cancelled one too, but without interrupts): the interrupts tell them apart.
 #
 # Example::
 #
@@ -252,7 +254,7 @@ def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: st
         fields["status"] = status
         return fields
     interrupts = interrupts_of(thread)
-    if status == "success" and interrupts:
+    if status in ("success", "interrupted") and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
     fields["finished_at"] = now()
@@ -476,6 +478,8 @@ class RemoteClientPool:
     def __init__(self, health: ServerHealth | None = None) -> None:
         self._clients: dict[tuple[str, str], Any] = {}
         self.health = health if health is not None else ServerHealth()
+        self.without_id_search: set[str] = set()
+        """Server urls that refused a thread search by ids (aegra): polled by metadata, not asked again."""
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -658,6 +662,8 @@ class RemoteTaskRunner:
         self.refresh_budget_s = refresh_budget_s
         self.client_pool = pool
         """This runner's own pool; ``None``: the running loop's shared one."""
+        self._in_flight: dict[tuple[str, str], asyncio.Future[tuple[str, Any]]] = {}
+        """Starts not yet answered, by (parent thread, tool call): orphan adoption waits for them."""
 
     @property
     def pool(self) -> RemoteClientPool:
@@ -687,7 +693,7 @@ class RemoteTaskRunner:
             "attempt": attempt,
         }
         try:
-            thread_id, run = await self._start(spec, task_thread_id(task_id, attempt), about, description)
+            thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
             run_id = run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
@@ -697,6 +703,7 @@ class RemoteTaskRunner:
             "status": run_status(run.get("status")),
             "thread_id": thread_id,
             "run_id": run_id,
+            "parent_thread_id": parent_thread_id,
             "owner": None,
             "attempt": attempt,
             "turns": 1,
@@ -708,6 +715,37 @@ class RemoteTaskRunner:
             "note": None,
             "announced": False,
         }
+
+    async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
+                       description: str) -> tuple[str, Any]:
+        """:meth:`_start`, run to its answer even if its caller is cancelled meanwhile.
+
+        A run-create already sent may be made by the server whether or not
+        the answer is read: a start given up half-way would leave a run that
+        no ledger records. So the start goes on alone, and until it is
+        answered it is listed for :meth:`wait_for_starts` (orphan adoption).
+        """
+        job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
+        parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
+        if isinstance(parent, str) and isinstance(call, str):
+            key = (parent, call)
+            self._in_flight[key] = job
+            job.add_done_callback(functools.partial(self._landed, key))
+        return await asyncio.shield(job)
+
+    def _landed(self, key: tuple[str, str], job: asyncio.Future[tuple[str, Any]]) -> None:
+        if self._in_flight.get(key) is job:
+            del self._in_flight[key]
+        if not job.cancelled():
+            job.exception()  # read: a start whose caller left is not an unhandled error
+
+    async def wait_for_starts(self, parent_thread_id: str, call_ids: Iterable[str]) -> None:
+        """Return once none of these tool calls' starts is in flight in this process (bound it from outside)."""
+        loop = asyncio.get_running_loop()
+        jobs = [job for call in call_ids if (job := self._in_flight.get((parent_thread_id, call))) is not None
+                and job.get_loop() is loop]
+        if jobs:
+            await asyncio.wait(jobs)
 
     async def _start(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                      description: str) -> tuple[str, Any]:
@@ -737,19 +775,51 @@ class RemoteTaskRunner:
         runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
         return runs[0] if isinstance(runs, list) and runs else None
 
+    async def landed_late(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The run a ``lost`` task's start made after all, as record fields; ``None`` if its thread has none.
+
+        A start sent by a parent that stopped can reach its server after the
+        task was recorded ``lost`` (its thread had no run yet, or no thread
+        at all, when the next turn looked). Its thread's id is the one that
+        start derived, so a retry looks there first and adopts the run it
+        finds instead of running the task a second time.
+        """
+        spec = self.specs.get(record["agent_type"])
+        if spec is None or record.get("status") != "lost" or record.get("run_id"):
+            return None
+        attempt = record.get("attempt") or 1
+        thread_id = record.get("thread_id") or task_thread_id(record["id"], attempt if is_count(attempt) else 1)
+        try:
+            run = await self.latest_run(spec, thread_id)
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise RemoteStartError(spec.server, _reason(exc)) from None
+        if run is None:
+            return None
+        return {"status": run_status(run.get("status")), "thread_id": thread_id, "run_id": run_id_of(run),
+                "started_at": now(), "finished_at": None, "result": None, "error": None, "note": None,
+                "announced": False}
+
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
             await self.request(spec, self.client(spec).threads.delete(thread_id))
         except Exception:  # noqa: BLE001 - the start's own error is the one to report
             pass
 
-    async def refresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """The record's current fields from the server, and a note if it could not be read."""
+    async def refresh(self, record: Mapping[str, Any], *, ended: bool = False) -> tuple[dict[str, Any], str | None]:
+        """The record's current fields from the server, and a note if it could not be read.
+
+        ``ended``: a search just saw its thread neither busy nor waiting, so
+        the run and the state are read at once, without the thread object.
+        """
         spec = self.specs.get(record["agent_type"])
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
         try:
-            fields, note = await self._read(spec, record), None
+            fields, note = await (self._read_ended if ended else self._read)(spec, record), None
         except ServerUnavailable as exc:
             fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
@@ -783,13 +853,23 @@ class RemoteTaskRunner:
         except Exception as exc:
             if not is_not_found(exc):
                 raise
-            return {
-                "status": "lost",
-                "error": f"the server at {spec.server} no longer knows thread "
-                f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
-                "finished_at": now(),
-            }
+            return _gone(spec, record)
         return fields_from(run, thread, server=f"the server at {spec.server}")
+
+    async def _read_ended(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`_read` for a task whose thread has ended: its run and its state, asked together."""
+        client = self.client(spec)
+        thread_id = record["thread_id"]
+        answers: tuple[Any, ...] = await asyncio.gather(
+            self.request(spec, client.runs.get(thread_id, record["run_id"]), poll=True),
+            self.request(spec, client.threads.get_state(thread_id), poll=True), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if isinstance(answer, ServerUnavailable) or not is_not_found(answer):
+                    raise answer
+                return _gone(spec, record)
+        run, state = answers
+        return fields_from(run, with_state({"thread_id": thread_id}, state), server=f"the server at {spec.server}")
 
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
@@ -878,6 +958,16 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
+
+
+def _gone(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a task whose thread its server no longer knows."""
+    return {
+        "status": "lost",
+        "error": f"the server at {spec.server} no longer knows thread "
+        f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
+        "finished_at": now(),
+    }
 
 
 def _reason(exc: BaseException) -> str:
@@ -1006,14 +1096,14 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
                           out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str]) -> None:
     """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
     try:
-        states = await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"])
+        states, ended = await _thread_states(runner, spec, records)
         answered.add(spec.server)
     except ServerUnavailable as exc:
         note = runner.pool.health.note(spec.server) or str(exc)
         out.update({r["id"]: ({}, note) for r in records})
         return
-    except Exception:  # noqa: BLE001 - a server without batched search: read each task
-        states = {}
+    except Exception:  # noqa: BLE001 - a server without any batched search: read each task
+        states, ended = {}, set()
     stale = []
     for record in records:
         known = _known(record, (states.get(record["thread_id"]) or {}).get("status"))
@@ -1021,11 +1111,11 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
             out[record["id"]] = (known, None)
         else:
             stale.append(record)
-    ended = [r["thread_id"] for r in stale if (states.get(r["thread_id"]) or {}).get("status")
-             in ENDED_THREAD_STATUSES]
-    if ended:
+    ended_rows = [r["thread_id"] for r in stale if (states.get(r["thread_id"]) or {}).get("status")
+                  in ENDED_THREAD_STATUSES]
+    if ended_rows and spec.server not in runner.pool.without_id_search:
         try:
-            rows = await _thread_rows(runner, spec, ended, ["thread_id", "status", "values", "interrupts"])
+            rows = await _thread_rows(runner, spec, ended_rows, ["thread_id", "status", "values", "interrupts"])
         except ServerUnavailable:
             raise
         except Exception:  # noqa: BLE001 - read them one by one below
@@ -1038,9 +1128,72 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
 
     async def one(record: Mapping[str, Any]) -> None:
         async with gate:
-            out[record["id"]] = await runner.refresh(record)
+            out[record["id"]] = await runner.refresh(record, ended=record["thread_id"] in ended)
 
     await asyncio.gather(*(one(r) for r in stale if r["id"] not in out))
+
+
+async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
+                         ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended.
+
+    One search by ids where the server serves it (``langgraph dev``, the
+    Platform); a server that refuses it (aegra answers 422) is remembered,
+    and asked by metadata instead (:func:`_states_by_parent`).
+    """
+    if spec.server not in runner.pool.without_id_search:
+        try:
+            return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if status_code(exc) not in (400, 422):
+                raise
+            runner.pool.without_id_search.add(spec.server)
+    return await _states_by_parent(runner, spec, records)
+
+
+async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
+                            ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Thread rows by a metadata search for each parent's busy (and waiting) threads.
+
+    Every thread a start creates names its parent thread in its metadata,
+    and the record keeps it (``parent_thread_id``), so one search per
+    parent finds every busy thread of its tasks; a live task whose thread is
+    not among them has ended (or is gone), and is read with its run and
+    state at once. A record without ``parent_thread_id`` (written before
+    it was kept) is read on its own, as before.
+    """
+    parents: dict[str, set[str]] = {}
+    for record in records:
+        parent = record.get("parent_thread_id")
+        if isinstance(parent, str) and parent:
+            parents.setdefault(parent, set()).add(record["thread_id"])
+    waiting = any(r.get("status") == "waiting_for_approval" for r in records)
+    searches = [(parent, status) for parent in parents for status in ("busy", "interrupted")
+                if status == "busy" or waiting]
+    found = await asyncio.gather(*(_parent_rows(runner, spec, parent, status) for parent, status in searches))
+    states: dict[str, dict[str, Any]] = {}
+    for rows in found:
+        states.update(rows)
+    ended = {thread for threads in parents.values() for thread in threads if thread not in states}
+    return states, ended
+
+
+async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, status: str
+                       ) -> dict[str, dict[str, Any]]:
+    """The rows of the threads of ``parent_thread_id`` in ``status``; raises if there are more than it reads."""
+    rows: dict[str, dict[str, Any]] = {}
+    for page in range(_SEARCH_PAGES):
+        found = await runner.request(spec, runner.client(spec).threads.search(
+            metadata={"parent_thread_id": parent_thread_id}, status=status, limit=_SEARCH_PAGE,
+            offset=page * _SEARCH_PAGE), poll=True)
+        found = found if isinstance(found, list) else []
+        rows.update({row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
+                     for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)})
+        if len(found) < _SEARCH_PAGE:
+            return rows
+    raise ValueError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
 
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
@@ -1140,6 +1293,9 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     settled: set[str] = set()
     try:
         async with asyncio.timeout(runner.refresh_budget_s):
+            # A start of this process still waiting for its answer is not an orphan yet: what it makes is
+            # found on the server once it lands (out of time, it is looked for again on a later turn).
+            await runner.wait_for_starts(parent_thread_id, missing)
             await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
     except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
         pass
@@ -1214,7 +1370,8 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             try:
                 run = await runner.latest_run(spec, row["thread_id"])
                 if run is not None:
-                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt)
+                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt,
+                                               parent_thread_id)
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
                     records[task_id] = _unstarted(task_id, missing[call_id], call_id, row["thread_id"], attempt)
             except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
@@ -1251,10 +1408,10 @@ def _unstarted(task_id: str, call: tuple[str, str], call_id: str, thread_id: str
 
 
 def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
-            attempt: int) -> dict[str, Any]:
+            attempt: int, parent_thread_id: str) -> dict[str, Any]:
     agent_type, description = call
     return AsyncTaskRecord(
         id=task_id, agent_type=agent_type, runner="remote", status=run_status(run.get("status")),
         description=description, tool_call_id=call_id, created_at=now(), started_at=now(),
-        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt,
+        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt, parent_thread_id=parent_thread_id,
     ).model_dump()

@@ -328,6 +328,8 @@ class BackgroundTasks:
                 f"retried ({advice})."
             )
         kind = self._kind(current["agent_type"])
+        if kind == "remote" and (late := await self.remote.landed_late(current)) is not None:
+            return {**current, **late, "runner": kind, "updated_at": now()}  # its start landed after all
         again = dataclasses.replace(call, subagent_type=current["agent_type"],
                                     description=current["description"])
         fields = await self._launch(current, again, attempt=int(current.get("attempt") or 1) + 1)

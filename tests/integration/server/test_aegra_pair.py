@@ -90,3 +90,38 @@ def test_tasks_started_on_one_instance_finish_with_their_answers_read_through_th
     assert figures == {"started": 10, "completed": 10, "reported": 0, "lost_silently": 0, "empty": 0}
     for record in settled:
         assert record["result"] == f"answer to: {record['description']}"
+
+
+async def _until(runner: RemoteTaskRunner, record: dict[str, Any], statuses: tuple[str, ...]) -> dict[str, Any]:
+    """Poll ``record`` until its status leaves ``statuses`` (or the deadline passes)."""
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    while record["status"] in statuses and time.monotonic() < deadline:
+        fields, _note = (await runner.refresh_many([record])).get(record["id"], ({}, None))
+        record.update(fields)
+        await asyncio.sleep(0.3)
+    return record
+
+
+def test_a_child_that_asks_for_approval_waits_for_it_and_finishes_once_answered(pair):
+    """aegra ends a run that stopped on an interrupt ``interrupted``: it read as a cancelled task."""
+    a, b = pair
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        spec = RemoteSubagentSpec(name="approver", description="Asks first.", graph_id="approver", url=a.url)
+        runner = RemoteTaskRunner([spec])
+        try:
+            fields = await runner.start("ap-0", "approver", "the news", parent_thread_id="parent-ap",
+                                        tool_call_id="call-ap-0")
+            record = {"id": "ap-0", "agent_type": "approver", "runner": "remote", "description": "the news",
+                      **fields}
+            waiting = dict(await _until(runner, record, LIVE))
+            answered, _what = await runner.steer(record, "approve")
+            record.update(answered)
+            return waiting, await _until(runner, record, LIVE)
+        finally:
+            await runner.pool.aclose()
+
+    waiting, done = asyncio.run(go())
+    assert waiting["status"] == "waiting_for_approval", waiting.get("error")
+    assert waiting["approval_request"][0]["value"]["action_requests"][0]["name"] == "publish"
+    assert done["status"] == "completed" and "approve" in done["result"], done

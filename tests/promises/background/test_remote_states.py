@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagents.background.remote import fields_from_thread
+from subagents.background.remote import fields_from, fields_from_thread, with_state
 
 AI = {"type": "ai", "content": "All done.", "usage_metadata": {"input_tokens": 7, "output_tokens": 3}}
 
@@ -23,3 +23,13 @@ def test_an_interrupted_thread_waits_for_approval_with_interrupts_and_is_cancell
 def test_a_busy_or_failed_thread_is_left_to_a_full_read():
     for status in ("busy", "error", None, "something new"):
         assert fields_from_thread({"status": status, "values": {"messages": [AI]}}) is None
+
+
+def test_a_run_aegra_ends_interrupted_on_an_interrupt_waits_for_approval_and_a_cancelled_one_is_cancelled():
+    """aegra ends a run that stopped on an interrupt ``interrupted`` (not ``success``); it read as cancelled."""
+    state = {"values": {"messages": []}, "interrupts": [{"id": "i1", "value": {"action_requests": []}}]}
+    waiting = fields_from({"run_id": "r1", "status": "interrupted"}, with_state({"thread_id": "t"}, state))
+    assert waiting["status"] == "waiting_for_approval" and waiting["approval_request"][0]["id"] == "i1"
+    cancelled = fields_from({"run_id": "r1", "status": "interrupted"},
+                            with_state({"thread_id": "t"}, {"values": {"messages": []}, "interrupts": []}))
+    assert cancelled["status"] == "cancelled"
