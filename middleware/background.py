@@ -117,7 +117,7 @@ from subagents.background import (
     usable_records,
 )
 from subagents.background.ledger import now
-from subagents.background.runtime import checkpoint_db
+from subagents.background.runtime import checkpoint_db, fused_model_calls
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
@@ -783,8 +783,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)}) if isinstance(s, SubagentSpec)
             else s for s in local
         ]
+        # A thousand children in one process each paid two thread hops per model-call wrap
+        # (LangChain's traced layer): their wraps of ours run as one.
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
-                                      own_model=self.runtime.models.own)
+                                      own_model=self.runtime.models.own, join_model_calls=fused_model_calls)
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
                                          inherited_middleware=model_middleware)
         self.tasks = BackgroundTasks(

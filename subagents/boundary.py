@@ -488,6 +488,7 @@ class OneLevelGuard(AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
+    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
 
     def _clean(self, request: Any) -> Any:
         tools = [t for t in request.tools if not is_forbidden_tool(t)]

@@ -130,6 +130,10 @@ class BuildOptions:
             :class:`~subagents.background.runtime.LoopModels`). ``None``: as resolved.
         retry_truncated: for specs that set none, whether a reply cut at the
             token limit is asked for once more (see :mod:`subagents.truncation`).
+        join_model_calls: applied to a child's finished middleware list;
+            background children join their neighbouring model-call wraps
+            into one (:func:`~subagents.background.runtime.fused_model_calls`), two
+            thread hops fewer per wrap and model call. ``None``: as built.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -143,6 +147,7 @@ class BuildOptions:
     excluded_keys: frozenset[str] = frozenset()
     own_model: Callable[[Any], Any] | None = None
     retry_truncated: RetryTruncatedSetting = False
+    join_model_calls: Callable[[list[Any]], list[Any]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry_truncated, bool) and self.retry_truncated not in ("brief", "more_tokens"):
@@ -689,7 +694,7 @@ def build_subagent(
         model,
         tools,
         system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
-        middleware=middleware,
+        middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
         response_format=spec.response_format,
         state_schema=view.state_schema,
         name=spec.name,

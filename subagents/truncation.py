@@ -70,6 +70,7 @@ class RetryTruncated(AgentMiddleware):
     """
 
     name = "RetryTruncated"
+    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
 
     def __init__(self, how: RetryTruncatedSetting | Literal["both"] = True) -> None:
         super().__init__()

@@ -101,7 +101,7 @@ class ChildSession:
         self.resume: Any = None
         self.interrupts: list[Any] = []
         self._seed = seed or []
-        self._saver = InMemorySaver()
+        self.saver = InMemorySaver()  # the conversation, continued by follow-ups and approvals
         self._bound: tuple[Any, Any] | None = None
         self._last: Mapping[str, Any] | None = None
 
@@ -110,7 +110,7 @@ class ChildSession:
         if self._bound is None or self._bound[0] is not self.graph:
             bound = self.graph
             if isinstance(bound, Pregel):
-                bound = bound.copy(update={"checkpointer": self._saver})
+                bound = bound.copy(update={"checkpointer": self.saver})
             self._bound = (self.graph, bound)
         return self._bound[1]
 
@@ -140,7 +140,13 @@ class ChildSession:
         # Cleared before the run, not after: a run that raises (a resumed child failing after its
         # answer) leaves no earlier request behind to be shown as still waiting.
         self.interrupts = []
-        result = await self._graph().ainvoke(payload, run_config)
+        graph = self._graph()
+        if isinstance(graph, Pregel):
+            # Its checkpoints are for continuing it (follow-ups, approvals), never for a replay of its
+            # steps: written once as the run stops, not after every step (three writes a child before).
+            result = await cast("Any", graph).ainvoke(payload, run_config, durability="exit")
+        else:
+            result = await graph.ainvoke(payload, run_config)
         self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
         self._last = result
         return result

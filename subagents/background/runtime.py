@@ -50,7 +50,7 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from langchain.agents.middleware import (
@@ -692,6 +692,7 @@ class OwnLoopModels(AgentMiddleware):
     """Puts the runtime's copy of the model in each model call of a background child (see :class:`LoopModels`)."""
 
     name = "OwnLoopModels"
+    model_call_only = True  # joined with neighbouring model-call wraps (see fused_model_calls)
 
     def __init__(self, models: LoopModels) -> None:
         super().__init__()
@@ -706,6 +707,108 @@ class OwnLoopModels(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         return await handler(request.override(model=self.models.own(request.model)))
+
+
+# ----------------------------------------------------------------------------
+# A background child's model-call wraps of ours run as one: one wrap per model call instead of several.
+#
+# LangChain's ``create_agent`` runs each ``wrap_model_call`` middleware inside
+# a LangSmith ``traceable`` layer, and on ``ainvoke`` that layer hands its
+# setup and its end to a thread pool, tracing on or off: two thread hops per
+# middleware per model call. A background child (the runtime's model copy,
+# the one-level guard) paid four per model call, a measurable share of its
+# CPU when a thousand run in one process. :func:`fused_model_calls` (the
+# builder's ``join_model_calls`` option for background children) joins
+# neighbouring middlewares that only wrap model calls and say so
+# (:data:`MODEL_CALL_ONLY`) into one :class:`FusedModelCalls`, in the same
+# order: the outer one still sees the request first and the reply last.
+#
+# Only middlewares that opt in are joined: one of them must wrap model calls
+# and nothing else (no other hook, no tools, no state of its own) and return
+# the handler's ``ModelResponse`` (or one of its own), never an ``AIMessage``
+# or a command, which LangChain would otherwise normalise between layers.
+#
+# Example::
+#
+#     middleware = fused_model_calls([OwnLoopModels(LoopModels()), OneLevelGuard()])
+#     [mw.name for mw in middleware]       # ['OwnLoopModels+OneLevelGuard']
+# ----------------------------------------------------------------------------
+
+
+MODEL_CALL_ONLY = "model_call_only"
+"""Class attribute: ``True`` on a middleware that wraps model calls and does nothing else."""
+
+_OTHER_HOOKS = (
+    "before_agent", "abefore_agent", "before_model", "abefore_model", "after_model", "aafter_model",
+    "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call",
+)
+
+
+def model_call_only(middleware: Any) -> bool:
+    """Whether ``middleware`` opted in and really has no hook but the model-call wrap."""
+    kind = type(middleware)
+    if not getattr(kind, MODEL_CALL_ONLY, False) or getattr(middleware, "tools", None):
+        return False
+    if getattr(kind, "state_schema", None) is not getattr(AgentMiddleware, "state_schema", None):
+        return False
+    return all(getattr(kind, hook, None) is getattr(AgentMiddleware, hook, None) for hook in _OTHER_HOOKS)
+
+
+def _chain(parts: Sequence[Any], handler: Callable[[Any], Any], wrap: Callable[[Any, Any, Any], Any]) -> Any:
+    """``handler`` wrapped by ``parts``, the first outermost; ``wrap(part, request, next)`` calls one."""
+    call = handler
+    for part in reversed(parts):
+        def layer(request: Any, part: Any = part, inner: Callable[[Any], Any] = call) -> Any:
+            return wrap(part, request, inner)
+        call = layer
+    return call
+
+
+class FusedModelCalls(AgentMiddleware):
+    """Model-call middlewares run as one, the first outermost (see the module docstring).
+
+    Example::
+
+        fused = FusedModelCalls([RetryTruncated(True), OneLevelGuard()])
+        fused.name  # 'RetryTruncated+OneLevelGuard'
+    """
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        super().__init__()
+        self.parts = tuple(parts)
+        self._name = "+".join(part.name for part in self.parts)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return _chain(self.parts, handler, lambda part, req, inner: part.wrap_model_call(req, inner))(request)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await _chain(self.parts, handler, lambda part, req, inner: part.awrap_model_call(req, inner))(request)
+
+
+def fused_model_calls(middleware: Sequence[Any]) -> list[Any]:
+    """``middleware`` with each run of two or more neighbouring model-call-only ones joined into one."""
+    out: list[Any] = []
+    run: list[Any] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            out.append(FusedModelCalls(run))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for mw in middleware:
+        if model_call_only(mw):
+            run.append(mw)
+            continue
+        flush()
+        out.append(mw)
+    flush()
+    return out
 
 
 # ----------------------------------------------------------------------------
