@@ -7,7 +7,9 @@ deepagents' names are here too, so a migrating user changes only the import::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from subagents.exports import lazy_exports
 
 if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import create_deep_agent as create_deep_agent
@@ -36,11 +38,4 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    # Imported on first use, so `deep-agent --help` does not load LangChain.
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'deep_agent' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _WHERE)

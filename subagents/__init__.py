@@ -20,7 +20,9 @@ Names are imported on first use (PEP 562), so ``import subagents.errors``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from subagents.exports import lazy_exports
 
 if TYPE_CHECKING:
     from subagents.background import BackgroundRuntime as BackgroundRuntime
@@ -107,12 +109,4 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        import importlib
-
-        value = getattr(importlib.import_module(_WHERE[name]), name)
-        globals()[name] = value  # looked up once
-        return value
-    raise AttributeError(f"module 'subagents' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _WHERE)
