@@ -44,11 +44,8 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
     ModelCallResult,
-    ModelFallbackMiddleware,
     ModelRequest,
     ModelResponse,
-    ModelRetryMiddleware,
-    SummarizationMiddleware,
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -341,7 +338,7 @@ def forked_input(
 # 1. **Tools.** The builder drops every forbidden tool from the child's tool
 #    list, whatever its allow list says, and :class:`OneLevelGuard` removes
 #    any that a middleware still contributes from every model request and
-#    refuses a call to one (see :func:`guard_for` for which child gets which
+#    refuses a call to one (see :func:`subagents.builder.guard_for` for which child gets which
 #    guard).
 # 2. **No registry.** The builder drops any delegating middleware (one that
 #    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
@@ -546,45 +543,6 @@ class OneLevelToolGuard(OneLevelGuard):
         return self._refusal(request) or await handler(on_child_threads(request))
 
 
-REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
-    {ModelRetryMiddleware, ModelFallbackMiddleware, SummarizationMiddleware}
-)
-"""LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
-
-
-_HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
-                    "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
-"""Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
-
-
-def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
-    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
-
-    A child with tools gets :class:`OneLevelToolGuard`: its model may call a
-    forbidden tool by name. A child without tools gets :class:`OneLevelGuard`
-    only when some middleware could add a tool or an ``<available_agents>``
-    block to a model request after the builder has removed them, i.e. any
-    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
-    child gets none: the builder already gave its model exactly the request
-    the guard would leave, and LangChain traces each ``wrap_model_call`` as a
-    span of its own, so a guard with nothing to guard costs every model call.
-    A neutral middleware with a hook replaced on the instance is not neutral.
-
-    Example::
-
-        guard_for([], has_tools=False)                  # None
-        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
-    """
-    if has_tools:
-        return OneLevelToolGuard()
-    if any(not _is_neutral(mw) for mw in middleware):
-        return OneLevelGuard()
-    return None
-
-
-def _is_neutral(middleware: Any) -> bool:
-    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
-
 
 # ----------------------------------------------------------------------------
 # A child's sync tools run on threads of their own, each counted against its task's place.
@@ -762,26 +720,32 @@ def child_state_schema(
 
 @dataclasses.dataclass(frozen=True)
 class ChildView:
-    """What a built child sees besides its tools, decided in one step (see :func:`child_view`)."""
+    """What a built child sees, decided in one step (see :func:`child_view`)."""
 
-    guard: OneLevelGuard | None
-    """The one-level guard its middleware needs (:func:`guard_for`), ``None`` when it needs none."""
+    tools: list[Any]
+    """Its tools: the allow list (or the parent's tools) minus denied and forbidden ones
+    (:func:`child_tools`), then its own extra tools."""
     system_prompt: str
     """Its own prompt without any ``<available_agents>`` block (:func:`strip_agents_block`)."""
     state_schema: type | None
     """Its graph's state type (:func:`child_state_schema`), ``None`` when it needs no extra keys."""
 
 
-def child_view(middleware: Sequence[Any], *, has_tools: bool, system_prompt: str, tools: Iterable[Any],
-               parent_schemas: Sequence[Any] = (), excluded: frozenset[str] = frozenset()) -> ChildView:
-    """The guard, prompt and state type of a child with these tools and this middleware.
+def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
+               on_unknown: Callable[[str, list[str]], None], system_prompt: str,
+               extra_tools: Sequence[Any] = (), parent_schemas: Sequence[Any] = (),
+               excluded: frozenset[str] = frozenset()) -> ChildView:
+    """The tools, prompt and state type of a child: everything it sees of its parent.
 
-    Example::
+    ``allowed``, ``denied`` and ``on_unknown`` choose its tools from the
+    parent's as :func:`child_tools` does; ``extra_tools`` (its own MCP tools)
+    are added after that choice. Example::
 
-        view = child_view([], has_tools=False, system_prompt="Answer.", tools=[])
-        view.guard is None and view.state_schema is None  # True: a bare child needs neither
+        view = child_view(None, [], [], on_unknown=complain, system_prompt="Answer.")
+        view.tools == [] and view.state_schema is None  # True: a bare child needs no extra keys
     """
-    return ChildView(guard_for(middleware, has_tools=has_tools), strip_agents_block(system_prompt),
+    tools = [*child_tools(allowed, denied, parent_tools, on_unknown=on_unknown), *extra_tools]
+    return ChildView(tools, strip_agents_block(system_prompt),
                      child_state_schema(tools, parent_schemas=parent_schemas, excluded=excluded))
 
 

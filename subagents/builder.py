@@ -59,7 +59,8 @@ from pydantic import RootModel, ValidationError, model_validator
 
 from subagents.boundary import (
     FORBIDDEN_TOOL_NAMES,
-    child_tools,
+    OneLevelGuard,
+    OneLevelToolGuard,
     child_view,
     is_delegating_middleware,
     tool_name,
@@ -606,24 +607,19 @@ log = logging.getLogger(__name__)
 UnknownToolPolicy = Literal["error", "warn", "ignore"]
 
 
-def resolve_tools(
-    spec: SubagentSpec,
-    parent_tools: Sequence[Any],
-    *,
-    unknown_tools: UnknownToolPolicy = "warn",
-) -> list[Any]:
-    """The child's tools: allow list (or the parent's), minus denied and forbidden ones.
+def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Callable[[str, list[str]], None]:
+    """What happens when the spec's ``tools`` names a tool the parent does not have.
 
-    A name the parent does not have never widens the child's tools: it is an
-    error, a warning or ignored, as ``unknown_tools`` says. An allow list
-    that resolves to nothing gives a child with no tools.
+    Such a name never widens the child's tools: it is an error, a warning or
+    ignored, as ``policy`` says. A name of an MCP tool (``mcp__server__tool``)
+    is the spec's own MCP servers' business, not the parent's.
     """
 
     def unknown(name: str, available: list[str]) -> None:
         if not _is_mcp_name(name):
-            _report_unknown_tool(spec.name, name, available, unknown_tools)
+            _report_unknown_tool(spec.name, name, available, policy)
 
-    return child_tools(spec.tools, spec.disallowed_tools, parent_tools, on_unknown=unknown)
+    return unknown
 
 
 def _report_unknown_tool(
@@ -672,12 +668,17 @@ def build_subagent(
         unknown_model=options.unknown_model)
     inherits_model = resolved is parent_model
     model = own(resolved)
-    tools = resolve_tools(spec, parent_tools, unknown_tools=unknown_tools)
     mcp = _mcp_toolset(spec, options)
+    own_tools: list[Any] = []
     if mcp is not None:
         from subagents.definitions.mcp import select_mcp_tools
 
-        tools += select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
+        own_tools = select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
+    view = child_view(spec.tools, spec.disallowed_tools, parent_tools,
+                      on_unknown=_unknown_tool_reporter(spec, unknown_tools), extra_tools=own_tools,
+                      system_prompt=spec.system_prompt, parent_schemas=options.state_schemas,
+                      excluded=options.excluded_keys)
+    tools = view.tools
 
     middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
@@ -686,10 +687,9 @@ def build_subagent(
     # plain-text answer back to the model instead of ending the child.
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) for mw in middleware))
-    view = child_view(middleware, has_tools=has_tools, system_prompt=spec.system_prompt, tools=tools,
-                      parent_schemas=options.state_schemas, excluded=options.excluded_keys)
-    if view.guard is not None:
-        middleware.append(view.guard)
+    guard = guard_for(middleware, has_tools=has_tools)
+    if guard is not None:
+        middleware.append(guard)
     graph = create_agent(
         model,
         tools,
@@ -715,6 +715,46 @@ def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
         if isinstance(mw, HumanInTheLoopMiddleware):
             gates.update({name: rule for name, rule in (mw.interrupt_on or {}).items() if rule})
     return gates
+
+
+REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
+    {ModelRetryMiddleware, ModelFallbackMiddleware, SummarizationMiddleware}
+)
+"""LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
+
+
+_HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
+                    "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
+"""Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
+
+
+def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
+    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
+
+    A child with tools gets :class:`~subagents.boundary.OneLevelToolGuard`: its model may call a
+    forbidden tool by name. A child without tools gets :class:`~subagents.boundary.OneLevelGuard`
+    only when some middleware could add a tool or an ``<available_agents>``
+    block to a model request after the builder has removed them, i.e. any
+    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
+    child gets none: the builder already gave its model exactly the request
+    the guard would leave, and LangChain traces each ``wrap_model_call`` as a
+    span of its own, so a guard with nothing to guard costs every model call.
+    A neutral middleware with a hook replaced on the instance is not neutral.
+
+    Example::
+
+        guard_for([], has_tools=False)                  # None
+        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
+    """
+    if has_tools:
+        return OneLevelToolGuard()
+    if any(not _is_neutral(mw) for mw in middleware):
+        return OneLevelGuard()
+    return None
+
+
+def _is_neutral(middleware: Any) -> bool:
+    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,

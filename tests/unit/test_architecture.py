@@ -252,6 +252,6 @@ def test_one_delegation_crosses_the_modules_the_layout_page_lists_and_at_most_tw
     assert sync["order"] == _layout_page_modules()
     assert sync["modules"] <= 12
     # Each module is entered a few times, one call per step (it was 9 for the task tool and the boundary
-    # when the middleware and the builder called their small helpers one by one); docs/layout.md says why 4.
-    assert sync["most_entries"] <= 4, sync["entries"]
+    # when the middleware and the builder called their small helpers one by one).
+    assert sync["most_entries"] <= 3, sync["entries"]
     assert trace("background", background_start_to_notice)["modules"] <= 18

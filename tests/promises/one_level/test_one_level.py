@@ -23,7 +23,8 @@ from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _inv
 from helpers.graphs import tool_messages, user
 from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent, SubagentSpec, build_subagent
-from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, guard_for, strip_agents_block
+from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, strip_agents_block
+from subagents.builder import guard_for
 
 
 @tool
