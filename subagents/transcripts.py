@@ -14,7 +14,8 @@ A transcript goes to one :class:`TranscriptSink`, chosen once per runner
 * ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
   the parent's checkpointer (the child runs as a subgraph there);
 * ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
-  of recent transcripts bounded by size.
+  of recent transcripts bounded by size; a background child, which runs off
+  the parent's checkpointer, lands here too unless ``sessions_dir`` is set.
 
 Example::
 
@@ -81,11 +82,13 @@ def inside(root: Path, path: Path) -> Path:
 # ----------------------------------------------------------------------------
 # The in-process transcript table: recent transcripts, bounded by their real size.
 #
-# Used only when a run has no checkpointer and no other sink; the oldest
-# transcripts are dropped first once the table holds more than ``max_bytes``
-# (1 MiB unless set: a process that delegates without end must not grow
-# without end; a run that needs every transcript gives a checkpointer,
-# ``sessions_dir`` or ``transcript_store``).
+# Used when a run has no checkpointer and no other sink, and by background
+# children without ``sessions_dir`` (they run off the parent's checkpointer,
+# after its step); the oldest transcripts are dropped first once the table
+# holds more than ``max_bytes`` (1 MiB unless set: a process that delegates
+# without end must not grow without end; a run that needs every transcript
+# gives ``sessions_dir``, or for ``task`` calls a checkpointer or
+# ``transcript_store``).
 # A transcript is kept serialized and compressed (LangGraph's checkpoint
 # serializer, then zlib), so what the bound counts is what the process
 # holds: the bytes plus a fixed cost per entry. Messages the serializer
@@ -247,7 +250,7 @@ class CheckpointSink:
 
 
 class MemorySink:
-    """The process-wide, size-bounded table (runs with no checkpointer)."""
+    """The process-wide, size-bounded table (no checkpointer; background children without ``sessions_dir``)."""
 
     records = True
     streams = False
@@ -503,6 +506,7 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
             return messages
         raise LookupError(
             f"task {task_id!r}: its in-memory transcript is gone: the process restarted, or newer transcripts "
-            f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes; "
-            "a checkpointer, sessions_dir= or transcript_store= keeps every transcript)")
+            f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes). "
+            "sessions_dir= keeps every transcript; a checkpointer or transcript_store= keeps those of task "
+            "calls, while a background task's stays in this table unless sessions_dir= is given")
     raise LookupError(f"task {task_id!r} has no transcript location")
