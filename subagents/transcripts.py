@@ -498,7 +498,10 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
             key = None if thread_id is None else str(thread_id)
             saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
         if saved is None:
-            raise LookupError(f"task {task_id!r}: no child checkpoint at namespace {ref!r}")
+            raise LookupError(
+                f"task {task_id!r}: no child checkpoint at namespace {ref!r}: the checkpointer holds none for it "
+                '(a parent run with durability="exit" keeps no child checkpoints, and a thread deleted or '
+                "pruned keeps nothing; sessions_dir= keeps every transcript)")
         return list(saved.checkpoint["channel_values"].get("messages", []))
     if kind == "memory":
         messages = MEMORY.get(ref)
