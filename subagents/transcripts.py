@@ -492,11 +492,13 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
             raise LookupError(f"task {task_id!r}: the store item at {ref!r} holds a message that cannot be read "
                               f"({type(exc).__name__}: {exc})") from None
     if kind == "checkpoint":
-        saved = None
-        if checkpointer is not None:
-            # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
-            key = None if thread_id is None else str(thread_id)
-            saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
+        if checkpointer is None:
+            raise LookupError(f"task {task_id!r}: its transcript is the child's checkpoints at namespace {ref!r}, "
+                              "and no checkpointer was given to read them: pass the parent graph (get_transcript) "
+                              "or its checkpointer (read_transcript), not only its state")
+        # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
+        key = None if thread_id is None else str(thread_id)
+        saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
         if saved is None:
             raise LookupError(
                 f"task {task_id!r}: no child checkpoint at namespace {ref!r}: the checkpointer holds none for it "

@@ -41,3 +41,14 @@ def test_with_sessions_dir_an_exit_durability_run_keeps_the_transcript(tmp_path:
     state = agent.invoke({"messages": [("user", "Go")]}, config, durability="exit")
     (task_id,) = state["subagent_tasks"]
     assert [m.content for m in get_transcript(agent, config, task_id)] == ["Look it up.", "Found it."]
+
+
+def test_a_checkpointed_transcript_read_from_the_state_alone_says_what_to_pass() -> None:
+    agent = create_deep_agent(_model(), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "state-only"}}
+    state = agent.invoke({"messages": [("user", "Go")]}, config)
+    (task_id,) = state["subagent_tasks"]
+    assert [m.content for m in get_transcript(agent, config, task_id)] == ["Look it up.", "Found it."]
+    with pytest.raises(LookupError) as caught:
+        get_transcript(state, config, task_id)  # the state has no checkpointer to read the child's checkpoints
+    assert "pass the parent graph" in str(caught.value)
