@@ -35,12 +35,16 @@ import re
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph.message import add_messages
+
+from subagents.checkpoint_values import saved_value
 
 # ----------------------------------------------------------------------------
 # File paths built from ids (threads, tasks, agent names) that stay inside their folder.
@@ -461,6 +465,32 @@ def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | 
     return None
 
 
+def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
+    """LangGraph's ``add_messages`` over a batch of writes: a child's ``messages`` deltas, replayed."""
+    merged: Any = list(state or [])
+    for write in writes:
+        merged = add_messages(merged, write)
+    return cast("list[BaseMessage]", merged)
+
+
+def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
+    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas.
+
+    A child graph whose ``messages`` is a ``DeltaChannel`` (a
+    ``create_deep_agent`` or deepagents graph given as a compiled subagent)
+    holds them in a checkpoint only at a snapshot: the rest are the writes
+    since, which the saver replays. Reading ``channel_values`` alone gave
+    such a child an empty transcript.
+
+    Example::
+
+        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": "tools:..."}})
+        messages = child_messages(saver, saved)
+    """
+    channel = DeltaChannel(_replayed_messages, list)
+    return list(saved_value(checkpointer, saved, "messages", channel) or [])
+
+
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None) -> list[BaseMessage]:
     """Read the transcript a task record points at.
@@ -504,7 +534,7 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
                 f"task {task_id!r}: no child checkpoint at namespace {ref!r}: the checkpointer holds none for it "
                 '(a parent run with durability="exit" keeps no child checkpoints, and a thread deleted or '
                 "pruned keeps nothing; sessions_dir= keeps every transcript)")
-        return list(saved.checkpoint["channel_values"].get("messages", []))
+        return child_messages(checkpointer, saved)
     if kind == "memory":
         messages = MEMORY.get(ref)
         if messages is not None:
