@@ -121,7 +121,7 @@ from subagents.background.runtime import checkpoint_db, fused_model_calls
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
-from subagents.ledger import LedgerChannel
+from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
@@ -869,8 +869,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
-        if not calls:
-            return None
+        if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
         try:
             return self.runtime.run(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:
@@ -879,7 +879,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:
-            return None
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
         try:
             return await self.runtime.arun(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:

@@ -93,6 +93,7 @@ from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOut
 from subagents.boundary import DELEGATION_TOOL_NAMES
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
+from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import task_id_for
 from subagents.runner import unwatch_interrupts, watch_interrupts
@@ -380,7 +381,7 @@ class SubAgentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         # A synchronous run on the main thread: a Ctrl-C stops its children first (see the runner).
         watch_interrupts()
-        return self._answer_open_calls(state)
+        return self._at_start(state)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         unwatch_interrupts()
@@ -390,7 +391,11 @@ class SubAgentMiddleware(AgentMiddleware):
         return None
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._answer_open_calls(state)
+        return self._at_start(state)
+
+    def _at_start(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Open calls answered; else a ledger the thread stopped writing touched (see ``touch_if_quiet``)."""
+        return self._answer_open_calls(state) or touch_if_quiet(state, LEDGER_KEY, self._tool_names)
 
     def _answer_open_calls(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """``task`` calls (and any other tool's, but the background tools') a stopped run left open."""

@@ -14,7 +14,8 @@ A transcript goes to one :class:`TranscriptSink`, chosen once per runner
 * ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
   the parent's checkpointer (the child runs as a subgraph there);
 * ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
-  of recent transcripts bounded by size.
+  of recent transcripts bounded by size; a background child, which runs off
+  the parent's checkpointer, lands here too unless ``sessions_dir`` is set.
 
 Example::
 
@@ -34,12 +35,16 @@ import re
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph.message import add_messages
+
+from subagents.checkpoint_values import saved_value
 
 # ----------------------------------------------------------------------------
 # File paths built from ids (threads, tasks, agent names) that stay inside their folder.
@@ -81,11 +86,13 @@ def inside(root: Path, path: Path) -> Path:
 # ----------------------------------------------------------------------------
 # The in-process transcript table: recent transcripts, bounded by their real size.
 #
-# Used only when a run has no checkpointer and no other sink; the oldest
-# transcripts are dropped first once the table holds more than ``max_bytes``
-# (1 MiB unless set: a process that delegates without end must not grow
-# without end; a run that needs every transcript gives a checkpointer,
-# ``sessions_dir`` or ``transcript_store``).
+# Used when a run has no checkpointer and no other sink, and by background
+# children without ``sessions_dir`` (they run off the parent's checkpointer,
+# after its step); the oldest transcripts are dropped first once the table
+# holds more than ``max_bytes`` (1 MiB unless set: a process that delegates
+# without end must not grow without end; a run that needs every transcript
+# gives ``sessions_dir``, or for ``task`` calls a checkpointer or
+# ``transcript_store``).
 # A transcript is kept serialized and compressed (LangGraph's checkpoint
 # serializer, then zlib), so what the bound counts is what the process
 # holds: the bytes plus a fixed cost per entry. Messages the serializer
@@ -247,7 +254,7 @@ class CheckpointSink:
 
 
 class MemorySink:
-    """The process-wide, size-bounded table (runs with no checkpointer)."""
+    """The process-wide, size-bounded table (no checkpointer; background children without ``sessions_dir``)."""
 
     records = True
     streams = False
@@ -458,6 +465,32 @@ def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | 
     return None
 
 
+def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
+    """LangGraph's ``add_messages`` over a batch of writes: a child's ``messages`` deltas, replayed."""
+    merged: Any = list(state or [])
+    for write in writes:
+        merged = add_messages(merged, write)
+    return cast("list[BaseMessage]", merged)
+
+
+def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
+    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas.
+
+    A child graph whose ``messages`` is a ``DeltaChannel`` (a
+    ``create_deep_agent`` or deepagents graph given as a compiled subagent)
+    holds them in a checkpoint only at a snapshot: the rest are the writes
+    since, which the saver replays. Reading ``channel_values`` alone gave
+    such a child an empty transcript.
+
+    Example::
+
+        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": "tools:..."}})
+        messages = child_messages(saver, saved)
+    """
+    channel = DeltaChannel(_replayed_messages, list)
+    return list(saved_value(checkpointer, saved, "messages", channel) or [])
+
+
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None) -> list[BaseMessage]:
     """Read the transcript a task record points at.
@@ -489,20 +522,26 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
             raise LookupError(f"task {task_id!r}: the store item at {ref!r} holds a message that cannot be read "
                               f"({type(exc).__name__}: {exc})") from None
     if kind == "checkpoint":
-        saved = None
-        if checkpointer is not None:
-            # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
-            key = None if thread_id is None else str(thread_id)
-            saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
+        if checkpointer is None:
+            raise LookupError(f"task {task_id!r}: its transcript is the child's checkpoints at namespace {ref!r}, "
+                              "and no checkpointer was given to read them: pass the parent graph (get_transcript) "
+                              "or its checkpointer (read_transcript), not only its state")
+        # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
+        key = None if thread_id is None else str(thread_id)
+        saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
         if saved is None:
-            raise LookupError(f"task {task_id!r}: no child checkpoint at namespace {ref!r}")
-        return list(saved.checkpoint["channel_values"].get("messages", []))
+            raise LookupError(
+                f"task {task_id!r}: no child checkpoint at namespace {ref!r}: the checkpointer holds none for it "
+                '(a parent run with durability="exit" keeps no child checkpoints, and a thread deleted or '
+                "pruned keeps nothing; sessions_dir= keeps every transcript)")
+        return child_messages(checkpointer, saved)
     if kind == "memory":
         messages = MEMORY.get(ref)
         if messages is not None:
             return messages
         raise LookupError(
             f"task {task_id!r}: its in-memory transcript is gone: the process restarted, or newer transcripts "
-            f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes; "
-            "a checkpointer, sessions_dir= or transcript_store= keeps every transcript)")
+            f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes). "
+            "sessions_dir= keeps every transcript; a checkpointer or transcript_store= keeps those of task "
+            "calls, while a background task's stays in this table unless sessions_dir= is given")
     raise LookupError(f"task {task_id!r} has no transcript location")

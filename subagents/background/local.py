@@ -365,11 +365,12 @@ class LocalTaskRunner:
         parent's tool thread used to wait for each start on a loop busy with
         the tasks already running, which made the starting turn last about
         as long as the batch. A runtime that closes before the loop takes
-        the task leaves it to be reported ``lost``, as any task of a closed
-        runtime.
+        the task records it ``lost`` (stored, as any task of a closed
+        runtime): its caller was told it started.
         """
         task = self._new(task_id, call, outcome_db=outcome_db)
-        self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
+        handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
+        handed.add_done_callback(lambda done: _never_taken(task, done))
         return dict(task.fields)
 
     def _new(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None, attempt: int = 1,
@@ -516,6 +517,17 @@ class LocalTaskRunner:
         owner = Owner.parse(record.get("owner"))
         other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         return (other or self.runtime).outcomes.memory
+
+
+def _never_taken(task: LocalTask, handed: Any) -> None:
+    """A start the loop did not take (closed first): ``lost``, stored where its outcome goes.
+
+    Otherwise nothing would say it never ran: another process sharing the
+    thread's SQLite file would read it ``pending`` for as long as this one lives.
+    """
+    if handed.cancelled() or handed.exception() is not None:
+        with contextlib.suppress(Exception):  # the failure path never raises
+            task.abandon()
 
 
 async def tell_end(listeners: Sequence[EndListener], record: Mapping[str, Any]) -> list[str]:

@@ -583,9 +583,11 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
     for task_id, record in ledger.items():
         owner = Owner.parse(record.get("owner")) if isinstance(record, Mapping) else None
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
-        if runtime is not None and runtime.id not in flushed and not runtime.in_loop():
+        if (runtime is not None and runtime.id not in flushed and not runtime.in_loop()
+                and record.get("status") in ACTIVE_STATUSES and runtime.table.get(task_id) is None):
             # A start handed to the loop without waiting (start_soon) is in the table once the loop
             # has run what was handed to it before: one round trip, so no task reads as settled early.
+            # Only then: a wait for tasks the table shows settled answers at once, even with no time left.
             flushed.add(runtime.id)
             try:
                 runtime.run(asyncio.sleep(0), timeout=max(deadline - time.monotonic(), 0.0))
