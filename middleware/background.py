@@ -117,7 +117,7 @@ from subagents.background import (
     usable_records,
 )
 from subagents.background.ledger import now
-from subagents.background.runtime import checkpoint_db, fused_model_calls
+from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
@@ -784,9 +784,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             else s for s in local
         ]
         # A thousand children in one process each paid two thread hops per model-call wrap
-        # (LangChain's traced layer): their wraps of ours run as one.
+        # (LangChain's traced layer): their wraps of ours run as one, or not at all where idle.
         options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
-                                      own_model=self.runtime.models.own, join_model_calls=fused_model_calls)
+                                      own_model=self.runtime.models.own,
+                                      join_model_calls=background_child_middleware)
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
                                          inherited_middleware=model_middleware)
         self.tasks = BackgroundTasks(

@@ -488,6 +488,7 @@ class OneLevelGuard(AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
+    keeps_model = True  # it never puts another model in a call (see background_child_middleware)
     model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
 
     def _clean(self, request: Any) -> Any:
@@ -519,6 +520,7 @@ class OneLevelToolGuard(OneLevelGuard):
     """
 
     name = "OneLevelToolGuard"
+    keeps_model = True
 
     def _refusal(self, request: Any) -> ToolMessage | None:
         call = request.tool_call
@@ -551,6 +553,13 @@ REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
 )
 """LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
 
+REQUEST_NEUTRAL = "request_neutral"
+"""Class attribute: ``True`` on a middleware of ours that never adds a tool or prompt text to a request.
+
+Read from the class's own namespace, so a subclass (which may do anything)
+is not trusted unless it says so itself.
+"""
+
 
 _HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
                     "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
@@ -564,7 +573,8 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     forbidden tool by name. A child without tools gets :class:`OneLevelGuard`
     only when some middleware could add a tool or an ``<available_agents>``
     block to a model request after the builder has removed them, i.e. any
-    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
+    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE` nor says
+    :data:`REQUEST_NEUTRAL` (a background child's steering inbox). A bare
     child gets none: the builder already gave its model exactly the request
     the guard would leave, and LangChain traces each ``wrap_model_call`` as a
     span of its own, so a guard with nothing to guard costs every model call.
@@ -583,7 +593,9 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 
 def _is_neutral(middleware: Any) -> bool:
-    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
+    kind = type(middleware)
+    trusted = kind in REQUEST_NEUTRAL_MIDDLEWARE or vars(kind).get(REQUEST_NEUTRAL) is True
+    return trusted and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
 
 
 # ----------------------------------------------------------------------------

@@ -133,7 +133,10 @@ class BuildOptions:
         join_model_calls: applied to a child's finished middleware list;
             background children join their neighbouring model-call wraps
             into one (:func:`~subagents.background.runtime.fused_model_calls`), two
-            thread hops fewer per wrap and model call. ``None``: as built.
+            thread hops fewer per wrap and model call, and drop the loop's
+            model wrap where no other wrap could change the model
+            (:func:`~subagents.background.runtime.background_child_middleware`).
+            ``None``: as built.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
