@@ -485,6 +485,7 @@ class OneLevelGuard(AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
+    keeps_model = True  # it never puts another model in a call (see background_child_middleware)
     model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
 
     def _clean(self, request: Any) -> Any:
@@ -516,6 +517,7 @@ class OneLevelToolGuard(OneLevelGuard):
     """
 
     name = "OneLevelToolGuard"
+    keeps_model = True
 
     def _refusal(self, request: Any) -> ToolMessage | None:
         call = request.tool_call

@@ -134,7 +134,10 @@ class BuildOptions:
         join_model_calls: applied to a child's finished middleware list;
             background children join their neighbouring model-call wraps
             into one (:func:`~subagents.background.runtime.fused_model_calls`), two
-            thread hops fewer per wrap and model call. ``None``: as built.
+            thread hops fewer per wrap and model call, and drop the loop's
+            model wrap where no other wrap could change the model
+            (:func:`~subagents.background.runtime.background_child_middleware`).
+            ``None``: as built.
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -722,6 +725,13 @@ REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
 )
 """LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
 
+REQUEST_NEUTRAL = "request_neutral"
+"""Class attribute: ``True`` on a middleware of ours that never adds a tool or prompt text to a request.
+
+Read from the class's own namespace, so a subclass (which may do anything)
+is not trusted unless it says so itself.
+"""
+
 
 _HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
                     "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
@@ -735,7 +745,8 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     forbidden tool by name. A child without tools gets :class:`~subagents.boundary.OneLevelGuard`
     only when some middleware could add a tool or an ``<available_agents>``
     block to a model request after the builder has removed them, i.e. any
-    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE`. A bare
+    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE` nor says
+    :data:`REQUEST_NEUTRAL` (a background child's steering inbox). A bare
     child gets none: the builder already gave its model exactly the request
     the guard would leave, and LangChain traces each ``wrap_model_call`` as a
     span of its own, so a guard with nothing to guard costs every model call.
@@ -754,7 +765,9 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 
 def _is_neutral(middleware: Any) -> bool:
-    return type(middleware) in REQUEST_NEUTRAL_MIDDLEWARE and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
+    kind = type(middleware)
+    trusted = kind in REQUEST_NEUTRAL_MIDDLEWARE or vars(kind).get(REQUEST_NEUTRAL) is True
+    return trusted and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,

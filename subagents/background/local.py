@@ -51,12 +51,14 @@ from subagents.background.runtime import (
     LEASE_S,
     STEERING_PREFIX,
     BackgroundRuntime,
+    Inboxes,
     OutcomeStore,
     Owner,
     OwnerState,
     operation_abandoned,
     outcome_for,
     owner_state,
+    steering_message,
 )
 from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
@@ -90,12 +92,16 @@ class ChildSession:
     invokes and decides what each invocation continues: the first run gets
     the isolated input; later runs (continuation requests, follow-ups,
     leftover steering) get only their new messages, appended to the thread;
-    an approval resumes the paused run with ``Command(resume=...)``.
+    an approval resumes the paused run with ``Command(resume=...)``. Given
+    the runtime's ``inboxes``, steering that waits as a run starts comes
+    with the run's input.
     """
 
-    def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None) -> None:
+    def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None,
+                 inboxes: Inboxes | None = None) -> None:
         self.task_id = task_id
         self.meter = meter
+        self.inboxes = inboxes
         self.thread_id = f"background-{task_id}-{uuid.uuid4().hex[:8]}"
         self.graph: Any = None
         self.resume: Any = None
@@ -137,6 +143,12 @@ class ChildSession:
         else:
             # A runnable with no checkpointer of ours: the session carries the history.
             payload = {"messages": [*self._last.get("messages", []), *inputs["messages"]]}
+        if self.inboxes is not None and isinstance(payload, dict):
+            # Steering that waits as the run starts comes with its input: a child of one model call
+            # a run has no inbox node of its own (see background_child_middleware).
+            steering = [steering_message(m) for m in self.inboxes.take(self.task_id)]
+            if steering:
+                payload = {**payload, "messages": [*payload["messages"], *steering]}
         # Cleared before the run, not after: a run that raises (a resumed child failing after its
         # answer) leaves no earlier request behind to be shown as still waiting.
         self.interrupts = []
@@ -376,7 +388,7 @@ class LocalTaskRunner:
     def _new(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None, attempt: int = 1,
              turns: int = 1, outcome_db: str | None = None) -> LocalTask:
         """A task not yet in the table: its conversation and its record as it starts (``pending``)."""
-        session = ChildSession(task_id, TaskMeter(), seed)
+        session = ChildSession(task_id, TaskMeter(), seed, self.runtime.inboxes)
         task = LocalTask(task_id, call, session, {}, self)
         task.set(status="pending", owner=self.runtime.owner.name, thread_id=session.thread_id,
                  attempt=attempt, turns=turns, result=None, error=None, approval_request=None,

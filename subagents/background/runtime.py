@@ -543,7 +543,9 @@ class TaskTable(Generic[T]):
 # running child waits in the task's inbox and :class:`SteeringInbox` (a child
 # middleware the local runner adds to every built background subagent) hands
 # it to the child as a ``HumanMessage`` just before the child's next model
-# call. The child finds its task id in its run's metadata
+# call (a child of one model call a run, no tools and no other middleware,
+# gets what waits as a run starts with the run's input instead: see
+# :func:`background_child_middleware`). The child finds its task id in its run's metadata
 # (:data:`INBOX_METADATA_KEY`), so one middleware instance serves every task
 # of its runtime. The inboxes belong to the runtime (an :class:`Inboxes`), not
 # to the module: closing the runtime drops them.
@@ -599,6 +601,7 @@ class SteeringInbox(AgentMiddleware):
     """Delivers queued steering messages before each model call of a background child."""
 
     name = "SteeringInbox"
+    request_neutral = True  # a steering message is a user turn: no tool, no prompt text (builder.guard_for)
 
     def __init__(self, inboxes: Inboxes) -> None:
         super().__init__()
@@ -693,6 +696,7 @@ class OwnLoopModels(AgentMiddleware):
 
     name = "OwnLoopModels"
     model_call_only = True  # joined with neighbouring model-call wraps (see fused_model_calls)
+    request_neutral = True  # it changes the model of a call, never its tools or prompt (builder.guard_for)
 
     def __init__(self, models: LoopModels) -> None:
         super().__init__()
@@ -809,6 +813,54 @@ def fused_model_calls(middleware: Sequence[Any]) -> list[Any]:
         out.append(mw)
     flush()
     return out
+
+
+KEEPS_MODEL = "keeps_model"
+"""Class attribute: ``True`` on a model-call middleware of ours that never puts another model in a call."""
+
+
+def may_swap_model(middleware: Any) -> bool:
+    """Whether ``middleware`` could put another model in a model call: it wraps model calls and does not
+    say (in its class's own namespace) :data:`KEEPS_MODEL`; a wrap replaced on the instance counts."""
+    kind = type(middleware)
+    hooks = ("wrap_model_call", "awrap_model_call")
+    if any(hook in getattr(middleware, "__dict__", {}) for hook in hooks):
+        return True
+    if vars(kind).get(KEEPS_MODEL) is True:
+        return False
+    return any(getattr(kind, hook, None) is not getattr(AgentMiddleware, hook) for hook in hooks)
+
+
+def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
+    """A built background child's finished middleware: ours only where they have work.
+
+    * :class:`OwnLoopModels`: the child's own model (and its condenser's) is
+      the runtime's copy from the start (the builder's ``own_model``); another
+      model reaches a call only through another middleware's model-call wrap
+      (a fallback, a dynamic choice). A child with none runs without the
+      wrap, which LangChain traces as a span of its own with two thread hops
+      per model call, a large share of a short child's CPU.
+    * :class:`SteeringInbox`: a child with no other middleware has no tools
+      either (a child with tools always carries the one-level tool guard), so
+      each run makes one model call, and what waits in its inbox as a run
+      starts is handed over with the run's input (:class:`~subagents.background.local.ChildSession`).
+      Its node would be a step of the child's graph on every run, reading an
+      inbox that is empty by then.
+
+    What is left is joined by :func:`fused_model_calls`.
+
+    Example::
+
+        inbox, own = SteeringInbox(Inboxes()), OwnLoopModels(LoopModels())
+        background_child_middleware([inbox, own])                                   # []
+        background_child_middleware([inbox, own, OneLevelToolGuard()])              # inbox kept
+        background_child_middleware([ModelFallbackMiddleware(m), inbox, own])       # own kept
+    """
+    others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
+    if not others:
+        return []
+    swaps = any(may_swap_model(mw) for mw in others)
+    return fused_model_calls([mw for mw in middleware if swaps or not isinstance(mw, OwnLoopModels)])
 
 
 # ----------------------------------------------------------------------------
