@@ -303,6 +303,41 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
     return fields
 
 
+def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
+    """The fields of a finished task from its run's join body alone, or ``None`` if the run must be read.
+
+    ``GET /threads/{id}/runs/{run_id}/join`` (served by every LangGraph-API
+    server) answers a finished run with its thread's values in one request.
+    That body settles the task only when it holds a finished answer: a
+    structured response, or a last message that is an AI message with no tool
+    calls. An error (``__error__``), an interrupt (``__interrupt__``) or any
+    other state (a cancelled run's partial or empty values) says too little:
+    the run tells error from timeout, cancelled from waiting.
+
+    Example::
+
+        fields_from_join("r1", {"messages": [{"type": "ai", "content": "done"}]})
+        # {'run_id': 'r1', 'status': 'completed', 'result': 'done', ...}
+    """
+    if not isinstance(body, Mapping) or "__error__" in body or "__interrupt__" in body:
+        return None
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    finished = body.get("structured_response") is not None or (
+        isinstance(last, Mapping) and last.get("type") in ("ai", "AIMessageChunk") and not last.get("tool_calls")
+        and not last.get("invalid_tool_calls"))
+    if not finished:
+        return None
+    return {"run_id": run_id, **usage(body), "status": "completed", "result": answer(body), "finished_at": now(),
+            "approval_request": None}
+
+
+def join_error(body: Any) -> dict[str, Any] | None:
+    """The ``__error__`` a join body reports (``{"error": kind, "message": text}``), if any."""
+    problem = body.get("__error__") if isinstance(body, Mapping) else None
+    return dict(problem) if isinstance(problem, Mapping) else None
+
+
 def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
     """``thread`` with the ``values`` (and interrupts) of its state, as ``GET /threads/{id}/state`` answers.
 
@@ -813,7 +848,7 @@ class RemoteTaskRunner:
         """The record's current fields from the server, and a note if it could not be read.
 
         ``ended``: a search just saw its thread neither busy nor waiting, so
-        the run and the state are read at once, without the thread object.
+        its answer is read by one join of its run (see :meth:`_read_ended`).
         """
         spec = self.specs.get(record["agent_type"])
         if spec is None:
@@ -857,11 +892,27 @@ class RemoteTaskRunner:
         return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _read_ended(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_read` for a task whose thread has ended: its run and its state, asked together."""
+        """:meth:`_read` for a task whose thread has ended: one join, as the raw SDK reads an answer.
+
+        A join body with a finished answer settles the task (see
+        :func:`fields_from_join`); only an error, an interrupt or a cancelled
+        run is read further, its run and state asked together.
+        """
+        thread_id, run_id = record["thread_id"], record["run_id"]
+        try:
+            body = await self.request(spec, self._join_request(spec, thread_id, run_id), poll=True)
+        except ServerUnavailable:
+            raise
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            return _gone(spec, record)
+        fields = fields_from_join(run_id, body)
+        if fields is not None:
+            return fields
         client = self.client(spec)
-        thread_id = record["thread_id"]
         answers: tuple[Any, ...] = await asyncio.gather(
-            self.request(spec, client.runs.get(thread_id, record["run_id"]), poll=True),
+            self.request(spec, client.runs.get(thread_id, run_id), poll=True),
             self.request(spec, client.threads.get_state(thread_id), poll=True), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
@@ -869,7 +920,14 @@ class RemoteTaskRunner:
                     raise answer
                 return _gone(spec, record)
         run, state = answers
-        return fields_from(run, with_state({"thread_id": thread_id}, state), server=f"the server at {spec.server}")
+        error = join_error(body)
+        thread = {"thread_id": thread_id, **({"error": error} if error else {})}
+        return fields_from(run, with_state(thread, state), server=f"the server at {spec.server}")
+
+    def _join_request(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> Awaitable[Any]:
+        # The join's own route, asked once: the SDK's runs.join reconnects, and warns, when it fails.
+        path = "/threads/{}/runs/{}/join".format(*(quote(str(i), safe="") for i in (thread_id, run_id)))
+        return self.client(spec).http.get(path)  # type: ignore[no-any-return]
 
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
@@ -884,9 +942,7 @@ class RemoteTaskRunner:
         sooner, and polls on its own when it fails.
         """
         spec = self.specs[record["agent_type"]]
-        # The join's own route, asked once: the SDK's runs.join reconnects, and warns, when it fails.
-        thread_id, run_id = (quote(str(record[k]), safe="") for k in ("thread_id", "run_id"))
-        await self.client(spec).http.get(f"/threads/{thread_id}/runs/{run_id}/join")
+        await self._join_request(spec, record["thread_id"], record["run_id"])
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
@@ -990,6 +1046,10 @@ def _reason(exc: BaseException) -> str:
 #    completed; ``interrupted``: waiting for approval or cancelled);
 # 3. only what that cannot settle (a failed run, an unknown thread) is read
 #    one by one, a few at a time.
+#
+# A server without the search by ids (aegra) is asked by metadata instead: one
+# search per parent for its busy threads; each task whose thread is no longer
+# busy is read by one join of its run, as raw ``langgraph_sdk`` reads an answer.
 #
 # All of it within the runner's ``refresh_budget_s``: what was learnt in time is
 # kept, the rest waits for the next turn, and a server that did not answer at
@@ -1160,8 +1220,8 @@ async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, 
     Every thread a start creates names its parent thread in its metadata,
     and the record keeps it (``parent_thread_id``), so one search per
     parent finds every busy thread of its tasks; a live task whose thread is
-    not among them has ended (or is gone), and is read with its run and
-    state at once. A record without ``parent_thread_id`` (written before
+    not among them has ended (or is gone), and is read by one join of its
+    run (its run and state too only if that does not settle it). A record without ``parent_thread_id`` (written before
     it was kept) is read on its own, as before.
     """
     parents: dict[str, set[str]] = {}

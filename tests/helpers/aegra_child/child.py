@@ -4,7 +4,8 @@ aegra runs in a Python 3.12 venv of its own, without this project, so the
 child needs nothing beyond what ``aegra-api`` installs. It answers
 ``answer to: <the task's description>`` after ``CHILD_SECONDS`` (a window in
 which a server can be killed mid-run); a description that begins ``long``
-takes ``LONG_SECONDS`` (tasks that stay live while a parent polls them).
+takes ``LONG_SECONDS`` (tasks that stay live while a parent polls them);
+one that begins ``fail`` raises ``RuntimeError("the child failed on purpose")``.
 Graph ``approver`` asks for approval (an interrupt) before it answers
 ``published after: <the decision>``.
 """
@@ -29,6 +30,8 @@ class State(TypedDict):
 
 async def work(state: State) -> dict[str, Any]:
     asked = state["messages"][-1].content if state["messages"] else ""
+    if str(asked).startswith("fail"):
+        raise RuntimeError("the child failed on purpose")
     await asyncio.sleep(LONG_SECONDS if str(asked).startswith("long") else CHILD_SECONDS)
     return {"messages": [{"role": "assistant", "content": f"answer to: {asked}"}]}
 

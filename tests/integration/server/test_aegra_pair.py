@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from helpers.aegra import AegraInstance, aegra_pair
 from helpers.postgres import PostgresServer
+from langgraph_sdk import get_client
 
 from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
 
@@ -125,3 +126,30 @@ def test_a_child_that_asks_for_approval_waits_for_it_and_finishes_once_answered(
     assert waiting["status"] == "waiting_for_approval", waiting.get("error")
     assert waiting["approval_request"][0]["value"]["action_requests"][0]["name"] == "publish"
     assert done["status"] == "completed" and "approve" in done["result"], done
+
+
+def test_a_failed_and_a_cancelled_task_read_as_such_through_the_join(pair):
+    """An ended task is read by one join of its run; aegra's join of a failed run is an ``__error__`` and
+    that of a cancelled run ``{}``: both read further, by the run, never as an empty ``completed``."""
+    a, b = pair
+
+    async def go() -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        runner = RemoteTaskRunner([_spec(a.url)])
+        try:
+            for i, description in enumerate(["fail on purpose", "long job to cancel"]):
+                fields = await runner.start(f"fc-{i}", "child", description, parent_thread_id="parent-fc",
+                                            tool_call_id=f"call-fc-{i}")
+                records.append({"id": f"fc-{i}", "agent_type": "child", "runner": "remote",
+                                "description": description, **fields})
+            long = records[1]
+            await _until(runner, long, ("pending",))  # its run has begun
+            await get_client(url=a.url, api_key=None).runs.cancel(long["thread_id"], long["run_id"])
+        finally:
+            await runner.pool.aclose()
+        return await _settle(b.url, records)
+
+    failed, cancelled = asyncio.run(go())
+    print(f"aegra pair, failed and cancelled: {failed['status']} {failed.get('error')!r}, {cancelled['status']}")
+    assert failed["status"] == "error" and "the child failed on purpose" in failed["error"], failed
+    assert cancelled["status"] == "cancelled" and not cancelled.get("result"), cancelled

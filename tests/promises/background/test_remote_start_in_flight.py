@@ -28,8 +28,8 @@ from helpers.attacks import _invoke
 from helpers.background import ledger
 from helpers.fault_servers import RecordingServer
 from helpers.graphs import user
+from helpers.stopped_start import stop_then_carry_on
 from langchain.agents import create_agent
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -80,40 +80,12 @@ class SlowRunCreate(RecordingServer):
         return super().reply_to(method, path, body, headers)
 
 
-def _stop_once_the_run_is_asked_for(server: SlowRunCreate) -> Any:
-    """A tool that stops the run (as Ctrl-C would) once the start's run-create has reached the server."""
-    calls: list[int] = []
-
-    @tool
-    def stop_here(x: str) -> str:
-        """Stops the run once."""
-        if not calls:
-            calls.append(1)
-            assert server.run_requested.wait(30), "the start never asked for its run"
-            raise KeyboardInterrupt
-        return "ran"
-
-    return stop_here
-
-
 def test_a_start_in_flight_during_adoption_is_recorded_as_its_run() -> None:
-    mode = "async"
     server = SlowRunCreate()
     try:
-        spec = {"name": "remote-worker", "description": "Works remotely.", "graph_id": "g", "url": server.url}
-        model = ScriptedChatModel(
-            rules=[("START-JOBS", [{"tool_calls": [tool_call("start_async_task", description="the job",
-                                                             subagent_type="remote-worker"),
-                                                   tool_call("stop_here", x="1")]}, "unreachable"]),
-                   ("WHAT-NOW", ["carried on"])],
-            default="noted")
-        middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
-        agent = create_agent(model, tools=[_stop_once_the_run_is_asked_for(server)], checkpointer=InMemorySaver(),
-                             middleware=[middleware])
-        config = {"configurable": {"thread_id": f"in-flight-{mode}"}}
-        with pytest.raises(KeyboardInterrupt):
-            _invoke(mode, agent, user("START-JOBS"), config)
-        out = _invoke(mode, agent, user("WHAT-NOW"), config)
+        # The step stops once the start's run-create has reached the server.
+        out, middleware = stop_then_carry_on("async", server.url, thread_id="in-flight-async",
+                                             ready=server.run_requested)
         middleware.close()
         deadline = time.monotonic() + 30
         while server.answering and time.monotonic() < deadline:  # a run-create still being answered lands first

@@ -13,17 +13,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers.attacks import _invoke
 from helpers.background import ledger
 from helpers.fault_servers import RecordingServer
-from helpers.graphs import user
-from langchain.agents import create_agent
+from helpers.stopped_start import stop_then_carry_on
 from langchain_core.messages import AIMessage
-from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware import BackgroundSubagentMiddleware
 from subagents.background.remote import (
     TASK_ID_METADATA_KEY,
     OrphanSearch,
@@ -62,39 +56,12 @@ def test_a_thread_without_a_run_is_adopted_as_lost_and_can_be_retried():
     assert "retry_async_task" in record["error"]
 
 
-def _stop_once() -> Any:
-    """A tool that stops the run (as Ctrl-C would) the first time it is called."""
-    calls: list[int] = []
-
-    @tool
-    def stop_here(x: str) -> str:
-        """Stops the run once."""
-        if not calls:
-            calls.append(1)
-            raise KeyboardInterrupt
-        return "ran"
-
-    return stop_here
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_start_left_open_that_never_reached_its_server_is_recorded_lost_and_reported(mode):
     """The server holds no thread of the start (its search answers none): the task is ``lost``, and said so."""
     server = RecordingServer()
     try:
-        spec = {"name": "remote-worker", "description": "Works remotely.", "graph_id": "g", "url": server.url}
-        model = ScriptedChatModel(
-            rules=[("START-JOBS", [{"tool_calls": [tool_call("start_async_task", description="the job",
-                                                             subagent_type="remote-worker"),
-                                                   tool_call("stop_here", x="1")]}, "unreachable"]),
-                   ("WHAT-NOW", ["carried on"])],
-            default="noted")
-        agent = create_agent(model, tools=[_stop_once()], checkpointer=InMemorySaver(),
-                             middleware=[BackgroundSubagentMiddleware([spec], general_purpose=False)])
-        config = {"configurable": {"thread_id": f"never-reached-{mode}"}}
-        with pytest.raises(KeyboardInterrupt):
-            _invoke(mode, agent, user("START-JOBS"), config)
-        out = _invoke(mode, agent, user("WHAT-NOW"), config)
+        out, _middleware = stop_then_carry_on(mode, server.url, thread_id=f"never-reached-{mode}")
     finally:
         server.close()
     start = next(c for m in out["messages"] if isinstance(m, AIMessage) for c in m.tool_calls
