@@ -41,7 +41,10 @@ def _finished_task(agent: object, config: dict[str, object]) -> str:
 
 def _agent(**kwargs: object) -> object:
     start = {"tool_calls": [tool_call("start_async_task", description="Look it up.", subagent_type="researcher")]}
-    model = ScriptedChatModel(rules=[("Look it up", ["Found it."])], responses=[start, "Started."], default="Ok.")
+    # A child that ends before the parent's next call brings its notice in as a new human turn mid-run:
+    # the parent answers it too, rather than starting the script (and the task) again.
+    model = ScriptedChatModel(rules=[("Look it up", ["Found it."]), ("Background task updates", ["Started."])],
+                              responses=[start, "Started."], default="Ok.")
     return create_deep_agent(model, subagents=SPECS, background=True, general_purpose=False, **kwargs)
 
 
