@@ -733,18 +733,21 @@ class ChildView:
 
 def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
                on_unknown: Callable[[str, list[str]], None], system_prompt: str,
-               extra_tools: Sequence[Any] = (), parent_schemas: Sequence[Any] = (),
+               extra_tools: Sequence[Any] | Callable[[], Sequence[Any]] = (), parent_schemas: Sequence[Any] = (),
                excluded: frozenset[str] = frozenset()) -> ChildView:
     """The tools, prompt and state type of a child: everything it sees of its parent.
 
     ``allowed``, ``denied`` and ``on_unknown`` choose its tools from the
     parent's as :func:`child_tools` does; ``extra_tools`` (its own MCP tools)
-    are added after that choice. Example::
+    are added after that choice. Given as a function, they are asked for only
+    once that choice has passed, so a spec ``on_unknown`` refuses starts no
+    MCP server. Example::
 
         view = child_view(None, [], [], on_unknown=complain, system_prompt="Answer.")
         view.tools == [] and view.state_schema is None  # True: a bare child needs no extra keys
     """
-    tools = [*child_tools(allowed, denied, parent_tools, on_unknown=on_unknown), *extra_tools]
+    tools = child_tools(allowed, denied, parent_tools, on_unknown=on_unknown)
+    tools += extra_tools() if callable(extra_tools) else extra_tools
     return ChildView(tools, strip_agents_block(system_prompt),
                      child_state_schema(tools, parent_schemas=parent_schemas, excluded=excluded))
 

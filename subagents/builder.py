@@ -668,12 +668,19 @@ def build_subagent(
         unknown_model=options.unknown_model)
     inherits_model = resolved is parent_model
     model = own(resolved)
-    mcp = _mcp_toolset(spec, options)
-    own_tools: list[Any] = []
-    if mcp is not None:
+    mcp: McpToolset | None = None
+
+    def own_tools() -> list[Any]:
+        # Listed only after the parent's tools are chosen: a spec refused for an
+        # unknown tool name starts no MCP server, and its error is that name's.
+        nonlocal mcp
+        mcp = _mcp_toolset(spec, options)
+        if mcp is None:
+            return []
         from subagents.definitions.mcp import select_mcp_tools
 
-        own_tools = select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
+        return list(select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools))
+
     view = child_view(spec.tools, spec.disallowed_tools, parent_tools,
                       on_unknown=_unknown_tool_reporter(spec, unknown_tools), extra_tools=own_tools,
                       system_prompt=spec.system_prompt, parent_schemas=options.state_schemas,
