@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -632,7 +633,23 @@ def _report_unknown_tool(
     if policy == "error":
         raise SpecError(message)
     if policy == "warn":
-        warnings.warn(message, stacklevel=4)
+        warnings.warn(message, stacklevel=_first_frame_outside(_LIBRARY_PACKAGES))
+
+
+_LIBRARY_PACKAGES = frozenset({"subagents", "middleware", "deep_agent"})
+
+
+def _first_frame_outside(packages: frozenset[str]) -> int:
+    """The ``stacklevel`` of the caller's first frame outside ``packages``.
+
+    A fixed count drifted with each refactor of the build (it came to point
+    inside the library); counting frames keeps the warning on the line that
+    built the child, e.g. a direct ``build_subagent`` call.
+    """
+    frame, level = sys._getframe(1), 1  # level 1 is the frame that calls warnings.warn
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in packages:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def build_subagent(
