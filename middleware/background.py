@@ -514,7 +514,7 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[A
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
     message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
                           tool_call_id=runtime.tool_call_id or "", status="error")
-    return Command(update={"messages": [message]})
+    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
 
 
 # ----------------------------------------------------------------------------
@@ -668,8 +668,10 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
-    if ledger:
-        update[ASYNC_LEDGER_KEY] = ledger
+    # Written even empty (the reducer keeps the ledger as it is): a run that calls one of these tools
+    # is not touched at its start (subagents.ledger.touch_if_quiet), so a thread that lists settled
+    # tasks every run would otherwise never write its ledger, and each load walked back to its snapshot.
+    update[ASYNC_LEDGER_KEY] = ledger
     return Command(update=update)
 
 
