@@ -339,7 +339,8 @@ def forked_input(
 #    list, whatever its allow list says, and :class:`OneLevelGuard` removes
 #    any that a middleware still contributes from every model request and
 #    refuses a call to one (see :func:`subagents.builder.guard_for` for which child gets which
-#    guard).
+#    guard); in a child with tools :class:`OneLevelToolRefusal`, its outermost
+#    tool-call wrap, refuses such a call before any other middleware could run it.
 # 2. **No registry.** The builder drops any delegating middleware (one that
 #    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
 #    child's middleware, so the child has no subagent registry.
@@ -508,6 +509,47 @@ class OneLevelGuard(AgentMiddleware):
         return await handler(self._clean(request))
 
 
+def refusal(request: Any) -> ToolMessage | None:
+    """The error a child's call to a forbidden tool gets instead of running; ``None`` for any other call."""
+    call = request.tool_call
+    if call["name"] in FORBIDDEN_TOOL_NAMES or (
+        request.tool is not None and is_forbidden_tool(request.tool)
+    ):
+        return ToolMessage(
+            content=f"Tool '{call['name']}' is not available to a subagent: "
+            "subagents cannot delegate. Do the work yourself.",
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error",
+        )
+    return None
+
+
+class OneLevelToolRefusal(AgentMiddleware):
+    """A child's outermost tool-call wrap: a forbidden call is refused before any other middleware sees it.
+
+    :class:`OneLevelToolGuard` is the innermost wrap (it must see the model
+    request after every middleware changed it), so on its own it refused a
+    ``task`` call only if no middleware outside it answered the call first:
+    a spec's middleware that runs calls to tools it adds itself could run one.
+    The builder puts this one first in a child with tools. Example::
+
+        create_agent(model, tools, middleware=[OneLevelToolRefusal(), *middleware, OneLevelToolGuard()])
+    """
+
+    name = "OneLevelToolRefusal"
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        return refusal(request) or handler(request)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
+        return refusal(request) or await handler(request)
+
+
 class OneLevelToolGuard(OneLevelGuard):
     """The guard for a child that has tools: it also refuses a call to a forbidden one.
 
@@ -518,18 +560,7 @@ class OneLevelToolGuard(OneLevelGuard):
     name = "OneLevelToolGuard"
 
     def _refusal(self, request: Any) -> ToolMessage | None:
-        call = request.tool_call
-        if call["name"] in FORBIDDEN_TOOL_NAMES or (
-            request.tool is not None and is_forbidden_tool(request.tool)
-        ):
-            return ToolMessage(
-                content=f"Tool '{call['name']}' is not available to a subagent: "
-                "subagents cannot delegate. Do the work yourself.",
-                tool_call_id=call["id"],
-                name=call["name"],
-                status="error",
-            )
-        return None
+        return refusal(request)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]

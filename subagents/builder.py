@@ -62,6 +62,7 @@ from subagents.boundary import (
     FORBIDDEN_TOOL_NAMES,
     OneLevelGuard,
     OneLevelToolGuard,
+    OneLevelToolRefusal,
     child_view,
     is_delegating_middleware,
     tool_name,
@@ -713,7 +714,9 @@ def build_subagent(
                  or any(getattr(mw, "tools", None) for mw in middleware))
     guard = guard_for(middleware, has_tools=has_tools)
     if guard is not None:
-        middleware.append(guard)
+        middleware.append(guard)  # innermost: it sees the request every other middleware changed
+    if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
+        middleware.insert(0, OneLevelToolRefusal())
     graph = create_agent(
         model,
         tools,
