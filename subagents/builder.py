@@ -710,8 +710,9 @@ def build_subagent(
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A structured response keeps the tools node too: without one, LangChain loops a
     # plain-text answer back to the model instead of ending the child.
+    # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
-                 or any(getattr(mw, "tools", None) for mw in middleware))
+                 or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
     guard = guard_for(middleware, has_tools=has_tools)
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
@@ -778,6 +779,13 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     if any(not _is_neutral(mw) for mw in middleware):
         return OneLevelGuard()
     return None
+
+
+def _wraps_tool_calls(middleware: Any) -> bool:
+    """Whether LangChain gives the agent a tools node for this middleware (it overrides a tool-call wrap)."""
+    kind = type(middleware)
+    return (getattr(kind, "wrap_tool_call", None) is not AgentMiddleware.wrap_tool_call
+            or getattr(kind, "awrap_tool_call", None) is not AgentMiddleware.awrap_tool_call)
 
 
 def _is_neutral(middleware: Any) -> bool:

@@ -39,12 +39,12 @@ class AnswersEveryTask(AgentMiddleware):
         return await handler(request)
 
 
-def _child() -> Any:
+def _child(tools: list[str] | None = None) -> Any:
     model = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("task", description="Go deeper", subagent_type="general-purpose")]},
         "Done.",
     ])
-    spec = SubagentSpec(name="worker", description="Works.", system_prompt="Work.", tools=["search"],
+    spec = SubagentSpec(name="worker", description="Works.", system_prompt="Work.", tools=["search"] if tools is None else tools,
                         middleware=[AnswersEveryTask()])
     return build_subagent(spec, parent_model=model, parent_tools=[search])
 
@@ -61,4 +61,10 @@ def test_a_spec_middleware_never_runs_a_task_call() -> None:
 
 async def test_a_spec_middleware_never_runs_a_task_call_async() -> None:
     [answer] = _tool_answers(await _child().ainvoke({"messages": [HumanMessage("go")]}))
+    assert "subagents cannot delegate" in answer
+
+
+def test_a_child_with_no_tools_of_its_own_still_refuses_a_task_call() -> None:
+    # LangChain gives it a tools node for the middleware that wraps tool calls.
+    [answer] = _tool_answers(_child(tools=[]).invoke({"messages": [HumanMessage("go")]}))
     assert "subagents cannot delegate" in answer
