@@ -625,10 +625,11 @@ def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Cal
 
 
 def _report_unknown_tool(
-    agent: str, name: str, available: list[str], policy: UnknownToolPolicy
+    agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
+    *, where: str = "the parent does not have",
 ) -> None:
     message = (
-        f"subagent {agent!r}: field 'tools' names {name!r}, which the parent does not have "
+        f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
         f"(available: {', '.join(available) or 'none'})"
     )
     if policy == "error":
@@ -693,11 +694,15 @@ def build_subagent(
         # unknown tool name starts no MCP server, and its error is that name's.
         nonlocal mcp
         mcp = _mcp_toolset(spec, options)
-        if mcp is None:
-            return []
-        from subagents.definitions.mcp import select_mcp_tools
+        if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
+            return []  # no MCP anywhere: the MCP client code is not even loaded
+        from subagents.definitions.mcp import select_mcp_tools, unmatched_mcp_names
 
-        return list(select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools))
+        listed = mcp.tools if mcp is not None else []
+        for name in unmatched_mcp_names(listed, spec.tools):  # never silently a tool short
+            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), unknown_tools,
+                                 where="no MCP server in its mcp_config lists")
+        return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))
 
     view = child_view(spec.tools, spec.disallowed_tools, parent_tools,
                       on_unknown=_unknown_tool_reporter(spec, unknown_tools), extra_tools=own_tools,
