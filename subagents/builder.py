@@ -699,7 +699,8 @@ def build_subagent(
         from subagents.definitions.mcp import select_mcp_tools, unmatched_mcp_names
 
         listed = mcp.tools if mcp is not None else []
-        for name in unmatched_mcp_names(listed, spec.tools):  # never silently a tool short
+        parents = {tool_name(t) for t in parent_tools}  # a parent's own tool may be named mcp__ too
+        for name in [n for n in unmatched_mcp_names(listed, spec.tools) if n not in parents]:  # never a tool short
             _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), unknown_tools,
                                  where="no MCP server in its mcp_config lists")
         return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))

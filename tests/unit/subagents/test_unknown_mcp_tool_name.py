@@ -45,3 +45,13 @@ def test_ignore_says_nothing() -> None:
         build_subagent(_spec(), parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search],
                        unknown_tools="ignore")
     assert not [w for w in caught if "mcp__github" in str(w.message)]
+
+
+def test_a_parent_tool_named_like_an_mcp_tool_is_no_unknown_name() -> None:
+    @tool("mcp__github__create_issue")
+    def create_issue(title: str) -> str:
+        """Create an issue (the parent's own, from its MCP client)."""
+        return title
+
+    build_subagent(_spec(), parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search, create_issue],
+                   unknown_tools="error")  # no SpecError: the parent has it
