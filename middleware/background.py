@@ -81,7 +81,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
-from middleware.limits import notice_message
+from middleware.limits import is_notice, notice_message
 from middleware.subagents import ParentModel
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
@@ -509,6 +509,10 @@ async def _awaiting(
         return _closed(runtime, exc)
 
 
+def _not_notice(message: Any) -> bool:
+    return not is_notice(message)
+
+
 def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[Any]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
@@ -872,7 +876,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
-            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         try:
             return self.runtime.run(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:
@@ -881,7 +885,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:
-            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         try:
             return await self.runtime.arun(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:
