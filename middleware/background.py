@@ -81,7 +81,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
-from middleware.limits import notice_message
+from middleware.limits import is_notice, notice_message
 from middleware.subagents import ParentModel
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
@@ -521,12 +521,16 @@ async def _awaiting(
         return _closed(runtime, exc)
 
 
+def _not_notice(message: Any) -> bool:
+    return not is_notice(message)
+
+
 def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[Any]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
     message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
                           tool_call_id=runtime.tool_call_id or "", status="error")
-    return Command(update={"messages": [message]})
+    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
 
 
 # ----------------------------------------------------------------------------
@@ -680,8 +684,10 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
-    if ledger:
-        update[ASYNC_LEDGER_KEY] = ledger
+    # Written even empty (the reducer keeps the ledger as it is): a run that calls one of these tools
+    # is not touched at its start (subagents.ledger.touch_if_quiet), so a thread that lists settled
+    # tasks every run would otherwise never write its ledger, and each load walked back to its snapshot.
+    update[ASYNC_LEDGER_KEY] = ledger
     return Command(update=update)
 
 
@@ -883,7 +889,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
-            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         try:
             return self.runtime.run(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:
@@ -892,7 +898,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:
-            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools})
+            return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         try:
             return await self.runtime.arun(self._answer_open(state, calls, get_config()))
         except RuntimeClosed:

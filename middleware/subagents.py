@@ -59,7 +59,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from middleware.limits import DelegationLimit, ForcedDelegation, ForceSetting, coerce_force_delegation, refused_outcome
+from middleware.limits import (
+    DelegationLimit,
+    ForcedDelegation,
+    ForceSetting,
+    coerce_force_delegation,
+    is_notice,
+    refused_outcome,
+)
 from middleware.server_caps import probe_pending, tool_calls_supported, warn_if_no_tool_calls
 from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
@@ -395,7 +402,8 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _at_start(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """Open calls answered; else a ledger the thread stopped writing touched (see ``touch_if_quiet``)."""
-        return self._answer_open_calls(state) or touch_if_quiet(state, LEDGER_KEY, self._tool_names)
+        return self._answer_open_calls(state) or touch_if_quiet(
+            state, LEDGER_KEY, self._tool_names, is_turn=lambda message: not is_notice(message))
 
     def _answer_open_calls(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """``task`` calls (and any other tool's, but the background tools') a stopped run left open."""

@@ -339,7 +339,8 @@ def forked_input(
 #    list, whatever its allow list says, and :class:`OneLevelGuard` removes
 #    any that a middleware still contributes from every model request and
 #    refuses a call to one (see :func:`subagents.builder.guard_for` for which child gets which
-#    guard).
+#    guard); in a child with tools :class:`OneLevelToolRefusal`, its outermost
+#    tool-call wrap, refuses such a call before any other middleware could run it.
 # 2. **No registry.** The builder drops any delegating middleware (one that
 #    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
 #    child's middleware, so the child has no subagent registry.
@@ -509,6 +510,47 @@ class OneLevelGuard(AgentMiddleware):
         return await handler(self._clean(request))
 
 
+def refusal(request: Any) -> ToolMessage | None:
+    """The error a child's call to a forbidden tool gets instead of running; ``None`` for any other call."""
+    call = request.tool_call
+    if call["name"] in FORBIDDEN_TOOL_NAMES or (
+        request.tool is not None and is_forbidden_tool(request.tool)
+    ):
+        return ToolMessage(
+            content=f"Tool '{call['name']}' is not available to a subagent: "
+            "subagents cannot delegate. Do the work yourself.",
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error",
+        )
+    return None
+
+
+class OneLevelToolRefusal(AgentMiddleware):
+    """A child's outermost tool-call wrap: a forbidden call is refused before any other middleware sees it.
+
+    :class:`OneLevelToolGuard` is the innermost wrap (it must see the model
+    request after every middleware changed it), so on its own it refused a
+    ``task`` call only if no middleware outside it answered the call first:
+    a spec's middleware that runs calls to tools it adds itself could run one.
+    The builder puts this one first in a child with tools. Example::
+
+        create_agent(model, tools, middleware=[OneLevelToolRefusal(), *middleware, OneLevelToolGuard()])
+    """
+
+    name = "OneLevelToolRefusal"
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        return refusal(request) or handler(request)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
+        return refusal(request) or await handler(request)
+
+
 class OneLevelToolGuard(OneLevelGuard):
     """The guard for a child that has tools: it also refuses a call to a forbidden one.
 
@@ -520,18 +562,7 @@ class OneLevelToolGuard(OneLevelGuard):
     keeps_model = True
 
     def _refusal(self, request: Any) -> ToolMessage | None:
-        call = request.tool_call
-        if call["name"] in FORBIDDEN_TOOL_NAMES or (
-            request.tool is not None and is_forbidden_tool(request.tool)
-        ):
-            return ToolMessage(
-                content=f"Tool '{call['name']}' is not available to a subagent: "
-                "subagents cannot delegate. Do the work yourself.",
-                tool_call_id=call["id"],
-                name=call["name"],
-                status="error",
-            )
-        return None
+        return refusal(request)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
@@ -735,18 +766,21 @@ class ChildView:
 
 def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
                on_unknown: Callable[[str, list[str]], None], system_prompt: str,
-               extra_tools: Sequence[Any] = (), parent_schemas: Sequence[Any] = (),
+               extra_tools: Sequence[Any] | Callable[[], Sequence[Any]] = (), parent_schemas: Sequence[Any] = (),
                excluded: frozenset[str] = frozenset()) -> ChildView:
     """The tools, prompt and state type of a child: everything it sees of its parent.
 
     ``allowed``, ``denied`` and ``on_unknown`` choose its tools from the
     parent's as :func:`child_tools` does; ``extra_tools`` (its own MCP tools)
-    are added after that choice. Example::
+    are added after that choice. Given as a function, they are asked for only
+    once that choice has passed, so a spec ``on_unknown`` refuses starts no
+    MCP server. Example::
 
         view = child_view(None, [], [], on_unknown=complain, system_prompt="Answer.")
         view.tools == [] and view.state_schema is None  # True: a bare child needs no extra keys
     """
-    tools = [*child_tools(allowed, denied, parent_tools, on_unknown=on_unknown), *extra_tools]
+    tools = child_tools(allowed, denied, parent_tools, on_unknown=on_unknown)
+    tools += extra_tools() if callable(extra_tools) else extra_tools
     return ChildView(tools, strip_agents_block(system_prompt),
                      child_state_schema(tools, parent_schemas=parent_schemas, excluded=excluded))
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -61,6 +62,7 @@ from subagents.boundary import (
     FORBIDDEN_TOOL_NAMES,
     OneLevelGuard,
     OneLevelToolGuard,
+    OneLevelToolRefusal,
     child_view,
     is_delegating_middleware,
     tool_name,
@@ -626,16 +628,33 @@ def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Cal
 
 
 def _report_unknown_tool(
-    agent: str, name: str, available: list[str], policy: UnknownToolPolicy
+    agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
+    *, where: str = "the parent does not have",
 ) -> None:
     message = (
-        f"subagent {agent!r}: field 'tools' names {name!r}, which the parent does not have "
+        f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
         f"(available: {', '.join(available) or 'none'})"
     )
     if policy == "error":
         raise SpecError(message)
     if policy == "warn":
-        warnings.warn(message, stacklevel=4)
+        warnings.warn(message, stacklevel=_first_frame_outside(_LIBRARY_PACKAGES))
+
+
+_LIBRARY_PACKAGES = frozenset({"subagents", "middleware", "deep_agent"})
+
+
+def _first_frame_outside(packages: frozenset[str]) -> int:
+    """The ``stacklevel`` of the caller's first frame outside ``packages``.
+
+    A fixed count drifted with each refactor of the build (it came to point
+    inside the library); counting frames keeps the warning on the line that
+    built the child, e.g. a direct ``build_subagent`` call.
+    """
+    frame, level = sys._getframe(1), 1  # level 1 is the frame that calls warnings.warn
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in packages:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def build_subagent(
@@ -671,12 +690,24 @@ def build_subagent(
         unknown_model=options.unknown_model)
     inherits_model = resolved is parent_model
     model = own(resolved)
-    mcp = _mcp_toolset(spec, options)
-    own_tools: list[Any] = []
-    if mcp is not None:
-        from subagents.definitions.mcp import select_mcp_tools
+    mcp: McpToolset | None = None
 
-        own_tools = select_mcp_tools(mcp.tools, spec.tools, spec.disallowed_tools)
+    def own_tools() -> list[Any]:
+        # Listed only after the parent's tools are chosen: a spec refused for an
+        # unknown tool name starts no MCP server, and its error is that name's.
+        nonlocal mcp
+        mcp = _mcp_toolset(spec, options)
+        if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
+            return []  # no MCP anywhere: the MCP client code is not even loaded
+        from subagents.definitions.mcp import select_mcp_tools, unmatched_mcp_names
+
+        listed = mcp.tools if mcp is not None else []
+        parents = {tool_name(t) for t in parent_tools}  # a parent's own tool may be named mcp__ too
+        for name in [n for n in unmatched_mcp_names(listed, spec.tools) if n not in parents]:  # never a tool short
+            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), unknown_tools,
+                                 where="no MCP server in its mcp_config lists")
+        return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))
+
     view = child_view(spec.tools, spec.disallowed_tools, parent_tools,
                       on_unknown=_unknown_tool_reporter(spec, unknown_tools), extra_tools=own_tools,
                       system_prompt=spec.system_prompt, parent_schemas=options.state_schemas,
@@ -688,11 +719,14 @@ def build_subagent(
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A structured response keeps the tools node too: without one, LangChain loops a
     # plain-text answer back to the model instead of ending the child.
+    # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
-                 or any(getattr(mw, "tools", None) for mw in middleware))
+                 or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
     guard = guard_for(middleware, has_tools=has_tools)
     if guard is not None:
-        middleware.append(guard)
+        middleware.append(guard)  # innermost: it sees the request every other middleware changed
+    if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
+        middleware.insert(0, OneLevelToolRefusal())
     graph = create_agent(
         model,
         tools,
@@ -762,6 +796,13 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     if any(not _is_neutral(mw) for mw in middleware):
         return OneLevelGuard()
     return None
+
+
+def _wraps_tool_calls(middleware: Any) -> bool:
+    """Whether LangChain gives the agent a tools node for this middleware (it overrides a tool-call wrap)."""
+    kind = type(middleware)
+    return (getattr(kind, "wrap_tool_call", None) is not AgentMiddleware.wrap_tool_call
+            or getattr(kind, "awrap_tool_call", None) is not AgentMiddleware.awrap_tool_call)
 
 
 def _is_neutral(middleware: Any) -> bool:

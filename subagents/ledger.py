@@ -310,21 +310,28 @@ class LedgerChannel(DeltaChannel[Ledger]):
 
 
 
-def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[str]) -> dict[str, Any] | None:
-    """``{key: {}}`` when ``state`` has a ledger at ``key`` and the previous run called none of ``tool_names``."""
+def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[str], *,
+                   is_turn: Callable[[Any], bool] | None = None) -> dict[str, Any] | None:
+    """``{key: {}}`` when ``state`` has a ledger at ``key`` and the previous run called none of ``tool_names``.
+
+    A run begins at a user message: a ``HumanMessage`` for which ``is_turn``
+    (default: any) is true. A caller that posts human messages of its own
+    inside a run (a background notice) says which are not turns, or a run
+    that delegated before its notice would read as quiet.
+    """
     ledger = state.get(key)
     if not isinstance(ledger, Mapping) or not ledger:
         return None
-    if _previous_run_called(state.get("messages") or (), tool_names):
+    if _previous_run_called(state.get("messages") or (), tool_names, is_turn or (lambda _message: True)):
         return None
     return {key: {}}
 
 
-def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str]) -> bool:
-    """Whether an AI message between the last two human messages (the previous run) calls one of ``tool_names``."""
+def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str], is_turn: Callable[[Any], bool]) -> bool:
+    """Whether an AI message between the last two user turns (the previous run) calls one of ``tool_names``."""
     humans = 0
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
+        if isinstance(message, HumanMessage) and is_turn(message):
             humans += 1
             if humans == 2:
                 return False

@@ -459,6 +459,18 @@ def select_mcp_tools(
     ]
 
 
+def unmatched_mcp_names(tools: Iterable[McpTool], allow: Sequence[Any] | None) -> list[str]:
+    """The MCP names (``mcp__...``) in an allow list that admit none of ``tools``: a typo, or a server not given.
+
+    Example::
+
+        unmatched_mcp_names(toolset.tools, ["mcp__files__read", "mcp__files__raed"])  # ['mcp__files__raed']
+    """
+    listed = list(tools)
+    return [p for p in allow or () if isinstance(p, str) and is_mcp_name(p)
+            and not any(_matches(t.name, t.server, p) for t in listed)]
+
+
 class McpTool(BaseTool):
     """One tool of one MCP server, executed through the calling task's session."""
 
