@@ -116,13 +116,15 @@ def test_a_live_task_of_another_process_is_not_lost_and_cannot_be_run_twice(run,
         middleware = background([{**WORKER, "model": ScriptedChatModel(default="second run")}])
         turn = Turns(run.mode, db, thread_id, parent_model([]), middleware)
         out = turn("PARENT what happened?")
-        assert ledger(out)[task_id]["status"] == "running" and notices(out) == []
+        # Live in its own process: what this one knows is the first process's last checkpoint, which says
+        # pending or running depending on whether that loop had taken the task when its turn ended.
+        assert ledger(out)[task_id]["status"] in ("pending", "running") and notices(out) == []
         for ask in ("PARENT retry", "PARENT cancel", "PARENT steer"):
             out = turn(ask)
             refused = next(m for m in reversed(out["messages"]) if m.type == "tool")
             assert refused.status == "error", refused.content
             assert f"process {first.pid}" in refused.content and "still alive" in refused.content
-        assert ledger(out)[task_id]["status"] == "running" and ledger(out)[task_id]["attempt"] == 1
+        assert ledger(out)[task_id]["status"] in ("pending", "running") and ledger(out)[task_id]["attempt"] == 1
         assert middleware.runtime.table.get(task_id) is None  # nothing of it ran here
     finally:
         first.send_signal(signal.SIGKILL)
