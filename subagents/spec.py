@@ -668,7 +668,8 @@ class RemoteSubagentSpec(BaseModel):
         url: the server's base URL, ``http://`` or ``https://`` with a host.
             ``None`` (left out): the same deployment -- the child runs on the
             LangGraph Server the parent itself runs on, reached in-process
-            (``langgraph_sdk.get_client()`` without a url); a parent not running
+            (``langgraph_sdk.get_client()`` without a url; on aegra, its app
+            ``aegra_api.main.app`` over an ASGI transport); a parent not running
             on one gets an error naming the spec when it starts the task.
         headers: sent with every request to this server, and nothing else is
             (no key is read from the environment unless ``api_key_env`` names it).

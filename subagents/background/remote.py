@@ -40,6 +40,7 @@ from urllib.parse import quote
 
 from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
+from subagents.background.serving_loop import serving_loop
 from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
@@ -47,6 +48,8 @@ from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.spec import RemoteSubagentSpec
 
 if TYPE_CHECKING:
+    import httpx
+
     from subagents.spec import RemoteSubagentSpec
 
 
@@ -561,24 +564,77 @@ def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
 SERVER_MODULE = "langgraph_api.server"
 """The module of a LangGraph Server's app: loaded in a process that is one (``langgraph dev``, the Platform)."""
 
+AEGRA_APP_MODULE = "aegra_api.main"
+"""aegra's app module (``uvicorn aegra_api.main:app``, its documented entry point): loaded in an aegra server."""
+
 
 def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """A client of the LangGraph Server this process runs (``get_client()`` without a url: in-process).
+    """A client of the LangGraph Server this process runs, reached in-process (no network hop).
 
-    Raises :class:`RemoteConfigError` naming the spec when this process runs no
-    such server: the SDK would otherwise wait for an app that never comes.
+    On ``langgraph dev`` or the Platform it is ``get_client()`` without a url;
+    on aegra, the SDK's client over an ASGI transport to aegra's own app
+    (:func:`_aegra_client`). Raises :class:`RemoteConfigError` naming the spec
+    when this process runs no such server: the SDK would otherwise wait for
+    an app that never comes.
     """
     import sys
 
     from langgraph_sdk import get_client
 
-    if SERVER_MODULE not in sys.modules:
-        raise RemoteConfigError(
-            f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
-            "on, and this parent does not run on one; give the spec the url of a server")
-    return get_client(url=None, api_key=None, headers={"User-Agent": USER_AGENT, **headers},
-                      timeout=(min(5.0, spec.start_timeout_s), spec.start_timeout_s, spec.start_timeout_s,
-                               spec.start_timeout_s))
+    timeout = (min(5.0, spec.start_timeout_s), spec.start_timeout_s, spec.start_timeout_s, spec.start_timeout_s)
+    if SERVER_MODULE in sys.modules:
+        return get_client(url=None, api_key=None, headers={"User-Agent": USER_AGENT, **headers}, timeout=timeout)
+    aegra_app = getattr(sys.modules.get(AEGRA_APP_MODULE), "app", None)
+    if aegra_app is not None:
+        return _aegra_client(aegra_app, spec, headers)
+    raise RemoteConfigError(
+        f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+        "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
+        "give the spec the url of a server")
+
+
+def _aegra_client(app: Any, spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
+    """The SDK's client of the aegra ``app`` this process serves, over ``httpx.ASGITransport``.
+
+    This is what langgraph-api's own in-process client is: requests go
+    straight to the app, through its auth and routes, as if from outside.
+    """
+    import httpx
+    from langgraph_sdk.client import LangGraphClient
+
+    http = httpx.AsyncClient(
+        base_url="http://aegra.in-process",
+        transport=_on_serving_loop(httpx.ASGITransport(app=app)),
+        timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
+        headers={"User-Agent": USER_AGENT, **headers},
+    )
+    return LangGraphClient(http)
+
+
+def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+    """``inner``, each request handed to the server's own loop (see :mod:`~subagents.background.serving_loop`).
+
+    aegra's database and Redis connections belong to the loop it serves on;
+    called from the background runtime's loop, its app would fail with a
+    future "attached to a different loop". The ASGI transport reads the whole
+    answer into memory, so only the call itself has to change loops. (Built
+    here so httpx is imported only when a client is made.)
+    """
+    import httpx
+
+    class OnServingLoop(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            loop = serving_loop()
+            if loop is None or loop is asyncio.get_running_loop():
+                return await inner.handle_async_request(request)
+            answer: httpx.Response = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                inner.handle_async_request(request), loop))
+            return answer
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return OnServingLoop()
 
 
 def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:

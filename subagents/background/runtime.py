@@ -63,6 +63,7 @@ from langchain.agents.middleware import (
 )
 from langchain_core.messages import HumanMessage
 
+from subagents.background.serving_loop import note_caller_loop
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
 
 # ----------------------------------------------------------------------------
@@ -1338,6 +1339,7 @@ class BackgroundRuntime:
         """Run ``coro`` on the loop and await its result from any loop."""
         if self.in_loop():
             return await coro
+        note_caller_loop()  # an in-process server app is called back on this loop (serving_loop)
         future = asyncio.wrap_future(submitted := self.submit(coro))
         try:
             while not future.done():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import shutil
 import signal
@@ -39,6 +40,7 @@ from helpers.postgres import PostgresServer, free_port
 
 AEGRA_VERSION = "0.11.0"
 CHILD_DIR = Path(__file__).parent / "aegra_child"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120
 QUICK_RECOVERY = {"LEASE_DURATION_SECONDS": "12", "HEARTBEAT_INTERVAL_SECONDS": "4", "REAPER_INTERVAL_SECONDS": "3"}
 """Worker leases short enough that a killed instance's runs are taken up in about 15 s, not 50
@@ -54,21 +56,35 @@ def find_python312() -> str | None:
     return versions[-1] if versions else None
 
 
-def aegra_venv(cache_dir: Path) -> Path:
-    """The venv with ``aegra-api`` (made once, reused); skips the test when no Python 3.12 exists."""
+def project_dependencies() -> list[str]:
+    """The project's runtime dependencies (``pyproject.toml``): what a graph of this project imports."""
+    import tomllib
+
+    with open(PROJECT_ROOT / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
+def aegra_venv(cache_dir: Path, *, with_project: bool = False) -> Path:
+    """The venv with ``aegra-api`` (made once, reused); skips the test when no Python 3.12 exists.
+
+    ``with_project``: the project's runtime dependencies too, so aegra can
+    serve the project's own graphs (the project itself goes on ``PYTHONPATH``).
+    """
     python = find_python312()
     if python is None:
         pytest.skip("aegra needs Python >= 3.12: no python3.12 on PATH nor under ~/.pyenv/versions/3.12*")
     minor = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    venv = cache_dir / f"aegra-api-{AEGRA_VERSION}-py{minor}"
+    extra = project_dependencies() if with_project else []
+    digest = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:10] if extra else ""
+    venv = cache_dir / f"aegra-api-{AEGRA_VERSION}-py{minor}{'-project-' + digest if extra else ''}"
     marker = venv / "installed"
     if marker.exists():
         return venv
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           f"aegra-api=={AEGRA_VERSION}"], capture_output=True, text=True, timeout=900)
+                           f"aegra-api=={AEGRA_VERSION}", *extra], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         pytest.fail(f"pip install aegra-api=={AEGRA_VERSION} failed:\n{done.stderr[-3000:]}", pytrace=False)
     marker.write_text(AEGRA_VERSION)
@@ -173,14 +189,17 @@ class AegraInstance:
 
 
 @contextlib.contextmanager
-def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str] | None = None
-               ) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str] | None = None,
+               *, with_project: bool = False) -> Iterator[tuple[AegraInstance, AegraInstance]]:
     """Two aegra instances on a fresh database of ``postgres`` and one throwaway Redis.
 
     ``env``: more of aegra's settings, e.g. shorter worker leases
-    (:data:`QUICK_RECOVERY`) for tests that kill an instance.
+    (:data:`QUICK_RECOVERY`) for tests that kill an instance, or an
+    ``AEGRA_CONFIG`` of other graphs. ``with_project``: the venv also has the
+    project's dependencies and ``PYTHONPATH`` is the project's root, so those
+    graphs may be the project's own (:mod:`deep_agent.server_graphs`).
     """
-    venv = aegra_venv(cache_dir)
+    venv = aegra_venv(cache_dir, with_project=with_project)
     database = postgres.create_database()
     root = Path(tempfile.mkdtemp(prefix="deep-agent-aegra-"))
     with running_redis() as redis_url:
@@ -190,6 +209,8 @@ def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str]
                     CRON_ENABLED="false", OTEL_TARGETS="", AEGRA_CHILD_SECONDS="3", VIRTUAL_ENV=str(venv),
                     PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
         base.pop("PYTHONPATH", None)
+        if with_project:
+            base["PYTHONPATH"] = str(PROJECT_ROOT)
         settings = {**base, **(env or {})}
         a = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "true"}, root, "a")
         b = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "false"}, root, "b")

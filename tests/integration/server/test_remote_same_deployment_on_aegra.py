@@ -1,0 +1,73 @@
+"""Same-deployment mode on aegra: a remote spec without a url runs its child on the aegra it runs on.
+
+An aegra pair (``helpers/aegra.py``) serves the project's own
+``scripted_delegator`` and ``scripted_worker`` (``deep_agent/server_graphs.py``).
+The delegator's background subagent names ``graph_id`` only; its start must
+create the child's thread and run on that same aegra deployment (reached
+in-process, through aegra's app) and the parent's next turn must report the
+child's answer. Before, the start was refused: the spec has no url and the
+parent ran on no server known to serve an in-process client.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.aegra import PROJECT_ROOT, AegraInstance, aegra_pair
+from helpers.postgres import PostgresServer
+from langgraph_sdk import get_sync_client
+
+GRAPHS = ("scripted_delegator", "scripted_worker")
+SETTLE_DEADLINE_S = 120  # generous: a loaded machine
+
+
+@pytest.fixture(scope="module")
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+         postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("aegra") if cache is not None else tmp_path_factory.mktemp("aegra")
+    config = Path(tmp_path_factory.mktemp("aegra-config")) / "aegra.json"
+    graphs = {name: f"{PROJECT_ROOT / 'deep_agent' / 'server_graphs.py'}:{name}" for name in GRAPHS}
+    config.write_text(json.dumps({"graphs": graphs}))
+    with aegra_pair(folder, postgres_server, {"AEGRA_CONFIG": str(config)}, with_project=True) as instances:
+        yield instances
+
+
+def _wait(client, thread_id: str, run_id: str) -> dict:
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    while (run := client.runs.get(thread_id, run_id))["status"] in ("pending", "running"):
+        assert time.monotonic() < deadline, f"run {run_id} did not end within {SETTLE_DEADLINE_S} s"
+        time.sleep(0.3)
+    return run
+
+
+def _turn(client, thread_id: str, text: str) -> dict:
+    run = client.runs.create(thread_id, "scripted_delegator",
+                             input={"messages": [{"role": "user", "content": text}]})
+    assert _wait(client, thread_id, run["run_id"])["status"] == "success", run
+    return client.threads.get_state(thread_id)["values"]
+
+
+def test_a_spec_without_url_starts_its_child_on_the_aegra_its_parent_runs_on(pair):
+    a, b = pair
+    client = get_sync_client(url=a.url, api_key=None)
+    parent = client.threads.create()["thread_id"]
+    out = _turn(client, parent, "DELEGATE sum the numbers")
+    (record,) = out["async_tasks"].values()
+    assert record["runner"] == "remote" and record["agent_type"] == "same-server-worker", record
+    assert record["status"] != "error", record
+
+    # The child is a thread and run of this same deployment (seen through either instance).
+    other = get_sync_client(url=b.url, api_key=None)
+    child = other.threads.get(record["thread_id"])
+    assert child["metadata"]["parent_thread_id"] == parent, child
+    assert _wait(other, record["thread_id"], record["run_id"])["status"] == "success"
+
+    later = _turn(client, parent, "anything new?")
+    done = later["async_tasks"][record["id"]]
+    assert done["status"] == "completed" and done["result"] == "Done: sum the numbers", done
+    assert any("Done: sum the numbers" in str(m.get("content")) for m in later["messages"] if m["type"] == "human")
