@@ -47,6 +47,12 @@ QUICK_RECOVERY = {"LEASE_DURATION_SECONDS": "12", "HEARTBEAT_INTERVAL_SECONDS": 
 (aegra's defaults: 30 s lease, 10 s heartbeat, 15 s reaper); still three heartbeats per lease."""
 
 
+def venv_folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the aegra venvs live: pytest's cache, kept between runs; without the cache plugin, this run's tmp folder."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir("aegra")) if cache is not None else tmp_path_factory.mktemp("aegra")
+
+
 def find_python312() -> str | None:
     """A Python 3.12 interpreter: ``python3.12`` on PATH, else pyenv's newest 3.12."""
     found = shutil.which("python3.12")

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.aegra import QUICK_RECOVERY, AegraInstance, aegra_pair
+from helpers.aegra import AegraInstance, QUICK_RECOVERY, aegra_pair, venv_folder
 from helpers.fault_servers import FaultProxy
 from helpers.graphs import user
 from helpers.killed_parent import agent_on, count, crash, harmless_die, server_threads, start_calls, stop_all
@@ -47,8 +47,7 @@ Pair = tuple[PostgresServer, AegraInstance, AegraInstance]
 
 @pytest.fixture(scope="module")
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    cache = getattr(request.config, "cache", None)
-    folder = cache.mkdir("aegra") if cache is not None else tmp_path_factory.mktemp("aegra")
+    folder = venv_folder(request, tmp_path_factory)
     with running_postgres() as postgres, aegra_pair(folder, postgres, QUICK_RECOVERY) as (a, b):
         yield postgres, a, b
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.aegra import AegraInstance, aegra_pair
+from helpers.aegra import AegraInstance, aegra_pair, venv_folder
 from helpers.postgres import PostgresServer
 from langgraph_sdk import get_client
 
@@ -32,9 +32,7 @@ SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 @pytest.fixture(scope="module")
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
          postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    # The venv is kept in pytest's cache between runs; without the cache plugin, in this run's tmp folder.
-    cache = getattr(request.config, "cache", None)
-    folder = cache.mkdir("aegra") if cache is not None else tmp_path_factory.mktemp("aegra")
+    folder = venv_folder(request, tmp_path_factory)
     with aegra_pair(folder, postgres_server) as instances:
         yield instances
 

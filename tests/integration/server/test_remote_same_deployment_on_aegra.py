@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.aegra import PROJECT_ROOT, AegraInstance, aegra_pair
+from helpers.aegra import AegraInstance, PROJECT_ROOT, aegra_pair, venv_folder
 from helpers.postgres import PostgresServer
 from langgraph_sdk import get_sync_client
 
@@ -28,8 +28,7 @@ SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 @pytest.fixture(scope="module")
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
          postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    cache = getattr(request.config, "cache", None)
-    folder = cache.mkdir("aegra") if cache is not None else tmp_path_factory.mktemp("aegra")
+    folder = venv_folder(request, tmp_path_factory)
     config = Path(tmp_path_factory.mktemp("aegra-config")) / "aegra.json"
     graphs = {name: f"{PROJECT_ROOT / 'deep_agent' / 'server_graphs.py'}:{name}" for name in GRAPHS}
     config.write_text(json.dumps({"graphs": graphs}))
