@@ -6,6 +6,7 @@ import sqlite3
 from functools import reduce
 from typing import Any
 
+from helpers.graphs import user
 from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage
@@ -17,7 +18,6 @@ from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_thread
 from deep_agent.state import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
 from deep_agent.testing import ScriptedChatModel, tool_call
-from helpers.graphs import user
 
 IDS = st.sampled_from("abcdef")
 MESSAGE = st.builds(lambda i, text: AIMessage(text, id=i), IDS, st.text("xyz", max_size=3))
@@ -86,18 +86,28 @@ def _delegating_agent(checkpointer: Any, **kwargs: Any) -> Any:
                              **kwargs)
 
 
+def _delegate_on_one_thread(
+    conn: sqlite3.Connection, runs: int, config: dict[str, Any]
+) -> tuple[dict[str, Any], int, list[Any]]:
+    """``runs`` delegating runs on one SQLite thread.
+
+    Returns the last state, how many root checkpoints hold the whole conversation, and the root checkpoint rows.
+    """
+    agent = _delegating_agent(SqliteSaver(conn))
+    for _ in range(runs):
+        last = agent.invoke(user("please delegate"), config)
+    serde = JsonPlusSerializer()
+    rows = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_ns = ''").fetchall()
+    return last, sum("messages" in serde.loads_typed(row)["channel_values"] for row in rows), rows
+
+
 def test_a_long_thread_stores_its_conversation_as_changes_and_reads_it_back_whole(tmp_path) -> None:
     """Before: every root checkpoint held the whole conversation, so a thread's bytes grew with its square."""
     runs = 30
     path = tmp_path / "threads.sqlite"
     config = {"configurable": {"thread_id": "long"}}
     with sqlite3.connect(path, check_same_thread=False) as conn:
-        agent = _delegating_agent(SqliteSaver(conn))
-        for _ in range(runs):
-            last = agent.invoke(user("please delegate"), config)
-        serde = JsonPlusSerializer()
-        rows = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_ns = ''").fetchall()
-        holding = sum("messages" in serde.loads_typed(row)["channel_values"] for row in rows)
+        last, holding, rows = _delegate_on_one_thread(conn, runs, config)
     updates = 3 * runs  # the user's message, the task call with its answer, the final answer
     assert holding <= updates // SNAPSHOT_EVERY + 1, f"{holding} of {len(rows)} checkpoints hold the whole conversation"
     with sqlite3.connect(path, check_same_thread=False) as conn:
@@ -118,12 +128,7 @@ def test_a_long_delegating_thread_holds_one_whole_conversation_per_150_updates(t
     runs = 40
     config = {"configurable": {"thread_id": "long"}}
     with sqlite3.connect(tmp_path / "threads.sqlite", check_same_thread=False) as conn:
-        agent = _delegating_agent(SqliteSaver(conn))
-        for _ in range(runs):
-            last = agent.invoke(user("please delegate"), config)
-        serde = JsonPlusSerializer()
-        rows = conn.execute("SELECT type, checkpoint FROM checkpoints WHERE checkpoint_ns = ''").fetchall()
-        holding = sum("messages" in serde.loads_typed(row)["channel_values"] for row in rows)
+        last, holding, rows = _delegate_on_one_thread(conn, runs, config)
         # The read replays every write since that one snapshot and still gives the whole conversation.
         reread = _delegating_agent(SqliteSaver(conn)).get_state(config).values["messages"]
     assert holding == 1, f"{holding} of {len(rows)} checkpoints hold the whole conversation"
