@@ -87,6 +87,24 @@ def test_inherited_filesystem_tools_get_their_state(order, run):
     assert "/notes.txt" in out["files"]
 
 
+def test_a_long_child_answer_is_evicted_by_deepagents_filesystem_middleware(order, run):
+    # Our task reply keeps a dict update (record and usage beside the ToolMessage) although the tool
+    # node deep-copies it, because middleware like this one reads it as a dict: bench/README.md.
+    filesystem = pytest.importorskip("deepagents.middleware.filesystem")
+    long_answer = "The child's long report. " + "One finding after another, in detail. " * 60
+    model = ScriptedChatModel(rules=[("long job", [long_answer])], responses=delegate("long job"))
+    agent = create_agent(model, [], middleware=compose(
+        filesystem.FilesystemMiddleware(tool_token_limit_before_evict=100), order))
+    out = run(agent, user("go"))
+    (message,) = tool_messages(out)
+    assert message.text.startswith("Tool result too large") and len(message.text) < len(long_answer)
+    (path,) = [p for p in out["files"] if "large_tool_results" in p]
+    assert "One finding after another" in str(out["files"][path])
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["result_chars"] == len(long_answer.rstrip())
+    assert out["subagent_usage"]["tasks"] == 1
+
+
 class ProjectState(AgentState):
     project: NotRequired[str]
 
