@@ -509,9 +509,10 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
                     store: Any = None) -> list[BaseMessage]:
     """Read the transcript a task record points at.
 
-    A record whose ``transcript`` field is not ``"<kind>:<where>"`` text, or
-    whose stored item holds no message list, raises ``LookupError`` naming
-    the task and the field: a hand-edited or damaged record is bad input.
+    A record whose ``transcript`` field is not ``"<kind>:<where>"`` text,
+    whose stored item holds no message list, or whose JSONL file is gone,
+    raises ``LookupError`` naming the task and the field or file: a
+    hand-edited or damaged record is bad input.
     """
     task_id = record.get("id")
     where = record.get("transcript") or ""
@@ -522,7 +523,11 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
     if kind == "none":
         return []
     if kind == "jsonl":
-        return read_jsonl(ref)[1]
+        try:
+            return read_jsonl(ref)[1]
+        except FileNotFoundError as exc:  # moved or deleted since: the record is fine, its file is gone
+            raise LookupError(f"task {task_id!r}: its transcript file {ref!r} is missing "
+                              "(moved or deleted since the task ran)") from exc
     if kind == "store":
         item = store.get(tuple(ref.split("/")), task_id) if store is not None else None
         if item is None:

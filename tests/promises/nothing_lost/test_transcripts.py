@@ -182,6 +182,8 @@ def test_a_broken_sink_costs_that_task_its_transcript_only(run, tmp_path):
     (7, None, "field 'transcript' must be text such as 'jsonl:<path>', not int"),
     ("store:subagent_transcripts/t", {"not": "messages"}, "has no 'messages' list"),
     ("store:subagent_transcripts/t", {"messages": [{"junk": 1}]}, "holds a message that cannot be read"),
+    ("jsonl:/nonexistent/sessions/t/subagents/agent-task-1.jsonl", None,
+     "task 'task-1': its transcript file '/nonexistent/sessions/t/subagents/agent-task-1.jsonl' is missing"),
 ])
 def test_a_damaged_record_or_store_item_names_what_is_wrong(where, value, message):
     from subagents import read_transcript
