@@ -370,7 +370,11 @@ def owner_state(name: object, *, me: Owner | None = None,
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process."""
+    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process.
+
+    A process that has exited but that its parent has not reaped yet (a zombie: killed, while its
+    supervisor or launcher has not waited for it) is no process: it runs nothing any more.
+    """
     if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
         return "?" if _pid_exists(pid) else None
     try:
@@ -382,6 +386,8 @@ def process_start(pid: int) -> str | None:
         return "?" if _pid_exists(pid) else None
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
     fields = stat.rsplit(")", 1)[-1].split()
+    if fields[:1] in (["Z"], ["X"], ["x"]):  # exited, only its entry left until its parent reaps it
+        return None
     ticks = fields[19] if len(fields) > 19 else "?"
     return f"{_boot_id()}-{ticks}"
 
