@@ -219,6 +219,12 @@ class LocalTask:
     fields: dict[str, Any]
     runner: LocalTaskRunner
     job: asyncio.Task[None] | None = None
+    cancelled_transcript: str | None = None
+
+    def heard(self, event: Mapping[str, Any]) -> None:
+        """The runner's events about this task's runs: a cancelled run names its transcript only there."""
+        if event.get("type") == "subagent_task" and event.get("status") == "cancelled":
+            self.cancelled_transcript = event.get("transcript")
 
     def set(self, **fields: Any) -> None:
         self.fields.update(fields, updated_at=now())
@@ -469,10 +475,12 @@ class LocalTaskRunner:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
                 await self._run(task, call)
         except asyncio.CancelledError:
+            # The transcript the cancelled run ended with a mark, if it began (see LocalTask.heard).
+            ended = {"transcript": task.cancelled_transcript} if task.cancelled_transcript else {}
             if not self.runtime.closed and task.fields.get("status") == "cancelled":  # by cancel()
-                self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now())
+                self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now(), **ended)
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
-                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False, **ended)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
             # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
             # run_forever, which would stop the loop every other task and every parent turn uses.
@@ -484,7 +492,7 @@ class LocalTaskRunner:
             # The task's own session stands in for the child graph: it continues the conversation.
             task.session.graph = self.registry.graph(call.subagent_type, parent_model=call.parent_model,
                                                      parent_tools=call.parent_tools)
-            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session))).record
+            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))).record
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
                 await self._settle(task, status="error", error=record.get("error"), finished_at=now(),
                                    announced=False, transcript=record.get("transcript"))
