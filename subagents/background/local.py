@@ -505,9 +505,15 @@ class LocalTaskRunner:
             if not leftover:
                 await self._settle(task, status="completed", result=record.get("result") or "",
                                    finished_at=now(), announced=False, transcript=record.get("transcript"))
+                # Steering sent while the end listeners were told (the task still read running, so it was
+                # queued) has no run left to read it: it starts one, as a follow-up would a moment later.
+                late = self.runtime.inboxes.take(task.id)
+                if late and task.fields.get("status") == "completed":
+                    task.set(status="pending", result=None, error=None, finished_at=None, announced=False)
+                    self._launch(task, dataclasses.replace(call, description=_steering_text(late)))
                 return
             # Steering that arrived after the last model call: deliver it now.
-            call = dataclasses.replace(call, description="\n\n".join(STEERING_PREFIX + m for m in leftover))
+            call = dataclasses.replace(call, description=_steering_text(leftover))
 
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
         """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
@@ -567,6 +573,11 @@ def with_feedback(fields: dict[str, Any], feedback: Sequence[str]) -> dict[str, 
         return fields
     key = "result" if fields.get("status") == "completed" else "error"
     return {**fields, key: f"{fields.get(key) or ''}\n\nHook feedback: " + "\n".join(feedback)}
+
+
+def _steering_text(messages: Sequence[str]) -> str:
+    """Steering the child's last model call came too late for, as the message of a run of its own."""
+    return "\n\n".join(STEERING_PREFIX + m for m in messages)
 
 
 def _call_fields(call: TaskCall) -> dict[str, Any]:
