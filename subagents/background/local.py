@@ -183,6 +183,8 @@ CLOSED_REASON = (
     "call retry_async_task to run it again"
 )
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
+UNREAD_CHARS = 2000
+"""How much of the steering a failed run never read its error quotes."""
 
 log = logging.getLogger(__name__)
 
@@ -518,7 +520,13 @@ class LocalTaskRunner:
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
         """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
         feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
-        self._finish(task, **with_feedback(fields, feedback))
+        fields = with_feedback(fields, feedback)
+        unread = self.runtime.inboxes.take(task.id) if fields.get("status") == "error" else []
+        if unread:  # the parent was told they were queued: say they were never read
+            note = " | ".join(unread)
+            note = note if len(note) <= UNREAD_CHARS else note[:UNREAD_CHARS - 1] + "…"
+            fields["error"] = f"{fields.get('error') or ''}\n\nNot delivered (the run failed first): {note}"
+        self._finish(task, **fields)
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
