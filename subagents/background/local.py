@@ -500,8 +500,9 @@ class LocalTaskRunner:
                                    announced=False, transcript=record.get("transcript"))
                 return
             if task.session.interrupts:
+                # The transcript so far: what the person deciding reads, and what a cancel leaves.
                 task.set(status="waiting_for_approval", approval_request=pending_interrupts(task.session.interrupts),
-                         announced=False, **task.usage())
+                         announced=False, transcript=record.get("transcript"), **task.usage())
                 return
             leftover = self.runtime.inboxes.take(task.id)
             if not leftover:
