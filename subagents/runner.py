@@ -717,7 +717,8 @@ class Delegation:
             if self.meter is not None:
                 self.meter.cancel()
             self.close_transcript(None, cancelled=True)
-            self.emit("cancelled")
+            # No record follows a cancellation: the event is the only place that names the transcript.
+            self.emit("cancelled", transcript=self.transcript)
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
 

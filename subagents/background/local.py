@@ -183,6 +183,8 @@ CLOSED_REASON = (
     "call retry_async_task to run it again"
 )
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
+UNREAD_CHARS = 2000
+"""How much of the steering a failed run never read its error quotes."""
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +221,12 @@ class LocalTask:
     fields: dict[str, Any]
     runner: LocalTaskRunner
     job: asyncio.Task[None] | None = None
+    cancelled_transcript: str | None = None
+
+    def heard(self, event: Mapping[str, Any]) -> None:
+        """The runner's events about this task's runs: a cancelled run names its transcript only there."""
+        if event.get("type") == "subagent_task" and event.get("status") == "cancelled":
+            self.cancelled_transcript = event.get("transcript")
 
     def set(self, **fields: Any) -> None:
         self.fields.update(fields, updated_at=now())
@@ -469,10 +477,12 @@ class LocalTaskRunner:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
                 await self._run(task, call)
         except asyncio.CancelledError:
+            # The transcript the cancelled run ended with a mark, if it began (see LocalTask.heard).
+            ended = {"transcript": task.cancelled_transcript} if task.cancelled_transcript else {}
             if not self.runtime.closed and task.fields.get("status") == "cancelled":  # by cancel()
-                self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now())
+                self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now(), **ended)
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
-                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False, **ended)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
             # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
             # run_forever, which would stop the loop every other task and every parent turn uses.
@@ -484,27 +494,40 @@ class LocalTaskRunner:
             # The task's own session stands in for the child graph: it continues the conversation.
             task.session.graph = self.registry.graph(call.subagent_type, parent_model=call.parent_model,
                                                      parent_tools=call.parent_tools)
-            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session))).record
+            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))).record
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
                 await self._settle(task, status="error", error=record.get("error"), finished_at=now(),
                                    announced=False, transcript=record.get("transcript"))
                 return
             if task.session.interrupts:
+                # The transcript so far: what the person deciding reads, and what a cancel leaves.
                 task.set(status="waiting_for_approval", approval_request=pending_interrupts(task.session.interrupts),
-                         announced=False, **task.usage())
+                         announced=False, transcript=record.get("transcript"), **task.usage())
                 return
             leftover = self.runtime.inboxes.take(task.id)
             if not leftover:
                 await self._settle(task, status="completed", result=record.get("result") or "",
                                    finished_at=now(), announced=False, transcript=record.get("transcript"))
+                # Steering sent while the end listeners were told (the task still read running, so it was
+                # queued) has no run left to read it: it starts one, as a follow-up would a moment later.
+                late = self.runtime.inboxes.take(task.id)
+                if late and task.fields.get("status") == "completed":
+                    task.set(status="pending", result=None, error=None, finished_at=None, announced=False)
+                    self._launch(task, dataclasses.replace(call, description=_steering_text(late)))
                 return
             # Steering that arrived after the last model call: deliver it now.
-            call = dataclasses.replace(call, description="\n\n".join(STEERING_PREFIX + m for m in leftover))
+            call = dataclasses.replace(call, description=_steering_text(leftover))
 
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
         """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
         feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
-        self._finish(task, **with_feedback(fields, feedback))
+        fields = with_feedback(fields, feedback)
+        unread = self.runtime.inboxes.take(task.id) if fields.get("status") == "error" else []
+        if unread:  # the parent was told they were queued: say they were never read
+            note = " | ".join(unread)
+            note = note if len(note) <= UNREAD_CHARS else note[:UNREAD_CHARS - 1] + "…"
+            fields["error"] = f"{fields.get('error') or ''}\n\nNot delivered (the run failed first): {note}"
+        self._finish(task, **fields)
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
@@ -559,6 +582,11 @@ def with_feedback(fields: dict[str, Any], feedback: Sequence[str]) -> dict[str, 
         return fields
     key = "result" if fields.get("status") == "completed" else "error"
     return {**fields, key: f"{fields.get(key) or ''}\n\nHook feedback: " + "\n".join(feedback)}
+
+
+def _steering_text(messages: Sequence[str]) -> str:
+    """Steering the child's last model call came too late for, as the message of a run of its own."""
+    return "\n\n".join(STEERING_PREFIX + m for m in messages)
 
 
 def _call_fields(call: TaskCall) -> dict[str, Any]:

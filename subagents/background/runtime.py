@@ -370,7 +370,11 @@ def owner_state(name: object, *, me: Owner | None = None,
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process."""
+    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process.
+
+    A process that has exited but that its parent has not reaped yet (a zombie: killed, while its
+    supervisor or launcher has not waited for it) is no process: it runs nothing any more.
+    """
     if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
         return "?" if _pid_exists(pid) else None
     try:
@@ -382,6 +386,8 @@ def process_start(pid: int) -> str | None:
         return "?" if _pid_exists(pid) else None
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
     fields = stat.rsplit(")", 1)[-1].split()
+    if fields[:1] in (["Z"], ["X"], ["x"]):  # exited, only its entry left until its parent reaps it
+        return None
     ticks = fields[19] if len(fields) > 19 else "?"
     return f"{_boot_id()}-{ticks}"
 
@@ -832,6 +838,29 @@ def may_swap_model(middleware: Any) -> bool:
     return any(getattr(kind, hook, None) is not getattr(AgentMiddleware, hook) for hook in hooks)
 
 
+_WRAPS = (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call"))
+
+
+def refuse_sync_only_wraps(middleware: Any) -> None:
+    """Raise ``TypeError`` naming a middleware whose model- or tool-call wrap has no async version.
+
+    A background child always runs with ``ainvoke`` on the runtime's loop, an
+    ``invoke`` parent's too, and LangChain's async path has no fallback to a
+    sync-only wrap: the child failed at its first model (or tool) call with
+    an error about an async context its author never chose, while the same
+    child ran as a ``task`` of that parent.
+    """
+    kind = type(middleware)
+    for sync, async_ in _WRAPS:
+        if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
+                and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
+            name = getattr(middleware, "name", kind.__name__)
+            raise TypeError(
+                f"middleware {name!r} ({kind.__module__}.{kind.__qualname__}) defines {sync} but not "
+                f"{async_}: a background child runs async, on the background loop, even under a parent's "
+                f"invoke; give it an async {async_} too (or run this subagent with task)")
+
+
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's finished middleware: ours only where they have work.
 
@@ -848,7 +877,8 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
       Its node would be a step of the child's graph on every run, reading an
       inbox that is empty by then.
 
-    What is left is joined by :func:`fused_model_calls`.
+    What is left is joined by :func:`fused_model_calls`. A middleware whose
+    call wrap is sync only is refused (:func:`refuse_sync_only_wraps`).
 
     Example::
 
@@ -857,6 +887,8 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
         background_child_middleware([inbox, own, OneLevelToolGuard()])              # inbox kept
         background_child_middleware([ModelFallbackMiddleware(m), inbox, own])       # own kept
     """
+    for mw in middleware:
+        refuse_sync_only_wraps(mw)
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
     if not others:
         return []
