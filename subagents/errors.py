@@ -319,7 +319,10 @@ class RemoteStartError(SubagentsError, RuntimeError):
 
 
 class UntrustedDataError(SubagentsError, ValueError):
-    """Stored state names something to import and call, which a data-only reader refuses (``subagents.data_only``)."""
+    """Stored state names something to import and call, which a data-only reader refuses.
+
+    Raised by :class:`subagents.saved_checkpoints.DataOnlySerializer`.
+    """
 
 
 class TaskStateError(SubagentsError, ValueError):

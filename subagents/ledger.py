@@ -15,7 +15,7 @@ checkpoint; both still load, and the first snapshot after an upgrade is
 plain.
 
 Reading a raw checkpoint needs the saver's history, as the graph does:
-:func:`subagents.checkpoint_values.saved_value` (``graph.get_state`` needs
+:func:`subagents.saved_checkpoints.saved_value` (``graph.get_state`` needs
 nothing)::
 
     class MyState(AgentState):
@@ -38,7 +38,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels import DeltaChannel, LastValue
 from langgraph.types import Overwrite
 
-from subagents.data_only import DataOnlySerializer
+from subagents.saved_checkpoints import DataOnlySerializer
 
 Ledger = dict[str, dict[str, Any]]
 

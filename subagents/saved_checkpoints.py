@@ -1,6 +1,9 @@
-"""Checkpoints read as data: a serializer that never imports or calls what the stored bytes name.
+"""Saved checkpoints read as data: no stored name imported or called, every channel's value rebuilt.
 
-LangGraph's default checkpoint serializer rebuilds objects by importing the
+A tool that reads a thread straight from a checkpointer (the CLI's
+``tasks``, a test, an operator's script) meets two problems, both solved here.
+
+Safety. LangGraph's default checkpoint serializer rebuilds objects by importing the
 module and calling the name the data gives (``("os", "system", "...")``
 runs a command). That is right for a database only the application
 writes; it is code execution for a file that came with a cloned folder
@@ -11,9 +14,15 @@ CLI write, refuses pickled data, and refuses any other constructor with an
 :class:`UntrustedDataError` naming the file and the type, before anything
 is imported or called.
 
+Completeness. A channel stored as deltas is absent from most checkpoints;
+:func:`saved_value` rebuilds its value as the graph would (see the last
+section).
+
 Example::
 
     saver = SqliteSaver(conn, serde=DataOnlySerializer(".deep_agent/state.sqlite"))
+    saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+    ledger = saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records))
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import contextvars
 from collections.abc import Iterable
 from typing import Any
 
+from langgraph.channels import DeltaChannel, LastValue
+from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -73,3 +84,40 @@ class DataOnlySerializer(JsonPlusSerializer):
                 "refused: nothing was run (this state was not written by this program; delete it, or read it "
                 "with code you trust)")
         return value
+
+
+# ----------------------------------------------------------------------------
+# A channel's value as a saved checkpoint holds it, read without building the graph.
+#
+# A reducer channel stored as deltas (LangGraph's ``DeltaChannel``, which the
+# ledgers and ``create_deep_agent``'s ``messages`` use) is absent from most
+# checkpoints: its value is the nearest snapshot plus the writes since, which
+# the saver's ``get_delta_channel_history`` returns. A tool that reads a
+# thread straight from a checkpointer (the CLI's ``tasks``, a test, an
+# operator's script) rebuilds it here as the graph would.
+# ----------------------------------------------------------------------------
+
+_MISSING = LastValue(object).value  # LangGraph's "no value" sentinel, which it does not export
+
+
+def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any, Any]) -> Any:
+    """The value of channel ``key`` at ``saved`` (a ``CheckpointTuple`` of ``saver``), or ``None`` if never written.
+
+    ``channel`` is the key's channel as the graph declares it (it decodes what
+    the checkpoint stored and replays the writes since)::
+
+        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+        ledger = saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records))
+    """
+    if saved is None:
+        return None
+    stored = saved.checkpoint["channel_values"].get(key, _MISSING)
+    if stored is not _MISSING:
+        restored = channel.from_checkpoint(stored)
+        return restored.get() if restored.is_available() else None
+    if not isinstance(channel, DeltaChannel) or key not in saved.checkpoint.get("channel_versions", {}):
+        return None
+    history = saver.get_delta_channel_history(config=saved.config, channels=[key])[key]
+    replayed = channel.from_checkpoint(history.get("seed", _MISSING))
+    replayed.replay_writes(history["writes"])
+    return replayed.get() if replayed.is_available() else None
