@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from subagents.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from middleware.background import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
+    from middleware.background import AsyncSubAgentState as AsyncSubAgentState
     from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
     from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
     from middleware.child_answer import ReturnChildAnswer as ReturnChildAnswer
-    from middleware.compat import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
-    from middleware.compat import AsyncSubAgentState as AsyncSubAgentState
     from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
     from middleware.forced_tool_use import ForceToolUse as ForceToolUse
     from middleware.limits import DelegationLimit as DelegationLimit
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "ASYNC_LEDGER_KEY": "middleware.task_tool",
-    "AsyncSubAgentMiddleware": "middleware.compat",
-    "AsyncSubAgentState": "middleware.compat",
+    "AsyncSubAgentMiddleware": "middleware.background",
+    "AsyncSubAgentState": "middleware.background",
     "AsyncTaskLedgerState": "middleware.background",
     "BackgroundSubagentMiddleware": "middleware.background",
     "DEFAULT_MAX_DELEGATIONS": "subagents.settings",
