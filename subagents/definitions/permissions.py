@@ -1,4 +1,10 @@
-"""Permission modes: which of a child's tool calls wait for human approval.
+"""The parent's policy over every child: which tool calls wait for approval, which data rules hold.
+
+A child inherits two kinds of rule from its parent, and may tighten them but
+not loosen them: the approval policy (the permission modes below) and the
+data policy (the parent's ``PIIMiddleware``, see the last section).
+
+Permission modes say which of a child's tool calls wait for human approval.
 
 A mode becomes an ``interrupt_on`` mapping for LangChain's
 ``HumanInTheLoopMiddleware`` on the child, built from the child's own
@@ -39,6 +45,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
+
+from langchain.agents.middleware import PIIMiddleware
 
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
@@ -88,3 +96,28 @@ def approval_rules(
         rules = {}
     rules.update(interrupt_on or {})
     return {name: rule for name, rule in rules.items() if rule}
+
+
+# ----------------------------------------------------------------------------
+# The parent's data policy, applied to every child.
+#
+# A parent's ``PIIMiddleware`` is a rule about what data reaches a model, so
+# it holds for the children too: each child, whether it inherits the parent's
+# model or has its own, gets the parent's PII middleware (its model input,
+# output and tool results, as configured), unless the child's own middleware
+# already has one of the same name (the child's own wins). deepagents'
+# children do not get it.
+#
+# Example::
+#
+#     agent = create_deep_agent(model, subagents=[...],
+#                               middleware=[PIIMiddleware("email", apply_to_tool_results=True)])
+# ----------------------------------------------------------------------------
+
+POLICY_MIDDLEWARE: tuple[type, ...] = (PIIMiddleware,)
+"""LangChain middleware that is the parent's data policy: every child gets it."""
+
+
+def is_policy(middleware: Any) -> bool:
+    """Whether a parent's middleware applies to every child, whatever its model."""
+    return isinstance(middleware, POLICY_MIDDLEWARE)
