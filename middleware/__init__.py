@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from middleware.background import AsyncSubAgentState as AsyncSubAgentState
     from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
     from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
-    from middleware.child_answer import ReturnChildAnswer as ReturnChildAnswer
     from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
     from middleware.forced_tool_use import ForceToolUse as ForceToolUse
     from middleware.limits import DelegationLimit as DelegationLimit
     from middleware.limits import ForceDelegation as ForceDelegation
     from middleware.limits import ForceSetting as ForceSetting
+    from middleware.limits import ReturnChildAnswer as ReturnChildAnswer
     from middleware.subagents import SubAgentMiddleware as SubAgentMiddleware
     from middleware.task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
     from middleware.task_tool import LEDGER_KEY as LEDGER_KEY
@@ -52,7 +52,7 @@ _WHERE = {
     "ForceSetting": "middleware.limits",
     "ForceToolUse": "middleware.forced_tool_use",
     "LEDGER_KEY": "middleware.task_tool",
-    "ReturnChildAnswer": "middleware.child_answer",
+    "ReturnChildAnswer": "middleware.limits",
     "SubAgentMiddleware": "middleware.subagents",
     "SubagentLedgerState": "middleware.task_tool",
     "TASK_TOOL_NAME": "middleware.task_tool",
