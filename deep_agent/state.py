@@ -33,7 +33,7 @@ from langchain_core.messages import (
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from subagents.saved_checkpoints import saved_value
+from subagents.ledger import saved_value
 
 SNAPSHOT_EVERY = 150
 """Updates of ``messages`` between full snapshots: what one read replays at most."""

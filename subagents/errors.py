@@ -356,7 +356,7 @@ class RemoteStartError(SubagentsError, RuntimeError):
 class UntrustedDataError(SubagentsError, ValueError):
     """Stored state names something to import and call, which a data-only reader refuses.
 
-    Raised by :class:`subagents.saved_checkpoints.DataOnlySerializer`.
+    Raised by :class:`subagents.ledger.DataOnlySerializer`.
     """
 
 

@@ -26,9 +26,8 @@ from deep_agent.state import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
 from subagents.errors import SubagentsError
-from subagents.ledger import LedgerChannel
+from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
 from subagents.outcome import merge_records
-from subagents.saved_checkpoints import DataOnlySerializer, saved_value
 
 # ----------------------------------------------------------------------------
 # The CLI's Postgres state store: ``--db postgresql://...``.
