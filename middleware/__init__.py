@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
     from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
     from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
-    from middleware.forced_tool_use import ForceToolUse as ForceToolUse
     from middleware.limits import DelegationLimit as DelegationLimit
     from middleware.limits import ForceDelegation as ForceDelegation
     from middleware.limits import ForceSetting as ForceSetting
+    from middleware.limits import ForceToolUse as ForceToolUse
     from middleware.limits import ReturnChildAnswer as ReturnChildAnswer
     from middleware.subagents import SubAgentMiddleware as SubAgentMiddleware
     from middleware.task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
@@ -50,7 +50,7 @@ _WHERE = {
     "DynamicSubagentState": "middleware.dynamic",
     "ForceDelegation": "middleware.limits",
     "ForceSetting": "middleware.limits",
-    "ForceToolUse": "middleware.forced_tool_use",
+    "ForceToolUse": "middleware.limits",
     "LEDGER_KEY": "middleware.task_tool",
     "ReturnChildAnswer": "middleware.limits",
     "SubAgentMiddleware": "middleware.subagents",
