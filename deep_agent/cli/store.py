@@ -22,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.state import saved_messages
+from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
 from subagents.errors import SubagentsError
