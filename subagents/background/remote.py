@@ -38,8 +38,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
+from subagents.definitions.permissions import pending_interrupts, resume_for
 from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
