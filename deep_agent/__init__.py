@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from subagents.exports import lazy_exports
 
 if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
+    from deep_agent.factory import DeepAgentState as DeepAgentState
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
-    from deep_agent.state import DeepAgentState as DeepAgentState
     from middleware import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
 _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
-    "DeepAgentState": "deep_agent.state",
+    "DeepAgentState": "deep_agent.factory",
     "SubAgentMiddleware": "middleware",
     "AsyncSubAgentMiddleware": "middleware",
     "AsyncSubAgentState": "middleware",

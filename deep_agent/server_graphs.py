@@ -1,7 +1,8 @@
-"""Graphs the project's ``langgraph.json`` serves: offline subagents for a LangGraph Server.
+"""Graphs the project's ``langgraph.json`` serves: the example deep agent for Studio, and offline subagents.
 
-They run on :class:`~deep_agent.testing.ScriptedChatModel`, so ``langgraph
-dev`` serves them with no network and no API key; the remote background
+``graph`` is the example deep agent LangGraph Studio shows (see the last
+section). The subagents run on :class:`~deep_agent.testing.ScriptedChatModel`,
+so ``langgraph dev`` serves them with no network and no API key; the remote background
 tests run against them, and they show what a remote subagent looks like.
 Each is a subagent built by :func:`subagents.build_subagent` -- the same
 builder, limits and one-level guard as a local one -- and answers from the
@@ -37,6 +38,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
+from deep_agent.demo import build_demo_agent, demo_model
+from deep_agent.model_choice import NoModelConfigured, choose_model
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import SubagentSpec, build_subagent
@@ -129,3 +132,22 @@ scripted_delegator = create_agent(
           "graph_id": "scripted_worker"}],
         general_purpose=False)],
 )
+
+
+# ----------------------------------------------------------------------------
+# The example deep agent that ``langgraph.json`` exposes to LangGraph Studio.
+#
+# ``langgraph dev`` serves it with its own checkpointer. It runs on
+# ``OPENAI_API_KEY`` (and ``OPENAI_BASE_URL``/``OPENAI_MODEL``) when set, and
+# otherwise on the scripted demo model, so it works offline.
+# ----------------------------------------------------------------------------
+
+def studio_model() -> Any:
+    """The model the Studio graph runs on: :func:`deep_agent.model_choice.choose_model`'s, else the demo's."""
+    try:
+        return choose_model(None)
+    except NoModelConfigured:
+        return demo_model()
+
+
+graph = build_demo_agent(studio_model())

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 from subagents.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from middleware.background import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
+    from middleware.background import AsyncSubAgentState as AsyncSubAgentState
     from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
     from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
-    from middleware.child_answer import ReturnChildAnswer as ReturnChildAnswer
-    from middleware.compat import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
-    from middleware.compat import AsyncSubAgentState as AsyncSubAgentState
     from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
-    from middleware.forced_tool_use import ForceToolUse as ForceToolUse
     from middleware.limits import DelegationLimit as DelegationLimit
     from middleware.limits import ForceDelegation as ForceDelegation
     from middleware.limits import ForceSetting as ForceSetting
+    from middleware.limits import ForceToolUse as ForceToolUse
+    from middleware.limits import ReturnChildAnswer as ReturnChildAnswer
     from middleware.subagents import SubAgentMiddleware as SubAgentMiddleware
     from middleware.task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
     from middleware.task_tool import LEDGER_KEY as LEDGER_KEY
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "ASYNC_LEDGER_KEY": "middleware.task_tool",
-    "AsyncSubAgentMiddleware": "middleware.compat",
-    "AsyncSubAgentState": "middleware.compat",
+    "AsyncSubAgentMiddleware": "middleware.background",
+    "AsyncSubAgentState": "middleware.background",
     "AsyncTaskLedgerState": "middleware.background",
     "BackgroundSubagentMiddleware": "middleware.background",
     "DEFAULT_MAX_DELEGATIONS": "subagents.settings",
@@ -50,9 +50,9 @@ _WHERE = {
     "DynamicSubagentState": "middleware.dynamic",
     "ForceDelegation": "middleware.limits",
     "ForceSetting": "middleware.limits",
-    "ForceToolUse": "middleware.forced_tool_use",
+    "ForceToolUse": "middleware.limits",
     "LEDGER_KEY": "middleware.task_tool",
-    "ReturnChildAnswer": "middleware.child_answer",
+    "ReturnChildAnswer": "middleware.limits",
     "SubAgentMiddleware": "middleware.subagents",
     "SubagentLedgerState": "middleware.task_tool",
     "TASK_TOOL_NAME": "middleware.task_tool",

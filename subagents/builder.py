@@ -72,11 +72,11 @@ from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check
 from subagents.definitions.permissions import (
     PermissionMode,
     approval_rules,
+    is_policy,
     normalize_permission_mode,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
-from subagents.policy import is_policy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
 

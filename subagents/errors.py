@@ -7,7 +7,9 @@ figures as fields (:attr:`TaskTimeout.timeout_s`, :attr:`MaxTurnsReached.max_tur
 :attr:`BudgetExceeded.limit`...), so code reads them, never the message.
 
 Every message names where the problem is (the agent, the file, the server),
-the field, and what was expected, so a user can fix it without a stack trace.
+the field, and what was expected, so a user can fix it without a stack trace;
+and it shows no more than it should: user data bounded by :func:`brief`,
+a url's credentials hidden by :func:`redact_url`.
 
 Example::
 
@@ -21,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import re
 import reprlib
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +47,38 @@ def brief(value: Any, limit: int = 100) -> str:
     except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the message
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------
+# Url credentials out of every text a model, a record or a log can see.
+#
+# A remote spec's url may carry a password (``http://svc:PASSWORD@host``); the
+# errors that name the server, and the HTTP client's own exception texts,
+# would otherwise put it into the message the model reads, and from there into
+# checkpointed history, ledger records and transcripts. Every place a url
+# reaches text goes through :func:`redact_url`.
+#
+# Example::
+#
+#     redact_url("could not reach http://svc:hunter2@10.0.0.5:2024/runs")
+#     # 'could not reach http://svc:***@10.0.0.5:2024/runs'
+#     redact_url("https://ghp_token@example.com")
+#     # 'https://***@example.com'
+# ----------------------------------------------------------------------------
+
+# Greedy up to the last "@" of the authority: a password may itself hold "@".
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#\s]*)@")
+
+
+def _hide(match: re.Match[str]) -> str:
+    user, colon, _secret = match.group(2).partition(":")
+    # A user name alone is often a token, so it goes too; with a password the user name stays as a clue.
+    return f"{match.group(1)}{user}:***@" if colon else f"{match.group(1)}***@"
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the user information of every url in it replaced by ``***``."""
+    return _USERINFO.sub(_hide, text)
 
 
 class SubagentsError(Exception):
@@ -319,7 +354,10 @@ class RemoteStartError(SubagentsError, RuntimeError):
 
 
 class UntrustedDataError(SubagentsError, ValueError):
-    """Stored state names something to import and call, which a data-only reader refuses (``subagents.data_only``)."""
+    """Stored state names something to import and call, which a data-only reader refuses.
+
+    Raised by :class:`subagents.ledger.DataOnlySerializer`.
+    """
 
 
 class TaskStateError(SubagentsError, ValueError):

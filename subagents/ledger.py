@@ -1,4 +1,10 @@
-"""A ledger's LangGraph channel: state shows a plain dict, checkpoints store only what changed.
+"""Ledgers in checkpoints: stored as what changed, read back as data.
+
+A ledger's LangGraph channel shows the state a plain dict while checkpoints
+store only what changed; what reads a saved checkpoint straight from a
+checkpointer (the CLI's ``tasks``, a test, an operator's script) reads it
+as data, never as code (:class:`DataOnlySerializer`), and rebuilds every
+channel's value as the graph would (:func:`saved_value`).
 
 A ledger (task id -> record) only grows, and a plain reducer channel puts it
 whole in every checkpoint: on ``SqliteSaver`` each checkpoint is one blob of
@@ -15,8 +21,7 @@ checkpoint; both still load, and the first snapshot after an upgrade is
 plain.
 
 Reading a raw checkpoint needs the saver's history, as the graph does:
-:func:`subagents.checkpoint_values.saved_value` (``graph.get_state`` needs
-nothing)::
+:func:`saved_value` (``graph.get_state`` needs nothing)::
 
     class MyState(AgentState):
         runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
@@ -27,18 +32,89 @@ nothing)::
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels import DeltaChannel, LastValue
+from langgraph.channels.base import BaseChannel
+from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Overwrite
 
-from subagents.data_only import DataOnlySerializer
+from subagents.errors import UntrustedDataError
+
+# ----------------------------------------------------------------------------
+# Checkpoints read as data: a serializer that never imports or calls what the stored bytes name.
+#
+# LangGraph's default checkpoint serializer rebuilds objects by importing the
+# module and calling the name the data gives (``("os", "system", "...")``
+# runs a command). That is right for a database only the application
+# writes; it is code execution for a file that came with a cloned folder
+# (the CLI's ``.deep_agent/state.sqlite``). :class:`DataOnlySerializer`
+# constructs only LangGraph's own list of safe types (messages, LangGraph's
+# types, dates, UUIDs, paths...), which is everything this library and its
+# CLI write, refuses pickled data, and refuses any other constructor with an
+# :class:`~subagents.errors.UntrustedDataError` naming the file and the type, before anything
+# is imported or called. A ledger's sealed chunks are decoded with it too.
+#
+# Example::
+#
+#     saver = SqliteSaver(conn, serde=DataOnlySerializer(".deep_agent/state.sqlite"))
+# ----------------------------------------------------------------------------
+
+_BLOCKED_KINDS = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
+_refused: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("data_only_refused", default=None)
+
+
+def _on_event(event: SerdeEvent) -> None:
+    refused = _refused.get()
+    if refused is not None and event.get("kind") in _BLOCKED_KINDS:
+        name = ".".join(p for p in (event.get("module"), event.get("name"), event.get("method")) if p)
+        refused.append(name)
+
+
+register_serde_event_listener(_on_event)
+
+
+class DataOnlySerializer(JsonPlusSerializer):
+    """LangGraph's checkpoint serializer, restricted to its safe types; anything else is refused.
+
+    Args:
+        source: what the data is read from, named in every refusal (a path, a url).
+        allowed: more ``(module, name)`` types to construct, for state that holds them.
+    """
+
+    def __init__(self, source: str, allowed: Iterable[tuple[str, str]] = ()) -> None:
+        extra = tuple(allowed)
+        super().__init__(pickle_fallback=False, allowed_json_modules=None,
+                         allowed_msgpack_modules=extra or None)
+        self.source = source
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind = data[0]
+        if kind in ("pickle", "json"):
+            # Neither is written here: pickle is code by design, and the legacy JSON form revives by import.
+            raise UntrustedDataError(f"{self.source}: holds {kind} data, which a data-only reader does not load; "
+                                     "refused (this state was not written by this program)")
+        refused: list[str] = []
+        token = _refused.set(refused)
+        try:
+            value = super().loads_typed(data)
+        finally:
+            _refused.reset(token)
+        if refused:
+            raise UntrustedDataError(
+                f"{self.source}: holds an object of type {refused[0]}, which reading it would import and call; "
+                "refused: nothing was run (this state was not written by this program; delete it, or read it "
+                "with code you trust)")
+        return value
+
 
 Ledger = dict[str, dict[str, Any]]
 
@@ -339,3 +415,37 @@ def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str], i
             if any(call.get("name") in tool_names for call in message.tool_calls):
                 return True
     return False
+
+
+# ----------------------------------------------------------------------------
+# A channel's value as a saved checkpoint holds it, read without building the graph.
+#
+# A reducer channel stored as deltas (LangGraph's ``DeltaChannel``, which the
+# ledgers and ``create_deep_agent``'s ``messages`` use) is absent from most
+# checkpoints: its value is the nearest snapshot plus the writes since, which
+# the saver's ``get_delta_channel_history`` returns. A tool that reads a
+# thread straight from a checkpointer (the CLI's ``tasks``, a test, an
+# operator's script) rebuilds it here as the graph would.
+# ----------------------------------------------------------------------------
+
+def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any, Any]) -> Any:
+    """The value of channel ``key`` at ``saved`` (a ``CheckpointTuple`` of ``saver``), or ``None`` if never written.
+
+    ``channel`` is the key's channel as the graph declares it (it decodes what
+    the checkpoint stored and replays the writes since)::
+
+        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+        ledger = saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records))
+    """
+    if saved is None:
+        return None
+    stored = saved.checkpoint["channel_values"].get(key, MISSING)
+    if stored is not MISSING:
+        restored = channel.from_checkpoint(stored)
+        return restored.get() if restored.is_available() else None
+    if not isinstance(channel, DeltaChannel) or key not in saved.checkpoint.get("channel_versions", {}):
+        return None
+    history = saver.get_delta_channel_history(config=saved.config, channels=[key])[key]
+    replayed = channel.from_checkpoint(history.get("seed", MISSING))
+    replayed.replay_writes(history["writes"])
+    return replayed.get() if replayed.is_available() else None

@@ -44,7 +44,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
-from subagents.checkpoint_values import saved_value
+from subagents.ledger import saved_value
 
 # ----------------------------------------------------------------------------
 # File paths built from ids (threads, tasks, agent names) that stay inside their folder.

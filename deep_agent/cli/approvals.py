@@ -251,7 +251,7 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
     resume = next(iter(answers.values())) if len(answers) == 1 else answers
     runner = task.runner
     record = {**task.fields, "id": task.id}
-    # A JSON object message is the resume value as it is (subagents.background.approval.resume_for).
+    # A JSON object message is the resume value as it is (subagents.definitions.permissions.resume_for).
     await runner.runtime.arun(runner.steer(record, json.dumps(resume), task.call))
 
 

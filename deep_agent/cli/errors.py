@@ -16,8 +16,7 @@ Example::
 from __future__ import annotations
 
 from deep_agent.cli.terminal import printable
-from subagents.errors import SubagentsError
-from subagents.redaction import redact_url
+from subagents.errors import SubagentsError, redact_url
 
 MAX_MESSAGE_CHARS = 2000
 

@@ -22,13 +22,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.state import saved_messages
+from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
-from subagents.checkpoint_values import saved_value
-from subagents.data_only import DataOnlySerializer
 from subagents.errors import SubagentsError
-from subagents.ledger import LedgerChannel
+from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
 from subagents.outcome import merge_records
 
 # ----------------------------------------------------------------------------

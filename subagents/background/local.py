@@ -44,7 +44,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from subagents.background.approval import pending_interrupts, resume_for
 from subagents.background.ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
 from subagents.background.runtime import (
     INBOX_METADATA_KEY,
@@ -60,6 +59,7 @@ from subagents.background.runtime import (
     owner_state,
     steering_message,
 )
+from subagents.definitions.permissions import pending_interrupts, resume_for
 from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall

@@ -63,7 +63,7 @@ from langchain.agents.middleware import (
 )
 from langchain_core.messages import HumanMessage
 
-from subagents.background.serving_loop import note_caller_loop
+from subagents.background.remote import note_caller_loop
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
 
 # ----------------------------------------------------------------------------

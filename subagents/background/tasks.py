@@ -34,7 +34,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from subagents.background.approval import decided_message, is_approval
 from subagents.background.ledger import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -50,6 +49,7 @@ from subagents.background.local import EndListener, LocalTaskRunner, tell_end, w
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
+from subagents.definitions.permissions import decided_message, is_approval
 from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry

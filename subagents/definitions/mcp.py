@@ -47,9 +47,8 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
-from subagents.errors import McpServerError, brief
+from subagents.errors import McpServerError, brief, redact_url
 from subagents.metering import TaskMeter
-from subagents.redaction import redact_url
 
 # ----------------------------------------------------------------------------
 # The ``mcp_config`` field: the MCP servers a subagent may use.

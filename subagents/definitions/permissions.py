@@ -1,4 +1,12 @@
-"""Permission modes: which of a child's tool calls wait for human approval.
+"""The parent's policy over every child: which tool calls wait for approval, how an answer resumes them.
+
+A child inherits two kinds of rule from its parent, and may tighten them but
+not loosen them: the approval policy (the permission modes below) and the
+data policy (the parent's ``PIIMiddleware``, see its section). A background
+child that waits for approval is answered by one parent message, which the
+last section turns into the resume value.
+
+Permission modes say which of a child's tool calls wait for human approval.
 
 A mode becomes an ``interrupt_on`` mapping for LangChain's
 ``HumanInTheLoopMiddleware`` on the child, built from the child's own
@@ -37,8 +45,11 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
+
+from langchain.agents.middleware import PIIMiddleware
 
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
@@ -88,3 +99,171 @@ def approval_rules(
         rules = {}
     rules.update(interrupt_on or {})
     return {name: rule for name, rule in rules.items() if rule}
+
+
+# ----------------------------------------------------------------------------
+# The parent's data policy, applied to every child.
+#
+# A parent's ``PIIMiddleware`` is a rule about what data reaches a model, so
+# it holds for the children too: each child, whether it inherits the parent's
+# model or has its own, gets the parent's PII middleware (its model input,
+# output and tool results, as configured), unless the child's own middleware
+# already has one of the same name (the child's own wins). deepagents'
+# children do not get it.
+#
+# Example::
+#
+#     agent = create_deep_agent(model, subagents=[...],
+#                               middleware=[PIIMiddleware("email", apply_to_tool_results=True)])
+# ----------------------------------------------------------------------------
+
+POLICY_MIDDLEWARE: tuple[type, ...] = (PIIMiddleware,)
+"""LangChain middleware that is the parent's data policy: every child gets it."""
+
+
+def is_policy(middleware: Any) -> bool:
+    """Whether a parent's middleware applies to every child, whatever its model."""
+    return isinstance(middleware, POLICY_MIDDLEWARE)
+
+
+# ----------------------------------------------------------------------------
+# Answering a background child that waits for approval, from one parent message.
+#
+# A child paused by an interrupt (``HumanInTheLoopMiddleware``, or any
+# ``interrupt()``) is ``waiting_for_approval``. The parent answers it with
+# ``update_async_task(task_id, message)``; this module turns that message into
+# the resume value:
+#
+# * a JSON object or array is used as it is, for graphs with their own
+#   interrupt shapes;
+# * a structured ``decision`` (the tool's argument, see
+#   :func:`decided_message`) says it without words;
+# * a message that is *exactly* an approval word (``approve``, ``approved``,
+#   ``yes``, ``ok``, ``okay``, ``go ahead``, ``lgtm``; any case, surrounding
+#   spaces and a final ``.`` or ``!`` ignored) approves every action the child
+#   asked about;
+# * anything else rejects them, and the message is the reason the child sees,
+#   so "no, publish to staging instead" steers it. A message that merely
+#   starts with an approval word ("OK, but do NOT publish", "yes... actually
+#   no", "go ahead and reject it") is a rejection: an approval runs a tool,
+#   so only an unambiguous one counts.
+#
+# Example::
+#
+#     pending = pending_interrupts([Interrupt(value={"action_requests": [...]}, id="i1")])
+#     resume_for("approve", pending)    # {"decisions": [{"type": "approve"}]}
+# ----------------------------------------------------------------------------
+
+APPROVAL_WORDS: frozenset[str] = frozenset(
+    {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
+)
+"""The whole messages that approve (after trimming spaces, case and one final ``.``/``!``)."""
+
+
+def is_approval(message: str) -> bool:
+    """Whether ``message`` is, in full, one of :data:`APPROVAL_WORDS`."""
+    text = " ".join(message.split()).lower()
+    if text[-1:] in {".", "!"}:
+        text = text[:-1].rstrip()
+    return text in APPROVAL_WORDS
+
+
+def decided_message(message: str, decision: str | None) -> str:
+    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously.
+
+    ``approve`` becomes the approval word; ``reject`` keeps the message as
+    the reason (``"rejected"`` when there is none), never read as approval.
+    """
+    if decision is None:
+        return message
+    if decision == "approve":
+        return "approve"
+    if decision != "reject":
+        raise ValueError(f"decision must be 'approve' or 'reject' (got {decision!r})")
+    reason = message.strip()
+    return reason if reason and not is_approval(reason) else f"rejected{': ' + reason if reason else ''}"
+
+
+def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
+    """JSON-ready ``{"id", "value"}`` pairs from ``Interrupt`` objects or server dicts."""
+    pending = []
+    for item in interrupts:
+        if isinstance(item, Mapping):
+            found = {"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")}
+        else:
+            found = {"id": getattr(item, "id", None), "value": getattr(item, "value", None)}
+        pending.append({"id": json_ready(found["id"]), "value": json_ready(found["value"])})
+    return pending
+
+
+_JSON_KEYS = (str, int, float, bool, type(None))
+_MAX_DEPTH = 32
+
+
+def json_ready(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain JSON data: what the ledger, every checkpointer and every notice can hold.
+
+    An interrupt's value is whatever the child's graph chose (``interrupt({(1, 2): ...})``,
+    bytes, an object); the record keeps it as text where JSON cannot hold it (a key that
+    is not a string or number, an object, a nesting deeper than 32), never raising.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return str(value)  # msgpack (every LangGraph checkpointer's) holds 64 bits
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if depth >= _MAX_DEPTH:
+        return _text(value)
+    try:
+        if isinstance(value, Mapping):
+            return {(k if isinstance(k, _JSON_KEYS) and json_ready(k) is k else _text(k)): json_ready(v, depth + 1)
+                    for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [json_ready(v, depth + 1) for v in value]
+    except Exception:  # noqa: BLE001 - a mapping that cannot be read through: kept as its text
+        pass
+    return _text(value)
+
+
+def _text(value: Any) -> str:
+    try:
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__: its type still says what it was
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 2000 else text[:1999] + "…"
+
+
+def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
+    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``.
+
+    One interrupt is answered with its value directly; several are answered
+    by id, each with the same decision.
+    """
+    explicit = _json_value(message)
+    if explicit is not None:
+        return explicit
+    answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
+    if len(answers) == 1:
+        return next(iter(answers.values()))
+    return answers
+
+
+def _json_value(message: str) -> Any:
+    text = message.strip()
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _decision(message: str, value: Any) -> Any:
+    one: dict[str, Any] = (
+        {"type": "approve"} if is_approval(message) else {"type": "reject", "message": message}
+    )
+    # `per_call` mode asks about one tool call and takes one bare decision.
+    if isinstance(value, Mapping) and value.get("type") == "tool_approval":
+        return one
+    requests = value.get("action_requests") if isinstance(value, Mapping) else None
+    count = len(requests) if isinstance(requests, list) and requests else 1
+    return {"decisions": [dict(one) for _ in range(count)]}

@@ -30,7 +30,7 @@ def thread_messages(state: Path, thread: str) -> list:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.state import saved_messages
+    from deep_agent.factory import saved_messages
 
     with sqlite3.connect(state / "state.sqlite") as conn:
         saver = SqliteSaver(conn)

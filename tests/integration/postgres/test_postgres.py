@@ -26,7 +26,7 @@ from langgraph.types import Command
 
 from helpers.background import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.checkpoint_values import saved_value
+from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
 from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture

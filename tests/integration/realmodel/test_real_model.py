@@ -157,7 +157,7 @@ def test_the_compatible_client_sends_empty_content_and_max_tokens_which_the_serv
     import httpx
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from deep_agent.openai_compatible import OpenAICompatibleChat
+    from deep_agent.local_model import OpenAICompatibleChat
 
     sent: list[dict[str, Any]] = []
     client = httpx.Client(event_hooks={"request": [lambda r: sent.append(json.loads(r.read()))]})

@@ -25,7 +25,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.openai_compatible import OpenAICompatibleChat
+from deep_agent.local_model import OpenAICompatibleChat
 from subagents.background import BackgroundRuntime
 
 pytestmark = pytest.mark.server

@@ -139,7 +139,7 @@ def test_the_ledger_reducer_merges_updates_field_by_field():
 
 
 def test_approval_messages_become_resume_values():
-    from subagents.background.approval import pending_interrupts, resume_for
+    from subagents.definitions.permissions import pending_interrupts, resume_for
 
     batched = pending_interrupts([{"id": "i1", "value": {"action_requests": [{"name": "a"}, {"name": "b"}]}}])
     assert resume_for("Approved.", batched) == {"decisions": [{"type": "approve"}] * 2}

@@ -30,7 +30,7 @@ from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_ledger, read_thread
 from deep_agent.testing import ScriptedChatModel
-from subagents.checkpoint_values import saved_value
+from subagents.ledger import saved_value
 from subagents.ledger import MISSING, LedgerChannel
 from subagents.outcome import merge_records
 from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, is_packed

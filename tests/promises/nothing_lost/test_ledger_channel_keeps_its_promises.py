@@ -35,7 +35,7 @@ from helpers.graphs import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
-from subagents.checkpoint_values import saved_value
+from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel, ledger_from_checkpoint
 from subagents.outcome import merge_records
 from subagents.background import merge_async_records

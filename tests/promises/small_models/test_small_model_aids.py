@@ -32,7 +32,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
 from middleware import server_caps
-from middleware.forced_tool_use import forced_tool_schema
+from middleware.limits import forced_tool_schema
 from subagents.errors import ToolCallsUnsupported
 
 FACTS = {"alpha_code": "7741", "beta_code": "3318"}

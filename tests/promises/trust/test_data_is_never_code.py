@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from helpers.cli import SCRIPTS, cli, make_project
-from subagents.data_only import DataOnlySerializer, UntrustedDataError
+from subagents.ledger import DataOnlySerializer, UntrustedDataError
 
 
 def hostile(command: str) -> Any:

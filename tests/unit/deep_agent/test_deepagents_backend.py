@@ -15,7 +15,7 @@ import pytest
 from langchain.agents import create_agent
 
 from deep_agent import SubAgentMiddleware, create_deep_agent
-from deep_agent.deepagents_compat import MissingExtraError
+from deep_agent.factory import MissingExtraError
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from helpers.graphs import user

@@ -1,8 +1,8 @@
 """Importing the factory loads only what an agent without background tasks, MCP or hooks runs.
 
 Background tasks (their runtime, SQLite store and remote client), MCP
-clients, hook runners, dynamic subagents and forced tool use load when an
-agent asks for them, so ``from deep_agent import create_deep_agent`` costs
+clients, hook runners and dynamic subagents load when an agent asks for
+them, so ``from deep_agent import create_deep_agent`` costs
 no more than deepagents' own import (``python -m bench --only construction``).
 """
 
@@ -23,7 +23,6 @@ ON_DEMAND = (
     "langchain_mcp_adapters",
     "middleware.background",
     "middleware.dynamic",
-    "middleware.forced_tool_use",
     "subagents.background",
     "subagents.background.remote",
     "subagents.background.runtime",

@@ -15,7 +15,7 @@ import jinja2
 import pytest
 
 from deep_agent import local_model
-from deep_agent.chat_template import CHATML_TOOLS, TEMPLATES, ChatTemplateError, chat_template_text
+from deep_agent.local_model import CHATML_TOOLS, TEMPLATES, ChatTemplateError, chat_template_text
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up a fact.",
                                            "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}}]

@@ -16,7 +16,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_thread
-from deep_agent.state import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
+from deep_agent.factory import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
 from deep_agent.testing import ScriptedChatModel, tool_call
 
 IDS = st.sampled_from("abcdef")
