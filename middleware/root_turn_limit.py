@@ -31,6 +31,8 @@ from langchain_core.messages import AIMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command
 
+from subagents.limit_stop import limit_stop
+
 DEFAULT_MAX_ROOT_TURNS = 200
 """The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
 
@@ -80,10 +82,11 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
         return _counted(await handler(request), made)
 
     def _stopped(self) -> AIMessage:
-        return AIMessage(content=(
+        # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.
+        return limit_stop(
             f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
-            "without a final answer. Ask again with a narrower request, or raise max_root_turns."
-        ))
+            "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
+            "max_root_turns")
 
 
 def _made(request: ModelRequest[Any]) -> int:

@@ -1,0 +1,41 @@
+"""``max_root_turns`` ends a run with its message in the corners a careful user would try.
+
+Each case is a way a run could get past the limit, be stopped too early, or
+end in a history a later call cannot use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel
+
+ASYNC = [False, True]
+
+
+def run(agent: Any, payload: Any, config: dict[str, Any], use_async: bool) -> dict[str, Any]:
+    if use_async:
+        return asyncio.run(agent.ainvoke(payload, config))  # type: ignore[no-any-return]
+    return agent.invoke(payload, config)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("use_async", ASYNC)
+def test_a_stop_hook_that_always_blocks_does_not_carry_the_run_past_the_limit(use_async: bool) -> None:
+    # The limit's own message is not the agent choosing to stop: a Stop hook that blocks it would send
+    # the run back to a model call the limit refuses again, round after round, to the recursion limit.
+    hooks = {"Stop": [{"hooks": [{"type": "command", "command": "echo keep going >&2; exit 2"}]}]}
+    model = ScriptedChatModel(default="an answer")
+    agent = create_deep_agent(model, max_root_turns=3, hooks=hooks)
+
+    out = run(agent, {"messages": [("user", "go")]}, {"recursion_limit": 80}, use_async)
+
+    assert len(model.calls) == 3
+    last = out["messages"][-1]
+    assert isinstance(last, AIMessage) and "max_root_turns=3" in last.text
+    # The hook still had its say on the model's own answers, before the limit.
+    assert sum("keep going" in m.text for m in out["messages"] if m.type == "human") == 3
