@@ -90,8 +90,10 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
 
 
 def _made(request: ModelRequest[Any]) -> int:
+    # Only the model node writes it, but a caller's Command(update=...) can too: a count below zero
+    # (or not a count) would buy calls past the limit, so it reads as none made yet.
     made = (request.state or {}).get(COUNT_KEY)
-    return made if isinstance(made, int) else 0
+    return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
 
 
 def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[Any]:

@@ -11,11 +11,20 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel
+from deep_agent.testing import ScriptedChatModel, tool_call
 
 ASYNC = [False, True]
+
+
+@tool
+def step() -> str:
+    """One step of work."""
+    return "ok"
 
 
 def run(agent: Any, payload: Any, config: dict[str, Any], use_async: bool) -> dict[str, Any]:
@@ -39,3 +48,17 @@ def test_a_stop_hook_that_always_blocks_does_not_carry_the_run_past_the_limit(us
     assert isinstance(last, AIMessage) and "max_root_turns=3" in last.text
     # The hook still had its say on the model's own answers, before the limit.
     assert sum("keep going" in m.text for m in out["messages"] if m.type == "human") == 3
+
+
+@pytest.mark.parametrize("use_async", ASYNC)
+def test_a_negative_count_written_by_the_caller_buys_no_calls_past_the_limit(use_async: bool) -> None:
+    # A plain input never reaches the private count, but Command(update=...) writes any key; a
+    # negative count must not let the run call the model until LangGraph's recursion limit.
+    model = ScriptedChatModel(default={"tool_calls": [tool_call("step")]})
+    agent = create_deep_agent(model, tools=[step], max_root_turns=3, checkpointer=InMemorySaver())
+    crafted = Command(update={"messages": [("user", "go")], "run_model_call_count": -100})
+
+    out = run(agent, crafted, {"configurable": {"thread_id": "t"}, "recursion_limit": 60}, use_async)
+
+    assert len(model.calls) == 3
+    assert "max_root_turns=3" in out["messages"][-1].text
