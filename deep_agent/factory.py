@@ -224,7 +224,7 @@ def create_deep_agent(
             (:class:`middleware.root_turn_limit.RootTurnLimit`), so it adds no
             graph step and no checkpoint; LangChain's
             ``ModelCallLimitMiddleware`` of your own in ``middleware``
-            replaces it.
+            replaces it (a bad value is refused all the same).
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
 
@@ -296,9 +296,11 @@ def create_deep_agent(
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any]) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    if max_root_turns is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
+    # Built first so a bad value is refused even when the caller's own limit replaces it.
+    limit = RootTurnLimit(max_root_turns) if max_root_turns is not None else None
+    if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
-    return [RootTurnLimit(max_root_turns)]
+    return [limit]
 
 
 # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.

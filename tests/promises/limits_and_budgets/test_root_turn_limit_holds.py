@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import ModelCallLimitMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -62,3 +63,12 @@ def test_a_negative_count_written_by_the_caller_buys_no_calls_past_the_limit(use
 
     assert len(model.calls) == 3
     assert "max_root_turns=3" in out["messages"][-1].text
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "3"])
+def test_a_bad_max_root_turns_is_refused_even_when_a_model_call_limit_of_the_callers_replaces_it(bad: Any) -> None:
+    # The caller's ModelCallLimitMiddleware decides the limit, but a bad argument is still a mistake
+    # to report, not one to drop silently.
+    with pytest.raises(ValueError, match="max_root_turns"):
+        create_deep_agent(ScriptedChatModel(default="x"), max_root_turns=bad,
+                          middleware=[ModelCallLimitMiddleware(run_limit=5)])
