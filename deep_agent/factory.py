@@ -217,10 +217,12 @@ def create_deep_agent(
             turn must call ``task``; at most this many ``task`` calls per
             run. See :class:`middleware.SubAgentMiddleware`.
         max_root_turns: the root's own model calls allowed per run (default
-            200; ``None``: no cap). A model that keeps calling tools (``task``
-            past ``max_delegations``, say) is ended there with a final AI
-            message naming the limit, rather than at LangGraph's recursion
-            limit with an error. Checked inside the model call
+            200; ``None``: no cap). Each ``invoke``, and each resume after an
+            interrupt, counts from zero; children's calls and tool calls do not
+            count. A model that keeps calling tools (``task`` past
+            ``max_delegations``, say) is ended there with a final AI message
+            naming the limit, rather than at LangGraph's recursion limit with
+            an error. Checked inside the model call
             (:class:`middleware.root_turn_limit.RootTurnLimit`), so it adds no
             graph step and no checkpoint; LangChain's
             ``ModelCallLimitMiddleware`` of your own in ``middleware``

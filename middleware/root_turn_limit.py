@@ -48,9 +48,12 @@ class RootTurnLimitState(AgentState[Any]):
 class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
-    Counted per run (per ``invoke``), as ``ModelCallLimitMiddleware``'s
-    ``run_limit``; the call past the limit is not made, and its reply is the
-    message, which calls no tool, so the run ends there.
+    Counted per run (per ``invoke``, and per ``Command(resume=...)``), as
+    ``ModelCallLimitMiddleware``'s ``run_limit``; a call that an outer
+    middleware retries or hands to a fallback model counts once, when it
+    returns. The call past the limit is not made, and its reply is the
+    message, which calls no tool and is marked as the limit's
+    (:func:`subagents.limit_stop.stopped_by_limit`), so the run ends there.
 
     Example::
 
