@@ -287,7 +287,7 @@ def create_deep_agent(
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         extra.append(tracked)
     stack = [*middleware, *_root_approval(options, tools, middleware), *root_hooks,
-             *_root_turn_limit(max_root_turns, middleware), delegation, *extra]
+             *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra]
     return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
                         middleware=stack, response_format=response_format,
                         state_schema=state_schema if state_schema is not None else DeepAgentState,
@@ -296,10 +296,10 @@ def create_deep_agent(
                         name=name, cache=cache)
 
 
-def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any]) -> list[Any]:
+def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
     # Built first so a bad value is refused even when the caller's own limit replaces it.
-    limit = RootTurnLimit(max_root_turns) if max_root_turns is not None else None
+    limit = RootTurnLimit(max_root_turns, name=name) if max_root_turns is not None else None
     if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
     return [limit]

@@ -55,6 +55,9 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
     message, which calls no tool and is marked as the limit's
     (:func:`subagents.limit_stop.stopped_by_limit`), so the run ends there.
 
+    ``name``: the agent's ``name`` given to ``create_agent``, which signs
+    the limit's message as the model's are.
+
     Example::
 
         agent = create_agent(model, tools, middleware=[RootTurnLimit(50)])
@@ -62,11 +65,13 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
 
     state_schema = RootTurnLimitState
 
-    def __init__(self, max_root_turns: int) -> None:
+    def __init__(self, max_root_turns: int, *, name: str | None = None) -> None:
         if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
             raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
         super().__init__()
         self.max_root_turns = max_root_turns
+        # create_agent signs the model's messages with the agent's name; the limit's message is signed too.
+        self.agent_name = name
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -89,7 +94,7 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
         return limit_stop(
             f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
             "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
-            "max_root_turns")
+            "max_root_turns", self.agent_name)
 
 
 def _made(request: ModelRequest[Any]) -> int:

@@ -23,9 +23,9 @@ from langchain_core.messages import AIMessage
 LIMIT_STOP_MARK = "stopped_by_limit"
 
 
-def limit_stop(text: str, limit: str) -> AIMessage:
-    """The final AI message ``limit`` (its argument's name) ends a run with."""
-    return AIMessage(content=text, response_metadata={LIMIT_STOP_MARK: limit})
+def limit_stop(text: str, limit: str, name: str | None = None) -> AIMessage:
+    """The final AI message ``limit`` (its argument's name) ends a run with, signed ``name`` as the agent's are."""
+    return AIMessage(content=text, name=name, response_metadata={LIMIT_STOP_MARK: limit})
 
 
 def stopped_by_limit(message: Any) -> str | None:

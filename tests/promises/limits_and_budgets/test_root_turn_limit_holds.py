@@ -72,3 +72,17 @@ def test_a_bad_max_root_turns_is_refused_even_when_a_model_call_limit_of_the_cal
     with pytest.raises(ValueError, match="max_root_turns"):
         create_deep_agent(ScriptedChatModel(default="x"), max_root_turns=bad,
                           middleware=[ModelCallLimitMiddleware(run_limit=5)])
+
+
+@pytest.mark.parametrize("use_async", ASYNC)
+def test_the_limit_message_is_signed_with_the_agent_name_as_the_model_messages_are(use_async: bool) -> None:
+    # A supervisor or a swarm tells its agents' messages apart by AIMessage.name; the message that
+    # ends a named agent's run must not be the one that belongs to nobody.
+    model = ScriptedChatModel(default={"tool_calls": [tool_call("step")]})
+    agent = create_deep_agent(model, tools=[step], max_root_turns=2, name="researcher")
+
+    out = run(agent, {"messages": [("user", "go")]}, {}, use_async)
+
+    ais = [m for m in out["messages"] if isinstance(m, AIMessage)]
+    assert len(ais) == 3 and "max_root_turns=2" in ais[-1].text
+    assert [m.name for m in ais] == ["researcher"] * 3
