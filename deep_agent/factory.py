@@ -225,14 +225,16 @@ def create_deep_agent(
             turn must call ``task``; at most this many ``task`` calls per
             run. See :class:`middleware.SubAgentMiddleware`.
         max_root_turns: the root's own model calls allowed per run (default
-            200; ``None``: no cap). A model that keeps calling tools (``task``
-            past ``max_delegations``, say) is ended there with a final AI
-            message naming the limit, rather than at LangGraph's recursion
-            limit with an error. Checked inside the model call
+            200; ``None``: no cap). Each ``invoke``, and each resume after an
+            interrupt, counts from zero; children's calls and tool calls do not
+            count. A model that keeps calling tools (``task`` past
+            ``max_delegations``, say) is ended there with a final AI message
+            naming the limit, rather than at LangGraph's recursion limit with
+            an error. Checked inside the model call
             (:class:`middleware.root_turn_limit.RootTurnLimit`), so it adds no
             graph step and no checkpoint; LangChain's
             ``ModelCallLimitMiddleware`` of your own in ``middleware``
-            replaces it.
+            replaces it (a bad value is refused all the same).
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
 
@@ -293,7 +295,7 @@ def create_deep_agent(
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         extra.append(tracked)
     stack = [*middleware, *_root_approval(options, tools, middleware), *root_hooks,
-             *_root_turn_limit(max_root_turns, middleware), delegation, *extra]
+             *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra]
     return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
                         middleware=stack, response_format=response_format,
                         state_schema=state_schema if state_schema is not None else DeepAgentState,
@@ -302,11 +304,13 @@ def create_deep_agent(
                         name=name, cache=cache)
 
 
-def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any]) -> list[Any]:
+def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    if max_root_turns is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
+    # Built first so a bad value is refused even when the caller's own limit replaces it.
+    limit = RootTurnLimit(max_root_turns, name=name) if max_root_turns is not None else None
+    if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
-    return [RootTurnLimit(max_root_turns)]
+    return [limit]
 
 
 # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.

@@ -31,6 +31,8 @@ from langchain_core.messages import AIMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command
 
+from subagents.limit_stop import limit_stop
+
 DEFAULT_MAX_ROOT_TURNS = 200
 """The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
 
@@ -46,9 +48,15 @@ class RootTurnLimitState(AgentState[Any]):
 class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
-    Counted per run (per ``invoke``), as ``ModelCallLimitMiddleware``'s
-    ``run_limit``; the call past the limit is not made, and its reply is the
-    message, which calls no tool, so the run ends there.
+    Counted per run (per ``invoke``, and per ``Command(resume=...)``), as
+    ``ModelCallLimitMiddleware``'s ``run_limit``; a call that an outer
+    middleware retries or hands to a fallback model counts once, when it
+    returns. The call past the limit is not made, and its reply is the
+    message, which calls no tool and is marked as the limit's
+    (:func:`subagents.limit_stop.stopped_by_limit`), so the run ends there.
+
+    ``name``: the agent's ``name`` given to ``create_agent``, which signs
+    the limit's message as the model's are.
 
     Example::
 
@@ -57,11 +65,13 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
 
     state_schema = RootTurnLimitState
 
-    def __init__(self, max_root_turns: int) -> None:
+    def __init__(self, max_root_turns: int, *, name: str | None = None) -> None:
         if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
             raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
         super().__init__()
         self.max_root_turns = max_root_turns
+        # create_agent signs the model's messages with the agent's name; the limit's message is signed too.
+        self.agent_name = name
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -80,15 +90,18 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
         return _counted(await handler(request), made)
 
     def _stopped(self) -> AIMessage:
-        return AIMessage(content=(
+        # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.
+        return limit_stop(
             f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
-            "without a final answer. Ask again with a narrower request, or raise max_root_turns."
-        ))
+            "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
+            "max_root_turns", self.agent_name)
 
 
 def _made(request: ModelRequest[Any]) -> int:
+    # Only the model node writes it, but a caller's Command(update=...) can too: a count below zero
+    # (or not a count) would buy calls past the limit, so it reads as none made yet.
     made = (request.state or {}).get(COUNT_KEY)
-    return made if isinstance(made, int) else 0
+    return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
 
 
 def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[Any]:

@@ -110,7 +110,10 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
                                 getattr(args, "db_url", None))
     state = resolve_state_dir(args.state_dir)
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
+    # No step limit of the CLI's own: 100 steps ended a looping root (three or four steps a turn) with
+    # a recursion error long before max_root_turns ends it with its message. The root keeps
+    # create_agent's limit as the backstop, and a child's is capped by the runner all the same.
+    config = {"configurable": {"thread_id": thread_id}}
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = setup.build(saver, sessions_dir(state))
         remember_thread(state, thread_id)

@@ -57,6 +57,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from subagents.errors import brief
+from subagents.limit_stop import stopped_by_limit
 
 # ----------------------------------------------------------------------------
 # The ``hooks`` field: Claude Code's hook format, checked when it is loaded.
@@ -649,8 +650,8 @@ class HookMiddleware(AgentMiddleware):
             return None
         messages = list(state.get("messages") or ())
         last = messages[-1] if messages else None
-        if not isinstance(last, AIMessage) or last.tool_calls:
-            return None
+        if not isinstance(last, AIMessage) or last.tool_calls or stopped_by_limit(last):
+            return None  # a limit's stop is not the agent's to continue: blocking it would loop to the recursion limit
         active = any(isinstance(m, HumanMessage) and m.additional_kwargs.get(STOP_HOOK_MARK) for m in messages)
         blocks, _ = yield from self._event("Stop", "", {"stop_hook_active": active, "last_message": last.text})
         if not blocks:

@@ -186,3 +186,8 @@ def two_edits_and_a_write() -> ScriptedChatModel:
         {"tool_calls": [tool_call("Write", file_path="new.txt", content="new\n")]},
         "Done.",
     ])
+
+
+def reads_forever() -> ScriptedChatModel:
+    """The root reads notes.txt on every turn and never answers: only a limit ends its run."""
+    return ScriptedChatModel(default={"tool_calls": [tool_call("Read", file_path="notes.txt")]})
