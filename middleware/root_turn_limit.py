@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command
 
-from subagents.limit_stop import limit_stop
+from subagents.outcome import limit_stop
 
 DEFAULT_MAX_ROOT_TURNS = 200
 """The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
@@ -53,7 +53,7 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
     middleware retries or hands to a fallback model counts once, when it
     returns. The call past the limit is not made, and its reply is the
     message, which calls no tool and is marked as the limit's
-    (:func:`subagents.limit_stop.stopped_by_limit`), so the run ends there.
+    (:func:`subagents.outcome.stopped_by_limit`), so the run ends there.
 
     ``name``: the agent's ``name`` given to ``create_agent``, which signs
     the limit's message as the model's are.

@@ -6,7 +6,13 @@
   to write into its own state);
 * :class:`TaskRecord` -- the JSON-ready record every delegation leaves;
 * :func:`final_answer` and short-answer continuation -- the child's answer
-  (:class:`ChildAnswer`: all the runner reads from a result, in one call).
+  (:class:`ChildAnswer`: all the runner reads from a result, in one call);
+* :func:`limit_stop` -- the final message a run's limit writes in place of a
+  model call (the root's ``max_root_turns``), marked so that nothing asks the
+  agent to go on from it: a ``Stop`` hook that blocks would send the run back
+  to a model call the limit refuses again, round after round, to LangGraph's
+  recursion limit. The mark sits in ``response_metadata``, which no provider
+  is sent; :func:`stopped_by_limit` reads it.
 
 Example::
 
@@ -317,3 +323,23 @@ def merge_continuation(first: str, second: str | None, failure: str | None) -> s
     if second is not None and len(second) > len(first):
         return second
     return first
+
+
+# ----------------------------------------------------------------------------
+# A run ended by a limit, not by its model.
+# ----------------------------------------------------------------------------
+LIMIT_STOP_MARK = "stopped_by_limit"
+"""The ``response_metadata`` key that marks a message a limit wrote (its value: the limit's argument name)."""
+
+
+def limit_stop(text: str, limit: str, name: str | None = None) -> AIMessage:
+    """The final AI message ``limit`` (its argument's name) ends a run with, signed ``name`` as the agent's are."""
+    return AIMessage(content=text, name=name, response_metadata={LIMIT_STOP_MARK: limit})
+
+
+def stopped_by_limit(message: Any) -> str | None:
+    """The limit that wrote ``message``, or ``None`` for a model's own message (or anything else)."""
+    if not isinstance(message, AIMessage):
+        return None
+    limit = (message.response_metadata or {}).get(LIMIT_STOP_MARK)
+    return limit if isinstance(limit, str) else None

@@ -57,7 +57,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from subagents.errors import brief
-from subagents.limit_stop import stopped_by_limit
+from subagents.outcome import stopped_by_limit
 
 # ----------------------------------------------------------------------------
 # The ``hooks`` field: Claude Code's hook format, checked when it is loaded.
