@@ -65,9 +65,11 @@ from middleware.limits import (
     ForceSetting,
     coerce_force_delegation,
     is_notice,
+    probe_pending,
     refused_outcome,
+    tool_calls_supported,
+    warn_if_no_tool_calls,
 )
-from middleware.server_caps import probe_pending, tool_calls_supported, warn_if_no_tool_calls
 from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
@@ -488,7 +490,7 @@ def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
     """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
 
     Only an OpenAI-compatible model names a server (``openai_api_base``, see
-    :func:`middleware.server_caps.base_url_of`); any other is not asked about.
+    :func:`middleware.limits.base_url_of`); any other is not asked about.
     """
     return bool(getattr(request.model, "openai_api_base", None)) and any(
         getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)

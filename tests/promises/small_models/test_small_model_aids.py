@@ -31,7 +31,7 @@ from helpers.server_like import ServerLikeModel
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
-from middleware import server_caps
+from middleware import limits as server_caps
 from middleware.limits import forced_tool_schema
 from subagents.errors import ToolCallsUnsupported
 
