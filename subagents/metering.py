@@ -550,7 +550,12 @@ class TaskMeter(BaseCallbackHandler):
             # budget's overshoot to one call's output per running child, in tokens and in dollars.
             estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
             name = _model_name(kwargs)
-            tokens, usd = self.budget.reserve(estimate, name)
+            try:
+                tokens, usd = self.budget.reserve(estimate, name)
+            except BudgetExceeded:
+                with self._lock:  # refused before it reached the model: no call was made
+                    self.model_calls -= 1
+                raise
             self._reserved[run_id] = (name, estimate, tokens, usd)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
