@@ -469,8 +469,8 @@ class CompiledSubagent(BaseModel):
     name: Slug
     description: str
     runnable: Any
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
-    recursion_limit: int | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
+    recursion_limit: int | None = Field(default=None, gt=0, strict=True)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
@@ -711,9 +711,9 @@ class RemoteSubagentSpec(BaseModel):
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
     api_key_env: str | None = None
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
-    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600)
-    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
+    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     webhook: str | None = None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+from helpers.graphs import records, user
+from langchain.agents import create_agent
 from langchain_core.tools import tool
+from pydantic import ValidationError
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from helpers.graphs import records, user
-from subagents import Budget
+from subagents import Budget, CompiledSubagent, RemoteSubagentSpec, SpecError
 
 
 @tool
@@ -32,3 +35,22 @@ def test_a_call_the_budget_refuses_is_not_counted_as_a_model_call(run):
     assert len(recs) == 6 and {r["stop_reason"] for r in recs} == {"budget"}
     assert sum(r["model_calls"] for r in recs) == len(child.calls) > 0
     assert out["subagent_usage"]["model_calls"] == len(child.calls)
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "recursion_limit"])
+@pytest.mark.parametrize("value", [True, "5"])
+def test_a_compiled_subagent_refuses_a_bool_or_text_limit_naming_the_field(field, value):
+    # timeout_s=True was taken for a one-second deadline, "5" for five: a slip, not a limit.
+    graph = create_agent(ScriptedChatModel(default="x"))
+    with pytest.raises(ValidationError, match=field):
+        CompiledSubagent(name="w", description="d", runnable=graph, **{field: value})
+    with pytest.raises(SpecError, match=f"field '{field}'"):
+        create_deep_agent(ScriptedChatModel(default="x"),
+                          subagents=[{"name": "w", "description": "d", "runnable": graph, field: value}])
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "request_timeout_s", "start_timeout_s"])
+@pytest.mark.parametrize("value", [True, "5"])
+def test_a_remote_spec_refuses_a_bool_or_text_timeout_naming_the_field(field, value):
+    with pytest.raises(ValidationError, match=field):
+        RemoteSubagentSpec(name="r", description="d", graph_id="g", url="http://127.0.0.1:9", **{field: value})
