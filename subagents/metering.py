@@ -459,7 +459,7 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += token_count(spent.get("model_calls"))
             self.input_tokens += token_count(spent.get("input_tokens"))
             self.output_tokens += token_count(spent.get("output_tokens"))
-            self.cost_usd += _dollars(spent.get("cost_usd"))
+            self.cost_usd += dollars(spent.get("cost_usd"))
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -715,8 +715,13 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
     return None, None
 
 
-def _dollars(value: Any) -> float:
-    """A cost carried from an earlier record: a finite, non-negative number, else 0."""
+def dollars(value: Any) -> float:
+    """A cost carried from an earlier record or rollup: a finite, non-negative number, else 0.
+
+    Example::
+
+        dollars(0.25), dollars(float("nan")), dollars(-1), dollars("1")   # 0.25, 0.0, 0.0, 0.0
+    """
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return max(float(value), 0.0) if ok else 0.0
 

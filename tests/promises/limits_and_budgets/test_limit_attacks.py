@@ -54,3 +54,22 @@ def test_a_compiled_subagent_refuses_a_bool_or_text_limit_naming_the_field(field
 def test_a_remote_spec_refuses_a_bool_or_text_timeout_naming_the_field(field, value):
     with pytest.raises(ValidationError, match=field):
         RemoteSubagentSpec(name="r", description="d", graph_id="g", url="http://127.0.0.1:9", **{field: value})
+
+
+@pytest.mark.parametrize("crafted", [{"input_tokens": "x"}, {"tasks": -1000, "input_tokens": -10**9},
+                                     {"model_calls": float("nan")}, ["a"], "text"])
+def test_a_crafted_usage_rollup_in_the_input_neither_fails_the_run_nor_corrupts_the_rollup(run, crafted):
+    # Text in the input's rollup failed the delegation's write after the child had run (its record lost);
+    # negative or NaN figures made the rollup negative or NaN for the rest of the thread.
+    model = ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("task", description="job", subagent_type="general-purpose")]},
+                       "done"])],
+        default="child answer",
+    )
+    out = run(create_deep_agent(model), {**user("go"), "subagent_usage": crafted})
+    (record,) = records(out)
+    assert record["status"] == "completed"
+    rollup = out["subagent_usage"]
+    assert rollup["tasks"] == 1 and rollup["model_calls"] == record["model_calls"] == 1
+    assert rollup["input_tokens"] == record["input_tokens"] > 0
+    assert rollup["output_tokens"] == record["output_tokens"] > 0
