@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from helpers.graphs import records, user
 from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
 from pydantic import ValidationError
 
@@ -73,3 +77,53 @@ def test_a_crafted_usage_rollup_in_the_input_neither_fails_the_run_nor_corrupts_
     assert rollup["tasks"] == 1 and rollup["model_calls"] == record["model_calls"] == 1
     assert rollup["input_tokens"] == record["input_tokens"] > 0
     assert rollup["output_tokens"] == record["output_tokens"] > 0
+
+
+class SyncOnlyModel(ScriptedChatModel):
+    """A chat model with no async code of its own: LangChain runs its calls on a thread under ``ainvoke``.
+
+    Its first call blocks (a slow provider) well past the child's ``timeout_s``; every call reports
+    10,000 input tokens, so what an abandoned call spent is plain in the budget.
+    """
+
+    _agenerate = BaseChatModel._agenerate  # type: ignore[assignment]
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
+        with LOCK:
+            STATE["running"] += 1
+            STATE["peak"] = max(STATE["peak"], STATE["running"])
+            first = STATE["calls"] == 0
+            STATE["calls"] += 1
+        try:
+            if first:
+                time.sleep(2.0)
+            result = super()._generate(messages, stop, run_manager, **kwargs)
+        finally:
+            with LOCK:
+                STATE["running"] -= 1
+        message = result.generations[0].message
+        message.usage_metadata = {"input_tokens": 10_000, "output_tokens": 1, "total_tokens": 10_001}
+        return result
+
+
+LOCK = threading.Lock()
+STATE: dict[str, int] = {}
+
+
+def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charged(run):
+    # On ainvoke the cancelled child stopped waiting for a call LangChain runs on a thread: its place
+    # under max_concurrent_tasks=1 went to the next child while the call still ran (two calls at once),
+    # and the 10,000 tokens the call was billed never reached the budget.
+    STATE.update(running=0, peak=0, calls=0)
+    child = SyncOnlyModel(default="an answer")
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="w") for i in range(2)]}],
+        default="done",
+    )
+    budget = Budget(max_tokens=10**9)
+    specs = [{"name": "w", "description": "worker", "model": child, "timeout_s": 0.5}]
+    out = run(create_deep_agent(parent, subagents=specs, budget=budget, max_concurrent_tasks=1), user("go"))
+    recs = records(out)
+    assert [r["stop_reason"] for r in recs].count("timeout") >= 1
+    assert STATE["peak"] == 1
+    assert budget.tokens >= 10_000 * STATE["calls"] == 20_000
