@@ -435,6 +435,13 @@ class TaskMeter(BaseCallbackHandler):
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
+        self.stopped_by: SubagentError | None = None
+        """The last stop this meter raised in the child (a limit, a deadline, a cancel), or ``None``.
+
+        A middleware of the child's that catches every error (LangChain's
+        ``ModelRetryMiddleware`` answers with a message once its retries
+        fail) can turn that stop into an ordinary answer; the runner reads it
+        here, so the task still ends with the stop's reason."""
         # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
         self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
@@ -536,6 +543,7 @@ class TaskMeter(BaseCallbackHandler):
         """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
         self._raised.append(error)
         del self._raised[:-8]
+        self.stopped_by = error
         return error
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
@@ -552,9 +560,10 @@ class TaskMeter(BaseCallbackHandler):
             name = _model_name(kwargs)
             try:
                 tokens, usd = self.budget.reserve(estimate, name)
-            except BudgetExceeded:
+            except BudgetExceeded as refused:
                 with self._lock:  # refused before it reached the model: no call was made
                     self.model_calls -= 1
+                self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
                 raise
             self._reserved[run_id] = (name, estimate, tokens, usd)
 

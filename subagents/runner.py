@@ -923,6 +923,10 @@ class TaskRunner:
     def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
         try:
             result = yield run.given
+            if run.meter is not None and (stop := run.meter.stopped_by) is not None:
+                # The child ended normally after a limit stopped it: a middleware of its own caught the stop.
+                messages = result.get("messages") if isinstance(result, Mapping) else None
+                return self._fail(run, stop, final_messages=messages)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
             read = ChildAnswer.of(result, self.short_answer_threshold if own is None else own)
             answer, follow_up = read.answer, read.follow_up
@@ -1019,9 +1023,9 @@ class TaskRunner:
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
         return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
 
-    def _fail(self, run: Delegation, exc: BaseException) -> TaskOutcome:
+    def _fail(self, run: Delegation, exc: BaseException, *, final_messages: Any = None) -> TaskOutcome:
         stop_reason, reason = run.explain(exc)
-        run.close_transcript(None)
+        run.close_transcript(final_messages)
         usage = run.usage()
         record = self._record(run, stop_reason, error=reason, usage=usage)
         run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], **usage)

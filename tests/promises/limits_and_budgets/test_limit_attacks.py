@@ -8,6 +8,7 @@ import time
 import pytest
 from helpers.graphs import records, user
 from langchain.agents import create_agent
+from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
 from pydantic import ValidationError
@@ -127,3 +128,21 @@ def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charge
     assert [r["stop_reason"] for r in recs].count("timeout") >= 1
     assert STATE["peak"] == 1
     assert budget.tokens >= 10_000 * STATE["calls"] == 20_000
+
+
+@pytest.mark.parametrize("limit", ["max_turns", "budget"])
+def test_a_retry_middleware_in_the_child_does_not_turn_a_limit_into_a_completed_task(run, limit):
+    # ModelRetryMiddleware catches every error, the meter's stops included, and once its retries fail it
+    # answers with "Model call failed after 3 attempts ...": the task was recorded completed with that answer.
+    child = ScriptedChatModel(default={"tool_calls": [tool_call("work", x="y" * 400)]})
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "middleware": [retry],
+              "max_turns": 4 if limit == "max_turns" else 50}]
+    budget = Budget(max_tokens=1500 if limit == "budget" else 10**9)
+    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"]) == ("error", limit)
+    assert record["result"] is None and "failed after" not in (record["error"] or "")
+    assert record["model_calls"] == len(child.calls)
