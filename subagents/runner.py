@@ -565,6 +565,10 @@ class Delegation:
     """Work time of the task's earlier segments (before each approval pause), carried into this one."""
     waiting_ms: float = 0.0
     """Time the task spent paused for approval, between its segments."""
+    ran_s: float = 0.0
+    """Time the task ran (past the cap) in its earlier segments: what ``timeout_s`` has already used."""
+    begun_clock: float = 0.0
+    """When this segment began to run (after any wait for the cap)."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -643,8 +647,10 @@ class Delegation:
     def begin(self) -> None:
         """The task starts running (after any wait for the concurrency cap)."""
         self.begun = True
+        self.begun_clock = time.monotonic()
         if self.limits.timeout_s is not None and self.meter is not None:
-            self.meter.deadline = time.monotonic() + self.limits.timeout_s
+            # One timeout_s for the whole task: a task resumed after an approval has what its segments left.
+            self.meter.deadline = self.begun_clock + max(0.0, self.limits.timeout_s - self.ran_s)
             self.meter.timeout_s = self.limits.timeout_s
         resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
@@ -993,7 +999,8 @@ class TaskRunner:
         """
         carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
                    "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
-                   "waiting_ms": run.waiting_ms}
+                   "waiting_ms": run.waiting_ms,
+                   "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
         with self._paused_lock:
             self._paused_usage[run.task_id] = carried
             while len(self._paused_usage) > 1024:
@@ -1011,6 +1018,7 @@ class TaskRunner:
         # The task began when its first segment did; the pause is waiting, not work.
         run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
         run.carried_ms = carried["work_ms"]
+        run.ran_s = carried["ran_s"]
         run.started_at = carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer) -> TaskOutcome:

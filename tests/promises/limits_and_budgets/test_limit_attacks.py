@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from helpers.graphs import records, user
@@ -11,6 +12,8 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import ValidationError
 
 from deep_agent import create_deep_agent
@@ -146,3 +149,33 @@ def test_a_retry_middleware_in_the_child_does_not_turn_a_limit_into_a_completed_
     assert (record["status"], record["stop_reason"]) == ("error", limit)
     assert record["result"] is None and "failed after" not in (record["error"] or "")
     assert record["model_calls"] == len(child.calls)
+
+
+@tool
+def slow_step(x: str) -> str:
+    """A step of work that takes half a second."""
+    time.sleep(0.5)
+    return "step done"
+
+
+def test_timeout_s_bounds_the_whole_task_across_approval_pauses(run):
+    # Each resume after an approval started a fresh timeout_s: five approved steps of 0.5 s each (2.5 s of
+    # work, the waits for the person not counted) completed under timeout_s=1.5.
+    child = ScriptedChatModel(responses=[{"tool_calls": [tool_call("slow_step", x=str(i))]} for i in range(5)]
+                              + ["all steps done"])
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [slow_step], "timeout_s": 1.5,
+              "interrupt_on": {"slow_step": True}}]
+    agent = create_deep_agent(parent, subagents=specs, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "approvals-and-timeout"}}
+    inputs: Any = user("go")
+    for _ in range(10):
+        out = run(agent, inputs, config)
+        if "__interrupt__" not in out:
+            break
+        time.sleep(0.3)  # the person reads the request: waiting, which timeout_s does not count
+        inputs = Command(resume={"decisions": [{"type": "approve"}]})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"]) == ("error", "timeout")
+    assert record["duration_ms"] >= 1500
