@@ -647,20 +647,27 @@ class TaskMeter(BaseCallbackHandler):
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _release(self, run_id: Any) -> tuple[str | None, int]:
-        """Give back the call's reservation; the model and prompt estimate it was made for (0: none)."""
+    def _release(self, run_id: Any) -> tuple[str | None, int, int]:
+        """Give back the call's reservation; the model, prompt estimate and tokens it was made for (0: none)."""
         name, estimate, tokens, usd = self._reserved.pop(run_id, (None, 0, 0, 0.0))
         if (tokens or usd) and self.budget is not None:
             self.budget.release(tokens, usd)
-        return name, estimate
+        return name, estimate, tokens
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        reserved_as, estimate = self._release(run_id)
+        reserved_as, estimate, reserved = self._release(run_id)
         usage, model_name = _usage_of(response)
         if not usage:
+            if reserved and self.budget is not None:
+                # Billed all the same: the budget is charged the prompt as reserved and the reply as estimated,
+                # so a model (or server) that reports no usage cannot run past the budget. The record keeps
+                # what was reported.
+                replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations
+                           for g in gs]
+                self.budget.charge(reserved_as, reserved, estimate_tokens(replies))
             return
         inp = token_count(usage.get("input_tokens"))  # reported by the server: never trusted
         out = token_count(usage.get("output_tokens"))

@@ -179,3 +179,26 @@ def test_timeout_s_bounds_the_whole_task_across_approval_pauses(run):
     (record,) = records(out)
     assert (record["status"], record["stop_reason"]) == ("error", "timeout")
     assert record["duration_ms"] >= 1500
+
+
+class NoUsageModel(ScriptedChatModel):
+    """A model (or server) that reports no token usage at all."""
+
+    def _respond(self, messages, tools):  # type: ignore[no-untyped-def]
+        result = super()._respond(messages, tools)
+        result.generations[0].message.usage_metadata = None
+        return result
+
+
+def test_a_model_that_reports_no_usage_cannot_run_past_the_budget(run):
+    # Nothing was charged for a call without usage: the child looped to max_turns under a spent budget.
+    child = NoUsageModel(default={"tool_calls": [tool_call("work", x="y" * 400)]})
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 40}]
+    budget = Budget(max_tokens=2000)
+    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget"
+    assert len(child.calls) < 10
+    assert record["input_tokens"] == 0  # the record keeps what was reported
