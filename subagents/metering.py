@@ -107,18 +107,31 @@ def token_count(value: Any) -> int:
     return min(max(number, 0), MAX_REPORTED_TOKENS)
 
 
-def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
-    """The USD cost of one call, or 0.0 when the model has no price."""
+def price_of(prices: PriceTable | None, model_name: str | None) -> tuple[float, float] | None:
+    """The (input, output) USD per million tokens ``prices`` gives ``model_name``, or ``None``.
+
+    Example::
+
+        price_of({"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6)}, "gpt-4.1-mini-2025-04-14")   # (0.4, 1.6)
+    """
     if not prices or not isinstance(model_name, str) or not model_name:
-        return 0.0
+        return None
     price = prices.get(model_name)
     if price is None:
         # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
         # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
         matches = [name for name in prices if model_name.startswith(name)]
         if not matches:
-            return 0.0
+            return None
         price = prices[max(matches, key=len)]
+    return price
+
+
+def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """The USD cost of one call, or 0.0 when the model has no price."""
+    price = price_of(prices, model_name)
+    if price is None:
+        return 0.0
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
@@ -241,6 +254,13 @@ class Budget:
         was held, for :meth:`release`.
         """
         tokens = math.ceil(token_count(tokens) * self._scales.get(model_name or "", 1.0))
+        if self.max_usd is not None and price_of(self.prices, model_name) is None:
+            # Its calls would count $0 against the dollar limit: a budget that never stops them.
+            raise BudgetExceeded(
+                f"the shared budget has no price for model {model_name!r}, so its dollar limit cannot count "
+                "the call; add the model to prices={model: (input, output)}",
+                limit=self.max_usd, spent=self.usd, unit="usd",
+            )
         cost = cost_of(self.prices, model_name, tokens, 0)
         with self._lock:
             if (spent := self._spent_error()) is not None:

@@ -202,3 +202,16 @@ def test_a_model_that_reports_no_usage_cannot_run_past_the_budget(run):
     assert record["stop_reason"] == "budget"
     assert len(child.calls) < 10
     assert record["input_tokens"] == 0  # the record keeps what was reported
+
+
+def test_a_dollar_budget_refuses_a_child_model_it_has_no_price_for(run):
+    # An unpriced model's calls counted $0 against max_usd: the child ran to max_turns under the budget.
+    child = ScriptedChatModel(default={"tool_calls": [tool_call("work", x="y")]}, model_name="unpriced-model")
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 30}]
+    budget = Budget(max_usd=1.0, prices={"scripted": (1000.0, 1000.0)})
+    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and "unpriced-model" in record["error"]
+    assert child.calls == []
