@@ -655,7 +655,8 @@ def _pooled(tool: Any) -> Any:
 
 
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
-    """Await ``call`` (a model call that runs on a thread), which a cancellation of the caller does not end.
+    """Await ``call`` (work on a thread: a model call, a compiled subagent with only ``invoke``), which a
+    cancellation of the caller does not end.
 
     The call goes on as its own task, holding a share of the task's place
     under the cap (see :func:`running_in`) until its thread returns, and its

@@ -44,7 +44,7 @@ from pydantic import (
     model_validator,
 )
 
-from subagents.boundary import ContextMode
+from subagents.boundary import ContextMode, held_until_it_returns
 from subagents.definitions.condenser import CondenserSetting, normalize_condenser
 from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
@@ -251,7 +251,9 @@ class ThreadedRunnable:
 
     async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         context = contextvars.copy_context()
-        return await asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs))
+        # A child cancelled at its timeout_s cannot stop the thread: until it returns, it keeps the task's place.
+        return await held_until_it_returns(
+            asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
 # ----------------------------------------------------------------------------

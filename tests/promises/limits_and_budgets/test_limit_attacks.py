@@ -11,6 +11,7 @@ from helpers.graphs import records, user
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -215,3 +216,32 @@ def test_a_dollar_budget_refuses_a_child_model_it_has_no_price_for(run):
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and "unpriced-model" in record["error"]
     assert child.calls == []
+
+
+class BlockingGraph:
+    """A compiled subagent with only ``invoke``: on ``ainvoke`` it runs on a thread, which nothing can stop."""
+
+    def invoke(self, inputs: Any, config: Any = None) -> Any:
+        with LOCK:
+            STATE["running"] += 1
+            STATE["peak"] = max(STATE["peak"], STATE["running"])
+        try:
+            time.sleep(1.0)
+        finally:
+            with LOCK:
+                STATE["running"] -= 1
+        return {"messages": [*inputs["messages"], AIMessage("done")]}
+
+
+def test_a_compiled_subagent_on_a_thread_keeps_its_place_after_its_timeout(run):
+    # On ainvoke the thread running an invoke-only graph outlived the cancelled child, which gave its place
+    # back at once: three such children ran together under max_concurrent_tasks=1.
+    STATE.update(running=0, peak=0, calls=0)
+    parent = ScriptedChatModel(
+        responses=[{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="b") for i in range(3)]}],
+        default="done",
+    )
+    spec = CompiledSubagent(name="b", description="blocks", runnable=BlockingGraph(), timeout_s=0.3)
+    out = run(create_deep_agent(parent, subagents=[spec], max_concurrent_tasks=1), user("go"))
+    assert [r["stop_reason"] for r in records(out)] == ["timeout"] * 3
+    assert STATE["peak"] == 1
