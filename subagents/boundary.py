@@ -623,6 +623,11 @@ _POOLED_LOCK = threading.Lock()
 _POOLED_MAX = 4096
 
 
+def current_slot() -> WorkHolder | None:
+    """The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
+    return _SLOT.get()
+
+
 @contextlib.contextmanager
 def running_in(slot: WorkHolder) -> Iterator[None]:
     """Tasks created inside this block (a child's ``ainvoke``) charge their sync tools to ``slot``."""

@@ -44,7 +44,9 @@ from langsmith import get_tracing_context, tracing_context
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
     ChildInput,
+    WorkHolder,
     changed_keys,
+    current_slot,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
@@ -786,7 +788,9 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     of awaits above it, the parent's included. Read with ``result()``, a
     child's ``GeneratorExit`` is one more exception this task can fail with.
     """
-    slot = run.slot
+    slot: Slot | WorkHolder = run.slot
+    if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
+        slot = current_slot() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     with running_in(slot), traced_as_subagent():
         child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents import Budget, CompiledSubagent, RemoteSubagentSpec, SpecError
+from subagents import BackgroundRuntime, Budget, CompiledSubagent, RemoteSubagentSpec, SpecError
 
 
 @tool
@@ -244,4 +244,24 @@ def test_a_compiled_subagent_on_a_thread_keeps_its_place_after_its_timeout(run):
     spec = CompiledSubagent(name="b", description="blocks", runnable=BlockingGraph(), timeout_s=0.3)
     out = run(create_deep_agent(parent, subagents=[spec], max_concurrent_tasks=1), user("go"))
     assert [r["stop_reason"] for r in records(out)] == ["timeout"] * 3
+    assert STATE["peak"] == 1
+
+
+def test_a_timed_out_background_task_keeps_its_place_while_its_model_call_runs(run):
+    # A background task's place under max_background_tasks was freed at its timeout while its sync-only
+    # model call still ran on a thread: three such calls ran together under max_background_tasks=1.
+    STATE.update(running=0, peak=0, calls=0)
+    child = SyncOnlyModel(default="an answer")
+    parent = ScriptedChatModel(rules=[("go", [{"tool_calls": [
+        tool_call("start_async_task", description=f"job {i}", subagent_type="w") for i in range(3)]}, "started"])],
+        default="ok")
+    specs = [{"name": "w", "description": "worker", "model": child, "timeout_s": 0.3}]
+    with BackgroundRuntime() as runtime:
+        agent = create_deep_agent(parent, subagents=specs, background=True, max_background_tasks=1,
+                                  background_runtime=runtime)
+        run(agent, user("go"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (STATE["calls"] == 3 and STATE["running"] == 0):
+            time.sleep(0.05)
+    assert STATE["calls"] == 3
     assert STATE["peak"] == 1
