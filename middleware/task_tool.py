@@ -113,7 +113,7 @@ def ledger_entry(record: Mapping[str, Any]) -> dict[str, Any]:
 #
 # * ``subagent_tasks`` -- task id -> record of every synchronous delegation;
 # * ``async_tasks`` -- task id -> record of every background task;
-# * ``subagent_usage`` -- the run's rollup of every delegation's usage.
+# * ``subagent_usage`` -- the thread's rollup of every synchronous delegation's usage.
 #
 # These keys, and deepagents' ``todos`` and ``skills_metadata``, never cross
 # the boundary into or out of a child.

@@ -623,6 +623,11 @@ _POOLED_LOCK = threading.Lock()
 _POOLED_MAX = 4096
 
 
+def current_slot() -> WorkHolder | None:
+    """The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
+    return _SLOT.get()
+
+
 @contextlib.contextmanager
 def running_in(slot: WorkHolder) -> Iterator[None]:
     """Tasks created inside this block (a child's ``ainvoke``) charge their sync tools to ``slot``."""
@@ -652,6 +657,64 @@ def _pooled(tool: Any) -> Any:
             _POOLED.clear()
         _POOLED[id(tool)] = (tool, copy)  # the tool itself is kept: its id cannot be reused meanwhile
     return copy
+
+
+async def held_until_it_returns(call: Awaitable[Any]) -> Any:
+    """Await ``call`` (work on a thread: a model call, a compiled subagent with only ``invoke``), which a
+    cancellation of the caller does not end.
+
+    The call goes on as its own task, holding a share of the task's place
+    under the cap (see :func:`running_in`) until its thread returns, and its
+    end reaches the child's callbacks as usual, so what it spent is charged
+    to the budget; the child itself stops at the cancellation. Without this a
+    child abandoned at ``timeout_s`` gave its place back while its model
+    call still ran, and the tokens that call was billed were never counted.
+
+    Example::
+
+        return await held_until_it_returns(handler(request))   # in an awrap_model_call
+    """
+    slot = _SLOT.get()
+    task = asyncio.ensure_future(call)
+    if slot is not None:
+        slot.share()
+    task.add_done_callback(functools.partial(_call_returned, slot))
+    return await asyncio.shield(task)
+
+
+class HeldModelCalls(AgentMiddleware):
+    """A child's model calls that run on a thread outlive a cancelled child (see :func:`held_until_it_returns`).
+
+    The builder gives it to a child whose model has no async code of its own
+    (:func:`subagents.builder.runs_on_a_thread`); it changes nothing in the
+    request. A model another middleware swaps in (a fallback) is held too:
+    at worst an async call the cancelled child no longer waits for runs to
+    its end and is charged, as a thread's would be. Example::
+
+        create_agent(sync_only_model, tools, middleware=[*middleware, HeldModelCalls()])
+    """
+
+    name = "HeldModelCalls"
+    keeps_model = True  # it never puts another model in a call (see background_child_middleware)
+    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
+    request_neutral = True  # the guard it sits beside needs not look at it (builder.guard_for)
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
+        return handler(request)  # on invoke the child's thread is the call's: the task's place follows it
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
+        return cast("ModelResponse[Any]", await held_until_it_returns(handler(request)))
+
+
+def _call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
+    if slot is not None:
+        slot.release()
+    if not task.cancelled():
+        task.exception()  # read: an abandoned call's error is not "never retrieved"
 
 
 def _copy_on_pool(tool: Any) -> Any:

@@ -60,6 +60,7 @@ from pydantic import RootModel, ValidationError, model_validator
 
 from subagents.boundary import (
     FORBIDDEN_TOOL_NAMES,
+    HeldModelCalls,
     OneLevelGuard,
     OneLevelToolGuard,
     OneLevelToolRefusal,
@@ -722,6 +723,8 @@ def build_subagent(
     # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
+    if runs_on_a_thread(model):  # its calls outlive a cancelled child: they keep its place, and are charged
+        middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
@@ -770,6 +773,25 @@ is not trusted unless it says so itself.
 _HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
                     "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
 """Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
+
+
+def runs_on_a_thread(model: Any) -> bool:
+    """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own.
+
+    Such a model (only ``_generate``, as LangChain's guide to custom chat
+    models allows) is called on ``ainvoke`` through ``run_in_executor``: a
+    child cancelled at its ``timeout_s`` stops waiting for the call, but the
+    thread goes on to the end of the request, spending as it goes. Such a
+    child gets :class:`~subagents.boundary.HeldModelCalls`.
+
+    Example::
+
+        runs_on_a_thread(ScriptedChatModel())   # False: it has its own async code
+    """
+    if not isinstance(model, BaseChatModel):
+        return False
+    kind = type(model)
+    return kind._agenerate is BaseChatModel._agenerate and kind._astream is BaseChatModel._astream
 
 
 def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:

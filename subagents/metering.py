@@ -107,18 +107,31 @@ def token_count(value: Any) -> int:
     return min(max(number, 0), MAX_REPORTED_TOKENS)
 
 
-def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
-    """The USD cost of one call, or 0.0 when the model has no price."""
+def price_of(prices: PriceTable | None, model_name: str | None) -> tuple[float, float] | None:
+    """The (input, output) USD per million tokens ``prices`` gives ``model_name``, or ``None``.
+
+    Example::
+
+        price_of({"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6)}, "gpt-4.1-mini-2025-04-14")   # (0.4, 1.6)
+    """
     if not prices or not isinstance(model_name, str) or not model_name:
-        return 0.0
+        return None
     price = prices.get(model_name)
     if price is None:
         # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
         # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
         matches = [name for name in prices if model_name.startswith(name)]
         if not matches:
-            return 0.0
+            return None
         price = prices[max(matches, key=len)]
+    return price
+
+
+def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
+    """The USD cost of one call, or 0.0 when the model has no price."""
+    price = price_of(prices, model_name)
+    if price is None:
+        return 0.0
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
@@ -241,6 +254,13 @@ class Budget:
         was held, for :meth:`release`.
         """
         tokens = math.ceil(token_count(tokens) * self._scales.get(model_name or "", 1.0))
+        if self.max_usd is not None and price_of(self.prices, model_name) is None:
+            # Its calls would count $0 against the dollar limit: a budget that never stops them.
+            raise BudgetExceeded(
+                f"the shared budget has no price for model {model_name!r}, so its dollar limit cannot count "
+                "the call; add the model to prices={model: (input, output)}",
+                limit=self.max_usd, spent=self.usd, unit="usd",
+            )
         cost = cost_of(self.prices, model_name, tokens, 0)
         with self._lock:
             if (spent := self._spent_error()) is not None:
@@ -435,6 +455,13 @@ class TaskMeter(BaseCallbackHandler):
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
+        self.stopped_by: SubagentError | None = None
+        """The last stop this meter raised in the child (a limit, a deadline, a cancel), or ``None``.
+
+        A middleware of the child's that catches every error (LangChain's
+        ``ModelRetryMiddleware`` answers with a message once its retries
+        fail) can turn that stop into an ordinary answer; the runner reads it
+        here, so the task still ends with the stop's reason."""
         # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
         self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
         self._lock = threading.Lock()
@@ -459,7 +486,7 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += token_count(spent.get("model_calls"))
             self.input_tokens += token_count(spent.get("input_tokens"))
             self.output_tokens += token_count(spent.get("output_tokens"))
-            self.cost_usd += _dollars(spent.get("cost_usd"))
+            self.cost_usd += dollars(spent.get("cost_usd"))
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -536,6 +563,7 @@ class TaskMeter(BaseCallbackHandler):
         """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
         self._raised.append(error)
         del self._raised[:-8]
+        self.stopped_by = error
         return error
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
@@ -550,7 +578,13 @@ class TaskMeter(BaseCallbackHandler):
             # budget's overshoot to one call's output per running child, in tokens and in dollars.
             estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
             name = _model_name(kwargs)
-            tokens, usd = self.budget.reserve(estimate, name)
+            try:
+                tokens, usd = self.budget.reserve(estimate, name)
+            except BudgetExceeded as refused:
+                with self._lock:  # refused before it reached the model: no call was made
+                    self.model_calls -= 1
+                self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
+                raise
             self._reserved[run_id] = (name, estimate, tokens, usd)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
@@ -633,20 +667,27 @@ class TaskMeter(BaseCallbackHandler):
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _release(self, run_id: Any) -> tuple[str | None, int]:
-        """Give back the call's reservation; the model and prompt estimate it was made for (0: none)."""
+    def _release(self, run_id: Any) -> tuple[str | None, int, int]:
+        """Give back the call's reservation; the model, prompt estimate and tokens it was made for (0: none)."""
         name, estimate, tokens, usd = self._reserved.pop(run_id, (None, 0, 0, 0.0))
         if (tokens or usd) and self.budget is not None:
             self.budget.release(tokens, usd)
-        return name, estimate
+        return name, estimate, tokens
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        reserved_as, estimate = self._release(run_id)
+        reserved_as, estimate, reserved = self._release(run_id)
         usage, model_name = _usage_of(response)
         if not usage:
+            if reserved and self.budget is not None:
+                # Billed all the same: the budget is charged the prompt as reserved and the reply as estimated,
+                # so a model (or server) that reports no usage cannot run past the budget. The record keeps
+                # what was reported.
+                replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations
+                           for g in gs]
+                self.budget.charge(reserved_as, reserved, estimate_tokens(replies))
             return
         inp = token_count(usage.get("input_tokens"))  # reported by the server: never trusted
         out = token_count(usage.get("output_tokens"))
@@ -710,8 +751,13 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
     return None, None
 
 
-def _dollars(value: Any) -> float:
-    """A cost carried from an earlier record: a finite, non-negative number, else 0."""
+def dollars(value: Any) -> float:
+    """A cost carried from an earlier record or rollup: a finite, non-negative number, else 0.
+
+    Example::
+
+        dollars(0.25), dollars(float("nan")), dollars(-1), dollars("1")   # 0.25, 0.0, 0.0, 0.0
+    """
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return max(float(value), 0.0) if ok else 0.0
 

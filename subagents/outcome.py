@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import StopReason
 from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
+from subagents.metering import dollars, token_count
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -177,13 +179,45 @@ def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) ->
     return digest.hex()
 
 
-def add_usage(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer for a usage rollup: parallel delegations add up."""
-    if not left:
-        return dict(right or {})
-    if not right:
-        return left
-    return {k: round(left.get(k, 0) + right.get(k, 0), 6) for k in {*left, *right}}
+USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "tasks")
+"""The whole-number figures of a usage rollup; ``cost_usd`` is its one amount of dollars."""
+
+
+def add_usage(left: Any, right: Any) -> dict[str, Any]:
+    """Reducer for a usage rollup: parallel delegations add up.
+
+    Either side may come from outside (a graph's input, an old checkpoint),
+    so each figure is read as every count is (:func:`subagents.metering.token_count`,
+    :func:`subagents.metering.dollars`): text, a negative number or ``NaN``
+    counts as 0 and anything that is not a mapping as no usage, so a crafted
+    value can neither crash a later delegation's write nor make the rollup
+    negative or ``NaN``.
+
+    Example::
+
+        add_usage({"tasks": 1, "cost_usd": 0.5}, {"tasks": "x", "cost_usd": -1})   # tasks 1, cost 0.5
+    """
+    mine, theirs = _usage_figures(left), _usage_figures(right)
+    summed: dict[str, Any] = {k: min(mine[k] + theirs[k], MAX_ROLLUP_COUNT) for k in USAGE_COUNTS}
+    summed["cost_usd"] = round(mine["cost_usd"] + theirs["cost_usd"], 6)
+    return summed
+
+
+MAX_ROLLUP_COUNT = 2**53 - 1
+"""The largest count a rollup holds: exact as a float, so any checkpointer's serializer keeps it."""
+
+
+def _usage_figures(value: Any) -> dict[str, Any]:
+    figures: dict[str, Any] = dict.fromkeys(USAGE_COUNTS, 0)
+    figures["cost_usd"] = 0.0
+    if isinstance(value, Mapping):
+        # The usual figures (the runner's own) are read here; only an odd one is handed to the meter's reader.
+        for key in USAGE_COUNTS:
+            count: Any = value.get(key, 0)
+            figures[key] = count if type(count) is int and 0 <= count <= MAX_ROLLUP_COUNT else token_count(count)
+        cost: Any = value.get("cost_usd", 0.0)
+        figures["cost_usd"] = float(cost) if type(cost) in (int, float) and 0 <= cost < math.inf else dollars(cost)
+    return figures
 
 
 # -- the answer -----------------------------------------------------------------

@@ -44,7 +44,9 @@ from langsmith import get_tracing_context, tracing_context
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
     ChildInput,
+    WorkHolder,
     changed_keys,
+    current_slot,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
@@ -565,6 +567,10 @@ class Delegation:
     """Work time of the task's earlier segments (before each approval pause), carried into this one."""
     waiting_ms: float = 0.0
     """Time the task spent paused for approval, between its segments."""
+    ran_s: float = 0.0
+    """Time the task ran (past the cap) in its earlier segments: what ``timeout_s`` has already used."""
+    begun_clock: float = 0.0
+    """When this segment began to run (after any wait for the cap)."""
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -643,8 +649,10 @@ class Delegation:
     def begin(self) -> None:
         """The task starts running (after any wait for the concurrency cap)."""
         self.begun = True
+        self.begun_clock = time.monotonic()
         if self.limits.timeout_s is not None and self.meter is not None:
-            self.meter.deadline = time.monotonic() + self.limits.timeout_s
+            # One timeout_s for the whole task: a task resumed after an approval has what its segments left.
+            self.meter.deadline = self.begun_clock + max(0.0, self.limits.timeout_s - self.ran_s)
             self.meter.timeout_s = self.limits.timeout_s
         resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
@@ -780,7 +788,9 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     of awaits above it, the parent's included. Read with ``result()``, a
     child's ``GeneratorExit`` is one more exception this task can fail with.
     """
-    slot = run.slot
+    slot: Slot | WorkHolder = run.slot
+    if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
+        slot = current_slot() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     with running_in(slot), traced_as_subagent():
         child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
@@ -923,6 +933,10 @@ class TaskRunner:
     def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
         try:
             result = yield run.given
+            if run.meter is not None and (stop := run.meter.stopped_by) is not None:
+                # The child ended normally after a limit stopped it: a middleware of its own caught the stop.
+                messages = result.get("messages") if isinstance(result, Mapping) else None
+                return self._fail(run, stop, final_messages=messages)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
             read = ChildAnswer.of(result, self.short_answer_threshold if own is None else own)
             answer, follow_up = read.answer, read.follow_up
@@ -989,7 +1003,8 @@ class TaskRunner:
         """
         carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
                    "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
-                   "waiting_ms": run.waiting_ms}
+                   "waiting_ms": run.waiting_ms,
+                   "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
         with self._paused_lock:
             self._paused_usage[run.task_id] = carried
             while len(self._paused_usage) > 1024:
@@ -1007,6 +1022,7 @@ class TaskRunner:
         # The task began when its first segment did; the pause is waiting, not work.
         run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
         run.carried_ms = carried["work_ms"]
+        run.ran_s = carried["ran_s"]
         run.started_at = carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer) -> TaskOutcome:
@@ -1019,9 +1035,9 @@ class TaskRunner:
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
         return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
 
-    def _fail(self, run: Delegation, exc: BaseException) -> TaskOutcome:
+    def _fail(self, run: Delegation, exc: BaseException, *, final_messages: Any = None) -> TaskOutcome:
         stop_reason, reason = run.explain(exc)
-        run.close_transcript(None)
+        run.close_transcript(final_messages)
         usage = run.usage()
         record = self._record(run, stop_reason, error=reason, usage=usage)
         run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], **usage)

@@ -44,7 +44,7 @@ from pydantic import (
     model_validator,
 )
 
-from subagents.boundary import ContextMode
+from subagents.boundary import ContextMode, held_until_it_returns
 from subagents.definitions.condenser import CondenserSetting, normalize_condenser
 from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
@@ -251,7 +251,9 @@ class ThreadedRunnable:
 
     async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         context = contextvars.copy_context()
-        return await asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs))
+        # A child cancelled at its timeout_s cannot stop the thread: until it returns, it keeps the task's place.
+        return await held_until_it_returns(
+            asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
 # ----------------------------------------------------------------------------
@@ -469,8 +471,8 @@ class CompiledSubagent(BaseModel):
     name: Slug
     description: str
     runnable: Any
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
-    recursion_limit: int | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
+    recursion_limit: int | None = Field(default=None, gt=0, strict=True)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
@@ -711,9 +713,9 @@ class RemoteSubagentSpec(BaseModel):
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
     api_key_env: str | None = None
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
-    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600)
-    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
+    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     webhook: str | None = None

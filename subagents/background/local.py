@@ -59,6 +59,7 @@ from subagents.background.runtime import (
     owner_state,
     steering_message,
 )
+from subagents.boundary import running_in
 from subagents.definitions.permissions import pending_interrupts, resume_for
 from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
@@ -473,9 +474,12 @@ class LocalTaskRunner:
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:
-            async with self.limit.ahold():
+            # The task's place is held until its child's work has stopped: a thread its timeout or a
+            # cancel could not stop (a sync-only model's call) keeps it (see boundary.running_in).
+            async with self.limit.ahold() as slot:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
-                await self._run(task, call)
+                with running_in(slot):
+                    await self._run(task, call)
         except asyncio.CancelledError:
             # The transcript the cancelled run ended with a mark, if it began (see LocalTask.heard).
             ended = {"transcript": task.cancelled_transcript} if task.cancelled_transcript else {}
