@@ -27,9 +27,10 @@ import dataclasses
 import hashlib
 import json
 import math
+import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
@@ -198,6 +199,8 @@ def add_usage(left: Any, right: Any) -> dict[str, Any]:
         add_usage({"tasks": 1, "cost_usd": 0.5}, {"tasks": "x", "cost_usd": -1})   # tasks 1, cost 0.5
     """
     mine, theirs = _usage_figures(left), _usage_figures(right)
+    if mine is _NO_USAGE or theirs is _NO_USAGE:  # the first delegation of a thread, or nothing added
+        return dict(theirs if mine is _NO_USAGE else mine)
     summed: dict[str, Any] = {k: min(mine[k] + theirs[k], MAX_ROLLUP_COUNT) for k in USAGE_COUNTS}
     summed["cost_usd"] = round(mine["cost_usd"] + theirs["cost_usd"], 6)
     return summed
@@ -207,11 +210,25 @@ MAX_ROLLUP_COUNT = 2**53 - 1
 """The largest count a rollup holds: exact as a float, so any checkpointer's serializer keeps it."""
 
 
+_USAGE_FIELDS = frozenset((*USAGE_COUNTS, "cost_usd"))
+_usage_values = operator.itemgetter(*USAGE_COUNTS, "cost_usd")
+_NO_USAGE: dict[str, Any] = {**dict.fromkeys(USAGE_COUNTS, 0), "cost_usd": 0.0}
+
+
 def _usage_figures(value: Any) -> dict[str, Any]:
+    """``value``'s figures, each a count or a dollar amount the rollup can add (read only: never changed)."""
+    if not value:  # the channel's first value, or none
+        return _NO_USAGE
+    if type(value) is dict and value.keys() == _USAGE_FIELDS:
+        # The runner's own figures, every delegation: checked in C-level steps, and used as they are.
+        *counts, usd = _usage_values(value)
+        if (set(map(type, counts)) == {int} and min(counts) >= 0 and max(counts) <= MAX_ROLLUP_COUNT
+                and type(usd) is float and 0.0 <= usd < math.inf):
+            return cast("dict[str, Any]", value)
     figures: dict[str, Any] = dict.fromkeys(USAGE_COUNTS, 0)
     figures["cost_usd"] = 0.0
     if isinstance(value, Mapping):
-        # The usual figures (the runner's own) are read here; only an odd one is handed to the meter's reader.
+        # A figure of another type or range (a graph's input, an old checkpoint) is read as the meter reads one.
         for key in USAGE_COUNTS:
             count: Any = value.get(key, 0)
             figures[key] = count if type(count) is int and 0 <= count <= MAX_ROLLUP_COUNT else token_count(count)

@@ -66,7 +66,12 @@ def test_a_remote_spec_refuses_a_bool_or_text_timeout_naming_the_field(field, va
 
 
 @pytest.mark.parametrize("crafted", [{"input_tokens": "x"}, {"tasks": -1000, "input_tokens": -10**9},
-                                     {"model_calls": float("nan")}, ["a"], "text"])
+                                     {"model_calls": float("nan")}, ["a"], "text",
+                                     # the rollup's own shape, which is read without a second look when clean
+                                     {"model_calls": -5, "input_tokens": 0, "output_tokens": 0, "tasks": 0,
+                                      "cost_usd": -1.0},
+                                     {"model_calls": True, "input_tokens": 0, "output_tokens": 0, "tasks": 0,
+                                      "cost_usd": float("nan")}])
 def test_a_crafted_usage_rollup_in_the_input_neither_fails_the_run_nor_corrupts_the_rollup(run, crafted):
     # Text in the input's rollup failed the delegation's write after the child had run (its record lost);
     # negative or NaN figures made the rollup negative or NaN for the rest of the thread.
@@ -82,6 +87,7 @@ def test_a_crafted_usage_rollup_in_the_input_neither_fails_the_run_nor_corrupts_
     assert rollup["tasks"] == 1 and rollup["model_calls"] == record["model_calls"] == 1
     assert rollup["input_tokens"] == record["input_tokens"] > 0
     assert rollup["output_tokens"] == record["output_tokens"] > 0
+    assert rollup["cost_usd"] == 0.0
 
 
 class SyncOnlyModel(ScriptedChatModel):
