@@ -723,7 +723,10 @@ def build_subagent(
     # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
-    if runs_on_a_thread(model):  # its calls outlive a cancelled child: they keep its place, and are charged
+    # Its calls outlive a cancelled child: they keep its place, and are charged. A fallback model a
+    # middleware swaps in (ModelFallbackMiddleware's models) is called as the child's own would be.
+    swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
+    if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
     if guard is not None:

@@ -458,6 +458,8 @@ class TaskMeter(BaseCallbackHandler):
         self.stopped_by: SubagentError | None = None
         """The last stop this meter raised in the child (a limit, a deadline, a cancel), or ``None``.
 
+        Cleared when a later model call is let through: that stop did not hold.
+
         A middleware of the child's that catches every error (LangChain's
         ``ModelRetryMiddleware`` answers with a message once its retries
         fail) can turn that stop into an ordinary answer; the runner reads it
@@ -586,6 +588,9 @@ class TaskMeter(BaseCallbackHandler):
                 self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
                 raise
             self._reserved[run_id] = (name, estimate, tokens, usd)
+        # A call let through means no earlier stop held: a shared budget's refusal passes once a sibling's
+        # running call gives back what it held, and a child that retried then answered has not been stopped.
+        self.stopped_by = None
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:

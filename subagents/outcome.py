@@ -12,7 +12,9 @@
   agent to go on from it: a ``Stop`` hook that blocks would send the run back
   to a model call the limit refuses again, round after round, to LangGraph's
   recursion limit. The mark sits in ``response_metadata``, which no provider
-  is sent; :func:`stopped_by_limit` reads it.
+  is sent, on a message whose random id only this process issued: a model
+  integration that echoes its server's fields cannot forge it;
+  :func:`stopped_by_limit` reads it.
 
 Example::
 
@@ -23,11 +25,13 @@ Example::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
 import math
 import operator
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
@@ -383,14 +387,30 @@ LIMIT_STOP_MARK = "stopped_by_limit"
 """The ``response_metadata`` key that marks a message a limit wrote (its value: the limit's argument name)."""
 
 
+_LIMIT_STOPS: collections.OrderedDict[str, None] = collections.OrderedDict()
+"""Ids of the messages :func:`limit_stop` made lately: the mark counts only on one of them.
+
+``response_metadata`` is what a chat-model integration writes; one that copies its
+server's fields there (or a crafted input) could carry the mark and skip the Stop
+hooks. An id drawn at random here cannot be guessed. The hook reads the message in
+the run that wrote it, so remembering the latest few is enough."""
+_LIMIT_STOPS_KEPT = 4096
+_LIMIT_STOPS_LOCK = threading.Lock()
+
+
 def limit_stop(text: str, limit: str, name: str | None = None) -> AIMessage:
     """The final AI message ``limit`` (its argument's name) ends a run with, signed ``name`` as the agent's are."""
-    return AIMessage(content=text, name=name, response_metadata={LIMIT_STOP_MARK: limit})
+    message_id = f"limit-stop-{uuid.uuid4().hex}"
+    with _LIMIT_STOPS_LOCK:
+        _LIMIT_STOPS[message_id] = None
+        while len(_LIMIT_STOPS) > _LIMIT_STOPS_KEPT:
+            _LIMIT_STOPS.popitem(last=False)
+    return AIMessage(content=text, name=name, id=message_id, response_metadata={LIMIT_STOP_MARK: limit})
 
 
 def stopped_by_limit(message: Any) -> str | None:
     """The limit that wrote ``message``, or ``None`` for a model's own message (or anything else)."""
-    if not isinstance(message, AIMessage):
+    if not isinstance(message, AIMessage) or message.id is None or message.id not in _LIMIT_STOPS:
         return None
     limit = (message.response_metadata or {}).get(LIMIT_STOP_MARK)
     return limit if isinstance(limit, str) else None

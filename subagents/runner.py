@@ -943,6 +943,9 @@ class TaskRunner:
             if follow_up is not None:
                 try:
                     second = yield follow_up
+                    if run.meter is not None and (stop := run.meter.stopped_by) is not None:
+                        # A limit stopped the request and a middleware of the child's answered in its place.
+                        raise stop
                     # The first run's state is what gets written back; the
                     # continuation only contributes its text.
                     answer = merge_continuation(answer, final_answer(second), None)
