@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import hashlib
 import os
@@ -87,13 +88,21 @@ def aegra_venv(cache_dir: Path, *, with_project: bool = False) -> Path:
     marker = venv / "installed"
     if marker.exists():
         return venv
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           f"aegra-api=={AEGRA_VERSION}", *extra], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        pytest.fail(f"pip install aegra-api=={AEGRA_VERSION} failed:\n{done.stderr[-3000:]}", pytrace=False)
-    marker.write_text(AEGRA_VERSION)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # Several test workers may want the same venv at once, on a clean checkout: one builds it while the
+    # others wait (without the lock one worker's rmtree cut another's pip install short, and aegra then
+    # failed to import its own dependencies).
+    with open(cache_dir / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True)
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                               f"aegra-api=={AEGRA_VERSION}", *extra], capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.fail(f"pip install aegra-api=={AEGRA_VERSION} failed:\n{done.stderr[-3000:]}", pytrace=False)
+        marker.write_text(AEGRA_VERSION)
     return venv
 
 

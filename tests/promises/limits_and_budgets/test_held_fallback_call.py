@@ -2,20 +2,15 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from typing import Any
 
+from helpers.sync_only_model import STATE, SyncOnlyModel
 from langchain.agents.middleware import ModelFallbackMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
-
-LOCK = threading.Lock()
-STATE: dict[str, int] = {}
 
 
 class ProviderDown(ScriptedChatModel):
@@ -28,29 +23,6 @@ class ProviderDown(ScriptedChatModel):
         raise RuntimeError("provider down")
 
 
-class SyncOnlyFallback(ScriptedChatModel):
-    """No async code of its own (run on a thread under ainvoke); its first call blocks past the timeout."""
-
-    _agenerate = BaseChatModel._agenerate  # type: ignore[assignment]
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        with LOCK:
-            STATE["running"] += 1
-            STATE["peak"] = max(STATE["peak"], STATE["running"])
-            first = STATE["calls"] == 0
-            STATE["calls"] += 1
-        try:
-            if first:
-                time.sleep(2.0)  # four times the child's timeout_s: it is abandoned mid call
-            result = super()._generate(messages, stop, run_manager, **kwargs)
-        finally:
-            with LOCK:
-                STATE["running"] -= 1
-        result.generations[0].message.usage_metadata = {
-            "input_tokens": 10_000, "output_tokens": 1, "total_tokens": 10_001}
-        return result
-
-
 def test_a_fallback_call_on_a_thread_keeps_the_place_and_is_charged() -> None:
     # The child's own model is async, so only its fallback runs on a thread: before, the child got no
     # hold on such calls, so two ran at once under a cap of 1 and the abandoned one was never charged.
@@ -61,7 +33,7 @@ def test_a_fallback_call_on_a_thread_keeps_the_place_and_is_charged() -> None:
     )
     budget = Budget(max_tokens=10**9)
     specs = [{"name": "w", "description": "worker", "model": ProviderDown(default="x"), "timeout_s": 0.5,
-              "middleware": [ModelFallbackMiddleware(SyncOnlyFallback(default="an answer"))]}]
+              "middleware": [ModelFallbackMiddleware(SyncOnlyModel(default="an answer"))]}]
     agent = create_deep_agent(parent, subagents=specs, budget=budget, max_concurrent_tasks=1)
     out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
     records = out["subagent_tasks"]

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
 from helpers.graphs import records, user
+from helpers.sync_only_model import LOCK, STATE, SyncOnlyModel
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRetryMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -90,35 +89,6 @@ def test_a_crafted_usage_rollup_in_the_input_neither_fails_the_run_nor_corrupts_
     assert rollup["cost_usd"] == 0.0
 
 
-class SyncOnlyModel(ScriptedChatModel):
-    """A chat model with no async code of its own: LangChain runs its calls on a thread under ``ainvoke``.
-
-    Its first call blocks (a slow provider) well past the child's ``timeout_s``; every call reports
-    10,000 input tokens, so what an abandoned call spent is plain in the budget.
-    """
-
-    _agenerate = BaseChatModel._agenerate  # type: ignore[assignment]
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def]
-        with LOCK:
-            STATE["running"] += 1
-            STATE["peak"] = max(STATE["peak"], STATE["running"])
-            first = STATE["calls"] == 0
-            STATE["calls"] += 1
-        try:
-            if first:
-                time.sleep(2.0)
-            result = super()._generate(messages, stop, run_manager, **kwargs)
-        finally:
-            with LOCK:
-                STATE["running"] -= 1
-        message = result.generations[0].message
-        message.usage_metadata = {"input_tokens": 10_000, "output_tokens": 1, "total_tokens": 10_001}
-        return result
-
-
-LOCK = threading.Lock()
-STATE: dict[str, int] = {}
 
 
 def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charged(run):
