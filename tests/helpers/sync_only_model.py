@@ -46,3 +46,11 @@ class SyncOnlyModel(ScriptedChatModel):
 
 LOCK = threading.Lock()
 STATE: dict[str, int] = {}
+
+
+def wait_until_idle(timeout_s: float = 60.0) -> None:
+    """Wait until no call counted in :data:`STATE` still runs on a thread (bounded): a call a test abandoned
+    must not end inside the next test, after that test reset the counts."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and STATE.get("running", 0) > 0:
+        time.sleep(0.05)

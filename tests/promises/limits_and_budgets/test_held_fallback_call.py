@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helpers.sync_only_model import STATE, SyncOnlyModel
+from helpers.sync_only_model import STATE, SyncOnlyModel, wait_until_idle
 from langchain.agents.middleware import ModelFallbackMiddleware
 from langchain_core.messages import HumanMessage
 
@@ -39,5 +39,6 @@ def test_a_fallback_call_on_a_thread_keeps_the_place_and_is_charged() -> None:
     records = out["subagent_tasks"]
     stops = [r["stop_reason"] for r in (records.values() if isinstance(records, dict) else records)]
     assert stops.count("timeout") == 1
+    wait_until_idle()
     assert STATE["peak"] == 1
     assert budget.tokens >= 10_000 * STATE["calls"] == 20_000

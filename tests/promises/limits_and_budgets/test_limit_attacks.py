@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from helpers.graphs import records, user
-from helpers.sync_only_model import LOCK, STATE, SyncOnlyModel
+from helpers.sync_only_model import LOCK, STATE, SyncOnlyModel, wait_until_idle
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.messages import AIMessage
@@ -106,6 +106,7 @@ def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charge
     out = run(create_deep_agent(parent, subagents=specs, budget=budget, max_concurrent_tasks=1), user("go"))
     recs = records(out)
     assert [r["stop_reason"] for r in recs].count("timeout") >= 1
+    wait_until_idle()
     assert STATE["peak"] == 1
     assert budget.tokens >= 10_000 * STATE["calls"] == 20_000
 
@@ -220,6 +221,7 @@ def test_a_compiled_subagent_on_a_thread_keeps_its_place_after_its_timeout(run):
     spec = CompiledSubagent(name="b", description="blocks", runnable=BlockingGraph(), timeout_s=0.3)
     out = run(create_deep_agent(parent, subagents=[spec], max_concurrent_tasks=1), user("go"))
     assert [r["stop_reason"] for r in records(out)] == ["timeout"] * 3
+    wait_until_idle()
     assert STATE["peak"] == 1
 
 
