@@ -80,7 +80,10 @@ def test_closing_releases_the_runtime_and_everything_its_tasks_held():
         tracemalloc.stop()
     assert runtime() is None and middleware() is None
     transcripts = MEMORY.bytes - table_before
-    assert held - transcripts < 100 * 1024, (held, transcripts)
+    # Besides the transcripts, a round keeps 40-105 KiB of the interpreter's and the libraries' own (caches,
+    # free lists; it varies from run to run and with what ran before in the process). What this guards
+    # against is what a task keeps: 1 KiB a task would be 200 KiB more, 7 KiB a task (as before) 1.4 MiB.
+    assert held - transcripts < 160 * 1024, (held, transcripts)
 
 
 def _task_objects() -> int:

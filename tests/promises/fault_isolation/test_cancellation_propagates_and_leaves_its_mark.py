@@ -167,9 +167,14 @@ quick.invoke({"messages": [{"role": "user", "content": "go"}]})
 restored = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # asyncio.run installs its own over it
 sent = []
 def press_ctrl_c():
+    # Once the three children are at work (not at a fixed time: on a loaded machine 0.6 s could fall
+    # before any child had begun, which is not what this test is about).
+    deadline = time.monotonic() + 60
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     sent.append(time.monotonic())
     os.kill(os.getpid(), signal.SIGINT)
-threading.Timer(0.6, press_ctrl_c).start()
+threading.Thread(target=press_ctrl_c, daemon=True).start()
 try:
     agent.invoke({"messages": [{"role": "user", "content": "go"}]}, {"recursion_limit": 1000})
     print(json.dumps({"interrupted": False}))
