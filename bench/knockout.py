@@ -6,6 +6,13 @@ layer at a time, in one process, the kinds interleaved, so that the gap can
 be read as a sum of parts rather than guessed at:
 
 * ``shipped`` -- as the library ships it;
+* ``uncopied_reply`` -- as shipped, but the ``task`` reply's update handed
+  to LangGraph as ``(key, value)`` pairs, a form ``Command`` accepts and the
+  tool node passes on without its deep copy (it copies a dict update): what
+  that copy of the reply costs, record and usage included. Not shipped,
+  since other code reads the update as a dict (bench/README.md, "Where the
+  instructions go"); this level is the other side of that trade-off, by the
+  clock. It stands alone: the levels below start again from ``shipped``;
 * ``no_meter`` -- the child runs without the callback handler that meters
   it: no ``max_turns``, usage, deadline, cancellation or budget checks, and
   no transcript recorded while it runs;
@@ -44,12 +51,13 @@ from bench.common import OURS, THEIRS, acpu_and_wall, cpu_and_wall, median, quie
 from subagents.runner import Delegation
 
 NAME = "knockout"
-LEVELS = ("shipped", "no_meter", "no_meter_metadata", "bare")
-"""Our side with fewer and fewer parts of the governance, cumulatively."""
+LEVELS = ("shipped", "uncopied_reply", "no_meter", "no_meter_metadata", "bare")
+"""Our side as shipped, with its reply uncopied, then with fewer and fewer parts of the governance."""
 
-_METER_OFF = frozenset(LEVELS[1:])
-_METADATA_OFF = frozenset(LEVELS[2:])
-_RECORDS_OFF = frozenset(LEVELS[3:])
+_UNCOPIED = frozenset({"uncopied_reply"})
+_METER_OFF = frozenset(LEVELS[2:])
+_METADATA_OFF = frozenset(LEVELS[3:])
+_RECORDS_OFF = frozenset(LEVELS[4:])
 
 
 class _NoTranscript:
@@ -84,6 +92,8 @@ def _switchable() -> Iterator[dict[str, str]]:
         full = command(runtime, outcome, writes, stored)
         if level["level"] in _RECORDS_OFF and isinstance(full.update, Mapping):
             return Command(update={"messages": full.update["messages"]})
+        if level["level"] in _UNCOPIED and isinstance(full.update, Mapping):
+            return Command(update=tuple(full.update.items()))
         return full
 
     with (mock.patch.object(Delegation, "configure", configure_at_level),

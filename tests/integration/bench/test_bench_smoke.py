@@ -175,7 +175,8 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
     assert not set(KNOCKOUT_MEASURES) & set(MEASURES), "--only knockout takes minutes: never in the default run"
     records = _quick_records("--only", "knockout")
     assert [r["measure"] for r in records] == [f"knockout.{mode}.{level}" for mode in ("invoke", "ainvoke")
-                                               for level in ("shipped", "no_meter", "no_meter_metadata", "bare")]
+                                               for level in ("shipped", "uncopied_reply", "no_meter",
+                                                             "no_meter_metadata", "bare")]
     for rec in records:
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["met"] is None, rec
 
@@ -185,18 +186,26 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
     from bench import knockout, overhead
     from subagents.runner import Delegation
 
-    original = (Delegation.configure, Delegation.open_transcript)
+    import middleware.task_tool as task_tool
+
+    original = (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command)
     agent = overhead._agents()["ours"]
     seen: dict[str, dict[str, Any]] = {}
+    replies: dict[str, Any] = {}
     configure = Delegation.configure
     with knockout._switchable() as switch:
-        patched = Delegation.configure
+        patched, command = Delegation.configure, task_tool.outcome_command
 
         def spy(self: Any, spec: Any, **kwargs: Any) -> None:
             patched(self, spec, **kwargs)
             seen[switch["level"]] = dict(self.config)
 
+        def reply_spy(*args: Any, **kwargs: Any) -> Any:
+            replies[switch["level"]] = reply = command(*args, **kwargs)
+            return reply
+
         Delegation.configure = spy  # type: ignore[method-assign]
+        task_tool.outcome_command = reply_spy
         try:
             states = {}
             for level in knockout.LEVELS:
@@ -204,7 +213,9 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
                 states[level] = agent.invoke(overhead.DELEGATE)
         finally:
             Delegation.configure = patched  # type: ignore[method-assign]
-    assert (Delegation.configure, Delegation.open_transcript) == original and configure is original[0]
+            task_tool.outcome_command = command
+    assert (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command) == original
+    assert configure is original[0]
     for level, state in states.items():  # every level still delegates and answers
         (answer,) = [m for m in state["messages"] if m.type == "tool"]
         assert "done" in answer.text, (level, answer)
@@ -216,3 +227,15 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
     assert shipped["model_calls"] == 1 and unmetered["model_calls"] == 0  # nothing counted the child's call
     assert shipped["transcript"].startswith("memory:")
     assert not states["bare"].get("subagent_tasks") and not states["bare"].get("subagent_usage")
+    # uncopied_reply is shipped with only the reply's form changed: the same record, usage and answer, and
+    # the tool node passed its ToolMessage on as it was (shipped's dict reply reaches the state as a copy).
+    assert seen["uncopied_reply"]["callbacks"] and seen["uncopied_reply"].keys() == seen["shipped"].keys()
+    assert seen["uncopied_reply"]["metadata"].keys() == seen["shipped"]["metadata"].keys()
+    assert isinstance(replies["shipped"].update, dict) and isinstance(replies["uncopied_reply"].update, tuple)
+    (uncopied,) = states["uncopied_reply"]["subagent_tasks"].values()
+    assert uncopied.keys() == shipped.keys() and uncopied["model_calls"] == 1
+    assert states["uncopied_reply"]["subagent_usage"] == states["shipped"]["subagent_usage"]
+    answers = {level: next(m for m in states[level]["messages"] if m.type == "tool")
+               for level in ("shipped", "uncopied_reply")}
+    assert answers["uncopied_reply"] is dict(replies["uncopied_reply"].update)["messages"][0]
+    assert answers["shipped"] is not replies["shipped"].update["messages"][0]
