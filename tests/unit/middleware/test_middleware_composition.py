@@ -252,6 +252,25 @@ def test_approval_on_task_pauses_and_resumes(order, run):
     assert tool_messages(out)[0].text == ANSWER.rstrip()
 
 
+def test_an_edited_task_call_gets_the_reviewers_notice_and_keeps_its_record(order, run):
+    # The task reply keeps a dict update, copied by the tool node, because LangChain's approval middleware
+    # adds its edit notice to a Command's ToolMessage only in a dict update: bench/README.md.
+    model = ScriptedChatModel(rules=[("edited job", [ANSWER])], responses=delegate("first job"))
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"task": True})
+    if not getattr(hitl, "edit_notice", None):
+        pytest.skip("this LangChain's approval middleware adds no edit notice")
+    agent = create_agent(model, [], middleware=compose(hitl, order), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, user("go"), config)
+    edited = {"name": "task", "args": {"description": "edited job", "subagent_type": "general-purpose"}}
+    out = run(agent, Command(resume={"decisions": [{"type": "edit", "edited_action": edited}]}), config)
+    (message,) = tool_messages(out)
+    assert message.text.startswith(hitl.edit_notice) and ANSWER.rstrip() in message.text
+    (record,) = records(out)
+    assert record["status"] == "completed" and record["description"] == "edited job"
+    assert out["subagent_usage"]["tasks"] == 1
+
+
 def test_summarisation_on_the_parent_composes(order, run):
     model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegate("job"), default="a summary")
     summarise = SummarizationMiddleware(model, trigger=("messages", 3), keep=("messages", 2))
