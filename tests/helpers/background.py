@@ -103,6 +103,30 @@ def ledger(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(state.get("async_tasks") or {})
 
 
+def starts_one_worker_task() -> Any:
+    """A parent model that starts one background ``worker`` task ("do X") on "go", then answers "ok"."""
+    from deep_agent.testing import ScriptedChatModel
+
+    return ScriptedChatModel(
+        rules=[("go", [{"tool_calls": [tool_call("start_async_task", description="do X",
+                                                 subagent_type="worker")]}, "started"])],
+        default="ok")
+
+
+def steer(middleware: Any, state: dict[str, Any], task_id: str, text: str, parent_model: Any) -> str:
+    """Send ``text`` to a running local task as the parent's ``update_async_task`` would; what it was told."""
+    from subagents.background.local import known_task
+    from subagents.outcome import TaskCall
+
+    task = known_task(task_id)
+    assert task is not None, f"task {task_id} is not running in this process"
+    record = {**state["async_tasks"][task_id], **task.fields}
+    call = TaskCall(subagent_type="worker", description="", parent_state=state, tool_call_id=None,
+                    parent_config={}, parent_model=parent_model, parent_tools=[])
+    _, what = middleware.runtime.run(middleware.tasks.update(record, text, call))
+    return str(what)
+
+
 def run_script(path: str, *args: str, timeout: float = 60) -> dict[str, Any]:
     """Run a test file as a separate process (its first parent process); return its last JSON line."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}

@@ -17,10 +17,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.testing import ScriptedChatModel
+from helpers.background import starts_one_worker_task, steer
 from middleware import BackgroundSubagentMiddleware
 from subagents.background.local import known_task
-from subagents.outcome import TaskCall
 
 DEADLINE_S = 30.0
 CALLING, RELEASE = threading.Event(), threading.Event()
@@ -39,10 +39,7 @@ class HeldFailingModel(ScriptedChatModel):
 
 def test_a_message_the_failed_run_never_read_is_named_in_its_error() -> None:
     calling, release = CALLING, RELEASE
-    parent = ScriptedChatModel(
-        rules=[("go", [{"tool_calls": [tool_call("start_async_task", description="do X",
-                                                 subagent_type="worker")]}, "started"])],
-        default="ok")
+    parent = starts_one_worker_task()
     child = HeldFailingModel()
     spec = {"name": "worker", "description": "Works.", "system_prompt": "Work.", "model": child}
     mw = BackgroundSubagentMiddleware([spec], model=parent)
@@ -53,11 +50,7 @@ def test_a_message_the_failed_run_never_read_is_named_in_its_error() -> None:
         assert calling.wait(DEADLINE_S), "the child never called its model"
         task = known_task(task_id)
         assert task is not None
-        call = TaskCall(subagent_type="worker", description="", parent_state=out, tool_call_id=None,
-                        parent_config={}, parent_model=parent, parent_tools=[])
-        record = {**out["async_tasks"][task_id], **task.fields}
-        _, what = mw.runtime.run(mw.tasks.update(record, "Focus on 2024.", call))
-        assert what.startswith("queued")
+        assert steer(mw, out, task_id, "Focus on 2024.", parent).startswith("queued")
         release.set()
 
         deadline = time.monotonic() + DEADLINE_S

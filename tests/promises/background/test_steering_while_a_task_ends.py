@@ -19,10 +19,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.testing import ScriptedChatModel
+from helpers.background import starts_one_worker_task, steer
 from middleware import BackgroundSubagentMiddleware
 from subagents.background.local import known_task
-from subagents.outcome import TaskCall
 
 DEADLINE_S = 30.0
 
@@ -40,10 +40,7 @@ def test_a_message_sent_while_end_listeners_run_reaches_the_child() -> None:
             await asyncio.sleep(0.02)
         return []
 
-    parent = ScriptedChatModel(
-        rules=[("go", [{"tool_calls": [tool_call("start_async_task", description="do X",
-                                                 subagent_type="worker")]}, "started"])],
-        default="ok")
+    parent = starts_one_worker_task()
     child = ScriptedChatModel(default=_answer)  # no tools, no middleware: one model call a run
     spec = {"name": "worker", "description": "Works.", "system_prompt": "Work.", "model": child}
     mw = BackgroundSubagentMiddleware([spec], model=parent)
@@ -55,11 +52,7 @@ def test_a_message_sent_while_end_listeners_run_reaches_the_child() -> None:
         assert ending.wait(DEADLINE_S), "the task never ended"
         task = known_task(task_id)
         assert task is not None
-        record = {**out["async_tasks"][task_id], **task.fields}
-        call = TaskCall(subagent_type="worker", description="", parent_state=out, tool_call_id=None,
-                        parent_config={}, parent_model=parent, parent_tools=[])
-        _, what = mw.runtime.run(mw.tasks.update(record, "Focus on 2024.", call))
-        assert what.startswith("queued")
+        assert steer(mw, out, task_id, "Focus on 2024.", parent).startswith("queued")
         ending.clear()
         release.set()
 
