@@ -152,44 +152,57 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
     if copied is original:
         return True
     kind = type(copied)
-    if kind is not type(original) or depth > 64:
+    if kind is not type(original):
         return False
     try:
+        if depth > 64:  # deeper than any state a model reads: plain equality, or a change
+            return bool((copied == original) is True)
         if isinstance(copied, dict):
             return copied.keys() == original.keys() and all(
                 _holds_same(copied[k], original[k], depth + 1) for k in copied)
         if isinstance(copied, (list, tuple)):
             return len(copied) == len(original) and all(
                 _holds_same(a, b, depth + 1) for a, b in zip(copied, original, strict=True))
-        if hasattr(copied, "__dict__") and all("__eq__" not in vars(c) for c in kind.__mro__[:-1]):
-            return _holds_same(vars(copied), vars(original), depth + 1)
+        if all("__eq__" not in vars(c) for c in kind.__mro__[:-1]):
+            # What its deep copy copied: ``__dict__`` and ``__slots__`` alike (or the class's own state).
+            return _holds_same(copied.__getstate__(), original.__getstate__(), depth + 1)
         # `is True` treats an ambiguous comparison (an array, say) as a change.
         return bool((copied == original) is True)
     except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
         return False
 
 
-def own_copies(state: Mapping[str, Any]) -> dict[str, Any]:
-    """``state`` with each shared value deep-copied for the child (``messages`` are its own already).
+def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child, and what was left out.
 
-    A value that cannot be copied (a lock, a client) is passed as it is, with
-    a warning naming the key: the child could change it in place.
+    The copy rule, the one place a child's shared values are made: each value
+    is copied on its own (``copy.deepcopy`` with a fresh memo), so nothing a
+    child changes in place reaches the parent's object or the caller's input,
+    and no copy can borrow another's half-built parts. Two keys holding the
+    same object get a copy each. A value that cannot be copied (a lock, a
+    client, nesting past the recursion limit) is never shared: the child does
+    not receive that key, and ``withheld`` names it with the reason (the task
+    record's ``withheld_keys``). ``messages`` are the child's own already.
+    Example::
+
+        copies, withheld = own_copies({"notes": ["a"], "lock": threading.Lock()})
+        # copies == {"notes": ["a"]}; withheld == {"lock": "cannot be copied (TypeError: ...)"}
     """
     copies: dict[str, Any] = {}
-    memo: dict[int, Any] = {}
+    withheld: dict[str, str] = {}
     for key, value in state.items():
         if key == "messages" or type(value) in _IMMUTABLE:
             copies[key] = value
             continue
-        trial = dict(memo)  # a copy that fails half-way must leave no half-built object for the next key
         try:
-            copies[key] = copy.deepcopy(value, trial)
-            memo = trial
-        except Exception as exc:  # noqa: BLE001 - an uncopyable value still crosses, as before
-            log.warning("state key %r cannot be copied for a subagent (%s); it is shared as it is",
-                        key, safe_text(exc, 200))
-            copies[key] = value
-    return copies
+            copies[key] = copy.deepcopy(value)
+        except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
+            if is_real_cancellation(exc):
+                raise
+            withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
+    if withheld:
+        log.warning("state keys not given to a subagent: %s", withheld)
+    return copies, withheld
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +210,8 @@ class ChildInput:
     """What a child starts from, prepared in one step.
 
     ``inputs`` holds the shared values by reference (what the read-back
-    compares against), ``given`` their own copies the child is handed (see
+    compares against), ``given`` their own copies the child is handed and
+    ``withheld`` the keys left out because they cannot be copied (see
     :func:`own_copies`); ``inherited_tokens`` is set for a fork.
     Example::
 
@@ -207,16 +221,21 @@ class ChildInput:
 
     inputs: dict[str, Any]
     given: dict[str, Any]
+    withheld: dict[str, str] = dataclasses.field(default_factory=dict)
     inherited_tokens: int | None = None
 
     @classmethod
     def of(cls, parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], *,
            fork: bool, tool_call_id: str | None) -> ChildInput:
+        inherited = None
         if fork:
             inputs, inherited = forked_input(parent_state, description, blocked, tool_call_id)
-            return cls(inputs, own_copies(inputs), inherited)
-        inputs = child_input(parent_state, description, blocked)
-        return cls(inputs, own_copies(inputs))
+        else:
+            inputs = child_input(parent_state, description, blocked)
+        given, withheld = own_copies(inputs)
+        if withheld:  # what the child never saw is not what its output is judged against
+            inputs = {k: v for k, v in inputs.items() if k in given}
+        return cls(inputs, given, withheld, inherited)
 
 
 def changed_keys(

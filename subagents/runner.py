@@ -439,6 +439,8 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     prepared = ChildInput.of(call.parent_state, call.description, blocked, fork=fork, tool_call_id=call.tool_call_id)
     if fork:
         extra.update(context="fork", inherited_tokens=prepared.inherited_tokens)
+    if prepared.withheld:
+        extra["withheld_keys"] = prepared.withheld
     return ChildSetup(spec, graph, prepared, extra)
 
 

@@ -1,0 +1,231 @@
+"""One copy rule: a child receives its own deep copy of every shared value, never a reference.
+
+Each value is copied on its own with a fresh memo (``subagents.boundary.own_copies``,
+called from one place, ``ChildInput.of``); a value that cannot be copied is left
+out and named in the record's ``withheld_keys``. Whatever a child changes in
+place, failing or not, alone or beside siblings, the parent's objects and the
+caller's own input stay as they were. Run on invoke and ainvoke.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.tools import tool
+from pydantic import BaseModel
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.attacks import _parallel, _user
+from helpers.graphs import records
+from subagents.boundary import changed_keys, own_copies
+
+FILLERS = [f"filler_{i}" for i in range(40)]
+
+
+class Plain:
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+
+@dataclasses.dataclass
+class Data:
+    items: list[Any]
+
+
+class Model(BaseModel):
+    items: list[Any]
+
+
+class Slotted:
+    __slots__ = ("__hidden", "items")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.__hidden = [len(items)]
+
+
+def _shared_values() -> dict[str, Any]:
+    """Many keys first (the memo bug needed a few), then one value of each kind, each holding ``items``."""
+    return {
+        **{k: [i, {"n": i}] for i, k in enumerate(FILLERS)},
+        "plain": Plain(["orig"]), "data": Data(["orig"]), "model": Model(items=["orig"]),
+        "slotted": Slotted(["orig"]), "nested": {"a": {"b": {"items": ["orig"]}}},
+    }
+
+
+KINDS = ["plain", "data", "model", "slotted", "nested"]
+
+
+def _items(value: Any) -> list[Any]:
+    return value["a"]["b"]["items"] if isinstance(value, dict) else value.items
+
+
+# -- the rule itself ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("before", [0, 1, 3, 7, 40])
+def test_a_plain_instance_after_other_keys_is_copied_with_its_own_content(before):
+    """A memo shared across keys once gave a later object another's content, or failed and shared it."""
+    state = {**{f"k{i}": [i, {"x": [i]}] for i in range(before)}, "plain": Plain(["mine"])}
+    copies, withheld = own_copies(state)
+    assert withheld == {}
+    assert type(copies["plain"]) is Plain and copies["plain"] is not state["plain"]
+    assert copies["plain"].items == ["mine"] and copies["plain"].items is not state["plain"].items
+
+
+def test_every_kind_of_value_is_copied_and_an_unchanged_copy_is_no_change():
+    state = _shared_values()
+    copies, withheld = own_copies(state)
+    assert withheld == {}
+    for kind in KINDS:
+        assert copies[kind] is not state[kind] and _items(copies[kind]) is not _items(state[kind])
+        assert _items(copies[kind]) == ["orig"]
+    assert changed_keys(copies, state, frozenset(), copies) == {}
+    for kind in KINDS:
+        _items(copies[kind]).append("changed")
+    assert set(changed_keys(copies, state, frozenset(), copies)) == set(KINDS)
+    assert all(_items(state[kind]) == ["orig"] for kind in KINDS)
+
+
+def test_a_value_that_cannot_be_copied_is_withheld_by_name_never_shared():
+    shared = [1, threading.Lock(), 3]
+    state = {"a": shared, "b": {"x": shared}, "deep": _deep(100_000), "fine": [1, 2]}
+    copies, withheld = own_copies(state)
+    assert set(copies) == {"fine"} and copies["fine"] == [1, 2] and copies["fine"] is not state["fine"]
+    assert set(withheld) == {"a", "b", "deep"}
+    assert "TypeError" in withheld["a"] and "RecursionError" in withheld["deep"]
+
+
+def _mutables(values: Any) -> set[int]:
+    """Ids of every list, dict and ``Plain`` reachable from ``values`` (kept alive by ``values``)."""
+    seen: set[int] = set()
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, dict, Plain)) and id(value) not in seen:
+            seen.add(id(value))
+            stack.extend(value.items if isinstance(value, Plain) else value.values() if isinstance(value, dict)
+                         else value)
+    return seen
+
+
+leaves = st.one_of(st.none(), st.integers(), st.text(max_size=4), st.floats(allow_nan=False))
+nested = st.recursive(
+    leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4),
+                            st.builds(Plain, st.lists(inner, max_size=3))),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=st.dictionaries(st.text(min_size=1, max_size=5), nested, max_size=12))
+def test_copies_of_random_nested_values_hold_the_same_and_share_nothing_mutable(state):
+    copies, withheld = own_copies(state)
+    assert withheld == {} and list(copies) == list(state)
+    assert changed_keys(copies, state, frozenset(), copies) == {}
+    assert not _mutables(copies.values()) & _mutables(state.values())
+
+
+def test_the_child_input_is_built_and_copied_in_one_place():
+    """Every delegation mode gets its input from ``ChildInput.of``: a new caller of the pieces goes around it."""
+    root = Path(__file__).resolve().parents[3]
+    pieces = {"child_input", "forked_input", "own_copies"}
+    callers: dict[str, set[str]] = {}
+    for path in [*root.joinpath("subagents").rglob("*.py"), *root.joinpath("middleware").rglob("*.py"),
+                 *root.joinpath("deep_agent").rglob("*.py")]:
+        tree = ast.parse(path.read_text())
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                    if name in pieces or (name == "of" and getattr(node.func.value, "id", None) == "ChildInput"):
+                        callers.setdefault(str(name), set()).add(f"{path.name}:{func.name}")
+    assert callers == {"child_input": {"boundary.py:of"}, "forked_input": {"boundary.py:of"},
+                       "own_copies": {"boundary.py:of"}, "of": {"runner.py:set_up_child"}}
+
+
+# -- end to end: children that change what they were given in place ---------------------------------------------
+
+
+CopyState = TypedDict("CopyState", {  # type: ignore[misc]  # fillers first: the state's order is the schema's
+    **{k: NotRequired[list] for k in FILLERS}, **{k: NotRequired[Any] for k in [*KINDS, "lock", "deep"]}},
+    total=False)
+
+
+class _Keys(AgentMiddleware):
+    state_schema = CopyState
+
+
+SEEN: dict[str, list[tuple[bool, bool]]] = {}
+
+
+@tool
+def meddle(job: str, runtime: ToolRuntime) -> str:
+    """Changes every shared value in place; fails when the job says so."""
+    SEEN.setdefault(job, []).append(("lock" in runtime.state, "deep" in runtime.state))
+    for kind in KINDS:
+        _items(runtime.state[kind]).append(f"meddled by {job}")
+    if job.startswith("fail"):
+        raise ValueError("failed after meddling")
+    return "meddled"
+
+
+def _agent(*jobs: str, **kwargs: Any) -> Any:
+    model = ScriptedChatModel(
+        rules=[(job, [{"tool_calls": [tool_call("meddle", job=job)]}, f"{job} done"]) for job in jobs],
+        responses=_parallel(*[(job, "w") for job in jobs]),
+    )
+    return create_deep_agent(model, [meddle], middleware=[_Keys()], **kwargs,
+                             subagents=[{"name": "w", "description": "w", "tools": ["meddle"]}])
+
+
+@pytest.mark.parametrize("jobs", [("fail",), ("fail 1", "fail 2"), ("a", "b"), ("fail", "b")],
+                         ids=["failing", "failing-parallel", "parallel", "failing-beside-one-that-works"])
+def test_no_child_changes_the_parents_objects_or_the_callers_input(run, jobs):
+    given = _shared_values()
+    out = run(_agent(*jobs), {**_user(), **given})
+    assert len(records(out)) == len(jobs)
+    for kind in KINDS:
+        assert _items(given[kind]) == ["orig"], kind  # the caller's own input
+        assert out[kind] is given[kind]  # no write-back: failed, or plain keys beside siblings
+
+
+def test_a_lone_childs_change_lands_by_the_rule_and_the_callers_input_stays_as_it_was(run):
+    given = _shared_values()
+    out = run(_agent("lone"), {**_user(), **given})
+    for kind in KINDS:
+        assert _items(out[kind]) == ["orig", "meddled by lone"]
+        assert _items(given[kind]) == ["orig"]
+
+
+def _deep(levels: int) -> list[Any]:
+    deep: list[Any] = []
+    for _ in range(levels):
+        deep = [deep]
+    return deep
+
+
+def test_values_that_cannot_be_copied_never_reach_the_child_and_the_record_names_them(run):
+    lock, deep = threading.Lock(), _deep(100_000)
+    given = {**_shared_values(), "lock": lock, "deep": deep}
+    SEEN.clear()
+    out = run(_agent("fail"), {**_user(), **given})
+    assert SEEN["fail"] == [(False, False)]
+    (record,) = records(out)
+    assert set(record["withheld_keys"]) == {"lock", "deep"}
+    assert "cannot be copied (TypeError" in record["withheld_keys"]["lock"]
+    assert "cannot be copied (RecursionError" in record["withheld_keys"]["deep"]
+    assert out["lock"] is lock and out["deep"] is deep and all(_items(given[kind]) == ["orig"] for kind in KINDS)
