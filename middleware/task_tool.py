@@ -41,7 +41,7 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
-from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, model_validator
+from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
@@ -614,6 +614,14 @@ class TaskToolInput(BaseModel):
     subagent_type: str = Field(
         description="The name of the subagent to use, from <available_agents>."
     )
+
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # A child started on nothing would answer something: an invalid call, so the model retries.
+        if not value.strip():
+            raise ValueError("`description` is empty; write the complete task for the subagent in it")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -304,3 +304,18 @@ def test_the_graph_cache_is_bounded():
         cache.get(i, lambda i=i: f"graph {i}")
     assert len(cache) == 2 and cache.get(4, lambda: "rebuilt") == "graph 4"
     assert cache.get(0, lambda: "rebuilt") == "rebuilt"
+
+
+@pytest.mark.parametrize("description", ["", "   \n\t "], ids=["empty", "whitespace"])
+def test_a_blank_description_is_an_invalid_call_and_starts_no_child(run, description):
+    """A child started on an empty message answered something, and the call read as completed."""
+    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description=description,
+                                                                   subagent_type="general-purpose")]},
+                                         "parent done"])
+    out = run(create_deep_agent(model), user("go"))
+    (msg,) = tool_messages(out)
+    assert msg.status == "error" and "`description` is empty" in msg.content
+    (record,) = records(out)
+    assert record["stop_reason"] == "invalid_call" and record["model_calls"] == 0
+    assert len(model.calls) == 2  # the parent's two calls: no child ever asked the model
+    assert out["messages"][-1].content == "parent done"
