@@ -671,6 +671,7 @@ class Delegation:
         return self.meter.usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
+        exc = _stood_in_for(exc)
         if self.meter is None:
             return describe_failure(exc, limits=self.limits)
         try:
@@ -731,6 +732,21 @@ class Delegation:
             self.emit("cancelled", transcript=self.transcript)
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
+
+
+def _stood_in_for(exc: BaseException) -> BaseException:
+    """The error a child's model raised, where an ``AttributeError`` read off it stands in its place.
+
+    LangChain's async model call gathers its calls' results with
+    ``return_exceptions=True`` and treats a ``BaseException`` that is not an
+    ``Exception`` (``GeneratorExit``, a library's own) as a result, so the
+    task ends in ``AttributeError: '<X>' object has no attribute
+    'generations'``; Python names the object the lookup failed on, which is
+    the model's own error. ``KeyboardInterrupt`` and ``SystemExit`` never get
+    there: asyncio raises them out of the loop, as on ``invoke``.
+    """
+    obj = exc.obj if type(exc) is AttributeError else None
+    return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
 
 
 @contextlib.contextmanager

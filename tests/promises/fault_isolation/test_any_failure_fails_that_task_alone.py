@@ -89,8 +89,7 @@ def _child_raising_at(place: str, exc: BaseException, mode: str) -> Any:
 _PLACES = ["tool", "model", "before_agent", "after_agent", "wrap_model_call", "wrap_tool_call"]
 
 
-@pytest.mark.parametrize(("place", "mode"), [(p, m) for p in _PLACES for m in ("sync", "async")
-                                             if (p, m) != ("model", "async")])
+@pytest.mark.parametrize(("place", "mode"), [(p, m) for p in _PLACES for m in ("sync", "async")])
 def test_a_non_cancellation_base_exception_in_a_child_fails_that_task_alone(mode, place):
     """Fault isolation: only real cancellation propagates; a BaseException that is not one
     (pytest.fail's Failed, gevent.Timeout, a library's own) must become an error result."""
@@ -197,7 +196,27 @@ def test_a_generator_exit_from_anywhere_in_a_child_fails_that_task_alone(mode, p
     out = _child_raising_at(place, GeneratorExit(), mode)
     _assert_one_message_and_record_per_call(out, 2)
     (failed,) = [r for r in _records(out) if r["status"] == "error"]
-    assert "GeneratorExit" in failed["error"] or place == "model"  # a model's: LangChain re-wraps it on ainvoke
+    assert "GeneratorExit" in failed["error"]
+
+
+@MODES
+@pytest.mark.parametrize("exc", [Boom("not a cancellation"), GeneratorExit("closed")], ids=lambda e: type(e).__name__)
+def test_a_base_exception_from_a_child_model_is_a_model_error_with_its_text_on_both_paths(mode, exc):
+    """On ainvoke LangChain's model call treats such an error as a result and reads `.generations` off it:
+    the task was recorded as `AttributeError: 'Boom' object has no attribute 'generations'`."""
+    out = _child_raising_at("model", exc, mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "model_error"
+    assert failed["error"] == f"{type(exc).__name__}: {exc}"
+
+
+@MODES
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_a_keyboard_interrupt_or_exit_from_a_child_model_propagates_on_both_paths(mode, exc):
+    """Real cancellation is not a failure (docs/index.md): it reaches the caller, on ainvoke too."""
+    with pytest.raises(exc):
+        _child_raising_at("model", exc("stop"), mode)
 
 
 class _Swallow(AgentMiddleware):
