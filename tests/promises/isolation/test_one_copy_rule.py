@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.attacks import _parallel, _user
+from helpers.background import background  # noqa: F401 - a fixture
 from helpers.graphs import records
 from subagents.boundary import changed_keys, own_copies
 
@@ -138,9 +139,10 @@ def test_copies_of_random_nested_values_hold_the_same_and_share_nothing_mutable(
 
 
 def test_the_child_input_is_built_and_copied_in_one_place():
-    """Every delegation mode gets its input from ``ChildInput.of``: a new caller of the pieces goes around it."""
+    """Every run (``TaskRunner._prepare``) gets its child's input from ``ChildInput.of``: a new caller of the
+    pieces goes around the copy rule."""
     root = Path(__file__).resolve().parents[3]
-    pieces = {"child_input", "forked_input", "own_copies"}
+    pieces = {"child_input", "forked_input", "own_copies", "set_up_child"}
     callers: dict[str, set[str]] = {}
     for path in [*root.joinpath("subagents").rglob("*.py"), *root.joinpath("middleware").rglob("*.py"),
                  *root.joinpath("deep_agent").rglob("*.py")]:
@@ -154,7 +156,8 @@ def test_the_child_input_is_built_and_copied_in_one_place():
                     if name in pieces or (name == "of" and getattr(node.func.value, "id", None) == "ChildInput"):
                         callers.setdefault(str(name), set()).add(f"{path.name}:{func.name}")
     assert callers == {"child_input": {"boundary.py:of"}, "forked_input": {"boundary.py:of"},
-                       "own_copies": {"boundary.py:of"}, "of": {"runner.py:set_up_child"}}
+                       "own_copies": {"boundary.py:of"}, "of": {"runner.py:set_up_child"},
+                       "set_up_child": {"runner.py:_prepare"}}
 
 
 # -- end to end: children that change what they were given in place ---------------------------------------------
@@ -229,3 +232,20 @@ def test_values_that_cannot_be_copied_never_reach_the_child_and_the_record_names
     assert "cannot be copied (TypeError" in record["withheld_keys"]["lock"]
     assert "cannot be copied (RecursionError" in record["withheld_keys"]["deep"]
     assert out["lock"] is lock and out["deep"] is deep and all(_items(given[kind]) == ["orig"] for kind in KINDS)
+
+
+def test_a_background_child_never_changes_the_callers_input_either(run, background):
+    """A background child runs through the same runner, later, on the background loop."""
+    from langchain.agents import create_agent
+
+    from helpers.background import start, started_ids, wait_for
+
+    model = ScriptedChatModel(rules=[("PARENT", [start(("fail in the background", "w")), "started"])], default="ok")
+    child = ScriptedChatModel(rules=[("fail", [{"tool_calls": [tool_call("meddle", job="fail bg")]}, "done"])])
+    middleware = background([{"name": "w", "description": "w", "tools": ["meddle"], "model": child}])
+    agent = create_agent(model, [meddle], middleware=[_Keys(), middleware])
+    given = _shared_values()
+    out = run(agent, {**_user("PARENT"), **given}, {"configurable": {"thread_id": f"bg-{run}"}})
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "error")
+    assert all(_items(given[kind]) == ["orig"] for kind in KINDS)
