@@ -212,6 +212,15 @@ def test_a_base_exception_from_a_child_model_is_a_model_error_with_its_text_on_b
 
 
 @MODES
+def test_a_cancelled_error_a_child_model_raises_itself_fails_that_task_alone_as_a_model_error(mode):
+    """Not the parent's cancellation: the model's own code raised it (LangGraph names the node on invoke)."""
+    out = _child_raising_at("model", asyncio.CancelledError("inner"), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "model_error" and "CancelledError" in failed["error"]
+
+
+@MODES
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
 def test_a_keyboard_interrupt_or_exit_from_a_child_model_propagates_on_both_paths(mode, exc):
     """Real cancellation is not a failure (docs/index.md): it reaches the caller, on ainvoke too."""
