@@ -163,7 +163,8 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
         if isinstance(copied, (list, tuple)):
             return len(copied) == len(original) and all(
                 _holds_same(a, b, depth + 1) for a, b in zip(copied, original, strict=True))
-        if all("__eq__" not in vars(c) for c in kind.__mro__[:-1]):
+        if (hasattr(copied, "__dict__") or hasattr(kind, "__slots__")) and all(
+                "__eq__" not in vars(c) for c in kind.__mro__[:-1]):
             # What its deep copy copied: ``__dict__`` and ``__slots__`` alike (or the class's own state).
             return _holds_same(copied.__getstate__(), original.__getstate__(), depth + 1)
         # `is True` treats an ambiguous comparison (an array, say) as a change.

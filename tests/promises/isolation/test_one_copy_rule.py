@@ -214,6 +214,17 @@ def test_a_lone_childs_change_lands_by_the_rule_and_the_callers_input_stays_as_i
         assert _items(given[kind]) == ["orig"]
 
 
+def test_a_lone_child_that_changes_nothing_leaves_every_kind_of_the_parents_objects_in_place(run):
+    """Its copies hold what the parent's objects hold (no ``__eq__`` needed): nothing to write back."""
+    model = ScriptedChatModel(rules=[("idle", ["nothing to do"])], responses=_parallel(("idle", "w")))
+    agent = create_deep_agent(model, [meddle], middleware=[_Keys()],
+                              subagents=[{"name": "w", "description": "w", "tools": ["meddle"]}])
+    given = _shared_values()
+    out = run(agent, {**_user(), **given})
+    assert all(out[kind] is given[kind] for kind in KINDS)
+    assert records(out)[0]["skipped_writes"] is None
+
+
 def _deep(levels: int) -> list[Any]:
     deep: list[Any] = []
     for _ in range(levels):
