@@ -331,13 +331,28 @@ class SubagentRegistry:
                 graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
                 return graph
             if graph is None and isinstance(spec, SubagentSpec):
-                graph = build_subagent(
-                    spec,
-                    parent_model=parent_model,
-                    parent_tools=parent_tools,
-                    unknown_tools=self.unknown_tools,
-                    options=self.options,
-                    inherited_middleware=self.inherited_middleware,
-                )
-                self._graphs[name] = graph
+                graph = self._graphs[name] = self.build(spec, parent_model=parent_model, parent_tools=parent_tools)
         return graph
+
+    def call_graph(self, key: Hashable, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``.
+
+        Built by :meth:`build` like a declared child, into a bounded cache
+        (:func:`graphs_for`), so a stream of distinct schemas cannot grow memory.
+        """
+        return graphs_for(self).get(key, lambda: self.build(spec, parent_model=parent_model,
+                                                            parent_tools=parent_tools))
+
+    def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """Compile ``spec`` under the parent's floor: the one place a child graph of this registry is made.
+
+        Every child -- declared, ``general-purpose``, created at run time,
+        typed for one call, forked, background, retried -- comes through here,
+        so each gets the parent's approvals (its ``HumanInTheLoopMiddleware``
+        rules for the tools the child holds), its data policy
+        (``PIIMiddleware``) and its permission mode, which a spec may tighten
+        and never lower (see :func:`subagents.builder.build_subagent`).
+        """
+        return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
+                              unknown_tools=self.unknown_tools, options=self.options,
+                              inherited_middleware=self.inherited_middleware)

@@ -1,0 +1,202 @@
+"""Every child, however it comes to be, is built by one function that applies the parent's floor.
+
+The ways a child comes to be are enumerated below, one case each: declared,
+``general-purpose``, created at run time (``create_subagent``), typed for one
+call (``output_schema``, and deepagents' config key), forked, background, and
+retried in the background. In each, the tool the parent gates with LangChain's
+``HumanInTheLoopMiddleware`` pauses the child for a person, and the parent's
+``PIIMiddleware`` redacts what the child's model sees.
+
+Before: a created child and a typed one were built beside the registry,
+without the parent's middleware, and ran ``wire_money`` unasked.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import REPO
+from helpers.background import background, on_task, start, started_ids, wait_for  # noqa: F401 - a fixture
+from helpers.graphs import user
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, PIIMiddleware
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import SubAgentMiddleware
+from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
+
+EMAIL = "bob@example.com"
+JOB = f"pay it to {EMAIL}"
+MOVED: list[str] = []
+_threads = itertools.count()
+
+
+@tool
+def wire_money(to: str) -> str:
+    """Send money."""
+    MOVED.append(to)
+    return f"sent to {to}"
+
+
+class Receipt(BaseModel):
+    """What was paid."""
+
+    paid: bool
+
+
+RECEIPT_SCHEMA = {"title": "Receipt", "type": "object", "properties": {"paid": {"type": "boolean"}},
+                  "required": ["paid"]}
+PAYER = {"name": "payer", "description": "Pays.", "system_prompt": "Pay.", "tools": ["wire_money"]}
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    MOVED.clear()
+
+
+def policy() -> list[Any]:
+    """The parent's floor: an approval for ``wire_money`` and an email redaction."""
+    return [HumanInTheLoopMiddleware(interrupt_on={"wire_money": True}),
+            PIIMiddleware("email", strategy="redact", apply_to_input=True)]
+
+
+def task(agent: str, **extra: Any) -> dict[str, Any]:
+    return {"tool_calls": [tool_call("task", description=JOB, subagent_type=agent, **extra)]}
+
+
+def child(final: Any = "paid") -> list[Any]:
+    return [{"tool_calls": [tool_call("wire_money", to="mallory")]}, final]
+
+
+# way -> (SubAgentMiddleware arguments, the parent's replies to "go", the child's final reply, configurable)
+FOREGROUND: dict[str, tuple[dict[str, Any], list[Any], Any, dict[str, Any]]] = {
+    "declared": ({"subagents": [PAYER]}, [task("payer")], "paid", {}),
+    "general-purpose": ({}, [task("general-purpose")], "paid", {}),
+    "created-at-run-time": (
+        {"dynamic_subagents": True},
+        [{"tool_calls": [tool_call("create_subagent", name="maker", description="Pays.", system_prompt="Pay.",
+                                   tools=["wire_money"])]}, task("maker")],
+        "paid", {}),
+    "typed-by-output-schema": ({"structured_results": True}, [task("general-purpose", output_schema=RECEIPT_SCHEMA)],
+                               {"tool_calls": [tool_call("Receipt", paid=True)]}, {}),
+    "typed-by-config-key": ({}, [task("general-purpose")], {"tool_calls": [tool_call("Receipt", paid=True)]},
+                            {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: Receipt}),
+    "forked": ({"subagents": [{**PAYER, "tools": None, "context": "fork"}]}, [task("payer")], "paid", {}),
+}
+
+
+def redacted_for_the_child(model: ScriptedChatModel) -> None:
+    """The child's model saw the job with the address redacted, and never the address."""
+    seen = [c for c in model.calls if any("pay it to" in str(m.content) for m in c["messages"] if m.type == "human")]
+    assert seen, "the child's model was never called"
+    for call in seen:
+        texts = "\n".join(str(m.content) for m in call["messages"] if m.type == "human")
+        assert EMAIL not in texts and "[REDACTED_EMAIL]" in texts, texts
+
+
+@pytest.mark.parametrize("way", FOREGROUND)
+def test_a_foreground_child_asks_the_parents_approval_and_is_redacted_by_its_policy(way, run):
+    arguments, replies, final, configurable = FOREGROUND[way]
+    model = ScriptedChatModel(rules=[("pay it to", child(final)), ("go", [*replies, "done"])])
+    floor = policy()
+    agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(),
+                         middleware=[SubAgentMiddleware(model_middleware=floor, **arguments), *floor])
+    config = {"configurable": {"thread_id": f"{way}-{next(_threads)}", **configurable}}
+    out = run(agent, user("go"), config)
+    (pause,) = out["__interrupt__"]
+    assert [a["name"] for a in pause.value["action_requests"]] == ["wire_money"]
+    assert MOVED == [], "the child ran the parent's gated tool unasked"
+    redacted_for_the_child(model)
+    run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert MOVED == ["mallory"]  # the approval resumed into the child, which then ran it
+
+
+def _fails_once() -> Callable[[list[Any]], Any]:
+    calls = itertools.count()
+
+    def reply(messages: list[Any]) -> Any:
+        if next(calls) == 0:
+            raise RuntimeError("the first attempt fails on purpose")
+        return {"tool_calls": [tool_call("wire_money", to="mallory")]}
+
+    return reply
+
+
+@pytest.mark.parametrize("way", ["background", "retried-in-the-background"])
+def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_its_policy(way, run, background):  # noqa: F811
+    retried = way == "retried-in-the-background"
+    first = _fails_once() if retried else child()[0]
+    model = ScriptedChatModel(rules=[
+        ("pay it to", [first, first, "paid"]),
+        ("fails on purpose", [on_task("retry_async_task"), "retried"]),
+        ("go", [start((JOB, "general-purpose")), "started"]),
+    ], default="ok")
+    floor = policy()
+    agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(),
+                         middleware=[background(model_middleware=floor), *floor])
+    config = {"configurable": {"thread_id": f"{way}-{next(_threads)}"}}
+    out = run(agent, user("go"), config)
+    (task_id,) = started_ids(out["messages"])
+    if retried:
+        wait_for(lambda: background.status(task_id) == "error")
+        run(agent, user("how is it going?"), config)  # the failure is told, and the parent retries it
+    wait_for(lambda: background.status(task_id) == "waiting_for_approval")
+    request = background.task(task_id).fields["approval_request"]
+    assert "wire_money" in str(request) and MOVED == [], "the child ran the parent's gated tool unasked"
+    redacted_for_the_child(model)
+
+
+# ----------------------------------------------------------------------------
+# The structure that keeps it so: one call of create_agent builds children, one call of it builds them all.
+# ----------------------------------------------------------------------------
+
+PACKAGES = ("subagents", "middleware", "deep_agent")
+
+
+def _calls_of(name: str) -> list[str]:
+    """``file:function`` of every call of ``name`` in the library's code (docstrings and comments aside)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for function in ast.walk(tree):
+                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                    continue
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Call) and _called(node) == name and _innermost(tree, node) is function:
+                        found.append(f"{path.relative_to(REPO).as_posix()}:{getattr(function, 'name', '<module>')}")
+    return found
+
+
+def _called(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _innermost(tree: ast.AST, target: ast.AST) -> ast.AST:
+    """The innermost function (or the module) that holds ``target``."""
+    holder = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not target \
+                and any(child is target for child in ast.walk(node)) \
+                and (holder is tree or any(child is node for child in ast.walk(holder))):
+            holder = node
+    return holder
+
+
+def test_the_registry_builds_every_child_and_nothing_else_calls_the_builder():
+    assert _calls_of("build_subagent") == ["subagents/registry.py:build"]
+
+
+def test_create_agent_builds_a_child_in_one_place():
+    children = [c for c in _calls_of("create_agent") if c.startswith(("subagents/", "middleware/"))]
+    assert children == ["subagents/builder.py:build_subagent"]
+
