@@ -251,6 +251,11 @@ def definition_key(definition: Mapping[str, Any]) -> str:
 
 
 
+def takes_parent_tools(spec: AnySpec) -> bool:
+    """Whether a spec's tools come from the parent's: all of them (``tools`` omitted) or some by name."""
+    return isinstance(spec, SubagentSpec) and (spec.tools is None or any(isinstance(t, str) for t in spec.tools))
+
+
 class SubagentRegistry:
     """Validated specs by name, and the compiled graphs built from them so far."""
 

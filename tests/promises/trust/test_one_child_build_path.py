@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +30,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware import SubAgentMiddleware
+from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
+from subagents.errors import ParentPolicyNotInherited, SubagentsError
 
 EMAIL = "bob@example.com"
 JOB = f"pay it to {EMAIL}"
@@ -200,3 +203,65 @@ def test_create_agent_builds_a_child_in_one_place():
     children = [c for c in _calls_of("create_agent") if c.startswith(("subagents/", "middleware/"))]
     assert children == ["subagents/builder.py:build_subagent"]
 
+
+
+# ----------------------------------------------------------------------------
+# A plain create_agent cannot show the delegating middleware its neighbours: it says so, once.
+# ----------------------------------------------------------------------------
+
+
+@tool
+def delete_database() -> str:
+    """Delete the database."""
+    MOVED.append("database")
+    return "deleted"
+
+
+def _warnings_of(build: Callable[[], Any]) -> list[ParentPolicyNotInherited]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build()
+    return [w.message for w in caught if isinstance(w.message, ParentPolicyNotInherited)]
+
+
+@pytest.mark.parametrize("middleware", [SubAgentMiddleware, BackgroundSubagentMiddleware])
+def test_a_plain_create_agent_whose_children_take_its_tools_warns_once_naming_model_middleware(middleware):
+    gate = HumanInTheLoopMiddleware(interrupt_on={"delete_database": True})
+    made: list[Any] = []
+
+    def build() -> None:
+        made.append(middleware())
+        create_agent(ScriptedChatModel(), [delete_database], middleware=[gate, made[-1]])
+
+    try:
+        (warning,) = _warnings_of(build)
+    finally:
+        for each in made:
+            getattr(each, "close", lambda: None)()
+    assert "model_middleware=" in str(warning) and warning.agents == ("general-purpose",)
+    assert warning.middleware == middleware.__name__ and isinstance(warning, SubagentsError)
+    assert _where(middleware) == __file__  # the line that built the middleware, not the library
+
+
+def _where(middleware: type) -> str:
+    """The file a warning of building ``middleware`` here points at."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = middleware()
+    getattr(made, "close", lambda: None)()
+    return next(w.filename for w in caught if issubclass(w.category, ParentPolicyNotInherited))
+
+
+@pytest.mark.parametrize("build", [
+    lambda: SubAgentMiddleware(model_middleware=[]),
+    lambda: SubAgentMiddleware(model_middleware=policy()),
+    lambda: SubAgentMiddleware([{**PAYER, "tools": [delete_database]}], general_purpose=False),
+    lambda: create_deep_agent(ScriptedChatModel(), [delete_database], middleware=policy()),
+], ids=["given-empty", "given", "own-tools-only", "create_deep_agent"])
+def test_no_warning_when_the_floor_is_given_or_no_child_takes_the_parents_tools(build):
+    assert _warnings_of(build) == []
+
+
+def test_created_subagents_take_the_parents_tools_too():
+    (warning,) = _warnings_of(lambda: SubAgentMiddleware(general_purpose=False, dynamic_subagents=True))
+    assert warning.agents == ("created at run time",)
