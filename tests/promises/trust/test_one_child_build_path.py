@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
+from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY, BuildOptions
 from subagents.errors import ParentPolicyNotInherited, SubagentsError
 
 EMAIL = "bob@example.com"
@@ -67,8 +67,19 @@ def _clean() -> None:
 
 def policy() -> list[Any]:
     """The parent's floor: an approval for ``wire_money`` and an email redaction."""
-    return [HumanInTheLoopMiddleware(interrupt_on={"wire_money": True}),
-            PIIMiddleware("email", strategy="redact", apply_to_input=True)]
+    return [HumanInTheLoopMiddleware(interrupt_on={"wire_money": True}), redaction()]
+
+
+def redaction() -> PIIMiddleware:
+    return PIIMiddleware("email", strategy="redact", apply_to_input=True)
+
+
+# The approval comes from the parent's own middleware, or from its permission mode.
+FLOORS: dict[str, Callable[[], tuple[list[Any], BuildOptions]]] = {
+    "approval-middleware": lambda: (policy(), BuildOptions()),
+    "permission-mode": lambda: ([redaction()], BuildOptions(permission_mode="confirm_risky",
+                                                            risky_tools={"wire_money"})),
+}
 
 
 def task(agent: str, **extra: Any) -> dict[str, Any]:
@@ -105,13 +116,14 @@ def redacted_for_the_child(model: ScriptedChatModel) -> None:
         assert EMAIL not in texts and "[REDACTED_EMAIL]" in texts, texts
 
 
+@pytest.mark.parametrize("floor", FLOORS)
 @pytest.mark.parametrize("way", FOREGROUND)
-def test_a_foreground_child_asks_the_parents_approval_and_is_redacted_by_its_policy(way, run):
+def test_a_foreground_child_asks_the_parents_approval_and_is_redacted_by_its_policy(way, floor, run):
     arguments, replies, final, configurable = FOREGROUND[way]
     model = ScriptedChatModel(rules=[("pay it to", child(final)), ("go", [*replies, "done"])])
-    floor = policy()
-    agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(),
-                         middleware=[SubAgentMiddleware(model_middleware=floor, **arguments), *floor])
+    parents, options = FLOORS[floor]()
+    delegation = SubAgentMiddleware(model_middleware=parents, build_options=options, **arguments)
+    agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(), middleware=[delegation, *parents])
     config = {"configurable": {"thread_id": f"{way}-{next(_threads)}", **configurable}}
     out = run(agent, user("go"), config)
     (pause,) = out["__interrupt__"]
@@ -133,8 +145,10 @@ def _fails_once() -> Callable[[list[Any]], Any]:
     return reply
 
 
+@pytest.mark.parametrize("floor", FLOORS)
 @pytest.mark.parametrize("way", ["background", "retried-in-the-background"])
-def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_its_policy(way, run, background):  # noqa: F811
+def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_its_policy(
+        way, floor, run, background):  # noqa: F811 - the fixture
     retried = way == "retried-in-the-background"
     first = _fails_once() if retried else child()[0]
     model = ScriptedChatModel(rules=[
@@ -142,9 +156,9 @@ def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_it
         ("fails on purpose", [on_task("retry_async_task"), "retried"]),
         ("go", [start((JOB, "general-purpose")), "started"]),
     ], default="ok")
-    floor = policy()
+    parents, options = FLOORS[floor]()
     agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(),
-                         middleware=[background(model_middleware=floor), *floor])
+                         middleware=[background(model_middleware=parents, build_options=options), *parents])
     config = {"configurable": {"thread_id": f"{way}-{next(_threads)}"}}
     out = run(agent, user("go"), config)
     (task_id,) = started_ids(out["messages"])
