@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
@@ -43,7 +42,7 @@ from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs
 #
 # Example::
 #
-#     graph = graphs_for(registry).get(("json", digest), lambda: build_subagent(...))
+#     graph = registry.call_graph(("json", digest), spec, parent_model=model, parent_tools=tools)
 # ----------------------------------------------------------------------------
 
 
@@ -75,19 +74,6 @@ class GraphCache:
             while len(self._graphs) > self.max_graphs:
                 self._graphs.popitem(last=False)
             return graph
-
-
-_BY_OWNER: weakref.WeakKeyDictionary[Any, GraphCache] = weakref.WeakKeyDictionary()
-_OWNERS_LOCK = threading.Lock()
-
-
-def graphs_for(owner: Any) -> GraphCache:
-    """The cache that belongs to ``owner`` (a registry); it goes when the owner goes."""
-    with _OWNERS_LOCK:
-        cache = _BY_OWNER.get(owner)
-        if cache is None:
-            cache = _BY_OWNER[owner] = GraphCache()
-        return cache
 
 
 # ----------------------------------------------------------------------------
@@ -270,6 +256,8 @@ class SubagentRegistry:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         self._ready: dict[str, Any] = {}
+        self.call_graphs = GraphCache()
+        """Graphs of children made for one call (:meth:`call_graph`), least recently used first out."""
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
         self.inherited_middleware: tuple[AgentMiddleware, ...] = tuple(inherited_middleware)
@@ -343,10 +331,9 @@ class SubagentRegistry:
         """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``.
 
         Built by :meth:`build` like a declared child, into a bounded cache
-        (:func:`graphs_for`), so a stream of distinct schemas cannot grow memory.
+        (:attr:`call_graphs`), so a stream of distinct schemas cannot grow memory.
         """
-        return graphs_for(self).get(key, lambda: self.build(spec, parent_model=parent_model,
-                                                            parent_tools=parent_tools))
+        return self.call_graphs.get(key, lambda: self.build(spec, parent_model=parent_model, parent_tools=parent_tools))
 
     def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
         """Compile ``spec`` under the parent's floor: the one place a child graph of this registry is made.
