@@ -3,12 +3,16 @@
 The ways a child comes to be are enumerated below, one case each: declared,
 ``general-purpose``, created at run time (``create_subagent``), typed for one
 call (``output_schema``, and deepagents' config key), forked, background, and
-retried in the background. In each, the tool the parent gates with LangChain's
-``HumanInTheLoopMiddleware`` pauses the child for a person, and the parent's
-``PIIMiddleware`` redacts what the child's model sees.
+retried in the background (a new way adds its case here). In each, the tool
+the parent gates (with LangChain's ``HumanInTheLoopMiddleware``, or by its
+permission mode) pauses the child for a person, and the parent's
+``PIIMiddleware`` redacts what the child's model sees. Two structural tests
+fail when a child is built anywhere but ``SubagentRegistry.build``.
 
 Before: a created child and a typed one were built beside the registry,
-without the parent's middleware, and ran ``wire_money`` unasked.
+without the parent's middleware, and ran ``wire_money`` unasked; and a plain
+``create_agent`` whose children took its tools never said that its approvals
+reach them only through ``model_middleware=``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import REPO
-from helpers.background import background, on_task, start, started_ids, wait_for  # noqa: F401 - a fixture
-from helpers.graphs import user
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, PIIMiddleware
 from langchain_core.tools import tool
@@ -30,6 +31,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from helpers import REPO
+from helpers.background import background, on_task, start, started_ids, wait_for  # noqa: F401 - a fixture
+from helpers.graphs import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
@@ -183,30 +187,30 @@ def _calls_of(name: str) -> list[str]:
     found = []
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            for function in ast.walk(tree):
-                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                    continue
-                for node in ast.walk(function):
-                    if isinstance(node, ast.Call) and _called(node) == name and _innermost(tree, node) is function:
-                        found.append(f"{path.relative_to(REPO).as_posix()}:{getattr(function, 'name', '<module>')}")
+            calls = _Calls(name)
+            calls.visit(ast.parse(path.read_text(encoding="utf-8")))
+            found += [f"{path.relative_to(REPO).as_posix()}:{function}" for function in calls.found]
     return found
 
 
-def _called(call: ast.Call) -> str | None:
-    func = call.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+class _Calls(ast.NodeVisitor):
+    """The innermost function holding each call of one name."""
 
+    def __init__(self, name: str) -> None:
+        self.name, self.within, self.found = name, ["<module>"], []
 
-def _innermost(tree: ast.AST, target: ast.AST) -> ast.AST:
-    """The innermost function (or the module) that holds ``target``."""
-    holder = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not target \
-                and any(child is target for child in ast.walk(node)) \
-                and (holder is tree or any(child is node for child in ast.walk(holder))):
-            holder = node
-    return holder
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.within.append(node.name)
+        self.generic_visit(node)
+        self.within.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if (func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)) == self.name:
+            self.found.append(self.within[-1])
+        self.generic_visit(node)
 
 
 def test_the_registry_builds_every_child_and_nothing_else_calls_the_builder():
@@ -216,7 +220,6 @@ def test_the_registry_builds_every_child_and_nothing_else_calls_the_builder():
 def test_create_agent_builds_a_child_in_one_place():
     children = [c for c in _calls_of("create_agent") if c.startswith(("subagents/", "middleware/"))]
     assert children == ["subagents/builder.py:build_subagent"]
-
 
 
 # ----------------------------------------------------------------------------
