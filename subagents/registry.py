@@ -2,6 +2,9 @@
 
 Constructing a registry validates every spec but compiles nothing: a parent
 with 100 subagents pays for a child graph only when it first delegates to it.
+Every child graph is compiled by one method, :meth:`SubagentRegistry.build`,
+under the parent's floor (its approvals, data policy and permission mode),
+whichever way the child comes to be.
 
 Example::
 
