@@ -3,17 +3,21 @@
 Example::
 
     from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
     from middleware import SubAgentMiddleware
 
+    policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
     agent = create_agent(
         "openai:gpt-4.1-mini",
-        tools=[search],
+        tools=[search, send_email],
         middleware=[
+            *policy,
             SubAgentMiddleware(
                 subagents=[
                     {"name": "researcher", "description": "Finds facts.",
                      "system_prompt": "Research and cite.", "tools": ["search"]},
                 ],
+                model_middleware=policy,  # the parent's floor: every child is built under it
                 max_concurrent_tasks=4,
             )
         ],
