@@ -42,7 +42,7 @@ from deep_agent.demo import build_demo_agent, demo_model
 from deep_agent.model_choice import NoModelConfigured, choose_model
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents import SubagentSpec, build_subagent
+from subagents import SubagentRegistry, SubagentSpec
 
 SLOW_TURNS = 120
 
@@ -92,7 +92,8 @@ def _approver_model() -> ScriptedChatModel:
 
 
 def _build(spec: SubagentSpec, model: Any, tools: list[Any]) -> Any:
-    return build_subagent(spec, parent_model=model, parent_tools=tools)
+    # Built the one way every child is (a registry with no parent: no floor to add).
+    return SubagentRegistry([spec]).graph(spec.name, parent_model=model, parent_tools=tools)
 
 
 scripted_worker = _build(

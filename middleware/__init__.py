@@ -7,7 +7,7 @@ state and the write-back), :mod:`~middleware.background`,
 
     from middleware import SubAgentMiddleware
 
-    agent = create_agent(model, middleware=[SubAgentMiddleware(subagents=[researcher])])
+    agent = create_agent(model, middleware=[*policy, SubAgentMiddleware([researcher], model_middleware=policy)])
 
 Names are imported on first use (PEP 562), so an agent without background
 tasks never loads the background runtime, its SQLite store or its remote client.

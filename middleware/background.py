@@ -85,7 +85,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
 from middleware.limits import is_notice, notice_message
-from middleware.subagents import ParentModel
+from middleware.subagents import ParentModel, parent_floor
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
@@ -722,10 +722,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             with ``graph_id`` is a remote spec).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
-        model_middleware: the parent's middleware; the model-level ones
-            (model fallback, model retry) also wrap the model calls of local
-            children that inherit the parent's model (as in
-            :class:`~middleware.SubAgentMiddleware`).
+        model_middleware: the parent's middleware: its approvals and data
+            policy govern every local child, and its model-level ones (model
+            fallback, model retry) also wrap the model calls of local children
+            that inherit the parent's model (as in
+            :class:`~middleware.SubAgentMiddleware`, which warns the same way
+            when it is not given).
         general_purpose: add the local ``general-purpose`` subagent.
         max_concurrent_tasks: local tasks running at once; more wait as ``pending``.
         private_state_keys: more keys that never reach a local child.
@@ -759,7 +761,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         *,
         model: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] = (),
+        model_middleware: Sequence[AgentMiddleware] | None = None,
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
         listed_elsewhere: Collection[str] = (),
@@ -810,7 +812,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                                       own_model=self.runtime.models.own,
                                       join_model_calls=background_child_middleware)
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
-                                         inherited_middleware=model_middleware)
+                                         inherited_middleware=parent_floor(type(self).__name__, model_middleware,
+                                                                           steerable))
         self.tasks = BackgroundTasks(
             self.registry, remote, max_concurrent=settings.background.max_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),

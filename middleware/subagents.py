@@ -3,17 +3,21 @@
 Example::
 
     from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
     from middleware import SubAgentMiddleware
 
+    policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
     agent = create_agent(
         "openai:gpt-4.1-mini",
-        tools=[search],
+        tools=[search, send_email],
         middleware=[
+            *policy,
             SubAgentMiddleware(
                 subagents=[
                     {"name": "researcher", "description": "Finds facts.",
                      "system_prompt": "Research and cite.", "tools": ["search"]},
                 ],
+                model_middleware=policy,  # the parent's floor: every child is built under it
                 max_concurrent_tasks=4,
             )
         ],
@@ -47,6 +51,7 @@ Decisions a LangGraph user may want to know:
 import asyncio
 import dataclasses
 import os
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -101,10 +106,11 @@ from middleware.task_tool import (
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_NAMES
 from subagents.builder import UnknownToolPolicy
-from subagents.errors import safe_text
+from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import task_id_for
+from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 
@@ -158,14 +164,20 @@ class SubAgentMiddleware(AgentMiddleware):
             :class:`subagents.CompiledSubagent` or plain dicts).
         model: the model children inherit; default: the parent's.
         tools: the tools children inherit; default: the parent's.
-        model_middleware: the parent's middleware that children inheriting
-            its model should also get: LangChain's ``ModelFallbackMiddleware``
-            and ``ModelRetryMiddleware`` (and any middleware with a true
-            ``inherited_by_subagents`` attribute) apply to their model calls;
-            the rest of the list is ignored, so passing the parent's whole
-            ``middleware=`` list is fine. ``create_deep_agent`` passes its
-            own; with a plain ``create_agent`` pass the same list you give it
-            (LangChain exposes no public way to read a graph's middleware).
+        model_middleware: the parent's middleware, the floor every child is
+            built under: its ``HumanInTheLoopMiddleware`` approvals for the
+            tools a child holds and its ``PIIMiddleware`` reach every child;
+            LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
+            and ``ModelRouterMiddleware`` (and any middleware with a true
+            ``inherited_by_subagents`` attribute) apply to the model calls of
+            children inheriting its model; the rest of the list is ignored,
+            so passing the parent's whole ``middleware=`` list is right.
+            ``create_deep_agent`` passes its own; with a plain
+            ``create_agent`` pass the same list you give it (LangChain
+            exposes no public way to read a graph's middleware). Not given
+            while children take the parent's tools: a
+            :class:`~subagents.errors.ParentPolicyNotInherited` warning
+            (``[]`` says the parent has none).
         general_purpose: add the ``general-purpose`` subagent unless a spec
             of that name replaces it.
         max_concurrent_tasks: how many children may run at once.
@@ -243,7 +255,7 @@ class SubAgentMiddleware(AgentMiddleware):
         *,
         model: BaseChatModel | str | None = None,
         tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] = (),
+        model_middleware: Sequence[AgentMiddleware] | None = None,
         private_state_keys: frozenset[str] | None = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
         build_options: BuildOptions | None = None,
@@ -283,7 +295,8 @@ class SubAgentMiddleware(AgentMiddleware):
         # deepagents' required argument, which deepagents keeps and never reads: kept, likewise.
         self.backend = backend
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
-                                         inherited_middleware=model_middleware)
+                                         inherited_middleware=parent_floor(type(self).__name__, model_middleware,
+                                                                           specs, dynamic=dynamic_subagents))
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
@@ -494,6 +507,23 @@ def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
     """
     return bool(getattr(request.model, "openai_api_base", None)) and any(
         getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+
+
+def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None, specs: Sequence[AnySpec], *,
+                 dynamic: bool = False) -> tuple[AgentMiddleware, ...]:
+    """The parent's middleware as given; one :class:`ParentPolicyNotInherited` warning when it was not.
+
+    Only when some child takes the parent's tools (``general-purpose``, a
+    spec that omits ``tools`` or names the parent's, a created subagent):
+    LangChain shows a middleware none of its neighbours, so an approval on
+    one of those tools would otherwise stop at the parent.
+    """
+    if model_middleware is not None:
+        return tuple(model_middleware)
+    takers = [s.name for s in specs if takes_parent_tools(s)] + (["created at run time"] if dynamic else [])
+    if takers:
+        warnings.warn(ParentPolicyNotInherited(owner, takers), stacklevel=3)
+    return ()
 
 
 def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:

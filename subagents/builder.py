@@ -669,8 +669,13 @@ def build_subagent(
 ) -> Any:
     """Compile one spec into a child graph (called once per spec, on first use).
 
-    ``inherited_middleware`` is the parent's model-level middleware (model
-    fallback, model retry): a child that inherits the parent's model gets it too.
+    ``inherited_middleware`` is the parent's middleware, the floor the child
+    is built under: its ``HumanInTheLoopMiddleware`` rules for the tools the
+    child holds and its ``PIIMiddleware`` always, its model-level middleware
+    (model fallback, retry, router) when the child inherits the parent's
+    model. A parent's children are built through
+    :meth:`subagents.registry.SubagentRegistry.build`, which passes it; call
+    this directly only for a child that has no parent.
     """
     options = options or BuildOptions()
 

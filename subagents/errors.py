@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 import reprlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -411,6 +412,27 @@ class ToolCallsUnsupported(SubagentsWarning):
             f"the model server at {base_url} says it parses no tool calls (its chat template renders no "
             "tools), so the model cannot call 'task' and nothing will be delegated; pass force_delegation=True "
             "(delegation by JSON schema), or serve the model with a chat template that renders tools"
+        )
+
+
+class ParentPolicyNotInherited(SubagentsWarning):
+    """Subagents take the parent's tools, but the parent's middleware was not given to the delegating middleware.
+
+    LangChain gives a middleware no view of the agent's other middleware, so
+    in a plain ``create_agent`` the parent's ``HumanInTheLoopMiddleware`` and
+    ``PIIMiddleware`` reach the children only through ``model_middleware=``.
+    Issued once per middleware built without it; ``model_middleware=[]``
+    says the parent has none.
+    """
+
+    def __init__(self, middleware: str, agents: Sequence[str]) -> None:
+        self.middleware = middleware
+        self.agents = tuple(agents)
+        super().__init__(
+            f"{middleware}: subagents {', '.join(map(repr, self.agents))} take this agent's tools, but "
+            "model_middleware= was not given, so an approval (HumanInTheLoopMiddleware) or data policy "
+            "(PIIMiddleware) in the agent's middleware= does not reach them; pass the same list: "
+            f"{middleware}(..., model_middleware=[...]), or model_middleware=[] if it has none"
         )
 
 

@@ -2,6 +2,9 @@
 
 Constructing a registry validates every spec but compiles nothing: a parent
 with 100 subagents pays for a child graph only when it first delegates to it.
+Every child graph is compiled by one method, :meth:`SubagentRegistry.build`,
+under the parent's floor (its approvals, data policy and permission mode),
+whichever way the child comes to be.
 
 Example::
 
@@ -20,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
@@ -43,7 +45,7 @@ from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs
 #
 # Example::
 #
-#     graph = graphs_for(registry).get(("json", digest), lambda: build_subagent(...))
+#     graph = registry.call_graph(("json", digest), spec, parent_model=model, parent_tools=tools)
 # ----------------------------------------------------------------------------
 
 
@@ -75,19 +77,6 @@ class GraphCache:
             while len(self._graphs) > self.max_graphs:
                 self._graphs.popitem(last=False)
             return graph
-
-
-_BY_OWNER: weakref.WeakKeyDictionary[Any, GraphCache] = weakref.WeakKeyDictionary()
-_OWNERS_LOCK = threading.Lock()
-
-
-def graphs_for(owner: Any) -> GraphCache:
-    """The cache that belongs to ``owner`` (a registry); it goes when the owner goes."""
-    with _OWNERS_LOCK:
-        cache = _BY_OWNER.get(owner)
-        if cache is None:
-            cache = _BY_OWNER[owner] = GraphCache()
-        return cache
 
 
 # ----------------------------------------------------------------------------
@@ -251,6 +240,11 @@ def definition_key(definition: Mapping[str, Any]) -> str:
 
 
 
+def takes_parent_tools(spec: AnySpec) -> bool:
+    """Whether a spec's tools come from the parent's: all of them (``tools`` omitted) or some by name."""
+    return isinstance(spec, SubagentSpec) and (spec.tools is None or any(isinstance(t, str) for t in spec.tools))
+
+
 class SubagentRegistry:
     """Validated specs by name, and the compiled graphs built from them so far."""
 
@@ -265,6 +259,8 @@ class SubagentRegistry:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         self._ready: dict[str, Any] = {}
+        self.call_graphs = GraphCache()
+        """Graphs of children made for one call (:meth:`call_graph`), least recently used first out."""
         self._lock = threading.Lock()
         self.unknown_tools: UnknownToolPolicy = unknown_tools
         self.inherited_middleware: tuple[AgentMiddleware, ...] = tuple(inherited_middleware)
@@ -331,13 +327,27 @@ class SubagentRegistry:
                 graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
                 return graph
             if graph is None and isinstance(spec, SubagentSpec):
-                graph = build_subagent(
-                    spec,
-                    parent_model=parent_model,
-                    parent_tools=parent_tools,
-                    unknown_tools=self.unknown_tools,
-                    options=self.options,
-                    inherited_middleware=self.inherited_middleware,
-                )
-                self._graphs[name] = graph
+                graph = self._graphs[name] = self.build(spec, parent_model=parent_model, parent_tools=parent_tools)
         return graph
+
+    def call_graph(self, key: Hashable, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``.
+
+        Built by :meth:`build` like a declared child, into a bounded cache
+        (:attr:`call_graphs`), so a stream of distinct schemas cannot grow memory.
+        """
+        return self.call_graphs.get(key, lambda: self.build(spec, parent_model=parent_model, parent_tools=parent_tools))
+
+    def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
+        """Compile ``spec`` under the parent's floor: the one place a child graph of this registry is made.
+
+        Every child -- declared, ``general-purpose``, created at run time,
+        typed for one call, forked, background, retried -- comes through here,
+        so each gets the parent's approvals (its ``HumanInTheLoopMiddleware``
+        rules for the tools the child holds), its data policy
+        (``PIIMiddleware``) and its permission mode, which a spec may tighten
+        and never lower (see :func:`subagents.builder.build_subagent`).
+        """
+        return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
+                              unknown_tools=self.unknown_tools, options=self.options,
+                              inherited_middleware=self.inherited_middleware)

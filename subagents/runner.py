@@ -52,7 +52,7 @@ from subagents.boundary import (
     running_in,
     tool_name,
 )
-from subagents.builder import build_subagent, call_format, requested_format
+from subagents.builder import call_format, requested_format
 from subagents.errors import (
     REAL_CANCELLATION,
     DelegationRefused,
@@ -87,7 +87,6 @@ from subagents.registry import (
     SubagentRegistry,
     check_definition,
     definition_key,
-    graphs_for,
     spec_from_definition,
 )
 from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
@@ -430,7 +429,7 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     if requested is not None:
         graph = _graph_with_format(registry, call, spec, spec_key, requested, extra)
     elif spec_key[0] == "dynamic" and isinstance(spec, SubagentSpec):  # run-time definitions are specs
-        graph = graphs_for(registry).get(spec_key, lambda: _build(registry, call, spec))
+        graph = registry.call_graph(spec_key, spec, parent_model=call.parent_model, parent_tools=call.parent_tools)
     else:
         graph = registry.graph(call.subagent_type, parent_model=call.parent_model,
                                parent_tools=call.parent_tools)
@@ -507,12 +506,8 @@ def _graph_with_format(
     extra["output_schema"] = fmt.label
     shaped = spec.model_copy(update={"response_format": fmt.response_format,
                                      "middleware": (*spec.middleware, *fmt.middleware)})
-    return graphs_for(registry).get((spec_key, fmt.key), lambda: _build(registry, call, shaped))
-
-
-def _build(registry: SubagentRegistry, call: TaskCall, spec: SubagentSpec) -> Any:
-    return build_subagent(spec, parent_model=call.parent_model, parent_tools=call.parent_tools,
-                          unknown_tools=registry.unknown_tools, options=registry.options)
+    return registry.call_graph((spec_key, fmt.key), shaped, parent_model=call.parent_model,
+                               parent_tools=call.parent_tools)
 
 
 # ----------------------------------------------------------------------------
