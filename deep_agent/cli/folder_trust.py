@@ -219,7 +219,8 @@ def _named_files(words: list[str], base: Path, root: Path) -> Iterator[Path]:
                 if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
                     yield p
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
-        for part in {word, *_WORD_PARTS.split(word)}:
+        parts = [part for part in _WORD_PARTS.split(word) if part]
+        for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
             if (p := _inside(part, base, root, folders=assignment)) is not None:
                 yield p
 

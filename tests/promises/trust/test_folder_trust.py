@@ -74,7 +74,6 @@ def _prompted_run(root: Path, answer: str, env: dict[str, str]) -> str:
     import io
 
     import pexpect
-
     from helpers.cli import entry_point, terminal_env
 
     command, *args = entry_point()
