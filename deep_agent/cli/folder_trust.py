@@ -4,10 +4,12 @@ An agent file can start processes: its ``hooks`` run shell commands and its
 ``mcpServers`` start servers. ``deep-agent run`` reads the current folder's
 agent files by default, so a checkout could run its own commands the moment
 you type ``run`` in it. Like Claude Code, the CLI asks first: it shows every
-command such files would run, and remembers the answer per folder and
-content hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
+command such files would run (with each server's ``env`` and ``cwd``, all
+escaped: :func:`describe`), and remembers the answer per folder and content
+hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
 ``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files asks again. Without a terminal an untrusted
+Any change to those files, or to the folder's files their commands run
+(:func:`files_run_by`), asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded (plain ones are: they run
 nothing by themselves, and their tools follow your ``--permission-mode``).
 
