@@ -157,3 +157,14 @@ def test_an_existing_state_folder_keeps_its_own_gitignore(tmp_path):
     assert (kept / ".gitignore").read_text() == "mine\n"
     resolve_state_dir(tmp_path / "new" / "state")
     assert (tmp_path / "new" / "state" / ".gitignore").read_text() == GITIGNORE
+
+
+def test_a_run_never_writes_transcripts_through_a_symlinked_sessions_folder(project):
+    state = project / ".deep_agent"
+    state.mkdir()
+    outside = project.parent / "elsewhere"
+    outside.mkdir()
+    (state / "sessions").symlink_to(outside, target_is_directory=True)
+    run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-data", cwd=project, env=SCRIPTED)
+    assert run.returncode == 1 and f"{state / 'sessions'}: is a symlink" in run.stderr, run.stderr
+    assert list(outside.iterdir()) == []
