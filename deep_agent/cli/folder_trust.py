@@ -169,8 +169,10 @@ def files_run_by(spec: Any, folder: Path) -> list[Path]:
     what lies strictly inside ``folder`` (never ``folder`` itself: it is the
     workspace). A path may not exist yet; a caller that binds these
     read-only skips or creates the missing ones. Folders are named only by
-    ``env`` values (a folder as an argument, ``ruff check src``, is work, not
-    code to keep). Call it once per definition, e.g.
+    ``env`` entries (a server's ``env``, or a hook's ``NAME=value`` word): a
+    folder as an argument (``ruff check src``) is work, not code to keep. A
+    file a hook names to write (``touch out/done``) is named too: once it
+    changes, the trust fingerprint asks again. Call it once per definition, e.g.
     ``{p for d in found.definitions.values() for p in files_run_by(d.value, Path.cwd())}``.
     """
     root = folder.resolve()
