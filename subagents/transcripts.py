@@ -32,18 +32,20 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import IO, Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
+from subagents.errors import SubagentsError
 from subagents.ledger import saved_value
 
 # ----------------------------------------------------------------------------
@@ -427,28 +429,64 @@ def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: s
     }
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[BaseMessage]]:
+MAX_JSONL_BYTES = 256 * 1024 * 1024
+"""The largest JSONL transcript read back: a bigger one is an error naming it, not a process out of memory."""
+
+
+class TranscriptFileError(SubagentsError, LookupError):
+    """A JSONL transcript that is not read: not a regular file, or bigger than :data:`MAX_JSONL_BYTES`."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"transcript file {path!r}: {reason}")
+
+
+def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
+    """``path`` opened to read, if it is a regular file: a pipe is refused at once, never waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TranscriptFileError(os.fspath(path), "not a regular file (a pipe, socket or device is never read)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
+               max_bytes: int = MAX_JSONL_BYTES) -> tuple[dict[str, Any], list[BaseMessage]]:
     """The header and messages of a JSONL transcript; a torn line is skipped.
+
+    ``source`` is a path (read only if it is a regular file) or a binary
+    file already open. One bigger than ``max_bytes`` is a
+    :class:`TranscriptFileError` naming it.
 
     Lines are decoded one by one: a crash mid-write can cut a line inside a
     character, and that line alone is lost, not the file. So is a line that
     is JSON but no message (edited by hand, or of an unknown type).
     """
+    if isinstance(source, (str, os.PathLike)):
+        with open_transcript_file(source) as handle:
+            return read_jsonl(handle, max_bytes=max_bytes)
+    data = source.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TranscriptFileError(str(getattr(source, "name", "?")), f"holds more than {max_bytes:,} bytes")
     header: dict[str, Any] = {}
     messages: list[BaseMessage] = []
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle):
+    for number, line in enumerate(data.splitlines()):
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue  # a crash mid-write leaves a torn line
+        if number == 0:
+            header = obj if isinstance(obj, dict) else {}
+        elif isinstance(obj, dict) and "data" in obj:
             try:
-                obj = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                continue  # a crash mid-write leaves a torn line
-            if number == 0:
-                header = obj if isinstance(obj, dict) else {}
-            elif isinstance(obj, dict) and "data" in obj:
-                try:
-                    messages.extend(messages_from_dict([obj]))
-                except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-                    continue
+                messages.extend(messages_from_dict([obj]))
+            except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+                continue
     return header, messages
 
 
@@ -506,13 +544,16 @@ def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
 
 
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
-                    store: Any = None) -> list[BaseMessage]:
+                    store: Any = None,
+                    open_file: Callable[[str], IO[bytes]] = open_transcript_file) -> list[BaseMessage]:
     """Read the transcript a task record points at.
 
     A record whose ``transcript`` field is not ``"<kind>:<where>"`` text,
     whose stored item holds no message list, or whose JSONL file is gone,
     raises ``LookupError`` naming the task and the field or file: a
-    hand-edited or damaged record is bad input.
+    hand-edited or damaged record is bad input. A ``jsonl:`` file is opened
+    by ``open_file`` (default: any regular file; the CLI passes one that
+    reads only inside its state folder) and read up to :data:`MAX_JSONL_BYTES`.
     """
     task_id = record.get("id")
     where = record.get("transcript") or ""
@@ -524,7 +565,8 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
         return []
     if kind == "jsonl":
         try:
-            return read_jsonl(ref)[1]
+            with open_file(ref) as handle:
+                return read_jsonl(handle)[1]
         except FileNotFoundError as exc:  # moved or deleted since: the record is fine, its file is gone
             raise LookupError(f"task {task_id!r}: its transcript file {ref!r} is missing "
                               "(moved or deleted since the task ran)") from exc

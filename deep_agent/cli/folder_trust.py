@@ -4,10 +4,12 @@ An agent file can start processes: its ``hooks`` run shell commands and its
 ``mcpServers`` start servers. ``deep-agent run`` reads the current folder's
 agent files by default, so a checkout could run its own commands the moment
 you type ``run`` in it. Like Claude Code, the CLI asks first: it shows every
-command such files would run, and remembers the answer per folder and
-content hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
+command such files would run (with each server's ``env`` and ``cwd``, all
+escaped: :func:`describe`), and remembers the answer per folder and content
+hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
 ``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files asks again. Without a terminal an untrusted
+Any change to those files, or to the folder's files their commands run
+(:func:`files_run_by`), asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded (plain ones are: they run
 nothing by themselves, and their tools follow your ``--permission-mode``).
 
@@ -25,9 +27,15 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+import re
+import shlex
+import stat
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from deep_agent.cli.terminal import printable
 
 TRUST_FILE = "trusted-folders.json"
 
@@ -73,46 +81,240 @@ class TrustRecord:
         tmp.replace(self.path)  # never a half-written record
 
 
-def _commands(value: Any) -> Iterable[str]:
-    """Every ``command`` (with its ``args``) found in a hooks or MCP mapping."""
+def _hook_commands(value: Any, event: str = "") -> Iterator[tuple[str, str]]:
+    """``(event, shell command)`` for every hook command of a hooks mapping, at any depth."""
     if isinstance(value, Mapping):
         if isinstance(value.get("command"), str):
-            args = value.get("args") or []
-            yield " ".join([value["command"], *map(str, args)]) if isinstance(args, list) else value["command"]
-        elif isinstance(value.get("url"), str):
-            yield f"connect to {value['url']}"
+            yield event, value["command"]
         for key, item in value.items():
-            if key not in ("command", "args"):
-                yield from _commands(item)
+            yield from _hook_commands(item, event or str(key))
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _commands(item)
+            yield from _hook_commands(item, event)
+
+
+def _servers(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(name, config)`` of every MCP server of a normalised ``mcp_config``."""
+    if isinstance(value, Mapping):
+        for name, config in value.items():
+            if isinstance(config, Mapping):
+                yield str(name), config
+
+
+def _args(server: Mapping[str, Any]) -> list[str]:
+    args = server.get("args")
+    return [str(a) for a in args] if isinstance(args, list) else []
+
+
+def _env(server: Mapping[str, Any]) -> Mapping[str, Any]:
+    env = server.get("env")
+    return env if isinstance(env, Mapping) else {}
 
 
 def what_would_run(spec: Any) -> list[str]:
-    """The commands an agent file's hooks and MCP servers would run; ``[]`` for a plain file."""
-    found = [f"hook: {c}" for c in _commands(getattr(spec, "hooks", None) or {})]
-    found += [f"MCP server: {c}" for c in _commands(getattr(spec, "mcp_config", None) or {})]
+    """What an agent file's hooks and MCP servers would run, whole; ``[]`` for a plain file.
+
+    Every hook command; every server's command line (quoted as a shell
+    would read it, so each argument's bounds show), each ``env`` entry (name
+    and value) and its ``cwd``, or the URL it connects to. Lines are raw
+    text: :func:`describe` escapes them for the terminal.
+    """
+    found = [f"hook{f' ({event})' if event else ''}: {command}"
+             for event, command in _hook_commands(getattr(spec, "hooks", None) or {})]
+    for name, server in _servers(getattr(spec, "mcp_config", None) or {}):
+        if isinstance(server.get("command"), str):
+            found.append(f"MCP server {name}: {shlex.join([server['command'], *_args(server)])}")
+            found += [f"  env {key}={value}" for key, value in _env(server).items()]
+            if server.get("cwd"):
+                found.append(f"  cwd {server['cwd']}")
+        elif isinstance(server.get("url"), str):
+            found.append(f"MCP server {name}: connects to {server['url']}")
     return found
 
 
+# ----------------------------------------------------------------------------
+# The files a folder's hooks and MCP servers run: trusted with the agent files.
+#
+# An agent file that says ``command: sh scripts/check.sh`` runs whatever
+# ``scripts/check.sh`` holds the day it runs. :func:`files_run_by` names
+# those files; the trust fingerprint covers them, so a changed script asks
+# again, and a run can keep them out of reach of what it lets write.
+#
+# Example::
+#
+#     files_run_by(spec, Path("/home/me/project"))
+#     # [PosixPath('/home/me/project/.cache'), PosixPath('/home/me/project/scripts/check.sh')]
+# ----------------------------------------------------------------------------
+
+
+def files_run_by(spec: Any, folder: Path) -> list[Path]:
+    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers run or load.
+
+    ``spec`` is a discovered definition's value (a ``SubagentSpec``, or
+    anything with its normalised ``hooks`` and ``mcp_config``); ``folder``
+    is the folder the run starts in: hooks run their shell there, and an MCP
+    server's ``cwd`` is resolved from it. Named are:
+
+    * each word of a hook's command line (split as the shell splits it, and
+      at ``=`` and ``:``) that names an existing file, or that holds a ``/``
+      (a script not there yet), resolved against ``folder``;
+    * an MCP server's ``command`` if it holds a ``/``, or if a ``PATH`` in
+      its ``env`` leads to it inside the folder; each of its ``args`` as a
+      hook's words, resolved against the server's ``cwd``;
+    * each path an ``env`` value names (``PYTHONPATH=./lib:./.cache``,
+      ``NODE_OPTIONS=--require ./x.js``), folders included;
+    * the module files of ``python -m pkg.mod`` (in a hook or a server).
+
+    Returned: sorted, de-duplicated, resolved (symlinks followed), and only
+    what lies strictly inside ``folder`` (never ``folder`` itself: it is the
+    workspace). A path may not exist yet; a caller that binds these
+    read-only skips or creates the missing ones. Folders are named only by
+    ``env`` entries (a server's ``env``, or a hook's ``NAME=value`` word): a
+    folder as an argument (``ruff check src``) is work, not code to keep. A
+    file a hook names to write (``touch out/done``) is named too: once it
+    changes, the trust fingerprint asks again. Call it once per definition, e.g.
+    ``{p for d in found.definitions.values() for p in files_run_by(d.value, Path.cwd())}``.
+    """
+    root = folder.resolve()
+    found: set[Path] = set()
+    for _, command in _hook_commands(getattr(spec, "hooks", None) or {}):
+        found.update(_named_files(_shell_words(command), root, root))
+    for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
+        if not isinstance(server.get("command"), str):
+            continue
+        base = _resolved(root / str(server["cwd"])) if server.get("cwd") else root
+        if base is None:
+            continue
+        env = _env(server)
+        for value in env.values():
+            words = [w for w in _WORD_PARTS.split(str(value)) if w]
+            found.update(p for w in words if (p := _inside(w, base, root, folders=True)) is not None)
+        command = str(server["command"])
+        if "/" not in command:  # looked up on PATH: one the file gives may lead into the folder
+            path_dirs = [d for d in str(env.get("PATH", "")).split(os.pathsep) if d]
+            found.update(p for d in path_dirs
+                         if (p := _inside(str(Path(d) / command), base, root, folders=False)) is not None
+                         and p.exists())
+        found.update(_named_files([command, *_args(server)], base, root))
+    return sorted(found)
+
+
+_WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _shell_words(command: str) -> list[str]:
+    """``command``'s words as ``sh`` would split them (operators apart); plain whitespace if it cannot be parsed."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
+        return command.split()
+
+
+def _named_files(words: list[str], base: Path, root: Path) -> Iterator[Path]:
+    """The files inside ``root`` that ``words`` name, relative to ``base``."""
+    for before, word in zip(["", *words], words, strict=False):
+        if before == "-m":  # python -m pkg.mod: the module's own files
+            module = Path(*word.split(".")) if word.replace(".", "").replace("_", "").isalnum() else None
+            for name in ((module.with_suffix(".py"), module / "__init__.py", module / "__main__.py")
+                         if module else ()):
+                if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
+                    yield p
+        assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+        parts = [part for part in _WORD_PARTS.split(word) if part]
+        for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
+            if (p := _inside(part, base, root, folders=assignment)) is not None:
+                yield p
+
+
+def _inside(word: str, base: Path, root: Path, *, folders: bool) -> Path | None:
+    """``word`` as a path from ``base``, if it lies strictly inside ``root`` and names a file (or a folder)."""
+    if not word or "\x00" in word or "://" in word or word.startswith("-"):
+        return None
+    try:
+        path = _resolved(base / Path(word).expanduser())
+    except RuntimeError:  # ~nobody: no such user
+        return None
+    if path is None or root not in path.parents:
+        return None
+    if path.is_dir():
+        return path if folders else None
+    return path if path.exists() or "/" in word else None  # "/": a script that may be created later
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+
+
+MAX_FINGERPRINT_FILES = 2_000
+"""Files of one folder (a ``PYTHONPATH`` entry) the fingerprint reads; past them, a change goes unseen."""
+
+
 def fingerprint(files: Iterable[Path]) -> str:
-    """One hash over the named files' paths and bytes: any change asks again."""
+    """One hash over the named files' paths and bytes: any change asks again.
+
+    Given :func:`folder_commands`' answer, it covers the agent files and the
+    files their hooks and servers run (:func:`files_run_by`): for a folder,
+    the names and bytes of the files in it. A pipe or device is never opened.
+    """
+    paths = set(files)
+    if isinstance(files, FolderCommands):
+        paths.update(p for run in files.runs.values() for p in run)
     digest = hashlib.sha256()
-    for path in sorted(set(files)):
+    for path in sorted(paths):
         digest.update(str(path).encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            digest.update(b"<unreadable>")
+        if path.is_dir() and not path.is_symlink():
+            inner = sorted(Path(top, name) for top, _, names in os.walk(path) for name in names)
+            for count, file in enumerate(inner):
+                if count >= MAX_FINGERPRINT_FILES:
+                    digest.update(b"<more files>")
+                    break
+                digest.update(str(file.relative_to(path)).encode() + b"\0")
+                _hash_file(digest, file, follow=False)
+        else:
+            _hash_file(digest, path, follow=True)
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def folder_commands(definitions: Iterable[Any], folder: Path) -> dict[Path, list[str]]:
-    """The folder's own agent files that run commands, each with what it runs."""
+def _hash_file(digest: Any, path: Path, *, follow: bool) -> None:
+    """The file's bytes into ``digest``; a symlink's target (``follow=False``), or what it is instead."""
+    try:
+        if not follow and path.is_symlink():
+            digest.update(b"<symlink>" + os.fsencode(os.readlink(path)))
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a pipe opens at once, then is refused
+    except FileNotFoundError:
+        digest.update(b"<missing>")
+        return
+    except OSError:
+        digest.update(b"<unreadable>")
+        return
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            digest.update(b"<not a regular file>")
+            return
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+
+
+class FolderCommands(dict[Path, list[str]]):
+    """The folder's command-running agent files, each with what it runs; ``runs``: the files each runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: dict[Path, list[Path]] = {}
+
+
+def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
+    """The folder's own agent files that run commands, each with what it runs (and, in ``runs``, the files)."""
     root = folder.resolve()
-    out: dict[Path, list[str]] = {}
+    out = FolderCommands()
     for definition in definitions:
         path = Path(definition.path).resolve()
         if root not in path.parents:
@@ -120,16 +322,44 @@ def folder_commands(definitions: Iterable[Any], folder: Path) -> dict[Path, list
         commands = what_would_run(definition.value)
         if commands:
             out[path] = commands
+            out.runs[path] = files_run_by(definition.value, root)
     return out
 
 
 def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
-    """What trusting ``folder`` would let run, one command a line."""
-    lines = [f"{folder}: these agent files run commands:"]
+    """What trusting ``folder`` would let run: every command, argument, env entry and cwd, escaped.
+
+    The text goes through the CLI's one escape (:func:`~deep_agent.cli.terminal.printable`):
+    a carriage return or an escape sequence in a command shows as ``\\r`` or
+    ``\\x1b``, and cannot hide the command's head behind a harmless tail.
+    As it precedes the question, on a terminal it first discards what was
+    typed before it (``tcflush``): a key pressed before the commands were
+    shown never answers.
+    """
+    _discard_typed_ahead()
+    root = folder.resolve()
+    runs = commands.runs if isinstance(commands, FolderCommands) else {}
+    lines = [f"{printable(folder)}: these agent files run commands:"]
     for path, found in sorted(commands.items()):
-        lines.append(f"  {path.relative_to(folder.resolve()) if folder.resolve() in path.parents else path}")
-        lines += [f"    {command}" for command in found]
+        lines.append(f"  {printable(path.relative_to(root) if root in path.parents else path)}")
+        lines += [f"    {printable(command)}" for command in found]
+        if runs.get(path):
+            shown = ", ".join(printable(p.relative_to(root)) for p in runs[path])
+            lines.append(f"    files of this folder it runs (a change asks again): {shown}")
     return "\n".join(lines)
+
+
+def _discard_typed_ahead() -> None:
+    """Drop the keys typed on the terminal and not yet read (nothing without a terminal)."""
+    try:
+        import termios
+    except ImportError:  # no terminal control here: nothing to discard
+        return
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (OSError, ValueError, termios.error):  # a flush that fails still asks
+        pass
 
 
 HOW_TO_TRUST = ("deep-agent: this folder is not trusted, so its agent files with hooks or MCP servers "

@@ -33,6 +33,7 @@ from deep_agent.cli.store import (
     open_checkpointer,
     read_thread,
     resolve_state_dir,
+    state_file,
     task_rows,
 )
 from deep_agent.cli.terminal import printable
@@ -134,7 +135,7 @@ def transcript_command(args: argparse.Namespace) -> int:
                           markup=False, highlight=False)
             return 0
         messages = read_transcript({"id": row.id, "transcript": row.transcript}, thread_id=thread,
-                                   checkpointer=saver)
+                                   checkpointer=saver, open_file=lambda ref: state_file(state, ref))
     # A child's messages are model output: shown as its lines, but no escape sequence in them reaches the terminal.
     for message in messages:
         console.print(f"[bold]{message.type}[/bold]: ", end="")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from deep_agent.cli.errors import with_hint
@@ -125,22 +126,35 @@ async def open_async_postgres(db_url: str) -> AsyncIterator[Any]:
 
 DEFAULT_STATE_DIR = ".deep_agent"
 
+GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part of the project.\n*\n"
+"""What a new state folder's ``.gitignore`` holds: the folder stays out of ``git status`` (as ``.pytest_cache``)."""
+
 
 def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     """The state folder as an absolute path (so stored transcript paths work from anywhere).
 
     With ``create`` it is made if missing and checked writable; an
     unwritable one is a :class:`~deep_agent.cli.errors.UsageError` in one
-    line. Readers pass ``create=False`` and leave no folder behind.
+    line. A folder it makes gets a ``.gitignore`` of ``*`` (never written
+    over one that is there). Readers pass ``create=False`` and leave no
+    folder behind. The default ``.deep_agent`` of a checkout is refused when
+    it is a symlink: the checkout would choose where the CLI writes.
     """
     from deep_agent.cli.errors import UsageError
 
     state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
+    flag = "--state-dir" if path else "state directory"
+    if not path and state.is_symlink():
+        raise UsageError(f"{flag} {state}: is a symlink; the state folder is data and is never reached through "
+                         "one: remove it, or name the folder with --state-dir")
     if not create:
         return state
-    flag = "--state-dir" if path else "state directory"
     try:
-        state.mkdir(parents=True, exist_ok=True)
+        try:
+            state.mkdir(parents=True)
+            _write_new(state / ".gitignore", GITIGNORE)
+        except FileExistsError:
+            pass
         probe = state / f".write-check-{os.getpid()}"
         probe.write_text("", encoding="utf-8")
         probe.unlink()
@@ -149,8 +163,94 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     return state
 
 
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text``; one already there (or a symlink) is left as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def sessions_dir(state: Path) -> Path:
-    return state / "sessions"
+    """Where a run's JSONL transcripts go: ``sessions/`` of the state folder, refused if it is a symlink."""
+    sessions = state / "sessions"
+    if sessions.is_symlink():
+        raise StateFileError(sessions, "is a symlink; the state folder is data and no symlink in it is followed")
+    return sessions
+
+
+# ----------------------------------------------------------------------------
+# The state folder is data: every file the CLI reads back from it goes through :func:`read_state_file`.
+#
+# A checkout can hold a ``.deep_agent/`` folder of its own, and a record in
+# its checkpoints names the transcript file to read. So a file is read only
+# if it lies inside the state folder, reached one name at a time with
+# ``O_NOFOLLOW`` (no symlink below the state folder is followed), is a
+# regular file (a pipe would block, a device never end) and holds at most
+# :data:`MAX_STATE_FILE_BYTES`. Anything else is a :class:`StateFileError`
+# naming the file. The SQLite checkpoints are checked the same way before
+# SQLite opens them (with its own ``nofollow``).
+#
+# Example::
+#
+#     read_state_file(state, state / "last_thread")   # bytes
+#     read_state_file(state, "/etc/passwd")             # StateFileError: outside the state folder
+# ----------------------------------------------------------------------------
+
+
+MAX_STATE_FILE_BYTES = 256 * 1024 * 1024
+"""The largest file the CLI reads back from the state folder (a transcript, the last thread's id)."""
+
+
+class StateFileError(SubagentsError, LookupError):
+    """A file of the state folder that is not read: outside it, behind a symlink, not a regular file, or too big."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+def state_file(state: Path, path: str | os.PathLike[str]) -> Any:
+    """``path`` (inside ``state``, absolute or relative to it) opened to read as data: a binary file.
+
+    Raises :class:`StateFileError` (or ``FileNotFoundError`` when it is not there).
+    """
+    from deep_agent.tools.workspace import ChangedWhileOpening, NotRegularFile, Workspace, open_regular
+
+    root = state.absolute()
+    target = Path(path) if Path(path).is_absolute() else root / path
+    if not root.exists():
+        raise FileNotFoundError(errno.ENOENT, "no state folder", str(root))
+    try:
+        names = target.relative_to(root).parts
+    except ValueError:
+        raise StateFileError(target, f"lies outside the state folder {root}; only its own files are read") from None
+    if not names or ".." in names:
+        raise StateFileError(target, f"lies outside the state folder {root}; only its own files are read")
+    try:
+        ws = Workspace(root)
+        return open_regular(ws.root.joinpath(*names), within=ws)
+    except ChangedWhileOpening:
+        raise StateFileError(target, "a symlink stands on its path; the state folder is data and no symlink "
+                                     "in it is followed") from None
+    except NotRegularFile:
+        raise StateFileError(target, "not a regular file (a pipe, socket or device is never read)") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StateFileError(target, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def read_state_file(state: Path, path: str | os.PathLike[str], *, max_bytes: int = MAX_STATE_FILE_BYTES) -> bytes:
+    """The bytes of a file of the state folder (see :func:`state_file`), at most ``max_bytes`` of them."""
+    with state_file(state, path) as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise StateFileError(path, f"holds more than {max_bytes:,} bytes, more than the CLI reads back")
+    return cast("bytes", data)
 
 
 MAX_DB_THREAD_ID_BYTES = 1024
@@ -182,18 +282,25 @@ def check_thread_id(thread_id: str, db_url: str | None = None) -> str:
 
 def remember_thread(state: Path, thread_id: str) -> None:
     """Keep ``thread_id`` as the last thread, byte for byte (read back by :func:`last_thread`)."""
+    from deep_agent.tools.workspace import Workspace, open_regular
+
     data = check_thread_id(thread_id).encode("utf-8")  # before the old marker is truncated
-    (state / "last_thread").write_bytes(data)
+    ws = Workspace(state)
+    try:  # written as it is read: never through a symlink, never into a pipe
+        with open_regular(ws.root / "last_thread", "wb", within=ws) as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise StateFileError(state / "last_thread", f"cannot be written ({exc.strerror or exc})") from None
 
 
 def last_thread(state: Path) -> str | None:
     """The thread the last ``run`` here used, exactly as given (spaces included), or ``None``."""
     marker = state / "last_thread"
-    if not marker.exists():
-        return None
     # Bytes, not text: reading text would turn a "\r" in the id into "\n".
     try:
-        return marker.read_bytes().decode("utf-8") or None
+        return read_state_file(state, marker).decode("utf-8") or None
+    except FileNotFoundError:
+        return None
     except UnicodeDecodeError:
         raise LookupError(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
 
@@ -209,8 +316,8 @@ async def open_async_checkpointer(state: Path, db_url: str | None = None) -> Asy
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    path = state / "state.sqlite"
-    async with aiosqlite.connect(str(path)) as conn:
+    path = _checked_database(state, must_exist=False)
+    async with aiosqlite.connect(_no_symlink_uri(path), uri=True) as conn:
         yield AsyncSqliteSaver(conn, serde=DataOnlySerializer(str(path)))
 
 
@@ -224,15 +331,31 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    path = state / "state.sqlite"
-    if not path.exists():
-        raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first")
-    conn = sqlite3.connect(path, check_same_thread=False)
+    path = _checked_database(state, must_exist=True)
+    conn = sqlite3.connect(_no_symlink_uri(path), uri=True, check_same_thread=False)
     try:
         # The folder may be a stranger's checkout: its state is read as data, never as code.
         yield SqliteSaver(conn, serde=DataOnlySerializer(str(path)))
     finally:
         conn.close()
+
+
+def _checked_database(state: Path, *, must_exist: bool) -> Path:
+    """The state folder's ``state.sqlite``, if it is a regular file reached with no symlink (or not there yet)."""
+    path = state / "state.sqlite"
+    try:
+        state_file(state, path).close()
+    except FileNotFoundError:
+        if must_exist:
+            raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
+    return path
+
+
+def _no_symlink_uri(path: Path) -> str:
+    """A SQLite URI for ``path`` that SQLite refuses to open through a symlink (checked just before, too)."""
+    from urllib.parse import quote
+
+    return f"file:{quote(str(path))}?nofollow=1"
 
 
 def _postgres(db_url: str, *, aio: bool) -> Any:

@@ -3,6 +3,10 @@
 Nothing outside the workspace is listed or read: matches that resolve
 outside it (through ``..`` or a symlink), or that cannot be resolved (a
 symlink loop), are skipped, and symlinked folders are not followed.
+Neither ever opens a pipe, socket or device: folders are opened only as
+folders (:func:`walk`), files only through :func:`~deep_agent.tools.workspace.open_regular`,
+as ``Read`` opens them, so a FIFO named as ``path`` or met in a folder is
+refused or skipped with a note, never waited on.
 
 A search is bounded in time: ``Grep`` matches with the ``regex`` package
 (the same syntax as ``re``), whose searches take a timeout, so a pattern
@@ -41,7 +45,7 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
-from deep_agent.tools.workspace import Workspace, open_regular
+from deep_agent.tools.workspace import NOT_REGULAR, NotRegularFile, Workspace, open_regular
 
 # ----------------------------------------------------------------------------
 # Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.
@@ -180,9 +184,7 @@ class GlobWalk:
         if automaton.done in automaton.first:  # '**' alone matches the folder it starts in, as Path.glob lists it
             yield start
         states = {str(start): automaton.first}
-        # fwalk, not walk: it enters each folder by descriptor and checks it is the one it listed, so a
-        # folder swapped for a symlink meanwhile is not entered. Symlinked folders come in dirs, not entered.
-        for folder, dirs, files, _ in os.fwalk(start):
+        for folder, dirs, files in walk(start):
             if self._out_of_time():
                 return
             here = states.pop(folder, frozenset())
@@ -205,6 +207,48 @@ class GlobWalk:
                 if automaton.done in automaton.step(here, name) and (
                         not must_exist or os.path.exists(os.path.join(folder, name))):
                     yield Path(folder, name)
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
+
+    ``os.fwalk`` opens its top with a blocking ``open``: a FIFO given as the
+    top waited for a writer for ever. Here each folder is opened by
+    descriptor with ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, the top
+    included: a pipe, device or symlink where a folder was listed (or swapped
+    in since) fails to open and is not entered. Symlinked folders are listed
+    in ``dirs``, as ``os.fwalk`` lists them, and never entered.
+    """
+    try:
+        fd = os.open(top, _FOLDER_FLAGS)
+    except OSError:
+        return
+    yield from _walk_from(str(top), fd)
+
+
+def _walk_from(path: str, fd: int) -> Iterator[tuple[str, list[str], list[str]]]:
+    try:
+        dirs: list[str] = []
+        files: list[str] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    folder = entry.is_dir()  # a stat, never an open
+                except OSError:
+                    folder = False
+                (dirs if folder else files).append(entry.name)
+        yield path, dirs, files
+        for name in dirs:
+            try:
+                inner = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
+            except OSError:  # a symlinked folder, or no folder any more
+                continue
+            yield from _walk_from(os.path.join(path, name), inner)
+    finally:
+        os.close(fd)
 
 
 MAX_MATCHES = 500
@@ -240,6 +284,8 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
 
     def glob(pattern: str, path: str | None = None) -> str:
         folder = ws.path(path, field="path")
+        if not folder.is_dir():  # a file, pipe or device: nothing below it to list, and nothing opened
+            raise ToolException(f"path {ws.shown(folder)!r}: not a folder; Glob lists the files below a folder")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
         pattern = _walkable(ws, folder, pattern)
@@ -269,11 +315,19 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             reason = "it nests too deeply" if isinstance(exc, RecursionError) else exc
             raise ToolException(f"pattern {pattern[:200]!r} is not a valid regular expression: {reason}") from None
         lines: list[str] = []
+        not_regular: list[str] = []
         deadline = time.monotonic() + GREP_SECONDS
         start = file = ws.path(path, field="path")
         try:
             for file in _files(ws, start, glob, deadline):
-                hits = _matches(ws, file, compiled, deadline)
+                try:
+                    hits = _matches(ws, file, compiled, deadline)
+                except NotRegularFile:
+                    if file == start:
+                        raise ToolException(f"path {ws.shown(start)!r}: {NOT_REGULAR}; only regular files "
+                                            "and folders can be searched") from None
+                    not_regular.append(ws.shown(file))
+                    continue
                 if not hits:
                     continue
                 name = ws.shown(file)
@@ -290,6 +344,9 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"pattern {pattern[:200]!r} took more than {GREP_SECONDS:g} s to match "
                                 f"(stopped in {ws.shown(file)}): it may backtrack without end, or there is "
                                 "too much to search; simplify it or narrow path or glob") from None
+        if not_regular:
+            shown = ", ".join(not_regular[:5]) + (f" and {len(not_regular) - 5} more" if len(not_regular) > 5 else "")
+            lines.append(f"... [not searched, not regular files (pipes, sockets or devices): {shown}]")
         return ws.bound("\n".join(lines) or "no matches")
 
     return [
@@ -385,10 +442,10 @@ def _class_end(pattern: str, start: int) -> int:
 
 
 def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Iterator[Path]:
-    if start.is_file():
+    if not start.is_dir():  # a file, or a pipe or device: opened (or refused) by _matches alone
         yield start
         return
-    for folder, dirs, files, _ in os.fwalk(start):  # symlinked folders, even swapped in mid-walk, are not entered
+    for folder, dirs, files in walk(start):  # symlinked folders, even swapped in mid-walk, are not entered
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
         if time.monotonic() > deadline:  # a huge tree, or many files the glob leaves out
             raise TimeoutError
@@ -409,6 +466,8 @@ def _matches(ws: Workspace, file: Path, pattern: regex.Pattern[str], deadline: f
         if len(data) > MAX_FILE_BYTES:
             return []
         text = data.decode("utf-8")
+    except NotRegularFile:
+        raise  # said in a note: it was neither searched nor waited on
     except (OSError, UnicodeDecodeError):
         return []  # binary or unreadable files are not searched
     hits = []

@@ -18,6 +18,12 @@ def setup(tmp_path: Path) -> tuple[Path, dict[str, Path], dict[str, str], Path]:
     return root, cases, {**SCRIPTS, "XDG_CONFIG_HOME": str(config)}, config
 
 
+def clear(cases: dict[str, Path]) -> None:
+    """Remove the markers the hooks wrote: they are files the hooks name, and a named file that changed asks again."""
+    for marker in cases.values():
+        marker.unlink(missing_ok=True)
+
+
 def test_untrusted_folder_without_a_terminal_loads_no_command_running_agent(tmp_path):
     root, cases, env, _ = setup(tmp_path)
     result = cli(*RUN, cwd=root, env=env)
@@ -33,7 +39,7 @@ def test_trust_shows_every_command_then_the_run_loads_them(tmp_path):
     shown = cli("trust", cwd=root, env=env)
     assert shown.returncode == 0, shown.stderr
     assert f"touch {cases['pre_hook']}" in shown.stdout
-    assert f"sh -c touch {cases['mcp_server']}" in shown.stdout
+    assert f"MCP server tools: sh -c 'touch {cases['mcp_server']}'" in shown.stdout  # each argument's bounds show
     assert f"touch {cases['stop_hook']}" in shown.stdout
     # The record lives in the user's config directory, never in the folder the checkout controls.
     record = json.loads((config / "deep-agent" / "trusted-folders.json").read_text())
@@ -59,7 +65,7 @@ def test_trust_folder_flag_trusts_for_this_and_later_runs(tmp_path):
     root, cases, env, _ = setup(tmp_path)
     first = cli(*RUN, "--trust-folder", cwd=root, env=env)
     assert "deep-agent trust" not in first.stderr and cases["pre_hook"].exists()
-    cases["pre_hook"].unlink()
+    clear(cases)
     again = cli(*RUN, cwd=root, env=env)
     assert "deep-agent trust" not in again.stderr and cases["pre_hook"].exists()
 
@@ -68,7 +74,6 @@ def _prompted_run(root: Path, answer: str, env: dict[str, str]) -> str:
     import io
 
     import pexpect
-
     from helpers.cli import entry_point, terminal_env
 
     command, *args = entry_point()
@@ -90,6 +95,6 @@ def test_on_a_terminal_the_user_sees_every_command_and_is_asked_once(tmp_path):
     assert not cases["pre_hook"].exists() and not cases["mcp_server"].exists()
     _prompted_run(root, "y", env)  # asked again: a refusal is not remembered
     assert cases["pre_hook"].exists()
-    cases["pre_hook"].unlink()
+    clear(cases)
     again = cli(*RUN, cwd=root, env=env)  # remembered: no prompt, no how-to line
     assert "deep-agent trust" not in again.stderr and cases["pre_hook"].exists()

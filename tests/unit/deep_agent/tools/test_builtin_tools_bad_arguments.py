@@ -235,7 +235,8 @@ def test_a_pipe_in_the_workspace_is_refused_or_skipped_never_waited_on(ws):
     for tool, args in [("Read", {"file_path": "pipe"}), ("Write", {"file_path": "pipe", "content": "x"}),
                        ("Edit", {"file_path": "pipe", "old_string": "a", "new_string": "b"})]:
         assert "is not a regular file" in by_name[tool].invoke(args)
-    assert by_name["Grep"].invoke({"pattern": "hello"}) == "a.txt"
+    found, note = by_name["Grep"].invoke({"pattern": "hello"}).split("\n")
+    assert found == "a.txt" and "not regular files" in note and note.endswith(": pipe]")
 
 
 def test_read_shows_a_window_of_a_huge_file_without_loading_it(ws):

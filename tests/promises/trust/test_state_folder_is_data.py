@@ -1,0 +1,170 @@
+"""The state folder is data: the CLI reads only regular files inside it, follows no symlink in it, bounds each read.
+
+A checkout can hold its own ``.deep_agent/``, and a record in its
+checkpoints names the transcript file to read. Every read the CLI makes of
+it (the last thread's id, the SQLite checkpoints, a JSONL transcript) goes
+through ``state_file``: a symlink anywhere below the state folder, a pipe or
+a file too big is an error naming the file, never followed, waited on or
+loaded. A folder the CLI creates gets a ``.gitignore`` of ``*``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.cli import cli
+
+from deep_agent.cli.store import (
+    GITIGNORE,
+    MAX_STATE_FILE_BYTES,
+    StateFileError,
+    read_ledger,
+    read_state_file,
+    resolve_state_dir,
+)
+
+SECRET = "the-secret-outside"
+SCRIPTED = {"DEEP_AGENT_SCRIPTED": "1"}
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    agents = root / ".agents" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "researcher.md").write_text(
+        "---\nname: researcher\ndescription: Researches one topic.\nmax_turns: 4\n---\nAnswer in one line.\n",
+        encoding="utf-8")
+    (root / "home").mkdir()
+    (tmp_path / "secret.txt").write_text(SECRET + "\n")
+    return root
+
+
+def ran(project: Path) -> tuple[str, Path]:
+    """A run's completed task: its id and its JSONL transcript."""
+    run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-data", cwd=project, env=SCRIPTED)
+    assert run.returncode == 0, run.stderr
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
+        ledger = read_ledger(SqliteSaver(conn), "t-data")
+    task_id, record = next((t, r) for t, r in ledger.items() if r["status"] == "completed")
+    path = Path(record["transcript"].removeprefix("jsonl:"))
+    assert path.is_file() and path.is_relative_to(project / ".deep_agent")
+    return task_id, path
+
+
+def refused(result: subprocess.CompletedProcess, path: Path, reason: str) -> None:
+    assert result.returncode == 1, result.stdout
+    assert f"deep-agent: error: {path}: {reason}" in result.stderr, result.stderr
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_a_transcript_replaced_by_a_symlink_out_is_not_followed(project):
+    task_id, path = ran(project)
+    path.unlink()
+    path.symlink_to(project.parent / "secret.txt")
+    refused(cli("transcript", task_id, cwd=project), path, "a symlink stands on its path")
+
+
+def test_a_symlinked_folder_below_the_state_folder_is_not_followed(project):
+    task_id, path = ran(project)
+    outside = project.parent / "elsewhere"
+    shutil.copytree(path.parent, outside)  # the same transcript, reached through a symlink
+    shutil.rmtree(path.parent)
+    path.parent.symlink_to(outside, target_is_directory=True)
+    refused(cli("transcript", task_id, cwd=project), path, "a symlink stands on its path")
+
+
+def test_a_transcript_replaced_by_a_fifo_is_refused_not_waited_on(project):
+    task_id, path = ran(project)
+    path.unlink()
+    os.mkfifo(path)  # cli() times out (a deadlock detector) if anything opens it to read
+    refused(cli("transcript", task_id, cwd=project), path, "not a regular file")
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_the_last_thread_marker_is_read_only_as_a_regular_file(project, kind):
+    state = project / ".deep_agent"
+    state.mkdir()
+    marker = state / "last_thread"
+    if kind == "symlink":
+        marker.symlink_to(project.parent / "secret.txt")
+    else:
+        os.mkfifo(marker)
+    reason = "a symlink stands on its path" if kind == "symlink" else "not a regular file"
+    refused(cli("tasks", cwd=project), marker, reason)
+
+
+def test_a_run_never_writes_the_last_thread_through_a_symlink(project):
+    state = project / ".deep_agent"
+    state.mkdir()
+    (state / "last_thread").symlink_to(project.parent / "secret.txt")
+    cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-data", cwd=project, env=SCRIPTED)
+    assert (project.parent / "secret.txt").read_text() == SECRET + "\n"
+
+
+def test_a_symlinked_checkpoint_database_is_refused(project):
+    ran(project)
+    database = project / ".deep_agent" / "state.sqlite"
+    moved = project.parent / "elsewhere.sqlite"
+    database.rename(moved)
+    database.symlink_to(moved)
+    refused(cli("tasks", "t-data", cwd=project), database, "a symlink stands on its path")
+
+
+def test_a_symlinked_default_state_folder_is_refused(project):
+    (project.parent / "elsewhere").mkdir()
+    (project / ".deep_agent").symlink_to(project.parent / "elsewhere", target_is_directory=True)
+    result = cli("tasks", "t-data", cwd=project)
+    assert result.returncode == 2 and "is a symlink" in result.stderr, result.stderr
+
+
+def test_reads_stay_inside_the_state_folder_and_are_bounded(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "big").write_bytes(b"x" * 101)
+    with pytest.raises(StateFileError, match="lies outside the state folder"):
+        read_state_file(state, tmp_path / "elsewhere")
+    with pytest.raises(StateFileError, match="lies outside the state folder"):
+        read_state_file(state, state / ".." / "state" / "big")
+    with pytest.raises(StateFileError, match=r"big: holds more than 100 bytes"):
+        read_state_file(state, "big", max_bytes=100)
+    assert read_state_file(state, "big") == b"x" * 101
+    assert MAX_STATE_FILE_BYTES >= 64 * 1024 * 1024  # a long transcript still reads
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_state_folder_the_cli_creates_stays_out_of_git_status(project):
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    ran(project)
+    assert (project / ".deep_agent" / ".gitignore").read_text() == GITIGNORE
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project,
+                            capture_output=True, text=True, check=True).stdout
+    assert status and ".deep_agent" not in status, status
+
+
+def test_an_existing_state_folder_keeps_its_own_gitignore(tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / ".gitignore").write_text("mine\n")
+    resolve_state_dir(kept)
+    assert (kept / ".gitignore").read_text() == "mine\n"
+    resolve_state_dir(tmp_path / "new" / "state")
+    assert (tmp_path / "new" / "state" / ".gitignore").read_text() == GITIGNORE
+
+
+def test_a_run_never_writes_transcripts_through_a_symlinked_sessions_folder(project):
+    state = project / ".deep_agent"
+    state.mkdir()
+    outside = project.parent / "elsewhere"
+    outside.mkdir()
+    (state / "sessions").symlink_to(outside, target_is_directory=True)
+    run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-data", cwd=project, env=SCRIPTED)
+    assert run.returncode == 1 and f"{state / 'sessions'}: is a symlink" in run.stderr, run.stderr
+    assert list(outside.iterdir()) == []
