@@ -17,6 +17,8 @@ import pytest
 
 from subagents.background.tasks import JOIN_AT_MOST, settle_remote
 
+pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
+
 
 class _Server:
     """Scripted answers: each task is ``running`` until ``ends_at`` (monotonic), then ``completed``."""
