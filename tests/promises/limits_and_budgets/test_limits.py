@@ -334,7 +334,7 @@ def test_timeout_holds_on_ainvoke_when_sync_tools_fill_the_executor():
     assert len(records(out)) == children
     # Every child is abandoned at its deadline, not when its 5 s tool returns. (The parent's
     # own sync-only steps may still queue behind the abandoned threads in the executor.)
-    assert all(r["duration_ms"] < 3_000 for r in records(out))
+    assert all(r["duration_ms"] < 5_000 for r in records(out))  # a child that waited for it lasted 5 s
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e12, -1.0])
