@@ -114,11 +114,11 @@ class LoopProbe:
     work (1,000 starts on a loaded machine), so an unanswered probe proves
     nothing. The loop counts as blocked only when, for ``stall_s``, it began
     no callback at all (``beats``, counted by the loop's guarded callbacks)
-    *and* its thread spent most of that time asleep: neither running nor
-    waiting for a CPU, as in a blocking call inside async code. A loop that
-    runs callbacks, or whose thread waits for a busy machine's CPU, is busy:
-    its callers wait on. Once one caller found the loop blocked, the next is
-    let go after its first slice, not ``stall_s``.
+    *and* its thread was not kept waiting for a CPU most of that time: it
+    slept in one call or computed in one (a blocking call inside async code).
+    A loop that runs callbacks, or whose thread waits for a busy machine's
+    CPU, is busy: its callers wait on. Once one caller found the loop
+    blocked, the next is let go after its first slice, not ``stall_s``.
     """
 
     def __init__(self, stall_s: float | None = None) -> None:
@@ -126,7 +126,7 @@ class LoopProbe:
         self.beats = 0  # callbacks the loop began (only the loop's thread writes it)
         self.thread_id: int | None = None  # the loop thread's native id: whose scheduler statistics to read
         self._sent: float | None = None  # when the current window opened (the probe went out, or was re-armed)
-        self._seen: tuple[int, float | None] = (0, None)  # beats and awake time when it opened
+        self._seen: tuple[int, float | None] = (0, None)  # beats and CPU wait when it opened
         self._blocked = False
         self._answered = threading.Event()
         self._lock = threading.Lock()
@@ -166,28 +166,28 @@ class LoopProbe:
             "(a blocking call inside async code?). Its tasks go on; ask again later")
 
     def _open(self, now: float) -> None:
-        self._sent, self._seen = now, (self.beats, _awake_s(self.thread_id))
+        self._sent, self._seen = now, (self.beats, _cpu_wait_s(self.thread_id))
 
     def _blocked_for(self, elapsed: float) -> bool:
-        beats, awake = self._seen
+        beats, waited = self._seen
         if self.beats != beats:
             return False
-        awake_now = _awake_s(self.thread_id)
-        if awake is None or awake_now is None:  # no scheduler statistics here: the frozen count decides
+        waited_now = _cpu_wait_s(self.thread_id)
+        if waited is None or waited_now is None:  # no scheduler statistics here: the frozen count decides
             return True
-        return awake_now - awake < elapsed / 2
+        return waited_now - waited < elapsed / 2  # not starved: what held the loop was its own code
 
 
-def _awake_s(thread_id: int | None) -> float | None:
-    """How long a thread of this process has run or waited for a CPU, in seconds (Linux's schedstat).
+def _cpu_wait_s(thread_id: int | None) -> float | None:
+    """How long a thread of this process has waited, runnable, for a CPU, in seconds (Linux's schedstat).
 
-    The difference with the wall clock is the time it slept: in its own
-    calls, or waiting for the GIL. ``None`` where the kernel does not say.
+    Time the machine withheld from it, as opposed to time it ran or slept
+    in a call; ``None`` where the kernel does not say.
     """
     try:
         with open(f"/proc/self/task/{thread_id}/schedstat", "rb") as stat:
-            ran_ns, waited_ns, _ = stat.read().split()
-        return (int(ran_ns) + int(waited_ns)) / 1e9
+            _, waited_ns, _ = stat.read().split()
+        return int(waited_ns) / 1e9
     except (OSError, ValueError):
         return None
 
