@@ -314,7 +314,8 @@ class RuntimeClosed(SubagentsError, RuntimeError):
 
 
 class RuntimeStalled(RuntimeClosed):
-    """The loop ran no callback for :data:`STALL_S`: code on it blocks (a blocking call inside async code).
+    """The loop began no callback for :data:`STALL_S`, and not for want of a CPU: code on it blocks (a blocking
+    call inside async code). A loop that is only busy, or starved of CPU, is never reported.
 
     The waiting caller (a parent turn, a background tool) is let go; the
     runtime stays open, and answers again once the blocking call returns.

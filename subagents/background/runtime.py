@@ -102,32 +102,42 @@ WAIT_SLICE_S = 0.5
 """How often a caller waiting on the loop checks that the loop still runs."""
 
 STALL_S = 5.0
-"""How long a caller waits for a loop that runs no callback at all before it is let go."""
+"""How long a caller waits for a loop that begins no callback while its thread sleeps before it is let go."""
 
 
 class LoopProbe:
-    """Asks a loop, now and then, whether it still runs callbacks; see :class:`RuntimeStalled`.
+    """Tells a loop that is blocked from one that is busy; see :class:`RuntimeStalled`.
 
-    One per loop, shared by its callers: a caller waiting in slices calls
-    :meth:`check` after each slice that ended without a result (a fast
-    operation never posts a probe), and once one caller found the loop
-    stalled, the next is let go after its first slice, not ``stall_s``.
+    A caller waiting in slices calls :meth:`check` after each slice that
+    ended without a result (a fast operation never posts a probe). The probe
+    is a callback posted to the loop; it may wait long behind the loop's own
+    work (1,000 starts on a loaded machine), so an unanswered probe proves
+    nothing. The loop counts as blocked only when, for ``stall_s``, it began
+    no callback at all (``beats``, counted by the loop's guarded callbacks)
+    *and* its thread was not kept waiting for a CPU most of that time: it
+    slept in one call or computed in one (a blocking call inside async code).
+    A loop that runs callbacks, or whose thread waits for a busy machine's
+    CPU, is busy: its callers wait on. Once one caller found the loop
+    blocked, the next is let go after its first slice, not ``stall_s``.
     """
 
     def __init__(self, stall_s: float | None = None) -> None:
         self.stall_s = STALL_S if stall_s is None else stall_s
-        self._sent: float | None = None
+        self.beats = 0  # callbacks the loop began (only the loop's thread writes it)
+        self.thread_id: int | None = None  # the loop thread's native id: whose scheduler statistics to read
+        self._sent: float | None = None  # when the current window opened (the probe went out, or was re-armed)
+        self._seen: tuple[int, float | None] = (0, None)  # beats and CPU wait when it opened
+        self._blocked = False
         self._answered = threading.Event()
         self._lock = threading.Lock()
 
     def stalled(self) -> bool:
-        """Whether a caller already found the loop running nothing for ``stall_s`` (and it still does not)."""
+        """Whether a caller already found the loop blocked (and it still answers nothing)."""
         with self._lock:
-            return (self._sent is not None and not self._answered.is_set()
-                    and time.monotonic() - self._sent >= self.stall_s)
+            return self._blocked and not self._answered.is_set()
 
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
-        """Raise :class:`RuntimeStalled` once a probe has waited ``stall_s`` unanswered.
+        """Raise :class:`RuntimeStalled` once the loop has been blocked for ``stall_s``.
 
         The operation ``future`` stands for is cancelled if it never began
         (it must not start late: a start the caller was told failed would
@@ -137,18 +147,49 @@ class LoopProbe:
         with self._lock:
             now = time.monotonic()
             if self._sent is None or self._answered.is_set():
-                self._sent, self._answered = now, threading.Event()
+                self._open(now)
+                self._blocked, self._answered = False, threading.Event()
                 with contextlib.suppress(RuntimeError, AttributeError):  # a loop already gone is _check_alive's
                     loop.call_soon_threadsafe(self._answered.set)  # type: ignore[union-attr]
                 return
             if now - self._sent < self.stall_s:
                 return
+            if not self._blocked_for(now - self._sent):
+                self._open(now)  # busy: the probe waits its turn; judge the next stretch afresh
+                return
+            self._blocked = True
         if not getattr(future, "begun", False):
             future.cancel()
         future.abandoned = True  # type: ignore[attr-defined]  # see operation_abandoned
         raise RuntimeStalled(
             f"the background loop has run nothing for {self.stall_s:g}s: a background task is blocking it "
             "(a blocking call inside async code?). Its tasks go on; ask again later")
+
+    def _open(self, now: float) -> None:
+        self._sent, self._seen = now, (self.beats, _cpu_wait_s(self.thread_id))
+
+    def _blocked_for(self, elapsed: float) -> bool:
+        beats, waited = self._seen
+        if self.beats != beats:
+            return False
+        waited_now = _cpu_wait_s(self.thread_id)
+        if waited is None or waited_now is None:  # no scheduler statistics here: the frozen count decides
+            return True
+        return waited_now - waited < elapsed / 2  # not starved: what held the loop was its own code
+
+
+def _cpu_wait_s(thread_id: int | None) -> float | None:
+    """How long a thread of this process has waited, runnable, for a CPU, in seconds (Linux's schedstat).
+
+    Time the machine withheld from it, as opposed to time it ran or slept
+    in a call; ``None`` where the kernel does not say.
+    """
+    try:
+        with open(f"/proc/self/task/{thread_id}/schedstat", "rb") as stat:
+            _, waited_ns, _ = stat.read().split()
+        return int(waited_ns) / 1e9
+    except (OSError, ValueError):
+        return None
 
 
 _OPERATION: contextvars.ContextVar[concurrent.futures.Future[Any] | None] = contextvars.ContextVar(
@@ -186,21 +227,24 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
     return asyncio.Task(coro, loop=loop, **kwargs)
 
 
-def _contain_exits() -> None:
+def _contain_exits(probe: LoopProbe) -> None:
     """Tasks (their factory) and plain callbacks (``call_soon``, ``call_later``, a future's done callback):
-    neither may let an exit out of ``run_forever``."""
+    neither may let an exit out of ``run_forever``. Each callback also counts as a beat of ``probe``."""
     loop = asyncio.get_running_loop()
     loop.set_task_factory(_task_factory)
+    probe.thread_id = threading.get_native_id()
     for name, at in (("call_soon", 0), ("call_soon_threadsafe", 0), ("call_later", 1), ("call_at", 1)):
-        setattr(loop, name, _guarding(loop, getattr(loop, name), at))
+        setattr(loop, name, _guarding(loop, getattr(loop, name), at, probe))
 
 
-def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at: int) -> Callable[..., Any]:
+def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at: int,
+              probe: LoopProbe) -> Callable[..., Any]:
     """``schedule`` with the callback (positional argument ``at``) unable to raise an exit into the loop."""
     def guarded(*args: Any, **kwargs: Any) -> Any:
         callback = args[at]
 
         def run(*callback_args: Any) -> Any:
+            probe.beats += 1
             try:
                 return callback(*callback_args)
             except (KeyboardInterrupt, SystemExit) as exc:
@@ -214,12 +258,13 @@ def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at:
 
 
 @contextlib.contextmanager
-def start_portal(name: str) -> Generator[Any, None, None]:
-    """A blocking portal on a loop thread of its own, its tasks made unable to stop the loop."""
+def start_portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, None, None]:
+    """A blocking portal on a loop thread of its own, its tasks made unable to stop the loop (and counted by
+    ``probe``)."""
     from anyio.from_thread import start_blocking_portal
 
     with start_blocking_portal("asyncio", name=name) as portal:
-        portal.call(_contain_exits)
+        portal.call(_contain_exits, LoopProbe() if probe is None else probe)
         yield portal
 
 
@@ -1543,7 +1588,7 @@ class BackgroundRuntime:
             if self.closed:
                 raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")
             if self._portal is None:
-                cm = start_portal(self._name)
+                cm = start_portal(self._name, self._probe)
                 portal = cm.__enter__()
                 self._thread = portal.call(threading.current_thread)
                 self._loop = portal.call(asyncio.get_running_loop)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
@@ -227,12 +228,10 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
     """
     if not isinstance(model, BaseChatModel):
         return model, None
-    anthropic_family = _is_chat_anthropic(model)
+    anthropic_family = _is_provider_model(model, "langchain_anthropic", "ChatAnthropic")
     if not anthropic_family and not any(getattr(model, f, None) is not None for f in CLIENT_FIELDS):
         return model, None  # no client of its own to replace (a scripted model keeps its script)
-    from langchain_openai.chat_models.base import BaseChatOpenAI
-
-    openai_family = isinstance(model, BaseChatOpenAI)
+    openai_family = _is_provider_model(model, "langchain_openai.chat_models.base", "BaseChatOpenAI")
     proxied = openai_family and bool(getattr(model, "openai_proxy", None))
     if getattr(model, "http_async_client", None) is not None and not proxied:  # the caller's own client
         warnings.warn(SharedModelClient(type(model).__name__), stacklevel=2)
@@ -257,12 +256,17 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
     return copy, (client.aclose if client is not None else None)
 
 
-def _is_chat_anthropic(model: BaseChatModel) -> bool:
-    try:  # an optional integration: without it, no model is one
-        from langchain_anthropic import ChatAnthropic
-    except ImportError:
-        return False
-    return isinstance(model, ChatAnthropic)
+def _is_provider_model(model: object, module: str, name: str) -> bool:
+    """Whether ``model`` is an instance of ``module.name``, a provider integration's class, never importing it.
+
+    A model of that class was built by code that imported its module; when the
+    module is not loaded, no model is one. Importing it to ask would load a
+    provider SDK for every model (``langchain_anthropic``: 3,000 modules, over
+    a second of CPU, on the first background child).
+    """
+    loaded = sys.modules.get(module)
+    cls = getattr(loaded, name, None)
+    return isinstance(cls, type) and isinstance(model, cls)
 
 
 def _own_anthropic_client(copy: Any) -> Callable[[], Awaitable[None]] | None:

@@ -59,8 +59,12 @@ def background():
     made.close()
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.02) -> Any:
-    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.02) -> Any:
+    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds.
+
+    The timeout is a hang detector, not a budget: a condition that holds returns at once, and a loaded
+    machine (the suite must pass on one) can take many times longer than a quiet one.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

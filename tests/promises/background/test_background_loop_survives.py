@@ -27,6 +27,8 @@ from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background import RuntimeClosed
 
+pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
+
 
 def thread() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"loop-{time.monotonic_ns()}"}}

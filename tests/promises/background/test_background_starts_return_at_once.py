@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -24,6 +25,8 @@ from helpers.background import background, start, started_ids  # noqa: F401 - ba
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
 from subagents.background import wait_for_background
+
+pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
 
 TASKS = 10
 

@@ -17,6 +17,8 @@ import pytest
 
 from subagents.background.tasks import JOIN_AT_MOST, settle_remote
 
+pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
+
 
 class _Server:
     """Scripted answers: each task is ``running`` until ``ends_at`` (monotonic), then ``completed``."""
@@ -64,15 +66,15 @@ async def _settle(server: _Server, n: int, *, every_s: float, within: float) -> 
 
 async def test_a_run_that_ends_is_seen_at_once_whatever_the_poll_interval():
     server = _Server(ends_at=time.monotonic() + 0.3)
-    settled, took = await _settle(server, 3, every_s=30.0, within=10.0)
-    assert settled and took < 2.0, f"settled={settled} after {took:.2f} s"
+    settled, _ = await _settle(server, 3, every_s=30.0, within=20.0)
+    assert settled  # before the deadline (20 s), so not at the timer's next tick (30 s)
     assert server.joins == ["t0"] and server.polls == 2
 
 
 async def test_a_failed_join_leaves_the_wait_to_the_timer_and_is_not_retried():
     server = _Server(ends_at=time.monotonic() + 0.5, join="fails")
-    settled, took = await _settle(server, 3, every_s=0.05, within=10.0)
-    assert settled and took < 2.0
+    settled, _ = await _settle(server, 3, every_s=0.05, within=10.0)
+    assert settled
     assert server.joins == ["t0"], server.joins
 
 
@@ -88,7 +90,8 @@ async def test_a_join_that_returns_before_the_status_moves_joins_each_task_once_
 async def test_a_join_that_never_returns_does_not_stretch_the_deadline_and_is_closed(every_s):
     server = _Server(ends_at=time.monotonic() + 3600, join="hangs")
     settled, took = await _settle(server, 2, every_s=every_s, within=0.6)
-    assert settled is False and 0.55 <= took < 1.2, f"{settled} after {took:.2f} s"
+    # An hour had the join stretched it: the bound catches that hang, not a speed.
+    assert settled is False and 0.55 <= took < 60, f"{settled} after {took:.2f} s"
     await asyncio.sleep(0)  # let the cancelled join unwind
     assert server.open_joins == 0
 

@@ -74,15 +74,13 @@ def test_timeout_returns_control_early_and_stops_the_child(run):
             {"name": "quick", "description": "q", "model": quick},
         ],
     )
-    started = time.monotonic()
     out = run(agent, user("go"), {"recursion_limit": 1000})
-    elapsed = time.monotonic() - started
-    assert elapsed < 2.0
     msgs = {m.content.split(":")[0]: m for m in tool_messages(out)}
     timed_out = msgs["Subagent 'slow' failed"]
     assert timed_out.status == "error" and "timed out after 0.5s" in timed_out.content
     assert "quick answer" in msgs
     calls_at_return = len(slow.calls)
+    assert calls_at_return < 100  # control came back early: waiting for the child was 100 calls (30 s)
     time.sleep(0.8)
     # The abandoned child stops at its next model call instead of running on.
     assert len(slow.calls) <= calls_at_return + 1
@@ -197,17 +195,19 @@ def test_max_concurrent_tasks_caps_the_agent_across_invoke_and_several_event_loo
 
 def test_children_blocked_in_sync_tools_cannot_starve_the_parent_on_ainvoke():
     """As many children as asyncio's default pool has threads, each blocked in a sync tool: they time out
-    at 0.3 s and the parent answers at once. Their tools ran on the default pool before, so the parent's
-    next step waited for one of those threads (the tools' whole 4 s)."""
+    at 0.3 s and the parent answers while the tools still block. Their tools ran on the default pool before,
+    so the parent's next step waited for one of those threads (until a tool returned)."""
     import os
 
     release = threading.Event()
     children = min(32, (os.cpu_count() or 1) + 4)
+    unblocked: list[str] = []
 
     @tool
     def block(x: str) -> str:
         """Blocks."""
-        release.wait(4)
+        release.wait(60)  # a hang guard only: the test releases it once the parent has answered
+        unblocked.append(x)
         return "unblocked"
 
     @tool
@@ -223,14 +223,13 @@ def test_children_blocked_in_sync_tools_cannot_starve_the_parent_on_ainvoke():
     agent = create_deep_agent(model, [block, parent_step], subagents=[
         {"name": "w", "description": "w", "tools": ["block"], "timeout_s": 0.3}])
     try:
-        started = time.monotonic()
         out = _invoke("async", agent, _user())
-        elapsed = time.monotonic() - started
+        answered_while_blocked = not unblocked  # the parent answered before any blocked tool returned
     finally:
         release.set()
     assert {r["stop_reason"] for r in _records(out)} == {"timeout"}
     assert out["messages"][-1].content == "parent carried on"
-    assert elapsed < 3.0, f"the parent waited {elapsed:.1f}s for its children's blocked tools"
+    assert answered_while_blocked, "the parent waited for its children's blocked tools"
 
 
 @MODES
@@ -335,7 +334,7 @@ def test_timeout_holds_on_ainvoke_when_sync_tools_fill_the_executor():
     assert len(records(out)) == children
     # Every child is abandoned at its deadline, not when its 5 s tool returns. (The parent's
     # own sync-only steps may still queue behind the abandoned threads in the executor.)
-    assert all(r["duration_ms"] < 3_000 for r in records(out))
+    assert all(r["duration_ms"] < 5_000 for r in records(out))  # a child that waited for it lasted 5 s
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e12, -1.0])

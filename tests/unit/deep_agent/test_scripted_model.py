@@ -12,6 +12,8 @@ from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptExhausted, ScriptedChatModel, tool_call
 
+pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
+
 
 @tool
 def search(q: str) -> str:
@@ -61,7 +63,7 @@ def test_latency_on_both_paths():
         await asyncio.gather(*(model.ainvoke(f"{i}") for i in range(3)))
 
     asyncio.run(three())
-    assert 0.3 <= time.monotonic() - t < 0.75  # concurrent (0.3 s), not serial (0.9 s), with room for a busy machine
+    assert 0.3 <= time.monotonic() - t < 0.9  # concurrent: serial calls take at least 0.9 s, whatever the load
 
 
 def test_deterministic_when_shared_by_parallel_conversations():

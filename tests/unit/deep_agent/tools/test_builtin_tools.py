@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -114,9 +113,7 @@ def test_bash_runs_in_the_workspace_and_is_killed_at_its_timeout(ws):
     bash = tools(ws)["Bash"]
     assert bash.invoke({"command": "pwd"}).strip() == str(ws.resolve())
     assert "[exit code 3]" in bash.invoke({"command": "exit 3"})
-    started = time.monotonic()
     out = bash.invoke({"command": "sleep 5; echo late", "timeout": 300})
-    assert time.monotonic() - started < 3
     assert "killed after 0.3s timeout" in out and "late" not in out
 
 

@@ -126,7 +126,8 @@ def test_a_command_that_leaves_a_job_running_answers_when_its_shell_exits_and_th
 
     started = time.monotonic()
     result = tools(ws)["Bash"].invoke({"command": "sleep 30 & echo $!; exit 3", "timeout": 20_000})
-    assert time.monotonic() - started < 5, "the call waited for the background job"
+    # Waiting for the job lasts its 30 s (or the call's 20 s timeout): the bound catches that, not a speed.
+    assert time.monotonic() - started < 20, "the call waited for the background job"
     pid_line, *notes = [line for line in result.splitlines() if line]
     assert notes == ["[exit code 3]", BACKGROUND_NOTE], result
     pid = int(pid_line)
@@ -169,9 +170,8 @@ def test_a_job_that_ignores_sigterm_is_killed_at_exit(ws):
 
     result = tools(ws)["Bash"].invoke({"command": "(trap '' TERM; sleep 30) & echo $!", "timeout": 20_000})
     pid = int(result.splitlines()[0])
-    started = time.monotonic()
     end_background_jobs(grace_s=0.5)
-    assert _gone_within(pid, 5) and time.monotonic() - started < 5
+    assert _gone_within(pid, 20)  # the job would sleep 30 s: gone before, it was killed
 
 
 def test_jobs_that_ended_by_themselves_are_forgotten(ws):
@@ -269,9 +269,7 @@ def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypa
 
     monkeypatch.setattr(search, "GREP_SECONDS", 0.5)
     (ws / "long.txt").write_text("a" * 5000 + "!\n", encoding="utf-8")  # Python's re takes years on this
-    started = time.monotonic()
     result = tools(ws)["Grep"].invoke({"pattern": "(a|aa)+$", "output_mode": "content"})
-    assert time.monotonic() - started < 10
     assert "pattern '(a|aa)+$' took more than 0.5 s to match (stopped in long.txt)" in result, result
     # Ordinary patterns keep Python's syntax and results.
     assert tools(ws)["Grep"].invoke({"pattern": r"^h(?P<rest>el+)o$", "output_mode": "content"}) == "a.txt:1:hello"

@@ -39,10 +39,8 @@ def test_grep_stops_at_its_deadline_when_each_line_is_fast(tmp_path: Path, monke
     monkeypatch.setattr(search, "GREP_SECONDS", 0.3)
     for i in range(6):
         (tmp_path / f"many{i}.txt").write_text("ab\n" * 600_000, encoding="utf-8")
-    started = time.monotonic()
     result = tools(tmp_path)["Grep"].invoke({"pattern": "q"})
-    assert time.monotonic() - started < 1.5
-    assert "took more than 0.3 s" in result
+    assert "took more than 0.3 s" in result  # stopped at its deadline: a search run to its end says nothing
 
 
 def test_grep_reads_no_more_than_its_bound_of_a_file(tmp_path: Path, monkeypatch) -> None:
@@ -54,9 +52,7 @@ def test_grep_reads_no_more_than_its_bound_of_a_file(tmp_path: Path, monkeypatch
 
 def test_read_of_one_endless_line_stops_and_says_so(tmp_path: Path) -> None:
     sparse(tmp_path / "huge.bin", 4 * 10**9)
-    started = time.monotonic()
     result = tools(tmp_path)["Read"].invoke({"file_path": "huge.bin", "limit": 1})
-    assert time.monotonic() - started < 5.0
     assert result.startswith("     1\t") and "[line truncated]" in result
     assert "stopped reading after 100,000,000 characters" in result
 
@@ -97,7 +93,7 @@ def test_glob_with_repeated_star_stars_walks_the_tree_once(tmp_path: Path) -> No
     expected = glob.invoke({"pattern": "**/*"})
     started = time.monotonic()
     assert glob.invoke({"pattern": "**/**/**/**/**/*"}) == expected
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30  # the repeated walks took minutes: this catches them, not a speed
 
 
 def test_glob_with_many_separate_star_stars_still_walks_the_tree_once(tmp_path: Path) -> None:
@@ -106,7 +102,7 @@ def test_glob_with_many_separate_star_stars_still_walks_the_tree_once(tmp_path: 
     glob = tools(tmp_path)["Glob"]
     started = time.monotonic()
     assert glob.invoke({"pattern": "**/*/**/*/**/*/**/*"}) == glob.invoke({"pattern": "*/*/*/**/*"})
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30  # minutes, walked again below each '**'
     assert glob.invoke({"pattern": "**/d3/**/d5"}) == "/".join(f"d{i}" for i in range(6))
 
 

@@ -152,7 +152,7 @@ def test_a_deep_folder_of_many_files_is_matched_in_one_step_a_name(tmp_path: Pat
     glob = {t.name: t for t in builtin_tools(tmp_path)}["Glob"]
     started = time.monotonic()
     assert glob.invoke({"pattern": "**/a/**/x"}) == "no files match"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a minute before: the bound catches that, not a speed
 
 
 def test_a_dot_dot_after_a_wildcard_is_refused_not_walked(tmp_path: Path) -> None:
@@ -162,4 +162,5 @@ def test_a_dot_dot_after_a_wildcard_is_refused_not_walked(tmp_path: Path) -> Non
     glob = {t.name: t for t in builtin_tools(tmp_path)}["Glob"]
     started = time.monotonic()
     result = glob.invoke({"pattern": "*/../*/../*/../*/../*/../zz"})
-    assert "'..' may only come before the first wildcard" in result and time.monotonic() - started < 5
+    assert "'..' may only come before the first wildcard" in result
+    assert time.monotonic() - started < 30  # minutes before: the bound catches that, not a speed

@@ -41,7 +41,7 @@ def bounded(fn):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a hostile file ran unbounded: the bound catches that, not a speed
     assert peak < 50 * 1024 * 1024
     return value
 
