@@ -23,6 +23,7 @@ import time
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
+from pydantic import Field
 
 from bench.common import record
 from deep_agent import create_deep_agent
@@ -58,6 +59,8 @@ class BillingModel(ScriptedChatModel):
     watch: Any = None
     """A budget whose spend is noted when the model is called with no tools (the parent's last answer)."""
     spent_before_answer: float | None = None
+    billed: list[tuple[int, int]] = Field(default_factory=list)
+    """The (input, output) tokens each call reported, in order."""
 
     def _respond(self, messages: list[Any], tools: Any) -> Any:
         if self.watch is not None and not tools and self.spent_before_answer is None:
@@ -75,6 +78,7 @@ class BillingModel(ScriptedChatModel):
             billed = [0, 0] if self.usage == "zero" else [math.ceil(n * self.density / 4) + 1 for n in (prompt, reply)]
             message.usage_metadata = {"input_tokens": billed[0], "output_tokens": billed[1],
                                       "total_tokens": sum(billed)}
+            self.billed.append((billed[0], billed[1]))
         if self.reply_name is not None:
             message.response_metadata = {**message.response_metadata, "model_name": self.reply_name or None}
         return result

@@ -161,7 +161,7 @@ class RootBudget:
         except BudgetExceeded as refused:  # no price for the model: not even the last call can be counted
             if meter.stopped_by is not refused:
                 raise
-            return self._ended(None)
+            return self._ended(None, str(refused))
         finally:
             _ROOT_CALL_METER.reset(token)
 
@@ -181,7 +181,7 @@ class RootBudget:
         except BudgetExceeded as refused:
             if meter.stopped_by is not refused:
                 raise
-            return self._ended(None)
+            return self._ended(None, str(refused))
         finally:
             _ROOT_CALL_METER.reset(token)
 
@@ -190,12 +190,12 @@ class RootBudget:
         meter.refuses = refuses
         return meter, _ROOT_CALL_METER.set(meter)
 
-    def _ended(self, response: Any) -> AIMessage:
+    def _ended(self, response: Any, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""
         messages = response.result if isinstance(response, ModelResponse) else [response]
         answer = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
         text = (answer.text or "").strip() if answer is not None else ""
-        spent = self.budget.exhausted() or "the shared budget cannot cover another call"
+        spent = refused or self.budget.exhausted() or "the shared budget cannot cover another call"
         note = (f"Stopped: {spent}. This run's model calls end here; raise the Budget's limit "
                 "or reset it to go on.")
         # Marked as the limit's, and without tool calls, so the run ends on it; it carries the last call's usage.
