@@ -286,18 +286,28 @@ class Budget:
         """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
 
         The estimate is scaled by the ratio the budget learned for the model
-        (see :meth:`learn`). Until it has learned one, a call made while
-        others hold part of the budget is reserved at :data:`MAX_TOKEN_SCALE`
-        times its estimate, the densest tokenizer allowed for, so a first
-        parallel wave cannot pass the limit by more than its outputs; a call
-        made alone is reserved at its estimate, and teaches the ratio.
+        (see :meth:`learn`). Until it has learned one, the call holds
+        :data:`MAX_TOKEN_SCALE` times its estimate (the densest tokenizer the
+        budget allows for), so a first parallel wave cannot pass the limit
+        by more than its outputs. A call made alone (nothing else held) is
+        let through when its estimate fits, and teaches the ratio; a call
+        refused only for want of the ratio does not mark the budget spent.
         """
         with self._lock:
             scale = self._scales.get(model_name or "")
-            if scale is None:
-                scale = 1.0 if not (self.reserved or self.reserved_usd) else MAX_TOKEN_SCALE
-            tokens = math.ceil(token_count(estimate) * scale)
-            return self._reserve(tokens, tokens * dollars(input_price) / 1_000_000, refuse)
+            tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
+            usd = tokens * dollars(input_price) / 1_000_000
+            if scale is not None:
+                return self._reserve(tokens, usd, refuse)
+            if self.reserved or self.reserved_usd:
+                return self._reserve(tokens, usd, refuse, remember=False)
+            # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on room
+            # this call may take.
+            admit = token_count(estimate)
+            self._reserve(admit, admit * dollars(input_price) / 1_000_000, refuse, remember=False)
+            self.reserved += tokens - admit
+            self.reserved_usd += usd - admit * dollars(input_price) / 1_000_000
+            return tokens, usd
 
     def learned(self, model_name: str | None) -> float | None:
         """The ratio learned for ``model_name`` (charged input tokens per estimated one), if any."""
@@ -316,18 +326,20 @@ class Budget:
         with self._lock:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
-    def _reserve(self, tokens: int, cost: float, refuse: bool) -> tuple[int, float]:
+    def _reserve(self, tokens: int, cost: float, refuse: bool, remember: bool = True) -> tuple[int, float]:
         if refuse and (spent := self._spent_error()) is not None:
             raise spent
         if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
-            self._smallest_refused = min(self._smallest_refused or tokens, tokens)
+            if remember:
+                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
             raise BudgetExceeded(
                 f"the shared token budget cannot cover another call ({self.tokens} spent, "
                 f"{self.reserved} held by running calls, ~{tokens} more needed, "
                 f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
             )
         if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
-            self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
+            if remember:
+                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
             raise BudgetExceeded(
                 f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
                 f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
