@@ -91,7 +91,7 @@ def _noop(x: str) -> str:
     return x
 
 
-def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int = 2_000) -> dict[str, Any]:
+def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int = 4_000) -> dict[str, Any]:
     """One run: the budget, the tree's spend, and the bound it must keep (in the budget's unit)."""
     shape = ROWS[row]
     density = shape["density"]
@@ -131,7 +131,7 @@ def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int 
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    sizes = {"children": 3 if quick else CHILDREN, "limit_tokens_at_1x": 1_000 if quick else 2_000}
+    sizes = {"children": 3 if quick else CHILDREN, "limit_tokens_at_1x": 2_000 if quick else 4_000}
     out: list[dict[str, Any]] = []
     for row in ROWS:
         for mode in ("invoke", "ainvoke"):

@@ -188,6 +188,7 @@ class RootBudget:
     def _metered(self, *, refuses: bool) -> tuple[TaskMeter, Token[TaskMeter | None]]:
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
+        meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
         return meter, _ROOT_CALL_METER.set(meter)
 
     def _ended(self, response: Any, refused: str | None = None) -> AIMessage:

@@ -282,16 +282,18 @@ class Budget:
         self._smallest_refused_usd: float | None = None
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
-             refuse: bool = True) -> tuple[int, float]:
+             refuse: bool = True, alone_at_estimate: bool = False) -> tuple[int, float]:
         """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
 
         The estimate is scaled by the ratio the budget learned for the model
         (see :meth:`learn`). Until it has learned one, the call holds
         :data:`MAX_TOKEN_SCALE` times its estimate (the densest tokenizer the
         budget allows for), so a first parallel wave cannot pass the limit
-        by more than its outputs. A call made alone (nothing else held) is
-        let through when its estimate fits, and teaches the ratio; a call
-        refused only for want of the ratio does not mark the budget spent.
+        by more than its outputs. With ``alone_at_estimate`` (the parent's
+        calls, which run alone), a call made while nothing else is held is let
+        through when its estimate fits, still holding the clamp, and teaches
+        the ratio. A call refused only for want of the ratio does not mark
+        the budget spent.
         """
         with self._lock:
             scale = self._scales.get(model_name or "")
@@ -299,7 +301,7 @@ class Budget:
             usd = tokens * dollars(input_price) / 1_000_000
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
-            if self.reserved or self.reserved_usd:
+            if not alone_at_estimate or self.reserved or self.reserved_usd:
                 return self._reserve(tokens, usd, refuse, remember=False)
             # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on room
             # this call may take.
@@ -521,6 +523,9 @@ class TaskMeter(BaseCallbackHandler):
         """The price-table keys this task's calls were charged at (see :func:`call_price`)."""
         self.refuses = True
         """Whether a spent shared budget refuses this meter's calls (off for the root's last answer)."""
+        self.alone_at_estimate = False
+        """Whether a call to a model the budget has no ratio for yet may start at its estimate when nothing
+        else runs (the root's calls: see :meth:`Budget.hold`)."""
         self.deadline = deadline
         self.timeout_s: float | None = None
         """The task's ``timeout_s`` behind ``deadline``, reported by :class:`TaskTimeout`."""
@@ -773,7 +778,8 @@ class TaskMeter(BaseCallbackHandler):
         estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
         held = (0, 0.0)
         if budget is not None:
-            held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses)
+            held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+                               alone_at_estimate=self.alone_at_estimate)
         return _Call(name, priced, estimate, *held)
 
     def _release(self, run_id: Any) -> _Call | None:
