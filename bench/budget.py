@@ -22,6 +22,7 @@ import math
 import time
 from typing import Any, Literal
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from pydantic import Field
 
@@ -69,6 +70,7 @@ class BillingModel(ScriptedChatModel):
             self.spent_before_answer = self.watch.usd if self.watch.max_usd is not None else self.watch.tokens
         result = super()._respond(messages, tools)
         message = result.generations[0].message
+        assert isinstance(message, AIMessage)  # the scripted model's replies are AI messages
         if self.usage == "absent":
             message.usage_metadata = None
         else:

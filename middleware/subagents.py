@@ -477,7 +477,8 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            return cast("ModelCallResult[Any]", await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler)))
+            metered = await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
+            return cast("ModelCallResult[Any]", metered)
         return await self._amodel_call(request, handler)
 
     async def _amodel_call(

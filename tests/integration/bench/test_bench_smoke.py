@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 import pytest
-
 from helpers import REPO as ROOT
+
 FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
 PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap")
 """Records with no deepagents counterpart: theirs is always null."""
@@ -183,10 +183,9 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
 
 def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
     """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
+    import middleware.task_tool as task_tool
     from bench import knockout, overhead
     from subagents.runner import Delegation
-
-    import middleware.task_tool as task_tool
 
     original = (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command)
     agent = overhead._agents()["ours"]

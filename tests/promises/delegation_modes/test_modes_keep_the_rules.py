@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.graphs import records, tool_messages, user
 from langchain.agents.middleware import after_model
 
-from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, get_transcript
