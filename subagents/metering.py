@@ -60,7 +60,8 @@ from subagents.transcripts import TranscriptSink
 # calls and every child's, parallel ones included. Use a fresh one per run, or
 # call :meth:`Budget.reset`. Once it is spent, new delegations are refused
 # with an error result and running children stop at their next model call;
-# the parent itself may still answer.
+# the parent gets one last call, with no tools, and its run ends there
+# (:class:`middleware.root_turn_limit.RootBudget`).
 # ----------------------------------------------------------------------------
 
 

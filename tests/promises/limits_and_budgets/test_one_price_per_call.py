@@ -163,10 +163,10 @@ def test_every_path_is_charged_each_call_it_made_at_the_price_it_was_sent_at(run
 @pytest.mark.parametrize("usage", ["zero", "absent"])
 def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_both(run, usage):
     # A usage of zeros is not empty, so the estimate was not used: 25 calls ran under max_tokens=2000.
-    child = _looping(usage=usage)
+    child = _looping("parent", usage=usage)  # the parent's model: its ratio is learned by the parent's call
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 25,
               "system_prompt": "Work with care. " * 150}]  # every prompt is over 500 tokens
-    budget = Budget(max_tokens=2000)
+    budget = Budget(max_tokens=4000)
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
                                 subagents=specs, budget=budget), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
