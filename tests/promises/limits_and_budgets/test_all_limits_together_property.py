@@ -33,6 +33,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
 from subagents.errors import BudgetExceeded
 from subagents.metering import TaskMeter
+from subagents.outcome import stopped_by_limit
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens
 CHILD_OUTPUT_TOKENS = 40  # what one child model call outputs, at most (a tool call or a short answer)
@@ -199,6 +200,10 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
 
     assert out is not None
     messages = out["messages"]
+    if budget is not None and not any(isinstance(m, AIMessage) and m.tool_calls for m in messages):
+        # Too small for even the parent's first call: its run ended on the limit's message, nothing started.
+        assert stopped_by_limit(messages[-1]) == "budget" and not out.get("subagent_tasks"), case
+        return
     # every tool call answered
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     for message in messages:
@@ -212,8 +217,8 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
     # the parent changes only by the write-back rule: parallel children cannot write a plain key
     if len(kinds) > 1:
         assert out["facts"] == ["orig"], (case, out["facts"])
-    # the children's spend <= limit + one call's output per child (the parent's own calls are counted
-    # against the budget but never refused by it: they are taken out here)
+    # the children's spend <= limit + one call's output per child (the parent's own calls, its last answer
+    # once the budget is spent included, are taken out here)
     if budget is not None:
         parent = [m.usage_metadata or {} for m in messages if isinstance(m, AIMessage)]
         if case["budget"] == "tokens":
