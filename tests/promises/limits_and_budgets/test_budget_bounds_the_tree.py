@@ -7,12 +7,12 @@ child, plus the parent's one last answer once the budget is spent.
 from __future__ import annotations
 
 import pytest
+from helpers.billing import BillingModel
+from helpers.graphs import user
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
-from helpers.billing import BillingModel
-from helpers.graphs import user
 from subagents import Budget
 from subagents.outcome import stopped_by_limit
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.background import background, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.billing import BillingModel
+from helpers.graphs import records, user
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelFallbackMiddleware
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
-from helpers.background import background, started_ids, wait_for  # noqa: F401 - background is a fixture
-from helpers.billing import BillingModel
-from helpers.graphs import records, user
 from subagents import Budget
 from subagents.metering import call_price
 from subagents.outcome import stopped_by_limit
