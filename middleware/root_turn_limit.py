@@ -23,14 +23,18 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar, Token
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr
 from langchain_core.messages import AIMessage
+from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command
 
+from subagents.errors import BudgetExceeded
+from subagents.metering import Budget, PriceTable, TaskMeter
 from subagents.outcome import limit_stop
 
 DEFAULT_MAX_ROOT_TURNS = 200
@@ -107,3 +111,95 @@ def _made(request: ModelRequest[Any]) -> int:
 def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[Any]:
     """The model's reply, with this call counted in the run's state (LangChain applies the update)."""
     return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
+
+
+# ----------------------------------------------------------------------------
+# The shared budget on the root's own model calls.
+#
+# A :class:`~subagents.metering.TaskMeter` meters each of the root's model
+# calls as it meters a child's: LangChain's configure hook (a public API, the
+# one ``get_usage_metadata_callback`` uses) hands it to every model call made
+# while the wrap runs, so the call that is sent (a fallback's or a router's
+# model, a retry) is reserved, priced and charged at the one price
+# :func:`subagents.metering.call_price` decides. Once the budget is spent, the
+# root gets one more call to answer, with no tools offered, and the run ends
+# there with the limit's message, as it does at ``max_root_turns``.
+#
+# Example::
+#
+#     RootBudget(budget).call(request, handler)   # in a model-call wrap of the root
+# ----------------------------------------------------------------------------
+
+_ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
+register_configure_hook(_ROOT_CALL_METER, inheritable=True)
+
+
+class RootBudget:
+    """The shared budget on the root's model calls: metered as a child's, and the run's end once it is spent.
+
+    ``name``: the agent's name, which signs the limit's message.
+    """
+
+    def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
+        self.budget = budget
+        self.prices = prices
+        self.agent_name = name
+
+    def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
+        if self.budget.spent_error() is None:
+            meter, token = self._metered(refuses=True)
+            try:
+                return handler(request)
+            except BudgetExceeded as refused:
+                if meter.stopped_by is not refused:
+                    raise
+            finally:
+                _ROOT_CALL_METER.reset(token)
+        meter, token = self._metered(refuses=False)
+        try:
+            return self._ended(handler(request.override(tools=[], tool_choice=None)))
+        except BudgetExceeded as refused:  # no price for the model: not even the last call can be counted
+            if meter.stopped_by is not refused:
+                raise
+            return self._ended(None, str(refused))
+        finally:
+            _ROOT_CALL_METER.reset(token)
+
+    async def acall(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]) -> Any:
+        if self.budget.spent_error() is None:
+            meter, token = self._metered(refuses=True)
+            try:
+                return await handler(request)
+            except BudgetExceeded as refused:
+                if meter.stopped_by is not refused:
+                    raise
+            finally:
+                _ROOT_CALL_METER.reset(token)
+        meter, token = self._metered(refuses=False)
+        try:
+            return self._ended(await handler(request.override(tools=[], tool_choice=None)))
+        except BudgetExceeded as refused:
+            if meter.stopped_by is not refused:
+                raise
+            return self._ended(None, str(refused))
+        finally:
+            _ROOT_CALL_METER.reset(token)
+
+    def _metered(self, *, refuses: bool) -> tuple[TaskMeter, Token[TaskMeter | None]]:
+        meter = TaskMeter(budget=self.budget, prices=self.prices)
+        meter.refuses = refuses
+        meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
+        return meter, _ROOT_CALL_METER.set(meter)
+
+    def _ended(self, response: Any, refused: str | None = None) -> AIMessage:
+        """The run's last message: the model's answer (if it gave one), then why the run ends."""
+        messages = response.result if isinstance(response, ModelResponse) else [response]
+        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        text = (answer.text or "").strip() if answer is not None else ""
+        spent = refused or self.budget.exhausted() or "the shared budget cannot cover another call"
+        note = (f"Stopped: {spent}. This run's model calls end here; raise the Budget's limit "
+                "or reset it to go on.")
+        # Marked as the limit's, and without tool calls, so the run ends on it; it carries the last call's usage.
+        stop = limit_stop(f"{text}\n\n{note}" if text else note, "budget", self.agent_name)
+        stop.usage_metadata = answer.usage_metadata if answer is not None else None
+        return stop

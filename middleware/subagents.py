@@ -75,6 +75,7 @@ from middleware.limits import (
     tool_calls_supported,
     warn_if_no_tool_calls,
 )
+from middleware.root_turn_limit import RootBudget
 from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
@@ -302,6 +303,7 @@ class SubAgentMiddleware(AgentMiddleware):
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
         )
         self.budget = limits.budget
+        self.root_budget = RootBudget(limits.budget, prices=self.runner.prices) if limits.budget is not None else None
         self._writes = SiblingWrites()
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
@@ -460,20 +462,18 @@ class SubAgentMiddleware(AgentMiddleware):
             request = self.delegation_limit.withdrawn_when_exhausted(request)
         return request, self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
 
-    def _charged(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
-        if self.budget is not None:  # the shared budget covers the parent's own calls too
-            for message in getattr(response, "result", ()) or ():
-                usage = getattr(message, "usage_metadata", None)
-                if isinstance(usage, Mapping):  # counts as reported are clamped by the budget
-                    name = (getattr(message, "response_metadata", None) or {}).get("model_name")
-                    self.budget.charge(name, usage.get("input_tokens", 0), usage.get("output_tokens", 0))
-        return response
-
     @property
     def _tool_names(self) -> tuple[str, ...]:
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
 
     def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelCallResult[Any]:
+        if self.root_budget is not None:  # the shared budget covers the parent's own calls too
+            return cast("ModelCallResult[Any]", self.root_budget.call(request, lambda r: self._model_call(r, handler)))
+        return self._model_call(request, handler)
+
+    def _model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
         request, block = self._limited(request)
@@ -482,11 +482,19 @@ class SubAgentMiddleware(AgentMiddleware):
         forced = self.forced
 
         def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
-            return self._charged(forced.call(request, handler) if forced else handler(request))
+            return forced.call(request, handler) if forced else handler(request)
 
         return cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
 
     async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelCallResult[Any]:
+        if self.root_budget is not None:  # the shared budget covers the parent's own calls too
+            metered = await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
+            return cast("ModelCallResult[Any]", metered)
+        return await self._amodel_call(request, handler)
+
+    async def _amodel_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         request, block = self._limited(request)
@@ -496,7 +504,7 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
-        return answered_response(self._charged(response), self._tool_names, LEDGER_KEY, as_record=ledger_entry)
+        return answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry)
 
 
 def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:

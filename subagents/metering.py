@@ -23,11 +23,12 @@ import json
 import logging
 import math
 import numbers
+import re
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -59,7 +60,8 @@ from subagents.transcripts import TranscriptSink
 # calls and every child's, parallel ones included. Use a fresh one per run, or
 # call :meth:`Budget.reset`. Once it is spent, new delegations are refused
 # with an error result and running children stop at their next model call;
-# the parent itself may still answer.
+# the parent gets one last call, with no tools, and its run ends there
+# (:class:`middleware.root_turn_limit.RootBudget`).
 # ----------------------------------------------------------------------------
 
 
@@ -114,25 +116,63 @@ def price_of(prices: PriceTable | None, model_name: str | None) -> tuple[float, 
 
         price_of({"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6)}, "gpt-4.1-mini-2025-04-14")   # (0.4, 1.6)
     """
-    if not prices or not isinstance(model_name, str) or not model_name:
-        return None
-    price = prices.get(model_name)
-    if price is None:
-        # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
-        # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
-        matches = [name for name in prices if model_name.startswith(name)]
-        if not matches:
-            return None
-        price = prices[max(matches, key=len)]
-    return price
+    priced = call_price(prices, model_name)
+    return None if priced is None else priced[1]
 
 
 def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
     """The USD cost of one call, or 0.0 when the model has no price."""
-    price = price_of(prices, model_name)
-    if price is None:
+    return cost_at(call_price(prices, model_name), input_tokens, output_tokens)
+
+
+def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, output_tokens: Any) -> float:
+    """The USD cost of ``input_tokens`` and ``output_tokens`` at a price :func:`call_price` decided (0.0: none)."""
+    if priced is None:
         return 0.0
+    price = priced[1]
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
+
+
+_VERSION_SUFFIX = re.compile(r"[-_@:.]?\d")
+
+
+def call_price(prices: PriceTable | None, sent: str | None,
+               replied: str | None = None) -> tuple[str, tuple[float, float]] | None:
+    """The one price of one model call: ``(price-table key, (input, output) USD per million))``, or ``None``.
+
+    Every call is priced here, when it is sent, by the model it goes to
+    (``sent``: after any fallback or router chose it), and charged at that
+    price. The name the reply gives (``replied``) may only refine it to a
+    priced name of the same model, its dated or versioned name
+    (``gpt-4.1-mini`` answered as ``gpt-4.1-mini-2025-04-14``); any other
+    name (``openai/gpt-4.1-mini``, a deployment's, none) leaves the price
+    the call was sent at.
+
+    Example::
+
+        prices = {"gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
+        call_price(prices, "gpt-4.1-mini", "openai/gpt-4.1-mini")   # ("gpt-4.1-mini", (0.4, 1.6))
+        call_price(prices, "gpt-4.1", "gpt-4.1-mini")               # ("gpt-4.1", (2.0, 8.0))
+    """
+    key = _price_key(prices, sent)
+    if key is None or not replied or replied == sent or prices is None:
+        return None if key is None else (key, (prices or {})[key])
+    refined = _price_key(prices, replied)
+    if (refined is not None and refined != key and refined.startswith(key)
+            and _VERSION_SUFFIX.match(refined, len(key))):
+        key = refined
+    return key, prices[key]
+
+
+def _price_key(prices: PriceTable | None, model_name: str | None) -> str | None:
+    if not prices or not isinstance(model_name, str) or not model_name:
+        return None
+    if model_name in prices:
+        return model_name
+    # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
+    # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
+    matches = [name for name in prices if model_name.startswith(name)]
+    return max(matches, key=len) if matches else None
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -177,7 +217,7 @@ def estimate_tokens(payload: Any) -> int:
                 stack.append(content)
             calls = getattr(item, "tool_calls", None)
             if calls:
-                stack.extend(str(c.get("args", "")) for c in calls)
+                stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)  # both are billed
     return chars // 4 + 1
 
 
@@ -242,46 +282,75 @@ class Budget:
         self._smallest_refused: int | None = None
         self._smallest_refused_usd: float | None = None
 
-    def reserve(self, tokens: int, model_name: str | None = None) -> tuple[int, float]:
+    def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
+             refuse: bool = True, alone_at_estimate: bool = False) -> tuple[int, float]:
+        """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
+
+        The estimate is scaled by the ratio the budget learned for the model
+        (see :meth:`learn`). Until it has learned one, the call holds
+        :data:`MAX_TOKEN_SCALE` times its estimate (the densest tokenizer the
+        budget allows for), so a first parallel wave cannot pass the limit
+        by more than its outputs. With ``alone_at_estimate`` (the parent's
+        calls, which run alone), a call made while nothing else is held is let
+        through when its estimate fits, still holding the clamp, and teaches
+        the ratio. A call refused only for want of the ratio does not mark
+        the budget spent.
+        """
+        with self._lock:
+            scale = self._scales.get(model_name or "")
+            tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
+            usd = tokens * dollars(input_price) / 1_000_000
+            if scale is not None:
+                return self._reserve(tokens, usd, refuse)
+            if not alone_at_estimate or self.reserved or self.reserved_usd:
+                return self._reserve(tokens, usd, refuse, remember=False)
+            # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on room
+            # this call may take.
+            admit = token_count(estimate)
+            self._reserve(admit, admit * dollars(input_price) / 1_000_000, refuse, remember=False)
+            self.reserved += tokens - admit
+            self.reserved_usd += usd - admit * dollars(input_price) / 1_000_000
+            return tokens, usd
+
+    def learned(self, model_name: str | None) -> float | None:
+        """The ratio learned for ``model_name`` (charged input tokens per estimated one), if any."""
+        return self._scales.get(model_name or "")
+
+    def reserve(self, tokens: int, usd: float = 0.0, *, refuse: bool = True) -> tuple[int, float]:
         """Hold a model call's prompt, in tokens and in dollars, before it starts; or raise :class:`BudgetExceeded`.
 
-        ``tokens`` is the prompt as estimated (see :func:`prompt_estimate`),
-        scaled by what reported usage taught the budget about ``model_name``
-        (see :meth:`learn`); its dollars are that many input tokens at the
-        model's price. A call is refused when what is spent, plus what running
-        calls hold, plus this prompt would pass either limit; so parallel
-        children overshoot by at most one call's output each. Returns what
-        was held, for :meth:`release`.
+        ``tokens`` is the prompt as reserved, ``usd`` those tokens at the
+        call's input price (:func:`call_price`). A call is refused when what is
+        spent, plus what running calls hold, plus this prompt would pass
+        either limit; so parallel calls overshoot by at most one call's output
+        each. ``refuse=False`` holds without refusing (the root's last answer,
+        once the budget is spent). Returns what was held, for :meth:`release`.
         """
-        tokens = math.ceil(token_count(tokens) * self._scales.get(model_name or "", 1.0))
-        if self.max_usd is not None and price_of(self.prices, model_name) is None:
-            # Its calls would count $0 against the dollar limit: a budget that never stops them.
+        with self._lock:
+            return self._reserve(token_count(tokens), dollars(usd), refuse)
+
+    def _reserve(self, tokens: int, cost: float, refuse: bool, remember: bool = True) -> tuple[int, float]:
+        if refuse and (spent := self._spent_error()) is not None:
+            raise spent
+        if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
+            if remember:
+                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
             raise BudgetExceeded(
-                f"the shared budget has no price for model {model_name!r}, so its dollar limit cannot count "
-                "the call; add the model to prices={model: (input, output)}",
+                f"the shared token budget cannot cover another call ({self.tokens} spent, "
+                f"{self.reserved} held by running calls, ~{tokens} more needed, "
+                f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
+            )
+        if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
+            if remember:
+                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
+            raise BudgetExceeded(
+                f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
+                f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
+                f"limit ${self.max_usd:.4f})",
                 limit=self.max_usd, spent=self.usd, unit="usd",
             )
-        cost = cost_of(self.prices, model_name, tokens, 0)
-        with self._lock:
-            if (spent := self._spent_error()) is not None:
-                raise spent
-            if self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
-                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-                raise BudgetExceeded(
-                    f"the shared token budget cannot cover another call ({self.tokens} spent, "
-                    f"{self.reserved} held by running calls, ~{tokens} more needed, "
-                    f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
-                )
-            if self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
-                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-                raise BudgetExceeded(
-                    f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                    f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
-                    f"limit ${self.max_usd:.4f})",
-                    limit=self.max_usd, spent=self.usd, unit="usd",
-                )
-            self.reserved += tokens
-            self.reserved_usd += cost
+        self.reserved += tokens
+        self.reserved_usd += cost
         return tokens, cost
 
     def release(self, tokens: int, usd: float = 0.0) -> None:
@@ -290,18 +359,18 @@ class Budget:
             self.reserved = max(0, self.reserved - tokens)
             self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
-    def learn(self, model_name: str | None, estimated: int, reported_input: Any) -> None:
-        """Correct later estimates for ``model_name`` by what was reported for a call estimated at ``estimated``.
+    def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
+        """Correct later estimates for ``model_name`` by the input charged for a call estimated at ``estimated``.
 
-        The ratio of reported to estimated input tokens (kept within
+        The ratio of charged to estimated input tokens (kept within
         ``MIN_TOKEN_SCALE..MAX_TOKEN_SCALE``) scales every later reservation
         for that model: a tokenizer denser than four characters a token, or a
         provider adding tokens of its own, is reserved for as it bills.
         """
-        reported = token_count(reported_input)
-        if estimated <= 0 or reported <= 0:
+        charged = token_count(charged_input)
+        if estimated <= 0 or charged <= 0:
             return
-        scale = min(max(reported / estimated, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
+        scale = min(max(charged / estimated, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
         with self._lock:
             self._scales[model_name or ""] = scale
 
@@ -325,13 +394,17 @@ class Budget:
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
-        """Add one call's usage (as reported: see :func:`token_count`); return its cost."""
+        """Add one call's usage (as reported: see :func:`token_count`) at ``model_name``'s price; return its cost."""
         input_tokens, output_tokens = token_count(input_tokens), token_count(output_tokens)
-        cost = cost_of(self.prices, model_name, input_tokens, output_tokens)
-        with self._lock:
-            self.tokens += input_tokens + output_tokens
-            self.usd += cost
+        cost = cost_at(call_price(self.prices, model_name), input_tokens, output_tokens)
+        self.spend(input_tokens + output_tokens, cost)
         return cost
+
+    def spend(self, tokens: int, usd: float) -> None:
+        """Add what one call was charged (a :class:`TaskMeter` decided its tokens and price)."""
+        with self._lock:
+            self.tokens += max(int(tokens), 0)  # counts already clamped one by one (token_count)
+            self.usd += dollars(usd)
 
     def exhausted(self) -> str | None:
         """Why the budget is spent, or ``None`` while it is not."""
@@ -443,7 +516,17 @@ class TaskMeter(BaseCallbackHandler):
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.charged_input_tokens = 0
+        """Input tokens charged: what was reported, or the prompt's estimate where no plausible count was."""
+        self.charged_output_tokens = 0
         self.cost_usd = 0.0
+        self.priced_as: set[str] = set()
+        """The price-table keys this task's calls were charged at (see :func:`call_price`)."""
+        self.refuses = True
+        """Whether a spent shared budget refuses this meter's calls (off for the root's last answer)."""
+        self.alone_at_estimate = False
+        """Whether a call to a model the budget has no ratio for yet may start at its estimate when nothing
+        else runs (the root's calls: see :meth:`Budget.hold`)."""
         self.deadline = deadline
         self.timeout_s: float | None = None
         """The task's ``timeout_s`` behind ``deadline``, reported by :class:`TaskTimeout`."""
@@ -464,8 +547,7 @@ class TaskMeter(BaseCallbackHandler):
         ``ModelRetryMiddleware`` answers with a message once its retries
         fail) can turn that stop into an ordinary answer; the runner reads it
         here, so the task still ends with the stop's reason."""
-        # run id -> (the model as the call named it, the prompt estimate, the tokens and dollars held)
-        self._reserved: dict[Any, tuple[str | None, int, int, float]] = {}
+        self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
         self._lock = threading.Lock()
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
@@ -488,14 +570,23 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += token_count(spent.get("model_calls"))
             self.input_tokens += token_count(spent.get("input_tokens"))
             self.output_tokens += token_count(spent.get("output_tokens"))
+            self.charged_input_tokens += token_count(spent.get("charged_input_tokens", spent.get("input_tokens")))
+            self.charged_output_tokens += token_count(spent.get("charged_output_tokens", spent.get("output_tokens")))
             self.cost_usd += dollars(spent.get("cost_usd"))
+            priced = spent.get("priced_as")
+            if isinstance(priced, list):
+                self.priced_as.update(name for name in priced if isinstance(name, str))
 
     def usage(self) -> dict[str, Any]:
+        """The task's figures: tokens as reported and as charged, the cost, and the prices it was charged at."""
         return {
             "model_calls": self.model_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "charged_input_tokens": self.charged_input_tokens,
+            "charged_output_tokens": self.charged_output_tokens,
             "cost_usd": round(self.cost_usd, 6),
+            "priced_as": sorted(self.priced_as),
         }
 
     def source_of(self, exc: BaseException) -> BaseException:
@@ -549,7 +640,7 @@ class TaskMeter(BaseCallbackHandler):
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise self._raising(self.timeout_error())
-        tokens = self.input_tokens + self.output_tokens
+        tokens = self.charged_input_tokens + self.charged_output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
             raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
                                                limit=self.max_tokens, spent=tokens, unit="tokens"))
@@ -558,7 +649,7 @@ class TaskMeter(BaseCallbackHandler):
                 f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})",
                 limit=self.max_usd, spent=self.cost_usd, unit="usd",
             ))
-        if self.budget is not None and (spent := self.budget.spent_error()) is not None:
+        if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
             raise self._raising(spent)
 
     def _raising(self, error: SubagentError) -> SubagentError:
@@ -575,19 +666,13 @@ class TaskMeter(BaseCallbackHandler):
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
         self._progress(None, None)
-        if self.budget is not None:
-            # Reserving the prompt (tools and response format included) before the call bounds a shared
-            # budget's overshoot to one call's output per running child, in tokens and in dollars.
-            estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
-            name = _model_name(kwargs)
-            try:
-                tokens, usd = self.budget.reserve(estimate, name)
-            except BudgetExceeded as refused:
-                with self._lock:  # refused before it reached the model: no call was made
-                    self.model_calls -= 1
-                self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
-                raise
-            self._reserved[run_id] = (name, estimate, tokens, usd)
+        try:
+            self._calls[run_id] = self._sent(prompt, kwargs)
+        except BudgetExceeded as refused:
+            with self._lock:  # refused before it reached the model: no call was made
+                self.model_calls -= 1
+            self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
+            raise
         # A call let through means no earlier stop held: a shared budget's refusal passes once a sibling's
         # running call gives back what it held, and a child that retried then answered has not been stopped.
         self.stopped_by = None
@@ -672,39 +757,83 @@ class TaskMeter(BaseCallbackHandler):
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _release(self, run_id: Any) -> tuple[str | None, int, int]:
-        """Give back the call's reservation; the model, prompt estimate and tokens it was made for (0: none)."""
-        name, estimate, tokens, usd = self._reserved.pop(run_id, (None, 0, 0, 0.0))
-        if (tokens or usd) and self.budget is not None:
-            self.budget.release(tokens, usd)
-        return name, estimate, tokens
+    def _sent(self, prompt: Any, kwargs: dict[str, Any]) -> _Call:
+        """The call as it is sent: its model, its one price, its prompt's estimate, what the budget holds for it.
+
+        The price is decided here, by the model the call goes to (a fallback's
+        or a router's choice included: the call's own parameters name it), and
+        the call is charged at it when it ends. Under a dollar limit a call
+        whose model has no price is refused: counted at $0, it would never stop.
+        """
+        name = _model_name(kwargs)
+        budget = self.budget
+        table = self.prices or (budget.prices if budget is not None else None)
+        priced = call_price(table, name)
+        max_usd = self.max_usd if self.max_usd is not None else budget.max_usd if budget is not None else None
+        if priced is None and max_usd is not None:
+            raise BudgetExceeded(
+                f"no price for model {name!r}, so the dollar limit cannot count its calls; add it to "
+                "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
+        # The prompt as providers bill it (tool schemas and response format included): reserved before the
+        # call, it bounds a shared budget's overshoot to one call's output per running call.
+        estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
+        held = (0, 0.0)
+        if budget is not None:
+            held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+                               alone_at_estimate=self.alone_at_estimate)
+        return _Call(name, priced, estimate, *held)
+
+    def _release(self, run_id: Any) -> _Call | None:
+        """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
+        call = self._calls.pop(run_id, None)
+        if call is not None and (call.tokens or call.usd) and self.budget is not None:
+            self.budget.release(call.tokens, call.usd)
+        return call
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        reserved_as, estimate, reserved = self._release(run_id)
-        usage, model_name = _usage_of(response)
-        if not usage:
-            if reserved and self.budget is not None:
-                # Billed all the same: the budget is charged the prompt as reserved and the reply as estimated,
-                # so a model (or server) that reports no usage cannot run past the budget. The record keeps
-                # what was reported.
-                replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations
-                           for g in gs]
-                self.budget.charge(reserved_as, reserved, estimate_tokens(replies))
-            return
-        inp = token_count(usage.get("input_tokens"))  # reported by the server: never trusted
-        out = token_count(usage.get("output_tokens"))
-        cost = cost_of(self.prices, model_name, inp, out)
+        call = self._release(run_id)
+        usage, replied = _usage_of(response)
+        reported_in = token_count(usage.get("input_tokens")) if usage else 0
+        reported_out = token_count(usage.get("output_tokens")) if usage else 0
+        if call is None:  # a call whose start this meter did not see: its report is all there is
+            call = _Call(replied, None, 0, 0, 0.0)
+        budget = self.budget
+        # Believed when plausible: a count far below the estimate of what was sent (none, zero, negative,
+        # a small fraction) is charged the estimate, at the ratio the budget learned for the model.
+        learned = budget.learned(call.model) if budget is not None else None
+        charged_in = reported_in
+        if reported_in < call.estimate * MIN_TOKEN_SCALE:
+            charged_in = math.ceil(call.estimate * (learned or 1.0))
+        replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
+        reply_estimate = estimate_tokens(replies)
+        charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
+        priced = call_price(self.prices or (budget.prices if budget is not None else None), call.model, replied)
+        cost = cost_at(priced, charged_in, charged_out)
         with self._lock:
-            self.input_tokens += inp
-            self.output_tokens += out
+            self.input_tokens += reported_in
+            self.output_tokens += reported_out
+            self.charged_input_tokens += charged_in
+            self.charged_output_tokens += charged_out
             self.cost_usd += cost
-        if self.budget is not None:
-            self.budget.charge(model_name, inp, out)
-            if estimate:  # keyed as the call named its model, as the next reservation will be
-                self.budget.learn(reserved_as, estimate, inp)
+            if priced is not None:
+                self.priced_as.add(priced[0])
+        if budget is not None:
+            budget.spend(charged_in + charged_out, cost)
+            if call.estimate and (charged_in == reported_in or learned is None):
+                budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
+
+
+class _Call(NamedTuple):
+    """A model call as it was sent: its model, its one price, its prompt's estimate, what the budget holds."""
+
+    model: str | None
+    price: tuple[str, tuple[float, float]] | None
+    estimate: int
+    tokens: int
+    usd: float
 
 
 def _from_signal_handler(exc: BaseException) -> bool:

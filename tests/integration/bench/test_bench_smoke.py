@@ -15,10 +15,10 @@ import sys
 from typing import Any
 
 import pytest
-
 from helpers import REPO as ROOT
+
 FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
-PEERLESS = ("background", "budget.invoke.overshoot", "budget.ainvoke.overshoot", "fanout.ainvoke.cap", "fanout.invoke.cap")
+PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap")
 """Records with no deepagents counterpart: theirs is always null."""
 
 
@@ -183,10 +183,9 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
 
 def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
     """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
+    import middleware.task_tool as task_tool
     from bench import knockout, overhead
     from subagents.runner import Delegation
-
-    import middleware.task_tool as task_tool
 
     original = (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command)
     agent = overhead._agents()["ours"]
@@ -239,3 +238,13 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
                for level in ("shipped", "uncopied_reply")}
     assert answers["uncopied_reply"] is dict(replies["uncopied_reply"].update)["messages"][0]
     assert answers["shipped"] is not replies["shipped"].update["messages"][0]
+
+
+def test_the_budget_scenario_prints_a_row_per_usage_report_and_mode() -> None:
+    from bench.budget import ROWS
+
+    records = _quick_records("--only", "budget")
+    assert {r["measure"] for r in records} == {f"budget.{row}.{mode}" for row in ROWS for mode in ("invoke", "ainvoke")}
+    assert {"honest", "absent", "zero", "denser4x", "denser16x"} <= set(ROWS)
+    for rec in records:
+        assert rec["unit"] == "tree spend / limit" and _is_number(rec["ours"]) and rec["ours"] > 0, rec

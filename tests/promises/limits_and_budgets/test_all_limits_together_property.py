@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
+import uuid
 from typing import Any, NotRequired
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tools import StructuredTool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.errors import BudgetExceeded
+from subagents.metering import TaskMeter
+from subagents.outcome import stopped_by_limit
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens
 CHILD_OUTPUT_TOKENS = 40  # what one child model call outputs, at most (a tool call or a short answer)
@@ -193,6 +200,10 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
 
     assert out is not None
     messages = out["messages"]
+    if budget is not None and not any(isinstance(m, AIMessage) and m.tool_calls for m in messages):
+        # Too small for even the parent's first call: its run ended on the limit's message, nothing started.
+        assert stopped_by_limit(messages[-1]) == "budget" and not out.get("subagent_tasks"), case
+        return
     # every tool call answered
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     for message in messages:
@@ -206,8 +217,8 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
     # the parent changes only by the write-back rule: parallel children cannot write a plain key
     if len(kinds) > 1:
         assert out["facts"] == ["orig"], (case, out["facts"])
-    # the children's spend <= limit + one call's output per child (the parent's own calls are counted
-    # against the budget but never refused by it: they are taken out here)
+    # the children's spend <= limit + one call's output per child (the parent's own calls, its last answer
+    # once the budget is spent included, are taken out here)
     if budget is not None:
         parent = [m.usage_metadata or {} for m in messages if isinstance(m, AIMessage)]
         if case["budget"] == "tokens":
@@ -219,3 +230,93 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
             one_output = CHILD_OUTPUT_TOKENS * PRICES["scripted"][1] / 1e6
             assert budget.usd - own_usd <= budget.max_usd + len(kinds) * one_output, case
 
+
+
+# -- the shared budget against any usage report, on any interleaving of parallel calls ---------------------
+#
+# Parallel children's model calls start and end in any order, through their meters as LangChain calls
+# them, each reporting its usage one way: honestly, not at all, as zeros, as a tokenizer 4x or 16x
+# denser than the estimate, or naming another model. After every step what the calls truly cost (as the
+# provider bills them, at the price of the model they were sent to) is past the limit by at most one
+# call's output per child; the budget holds nothing once every call has ended, and no call to an
+# unpriced model was let through under a dollar limit.
+
+USAGES = ["honest", "none", "zero", "denser4x", "denser16x", "renamed", "unpriced"]
+ODD_PRICES = {f"m-{usage}": (1000.0, 2000.0) for usage in USAGES if usage != "unpriced"}
+DENSITY = {"denser4x": 4.0, "denser16x": 16.0}
+
+INTERLEAVINGS = st.fixed_dictionaries({
+    "unit": st.sampled_from(["tokens", "usd"]),
+    "limit": st.integers(min_value=2_000, max_value=60_000),
+    "children": st.lists(st.tuples(st.sampled_from(USAGES), st.integers(min_value=1, max_value=6),
+                                   st.integers(min_value=40, max_value=4_000)), min_size=1, max_size=8),
+    "steps": st.lists(st.integers(min_value=0, max_value=7), min_size=0, max_size=120),
+})
+
+
+def _billed(usage: str, prompt_chars: int, text: str) -> list[int]:
+    """What the provider truly bills a call: (input, output) tokens at its tokenizer's density."""
+    density = DENSITY.get(usage, 1.0)
+    return [math.ceil(prompt_chars * density / 4) + 1, math.ceil(len(text) * density / 4) + 1]
+
+
+def _reply(usage: str, prompt_chars: int, text: str) -> LLMResult:
+    message = AIMessage(content=text)
+    if usage not in ("none", "zero"):
+        tokens = _billed(usage, prompt_chars, text)
+        message.usage_metadata = {"input_tokens": tokens[0], "output_tokens": tokens[1], "total_tokens": sum(tokens)}
+    elif usage == "zero":
+        message.usage_metadata = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    message.response_metadata = {"model_name": "openai/gpt-4.1" if usage == "renamed" else f"m-{usage}"}
+    return LLMResult(generations=[[ChatGeneration(message=message)]])
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=INTERLEAVINGS)
+def test_a_shared_budget_holds_on_any_interleaving_of_calls_whatever_their_usage_says(case: dict[str, Any]) -> None:
+    limit = case["limit"]
+    budget = (Budget(max_tokens=limit) if case["unit"] == "tokens"
+              else Budget(max_usd=limit * 1000.0 / 1e6, prices=ODD_PRICES))
+    meters = [TaskMeter(budget=budget) for _ in case["children"]]
+    left = [calls for _, calls, _ in case["children"]]
+    running: dict[int, Any] = {}
+    biggest_output = [0.0] * len(meters)
+    text = "an answer of some length " * 3
+    sent_unpriced = 0
+    true_spent = 0.0
+    per_token = (1.0, 1.0) if case["unit"] == "tokens" else (1000.0 / 1e6, 2000.0 / 1e6)
+
+    def step(index: int) -> None:
+        nonlocal sent_unpriced, true_spent
+        usage, _, prompt_chars = case["children"][index]
+        meter = meters[index]
+        if index in running:
+            run_id = running.pop(index)
+            meter.on_llm_end(_reply(usage, prompt_chars, text), run_id=run_id)
+            billed_in, billed_out = _billed(usage, prompt_chars, text)
+            true_spent += billed_in * per_token[0] + billed_out * per_token[1]
+            biggest_output[index] = max(biggest_output[index], billed_out * per_token[1])
+        elif left[index] > 0:
+            left[index] -= 1
+            run_id = uuid.uuid4()
+            try:
+                meter.on_chat_model_start({}, [[HumanMessage("x" * prompt_chars)]], run_id=run_id,
+                                          invocation_params={"model": f"m-{usage}"})
+            except BudgetExceeded:
+                left[index] = 0  # the child stops at a refused call
+                return
+            sent_unpriced += usage == "unpriced" and case["unit"] == "usd"
+            running[index] = run_id
+
+    def spent() -> float:
+        return true_spent
+
+    for pick in case["steps"]:
+        step(pick % len(meters))
+        assert spent() <= (budget.max_tokens or budget.max_usd or 0) + sum(biggest_output) + 1e-9, case
+    while running or any(left):  # every child runs to its end, in turn
+        for index in range(len(meters)):
+            step(index)
+            assert spent() <= (budget.max_tokens or budget.max_usd or 0) + sum(biggest_output) + 1e-9, case
+    assert budget.reserved == 0 and budget.reserved_usd == pytest.approx(0.0, abs=1e-9), case
+    assert sent_unpriced == 0, case

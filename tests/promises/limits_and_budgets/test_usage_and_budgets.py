@@ -7,8 +7,10 @@ from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.billing import BillingModel
 from helpers.graphs import records, tool_messages, user
 from subagents import Budget, cost_of
+from subagents.outcome import stopped_by_limit
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 
@@ -68,7 +70,7 @@ def test_per_child_caps_stop_that_child_only(run, limit, message):
     assert out["messages"][-1].content == "parent done"
 
 
-def test_shared_budget_stops_running_children_and_refuses_new_delegations(run):
+def test_shared_budget_stops_running_children_then_the_parent_after_one_last_answer(run):
     budget = Budget(max_tokens=3000)
     model = ScriptedChatModel(
         rules=[
@@ -82,17 +84,19 @@ def test_shared_budget_stops_running_children_and_refuses_new_delegations(run):
     agent = create_deep_agent(model, [echo], budget=budget)
     out = run(agent, user("go"), {"recursion_limit": 1000})
     msgs = tool_messages(out)
-    assert len(msgs) == 4 and all(m.status == "error" for m in msgs)
-    stopped, refused = msgs[:3], msgs[3]
-    for m in stopped:
+    assert len(msgs) == 3 and all(m.status == "error" for m in msgs)
+    for m in msgs:
         assert "the shared token budget" in m.content
-    assert "no new delegations can start" in refused.content
     child_calls = sum(r["model_calls"] for r in records(out))
     assert child_calls < 3 * 25  # far below what the three loops would have made
     # Spent up to the limit, or to where no call of the size the children made fits (a call is refused
     # when it cannot be covered, so spending may stop a little short of the limit).
     assert budget.exhausted() is not None
-    assert out["messages"][-1].content == "parent done"
+    # The parent's next call was its last, offered no tool (its "one more" delegation never ran), and the
+    # run ended on the limit's message, as at max_root_turns.
+    assert model.calls[-1]["tools"] == []
+    assert stopped_by_limit(out["messages"][-1]) == "budget"
+    assert "Stopped: the shared token budget is spent" in out["messages"][-1].content
 
 
 def test_budget_arguments_are_validated():
@@ -122,7 +126,7 @@ def test_parallel_children_overshoot_a_shared_budget_by_at_most_one_call_each(ru
 
 def test_a_childs_summariser_calls_count_against_the_shared_budget(run):
     budget = Budget(max_tokens=1_000_000)
-    model = ScriptedChatModel(
+    model = BillingModel(  # usage as billed (tool schemas included), so every report is believed
         rules=[("summar", ["a summary"]),
                ("go", [{"tool_calls": [tool_call("task", description="work a lot", subagent_type="worker")]},
                        "parent done"])],
@@ -137,7 +141,9 @@ def test_a_childs_summariser_calls_count_against_the_shared_budget(run):
     assert summaries, "the condenser never ran; the test would prove nothing"
     parent_tokens = sum(
         (m.usage_metadata or {}).get("total_tokens", 0) for m in out["messages"] if m.type == "ai")
-    assert budget.tokens == record["input_tokens"] + record["output_tokens"] + parent_tokens
+    assert budget.tokens == record["charged_input_tokens"] + record["charged_output_tokens"] + parent_tokens
+    assert (record["charged_input_tokens"], record["charged_output_tokens"]) == (
+        record["input_tokens"], record["output_tokens"])
 
 
 def test_a_malformed_price_table_is_refused_when_the_budget_is_built():

@@ -1,0 +1,45 @@
+"""A shared budget bounds the whole tree: from the first parallel wave, and the parent's own loop too.
+
+The bound, as documented: the limit, plus one call's output per running
+child, plus the parent's one last answer once the budget is spent.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.billing import BillingModel
+from helpers.graphs import user
+
+from bench.budget import ROWS, run_row
+from deep_agent import create_deep_agent
+from deep_agent.testing import tool_call
+from subagents import Budget
+from subagents.outcome import stopped_by_limit
+
+
+def _echo(x: str) -> str:
+    """Echo."""
+    return x
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("row", list(ROWS))
+def test_eight_parallel_children_keep_the_bound_whatever_their_usage_reports(row, mode):
+    # The children's model is new to the budget, so their first wave is reserved before any ratio is
+    # learned: with a tokenizer 16x denser, 8 children spent 3.5x (invoke) and 4.6x (ainvoke) the limit.
+    got = run_row(row, mode, children=8, limit_tokens=2_000)
+    assert got["records"] and {r["stop_reason"] for r in got["records"]} == {"budget"}
+    assert got["spent"] <= got["limit"] + got["allowed"] + (got["spent"] - got["before_answer"]), got
+
+
+def test_a_spent_budget_ends_the_parents_own_loop_after_one_last_call_without_tools(run):
+    # Delegations were refused and children stopped, but a parent looping on its own tool went on
+    # (31 calls, 2.4x the limit).
+    parent = BillingModel(default={"tool_calls": [tool_call("_echo", x="again")]}, model_name="scripted")
+    budget = Budget(max_tokens=20_000)
+    out = run(create_deep_agent(parent, [_echo], budget=budget), user("go"), {"recursion_limit": 1000})
+    last = out["messages"][-1]
+    assert stopped_by_limit(last) == "budget" and "the shared token budget" in last.content
+    assert parent.calls[-1]["tools"] == [] and all(call["tools"] for call in parent.calls[:-1])
+    one_call = max(i + o for i, o in parent.billed)
+    assert budget.tokens <= budget.max_tokens + 2 * one_call  # the call that crossed it, and the last answer

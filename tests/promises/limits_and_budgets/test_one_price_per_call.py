@@ -1,0 +1,175 @@
+"""Money: one price per call, decided when it is sent, charged the same; usage believed only when plausible.
+
+Every path a model call can take in a tree (the parent's own call, a
+foreground child's, a background child's, a fallback model's, a child's
+summariser's) goes through one meter: under a dollar limit each is refused
+before it is sent when its model has no price, and each is charged at the
+price of the model it was sent to, whatever name its reply gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.background import background, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.billing import BillingModel
+from helpers.graphs import records, user
+from langchain.agents import create_agent
+from langchain.agents.middleware import ModelFallbackMiddleware
+from langchain_core.tools import tool
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import Budget
+from subagents.metering import call_price
+from subagents.outcome import stopped_by_limit
+
+PRICES = {"priced": (1000.0, 2000.0), "parent": (1000.0, 2000.0)}  # USD per million tokens: budgets bite
+
+
+@tool
+def work(x: str) -> str:
+    """A step of work."""
+    return f"worked on {x}"
+
+
+def _parent(*calls: dict[str, Any]) -> BillingModel:
+    return BillingModel(rules=[("go", [{"tool_calls": list(calls)}, "parent done"])], default="parent done",
+                        model_name="parent")
+
+
+def _looping(name: str = "priced", **options: Any) -> BillingModel:
+    return BillingModel(default={"tool_calls": [tool_call("work", x="y")]}, model_name=name, **options)
+
+
+# -- one price, whatever the reply says its model is ------------------------------------------------------
+
+
+@pytest.mark.parametrize("reply_name", ["openai/priced", "my-azure-deployment", ""])
+def test_a_shared_dollar_budget_stops_children_whose_replies_name_their_model_otherwise(run, reply_name):
+    # Priced by the reply's name, these calls cost $0: 25 calls ran for $5.24 under a $1.00 budget.
+    child = _looping(reply_name=reply_name)
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 200}]
+    budget = Budget(max_usd=5.0, prices=PRICES)
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=budget), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and record["model_calls"] > 3
+    assert record["priced_as"] == ["priced"] and record["cost_usd"] > 3.0
+    # Past the limit by at most one call's output ($0.05 here), and the parent's last answer (under $0.75).
+    assert budget.max_usd - 0.1 <= budget.usd <= budget.max_usd + 0.8
+
+
+@pytest.mark.parametrize("reply_name", ["openai/priced", ""])
+def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_otherwise(run, reply_name):
+    # max_budget_per_run=0.50 ran to $5.21 with cost_usd=0 in the record.
+    child = _looping(reply_name=reply_name)
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 200,
+              "max_budget_per_run": 0.05}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, prices=PRICES), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and 0.05 <= record["cost_usd"] < 0.1
+    assert record["model_calls"] < 20
+
+
+def test_a_replys_dated_name_refines_the_price_and_another_models_name_does_not():
+    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-2025-04-14": (1.0, 4.0)}
+    assert call_price(prices, "gpt-4.1", "gpt-4.1-2025-04-14") == ("gpt-4.1-2025-04-14", (1.0, 4.0))
+    assert call_price(prices, "gpt-4.1", "gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
+    assert call_price(prices, "gpt-4.1", "openai/gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
+    assert call_price(prices, "gpt-4.1-mini-2025-04-14", None) == ("gpt-4.1-mini", (0.4, 1.6))
+    assert call_price(prices, "my-deployment", "gpt-4.1") is None  # sent to an unpriced model: no price
+
+
+# -- every path: refused before it is sent when unpriced, charged once when priced ------------------------
+
+
+def _spec(**more: Any) -> dict[str, Any]:
+    return {"name": "w", "description": "worker", "tools": [work], "max_turns": 6, **more}
+
+
+def _foreground(name: str) -> tuple[dict[str, Any], list[BillingModel]]:
+    child = _looping(name)
+    return {"subagents": [_spec(model=child)]}, [child]
+
+
+def _fallback(name: str) -> tuple[dict[str, Any], list[BillingModel]]:
+    # The child's primary model fails; LangChain's fallback middleware sends the call to another model.
+    broken = ScriptedChatModel(default=ConnectionError("primary down"), model_name="priced")
+    child = _looping(name)
+    return {"subagents": [_spec(model=broken, middleware=[ModelFallbackMiddleware(child)])]}, [child]
+
+
+def _summariser(name: str) -> tuple[dict[str, Any], list[BillingModel]]:
+    # The child's condenser calls a model of its own, from a middleware's hook.
+    child = BillingModel(default={"tool_calls": [tool_call("work", x="y" * 400)]}, model_name="priced")
+    condenser = BillingModel(default="a summary", model_name=name)
+    spec = _spec(model=child, condenser={"model": "summariser", "trigger": ("tokens", 300), "keep": ("messages", 2)})
+    return {"subagents": [spec], "model_profiles": {"summariser": condenser}}, [condenser, child]
+
+
+FOREGROUND_PATHS = {"foreground": _foreground, "fallback": _fallback, "summariser": _summariser}
+PATHS = [*FOREGROUND_PATHS, "background"]
+
+
+def _run_path(run: Any, background: Any, path: str, name: str, budget: Budget) -> tuple[Any, list[BillingModel]]:
+    """Run the path with its model named ``name``; the parent's messages and the models the path calls."""
+    if path != "background":
+        options, watched = FOREGROUND_PATHS[path](name)
+        parent = _parent(tool_call("task", description="job", subagent_type="w"))
+        out = run(create_deep_agent(parent, budget=budget, **options), user("go"), {"recursion_limit": 500})
+        return out, [parent, *watched]
+    child = _looping(name)
+    parent = _parent(tool_call("start_async_task", description="job", subagent_type="w"))
+    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent, budget=budget)])
+    out = run(agent, user("go"))
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) in ("completed", "error"))
+    return out, [child]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_under_a_dollar_limit_a_call_to_an_unpriced_model_is_refused_before_it_is_sent_on_every_path(
+        run, background, path):
+    _, models = _run_path(run, background, path, "unpriced-model", Budget(max_usd=1.0, prices=PRICES))
+    watched = [m for m in models if m.model_name == "unpriced-model"]
+    assert watched and all(model.calls == [] for model in watched), path
+
+
+def test_the_parents_own_call_to_an_unpriced_model_is_refused_and_its_run_ends_on_the_limit(run):
+    parent = BillingModel(default="an answer", model_name="unpriced-model")
+    out = run(create_deep_agent(parent, budget=Budget(max_usd=1.0, prices=PRICES)), user("go"))
+    assert parent.calls == []
+    assert stopped_by_limit(out["messages"][-1]) == "budget" and "unpriced-model" in out["messages"][-1].content
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_path_is_charged_each_call_it_made_at_the_price_it_was_sent_at(run, background, path):
+    # Usage is billed honestly here, so each call is charged as reported: a call that went around the
+    # meter, or was priced by another name, would leave the budget off by what its model billed.
+    budget = Budget(max_tokens=10**9, max_usd=10**3, prices=PRICES)
+    _, models = _run_path(run, background, path, "priced", budget)
+    assert all(model.billed for model in models), f"the {path} path made no call: the test would prove nothing"
+    billed = [usage for model in models for usage in model.billed]
+    assert budget.tokens == sum(i + o for i, o in billed)
+    assert budget.usd == pytest.approx(sum(i * 1000.0 + o * 2000.0 for i, o in billed) / 1e6)
+
+
+# -- usage believed only when plausible ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage", ["zero", "absent"])
+def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_both(run, usage):
+    # A usage of zeros is not empty, so the estimate was not used: 25 calls ran under max_tokens=2000.
+    child = _looping("parent", usage=usage)  # the parent's model: its ratio is learned by the parent's call
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 25,
+              "system_prompt": "Work with care. " * 150}]  # every prompt is over 500 tokens
+    budget = Budget(max_tokens=4000)
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=budget), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert record["stop_reason"] == "budget" and record["model_calls"] < 25
+    assert (record["input_tokens"], record["output_tokens"]) == (0, 0)
+    assert record["charged_input_tokens"] > 500 * record["model_calls"] and record["charged_output_tokens"] > 0
