@@ -271,6 +271,15 @@ class ToolExit(SubagentError):
         super().__init__(f"SystemExit: {shown} (a tool called sys.exit; this task stopped, the parent goes on)")
 
 
+class TranscriptFileError(SubagentsError, LookupError):
+    """A JSONL transcript that is not read: not a regular file, or bigger than ``MAX_JSONL_BYTES`` (in ``subagents.transcripts``)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"transcript file {path!r}: {reason}")
+
+
 class UnknownSubagent(SubagentsError, LookupError):
     """The requested subagent type is not registered; the message lists the valid ones."""
 

@@ -248,6 +248,10 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0
 """How far reported usage may correct an estimate: a provider's tokenizer, not a hostile report, sets it."""
 
+LEARNED_SCALE_MARGIN = 1.1
+"""What a learned ratio is raised by: the estimate's rounding (a token for every four characters, plus one)
+weighs more in a short prompt, so a ratio learned on one understates a long prompt's by up to about 10%."""
+
 
 class Budget:
     """Tokens and/or USD shared by a parent and all its children."""
@@ -370,7 +374,7 @@ class Budget:
         charged = token_count(charged_input)
         if estimated <= 0 or charged <= 0:
             return
-        scale = min(max(charged / estimated, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
+        scale = min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
         with self._lock:
             self._scales[model_name or ""] = scale
 

@@ -433,15 +433,6 @@ MAX_JSONL_BYTES = 256 * 1024 * 1024
 """The largest JSONL transcript read back: a bigger one is an error naming it, not a process out of memory."""
 
 
-class TranscriptFileError(SubagentsError, LookupError):
-    """A JSONL transcript that is not read: not a regular file, or bigger than :data:`MAX_JSONL_BYTES`."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"transcript file {path!r}: {reason}")
-
-
 def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
     """``path`` opened to read, if it is a regular file: a pipe is refused at once, never waited on."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
