@@ -3,17 +3,18 @@
 ``timeout`` is in milliseconds, as in Claude Code (default 120000, at most
 600000). When it passes, the command's whole process group is killed and
 the model is told. Only as much output as a result can show is kept in
-memory; the rest is read and dropped. The command starts in the workspace, but a shell can
-reach any path the user can: that is why ``Bash`` asks for approval by
-default in the command line. ``rules``
+memory; the rest is read and dropped. The command starts in the workspace;
+in a :class:`~deep_agent.tools.sandbox.Sandbox` it can write only there
+(minus the workspace's protected set), while an unconfined shell reaches
+any path the user can. ``Bash`` asks for approval by default in the
+command line either way. ``rules``
 (:class:`~deep_agent.tools.command_rules.CommandRules`, from an agent file's
 ``Bash(git diff:*)``) limits which commands run at all.
 
 When the command answers, everything it started ends with it: in the
 sandbox, its PID namespace ends (``setsid`` or not); unconfined, its
 process group is killed (a job that left the group, with ``setsid``, is
-not reached: the unconfined shell is the user's own). Only as much output
-as a result can show is kept.
+not reached: the unconfined shell is the user's own).
 
 Example::
 

@@ -260,3 +260,16 @@ def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(
     assert Workspace(home, allow_home=True).root == home.resolve()
     assert main(["run", "hello", "--workspace", str(home), "--state-dir", str(tmp_path / "state")]) == 2
     assert "--allow-home-workspace" in capsys.readouterr().err
+
+
+def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
+    from deep_agent.cli.app import parse
+    from deep_agent.cli.run import bash_setting
+
+    monkeypatch.setenv("ASKED_FOR", "passed-on-request")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:pw@db/x")
+    args = parse(["run", "hello", "--pass-env", "ASKED_FOR", "--workspace", str(tmp_path)])
+    sandbox, _ = bash_setting(args)
+    (bash,) = [t for t in builtin_tools(tmp_path, bash=sandbox) if t.name == "Bash"]
+    out = bash.invoke({"command": "env", "timeout": 20_000})
+    assert "ASKED_FOR=passed-on-request" in out and "DATABASE_URL" not in out, out

@@ -97,3 +97,17 @@ def test_the_interpreter_and_virtual_environment_in_the_workspace_are_protected(
     assert "planted" not in (tmp_path / ".venv" / "bin" / "activate").read_text()
     if "Read-only" not in done.stdout:
         assert os.system("command -v bwrap >/dev/null") != 0, done.stdout  # no Bash offered without bwrap
+
+
+def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_trusted_hooks_name(tmp_path):
+    import argparse
+
+    from deep_agent.cli.run import workspace_of
+
+    args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
+    ws = workspace_of(args, tmp_path / "state", [tmp_path / "scripts" / "guard.sh"])
+    write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
+    for path, why in [("state/threads.db", "the state folder"),
+                      ("scripts/guard.sh", "a script a trusted hook or MCP server runs")]:
+        assert why in write.invoke({"file_path": path, "content": "planted"})
+        assert not (tmp_path / path).exists()
