@@ -104,13 +104,14 @@ class Sandbox:
              *, sync_fds: tuple[int, int] | None = None) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
-        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace). ``sync_fds``:
-        bubblewrap's ``--info-fd`` and ``--block-fd`` (the command waits for the network to be set up).
+        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
+        is bound only where :meth:`running` made its placeholder. ``sync_fds``: bubblewrap's
+        ``--info-fd`` and ``--block-fd`` (the command waits for :meth:`running` to set up its network).
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
-        args = [self.bwrap, "--unshare-all", *(["--share-net"] if self.network and sync_fds is None else []),
-                "--cap-drop", "ALL", "--new-session", "--die-with-parent",
+        # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
+        args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for folder in _hidden(str(root)):
             args += ["--tmpfs", folder]
@@ -178,8 +179,11 @@ class Sandbox:
             raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
         # pasta stays in the background until the namespace is gone; --runas keeps it our uid (as root
         # it would otherwise switch to nobody, who cannot join the namespace).
-        done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), str(pid)],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        try:
+            done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), str(pid)],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip()[-300:]
             raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
