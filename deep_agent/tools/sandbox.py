@@ -157,6 +157,10 @@ class Sandbox:
             try:
                 process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r)),
                                            pass_fds=(info_w, block_r), **popen)
+            except BaseException:
+                os.close(info_r)
+                os.close(block_w)
+                raise
             finally:
                 os.close(info_w)
                 os.close(block_r)

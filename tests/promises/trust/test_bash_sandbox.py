@@ -190,6 +190,7 @@ print("route:", "default" if gateway else "none")
 ' """
 
 
+@pytest.mark.server  # talks to services it starts on loopback
 @pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
 def test_host_loopback_services_and_abstract_sockets_are_unreachable(runner, network):
     if network and shutil.which("pasta") is None:
