@@ -19,8 +19,8 @@ shows the traceback) or an invalid agent file; 2 for bad command-line
 arguments, including a directory or file that does not exist; 130 when
 interrupted (Ctrl-C); 128 + N when ended by signal N (``SIGTERM``,
 ``SIGHUP``, as when the terminal closes): the process then exits as on any
-other path, so what it started (MCP servers, jobs a ``Bash`` command left
-running) is ended first.
+other path, so what it started (MCP servers, running ``Bash`` commands)
+is ended first.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def _exit_on_termination() -> None:
     started would be left running. The first one also kills the ``Bash``
     commands running at that moment (an async run waits for its tools'
     threads before it can exit); later ones, and any that come once the
-    program is leaving, are ignored so that the cleanup (ending MCP servers
-    and the jobs ``Bash`` commands left) is not cut short. Only ``main()``
+    program is leaving, are ignored so that the cleanup (ending MCP servers)
+    is not cut short. Only ``main()``
     called without arguments, as the ``deep-agent`` program, does this.
     """
     if threading.current_thread() is not threading.main_thread():
@@ -148,7 +148,15 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                      "(default: confirm_risky: Write, Edit and Bash ask)")
     run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
     run.add_argument("--allow-network", action="store_true",
-                     help="let Bash commands reach the network (its sandbox has none by default)")
+                     help="let Bash commands reach the network, outbound only, through pasta (Debian: passt) "
+                     "in their own network namespace: the host's loopback services and unix sockets stay "
+                     "unreachable (its sandbox has no network by default)")
+    run.add_argument("--pass-env", action="append", metavar="NAME",
+                     help="give Bash commands this variable too (repeatable; by default they get only PATH, "
+                     "LANG, LC_*, TERM, TZ and an empty HOME)")
+    run.add_argument("--allow-home-workspace", action="store_true",
+                     help="accept a --workspace that is, or holds, your home folder (refused by default: "
+                     "the agent could write your dotfiles)")
     run.add_argument("--unsafe-bash", action="store_true",
                      help="run Bash unconfined, without its bubblewrap sandbox (it can reach anything you can)")
     run.add_argument("--timeout", type=_positive(float), default=120.0, metavar="SECONDS",

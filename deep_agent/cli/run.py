@@ -112,15 +112,46 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
 
     Returns the ``builtin_tools(bash=...)`` value and a note for the user, if any.
     """
-    from deep_agent.tools.sandbox import Sandbox
+    from deep_agent.tools.sandbox import Sandbox, SandboxUnavailable
 
     if getattr(args, "unsafe_bash", False):
-        return True, "Bash runs unconfined (--unsafe-bash): a command can read and write anything you can"
-    sandbox = Sandbox.find(network=bool(getattr(args, "allow_network", False)))
+        return "unconfined", "Bash runs unconfined (--unsafe-bash): a command can read and write anything you can"
+    try:
+        sandbox = Sandbox.find(network=bool(getattr(args, "allow_network", False)),
+                               pass_env=tuple(getattr(args, "pass_env", None) or ()))
+    except SandboxUnavailable as exc:
+        raise UsageError(f"--allow-network: {exc}") from None
     if sandbox is None:
-        return False, ("Bash is off: bubblewrap (bwrap) is not installed to confine it; install it "
-                       "(Debian: apt install bubblewrap), or pass --unsafe-bash to run it unconfined")
+        return None, ("Bash is off: bubblewrap (bwrap) is not installed to confine it; install it "
+                      "(Debian: apt install bubblewrap), or pass --unsafe-bash to run it unconfined")
     return sandbox, None
+
+
+def trusted_scripts(found: Any) -> list[Path]:
+    """The scripts and programs the trusted folder's hooks and MCP servers run (protected from every tool).
+
+    The hook for folder trust to fill in: it knows which commands a person
+    trusted. Until then none are named, and only the fixed protected set applies.
+    """
+    return []
+
+
+def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:
+    """``--workspace`` with the run's protected set, computed once; a home folder only with its flag."""
+    from deep_agent.tools import Workspace
+    from deep_agent.tools.protected import Protected
+    from deep_agent.tools.workspace import HomeWorkspace
+
+    root = args.workspace if args.workspace is not None else Path.cwd()
+    try:
+        folder = Path(root).expanduser().resolve()
+        protected = Protected.of(folder, state_dir=state, extra=scripts)
+        return Workspace(folder, protected=protected,
+                         allow_home=bool(getattr(args, "allow_home_workspace", False)))
+    except NotADirectoryError:
+        raise UsageError(f"--workspace {root}: no such directory") from None
+    except HomeWorkspace as exc:
+        raise UsageError(f"--workspace: {exc}") from None
 
 
 def prepare_run(args: argparse.Namespace) -> RunSetup:
@@ -128,19 +159,18 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     from deep_agent.cli.agents import plan_models, read_profiles, require_dirs
     from deep_agent.cli.store import resolve_state_dir
     from deep_agent.model_choice import choose_model
-    from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools, tools_not_provided
+    from deep_agent.tools import RISKY_TOOLS, builtin_tools, tools_not_provided
     from subagents import Budget, discover_agents
 
     require_dirs(args.agents_dirs, "--agents-dir")
-    try:
-        workspace = Workspace(args.workspace)
-    except NotADirectoryError:
-        raise UsageError(f"--workspace {args.workspace}: no such directory") from None
+    if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
+        raise UsageError(f"--workspace {args.workspace}: no such directory")
     profiles = read_profiles(args.model_profiles)
     prices = read_prices(args.prices)
-    resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
+    state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
+    workspace = workspace_of(args, state, trusted_scripts(found))
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)

@@ -8,7 +8,7 @@ Example::
 
     from deep_agent.tools import RISKY_TOOLS, builtin_tools
 
-    tools = builtin_tools(".")
+    tools = builtin_tools(".")   # Bash in bubblewrap's sandbox; none where bwrap is missing
     agent = create_deep_agent(model, tools, permission_mode="confirm_risky", risky_tools=RISKY_TOOLS)
 """
 

@@ -2,8 +2,8 @@
 
 Example::
 
-    tools = builtin_tools("/path/to/project")
-    with_bash_rules(["Read", "Bash(git diff:*)"], Workspace("."), True)   # ['Read', <Bash running only git diff>]
+    tools = builtin_tools("/path/to/project")          # Bash in bubblewrap's sandbox (none without bwrap)
+    with_bash_rules(["Read", "Bash(git diff:*)"], Workspace("."))   # ['Read', <Bash running only git diff>]
     tools_not_provided(specs)   # {'WebFetch': ['researcher'], 'mcp__github__search': ['triager']}
 """
 
@@ -13,7 +13,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 
@@ -23,44 +23,64 @@ from deep_agent.tools.sandbox import Sandbox
 from deep_agent.tools.search import search_tools
 from deep_agent.tools.shell import shell_tools
 from deep_agent.tools.workspace import Workspace
+from subagents.errors import SpecError
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash")
 RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})
 """Tools that change files or run commands: they ask for approval under ``confirm_risky``."""
 
+BashSetting = Sandbox | Literal["sandbox", "unconfined"] | None
+"""How ``Bash`` is offered: in a given :class:`Sandbox`; ``"sandbox"``: in this machine's (none without
+``bwrap``); ``"unconfined"``: a plain shell that reaches any path the user can; ``None``: no ``Bash``."""
+
 _RULE = re.compile(r"^([A-Za-z_][\w-]*)\s*\(.*\)$", re.DOTALL)
 
 
 def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *,
-                  bash: Sandbox | bool = True) -> list[BaseTool]:
+                  bash: BashSetting = "sandbox") -> list[BaseTool]:
     """The seven tools, confined to ``workspace`` (default: the current folder).
 
-    ``bash``: a :class:`~deep_agent.tools.sandbox.Sandbox` runs ``Bash`` in it;
-    ``True`` runs it unconfined (a shell reaches any path the user can);
-    ``False`` leaves ``Bash`` out.
+    ``bash`` (:data:`BashSetting`): by default ``Bash`` runs in bubblewrap's
+    sandbox, and is left out where ``bwrap`` is missing; ``"unconfined"``
+    asks for a shell that reaches any path the user can; ``None`` leaves it out.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    shell = shell_tools(ws, bash if isinstance(bash, Sandbox) else None) if bash is not False else []
-    tools = [*file_tools(ws), *search_tools(ws), *shell]
+    offered, sandbox = _bash(bash)
+    tools = [*file_tools(ws), *search_tools(ws), *(shell_tools(ws, sandbox) if offered else [])]
     order = {name: i for i, name in enumerate(BUILTIN_TOOL_NAMES)}
     return sorted(tools, key=lambda t: order[t.name])
 
 
-def with_bash_rules(entries: Iterable[Any], ws: Workspace, bash: Sandbox | bool = True) -> list[Any]:
+def with_bash_rules(entries: Iterable[Any], ws: Workspace, bash: BashSetting = "sandbox") -> list[Any]:
     """A ``tools`` list with ``Bash(...)`` rules enforced: one ``Bash`` bound to them, other rules as plain names.
 
     ``[Read, Bash(git diff:*)]`` -> ``["Read", <Bash running only git diff...>]``: the rule is
     enforced, not read as leave to run anything. Plain ``Bash`` beside rules means every
-    command. ``bash`` is as for :func:`builtin_tools`; with ``False`` (no ``Bash`` offered)
-    the entry stays the name ``Bash``, which nothing provides.
+    command. ``bash`` is as for :func:`builtin_tools`; where no ``Bash`` is offered the
+    entry stays the name ``Bash``, which nothing provides.
     """
     items = list(entries)
     rules = CommandRules.parse(item for item in items if isinstance(item, str))
     names: list[Any] = list(dict.fromkeys(base_tool_name(t) if isinstance(t, str) else t for t in items))
-    if rules is None or bash is False:
+    offered, sandbox = _bash(bash)
+    if rules is None or not offered:
         return names
-    (limited,) = shell_tools(ws, bash if isinstance(bash, Sandbox) else None, rules=rules)
+    (limited,) = shell_tools(ws, sandbox, rules=rules)
     return [limited if name == "Bash" else name for name in names]
+
+
+def _bash(bash: BashSetting) -> tuple[bool, Sandbox | None]:
+    """Whether ``Bash`` is offered, and the sandbox it runs in (``None``: unconfined)."""
+    if isinstance(bash, Sandbox):
+        return True, bash
+    if bash == "sandbox":
+        found = Sandbox.find()
+        return found is not None, found
+    if bash == "unconfined":
+        return True, None
+    if bash is None:
+        return False, None
+    raise SpecError(f"bash={bash!r}: expected a Sandbox, 'sandbox', 'unconfined' or None")
 
 
 def base_tool_name(entry: str) -> str:

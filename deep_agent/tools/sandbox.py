@@ -1,32 +1,32 @@
 """Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not.
 
-The profile, from the inside of one command:
+One profile, whatever the uid (root included), built on bubblewrap's own
+hardening. From the inside of one command:
 
-* the whole filesystem is mounted read-only (system files, tools and
-  libraries work as usual; nothing outside the workspace can be written);
-* the home folders (``/home``, ``/root`` and the user's own), ``/tmp``,
-  ``/var/tmp``, ``/run`` (the user's key-agent sockets live there) and the
-  folder the workspace sits in are empty private folders (so ``~/.ssh``,
-  tokens in ``~/.config``, other checkouts and a secret beside the workspace
-  cannot be read), except the workspace itself, which is mounted writable
-  wherever it lives; the workspace's parent stays visible only where it holds
-  the interpreter or a folder on ``PATH``;
-* inside the workspace, what runs commands later, outside the sandbox, is
-  read-only (:data:`PROTECTED`: git's hooks and config, the agent, skill,
-  hook and MCP files, the command line's state) where it exists when the
-  command starts, so a command cannot plant a hook that the next
-  ``git commit`` or ``deep-agent run`` would run unconfined; ``.git`` is a
-  mount point of its own, so it cannot be renamed away and replaced by one
-  whose hooks are writable (the rest of ``.git`` stays writable); a
-  ``.git`` file (a worktree's or submodule's pointer) is read-only;
-* no keys or tokens in its environment: variables named like ``*_API_KEY``,
-  ``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*`` or ``*CREDENTIALS*`` are unset
-  (a provider key is the model client's, not the shell's), and so are
-  ``SSH_AUTH_SOCK`` and ``GPG_AGENT_INFO``;
-* no network (``--allow-network`` shares the host's), new IPC and UTS
-  namespaces, a fresh ``/dev``; the process IDs stay the host's, so jobs
-  a command leaves running are ended with the run as an unconfined
-  command's are.
+* no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
+  remount anything;
+* its own namespaces for everything (``--unshare-all``): its own process
+  IDs and a fresh ``/proc`` showing only its own processes (no other
+  process's environment or root folder), its own IPC, host name and
+  network; a new session (``--new-session``: it cannot type into the
+  user's terminal); when the command ends, every process it started ends
+  with it, ``setsid`` or not, and all of them end if the program dies
+  (``--die-with-parent``);
+* the whole filesystem read-only; the home folders, ``/tmp``, ``/var/tmp``,
+  ``/run`` and the folder the workspace sits in are empty (so ``~/.ssh``,
+  key-agent sockets and a secret beside the workspace cannot be read),
+  except the workspace itself, which is writable;
+* inside the workspace, the run's
+  :class:`~deep_agent.tools.protected.Protected` set read-only (git
+  directories whole, agent files, hook scripts, the interpreter): a missing
+  one is an empty read-only folder while the command runs, so it cannot be
+  created either (the placeholder is removed afterwards);
+* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, ``LC_*``,
+  and the names the caller passes): no keys, tokens or URLs with passwords,
+  whatever their names; ``HOME`` is the (empty) home folder;
+* no network; with ``network=True``, outbound network through ``pasta``
+  (Debian's ``passt``) in its own network namespace: the host's loopback
+  services and abstract unix sockets stay unreachable.
 
 Debian's ``bubblewrap`` package provides ``bwrap``. Where it is missing,
 the command line offers no ``Bash`` unless ``--unsafe-bash`` is given.
@@ -39,60 +39,211 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
-import re
 import shutil
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-PROTECTED = (".git/hooks", ".git/config", ".claude", ".agents", ".deep_agent", ".mcp.json")
-"""Paths in the workspace a sandboxed command may read but not change: each can make a later tool run code."""
+from deep_agent.tools.protected import Protected
+from subagents.errors import SubagentsError
 
-SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)|PASSWORD", re.I)
-"""Environment variables the sandboxed command does not get."""
+ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ")
+"""Variables a sandboxed command gets (with every ``LC_*`` and the caller's ``pass_env``); ``HOME`` is set empty."""
 
-AGENT_SOCKETS = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO"})
-"""Variables naming the user's key agents, whose sockets a command could use to sign as the user."""
+PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
+"""pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
+
+
+class SandboxUnavailable(SubagentsError, RuntimeError):
+    """What the sandbox needs is missing (:attr:`program`) or failed to start."""
+
+    def __init__(self, message: str, program: str) -> None:
+        super().__init__(message)
+        self.program = program
 
 
 @dataclasses.dataclass(frozen=True)
 class Sandbox:
-    """A bubblewrap profile for one workspace.
+    """A bubblewrap profile.
 
     Args:
         bwrap: the ``bwrap`` executable.
-        network: share the host's network (default: none).
+        network: outbound network through ``pasta`` (default: none).
+        pasta: the ``pasta`` executable (needed with ``network``).
+        pass_env: names of variables the command also gets (their values from this process).
     """
 
     bwrap: str
     network: bool = False
+    pasta: str | None = None
+    pass_env: tuple[str, ...] = ()
 
     @classmethod
-    def find(cls, *, network: bool = False) -> Sandbox | None:
-        """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux)."""
-        found = shutil.which("bwrap")
-        return cls(found, network) if found and os.name == "posix" else None
+    def find(cls, *, network: bool = False, pass_env: tuple[str, ...] = ()) -> Sandbox | None:
+        """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux).
 
-    def argv(self, workspace: str | os.PathLike[str], command: str) -> list[str]:
-        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``."""
-        root = str(Path(workspace).resolve())
-        args = [self.bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
-        for folder in _hidden(root):
+        Raises :class:`SandboxUnavailable` when ``network`` is asked for and ``pasta`` is missing.
+        """
+        found = shutil.which("bwrap")
+        if not found or not sys.platform.startswith("linux"):
+            return None
+        pasta = shutil.which("pasta") if network else None
+        if network and pasta is None:
+            raise SandboxUnavailable("network for Bash needs pasta, which is not installed "
+                                     "(Debian: apt install passt)", "pasta")
+        return cls(found, network, pasta, tuple(pass_env))
+
+    def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
+             *, sync_fds: tuple[int, int] | None = None) -> list[str]:
+        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
+
+        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
+        is bound only where :meth:`running` made its placeholder. ``sync_fds``: bubblewrap's
+        ``--info-fd`` and ``--block-fd`` (the command waits for :meth:`running` to set up its network).
+        """
+        root = Path(workspace).resolve()
+        protected = protected if protected is not None else Protected.of(root)
+        # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
+        args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for folder in _hidden(str(root)):
             args += ["--tmpfs", folder]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
-        # Not the PID namespace: jobs a command leaves running keep host pids and its process group,
-        # so the timeout and the end of the run reach them as they reach an unconfined command's.
-        args += ["--bind", root, root, *_protected(Path(root)), "--unshare-ipc", "--unshare-uts",
-                 "--unshare-cgroup-try"]
-        if not self.network:
-            args.append("--unshare-net")
-        for name in sorted(os.environ):
-            if SECRET_NAME.search(name) or name in AGENT_SOCKETS:
-                args += ["--unsetenv", name]
-        return [*args, "--chdir", root, "--", "bash", "-c", command]
+        args += ["--bind", str(root), str(root)]
+        args += _binds(root, protected.inside(root))
+        args.append("--clearenv")
+        for name, value in sorted(self.environment().items()):
+            args += ["--setenv", name, value]
+        if sync_fds is not None:
+            args += ["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])]
+        return [*args, "--chdir", str(root), "--", "bash", "-c", command]
+
+    def environment(self) -> dict[str, str]:
+        """What the command gets: :data:`ALLOWED_ENV`, ``LC_*``, ``pass_env``, and ``HOME`` (empty inside)."""
+        kept = {name: value for name, value in os.environ.items()
+                if name in ALLOWED_ENV or name.startswith("LC_") or name in self.pass_env}
+        return {**kept, "HOME": str(Path.home())}
+
+    @contextlib.contextmanager
+    def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
+                **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+        """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments).
+
+        While it runs, each missing protected path in the workspace is an empty
+        folder mounted read-only (removed afterwards if still empty); with
+        network, ``pasta`` gives the command's namespace its network before
+        the command starts.
+        """
+        root = Path(workspace).resolve()
+        protected = protected if protected is not None else Protected.of(root)
+        # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
+        popen["env"] = self.environment()
+        with _placeholders(root, protected.inside(root)):
+            if not self.network:
+                with subprocess.Popen(self.argv(root, command, protected), **popen) as process:
+                    yield process
+                return
+            info_r, info_w = os.pipe()
+            block_r, block_w = os.pipe()
+            try:
+                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r)),
+                                           pass_fds=(info_w, block_r), **popen)
+            except BaseException:
+                os.close(info_r)
+                os.close(block_w)
+                raise
+            finally:
+                os.close(info_w)
+                os.close(block_r)
+            with process, open(info_r, "rb") as info, open(block_w, "wb") as block:
+                try:
+                    self._connect(info.read())
+                except BaseException:
+                    process.kill()
+                    raise
+                block.write(b"1")
+                block.flush()
+                yield process
+
+    def _connect(self, info: bytes) -> None:
+        """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network."""
+        assert self.pasta is not None
+        try:
+            pid = int(json.loads(info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
+        # pasta stays in the background until the namespace is gone; --runas keeps it our uid (as root
+        # it would otherwise switch to nobody, who cannot join the namespace).
+        try:
+            done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), str(pid)],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+            raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
+                                     "pasta")
+
+
+_placeholder_lock = threading.Lock()
+_placeholder_users: dict[Path, int] = {}
+"""Placeholders made now -> how many running commands need them (parallel commands share one)."""
+
+
+def _mask(root: Path, path: Path) -> Path | None:
+    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself."""
+    for step in (*reversed(path.parents), path):
+        if root in step.parents and (step in _placeholder_users or not os.path.lexists(step)):
+            return step
+    return None
+
+
+def _binds(root: Path, protected: list[Path]) -> list[str]:
+    """``--ro-bind`` for each protected path in ``root``, or for the placeholder standing where it is missing."""
+    args: list[str] = []
+    with _placeholder_lock:
+        for path in protected:
+            target = _mask(root, path) or path
+            # Missing with no placeholder: only argv() outside running(), which cannot bind it.
+            if os.path.lexists(target) and str(target) not in args:
+                args += ["--ro-bind", str(target), str(target)]
+    return args
+
+
+@contextlib.contextmanager
+def _placeholders(root: Path, protected: list[Path]) -> Iterator[None]:
+    """An empty folder where a protected path (or the first missing folder on its way) is missing."""
+    made: list[Path] = []
+    with _placeholder_lock:
+        for path in protected:
+            if (target := _mask(root, path)) is None or target in made:
+                continue
+            if target not in _placeholder_users:
+                try:
+                    target.mkdir()
+                except OSError:
+                    continue
+            _placeholder_users[target] = _placeholder_users.get(target, 0) + 1
+            made.append(target)
+    try:
+        yield
+    finally:
+        with _placeholder_lock:
+            for target in made:
+                _placeholder_users[target] -= 1
+                if not _placeholder_users[target]:
+                    del _placeholder_users[target]
+                    with contextlib.suppress(OSError):
+                        target.rmdir()  # only if still empty: never anyone's content
 
 
 def _hidden(root: str) -> list[str]:
@@ -112,21 +263,3 @@ def _hidden(root: str) -> list[str]:
     folders = sorted({p for p in candidates if p != root and Path(p).is_dir()}, key=len)
     # A folder inside one already hidden is gone with it (the workspace is mounted back afterwards).
     return [p for p in folders if not any(p.startswith(q + "/") for q in folders if q != p)]
-
-
-def _protected(root: Path) -> list[str]:
-    """Mounts that make :data:`PROTECTED` read-only inside ``root`` (after ``root`` is bound writable)."""
-    args: list[str] = []
-    git = (root / ".git").resolve()
-    if git.is_dir() and root in git.parents:
-        # A mount point cannot be renamed or removed: `mv .git old && mkdir -p .git/hooks` fails.
-        args += ["--bind", str(git), str(git)]
-    elif git.is_file() and root in git.parents:
-        # A worktree's or submodule's `gitdir: ...` pointer: redirected, it would lead git to planted hooks.
-        args += ["--ro-bind", str(git), str(git)]
-    for name in PROTECTED:
-        target = (root / name).resolve()  # a symlinked .claude: the folder it leads to
-        # Outside the workspace everything is read-only already.
-        if target.exists() and (target == root or root in target.parents):
-            args += ["--ro-bind", str(target), str(target)]
-    return args

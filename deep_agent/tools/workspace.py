@@ -5,7 +5,12 @@ before use; one that ends up outside the workspace is refused with an error
 the model can read. Files are then opened one folder at a time from the
 workspace's own, following no symlink (:func:`open_regular`), so a path
 changed between the check and the open cannot lead outside either; a file
-with more than one hard link is refused. Output is cut to a fixed number of characters, with a
+with more than one hard link is refused. Every write goes through
+:func:`open_regular` with ``within=`` a workspace, which refuses the paths of
+its :class:`~deep_agent.tools.protected.Protected` set (git directories,
+agent files, hook scripts, the interpreter): one check for every writer. A
+workspace that is, or holds, the home folder is refused unless
+``allow_home=True``: every dotfile there runs code later. Output is cut to a fixed number of characters, with a
 note saying how much was left out.
 
 Example::
@@ -25,6 +30,7 @@ from typing import IO, Any
 
 from langchain_core.tools import ToolException
 
+from deep_agent.tools.protected import Protected
 from subagents.errors import SubagentsError
 
 MAX_OUTPUT_CHARS = 30_000
@@ -36,6 +42,16 @@ NOT_REGULAR = "not a regular file (a pipe, socket or device would block or never
 
 class NotRegularFile(SubagentsError, OSError):
     """The path is a pipe, socket or device: reading or writing it would block or never end."""
+
+
+class HomeWorkspace(SubagentsError, ValueError):
+    """The workspace is, or holds, the user's home folder (:attr:`root`, :attr:`home`)."""
+
+    def __init__(self, root: Path, home: Path) -> None:
+        super().__init__(f"workspace {str(root)!r} is or holds your home folder {str(home)!r}: its dotfiles "
+                         "(.bashrc, .ssh, .config) would be writable by the agent; choose a project folder "
+                         "(the command line's --allow-home-workspace, the library's allow_home=True, allow it)")
+        self.root, self.home = root, home
 
 
 class ChangedWhileOpening(SubagentsError, OSError):
@@ -67,6 +83,10 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
     its other name may be outside the workspace.
     """
     writing = mode.startswith("w")
+    if writing:
+        if within is None:
+            raise ValueError("open_regular: a write goes through a workspace (within=), which checks its protected set")
+        within.protected.check(path)
     flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
     flags |= os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -150,15 +170,22 @@ class Workspace:
     Args:
         root: the folder (default: the current one). It must exist.
         max_output_chars: the most characters one tool result may hold.
+        protected: what no tool may write (default: :meth:`Protected.of` the root, computed here once).
+        allow_home: accept a root that is, or holds, the home folder (refused by default).
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
-                 max_output_chars: int = MAX_OUTPUT_CHARS) -> None:
+                 max_output_chars: int = MAX_OUTPUT_CHARS, protected: Protected | None = None,
+                 allow_home: bool = False) -> None:
         path = Path(root if root is not None else os.getcwd()).expanduser()
         if not path.is_dir():
             raise NotADirectoryError(f"workspace {str(path)!r} is not a directory")
         self.root = path.resolve()
+        home = Path.home().resolve()
+        if not allow_home and (self.root == home or self.root in home.parents):
+            raise HomeWorkspace(self.root, home)
         self.max_output_chars = max_output_chars
+        self.protected = protected if protected is not None else Protected.of(self.root)
 
     def path(self, raw: str | None, *, field: str = "file_path") -> Path:
         """``raw`` (relative to the workspace, or absolute) resolved, if it stays inside."""

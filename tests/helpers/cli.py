@@ -27,10 +27,27 @@ def entry_point() -> list[str]:
     return [found] if found else [sys.executable, "-m", "deep_agent.cli.app"]
 
 
+def home_beside(cwd: Path) -> Path:
+    """The user's home for a test run in ``cwd``: a folder beside it, reached as ``cwd/home`` (a symlink).
+
+    ``run`` refuses a workspace that holds the home folder, so the home is not
+    inside the project; tests still write ``cwd / "home" / ...``.
+    """
+    home = cwd.parent / f"{cwd.name}.home"
+    link = cwd / "home"
+    if link.is_dir() and not link.is_symlink() and not home.exists():
+        link.rename(home)  # made by the test before: moved beside the project
+    home.mkdir(exist_ok=True)
+    if not os.path.lexists(link):
+        link.symlink_to(home, target_is_directory=True)
+    return home
+
+
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
     # The folder-trust record lives in the config directory: never the real user's.
-    base.update({"HOME": str(cwd / "home"), "XDG_CONFIG_HOME": str(cwd / "home" / ".config"),
+    home = home_beside(cwd)
+    base.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                  "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
     base.update(env or {})
     return subprocess.run([*entry_point(), *args], cwd=cwd, env=base, capture_output=True, text=True,
@@ -67,12 +84,13 @@ def make_project(root: Path) -> Path:
     (agents / "editor.md").write_text(EDITOR, encoding="utf-8")
     (agents / "surveyor.md").write_text(SURVEYOR, encoding="utf-8")
     (root / "notes.txt").write_text("These are teh notes of the project.\n", encoding="utf-8")
-    (root / "home").mkdir()
+    home_beside(root)
     return root
 
 
 def terminal_env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(root / "home"), "XDG_CONFIG_HOME": str(root / "home" / ".config"), "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60",
+    home = home_beside(root)
+    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "60",
                 "PYTHONPATH": SCRIPTS["PYTHONPATH"]})
     return env

@@ -226,7 +226,9 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     script = Path(sys.executable).parent / "deep-agent"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli.app"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
-    env.update({"HOME": str(cwd), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
+    home = cwd.parent / f"{cwd.name}.home"  # beside: run refuses a workspace that is the home folder
+    home.mkdir(exist_ok=True)
+    env.update({"HOME": str(home), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
     return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=180)
 

@@ -97,19 +97,9 @@ def _bash_then_wait(command: str) -> ScriptedChatModel:
     ])
 
 
-def bash_job_then_wait() -> ScriptedChatModel:
-    """The root starts a job with Bash (its pid in job.pid), then takes 60 s to answer (for signal tests)."""
-    return _bash_then_wait("sleep 120 > /dev/null 2>&1 & echo $! > job.pid")
-
-
-def bash_stubborn_job_then_wait() -> ScriptedChatModel:
-    """As bash_job_then_wait, with a job that ignores SIGTERM and SIGHUP."""
-    return _bash_then_wait("sh -c 'trap \"\" TERM HUP; exec sleep 120' > /dev/null 2>&1 & echo $! > job.pid")
-
-
 def bash_long_command() -> ScriptedChatModel:
-    """The root runs a Bash command that takes 60 s (its shell's pid in job.pid)."""
-    return _bash_then_wait("echo $$ > job.pid; sleep 60")
+    """The root runs a Bash command that marks its start (job.started), then would touch job.late after 5 s."""
+    return _bash_then_wait("touch job.started; sleep 5; touch job.late")
 
 
 def slow_one_edit() -> ScriptedChatModel:

@@ -61,15 +61,15 @@ def test_plain_bash_beside_a_rule_allows_every_command_and_a_rule_of_nothing_is_
 
 def test_a_tools_list_with_a_rule_gets_a_bash_bound_to_it(tmp_path):
     ws = Workspace(tmp_path)
-    read, bash = with_bash_rules(["Read", "Bash(echo:*)"], ws, True)
+    read, bash = with_bash_rules(["Read", "Bash(echo:*)"], ws, "unconfined")
     assert read == "Read" and isinstance(bash, BaseTool) and bash.name == "Bash"
     assert "Bash(echo:*)" in bash.description
     assert "hello" in str(bash.invoke({"command": "echo hello"}))
     refused = str(bash.invoke({"command": "touch made.txt"}))
     assert "may only run commands allowed by Bash(echo:*)" in refused
     assert not (tmp_path / "made.txt").exists()
-    assert with_bash_rules(["Read", "Bash"], ws, True) == ["Read", "Bash"]  # no rule: unchanged
-    assert with_bash_rules(["Bash(echo:*)"], ws, False) == ["Bash"]  # Bash off: nothing to bind
+    assert with_bash_rules(["Read", "Bash"], ws, "unconfined") == ["Read", "Bash"]  # no rule: unchanged
+    assert with_bash_rules(["Bash(echo:*)"], ws, None) == ["Bash"]  # Bash off: nothing to bind
 
 
 DIFFER = """---

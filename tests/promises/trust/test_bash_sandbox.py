@@ -1,24 +1,35 @@
-"""Bash runs in a sandbox: only the workspace can be written; home, /tmp and the network are out of reach.
+"""Bash runs in one sandbox profile, whatever the uid: the same checks as root and as an unprivileged user.
 
-Before: the command line's ``Bash``, listed among the tools that "work
-inside --workspace DIR", read ``../secret.txt`` and wrote outside the
-workspace. It now runs under bubblewrap (Debian's ``bubblewrap`` package,
-which ``.ci/run`` installs).
+Before: bwrap started by root kept almost every capability (a command could
+``umount -l /tmp`` and remount ``/`` read-write); the host's ``/proc`` showed
+the agent's environment (its provider key) and reached every hidden folder;
+secrets by other names (``DATABASE_URL``, ``GH_PAT``) reached the command;
+``--allow-network`` shared the host's loopback services; a ``setsid`` job
+outlived the run; and only ``.git/hooks`` and ``.git/config`` were
+read-only. Each check below runs as root and as an unprivileged user
+(``nobody``, on a workspace it owns), in the same run.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
+import stat
+import subprocess
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
+from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import Sandbox
-from deep_agent.tools.shell import shell_tools
 
 if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
@@ -26,61 +37,200 @@ if shutil.which("bwrap") is None:
     pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
 
 
-@pytest.fixture()
-def layout(tmp_path: Path) -> tuple[Path, Path]:
+class Runner:
+    """Runs commands in the sandbox as one user, in a workspace that user owns."""
+
+    def __init__(self, who: str, workspace: Path, popen: dict[str, Any]) -> None:
+        self.who, self.ws, self.popen = who, workspace, popen
+
+    def run(self, command: str, *, network: bool = False, protected: Protected | None = None,
+            pass_env: tuple[str, ...] = ()) -> str:
+        sandbox = Sandbox.find(network=network, pass_env=pass_env)
+        assert sandbox is not None
+        with sandbox.running(self.ws, command, protected, cwd=self.ws, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **self.popen) as process:
+            out, _ = process.communicate(timeout=60)
+        return str(out.decode("utf-8", "replace"))
+
+    def chown(self, *paths: Path) -> None:
+        if "user" in self.popen:
+            for path in paths:
+                for folder, dirs, files in os.walk(path):
+                    for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                        os.lchown(name, self.popen["user"], self.popen["group"])
+
+
+@pytest.fixture(params=["root", "unprivileged"])
+def runner(request: pytest.FixtureRequest) -> Iterator[Runner]:
+    popen: dict[str, Any] = {}
+    if request.param == "root" and os.getuid() != 0:
+        pytest.skip("the tests run unprivileged: the root case needs the tests to run as root")
+    if request.param == "unprivileged" and os.getuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        popen = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+    # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
+    workspace = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
+    workspace.chmod(0o755)
+    made = Runner(request.param, workspace, popen)
+    made.chown(workspace)
+    yield made
+    shutil.rmtree(workspace, ignore_errors=True)
+
+
+def test_root_inside_has_no_capabilities_and_cannot_unmount_or_remount(runner):
+    out = runner.run("grep CapEff /proc/self/status; umount -l /tmp; mount -o remount,rw /; "
+                     "touch /etc/planted-by-sandbox; echo done")
+    assert "CapEff:\t0000000000000000" in out, out
+    assert "done" in out and not Path("/etc/planted-by-sandbox").exists()
+    assert "must be superuser" in out or "permission denied" in out.lower(), out
+
+
+def test_proc_shows_only_the_sandboxes_processes_and_no_host_environment(runner, monkeypatch):
+    monkeypatch.setenv("HOST_ONLY_SECRET", "the-agents-provider-key")
+    out = runner.run(f"ls /proc | grep -cE '^[0-9]+$'; cat /proc/{os.getpid()}/environ; "
+                     f"ls /proc/{os.getpid()}/root/; cat /proc/*/environ | tr '\\0' '\\n'; echo done")
+    assert int(out.splitlines()[0]) <= 5, out  # bwrap's init, bash and its pipeline
+    assert "the-agents-provider-key" not in out and "done" in out, out
+
+
+def test_secrets_by_any_name_are_absent_and_only_allowlisted_or_named_variables_pass(runner, monkeypatch):
+    secrets = {"DATABASE_URL": "postgres://u:pw@db/x", "GH_PAT": "ghp_x", "SIGNING_PASSPHRASE": "pp",
+               "NPM_AUTH": "npm-x", "MY_PROVIDER_KEY_VAR": "sk-x", "OPENAI_API_KEY": "sk-y"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("ASKED_FOR", "passed-on-request")
+    out = runner.run("env", pass_env=("ASKED_FOR",))
+    assert not [name for name in secrets if name in out], out
+    assert "LANG=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
+
+
+def _repository(ws: Path) -> None:
+    """A checkout with what can run code later: git's common dir, a submodule's and a nested repo's git dirs,
+    a hook script; no .claude, no .mcp.json, no tools/ yet."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".git" / "commondir").write_text(".\n")
+    (ws / ".git" / "modules" / "lib").mkdir(parents=True)
+    (ws / ".git" / "modules" / "lib" / "config").write_text("[core]\n")
+    (ws / "lib").mkdir()
+    (ws / "lib" / ".git").write_text("gitdir: ../.git/modules/lib\n")
+    (ws / "vendor" / "x" / ".git").mkdir(parents=True)
+    (ws / "vendor" / "x" / ".git" / "config").write_text("[core]\n")
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "guard.sh").write_text("exit 0\n")
+
+
+def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
+    ws = runner.ws
+    _repository(ws)
+    runner.chown(ws)
+    protected = Protected.of(ws, extra=["scripts/guard.sh", "tools/missing.sh"])
+    before = {p: p.read_text() for p in (ws / ".git/config", ws / ".git/commondir",
+                                         ws / ".git/modules/lib/config", ws / "vendor/x/.git/config",
+                                         ws / "scripts/guard.sh", ws / "lib/.git")}
+    out = runner.run(
+        "echo '[core] fsmonitor = touch pwned' >> .git/config; echo /elsewhere > .git/commondir;"
+        " echo '[core] fsmonitor = touch pwned' >> .git/modules/lib/config; mkdir -p .git/hooks/x;"
+        " echo x >> vendor/x/.git/config; echo 'touch pwned' > scripts/guard.sh; echo 'gitdir: evil' > lib/.git;"
+        " mkdir -p tools; echo 'touch pwned' > tools/missing.sh; mkdir -p .claude/agents; echo '{}' > .mcp.json;"
+        " mv .git .git-old; rm -rf scripts; echo fine > ordinary.txt; echo done",
+        protected=protected)
+    assert "done" in out and "Read-only file system" in out, out
+    assert {p: p.read_text() for p in before} == before
+    assert (ws / "ordinary.txt").read_text() == "fine\n"
+    for planted in ("tools", ".claude", ".mcp.json", ".git-old", ".git/hooks/x", "pwned"):
+        assert not (ws / planted).exists(), f"{planted} was created (or its placeholder left behind)"
+
+
+def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
+    out = runner.run("mkdir -p .git/hooks && echo 'touch pwned' > .git/hooks/pre-commit; git init -q .; echo done")
+    assert "done" in out
+    assert not (runner.ws / ".git").exists(), out
+
+
+def test_a_setsid_job_ends_with_the_command(runner):
+    out = runner.run("(setsid sh -c 'sleep 1; touch late' > /dev/null 2>&1 &); echo started")
+    assert out.strip() == "started"
+    time.sleep(2)  # long enough for the job to have touched its file, had it lived
+    assert not (runner.ws / "late").exists()
+
+
+RW_OTHERS = stat.S_IROTH | stat.S_IWOTH
+
+
+def _listeners() -> tuple[int, str, list[socket.socket]]:
+    """A TCP service on the host's loopback and an abstract unix socket, both accepting."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    name = f"sandbox-test-{os.getpid()}-{time.monotonic_ns()}"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind("\0" + name)
+    unix.listen()
+    for server in (tcp, unix):
+        threading.Thread(target=lambda s=server: s.accept(), daemon=True).start()
+    return tcp.getsockname()[1], name, [tcp, unix]
+
+
+PROBE = """python3 -c '
+import socket, subprocess, sys
+port, name = int(sys.argv[1]), sys.argv[2]
+route = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+gateway = route.split()[2] if route.startswith("default") else None
+for host in ["127.0.0.1", *([gateway] if gateway else [])]:
+    try:
+        socket.create_connection((host, port), 2); print("reached", host)
+    except OSError:
+        print("blocked", host)
+try:
+    u = socket.socket(socket.AF_UNIX); u.settimeout(2); u.connect("\\0" + name); print("reached unix")
+except OSError:
+    print("blocked unix")
+print("route:", "default" if gateway else "none")
+' """
+
+
+@pytest.mark.server  # talks to services it starts on loopback
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
+def test_host_loopback_services_and_abstract_sockets_are_unreachable(runner, network):
+    if network and shutil.which("pasta") is None:
+        pytest.skip("pasta is not installed (Debian's passt package, which .ci/run installs)")
+    tun = Path("/dev/net/tun")
+    if network and runner.popen and not (tun.exists() and tun.stat().st_mode & RW_OTHERS == RW_OTHERS):
+        pytest.skip("this machine's /dev/net/tun is not usable by an unprivileged user, and pasta needs it")
+    port, name, servers = _listeners()
+    try:
+        out = runner.run(f"{PROBE} {port} {name}", network=network)
+    finally:
+        for server in servers:
+            server.close()
+    assert "reached" not in out and "blocked 127.0.0.1" in out and "blocked unix" in out, out
+    assert ("route: default" in out) == network, out  # with the flag: an outbound route of its own
+
+
+def test_the_bash_tool_runs_in_the_sandbox_by_default(tmp_path):
+    (bash,) = [t for t in builtin_tools(tmp_path) if t.name == "Bash"]
+    out = bash.invoke({"command": "grep CapEff /proc/self/status; echo x > .git/config", "timeout": 20_000})
+    assert "CapEff:\t0000000000000000" in out and "Read-only file system" in out, out
+
+
+def test_a_timeout_still_ends_a_sandboxed_command(tmp_path):
+    (bash,) = [t for t in builtin_tools(tmp_path) if t.name == "Bash"]
+    assert "[command killed after 0.5s timeout]" in bash.invoke({"command": "sleep 30", "timeout": 500})
+
+
+def test_the_workspace_is_writable_and_nothing_beside_it(tmp_path):
     workspace = tmp_path / "project"
     workspace.mkdir()
     (tmp_path / "secret.txt").write_text("the neighbour's secret")
-    return workspace, tmp_path
+    (bash,) = [t for t in builtin_tools(workspace) if t.name == "Bash"]
+    out = bash.invoke({"command": "echo kept > inside.txt; echo x > ../escaped.txt; cat ../secret.txt; "
+                                  f"ls -A {Path.home()} | wc -l; echo done", "timeout": 20_000})
+    assert (workspace / "inside.txt").read_text() == "kept\n" and not (tmp_path / "escaped.txt").exists()
+    assert "the neighbour's secret" not in out and "done" in out, out
 
 
-def _bash(workspace: Path, **sandbox: bool):
-    (tool,) = shell_tools(Workspace(workspace), Sandbox.find(**sandbox))
-    return lambda command, timeout=20_000: tool.invoke({"command": command, "timeout": timeout})
-
-
-def test_the_workspace_is_writable_and_nothing_beside_it(layout):
-    workspace, outside = layout
-    bash = _bash(workspace)
-    out = bash("echo kept > inside.txt && cat inside.txt; echo x > ../escaped.txt; echo x > /etc/escaped; "
-               "cat ../secret.txt; echo done")
-    assert (workspace / "inside.txt").read_text() == "kept\n"
-    assert not (outside / "escaped.txt").exists() and not Path("/etc/escaped").exists()
-    assert "the neighbour's secret" not in out and "done" in out
-
-
-def test_the_home_folder_is_empty_inside(layout, tmp_path_factory):
-    workspace, _ = layout
-    out = _bash(workspace)(f"ls -A {Path.home()} | wc -l; ls {Path.home()}/.ssh 2>&1 | head -1")
-    assert out.splitlines()[0].strip() == "0"
-
-
-def _listener() -> tuple[socket.socket, int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    threading.Thread(target=lambda: server.accept(), daemon=True).start()
-    return server, server.getsockname()[1]
-
-
-def test_no_network_unless_allowed(layout):
-    workspace, _ = layout
-    server, port = _listener()
-    try:
-        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"reached\")'"
-        assert "reached" not in _bash(workspace)(probe)
-        assert "reached" in _bash(workspace, network=True)(probe)
-    finally:
-        server.close()
-
-
-def test_a_timeout_still_ends_a_sandboxed_command(layout):
-    workspace, _ = layout
-    out = _bash(workspace)("sleep 30", timeout=500)
-    assert "[command killed after 0.5s timeout]" in out
-
-
-def test_the_command_line_offers_no_bash_without_bubblewrap_unless_told(monkeypatch, tmp_path):
+def test_without_bubblewrap_there_is_no_bash_unless_unconfined_is_asked_for(monkeypatch, tmp_path):
     import argparse
 
     from deep_agent.cli.run import bash_setting
@@ -89,74 +239,38 @@ def test_the_command_line_offers_no_bash_without_bubblewrap_unless_told(monkeypa
     bash, note = bash_setting(args)
     assert isinstance(bash, Sandbox) and note is None
     monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "Bash" not in [t.name for t in builtin_tools(tmp_path)]
     bash, note = bash_setting(args)
-    assert bash is False and "Bash is off" in note and "--unsafe-bash" in note
-    assert "Bash" not in [t.name for t in builtin_tools(tmp_path, bash=bash)]
+    assert bash is None and "Bash is off" in note and "--unsafe-bash" in note
+    assert "Bash" in [t.name for t in builtin_tools(tmp_path, bash="unconfined")]
     bash, note = bash_setting(argparse.Namespace(unsafe_bash=True, allow_network=False))
-    assert bash is True and "unconfined" in note
+    assert bash == "unconfined" and "unconfined" in note
 
 
-def test_a_sandboxed_command_cannot_plant_what_runs_later_outside_the_sandbox(layout):
-    workspace, _ = layout
-    (workspace / ".git" / "hooks").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text("[core]\n")
-    (workspace / ".claude" / "agents").mkdir(parents=True)
-    (workspace / ".deep_agent").mkdir()
-    (workspace / ".mcp.json").write_text("{}")
-    (workspace / "config").mkdir()
-    (workspace / ".agents").symlink_to(workspace / "config", target_is_directory=True)
-    out = _bash(workspace)(
-        "echo 'touch pwned' > .git/hooks/pre-commit; echo '[core] fsmonitor = touch pwned' >> .git/config;"
-        " echo planted > .claude/agents/evil.md; echo planted > .agents/evil.md;"
-        " echo planted > .deep_agent/state.db; echo '{\"mcpServers\": {}}' > .mcp.json;"
-        " mv .git .git-old; rm -rf .claude;"
-        " echo commit > .git/COMMIT_EDITMSG; echo fine > ordinary.txt")
-    assert "Read-only file system" in out, out
-    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
-    assert (workspace / ".git" / "config").read_text() == "[core]\n"
-    assert not (workspace / ".claude" / "agents" / "evil.md").exists()
-    assert (workspace / ".claude" / "agents").is_dir()
-    assert not (workspace / "config" / "evil.md").exists()
-    assert not (workspace / ".deep_agent" / "state.db").exists()
-    assert (workspace / ".mcp.json").read_text() == "{}"
-    assert not (workspace / ".git-old").exists(), "`.git` cannot be renamed away and replaced"
-    assert (workspace / ".git" / "COMMIT_EDITMSG").read_text() == "commit\n", "the rest of .git stays writable"
-    assert (workspace / "ordinary.txt").read_text() == "fine\n"
+def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(tmp_path, monkeypatch, capsys):
+    from deep_agent.cli.app import main
+    from deep_agent.tools.workspace import HomeWorkspace
+
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    for refused in (home, tmp_path):
+        with pytest.raises(HomeWorkspace, match="allow-home-workspace"):
+            Workspace(refused)
+    assert Workspace(home / "project").root == (home / "project").resolve()
+    assert Workspace(home, allow_home=True).root == home.resolve()
+    assert main(["run", "hello", "--workspace", str(home), "--state-dir", str(tmp_path / "state")]) == 2
+    assert "--allow-home-workspace" in capsys.readouterr().err
 
 
-def test_a_sandboxed_command_does_not_get_the_users_keys_and_tokens(layout, monkeypatch):
-    workspace, _ = layout
-    for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"):
-        monkeypatch.setenv(name, f"value-of-{name}")
-    monkeypatch.setenv("KEYBOARD_LAYOUT", "plain-setting")
-    out = _bash(workspace)("env")
-    assert "value-of-" not in out, out
-    assert "plain-setting" in out, out
+def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
+    from deep_agent.cli.app import parse
+    from deep_agent.cli.run import bash_setting
 
-
-def test_a_worktrees_git_pointer_cannot_be_redirected_to_planted_hooks(layout):
-    workspace, _ = layout
-    (workspace / ".git").write_text("gitdir: /somewhere/else/.git/worktrees/project\n")
-    out = _bash(workspace)("mkdir -p evil/hooks; echo 'gitdir: evil' > .git; echo done")
-    assert "Read-only file system" in out and "done" in out, out
-    assert (workspace / ".git").read_text() == "gitdir: /somewhere/else/.git/worktrees/project\n"
-
-
-def test_the_folder_beside_the_workspace_and_run_and_key_agents_are_hidden(monkeypatch):
-    """A workspace outside /tmp and the home folder: its neighbours (a secret beside it) were readable
-    through the read-only root, and /run held the user's key-agent sockets."""
-    import uuid
-
-    repo = Path(__file__).resolve().parents[3]
-    base = repo / ".pytest_cache" / f"sandbox-{uuid.uuid4().hex[:8]}"
-    workspace = base / "project"
-    workspace.mkdir(parents=True)
-    (base / "secret.txt").write_text("the neighbour's secret")
-    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/0/agent.sock")
-    try:
-        out = _bash(workspace)("cat ../secret.txt; ls -A /run | wc -l; echo sock=${SSH_AUTH_SOCK:-none}")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    assert "the neighbour's secret" not in out
-    lines = out.splitlines()
-    assert "0" in [line.strip() for line in lines] and "sock=none" in out, out
+    monkeypatch.setenv("ASKED_FOR", "passed-on-request")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:pw@db/x")
+    args = parse(["run", "hello", "--pass-env", "ASKED_FOR", "--workspace", str(tmp_path)])
+    sandbox, _ = bash_setting(args)
+    (bash,) = [t for t in builtin_tools(tmp_path, bash=sandbox) if t.name == "Bash"]
+    out = bash.invoke({"command": "env", "timeout": 20_000})
+    assert "ASKED_FOR=passed-on-request" in out and "DATABASE_URL" not in out, out
