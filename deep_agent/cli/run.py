@@ -128,12 +128,16 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 
 def trusted_scripts(found: Any) -> list[Path]:
-    """The scripts and programs the trusted folder's hooks and MCP servers run (protected from every tool).
+    """The files the folder's hooks and MCP servers run or load (protected from every tool).
 
-    The hook for folder trust to fill in: it knows which commands a person
-    trusted. Until then none are named, and only the fixed protected set applies.
+    Named for every agent file found, trusted or not: a file an untrusted
+    definition names may be trusted later, and protecting it costs nothing.
     """
-    return []
+    from deep_agent.cli.folder_trust import files_run_by
+
+    folder = Path.cwd()
+    return sorted({path for definition in found.definitions.values()
+                   for path in files_run_by(definition.value, folder)})
 
 
 def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:
