@@ -22,7 +22,6 @@ import contextlib
 import json
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import SimpleNamespace
@@ -101,6 +100,8 @@ def discard_typed_ahead(stdin: Any) -> None:
 
 
 HELP_LINE = "y: approve   n: reject, with a reason the agent reads   a: approve {tool} for the rest of this run"
+PROMPT = "Approve? [y]es / [n]o / [a]lways: "
+"""Every answer the prompt accepts is named in it (and ``yes``, ``no``, ``always`` spelled out)."""
 
 
 class TerminalAsker:
@@ -131,7 +132,7 @@ class TerminalAsker:
         discard_typed_ahead(self.stdin)
         with ctrl_c_interrupts():
             while True:
-                answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
+                answer = self.console.input(Text(PROMPT)).strip().lower()
                 if answer in ("y", "yes"):
                     return None
                 if answer in ("a", "always"):
@@ -152,15 +153,11 @@ def ctrl_c_interrupts() -> Iterator[None]:
     runs again: the first Ctrl-C would wait for the answer (and whatever it
     approved would run first).
     """
-    if threading.current_thread() is not threading.main_thread():
+    from subagents.runner import stop_on_ctrl_c
+
+    # The run's one handler, raising at once: the run is stopped (its flag set, no child starts) as ever.
+    with stop_on_ctrl_c(then=signal.default_int_handler):
         yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if previous is not None:  # None: a handler not set from Python, which cannot be restored
-            signal.signal(signal.SIGINT, previous)
 
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,

@@ -212,6 +212,9 @@ def relayed_stderr(console: Console) -> Iterator[None]:
         yield
 
 
+UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})
+"""A ``task`` delegation's statuses before it has ended."""
+
 _STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
           "cancelled": "dim", "pending": "dim", "lost": "red"}
 _ICON = {"running": "…", "completed": "✓", "error": "✗", "waiting_for_approval": "?", "cancelled": "-",
@@ -233,6 +236,7 @@ class TaskTree:
         self.colors = {k: v for k, v in (colors or {}).items() if _valid_color(v)}
         self.earlier = frozenset(earlier)
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.finished: float | None = None
         self.waiting_s = 0.0
         """The turn's time spent at approval prompts."""
@@ -307,6 +311,27 @@ class TaskTree:
         if self.finished is None:
             self.finished = time.monotonic()
             self.outcome = outcome
+
+    def cut_short(self, outcome: str = "failed") -> None:
+        """The turn ended before its tasks did (Ctrl-C, an error): the clock stops, open tasks show ``cancelled``.
+
+        Called before the live view draws its last frame, so that frame says
+        what the records will (:func:`deep_agent.cli.cut_short.cut_short_records`).
+        """
+        self.stop_clock(outcome)
+        now = time.time()
+        for task_id, row in self.live.items():
+            status = row.get("status", "running")
+            if task_id in self.sync or row.get("refused") or status not in UNFINISHED | {"cancelled"}:
+                continue
+            if status == "cancelled" and row.get("duration_ms") is not None:
+                continue
+            if row.get("paused_since") is not None:  # its clocks stop here too
+                row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
+            started = _seconds(row.get("started_at"))
+            if started is not None:
+                row["duration_ms"] = max(0.0, now - started - row.get("waited_s", 0.0)) * 1000
+            row["status"] = "cancelled"
 
     # -- reading --------------------------------------------------------------
 
