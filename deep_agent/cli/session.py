@@ -30,6 +30,7 @@ from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
 from deep_agent.cli.cut_short import add_unseen_tasks, cut_short_records
+from deep_agent.cli.errors import warnings_as_lines
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
 from deep_agent.cli.store import (
     TaskRow,
@@ -117,7 +118,8 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     config = {"configurable": {"thread_id": thread_id}}
     # One Ctrl-C handler for the whole run, in place before the graph starts (see subagents.runner):
     # it stops every child and no new one starts; the turn reads its flag at each step of the stream.
-    with stop_on_ctrl_c():
+    # A warning (a model server that parses no tool call) is one line naming the flag to pass.
+    with stop_on_ctrl_c(), warnings_as_lines():
         await _run_turns(setup, prompts, args, thread_id, state, config, title=title, console=console)
     shown = printable(thread_id)  # a --thread of the user's: data, never markup
     console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
