@@ -107,6 +107,24 @@ def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing
     assert (project / "notes.txt").read_text() == "These are teh notes of the project.\n"
 
 
+def test_a_child_cut_short_at_its_approval_prompt_is_cancelled_and_keeps_what_it_spent(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "one_edit")  # the editor asks to Edit
+    child.expect(r"editor wants to call Edit")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=20)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 130, text[-2000:]
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
+                           text=True, timeout=120)
+    # Its one model call and its tokens, as the tree showed them (before: 0 tokens).
+    shown = re.findall(r"editor +\w{8} +waiting_for_approval .* (\d+) tokens", text)
+    found = re.search(r"│ \w{8} +│ editor +│ task +│ cancelled +│ [^│]+│ 1 +│ (\d+) +│", tasks.stdout)
+    assert shown and found and found.group(1) == shown[-1] != "0", (shown, tasks.stdout)
+
+
 def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_apart(tmp_path):
     project = make_project(tmp_path)
     child, screen = spawn_run(project, "Tidy the notes", "paced_one_edit")  # every model call: 0.5 s
