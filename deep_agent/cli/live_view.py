@@ -352,11 +352,12 @@ class TaskTree:
         now = time.time()
         elapsed = (self.finished or time.monotonic()) - self.started
         state = self.outcome if self.finished else "running"
-        shown = seconds_text(max(0.0, elapsed - self.waiting_s), self.waiting_s)
+        rows = self.rows()
+        waiting = turn_waiting(self.waiting_s, rows, now)
+        shown = seconds_text(max(0.0, elapsed - waiting), waiting)
         tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {shown}", "dim")))
         if self.earlier:
             tree.add(Text(f"{len(self.earlier)} task(s) of earlier turns (deep-agent tasks)", style="dim"))
-        rows = self.rows()
         for row in rows:
             tree.add(self._line(row, now))
         if self.finished is None:
@@ -399,6 +400,19 @@ class TaskTree:
         if row.error:
             line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
+
+
+def turn_waiting(prompts_s: float, rows: Iterable[TaskRow], now: float | None = None) -> float:
+    """The turn's time waiting for approval: its prompts', and never less than any of its tasks' waits.
+
+    The two are timed by different clocks: the prompts from question to
+    answer; a task from its pause to its resume (the runner's), which also
+    holds the end of the stream before the prompt and the resume's start
+    after it. A task's pause is the run's, so the root shows at least the
+    longest of them: a child's wait never reads longer than its parent's.
+    Background tasks, whose pauses do not stop the run, do not count.
+    """
+    return max([prompts_s, *(row.waiting(now) for row in rows if row.kind == "task")])
 
 
 _OWN_KEYS = frozenset({"paused_since", "waited_s"})

@@ -31,7 +31,7 @@ from rich.text import Text
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
 from deep_agent.cli.cut_short import add_unseen_tasks, cut_short_records
 from deep_agent.cli.errors import warnings_as_lines
-from deep_agent.cli.live_view import TaskTree, relayed_stderr
+from deep_agent.cli.live_view import TaskTree, relayed_stderr, turn_waiting
 from deep_agent.cli.store import (
     TaskRow,
     check_thread_id,
@@ -69,7 +69,8 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
 
     Times are work time, with the time spent waiting for approval apart
     (``2.1s + 4.0s waiting``); ``root_seconds`` is the turn's whole time,
-    ``root_waiting`` the part of it spent at approval prompts.
+    ``root_waiting`` the part of it spent at approval prompts (the root shows
+    at least each task's wait: :func:`~deep_agent.cli.live_view.turn_waiting`).
 
     The root's ``tasks`` are the tasks it started (every task of the turn: a
     child cannot delegate); an agent type's are the tasks it ran; ``total``
@@ -81,6 +82,7 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
     for column in ("agent", "tasks", "model calls", "tokens", "time", "cost"):
         table.add_column(column, justify="left" if column == "agent" else "right")
     root_cost = cost_of(prices, root_model, root_usage.get("input_tokens", 0), root_usage.get("output_tokens", 0))
+    root_waiting = turn_waiting(root_waiting, rows)
     root_time = seconds_text(max(0.0, root_seconds - root_waiting), root_waiting)
     lines = [("(root)", len(rows), root_usage.get("model_calls", 0),
               root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_time, root_cost)]

@@ -150,7 +150,8 @@ def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_
 def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_can_be_read(tmp_path):
     project = make_project(tmp_path)
     child, screen = spawn_run(project, "Look around", "slow_child")  # every model call: 2 s
-    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running")
+    # Its first model call has started ("turn 1"): the record then counts that call, cut short.
+    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running[^\n]*turn 1")
     child.sendintr()
     child.expect(pexpect.EOF, timeout=30)
     child.close()
