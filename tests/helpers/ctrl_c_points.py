@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -47,6 +48,7 @@ class CtrlCAt(BaseCallbackHandler):
         self.point = point
         self.counts: dict[tuple[str, str], int] = {}
         self.pressed = False
+        self.pressed_at = 0.0
         self.started_after: set[Any] = set()
         self.ended_after = 0
         self.task_calls: set[Any] = set()
@@ -61,6 +63,7 @@ class CtrlCAt(BaseCallbackHandler):
             if (kind, who, count) != self.point:
                 return
             self.pressed = True
+            self.pressed_at = time.monotonic()
         signal.raise_signal(signal.SIGINT)  # a real Ctrl-C: the handler runs on the main thread
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, metadata: Any = None,
@@ -110,8 +113,9 @@ def main(point_name: str) -> None:
     handler = CtrlCAt(POINTS[point_name])
     HANDLER.set(handler)
     status = deep_agent(["run", "Survey the notes", "--model", "scripted:cli_scripts:three_children"])
+    ended = time.monotonic() - handler.pressed_at  # reported, never asserted: a figure for a person to read
     HANDLER.set(None)
-    print("RESULT " + json.dumps({"status": status, "pressed": handler.pressed,
+    print("RESULT " + json.dumps({"status": status, "pressed": handler.pressed, "press_to_exit_s": round(ended, 3),
                                   "started_after": len(handler.started_after), "ended_after": handler.ended_after}),
           flush=True)
     deep_agent(["tasks"])
