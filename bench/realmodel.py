@@ -49,12 +49,19 @@ FACTS = {
 FILES = {"notes.txt": "The launch code is ZX-42.", "todo.txt": "Paint the fence on Sunday."}
 
 
+def nothing_stored(key: str) -> str:
+    """The lookup tool's own reply for a key it holds no fact under."""
+    return f"no fact stored under {key!r}"
+
+
 @dataclass
 class Task:
     prompt: str
     expected: tuple[str, ...]
     agent: str
     kind: str
+    calls: tuple[str, ...] = ()
+    """Tool calls the children must have made (as ``Tools.arguments`` writes them)."""
 
 
 TASKS = [
@@ -71,9 +78,18 @@ TASKS = [
          "two facts"),
     Task("Look up the stored fact calc_total (a fact to look up, not arithmetic).", ("4410",), "librarian",
          "wrong-agent trap"),
-    Task("Look up the key missing_key.", ("no fact",), "librarian", "must stop"),
+    # The tool's own reply for this key, from a lookup of this key: a child that looked up a runaway key
+    # ("missing_key and then ...") also hears "no fact", and must not pass.
+    Task("Look up the key missing_key.", (nothing_stored("missing_key"),), "librarian", "must stop",
+         calls=("lookup('missing_key')",)),
 ]
-"""At least twelve checkable tasks: the expected texts must all appear in the final answer."""
+"""At least twelve checkable tasks: the expected texts must all appear in the final answer (see :func:`correct`)."""
+
+
+def correct(task: Task, answer: str, tool_calls: list[str]) -> bool:
+    """Whether a run answered ``task``: every expected text in its answer, every required call made."""
+    return (all(e.lower() in answer.lower() for e in task.expected)
+            and all(call in tool_calls for call in task.calls))
 
 
 @dataclass
@@ -94,7 +110,7 @@ class Tools:
             """Look up the fact stored under a key."""
             count("lookup", key)
             found = FACTS.get(key.strip().strip("'\""))
-            return found if found is not None else f"no fact stored under {key!r}"
+            return found if found is not None else nothing_stored(key)
 
         @tool
         def calculate(expression: str) -> str:
@@ -210,11 +226,11 @@ def run_one(config: str, task: Task, model: Any, folder: Path) -> dict[str, Any]
                     agents.append(str((call.get("args") or {}).get("subagent_type")))
     except Exception as exc:  # noqa: BLE001 - the eval counts failures
         error = f"{type(exc).__name__}: {exc}"[:200]
-    correct = error is None and all(e.lower() in answer.lower() for e in task.expected)
     return {"config": config, "task": task.prompt, "kind": task.kind, "finished": error is None,
             "delegated": delegated > 0, "right_agent": task.agent in agents,
             "child_used_tool": sum(world.calls.values()) > 0,
-            "correct": correct, "calls": usage.calls, "tokens": usage.tokens,
+            "correct": error is None and correct(task, answer, world.arguments),
+            "calls": usage.calls, "tokens": usage.tokens,
             "seconds": round(time.perf_counter() - started, 2), "answer": answer[:160], "error": error,
             "agents": agents, "tool_calls": world.arguments}
 

@@ -715,7 +715,8 @@ class Delegation:
             except Exception:  # noqa: BLE001
                 pass
             self.sink = None
-        self.emit("waiting_for_approval")
+        # What it spent so far rides along: cut short at the prompt, its record keeps it.
+        self.emit("waiting_for_approval", **self.usage())
 
     def cancelled(self) -> None:
         """Real cancellation is on its way out: leave the mark, never raise."""
@@ -724,7 +725,7 @@ class Delegation:
                 self.meter.cancel()
             self.close_transcript(None, cancelled=True)
             # No record follows a cancellation: the event is the only place that names the transcript.
-            self.emit("cancelled", transcript=self.transcript)
+            self.emit("cancelled", transcript=self.transcript, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
 
@@ -902,14 +903,14 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
-            prepared.begin()
+            self._begin(prepared, KeyboardInterrupt)
             plan = self._plan(prepared)
             step = next(plan)
             while not isinstance(step, TaskOutcome):
                 try:
                     value = invoke_with_deadline(prepared, step)
                 except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, exc)
+                    step = _throw(plan, self._stopping(exc, KeyboardInterrupt))
                 else:
                     step = _send(plan, value)
             return step
@@ -919,17 +920,34 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
-            prepared.begin()
+            self._begin(prepared, asyncio.CancelledError)
             plan = self._plan(prepared)
             step = next(plan)
             while not isinstance(step, TaskOutcome):
                 try:
                     value = await ainvoke_with_deadline(prepared, step)
                 except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, exc)
+                    step = _throw(plan, self._stopping(exc, asyncio.CancelledError))
                 else:
                     step = _send(plan, value)
             return step
+
+    def _begin(self, run: Delegation, cancellation: type[BaseException]) -> None:
+        """The child starts, unless Ctrl-C was pressed (background runners, which outlive it, always start).
+
+        The delegation is in flight already (see :func:`stop_on_ctrl_c`): a
+        Ctrl-C pressed before this check is seen here; one pressed after it
+        finds the delegation and stops its meter.
+        """
+        if self.in_flight is not None and stop_requested():
+            raise cancellation()
+        run.begin()
+
+    def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
+        """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed."""
+        if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
+            return cancellation()
+        return exc
 
     @staticmethod
     @contextlib.contextmanager
@@ -1114,63 +1132,119 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 
 
 # ----------------------------------------------------------------------------
-# Ctrl-C stops every child in flight, on invoke too.
+# Ctrl-C stops the run: one flag, one handler, checked where children start.
 #
-# On ``ainvoke`` a Ctrl-C cancels the parent's task and, through it, each
-# child's. On ``invoke`` the children run on LangGraph's worker threads, which
-# Python cannot interrupt: the ``KeyboardInterrupt`` lands on the main thread,
-# and LangGraph then waits for every running tool call, so parallel children
-# went on working (and changing things) for seconds. SIGINT's handler runs on
-# the main thread before the ``KeyboardInterrupt`` is raised: for the length
-# of a synchronous run started on the main thread (the middleware calls
-# :func:`watch_interrupts` as the run starts and :func:`unwatch_interrupts`
-# as it ends), Python's own handler is wrapped so that it first stops every
-# foreground child in flight (each at its next model or tool call, as a
-# cancelled task) and then raises exactly as before. Only Python's own
-# handler is ever wrapped, and it is put back as the run ends or the wrapper
-# fires, so ``asyncio.run`` (which installs its own handler only over
-# Python's) behaves as it always did.
+# The promise: once Ctrl-C is pressed, no child starts and every child in
+# flight stops at its next model or tool call, as a ``cancelled`` task,
+# whatever step the run is at. One handler keeps it (:func:`stop_on_ctrl_c`):
+# it sets a process-wide "stop requested" flag, stops every foreground child
+# in flight, then does what the handler it wraps did (Python's raises
+# ``KeyboardInterrupt``; ``asyncio.run``'s cancels the main task). A
+# delegation is put in flight before it reads the flag, so a Ctrl-C pressed
+# at any moment either finds it in flight or is found by it: no window in
+# which a child starts unseen. A program installs the handler once, for the
+# whole run, before the graph starts (the command line does); a synchronous
+# run on the main thread installs it for its own length (the middleware calls
+# :func:`watch_interrupts` as it starts and :func:`unwatch_interrupts` as it
+# ends), since on ``invoke`` the children run on worker threads that Python
+# cannot interrupt.
 # ----------------------------------------------------------------------------
 
 
 
 _IN_FLIGHT: dict[int, Delegation] = {}
 """Foreground delegations running now, in this process."""
+_STOP = threading.Event()
+"""Set by the Ctrl-C handler; cleared when a handler is installed for a new run."""
+
+
+def stop_requested() -> bool:
+    """Whether Ctrl-C was pressed during the run a handler of ours watches (and still does)."""
+    return _STOP.is_set() and isinstance(signal.getsignal(signal.SIGINT), _CtrlC)
+
+
+def request_stop() -> None:
+    """What a Ctrl-C does first: no child starts from now on, and every child in flight stops."""
+    _STOP.set()
+    # No lock: the handler runs on the main thread, which may be registering a delegation (a copy under
+    # the GIL is safe); a delegation is registered before it reads the flag, the flag set before this copy.
+    for run in list(_IN_FLIGHT.values()):
+        if run.meter is not None:
+            run.meter.cancel()
+
+
+class _CtrlC:
+    """The SIGINT handler: :func:`request_stop`, then the handler it replaced."""
+
+    def __init__(self, then: Any) -> None:
+        self.then = then
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        request_stop()
+        then = self.then if callable(self.then) else signal.default_int_handler
+        then(signum, frame)
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
+    """Within the block, Ctrl-C stops every child first (see :func:`request_stop`), then ``then`` runs.
+
+    ``then`` defaults to the handler in place (``asyncio.run``'s inside a
+    coroutine: it cancels the main task). Only on the main thread; yields
+    whether the handler is in place. The flag is cleared as the outermost
+    block starts, never as it ends: a program reads it after the run.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+        if not isinstance(previous, _CtrlC):
+            _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
+        signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
+    except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(signal.SIGINT, previous)
 
 
 def watch_interrupts() -> bool:
-    """Wrap Python's default SIGINT handler so a Ctrl-C first stops the children in flight.
+    """For a synchronous run on the main thread: :func:`stop_on_ctrl_c` over Python's own handler, until
+    :func:`unwatch_interrupts` or the first Ctrl-C.
 
-    Only from the main thread and only over Python's own handler; returns
-    whether the wrapper is in place.
+    Only over Python's own handler (a program's own, the command line's included, is left as it is);
+    returns whether the handler is in place.
     """
     if threading.current_thread() is not threading.main_thread():
         return False
     try:
         current = signal.getsignal(signal.SIGINT)
-        if current is _stop_children_then_interrupt:
+        if isinstance(current, _CtrlC):
             return True
         if current is not signal.default_int_handler:
             return False
-        signal.signal(signal.SIGINT, _stop_children_then_interrupt)
-    except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
+        _STOP.clear()
+        signal.signal(signal.SIGINT, _CtrlC(_restore_then_interrupt))
+    except (ValueError, OSError):
         return False
     return True
 
 
 def unwatch_interrupts() -> None:
-    """Put Python's own SIGINT handler back, if the wrapper is still the one installed."""
+    """Put Python's own SIGINT handler back, if :func:`watch_interrupts` installed the one in place."""
     if threading.current_thread() is not threading.main_thread():
         return
     with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is _stop_children_then_interrupt:
+        current = signal.getsignal(signal.SIGINT)
+        if isinstance(current, _CtrlC) and current.then is _restore_then_interrupt:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _stop_children_then_interrupt(signum: int, frame: Any) -> None:
-    for run in list(_IN_FLIGHT.values()):
-        if run.meter is not None:
-            run.meter.cancel()
+def _restore_then_interrupt(signum: int, frame: Any) -> None:
     with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)

@@ -22,7 +22,6 @@ import contextlib
 import json
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import SimpleNamespace
@@ -100,7 +99,18 @@ def discard_typed_ahead(stdin: Any) -> None:
         return
 
 
-HELP_LINE = "y: approve   n: reject, with a reason the agent reads   a: approve {tool} for the rest of this run"
+ANSWERS = {"yes": "approve", "no": "reject, with a reason the agent reads",
+           "always": "approve {tool} for the rest of this run"}
+"""The answers the prompt accepts (each word or its first letter), what each does: the prompt and its help
+line are written from this table, so they name every answer it accepts."""
+HELP_LINE = "   ".join(f"{word[0]}: {does}" for word, does in ANSWERS.items())
+PROMPT = "Approve? " + " / ".join(f"[{word[0]}]{word[1:]}" for word in ANSWERS) + ": "
+
+
+def _answer(text: str) -> str | None:
+    """The word of ``ANSWERS`` a typed answer means, or ``None``."""
+    text = text.strip().lower()
+    return next((word for word in ANSWERS if text in (word, word[0])), None)
 
 
 class TerminalAsker:
@@ -131,16 +141,17 @@ class TerminalAsker:
         discard_typed_ahead(self.stdin)
         with ctrl_c_interrupts():
             while True:
-                answer = self.console.input(Text("Approve? [y]es / [n]o: ")).strip().lower()
-                if answer in ("y", "yes"):
+                answer = _answer(self.console.input(Text(PROMPT)))
+                if answer == "yes":
                     return None
-                if answer in ("a", "always"):
+                if answer == "always":
                     self.always.add(tool)
                     return None
-                if answer in ("n", "no"):
+                if answer == "no":
                     reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
                     return reason or "the user rejected this call"
-                self.console.print("Please answer y, n or a.")
+                *first, last = (word[0] for word in ANSWERS)
+                self.console.print(f"Please answer {', '.join(first)} or {last}.")
 
 
 @contextlib.contextmanager
@@ -152,15 +163,11 @@ def ctrl_c_interrupts() -> Iterator[None]:
     runs again: the first Ctrl-C would wait for the answer (and whatever it
     approved would run first).
     """
-    if threading.current_thread() is not threading.main_thread():
+    from subagents.runner import stop_on_ctrl_c
+
+    # The run's one handler, raising at once: the run is stopped (its flag set, no child starts) as ever.
+    with stop_on_ctrl_c(then=signal.default_int_handler):
         yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if previous is not None:  # None: a handler not set from Python, which cannot be restored
-            signal.signal(signal.SIGINT, previous)
 
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,

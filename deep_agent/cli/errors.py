@@ -4,6 +4,8 @@
 :func:`describe_error` turns an exception into the line printed after
 ``deep-agent: error:``; for a model server that cannot be reached or does
 not answer in time it names the URL that was tried. It never raises.
+Within :func:`warnings_as_lines` a warning is one line too, naming the
+command-line flag where the library's text names an option.
 
 Example::
 
@@ -14,6 +16,12 @@ Example::
 """
 
 from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import TextIO
 
 from deep_agent.cli.terminal import printable
 from subagents.errors import SubagentsError, redact_url
@@ -96,3 +104,31 @@ def _network_kind(exc: BaseException) -> str | None:
     if any("Connect" in name for name in names):
         return "connection"
     return None
+
+
+OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}
+"""Library options a warning names, and the command-line flag that sets each."""
+
+
+def describe_warning(message: Warning | str) -> str:
+    """One line for a warning issued during a run, naming command-line flags, not the library's options."""
+    text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
+    for option, flag in OPTION_FLAGS.items():
+        text = text.replace(option, flag)
+    return text
+
+
+@contextlib.contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, never Python's own report.
+
+    Python's names the file and line that issued it (often inside asyncio)
+    and the library's option; a person reads what to pass on the command line.
+    """
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        print(f"deep-agent: warning: {describe_warning(message)}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield

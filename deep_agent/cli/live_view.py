@@ -212,6 +212,9 @@ def relayed_stderr(console: Console) -> Iterator[None]:
         yield
 
 
+UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})
+"""A ``task`` delegation's statuses before it has ended."""
+
 _STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
           "cancelled": "dim", "pending": "dim", "lost": "red"}
 _ICON = {"running": "…", "completed": "✓", "error": "✗", "waiting_for_approval": "?", "cancelled": "-",
@@ -233,6 +236,7 @@ class TaskTree:
         self.colors = {k: v for k, v in (colors or {}).items() if _valid_color(v)}
         self.earlier = frozenset(earlier)
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.finished: float | None = None
         self.waiting_s = 0.0
         """The turn's time spent at approval prompts."""
@@ -308,6 +312,27 @@ class TaskTree:
             self.finished = time.monotonic()
             self.outcome = outcome
 
+    def cut_short(self, outcome: str = "failed") -> None:
+        """The turn ended before its tasks did (Ctrl-C, an error): the clock stops, open tasks show ``cancelled``.
+
+        Called before the live view draws its last frame, so that frame says
+        what the records will (:func:`deep_agent.cli.cut_short.cut_short_records`).
+        """
+        self.stop_clock(outcome)
+        now = time.time()
+        for task_id, row in self.live.items():
+            status = row.get("status", "running")
+            if task_id in self.sync or row.get("refused") or status not in UNFINISHED | {"cancelled"}:
+                continue
+            if status == "cancelled" and row.get("duration_ms") is not None:
+                continue
+            if row.get("paused_since") is not None:  # its clocks stop here too
+                row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
+            started = _seconds(row.get("started_at"))
+            if started is not None:
+                row["duration_ms"] = max(0.0, now - started - row.get("waited_s", 0.0)) * 1000
+            row["status"] = "cancelled"
+
     # -- reading --------------------------------------------------------------
 
     def rows(self) -> list[TaskRow]:
@@ -327,11 +352,12 @@ class TaskTree:
         now = time.time()
         elapsed = (self.finished or time.monotonic()) - self.started
         state = self.outcome if self.finished else "running"
-        shown = seconds_text(max(0.0, elapsed - self.waiting_s), self.waiting_s)
+        rows = self.rows()
+        waiting = turn_waiting(self.waiting_s, rows, now)
+        shown = seconds_text(max(0.0, elapsed - waiting), waiting)
         tree = Tree(Text.assemble((self.title, "bold"), (f"  {state} {shown}", "dim")))
         if self.earlier:
             tree.add(Text(f"{len(self.earlier)} task(s) of earlier turns (deep-agent tasks)", style="dim"))
-        rows = self.rows()
         for row in rows:
             tree.add(self._line(row, now))
         if self.finished is None:
@@ -374,6 +400,19 @@ class TaskTree:
         if row.error:
             line.append(f"  {clipped(printable(' '.join(str(row.error).split())), ERROR_CHARS)}", style="red")
         return line
+
+
+def turn_waiting(prompts_s: float, rows: Iterable[TaskRow], now: float | None = None) -> float:
+    """The turn's time waiting for approval: its prompts', and never less than any of its tasks' waits.
+
+    The two are timed by different clocks: the prompts from question to
+    answer; a task from its pause to its resume (the runner's), which also
+    holds the end of the stream before the prompt and the resume's start
+    after it. A task's pause is the run's, so the root shows at least the
+    longest of them: a child's wait never reads longer than its parent's.
+    Background tasks, whose pauses do not stop the run, do not count.
+    """
+    return max([prompts_s, *(row.waiting(now) for row in rows if row.kind == "task")])
 
 
 _OWN_KEYS = frozenset({"paused_since", "waited_s"})

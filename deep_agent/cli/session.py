@@ -29,8 +29,9 @@ from rich.table import Table
 from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
-from deep_agent.cli.cut_short import cut_short_records
-from deep_agent.cli.live_view import TaskTree, relayed_stderr
+from deep_agent.cli.cut_short import add_unseen_tasks, cut_short_records
+from deep_agent.cli.errors import warnings_as_lines
+from deep_agent.cli.live_view import TaskTree, relayed_stderr, turn_waiting
 from deep_agent.cli.store import (
     TaskRow,
     check_thread_id,
@@ -43,6 +44,7 @@ from deep_agent.cli.store import (
 )
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
+from subagents.runner import stop_on_ctrl_c, stop_requested
 
 # ----------------------------------------------------------------------------
 # The table printed after a run's answer: per agent type, what it did and what it cost.
@@ -67,7 +69,8 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
 
     Times are work time, with the time spent waiting for approval apart
     (``2.1s + 4.0s waiting``); ``root_seconds`` is the turn's whole time,
-    ``root_waiting`` the part of it spent at approval prompts.
+    ``root_waiting`` the part of it spent at approval prompts (the root shows
+    at least each task's wait: :func:`~deep_agent.cli.live_view.turn_waiting`).
 
     The root's ``tasks`` are the tasks it started (every task of the turn: a
     child cannot delegate); an agent type's are the tasks it ran; ``total``
@@ -79,6 +82,7 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
     for column in ("agent", "tasks", "model calls", "tokens", "time", "cost"):
         table.add_column(column, justify="left" if column == "agent" else "right")
     root_cost = cost_of(prices, root_model, root_usage.get("input_tokens", 0), root_usage.get("output_tokens", 0))
+    root_waiting = turn_waiting(root_waiting, rows)
     root_time = seconds_text(max(0.0, root_seconds - root_waiting), root_waiting)
     lines = [("(root)", len(rows), root_usage.get("model_calls", 0),
               root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_time, root_cost)]
@@ -114,6 +118,19 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     # a recursion error long before max_root_turns ends it with its message. The root keeps
     # create_agent's limit as the backstop, and a child's is capped by the runner all the same.
     config = {"configurable": {"thread_id": thread_id}}
+    # One Ctrl-C handler for the whole run, in place before the graph starts (see subagents.runner):
+    # it stops every child and no new one starts; the turn reads its flag at each step of the stream.
+    # A warning (a model server that parses no tool call) is one line naming the flag to pass.
+    with stop_on_ctrl_c(), warnings_as_lines():
+        await _run_turns(setup, prompts, args, thread_id, state, config, title=title, console=console)
+    shown = printable(thread_id)  # a --thread of the user's: data, never markup
+    console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
+                       style="dim"))
+    return 0
+
+
+async def _run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, thread_id: str, state: Path,
+                     config: dict[str, Any], *, title: str, console: Console) -> None:
     async with open_async_checkpointer(state, args.db_url) as saver:
         agent = setup.build(saver, sessions_dir(state))
         remember_thread(state, thread_id)
@@ -132,10 +149,6 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
                 prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
                 root_waiting=tree.waiting_s,
             ))
-    shown = printable(thread_id)  # a --thread of the user's: data, never markup
-    console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
-                       style="dim"))
-    return 0
 
 
 async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
@@ -148,7 +161,7 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
         while True:
             try:
                 with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
-                    await _stream(agent, inputs, config, tree)
+                    await _stream(agent, inputs, config, tree, sessions)
                     interrupts = (await agent.aget_state(config)).interrupts
                     if not interrupts and not unsettled(tree):
                         tree.stop_clock()
@@ -162,7 +175,8 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             tree.waiting_s += time.monotonic() - asked
             inputs = Command(resume=resume)
     except BaseException:
-        tree.stop_clock("failed")
+        add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
+        tree.cut_short(_outcome())
         await _record_cut_short(agent, config, tree, sessions)
         await _forget_failed_turn(agent, config, kept)
         raise
@@ -170,6 +184,8 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
         await _settle_background(agent, config, tree, console, ask, setup.approve_all)
     finally:
         tree.stop_clock()
+    if stop_requested():  # pressed as the turn ended: the run still ends as interrupted
+        raise KeyboardInterrupt
     return tree
 
 
@@ -213,15 +229,37 @@ def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
     return updates
 
 
-async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree) -> None:
+async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
+    """One stretch of the run (to its end or an approval); Ctrl-C ends it as ``KeyboardInterrupt``, at any step.
+
+    ``asyncio.run``'s handler cancels the main task, but a cancellation can be
+    turned into an error (LangGraph reports a ``CancelledError`` that does not
+    come from cancelling its own task as a failed node) or swallowed on its
+    way up: the flag set by the one Ctrl-C handler decides, read at every
+    step of the stream and as it ends, however it ends.
+    """
     try:
-        async for namespace, mode, chunk in agent.astream(
+        async with contextlib.aclosing(agent.astream(
             inputs, config, stream_mode=["custom", "updates"], subgraphs=True,
-        ):
-            tree.feed(namespace, mode, chunk)
-    except BaseException:
-        tree.stop_clock("failed")  # before the live view draws its last frame
+        )) as stream:
+            async for namespace, mode, chunk in stream:
+                tree.feed(namespace, mode, chunk)
+                if stop_requested():
+                    raise KeyboardInterrupt
+        if stop_requested():
+            raise KeyboardInterrupt
+    except BaseException as exc:
+        # Before the live view draws its last frame: it shows every task the turn started, none running.
+        add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
+        tree.cut_short(_outcome())
+        if stop_requested() and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
         raise
+
+
+def _outcome() -> str:
+    """How the root's line reads once the turn is cut short."""
+    return "interrupted" if stop_requested() else "failed"
 
 
 async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:

@@ -32,10 +32,11 @@ class ScriptedChatServer:
     Streams (``"stream": true``) get the same replies as server-sent events.
     Keep-alive connections, as real servers have. ``/v1/messages`` speaks
     Anthropic's Messages API (its requests read as OpenAI's, its replies and
-    events written as Anthropic's).
+    events written as Anthropic's). Given ``caps``, ``/props`` answers as
+    llama.cpp's server does, with them as its ``chat_template_caps``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, caps: dict[str, Any] | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -46,6 +47,16 @@ class ScriptedChatServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                # llama.cpp's /props: what its chat template renders (given ``caps``), else no such page.
+                found = self.path.rstrip("/") == "/props" and caps is not None
+                data = json.dumps({"chat_template_caps": caps}).encode() if found else b"{}"
+                self.send_response(200 if found else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))

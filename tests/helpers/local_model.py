@@ -36,6 +36,18 @@ import pytest
 from deep_agent.dev_server import free_port
 from helpers import REPO
 
+BASE_MODEL_TEMPLATE = """{%- for message in messages -%}
+{{ message.content if message.content is string else message.content | tojson }}
+{% endfor -%}
+"""
+"""A chat template that makes SmolLM2 a base model without one: the messages' text, one after another.
+
+No roles, no turn markers, no assistant cue: the model continues plain text,
+as a base model does. A test of what "needs the model to do its part" must
+fail on a server started with it (``running_local_model(...,
+chat_template=path_of_this_text)``).
+"""
+
 STARTUP_TIMEOUT_S = 90.0
 MAX_TOKENS = 48
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -181,3 +181,22 @@ def two_edits_and_a_write() -> ScriptedChatModel:
 def reads_forever() -> ScriptedChatModel:
     """The root reads notes.txt on every turn and never answers: only a limit ends its run."""
     return ScriptedChatModel(default={"tool_calls": [tool_call("Read", file_path="notes.txt")]})
+
+
+def three_children() -> ScriptedChatModel:
+    """The root delegates one survey (the child reads notes.txt), then two in parallel, then answers.
+
+    Every call takes 0.05 s: a run of three root calls and four child calls, for pressing Ctrl-C at each step
+    (:mod:`ctrl_c_points`).
+    """
+    return ScriptedChatModel(
+        rules=[("First survey", [{"tool_calls": [tool_call("Read", file_path="notes.txt")]}, "Survey one."]),
+               ("Second survey", ["Survey two."]),
+               ("Third survey", ["Survey three."])],
+        responses=[{"tool_calls": [tool_call("task", description="First survey of the notes.",
+                                             subagent_type="editor")]},
+                   {"tool_calls": [tool_call("task", description=f"{which} survey of the notes.",
+                                             subagent_type="editor") for which in ("Second", "Third")]},
+                   "All three surveys are done."],
+        latency_s=0.05,
+    )

@@ -54,13 +54,13 @@ def test_a_background_edit_is_approved_and_another_rejected_at_the_terminal(proj
         child.expect(r"editor wants to call Edit")
         child.expect(r"old_string: (\w+)")
         old = child.match.group(1)
-        child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+        child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
         if old == "teh":
             child.sendline("y")
         else:
             child.sendline("maybe")  # not an answer: asked again
             child.expect(r"Please answer y, n or a\.")
-            child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+            child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
             child.sendline("n")
             child.expect_exact("Reason (the agent reads it): ")
             child.sendline("keep the notes lower-case")

@@ -87,3 +87,21 @@ def test_the_timeout_bounds_a_call_with_its_retries(silent, tmp_path: Path, retr
     assert "timed out" in (run.stdout + run.stderr).lower(), run.stdout + run.stderr
     assert silent.requests == retries + 1  # before: 3 requests of the full timeout each, whatever was asked
     assert took < 2 * 10  # start-up included, on a loaded machine; three full timeouts would still pass 6 s
+
+
+def test_a_server_that_parses_no_tool_call_gets_one_line_naming_the_flag_to_pass(tmp_path: Path) -> None:
+    """Before, Python's own warning text (located in asyncio/events.py) named ``force_delegation=True``."""
+    (tmp_path / "home").mkdir()
+    agents = tmp_path / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "helper.md").write_text("---\nname: helper\ndescription: Helps.\n---\nYou help.\n")
+    server = ScriptedChatServer(caps={"supports_tools": False, "supports_tool_calls": False})
+    try:
+        run = cli("run", "hello", "--base-url", server.url, "--model", "smollm2", cwd=tmp_path)
+    finally:
+        server.close()
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if "tool call" in line]
+    assert len(warned) == 1, run.stderr
+    assert warned[0].startswith("deep-agent: warning: the model server at ") and "--force-delegation" in warned[0]
+    assert "force_delegation=True" not in run.stderr and "Warning:" not in run.stderr and ".py:" not in run.stderr

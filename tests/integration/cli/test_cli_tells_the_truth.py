@@ -34,7 +34,7 @@ def test_a_key_typed_before_the_approval_prompt_does_not_answer_it(tmp_path):
     child, screen = _spawn(project, "Fix the typo", "slow_one_edit")
     time.sleep(0.5)
     child.send("y\r")  # typed ahead, long before any call waits for approval
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendline("n")
     child.expect(r"Reason")
     child.sendline("not now")
@@ -48,7 +48,7 @@ def test_a_key_typed_before_the_approval_prompt_does_not_answer_it(tmp_path):
 def test_the_approval_prompt_shows_the_whole_command_whatever_its_length(tmp_path):
     project = make_project(tmp_path)
     child, screen = _spawn(project, "Run it", "padded_bash")
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendline("n")
     child.expect(r"Reason")
     child.sendline("no")

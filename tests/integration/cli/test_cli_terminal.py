@@ -40,7 +40,7 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
         child.expect(r"editor wants to call Edit")
         child.expect(r"old_string: (\w+)")
         old = child.match.group(1)
-        child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+        child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
         if old == "teh":
             child.sendline("y")
         else:
@@ -96,7 +96,7 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
 def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing(tmp_path):
     project = make_project(tmp_path)
     child, screen = spawn_run(project, "Fix the typo", "one_edit")
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendintr()
     # Before the fix the first Ctrl-C waited for an answer: this catches that hang, not a speed.
     child.expect(pexpect.EOF, timeout=20)
@@ -107,10 +107,28 @@ def test_ctrl_c_at_the_approval_prompt_ends_the_run_at_once_and_approves_nothing
     assert (project / "notes.txt").read_text() == "These are teh notes of the project.\n"
 
 
+def test_a_child_cut_short_at_its_approval_prompt_is_cancelled_and_keeps_what_it_spent(tmp_path):
+    project = make_project(tmp_path)
+    child, screen = spawn_run(project, "Tidy the notes", "one_edit")  # the editor asks to Edit
+    child.expect(r"editor wants to call Edit")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=20)
+    child.close()
+    text = ANSI.sub("", screen.getvalue())
+    assert child.exitstatus == 130, text[-2000:]
+    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
+                           text=True, timeout=120)
+    # Its one model call and its tokens, as the tree showed them (before: 0 tokens).
+    shown = re.findall(r"editor +\w{8} +waiting_for_approval .* (\d+) tokens", text)
+    found = re.search(r"│ \w{8} +│ editor +│ task +│ cancelled +│ [^│]+│ 1 +│ (\d+) +│", tasks.stdout)
+    assert shown and found and found.group(1) == shown[-1] != "0", (shown, tasks.stdout)
+
+
 def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_apart(tmp_path):
     project = make_project(tmp_path)
     child, screen = spawn_run(project, "Tidy the notes", "paced_one_edit")  # every model call: 0.5 s
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     time.sleep(1.5)  # the person reads the call
     child.sendline("y")
     child.expect(pexpect.EOF)
@@ -132,12 +150,17 @@ def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_
 def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_can_be_read(tmp_path):
     project = make_project(tmp_path)
     child, screen = spawn_run(project, "Look around", "slow_child")  # every model call: 2 s
-    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running")
+    # Its first model call has started ("turn 1"): the record then counts that call, cut short.
+    child.expect(r"editor(?:\x1b\[[0-9;]*m| )+\w{8}(?:\x1b\[[0-9;]*m| )+running[^\n]*turn 1")
     child.sendintr()
     child.expect(pexpect.EOF, timeout=30)
     child.close()
     text = ANSI.sub("", screen.getvalue())
     assert child.exitstatus == 130, text[-2000:]
+    # The live tree's last frame says what the record will: the child was cancelled, the run interrupted.
+    last_frame = text[text.rindex("deep agent  "):]
+    assert last_frame.startswith("deep agent  interrupted"), last_frame
+    assert re.search(r"editor +\w{8} +cancelled", last_frame) and " running " not in last_frame, last_frame
 
     env = terminal_env(project)
     tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=env, capture_output=True, text=True,
@@ -156,12 +179,12 @@ def test_always_at_the_approval_prompt_approves_that_tool_for_the_rest_of_the_ru
     child, screen = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
     child.expect(r"wants to call Edit")
     child.expect_exact("a: approve Edit for the rest of this run")  # the help line says what "a" does
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendline("a")
     # The second Edit is not asked about; the Write, another tool, is.
     child.expect(r"wants to call (\w+)")
     assert child.match.group(1) == "Write"
-    child.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    child.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     child.sendline("y")
     child.expect(pexpect.EOF)
     child.close()
@@ -175,7 +198,7 @@ def test_always_at_the_approval_prompt_approves_that_tool_for_the_rest_of_the_ru
     (project / "notes.txt").write_text("These are teh notes of the project.\n")
     again, _ = spawn_run(project, "Tidy the notes", "two_edits_and_a_write")
     again.expect(r"wants to call Edit")
-    again.expect(r"Approve\? \[y\]es / \[n\]o: ")
+    again.expect(r"Approve\? \[y\]es / \[n\]o / \[a\]lways: ")
     again.sendintr()
     again.expect(pexpect.EOF, timeout=20)
     again.close()

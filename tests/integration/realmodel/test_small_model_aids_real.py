@@ -1,8 +1,13 @@
 """Small-model aids on the real SmolLM2-135M: the model itself must produce the call the library routes.
 
 Unlike the plumbing tests beside it, these fail when the model cannot do
-its part: a base model that cannot follow a chat (swapped in for SmolLM2)
-writes arguments that do not come from the task.
+its part: a base model that cannot follow a chat writes arguments that do
+not come from the task. :data:`SKILL_CHECKS` lists them, and a test swaps
+such a base model in (SmolLM2 served with no chat template of its own,
+:data:`helpers.local_model.BASE_MODEL_TEMPLATE`) and requires every one of
+them to fail on it. Before, the forced child's check passed there: with its
+reply held to the tool's JSON schema, copying the one key its task named
+took no chat.
 """
 
 from __future__ import annotations
@@ -37,13 +42,15 @@ def _tools(seen: list[str]) -> tuple[Any, Any]:
     return lookup, calculate
 
 
-def test_a_forced_child_calls_its_tool_with_the_key_named_in_its_task(local_model):  # noqa: F811
+def forced_child_takes_the_key_its_task_asks_for(server: Any) -> None:
+    """Three keys are named; the task asks for the last (a model continuing text copies the first)."""
     seen: list[str] = []
     lookup, _ = _tools(seen)
+    task = "The keys are beta_code, gamma_code and alpha_code. Look up the key alpha_code."
     parent = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call(
-        "task", description="Look up the key alpha_code.", subagent_type="librarian")]}, "done"])])
+        "task", description=task, subagent_type="librarian")]}, "done"])])
     librarian = {"name": "librarian", "description": "Looks up facts by key.", "tools": [lookup],
-                 "model": local_model.chat_model(max_tokens=32),
+                 "model": server.chat_model(max_tokens=32),
                  "system_prompt": "Use the lookup tool.", "middleware": [ForceToolUse(answer_with_result=True)]}
     out = create_deep_agent(parent, subagents=[librarian], general_purpose=False).invoke(user("go"))
     assert seen == ["lookup:alpha_code"]
@@ -51,17 +58,17 @@ def test_a_forced_child_calls_its_tool_with_the_key_named_in_its_task(local_mode
     assert record["status"] == "completed" and record["result"] == "7741"
 
 
-def test_the_root_picks_the_agent_and_its_child_the_arguments_from_the_users_words(local_model):  # noqa: F811
+def root_and_child_take_their_choices_from_the_users_words(server: Any) -> None:
     seen: list[str] = []
     lookup, calculate = _tools(seen)
-    child_model = local_model.chat_model(max_tokens=32)
+    child_model = server.chat_model(max_tokens=32)
     specs = [
         {"name": "librarian", "description": "Looks up stored facts by their key, with the lookup tool.",
          "tools": [lookup], "model": child_model, "middleware": [ForceToolUse(answer_with_result=True)]},
         {"name": "calculator", "description": "Does arithmetic with the calculate tool.",
          "tools": [calculate], "model": child_model, "middleware": [ForceToolUse(answer_with_result=True)]},
     ]
-    agent = create_deep_agent(local_model.chat_model(max_tokens=32), subagents=specs, general_purpose=False,
+    agent = create_deep_agent(server.chat_model(max_tokens=32), subagents=specs, general_purpose=False,
                               force_delegation=ForceDelegation(description="verbatim"),
                               middleware=[ReturnChildAnswer()])
     out = agent.invoke(user("Compute 37 * 41."))
@@ -69,6 +76,34 @@ def test_the_root_picks_the_agent_and_its_child_the_arguments_from_the_users_wor
     assert record["agent_type"] == "calculator" and record["description"] == "Compute 37 * 41."
     assert len(seen) == 1 and seen[0].startswith("calculate:") and "37" in seen[0] and "41" in seen[0]
     assert out["messages"][-1].text == "1517"
+
+
+SKILL_CHECKS = [forced_child_takes_the_key_its_task_asks_for, root_and_child_take_their_choices_from_the_users_words]
+"""The checks that need the model to do its part: each passes on SmolLM2, each fails on a base model."""
+
+
+def test_a_forced_child_calls_its_tool_with_the_key_named_in_its_task(local_model):  # noqa: F811
+    forced_child_takes_the_key_its_task_asks_for(local_model)
+
+
+def test_the_root_picks_the_agent_and_its_child_the_arguments_from_the_users_words(local_model):  # noqa: F811
+    root_and_child_take_their_choices_from_the_users_words(local_model)
+
+
+def test_every_check_that_needs_the_model_fails_on_a_base_model_without_a_chat_template(tmp_path):
+    from helpers.local_model import BASE_MODEL_TEMPLATE, running_local_model
+
+    template = tmp_path / "base-model.jinja"
+    template.write_text(BASE_MODEL_TEMPLATE)
+    with running_local_model(tmp_path, parallel=1, chat_template=str(template)) as base_model:
+        passed = []
+        for check in SKILL_CHECKS:
+            try:
+                check(base_model)
+            except AssertionError:
+                continue
+            passed.append(check.__name__)
+    assert not passed, f"these pass without a model that follows a chat: {passed}"
 
 
 def test_the_shipped_chat_template_makes_the_server_render_and_parse_tools(local_model, tmp_path):  # noqa: F811

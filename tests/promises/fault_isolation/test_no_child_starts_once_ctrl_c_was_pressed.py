@@ -1,0 +1,59 @@
+"""Once Ctrl-C was pressed (the one handler's flag is set), no child starts, on either driver.
+
+Every delegation goes through the runner's start, which reads the flag after
+the delegation is in flight: a Ctrl-C pressed before that is seen there, one
+pressed after it stops the child's meter. Each case here is a driver the
+runner has (``invoke``, ``ainvoke``); the child's model is never called and
+its transcript ends with the ``cancelled`` mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+
+import pytest
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
+from helpers.graphs import user
+from subagents.runner import request_stop, stop_on_ctrl_c, stop_requested
+
+
+def agent_and_child(tmp_path):
+    child = ScriptedChatModel(responses=["the child's answer"])
+    root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="Work.", subagent_type="w")]},
+                                        "the root's answer"])
+    agent = create_deep_agent(root, [], sessions_dir=str(tmp_path), general_purpose=False,
+                              subagents=[{"name": "w", "description": "w", "model": child}])
+    return agent, child
+
+
+@pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
+def test_no_child_starts_once_ctrl_c_was_pressed(tmp_path, driver):
+    agent, child = agent_and_child(tmp_path)
+    config = {"configurable": {"thread_id": "t"}}
+    with stop_on_ctrl_c() as installed:
+        assert installed
+        request_stop()  # what the handler does first when Ctrl-C is pressed
+        with pytest.raises(BaseException) as stopped:  # noqa: PT011 - each driver's own way of stopping
+            if driver == "invoke":
+                agent.invoke(user("go"), config)
+            else:
+                asyncio.run(agent.ainvoke(user("go"), config))
+        assert stop_requested()
+    assert not isinstance(stopped.value, AssertionError)
+    assert child.calls == []  # the child never ran
+    (path,) = glob.glob(str(tmp_path / "**" / "*.jsonl"), recursive=True)
+    assert json.loads(open(path).read().splitlines()[-1]) == {"type": "cancelled"}
+    assert not stop_requested()  # the handler is gone: the flag binds the run it watched only
+
+
+def test_a_new_run_starts_with_the_flag_cleared(tmp_path):
+    with stop_on_ctrl_c():
+        request_stop()
+    agent, child = agent_and_child(tmp_path)
+    with stop_on_ctrl_c():
+        out = agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
+    assert out["messages"][-1].text == "the root's answer" and len(child.calls) == 1
