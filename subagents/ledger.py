@@ -110,6 +110,7 @@ Ledger = dict[str, dict[str, Any]]
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
 MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
+_WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkpoint
 
 
 def _replaces_all(write: Any) -> bool:
@@ -199,10 +200,11 @@ class LedgerChannel(DeltaChannel[Ledger]):
             raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
         else:
             reducer = LedgerMerge(operator)
-        self.deltas = snapshot_frequency is not None
+        # Whole in every checkpoint, the ledger never needs a snapshot: LangGraph's count never reaches _WHOLE
+        # (which LangGraph passes back when it re-creates the channel).
+        self.deltas = snapshot_frequency not in (None, _WHOLE)
         # The value type is always a plain dict, whatever the annotation spells (Mapping, dict[str, dict]...).
-        # Whole in every checkpoint, the ledger never needs a snapshot: LangGraph's count never reaches this.
-        super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency or sys.maxsize)
+        super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency or _WHOLE)
 
     @property
     def operator(self) -> Callable[[Ledger, Ledger], Ledger]:
@@ -219,8 +221,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
     def _fresh(self) -> LedgerChannel:
-        fresh = LedgerChannel(self.reducer, self.typ,
-                              snapshot_frequency=self.snapshot_frequency if self.deltas else None)
+        fresh = LedgerChannel(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
         fresh.key = self.key
         return fresh
 
@@ -256,26 +257,23 @@ class LedgerChannel(DeltaChannel[Ledger]):
 
 
 # ----------------------------------------------------------------------------
-# A ledger a thread stopped writing is touched once a run, so a load never walks far back for it.
+# A delta ledger a thread stopped writing is touched once a run, so a load never walks far back for it.
 #
-# A ledger lives in a :class:`LedgerChannel` (LangGraph's
-# ``DeltaChannel``): a checkpoint stores only the step's writes, and the whole
-# ledger every 50 *updates*. A thread that stops delegating writes its ledger
-# no more, so every load of it walked back over all the checkpoints since the
-# ledger's last snapshot, until LangGraph's bound of 5,000 steps forced one
-# (about 1,000 runs of a ``create_deep_agent`` root); the walk decodes each
-# checkpoint it passes, each whole-conversation snapshot included. Measured
-# after one delegation and 900 runs without one: ``get_state`` took 129 ms on
-# ``SqliteSaver`` against 44 ms on a thread that never delegated, 34 against
-# 15 ms on ``InMemorySaver``; with the touch below, 14 ms on either.
+# A ledger stored as deltas (``snapshot_frequency`` given, as
+# :class:`deep_agent.DeepAgentState` does) is in a checkpoint only at a
+# snapshot, every 50 *updates*. A thread that stops delegating writes its
+# ledger no more, so every load of it walked back over all the checkpoints
+# since the ledger's last snapshot, until LangGraph's bound of 5,000 steps
+# forced one; the walk decodes each checkpoint it passes. Measured after one
+# delegation and 900 runs without one: ``get_state`` took 129 ms on
+# ``SqliteSaver`` against 44 ms on a thread that never delegated; with the
+# touch below, 14 ms.
 #
 # So a run that follows a run without a call to the ledger's tools writes an
 # empty update to its ledger (``{}``: the reducer keeps the ledger as it is)
 # in a hook node the middleware runs anyway: no new step, no new checkpoint,
-# one small write. Fifty such runs bring the next snapshot, so a load walks
-# back at most about fifty runs. A thread that delegates in every run is left
-# alone (its own writes bring the snapshots), and so is a thread with no
-# ledger (nothing to walk back for).
+# one small write. Fifty such runs bring the next snapshot. A ledger whole in
+# every checkpoint ignores the empty write (no new version, nothing stored).
 #
 # Example::
 #

@@ -27,7 +27,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
-import subagents.ledger as lc
 from helpers.graphs import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call

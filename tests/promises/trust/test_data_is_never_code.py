@@ -91,20 +91,3 @@ def test_no_command_of_the_cli_runs_code_from_a_cloned_folders_state(tmp_path, c
     assert not marker.exists(), f"{command}: the crafted state ran its command"
     assert result.returncode != 0
     assert "state.sqlite: holds an object of type os.system" in result.stderr and "Traceback" not in result.stderr
-
-
-def test_a_crafted_sealed_ledger_chunk_of_an_earlier_version_runs_nothing(tmp_path):
-    """Packed ledgers of earlier versions hold chunks decoded later: they are data too."""
-    import zlib
-
-    from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, LedgerChannel
-    from subagents.outcome import merge_records
-
-    marker = tmp_path / "ran"
-    kind, data = JsonPlusSerializer().dumps_typed({"t": {"id": "t", "x": hostile(f"touch {marker}")}})
-    packed = {PACKED_MARK: 1, "sealed": [[kind, zlib.compress(data)]], "tail": {}}
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "subagent_tasks"
-    with pytest.raises(ValueError, match="subagent_tasks"):
-        spec.from_checkpoint(packed)
-    assert not marker.exists() and CHUNK_RECORDS
