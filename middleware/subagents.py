@@ -53,8 +53,10 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelCallResult, ModelRequest, ModelResponse
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
+from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
@@ -79,6 +81,7 @@ from middleware.task_tool import (
     STRUCTURED_TASK_TOOL_DESCRIPTION,
     TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
+    USAGE_KEY,
     SiblingWrites,
     SubagentLedgerState,
     answered_response,
@@ -104,7 +107,7 @@ from subagents.builder import UnknownToolPolicy
 from subagents.errors import safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget, PriceTable
-from subagents.outcome import task_id_for
+from subagents.outcome import add_usage, task_id_for
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 
@@ -390,7 +393,7 @@ class SubAgentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         # A synchronous run on the main thread: a Ctrl-C stops its children first (see the runner).
         watch_interrupts()
-        return self._at_start(state)
+        return self._at_start(state, _saved_checkpoints(state))
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         unwatch_interrupts()
@@ -400,26 +403,33 @@ class SubAgentMiddleware(AgentMiddleware):
         return None
 
     async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._at_start(state)
+        return self._at_start(state, await _asaved_checkpoints(state))
 
-    def _at_start(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _at_start(self, state: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any] | None:
         """Open calls answered; else a ledger the thread stopped writing touched (see ``touch_if_quiet``)."""
-        return self._answer_open_calls(state) or touch_if_quiet(
+        return self._answer_open_calls(state, saved) or touch_if_quiet(
             state, LEDGER_KEY, self._tool_names, is_turn=lambda message: not is_notice(message))
 
-    def _answer_open_calls(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """``task`` calls (and any other tool's, but the background tools') a stopped run left open."""
+    def _answer_open_calls(self, state: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any] | None:
+        """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
+
+        ``saved``: the thread's latest checkpoint tuples (:func:`_saved_checkpoints`), whose pending writes
+        hold what finished before the stop.
+        """
         messages = state.get("messages") or ()
         calls = open_calls(messages)
         if not calls:
             return None
         ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
+        answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
+                                                            or c.get("name") not in DELEGATION_TOOL_NAMES})
         # An id of its own, stable for the call: the runner's depended on the tool step that was stopped.
         thread_id = (get_config().get("configurable") or {}).get("thread_id")
-        answers: dict[str, Any] = {}
-        ledger: dict[str, Any] = {}
+        ledger: dict[str, Any] = dict(update.get(LEDGER_KEY) or {})
         for call in calls:
             name = call.get("name")
+            if call["id"] in answers:
+                continue
             if name in ours:
                 given_args = call.get("args")
                 args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
@@ -433,7 +443,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 answers[call["id"]] = lost_answer(call)
         if not answers:
             return None
-        update: dict[str, Any] = {"messages": with_answers(messages, answers)}
+        update["messages"] = with_answers(messages, answers)
         if ledger:
             update[LEDGER_KEY] = ledger
         return update
@@ -484,6 +494,72 @@ class SubAgentMiddleware(AgentMiddleware):
         request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return answered_response(self._charged(response), self._tool_names, LEDGER_KEY, as_record=ledger_entry)
+
+
+# ----------------------------------------------------------------------------
+# What finished before a stop is kept, as a resume keeps it.
+#
+# A run stopped mid-step (Ctrl-C, a killed process) leaves the answers of the
+# tool calls that finished as pending writes of the step's checkpoint; a
+# resume (``invoke(None)``) applies them, but a new user message starts after
+# that checkpoint and LangGraph drops them. So when a run starts with open
+# calls, the thread's latest checkpoints are read through the checkpointer's
+# public ``list``, and each open call a finished task answered keeps that
+# answer, its ledger record and its usage. Only a thread with open calls pays
+# for the read.
+# ----------------------------------------------------------------------------
+
+_RECENT = 3  # the checkpoint of the stopped step is the newest, or the one before this run's input
+
+
+def _where_saved(state: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+    """The checkpointer and this graph's thread config, when a run starts with open calls."""
+    if not open_calls(state.get("messages") or ()):
+        return None
+    conf = get_config().get(CONF) or {}
+    saver, thread_id = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
+    if saver is None or thread_id is None:
+        return None
+    # A node's namespace is its graph's plus "|node:task": the graph's checkpoints are under the graph's.
+    namespace = str(conf.get("checkpoint_ns") or "").rpartition("|")[0]
+    return saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+
+
+def _saved_checkpoints(state: Mapping[str, Any]) -> list[Any]:
+    where = _where_saved(state)
+    return [] if where is None else list(where[0].list(where[1], limit=_RECENT))
+
+
+async def _asaved_checkpoints(state: Mapping[str, Any]) -> list[Any]:
+    where = _where_saved(state)
+    return [] if where is None else [saved async for saved in where[0].alist(where[1], limit=_RECENT)]
+
+
+def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(call id -> answer, ledger and usage update) of the open calls a finished task answered."""
+    answers: dict[str, Any] = {}
+    ledger: dict[str, Any] = {}
+    usage: dict[str, Any] | None = None
+    for checkpoint in saved:
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in checkpoint.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        for writes in by_task.values():
+            found = [m for channel, value in writes if channel == "messages"
+                     for m in (value if isinstance(value, list) else [value])
+                     if isinstance(m, ToolMessage) and m.tool_call_id in call_ids and m.tool_call_id not in answers]
+            if not found:
+                continue
+            answers.update((m.tool_call_id, m) for m in found)
+            for channel, value in writes:
+                if channel == LEDGER_KEY and isinstance(value, Mapping):
+                    ledger.update(value)
+                elif channel == USAGE_KEY and isinstance(value, Mapping):
+                    usage = add_usage(usage, dict(value))
+    update: dict[str, Any] = {LEDGER_KEY: ledger} if ledger else {}
+    if usage is not None:
+        update[USAGE_KEY] = usage
+    return answers, update
 
 
 def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
