@@ -50,16 +50,22 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelCallResult, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
-from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 
 from middleware.limits import (
     DelegationLimit,
@@ -389,34 +395,35 @@ class SubAgentMiddleware(AgentMiddleware):
         return None if reason is None else refused_outcome(call, reason)
 
     # -- a turn after a stopped run: its open calls answered -----------------
+    #
+    # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
+    # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        # A synchronous run on the main thread: a Ctrl-C stops its children first (see the runner).
-        watch_interrupts()
-        return self._at_start(state, _saved_checkpoints(state))
+    def _at_start(self, request: ModelRequest[Any], saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
+        """The request with the calls a stopped run left open answered, and the state update that keeps them.
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        unwatch_interrupts()
-        return None
+        Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
+        is a run's first model call.
+        """
+        state = request.state
+        messages = state.get("messages") or ()
+        if not messages or not isinstance(messages[-1], HumanMessage):
+            return request, {}
+        found = self._answer_open_calls(messages, saved)
+        if found is None:
+            return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
+                                           is_turn=lambda message: not is_notice(message)) or {}
+        answers, update = found
+        update["messages"] = with_answers(messages, answers)
+        return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return None
-
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._at_start(state, await _asaved_checkpoints(state))
-
-    def _at_start(self, state: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any] | None:
-        """Open calls answered; else a ledger the thread stopped writing touched (see ``touch_if_quiet``)."""
-        return self._answer_open_calls(state, saved) or touch_if_quiet(
-            state, LEDGER_KEY, self._tool_names, is_turn=lambda message: not is_notice(message))
-
-    def _answer_open_calls(self, state: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any] | None:
+    def _answer_open_calls(self, messages: Sequence[Any],
+                           saved: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
         ``saved``: the thread's latest checkpoint tuples (:func:`_saved_checkpoints`), whose pending writes
-        hold what finished before the stop.
+        hold what finished before the stop. Returns (call id -> answer, ledger and usage update).
         """
-        messages = state.get("messages") or ()
         calls = open_calls(messages)
         if not calls:
             return None
@@ -443,10 +450,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 answers[call["id"]] = lost_answer(call)
         if not answers:
             return None
-        update["messages"] = with_answers(messages, answers)
         if ledger:
             update[LEDGER_KEY] = ledger
-        return update
+        return answers, update
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
@@ -473,6 +479,7 @@ class SubAgentMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
+        request, update = self._at_start(request, _saved_checkpoints(request.state))
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
@@ -481,11 +488,16 @@ class SubAgentMiddleware(AgentMiddleware):
         def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
             return self._charged(forced.call(request, handler) if forced else handler(request))
 
-        return cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        response = cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
+        # runner); Python's own handler is back once a model call starts none.
+        watch_interrupts() if _calls(response, self._tool_names) else unwatch_interrupts()
+        return _with_update(response, update)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
+        request, update = self._at_start(request, await _asaved_checkpoints(request.state))
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
@@ -493,7 +505,38 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
-        return answered_response(self._charged(response), self._tool_names, LEDGER_KEY, as_record=ledger_entry)
+        return _with_update(answered_response(self._charged(response), self._tool_names, LEDGER_KEY,
+                                              as_record=ledger_entry), update)
+
+
+def _calls(response: ModelCallResult[Any], tool_names: Sequence[str]) -> bool:
+    """Whether the model's answer calls one of ``tool_names``."""
+    model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
+    messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
+    return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
+
+
+def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> ModelCallResult[Any]:
+    """``response`` with ``update`` written in the model's step too.
+
+    Answers put in place rewrite ``messages`` whole (LangChain's own repair of invalid calls does the same):
+    the rewrite ends with the model's answer, which the step writes before it.
+    """
+    if not update:
+        return response
+    if isinstance(response, ExtendedModelResponse):
+        command = response.command
+        model_response, written = response.model_response, dict((command.update if command else None) or {})
+    elif isinstance(response, ModelResponse):
+        model_response, written = response, {}
+    else:
+        model_response, written = ModelResponse(result=[response]), {}
+    if "messages" in update:
+        update = {**update, "messages": [*update["messages"], *model_response.result]}
+    merged = {**written, **update}
+    if LEDGER_KEY in written and LEDGER_KEY in update:
+        merged[LEDGER_KEY] = {**update[LEDGER_KEY], **written[LEDGER_KEY]}
+    return ExtendedModelResponse(model_response=model_response, command=Command(update=merged))
 
 
 # ----------------------------------------------------------------------------
@@ -514,7 +557,8 @@ _RECENT = 3  # the checkpoint of the stopped step is the newest, or the one befo
 
 def _where_saved(state: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
     """The checkpointer and this graph's thread config, when a run starts with open calls."""
-    if not open_calls(state.get("messages") or ()):
+    messages = state.get("messages") or ()
+    if not messages or not isinstance(messages[-1], HumanMessage) or not open_calls(messages):
         return None
     conf = get_config().get(CONF) or {}
     saver, thread_id = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
