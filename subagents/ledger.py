@@ -220,21 +220,11 @@ class LedgerChannel(DeltaChannel[Ledger]):
     def __hash__(self) -> int:
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
-    def _fresh(self) -> LedgerChannel:
-        fresh = LedgerChannel(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
-        fresh.key = self.key
-        return fresh
-
     def copy(self) -> Self:
         # Copies serve fresh reads; they share the value, which the reducer never changes in place.
-        new = self._fresh()
+        new = super().copy()
         new.value = self.value
-        return new  # type: ignore[return-value]
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        loaded = self._fresh()
-        loaded.value = DeltaChannel(self.reducer, dict).from_checkpoint(checkpoint).value
-        return loaded  # type: ignore[return-value]
+        return new
 
     def checkpoint(self) -> Any:
         # Whole: the value itself, so a load finds it here and walks no history for it.
