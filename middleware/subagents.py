@@ -491,7 +491,10 @@ class SubAgentMiddleware(AgentMiddleware):
         response = cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
         # runner); Python's own handler is back once a model call starts none.
-        watch_interrupts() if _calls(response, self._tool_names) else unwatch_interrupts()
+        if _calls(response, self._tool_names):
+            watch_interrupts()
+        else:
+            unwatch_interrupts()
         return _with_update(response, update)
 
     async def awrap_model_call(
