@@ -12,6 +12,7 @@ between snapshots holds no ledger at all, a whole ledger's holds all of it.
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -77,14 +78,25 @@ def test_a_checkpoint_between_snapshots_holds_no_ledger() -> None:
     assert again.get() == _ledger(5 * CHUNK_RECORDS + 7) and list(again.get()) == list(_ledger(5 * CHUNK_RECORDS + 7))
 
 
-def test_a_whole_ledger_s_checkpoint_holds_all_of_it_and_an_empty_write_changes_nothing() -> None:
+def test_a_whole_ledger_s_checkpoint_holds_all_of_it_compressed_and_an_empty_write_changes_nothing() -> None:
     channel = LedgerChannel(dict, merge_records)
     assert channel.checkpoint() is MISSING and not channel.update([{}])
-    channel.update([_ledger(3)])
-    assert channel.checkpoint() == _ledger(3)
+    channel.update([_ledger(300)])
+    stored = channel.checkpoint()
+    assert channel.checkpoint() is stored, "compressed once per change, not once per checkpoint"
+    assert len(SERDE.dumps_typed(stored)[1]) * 4 < len(SERDE.dumps_typed(_ledger(300))[1])
     assert not channel.update([{}]), "no new version: a saver that stores a channel per version stores nothing"
-    again = LedgerChannel(dict, merge_records).from_checkpoint(SERDE.loads_typed(SERDE.dumps_typed(_ledger(3))))
-    assert again.get() == _ledger(3) and list(again.get()) == list(_ledger(3))
+    again = LedgerChannel(dict, merge_records).from_checkpoint(SERDE.loads_typed(SERDE.dumps_typed(stored)))
+    assert again.get() == _ledger(300) and list(again.get()) == list(_ledger(300))
+    assert again.checkpoint() is not None and again.copy().checkpoint() == stored
+
+
+def test_a_damaged_whole_ledger_is_an_error_naming_the_channel() -> None:
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "subagent_tasks"
+    for damaged in (b"not zlib", zlib.compress(b"\xc1"), zlib.compress(SERDE.dumps_typed([1, 2])[1])):
+        with pytest.raises(ValueError, match="ledger 'subagent_tasks' in the checkpoint does not decode"):
+            spec.from_checkpoint(damaged)
 
 
 def test_a_changed_record_shows_changed_after_a_reload() -> None:
