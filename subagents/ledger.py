@@ -8,8 +8,8 @@ the graph would (:func:`saved_value`).
 
 A ledger (task id -> compact record) is stored where the graph stores its
 conversation: whole in every checkpoint beside ``create_agent``'s whole
-``messages`` (a load reads one checkpoint; a walk back through history for
-it would decode every whole conversation on the way), and as deltas with a
+``messages``, compressed (a load reads one checkpoint; a walk back through
+history for it would decode every whole conversation on the way), and as deltas with a
 snapshot every so many updates beside :class:`deep_agent.DeepAgentState`'s
 delta ``messages`` (whole, it would be most of a long thread's bytes).
 
