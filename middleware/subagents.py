@@ -399,8 +399,9 @@ class SubAgentMiddleware(AgentMiddleware):
     # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
     # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def _at_start(self, request: ModelRequest[Any], saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
-        """The request with the calls a stopped run left open answered, and the state update that keeps them.
+    def _at_start(self, request: ModelRequest[Any], calls: Sequence[Any],
+                  saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
+        """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
 
         Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
         is a run's first model call.
@@ -409,7 +410,7 @@ class SubAgentMiddleware(AgentMiddleware):
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        found = self._answer_open_calls(messages, saved)
+        found = self._answer_open_calls(messages, calls, saved)
         if found is None:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
@@ -417,14 +418,13 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any],
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any],
                            saved: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
         ``saved``: the thread's latest checkpoint tuples (:func:`_saved_checkpoints`), whose pending writes
         hold what finished before the stop. Returns (call id -> answer, ledger and usage update).
         """
-        calls = open_calls(messages)
         if not calls:
             return None
         ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
@@ -479,7 +479,8 @@ class SubAgentMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
-        request, update = self._at_start(request, _saved_checkpoints(request.state))
+        calls = _open_at_start(request.state)
+        request, update = self._at_start(request, calls, _saved_checkpoints() if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
@@ -500,7 +501,8 @@ class SubAgentMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
-        request, update = self._at_start(request, await _asaved_checkpoints(request.state))
+        calls = _open_at_start(request.state)
+        request, update = self._at_start(request, calls, await _asaved_checkpoints() if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
@@ -558,11 +560,14 @@ def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> Mode
 _RECENT = 3  # the checkpoint of the stopped step is the newest, or the one before this run's input
 
 
-def _where_saved(state: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-    """The checkpointer and this graph's thread config, when a run starts with open calls."""
+def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls a stopped run left open, at a run's first model call (the state ends with the user's message)."""
     messages = state.get("messages") or ()
-    if not messages or not isinstance(messages[-1], HumanMessage) or not open_calls(messages):
-        return None
+    return open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
+
+
+def _where_saved() -> tuple[Any, dict[str, Any]] | None:
+    """The checkpointer and this graph's thread config, if the run has them."""
     conf = get_config().get(CONF) or {}
     saver, thread_id = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
     if saver is None or thread_id is None:
@@ -572,13 +577,13 @@ def _where_saved(state: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
     return saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
 
 
-def _saved_checkpoints(state: Mapping[str, Any]) -> list[Any]:
-    where = _where_saved(state)
+def _saved_checkpoints() -> list[Any]:
+    where = _where_saved()
     return [] if where is None else list(where[0].list(where[1], limit=_RECENT))
 
 
-async def _asaved_checkpoints(state: Mapping[str, Any]) -> list[Any]:
-    where = _where_saved(state)
+async def _asaved_checkpoints() -> list[Any]:
+    where = _where_saved()
     return [] if where is None else [saved async for saved in where[0].alist(where[1], limit=_RECENT)]
 
 

@@ -49,7 +49,7 @@ def test_task_middleware_does_not_touch_after_a_delegating_run_with_a_notice() -
     state = _state("task", "subagent_tasks")
     state["messages"][2] = ToolMessage("answer", tool_call_id="call-1", name="task")
     request = ModelRequest(model=None, messages=state["messages"], state=state, runtime=None)  # type: ignore[arg-type]
-    assert SubAgentMiddleware(subagents=[SPEC])._at_start(request, ()) == (request, {})
+    assert SubAgentMiddleware(subagents=[SPEC])._at_start(request, [], ()) == (request, {})
 
 
 def test_a_thread_that_stopped_delegating_is_still_touched() -> None:
