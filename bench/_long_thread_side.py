@@ -26,6 +26,7 @@ SAMPLES = 20
 """Points at which the SQLite side's stored bytes are read, for the per-run slope."""
 
 DELEGATE = "please delegate"
+LEVELS = ("factory", "middleware")
 _THEIR_SPEC_KEYS = ("name", "description", "system_prompt", "tools", "model")
 
 
@@ -43,14 +44,25 @@ class _Forgetful(ScriptedChatModel):
             self.calls.clear()
 
 
-def _agent(side: str, checkpointer: Any) -> Any:
-    """The side's ``create_deep_agent`` with one worker, on a model that delegates once per run."""
+def _agent(side: str, checkpointer: Any, level: str = "factory") -> Any:
+    """The side's agent with one worker, on a model that delegates once per run.
+
+    ``level`` ``factory``: the side's own ``create_deep_agent``; ``middleware``:
+    one ``create_agent`` graph holding the side's delegation middleware and nothing else.
+    """
     model = _Forgetful(rules=[
         ("child job", [answer("done")]),
         (DELEGATE, [{"tool_calls": [tool_call("task", description="child job: answer at once",
                                              subagent_type="worker")]}, "finished"]),
     ])
     worker = spec("worker", model=model)
+    if level == "middleware":
+        from langchain.agents import create_agent
+
+        from bench.common import delegation_middleware
+
+        return create_agent(model, [], system_prompt="You plan and delegate.",
+                            middleware=[delegation_middleware(side, [worker])], checkpointer=checkpointer)
     if side == OURS:
         from deep_agent import create_deep_agent
 
@@ -92,7 +104,7 @@ def _slope(points: list[tuple[int, float]]) -> float:
     return statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
 
 
-def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
+def _sqlite_side(side: str, runs: int, level: str) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     config = {"configurable": {"thread_id": "long"}}
@@ -105,7 +117,7 @@ def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
         path = Path(folder) / "thread.sqlite"
         conn = sqlite3.connect(str(path), check_same_thread=False)
         try:
-            agent = _agent(side, SqliteSaver(conn))
+            agent = _agent(side, SqliteSaver(conn), level)
             gc.collect()
             wall = time.perf_counter()
             for i in range(1, runs + 1):
@@ -129,7 +141,7 @@ def _sqlite_side(side: str, runs: int) -> dict[str, Any]:
         reload_cpu, reload_wall = [], []
         fresh = sqlite3.connect(str(path), check_same_thread=False)
         try:
-            reader = _agent(side, SqliteSaver(fresh))
+            reader = _agent(side, SqliteSaver(fresh), level)
             reader.get_state(config)  # the graph's own first-use work is not the reload's
             for _ in range(5):  # the saver keeps no cache: each read goes to the database
                 start, start_wall = time.process_time(), time.perf_counter()
@@ -155,11 +167,11 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _memory_side(side: str, runs: int) -> dict[str, Any]:
+def _memory_side(side: str, runs: int, level: str) -> dict[str, Any]:
     from langgraph.checkpoint.memory import InMemorySaver
 
     config = {"configurable": {"thread_id": "long"}}
-    agent = _agent(side, InMemorySaver())
+    agent = _agent(side, InMemorySaver(), level)
     agent.invoke(user(DELEGATE), config)  # warm-up: imports, compiled child graphs, caches
     gc.collect()
     before = _rss_bytes()
@@ -174,11 +186,13 @@ def _memory_side(side: str, runs: int) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m bench._long_thread_side SIDE sqlite|memory RUNS``: one side's figures as one JSON line."""
+    """``python -m bench._long_thread_side SIDE sqlite|memory RUNS [factory|middleware]``: one JSON line."""
     side, saver, runs = argv[0], argv[1], int(argv[2])
-    if side not in (OURS, THEIRS) or saver not in ("sqlite", "memory") or runs < 2:
-        raise SystemExit("usage: python -m bench._long_thread_side ours|theirs sqlite|memory RUNS (RUNS >= 2)")
-    found = _sqlite_side(side, runs) if saver == "sqlite" else _memory_side(side, runs)
+    level = argv[3] if len(argv) > 3 else "factory"
+    if side not in (OURS, THEIRS) or saver not in ("sqlite", "memory") or runs < 2 or level not in LEVELS:
+        raise SystemExit("usage: python -m bench._long_thread_side ours|theirs sqlite|memory RUNS "
+                         "[factory|middleware] (RUNS >= 2)")
+    found = _sqlite_side(side, runs, level) if saver == "sqlite" else _memory_side(side, runs, level)
     print(json.dumps(found), flush=True)
 
 

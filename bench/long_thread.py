@@ -1,10 +1,14 @@
-"""One long thread at the factory level (``--scale``, or ``--only long_thread``): does it stay small?
+"""One long thread (``--scale``, or ``--only long_thread [--runs N]``): does it stay small and cheap?
 
-Each side's own ``create_deep_agent`` (ours: :func:`deep_agent.create_deep_agent`;
-theirs: deepagents'), on the same scripted model, makes ``runs`` sequential
-delegations on one thread, one parent run (one ``task`` call) each, in a
-process of its own per side and checkpointer, so neither side's imports,
-caches or heap weigh on the other:
+At two levels, each against deepagents in the same run: the factory level,
+each side's own ``create_deep_agent`` (ours: :func:`deep_agent.create_deep_agent`;
+theirs: deepagents'), and the middleware level, one plain ``create_agent``
+graph holding the side's ``SubAgentMiddleware`` and nothing else
+(``long_thread.middleware.sqlite.*``: per-run CPU at the end, ``get_state``
+and the database's bytes). On the same scripted model, each makes ``runs``
+sequential delegations on one thread, one parent run (one ``task`` call)
+each, in a process of its own per side, level and checkpointer, so neither
+side's imports, caches or heap weigh on the other:
 
 * ``long_thread.sqlite.*`` -- on ``SqliteSaver``: the database's bytes at
   the end (connection closed, so the WAL is folded in); the stored bytes
@@ -40,52 +44,79 @@ NAME = "long_thread"
 GOAL = 1.1
 
 
-def _side(side: str, saver: str, runs: int) -> dict[str, Any]:
+RUNS = 1000
+"""Runs on the thread by default (``--quick``: 12)."""
+
+_chosen: list[int] = []  # the run count ``--runs`` gave, if it did
+
+
+def set_runs(runs: int | None) -> None:
+    """The run count of the measure, whether quick or not (``python -m bench --only long_thread --runs N``)."""
+    if runs is not None and runs < 2:
+        raise ValueError(f"--runs: at least 2 runs on the thread, not {runs}")
+    _chosen[:] = [] if runs is None else [runs]
+
+
+def _side(side: str, saver: str, runs: int, level: str = "factory") -> dict[str, Any]:
     """One side's figures, measured in a process of its own (:mod:`bench._long_thread_side`)."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "bench._long_thread_side", side, saver, str(runs)],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run([sys.executable, "-m", "bench._long_thread_side", side, saver, str(runs), level],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=4 * 3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"long_thread: the {side} {saver} process failed (exit {done.returncode}):\n"
+        raise RuntimeError(f"long_thread: the {side} {saver} {level} process failed (exit {done.returncode}):\n"
                            f"{done.stderr[-2000:]}")
     found: dict[str, Any] = json.loads(lines[-1])
     return found
 
 
-def _rows(found: dict[str, dict[str, Any]], runs: int, saver: str,
-          rows: tuple[tuple[str, str, str, bool], ...]) -> Iterator[dict[str, Any]]:
+Row = tuple[str, str, str, float | None]
+"""(figure, unit, what it is, goal as a ratio to theirs or ``None`` to report)."""
+
+
+def _rows(found: dict[str, dict[str, Any]], runs: int, prefix: str, saver: str, agents: str,
+          rows: tuple[Row, ...]) -> Iterator[dict[str, Any]]:
     theirs = found.get(THEIRS)
     detail = {f"{side}_{k}": v for side, f in found.items() for k, v in f.items()}
     for key, unit, what, goal in rows:
         ours_v, theirs_v = found[OURS][key], None if theirs is None else theirs[key]
         yield record(
-            f"{NAME}.{saver}.{key}", unit=unit, ours=ours_v, theirs=theirs_v,
-            goal=f"ours <= {GOAL} x theirs" if goal else "report",
-            met=None if theirs_v is None or not goal else ours_v <= GOAL * theirs_v,
+            f"{prefix}.{saver}.{key}", unit=unit, ours=ours_v, theirs=theirs_v,
+            goal=f"ours <= {goal} x theirs" if goal else "report",
+            met=None if theirs_v is None or not goal else ours_v <= goal * theirs_v,
             sizes={"sequential_delegations": runs,
-                   "checkpointer": "SqliteSaver" if saver == "sqlite" else "InMemorySaver",
-                   "agents": "create_deep_agent on both sides, one process a side"},
+                   "checkpointer": "SqliteSaver" if saver == "sqlite" else "InMemorySaver", "agents": agents},
             notes=theirs_note(f"{what}; one parent run with one `task` call each, all on one thread."),
             detail=detail,
         )
 
 
 def run(quick: bool = False) -> Iterator[dict[str, Any]]:
-    """The long-thread records: SQLite first, then memory."""
-    runs = 12 if quick else 1000
-    yield from _rows({side: _side(side, "sqlite", runs) for side in sides()}, runs, "sqlite", (
-        ("db_bytes", "bytes", "Size of the SQLite database after all runs", True),
-        ("bytes_per_run", "bytes per run (least-squares slope)", "Stored bytes each run adds", True),
+    """The long-thread records: the factory level on SQLite, then on memory, then the middleware level."""
+    runs = _chosen[0] if _chosen else 12 if quick else RUNS
+    factory = "create_deep_agent on both sides, one process a side"
+    yield from _rows({side: _side(side, "sqlite", runs) for side in sides()}, runs, NAME, "sqlite", factory, (
+        ("db_bytes", "bytes", "Size of the SQLite database after all runs", GOAL),
+        ("bytes_per_run", "bytes per run (least-squares slope)", "Stored bytes each run adds", GOAL),
         ("growth_cpu", "x (last 10% / first 10%, CPU)",
-         "Per-run CPU median of the last 10% of runs over the first 10%", True),
+         "Per-run CPU median of the last 10% of runs over the first 10%", GOAL),
         ("cpu_slope_us", "us more CPU each run than the run before (least-squares slope)",
-         "How much dearer each run gets as the thread grows, in absolute terms", True),
+         "How much dearer each run gets as the thread grows, in absolute terms", GOAL),
         ("reload_ms", "ms (CPU, median over the last 10% of runs)",
-         "Reading the latest checkpoint back (get_state) after each of the last 10% of runs", False),
+         "Reading the latest checkpoint back (get_state) after each of the last 10% of runs", None),
     ))
-    yield from _rows({side: _side(side, "memory", runs) for side in sides()}, runs, "memory", (
-        ("rss_growth_bytes", "bytes", "Resident memory the process gains over the runs on InMemorySaver", True),
+    yield from _rows({side: _side(side, "memory", runs) for side in sides()}, runs, NAME, "memory", factory, (
+        ("rss_growth_bytes", "bytes", "Resident memory the process gains over the runs on InMemorySaver", GOAL),
+    ))
+    middleware = "create_agent with the side's SubAgentMiddleware and nothing else, one process a side"
+    found = {side: _side(side, "sqlite", runs, "middleware") for side in sides()}
+    yield from _rows(found, runs, f"{NAME}.middleware", "sqlite", middleware, (
+        ("last_cpu_ms", "ms (CPU, median of the last 10% of runs)", "Per-run CPU at the thread's end", 1.1),
+        ("reload_ms", "ms (CPU, median over the last 10% of runs)",
+         "Reading the latest checkpoint back (get_state) after each of the last 10% of runs", 1.5),
+        ("db_bytes", "bytes", "Size of the SQLite database after all runs", 1.1),
+        ("growth_cpu", "x (last 10% / first 10%, CPU)",
+         "Per-run CPU median of the last 10% of runs over the first 10%", None),
     ))

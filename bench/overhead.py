@@ -1,5 +1,8 @@
 """Measure 1, delegation overhead: what one ``task`` call costs beyond a no-op tool call.
 
+``overhead.noop.*`` sets the no-op run itself beside deepagents': what the
+middleware costs a parent that does not delegate.
+
 The parent makes one tool call and then answers. In the delegating run the
 call is ``task`` to a child whose model answers at once; in the baseline run
 it is a no-op tool. Both runs use the same agent and a zero-latency scripted
@@ -53,6 +56,8 @@ from deep_agent.testing import tool_call
 
 NAME = "overhead"
 GOAL_RATIO = 1.0
+NOOP_GOAL_RATIO = 1.05
+"""A parent that does not delegate pays at most this much more than with deepagents' middleware."""
 
 DELEGATE = user("please delegate")
 BASELINE = user("please noop")
@@ -231,5 +236,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 detail=detail,
             )
         )
+        if THEIRS in sides():
+            noop_ours, noop_theirs = detail[f"{OURS}_noop_run_cpu_ms"], detail[f"{THEIRS}_noop_run_cpu_ms"]
+            records.append(record(
+                f"{NAME}.noop.{mode}", unit="ms CPU", ours=noop_ours, theirs=noop_theirs,
+                goal=f"ours <= {NOOP_GOAL_RATIO} x theirs", met=noop_ours <= NOOP_GOAL_RATIO * noop_theirs,
+                sizes={"runs": runs, "warmup": warmup, "model_latency_s": 0},
+                notes=theirs_note("CPU median of the whole run with one no-op tool call and no delegation: what "
+                                  "the middleware costs a parent that does not delegate. Wall figures in detail "
+                                  "of the record above."),
+            ))
         records.append(_gc_record(times, mode, runs, left))
     return records

@@ -175,7 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also count the delegation overhead in instructions and cache misses under cachegrind "
              "(needs valgrind; minutes)",
     )
+    parser.add_argument("--runs", type=int, default=None,
+                        help=f"long_thread: runs on the one thread (default {long_thread.RUNS:,}; --quick: 12)")
     args = parser.parse_args(argv)
+    long_thread.set_runs(args.runs)
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     if names and any(n not in _ALL for n in names):
         parser.error(f"--only: choose from {', '.join(_ALL)}")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Required, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, cast
 
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
@@ -62,13 +62,14 @@ from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
+from subagents.background.ledger import merge_async_records
 from subagents.boundary import is_forbidden_tool, parent_state_schemas, private_state_keys, tool_name
 from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SubagentsError
-from subagents.ledger import saved_value
+from subagents.ledger import LedgerChannel, merge_records, saved_value
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
 from subagents.spec import is_async_spec
@@ -392,6 +393,9 @@ def _root_approval(
 SNAPSHOT_EVERY = 150
 """Updates of ``messages`` between full snapshots: what one read replays at most."""
 
+LEDGER_SNAPSHOT_EVERY = 50
+"""Updates of a ledger between whole-ledger snapshots, in a :class:`DeepAgentState` thread."""
+
 
 def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
     """``state`` after ``writes``, in order, as LangGraph's ``add_messages`` would apply them one by one.
@@ -451,6 +455,13 @@ class DeepAgentState(AgentState[Any]):
 
     messages: Required[Annotated[
         list[AnyMessage], DeltaChannel(apply_message_writes, snapshot_frequency=SNAPSHOT_EVERY)
+    ]]
+    # Beside delta messages the ledgers are deltas too: whole in every checkpoint, they would be most of its bytes.
+    subagent_tasks: NotRequired[Annotated[
+        dict[str, dict[str, Any]], LedgerChannel(dict, merge_records, snapshot_frequency=LEDGER_SNAPSHOT_EVERY)
+    ]]
+    async_tasks: NotRequired[Annotated[
+        dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records, snapshot_frequency=LEDGER_SNAPSHOT_EVERY)
     ]]
 
 

@@ -55,14 +55,22 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelCallResult, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
+from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
-from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 
 from middleware.limits import (
     DelegationLimit,
@@ -85,6 +93,7 @@ from middleware.task_tool import (
     STRUCTURED_TASK_TOOL_DESCRIPTION,
     TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
+    USAGE_KEY,
     SiblingWrites,
     SubagentLedgerState,
     answered_response,
@@ -110,7 +119,7 @@ from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget, PriceTable
-from subagents.outcome import task_id_for
+from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
@@ -401,40 +410,48 @@ class SubAgentMiddleware(AgentMiddleware):
         return None if reason is None else refused_outcome(call, reason)
 
     # -- a turn after a stopped run: its open calls answered -----------------
+    #
+    # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
+    # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        # A synchronous run on the main thread: a Ctrl-C stops its children first (see the runner).
-        watch_interrupts()
-        return self._at_start(state)
+    def _at_start(self, request: ModelRequest[Any], calls: Sequence[Any],
+                  saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
+        """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        unwatch_interrupts()
-        return None
-
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return None
-
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._at_start(state)
-
-    def _at_start(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Open calls answered; else a ledger the thread stopped writing touched (see ``touch_if_quiet``)."""
-        return self._answer_open_calls(state) or touch_if_quiet(
-            state, LEDGER_KEY, self._tool_names, is_turn=lambda message: not is_notice(message))
-
-    def _answer_open_calls(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """``task`` calls (and any other tool's, but the background tools') a stopped run left open."""
+        Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
+        is a run's first model call.
+        """
+        state = request.state
         messages = state.get("messages") or ()
-        calls = open_calls(messages)
+        if not messages or not isinstance(messages[-1], HumanMessage):
+            return request, {}
+        found = self._answer_open_calls(messages, calls, saved)
+        if found is None:
+            return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
+                                           is_turn=lambda message: not is_notice(message)) or {}
+        answers, update = found
+        update["messages"] = with_answers(messages, answers)
+        return request.override(messages=with_answers(request.messages, answers)[1:]), update
+
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any],
+                           saved: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
+
+        ``saved``: the thread's latest checkpoint tuples (:func:`_saved_checkpoints`), whose pending writes
+        hold what finished before the stop. Returns (call id -> answer, ledger and usage update).
+        """
         if not calls:
             return None
         ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
+        answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
+                                                            or c.get("name") not in DELEGATION_TOOL_NAMES})
         # An id of its own, stable for the call: the runner's depended on the tool step that was stopped.
         thread_id = (get_config().get("configurable") or {}).get("thread_id")
-        answers: dict[str, Any] = {}
-        ledger: dict[str, Any] = {}
+        ledger: dict[str, Any] = dict(update.get(LEDGER_KEY) or {})
         for call in calls:
             name = call.get("name")
+            if call["id"] in answers:
+                continue
             if name in ours:
                 given_args = call.get("args")
                 args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
@@ -448,10 +465,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 answers[call["id"]] = lost_answer(call)
         if not answers:
             return None
-        update: dict[str, Any] = {"messages": with_answers(messages, answers)}
         if ledger:
             update[LEDGER_KEY] = ledger
-        return update
+        return answers, update
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
@@ -476,6 +492,8 @@ class SubAgentMiddleware(AgentMiddleware):
     def _model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
+        calls = _open_at_start(request.state)
+        request, update = self._at_start(request, calls, _saved_checkpoints() if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
@@ -484,7 +502,14 @@ class SubAgentMiddleware(AgentMiddleware):
         def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
             return forced.call(request, handler) if forced else handler(request)
 
-        return cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        response = cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
+        # runner); Python's own handler is back once a model call starts none.
+        if _calls(response, self._tool_names):
+            watch_interrupts()
+        else:
+            unwatch_interrupts()
+        return _with_update(response, update)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
@@ -497,6 +522,8 @@ class SubAgentMiddleware(AgentMiddleware):
     async def _amodel_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
+        calls = _open_at_start(request.state)
+        request, update = self._at_start(request, calls, await _asaved_checkpoints() if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
@@ -504,7 +531,108 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
-        return answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry)
+        return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
+                            update)
+
+
+def _calls(response: ModelCallResult[Any], tool_names: Sequence[str]) -> bool:
+    """Whether the model's answer calls one of ``tool_names``."""
+    model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
+    messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
+    return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
+
+
+def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> ModelCallResult[Any]:
+    """``response`` with ``update`` written in the model's step too.
+
+    Answers put in place rewrite ``messages`` whole (LangChain's own repair of invalid calls does the same):
+    the rewrite ends with the model's answer, which the step writes before it.
+    """
+    if not update:
+        return response
+    if isinstance(response, ExtendedModelResponse):
+        command = response.command
+        model_response, written = response.model_response, dict((command.update if command else None) or {})
+    elif isinstance(response, ModelResponse):
+        model_response, written = response, {}
+    else:
+        model_response, written = ModelResponse(result=[response]), {}
+    if "messages" in update:
+        update = {**update, "messages": [*update["messages"], *model_response.result]}
+    merged = {**written, **update}
+    if LEDGER_KEY in written and LEDGER_KEY in update:
+        merged[LEDGER_KEY] = {**update[LEDGER_KEY], **written[LEDGER_KEY]}
+    return ExtendedModelResponse(model_response=model_response, command=Command(update=merged))
+
+
+# ----------------------------------------------------------------------------
+# What finished before a stop is kept, as a resume keeps it.
+#
+# A run stopped mid-step (Ctrl-C, a killed process) leaves the answers of the
+# tool calls that finished as pending writes of the step's checkpoint; a
+# resume (``invoke(None)``) applies them, but a new user message starts after
+# that checkpoint and LangGraph drops them. So when a run starts with open
+# calls, the thread's latest checkpoints are read through the checkpointer's
+# public ``list``, and each open call a finished task answered keeps that
+# answer, its ledger record and its usage. Only a thread with open calls pays
+# for the read.
+# ----------------------------------------------------------------------------
+
+_RECENT = 3  # the checkpoint of the stopped step is the newest, or the one before this run's input
+
+
+def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls a stopped run left open, at a run's first model call (the state ends with the user's message)."""
+    messages = state.get("messages") or ()
+    return open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
+
+
+def _where_saved() -> tuple[Any, dict[str, Any]] | None:
+    """The checkpointer and this graph's thread config, if the run has them."""
+    conf = get_config().get(CONF) or {}
+    saver, thread_id = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
+    if saver is None or thread_id is None:
+        return None
+    # A node's namespace is its graph's plus "|node:task": the graph's checkpoints are under the graph's.
+    namespace = str(conf.get("checkpoint_ns") or "").rpartition("|")[0]
+    return saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+
+
+def _saved_checkpoints() -> list[Any]:
+    where = _where_saved()
+    return [] if where is None else list(where[0].list(where[1], limit=_RECENT))
+
+
+async def _asaved_checkpoints() -> list[Any]:
+    where = _where_saved()
+    return [] if where is None else [saved async for saved in where[0].alist(where[1], limit=_RECENT)]
+
+
+def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(call id -> answer, ledger and usage update) of the open calls a finished task answered."""
+    answers: dict[str, Any] = {}
+    ledger: dict[str, Any] = {}
+    usage: dict[str, Any] | None = None
+    for checkpoint in saved:
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in checkpoint.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        for writes in by_task.values():
+            found = [m for channel, value in writes if channel == "messages"
+                     for m in (value if isinstance(value, list) else [value])
+                     if isinstance(m, ToolMessage) and m.tool_call_id in call_ids and m.tool_call_id not in answers]
+            if not found:
+                continue
+            answers.update((m.tool_call_id, m) for m in found)
+            for channel, value in writes:
+                if channel == LEDGER_KEY and isinstance(value, Mapping):
+                    ledger.update(value)
+                elif channel == USAGE_KEY and isinstance(value, Mapping):
+                    usage = add_usage(usage, dict(value))
+    update: dict[str, Any] = {LEDGER_KEY: ledger} if ledger else {}
+    if usage is not None:
+        update[USAGE_KEY] = usage
+    return answers, update
 
 
 def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:

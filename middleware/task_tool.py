@@ -120,15 +120,12 @@ def ledger_entry(record: Mapping[str, Any]) -> dict[str, Any]:
 #
 # Cost as a run grows: each ledger record is compact and of fixed size (see
 # :mod:`middleware.task_tool`), and both ledgers live in a
-# :class:`subagents.ledger.LedgerChannel`, whose checkpoints reuse sealed, compressed
-# chunks of records instead of re-serialising every record. The reducer
-# still returns a new dict per update (one C-level copy: about 50 µs at 5,000
-# records) rather than extending the old one in place: LangGraph hands the
-# same object to channel copies and to ``stream_mode="values"`` consumers, so
-# a value must not change once published. LangGraph's beta ``DeltaChannel``
-# would store only deltas, but on ``SqliteSaver`` it rebuilds state by
-# deserialising every ancestor checkpoint since the last snapshot, so it is
-# not used.
+# :class:`subagents.ledger.LedgerChannel`: whole in every checkpoint beside
+# whole ``messages`` (a load reads no history), as deltas beside delta ones
+# (``create_deep_agent``). The reducer returns a new dict per update (one
+# C-level copy: about 50 µs at 5,000 records) rather than extending the old
+# one in place: LangGraph hands the same object to channel copies and to
+# ``stream_mode="values"`` consumers, so a value must not change once published.
 # ----------------------------------------------------------------------------
 
 
@@ -156,8 +153,8 @@ def check_ledger_fields(state_schema: Any, argument: str) -> None:
     """Refuse a user ``state_schema`` that declares a ledger key with another channel.
 
     A schema's own annotation wins over the middleware's, so a ledger declared
-    with a plain reducer would show a long ledger's packed checkpoint as the
-    ledger. Leave the key out (the middleware declares it) or annotate it with
+    with a plain reducer would read a ledger stored as deltas wrong. Leave
+    the key out (the middleware declares it) or annotate it with
     :class:`subagents.ledger.LedgerChannel`.
     """
     try:

@@ -272,7 +272,8 @@ class ToolExit(SubagentError):
 
 
 class TranscriptFileError(SubagentsError, LookupError):
-    """A JSONL transcript that is not read: not a regular file, or bigger than ``MAX_JSONL_BYTES`` (in ``subagents.transcripts``)."""
+    """A JSONL transcript that is not read: not a regular file, or bigger than ``subagents.transcripts``'s
+    ``MAX_JSONL_BYTES``."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path

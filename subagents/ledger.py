@@ -1,27 +1,20 @@
-"""Ledgers in checkpoints: stored as what changed, read back as data.
+"""Ledgers in checkpoints: read back without history, and as data.
 
-A ledger's LangGraph channel shows the state a plain dict while checkpoints
-store only what changed; what reads a saved checkpoint straight from a
-checkpointer (the CLI's ``tasks``, a test, an operator's script) reads it
-as data, never as code (:class:`DataOnlySerializer`), and rebuilds every
-channel's value as the graph would (:func:`saved_value`).
+A ledger's LangGraph channel (:class:`LedgerChannel`) shows the state a
+plain dict; what reads a saved checkpoint straight from a checkpointer (the
+CLI's ``tasks``, a test, an operator's script) reads it as data, never as
+code (:class:`DataOnlySerializer`), and rebuilds every channel's value as
+the graph would (:func:`saved_value`).
 
-A ledger (task id -> record) only grows, and a plain reducer channel puts it
-whole in every checkpoint: on ``SqliteSaver`` each checkpoint is one blob of
-all channel values, so a thread of n delegations stored n ledgers of up to n
-records (150 delegations: 23 MB of a 28 MB database). :class:`LedgerChannel`
-is LangGraph's :class:`~langgraph.channels.DeltaChannel` with the ledger's
-reducer: a checkpoint stores the step's writes (one delegation's records) and,
-every :data:`SNAPSHOT_EVERY` updates, the whole ledger; loading a thread replays
-at most that many writes onto the last snapshot.
+A ledger (task id -> compact record) is stored where the graph stores its
+conversation: whole in every checkpoint beside ``create_agent``'s whole
+``messages``, compressed (a load reads one checkpoint; a walk back through
+history for it would decode every whole conversation on the way), and as deltas with a
+snapshot every so many updates beside :class:`deep_agent.DeepAgentState`'s
+delta ``messages`` (whole, it would be most of a long thread's bytes).
 
-Earlier versions stored the ledger *packed* (zlib-compressed sealed chunks of
-:data:`CHUNK_RECORDS` records and a plain tail) or plain in every
-checkpoint; both still load, and the first snapshot after an upgrade is
-plain.
-
-Reading a raw checkpoint needs the saver's history, as the graph does:
-:func:`saved_value` (``graph.get_state`` needs nothing)::
+Reading a raw checkpoint of a delta channel needs the saver's history, as
+the graph does: :func:`saved_value` (``graph.get_state`` needs nothing)::
 
     class MyState(AgentState):
         runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
@@ -33,11 +26,9 @@ Reading a raw checkpoint needs the saver's history, as the graph does:
 from __future__ import annotations
 
 import contextvars
-import itertools
-import threading
+import sys
 import zlib
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -61,7 +52,7 @@ from subagents.errors import UntrustedDataError
 # types, dates, UUIDs, paths...), which is everything this library and its
 # CLI write, refuses pickled data, and refuses any other constructor with an
 # :class:`~subagents.errors.UntrustedDataError` naming the file and the type, before anything
-# is imported or called. A ledger's sealed chunks are decoded with it too.
+# is imported or called.
 #
 # Example::
 #
@@ -118,98 +109,11 @@ class DataOnlySerializer(JsonPlusSerializer):
 
 Ledger = dict[str, dict[str, Any]]
 
-SNAPSHOT_EVERY = 50
-"""Ledger updates between whole-ledger snapshots: what loading a thread replays at most."""
-
-CHUNK_RECORDS = 64
-"""Records per sealed chunk in the packed form earlier versions stored (read, never written now)."""
-
-PACKED_MARK = "__ledger_chunks__"
-"""The key that tells a packed ledger (a dict that also holds ``sealed`` and ``tail``) from a plain one."""
-
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
-# Chunks come from checkpoints a cloned folder may have crafted: decoded as data, never as code.
-_serde = DataOnlySerializer("a sealed ledger chunk")
 MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
-
-
-CACHED_CHUNKS = 256
-"""Decoded chunks kept per process (about 16k records), so the next run on a thread skips decoding."""
-
-_decoded: OrderedDict[tuple[str, bytes], tuple[int, Ledger]] = OrderedDict()  # key -> (last use, chunk)
-_decoded_lock = threading.Lock()
-_clock = itertools.count()
-
-
-def _unseal(blob: Sequence[Any], since: int) -> Ledger:
-    """A sealed chunk's records (the chunk dict is the cache's: copy it before changing it).
-
-    ``since`` is when the read that wants it began: a chunk that read used is
-    never evicted for another of its chunks. A ledger longer than the cache
-    then keeps its first chunks cached, rather than evicting each chunk just
-    before its next use, as a plain LRU scanned in order does.
-    """
-    key = (blob[0], bytes(blob[1]))
-    with _decoded_lock:
-        found = _decoded.get(key)
-        if found is not None:
-            _decoded[key] = (next(_clock), found[1])
-            _decoded.move_to_end(key)
-            return found[1]
-    chunk = _serde.loads_typed((key[0], zlib.decompress(key[1])))
-    if not isinstance(chunk, dict) or not all(isinstance(r, dict) for r in chunk.values()):
-        raise ValueError(f"it is not a ledger (task id -> record dict): {type(chunk).__name__}")
-    with _decoded_lock:
-        while len(_decoded) >= CACHED_CHUNKS:
-            oldest = next(iter(_decoded))
-            if _decoded[oldest][0] >= since:
-                return chunk  # the cache holds this read's own chunks: leave them
-            del _decoded[oldest]
-        _decoded[key] = (next(_clock), chunk)
-    return chunk
-
-
-def _copied(chunk: Ledger) -> Ledger:
-    """The chunk's records as this load's own dicts: a record changed in place must not reach the cache."""
-    return {task_id: record.copy() for task_id, record in chunk.items()}
-
-
-def is_packed(value: Any) -> bool:
-    """Whether a checkpointed ledger value is packed (sealed chunks and a tail).
-
-    Anything else is a plain ledger, even a dict with the mark's key: a plain
-    ledger's records may look like anything.
-    """
-    return (isinstance(value, dict) and value.get(PACKED_MARK) == 1
-            and isinstance(value.get("sealed"), list) and isinstance(value.get("tail"), dict))
-
-
-def _chunks(value: dict[str, Any]) -> Iterator[Ledger]:
-    """A packed ledger's sealed chunks, decoded (each checked to be a ledger when first decoded)."""
-    since = next(_clock)
-    for index, blob in enumerate(value["sealed"]):
-        try:
-            chunk = _unseal(blob, since)
-        except Exception as exc:  # a damaged checkpoint: say which chunk
-            raise ValueError(f"sealed chunk {index} does not decode ({type(exc).__name__}: {exc})") from exc
-        yield chunk
-
-
-def ledger_from_checkpoint(value: Any) -> Ledger:
-    """A ledger as a checkpoint stored it (packed or plain, or absent) as the plain dict state shows."""
-    if not is_packed(value):
-        return dict(value or {})
-    out: Ledger = {}
-    for chunk in _chunks(value):
-        out.update(_copied(chunk))
-    out.update(value["tail"])
-    return out
-
-
-def _unpacked(write: Any) -> Any:
-    if isinstance(write, Overwrite) and is_packed(write.value):
-        return Overwrite(ledger_from_checkpoint(write.value))
-    return ledger_from_checkpoint(write) if is_packed(write) else write
+_WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkpoint
+# A whole ledger's checkpoint may come from a file a cloned folder brought: decoded as data, never as code.
+_serde = DataOnlySerializer("a ledger in a checkpoint")
 
 
 def _replaces_all(write: Any) -> bool:
@@ -269,31 +173,42 @@ class LedgerMerge:
         return hash((LedgerMerge, self.operator))
 
     def __call__(self, base: Ledger | None, writes: Sequence[Any]) -> Ledger:
-        values = [ledger_from_checkpoint(write) if is_packed(write) else write for write in writes]
+        values = list(writes)
         if not values:
             return base or {}
         return self.operator(base or {}, _fold(self.operator, values) if len(values) > 1 else values[0])
 
 
 class LedgerChannel(DeltaChannel[Ledger]):
-    """A ledger dict's channel, checkpointed as deltas and snapshotted every ``snapshot_frequency`` updates.
+    """A ledger dict's channel: whole in every checkpoint, or stored as deltas beside a delta conversation.
 
     ``operator`` is the ledger's reducer (``merge_records``,
     ``merge_async_records``): it must keep existing keys where they are and
     add new ones at the end, as ``{**left, **right}`` does, and be
-    associative (writes are folded together before they are merged, and a
-    reload replays many steps' writes at once).
+    associative (sibling writes are folded together before they are merged).
+
+    The default (``snapshot_frequency=None``) puts the whole ledger in every
+    checkpoint, as a plain reducer channel does, so loading a thread reads
+    one checkpoint and no history. That suits a graph whose ``messages`` are
+    stored whole (``create_agent``'s): its compact records are a small share
+    of each checkpoint. A graph that stores ``messages`` as deltas
+    (:class:`deep_agent.DeepAgentState`) gives a frequency: a checkpoint then
+    stores the step's writes and, every that many updates, the whole ledger.
     """
 
-    def __init__(self, typ: Any = dict, operator: Any = None, *, snapshot_frequency: int = SNAPSHOT_EVERY) -> None:
+    def __init__(self, typ: Any = dict, operator: Any = None, *, snapshot_frequency: int | None = None) -> None:
         if isinstance(typ, LedgerMerge):  # LangGraph re-creating the channel as (reducer, type) for its key
             reducer, typ = typ, operator
         elif operator is None:
             raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
         else:
             reducer = LedgerMerge(operator)
+        # Whole in every checkpoint, the ledger never needs a snapshot: LangGraph's count never reaches _WHOLE
+        # (which LangGraph passes back when it re-creates the channel).
+        self.deltas = snapshot_frequency not in (None, _WHOLE)
+        self._stored: tuple[Ledger, Any] | None = None  # the value and what checkpoint() stores for it
         # The value type is always a plain dict, whatever the annotation spells (Mapping, dict[str, dict]...).
-        super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency)
+        super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency or _WHOLE)
 
     @property
     def operator(self) -> Callable[[Ledger, Ledger], Ledger]:
@@ -309,75 +224,77 @@ class LedgerChannel(DeltaChannel[Ledger]):
     def __hash__(self) -> int:
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
-    def _fresh(self) -> LedgerChannel:
-        fresh = LedgerChannel(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
-        fresh.key = self.key
-        return fresh
-
     def copy(self) -> Self:
         # Copies serve fresh reads; they share the value, which the reducer never changes in place.
-        new = self._fresh()
-        new.value = self.value
-        return new  # type: ignore[return-value]
+        new = super().copy()
+        new.value, new._stored = self.value, self._stored
+        return new
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        # A snapshot, nothing, or a value an earlier version stored (plain or packed) as DeltaChannel reads them.
-        value = DeltaChannel(self.reducer, dict).from_checkpoint(checkpoint).value
-        if is_packed(value):
+        if not isinstance(checkpoint, bytes):
+            return super().from_checkpoint(checkpoint)
+        try:
+            value = _serde.loads_typed(("msgpack", zlib.decompress(checkpoint)))
+            if not isinstance(value, dict):
+                raise ValueError(f"it holds a {type(value).__name__}, not a dict of records")
+        except Exception as exc:  # a damaged checkpoint: say which ledger
+            raise ValueError(f"ledger {self.key!r} in the checkpoint does not decode "
+                             f"({type(exc).__name__}: {exc})") from exc
+        loaded = super().from_checkpoint(value)
+        loaded._stored = (value, checkpoint)  # unchanged, it is stored again as it was read
+        return loaded
+
+    def checkpoint(self) -> Any:
+        """Whole: the ledger compressed, so a load finds it here and walks no history for it.
+
+        Compressed, each record costs about an eighth of its plain bytes in every checkpoint (87 against
+        690 bytes); it is compressed once per change, not once per checkpoint.
+        """
+        if self.deltas or self.value is MISSING:
+            return super().checkpoint()
+        if self._stored is None or self._stored[0] is not self.value:
             try:
-                value = ledger_from_checkpoint(value)
-            except ValueError as exc:
-                raise ValueError(f"ledger {self.key!r} in the checkpoint: {exc}") from exc
-        loaded = self._fresh()
-        loaded.value = value
-        return loaded  # type: ignore[return-value]
+                kind, data = _serde.dumps_typed(self.value)
+                stored: Any = zlib.compress(data, 1) if kind == "msgpack" else self.value
+            except Exception:  # noqa: BLE001 - a record only the saver's own serializer stores: kept plain
+                stored = self.value
+            self._stored = (self.value, stored)
+        return self._stored[1]
 
     def update(self, values: Sequence[Any]) -> bool:
-        if not values:  # LangGraph offers every unwritten channel an empty update, each step
-            return False
         checked = []
         for write in values:
-            if is_packed(write):  # a packed value written back (a raw checkpoint's) is the ledger it packs
-                try:
-                    write = ledger_from_checkpoint(write)
-                except ValueError as exc:
-                    raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
-            elif _replaces_all(write):
+            if _replaces_all(write):
                 replacement = _replacement(write)
-                if is_packed(replacement):
-                    try:
-                        replacement = ledger_from_checkpoint(replacement)
-                    except ValueError as exc:
-                        raise ValueError(f"ledger {self.key!r}: a packed value written to it: {exc}") from exc
                 if not isinstance(replacement, dict):
                     raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
                                      f"not a {type(replacement).__name__}; Overwrite({{}}) empties it")
                 write = Overwrite(replacement)
+            elif not write and not self.deltas:
+                continue  # an empty write changes nothing: no new version, so no copy of the ledger is stored
             checked.append(write)
-        return super().update(checked)
+        # LangGraph offers every unwritten channel an empty update, each step: nothing to do.
+        return super().update(checked) if checked else False
 
 
 # ----------------------------------------------------------------------------
-# A ledger a thread stopped writing is touched once a run, so a load never walks far back for it.
+# A delta ledger a thread stopped writing is touched once a run, so a load never walks far back for it.
 #
-# A ledger lives in a :class:`LedgerChannel` (LangGraph's
-# ``DeltaChannel``): a checkpoint stores only the step's writes, and the whole
-# ledger every 50 *updates*. A thread that stops delegating writes its ledger
-# no more, so every load of it walked back over all the checkpoints since the
-# ledger's last snapshot, until LangGraph's bound of 5,000 steps forced one
-# (about 1,000 runs of a ``create_deep_agent`` root); the walk decodes each
-# checkpoint it passes, each whole-conversation snapshot included. Measured
-# after one delegation and 900 runs without one: ``get_state`` took 129 ms on
-# ``SqliteSaver`` against 44 ms on a thread that never delegated, 34 against
-# 15 ms on ``InMemorySaver``; with the touch below, 14 ms on either.
+# A ledger stored as deltas (``snapshot_frequency`` given, as
+# :class:`deep_agent.DeepAgentState` does) is in a checkpoint only at a
+# snapshot, every 50 *updates*. A thread that stops delegating writes its
+# ledger no more, so every load of it walked back over all the checkpoints
+# since the ledger's last snapshot, until LangGraph's bound of 5,000 steps
+# forced one; the walk decodes each checkpoint it passes. Measured after one
+# delegation and 900 runs without one: ``get_state`` took 129 ms on
+# ``SqliteSaver`` against 44 ms on a thread that never delegated; with the
+# touch below, 14 ms.
 #
 # So a run that follows a run without a call to the ledger's tools writes an
 # empty update to its ledger (``{}``: the reducer keeps the ledger as it is)
 # in a hook node the middleware runs anyway: no new step, no new checkpoint,
-# one small write. Fifty such runs bring the next snapshot, so a load walks
-# back at most about fifty runs. A thread that delegates in every run is left
-# alone (its own writes bring the snapshots), and so is a thread with no
-# ledger (nothing to walk back for).
+# one small write. Fifty such runs bring the next snapshot. A ledger whole in
+# every checkpoint ignores the empty write (no new version, nothing stored).
 #
 # Example::
 #

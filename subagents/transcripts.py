@@ -45,7 +45,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
-from subagents.errors import SubagentsError
+from subagents.errors import TranscriptFileError
 from subagents.ledger import saved_value
 
 # ----------------------------------------------------------------------------

@@ -116,11 +116,14 @@ def test_the_long_thread_measure_runs_each_side_in_a_process_of_its_own_and_stay
     from bench.suite import SCALE_MEASURES
 
     assert "long_thread" in SCALE_MEASURES and "long_thread" not in MEASURES, "minutes: only with --scale"
-    records = {r["measure"]: r for r in _quick_records("--no-peer", "--only", "long_thread")}
+    records = {r["measure"]: r for r in _quick_records("--no-peer", "--only", "long_thread", "--runs", "4")}
     assert set(records) == {"long_thread.sqlite.db_bytes", "long_thread.sqlite.bytes_per_run",
                             "long_thread.sqlite.growth_cpu", "long_thread.sqlite.cpu_slope_us",
                             "long_thread.sqlite.reload_ms",
-                            "long_thread.memory.rss_growth_bytes"}
+                            "long_thread.memory.rss_growth_bytes",
+                            "long_thread.middleware.sqlite.last_cpu_ms", "long_thread.middleware.sqlite.reload_ms",
+                            "long_thread.middleware.sqlite.db_bytes", "long_thread.middleware.sqlite.growth_cpu"}
+    assert {r["sizes"]["sequential_delegations"] for r in records.values()} == {4}
     for rec in records.values():
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["theirs"] is None, rec
     detail = records["long_thread.sqlite.db_bytes"]["detail"]

@@ -1,13 +1,12 @@
-"""The ledger channel: state shows a plain dict, checkpoints store only what changed.
+"""The ledger channel: state shows a plain dict, whole or stored as what changed.
 
 The promises tried here: nothing a user reads changes (``get_state``, the
 values ``invoke`` returns, the command line's reader of raw checkpoints);
 records keep their order; a reload (a snapshot, or nothing, plus the writes
 since, replayed in one batch) shows what the live channel showed; a
 published value never changes afterwards; an older checkpoint holding a
-plain dict loads; ``Overwrite`` still replaces; a damaged packed checkpoint
-of an earlier version is an error naming the channel; a checkpoint between
-snapshots holds no ledger at all.
+plain dict loads; ``Overwrite`` still replaces; a delta ledger's checkpoint
+between snapshots holds no ledger at all, a whole ledger's holds all of it.
 """
 
 from __future__ import annotations
@@ -33,10 +32,10 @@ from deep_agent.testing import ScriptedChatModel
 from subagents.ledger import saved_value
 from subagents.ledger import MISSING, LedgerChannel
 from subagents.outcome import merge_records
-from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, is_packed
 from subagents.background import merge_async_records
 
 SERDE = JsonPlusSerializer()
+CHUNK_RECORDS = 64  # a size the tests cross, as the packed form of earlier designs sealed records
 
 
 def _record(i: int, **extra: Any) -> dict[str, Any]:
@@ -53,7 +52,7 @@ class Logged:
 
     def __init__(self, operator: Any = merge_records, seed: Any = None) -> None:
         self.operator, self.seed, self.log = operator, seed, []
-        self.channel = LedgerChannel(dict, operator).from_checkpoint(seed)
+        self.channel = LedgerChannel(dict, operator, snapshot_frequency=50).from_checkpoint(seed)
         self.channel.key = "runs"
 
     def update(self, values: list[Any]) -> None:
@@ -62,7 +61,7 @@ class Logged:
 
     def reloaded(self) -> LedgerChannel:
         """The channel as the next run sees it: the seed and every write since, through the saver's serializer."""
-        channel = LedgerChannel(dict, self.operator).from_checkpoint(self.seed)
+        channel = LedgerChannel(dict, self.operator, snapshot_frequency=50).from_checkpoint(self.seed)
         channel.key = "runs"
         channel.replay_writes(self.log)
         return channel
@@ -77,6 +76,27 @@ def test_a_checkpoint_between_snapshots_holds_no_ledger() -> None:
     assert logged.channel.checkpoint() is MISSING  # LangGraph stores the write, and a snapshot now and then
     again = logged.reloaded()
     assert again.get() == _ledger(5 * CHUNK_RECORDS + 7) and list(again.get()) == list(_ledger(5 * CHUNK_RECORDS + 7))
+
+
+def test_a_whole_ledger_s_checkpoint_holds_all_of_it_compressed_and_an_empty_write_changes_nothing() -> None:
+    channel = LedgerChannel(dict, merge_records)
+    assert channel.checkpoint() is MISSING and not channel.update([{}])
+    channel.update([_ledger(300)])
+    stored = channel.checkpoint()
+    assert channel.checkpoint() is stored, "compressed once per change, not once per checkpoint"
+    assert len(SERDE.dumps_typed(stored)[1]) * 4 < len(SERDE.dumps_typed(_ledger(300))[1])
+    assert not channel.update([{}]), "no new version: a saver that stores a channel per version stores nothing"
+    again = LedgerChannel(dict, merge_records).from_checkpoint(SERDE.loads_typed(SERDE.dumps_typed(stored)))
+    assert again.get() == _ledger(300) and list(again.get()) == list(_ledger(300))
+    assert again.checkpoint() is not None and again.copy().checkpoint() == stored
+
+
+def test_a_damaged_whole_ledger_is_an_error_naming_the_channel() -> None:
+    spec = LedgerChannel(dict, merge_records)
+    spec.key = "subagent_tasks"
+    for damaged in (b"not zlib", zlib.compress(b"\xc1"), zlib.compress(SERDE.dumps_typed([1, 2])[1])):
+        with pytest.raises(ValueError, match="ledger 'subagent_tasks' in the checkpoint does not decode"):
+            spec.from_checkpoint(damaged)
 
 
 def test_a_changed_record_shows_changed_after_a_reload() -> None:
@@ -192,23 +212,6 @@ def test_only_what_langgraph_takes_for_an_overwrite_replaces_the_ledger() -> Non
     assert len(logged.reloaded().get()) == CHUNK_RECORDS + 4
 
 
-def test_a_ledger_whose_records_look_like_the_mark_is_not_mistaken_for_a_packed_one() -> None:
-    hostile = {PACKED_MARK: 1, "sealed": {"x": 1}, "tail": []}
-    assert not is_packed(hostile)
-    assert LedgerChannel(dict, merge_records).from_checkpoint(hostile).get() == hostile
-
-
-def test_a_damaged_chunk_of_an_earlier_version_is_an_error_naming_the_channel() -> None:
-    kind, data = SERDE.dumps_typed(_ledger(CHUNK_RECORDS))
-    packed = {PACKED_MARK: 1, "sealed": [[kind, zlib.compress(data)]], "tail": _ledger(1, start=CHUNK_RECORDS)}
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "subagent_tasks"
-    assert spec.from_checkpoint(packed).get() == _ledger(CHUNK_RECORDS + 1)
-    damaged = {**packed, "sealed": [[kind, b"not zlib"]]}
-    with pytest.raises(ValueError, match="subagent_tasks.*sealed chunk 0"):
-        spec.from_checkpoint(damaged).get()
-
-
 def test_a_channel_without_a_reducer_is_refused_with_a_clear_error() -> None:
     with pytest.raises(TypeError, match="reducer"):
         LedgerChannel(dict)
@@ -218,7 +221,8 @@ def test_a_channel_without_a_reducer_is_refused_with_a_clear_error() -> None:
 
 
 class _State(TypedDict):
-    ledger: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+    ledger: NotRequired[Annotated[dict[str, dict[str, Any]],
+                                  LedgerChannel(dict, merge_async_records, snapshot_frequency=50)]]
     n: int
 
 
@@ -245,7 +249,8 @@ def test_a_graph_on_sqlite_reads_back_every_record_from_a_new_connection(tmp_pat
         saver = SqliteSaver(conn)
         values = _graph(saver).get_state(config).values
         raw = saver.get_tuple(config).checkpoint["channel_values"].get("ledger")
-        read = saved_value(saver, saver.get_tuple(config), "ledger", LedgerChannel(dict, merge_async_records))
+        read = saved_value(saver, saver.get_tuple(config), "ledger",
+                           LedgerChannel(dict, merge_async_records, snapshot_frequency=50))
         history = list(_graph(saver).get_state_history(config))
     assert values["ledger"]["t00003"]["status"] == "completed"
     assert values["ledger"]["t00004"]["status"] == "running"

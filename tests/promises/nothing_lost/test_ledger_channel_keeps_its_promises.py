@@ -5,11 +5,9 @@ Each test tries to break one promise of :class:`subagents.LedgerChannel`
 a plain dict, whole and in insertion order, whatever happened before (runs,
 reloads on a fresh connection, forks, ``Overwrite``, interrupts, parallel
 writes, records changed long after they were written); a value once
-published never changes; a checkpoint holds the ledger only at snapshots;
-a checkpoint of an earlier version (plain, or packed in sealed chunks)
-loads; a damaged one is a clear error naming the channel, never a wrong
-ledger. ``_decoded.clear()`` stands for a fresh process (the cache of
-decoded chunks of packed checkpoints is per process).
+published never changes; a whole ledger is read from one checkpoint and no
+history, a delta one is held by a checkpoint only at snapshots; a plain
+ledger written before the channel loads.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import copy
 import operator
 import random
 import sqlite3
-import zlib
 from typing import Annotated, Any, NotRequired
 
 import pytest
@@ -30,26 +27,18 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
-import subagents.ledger as lc
 from helpers.graphs import call, checkpointer, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.ledger import saved_value
-from subagents.ledger import LedgerChannel, ledger_from_checkpoint
+from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
 from subagents.background import merge_async_records
 
 ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4
 KEY = "subagent_tasks"
 SERDE = JsonPlusSerializer()
-
-
-@pytest.fixture(autouse=True)
-def fresh_process():
-    lc._decoded.clear()
-    yield
-    lc._decoded.clear()
 
 
 def rec(i: int, **fields: Any) -> dict[str, Any]:
@@ -71,26 +60,12 @@ def delegating_model(calls: int = 1) -> ScriptedChatModel:
 
 
 def assert_plain(value: Any) -> None:
-    assert type(value) is dict and lc.PACKED_MARK not in value
+    assert type(value) is dict
     assert all(type(r) is dict for r in value.values())
 
 
 def roundtrip(value: Any) -> Any:
     return SERDE.loads_typed(SERDE.dumps_typed(value))
-
-
-def seal(records: Any) -> list[Any]:
-    """One sealed chunk as earlier versions wrote it."""
-    kind, data = SERDE.dumps_typed(records)
-    return [kind, zlib.compress(data, 6)]
-
-
-def legacy_packed(records: dict[str, dict[str, Any]], chunk: int = lc.CHUNK_RECORDS) -> dict[str, Any]:
-    """A ledger packed as earlier versions checkpointed it: sealed chunks and a plain tail."""
-    items = list(records.items())
-    full = len(items) // chunk * chunk
-    return roundtrip({lc.PACKED_MARK: 1, "sealed": [seal(dict(items[i:i + chunk])) for i in range(0, full, chunk)],
-                      "tail": dict(items[full:])})
 
 
 def stored(saver: Any, config: dict[str, Any], key: str = KEY, merge: Any = merge_records) -> Any:
@@ -137,7 +112,6 @@ def test_many_runs_and_reloads_show_one_plain_ordered_ledger(kind, mode, tmp_pat
             raw = await asyncio.to_thread(stored, saver, config) if mode == "sync" else shown
             assert list(raw) == order
             expected = copy.deepcopy(shown)
-        lc._decoded.clear()
         if kind == "memory":
             return
         async with checkpointer(kind, mode, tmp_path) as again:  # a fresh connection
@@ -177,7 +151,6 @@ def test_values_published_earlier_never_change_after_later_runs():
         agent.update_state(config, {KEY: {first: rec(0, status="error", result="later"),
                                           last: {**current[last], "status": "x"}}})
         keep(agent.get_state(config).values[KEY])
-        lc._decoded.clear()
     for value, then in published:
         assert value == then and list(value) == list(then)
     final = agent.get_state(config).values[KEY]
@@ -202,7 +175,6 @@ def test_history_forks_and_runs_from_past_checkpoints_show_their_own_ledger(tmp_
             agent.invoke(user("please delegate"), config)
             snap = agent.get_state(config)
             seen[snap.config["configurable"]["checkpoint_id"]] = copy.deepcopy(snap.values[KEY])
-        lc._decoded.clear()
         history = {s.config["configurable"]["checkpoint_id"]: s.values.get(KEY)
                    for s in agent.get_state_history(config)}
         for checkpoint_id, expected in seen.items():
@@ -216,14 +188,12 @@ def test_history_forks_and_runs_from_past_checkpoints_show_their_own_ledger(tmp_
         fork_ledger = agent.get_state(forked).values[KEY]
         assert list(fork_ledger) == [*seen[old_id], "fork"]
         assert fork_ledger[sealed_id]["status"] == "error"
-        lc._decoded.clear()
         head_ledger = agent.get_state(at(head)).values[KEY]
         assert head_ledger == seen[head] and head_ledger[sealed_id]["status"] == "completed"
         # Run on from the oldest kept checkpoint (63 records).
         first_id = list(seen)[0]
         out = agent.invoke(user("please delegate"), at(first_id))
         assert list(out[KEY])[:-1] == list(seen[first_id]) and len(out[KEY]) == 64
-        lc._decoded.clear()
         again = agent.get_state(at(old_id)).values[KEY]
         assert again == seen[old_id]
     finally:
@@ -243,20 +213,16 @@ def test_overwrite_replaces_the_ledger_in_its_own_order_across_reloads(tmp_path)
         reordered = {k: big[k] for k in reversed(list(big)[50:150])}  # 100 records, reversed
         agent.update_state(config, {KEY: Overwrite(reordered)})
         assert list(agent.get_state(config).values[KEY]) == list(reordered)
-        lc._decoded.clear()
         assert list(agent.get_state(config).values[KEY]) == list(reordered)
         out = agent.invoke(user("please delegate"), config)
         assert list(out[KEY])[:-1] == list(reordered)
         agent.update_state(config, {KEY: Overwrite(ledger(3, 500))})  # smaller than a chunk
-        lc._decoded.clear()
         assert agent.get_state(config).values[KEY] == ledger(3, 500)
         agent.update_state(config, {KEY: {"__overwrite__": ledger(70, 600)}})  # the dict form
-        lc._decoded.clear()
         shown = agent.get_state(config).values[KEY]
         assert list(shown) == list(ledger(70, 600))
         # Sealed record changed after an overwrite: the new chunk, not the old, is resealed.
         agent.update_state(config, {KEY: {f"{601:032x}": rec(601, status="error")}})
-        lc._decoded.clear()
         shown = agent.get_state(config).values[KEY]
         assert shown[f"{601:032x}"]["status"] == "error" and list(shown) == list(ledger(70, 600))
     finally:
@@ -305,7 +271,7 @@ def test_fuzz_parallel_partial_updates_match_a_plain_dict_reference():
             channel = spec.from_checkpoint(None)
             channel.replay_writes(history)
             assert channel.get() == reference and list(channel.get()) == list(reference)
-    assert len(reference) > 5 * lc.CHUNK_RECORDS
+    assert len(reference) > 300
 
 
 def test_siblings_in_one_step_update_sealed_records_of_a_graph(tmp_path):
@@ -333,7 +299,6 @@ def test_siblings_in_one_step_update_sealed_records_of_a_graph(tmp_path):
         for i in range(0, 150, 10):
             expected[f"n{i}"] = {"id": f"n{i}"}
         assert out["runs"] == expected and list(out["runs"]) == list(expected)
-        lc._decoded.clear()
         fresh = builder.compile(checkpointer=SqliteSaver(conn))
         shown = fresh.get_state(config).values["runs"]
         assert shown == expected and list(shown) == list(expected)
@@ -362,7 +327,6 @@ def test_interrupt_and_resume_keep_the_ledger_across_a_fresh_connection(tmp_path
         graph.invoke({}, config)
         paused = graph.get_state(config)
         assert paused.next == ("ask",) and paused.values["runs"] == ledger(140)
-    lc._decoded.clear()
     with sqlite3.connect(path, check_same_thread=False) as conn:
         graph = builder.compile(checkpointer=SqliteSaver(conn))
         out = graph.invoke(Command(resume="approved"), config)
@@ -398,75 +362,18 @@ def test_a_plain_ledger_written_before_the_channel_loads_and_grows(tmp_path):
     with sqlite3.connect(path, check_same_thread=False) as conn:
         _adder(OldRuns, 0, 100).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
         raw = SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]["runs"]
-        assert not lc.is_packed(raw) and len(raw) == 100
+        assert len(raw) == 100
     with sqlite3.connect(path, check_same_thread=False) as conn:
         graph = _adder(NewRuns, 100, 30).compile(checkpointer=SqliteSaver(conn))
         assert graph.get_state(config).values["runs"] == ledger(100)
         out = graph.invoke({}, config)
         assert list(out["runs"]) == list(ledger(130))
         assert list(stored(SqliteSaver(conn), config, "runs")) == list(ledger(130))
-    lc._decoded.clear()
     with sqlite3.connect(path, check_same_thread=False) as conn:
         assert list(_adder(NewRuns, 0, 0).compile(checkpointer=SqliteSaver(conn))
                     .get_state(config).values["runs"]) == list(ledger(130))
 
 
-def _packed(n: int) -> dict[str, Any]:
-    return legacy_packed(ledger(n))
-
-
-HOSTILE = {
-    "a chunk of garbage bytes": lambda p: {**p, "sealed": [["msgpack", b"\x00not zlib"]]},
-    "a chunk that is not a pair": lambda p: {**p, "sealed": [7]},
-    "a chunk of a list": lambda p: {**p, "sealed": [seal([["x", {"id": "x"}]])]},  # type: ignore[arg-type]
-    "a chunk of a string": lambda p: {**p, "sealed": [seal("ab")]},  # type: ignore[arg-type]
-    "a chunk whose records are not dicts": lambda p: {**p, "sealed": [seal({"a": 1})]},  # type: ignore[dict-item]
-}
-
-
-@pytest.mark.parametrize("damage", list(HOSTILE))
-def test_a_damaged_packed_value_is_an_error_naming_the_channel(damage):
-    value = HOSTILE[damage](_packed(70))
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "subagent_tasks"
-    with pytest.raises(ValueError, match="subagent_tasks"):
-        spec.from_checkpoint(value).get()
-    with pytest.raises(ValueError):
-        ledger_from_checkpoint(value)
-
-
-def test_a_damaged_checkpoint_in_sqlite_fails_get_state_naming_the_channel(tmp_path):
-    config = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
-    with sqlite3.connect(tmp_path / "d.sqlite", check_same_thread=False) as conn:
-        saver = SqliteSaver(conn)
-        graph = _adder(NewRuns, 0, 70).compile(checkpointer=saver)
-        graph.invoke({}, config)
-        saved = saver.get_tuple(config)
-        checkpoint = copy.deepcopy(saved.checkpoint)
-        checkpoint["channel_values"]["runs"] = {**_packed(70), "sealed": [["msgpack", b"broken"]]}  # an old, damaged one
-        checkpoint["id"] = checkpoint["id"][:-1] + ("0" if checkpoint["id"][-1] != "0" else "1")
-        saver.put(saved.parent_config or config, checkpoint, saved.metadata, checkpoint["channel_versions"])
-        lc._decoded.clear()
-        with pytest.raises(ValueError, match=r"ledger 'runs'.*sealed chunk 0"):
-            graph.get_state({"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}})
-
-
-@pytest.mark.parametrize("chunk", [32, 64, 128])
-def test_a_ledger_packed_by_an_earlier_version_loads_whole_and_grows(chunk):
-    """Earlier versions sealed chunks of some size into every checkpoint: such a checkpoint is the seed of a thread."""
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "runs"
-    channel = spec.from_checkpoint(legacy_packed(ledger(300), chunk))
-    expected = ledger(300)
-    assert channel.get() == expected and list(channel.get()) == list(expected)
-    writes = [{f"{299:032x}": rec(299, status="x")}, {f"{1:032x}": rec(1, status="y")}, ledger(5, 300)]
-    for write in writes:
-        channel.update([write])
-        expected = merge_records(expected, write)
-    assert channel.get() == expected and list(channel.get()) == list(expected)
-    replayed = spec.from_checkpoint(legacy_packed(ledger(300), chunk))  # a reload: the seed plus the writes since
-    replayed.replay_writes([("task", "runs", write) for write in writes])
-    assert replayed.get() == expected and list(replayed.get()) == list(expected)
 
 
 # -- the command line reads long ledgers from its SQLite state -------------------------------
@@ -507,95 +414,46 @@ def test_cli_tasks_and_transcript_read_a_long_ledger_stored_as_changes(tmp_path)
 # -- cost -----------------------------------------------------------------------------------------
 
 
-def test_checkpoints_of_a_long_ledger_hold_it_only_at_snapshots(tmp_path):
-    """Before: every checkpoint held the whole ledger (sealed chunks copied into each), so bytes grew with its square."""
+class DeltaRuns(TypedDict):
+    runs: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_records, snapshot_frequency=50)]]
+
+
+def test_checkpoints_of_a_long_delta_ledger_hold_it_only_at_snapshots(tmp_path):
+    """Beside delta messages (``create_deep_agent``'s state) a ledger whole in every checkpoint is most of its bytes."""
     path = tmp_path / "c.sqlite"
     config = {"configurable": {"thread_id": "c"}}
     runs = 120
     with sqlite3.connect(path, check_same_thread=False) as conn:
         for k in range(runs):
-            _adder(NewRuns, k * 10, 10).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
+            _adder(DeltaRuns, k * 10, 10).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
         rows = conn.execute("select type, checkpoint from checkpoints").fetchall()
         holding = sum("runs" in SERDE.loads_typed(row)["channel_values"] for row in rows)
         whole = len(SERDE.dumps_typed(ledger(runs * 10))[1])
         written = sum(len(row[1]) for row in rows) + conn.execute("select sum(length(value)) from writes").fetchone()[0]
-    assert holding <= runs // lc.SNAPSHOT_EVERY + 1, f"{holding} of {len(rows)} checkpoints hold the whole ledger"
+    assert holding <= runs // 50 + 1, f"{holding} of {len(rows)} checkpoints hold the whole ledger"
     # Everything the thread wrote: each record once as a write, plus the snapshots (a plain ledger
     # in every checkpoint wrote about runs / 2 whole ledgers).
     assert written < 6 * whole, (written, whole)
     with sqlite3.connect(path, check_same_thread=False) as conn:
-        assert list(stored(SqliteSaver(conn), config, "runs")) == list(ledger(runs * 10))
-        graph = _adder(NewRuns, 0, 0).compile(checkpointer=SqliteSaver(conn))
+        graph = _adder(DeltaRuns, 0, 0).compile(checkpointer=SqliteSaver(conn))
         assert list(graph.get_state(config).values["runs"]) == list(ledger(runs * 10))
 
 
-class _CountingSerde(JsonPlusSerializer):
-    decoded = 0
-
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        type(self).decoded += 1
-        return super().loads_typed(data)
+class _NoHistory(SqliteSaver):
+    def get_delta_channel_history(self, **kwargs: Any) -> Any:
+        raise AssertionError(f"history read for {kwargs.get('channels')}")
 
 
-def test_the_next_load_of_a_long_ledger_decodes_no_chunk_again(monkeypatch):
-    monkeypatch.setattr(lc, "_serde", _CountingSerde())
-    stored = _packed(40 * lc.CHUNK_RECORDS)
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "runs"
-    lc._decoded.clear()
-    _CountingSerde.decoded = 0
-    spec.from_checkpoint(roundtrip(stored)).get()
-    assert _CountingSerde.decoded == 40
-    spec.from_checkpoint(roundtrip(stored)).get()
-    assert _CountingSerde.decoded == 40
-
-
-def test_a_ledger_a_little_longer_than_the_cache_is_not_decoded_whole_on_every_load(monkeypatch):
-    """Before: a plain LRU scanned in order evicted each chunk just before its next use (17,000 records: 7x)."""
-    monkeypatch.setattr(lc, "_serde", _CountingSerde())
-    monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
-    stored = _packed(10 * lc.CHUNK_RECORDS)
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "runs"
-    lc._decoded.clear()
-    spec.from_checkpoint(roundtrip(stored)).get()
-    _CountingSerde.decoded = 0
-    for _ in range(3):
-        spec.from_checkpoint(roundtrip(stored)).get()
-    assert _CountingSerde.decoded <= 3 * 2, "only the chunks beyond the cache's size need decoding again"
-
-
-class _EncodingSerde(_CountingSerde):
-    encoded_records = 0
-
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        type(self).encoded_records += len(obj) if isinstance(obj, dict) else 1
-        return super().dumps_typed(obj)
-
-
-def _ledger_work_of_one_run(records: int) -> tuple[int, int]:
-    """Records encoded and chunks decoded by the ledger's channel in one delegating run on a thread of ``records``."""
-    from bench.scale import DELEGATE, _ledger, _parent
-
-    agent = _parent("ours", InMemorySaver())
-    config = {"configurable": {"thread_id": "ledger"}}
-    agent.update_state(config, {KEY: _ledger(records)})
-    agent.invoke(user(DELEGATE), config)  # the first run after a bulk write seals what it can
-    _EncodingSerde.encoded_records = _EncodingSerde.decoded = 0
-    state = agent.invoke(user(DELEGATE), config)
-    assert len(state[KEY]) == records + 2
-    return _EncodingSerde.encoded_records, _EncodingSerde.decoded
-
-
-def test_a_run_on_a_thread_of_thousands_of_records_encodes_and_decodes_what_one_of_fifty_does(monkeypatch):
-    """The ledger's part of a run does not grow with the thread: sealed chunks are neither encoded nor decoded again.
-
-    (What a run costs in time at 5,000 records against 50 is measured in ``python -m bench --scale``.)
-    """
-    monkeypatch.setattr(lc, "_serde", _EncodingSerde())
-    small, large = _ledger_work_of_one_run(50), _ledger_work_of_one_run(3000)
-    assert large == small, f"3,000 records: {large} (records encoded, chunks decoded); 50 records: {small}"
-    assert large[0] < lc.CHUNK_RECORDS and large[1] == 0
+def test_a_whole_ledger_is_loaded_from_one_checkpoint_without_reading_history(tmp_path):
+    """Before: loading a ledger stored as deltas beside whole messages decoded every checkpoint since its snapshot."""
+    config = {"configurable": {"thread_id": "w"}}
+    with sqlite3.connect(tmp_path / "w.sqlite", check_same_thread=False) as conn:
+        for k in range(60):
+            _adder(NewRuns, k, 1).compile(checkpointer=SqliteSaver(conn)).invoke({}, config)
+        graph = _adder(NewRuns, 60, 1).compile(checkpointer=_NoHistory(conn))
+        assert list(graph.get_state(config).values["runs"]) == list(ledger(60))
+        assert list(graph.invoke({}, config)["runs"]) == list(ledger(61))
+        assert list(stored(_NoHistory(conn), config, "runs")) == list(ledger(61))
 
 
 # -- sharing and schemas: promises that do not hold -------------------------------------------------
@@ -624,7 +482,7 @@ def test_a_later_run_that_changes_a_record_in_place_leaves_an_earlier_snapshot_a
 
 
 def test_a_state_schema_redeclaring_the_ledger_with_a_plain_reducer_is_refused_by_name():
-    """A schema's own annotation wins over the middleware's: a plain reducer would show a packed thread raw."""
+    """A schema's own annotation wins over the middleware's: a plain reducer would lose a thread stored as deltas."""
     from langchain.agents import AgentState
 
     class MyState(AgentState):
@@ -634,7 +492,7 @@ def test_a_state_schema_redeclaring_the_ledger_with_a_plain_reducer_is_refused_b
         create_deep_agent(delegating_model(), state_schema=MyState)
 
 
-def test_a_state_schema_declaring_the_ledger_with_its_channel_reads_a_packed_thread():
+def test_a_state_schema_declaring_the_ledger_with_its_channel_reads_a_thread_stored_as_deltas():
     from langchain.agents import AgentState
 
     class MyState(AgentState):
@@ -672,13 +530,11 @@ def test_records_only_a_pickling_saver_can_store_stay_plain_and_whole(tmp_path):
         graph = _adder(NewRuns, 0, 200).compile(checkpointer=SqliteSaver(conn, serde=pickling))
         graph.invoke({}, config)
         graph.update_state(config, {"runs": odd})  # a record of sealed chunks 0 and 2 turns unsealable
-        lc._decoded.clear()
         fresh = _adder(NewRuns, 200, 1).compile(checkpointer=SqliteSaver(conn, serde=pickling))
         expected = {**ledger(200), **odd}
         assert fresh.get_state(config).values["runs"] == expected
         out = fresh.invoke({}, config)
         assert list(out["runs"]) == list(ledger(201)) and out["runs"][f"{140:032x}"]["request"] == Opaque(140)
-        lc._decoded.clear()
         again = fresh.get_state(config).values["runs"]
         assert again == {**expected, **ledger(1, 200)} and list(again) == list(ledger(201))
         fresh.update_state(config, {"runs": {k: rec(int(k, 16)) for k in odd}})
@@ -719,7 +575,6 @@ def test_background_status_updates_reach_records_written_long_before_they_finish
             agent.update_state(config, {"async_tasks": {f"a{i:04d}": _done_async(i) for i in range(66, 130)}})
             assert len(stored(SqliteSaver(conn), config, "async_tasks", merge_async_records)) == 130
             wait_for(lambda: all(middleware.runtime.table.get(i).fields["status"] == "completed" for i in ids))
-            lc._decoded.clear()
             later = create_agent(model, [], middleware=[middleware], checkpointer=SqliteSaver(conn))
             out = later.invoke(user("PARENT anything new?"), config)
             shown = later.get_state(config).values["async_tasks"]
@@ -729,7 +584,6 @@ def test_background_status_updates_reach_records_written_long_before_they_finish
             assert record.status == "completed" and record.announced and record.result == ANSWER
             assert record.description.startswith("bg job")
         assert all(shown[k] == v for k, v in seeded.items())
-        lc._decoded.clear()
         with sqlite3.connect(tmp_path / "bg.sqlite", check_same_thread=False) as conn:
             assert stored(SqliteSaver(conn), config, "async_tasks", merge_async_records) == shown
     finally:
@@ -773,71 +627,11 @@ def test_postgres_runs_and_fresh_connections_show_one_plain_ordered_ledger(mode,
     expected, out = asyncio.run(session(first))
     assert len(expected) == 132 and list(expected)[:126] == list(ledger(126))
     assert expected[f"{5:032x}"]["status"] == "error" and list(out[KEY]) == list(expected)
-    lc._decoded.clear()
     shown, history = asyncio.run(session(second))
     assert_plain(shown)
     assert shown == expected and list(shown) == list(expected)
     sizes = [len(h) for h in history if h is not None]
     assert sizes[0] == 132 and 126 in sizes and sizes == sorted(sizes, reverse=True)
-
-
-def test_a_raw_packed_value_written_back_shows_as_the_ledger_it_packs():
-    """A user copying a thread's raw checkpoint value into state (a node's write, or Overwrite)."""
-    raw = _packed(100)
-
-    def restore(state: NewRuns) -> dict[str, Any]:
-        return {"runs": Overwrite(raw)}
-
-    builder = StateGraph(NewRuns)
-    builder.add_node("restore", restore)
-    builder.add_node("more", lambda s: {"runs": roundtrip(_packed(70))})  # overlaps, then merges
-    builder.add_edge(START, "restore")
-    builder.add_edge("restore", "more")
-    builder.add_edge("more", END)
-    graph = builder.compile(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "r"}}
-    values = [v["runs"] for v in graph.stream({}, config, stream_mode="values") if "runs" in v]
-    for value in values:
-        assert_plain(value)
-    assert values[-1] == ledger(100) and list(graph.get_state(config).values["runs"]) == list(ledger(100))
-
-
-def test_a_plain_ledger_may_hold_a_record_under_the_mark_s_name():
-    """The mark tells packed from plain by its value (1), so a record under that id is still plain."""
-    odd = {lc.PACKED_MARK: rec(1), "sealed": rec(2), "tail": rec(3)}
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "runs"
-    assert spec.from_checkpoint(roundtrip(odd)).get() == odd and ledger_from_checkpoint(odd) == odd
-
-
-def test_the_chunk_cache_still_moves_on_to_the_threads_read_now(monkeypatch):
-    monkeypatch.setattr(lc, "_serde", _CountingSerde())
-    monkeypatch.setattr(lc, "CACHED_CHUNKS", 8)
-    first, second = _packed(6 * lc.CHUNK_RECORDS), roundtrip(_packed(6 * lc.CHUNK_RECORDS))
-    second["sealed"] = [seal(ledger(lc.CHUNK_RECORDS, 1000 * (k + 1))) for k in range(6)]
-    lc._decoded.clear()
-    for value in (first, second, first, second):
-        ledger_from_checkpoint(value)
-    _CountingSerde.decoded = 0
-    assert len(ledger_from_checkpoint(second)) == 6 * lc.CHUNK_RECORDS
-    assert _CountingSerde.decoded == 0  # the thread read last is cached whole
-    ledger_from_checkpoint(first)
-    assert _CountingSerde.decoded <= 6
-
-
-def test_a_record_both_in_a_chunk_and_in_the_tail_keeps_the_tail_s_version_through_updates():
-    stored = _packed(70)
-    newer = rec(5, status="error")
-    stored["tail"] = {f"{5:032x}": newer, **stored["tail"]}  # damage: a sealed record again in the tail
-    spec = LedgerChannel(dict, merge_records)
-    spec.key = "runs"
-    channel = spec.from_checkpoint(stored)
-    assert channel.get()[f"{5:032x}"] == newer and len(channel.get()) == 70
-    channel.update([ledger(1, 70)])  # a change elsewhere
-    again = spec.from_checkpoint(stored)
-    again.replay_writes([("task", "runs", roundtrip(ledger(1, 70)))])  # the next load: the seed and the write
-    assert again.get()[f"{5:032x}"] == newer and list(again.get()) == list(ledger(71))
-    assert channel.get() == again.get()
 
 
 # -- an approval pause inside a child, on a thread with a long ledger --------------------------
@@ -874,7 +668,6 @@ def test_an_approval_pause_and_resume_on_a_fresh_connection_keep_a_sealed_ledger
             paused = await call(mode, agent, user("go"), config)
             assert paused["__interrupt__"]
             during = copy.deepcopy((await state_of(mode, agent, config)).values[KEY])
-        lc._decoded.clear()
         async with checkpointer("sqlite", mode, tmp_path) as saver:
             agent = build(saver)
             assert (await state_of(mode, agent, config)).values[KEY] == during

@@ -93,18 +93,17 @@ def test_no_command_of_the_cli_runs_code_from_a_cloned_folders_state(tmp_path, c
     assert "state.sqlite: holds an object of type os.system" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_crafted_sealed_ledger_chunk_of_an_earlier_version_runs_nothing(tmp_path):
-    """Packed ledgers of earlier versions hold chunks decoded later: they are data too."""
+def test_a_crafted_whole_ledger_in_a_checkpoint_runs_nothing(tmp_path):
+    """A ledger whole in every checkpoint is stored compressed: decoding it is reading data too."""
     import zlib
 
-    from subagents.ledger import CHUNK_RECORDS, PACKED_MARK, LedgerChannel
+    from subagents.ledger import LedgerChannel
     from subagents.outcome import merge_records
 
     marker = tmp_path / "ran"
     kind, data = JsonPlusSerializer().dumps_typed({"t": {"id": "t", "x": hostile(f"touch {marker}")}})
-    packed = {PACKED_MARK: 1, "sealed": [[kind, zlib.compress(data)]], "tail": {}}
     spec = LedgerChannel(dict, merge_records)
     spec.key = "subagent_tasks"
     with pytest.raises(ValueError, match="subagent_tasks"):
-        spec.from_checkpoint(packed)
-    assert not marker.exists() and CHUNK_RECORDS
+        spec.from_checkpoint(zlib.compress(data))
+    assert not marker.exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from middleware.background import BackgroundSubagentMiddleware
@@ -47,7 +48,8 @@ def test_background_middleware_does_not_touch_after_a_delegating_run_with_a_noti
 def test_task_middleware_does_not_touch_after_a_delegating_run_with_a_notice() -> None:
     state = _state("task", "subagent_tasks")
     state["messages"][2] = ToolMessage("answer", tool_call_id="call-1", name="task")
-    assert SubAgentMiddleware(subagents=[SPEC]).before_agent(state, None) is None  # type: ignore[arg-type]
+    request = ModelRequest(model=None, messages=state["messages"], state=state, runtime=None)  # type: ignore[arg-type]
+    assert SubAgentMiddleware(subagents=[SPEC])._at_start(request, [], ()) == (request, {})
 
 
 def test_a_thread_that_stopped_delegating_is_still_touched() -> None:
