@@ -20,7 +20,9 @@ hardening. From the inside of one command:
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
   directories whole, agent files, hook scripts, the interpreter): a missing
   one is an empty read-only folder while the command runs, so it cannot be
-  created either (the placeholder is removed afterwards);
+  created either (the placeholder is removed afterwards); every folder
+  between the workspace and a protected path is a mount point of its own,
+  so it cannot be renamed and replaced;
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, ``LC_*``,
   and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -208,14 +210,27 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root``, or for the placeholder standing where it is missing."""
-    args: list[str] = []
+    """``--ro-bind`` for each protected path in ``root`` (or the placeholder standing where it is missing),
+    and ``--bind`` for each folder between ``root`` and it.
+
+    A mount point cannot be renamed (``EBUSY``): binding each folder on the
+    way on itself, still writable, keeps ``mv scripts scripts_old && mkdir
+    scripts`` from putting a new folder where a protected path was.
+    """
     with _placeholder_lock:
-        for path in protected:
-            target = _mask(root, path) or path
-            # Missing with no placeholder: only argv() outside running(), which cannot bind it.
-            if os.path.lexists(target) and str(target) not in args:
-                args += ["--ro-bind", str(target), str(target)]
+        targets = {_mask(root, path) or path for path in protected}
+    # Missing with no placeholder: only argv() outside running(), which cannot bind it.
+    read_only = {t for t in targets if os.path.lexists(t)}
+    mounts = {t: "--ro-bind" for t in read_only}
+    for target in read_only:
+        for folder in target.parents:
+            if folder == root or root not in folder.parents:
+                break
+            if not any(ro == folder or ro in folder.parents for ro in read_only):  # never writable inside one
+                mounts.setdefault(folder, "--bind")
+    args: list[str] = []
+    for path in sorted(mounts, key=lambda p: len(p.parts)):  # a folder before what is bound inside it
+        args += [mounts[path], str(path), str(path)]
     return args
 
 

@@ -142,6 +142,23 @@ def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
         assert not (ws / planted).exists(), f"{planted} was created (or its placeholder left behind)"
 
 
+def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
+    ws = runner.ws
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "check.sh").write_text("echo fine\n")
+    subprocess.run(["git", "init", "-q", str(ws / "sub")], check=True)
+    runner.chown(ws)
+    protected = Protected.of(ws, extra=["scripts/check.sh"])
+    out = runner.run("mv scripts scripts_old; mkdir -p scripts; echo 'touch pwned' > scripts/check.sh;"
+                     " mv sub sub_old; git init -q sub; git -C sub config core.fsmonitor 'touch pwned';"
+                     " echo new > scripts/other.txt; echo done", protected=protected)
+    assert "done" in out and "busy" in out, out
+    assert (ws / "scripts" / "check.sh").read_text() == "echo fine\n"
+    assert "fsmonitor" not in (ws / "sub" / ".git" / "config").read_text()
+    assert not (ws / "scripts_old").exists() and not (ws / "sub_old").exists()
+    assert (ws / "scripts" / "other.txt").read_text() == "new\n"  # the folder itself stays writable
+
+
 def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
     out = runner.run("mkdir -p .git/hooks && echo 'touch pwned' > .git/hooks/pre-commit; git init -q .; echo done")
     assert "done" in out
