@@ -23,8 +23,8 @@ hardening. From the inside of one command:
   created either (the placeholder is removed afterwards); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced;
-* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, ``LC_*``,
-  and the names the caller passes): no keys, tokens or URLs with passwords,
+* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
+  locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
@@ -56,8 +56,12 @@ from typing import Any
 from deep_agent.tools.protected import Protected
 from subagents.errors import SubagentsError
 
-ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ")
-"""Variables a sandboxed command gets (with every ``LC_*`` and the caller's ``pass_env``); ``HOME`` is set empty."""
+ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
+               "LC_NUMERIC", "LC_TIME", "LC_ADDRESS", "LC_IDENTIFICATION", "LC_MEASUREMENT", "LC_NAME",
+               "LC_PAPER", "LC_TELEPHONE")
+"""Variables a sandboxed command gets (with the caller's ``pass_env``); ``HOME`` is set empty.
+
+The locale's ``LC_*`` by name (POSIX's and glibc's), never a prefix: ``LC_API_TOKEN`` is not a locale."""
 
 PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
 """pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
@@ -130,9 +134,9 @@ class Sandbox:
         return [*args, "--chdir", str(root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
-        """What the command gets: :data:`ALLOWED_ENV`, ``LC_*``, ``pass_env``, and ``HOME`` (empty inside)."""
+        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, and ``HOME`` (empty inside)."""
         kept = {name: value for name, value in os.environ.items()
-                if name in ALLOWED_ENV or name.startswith("LC_") or name in self.pass_env}
+                if name in ALLOWED_ENV or name in self.pass_env}
         return {**kept, "HOME": str(Path.home())}
 
     @contextlib.contextmanager

@@ -95,14 +95,16 @@ def test_proc_shows_only_the_sandboxes_processes_and_no_host_environment(runner,
 
 def test_secrets_by_any_name_are_absent_and_only_allowlisted_or_named_variables_pass(runner, monkeypatch):
     secrets = {"DATABASE_URL": "postgres://u:pw@db/x", "GH_PAT": "ghp_x", "SIGNING_PASSPHRASE": "pp",
-               "NPM_AUTH": "npm-x", "MY_PROVIDER_KEY_VAR": "sk-x", "OPENAI_API_KEY": "sk-y"}
+               "NPM_AUTH": "npm-x", "MY_PROVIDER_KEY_VAR": "sk-x", "OPENAI_API_KEY": "sk-y",
+               "LC_API_TOKEN": "sk-z"}
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
     monkeypatch.setenv("ASKED_FOR", "passed-on-request")
     out = runner.run("env", pass_env=("ASKED_FOR",))
     assert not [name for name in secrets if name in out], out
-    assert "LANG=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
+    assert "LANG=C.UTF-8" in out and "LC_TIME=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
 
 
 def _repository(ws: Path) -> None:
