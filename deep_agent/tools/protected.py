@@ -133,13 +133,22 @@ class Protected:
 
 
 def _git_entries(root: Path) -> Iterator[Path]:
-    """Every ``.git`` folder or file in the workspace (its own and nested repositories')."""
+    """Every ``.git`` folder or file in the workspace (its own and nested repositories'), and every
+    folder below it git takes for a bare repository."""
     for folder, dirs, files in os.walk(root):
         if ".git" in dirs:
             dirs.remove(".git")  # its own modules/ are inside it, protected whole
             yield Path(folder, ".git")
         elif ".git" in files:
             yield Path(folder, ".git")
+        if folder != str(root) and looks_bare(files, dirs):
+            dirs.clear()
+            yield Path(folder)
+
+
+def looks_bare(files: list[str], dirs: list[str]) -> bool:
+    """Whether a folder holding ``files`` and ``dirs`` is one git discovers as a bare repository."""
+    return "HEAD" in files and "objects" in dirs and "refs" in dirs
 
 
 CONFIG_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass)|include\.path|includeif\..*\.path"

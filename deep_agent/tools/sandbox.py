@@ -22,7 +22,8 @@ hardening. From the inside of one command:
   one is an empty read-only folder while the command runs, so it cannot be
   created either (the placeholder is removed afterwards); every folder
   between the workspace and a protected path is a mount point of its own,
-  so it cannot be renamed and replaced;
+  so it cannot be renamed and replaced; a git repository the command makes
+  is set aside when it ends (:func:`set_aside_new_repositories`);
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -53,7 +54,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.protected import Protected
+from deep_agent.tools.protected import Protected, looks_bare
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -141,19 +142,20 @@ class Sandbox:
 
     @contextlib.contextmanager
     def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-                **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+                *, set_aside: list[Path] | None = None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
         """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments).
 
         While it runs, each missing protected path in the workspace is an empty
         folder mounted read-only (removed afterwards if still empty); with
         network, ``pasta`` gives the command's namespace its network before
-        the command starts.
+        the command starts. Once it ended, each git repository it made is set
+        aside (:func:`set_aside_new_repositories`; appended to ``set_aside``).
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
-        with _placeholders(root, protected.inside(root)):
+        with _set_aside_after(root, protected, set_aside), _placeholders(root, protected.inside(root)):
             if not self.network:
                 with subprocess.Popen(self.argv(root, command, protected), **popen) as process:
                     yield process
@@ -198,6 +200,52 @@ class Sandbox:
             said = done.stderr.decode("utf-8", "replace").strip()[-300:]
             raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
                                      "pasta")
+
+
+SET_ASIDE = ".made-by-agent"
+"""Appended to the name of a ``.git`` (or a bare repository's ``HEAD``) a sandboxed command made."""
+
+
+def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
+    """Rename every git repository in ``root`` that is not in the run's protected set; the new names.
+
+    The run's git directories are read-only inside the sandbox, but a
+    command can make a new repository anywhere else (``cd src && git init
+    && git config core.fsmonitor ...``), and the user's next ``git status``
+    there would run its config. A ``.git`` not known when the run started
+    becomes ``.git.made-by-agent``, a bare repository's ``HEAD``
+    ``HEAD.made-by-agent``: git no longer sees a repository, the content
+    stays. One walk of the workspace, without the protected folders.
+    """
+    known = protected.paths
+    moved: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        found = [here / ".git"] if ".git" in dirs or ".git" in files else []
+        if here != root and looks_bare(files, dirs):
+            found.append(here / "HEAD")
+        for path in found:
+            if path not in known and (path.name != "HEAD" or here not in known):
+                target = path.with_name(path.name + SET_ASIDE)
+                for n in range(2, 1000):
+                    if not os.path.lexists(target):
+                        break
+                    target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
+                with contextlib.suppress(OSError):
+                    os.rename(path, target)  # a symlink named .git is renamed, never followed
+                    moved.append(target)
+        dirs[:] = [d for d in dirs if d != ".git" and here / d not in known]
+    return moved
+
+
+@contextlib.contextmanager
+def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        moved = set_aside_new_repositories(root, protected)
+        if report is not None:
+            report += moved
 
 
 _placeholder_lock = threading.Lock()

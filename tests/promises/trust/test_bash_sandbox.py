@@ -161,6 +161,37 @@ def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner
     assert (ws / "scripts" / "other.txt").read_text() == "new\n"  # the folder itself stays writable
 
 
+def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_can_run_its_config(runner):
+    ws = runner.ws
+    subprocess.run(["git", "init", "-q", str(ws / "kept")], check=True)
+    (ws / "src").mkdir()
+    runner.chown(ws)
+    protected = Protected.of(ws)
+    set_aside: list[Path] = []
+    sandbox = Sandbox.find()
+    assert sandbox is not None
+    command = ("cd src && git init -q . && git config core.fsmonitor 'touch ../pwned; false' && cd .. &&"
+               " git init -q --bare plain && git -C plain config core.fsmonitor 'touch ../pwned; false';"
+               " echo 'gitdir: ../plain' > lib.git; mkdir -p lib; mv lib.git lib/.git; echo done")
+    with sandbox.running(ws, command, protected, set_aside=set_aside, cwd=ws, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **runner.popen) as process:
+        out, _ = process.communicate(timeout=60)
+    assert b"done" in out, out
+    assert sorted(p.relative_to(ws).as_posix() for p in set_aside) == [
+        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent"]
+    for folder in ("src", "plain", "lib"):
+        subprocess.run(["git", "status"], cwd=ws / folder, capture_output=True, check=False)
+    assert not (ws / "pwned").exists()
+    assert (ws / "kept" / ".git").is_dir() and (ws / "src" / ".git.made-by-agent" / "config").is_file()
+
+
+def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
+    (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
+    answer = bash.invoke({"command": "mkdir sub && git init -q sub && echo made", "timeout": 20_000})
+    assert "made" in answer and "set aside (sub/.git.made-by-agent)" in answer, answer
+    assert not (tmp_path / "sub" / ".git").exists()
+
+
 def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
     out = runner.run("mkdir -p .git/hooks && echo 'touch pwned' > .git/hooks/pre-commit; git init -q .; echo done")
     assert "done" in out
