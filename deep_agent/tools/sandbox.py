@@ -27,6 +27,8 @@ hardening. From the inside of one command:
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
+* no kernel keyring (:func:`seccomp_filter`): the keys of the session
+  that started the program are not the command's;
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
@@ -44,9 +46,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -108,18 +112,20 @@ class Sandbox:
         return cls(found, network, pasta, tuple(pass_env))
 
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-             *, sync_fds: tuple[int, int] | None = None) -> list[str]:
+             *, sync_fds: tuple[int, int] | None = None, seccomp_fd: int | None = None) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
         ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
         is bound only where :meth:`running` made its placeholder. ``sync_fds``: bubblewrap's
         ``--info-fd`` and ``--block-fd`` (the command waits for :meth:`running` to set up its network).
+        ``seccomp_fd``: where bubblewrap reads :func:`seccomp_filter` from.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
         args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         for folder in _hidden(str(root)):
             args += ["--tmpfs", folder]
         resolver = os.path.realpath("/etc/resolv.conf")
@@ -132,6 +138,8 @@ class Sandbox:
             args += ["--setenv", name, value]
         if sync_fds is not None:
             args += ["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--chdir", str(root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
@@ -155,16 +163,20 @@ class Sandbox:
         protected = protected if protected is not None else Protected.of(root)
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
-        with _set_aside_after(root, protected, set_aside), _placeholders(root, protected.inside(root)):
+        with (_set_aside_after(root, protected, set_aside), _placeholders(root, protected.inside(root)),
+              _readable(seccomp_filter()) as seccomp):
+            fds = () if seccomp is None else (seccomp,)
             if not self.network:
-                with subprocess.Popen(self.argv(root, command, protected), **popen) as process:
+                with subprocess.Popen(self.argv(root, command, protected, seccomp_fd=seccomp), pass_fds=fds,
+                                      **popen) as process:
                     yield process
                 return
             info_r, info_w = os.pipe()
             block_r, block_w = os.pipe()
             try:
-                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r)),
-                                           pass_fds=(info_w, block_r), **popen)
+                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r),
+                                                     seccomp_fd=seccomp),
+                                           pass_fds=(info_w, block_r, *fds), **popen)
             except BaseException:
                 os.close(info_r)
                 os.close(block_w)
@@ -200,6 +212,48 @@ class Sandbox:
             said = done.stderr.decode("utf-8", "replace").strip()[-300:]
             raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
                                      "pasta")
+
+
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+"""Machine -> its seccomp architecture and the numbers of add_key, request_key and keyctl."""
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The seccomp program bubblewrap installs: the kernel keyring calls fail with ``EPERM``.
+
+    The keyring is not a namespace bubblewrap unshares: without this, a
+    command reads the keys of the session that started the program (as
+    Docker's default profile, which refuses the same calls). ``None`` on a
+    machine not listed (no filter: the keyring stays reachable there).
+    """
+    arch_calls = _KEYRING_CALLS.get(machine or os.uname().machine)
+    if arch_calls is None:
+        return None
+    arch, calls = arch_calls
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    checks = [(jeq, n) for n in calls] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 1, arch), (ld, 0, 0, 0)]  # another arch: allowed
+    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *step) for step in program)
+
+
+@contextlib.contextmanager
+def _readable(data: bytes | None) -> Iterator[int | None]:
+    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
+    if data is None:
+        yield None
+        return
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    try:
+        yield read
+    finally:
+        os.close(read)
 
 
 SET_ASIDE = ".made-by-agent"

@@ -107,6 +107,35 @@ def test_secrets_by_any_name_are_absent_and_only_allowlisted_or_named_variables_
     assert "LANG=C.UTF-8" in out and "LC_TIME=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
 
 
+def test_the_kernel_keyring_of_the_starting_session_is_unreachable(runner):
+    """A key in the session keyring of the program (a private one, joined in a child process)."""
+    import json
+    import platform
+    import sys
+
+    from deep_agent.tools.sandbox import seccomp_filter
+
+    if seccomp_filter(platform.machine()) is None:
+        pytest.skip(f"no keyring filter for {platform.machine()}")
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+    program = f"""
+import ctypes, json, subprocess, sys
+from deep_agent.tools.sandbox import Sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall({keyctl}, 1, b"sandbox-test-session")  # KEYCTL_JOIN_SESSION_KEYRING
+key = libc.syscall({add_key}, b"user", b"sandbox-test-token", b"keyring-secret", 14, -3)
+command = ("python3 -c 'import ctypes; b = ctypes.create_string_buffer(64); "
+           "ctypes.CDLL(None).syscall({keyctl}, 11, %d, b, 64); print(b.value)'; cat /proc/keys; echo done" % key)
+with Sandbox.find().running(sys.argv[1], command, cwd=sys.argv[1], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, **json.loads(sys.argv[2])) as process:
+    print(key, process.communicate(timeout=60)[0].decode())
+"""
+    said = subprocess.run([sys.executable, "-c", program, str(runner.ws), json.dumps(runner.popen)],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    assert int(said.split()[0]) > 0, said  # the key was added outside
+    assert "done" in said and "keyring-secret" not in said and "sandbox-test" not in said, said
+
+
 def _repository(ws: Path) -> None:
     """A checkout with what can run code later: git's common dir, a submodule's and a nested repo's git dirs,
     a hook script; no .claude, no .mcp.json, no tools/ yet."""
