@@ -29,6 +29,8 @@ hardening. From the inside of one command:
   whatever their names; ``HOME`` is the (empty) home folder;
 * no kernel keyring (:func:`seccomp_filter`): the keys of the session
   that started the program are not the command's;
+* no host service on a unix socket (:func:`_host_sockets`: each one the
+  host has bound to a visible path is covered with ``/dev/null``);
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
@@ -50,6 +52,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -126,13 +129,16 @@ class Sandbox:
         args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
-        for folder in _hidden(str(root)):
+        hidden = _hidden(str(root))
+        for folder in hidden:
             args += ["--tmpfs", folder]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
         args += ["--bind", str(root), str(root)]
         args += _binds(root, protected.inside(root))
+        for socket_path in _host_sockets(hidden, root):
+            args += ["--ro-bind", "/dev/null", socket_path]
         args.append("--clearenv")
         for name, value in sorted(self.environment().items()):
             args += ["--setenv", name, value]
@@ -365,6 +371,33 @@ def _placeholders(root: Path, protected: list[Path]) -> Iterator[None]:
                     del _placeholder_users[target]
                     with contextlib.suppress(OSError):
                         target.rmdir()  # only if still empty: never anyone's content
+
+
+def _host_sockets(hidden: list[str], root: Path) -> list[str]:
+    """The host's unix sockets bound to a path the sandbox shows, from ``/proc/net/unix``.
+
+    A read-only folder does not stop ``connect()``: a database or container
+    daemon listening in ``/var/lib`` or ``/srv`` would answer. Each one is
+    covered with ``/dev/null`` (``connect()`` is then refused). Not found
+    here: sockets of other network namespaces, and a second hard link to
+    a socket.
+    """
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found: set[str] = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue  # abstract (@name: another network namespace inside) or unnamed
+        path = os.path.realpath(fields[7])
+        if not path.startswith(f"{root}/") and any(path.startswith(h + "/") for h in (*hidden, "/dev", "/proc")):
+            continue  # not there inside
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                found.add(path)
+    return sorted(found)
 
 
 def _hidden(root: str) -> list[str]:

@@ -287,6 +287,30 @@ def test_host_loopback_services_and_abstract_sockets_are_unreachable(runner, net
     assert ("route: default" in out) == network, out  # with the flag: an outbound route of its own
 
 
+@pytest.mark.server  # a unix socket server it starts
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
+def test_a_host_service_on_a_path_unix_socket_the_sandbox_can_see_is_unreachable(runner, network):
+    if network and shutil.which("pasta") is None:
+        pytest.skip("pasta is not installed (Debian's passt package, which .ci/run installs)")
+    tun = Path("/dev/net/tun")
+    if network and runner.popen and not (tun.exists() and tun.stat().st_mode & RW_OTHERS == RW_OTHERS):
+        pytest.skip("this machine's /dev/net/tun is not usable by an unprivileged user, and pasta needs it")
+    path = runner.ws / "service.sock"  # the workspace is visible inside, as /var/lib or /srv are
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen(1)
+    server.settimeout(0.1)
+    try:
+        out = runner.run("python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"service.sock\")'"
+                         " && echo reached; echo done", network=network)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+    assert "done" in out and "reached" not in out, out
+
+
 def test_the_bash_tool_runs_in_the_sandbox_by_default(tmp_path):
     (bash,) = [t for t in builtin_tools(tmp_path) if t.name == "Bash"]
     out = bash.invoke({"command": "grep CapEff /proc/self/status; echo x > .git/config", "timeout": 20_000})
