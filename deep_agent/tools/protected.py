@@ -15,7 +15,8 @@ in-process writer goes through :meth:`Workspace.open_for_writing
   included file, ``core.hooksPath``, the scripts of ``core.fsmonitor``,
   filters, diff and merge drivers;
 * the agent, skill, hook and MCP files (``.claude``, ``.agents``,
-  ``.deep_agent``, ``.mcp.json``): the next run reads them;
+  ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
+  from elsewhere): the next run reads them;
 * the state folder, when one is given;
 * the scripts and programs trusted hooks and MCP servers name (``extra``):
   they run on the host at the next tool call;
@@ -156,7 +157,8 @@ CONFIG_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass)|i
                r"|sequence\.editor|gpg\.program|credential\.helper)$")
 """The git settings that name a file to include, a hooks folder or a command to run."""
 
-_SAFE_GIT_ENV = {"PATH": os.defpath, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
+_SAFE_GIT_ENV = {"PATH": os.defpath, "HOME": str(Path.home()),  # HOME: git expands ~ in include.path with it
+                 "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
 
 
 def _named_by_config(gitdirs: list[Path], worktree: Path) -> Iterator[Path]:
