@@ -141,15 +141,23 @@ def trusted_scripts(found: Any) -> list[Path]:
 
 
 def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:
-    """``--workspace`` with the run's protected set, computed once; a home folder only with its flag."""
+    """``--workspace`` with the run's protected set, computed once; a home folder only with its flag.
+
+    Besides the workspace's own agent files, those the run reads are
+    protected wherever they are: ``--agents-dir`` and ``--skills-dir``
+    folders and the agent files of the current folder (the workspace may
+    be its parent).
+    """
     from deep_agent.tools import Workspace
-    from deep_agent.tools.protected import Protected
+    from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
 
     root = args.workspace if args.workspace is not None else Path.cwd()
+    named = [*(getattr(args, "agents_dirs", None) or ()), *(getattr(args, "skills_dirs", None) or ())]
+    read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)]
     try:
         folder = Path(root).expanduser().resolve()
-        protected = Protected.of(folder, state_dir=state, extra=scripts)
+        protected = Protected.of(folder, state_dir=state, extra=scripts, agent_files=read_from)
         return Workspace(folder, protected=protected,
                          allow_home=bool(getattr(args, "allow_home_workspace", False)))
     except NotADirectoryError:

@@ -16,6 +16,7 @@ import dataclasses
 import errno
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -155,9 +156,10 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
             _write_new(state / ".gitignore", GITIGNORE)
         except FileExistsError:
             pass
-        probe = state / f".write-check-{os.getpid()}"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
+        # mkstemp creates a new name (O_EXCL): a planted symlink is never followed, its target never truncated.
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=state)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{flag} {state}: cannot write there ({exc.strerror or exc})") from None
     return state

@@ -20,10 +20,17 @@ hardening. From the inside of one command:
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
   directories whole, agent files, hook scripts, the interpreter): a missing
   one is an empty read-only folder while the command runs, so it cannot be
-  created either (the placeholder is removed afterwards);
-* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, ``LC_*``,
-  and the names the caller passes): no keys, tokens or URLs with passwords,
+  created either (the placeholder is removed afterwards); every folder
+  between the workspace and a protected path is a mount point of its own,
+  so it cannot be renamed and replaced; a git repository the command makes
+  is set aside when it ends (:func:`set_aside_new_repositories`);
+* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
+  locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
+* no kernel keyring (:func:`seccomp_filter`): the keys of the session
+  that started the program are not the command's;
+* no host service on a unix socket (:func:`_host_sockets`: each one the
+  host has bound to a visible path is covered with ``/dev/null``);
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
@@ -41,9 +48,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import shutil
+import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -51,11 +61,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.protected import Protected
+from deep_agent.tools.protected import Protected, looks_bare
 from subagents.errors import SubagentsError
 
-ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ")
-"""Variables a sandboxed command gets (with every ``LC_*`` and the caller's ``pass_env``); ``HOME`` is set empty."""
+ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
+               "LC_NUMERIC", "LC_TIME", "LC_ADDRESS", "LC_IDENTIFICATION", "LC_MEASUREMENT", "LC_NAME",
+               "LC_PAPER", "LC_TELEPHONE")
+"""Variables a sandboxed command gets (with the caller's ``pass_env``); ``HOME`` is set empty.
+
+The locale's ``LC_*`` by name (POSIX's and glibc's), never a prefix: ``LC_API_TOKEN`` is not a locale."""
 
 PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
 """pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
@@ -101,62 +115,74 @@ class Sandbox:
         return cls(found, network, pasta, tuple(pass_env))
 
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-             *, sync_fds: tuple[int, int] | None = None) -> list[str]:
+             *, sync_fds: tuple[int, int] | None = None, seccomp_fd: int | None = None) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
         ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
         is bound only where :meth:`running` made its placeholder. ``sync_fds``: bubblewrap's
         ``--info-fd`` and ``--block-fd`` (the command waits for :meth:`running` to set up its network).
+        ``seccomp_fd``: where bubblewrap reads :func:`seccomp_filter` from.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
         args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        for folder in _hidden(str(root)):
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
+        hidden = _hidden(str(root))
+        for folder in hidden:
             args += ["--tmpfs", folder]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
         args += ["--bind", str(root), str(root)]
         args += _binds(root, protected.inside(root))
+        for socket_path in _host_sockets(hidden, root):
+            args += ["--ro-bind", "/dev/null", socket_path]
         args.append("--clearenv")
         for name, value in sorted(self.environment().items()):
             args += ["--setenv", name, value]
         if sync_fds is not None:
             args += ["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--chdir", str(root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
-        """What the command gets: :data:`ALLOWED_ENV`, ``LC_*``, ``pass_env``, and ``HOME`` (empty inside)."""
+        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, and ``HOME`` (empty inside)."""
         kept = {name: value for name, value in os.environ.items()
-                if name in ALLOWED_ENV or name.startswith("LC_") or name in self.pass_env}
+                if name in ALLOWED_ENV or name in self.pass_env}
         return {**kept, "HOME": str(Path.home())}
 
     @contextlib.contextmanager
     def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-                **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+                *, set_aside: list[Path] | None = None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
         """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments).
 
         While it runs, each missing protected path in the workspace is an empty
         folder mounted read-only (removed afterwards if still empty); with
         network, ``pasta`` gives the command's namespace its network before
-        the command starts.
+        the command starts. Once it ended, each git repository it made is set
+        aside (:func:`set_aside_new_repositories`; appended to ``set_aside``).
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
-        with _placeholders(root, protected.inside(root)):
+        with (_set_aside_after(root, protected, set_aside), _placeholders(root, protected.inside(root)),
+              _readable(seccomp_filter()) as seccomp):
+            fds = () if seccomp is None else (seccomp,)
             if not self.network:
-                with subprocess.Popen(self.argv(root, command, protected), **popen) as process:
+                with subprocess.Popen(self.argv(root, command, protected, seccomp_fd=seccomp), pass_fds=fds,
+                                      **popen) as process:
                     yield process
                 return
             info_r, info_w = os.pipe()
             block_r, block_w = os.pipe()
             try:
-                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r)),
-                                           pass_fds=(info_w, block_r), **popen)
+                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r),
+                                                     seccomp_fd=seccomp),
+                                           pass_fds=(info_w, block_r, *fds), **popen)
             except BaseException:
                 os.close(info_r)
                 os.close(block_w)
@@ -194,6 +220,94 @@ class Sandbox:
                                      "pasta")
 
 
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+"""Machine -> its seccomp architecture and the numbers of add_key, request_key and keyctl."""
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The seccomp program bubblewrap installs: the kernel keyring calls fail with ``EPERM``.
+
+    The keyring is not a namespace bubblewrap unshares: without this, a
+    command reads the keys of the session that started the program (as
+    Docker's default profile, which refuses the same calls). ``None`` on a
+    machine not listed (no filter: the keyring stays reachable there).
+    """
+    arch_calls = _KEYRING_CALLS.get(machine or os.uname().machine)
+    if arch_calls is None:
+        return None
+    arch, calls = arch_calls
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    checks = [(jeq, n) for n in calls] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 1, arch), (ld, 0, 0, 0)]  # another arch: allowed
+    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *step) for step in program)
+
+
+@contextlib.contextmanager
+def _readable(data: bytes | None) -> Iterator[int | None]:
+    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
+    if data is None:
+        yield None
+        return
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    try:
+        yield read
+    finally:
+        os.close(read)
+
+
+SET_ASIDE = ".made-by-agent"
+"""Appended to the name of a ``.git`` (or a bare repository's ``HEAD``) a sandboxed command made."""
+
+
+def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
+    """Rename every git repository in ``root`` that is not in the run's protected set; the new names.
+
+    The run's git directories are read-only inside the sandbox, but a
+    command can make a new repository anywhere else (``cd src && git init
+    && git config core.fsmonitor ...``), and the user's next ``git status``
+    there would run its config. A ``.git`` not known when the run started
+    becomes ``.git.made-by-agent``, a bare repository's ``HEAD``
+    ``HEAD.made-by-agent``: git no longer sees a repository, the content
+    stays. One walk of the workspace, without the protected folders.
+    """
+    known = protected.paths
+    moved: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        found = [here / ".git"] if ".git" in dirs or ".git" in files else []
+        if here != root and looks_bare(files, dirs):
+            found.append(here / "HEAD")
+        for path in found:
+            if path not in known and (path.name != "HEAD" or here not in known):
+                target = path.with_name(path.name + SET_ASIDE)
+                for n in range(2, 1000):
+                    if not os.path.lexists(target):
+                        break
+                    target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
+                with contextlib.suppress(OSError):
+                    os.rename(path, target)  # a symlink named .git is renamed, never followed
+                    moved.append(target)
+        dirs[:] = [d for d in dirs if d != ".git" and here / d not in known]
+    return moved
+
+
+@contextlib.contextmanager
+def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        moved = set_aside_new_repositories(root, protected)
+        if report is not None:
+            report += moved
+
+
 _placeholder_lock = threading.Lock()
 _placeholder_users: dict[Path, int] = {}
 """Placeholders made now -> how many running commands need them (parallel commands share one)."""
@@ -208,14 +322,27 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root``, or for the placeholder standing where it is missing."""
-    args: list[str] = []
+    """``--ro-bind`` for each protected path in ``root`` (or the placeholder standing where it is missing),
+    and ``--bind`` for each folder between ``root`` and it.
+
+    A mount point cannot be renamed (``EBUSY``): binding each folder on the
+    way on itself, still writable, keeps ``mv scripts scripts_old && mkdir
+    scripts`` from putting a new folder where a protected path was.
+    """
     with _placeholder_lock:
-        for path in protected:
-            target = _mask(root, path) or path
-            # Missing with no placeholder: only argv() outside running(), which cannot bind it.
-            if os.path.lexists(target) and str(target) not in args:
-                args += ["--ro-bind", str(target), str(target)]
+        targets = {_mask(root, path) or path for path in protected}
+    # Missing with no placeholder: only argv() outside running(), which cannot bind it.
+    read_only = {t for t in targets if os.path.lexists(t)}
+    mounts = {t: "--ro-bind" for t in read_only}
+    for target in read_only:
+        for folder in target.parents:
+            if folder == root or root not in folder.parents:
+                break
+            if not any(ro == folder or ro in folder.parents for ro in read_only):  # never writable inside one
+                mounts.setdefault(folder, "--bind")
+    args: list[str] = []
+    for path in sorted(mounts, key=lambda p: len(p.parts)):  # a folder before what is bound inside it
+        args += [mounts[path], str(path), str(path)]
     return args
 
 
@@ -244,6 +371,33 @@ def _placeholders(root: Path, protected: list[Path]) -> Iterator[None]:
                     del _placeholder_users[target]
                     with contextlib.suppress(OSError):
                         target.rmdir()  # only if still empty: never anyone's content
+
+
+def _host_sockets(hidden: list[str], root: Path) -> list[str]:
+    """The host's unix sockets bound to a path the sandbox shows, from ``/proc/net/unix``.
+
+    A read-only folder does not stop ``connect()``: a database or container
+    daemon listening in ``/var/lib`` or ``/srv`` would answer. Each one is
+    covered with ``/dev/null`` (``connect()`` is then refused). Not found
+    here: sockets of other network namespaces, and a second hard link to
+    a socket.
+    """
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found: set[str] = set()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue  # abstract (@name: another network namespace inside) or unnamed
+        path = os.path.realpath(fields[7])
+        if not path.startswith(f"{root}/") and any(path.startswith(h + "/") for h in (*hidden, "/dev", "/proc")):
+            continue  # not there inside
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                found.add(path)
+    return sorted(found)
 
 
 def _hidden(root: str) -> list[str]:

@@ -31,6 +31,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
@@ -65,13 +66,19 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
         limit_s = (timeout or DEFAULT_TIMEOUT_MS) / 1000
         popen: dict[str, Any] = {"cwd": ws.root, "stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE,
                                  "stderr": subprocess.STDOUT, "start_new_session": True}
-        started = (sandbox.running(ws.root, command, ws.protected, **popen) if sandbox is not None
-                   else subprocess.Popen(command, shell=True, **popen))
+        set_aside: list[Path] = []
+        started = (sandbox.running(ws.root, command, ws.protected, set_aside=set_aside, **popen)
+                   if sandbox is not None else subprocess.Popen(command, shell=True, **popen))
         try:
             with started as process:
-                return _answer(ws, process, limit_s)
+                answer = _answer(ws, process, limit_s)
         except SandboxUnavailable as exc:
             raise ToolException(f"Bash could not start its sandbox: {exc}") from None
+        if set_aside:
+            named = ", ".join(str(p.relative_to(ws.root)) for p in set_aside)
+            answer += (f"\n[the git repositories this command made were set aside ({named}): git would run "
+                       "their config and hooks outside the sandbox; the user can rename them back]")
+        return answer
 
     where = "Run a shell command in the workspace folder."
     if sandbox is not None:

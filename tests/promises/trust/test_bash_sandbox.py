@@ -95,14 +95,45 @@ def test_proc_shows_only_the_sandboxes_processes_and_no_host_environment(runner,
 
 def test_secrets_by_any_name_are_absent_and_only_allowlisted_or_named_variables_pass(runner, monkeypatch):
     secrets = {"DATABASE_URL": "postgres://u:pw@db/x", "GH_PAT": "ghp_x", "SIGNING_PASSPHRASE": "pp",
-               "NPM_AUTH": "npm-x", "MY_PROVIDER_KEY_VAR": "sk-x", "OPENAI_API_KEY": "sk-y"}
+               "NPM_AUTH": "npm-x", "MY_PROVIDER_KEY_VAR": "sk-x", "OPENAI_API_KEY": "sk-y",
+               "LC_API_TOKEN": "sk-z"}
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
     monkeypatch.setenv("ASKED_FOR", "passed-on-request")
     out = runner.run("env", pass_env=("ASKED_FOR",))
     assert not [name for name in secrets if name in out], out
-    assert "LANG=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
+    assert "LANG=C.UTF-8" in out and "LC_TIME=C.UTF-8" in out and "ASKED_FOR=passed-on-request" in out, out
+
+
+def test_the_kernel_keyring_of_the_starting_session_is_unreachable(runner):
+    """A key in the session keyring of the program (a private one, joined in a child process)."""
+    import json
+    import platform
+    import sys
+
+    from deep_agent.tools.sandbox import seccomp_filter
+
+    if seccomp_filter(platform.machine()) is None:
+        pytest.skip(f"no keyring filter for {platform.machine()}")
+    add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+    program = f"""
+import ctypes, json, subprocess, sys
+from deep_agent.tools.sandbox import Sandbox
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall({keyctl}, 1, b"sandbox-test-session")  # KEYCTL_JOIN_SESSION_KEYRING
+key = libc.syscall({add_key}, b"user", b"sandbox-test-token", b"keyring-secret", 14, -3)
+command = ("python3 -c 'import ctypes; b = ctypes.create_string_buffer(64); "
+           "ctypes.CDLL(None).syscall({keyctl}, 11, %d, b, 64); print(b.value)'; cat /proc/keys; echo done" % key)
+with Sandbox.find().running(sys.argv[1], command, cwd=sys.argv[1], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, **json.loads(sys.argv[2])) as process:
+    print(key, process.communicate(timeout=60)[0].decode())
+"""
+    said = subprocess.run([sys.executable, "-c", program, str(runner.ws), json.dumps(runner.popen)],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    assert int(said.split()[0]) > 0, said  # the key was added outside
+    assert "done" in said and "keyring-secret" not in said and "sandbox-test" not in said, said
 
 
 def _repository(ws: Path) -> None:
@@ -140,6 +171,54 @@ def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
     assert (ws / "ordinary.txt").read_text() == "fine\n"
     for planted in ("tools", ".claude", ".mcp.json", ".git-old", ".git/hooks/x", "pwned"):
         assert not (ws / planted).exists(), f"{planted} was created (or its placeholder left behind)"
+
+
+def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
+    ws = runner.ws
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "check.sh").write_text("echo fine\n")
+    subprocess.run(["git", "init", "-q", str(ws / "sub")], check=True)
+    runner.chown(ws)
+    protected = Protected.of(ws, extra=["scripts/check.sh"])
+    out = runner.run("mv scripts scripts_old; mkdir -p scripts; echo 'touch pwned' > scripts/check.sh;"
+                     " mv sub sub_old; git init -q sub; git -C sub config core.fsmonitor 'touch pwned';"
+                     " echo new > scripts/other.txt; echo done", protected=protected)
+    assert "done" in out and "busy" in out, out
+    assert (ws / "scripts" / "check.sh").read_text() == "echo fine\n"
+    assert "fsmonitor" not in (ws / "sub" / ".git" / "config").read_text()
+    assert not (ws / "scripts_old").exists() and not (ws / "sub_old").exists()
+    assert (ws / "scripts" / "other.txt").read_text() == "new\n"  # the folder itself stays writable
+
+
+def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_can_run_its_config(runner):
+    ws = runner.ws
+    subprocess.run(["git", "init", "-q", str(ws / "kept")], check=True)
+    (ws / "src").mkdir()
+    runner.chown(ws)
+    protected = Protected.of(ws)
+    set_aside: list[Path] = []
+    sandbox = Sandbox.find()
+    assert sandbox is not None
+    command = ("cd src && git init -q . && git config core.fsmonitor 'touch ../pwned; false' && cd .. &&"
+               " git init -q --bare plain && git -C plain config core.fsmonitor 'touch ../pwned; false';"
+               " echo 'gitdir: ../plain' > lib.git; mkdir -p lib; mv lib.git lib/.git; echo done")
+    with sandbox.running(ws, command, protected, set_aside=set_aside, cwd=ws, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **runner.popen) as process:
+        out, _ = process.communicate(timeout=60)
+    assert b"done" in out, out
+    assert sorted(p.relative_to(ws).as_posix() for p in set_aside) == [
+        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent"]
+    for folder in ("src", "plain", "lib"):
+        subprocess.run(["git", "status"], cwd=ws / folder, capture_output=True, check=False)
+    assert not (ws / "pwned").exists()
+    assert (ws / "kept" / ".git").is_dir() and (ws / "src" / ".git.made-by-agent" / "config").is_file()
+
+
+def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
+    (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
+    answer = bash.invoke({"command": "mkdir sub && git init -q sub && echo made", "timeout": 20_000})
+    assert "made" in answer and "set aside (sub/.git.made-by-agent)" in answer, answer
+    assert not (tmp_path / "sub" / ".git").exists()
 
 
 def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
@@ -206,6 +285,30 @@ def test_host_loopback_services_and_abstract_sockets_are_unreachable(runner, net
             server.close()
     assert "reached" not in out and "blocked 127.0.0.1" in out and "blocked unix" in out, out
     assert ("route: default" in out) == network, out  # with the flag: an outbound route of its own
+
+
+@pytest.mark.server  # a unix socket server it starts
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
+def test_a_host_service_on_a_path_unix_socket_the_sandbox_can_see_is_unreachable(runner, network):
+    if network and shutil.which("pasta") is None:
+        pytest.skip("pasta is not installed (Debian's passt package, which .ci/run installs)")
+    tun = Path("/dev/net/tun")
+    if network and runner.popen and not (tun.exists() and tun.stat().st_mode & RW_OTHERS == RW_OTHERS):
+        pytest.skip("this machine's /dev/net/tun is not usable by an unprivileged user, and pasta needs it")
+    path = runner.ws / "service.sock"  # the workspace is visible inside, as /var/lib or /srv are
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen(1)
+    server.settimeout(0.1)
+    try:
+        out = runner.run("python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"service.sock\")'"
+                         " && echo reached; echo done", network=network)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+    assert "done" in out and "reached" not in out, out
 
 
 def test_the_bash_tool_runs_in_the_sandbox_by_default(tmp_path):

@@ -168,3 +168,16 @@ def test_a_run_never_writes_transcripts_through_a_symlinked_sessions_folder(proj
     run = cli("run", "Compare LangGraph and Pydantic.", "--thread", "t-data", cwd=project, env=SCRIPTED)
     assert run.returncode == 1 and f"{state / 'sessions'}: is a symlink" in run.stderr, run.stderr
     assert list(outside.iterdir()) == []
+
+
+def test_the_write_check_never_follows_a_symlink_planted_in_the_state_folder(tmp_path, monkeypatch):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    checkout = tmp_path / "checkout"
+    state = checkout / ".deep_agent"
+    state.mkdir(parents=True)
+    for pid in range(os.getpid() - 5, os.getpid() + 5):  # whatever name the check would pick
+        os.symlink(victim, state / f".write-check-{pid}")
+    monkeypatch.chdir(checkout)
+    assert resolve_state_dir(None) == state
+    assert victim.read_text() == "precious\n"
