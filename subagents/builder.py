@@ -44,6 +44,7 @@ from langchain.agents.middleware import (
     ModelResponse,
     ModelRetryMiddleware,
     ModelRouterMiddleware,
+    PIIMiddleware,
     SummarizationMiddleware,
 )
 from langchain.agents.structured_output import (
@@ -75,6 +76,7 @@ from subagents.definitions.permissions import (
     approval_rules,
     is_policy,
     normalize_permission_mode,
+    policy_beside,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
@@ -295,8 +297,9 @@ def middleware_for_model(
 ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
-    A middleware whose name the child already has is skipped: the child's own wins
-    (``create_agent`` refuses two of one name).
+    A model-level middleware whose name the child already has is skipped: the child's own wins
+    (``create_agent`` refuses two of one name). The parent's data policy always holds: beside a
+    child's own of the same name, it runs under a name of its own.
     """
     taken = {getattr(mw, "name", None) for mw in own}
     chosen: list[Any] = []
@@ -306,6 +309,8 @@ def middleware_for_model(
         chosen.append(retry_middleware(retries))
     for mw in inherited:
         # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
+        if isinstance(mw, PIIMiddleware) and mw.name in taken:
+            mw = policy_beside(mw)
         if (is_policy(mw) or (inherits_model and is_model_level(mw))) and getattr(mw, "name", None) not in taken:
             taken.add(mw.name)
             chosen.append(mw)
@@ -862,10 +867,11 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     # Unlike deepagents, a spec's interrupt_on (or its own approval middleware) may add gates or change
     # how a gated tool is reviewed, never un-gate one. One middleware asks: create_agent refuses two.
     floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
-                           interrupt_on=options.interrupt_on)
+                           interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
     floor.update({n: gates[n] for n in names if n in gates} if gates else {})
     interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
-    own = approval_rules(mode, names, risky_tools=options.risky_tools, interrupt_on=interrupt_on)
+    own = approval_rules(mode, names, risky_tools=options.risky_tools,
+                         interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, PIIMiddleware
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -107,3 +107,37 @@ def test_a_child_may_change_how_a_gated_tool_is_reviewed_but_not_skip_the_questi
                                subagents=[{**HELPER, "interrupt_on": {"danger": review}}])
     assert RAN == []
     assert result["__interrupt__"][0].value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+
+
+EMAIL = "bob@example.com"
+
+
+def test_a_childs_own_pii_rule_for_the_same_type_adds_to_the_parents_never_replaces_it():
+    model = ScriptedChatModel(
+        rules=[("mail bob", ["child done"])],
+        responses=[{"tool_calls": [tool_call("task", description=f"mail bob at {EMAIL}", subagent_type="helper")]},
+                   "parent done"])
+    parents = PIIMiddleware("email", strategy="redact", apply_to_input=True)
+    childs = PIIMiddleware("email", strategy="redact", apply_to_input=False, apply_to_output=True)
+    agent = create_deep_agent(model, [danger], checkpointer=InMemorySaver(), middleware=[parents],
+                              subagents=[{**HELPER, "tools": ["danger"], "middleware": [childs]}])
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]},
+                 config={"configurable": {"thread_id": f"floor-{next(_threads)}"}})
+    childs_calls = [c for c in model.calls if any("mail bob" in str(m.content) for m in c["messages"])]
+    assert childs_calls, "the child's model was never called"
+    texts = " ".join(str(m.content) for c in childs_calls for m in c["messages"])
+    assert EMAIL not in texts and "[REDACTED_EMAIL]" in texts
+
+
+def test_a_child_middleware_sharing_the_parents_data_policy_name_is_an_error_naming_it():
+    class MyPII(PIIMiddleware):
+        """The parent's own kind of redaction."""
+
+    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="x", subagent_type="helper")]},
+                                         "parent done"])
+    agent = create_deep_agent(model, [danger], checkpointer=InMemorySaver(), middleware=[MyPII("email")],
+                              subagents=[{**HELPER, "tools": ["danger"], "middleware": [MyPII("email")]}])
+    result = agent.invoke({"messages": [{"role": "user", "content": "go"}]},
+                          config={"configurable": {"thread_id": f"floor-{next(_threads)}"}})
+    answer = [m for m in result["messages"] if m.type == "tool"][0]
+    assert "MyPII[email]" in str(answer.content) and "rename one" in str(answer.content)
