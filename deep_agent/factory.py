@@ -209,7 +209,8 @@ def create_deep_agent(
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
             rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
             to the root's tools and inherited by every declarative child
-            whose spec sets no ``interrupt_on`` of its own.
+            whose spec sets no ``interrupt_on`` of its own; a floor for
+            every child (a spec's own may add gates, never un-gate one).
 
     Specs with ``graph_id`` (deepagents' ``AsyncSubAgent``: ``name``,
     ``description``, ``graph_id``, ``url``, optional ``headers``) in

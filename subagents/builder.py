@@ -44,6 +44,7 @@ from langchain.agents.middleware import (
     ModelResponse,
     ModelRetryMiddleware,
     ModelRouterMiddleware,
+    PIIMiddleware,
     SummarizationMiddleware,
 )
 from langchain.agents.structured_output import (
@@ -75,6 +76,7 @@ from subagents.definitions.permissions import (
     approval_rules,
     is_policy,
     normalize_permission_mode,
+    policy_beside,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
@@ -123,7 +125,8 @@ class BuildOptions:
             that a spec's ``mcp_config`` may name without defining, as
             Claude Code's list form does (``mcpServers: [github]``).
         interrupt_on: the parent's per-tool approval rules (deepagents'
-            ``interrupt_on``), for specs that set none.
+            ``interrupt_on``), for specs that set none, and a floor for
+            those that do: a spec may add gates, never un-gate one.
         excluded_keys: keys the delegating middleware keeps to the parent
             (ledgers, todos, ...); never in a child's state schema.
         state_schemas: the parent's state schemas; a declarative child gets
@@ -294,8 +297,9 @@ def middleware_for_model(
 ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
-    A middleware whose name the child already has is skipped: the child's own wins
-    (``create_agent`` refuses two of one name).
+    A model-level middleware whose name the child already has is skipped: the child's own wins
+    (``create_agent`` refuses two of one name). The parent's data policy always holds: beside a
+    child's own of the same name, it runs under a name of its own.
     """
     taken = {getattr(mw, "name", None) for mw in own}
     chosen: list[Any] = []
@@ -305,6 +309,8 @@ def middleware_for_model(
         chosen.append(retry_middleware(retries))
     for mw in inherited:
         # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
+        if isinstance(mw, PIIMiddleware) and mw.name in taken:
+            mw = policy_beside(mw)
         if (is_policy(mw) or (inherits_model and is_model_level(mw))) and getattr(mw, "name", None) not in taken:
             taken.add(mw.name)
             chosen.append(mw)
@@ -855,20 +861,27 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
         return not any(isinstance(mw, cls) for mw in middleware)
 
     mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
-    # deepagents' rule: a spec's own interrupt_on replaces the parent's.
-    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
     names = [tool_name(t) for t in tools]
-    rules = approval_rules(mode, names, risky_tools=options.risky_tools,
-                           interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
-    # The user's policy is a ceiling: a spec (often a file from a cloned folder)
-    # may ask for more approvals, never fewer, so the parent's mode is a floor.
-    if options.permission_mode is not None:
-        for name, rule in approval_rules(options.permission_mode, names, risky_tools=options.risky_tools).items():
-            rules.setdefault(name, rule)
-    floor = {n: gates[n] for n in names if n in gates} if gates else {}
-    rules = {**floor, **{k: v for k, v in rules.items() if v}} or rules
-    if rules and missing(HumanInTheLoopMiddleware):
-        middleware.append(HumanInTheLoopMiddleware(interrupt_on=rules))
+    # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): the
+    # parent's mode, interrupt_on and approval middleware gate the child's tools whatever the spec says.
+    # Unlike deepagents, a spec's interrupt_on (or its own approval middleware) may add gates or change
+    # how a gated tool is reviewed, never un-gate one. One middleware asks: create_agent refuses two.
+    floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
+                           interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
+    floor.update({n: gates[n] for n in names if n in gates} if gates else {})
+    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
+    own = approval_rules(mode, names, risky_tools=options.risky_tools,
+                         interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
+    theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
+    for mw in theirs:
+        own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})
+    rules = {**floor, **{n: _always_asks(rule) if n in floor else rule for n, rule in own.items()}}
+    if rules:
+        settings = {key: getattr(theirs[-1], key) for key in ("description_prefix", "edit_notice", "interrupt_mode")
+                    if theirs and hasattr(theirs[-1], key)}
+        at = middleware.index(theirs[0]) if theirs else len(middleware)
+        middleware = [mw for mw in middleware if not any(mw is t for t in theirs)]
+        middleware.insert(at, HumanInTheLoopMiddleware(interrupt_on=rules, **settings))
     if missing(SummarizationMiddleware):
         try:
             condenser = condenser_middleware(spec.condenser, model, resolve_summarizer=model_for)
@@ -884,6 +897,11 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
         middleware.append(RetryTruncated(retry))
     return middleware
+
+
+def _always_asks(rule: Any) -> Any:
+    """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
+    return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
 
 
 def _is_mcp_name(name: str) -> bool:

@@ -312,12 +312,22 @@ class FolderCommands(dict[Path, list[str]]):
 
 
 def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
-    """The folder's own agent files that run commands, each with what it runs (and, in ``runs``, the files)."""
+    """The folder's own agent files that run commands, each with what it runs (and, in ``runs``, the files).
+
+    A file is the folder's if it was found inside the folder (its agent
+    directories), wherever a symlink on the way points: a checkout's
+    ``.claude/agents/x.md`` linking to ``../../x.md`` is still the
+    checkout's. A file that resolves into the folder is the folder's too.
+    Only what is found outside and lies outside (the user's own level) is
+    not asked about. Keys are resolved paths.
+    """
     root = folder.resolve()
+    inside = {root, Path(os.path.abspath(folder))}
     out = FolderCommands()
     for definition in definitions:
+        found = Path(os.path.abspath(definition.path))  # where it was found: no symlink followed
         path = Path(definition.path).resolve()
-        if root not in path.parents:
+        if not any(top in p.parents for top in inside for p in (found, path)):
             continue  # the user's own level (home) is theirs, not the checkout's
         commands = what_would_run(definition.value)
         if commands:

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,9 +25,11 @@ from typing import Any
 # A file name, a field value or an error message that quotes one can hold
 # control characters: an escape sequence would clear the screen, move the
 # cursor over an error line or retitle the window; a newline would forge a
-# line of output (``ok   other.md``); a bidirectional override would show
-# text in another order than it is. :func:`printable` writes each of them as
-# a visible escape, so what the command prints is what the file holds.
+# line of output (``ok   other.md``); a bidirectional override or an RTL mark
+# would show text in another order than it is; a zero-width, format, tag or
+# unassigned character would hide text or show nothing where something is.
+# :func:`printable` writes each of them as a visible escape, so what the
+# command prints is what the file holds.
 #
 # Example::
 #
@@ -35,25 +38,29 @@ from typing import Any
 # ----------------------------------------------------------------------------
 
 
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+"""Unicode categories :func:`printable` escapes: control, format (bidi marks, zero-width,
+soft hyphen, tags), line and paragraph separators, private use, surrogates, unassigned."""
 
-# C0 (newline and tab included), DEL, C1, and the bidirectional embeddings, overrides and isolates.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-# The same, less newline and tab: for model text, whose lines are its own and whose escapes are not.
-_UNSAFE_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    return match.group().encode("unicode_escape").decode("ascii")
+_NOT_PLAIN = re.compile("[^\x20-\x7e]")  # only these are looked up: plain ASCII passes at C speed
 
 
 def printable(text: object, *, lines: bool = False) -> str:
-    """``str(text)`` with every control character written as its escape (``\\x1b``, ``\\n``, ``\\u202e``).
+    """``str(text)`` with every character of :data:`UNSAFE_CATEGORIES` written as its escape (``\\x1b``, ``\\u202e``).
 
     ``lines=True`` keeps newlines and tabs as they are: a model's answer is
     shown as the lines it wrote, but an escape sequence in it still cannot
     clear the screen or hide what follows.
     """
-    return (_UNSAFE_IN_LINES if lines else _UNSAFE).sub(_escape, str(text))
+    kept = "\n\t" if lines else ""
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in kept or unicodedata.category(char) not in UNSAFE_CATEGORIES:
+            return char
+        return char.encode("unicode_escape").decode("ascii")
+
+    return _NOT_PLAIN.sub(escape, str(text))
 
 
 MAX_STRING = 200

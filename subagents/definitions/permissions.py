@@ -20,8 +20,11 @@ A mode becomes an ``interrupt_on`` mapping for LangChain's
   given to ``create_deep_agent`` (no approval when that is omitted too).
 
 A spec's explicit ``interrupt_on`` entries are more specific than its mode
-and win per tool. The parent's policy is a ceiling on both: a spec may ask
-for more approvals than the parent's mode, never fewer, so a cloned
+and win per tool. The parent's policy (its mode, its ``interrupt_on`` and
+its approval middleware) is a ceiling on both: a spec may ask for more
+approvals than the parent, or review a gated tool its own way, never fewer
+(unlike deepagents, where a spec's ``interrupt_on`` replaces the
+parent's), so a cloned
 folder's ``permissionMode: bypassPermissions`` cannot switch off the
 approvals the user asked for (it is honoured when the user's own mode is
 ``never_confirm`` or omitted). Claude Code's values are accepted and mapped to the
@@ -50,6 +53,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 from langchain.agents.middleware import PIIMiddleware
+
+from subagents.errors import SpecError
 
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
@@ -107,9 +112,10 @@ def approval_rules(
 # A parent's ``PIIMiddleware`` is a rule about what data reaches a model, so
 # it holds for the children too: each child, whether it inherits the parent's
 # model or has its own, gets the parent's PII middleware (its model input,
-# output and tool results, as configured), unless the child's own middleware
-# already has one of the same name (the child's own wins). deepagents'
-# children do not get it.
+# output and tool results, as configured). A child's own PIIMiddleware for
+# the same type adds to it, never replaces it: the parent's runs beside it
+# as a ParentPIIMiddleware (create_agent refuses two of one name).
+# deepagents' children do not get it.
 #
 # Example::
 #
@@ -124,6 +130,21 @@ POLICY_MIDDLEWARE: tuple[type, ...] = (PIIMiddleware,)
 def is_policy(middleware: Any) -> bool:
     """Whether a parent's middleware applies to every child, whatever its model."""
     return isinstance(middleware, POLICY_MIDDLEWARE)
+
+
+class ParentPIIMiddleware(PIIMiddleware):
+    """The parent's ``PIIMiddleware`` in a child that has its own for the same type: both hold."""
+
+
+def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
+    """The parent's PII rule under a name of its own, through ``PIIMiddleware``'s public arguments."""
+    if type(middleware) is not PIIMiddleware:  # a subclass's own behaviour cannot be copied
+        raise SpecError(f"middleware {middleware.name!r}: the parent's data policy has the same name as a "
+                        "child's own middleware; rename one, so that both hold")
+    return ParentPIIMiddleware(middleware.pii_type, strategy=middleware.strategy,
+                               detector=middleware.detector, apply_to_input=middleware.apply_to_input,
+                               apply_to_output=middleware.apply_to_output,
+                               apply_to_tool_results=middleware.apply_to_tool_results)
 
 
 # ----------------------------------------------------------------------------

@@ -6,16 +6,23 @@ carriage return that overwrites a line, or a bidi override. ``deep-agent
 run`` prints the root's final answer, ``tasks`` and ``transcript`` read it
 back, and the approval prompt shows a model's call: each shows these
 characters as visible escapes (``\\x1b``) and keeps the model's newlines.
+The one escape (:func:`printable`) also writes out what shows as nothing
+or reorders text: RTL marks, zero-width and tag characters, line and
+paragraph separators, private-use, surrogate and unassigned code points.
 """
 
 from __future__ import annotations
+
+import unicodedata
+from types import SimpleNamespace
 
 import pytest
 from helpers.cli import SCRIPTS, cli
 from helpers.scripted.trust_scripts import HOSTILE, HOSTILE_AGENT, RAW
 
 from deep_agent.cli.approvals import describe_call
-from deep_agent.cli.terminal import printable
+from deep_agent.cli.folder_trust import FolderCommands, describe, what_would_run
+from deep_agent.cli.terminal import UNSAFE_CATEGORIES, printable
 
 
 @pytest.fixture()
@@ -58,3 +65,41 @@ def test_the_approval_prompt_shows_a_models_call_escaped():
     shown = describe_call("rese\x1b[2Jarcher", "Bash", {"command": HOSTILE, "why": {"x": "\x1b]52;c;AA==\x07"}})
     assert not [c for c in RAW if c in shown]
     assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in shown and "rese\\x1b[2Jarcher" in shown
+
+
+HIDDEN = {
+    "\u200f": "\\u200f",           # RIGHT-TO-LEFT MARK (Cf)
+    "\u061c": "\\u061c",           # ARABIC LETTER MARK (Cf)
+    "\u200b": "\\u200b",           # ZERO WIDTH SPACE (Cf)
+    "\ufeff": "\\ufeff",           # ZERO WIDTH NO-BREAK SPACE (Cf)
+    "\u00ad": "\\xad",             # SOFT HYPHEN (Cf)
+    "\U000e0041": "\\U000e0041",   # TAG LATIN CAPITAL LETTER A (Cf)
+    "\u2028": "\\u2028",           # LINE SEPARATOR (Zl)
+    "\u2029": "\\u2029",           # PARAGRAPH SEPARATOR (Zp)
+    "\ue000": "\\ue000",           # private use (Co)
+    "\ud800": "\\ud800",           # a lone surrogate (Cs)
+    "\u0378": "\\u0378",           # unassigned (Cn)
+}
+
+
+@pytest.mark.parametrize("lines", [False, True])
+@pytest.mark.parametrize("char", HIDDEN, ids=[f"U+{ord(c):04X}" for c in HIDDEN])
+def test_format_separator_private_surrogate_and_unassigned_characters_show_as_escapes(char, lines):
+    assert printable(f"rm -rf /{char}safe", lines=lines) == f"rm -rf /{HIDDEN[char]}safe"
+
+
+def test_every_character_of_the_unsafe_categories_is_escaped_and_ordinary_text_is_kept():
+    every = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) in UNSAFE_CATEGORIES)
+    assert printable(every).isascii()
+    ordinary = "héllo wörld, 中文, עברית, 🙂 ~ \u00a0!"
+    assert printable(ordinary) == ordinary
+
+
+def test_the_folder_trust_question_shows_hidden_characters_as_escapes(tmp_path):
+    hook = "touch ok\u200f\u2028\U000e0041 #"
+    spec = SimpleNamespace(hooks={"PreToolUse": [{"hooks": [{"command": hook}]}]}, mcp_config={})
+    commands = FolderCommands()
+    commands[tmp_path / ".claude" / "agents" / "a.md"] = what_would_run(spec)
+    shown = describe(tmp_path, commands)
+    assert "touch ok\\u200f\\u2028\\U000e0041 #" in shown
+    assert not [c for c in HIDDEN if c in shown]
