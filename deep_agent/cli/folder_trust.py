@@ -147,7 +147,7 @@ def what_would_run(spec: Any) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def files_run_by(spec: Any, folder: Path) -> list[Path]:
+def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list[Path]:
     """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers run or load.
 
     ``spec`` is a discovered definition's value (a ``SubagentSpec``, or
@@ -174,15 +174,20 @@ def files_run_by(spec: Any, folder: Path) -> list[Path]:
     file a hook names to write (``touch out/done``) is named too: once it
     changes, the trust fingerprint asks again. Call it once per definition, e.g.
     ``{p for d in found.definitions.values() for p in files_run_by(d.value, Path.cwd())}``.
+
+    ``within`` (default ``folder``): the folder whose files are kept, for a
+    caller protecting a workspace that holds ``folder`` (``../scripts/x.sh``
+    from a subfolder is the workspace's file too).
     """
-    root = folder.resolve()
+    start = folder.resolve()
+    root = within.resolve() if within is not None else start
     found: set[Path] = set()
     for _, command in _hook_commands(getattr(spec, "hooks", None) or {}):
-        found.update(_named_files(_shell_words(command), root, root))
+        found.update(_named_files(_shell_words(command), start, root))
     for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
         if not isinstance(server.get("command"), str):
             continue
-        base = _resolved(root / str(server["cwd"])) if server.get("cwd") else root
+        base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if base is None:
             continue
         env = _env(server)

@@ -127,17 +127,21 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
     return sandbox, None
 
 
-def trusted_scripts(found: Any) -> list[Path]:
+def trusted_scripts(found: Any, workspace: Path | None = None) -> list[Path]:
     """The files the folder's hooks and MCP servers run or load (protected from every tool).
 
     Named for every agent file found, trusted or not: a file an untrusted
     definition names may be trusted later, and protecting it costs nothing.
+    Hooks run from the current folder; what they name anywhere in
+    ``workspace`` (default: that folder) is kept, as ``../scripts/x.sh`` is
+    the workspace's own file when the run starts in a subfolder of it.
     """
     from deep_agent.cli.folder_trust import files_run_by
 
     folder = Path.cwd()
+    within = Path(workspace).expanduser() if workspace is not None else folder
     return sorted({path for definition in found.definitions.values()
-                   for path in files_run_by(definition.value, folder)})
+                   for path in files_run_by(definition.value, folder, within=within)})
 
 
 def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:
@@ -182,7 +186,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    workspace = workspace_of(args, state, trusted_scripts(found))
+    workspace = workspace_of(args, state, trusted_scripts(found, args.workspace))
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)
