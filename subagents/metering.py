@@ -133,46 +133,45 @@ def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, o
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
-_VERSION_SUFFIX = re.compile(r"[-_@:.]?\d")
+_PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")
+"""A provider's prefix on a model name: ``openai:gpt-4.1``, ``openai/gpt-4.1``."""
+_DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+"""A snapshot's trailing date stamp: ``gpt-4.1-2025-04-14``, ``claude-3-5-haiku-20241022``."""
 
 
-def call_price(prices: PriceTable | None, sent: str | None,
-               replied: str | None = None) -> tuple[str, tuple[float, float]] | None:
-    """The one price of one model call: ``(price-table key, (input, output) USD per million))``, or ``None``.
+def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
+    """The one price of one model call: ``(price-table key, (input, output) USD per million)``, or ``None``.
 
     Every call is priced here, when it is sent, by the model it goes to
-    (``sent``: after any fallback or router chose it), and charged at that
-    price. The name the reply gives (``replied``) may only refine it to a
-    priced name of the same model, its dated or versioned name
-    (``gpt-4.1-mini`` answered as ``gpt-4.1-mini-2025-04-14``); any other
-    name (``openai/gpt-4.1-mini``, a deployment's, none) leaves the price
-    the call was sent at.
+    (``sent``: after any fallback or router chose it), and charged at exactly
+    that price, whatever name its reply gives. The name matches a key only
+    exactly, or once a provider prefix (``openai:``, ``openai/``) or a
+    trailing date stamp (``-2025-04-14``, ``-20250414``) is removed from
+    either side; two different date stamps never match. Any other name
+    (``o1-pro`` with only ``o1`` priced) has no price: under a dollar limit
+    its calls are refused. Where several keys match equally well, the
+    dearest is charged.
 
     Example::
 
         prices = {"gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
-        call_price(prices, "gpt-4.1-mini", "openai/gpt-4.1-mini")   # ("gpt-4.1-mini", (0.4, 1.6))
-        call_price(prices, "gpt-4.1", "gpt-4.1-mini")               # ("gpt-4.1", (2.0, 8.0))
+        call_price(prices, "openai:gpt-4.1-mini-2025-04-14")   # ("gpt-4.1-mini", (0.4, 1.6))
+        call_price(prices, "gpt-4.1-nano")                     # None
     """
-    key = _price_key(prices, sent)
-    if key is None or not replied or replied == sent or prices is None:
-        return None if key is None else (key, (prices or {})[key])
-    refined = _price_key(prices, replied)
-    if (refined is not None and refined != key and refined.startswith(key)
-            and _VERSION_SUFFIX.match(refined, len(key))):
-        key = refined
-    return key, prices[key]
-
-
-def _price_key(prices: PriceTable | None, model_name: str | None) -> str | None:
-    if not prices or not isinstance(model_name, str) or not model_name:
+    if not prices or not isinstance(sent, str) or not sent:
         return None
-    if model_name in prices:
-        return model_name
-    # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
-    # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
-    matches = [name for name in prices if model_name.startswith(name)]
-    return max(matches, key=len) if matches else None
+    if sent in prices:
+        return sent, prices[sent]
+    name = _PROVIDER_PREFIX.sub("", sent)
+    undated = _DATE_STAMP.sub("", name)
+    best: tuple[int, float, str] | None = None
+    for key, price in prices.items():
+        bare = _PROVIDER_PREFIX.sub("", key)
+        # How well it matches: the same name, the sent name without its date, the key without its date.
+        rank = 3 if bare == name else 2 if bare == undated else 1 if _DATE_STAMP.sub("", bare) == name else 0
+        if rank and (best is None or (rank, sum(price)) > best[:2]):
+            best = (rank, sum(price), key)
+    return None if best is None else (best[2], prices[best[2]])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -802,9 +801,9 @@ class TaskMeter(BaseCallbackHandler):
         usage, replied = _usage_of(response)
         reported_in = token_count(usage.get("input_tokens")) if usage else 0
         reported_out = token_count(usage.get("output_tokens")) if usage else 0
-        if call is None:  # a call whose start this meter did not see: its report is all there is
-            call = _Call(replied, None, 0, 0, 0.0)
         budget = self.budget
+        if call is None:  # a call whose start this meter did not see: its report is all there is
+            call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
         # Believed when plausible: a count far below the estimate of what was sent (none, zero, negative,
         # a small fraction) is charged the estimate, at the ratio the budget learned for the model.
         learned = budget.learned(call.model) if budget is not None else None
@@ -814,7 +813,7 @@ class TaskMeter(BaseCallbackHandler):
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
-        priced = call_price(self.prices or (budget.prices if budget is not None else None), call.model, replied)
+        priced = call.price  # decided when it was sent: the reply's name does not change it
         cost = cost_at(priced, charged_in, charged_out)
         with self._lock:
             self.input_tokens += reported_in

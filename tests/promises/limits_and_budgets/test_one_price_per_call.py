@@ -74,13 +74,49 @@ def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_o
     assert record["model_calls"] < 20
 
 
-def test_a_replys_dated_name_refines_the_price_and_another_models_name_does_not():
-    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-2025-04-14": (1.0, 4.0)}
-    assert call_price(prices, "gpt-4.1", "gpt-4.1-2025-04-14") == ("gpt-4.1-2025-04-14", (1.0, 4.0))
-    assert call_price(prices, "gpt-4.1", "gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
-    assert call_price(prices, "gpt-4.1", "openai/gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
-    assert call_price(prices, "gpt-4.1-mini-2025-04-14", None) == ("gpt-4.1-mini", (0.4, 1.6))
-    assert call_price(prices, "my-deployment", "gpt-4.1") is None  # sent to an unpriced model: no price
+@pytest.mark.parametrize(("sent", "key"), [
+    ("gpt-4.1", "gpt-4.1"), ("gpt-4.1-2025-04-14", "gpt-4.1"), ("gpt-4.1-20250414", "gpt-4.1"),
+    ("openai:gpt-4.1", "gpt-4.1"), ("openai/gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),
+    ("claude-3-5-haiku", "claude-3-5-haiku-20241022"), ("o1", "openai:o1"),
+])
+def test_a_sent_name_matches_a_price_key_exactly_or_without_a_provider_prefix_or_a_date_stamp(sent, key):
+    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "claude-3-5-haiku-20241022": (0.8, 4.0),
+              "openai:o1": (15.0, 60.0)}
+    assert call_price(prices, sent) == (key, prices[key])
+
+
+@pytest.mark.parametrize("sent", ["o1-pro", "o1-mini", "o1x-unknown", "gpt-4o-mini", "gpt-4.1-nano",
+                                  "gpt-3.5-turbo-16k", "claude-3-5-haiku", "gpt-4o-2024-08-06", "my-deployment"])
+def test_a_name_that_only_starts_like_a_priced_model_has_no_price(sent):
+    # With only these priced, o1-pro ($150/$600 a million) was charged as o1, gpt-4o-mini as gpt-4.
+    prices = {"o1": (15.0, 60.0), "gpt-4": (30.0, 60.0), "gpt-3.5-turbo": (0.5, 1.5), "claude-3": (15.0, 75.0),
+              "gpt-4o-2024-05-13": (5.0, 15.0)}
+    assert call_price(prices, sent) is None
+
+
+def test_a_child_on_a_model_named_like_a_priced_one_is_refused_under_a_dollar_limit(run):
+    child = BillingModel(default="an answer", model_name="priced-pro")
+    specs = [{"name": "w", "description": "worker", "model": child}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=Budget(max_usd=1.0, prices=PRICES)), user("go"))
+    (record,) = records(out)
+    assert child.calls == [] and record["stop_reason"] == "budget" and "priced-pro" in record["error"]
+
+
+@pytest.mark.parametrize("reply_name", ["priced-2025-01-01", "priced-16k", "parent"])
+def test_a_call_is_charged_at_the_price_it_was_sent_at_whatever_model_its_reply_names(run, reply_name):
+    # Replies naming a dated snapshot priced 8x were charged 8x what was reserved: 16 children spent 4.7x the limit.
+    prices = {**PRICES, "priced-2025-01-01": (8000.0, 16000.0), "priced-16k": (8000.0, 16000.0),
+              "parent": (1.0, 2.0)}
+    child = BillingModel(default="an answer", model_name="priced", reply_name=reply_name)
+    specs = [{"name": "w", "description": "worker", "model": child}]
+    budget = Budget(max_usd=10.0, prices=prices)
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=budget), user("go"))
+    (record,) = records(out)
+    ((billed_in, billed_out),) = child.billed
+    assert record["priced_as"] == ["priced"]
+    assert record["cost_usd"] == pytest.approx((billed_in * 1000.0 + billed_out * 2000.0) / 1e6, abs=1e-6)
 
 
 # -- every path: refused before it is sent when unpriced, charged once when priced ------------------------
