@@ -37,6 +37,7 @@ from langchain_core.outputs import LLMResult
 from subagents.errors import (
     BudgetExceeded,
     MaxTurnsReached,
+    ModelExit,
     StopReason,
     SubagentError,
     TaskCancelled,
@@ -745,6 +746,8 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._saw(error, "model_error")
         self._release(run_id)
+        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+            raise ModelExit(error) from error  # as a tool's (below): this task's end, not the process's
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._tool_done(run_id)

@@ -11,7 +11,9 @@ Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
 ``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
 a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
 no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
-which fails that task alone.
+which fails that task alone; one its model raises, into
+:class:`~subagents.errors.ModelExit` (on ``invoke``: on ``ainvoke`` asyncio
+ends the loop on it before any callback runs).
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.
