@@ -200,13 +200,20 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 def estimate_tokens(payload: Any) -> int:
-    """A cheap upper-leaning guess of a prompt's tokens (about four characters a token)."""
+    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and at least a token
+    for every other character (tokenizers bill CJK text at one or more tokens a character)."""
     chars = 0
+    others = 0
     stack = [payload]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            chars += len(item)
+            if item.isascii():
+                chars += len(item)
+            else:
+                wide = sum(not char.isascii() for char in item)
+                chars += len(item) - wide
+                others += wide
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, dict):
@@ -218,7 +225,7 @@ def estimate_tokens(payload: Any) -> int:
             calls = getattr(item, "tool_calls", None)
             if calls:
                 stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)  # both are billed
-    return chars // 4 + 1
+    return chars // 4 + others + 1
 
 
 PROMPT_EXTRAS = ("tools", "functions", "response_format")
@@ -366,17 +373,21 @@ class Budget:
     def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
         """Correct later estimates for ``model_name`` by the input charged for a call estimated at ``estimated``.
 
-        The ratio of charged to estimated input tokens (kept within
+        The ratio of charged to estimated input tokens (with
+        :data:`LEARNED_SCALE_MARGIN`, kept within
         ``MIN_TOKEN_SCALE..MAX_TOKEN_SCALE``) scales every later reservation
-        for that model: a tokenizer denser than four characters a token, or a
-        provider adding tokens of its own, is reserved for as it bills.
+        for that model: a tokenizer denser than the estimate, or a provider
+        adding tokens of its own, is reserved for as it bills. The ratio only
+        rises: it is the highest seen, so one light prompt (plain English)
+        never lowers what a dense one (code, another script) showed.
         """
         charged = token_count(charged_input)
         if estimated <= 0 or charged <= 0:
             return
         scale = min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
         with self._lock:
-            self._scales[model_name or ""] = scale
+            key = model_name or ""
+            self._scales[key] = max(scale, self._scales.get(key, scale))
 
     def _spent_error(self) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
