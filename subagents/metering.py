@@ -18,6 +18,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import decimal
 import json
 import logging
@@ -27,7 +29,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -841,6 +843,46 @@ class TaskMeter(BaseCallbackHandler):
             budget.spend(charged_in + charged_out, cost)
             if call.estimate and (charged_in == reported_in or learned is None):
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
+
+
+_METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
+
+
+@contextlib.contextmanager
+def metered_apart() -> Iterator[None]:
+    """Model calls made inside are counted by a meter of their own (a child's, a root call's): a
+    :class:`RunMeter` leaves them alone, so no call is charged twice."""
+    token = _METERED_APART.set(True)
+    try:
+        yield
+    finally:
+        _METERED_APART.reset(token)
+
+
+class RunMeter(TaskMeter):
+    """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
+    a critic's), charged to the shared budget, refused once it is spent or under a dollar limit its model
+    has no price for.
+
+    Given to the root graph as a callback (``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
+    own calls and every child's are counted apart (:func:`metered_apart`). It never stops a tool.
+    """
+
+    ignore_agent = True  # tool events: the root's tools are never this meter's to stop
+
+    def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
+        super().__init__(budget=budget, prices=prices)
+
+    def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
+        if not _METERED_APART.get():
+            super()._start_call(run_id, prompt, kwargs)
+
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+        if run_id in self._calls:  # a call it saw start: any other is another meter's
+            super()._end_call(run_id, response)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._release(run_id)
 
 
 class _Call(NamedTuple):

@@ -75,6 +75,7 @@ from subagents.metering import (
     TranscriptRecorder,
     check_prices,
     meter_for,
+    metered_apart,
 )
 from subagents.outcome import (
     ChildAnswer,
@@ -757,7 +758,8 @@ def traced_as_subagent() -> Iterator[None]:
     current tracing context (parent run, client, project, tags) is kept.
     """
     current: dict[str, Any] = dict(get_tracing_context())
-    with tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}):
+    with (tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}),
+          metered_apart()):  # the child's own meter counts its calls: the root run's must not count them again
         yield
 
 

@@ -16,12 +16,13 @@ from helpers.background import background, started_ids, wait_for  # noqa: F401 -
 from helpers.billing import BillingModel
 from helpers.graphs import records, user
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelFallbackMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.errors import BudgetExceeded
 from subagents.metering import call_price
 from subagents.outcome import stopped_by_limit
 
@@ -209,3 +210,57 @@ def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_
     assert record["stop_reason"] == "budget" and record["model_calls"] < 25
     assert (record["input_tokens"], record["output_tokens"]) == (0, 0)
     assert record["charged_input_tokens"] > 500 * record["model_calls"] and record["charged_output_tokens"] > 0
+
+
+# -- a root middleware's own model calls ----------------------------------------------------------------------
+
+
+class _SideCalls(AgentMiddleware):
+    """A root middleware that calls a model of its own, before each model call and around it."""
+
+    def __init__(self, side: BillingModel) -> None:
+        super().__init__()
+        self.side = side
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.side.invoke("summarise " + "x" * 400)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        await self.side.ainvoke("summarise " + "x" * 400)
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.side.invoke("critique " + "y" * 400)
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        await self.side.ainvoke("critique " + "y" * 400)
+        return await handler(request)
+
+
+def _root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[Any, list[BillingModel]]:
+    child = BillingModel(default="child done", model_name="priced")
+    summariser = BillingModel(default="a summary", model_name=side.model_name)
+    parent = _parent(tool_call("task", description="job", subagent_type="w"))
+    agent = create_deep_agent(
+        parent, subagents=[_spec(model=child)], budget=budget,
+        middleware=[SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
+                    _SideCalls(side)])
+    return agent, [parent, child, summariser, side]
+
+
+def test_a_root_middlewares_own_model_calls_are_charged_to_the_shared_budget_once(run):
+    # A summariser or critic on the root went around the root's model-call wrap: never counted.
+    budget = Budget(max_tokens=10**9, max_usd=10**3, prices=PRICES)
+    agent, models = _root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    run(agent, user("go"))
+    assert all(model.billed for model in models), "a path made no call: the test would prove nothing"
+    billed = [usage for model in models for usage in model.billed]
+    assert budget.tokens == sum(i + o for i, o in billed)  # each call once: the root's and the child's too
+
+
+def test_under_a_dollar_limit_a_root_middlewares_call_to_an_unpriced_model_is_refused_before_it_is_sent(run):
+    side = BillingModel(default="fine", model_name="unpriced-model")
+    agent, _ = _root_with_side_calls(side, Budget(max_usd=1.0, prices=PRICES))
+    with pytest.raises(BudgetExceeded, match="unpriced-model"):
+        run(agent, user("go"))
+    assert side.calls == []
