@@ -861,8 +861,8 @@ def metered_apart() -> Iterator[None]:
 
 class RunMeter(TaskMeter):
     """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
-    a critic's), charged to the shared budget, refused once it is spent or under a dollar limit its model
-    has no price for.
+    a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
+    the run on the limit's message), but refused under a dollar limit when its model has no price.
 
     Given to the root graph as a callback (``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
     own calls and every child's are counted apart (:func:`metered_apart`). It never stops a tool.
@@ -872,6 +872,7 @@ class RunMeter(TaskMeter):
 
     def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
         super().__init__(budget=budget, prices=prices)
+        self.refuses = False
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():

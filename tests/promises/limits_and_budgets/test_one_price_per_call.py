@@ -264,3 +264,12 @@ def test_under_a_dollar_limit_a_root_middlewares_call_to_an_unpriced_model_is_re
     with pytest.raises(BudgetExceeded, match="unpriced-model"):
         run(agent, user("go"))
     assert side.calls == []
+
+
+def test_a_root_middlewares_call_once_the_budget_is_spent_is_counted_and_the_run_ends_on_the_limit(run):
+    # Counted, not refused: a refusal from a before_model hook would end the run with an error, not an answer.
+    budget = Budget(max_tokens=50)
+    agent, models = _root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    out = run(agent, user("go"))
+    assert stopped_by_limit(out["messages"][-1]) == "budget"
+    assert budget.tokens == sum(i + o for model in models for i, o in model.billed)
