@@ -6,7 +6,9 @@ row: honestly (four characters a token), not at all, as zeros, as a
 tokenizer 4x or 16x denser, or (under a dollar limit) naming itself
 ``openai/<model>``, a name the price table does not hold. The children run
 a model of their own, so their first parallel wave meets a model whose
-tokenizer the budget has not learned yet.
+tokenizer the budget has not learned yet; but in the ``cjk`` row they run
+the parent's model, whose ratio the parent's English prompt taught, on
+Chinese text billed at a token a character.
 
 ``ours`` is the tree's spend over the limit (the parent's last answer
 included); the goal is the documented bound: the limit, plus one call's
@@ -42,6 +44,10 @@ ROWS: dict[str, dict[str, Any]] = {
     "denser4x": {"usage": "honest", "density": 4.0},
     "denser16x": {"usage": "honest", "density": 16.0},
     "renamed": {"usage": "honest", "density": 1.0, "reply_name": "openai/child-model", "usd": True},
+    # The children run the parent's model, whose ratio the parent's English prompt taught, on Chinese text
+    # billed at a token a character (as common tokenizers bill it).
+    "cjk": {"usage": "honest", "density": 1.0, "wide": 1.0, "model": "parent-model",
+            "text": "请仔细地循环调用工具。" * 500},
 }
 PRICES = {"parent-model": (1000.0, 2000.0), "child-model": (1000.0, 2000.0)}  # USD per million tokens
 
@@ -57,6 +63,8 @@ class BillingModel(ScriptedChatModel):
     """
 
     density: float = 1.0
+    wide: float | None = None
+    """Tokens billed for each non-ASCII character (``None``: as ASCII, at ``density``)."""
     usage: Literal["honest", "absent", "zero"] = "honest"
     reply_name: str | None = None
     watch: Any = None
@@ -75,17 +83,22 @@ class BillingModel(ScriptedChatModel):
             message.usage_metadata = None
         else:
             # The prompt as billed: its texts, the tool calls in it (name and arguments), the tool schemas.
-            prompt = sum(len(m.text) + sum(len(c["name"]) + len(json.dumps(c["args"]))
-                                           for c in getattr(m, "tool_calls", None) or ()) for m in messages)
-            prompt += len(json.dumps(tools or []))
-            reply = len(message.text) + len(json.dumps(message.tool_calls))
-            billed = [0, 0] if self.usage == "zero" else [math.ceil(n * self.density / 4) + 1 for n in (prompt, reply)]
+            prompt = "".join(m.text + "".join(c["name"] + json.dumps(c["args"], ensure_ascii=False)
+                                              for c in getattr(m, "tool_calls", None) or ()) for m in messages)
+            prompt += json.dumps(tools or [])
+            reply = message.text + json.dumps(message.tool_calls)
+            billed = [0, 0] if self.usage == "zero" else [self._tokens(text) for text in (prompt, reply)]
             message.usage_metadata = {"input_tokens": billed[0], "output_tokens": billed[1],
                                       "total_tokens": sum(billed)}
             self.billed.append((billed[0], billed[1]))
         if self.reply_name is not None:
             message.response_metadata = {**message.response_metadata, "model_name": self.reply_name or None}
         return result
+
+
+    def _tokens(self, text: str) -> int:
+        wide = 0 if self.wide is None else sum(not char.isascii() for char in text)
+        return math.ceil((len(text) - wide) * self.density / 4 + wide * (self.wide or 0)) + 1
 
 
 def _noop(x: str) -> str:
@@ -104,8 +117,9 @@ def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int 
     budget = (Budget(max_usd=limit * PRICES["child-model"][0] / 1e6, prices=PRICES) if usd
               else Budget(max_tokens=math.ceil(limit)))
     # A little latency, so the children's calls overlap as a provider's do (a first wave in flight together).
-    child = BillingModel(default={"tool_calls": [tool_call("_noop", x="again")]}, model_name="child-model",
-                         density=density, usage=shape["usage"], reply_name=shape.get("reply_name"), latency_s=0.005)
+    child = BillingModel(default={"tool_calls": [tool_call("_noop", x="again")]},
+                         model_name=shape.get("model", "child-model"), density=density, wide=shape.get("wide"),
+                         usage=shape["usage"], reply_name=shape.get("reply_name"), latency_s=0.005)
     parent = BillingModel(
         rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="looper")
                                        for i in range(children)]}, "parent done"])],
@@ -113,7 +127,7 @@ def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int 
     )
     # A long prompt and a short reply, as most calls are: a misestimated prompt is what can pass a limit.
     spec = {"name": "looper", "description": "loops", "model": child, "tools": ["_noop"], "max_turns": 10_000,
-            "system_prompt": "Loop on the tool, with care. " * 80}
+            "system_prompt": shape.get("text", "Loop on the tool, with care. " * 80)}
     parent.watch = budget
     agent = create_deep_agent(parent, [_noop], subagents=[spec], budget=budget, max_concurrent_tasks=children)
     inputs = {"messages": [{"role": "user", "content": "go"}]}

@@ -70,6 +70,7 @@ from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SubagentsError
 from subagents.ledger import LedgerChannel, merge_records, saved_value
+from subagents.metering import RunMeter
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
 from subagents.spec import is_async_spec
@@ -298,12 +299,17 @@ def create_deep_agent(
         extra.append(tracked)
     stack = [*middleware, *_root_approval(options, tools, middleware), *root_hooks,
              *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra]
-    return create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
-                        middleware=stack, response_format=response_format,
-                        state_schema=state_schema if state_schema is not None else DeepAgentState,
-                        context_schema=context_schema, checkpointer=checkpointer, store=store,
-                        interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
-                        name=name, cache=cache)
+    graph = create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
+                         middleware=stack, response_format=response_format,
+                         state_schema=state_schema if state_schema is not None else DeepAgentState,
+                         context_schema=context_schema, checkpointer=checkpointer, store=store,
+                         interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
+                         name=name, cache=cache)
+    if budget is None:
+        return graph
+    # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
+    # the run's meter counts them, and only them, against the shared budget.
+    return graph.with_config(callbacks=[RunMeter(budget, prices)])
 
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:

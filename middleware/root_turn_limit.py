@@ -22,8 +22,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar, Token
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -34,7 +35,7 @@ from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command
 
 from subagents.errors import BudgetExceeded
-from subagents.metering import Budget, PriceTable, TaskMeter
+from subagents.metering import Budget, PriceTable, TaskMeter, metered_apart
 from subagents.outcome import limit_stop
 
 DEFAULT_MAX_ROOT_TURNS = 200
@@ -147,49 +148,48 @@ class RootBudget:
 
     def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
         if self.budget.spent_error() is None:
-            meter, token = self._metered(refuses=True)
+            with self._metered(refuses=True) as meter:
+                try:
+                    return handler(request)
+                except BudgetExceeded as refused:
+                    if meter.stopped_by is not refused:
+                        raise
+        with self._metered(refuses=False) as meter:
             try:
-                return handler(request)
-            except BudgetExceeded as refused:
+                return self._ended(handler(request.override(tools=[], tool_choice=None)))
+            except BudgetExceeded as refused:  # no price for the model: not even the last call can be counted
                 if meter.stopped_by is not refused:
                     raise
-            finally:
-                _ROOT_CALL_METER.reset(token)
-        meter, token = self._metered(refuses=False)
-        try:
-            return self._ended(handler(request.override(tools=[], tool_choice=None)))
-        except BudgetExceeded as refused:  # no price for the model: not even the last call can be counted
-            if meter.stopped_by is not refused:
-                raise
-            return self._ended(None, str(refused))
-        finally:
-            _ROOT_CALL_METER.reset(token)
+                return self._ended(None, str(refused))
 
     async def acall(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]) -> Any:
         if self.budget.spent_error() is None:
-            meter, token = self._metered(refuses=True)
+            with self._metered(refuses=True) as meter:
+                try:
+                    return await handler(request)
+                except BudgetExceeded as refused:
+                    if meter.stopped_by is not refused:
+                        raise
+        with self._metered(refuses=False) as meter:
             try:
-                return await handler(request)
+                return self._ended(await handler(request.override(tools=[], tool_choice=None)))
             except BudgetExceeded as refused:
                 if meter.stopped_by is not refused:
                     raise
-            finally:
-                _ROOT_CALL_METER.reset(token)
-        meter, token = self._metered(refuses=False)
-        try:
-            return self._ended(await handler(request.override(tools=[], tool_choice=None)))
-        except BudgetExceeded as refused:
-            if meter.stopped_by is not refused:
-                raise
-            return self._ended(None, str(refused))
-        finally:
-            _ROOT_CALL_METER.reset(token)
+                return self._ended(None, str(refused))
 
-    def _metered(self, *, refuses: bool) -> tuple[TaskMeter, Token[TaskMeter | None]]:
+    @contextlib.contextmanager
+    def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
+        """A meter of the call's own, given to every model call made inside (the run's meter counts none)."""
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
-        return meter, _ROOT_CALL_METER.set(meter)
+        token = _ROOT_CALL_METER.set(meter)
+        try:
+            with metered_apart():
+                yield meter
+        finally:
+            _ROOT_CALL_METER.reset(token)
 
     def _ended(self, response: Any, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""

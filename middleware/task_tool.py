@@ -26,6 +26,7 @@ import collections
 import threading
 import time
 import typing
+import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
@@ -594,6 +595,9 @@ def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str
 
 
 
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+"""Unicode categories that show nothing: controls, format characters, spaces, line and paragraph separators."""
+
 # The tool node validates the arguments after injecting these, so
 # `extra="forbid"` cannot be used.
 _INJECTED_ARGS = frozenset({"runtime"})
@@ -615,8 +619,9 @@ class TaskToolInput(BaseModel):
     @field_validator("description")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        # A child started on nothing would answer something: an invalid call, so the model retries.
-        if not value.strip():
+        # A child started on nothing would answer something: an invalid call, so the model retries. Invisible
+        # characters (a zero-width space, a byte-order mark, a NUL) are nothing too.
+        if all(unicodedata.category(char) in _INVISIBLE for char in value):
             raise ValueError("`description` is empty; write the complete task for the subagent in it")
         return value
 

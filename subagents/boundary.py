@@ -25,10 +25,15 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import copy
 import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
 import functools
 import inspect
 import logging
@@ -144,7 +149,69 @@ def child_input(
     return state
 
 
-_IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
+                        datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone, range})
+"""Values no one can change in place: shared as they are (with enum members, and tuples and frozensets of these)."""
+
+
+def _immutable(value: Any) -> bool:
+    """Whether ``value`` is immutable all the way down (see :data:`_IMMUTABLE`)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) in (tuple, frozenset):
+            if len(stack) > 100_000:
+                return False
+            stack.extend(item)
+        elif type(item) not in _IMMUTABLE and not isinstance(item, enum.Enum):
+            return False
+    return True
+
+
+def _reachable(value: Any) -> dict[int, Any]:
+    """Every object ``value`` holds (itself too) that is not immutable, by id: through containers, and
+    instances' ``__dict__`` and ``__slots__``. The objects are kept in the result, so no id is reused meanwhile."""
+    found: dict[int, Any] = {}
+    temporaries: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in found or _immutable(item):
+            continue
+        if type(item) not in (tuple, frozenset):  # a tuple of unchanged items is the same tuple: fine
+            found[id(item)] = item
+        if isinstance(item, (type, types.ModuleType, types.FunctionType)):
+            continue  # held as a whole: a copy holding it holds the original
+        if isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset, collections.deque)):
+            stack.extend(item)
+        fields = getattr(item, "__dict__", None)
+        if isinstance(fields, dict):
+            stack.extend(fields.values())
+        for cls in type(item).__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name.startswith("__") and not name.endswith("__"):
+                    name = f"_{cls.__name__.lstrip('_')}{name}"
+                if name not in ("__dict__", "__weakref__") and (part := getattr(item, name, _MISSING)) is not _MISSING:
+                    temporaries.append(part)
+                    stack.append(part)
+    return found
+
+
+def _shared_with(copied: Any, original: Any) -> str | None:
+    """What a deep copy still shares with its original (``None``: nothing mutable), named for the record."""
+    if copied is original:
+        return f"its deep copy is the original {_type_name(original)}"
+    before = _reachable(original)
+    shared = next((item for key, item in _reachable(copied).items() if key in before), None)
+    return None if shared is None else f"its deep copy holds the original {_type_name(shared)}"
+
+
+def _type_name(value: Any) -> str:
+    return safe_text(type(value).__name__, 80)
 
 
 def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
@@ -169,7 +236,9 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
             return _holds_same(copied.__getstate__(), original.__getstate__(), depth + 1)
         # `is True` treats an ambiguous comparison (an array, say) as a change.
         return bool((copied == original) is True)
-    except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
+    except BaseException as exc:  # noqa: BLE001 - an uncomparable value counts as changed, whatever it raised
+        if is_real_cancellation(exc):
+            raise
         return False
 
 
@@ -181,7 +250,9 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     child changes in place reaches the parent's object or the caller's input,
     and no copy can borrow another's half-built parts. Two keys holding the
     same object get a copy each. A value that cannot be copied (a lock, a
-    client, nesting past the recursion limit) is never shared: the child does
+    client, nesting past the recursion limit) is never shared, nor is one whose
+    deep copy is or holds the original (a function, a logger, a client whose
+    ``__deepcopy__`` returns itself) unless it is immutable all the way down: the child does
     not receive that key, and ``withheld`` names it with the reason (the task
     record's ``withheld_keys``). ``messages`` are the child's own already.
     Example::
@@ -192,15 +263,23 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
     for key, value in state.items():
-        if key == "messages" or type(value) in _IMMUTABLE:
+        if key == "messages" or _immutable(value):
             copies[key] = value
             continue
         try:
-            copies[key] = copy.deepcopy(value)
+            copied = copy.deepcopy(value)
+            # A deep copy may hand back the original, or parts of it (functions, classes, loggers, an SDK
+            # client whose __deepcopy__ returns itself): that is no copy, and a child would change the parent's.
+            shared = _shared_with(copied, value)
         except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
             if is_real_cancellation(exc):
                 raise
             withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
+            continue
+        if shared is None:
+            copies[key] = copied
+        else:
+            withheld[safe_text(key, 200)] = f"cannot be copied ({shared})"
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
     return copies, withheld
@@ -267,7 +346,9 @@ def _unchanged(key: str, value: Any, inputs: Mapping[str, Any], given: Mapping[s
     try:
         # `is True` treats an ambiguous comparison (an array, say) as a change.
         return bool((value == before) is True)
-    except Exception:  # noqa: BLE001 - an uncomparable value counts as changed
+    except BaseException as exc:  # noqa: BLE001 - an uncomparable value counts as changed, whatever it raised
+        if is_real_cancellation(exc):
+            raise
         return False
 
 

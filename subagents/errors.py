@@ -159,7 +159,8 @@ REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 
 A ``SystemExit`` a child's *tool* raises (``argparse`` calling ``sys.exit`` on
 bad arguments) never gets this far: the child's meter turns it into a
-:class:`ToolExit`, which fails that task alone. One raised by a signal handler
+:class:`ToolExit`, which fails that task alone; its *model*'s, on ``invoke``,
+into a :class:`ModelExit`. One raised by a signal handler
 (a program ending on ``SIGTERM``) is the user's, and propagates.
 """
 
@@ -269,6 +270,22 @@ class ToolExit(SubagentError):
         self.code = exc.code
         shown = brief(exc.code, 200) if not isinstance(exc.code, str) else exc.code[:200]
         super().__init__(f"SystemExit: {shown} (a tool called sys.exit; this task stopped, the parent goes on)")
+
+
+class ModelExit(SubagentError):
+    """A child's model raised ``SystemExit`` (a client library calling ``sys.exit``).
+
+    It ends that task alone, as a ``model_error``, as :class:`ToolExit` does
+    for a tool. ``code`` is the exit code given.
+    """
+
+    stop_reason: StopReason = "model_error"
+
+    def __init__(self, exc: SystemExit) -> None:
+        self.code = exc.code
+        shown = brief(exc.code, 200) if not isinstance(exc.code, str) else exc.code[:200]
+        super().__init__(f"SystemExit: {shown} (the model's code called sys.exit; this task stopped, the parent "
+                         "goes on)")
 
 
 class TranscriptFileError(SubagentsError, LookupError):

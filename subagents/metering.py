@@ -18,6 +18,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import decimal
 import json
 import logging
@@ -27,7 +29,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -37,6 +39,7 @@ from langchain_core.outputs import LLMResult
 from subagents.errors import (
     BudgetExceeded,
     MaxTurnsReached,
+    ModelExit,
     StopReason,
     SubagentError,
     TaskCancelled,
@@ -133,46 +136,45 @@ def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, o
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
-_VERSION_SUFFIX = re.compile(r"[-_@:.]?\d")
+_PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")
+"""A provider's prefix on a model name: ``openai:gpt-4.1``, ``openai/gpt-4.1``."""
+_DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+"""A snapshot's trailing date stamp: ``gpt-4.1-2025-04-14``, ``claude-3-5-haiku-20241022``."""
 
 
-def call_price(prices: PriceTable | None, sent: str | None,
-               replied: str | None = None) -> tuple[str, tuple[float, float]] | None:
-    """The one price of one model call: ``(price-table key, (input, output) USD per million))``, or ``None``.
+def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
+    """The one price of one model call: ``(price-table key, (input, output) USD per million)``, or ``None``.
 
     Every call is priced here, when it is sent, by the model it goes to
-    (``sent``: after any fallback or router chose it), and charged at that
-    price. The name the reply gives (``replied``) may only refine it to a
-    priced name of the same model, its dated or versioned name
-    (``gpt-4.1-mini`` answered as ``gpt-4.1-mini-2025-04-14``); any other
-    name (``openai/gpt-4.1-mini``, a deployment's, none) leaves the price
-    the call was sent at.
+    (``sent``: after any fallback or router chose it), and charged at exactly
+    that price, whatever name its reply gives. The name matches a key only
+    exactly, or once a provider prefix (``openai:``, ``openai/``) or a
+    trailing date stamp (``-2025-04-14``, ``-20250414``) is removed from
+    either side; two different date stamps never match. Any other name
+    (``o1-pro`` with only ``o1`` priced) has no price: under a dollar limit
+    its calls are refused. Where several keys match equally well, the
+    dearest is charged.
 
     Example::
 
         prices = {"gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
-        call_price(prices, "gpt-4.1-mini", "openai/gpt-4.1-mini")   # ("gpt-4.1-mini", (0.4, 1.6))
-        call_price(prices, "gpt-4.1", "gpt-4.1-mini")               # ("gpt-4.1", (2.0, 8.0))
+        call_price(prices, "openai:gpt-4.1-mini-2025-04-14")   # ("gpt-4.1-mini", (0.4, 1.6))
+        call_price(prices, "gpt-4.1-nano")                     # None
     """
-    key = _price_key(prices, sent)
-    if key is None or not replied or replied == sent or prices is None:
-        return None if key is None else (key, (prices or {})[key])
-    refined = _price_key(prices, replied)
-    if (refined is not None and refined != key and refined.startswith(key)
-            and _VERSION_SUFFIX.match(refined, len(key))):
-        key = refined
-    return key, prices[key]
-
-
-def _price_key(prices: PriceTable | None, model_name: str | None) -> str | None:
-    if not prices or not isinstance(model_name, str) or not model_name:
+    if not prices or not isinstance(sent, str) or not sent:
         return None
-    if model_name in prices:
-        return model_name
-    # Provider names often carry a date suffix: "gpt-4.1-mini-2025-04-14".
-    # The longest matching key wins, so "gpt-4.1-mini" beats "gpt-4.1".
-    matches = [name for name in prices if model_name.startswith(name)]
-    return max(matches, key=len) if matches else None
+    if sent in prices:
+        return sent, prices[sent]
+    name = _PROVIDER_PREFIX.sub("", sent)
+    undated = _DATE_STAMP.sub("", name)
+    best: tuple[int, float, str] | None = None
+    for key, price in prices.items():
+        bare = _PROVIDER_PREFIX.sub("", key)
+        # How well it matches: the same name, the sent name without its date, the key without its date.
+        rank = 3 if bare == name else 2 if bare == undated else 1 if _DATE_STAMP.sub("", bare) == name else 0
+        if rank and (best is None or (rank, sum(price)) > best[:2]):
+            best = (rank, sum(price), key)
+    return None if best is None else (best[2], prices[best[2]])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -200,13 +202,20 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 def estimate_tokens(payload: Any) -> int:
-    """A cheap upper-leaning guess of a prompt's tokens (about four characters a token)."""
+    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and at least a token
+    for every other character (tokenizers bill CJK text at one or more tokens a character)."""
     chars = 0
+    others = 0
     stack = [payload]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            chars += len(item)
+            if item.isascii():
+                chars += len(item)
+            else:
+                wide = sum(not char.isascii() for char in item)
+                chars += len(item) - wide
+                others += wide
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, dict):
@@ -218,7 +227,7 @@ def estimate_tokens(payload: Any) -> int:
             calls = getattr(item, "tool_calls", None)
             if calls:
                 stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)  # both are billed
-    return chars // 4 + 1
+    return chars // 4 + others + 1
 
 
 PROMPT_EXTRAS = ("tools", "functions", "response_format")
@@ -366,17 +375,21 @@ class Budget:
     def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
         """Correct later estimates for ``model_name`` by the input charged for a call estimated at ``estimated``.
 
-        The ratio of charged to estimated input tokens (kept within
+        The ratio of charged to estimated input tokens (with
+        :data:`LEARNED_SCALE_MARGIN`, kept within
         ``MIN_TOKEN_SCALE..MAX_TOKEN_SCALE``) scales every later reservation
-        for that model: a tokenizer denser than four characters a token, or a
-        provider adding tokens of its own, is reserved for as it bills.
+        for that model: a tokenizer denser than the estimate, or a provider
+        adding tokens of its own, is reserved for as it bills. The ratio only
+        rises: it is the highest seen, so one light prompt (plain English)
+        never lowers what a dense one (code, another script) showed.
         """
         charged = token_count(charged_input)
         if estimated <= 0 or charged <= 0:
             return
         scale = min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
         with self._lock:
-            self._scales[model_name or ""] = scale
+            key = model_name or ""
+            self._scales[key] = max(scale, self._scales.get(key, scale))
 
     def _spent_error(self) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
@@ -746,6 +759,8 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._saw(error, "model_error")
         self._release(run_id)
+        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+            raise ModelExit(error) from error  # as a tool's (below): this task's end, not the process's
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._tool_done(run_id)
@@ -802,9 +817,9 @@ class TaskMeter(BaseCallbackHandler):
         usage, replied = _usage_of(response)
         reported_in = token_count(usage.get("input_tokens")) if usage else 0
         reported_out = token_count(usage.get("output_tokens")) if usage else 0
-        if call is None:  # a call whose start this meter did not see: its report is all there is
-            call = _Call(replied, None, 0, 0, 0.0)
         budget = self.budget
+        if call is None:  # a call whose start this meter did not see: its report is all there is
+            call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
         # Believed when plausible: a count far below the estimate of what was sent (none, zero, negative,
         # a small fraction) is charged the estimate, at the ratio the budget learned for the model.
         learned = budget.learned(call.model) if budget is not None else None
@@ -814,7 +829,7 @@ class TaskMeter(BaseCallbackHandler):
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
-        priced = call_price(self.prices or (budget.prices if budget is not None else None), call.model, replied)
+        priced = call.price  # decided when it was sent: the reply's name does not change it
         cost = cost_at(priced, charged_in, charged_out)
         with self._lock:
             self.input_tokens += reported_in
@@ -828,6 +843,47 @@ class TaskMeter(BaseCallbackHandler):
             budget.spend(charged_in + charged_out, cost)
             if call.estimate and (charged_in == reported_in or learned is None):
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
+
+
+_METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
+
+
+@contextlib.contextmanager
+def metered_apart() -> Iterator[None]:
+    """Model calls made inside are counted by a meter of their own (a child's, a root call's): a
+    :class:`RunMeter` leaves them alone, so no call is charged twice."""
+    token = _METERED_APART.set(True)
+    try:
+        yield
+    finally:
+        _METERED_APART.reset(token)
+
+
+class RunMeter(TaskMeter):
+    """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
+    a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
+    the run on the limit's message), but refused under a dollar limit when its model has no price.
+
+    Given to the root graph as a callback (``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
+    own calls and every child's are counted apart (:func:`metered_apart`). It never stops a tool.
+    """
+
+    ignore_agent = True  # tool events: the root's tools are never this meter's to stop
+
+    def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
+        super().__init__(budget=budget, prices=prices)
+        self.refuses = False
+
+    def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
+        if not _METERED_APART.get():
+            super()._start_call(run_id, prompt, kwargs)
+
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+        if run_id in self._calls:  # a call it saw start: any other is another meter's
+            super()._end_call(run_id, response)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+        self._release(run_id)
 
 
 class _Call(NamedTuple):

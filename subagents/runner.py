@@ -11,7 +11,9 @@ Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
 ``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
 a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
 no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
-which fails that task alone.
+which fails that task alone; one its model raises, into
+:class:`~subagents.errors.ModelExit` (on ``invoke``: on ``ainvoke`` asyncio
+ends the loop on it before any callback runs).
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.
@@ -73,6 +75,7 @@ from subagents.metering import (
     TranscriptRecorder,
     check_prices,
     meter_for,
+    metered_apart,
 )
 from subagents.outcome import (
     ChildAnswer,
@@ -755,7 +758,8 @@ def traced_as_subagent() -> Iterator[None]:
     current tracing context (parent run, client, project, tags) is kept.
     """
     current: dict[str, Any] = dict(get_tracing_context())
-    with tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}):
+    with (tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}),
+          metered_apart()):  # the child's own meter counts its calls: the root run's must not count them again
         yield
 
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import logging
 import threading
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -260,3 +265,97 @@ def test_a_background_child_never_changes_the_callers_input_either(run, backgrou
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "error")
     assert all(_items(given[kind]) == ["orig"] for kind in KINDS)
+
+
+# -- a deep copy that hands back the original is no copy ------------------------------------------------------
+
+
+class Client:
+    """Like many SDK clients: its deep copy is itself."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Client:
+        return self
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+def _handler() -> None:
+    """A function: deepcopy returns it as it is."""
+
+
+def test_a_value_whose_deep_copy_is_or_holds_the_original_is_withheld_by_name():
+    """``copy.deepcopy`` returns functions, classes, loggers and self-copying clients as they are: a child
+    handed one changed the parent's and the caller's object."""
+    state = {"client": Client(), "function": _handler, "cls": Plain, "logger": logging.getLogger("a.logger"),
+             "wrapped": {"inner": [Client()]}, "data": Data([logging.getLogger("b.logger")]), "fine": Plain([1])}
+    copies, withheld = own_copies(state)
+    assert set(copies) == {"fine"} and copies["fine"] is not state["fine"]
+    assert set(withheld) == {"client", "function", "cls", "logger", "wrapped", "data"}
+    assert withheld["client"] == "cannot be copied (its deep copy is the original Client)"
+    assert withheld["wrapped"] == "cannot be copied (its deep copy holds the original Client)"
+    assert withheld["data"] == "cannot be copied (its deep copy holds the original Logger)"
+
+
+def test_values_immutable_all_the_way_down_are_shared_as_they_are():
+    state = {"none": None, "number": decimal.Decimal("1.5"), "ratio": fractions.Fraction(1, 3),
+             "when": datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC), "span": datetime.timedelta(1),
+             "colour": Colour.RED, "span_of": range(3), "frozen": frozenset({1, "a"}), "pair": (1, ("a", b"b", 2j))}
+    copies, withheld = own_copies(state)
+    assert withheld == {} and all(copies[key] is value for key, value in state.items())
+
+
+@tool
+def use_client(runtime: ToolRuntime) -> str:
+    """Uses the client the state holds, if the child was given one."""
+    client = runtime.state.get("client")
+    if client is None:
+        return "no client"
+    client.calls.append("child")
+    return "used"
+
+
+def test_a_child_never_changes_a_client_whose_deep_copy_is_itself(run):
+    class _ClientKey(AgentMiddleware):
+        state_schema = TypedDict("ClientState", {"client": NotRequired[Any]}, total=False)  # type: ignore[misc]
+
+    model = ScriptedChatModel(rules=[("use", [{"tool_calls": [tool_call("use_client")]}, "used it"])],
+                              responses=_parallel(("use", "w")))
+    agent = create_deep_agent(model, [use_client], middleware=[_ClientKey()],
+                              subagents=[{"name": "w", "description": "w", "tools": ["use_client"]}])
+    client = Client()
+    out = run(agent, {**_user(), "client": client})
+    (record,) = records(out)
+    assert client.calls == [] and out["client"] is client
+    assert record["withheld_keys"] == {"client": "cannot be copied (its deep copy is the original Client)"}
+
+
+# -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
+
+
+class Uncomparable(BaseException):
+    """Not an Exception: what a hostile ``__eq__`` may raise."""
+
+
+class EqRaises:
+    def __init__(self) -> None:
+        self.items = [1]
+
+    def __eq__(self, other: object) -> bool:
+        raise Uncomparable("cannot compare")
+
+    __hash__ = object.__hash__
+
+
+def test_a_child_that_never_touched_an_uncomparable_value_completes(run):
+    """A shared value whose ``__eq__`` raised a BaseException ended an idle child with ``error``."""
+    model = ScriptedChatModel(rules=[("idle", ["nothing to do"])], responses=_parallel(("idle", "w")))
+    agent = create_deep_agent(model, [meddle], middleware=[_Keys()],
+                              subagents=[{"name": "w", "description": "w", "tools": ["meddle"]}])
+    out = run(agent, {**_user(), "plain": EqRaises()})
+    (record,) = records(out)
+    assert record["stop_reason"] == "completed" and out["messages"][-1].content == "parent carried on"

@@ -43,3 +43,24 @@ def test_a_spent_budget_ends_the_parents_own_loop_after_one_last_call_without_to
     assert parent.calls[-1]["tools"] == [] and all(call["tools"] for call in parent.calls[:-1])
     one_call = max(i + o for i, o in parent.billed)
     assert budget.tokens <= budget.max_tokens + 2 * one_call  # the call that crossed it, and the last answer
+
+
+def test_every_non_ascii_character_is_estimated_at_a_token_at_least():
+    # At four characters a token, 3,000 Chinese characters billed 3,000 tokens were reserved as 751.
+    from subagents.metering import estimate_tokens
+
+    assert estimate_tokens("漢" * 3000) >= 3000
+    assert estimate_tokens(["a" * 400, "é" * 100]) >= 200
+    assert estimate_tokens("a" * 400) == 101  # ASCII as before: four characters a token
+
+
+def test_a_models_learned_ratio_only_rises():
+    # Last write won: one light English prompt undid what a dense one had taught, and the next wave of
+    # dense prompts was reserved at the light ratio.
+    budget = Budget(max_tokens=10**6)
+    budget.learn("m", 100, 400)
+    dense = budget.learned("m")
+    budget.learn("m", 100, 100)
+    assert dense is not None and dense >= 4.0 and budget.learned("m") == dense
+    budget.learn("m", 100, 800)
+    assert budget.learned("m") == pytest.approx(dense * 2)

@@ -16,12 +16,13 @@ from helpers.background import background, started_ids, wait_for  # noqa: F401 -
 from helpers.billing import BillingModel
 from helpers.graphs import records, user
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelFallbackMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.errors import BudgetExceeded
 from subagents.metering import call_price
 from subagents.outcome import stopped_by_limit
 
@@ -74,13 +75,49 @@ def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_o
     assert record["model_calls"] < 20
 
 
-def test_a_replys_dated_name_refines_the_price_and_another_models_name_does_not():
-    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-2025-04-14": (1.0, 4.0)}
-    assert call_price(prices, "gpt-4.1", "gpt-4.1-2025-04-14") == ("gpt-4.1-2025-04-14", (1.0, 4.0))
-    assert call_price(prices, "gpt-4.1", "gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
-    assert call_price(prices, "gpt-4.1", "openai/gpt-4.1-mini") == ("gpt-4.1", (2.0, 8.0))
-    assert call_price(prices, "gpt-4.1-mini-2025-04-14", None) == ("gpt-4.1-mini", (0.4, 1.6))
-    assert call_price(prices, "my-deployment", "gpt-4.1") is None  # sent to an unpriced model: no price
+@pytest.mark.parametrize(("sent", "key"), [
+    ("gpt-4.1", "gpt-4.1"), ("gpt-4.1-2025-04-14", "gpt-4.1"), ("gpt-4.1-20250414", "gpt-4.1"),
+    ("openai:gpt-4.1", "gpt-4.1"), ("openai/gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),
+    ("claude-3-5-haiku", "claude-3-5-haiku-20241022"), ("o1", "openai:o1"),
+])
+def test_a_sent_name_matches_a_price_key_exactly_or_without_a_provider_prefix_or_a_date_stamp(sent, key):
+    prices = {"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "claude-3-5-haiku-20241022": (0.8, 4.0),
+              "openai:o1": (15.0, 60.0)}
+    assert call_price(prices, sent) == (key, prices[key])
+
+
+@pytest.mark.parametrize("sent", ["o1-pro", "o1-mini", "o1x-unknown", "gpt-4o-mini", "gpt-4.1-nano",
+                                  "gpt-3.5-turbo-16k", "claude-3-5-haiku", "gpt-4o-2024-08-06", "my-deployment"])
+def test_a_name_that_only_starts_like_a_priced_model_has_no_price(sent):
+    # With only these priced, o1-pro ($150/$600 a million) was charged as o1, gpt-4o-mini as gpt-4.
+    prices = {"o1": (15.0, 60.0), "gpt-4": (30.0, 60.0), "gpt-3.5-turbo": (0.5, 1.5), "claude-3": (15.0, 75.0),
+              "gpt-4o-2024-05-13": (5.0, 15.0)}
+    assert call_price(prices, sent) is None
+
+
+def test_a_child_on_a_model_named_like_a_priced_one_is_refused_under_a_dollar_limit(run):
+    child = BillingModel(default="an answer", model_name="priced-pro")
+    specs = [{"name": "w", "description": "worker", "model": child}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=Budget(max_usd=1.0, prices=PRICES)), user("go"))
+    (record,) = records(out)
+    assert child.calls == [] and record["stop_reason"] == "budget" and "priced-pro" in record["error"]
+
+
+@pytest.mark.parametrize("reply_name", ["priced-2025-01-01", "priced-16k", "parent"])
+def test_a_call_is_charged_at_the_price_it_was_sent_at_whatever_model_its_reply_names(run, reply_name):
+    # Replies naming a dated snapshot priced 8x were charged 8x what was reserved: 16 children spent 4.7x the limit.
+    prices = {**PRICES, "priced-2025-01-01": (8000.0, 16000.0), "priced-16k": (8000.0, 16000.0),
+              "parent": (1.0, 2.0)}
+    child = BillingModel(default="an answer", model_name="priced", reply_name=reply_name)
+    specs = [{"name": "w", "description": "worker", "model": child}]
+    budget = Budget(max_usd=10.0, prices=prices)
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
+                                subagents=specs, budget=budget), user("go"))
+    (record,) = records(out)
+    ((billed_in, billed_out),) = child.billed
+    assert record["priced_as"] == ["priced"]
+    assert record["cost_usd"] == pytest.approx((billed_in * 1000.0 + billed_out * 2000.0) / 1e6, abs=1e-6)
 
 
 # -- every path: refused before it is sent when unpriced, charged once when priced ------------------------
@@ -173,3 +210,66 @@ def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_
     assert record["stop_reason"] == "budget" and record["model_calls"] < 25
     assert (record["input_tokens"], record["output_tokens"]) == (0, 0)
     assert record["charged_input_tokens"] > 500 * record["model_calls"] and record["charged_output_tokens"] > 0
+
+
+# -- a root middleware's own model calls ----------------------------------------------------------------------
+
+
+class _SideCalls(AgentMiddleware):
+    """A root middleware that calls a model of its own, before each model call and around it."""
+
+    def __init__(self, side: BillingModel) -> None:
+        super().__init__()
+        self.side = side
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.side.invoke("summarise " + "x" * 400)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        await self.side.ainvoke("summarise " + "x" * 400)
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.side.invoke("critique " + "y" * 400)
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        await self.side.ainvoke("critique " + "y" * 400)
+        return await handler(request)
+
+
+def _root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[Any, list[BillingModel]]:
+    child = BillingModel(default="child done", model_name="priced")
+    summariser = BillingModel(default="a summary", model_name=side.model_name)
+    parent = _parent(tool_call("task", description="job", subagent_type="w"))
+    agent = create_deep_agent(
+        parent, subagents=[_spec(model=child)], budget=budget,
+        middleware=[SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
+                    _SideCalls(side)])
+    return agent, [parent, child, summariser, side]
+
+
+def test_a_root_middlewares_own_model_calls_are_charged_to_the_shared_budget_once(run):
+    # A summariser or critic on the root went around the root's model-call wrap: never counted.
+    budget = Budget(max_tokens=10**9, max_usd=10**3, prices=PRICES)
+    agent, models = _root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    run(agent, user("go"))
+    assert all(model.billed for model in models), "a path made no call: the test would prove nothing"
+    billed = [usage for model in models for usage in model.billed]
+    assert budget.tokens == sum(i + o for i, o in billed)  # each call once: the root's and the child's too
+
+
+def test_under_a_dollar_limit_a_root_middlewares_call_to_an_unpriced_model_is_refused_before_it_is_sent(run):
+    side = BillingModel(default="fine", model_name="unpriced-model")
+    agent, _ = _root_with_side_calls(side, Budget(max_usd=1.0, prices=PRICES))
+    with pytest.raises(BudgetExceeded, match="unpriced-model"):
+        run(agent, user("go"))
+    assert side.calls == []
+
+
+def test_a_root_middlewares_call_once_the_budget_is_spent_is_counted_and_the_run_ends_on_the_limit(run):
+    # Counted, not refused: a refusal from a before_model hook would end the run with an error, not an answer.
+    budget = Budget(max_tokens=50)
+    agent, models = _root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    out = run(agent, user("go"))
+    assert stopped_by_limit(out["messages"][-1]) == "budget"
+    assert budget.tokens == sum(i + o for model in models for i, o in model.billed)
