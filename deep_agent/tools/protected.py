@@ -37,6 +37,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -209,17 +210,30 @@ def _leads_to(dot_git: Path) -> Iterator[Path]:
     yield dot_git
     gitdir = dot_git.resolve()
     if dot_git.is_file():
-        try:
-            text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return
+        text = _pointer(dot_git)
         if not text.startswith("gitdir:"):
             return
         gitdir = (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve()
         yield gitdir
-    try:
-        common = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return
+    common = _pointer(gitdir / "commondir")
     if common:
         yield (gitdir / common).resolve()
+
+
+def _pointer(path: Path) -> str:
+    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file.
+
+    Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
