@@ -62,14 +62,13 @@ from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, with_text_appended
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
-from subagents.background.ledger import merge_async_records
 from subagents.boundary import is_forbidden_tool, parent_state_schemas, private_state_keys, tool_name
 from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SubagentsError
-from subagents.ledger import LedgerChannel, merge_records, saved_value
+from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.metering import RunMeter
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings

@@ -144,6 +144,39 @@ def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> An
     return writes[0]
 
 
+def merge_async_records(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names.
+
+    Updates are partial on purpose: a status check writes ``status`` and the
+    usage it saw without repeating the description, and two tools touching
+    different tasks in one step never overwrite each other.
+    """
+    for side, value in (("the ledger", left), ("the update", right)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
+                             "(task id -> record fields)")
+    if not left:
+        return {k: _fields(k, v) for k, v in (right or {}).items()}
+    if not right:
+        return left
+    merged = dict(left)
+    for task_id, fields in right.items():
+        before = left.get(task_id)
+        # A damaged record in state (not a mapping) is replaced by the update rather than merged.
+        merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
+            _fields(task_id, fields))
+    return merged
+
+
+def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
+                         "not a mapping of fields")
+    return dict(fields)
+
+
 def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for a ledger: parallel delegations each add their own ids."""
     if not left:

@@ -25,6 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import brief
+
+# The reducer lives with the sync ledger's, so declaring the channel imports nothing of the background runtime.
+from subagents.ledger import merge_async_records as merge_async_records
 from subagents.outcome import TaskStatus
 
 log = logging.getLogger(__name__)
@@ -92,39 +95,6 @@ class AsyncTaskRecord(BaseModel):
     """Remote tasks: the parent thread their server thread's metadata names, so a server without
     batched search by thread ids is polled with one metadata search (see :mod:`subagents.background.remote`)."""
     announced: bool = False
-
-
-def merge_async_records(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
-    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names.
-
-    Updates are partial on purpose: a status check writes ``status`` and the
-    usage it saw without repeating the description, and two tools touching
-    different tasks in one step never overwrite each other.
-    """
-    for side, value in (("the ledger", left), ("the update", right)):
-        if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
-                             "(task id -> record fields)")
-    if not left:
-        return {k: _fields(k, v) for k, v in (right or {}).items()}
-    if not right:
-        return left
-    merged = dict(left)
-    for task_id, fields in right.items():
-        before = left.get(task_id)
-        # A damaged record in state (not a mapping) is replaced by the update rather than merged.
-        merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
-            _fields(task_id, fields))
-    return merged
-
-
-def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
-    if not isinstance(fields, Mapping):
-        raise ValueError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
-                         "not a mapping of fields")
-    return dict(fields)
 
 
 _TEXT_FIELDS = ("description", "result", "error", "note")
