@@ -88,7 +88,9 @@ def test_the_interpreter_and_virtual_environment_in_the_workspace_are_protected(
         "if 'Bash' in tools:\n"
         "    print(tools['Bash'].invoke({'command': 'echo planted > .venv/bin/activate', 'timeout': 20000}))\n"
     )
-    paths = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), *site.getsitepackages()]
+    # The repository first: an editable install is found through a .pth file, which PYTHONPATH entries never run.
+    repo = str(Path(__file__).resolve().parents[3])
+    paths = [repo, *os.environ.get("PYTHONPATH", "").split(os.pathsep), *site.getsitepackages()]
     done = subprocess.run([str(tmp_path / ".venv" / "bin" / "python"), "-c", script], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)})
