@@ -18,6 +18,7 @@ import dataclasses
 import io
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
@@ -121,6 +122,21 @@ OUTCOME_CHARS = 70
 """Characters of a result or error the ``tasks`` table shows; ``--full`` shows all of it."""
 
 
+def state_holding(state: Path, ref: str) -> Path:
+    """The state folder a transcript lies in: this folder's own, or the one a shared database's record names.
+
+    A record read from a database another folder wrote (``--db``) names that
+    folder's transcript, ``<state>/sessions/<thread>/...``: it is read as that
+    state folder's data, under the same rule (no symlink below it followed,
+    only regular files, bounded).
+    """
+    path = Path(ref)
+    if not path.is_absolute() or state.absolute() in path.parents or "sessions" not in path.parts[:-1]:
+        return state
+    at = max(i for i, part in enumerate(path.parts[:-1]) if part == "sessions")
+    return Path(*path.parts[:at])
+
+
 def transcript_command(args: argparse.Namespace) -> int:
     state = resolve_state_dir(args.state_dir, create=False)
     console = Console()
@@ -135,7 +151,7 @@ def transcript_command(args: argparse.Namespace) -> int:
                           markup=False, highlight=False)
             return 0
         messages = read_transcript({"id": row.id, "transcript": row.transcript}, thread_id=thread,
-                                   checkpointer=saver, open_file=lambda ref: state_file(state, ref))
+                                   checkpointer=saver, open_file=lambda ref: state_file(state_holding(state, ref), ref))
     # A child's messages are model output: shown as its lines, but no escape sequence in them reaches the terminal.
     for message in messages:
         console.print(f"[bold]{message.type}[/bold]: ", end="")

@@ -181,3 +181,22 @@ def test_the_write_check_never_follows_a_symlink_planted_in_the_state_folder(tmp
     monkeypatch.chdir(checkout)
     assert resolve_state_dir(None) == state
     assert victim.read_text() == "precious\n"
+
+
+def test_a_transcript_another_folder_wrote_is_read_as_that_state_folders_data(tmp_path):
+    """A shared database's record names another folder's transcript: read under the same rule, symlinks refused."""
+    from deep_agent.cli.inspect import state_holding
+    from deep_agent.cli.store import StateFileError, state_file
+
+    other = tmp_path / "project" / ".deep_agent"
+    (other / "sessions" / "t" / "subagents").mkdir(parents=True)
+    transcript = other / "sessions" / "t" / "subagents" / "agent-1.jsonl"
+    transcript.write_text('{"type": "header"}\n', encoding="utf-8")
+    here = tmp_path / "elsewhere" / ".deep_agent"
+    assert state_holding(here, str(transcript)) == other
+    with state_file(state_holding(here, str(transcript)), str(transcript)) as handle:
+        assert handle.read() == b'{"type": "header"}\n'
+    (other / "sessions" / "t" / "linked").symlink_to(other / "sessions" / "t" / "subagents")
+    linked = other / "sessions" / "t" / "linked" / "agent-1.jsonl"
+    with pytest.raises(StateFileError):
+        state_file(state_holding(here, str(linked)), str(linked))
