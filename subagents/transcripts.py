@@ -292,14 +292,19 @@ class JsonlSink:
     records = True
     streams = True
 
-    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, header: Mapping[str, Any], *, root: Path | None = None) -> None:
         self.path = path
+        # Opened first, from ``root`` down, following no symlink: a link planted in the sessions folder (a
+        # cloned checkout's own ``.deep_agent``) never leads a transcript out of it.
+        fd = _append_beneath(root, path) if root is not None else None
         # A task resumed after an approval continues its file: one header, each message once.
         # An empty file (a crash before the header was written) is begun like a new one.
         self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
         # A lone surrogate in a model's text must not cost the transcript its message.
-        self._file: Any = path.open("a", encoding="utf-8", errors="backslashreplace")
+        if fd is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: Any = (open(fd, "a", encoding="utf-8", errors="backslashreplace") if fd is not None
+                           else path.open("a", encoding="utf-8", errors="backslashreplace"))
         if self._written is not None and not _ends_a_line(path):
             self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
         if self._written is None:
@@ -388,7 +393,7 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
         root = Path(sessions_dir).expanduser().absolute()
 
         def jsonl(**task: Any) -> TranscriptSink:
-            return JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task))
+            return JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task), root=root)
 
         return jsonl
     if transcript_store is not None:
@@ -405,6 +410,41 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
         return MemorySink(task["task_id"])
 
     return automatic
+
+
+def _append_beneath(root: Path, path: Path) -> int:
+    """``path`` (inside ``root``) opened to append, its folders made, no symlink followed below ``root``.
+
+    Raises :class:`TranscriptFileError` for a symlink or a file that is not regular on the way.
+    """
+    names = path.relative_to(root).parts
+    root.mkdir(parents=True, exist_ok=True)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in names[:-1]:
+            try:
+                os.mkdir(name, 0o777, dir_fd=folder)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            except OSError:
+                raise TranscriptFileError(os.fspath(path), f"{name!r} on its way is a symlink or no folder "
+                                          "(no symlink in the sessions folder is followed)") from None
+            os.close(folder)
+            folder = inner
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(names[-1], flags, 0o666, dir_fd=folder)
+        except OSError:
+            raise TranscriptFileError(os.fspath(path), "is a symlink or cannot be opened to append") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise TranscriptFileError(os.fspath(path), "not a regular file (a pipe, socket or device is never written)")
+        os.set_blocking(fd, True)
+        return fd
+    finally:
+        os.close(folder)
 
 
 def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: Any) -> Path:

@@ -200,3 +200,41 @@ def test_a_transcript_another_folder_wrote_is_read_as_that_state_folders_data(tm
     linked = other / "sessions" / "t" / "linked" / "agent-1.jsonl"
     with pytest.raises(StateFileError):
         state_file(state_holding(here, str(linked)), str(linked))
+
+
+@pytest.mark.parametrize("planted", ["thread", "subagents", "file"])
+def test_a_transcript_is_never_written_through_a_symlink_planted_in_the_sessions_folder(tmp_path, planted):
+    """A cloned checkout's own ``.deep_agent/sessions`` may hold links: a transcript never follows one out."""
+    from subagents.errors import TranscriptFileError
+    from subagents.transcripts import jsonl_path, sink_chooser
+
+    # The link leads to another folder inside the sessions folder (one leading out was refused by its path):
+    # either way, no symlink below the sessions folder is followed.
+    sessions = tmp_path / "sessions"
+    outside = sessions / "other"
+    outside.mkdir(parents=True)
+    path = jsonl_path(sessions, "t1", "task1")
+    if planted == "thread":
+        (sessions / "t1").symlink_to(outside)
+    elif planted == "subagents":
+        (sessions / "t1").mkdir(parents=True)
+        (sessions / "t1" / "subagents").symlink_to(outside)
+    else:
+        path.parent.mkdir(parents=True)
+        path.symlink_to(outside / "agent-task1.jsonl")
+    make = sink_chooser(sessions, None)
+    with pytest.raises(TranscriptFileError):
+        make(task_id="task1", agent_type="a", thread_id="t1", tool_call_id=None, namespace=None, store=None,
+             has_checkpointer=False)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_transcript_is_written_inside_a_plain_sessions_folder(tmp_path):
+    from subagents.transcripts import read_jsonl, sink_chooser
+
+    make = sink_chooser(tmp_path / "sessions", None)
+    sink = make(task_id="task1", agent_type="a", thread_id="t1", tool_call_id=None, namespace=None, store=None,
+                has_checkpointer=False)
+    ref = sink.end([])
+    header, _ = read_jsonl(ref.removeprefix("jsonl:"))
+    assert header["agent_type"] == "a" if "agent_type" in header else header
