@@ -317,7 +317,9 @@ def test_system_message_prompt_is_kept(lib, run):
     assert "ROOT RULES" in model.calls[0]["system"]
 
 
-def test_a_specs_own_interrupt_on_replaces_the_parents(lib, run):
+def test_a_specs_own_interrupt_on_replaces_the_parents_in_deepagents_and_cannot_lower_it_here(lib, run):
+    """deepagents lets a subagent's ``interrupt_on: {}`` drop the parent's gate; here the parent's is a floor
+    (docs/migrating.md says so): the child still asks before ``delete_file``."""
     model = ScriptedChatModel(
         rules=[("clean up", [{"tool_calls": [tool_call("delete_file", path="a.txt")]}, ANSWER])],
         responses=delegating(("clean up", "cleaner")),
@@ -328,5 +330,8 @@ def test_a_specs_own_interrupt_on_replaces_the_parents(lib, run):
         interrupt_on={"delete_file": True}, checkpointer=InMemorySaver(),
     )
     out = run(agent, user("go"), {"configurable": {"thread_id": "t"}})
-    assert "__interrupt__" not in out
-    assert tool_texts(out)[0].strip() == ANSWER.strip()
+    if lib.__name__.startswith("deepagents"):
+        assert "__interrupt__" not in out
+        assert tool_texts(out)[0].strip() == ANSWER.strip()
+    else:
+        assert "__interrupt__" in out
