@@ -51,9 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Every Python code block of the README and the docs runs, top to bottom, one namespace per file, so
-# an example cannot rot. Context a reader does not need (a model, a tool) comes from an
-# `<!-- invisible-code-block: python -->` just before; a block that cannot run here (a server's own
-# file, a real provider) carries `<!-- skip: next "why" -->`.
+# an example cannot rot. Its setup is visible: a reader copies what they see, so no hidden block
+# (tests/integration/docs/test_docs_examples_run_as_shown.py runs each page's blocks in one fresh file);
+# a block that cannot run here (a server's own file, a real provider) carries `<!-- skip: next "why" -->`.
 def _restore_cwd(namespace: dict[str, object]) -> None:
     """A page that works in a folder of its own saves the old one as ``_cwd``: back to it, pass or fail."""
     if isinstance(saved := namespace.get("_cwd"), str):
