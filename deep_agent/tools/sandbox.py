@@ -229,8 +229,11 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
 
     The keyring is not a namespace bubblewrap unshares: without this, a
     command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). ``None`` on a
-    machine not listed (no filter: the keyring stays reachable there).
+    Docker's default profile, which refuses the same calls). A call made
+    through another architecture's interface (x86's 32-bit ``int 0x80`` on
+    x86_64, whose keyring calls have other numbers) is refused whatever it is:
+    the sandbox runs the machine's own programs. ``None`` on a machine not
+    listed (no filter: the keyring stays reachable there).
     """
     arch_calls = _KEYRING_CALLS.get(machine or os.uname().machine)
     if arch_calls is None:
@@ -239,7 +242,7 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     checks = [(jeq, n) for n in calls] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 1, arch), (ld, 0, 0, 0)]  # another arch: allowed
+    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 2, arch), (ld, 0, 0, 0)]  # another arch: refused
     program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
     program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("=HBBI", *step) for step in program)

@@ -377,3 +377,38 @@ def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypa
     (bash,) = [t for t in builtin_tools(tmp_path, bash=sandbox) if t.name == "Bash"]
     out = bash.invoke({"command": "env", "timeout": 20_000})
     assert "ASKED_FOR=passed-on-request" in out and "DATABASE_URL" not in out, out
+
+
+def _seccomp_verdict(program: bytes, arch: int, nr: int) -> int:
+    """What the seccomp program returns for a call (the few BPF steps it uses: load, jeq, jge, ret)."""
+    import struct
+
+    steps = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+    data = {0: nr, 4: arch}
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = steps[pc]
+        if code == 0x20:
+            acc, pc = data[k], pc + 1
+        elif code in (0x15, 0x35):
+            hit = acc == k if code == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        else:
+            assert code == 0x06
+            return k
+
+
+@pytest.mark.parametrize("machine, native, keyring_calls, other_arch, other_keyring_calls", [
+    ("x86_64", 0xC000003E, (248, 249, 250), 0x40000003, (286, 287, 288)),  # int 0x80's i386 numbers
+    ("aarch64", 0xC00000B7, (217, 218, 219), 0x40000028, (309, 310, 311)),  # 32-bit ARM's
+])
+def test_the_keyring_calls_are_refused_through_every_interface(machine, native, keyring_calls, other_arch,
+                                                                other_keyring_calls):
+    from deep_agent.tools.sandbox import seccomp_filter
+
+    program = seccomp_filter(machine)
+    assert program is not None
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    assert [_seccomp_verdict(program, native, nr) for nr in keyring_calls] == [eperm] * 3
+    assert _seccomp_verdict(program, native, 0) == allow  # read (x86_64) / io_setup: ordinary calls run
+    assert [_seccomp_verdict(program, other_arch, nr) for nr in other_keyring_calls] == [eperm] * 3
