@@ -294,11 +294,30 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
                     if not os.path.lexists(target):
                         break
                     target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
-                with contextlib.suppress(OSError):
-                    os.rename(path, target)  # a symlink named .git is renamed, never followed
-                    moved.append(target)
+                moved.append(_rename_aside(path, target))
         dirs[:] = [d for d in dirs if d != ".git" and here / d not in known]
     return moved
+
+
+def _rename_aside(path: Path, target: Path) -> Path:
+    """``path`` renamed to ``target`` (a symlink named ``.git`` is renamed, never followed); ``path`` if it cannot be.
+
+    A command can take the write bit off the folder holding its repository
+    (``chmod 555 s``): the folder is the user's own, so it gets its write
+    bit back for the rename. A repository that still cannot be moved is
+    returned under its own name, and the answer says it was not set aside.
+    """
+    for attempt in range(2):
+        try:
+            os.rename(path, target)
+            return target
+        except OSError:
+            if attempt:
+                break
+            with contextlib.suppress(OSError):
+                mode = os.lstat(path.parent).st_mode
+                os.chmod(path.parent, stat.S_IMODE(mode) | stat.S_IWUSR | stat.S_IXUSR)
+    return path
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
-from deep_agent.tools.sandbox import Sandbox, SandboxUnavailable
+from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable
 from deep_agent.tools.workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -74,10 +74,15 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                 answer = _answer(ws, process, limit_s)
         except SandboxUnavailable as exc:
             raise ToolException(f"Bash could not start its sandbox: {exc}") from None
-        if set_aside:
-            named = ", ".join(str(p.relative_to(ws.root)) for p in set_aside)
+        moved = [p for p in set_aside if SET_ASIDE in p.name]
+        if moved:
+            named = ", ".join(str(p.relative_to(ws.root)) for p in moved)
             answer += (f"\n[the git repositories this command made were set aside ({named}): git would run "
                        "their config and hooks outside the sandbox; the user can rename them back]")
+        if stuck := [p for p in set_aside if SET_ASIDE not in p.name]:
+            named = ", ".join(str(p.relative_to(ws.root)) for p in stuck)
+            answer += (f"\n[WARNING: git repositories this command made could not be set aside ({named}): "
+                       "git run there outside the sandbox would run their config and hooks; remove them]")
         return answer
 
     where = "Run a shell command in the workspace folder."

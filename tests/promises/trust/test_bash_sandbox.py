@@ -412,3 +412,48 @@ def test_the_keyring_calls_are_refused_through_every_interface(machine, native, 
     assert [_seccomp_verdict(program, native, nr) for nr in keyring_calls] == [eperm] * 3
     assert _seccomp_verdict(program, native, 0) == allow  # read (x86_64) / io_setup: ordinary calls run
     assert [_seccomp_verdict(program, other_arch, nr) for nr in other_keyring_calls] == [eperm] * 3
+
+
+def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside():
+    """``git init s && chmod 555 s``: the folder is the user's own; it gets its write bit back for the rename.
+
+    Root ignores the write bit, so as root the set-aside runs in a child process that became ``nobody``.
+    """
+    import pwd
+
+    from deep_agent.tools.sandbox import SET_ASIDE, set_aside_new_repositories
+
+    # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
+    ws = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
+    ws.chmod(0o755)
+    (ws / "s").mkdir()
+    subprocess.run(["git", "init", "-q", str(ws / "s")], check=True)
+    protected = Protected.of(ws)
+    protected.paths  # noqa: B018 - the walk of the run's start, before the command made its repository
+    (ws / "s" / ".git").rename(ws / "s" / ".git-new")  # unknown at the start: made "by the command"
+    (ws / "s" / ".git-new").rename(ws / "s" / ".git")
+    protected = Protected(fixed=dict(protected.fixed), root=None)
+    if os.getuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        for folder, dirs, files in os.walk(ws):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.lchown(name, nobody.pw_uid, nobody.pw_gid)
+    (ws / "s").chmod(0o555)
+    pid = os.fork()
+    if pid == 0:  # the child: as the repository's owner, set it aside
+        code = 1
+        try:
+            if os.getuid() == 0:
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+            moved = set_aside_new_repositories(ws, protected)
+            code = 0 if [p.name for p in moved] == [".git" + SET_ASIDE] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert (ws / "s" / (".git" + SET_ASIDE)).is_dir() and not (ws / "s" / ".git").exists()
+    finally:
+        (ws / "s").chmod(0o755)
+        shutil.rmtree(ws, ignore_errors=True)
