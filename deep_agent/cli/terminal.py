@@ -42,6 +42,15 @@ UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 """Unicode categories :func:`printable` escapes: control, format (bidi marks, zero-width,
 soft hyphen, tags), line and paragraph separators, private use, surrogates, unassigned."""
 
+INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"  # combining grapheme joiner, Hangul and Khmer fillers
+    + "".join(map(chr, range(0x180B, 0x1810)))  # Mongolian variation selectors and vowel separator
+    + "".join(map(chr, range(0xFE00, 0xFE10)))  # variation selectors
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))  # variation selectors supplement
+)
+"""Unicode's default-ignorable characters outside :data:`UNSAFE_CATEGORIES` (letters and marks that show
+nothing): escaped too, so a shown command holds no character the reader cannot see."""
+
 _NOT_PLAIN = re.compile("[^\x20-\x7e]")  # only these are looked up: plain ASCII passes at C speed
 
 
@@ -56,7 +65,7 @@ def printable(text: object, *, lines: bool = False) -> str:
 
     def escape(match: re.Match[str]) -> str:
         char = match.group()
-        if char in kept or unicodedata.category(char) not in UNSAFE_CATEGORIES:
+        if char in kept or (unicodedata.category(char) not in UNSAFE_CATEGORIES and char not in INVISIBLE):
             return char
         return char.encode("unicode_escape").decode("ascii")
 

@@ -103,3 +103,13 @@ def test_the_folder_trust_question_shows_hidden_characters_as_escapes(tmp_path):
     shown = describe(tmp_path, commands)
     assert "touch ok\\u200f\\u2028\\U000e0041 #" in shown
     assert not [c for c in HIDDEN if c in shown]
+
+
+def test_default_ignorable_letters_and_marks_show_as_escapes():
+    """A Hangul filler (a letter) and a variation selector (a mark) show nothing: the reader sees them escaped."""
+    from deep_agent.cli.terminal import printable
+
+    for char in ("\u3164", "\ufe0f", "\u115f", "\u034f", "\U000e0100"):
+        shown = printable(f"rm{char} -rf")
+        assert char not in shown and shown.startswith("rm\\"), (hex(ord(char)), shown)
+    assert printable("café 日本 ✓") == "café 日本 ✓"
