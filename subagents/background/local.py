@@ -531,21 +531,36 @@ class LocalTaskRunner:
             note = " | ".join(unread)
             note = note if len(note) <= UNREAD_CHARS else note[:UNREAD_CHARS - 1] + "…"
             fields["error"] = f"{fields.get('error') or ''}\n\nNot delivered (the run failed first): {note}"
-        self._finish(task, **fields)
+        outcome = self._outcome(task, fields)
+        try:
+            await self._store(outcome).save_soon(self._keyed(task, outcome))
+        except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
+            self.runtime.outcomes.memory.save(task.id, outcome)
+        self._settled(task, fields)
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
-        fields.update(task.usage())
-        outcome = {**task.fields, **fields, "updated_at": now()}
+        outcome = self._outcome(task, fields)
         try:
-            store = self._store(outcome)
-            outcomes = {task.id: outcome}
-            if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
-                # Found by its start call too: a next process whose parent never saw the start answered.
-                outcomes[key] = {**outcome, "id": task.id}
-            store.save_all(outcomes)
+            self._store(outcome).save_all(self._keyed(task, outcome))
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
             self.runtime.outcomes.memory.save(task.id, outcome)
+        self._settled(task, fields)
+
+    @staticmethod
+    def _outcome(task: LocalTask, fields: dict[str, Any]) -> dict[str, Any]:
+        fields.update(task.usage())
+        return {**task.fields, **fields, "updated_at": now()}
+
+    @staticmethod
+    def _keyed(task: LocalTask, outcome: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        outcomes = {task.id: outcome}
+        if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
+            # Found by its start call too: a next process whose parent never saw the start answered.
+            outcomes[key] = {**outcome, "id": task.id}
+        return outcomes
+
+    def _settled(self, task: LocalTask, fields: dict[str, Any]) -> None:
         task.set(**fields)
         self.runtime.evict_later(self.runtime.table.settle(task.id, size=task.size(), at=time.time()))
 

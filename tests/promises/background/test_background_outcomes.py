@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -32,6 +33,33 @@ def test_a_missing_database_is_never_created(tmp_path):
     with pytest.raises(sqlite3.Error):
         store.save("t1", OUTCOME)
     assert not path.exists() and not path.parent.exists()
+
+
+def test_outcomes_saved_in_one_loop_step_take_the_files_lock_once(tmp_path):
+    """The file is the user's checkpoint database: a thousand tasks ending together, each committing on its
+    own, kept the checkpointer's connection from its lock until it gave up ("database is locked")."""
+    db = tmp_path / "parent.db"
+    sqlite3.connect(db).close()
+    store = SqliteOutcomes(str(db))
+    statements: list[str] = []
+    store._connect().set_trace_callback(statements.append)
+
+    async def settle_together() -> None:
+        await asyncio.gather(*(store.save_soon({f"t{i}": {**OUTCOME, "result": str(i)}}) for i in range(1000)))
+
+    asyncio.run(settle_together())
+    assert [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert [store.load(f"t{i}")["result"] for i in (0, 999)] == ["0", "999"]
+
+
+def test_every_save_of_a_group_that_cannot_be_written_fails(tmp_path):
+    store = SqliteOutcomes(str(tmp_path / "nowhere" / "x.db"))
+
+    async def settle_together() -> list[BaseException | None]:
+        return await asyncio.gather(*(store.save_soon({f"t{i}": OUTCOME}) for i in range(3)),
+                                    return_exceptions=True)
+
+    assert [type(e) for e in asyncio.run(settle_together())] == [sqlite3.OperationalError] * 3
 
 
 @pytest.mark.parametrize("other", [{"attempt": 2}, {"turns": 2}, {"owner": "local:h:2:s:r"}])
