@@ -100,6 +100,7 @@ from middleware.task_tool import (
     with_general_purpose,
     with_prompt_block,
 )
+from middleware.thread_catch_up import ThreadCatchUp
 from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,
@@ -829,6 +830,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         skip = set(listed_elsewhere)
         block = available_agents_block(a for a in agents if a[0] not in skip)
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
+        self.tasks.local.on_settled.append(ThreadCatchUp(self.tasks, ASYNC_LEDGER_KEY))
         self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
         self.tools = background_tools(self.handlers) if agents else []
 

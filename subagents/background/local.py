@@ -268,7 +268,9 @@ class LocalTaskRunner:
     here: awaited before a completed or failed outcome is stored (their
     feedback is appended to its result or error), started without waiting
     for a cancelled one. A task recorded ``lost`` because its runtime closes
-    tells no one: nothing is left to run them on.
+    tells no one: nothing is left to run them on. ``on_settled`` holds
+    callables given each task once it reads settled (on the runtime's loop;
+    they must not block it).
     """
 
     def __init__(
@@ -289,6 +291,7 @@ class LocalTaskRunner:
         self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys,
                                  stop_on_interrupt=False)
         self.on_end: list[EndListener] = []
+        self.on_settled: list[Callable[[LocalTask], None]] = []
 
     # -- reading -------------------------------------------------------------------
 
@@ -563,6 +566,9 @@ class LocalTaskRunner:
     def _settled(self, task: LocalTask, fields: dict[str, Any]) -> None:
         task.set(**fields)
         self.runtime.evict_later(self.runtime.table.settle(task.id, size=task.size(), at=time.time()))
+        if not self.runtime.closed:
+            for listener in self.on_settled:
+                listener(task)
 
     def _store(self, record: Mapping[str, Any]) -> OutcomeStore:
         path = record.get("outcome_db")

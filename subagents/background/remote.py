@@ -568,44 +568,44 @@ AEGRA_APP_MODULE = "aegra_api.main"
 
 
 def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """A client of the LangGraph Server this process runs, reached in-process (no network hop).
+    """:func:`in_process_client` for ``spec``; raises :class:`RemoteConfigError` naming the spec when this
+    process runs no server: the SDK would otherwise wait for an app that never comes."""
+    client = in_process_client(spec.start_timeout_s, headers)
+    if client is None:
+        raise RemoteConfigError(
+            f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+            "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
+            "give the spec the url of a server")
+    return client
+
+
+def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
+    """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none.
 
     On ``langgraph dev`` or the Platform it is ``get_client()`` without a url;
     on aegra, the SDK's client over an ASGI transport to aegra's own app
-    (:func:`_aegra_client`). Raises :class:`RemoteConfigError` naming the spec
-    when this process runs no such server: the SDK would otherwise wait for
-    an app that never comes.
+    (what langgraph-api's in-process client is: requests go straight to the
+    app, through its auth and routes, as if from outside).
     """
     import sys
 
-    from langgraph_sdk import get_client
-
-    timeout = (min(5.0, spec.start_timeout_s), spec.start_timeout_s, spec.start_timeout_s, spec.start_timeout_s)
+    headers = {"User-Agent": USER_AGENT, **(headers or {})}
     if SERVER_MODULE in sys.modules:
-        return get_client(url=None, api_key=None, headers={"User-Agent": USER_AGENT, **headers}, timeout=timeout)
+        from langgraph_sdk import get_client
+
+        return get_client(url=None, api_key=None, headers=headers,
+                          timeout=(min(5.0, timeout_s), timeout_s, timeout_s, timeout_s))
     aegra_app = getattr(sys.modules.get(AEGRA_APP_MODULE), "app", None)
-    if aegra_app is not None:
-        return _aegra_client(aegra_app, spec, headers)
-    raise RemoteConfigError(
-        f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
-        "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
-        "give the spec the url of a server")
-
-
-def _aegra_client(app: Any, spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """The SDK's client of the aegra ``app`` this process serves, over ``httpx.ASGITransport``.
-
-    This is what langgraph-api's own in-process client is: requests go
-    straight to the app, through its auth and routes, as if from outside.
-    """
+    if aegra_app is None:
+        return None
     import httpx
     from langgraph_sdk.client import LangGraphClient
 
     http = httpx.AsyncClient(
         base_url="http://aegra.in-process",
-        transport=_on_serving_loop(httpx.ASGITransport(app=app)),
-        timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
-        headers={"User-Agent": USER_AGENT, **headers},
+        transport=_on_serving_loop(httpx.ASGITransport(app=aegra_app)),
+        timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
+        headers=headers,
     )
     return LangGraphClient(http)
 

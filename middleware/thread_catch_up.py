@@ -1,0 +1,82 @@
+"""A served parent's thread shows how its in-process background tasks ended, without waiting for its next run.
+
+A parent graph on ``langgraph dev``, the Platform or aegra catches its ledger
+up before each model call. A task that ends after the parent's run has ended
+would read ``running`` in the thread's state (LangGraph Studio's view) until
+someone starts another run. So when such a task settles, the thread is
+caught up on the server itself: once no run is on the thread, its ledger's
+in-process records are refreshed by the same code a model call uses, and
+the changes are written with the server's ``update_state`` (a checkpoint of
+source ``update``; the run's ``next`` stays empty). A run on the thread does
+the catching up itself at its next model call; the notice announcing the
+task still comes at the next turn.
+
+Decided: an ``update_state`` write rather than a notify run (deepagents'
+way for remote children) because a run would start the parent's graph,
+whose model call costs tokens; the write costs three requests to the
+server this process runs, reached in-process.
+
+Example (what ``BackgroundSubagentMiddleware`` does)::
+
+    tasks.local.on_settled.append(ThreadCatchUp(tasks, "async_tasks"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from subagents.background import BackgroundTasks, RuntimeClosed
+from subagents.background.local import LocalTask
+from subagents.background.remote import in_process_client
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.5
+"""How often a busy thread is asked again whether its run has ended."""
+
+IDLE_WAIT_S = 120.0
+"""How long a settled task waits for its thread's run to end; a longer run catches up by itself."""
+
+
+class ThreadCatchUp:
+    """An ``on_settled`` listener: catch the task's parent thread up on the server this process runs."""
+
+    def __init__(self, tasks: BackgroundTasks, ledger_key: str) -> None:
+        self.tasks = tasks
+        self.ledger_key = ledger_key
+        self._client: Any = None  # made once, on the runtime's loop where every request is sent
+
+    def __call__(self, task: LocalTask) -> None:
+        thread_id = (task.call.parent_config.get("configurable") or {}).get("thread_id")
+        if thread_id is None:
+            return
+        self._client = self._client or in_process_client(timeout_s=30.0)
+        if self._client is None:  # not served: the caller's next run reads the ledger
+            return
+        try:
+            self.tasks.runtime.spawn(self._catch_up(self._client, str(thread_id)))
+        except RuntimeClosed:
+            pass
+
+    async def _catch_up(self, client: Any, thread_id: str) -> None:
+        try:
+            for _ in range(int(IDLE_WAIT_S / IDLE_POLL_S)):
+                status = (await client.threads.get(thread_id)).get("status")
+                if status != "busy":
+                    break
+                await asyncio.sleep(IDLE_POLL_S)
+            if status != "idle":  # still busy, or waiting on a person or failed: its next run catches up
+                return
+            values = (await client.threads.get_state(thread_id)).get("values") or {}
+            ledger = values.get(self.ledger_key) if isinstance(values, Mapping) else None
+            if not isinstance(ledger, Mapping):
+                return
+            local = {i: r for i, r in ledger.items() if isinstance(r, Mapping) and r.get("runner") == "local"}
+            updates = await self.tasks.refresh(local)
+            if updates:
+                await client.threads.update_state(thread_id, {self.ledger_key: updates})
+        except Exception:  # noqa: BLE001 - the thread's next run catches up anyway
+            log.debug("could not catch thread %s up with its background tasks", thread_id, exc_info=True)
