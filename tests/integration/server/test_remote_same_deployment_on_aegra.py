@@ -21,7 +21,7 @@ from helpers.aegra import AegraInstance, PROJECT_ROOT, aegra_pair, venv_folder
 from helpers.postgres import PostgresServer
 from langgraph_sdk import get_sync_client
 
-GRAPHS = ("scripted_delegator", "scripted_worker")
+GRAPHS = ("scripted_delegator", "scripted_worker", "graph")
 SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 
 
@@ -70,3 +70,25 @@ def test_a_spec_without_url_starts_its_child_on_the_aegra_its_parent_runs_on(pai
     done = later["async_tasks"][record["id"]]
     assert done["status"] == "completed" and done["result"] == "Done: sum the numbers", done
     assert any("Done: sum the numbers" in str(m.get("content")) for m in later["messages"] if m["type"] == "human")
+
+
+def test_an_in_process_task_that_ends_after_the_run_shows_on_the_aegra_thread_without_another_run(pair):
+    """As on ``langgraph dev`` (tests/integration/server/test_studio.py): the demo's background writer outlives
+    its run, and the instance that ran it writes its record to the thread through aegra's own app."""
+    a, _ = pair
+    client = get_sync_client(url=a.url, api_key=None)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "graph",
+                             input={"messages": [{"role": "user", "content": "Compare LangGraph and Pydantic."}]})
+    assert _wait(client, thread_id, run["run_id"])["status"] == "success", run
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    while True:
+        state = client.threads.get_state(thread_id)
+        (record,) = state["values"]["async_tasks"].values()
+        if record["status"] == "completed" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert record["status"] == "completed" and record["result"] and record["announced"] is False, record
+    assert len(client.runs.list(thread_id)) == 1
+    sources = [c["metadata"]["source"] for c in client.threads.get_history(thread_id, limit=100)]
+    assert sources[0] == "update" and "update" not in sources[1:]  # written once, by the catch-up

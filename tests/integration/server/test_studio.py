@@ -57,3 +57,5 @@ def test_a_background_task_that_ends_after_the_run_shows_on_the_thread_without_a
     record = now["values"]["async_tasks"][task_id]
     assert record["result"] and record["announced"] is False  # the next turn still announces it
     assert now["next"] == [] and len(client.runs.list(thread_id)) == 1
+    sources = [c["metadata"]["source"] for c in client.threads.get_history(thread_id, limit=100)]
+    assert sources[0] == "update" and "update" not in sources[1:]  # written once, by the catch-up
