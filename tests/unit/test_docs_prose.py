@@ -1,11 +1,14 @@
-"""No paragraph, list bullet or table cell of the README or the docs has more than 150 words.
+"""The README and the docs pages read in short units, and each page says first what it is for.
 
-A reader skims: a unit of text past about 150 words hides the one fact they
+No paragraph, list bullet or table cell has more than 150 words. A reader skims: a unit of text past about 150 words hides the one fact they
 came for (one bullet of the CLI page once ran to 891 words). Code blocks and
 HTML comments are not prose and are not counted. Tables are exempt as a whole
 (a row of several cells can be long), but each cell is one unit of text and
 is held to the same limit. A bullet's own paragraphs, separated by blank
 lines, and its nested bullets each count on their own.
+
+Each page opens, right under its title, with a paragraph saying what the
+reader will be able to do with it, before any code, table or section.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 150
 
 # Pages other changes are rewriting at the moment; each leaves this set once that work has merged and
-# its long units are split (then empty the set and delete it).
+# its long units are split and its opening paragraph written (then empty the set and delete it).
 PENDING = {
     "docs/migrating.md",
     "docs/production.md",
@@ -94,3 +97,15 @@ def test_no_paragraph_bullet_or_table_cell_has_more_than_150_words(page: Path) -
         pytest.skip("being rewritten by another change; see PENDING")
     found = [f"{name}:{line}: {n} words: {opening!r}" for line, n, opening in long_units(page.read_text("utf-8"))]
     assert found == [], "split these into shorter paragraphs, bullets or sections:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_page_opens_with_a_paragraph_under_its_title(page: Path) -> None:
+    name = page.relative_to(ROOT).as_posix()
+    if name in PENDING:
+        pytest.skip("being rewritten by another change; see PENDING")
+    lines = [line for line in page.read_text("utf-8").splitlines() if line.strip()]
+    assert lines[0].startswith("# "), f"{name} starts without a title"
+    assert not lines[1].lstrip().startswith(("#", "```", "|", "- ", "* ", "<!--", "!!!", ">", ":::")), (
+        f"{name}: the first thing under the title is {lines[1][:40]!r}, not the task the page helps with"
+    )
