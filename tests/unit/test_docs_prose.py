@@ -1,11 +1,12 @@
 """The README and the docs pages read in short units, and each page says first what it is for.
 
-No paragraph, list bullet or table cell has more than 150 words. A reader skims: a unit of text past about 150 words hides the one fact they
-came for (one bullet of the CLI page once ran to 891 words). Code blocks and
-HTML comments are not prose and are not counted. Tables are exempt as a whole
-(a row of several cells can be long), but each cell is one unit of text and
-is held to the same limit. A bullet's own paragraphs, separated by blank
-lines, and its nested bullets each count on their own.
+No paragraph, list bullet or table cell has more than 150 words. A reader
+skims: a unit of text past about 150 words hides the one fact they came for
+(one bullet of the CLI page once ran to 891 words). Code blocks and HTML
+comments are not prose and are not counted. Tables are exempt as a whole (a
+row of several cells can be long), but each cell is one unit of text and is
+held to the same limit. A bullet's own paragraphs, separated by blank lines,
+and its nested bullets each count on their own.
 
 Each page opens, right under its title, with a paragraph saying what the
 reader will be able to do with it, before any code, table or section.
