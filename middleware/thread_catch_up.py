@@ -48,10 +48,11 @@ class ThreadCatchUp:
         self.tasks = tasks
         self.ledger_key = ledger_key
         self._client: Any = None  # made once, on the runtime's loop where every request is sent
+        self._due: set[str] = set()  # threads a catch-up waits for: a thousand tasks ending make one each
 
     def __call__(self, task: LocalTask) -> None:
         thread_id = (task.call.parent_config.get("configurable") or {}).get("thread_id")
-        if thread_id is None:
+        if thread_id is None or str(thread_id) in self._due:
             return
         self._client = self._client or in_process_client(timeout_s=30.0)
         if self._client is None:  # not served: the caller's next run reads the ledger
@@ -59,7 +60,8 @@ class ThreadCatchUp:
         try:
             self.tasks.runtime.spawn(self._catch_up(self._client, str(thread_id)))
         except RuntimeClosed:
-            pass
+            return
+        self._due.add(str(thread_id))
 
     async def _catch_up(self, client: Any, thread_id: str) -> None:
         try:
@@ -70,6 +72,7 @@ class ThreadCatchUp:
                 await asyncio.sleep(IDLE_POLL_S)
             if status != "idle":  # still busy, or waiting on a person or failed: its next run catches up
                 return
+            self._due.discard(thread_id)  # a task settling from here on is caught up by a catch-up of its own
             values = (await client.threads.get_state(thread_id)).get("values") or {}
             ledger = values.get(self.ledger_key) if isinstance(values, Mapping) else None
             if not isinstance(ledger, Mapping):
@@ -80,3 +83,5 @@ class ThreadCatchUp:
                 await client.threads.update_state(thread_id, {self.ledger_key: updates})
         except Exception:  # noqa: BLE001 - the thread's next run catches up anyway
             log.debug("could not catch thread %s up with its background tasks", thread_id, exc_info=True)
+        finally:
+            self._due.discard(thread_id)
