@@ -206,10 +206,6 @@ def usage_update(record: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------
 
 
-
-RecordSink = Callable[[dict[str, Any]], None]
-
-
 def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tuple[list[Any], list[dict[str, Any]]]:
     """``(messages, records)``: the model's messages with its invalid calls to ``tool_names`` answered."""
     if not result or not isinstance(result[0], AIMessage):
