@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records
@@ -409,8 +409,8 @@ class SiblingWrites:
 
     def stored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
         """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
+        where = _step_checkpoint(runtime, outcome)
         try:
-            where = _step_checkpoint(runtime, outcome)
             return () if where is None else _pending(where[0].get_tuple(where[1]))
         except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
             if is_real_cancellation(exc):
@@ -418,8 +418,8 @@ class SiblingWrites:
             return ()
 
     async def astored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
+        where = _step_checkpoint(runtime, outcome)
         try:
-            where = _step_checkpoint(runtime, outcome)
             return () if where is None else _pending(await where[0].aget_tuple(where[1]))
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
@@ -450,7 +450,7 @@ class SiblingWrites:
                 if other != call_id:
                     for key, value in writes.items():
                         earlier.setdefault(key, []).append(value)
-            own_task = (config.get(CONF) or {}).get("__pregel_task_id")
+            own_task = runtime.execution_info.task_id if runtime.execution_info else None
             for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
                 earlier.setdefault(key, []).append(value)
             update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
@@ -473,17 +473,12 @@ def _step_checkpoint(runtime: Any, outcome: TaskOutcome) -> tuple[Any, dict[str,
     """The checkpointer and the config of the checkpoint this step runs from, when a write-back needs them."""
     if not outcome.changes:
         return None
-    conf = (runtime.config or {}).get(CONF) or {}
-    saver = conf.get(CONFIG_KEY_CHECKPOINTER)
-    if saver is None:
+    saver = ((runtime.config or {}).get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+    info = runtime.execution_info
+    if saver is None or info is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
         return None
-    namespace = str(conf.get("checkpoint_ns") or "")
-    parent_ns = namespace.rpartition("|")[0]  # the tool's own task namespace ends in "tools:<task id>"
-    checkpoint_id = (conf.get("checkpoint_map") or {}).get(parent_ns)
-    if checkpoint_id is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
-        return None
-    return saver, {CONF: {"thread_id": conf.get("thread_id"), "checkpoint_ns": parent_ns,
-                          "checkpoint_id": checkpoint_id}}
+    return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_id": info.checkpoint_id,
+                          "checkpoint_ns": graph_namespace(info.checkpoint_ns, info.task_id)}}
 
 
 def _unseen(stored: StoredWrites, counted: set[str], own_task: Any,

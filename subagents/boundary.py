@@ -58,7 +58,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
-from subagents.errors import ToolExit, is_real_cancellation, safe_text
+from subagents.errors import SubagentsError, ToolExit, is_real_cancellation, safe_text
 
 log = logging.getLogger(__name__)
 
@@ -974,23 +974,49 @@ PARALLEL_PLAIN_KEY = (
 )
 
 
-def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The parent's state channels for the running task, or ``None`` when they cannot be seen.
+# ----------------------------------------------------------------------------
+# The two LangGraph internals the library reads (docs/layout.md lists them).
+#
+# LangGraph offers no public way to either. Each reads LangGraph's structure
+# as its own ``ToolNode`` does, and raises when that structure changed, rather
+# than falling back to a rule that would write back the wrong keys or read
+# the wrong checkpoint; ``tests/unit/subagents/test_framework_internals.py``
+# fails on such a change too.
+# ----------------------------------------------------------------------------
 
-    LangGraph hands each task a reader bound to the graph's channels; they
-    tell which keys exist and which have reducers. Read-only use.
+
+def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The parent's state channels for the running task, or ``None`` outside a LangGraph run.
+
+    LangGraph hands each task a reader (``functools.partial(local_read,
+    scratchpad, channels, ...)``) bound to the graph's channels; they tell
+    which keys exist and which have reducers. Read-only use.
     """
+    from langgraph._internal._constants import CONFIG_KEY_READ
     from langgraph.constants import CONF
 
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_READ
-
-        read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
-        args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
-        channels = args[1]
-    except Exception:  # noqa: BLE001 - unknown LangGraph internals: fall back to the safe rule
+    read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
+    if read is None:  # a tool called directly: every key is treated as plain
         return None
-    return channels if isinstance(channels, Mapping) else None
+    args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
+    if len(args) < 2 or not isinstance(args[1], Mapping):
+        raise SubagentsError("LangGraph's state reader no longer holds the graph's channels as its second "
+                             "argument: the write-back rule cannot see the parent's reducers")
+    return cast("Mapping[str, Any]", args[1])
+
+
+def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
+    """The checkpoint namespace of the graph a task runs in, from the task's own (``ExecutionInfo``).
+
+    A task's namespace is its graph's, then ``|<node>:<task id>`` (only
+    ``<node>:<task id>`` in the root graph); the graph's checkpoints are
+    saved under the graph's.
+    """
+    graph, _, own = checkpoint_ns.rpartition("|")
+    if not own.endswith(f":{task_id}"):
+        raise SubagentsError(f"LangGraph's checkpoint namespace {safe_text(checkpoint_ns, 200)!r} no longer "
+                             f"ends in '<node>:<task id>' (task {safe_text(task_id, 80)!r}): its graph's is unknown")
+    return graph
 
 
 def write_back(
