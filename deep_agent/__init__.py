@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
+    from subagents.background import answer_approval as answer_approval
     from subagents.spec import AsyncSubAgent as AsyncSubAgent
     from subagents.spec import CompiledSubAgent as CompiledSubAgent
     from subagents.spec import SubAgent as SubAgent
@@ -34,6 +35,7 @@ _WHERE = {
     "CompiledSubagent": "subagents",
     "AsyncSubAgent": "subagents.spec",
     "SubAgent": "subagents.spec",
+    "answer_approval": "subagents.background",
 }
 
 __all__ = sorted(_WHERE)
