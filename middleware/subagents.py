@@ -100,7 +100,6 @@ from middleware.task_tool import (
     answered_response,
     available_agents_block,
     build_task_tool,
-    delegating_model_call,
     invalid_call_record,
     ledger_entry,
     lost_answer,
@@ -500,10 +499,9 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         forced = self.forced
 
-        def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
-            return forced.call(request, handler) if forced else handler(request)
-
-        response = cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        request = with_prompt_block(request, block)
+        response = answered_response(forced.call(request, handler) if forced else handler(request),
+                                     self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
         # runner); Python's own handler is back once a model call starts none.
         if _calls(response, self._tool_names):

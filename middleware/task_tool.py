@@ -912,18 +912,15 @@ def _without_injected(value: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------
-# The tool and each model call, one step each for the middleware.
+# The tool, built once for the middleware.
 #
 # :func:`build_task_tool` builds the ``task`` tool once: a call runs the delegation
 # the middleware gives it and comes back as the parent's ``Command``
-# (:func:`outcome_command`). :func:`delegating_model_call` is one model call
-# of a delegating agent: the ``<available_agents>`` block added, the calls the
-# model got wrong answered.
+# (:func:`outcome_command`).
 #
 # Example::
 #
 #     tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
-#     response = delegating_model_call(request, block, handler, ("task",), LEDGER_KEY)
 # ----------------------------------------------------------------------------
 
 
@@ -989,17 +986,3 @@ def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
                                   answer=outcome.answer, error=outcome.error)],
     }
     return Command(update={**update, **ours})
-
-
-def delegating_model_call(request: ModelRequest, block: str, call: Callable[[ModelRequest], Any],
-                          tool_names: Collection[str], ledger_key: str = LEDGER_KEY,
-                          as_record: Callable[[dict[str, Any]], dict[str, Any]] = ledger_entry) -> Any:
-    """``call`` on ``request`` with ``block`` added to its system message; the calls it got wrong answered.
-
-    The synchronous model call of a delegating middleware, in one step (the
-    asynchronous one awaits ``call`` between :func:`with_prompt_block` and
-    :func:`answered_response`). Example::
-
-        delegating_model_call(request, "<available_agents>...", handler, ("task",))
-    """
-    return answered_response(call(with_prompt_block(request, block)), tool_names, ledger_key, as_record=as_record)
