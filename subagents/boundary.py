@@ -974,23 +974,15 @@ PARALLEL_PLAIN_KEY = (
 )
 
 
-# ----------------------------------------------------------------------------
-# The two LangGraph internals the library reads (docs/layout.md lists them).
-#
-# LangGraph offers no public way to either. Each reads LangGraph's structure
-# as its own ``ToolNode`` does, and raises when that structure changed, rather
-# than falling back to a rule that would write back the wrong keys or read
-# the wrong checkpoint; ``tests/unit/subagents/test_framework_internals.py``
-# fails on such a change too.
-# ----------------------------------------------------------------------------
+# Two LangGraph internals with no public twin (docs/layout.md lists them): each raises when LangGraph changes it,
+# never guesses (a guess would write back the wrong keys, or read the wrong checkpoint).
 
 
 def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The parent's state channels for the running task, or ``None`` outside a LangGraph run.
+    """The parent's state channels (which keys exist, which have reducers), or ``None`` outside a LangGraph run.
 
-    LangGraph hands each task a reader (``functools.partial(local_read,
-    scratchpad, channels, ...)``) bound to the graph's channels; they tell
-    which keys exist and which have reducers. Read-only use.
+    Read as LangGraph's own ``ToolNode`` reads them: the task's reader is
+    ``functools.partial(local_read, scratchpad, channels, ...)``.
     """
     from langgraph._internal._constants import CONFIG_KEY_READ
     from langgraph.constants import CONF
@@ -1006,11 +998,9 @@ def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
-    """The checkpoint namespace of the graph a task runs in, from the task's own (``ExecutionInfo``).
+    """The namespace of the graph a task runs in (its checkpoints' ``checkpoint_ns``), from the task's own.
 
-    A task's namespace is its graph's, then ``|<node>:<task id>`` (only
-    ``<node>:<task id>`` in the root graph); the graph's checkpoints are
-    saved under the graph's.
+    A task's namespace is its graph's, then ``|<node>:<task id>`` (the root graph's is ``""``).
     """
     graph, _, own = checkpoint_ns.rpartition("|")
     if not own.endswith(f":{task_id}"):

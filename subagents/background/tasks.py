@@ -545,16 +545,14 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
                     reason: str = "") -> dict[str, Any]:
     """Answer a background task waiting for approval, as the person the application asked.
 
-    The parent's model cannot approve (its ``update_async_task`` may only
-    refuse); the application asks a person and answers here. ``agent`` is the
-    parent graph (what :func:`deep_agent.create_deep_agent` built, or any graph
-    with :class:`middleware.BackgroundSubagentMiddleware`) and ``config`` names
-    its thread, whose ``async_tasks`` holds the task. The task is answered by
-    what runs it in this process: a local task's runtime, a remote one's
-    server. Returns the task's updated record; the thread's ledger catches up
-    on the parent's next turn. Raises :class:`~subagents.errors.TaskStateError`
-    for a task the thread does not hold, one not waiting for approval, or one
-    nothing in this process runs.
+    The parent's model cannot approve; the application asks a person and
+    answers here. ``agent`` is the parent graph (:func:`deep_agent.create_deep_agent`'s,
+    or any with :class:`middleware.BackgroundSubagentMiddleware`), ``config``
+    names the thread whose ``async_tasks`` holds the task; what runs the task in
+    this process answers it (a local task's runtime, a remote one's server).
+    Returns the task's updated record (the ledger catches up on the next turn);
+    raises :class:`~subagents.errors.TaskStateError` for a task the thread does
+    not hold, one not waiting, or one nothing in this process runs.
 
     Example::
 
