@@ -590,8 +590,8 @@ _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces, line and paragraph separators."""
 
 # The tool node validates the arguments after injecting these, so
-# `extra="forbid"` cannot be used.
-_INJECTED_ARGS = frozenset({"runtime"})
+# `extra="forbid"` cannot be used; never shown back to the model as its own.
+_INJECTED = frozenset({"runtime"})
 
 
 class TaskToolInput(BaseModel):
@@ -620,7 +620,7 @@ class TaskToolInput(BaseModel):
     @classmethod
     def _reject_unknown_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED_ARGS)
+            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
             if unknown:
                 raise ValidationError.from_exception_data(
                     cls.__name__,
@@ -809,9 +809,6 @@ except ImportError:  # a langgraph without `interrupt(response_schema=...)` rais
 
 MAX_ARGUMENT_DEPTH = 200
 """Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
-
-_INJECTED = frozenset({"runtime"})
-"""Arguments the tool node adds to the model's: never shown back to the model as its own."""
 
 
 # ----------------------------------------------------------------------------
