@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
+    from subagents.background import aanswer_approval as aanswer_approval
     from subagents.background import answer_approval as answer_approval
     from subagents.spec import AsyncSubAgent as AsyncSubAgent
     from subagents.spec import CompiledSubAgent as CompiledSubAgent
@@ -35,6 +36,7 @@ _WHERE = {
     "CompiledSubagent": "subagents",
     "AsyncSubAgent": "subagents.spec",
     "SubAgent": "subagents.spec",
+    "aanswer_approval": "subagents.background",
     "answer_approval": "subagents.background",
 }
 

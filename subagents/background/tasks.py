@@ -32,7 +32,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Literal
 
 from subagents.background.ledger import (
@@ -559,7 +559,21 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
         waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
         answer_approval(agent, config, waiting[0], "approve")
     """
-    ledger = agent.get_state(config).values.get("async_tasks")
+    runtime, answering = _answer(agent.get_state(config).values, task_id, decision, reason)
+    return runtime.run(answering)[0]
+
+
+async def aanswer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
+                           reason: str = "") -> dict[str, Any]:
+    """:func:`answer_approval` from async code (and for a thread an async checkpointer keeps)."""
+    runtime, answering = _answer((await agent.aget_state(config)).values, task_id, decision, reason)
+    return (await runtime.arun(answering))[0]
+
+
+def _answer(values: Mapping[str, Any], task_id: str, decision: str,
+            reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
+    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``."""
+    ledger = values.get("async_tasks")
     record = usable_records(ledger).get(task_id) if isinstance(ledger, Mapping) else None
     if record is None:
         raise TaskStateError(f"answer_approval: no background task {task_id!r} in the thread's async_tasks")
@@ -573,7 +587,7 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
                              "process runs it (a local task lives in the process that started it)")
     call = TaskCall(subagent_type=str(record.get("agent_type")), description="", parent_state={},
                     tool_call_id=None, parent_config={})
-    return found[0].runtime.run(found[0].update(record, reason or decision, call, decision))[0]
+    return found[0].runtime, found[0].update(record, reason or decision, call, decision)
 
 
 def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,

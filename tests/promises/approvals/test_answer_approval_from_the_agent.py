@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.background import NOTICE, start, wait_for
 from helpers.graphs import user
-from deep_agent import answer_approval, create_deep_agent
+from deep_agent import aanswer_approval, answer_approval, create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import BackgroundRuntime
 from subagents.background import known_task
@@ -49,11 +50,16 @@ def _waiting(run: Any, agent: Any, config: dict[str, Any]) -> str:
     return str(task_id)
 
 
-def test_an_approval_answered_from_the_agent_runs_the_call(run, agent):
+def _from_async_code(*args: Any) -> dict[str, Any]:
+    return asyncio.run(aanswer_approval(*args))
+
+
+@pytest.mark.parametrize("answer", [answer_approval, _from_async_code])
+def test_an_approval_answered_from_the_agent_runs_the_call(run, agent, answer):
     config = {"configurable": {"thread_id": "approve"}}
     task_id = _waiting(run, agent, config)
     assert published == []
-    record = answer_approval(agent, config, task_id, "approve")
+    record = answer(agent, config, task_id, "approve")
     assert record["status"] in ("pending", "running", "completed") and record["approval_request"] is None
     wait_for(lambda: known_task(task_id).fields["status"] == "completed")  # type: ignore[union-attr]
     assert published == ["prod"]
