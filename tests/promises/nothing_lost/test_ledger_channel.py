@@ -28,7 +28,7 @@ from langgraph.types import Overwrite
 
 from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
-from deep_agent.cli.store import read_ledger, read_thread
+from deep_agent.cli.store import read_thread
 from deep_agent.testing import ScriptedChatModel
 from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel
@@ -271,7 +271,7 @@ def test_the_deep_agent_ledger_is_stored_as_changes_and_the_command_line_reads_i
             out = agent.invoke(user("go"), config)
         assert len(records(out)) == CHUNK_RECORDS + 2
         assert "subagent_tasks" not in SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]
-        assert read_ledger(SqliteSaver(conn), "many") == out["subagent_tasks"]
+        assert read_thread(SqliteSaver(conn), "many")["subagent_tasks"] == out["subagent_tasks"]
         assert read_thread(SqliteSaver(conn), "many")["subagent_tasks"] == out["subagent_tasks"]
 
 
