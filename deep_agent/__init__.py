@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
+    from subagents.background import aanswer_approval as aanswer_approval
+    from subagents.background import answer_approval as answer_approval
     from subagents.spec import AsyncSubAgent as AsyncSubAgent
     from subagents.spec import CompiledSubAgent as CompiledSubAgent
     from subagents.spec import SubAgent as SubAgent
@@ -34,6 +36,8 @@ _WHERE = {
     "CompiledSubagent": "subagents",
     "AsyncSubAgent": "subagents.spec",
     "SubAgent": "subagents.spec",
+    "aanswer_approval": "subagents.background",
+    "answer_approval": "subagents.background",
 }
 
 __all__ = sorted(_WHERE)

@@ -512,9 +512,6 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
 #                                                                  "mode": "deny"}])
 # ----------------------------------------------------------------------------
 
-EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]"'
-"""What to run to get deepagents' middleware."""
-
 DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
 """deepagents' default model, used (with its deprecation warning) when ``model=None``."""
 

@@ -69,6 +69,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
@@ -99,7 +100,6 @@ from middleware.task_tool import (
     answered_response,
     available_agents_block,
     build_task_tool,
-    delegating_model_call,
     invalid_call_record,
     ledger_entry,
     lost_answer,
@@ -114,7 +114,7 @@ from middleware.task_tool import (
     with_prompt_block,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES
+from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
@@ -499,10 +499,9 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         forced = self.forced
 
-        def call(request: ModelRequest[Any]) -> ModelCallResult[Any]:
-            return forced.call(request, handler) if forced else handler(request)
-
-        response = cast("ModelCallResult[Any]", delegating_model_call(request, block, call, self._tool_names))
+        request = with_prompt_block(request, block)
+        response = answered_response(forced.call(request, handler) if forced else handler(request),
+                                     self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
         # runner); Python's own handler is back once a model call starts none.
         if _calls(response, self._tool_names):
@@ -589,13 +588,12 @@ def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _where_saved() -> tuple[Any, dict[str, Any]] | None:
     """The checkpointer and this graph's thread config, if the run has them."""
-    conf = get_config().get(CONF) or {}
-    saver, thread_id = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
-    if saver is None or thread_id is None:
+    saver = (get_config().get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+    info = get_runtime().execution_info
+    if saver is None or info is None or info.thread_id is None:
         return None
-    # A node's namespace is its graph's plus "|node:task": the graph's checkpoints are under the graph's.
-    namespace = str(conf.get("checkpoint_ns") or "").rpartition("|")[0]
-    return saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+    namespace = graph_namespace(info.checkpoint_ns, info.task_id)
+    return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_ns": namespace}}
 
 
 def _saved_checkpoints() -> list[Any]:

@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records
@@ -204,10 +204,6 @@ def usage_update(record: dict[str, Any]) -> dict[str, Any]:
 # ``ToolMessage`` (same id) that says what was wrong, so the loop goes back to
 # the model, which can retry; each gets a ledger record (``invalid_call``).
 # ----------------------------------------------------------------------------
-
-
-
-RecordSink = Callable[[dict[str, Any]], None]
 
 
 def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tuple[list[Any], list[dict[str, Any]]]:
@@ -413,8 +409,8 @@ class SiblingWrites:
 
     def stored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
         """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
+        where = _step_checkpoint(runtime, outcome)
         try:
-            where = _step_checkpoint(runtime, outcome)
             return () if where is None else _pending(where[0].get_tuple(where[1]))
         except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
             if is_real_cancellation(exc):
@@ -422,8 +418,8 @@ class SiblingWrites:
             return ()
 
     async def astored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
+        where = _step_checkpoint(runtime, outcome)
         try:
-            where = _step_checkpoint(runtime, outcome)
             return () if where is None else _pending(await where[0].aget_tuple(where[1]))
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
@@ -454,7 +450,7 @@ class SiblingWrites:
                 if other != call_id:
                     for key, value in writes.items():
                         earlier.setdefault(key, []).append(value)
-            own_task = (config.get(CONF) or {}).get("__pregel_task_id")
+            own_task = runtime.execution_info.task_id if runtime.execution_info else None
             for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
                 earlier.setdefault(key, []).append(value)
             update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
@@ -477,17 +473,12 @@ def _step_checkpoint(runtime: Any, outcome: TaskOutcome) -> tuple[Any, dict[str,
     """The checkpointer and the config of the checkpoint this step runs from, when a write-back needs them."""
     if not outcome.changes:
         return None
-    conf = (runtime.config or {}).get(CONF) or {}
-    saver = conf.get(CONFIG_KEY_CHECKPOINTER)
-    if saver is None:
+    saver = ((runtime.config or {}).get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+    info = runtime.execution_info
+    if saver is None or info is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
         return None
-    namespace = str(conf.get("checkpoint_ns") or "")
-    parent_ns = namespace.rpartition("|")[0]  # the tool's own task namespace ends in "tools:<task id>"
-    checkpoint_id = (conf.get("checkpoint_map") or {}).get(parent_ns)
-    if checkpoint_id is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
-        return None
-    return saver, {CONF: {"thread_id": conf.get("thread_id"), "checkpoint_ns": parent_ns,
-                          "checkpoint_id": checkpoint_id}}
+    return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_id": info.checkpoint_id,
+                          "checkpoint_ns": graph_namespace(info.checkpoint_ns, info.task_id)}}
 
 
 def _unseen(stored: StoredWrites, counted: set[str], own_task: Any,
@@ -599,8 +590,8 @@ _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces, line and paragraph separators."""
 
 # The tool node validates the arguments after injecting these, so
-# `extra="forbid"` cannot be used.
-_INJECTED_ARGS = frozenset({"runtime"})
+# `extra="forbid"` cannot be used; never shown back to the model as its own.
+_INJECTED = frozenset({"runtime"})
 
 
 class TaskToolInput(BaseModel):
@@ -629,7 +620,7 @@ class TaskToolInput(BaseModel):
     @classmethod
     def _reject_unknown_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED_ARGS)
+            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
             if unknown:
                 raise ValidationError.from_exception_data(
                     cls.__name__,
@@ -819,9 +810,6 @@ except ImportError:  # a langgraph without `interrupt(response_schema=...)` rais
 MAX_ARGUMENT_DEPTH = 200
 """Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
 
-_INJECTED = frozenset({"runtime"})
-"""Arguments the tool node adds to the model's: never shown back to the model as its own."""
-
 
 # ----------------------------------------------------------------------------
 # The ``task`` tool's type: a call whose arguments do not validate answers with a record.
@@ -921,18 +909,15 @@ def _without_injected(value: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------
-# The tool and each model call, one step each for the middleware.
+# The tool, built once for the middleware.
 #
 # :func:`build_task_tool` builds the ``task`` tool once: a call runs the delegation
 # the middleware gives it and comes back as the parent's ``Command``
-# (:func:`outcome_command`). :func:`delegating_model_call` is one model call
-# of a delegating agent: the ``<available_agents>`` block added, the calls the
-# model got wrong answered.
+# (:func:`outcome_command`).
 #
 # Example::
 #
 #     tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
-#     response = delegating_model_call(request, block, handler, ("task",), LEDGER_KEY)
 # ----------------------------------------------------------------------------
 
 
@@ -998,17 +983,3 @@ def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
                                   answer=outcome.answer, error=outcome.error)],
     }
     return Command(update={**update, **ours})
-
-
-def delegating_model_call(request: ModelRequest, block: str, call: Callable[[ModelRequest], Any],
-                          tool_names: Collection[str], ledger_key: str = LEDGER_KEY,
-                          as_record: Callable[[dict[str, Any]], dict[str, Any]] = ledger_entry) -> Any:
-    """``call`` on ``request`` with ``block`` added to its system message; the calls it got wrong answered.
-
-    The synchronous model call of a delegating middleware, in one step (the
-    asynchronous one awaits ``call`` between :func:`with_prompt_block` and
-    :func:`answered_response`). Example::
-
-        delegating_model_call(request, "<available_agents>...", handler, ("task",))
-    """
-    return answered_response(call(with_prompt_block(request, block)), tool_names, ledger_key, as_record=as_record)

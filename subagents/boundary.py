@@ -58,7 +58,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
-from subagents.errors import ToolExit, is_real_cancellation, safe_text
+from subagents.errors import SubagentsError, ToolExit, is_real_cancellation, safe_text
 
 log = logging.getLogger(__name__)
 
@@ -974,23 +974,39 @@ PARALLEL_PLAIN_KEY = (
 )
 
 
-def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The parent's state channels for the running task, or ``None`` when they cannot be seen.
+# Two LangGraph internals with no public twin (docs/layout.md lists them): each raises when LangGraph changes it,
+# never guesses (a guess would write back the wrong keys, or read the wrong checkpoint).
 
-    LangGraph hands each task a reader bound to the graph's channels; they
-    tell which keys exist and which have reducers. Read-only use.
+
+def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The parent's state channels (which keys exist, which have reducers), or ``None`` outside a LangGraph run.
+
+    Read as LangGraph's own ``ToolNode`` reads them: the task's reader is
+    ``functools.partial(local_read, scratchpad, channels, ...)``.
     """
+    from langgraph._internal._constants import CONFIG_KEY_READ
     from langgraph.constants import CONF
 
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_READ
-
-        read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
-        args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
-        channels = args[1]
-    except Exception:  # noqa: BLE001 - unknown LangGraph internals: fall back to the safe rule
+    read = (config.get(CONF) or {}).get(CONFIG_KEY_READ)
+    if read is None:  # a tool called directly: every key is treated as plain
         return None
-    return channels if isinstance(channels, Mapping) else None
+    args: tuple[Any, ...] = tuple(getattr(read, "args", ()))
+    if len(args) < 2 or not isinstance(args[1], Mapping):
+        raise SubagentsError("LangGraph's state reader no longer holds the graph's channels as its second "
+                             "argument: the write-back rule cannot see the parent's reducers")
+    return cast("Mapping[str, Any]", args[1])
+
+
+def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
+    """The namespace of the graph a task runs in (its checkpoints' ``checkpoint_ns``), from the task's own.
+
+    A task's namespace is its graph's, then ``|<node>:<task id>`` (the root graph's is ``""``).
+    """
+    graph, _, own = checkpoint_ns.rpartition("|")
+    if not own.endswith(f":{task_id}"):
+        raise SubagentsError(f"LangGraph's checkpoint namespace {safe_text(checkpoint_ns, 200)!r} no longer "
+                             f"ends in '<node>:<task id>' (task {safe_text(task_id, 80)!r}): its graph's is unknown")
+    return graph
 
 
 def write_back(

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.channels import DeltaChannel, LastValue
+from langgraph.channels import DeltaChannel
 from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -110,7 +110,6 @@ class DataOnlySerializer(JsonPlusSerializer):
 Ledger = dict[str, dict[str, Any]]
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
-MISSING = LastValue(object).value  # LangGraph's "no value yet" sentinel, which it does not export
 _WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkpoint
 # A whole ledger's checkpoint may come from a file a cloned folder brought: decoded as data, never as code.
 _serde = DataOnlySerializer("a ledger in a checkpoint")
@@ -283,7 +282,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         Compressed, each record costs about an eighth of its plain bytes in every checkpoint (87 against
         690 bytes); it is compressed once per change, not once per checkpoint.
         """
-        if self.deltas or self.value is MISSING:
+        if self.deltas or not self.is_available():
             return super().checkpoint()
         if self._stored is None or self._stored[0] is not self.value:
             try:
@@ -389,13 +388,13 @@ def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any,
     """
     if saved is None:
         return None
-    stored = saved.checkpoint["channel_values"].get(key, MISSING)
-    if stored is not MISSING:
-        restored = channel.from_checkpoint(stored)
+    values = saved.checkpoint["channel_values"]
+    if key in values:
+        restored = channel.from_checkpoint(values[key])
         return restored.get() if restored.is_available() else None
     if not isinstance(channel, DeltaChannel) or key not in saved.checkpoint.get("channel_versions", {}):
         return None
     history = saver.get_delta_channel_history(config=saved.config, channels=[key])[key]
-    replayed = channel.from_checkpoint(history.get("seed", MISSING))
+    replayed = channel.from_checkpoint(history.get("seed"))  # None: no snapshot yet, as LangGraph's own MISSING
     replayed.replay_writes(history["writes"])
     return replayed.get() if replayed.is_available() else None

@@ -646,9 +646,6 @@ def _unset(value: Any) -> bool:
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 """Default bound on one status request to a server."""
 
-DEFAULT_TIMEOUT_S = DEFAULT_REQUEST_TIMEOUT_S
-"""The old name of :data:`DEFAULT_REQUEST_TIMEOUT_S` (``timeout_s`` bounded each request before it bounded the task)."""
-
 DEFAULT_START_TIMEOUT_S = 30.0
 """Default bound on starting, steering or cancelling a remote task."""
 

@@ -391,11 +391,6 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     return values
 
 
-def read_ledger(saver: Any, thread_id: str) -> dict[str, dict[str, Any]]:
-    """A thread's ledger of synchronous tasks, read from its latest checkpoint."""
-    return read_thread(saver, thread_id).get(LEDGER_KEY) or {}
-
-
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
     """The thread and row (:class:`deep_agent.cli.store.TaskRow`) of a task id; a unique prefix is enough."""
 

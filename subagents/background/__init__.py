@@ -22,7 +22,7 @@ from subagents.background.ledger import (
 from subagents.background.local import known_task
 from subagents.background.remote import OrphanSearch, adopt_orphans
 from subagents.background.runtime import BackgroundRuntime, LoopModels, OwnLoopModels, SteeringInbox
-from subagents.background.tasks import BackgroundTasks, wait_for_background
+from subagents.background.tasks import BackgroundTasks, aanswer_approval, answer_approval, wait_for_background
 from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
 from subagents.spec import RemoteSubagentSpec
 
@@ -41,7 +41,9 @@ __all__ = [
     "RuntimeStalled",
     "SteeringInbox",
     "TaskStateError",
+    "aanswer_approval",
     "adopt_orphans",
+    "answer_approval",
     "known_task",
     "merge_async_records",
     "record_problem",

@@ -62,6 +62,7 @@ from langchain.agents.middleware import (
     Runtime,
 )
 from langchain_core.messages import HumanMessage
+from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
 from subagents.background.remote import note_caller_loop
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
@@ -1272,7 +1273,7 @@ def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
             raise LookupError("an async SQLite checkpointer is asked on its loop, once") from None
     if not isinstance(conn, sqlite3.Connection):
         return None
-    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    saver = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     try:
         lock = getattr(saver, "lock", None) or threading.Lock()
         with lock:
@@ -1283,7 +1284,7 @@ def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
 
 
 def _checkpoint_conn(config: Mapping[str, Any]) -> Any:
-    saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    saver = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     return getattr(saver, "conn", None)
 
 

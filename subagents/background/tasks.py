@@ -31,8 +31,9 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+import weakref
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Literal
 
 from subagents.background.ledger import (
     ACTIVE_STATUSES,
@@ -44,8 +45,9 @@ from subagents.background.ledger import (
     checked_ledger,
     merge_async_records,
     now,
+    usable_records,
 )
-from subagents.background.local import EndListener, LocalTaskRunner, tell_end, with_feedback
+from subagents.background.local import EndListener, LocalTaskRunner, known_task, tell_end, with_feedback
 from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
@@ -143,6 +145,7 @@ class BackgroundTasks:
         self.runtime.on_close.append(_close_remote_clients)
         self.registry = registry
         self._ends_told: set[tuple[str, Any]] = set()  # remote (task id, attempt) whose end listeners heard
+        _INSTANCES.add(self)
 
     @property
     def on_end(self) -> list[EndListener]:
@@ -270,7 +273,7 @@ class BackgroundTasks:
         message comes from a model's tool call, which may refuse a pending
         approval (its message is then the reason) but never grant one: only a
         person approves, through the application (the CLI's prompt,
-        :meth:`middleware.BackgroundSubagentMiddleware.answer_approval`).
+        :func:`answer_approval`).
         """
         current, _ = await self.check(record)
         status = current["status"]
@@ -532,6 +535,59 @@ def model_refusal(task_id: str, message: str, decision: str | None) -> str:
             "through the application. You may refuse it instead: decision=\"reject\" with the reason as message."
         )
     return decided_message(text, "reject")
+
+
+# Every instance of this process, so a task is answered from its record alone (:func:`answer_approval`).
+_INSTANCES: weakref.WeakSet[BackgroundTasks] = weakref.WeakSet()
+
+
+def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
+                    reason: str = "") -> dict[str, Any]:
+    """Answer a background task waiting for approval, as the person the application asked.
+
+    The parent's model cannot approve; the application asks a person and
+    answers here. ``agent`` is the parent graph (:func:`deep_agent.create_deep_agent`'s,
+    or any with :class:`middleware.BackgroundSubagentMiddleware`), ``config``
+    names the thread whose ``async_tasks`` holds the task; what runs the task in
+    this process answers it (a local task's runtime, a remote one's server).
+    Returns the task's updated record (the ledger catches up on the next turn);
+    raises :class:`~subagents.errors.TaskStateError` for a task the thread does
+    not hold, one not waiting, or one nothing in this process runs.
+
+    Example::
+
+        waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
+        answer_approval(agent, config, waiting[0], "approve")
+    """
+    runtime, answering = _answer(agent.get_state(config).values, task_id, decision, reason)
+    return runtime.run(answering)[0]
+
+
+async def aanswer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
+                           reason: str = "") -> dict[str, Any]:
+    """:func:`answer_approval` from async code (and for a thread an async checkpointer keeps)."""
+    runtime, answering = _answer((await agent.aget_state(config)).values, task_id, decision, reason)
+    return (await runtime.arun(answering))[0]
+
+
+def _answer(values: Mapping[str, Any], task_id: str, decision: str,
+            reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
+    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``."""
+    ledger = values.get("async_tasks")
+    record = usable_records(ledger).get(task_id) if isinstance(ledger, Mapping) else None
+    if record is None:
+        raise TaskStateError(f"answer_approval: no background task {task_id!r} in the thread's async_tasks")
+    if record.get("runner") == "remote":
+        found = [t for t in _INSTANCES if record.get("agent_type") in t.remote.specs]
+    else:
+        local = known_task(task_id)
+        found = [t for t in _INSTANCES if local is not None and t.local is local.runner]
+    if not found:
+        raise TaskStateError(f"answer_approval: task {task_id!r} is {record.get('status')} and nothing in this "
+                             "process runs it (a local task lives in the process that started it)")
+    call = TaskCall(subagent_type=str(record.get("agent_type")), description="", parent_state={},
+                    tool_call_id=None, parent_config={})
+    return found[0].runtime, found[0].update(record, reason or decision, call, decision)
 
 
 def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,

@@ -298,8 +298,3 @@ def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:
     report.raise_for_problems()
     report.emit_warnings()
     return report.values
-
-
-def load_agent_dir(path: PathLike) -> list[SubagentSpec]:
-    """Every agent file in one directory; any problem raises, naming the file."""
-    return load_agent_dirs([path])

@@ -622,11 +622,6 @@ class McpToolset:
         if sessions is not None:
             sessions.close()
 
-    @property
-    def open_tasks(self) -> int:
-        """How many tasks hold sessions right now."""
-        return len(self._sessions)
-
 
 def _meters(run_manager: Any) -> list[TaskMeter]:
     handlers = [*(getattr(run_manager, "handlers", None) or ()),

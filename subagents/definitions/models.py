@@ -115,15 +115,15 @@ def lookup_model(
 
 
 def inferred_provider(name: str) -> str | None:
-    """The provider ``init_chat_model`` would infer for a bare model name, if any."""
-    try:  # LangChain's own rule, so we accept exactly the names it does
-        from langchain.chat_models.base import _attempt_infer_model_provider
-    except ImportError:  # pragma: no cover - a LangChain without the helper
-        return None
-    try:
-        return _attempt_infer_model_provider(name)
-    except Exception:  # noqa: BLE001 - an odd name is just not inferable
-        return None
+    """The provider ``init_chat_model`` would infer for a bare model name, if any.
+
+    LangChain's own rule, so exactly the names it accepts are; it is private
+    and has no public twin (docs/layout.md lists it): a LangChain without it
+    fails here, and ``tests/unit/subagents/test_framework_internals.py`` with it.
+    """
+    from langchain.chat_models.base import _attempt_infer_model_provider
+
+    return _attempt_infer_model_provider(name)
 
 
 def resolve_model(

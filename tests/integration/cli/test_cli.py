@@ -51,10 +51,10 @@ def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.cli.store import read_ledger
+    from deep_agent.cli.store import read_thread
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
-        ledger = read_ledger(SqliteSaver(conn), "t-cli")
+        ledger = read_thread(SqliteSaver(conn), "t-cli")["subagent_tasks"]
     task_id = next(t for t, r in ledger.items() if r["status"] == "completed")
     shown = cli("transcript", task_id[:10], cwd=project)
     assert shown.returncode == 0, shown.stderr

@@ -87,10 +87,10 @@ def test_the_transcript_of_a_failed_task_ends_with_its_error(failed_run):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.cli.store import read_ledger
+    from deep_agent.cli.store import read_thread
 
     with sqlite3.connect(failed_run / ".deep_agent" / "state.sqlite") as conn:
-        (task_id,) = read_ledger(SqliteSaver(conn), "t-fail")
+        (task_id,) = read_thread(SqliteSaver(conn), "t-fail")["subagent_tasks"]
     shown = cli("transcript", task_id, cwd=failed_run)
     assert shown.returncode == 0, shown.stderr
     last = " ".join(shown.stdout.split()).rsplit("error:", 1)[-1]

@@ -22,19 +22,21 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.channels import DeltaChannel
 from langgraph.graph import StateGraph
 from langgraph.types import Overwrite
 
 from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
-from deep_agent.cli.store import read_ledger, read_thread
+from deep_agent.cli.store import read_thread
 from deep_agent.testing import ScriptedChatModel
 from subagents.ledger import saved_value
-from subagents.ledger import MISSING, LedgerChannel
+from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
 from subagents.background import merge_async_records
 
 SERDE = JsonPlusSerializer()
+NOTHING = DeltaChannel(merge_records).checkpoint()  # what LangGraph's own delta channel stores between snapshots
 CHUNK_RECORDS = 64  # a size the tests cross, as the packed form of earlier designs sealed records
 
 
@@ -73,14 +75,14 @@ class Logged:
 def test_a_checkpoint_between_snapshots_holds_no_ledger() -> None:
     logged = Logged()
     logged.update([_ledger(5 * CHUNK_RECORDS + 7)])
-    assert logged.channel.checkpoint() is MISSING  # LangGraph stores the write, and a snapshot now and then
+    assert logged.channel.checkpoint() is NOTHING  # LangGraph stores the write, and a snapshot now and then
     again = logged.reloaded()
     assert again.get() == _ledger(5 * CHUNK_RECORDS + 7) and list(again.get()) == list(_ledger(5 * CHUNK_RECORDS + 7))
 
 
 def test_a_whole_ledger_s_checkpoint_holds_all_of_it_compressed_and_an_empty_write_changes_nothing() -> None:
     channel = LedgerChannel(dict, merge_records)
-    assert channel.checkpoint() is MISSING and not channel.update([{}])
+    assert channel.checkpoint() is NOTHING and not channel.update([{}])
     channel.update([_ledger(300)])
     stored = channel.checkpoint()
     assert channel.checkpoint() is stored, "compressed once per change, not once per checkpoint"
@@ -269,7 +271,7 @@ def test_the_deep_agent_ledger_is_stored_as_changes_and_the_command_line_reads_i
             out = agent.invoke(user("go"), config)
         assert len(records(out)) == CHUNK_RECORDS + 2
         assert "subagent_tasks" not in SqliteSaver(conn).get_tuple(config).checkpoint["channel_values"]
-        assert read_ledger(SqliteSaver(conn), "many") == out["subagent_tasks"]
+        assert read_thread(SqliteSaver(conn), "many")["subagent_tasks"] == out["subagent_tasks"]
         assert read_thread(SqliteSaver(conn), "many")["subagent_tasks"] == out["subagent_tasks"]
 
 

@@ -23,8 +23,8 @@ from deep_agent.cli.store import (
     GITIGNORE,
     MAX_STATE_FILE_BYTES,
     StateFileError,
-    read_ledger,
     read_state_file,
+    read_thread,
     resolve_state_dir,
 )
 
@@ -52,7 +52,7 @@ def ran(project: Path) -> tuple[str, Path]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
-        ledger = read_ledger(SqliteSaver(conn), "t-data")
+        ledger = read_thread(SqliteSaver(conn), "t-data")["subagent_tasks"]
     task_id, record = next((t, r) for t, r in ledger.items() if r["status"] == "completed")
     path = Path(record["transcript"].removeprefix("jsonl:"))
     assert path.is_file() and path.is_relative_to(project / ".deep_agent")

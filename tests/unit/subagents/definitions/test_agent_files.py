@@ -12,7 +12,6 @@ from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_dirs, load_agent_file
-from subagents.definitions.agent_files import load_agent_dir
 from subagents.errors import DefinitionFileWarning
 from helpers.agent_files import BAD, DETAIL, GOOD, SKILLS, agent_md, write
 from helpers.agent_files import BAD_CASES
@@ -112,7 +111,7 @@ def test_non_utf8_file_and_invalid_stem(tmp_path):
 
 def test_a_directory_with_bad_files_reports_every_one():
     with pytest.raises(SpecError) as info:
-        load_agent_dir(BAD)
+        load_agent_dirs([BAD])
     text = str(info.value)
     assert text.startswith(f"{len(BAD_CASES)} invalid definition files:")
     assert all(f"{name}.md" in text for name, _, _ in BAD_CASES)
@@ -151,7 +150,7 @@ def test_same_name_twice_at_one_level_is_an_error_naming_both_files(tmp_path):
     write(one_dir / "a.md", agent_md("same"))
     write(one_dir / "b.md", agent_md("same"))
     with pytest.raises(AgentFileError, match=r"b\.md: defines agent 'same', which .*a\.md also defines"):
-        load_agent_dir(one_dir)
+        load_agent_dirs([one_dir])
 
 
 def test_explicit_levels_first_wins_and_a_group_is_one_level(tmp_path):
@@ -166,7 +165,7 @@ def test_explicit_levels_first_wins_and_a_group_is_one_level(tmp_path):
 
 def test_missing_named_directory_is_an_error_default_ones_are_skipped(tmp_path):
     with pytest.raises(AgentFileError, match="nowhere: is not a directory of agents"):
-        load_agent_dir(tmp_path / "nowhere")
+        load_agent_dirs([tmp_path / "nowhere"])
     assert discover_agents(project_dir=tmp_path, home=tmp_path).values == []
 
 
