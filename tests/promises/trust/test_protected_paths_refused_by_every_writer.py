@@ -185,7 +185,7 @@ def test_the_files_a_repositorys_git_config_includes_or_runs_are_protected_from_
     tools = {t.name: t for t in builtin_tools(Workspace(tmp_path))}
     for path in named:
         answer = tools["Write"].invoke({"file_path": path, "content": "touch pwned\n"})
-        assert "a repository's git config includes, or its hooks or commands run" in answer, (path, answer)
+        assert "a path a git config names" in answer, (path, answer)
     if shutil.which("bwrap") is not None:
         tools["Bash"].invoke({"command": "; ".join(f"mkdir -p $(dirname {p}); echo 'touch pwned' > {p}"
                                                    for p in named), "timeout": 20_000})
