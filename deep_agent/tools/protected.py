@@ -228,14 +228,14 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
     where = ["--git-dir", str(git_dir)] if git_dir is not None else []
     try:
         done = subprocess.run([shutil.which("git") or "git", *where, "config", "--list", "--includes",
-                               "--show-origin", "-z"], env=_git_env(), cwd=git_dir or os.sep,
+                               "--show-origin", "-z"], env=_git_env(), cwd=os.sep,
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return  # no git here: nothing reads the config either
     fields = done.stdout.decode("utf-8", "replace").split("\0")
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
         _, _, value = entry.partition("\n")
-        yield (Path(origin.removeprefix("file:")) if origin.startswith("file:") else None), value
+        yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, bool]]:

@@ -21,9 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,46 +33,6 @@ if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
         raise RuntimeError("bwrap is not installed: install Debian's bubblewrap package (.ci/run does)")
     pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
-
-
-class Runner:
-    """Runs commands in the sandbox as one user, in a workspace that user owns."""
-
-    def __init__(self, who: str, workspace: Path, popen: dict[str, Any]) -> None:
-        self.who, self.ws, self.popen = who, workspace, popen
-
-    def run(self, command: str, *, network: bool = False, protected: Protected | None = None,
-            pass_env: tuple[str, ...] = ()) -> str:
-        sandbox = Sandbox.find(network=network, pass_env=pass_env)
-        assert sandbox is not None
-        with sandbox.running(self.ws, command, protected, cwd=self.ws, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **self.popen) as process:
-            out, _ = process.communicate(timeout=60)
-        return str(out.decode("utf-8", "replace"))
-
-    def chown(self, *paths: Path) -> None:
-        if "user" in self.popen:
-            for path in paths:
-                for folder, dirs, files in os.walk(path):
-                    for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
-                        os.lchown(name, self.popen["user"], self.popen["group"])
-
-
-@pytest.fixture(params=["root", "unprivileged"])
-def runner(request: pytest.FixtureRequest) -> Iterator[Runner]:
-    popen: dict[str, Any] = {}
-    if request.param == "root" and os.getuid() != 0:
-        pytest.skip("the tests run unprivileged: the root case needs the tests to run as root")
-    if request.param == "unprivileged" and os.getuid() == 0:
-        nobody = pwd.getpwnam("nobody")
-        popen = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
-    # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
-    workspace = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
-    workspace.chmod(0o755)
-    made = Runner(request.param, workspace, popen)
-    made.chown(workspace)
-    yield made
-    shutil.rmtree(workspace, ignore_errors=True)
 
 
 def test_root_inside_has_no_capabilities_and_cannot_unmount_or_remount(runner):
@@ -419,7 +377,6 @@ def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside(
 
     Root ignores the write bit, so as root the set-aside runs in a child process that became ``nobody``.
     """
-    import pwd
 
     from deep_agent.tools.sandbox import SET_ASIDE, set_aside_new_repositories
 
