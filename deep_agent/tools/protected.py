@@ -94,7 +94,7 @@ class Protected:
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
         for path, exists in _named_by_config(self.root, repos):
-            if path not in found:
+            if not any(p in found for p in (path, *path.parents)):
                 found[path] = CONFIG
                 if not exists:
                     missing.add(path)
@@ -245,11 +245,16 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     around the workspace; ``(None, None)`` reads the configs git reads
     outside any (system and global: aliases run anywhere). Each config
     file in the workspace is named, and every word of every value (a
-    ``!`` alias is a shell command) resolved from the workspace, the
-    repository's working tree and the config's own folder: an existing
-    path (never the workspace or a working tree itself), or a missing one
-    written as a path (holding a ``/`` or starting with ``.``), which
-    could be created.
+    ``!`` alias is a shell command), split again at ``=`` and ``:``,
+    resolved from the workspace, the repository's working tree and the
+    config's own folder (never the workspace or a working tree itself):
+
+    * written as a path (holding a ``/``, or starting with ``.`` or ``~``):
+      what it names, existing or not (a missing one could be created);
+    * a bare word: an existing file, or an existing folder if the value
+      is that one word (``core.hooksPath = hooks``); in a command of
+      several words a bare folder is work (``grep -v main``), as in
+      :func:`~deep_agent.cli.folder_trust.files_run_by`.
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:
@@ -260,21 +265,22 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             if origin is not None and root in origin.parents:
                 yield origin, True
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
-            for word in shell_words(value.removeprefix("!")):
-                for part in WORD_PARTS.split(word):
-                    if not part or part in (".", ".."):
+            words = shell_words(value.removeprefix("!"))
+            command = len(words) > 1 or value.startswith("!")
+            for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
+                shaped = "/" in part or part.startswith((".", "~"))
+                for base in bases:
+                    try:
+                        path = (base / Path(part).expanduser()).resolve()
+                    except (OSError, RuntimeError):  # ~nobody, a symlink loop
                         continue
-                    for base in bases:
-                        try:
-                            path = (base / Path(part).expanduser()).resolve()
-                        except (OSError, RuntimeError):  # ~nobody, a symlink loop
-                            continue
-                        if root not in path.parents or os.path.lexists(path / ".git"):
-                            continue  # outside, or a working tree (a submodule's core.worktree)
-                        if os.path.lexists(path):
-                            yield path, True
-                        elif "/" in part or part.startswith("."):
+                    if root not in path.parents or os.path.lexists(path / ".git"):
+                        continue  # outside, or a working tree (a submodule's core.worktree)
+                    if not os.path.lexists(path):
+                        if shaped:
                             yield path, False
+                    elif shaped or not command or not path.is_dir():  # a bare folder argument is work
+                        yield path, True
 
 
 def _enclosing(root: Path) -> tuple[Path, Path] | None:

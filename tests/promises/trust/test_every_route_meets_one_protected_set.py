@@ -47,6 +47,7 @@ TARGETS = {
     "tools/alias.sh": CONFIG,  # the repository's alias.x = !sh tools/alias.sh
     "shared.gitconfig": CONFIG,  # its include.path
     "tools/helper.sh": CONFIG,  # a command the included file names
+    "hooks/pre-commit": CONFIG,  # its core.hooksPath = hooks: one bare word, a folder
     "tools/pager.sh": CONFIG,  # the user's global core.pager = sh tools/pager.sh
     "tools/bare.sh": CONFIG,  # the bare repository's core.editor
     ".githooks/pre-commit": CONFIG,  # the global core.hooksPath = .githooks, missing: set aside once made
@@ -88,7 +89,9 @@ def checkout(ws: Path) -> Protected:
     git("init", "-q", ".", cwd=ws)
     config(ws / ".git" / "config", "alias.x", "!sh tools/alias.sh")
     config(ws / ".git" / "config", "include.path", "../shared.gitconfig")
-    write(ws / "shared.gitconfig", '[credential]\n\thelper = "!sh tools/helper.sh"\n')
+    write(ws / "shared.gitconfig", '[credential]\n\thelper = "!sh tools/helper.sh"\n[core]\n\thooksPath = hooks\n'
+                                   '[alias]\n\tgone = !git branch --merged | grep -v work\n')
+    write(ws / "work" / "notes.txt", "a folder a command's argument names is work, not code\n")
     git("init", "-q", "nested", cwd=ws)
     git("init", "-q", "--bare", "bare", cwd=ws)
     config(ws / "bare" / "config", "core.editor", "sh tools/bare.sh")
@@ -128,7 +131,9 @@ def every_route_is_refused(runner, protected: Protected, targets: dict[str, str]
 
 
 def test_every_route_is_refused_every_protected_class(runner, home):
-    every_route_is_refused(runner, checkout(runner.ws), TARGETS)
+    protected = checkout(runner.ws)
+    every_route_is_refused(runner, protected, TARGETS)
+    assert protected.why(runner.ws.resolve() / "work" / "notes.txt") is None
     # The missing hooks folder the global config names was made by the command, then set aside.
     assert runner.set_aside == [runner.ws / (".githooks" + SET_ASIDE)]
 
