@@ -258,23 +258,27 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
 
     A script's words are split as a command line's (:func:`shell_words`),
     each resolved from the script's folder and from ``start``; of a word
-    holding a ``/`` (``"$DIR/lib.sh"``), its last name from the script's
-    folder too. Not followed: an interpreter's own lookup by name (Python's
-    ``import helpers``, Node's ``require("x")``); a hook's script that
-    imports a sibling module should name it (``PYTHONPATH=scripts``).
+    holding a ``/`` (``"$DIR/lib.sh"``), what follows each ``/`` from the
+    script's folder too; and each word with the script's own suffix from
+    its folder (``import helpers`` in a ``.py``, ``require('./util')`` in a
+    ``.js``). Not followed: a dotted module (``from pkg.mod import x``), a
+    package an interpreter finds elsewhere, a name built at run time.
     """
     found = set(found)
     todo = sorted(found)
     while todo:
         script = todo.pop()
-        for word in shell_words(_script_text(script)):
-            for part in WORD_PARTS.split(word):
-                last = [(Path(part).name, script.parent)] if "/" in part else []  # "$DIR/lib.sh"
-                for name, base in [(part, script.parent), (part, start), *last]:
-                    path = _inside(name, base, root, folders=False)
-                    if path is not None and path not in found and path.is_file():
-                        found.add(path)
-                        todo.append(path)
+        parts = {part for word in shell_words(_script_text(script)) for part in WORD_PARTS.split(word) if part}
+        for part in parts:
+            tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
+            module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
+            for name, base in [(part, script.parent), (part, start), *tails, *module]:
+                if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
+                    continue
+                path = _inside(name, base, root, folders=False)
+                if path is not None and path not in found:
+                    found.add(path)
+                    todo.append(path)
     return found
 
 
