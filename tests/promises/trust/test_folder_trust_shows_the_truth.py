@@ -197,3 +197,22 @@ def test_a_file_a_hooks_script_sources_or_one_named_outside_the_folder_with_dotd
         before = digest(root)
     listed = shown(root).splitlines()[-1]
     assert "scripts/lib.sh" in listed and str((tmp_path / "shared" / "check.sh").resolve()) in listed, listed
+
+
+SOURCED = {  # a hook's script -> its text, and the file of the folder it runs in turn
+    ".husky/pre-commit": ('. "$(dirname -- "$0")/_/husky.sh"\nnpx lint-staged\n', ".husky/_/husky.sh"),
+    "scripts/guard.sh": ('source "$(git rev-parse --show-toplevel)/scripts/common.sh"\n', "scripts/common.sh"),
+    "scripts/lint.sh": ('. "${BASH_SOURCE%/*}/colors.sh"\n', "scripts/colors.sh"),
+    "scripts/check.py": ("from helpers import check\ncheck()\n", "scripts/helpers.py"),
+    "scripts/check.js": ("const util = require('./util');\n", "scripts/util.js"),
+}
+
+
+def test_the_files_a_hooks_script_sources_or_imports_are_named_in_turn(tmp_path):
+    for script, (text, sourced) in SOURCED.items():
+        for path, content in ((script, text), (sourced, "exit 0\n")):
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_text(content)
+    for script, (_, sourced) in SOURCED.items():
+        found = files_run_by(spec(hook(f"run {script}")), tmp_path)
+        assert [p.relative_to(tmp_path.resolve()).as_posix() for p in found] == sorted([script, sourced])
