@@ -2,9 +2,10 @@
 
 One set per run, computed once (:meth:`Protected.of`) and obeyed by every
 writer: ``Bash``'s sandbox mounts each path read-only (and a missing one as
-an empty read-only placeholder, so it cannot be created either), and every
-in-process writer goes through :meth:`Workspace.open_for_writing
-<deep_agent.tools.workspace.Workspace>`, which refuses them. The set:
+an empty read-only placeholder, so it cannot be created either; but for
+:attr:`Protected.watched`, set aside once made), and every in-process
+writer goes through :func:`~deep_agent.tools.workspace.open_regular`, which
+refuses them. The set:
 
 * every git directory of the workspace, whole: ``.git`` (created or not),
   where a ``.git`` file's ``gitdir:`` and a ``commondir`` point, the git

@@ -23,7 +23,8 @@ hardening. From the inside of one command:
   created either (the placeholder is removed afterwards); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
-  is set aside when it ends (:func:`set_aside_new_repositories`);
+  (any shape git takes for one), or a missing path a git config names that it
+  made, is set aside when it ends (:func:`set_aside_new_repositories`);
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
