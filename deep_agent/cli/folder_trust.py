@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from deep_agent.cli.terminal import printable
-from deep_agent.tools.protected import WORD_PARTS, shell_words
+from deep_agent.tools.protected import WORD_PARTS, read_regular, shell_words
 
 TRUST_FILE = "trusted-folders.json"
 
@@ -248,8 +248,7 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path 
 
 
 MAX_SCRIPT_BYTES = 256 * 1024
-"""Of each file hooks and servers run, what is read for the files it names in turn; one holding a NUL byte
-(a program, not a script) is not read."""
+"""Of each file hooks and servers run, what is read for the files it names in turn."""
 
 
 def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[Path]:
@@ -283,22 +282,8 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
 
 
 def _script_text(path: Path) -> str:
-    """The text of a regular file of at most :data:`MAX_SCRIPT_BYTES` bytes holding no NUL; ``""`` otherwise.
-
-    Opened without blocking and checked on the open file: a pipe is never waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SCRIPT_BYTES:
-            return ""
-        data = os.read(fd, MAX_SCRIPT_BYTES)
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+    """The first :data:`MAX_SCRIPT_BYTES` bytes of a regular file as text; ``""`` for a program (a NUL byte)."""
+    data = read_regular(path, MAX_SCRIPT_BYTES)
     return "" if b"\0" in data else data.decode("utf-8", "replace")
 
 

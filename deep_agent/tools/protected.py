@@ -313,19 +313,22 @@ def _leads_to(dot_git: Path) -> Iterator[Path]:
 
 
 def _pointer(path: Path) -> str:
-    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file.
+    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file."""
+    return read_regular(path, 4096).decode("utf-8", "replace").strip()
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``path`` if it is a regular file; ``b""`` otherwise.
 
     Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return b""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     except OSError:
-        return ""
+        return b""
     finally:
         os.close(fd)

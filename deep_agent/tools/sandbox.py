@@ -293,7 +293,7 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
         moved += [_rename_aside(path, _free(path)) for path in found if path not in known]
-        dirs[:] = [d for d in dirs if d != ".git" and here / d not in known]
+        dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
     moved += [_rename_aside(path, _free(path)) for path in sorted(protected.watched) if os.path.lexists(path)]
     return moved
 
