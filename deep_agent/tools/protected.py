@@ -255,7 +255,9 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     * a bare word: an existing file, or an existing folder if the value
       is that one word (``core.hooksPath = hooks``); in a command of
       several words a bare folder is work (``grep -v main``), as in
-      :func:`~deep_agent.cli.folder_trust.files_run_by`.
+      :func:`~deep_agent.cli.folder_trust.files_run_by`;
+    * what follows each ``/`` of a word, if an existing file (``"$(git
+      rev-parse --show-toplevel)/x.sh"``).
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:
@@ -270,14 +272,18 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             command = len(words) > 1 or value.startswith("!")
             for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
                 shaped = "/" in part or part.startswith((".", "~"))
-                for base in bases:
+                tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]  # "$(git rev-parse --show-toplevel)/x"
+                for base, name in [(base, name) for base in bases for name in (part, *tails)]:
                     try:
-                        path = (base / Path(part).expanduser()).resolve()
+                        path = (base / Path(name).expanduser()).resolve()
                     except (OSError, RuntimeError):  # ~nobody, a symlink loop
                         continue
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
-                    if not os.path.lexists(path):
+                    if name != part:
+                        if path.is_file():
+                            yield path, True
+                    elif not os.path.lexists(path):
                         if shaped:
                             yield path, False
                     elif shaped or not command or not path.is_dir():  # a bare folder argument is work

@@ -45,6 +45,7 @@ TARGETS = {
     "reftable/config": GIT,  # HEAD, objects/ and a refs file
     "linked/commondir": GIT,  # HEAD and a commondir: git reads the common folder's config
     "tools/alias.sh": CONFIG,  # the repository's alias.x = !sh tools/alias.sh
+    "tools/top.sh": CONFIG,  # its alias.top = !sh "$(git rev-parse --show-toplevel)/tools/top.sh"
     "shared.gitconfig": CONFIG,  # its include.path
     "tools/helper.sh": CONFIG,  # a command the included file names
     "hooks/pre-commit": CONFIG,  # its core.hooksPath = hooks: one bare word, a folder
@@ -88,6 +89,7 @@ def checkout(ws: Path) -> Protected:
     """Each class of :data:`TARGETS` in ``ws``, and the run's protected set of it."""
     git("init", "-q", ".", cwd=ws)
     config(ws / ".git" / "config", "alias.x", "!sh tools/alias.sh")
+    config(ws / ".git" / "config", "alias.top", '!sh "$(git rev-parse --show-toplevel)/tools/top.sh"')
     config(ws / ".git" / "config", "include.path", "../shared.gitconfig")
     write(ws / "shared.gitconfig", '[credential]\n\thelper = "!sh tools/helper.sh"\n[core]\n\thooksPath = hooks\n'
                                    '[alias]\n\tgone = !git branch --merged | grep -v work\n')
