@@ -208,3 +208,9 @@ def test_write_cannot_assemble_a_git_directory_file_by_file(runner):
         assert "protected" in answers[-1] and GIT in answers[-1], (folder, answers)
         assert not [a for a in answers[:-1] if "protected" in a], (folder, answers)
     assert git_dirs(ws) == set()
+
+
+def test_a_workspace_that_is_a_bare_repository_is_protected_whole(runner):
+    git("init", "-q", "--bare", ".", cwd=runner.ws)
+    write(runner.ws / "notes.txt", "original\n")
+    every_route_is_refused(runner, Protected.of(runner.ws), {"config": GIT, "hooks/pre-commit": GIT, "notes.txt": GIT})
