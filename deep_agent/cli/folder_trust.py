@@ -260,8 +260,9 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     holding a ``/`` (``"$DIR/lib.sh"``), what follows each ``/`` from the
     script's folder too; and each word with the script's own suffix from
     its folder (``import helpers`` in a ``.py``, ``require('./util')`` in a
-    ``.js``). Not followed: a dotted module (``from pkg.mod import x``), a
-    package an interpreter finds elsewhere, a name built at run time.
+    ``.js``); each an existing file that can run (:func:`_code`). Not
+    followed: a dotted module (``from pkg.mod import x``), a package an
+    interpreter finds elsewhere, a name built at run time.
     """
     found = set(found)
     todo = sorted(found)
@@ -275,10 +276,18 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
                 if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
                     continue
                 path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found:
+                if path is not None and path not in found and _code(path, script):
                     found.add(path)
                     todo.append(path)
     return found
+
+
+def _code(path: Path, script: Path) -> bool:
+    """Whether a file ``script`` names can run: of its language (its suffix), executable, or a ``#!`` script.
+
+    What else a script names is its work (``grep x README.md``), as a folder a hook names is."""
+    return bool(script.suffix and path.suffix == script.suffix) or os.access(path, os.X_OK) or (
+        read_regular(path, 2) == b"#!")
 
 
 def _script_text(path: Path) -> str:

@@ -201,7 +201,8 @@ def test_a_file_a_hooks_script_sources_or_one_named_outside_the_folder_with_dotd
 
 SOURCED = {  # a hook's script -> its text, and the file of the folder it runs in turn
     ".husky/pre-commit": ('. "$(dirname -- "$0")/_/husky.sh"\nnpx lint-staged\n', ".husky/_/husky.sh"),
-    "scripts/guard.sh": ('source "$(git rev-parse --show-toplevel)/scripts/common.sh"\n', "scripts/common.sh"),
+    "scripts/guard.sh": ('source "$(git rev-parse --show-toplevel)/scripts/common.sh"\ngrep -q x README.md\n',
+                         "scripts/common.sh"),  # not README.md: what a script reads is its work, not code
     "scripts/lint.sh": ('. "${BASH_SOURCE%/*}/colors.sh"\n', "scripts/colors.sh"),
     "scripts/check.py": ("from helpers import check\ncheck()\n", "scripts/helpers.py"),
     "scripts/check.js": ("const util = require('./util');\n", "scripts/util.js"),
@@ -210,7 +211,7 @@ SOURCED = {  # a hook's script -> its text, and the file of the folder it runs i
 
 def test_the_files_a_hooks_script_sources_or_imports_are_named_in_turn(tmp_path):
     for script, (text, sourced) in SOURCED.items():
-        for path, content in ((script, text), (sourced, "exit 0\n")):
+        for path, content in ((script, text), (sourced, "#!/bin/sh\nexit 0\n"), ("README.md", "x\n")):
             (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / path).write_text(content)
     for script, (_, sourced) in SOURCED.items():
