@@ -279,10 +279,11 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
     command can make a new repository anywhere else (``cd src && git init
     && git config core.fsmonitor ...``, a bare one, the workspace itself),
     and the user's next ``git status`` there would run its config. A
-    ``.git`` not known when the run started becomes ``.git.made-by-agent``,
-    the ``HEAD`` of a folder git takes for a git directory
-    (:func:`~deep_agent.tools.protected.is_git_dir`) ``HEAD.made-by-agent``:
-    git no longer sees a repository, the content stays. One walk of the
+    ``.git`` not known when the run started becomes ``.git.made-by-agent``
+    (and its ``HEAD`` ``HEAD.made-by-agent``), the ``HEAD`` of a folder git
+    takes for a git directory (:func:`~deep_agent.tools.protected.is_git_dir`)
+    ``HEAD.made-by-agent``: git no longer sees a repository, even from
+    inside it, and the content stays. One walk of the
     workspace, without the protected folders.
     """
     known = protected.paths
@@ -292,9 +293,19 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
         if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
-        moved += [_rename_aside(path, _free(path)) for path in found if path not in known]
+        moved += [new for path in found if path not in known for new in _set_aside(path)]
         dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
-    moved += [_rename_aside(path, _free(path)) for path in sorted(protected.watched) if os.path.lexists(path)]
+    moved += [new for path in sorted(protected.watched) if os.path.lexists(path) for new in _set_aside(path)]
+    return moved
+
+
+def _set_aside(path: Path) -> list[Path]:
+    """``path`` renamed aside, and the ``HEAD`` in it if it is still a git directory under its new name
+    (a ``.git`` folder is one: git run inside ``.git.made-by-agent`` would read its config)."""
+    moved = [_rename_aside(path, _free(path))]
+    with contextlib.suppress(OSError):
+        if moved[0] != path and not moved[0].is_symlink() and moved[0].is_dir() and is_git_dir(os.listdir(moved[0])):
+            moved.append(_rename_aside(moved[0] / "HEAD", _free(moved[0] / "HEAD")))
     return moved
 
 

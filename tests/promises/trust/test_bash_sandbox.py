@@ -165,7 +165,8 @@ def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_ca
         out, _ = process.communicate(timeout=60)
     assert b"done" in out, out
     assert sorted(p.relative_to(ws).as_posix() for p in set_aside) == [
-        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent"]
+        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent",
+        "src/.git.made-by-agent/HEAD.made-by-agent"]  # no git directory left, even inside
     for folder in ("src", "plain", "lib"):
         subprocess.run(["git", "status"], cwd=ws / folder, capture_output=True, check=False)
     assert not (ws / "pwned").exists()
@@ -175,8 +176,9 @@ def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_ca
 def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     answer = bash.invoke({"command": "mkdir sub && git init -q sub && echo made", "timeout": 20_000})
-    assert "made" in answer and "set aside (sub/.git.made-by-agent)" in answer, answer
+    assert "made" in answer and "set aside (sub/.git.made-by-agent, sub/.git.made-by-agent/HEAD" in answer, answer
     assert not (tmp_path / "sub" / ".git").exists()
+    assert "set aside" not in bash.invoke({"command": "echo again", "timeout": 20_000})  # nothing twice
 
 
 def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
@@ -404,7 +406,7 @@ def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside(
                 os.setgid(nobody.pw_gid)
                 os.setuid(nobody.pw_uid)
             moved = set_aside_new_repositories(ws, protected)
-            code = 0 if [p.name for p in moved] == [".git" + SET_ASIDE] else 2
+            code = 0 if [p.name for p in moved] == [".git" + SET_ASIDE, "HEAD" + SET_ASIDE] else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
