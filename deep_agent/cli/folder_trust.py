@@ -407,7 +407,7 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
         lines += [f"    {printable(command)}" for command in found]
         if runs.get(path):
             shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in runs[path])
-            lines.append(f"    files of this folder it runs (a change asks again): {shown}")
+            lines.append(f"    files it runs (a change asks again): {shown}")
     return "\n".join(lines)
 
 
