@@ -8,8 +8,9 @@ command such files would run (with each server's ``env`` and ``cwd``, all
 escaped: :func:`describe`), and remembers the answer per folder and content
 hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
 ``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files, or to the folder's files their commands run
-(:func:`files_run_by`), asks again. Without a terminal an untrusted
+Any change to those files, or to the files their commands run
+(:func:`files_run_by`: the folder's, what their scripts source in turn,
+and what they name outside it with ``../``), asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded (plain ones are: they run
 nothing by themselves, and their tools follow your ``--permission-mode``).
 
