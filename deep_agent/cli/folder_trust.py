@@ -8,8 +8,9 @@ command such files would run (with each server's ``env`` and ``cwd``, all
 escaped: :func:`describe`), and remembers the answer per folder and content
 hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
 ``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files, or to the folder's files their commands run
-(:func:`files_run_by`), asks again. Without a terminal an untrusted
+Any change to those files, or to the files their commands run
+(:func:`files_run_by`: the folder's, what their scripts source in turn,
+and what they name outside it with ``../``), asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded (plain ones are: they run
 nothing by themselves, and their tools follow your ``--permission-mode``).
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from deep_agent.cli.terminal import printable
+from deep_agent.tools.protected import WORD_PARTS, read_regular, shell_words
 
 TRUST_FILE = "trusted-folders.json"
 
@@ -147,7 +149,7 @@ def what_would_run(spec: Any) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list[Path]:
+def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside: bool = False) -> list[Path]:
     """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers run or load.
 
     ``spec`` is a discovered definition's value (a ``SubagentSpec``, or
@@ -163,7 +165,9 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list
       hook's words, resolved against the server's ``cwd``;
     * each path an ``env`` value names (``PYTHONPATH=./lib:./.cache``,
       ``NODE_OPTIONS=--require ./x.js``), folders included;
-    * the module files of ``python -m pkg.mod`` (in a hook or a server).
+    * the module files of ``python -m pkg.mod`` (in a hook or a server);
+    * in turn, each existing file a script named so far names (:func:`_named_by_scripts`:
+      ``. scripts/lib.sh``, ``source "$(dirname "$0")/lib.sh"``).
 
     Returned: sorted, de-duplicated, resolved (symlinks followed), and only
     what lies strictly inside ``folder`` (never ``folder`` itself: it is the
@@ -177,13 +181,16 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list
 
     ``within`` (default ``folder``): the folder whose files are kept, for a
     caller protecting a workspace that holds ``folder`` (``../scripts/x.sh``
-    from a subfolder is the workspace's file too).
+    from a subfolder is the workspace's file too). ``outside``: also what a
+    relative word names outside it (``../shared/x.sh``, a symlink leading
+    out), for the trust fingerprint; never what an absolute path names (the
+    machine's own programs), nor a folder holding ``folder``.
     """
     start = folder.resolve()
-    root = within.resolve() if within is not None else start
+    root = None if outside else within.resolve() if within is not None else start
     found: set[Path] = set()
     for _, command in _hook_commands(getattr(spec, "hooks", None) or {}):
-        found.update(_named_files(_shell_words(command), start, root))
+        found.update(_named_files(shell_words(command), start, root))
     for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
         if not isinstance(server.get("command"), str):
             continue
@@ -192,7 +199,7 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list
             continue
         env = _env(server)
         for value in env.values():
-            words = [w for w in _WORD_PARTS.split(str(value)) if w]
+            words = [w for w in WORD_PARTS.split(str(value)) if w]
             found.update(p for w in words if (p := _inside(w, base, root, folders=True)) is not None)
         command = str(server["command"])
         if "/" not in command:  # looked up on PATH: one the file gives may lead into the folder
@@ -201,24 +208,13 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None) -> list
                          if (p := _inside(str(Path(d) / command), base, root, folders=False)) is not None
                          and p.exists())
         found.update(_named_files([command, *_args(server)], base, root))
-    return sorted(found)
+    return sorted(_named_by_scripts(found, start, root))
 
 
-_WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _shell_words(command: str) -> list[str]:
-    """``command``'s words as ``sh`` would split them (operators apart); plain whitespace if it cannot be parsed."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        return list(lexer)
-    except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
-        return command.split()
-
-
-def _named_files(words: list[str], base: Path, root: Path) -> Iterator[Path]:
+def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
     """The files inside ``root`` that ``words`` name, relative to ``base``."""
     for before, word in zip(["", *words], words, strict=False):
         if before == "-m":  # python -m pkg.mod: the module's own files
@@ -228,25 +224,77 @@ def _named_files(words: list[str], base: Path, root: Path) -> Iterator[Path]:
                 if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
                     yield p
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
-        parts = [part for part in _WORD_PARTS.split(word) if part]
+        parts = [part for part in WORD_PARTS.split(word) if part]
         for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
             if (p := _inside(part, base, root, folders=assignment)) is not None:
                 yield p
 
 
-def _inside(word: str, base: Path, root: Path, *, folders: bool) -> Path | None:
-    """``word`` as a path from ``base``, if it lies strictly inside ``root`` and names a file (or a folder)."""
+def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
+    """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root``;
+    with no ``root``, a relative ``word`` wherever it leads, but to ``base`` or a folder holding it."""
     if not word or "\x00" in word or "://" in word or word.startswith("-"):
         return None
+    if root is None and word.startswith(("/", "~")):
+        return None  # the machine's own files, not the folder's
     try:
         path = _resolved(base / Path(word).expanduser())
     except RuntimeError:  # ~nobody: no such user
         return None
-    if path is None or root not in path.parents:
+    if path is None or (root not in path.parents if root is not None else path == base or path in base.parents):
         return None
     if path.is_dir():
         return path if folders else None
     return path if path.exists() or "/" in word else None  # "/": a script that may be created later
+
+
+MAX_SCRIPT_BYTES = 256 * 1024
+"""Of each file hooks and servers run, what is read for the files it names in turn."""
+
+
+def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[Path]:
+    """``found`` and every existing file a script in it names, and so on: what ``sh scripts/guard.sh`` runs
+    when it sources ``scripts/lib.sh``.
+
+    A script's words are split as a command line's (:func:`shell_words`),
+    each resolved from the script's folder and from ``start``; of a word
+    holding a ``/`` (``"$DIR/lib.sh"``), what follows each ``/`` from the
+    script's folder too; and each word with the script's own suffix from
+    its folder (``import helpers`` in a ``.py``, ``require('./util')`` in a
+    ``.js``); each an existing file that can run (:func:`_code`). Not
+    followed: a dotted module (``from pkg.mod import x``), a package an
+    interpreter finds elsewhere, a name built at run time.
+    """
+    found = set(found)
+    todo = sorted(found)
+    while todo:
+        script = todo.pop()
+        parts = {part for word in shell_words(_script_text(script)) for part in WORD_PARTS.split(word) if part}
+        for part in parts:
+            tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
+            module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
+            for name, base in [(part, script.parent), (part, start), *tails, *module]:
+                if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
+                    continue
+                path = _inside(name, base, root, folders=False)
+                if path is not None and path not in found and _code(path, script):
+                    found.add(path)
+                    todo.append(path)
+    return found
+
+
+def _code(path: Path, script: Path) -> bool:
+    """Whether a file ``script`` names can run: of its language (its suffix), executable, or a ``#!`` script.
+
+    What else a script names is its work (``grep x README.md``), as a folder a hook names is."""
+    return bool(script.suffix and path.suffix == script.suffix) or os.access(path, os.X_OK) or (
+        read_regular(path, 2) == b"#!")
+
+
+def _script_text(path: Path) -> str:
+    """The first :data:`MAX_SCRIPT_BYTES` bytes of a regular file as text; ``""`` for a program (a NUL byte)."""
+    data = read_regular(path, MAX_SCRIPT_BYTES)
+    return "" if b"\0" in data else data.decode("utf-8", "replace")
 
 
 def _resolved(path: Path) -> Path | None:
@@ -337,7 +385,7 @@ def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
         commands = what_would_run(definition.value)
         if commands:
             out[path] = commands
-            out.runs[path] = files_run_by(definition.value, root)
+            out.runs[path] = files_run_by(definition.value, root, outside=True)
     return out
 
 
@@ -359,8 +407,8 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
         lines.append(f"  {printable(path.relative_to(root) if root in path.parents else path)}")
         lines += [f"    {printable(command)}" for command in found]
         if runs.get(path):
-            shown = ", ".join(printable(p.relative_to(root)) for p in runs[path])
-            lines.append(f"    files of this folder it runs (a change asks again): {shown}")
+            shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in runs[path])
+            lines.append(f"    files it runs (a change asks again): {shown}")
     return "\n".join(lines)
 
 

@@ -2,18 +2,22 @@
 
 One set per run, computed once (:meth:`Protected.of`) and obeyed by every
 writer: ``Bash``'s sandbox mounts each path read-only (and a missing one as
-an empty read-only placeholder, so it cannot be created either), and every
-in-process writer goes through :meth:`Workspace.open_for_writing
-<deep_agent.tools.workspace.Workspace>`, which refuses them. The set:
+an empty read-only placeholder, so it cannot be created either; but for
+:attr:`Protected.watched`, set aside once made), and every in-process
+writer goes through :func:`~deep_agent.tools.workspace.open_regular`, which
+refuses them. The set:
 
 * every git directory of the workspace, whole: ``.git`` (created or not),
-  where a ``.git`` file's ``gitdir:`` and a ``commondir`` point, and the git
+  where a ``.git`` file's ``gitdir:`` and a ``commondir`` point, the git
   directories of nested repositories and submodules (``.git/modules`` is
-  inside ``.git``): git's hooks, config and ``commondir`` run commands on
-  the user's next ``git status``;
-* what their config names in the workspace (:data:`CONFIG_KEYS`): an
-  included file, ``core.hooksPath``, the scripts of ``core.fsmonitor``,
-  filters, diff and merge drivers;
+  inside ``.git``), and every folder git itself takes for a git directory
+  (:func:`is_git_dir`: a bare repository, the workspace included): git's
+  hooks, config and ``commondir`` run commands on the user's next ``git
+  status``; a write that would make a folder a git directory is refused;
+* every path a git config names in the workspace (:func:`_named_by_config`):
+  every word of every value of the configs git reads there (system,
+  global, the enclosing repository's, each repository's, and what they
+  include), with no list of keys: any value may be a command or a path;
 * the agent, skill, hook and MCP files (``.claude``, ``.agents``,
   ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
   from elsewhere): the next run reads them;
@@ -30,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import functools
@@ -40,7 +45,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from subagents.errors import SubagentsError
@@ -52,7 +57,7 @@ GIT = "a git directory (its hooks, config and commondir run commands on the next
 AGENT = "agent, skill, hook or MCP files (the next run reads them)"
 STATE = "the state folder"
 SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
-CONFIG = "a file a repository's git config includes, or its hooks or commands run (git runs it on the host)"
+CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
 
 
@@ -77,19 +82,37 @@ class Protected:
     root: Path | None = None
 
     @functools.cached_property
-    def paths(self) -> dict[Path, str]:
-        """Every protected path: the fixed ones, the git directories of nested repositories, and the
-        workspace files their config names (:func:`_named_by_config`)."""
+    def _found(self) -> tuple[dict[Path, str], frozenset[Path]]:
         found = dict(self.fixed)
-        if self.root is not None:
-            for dot_git in _git_entries(self.root):
-                gitdirs = list(_leads_to(dot_git))
-                for path in gitdirs:
-                    found.setdefault(path, GIT)
-                for path in _named_by_config(gitdirs, dot_git.parent):
-                    if path == self.root or self.root in path.parents:
-                        found.setdefault(path, CONFIG)
-        return found
+        missing: set[Path] = set()
+        if self.root is None:
+            return found, frozenset()
+        repos: list[tuple[Path | None, Path | None]] = [(None, None)]
+        for entry in _git_entries(self.root):
+            for path in _leads_to(entry):
+                found.setdefault(path, GIT)
+            repos.append((entry, entry.parent if entry.name == ".git" else None))
+        if (enclosing := _enclosing(self.root)) is not None:
+            repos.append(enclosing)
+        for path, exists in _named_by_config(self.root, repos):
+            if not any(p in found for p in (path, *path.parents)):
+                found[path] = CONFIG
+                if not exists:
+                    missing.add(path)
+        return found, frozenset(missing)
+
+    @property
+    def paths(self) -> dict[Path, str]:
+        """Every protected path: the fixed ones, the git directories found in the workspace, and the paths
+        the git configs name (:func:`_named_by_config`), found once, on first use."""
+        return self._found[0]
+
+    @property
+    def watched(self) -> frozenset[Path]:
+        """The paths a git config names that were missing: refused to writers, and set aside once a
+        sandboxed command made one (not held empty while it runs: git names many paths no one makes,
+        ``refs/heads/main``)."""
+        return self._found[1]
 
     @classmethod
     def of(cls, workspace: str | os.PathLike[str], *, state_dir: str | os.PathLike[str] | None = None,
@@ -117,7 +140,8 @@ class Protected:
 
     def why(self, path: Path) -> str | None:
         """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not."""
-        if self.root is not None and self.root in path.parents and ".git" in path.relative_to(self.root).parts:
+        if self.root is not None and self.root in path.parents and (
+                ".git" in path.relative_to(self.root).parts or _makes_git_dir(self.root, path)):
             return GIT
         for candidate in (path, *path.parents):
             if (reason := self.paths.get(candidate)) is not None:
@@ -130,79 +154,153 @@ class Protected:
             raise ProtectedPath(path, reason)
 
     def inside(self, root: Path) -> list[Path]:
-        """The protected paths in ``root`` (outside it the sandbox has everything read-only), shortest first."""
-        return sorted((p for p in self.paths if p == root or root in p.parents), key=lambda p: len(p.parts))
+        """The protected paths in ``root`` (outside it the sandbox has everything read-only) but the
+        :attr:`watched` ones, shortest first."""
+        return sorted((p for p in self.paths if (p == root or root in p.parents) and p not in self.watched),
+                      key=lambda p: len(p.parts))
 
 
 def _git_entries(root: Path) -> Iterator[Path]:
     """Every ``.git`` folder or file in the workspace (its own and nested repositories'), and every
-    folder below it git takes for a bare repository."""
+    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included."""
     for folder, dirs, files in os.walk(root):
-        if ".git" in dirs:
-            dirs.remove(".git")  # its own modules/ are inside it, protected whole
-            yield Path(folder, ".git")
-        elif ".git" in files:
-            yield Path(folder, ".git")
-        if folder != str(root) and looks_bare(files, dirs):
+        if is_git_dir({*dirs, *files}):
             dirs.clear()
             yield Path(folder)
+        elif ".git" in dirs or ".git" in files:
+            dirs[:] = [d for d in dirs if d != ".git"]  # its own modules/ are inside it, protected whole
+            yield Path(folder, ".git")
 
 
-def looks_bare(files: list[str], dirs: list[str]) -> bool:
-    """Whether a folder holding ``files`` and ``dirs`` is one git discovers as a bare repository."""
-    return "HEAD" in files and "objects" in dirs and "refs" in dirs
+def is_git_dir(names: Collection[str]) -> bool:
+    """Whether a folder holding the entries ``names`` is one git takes for a git directory.
 
-
-CONFIG_KEYS = (r"^(core\.(hookspath|fsmonitor|sshcommand|editor|pager|askpass)|include\.path|includeif\..*\.path"
-               r"|filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|merge\..*\.driver"
-               r"|sequence\.editor|gpg\.program|credential\.helper)$")
-"""The git settings that name a file to include, a hooks folder or a command to run."""
-
-_SAFE_GIT_ENV = {"PATH": os.defpath, "HOME": str(Path.home()),  # HOME: git expands ~ in include.path with it
-                 "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
-
-
-def _named_by_config(gitdirs: list[Path], worktree: Path) -> Iterator[Path]:
-    """The paths a repository's config (includes followed) names in :data:`CONFIG_KEYS`.
-
-    Read by ``git config --file`` with no system, global or environment
-    config, so nothing is run: an included file and ``core.hooksPath`` are
-    named whole; of a command, each word that names an existing file or
-    holds a ``/`` (a script not there yet), resolved as git runs it, from
-    the working tree.
+    Git's own test (``is_git_directory`` in its ``setup.c``): a ``HEAD``, and
+    ``objects`` and ``refs`` (a file, in some reftable setups) there or in
+    the folder its ``commondir`` names. Loosened towards protecting: any
+    ``HEAD``, and a ``commondir`` is taken to lead to a folder that has them.
     """
-    for gitdir in gitdirs:
-        for name in ("config", "config.worktree"):
-            if not (gitdir / name).is_file():
-                continue
-            try:
-                done = subprocess.run(
-                    [shutil.which("git") or "git", "config", "--file", str(gitdir / name), "--includes",
-                     "--show-origin", "-z", "--get-regexp", CONFIG_KEYS],
-                    env=_SAFE_GIT_ENV, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-            except (OSError, subprocess.TimeoutExpired):
-                continue  # no git here: nothing reads the config either
-            fields = done.stdout.decode("utf-8", "replace").split("\0")
-            for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
-                key, _, value = entry.partition("\n")
-                if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
-                    yield (Path(origin.removeprefix("file:")).parent / Path(value).expanduser()).resolve()
-                elif key == "core.hookspath":
-                    yield (worktree / Path(value).expanduser()).resolve()
-                else:
-                    yield from _words_naming_files(value, worktree)
+    return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
 
-def _words_naming_files(command: str, folder: Path) -> Iterator[Path]:
-    """The words of a shell command (split also at ``=`` and ``:``) naming a file in ``folder`` or holding a ``/``."""
+_MARKS = ("HEAD", "objects", "refs", "commondir")
+
+
+def _makes_git_dir(root: Path, path: Path) -> bool:
+    """Whether a folder from ``root`` down to ``path``'s is, or becomes once ``path`` exists, a git directory."""
+    for folder in reversed(path.parents):
+        if folder != root and root not in folder.parents:
+            continue
+        names = {n for n in _MARKS if os.path.lexists(folder / n)} | {path.relative_to(folder).parts[0]}
+        if is_git_dir(names):
+            return True
+    return False
+
+
+def shell_words(command: str) -> list[str]:
+    """``command``'s words as ``sh`` splits them (operators apart); plain whitespace if it cannot be parsed."""
     try:
-        words = shlex.split(command.removeprefix("!"))
-    except ValueError:
-        words = command.split()
-    for word in words:
-        for part in re.split(r"[=:]", word):
-            if part and ("/" in part or (folder / part).is_file()):
-                yield (folder / Path(part).expanduser()).resolve()
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
+        return command.split()
+
+
+WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
+"""Where a word is split again into the paths it may hold: ``--out=./x``, ``PYTHONPATH=a:b``, a quoted ``sh x``."""
+
+
+def _git_env() -> dict[str, str]:
+    """What ``git config`` needs to read the configs the user's own git reads: theirs, not this process's overrides."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(Path.home()), "LC_ALL": "C"}
+    env.update({name: os.environ[name] for name in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                                     "GIT_CONFIG_NOSYSTEM") if name in os.environ})
+    return env
+
+
+def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
+    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository).
+
+    ``git config --list --includes``: the system, global and repository
+    configs, and what they include (conditions as git decides them for
+    that repository). Reading a config runs nothing.
+    """
+    where = ["--git-dir", str(git_dir)] if git_dir is not None else []
+    try:
+        done = subprocess.run([shutil.which("git") or "git", *where, "config", "--list", "--includes",
+                               "--show-origin", "-z"], env=_git_env(), cwd=os.sep,
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # no git here: nothing reads the config either
+    fields = done.stdout.decode("utf-8", "replace").split("\0")
+    for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        _, _, value = entry.partition("\n")
+        yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
+
+
+def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, bool]]:
+    """``(path, exists)`` for each path in ``root`` that a config git reads there names.
+
+    ``repos``: ``(git directory, working tree)`` of each repository in or
+    around the workspace; ``(None, None)`` reads the configs git reads
+    outside any (system and global: aliases run anywhere). Each config
+    file in the workspace is named, and every word of every value (a
+    ``!`` alias is a shell command), split again at ``=`` and ``:``,
+    resolved from the workspace, the repository's working tree and the
+    config's own folder (never the workspace or a working tree itself):
+
+    * written as a path (holding a ``/``, or starting with ``.`` or ``~``):
+      what it names, existing or not (a missing one could be created);
+    * a bare word: an existing file, or an existing folder if the value
+      is that one word (``core.hooksPath = hooks``); in a command of
+      several words a bare folder is work (``grep -v main``), as in
+      :func:`~deep_agent.cli.folder_trust.files_run_by`;
+    * what follows each ``/`` of a word, if an existing file (``"$(git
+      rev-parse --show-toplevel)/x.sh"``).
+    """
+    seen: set[tuple[Path | None, str, Path | None]] = set()
+    for git_dir, worktree in repos:
+        for origin, value in _config_entries(git_dir):
+            if (origin, value, worktree) in seen:
+                continue
+            seen.add((origin, value, worktree))
+            if origin is not None and root in origin.parents:
+                yield origin, True
+            bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
+            words = shell_words(value.removeprefix("!"))
+            command = len(words) > 1 or value.startswith("!")
+            for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
+                shaped = "/" in part or part.startswith((".", "~"))
+                tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]  # "$(git rev-parse --show-toplevel)/x"
+                for base, name in [(base, name) for base in bases for name in (part, *tails)]:
+                    try:
+                        path = (base / Path(name).expanduser()).resolve()
+                    except (OSError, RuntimeError):  # ~nobody, a symlink loop
+                        continue
+                    if root not in path.parents or os.path.lexists(path / ".git"):
+                        continue  # outside, or a working tree (a submodule's core.worktree)
+                    if name != part:
+                        if path.is_file():
+                            yield path, True
+                    elif not os.path.lexists(path):
+                        if shaped:
+                            yield path, False
+                    elif shaped or not command or not path.is_dir():  # a bare folder argument is work
+                        yield path, True
+
+
+def _enclosing(root: Path) -> tuple[Path, Path] | None:
+    """``(git directory, working tree)`` of the repository the workspace sits in, as git finds it from there."""
+    if os.path.lexists(root / ".git"):
+        return None  # git finds that one first
+    for folder in root.parents:
+        if os.path.lexists(folder / ".git"):
+            return folder / ".git", folder
+        with contextlib.suppress(OSError):
+            if is_git_dir(os.listdir(folder)):
+                return folder, folder
+    return None
 
 
 def _leads_to(dot_git: Path) -> Iterator[Path]:
@@ -221,19 +319,22 @@ def _leads_to(dot_git: Path) -> Iterator[Path]:
 
 
 def _pointer(path: Path) -> str:
-    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file.
+    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file."""
+    return read_regular(path, 4096).decode("utf-8", "replace").strip()
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``path`` if it is a regular file; ``b""`` otherwise.
 
     Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return b""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     except OSError:
-        return ""
+        return b""
     finally:
         os.close(fd)

@@ -23,7 +23,8 @@ hardening. From the inside of one command:
   created either (the placeholder is removed afterwards); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
-  is set aside when it ends (:func:`set_aside_new_repositories`);
+  (any shape git takes for one), or a missing path a git config names that it
+  made, is set aside when it ends (:func:`set_aside_new_repositories`);
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -61,7 +62,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.protected import Protected, looks_bare
+from deep_agent.tools.protected import Protected, is_git_dir
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -266,37 +267,56 @@ def _readable(data: bytes | None) -> Iterator[int | None]:
 
 
 SET_ASIDE = ".made-by-agent"
-"""Appended to the name of a ``.git`` (or a bare repository's ``HEAD``) a sandboxed command made."""
+"""Appended to the name of a ``.git`` (or a git directory's ``HEAD``, or a path a git config names) a
+sandboxed command made."""
 
 
 def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
-    """Rename every git repository in ``root`` that is not in the run's protected set; the new names.
+    """Rename every git repository in ``root`` that is not in the run's protected set, and every path a git
+    config names that was missing (:attr:`Protected.watched`) and now exists; the new names.
 
     The run's git directories are read-only inside the sandbox, but a
     command can make a new repository anywhere else (``cd src && git init
-    && git config core.fsmonitor ...``), and the user's next ``git status``
-    there would run its config. A ``.git`` not known when the run started
-    becomes ``.git.made-by-agent``, a bare repository's ``HEAD``
-    ``HEAD.made-by-agent``: git no longer sees a repository, the content
-    stays. One walk of the workspace, without the protected folders.
+    && git config core.fsmonitor ...``, a bare one, the workspace itself),
+    and the user's next ``git status`` there would run its config. A
+    ``.git`` not known when the run started becomes ``.git.made-by-agent``
+    (and its ``HEAD`` ``HEAD.made-by-agent``), the ``HEAD`` of a folder git
+    takes for a git directory (:func:`~deep_agent.tools.protected.is_git_dir`)
+    ``HEAD.made-by-agent``: git no longer sees a repository, even from
+    inside it, and the content stays. One walk of the
+    workspace, without the protected folders.
     """
     known = protected.paths
     moved: list[Path] = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
-        if here != root and looks_bare(files, dirs):
+        if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
-        for path in found:
-            if path not in known and (path.name != "HEAD" or here not in known):
-                target = path.with_name(path.name + SET_ASIDE)
-                for n in range(2, 1000):
-                    if not os.path.lexists(target):
-                        break
-                    target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
-                moved.append(_rename_aside(path, target))
-        dirs[:] = [d for d in dirs if d != ".git" and here / d not in known]
+        moved += [new for path in found if path not in known for new in _set_aside(path)]
+        dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
+    moved += [new for path in sorted(protected.watched) if os.path.lexists(path) for new in _set_aside(path)]
     return moved
+
+
+def _set_aside(path: Path) -> list[Path]:
+    """``path`` renamed aside, and the ``HEAD`` in it if it is still a git directory under its new name
+    (a ``.git`` folder is one: git run inside ``.git.made-by-agent`` would read its config)."""
+    moved = [_rename_aside(path, _free(path))]
+    with contextlib.suppress(OSError):
+        if moved[0] != path and not moved[0].is_symlink() and moved[0].is_dir() and is_git_dir(os.listdir(moved[0])):
+            moved.append(_rename_aside(moved[0] / "HEAD", _free(moved[0] / "HEAD")))
+    return moved
+
+
+def _free(path: Path) -> Path:
+    """``path`` with :data:`SET_ASIDE` appended, and a number if that name is taken."""
+    target = path.with_name(path.name + SET_ASIDE)
+    for n in range(2, 1000):
+        if not os.path.lexists(target):
+            break
+        target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
+    return target
 
 
 def _rename_aside(path: Path, target: Path) -> Path:

@@ -77,12 +77,12 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
         moved = [p for p in set_aside if SET_ASIDE in p.name]
         if moved:
             named = ", ".join(str(p.relative_to(ws.root)) for p in moved)
-            answer += (f"\n[the git repositories this command made were set aside ({named}): git would run "
-                       "their config and hooks outside the sandbox; the user can rename them back]")
+            answer += (f"\n[what this command made that git would run outside the sandbox was set aside ({named}): "
+                       "new git repositories, or paths a git config names; the user can rename them back]")
         if stuck := [p for p in set_aside if SET_ASIDE not in p.name]:
             named = ", ".join(str(p.relative_to(ws.root)) for p in stuck)
-            answer += (f"\n[WARNING: git repositories this command made could not be set aside ({named}): "
-                       "git run there outside the sandbox would run their config and hooks; remove them]")
+            answer += (f"\n[WARNING: what this command made that git would run could not be set aside ({named}): "
+                       "git run there outside the sandbox would run it; remove them]")
         return answer
 
     where = "Run a shell command in the workspace folder."

@@ -21,9 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,46 +33,6 @@ if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
         raise RuntimeError("bwrap is not installed: install Debian's bubblewrap package (.ci/run does)")
     pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
-
-
-class Runner:
-    """Runs commands in the sandbox as one user, in a workspace that user owns."""
-
-    def __init__(self, who: str, workspace: Path, popen: dict[str, Any]) -> None:
-        self.who, self.ws, self.popen = who, workspace, popen
-
-    def run(self, command: str, *, network: bool = False, protected: Protected | None = None,
-            pass_env: tuple[str, ...] = ()) -> str:
-        sandbox = Sandbox.find(network=network, pass_env=pass_env)
-        assert sandbox is not None
-        with sandbox.running(self.ws, command, protected, cwd=self.ws, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **self.popen) as process:
-            out, _ = process.communicate(timeout=60)
-        return str(out.decode("utf-8", "replace"))
-
-    def chown(self, *paths: Path) -> None:
-        if "user" in self.popen:
-            for path in paths:
-                for folder, dirs, files in os.walk(path):
-                    for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
-                        os.lchown(name, self.popen["user"], self.popen["group"])
-
-
-@pytest.fixture(params=["root", "unprivileged"])
-def runner(request: pytest.FixtureRequest) -> Iterator[Runner]:
-    popen: dict[str, Any] = {}
-    if request.param == "root" and os.getuid() != 0:
-        pytest.skip("the tests run unprivileged: the root case needs the tests to run as root")
-    if request.param == "unprivileged" and os.getuid() == 0:
-        nobody = pwd.getpwnam("nobody")
-        popen = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
-    # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
-    workspace = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
-    workspace.chmod(0o755)
-    made = Runner(request.param, workspace, popen)
-    made.chown(workspace)
-    yield made
-    shutil.rmtree(workspace, ignore_errors=True)
 
 
 def test_root_inside_has_no_capabilities_and_cannot_unmount_or_remount(runner):
@@ -207,7 +165,8 @@ def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_ca
         out, _ = process.communicate(timeout=60)
     assert b"done" in out, out
     assert sorted(p.relative_to(ws).as_posix() for p in set_aside) == [
-        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent"]
+        "lib/.git.made-by-agent", "plain/HEAD.made-by-agent", "src/.git.made-by-agent",
+        "src/.git.made-by-agent/HEAD.made-by-agent"]  # no git directory left, even inside
     for folder in ("src", "plain", "lib"):
         subprocess.run(["git", "status"], cwd=ws / folder, capture_output=True, check=False)
     assert not (ws / "pwned").exists()
@@ -217,8 +176,9 @@ def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_ca
 def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     answer = bash.invoke({"command": "mkdir sub && git init -q sub && echo made", "timeout": 20_000})
-    assert "made" in answer and "set aside (sub/.git.made-by-agent)" in answer, answer
+    assert "made" in answer and "set aside (sub/.git.made-by-agent, sub/.git.made-by-agent/HEAD" in answer, answer
     assert not (tmp_path / "sub" / ".git").exists()
+    assert "set aside" not in bash.invoke({"command": "echo again", "timeout": 20_000})  # nothing twice
 
 
 def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runner):
@@ -419,7 +379,6 @@ def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside(
 
     Root ignores the write bit, so as root the set-aside runs in a child process that became ``nobody``.
     """
-    import pwd
 
     from deep_agent.tools.sandbox import SET_ASIDE, set_aside_new_repositories
 
@@ -447,7 +406,7 @@ def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside(
                 os.setgid(nobody.pw_gid)
                 os.setuid(nobody.pw_uid)
             moved = set_aside_new_repositories(ws, protected)
-            code = 0 if [p.name for p in moved] == [".git" + SET_ASIDE] else 2
+            code = 0 if [p.name for p in moved] == [".git" + SET_ASIDE, "HEAD" + SET_ASIDE] else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

@@ -167,32 +167,6 @@ def test_the_agent_files_of_the_folder_the_run_starts_in_are_protected_when_the_
         assert not (tmp_path / path).exists()
 
 
-def test_the_files_a_repositorys_git_config_includes_or_runs_are_protected_from_every_writer(tmp_path):
-    import shutil
-
-    def git(*args: str, cwd: Path = tmp_path) -> None:
-        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-    git("init", "-q")
-    git("config", "core.hooksPath", ".husky")
-    git("config", "include.path", "../.gitconfig.shared")
-    (tmp_path / ".gitconfig.shared").write_text('[filter "lfsish"]\n\tclean = sh tools/clean.sh %f\n'
-                                                '[diff "pdf"]\n\ttextconv = tools/pdf2txt\n')
-    (tmp_path / "sub").mkdir()
-    git("init", "-q", cwd=tmp_path / "sub")
-    git("config", "core.fsmonitor", "sh ../watch/fsmonitor.sh", cwd=tmp_path / "sub")
-    named = [".husky/pre-commit", ".gitconfig.shared", "tools/clean.sh", "tools/pdf2txt", "watch/fsmonitor.sh"]
-    tools = {t.name: t for t in builtin_tools(Workspace(tmp_path))}
-    for path in named:
-        answer = tools["Write"].invoke({"file_path": path, "content": "touch pwned\n"})
-        assert "a repository's git config includes, or its hooks or commands run" in answer, (path, answer)
-    if shutil.which("bwrap") is not None:
-        tools["Bash"].invoke({"command": "; ".join(f"mkdir -p $(dirname {p}); echo 'touch pwned' > {p}"
-                                                   for p in named), "timeout": 20_000})
-    assert not any("pwned" in (tmp_path / p).read_text() for p in named if (tmp_path / p).is_file())
-    assert not [p for p in named if p != ".gitconfig.shared" and (tmp_path / p).exists()]
-
-
 def test_a_hook_script_above_the_start_folder_is_protected_when_the_workspace_holds_it(tmp_path, monkeypatch):
     """Run from ``sub/`` with the workspace its parent: ``../scripts/check.sh`` a hook runs is the workspace's."""
     import argparse

@@ -1,0 +1,61 @@
+"""The sandbox's users: each sandbox check runs as root and as an unprivileged user, in the same run."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deep_agent.tools.protected import Protected
+from deep_agent.tools.sandbox import Sandbox
+
+
+class Runner:
+    """Runs commands in the sandbox as one user, in a workspace that user owns."""
+
+    def __init__(self, who: str, workspace: Path, popen: dict[str, Any]) -> None:
+        self.who, self.ws, self.popen = who, workspace, popen
+        self.set_aside: list[Path] = []  # what the commands made that was set aside
+
+    def run(self, command: str, *, network: bool = False, protected: Protected | None = None,
+            pass_env: tuple[str, ...] = ()) -> str:
+        sandbox = Sandbox.find(network=network, pass_env=pass_env)
+        assert sandbox is not None
+        with sandbox.running(self.ws, command, protected, set_aside=self.set_aside, cwd=self.ws,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             **self.popen) as process:
+            out, _ = process.communicate(timeout=60)
+        return str(out.decode("utf-8", "replace"))
+
+    def chown(self, *paths: Path) -> None:
+        if "user" in self.popen:
+            for path in paths:
+                for folder, dirs, files in os.walk(path):
+                    for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                        os.lchown(name, self.popen["user"], self.popen["group"])
+
+
+@pytest.fixture(params=["root", "unprivileged"])
+def runner(request: pytest.FixtureRequest) -> Iterator[Runner]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap is not installed (Debian's bubblewrap package)")
+    popen: dict[str, Any] = {}
+    if request.param == "root" and os.getuid() != 0:
+        pytest.skip("the tests run unprivileged: the root case needs the tests to run as root")
+    if request.param == "unprivileged" and os.getuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        popen = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+    # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
+    workspace = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
+    workspace.chmod(0o755)
+    made = Runner(request.param, workspace, popen)
+    made.chown(workspace)
+    yield made
+    shutil.rmtree(workspace, ignore_errors=True)

@@ -1,0 +1,217 @@
+"""Every route that writes meets the same protected set: sandboxed ``Bash``, ``Write``, ``Edit``, and the
+making of a repository (``.git`` or bare, the workspace itself included).
+
+The set is built by rules, not lists, and this test enumerates routes x classes:
+
+* a git directory is what git itself takes for one (``HEAD`` with ``objects``
+  and ``refs``, ``refs`` a file in reftable setups, or a ``commondir``);
+  git's own ``rev-parse`` is the judge of what a route made;
+* every word of every git config git reads there (the host user's global
+  one, the repository's, what it includes, a bare repository's, the
+  enclosing repository's) that names a path in the workspace, with no list
+  of keys;
+* the scripts a hook runs, and the files they source in turn.
+
+Before: a bare repository whose ``refs`` is a file, a ``HEAD`` + ``commondir``
+folder and the workspace itself were no git directories; only a list of keys
+was read, so ``alias.x = !sh tools/alias.sh`` or a global ``core.pager`` left
+their scripts writable; a file a hook's script sources was writable; Write
+could assemble a bare repository file by file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from deep_agent.cli.folder_trust import files_run_by
+from deep_agent.tools import Workspace, builtin_tools
+from deep_agent.tools.protected import Protected
+from deep_agent.tools.sandbox import SET_ASIDE
+
+GIT = "a git directory"
+CONFIG = "a path a git config names"
+SCRIPT = "a script a trusted hook or MCP server runs"
+TARGETS = {
+    ".git/config": GIT,
+    ".git/hooks/pre-commit": GIT,  # missing: cannot be created either
+    "nested/.git/config": GIT,
+    "bare/config": GIT,  # git init --bare
+    "reftable/config": GIT,  # HEAD, objects/ and a refs file
+    "linked/commondir": GIT,  # HEAD and a commondir: git reads the common folder's config
+    "tools/alias.sh": CONFIG,  # the repository's alias.x = !sh tools/alias.sh
+    "tools/top.sh": CONFIG,  # its alias.top = !sh "$(git rev-parse --show-toplevel)/tools/top.sh"
+    "shared.gitconfig": CONFIG,  # its include.path
+    "tools/helper.sh": CONFIG,  # a command the included file names
+    "hooks/pre-commit": CONFIG,  # its core.hooksPath = hooks: one bare word, a folder
+    "tools/pager.sh": CONFIG,  # the user's global core.pager = sh tools/pager.sh
+    "tools/bare.sh": CONFIG,  # the bare repository's core.editor
+    ".githooks/pre-commit": CONFIG,  # the global core.hooksPath = .githooks, missing: set aside once made
+    "scripts/guard.sh": SCRIPT,  # a hook runs sh scripts/guard.sh
+    "scripts/lib.sh": SCRIPT,  # which sources "$(dirname "$0")/lib.sh"
+    ".claude/agents/x.md": "agent, skill, hook or MCP files",
+    "state/threads.db": "the state folder",
+}
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def config(file: Path, key: str, value: str) -> None:
+    """Set ``key`` in a config file (by name: as root, git refuses a repository another user owns)."""
+    git("config", "--file", str(file), key, value, cwd=file.parent)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture()
+def home(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The host user's home, with their global git config (read by the user's next git, so protected too)."""
+    made = Path(tempfile.mkdtemp(prefix="sandbox-home-"))
+    monkeypatch.setenv("HOME", str(made))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"):
+        monkeypatch.delenv(name, raising=False)
+    write(made / ".gitconfig", "[core]\n\tpager = sh tools/pager.sh\n\thooksPath = .githooks\n")
+    return made
+
+
+def checkout(ws: Path) -> Protected:
+    """Each class of :data:`TARGETS` in ``ws``, and the run's protected set of it."""
+    git("init", "-q", ".", cwd=ws)
+    config(ws / ".git" / "config", "alias.x", "!sh tools/alias.sh")
+    config(ws / ".git" / "config", "alias.top", '!sh "$(git rev-parse --show-toplevel)/tools/top.sh"')
+    config(ws / ".git" / "config", "include.path", "../shared.gitconfig")
+    write(ws / "shared.gitconfig", '[credential]\n\thelper = "!sh tools/helper.sh"\n[core]\n\thooksPath = hooks\n'
+                                   '[alias]\n\tgone = !git branch --merged | grep -v work\n')
+    write(ws / "work" / "notes.txt", "a folder a command's argument names is work, not code\n")
+    git("init", "-q", "nested", cwd=ws)
+    git("init", "-q", "--bare", "bare", cwd=ws)
+    config(ws / "bare" / "config", "core.editor", "sh tools/bare.sh")
+    write(ws / "reftable" / "HEAD", "ref: refs/heads/main\n")
+    (ws / "reftable" / "objects").mkdir()
+    write(ws / "reftable" / "refs", "this repository uses the reftable format\n")
+    write(ws / "linked" / "HEAD", "ref: refs/heads/main\n")
+    write(ws / "linked" / "commondir", "../bare\n")
+    write(ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
+    for path in TARGETS:
+        if not (ws / path).exists() and path not in (".git/hooks/pre-commit", ".githooks/pre-commit"):
+            write(ws / path, "original\n")
+    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": "sh scripts/guard.sh"}]}]}
+    scripts = files_run_by(SimpleNamespace(hooks=hook, mcp_config=None), ws)
+    assert scripts == [ws.resolve() / "scripts/guard.sh", ws.resolve() / "scripts/lib.sh"]
+    return Protected.of(ws, state_dir="state", extra=scripts)
+
+
+def every_route_is_refused(runner, protected: Protected, targets: dict[str, str]) -> None:
+    """Write, Edit and a sandboxed command each try every target: each is refused, naming why; nothing changes."""
+    ws = runner.ws
+    before = {p: (ws / p).read_bytes() if (ws / p).exists() else None for p in targets}
+    tools = {t.name: t for t in builtin_tools(Workspace(ws, protected=protected), bash=None)}
+    for path, why in targets.items():
+        answers = [tools["Write"].invoke({"file_path": path, "content": "planted"})]
+        if before[path]:
+            answers.append(tools["Edit"].invoke({"file_path": path, "old_string": before[path].decode(),
+                                                 "new_string": "planted"}))
+        for answer in answers:
+            assert "protected" in answer and why in answer, (path, answer)
+    runner.chown(ws)
+    out = runner.run("; ".join(f"mkdir -p $(dirname {p}); echo planted >> {p}" for p in targets) + "; echo done",
+                     protected=protected)
+    assert "done" in out, out
+    assert {p: (ws / p).read_bytes() if (ws / p).exists() else None for p in targets} == before, out
+    assert all(SET_ASIDE in p.name for p in runner.set_aside), runner.set_aside  # none left in place
+
+
+def test_every_route_is_refused_every_protected_class(runner, home):
+    protected = checkout(runner.ws)
+    every_route_is_refused(runner, protected, TARGETS)
+    assert protected.why(runner.ws.resolve() / "work" / "notes.txt") is None
+    # The missing hooks folder the global config names was made by the command, then set aside.
+    assert runner.set_aside == [runner.ws / (".githooks" + SET_ASIDE)]
+
+
+def test_the_config_of_the_repository_the_workspace_sits_in_is_read(runner, home):
+    """The workspace is a folder of a larger repository: that repository's config names its files too."""
+    git("init", "-q", ".", cwd=runner.ws)
+    config(runner.ws / ".git" / "config", "alias.y", "!sh inner/tools/outer.sh")
+    write(runner.ws / "inner" / "tools" / "outer.sh", "original\n")
+    inner = type(runner)(runner.who, runner.ws / "inner", runner.popen)
+    every_route_is_refused(inner, Protected.of(inner.ws), {"tools/outer.sh": CONFIG})
+
+
+def git_dirs(ws: Path) -> set[str]:
+    """The git directories git itself finds from each working folder of ``ws`` (its own judgement, not ours).
+
+    Not from inside a ``.git``: git takes it for one, as it should."""
+    config = ws.parent / f"{ws.name}-safe.gitconfig"
+    config.write_text("[safe]\n\tdirectory = *\n")  # as root, git would refuse a folder another user owns
+    env = {"PATH": os.defpath, "HOME": str(ws.parent), "GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(ws.parent)}
+    found = set()
+    for folder, dirs, _ in os.walk(ws):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        done = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=folder, env=env,
+                              capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            found.add(done.stdout.strip())
+    config.unlink()
+    return found
+
+
+MADE_BY_COMMAND = {
+    "src": "git init -q src",
+    "bare": "git init -q --bare bare",
+    "manual": "mkdir -p manual/objects manual/refs && echo 'ref: refs/heads/main' > manual/HEAD",
+    "reftable": "mkdir -p rt/objects && echo x > rt/refs && echo 'ref: refs/heads/main' > rt/HEAD",
+    "linked": "mkdir -p wt && echo 'ref: refs/heads/main' > wt/HEAD && echo ../manual > wt/commondir",
+    "the workspace": "mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD",
+}
+
+
+def test_a_repository_a_command_makes_is_set_aside_whatever_its_shape(runner):
+    assert git_dirs(runner.ws) == set()
+    out = runner.run(" && ".join(MADE_BY_COMMAND.values()) + " && echo done", protected=Protected.of(runner.ws))
+    assert "done" in out, out
+    assert sorted(str(p.relative_to(runner.ws)) for p in runner.set_aside) == [
+        f"{name}{SET_ASIDE}" for name in ("HEAD", "bare/HEAD", "manual/HEAD", "rt/HEAD", "src/.git",
+                                          f"src/.git{SET_ASIDE}/HEAD", "wt/HEAD")]
+    assert git_dirs(runner.ws) == set(), runner.set_aside
+
+
+WRITES = {  # folder -> the files that, written in this order, make it a git directory
+    "bare": ["HEAD", "objects/.keep", "refs/.keep"],
+    "reftable": ["HEAD", "objects/.keep", "refs"],
+    "refs-first": ["objects/.keep", "refs/.keep", "HEAD"],
+    "linked": ["HEAD", "commondir"],
+    ".": ["objects/.keep", "refs/.keep", "HEAD"],  # the workspace itself
+}
+
+
+def test_write_cannot_assemble_a_git_directory_file_by_file(runner):
+    ws = runner.ws
+    write(ws / "target" / "objects" / ".keep", "")  # what a commondir would lead to
+    write(ws / "target" / "refs" / ".keep", "")
+    tools = {t.name: t for t in builtin_tools(Workspace(ws), bash=None)}
+    for folder, files in WRITES.items():
+        answers = [tools["Write"].invoke({"file_path": str(Path(folder) / name),
+                                          "content": "../target\n" if name == "commondir" else "ref: refs/heads/x\n"})
+                   for name in files]
+        assert "protected" in answers[-1] and GIT in answers[-1], (folder, answers)
+        assert not [a for a in answers[:-1] if "protected" in a], (folder, answers)
+    assert git_dirs(ws) == set()
+
+
+def test_a_workspace_that_is_a_bare_repository_is_protected_whole(runner):
+    git("init", "-q", "--bare", ".", cwd=runner.ws)
+    write(runner.ws / "notes.txt", "original\n")
+    every_route_is_refused(runner, Protected.of(runner.ws), {"config": GIT, "hooks/pre-commit": GIT, "notes.txt": GIT})
