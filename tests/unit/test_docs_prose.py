@@ -28,7 +28,6 @@ PENDING = {
     "docs/migrating.md",
     "docs/production.md",
     "docs/ledger-and-budgets.md",
-    "docs/layout.md",
 }
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
