@@ -147,6 +147,7 @@ def create_deep_agent(
     memory: Sequence[str] | None = None,
     permissions: Sequence[Any] | None = None,
     skills: Sequence[str] | None = None,
+    deepagents_stack: bool | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
@@ -239,6 +240,13 @@ def create_deep_agent(
             replaces it (a bad value is refused all the same).
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
+        deepagents_stack: build the root with deepagents' own
+            ``create_deep_agent``, our ``task`` in it (see the section on
+            deepagents below). ``None``: when the ``deepagents`` extra is
+            installed. ``False``: LangChain's ``create_agent`` over this
+            library's own stack even then (an app with its own file tools,
+            such as the CLI); deepagents' ``backend``, ``skills``,
+            ``memory`` and ``permissions`` then are an error.
 
     The limits, observability, background and definitions arguments are
     grouped once into a :class:`subagents.settings.DelegationSettings`, which
@@ -247,7 +255,8 @@ def create_deep_agent(
     # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     # With the extra, deepagents assembles the root's stack (see the section on deepagents below).
-    with_deepagents = deepagents_installed(backend=backend, skills=skills, memory=memory, permissions=permissions)
+    with_deepagents = uses_deepagents(deepagents_stack, backend=backend, skills=skills, memory=memory,
+                                      permissions=permissions)
     if with_deepagents:
         permissions = _permissions(permissions)
         skills, memory = (_paths(name, v) if v is not None else None for name, v in (("skills", skills),
@@ -277,8 +286,11 @@ def create_deep_agent(
         skill_catalog, parent_state_schemas(state_schema, middleware))
     declared = [s for s in subagents if not is_async_spec(s)]
     if with_deepagents:
-        declared = with_deepagents_child_tools(declared, backend=backend, middleware=middleware)
-    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=backend)
+        declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
+                                                  model=root_model)
+    # A spec's rules bind the file tools every child has with the extra: on deepagents' default backend too.
+    rules_on = deepagents_backend(backend, permissions=["default"]) if with_deepagents else backend
+    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
@@ -545,14 +557,25 @@ def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, (list, tuple, set, frozenset)) and not value)
 
 
-def deepagents_installed(**arguments: Any) -> bool:
-    """Whether deepagents can be imported; when not, any of ``arguments`` given is a :class:`MissingExtraError`."""
+def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
+    """Whether the root is deepagents' stack: ``choice``, else whether deepagents is installed.
+
+    Raises:
+        MissingExtraError: it is asked for (``choice`` or any of deepagents'
+            ``arguments`` given) and deepagents is not installed.
+        ValueError: ``choice`` is ``False`` and deepagents' ``arguments`` are given.
+    """
+    asked = [name for name, value in arguments.items() if _given(value)]
+    if choice is False:
+        if asked:
+            raise ValueError(f"create_deep_agent(): argument {asked[0]!r} is deepagents' and needs its stack; "
+                             "drop deepagents_stack=False")
+        return False
     try:
         import deepagents  # noqa: F401
     except ImportError:
-        asked = [name for name, value in arguments.items() if _given(value)]
-        if asked:
-            raise MissingExtraError("create_deep_agent()", asked) from None
+        if asked or choice:
+            raise MissingExtraError("create_deep_agent()", asked or ["deepagents_stack"]) from None
         return False
     return True
 
@@ -597,22 +620,44 @@ def deepagents_file_tool_names(backend: Any, middleware: Sequence[Any]) -> list[
     return [n for n in names if n != "execute" or isinstance(backend, SandboxBackendProtocol)]
 
 
-def with_deepagents_child_tools(specs: Sequence[Any], *, backend: Any, middleware: Sequence[Any]) -> list[Any]:
-    """Dict specs that list their own ``tools`` also get deepagents' file tools, as deepagents' subagents do.
+def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middleware: Sequence[Any],
+                                   model: BaseChatModel | None) -> list[Any]:
+    """Dict specs with the defaults deepagents gives each subagent: file tools, summarisation, tool-call patching.
 
-    The tools are the root's (its tool node's ``ls``, ``write_file`` ...),
-    named, so a child shares ``files`` with its parent and the parent's
-    approvals gate them. A spec that names none already inherits them.
+    The file tools are the root's (its tool node's ``ls``, ``write_file``
+    ...), named, so a child shares ``files`` with its parent and the
+    parent's approvals gate them; a spec that names no ``tools`` already
+    inherits them. deepagents' summarisation (over ``backend``, its
+    ``StateBackend`` by default) needs the child's model: a model object in
+    the spec, or the root's when the child inherits it and it is an object
+    (a model name is resolved only when the child is built). A spec's own
+    middleware of the same name replaces the default, as in deepagents.
     """
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
+    from deepagents.middleware.summarization import create_summarization_middleware
+
     names = deepagents_file_tool_names(backend, middleware)
+    store = backend if backend is not None else StateBackend()
     out: list[Any] = []
     for spec in specs:
-        own = spec.get("tools") if isinstance(spec, Mapping) and "runnable" not in spec else None
-        if not isinstance(own, list | tuple):  # None inherits them; anything else is refused when read
+        own_middleware = spec.get("middleware") if isinstance(spec, Mapping) else None
+        if (not isinstance(spec, Mapping) or "runnable" in spec
+                or not isinstance(own_middleware, list | tuple | None)):  # a bad field is refused when read
             out.append(spec)
             continue
-        listed = {tool_name(t) if not isinstance(t, str) else t for t in own}
-        out.append({**spec, "tools": [*own, *(n for n in names if n not in listed)]})
+        changed = dict(spec)
+        own = spec.get("tools")
+        if isinstance(own, list | tuple):  # None inherits the file tools; anything else is refused when read
+            listed = {t if isinstance(t, str) else tool_name(t) for t in own}
+            changed["tools"] = [*own, *(n for n in names if n not in listed)]
+        child_model = spec.get("model") or model
+        defaults: list[Any] = [PatchToolCallsMiddleware()]
+        if isinstance(child_model, BaseChatModel):
+            defaults.insert(0, create_summarization_middleware(child_model, store))
+        taken = {getattr(mw, "name", None) for mw in own_middleware or ()}
+        changed["middleware"] = [*(mw for mw in defaults if mw.name not in taken), *(own_middleware or ())]
+        out.append(changed)
     return out
 
 
