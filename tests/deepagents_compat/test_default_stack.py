@@ -1,11 +1,11 @@
 """deepagents' own default stack, with governed subagents in it: a deepagents app changes only its import.
 
-deepagents 0.7.32's published sdist ships no tests, so these are the cases
-its unit tests cover that a deepagents app meets first, each written once and
-run on both libraries (``lib``), offline on the scripted model: file tools on
-the root and on every child whatever its ``tools``, summarisation when the
-context overflows, multimodal blocks the model cannot take, harness
-profiles, deepagents' names from ``deep_agent``.
+Beside deepagents' own tests (``test_ported_*.py``), the cases a deepagents
+app meets first, each written once and run on both libraries (``lib``),
+offline on the scripted model: file tools on the root and on every child
+whatever its ``tools``, summarisation when the context overflows, multimodal
+blocks the model cannot take, harness profiles, deepagents' names from
+``deep_agent``, and this library's own stack where asked for.
 """
 
 from __future__ import annotations
@@ -170,12 +170,19 @@ class ProfiledModel(ScriptedChatModel):
 
 
 def test_a_harness_profile_registered_through_deep_agent_shapes_the_agent(lib):
+    from deepagents.profiles.harness.harness_profiles import _HARNESS_PROFILES  # to leave the registry as found
+
     from deep_agent import HarnessProfile, register_harness_profile
 
-    register_harness_profile("profiledscripted", HarnessProfile(system_prompt_suffix="Always cite.",
-                                                                excluded_tools=frozenset({"grep"})))
-    model = ProfiledModel(responses=["done"])
-    lib.create_deep_agent(model).invoke(user("hello"))
+    saved = dict(_HARNESS_PROFILES)
+    try:
+        register_harness_profile("profiledscripted", HarnessProfile(system_prompt_suffix="Always cite.",
+                                                                    excluded_tools=frozenset({"grep"})))
+        model = ProfiledModel(responses=["done"])
+        lib.create_deep_agent(model).invoke(user("hello"))
+    finally:
+        _HARNESS_PROFILES.clear()
+        _HARNESS_PROFILES.update(saved)
     assert "Always cite." in model.calls[0]["system"]
     assert "grep" not in model.calls[0]["tools"] and "glob" in model.calls[0]["tools"]
 
@@ -228,6 +235,16 @@ def test_without_the_extra_deepagents_names_and_arguments_say_what_to_install():
         assert 'pip install "governed-subagents[deepagents]"' in line and 'pip install -e ".[deepagents]"' in line
     assert "'memory'" in lines[4]
     assert lines[-1] == "built done"
+
+
+def test_deepagents_stack_false_keeps_this_librarys_own_stack_and_refuses_deepagents_arguments():
+    from deep_agent import create_deep_agent
+
+    model = ScriptedChatModel(responses=["done"])
+    create_deep_agent(model, [internet_search], deepagents_stack=False).invoke(user("hello"))
+    assert sorted(model.calls[0]["tools"]) == ["internet_search", "task"]
+    with pytest.raises(ValueError, match=r"argument 'memory' is deepagents'.*deepagents_stack=False"):
+        create_deep_agent(model, memory=["/AGENTS.md"], deepagents_stack=False)
 
 
 def test_importing_deep_agent_loads_no_deepagents():
