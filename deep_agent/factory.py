@@ -289,7 +289,7 @@ def create_deep_agent(
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
                                                   model=root_model)
     # A spec's rules bind the file tools every child has with the extra: on deepagents' default backend too.
-    rules_on = deepagents_backend(backend, permissions=["default"]) if with_deepagents else backend
+    rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
     declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
@@ -675,15 +675,16 @@ def deepagents_backend(
     skills: Sequence[str] | None = None,
     memory: Sequence[str] | None = None,
     permissions: Sequence[Any] | None = None,
+    default: bool = False,
 ) -> Any:
     """The deepagents backend a spec's skill paths and rules are read on: ``backend``, or ``StateBackend``.
 
     As in deepagents, ``skills=``, ``memory=`` or ``permissions=`` without a
     ``backend`` mean the ``files`` state key. ``None`` when none of the four
-    was given: the root's files are on deepagents' own default, and a spec's
-    ``skills`` stay folders on disk (see docs/migrating.md).
+    was given and not ``default``: the root's files are on deepagents' own
+    default, and a spec's ``skills`` stay folders on disk (see docs/migrating.md).
     """
-    if backend is not None or not any(_given(v) for v in (skills, memory, permissions)):
+    if backend is not None or not (default or any(_given(v) for v in (skills, memory, permissions))):
         return backend
     from deepagents.backends import StateBackend
 
