@@ -19,7 +19,7 @@ those names (repository commit ee7ac3d, newer than 0.7.32), with
 ``deepagents_test_utils.py`` its ``tests/utils.py``: construction, middleware,
 file tools, summarisation, multimodal handling and profiles, through
 ``create_deep_agent``. Of their tests, those that pass on deepagents 0.7.32 as
-installed are the measure (283); the rest test a later deepagents and are
+installed are the measure (277, 251 passing here); the rest test a later deepagents and are
 skipped, listed in ``NEWER_THAN_INSTALLED``. ``create_deep_agent`` and the names of
 deepagents' ``__all__`` are imported from ``deep_agent`` (``# swapped``); what
 they import from deepagents' submodules stays deepagents', as a deepagents
@@ -33,9 +33,12 @@ Aliases: the only lines changed are the imports, each marked ``# swapped``:
 - ``deepagents.middleware.subagents.SubAgentMiddleware`` -> ``deep_agent.SubAgentMiddleware``
   (its ``GENERAL_PURPOSE_SUBAGENT``, ``create_sub_agent`` and ``_build_task_tool``
   stay deepagents': the tests using only them test deepagents itself)
+- ``deepagents.<name of its __all__>`` and ``deepagents.profiles.<name>`` -> ``deep_agent.<name>``
 - ``tests.unit_tests.chat_model`` -> ``deepagents_chat_model`` (the vendored copy)
+- ``tests.utils`` -> ``deepagents_test_utils`` (the vendored copy)
 
-Each test that fails here is listed in ``DIFFERENCES`` with why, and marked
+Each test that fails here is listed in ``DIFFERENCES`` (by name) or
+``PORTED_DIFFERENCES`` (by node id) with why, and marked
 ``xfail(strict=True)``: when the project comes to pass it, the mark must go.
 """
 

@@ -39,7 +39,7 @@ from deepagents.middleware.async_subagents import AsyncSubAgentMiddleware
 from deepagents.middleware.filesystem import FilesystemMiddleware
 from deepagents.middleware.subagents import SubAgent, SubAgentMiddleware, create_sub_agent
 from deepagents.middleware.summarization import SummarizationMiddleware, _DeepAgentsSummarizationMiddleware
-from deep_agent import GeneralPurposeSubagentProfile, HarnessProfile, register_harness_profile
+from deep_agent import GeneralPurposeSubagentProfile, HarnessProfile, register_harness_profile  # swapped
 from deepagents.profiles.harness.harness_profiles import (
     _HARNESS_PROFILES,
     _get_harness_profile,
