@@ -537,11 +537,11 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
 #
 # Example::
 #
-#     from deepagents.backends import FilesystemBackend
+#     from deep_agent import FilesystemPermission, backends
 #
-#     agent = create_deep_agent(model, backend=FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
-#                               skills=["/skills/"], permissions=[{"operations": ["write"], "paths": ["/**"],
-#                                                                  "mode": "deny"}])
+#     agent = create_deep_agent(model, backend=backends.FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
+#                               skills=["/skills/"],
+#                               permissions=[FilesystemPermission(operations=["write"], paths=["/**"], mode="deny")])
 # ----------------------------------------------------------------------------
 
 DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
