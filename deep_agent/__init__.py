@@ -3,11 +3,16 @@
 deepagents' names are here too, so a migrating user changes only the import::
 
     from deep_agent import CompiledSubAgent, SubAgent, SubAgentMiddleware, create_deep_agent
+
+The rest of deepagents' ``__all__`` (``FilesystemPermission``,
+``MemoryMiddleware``, ``register_harness_profile``, ``__version__`` ...) and its
+``backends`` are deepagents' own objects, with the ``deepagents`` extra
+installed; without it, importing one is an ``ImportError`` naming the extra.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from subagents.exports import lazy_exports
 
@@ -42,4 +47,12 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-__getattr__ = lazy_exports(__name__, _WHERE)
+_ours = lazy_exports(__name__, _WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return _ours(name)
+    from deep_agent._deepagents import from_deepagents  # only when a name not ours is asked for
+
+    return from_deepagents(name)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, cast, get_args
 
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
@@ -57,6 +57,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
+from deep_agent._deepagents import MissingExtraError
 from middleware.limits import ForceSetting
 from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
@@ -67,7 +68,6 @@ from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
-from subagents.errors import SubagentsError
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.metering import RunMeter
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
@@ -147,6 +147,7 @@ def create_deep_agent(
     memory: Sequence[str] | None = None,
     permissions: Sequence[Any] | None = None,
     skills: Sequence[str] | None = None,
+    deepagents_stack: bool | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
@@ -239,6 +240,13 @@ def create_deep_agent(
             replaces it (a bad value is refused all the same).
         background_runtime: the :class:`subagents.BackgroundRuntime` they run
             on (to share it, or to ``close()`` it); default: a new one.
+        deepagents_stack: build the root with deepagents' own
+            ``create_deep_agent``, our ``task`` in it (see the section on
+            deepagents below). ``None``: when the ``deepagents`` extra is
+            installed. ``False``: LangChain's ``create_agent`` over this
+            library's own stack even then (an app with its own file tools,
+            such as the CLI); deepagents' ``backend``, ``skills``,
+            ``memory`` and ``permissions`` then are an error.
 
     The limits, observability, background and definitions arguments are
     grouped once into a :class:`subagents.settings.DelegationSettings`, which
@@ -246,12 +254,19 @@ def create_deep_agent(
     """
     # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
-    # deepagents' file tools, skills and memory: its own middleware, first in the stack as in deepagents.
-    files = deepagents_root_middleware(backend=backend, skills=skills, memory=memory, permissions=permissions,
-                                       existing=middleware)
-    middleware = [*files, *middleware]
-    backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
-    root_model = resolve_root_model(model)
+    # With the extra, deepagents assembles the root's stack (see the section on deepagents below).
+    with_deepagents = uses_deepagents(deepagents_stack, backend=backend, skills=skills, memory=memory,
+                                      permissions=permissions)
+    if with_deepagents:
+        permissions = _permissions(permissions)
+        skills, memory = (_paths(name, v) if v is not None else None for name, v in (("skills", skills),
+                                                                                     ("memory", memory)))
+        # None: deepagents' own StateBackend default; a spec's skill paths and rules need one asked for.
+        backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
+        # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
+        root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
+    else:
+        root_model = resolve_root_model(model)
     settings = DelegationSettings.from_arguments("create_deep_agent", dict(
         agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
         unknown_model=unknown_model, permission_mode=permission_mode, risky_tools=risky_tools,
@@ -270,7 +285,12 @@ def create_deep_agent(
     options = settings.definitions.build_options(
         skill_catalog, parent_state_schemas(state_schema, middleware))
     declared = [s for s in subagents if not is_async_spec(s)]
-    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=backend)
+    if with_deepagents:
+        declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
+                                                  model=root_model)
+    # A spec's rules bind the file tools every child has with the extra: on deepagents' default backend too.
+    rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
+    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
@@ -296,14 +316,21 @@ def create_deep_agent(
         # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         extra.append(tracked)
-    stack = [*middleware, *_root_approval(options, tools, middleware), *root_hooks,
+    # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
+    file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
+    stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
              *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra]
-    graph = create_agent(root_model, tools, system_prompt=_with_skills(system_prompt, skill_catalog),
-                         middleware=stack, response_format=response_format,
-                         state_schema=state_schema if state_schema is not None else DeepAgentState,
-                         context_schema=context_schema, checkpointer=checkpointer, store=store,
-                         interrupt_before=interrupt_before, interrupt_after=interrupt_after, debug=debug,
-                         name=name, cache=cache)
+    common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,
+                  state_schema=state_schema if state_schema is not None else DeepAgentState,
+                  context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
+                  cache=cache)
+    if root_model is None or with_deepagents:
+        graph = deepagents_agent(model, tools, stack, backend=backend, skills=skills, memory=memory,
+                                 permissions=permissions, interrupt_on=interrupt_on,
+                                 interrupt_before=interrupt_before, interrupt_after=interrupt_after, **common)
+    else:
+        graph = create_agent(root_model, tools, middleware=stack, interrupt_before=interrupt_before,
+                             interrupt_after=interrupt_after, **common)
     if budget is None:
         return graph
     # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
@@ -361,7 +388,7 @@ def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog
 
 
 def _root_approval(
-    options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any]
+    options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any], also: Sequence[str] = (),
 ) -> list[Any]:
     """The parent's own tools follow the policy its children inherit."""
     if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
@@ -370,7 +397,7 @@ def _root_approval(
     middleware_tools = [t for mw in middleware for t in getattr(mw, "tools", None) or () if not is_forbidden_tool(t)]
     rules = approval_rules(
         options.permission_mode,
-        [tool_name(t) for t in [*tools, *middleware_tools]],
+        list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also])),
         risky_tools=options.risky_tools,
         interrupt_on=options.interrupt_on,
     )
@@ -487,29 +514,34 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
 
 
 # ----------------------------------------------------------------------------
-# deepagents' file tools, skills, memory and permissions for the root, from deepagents itself.
+# deepagents' own default stack, with our delegation in it.
 #
-# ``create_deep_agent(backend=, skills=, memory=, permissions=)`` takes
-# deepagents' arguments and composes deepagents' own maintained middleware
-# (``FilesystemMiddleware``, ``SkillsMiddleware``, ``MemoryMiddleware``) into
-# the root's stack, rather than a rewrite of them; delegation stays ours.
-# They need the ``deepagents`` extra (``pip install
-# "governed-subagents[deepagents]"``); without it, asking for any of them is
-# an error that says so.
+# With the ``deepagents`` extra installed, the root is built by deepagents'
+# own ``create_deep_agent``, so its stack is deepagents' for the same
+# arguments: file tools over ``StateBackend`` by default, summarisation and
+# history offload, tool-call patching, prompt caching, multimodal handling,
+# memory, skills, permissions and harness profiles, with deepagents'
+# defaults and its LangSmith metadata. deepagents exposes no list of its
+# default middleware; the seam is its documented merge of ``middleware=``
+# by name: our ``SubAgentMiddleware`` (named ``SubAgentMiddleware``)
+# replaces deepagents' own in its place, and our root approvals, hooks,
+# turn limit and background tasks join the stack as a caller's middleware.
 #
-# Children inherit the tools these middleware give the root, by the one rule
-# every ``task`` child follows: a child inherits the tools of the parent's
-# tool node (minus the delegation tools), with the state keys those tools
-# declare (``files`` for the file tools, shared both ways). The middleware's
-# own prompt text and hooks stay with the root.
+# Declarative children are still built by our builder, under the parent's
+# floor (no delegation, the parent's approvals, limits and budgets). Like
+# deepagents' subagents they get deepagents' file tools, whatever their own
+# ``tools`` list: the root's, taken from its tool node, sharing ``files``.
+#
+# Without the extra, the root is LangChain's ``create_agent`` over our own
+# stack, and deepagents' arguments are an error that says what to install.
 #
 # Example::
 #
-#     from deepagents.backends import FilesystemBackend
+#     from deep_agent import FilesystemPermission, backends
 #
-#     agent = create_deep_agent(model, backend=FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
-#                               skills=["/skills/"], permissions=[{"operations": ["write"], "paths": ["/**"],
-#                                                                  "mode": "deny"}])
+#     agent = create_deep_agent(model, backend=backends.FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
+#                               skills=["/skills/"],
+#                               permissions=[FilesystemPermission(operations=["write"], paths=["/**"], mode="deny")])
 # ----------------------------------------------------------------------------
 
 DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
@@ -521,70 +553,120 @@ MODEL_NONE_WARNING = (
 )
 
 
-class MissingExtraError(SubagentsError, ImportError):
-    """An argument needs an optional dependency that is not installed.
-
-    Under the library's one error base (``SubagentsError``) and an
-    ``ImportError``, which a caller may already catch.
-
-    Attributes:
-        arguments: the arguments that asked for it.
-        extra: the extra to install.
-    """
-
-    def __init__(self, where: str, arguments: Sequence[str], extra: str = "deepagents") -> None:
-        self.arguments, self.extra = tuple(arguments), extra
-        names = ", ".join(repr(a) for a in arguments)
-        super().__init__(
-            f"{where}(): argument {names} uses deepagents' middleware, which is not installed: "
-            f'pip install "governed-subagents[{extra}]"'
-        )
-
-
 def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, (list, tuple, set, frozenset)) and not value)
 
 
-def deepagents_root_middleware(
-    *,
-    backend: Any = None,
-    skills: Sequence[str] | None = None,
-    memory: Sequence[str] | None = None,
-    permissions: Sequence[Any] | None = None,
-    existing: Sequence[Any] = (),
-) -> list[Any]:
-    """deepagents' middleware for what was asked, in deepagents' order; ``[]`` when nothing was.
-
-    ``backend`` defaults to deepagents' ``StateBackend`` (the ``files`` state
-    key). A middleware of the same name in ``existing`` (the caller's own
-    ``middleware=``) wins, as in deepagents, and is not added twice.
-    ``permissions`` are ``FilesystemPermission`` rules or dicts of their fields.
+def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
+    """Whether the root is deepagents' stack: ``choice``, else whether deepagents is installed.
 
     Raises:
-        MissingExtraError: deepagents is not installed.
-        ValueError: a permission rule is malformed or asks for ``"interrupt"``.
+        MissingExtraError: it is asked for (``choice`` or any of deepagents'
+            ``arguments`` given) and deepagents is not installed.
+        ValueError: ``choice`` is ``False`` and deepagents' ``arguments`` are given.
     """
-    asked = [name for name, value in (("backend", backend), ("skills", skills), ("memory", memory),
-                                      ("permissions", permissions)) if _given(value)]
-    if not asked:
-        return []
+    asked = [name for name, value in arguments.items() if _given(value)]
+    if choice is False:
+        if asked:
+            raise ValueError(f"create_deep_agent(): argument {asked[0]!r} is deepagents' and needs its stack; "
+                             "drop deepagents_stack=False")
+        return False
     try:
-        from deepagents.backends import StateBackend
-        from deepagents.middleware.filesystem import FilesystemMiddleware
-        from deepagents.middleware.memory import MemoryMiddleware
-        from deepagents.middleware.skills import SkillsMiddleware
+        import deepagents  # noqa: F401
     except ImportError:
-        raise MissingExtraError("create_deep_agent", asked) from None
+        if asked or choice:
+            raise MissingExtraError("create_deep_agent()", asked or ["deepagents_stack"]) from None
+        return False
+    return True
+
+
+def deepagents_agent(
+    model: str | BaseChatModel | None,
+    tools: Sequence[Any],
+    stack: Sequence[Any],
+    *,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    **arguments: Any,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """deepagents' ``create_deep_agent`` for the same arguments, with ``stack`` merged in as its ``middleware=``.
+
+    A middleware of ``stack`` named as one of deepagents' (our
+    ``SubAgentMiddleware``, a ``HumanInTheLoopMiddleware``, a caller's
+    ``FilesystemMiddleware``) replaces it in its place; the rest join after
+    deepagents' core, as deepagents places a caller's middleware.
+    """
+    from deepagents import create_deep_agent as deepagents_create_deep_agent
+
+    if model is not None:
+        graph = deepagents_create_deep_agent(model, list(tools), middleware=list(stack), **arguments)
+    else:
+        # deepagents' deprecation of model=None names its caller's line, which is ours: name the user's.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graph = deepagents_create_deep_agent(model, list(tools), middleware=list(stack), **arguments)
+        for warning in caught:
+            warnings.warn(warning.message, warning.category, stacklevel=3)
+    if interrupt_before or interrupt_after:  # create_agent's arguments, which deepagents does not take
+        graph = graph.copy(update={"interrupt_before_nodes": interrupt_before or [],
+                                   "interrupt_after_nodes": interrupt_after or []})
+    return graph
+
+
+def deepagents_file_tool_names(backend: Any, middleware: Sequence[Any]) -> list[str]:
+    """The file tools deepagents gives an agent and its subagents, unless ``middleware`` brings its own.
+
+    ``execute`` only over a backend that runs commands: deepagents offers it
+    to no model otherwise.
+    """
+    from deepagents import FilesystemMiddleware, FsToolName
+    from deepagents.backends.protocol import SandboxBackendProtocol
+
+    if any(isinstance(mw, FilesystemMiddleware) for mw in middleware):
+        return [t.name for mw in middleware if isinstance(mw, FilesystemMiddleware) for t in mw.tools]
+    names = get_args(FsToolName)
+    return [n for n in names if n != "execute" or isinstance(backend, SandboxBackendProtocol)]
+
+
+def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middleware: Sequence[Any],
+                                   model: BaseChatModel | None) -> list[Any]:
+    """Dict specs with the defaults deepagents gives each subagent: file tools, summarisation, tool-call patching.
+
+    The file tools are the root's (its tool node's ``ls``, ``write_file``
+    ...), named, so a child shares ``files`` with its parent and the
+    parent's approvals gate them; a spec that names no ``tools`` already
+    inherits them. deepagents' summarisation (over ``backend``, its
+    ``StateBackend`` by default) needs the child's model: a model object in
+    the spec, or the root's when the child inherits it and it is an object
+    (a model name is resolved only when the child is built). A spec's own
+    middleware of the same name replaces the default, as in deepagents.
+    """
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
+    from deepagents.middleware.summarization import create_summarization_middleware
+
+    names = deepagents_file_tool_names(backend, middleware)
     store = backend if backend is not None else StateBackend()
-    taken = {getattr(mw, "name", None) for mw in existing}
-    stack: list[Any] = []
-    if FilesystemMiddleware.__name__ not in taken:
-        stack.append(FilesystemMiddleware(backend=store, permissions=_permissions(permissions)))
-    if _given(skills) and SkillsMiddleware.__name__ not in taken:
-        stack.append(SkillsMiddleware(backend=store, sources=list(_paths("skills", skills))))
-    if _given(memory) and MemoryMiddleware.__name__ not in taken:
-        stack.append(MemoryMiddleware(backend=store, sources=list(_paths("memory", memory)), add_cache_control=True))
-    return stack
+    out: list[Any] = []
+    for spec in specs:
+        own_middleware = spec.get("middleware") if isinstance(spec, Mapping) else None
+        if (not isinstance(spec, Mapping) or "runnable" in spec
+                or not isinstance(own_middleware, list | tuple | None)):  # a bad field is refused when read
+            out.append(spec)
+            continue
+        changed = dict(spec)
+        own = spec.get("tools")
+        if isinstance(own, list | tuple):  # None inherits the file tools; anything else is refused when read
+            listed = {t if isinstance(t, str) else tool_name(t) for t in own}
+            changed["tools"] = [*own, *(n for n in names if n not in listed)]
+        child_model = spec.get("model") or model
+        defaults: list[Any] = [PatchToolCallsMiddleware()]
+        if isinstance(child_model, BaseChatModel):
+            defaults.insert(0, create_summarization_middleware(child_model, store))
+        taken = {getattr(mw, "name", None) for mw in own_middleware or ()}
+        changed["middleware"] = [*(mw for mw in defaults if mw.name not in taken), *(own_middleware or ())]
+        out.append(changed)
+    return out
 
 
 def deepagents_backend(
@@ -593,16 +675,16 @@ def deepagents_backend(
     skills: Sequence[str] | None = None,
     memory: Sequence[str] | None = None,
     permissions: Sequence[Any] | None = None,
+    default: bool = False,
 ) -> Any:
-    """The deepagents backend the agent's files live on: ``backend``, or deepagents' ``StateBackend`` default.
+    """The deepagents backend a spec's skill paths and rules are read on: ``backend``, or ``StateBackend``.
 
     As in deepagents, ``skills=``, ``memory=`` or ``permissions=`` without a
-    ``backend`` mean the ``files`` state key, and a spec's skill paths are
-    read from there too. ``None`` when none of the four was given (call
-    :func:`deepagents_root_middleware` first: it raises when the extra is
-    missing).
+    ``backend`` mean the ``files`` state key. ``None`` when none of the four
+    was given and not ``default``: the root's files are on deepagents' own
+    default, and a spec's ``skills`` stay folders on disk (see docs/migrating.md).
     """
-    if backend is not None or not any(_given(v) for v in (skills, memory, permissions)):
+    if backend is not None or not (default or any(_given(v) for v in (skills, memory, permissions))):
         return backend
     from deepagents.backends import StateBackend
 

@@ -26,6 +26,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def _own_stack_unless_deepagents_is_asked_for(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite checks this library's own stack, as built where the ``deepagents`` extra is not installed.
+
+    With the extra (the bench installs it), ``create_deep_agent`` builds
+    deepagents' own default stack; ``tests/deepagents_compat`` checks that
+    one, and here it is built only when a test asks for it (deepagents'
+    arguments, or ``deepagents_stack=True``).
+    """
+    if "deepagents_compat" in request.path.parts:
+        return
+    from deep_agent import factory
+
+    real = factory.uses_deepagents
+
+    def only_when_asked(choice: bool | None, **arguments: object) -> bool:
+        asked = choice is not None or any(factory._given(v) for v in arguments.values())
+        return real(choice if asked else False, **arguments)
+
+    monkeypatch.setattr(factory, "uses_deepagents", only_when_asked)
+
+
 @pytest.fixture(params=["sync", "async"])
 def run(request: pytest.FixtureRequest) -> Runner:
     """Each behavioural test runs twice: on ``invoke`` and on ``ainvoke``."""

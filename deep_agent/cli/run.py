@@ -220,6 +220,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         return create_deep_agent(
             model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
             checkpointer=checkpointer, sessions_dir=str(sessions), model_profiles=plan.profiles,
+            deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
             unknown_model=args.unknown_model, permission_mode=args.permission_mode,
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", background=True,
             prices=prices, budget=budget, skills_dirs=skills_dirs,
