@@ -46,7 +46,8 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, with_prompt_block, write_back
+from subagents.boundary import with_text_appended as with_text_appended  # where callers import it from
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records
@@ -548,31 +549,6 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     if not rows:
         return ""
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
-
-
-def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemMessage:
-    """``system`` with ``text`` after it, keeping every content block the caller gave.
-
-    A plain-text system message stays plain text (some OpenAI-compatible
-    servers take only strings); one made of content blocks keeps them, with
-    their provider fields such as Anthropic's ``cache_control``, and gains a
-    text block at the end, as LangChain's own ``TodoListMiddleware`` does.
-    """
-    if system is None or system == "":
-        return SystemMessage(content=text)
-    if isinstance(system, str):
-        return SystemMessage(content=f"{system}\n\n{text}")
-    if isinstance(system.content, str):
-        return system.model_copy(update={"content": f"{system.content}\n\n{text}" if system.content else text})
-    blocks: list[str | dict[str, Any]] = [*system.content, {"type": "text", "text": f"\n\n{text}"}]
-    return system.model_copy(update={"content": blocks})
-
-
-def with_prompt_block(request: ModelRequest, block: str) -> ModelRequest:
-    """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
-    if not block:
-        return request
-    return request.override(system_message=with_text_appended(request.system_message, block))
 
 
 def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:

@@ -82,6 +82,7 @@ from subagents.definitions.skills import SkillCatalog, available_skills_block, s
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
+from subagents.wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from subagents.definitions.mcp import McpToolset
@@ -740,6 +741,8 @@ def build_subagent(
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
+    # Chosen after the guard: it only takes tools away and adds its own line, so a bare child needs no guard for it.
+    middleware.append(WrapUp())
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first

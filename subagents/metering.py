@@ -423,6 +423,13 @@ class Budget:
             self.tokens += max(int(tokens), 0)  # counts already clamped one by one (token_count)
             self.usd += dollars(usd)
 
+    def room(self) -> tuple[float, float]:
+        """What a new call could still hold: ``(tokens, usd)`` left past what is spent and held (``inf``: no limit)."""
+        with self._lock:
+            tokens = math.inf if self.max_tokens is None else self.max_tokens - self.tokens - self.reserved
+            usd = math.inf if self.max_usd is None else self.max_usd - self.usd - self.reserved_usd
+        return tokens, usd
+
     def exhausted(self) -> str | None:
         """Why the budget is spent, or ``None`` while it is not."""
         spent = self._spent_error()
@@ -573,6 +580,11 @@ class TaskMeter(BaseCallbackHandler):
         as each tool call of the child starts (a live view shows what each child is doing and has spent)."""
         self.progress_about: dict[str, Any] = {}
         """What each progress event names first (the runner's: its type and the task's ids)."""
+        self.wrap_up_share: float | None = None
+        """The task ends with a wrap-up call (see :mod:`subagents.wrap_up`), the last once less than this share
+        of ``timeout_s`` is left; ``None``: no wrap-up, each limit ends the task with an error."""
+        self.wrapped_up: SubagentError | None = None
+        """The limit that made a model call of this task its wrap-up, once one was made."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -651,6 +663,63 @@ class TaskMeter(BaseCallbackHandler):
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
         self._check()
+
+    def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
+        """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
+
+        Turns: the next call is the ``max_turns``-th. Time: less than
+        :attr:`wrap_up_share` of ``timeout_s`` is left. Tokens and dollars (the
+        task's own limits and the shared budget): what is left covers the next
+        call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
+        learned for the model, and an output like this task's earlier ones)
+        but not two, so the wrap-up call itself still fits, reserved as any.
+        """
+        if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
+            return MaxTurnsReached(self.max_turns)
+        if (self.deadline is not None and self.timeout_s and self.wrap_up_share is not None
+                and self.deadline - time.monotonic() < self.wrap_up_share * self.timeout_s):
+            return TaskTimeout(f"reached its timeout_s limit ({self.timeout_s:g}s)", timeout_s=self.timeout_s)
+        budget = self.budget
+        scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
+        output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
+        prompt = math.ceil(token_count(estimate) * scale)
+        usd = cost_at(call_price(self.prices or (budget.prices if budget else None), model_name), prompt, output)
+        tokens = prompt + output
+        spent = self.charged_input_tokens + self.charged_output_tokens
+        if self.max_tokens is not None and spent + 2 * tokens > self.max_tokens:
+            return BudgetExceeded(f"reached its max_tokens limit ({self.max_tokens} tokens)",
+                                  limit=self.max_tokens, spent=spent, unit="tokens")
+        if self.max_usd is not None and self.cost_usd + 2 * usd > self.max_usd:
+            return BudgetExceeded(f"reached its max_budget_per_run limit (${self.max_usd:g})",
+                                  limit=self.max_usd, spent=self.cost_usd, unit="usd")
+        if budget is not None:
+            room_tokens, room_usd = budget.room()
+            if room_tokens < 2 * tokens:
+                return BudgetExceeded(f"reached the shared budget ({budget.max_tokens} tokens)",
+                                      limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
+            if room_usd < 2 * usd:
+                return BudgetExceeded(f"reached the shared budget (${budget.max_usd:g})",
+                                      limit=budget.max_usd, spent=budget.usd, unit="usd")
+        return None
+
+    def limits_line(self) -> str:
+        """One line for the child's prompt: what bounds this task, as it began (the same on every call, so a
+        provider's prompt cache still holds the conversation)."""
+        parts = []
+        if self.max_turns is not None:
+            parts.append(f"{self.max_turns} model calls")
+        if self.timeout_s:
+            parts.append(f"{self.timeout_s:g}s")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens} tokens")
+        if self.max_usd is not None:
+            parts.append(f"${self.max_usd:g}")
+        if self.budget is not None:
+            parts.append("a budget shared with other agents")
+        if not parts:
+            return ""
+        return (f"Limits of this task: at most {', '.join(parts)}. Your last model call, when a limit "
+                "is near, has no tools: answer then with what you have.")
 
     def _check(self) -> None:
         if self._stop is not None:
@@ -846,17 +915,26 @@ class TaskMeter(BaseCallbackHandler):
 
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
+_TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
 
 
 @contextlib.contextmanager
-def metered_apart() -> Iterator[None]:
+def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
     """Model calls made inside are counted by a meter of their own (a child's, a root call's): a
-    :class:`RunMeter` leaves them alone, so no call is charged twice."""
+    :class:`RunMeter` leaves them alone, so no call is charged twice. ``meter`` is a child's, which its
+    model-call wrap reads (:func:`task_meter`): the graph is built once, the meter is the task's."""
     token = _METERED_APART.set(True)
+    own = _TASK_METER.set(meter)
     try:
         yield
     finally:
+        _TASK_METER.reset(own)
         _METERED_APART.reset(token)
+
+
+def task_meter() -> TaskMeter | None:
+    """The meter of the task whose child runs here (see :func:`metered_apart`), or ``None``."""
+    return _TASK_METER.get()
 
 
 class RunMeter(TaskMeter):

@@ -46,6 +46,7 @@ from subagents.metering import Budget, PriceTable
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.spec import refuse_deepagents_arguments
 from subagents.truncation import RetryTruncatedSetting
+from subagents.wrap_up import DEFAULT_WRAP_UP_SHARE, WrapUpSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
@@ -111,6 +112,11 @@ class Limits(_Settings):
         short_answer_threshold: an answer shorter than this gets one request
             for a complete report (0: off).
         budget: a :class:`~subagents.Budget` shared by the parent and every child.
+        wrap_up: for specs that set none, the last model call a limit allows
+            is a wrap-up with no tools, so the task ends with the child's own
+            answer: ``True``, or the share of ``timeout_s`` left that starts it
+            (default 0.15); ``False``: each limit ends a task with an error
+            (see :mod:`subagents.wrap_up`).
     """
 
     max_concurrent_tasks: int | None = None
@@ -118,6 +124,7 @@ class Limits(_Settings):
     max_dynamic_subagents: int = 8
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
     budget: Budget | None = None
+    wrap_up: WrapUpSetting = DEFAULT_WRAP_UP_SHARE
 
     @field_validator("short_answer_threshold")
     @classmethod
