@@ -35,7 +35,7 @@ from xml.sax.saxutils import escape
 from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
@@ -46,8 +46,9 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, with_prompt_block, write_back
-from subagents.boundary import with_text_appended as with_text_appended  # where callers import it from
+from subagents.boundary import DELEGATION_TOOL_TAG, parent_channels, write_back
+from subagents.boundary import with_prompt_block as with_prompt_block  # where the middlewares import them from
+from subagents.boundary import with_text_appended as with_text_appended
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, merge_records

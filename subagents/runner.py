@@ -94,7 +94,7 @@ from subagents.registry import (
 )
 from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
 from subagents.transcripts import NO_TRANSCRIPT, sink_chooser
-from subagents.wrap_up import DEFAULT_WRAP_UP_SHARE, WrapUpSetting, cut_short_note, wrap_up_share
+from subagents.wrap_up import WrapUpSetting, cut_short_note, wrap_up_share
 
 if TYPE_CHECKING:
     from subagents.settings import DelegationSettings
@@ -621,7 +621,7 @@ class Delegation:
         self.events.append({"type": "transcript_error", "error": reason})
 
     def configure(self, spec: Any, *, prices: PriceTable | None, budget: Budget | None,
-                  metadata_key: str, wrap_up: WrapUpSetting = DEFAULT_WRAP_UP_SHARE) -> None:
+                  metadata_key: str, wrap_up: WrapUpSetting = True) -> None:
         """The meter (limits, budgets, wrap-up) and the child's run config."""
         built = not isinstance(spec, CompiledSubagent)
         # One handler: the recorder rides inside the meter, which sees each event after it.

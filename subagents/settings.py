@@ -46,7 +46,7 @@ from subagents.metering import Budget, PriceTable
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.spec import refuse_deepagents_arguments
 from subagents.truncation import RetryTruncatedSetting
-from subagents.wrap_up import DEFAULT_WRAP_UP_SHARE, WrapUpSetting
+from subagents.wrap_up import WrapUpSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
@@ -114,8 +114,8 @@ class Limits(_Settings):
         budget: a :class:`~subagents.Budget` shared by the parent and every child.
         wrap_up: for specs that set none, the last model call a limit allows
             is a wrap-up with no tools, so the task ends with the child's own
-            answer: ``True``, or the share of ``timeout_s`` left that starts it
-            (default 0.15); ``False``: each limit ends a task with an error
+            answer: ``True`` (the default, starting it when 0.15 of
+            ``timeout_s`` is left), or that share; ``False``: each limit ends a task with an error
             (see :mod:`subagents.wrap_up`).
     """
 
@@ -124,7 +124,7 @@ class Limits(_Settings):
     max_dynamic_subagents: int = 8
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
     budget: Budget | None = None
-    wrap_up: WrapUpSetting = DEFAULT_WRAP_UP_SHARE
+    wrap_up: WrapUpSetting = True
 
     @field_validator("short_answer_threshold")
     @classmethod

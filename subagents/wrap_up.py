@@ -93,12 +93,14 @@ class WrapUp(AgentMiddleware):
     def _plan(request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, ModelResponse[Any]]:
         meter = task_meter()
         if meter is None or meter.wrap_up_share is None:  # not run by the runner, or wrap-ups are off
-            return (yield request)
+            response: ModelResponse[Any] = yield request
+            return response
         request = with_prompt_block(request, meter.limits_line())
         estimate = prompt_estimate([request.system_message, *request.messages], {"tools": request.tools})
         stop = meter.last_call(estimate, _model_name(request.model))
         if stop is None:
-            return (yield request)
+            response = yield request
+            return response
         meter.wrapped_up = stop
         response = yield with_prompt_block(request, WRAP_UP_PROMPT).override(tools=[], tool_choice=None)
         return _without_tool_calls(response)
