@@ -296,7 +296,8 @@ class Budget:
         self._smallest_refused_usd: float | None = None
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
-             refuse: bool = True, alone_at_estimate: bool = False) -> tuple[int, float]:
+             refuse: bool = True, alone_at_estimate: bool = False,
+             instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
         """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
 
         The estimate is scaled by the ratio the budget learned for the model
@@ -307,9 +308,13 @@ class Budget:
         calls, which run alone), a call made while nothing else is held is let
         through when its estimate fits, still holding the clamp, and teaches
         the ratio. A call refused only for want of the ratio does not mark
-        the budget spent.
+        the budget spent. ``instead_of`` is room held for this call ahead of
+        it (:meth:`TaskMeter.last_call`), given back under the same lock, so
+        no sibling takes it between.
         """
         with self._lock:
+            self.reserved = max(0, self.reserved - instead_of[0])
+            self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
             scale = self._scales.get(model_name or "")
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
@@ -585,6 +590,11 @@ class TaskMeter(BaseCallbackHandler):
         of ``timeout_s`` is left; ``None``: no wrap-up, each limit ends the task with an error."""
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
+        self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self._room_held: tuple[int, float] | None = (0, 0.0)
+        """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
+        self._room_for_call: tuple[int, float] = (0, 0.0)
+        """The part of it the next call takes over as it is held (see :meth:`Budget.hold`)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -672,8 +682,16 @@ class TaskMeter(BaseCallbackHandler):
         task's own limits and the shared budget): what is left covers the next
         call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
         learned for the model, and an output like this task's earlier ones)
-        but not two, so the wrap-up call itself still fits, reserved as any.
+        but not the one after it (its prompt grown as much as this one's did
+        since the last call), so the wrap-up call itself still fits, reserved as any.
+        A task that goes on holds room in the shared budget for the next call
+        and its wrap-up (the next call takes its part over as it is held; the
+        rest is held until the next judgement, or :meth:`settle`): parallel
+        siblings nearing the limit together cannot take the room each one's
+        last call needs. The wrap-up call takes over all that is held.
         """
+        held = self._room_held or (0, 0.0)
+        self._room_for_call = held  # a wrap-up: the call takes over all that is held
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
             return MaxTurnsReached(self.max_turns)
         if (self.deadline is not None and self.timeout_s and self.wrap_up_share is not None
@@ -681,26 +699,58 @@ class TaskMeter(BaseCallbackHandler):
             return TaskTimeout(f"reached its timeout_s limit ({self.timeout_s:g}s)", timeout_s=self.timeout_s)
         budget = self.budget
         scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
+        price = call_price(self.prices or (budget.prices if budget else None), model_name)
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
-        prompt = math.ceil(token_count(estimate) * scale)
-        usd = cost_at(call_price(self.prices or (budget.prices if budget else None), model_name), prompt, output)
-        tokens = prompt + output
+        estimate = token_count(estimate)
+        grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
+        now, then = math.ceil(estimate * scale), math.ceil(grown * scale)  # this call's prompt, and the next's
+        last, last_usd = then + output, cost_at(price, then, output)
+        need, need_usd = now + output + last, cost_at(price, now, output) + last_usd
         spent = self.charged_input_tokens + self.charged_output_tokens
-        if self.max_tokens is not None and spent + 2 * tokens > self.max_tokens:
+        if self.max_tokens is not None and spent + need > self.max_tokens:
             return BudgetExceeded(f"reached its max_tokens limit ({self.max_tokens} tokens)",
                                   limit=self.max_tokens, spent=spent, unit="tokens")
-        if self.max_usd is not None and self.cost_usd + 2 * usd > self.max_usd:
+        if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
             return BudgetExceeded(f"reached its max_budget_per_run limit (${self.max_usd:g})",
                                   limit=self.max_usd, spent=self.cost_usd, unit="usd")
         if budget is not None:
             room_tokens, room_usd = budget.room()
-            if room_tokens < 2 * tokens:
+            room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
+            if room_tokens < need:
                 return BudgetExceeded(f"reached the shared budget ({budget.max_tokens} tokens)",
                                       limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
-            if room_usd < 2 * usd:
+            if room_usd < need_usd:
                 return BudgetExceeded(f"reached the shared budget (${budget.max_usd:g})",
                                       limit=budget.max_usd, spent=budget.usd, unit="usd")
+            self._hold_room(need, need_usd)
+            self._room_for_call = (now, cost_at(price, now, 0))
         return None
+
+    def settle(self) -> None:
+        """The task has ended: give back the room it held for its calls, and hold none from now on."""
+        self._hold_room(0, 0.0)
+        self._room_held = None
+
+    def _hold_room(self, tokens: int, usd: float) -> None:
+        with self._lock:
+            held, budget = self._room_held, self.budget
+            if held is None or budget is None:
+                return
+            self._room_held, self._room_for_call = (tokens, usd), (0, 0.0)
+        if held != (0, 0.0):
+            budget.release(*held)
+        if tokens or usd:
+            budget.reserve(tokens, usd, refuse=False)  # within the room just checked: it never passes the limit
+
+    def _room_taken_by_call(self) -> tuple[int, float]:
+        """The room held ahead for the call being sent, now its own (see :meth:`last_call`)."""
+        with self._lock:
+            wanted, self._room_for_call = self._room_for_call, (0, 0.0)
+            held = self._room_held or (0, 0.0)
+            taken = (min(wanted[0], held[0]), min(wanted[1], held[1]))  # never more than it holds
+            if self._room_held is not None:
+                self._room_held = (held[0] - taken[0], held[1] - taken[1])
+        return taken
 
     def limits_line(self) -> str:
         """One line for the child's prompt: what bounds this task, as it began (the same on every call, so a
@@ -718,8 +768,7 @@ class TaskMeter(BaseCallbackHandler):
             parts.append("a budget shared with other agents")
         if not parts:
             return ""
-        return (f"Limits of this task: at most {', '.join(parts)}. Your last model call, when a limit "
-                "is near, has no tools: answer then with what you have.")
+        return f"Limits: at most {', '.join(parts)}. Near one, your last call has no tools: answer then."
 
     def _check(self) -> None:
         if self._stop is not None:
@@ -868,6 +917,7 @@ class TaskMeter(BaseCallbackHandler):
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+                               instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
         return _Call(name, priced, estimate, *held)
 

@@ -960,11 +960,16 @@ class TaskRunner:
     @staticmethod
     @contextlib.contextmanager
     def _slot(run: Delegation, slot: Slot) -> Iterator[None]:
-        """The runner's share of the task's place; what still works for an abandoned child keeps its own."""
+        """The runner's share of the task's place; what still works for an abandoned child keeps its own.
+
+        However the task ends, the room its meter held in a shared budget for a wrap-up call is given back.
+        """
         run.slot = slot
         try:
             yield
         finally:
+            if run.meter is not None:
+                run.meter.settle()
             slot.release()
 
     # -- the plan, written once ---------------------------------------------

@@ -37,6 +37,7 @@ from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, StrictBool
 
 from subagents.boundary import with_prompt_block
@@ -52,10 +53,8 @@ WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=Fa
 """``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),
 or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, below 1)."""
 
-WRAP_UP_PROMPT = (
-    "This is your last model call: a limit of this task is reached and no tools are available now. "
-    "Give your best final answer with what you have found so far, and say briefly what is left undone."
-)
+WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
+                  "from what you have, and say what is undone.")
 """What the wrap-up call adds to the system prompt."""
 
 
@@ -96,7 +95,9 @@ class WrapUp(AgentMiddleware):
             response: ModelResponse[Any] = yield request
             return response
         request = with_prompt_block(request, meter.limits_line())
-        estimate = prompt_estimate([request.system_message, *request.messages], {"tools": request.tools})
+        # As the meter will estimate the call it sees: the messages, and the tool schemas as they are sent.
+        schemas = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+        estimate = prompt_estimate([request.system_message, *request.messages], {"tools": schemas})
         stop = meter.last_call(estimate, _model_name(request.model))
         if stop is None:
             response = yield request
