@@ -696,7 +696,7 @@ class TaskMeter(BaseCallbackHandler):
             return MaxTurnsReached(self.max_turns)
         if (self.deadline is not None and self.timeout_s and self.wrap_up_share is not None
                 and self.deadline - time.monotonic() < self.wrap_up_share * self.timeout_s):
-            return TaskTimeout(f"reached its timeout_s limit ({self.timeout_s:g}s)", timeout_s=self.timeout_s)
+            return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
         scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
         price = call_price(self.prices or (budget.prices if budget else None), model_name)
@@ -707,20 +707,24 @@ class TaskMeter(BaseCallbackHandler):
         last, last_usd = then + output, cost_at(price, then, output)
         need, need_usd = now + output + last, cost_at(price, now, output) + last_usd
         spent = self.charged_input_tokens + self.charged_output_tokens
+        # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
-            return BudgetExceeded(f"reached its max_tokens limit ({self.max_tokens} tokens)",
-                                  limit=self.max_tokens, spent=spent, unit="tokens")
+            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens, with the one more "
+                                  "call it had room for)", limit=self.max_tokens, spent=spent, unit="tokens")
         if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
-            return BudgetExceeded(f"reached its max_budget_per_run limit (${self.max_usd:g})",
-                                  limit=self.max_usd, spent=self.cost_usd, unit="usd")
+            return BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f}, with "
+                                  "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
+                                  unit="usd")
         if budget is not None:
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
             if room_tokens < need:
-                return BudgetExceeded(f"reached the shared budget ({budget.max_tokens} tokens)",
+                return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
+                                      f"limit {budget.max_tokens}; it had room for one more)",
                                       limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
             if room_usd < need_usd:
-                return BudgetExceeded(f"reached the shared budget (${budget.max_usd:g})",
+                return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
+                                      f"limit ${budget.max_usd:.4f}; it had room for one more)",
                                       limit=budget.max_usd, spent=budget.usd, unit="usd")
             self._hold_room(need, need_usd)
             self._room_for_call = (now, cost_at(price, now, 0))

@@ -41,7 +41,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, StrictBool
 
 from subagents.boundary import with_prompt_block
-from subagents.errors import SubagentError, safe_text
+from subagents.errors import BudgetExceeded, MaxTurnsReached, SubagentError, TaskTimeout
 from subagents.metering import prompt_estimate, task_meter
 from subagents.plans import adrive, drive
 
@@ -68,7 +68,15 @@ def wrap_up_share(own: WrapUpSetting | None, setting: WrapUpSetting) -> float | 
 
 def cut_short_note(stop: SubagentError) -> str:
     """The one line before a wrap-up's answer in the parent's ``ToolMessage``, naming the limit."""
-    return (f"[Cut short: this subagent {safe_text(stop, 200)}; below is its best answer with what it had, "
+    if isinstance(stop, MaxTurnsReached):
+        limit = f"its model calls (max_turns={stop.max_turns})"
+    elif isinstance(stop, TaskTimeout):
+        limit = f"its time (timeout_s={stop.timeout_s:g})"
+    elif isinstance(stop, BudgetExceeded) and stop.unit == "usd":
+        limit = f"dollars (${stop.limit:g})"
+    else:
+        limit = f"tokens ({stop.limit:g})" if isinstance(stop, BudgetExceeded) and stop.limit else "a limit"
+    return (f"[Cut short by its limit on {limit}: below is its best answer with what it had, "
             "given on its last call, without tools. It may be incomplete.]")
 
 
@@ -91,7 +99,8 @@ class WrapUp(AgentMiddleware):
     @staticmethod
     def _plan(request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, ModelResponse[Any]]:
         meter = task_meter()
-        if meter is None or meter.wrap_up_share is None:  # not run by the runner, or wrap-ups are off
+        # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
+        if meter is None or meter.wrap_up_share is None or not request.tools:
             response: ModelResponse[Any] = yield request
             return response
         request = with_prompt_block(request, meter.limits_line())

@@ -50,14 +50,13 @@ def nap(x: str) -> str:
 PRICES = {"scripted": (1.0, 1.0)}
 # limit -> (spec fields, create_deep_agent options, the stop reason, words of the cut-short line)
 LIMITS = {
-    "max_turns": ({"max_turns": 3}, {}, "max_turns", "max_turns limit (3 model calls)"),
-    "own tokens": ({"max_tokens": 3000}, {}, "budget", "max_tokens limit (3000 tokens)"),
-    "own dollars": ({"max_budget_per_run": 0.003}, {"prices": PRICES}, "budget", "max_budget_per_run limit"),
-    "shared tokens": ({}, {"budget": lambda: Budget(max_tokens=6000)}, "budget", "shared budget (6000 tokens)"),
-    "shared dollars": ({}, {"budget": lambda: Budget(max_usd=0.006, prices=PRICES)}, "budget",
-                       "shared budget ($0.006)"),
+    "max_turns": ({"max_turns": 3}, {}, "max_turns", "model calls (max_turns=3)"),
+    "own tokens": ({"max_tokens": 3000}, {}, "budget", "tokens (3000)"),
+    "own dollars": ({"max_budget_per_run": 0.003}, {"prices": PRICES}, "budget", "dollars ($0.003)"),
+    "shared tokens": ({}, {"budget": lambda: Budget(max_tokens=6000)}, "budget", "tokens (6000)"),
+    "shared dollars": ({}, {"budget": lambda: Budget(max_usd=0.006, prices=PRICES)}, "budget", "dollars ($0.006)"),
     # 95% of timeout_s left starts the wrap-up: the first nap (1.2s) uses more than 5% of 20s.
-    "time": ({"timeout_s": 20.0, "wrap_up": 0.95, "tools": ["nap"]}, {}, "timeout", "timeout_s limit (20s)"),
+    "time": ({"timeout_s": 20.0, "wrap_up": 0.95, "tools": ["nap"]}, {}, "timeout", "time (timeout_s=20)"),
 }
 
 
@@ -84,7 +83,7 @@ def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
     _, _, stop_reason, named = LIMITS[limit]
     first, _, rest = msg.content.partition("\n\n")
     assert msg.status == "success"
-    assert first.startswith("[Cut short:") and named in first and "\n" not in first
+    assert first.startswith("[Cut short by its limit on") and named in first and "\n" not in first
     assert rest == ANSWER
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
@@ -108,7 +107,7 @@ def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, backg
     wait_for(lambda: background.status(task_id) == "completed")
     fields = background.task(task_id).fields
     assert (fields["stop_reason"], fields["partial"]) == ("max_turns", True)
-    assert fields["result"].startswith("[Cut short: this subagent hit its max_turns limit (3 model calls)")
+    assert fields["result"].startswith("[Cut short by its limit on its model calls (max_turns=3)")
     assert fields["result"].endswith(ANSWER)
 
 
