@@ -741,8 +741,9 @@ def build_subagent(
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
-    # Chosen after the guard: it only takes tools away and adds its own line, so a bare child needs no guard for it.
-    middleware.append(WrapUp())
+    # Outermost, and after the guard is chosen (it only takes tools away and adds its own line): no middleware
+    # inside it can offer a tool or make a tool call on the wrap-up call (one forcing tool use sees none).
+    middleware.insert(0, WrapUp())
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first

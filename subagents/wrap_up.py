@@ -10,7 +10,8 @@ used, the time and the budget left, and before each model call:
   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
   that covers this call but not one more), makes it a wrap-up: no tools
-  offered and :data:`WRAP_UP_PROMPT` added, so the child answers with what it
+  offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
+  only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
   has. A reply that calls a tool anyway has its calls dropped (none runs);
   its text, if any, is the answer.
 
@@ -36,7 +37,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, StrictBool
 
@@ -55,7 +56,7 @@ or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, b
 
 WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
                   "from what you have, and say what is undone.")
-"""What the wrap-up call adds to the system prompt."""
+"""What the wrap-up call adds after the conversation, as a user's message for that call only."""
 
 
 def wrap_up_share(own: WrapUpSetting | None, setting: WrapUpSetting) -> float | None:
@@ -112,7 +113,10 @@ class WrapUp(AgentMiddleware):
             response = yield request
             return response
         meter.wrapped_up = stop
-        response = yield with_prompt_block(request, WRAP_UP_PROMPT).override(tools=[], tool_choice=None)
+        # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
+        # prompt, and a system line far above the tool results it just read is easily missed.
+        response = yield request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
+                                          tool_choice=None)
         return _without_tool_calls(response)
 
 

@@ -27,14 +27,14 @@ from subagents.wrap_up import WRAP_UP_PROMPT
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 
 
-def system_of(messages) -> str:
-    return "\n".join(m.text for m in messages if m.type == "system")
+def asked_to_wrap_up(messages) -> bool:
+    return bool(messages) and messages[-1].type == "human" and messages[-1].text == WRAP_UP_PROMPT
 
 
 def loops_until_told(tool_name: str = "echo"):
     """A child that calls a tool on every call, and answers only when asked for its last answer."""
     def reply(messages):
-        if WRAP_UP_PROMPT in system_of(messages):
+        if asked_to_wrap_up(messages):
             return ANSWER
         return {"tool_calls": [tool_call(tool_name, x="again")]}
     return reply
@@ -92,7 +92,7 @@ def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
     # The wrap-up is one call of the task's, counted, and offered no tools; every earlier call had them.
     assert record["model_calls"] == len(calls) >= 2
     assert calls[-1]["tools"] == [] and all(c["tools"] for c in calls[:-1])
-    assert WRAP_UP_PROMPT in calls[-1]["system"]
+    assert asked_to_wrap_up(calls[-1]["messages"]) and not any(asked_to_wrap_up(c["messages"]) for c in calls[:-1])
     if budget is not None:  # the wrap-up was reserved as any call: the shared limit still holds
         assert budget.tokens <= (budget.max_tokens or float("inf")) and budget.usd <= (budget.max_usd or float("inf"))
 
