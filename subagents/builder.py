@@ -743,7 +743,9 @@ def build_subagent(
     guard = guard_for(middleware, has_tools=has_tools)
     # Outermost, and after the guard is chosen (it only takes tools away and adds its own line): no middleware
     # inside it can offer a tool or make a tool call on the wrap-up call (one forcing tool use sees none).
-    middleware.insert(0, WrapUp())
+    # A child that can never be offered a tool has nothing to wrap up: each of its calls is an answer.
+    if has_tools:
+        middleware.insert(0, WrapUp())
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
