@@ -118,12 +118,11 @@ from subagents.boundary import DELEGATION_TOOL_NAMES
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
-from subagents.metering import Budget, PriceTable
+from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
-from subagents.wrap_up import WrapUpSetting
 
 if TYPE_CHECKING:
     from middleware.dynamic import DynamicSubagents
@@ -211,7 +210,7 @@ class SubAgentMiddleware(AgentMiddleware):
             no tools, so the task ends with its own answer, marked as cut
             short (``True``, the default; a number in (0, 1): the share of
             ``timeout_s`` left that starts it; ``False``: off; a spec's own
-            ``wrap_up`` wins; see :mod:`subagents.wrap_up`).
+            ``wrap_up`` wins; see :class:`subagents.metering.WrapUp`).
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).

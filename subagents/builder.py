@@ -80,9 +80,9 @@ from subagents.definitions.permissions import (
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
+from subagents.metering import WrapUp
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
-from subagents.wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from subagents.definitions.mcp import McpToolset

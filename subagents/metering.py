@@ -29,12 +29,15 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Annotated, Any, NamedTuple
 
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field, StrictBool
 
 from subagents.errors import (
     BudgetExceeded,
@@ -585,9 +588,9 @@ class TaskMeter(BaseCallbackHandler):
         as each tool call of the child starts (a live view shows what each child is doing and has spent)."""
         self.progress_about: dict[str, Any] = {}
         """What each progress event names first (the runner's: its type and the task's ids)."""
-        self.wrap_up_share: float | None = None
-        """The task ends with a wrap-up call (see :mod:`subagents.wrap_up`), the last once less than this share
-        of ``timeout_s`` is left; ``None``: no wrap-up, each limit ends the task with an error."""
+        self.wrap_up: WrapUpSetting | None = None
+        """Whether the task's last call a limit allows is a wrap-up (see :class:`WrapUp`): its setting as the runner
+        chose it (``True``, or the share of ``timeout_s`` left that starts it); ``None`` or ``False``: none."""
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
@@ -686,7 +689,7 @@ class TaskMeter(BaseCallbackHandler):
         since the last call), so the wrap-up call itself still fits, reserved as any.
         A task that goes on holds room in the shared budget for the next call
         and its wrap-up (the next call takes its part over as it is held; the
-        rest is held until the next judgement, or :meth:`settle`): parallel
+        rest is held until the next judgement, or :meth:`settled_usage`): parallel
         siblings nearing the limit together cannot take the room each one's
         last call needs. The wrap-up call takes over all that is held.
         """
@@ -694,8 +697,8 @@ class TaskMeter(BaseCallbackHandler):
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
             return MaxTurnsReached(self.max_turns)
-        if (self.deadline is not None and self.timeout_s and self.wrap_up_share is not None
-                and self.deadline - time.monotonic() < self.wrap_up_share * self.timeout_s):
+        share = DEFAULT_WRAP_UP_SHARE if self.wrap_up is True else self.wrap_up or 0.0
+        if self.deadline is not None and self.timeout_s and self.deadline - time.monotonic() < share * self.timeout_s:
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
         scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
@@ -730,10 +733,12 @@ class TaskMeter(BaseCallbackHandler):
             self._room_for_call = (now, cost_at(price, now, 0))
         return None
 
-    def settle(self) -> None:
-        """The task has ended: give back the room it held for its calls, and hold none from now on."""
+    def settled_usage(self) -> dict[str, Any]:
+        """The task has ended (or paused): its :meth:`usage`, once the room it held for its calls is given back
+        (it holds none from now on, whatever an abandoned child still does)."""
         self._hold_room(0, 0.0)
         self._room_held = None
+        return self.usage()
 
     def _hold_room(self, tokens: int, usd: float) -> None:
         with self._lock:
@@ -1205,3 +1210,126 @@ class RecordingMeter(TaskMeter):
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model answer: %r", exc)
         self._end_call(run_id, response)
+
+
+# ----------------------------------------------------------------------------
+# Limits end a task with an answer: the last call a limit allows is a wrap-up, with no tools.
+#
+# Every built child with tools has :class:`WrapUp` in its model-call wrap. It reads the
+# task's meter (:func:`subagents.metering.task_meter`), which knows the turns
+# used, the time and the budget left, and before each model call:
+#
+# * adds one line to the system prompt naming the task's limits
+#   (:meth:`~subagents.metering.TaskMeter.limits_line`);
+# * when that call is the last one a limit allows
+#   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
+#   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
+#   that covers this call but not one more), makes it a wrap-up: no tools
+#   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
+#   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
+#   has. A reply that calls a tool anyway has its calls dropped (none runs);
+#   its text, if any, is the answer.
+#
+# The runner then records the task as ``completed`` with the limit's
+# ``stop_reason`` and ``partial: true``, and the parent reads the answer after
+# one line saying it was cut short (:func:`cut_short_note`). A wrap-up that
+# gives no text fails the task with the limit's error, as without a wrap-up.
+# The call counts as any other in ``model_calls``, usage and budgets: a budget
+# is judged with room kept for it, so its bound on overshoot is unchanged.
+# A compiled subagent (a graph of the caller's) has no such wrap: its limits
+# end it with an error.
+#
+# Example::
+#
+#     SubagentSpec(name="researcher", description="...", max_turns=8)              # on: a share of 0.15
+#     SubagentSpec(name="researcher", description="...", wrap_up=0.3)             # earlier, for slow tools
+#     create_deep_agent(model, subagents=specs, wrap_up=False)                     # every limit is an error
+# ----------------------------------------------------------------------------
+
+
+DEFAULT_WRAP_UP_SHARE = 0.15
+"""The share of ``timeout_s`` left at which the next model call is the wrap-up: 9s of a 60s task. Enough
+for one call of most models, small enough that a task rarely stops early."""
+
+WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+"""``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),
+or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, below 1)."""
+
+WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
+                  "from what you have, and say what is undone.")
+"""What the wrap-up call adds after the conversation, as a user's message for that call only."""
+
+
+def cut_short_note(stop: SubagentError) -> str:
+    """The one line before a wrap-up's answer in the parent's ``ToolMessage``, naming the limit."""
+    if isinstance(stop, MaxTurnsReached):
+        limit = f"its model calls (max_turns={stop.max_turns})"
+    elif isinstance(stop, TaskTimeout):
+        limit = f"its time (timeout_s={stop.timeout_s:g})"
+    elif isinstance(stop, BudgetExceeded) and stop.unit == "usd":
+        limit = f"dollars (${stop.limit:g})"
+    else:
+        limit = f"tokens ({stop.limit:g})" if isinstance(stop, BudgetExceeded) and stop.limit else "a limit"
+    return (f"[Cut short by its limit on {limit}: below is its best answer with what it had, "
+            "given on its last call, without tools. It may be incomplete.]")
+
+
+class WrapUp(AgentMiddleware):
+    """A built child's limits line, and its last call as a wrap-up with no tools (see the section above)."""
+
+    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime)
+    keeps_model = True
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        request, wrapping = _wrap_up(request)
+        return _without_tool_calls(handler(request)) if wrapping else handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        request, wrapping = _wrap_up(request)
+        return _without_tool_calls(await handler(request)) if wrapping else await handler(request)
+
+
+def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
+    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``)."""
+    meter = task_meter()
+    # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
+    if meter is None or meter.wrap_up in (None, False) or not request.tools:
+        return request, False
+    line = meter.limits_line()
+    # As the middlewares add a prompt block: plain text stays plain (some servers take only strings); content
+    # blocks are kept with their provider fields (a cache mark) and gain one.
+    content = request.system_message.content if request.system_message is not None else ""
+    added = (f"{content}\n\n{line}" if content else line) if isinstance(content, str) else [
+        *content, {"type": "text", "text": f"\n\n{line}"}]
+    request = request.override(system_message=SystemMessage(content=added))
+    # As the meter will estimate the call it sees: the messages, and the tool schemas as they are sent.
+    schemas = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+    estimate = prompt_estimate([request.system_message, *request.messages], {"tools": schemas})
+    stop = meter.last_call(estimate, _name_of(request.model))
+    if stop is None:
+        return request, False
+    meter.wrapped_up = stop
+    # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
+    # prompt, and a system line far above the tool results it just read is easily missed.
+    return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
+                            tool_choice=None), True
+
+
+def _name_of(model: Any) -> str | None:
+    """The name a model object's calls are priced and learned under (as its invocation parameters give it)."""
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return name if isinstance(name, str) and name else None
+
+
+def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
+    """The wrap-up's reply with any tool call dropped: the limit allows no more steps, so none may run."""
+    if response.structured_response is not None:
+        return response
+    result = [m.model_copy(update={"content": m.text, "tool_calls": [], "invalid_tool_calls": []})
+              if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls) else m
+              for m in response.result]
+    return ModelResponse(result=result, structured_response=None)

@@ -148,7 +148,7 @@ class TaskRecord(BaseModel):
     retry is one more of ``model_calls``."""
     partial: bool = False
     """A limit cut the task short and ``result`` is the child's answer from its wrap-up call (the last
-    the limit allowed, with no tools; see :mod:`subagents.wrap_up`); ``stop_reason`` names the limit."""
+    the limit allowed, with no tools; see :class:`subagents.metering.WrapUp`); ``stop_reason`` names the limit."""
 
 
 @dataclasses.dataclass

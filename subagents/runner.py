@@ -73,7 +73,9 @@ from subagents.metering import (
     RecordingMeter,
     TaskMeter,
     TranscriptRecorder,
+    WrapUpSetting,
     check_prices,
+    cut_short_note,
     meter_for,
     metered_apart,
 )
@@ -94,7 +96,6 @@ from subagents.registry import (
 )
 from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
 from subagents.transcripts import NO_TRANSCRIPT, sink_chooser
-from subagents.wrap_up import WrapUpSetting, cut_short_note, wrap_up_share
 
 if TYPE_CHECKING:
     from subagents.settings import DelegationSettings
@@ -631,7 +632,8 @@ class Delegation:
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
-        meter.wrap_up_share = wrap_up_share(getattr(spec, "wrap_up", None), wrap_up)
+        own = getattr(spec, "wrap_up", None) if built else False  # a compiled graph's calls are not ours to wrap
+        meter.wrap_up = wrap_up if own is None else own
         # The meter sends progress straight to the stream: a live view's line, not a step of the task.
         meter.on_progress = self.call.emit
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
@@ -666,9 +668,10 @@ class Delegation:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def usage(self) -> dict[str, Any]:
+        """What the task spent, read as it ends, pauses or is cancelled: the room it held in a budget is freed."""
         if self.meter is None:
             return {}
-        return self.meter.usage()
+        return self.meter.settled_usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
         exc = _stood_in_for(exc)
@@ -960,16 +963,11 @@ class TaskRunner:
     @staticmethod
     @contextlib.contextmanager
     def _slot(run: Delegation, slot: Slot) -> Iterator[None]:
-        """The runner's share of the task's place; what still works for an abandoned child keeps its own.
-
-        However the task ends, the room its meter held in a shared budget for a wrap-up call is given back.
-        """
+        """The runner's share of the task's place; what still works for an abandoned child keeps its own."""
         run.slot = slot
         try:
             yield
         finally:
-            if run.meter is not None:
-                run.meter.settle()
             slot.release()
 
     # -- the plan, written once ---------------------------------------------

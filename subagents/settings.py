@@ -42,11 +42,10 @@ from subagents.definitions.models import ModelProfiles, UnknownModelPolicy
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SpecError
-from subagents.metering import Budget, PriceTable
+from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.spec import refuse_deepagents_arguments
 from subagents.truncation import RetryTruncatedSetting
-from subagents.wrap_up import WrapUpSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
@@ -116,7 +115,7 @@ class Limits(_Settings):
             is a wrap-up with no tools, so the task ends with the child's own
             answer: ``True`` (the default, starting it when 0.15 of
             ``timeout_s`` is left), or that share; ``False``: each limit ends a task with an error
-            (see :mod:`subagents.wrap_up`).
+            (see :class:`subagents.metering.WrapUp`).
     """
 
     max_concurrent_tasks: int | None = None

@@ -50,8 +50,8 @@ from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import check_skill_entry
 from subagents.errors import RemoteConfigError, SpecError, brief
+from subagents.metering import WrapUpSetting
 from subagents.truncation import RetryTruncatedSetting
-from subagents.wrap_up import WrapUpSetting
 
 # ----------------------------------------------------------------------------
 # Arguments deepagents takes that this library does not, and what to write instead.
@@ -343,7 +343,7 @@ class SubagentSpec(BaseModel):
     tools, so the task ends with the child's own answer, marked as cut short
     (``True``; a number in (0, 1): the share of ``timeout_s`` left that
     starts it; ``False``: each limit ends the task with an error; ``None``:
-    the caller's setting, on by default; see :mod:`subagents.wrap_up`).
+    the caller's setting, on by default; see :class:`subagents.metering.WrapUp`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)

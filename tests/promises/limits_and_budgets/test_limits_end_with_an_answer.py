@@ -8,6 +8,7 @@ tool; a wrap-up with no text, a crash, or wrap-ups turned off end the task with 
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
@@ -16,13 +17,16 @@ from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
 
 from deep_agent import create_deep_agent
+from deep_agent.cli.inspect import tasks_view
+from deep_agent.cli.live_view import TaskTree
 from deep_agent.cli.store import sync_row
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
 from subagents.definitions.agent_files import AgentFileError, load_agent_file
-from subagents.wrap_up import WRAP_UP_PROMPT
+from subagents.metering import WRAP_UP_PROMPT
 
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 
@@ -207,7 +211,15 @@ def test_an_agent_file_sets_wrap_up_and_a_bad_value_names_the_field(tmp_path):
 
 
 def test_the_tasks_views_show_a_cut_short_task_apart():
-    record = {"id": "abc", "agent_type": "looper", "status": "completed", "stop_reason": "budget", "partial": True,
-              "result": ANSWER, "started_at": 1.0}
-    assert sync_row(record).shown_status == "cut short (budget)"
-    assert sync_row({**record, "partial": False, "stop_reason": "completed"}).shown_status == "completed"
+    record = {"id": "abc123", "agent_type": "looper", "status": "completed", "stop_reason": "budget",
+              "partial": True, "result": ANSWER, "started_at": time.time(), "tool_call_id": "call_1"}
+    whole = {**record, "id": "def456", "partial": False, "stop_reason": "completed", "tool_call_id": "call_2"}
+    assert (sync_row(record).shown_status, sync_row(whole).shown_status) == ("cut short (budget)", "completed")
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(tasks_view("thread-1", [sync_row(record), sync_row(whole)], width=200))
+    tree = TaskTree("run")
+    tree.update({"subagent_tasks": {"abc123": record, "def456": whole}})
+    console.print(tree)
+    lines = console.export_text().splitlines()
+    assert sum("cut short (budget)" in line for line in lines) == 2  # a row in the table and one in the tree
+    assert sum("looper" in line and "completed" in line and "cut short" not in line for line in lines) == 2
