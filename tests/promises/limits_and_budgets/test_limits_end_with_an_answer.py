@@ -12,7 +12,7 @@ import io
 import time
 
 import pytest
-from helpers.background import background, start, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.background import NOTICE, background, notices, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -102,17 +102,20 @@ def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
 
 
 def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, background):
-    model = ScriptedChatModel(rules=[("PARENT", [start(("loop", "looper")), "started"])],
+    model = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT", [start(("loop", "looper")), "started"])],
                               default=loops_until_told())
     middleware = background([SubagentSpec(name="looper", description="l", tools=["echo"], max_turns=3)])
     agent = create_agent(model, [echo], middleware=[middleware], checkpointer=InMemorySaver())
-    out = run(agent, user("PARENT go"), {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}})
+    config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
+    out = run(agent, user("PARENT go"), config)
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "completed")
-    fields = background.task(task_id).fields
-    assert (fields["stop_reason"], fields["partial"]) == ("max_turns", True)
-    assert fields["result"].startswith("[Cut short by its limit on its model calls (max_turns=3)")
-    assert fields["result"].endswith(ANSWER)
+    out = run(agent, user("and now?"), config)  # the parent's next turn: the ledger and the notice
+    record = out["async_tasks"][task_id]
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("completed", "max_turns", True)
+    assert record["result"].startswith("[Cut short by its limit on its model calls (max_turns=3)")
+    assert record["result"].endswith(ANSWER)
+    assert any(ANSWER in text for text in notices(out))
 
 
 def counting_tool():
