@@ -101,20 +101,24 @@ def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
         assert budget.tokens <= (budget.max_tokens or float("inf")) and budget.usd <= (budget.max_usd or float("inf"))
 
 
-def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, background):
+@pytest.mark.parametrize("limit", list(LIMITS))
+def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, background, limit):
+    fields, extra, stop_reason, named = LIMITS[limit]
+    tools = fields.get("tools", ["echo"])
     model = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT", [start(("loop", "looper")), "started"])],
-                              default=loops_until_told())
-    middleware = background([SubagentSpec(name="looper", description="l", tools=["echo"], max_turns=3)])
-    agent = create_agent(model, [echo], middleware=[middleware], checkpointer=InMemorySaver())
+                              default=loops_until_told(tools[0]))
+    spec = SubagentSpec(name="looper", description="l", **{"max_turns": 200, **fields, "tools": tools})
+    middleware = background([spec], **{k: v() if callable(v) else v for k, v in extra.items()})
+    agent = create_agent(model, [echo, nap], middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
     out = run(agent, user("PARENT go"), config)
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "completed")
     out = run(agent, user("and now?"), config)  # the parent's next turn: the ledger and the notice
     record = out["async_tasks"][task_id]
-    assert (record["status"], record["stop_reason"], record["partial"]) == ("completed", "max_turns", True)
-    assert record["result"].startswith("[Cut short by its limit on its model calls (max_turns=3)")
-    assert record["result"].endswith(ANSWER)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("completed", stop_reason, True)
+    first, _, rest = record["result"].partition("\n\n")
+    assert first.startswith("[Cut short by its limit on") and named in first and rest == ANSWER
     assert any(ANSWER in text for text in notices(out))
 
 
