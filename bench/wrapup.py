@@ -15,8 +15,9 @@ before; deepagents has no limit of its own to compare, so ``theirs`` is null):
 * ``answered``: the share of limit-ended tasks whose ToolMessage carries the
   child's own answer (goal: at least 95%);
 * ``overshoot``: the most a shared budget was passed by, in its unit
-  (tokens, or millionths of a dollar), over its scenarios (goal: no more
-  than without the wrap-up, whose bound is one call's output per running call).
+  (tokens, or millionths of a dollar), over its scenarios; 0 when none was
+  passed (goal: no more than without the wrap-up, whose bound is one call's
+  output per running call). ``detail.closest`` is how near each came, signed.
 """
 
 from __future__ import annotations
@@ -122,14 +123,14 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     out = []
     for mode in ("invoke", "ainvoke"):
         answered: dict[bool, list[bool]] = {True: [], False: []}
-        overshoot: dict[bool, float] = {True: float("-inf"), False: float("-inf")}
+        closest: dict[bool, float] = {True: float("-inf"), False: float("-inf")}
         missed: list[str] = []
         for name, shape in scenarios.items():
             for wrap_up in (True, False):
                 carried, past = _run_scenario(shape, mode, wrap_up)
                 answered[wrap_up] += carried
                 if past is not None:
-                    overshoot[wrap_up] = max(overshoot[wrap_up], past)
+                    closest[wrap_up] = max(closest[wrap_up], past)
                 if wrap_up and not all(carried):
                     missed.append(f"{name}: {carried.count(False)} of {len(carried)}")
         share = {w: 100.0 * sum(v) / len(v) if v else 0.0 for w, v in answered.items()}
@@ -139,9 +140,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         out.append(record(f"{NAME}.{mode}.answered", unit="% of limit-ended tasks", ours=share[True], theirs=None,
                           goal=f"ours >= {GOAL_SHARE:g}%", met=share[True] >= GOAL_SHARE, sizes=sizes, notes=notes,
                           detail={"without_wrap_up": share[False]}))
+        past = {w: max(0.0, c) for w, c in closest.items()}
         out.append(record(f"{NAME}.{mode}.overshoot", unit="past a shared limit (tokens or micro-USD)",
-                          ours=overshoot[True], theirs=None, goal="ours <= without the wrap-up (the bound unchanged)",
-                          met=overshoot[True] <= overshoot[False], sizes=sizes,
-                          notes="the most any shared budget was passed by (negative: stopped short of it)",
-                          detail={"without_wrap_up": overshoot[False]}))
+                          ours=past[True], theirs=None, goal="ours <= without the wrap-up (the bound unchanged)",
+                          met=past[True] <= past[False], sizes=sizes,
+                          notes="the most any shared budget was passed by (0: none was)",
+                          detail={"without_wrap_up": past[False], "closest": closest[True],
+                                  "closest_without_wrap_up": closest[False]}))
     return out

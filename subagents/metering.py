@@ -36,7 +36,6 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, StrictBool
 
 from subagents.errors import (
@@ -594,6 +593,9 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self.extras_estimate = 0
+        """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
+        estimate of the next call's messages (the same schemas, without converting them again)."""
         self._room_held: tuple[int, float] | None = (0, 0.0)
         """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
         self._room_for_call: tuple[int, float] = (0, 0.0)
@@ -922,7 +924,8 @@ class TaskMeter(BaseCallbackHandler):
                 "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
         # The prompt as providers bill it (tool schemas and response format included): reserved before the
         # call, it bounds a shared budget's overshoot to one call's output per running call.
-        estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
+        self.extras_estimate = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
+        estimate = estimate_tokens(prompt) + self.extras_estimate
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
@@ -1306,9 +1309,8 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     added = (f"{content}\n\n{line}" if content else line) if isinstance(content, str) else [
         *content, {"type": "text", "text": f"\n\n{line}"}]
     request = request.override(system_message=SystemMessage(content=added))
-    # As the meter will estimate the call it sees: the messages, and the tool schemas as they are sent.
-    schemas = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
-    estimate = prompt_estimate([request.system_message, *request.messages], {"tools": schemas})
+    # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
+    estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
