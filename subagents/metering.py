@@ -682,8 +682,8 @@ class TaskMeter(BaseCallbackHandler):
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
         """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
 
-        Turns: the next call is the ``max_turns``-th. Time: less than
-        :attr:`wrap_up_share` of ``timeout_s`` is left. Tokens and dollars (the
+        Turns: the next call is the ``max_turns``-th. Time: less than the
+        :attr:`wrap_up` share of ``timeout_s`` is left. Tokens and dollars (the
         task's own limits and the shared budget): what is left covers the next
         call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
         learned for the model, and an output like this task's earlier ones)
@@ -1305,10 +1305,10 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     line = meter.limits_line()
     # As the middlewares add a prompt block: plain text stays plain (some servers take only strings); content
     # blocks are kept with their provider fields (a cache mark) and gain one.
-    content = request.system_message.content if request.system_message is not None else ""
-    added = (f"{content}\n\n{line}" if content else line) if isinstance(content, str) else [
-        *content, {"type": "text", "text": f"\n\n{line}"}]
-    request = request.override(system_message=SystemMessage(content=added))
+    system = request.system_message or SystemMessage(content="")
+    added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) else [
+        *system.content, {"type": "text", "text": f"\n\n{line}"}]
+    request = request.override(system_message=system.model_copy(update={"content": added}))
     # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
     estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
     stop = meter.last_call(estimate, _name_of(request.model))
