@@ -8,6 +8,7 @@ tool; a wrap-up with no text, a crash, or wrap-ups turned off end the task with 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import time
 
@@ -230,3 +231,41 @@ def test_the_tasks_views_show_a_cut_short_task_apart():
     lines = console.export_text().splitlines()
     assert sum("cut short (budget)" in line for line in lines) == 2  # a row in the table and one in the tree
     assert sum("looper" in line and "completed" in line and "cut short" not in line for line in lines) == 2
+
+
+class SlowToWrapUp(ScriptedChatModel):
+    """Calls its tool while it has tools; its wrap-up call takes longer than the task has left."""
+
+    wrap_ups: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if asked_to_wrap_up(messages):
+            self.wrap_ups.append(messages)
+            time.sleep(6)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        if asked_to_wrap_up(messages):
+            self.wrap_ups.append(messages)
+            await asyncio.sleep(6)
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def long_nap(x: str) -> str:
+    """A slower step of work."""
+    time.sleep(1.5)
+    return "rested"
+
+
+def test_a_wrap_up_call_that_runs_past_the_deadline_ends_the_task_as_a_timeout(run):
+    # 70% of 4s left starts the wrap-up: the first nap (1.5s) uses more than 30%; the wrap-up call then waits 6s.
+    child = SlowToWrapUp(default=loops_until_told("long_nap"))
+    parent = ScriptedChatModel(responses=parent_script(("loop", "looper")))
+    spec = {"name": "looper", "description": "l", "tools": ["long_nap"], "model": child, "max_turns": 200,
+            "timeout_s": 4.0, "wrap_up": 0.7}
+    out = run(create_deep_agent(parent, [long_nap], subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "timeout", False)
+    assert tool_messages(out)[0].content.startswith("Subagent 'looper' failed: timed out after 4s")
+    assert len(child.wrap_ups) == 1  # the wrap-up call was made, and ran over
