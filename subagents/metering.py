@@ -1222,8 +1222,8 @@ class RecordingMeter(TaskMeter):
 # task's meter (:func:`subagents.metering.task_meter`), which knows the turns
 # used, the time and the budget left, and before each model call:
 #
-# * adds one line to the system prompt naming the task's limits
-#   (:meth:`~subagents.metering.TaskMeter.limits_line`);
+# * from the task's second call on, adds one line to the system prompt
+#   naming the task's limits (:meth:`~subagents.metering.TaskMeter.limits_line`);
 # * when that call is the last one a limit allows
 #   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
 #   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
@@ -1302,13 +1302,16 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
     if meter is None or meter.wrap_up in (None, False) or not request.tools:
         return request, False
-    line = meter.limits_line()
-    # As the middlewares add a prompt block: plain text stays plain (some servers take only strings); content
-    # blocks are kept with their provider fields (a cache mark) and gain one.
-    system = request.system_message or SystemMessage(content="")
-    added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) else [
-        *system.content, {"type": "text", "text": f"\n\n{line}"}]
-    request = request.override(system_message=system.model_copy(update={"content": added}))
+    # From the task's second call on: its first is the plan it makes from the task alone, as without limits (a
+    # small model's tool arguments change with any line more), and a task done in one call never reads it.
+    line = meter.limits_line() if meter.model_calls else ""
+    if line:
+        # As the middlewares add a prompt block: plain text stays plain (some servers take only strings);
+        # content blocks are kept with their provider fields (a cache mark) and gain one.
+        system = request.system_message or SystemMessage(content="")
+        added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) \
+            else [*system.content, {"type": "text", "text": f"\n\n{line}"}]
+        request = request.override(system_message=system.model_copy(update={"content": added}))
     # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
     estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
     stop = meter.last_call(estimate, _name_of(request.model))

@@ -40,9 +40,13 @@ class EveryCallUsesATool(ForceToolUse):
 def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_model, mode):  # noqa: F811
     import asyncio
 
+    import httpx
+
     parent = ScriptedChatModel(responses=parent_script(("Tell me about tea.", "researcher")))
+    # A client of this test's own on ainvoke: the shared default one would stay bound to this test's event loop.
+    own = {"http_async_client": httpx.AsyncClient()} if mode == "ainvoke" else {}
     child = {"name": "researcher", "description": "Looks things up.", "system_prompt": "Look things up.",
-             "model": local_model.chat_model(max_tokens=32), "tools": [lookup], "max_turns": 3,
+             "model": local_model.chat_model(max_tokens=32, **own), "tools": [lookup], "max_turns": 3,
              "middleware": [EveryCallUsesATool()]}
     agent = create_deep_agent(parent, subagents=[child], general_purpose=False, short_answer_threshold=0)
     state = agent.invoke(user("go")) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go")))

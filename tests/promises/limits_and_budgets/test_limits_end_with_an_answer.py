@@ -177,13 +177,16 @@ def test_a_specs_own_wrap_up_wins_over_the_callers(run):
     assert records(out)[0]["partial"] is True
 
 
-def test_the_childs_prompt_names_its_limits(run):
-    model = ScriptedChatModel(rules=[("go", parent_script(("look", "looker")))], default="an answer")
-    spec = {"name": "looker", "description": "l", "max_turns": 5, "timeout_s": 60.0, "max_tokens": 9000}
+def test_the_childs_prompt_names_its_limits_from_its_second_call(run):
+    model = ScriptedChatModel(rules=[("go", parent_script(("look", "looker"))),
+                                     ("look", [{"tool_calls": [tool_call("echo", x="once")]}, "an answer"])])
+    spec = {"name": "looker", "description": "l", "tools": ["echo"], "max_turns": 5, "timeout_s": 60.0,
+            "max_tokens": 9000}
     out = run(create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=100_000)),
               user("go"), {"recursion_limit": 1000})
-    (call,) = [c for c in model.calls if any(m.text == "look" for m in c["messages"])]
-    line = next(line for line in call["system"].splitlines() if line.startswith("Limits: "))
+    first, second = [c for c in model.calls if any(m.text == "look" for m in c["messages"])]
+    assert "Limits: " not in first["system"]  # the plan from the task alone, as without limits
+    line = next(line for line in second["system"].splitlines() if line.startswith("Limits: "))
     assert all(part in line for part in ("5 model calls", "60s", "9000 tokens", "a budget shared"))
     (record,) = records(out)
     assert (record["stop_reason"], record["partial"]) == ("completed", False)  # no limit was near: no wrap-up
