@@ -296,6 +296,10 @@ class Budget:
         # budget is spent for every purpose (no new delegation starts), though short of its limit.
         self._smallest_refused: int | None = None
         self._smallest_refused_usd: float | None = None
+        # The least room a child foresaw it needed for a call and its wrap-up (TaskMeter.last_call): once what is
+        # spent leaves less, the budget is spent for new work, though a running child's last call still fits.
+        self._foreseen: int | None = None
+        self._foreseen_usd: float | None = None
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
              refuse: bool = True, alone_at_estimate: bool = False,
@@ -398,19 +402,27 @@ class Budget:
             key = model_name or ""
             self._scales[key] = max(scale, self._scales.get(key, scale))
 
-    def _spent_error(self) -> BudgetExceeded | None:
+    def foresee(self, tokens: int, usd: float) -> None:
+        """A child found no room for a call and its wrap-up (``tokens``, ``usd``): see :meth:`spent_error`."""
+        with self._lock:
+            self._foreseen = min(self._foreseen or tokens, tokens)
+            self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
+
+    def _spent_error(self, foreseen: bool = False) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
         if self.max_usd is not None and self.usd >= self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
                                   limit=self.max_usd, spent=self.usd, unit="usd")
-        need = self._smallest_refused
+        need, need_usd = self._smallest_refused, self._smallest_refused_usd
+        if foreseen:
+            need = min((n for n in (need, self._foreseen) if n is not None), default=None)
+            need_usd = min((n for n in (need_usd, self._foreseen_usd) if n is not None), default=None)
         if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
                                   f"too little is left for a call of ~{need})",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
-        need_usd = self._smallest_refused_usd
         if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f}: "
                                   f"too little is left for a call of ~${need_usd:.4f})",
@@ -438,13 +450,18 @@ class Budget:
         return tokens, usd
 
     def exhausted(self) -> str | None:
-        """Why the budget is spent, or ``None`` while it is not."""
-        spent = self._spent_error()
+        """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
+        spent = self._spent_error(foreseen=True)
         return None if spent is None else str(spent)
 
-    def spent_error(self) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``."""
-        return self._spent_error()
+    def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
+        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``.
+
+        ``foreseen``: judged for new work (a delegation, the parent's next call), the budget is also spent once
+        what is left cannot cover the room a child found too little for a call and its wrap-up (a new task
+        would only wrap up); a running child's own calls are judged without it, so its wrap-up call is made.
+        """
+        return self._spent_error(foreseen)
 
     def reset(self) -> None:
         with self._lock:
@@ -454,6 +471,8 @@ class Budget:
             self.reserved_usd = 0.0
             self._smallest_refused = None
             self._smallest_refused_usd = None
+            self._foreseen = None
+            self._foreseen_usd = None
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),
@@ -723,6 +742,8 @@ class TaskMeter(BaseCallbackHandler):
         if budget is not None:
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
+            if room_tokens < need or room_usd < need_usd:
+                budget.foresee(need, need_usd)  # a call and its wrap-up no longer fit: new work would only wrap up
             if room_tokens < need:
                 return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
                                       f"limit {budget.max_tokens}; it had room for one more)",

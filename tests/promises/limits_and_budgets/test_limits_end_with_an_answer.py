@@ -102,6 +102,19 @@ def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
         assert budget.tokens <= (budget.max_tokens or float("inf")) and budget.usd <= (budget.max_usd or float("inf"))
 
 
+def test_parallel_children_on_a_shared_budget_each_keep_room_for_their_answer(run):
+    budget = Budget(max_tokens=8000)
+    model = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}",
+                                                                       subagent_type="looper") for i in range(4)]},
+                                             "parent done"])],
+                              default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
+    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    done = records(out)
+    assert len(done) == 4 and all(r["partial"] and r["result"] == ANSWER for r in done), done
+    assert budget.reserved == 0  # every room held for a call and a wrap-up was given back
+
+
 @pytest.mark.parametrize("limit", list(LIMITS))
 def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, background, limit):
     fields, extra, stop_reason, named = LIMITS[limit]
