@@ -48,6 +48,7 @@ from bench import (
     retained,
     runaway,
     scale,
+    wrapup,
 )
 from bench.common import deepagents_version, dumps, use_peer
 
@@ -61,6 +62,7 @@ MEASURES: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
     memory.NAME: memory.run,
     budget.NAME: budget.run,
     footprint.NAME: footprint.run,
+    wrapup.NAME: wrapup.run,
 }
 """Measure name -> ``run(quick)``, in the order of the issue that defines them."""
 

@@ -121,6 +121,7 @@ def create_deep_agent(
     budget: Budget | None = None,
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
     retry_truncated: bool | Literal["brief", "more_tokens"] = False,
+    wrap_up: bool | float = True,
     force_delegation: ForceSetting = None,
     max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
     max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS,
@@ -183,8 +184,9 @@ def create_deep_agent(
         hooks: Claude Code hooks for the root (``PreToolUse``,
             ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
             around each ``task`` delegation); see :class:`subagents.definitions.HookMiddleware`.
-        sessions_dir, transcript_store, prices, budget, short_answer_threshold:
-            transcripts, usage and budgets, and short-answer continuation;
+        sessions_dir, transcript_store, prices, budget, short_answer_threshold, wrap_up:
+            transcripts, usage and budgets, short-answer continuation, and a
+            child's last call at a limit as a wrap-up with no tools;
             see :class:`middleware.SubAgentMiddleware`.
         retry_truncated: for every subagent whose spec sets none: a child's
             reply cut at the output token limit is asked for once more, with
@@ -274,6 +276,7 @@ def create_deep_agent(
         general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
         max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
         short_answer_threshold=short_answer_threshold, retry_truncated=retry_truncated, budget=budget,
+        wrap_up=wrap_up,
         sessions_dir=sessions_dir,
         transcript_store=transcript_store, prices=prices, background=background,
         background_subagents=[*background_subagents, *(s for s in subagents if is_async_spec(s))],

@@ -147,7 +147,7 @@ class RootBudget:
         self.agent_name = name
 
     def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
-        if self.budget.spent_error() is None:
+        if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
                     return handler(request)
@@ -163,7 +163,7 @@ class RootBudget:
                 return self._ended(None, str(refused))
 
     async def acall(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]) -> Any:
-        if self.budget.spent_error() is None:
+        if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
                     return await handler(request)

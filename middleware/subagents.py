@@ -118,7 +118,7 @@ from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
-from subagents.metering import Budget, PriceTable
+from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
@@ -162,7 +162,7 @@ __all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
 # The settings this middleware reads, given whole (settings=) or as keyword arguments.
 _SETTINGS_ARGUMENTS = frozenset({
     "general_purpose", "max_concurrent_tasks", "unknown_tools", "sessions_dir", "transcript_store", "prices",
-    "budget", "short_answer_threshold", "max_dynamic_subagents", "max_delegations",
+    "budget", "short_answer_threshold", "max_dynamic_subagents", "max_delegations", "wrap_up",
 })
 
 
@@ -206,6 +206,11 @@ class SubAgentMiddleware(AgentMiddleware):
             calls and every child's.
         short_answer_threshold: a child answer shorter than this gets one
             request for a complete report (0, the default: off).
+        wrap_up: the last model call a child's limit allows is a wrap-up with
+            no tools, so the task ends with its own answer, marked as cut
+            short (``True``, the default; a number in (0, 1): the share of
+            ``timeout_s`` left that starts it; ``False``: off; a spec's own
+            ``wrap_up`` wins; see :class:`subagents.metering.WrapUp`).
         build_options: model profiles, skills, risky tools and the parent's
             permission policy used when children are built (see
             :class:`subagents.BuildOptions`).
@@ -245,7 +250,7 @@ class SubAgentMiddleware(AgentMiddleware):
             ``max_concurrent_tasks``, ``unknown_tools``, ``sessions_dir``,
             ``transcript_store``, ``prices``, ``budget``,
             ``short_answer_threshold``, ``max_dynamic_subagents``,
-            ``max_delegations``) override its fields.
+            ``max_delegations``, ``wrap_up``) override its fields.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -284,6 +289,7 @@ class SubAgentMiddleware(AgentMiddleware):
         prices: PriceTable | None | Unset = UNSET,
         budget: Budget | None | Unset = UNSET,
         short_answer_threshold: int | Unset = UNSET,
+        wrap_up: WrapUpSetting | Unset = UNSET,
         settings: DelegationSettings | None = None,
         backend: Any = None,
         state_schema: type[Any] | None = None,
@@ -292,7 +298,7 @@ class SubAgentMiddleware(AgentMiddleware):
             general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
             max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
             unknown_tools=unknown_tools, sessions_dir=sessions_dir, transcript_store=transcript_store,
-            prices=prices, budget=budget, short_answer_threshold=short_answer_threshold,
+            prices=prices, budget=budget, short_answer_threshold=short_answer_threshold, wrap_up=wrap_up,
         )
         settings = DelegationSettings.from_arguments(
             "SubAgentMiddleware", arguments, base=settings, accepted=_SETTINGS_ARGUMENTS)

@@ -80,6 +80,7 @@ from subagents.definitions.permissions import (
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
+from subagents.metering import WrapUp
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
 
@@ -740,6 +741,11 @@ def build_subagent(
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
+    # Outermost, and after the guard is chosen (it only takes tools away and adds its own line): no middleware
+    # inside it can offer a tool or make a tool call on the wrap-up call (one forcing tool use sees none).
+    # A child that can never be offered a tool has nothing to wrap up: each of its calls is an answer.
+    if has_tools:
+        middleware.insert(0, WrapUp())
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first

@@ -29,12 +29,14 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Annotated, Any, NamedTuple
 
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import LLMResult
+from pydantic import Field, StrictBool
 
 from subagents.errors import (
     BudgetExceeded,
@@ -294,9 +296,14 @@ class Budget:
         # budget is spent for every purpose (no new delegation starts), though short of its limit.
         self._smallest_refused: int | None = None
         self._smallest_refused_usd: float | None = None
+        # The least room a child foresaw it needed for a call and its wrap-up (TaskMeter.last_call): once what is
+        # spent leaves less, the budget is spent for new work, though a running child's last call still fits.
+        self._foreseen: int | None = None
+        self._foreseen_usd: float | None = None
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
-             refuse: bool = True, alone_at_estimate: bool = False) -> tuple[int, float]:
+             refuse: bool = True, alone_at_estimate: bool = False,
+             instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
         """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
 
         The estimate is scaled by the ratio the budget learned for the model
@@ -307,9 +314,13 @@ class Budget:
         calls, which run alone), a call made while nothing else is held is let
         through when its estimate fits, still holding the clamp, and teaches
         the ratio. A call refused only for want of the ratio does not mark
-        the budget spent.
+        the budget spent. ``instead_of`` is room held for this call ahead of
+        it (:meth:`TaskMeter.last_call`), given back under the same lock, so
+        no sibling takes it between.
         """
         with self._lock:
+            self.reserved = max(0, self.reserved - instead_of[0])
+            self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
             scale = self._scales.get(model_name or "")
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
@@ -391,19 +402,27 @@ class Budget:
             key = model_name or ""
             self._scales[key] = max(scale, self._scales.get(key, scale))
 
-    def _spent_error(self) -> BudgetExceeded | None:
+    def foresee(self, tokens: int, usd: float) -> None:
+        """A child found no room for a call and its wrap-up (``tokens``, ``usd``): see :meth:`spent_error`."""
+        with self._lock:
+            self._foreseen = min(self._foreseen or tokens, tokens)
+            self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
+
+    def _spent_error(self, foreseen: bool = False) -> BudgetExceeded | None:
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
         if self.max_usd is not None and self.usd >= self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
                                   limit=self.max_usd, spent=self.usd, unit="usd")
-        need = self._smallest_refused
+        need, need_usd = self._smallest_refused, self._smallest_refused_usd
+        if foreseen:
+            need = min((n for n in (need, self._foreseen) if n is not None), default=None)
+            need_usd = min((n for n in (need_usd, self._foreseen_usd) if n is not None), default=None)
         if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
                                   f"too little is left for a call of ~{need})",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
-        need_usd = self._smallest_refused_usd
         if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f}: "
                                   f"too little is left for a call of ~${need_usd:.4f})",
@@ -423,14 +442,26 @@ class Budget:
             self.tokens += max(int(tokens), 0)  # counts already clamped one by one (token_count)
             self.usd += dollars(usd)
 
+    def room(self) -> tuple[float, float]:
+        """What a new call could still hold: ``(tokens, usd)`` left past what is spent and held (``inf``: no limit)."""
+        with self._lock:
+            tokens = math.inf if self.max_tokens is None else self.max_tokens - self.tokens - self.reserved
+            usd = math.inf if self.max_usd is None else self.max_usd - self.usd - self.reserved_usd
+        return tokens, usd
+
     def exhausted(self) -> str | None:
-        """Why the budget is spent, or ``None`` while it is not."""
-        spent = self._spent_error()
+        """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
+        spent = self._spent_error(foreseen=True)
         return None if spent is None else str(spent)
 
-    def spent_error(self) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``."""
-        return self._spent_error()
+    def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
+        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``.
+
+        ``foreseen``: judged for new work (a delegation, the parent's next call), the budget is also spent once
+        what is left cannot cover the room a child found too little for a call and its wrap-up (a new task
+        would only wrap up); a running child's own calls are judged without it, so its wrap-up call is made.
+        """
+        return self._spent_error(foreseen)
 
     def reset(self) -> None:
         with self._lock:
@@ -440,6 +471,8 @@ class Budget:
             self.reserved_usd = 0.0
             self._smallest_refused = None
             self._smallest_refused_usd = None
+            self._foreseen = None
+            self._foreseen_usd = None
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),
@@ -573,6 +606,19 @@ class TaskMeter(BaseCallbackHandler):
         as each tool call of the child starts (a live view shows what each child is doing and has spent)."""
         self.progress_about: dict[str, Any] = {}
         """What each progress event names first (the runner's: its type and the task's ids)."""
+        self.wrap_up: WrapUpSetting | None = None
+        """Whether the task's last call a limit allows is a wrap-up (see :class:`WrapUp`): its setting as the runner
+        chose it (``True``, or the share of ``timeout_s`` left that starts it); ``None`` or ``False``: none."""
+        self.wrapped_up: SubagentError | None = None
+        """The limit that made a model call of this task its wrap-up, once one was made."""
+        self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self.extras_estimate = 0
+        """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
+        estimate of the next call's messages (the same schemas, without converting them again)."""
+        self._room_held: tuple[int, float] | None = (0, 0.0)
+        """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
+        self._room_for_call: tuple[int, float] = (0, 0.0)
+        """The part of it the next call takes over as it is held (see :meth:`Budget.hold`)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -651,6 +697,110 @@ class TaskMeter(BaseCallbackHandler):
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
         self._check()
+
+    def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
+        """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
+
+        Turns: the next call is the ``max_turns``-th. Time: less than the
+        :attr:`wrap_up` share of ``timeout_s`` is left. Tokens and dollars (the
+        task's own limits and the shared budget): what is left covers the next
+        call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
+        learned for the model, and an output like this task's earlier ones)
+        but not the one after it (its prompt grown as much as this one's did
+        since the last call), so the wrap-up call itself still fits, reserved as any.
+        A task that goes on holds room in the shared budget for the next call
+        and its wrap-up (the next call takes its part over as it is held; the
+        rest is held until the next judgement, or :meth:`settled_usage`): parallel
+        siblings nearing the limit together cannot take the room each one's
+        last call needs. The wrap-up call takes over all that is held.
+        """
+        held = self._room_held or (0, 0.0)
+        self._room_for_call = held  # a wrap-up: the call takes over all that is held
+        if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
+            return MaxTurnsReached(self.max_turns)
+        share = DEFAULT_WRAP_UP_SHARE if self.wrap_up is True else self.wrap_up or 0.0
+        if self.deadline is not None and self.timeout_s and self.deadline - time.monotonic() < share * self.timeout_s:
+            return TaskTimeout("timed out", timeout_s=self.timeout_s)
+        budget = self.budget
+        scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
+        price = call_price(self.prices or (budget.prices if budget else None), model_name)
+        output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
+        estimate = token_count(estimate)
+        grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
+        now, then = math.ceil(estimate * scale), math.ceil(grown * scale)  # this call's prompt, and the next's
+        last, last_usd = then + output, cost_at(price, then, output)
+        need, need_usd = now + output + last, cost_at(price, now, output) + last_usd
+        spent = self.charged_input_tokens + self.charged_output_tokens
+        # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
+        if self.max_tokens is not None and spent + need > self.max_tokens:
+            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens, with the one more "
+                                  "call it had room for)", limit=self.max_tokens, spent=spent, unit="tokens")
+        if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
+            return BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f}, with "
+                                  "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
+                                  unit="usd")
+        if budget is not None:
+            room_tokens, room_usd = budget.room()
+            room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
+            if room_tokens < need or room_usd < need_usd:
+                budget.foresee(need, need_usd)  # a call and its wrap-up no longer fit: new work would only wrap up
+            if room_tokens < need:
+                return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
+                                      f"limit {budget.max_tokens}; it had room for one more)",
+                                      limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
+            if room_usd < need_usd:
+                return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
+                                      f"limit ${budget.max_usd:.4f}; it had room for one more)",
+                                      limit=budget.max_usd, spent=budget.usd, unit="usd")
+            self._hold_room(need, need_usd)
+            self._room_for_call = (now, cost_at(price, now, 0))
+        return None
+
+    def settled_usage(self) -> dict[str, Any]:
+        """The task has ended (or paused): its :meth:`usage`, once the room it held for its calls is given back
+        (it holds none from now on, whatever an abandoned child still does)."""
+        self._hold_room(0, 0.0)
+        self._room_held = None
+        return self.usage()
+
+    def _hold_room(self, tokens: int, usd: float) -> None:
+        with self._lock:
+            held, budget = self._room_held, self.budget
+            if held is None or budget is None:
+                return
+            self._room_held, self._room_for_call = (tokens, usd), (0, 0.0)
+        if held != (0, 0.0):
+            budget.release(*held)
+        if tokens or usd:
+            budget.reserve(tokens, usd, refuse=False)  # within the room just checked: it never passes the limit
+
+    def _room_taken_by_call(self) -> tuple[int, float]:
+        """The room held ahead for the call being sent, now its own (see :meth:`last_call`)."""
+        with self._lock:
+            wanted, self._room_for_call = self._room_for_call, (0, 0.0)
+            held = self._room_held or (0, 0.0)
+            taken = (min(wanted[0], held[0]), min(wanted[1], held[1]))  # never more than it holds
+            if self._room_held is not None:
+                self._room_held = (held[0] - taken[0], held[1] - taken[1])
+        return taken
+
+    def limits_line(self) -> str:
+        """One line for the child's prompt: what bounds this task, as it began (the same on every call, so a
+        provider's prompt cache still holds the conversation)."""
+        parts = []
+        if self.max_turns is not None:
+            parts.append(f"{self.max_turns} model calls")
+        if self.timeout_s:
+            parts.append(f"{self.timeout_s:g}s")
+        if self.max_tokens is not None:
+            parts.append(f"{self.max_tokens} tokens")
+        if self.max_usd is not None:
+            parts.append(f"${self.max_usd:g}")
+        if self.budget is not None:
+            parts.append("a budget shared with other agents")
+        if not parts:
+            return ""
+        return f"Limits: at most {', '.join(parts)}. Near one, your last call has no tools: answer then."
 
     def _check(self) -> None:
         if self._stop is not None:
@@ -795,10 +945,12 @@ class TaskMeter(BaseCallbackHandler):
                 "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
         # The prompt as providers bill it (tool schemas and response format included): reserved before the
         # call, it bounds a shared budget's overshoot to one call's output per running call.
-        estimate = prompt_estimate(prompt, kwargs.get("invocation_params"))
+        self.extras_estimate = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
+        estimate = estimate_tokens(prompt) + self.extras_estimate
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+                               instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
         return _Call(name, priced, estimate, *held)
 
@@ -846,17 +998,26 @@ class TaskMeter(BaseCallbackHandler):
 
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
+_TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
 
 
 @contextlib.contextmanager
-def metered_apart() -> Iterator[None]:
+def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
     """Model calls made inside are counted by a meter of their own (a child's, a root call's): a
-    :class:`RunMeter` leaves them alone, so no call is charged twice."""
+    :class:`RunMeter` leaves them alone, so no call is charged twice. ``meter`` is a child's, which its
+    model-call wrap reads (:func:`task_meter`): the graph is built once, the meter is the task's."""
     token = _METERED_APART.set(True)
+    own = _TASK_METER.set(meter)
     try:
         yield
     finally:
+        _TASK_METER.reset(own)
         _METERED_APART.reset(token)
+
+
+def task_meter() -> TaskMeter | None:
+    """The meter of the task whose child runs here (see :func:`metered_apart`), or ``None``."""
+    return _TASK_METER.get()
 
 
 class RunMeter(TaskMeter):
@@ -1073,3 +1234,128 @@ class RecordingMeter(TaskMeter):
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model answer: %r", exc)
         self._end_call(run_id, response)
+
+
+# ----------------------------------------------------------------------------
+# Limits end a task with an answer: the last call a limit allows is a wrap-up, with no tools.
+#
+# Every built child with tools has :class:`WrapUp` in its model-call wrap. It reads the
+# task's meter (:func:`subagents.metering.task_meter`), which knows the turns
+# used, the time and the budget left, and before each model call:
+#
+# * from the task's second call on, adds one line to the system prompt
+#   naming the task's limits (:meth:`~subagents.metering.TaskMeter.limits_line`);
+# * when that call is the last one a limit allows
+#   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
+#   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
+#   that covers this call but not one more), makes it a wrap-up: no tools
+#   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
+#   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
+#   has. A reply that calls a tool anyway has its calls dropped (none runs);
+#   its text, if any, is the answer.
+#
+# The runner then records the task as ``completed`` with the limit's
+# ``stop_reason`` and ``partial: true``, and the parent reads the answer after
+# one line saying it was cut short (:func:`cut_short_note`). A wrap-up that
+# gives no text fails the task with the limit's error, as without a wrap-up.
+# The call counts as any other in ``model_calls``, usage and budgets: a budget
+# is judged with room kept for it, so its bound on overshoot is unchanged.
+# A compiled subagent (a graph of the caller's) has no such wrap: its limits
+# end it with an error.
+#
+# Example::
+#
+#     SubagentSpec(name="researcher", description="...", max_turns=8)              # on: a share of 0.15
+#     SubagentSpec(name="researcher", description="...", wrap_up=0.3)             # earlier, for slow tools
+#     create_deep_agent(model, subagents=specs, wrap_up=False)                     # every limit is an error
+# ----------------------------------------------------------------------------
+
+
+DEFAULT_WRAP_UP_SHARE = 0.15
+"""The share of ``timeout_s`` left at which the next model call is the wrap-up: 9s of a 60s task. Enough
+for one call of most models, small enough that a task rarely stops early."""
+
+WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+"""``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),
+or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, below 1)."""
+
+WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
+                  "from what you have, and say what is undone.")
+"""What the wrap-up call adds after the conversation, as a user's message for that call only."""
+
+
+def cut_short_note(stop: SubagentError) -> str:
+    """The one line before a wrap-up's answer in the parent's ``ToolMessage``, naming the limit."""
+    if isinstance(stop, MaxTurnsReached):
+        limit = f"its model calls (max_turns={stop.max_turns})"
+    elif isinstance(stop, TaskTimeout):
+        limit = f"its time (timeout_s={stop.timeout_s:g})"
+    elif isinstance(stop, BudgetExceeded) and stop.unit == "usd":
+        limit = f"dollars (${stop.limit:g})"
+    else:
+        limit = f"tokens ({stop.limit:g})" if isinstance(stop, BudgetExceeded) and stop.limit else "a limit"
+    return (f"[Cut short by its limit on {limit}: below is its best answer with what it had, "
+            "given on its last call, without tools. It may be incomplete.]")
+
+
+class WrapUp(AgentMiddleware):
+    """A built child's limits line, and its last call as a wrap-up with no tools (see the section above)."""
+
+    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime)
+    keeps_model = True
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        request, wrapping = _wrap_up(request)
+        return _without_tool_calls(handler(request)) if wrapping else handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        request, wrapping = _wrap_up(request)
+        return _without_tool_calls(await handler(request)) if wrapping else await handler(request)
+
+
+def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
+    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``)."""
+    meter = task_meter()
+    # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
+    if meter is None or meter.wrap_up in (None, False) or not request.tools:
+        return request, False
+    # From the task's second call on: its first is the plan it makes from the task alone, as without limits (a
+    # small model's tool arguments change with any line more), and a task done in one call never reads it.
+    line = meter.limits_line() if meter.model_calls else ""
+    if line:
+        # As the middlewares add a prompt block: plain text stays plain (some servers take only strings);
+        # content blocks are kept with their provider fields (a cache mark) and gain one.
+        system = request.system_message or SystemMessage(content="")
+        added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) \
+            else [*system.content, {"type": "text", "text": f"\n\n{line}"}]
+        request = request.override(system_message=system.model_copy(update={"content": added}))
+    # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
+    estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
+    stop = meter.last_call(estimate, _name_of(request.model))
+    if stop is None:
+        return request, False
+    meter.wrapped_up = stop
+    # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
+    # prompt, and a system line far above the tool results it just read is easily missed.
+    return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
+                            tool_choice=None), True
+
+
+def _name_of(model: Any) -> str | None:
+    """The name a model object's calls are priced and learned under (as its invocation parameters give it)."""
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return name if isinstance(name, str) and name else None
+
+
+def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
+    """The wrap-up's reply with any tool call dropped: the limit allows no more steps, so none may run."""
+    if response.structured_response is not None:
+        return response
+    result = [m.model_copy(update={"content": m.text, "tool_calls": [], "invalid_tool_calls": []})
+              if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls) else m
+              for m in response.result]
+    return ModelResponse(result=result, structured_response=None)

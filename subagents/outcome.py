@@ -146,6 +146,9 @@ class TaskRecord(BaseModel):
     truncated_retries: int = 0
     """Replies cut at the token limit that were asked for once more (``retry_truncated``); each
     retry is one more of ``model_calls``."""
+    partial: bool = False
+    """A limit cut the task short and ``result`` is the child's answer from its wrap-up call (the last
+    the limit allowed, with no tools; see :class:`subagents.metering.WrapUp`); ``stop_reason`` names the limit."""
 
 
 @dataclasses.dataclass

@@ -73,7 +73,9 @@ from subagents.metering import (
     RecordingMeter,
     TaskMeter,
     TranscriptRecorder,
+    WrapUpSetting,
     check_prices,
+    cut_short_note,
     meter_for,
     metered_apart,
 )
@@ -620,8 +622,8 @@ class Delegation:
         self.events.append({"type": "transcript_error", "error": reason})
 
     def configure(self, spec: Any, *, prices: PriceTable | None, budget: Budget | None,
-                  metadata_key: str) -> None:
-        """The meter (limits, budgets) and the child's run config."""
+                  metadata_key: str, wrap_up: WrapUpSetting = True) -> None:
+        """The meter (limits, budgets, wrap-up) and the child's run config."""
         built = not isinstance(spec, CompiledSubagent)
         # One handler: the recorder rides inside the meter, which sees each event after it.
         meter = meter_for(self.sink)
@@ -630,6 +632,8 @@ class Delegation:
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
+        own = getattr(spec, "wrap_up", None) if built else False  # a compiled graph's calls are not ours to wrap
+        meter.wrap_up = wrap_up if own is None else own
         # The meter sends progress straight to the stream: a live view's line, not a step of the task.
         meter.on_progress = self.call.emit
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
@@ -664,9 +668,10 @@ class Delegation:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def usage(self) -> dict[str, Any]:
+        """What the task spent, read as it ends, pauses or is cancelled: the room it held in a budget is freed."""
         if self.meter is None:
             return {}
-        return self.meter.usage()
+        return self.meter.settled_usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
         exc = _stood_in_for(exc)
@@ -749,17 +754,18 @@ def _stood_in_for(exc: BaseException) -> BaseException:
 
 
 @contextlib.contextmanager
-def traced_as_subagent() -> Iterator[None]:
+def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
     """Child runs started inside (or in tasks and threads copying this context) reach LangSmith as a subagent's.
 
     ``ls_agent_type="subagent"`` rides in LangSmith's own tracing context, which
     its tracer reads, as in deepagents; in the child's run config it would also
     reach every callback handler and streamed event's metadata. The rest of the
     current tracing context (parent run, client, project, tags) is kept.
+    ``meter`` is the task's, which the child's model-call wrap reads.
     """
     current: dict[str, Any] = dict(get_tracing_context())
     with (tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}),
-          metered_apart()):  # the child's own meter counts its calls: the root run's must not count them again
+          metered_apart(meter)):  # the child's own meter counts its calls: the root run's must not count them again
         yield
 
 
@@ -771,10 +777,10 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     """
     remaining = run.remaining()
     if remaining is None:
-        with traced_as_subagent():
+        with traced_as_subagent(run.meter):
             return run.graph.invoke(inputs, run.config)
     outcome: dict[str, Any] = {}
-    with traced_as_subagent():
+    with traced_as_subagent(run.meter):
         context = contextvars.copy_context()
     slot = run.slot
 
@@ -810,7 +816,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
         slot = current_slot() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
-    with running_in(slot), traced_as_subagent():
+    with running_in(slot), traced_as_subagent(run.meter):
         child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
     slot.share()
     child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended
@@ -891,6 +897,7 @@ class TaskRunner:
         self.prices = check_prices(seen.prices) if seen.prices is not None else (budget.prices if budget else None)
         self.budget = budget
         self.short_answer_threshold = limits.short_answer_threshold
+        self.wrap_up = limits.wrap_up
         self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
         self._paused_usage: dict[str, dict[str, Any]] = {}
         self._paused_lock = threading.Lock()
@@ -973,7 +980,13 @@ class TaskRunner:
                 messages = result.get("messages") if isinstance(result, Mapping) else None
                 return self._fail(run, stop, final_messages=messages)
             own = run.short_answer_threshold  # an agent's own setting wins over the runner's
-            read = ChildAnswer.of(result, self.short_answer_threshold if own is None else own)
+            wrapped = run.meter.wrapped_up if run.meter is not None else None
+            # A wrap-up's answer is the last a limit allows: no request for a longer one follows it.
+            read = ChildAnswer.of(result, 0 if wrapped else self.short_answer_threshold if own is None else own)
+            if wrapped is not None:
+                if not read.answer:  # nothing said (or only tool calls, which never ran): the limit's error
+                    return self._fail(run, wrapped, final_messages=result.get("messages"))
+                return self._finish(run, result, read.answer, read, cut_short_by=wrapped)
             answer, follow_up = read.answer, read.follow_up
             if follow_up is not None:
                 try:
@@ -1025,7 +1038,8 @@ class TaskRunner:
             setup = set_up_child(self.registry, call, self.blocked_keys)
             run.resolve(setup.spec, call.graph or setup.graph, setup.prepared, setup.record_extra)
             run.open_transcript(self.new_sink)
-            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY)
+            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
+                          wrap_up=self.wrap_up)
             self._resume_usage(run)
         except UnknownSubagent as exc:
             return self._refuse(run, safe_text(exc), "invalid_call")
@@ -1063,15 +1077,21 @@ class TaskRunner:
         run.ran_s = carried["ran_s"]
         run.started_at = carried["started_at"]
 
-    def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer) -> TaskOutcome:
+    def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer,
+                cut_short_by: SubagentError | None = None) -> TaskOutcome:
+        """A completed task; ``cut_short_by``: the limit whose wrap-up call gave its answer (``partial``)."""
         run.close_transcript(result.get("messages"))
         # A reply cut at the token limit still answers: completed, with the stop reason saying so.
         usage = run.usage()  # read once: the record and the event carry the same figures
-        record = self._record(run, "truncated" if read.cut_short else "completed", answer=answer, usage=usage)
+        stop_reason = cut_short_by.stop_reason if cut_short_by else "truncated" if read.cut_short else "completed"
+        record = self._record(run, stop_reason, answer=answer, usage=usage)
         record["truncated_retries"] = read.truncated_retries
-        run.emit("completed", duration_ms=record["duration_ms"], **usage)
+        record["partial"] = cut_short_by is not None
+        cut = {"stop_reason": stop_reason, "partial": True} if cut_short_by else {}
+        run.emit("completed", duration_ms=record["duration_ms"], **cut, **usage)
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
-        return TaskOutcome(record, answer=answer, changes=changes, inputs=run.inputs, events=run.events)
+        told = f"{cut_short_note(cut_short_by)}\n\n{answer}" if cut_short_by else answer
+        return TaskOutcome(record, answer=told, changes=changes, inputs=run.inputs, events=run.events)
 
     def _fail(self, run: Delegation, exc: BaseException, *, final_messages: Any = None) -> TaskOutcome:
         stop_reason, reason = run.explain(exc)
@@ -1115,6 +1135,7 @@ class TaskRunner:
             "transcript_error": None,  # a lost transcript's reason comes in record_extra
             "skipped_writes": None,
             "truncated_retries": 0,
+            "partial": False,
             **run.record_extra,
         }
 

@@ -42,7 +42,7 @@ from subagents.definitions.models import ModelProfiles, UnknownModelPolicy
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SpecError
-from subagents.metering import Budget, PriceTable
+from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.spec import refuse_deepagents_arguments
 from subagents.truncation import RetryTruncatedSetting
@@ -111,6 +111,11 @@ class Limits(_Settings):
         short_answer_threshold: an answer shorter than this gets one request
             for a complete report (0: off).
         budget: a :class:`~subagents.Budget` shared by the parent and every child.
+        wrap_up: for specs that set none, the last model call a limit allows
+            is a wrap-up with no tools, so the task ends with the child's own
+            answer: ``True`` (the default, starting it when 0.15 of
+            ``timeout_s`` is left), or that share; ``False``: each limit ends a task with an error
+            (see :class:`subagents.metering.WrapUp`).
     """
 
     max_concurrent_tasks: int | None = None
@@ -118,6 +123,7 @@ class Limits(_Settings):
     max_dynamic_subagents: int = 8
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
     budget: Budget | None = None
+    wrap_up: WrapUpSetting = True
 
     @field_validator("short_answer_threshold")
     @classmethod

@@ -50,6 +50,7 @@ from subagents.definitions.models import check_model_name
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import check_skill_entry
 from subagents.errors import RemoteConfigError, SpecError, brief
+from subagents.metering import WrapUpSetting
 from subagents.truncation import RetryTruncatedSetting
 
 # ----------------------------------------------------------------------------
@@ -338,6 +339,11 @@ class SubagentSpec(BaseModel):
     ``retry_truncated`` asks once more for a reply cut at the token limit
     (``True``, ``"brief"``, ``"more_tokens"``; ``False``: never; ``None``:
     the caller's setting, off by default; see :mod:`subagents.truncation`).
+    ``wrap_up`` makes the last model call a limit allows a wrap-up with no
+    tools, so the task ends with the child's own answer, marked as cut short
+    (``True``; a number in (0, 1): the share of ``timeout_s`` left that
+    starts it; ``False``: each limit ends the task with an error; ``None``:
+    the caller's setting, on by default; see :class:`subagents.metering.WrapUp`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -369,6 +375,7 @@ class SubagentSpec(BaseModel):
     source: str | None = None
     retries: int = Field(default=0, ge=0, le=10, strict=True)
     retry_truncated: RetryTruncatedSetting | None = None
+    wrap_up: WrapUpSetting | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
@@ -586,6 +593,7 @@ class SubAgent(TypedDict):
     short_answer_threshold: NotRequired[int]
     retries: NotRequired[int]
     retry_truncated: NotRequired[bool | str]
+    wrap_up: NotRequired[bool | float]
 
 
 class AsyncSubAgent(TypedDict):

@@ -89,7 +89,7 @@ def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, widt
     for row in rows:
         kind = row.kind if row.kind != "background" else f"background {row.runner} #{row.attempt or 1}"
         outcome = " ".join(row.outcome.split())
-        lines.append((row.id[:8], row.agent_type, kind, row.status, row.timing(), str(row.model_calls),
+        lines.append((row.id[:8], row.agent_type, kind, row.shown_status, row.timing(), str(row.model_calls),
                       str(row.tokens), outcome if full else clipped(outcome, OUTCOME_CHARS)))
     if width >= TABLE_MIN_WIDTH:
         table = Table(title=title)

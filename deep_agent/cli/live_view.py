@@ -35,7 +35,15 @@ from rich.text import Text
 from rich.tree import Tree
 
 from deep_agent.cli.errors import with_hint
-from deep_agent.cli.store import DELEGATION_TOOLS, TaskRow, background_row, invalid_call_rows, seconds_text, sync_row
+from deep_agent.cli.store import (
+    DELEGATION_TOOLS,
+    TaskRow,
+    background_row,
+    cut_short_by,
+    invalid_call_rows,
+    seconds_text,
+    sync_row,
+)
 from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
@@ -381,14 +389,16 @@ class TaskTree:
 
     def _line(self, row: TaskRow, now: float) -> Text:
         status = row.status
+        cut = row.shown_status != status  # completed with a wrap-up's partial answer
+        style = "yellow" if cut else _STYLE.get(status, "")
         line = Text()
-        line.append(f"{_ICON.get(status, '·')} ", style=_STYLE.get(status, ""))
+        line.append(f"{'~' if cut else _ICON.get(status, '·')} ", style=style)
         # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
-        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, _STYLE.get(status, "")))
+        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, style))
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")
-        line.append(f"  {printable(row.id[:8])}  {printable(status)}  {row.timing(now)}",
+        line.append(f"  {printable(row.id[:8])}  {printable(row.shown_status)}  {row.timing(now)}",
                     style="dim" if status in ("running", "pending") else "")
         if row.tokens:
             line.append(f"  {row.tokens} tokens")
@@ -444,6 +454,7 @@ def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
         waiting_s=_seconds(event.get("waited_s")) or 0.0, paused_since=_seconds(event.get("paused_since")),
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
+        cut_short=cut_short_by(event),
     )
 
 

@@ -471,10 +471,17 @@ class TaskRow:
     runner: str | None = None
     attempt: int | None = None
     transcript: str | None = None
+    cut_short: str | None = None
+    """The limit (its stop reason) that cut the task short: its result is its wrap-up answer, partial."""
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def shown_status(self) -> str:
+        """The status as the views print it: a completed task a limit cut short says so, and which limit."""
+        return f"cut short ({self.cut_short})" if self.cut_short and self.status == "completed" else self.status
 
     @property
     def outcome(self) -> str:
@@ -520,6 +527,7 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
         result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
+        cut_short=cut_short_by(record),
     )
 
 
@@ -534,8 +542,14 @@ def background_row(record: Mapping[str, Any]) -> TaskRow:
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
         result=record.get("result"), error=with_hint(record.get("error")), runner=record.get("runner"),
-        attempt=record.get("attempt"), transcript=record.get("transcript"),
+        attempt=record.get("attempt"), transcript=record.get("transcript"), cut_short=cut_short_by(record),
     )
+
+
+def cut_short_by(record: Mapping[str, Any]) -> str | None:
+    """The limit that cut a record's task short (``partial``: its answer came from the wrap-up call), or ``None``."""
+    reason = record.get("stop_reason")
+    return str(reason) if record.get("partial") is True and isinstance(reason, str) else None
 
 
 def invalid_call_rows(messages: Iterable[Any], known_calls: set[str]) -> list[TaskRow]:

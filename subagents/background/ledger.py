@@ -82,6 +82,10 @@ class AsyncTaskRecord(BaseModel):
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    stop_reason: str | None = None
+    """A local task's last run: why it ended (``max_turns``, ``budget``, ``timeout`` with ``partial``)."""
+    partial: bool = False
+    """A limit cut the last run short: ``result`` is its wrap-up answer, after one line naming the limit."""
     attempt: int = 1
     turns: int = 1
     """Runs of the child conversation so far: the first, then one per follow-up."""

@@ -501,7 +501,8 @@ class LocalTaskRunner:
             # The task's own session stands in for the child graph: it continues the conversation.
             task.session.graph = self.registry.graph(call.subagent_type, parent_model=call.parent_model,
                                                      parent_tools=call.parent_tools)
-            record = (await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))).record
+            outcome = await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))
+            record = outcome.record
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
                 await self._settle(task, status="error", error=record.get("error"), finished_at=now(),
                                    announced=False, transcript=record.get("transcript"))
@@ -513,7 +514,9 @@ class LocalTaskRunner:
                 return
             leftover = self.runtime.inboxes.take(task.id)
             if not leftover:
-                await self._settle(task, status="completed", result=record.get("result") or "",
+                # A wrap-up's answer (partial) reaches the parent as a task's does: after the line naming the limit.
+                await self._settle(task, status="completed", result=outcome.answer or "",
+                                   stop_reason=record.get("stop_reason"), partial=bool(record.get("partial")),
                                    finished_at=now(), announced=False, transcript=record.get("transcript"))
                 # Steering sent while the end listeners were told (the task still read running, so it was
                 # queued) has no run left to read it: it starts one, as a follow-up would a moment later.

@@ -69,6 +69,7 @@ FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "max_tokens": ("max_tokens", "maxTokens"),
     "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
     "retry_truncated": ("retry_truncated", "retryTruncated"),
+    "wrap_up": ("wrap_up", "wrapUp"),
     "timeout_s": ("timeout_s", "timeoutS"),
     "recursion_limit": ("recursion_limit", "recursionLimit"),
     "permission_mode": ("permission_mode", "permissionMode"),
@@ -107,8 +108,9 @@ _FIELD_EXPECTED: Mapping[str, str] = {
     "max_tokens": "a positive integer (tokens)",
     "short_answer_threshold": "a non-negative integer (characters; 0: off)",
     "retry_truncated": "true, false, brief or more_tokens",
+    "wrap_up": "true, false, or the share of timeout_s left that starts the wrap-up (above 0, below 1)",
 }
-_SEVERAL_TYPES = ("retry_truncated",)
+_SEVERAL_TYPES = ("retry_truncated", "wrap_up")
 """Fields of more than one type: their own expectation, not the first type's error."""
 _NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
 

@@ -18,7 +18,7 @@ import pytest
 from helpers import REPO as ROOT
 
 FIELDS = {"measure", "unit", "ours", "theirs", "ratio", "goal", "met", "sizes", "notes"}
-PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap")
+PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap", "wrapup.")
 """Records with no deepagents counterpart: theirs is always null."""
 
 

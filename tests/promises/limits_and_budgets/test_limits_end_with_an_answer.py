@@ -1,0 +1,287 @@
+"""Limits end a task with an answer: the last call a limit allows is a wrap-up, with no tools.
+
+Each limit that can be foreseen (turns, time, the task's own tokens and dollars, the shared budget's) gives
+a looping child one last call without tools; its answer reaches the parent marked as cut short in one line,
+and the record says ``partial`` with the limit's ``stop_reason``. A reply that calls a tool anyway runs no
+tool; a wrap-up with no text, a crash, or wrap-ups turned off end the task with an error, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+
+import pytest
+from helpers.background import NOTICE, background, notices, start, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.graphs import echo, parent_script, records, tool_messages, user
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
+
+from deep_agent import create_deep_agent
+from deep_agent.cli.inspect import tasks_view
+from deep_agent.cli.live_view import TaskTree
+from deep_agent.cli.store import sync_row
+from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents import Budget, SpecError, SubagentSpec
+from subagents.definitions.agent_files import AgentFileError, load_agent_file
+from subagents.metering import WRAP_UP_PROMPT
+
+ANSWER = "Found so far: fact A and fact B; fact C is still open."
+
+
+def asked_to_wrap_up(messages) -> bool:
+    return bool(messages) and messages[-1].type == "human" and messages[-1].text == WRAP_UP_PROMPT
+
+
+def loops_until_told(tool_name: str = "echo"):
+    """A child that calls a tool on every call, and answers only when asked for its last answer."""
+    def reply(messages):
+        if asked_to_wrap_up(messages):
+            return ANSWER
+        return {"tool_calls": [tool_call(tool_name, x="again")]}
+    return reply
+
+
+@tool
+def nap(x: str) -> str:
+    """A slow step of work."""
+    time.sleep(1.2)
+    return "rested"
+
+
+PRICES = {"scripted": (1.0, 1.0)}
+# limit -> (spec fields, create_deep_agent options, the stop reason, words of the cut-short line)
+LIMITS = {
+    "max_turns": ({"max_turns": 3}, {}, "max_turns", "model calls (max_turns=3)"),
+    "own tokens": ({"max_tokens": 3000}, {}, "budget", "tokens (3000)"),
+    "own dollars": ({"max_budget_per_run": 0.003}, {"prices": PRICES}, "budget", "dollars ($0.003)"),
+    "shared tokens": ({}, {"budget": lambda: Budget(max_tokens=6000)}, "budget", "tokens (6000)"),
+    "shared dollars": ({}, {"budget": lambda: Budget(max_usd=0.006, prices=PRICES)}, "budget", "dollars ($0.006)"),
+    # 95% of timeout_s left starts the wrap-up: the first nap (1.2s) uses more than 5% of 20s.
+    "time": ({"timeout_s": 20.0, "wrap_up": 0.95, "tools": ["nap"]}, {}, "timeout", "time (timeout_s=20)"),
+}
+
+
+def looping_agent(limit: str, **options):
+    fields, extra, _, _ = LIMITS[limit]
+    tools = fields.get("tools", ["echo"])
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))],
+                              default=loops_until_told(tools[0]))
+    spec = {"name": "looper", "description": "l", "tools": tools, "max_turns": 200, **fields}
+    built = {k: v() if callable(v) else v for k, v in extra.items()}
+    agent = create_deep_agent(model, [echo, nap], subagents=[spec], **built, **options)
+    return agent, model, built.get("budget")
+
+
+def child_calls(model):
+    return [c for c in model.calls if any(m.text == "loop" for m in c["messages"])]
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+def test_each_limit_ends_a_looping_child_with_its_own_answer(run, limit):
+    agent, model, budget = looping_agent(limit)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (msg,) = tool_messages(out)
+    _, _, stop_reason, named = LIMITS[limit]
+    first, _, rest = msg.content.partition("\n\n")
+    assert msg.status == "success"
+    assert first.startswith("[Cut short by its limit on") and named in first and "\n" not in first
+    assert rest == ANSWER
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", stop_reason, True, ANSWER)
+    calls = child_calls(model)
+    # The wrap-up is one call of the task's, counted, and offered no tools; every earlier call had them.
+    assert record["model_calls"] == len(calls) >= 2
+    assert calls[-1]["tools"] == [] and all(c["tools"] for c in calls[:-1])
+    assert asked_to_wrap_up(calls[-1]["messages"]) and not any(asked_to_wrap_up(c["messages"]) for c in calls[:-1])
+    if budget is not None:  # the wrap-up was reserved as any call: the shared limit still holds
+        assert budget.tokens <= (budget.max_tokens or float("inf")) and budget.usd <= (budget.max_usd or float("inf"))
+
+
+def test_parallel_children_on_a_shared_budget_each_keep_room_for_their_answer(run):
+    budget = Budget(max_tokens=8000)
+    model = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}",
+                                                                       subagent_type="looper") for i in range(4)]},
+                                             "parent done"])],
+                              default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
+    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    done = records(out)
+    assert len(done) == 4 and all(r["partial"] and r["result"] == ANSWER for r in done), done
+    assert budget.reserved == 0  # every room held for a call and a wrap-up was given back
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
+def test_a_background_task_cut_short_by_a_limit_hands_back_its_answer(run, background, limit):
+    fields, extra, stop_reason, named = LIMITS[limit]
+    tools = fields.get("tools", ["echo"])
+    model = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT", [start(("loop", "looper")), "started"])],
+                              default=loops_until_told(tools[0]))
+    spec = SubagentSpec(name="looper", description="l", **{"max_turns": 200, **fields, "tools": tools})
+    middleware = background([spec], **{k: v() if callable(v) else v for k, v in extra.items()})
+    agent = create_agent(model, [echo, nap], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
+    out = run(agent, user("PARENT go"), config)
+    (task_id,) = started_ids(out["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    out = run(agent, user("and now?"), config)  # the parent's next turn: the ledger and the notice
+    record = out["async_tasks"][task_id]
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("completed", stop_reason, True)
+    first, _, rest = record["result"].partition("\n\n")
+    assert first.startswith("[Cut short by its limit on") and named in first and rest == ANSWER
+    assert any(ANSWER in text for text in notices(out))
+
+
+def counting_tool():
+    ran = []
+
+    @tool
+    def work(x: str) -> str:
+        """One step of work."""
+        ran.append(x)
+        return "done"
+
+    return work, ran
+
+
+@pytest.mark.parametrize("text", ["Notes so far: fact A.", ""])
+def test_a_tool_called_on_the_wrap_up_call_never_runs(run, text):
+    work, ran = counting_tool()
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))],
+                              default={"content": text, "tool_calls": [tool_call("work", x="more")]})
+    agent = create_deep_agent(model, [work], subagents=[{"name": "looper", "description": "l", "tools": ["work"],
+                                                          "max_turns": 3}])
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    (msg,) = tool_messages(out)
+    assert len(ran) == 2 and record["model_calls"] == 3  # the third call's tool call was dropped
+    if text:  # the reply's text is its answer, cut short by the limit
+        assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+            "completed", "max_turns", True, text)
+        assert msg.content.endswith(text)
+    else:  # nothing said: the limit's error, as without a wrap-up
+        assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "max_turns", False)
+        assert msg.content.startswith("Subagent 'looper' failed: hit its max_turns limit (3 model calls)")
+
+
+@pytest.mark.parametrize("where", ["spec", "create_deep_agent"])
+def test_wrap_ups_turned_off_end_each_limit_with_an_error(run, where):
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 3}
+    if where == "spec":
+        agent = create_deep_agent(model, [echo], subagents=[{**spec, "wrap_up": False}])
+    else:
+        agent = create_deep_agent(model, [echo], subagents=[spec], wrap_up=False)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "max_turns", False)
+    calls = child_calls(model)
+    assert all(c["tools"] == ["echo"] and "Limits: " not in c["system"] for c in calls)
+
+
+def test_a_specs_own_wrap_up_wins_over_the_callers(run):
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 3, "wrap_up": True}
+    out = run(create_deep_agent(model, [echo], subagents=[spec], wrap_up=False), user("go"), {"recursion_limit": 1000})
+    assert records(out)[0]["partial"] is True
+
+
+def test_the_childs_prompt_names_its_limits_from_its_second_call(run):
+    model = ScriptedChatModel(rules=[("go", parent_script(("look", "looker"))),
+                                     ("look", [{"tool_calls": [tool_call("echo", x="once")]}, "an answer"])])
+    spec = {"name": "looker", "description": "l", "tools": ["echo"], "max_turns": 5, "timeout_s": 60.0,
+            "max_tokens": 9000}
+    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=100_000)),
+              user("go"), {"recursion_limit": 1000})
+    first, second = [c for c in model.calls if any(m.text == "look" for m in c["messages"])]
+    assert "Limits: " not in first["system"]  # the plan from the task alone, as without limits
+    line = next(line for line in second["system"].splitlines() if line.startswith("Limits: "))
+    assert all(part in line for part in ("5 model calls", "60s", "9000 tokens", "a budget shared"))
+    (record,) = records(out)
+    assert (record["stop_reason"], record["partial"]) == ("completed", False)  # no limit was near: no wrap-up
+
+
+def test_a_crash_is_still_an_error(run):
+    calls = iter(range(100))
+
+    def crashes_second(messages):
+        if next(calls) == 1:
+            raise RuntimeError("the model's server fell over")
+        return {"tool_calls": [tool_call("echo", x="again")]}
+
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=crashes_second)
+    agent = create_deep_agent(model, [echo], subagents=[{"name": "looper", "description": "l", "tools": ["echo"],
+                                                          "max_turns": 3}])
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["partial"]) == ("error", False)
+    assert "fell over" in tool_messages(out)[0].content
+
+
+def test_an_agent_file_sets_wrap_up_and_a_bad_value_names_the_field(tmp_path):
+    good = tmp_path / "slow.md"
+    good.write_text("---\nname: slow\ndescription: d\nwrap_up: 0.3\n---\nWork.\n")
+    assert load_agent_file(good).wrap_up == 0.3
+    bad = tmp_path / "bad.md"
+    bad.write_text("---\nname: bad\ndescription: d\nwrap_up: 2\n---\nWork.\n")
+    with pytest.raises(AgentFileError, match="wrap_up"):
+        load_agent_file(bad)
+    with pytest.raises((SpecError, ValueError), match="wrap_up"):
+        SubagentSpec(name="x", description="d", wrap_up=1.0)
+
+
+def test_the_tasks_views_show_a_cut_short_task_apart():
+    record = {"id": "abc123", "agent_type": "looper", "status": "completed", "stop_reason": "budget",
+              "partial": True, "result": ANSWER, "started_at": time.time(), "tool_call_id": "call_1"}
+    whole = {**record, "id": "def456", "partial": False, "stop_reason": "completed", "tool_call_id": "call_2"}
+    assert (sync_row(record).shown_status, sync_row(whole).shown_status) == ("cut short (budget)", "completed")
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(tasks_view("thread-1", [sync_row(record), sync_row(whole)], width=200))
+    tree = TaskTree("run")
+    tree.update({"subagent_tasks": {"abc123": record, "def456": whole}})
+    console.print(tree)
+    lines = console.export_text().splitlines()
+    assert sum("cut short (budget)" in line for line in lines) == 2  # a row in the table and one in the tree
+    assert sum("looper" in line and "completed" in line and "cut short" not in line for line in lines) == 2
+
+
+class SlowToWrapUp(ScriptedChatModel):
+    """Calls its tool while it has tools; its wrap-up call takes longer than the task has left."""
+
+    wrap_ups: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if asked_to_wrap_up(messages):
+            self.wrap_ups.append(messages)
+            time.sleep(6)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        if asked_to_wrap_up(messages):
+            self.wrap_ups.append(messages)
+            await asyncio.sleep(6)
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def long_nap(x: str) -> str:
+    """A slower step of work."""
+    time.sleep(1.5)
+    return "rested"
+
+
+def test_a_wrap_up_call_that_runs_past_the_deadline_ends_the_task_as_a_timeout(run):
+    # 70% of 4s left starts the wrap-up: the first nap (1.5s) uses more than 30%; the wrap-up call then waits 6s.
+    child = SlowToWrapUp(default=loops_until_told("long_nap"))
+    parent = ScriptedChatModel(responses=parent_script(("loop", "looper")))
+    spec = {"name": "looper", "description": "l", "tools": ["long_nap"], "model": child, "max_turns": 200,
+            "timeout_s": 4.0, "wrap_up": 0.7}
+    out = run(create_deep_agent(parent, [long_nap], subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "timeout", False)
+    assert tool_messages(out)[0].content.startswith("Subagent 'looper' failed: timed out after 4s")
+    assert len(child.wrap_ups) == 1  # the wrap-up call was made, and ran over
