@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from pydantic import PrivateAttr
 
@@ -104,7 +105,7 @@ def _run_scenario(shape: dict[str, Any], mode: str, wrap_up: bool) -> tuple[list
             **shape.get("spec", {})}
     agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec], budget=budget,
                               wrap_up=wrap_up, general_purpose=False, **shape.get("options", {}))
-    config = {"recursion_limit": 10_000}
+    config: RunnableConfig = {"recursion_limit": 10_000}
     state = agent.invoke(user("go"), config) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go"), config))
     records = {r["tool_call_id"]: r for r in state["subagent_tasks"].values()}
     carried = [FACT in m.text and "Answer from what I found" in m.text
@@ -140,11 +141,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         out.append(record(f"{NAME}.{mode}.answered", unit="% of limit-ended tasks", ours=share[True], theirs=None,
                           goal=f"ours >= {GOAL_SHARE:g}%", met=share[True] >= GOAL_SHARE, sizes=sizes, notes=notes,
                           detail={"without_wrap_up": share[False]}))
-        past = {w: max(0.0, c) for w, c in closest.items()}
+        worst = {w: max(0.0, c) for w, c in closest.items()}
         out.append(record(f"{NAME}.{mode}.overshoot", unit="past a shared limit (tokens or micro-USD)",
-                          ours=past[True], theirs=None, goal="ours <= without the wrap-up (the bound unchanged)",
-                          met=past[True] <= past[False], sizes=sizes,
+                          ours=worst[True], theirs=None, goal="ours <= without the wrap-up (the bound unchanged)",
+                          met=worst[True] <= worst[False], sizes=sizes,
                           notes="the most any shared budget was passed by (0: none was)",
-                          detail={"without_wrap_up": past[False], "closest": closest[True],
+                          detail={"without_wrap_up": worst[False], "closest": closest[True],
                                   "closest_without_wrap_up": closest[False]}))
     return out
