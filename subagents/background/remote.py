@@ -948,13 +948,23 @@ class RemoteTaskRunner:
             fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
-        if past_deadline(spec, record, fields):
-            return await self.end_at_deadline(spec, record), None
+        if past_deadline(spec, record, fields, ended=ended):
+            return await self.end_at_deadline(spec, record, fields), None
         return fields, note
 
-    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Cancel a task's run that outlived ``spec.timeout_s``; return the fields that end it as timed out."""
+    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
+                              fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields that end a task past ``spec.timeout_s`` (see :func:`past_deadline`) as timed out.
+
+        The one place a deadline's outcome is decided, whichever read noticed
+        it (a turn's poll, a wait's, a check): a run still going is cancelled
+        here; one read ``cancelled`` was cancelled by the deadline already (a
+        wait's poll that ended it, whose record the ledger never got).
+        """
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
+        if fields.get("status") == "cancelled":
+            return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
+                    "note": None, "announced": False}
         try:
             await self.request(spec, self.client(spec).runs.cancel(record["thread_id"], record["run_id"]))
             error += "; its run was cancelled on the server"
@@ -1024,14 +1034,17 @@ class RemoteTaskRunner:
         state = await self.request(spec, self.client(spec).threads.get_state(thread_id), poll=poll)
         return with_state(thread, state)
 
-    async def join(self, record: Mapping[str, Any]) -> None:
-        """Return when the record's run ends on its server (a long-poll); raises on any fault.
+    async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Wait for the record's run to end on its server (a long-poll); its fields if that settles it.
 
-        Not counted for the server's circuit: a wait uses it only to poll
-        sooner, and polls on its own when it fails.
+        ``None``: the body says too little (see :func:`fields_from_join`), and
+        a poll reads the task. Raises on any fault. Not counted for the
+        server's circuit: a wait uses it only to learn sooner, and polls on
+        its own when it fails.
         """
         spec = self.specs[record["agent_type"]]
-        await self._join_request(spec, record["thread_id"], record["run_id"])
+        body = await self._join_request(spec, record["thread_id"], record["run_id"])
+        return fields_from_join(record["run_id"], body)
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
@@ -1166,6 +1179,7 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
     """
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
+    ended: set[str] = set()  # threads a search saw ended: their answers are there to read
     groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
     for record in records:
         spec = runner.specs.get(record["agent_type"])
@@ -1173,7 +1187,7 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
             out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
             continue
         groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
-    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
+    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered, ended))
             for key, (spec, recs) in groups.items()}
     try:
         if jobs:
@@ -1197,30 +1211,40 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
         note = runner.pool.health.note(url) or str(failure)
         out.update({r["id"]: ({}, note) for r in left})
-    await _end_expired(runner, records, out)
+    await _end_expired(runner, records, out, ended)
     return out
 
 
-def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
-    """Whether a task still live after ``fields`` has outlived its spec's ``timeout_s``."""
+def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
+                  ended: bool = False) -> bool:
+    """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer.
+
+    Live after ``fields``, or read ``cancelled``: nobody else cancels a task
+    the ledger has live (a cancel through the tools writes the ledger), so
+    past its deadline that is the deadline's own cancel, read back.
+    ``ended``: a search saw its thread ended; if ``fields`` could not be read
+    (no status), its answer is on the server, and reading it is retried, not
+    given up for a deadline the run met or missed already.
+    """
     started = record.get("started_at")
     if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
-            or not math.isfinite(started):  # a record's field, written by anyone
+            or not math.isfinite(started) or (ended and "status" not in fields):  # a record's field: anyone's
         return False
-    return (fields.get("status", record.get("status")) in ("pending", "running")
+    return (record.get("status") in ("pending", "running")
+            and fields.get("status", record.get("status")) in ("pending", "running", "cancelled")
             and now() - float(started) >= spec.timeout_s)
 
 
 async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
-                       out: dict[str, tuple[dict[str, Any], str | None]]) -> None:
+                       out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
     """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
     expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
-               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0])]
+               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0], ended=r.get("thread_id") in ended)]
     if not expired:
         return
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        out[record["id"]] = (await runner.end_at_deadline(spec, record), None)
+        out[record["id"]] = (await runner.end_at_deadline(spec, record, out.get(record["id"], ({}, None))[0]), None)
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
     await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
@@ -1242,11 +1266,15 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
-                          out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str]) -> None:
-    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
+                          out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str],
+                          seen_ended: set[str]) -> None:
+    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one.
+
+    ``seen_ended`` gets the threads the search saw ended."""
     try:
         states, ended = await _thread_states(runner, spec, records)
         answered.add(spec.server)
+        seen_ended.update(ended, (t for t, row in states.items() if row.get("status") in ENDED_THREAD_STATUSES))
     except ServerUnavailable as exc:
         note = runner.pool.health.note(spec.server) or str(exc)
         out.update({r["id"]: ({}, note) for r in records})

@@ -101,6 +101,9 @@ _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 REMOTE_SETTLE_S = 0.5
 """How long a just-written remote record waits before the per-turn poll reads it again."""
 
+_WAITED_KEPT = 10_000
+"""Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
+
 
 
 
@@ -143,6 +146,8 @@ class BackgroundTasks:
         self.runtime.on_close.append(_close_remote_clients)
         self.registry = registry
         self._ends_told: set[tuple[str, Any]] = set()  # remote (task id, attempt) whose end listeners heard
+        self._waited: dict[str, tuple[Any, dict[str, Any]]] = {}
+        """What a wait read of remote tasks it saw move on, by task id: (run id, fields), see :meth:`keep_waited`."""
 
     @property
     def on_end(self) -> list[EndListener]:
@@ -236,13 +241,16 @@ class BackgroundTasks:
         recent = now() - REMOTE_SETTLE_S
         live = [r for r in live if r.get("runner") != "remote" or r.get("status") != "pending"
                 or (r.get("updated_at") or 0) <= recent]
-        remote = [r for r in live if r.get("runner") == "remote"]
+        waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
+        remote = [r for r in live if r.get("runner") == "remote" and r["id"] not in waited]
         polled = await self.remote.refresh_many(remote) if remote else {}
         updates = {}
         for record in live:
-            if record.get("runner") == "remote":
+            if record["id"] in waited:
+                fields = waited[record["id"]]
+            elif record.get("runner") == "remote":
                 fields, note = polled.get(record["id"], ({}, None))
-                fields = {**await self._remote_end(record, fields), "note": note}
+                fields = {**await self.remote_end(record, fields), "note": note}
             else:
                 fields = self.local.refresh(record)
             delta = changed_fields(dict(record), fields)
@@ -255,7 +263,7 @@ class BackgroundTasks:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
         if record.get("runner") == "remote":
-            fields = await self._remote_end(record, fields)
+            fields = await self.remote_end(record, fields)
         current = {**record, **fields}
         if current.get("runner") == "remote":
             current["note"] = problem
@@ -308,7 +316,7 @@ class BackgroundTasks:
             fields = await self.remote.cancel(current)
             if self.on_end:  # told, not waited for: a cancel answers at once
                 with contextlib.suppress(RuntimeClosed):
-                    self.runtime.spawn(self._remote_end(current, fields))
+                    self.runtime.spawn(self.remote_end(current, fields))
         else:
             fields = await self.local.cancel(current)
         return {**current, **fields, "announced": True, "updated_at": now()}
@@ -337,7 +345,7 @@ class BackgroundTasks:
 
     # -- helpers -----------------------------------------------------------
 
-    async def _remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    async def remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
         """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
         if not self.on_end or record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
             return fields
@@ -375,10 +383,35 @@ class BackgroundTasks:
         return await self.local.start(record["id"], local_call, attempt=attempt,
                                       outcome_db=await checkpoint_db(call.parent_config))
 
+    def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
+        """Keep what a wait read of the remote tasks of ``before`` that it saw move on (``after``).
+
+        A wait (:func:`settle_remote`) has no ledger to write: without this the
+        next turn's poll would read each of them again (a join more per task),
+        and read a run the wait ended at its deadline as merely ``cancelled``.
+        Taken once, by the next :meth:`refresh` or :meth:`check` of the task.
+        """
+        for task_id, old in before.items():
+            new = after.get(task_id, old)
+            if old.get("status") in _LIVE and new.get("status") != old.get("status"):
+                self._waited[task_id] = (old.get("run_id"), changed_fields(dict(old), dict(new)))
+        while len(self._waited) > _WAITED_KEPT:  # waits whose ledger never came back: the oldest go
+            self._waited.pop(next(iter(self._waited)))
+
+    def _take_waited(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The fields a wait kept for this live record (its run, not a later one's), once."""
+        kept = self._waited.get(record.get("id"))  # type: ignore[arg-type]
+        if kept is None or record.get("status") not in _LIVE or kept[0] != record.get("run_id"):
+            return None
+        del self._waited[record["id"]]
+        return kept[1]
+
     async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if record.get("runner") == "remote":
             if record.get("status") not in _LIVE:
                 return {}, None
+            if (waited := self._take_waited(record)) is not None:
+                return waited, None
             return await self.remote.refresh(record)
         return self.local.refresh(record), None
 
@@ -464,9 +497,14 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
             remote = merge_async_records(remote, updates)
             if still := [r for r in remote.values() if r.get("status") in ACTIVE_STATUSES]:
                 await watch.pause(still, max(0.0, min(every_s, deadline - time.monotonic())))
+                if (read := watch.take()) and remote[read[0]].get("status") in ACTIVE_STATUSES:
+                    task_id, fields = read  # the join's answer is the task's read: no poll reads it again
+                    fields = await tasks.remote_end(remote[task_id], fields)
+                    remote = merge_async_records(remote, {task_id: {**fields, "note": None, "updated_at": now()}})
         return remote, True
     finally:
         watch.close()
+        tasks.keep_waited(records, remote)
 
 
 JOIN_AT_MOST = 16
@@ -484,25 +522,33 @@ class _EndWatch:
     is joined at most once (a status that lags the join cannot loop), and
     the first join that fails -- a server that refuses or drops joins, or a
     run longer than the client's read timeout -- leaves the rest of this wait
-    to the timer alone.
+    to the timer alone. A join whose body holds the answer settles its task
+    (:meth:`take`), so no poll joins it again.
     """
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self.tasks = tasks
         self.job: asyncio.Future[Any] | None = None
+        self.record: Mapping[str, Any] = {}
         self.joined: set[str] = set()
         self.broken = False
 
+    def take(self) -> tuple[str, dict[str, Any]] | None:
+        """The task id and fields a finished join read (once), or ``None``."""
+        if self.job is None or not self.job.done():
+            return None
+        job, self.job = self.job, None
+        failed = job.cancelled() or job.exception() is not None
+        self.broken = self.broken or failed
+        return None if failed or job.result() is None else (self.record["id"], job.result())
+
     async def pause(self, live: Sequence[Mapping[str, Any]], seconds: float) -> None:
-        if self.job is not None and self.job.done():
-            failed = self.job.cancelled() or self.job.exception() is not None
-            self.broken, self.job = self.broken or failed, None
         if self.job is None and not self.broken and len(live) <= JOIN_AT_MOST:
             record = next((r for r in live if r.get("runner") == "remote" and r.get("run_id")
                            and r["id"] not in self.joined), None)
             if record is not None:
                 self.joined.add(record["id"])
-                self.job = asyncio.ensure_future(self.tasks.remote.join(record))
+                self.record, self.job = record, asyncio.ensure_future(self.tasks.remote.join(record))
         if self.job is None:
             await asyncio.sleep(seconds)
         else:

@@ -97,13 +97,21 @@ class RecordingServer:
 
 
 class FaultProxy:
-    """A TCP proxy on loopback in front of ``upstream`` (``host, port``) that can hang or go down."""
+    """A TCP proxy on loopback in front of ``upstream`` (``host, port``) that can hang or go down.
 
-    def __init__(self, upstream_url: str) -> None:
-        host, port = upstream_url.removeprefix("http://").split(":")
-        self.upstream = (host, int(port))
+    Given more upstreams it is a plain round-robin balancer: each new connection goes to the next one,
+    and one that refuses it is answered 502 (no health checks, no retry on another).
+    """
+
+    def __init__(self, upstream_url: str, *more_upstreams: str) -> None:
+        self.upstreams = [(host, int(port)) for host, port in
+                          (u.removeprefix("http://").split(":") for u in (upstream_url, *more_upstreams))]
+        self.upstream = self.upstreams[0]
+        self._turn = 0
         self.mode = "forward"
         self.requests = 0
+        self.lines: list[bytes] = []
+        """The request lines forwarded (``b"GET /threads/... HTTP/1.1"``), in order."""
         self.refuse: bytes | None = None
         """Cut any connection whose request contains these bytes (e.g. ``b"/join "``); counted in ``refused``."""
         self.refused = 0
@@ -176,10 +184,14 @@ class FaultProxy:
             if self.mode == "502":
                 threading.Thread(target=self._answer_502, args=(client,), daemon=True).start()
                 continue
+            self._turn += 1
             try:
-                server = socket.create_connection(self.upstream, timeout=5)
+                server = socket.create_connection(self.upstreams[self._turn % len(self.upstreams)], timeout=5)
             except OSError:
-                client.close()
+                if len(self.upstreams) > 1:  # a balancer answers for an instance it cannot reach
+                    threading.Thread(target=self._answer_502, args=(client,), daemon=True).start()
+                else:
+                    client.close()
                 continue
             server.settimeout(None)
             with self._lock:
@@ -217,7 +229,9 @@ class FaultProxy:
             while data := source.recv(65536):
                 if upstream:
                     with self._lock:
-                        self.requests += len(_REQUEST_LINE.findall(data))
+                        found = _REQUEST_LINE.findall(data)
+                        self.requests += len(found)
+                        self.lines.extend(line.strip() for line in found)
                         if self.refuse is not None and self.refuse in data:
                             self.refused += 1
                             break
