@@ -1015,7 +1015,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                                       search=self._orphan_search) if orphans else {}
         ledger.update(adopted)
         try:
-            updates = await self.tasks.refresh(ledger)
+            updates = await self.tasks.refresh(ledger, just_started=_just_started(state, ledger))
         except Exception:  # noqa: BLE001 - a status poll must never stop the parent
             updates = {}
         for task_id, record in adopted.items():
@@ -1081,6 +1081,16 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The ids of the tasks whose start calls the step just before answered (the messages' last tool results)."""
+    answered = set()
+    for message in reversed(state.get("messages") or ()):
+        if not isinstance(message, ToolMessage):
+            break
+        answered.add(message.tool_call_id)
+    return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
 def _left_open(state: Mapping[str, Any]) -> set[str]:

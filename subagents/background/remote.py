@@ -59,13 +59,19 @@ if TYPE_CHECKING:
 # to a server goes through :meth:`ServerHealth.call`, which bounds it in time
 # and counts it: a request that cannot reach the server (refused, reset,
 # timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
-# balancer says while the server behind it restarts) opens the server's
-# circuit, and while it is open no request is
-# sent there at all -- :class:`ServerUnavailable` is raised at once, saying
-# when the next try is due. The interval grows per outage, not per request:
-# requests already in flight when the circuit opened (a burst of concurrent
-# starts) fail as one step, and only a probe sent after it opened, failing
-# again, doubles it (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
+# balancer says while the server behind it restarts) fails, and
+# :data:`FAILURES_TO_OPEN` failed requests in a row, with no answer between
+# and none for ``base_s``, open the server's circuit: while it is open no
+# request is sent there at all -- :class:`ServerUnavailable` is raised at
+# once, saying when the next try is due. Some requests to a url failing is
+# not the server being down: a plain round-robin balancer with one dead
+# instance behind it fails every other request while the live one answers
+# the rest (concurrent requests fail three in a row often enough), so the
+# circuit stays closed and a failed read is simply tried again. The interval
+# grows per outage, not per request: requests already in flight when the
+# circuit opened (a burst of concurrent starts) fail as one step, and only a
+# probe sent after it opened, failing again, doubles it
+# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
 # status but those: it answered) closes the circuit again.
 #
 # Example::
@@ -84,12 +90,16 @@ BACKOFF_MAX_S = 120.0
 OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
 """HTTP answers that count as the server being down (a gateway's, not the server's own verdict)."""
 
+FAILURES_TO_OPEN = 3
+"""Failed requests in a row, with no answer between, that open a server's circuit."""
+
 
 
 
 @dataclasses.dataclass
 class _Circuit:
-    failures: int = 0
+    failures: int = 0  # failed requests since the server last answered
+    opened: int = 0  # times the circuit opened since then: each doubles the wait
     since: float = 0.0
     reason: str = ""
     open_until: float = 0.0
@@ -103,6 +113,7 @@ class ServerHealth:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.base_s, self.max_s, self._clock = base_s, max_s, clock
         self._circuits: dict[str, _Circuit] = {}
+        self._answered_at: dict[str, float] = {}
 
     def retry_in(self, url: str) -> float:
         """Seconds until the server may be tried again (0: now)."""
@@ -125,18 +136,22 @@ class ServerHealth:
         circuit = self._circuits.setdefault(url, _Circuit())
         circuit.reason = reason
         now_ = self._clock()
-        if circuit.failures and sent_at is not None and sent_at < circuit.opened_at:
+        if circuit.opened and sent_at is not None and sent_at < circuit.opened_at:
             return ServerUnavailable(url, reason, max(0.0, circuit.open_until - now_))
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        interval = min(self.max_s, self.base_s * 2 ** (circuit.failures - 1))
+        if circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s:
+            return ServerUnavailable(url, reason, 0.0)  # some requests fail, others are answered: not down
+        circuit.opened += 1
+        interval = min(self.max_s, self.base_s * 2 ** (circuit.opened - 1))
         circuit.opened_at, circuit.open_until = now_, now_ + interval
         return ServerUnavailable(url, reason, interval)
 
     def answered(self, url: str) -> None:
         """The server answered: close its circuit."""
         self._circuits.pop(url, None)
+        self._answered_at[url] = self._clock()
 
     def note(self, url: str) -> str | None:
         """A stable line for a task on this server while it is unreachable (``None`` when it is fine).
@@ -948,9 +963,21 @@ class RemoteTaskRunner:
             fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
-        if past_deadline(spec, record, fields, ended=ended):
+        if self.deadline_due(spec, record, fields, note, ended=ended):
             return await self.end_at_deadline(spec, record, fields), None
         return fields, note
+
+    def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
+                     note: str | None, *, ended: bool = False) -> bool:
+        """Whether a read of the task (``fields``, and the ``note`` of a problem reading it) ends it at its deadline.
+
+        :func:`past_deadline`, once its state is known: read without a
+        problem, or its server down (its circuit open). A read that failed
+        while the server answers other requests (a dead instance behind a
+        balancer) is tried again first: the run may have ended with its answer.
+        """
+        return past_deadline(spec, record, fields, ended=ended) and (
+            note is None or self.pool.health.retry_in(spec.server) > 0)
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
                               fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -959,21 +986,55 @@ class RemoteTaskRunner:
         The one place a deadline's outcome is decided, whichever read noticed
         it (a turn's poll, a wait's, a check): a run still going is cancelled
         here; one read ``cancelled`` was cancelled by the deadline already (a
-        wait's poll that ended it, whose record the ledger never got).
+        wait's poll that ended it, whose record the ledger never got). A run
+        the server says had ended before its cancel holds its answer: it is
+        read (``{}`` if that fails: read again later), never given up. A
+        cancel that failed while the server's circuit stays closed is asked
+        again (``{}``); one the circuit refused ends the task, saying so.
         """
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
         if fields.get("status") == "cancelled":
             return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
                     "note": None, "announced": False}
         try:
-            await self.request(spec, self.client(spec).runs.cancel(record["thread_id"], record["run_id"]))
-            error += "; its run was cancelled on the server"
+            run = await self._retried(spec, lambda: self.client(spec).runs.cancel(record["thread_id"],
+                                                                                  record["run_id"]))
+            # aegra answers the cancel of a run that had ended with that run, unchanged
+            ended_first = isinstance(run, Mapping) and run.get("status") in ("success", "error", "timeout")
         except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
-            if is_not_found(exc) or status_code(exc) == 409:
-                error += "; its run had already ended on the server"
-            else:
-                error += f"; the server at {spec.server} could not be told to cancel its run ({_reason(exc)})"
-        return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
+            if isinstance(exc, ServerUnavailable) and not self.pool.health.retry_in(spec.server):
+                return {}  # some requests fail, the server is not down: asked again by the next poll
+            if status_code(exc) != 409:
+                how = ("its run is unknown to the server" if is_not_found(exc) else
+                       f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
+                return {"status": "error", "error": f"{error}; {how}", "finished_at": now(), "note": None,
+                        "announced": False}
+            ended_first = True
+        if not ended_first:
+            return {"status": "error", "error": error + "; its run was cancelled on the server",
+                    "finished_at": now(), "note": None, "announced": False}
+        try:
+            return await self._read_ended(spec, record)
+        except Exception:  # noqa: BLE001 - the answer is on the server: the next poll reads it
+            return {}
+
+    async def _retried(self, spec: RemoteSubagentSpec, request: Callable[[], Awaitable[T]], *,
+                       poll: bool = False) -> T:
+        """``request()`` sent again at once when it fails while the server's circuit stays closed.
+
+        Some requests to a url failing is not the server being down (a dead
+        instance behind a plain balancer): up to :data:`FAILURES_TO_OPEN`
+        tries, since that many failures in a row open the circuit anyway.
+        Only for requests that may be repeated (reads, a cancel).
+        """
+        tries = FAILURES_TO_OPEN
+        while True:
+            tries -= 1
+            try:
+                return await self.request(spec, request(), poll=poll)
+            except ServerUnavailable as exc:
+                if exc.skipped or not tries:
+                    raise
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
@@ -998,8 +1059,8 @@ class RemoteTaskRunner:
         run is read further, its run and state asked together.
         """
         thread_id, run_id = record["thread_id"], record["run_id"]
-        try:
-            body = await self.request(spec, self._join_request(spec, thread_id, run_id), poll=True)
+        try:  # the run ended: its answer is there, and a read that fails is tried again at once
+            body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
         except ServerUnavailable:
             raise
         except Exception as exc:
@@ -1045,6 +1106,16 @@ class RemoteTaskRunner:
         spec = self.specs[record["agent_type"]]
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
         return fields_from_join(record["run_id"], body)
+
+    def reads_by_join(self, record: Mapping[str, Any]) -> bool:
+        """Whether a wait reads this live task's answer by joining its run rather than polling it.
+
+        So on a server polled by metadata (aegra: each ended task is read by
+        a join of its own there anyway, see :func:`poll`), while the task is
+        within its deadline (past it, a poll ends it).
+        """
+        spec = self.specs.get(record.get("agent_type"))  # type: ignore[arg-type]
+        return spec is not None and spec.server in self.pool.without_id_search and not past_deadline(spec, record, {})
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
@@ -1239,7 +1310,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
                        out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
     """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
     expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
-               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0], ended=r.get("thread_id") in ended)]
+               and runner.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
     if not expired:
         return
 

@@ -31,7 +31,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from subagents.background.ledger import (
@@ -97,9 +97,6 @@ from subagents.spec import RemoteSubagentSpec
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
 
-
-REMOTE_SETTLE_S = 0.5
-"""How long a just-written remote record waits before the per-turn poll reads it again."""
 
 _WAITED_KEPT = 10_000
 """Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
@@ -225,22 +222,21 @@ class BackgroundTasks:
             created_at=now(),
         ).model_dump(), True
 
-    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
+                      ) -> dict[str, dict[str, Any]]:
         """Field updates for every live task whose state moved on since the ledger saw it.
 
         Remote tasks are polled in one batch per server, within the runner's
         budget; one whose server cannot be reached keeps its status and gets
-        a ``note`` saying so (cleared once the server answers again). A
-        pending remote record written less than :data:`REMOTE_SETTLE_S` ago
-        (a task started in this very turn) is not polled yet: its run has
-        barely begun, and 50 starts followed at once by a poll of all 50 made
-        the turn slower than the work. A running one just polled (a poll moved
-        it from pending) is polled again next turn, as every live task is.
+        a ``note`` saying so (cleared once the server answers again).
+        ``just_started``: ids of remote tasks the step just before started,
+        not polled yet while pending: their runs have barely begun, and 50
+        starts followed at once by a poll of all 50 made the turn slower than
+        the work. A running one just polled (a poll moved it from pending) is
+        polled again next turn, as every live task is.
         """
-        live = [r for r in ledger.values() if r.get("status") in _LIVE]
-        recent = now() - REMOTE_SETTLE_S
-        live = [r for r in live if r.get("runner") != "remote" or r.get("status") != "pending"
-                or (r.get("updated_at") or 0) <= recent]
+        live = [r for r in ledger.values() if r.get("status") in _LIVE and not (
+            r["id"] in just_started and r.get("runner") == "remote" and r.get("status") == "pending")]
         waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
         remote = [r for r in live if r.get("runner") == "remote" and r["id"] not in waited]
         polled = await self.remote.refresh_many(remote) if remote else {}
@@ -457,17 +453,19 @@ async def _close_remote_clients() -> None:
 # and every await is bounded by the time left: a server that hangs, dies or
 # answers slowly makes the wait return ``False`` at its deadline, never raise.
 #
-# Between polls one task at a time is also joined (``runs.join``, a long-poll
-# the server answers when the run ends), so the end of a batch is seen as soon
-# as the server knows it rather than up to ``every_s`` later: see
-# :class:`_EndWatch`.
+# Runs are also joined (``runs.join``, a long-poll the server answers with the
+# run's values when it ends), and a join that brings the answer is the task's
+# read: no poll reads it again. See :class:`_EndWatch`.
 #
-# Why polling and not only the server's join (``runs.join``, a long-poll answered
-# when the run ends, which raw ``langgraph-sdk`` uses): a join streams the
-# whole run to the waiter, which costs the server more than a batched status
-# search. Measured on ``langgraph dev`` with 50 tasks, 32 joins open at once
-# made them settle in 3.3 s instead of 1.9 s by polling every 50 ms (raw SDK
-# with a join each: 2.2 s); 4 joins, 2.3 s.
+# Where a poll reads answers in batches (``langgraph dev``: one status search
+# with values), one task at a time is joined, only to poll as soon as a batch
+# ends: a join streams the whole run to the waiter, which costs the server
+# more than a batched search. Measured on ``langgraph dev`` with 50 tasks, 32
+# joins open at once made them settle in 3.3 s instead of 1.9 s by polling
+# every 50 ms (raw SDK with a join each: 2.2 s); 4 joins, 2.3 s. Where each
+# answer costs a read of its own anyway (aegra: a join per task), every live
+# task is joined, :data:`JOINS_OPEN` at a time, and not polled while joins
+# read it: a task costs the requests raw ``langgraph-sdk`` spends on it.
 #
 # Example (on the background loop)::
 #
@@ -489,18 +487,19 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
         while live := {k: r for k, r in remote.items() if r.get("status") in ACTIVE_STATUSES}:
             if (left := deadline - time.monotonic()) <= 0:
                 return remote, False
-            try:
-                async with asyncio.timeout(left):
-                    updates = await tasks.refresh(live)
-            except TimeoutError:
-                return remote, False
-            remote = merge_async_records(remote, updates)
+            if due := watch.due(live):
+                try:
+                    async with asyncio.timeout(left):
+                        updates = await tasks.refresh(due)
+                except TimeoutError:
+                    return remote, False
+                remote = merge_async_records(remote, updates)
             if still := [r for r in remote.values() if r.get("status") in ACTIVE_STATUSES]:
                 await watch.pause(still, max(0.0, min(every_s, deadline - time.monotonic())))
-                if (read := watch.take()) and remote[read[0]].get("status") in ACTIVE_STATUSES:
-                    task_id, fields = read  # the join's answer is the task's read: no poll reads it again
-                    fields = await tasks.remote_end(remote[task_id], fields)
-                    remote = merge_async_records(remote, {task_id: {**fields, "note": None, "updated_at": now()}})
+                for task_id, fields in watch.take():  # a join's answer is its task's read
+                    if remote[task_id].get("status") in ACTIVE_STATUSES:
+                        fields = await tasks.remote_end(remote[task_id], fields)
+                        remote = merge_async_records(remote, {task_id: {**fields, "note": None, "updated_at": now()}})
         return remote, True
     finally:
         watch.close()
@@ -508,57 +507,81 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
 
 
 JOIN_AT_MOST = 16
-"""Join only while this few tasks are live: a batch's end is worth seeing at once, but with many
-tasks ending one after another each join brings a poll of them all (at N = 200 that was slower)."""
+"""Where polls read answers in batches, join only while this few tasks are live: a batch's end is worth
+seeing at once, but with many tasks ending one after another each join brings a poll of them all (at N =
+200 that was slower)."""
+
+JOINS_OPEN = 64
+"""Joins open at once where each answer is read by its join: room is left in the client's pool
+(:data:`~subagents.background.remote.MAX_CONNECTIONS`) for starts and polls."""
 
 
 class _EndWatch:
     """The pause between polls, cut short when a run the server is watching for us ends.
 
-    One join at a time, on the oldest live task: a batch of tasks started
-    together mostly ends together, so the poll that follows the first end
-    finds the rest, up to ``every_s`` sooner than the timer would (only while
-    at most :data:`JOIN_AT_MOST` are live). Each task
-    is joined at most once (a status that lags the join cannot loop), and
-    the first join that fails -- a server that refuses or drops joins, or a
-    run longer than the client's read timeout -- leaves the rest of this wait
-    to the timer alone. A join whose body holds the answer settles its task
-    (:meth:`take`), so no poll joins it again.
+    Where polls read answers in batches, one join at a time, on the oldest
+    live task: a batch of tasks started together mostly ends together, so the
+    poll that follows the first end finds the rest, up to ``every_s`` sooner
+    than the timer would (only while at most :data:`JOIN_AT_MOST` are live).
+    Where each answer is read by a join (see
+    :meth:`~subagents.background.remote.RemoteTaskRunner.reads_by_join`),
+    every live task is joined, :data:`JOINS_OPEN` at a time, and only what no
+    join reads is polled (:meth:`due`). Each task is joined at most once (a
+    status that lags the join cannot loop); a join whose body holds the
+    answer settles its task (:meth:`take`), one that does not leaves it to a
+    poll, and the first join that fails -- a server that refuses or drops
+    joins, or a run longer than the client's read timeout -- leaves the rest
+    of this wait to polls alone.
     """
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self.tasks = tasks
-        self.job: asyncio.Future[Any] | None = None
-        self.record: Mapping[str, Any] = {}
+        self.jobs: dict[str, asyncio.Future[Any]] = {}
         self.joined: set[str] = set()
         self.broken = False
 
-    def take(self) -> tuple[str, dict[str, Any]] | None:
-        """The task id and fields a finished join read (once), or ``None``."""
-        if self.job is None or not self.job.done():
-            return None
-        job, self.job = self.job, None
-        failed = job.cancelled() or job.exception() is not None
-        self.broken = self.broken or failed
-        return None if failed or job.result() is None else (self.record["id"], job.result())
+    def _read_by_join(self, record: Mapping[str, Any]) -> bool:
+        return not self.broken and bool(record.get("run_id")) and self.tasks.remote.reads_by_join(record)
+
+    def due(self, live: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+        """The live tasks a poll must read now: all but those a join reads (open, or to be opened)."""
+        return {k: r for k, r in live.items()
+                if not (self._read_by_join(r) and (k in self.jobs or k not in self.joined))}
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        """The task ids and fields the joins that ended read (each once)."""
+        read = []
+        for task_id, job in list(self.jobs.items()):
+            if not job.done():
+                continue
+            del self.jobs[task_id]
+            if job.cancelled() or job.exception() is not None:
+                self.broken = True
+            elif job.result() is not None:
+                read.append((task_id, job.result()))
+        return read
 
     async def pause(self, live: Sequence[Mapping[str, Any]], seconds: float) -> None:
-        if self.job is None and not self.broken and len(live) <= JOIN_AT_MOST:
-            record = next((r for r in live if r.get("runner") == "remote" and r.get("run_id")
-                           and r["id"] not in self.joined), None)
-            if record is not None:
-                self.joined.add(record["id"])
-                self.record, self.job = record, asyncio.ensure_future(self.tasks.remote.join(record))
-        if self.job is None:
-            await asyncio.sleep(seconds)
+        unjoined = [r for r in live if r.get("runner") == "remote" and r.get("run_id") and r["id"] not in self.joined]
+        for record in unjoined:
+            if self._read_by_join(record):
+                if len(self.jobs) >= JOINS_OPEN:
+                    continue
+            elif self.broken or self.jobs or len(live) > JOIN_AT_MOST:
+                continue
+            self.joined.add(record["id"])
+            self.jobs[record["id"]] = asyncio.ensure_future(self.tasks.remote.join(record))
+        if self.jobs:
+            await asyncio.wait(self.jobs.values(), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         else:
-            await asyncio.wait({self.job}, timeout=seconds)
+            await asyncio.sleep(seconds)
 
     def close(self) -> None:
-        if self.job is not None and not self.job.done():
-            self.job.cancel()
-        elif self.job is not None and not self.job.cancelled():
-            self.job.exception()  # retrieved: a failed join is no news to report
+        for job in self.jobs.values():
+            if not job.done():
+                job.cancel()
+            elif not job.cancelled():
+                job.exception()  # retrieved: a failed join is no news to report
 
 
 _REMOTE_WAITING = ACTIVE_STATUSES

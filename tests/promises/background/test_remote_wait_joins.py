@@ -41,6 +41,9 @@ class _Server:
     def keep_waited(self, before: Any, after: Any) -> None:
         """What a wait read is kept for the next turn (by the real tasks); nothing to keep here."""
 
+    def reads_by_join(self, record: dict[str, Any]) -> bool:
+        return False  # a server whose polls read answers in batches (langgraph dev)
+
     async def remote_end(self, record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
         return fields
 
