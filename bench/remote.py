@@ -41,6 +41,8 @@ from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background  # the one that also polls remote tasks
 
 NAME = "remote"
+ONLY = "langgraph_dev"
+"""The name that runs this part of the remote set alone: ``python -m bench --only langgraph_dev``."""
 SETTLE_GOAL = 1.1
 POLL_EVERY_S = 0.05
 """How often ours polls while waiting (raw joins are told at once, by a server long-poll)."""

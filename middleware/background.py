@@ -432,12 +432,12 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     # tool node knows to inject the runtime.
     # A start is made without waiting for the loop where it can be (start_now), else on the loop.
     def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return (handlers.start_now(runtime, description, subagent_type)
-                or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type)
+                             or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return (handlers.start_now(runtime, description, subagent_type)
-                or await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type) or await _awaiting(
+            loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
@@ -677,6 +677,26 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, TaskStateError):
         return str(exc)
     return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
+
+
+STARTED_EVENT = "background_task_started"
+"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
+
+
+def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
+    """``command``, once the run's stream is told of the task it started.
+
+    A start turn for hundreds of remote tasks takes seconds (the server's
+    work); each start writes ``{STARTED_EVENT: {"id", "agent_type",
+    "status", "tool_call_id"}}`` as it lands, so whoever watches the run
+    (``stream_mode="custom"``, Studio) sees it advance. Written from the
+    tool's own thread: the stream belongs to the run, not the background loop.
+    """
+    update = command.update if isinstance(command.update, Mapping) else {}
+    for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
+        runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
+                                                                          "tool_call_id")}})
+    return command
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
