@@ -151,7 +151,8 @@ def steer(middleware: Any, state: dict[str, Any], task_id: str, text: str, paren
 
 def run_script(path: str, *args: str, timeout: float = 60) -> dict[str, Any]:
     """Run a test file as a separate process (its first parent process); return its last JSON line."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
+    paths = (str(REPO), str(TESTS), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     done = subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
