@@ -380,7 +380,7 @@ class BackgroundTasks:
                                       outcome_db=await checkpoint_db(call.parent_config))
 
     def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
-        """Keep what a wait read of the remote tasks of ``before`` that it saw move on (``after``).
+        """Keep what a wait read of the remote tasks of ``before`` that it saw end or wait for approval (``after``).
 
         A wait (:func:`settle_remote`) has no ledger to write: without this the
         next turn's poll would read each of them again (a join more per task),
@@ -389,7 +389,7 @@ class BackgroundTasks:
         """
         for task_id, old in before.items():
             new = after.get(task_id, old)
-            if old.get("status") in _LIVE and new.get("status") != old.get("status"):
+            if old.get("status") in _LIVE and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
                 self._waited[task_id] = (old.get("run_id"), changed_fields(dict(old), dict(new)))
         while len(self._waited) > _WAITED_KEPT:  # waits whose ledger never came back: the oldest go
             self._waited.pop(next(iter(self._waited)))
