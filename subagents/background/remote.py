@@ -964,7 +964,8 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if self.deadline_due(spec, record, fields, note, ended=ended):
-            return await self.end_at_deadline(spec, record, fields), None
+            ended_fields = await self.end_at_deadline(spec, record, fields)
+            return ended_fields, None if ended_fields else note  # {}: asked again later, the note still holds
         return fields, note
 
     def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
@@ -1315,7 +1316,9 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
         return
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        out[record["id"]] = (await runner.end_at_deadline(spec, record, out.get(record["id"], ({}, None))[0]), None)
+        fields, note = out.get(record["id"], ({}, None))
+        fields = await runner.end_at_deadline(spec, record, fields)
+        out[record["id"]] = (fields, None if fields else note)  # {}: asked again later, the note still holds
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
     await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
