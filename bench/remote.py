@@ -23,6 +23,7 @@ The servers are stopped at the end; nothing else is left behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
 import uuid
@@ -40,6 +41,8 @@ from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background  # the one that also polls remote tasks
 
 NAME = "remote"
+ONLY = "langgraph_dev"
+"""The name that runs this part of the remote set alone: ``python -m bench --only langgraph_dev``."""
 SETTLE_GOAL = 1.1
 POLL_EVERY_S = 0.05
 """How often ours polls while waiting (raw joins are told at once, by a server long-poll)."""
@@ -49,7 +52,7 @@ RAW_JOINS = 80
 """Joins the raw side keeps open at once (more would wait for the SDK's 100 connections and time out)."""
 
 
-def _middleware(url: str, graph_id: str = "scripted_worker") -> BackgroundSubagentMiddleware:
+def parent_middleware(url: str, graph_id: str = "scripted_worker") -> BackgroundSubagentMiddleware:
     # Generous bounds: this measures throughput on a loaded box, not how timeouts bite.
     spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
             "url": url, "request_timeout_s": 60, "start_timeout_s": 120}
@@ -69,8 +72,37 @@ def _config() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"bench-remote-{uuid.uuid4().hex}"}, "recursion_limit": 1000}
 
 
-def ours_settle(url: str, tasks: int, graph_id: str = "scripted_worker") -> float:
-    middleware = _middleware(url, graph_id)
+@contextlib.contextmanager
+def counted_requests() -> Iterator[list[int]]:
+    """``[n]``: the HTTP requests this process sends meanwhile, through any httpx async transport.
+
+    Both sides send through one (ours from the background runtime's loop,
+    raw ``langgraph-sdk`` from its own), so the counts compare like for like.
+    """
+    import httpx
+
+    sent = [0]
+    original = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def counting(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        sent[0] += 1
+        return await original(self, request)
+
+    httpx.AsyncHTTPTransport.handle_async_request = counting  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        httpx.AsyncHTTPTransport.handle_async_request = original  # type: ignore[method-assign]
+
+
+def ours_settle(url: str, tasks: int, graph_id: str = "scripted_worker",
+                middleware: BackgroundSubagentMiddleware | None = None) -> float:
+    """Seconds for one parent turn starting ``tasks`` tasks and a wait for them all.
+
+    ``middleware``: one kept between runs, as a served parent keeps its graph (what its runtime learnt of
+    the server, such as aegra refusing a thread search by ids, is not learnt again); default: a new one.
+    """
+    middleware = middleware or parent_middleware(url, graph_id)
     agent = _parent(middleware, [f"job {i}" for i in range(tasks)])
     began = time.perf_counter()
     state = asyncio.run(agent.ainvoke(user("BENCH start"), _config()))
@@ -87,7 +119,9 @@ def ours_settle(url: str, tasks: int, graph_id: str = "scripted_worker") -> floa
 async def _raw(url: str, tasks: int, graph_id: str) -> float:
     from langgraph_sdk import get_client
 
-    client = get_client(url=url, api_key=None)
+    # A request waits for one of the pool's connections as long as ours does (its start_timeout_s): with 80
+    # joins open, 200 creates share 20 connections, and the SDK's 5 s wait failed them on a busy machine.
+    client = get_client(url=url, api_key=None, timeout=(5, 300, 300, 120))
     joins = asyncio.Semaphore(RAW_JOINS)
     began = time.perf_counter()
 
@@ -114,13 +148,13 @@ def polling_cost_ms(url: str, tasks: int, reps: int, graph_id: str = "scripted_w
 
     ``graph_id`` must keep a task described ``<job> <i>`` running for the whole measure.
     """
-    middleware = _middleware(url, graph_id)
+    middleware = parent_middleware(url, graph_id)
     agent = _parent(middleware, [f"{job} {i}" for i in range(tasks)])
     config = _config()
     state = asyncio.run(agent.ainvoke(user("BENCH start"), config))
     if len(state["async_tasks"]) != tasks:
         raise RuntimeError(f"remote: {len(state['async_tasks'])} of {tasks} slow tasks started")
-    idle_agent, idle_config = _parent(_middleware(url, graph_id), []), _config()
+    idle_agent, idle_config = _parent(parent_middleware(url, graph_id), []), _config()
 
     def turn(graph: Any, cfg: dict[str, Any]) -> float:
         began = time.perf_counter()

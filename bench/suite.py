@@ -15,7 +15,7 @@ alone), also opt-in;
 and cache misses under cachegrind (:mod:`bench.instructions`: needs valgrind, a few minutes).
 ``--only realmodel`` runs the task-set eval of small local models
 (:mod:`bench.realmodel`: SmolLM2 on llama.cpp's server, a few minutes).
-``--only aegra`` runs the aegra part of the remote set alone.
+``--only aegra`` runs the aegra part of the remote set alone, ``--only langgraph_dev`` the ``langgraph dev`` part.
 ``--only knockout`` runs the overhead with parts of our governance switched
 off one layer at a time (:mod:`bench.knockout`: about three minutes), to
 show what each part costs.
@@ -78,6 +78,9 @@ REMOTE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote
 AEGRA_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote_aegra.ONLY: remote_aegra.run}
 """The aegra part of the remote set alone (``--only aegra``; it is also in ``--remote``)."""
 
+DEV_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {remote.ONLY: remote.run}
+"""The ``langgraph dev`` part of the remote set alone (``--only langgraph_dev``; it is also in ``--remote``)."""
+
 SCALE_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {
     scale.NAME: scale.run, long_thread.NAME: long_thread.run, retained.NAME: retained.run}
 """Opt-in measures of cost as runs grow (``--scale``, or ``--only scale`` / ``long_thread`` / ``retained``; minutes)."""
@@ -91,8 +94,8 @@ KNOCKOUT_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {knoc
 REALMODEL_MEASURES: dict[str, Callable[[bool], Iterable[dict[str, Any]]]] = {realmodel.NAME: realmodel.run}
 """Opt-in: the small-local-model task-set eval on SmolLM2 on llama.cpp (``--only realmodel``; minutes)."""
 _ALL = {
-    **MEASURES, **REALMODEL_MEASURES, **REMOTE_MEASURES, **AEGRA_MEASURES, **SCALE_MEASURES, **INSTRUCTION_MEASURES,
-    **KNOCKOUT_MEASURES,
+    **MEASURES, **REALMODEL_MEASURES, **REMOTE_MEASURES, **AEGRA_MEASURES, **DEV_MEASURES, **SCALE_MEASURES,
+    **INSTRUCTION_MEASURES, **KNOCKOUT_MEASURES,
 }
 
 

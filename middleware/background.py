@@ -433,12 +433,12 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     # tool node knows to inject the runtime.
     # A start is made without waiting for the loop where it can be (start_now), else on the loop.
     def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return (handlers.start_now(runtime, description, subagent_type)
-                or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type)
+                             or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
-        return (handlers.start_now(runtime, description, subagent_type)
-                or await _awaiting(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type) or await _awaiting(
+            loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
     def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
@@ -678,6 +678,26 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, TaskStateError):
         return str(exc)
     return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
+
+
+STARTED_EVENT = "background_task_started"
+"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
+
+
+def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
+    """``command``, once the run's stream is told of the task it started.
+
+    A start turn for hundreds of remote tasks takes seconds (the server's
+    work); each start writes ``{STARTED_EVENT: {"id", "agent_type",
+    "status", "tool_call_id"}}`` as it lands, so whoever watches the run
+    (``stream_mode="custom"``, Studio) sees it advance. Written from the
+    tool's own thread: the stream belongs to the run, not the background loop.
+    """
+    update = command.update if isinstance(command.update, Mapping) else {}
+    for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
+        runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
+                                                                          "tool_call_id")}})
+    return command
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
@@ -1017,7 +1037,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                                       search=self._orphan_search) if orphans else {}
         ledger.update(adopted)
         try:
-            updates = await self.tasks.refresh(ledger)
+            updates = await self.tasks.refresh(ledger, just_started=_just_started(state, ledger))
         except Exception:  # noqa: BLE001 - a status poll must never stop the parent
             updates = {}
         for task_id, record in adopted.items():
@@ -1083,6 +1103,16 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The ids of the tasks whose start calls the step just before answered (the messages' last tool results)."""
+    answered = set()
+    for message in reversed(state.get("messages") or ()):
+        if not isinstance(message, ToolMessage):
+            break
+        answered.add(message.tool_call_id)
+    return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
 def _left_open(state: Mapping[str, Any]) -> set[str]:

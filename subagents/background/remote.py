@@ -59,13 +59,19 @@ if TYPE_CHECKING:
 # to a server goes through :meth:`ServerHealth.call`, which bounds it in time
 # and counts it: a request that cannot reach the server (refused, reset,
 # timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
-# balancer says while the server behind it restarts) opens the server's
-# circuit, and while it is open no request is
-# sent there at all -- :class:`ServerUnavailable` is raised at once, saying
-# when the next try is due. The interval grows per outage, not per request:
-# requests already in flight when the circuit opened (a burst of concurrent
-# starts) fail as one step, and only a probe sent after it opened, failing
-# again, doubles it (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
+# balancer says while the server behind it restarts) fails, and
+# :data:`FAILURES_TO_OPEN` failed requests in a row, with no answer between
+# and none for ``base_s``, open the server's circuit: while it is open no
+# request is sent there at all -- :class:`ServerUnavailable` is raised at
+# once, saying when the next try is due. Some requests to a url failing is
+# not the server being down: a plain round-robin balancer with one dead
+# instance behind it fails every other request while the live one answers
+# the rest (concurrent requests fail three in a row often enough), so the
+# circuit stays closed and a failed read is simply tried again. The interval
+# grows per outage, not per request: requests already in flight when the
+# circuit opened (a burst of concurrent starts) fail as one step, and only a
+# probe sent after it opened, failing again, doubles it
+# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
 # status but those: it answered) closes the circuit again.
 #
 # Example::
@@ -84,12 +90,16 @@ BACKOFF_MAX_S = 120.0
 OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
 """HTTP answers that count as the server being down (a gateway's, not the server's own verdict)."""
 
+FAILURES_TO_OPEN = 3
+"""Failed requests in a row, with no answer between, that open a server's circuit."""
+
 
 
 
 @dataclasses.dataclass
 class _Circuit:
-    failures: int = 0
+    failures: int = 0  # failed requests since the server last answered
+    opened: int = 0  # times the circuit opened since then: each doubles the wait
     since: float = 0.0
     reason: str = ""
     open_until: float = 0.0
@@ -103,6 +113,7 @@ class ServerHealth:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.base_s, self.max_s, self._clock = base_s, max_s, clock
         self._circuits: dict[str, _Circuit] = {}
+        self._answered_at: dict[str, float] = {}
 
     def retry_in(self, url: str) -> float:
         """Seconds until the server may be tried again (0: now)."""
@@ -125,18 +136,22 @@ class ServerHealth:
         circuit = self._circuits.setdefault(url, _Circuit())
         circuit.reason = reason
         now_ = self._clock()
-        if circuit.failures and sent_at is not None and sent_at < circuit.opened_at:
+        if circuit.opened and sent_at is not None and sent_at < circuit.opened_at:
             return ServerUnavailable(url, reason, max(0.0, circuit.open_until - now_))
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        interval = min(self.max_s, self.base_s * 2 ** (circuit.failures - 1))
+        if circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s:
+            return ServerUnavailable(url, reason, 0.0)  # some requests fail, others are answered: not down
+        circuit.opened += 1
+        interval = min(self.max_s, self.base_s * 2 ** (circuit.opened - 1))
         circuit.opened_at, circuit.open_until = now_, now_ + interval
         return ServerUnavailable(url, reason, interval)
 
     def answered(self, url: str) -> None:
         """The server answered: close its circuit."""
         self._circuits.pop(url, None)
+        self._answered_at[url] = self._clock()
 
     def note(self, url: str) -> str | None:
         """A stable line for a task on this server while it is unreachable (``None`` when it is fine).
@@ -948,22 +963,79 @@ class RemoteTaskRunner:
             fields, note = {}, self.pool.health.note(spec.server) or str(exc)
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
-        if past_deadline(spec, record, fields):
-            return await self.end_at_deadline(spec, record), None
+        if self.deadline_due(spec, record, fields, note, ended=ended):
+            ended_fields = await self.end_at_deadline(spec, record, fields)
+            return ended_fields, None if ended_fields else note  # {}: asked again later, the note still holds
         return fields, note
 
-    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Cancel a task's run that outlived ``spec.timeout_s``; return the fields that end it as timed out."""
+    def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
+                     note: str | None, *, ended: bool = False) -> bool:
+        """Whether a read of the task (``fields``, and the ``note`` of a problem reading it) ends it at its deadline.
+
+        :func:`past_deadline`, once its state is known: read without a
+        problem, or its server down (its circuit open). A read that failed
+        while the server answers other requests (a dead instance behind a
+        balancer) is tried again first: the run may have ended with its answer.
+        """
+        return past_deadline(spec, record, fields, ended=ended) and (
+            note is None or self.pool.health.retry_in(spec.server) > 0)
+
+    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
+                              fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields that end a task past ``spec.timeout_s`` (see :func:`past_deadline`) as timed out.
+
+        The one place a deadline's outcome is decided, whichever read noticed
+        it (a turn's poll, a wait's, a check): a run still going is cancelled
+        here; one read ``cancelled`` was cancelled by the deadline already (a
+        wait's poll that ended it, whose record the ledger never got). A run
+        the server says had ended before its cancel holds its answer: it is
+        read (``{}`` if that fails: read again later), never given up. A
+        cancel that failed while the server's circuit stays closed is asked
+        again (``{}``); one the circuit refused ends the task, saying so.
+        """
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
+        if fields.get("status") == "cancelled":
+            return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
+                    "note": None, "announced": False}
         try:
-            await self.request(spec, self.client(spec).runs.cancel(record["thread_id"], record["run_id"]))
-            error += "; its run was cancelled on the server"
+            run = await self._retried(spec, lambda: self.client(spec).runs.cancel(record["thread_id"],
+                                                                                  record["run_id"]))
+            # aegra answers the cancel of a run that had ended with that run, unchanged
+            ended_first = isinstance(run, Mapping) and run.get("status") in ("success", "error", "timeout")
         except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
-            if is_not_found(exc) or status_code(exc) == 409:
-                error += "; its run had already ended on the server"
-            else:
-                error += f"; the server at {spec.server} could not be told to cancel its run ({_reason(exc)})"
-        return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
+            if isinstance(exc, ServerUnavailable) and not self.pool.health.retry_in(spec.server):
+                return {}  # some requests fail, the server is not down: asked again by the next poll
+            if status_code(exc) != 409:
+                how = ("its run is unknown to the server" if is_not_found(exc) else
+                       f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
+                return {"status": "error", "error": f"{error}; {how}", "finished_at": now(), "note": None,
+                        "announced": False}
+            ended_first = True
+        if not ended_first:
+            return {"status": "error", "error": error + "; its run was cancelled on the server",
+                    "finished_at": now(), "note": None, "announced": False}
+        try:
+            return await self._read_ended(spec, record)
+        except Exception:  # noqa: BLE001 - the answer is on the server: the next poll reads it
+            return {}
+
+    async def _retried(self, spec: RemoteSubagentSpec, request: Callable[[], Awaitable[T]], *,
+                       poll: bool = False) -> T:
+        """``request()`` sent again at once when it fails while the server's circuit stays closed.
+
+        Some requests to a url failing is not the server being down (a dead
+        instance behind a plain balancer): up to :data:`FAILURES_TO_OPEN`
+        tries, since that many failures in a row open the circuit anyway.
+        Only for requests that may be repeated (reads, a cancel).
+        """
+        tries = FAILURES_TO_OPEN
+        while True:
+            tries -= 1
+            try:
+                return await self.request(spec, request(), poll=poll)
+            except ServerUnavailable as exc:
+                if exc.skipped or not tries:
+                    raise
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
@@ -988,8 +1060,8 @@ class RemoteTaskRunner:
         run is read further, its run and state asked together.
         """
         thread_id, run_id = record["thread_id"], record["run_id"]
-        try:
-            body = await self.request(spec, self._join_request(spec, thread_id, run_id), poll=True)
+        try:  # the run ended: its answer is there, and a read that fails is tried again at once
+            body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
         except ServerUnavailable:
             raise
         except Exception as exc:
@@ -1024,14 +1096,27 @@ class RemoteTaskRunner:
         state = await self.request(spec, self.client(spec).threads.get_state(thread_id), poll=poll)
         return with_state(thread, state)
 
-    async def join(self, record: Mapping[str, Any]) -> None:
-        """Return when the record's run ends on its server (a long-poll); raises on any fault.
+    async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Wait for the record's run to end on its server (a long-poll); its fields if that settles it.
 
-        Not counted for the server's circuit: a wait uses it only to poll
-        sooner, and polls on its own when it fails.
+        ``None``: the body says too little (see :func:`fields_from_join`), and
+        a poll reads the task. Raises on any fault. Not counted for the
+        server's circuit: a wait uses it only to learn sooner, and polls on
+        its own when it fails.
         """
         spec = self.specs[record["agent_type"]]
-        await self._join_request(spec, record["thread_id"], record["run_id"])
+        body = await self._join_request(spec, record["thread_id"], record["run_id"])
+        return fields_from_join(record["run_id"], body)
+
+    def reads_by_join(self, record: Mapping[str, Any]) -> bool:
+        """Whether a wait reads this live task's answer by joining its run rather than polling it.
+
+        So on a server polled by metadata (aegra: each ended task is read by
+        a join of its own there anyway, see :func:`poll`), while the task is
+        within its deadline (past it, a poll ends it).
+        """
+        spec = self.specs.get(record.get("agent_type"))  # type: ignore[arg-type]
+        return spec is not None and spec.server in self.pool.without_id_search and not past_deadline(spec, record, {})
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
@@ -1166,6 +1251,7 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
     """
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
+    ended: set[str] = set()  # threads a search saw ended: their answers are there to read
     groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
     for record in records:
         spec = runner.specs.get(record["agent_type"])
@@ -1173,7 +1259,7 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
             out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
             continue
         groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
-    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered))
+    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered, ended))
             for key, (spec, recs) in groups.items()}
     try:
         if jobs:
@@ -1197,30 +1283,42 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
         failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
         note = runner.pool.health.note(url) or str(failure)
         out.update({r["id"]: ({}, note) for r in left})
-    await _end_expired(runner, records, out)
+    await _end_expired(runner, records, out, ended)
     return out
 
 
-def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
-    """Whether a task still live after ``fields`` has outlived its spec's ``timeout_s``."""
+def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
+                  ended: bool = False) -> bool:
+    """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer.
+
+    Live after ``fields``, or read ``cancelled``: nobody else cancels a task
+    the ledger has live (a cancel through the tools writes the ledger), so
+    past its deadline that is the deadline's own cancel, read back.
+    ``ended``: a search saw its thread ended; if ``fields`` could not be read
+    (no status), its answer is on the server, and reading it is retried, not
+    given up for a deadline the run met or missed already.
+    """
     started = record.get("started_at")
     if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
-            or not math.isfinite(started):  # a record's field, written by anyone
+            or not math.isfinite(started) or (ended and "status" not in fields):  # a record's field: anyone's
         return False
-    return (fields.get("status", record.get("status")) in ("pending", "running")
+    return (record.get("status") in ("pending", "running")
+            and fields.get("status", record.get("status")) in ("pending", "running", "cancelled")
             and now() - float(started) >= spec.timeout_s)
 
 
 async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
-                       out: dict[str, tuple[dict[str, Any], str | None]]) -> None:
+                       out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
     """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
     expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
-               and past_deadline(spec, r, out.get(r["id"], ({}, None))[0])]
+               and runner.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
     if not expired:
         return
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        out[record["id"]] = (await runner.end_at_deadline(spec, record), None)
+        fields, note = out.get(record["id"], ({}, None))
+        fields = await runner.end_at_deadline(spec, record, fields)
+        out[record["id"]] = (fields, None if fields else note)  # {}: asked again later, the note still holds
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
     await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
@@ -1242,11 +1340,15 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
 
 
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
-                          out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str]) -> None:
-    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one."""
+                          out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str],
+                          seen_ended: set[str]) -> None:
+    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one.
+
+    ``seen_ended`` gets the threads the search saw ended."""
     try:
         states, ended = await _thread_states(runner, spec, records)
         answered.add(spec.server)
+        seen_ended.update(ended, (t for t, row in states.items() if row.get("status") in ENDED_THREAD_STATUSES))
     except ServerUnavailable as exc:
         note = runner.pool.health.note(spec.server) or str(exc)
         out.update({r["id"]: ({}, note) for r in records})

@@ -32,7 +32,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Collection, Coroutine, Mapping, Sequence
 from typing import Any, Literal
 
 from subagents.background.ledger import (
@@ -100,8 +100,8 @@ _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 
 
 
-REMOTE_SETTLE_S = 0.5
-"""How long a just-written remote record waits before the per-turn poll reads it again."""
+_WAITED_KEPT = 10_000
+"""Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
 
 
 
@@ -146,6 +146,8 @@ class BackgroundTasks:
         self.registry = registry
         self._ends_told: set[tuple[str, Any]] = set()  # remote (task id, attempt) whose end listeners heard
         _INSTANCES.add(self)
+        self._waited: dict[str, tuple[Any, dict[str, Any]]] = {}
+        """What a wait read of remote tasks it saw move on, by task id: (run id, fields), see :meth:`keep_waited`."""
 
     @property
     def on_end(self) -> list[EndListener]:
@@ -223,29 +225,31 @@ class BackgroundTasks:
             created_at=now(),
         ).model_dump(), True
 
-    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
+                      ) -> dict[str, dict[str, Any]]:
         """Field updates for every live task whose state moved on since the ledger saw it.
 
         Remote tasks are polled in one batch per server, within the runner's
         budget; one whose server cannot be reached keeps its status and gets
-        a ``note`` saying so (cleared once the server answers again). A
-        pending remote record written less than :data:`REMOTE_SETTLE_S` ago
-        (a task started in this very turn) is not polled yet: its run has
-        barely begun, and 50 starts followed at once by a poll of all 50 made
-        the turn slower than the work. A running one just polled (a poll moved
-        it from pending) is polled again next turn, as every live task is.
+        a ``note`` saying so (cleared once the server answers again).
+        ``just_started``: ids of remote tasks the step just before started,
+        not polled yet while pending: their runs have barely begun, and 50
+        starts followed at once by a poll of all 50 made the turn slower than
+        the work. A running one just polled (a poll moved it from pending) is
+        polled again next turn, as every live task is.
         """
-        live = [r for r in ledger.values() if r.get("status") in _LIVE]
-        recent = now() - REMOTE_SETTLE_S
-        live = [r for r in live if r.get("runner") != "remote" or r.get("status") != "pending"
-                or (r.get("updated_at") or 0) <= recent]
-        remote = [r for r in live if r.get("runner") == "remote"]
+        live = [r for r in ledger.values() if r.get("status") in _LIVE and not (
+            r["id"] in just_started and r.get("runner") == "remote" and r.get("status") == "pending")]
+        waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
+        remote = [r for r in live if r.get("runner") == "remote" and r["id"] not in waited]
         polled = await self.remote.refresh_many(remote) if remote else {}
         updates = {}
         for record in live:
-            if record.get("runner") == "remote":
+            if record["id"] in waited:
+                fields = waited[record["id"]]
+            elif record.get("runner") == "remote":
                 fields, note = polled.get(record["id"], ({}, None))
-                fields = {**await self._remote_end(record, fields), "note": note}
+                fields = {**await self.remote_end(record, fields), "note": note}
             else:
                 fields = self.local.refresh(record)
             delta = changed_fields(dict(record), fields)
@@ -258,7 +262,7 @@ class BackgroundTasks:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
         if record.get("runner") == "remote":
-            fields = await self._remote_end(record, fields)
+            fields = await self.remote_end(record, fields)
         current = {**record, **fields}
         if current.get("runner") == "remote":
             current["note"] = problem
@@ -311,7 +315,7 @@ class BackgroundTasks:
             fields = await self.remote.cancel(current)
             if self.on_end:  # told, not waited for: a cancel answers at once
                 with contextlib.suppress(RuntimeClosed):
-                    self.runtime.spawn(self._remote_end(current, fields))
+                    self.runtime.spawn(self.remote_end(current, fields))
         else:
             fields = await self.local.cancel(current)
         return {**current, **fields, "announced": True, "updated_at": now()}
@@ -340,7 +344,7 @@ class BackgroundTasks:
 
     # -- helpers -----------------------------------------------------------
 
-    async def _remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    async def remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
         """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
         if not self.on_end or record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
             return fields
@@ -378,10 +382,35 @@ class BackgroundTasks:
         return await self.local.start(record["id"], local_call, attempt=attempt,
                                       outcome_db=await checkpoint_db(call.parent_config))
 
+    def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
+        """Keep what a wait read of the remote tasks of ``before`` that it saw end or wait for approval (``after``).
+
+        A wait (:func:`settle_remote`) has no ledger to write: without this the
+        next turn's poll would read each of them again (a join more per task),
+        and read a run the wait ended at its deadline as merely ``cancelled``.
+        Taken once, by the next :meth:`refresh` or :meth:`check` of the task.
+        """
+        for task_id, old in before.items():
+            new = after.get(task_id, old)
+            if old.get("status") in _LIVE and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
+                self._waited[task_id] = (old.get("run_id"), changed_fields(dict(old), dict(new)))
+        while len(self._waited) > _WAITED_KEPT:  # waits whose ledger never came back: the oldest go
+            self._waited.pop(next(iter(self._waited)))
+
+    def _take_waited(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The fields a wait kept for this live record (its run, not a later one's), once."""
+        kept = self._waited.get(record.get("id"))  # type: ignore[arg-type]
+        if kept is None or record.get("status") not in _LIVE or kept[0] != record.get("run_id"):
+            return None
+        del self._waited[record["id"]]
+        return kept[1]
+
     async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if record.get("runner") == "remote":
             if record.get("status") not in _LIVE:
                 return {}, None
+            if (waited := self._take_waited(record)) is not None:
+                return waited, None
             return await self.remote.refresh(record)
         return self.local.refresh(record), None
 
@@ -427,17 +456,19 @@ async def _close_remote_clients() -> None:
 # and every await is bounded by the time left: a server that hangs, dies or
 # answers slowly makes the wait return ``False`` at its deadline, never raise.
 #
-# Between polls one task at a time is also joined (``runs.join``, a long-poll
-# the server answers when the run ends), so the end of a batch is seen as soon
-# as the server knows it rather than up to ``every_s`` later: see
-# :class:`_EndWatch`.
+# Runs are also joined (``runs.join``, a long-poll the server answers with the
+# run's values when it ends), and a join that brings the answer is the task's
+# read: no poll reads it again. See :class:`_EndWatch`.
 #
-# Why polling and not only the server's join (``runs.join``, a long-poll answered
-# when the run ends, which raw ``langgraph-sdk`` uses): a join streams the
-# whole run to the waiter, which costs the server more than a batched status
-# search. Measured on ``langgraph dev`` with 50 tasks, 32 joins open at once
-# made them settle in 3.3 s instead of 1.9 s by polling every 50 ms (raw SDK
-# with a join each: 2.2 s); 4 joins, 2.3 s.
+# Where a poll reads answers in batches (``langgraph dev``: one status search
+# with values), one task at a time is joined, only to poll as soon as a batch
+# ends: a join streams the whole run to the waiter, which costs the server
+# more than a batched search. Measured on ``langgraph dev`` with 50 tasks, 32
+# joins open at once made them settle in 3.3 s instead of 1.9 s by polling
+# every 50 ms (raw SDK with a join each: 2.2 s); 4 joins, 2.3 s. Where each
+# answer costs a read of its own anyway (aegra: a join per task), every live
+# task is joined, :data:`JOINS_OPEN` at a time, and not polled while joins
+# read it: a task costs the requests raw ``langgraph-sdk`` spends on it.
 #
 # Example (on the background loop)::
 #
@@ -459,63 +490,101 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
         while live := {k: r for k, r in remote.items() if r.get("status") in ACTIVE_STATUSES}:
             if (left := deadline - time.monotonic()) <= 0:
                 return remote, False
-            try:
-                async with asyncio.timeout(left):
-                    updates = await tasks.refresh(live)
-            except TimeoutError:
-                return remote, False
-            remote = merge_async_records(remote, updates)
+            if due := watch.due(live):
+                try:
+                    async with asyncio.timeout(left):
+                        updates = await tasks.refresh(due)
+                except TimeoutError:
+                    return remote, False
+                remote = merge_async_records(remote, updates)
             if still := [r for r in remote.values() if r.get("status") in ACTIVE_STATUSES]:
                 await watch.pause(still, max(0.0, min(every_s, deadline - time.monotonic())))
+                for task_id, fields in watch.take():  # a join's answer is its task's read
+                    if remote[task_id].get("status") in ACTIVE_STATUSES:
+                        fields = await tasks.remote_end(remote[task_id], fields)
+                        remote = merge_async_records(remote, {task_id: {**fields, "note": None, "updated_at": now()}})
         return remote, True
     finally:
         watch.close()
+        tasks.keep_waited(records, remote)
 
 
 JOIN_AT_MOST = 16
-"""Join only while this few tasks are live: a batch's end is worth seeing at once, but with many
-tasks ending one after another each join brings a poll of them all (at N = 200 that was slower)."""
+"""Where polls read answers in batches, join only while this few tasks are live: a batch's end is worth
+seeing at once, but with many tasks ending one after another each join brings a poll of them all (at N =
+200 that was slower)."""
+
+JOINS_OPEN = 64
+"""Joins open at once where each answer is read by its join: room is left in the client's pool
+(:data:`~subagents.background.remote.MAX_CONNECTIONS`) for starts and polls."""
 
 
 class _EndWatch:
     """The pause between polls, cut short when a run the server is watching for us ends.
 
-    One join at a time, on the oldest live task: a batch of tasks started
-    together mostly ends together, so the poll that follows the first end
-    finds the rest, up to ``every_s`` sooner than the timer would (only while
-    at most :data:`JOIN_AT_MOST` are live). Each task
-    is joined at most once (a status that lags the join cannot loop), and
-    the first join that fails -- a server that refuses or drops joins, or a
-    run longer than the client's read timeout -- leaves the rest of this wait
-    to the timer alone.
+    Where polls read answers in batches, one join at a time, on the oldest
+    live task: a batch of tasks started together mostly ends together, so the
+    poll that follows the first end finds the rest, up to ``every_s`` sooner
+    than the timer would (only while at most :data:`JOIN_AT_MOST` are live).
+    Where each answer is read by a join (see
+    :meth:`~subagents.background.remote.RemoteTaskRunner.reads_by_join`),
+    every live task is joined, :data:`JOINS_OPEN` at a time, and only what no
+    join reads is polled (:meth:`due`). Each task is joined at most once (a
+    status that lags the join cannot loop); a join whose body holds the
+    answer settles its task (:meth:`take`), one that does not leaves it to a
+    poll, and the first join that fails -- a server that refuses or drops
+    joins, or a run longer than the client's read timeout -- leaves the rest
+    of this wait to polls alone.
     """
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self.tasks = tasks
-        self.job: asyncio.Future[Any] | None = None
+        self.jobs: dict[str, asyncio.Future[Any]] = {}
         self.joined: set[str] = set()
         self.broken = False
 
+    def _read_by_join(self, record: Mapping[str, Any]) -> bool:
+        return not self.broken and bool(record.get("run_id")) and self.tasks.remote.reads_by_join(record)
+
+    def due(self, live: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+        """The live tasks a poll must read now: all but those a join reads (open, or to be opened)."""
+        return {k: r for k, r in live.items()
+                if not (self._read_by_join(r) and (k in self.jobs or k not in self.joined))}
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        """The task ids and fields the joins that ended read (each once)."""
+        read = []
+        for task_id, job in list(self.jobs.items()):
+            if not job.done():
+                continue
+            del self.jobs[task_id]
+            if job.cancelled() or job.exception() is not None:
+                self.broken = True
+            elif job.result() is not None:
+                read.append((task_id, job.result()))
+        return read
+
     async def pause(self, live: Sequence[Mapping[str, Any]], seconds: float) -> None:
-        if self.job is not None and self.job.done():
-            failed = self.job.cancelled() or self.job.exception() is not None
-            self.broken, self.job = self.broken or failed, None
-        if self.job is None and not self.broken and len(live) <= JOIN_AT_MOST:
-            record = next((r for r in live if r.get("runner") == "remote" and r.get("run_id")
-                           and r["id"] not in self.joined), None)
-            if record is not None:
-                self.joined.add(record["id"])
-                self.job = asyncio.ensure_future(self.tasks.remote.join(record))
-        if self.job is None:
-            await asyncio.sleep(seconds)
+        unjoined = [r for r in live if r.get("runner") == "remote" and r.get("run_id") and r["id"] not in self.joined]
+        for record in unjoined:
+            if self._read_by_join(record):
+                if len(self.jobs) >= JOINS_OPEN:
+                    continue
+            elif self.broken or self.jobs or len(live) > JOIN_AT_MOST:
+                continue
+            self.joined.add(record["id"])
+            self.jobs[record["id"]] = asyncio.ensure_future(self.tasks.remote.join(record))
+        if self.jobs:
+            await asyncio.wait(self.jobs.values(), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         else:
-            await asyncio.wait({self.job}, timeout=seconds)
+            await asyncio.sleep(seconds)
 
     def close(self) -> None:
-        if self.job is not None and not self.job.done():
-            self.job.cancel()
-        elif self.job is not None and not self.job.cancelled():
-            self.job.exception()  # retrieved: a failed join is no news to report
+        for job in self.jobs.values():
+            if not job.done():
+                job.cancel()
+            elif not job.cancelled():
+                job.exception()  # retrieved: a failed join is no news to report
 
 
 _REMOTE_WAITING = ACTIVE_STATUSES

@@ -86,6 +86,24 @@ def start(*jobs: tuple[str, str]) -> dict[str, Any]:
     return {"tool_calls": [tool_call("start_async_task", description=d, subagent_type=t) for d, t in jobs]}
 
 
+def remote_parent(url: str, jobs: list[str], graph_id: str = "scripted_worker", **extra: Any) -> tuple[Any, Any, dict]:
+    """A parent agent (its middleware, and a config of a fresh thread) whose turn "PARENT go" starts ``jobs``
+    as tasks of the remote subagent ``remote-worker`` (``graph_id`` at ``url``; ``extra``: more spec fields)."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from deep_agent.testing import ScriptedChatModel
+    from middleware import BackgroundSubagentMiddleware
+
+    spec = {"name": "remote-worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
+            "url": url, **extra}
+    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+    model = ScriptedChatModel(rules=[("PARENT go", [start(*[(j, "remote-worker") for j in jobs]), "ok"])],
+                              default="ok")
+    agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+    return agent, middleware, {"configurable": {"thread_id": f"remote-parent-{time.monotonic_ns()}"}}
+
+
 def on_task(tool: str, index: int = 0, **args: Any) -> Callable[[list[Any]], dict[str, Any]]:
     """A parent reply calling ``tool`` on the ``index``-th started task (its id read from the history)."""
     return lambda messages: {"tool_calls": [tool_call(tool, task_id=started_ids(messages)[index], **args)]}
@@ -133,7 +151,8 @@ def steer(middleware: Any, state: dict[str, Any], task_id: str, text: str, paren
 
 def run_script(path: str, *args: str, timeout: float = 60) -> dict[str, Any]:
     """Run a test file as a separate process (its first parent process); return its last JSON line."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), str(TESTS), os.environ.get("PYTHONPATH")) if p)}
+    paths = (str(REPO), str(TESTS), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     done = subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -97,13 +97,22 @@ class RecordingServer:
 
 
 class FaultProxy:
-    """A TCP proxy on loopback in front of ``upstream`` (``host, port``) that can hang or go down."""
+    """A TCP proxy on loopback in front of ``upstream`` (``host, port``) that can hang or go down.
 
-    def __init__(self, upstream_url: str) -> None:
-        host, port = upstream_url.removeprefix("http://").split(":")
-        self.upstream = (host, int(port))
+    Given more upstreams it is a plain round-robin balancer: each request goes to the next one (on a
+    connection of its own, closed after the answer), and one that refuses it is answered 502 (no health
+    checks, no retry on another).
+    """
+
+    def __init__(self, upstream_url: str, *more_upstreams: str) -> None:
+        self.upstreams = [(host, int(port)) for host, port in
+                          (u.removeprefix("http://").split(":") for u in (upstream_url, *more_upstreams))]
+        self.upstream = self.upstreams[0]
+        self._turn = 0
         self.mode = "forward"
         self.requests = 0
+        self.lines: list[bytes] = []
+        """The request lines forwarded (``b"GET /threads/... HTTP/1.1"``), in order."""
         self.refuse: bytes | None = None
         """Cut any connection whose request contains these bytes (e.g. ``b"/join "``); counted in ``refused``."""
         self.refused = 0
@@ -176,6 +185,9 @@ class FaultProxy:
             if self.mode == "502":
                 threading.Thread(target=self._answer_502, args=(client,), daemon=True).start()
                 continue
+            if len(self.upstreams) > 1:
+                threading.Thread(target=self._balance, args=(client,), daemon=True).start()
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -187,20 +199,57 @@ class FaultProxy:
             threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 
-    def _answer_502(self, client: socket.socket) -> None:
-        """Read one request (headers and body) and answer it 502; the connection closes after it."""
+    @staticmethod
+    def _read_request(client: socket.socket) -> tuple[bytes, bytes] | None:
+        """One request's head and body (by its content-length), or ``None`` if the client left."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = client.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        missing = (int(length.group(1)) if length else 0) - len(body)
+        while missing > 0 and (chunk := client.recv(min(missing, 65536))):
+            body += chunk
+            missing -= len(chunk)
+        return head, body
+
+    def _balance(self, client: socket.socket) -> None:
+        """Hand one request to the next upstream, its answer back, then close (a 502 if it refuses)."""
         try:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = client.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-            missing = (int(length.group(1)) if length else 0) - len(body)
-            while missing > 0 and (chunk := client.recv(min(missing, 65536))):
-                missing -= len(chunk)
+            request = self._read_request(client)
+            if request is None:
+                return
+            head, body = request
+            with self._lock:
+                self._turn += 1
+                upstream = self.upstreams[self._turn % len(self.upstreams)]
+            try:
+                server = socket.create_connection(upstream, timeout=5)
+            except OSError:
+                self._answer_502(client, request)
+                return
+            head = re.sub(rb"(?im)^connection:[^\r\n]*\r\n", b"", head + b"\r\n") + b"connection: close"
+            with self._lock:
+                self.requests += 1
+                self.lines.append(head.split(b"\r\n", 1)[0])
+            with server:
+                server.settimeout(None)
+                server.sendall(head + b"\r\n\r\n" + body)
+                while data := server.recv(65536):
+                    client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+    def _answer_502(self, client: socket.socket, request: tuple[bytes, bytes] | None = None) -> None:
+        """Read one request (unless given) and answer it 502; the connection closes after it."""
+        try:
+            if request is None and self._read_request(client) is None:
+                return
             payload = b'{"detail": "bad gateway"}'
             client.sendall(b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\n"
                            b"content-length: " + str(len(payload)).encode() + b"\r\nconnection: close\r\n\r\n"
@@ -217,7 +266,9 @@ class FaultProxy:
             while data := source.recv(65536):
                 if upstream:
                     with self._lock:
-                        self.requests += len(_REQUEST_LINE.findall(data))
+                        found = _REQUEST_LINE.findall(data)
+                        self.requests += len(found)
+                        self.lines.extend(line.strip() for line in found)
                         if self.refuse is not None and self.refuse in data:
                             self.refused += 1
                             break

@@ -10,6 +10,7 @@ ledger) and completed empty. The faults:
 * instance A SIGKILLed while its runs work (read through B);
 * Postgres crashed and restarted while the runs work;
 * every request answered 502 for 10 s by a proxy in front of the pair;
+* a plain round-robin balancer in front of the pair with one instance dead;
 * the parent process killed in the middle of its step of starts, then
   resumed with ``invoke(None)``, or continued with a new user message.
 
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.aegra import AegraInstance, QUICK_RECOVERY, aegra_pair, venv_folder
+from helpers.aegra import QUICK_RECOVERY, AegraInstance, aegra_pair, venv_folder
 from helpers.fault_servers import FaultProxy
 from helpers.graphs import user
 from helpers.killed_parent import agent_on, count, crash, harmless_die, server_threads, start_calls, stop_all
@@ -52,8 +53,8 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         yield postgres, a, b
 
 
-def _spec(url: str, name: str = "child") -> RemoteSubagentSpec:
-    return RemoteSubagentSpec(name=name, description="The aegra child.", graph_id="child", url=url)
+def _spec(url: str, name: str = "child", **extra: Any) -> RemoteSubagentSpec:
+    return RemoteSubagentSpec(name=name, description="The aegra child.", graph_id="child", url=url, **extra)
 
 
 def _record(task_id: str, description: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -184,6 +185,49 @@ def test_every_request_answered_502_for_10_s_loses_no_task_and_starts_none_twice
     _assert_nothing_lost(figures, TASKS)
     assert refused >= 1
     assert proxy.bad_gateways <= 20, "the circuit holds requests back while the gateway fails"
+
+
+ROUND_ROBIN_TASKS = 30
+
+
+def _wait_idle(url: str, parent: str) -> None:
+    """Until no thread of ``parent`` is busy (asked of one instance directly): every run has ended."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url, api_key=None)
+    deadline = time.monotonic() + SETTLE_S
+    while client.threads.search(metadata={"parent_thread_id": parent}, status="busy", limit=100):
+        assert time.monotonic() < deadline, f"the runs of {parent} did not end within {SETTLE_S} s"
+        time.sleep(0.5)
+
+
+def test_a_dead_instance_behind_a_round_robin_balancer_costs_retries_never_an_unread_answer(pair):
+    """Every other request the balancer sends to the dead instance is answered 502; every answer is read,
+    although each task is past its deadline (timeout_s=1) by the time the parent reads it."""
+    _, a, b = pair
+    balancer = FaultProxy(a.url, b.url)
+    try:
+        records = asyncio.run(_start(balancer.url, "round-robin", ROUND_ROBIN_TASKS))
+        _wait_idle(a.url, "round-robin")  # every run succeeded: what is left is reading the answers
+        b.kill()
+
+        async def read_all() -> list[dict[str, Any]]:
+            runner = RemoteTaskRunner([_spec(balancer.url, timeout_s=1)])
+            try:
+                return await _settle(balancer.url, records, runner=runner)
+            finally:
+                await runner.pool.aclose()
+
+        settled = asyncio.run(read_all())
+        figures = _figures(settled, a.url, "round-robin")
+    finally:
+        balancer.close()
+        b.restart()
+    print(f"aegra pair behind a round-robin balancer, B dead: {figures}; requests answered 502: "
+          f"{balancer.bad_gateways} of {balancer.bad_gateways + balancer.requests}")
+    assert figures["completed"] == ROUND_ROBIN_TASKS, (figures, [(r["status"], r.get("error")) for r in settled])
+    _assert_nothing_lost(figures, ROUND_ROBIN_TASKS)
+    assert balancer.bad_gateways > 0, "the dead instance was asked for some of them"
 
 
 @pytest.mark.parametrize("then", ["resume", "new message"])

@@ -151,3 +151,9 @@ def test_a_failed_and_a_cancelled_task_read_as_such_through_the_join(pair):
     print(f"aegra pair, failed and cancelled: {failed['status']} {failed.get('error')!r}, {cancelled['status']}")
     assert failed["status"] == "error" and "the child failed on purpose" in failed["error"], failed
     assert cancelled["status"] == "cancelled" and not cancelled.get("result"), cancelled
+
+
+def test_a_deadline_reached_during_the_wait_ends_the_task_timed_out_as_a_turn_would(pair):
+    from test_remote_wait_outcomes import wait_past_the_deadline_then_a_turn
+
+    wait_past_the_deadline_then_a_turn(pair[1].url, "long job", graph_id="child")  # the child works for minutes

@@ -9,7 +9,7 @@ import pytest
 from helpers.fault_servers import RecordingServer
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, poll
+from subagents.background.remote import FAILURES_TO_OPEN, RemoteClientPool, RemoteTaskRunner, ServerHealth, poll
 
 LIVE = 200
 
@@ -26,15 +26,24 @@ def live_records(count: int) -> list[dict[str, object]]:
              "thread_id": f"thread-{i}", "run_id": f"run-{i}", "note": None} for i in range(count)]
 
 
-async def two_turns(runner: RemoteTaskRunner, records: list[dict[str, object]], server: RecordingServer
-                    ) -> tuple[int, int, dict[str, tuple[dict[str, object], str | None]]]:
+async def turns(runner: RemoteTaskRunner, records: list[dict[str, object]], server: RecordingServer, count: int
+                ) -> tuple[list[int], dict[str, tuple[dict[str, object], str | None]]]:
+    """The requests each of ``count`` turns sent, and the last turn's results."""
+    sent: list[int] = []
     try:
-        first = await poll(runner, records)
-        after_first = len(server.requests)
-        await poll(runner, records)
-        return after_first, len(server.requests) - after_first, first
+        for _ in range(count):
+            before = len(server.requests)
+            results = await poll(runner, records)
+            sent.append(len(server.requests) - before)
+        return sent, results
     finally:
         await runner.pool.aclose()
+
+
+async def two_turns(runner: RemoteTaskRunner, records: list[dict[str, object]], server: RecordingServer
+                    ) -> tuple[int, int, dict[str, tuple[dict[str, object], str | None]]]:
+    (first, second), results = await turns(runner, records, server, 2)
+    return first, second, results
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
@@ -42,13 +51,28 @@ def test_gateway_errors_open_the_circuit_so_a_turn_sends_a_bounded_number_of_req
     server.fail_with = status
     spec = RemoteSubagentSpec(name="far", description="d", url=server.url, graph_id="g")
     runner = RemoteTaskRunner([spec], pool=RemoteClientPool(ServerHealth(base_s=60)))
-    first, second, results = asyncio.run(two_turns(runner, live_records(LIVE), server))
-    # One status search tells the server is down; no per-task reads follow (they were 2 per task).
-    assert first <= 2, f"{first} requests for {LIVE} live tasks on a server answering {status}"
-    assert second == 0, "the circuit is open: the next turn waits for its probe time"
+    sent, results = asyncio.run(turns(runner, live_records(LIVE), server, FAILURES_TO_OPEN + 1))
+    # Each turn's one status search tells the server is down; no per-task reads follow (they were 2 per task).
+    assert all(n <= 2 for n in sent), f"{sent} requests for {LIVE} live tasks on a server answering {status}"
+    # FAILURES_TO_OPEN failures in a row, no answer between: the server is down, and the circuit opens.
+    assert sent[-1] == 0, "the circuit is open: the next turn waits for its probe time"
     notes = {note for _, note in results.values()}
     assert len(notes) == 1 and f"HTTP {status}" in str(notes.pop())
     assert runner.pool.health.retry_in(server.url) > 30
+
+
+def test_failures_between_answers_leave_the_circuit_closed_and_a_run_of_them_opens_it():
+    clock = [100.0]
+    health = ServerHealth(base_s=2, max_s=120, clock=lambda: clock[0])
+    for _ in range(10):  # a round-robin balancer with one dead instance: every other request fails
+        health.failed("http://h", "HTTP 502", sent_at=clock[0])
+        health.answered("http://h")
+    for _ in range(FAILURES_TO_OPEN * 3):  # concurrent requests: several fail in a row, just after an answer
+        health.failed("http://h", "HTTP 502", sent_at=clock[0])
+    assert health.retry_in("http://h") == 0
+    clock[0] += 2.5  # no answer for base_s: the failures in a row say the server is down
+    health.failed("http://h", "HTTP 502", sent_at=clock[0])
+    assert health.retry_in("http://h") == 2 and "HTTP 502" in str(health.note("http://h"))
 
 
 def test_a_client_error_is_an_answer_and_keeps_the_circuit_closed(server):
@@ -94,7 +118,8 @@ def test_concurrent_failures_in_one_outage_are_one_backoff_step_and_recovery_is_
 def test_a_probe_failing_again_doubles_the_backoff():
     clock = [100.0]
     health = ServerHealth(base_s=2, max_s=120, clock=lambda: clock[0])
-    health.failed("http://h", "down", sent_at=100.0)
+    for _ in range(FAILURES_TO_OPEN):
+        health.failed("http://h", "down", sent_at=100.0)
     health.failed("http://h", "down", sent_at=99.0)  # in flight when it opened: same step
     assert health.retry_in("http://h") == 2
     clock[0] = 102.0

@@ -38,8 +38,20 @@ class _Server:
             ended = False
         return {k: {"status": "completed" if ended else "running"} for k in live}
 
-    async def join(self, record: dict[str, Any]) -> None:
+    def keep_waited(self, before: Any, after: Any) -> None:
+        """What a wait read is kept for the next turn (by the real tasks); nothing to keep here."""
+
+    def reads_by_join(self, record: dict[str, Any]) -> bool:
+        return False  # a server whose polls read answers in batches (langgraph dev)
+
+    async def remote_end(self, record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        return fields
+
+    async def join(self, record: dict[str, Any]) -> dict[str, Any] | None:
         self.joins.append(record["id"])
+        if self.join_mode == "answers":  # the join's body holds the answer
+            await asyncio.sleep(max(0.0, self.ends_at - time.monotonic()))
+            return {"status": "completed", "result": f"answer of {record['id']}"}
         if self.join_mode == "fails":
             raise ConnectionError("the server dropped the join")
         if self.join_mode == "returns":
@@ -69,6 +81,14 @@ async def test_a_run_that_ends_is_seen_at_once_whatever_the_poll_interval():
     settled, _ = await _settle(server, 3, every_s=30.0, within=20.0)
     assert settled  # before the deadline (20 s), so not at the timer's next tick (30 s)
     assert server.joins == ["t0"] and server.polls == 2
+
+
+async def test_a_join_that_brings_the_answer_settles_its_task_with_no_poll_reading_it_again():
+    server = _Server(ends_at=time.monotonic() + 0.3, join="answers")
+    remote, settled = await settle_remote(server, _records(1), deadline=time.monotonic() + 20,  # type: ignore[arg-type]
+                                          every_s=30.0)
+    assert settled and remote["t0"]["status"] == "completed" and remote["t0"]["result"] == "answer of t0"
+    assert server.joins == ["t0"] and server.polls == 1  # the poll before the join, none after it
 
 
 async def test_a_failed_join_leaves_the_wait_to_the_timer_and_is_not_retried():
