@@ -122,6 +122,7 @@ from subagents.background import (
 )
 from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
+from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
@@ -886,22 +887,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
             middleware.answer_approval(out, waiting[0], "approve")
         """
-        return self.runtime.run(self._answer(state, task_id, decision, reason))
+        runtime, answering = approval_answer(state, task_id, decision, reason)
+        return runtime.run(answering)[0]
 
     async def aanswer_approval(self, state: Mapping[str, Any], task_id: str,
                                decision: Literal["approve", "reject"], reason: str = "") -> dict[str, Any]:
         """:meth:`answer_approval` from async code."""
-        return await self.runtime.arun(self._answer(state, task_id, decision, reason))
-
-    async def _answer(self, state: Mapping[str, Any], task_id: str, decision: str, reason: str) -> dict[str, Any]:
-        record = ledger_of(state).get(task_id)
-        if not isinstance(record, Mapping):
-            raise TaskStateError(f"answer_approval: no background task {task_id!r} in the state's async_tasks")
-        call = TaskCall(subagent_type=str(record.get("agent_type")), description="", parent_state=state,
-                        tool_call_id=None, parent_config={}, parent_model=self.parent_model.model,
-                        parent_tools=self._tools or ())
-        current, _ = await self.tasks.update(record, reason or decision, call, decision)
-        return current
+        runtime, answering = approval_answer(state, task_id, decision, reason)
+        return (await runtime.arun(answering))[0]
 
     # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
 

@@ -628,20 +628,21 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
         waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
         answer_approval(agent, config, waiting[0], "approve")
     """
-    runtime, answering = _answer(agent.get_state(config).values, task_id, decision, reason)
+    runtime, answering = approval_answer(agent.get_state(config).values, task_id, decision, reason)
     return runtime.run(answering)[0]
 
 
 async def aanswer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
                            reason: str = "") -> dict[str, Any]:
     """:func:`answer_approval` from async code (and for a thread an async checkpointer keeps)."""
-    runtime, answering = _answer((await agent.aget_state(config)).values, task_id, decision, reason)
+    runtime, answering = approval_answer((await agent.aget_state(config)).values, task_id, decision, reason)
     return (await runtime.arun(answering))[0]
 
 
-def _answer(values: Mapping[str, Any], task_id: str, decision: str,
-            reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
-    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``."""
+def approval_answer(values: Mapping[str, Any], task_id: str, decision: str,
+                    reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
+    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``
+    (what :func:`answer_approval` and the middleware's method of that name run)."""
     ledger = values.get("async_tasks")
     record = usable_records(ledger).get(task_id) if isinstance(ledger, Mapping) else None
     if record is None:
