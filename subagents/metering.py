@@ -34,8 +34,9 @@ from typing import Annotated, Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import LLMResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, StrictBool
 
 from subagents.errors import (
@@ -612,9 +613,10 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
-        self.extras_estimate = 0
+        self.extras_estimate: int | None = None
         """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
-        estimate of the next call's messages (the same schemas, without converting them again)."""
+        estimate of the next call's messages (the same schemas, without converting them again); ``None`` until a
+        call is sent (the wrap-up then estimates the schemas the first call sends: :func:`_schemas_estimate`)."""
         self._room_held: tuple[int, float] | None = (0, 0.0)
         """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
         self._room_for_call: tuple[int, float] = (0, 0.0)
@@ -722,14 +724,18 @@ class TaskMeter(BaseCallbackHandler):
         if self.deadline is not None and self.timeout_s and self.deadline - time.monotonic() < share * self.timeout_s:
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
-        scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
+        learned = budget.learned(model_name) if budget is not None else None
         price = call_price(self.prices or (budget.prices if budget else None), model_name)
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
         estimate = token_count(estimate)
         grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
-        now, then = math.ceil(estimate * scale), math.ceil(grown * scale)  # this call's prompt, and the next's
-        last, last_usd = then + output, cost_at(price, then, output)
-        need, need_usd = now + output + last, cost_at(price, now, output) + last_usd
+
+        def need_at(scale: float) -> tuple[int, float, int]:
+            """This call and the next (its prompt grown as this one's did), at ``scale``; this call's prompt."""
+            now, then = math.ceil(estimate * scale), math.ceil(grown * scale)
+            return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
+
+        need, need_usd, _ = need_at(learned or LEARNED_SCALE_MARGIN)
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
@@ -740,10 +746,14 @@ class TaskMeter(BaseCallbackHandler):
                                   "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
                                   unit="usd")
         if budget is not None:
+            # As the budget will hold them: a model it has learned no ratio for yet, at the clamp (Budget.hold).
+            need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
-            if room_tokens < need or room_usd < need_usd:
-                budget.foresee(need, need_usd)  # a call and its wrap-up no longer fit: new work would only wrap up
+            if (room_tokens < need or room_usd < need_usd) and learned is not None:
+                # A call and its wrap-up no longer fit: new work would only wrap up (judged at the clamp, they
+                # are no measure of what new work needs).
+                budget.foresee(need, need_usd)
             if room_tokens < need:
                 return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
                                       f"limit {budget.max_tokens}; it had room for one more)",
@@ -945,8 +955,8 @@ class TaskMeter(BaseCallbackHandler):
                 "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
         # The prompt as providers bill it (tool schemas and response format included): reserved before the
         # call, it bounds a shared budget's overshoot to one call's output per running call.
-        self.extras_estimate = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
-        estimate = estimate_tokens(prompt) + self.extras_estimate
+        self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
+        estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
@@ -1333,8 +1343,9 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
         added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) \
             else [*system.content, {"type": "text", "text": f"\n\n{line}"}]
         request = request.override(system_message=system.model_copy(update={"content": added}))
-    # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
-    estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
+    # As the meter will estimate the call: its messages, and its tool schemas (as the last call sent them).
+    extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
+    estimate = estimate_tokens([request.system_message, *request.messages]) + extras
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
@@ -1351,11 +1362,24 @@ def _name_of(model: Any) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def _schemas_estimate(request: ModelRequest[Any]) -> int:
+    """The tool schemas a call is sent with, in estimated tokens, as :meth:`TaskMeter._sent` counts them
+    (before a task's first call, which the meter has not seen: it may carry more schemas than messages)."""
+    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+    return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+
+
 def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply with any tool call dropped: the limit allows no more steps, so none may run."""
-    if response.structured_response is not None:
-        return response
-    result = [m.model_copy(update={"content": m.text, "tool_calls": [], "invalid_tool_calls": []})
-              if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls) else m
-              for m in response.result]
-    return ModelResponse(result=result, structured_response=None)
+    """The wrap-up's reply with every tool call dropped that the response does not answer itself: the limit
+    allows no more steps, so none may run. LangChain answers a structured answer's call in the response (a
+    ``ToolMessage``): that one is kept, as the task's answer."""
+    answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+    result = []
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            kept = [call for call in message.tool_calls if call["id"] in answered]
+            if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
+                message = message.model_copy(update={"content": message.text, "tool_calls": kept,
+                                                     "invalid_tool_calls": []})
+        result.append(message)
+    return ModelResponse(result=result, structured_response=response.structured_response)

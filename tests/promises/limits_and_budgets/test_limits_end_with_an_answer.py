@@ -16,8 +16,10 @@ import pytest
 from helpers.background import NOTICE, background, notices, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
 from rich.console import Console
 
 from deep_agent import create_deep_agent
@@ -285,3 +287,70 @@ def test_a_wrap_up_call_that_runs_past_the_deadline_ends_the_task_as_a_timeout(r
     assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "timeout", False)
     assert tool_messages(out)[0].content.startswith("Subagent 'looper' failed: timed out after 4s")
     assert len(child.wrap_ups) == 1  # the wrap-up call was made, and ran over
+
+
+class Findings(BaseModel):
+    summary: str
+
+
+def test_a_structured_answer_on_the_wrap_up_call_is_kept_and_no_other_tool_runs(run):
+    work, ran = counting_tool()
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):  # the structured answer, and one more step that must not run
+            return {"tool_calls": [tool_call("Findings", summary="fact A"), tool_call("work", x="on the wrap-up")]}
+        return {"tool_calls": [tool_call("work", x="step")]}
+
+    spec = {"name": "looper", "description": "l", "tools": ["work"], "max_turns": 3, "response_format": Findings,
+            "model": ScriptedChatModel(default=reply)}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [work],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert ran == ["step", "step"]
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, '{"summary":"fact A"}')
+
+
+def test_a_wrap_up_reply_cut_at_the_token_limit_is_the_answer_not_retried(run):
+    cut = "Found so far: fact A, and fact"
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):
+            return AIMessage(cut, response_metadata={"finish_reason": "length"})
+        return {"tool_calls": [tool_call("echo", x="again")]}
+
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 3, "retry_truncated": True,
+            "model": ScriptedChatModel(default=reply)}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [echo],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, cut)
+    assert (record["model_calls"], record["truncated_retries"]) == (3, 0)
+
+
+@tool
+def archive(query: str) -> str:
+    """Search the archive."""
+    return "a record"
+
+
+archive.description = "Search the archive. " + "It searches many kinds of records, with many options. " * 60
+
+
+@pytest.mark.parametrize("limit", ["own tokens", "shared tokens, a model the budget has learned no ratio for"])
+def test_the_first_call_is_judged_as_it_is_sent_and_held(run, limit):
+    # The tool's schema is most of a call: a call with it does not fit (the shared budget holds a call to a model
+    # it has learned no ratio for at the clamp), a call without it does. So the first call is the wrap-up.
+    child = ScriptedChatModel(default=loops_until_told("archive"), model_name="child-model")
+    spec = {"name": "looper", "description": "l", "tools": ["archive"], "model": child, "max_turns": 200}
+    parent = ScriptedChatModel(responses=parent_script(("loop", "looper")))
+    options = {"budget": Budget(max_tokens=10_000)} if limit.startswith("shared") else {}
+    if not options:
+        spec["max_tokens"] = 500
+    out = run(create_deep_agent(parent, [archive], subagents=[spec], **options), user("go"),
+              {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "budget", True, ANSWER)
+    assert record["model_calls"] == 1 and child.calls[0]["tools"] == []
