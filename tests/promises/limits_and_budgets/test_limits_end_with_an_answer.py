@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import time
 
 import pytest
-from helpers.background import NOTICE, background, notices, start, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.background import NOTICE, background, notices, on_task, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
@@ -25,7 +26,7 @@ from rich.console import Console
 from deep_agent import create_deep_agent
 from deep_agent.cli.inspect import tasks_view
 from deep_agent.cli.live_view import TaskTree
-from deep_agent.cli.store import sync_row
+from deep_agent.cli.store import background_row, sync_row
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
 from subagents.definitions.agent_files import AgentFileError, load_agent_file
@@ -354,3 +355,34 @@ def test_the_first_call_is_judged_as_it_is_sent_and_held(run, limit):
     assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
         "completed", "budget", True, ANSWER)
     assert record["model_calls"] == 1 and child.calls[0]["tools"] == []
+
+
+def test_a_follow_up_of_a_cut_short_background_task_is_a_new_run_cut_short_only_if_it_is(run, background):
+    follow_up_started, crash = threading.Event(), threading.Event()
+
+    def child(messages):
+        if "CRASH" in next(m.text for m in reversed(messages) if m.type == "human"):
+            follow_up_started.set()
+            crash.wait(60)
+            raise RuntimeError("the model's server fell over")
+        return loops_until_told()(messages)
+
+    parent = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT", [start(("loop", "looper")), "started"]),
+                                      ("follow up", [on_task("update_async_task", message="CRASH now"), "sent"])],
+                               default="ok")
+    spec = SubagentSpec(name="looper", description="l", tools=["echo"], max_turns=3,
+                        model=ScriptedChatModel(default=child))
+    agent = create_agent(parent, [echo], middleware=[background([spec])], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
+    (task_id,) = started_ids(run(agent, user("PARENT go"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    assert run(agent, user("and now?"), config)["async_tasks"][task_id]["partial"] is True  # the notice is read
+    run(agent, user("follow up"), config)
+    assert follow_up_started.wait(60)
+    running = dict(background.task(task_id).fields)
+    crash.set()
+    wait_for(lambda: background.status(task_id) == "error")
+    record = run(agent, user("and now?"), config)["async_tasks"][task_id]
+    assert (running["status"], running["stop_reason"], running["partial"]) == ("running", None, False)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "model_error", False)
+    assert sync_row(record).cut_short is None and background_row({**record, "partial": True}).cut_short is None
