@@ -613,6 +613,9 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self.longest_call_s = 0.0
+        """The longest a model call of this task took (seconds, to its end or error): the wrap-up is made while
+        the time left still covers it (:meth:`last_call`)."""
         self.extras_estimate: int | None = None
         """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
         estimate of the next call's messages (the same schemas, without converting them again); ``None`` until a
@@ -704,7 +707,8 @@ class TaskMeter(BaseCallbackHandler):
         """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
 
         Turns: the next call is the ``max_turns``-th. Time: less than the
-        :attr:`wrap_up` share of ``timeout_s`` is left. Tokens and dollars (the
+        :attr:`wrap_up` share of ``timeout_s`` is left, or less than this call
+        and one more would take at :attr:`longest_call_s`. Tokens and dollars (the
         task's own limits and the shared budget): what is left covers the next
         call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
         learned for the model, and an output like this task's earlier ones)
@@ -721,7 +725,9 @@ class TaskMeter(BaseCallbackHandler):
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
             return MaxTurnsReached(self.max_turns)
         share = DEFAULT_WRAP_UP_SHARE if self.wrap_up is True else self.wrap_up or 0.0
-        if self.deadline is not None and self.timeout_s and self.deadline - time.monotonic() < share * self.timeout_s:
+        # Time: what is left covers the share, and this call and one more at the longest a call took.
+        if self.deadline is not None and self.timeout_s and \
+                self.deadline - time.monotonic() < max(share * self.timeout_s, 2 * self.longest_call_s):
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
         learned = budget.learned(model_name) if budget is not None else None
@@ -795,8 +801,8 @@ class TaskMeter(BaseCallbackHandler):
         return taken
 
     def limits_line(self) -> str:
-        """One line for the child's prompt: what bounds this task, as it began (the same on every call, so a
-        provider's prompt cache still holds the conversation)."""
+        """One line for the child's prompt from its second call on: what bounds this task, as it began (the same
+        on each of those calls, so a provider's prompt cache still holds the conversation)."""
         parts = []
         if self.max_turns is not None:
             parts.append(f"{self.max_turns} model calls")
@@ -962,12 +968,15 @@ class TaskMeter(BaseCallbackHandler):
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
                                instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
-        return _Call(name, priced, estimate, *held)
+        return _Call(name, priced, estimate, *held, time.monotonic())
 
     def _release(self, run_id: Any) -> _Call | None:
         """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
         call = self._calls.pop(run_id, None)
-        if call is not None and (call.tokens or call.usd) and self.budget is not None:
+        if call is None:
+            return None
+        self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
+        if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
         return call
 
@@ -1065,6 +1074,7 @@ class _Call(NamedTuple):
     estimate: int
     tokens: int
     usd: float
+    started: float = 0.0
 
 
 def _from_signal_handler(exc: BaseException) -> bool:
@@ -1257,7 +1267,8 @@ class RecordingMeter(TaskMeter):
 #   naming the task's limits (:meth:`~subagents.metering.TaskMeter.limits_line`);
 # * when that call is the last one a limit allows
 #   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
-#   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
+#   less than the wrap-up share of ``timeout_s`` left, or less than two calls
+#   at the longest one took; a token or dollar limit
 #   that covers this call but not one more), makes it a wrap-up: no tools
 #   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
 #   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
@@ -1283,7 +1294,8 @@ class RecordingMeter(TaskMeter):
 
 DEFAULT_WRAP_UP_SHARE = 0.15
 """The share of ``timeout_s`` left at which the next model call is the wrap-up: 9s of a 60s task. Enough
-for one call of most models, small enough that a task rarely stops early."""
+for one call of most models, small enough that a task rarely stops early. A slower model's wrap-up comes
+sooner: once the time left is less than two calls at the longest one took (:meth:`TaskMeter.last_call`)."""
 
 WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 """``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),

@@ -386,3 +386,15 @@ def test_a_follow_up_of_a_cut_short_background_task_is_a_new_run_cut_short_only_
     assert (running["status"], running["stop_reason"], running["partial"]) == ("running", None, False)
     assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "model_error", False)
     assert sync_row(record).cut_short is None and background_row({**record, "partial": True}).cut_short is None
+
+
+def test_a_slow_models_wrap_up_comes_while_the_time_left_covers_a_call(run):
+    # Each call takes 0.8s, more than the default share of 3.6s (0.54s): the wrap-up is made while the time left
+    # still covers this call and one more at the longest a call took.
+    child = ScriptedChatModel(default=loops_until_told(), latency_s=0.8)
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "model": child, "timeout_s": 3.6}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [echo],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "timeout", True, ANSWER)
