@@ -37,7 +37,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field, StrictBool
+from pydantic import BeforeValidator
 
 from subagents.errors import (
     BudgetExceeded,
@@ -1297,7 +1297,16 @@ DEFAULT_WRAP_UP_SHARE = 0.15
 for one call of most models, small enough that a task rarely stops early. A slower model's wrap-up comes
 sooner: once the time left is less than two calls at the longest one took (:meth:`TaskMeter.last_call`)."""
 
-WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+def _wrap_up_setting(value: Any) -> bool | float:
+    """A ``wrap_up`` setting as given, or ``ValueError`` saying what it may be (text such as ``"0.3"`` is not)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and 0 < value < 1:  # NaN and the infinities fail the comparison
+        return float(value)
+    raise ValueError(f"expected true, false or a share of timeout_s above 0 and below 1 (got {value!r:.80})")
+
+
+WrapUpSetting = Annotated[bool | float, BeforeValidator(_wrap_up_setting)]
 """``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),
 or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, below 1)."""
 

@@ -235,6 +235,16 @@ def test_an_agent_file_sets_wrap_up_and_a_bad_value_names_the_field(tmp_path):
         load_agent_file(bad)
     with pytest.raises((SpecError, ValueError), match="wrap_up"):
         SubagentSpec(name="x", description="d", wrap_up=1.0)
+    text = tmp_path / "text.md"  # text is no number here, as in every other numeric field
+    text.write_text('---\nname: text\ndescription: d\nwrap_up: "0.3"\n---\nWork.\n')
+    with pytest.raises(AgentFileError, match="wrap_up"):
+        load_agent_file(text)
+
+
+@pytest.mark.parametrize("value", [1.5, float("nan"), "yes"])
+def test_a_bad_wrap_up_setting_names_what_it_may_be(value):
+    with pytest.raises(SpecError, match=r"^wrap_up: expected true, false or a share of timeout_s above 0 and below 1"):
+        create_deep_agent(ScriptedChatModel(default="ok"), [echo], wrap_up=value)
 
 
 def test_the_tasks_views_show_a_cut_short_task_apart():
