@@ -737,8 +737,9 @@ class TaskMeter(BaseCallbackHandler):
         grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
 
         def need_at(scale: float) -> tuple[int, float, int]:
-            """This call and the next (its prompt grown as this one's did), at ``scale``; this call's prompt."""
-            now, then = math.ceil(estimate * scale), math.ceil(grown * scale)
+            """This call at ``scale`` and the next (its prompt grown as this one's did, at the ratio this call
+            teaches, guessed at the margin until then); this call's prompt."""
+            now, then = math.ceil(estimate * scale), math.ceil(grown * (learned or LEARNED_SCALE_MARGIN))
             return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
 
         need, need_usd, _ = need_at(learned or LEARNED_SCALE_MARGIN)
@@ -752,7 +753,7 @@ class TaskMeter(BaseCallbackHandler):
                                   "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
                                   unit="usd")
         if budget is not None:
-            # As the budget will hold them: a model it has learned no ratio for yet, at the clamp (Budget.hold).
+            # This call as the budget will hold it: to a model it has learned no ratio for yet, at the clamp.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
