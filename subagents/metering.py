@@ -1298,6 +1298,7 @@ DEFAULT_WRAP_UP_SHARE = 0.15
 for one call of most models, small enough that a task rarely stops early. A slower model's wrap-up comes
 sooner: once the time left is less than two calls at the longest one took (:meth:`TaskMeter.last_call`)."""
 
+
 def _wrap_up_setting(value: Any) -> bool | float:
     """A ``wrap_up`` setting as given, or ``ValueError`` saying what it may be (text such as ``"0.3"`` is not)."""
     if isinstance(value, bool):
