@@ -34,9 +34,10 @@ from typing import Annotated, Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import LLMResult
-from pydantic import Field, StrictBool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BeforeValidator
 
 from subagents.errors import (
     BudgetExceeded,
@@ -612,9 +613,13 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
-        self.extras_estimate = 0
+        self.longest_call_s = 0.0
+        """The longest a model call of this task took (seconds, to its end or error): the wrap-up is made while
+        the time left still covers it (:meth:`last_call`)."""
+        self.extras_estimate: int | None = None
         """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
-        estimate of the next call's messages (the same schemas, without converting them again)."""
+        estimate of the next call's messages (the same schemas, without converting them again); ``None`` until a
+        call is sent (the wrap-up then estimates the schemas the first call sends: :func:`_schemas_estimate`)."""
         self._room_held: tuple[int, float] | None = (0, 0.0)
         """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
         self._room_for_call: tuple[int, float] = (0, 0.0)
@@ -702,7 +707,8 @@ class TaskMeter(BaseCallbackHandler):
         """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
 
         Turns: the next call is the ``max_turns``-th. Time: less than the
-        :attr:`wrap_up` share of ``timeout_s`` is left. Tokens and dollars (the
+        :attr:`wrap_up` share of ``timeout_s`` is left, or less than this call
+        and one more would take at :attr:`longest_call_s`. Tokens and dollars (the
         task's own limits and the shared budget): what is left covers the next
         call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
         learned for the model, and an output like this task's earlier ones)
@@ -719,17 +725,24 @@ class TaskMeter(BaseCallbackHandler):
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
             return MaxTurnsReached(self.max_turns)
         share = DEFAULT_WRAP_UP_SHARE if self.wrap_up is True else self.wrap_up or 0.0
-        if self.deadline is not None and self.timeout_s and self.deadline - time.monotonic() < share * self.timeout_s:
+        # Time: what is left covers the share, and this call and one more at the longest a call took.
+        if self.deadline is not None and self.timeout_s and \
+                self.deadline - time.monotonic() < max(share * self.timeout_s, 2 * self.longest_call_s):
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
-        scale = (budget.learned(model_name) if budget is not None else None) or LEARNED_SCALE_MARGIN
+        learned = budget.learned(model_name) if budget is not None else None
         price = call_price(self.prices or (budget.prices if budget else None), model_name)
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
         estimate = token_count(estimate)
         grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
-        now, then = math.ceil(estimate * scale), math.ceil(grown * scale)  # this call's prompt, and the next's
-        last, last_usd = then + output, cost_at(price, then, output)
-        need, need_usd = now + output + last, cost_at(price, now, output) + last_usd
+
+        def need_at(scale: float) -> tuple[int, float, int]:
+            """This call at ``scale`` and the next (its prompt grown as this one's did, at the ratio this call
+            teaches, guessed at the margin until then); this call's prompt."""
+            now, then = math.ceil(estimate * scale), math.ceil(grown * (learned or LEARNED_SCALE_MARGIN))
+            return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
+
+        need, need_usd, _ = need_at(learned or LEARNED_SCALE_MARGIN)
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
@@ -740,10 +753,14 @@ class TaskMeter(BaseCallbackHandler):
                                   "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
                                   unit="usd")
         if budget is not None:
+            # This call as the budget will hold it: to a model it has learned no ratio for yet, at the clamp.
+            need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
-            if room_tokens < need or room_usd < need_usd:
-                budget.foresee(need, need_usd)  # a call and its wrap-up no longer fit: new work would only wrap up
+            if (room_tokens < need or room_usd < need_usd) and learned is not None:
+                # A call and its wrap-up no longer fit: new work would only wrap up (judged at the clamp, they
+                # are no measure of what new work needs).
+                budget.foresee(need, need_usd)
             if room_tokens < need:
                 return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
                                       f"limit {budget.max_tokens}; it had room for one more)",
@@ -785,8 +802,8 @@ class TaskMeter(BaseCallbackHandler):
         return taken
 
     def limits_line(self) -> str:
-        """One line for the child's prompt: what bounds this task, as it began (the same on every call, so a
-        provider's prompt cache still holds the conversation)."""
+        """One line for the child's prompt from its second call on: what bounds this task, as it began (the same
+        on each of those calls, so a provider's prompt cache still holds the conversation)."""
         parts = []
         if self.max_turns is not None:
             parts.append(f"{self.max_turns} model calls")
@@ -945,19 +962,22 @@ class TaskMeter(BaseCallbackHandler):
                 "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
         # The prompt as providers bill it (tool schemas and response format included): reserved before the
         # call, it bounds a shared budget's overshoot to one call's output per running call.
-        self.extras_estimate = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
-        estimate = estimate_tokens(prompt) + self.extras_estimate
+        self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
+        estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
                                instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
-        return _Call(name, priced, estimate, *held)
+        return _Call(name, priced, estimate, *held, time.monotonic())
 
     def _release(self, run_id: Any) -> _Call | None:
         """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
         call = self._calls.pop(run_id, None)
-        if call is not None and (call.tokens or call.usd) and self.budget is not None:
+        if call is None:
+            return None
+        self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
+        if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
         return call
 
@@ -1055,6 +1075,7 @@ class _Call(NamedTuple):
     estimate: int
     tokens: int
     usd: float
+    started: float = 0.0
 
 
 def _from_signal_handler(exc: BaseException) -> bool:
@@ -1247,7 +1268,8 @@ class RecordingMeter(TaskMeter):
 #   naming the task's limits (:meth:`~subagents.metering.TaskMeter.limits_line`);
 # * when that call is the last one a limit allows
 #   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
-#   less than the wrap-up share of ``timeout_s`` left; a token or dollar limit
+#   less than the wrap-up share of ``timeout_s`` left, or less than two calls
+#   at the longest one took; a token or dollar limit
 #   that covers this call but not one more), makes it a wrap-up: no tools
 #   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
 #   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
@@ -1273,9 +1295,20 @@ class RecordingMeter(TaskMeter):
 
 DEFAULT_WRAP_UP_SHARE = 0.15
 """The share of ``timeout_s`` left at which the next model call is the wrap-up: 9s of a 60s task. Enough
-for one call of most models, small enough that a task rarely stops early."""
+for one call of most models, small enough that a task rarely stops early. A slower model's wrap-up comes
+sooner: once the time left is less than two calls at the longest one took (:meth:`TaskMeter.last_call`)."""
 
-WrapUpSetting = StrictBool | Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+
+def _wrap_up_setting(value: Any) -> bool | float:
+    """A ``wrap_up`` setting as given, or ``ValueError`` saying what it may be (text such as ``"0.3"`` is not)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and 0 < value < 1:  # NaN and the infinities fail the comparison
+        return float(value)
+    raise ValueError(f"expected true, false or a share of timeout_s above 0 and below 1 (got {value!r:.80})")
+
+
+WrapUpSetting = Annotated[bool | float, BeforeValidator(_wrap_up_setting)]
 """``True`` (on, with :data:`DEFAULT_WRAP_UP_SHARE`), ``False`` (off: every limit ends a task with an error),
 or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, below 1)."""
 
@@ -1333,8 +1366,9 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
         added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) \
             else [*system.content, {"type": "text", "text": f"\n\n{line}"}]
         request = request.override(system_message=system.model_copy(update={"content": added}))
-    # As the meter will estimate the call: its messages, and the tool schemas as the last call sent them.
-    estimate = estimate_tokens([request.system_message, *request.messages]) + meter.extras_estimate
+    # As the meter will estimate the call: its messages, and its tool schemas (as the last call sent them).
+    extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
+    estimate = estimate_tokens([request.system_message, *request.messages]) + extras
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
@@ -1351,11 +1385,24 @@ def _name_of(model: Any) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def _schemas_estimate(request: ModelRequest[Any]) -> int:
+    """The tool schemas a call is sent with, in estimated tokens, as :meth:`TaskMeter._sent` counts them
+    (before a task's first call, which the meter has not seen: it may carry more schemas than messages)."""
+    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+    return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+
+
 def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply with any tool call dropped: the limit allows no more steps, so none may run."""
-    if response.structured_response is not None:
-        return response
-    result = [m.model_copy(update={"content": m.text, "tool_calls": [], "invalid_tool_calls": []})
-              if isinstance(m, AIMessage) and (m.tool_calls or m.invalid_tool_calls) else m
-              for m in response.result]
-    return ModelResponse(result=result, structured_response=None)
+    """The wrap-up's reply with every tool call dropped that the response does not answer itself: the limit
+    allows no more steps, so none may run. LangChain answers a structured answer's call in the response (a
+    ``ToolMessage``): that one is kept, as the task's answer."""
+    answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+    result = []
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            kept = [call for call in message.tool_calls if call["id"] in answered]
+            if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
+                message = message.model_copy(update={"content": message.text, "tool_calls": kept,
+                                                     "invalid_tool_calls": []})
+        result.append(message)
+    return ModelResponse(result=result, structured_response=response.structured_response)

@@ -19,7 +19,9 @@ tokens, budgets, ``max_turns``); the kept reply carries
 :data:`~subagents.outcome.TRUNCATED_RETRY_KEY` in its ``response_metadata``,
 and the task's record counts such replies in ``truncated_retries``. A retry
 that is cut short again is kept as it is (still ``truncated``); a retry that
-fails leaves the cut reply in place, marked with the error.
+fails leaves the cut reply in place, marked with the error. A wrap-up's
+reply (the last call a limit allows: :class:`subagents.metering.WrapUp`) is
+never retried: cut or not, it is the task's answer.
 
 Example::
 
@@ -39,6 +41,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import StrictBool
 
 from subagents.errors import safe_text
+from subagents.metering import task_meter
 from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
 from subagents.plans import adrive, drive
 
@@ -94,7 +97,9 @@ class RetryTruncated(AgentMiddleware):
     def _plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
         first = yield request  # the first call's failure is the caller's, as without this middleware
         cut = _reply(first)
-        if cut is None or not cut_short({"messages": [cut]}):
+        meter = task_meter()
+        # A wrap-up's reply is the last call its limit allows: cut or not, it is the task's answer.
+        if cut is None or not cut_short({"messages": [cut]}) or (meter is not None and meter.wrapped_up):
             return first
         limit = self._limit(request, cut)
         max_tokens = TOKEN_FACTOR * limit if self.more_tokens and limit is not None else None

@@ -547,9 +547,11 @@ def background_row(record: Mapping[str, Any]) -> TaskRow:
 
 
 def cut_short_by(record: Mapping[str, Any]) -> str | None:
-    """The limit that cut a record's task short (``partial``: its answer came from the wrap-up call), or ``None``."""
+    """The limit that cut a record's completed task short (``partial``: its answer came from the wrap-up call), or
+    ``None`` (a task that has not completed was not cut short, whatever an earlier run said)."""
     reason = record.get("stop_reason")
-    return str(reason) if record.get("partial") is True and isinstance(reason, str) else None
+    cut = record.get("partial") is True and record.get("status") == "completed"
+    return str(reason) if cut and isinstance(reason, str) else None
 
 
 def invalid_call_rows(messages: Iterable[Any], known_calls: set[str]) -> list[TaskRow]:

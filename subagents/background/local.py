@@ -232,6 +232,11 @@ class LocalTask:
     def set(self, **fields: Any) -> None:
         self.fields.update(fields, updated_at=now())
 
+    def new_run(self, **fields: Any) -> None:
+        """A new run of the task is to start (its first, a follow-up's): what the last one ended with is cleared."""
+        self.set(status="pending", result=None, error=None, stop_reason=None, partial=False, finished_at=None,
+                 announced=False, **fields)
+
     def usage(self) -> dict[str, int]:
         meter = self.session.meter
         return {
@@ -402,9 +407,8 @@ class LocalTaskRunner:
         """A task not yet in the table: its conversation and its record as it starts (``pending``)."""
         session = ChildSession(task_id, TaskMeter(), seed, self.runtime.inboxes)
         task = LocalTask(task_id, call, session, {}, self)
-        task.set(status="pending", owner=self.runtime.owner.name, thread_id=session.thread_id,
-                 attempt=attempt, turns=turns, result=None, error=None, approval_request=None,
-                 started_at=None, finished_at=None, announced=False, outcome_db=outcome_db, **task.usage())
+        task.new_run(owner=self.runtime.owner.name, thread_id=session.thread_id, attempt=attempt, turns=turns,
+                     approval_request=None, started_at=None, outcome_db=outcome_db, **task.usage())
         return task
 
     def _admit(self, task: LocalTask) -> None:
@@ -445,8 +449,7 @@ class LocalTaskRunner:
                                       seed=seed, attempt=int(record.get("attempt") or 1), turns=turns,
                                       outcome_db=record.get("outcome_db"))
             return fields, "sent as a follow-up; the conversation was rebuilt from the record"
-        task.set(status="pending", result=None, error=None, finished_at=None, announced=False,
-                 turns=turns)
+        task.new_run(turns=turns)
         self._launch(task, dataclasses.replace(task.call, description=message))
         return dict(task.fields), "sent as a follow-up in the same conversation"
 
@@ -504,8 +507,9 @@ class LocalTaskRunner:
             outcome = await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))
             record = outcome.record
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
-                await self._settle(task, status="error", error=record.get("error"), finished_at=now(),
-                                   announced=False, transcript=record.get("transcript"))
+                await self._settle(task, status="error", error=record.get("error"),
+                                   stop_reason=record.get("stop_reason"), finished_at=now(), announced=False,
+                                   transcript=record.get("transcript"))
                 return
             if task.session.interrupts:
                 # The transcript so far: what the person deciding reads, and what a cancel leaves.
@@ -522,7 +526,7 @@ class LocalTaskRunner:
                 # queued) has no run left to read it: it starts one, as a follow-up would a moment later.
                 late = self.runtime.inboxes.take(task.id)
                 if late and task.fields.get("status") == "completed":
-                    task.set(status="pending", result=None, error=None, finished_at=None, announced=False)
+                    task.new_run()
                     self._launch(task, dataclasses.replace(call, description=_steering_text(late)))
                 return
             # Steering that arrived after the last model call: deliver it now.

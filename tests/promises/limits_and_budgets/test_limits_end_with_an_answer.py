@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import time
 
 import pytest
-from helpers.background import NOTICE, background, notices, start, started_ids, wait_for  # noqa: F401 - background is a fixture
+from helpers.background import NOTICE, background, notices, on_task, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
 from rich.console import Console
 
 from deep_agent import create_deep_agent
 from deep_agent.cli.inspect import tasks_view
 from deep_agent.cli.live_view import TaskTree
-from deep_agent.cli.store import sync_row
+from deep_agent.cli.store import background_row, sync_row
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
 from subagents.definitions.agent_files import AgentFileError, load_agent_file
@@ -232,6 +235,16 @@ def test_an_agent_file_sets_wrap_up_and_a_bad_value_names_the_field(tmp_path):
         load_agent_file(bad)
     with pytest.raises((SpecError, ValueError), match="wrap_up"):
         SubagentSpec(name="x", description="d", wrap_up=1.0)
+    text = tmp_path / "text.md"  # text is no number here, as in every other numeric field
+    text.write_text('---\nname: text\ndescription: d\nwrap_up: "0.3"\n---\nWork.\n')
+    with pytest.raises(AgentFileError, match="wrap_up"):
+        load_agent_file(text)
+
+
+@pytest.mark.parametrize("value", [1.5, float("nan"), "yes"])
+def test_a_bad_wrap_up_setting_names_what_it_may_be(value):
+    with pytest.raises(SpecError, match=r"^wrap_up: expected true, false or a share of timeout_s above 0 and below 1"):
+        create_deep_agent(ScriptedChatModel(default="ok"), [echo], wrap_up=value)
 
 
 def test_the_tasks_views_show_a_cut_short_task_apart():
@@ -285,3 +298,113 @@ def test_a_wrap_up_call_that_runs_past_the_deadline_ends_the_task_as_a_timeout(r
     assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "timeout", False)
     assert tool_messages(out)[0].content.startswith("Subagent 'looper' failed: timed out after 4s")
     assert len(child.wrap_ups) == 1  # the wrap-up call was made, and ran over
+
+
+class Findings(BaseModel):
+    summary: str
+
+
+def test_a_structured_answer_on_the_wrap_up_call_is_kept_and_no_other_tool_runs(run):
+    work, ran = counting_tool()
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):  # the structured answer, and one more step that must not run
+            return {"tool_calls": [tool_call("Findings", summary="fact A"), tool_call("work", x="on the wrap-up")]}
+        return {"tool_calls": [tool_call("work", x="step")]}
+
+    spec = {"name": "looper", "description": "l", "tools": ["work"], "max_turns": 3, "response_format": Findings,
+            "model": ScriptedChatModel(default=reply)}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [work],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert ran == ["step", "step"]
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, '{"summary":"fact A"}')
+
+
+def test_a_wrap_up_reply_cut_at_the_token_limit_is_the_answer_not_retried(run):
+    cut = "Found so far: fact A, and fact"
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):
+            return AIMessage(cut, response_metadata={"finish_reason": "length"})
+        return {"tool_calls": [tool_call("echo", x="again")]}
+
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 3, "retry_truncated": True,
+            "model": ScriptedChatModel(default=reply)}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [echo],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, cut)
+    assert (record["model_calls"], record["truncated_retries"]) == (3, 0)
+
+
+@tool
+def archive(query: str) -> str:
+    """Search the archive."""
+    return "a record"
+
+
+archive.description = "Search the archive. " + "It searches many kinds of records, with many options. " * 60
+
+
+@pytest.mark.parametrize("limit", ["own tokens", "shared tokens, a model the budget has learned no ratio for"])
+def test_the_first_call_is_judged_as_it_is_sent_and_held(run, limit):
+    # The tool's schema is most of a call: a call with it does not fit (the shared budget holds a call to a model
+    # it has learned no ratio for at the clamp), a call without it does. So the first call is the wrap-up.
+    child = ScriptedChatModel(default=loops_until_told("archive"), model_name="child-model")
+    spec = {"name": "looper", "description": "l", "tools": ["archive"], "model": child, "max_turns": 200}
+    parent = ScriptedChatModel(responses=parent_script(("loop", "looper")))
+    options = {"budget": Budget(max_tokens=10_000)} if limit.startswith("shared") else {}
+    if not options:
+        spec["max_tokens"] = 500
+    out = run(create_deep_agent(parent, [archive], subagents=[spec], **options), user("go"),
+              {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "budget", True, ANSWER)
+    assert record["model_calls"] == 1 and child.calls[0]["tools"] == []
+
+
+def test_a_follow_up_of_a_cut_short_background_task_is_a_new_run_cut_short_only_if_it_is(run, background):
+    follow_up_started, crash = threading.Event(), threading.Event()
+
+    def child(messages):
+        if "CRASH" in next(m.text for m in reversed(messages) if m.type == "human"):
+            follow_up_started.set()
+            crash.wait(60)
+            raise RuntimeError("the model's server fell over")
+        return loops_until_told()(messages)
+
+    parent = ScriptedChatModel(rules=[(NOTICE, ["noted"]), ("PARENT", [start(("loop", "looper")), "started"]),
+                                      ("follow up", [on_task("update_async_task", message="CRASH now"), "sent"])],
+                               default="ok")
+    spec = SubagentSpec(name="looper", description="l", tools=["echo"], max_turns=3,
+                        model=ScriptedChatModel(default=child))
+    agent = create_agent(parent, [echo], middleware=[background([spec])], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
+    (task_id,) = started_ids(run(agent, user("PARENT go"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    assert run(agent, user("and now?"), config)["async_tasks"][task_id]["partial"] is True  # the notice is read
+    run(agent, user("follow up"), config)
+    assert follow_up_started.wait(60)
+    running = dict(background.task(task_id).fields)
+    crash.set()
+    wait_for(lambda: background.status(task_id) == "error")
+    record = run(agent, user("and now?"), config)["async_tasks"][task_id]
+    assert (running["status"], running["stop_reason"], running["partial"]) == ("running", None, False)
+    assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "model_error", False)
+    assert sync_row(record).cut_short is None and background_row({**record, "partial": True}).cut_short is None
+
+
+def test_a_slow_models_wrap_up_comes_while_the_time_left_covers_a_call(run):
+    # Each call takes 0.8s, more than the default share of 3.6s (0.54s): the wrap-up is made while the time left
+    # still covers this call and one more at the longest a call took.
+    child = ScriptedChatModel(default=loops_until_told(), latency_s=0.8)
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "model": child, "timeout_s": 3.6}
+    out = run(create_deep_agent(ScriptedChatModel(responses=parent_script(("loop", "looper"))), [echo],
+                                subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "timeout", True, ANSWER)
