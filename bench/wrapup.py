@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -76,37 +76,43 @@ def _look_tool(sleep_s: float) -> Any:
     return look
 
 
-def _scenarios(quick: bool) -> dict[str, dict[str, Any]]:
-    """Scenario -> its child's spec fields, the agent's options, how many children run at once, and the child."""
-    turns = 3 if quick else 8
+def _scenarios(quick: bool, call_tokens: int) -> dict[str, dict[str, Any]]:
+    """Scenario -> its child's spec fields, the agent's options, how many children run at once, and the child.
+
+    Token and dollar limits are counted in the child's own calls (``call_tokens``, one call's tokens as
+    the stack builds it: deepagents' default stack sends about ten times the prompt this library's own
+    does), so each scenario leaves room for a few calls whichever stack ``create_deep_agent`` builds. A
+    shared budget also covers the first wave's hold: an unlearned model's call is held at 16x.
+    """
+    turns, own, shared = (3, 3, 80) if quick else (8, 8, 120)
+    usd = 1e-6  # PRICES: a dollar a million tokens
     return {
         "loops under max_turns": {"spec": {"max_turns": turns}},
-        "loops under its own max_tokens": {"spec": {"max_tokens": 2_000 if quick else 6_000}},
-        "loops under its own max_budget_per_run": {"spec": {"max_budget_per_run": 0.002 if quick else 0.006},
+        "loops under its own max_tokens": {"spec": {"max_tokens": own * call_tokens}},
+        "loops under its own max_budget_per_run": {"spec": {"max_budget_per_run": own * call_tokens * usd},
                                                    "options": {"prices": PRICES}},
         "runs slow under timeout_s": {"spec": {"timeout_s": 0.8 if quick else 3.0}, "sleep_s": 0.05 if quick else 0.1,
                                       "latency_s": 0.02},
-        "spends a shared token budget": {"budget": lambda: Budget(max_tokens=8_000 if quick else 30_000),
+        "spends a shared token budget": {"budget": lambda: Budget(max_tokens=shared * call_tokens),
                                          "children": 4, "reply_chars": 400},
-        "spends a shared dollar budget": {"budget": lambda: Budget(max_usd=0.008 if quick else 0.03, prices=PRICES),
+        "spends a shared dollar budget": {"budget": lambda: Budget(max_usd=shared * call_tokens * usd, prices=PRICES),
                                           "children": 4, "reply_chars": 400},
     }
 
 
+def _call_tokens() -> int:
+    """One call's tokens for the child as the stack builds it, as a budget charges them (a reply reporting
+    far fewer tokens than its prompt's estimate is charged the estimate): a run cut at two turns."""
+    budget = Budget(max_tokens=10**12)
+    state = _run_state({"spec": {"max_turns": 2}}, "invoke", False, budget)
+    (record,) = state["subagent_tasks"].values()
+    return max(1, int(budget.tokens) // max(1, int(record["model_calls"]) + 2))  # the parent's two calls too
+
+
 def _run_scenario(shape: dict[str, Any], mode: str, wrap_up: bool) -> tuple[list[bool], float | None]:
     """One run: for each limit-ended task, whether its ToolMessage carries the child's answer; the overshoot."""
-    children = shape.get("children", 1)
     budget = shape["budget"]() if "budget" in shape else None
-    child = ToolBoundChild(model_name="wrapup-child", reply_chars=shape.get("reply_chars", 0),
-                           latency_s=shape.get("latency_s", 0.0))
-    calls = [tool_call("task", description=f"job {i}", subagent_type="worker") for i in range(children)]
-    parent = ScriptedChatModel(responses=[{"tool_calls": calls}, "done"], model_name="wrapup-parent")
-    spec = {"name": "worker", "description": "works", "model": child, "tools": ["look"], "max_turns": 500,
-            **shape.get("spec", {})}
-    agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec], budget=budget,
-                              wrap_up=wrap_up, general_purpose=False, **shape.get("options", {}))
-    config: RunnableConfig = {"recursion_limit": 10_000}
-    state = agent.invoke(user("go"), config) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go"), config))
+    state = _run_state(shape, mode, wrap_up, budget)
     records = {r["tool_call_id"]: r for r in state["subagent_tasks"].values()}
     carried = [FACT in m.text and "Answer from what I found" in m.text
                for m in state["messages"] if isinstance(m, ToolMessage)
@@ -118,9 +124,25 @@ def _run_scenario(shape: dict[str, Any], mode: str, wrap_up: bool) -> tuple[list
     return carried, overshoot
 
 
+def _run_state(shape: dict[str, Any], mode: str, wrap_up: bool, budget: Budget | None = None) -> dict[str, Any]:
+    children = shape.get("children", 1)
+    child = ToolBoundChild(model_name="wrapup-child", reply_chars=shape.get("reply_chars", 0),
+                           latency_s=shape.get("latency_s", 0.0))
+    calls = [tool_call("task", description=f"job {i}", subagent_type="worker") for i in range(children)]
+    parent = ScriptedChatModel(responses=[{"tool_calls": calls}, "done"], model_name="wrapup-parent")
+    spec = {"name": "worker", "description": "works", "model": child, "tools": ["look"], "max_turns": 500,
+            **shape.get("spec", {})}
+    agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec], budget=budget,
+                              wrap_up=wrap_up, general_purpose=False, **shape.get("options", {}))
+    config: RunnableConfig = {"recursion_limit": 10_000}
+    out = agent.invoke(user("go"), config) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go"), config))
+    return cast("dict[str, Any]", out)
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    scenarios = _scenarios(quick)
-    sizes = {"scenarios": list(scenarios), "children_on_shared_budgets": 4}
+    call_tokens = _call_tokens()
+    scenarios = _scenarios(quick, call_tokens)
+    sizes = {"scenarios": list(scenarios), "children_on_shared_budgets": 4, "child_call_tokens": call_tokens}
     out = []
     for mode in ("invoke", "ainvoke"):
         answered: dict[bool, list[bool]] = {True: [], False: []}
