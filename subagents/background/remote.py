@@ -61,7 +61,9 @@ if TYPE_CHECKING:
 # timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
 # balancer says while the server behind it restarts) fails, and
 # :data:`FAILURES_TO_OPEN` failed requests in a row, with no answer between
-# and none for ``base_s``, open the server's circuit: while it is open no
+# and none for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` in a row,
+# each sent after the one before failed: a fast poll of a dead gateway),
+# open the server's circuit: while it is open no
 # request is sent there at all -- :class:`ServerUnavailable` is raised at
 # once, saying when the next try is due. Some requests to a url failing is
 # not the server being down: a plain round-robin balancer with one dead
@@ -93,12 +95,17 @@ OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
 FAILURES_TO_OPEN = 3
 """Failed requests in a row, with no answer between, that open a server's circuit."""
 
+SEQUENTIAL_FAILURES_TO_OPEN = 5
+"""Failed requests in a row, each sent after the last one failed, that open a circuit without waiting ``base_s``."""
+
 
 
 
 @dataclasses.dataclass
 class _Circuit:
     failures: int = 0  # failed requests since the server last answered
+    sequential: int = 0  # of them, those sent after the one before had failed (not a concurrent burst)
+    failed_at: float = -math.inf
     opened: int = 0  # times the circuit opened since then: each doubles the wait
     since: float = 0.0
     reason: str = ""
@@ -141,7 +148,10 @@ class ServerHealth:
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        if circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s:
+        circuit.sequential += sent_at is None or sent_at > circuit.failed_at
+        circuit.failed_at = now_
+        if circuit.sequential < SEQUENTIAL_FAILURES_TO_OPEN and (
+                circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s):
             return ServerUnavailable(url, reason, 0.0)  # some requests fail, others are answered: not down
         circuit.opened += 1
         interval = min(self.max_s, self.base_s * 2 ** (circuit.opened - 1))
@@ -964,7 +974,7 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if self.deadline_due(spec, record, fields, note, ended=ended):
-            ended_fields = await self.end_at_deadline(spec, record, fields)
+            ended_fields = await self.end_at_deadline(spec, record, fields, note)
             return ended_fields, None if ended_fields else note  # {}: asked again later, the note still holds
         return fields, note
 
@@ -972,16 +982,18 @@ class RemoteTaskRunner:
                      note: str | None, *, ended: bool = False) -> bool:
         """Whether a read of the task (``fields``, and the ``note`` of a problem reading it) ends it at its deadline.
 
-        :func:`past_deadline`, once its state is known: read without a
-        problem, or its server down (its circuit open). A read that failed
-        while the server answers other requests (a dead instance behind a
-        balancer) is tried again first: the run may have ended with its answer.
+        :func:`past_deadline`, once its state is known (read without a
+        problem): the run may have ended with its answer, so a task whose
+        read failed stays live, its note saying why, until a read lands.
+        Only a server that stays unreachable for the circuit's longest
+        backoff window past the deadline ends it unread (see :meth:`end_at_deadline`).
         """
-        return past_deadline(spec, record, fields, ended=ended) and (
-            note is None or self.pool.health.retry_in(spec.server) > 0)
+        if not past_deadline(spec, record, fields, ended=ended and note is None):
+            return False
+        return note is None or now() - float(record["started_at"]) >= (spec.timeout_s or 0) + self.pool.health.max_s
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
-                              fields: Mapping[str, Any]) -> dict[str, Any]:
+                              fields: Mapping[str, Any], note: str | None = None) -> dict[str, Any]:
         """The fields that end a task past ``spec.timeout_s`` (see :func:`past_deadline`) as timed out.
 
         The one place a deadline's outcome is decided, whichever read noticed
@@ -990,9 +1002,14 @@ class RemoteTaskRunner:
         wait's poll that ended it, whose record the ledger never got). A run
         the server says had ended before its cancel holds its answer: it is
         read (``{}`` if that fails: read again later), never given up. A
-        cancel that failed while the server's circuit stays closed is asked
-        again (``{}``); one the circuit refused ends the task, saying so.
+        cancel the server could not be sent is asked again (``{}``). ``note``:
+        the task could not be read (see :meth:`deadline_due`), so it ends
+        saying its outcome is unknown.
         """
+        if note is not None:
+            return {"status": "error", "finished_at": now(), "note": None, "announced": False,
+                    "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
+                             "its run's outcome is unknown"}
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
         if fields.get("status") == "cancelled":
             return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
@@ -1003,8 +1020,8 @@ class RemoteTaskRunner:
             # aegra answers the cancel of a run that had ended with that run, unchanged
             ended_first = isinstance(run, Mapping) and run.get("status") in ("success", "error", "timeout")
         except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
-            if isinstance(exc, ServerUnavailable) and not self.pool.health.retry_in(spec.server):
-                return {}  # some requests fail, the server is not down: asked again by the next poll
+            if isinstance(exc, ServerUnavailable):
+                return {}  # the run may end with its answer meanwhile: asked again by the next poll
             if status_code(exc) != 409:
                 how = ("its run is unknown to the server" if is_not_found(exc) else
                        f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
@@ -1105,6 +1122,7 @@ class RemoteTaskRunner:
         its own when it fails.
         """
         spec = self.specs[record["agent_type"]]
+        self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
         return fields_from_join(record["run_id"], body)
 
@@ -1317,7 +1335,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
         fields, note = out.get(record["id"], ({}, None))
-        fields = await runner.end_at_deadline(spec, record, fields)
+        fields = await runner.end_at_deadline(spec, record, fields, note)
         out[record["id"]] = (fields, None if fields else note)  # {}: asked again later, the note still holds
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
@@ -1367,9 +1385,7 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
     if ended_rows and spec.server not in runner.pool.without_id_search:
         try:
             rows = await _thread_rows(runner, spec, ended_rows, ["thread_id", "status", "values", "interrupts"])
-        except ServerUnavailable:
-            raise
-        except Exception:  # noqa: BLE001 - read them one by one below
+        except Exception:  # noqa: BLE001 - read them one by one below (retried: a dead instance behind a balancer)
             rows = {}
         for record in stale:
             fields = _settled_by(rows.get(record["thread_id"]))
@@ -1453,8 +1469,8 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
     rows: dict[str, dict[str, Any]] = {}
     for i in range(0, len(thread_ids), _SEARCH_PAGE):
         page = thread_ids[i:i + _SEARCH_PAGE]
-        found = await runner.request(spec, client.threads.search(ids=page, select=select, limit=len(page)),
-                                   poll=True)
+        found = await runner._retried(spec, functools.partial(client.threads.search, ids=page, select=select,
+                                                              limit=len(page)), poll=True)
         rows.update({row["thread_id"]: row for row in found})
     return rows
 
