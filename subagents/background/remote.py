@@ -1499,12 +1499,15 @@ _SEARCH_LIMIT = 1000
 
 
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-                      remote_names: Collection[str], start_tool: str) -> dict[str, tuple[str, str]]:
+                      remote_names: Collection[str], start_tool: str, *,
+                      failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
     """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record.
 
     ``start_tool`` is the name of the tool that starts tasks, as the middleware that owns it calls it.
+    ``failed``: the calls answered as failed starts; the model was told so, and a thread such a start
+    left on its server is no task to report again.
     """
-    recorded = {r.get("tool_call_id") for r in ledger.values()}
+    recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:
         for call in getattr(message, "tool_calls", None) or ():
@@ -1523,11 +1526,12 @@ class OrphanSearch:
         self._looked_for: set[tuple[str, str]] = set()
 
     def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-            parent_thread_id: str | None) -> tuple[str, dict[str, tuple[str, str]]] | None:
+            parent_thread_id: str | None, *, failed: Collection[str] = ()
+            ) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
         if not self.remote_names or not parent_thread_id:
             return None
-        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool)
+        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool, failed=failed)
         fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
