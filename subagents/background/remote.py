@@ -1057,8 +1057,9 @@ class RemoteTaskRunner:
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
         try:
-            run = await self.request(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
-            thread = await self.request(spec, client.threads.get(record["thread_id"]), poll=True)
+            # each request tried again at once if it fails (see _retried): the run may have ended with its answer
+            run = await self._retried(spec, lambda: client.runs.get(record["thread_id"], record["run_id"]), poll=True)
+            thread = await self._retried(spec, lambda: client.threads.get(record["thread_id"]), poll=True)
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
         except ServerUnavailable:
@@ -1090,8 +1091,8 @@ class RemoteTaskRunner:
             return fields
         client = self.client(spec)
         answers: tuple[Any, ...] = await asyncio.gather(
-            self.request(spec, client.runs.get(thread_id, run_id), poll=True),
-            self.request(spec, client.threads.get_state(thread_id), poll=True), return_exceptions=True)
+            self._retried(spec, lambda: client.runs.get(thread_id, run_id), poll=True),
+            self._retried(spec, lambda: client.threads.get_state(thread_id), poll=True), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
                 if isinstance(answer, ServerUnavailable) or not is_not_found(answer):
@@ -1110,7 +1111,7 @@ class RemoteTaskRunner:
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
         """``thread`` with its values read from the state endpoint (see :func:`with_state`)."""
-        state = await self.request(spec, self.client(spec).threads.get_state(thread_id), poll=poll)
+        state = await self._retried(spec, lambda: self.client(spec).threads.get_state(thread_id), poll=poll)
         return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -1469,8 +1470,8 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
     rows: dict[str, dict[str, Any]] = {}
     for i in range(0, len(thread_ids), _SEARCH_PAGE):
         page = thread_ids[i:i + _SEARCH_PAGE]
-        found = await runner._retried(spec, functools.partial(client.threads.search, ids=page, select=select,
-                                                              limit=len(page)), poll=True)
+        found = await runner.request(spec, client.threads.search(ids=page, select=select, limit=len(page)),
+                                   poll=True)
         rows.update({row["thread_id"]: row for row in found})
     return rows
 
