@@ -105,7 +105,7 @@ SEQUENTIAL_FAILURES_TO_OPEN = 5
 class _Circuit:
     failures: int = 0  # failed requests since the server last answered
     sequential: int = 0  # of them, those sent after the one before had failed (not a concurrent burst)
-    failed_at: float = -math.inf
+    failed_at: float = -math.inf  # when the last failure came back: a request sent before it was concurrent
     opened: int = 0  # times the circuit opened since then: each doubles the wait
     since: float = 0.0
     reason: str = ""
