@@ -1014,7 +1014,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
         if not self.tasks.remote.specs:
             return None
-        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id())
+        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
+                                       failed=_failed_starts(state))
 
     def _due(self, state: Mapping[str, Any]) -> bool:
         return any(
@@ -1112,6 +1113,12 @@ def _left_open(state: Mapping[str, Any]) -> set[str]:
     """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
     return {m.tool_call_id for m in state.get("messages") or ()
             if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
+
+
+def _failed_starts(state: Mapping[str, Any]) -> set[str]:
+    """The calls answered as failed (an error, not :data:`REMOTE_START_LEFT_OPEN`): the model was told so."""
+    return {m.tool_call_id for m in state.get("messages") or ()
+            if isinstance(m, ToolMessage) and m.status == "error" and m.content != REMOTE_START_LEFT_OPEN}
 
 
 def _thread_id() -> str | None:

@@ -61,7 +61,9 @@ if TYPE_CHECKING:
 # timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
 # balancer says while the server behind it restarts) fails, and
 # :data:`FAILURES_TO_OPEN` failed requests in a row, with no answer between
-# and none for ``base_s``, open the server's circuit: while it is open no
+# and none for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` in a row,
+# each sent after the one before failed: a fast poll of a dead gateway),
+# open the server's circuit: while it is open no
 # request is sent there at all -- :class:`ServerUnavailable` is raised at
 # once, saying when the next try is due. Some requests to a url failing is
 # not the server being down: a plain round-robin balancer with one dead
@@ -93,12 +95,17 @@ OUTAGE_STATUSES = frozenset({500, 502, 503, 504})
 FAILURES_TO_OPEN = 3
 """Failed requests in a row, with no answer between, that open a server's circuit."""
 
+SEQUENTIAL_FAILURES_TO_OPEN = 5
+"""Failed requests in a row, each sent after the last one failed, that open a circuit without waiting ``base_s``."""
+
 
 
 
 @dataclasses.dataclass
 class _Circuit:
     failures: int = 0  # failed requests since the server last answered
+    sequential: int = 0  # of them, those sent after the one before had failed (not a concurrent burst)
+    failed_at: float = -math.inf  # when the last failure came back: a request sent before it was concurrent
     opened: int = 0  # times the circuit opened since then: each doubles the wait
     since: float = 0.0
     reason: str = ""
@@ -141,7 +148,10 @@ class ServerHealth:
         if circuit.failures == 0:
             circuit.since = time.time()
         circuit.failures += 1
-        if circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s:
+        circuit.sequential += sent_at is None or sent_at > circuit.failed_at
+        circuit.failed_at = now_
+        if circuit.sequential < SEQUENTIAL_FAILURES_TO_OPEN and (
+                circuit.failures < FAILURES_TO_OPEN or self._answered_at.get(url, -math.inf) > now_ - self.base_s):
             return ServerUnavailable(url, reason, 0.0)  # some requests fail, others are answered: not down
         circuit.opened += 1
         interval = min(self.max_s, self.base_s * 2 ** (circuit.opened - 1))
@@ -964,7 +974,7 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if self.deadline_due(spec, record, fields, note, ended=ended):
-            ended_fields = await self.end_at_deadline(spec, record, fields)
+            ended_fields = await self.end_at_deadline(spec, record, fields, note)
             return ended_fields, None if ended_fields else note  # {}: asked again later, the note still holds
         return fields, note
 
@@ -972,16 +982,18 @@ class RemoteTaskRunner:
                      note: str | None, *, ended: bool = False) -> bool:
         """Whether a read of the task (``fields``, and the ``note`` of a problem reading it) ends it at its deadline.
 
-        :func:`past_deadline`, once its state is known: read without a
-        problem, or its server down (its circuit open). A read that failed
-        while the server answers other requests (a dead instance behind a
-        balancer) is tried again first: the run may have ended with its answer.
+        :func:`past_deadline`, once its state is known (read without a
+        problem): the run may have ended with its answer, so a task whose
+        read failed stays live, its note saying why, until a read lands.
+        Only a server that stays unreachable for the circuit's longest
+        backoff window past the deadline ends it unread (see :meth:`end_at_deadline`).
         """
-        return past_deadline(spec, record, fields, ended=ended) and (
-            note is None or self.pool.health.retry_in(spec.server) > 0)
+        if not past_deadline(spec, record, fields, ended=ended and note is None):
+            return False
+        return note is None or now() - float(record["started_at"]) >= (spec.timeout_s or 0) + self.pool.health.max_s
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
-                              fields: Mapping[str, Any]) -> dict[str, Any]:
+                              fields: Mapping[str, Any], note: str | None = None) -> dict[str, Any]:
         """The fields that end a task past ``spec.timeout_s`` (see :func:`past_deadline`) as timed out.
 
         The one place a deadline's outcome is decided, whichever read noticed
@@ -990,9 +1002,14 @@ class RemoteTaskRunner:
         wait's poll that ended it, whose record the ledger never got). A run
         the server says had ended before its cancel holds its answer: it is
         read (``{}`` if that fails: read again later), never given up. A
-        cancel that failed while the server's circuit stays closed is asked
-        again (``{}``); one the circuit refused ends the task, saying so.
+        cancel the server could not be sent is asked again (``{}``). ``note``:
+        the task could not be read (see :meth:`deadline_due`), so it ends
+        saying its outcome is unknown.
         """
+        if note is not None:
+            return {"status": "error", "finished_at": now(), "note": None, "announced": False,
+                    "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
+                             "its run's outcome is unknown"}
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
         if fields.get("status") == "cancelled":
             return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
@@ -1003,8 +1020,8 @@ class RemoteTaskRunner:
             # aegra answers the cancel of a run that had ended with that run, unchanged
             ended_first = isinstance(run, Mapping) and run.get("status") in ("success", "error", "timeout")
         except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
-            if isinstance(exc, ServerUnavailable) and not self.pool.health.retry_in(spec.server):
-                return {}  # some requests fail, the server is not down: asked again by the next poll
+            if isinstance(exc, ServerUnavailable):
+                return {}  # the run may end with its answer meanwhile: asked again by the next poll
             if status_code(exc) != 409:
                 how = ("its run is unknown to the server" if is_not_found(exc) else
                        f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
@@ -1040,8 +1057,9 @@ class RemoteTaskRunner:
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
         client = self.client(spec)
         try:
-            run = await self.request(spec, client.runs.get(record["thread_id"], record["run_id"]), poll=True)
-            thread = await self.request(spec, client.threads.get(record["thread_id"]), poll=True)
+            # each request tried again at once if it fails (see _retried): the run may have ended with its answer
+            run = await self._retried(spec, lambda: client.runs.get(record["thread_id"], record["run_id"]), poll=True)
+            thread = await self._retried(spec, lambda: client.threads.get(record["thread_id"]), poll=True)
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
         except ServerUnavailable:
@@ -1073,8 +1091,8 @@ class RemoteTaskRunner:
             return fields
         client = self.client(spec)
         answers: tuple[Any, ...] = await asyncio.gather(
-            self.request(spec, client.runs.get(thread_id, run_id), poll=True),
-            self.request(spec, client.threads.get_state(thread_id), poll=True), return_exceptions=True)
+            self._retried(spec, lambda: client.runs.get(thread_id, run_id), poll=True),
+            self._retried(spec, lambda: client.threads.get_state(thread_id), poll=True), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
                 if isinstance(answer, ServerUnavailable) or not is_not_found(answer):
@@ -1093,7 +1111,7 @@ class RemoteTaskRunner:
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
         """``thread`` with its values read from the state endpoint (see :func:`with_state`)."""
-        state = await self.request(spec, self.client(spec).threads.get_state(thread_id), poll=poll)
+        state = await self._retried(spec, lambda: self.client(spec).threads.get_state(thread_id), poll=poll)
         return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -1105,6 +1123,7 @@ class RemoteTaskRunner:
         its own when it fails.
         """
         spec = self.specs[record["agent_type"]]
+        self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
         return fields_from_join(record["run_id"], body)
 
@@ -1317,7 +1336,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
         fields, note = out.get(record["id"], ({}, None))
-        fields = await runner.end_at_deadline(spec, record, fields)
+        fields = await runner.end_at_deadline(spec, record, fields, note)
         out[record["id"]] = (fields, None if fields else note)  # {}: asked again later, the note still holds
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
@@ -1367,9 +1386,7 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
     if ended_rows and spec.server not in runner.pool.without_id_search:
         try:
             rows = await _thread_rows(runner, spec, ended_rows, ["thread_id", "status", "values", "interrupts"])
-        except ServerUnavailable:
-            raise
-        except Exception:  # noqa: BLE001 - read them one by one below
+        except Exception:  # noqa: BLE001 - read them one by one below (retried: a dead instance behind a balancer)
             rows = {}
         for record in stale:
             fields = _settled_by(rows.get(record["thread_id"]))
@@ -1483,12 +1500,15 @@ _SEARCH_LIMIT = 1000
 
 
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-                      remote_names: Collection[str], start_tool: str) -> dict[str, tuple[str, str]]:
+                      remote_names: Collection[str], start_tool: str, *,
+                      failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
     """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record.
 
     ``start_tool`` is the name of the tool that starts tasks, as the middleware that owns it calls it.
+    ``failed``: the calls answered as failed starts; the model was told so, and a thread such a start
+    left on its server is no task to report again.
     """
-    recorded = {r.get("tool_call_id") for r in ledger.values()}
+    recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:
         for call in getattr(message, "tool_calls", None) or ():
@@ -1507,11 +1527,12 @@ class OrphanSearch:
         self._looked_for: set[tuple[str, str]] = set()
 
     def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-            parent_thread_id: str | None) -> tuple[str, dict[str, tuple[str, str]]] | None:
+            parent_thread_id: str | None, *, failed: Collection[str] = ()
+            ) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
         if not self.remote_names or not parent_thread_id:
             return None
-        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool)
+        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool, failed=failed)
         fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
