@@ -61,9 +61,15 @@ from deep_agent._deepagents import MissingExtraError
 from middleware.limits import ForceSetting
 from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, with_text_appended
+from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
-from subagents.boundary import is_forbidden_tool, parent_state_schemas, private_state_keys, tool_name
+from subagents.boundary import (
+    is_forbidden_tool,
+    parent_state_schemas,
+    private_state_keys,
+    tool_name,
+    with_text_appended,
+)
 from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules

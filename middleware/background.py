@@ -98,7 +98,6 @@ from middleware.task_tool import (
     open_calls,
     with_answers,
     with_general_purpose,
-    with_prompt_block,
 )
 from middleware.thread_catch_up import ThreadCatchUp
 from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
@@ -123,7 +122,7 @@ from subagents.background import (
 from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
-from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet

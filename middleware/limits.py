@@ -62,8 +62,9 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_prompt_block
+from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema
 from subagents import TaskCall, TaskOutcome, TaskRecord
+from subagents.boundary import with_prompt_block
 from subagents.errors import ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import task_id_for

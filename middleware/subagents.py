@@ -111,10 +111,9 @@ from middleware.task_tool import (
     tool_message,
     with_answers,
     with_general_purpose,
-    with_prompt_block,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
+from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet

@@ -32,10 +32,10 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
-from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
+from langchain.agents.middleware import AgentState, ModelCallResult
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
@@ -539,31 +539,6 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     if not rows:
         return ""
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
-
-
-def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemMessage:
-    """``system`` with ``text`` after it, keeping every content block the caller gave.
-
-    A plain-text system message stays plain text (some OpenAI-compatible
-    servers take only strings); one made of content blocks keeps them, with
-    their provider fields such as Anthropic's ``cache_control``, and gains a
-    text block at the end, as LangChain's own ``TodoListMiddleware`` does.
-    """
-    if system is None or system == "":
-        return SystemMessage(content=text)
-    if isinstance(system, str):
-        return SystemMessage(content=f"{system}\n\n{text}")
-    if isinstance(system.content, str):
-        return system.model_copy(update={"content": f"{system.content}\n\n{text}" if system.content else text})
-    blocks: list[str | dict[str, Any]] = [*system.content, {"type": "text", "text": f"\n\n{text}"}]
-    return system.model_copy(update={"content": blocks})
-
-
-def with_prompt_block(request: ModelRequest, block: str) -> ModelRequest:
-    """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
-    if not block:
-        return request
-    return request.override(system_message=with_text_appended(request.system_message, block))
 
 
 def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:

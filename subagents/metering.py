@@ -39,6 +39,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BeforeValidator
 
+from subagents.boundary import with_prompt_block
 from subagents.errors import (
     BudgetExceeded,
     MaxTurnsReached,
@@ -1359,13 +1360,7 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     # From the task's second call on: its first is the plan it makes from the task alone, as without limits (a
     # small model's tool arguments change with any line more), and a task done in one call never reads it.
     line = meter.limits_line() if meter.model_calls else ""
-    if line:
-        # As the middlewares add a prompt block: plain text stays plain (some servers take only strings);
-        # content blocks are kept with their provider fields (a cache mark) and gain one.
-        system = request.system_message or SystemMessage(content="")
-        added = (f"{system.content}\n\n{line}" if system.content else line) if isinstance(system.content, str) \
-            else [*system.content, {"type": "text", "text": f"\n\n{line}"}]
-        request = request.override(system_message=system.model_copy(update={"content": added}))
+    request = with_prompt_block(request, line)  # as the middlewares add theirs
     # As the meter will estimate the call: its messages, and its tool schemas (as the last call sent them).
     extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
     estimate = estimate_tokens([request.system_message, *request.messages]) + extras
