@@ -1362,8 +1362,11 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     line = meter.limits_line() if meter.model_calls else ""
     request = with_prompt_block(request, line)  # as the middlewares add theirs
     # As the meter will estimate the call: its messages, and its tool schemas (as the last call sent them).
-    extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
-    estimate = estimate_tokens([request.system_message, *request.messages]) + extras
+    # Only a token or dollar limit reads it: a child bounded by turns and time pays no estimate per call.
+    estimate = 0
+    if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
+        extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
+        estimate = estimate_tokens([request.system_message, *request.messages]) + extras
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
