@@ -1133,27 +1133,40 @@ class SqliteOutcomes:
         One commit instead of two per outcome (a commit waits for the disk): a
         settled task writes its outcome under its id and under its start call.
         """
-        rows = [(task_id, json.dumps(dict(fields), default=str)) for task_id, fields in outcomes.items()]
+        rows = {task_id: json.dumps(dict(fields), default=str) for task_id, fields in outcomes.items()}
         # A settled task needs no lease any more (a follow-up takes a new one).
-        leases = [(task_id, str(fields.get("owner"))) for task_id, fields in outcomes.items()]
+        leases = {task_id: str(fields.get("owner")) for task_id, fields in outcomes.items()}
+        self._write(
+            (f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) SELECT key, value FROM json_each(?)",
+             (json.dumps(rows),)),
+            (f"DELETE FROM {LEASE_TABLE} WHERE (task_id, owner) IN (SELECT key, value FROM json_each(?))",
+             (json.dumps(leases),)),
+        )
+
+    def renew(self, owner: str, task_ids: list[str], at: float) -> None:
+        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
+        self._write((f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) "
+                     "SELECT value, ?, ? FROM json_each(?)", (owner, at, json.dumps(task_ids))))
+
+    def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """Every write to the file: one transaction of a few statements, each over all its rows.
+
+        The file is the user's checkpoint database, whose own connection gives up on a lock after
+        a few seconds. A statement per row (or a commit per row) holds the lock across a wait
+        for the interpreter between rows, which on a loaded machine with a thousand rows ran
+        past that limit ("database is locked" ended the parent's run); rows passed as one JSON
+        array step in SQLite alone, so the lock is held for a few calls whatever the count.
+        """
         with self._lock:
             conn = self._ready()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(f"INSERT OR REPLACE INTO {TABLE} (task_id, fields) VALUES (?, ?)", rows)
-                conn.executemany(f"DELETE FROM {LEASE_TABLE} WHERE task_id = ? AND owner = ?", leases)
+                for sql, params in statements:
+                    conn.execute(sql, params)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-
-    def renew(self, owner: str, task_ids: list[str], at: float) -> None:
-        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
-        with self._lock:
-            self._ready().executemany(
-                f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) VALUES (?, ?, ?)",
-                [(task_id, owner, at) for task_id in task_ids],
-            )
 
     def lease(self, task_id: str) -> tuple[str, float] | None:
         """The task's lease: its owner and when it was last renewed (``None``: no lease)."""
@@ -1508,6 +1521,7 @@ class BackgroundRuntime:
 
     async def _renew_leases(self) -> None:
         while True:
+            await asyncio.sleep(LEASE_RENEW_S)  # the leases were just taken: renew them when due
             by_db: dict[str, list[str]] = {}
             for task in self.table.unsettled():
                 if db := task.fields.get("outcome_db"):
@@ -1517,7 +1531,6 @@ class BackgroundRuntime:
             for db, ids in by_db.items():
                 with contextlib.suppress(Exception):  # a locked file: renewed next time
                     self.outcomes.file(db).renew(self.owner.name, ids, time.time())
-            await asyncio.sleep(LEASE_RENEW_S)
 
     # -- closing ---------------------------------------------------------------------
 
