@@ -48,6 +48,14 @@ async def test_child_runs_in_the_parent_checkpoint_lineage():
     assert child_ns and all(ns.startswith("tools:") for ns in child_ns)
 
 
+def test_python_m_deep_agent_with_arguments_is_the_command_line():
+    """With arguments it is ``deep-agent`` (it used to run the demo whatever was asked, ``--help`` too)."""
+    result = subprocess.run([sys.executable, "-m", "deep_agent", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: deep-agent") and "scripted model" not in result.stdout
+
+
 def test_main_job_runs_offline_and_reports():
     result = subprocess.run(
         [sys.executable, "-m", "deep_agent"], cwd=ROOT, capture_output=True, text=True, timeout=120
