@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from middleware.task_tool import TaskToolInput as TaskToolInput
     from middleware.task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
     from subagents.settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
+    from subagents.truncation import RetryTruncated as RetryTruncated
 
 _WHERE = {
     "ASYNC_LEDGER_KEY": "middleware.task_tool",
@@ -52,6 +53,7 @@ _WHERE = {
     "ForceSetting": "middleware.limits",
     "ForceToolUse": "middleware.limits",
     "LEDGER_KEY": "middleware.task_tool",
+    "RetryTruncated": "subagents.truncation",
     "ReturnChildAnswer": "middleware.limits",
     "SubAgentMiddleware": "middleware.subagents",
     "SubagentLedgerState": "middleware.task_tool",

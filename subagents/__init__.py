@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from subagents.outcome import TaskStatus as TaskStatus
     from subagents.registry import SubagentRegistry as SubagentRegistry
     from subagents.runner import TaskRunner as TaskRunner
+    from subagents.settings import DelegationSettings as DelegationSettings
     from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
     from subagents.spec import AnySpec as AnySpec
     from subagents.spec import CompiledSubagent as CompiledSubagent
@@ -76,6 +77,7 @@ _WHERE = {
     "CompiledSubagent": "subagents.spec",
     "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",
+    "DelegationSettings": "subagents.settings",
     "DynamicSubagentError": "subagents.errors",
     "OutputSchemaError": "subagents.errors",
     "OutputSchemaViolation": "subagents.errors",
