@@ -1,9 +1,6 @@
 """AgentMiddleware classes that give an agent governed subagents.
 
-Each idea is one module: :mod:`~middleware.subagents` (the ``task`` tool's
-middleware), :mod:`~middleware.task_tool` (what the model sees, the parent
-state and the write-back), :mod:`~middleware.background`,
-:mod:`~middleware.limits`, :mod:`~middleware.dynamic`::
+The public names are ``__all__`` (the modules behind them are internal)::
 
     from middleware import SubAgentMiddleware
 

@@ -1,9 +1,6 @@
 """Everything about one subagent: its spec, the registry, building, isolating, running, recording.
 
-Each idea is one public module: :mod:`~subagents.spec`, :mod:`~subagents.registry`,
-:mod:`~subagents.builder`, :mod:`~subagents.boundary`, :mod:`~subagents.runner`,
-:mod:`~subagents.metering`, :mod:`~subagents.transcripts`, :mod:`~subagents.outcome`,
-:mod:`~subagents.ledger`, :mod:`~subagents.errors`, :mod:`~subagents.settings`;
+The public names are ``__all__`` (the modules behind them are internal);
 definitions (agent files, skills, MCP, hooks, models, permissions) are in
 :mod:`subagents.definitions`, background tasks in :mod:`subagents.background`::
 
