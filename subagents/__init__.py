@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from subagents.background import RemoteSubagentSpec as RemoteSubagentSpec
     from subagents.background import wait_for_background as wait_for_background
     from subagents.boundary import ContextMode as ContextMode
+    from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY as SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
     from subagents.builder import BuildOptions as BuildOptions
     from subagents.builder import build_subagent as build_subagent
     from subagents.builder import check_spec as check_spec
@@ -38,12 +39,17 @@ if TYPE_CHECKING:
     from subagents.errors import DynamicSubagentError as DynamicSubagentError
     from subagents.errors import OutputSchemaError as OutputSchemaError
     from subagents.errors import OutputSchemaViolation as OutputSchemaViolation
+    from subagents.errors import ParentPolicyNotInherited as ParentPolicyNotInherited
     from subagents.errors import SpecError as SpecError
     from subagents.errors import StopReason as StopReason
     from subagents.errors import SubagentError as SubagentError
     from subagents.errors import SubagentsError as SubagentsError
     from subagents.errors import SubagentsWarning as SubagentsWarning
+    from subagents.errors import ToolCallsUnsupported as ToolCallsUnsupported
     from subagents.errors import UnknownSubagent as UnknownSubagent
+    from subagents.ledger import DataOnlySerializer as DataOnlySerializer
+    from subagents.ledger import LedgerChannel as LedgerChannel
+    from subagents.ledger import saved_value as saved_value
     from subagents.metering import Budget as Budget
     from subagents.metering import PriceTable as PriceTable
     from subagents.metering import cost_of as cost_of
@@ -74,12 +80,16 @@ _WHERE = {
     "CompiledSubagent": "subagents.spec",
     "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",
+    "DataOnlySerializer": "subagents.ledger",
     "DelegationSettings": "subagents.settings",
     "DynamicSubagentError": "subagents.errors",
+    "LedgerChannel": "subagents.ledger",
     "OutputSchemaError": "subagents.errors",
     "OutputSchemaViolation": "subagents.errors",
+    "ParentPolicyNotInherited": "subagents.errors",
     "PriceTable": "subagents.metering",
     "RemoteSubagentSpec": "subagents.background",
+    "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY": "subagents.builder",
     "SpecError": "subagents.errors",
     "StopReason": "subagents.errors",
     "SubagentError": "subagents.errors",
@@ -92,6 +102,7 @@ _WHERE = {
     "TaskRecord": "subagents.outcome",
     "TaskRunner": "subagents.runner",
     "TaskStatus": "subagents.outcome",
+    "ToolCallsUnsupported": "subagents.errors",
     "UnknownSubagent": "subagents.errors",
     "build_subagent": "subagents.builder",
     "check_spec": "subagents.builder",
@@ -103,6 +114,7 @@ _WHERE = {
     "load_agent_dirs": "subagents.definitions.agent_files",
     "load_agent_file": "subagents.definitions.agent_files",
     "read_transcript": "subagents.transcripts",
+    "saved_value": "subagents.ledger",
     "wait_for_background": "subagents.background",
 }
 
