@@ -238,7 +238,7 @@ def run_one(config: str, task: Task, model: Any, folder: Path) -> dict[str, Any]
 @contextlib.contextmanager
 def local_server() -> Iterator[str]:
     """llama.cpp's server with SmolLM2 on a free loopback port, stopped on the way out."""
-    from deep_agent.dev_server import free_port
+    from bench.dev_server import free_port
 
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="realmodel-", suffix=".log", delete=False)  # noqa: SIM115

@@ -35,7 +35,7 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.common import median, record, scripted, user
-from deep_agent.dev_server import LangGraphDevServer
+from bench.dev_server import LangGraphDevServer
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background  # the one that also polls remote tasks

@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from deep_agent.factory import DeepAgentState as DeepAgentState
     from deep_agent.factory import create_deep_agent as create_deep_agent
     from deep_agent.factory import resolve_root_model as resolve_root_model
+    from deep_agent.local_model import OpenAICompatibleChat as OpenAICompatibleChat
+    from deep_agent.testing import ScriptedChatModel as ScriptedChatModel
+    from deep_agent.testing import ScriptExhausted as ScriptExhausted
+    from deep_agent.testing import tool_call as tool_call
     from middleware import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
@@ -34,6 +38,10 @@ _WHERE = {
     "create_deep_agent": "deep_agent.factory",
     "resolve_root_model": "deep_agent.factory",
     "DeepAgentState": "deep_agent.factory",
+    "OpenAICompatibleChat": "deep_agent.local_model",
+    "ScriptedChatModel": "deep_agent.testing",
+    "ScriptExhausted": "deep_agent.testing",
+    "tool_call": "deep_agent.testing",
     "SubAgentMiddleware": "middleware",
     "AsyncSubAgentMiddleware": "middleware",
     "AsyncSubAgentState": "middleware",

@@ -1,9 +1,6 @@
 """AgentMiddleware classes that give an agent governed subagents.
 
-Each idea is one module: :mod:`~middleware.subagents` (the ``task`` tool's
-middleware), :mod:`~middleware.task_tool` (what the model sees, the parent
-state and the write-back), :mod:`~middleware.background`,
-:mod:`~middleware.limits`, :mod:`~middleware.dynamic`::
+The public names are ``__all__`` (the modules behind them are internal)::
 
     from middleware import SubAgentMiddleware
 
@@ -38,6 +35,7 @@ if TYPE_CHECKING:
     from middleware.task_tool import TaskToolInput as TaskToolInput
     from middleware.task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
     from subagents.settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
+    from subagents.truncation import RetryTruncated as RetryTruncated
 
 _WHERE = {
     "ASYNC_LEDGER_KEY": "middleware.task_tool",
@@ -52,6 +50,7 @@ _WHERE = {
     "ForceSetting": "middleware.limits",
     "ForceToolUse": "middleware.limits",
     "LEDGER_KEY": "middleware.task_tool",
+    "RetryTruncated": "subagents.truncation",
     "ReturnChildAnswer": "middleware.limits",
     "SubAgentMiddleware": "middleware.subagents",
     "SubagentLedgerState": "middleware.task_tool",

@@ -889,12 +889,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         runtime, answering = approval_answer(state, task_id, decision, reason)
         return runtime.run(answering)[0]
 
-    async def aanswer_approval(self, state: Mapping[str, Any], task_id: str,
-                               decision: Literal["approve", "reject"], reason: str = "") -> dict[str, Any]:
-        """:meth:`answer_approval` from async code."""
-        runtime, answering = approval_answer(state, task_id, decision, reason)
-        return (await runtime.arun(answering))[0]
-
     # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:

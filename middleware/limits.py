@@ -421,13 +421,18 @@ def as_task_call(response: Any) -> Any:
         return response
     call = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
             "args": {"description": args.get("description", ""), "subagent_type": args["subagent_type"]}}
+    return _calling(response, message, call)
+
+
+def _calling(response: Any, message: AIMessage, call: dict[str, Any]) -> Any:
+    """``response`` with its reply ``message`` replaced by one that makes ``call`` (id, usage and metadata kept)."""
     converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
                           usage_metadata=message.usage_metadata,
                           response_metadata=dict(message.response_metadata))
     if not isinstance(response, ModelResponse):
         return converted
-    result = [converted if m is message else m for m in response.result]
-    return ModelResponse(result=result, structured_response=response.structured_response)
+    return ModelResponse(result=[converted if m is message else m for m in response.result],
+                         structured_response=response.structured_response)
 
 
 def with_usage_of(response: Any, wasted: Any) -> Any:
@@ -585,15 +590,7 @@ class _ForcedCall:
         if message is None or message.tool_calls:
             return response
         call = self._call(closed_json(message.text))
-        if call is None:
-            return response
-        converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
-                              usage_metadata=message.usage_metadata,
-                              response_metadata=dict(message.response_metadata))
-        if not isinstance(response, ModelResponse):
-            return converted
-        return ModelResponse(result=[converted if m is message else m for m in response.result],
-                             structured_response=response.structured_response)
+        return response if call is None else _calling(response, message, call)
 
     def recover(self, exc: Exception) -> Any:
         cut_short = truncated_reply(exc)  # a schema-constrained reply cut at the token limit: close and use it

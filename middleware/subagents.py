@@ -156,8 +156,6 @@ class ParentModel:
         return self.given if self.given is not None else self._seen
 
 
-__all__ = ["SubAgentMiddleware", "SubagentLedgerState"]
-
 # The settings this middleware reads, given whole (settings=) or as keyword arguments.
 _SETTINGS_ARGUMENTS = frozenset({
     "general_purpose", "max_concurrent_tasks", "unknown_tools", "sessions_dir", "transcript_store", "prices",

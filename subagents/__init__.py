@@ -1,9 +1,6 @@
 """Everything about one subagent: its spec, the registry, building, isolating, running, recording.
 
-Each idea is one public module: :mod:`~subagents.spec`, :mod:`~subagents.registry`,
-:mod:`~subagents.builder`, :mod:`~subagents.boundary`, :mod:`~subagents.runner`,
-:mod:`~subagents.metering`, :mod:`~subagents.transcripts`, :mod:`~subagents.outcome`,
-:mod:`~subagents.ledger`, :mod:`~subagents.errors`, :mod:`~subagents.settings`;
+The public names are ``__all__`` (the modules behind them are internal);
 definitions (agent files, skills, MCP, hooks, models, permissions) are in
 :mod:`subagents.definitions`, background tasks in :mod:`subagents.background`::
 
@@ -30,6 +27,7 @@ if TYPE_CHECKING:
     from subagents.background import RemoteSubagentSpec as RemoteSubagentSpec
     from subagents.background import wait_for_background as wait_for_background
     from subagents.boundary import ContextMode as ContextMode
+    from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY as SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
     from subagents.builder import BuildOptions as BuildOptions
     from subagents.builder import build_subagent as build_subagent
     from subagents.builder import check_spec as check_spec
@@ -41,12 +39,17 @@ if TYPE_CHECKING:
     from subagents.errors import DynamicSubagentError as DynamicSubagentError
     from subagents.errors import OutputSchemaError as OutputSchemaError
     from subagents.errors import OutputSchemaViolation as OutputSchemaViolation
+    from subagents.errors import ParentPolicyNotInherited as ParentPolicyNotInherited
     from subagents.errors import SpecError as SpecError
     from subagents.errors import StopReason as StopReason
     from subagents.errors import SubagentError as SubagentError
     from subagents.errors import SubagentsError as SubagentsError
     from subagents.errors import SubagentsWarning as SubagentsWarning
+    from subagents.errors import ToolCallsUnsupported as ToolCallsUnsupported
     from subagents.errors import UnknownSubagent as UnknownSubagent
+    from subagents.ledger import DataOnlySerializer as DataOnlySerializer
+    from subagents.ledger import LedgerChannel as LedgerChannel
+    from subagents.ledger import saved_value as saved_value
     from subagents.metering import Budget as Budget
     from subagents.metering import PriceTable as PriceTable
     from subagents.metering import cost_of as cost_of
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from subagents.outcome import TaskStatus as TaskStatus
     from subagents.registry import SubagentRegistry as SubagentRegistry
     from subagents.runner import TaskRunner as TaskRunner
+    from subagents.settings import DelegationSettings as DelegationSettings
     from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
     from subagents.spec import AnySpec as AnySpec
     from subagents.spec import CompiledSubagent as CompiledSubagent
@@ -76,11 +80,16 @@ _WHERE = {
     "CompiledSubagent": "subagents.spec",
     "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",
+    "DataOnlySerializer": "subagents.ledger",
+    "DelegationSettings": "subagents.settings",
     "DynamicSubagentError": "subagents.errors",
+    "LedgerChannel": "subagents.ledger",
     "OutputSchemaError": "subagents.errors",
     "OutputSchemaViolation": "subagents.errors",
+    "ParentPolicyNotInherited": "subagents.errors",
     "PriceTable": "subagents.metering",
     "RemoteSubagentSpec": "subagents.background",
+    "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY": "subagents.builder",
     "SpecError": "subagents.errors",
     "StopReason": "subagents.errors",
     "SubagentError": "subagents.errors",
@@ -93,6 +102,7 @@ _WHERE = {
     "TaskRecord": "subagents.outcome",
     "TaskRunner": "subagents.runner",
     "TaskStatus": "subagents.outcome",
+    "ToolCallsUnsupported": "subagents.errors",
     "UnknownSubagent": "subagents.errors",
     "build_subagent": "subagents.builder",
     "check_spec": "subagents.builder",
@@ -104,6 +114,7 @@ _WHERE = {
     "load_agent_dirs": "subagents.definitions.agent_files",
     "load_agent_file": "subagents.definitions.agent_files",
     "read_transcript": "subagents.transcripts",
+    "saved_value": "subagents.ledger",
     "wait_for_background": "subagents.background",
 }
 

@@ -662,19 +662,16 @@ class OneLevelToolGuard(OneLevelGuard):
     name = "OneLevelToolGuard"
     keeps_model = True
 
-    def _refusal(self, request: Any) -> ToolMessage | None:
-        return refusal(request)
-
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
-        return self._refusal(request) or handler(request)
+        return refusal(request) or handler(request)
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
     ) -> ToolMessage | Command[Any]:
         # On this path a sync tool would run on the loop's default executor, which the parent needs.
-        return self._refusal(request) or await handler(on_child_threads(request))
+        return refusal(request) or await handler(on_child_threads(request))
 
 
 

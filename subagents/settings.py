@@ -44,7 +44,6 @@ from subagents.definitions.skills import SkillCatalog
 from subagents.errors import SpecError
 from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.spec import refuse_deepagents_arguments
 from subagents.truncation import RetryTruncatedSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
@@ -277,9 +276,9 @@ class DelegationSettings(_Settings):
         """``base`` (default: the defaults) with flat keyword ``arguments`` applied.
 
         ``where`` names the caller in errors; ``accepted`` limits which
-        argument names it takes (others raise ``TypeError``, deepagents' own
-        with what to write instead); ``aliases`` maps a caller's own name for
-        an argument to the flat one (``{"runtime": "background_runtime"}``).
+        argument names it takes (others raise ``TypeError``); ``aliases`` maps
+        a caller's own name for an argument to the flat one
+        (``{"runtime": "background_runtime"}``).
         A bad value raises :class:`SpecError` naming the argument.
         """
         aliases = aliases or {}
@@ -293,7 +292,9 @@ class DelegationSettings(_Settings):
                 unknown[spoken.get(name, name)] = value
             else:
                 updates.setdefault(group, {})[name] = value
-        refuse_deepagents_arguments(where, unknown)
+        if unknown:  # never a silent accept of an argument that would be ignored
+            wrong = "; ".join(f"unexpected keyword argument {name!r}" for name in unknown)
+            raise TypeError(f"{where}(): {wrong} (see docs/migrating.md)")
         base = base or cls()
         groups: dict[str, Any] = {}
         for group, values in updates.items():

@@ -54,61 +54,6 @@ from subagents.metering import WrapUpSetting
 from subagents.truncation import RetryTruncatedSetting
 
 # ----------------------------------------------------------------------------
-# Arguments deepagents takes that this library does not, and what to write instead.
-#
-# A deepagents user who switches the import should either keep working or be
-# told exactly what to change: never a silent accept of an argument that
-# would be ignored. :func:`refuse_deepagents_arguments` raises a
-# ``TypeError`` naming each such argument, with the replacement and a pointer
-# to the docs' migration page.
-#
-# Example::
-#
-#     refuse_deepagents_arguments("SubAgentMiddleware", {"colour": "red"})
-#     # TypeError: SubAgentMiddleware(): unexpected keyword argument 'colour' (see docs/migrating.md)
-# ----------------------------------------------------------------------------
-
-
-
-MIGRATION_SECTION = "docs/migrating.md"
-
-# Every deepagents argument of SubAgentMiddleware and create_deep_agent is accepted now; a
-# deepagents argument refused again gets its entry here: where -> argument -> what to write.
-_INSTEAD: dict[str, dict[str, str]] = {}
-
-
-def refuse_deepagents_arguments(where: str, given: Mapping[str, Any]) -> None:
-    """Raise ``TypeError`` for any keyword in ``given``: known deepagents ones with a fix.
-
-    An empty ``given`` returns quietly, and so does a deepagents argument left
-    unset (``None``, deepagents' own default, or an empty list): it asks for
-    nothing, so code written for deepagents that passes it still runs.
-    """
-    known = _INSTEAD.get(where, {})
-    given = {k: v for k, v in given.items() if k not in known or not is_unset(v)}
-    if not given:
-        return
-    parts = []
-    for name in given:
-        if name in known:
-            parts.append(f"deepagents' argument {name!r} is not supported: {known[name]}")
-        else:
-            parts.append(f"unexpected keyword argument {name!r}")
-    raise TypeError(f"{where}(): " + "; ".join(parts) + f" (see {MIGRATION_SECTION})")
-
-
-def deepagents_only(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The keywords in ``kwargs`` that are deepagents' arguments unsupported by ``where``."""
-    known = _INSTEAD.get(where, {})
-    return {k: v for k, v in kwargs.items() if k in known}
-
-
-def is_unset(value: Any) -> bool:
-    """``None`` or an empty list, tuple or set: a deepagents argument that asks for nothing."""
-    return value is None or (isinstance(value, (list, tuple, set, frozenset)) and not value)
-
-
-# ----------------------------------------------------------------------------
 # What a spec's ``tools`` list may hold: what ``create_agent`` accepts.
 #
 # An entry is a parent tool's name, a ``BaseTool``, a plain Python function

@@ -643,6 +643,3 @@ def _stop_if_due(run_manager: Any) -> None:
     """
     for meter in _meters(run_manager):
         meter.raise_if_stopped()
-
-
-__all__ = ["McpServerError", "McpTool", "McpToolset", "mcp_tool_name", "select_mcp_tools"]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.dev_server import free_port
+from bench.dev_server import free_port
 from helpers import REPO
 
 BASE_MODEL_TEMPLATE = """{%- for message in messages -%}

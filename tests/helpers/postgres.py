@@ -30,7 +30,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from typing import Any
 
 import pytest
 
+from bench.dev_server import free_port
 from helpers import REPO
 
 SUPERUSER = "deep_agent"
@@ -56,12 +56,6 @@ INSTALL_HINT = (
 
 class PostgresUnavailable(RuntimeError):
     """The test server could not be started; the message says why and what to do."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def find_bin_dir() -> Path:

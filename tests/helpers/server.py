@@ -1,4 +1,4 @@
-"""Real ``langgraph dev`` servers for the remote background tests (see :mod:`deep_agent.dev_server`).
+"""Real ``langgraph dev`` servers for the remote background tests (see ``bench/dev_server.py``).
 
 ``langgraph_server`` is one server for the whole session; ``own_langgraph_server``
 is a server of the test module's own, which its tests may kill and restart
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deep_agent.dev_server import DevServerError, LangGraphDevServer
+from bench.dev_server import DevServerError, LangGraphDevServer
 from helpers import REPO
 
 SCRIPTED = {"DEEP_AGENT_SCRIPTED": "1"}

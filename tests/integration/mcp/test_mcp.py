@@ -15,7 +15,7 @@ from helpers.graphs import echo, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.app import main as cli
 from deep_agent.testing import ScriptedChatModel, tool_call
-from deep_agent.dev_server import free_port
+from bench.dev_server import free_port
 from subagents import runner as runner_module
 from subagents.definitions.mcp import TASK_ID_METADATA_KEY
 from helpers.agent_files import DETAIL, write
