@@ -1,6 +1,6 @@
 """One side of the long-thread measure, in a process of its own: ``python -m bench._long_thread_side SIDE SAVER RUNS``.
 
-``SIDE`` is ``ours`` or ``theirs``, ``SAVER`` ``sqlite`` or ``memory``; it
+``SIDE`` is ``ours`` or ``theirs``, ``SAVER`` ``sqlite``, ``postgres`` or ``memory``; it
 prints the side's figures as one JSON line (see :mod:`bench.long_thread`).
 A process per side keeps either side's imports, caches and heap out of the
 other's figures, which matters most for resident memory.
@@ -8,6 +8,7 @@ other's figures, which matters most for resident memory.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -16,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,17 +85,67 @@ def _check(agent: Any, config: dict[str, Any], runs: int, where: str) -> None:
                            f"last {answers[-1].text[:200] if answers else None!r}")
 
 
-def _stored_bytes(conn: sqlite3.Connection) -> int:
-    """Bytes of every checkpoint, its metadata and every pending write: what the saver stored."""
-    checkpoints = conn.execute("SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) "
-                               "FROM checkpoints").fetchone()[0]
-    writes = conn.execute("SELECT coalesce(sum(length(value)), 0) FROM writes").fetchone()[0]
-    return int(checkpoints) + int(writes)
+class _Sqlite:
+    """A SQLite file: the database's bytes are the file's, read once the connection is closed."""
+
+    def __init__(self, folder: str) -> None:
+        self.path = str(Path(folder) / "thread.sqlite")
+
+    @contextlib.contextmanager
+    def saver(self) -> Iterator[tuple[Any, Callable[[str], list[tuple[Any, ...]]]]]:
+        """A checkpointer on the database, and how to query it."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(self.path, check_same_thread=False)
+        try:
+            yield SqliteSaver(conn), lambda sql: conn.execute(sql).fetchall()
+        finally:
+            conn.close()  # folds the WAL into the database file
+
+    def db_bytes(self) -> int:
+        return sum(p.stat().st_size for p in Path(self.path).parent.glob("thread.sqlite*"))
 
 
-def _counts(conn: sqlite3.Connection) -> dict[str, int]:
-    root = conn.execute("SELECT count(*) FROM checkpoints WHERE checkpoint_ns = ''").fetchone()[0]
-    every = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+class _Postgres:
+    """A database of its own on a Postgres server: its bytes are its checkpoint tables', indexes and TOAST too."""
+
+    TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextlib.contextmanager
+    def saver(self) -> Iterator[tuple[Any, Callable[[str], list[tuple[Any, ...]]]]]:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(self.url) as saver:
+            saver.setup()
+
+            def query(sql: str) -> list[tuple[Any, ...]]:
+                conn: Any = saver.conn  # a connection of its own, not a pool (from_conn_string)
+                return [tuple(row.values()) for row in conn.execute(sql).fetchall()]
+
+            yield saver, query
+
+    def db_bytes(self) -> int:
+        with self.saver() as (_, query):
+            return int(sum(query(f"SELECT pg_total_relation_size('{t}')")[0][0] for t in self.TABLES))
+
+
+_STORED = {
+    "sqlite": "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints "
+              "UNION ALL SELECT coalesce(sum(length(value)), 0) FROM writes",
+    # Postgres keeps each channel's value apart (a blob per new version) and the checkpoint itself as JSONB.
+    "postgres": "SELECT coalesce(sum(octet_length(checkpoint::text) + octet_length(metadata::text)), 0) "
+                "FROM checkpoints UNION ALL SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_blobs "
+                "UNION ALL SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_writes",
+}
+"""Bytes of every checkpoint, its metadata, its channel values and every pending write: what the saver stored."""
+
+
+def _counts(query: Callable[[str], list[tuple[Any, ...]]]) -> dict[str, int]:
+    root = query("SELECT count(*) FROM checkpoints WHERE checkpoint_ns = ''")[0][0]
+    every = query("SELECT count(*) FROM checkpoints")[0][0]
     return {"root_checkpoints": int(root), "child_checkpoints": int(every) - int(root)}
 
 
@@ -104,9 +156,7 @@ def _slope(points: list[tuple[int, float]]) -> float:
     return statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
 
 
-def _sqlite_side(side: str, runs: int, level: str) -> dict[str, Any]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+def _database_side(side: str, runs: int, level: str, saver: str, url: str | None) -> dict[str, Any]:
     config = {"configurable": {"thread_id": "long"}}
     every = max(1, runs // SAMPLES)
     tenth = max(1, runs // 10)
@@ -114,10 +164,9 @@ def _sqlite_side(side: str, runs: int, level: str) -> dict[str, Any]:
     reads: list[float] = []
     points: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-long-thread-") as folder:
-        path = Path(folder) / "thread.sqlite"
-        conn = sqlite3.connect(str(path), check_same_thread=False)
-        try:
-            agent = _agent(side, SqliteSaver(conn), level)
+        db = _Sqlite(folder) if saver == "sqlite" else _Postgres(str(url))
+        with db.saver() as (checkpointer, query):
+            agent = _agent(side, checkpointer, level)
             gc.collect()
             wall = time.perf_counter()
             for i in range(1, runs + 1):
@@ -131,25 +180,20 @@ def _sqlite_side(side: str, runs: int, level: str) -> dict[str, Any]:
                     agent.get_state(config)
                     reads.append(time.process_time() - start)
                 if i % every == 0 or i == runs:
-                    points.append((i, _stored_bytes(conn)))
+                    points.append((i, sum(int(row[0]) for row in query(_STORED[saver]))))
             wall = time.perf_counter() - wall
-            _check(agent, config, runs, f"long_thread.sqlite ({side})")
-            counts = _counts(conn)
-        finally:
-            conn.close()  # folds the WAL into the database file
-        db_bytes = sum(p.stat().st_size for p in Path(folder).glob("thread.sqlite*"))
+            _check(agent, config, runs, f"long_thread.{saver} ({side})")
+            counts = _counts(query)
+        db_bytes = db.db_bytes()
         reload_cpu, reload_wall = [], []
-        fresh = sqlite3.connect(str(path), check_same_thread=False)
-        try:
-            reader = _agent(side, SqliteSaver(fresh), level)
+        with db.saver() as (fresh, _):
+            reader = _agent(side, fresh, level)
             reader.get_state(config)  # the graph's own first-use work is not the reload's
             for _ in range(5):  # the saver keeps no cache: each read goes to the database
                 start, start_wall = time.process_time(), time.perf_counter()
                 reader.get_state(config)
                 reload_cpu.append((time.process_time() - start) * 1000)
                 reload_wall.append((time.perf_counter() - start_wall) * 1000)
-        finally:
-            fresh.close()
     return {
         "db_bytes": db_bytes, "stored_bytes": points[-1][1], "bytes_per_run": _slope(points),
         "growth_cpu": median(cpu[-tenth:]) / median(cpu[:tenth]),
@@ -186,13 +230,18 @@ def _memory_side(side: str, runs: int, level: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m bench._long_thread_side SIDE sqlite|memory RUNS [factory|middleware]``: one JSON line."""
+    """``python -m bench._long_thread_side SIDE sqlite|postgres|memory RUNS [factory|middleware] [URL]``: one JSON line.
+
+    ``URL`` is the Postgres database the ``postgres`` side writes to (empty: it is its alone).
+    """
     side, saver, runs = argv[0], argv[1], int(argv[2])
     level = argv[3] if len(argv) > 3 else "factory"
-    if side not in (OURS, THEIRS) or saver not in ("sqlite", "memory") or runs < 2 or level not in LEVELS:
-        raise SystemExit("usage: python -m bench._long_thread_side ours|theirs sqlite|memory RUNS "
-                         "[factory|middleware] (RUNS >= 2)")
-    found = _sqlite_side(side, runs, level) if saver == "sqlite" else _memory_side(side, runs, level)
+    url = argv[4] if len(argv) > 4 else None
+    if (side not in (OURS, THEIRS) or saver not in ("sqlite", "postgres", "memory") or runs < 2
+            or level not in LEVELS or (saver == "postgres") != (url is not None)):
+        raise SystemExit("usage: python -m bench._long_thread_side ours|theirs sqlite|postgres|memory RUNS "
+                         "[factory|middleware] [POSTGRES_URL, with postgres alone] (RUNS >= 2)")
+    found = _memory_side(side, runs, level) if saver == "memory" else _database_side(side, runs, level, saver, url)
     print(json.dumps(found), flush=True)
 
 

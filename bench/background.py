@@ -24,6 +24,11 @@ on ``ainvoke``). Each row is wall time over the ideal
 (``ceil(1000 / 50) * 0.1 = 2 s``), with the process CPU time per task and
 the seconds the starting turn took against the batch's end: that turn must
 return before the batch ends, on ``invoke`` too.
+
+Measure ``background.share``: of the ``InMemorySaver`` batch's CPU a task,
+on each path, what is ours: the batch's figure minus the floor measured
+right after it with LangChain and LangGraph alone (:func:`_floor_cpu_ms`).
+The goal is at most 0.5 ms a task above that floor.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bench.common import answer, median, quiet_gc, record, scripted, spec, theirs_note, user
+from bench.common import answer, median, noop, quiet_gc, record, scripted, spec, theirs_note, user
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import (
@@ -59,6 +64,8 @@ START_GROWTH_GOAL = 1.5
 BATCH_GOALS = {"memory": 1.5, "sqlite": 2.0}
 """Wall over ideal for ``background.batch``, per checkpointer."""
 BATCH_CPU_MS_GOAL = 2.0
+SHARE_GOAL_MS = 0.5
+"""Our own CPU a batch task may cost above the framework's floor (``background.share.*``)."""
 
 
 def _agent(tasks: int, cap: int, latency_s: float,
@@ -213,12 +220,51 @@ def _batch_once(path: str, kind: str, tasks: int, cap: int, latency_s: float, fo
     return {"turn_s": turn, "wall_s": wall, "cpu_s": cpu}
 
 
+def _floor_cpu_ms(path: str, tasks: int, cap: int, latency_s: float) -> dict[str, float]:
+    """CPU ms a task of LangChain and LangGraph alone, in the batch's shape, before any code of ours.
+
+    The parent's: a ``create_agent`` turn whose one message calls a no-op
+    tool ``tasks`` times (each call a task on the tool node, then the
+    tools-to-model edge). The child's: ``tasks`` runs of a ``create_agent``
+    graph of one scripted model call of ``latency_s``, ``cap`` at a time on
+    one loop, each on a thread of its own, checkpointed once as it stops
+    (``durability="exit"``), as a background child runs.
+    """
+    parent = scripted(responses=[{"tool_calls": [tool_call("noop") for _ in range(tasks)]}, "done"])
+    agent: Any = create_agent(parent, [noop], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "floor"}}
+    quiet_gc()
+    cpu = time.process_time()
+    if path == "invoke":
+        agent.invoke(user("go"), config)
+    else:
+        asyncio.run(agent.ainvoke(user("go"), config))
+    parent_ms = (time.process_time() - cpu) / tasks * 1000
+    child: Any = create_agent(scripted(default=answer("job done"), latency_s=latency_s), checkpointer=InMemorySaver())
+
+    async def children() -> None:
+        slots = asyncio.Semaphore(cap)
+
+        async def one(i: int) -> None:
+            async with slots:
+                await child.ainvoke(user(f"job {i}"), {"configurable": {"thread_id": f"child-{i}"}},
+                                    durability="exit")
+
+        await asyncio.gather(*(one(i) for i in range(tasks)))
+
+    quiet_gc()
+    cpu = time.process_time()
+    asyncio.run(children())
+    return {"parent_ms": parent_ms, "child_ms": (time.process_time() - cpu) / tasks * 1000}
+
+
 def _batch_record(quick: bool) -> list[dict[str, Any]]:
     tasks, cap, latency_s = (20, 5, 0.02) if quick else (1000, 50, 0.1)
     ideal = math.ceil(tasks / cap) * latency_s
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as folder:
         _batch_once("invoke", "memory", 4, 2, 0.0, folder)  # warm up: imports and graph compiles
+        _floor_cpu_ms("ainvoke", 4, 2, 0.0)
         for kind in ("memory", "sqlite"):
             for path in ("invoke", "ainvoke"):
                 got = _batch_once(path, kind, tasks, cap, latency_s, folder)
@@ -241,7 +287,32 @@ def _batch_record(quick: bool) -> list[dict[str, Any]]:
                     detail={"wall_s": got["wall_s"], "cpu_ms_per_task": cpu_ms,
                             "starting_turn_s": got["turn_s"]},
                 ))
+                if kind == "memory":
+                    rows.append(_share_record(path, cpu_ms, _floor_cpu_ms(path, tasks, cap, latency_s),
+                                              tasks, cap, latency_s))
     return rows
+
+
+def _share_record(path: str, cpu_ms: float, floor: dict[str, float], tasks: int, cap: int,
+                  latency_s: float) -> dict[str, Any]:
+    """``background.share.PATH``: what a task of the batch costs beyond the framework's floor, measured right after."""
+    ours = cpu_ms - floor["parent_ms"] - floor["child_ms"]
+    return record(
+        f"{NAME}.share.{path}",
+        unit="CPU ms a task above the framework floor",
+        ours=ours,
+        theirs=None,
+        goal=f"<= {SHARE_GOAL_MS} ms",
+        met=ours <= SHARE_GOAL_MS,
+        sizes={"tasks": tasks, "cap": cap, "child_latency_s": latency_s, "path": path,
+               "checkpointer": "InMemorySaver"},
+        notes=theirs_note("The background.batch row's process CPU a task (InMemorySaver) minus the floor "
+                          "measured right after it with LangChain and LangGraph alone: a create_agent turn "
+                          "calling a no-op tool once a task, and a create_agent child of one model call a "
+                          "task, cap at a time, durability='exit'."),
+        detail={"cpu_ms_per_task": cpu_ms, "floor_parent_ms": floor["parent_ms"],
+                "floor_child_ms": floor["child_ms"]},
+    )
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

@@ -5,7 +5,11 @@ each side's own ``create_deep_agent`` (ours: :func:`deep_agent.create_deep_agent
 theirs: deepagents'), and the middleware level, one plain ``create_agent``
 graph holding the side's ``SubAgentMiddleware`` and nothing else
 (``long_thread.middleware.sqlite.*``: per-run CPU at the end, ``get_state``
-and the database's bytes). On the same scripted model, each makes ``runs``
+and the database's bytes; ``long_thread.middleware.postgres.*``: the same on
+``PostgresSaver``, a database a side on a throwaway server the bench starts
+as the tests do, left out, said on stderr, where none starts; its bytes are
+the checkpoint tables' with their indexes and TOAST, and the CPU is this
+process's alone, not the server's). On the same scripted model, each makes ``runs``
 sequential delegations on one thread, one parent run (one ``task`` call)
 each, in a process of its own per side, level and checkpointer, so neither
 side's imports, caches or heap weigh on the other:
@@ -30,6 +34,7 @@ totals and wall times. Times are CPU (``time.process_time``) unless named wall.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,6 +46,7 @@ from typing import Any
 from bench.common import OURS, THEIRS, record, sides, theirs_note
 
 NAME = "long_thread"
+ROOT = Path(__file__).resolve().parents[1]
 GOAL = 1.1
 
 
@@ -57,13 +63,13 @@ def set_runs(runs: int | None) -> None:
     _chosen[:] = [] if runs is None else [runs]
 
 
-def _side(side: str, saver: str, runs: int, level: str = "factory") -> dict[str, Any]:
+def _side(side: str, saver: str, runs: int, level: str = "factory", url: str | None = None) -> dict[str, Any]:
     """One side's figures, measured in a process of its own (:mod:`bench._long_thread_side`)."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, "-m", "bench._long_thread_side", side, saver, str(runs), level],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=4 * 3600)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "bench._long_thread_side", side, saver, str(runs), level,
+                           *([url] if url else [])],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=4 * 3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"long_thread: the {side} {saver} {level} process failed (exit {done.returncode}):\n"
@@ -72,8 +78,27 @@ def _side(side: str, saver: str, runs: int, level: str = "factory") -> dict[str,
     return found
 
 
+SAVERS = {"sqlite": "SqliteSaver", "postgres": "PostgresSaver", "memory": "InMemorySaver"}
+
 Row = tuple[str, str, str, float | None]
 """(figure, unit, what it is, goal as a ratio to theirs or ``None`` to report)."""
+
+
+@contextlib.contextmanager
+def _postgres() -> Iterator[Any]:
+    """A throwaway Postgres server (the tests' own, ``tests/helpers/postgres``); ``None`` (said on stderr) without."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from helpers.postgres import PostgresUnavailable, running_postgres  # type: ignore[import-not-found]
+
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(running_postgres())
+        except PostgresUnavailable as exc:
+            print(f"long_thread: no Postgres rows, no server starts here: {exc}", file=sys.stderr)
+            server = None
+        yield server
 
 
 def _rows(found: dict[str, dict[str, Any]], runs: int, prefix: str, saver: str, agents: str,
@@ -87,7 +112,7 @@ def _rows(found: dict[str, dict[str, Any]], runs: int, prefix: str, saver: str, 
             goal=f"ours <= {goal} x theirs" if goal else "report",
             met=None if theirs_v is None or not goal else ours_v <= goal * theirs_v,
             sizes={"sequential_delegations": runs,
-                   "checkpointer": "SqliteSaver" if saver == "sqlite" else "InMemorySaver", "agents": agents},
+                   "checkpointer": SAVERS[saver], "agents": agents},
             notes=theirs_note(f"{what}; one parent run with one `task` call each, all on one thread."),
             detail=detail,
         )
@@ -112,11 +137,20 @@ def run(quick: bool = False) -> Iterator[dict[str, Any]]:
     ))
     middleware = "create_agent with the side's SubAgentMiddleware and nothing else, one process a side"
     found = {side: _side(side, "sqlite", runs, "middleware") for side in sides()}
-    yield from _rows(found, runs, f"{NAME}.middleware", "sqlite", middleware, (
+    yield from _rows(found, runs, f"{NAME}.middleware", "sqlite", middleware, _middleware_rows("SQLite database"))
+    with _postgres() as server:
+        if server is not None:
+            found = {side: _side(side, "postgres", runs, "middleware", server.create_database()) for side in sides()}
+            yield from _rows(found, runs, f"{NAME}.middleware", "postgres", middleware,
+                             _middleware_rows("Postgres checkpoint tables (indexes and TOAST too)"))
+
+
+def _middleware_rows(database: str) -> tuple[Row, ...]:
+    return (
         ("last_cpu_ms", "ms (CPU, median of the last 10% of runs)", "Per-run CPU at the thread's end", 1.1),
         ("reload_ms", "ms (CPU, median over the last 10% of runs)",
          "Reading the latest checkpoint back (get_state) after each of the last 10% of runs", 1.5),
-        ("db_bytes", "bytes", "Size of the SQLite database after all runs", 1.1),
+        ("db_bytes", "bytes", f"Size of the {database} after all runs", 1.1),
         ("growth_cpu", "x (last 10% / first 10%, CPU)",
          "Per-run CPU median of the last 10% of runs over the first 10%", None),
-    ))
+    )

@@ -122,7 +122,11 @@ def test_the_long_thread_measure_runs_each_side_in_a_process_of_its_own_and_stay
                             "long_thread.sqlite.reload_ms",
                             "long_thread.memory.rss_growth_bytes",
                             "long_thread.middleware.sqlite.last_cpu_ms", "long_thread.middleware.sqlite.reload_ms",
-                            "long_thread.middleware.sqlite.db_bytes", "long_thread.middleware.sqlite.growth_cpu"}
+                            "long_thread.middleware.sqlite.db_bytes", "long_thread.middleware.sqlite.growth_cpu",
+                            # on the tests' own Postgres server, which the bench starts as they do
+                            "long_thread.middleware.postgres.last_cpu_ms",
+                            "long_thread.middleware.postgres.reload_ms",
+                            "long_thread.middleware.postgres.db_bytes", "long_thread.middleware.postgres.growth_cpu"}
     assert {r["sizes"]["sequential_delegations"] for r in records.values()} == {4}
     for rec in records.values():
         assert FIELDS <= rec.keys() and _is_number(rec["ours"]) and rec["theirs"] is None, rec
@@ -130,6 +134,8 @@ def test_the_long_thread_measure_runs_each_side_in_a_process_of_its_own_and_stay
     # Every run stored something, and the root wrote a checkpoint per step of each run.
     assert records["long_thread.sqlite.bytes_per_run"]["ours"] > 0 and detail["ours_root_checkpoints_per_run"] >= 5
     assert records["long_thread.sqlite.reload_ms"]["ours"] > 0
+    postgres = records["long_thread.middleware.postgres.db_bytes"]
+    assert postgres["sizes"]["checkpointer"] == "PostgresSaver" and postgres["detail"]["ours_stored_bytes"] > 0
 
 
 def test_the_instructions_set_counts_a_delegation_under_cachegrind_and_stays_opt_in() -> None:
