@@ -10,7 +10,6 @@ deepagents until a name is asked for; without the extra, asking is a
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -71,11 +70,11 @@ def from_deepagents(name: str) -> Any:
 # A call to one of deepagents' default tools an agent does not have.
 #
 # deepagents' stack gives every agent its file tools (``ls``, ``read_file``,
-# ``write_file``, ``edit_file``, ``glob``, ``grep``, and ``execute`` over a
-# backend that runs commands). Without that stack (the extra not installed,
-# or ``deepagents_stack=False``) a model trained on deepagents' prompts still
-# calls them, and LangChain's tool node answers ``Error: write_file is not a
-# valid tool, try one of [...]``. LangChain hands a call to a tool the agent
+# ``write_file``, ``edit_file``, ``delete``, ``glob``, ``grep``, and
+# ``execute`` over a backend that runs commands). Without that stack (the
+# extra not installed, or ``deepagents_stack=False``) a model used to
+# deepagents' prompts still calls them, and LangChain's tool node answers
+# ``Error: write_file is not a valid tool, try one of [...]``. LangChain hands a call to a tool the agent
 # lacks to each ``wrap_tool_call`` with ``request.tool`` set to ``None``;
 # :class:`DeepagentsToolHint` lets LangChain answer as ever and adds to that
 # error result where the tool comes from and how to get it.
@@ -86,14 +85,17 @@ def from_deepagents(name: str) -> Any:
 #     deepagents' file tools, which come with its stack: deepagents is not installed: pip install ...
 # ----------------------------------------------------------------------------
 
-FILE_TOOLS = ("ls", "read_file", "write_file", "edit_file", "glob", "grep")
+FILE_TOOLS = ("ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep")
 """deepagents' file tools over any backend (``execute`` needs one that runs commands)."""
 
 
-def missing_tool_hints() -> dict[str, str]:
-    """Tool name -> where it comes from and how to get it, for deepagents' default tools, without its stack."""
-    installed = importlib.util.find_spec("deepagents") is not None
-    why = ("create_deep_agent(deepagents_stack=False) leaves its stack out" if installed
+def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
+    """Tool name -> where it comes from and how to get it, for deepagents' default tools, without its stack.
+
+    ``left_out``: deepagents is installed and ``deepagents_stack=False`` left
+    its stack out; otherwise deepagents is not installed.
+    """
+    why = ("create_deep_agent(deepagents_stack=False) leaves its stack out" if left_out
            else f"deepagents is not installed: {EXTRA_INSTALL}")
     hints = {name: f"{name} is one of deepagents' file tools, which come with its stack: {why}. "
                    f"Or pass a tool named {name!r} in tools=." for name in FILE_TOOLS}

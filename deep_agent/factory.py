@@ -57,7 +57,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError
+from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
 from middleware.limits import ForceSetting
 from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
@@ -306,7 +306,7 @@ def create_deep_agent(
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
     # on the children sharing its model when it has tools of its own (a child with no tools gets no tool node).
-    hint = [] if with_deepagents else [DeepagentsToolHint()]
+    hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
     inherited = [*middleware, *hint] if own_tools else middleware
     # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file

@@ -19,7 +19,7 @@ those names (repository commit ee7ac3d, newer than 0.7.32), with
 ``deepagents_test_utils.py`` its ``tests/utils.py``: construction, middleware,
 file tools, summarisation, multimodal handling and profiles, through
 ``create_deep_agent``. Of their tests, those that pass on deepagents 0.7.32 as
-installed are the measure (277, 251 passing here); the rest test a later deepagents and are
+installed are the measure (277, 252 passing here); the rest test a later deepagents and are
 skipped, listed in ``NEWER_THAN_INSTALLED``. ``create_deep_agent`` and the names of
 deepagents' ``__all__`` are imported from ``deep_agent`` (``# swapped``); what
 they import from deepagents' submodules stays deepagents', as a deepagents

@@ -74,3 +74,12 @@ def test_with_deepagents_installed_but_its_stack_left_out_the_result_says_so(run
     out = run(create_deep_agent(model, [internet_search], deepagents_stack=False), user("go"))
     [result] = _results(out["messages"], "grep")
     assert "create_deep_agent(deepagents_stack=False) leaves its stack out" in result and INSTALL not in result
+
+
+def test_the_hints_name_every_one_of_deepagents_file_tools():
+    deepagents = pytest.importorskip("deepagents")
+    from typing import get_args
+
+    from deep_agent._deepagents import missing_tool_hints
+
+    assert set(get_args(deepagents.FsToolName)) | {"write_todos"} == set(missing_tool_hints())
