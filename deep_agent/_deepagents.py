@@ -10,8 +10,13 @@ deepagents until a name is asked for; without the extra, asking is a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+from langchain.agents import AgentState
+from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
 
 from subagents.errors import SubagentsError
 
@@ -59,3 +64,80 @@ def from_deepagents(name: str) -> Any:
     if name == "backends":
         return importlib.import_module("deepagents.backends")
     return getattr(deepagents, name)
+
+
+# ----------------------------------------------------------------------------
+# A call to one of deepagents' default tools an agent does not have.
+#
+# deepagents' stack gives every agent its file tools (``ls``, ``read_file``,
+# ``write_file``, ``edit_file``, ``delete``, ``glob``, ``grep``, and
+# ``execute`` over a backend that runs commands). Without that stack (the
+# extra not installed, or ``deepagents_stack=False``) a model used to
+# deepagents' prompts still calls them, and LangChain's tool node answers
+# ``Error: write_file is not a valid tool, try one of [...]``. LangChain hands a call to a tool the agent
+# lacks to each ``wrap_tool_call`` with ``request.tool`` set to ``None``;
+# :class:`DeepagentsToolHint` lets LangChain answer as ever and adds to that
+# error result where the tool comes from and how to get it.
+#
+# Example::
+#
+#     Error: write_file is not a valid tool, try one of [task, internet_search]. write_file is one of
+#     deepagents' file tools, which come with its stack: deepagents is not installed: pip install ...
+# ----------------------------------------------------------------------------
+
+FILE_TOOLS = ("ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep")
+"""deepagents' file tools over any backend (``execute`` needs one that runs commands)."""
+
+
+def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
+    """Tool name -> where it comes from and how to get it, for deepagents' default tools, without its stack.
+
+    ``left_out``: deepagents is installed and ``deepagents_stack=False`` left
+    its stack out; otherwise deepagents is not installed.
+    """
+    why = ("create_deep_agent(deepagents_stack=False) leaves its stack out" if left_out
+           else f"deepagents is not installed: {EXTRA_INSTALL}")
+    hints = {name: f"{name} is one of deepagents' file tools, which come with its stack: {why}. "
+                   f"Or pass a tool named {name!r} in tools=." for name in FILE_TOOLS}
+    hints["execute"] = ("execute is deepagents' shell tool, which comes with its stack over a backend that runs "
+                        f"commands (backend= a sandbox): {why}. Or pass a tool named 'execute' in tools=.")
+    hints["write_todos"] = ("write_todos is LangChain's TodoListMiddleware, which deepagents too adds only when "
+                            "asked: pass middleware=[TodoListMiddleware()] (from langchain.agents.middleware).")
+    return hints
+
+
+class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
+    """LangChain's error result for a call to a deepagents tool the agent lacks, with where the tool comes from.
+
+    Calls to tools the agent has, and to other unknown names, pass as they are.
+
+    Args:
+        hints: tool name -> the sentence added (default: :func:`missing_tool_hints`).
+
+    Example::
+
+        create_agent(model, tools, middleware=[DeepagentsToolHint()])
+    """
+
+    inherited_by_subagents = True
+    """Children sharing the parent's model get it too (see ``subagents.builder.is_model_level``)."""
+
+    def __init__(self, hints: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.hints = dict(missing_tool_hints() if hints is None else hints)
+
+    def _explained(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        hint = self.hints.get(request.tool_call["name"]) if request.tool is None else None
+        if hint is None or not isinstance(result, ToolMessage) or result.status != "error":
+            return result
+        return result.model_copy(update={"content": f"{result.text} {hint}"})
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return self._explained(request, handler(request))
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        return self._explained(request, await handler(request))

@@ -57,7 +57,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from deep_agent._deepagents import MissingExtraError
+from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
 from middleware.limits import ForceSetting
 from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
@@ -304,10 +304,15 @@ def create_deep_agent(
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
+    # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
+    # on the children sharing its model when it has tools of its own (a child with no tools gets no tool node).
+    hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=deepagents_stack is False))]
+    own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
+    inherited = [*middleware, *hint] if own_tools else middleware
     # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
     # tools), the same rule as SubAgentMiddleware in a plain create_agent.
     delegation = SubAgentMiddleware(
-        specs, model=root_model, tools=None, model_middleware=middleware, private_state_keys=private,
+        specs, model=root_model, tools=None, model_middleware=inherited, private_state_keys=private,
         build_options=options, settings=settings,
         dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
         name_enum=name_enum,
@@ -318,17 +323,24 @@ def create_deep_agent(
         from middleware.background import BackgroundSubagentMiddleware
 
         tracked = BackgroundSubagentMiddleware(
-            [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=middleware,
+            [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=inherited,
             private_state_keys=private,
             build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
         )
         # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
+        if with_deepagents:
+            # It stands where deepagents' AsyncSubAgentMiddleware would: a harness profile excluding that class
+            # drops it (deepagents reads the class a stand-in answers to from its `excluded_as`).
+            from deepagents import AsyncSubAgentMiddleware
+
+            cast(Any, tracked).excluded_as = AsyncSubAgentMiddleware
         extra.append(tracked)
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
-             *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra]
+             *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra,
+             *(hint if own_tools or delegation.tools or extra else [])]
     common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,
                   state_schema=state_schema if state_schema is not None else DeepAgentState,
                   context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
