@@ -82,11 +82,17 @@ def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
             assert sorted(following) == sorted(c["id"] for c in message.tool_calls), (index, message.tool_calls)
 
 
+@pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode):
-    """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would."""
-    agent = create_deep_agent(_model("task"), [_stopper()], checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": f"stopped-task-{mode}"}}
+def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack):
+    """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would.
+
+    On deepagents' stack too: its patch of unanswered calls (a hook step before the model) answered every
+    one "did not complete" first, and on ainvoke pushed the stopped step's checkpoint out of the few read.
+    """
+    agent = create_deep_agent(_model("task"), [_stopper()], checkpointer=InMemorySaver(),
+                              deepagents_stack=deepagents_stack)
+    config = {"configurable": {"thread_id": f"stopped-task-{mode}-{deepagents_stack}"}}
     _crash(mode, agent, config)
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
@@ -101,11 +107,12 @@ def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode):
     assert answers[stop_call["id"]].status == "error" and "lost" in answers[stop_call["id"]].text
 
 
+@pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_background_start_left_open_is_answered_and_its_task_reported(mode):
+def test_a_background_start_left_open_is_answered_and_its_task_reported(mode, deepagents_stack):
     agent = create_deep_agent(_model("start_async_task"), [_stopper()], checkpointer=InMemorySaver(),
-                              background=True)
-    config = {"configurable": {"thread_id": f"stopped-start-{mode}"}}
+                              background=True, deepagents_stack=deepagents_stack)
+    config = {"configurable": {"thread_id": f"stopped-start-{mode}-{deepagents_stack}"}}
     _crash(mode, agent, config)
     _finished(agent, config)  # the task runs on: it ends while nobody is asking
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
