@@ -1014,7 +1014,9 @@ class TaskMeter(BaseCallbackHandler):
                 self.priced_as.add(priced[0])
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
-            if call.estimate and (charged_in == reported_in or learned is None):
+            # Only a believed report teaches the ratio: one charged the estimate shows nothing of the tokenizer,
+            # and a ratio taught by it would reserve a dense tokenizer's next, honest calls at about 1x.
+            if call.estimate and charged_in == reported_in:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
 
 
