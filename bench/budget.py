@@ -129,7 +129,10 @@ def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int 
     spec = {"name": "looper", "description": "loops", "model": child, "tools": ["_noop"], "max_turns": 10_000,
             "system_prompt": shape.get("text", "Loop on the tool, with care. " * 80)}
     parent.watch = budget
-    agent = create_deep_agent(parent, [_noop], subagents=[spec], budget=budget, max_concurrent_tasks=children)
+    # This library's own stack: deepagents' adds ~2k tokens of file-tool schemas to each child's prompt, whose
+    # 16x hold on a new model does not fit the children's share, so the first wave would only wrap up.
+    agent = create_deep_agent(parent, [_noop], subagents=[spec], budget=budget, max_concurrent_tasks=children,
+                              deepagents_stack=False)
     inputs = {"messages": [{"role": "user", "content": "go"}]}
     config: RunnableConfig = {"recursion_limit": 100_000}
     began = time.perf_counter()

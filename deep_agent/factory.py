@@ -45,8 +45,10 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     BaseMessageChunk,
+    HumanMessage,
     RemoveMessage,
     SystemMessage,
+    ToolMessage,
     convert_to_messages,
     message_chunk_to_message,
 )
@@ -61,7 +63,7 @@ from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missin
 from middleware.limits import ForceSetting
 from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields
+from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls
 from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import (
     is_forbidden_tool,
@@ -340,7 +342,8 @@ def create_deep_agent(
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
              *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra,
-             *(hint if own_tools or delegation.tools or extra else [])]
+             *(hint if own_tools or delegation.tools or extra else []),
+             *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
     common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,
                   state_schema=state_schema if state_schema is not None else DeepAgentState,
                   context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
@@ -356,7 +359,7 @@ def create_deep_agent(
         return graph
     # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
     # the run's meter counts them, and only them, against the shared budget.
-    return graph.with_config(callbacks=[RunMeter(budget, prices)])
+    return graph.with_config(callbacks=[RunMeter(budget, delegation.runner.prices)])
 
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
@@ -366,6 +369,42 @@ def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name
     if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
     return [limit]
+
+
+def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
+    """deepagents' patch of tool calls left without an answer, for the root, but for the turn a stopped run left.
+
+    Its ``before_agent`` answers every open call "did not complete" before the
+    model step, where the delegation middleware answers that turn's: a call
+    that finished before the stop keeps its answer and record (the checkpoint's
+    pending writes), a ``task`` that did not gets a ``lost`` record, a
+    background start its stored outcome (see docs/ledger-and-budgets.md). Older
+    turns are patched as deepagents does. Named as deepagents' own, it replaces
+    it in the root's stack; a caller's own is kept.
+    """
+    from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
+
+    if any(getattr(mw, "name", None) == PatchToolCallsMiddleware.__name__ for mw in middleware):
+        return []
+
+    class PatchOlderToolCalls(PatchToolCallsMiddleware):
+        @property
+        def name(self) -> str:
+            return PatchToolCallsMiddleware.__name__
+
+        def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            messages = state["messages"]
+            left = open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
+            if not left:
+                return super().before_agent(state, runtime)
+            # Answered for deepagents' patch only, and taken out of what it returns: the model step answers them.
+            stand_ins = [ToolMessage("", tool_call_id=call["id"]) for call in left]
+            patched = super().before_agent(cast("Any", {**state, "messages": [*messages, *stand_ins]}), runtime)
+            if patched is None:
+                return None
+            return {"messages": [m for m in patched["messages"] if not any(m is s for s in stand_ins)]}
+
+    return [PatchOlderToolCalls()]
 
 
 # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.

@@ -580,7 +580,9 @@ def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> Mode
 # for the read.
 # ----------------------------------------------------------------------------
 
-_RECENT = 3  # the checkpoint of the stopped step is the newest, or the one before this run's input
+_RECENT = 16
+"""The most checkpoints read back for the stopped step's: the newest, or the one before this run's input, which
+the run's hook steps before the model (one per ``before_agent`` of a stack such as deepagents') push back."""
 
 
 def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -601,12 +603,35 @@ def _where_saved() -> tuple[Any, dict[str, Any]] | None:
 
 def _saved_checkpoints() -> list[Any]:
     where = _where_saved()
-    return [] if where is None else list(where[0].list(where[1], limit=_RECENT))
+    kept: list[Any] = []
+    for saved in where[0].list(where[1], limit=_RECENT) if where is not None else ():
+        kept.append(saved)
+        if _past_the_stop(kept):
+            break  # the listing, left here, is closed as it is dropped
+    return kept
 
 
 async def _asaved_checkpoints() -> list[Any]:
     where = _where_saved()
-    return [] if where is None else [saved async for saved in where[0].alist(where[1], limit=_RECENT)]
+    kept: list[Any] = []
+    if where is None:
+        return kept
+    listing = where[0].alist(where[1], limit=_RECENT)
+    try:
+        async for saved in listing:
+            kept.append(saved)
+            if _past_the_stop(kept):
+                break
+    finally:  # closed as it is left: a saver's listing may hold its connection's lock until it ends
+        close = getattr(listing, "aclose", None)
+        if close is not None:
+            await close()
+    return kept
+
+
+def _past_the_stop(kept: Sequence[Any]) -> bool:
+    """Whether ``kept`` (newest first) reaches the checkpoint before this run's input: the stopped step's."""
+    return len(kept) > 1 and (kept[-2].metadata or {}).get("source") == "input"
 
 
 def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -563,6 +563,8 @@ def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str
 
 _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories that show nothing: controls, format characters, spaces, line and paragraph separators."""
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+"""Characters of other categories that show nothing: the Hangul fillers (letters) and the blank Braille pattern."""
 
 # The tool node validates the arguments after injecting these, so
 # `extra="forbid"` cannot be used; never shown back to the model as its own.
@@ -587,7 +589,7 @@ class TaskToolInput(BaseModel):
     def _not_blank(cls, value: str) -> str:
         # A child started on nothing would answer something: an invalid call, so the model retries. Invisible
         # characters (a zero-width space, a byte-order mark, a NUL) are nothing too.
-        if all(unicodedata.category(char) in _INVISIBLE for char in value):
+        if all(char in _BLANK_LETTERS or unicodedata.category(char) in _INVISIBLE for char in value):
             raise ValueError("`description` is empty; write the complete task for the subagent in it")
         return value
 

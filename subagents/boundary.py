@@ -425,7 +425,13 @@ def forked_input(
     ``blocked``); only ``messages`` differs.
     """
     # The child's own copies: a middleware editing a message's content blocks in place edits its own.
-    history = copy.deepcopy(fork_history(parent_state.get("messages") or (), tool_call_id))
+    history = fork_history(parent_state.get("messages") or (), tool_call_id)
+    try:
+        history = copy.deepcopy(history)
+    except Exception as exc:  # never shared instead: the delegation fails, naming what could not be copied
+        raise SubagentsError(f"the conversation a fork inherits ('messages') cannot be copied ({_name(exc)}: "
+                             f"{safe_text(exc, 200)}): a message holds a value that cannot be (an artifact "
+                             "holding a lock or a client, say)") from exc
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [*history, HumanMessage(content=description)]
     return state, count_tokens_approximately(history) if history else 0

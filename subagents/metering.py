@@ -205,6 +205,25 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 
+def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, float]] | None:
+    """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks.
+
+    A call has one price, so a model the two tables price differently is a
+    ``ValueError`` naming it (else the budget would count it at a price its
+    own table does not give), and a model priced only in the budget's table
+    is priced, not refused as unpriced.
+    """
+    given = check_prices(prices) if prices is not None else None
+    own = budget.prices if budget is not None else {}
+    if given is None:
+        return dict(own) if budget is not None else None
+    for name, price in own.items():
+        if given.get(name, price) != price:
+            raise ValueError(f"prices[{name[:80]!r}] is {given[name]}, but the budget's prices give {price}: "
+                             "a model has one price; pass one table to both")
+    return {**own, **given}
+
+
 def estimate_tokens(payload: Any) -> int:
     """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and at least a token
     for every other character (tokenizers bill CJK text at one or more tokens a character)."""
@@ -1014,7 +1033,9 @@ class TaskMeter(BaseCallbackHandler):
                 self.priced_as.add(priced[0])
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
-            if call.estimate and (charged_in == reported_in or learned is None):
+            # Only a believed report teaches the ratio: one charged the estimate shows nothing of the tokenizer,
+            # and a ratio taught by it would reserve a dense tokenizer's next, honest calls at about 1x.
+            if call.estimate and charged_in == reported_in:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
 
 

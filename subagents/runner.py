@@ -74,10 +74,10 @@ from subagents.metering import (
     TaskMeter,
     TranscriptRecorder,
     WrapUpSetting,
-    check_prices,
     cut_short_note,
     meter_for,
     metered_apart,
+    run_prices,
 )
 from subagents.outcome import (
     ChildAnswer,
@@ -894,7 +894,7 @@ class TaskRunner:
         budget = limits.budget
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
-        self.prices = check_prices(seen.prices) if seen.prices is not None else (budget.prices if budget else None)
+        self.prices = run_prices(seen.prices, budget)
         self.budget = budget
         self.short_answer_threshold = limits.short_answer_threshold
         self.wrap_up = limits.wrap_up

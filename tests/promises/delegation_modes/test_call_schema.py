@@ -306,8 +306,10 @@ def test_the_graph_cache_is_bounded():
     assert cache.get(0, lambda: "rebuilt") == "rebuilt"
 
 
-@pytest.mark.parametrize("description", ["", "   \n\t ", "\u3000\u00a0", "\u200b\u200c\u200d", "\ufeff", "\u2060", "\x00"],
-                         ids=["empty", "whitespace", "wide-spaces", "zero-width", "byte-order-mark", "word-joiner", "nul"])
+@pytest.mark.parametrize("description", ["", "   \n\t ", "\u3000\u00a0", "\u200b\u200c\u200d", "\ufeff", "\u2060",
+                                         "\x00", "\u3164", "\u115f\u1160\uffa0", "\u2800 \u2800"],
+                         ids=["empty", "whitespace", "wide-spaces", "zero-width", "byte-order-mark", "word-joiner",
+                              "nul", "hangul-filler", "hangul-fillers", "blank-braille"])
 def test_a_blank_description_is_an_invalid_call_and_starts_no_child(run, description):
     """A child started on an empty message answered something, and the call read as completed."""
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description=description,

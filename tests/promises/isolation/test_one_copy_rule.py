@@ -250,6 +250,26 @@ def test_values_that_cannot_be_copied_never_reach_the_child_and_the_record_names
     assert out["lock"] is lock and out["deep"] is deep and all(_items(given[kind]) == ["orig"] for kind in KINDS)
 
 
+def test_a_fork_whose_inherited_conversation_cannot_be_copied_fails_naming_it(run):
+    # The history a fork inherits is copied too: an artifact holding a lock failed the delegation with only
+    # "cannot pickle '_thread.lock' object", naming nothing.
+    held = {"lock": threading.Lock(), "log": []}
+
+    @tool(response_format="content_and_artifact")
+    def fetch(x: str) -> tuple[str, dict[str, Any]]:
+        """Fetch, with an artifact that holds a lock."""
+        return "fetched", held
+
+    child = ScriptedChatModel(default="child done")
+    parent = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call("fetch", x="1")]},
+                                              {"tool_calls": [tool_call("task", description="t", subagent_type="f")]},
+                                              "parent done"])])
+    specs = [{"name": "f", "description": "Forks.", "model": child, "context": "fork"}]
+    (record,) = records(run(create_deep_agent(parent, [fetch], subagents=specs), _user()))
+    assert record["status"] == "error" and "('messages') cannot be copied (TypeError" in record["error"]
+    assert child.calls == [] and held["log"] == []
+
+
 def test_a_background_child_never_changes_the_callers_input_either(run, background):
     """A background child runs through the same runner, later, on the background loop."""
     from langchain.agents import create_agent

@@ -64,3 +64,27 @@ def test_a_models_learned_ratio_only_rises():
     assert dense is not None and dense >= 4.0 and budget.learned("m") == dense
     budget.learn("m", 100, 800)
     assert budget.learned("m") == pytest.approx(dense * 2)
+
+
+@pytest.mark.parametrize("quiet", ["absent", "zero"])
+def test_a_report_charged_the_estimate_teaches_no_ratio(run, quiet):
+    # One child reports no usage (or zeros) and is charged the estimate; the budget learned 1.1x from it, so the
+    # next wave on the same model, honest at a tokenizer 16x denser, was held at 1.1x: 85,002 tokens of 40,000.
+    quiet_child = BillingModel(default="done", model_name="child-model", usage=quiet)
+    dense_child = BillingModel(default={"tool_calls": [tool_call("_echo", x="again")]}, model_name="child-model",
+                               density=16.0, latency_s=0.05)  # the wave's calls in flight together
+    waves = [{"tool_calls": [tool_call("task", description="first", subagent_type="quiet")]},
+             {"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="dense") for i in range(8)]},
+             "parent done"]
+    parent = BillingModel(rules=[("go", waves)], default="parent done", model_name="parent-model")
+    prompt = "Loop on the tool, with care. " * 80  # ~600 tokens estimated, ~9,600 billed
+    specs = [{"name": "quiet", "description": "q", "model": quiet_child, "system_prompt": prompt},
+             {"name": "dense", "description": "d", "model": dense_child, "tools": ["_echo"], "max_turns": 1000,
+              "system_prompt": prompt}]
+    budget = Budget(max_tokens=40_000)  # room for three such calls at 16x, not for eight
+    parent.watch = budget
+    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, max_concurrent_tasks=8), user("go"))
+    assert budget.learned("child-model") is not None  # the honest reports taught it
+    output = max(o for _, o in dense_child.billed)
+    last_answer = budget.tokens - parent.spent_before_answer
+    assert budget.tokens <= budget.max_tokens + 8 * output + last_answer

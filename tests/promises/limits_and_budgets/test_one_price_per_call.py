@@ -274,3 +274,28 @@ def test_a_root_middlewares_call_once_the_budget_is_spent_is_counted_and_the_run
     out = run(agent, user("go"))
     assert stopped_by_limit(out["messages"][-1]) == "budget"
     assert budget.tokens == sum(i + o for model in models for i, o in model.billed)
+
+
+# -- one table: prices= and the Budget's ----------------------------------------------------------------
+
+
+def _one_child(budget: Budget, prices: dict[str, tuple[float, float]]) -> Any:
+    child = BillingModel(default="child done", model_name="priced")
+    return create_deep_agent(_parent(tool_call("task", description="x", subagent_type="c")), [],
+                             subagents=[{"name": "c", "description": "c", "model": child}], budget=budget,
+                             prices=prices)
+
+
+def test_a_model_priced_only_by_the_budget_is_priced_at_the_budgets_price(run):
+    # prices= replaced the budget's table: the child's model, priced in the budget alone, was refused as unpriced.
+    budget = Budget(max_usd=50.0, prices=PRICES)
+    (record,) = records(run(_one_child(budget, {"parent": PRICES["parent"]}), user("go")))
+    assert (record["status"], record["priced_as"]) == ("completed", ["priced"])
+    charged = record["charged_input_tokens"] * 1000.0 + record["charged_output_tokens"] * 2000.0
+    assert record["cost_usd"] == pytest.approx(charged / 1e6, abs=1e-6)
+
+
+def test_a_model_the_two_tables_price_differently_is_refused_naming_it():
+    # The budget was charged at prices='s figure, a hundredth of the budget's own.
+    with pytest.raises(ValueError, match="'priced'"):
+        _one_child(Budget(max_usd=50.0, prices=PRICES), {"priced": (10.0, 20.0)})

@@ -26,20 +26,34 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background.runtime import BackgroundRuntime
 
 
-def _stopper() -> Any:
-    """A tool that stops the run (as Ctrl-C would) the first time it is called."""
+def _stopper(saver: Any = None, thread: str | None = None) -> Any:
+    """A tool that stops the run (as Ctrl-C would) the first time it is called.
+
+    With ``saver`` and ``thread``, once its sibling's answer is in the checkpoint (the step's pending writes):
+    building a child on deepagents' stack can outlast any fixed wait on a loaded machine.
+    """
     calls: list[int] = []
 
     @tool
     def stop_here(x: str) -> str:
         """Stops the run once."""
-        time.sleep(0.3)  # the sibling delegation has finished by then
+        if saver is None:
+            time.sleep(0.3)  # the sibling delegation has finished by then
+        else:
+            wait_for(lambda: _sibling_answered(saver, {"configurable": {"thread_id": thread}}), timeout=60)
         if not calls:
             calls.append(1)
             raise KeyboardInterrupt
         return "ran"
 
     return stop_here
+
+
+def _sibling_answered(saver: Any, config: dict[str, Any]) -> bool:
+    saved = saver.get_tuple(config)
+    written = [m for _, channel, value in (saved.pending_writes if saved else ()) if channel == "messages"
+               for m in (value if isinstance(value, list) else [value])]
+    return any(isinstance(m, ToolMessage) and m.name != "stop_here" for m in written)
 
 
 def _model(first_tool: str) -> ScriptedChatModel:
@@ -82,11 +96,18 @@ def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
             assert sorted(following) == sorted(c["id"] for c in message.tool_calls), (index, message.tool_calls)
 
 
+@pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode):
-    """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would."""
-    agent = create_deep_agent(_model("task"), [_stopper()], checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": f"stopped-task-{mode}"}}
+def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack):
+    """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would.
+
+    On deepagents' stack too: its patch of unanswered calls (a hook step before the model) answered every
+    one "did not complete" first, and on ainvoke pushed the stopped step's checkpoint out of the few read.
+    """
+    saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}"
+    agent = create_deep_agent(_model("task"), [_stopper(saver, thread)], checkpointer=saver,
+                              deepagents_stack=deepagents_stack)
+    config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
@@ -101,11 +122,13 @@ def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode):
     assert answers[stop_call["id"]].status == "error" and "lost" in answers[stop_call["id"]].text
 
 
+@pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_background_start_left_open_is_answered_and_its_task_reported(mode):
-    agent = create_deep_agent(_model("start_async_task"), [_stopper()], checkpointer=InMemorySaver(),
-                              background=True)
-    config = {"configurable": {"thread_id": f"stopped-start-{mode}"}}
+def test_a_background_start_left_open_is_answered_and_its_task_reported(mode, deepagents_stack):
+    saver, thread = InMemorySaver(), f"stopped-start-{mode}-{deepagents_stack}"
+    agent = create_deep_agent(_model("start_async_task"), [_stopper(saver, thread)], checkpointer=saver,
+                              background=True, deepagents_stack=deepagents_stack)
+    config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
     _finished(agent, config)  # the task runs on: it ends while nobody is asking
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
