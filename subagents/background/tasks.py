@@ -52,7 +52,7 @@ from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunn
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
 from subagents.definitions.permissions import decided_message, is_approval
-from subagents.errors import RuntimeClosed, RuntimeStalled, TaskStateError
+from subagents.errors import DelegationRefused, RuntimeClosed, RuntimeStalled, TaskStateError
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -345,13 +345,22 @@ class BackgroundTasks:
     # -- helpers -----------------------------------------------------------
 
     async def remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
-        if not self.on_end or record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
+        """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended.
+
+        That first time, what its run reports it spent is charged to the shared budget (once per attempt
+        in this process): a served child's calls are bounded by its server, not metered here.
+        """
+        if record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
             return fields
         key = (str(record.get("id")), record.get("attempt"))
         if key in self._ends_told:
             return fields
         self._ends_told.add(key)
+        if (budget := self.local.runner.budget) is not None:
+            # The server's model calls are not metered here: what the run reports is charged once, as it ends.
+            budget.charge(None, fields.get("input_tokens"), fields.get("output_tokens"))
+        if not self.on_end:
+            return fields
         return with_feedback(fields, await tell_end(self.on_end, {**record, **fields}))
 
     def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
@@ -372,6 +381,13 @@ class BackgroundTasks:
 
     async def _launch(self, record: Mapping[str, Any], call: TaskCall, *, attempt: int) -> dict[str, Any]:
         if self._kind(call.subagent_type) == "remote":
+            if (budget := self.local.runner.budget) is not None and (spent := budget.exhausted()):
+                raise DelegationRefused(f"{spent}; no new delegations can start", stop_reason="budget")
+            if budget is not None and budget.max_usd is not None:
+                # One price per call: the server's model is not priced here, as an unpriced local model is not.
+                raise DelegationRefused(f"{call.subagent_type!r} runs on a LangGraph Server, whose model calls "
+                                        "have no price here: a budget's max_usd cannot bound them (max_tokens can)",
+                                        stop_reason="budget")
             configurable = call.parent_config.get("configurable") or {}
             return await self.remote.start(
                 record["id"], call.subagent_type, call.description,
