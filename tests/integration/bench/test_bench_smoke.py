@@ -22,6 +22,10 @@ PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap", 
 """Records with no deepagents counterpart: theirs is always null."""
 
 
+QUICK_RUN = pytest.mark.xdist_group("bench-quick-run")
+"""On every test that reads ``quick_run``: one worker runs them all, so the quick bench (some 40 s) runs once."""
+
+
 @pytest.fixture(scope="module")
 def quick_run() -> dict[str, Any]:
     env = dict(os.environ)
@@ -53,6 +57,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+@QUICK_RUN
 def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[str, Any]) -> None:
     from bench import MEASURES
 
@@ -71,6 +76,7 @@ def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[
     assert len({r["measure"] for r in records}) == len(records), "measure names are unique"
 
 
+@QUICK_RUN
 def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
     lines = quick_run["stdout"].splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("measure "))
@@ -78,6 +84,7 @@ def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
     assert any(" records in " in line for line in lines[header:])
 
 
+@QUICK_RUN
 def test_theirs_is_measured_when_deepagents_is_installed(quick_run: dict[str, Any]) -> None:
     pytest.importorskip("deepagents")
     for rec in quick_run["records"]:
@@ -159,6 +166,7 @@ def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
     assert done.returncode != 0 and "needs valgrind" in done.stderr, done.stderr[-2000:]
 
 
+@QUICK_RUN
 def test_the_footprint_counts_the_code_only_a_delegation_runs(quick_run: dict[str, Any]) -> None:
     (rec,) = [r for r in quick_run["records"] if r["measure"] == "footprint.invoke"]
     detail = rec["detail"]
