@@ -23,7 +23,7 @@ PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap", 
 
 
 QUICK_RUN = pytest.mark.xdist_group("bench-quick-run")
-"""On every test that reads ``quick_run``: one worker runs them all, so the quick bench (some 40 s) runs once."""
+"""On every test that reads ``quick_run``: one worker runs them all, so the quick bench (25 s of CPU) runs once."""
 
 
 @pytest.fixture(scope="module")
