@@ -7,9 +7,10 @@ kept under the pytest cache (keyed by the aegra version, the Python's and the
 dependencies), from a ``python3.12`` on ``PATH`` or pyenv's
 ``~/.pyenv/versions/3.12*``; without one the tests skip, saying so. One venv
 for every pair: building it is most of a pair's cost on a clean clone, and
-``.ci/run`` builds it while ruff and mypy run (``python -m helpers.aegra``). Redis is Debian's ``redis-server``
-(``.ci/run`` installs it when missing), started on a free loopback port with
-no persistence; Postgres is :mod:`helpers.postgres`'s throwaway cluster.
+``.ci/run`` builds it while ruff and mypy run (``python -m helpers.aegra``).
+Redis is Debian's ``redis-server`` (``.ci/run`` installs it when missing),
+started on a free loopback port with no persistence; Postgres is
+:mod:`helpers.postgres`'s throwaway cluster.
 
 The pair serves ``helpers/aegra_child/aegra.json`` (graphs ``child`` and
 ``approver``) unless told otherwise; the ``aegra_served_pair`` fixture serves
