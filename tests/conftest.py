@@ -12,7 +12,7 @@ server once. The markers of ``tests/integration/`` follow its folders
 from __future__ import annotations
 
 import pytest
-
+from helpers.aegra import aegra_served_pair  # noqa: F401 - registers the fixture
 from helpers.graphs import Runner
 from helpers.local_model import local_model  # noqa: F401 - registers the fixture
 from helpers.postgres import postgres_server, postgres_url  # noqa: F401 - registers the fixtures

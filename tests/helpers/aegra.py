@@ -1,15 +1,21 @@
 """A real aegra pair for the remote tests: two API instances on one Postgres and one Redis.
 
 aegra (``aegra-api`` on PyPI) is a self-hosted server of the LangGraph API.
-It needs Python >= 3.12, so it runs from a venv of its own, made once and
-kept under the pytest cache (keyed by the aegra version and the Python's),
-from a ``python3.12`` on ``PATH`` or pyenv's ``~/.pyenv/versions/3.12*``;
-without one the tests skip, saying so. Redis is Debian's ``redis-server``
-(``.ci/run`` installs it when missing), started on a free loopback port with
-no persistence; Postgres is :mod:`helpers.postgres`'s throwaway cluster.
+It needs Python >= 3.12, so it runs from a venv of its own with the project's
+dependencies (so it can serve the project's own graphs too), made once and
+kept under the pytest cache (keyed by the aegra version, the Python's and the
+dependencies), from a ``python3.12`` on ``PATH`` or pyenv's
+``~/.pyenv/versions/3.12*``; without one the tests skip, saying so. One venv
+for every pair: building it is most of a pair's cost on a clean clone, and
+``.ci/run`` builds it while ruff and mypy run (``python -m helpers.aegra``).
+Redis is Debian's ``redis-server`` (``.ci/run`` installs it when missing),
+started on a free loopback port with no persistence; Postgres is
+:mod:`helpers.postgres`'s throwaway cluster.
 
-The pair serves ``helpers/aegra_child/aegra.json`` (graph ``child``).
-Instance A runs the database migrations; B starts after it, without.
+The pair serves ``helpers/aegra_child/aegra.json`` (graphs ``child`` and
+``approver``) unless told otherwise; the ``aegra_served_pair`` fixture serves
+those and the project's own. Instance A runs the database migrations; B starts
+after it, without.
 
 Example::
 
@@ -23,6 +29,7 @@ import contextlib
 import fcntl
 import glob
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -71,20 +78,20 @@ def project_dependencies() -> list[str]:
         return list(tomllib.load(f)["project"]["dependencies"])
 
 
-def aegra_venv(cache_dir: Path, *, with_project: bool = False) -> Path:
-    """The venv with ``aegra-api`` (made once, reused); skips the test when no Python 3.12 exists.
+def aegra_venv(cache_dir: Path) -> Path:
+    """The venv with ``aegra-api`` and the project's runtime dependencies (made once, reused).
 
-    ``with_project``: the project's runtime dependencies too, so aegra can
-    serve the project's own graphs (the project itself goes on ``PYTHONPATH``).
+    Skips the test when no Python 3.12 exists. The project itself is not
+    installed: it goes on the servers' ``PYTHONPATH``.
     """
     python = find_python312()
     if python is None:
         pytest.skip("aegra needs Python >= 3.12: no python3.12 on PATH nor under ~/.pyenv/versions/3.12*")
     minor = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    extra = project_dependencies() if with_project else []
-    digest = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:10] if extra else ""
-    venv = cache_dir / f"aegra-api-{AEGRA_VERSION}-py{minor}{'-project-' + digest if extra else ''}"
+    extra = project_dependencies()
+    digest = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:10]
+    venv = cache_dir / f"aegra-api-{AEGRA_VERSION}-py{minor}-project-{digest}"
     marker = venv / "installed"
     if marker.exists():
         return venv
@@ -204,17 +211,16 @@ class AegraInstance:
 
 
 @contextlib.contextmanager
-def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str] | None = None,
-               *, with_project: bool = False) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+def aegra_pair(cache_dir: Path, postgres: PostgresServer,
+               env: Mapping[str, str] | None = None) -> Iterator[tuple[AegraInstance, AegraInstance]]:
     """Two aegra instances on a fresh database of ``postgres`` and one throwaway Redis.
 
     ``env``: more of aegra's settings, e.g. shorter worker leases
     (:data:`QUICK_RECOVERY`) for tests that kill an instance, or an
-    ``AEGRA_CONFIG`` of other graphs. ``with_project``: the venv also has the
-    project's dependencies and ``PYTHONPATH`` is the project's root, so those
-    graphs may be the project's own (:mod:`deep_agent.server_graphs`).
+    ``AEGRA_CONFIG`` of other graphs, which may be the project's own
+    (:mod:`deep_agent.server_graphs`: ``PYTHONPATH`` is the project's root).
     """
-    venv = aegra_venv(cache_dir, with_project=with_project)
+    venv = aegra_venv(cache_dir)
     database = postgres.create_database()
     root = Path(tempfile.mkdtemp(prefix="deep-agent-aegra-"))
     with running_redis() as redis_url:
@@ -222,10 +228,7 @@ def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str]
         base.update(DATABASE_URL=database, REDIS_BROKER_ENABLED="true", REDIS_URL=redis_url,
                     AEGRA_CONFIG=str(CHILD_DIR / "aegra.json"), AUTH_TYPE="noop", LOG_LEVEL="WARNING",
                     CRON_ENABLED="false", OTEL_TARGETS="", AEGRA_CHILD_SECONDS="3", VIRTUAL_ENV=str(venv),
-                    PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
-        base.pop("PYTHONPATH", None)
-        if with_project:
-            base["PYTHONPATH"] = str(PROJECT_ROOT)
+                    PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}", PYTHONPATH=str(PROJECT_ROOT))
         settings = {**base, **(env or {})}
         a = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "true"}, root, "a")
         b = AegraInstance(venv, {**settings, "RUN_MIGRATIONS_ON_STARTUP": "false"}, root, "b")
@@ -237,3 +240,32 @@ def aegra_pair(cache_dir: Path, postgres: PostgresServer, env: Mapping[str, str]
             for instance in (b, a):
                 instance.stop()
             shutil.rmtree(root, ignore_errors=True)
+
+
+PROJECT_GRAPHS = ("scripted_delegator", "scripted_worker", "graph")
+"""The project's graphs the served pair serves (``deep_agent/server_graphs.py``), beside the aegra child's."""
+
+
+@pytest.fixture(scope="session")
+def aegra_served_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                      postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
+    """One aegra pair for the session, serving the aegra child's graphs and the project's own.
+
+    Shared by the files that only read and write through it (``test_aegra_pair.py``,
+    ``test_remote_same_deployment_on_aegra.py``; each test has threads of its own):
+    a pair's start is some 20 s of two aegra processes importing, paid once.
+    The fault tests, which kill and restart, start a pair of their own.
+    """
+    config = tmp_path_factory.mktemp("aegra-config") / "aegra.json"
+    child = json.loads((CHILD_DIR / "aegra.json").read_text())["graphs"]
+    graphs = {name: str(CHILD_DIR / where) for name, where in child.items()}
+    graphs.update({name: f"{PROJECT_ROOT / 'deep_agent' / 'server_graphs.py'}:{name}" for name in PROJECT_GRAPHS})
+    config.write_text(json.dumps({"graphs": graphs}))
+    with aegra_pair(venv_folder(request, tmp_path_factory), postgres_server, {"AEGRA_CONFIG": str(config)}) as pair:
+        yield pair
+
+
+if __name__ == "__main__":  # python -m helpers.aegra CACHE_DIR: the venv made ahead (.ci/run, beside ruff and mypy)
+    import sys
+
+    aegra_venv(Path(sys.argv[1]))

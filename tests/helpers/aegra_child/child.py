@@ -1,6 +1,6 @@
 """The child graph the aegra servers of the tests serve: scripted, offline, langgraph alone.
 
-aegra runs in a Python 3.12 venv of its own, without this project, so the
+aegra runs in a Python 3.12 venv of its own (``helpers/aegra.py``); the
 child needs nothing beyond what ``aegra-api`` installs. It answers
 ``answer to: <the task's description>`` after ``CHILD_SECONDS`` (a window in
 which a server can be killed mid-run); a description that begins ``long``

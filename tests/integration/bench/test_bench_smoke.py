@@ -22,6 +22,10 @@ PEERLESS = ("background", "budget.", "fanout.ainvoke.cap", "fanout.invoke.cap", 
 """Records with no deepagents counterpart: theirs is always null."""
 
 
+QUICK_RUN = pytest.mark.xdist_group("bench-quick-run")
+"""On every test that reads ``quick_run``: one worker runs them all, so the quick bench (25 s of CPU) runs once."""
+
+
 @pytest.fixture(scope="module")
 def quick_run() -> dict[str, Any]:
     env = dict(os.environ)
@@ -32,14 +36,14 @@ def quick_run() -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,  # a hung run's bound, not a budget: a busy machine took over 180 s
     )
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {"records": records, "stdout": done.stdout}
 
 
-def _quick_records(*args: str, timeout: float = 180) -> list[dict[str, Any]]:
+def _quick_records(*args: str, timeout: float = 600) -> list[dict[str, Any]]:
     """The records ``python -m bench --quick ARGS`` prints (it must exit 0)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
@@ -53,6 +57,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+@QUICK_RUN
 def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[str, Any]) -> None:
     from bench import MEASURES
 
@@ -71,6 +76,7 @@ def test_every_measure_prints_a_well_formed_record_for_our_side(quick_run: dict[
     assert len({r["measure"] for r in records}) == len(records), "measure names are unique"
 
 
+@QUICK_RUN
 def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
     lines = quick_run["stdout"].splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("measure "))
@@ -78,6 +84,7 @@ def test_the_table_and_total_follow_the_json(quick_run: dict[str, Any]) -> None:
     assert any(" records in " in line for line in lines[header:])
 
 
+@QUICK_RUN
 def test_theirs_is_measured_when_deepagents_is_installed(quick_run: dict[str, Any]) -> None:
     pytest.importorskip("deepagents")
     for rec in quick_run["records"]:
@@ -165,6 +172,7 @@ def test_the_instructions_set_without_valgrind_says_what_to_install() -> None:
     assert done.returncode != 0 and "needs valgrind" in done.stderr, done.stderr[-2000:]
 
 
+@QUICK_RUN
 def test_the_footprint_counts_the_code_only_a_delegation_runs(quick_run: dict[str, Any]) -> None:
     (rec,) = [r for r in quick_run["records"] if r["measure"] == "footprint.invoke"]
     detail = rec["detail"]

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.aegra import AegraInstance, aegra_pair, venv_folder
-from helpers.postgres import PostgresServer
+from helpers.aegra import AegraInstance
 from langgraph_sdk import get_client
 
 from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
@@ -29,12 +27,10 @@ LIVE = ("pending", "running")
 SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 
 
-@pytest.fixture(scope="module")
-def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-         postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    folder = venv_folder(request, tmp_path_factory)
-    with aegra_pair(folder, postgres_server) as instances:
-        yield instances
+@pytest.fixture
+def pair(aegra_served_pair: tuple[AegraInstance, AegraInstance]) -> tuple[AegraInstance, AegraInstance]:
+    """The session's pair (``helpers.aegra``), shared with ``test_remote_same_deployment_on_aegra.py``."""
+    return aegra_served_pair
 
 
 def _spec(url: str) -> RemoteSubagentSpec:

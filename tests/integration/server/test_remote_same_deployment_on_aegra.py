@@ -1,6 +1,6 @@
 """Same-deployment mode on aegra: a remote spec without a url runs its child on the aegra it runs on.
 
-An aegra pair (``helpers/aegra.py``) serves the project's own
+The session's aegra pair (``helpers/aegra.py``) serves the project's own
 ``scripted_delegator`` and ``scripted_worker`` (``deep_agent/server_graphs.py``).
 The delegator's background subagent names ``graph_id`` only; its start must
 create the child's thread and run on that same aegra deployment (reached
@@ -11,29 +11,19 @@ parent ran on no server known to serve an in-process client.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from helpers.aegra import AegraInstance, PROJECT_ROOT, aegra_pair, venv_folder
-from helpers.postgres import PostgresServer
+from helpers.aegra import AegraInstance
 from langgraph_sdk import get_sync_client
 
-GRAPHS = ("scripted_delegator", "scripted_worker", "graph")
 SETTLE_DEADLINE_S = 120  # generous: a loaded machine
 
 
-@pytest.fixture(scope="module")
-def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-         postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
-    folder = venv_folder(request, tmp_path_factory)
-    config = Path(tmp_path_factory.mktemp("aegra-config")) / "aegra.json"
-    graphs = {name: f"{PROJECT_ROOT / 'deep_agent' / 'server_graphs.py'}:{name}" for name in GRAPHS}
-    config.write_text(json.dumps({"graphs": graphs}))
-    with aegra_pair(folder, postgres_server, {"AEGRA_CONFIG": str(config)}, with_project=True) as instances:
-        yield instances
+@pytest.fixture
+def pair(aegra_served_pair: tuple[AegraInstance, AegraInstance]) -> tuple[AegraInstance, AegraInstance]:
+    """The session's pair (``helpers.aegra``), which serves these graphs too; shared with ``test_aegra_pair.py``."""
+    return aegra_served_pair
 
 
 def _wait(client, thread_id: str, run_id: str) -> dict:
