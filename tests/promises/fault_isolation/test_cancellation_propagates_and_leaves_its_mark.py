@@ -203,6 +203,5 @@ def test_ctrl_c_on_invoke_stops_parallel_children_at_once(tmp_path):
     assert result["interrupted"], done.stderr[-2000:]
     assert result["steps_after"] <= 6, result  # at most the step each child was in, and one it had begun
     assert result["steps_after_return"] == 0, result
-    assert result["after_s"] < 6.0, result  # the 6 s it took when the siblings ran on: a bound on the bug
     # Python's own handler is back after a run and after the interrupt: asyncio.run can install its own
     assert result["restored"] and result["restored_after_interrupt"], result
