@@ -4,7 +4,8 @@ One profile, whatever the uid (root included), built on bubblewrap's own
 hardening. From the inside of one command:
 
 * no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
-  remount anything;
+  remount anything; nor get them back in a user namespace of its own
+  (``--unshare-user --disable-userns``: it can make none);
 * its own namespaces for everything (``--unshare-all``): its own process
   IDs and a fresh ``/proc`` showing only its own processes (no other
   process's environment or root folder), its own IPC, host name and
@@ -127,7 +128,10 @@ class Sandbox:
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
-        args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
+        # A user namespace of its own, in which no other can be made (--disable-userns): else a command
+        # run by a normal user becomes root of a nested one (`unshare -Ur`), every capability back.
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+                "--new-session", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))

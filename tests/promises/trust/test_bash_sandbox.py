@@ -43,6 +43,15 @@ def test_root_inside_has_no_capabilities_and_cannot_unmount_or_remount(runner):
     assert "must be superuser" in out or "permission denied" in out.lower(), out
 
 
+def test_no_capability_comes_back_through_a_nested_user_namespace(runner):
+    # Before: as a normal user, `unshare -Ur` made the command root of a user namespace of its own,
+    # with every capability in it (CapEff 1ff...), and mounting in a mount namespace it owned.
+    out = runner.run("unshare -Urm sh -c 'grep CapEff /proc/self/status; mount -t tmpfs none /mnt && "
+                     "echo mounted'; echo done")
+    assert "done" in out and "mounted" not in out, out
+    assert "CapEff" not in out or "CapEff:\t0000000000000000" in out, out
+
+
 def test_proc_shows_only_the_sandboxes_processes_and_no_host_environment(runner, monkeypatch):
     monkeypatch.setenv("HOST_ONLY_SECRET", "the-agents-provider-key")
     out = runner.run(f"ls /proc | grep -cE '^[0-9]+$'; cat /proc/{os.getpid()}/environ; "
