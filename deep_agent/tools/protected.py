@@ -24,7 +24,9 @@ refuses them. The set:
 * the state folder, when one is given;
 * the scripts and programs trusted hooks and MCP servers name (``extra``):
   they run on the host at the next tool call;
-* the interpreter and virtual environment this program runs from.
+* the interpreter and virtual environment this program runs from, and
+  every folder on ``PATH`` (but a relative one, or the workspace itself):
+  hooks, MCP servers and git find the programs they run there.
 
 Example::
 
@@ -59,6 +61,7 @@ STATE = "the state folder"
 SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
+PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
 class ProtectedPath(SubagentsError, PermissionError):
@@ -136,6 +139,11 @@ class Protected:
             found.setdefault((root / script).resolve(), SCRIPT)
         for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
             found.setdefault(Path(runtime).resolve(), RUNTIME)
+        # A hook's `ruff`, a server's `mcp-x` are looked up there: an active project venv, node_modules/.bin.
+        # Not a relative entry ("."), nor the workspace itself: that would leave nothing writable.
+        for folder in os.get_exec_path():
+            if os.path.isabs(folder) and (path := Path(folder).resolve()) != root:
+                found.setdefault(path, PROGRAMS)
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
