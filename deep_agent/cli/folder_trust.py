@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -215,11 +216,16 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
-    """The files inside ``root`` that ``words`` name, relative to ``base``."""
+    """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
+    names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
+    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text."""
+    bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
     for before, word in zip(["", *words], words, strict=False):
-        if before == "-m":  # python -m pkg.mod: the module's own files
-            module = Path(*word.split(".")) if word.replace(".", "").replace("_", "").isalnum() else None
-            for name in ((module.with_suffix(".py"), module / "__init__.py", module / "__main__.py")
+        if before == "-m":  # python -m pkg.mod: each package's __init__.py, then the module's own files
+            parts = word.split(".") if word.replace(".", "").replace("_", "").isalnum() else []
+            module = Path(*parts) if parts else None
+            packages = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts))]
+            for name in ((*packages, module.with_suffix(".py"), module / "__init__.py", module / "__main__.py")
                          if module else ()):
                 if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
                     yield p
@@ -228,6 +234,11 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
         for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
             if (p := _inside(part, base, root, folders=assignment)) is not None:
                 yield p
+            tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]
+            for text, folder in [(part, b) for b in bases[1:]] + [(tail, b) for tail in tails for b in bases]:
+                if os.path.isfile(os.path.join(folder, text)) and (
+                        p := _inside(text, folder, root, folders=False)) is not None:
+                    yield p
 
 
 def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
@@ -245,7 +256,8 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path 
         return None
     if path.is_dir():
         return path if folders else None
-    return path if path.exists() or "/" in word else None  # "/": a script that may be created later
+    # "/": a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
+    return path if path.exists() or ("/" in word and not {"$", "`"} & set(word)) else None
 
 
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -269,18 +281,26 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     todo = sorted(found)
     while todo:
         script = todo.pop()
-        parts = {part for word in shell_words(_script_text(script)) for part in WORD_PARTS.split(word) if part}
-        for part in parts:
+        words = shell_words(_script_text(script))
+        pairs = {(part, before) for before, word in zip(["", *words], words, strict=False)
+                 for part in WORD_PARTS.split(word) if part}
+        for part, before in pairs:
             tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
             module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
             for name, base in [(part, script.parent), (part, start), *tails, *module]:
                 if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
                     continue
                 path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found and _code(path, script):
+                if path is not None and path not in found and (_code(path, script) or _program(before)):
                     found.add(path)
                     todo.append(path)
     return found
+
+
+def _program(word: str) -> bool:
+    """Whether ``word`` names a program (``python3``, ``node``, ``/usr/bin/env``): the file it is given
+    first is what it runs (``python3 tools/check.py``), whatever that file's suffix or mode."""
+    return bool(word) and not word.startswith("-") and shutil.which(word) is not None
 
 
 def _code(path: Path, script: Path) -> bool:

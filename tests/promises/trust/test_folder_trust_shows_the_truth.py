@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from helpers.cli import SCRIPTS, cli, entry_point, terminal_env
 from helpers.hostile_checkout import make_hostile_checkout
 from helpers.scripted.trust_scripts import RAW
@@ -217,3 +218,24 @@ def test_the_files_a_hooks_script_sources_or_imports_are_named_in_turn(tmp_path)
     for script, (_, sourced) in SOURCED.items():
         found = files_run_by(spec(hook(f"run {script}")), tmp_path)
         assert [p.relative_to(tmp_path.resolve()).as_posix() for p in found] == sorted([script, sourced])
+
+
+RUN_BESIDE = {  # a hook's command -> the file of the folder it runs that was left writable
+    "python -m pkg.mod": "pkg/__init__.py",  # runs before pkg/mod.py
+    "cd scripts && sh guard.sh": "scripts/guard.sh",  # named from the folder the command moves to
+    'sh "$(pwd)/scripts/guard.sh"': "scripts/guard.sh",  # what follows a "/", as in a script's text
+    'sh "${PWD}/scripts/guard.sh"': "scripts/guard.sh",
+    "sh scripts/run.sh": "tools/check.py",  # run.sh says `python3 tools/check.py`: a program's argument
+}
+
+
+@pytest.mark.parametrize("command", RUN_BESIDE)
+def test_the_file_a_hook_runs_beside_the_rules_of_its_words_is_named(tmp_path, command):
+    """Before: each file on the right was writable by the agent's tools, and then ran on the host."""
+    for name in ("pkg/__init__.py", "pkg/mod.py", "scripts/guard.sh", "tools/check.py", "README.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    (tmp_path / "scripts" / "run.sh").write_text("python3 tools/check.py\ngrep -q x README.md\n")
+    found = [p.relative_to(tmp_path.resolve()).as_posix() for p in files_run_by(spec(hook(command)), tmp_path)]
+    assert RUN_BESIDE[command] in found, found
+    assert "README.md" not in found and not [p for p in found if "$" in p], found
