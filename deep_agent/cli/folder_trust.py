@@ -24,8 +24,10 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
+import importlib.machinery
 import json
 import os
 import re
@@ -279,6 +281,7 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     """
     found = set(found)
     todo = sorted(found)
+    import_roots: dict[Path, set[Path]] = {}
     while todo:
         script = todo.pop()
         words = shell_words(_script_text(script))
@@ -294,6 +297,42 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
                 if path is not None and path not in found and (_code(path, script) or _program(before)):
                     found.add(path)
                     todo.append(path)
+        # What a module imports is found on the path of the script that runs (its folder first), not its own.
+        folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
+                                                                     .is_file() else [])})
+        for path in _imported(script, folders, root) - found:
+            found.add(path)
+            if path.is_file():
+                import_roots[path] = folders
+                todo.append(path)
+    return found
+
+
+def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
+    """What a Python ``script``'s imports would load from ``folders``, the first on Python's path, existing
+    or not: a file put there later (``json.py`` beside ``import json``) runs instead of the module meant.
+
+    Those folders are the running script's own (``python scripts/check.py``), and the start folder too
+    for a module of a package (``python -m pkg.mod`` runs from there). Each dotted name gives its
+    packages' ``__init__.py`` and, for the first part and the whole, every suffix this interpreter
+    imports (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`).
+    """
+    if script.suffix != ".py":
+        return set()
+    try:
+        tree = ast.parse(_script_text(script))
+    except (SyntaxError, ValueError):
+        return set()
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    found: set[Path] = set()
+    for folder, name in [(f, n) for f in folders for n in names]:
+        parts = name.split(".")
+        files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
+        files += [Path(*parts[:n]).with_name(parts[n - 1] + suffix) for n in {1, len(parts)}
+                  for suffix in importlib.machinery.all_suffixes()]
+        found.update(p for file in files if (p := _inside(f"./{file}", folder, root, folders=False)) is not None)
     return found
 
 

@@ -216,8 +216,8 @@ def test_the_files_a_hooks_script_sources_or_imports_are_named_in_turn(tmp_path)
             (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / path).write_text(content)
     for script, (_, sourced) in SOURCED.items():
-        found = files_run_by(spec(hook(f"run {script}")), tmp_path)
-        assert [p.relative_to(tmp_path.resolve()).as_posix() for p in found] == sorted([script, sourced])
+        found = files_run_by(spec(hook(f"run {script}")), tmp_path)  # and, for a .py, what its imports could load
+        assert [p.relative_to(tmp_path.resolve()).as_posix() for p in found if p.exists()] == sorted([script, sourced])
 
 
 RUN_BESIDE = {  # a hook's command -> the file of the folder it runs that was left writable
@@ -239,3 +239,23 @@ def test_the_file_a_hook_runs_beside_the_rules_of_its_words_is_named(tmp_path, c
     found = [p.relative_to(tmp_path.resolve()).as_posix() for p in files_run_by(spec(hook(command)), tmp_path)]
     assert RUN_BESIDE[command] in found, found
     assert "README.md" not in found and not [p for p in found if "$" in p], found
+
+
+def test_what_a_python_hooks_imports_would_load_from_its_own_folder_is_named_existing_or_not(tmp_path):
+    """Before: ``scripts/json.py`` could be written beside a hook's ``scripts/check.py`` that says ``import json``:
+    Python puts the script's folder first on its path, so the hook ran the agent's file on the host."""
+    from deep_agent.tools import Workspace, builtin_tools
+    from deep_agent.tools.protected import Protected
+
+    (tmp_path / "scripts" / "lib").mkdir(parents=True)
+    (tmp_path / "scripts" / "check.py").write_text("import json\nfrom lib.util import x\nfrom . import y\n")
+    (tmp_path / "scripts" / "lib" / "util.py").write_text("import helpers\nx = 1\n")
+    found = files_run_by(spec(hook("python3 scripts/check.py")), tmp_path)
+    names = {p.relative_to(tmp_path.resolve()).as_posix() for p in found}
+    assert {"scripts/json.py", "scripts/json.pyc", "scripts/json/__init__.py", "scripts/lib/__init__.py",
+            "scripts/lib/util.py", "scripts/helpers.py"} <= names, names
+    write = {t.name: t for t in builtin_tools(Workspace(tmp_path, protected=Protected.of(tmp_path, extra=found)),
+                                              bash=None)}["Write"]
+    for path in ("scripts/json.py", "scripts/lib/__init__.py", "scripts/lib/util.py"):
+        assert "a script a trusted hook or MCP server runs" in write.invoke({"file_path": path, "content": "x"})
+    assert write.invoke({"file_path": "scripts/notes.txt", "content": "x"}).startswith("Created")
