@@ -25,7 +25,7 @@ refuses them. The set:
 * the scripts and programs trusted hooks and MCP servers name (``extra``):
   they run on the host at the next tool call;
 * the interpreter and virtual environment this program runs from, and
-  every folder on ``PATH`` (but a relative one, or the workspace itself):
+  every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
   hooks, MCP servers and git find the programs they run there.
 
 Example::
@@ -140,9 +140,9 @@ class Protected:
         for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
             found.setdefault(Path(runtime).resolve(), RUNTIME)
         # A hook's `ruff`, a server's `mcp-x` are looked up there: an active project venv, node_modules/.bin.
-        # Not a relative entry ("."), nor the workspace itself: that would leave nothing writable.
+        # Not a relative entry ("."), nor the workspace or a folder holding it: that would leave nothing writable.
         for folder in os.get_exec_path():
-            if os.path.isabs(folder) and (path := Path(folder).resolve()) != root:
+            if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
                 found.setdefault(path, PROGRAMS)
         return cls(found, root)
 

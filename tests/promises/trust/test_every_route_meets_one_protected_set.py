@@ -224,8 +224,8 @@ def test_the_folders_on_path_inside_the_workspace_are_protected_existing_or_not(
     ws = runner.ws
     write(ws / ".venv" / "bin" / "ruff", "#!/bin/sh\necho original\n")
     monkeypatch.setenv("PATH", os.pathsep.join([str(ws / ".venv" / "bin"), str(ws / "node_modules" / ".bin"),
-                                                ".", os.environ["PATH"]]))
+                                                ".", str(ws.parent), os.environ["PATH"]]))
     protected = Protected.of(ws)
     every_route_is_refused(runner, protected, {".venv/bin/ruff": "a folder on PATH",
                                                "node_modules/.bin/prettier": "a folder on PATH"})
-    assert protected.why(ws.resolve() / "notes.txt") is None  # "." on PATH: not the whole workspace
+    assert protected.why(ws.resolve() / "notes.txt") is None  # "." or its parent on PATH: not the whole workspace
