@@ -21,7 +21,8 @@ hardening. From the inside of one command:
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
   directories whole, agent files, hook scripts, the interpreter): a missing
   one is an empty read-only folder while the command runs, so it cannot be
-  created either (the placeholder is removed afterwards); every folder
+  created either (the placeholder is removed afterwards; a file standing
+  where a folder on its way would be is read-only); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
   (any shape git takes for one), or a missing path a git config names that it
@@ -360,10 +361,17 @@ _placeholder_users: dict[Path, int] = {}
 
 
 def _mask(root: Path, path: Path) -> Path | None:
-    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself."""
+    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself,
+    or what stands where a folder on its way should be (``Write("tools")`` before ``tools/x.sh``): bound
+    read-only as it is, it cannot be replaced by the folder either."""
     for step in (*reversed(path.parents), path):
-        if root in step.parents and (step in _placeholder_users or not os.path.lexists(step)):
+        if root not in step.parents:
+            continue
+        if step in _placeholder_users or not os.path.lexists(step):
             return step
+        with contextlib.suppress(OSError):
+            if step != path and not stat.S_ISDIR(os.lstat(step).st_mode):
+                return step
     return None
 
 

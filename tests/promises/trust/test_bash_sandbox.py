@@ -140,6 +140,20 @@ def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
         assert not (ws / planted).exists(), f"{planted} was created (or its placeholder left behind)"
 
 
+def test_a_file_standing_where_a_missing_protected_paths_folder_would_be_cannot_be_replaced(runner):
+    # Before: Write("tools") made a file where the missing tools/x.sh's folder would be, so no placeholder
+    # could be made there and nothing was bound: `rm tools; mkdir tools; echo ... > tools/x.sh` wrote the
+    # script the hook runs on the host.
+    ws = runner.ws
+    protected = Protected.of(ws, extra=["tools/x.sh"])
+    tools = {t.name: t for t in builtin_tools(Workspace(ws, protected=protected), bash=None)}
+    assert tools["Write"].invoke({"file_path": "tools", "content": "in the way\n"}).startswith("Created")
+    runner.chown(ws)
+    out = runner.run("rm -f tools; mkdir tools; echo 'touch pwned' > tools/x.sh; echo done", protected=protected)
+    assert "done" in out and not (ws / "tools" / "x.sh").exists(), out
+    assert (ws / "tools").read_text() == "in the way\n", out
+
+
 def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
     ws = runner.ws
     (ws / "scripts").mkdir()
