@@ -223,13 +223,12 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
     existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text."""
     bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
     for before, word in zip(["", *words], words, strict=False):
-        if before == "-m":  # python -m pkg.mod: each package's __init__.py, then the module's own files
-            parts = word.split(".") if word.replace(".", "").replace("_", "").isalnum() else []
-            module = Path(*parts) if parts else None
-            packages = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts))]
-            for name in ((*packages, module.with_suffix(".py"), module / "__init__.py", module / "__main__.py")
-                         if module else ()):
-                if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
+        module = word if before == "-m" else word[2:] if word.startswith("-m") else ""
+        if module and all(part.isidentifier() for part in module.split(".")):
+            # python -m pkg.mod: the folder it starts in is first on Python's path, so whatever would be
+            # loaded from there, existing or not (a module installed elsewhere is shadowed by one put here).
+            for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
+                if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
                     yield p
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
         parts = [part for part in WORD_PARTS.split(word) if part]
@@ -313,9 +312,8 @@ def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
     or not: a file put there later (``json.py`` beside ``import json``) runs instead of the module meant.
 
     Those folders are the running script's own (``python scripts/check.py``), and the start folder too
-    for a module of a package (``python -m pkg.mod`` runs from there). Each dotted name gives its
-    packages' ``__init__.py`` and, for the first part and the whole, every suffix this interpreter
-    imports (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`).
+    for a module of a package (``python -m pkg.mod`` runs from there); each name's files are
+    :func:`_module_files`.
     """
     if script.suffix != ".py":
         return set()
@@ -326,14 +324,18 @@ def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
     names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     names |= {node.module for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module and not node.level}
-    found: set[Path] = set()
-    for folder, name in [(f, n) for f in folders for n in names]:
-        parts = name.split(".")
-        files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
-        files += [Path(*parts[:n]).with_name(parts[n - 1] + suffix) for n in {1, len(parts)}
-                  for suffix in importlib.machinery.all_suffixes()]
-        found.update(p for file in files if (p := _inside(f"./{file}", folder, root, folders=False)) is not None)
-    return found
+    return {p for folder in folders for name in names for file in _module_files(name)
+            if (p := _inside(f"./{file}", folder, root, folders=False)) is not None}
+
+
+def _module_files(dotted: str) -> list[Path]:
+    """The files, relative to a folder on Python's path, that importing ``dotted`` could load from it: its
+    packages' ``__init__.py``, and the first part and the whole with every suffix the interpreter imports
+    (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`)."""
+    parts = dotted.split(".")
+    files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
+    return files + [Path(*parts[:n - 1], parts[n - 1] + suffix) for n in {1, len(parts)}
+                    for suffix in importlib.machinery.all_suffixes()]
 
 
 def _program(word: str) -> bool:

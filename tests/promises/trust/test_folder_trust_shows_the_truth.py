@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import io
 import os
 from pathlib import Path
@@ -129,7 +130,9 @@ def test_files_run_by_names_the_scripts_modules_and_load_paths_inside_the_folder
                  "env": {"PATH": f"./bin{os.pathsep}/usr/bin", "NODE_OPTIONS": "--require ./node/x.js"}},
            "remote": {"url": "http://127.0.0.1:1/mcp"}}
     found = files_run_by(spec(hooks, mcp), root)
-    assert [p.relative_to(root.resolve()).as_posix() for p in found] == [
+    modules = {"pkg/__init__.py", "pkg/mod/__init__.py", "pkg/mod/__main__.py", *(  # what -m could load, missing
+        f"{name}{suffix}" for name in ("pkg", "pkg/mod") for suffix in importlib.machinery.all_suffixes())}
+    assert [n for p in found if (n := p.relative_to(root.resolve()).as_posix()) not in modules - {"pkg/mod.py"}] == [
         ".cache",             # a PYTHONPATH folder (a shell assignment in a hook)
         "bin",                # a PATH folder of a server's env
         "bin/mytool",         # the server's command, found on that PATH
@@ -259,3 +262,13 @@ def test_what_a_python_hooks_imports_would_load_from_its_own_folder_is_named_exi
     for path in ("scripts/json.py", "scripts/lib/__init__.py", "scripts/lib/util.py"):
         assert "a script a trusted hook or MCP server runs" in write.invoke({"file_path": path, "content": "x"})
     assert write.invoke({"file_path": "scripts/notes.txt", "content": "x"}).startswith("Created")
+
+
+def test_the_module_python_m_runs_from_the_start_folder_is_named_existing_or_not(tmp_path):
+    """Before: a server ``python -m mcp_server_x``, installed elsewhere, ran ``./mcp_server_x.py`` the agent had
+    written in the workspace (``-m`` puts the current folder first on Python's path), on the host."""
+    mcp = {"x": {"command": "python", "args": ["-m", "mcp_server_x"]}}
+    found = {p.relative_to(tmp_path.resolve()).as_posix()
+             for p in files_run_by(spec(hook("python3 -mtools.lint"), mcp), tmp_path)}
+    assert {"mcp_server_x.py", "mcp_server_x/__init__.py", "mcp_server_x/__main__.py", "mcp_server_x.pyc",
+            "tools/__init__.py", "tools/lint.py", "tools.py"} <= found, found
