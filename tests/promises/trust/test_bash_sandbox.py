@@ -349,6 +349,19 @@ def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(
     assert "--allow-home-workspace" in capsys.readouterr().err
 
 
+def test_the_account_home_folder_is_refused_whatever_home_says(tmp_path, monkeypatch):
+    # Before: only $HOME was compared; run with HOME pointing elsewhere (sudo -E, a script's HOME=/tmp/x),
+    # the account's own home folder, dotfiles and all, was accepted as the workspace.
+    from deep_agent.tools.workspace import HomeWorkspace
+
+    account_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    if not account_home.is_dir():
+        pytest.skip(f"this account's home folder {account_home} does not exist")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(HomeWorkspace, match="allow-home-workspace"):
+        Workspace(account_home)
+
+
 def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
     from deep_agent.cli.app import parse
     from deep_agent.cli.run import bash_setting
