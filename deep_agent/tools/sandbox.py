@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from deep_agent.tools.protected import Protected, is_git_dir
+from deep_agent.tools.workspace import homes
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -465,7 +466,7 @@ def _hidden(root: str) -> list[str]:
     needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
     needed = {n for n in needed if not (n == root or n.startswith(root + "/"))}  # mounted back anyway
     keep_parent = parent == "/" or any(n == parent or n.startswith(parent + "/") for n in needed)
-    candidates = [str(Path.home().resolve()), "/tmp", "/var/tmp", "/run", "/home", "/root"]
+    candidates = [*(str(home) for home in homes()), "/tmp", "/var/tmp", "/run", "/home", "/root"]
     if not keep_parent:
         candidates.append(parent)
     folders = sorted({p for p in candidates if p != root and Path(p).is_dir()}, key=len)

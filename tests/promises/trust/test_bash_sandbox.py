@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -360,6 +361,24 @@ def test_the_account_home_folder_is_refused_whatever_home_says(tmp_path, monkeyp
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(HomeWorkspace, match="allow-home-workspace"):
         Workspace(account_home)
+
+
+def test_the_account_home_folder_is_hidden_whatever_home_says(runner, monkeypatch):
+    # Before: only $HOME's folder was emptied; with HOME pointing elsewhere, the account's own home
+    # (a CI user's /var/lib/ci, its .ssh) stayed readable inside.
+    # Beside the tests, not in /tmp (which the sandbox empties anyway).
+    account_home = Path(tempfile.mkdtemp(prefix=".sandbox-account-home-", dir=Path(__file__).resolve().parent))
+    (account_home / ".ssh").mkdir()
+    (account_home / ".ssh" / "id_ed25519").write_text("the-private-key\n")
+    runner.chown(account_home)
+    account_home.chmod(0o755)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: SimpleNamespace(pw_dir=str(account_home)))
+    monkeypatch.setenv("HOME", str(runner.ws))
+    try:
+        out = runner.run(f"cat {account_home}/.ssh/id_ed25519; echo done")
+    finally:
+        shutil.rmtree(account_home, ignore_errors=True)
+    assert "done" in out and "the-private-key" not in out, out
 
 
 def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
