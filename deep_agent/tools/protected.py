@@ -146,13 +146,22 @@ class Protected:
                 found.setdefault(path, PROGRAMS)
         return cls(found, root)
 
+    @functools.cached_property
+    def _folded(self) -> dict[str, str]:
+        return {_fold(path): reason for path, reason in reversed(self.paths.items())}  # the first reason wins
+
     def why(self, path: Path) -> str | None:
-        """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not."""
+        """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
+
+        Names are compared without case: on a case-insensitive file system (macOS's and Windows'
+        default) ``.GIT/hooks/x`` is ``.git/hooks/x``; elsewhere refusing ``.Git`` costs nothing.
+        """
         if self.root is not None and self.root in path.parents and (
-                ".git" in path.relative_to(self.root).parts or _makes_git_dir(self.root, path)):
+                ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
             return GIT
+        folded = self._folded
         for candidate in (path, *path.parents):
-            if (reason := self.paths.get(candidate)) is not None:
+            if (reason := folded.get(_fold(candidate))) is not None:
                 return reason
         return None
 
@@ -166,6 +175,11 @@ class Protected:
         :attr:`watched` ones, shortest first."""
         return sorted((p for p in self.paths if (p == root or root in p.parents) and p not in self.watched),
                       key=lambda p: len(p.parts))
+
+
+def _fold(path: Path) -> str:
+    """``path`` as a case-insensitive file system compares it."""
+    return str(path).casefold()
 
 
 def _git_entries(root: Path) -> Iterator[Path]:
@@ -199,7 +213,8 @@ def _makes_git_dir(root: Path, path: Path) -> bool:
     for folder in reversed(path.parents):
         if folder != root and root not in folder.parents:
             continue
-        names = {n for n in _MARKS if os.path.lexists(folder / n)} | {path.relative_to(folder).parts[0]}
+        first = path.relative_to(folder).parts[0].casefold()  # "head" is HEAD where case is not told apart
+        names = {n for n in _MARKS if os.path.lexists(folder / n) or n.casefold() == first}
         if is_git_dir(names):
             return True
     return False

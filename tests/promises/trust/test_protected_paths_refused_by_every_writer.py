@@ -71,6 +71,18 @@ def test_every_writer_refuses_every_protected_class_naming_path_and_reason(ws, t
     assert after == before
 
 
+@pytest.mark.parametrize("path", [".GIT/hooks/pre-commit", ".Git/config", ".Claude/agents/x.md", ".MCP.json",
+                                  "Scripts/Guard.sh", "State/threads.db", "bare/head"])
+def test_a_protected_path_written_in_another_case_is_refused(ws, path):
+    """On a case-insensitive file system (macOS's and Windows' default) ``.GIT/hooks/pre-commit`` is
+    ``.git/hooks/pre-commit``: before, Write compared names as written and created it there."""
+    for name in ("bare/objects/.keep", "bare/refs/.keep"):
+        (ws.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / name).write_text("")
+    by_name = {t.name: t for t in builtin_tools(ws, bash=None)}
+    assert "protected" in by_name["Write"].invoke({"file_path": path, "content": "planted"})
+
+
 def test_an_ordinary_file_is_still_written(ws):
     by_name = {t.name: t for t in builtin_tools(ws, bash=None)}
     assert by_name["Write"].invoke({"file_path": "src/app.py", "content": "x = 1\n"}).startswith("Created")
