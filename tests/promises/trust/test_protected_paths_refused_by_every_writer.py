@@ -128,6 +128,20 @@ def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_t
         assert not (tmp_path / path).exists()
 
 
+def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspace(tmp_path, monkeypatch):
+    # Before: with XDG_CONFIG_HOME inside the workspace, Write could add the folder to
+    # trusted-folders.json, and the next run loaded its hooks without asking.
+    import argparse
+
+    from deep_agent.cli.run import workspace_of
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", [])
+    write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
+    answer = write.invoke({"file_path": ".config/deep-agent/trusted-folders.json", "content": "{}"})
+    assert "protected" in answer, answer
+
+
 def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path, monkeypatch):
     """From the agent file to the writers: the hook's script is in the run's protected set, for Write and Bash."""
     import argparse
