@@ -467,9 +467,10 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
     for path, found in sorted(commands.items()):
         lines.append(f"  {printable(path.relative_to(root) if root in path.parents else path)}")
         lines += [f"    {printable(command)}" for command in found]
-        if runs.get(path):
-            shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in runs[path])
-            lines.append(f"    files it runs (a change asks again): {shown}")
+        # The ones there now: a missing one (json.py that an import could load instead) asks again once made.
+        if there := [p for p in runs.get(path, ()) if os.path.lexists(p)]:
+            shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in there)
+            lines.append(f"    files it runs (a change, or a new one, asks again): {shown}")
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from helpers.hostile_checkout import make_hostile_checkout
 from helpers.scripted.trust_scripts import RAW
 
 from deep_agent.cli.folder_trust import (
+    FolderCommands,
     TrustRecord,
     describe,
     files_run_by,
@@ -262,6 +263,11 @@ def test_what_a_python_hooks_imports_would_load_from_its_own_folder_is_named_exi
     for path in ("scripts/json.py", "scripts/lib/__init__.py", "scripts/lib/util.py"):
         assert "a script a trusted hook or MCP server runs" in write.invoke({"file_path": path, "content": "x"})
     assert write.invoke({"file_path": "scripts/notes.txt", "content": "x"}).startswith("Created")
+    commands = FolderCommands()
+    commands[tmp_path.resolve() / ".claude" / "agents" / "a.md"] = ["hook: python3 scripts/check.py"]
+    commands.runs[tmp_path.resolve() / ".claude" / "agents" / "a.md"] = found
+    listed = describe(tmp_path, commands).splitlines()[-1]  # the files there now, not every name an import could take
+    assert "scripts/lib/util.py" in listed and "json" not in listed, listed
 
 
 def test_the_module_python_m_runs_from_the_start_folder_is_named_existing_or_not(tmp_path):
