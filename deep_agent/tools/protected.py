@@ -85,13 +85,14 @@ class Protected:
     root: Path | None = None
 
     @functools.cached_property
-    def _found(self) -> tuple[dict[Path, str], frozenset[Path]]:
+    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str]]:
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset()
+            return found, frozenset(), {}
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
-        for entry in _git_entries(self.root):
+        symlinks: list[Path] = []
+        for entry in _git_entries(self.root, symlinks):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
             repos.append((entry, entry.parent if entry.name == ".git" else None))
@@ -102,13 +103,36 @@ class Protected:
                 found[path] = CONFIG
                 if not exists:
                     missing.add(path)
-        return found, frozenset(missing)
+        # scripts -> tools/scripts, and a hook runs scripts/guard.sh: a link leading to a protected path,
+        # into one, or to a folder holding one.
+        holders: dict[Path, str] = {}
+        for path, why in found.items():
+            for folder in path.parents:
+                holders.setdefault(folder, why)
+        links: dict[Path, str] = {}
+        for link in symlinks:
+            with contextlib.suppress(OSError, RuntimeError):
+                target = link.resolve()
+                if target == self.root or target in self.root.parents or any(p in found for p in link.parents):
+                    continue  # leads to everything (the workspace or above), or in a protected folder already
+                leads = holders.get(target) or next((found[p] for p in (target, *target.parents) if p in found), None)
+                if leads is not None:
+                    links[link] = os.readlink(link)
+                    found.setdefault(link, leads)
+        return found, frozenset(missing), links
 
     @property
     def paths(self) -> dict[Path, str]:
         """Every protected path: the fixed ones, the git directories found in the workspace, and the paths
         the git configs name (:func:`_named_by_config`), found once, on first use."""
         return self._found[0]
+
+    @property
+    def links(self) -> dict[Path, str]:
+        """The symlinks in the workspace that lead to a protected path, into one or to a folder holding one
+        -> their text: kept as they are (a sandboxed command that replaces one has it set aside and the
+        link put back), for what runs the path through the link would run what stands there instead."""
+        return self._found[2]
 
     @property
     def watched(self) -> frozenset[Path]:
@@ -182,16 +206,27 @@ def _fold(path: Path) -> str:
     return str(path).casefold()
 
 
-def _git_entries(root: Path) -> Iterator[Path]:
+def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
     """Every ``.git`` folder or file in the workspace (its own and nested repositories'), and every
-    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included."""
-    for folder, dirs, files in os.walk(root):
-        if is_git_dir({*dirs, *files}):
-            dirs.clear()
-            yield Path(folder)
-        elif ".git" in dirs or ".git" in files:
-            dirs[:] = [d for d in dirs if d != ".git"]  # its own modules/ are inside it, protected whole
-            yield Path(folder, ".git")
+    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included;
+    each symlink met on the way is appended to ``symlinks``."""
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
+        symlinks += [Path(entry.path) for entry in entries if entry.is_symlink()]
+        if is_git_dir(names):
+            yield folder
+            continue
+        if ".git" in names:
+            yield folder / ".git"  # its own modules/ are inside it, protected whole
+        todo += [Path(entry.path) for entry in entries
+                 if entry.name != ".git" and entry.is_dir(follow_symlinks=False)]
 
 
 def is_git_dir(names: Collection[str]) -> bool:

@@ -26,7 +26,9 @@ hardening. From the inside of one command:
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
   (any shape git takes for one), or a missing path a git config names that it
-  made, is set aside when it ends (:func:`set_aside_new_repositories`);
+  made, is set aside when it ends (:func:`set_aside_new_repositories`), and
+  so is what it put in place of a symlink leading to a protected path
+  (:attr:`Protected.links`: ``scripts -> tools/scripts``), the link put back;
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -302,6 +304,15 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         moved += [new for path in found if path not in known for new in _set_aside(path)]
         dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
     moved += [new for path in sorted(protected.watched) if os.path.lexists(path) for new in _set_aside(path)]
+    for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
+        with contextlib.suppress(OSError):
+            if os.path.islink(link) and os.readlink(link) == text:
+                continue
+        aside = _set_aside(link) if os.path.lexists(link) else []
+        moved += aside
+        if not os.path.lexists(link):
+            with contextlib.suppress(OSError):
+                os.symlink(text, link)
     return moved
 
 
@@ -388,7 +399,9 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
     read_only = {t for t in targets if os.path.lexists(t)}
-    mounts = {t: "--ro-bind" for t in read_only}
+    # A symlink cannot be mounted on (the mount would land on its target): its folders are bound, so it
+    # cannot move with them, and set_aside_new_repositories puts it back if the command replaced it.
+    mounts = {t: "--ro-bind" for t in read_only if not os.path.islink(t)}
     for target in read_only:
         for folder in target.parents:
             if folder == root or root not in folder.parents:

@@ -155,6 +155,23 @@ def test_a_file_standing_where_a_missing_protected_paths_folder_would_be_cannot_
     assert (ws / "tools").read_text() == "in the way\n", out
 
 
+def test_a_symlink_on_the_way_to_a_protected_path_is_kept_as_it_is(runner):
+    # Before: with `scripts -> tools/scripts` in the checkout and a hook running `sh scripts/guard.sh`,
+    # only tools/scripts/guard.sh was protected: `rm scripts; mkdir scripts; echo ... > scripts/guard.sh`
+    # put another script where the hook looks, and the hook ran it on the host.
+    ws = runner.ws
+    (ws / "tools" / "scripts").mkdir(parents=True)
+    (ws / "tools" / "scripts" / "guard.sh").write_text("exit 0\n")
+    (ws / "scripts").symlink_to("tools/scripts")
+    runner.chown(ws)
+    protected = Protected.of(ws, extra=[(ws / "scripts" / "guard.sh").resolve()])  # as files_run_by names it
+    out = runner.run("rm scripts || mv scripts elsewhere; mkdir -p scripts; echo 'touch pwned' > scripts/guard.sh;"
+                     " echo done", protected=protected)
+    assert "done" in out, out
+    assert os.readlink(ws / "scripts") == "tools/scripts", out
+    assert (ws / "scripts" / "guard.sh").read_text() == "exit 0\n", out
+
+
 def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
     ws = runner.ws
     (ws / "scripts").mkdir()
