@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -217,16 +218,38 @@ class Sandbox:
         except (ValueError, KeyError, TypeError):
             raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
         # pasta stays in the background until the namespace is gone; --runas keeps it our uid (as root
-        # it would otherwise switch to nobody, who cannot join the namespace).
+        # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
+        # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
+        # into a nested one, which has no say over the network namespace.
         try:
-            done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), str(pid)],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            with _owner_of_network(pid) as owner:
+                done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()),
+                                       "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip()[-300:]
             raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
                                      "pasta")
+
+
+NS_GET_USERNS = 0xB701
+"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+
+
+@contextlib.contextmanager
+def _owner_of_network(pid: int) -> Iterator[int]:
+    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        yield owner
+    finally:
+        os.close(owner)
 
 
 _KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
