@@ -497,14 +497,16 @@ def _hidden(root: str) -> list[str]:
     The workspace's parent holds its neighbours (other checkouts, a secret
     beside it); it stays visible only where it holds the programs commands
     need (the interpreter's prefix or a folder on ``PATH``), or is ``/``.
+    A home folder stays only where it is ``/`` or holds ``bash`` itself (a
+    system account's, ``/usr/sbin``): its programs on ``PATH`` go with it.
     """
     parent = str(Path(root).parent)
     needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
     needed = {n for n in needed if not (n == root or n.startswith(root + "/"))}  # mounted back anyway
     keep_parent = parent == "/" or any(n == parent or n.startswith(parent + "/") for n in needed)
-    candidates = [*(str(home) for home in homes()), "/tmp", "/var/tmp", "/run", "/home", "/root"]
-    if not keep_parent:
-        candidates.append(parent)
+    shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
+    candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
+    candidates += ["/tmp", "/var/tmp", "/run", "/home", "/root", *([] if keep_parent else [parent])]
     folders = sorted({p for p in candidates if p != root and Path(p).is_dir()}, key=len)
     # A folder inside one already hidden is gone with it (the workspace is mounted back afterwards).
     return [p for p in folders if not any(p.startswith(q + "/") for q in folders if q != p)]

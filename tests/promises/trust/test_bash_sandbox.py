@@ -396,6 +396,10 @@ def test_the_account_home_folder_is_hidden_whatever_home_says(runner, monkeypatc
     finally:
         shutil.rmtree(account_home, ignore_errors=True)
     assert "done" in out and "the-private-key" not in out, out
+    # A system account's home may be / or /usr/sbin: it stays, with the programs commands need.
+    for system_home in ("/", str(Path(shutil.which("bash") or "/usr/bin/bash").parent)):
+        monkeypatch.setattr(pwd, "getpwuid", lambda uid, home=system_home: SimpleNamespace(pw_dir=home))
+        assert runner.run("echo fine").strip() == "fine", system_home
 
 
 def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
