@@ -24,12 +24,15 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
+import importlib.machinery
 import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -215,19 +218,28 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
-    """The files inside ``root`` that ``words`` name, relative to ``base``."""
+    """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
+    names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
+    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text."""
+    bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
     for before, word in zip(["", *words], words, strict=False):
-        if before == "-m":  # python -m pkg.mod: the module's own files
-            module = Path(*word.split(".")) if word.replace(".", "").replace("_", "").isalnum() else None
-            for name in ((module.with_suffix(".py"), module / "__init__.py", module / "__main__.py")
-                         if module else ()):
-                if (p := _inside(str(name), base, root, folders=False)) is not None and p.exists():
+        module = word if before == "-m" else word[2:] if word.startswith("-m") else ""
+        if module and all(part.isidentifier() for part in module.split(".")):
+            # python -m pkg.mod: the folder it starts in is first on Python's path, so whatever would be
+            # loaded from there, existing or not (a module installed elsewhere is shadowed by one put here).
+            for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
+                if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
                     yield p
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
         parts = [part for part in WORD_PARTS.split(word) if part]
         for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
             if (p := _inside(part, base, root, folders=assignment)) is not None:
                 yield p
+            tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]
+            for text, folder in [(part, b) for b in bases[1:]] + [(tail, b) for tail in tails for b in bases]:
+                if os.path.isfile(os.path.join(folder, text)) and (
+                        p := _inside(text, folder, root, folders=False)) is not None:
+                    yield p
 
 
 def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
@@ -245,7 +257,8 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path 
         return None
     if path.is_dir():
         return path if folders else None
-    return path if path.exists() or "/" in word else None  # "/": a script that may be created later
+    # "/": a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
+    return path if path.exists() or ("/" in word and not {"$", "`"} & set(word)) else None
 
 
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -267,20 +280,68 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     """
     found = set(found)
     todo = sorted(found)
+    import_roots: dict[Path, set[Path]] = {}
     while todo:
         script = todo.pop()
-        parts = {part for word in shell_words(_script_text(script)) for part in WORD_PARTS.split(word) if part}
-        for part in parts:
+        words = shell_words(_script_text(script))
+        pairs = {(part, before) for before, word in zip(["", *words], words, strict=False)
+                 for part in WORD_PARTS.split(word) if part}
+        for part, before in pairs:
             tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
             module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
             for name, base in [(part, script.parent), (part, start), *tails, *module]:
                 if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
                     continue
                 path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found and _code(path, script):
+                if path is not None and path not in found and (_code(path, script) or _program(before)):
                     found.add(path)
                     todo.append(path)
+        # What a module imports is found on the path of the script that runs (its folder first), not its own.
+        folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
+                                                                     .is_file() else [])})
+        for path in _imported(script, folders, root) - found:
+            found.add(path)
+            if path.is_file():
+                import_roots[path] = folders
+                todo.append(path)
     return found
+
+
+def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
+    """What a Python ``script``'s imports would load from ``folders``, the first on Python's path, existing
+    or not: a file put there later (``json.py`` beside ``import json``) runs instead of the module meant.
+
+    Those folders are the running script's own (``python scripts/check.py``), and the start folder too
+    for a module of a package (``python -m pkg.mod`` runs from there); each name's files are
+    :func:`_module_files`.
+    """
+    if script.suffix != ".py":
+        return set()
+    try:
+        tree = ast.parse(_script_text(script))
+    except (SyntaxError, ValueError):
+        return set()
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    return {p for folder in folders for name in names for file in _module_files(name)
+            if (p := _inside(f"./{file}", folder, root, folders=False)) is not None}
+
+
+def _module_files(dotted: str) -> list[Path]:
+    """The files, relative to a folder on Python's path, that importing ``dotted`` could load from it: its
+    packages' ``__init__.py``, and the first part and the whole with every suffix the interpreter imports
+    (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`)."""
+    parts = dotted.split(".")
+    files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
+    return files + [Path(*parts[:n - 1], parts[n - 1] + suffix) for n in {1, len(parts)}
+                    for suffix in importlib.machinery.all_suffixes()]
+
+
+def _program(word: str) -> bool:
+    """Whether ``word`` names a program (``python3``, ``node``, ``/usr/bin/env``): the file it is given
+    first is what it runs (``python3 tools/check.py``), whatever that file's suffix or mode."""
+    return bool(word) and not word.startswith("-") and shutil.which(word) is not None
 
 
 def _code(path: Path, script: Path) -> bool:
@@ -406,9 +467,10 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
     for path, found in sorted(commands.items()):
         lines.append(f"  {printable(path.relative_to(root) if root in path.parents else path)}")
         lines += [f"    {printable(command)}" for command in found]
-        if runs.get(path):
-            shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in runs[path])
-            lines.append(f"    files it runs (a change asks again): {shown}")
+        # The ones there now: a missing one (json.py that an import could load instead) asks again once made.
+        if there := [p for p in runs.get(path, ()) if os.path.lexists(p)]:
+            shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in there)
+            lines.append(f"    files it runs (a change, or a new one, asks again): {shown}")
     return "\n".join(lines)
 
 

@@ -149,16 +149,18 @@ def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path])
 
     Besides the workspace's own agent files, those the run reads are
     protected wherever they are: ``--agents-dir`` and ``--skills-dir``
-    folders and the agent files of the current folder (the workspace may
-    be its parent).
+    folders, the agent files of the current folder (the workspace may
+    be its parent), and the config folder holding the trust record.
     """
+    from deep_agent.cli.folder_trust import config_dir
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
 
     root = args.workspace if args.workspace is not None else Path.cwd()
     named = [*(getattr(args, "agents_dirs", None) or ()), *(getattr(args, "skills_dirs", None) or ())]
-    read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)]
+    # The trust record too, should the config folder lie in the workspace: it decides which hooks run.
+    read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)] + [config_dir()]
     try:
         folder = Path(root).expanduser().resolve()
         protected = Protected.of(folder, state_dir=state, extra=scripts, agent_files=read_from)

@@ -24,7 +24,9 @@ refuses them. The set:
 * the state folder, when one is given;
 * the scripts and programs trusted hooks and MCP servers name (``extra``):
   they run on the host at the next tool call;
-* the interpreter and virtual environment this program runs from.
+* the interpreter and virtual environment this program runs from, and
+  every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
+  hooks, MCP servers and git find the programs they run there.
 
 Example::
 
@@ -59,6 +61,7 @@ STATE = "the state folder"
 SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
+PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
 class ProtectedPath(SubagentsError, PermissionError):
@@ -82,13 +85,14 @@ class Protected:
     root: Path | None = None
 
     @functools.cached_property
-    def _found(self) -> tuple[dict[Path, str], frozenset[Path]]:
+    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str]]:
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset()
+            return found, frozenset(), {}
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
-        for entry in _git_entries(self.root):
+        symlinks: list[Path] = []
+        for entry in _git_entries(self.root, symlinks):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
             repos.append((entry, entry.parent if entry.name == ".git" else None))
@@ -99,13 +103,36 @@ class Protected:
                 found[path] = CONFIG
                 if not exists:
                     missing.add(path)
-        return found, frozenset(missing)
+        # scripts -> tools/scripts, and a hook runs scripts/guard.sh: a link leading to a protected path,
+        # into one, or to a folder holding one.
+        holders: dict[Path, str] = {}
+        for path, why in found.items():
+            for folder in path.parents:
+                holders.setdefault(folder, why)
+        links: dict[Path, str] = {}
+        for link in symlinks:
+            with contextlib.suppress(OSError, RuntimeError):
+                target = link.resolve()
+                if target == self.root or target in self.root.parents or any(p in found for p in link.parents):
+                    continue  # leads to everything (the workspace or above), or in a protected folder already
+                leads = holders.get(target) or next((found[p] for p in (target, *target.parents) if p in found), None)
+                if leads is not None:
+                    links[link] = os.readlink(link)
+                    found.setdefault(link, leads)
+        return found, frozenset(missing), links
 
     @property
     def paths(self) -> dict[Path, str]:
         """Every protected path: the fixed ones, the git directories found in the workspace, and the paths
         the git configs name (:func:`_named_by_config`), found once, on first use."""
         return self._found[0]
+
+    @property
+    def links(self) -> dict[Path, str]:
+        """The symlinks in the workspace that lead to a protected path, into one or to a folder holding one
+        -> their text: kept as they are (a sandboxed command that replaces one has it set aside and the
+        link put back), for what runs the path through the link would run what stands there instead."""
+        return self._found[2]
 
     @property
     def watched(self) -> frozenset[Path]:
@@ -136,15 +163,29 @@ class Protected:
             found.setdefault((root / script).resolve(), SCRIPT)
         for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
             found.setdefault(Path(runtime).resolve(), RUNTIME)
+        # A hook's `ruff`, a server's `mcp-x` are looked up there: an active project venv, node_modules/.bin.
+        # Not a relative entry ("."), nor the workspace or a folder holding it: that would leave nothing writable.
+        for folder in os.get_exec_path():
+            if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
+                found.setdefault(path, PROGRAMS)
         return cls(found, root)
 
+    @functools.cached_property
+    def _folded(self) -> dict[str, str]:
+        return {_fold(path): reason for path, reason in reversed(self.paths.items())}  # the first reason wins
+
     def why(self, path: Path) -> str | None:
-        """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not."""
+        """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
+
+        Names are compared without case: on a case-insensitive file system (macOS's and Windows'
+        default) ``.GIT/hooks/x`` is ``.git/hooks/x``; elsewhere refusing ``.Git`` costs nothing.
+        """
         if self.root is not None and self.root in path.parents and (
-                ".git" in path.relative_to(self.root).parts or _makes_git_dir(self.root, path)):
+                ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
             return GIT
+        folded = self._folded
         for candidate in (path, *path.parents):
-            if (reason := self.paths.get(candidate)) is not None:
+            if (reason := folded.get(_fold(candidate))) is not None:
                 return reason
         return None
 
@@ -160,16 +201,32 @@ class Protected:
                       key=lambda p: len(p.parts))
 
 
-def _git_entries(root: Path) -> Iterator[Path]:
+def _fold(path: Path) -> str:
+    """``path`` as a case-insensitive file system compares it."""
+    return str(path).casefold()
+
+
+def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
     """Every ``.git`` folder or file in the workspace (its own and nested repositories'), and every
-    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included."""
-    for folder, dirs, files in os.walk(root):
-        if is_git_dir({*dirs, *files}):
-            dirs.clear()
-            yield Path(folder)
-        elif ".git" in dirs or ".git" in files:
-            dirs[:] = [d for d in dirs if d != ".git"]  # its own modules/ are inside it, protected whole
-            yield Path(folder, ".git")
+    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included;
+    each symlink met on the way is appended to ``symlinks``."""
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
+        symlinks += [Path(entry.path) for entry in entries if entry.is_symlink()]
+        if is_git_dir(names):
+            yield folder
+            continue
+        if ".git" in names:
+            yield folder / ".git"  # its own modules/ are inside it, protected whole
+        todo += [Path(entry.path) for entry in entries
+                 if entry.name != ".git" and entry.is_dir(follow_symlinks=False)]
 
 
 def is_git_dir(names: Collection[str]) -> bool:
@@ -191,7 +248,8 @@ def _makes_git_dir(root: Path, path: Path) -> bool:
     for folder in reversed(path.parents):
         if folder != root and root not in folder.parents:
             continue
-        names = {n for n in _MARKS if os.path.lexists(folder / n)} | {path.relative_to(folder).parts[0]}
+        first = path.relative_to(folder).parts[0].casefold()  # "head" is HEAD where case is not told apart
+        names = {n for n in _MARKS if os.path.lexists(folder / n) or n.casefold() == first}
         if is_git_dir(names):
             return True
     return False

@@ -4,7 +4,8 @@ One profile, whatever the uid (root included), built on bubblewrap's own
 hardening. From the inside of one command:
 
 * no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
-  remount anything;
+  remount anything; nor get them back in a user namespace of its own
+  (``--unshare-user --disable-userns``: it can make none);
 * its own namespaces for everything (``--unshare-all``): its own process
   IDs and a fresh ``/proc`` showing only its own processes (no other
   process's environment or root folder), its own IPC, host name and
@@ -20,11 +21,14 @@ hardening. From the inside of one command:
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
   directories whole, agent files, hook scripts, the interpreter): a missing
   one is an empty read-only folder while the command runs, so it cannot be
-  created either (the placeholder is removed afterwards); every folder
+  created either (the placeholder is removed afterwards; a file standing
+  where a folder on its way would be is read-only); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
   (any shape git takes for one), or a missing path a git config names that it
-  made, is set aside when it ends (:func:`set_aside_new_repositories`);
+  made, is set aside when it ends (:func:`set_aside_new_repositories`), and
+  so is what it put in place of a symlink leading to a protected path
+  (:attr:`Protected.links`: ``scripts -> tools/scripts``), the link put back;
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -50,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -63,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from deep_agent.tools.protected import Protected, is_git_dir
+from deep_agent.tools.workspace import homes
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -127,7 +133,10 @@ class Sandbox:
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
-        args = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
+        # A user namespace of its own, in which no other can be made (--disable-userns): else a command
+        # run by a normal user becomes root of a nested one (`unshare -Ur`), every capability back.
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+                "--new-session", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))
@@ -209,16 +218,38 @@ class Sandbox:
         except (ValueError, KeyError, TypeError):
             raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
         # pasta stays in the background until the namespace is gone; --runas keeps it our uid (as root
-        # it would otherwise switch to nobody, who cannot join the namespace).
+        # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
+        # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
+        # into a nested one, which has no say over the network namespace.
         try:
-            done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), str(pid)],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            with _owner_of_network(pid) as owner:
+                done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()),
+                                       "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip()[-300:]
             raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
                                      "pasta")
+
+
+NS_GET_USERNS = 0xB701
+"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+
+
+@contextlib.contextmanager
+def _owner_of_network(pid: int) -> Iterator[int]:
+    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        yield owner
+    finally:
+        os.close(owner)
 
 
 _KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
@@ -296,6 +327,15 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         moved += [new for path in found if path not in known for new in _set_aside(path)]
         dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
     moved += [new for path in sorted(protected.watched) if os.path.lexists(path) for new in _set_aside(path)]
+    for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
+        with contextlib.suppress(OSError):
+            if os.path.islink(link) and os.readlink(link) == text:
+                continue
+        aside = _set_aside(link) if os.path.lexists(link) else []
+        moved += aside
+        if not os.path.lexists(link):
+            with contextlib.suppress(OSError):
+                os.symlink(text, link)
     return moved
 
 
@@ -356,10 +396,17 @@ _placeholder_users: dict[Path, int] = {}
 
 
 def _mask(root: Path, path: Path) -> Path | None:
-    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself."""
+    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself,
+    or what stands where a folder on its way should be (``Write("tools")`` before ``tools/x.sh``): bound
+    read-only as it is, it cannot be replaced by the folder either."""
     for step in (*reversed(path.parents), path):
-        if root in step.parents and (step in _placeholder_users or not os.path.lexists(step)):
+        if root not in step.parents:
+            continue
+        if step in _placeholder_users or not os.path.lexists(step):
             return step
+        with contextlib.suppress(OSError):
+            if step != path and not stat.S_ISDIR(os.lstat(step).st_mode):
+                return step
     return None
 
 
@@ -375,7 +422,9 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
     read_only = {t for t in targets if os.path.lexists(t)}
-    mounts = {t: "--ro-bind" for t in read_only}
+    # A symlink cannot be mounted on (the mount would land on its target): its folders are bound, so it
+    # cannot move with them, and set_aside_new_repositories puts it back if the command replaced it.
+    mounts = {t: "--ro-bind" for t in read_only if not os.path.islink(t)}
     for target in read_only:
         for folder in target.parents:
             if folder == root or root not in folder.parents:
@@ -448,14 +497,16 @@ def _hidden(root: str) -> list[str]:
     The workspace's parent holds its neighbours (other checkouts, a secret
     beside it); it stays visible only where it holds the programs commands
     need (the interpreter's prefix or a folder on ``PATH``), or is ``/``.
+    A home folder stays only where it is ``/`` or holds ``bash`` itself (a
+    system account's, ``/usr/sbin``): its programs on ``PATH`` go with it.
     """
     parent = str(Path(root).parent)
     needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
     needed = {n for n in needed if not (n == root or n.startswith(root + "/"))}  # mounted back anyway
     keep_parent = parent == "/" or any(n == parent or n.startswith(parent + "/") for n in needed)
-    candidates = [str(Path.home().resolve()), "/tmp", "/var/tmp", "/run", "/home", "/root"]
-    if not keep_parent:
-        candidates.append(parent)
+    shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
+    candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
+    candidates += ["/tmp", "/var/tmp", "/run", "/home", "/root", *([] if keep_parent else [parent])]
     folders = sorted({p for p in candidates if p != root and Path(p).is_dir()}, key=len)
     # A folder inside one already hidden is gone with it (the workspace is mounted back afterwards).
     return [p for p in folders if not any(p.startswith(q + "/") for q in folders if q != p)]

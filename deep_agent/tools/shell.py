@@ -78,7 +78,8 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
         if moved:
             named = ", ".join(str(p.relative_to(ws.root)) for p in moved)
             answer += (f"\n[what this command made that git would run outside the sandbox was set aside ({named}): "
-                       "new git repositories, or paths a git config names; the user can rename them back]")
+                       "new git repositories, paths a git config names, or what replaced a symlink to a protected "
+                       "path (the link is back); the user can rename them back]")
         if stuck := [p for p in set_aside if SET_ASIDE not in p.name]:
             named = ", ".join(str(p.relative_to(ws.root)) for p in stuck)
             answer += (f"\n[WARNING: what this command made that git would run could not be set aside ({named}): "

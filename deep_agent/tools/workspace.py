@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -181,9 +182,9 @@ class Workspace:
         if not path.is_dir():
             raise NotADirectoryError(f"workspace {str(path)!r} is not a directory")
         self.root = path.resolve()
-        home = Path.home().resolve()
-        if not allow_home and (self.root == home or self.root in home.parents):
-            raise HomeWorkspace(self.root, home)
+        for home in homes():
+            if not allow_home and (self.root == home or self.root in home.parents):
+                raise HomeWorkspace(self.root, home)
         self.max_output_chars = max_output_chars
         self.protected = protected if protected is not None else Protected.of(self.root)
 
@@ -230,6 +231,17 @@ class Workspace:
             return text
         dropped = len(text) - self.max_output_chars
         return f"{text[: self.max_output_chars]}\n... [output truncated: {dropped} more characters]"
+
+
+def homes() -> list[Path]:
+    """The user's home folder, resolved: ``$HOME``'s, and the account's own when ``HOME`` says another
+    (``sudo -E``, a script's ``HOME=/tmp/x``): its dotfiles run code all the same."""
+    found = [Path.home().resolve()]
+    with contextlib.suppress(ImportError, KeyError, OSError):  # no pwd module, or no account entry
+        import pwd
+
+        found.append(Path(pwd.getpwuid(os.getuid()).pw_dir).resolve())
+    return list(dict.fromkeys(found))
 
 
 def check_text(value: str, field: str, *, nul: bool = False) -> None:

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,6 +42,15 @@ def test_root_inside_has_no_capabilities_and_cannot_unmount_or_remount(runner):
     assert "CapEff:\t0000000000000000" in out, out
     assert "done" in out and not Path("/etc/planted-by-sandbox").exists()
     assert "must be superuser" in out or "permission denied" in out.lower(), out
+
+
+def test_no_capability_comes_back_through_a_nested_user_namespace(runner):
+    # Before: as a normal user, `unshare -Ur` made the command root of a user namespace of its own,
+    # with every capability in it (CapEff 1ff...), and mounting in a mount namespace it owned.
+    out = runner.run("unshare -Urm sh -c 'grep CapEff /proc/self/status; mount -t tmpfs none /mnt && "
+                     "echo mounted'; echo done")
+    assert "done" in out and "mounted" not in out, out
+    assert "CapEff" not in out or "CapEff:\t0000000000000000" in out, out
 
 
 def test_proc_shows_only_the_sandboxes_processes_and_no_host_environment(runner, monkeypatch):
@@ -129,6 +139,37 @@ def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
     assert (ws / "ordinary.txt").read_text() == "fine\n"
     for planted in ("tools", ".claude", ".mcp.json", ".git-old", ".git/hooks/x", "pwned"):
         assert not (ws / planted).exists(), f"{planted} was created (or its placeholder left behind)"
+
+
+def test_a_file_standing_where_a_missing_protected_paths_folder_would_be_cannot_be_replaced(runner):
+    # Before: Write("tools") made a file where the missing tools/x.sh's folder would be, so no placeholder
+    # could be made there and nothing was bound: `rm tools; mkdir tools; echo ... > tools/x.sh` wrote the
+    # script the hook runs on the host.
+    ws = runner.ws
+    protected = Protected.of(ws, extra=["tools/x.sh"])
+    tools = {t.name: t for t in builtin_tools(Workspace(ws, protected=protected), bash=None)}
+    assert tools["Write"].invoke({"file_path": "tools", "content": "in the way\n"}).startswith("Created")
+    runner.chown(ws)
+    out = runner.run("rm -f tools; mkdir tools; echo 'touch pwned' > tools/x.sh; echo done", protected=protected)
+    assert "done" in out and not (ws / "tools" / "x.sh").exists(), out
+    assert (ws / "tools").read_text() == "in the way\n", out
+
+
+def test_a_symlink_on_the_way_to_a_protected_path_is_kept_as_it_is(runner):
+    # Before: with `scripts -> tools/scripts` in the checkout and a hook running `sh scripts/guard.sh`,
+    # only tools/scripts/guard.sh was protected: `rm scripts; mkdir scripts; echo ... > scripts/guard.sh`
+    # put another script where the hook looks, and the hook ran it on the host.
+    ws = runner.ws
+    (ws / "tools" / "scripts").mkdir(parents=True)
+    (ws / "tools" / "scripts" / "guard.sh").write_text("exit 0\n")
+    (ws / "scripts").symlink_to("tools/scripts")
+    runner.chown(ws)
+    protected = Protected.of(ws, extra=[(ws / "scripts" / "guard.sh").resolve()])  # as files_run_by names it
+    out = runner.run("rm scripts || mv scripts elsewhere; mkdir -p scripts; echo 'touch pwned' > scripts/guard.sh;"
+                     " echo done", protected=protected)
+    assert "done" in out, out
+    assert os.readlink(ws / "scripts") == "tools/scripts", out
+    assert (ws / "scripts" / "guard.sh").read_text() == "exit 0\n", out
 
 
 def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
@@ -324,6 +365,41 @@ def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(
     assert Workspace(home, allow_home=True).root == home.resolve()
     assert main(["run", "hello", "--workspace", str(home), "--state-dir", str(tmp_path / "state")]) == 2
     assert "--allow-home-workspace" in capsys.readouterr().err
+
+
+def test_the_account_home_folder_is_refused_whatever_home_says(tmp_path, monkeypatch):
+    # Before: only $HOME was compared; run with HOME pointing elsewhere (sudo -E, a script's HOME=/tmp/x),
+    # the account's own home folder, dotfiles and all, was accepted as the workspace.
+    from deep_agent.tools.workspace import HomeWorkspace
+
+    account_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    if not account_home.is_dir():
+        pytest.skip(f"this account's home folder {account_home} does not exist")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(HomeWorkspace, match="allow-home-workspace"):
+        Workspace(account_home)
+
+
+def test_the_account_home_folder_is_hidden_whatever_home_says(runner, monkeypatch):
+    # Before: only $HOME's folder was emptied; with HOME pointing elsewhere, the account's own home
+    # (a CI user's /var/lib/ci, its .ssh) stayed readable inside.
+    # Beside the tests, not in /tmp (which the sandbox empties anyway).
+    account_home = Path(tempfile.mkdtemp(prefix=".sandbox-account-home-", dir=Path(__file__).resolve().parent))
+    (account_home / ".ssh").mkdir()
+    (account_home / ".ssh" / "id_ed25519").write_text("the-private-key\n")
+    runner.chown(account_home)
+    account_home.chmod(0o755)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: SimpleNamespace(pw_dir=str(account_home)))
+    monkeypatch.setenv("HOME", str(runner.ws))
+    try:
+        out = runner.run(f"cat {account_home}/.ssh/id_ed25519; echo done")
+    finally:
+        shutil.rmtree(account_home, ignore_errors=True)
+    assert "done" in out and "the-private-key" not in out, out
+    # A system account's home may be / or /usr/sbin: it stays, with the programs commands need.
+    for system_home in ("/", str(Path(shutil.which("bash") or "/usr/bin/bash").parent)):
+        monkeypatch.setattr(pwd, "getpwuid", lambda uid, home=system_home: SimpleNamespace(pw_dir=home))
+        assert runner.run("echo fine").strip() == "fine", system_home
 
 
 def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):

@@ -215,3 +215,17 @@ def test_a_workspace_that_is_a_bare_repository_is_protected_whole(runner):
     git("init", "-q", "--bare", ".", cwd=runner.ws)
     write(runner.ws / "notes.txt", "original\n")
     every_route_is_refused(runner, Protected.of(runner.ws), {"config": GIT, "hooks/pre-commit": GIT, "notes.txt": GIT})
+
+
+def test_the_folders_on_path_inside_the_workspace_are_protected_existing_or_not(runner, monkeypatch):
+    # Before: with the project's virtual environment active (its bin/ on PATH) or node_modules/.bin
+    # on PATH, a hook `ruff check .` or a server `mcp-server-x` ran, on the host, the program the
+    # command had just rewritten there.
+    ws = runner.ws
+    write(ws / ".venv" / "bin" / "ruff", "#!/bin/sh\necho original\n")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(ws / ".venv" / "bin"), str(ws / "node_modules" / ".bin"),
+                                                ".", str(ws.parent), os.environ["PATH"]]))
+    protected = Protected.of(ws)
+    every_route_is_refused(runner, protected, {".venv/bin/ruff": "a folder on PATH",
+                                               "node_modules/.bin/prettier": "a folder on PATH"})
+    assert protected.why(ws.resolve() / "notes.txt") is None  # "." or its parent on PATH: not the whole workspace

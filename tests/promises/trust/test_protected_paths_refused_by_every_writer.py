@@ -71,6 +71,18 @@ def test_every_writer_refuses_every_protected_class_naming_path_and_reason(ws, t
     assert after == before
 
 
+@pytest.mark.parametrize("path", [".GIT/hooks/pre-commit", ".Git/config", ".Claude/agents/x.md", ".MCP.json",
+                                  "Scripts/Guard.sh", "State/threads.db", "bare/head"])
+def test_a_protected_path_written_in_another_case_is_refused(ws, path):
+    """On a case-insensitive file system (macOS's and Windows' default) ``.GIT/hooks/pre-commit`` is
+    ``.git/hooks/pre-commit``: before, Write compared names as written and created it there."""
+    for name in ("bare/objects/.keep", "bare/refs/.keep"):
+        (ws.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / name).write_text("")
+    by_name = {t.name: t for t in builtin_tools(ws, bash=None)}
+    assert "protected" in by_name["Write"].invoke({"file_path": path, "content": "planted"})
+
+
 def test_an_ordinary_file_is_still_written(ws):
     by_name = {t.name: t for t in builtin_tools(ws, bash=None)}
     assert by_name["Write"].invoke({"file_path": "src/app.py", "content": "x = 1\n"}).startswith("Created")
@@ -114,6 +126,20 @@ def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_t
                       ("scripts/guard.sh", "a script a trusted hook or MCP server runs")]:
         assert why in write.invoke({"file_path": path, "content": "planted"})
         assert not (tmp_path / path).exists()
+
+
+def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspace(tmp_path, monkeypatch):
+    # Before: with XDG_CONFIG_HOME inside the workspace, Write could add the folder to
+    # trusted-folders.json, and the next run loaded its hooks without asking.
+    import argparse
+
+    from deep_agent.cli.run import workspace_of
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", [])
+    write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
+    answer = write.invoke({"file_path": ".config/deep-agent/trusted-folders.json", "content": "{}"})
+    assert "protected" in answer, answer
 
 
 def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path, monkeypatch):
