@@ -319,7 +319,7 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
     """
     known = protected.paths
     moved: list[Path] = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in _walk_all(root):
         here = Path(folder)
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
         if here not in known and is_git_dir({*dirs, *files}):
@@ -337,6 +337,28 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
             with contextlib.suppress(OSError):
                 os.symlink(text, link)
     return moved
+
+
+def _walk_all(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """:func:`os.walk`, into every folder: one a command made unreadable to its owner is made readable first.
+
+    ``os.walk`` skips a folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311
+    sub`` kept a new repository from being set aside, and the user's next ``git status`` in it ran its config.
+    The command ran as the user, so the user may give the owner's read and search bits back; a folder
+    still unreadable after that is not the command's (it was there, not made by it).
+    """
+    pending, tried = [str(root)], set()
+    while pending:
+        unreadable: list[OSError] = []
+        yield from os.walk(pending.pop(), onerror=unreadable.append)
+        for exc in unreadable:
+            folder = exc.filename
+            if folder is None or folder in tried or os.path.islink(folder):
+                continue
+            tried.add(folder)
+            with contextlib.suppress(OSError):
+                os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
+                pending.append(folder)
 
 
 def _set_aside(path: Path) -> list[Path]:

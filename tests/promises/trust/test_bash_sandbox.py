@@ -28,7 +28,7 @@ import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox
+from deep_agent.tools.sandbox import Sandbox, set_aside_new_repositories
 
 if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
@@ -212,6 +212,37 @@ def test_a_git_repository_a_command_makes_is_set_aside_before_git_on_the_host_ca
         subprocess.run(["git", "status"], cwd=ws / folder, capture_output=True, check=False)
     assert not (ws / "pwned").exists()
     assert (ws / "kept" / ".git").is_dir() and (ws / "src" / ".git.made-by-agent" / "config").is_file()
+
+
+def test_a_repository_hidden_in_a_folder_made_unreadable_is_set_aside_too(runner):
+    """As a normal user the walk after a command could not list a folder the command made unreadable
+    (chmod 0311): its new repository stayed, and the user's next git status there ran its config."""
+    ws = runner.ws
+    protected = Protected.of(ws)
+    assert protected.paths  # the set as a run computes it before the command (the sandbox binds it)
+    made = ("mkdir -p deep/sub && git init -q deep/sub && git -C deep/sub config core.fsmonitor "
+            "'touch ../../pwned; false' && chmod 0311 deep/sub deep")
+    subprocess.run(["sh", "-c", made], cwd=ws, check=True, **runner.popen)  # what a command left
+    # The walk runs as whoever runs the agent, the user the command ran as: a child process as that user.
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            if "user" in runner.popen:
+                os.setgroups([])
+                os.setgid(runner.popen["group"])
+                os.setuid(runner.popen["user"])
+            moved = set_aside_new_repositories(ws, protected)
+            os.write(write, "\n".join(p.relative_to(ws).as_posix() for p in moved).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        moved = pipe.read().splitlines()
+    os.waitpid(pid, 0)
+    assert "deep/sub/.git.made-by-agent" in moved, moved
+    subprocess.run(["git", "status"], cwd=ws / "deep" / "sub", capture_output=True, check=False, **runner.popen)
+    assert not (ws / "pwned").exists()
 
 
 def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
