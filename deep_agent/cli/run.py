@@ -140,8 +140,12 @@ def trusted_scripts(found: Any, workspace: Path | None = None) -> list[Path]:
 
     folder = Path.cwd()
     within = Path(workspace).expanduser() if workspace is not None else folder
-    return sorted({path for definition in found.definitions.values()
-                   for path in files_run_by(definition.value, folder, within=within)})
+    run = {path for definition in found.definitions.values()
+           for path in files_run_by(definition.value, folder, within=within)}
+    # Python runs a module's cached bytecode in place of its source when the cache's stamp matches the
+    # source's (mtime and size, which a command can read): a .pyc planted in __pycache__ ran as the hook's
+    # module. That folder is Python's to write when the hook runs, never the agent's (nor in the fingerprint).
+    return sorted(run | {path.parent / "__pycache__" for path in run if path.suffix == ".py"})
 
 
 def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:

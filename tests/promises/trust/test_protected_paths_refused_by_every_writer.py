@@ -161,6 +161,28 @@ def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path
     assert (tmp_path / "scripts" / "guard.sh").read_text() == "exit 0\n"
 
 
+def test_the_bytecode_cache_beside_a_python_hooks_modules_is_protected(tmp_path, monkeypatch):
+    """A .pyc in ``__pycache__`` whose stamp matched ``helpers.py`` (mtime and size, which a command reads)
+    ran in place of the module the trusted hook's script imports, and the fingerprint did not change."""
+    import argparse
+    import shutil
+
+    from deep_agent.cli.run import trusted_scripts, workspace_of
+
+    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.py", "hooks/check.py", monkeypatch)
+    (tmp_path / "hooks" / "check.py").write_text("import helpers\nhelpers.run()\n", encoding="utf-8")
+    (tmp_path / "hooks" / "helpers.py").write_text("def run():\n    pass\n", encoding="utf-8")
+    assert (tmp_path / "hooks" / "__pycache__").resolve() in trusted_scripts(found)
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state",
+                      trusted_scripts(found))
+    tools = {t.name: t for t in builtin_tools(ws)}
+    planted = "hooks/__pycache__/helpers.cpython-311.pyc"
+    assert "protected" in tools["Write"].invoke({"file_path": planted, "content": "planted"})
+    if shutil.which("bwrap") is not None:
+        tools["Bash"].invoke({"command": f"mkdir -p hooks/__pycache__; echo planted > {planted}", "timeout": 20_000})
+    assert not (tmp_path / planted).exists()
+
+
 def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_path, monkeypatch):
     import argparse
 
