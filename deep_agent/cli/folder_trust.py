@@ -304,6 +304,7 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
             if path.is_file():
                 import_roots[path] = folders
                 todo.append(path)
+        found |= _required(script, root or start)
     return found
 
 
@@ -326,6 +327,29 @@ def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
               if isinstance(node, ast.ImportFrom) and node.module and not node.level}
     return {p for folder in folders for name in names for file in _module_files(name)
             if (p := _inside(f"./{file}", folder, root, folders=False)) is not None}
+
+
+_NODE_SCRIPTS = frozenset({".js", ".mjs", ".cjs"})
+_NODE_IMPORT = re.compile(r"""(?:\brequire\s*\(\s*|\bimport\s*\(\s*|\bfrom\s+|\bimport\s+)(['"])([^'"\s]+)\1""")
+
+
+def _required(script: Path, root: Path) -> set[Path]:
+    """What a Node script's packages would load from: ``node_modules/<package>`` in each folder Node looks
+    in, from the script's own up to ``root`` (the workspace's, else the folder the run starts in),
+    existing or not.
+
+    ``require('minimist')`` in ``hooks/check.js`` loads ``hooks/node_modules/minimist`` first when it is
+    there: a package the agent put in a nearer folder, or a file it changed in the one meant, ran on the
+    host. (A core module's name, ``fs``, is named too: a folder no one writes costs nothing.)
+    """
+    if script.suffix not in _NODE_SCRIPTS:
+        return set()
+    names = {m.group(2) for m in _NODE_IMPORT.finditer(_script_text(script))}
+    packages = {"/".join(name.split("/")[:2 if name.startswith("@") else 1]) for name in names
+                if not name.startswith((".", "/", "node:"))}
+    packages = {p for p in packages if p and ".." not in p.split("/")}
+    folders = [f for f in (script.parent, *script.parent.parents) if f == root or root in f.parents]
+    return {folder / "node_modules" / package for folder in folders for package in packages}
 
 
 def _module_files(dotted: str) -> list[Path]:

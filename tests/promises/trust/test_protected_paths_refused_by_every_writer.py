@@ -183,6 +183,39 @@ def test_the_bytecode_cache_beside_a_python_hooks_modules_is_protected(tmp_path,
     assert not (tmp_path / planted).exists()
 
 
+def test_the_packages_a_node_hooks_script_requires_are_protected_in_every_folder_node_looks_in(
+        tmp_path, monkeypatch):
+    """``require('minimist')`` in ``hooks/check.js``: a ``hooks/node_modules/minimist`` the agent made ran on
+    the host in place of the workspace's package, and the fingerprint did not change."""
+    import argparse
+    import shutil
+
+    from deep_agent.cli.folder_trust import fingerprint, folder_commands
+    from deep_agent.cli.run import trusted_scripts, workspace_of
+
+    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.js", "hooks/check.js", monkeypatch)
+    (tmp_path / "hooks" / "check.js").write_text("const m = require('minimist');\n", encoding="utf-8")
+    (tmp_path / "node_modules" / "minimist").mkdir(parents=True)
+    (tmp_path / "node_modules" / "minimist" / "index.js").write_text("module.exports = {}\n", encoding="utf-8")
+    named = trusted_scripts(found)
+    for folder in ("hooks/node_modules/minimist", "node_modules/minimist"):
+        assert (tmp_path / folder).resolve() in named, named
+    before = fingerprint(folder_commands(found.definitions.values(), tmp_path))
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", named)
+    tools = {t.name: t for t in builtin_tools(ws)}
+    for path in ("hooks/node_modules/minimist/index.js", "node_modules/minimist/index.js"):
+        assert "protected" in tools["Write"].invoke({"file_path": path, "content": "planted"}), path
+    if shutil.which("bwrap") is not None:
+        answer = tools["Bash"].invoke({"command": "mkdir -p hooks/node_modules/minimist; echo planted > "
+                                         "hooks/node_modules/minimist/index.js; echo planted >> "
+                                         "node_modules/minimist/index.js", "timeout": 20_000})
+        assert "Read-only file system" in answer or "Permission denied" in answer, answer  # it ran, refused
+    assert not (tmp_path / "hooks" / "node_modules" / "minimist" / "index.js").exists()
+    assert "planted" not in (tmp_path / "node_modules" / "minimist" / "index.js").read_text()
+    (tmp_path / "node_modules" / "minimist" / "index.js").write_text("changed\n", encoding="utf-8")  # by hand
+    assert fingerprint(folder_commands(found.definitions.values(), tmp_path)) != before
+
+
 def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_path, monkeypatch):
     import argparse
 
