@@ -156,7 +156,6 @@ def test_timeout_s_bounds_the_whole_task_across_approval_pauses(run):
         inputs = Command(resume={"decisions": [{"type": "approve"}]})
     (record,) = records(out)
     assert (record["status"], record["stop_reason"]) == ("error", "timeout")
-    assert record["duration_ms"] >= 1500
 
 
 class NoUsageModel(ScriptedChatModel):
