@@ -1224,6 +1224,10 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
         return
     try:
         previous = signal.getsignal(signal.SIGINT)
+        if _is_watch(previous):
+            # A synchronous run's watch outlives its run when the run stops between the model call that
+            # started children and the next one (an approval pause, an error): it stands in for Python's own.
+            previous = signal.default_int_handler
         if not isinstance(previous, _CtrlC):
             _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
         signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
@@ -1264,9 +1268,13 @@ def unwatch_interrupts() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     with contextlib.suppress(ValueError, OSError):
-        current = signal.getsignal(signal.SIGINT)
-        if isinstance(current, _CtrlC) and current.then is _restore_then_interrupt:
+        if _is_watch(signal.getsignal(signal.SIGINT)):
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _is_watch(handler: Any) -> bool:
+    """Whether ``handler`` is the one :func:`watch_interrupts` installs."""
+    return isinstance(handler, _CtrlC) and handler.then is _restore_then_interrupt
 
 
 def _restore_then_interrupt(signum: int, frame: Any) -> None:

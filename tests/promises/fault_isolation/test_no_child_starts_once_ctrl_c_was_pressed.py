@@ -12,8 +12,12 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import signal
 
 import pytest
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -21,12 +25,13 @@ from helpers.graphs import user
 from subagents.runner import request_stop, stop_on_ctrl_c, stop_requested
 
 
-def agent_and_child(tmp_path):
+def agent_and_child(tmp_path, middleware=()):
     child = ScriptedChatModel(responses=["the child's answer"])
     root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="Work.", subagent_type="w")]},
                                         "the root's answer"])
     agent = create_deep_agent(root, [], sessions_dir=str(tmp_path), general_purpose=False,
-                              subagents=[{"name": "w", "description": "w", "model": child}])
+                              subagents=[{"name": "w", "description": "w", "model": child}],
+                              middleware=list(middleware), checkpointer=InMemorySaver() if middleware else None)
     return agent, child
 
 
@@ -54,6 +59,45 @@ def test_a_new_run_starts_with_the_flag_cleared(tmp_path):
     with stop_on_ctrl_c():
         request_stop()
     agent, child = agent_and_child(tmp_path)
+    with stop_on_ctrl_c():
+        out = agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
+    assert out["messages"][-1].text == "the root's answer" and len(child.calls) == 1
+
+
+def paused_at_an_approval(tmp_path):
+    """A synchronous run that stops after the model call that started children: its watch stays installed."""
+    agent, _ = agent_and_child(tmp_path, middleware=[HumanInTheLoopMiddleware({"task": True})])
+    out = agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
+    assert out["__interrupt__"]
+
+
+def a_tool_error_ends_it(tmp_path):
+    """Same, when a tool called beside the task raises and ends the run."""
+    @tool
+    def broken() -> str:
+        """Fails."""
+        raise RuntimeError("the tool broke")
+
+    root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("broken"),
+                                                        tool_call("task", description="Work.", subagent_type="w")]}])
+    child = ScriptedChatModel(responses=["the child's answer"])
+    agent = create_deep_agent(root, [broken], sessions_dir=str(tmp_path), general_purpose=False,
+                              subagents=[{"name": "w", "description": "w", "model": child}])
+    with pytest.raises(RuntimeError, match="the tool broke"):
+        agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize("stopped_run", [paused_at_an_approval, a_tool_error_ends_it])
+def test_a_run_that_stops_mid_delegation_leaves_ctrl_c_to_python(tmp_path, stopped_run):
+    stopped_run(tmp_path / "first")
+    with pytest.raises(KeyboardInterrupt):  # a Ctrl-C between runs interrupts the program, as Python's own does
+        signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    stopped_run(tmp_path / "second")
+    with stop_on_ctrl_c():  # a program's own block over what the stopped run left: its flag and handler
+        request_stop()
+    assert not stop_requested() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    agent, child = agent_and_child(tmp_path / "third")
     with stop_on_ctrl_c():
         out = agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
     assert out["messages"][-1].text == "the root's answer" and len(child.calls) == 1
