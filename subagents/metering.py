@@ -757,11 +757,11 @@ class TaskMeter(BaseCallbackHandler):
         grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
 
         def need_at(scale: float) -> tuple[int, float, int]:
-            """This call at ``scale`` and the next (its prompt grown as this one's did, at the ratio this call
-            teaches, guessed at the margin until then); this call's prompt."""
-            now, then = math.ceil(estimate * scale), math.ceil(grown * (learned or LEARNED_SCALE_MARGIN))
+            """This call and the next (its prompt grown as this one's did), both at ``scale``; this call's prompt."""
+            now, then = math.ceil(estimate * scale), math.ceil(grown * scale)
             return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
 
+        # Its own limits are charged as usage is believed: the ratio learned, or guessed at the margin.
         need, need_usd, _ = need_at(learned or LEARNED_SCALE_MARGIN)
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
@@ -773,7 +773,8 @@ class TaskMeter(BaseCallbackHandler):
                                   "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
                                   unit="usd")
         if budget is not None:
-            # This call as the budget will hold it: to a model it has learned no ratio for yet, at the clamp.
+            # Both calls as the budget will hold them: to a model it has learned no ratio for yet, at the clamp
+            # (the wrap-up too, or the room held for it falls short of what its own hold asks).
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
             room_tokens, room_usd = budget.room()
             room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
