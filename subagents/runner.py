@@ -1181,6 +1181,8 @@ _IN_FLIGHT: dict[int, Delegation] = {}
 """Foreground delegations running now, in this process."""
 _STOP = threading.Event()
 """Set by the Ctrl-C handler; cleared when a handler is installed for a new run."""
+_WATCHING = threading.Event()
+"""Set once :func:`watch_interrupts` installed its handler, cleared as :func:`unwatch_interrupts` looks."""
 
 
 def stop_requested() -> bool:
@@ -1250,6 +1252,7 @@ def watch_interrupts() -> bool:
     """
     if threading.current_thread() is not threading.main_thread():
         return False
+    _WATCHING.set()  # unwatch_interrupts looks from now on
     try:
         current = signal.getsignal(signal.SIGINT)
         if isinstance(current, _CtrlC):
@@ -1265,8 +1268,11 @@ def watch_interrupts() -> bool:
 
 def unwatch_interrupts() -> None:
     """Put Python's own SIGINT handler back, if :func:`watch_interrupts` installed the one in place."""
-    if threading.current_thread() is not threading.main_thread():
+    # Every model call that starts no child comes here: without a watch installed since, it asks nothing of
+    # the signal module, whose getsignal formats an error message for any handler that is a function.
+    if not _WATCHING.is_set() or threading.current_thread() is not threading.main_thread():
         return
+    _WATCHING.clear()
     with contextlib.suppress(ValueError, OSError):
         if _is_watch(signal.getsignal(signal.SIGINT)):
             signal.signal(signal.SIGINT, signal.default_int_handler)
