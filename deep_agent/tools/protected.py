@@ -22,8 +22,10 @@ refuses them. The set:
   ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
   from elsewhere): the next run reads them;
 * the state folder, when one is given;
-* the scripts and programs trusted hooks and MCP servers name (``extra``):
-  they run on the host at the next tool call;
+* the scripts and programs hooks and MCP servers name (``extra``, and
+  :data:`HOST_CODE`: those of every agent this process built, the
+  library's and the command line's alike): they run on the host at the
+  next tool call;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
   hooks, MCP servers and git find the programs they run there.
@@ -39,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import functools
 import os
 import re
 import shlex
@@ -64,6 +65,12 @@ RUNTIME = "the interpreter or virtual environment this program runs from"
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
+HOST_CODE: set[Path] = set()
+"""What the hooks and MCP servers this process runs would run or load, existing or not: every workspace's
+:class:`Protected` set holds those inside it. Filled by
+:func:`~deep_agent.cli.folder_trust.protect_what_runs`, which ``create_deep_agent`` and ``deep-agent run`` call."""
+
+
 class ProtectedPath(SubagentsError, PermissionError):
     """A tool tried to write a protected path; :attr:`path` and :attr:`reason` say which and why."""
 
@@ -84,12 +91,21 @@ class Protected:
     fixed: dict[Path, str]
     root: Path | None = None
 
-    @functools.cached_property
-    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str]]:
+    @property
+    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
+        """Found on first use, and again once this process runs more on the host (:data:`HOST_CODE`): a
+        library caller's ``Workspace`` is made before the agent that names its hooks."""
+        if self.__dict__.get("_key") != (key := len(HOST_CODE)):
+            self.__dict__.update(_key=key, _memo=self._find())
+        memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
+        return memo
+
+    def _find(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset(), {}
+            return found, frozenset(), {}, _folded(found)
+        found.update((p, SCRIPT) for p in list(HOST_CODE) if self.root in p.parents and p not in found)
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
         for entry in _git_entries(self.root, symlinks):
@@ -119,7 +135,7 @@ class Protected:
                 if leads is not None:
                     links[link] = os.readlink(link)
                     found.setdefault(link, leads)
-        return found, frozenset(missing), links
+        return found, frozenset(missing), links, _folded(found)
 
     @property
     def paths(self) -> dict[Path, str]:
@@ -170,10 +186,6 @@ class Protected:
                 found.setdefault(path, PROGRAMS)
         return cls(found, root)
 
-    @functools.cached_property
-    def _folded(self) -> dict[str, str]:
-        return {_fold(path): reason for path, reason in reversed(self.paths.items())}  # the first reason wins
-
     def why(self, path: Path) -> str | None:
         """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
 
@@ -183,7 +195,7 @@ class Protected:
         if self.root is not None and self.root in path.parents and (
                 ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
             return GIT
-        folded = self._folded
+        folded = self._found[3]
         for candidate in (path, *path.parents):
             if (reason := folded.get(_fold(candidate))) is not None:
                 return reason
@@ -204,6 +216,10 @@ class Protected:
 def _fold(path: Path) -> str:
     """``path`` as a case-insensitive file system compares it."""
     return str(path).casefold()
+
+
+def _folded(paths: dict[Path, str]) -> dict[str, str]:
+    return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
 
 
 def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:

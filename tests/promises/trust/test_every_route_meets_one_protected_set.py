@@ -229,3 +229,41 @@ def test_the_folders_on_path_inside_the_workspace_are_protected_existing_or_not(
     every_route_is_refused(runner, protected, {".venv/bin/ruff": "a folder on PATH",
                                                "node_modules/.bin/prettier": "a folder on PATH"})
     assert protected.why(ws.resolve() / "notes.txt") is None  # "." or its parent on PATH: not the whole workspace
+
+
+HOOK = {"PreToolUse": [{"hooks": [{"type": "command", "command": "sh scripts/guard.sh"}]}]}
+
+
+def by_the_command_line(ws: Path) -> Workspace:
+    """``deep-agent run``: the hook is an agent file's, found in the folder the run starts in."""
+    import argparse
+
+    import yaml
+
+    from deep_agent.cli.run import workspace_of
+    from subagents import discover_agents
+
+    write(ws / ".claude" / "agents" / "guarded.md",
+          f"---\n{yaml.safe_dump({'name': 'guarded', 'description': 'Guards.', 'hooks': HOOK})}---\nWork.\n")
+    found = discover_agents(None, project_dir=ws, home=ws / "no-home")
+    return workspace_of(argparse.Namespace(workspace=ws, allow_home_workspace=False), ws / "state", found)
+
+
+def by_the_library(ws: Path) -> Workspace:
+    """A library caller: ``Bash`` from ``builtin_tools(".")``, then the hook given to ``create_deep_agent``."""
+    from deep_agent import ScriptedChatModel, create_deep_agent
+
+    workspace = Workspace(".")
+    create_deep_agent(ScriptedChatModel(default="done"), builtin_tools(workspace), hooks=HOOK)
+    return workspace
+
+
+@pytest.mark.parametrize("route", [by_the_command_line, by_the_library])
+def test_the_scripts_a_hook_runs_are_protected_on_every_route_to_the_hooks(runner, monkeypatch, route):
+    # Before: only the command line computed them; a library caller's Bash could rewrite the hook's script,
+    # which then ran on the host at the next tool call.
+    write(runner.ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
+    write(runner.ws / "scripts" / "lib.sh", "check() { :; }\n")
+    monkeypatch.chdir(runner.ws)  # hooks run their shell in the current folder
+    workspace = route(runner.ws)
+    every_route_is_refused(runner, workspace.protected, {"scripts/guard.sh": SCRIPT, "scripts/lib.sh": SCRIPT})
