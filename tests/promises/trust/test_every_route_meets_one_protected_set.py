@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -267,3 +268,23 @@ def test_the_scripts_a_hook_runs_are_protected_on_every_route_to_the_hooks(runne
     monkeypatch.chdir(runner.ws)  # hooks run their shell in the current folder
     workspace = route(runner.ws)
     every_route_is_refused(runner, workspace.protected, {"scripts/guard.sh": SCRIPT, "scripts/lib.sh": SCRIPT})
+
+
+IMPORTED = "what this program imports"
+
+
+def test_what_the_next_start_would_import_from_the_workspace_is_protected_existing_or_not(runner, monkeypatch):
+    # Before: `python -m deep_agent` run in the workspace (or a script run from it) puts the workspace first on
+    # Python's path, and a command's rich.py or langchain_core/__init__.py ran on the host at the next start.
+    import langchain_core  # noqa: F401  (imported, as the program's modules are)
+    import langgraph.graph  # noqa: F401  (a namespace package: its portions in the workspace are searched first)
+    import rich  # noqa: F401
+
+    write(runner.ws / "deep_agent" / "__init__.py", "original\n")  # a checkout of this program: all of it runs
+    monkeypatch.syspath_prepend(str(runner.ws))
+    protected = Protected.of(runner.ws)
+    every_route_is_refused(runner, protected, {
+        "rich.py": IMPORTED, "rich/__init__.py": IMPORTED, "langchain_core/__init__.py": IMPORTED,
+        f"langchain_core{EXTENSION_SUFFIXES[0]}": IMPORTED, "langgraph/graph/state.py": IMPORTED,
+        "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/run.py": IMPORTED})
+    assert protected.why(runner.ws.resolve() / "notes" / "rich.md") is None  # the rest stays the agent's
