@@ -214,6 +214,29 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
     return sorted(_named_by_scripts(found, start, root))
 
 
+def protect_what_runs(definitions: Iterable[Any], folder: Path | None = None) -> list[Path]:
+    """Keep what these definitions' hooks and MCP servers run or load out of every tool's reach; those paths.
+
+    Each is named by :func:`files_run_by` from ``folder`` (default: the
+    current one, where hooks run their shell), wherever it lies, with the
+    ``__pycache__`` folder beside each Python file, and added to
+    :data:`~deep_agent.tools.protected.HOST_CODE`: the protected set of every
+    workspace holds those inside it, made before or after. ``deep-agent run``
+    calls it for every agent file it finds (trusted or not: one trusted later
+    runs them), ``create_deep_agent`` for the hooks, servers and agents it is given.
+    """
+    from deep_agent.tools.protected import HOST_CODE
+
+    start = (folder or Path.cwd()).resolve()
+    run = {path for spec in definitions for path in files_run_by(spec, start, within=Path(start.anchor))}
+    # Python runs a module's cached bytecode in place of its source when the cache's stamp matches the
+    # source's (mtime and size, which a command can read): a .pyc planted in __pycache__ ran as the hook's
+    # module. That folder is Python's to write when the hook runs, never the agent's (nor in the fingerprint).
+    run |= {path.parent / "__pycache__" for path in run if path.suffix == ".py"}
+    HOST_CODE.update(run)
+    return sorted(run)
+
+
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 

@@ -127,36 +127,18 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
     return sandbox, None
 
 
-def trusted_scripts(found: Any, workspace: Path | None = None) -> list[Path]:
-    """The files the folder's hooks and MCP servers run or load (protected from every tool).
-
-    Named for every agent file found, trusted or not: a file an untrusted
-    definition names may be trusted later, and protecting it costs nothing.
-    Hooks run from the current folder; what they name anywhere in
-    ``workspace`` (default: that folder) is kept, as ``../scripts/x.sh`` is
-    the workspace's own file when the run starts in a subfolder of it.
-    """
-    from deep_agent.cli.folder_trust import files_run_by
-
-    folder = Path.cwd()
-    within = Path(workspace).expanduser() if workspace is not None else folder
-    run = {path for definition in found.definitions.values()
-           for path in files_run_by(definition.value, folder, within=within)}
-    # Python runs a module's cached bytecode in place of its source when the cache's stamp matches the
-    # source's (mtime and size, which a command can read): a .pyc planted in __pycache__ ran as the hook's
-    # module. That folder is Python's to write when the hook runs, never the agent's (nor in the fingerprint).
-    return sorted(run | {path.parent / "__pycache__" for path in run if path.suffix == ".py"})
-
-
-def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path]) -> Any:
+def workspace_of(args: argparse.Namespace, state: Path, found: Any = None) -> Any:
     """``--workspace`` with the run's protected set, computed once; a home folder only with its flag.
 
     Besides the workspace's own agent files, those the run reads are
     protected wherever they are: ``--agents-dir`` and ``--skills-dir``
     folders, the agent files of the current folder (the workspace may
-    be its parent), and the config folder holding the trust record.
+    be its parent), and the config folder holding the trust record; and
+    what the hooks and MCP servers of every agent file ``found`` run
+    (:func:`~deep_agent.cli.folder_trust.protect_what_runs`: trusted or not,
+    as one trusted later runs them).
     """
-    from deep_agent.cli.folder_trust import config_dir
+    from deep_agent.cli.folder_trust import config_dir, protect_what_runs
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
@@ -165,9 +147,10 @@ def workspace_of(args: argparse.Namespace, state: Path, scripts: Sequence[Path])
     named = [*(getattr(args, "agents_dirs", None) or ()), *(getattr(args, "skills_dirs", None) or ())]
     # The trust record too, should the config folder lie in the workspace: it decides which hooks run.
     read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)] + [config_dir()]
+    protect_what_runs(d.value for d in (found.definitions.values() if found is not None else ()))
     try:
         folder = Path(root).expanduser().resolve()
-        protected = Protected.of(folder, state_dir=state, extra=scripts, agent_files=read_from)
+        protected = Protected.of(folder, state_dir=state, agent_files=read_from)
         return Workspace(folder, protected=protected,
                          allow_home=bool(getattr(args, "allow_home_workspace", False)))
     except NotADirectoryError:
@@ -192,7 +175,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    workspace = workspace_of(args, state, trusted_scripts(found, args.workspace))
+    workspace = workspace_of(args, state, found)
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)

@@ -343,13 +343,15 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
-    """The state folder's ``state.sqlite``, if it is a regular file reached with no symlink (or not there yet)."""
+    """The state folder's ``state.sqlite``, if it is a regular file reached with no symlink (or not there yet),
+    and so are the journal files SQLite opens beside it by name (``-wal``, ``-shm``, ``-journal``)."""
     path = state / "state.sqlite"
-    try:
-        state_file(state, path).close()
-    except FileNotFoundError:
-        if must_exist:
-            raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
+    for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            state_file(state, file).close()
+        except FileNotFoundError:
+            if must_exist and file == path:
+                raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
     return path
 
 

@@ -22,8 +22,13 @@ refuses them. The set:
   ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
   from elsewhere): the next run reads them;
 * the state folder, when one is given;
-* the scripts and programs trusted hooks and MCP servers name (``extra``):
-  they run on the host at the next tool call;
+* the scripts and programs hooks and MCP servers name (``extra``, and
+  :data:`HOST_CODE`: those of every agent this process built, the
+  library's and the command line's alike): they run on the host at the
+  next tool call;
+* what this program would import from a folder of the workspace on its
+  import path (``python -m`` started there), existing or not
+  (:func:`_imported_from`): it would run on the host at the next start;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
   hooks, MCP servers and git find the programs they run there.
@@ -39,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import functools
+import importlib.machinery
 import os
 import re
 import shlex
@@ -61,7 +66,15 @@ STATE = "the state folder"
 SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
+IMPORTED = ("what this program imports from a folder of its import path in the workspace (it would run on the "
+            "host at the next start)")
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
+
+
+HOST_CODE: set[Path] = set()
+"""What the hooks and MCP servers this process runs would run or load, existing or not: every workspace's
+:class:`Protected` set holds those inside it. Filled by
+:func:`~deep_agent.cli.folder_trust.protect_what_runs`, which ``create_deep_agent`` and ``deep-agent run`` call."""
 
 
 class ProtectedPath(SubagentsError, PermissionError):
@@ -84,12 +97,28 @@ class Protected:
     fixed: dict[Path, str]
     root: Path | None = None
 
-    @functools.cached_property
-    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str]]:
+    @property
+    def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
+        """Found on first use, and again once this process runs more on the host (:data:`HOST_CODE`: a
+        library caller's ``Workspace`` is made before the agent that names its hooks) or, with the workspace
+        on its import path (:func:`_import_folders`), imports more modules."""
+        if "_imports" not in self.__dict__:
+            self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
+        if self.__dict__.get("_key") != (key := (len(HOST_CODE), self.__dict__["_imports"] and len(sys.modules))):
+            self.__dict__.update(_key=key, _memo=self._find())
+        memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
+        return memo
+
+    def _find(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset(), {}
+            return found, frozenset(), {}, _folded(found)
+        found.update((p, SCRIPT) for p in list(HOST_CODE) if self.root in p.parents and p not in found)
+        for path in _imported_from(self.__dict__["_imports"], found):
+            found.setdefault(path, IMPORTED)
+            if not os.path.lexists(path):
+                missing.add(path)
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
         for entry in _git_entries(self.root, symlinks):
@@ -119,7 +148,7 @@ class Protected:
                 if leads is not None:
                     links[link] = os.readlink(link)
                     found.setdefault(link, leads)
-        return found, frozenset(missing), links
+        return found, frozenset(missing), links, _folded(found)
 
     @property
     def paths(self) -> dict[Path, str]:
@@ -170,10 +199,6 @@ class Protected:
                 found.setdefault(path, PROGRAMS)
         return cls(found, root)
 
-    @functools.cached_property
-    def _folded(self) -> dict[str, str]:
-        return {_fold(path): reason for path, reason in reversed(self.paths.items())}  # the first reason wins
-
     def why(self, path: Path) -> str | None:
         """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
 
@@ -183,7 +208,7 @@ class Protected:
         if self.root is not None and self.root in path.parents and (
                 ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
             return GIT
-        folded = self._folded
+        folded = self._found[3]
         for candidate in (path, *path.parents):
             if (reason := folded.get(_fold(candidate))) is not None:
                 return reason
@@ -197,13 +222,51 @@ class Protected:
     def inside(self, root: Path) -> list[Path]:
         """The protected paths in ``root`` (outside it the sandbox has everything read-only) but the
         :attr:`watched` ones, shortest first."""
-        return sorted((p for p in self.paths if (p == root or root in p.parents) and p not in self.watched),
+        paths, watched = self._found[:2]
+        return sorted((p for p in paths if p not in watched and (p == root or root in p.parents)),
                       key=lambda p: len(p.parts))
+
+
+def _import_folders(root: Path) -> list[Path]:
+    """The folders of this program's import path (``sys.path``) in ``root``: ``python -m`` puts the folder it
+    starts in first, a script its own; ``PYTHONPATH`` and an editable install theirs."""
+    folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
+    return sorted(f for f in folders if (f == root or root in f.parents) and f.is_dir())
+
+
+def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
+    """What the next start of this program would load from ``folders`` for each top-level module it imported,
+    existing or not: ``name.py``, ``name.pyc``, ``name.so``... and ``name/__init__`` with each suffix; the
+    whole ``name`` folder where it is a package already, or the module a namespace package (whose portions
+    found first are searched first); the ``__pycache__`` beside a ``name.py``. Not from a folder inside a
+    protected one: a virtual environment's site-packages is the interpreter's, protected whole.
+
+    A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
+    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each.
+    """
+    suffixes = importlib.machinery.all_suffixes()
+    for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
+        for name, module in list(sys.modules.items()):
+            if "." in name:
+                continue
+            package = folder / name
+            if (getattr(module, "__file__", None) is None and hasattr(module, "__path__")) or any(
+                    os.path.lexists(package / f"__init__{suffix}") for suffix in suffixes):
+                yield package
+            else:
+                yield from (package / f"__init__{suffix}" for suffix in suffixes)
+            yield from (folder / f"{name}{suffix}" for suffix in suffixes)
+            if (folder / f"{name}.py").is_file():
+                yield folder / "__pycache__"
 
 
 def _fold(path: Path) -> str:
     """``path`` as a case-insensitive file system compares it."""
     return str(path).casefold()
+
+
+def _folded(paths: dict[Path, str]) -> dict[str, str]:
+    return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
 
 
 def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:

@@ -326,7 +326,7 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
             found.append(here / "HEAD")
         moved += [new for path in found if path not in known for new in _set_aside(path)]
         dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
-    moved += [new for path in sorted(protected.watched) if os.path.lexists(path) for new in _set_aside(path)]
+    moved += [new for path in sorted(p for p in protected.watched if os.path.lexists(p)) for new in _set_aside(path)]
     for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
         with contextlib.suppress(OSError):
             if os.path.islink(link) and os.readlink(link) == text:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -229,3 +230,61 @@ def test_the_folders_on_path_inside_the_workspace_are_protected_existing_or_not(
     every_route_is_refused(runner, protected, {".venv/bin/ruff": "a folder on PATH",
                                                "node_modules/.bin/prettier": "a folder on PATH"})
     assert protected.why(ws.resolve() / "notes.txt") is None  # "." or its parent on PATH: not the whole workspace
+
+
+HOOK = {"PreToolUse": [{"hooks": [{"type": "command", "command": "sh scripts/guard.sh"}]}]}
+
+
+def by_the_command_line(ws: Path) -> Workspace:
+    """``deep-agent run``: the hook is an agent file's, found in the folder the run starts in."""
+    import argparse
+
+    import yaml
+
+    from deep_agent.cli.run import workspace_of
+    from subagents import discover_agents
+
+    write(ws / ".claude" / "agents" / "guarded.md",
+          f"---\n{yaml.safe_dump({'name': 'guarded', 'description': 'Guards.', 'hooks': HOOK})}---\nWork.\n")
+    found = discover_agents(None, project_dir=ws, home=ws / "no-home")
+    return workspace_of(argparse.Namespace(workspace=ws, allow_home_workspace=False), ws / "state", found)
+
+
+def by_the_library(ws: Path) -> Workspace:
+    """A library caller: ``Bash`` from ``builtin_tools(".")``, then the hook given to ``create_deep_agent``."""
+    from deep_agent import ScriptedChatModel, create_deep_agent
+
+    workspace = Workspace(".")
+    create_deep_agent(ScriptedChatModel(default="done"), builtin_tools(workspace), hooks=HOOK)
+    return workspace
+
+
+@pytest.mark.parametrize("route", [by_the_command_line, by_the_library])
+def test_the_scripts_a_hook_runs_are_protected_on_every_route_to_the_hooks(runner, monkeypatch, route):
+    # Before: only the command line computed them; a library caller's Bash could rewrite the hook's script,
+    # which then ran on the host at the next tool call.
+    write(runner.ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
+    write(runner.ws / "scripts" / "lib.sh", "check() { :; }\n")
+    monkeypatch.chdir(runner.ws)  # hooks run their shell in the current folder
+    workspace = route(runner.ws)
+    every_route_is_refused(runner, workspace.protected, {"scripts/guard.sh": SCRIPT, "scripts/lib.sh": SCRIPT})
+
+
+IMPORTED = "what this program imports"
+
+
+def test_what_the_next_start_would_import_from_the_workspace_is_protected_existing_or_not(runner, monkeypatch):
+    # Before: `python -m deep_agent` run in the workspace (or a script run from it) puts the workspace first on
+    # Python's path, and a command's rich.py or langchain_core/__init__.py ran on the host at the next start.
+    import langchain_core  # noqa: F401  (imported, as the program's modules are)
+    import langgraph.graph  # noqa: F401  (a namespace package: its portions in the workspace are searched first)
+    import rich  # noqa: F401
+
+    write(runner.ws / "deep_agent" / "__init__.py", "original\n")  # a checkout of this program: all of it runs
+    monkeypatch.syspath_prepend(str(runner.ws))
+    protected = Protected.of(runner.ws)
+    every_route_is_refused(runner, protected, {
+        "rich.py": IMPORTED, "rich/__init__.py": IMPORTED, "langchain_core/__init__.py": IMPORTED,
+        f"langchain_core{EXTENSION_SUFFIXES[0]}": IMPORTED, "langgraph/graph/state.py": IMPORTED,
+        "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/run.py": IMPORTED})
+    assert protected.why(runner.ws.resolve() / "notes" / "rich.md") is None  # the rest stays the agent's

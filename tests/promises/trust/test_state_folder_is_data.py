@@ -118,6 +118,18 @@ def test_a_symlinked_checkpoint_database_is_refused(project):
     refused(cli("tasks", "t-data", cwd=project), database, "a symlink stands on its path")
 
 
+@pytest.mark.parametrize(("journal", "command"), [("-wal", "tasks"), ("-wal", "run"), ("-shm", "tasks")])
+def test_a_symlink_planted_as_the_databases_journal_is_refused_naming_it(project, command, journal):
+    # Before: SQLite refused it too, but the error said "unable to open database file", naming nothing.
+    ran(project)
+    planted = project / ".deep_agent" / f"state.sqlite{journal}"
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(project.parent / "secret.txt")
+    args = ["Compare LangGraph and Pydantic.", "--thread", "t-data"] if command == "run" else ["t-data"]
+    refused(cli(command, *args, cwd=project, env=SCRIPTED), planted, "a symlink stands on its path")
+    assert (project.parent / "secret.txt").read_text() == SECRET + "\n"
+
+
 def test_a_symlinked_default_state_folder_is_refused(project):
     (project.parent / "elsewhere").mkdir()
     (project / ".deep_agent").symlink_to(project.parent / "elsewhere", target_is_directory=True)
