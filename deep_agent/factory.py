@@ -303,7 +303,6 @@ def create_deep_agent(
     rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
     declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
-    _protect_what_runs(hooks, mcp_servers, specs)
     specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
@@ -410,17 +409,6 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
 
 # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
 _ALSO_DELEGATING = ("start_async_task", "retry_async_task", "create_subagent")
-
-
-def _protect_what_runs(hooks: Mapping[str, Any] | None, servers: Mapping[str, Any] | None, specs: list[Any]) -> None:
-    """What the hooks and MCP servers of the root and its children run is kept out of every tool's reach, as
-    ``deep-agent run`` keeps it: in the protected set of each workspace, made before this call or after."""
-    if hooks or servers or any(getattr(s, "hooks", None) or getattr(s, "mcp_config", None) for s in specs):
-        from types import SimpleNamespace
-
-        from deep_agent.cli.folder_trust import protect_what_runs
-
-        protect_what_runs([SimpleNamespace(hooks=hooks, mcp_config=servers), *specs])
 
 
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:

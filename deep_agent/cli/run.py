@@ -127,18 +127,18 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
     return sandbox, None
 
 
-def workspace_of(args: argparse.Namespace, state: Path, found: Any = None) -> Any:
+def workspace_of(args: argparse.Namespace, state: Path) -> Any:
     """``--workspace`` with the run's protected set, computed once; a home folder only with its flag.
 
     Besides the workspace's own agent files, those the run reads are
     protected wherever they are: ``--agents-dir`` and ``--skills-dir``
     folders, the agent files of the current folder (the workspace may
-    be its parent), and the config folder holding the trust record; and
-    what the hooks and MCP servers of every agent file ``found`` run
-    (:func:`~deep_agent.cli.folder_trust.protect_what_runs`: trusted or not,
-    as one trusted later runs them).
+    be its parent), and the config folder holding the trust record. What
+    the hooks and MCP servers of every agent file found run is protected
+    as every hook and server read is (:mod:`subagents.definitions.on_host`:
+    trusted or not, as one trusted later runs them).
     """
-    from deep_agent.cli.folder_trust import config_dir, protect_what_runs
+    from deep_agent.cli.folder_trust import config_dir
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
@@ -147,7 +147,6 @@ def workspace_of(args: argparse.Namespace, state: Path, found: Any = None) -> An
     named = [*(getattr(args, "agents_dirs", None) or ()), *(getattr(args, "skills_dirs", None) or ())]
     # The trust record too, should the config folder lie in the workspace: it decides which hooks run.
     read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)] + [config_dir()]
-    protect_what_runs(d.value for d in (found.definitions.values() if found is not None else ()))
     try:
         folder = Path(root).expanduser().resolve()
         protected = Protected.of(folder, state_dir=state, agent_files=read_from)
@@ -175,7 +174,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    workspace = workspace_of(args, state, found)
+    workspace = workspace_of(args, state)
     skills_dirs = _skill_levels(args.skills_dirs)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)

@@ -23,9 +23,8 @@ refuses them. The set:
   from elsewhere): the next run reads them;
 * the state folder, when one is given;
 * the scripts and programs hooks and MCP servers name (``extra``, and
-  :data:`HOST_CODE`: those of every agent this process built, the
-  library's and the command line's alike): they run on the host at the
-  next tool call;
+  :data:`HOST_CODE`: those of every hook mapping and server config this
+  process read, whoever read it): they run on the host at the next tool call;
 * what this program would import from a folder of the workspace on its
   import path (``python -m`` started there), existing or not
   (:func:`_imported_from`): it would run on the host at the next start;
@@ -46,15 +45,13 @@ import dataclasses
 import errno
 import importlib.machinery
 import os
-import re
-import shlex
 import shutil
-import stat
 import subprocess
 import sys
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
+from deep_agent.tools.host_code import WORD_PARTS, protect_what_runs, read_regular, shell_words
 from subagents.errors import SubagentsError
 
 AGENT_FILES = (".claude", ".agents", ".deep_agent", ".mcp.json")
@@ -72,9 +69,21 @@ PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they f
 
 
 HOST_CODE: set[Path] = set()
-"""What the hooks and MCP servers this process runs would run or load, existing or not: every workspace's
-:class:`Protected` set holds those inside it. Filled by
-:func:`~deep_agent.cli.folder_trust.protect_what_runs`, which ``create_deep_agent`` and ``deep-agent run`` call."""
+"""What the hooks and MCP servers this process read would run or load, existing or not: every workspace's
+:class:`Protected` set holds those inside it. Filled from :func:`subagents.definitions.on_host.noted` (every
+hook mapping and server config read, whoever read it) by :func:`_host_code`."""
+_ABSORBED = [0]  # how many of noted() HOST_CODE holds
+
+
+def _host_code() -> set[Path]:
+    """:data:`HOST_CODE`, with what the definitions noted since the last call run or load."""
+    from subagents.definitions.on_host import noted
+
+    if len(new := noted()[_ABSORBED[0]:]):
+        for definition in new:
+            HOST_CODE.update(protect_what_runs([definition], Path(definition.folder)))
+        _ABSORBED[0] += len(new)
+    return HOST_CODE
 
 
 class ProtectedPath(SubagentsError, PermissionError):
@@ -104,7 +113,7 @@ class Protected:
         on its import path (:func:`_import_folders`), imports more modules."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
-        if self.__dict__.get("_key") != (key := (len(HOST_CODE), self.__dict__["_imports"] and len(sys.modules))):
+        if self.__dict__.get("_key") != (key := (len(_host_code()), self.__dict__["_imports"] and len(sys.modules))):
             self.__dict__.update(_key=key, _memo=self._find())
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
@@ -318,18 +327,6 @@ def _makes_git_dir(root: Path, path: Path) -> bool:
     return False
 
 
-def shell_words(command: str) -> list[str]:
-    """``command``'s words as ``sh`` splits them (operators apart); plain whitespace if it cannot be parsed."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        return list(lexer)
-    except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
-        return command.split()
-
-
-WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
-"""Where a word is split again into the paths it may hold: ``--out=./x``, ``PYTHONPATH=a:b``, a quoted ``sh x``."""
 
 
 def _git_env() -> dict[str, str]:
@@ -376,7 +373,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     * a bare word: an existing file, or an existing folder if the value
       is that one word (``core.hooksPath = hooks``); in a command of
       several words a bare folder is work (``grep -v main``), as in
-      :func:`~deep_agent.cli.folder_trust.files_run_by`;
+      :func:`~deep_agent.tools.host_code.files_run_by`;
     * what follows each ``/`` of a word, if an existing file (``"$(git
       rev-parse --show-toplevel)/x.sh"``).
     """
@@ -444,18 +441,3 @@ def _pointer(path: Path) -> str:
     return read_regular(path, 4096).decode("utf-8", "replace").strip()
 
 
-def read_regular(path: Path, limit: int) -> bytes:
-    """The first ``limit`` bytes of ``path`` if it is a regular file; ``b""`` otherwise.
-
-    Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)

@@ -56,6 +56,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from subagents.definitions.on_host import note
 from subagents.errors import brief
 from subagents.outcome import stopped_by_limit
 
@@ -159,6 +160,7 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
             message = str(err["msg"]).removeprefix("Value error, ")
             raise ValueError(f"event {name}: {where or 'entry'}: {message}") from None
         hooks.setdefault(name, []).extend(parsed)
+    note(hooks=hooks)  # whoever reads them, their commands run on the host: see subagents.definitions.on_host
     return hooks
 
 

@@ -47,6 +47,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
+from subagents.definitions.on_host import note
 from subagents.errors import McpServerError, brief, redact_url
 from subagents.metering import TaskMeter
 
@@ -104,7 +105,9 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
                 )
     else:
         raise ValueError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
-    return {_name(name): _server(name, config) for name, config in servers.items()}
+    normalized = {_name(name): _server(name, config) for name, config in servers.items()}
+    note(mcp_config=normalized)  # whoever reads them, these servers run on the host: see subagents.definitions.on_host
+    return normalized
 
 
 def _name(name: Any) -> str:

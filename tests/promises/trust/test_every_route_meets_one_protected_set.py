@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from deep_agent.cli.folder_trust import files_run_by
+from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
@@ -246,11 +246,11 @@ def by_the_command_line(ws: Path) -> Workspace:
 
     write(ws / ".claude" / "agents" / "guarded.md",
           f"---\n{yaml.safe_dump({'name': 'guarded', 'description': 'Guards.', 'hooks': HOOK})}---\nWork.\n")
-    found = discover_agents(None, project_dir=ws, home=ws / "no-home")
-    return workspace_of(argparse.Namespace(workspace=ws, allow_home_workspace=False), ws / "state", found)
+    discover_agents(None, project_dir=ws, home=ws / "no-home")  # the file is read, trusted or not
+    return workspace_of(argparse.Namespace(workspace=ws, allow_home_workspace=False), ws / "state")
 
 
-def by_the_library(ws: Path) -> Workspace:
+def by_create_deep_agent(ws: Path) -> Workspace:
     """A library caller: ``Bash`` from ``builtin_tools(".")``, then the hook given to ``create_deep_agent``."""
     from deep_agent import ScriptedChatModel, create_deep_agent
 
@@ -259,15 +259,57 @@ def by_the_library(ws: Path) -> Workspace:
     return workspace
 
 
-@pytest.mark.parametrize("route", [by_the_command_line, by_the_library])
+def by_hook_middleware(ws: Path) -> Workspace:
+    """A plain ``create_agent`` with the hook runner given as any middleware."""
+    from langchain.agents import create_agent
+
+    from deep_agent import ScriptedChatModel
+    from subagents.definitions.hooks import HookMiddleware
+
+    workspace = Workspace(".")
+    create_agent(ScriptedChatModel(default="done"), builtin_tools(workspace),
+                 middleware=[HookMiddleware(HOOK, scope="root")])
+    return workspace
+
+
+def by_a_child_of_subagent_middleware(ws: Path) -> Workspace:
+    """A plain ``create_agent`` whose child, given to ``SubAgentMiddleware``, has the hook."""
+    from langchain.agents import create_agent
+
+    from deep_agent import ScriptedChatModel
+    from middleware import SubAgentMiddleware
+
+    workspace = Workspace(".")
+    child = {"name": "guarded", "description": "Guards.", "hooks": HOOK, "model": ScriptedChatModel(default="d")}
+    create_agent(ScriptedChatModel(default="done"), builtin_tools(workspace),
+                 middleware=[SubAgentMiddleware([child], model_middleware=[], general_purpose=False)])
+    return workspace
+
+
+ROUTES = [by_the_command_line, by_create_deep_agent, by_hook_middleware, by_a_child_of_subagent_middleware]
+
+
+@pytest.mark.parametrize("route", ROUTES)
 def test_the_scripts_a_hook_runs_are_protected_on_every_route_to_the_hooks(runner, monkeypatch, route):
     # Before: only the command line computed them; a library caller's Bash could rewrite the hook's script,
-    # which then ran on the host at the next tool call.
+    # which then ran on the host at the next tool call. Every route reads the hooks through one normaliser,
+    # which notes them for the protected set (subagents.definitions.on_host).
     write(runner.ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
     write(runner.ws / "scripts" / "lib.sh", "check() { :; }\n")
     monkeypatch.chdir(runner.ws)  # hooks run their shell in the current folder
     workspace = route(runner.ws)
     every_route_is_refused(runner, workspace.protected, {"scripts/guard.sh": SCRIPT, "scripts/lib.sh": SCRIPT})
+
+
+def test_the_script_an_mcp_server_runs_is_protected_however_its_config_was_read(runner, monkeypatch):
+    from subagents import SubagentSpec
+
+    write(runner.ws / "servers" / "files.py", "print('serving')\n")
+    monkeypatch.chdir(runner.ws)
+    workspace = Workspace(".")
+    SubagentSpec(name="reader", description="Reads.", mcp_config={"files": {"command": "python3",
+                                                                          "args": ["servers/files.py"]}})
+    every_route_is_refused(runner, workspace.protected, {"servers/files.py": SCRIPT})
 
 
 IMPORTED = "what this program imports"

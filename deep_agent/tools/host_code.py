@@ -1,0 +1,373 @@
+"""What hooks and MCP servers run on the host: their commands, and the files those run or load.
+
+One idea, read by two places: the protected set (:mod:`deep_agent.tools.protected`) keeps these files
+out of every tool's reach, and folder trust (:mod:`deep_agent.cli.folder_trust`) shows the commands and
+fingerprints the files, so a changed script asks again.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import os
+import re
+import shlex
+import shutil
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+
+def shell_words(command: str) -> list[str]:
+    """``command``'s words as ``sh`` splits them (operators apart); plain whitespace if it cannot be parsed."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
+        return command.split()
+
+
+WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
+"""Where a word is split again into the paths it may hold: ``--out=./x``, ``PYTHONPATH=a:b``, a quoted ``sh x``."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``path`` if it is a regular file; ``b""`` otherwise.
+
+    Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _hook_commands(value: Any, event: str = "") -> Iterator[tuple[str, str]]:
+    """``(event, shell command)`` for every hook command of a hooks mapping, at any depth."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("command"), str):
+            yield event, value["command"]
+        for key, item in value.items():
+            yield from _hook_commands(item, event or str(key))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _hook_commands(item, event)
+
+
+def _servers(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(name, config)`` of every MCP server of a normalised ``mcp_config``."""
+    if isinstance(value, Mapping):
+        for name, config in value.items():
+            if isinstance(config, Mapping):
+                yield str(name), config
+
+
+def _args(server: Mapping[str, Any]) -> list[str]:
+    args = server.get("args")
+    return [str(a) for a in args] if isinstance(args, list) else []
+
+
+def _env(server: Mapping[str, Any]) -> Mapping[str, Any]:
+    env = server.get("env")
+    return env if isinstance(env, Mapping) else {}
+
+
+def what_would_run(spec: Any) -> list[str]:
+    """What an agent file's hooks and MCP servers would run, whole; ``[]`` for a plain file.
+
+    Every hook command; every server's command line (quoted as a shell
+    would read it, so each argument's bounds show), each ``env`` entry (name
+    and value) and its ``cwd``, or the URL it connects to. Lines are raw
+    text: :func:`describe` escapes them for the terminal.
+    """
+    found = [f"hook{f' ({event})' if event else ''}: {command}"
+             for event, command in _hook_commands(getattr(spec, "hooks", None) or {})]
+    for name, server in _servers(getattr(spec, "mcp_config", None) or {}):
+        if isinstance(server.get("command"), str):
+            found.append(f"MCP server {name}: {shlex.join([server['command'], *_args(server)])}")
+            found += [f"  env {key}={value}" for key, value in _env(server).items()]
+            if server.get("cwd"):
+                found.append(f"  cwd {server['cwd']}")
+        elif isinstance(server.get("url"), str):
+            found.append(f"MCP server {name}: connects to {server['url']}")
+    return found
+
+
+# ----------------------------------------------------------------------------
+# The files a folder's hooks and MCP servers run: trusted with the agent files.
+#
+# An agent file that says ``command: sh scripts/check.sh`` runs whatever
+# ``scripts/check.sh`` holds the day it runs. :func:`files_run_by` names
+# those files; the trust fingerprint covers them, so a changed script asks
+# again, and a run can keep them out of reach of what it lets write.
+#
+# Example::
+#
+#     files_run_by(spec, Path("/home/me/project"))
+#     # [PosixPath('/home/me/project/.cache'), PosixPath('/home/me/project/scripts/check.sh')]
+# ----------------------------------------------------------------------------
+
+
+def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside: bool = False) -> list[Path]:
+    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers run or load.
+
+    ``spec`` is a discovered definition's value (a ``SubagentSpec``, or
+    anything with its normalised ``hooks`` and ``mcp_config``); ``folder``
+    is the folder the run starts in: hooks run their shell there, and an MCP
+    server's ``cwd`` is resolved from it. Named are:
+
+    * each word of a hook's command line (split as the shell splits it, and
+      at ``=`` and ``:``) that names an existing file, or that holds a ``/``
+      (a script not there yet), resolved against ``folder``;
+    * an MCP server's ``command`` if it holds a ``/``, or if a ``PATH`` in
+      its ``env`` leads to it inside the folder; each of its ``args`` as a
+      hook's words, resolved against the server's ``cwd``;
+    * each path an ``env`` value names (``PYTHONPATH=./lib:./.cache``,
+      ``NODE_OPTIONS=--require ./x.js``), folders included;
+    * the module files of ``python -m pkg.mod`` (in a hook or a server);
+    * in turn, each existing file a script named so far names (:func:`_named_by_scripts`:
+      ``. scripts/lib.sh``, ``source "$(dirname "$0")/lib.sh"``).
+
+    Returned: sorted, de-duplicated, resolved (symlinks followed), and only
+    what lies strictly inside ``folder`` (never ``folder`` itself: it is the
+    workspace). A path may not exist yet; a caller that binds these
+    read-only skips or creates the missing ones. Folders are named only by
+    ``env`` entries (a server's ``env``, or a hook's ``NAME=value`` word): a
+    folder as an argument (``ruff check src``) is work, not code to keep. A
+    file a hook names to write (``touch out/done``) is named too: once it
+    changes, the trust fingerprint asks again. Call it once per definition, e.g.
+    ``{p for d in found.definitions.values() for p in files_run_by(d.value, Path.cwd())}``.
+
+    ``within`` (default ``folder``): the folder whose files are kept, for a
+    caller protecting a workspace that holds ``folder`` (``../scripts/x.sh``
+    from a subfolder is the workspace's file too). ``outside``: also what a
+    relative word names outside it (``../shared/x.sh``, a symlink leading
+    out), for the trust fingerprint; never what an absolute path names (the
+    machine's own programs), nor a folder holding ``folder``.
+    """
+    start = folder.resolve()
+    root = None if outside else within.resolve() if within is not None else start
+    found: set[Path] = set()
+    for _, command in _hook_commands(getattr(spec, "hooks", None) or {}):
+        found.update(_named_files(shell_words(command), start, root))
+    for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
+        if not isinstance(server.get("command"), str):
+            continue
+        base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
+        if base is None:
+            continue
+        env = _env(server)
+        for value in env.values():
+            words = [w for w in WORD_PARTS.split(str(value)) if w]
+            found.update(p for w in words if (p := _inside(w, base, root, folders=True)) is not None)
+        command = str(server["command"])
+        if "/" not in command:  # looked up on PATH: one the file gives may lead into the folder
+            path_dirs = [d for d in str(env.get("PATH", "")).split(os.pathsep) if d]
+            found.update(p for d in path_dirs
+                         if (p := _inside(str(Path(d) / command), base, root, folders=False)) is not None
+                         and p.exists())
+        found.update(_named_files([command, *_args(server)], base, root))
+    return sorted(_named_by_scripts(found, start, root))
+
+
+def protect_what_runs(definitions: Iterable[Any], folder: Path | None = None) -> list[Path]:
+    """Keep what these definitions' hooks and MCP servers run or load out of every tool's reach; those paths.
+
+    Each is named by :func:`files_run_by` from ``folder`` (default: the
+    current one, where hooks run their shell), wherever it lies, with the
+    ``__pycache__`` folder beside each Python file, and added to
+    :data:`~deep_agent.tools.protected.HOST_CODE`: the protected set of every
+    workspace holds those inside it, made before or after. The protected set
+    calls it for every hook mapping and server config the process read
+    (:mod:`subagents.definitions.on_host`).
+    """
+    start = (folder or Path.cwd()).resolve()
+    run = {path for spec in definitions for path in files_run_by(spec, start, within=Path(start.anchor))}
+    # Python runs a module's cached bytecode in place of its source when the cache's stamp matches the
+    # source's (mtime and size, which a command can read): a .pyc planted in __pycache__ ran as the hook's
+    # module. That folder is Python's to write when the hook runs, never the agent's (nor in the fingerprint).
+    run |= {path.parent / "__pycache__" for path in run if path.suffix == ".py"}
+    return sorted(run)
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
+    """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
+    names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
+    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text."""
+    bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
+    for before, word in zip(["", *words], words, strict=False):
+        module = word if before == "-m" else word[2:] if word.startswith("-m") else ""
+        if module and all(part.isidentifier() for part in module.split(".")):
+            # python -m pkg.mod: the folder it starts in is first on Python's path, so whatever would be
+            # loaded from there, existing or not (a module installed elsewhere is shadowed by one put here).
+            for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
+                if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
+                    yield p
+        assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+        parts = [part for part in WORD_PARTS.split(word) if part]
+        for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
+            if (p := _inside(part, base, root, folders=assignment)) is not None:
+                yield p
+            tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]
+            for text, folder in [(part, b) for b in bases[1:]] + [(tail, b) for tail in tails for b in bases]:
+                if os.path.isfile(os.path.join(folder, text)) and (
+                        p := _inside(text, folder, root, folders=False)) is not None:
+                    yield p
+
+
+def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
+    """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root``;
+    with no ``root``, a relative ``word`` wherever it leads, but to ``base`` or a folder holding it."""
+    if not word or "\x00" in word or "://" in word or word.startswith("-"):
+        return None
+    if root is None and word.startswith(("/", "~")):
+        return None  # the machine's own files, not the folder's
+    try:
+        path = _resolved(base / Path(word).expanduser())
+    except RuntimeError:  # ~nobody: no such user
+        return None
+    if path is None or (root not in path.parents if root is not None else path == base or path in base.parents):
+        return None
+    if path.is_dir():
+        return path if folders else None
+    # "/": a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
+    return path if path.exists() or ("/" in word and not {"$", "`"} & set(word)) else None
+
+
+MAX_SCRIPT_BYTES = 256 * 1024
+"""Of each file hooks and servers run, what is read for the files it names in turn."""
+
+
+def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[Path]:
+    """``found`` and every existing file a script in it names, and so on: what ``sh scripts/guard.sh`` runs
+    when it sources ``scripts/lib.sh``.
+
+    A script's words are split as a command line's (:func:`shell_words`),
+    each resolved from the script's folder and from ``start``; of a word
+    holding a ``/`` (``"$DIR/lib.sh"``), what follows each ``/`` from the
+    script's folder too; and each word with the script's own suffix from
+    its folder (``import helpers`` in a ``.py``, ``require('./util')`` in a
+    ``.js``); each an existing file that can run (:func:`_code`). Not
+    followed: a dotted module (``from pkg.mod import x``), a package an
+    interpreter finds elsewhere, a name built at run time.
+    """
+    found = set(found)
+    todo = sorted(found)
+    import_roots: dict[Path, set[Path]] = {}
+    while todo:
+        script = todo.pop()
+        words = shell_words(_script_text(script))
+        pairs = {(part, before) for before, word in zip(["", *words], words, strict=False)
+                 for part in WORD_PARTS.split(word) if part}
+        for part, before in pairs:
+            tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
+            module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
+            for name, base in [(part, script.parent), (part, start), *tails, *module]:
+                if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
+                    continue
+                path = _inside(name, base, root, folders=False)
+                if path is not None and path not in found and (_code(path, script) or _program(before)):
+                    found.add(path)
+                    todo.append(path)
+        # What a module imports is found on the path of the script that runs (its folder first), not its own.
+        folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
+                                                                     .is_file() else [])})
+        for path in _imported(script, folders, root) - found:
+            found.add(path)
+            if path.is_file():
+                import_roots[path] = folders
+                todo.append(path)
+        found |= _required(script, root or start)
+    return found
+
+
+def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
+    """What a Python ``script``'s imports would load from ``folders``, the first on Python's path, existing
+    or not: a file put there later (``json.py`` beside ``import json``) runs instead of the module meant.
+
+    Those folders are the running script's own (``python scripts/check.py``), and the start folder too
+    for a module of a package (``python -m pkg.mod`` runs from there); each name's files are
+    :func:`_module_files`.
+    """
+    if script.suffix != ".py":
+        return set()
+    try:
+        tree = ast.parse(_script_text(script))
+    except (SyntaxError, ValueError):
+        return set()
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    return {p for folder in folders for name in names for file in _module_files(name)
+            if (p := _inside(f"./{file}", folder, root, folders=False)) is not None}
+
+
+_NODE_SCRIPTS = frozenset({".js", ".mjs", ".cjs"})
+_NODE_IMPORT = re.compile(r"""(?:\brequire\s*\(\s*|\bimport\s*\(\s*|\bfrom\s+|\bimport\s+)(['"])([^'"\s]+)\1""")
+
+
+def _required(script: Path, root: Path) -> set[Path]:
+    """What a Node script's packages would load from: ``node_modules/<package>`` in each folder Node looks
+    in, from the script's own up to ``root`` (the workspace's, else the folder the run starts in),
+    existing or not.
+
+    ``require('minimist')`` in ``hooks/check.js`` loads ``hooks/node_modules/minimist`` first when it is
+    there: a package the agent put in a nearer folder, or a file it changed in the one meant, ran on the
+    host. (A core module's name, ``fs``, is named too: a folder no one writes costs nothing.)
+    """
+    if script.suffix not in _NODE_SCRIPTS:
+        return set()
+    names = {m.group(2) for m in _NODE_IMPORT.finditer(_script_text(script))}
+    packages = {"/".join(name.split("/")[:2 if name.startswith("@") else 1]) for name in names
+                if not name.startswith((".", "/", "node:"))}
+    packages = {p for p in packages if p and ".." not in p.split("/")}
+    folders = [f for f in (script.parent, *script.parent.parents) if f == root or root in f.parents]
+    return {folder / "node_modules" / package for folder in folders for package in packages}
+
+
+def _module_files(dotted: str) -> list[Path]:
+    """The files, relative to a folder on Python's path, that importing ``dotted`` could load from it: its
+    packages' ``__init__.py``, and the first part and the whole with every suffix the interpreter imports
+    (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`)."""
+    parts = dotted.split(".")
+    files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
+    return files + [Path(*parts[:n - 1], parts[n - 1] + suffix) for n in {1, len(parts)}
+                    for suffix in importlib.machinery.all_suffixes()]
+
+
+def _program(word: str) -> bool:
+    """Whether ``word`` names a program (``python3``, ``node``, ``/usr/bin/env``): the file it is given
+    first is what it runs (``python3 tools/check.py``), whatever that file's suffix or mode."""
+    return bool(word) and not word.startswith("-") and shutil.which(word) is not None
+
+
+def _code(path: Path, script: Path) -> bool:
+    """Whether a file ``script`` names can run: of its language (its suffix), executable, or a ``#!`` script.
+
+    What else a script names is its work (``grep x README.md``), as a folder a hook names is."""
+    return bool(script.suffix and path.suffix == script.suffix) or os.access(path, os.X_OK) or (
+        read_regular(path, 2) == b"#!")
+
+
+def _script_text(path: Path) -> str:
+    """The first :data:`MAX_SCRIPT_BYTES` bytes of a regular file as text; ``""`` for a program (a NUL byte)."""
+    data = read_regular(path, MAX_SCRIPT_BYTES)
+    return "" if b"\0" in data else data.decode("utf-8", "replace")
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
