@@ -119,8 +119,8 @@ class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
         create_agent(model, tools, middleware=[DeepagentsToolHint()])
     """
 
-    inherited_by_subagents = True
-    """Children sharing the parent's model get it too (see ``subagents.builder.is_model_level``)."""
+    inherited_by_every_subagent = True
+    """Every child gets it too, whatever its model (see ``subagents.definitions.permissions.is_policy``)."""
 
     def __init__(self, hints: Mapping[str, str] | None = None) -> None:
         super().__init__()

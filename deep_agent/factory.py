@@ -307,10 +307,10 @@ def create_deep_agent(
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
-    # on the children sharing its model when it has tools of its own (a child with no tools gets no tool node).
+    # on every child, whatever its model (the builder gives it to each, as it gives the parent's data policy).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
-    inherited = [*middleware, *hint] if own_tools else middleware
+    inherited = [*middleware, *hint]
     # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
     # tools), the same rule as SubAgentMiddleware in a plain create_agent.
     delegation = SubAgentMiddleware(

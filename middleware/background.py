@@ -634,7 +634,9 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
                           f"({damage}).", error=True)
         if record is None:
-            return _reply(runtime, f"Unknown task id {brief(task_id)}. {_known_ids(ledger)}", error=True)
+            # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
+            return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
+                          error=True)
         try:
             return await act(runtime, record)
         except TaskStateError as exc:

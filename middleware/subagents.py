@@ -173,8 +173,9 @@ class SubAgentMiddleware(AgentMiddleware):
         tools: the tools children inherit; default: the parent's.
         model_middleware: the parent's middleware, the floor every child is
             built under: its ``HumanInTheLoopMiddleware`` approvals for the
-            tools a child holds and its ``PIIMiddleware`` reach every child;
-            LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
+            tools a child holds and its ``PIIMiddleware`` reach every child
+            (so does any middleware with a true ``inherited_by_every_subagent``
+            attribute); LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
             and ``ModelRouterMiddleware`` (and any middleware with a true
             ``inherited_by_subagents`` attribute) apply to the model calls of
             children inheriting its model; the rest of the list is ignored,

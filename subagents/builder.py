@@ -226,7 +226,9 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 # apply to the child's model calls too, whatever their order next to
 # ``SubAgentMiddleware`` (a middleware class can opt in with a true
 # ``inherited_by_subagents`` attribute). A child with a model of its own
-# keeps only its own middleware.
+# keeps only its own middleware, but for the parent's data policy and any
+# middleware with a true ``inherited_by_every_subagent`` attribute, which
+# every child gets (see :func:`subagents.definitions.permissions.is_policy`).
 #
 # ``retries`` on a spec adds a ``ModelRetryMiddleware`` that retries transient
 # provider errors only (rate limits, 5xx, timeouts, lost connections; see

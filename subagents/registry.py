@@ -258,7 +258,10 @@ class SubagentRegistry:
     ) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
-        self._ready: dict[str, Any] = {}
+        # A caller's runnable is stamped with its name now, as deepagents does when its middleware is made: a
+        # copy with its config, never a build (nothing is compiled until a declarative child's first use).
+        self._ready: dict[str, Any] = {s.name: ready_runnable(s.name, s.runnable)
+                                       for s in self._specs.values() if isinstance(s, CompiledSubagent)}
         self.call_graphs = GraphCache()
         """Graphs of children made for one call (:meth:`call_graph`), least recently used first out."""
         self._lock = threading.Lock()
@@ -322,10 +325,6 @@ class SubagentRegistry:
         spec = self.spec(name)
         with self._lock:
             graph = self._graphs.get(name)
-            if graph is None and isinstance(spec, CompiledSubagent):
-                # A caller's runnable: stamped and made async-capable, never "built".
-                graph = self._ready.setdefault(name, ready_runnable(name, spec.runnable))
-                return graph
             if graph is None and isinstance(spec, SubagentSpec):
                 graph = self._graphs[name] = self.build(spec, parent_model=parent_model, parent_tools=parent_tools)
         return graph

@@ -129,7 +129,7 @@ def _dict_tool_name(item: Mapping[str, Any]) -> str:
 #
 # A :class:`~subagents.CompiledSubagent` may hold any runnable: a LangGraph
 # graph, any LangChain ``Runnable``, a LangGraph ``RemoteGraph``, or a plain
-# object with only ``invoke``. Before its first run it is
+# object with only ``invoke``. When its registry is made it is
 #
 # * stamped with its registered name, as deepagents does: ``lc_agent_name``
 #   in the run metadata and the run name, so traces and streams show which
@@ -144,7 +144,7 @@ def _dict_tool_name(item: Mapping[str, Any]) -> str:
 #
 # Example::
 #
-#     runnable = ready_runnable(spec)      # what the registry hands the runner
+#     runnable = ready_runnable("writer", spec.runnable)      # what the registry hands the runner
 # ----------------------------------------------------------------------------
 
 

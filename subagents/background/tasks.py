@@ -52,7 +52,7 @@ from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunn
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
 from subagents.definitions.permissions import decided_message, is_approval
-from subagents.errors import DelegationRefused, RuntimeClosed, RuntimeStalled, TaskStateError
+from subagents.errors import DelegationRefused, RuntimeClosed, RuntimeStalled, TaskStateError, safe_text
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -376,8 +376,9 @@ class BackgroundTasks:
             return "remote"
         if agent_type in self.registry:
             return "local"
-        valid = ", ".join(self.names) or "none"
-        raise TaskStateError(f"unknown subagent_type {agent_type!r}; valid types are: {valid}")
+        # deepagents' words, which a model (or a test) used to them looks for.
+        valid = ", ".join(f"`{name}`" for name in self.names) or "none"
+        raise TaskStateError(f"Unknown async subagent type `{safe_text(agent_type, 80)}`. Available types: {valid}")
 
     async def _launch(self, record: Mapping[str, Any], call: TaskCall, *, attempt: int) -> dict[str, Any]:
         if self._kind(call.subagent_type) == "remote":

@@ -128,8 +128,12 @@ POLICY_MIDDLEWARE: tuple[type, ...] = (PIIMiddleware,)
 
 
 def is_policy(middleware: Any) -> bool:
-    """Whether a parent's middleware applies to every child, whatever its model."""
-    return isinstance(middleware, POLICY_MIDDLEWARE)
+    """Whether a parent's middleware applies to every child, whatever its model.
+
+    Its data policy, and any middleware with a true ``inherited_by_every_subagent``
+    attribute (one that only explains a tool call's error result, say).
+    """
+    return isinstance(middleware, POLICY_MIDDLEWARE) or bool(getattr(middleware, "inherited_by_every_subagent", False))
 
 
 class ParentPIIMiddleware(PIIMiddleware):

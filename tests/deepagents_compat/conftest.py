@@ -19,7 +19,7 @@ those names (repository commit ee7ac3d, newer than 0.7.32), with
 ``deepagents_test_utils.py`` its ``tests/utils.py``: construction, middleware,
 file tools, summarisation, multimodal handling and profiles, through
 ``create_deep_agent``. Of their tests, those that pass on deepagents 0.7.32 as
-installed are the measure (277, 252 passing here); the rest test a later deepagents and are
+installed are the measure (277, 254 passing here); the rest test a later deepagents and are
 skipped, listed in ``NEWER_THAN_INSTALLED``. ``create_deep_agent`` and the names of
 deepagents' ``__all__`` are imported from ``deep_agent`` (``# swapped``); what
 they import from deepagents' submodules stays deepagents', as a deepagents
@@ -96,10 +96,6 @@ DIFFERENCES: dict[str, str] = {
     "test_requires_subagents": "different: no subagents means the general-purpose one (general_purpose=True)",
     "test_subagent_requires_model": "different: a spec without 'model' inherits the parent's",
     "test_subagent_requires_tools": "different: a spec without 'tools' inherits the parent's",
-    "test_compiled_subagent_name_propagated_via_config": (
-        "governance: children are built lazily, on first use, so the runnable gets its name then, not when the "
-        "middleware is made"
-    ),
     "test_middleware_delegates_to_create_sub_agent": (
         "not this library's: it patches deepagents' internal create_sub_agent, which is not used here (state_schema "
         "reaching declarative children is checked by test_ported_subagents.py)"
@@ -126,10 +122,8 @@ REASONS = {
 PORTED_DIFFERENCES: dict[str, str] = {
     # Node ids (after deepagents_compat/) of the ported tests that fail here -> why.
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_async_subagents_coexist_with_sync_subagents': REASONS['ASYNC'],
-    'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_check_nonexistent_task': REASONS['ASYNC'],
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_list_async_tasks': REASONS['ASYNC'],
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_start_async_task': REASONS['ASYNC'],
-    'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_start_invalid_subagent_type': REASONS['ASYNC'],
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_start_then_cancel_task': REASONS['ASYNC'],
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_start_then_check_completed_task': REASONS['ASYNC'],
     'test_ported_end_to_end.py::TestAsyncSubagentEndToEnd::test_start_then_check_errored_task': REASONS['ASYNC'],

@@ -52,7 +52,7 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors(background):
     (task_id,) = started_ids(out["messages"])
     unknown = results[1]
     assert unknown.status == "error" and unknown.content.startswith("Subagent 'nobody' failed:")
-    assert "valid types are: general-purpose" in unknown.content
+    assert "Unknown async subagent type `nobody`. Available types: `general-purpose`" in unknown.content
     assert list(ledger(out)) == [task_id]
     wait_for(lambda: background.status(task_id) == "completed")
 
@@ -60,7 +60,7 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors(background):
     check, cancel = tool_messages(out)[-2:]
     for message in (check, cancel):
         assert message.status == "error"
-        assert message.content == f"Unknown task id 'nope'. Known task ids: {task_id}."
+        assert message.content == f"No tracked task found for task_id: 'nope'. Known task ids: {task_id}."
 
     out = agent.invoke(user("PARENT wrong"), config)
     retry, cancel, done, running, bogus = tool_messages(out)[-5:]
@@ -185,6 +185,6 @@ def test_an_unknown_id_is_answered_in_bounded_words_however_long_it_and_the_ledg
     config = thread()
     agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}], "async_tasks": records})
     answer = tool_messages(agent.invoke(user("PARENT check"), config))[-1]
-    assert answer.status == "error" and answer.content.startswith("Unknown task id 'xxx")
+    assert answer.status == "error" and answer.content.startswith("No tracked task found for task_id: 'xxx")
     assert len(answer.content) < 3_000
     assert "the newest 20 of 300" in answer.content and "t299" in answer.content and "t000" not in answer.content

@@ -3,7 +3,7 @@
 Without deepagents' stack (the extra not installed, or ``deepagents_stack=False``)
 LangChain answers such a call ``Error: write_file is not a valid tool, try one
 of [...]``; the result says too that the tool comes with deepagents' stack and
-how to get it, on the root and on a child sharing its model.
+how to get it, on the root and on every child, whatever its model and tools.
 """
 
 from __future__ import annotations
@@ -83,3 +83,31 @@ def test_the_hints_name_every_one_of_deepagents_file_tools():
     from deep_agent._deepagents import missing_tool_hints
 
     assert set(get_args(deepagents.FsToolName)) | {"write_todos"} == set(missing_tool_hints())
+
+
+
+def test_every_agent_is_told_the_root_and_each_child_whatever_its_model_and_tools(without_deepagents, run):
+    def write(): return {"tool_calls": [tool_call("write_file", file_path="/notes.md", content="notes")]}
+    own_model = ScriptedChatModel(responses=[write(), "I could not write the notes."])
+    model = ScriptedChatModel(
+        rules=[(brief, [write(), "I could not write the notes."]) for brief in ("Share the notes", "Bare notes")],
+        responses=[{"tool_calls": [tool_call("write_file", file_path="/root.md", content="root"),
+                                   *(tool_call("task", description=brief, subagent_type=name) for brief, name in
+                                     [("Share the notes", "sharer"), ("Own the notes", "owner"),
+                                      ("Bare notes", "bare")])]},
+                   "done"],
+    )
+    specs = [{"name": "sharer", "description": "Shares the root's model and tools.", "system_prompt": "Write."},
+             {"name": "owner", "description": "Has its own model.", "system_prompt": "Write.", "model": own_model},
+             {"name": "bare", "description": "Has no tools.", "system_prompt": "Write.", "tools": []}]
+    out = run(create_deep_agent(model, [internet_search], subagents=specs), user("notes please"))
+
+    def child_saw(brief: str) -> list[str]:  # the write_file result in the child's last call
+        return next(_results(c["messages"], "write_file") for c in reversed(model.calls)
+                    if any(m.type == "human" and m.text == brief for m in c["messages"]))
+
+    told = {"root": _results(out["messages"], "write_file"), "sharer": child_saw("Share the notes"),
+            "owner": _results(own_model.calls[-1]["messages"], "write_file"), "bare": child_saw("Bare notes")}
+    for who, [result] in told.items():
+        assert result.startswith("Error: write_file is not a valid tool"), who
+        assert INSTALL in result, who
