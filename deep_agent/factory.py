@@ -77,7 +77,6 @@ from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
-from subagents.metering import RunMeter
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
 from subagents.spec import is_async_spec
@@ -355,11 +354,9 @@ def create_deep_agent(
     else:
         graph = create_agent(root_model, tools, middleware=stack, interrupt_before=interrupt_before,
                              interrupt_after=interrupt_after, **common)
-    if budget is None:
-        return graph
     # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
     # the run's meter counts them, and only them, against the shared budget.
-    return graph.with_config(callbacks=[RunMeter(budget, delegation.runner.prices)])
+    return delegation.metered(graph)
 
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:

@@ -23,19 +23,23 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr
+from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
+from langgraph.config import get_config
+from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from subagents.errors import BudgetExceeded
-from subagents.metering import Budget, PriceTable, TaskMeter, metered_apart
+from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
 from subagents.outcome import limit_stop
 
 DEFAULT_MAX_ROOT_TURNS = 200
@@ -134,6 +138,13 @@ def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[A
 _ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
 register_configure_hook(_ROOT_CALL_METER, inheritable=True)
 
+GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
+
+UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
+             "another middleware of the root makes itself (a summariser's in before_model, a critic's) is "
+             "counted only when the graph runs with the budget's meter: run middleware.metered(graph) "
+             "(create_deep_agent does). No middleware can add it to a run of a graph it is part of.")
+
 
 class RootBudget:
     """The shared budget on the root's model calls: metered as a child's, and the run's end once it is spent.
@@ -145,6 +156,22 @@ class RootBudget:
         self.budget = budget
         self.prices = prices
         self.agent_name = name
+        self._unmetered_said = False
+
+    def metered(self, graph: GraphT) -> GraphT:
+        """``graph`` run with the meter that counts, against the budget, every model call of a run that no other
+        meter counts: a root middleware's own (see :class:`subagents.metering.RunMeter`)."""
+        return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
+
+    def _say_if_unmetered(self) -> None:
+        """Warn once when a run of the root has no :meth:`metered` meter: its middleware's own calls go uncounted."""
+        if self._unmetered_said:
+            return
+        callbacks = get_config().get("callbacks")
+        handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
+        if not any(isinstance(h, RunMeter) and h.budget is self.budget for h in handlers):
+            self._unmetered_said = True
+            warnings.warn(UNMETERED, UserWarning, stacklevel=2)
 
     def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
         if self.budget.spent_error(foreseen=True) is None:
@@ -181,6 +208,7 @@ class RootBudget:
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
         """A meter of the call's own, given to every model call made inside (the run's meter counts none)."""
+        self._say_if_unmetered()
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio

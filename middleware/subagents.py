@@ -84,7 +84,7 @@ from middleware.limits import (
     tool_calls_supported,
     warn_if_no_tool_calls,
 )
-from middleware.root_turn_limit import RootBudget
+from middleware.root_turn_limit import GraphT, RootBudget
 from middleware.stream_status import ChildFailureTransformer
 from middleware.task_tool import (
     DELEGATION_INSTRUCTIONS,
@@ -330,6 +330,16 @@ class SubAgentMiddleware(AgentMiddleware):
         self.dynamic: DynamicSubagents | None = None
         if dynamic_subagents:
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
+
+    def metered(self, graph: GraphT) -> GraphT:
+        """``graph``, the ``create_agent`` graph this middleware is part of, run so that its ``budget`` also counts
+        the model calls another root middleware makes itself (a summariser's): ``create_deep_agent`` returns
+        its graph so. ``graph`` itself when there is no budget. Example::
+
+            delegation = SubAgentMiddleware(specs, budget=Budget(max_tokens=200_000))
+            agent = delegation.metered(create_agent(model, middleware=[SummarizationMiddleware(...), delegation]))
+        """
+        return graph if self.root_budget is None else self.root_budget.metered(graph)
 
     @property
     def system_prompt(self) -> str | None:

@@ -1068,7 +1068,8 @@ class RunMeter(TaskMeter):
     a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
     the run on the limit's message), but refused under a dollar limit when its model has no price.
 
-    Given to the root graph as a callback (``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
+    Given to the root graph as a callback (``SubAgentMiddleware.metered(graph)``, which ``create_deep_agent``
+    calls, gives ``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
     own calls and every child's are counted apart (:func:`metered_apart`). It never stops a tool.
     """
 

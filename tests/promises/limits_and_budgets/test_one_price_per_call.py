@@ -21,6 +21,7 @@ from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from middleware import SubAgentMiddleware
 from subagents import Budget
 from subagents.errors import BudgetExceeded
 from subagents.metering import call_price
@@ -257,6 +258,33 @@ def test_a_root_middlewares_own_model_calls_are_charged_to_the_shared_budget_onc
     assert all(model.billed for model in models), "a path made no call: the test would prove nothing"
     billed = [usage for model in models for usage in model.billed]
     assert budget.tokens == sum(i + o for i, o in billed)  # each call once: the root's and the child's too
+
+
+def _plain_root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[SubAgentMiddleware, Any, list[Any]]:
+    child = BillingModel(default="child done", model_name="priced")
+    summariser = BillingModel(default="a summary", model_name=side.model_name)
+    parent = _parent(tool_call("task", description="job", subagent_type="w"))
+    delegation = SubAgentMiddleware([_spec(model=child)], model=parent, budget=budget, general_purpose=False)
+    graph = create_agent(parent, middleware=[
+        SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
+        _SideCalls(side), delegation])
+    return delegation, graph, [parent, child, summariser, side]
+
+
+def test_a_plain_create_agent_graph_counts_a_root_middlewares_own_calls_through_the_same_meter(run):
+    # With create_agent and SubAgentMiddleware(budget=...), a summariser's and a critic's calls went uncounted.
+    budget = Budget(max_tokens=10**9, max_usd=10**3, prices=PRICES)
+    delegation, graph, models = _plain_root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    run(delegation.metered(graph), user("go"))
+    assert all(model.billed for model in models), "a path made no call: the test would prove nothing"
+    assert budget.tokens == sum(i + o for model in models for i, o in model.billed)
+
+
+def test_a_plain_graph_run_without_the_meter_says_which_calls_its_budget_does_not_count(run):
+    budget = Budget(max_tokens=10**9)
+    _, graph, _ = _plain_root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
+    with pytest.warns(UserWarning, match=r"SubAgentMiddleware\(budget=\.\.\.\).*metered\(graph\)"):
+        run(graph, user("go"))
 
 
 def test_under_a_dollar_limit_a_root_middlewares_call_to_an_unpriced_model_is_refused_before_it_is_sent(run):
