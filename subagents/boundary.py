@@ -58,7 +58,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
-from subagents.errors import SubagentsError, ToolExit, is_real_cancellation, safe_text
+from subagents.errors import SubagentsError, ToolExit, from_signal_handler, is_real_cancellation, safe_text
 
 log = logging.getLogger(__name__)
 
@@ -743,7 +743,8 @@ def running_in(slot: WorkHolder) -> Iterator[None]:
 
 
 def on_child_threads(request: Any) -> Any:
-    """``request`` with its tool moved to the children's pool when it is a sync function tool."""
+    """``request`` with its tool moved to the children's pool when it is a sync function tool, and with an async
+    one's ``SystemExit`` kept in the tool's task (see :func:`_exit_kept`)."""
     tool = request.tool
     if tool is None:
         return request
@@ -822,8 +823,13 @@ def _call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
 
 
 def _copy_on_pool(tool: Any) -> Any:
-    """A copy of a sync-only function tool whose coroutine runs the function on the pool; else ``None``."""
-    if type(tool) not in (StructuredTool, Tool) or tool.coroutine is not None or tool.func is None:
+    """A copy of a function tool whose coroutine runs a sync-only one's function on the pool, or an async one's
+    coroutine with its ``SystemExit`` kept in the task it runs in (:func:`_exit_kept`); else ``None``."""
+    if type(tool) not in (StructuredTool, Tool):
+        return None
+    if tool.coroutine is not None:
+        return tool.model_copy(update={"coroutine": _exit_kept(tool.coroutine)})
+    if tool.func is None:
         return None
     # A function that takes LangChain's callbacks would get the async manager on this path: left alone.
     try:
@@ -846,6 +852,22 @@ def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
         return await asyncio.wrap_future(future)
 
     return on_pool
+
+
+def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    # LangChain runs a tool's coroutine as an asyncio task of its own, and asyncio raises a SystemExit out of a
+    # task through the loop, ending the parent's run before any callback sees it: caught in that task, it is
+    # the tool's error (a signal handler's exit is the user's, and goes on).
+    @functools.wraps(coroutine)
+    async def exit_kept(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await coroutine(*args, **kwargs)
+        except SystemExit as exc:
+            if from_signal_handler(exc):
+                raise
+            raise ToolExit(exc) from exc
+
+    return exit_kept
 
 
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

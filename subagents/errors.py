@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 import reprlib
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -158,11 +159,30 @@ REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 """What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
 
 A ``SystemExit`` a child's *tool* raises (``argparse`` calling ``sys.exit`` on
-bad arguments) never gets this far: the child's meter turns it into a
+bad arguments) never gets this far: the child's meter (and, on ``ainvoke``,
+the child's copy of the tool, in the task the tool runs in) turns it into a
 :class:`ToolExit`, which fails that task alone; its *model*'s, on ``invoke``,
 into a :class:`ModelExit`. One raised by a signal handler
 (a program ending on ``SIGTERM``) is the user's, and propagates.
 """
+
+
+def from_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the code of an installed signal handler (the user's exit, not a tool's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if getattr(handler, "__code__", None) is code:
+            return True
+    return False
 
 
 def is_real_cancellation(exc: BaseException) -> bool:

@@ -26,7 +26,6 @@ import logging
 import math
 import numbers
 import re
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -49,6 +48,7 @@ from subagents.errors import (
     TaskCancelled,
     TaskTimeout,
     ToolExit,
+    from_signal_handler,
 )
 from subagents.transcripts import TranscriptSink
 
@@ -947,13 +947,13 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._saw(error, "model_error")
         self._release(run_id)
-        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+        if isinstance(error, SystemExit) and not from_signal_handler(error):
             raise ModelExit(error) from error  # as a tool's (below): this task's end, not the process's
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._tool_done(run_id)
         self._saw(error, "tool_error")
-        if isinstance(error, SystemExit) and not _from_signal_handler(error):
+        if isinstance(error, SystemExit) and not from_signal_handler(error):
             # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised
             # from here (raise_error is on), an ordinary error replaces it on its way out of the tool.
             raise ToolExit(error) from error
@@ -1100,24 +1100,6 @@ class _Call(NamedTuple):
     tokens: int
     usd: float
     started: float = 0.0
-
-
-def _from_signal_handler(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised by the code of an installed signal handler (the user's exit, not a tool's)."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    for signum in signal.valid_signals():
-        try:
-            handler = signal.getsignal(signum)
-        except (OSError, ValueError):
-            continue
-        if getattr(handler, "__code__", None) is code:
-            return True
-    return False
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError
 from langgraph.store.memory import InMemoryStore
@@ -235,9 +235,41 @@ def test_a_sys_exit_from_a_child_model_fails_that_task_alone_as_a_model_error_on
     assert failed["stop_reason"] == "model_error" and "SystemExit: model exits" in failed["error"]
 
 
+def _child_with_async_tool_raising(exc: BaseException, mode: str) -> Any:
+    def fails(x: str) -> str:
+        raise exc
+
+    async def afails(x: str) -> str:
+        raise exc
+
+    bad = StructuredTool.from_function(fails, coroutine=afails, name="bad", description="Fails.")
+    spec = {"name": "w", "description": "works", "tools": ["bad"]}
+    model = ScriptedChatModel(rules=[("do it", [{"tool_calls": [tool_call("bad", x="1")]}, "done"]),
+                                     ("fine", ["ok fine"])],
+                              responses=_parallel(("do it", "w"), ("fine", "general-purpose")))
+    return _invoke(mode, create_deep_agent(model, [bad, echo], subagents=[spec]), _user())
+
+
+@MODES
+def test_a_sys_exit_from_a_child_tools_coroutine_fails_that_task_alone(mode):
+    """On ainvoke it ended the parent's whole run: LangChain runs a tool's coroutine as an asyncio task of its
+    own, and asyncio re-raises a SystemExit out of a task through the loop before any callback sees it."""
+    out = _child_with_async_tool_raising(SystemExit("tool exits"), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "tool_error" and "SystemExit: tool exits" in failed["error"]
+
+
+@MODES
+def test_a_keyboard_interrupt_from_a_child_tools_coroutine_propagates(mode):
+    with pytest.raises(KeyboardInterrupt):
+        _child_with_async_tool_raising(KeyboardInterrupt("stop"), mode)
+
+
 def test_a_sys_exit_from_a_child_models_coroutine_still_ends_the_event_loop_on_ainvoke():
     """A limit, not a promise: asyncio stops the loop on a SystemExit raised in a task (LangChain runs each
-    model call as one) before any code of the library can see it. This test fails once that changes."""
+    model call as one, in BaseChatModel.agenerate's gather, with no code of the library's in it: a model-call
+    wrap is outside that task) before any code of the library can see it. This test fails once that changes."""
     with pytest.raises(SystemExit):
         _child_raising_at("model", SystemExit("model exits"), "async")
 
