@@ -201,7 +201,8 @@ class SubAgentMiddleware(AgentMiddleware):
         prices: model name -> USD per million (input, output) tokens, for
             the cost in each record.
         budget: a :class:`subagents.Budget` covering this agent's own model
-            calls and every child's.
+            calls and every child's; another root middleware's own calls (a
+            summariser's) too when the graph runs through :meth:`metered`.
         short_answer_threshold: a child answer shorter than this gets one
             request for a complete report (0, the default: off).
         wrap_up: the last model call a child's limit allows is a wrap-up with
