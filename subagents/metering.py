@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
@@ -285,6 +285,11 @@ LEARNED_SCALE_MARGIN = 1.1
 weighs more in a short prompt, so a ratio learned on one understates a long prompt's by up to about 10%."""
 
 
+def learned_scale(estimated: int, charged: int) -> float:
+    """The ratio a call teaches: ``charged`` input tokens per ``estimated`` one, with the margin, in the clamps."""
+    return min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
+
+
 class Budget:
     """Tokens and/or USD shared by a parent and all its children."""
 
@@ -418,7 +423,7 @@ class Budget:
         charged = token_count(charged_input)
         if estimated <= 0 or charged <= 0:
             return
-        scale = min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
+        scale = learned_scale(estimated, charged)
         with self._lock:
             key = model_name or ""
             self._scales[key] = max(scale, self._scales.get(key, scale))
@@ -436,10 +441,10 @@ class Budget:
         if self.max_usd is not None and self.usd >= self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
                                   limit=self.max_usd, spent=self.usd, unit="usd")
-        need, need_usd = self._smallest_refused, self._smallest_refused_usd
-        if foreseen:
-            need = min((n for n in (need, self._foreseen) if n is not None), default=None)
-            need_usd = min((n for n in (need_usd, self._foreseen_usd) if n is not None), default=None)
+        if not foreseen:  # a running child's call: refused only when it does not fit (see _reserve)
+            return None
+        need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
+        need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
         if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
                                   f"too little is left for a call of ~{need})",
@@ -463,6 +468,18 @@ class Budget:
             self.tokens += max(int(tokens), 0)  # counts already clamped one by one (token_count)
             self.usd += dollars(usd)
 
+    def swap(self, held: tuple[int, float], need: tuple[int, float]) -> Literal["tokens", "usd"] | None:
+        """Hold ``need`` in place of ``held`` if what is left, ``held`` included, covers it; else which limit
+        it does not fit (nothing changes). One step under the lock: no other call takes the room between."""
+        with self._lock:
+            if self.max_tokens is not None and self.max_tokens - self.tokens - self.reserved + held[0] < need[0]:
+                return "tokens"
+            if self.max_usd is not None and self.max_usd - self.usd - self.reserved_usd + held[1] < need[1]:
+                return "usd"
+            self.reserved = max(0, self.reserved - held[0]) + need[0]
+            self.reserved_usd = max(0.0, self.reserved_usd - held[1]) + need[1]
+        return None
+
     def room(self) -> tuple[float, float]:
         """What a new call could still hold: ``(tokens, usd)`` left past what is spent and held (``inf``: no limit)."""
         with self._lock:
@@ -479,8 +496,9 @@ class Budget:
         """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``.
 
         ``foreseen``: judged for new work (a delegation, the parent's next call), the budget is also spent once
-        what is left cannot cover the room a child found too little for a call and its wrap-up (a new task
-        would only wrap up); a running child's own calls are judged without it, so its wrap-up call is made.
+        what is left cannot cover the smallest call it refused, or the room a child found too little for a call
+        and its wrap-up (a new task would only wrap up). A running child's own calls are judged without either:
+        one sibling's huge prompt refused does not refuse the others' small calls, and each makes its wrap-up.
         """
         return self._spent_error(foreseen)
 
@@ -633,6 +651,9 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self._own_scale: float | None = None
+        """The highest ratio of believed to estimated input tokens this task's calls showed (with the margin,
+        within the clamps): its own limits are judged at it, whether or not a shared budget learned one."""
         self.longest_call_s = 0.0
         """The longest a model call of this task took (seconds, to its end or error): the wrap-up is made while
         the time left still covers it (:meth:`last_call`)."""
@@ -761,8 +782,9 @@ class TaskMeter(BaseCallbackHandler):
             now, then = math.ceil(estimate * scale), math.ceil(grown * scale)
             return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
 
-        # Its own limits are charged as usage is believed: the ratio learned, or guessed at the margin.
-        need, need_usd, _ = need_at(learned or LEARNED_SCALE_MARGIN)
+        # Its own limits are charged as usage is believed: the ratio its own calls showed, the budget's, or
+        # guessed at the margin (a first call: a denser tokenizer can take it past them by that call's prompt).
+        need, need_usd, _ = need_at(self._own_scale or learned or LEARNED_SCALE_MARGIN)
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
@@ -776,22 +798,24 @@ class TaskMeter(BaseCallbackHandler):
             # Both calls as the budget will hold them: to a model it has learned no ratio for yet, at the clamp
             # (the wrap-up too, or the room held for it falls short of what its own hold asks).
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
-            room_tokens, room_usd = budget.room()
-            room_tokens, room_usd = room_tokens + held[0], room_usd + held[1]  # its own is its room
-            if (room_tokens < need or room_usd < need_usd) and learned is not None:
+            with self._lock:  # judged and held in one step of the budget's: no sibling takes the room between
+                if self._room_held is None:  # settled meanwhile: it holds nothing more
+                    return None
+                short = budget.swap(held, (need, need_usd))
+                if short is None:
+                    self._room_held, self._room_for_call = (need, need_usd), (now, cost_at(price, now, 0))
+                    return None
+            if learned is not None:
                 # A call and its wrap-up no longer fit: new work would only wrap up (judged at the clamp, they
                 # are no measure of what new work needs).
                 budget.foresee(need, need_usd)
-            if room_tokens < need:
+            if short == "tokens":
                 return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
                                       f"limit {budget.max_tokens}; it had room for one more)",
                                       limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
-            if room_usd < need_usd:
-                return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
-                                      f"limit ${budget.max_usd:.4f}; it had room for one more)",
-                                      limit=budget.max_usd, spent=budget.usd, unit="usd")
-            self._hold_room(need, need_usd)
-            self._room_for_call = (now, cost_at(price, now, 0))
+            return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
+                                  f"limit ${budget.max_usd:.4f}; it had room for one more)",
+                                  limit=budget.max_usd, spent=budget.usd, unit="usd")
         return None
 
     def settled_usage(self) -> dict[str, Any]:
@@ -1032,6 +1056,10 @@ class TaskMeter(BaseCallbackHandler):
             self.cost_usd += cost
             if priced is not None:
                 self.priced_as.add(priced[0])
+        if call.estimate and charged_in == reported_in:  # a believed report: what this task's tokenizer is
+            scale = learned_scale(call.estimate, charged_in)
+            with self._lock:
+                self._own_scale = max(scale, self._own_scale or scale)
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
             # Only a believed report teaches the ratio: one charged the estimate shows nothing of the tokenizer,

@@ -18,6 +18,7 @@ from helpers.background import NOTICE, background, notices, on_task, start, star
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
@@ -30,7 +31,7 @@ from deep_agent.cli.store import background_row, sync_row
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
 from subagents.definitions.agent_files import AgentFileError, load_agent_file
-from subagents.metering import WRAP_UP_PROMPT
+from subagents.metering import WRAP_UP_PROMPT, prompt_estimate
 
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 
@@ -146,6 +147,73 @@ def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(ru
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
         record["error"], record["model_calls"])
+
+
+class DenseChild(ScriptedChatModel):
+    """Bills ``density`` times the prompt the library estimates (tool schemas included): a denser tokenizer."""
+
+    density: float = 3.0
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        billed = int(prompt_estimate(messages, {"tools": tools} if tools else None) * self.density) + 1
+        output = message.usage_metadata["output_tokens"]
+        message.usage_metadata = UsageMetadata(input_tokens=billed, output_tokens=output,
+                                               total_tokens=billed + output)
+        return result
+
+
+def test_a_child_whose_tokenizer_is_denser_wraps_up_within_its_own_max_tokens(run):
+    """No shared budget learns the ratio: the child's own calls show it, and its own limit is judged at it
+    (before: at the margin, so an 8x-denser child passed its max_tokens with no answer)."""
+    model = DenseChild(density=8.0, rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200, "max_tokens": 20000}
+    out = run(create_deep_agent(model, [echo], subagents=[spec]), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+
+
+def test_one_childs_huge_prompt_refused_leaves_its_siblings_their_wrap_ups(run):
+    """A call too big for what is left is refused; the siblings' small calls still fit and are made (before:
+    the refused call, remembered as the budget's smallest, refused every later call, wrap-ups included)."""
+    budget = Budget(max_tokens=60000)
+
+    @tool
+    def look(x: str) -> str:
+        """One step of work; job 0's third step returns a huge result."""
+        looked.append(x)
+        return "z" * 400_000 if x == "job 0" and looked.count(x) == 3 else "small"
+
+    looked: list[str] = []
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):
+            return ANSWER
+        job = next(m.text for m in messages if m.type == "human")
+        return {"tool_calls": [tool_call("look", x=job)]}
+
+    # Usage as estimated, believed: the budget learns the ratio and remembers the refused call.
+    model = DenseChild(density=1.0, rules=[("go", [{"tool_calls": [tool_call("task", description=f"job {i}",
+                                                                             subagent_type="looper")
+                                                                   for i in range(3)]}, "parent done"])],
+                       default=reply)
+    spec = {"name": "looper", "description": "l", "tools": ["look"], "max_turns": 200}
+    out = run(create_deep_agent(model, [look], subagents=[spec], budget=budget), user("go"),
+              {"recursion_limit": 1000})
+    by_job = {r["description"]: r for r in records(out)}
+    assert by_job["job 0"]["status"] == "error" and "~" in by_job["job 0"]["error"]  # its huge call: refused
+    for job in ("job 1", "job 2"):
+        assert (by_job[job]["status"], by_job[job]["result"]) == ("completed", ANSWER), by_job[job]["error"]
+
+
+def test_a_swap_of_held_room_is_one_step_and_changes_nothing_when_it_does_not_fit():
+    budget = Budget(max_tokens=1000)
+    budget.reserve(600, refuse=False)  # siblings' calls in flight
+    assert budget.swap((100, 0.0), (300, 0.0)) is None  # 400 left, 100 of them its own
+    assert budget.reserved == 800
+    assert budget.swap((300, 0.0), (600, 0.0)) == "tokens" and budget.reserved == 800  # 500 at most: unchanged
 
 
 @pytest.mark.parametrize("limit", list(LIMITS))
