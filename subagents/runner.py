@@ -914,6 +914,8 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
+            if (late := self._refused_for_budget(prepared)) is not None:
+                return late
             self._begin(prepared, KeyboardInterrupt)
             plan = self._plan(prepared)
             step = next(plan)
@@ -931,6 +933,8 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
+            if (late := self._refused_for_budget(prepared)) is not None:
+                return late
             self._begin(prepared, asyncio.CancelledError)
             plan = self._plan(prepared)
             step = next(plan)
@@ -942,6 +946,13 @@ class TaskRunner:
                 else:
                     step = _send(plan, value)
             return step
+
+    def _refused_for_budget(self, run: Delegation) -> TaskOutcome | None:
+        """Once the budget is spent for new work, a delegation is refused: as it is prepared, and again once it has
+        its place (it may have waited for one while its siblings spent the rest)."""
+        if self.budget is not None and (spent := self.budget.exhausted()):
+            return self._refuse(run, f"{spent}; no new delegations can start", "budget")
+        return None
 
     def _begin(self, run: Delegation, cancellation: type[BaseException]) -> None:
         """The child starts, unless Ctrl-C was pressed (background runners, which outlive it, always start).
@@ -1031,8 +1042,8 @@ class TaskRunner:
         run = Delegation.start(call)
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             return self._refuse(run, "subagents cannot delegate; do the work yourself")
-        if self.budget is not None and (spent := self.budget.exhausted()):
-            return self._refuse(run, f"{spent}; no new delegations can start", "budget")
+        if (spent := self._refused_for_budget(run)) is not None:
+            return spent
         try:
             # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
             setup = set_up_child(self.registry, call, self.blocked_keys)

@@ -208,6 +208,22 @@ def test_one_childs_huge_prompt_refused_leaves_its_siblings_their_wrap_ups(run):
         assert (by_job[job]["status"], by_job[job]["result"]) == ("completed", ANSWER), by_job[job]["error"]
 
 
+def test_a_delegation_that_waited_for_its_place_while_the_budget_was_spent_is_refused_as_new_work(run):
+    """One place (max_concurrent_tasks=1): the second child waits while the first spends the budget to its
+    wrap-up; given the place, it is refused as a delegation that came then, before any call."""
+    model = DenseChild(density=1.0, rules=[("go", [{"tool_calls": [tool_call("task", description=f"loop {i}",
+                                                                             subagent_type="looper")
+                                                                   for i in range(2)]}, "parent done"])],
+                       default=loops_until_told())
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
+    agent = create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=8000), max_concurrent_tasks=1)
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    first, second = sorted(records(out), key=lambda r: r["model_calls"], reverse=True)
+    assert (first["status"], first["stop_reason"], first["result"]) == ("completed", "budget", ANSWER)
+    assert (second["stop_reason"], second["model_calls"]) == ("budget", 0)
+    assert "no new delegations can start" in second["error"], second["error"]
+
+
 def test_a_swap_of_held_room_is_one_step_and_changes_nothing_when_it_does_not_fit():
     budget = Budget(max_tokens=1000)
     budget.reserve(600, refuse=False)  # siblings' calls in flight
