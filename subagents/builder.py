@@ -883,7 +883,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})
-    rules = {**floor, **{n: _always_asks(rule) if n in floor else rule for n, rule in own.items()}}
+    # A rule that is the floor's own (inherited, as general-purpose inherits the parent's) keeps its `when`.
+    rules = {**floor, **{n: _always_asks(rule) if n in floor and rule != floor[n] else rule
+                         for n, rule in own.items()}}
     if rules:
         settings = {key: getattr(theirs[-1], key) for key in ("description_prefix", "edit_notice", "interrupt_mode")
                     if theirs and hasattr(theirs[-1], key)}

@@ -539,16 +539,25 @@ class SubAgent(TypedDict):
     retries: NotRequired[int]
     retry_truncated: NotRequired[bool | str]
     wrap_up: NotRequired[bool | float]
+    mode: NotRequired[Literal["isolated", "fork"]]
+    permissions: NotRequired[Sequence[Any]]
 
 
 class AsyncSubAgent(TypedDict):
-    """A subagent served by a LangGraph Server, run as a background task."""
+    """A subagent served by a LangGraph Server, run as a background task (see :class:`RemoteSubagentSpec`).
+
+    Without ``url``, the server the parent itself runs on, as in deepagents.
+    """
 
     name: str
     description: str
     graph_id: str
-    url: str
+    url: NotRequired[str]
     headers: NotRequired[Mapping[str, str]]
+    webhook: NotRequired[str]
+    update_strategy: NotRequired[Literal["interrupt", "enqueue"]]
+    notify_parent: NotRequired[bool]
+    mode: NotRequired[Literal["isolated", "fork"]]
 
 
 def is_async_spec(value: Any) -> bool:

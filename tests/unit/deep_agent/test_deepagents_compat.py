@@ -15,12 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
-from langchain_core.messages import SystemMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
-
 from helpers.compat import (
     ANSWER,
     child_calls,
@@ -31,6 +25,12 @@ from helpers.compat import (
     tool_texts,
 )
 from helpers.graphs import user
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
+from langchain_core.messages import SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
 from deep_agent.testing import ScriptedChatModel, tool_call
 
 LIBS = ["deep_agent"]
@@ -73,7 +73,8 @@ def test_dict_spec_with_a_plain_function_tool_runs(lib, run):
 
 def test_subagent_spec_typed_dict_is_a_plain_dict(lib, run):
     model = ScriptedChatModel(rules=[("summarise", [ANSWER])], responses=delegating(("summarise", "writer")))
-    writer: lib.SubAgent = {"name": "writer", "description": "Writes summaries.", "system_prompt": "Write.", "tools": []}
+    writer: lib.SubAgent = {"name": "writer", "description": "Writes summaries.", "system_prompt": "Write.",
+                            "tools": []}
     out = run(lib.create_deep_agent(model=model, subagents=[writer]), user("go"))
     assert tool_texts(out)[0].strip() == ANSWER.strip()
 
@@ -315,6 +316,22 @@ def test_system_message_prompt_is_kept(lib, run):
     model = ScriptedChatModel(responses=["hi"])
     run(lib.create_deep_agent(model=model, system_prompt=SystemMessage(content="ROOT RULES")), user("go"))
     assert "ROOT RULES" in model.calls[0]["system"]
+
+
+@pytest.mark.parametrize("path, asks", [("/tmp/a.txt", False), ("/etc/hosts", True)])
+def test_the_parents_when_predicate_holds_in_a_child_that_inherits_its_rule(lib, run, path, asks):
+    """deepagents' docs: ``when`` gates only the calls it picks. The general-purpose child inherits the
+    parent's rule, predicate and all, on both libraries (here it once asked for every call)."""
+    model = ScriptedChatModel(
+        rules=[("clean up", [{"tool_calls": [tool_call("delete_file", path=path)]}, ANSWER])],
+        responses=delegating(("clean up", "general-purpose")),
+    )
+    rule = {"allowed_decisions": ["approve", "reject"], "when": lambda request: request.tool_call["args"]["path"]
+            .startswith("/etc")}
+    agent = lib.create_deep_agent(model=model, tools=[delete_file], interrupt_on={"delete_file": rule},
+                                  checkpointer=InMemorySaver())
+    out = run(agent, user("go"), {"configurable": {"thread_id": "t"}})
+    assert ("__interrupt__" in out) == asks
 
 
 def test_a_specs_own_interrupt_on_replaces_the_parents_in_deepagents_and_cannot_lower_it_here(lib, run):

@@ -20,10 +20,10 @@ pytest.importorskip("deepagents")
 
 from deepagents import AsyncSubAgent as DeepAsyncSubAgent  # noqa: E402
 from deepagents import create_deep_agent as deep_create_deep_agent  # noqa: E402
+from deepagents.backends import StateBackend  # noqa: E402
 from deepagents.middleware.subagents import CompiledSubAgent as DeepCompiledSubAgent  # noqa: E402
 from deepagents.middleware.subagents import SubAgent as DeepSubAgent  # noqa: E402
 from deepagents.middleware.subagents import SubAgentMiddleware as DeepSubAgentMiddleware  # noqa: E402
-from deepagents.backends import StateBackend  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
@@ -77,6 +77,24 @@ def test_accepted_arguments_are_in_this_librarys_signature(where, ours):
         owner, _, name = key.partition(".")
         if owner == where:
             assert (name in params) == (verdict != "refused"), f"{where}({name}=) is {verdict!r} in the table"
+
+
+def _keys(spec: Any) -> tuple[set[str], set[str]]:
+    """A spec ``TypedDict``'s keys and its required ones (read from the hints: ``__required_keys__`` misses
+    ``NotRequired`` under postponed annotations before Python 3.14)."""
+    hints = typing.get_type_hints(spec, include_extras=True)
+    return set(hints), {k for k, v in hints.items() if typing.get_origin(v) is not typing.NotRequired}
+
+
+@pytest.mark.parametrize("ours, theirs", [(deep_agent.SubAgent, DeepSubAgent),
+                                          (deep_agent.AsyncSubAgent, DeepAsyncSubAgent)])
+def test_a_deepagents_spec_dict_type_checks_as_ours(ours, theirs):
+    # A documented dict (an AsyncSubAgent without url, say) must pass a type checker with the import swapped.
+    (keys, required), (_, their_required) = _keys(ours), _keys(theirs)
+    assert required <= their_required
+    accepted = {key.partition(".")[2] for key, (verdict, _) in _table().items()
+                if key.startswith(f"{theirs.__name__}.") and verdict != "refused"}
+    assert accepted <= keys, f"accepted but not typed: {sorted(accepted - keys)}"
 
 
 class _Reply(BaseModel):
