@@ -561,10 +561,15 @@ def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str
 
 
 
-_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
-"""Unicode categories that show nothing: controls, format characters, spaces, line and paragraph separators."""
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-"""Characters of other categories that show nothing: the Hangul fillers (letters) and the blank Braille pattern."""
+"""Letters and symbols that show nothing: the Hangul fillers and the blank Braille pattern."""
+
+
+def _visible(char: str) -> bool:
+    """Whether ``char`` shows something by itself: a letter, number, punctuation or symbol (Unicode's L, N, P, S
+    categories) but the blank ones. Marks (a variation selector, a combining grapheme joiner), format and
+    control characters, spaces, private-use and unassigned code points show nothing."""
+    return unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS
 
 # The tool node validates the arguments after injecting these, so
 # `extra="forbid"` cannot be used; never shown back to the model as its own.
@@ -588,8 +593,8 @@ class TaskToolInput(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         # A child started on nothing would answer something: an invalid call, so the model retries. Invisible
-        # characters (a zero-width space, a byte-order mark, a NUL) are nothing too.
-        if all(char in _BLANK_LETTERS or unicodedata.category(char) in _INVISIBLE for char in value):
+        # characters (a zero-width space, a byte-order mark, a NUL, a variation selector) are nothing too.
+        if not any(map(_visible, value)):
             raise ValueError("`description` is empty; write the complete task for the subagent in it")
         return value
 
