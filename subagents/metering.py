@@ -347,7 +347,7 @@ class Budget:
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
-            scale = self._scales.get(model_name or "")
+            scale = self._scales.get(model_name) if model_name else None
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
             if scale is not None:
@@ -364,7 +364,7 @@ class Budget:
 
     def learned(self, model_name: str | None) -> float | None:
         """The ratio learned for ``model_name`` (charged input tokens per estimated one), if any."""
-        return self._scales.get(model_name or "")
+        return self._scales.get(model_name) if model_name else None
 
     def reserve(self, tokens: int, usd: float = 0.0, *, refuse: bool = True) -> tuple[int, float]:
         """Hold a model call's prompt, in tokens and in dollars, before it starts; or raise :class:`BudgetExceeded`.
@@ -421,12 +421,13 @@ class Budget:
         never lowers what a dense one (code, another script) showed.
         """
         charged = token_count(charged_input)
-        if estimated <= 0 or charged <= 0:
+        # A model that names itself nowhere cannot be told from another that does not: what one teaches would
+        # be the other's ratio (a parent's plain English, a child's 16x-denser tokenizer). Held at the clamp.
+        if estimated <= 0 or charged <= 0 or not model_name:
             return
         scale = learned_scale(estimated, charged)
         with self._lock:
-            key = model_name or ""
-            self._scales[key] = max(scale, self._scales.get(key, scale))
+            self._scales[model_name] = max(scale, self._scales.get(model_name, scale))
 
     def foresee(self, tokens: int, usd: float) -> None:
         """A child found no room for a call and its wrap-up (``tokens``, ``usd``): see :meth:`spent_error`."""

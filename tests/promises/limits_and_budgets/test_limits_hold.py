@@ -304,3 +304,15 @@ def test_a_call_refused_only_for_what_running_calls_hold_leaves_the_budget_open(
     for tokens, usd in held:
         budget.release(tokens, usd)
     assert budget.reserve(40) == (40, 0.0)
+
+
+@pytest.mark.parametrize("unnamed", [None, ""])
+def test_a_model_that_names_itself_nowhere_teaches_no_ratio_and_is_held_at_the_clamp(unnamed):
+    """Two such models cannot be told apart: a parent's plain English taught ~1.1x, and a 16x-denser child's
+    first wave was then held at 1.1x and spent 1.2x of the limit (found by a review that did not read the tests)."""
+    budget = Budget(max_tokens=100_000)
+    budget.learn(unnamed, 100, 100)
+    assert budget.learned(unnamed) is None
+    assert budget.hold(100, unnamed) == (1600, 0.0)  # 16 times the estimate
+    budget.learn("gpt-x", 100, 100)  # a named model still teaches its own
+    assert budget.learned("gpt-x") == pytest.approx(1.1) and budget.hold(100, "gpt-x")[0] == 111  # ceil
