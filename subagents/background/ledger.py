@@ -82,6 +82,12 @@ class AsyncTaskRecord(BaseModel):
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    charged_input_tokens: int = 0
+    charged_output_tokens: int = 0
+    """As charged (a report far below the prompt's estimate is charged the estimate), beside the reported ones."""
+    cost_usd: float = 0.0
+    priced_as: list[str] = []
+    """The price-table keys the calls were charged at."""
     stop_reason: str | None = None
     """A local task's last run: why it ended (``max_turns``, ``budget``, ``timeout`` with ``partial``)."""
     partial: bool = False

@@ -237,13 +237,9 @@ class LocalTask:
         self.set(status="pending", result=None, error=None, stop_reason=None, partial=False, finished_at=None,
                  announced=False, **fields)
 
-    def usage(self) -> dict[str, int]:
-        meter = self.session.meter
-        return {
-            "model_calls": meter.model_calls,
-            "input_tokens": meter.input_tokens,
-            "output_tokens": meter.output_tokens,
-        }
+    def usage(self) -> dict[str, Any]:
+        """The task's figures as a foreground record has them: reported and charged, the cost, the prices."""
+        return self.session.meter.usage()
 
     def abandon(self) -> None:
         """The runtime closes while the task has not settled: it is ``lost`` (and stored as such)."""
@@ -405,7 +401,10 @@ class LocalTaskRunner:
     def _new(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None, attempt: int = 1,
              turns: int = 1, outcome_db: str | None = None) -> LocalTask:
         """A task not yet in the table: its conversation and its record as it starts (``pending``)."""
-        session = ChildSession(task_id, TaskMeter(), seed, self.runtime.inboxes)
+        # The session's meter counts the child's calls across its runs as the runner's meter prices them (the
+        # runner's own, one per run, charges the budget): the record shows the cost and the price used.
+        prices = self.runner.prices or (self.runner.budget.prices if self.runner.budget is not None else None)
+        session = ChildSession(task_id, TaskMeter(prices=prices), seed, self.runtime.inboxes)
         task = LocalTask(task_id, call, session, {}, self)
         task.new_run(owner=self.runtime.owner.name, thread_id=session.thread_id, attempt=attempt, turns=turns,
                      approval_request=None, started_at=None, outcome_db=outcome_db, **task.usage())

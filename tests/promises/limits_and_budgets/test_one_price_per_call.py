@@ -214,6 +214,22 @@ def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_
     assert record["charged_input_tokens"] > 500 * record["model_calls"] and record["charged_output_tokens"] > 0
 
 
+def test_a_background_task_record_keeps_what_was_reported_what_was_charged_and_the_price(run, background):
+    # Its record had only the reported counts (zeros here): not the charge, the cost, nor the price used.
+    budget = Budget(max_usd=10.0, prices=PRICES)
+    child = BillingModel(default="the child's answer " * 20, model_name="priced", usage="zero")
+    parent = _parent(tool_call("start_async_task", description="job", subagent_type="w"))
+    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent, budget=budget)])
+    (task_id,) = started_ids(run(agent, user("go"))["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    fields = background.task(task_id).fields
+    assert (fields["input_tokens"], fields["output_tokens"]) == (0, 0)
+    assert fields["charged_input_tokens"] > 0 and fields["charged_output_tokens"] > 0
+    assert fields["priced_as"] == ["priced"]
+    expected = (fields["charged_input_tokens"] * 1000.0 + fields["charged_output_tokens"] * 2000.0) / 1e6
+    assert fields["cost_usd"] == pytest.approx(expected, abs=1e-6)
+
+
 # -- a root middleware's own model calls ----------------------------------------------------------------------
 
 
