@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import copy
@@ -35,6 +34,7 @@ import decimal
 import enum
 import fractions
 import functools
+import gc
 import inspect
 import logging
 import os
@@ -152,6 +152,9 @@ def child_input(
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
                         datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone, range})
 """Values no one can change in place: shared as they are (with enum members, and tuples and frozensets of these)."""
+_IMMUTABLE_TYPE = 1 << 8
+"""``Py_TPFLAGS_IMMUTABLETYPE``: a built-in class (``list``, ``int``: a ``defaultdict``'s factory), which no one can
+change; a class of Python code can be, and is shared only as the original."""
 
 
 def _immutable(value: Any) -> bool:
@@ -163,16 +166,17 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif type(item) not in _IMMUTABLE and not isinstance(item, enum.Enum):
+        elif type(item) not in _IMMUTABLE and not isinstance(item, enum.Enum) and not (
+                isinstance(item, type) and item.__flags__ & _IMMUTABLE_TYPE):
             return False
     return True
 
 
 def _reachable(value: Any) -> dict[int, Any]:
-    """Every object ``value`` holds (itself too) that is not immutable, by id: through containers, and
-    instances' ``__dict__`` and ``__slots__``. The objects are kept in the result, so no id is reused meanwhile."""
+    """Every object ``value`` holds (itself too) that is not immutable, by id: whatever the garbage collector
+    sees it refer to (containers' items, instances' fields and slots, a ``functools.partial``'s function and
+    arguments, a ``defaultdict``'s factory, a bound method's object), but an instance's class."""
     found: dict[int, Any] = {}
-    temporaries: list[Any] = []
     stack = [value]
     while stack:
         item = stack.pop()
@@ -182,22 +186,8 @@ def _reachable(value: Any) -> dict[int, Any]:
             found[id(item)] = item
         if isinstance(item, (type, types.ModuleType, types.FunctionType)):
             continue  # held as a whole: a copy holding it holds the original
-        if isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple, set, frozenset, collections.deque)):
-            stack.extend(item)
-        fields = getattr(item, "__dict__", None)
-        if isinstance(fields, dict):
-            stack.extend(fields.values())
-        for cls in type(item).__mro__:
-            slots = cls.__dict__.get("__slots__", ())
-            for name in (slots,) if isinstance(slots, str) else slots:
-                if name.startswith("__") and not name.endswith("__"):
-                    name = f"_{cls.__name__.lstrip('_')}{name}"
-                if name not in ("__dict__", "__weakref__") and (part := getattr(item, name, _MISSING)) is not _MISSING:
-                    temporaries.append(part)
-                    stack.append(part)
+        kind = type(item)
+        stack.extend(part for part in gc.get_referents(item) if part is not kind)
     return found
 
 
@@ -426,12 +416,13 @@ def forked_input(
     """
     # The child's own copies: a middleware editing a message's content blocks in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
-    try:
-        history = copy.deepcopy(history)
-    except Exception as exc:  # never shared instead: the delegation fails, naming what could not be copied
-        raise SubagentsError(f"the conversation a fork inherits ('messages') cannot be copied ({_name(exc)}: "
-                             f"{safe_text(exc, 200)}): a message holds a value that cannot be (an artifact "
-                             "holding a lock or a client, say)") from exc
+    # The copy rule's own check (own_copies): a copy that is, or holds, the original is no copy either.
+    copied, withheld = own_copies({"history": history})
+    if withheld:  # never shared instead: the delegation fails, naming what could not be copied
+        raise SubagentsError(f"the conversation a fork inherits ('messages') {withheld['history']}: a message "
+                             "holds a value that cannot be copied (an artifact holding a lock, a client or a "
+                             "function, say)")
+    history = copied["history"]
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [*history, HumanMessage(content=description)]
     return state, count_tokens_approximately(history) if history else 0

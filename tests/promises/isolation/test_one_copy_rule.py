@@ -10,11 +10,13 @@ caller's own input stay as they were. Run on invoke and ainvoke.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import datetime
 import decimal
 import enum
 import fractions
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -161,7 +163,7 @@ def test_the_child_input_is_built_and_copied_in_one_place():
                     if name in pieces or (name == "of" and getattr(node.func.value, "id", None) == "ChildInput"):
                         callers.setdefault(str(name), set()).add(f"{path.name}:{func.name}")
     assert callers == {"child_input": {"boundary.py:of"}, "forked_input": {"boundary.py:of"},
-                       "own_copies": {"boundary.py:of"}, "of": {"runner.py:set_up_child"},
+                       "own_copies": {"boundary.py:of", "boundary.py:forked_input"}, "of": {"runner.py:set_up_child"},
                        "set_up_child": {"runner.py:_prepare"}}
 
 
@@ -250,10 +252,13 @@ def test_values_that_cannot_be_copied_never_reach_the_child_and_the_record_names
     assert out["lock"] is lock and out["deep"] is deep and all(_items(given[kind]) == ["orig"] for kind in KINDS)
 
 
-def test_a_fork_whose_inherited_conversation_cannot_be_copied_fails_naming_it(run):
+@pytest.mark.parametrize("artifact", ["lock", "partial"])
+def test_a_fork_whose_inherited_conversation_cannot_be_copied_fails_naming_it(run, artifact):
     # The history a fork inherits is copied too: an artifact holding a lock failed the delegation with only
-    # "cannot pickle '_thread.lock' object", naming nothing.
-    held = {"lock": threading.Lock(), "log": []}
+    # "cannot pickle '_thread.lock' object", naming nothing. One holding a functools.partial was copied with
+    # the original's bound method in it: forked children appended to the caller's list.
+    log: list[str] = []
+    held: dict[str, Any] = {"lock": threading.Lock()} if artifact == "lock" else {"hook": functools.partial(log.append)}
 
     @tool(response_format="content_and_artifact")
     def fetch(x: str) -> tuple[str, dict[str, Any]]:
@@ -266,8 +271,9 @@ def test_a_fork_whose_inherited_conversation_cannot_be_copied_fails_naming_it(ru
                                               "parent done"])])
     specs = [{"name": "f", "description": "Forks.", "model": child, "context": "fork"}]
     (record,) = records(run(create_deep_agent(parent, [fetch], subagents=specs), _user()))
-    assert record["status"] == "error" and "('messages') cannot be copied (TypeError" in record["error"]
-    assert child.calls == [] and held["log"] == []
+    reason = "(TypeError" if artifact == "lock" else "(its deep copy holds the original builtin_function_or_method"
+    assert record["status"] == "error" and f"('messages') cannot be copied {reason}" in record["error"]
+    assert child.calls == [] and log == []
 
 
 def test_a_background_child_never_changes_the_callers_input_either(run, background):
@@ -311,11 +317,16 @@ def _handler() -> None:
 def test_a_value_whose_deep_copy_is_or_holds_the_original_is_withheld_by_name():
     """``copy.deepcopy`` returns functions, classes, loggers and self-copying clients as they are: a child
     handed one changed the parent's and the caller's object."""
+    caller: list[str] = []
     state = {"client": Client(), "function": _handler, "cls": Plain, "logger": logging.getLogger("a.logger"),
-             "wrapped": {"inner": [Client()]}, "data": Data([logging.getLogger("b.logger")]), "fine": Plain([1])}
+             "wrapped": {"inner": [Client()]}, "data": Data([logging.getLogger("b.logger")]), "fine": Plain([1]),
+             # what the garbage collector sees they hold: a partial's function, a bound method's object
+             "partial": functools.partial(caller.append), "method": caller.append,
+             "factory": collections.defaultdict(lambda: caller), "counts": collections.defaultdict(list, a=[1])}
     copies, withheld = own_copies(state)
-    assert set(copies) == {"fine"} and copies["fine"] is not state["fine"]
-    assert set(withheld) == {"client", "function", "cls", "logger", "wrapped", "data"}
+    assert set(copies) == {"fine", "counts"} and copies["fine"] is not state["fine"]  # list: a built-in class
+    assert set(withheld) == {"client", "function", "cls", "logger", "wrapped", "data", "partial", "method",
+                             "factory"}
     assert withheld["client"] == "cannot be copied (its deep copy is the original Client)"
     assert withheld["wrapped"] == "cannot be copied (its deep copy holds the original Client)"
     assert withheld["data"] == "cannot be copied (its deep copy holds the original Logger)"
