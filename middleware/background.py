@@ -85,7 +85,13 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
 from middleware.limits import is_notice, notice_message
-from middleware.subagents import ParentModel, parent_floor
+from middleware.subagents import (
+    ParentModel,
+    _asaved_checkpoints,
+    _finished_before_the_stop,
+    _saved_checkpoints,
+    parent_floor,
+)
 from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
@@ -906,8 +912,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
+        saved = _saved_checkpoints() if _starts(calls) else []
         try:
-            return self.runtime.run(self._answer_open(state, calls, get_config()))
+            return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
             return None
 
@@ -915,8 +922,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
+        saved = await _asaved_checkpoints() if _starts(calls) else []
         try:
-            return await self.runtime.arun(self._answer_open(state, calls, get_config()))
+            return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
             return None
 
@@ -925,20 +933,30 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return [c for c in open_calls(state.get("messages") or ()) if c.get("name") in names]
 
     async def _answer_open(self, state: Mapping[str, Any], calls: list[dict[str, Any]],
-                           config: Mapping[str, Any]) -> dict[str, Any]:
+                           config: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A local start whose task runs here, or whose outcome was stored, gets
-        its record (a finished one is announced at the next model call); one
-        that left no trace is recorded ``lost``. A remote start is left to
-        orphan adoption, which asks its server.
+        A start the stopped step had answered keeps that answer and record (``saved``: the thread's latest
+        checkpoints, whose pending writes hold them; the next model call brings the record up to date). A
+        local start whose task runs here, or whose outcome was stored, gets its record (a finished one is
+        announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
+        left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
-        answers: dict[str, Any] = {}
-        records: dict[str, dict[str, Any]] = {}
+        # A local start only: a remote one's server is asked (orphan adoption), which knows whether it ran.
+        local = {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME and (
+            (c.get("args") or {}).get("subagent_type") if isinstance(c.get("args"), Mapping) else None)
+            not in self.tasks.remote.specs}
+        answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
+        answers: dict[str, Any] = dict(answered)
+        records: dict[str, dict[str, Any]] = {
+            task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
+            if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
         for call in calls:
+            if call["id"] in answered:
+                continue
             if call.get("name") != START_TOOL_NAME:
                 answers[call["id"]] = lost_answer(call)
                 continue
@@ -1092,6 +1110,11 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
     except ValidationError as exc:
         label = f"remote subagent {value.get('name', '<unnamed>')!r}"
         raise SpecError(describe_validation_error(exc, label)) from None
+
+
+def _starts(calls: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The ids of the background starts among ``calls``."""
+    return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 
 def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, Any]]) -> set[str]:

@@ -646,8 +646,10 @@ def _past_the_stop(kept: Sequence[Any]) -> bool:
     return len(kept) > 1 and (kept[-2].metadata or {}).get("source") == "input"
 
 
-def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(call id -> answer, ledger and usage update) of the open calls a finished task answered."""
+def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],
+                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(call id -> answer, ledger and usage update) of the open calls a finished task (or background start,
+    with ``ledger_key`` its ledger's) answered."""
     answers: dict[str, Any] = {}
     ledger: dict[str, Any] = {}
     usage: dict[str, Any] | None = None
@@ -663,11 +665,11 @@ def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str]) -> tuple
                 continue
             answers.update((m.tool_call_id, m) for m in found)
             for channel, value in writes:
-                if channel == LEDGER_KEY and isinstance(value, Mapping):
+                if channel == ledger_key and isinstance(value, Mapping):
                     ledger.update(value)
                 elif channel == USAGE_KEY and isinstance(value, Mapping):
                     usage = add_usage(usage, dict(value))
-    update: dict[str, Any] = {LEDGER_KEY: ledger} if ledger else {}
+    update: dict[str, Any] = {ledger_key: ledger} if ledger else {}
     if usage is not None:
         update[USAGE_KEY] = usage
     return answers, update

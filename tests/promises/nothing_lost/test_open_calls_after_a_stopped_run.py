@@ -10,6 +10,7 @@ background task that ran to its end was never reported.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -216,3 +217,34 @@ def test_a_crafted_stored_outcome_is_read_as_data_and_only_as_a_valid_record(tmp
     assert "evil_field" not in record
     assert record["agent_type"] == "general-purpose" and record["runner"] == "local"
     assert record["tool_call_id"] != "someone-else"
+
+
+def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_in_the_next_one(tmp_path):
+    """The stopped step had answered the start (a pending write) and its task was still running when the
+    process ended: the next process keeps that answer and the task's id, and reports the task lost (before: the
+    start read "lost: never answered", and the task a new id)."""
+    from subagents import BackgroundRuntime as Runtime
+
+    release = threading.Event()
+    model = _model("start_async_task")
+    model.rules.insert(0, ("job", [lambda messages: release.wait(60) and "child answer"]))
+    path = tmp_path / "state.sqlite"
+    config = {"configurable": {"thread_id": "ended-process"}}
+    runtime = Runtime()
+    first = create_deep_agent(model, [_stopper()], background=True, background_runtime=runtime,
+                              checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    _crash("sync", first, config)
+    (started,) = [w for _, channel, value in SqliteSaver(sqlite3.connect(path)).get_tuple(config).pending_writes
+                  if channel == "messages" for w in (value if isinstance(value, list) else [value])
+                  if isinstance(w, ToolMessage) and w.name == "start_async_task"]
+    threading.Timer(0.5, release.set).start()  # the child's thread ends soon after its process would have
+    runtime.close()  # the process ends with the task running: it is recorded lost
+
+    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    out = second.invoke({"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
+    _assert_every_call_answered_in_place(out["messages"])
+    answer = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == started.tool_call_id)
+    assert answer.text == started.text and answer.text.startswith("Started background task")
+    (record,) = out["async_tasks"].values()
+    assert record["id"] in started.text and record["status"] == "lost", record["error"]
