@@ -136,11 +136,9 @@ class Protected:
             repos.append((entry, entry.parent if entry.name == ".git" else None))
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
-        for path, exists in _named_by_config(self.root, repos):
+        for path in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
-                found[path] = CONFIG
-                if not exists:
-                    missing.add(path)
+                found[path] = CONFIG  # a missing one is held while a command runs, as any (a file: git reads it)
         # scripts -> tools/scripts, and a hook runs scripts/guard.sh: a link leading to a protected path,
         # into one, or to a folder holding one.
         holders: dict[Path, str] = {}
@@ -174,9 +172,9 @@ class Protected:
 
     @property
     def watched(self) -> frozenset[Path]:
-        """The paths a git config names that were missing: refused to writers, and set aside once a
-        sandboxed command made one (not held empty while it runs: git names many paths no one makes,
-        ``refs/heads/main``)."""
+        """The missing paths this program would import from the workspace (:func:`_imported_from`): refused
+        to writers, and set aside once a sandboxed command made one (not held empty while it runs: there
+        are thousands)."""
         return self._found[1]
 
     @classmethod
@@ -357,8 +355,8 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
         yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
 
 
-def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, bool]]:
-    """``(path, exists)`` for each path in ``root`` that a config git reads there names.
+def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:
+    """Each path in ``root`` that a config git reads there names.
 
     ``repos``: ``(git directory, working tree)`` of each repository in or
     around the workspace; ``(None, None)`` reads the configs git reads
@@ -384,7 +382,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                 continue
             seen.add((origin, value, worktree))
             if origin is not None and root in origin.parents:
-                yield origin, True
+                yield origin
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
             words = shell_words(value.removeprefix("!"))
             command = len(words) > 1 or value.startswith("!")
@@ -400,12 +398,12 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue  # outside, or a working tree (a submodule's core.worktree)
                     if name != part:
                         if path.is_file():
-                            yield path, True
+                            yield path
                     elif not os.path.lexists(path):
                         if shaped:
-                            yield path, False
+                            yield path
                     elif shaped or not command or not path.is_dir():  # a bare folder argument is work
-                        yield path, True
+                        yield path
 
 
 def _enclosing(root: Path) -> tuple[Path, Path] | None:

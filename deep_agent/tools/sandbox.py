@@ -20,15 +20,16 @@ hardening. From the inside of one command:
 * inside the workspace, the run's
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
   directories whole, agent files, hook scripts, the interpreter): a missing
-  one is an empty read-only folder while the command runs, so it cannot be
-  created either (the placeholder is removed afterwards; a file standing
-  where a folder on its way would be is read-only); every folder
+  one is an empty read-only folder while the command runs (a file, where a
+  git config names it), so it cannot be created either (the placeholder is
+  removed afterwards; a file standing where a folder on its way would be is
+  read-only); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
-  (any shape git takes for one), or a missing path a git config names that it
-  made, is set aside when it ends (:func:`set_aside_new_repositories`), and
-  so is what it put in place of a symlink leading to a protected path
-  (:attr:`Protected.links`: ``scripts -> tools/scripts``), the link put back;
+  (any shape git takes for one) is set aside when it ends
+  (:func:`set_aside_new_repositories`), and so is what it put in place of a
+  symlink leading to a protected path (:attr:`Protected.links`: ``scripts ->
+  tools/scripts``), the link put back;
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -57,6 +58,7 @@ import errno
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import stat
 import struct
@@ -67,7 +69,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.protected import Protected, is_git_dir
+from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
 from subagents.errors import SubagentsError
 
@@ -170,7 +172,7 @@ class Sandbox:
         """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments).
 
         While it runs, each missing protected path in the workspace is an empty
-        folder mounted read-only (removed afterwards if still empty); with
+        folder (or file) mounted read-only (removed afterwards if still empty); with
         network, ``pasta`` gives the command's namespace its network before
         the command starts. Once it ended, each git repository it made is set
         aside (:func:`set_aside_new_repositories`; appended to ``set_aside``).
@@ -179,7 +181,7 @@ class Sandbox:
         protected = protected if protected is not None else Protected.of(root)
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
-        with (_set_aside_after(root, protected, set_aside), _placeholders(root, protected.inside(root)),
+        with (_set_aside_after(root, protected, set_aside), _placeholders(root, protected),
               _readable(seccomp_filter()) as seccomp):
             fds = () if seccomp is None else (seccomp,)
             if not self.network:
@@ -298,44 +300,47 @@ def _readable(data: bytes | None) -> Iterator[int | None]:
 
 
 SET_ASIDE = ".made-by-agent"
-"""Appended to the name of a ``.git`` (or a git directory's ``HEAD``, or a path a git config names) a
-sandboxed command made."""
+"""Appended to the name of a ``.git`` (or a git directory's ``HEAD``, or what replaced a kept symlink) a
+sandboxed command made; then a random part, where that name is taken."""
 
 
 def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
-    """Rename every git repository in ``root`` that is not in the run's protected set, and every path a git
-    config names that was missing (:attr:`Protected.watched`) and now exists; the new names.
+    """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
+    the program would import (:attr:`Protected.watched`) that now exists, and what replaced a kept symlink
+    (:attr:`Protected.links`, the link put back); the new names.
 
     The run's git directories are read-only inside the sandbox, but a
     command can make a new repository anywhere else (``cd src && git init
     && git config core.fsmonitor ...``, a bare one, the workspace itself),
     and the user's next ``git status`` there would run its config. A
-    ``.git`` not known when the run started becomes ``.git.made-by-agent``
-    (and its ``HEAD`` ``HEAD.made-by-agent``), the ``HEAD`` of a folder git
-    takes for a git directory (:func:`~deep_agent.tools.protected.is_git_dir`)
-    ``HEAD.made-by-agent``: git no longer sees a repository, even from
-    inside it, and the content stays. One walk of the
-    workspace, without the protected folders.
+    ``.git`` not known when the run started becomes ``.git.made-by-agent``,
+    the ``HEAD`` of a folder git takes for a git directory
+    (:func:`~deep_agent.tools.protected.is_git_dir`) ``HEAD.made-by-agent``:
+    git no longer sees a repository, even from inside it, and the content
+    stays. One walk of the workspace, without the protected folders, and
+    into what was set aside (``.git.made-by-agent``, a folder that replaced
+    a link): none is left holding a git directory.
     """
+    moved = [new for path in sorted(p for p in protected.watched if os.path.lexists(p)) for new in _set_aside(path)]
+    for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
+        with contextlib.suppress(OSError):
+            if os.path.islink(link) and os.readlink(link) == text:
+                continue
+        moved += _set_aside(link) if os.path.lexists(link) else []
+        if not os.path.lexists(link):
+            with contextlib.suppress(OSError):
+                os.symlink(text, link)
     known = protected.paths
-    moved: list[Path] = []
+    skipped = known.keys() - protected.watched - protected.links.keys()  # read-only inside: nothing new there
     for folder, dirs, files in _walk_all(root):
         here = Path(folder)
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
         if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
-        moved += [new for path in found if path not in known for new in _set_aside(path)]
-        dirs[:] = [d for d in dirs if d != ".git" and (here / d not in known or here / d in protected.watched)]
-    moved += [new for path in sorted(p for p in protected.watched if os.path.lexists(p)) for new in _set_aside(path)]
-    for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
-        with contextlib.suppress(OSError):
-            if os.path.islink(link) and os.readlink(link) == text:
-                continue
-        aside = _set_aside(link) if os.path.lexists(link) else []
-        moved += aside
-        if not os.path.lexists(link):
-            with contextlib.suppress(OSError):
-                os.symlink(text, link)
+        new = [new for path in found if path not in known for new in _set_aside(path)]
+        moved += new
+        dirs[:] = [d for d in dirs if d != ".git" and here / d not in skipped] + [
+            n.name for n in new if n.parent == here and n.is_dir() and not n.is_symlink()]  # walked too
     return moved
 
 
@@ -362,44 +367,30 @@ def _walk_all(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
 
 
 def _set_aside(path: Path) -> list[Path]:
-    """``path`` renamed aside, and the ``HEAD`` in it if it is still a git directory under its new name
-    (a ``.git`` folder is one: git run inside ``.git.made-by-agent`` would read its config)."""
-    moved = [_rename_aside(path, _free(path))]
-    with contextlib.suppress(OSError):
-        if moved[0] != path and not moved[0].is_symlink() and moved[0].is_dir() and is_git_dir(os.listdir(moved[0])):
-            moved.append(_rename_aside(moved[0] / "HEAD", _free(moved[0] / "HEAD")))
-    return moved
-
-
-def _free(path: Path) -> Path:
-    """``path`` with :data:`SET_ASIDE` appended, and a number if that name is taken."""
-    target = path.with_name(path.name + SET_ASIDE)
-    for n in range(2, 1000):
-        if not os.path.lexists(target):
-            break
-        target = path.with_name(f"{path.name}{SET_ASIDE}-{n}")
-    return target
-
-
-def _rename_aside(path: Path, target: Path) -> Path:
-    """``path`` renamed to ``target`` (a symlink named ``.git`` is renamed, never followed); ``path`` if it cannot be.
+    """``path`` renamed to its name with :data:`SET_ASIDE`, or with a random part after it where that is taken
+    (the command chooses the names it leaves, never the random part); ``[]`` once removed where no rename
+    could be made, ``[path]`` if it could not be removed either.
 
     A command can take the write bit off the folder holding its repository
     (``chmod 555 s``): the folder is the user's own, so it gets its write
-    bit back for the rename. A repository that still cannot be moved is
-    returned under its own name, and the answer says it was not set aside.
+    bit back for the second try.
     """
-    for attempt in range(2):
+    for _ in range(2):
+        target = path.with_name(path.name + SET_ASIDE)
+        if os.path.lexists(target):
+            target = path.with_name(f"{path.name}{SET_ASIDE}-{secrets.token_hex(8)}")
         try:
-            os.rename(path, target)
-            return target
+            os.rename(path, target)  # a symlink is renamed, never followed
+            return [target]
         except OSError:
-            if attempt:
-                break
             with contextlib.suppress(OSError):
-                mode = os.lstat(path.parent).st_mode
-                os.chmod(path.parent, stat.S_IMODE(mode) | stat.S_IWUSR | stat.S_IXUSR)
-    return path
+                os.chmod(path.parent, stat.S_IMODE(os.lstat(path.parent).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
+    with contextlib.suppress(OSError):  # what the command made there is gone rather than left for git to run
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return [path] if os.path.lexists(path) else []
 
 
 @contextlib.contextmanager
@@ -460,16 +451,20 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _placeholders(root: Path, protected: list[Path]) -> Iterator[None]:
-    """An empty folder where a protected path (or the first missing folder on its way) is missing."""
+def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
+    """An empty folder where a protected path (or the first missing folder on its way) is missing; an empty
+    file where a git config names it (git reads an empty file as it reads none, a folder is an error)."""
     made: list[Path] = []
     with _placeholder_lock:
-        for path in protected:
+        for path in protected.inside(root):
             if (target := _mask(root, path)) is None or target in made:
                 continue
             if target not in _placeholder_users:
                 try:
-                    target.mkdir()
+                    if protected.paths[path] == CONFIG:
+                        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+                    else:
+                        target.mkdir()
                 except OSError:
                     continue
             _placeholder_users[target] = _placeholder_users.get(target, 0) + 1
@@ -482,8 +477,11 @@ def _placeholders(root: Path, protected: list[Path]) -> Iterator[None]:
                 _placeholder_users[target] -= 1
                 if not _placeholder_users[target]:
                     del _placeholder_users[target]
-                    with contextlib.suppress(OSError):
-                        target.rmdir()  # only if still empty: never anyone's content
+                    with contextlib.suppress(OSError):  # only if still empty: never anyone's content
+                        if stat.S_ISDIR((made_as := os.lstat(target)).st_mode):
+                            target.rmdir()
+                        elif stat.S_ISREG(made_as.st_mode) and not made_as.st_size:
+                            target.unlink()
 
 
 def _host_sockets(hidden: list[str], root: Path) -> list[str]:

@@ -28,7 +28,7 @@ import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox, set_aside_new_repositories
+from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, set_aside_new_repositories
 
 if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
@@ -243,6 +243,74 @@ def test_a_repository_hidden_in_a_folder_made_unreadable_is_set_aside_too(runner
     assert "deep/sub/.git.made-by-agent" in moved, moved
     subprocess.run(["git", "status"], cwd=ws / "deep" / "sub", capture_output=True, check=False, **runner.popen)
     assert not (ws / "pwned").exists()
+
+
+def test_names_a_command_takes_cannot_keep_its_repository_from_being_set_aside(runner):
+    # Before: with .git.made-by-agent and -2 ... -999 taken, the new sub/.git could not be renamed: it stayed
+    # (the answer only warned the model), and the user's git status in sub ran its core.fsmonitor.
+    out = runner.run("mkdir sub && cd sub && touch .git.made-by-agent $(seq -f '.git.made-by-agent-%g' 2 999) &&"
+                     " git init -q . && git config core.fsmonitor 'touch ../pwned; false' && echo done")
+    assert "done" in out, out
+    assert not os.path.lexists(runner.ws / "sub" / ".git"), runner.set_aside
+    assert all(SET_ASIDE in p.name for p in runner.set_aside), runner.set_aside
+    subprocess.run(["git", "status"], cwd=runner.ws / "sub", capture_output=True, check=False, **runner.popen)
+    assert not (runner.ws / "pwned").exists()
+
+
+def test_a_repository_in_what_replaced_a_kept_symlink_is_set_aside_too(runner):
+    # Before: tools -> scripts (a hook runs sh scripts/guard.sh) replaced by a folder holding a new repository:
+    # the walk passed it over as protected, the folder was renamed whole, and tools.made-by-agent/.git stayed live.
+    ws = runner.ws
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "guard.sh").write_text("exit 0\n")
+    (ws / "tools").symlink_to("scripts")
+    runner.chown(ws)
+    out = runner.run("rm tools && git init -q tools && git -C tools config core.fsmonitor 'touch ../pwned; false'"
+                     " && echo done", protected=Protected.of(ws, extra=["scripts/guard.sh"]))
+    assert "done" in out and os.readlink(ws / "tools") == "scripts", out
+    aside = ws / ("tools" + SET_ASIDE)
+    assert os.listdir(aside) == [".git" + SET_ASIDE], runner.set_aside
+    subprocess.run(["git", "status"], cwd=aside, capture_output=True, check=False, **runner.popen)
+    assert not (ws / "pwned").exists()
+
+
+def test_what_cannot_be_renamed_aside_is_removed_not_left_in_place(runner):
+    # Before: a kept symlink with a 250-letter name has no longer name to take: what replaced it (a folder holding
+    # a new repository) stayed where the hook looks, the link was not put back, and the answer only warned.
+    ws = runner.ws
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "guard.sh").write_text("exit 0\n")
+    link = "l" * 250
+    (ws / link).symlink_to("scripts")
+    runner.chown(ws)
+    out = runner.run(f"rm {link} && git init -q {link} && git -C {link} config core.fsmonitor 'touch ../pwned'"
+                     " && echo done", protected=Protected.of(ws, extra=["scripts/guard.sh"]))
+    assert "done" in out, out
+    assert sorted(os.listdir(ws)) == [link, "scripts"] and os.readlink(ws / link) == "scripts", runner.set_aside
+
+
+def test_a_missing_path_a_git_config_names_cannot_be_made_while_a_command_runs(runner):
+    # Before: include.path = ../.gitconfig.local, missing, was only set aside once the command ended: a command
+    # wrote it and waited, and a hook's git status on the host meanwhile ran the core.fsmonitor it set.
+    ws = runner.ws
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), "include.path", "../.gitconfig.local"],
+                   check=True)
+    os.mkfifo(ws / "go")
+    runner.chown(ws)
+    sandbox = Sandbox.find()
+    assert sandbox is not None
+    command = "printf '[core]\\n\\tfsmonitor = touch pwned; false #\\n' > .gitconfig.local; read x < go; echo done"
+    with sandbox.running(ws, command, Protected.of(ws), cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, **runner.popen) as process:
+        with open(ws / "go", "w") as go:  # open once the command waits to read it: after its write
+            status = subprocess.run(["git", "status", "--short"], cwd=ws, capture_output=True, text=True,
+                                    check=False, **runner.popen)  # a hook of another tool call, on the host
+            go.write("go\n")
+        out, _ = process.communicate(timeout=60)
+    assert b"done" in out and not (ws / "pwned").exists(), status.stderr
+    assert b"Read-only file system" in out and status.returncode == 0, (out, status.stderr)
+    assert not os.path.lexists(ws / ".gitconfig.local")  # the placeholder is gone
 
 
 def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
@@ -486,8 +554,6 @@ def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside(
 
     Root ignores the write bit, so as root the set-aside runs in a child process that became ``nobody``.
     """
-
-    from deep_agent.tools.sandbox import SET_ASIDE, set_aside_new_repositories
 
     # Under /tmp, reachable by that user (pytest's own tmp_path is private to the user running the tests).
     ws = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))

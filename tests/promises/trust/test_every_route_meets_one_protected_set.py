@@ -52,7 +52,7 @@ TARGETS = {
     "hooks/pre-commit": CONFIG,  # its core.hooksPath = hooks: one bare word, a folder
     "tools/pager.sh": CONFIG,  # the user's global core.pager = sh tools/pager.sh
     "tools/bare.sh": CONFIG,  # the bare repository's core.editor
-    ".githooks/pre-commit": CONFIG,  # the global core.hooksPath = .githooks, missing: set aside once made
+    ".githooks/pre-commit": CONFIG,  # the global core.hooksPath = .githooks, missing: held while a command runs
     "scripts/guard.sh": SCRIPT,  # a hook runs sh scripts/guard.sh
     "scripts/lib.sh": SCRIPT,  # which sources "$(dirname "$0")/lib.sh"
     ".claude/agents/x.md": "agent, skill, hook or MCP files",
@@ -137,8 +137,8 @@ def test_every_route_is_refused_every_protected_class(runner, home):
     protected = checkout(runner.ws)
     every_route_is_refused(runner, protected, TARGETS)
     assert protected.why(runner.ws.resolve() / "work" / "notes.txt") is None
-    # The missing hooks folder the global config names was made by the command, then set aside.
-    assert runner.set_aside == [runner.ws / (".githooks" + SET_ASIDE)]
+    # The missing hooks folder the global config names could not be made (an empty read-only file meanwhile).
+    assert runner.set_aside == [] and not os.path.lexists(runner.ws / ".githooks")
 
 
 def test_the_config_of_the_repository_the_workspace_sits_in_is_read(runner, home):
