@@ -45,6 +45,7 @@ import dataclasses
 import errno
 import importlib.machinery
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -351,8 +352,17 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
         return  # no git here: nothing reads the config either
     fields = done.stdout.decode("utf-8", "replace").split("\0")
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
-        _, _, value = entry.partition("\n")
+        key, _, value = entry.partition("\n")
+        if _REFS.fullmatch(key) or (_URLS.fullmatch(key) and _NETWORK_URL.match(value)):
+            continue  # refs and a network remote's address: no file of the workspace (a clone's config has them)
         yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
+
+
+_REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)
+"""Keys whose values are refspecs or ref names (``+refs/heads/*:refs/remotes/origin/*``), never paths."""
+_URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
+_NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECASE)
+"""A URL with a scheme, or ``user@host:path``: the remote is elsewhere (a local path is still a path)."""
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:

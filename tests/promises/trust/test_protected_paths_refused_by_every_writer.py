@@ -285,3 +285,18 @@ def _hooked_checkout(tmp_path: Path, start: Path, script: Path, named: str, monk
     script.write_text("exit 0\n", encoding="utf-8")
     monkeypatch.chdir(start)
     return discover_agents(None, project_dir=start, home=tmp_path / "no-home")
+
+
+def test_a_clones_remote_address_and_refs_name_no_path_of_the_workspace(tmp_path):
+    # A missing path a git config names is held as an empty file while a command runs: a clone's remote
+    # address and refspecs made `someone`, `refs` and `+refs` appear in every command's workspace.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for key, value in [("remote.origin.url", "git@github.com:someone/project.git"),
+                       ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                       ("remote.mirror.url", "https://example.com/team/project.git"),
+                       ("branch.main.merge", "refs/heads/main"), ("include.path", "../cfg/extra")]:
+        subprocess.run(["git", "-C", str(tmp_path), "config", "--add", key, value], check=True)
+    names = {p.relative_to(tmp_path.resolve()).parts[0] for p in Protected.of(tmp_path).paths
+             if tmp_path.resolve() in p.parents}
+    assert not names & {"someone", "refs", "+refs", "team", "heads"}, names
+    assert "cfg" in names  # a path a config names is still protected
