@@ -82,9 +82,10 @@ def _scenarios(quick: bool, call_tokens: int) -> dict[str, dict[str, Any]]:
     Token and dollar limits are counted in the child's own calls (``call_tokens``, one call's tokens as
     the stack builds it: deepagents' default stack sends about ten times the prompt this library's own
     does), so each scenario leaves room for a few calls whichever stack ``create_deep_agent`` builds. A
-    shared budget also covers the first wave's hold: an unlearned model's call is held at 16x.
+    shared budget also covers the first wave's hold: an unlearned model's call, and the wrap-up it holds
+    room for, are held at 16x each (4 children: 128 calls' worth).
     """
-    turns, own, shared = (3, 3, 80) if quick else (8, 8, 120)
+    turns, own, shared = (3, 3, 160) if quick else (8, 8, 200)
     usd = 1e-6  # PRICES: a dollar a million tokens
     return {
         "loops under max_turns": {"spec": {"max_turns": turns}},
