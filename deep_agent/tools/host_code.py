@@ -8,12 +8,15 @@ fingerprints the files, so a changed script asks again.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
+import importlib.metadata
 import os
 import re
 import shlex
 import shutil
 import stat
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -201,29 +204,56 @@ def protect_what_runs(definitions: Iterable[Any], folder: Path | None = None) ->
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
+_PYTHON = re.compile(r"python[0-9.]*")
+"""A Python interpreter's program name (``python3``, ``.venv/bin/python3.11``)."""
+
+
 def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
     """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
     names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
-    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text."""
+    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text; the virtual environment a
+    word leads into (:func:`_venv`); and what Python could import from ``base`` when it starts there
+    (``python -c``, ``python -m``: :func:`would_import`)."""
     bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
+    python = False  # a Python interpreter is this simple command's program
     for before, word in zip(["", *words], words, strict=False):
+        if not word.strip("|&;()<>"):
+            python = False  # a shell operator: the next command starts
+        python = python or _PYTHON.fullmatch(os.path.basename(word)) is not None
         module = word if before == "-m" else word[2:] if word.startswith("-m") else ""
         if module and all(part.isidentifier() for part in module.split(".")):
-            # python -m pkg.mod: the folder it starts in is first on Python's path, so whatever would be
-            # loaded from there, existing or not (a module installed elsewhere is shadowed by one put here).
+            # python -m pkg.mod: its files, whose imports are read in turn (_named_by_scripts)
             for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
                 if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
                     yield p
+        if module or (python and word == "-c"):
+            # -c and -m put the folder Python starts in first on its path: what any import loads from there
+            yield from _kept(would_import(base, import_names() | {module.split(".")[0]} - {""}), root)
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
         parts = [part for part in WORD_PARTS.split(word) if part]
         for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
             if (p := _inside(part, base, root, folders=assignment)) is not None:
                 yield p
+            if "/" in part and (venv := _venv(part, base, root)) is not None:
+                yield venv
             tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]
             for text, folder in [(part, b) for b in bases[1:]] + [(tail, b) for tail in tails for b in bases]:
                 if os.path.isfile(os.path.join(folder, text)) and (
                         p := _inside(text, folder, root, folders=False)) is not None:
                     yield p
+
+
+def _venv(word: str, base: Path, root: Path | None) -> Path | None:
+    """The virtual environment (a folder holding ``pyvenv.cfg``) inside ``root`` that ``word`` leads into,
+    whole: ``.venv/bin/python`` reads its ``pyvenv.cfg`` and runs its site-packages' ``.pth`` files, and its
+    ``bin/python`` is a link a command could replace. Found on the path as written (the link not followed)."""
+    path = Path(os.path.normpath(base / Path(word)))
+    for folder in path.parents:
+        if (root is not None and root not in folder.parents) or (root is None and folder in (base, *base.parents)):
+            return None
+        if os.path.isfile(folder / "pyvenv.cfg"):
+            return _resolved(folder)
+    return None
 
 
 def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
@@ -265,6 +295,7 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     found = set(found)
     todo = sorted(found)
     import_roots: dict[Path, set[Path]] = {}
+    searched: set[Path] = set()
     while todo:
         script = todo.pop()
         words = shell_words(_script_text(script))
@@ -283,22 +314,26 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
         # What a module imports is found on the path of the script that runs (its folder first), not its own.
         folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
                                                                      .is_file() else [])})
-        for path in _imported(script, folders, root) - found:
+        if script.suffix == ".py" and script.is_file():
+            for folder in folders - searched:  # what any import could load from there: once per folder
+                searched.add(folder)
+                new = _kept(would_import(folder, import_names()), root) - found
+                found |= new
+                todo += [p for p in new if p.suffix == ".py" and p.is_file()]
+                import_roots.update((p, folders) for p in new)
+        for path in (_imported(script, folders, root) | _required(script, root or start)) - found:
             found.add(path)
             if path.is_file():
                 import_roots[path] = folders
                 todo.append(path)
-        found |= _required(script, root or start)
     return found
 
 
 def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
-    """What a Python ``script``'s imports would load from ``folders``, the first on Python's path, existing
-    or not: a file put there later (``json.py`` beside ``import json``) runs instead of the module meant.
-
-    Those folders are the running script's own (``python scripts/check.py``), and the start folder too
-    for a module of a package (``python -m pkg.mod`` runs from there); each name's files are
-    :func:`_module_files`.
+    """What a Python ``script``'s own imports would load, existing or not (:func:`would_import`): an absolute
+    one from ``folders``, the first on Python's path (the running script's, and the start folder too for a
+    module of a package: ``python -m pkg.mod``), with the files of each dotted part there, to be read in
+    turn; a relative one (``from .util import run``) from the script's package.
     """
     if script.suffix != ".py":
         return set()
@@ -306,21 +341,96 @@ def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
         tree = ast.parse(_script_text(script))
     except (SyntaxError, ValueError):
         return set()
-    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
-    return {p for folder in folders for name in names for file in _module_files(name)
-            if (p := _inside(f"./{file}", folder, root, folders=False)) is not None}
+    found: set[Path] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted = [(folder, alias.name) for folder in folders for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            dotted = [(folder, node.module) for folder in folders]
+        elif isinstance(node, ast.ImportFrom):  # from . import util, from ..pkg.mod import x
+            if node.level - 1 > len(script.parent.parents):
+                continue
+            package = script.parent.parents[node.level - 2] if node.level > 1 else script.parent
+            dotted = [(package, node.module)] if node.module else [(package, a.name) for a in node.names]
+        else:
+            continue
+        for folder, name in dotted:
+            found |= _kept(would_import(folder, [name.split(".")[0]]), root)
+            found |= {p for file in _module_files(name) if (p := _inside(f"./{file}", folder, root, folders=False))
+                      is not None and p.is_file()}
+    return found
+
+
+@functools.cache
+def import_names() -> frozenset[str]:
+    """Every top-level name an import in a Python program could ask for: the standard library's
+    (:data:`sys.stdlib_module_names`: ``subprocess`` imports ``selectors``), every installed package's
+    (:func:`importlib.metadata.packages_distributions`: an optional dependency tried and missing), and the
+    ``sitecustomize`` and ``usercustomize`` every start tries. Found once: a scan of the installed packages."""
+    names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize",
+             "usercustomize"}
+    return frozenset(name for name in names if name.isidentifier())
+
+
+def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
+    """What a Python process with ``folder`` first on its path could load from there for these top-level
+    ``names``, existing or not: each ``name`` with every suffix the interpreter imports
+    (:func:`importlib.machinery.all_suffixes`: source, bytecode, extension modules), ``name/__init__`` with
+    each, or the whole ``name`` folder once it is a package (any module in it is code), and
+    ``__pycache__``. A folder without an ``__init__`` is only a namespace portion, which a module found
+    later on the path wins over, so it stays the agent's (a namespace package this program imported, whose
+    portions are searched in order, is kept whole).
+    """
+    suffixes = importlib.machinery.all_suffixes()
+    yield folder / "__pycache__"
+    for name in names:
+        package = folder / name
+        inits = [package / f"__init__{suffix}" for suffix in suffixes]
+        module = sys.modules.get(name)
+        namespace = module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
+        if namespace or (package.is_dir() and any(os.path.lexists(init) for init in inits)):
+            yield package
+            if (package / "__init__.py").is_file():
+                yield package / "__init__.py"  # read for what it imports in turn
+        else:
+            yield from inits
+        yield from (folder / f"{name}{suffix}" for suffix in suffixes)
+
+
+def would_be_module(path: Path) -> bool:
+    """Whether ``path`` is shaped as what Python imports: ``__pycache__``, a package folder ``name``, or
+    ``name`` with one of the interpreter's suffixes (:func:`would_import` names thousands, most missing)."""
+    return path.name == "__pycache__" or any(
+        path.name.endswith(suffix) and path.name[:len(path.name) - len(suffix)].isidentifier()
+        for suffix in ("", *importlib.machinery.all_suffixes()))
+
+
+def _kept(paths: Iterable[Path], root: Path | None) -> set[Path]:
+    """Of lexical ``paths``, those strictly inside ``root`` (any, without one), resolved where they exist
+    (a link leading elsewhere is followed): many that do not exist are each a ``stat``, not a resolve."""
+    kept, prefix = set(), os.path.join(str(root or ""), "")
+    for path in paths:
+        if os.path.lexists(path) and (path := _resolved(path)) is None:  # type: ignore[assignment]
+            continue
+        if str(path).startswith(prefix):
+            kept.add(path)
+    return kept
 
 
 _NODE_SCRIPTS = frozenset({".js", ".mjs", ".cjs"})
 _NODE_IMPORT = re.compile(r"""(?:\brequire\s*\(\s*|\bimport\s*\(\s*|\bfrom\s+|\bimport\s+)(['"])([^'"\s]+)\1""")
 
 
+_NODE_SUFFIXES = ("", ".js", ".json", ".node", ".mjs", ".cjs")
+"""What Node tries after a relative ``require('./util')``'s path, in its order (then ``util/index.*`` and
+``util/package.json``: the folder)."""
+
+
 def _required(script: Path, root: Path) -> set[Path]:
-    """What a Node script's packages would load from: ``node_modules/<package>`` in each folder Node looks
-    in, from the script's own up to ``root`` (the workspace's, else the folder the run starts in),
-    existing or not.
+    """What a Node script's imports would load, existing or not: a relative one (``require('./util')``)
+    as each file Node tries (:data:`_NODE_SUFFIXES`, the bare name first) and the folder of that name, whole;
+    a package as ``node_modules/<package>`` in each folder Node looks in, from the script's own up to ``root``
+    (the workspace's, else the folder the run starts in).
 
     ``require('minimist')`` in ``hooks/check.js`` loads ``hooks/node_modules/minimist`` first when it is
     there: a package the agent put in a nearer folder, or a file it changed in the one meant, ran on the
@@ -329,21 +439,22 @@ def _required(script: Path, root: Path) -> set[Path]:
     if script.suffix not in _NODE_SCRIPTS:
         return set()
     names = {m.group(2) for m in _NODE_IMPORT.finditer(_script_text(script))}
+    relative = [Path(os.path.normpath(script.parent / name)) for name in names if name.startswith(("./", "../"))]
+    found = _kept((Path(f"{path}{suffix}") for path in relative for suffix in _NODE_SUFFIXES), root)
+    found |= {index for path in found if path.is_dir() for index in (path / "index.js", path / "package.json")
+              if index.is_file()}  # read in turn
     packages = {"/".join(name.split("/")[:2 if name.startswith("@") else 1]) for name in names
                 if not name.startswith((".", "/", "node:"))}
     packages = {p for p in packages if p and ".." not in p.split("/")}
     folders = [f for f in (script.parent, *script.parent.parents) if f == root or root in f.parents]
-    return {folder / "node_modules" / package for folder in folders for package in packages}
+    return found | {folder / "node_modules" / package for folder in folders for package in packages}
 
 
 def _module_files(dotted: str) -> list[Path]:
-    """The files, relative to a folder on Python's path, that importing ``dotted`` could load from it: its
-    packages' ``__init__.py``, and the first part and the whole with every suffix the interpreter imports
-    (``.py``, ``.pyc``, extension modules: :func:`importlib.machinery.all_suffixes`)."""
+    """The source files, relative to a folder on Python's path, that importing ``dotted`` runs when they
+    are there: each part's ``__init__.py``, and the whole as a module (read for their imports in turn)."""
     parts = dotted.split(".")
-    files = [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)]
-    return files + [Path(*parts[:n - 1], parts[n - 1] + suffix) for n in {1, len(parts)}
-                    for suffix in importlib.machinery.all_suffixes()]
+    return [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)] + [Path(*parts[:-1], f"{parts[-1]}.py")]
 
 
 def _program(word: str) -> bool:

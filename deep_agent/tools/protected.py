@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import importlib.machinery
 import os
 import re
 import shutil
@@ -52,7 +51,15 @@ import sys
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
-from deep_agent.tools.host_code import WORD_PARTS, protect_what_runs, read_regular, shell_words
+from deep_agent.tools.host_code import (
+    WORD_PARTS,
+    import_names,
+    protect_what_runs,
+    read_regular,
+    shell_words,
+    would_be_module,
+    would_import,
+)
 from subagents.errors import SubagentsError
 
 AGENT_FILES = (".claude", ".agents", ".deep_agent", ".mcp.json")
@@ -243,29 +250,21 @@ def _import_folders(root: Path) -> list[Path]:
 
 
 def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
-    """What the next start of this program would load from ``folders`` for each top-level module it imported,
-    existing or not: ``name.py``, ``name.pyc``, ``name.so``... and ``name/__init__`` with each suffix; the
-    whole ``name`` folder where it is a package already, or the module a namespace package (whose portions
-    found first are searched first); the ``__pycache__`` beside a ``name.py``. Not from a folder inside a
-    protected one: a virtual environment's site-packages is the interpreter's, protected whole.
+    """What the next start of this program could load from ``folders`` (:func:`~deep_agent.tools.host_code.
+    would_import`), existing or not, for every name it imported, and every one any import could ask for
+    (the standard library's, the installed packages': an optional one tried and missing, ``sitecustomize``).
+    Not from a folder inside a protected one: a virtual environment's site-packages is the interpreter's,
+    protected whole. And the missing module files of the hooks' and servers' Python (``json.py`` beside a
+    hook's script), shaped so (:func:`~deep_agent.tools.host_code.would_be_module`).
 
     A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
     command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each.
     """
-    suffixes = importlib.machinery.all_suffixes()
+    names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
-        for name, module in list(sys.modules.items()):
-            if "." in name:
-                continue
-            package = folder / name
-            if (getattr(module, "__file__", None) is None and hasattr(module, "__path__")) or any(
-                    os.path.lexists(package / f"__init__{suffix}") for suffix in suffixes):
-                yield package
-            else:
-                yield from (package / f"__init__{suffix}" for suffix in suffixes)
-            yield from (folder / f"{name}{suffix}" for suffix in suffixes)
-            if (folder / f"{name}.py").is_file():
-                yield folder / "__pycache__"
+        yield from would_import(folder, names)
+    yield from (p for p, why in list(found.items())
+                if why == SCRIPT and would_be_module(p) and not os.path.lexists(p))
 
 
 def _fold(path: Path) -> str:

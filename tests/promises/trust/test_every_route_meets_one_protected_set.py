@@ -30,8 +30,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools import Workspace, builtin_tools
+from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
 
@@ -330,3 +330,83 @@ def test_what_the_next_start_would_import_from_the_workspace_is_protected_existi
         f"langchain_core{EXTENSION_SUFFIXES[0]}": IMPORTED, "langgraph/graph/state.py": IMPORTED,
         "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/run.py": IMPORTED})
     assert protected.why(runner.ws.resolve() / "notes" / "rich.md") is None  # the rest stays the agent's
+
+
+def hooked(ws: Path, *commands: str) -> Protected:
+    """The protected set of ``ws`` whose agent file's hooks run ``commands`` (in ``ws``)."""
+    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in commands]}]}
+    return Protected.of(ws, extra=files_run_by(SimpleNamespace(hooks=hook, mcp_config=None), ws))
+
+
+def test_what_any_import_of_a_hooks_python_could_load_is_protected_existing_or_not(runner):
+    # Before: only the files of the names a hook's script imported were kept (and of a package only its
+    # __init__.py): a command's scripts/helpers/__init__.pyc beat helpers.py, pkg/__init__.abi3.so beat
+    # pkg/__init__.py, scripts/selectors.py (which the imported subprocess imports) shadowed the standard
+    # library, an edited tools/util.py (from .util import run) and a json.py beside `python3 -c` ran on the host.
+    ws = runner.ws
+    write(ws / "scripts" / "check.py", "import helpers, pkg, subprocess\n")
+    write(ws / "scripts" / "helpers.py", "def run(): pass\n")
+    write(ws / "scripts" / "pkg" / "__init__.py", "from .util import run\n")
+    write(ws / "scripts" / "pkg" / "util.py", "def run(): pass\n")
+    write(ws / "tools" / "__init__.py", "")
+    write(ws / "tools" / "check.py", "from .util import run\n")
+    write(ws / "tools" / "util.py", "def run(): pass\n")
+    protected = hooked(ws, "python3 scripts/check.py", "python3 -m tools.check",
+                       "python3 -c 'import json,sys; json.load(sys.stdin)'")
+    every_route_is_refused(runner, protected, {
+        "scripts/helpers/__init__.pyc": SCRIPT, f"scripts/pkg/__init__{EXTENSION_SUFFIXES[0]}": SCRIPT,
+        "scripts/pkg/util.py": SCRIPT, "scripts/selectors.py": SCRIPT, "scripts/sitecustomize.py": SCRIPT,
+        "tools/util.py": SCRIPT, "json.py": SCRIPT, "scripts/__pycache__/helpers.cpython-311.pyc": SCRIPT})
+    for work in ("scripts/helpers/notes.txt", "scripts/data/json.txt", "notes/json.md"):
+        assert protected.why(ws.resolve() / work) is None, work  # the rest stays the agent's
+
+
+def test_what_node_would_load_for_a_relative_require_is_protected_existing_or_not(runner):
+    # Before: require('./util') with util.js there kept util.js only: Node tries the bare scripts/util first.
+    write(runner.ws / "scripts" / "check.js", "require('./util').run();\n")
+    write(runner.ws / "scripts" / "util.js", "exports.run = () => 1;\n")
+    every_route_is_refused(runner, hooked(runner.ws, "node scripts/check.js"),
+                           {"scripts/util": SCRIPT, "scripts/util.cjs": SCRIPT, "scripts/util/index.js": SCRIPT})
+
+
+def test_the_virtual_environment_a_hook_runs_from_is_protected_whole(runner):
+    # Before: .venv/bin/python is a link leading out of the workspace: neither it, nor the venv's pyvenv.cfg,
+    # nor a .pth file in its site-packages (run at every start) was protected.
+    venv = runner.ws / ".venv"
+    write(venv / "pyvenv.cfg", "home = /usr/bin\n")
+    write(venv / "lib" / "python3.11" / "site-packages" / "x.py", "")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    write(runner.ws / "scripts" / "check.py", "print('ok')\n")
+    every_route_is_refused(runner, hooked(runner.ws, ".venv/bin/python scripts/check.py"), {
+        ".venv/pyvenv.cfg": SCRIPT, ".venv/lib/python3.11/site-packages/zz.pth": SCRIPT})
+
+
+def test_what_the_next_start_would_try_to_import_from_the_workspace_is_protected(runner, monkeypatch):
+    # Before: only the modules this program had imported were kept: sitecustomize.py, or an optional
+    # dependency not imported yet, planted in the workspace, ran at the next start.
+    monkeypatch.syspath_prepend(str(runner.ws))
+    every_route_is_refused(runner, Protected.of(runner.ws), {"sitecustomize.py": IMPORTED,
+                                                             "usercustomize/__init__.py": IMPORTED})
+
+
+def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tmp_path):
+    from deep_agent.cli.folder_trust import fingerprint
+
+    write(tmp_path / "scripts" / "check.py", "import helpers\n")
+    write(tmp_path / "scripts" / "helpers.py", "")
+    write(tmp_path / "tools" / "__init__.py", "")
+    write(tmp_path / "tools" / "check.py", "from .util import run\n")
+    write(tmp_path / "tools" / "util.py", "")
+    write(tmp_path / "scripts" / "check.js", "require('./util');\n")
+    write(tmp_path / "scripts" / "util.js", "")
+    write(tmp_path / ".venv" / "pyvenv.cfg", "home = /usr/bin\n")
+    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in (
+        "python3 scripts/check.py", "python3 -m tools.check", "python3 -c 'import json'", "node scripts/check.js",
+        ".venv/bin/python scripts/check.py")]}]}
+    spec = SimpleNamespace(hooks=hook, mcp_config=None)
+    for change in ("scripts/helpers/__init__.pyc", "json.py", "tools/util.py", "scripts/util",
+                   ".venv/lib/site-packages/x.pth", "scripts/selectors.py"):
+        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
+        write(tmp_path / change, "changed\n")
+        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change

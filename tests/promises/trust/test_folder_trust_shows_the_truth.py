@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.machinery
 import io
 import os
 from pathlib import Path
@@ -30,6 +29,7 @@ from deep_agent.cli.folder_trust import (
     fingerprint,
     folder_commands,
 )
+from deep_agent.tools.host_code import would_be_module
 from subagents import discover_agents
 
 RUN = ("run", "Do it", "--model", "scripted:cli_scripts:delegate_to_each_agent", "--yes")
@@ -131,9 +131,8 @@ def test_files_run_by_names_the_scripts_modules_and_load_paths_inside_the_folder
                  "env": {"PATH": f"./bin{os.pathsep}/usr/bin", "NODE_OPTIONS": "--require ./node/x.js"}},
            "remote": {"url": "http://127.0.0.1:1/mcp"}}
     found = files_run_by(spec(hooks, mcp), root)
-    modules = {"pkg/__init__.py", "pkg/mod/__init__.py", "pkg/mod/__main__.py", *(  # what -m could load, missing
-        f"{name}{suffix}" for name in ("pkg", "pkg/mod") for suffix in importlib.machinery.all_suffixes())}
-    assert [n for p in found if (n := p.relative_to(root.resolve()).as_posix()) not in modules - {"pkg/mod.py"}] == [
+    # and what any import of those Python processes could load there, missing (json.py, pkg/mod/__main__.py)
+    assert [p.relative_to(root.resolve()).as_posix() for p in found if p.exists() or not would_be_module(p)] == [
         ".cache",             # a PYTHONPATH folder (a shell assignment in a hook)
         "bin",                # a PATH folder of a server's env
         "bin/mytool",         # the server's command, found on that PATH
