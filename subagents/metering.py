@@ -481,13 +481,6 @@ class Budget:
             self.reserved_usd = max(0.0, self.reserved_usd - held[1]) + need[1]
         return None
 
-    def room(self) -> tuple[float, float]:
-        """What a new call could still hold: ``(tokens, usd)`` left past what is spent and held (``inf``: no limit)."""
-        with self._lock:
-            tokens = math.inf if self.max_tokens is None else self.max_tokens - self.tokens - self.reserved
-            usd = math.inf if self.max_usd is None else self.max_usd - self.usd - self.reserved_usd
-        return tokens, usd
-
     def exhausted(self) -> str | None:
         """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
         spent = self._spent_error(foreseen=True)
@@ -822,20 +815,11 @@ class TaskMeter(BaseCallbackHandler):
     def settled_usage(self) -> dict[str, Any]:
         """The task has ended (or paused): its :meth:`usage`, once the room it held for its calls is given back
         (it holds none from now on, whatever an abandoned child still does)."""
-        self._hold_room(0, 0.0)
-        self._room_held = None
-        return self.usage()
-
-    def _hold_room(self, tokens: int, usd: float) -> None:
         with self._lock:
-            held, budget = self._room_held, self.budget
-            if held is None or budget is None:
-                return
-            self._room_held, self._room_for_call = (tokens, usd), (0, 0.0)
-        if held != (0, 0.0):
-            budget.release(*held)
-        if tokens or usd:
-            budget.reserve(tokens, usd, refuse=False)  # within the room just checked: it never passes the limit
+            held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
+        if held and self.budget is not None:
+            self.budget.release(*held)
+        return self.usage()
 
     def _room_taken_by_call(self) -> tuple[int, float]:
         """The room held ahead for the call being sent, now its own (see :meth:`last_call`)."""

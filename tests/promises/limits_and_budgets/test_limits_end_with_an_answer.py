@@ -138,7 +138,7 @@ def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(ru
         """A step of work while siblings' calls take every token the child does not hold."""
         steps.append(x)
         if len(steps) >= 3:
-            budget.reserve(int(budget.room()[0]), refuse=False)
+            budget.reserve(budget.max_tokens - budget.tokens - budget.reserved, refuse=False)
         return "done"
 
     model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told("crowded"))
