@@ -164,13 +164,14 @@ class RootBudget:
         return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
 
     def _say_if_unmetered(self) -> None:
-        """Warn once when a run of the root has no :meth:`metered` meter: its middleware's own calls go uncounted."""
+        """Warn when the root's first budgeted call runs without the :meth:`metered` meter: its middleware's own
+        calls go uncounted. Looked at once (the graph is run one way or the other), not on every root call."""
         if self._unmetered_said:
             return
+        self._unmetered_said = True
         callbacks = get_config().get("callbacks")
         handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
         if not any(isinstance(h, RunMeter) and h.budget is self.budget for h in handlers):
-            self._unmetered_said = True
             warnings.warn(UNMETERED, UserWarning, stacklevel=2)
 
     def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
