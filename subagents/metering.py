@@ -704,6 +704,12 @@ class TaskMeter(BaseCallbackHandler):
         """
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
+        # Python raises a StopIteration leaving a generator or coroutine as a RuntimeError from it: a model's or
+        # tool's (the meter saw the one or the other) is told as itself.
+        cause = exc.__cause__
+        if type(exc) is RuntimeError and isinstance(cause, (StopIteration, StopAsyncIteration)) and \
+                any(seen is exc or seen is cause for seen, _ in self._seen):
+            return cause
         cause = exc
         for _ in range(8 if self._raised else 0):  # the meter's own stop, wrapped by a tool it passed through
             wrapped = cause.__cause__ or cause.__context__
@@ -719,10 +725,10 @@ class TaskMeter(BaseCallbackHandler):
         exc = self.source_of(exc)
         if any(exc is raised for raised in self._raised):  # the meter's own stop, passed through a tool
             return None
-        # Tools failing in one step: the error that ended the run need not be the latest. An error raised
-        # from a tool's (Python's RuntimeError for a StopIteration leaving a generator) comes from the tool.
+        # Tools failing in one step: the error that ended the run need not be the latest. An error raised from
+        # one a model or tool raised comes from it, and a StopIteration from where its RuntimeError came from.
         for seen, origin in reversed(self._seen):
-            if seen is exc or seen is exc.__cause__:
+            if seen is exc or seen is exc.__cause__ or seen.__cause__ is exc:
                 return origin
         if not self._seen:
             return None

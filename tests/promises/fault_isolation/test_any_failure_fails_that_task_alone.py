@@ -200,10 +200,12 @@ def test_a_generator_exit_from_anywhere_in_a_child_fails_that_task_alone(mode, p
 
 
 @MODES
-@pytest.mark.parametrize("exc", [Boom("not a cancellation"), GeneratorExit("closed")], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("exc", [Boom("not a cancellation"), GeneratorExit("closed"), StopIteration("model stop"),
+                                 StopAsyncIteration("model stop")], ids=lambda e: type(e).__name__)
 def test_a_base_exception_from_a_child_model_is_a_model_error_with_its_text_on_both_paths(mode, exc):
     """On ainvoke LangChain's model call treats such an error as a result and reads `.generations` off it:
-    the task was recorded as `AttributeError: 'Boom' object has no attribute 'generations'`."""
+    the task was recorded as `AttributeError: 'Boom' object has no attribute 'generations'`. A StopIteration
+    was recorded as the RuntimeError Python raises from it (`coroutine raised StopIteration`)."""
     out = _child_raising_at("model", exc, mode)
     _assert_one_message_and_record_per_call(out, 2)
     (failed,) = [r for r in _records(out) if r["status"] == "error"]
