@@ -133,7 +133,7 @@ from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget, PriceTable
-from subagents.outcome import task_id_for
+from subagents.outcome import lost, task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 from subagents.spec import describe_validation_error
 
@@ -985,23 +985,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         # A task that left no trace gets an id of its own: the one it would have had depends on the stopped step.
         record = AsyncTaskRecord(id=task_id_for(thread_id, "", call_id), agent_type=agent_type, runner="local",
                                  status="lost", description=str(args.get("description") or ""),
-                                 tool_call_id=call_id, created_at=now(), error=LOST_REASON,
-                                 outcome_db=db).model_dump()
+                                 tool_call_id=call_id, created_at=now(), outcome_db=db).model_dump()
         task = self.tasks.local.find_by_call(thread_id, call_id)
         if task is not None:  # it runs (or ran) in this process: the parent's step was stopped
-            return {**record, "error": None, **task.fields, "id": task.id}
+            return {**record, **task.fields, "id": task.id}
         stored = self.tasks.local.stored_by_call(thread_id, call_id, db)
         if stored and isinstance(stored.get("id"), str):
             # A file in the working folder is data anyone could have written: only a record's own fields,
             # and only as a valid record, with this call's id and agent, never what the file claims them to be.
             fields = {k: v for k, v in stored.items() if k in AsyncTaskRecord.model_fields}
-            candidate = {**record, "error": None, **fields, "announced": False, "tool_call_id": call_id,
+            candidate = {**record, **fields, "announced": False, "tool_call_id": call_id,
                          "agent_type": agent_type, "runner": "local"}
             try:
                 return AsyncTaskRecord.model_validate(candidate).model_dump()
             except ValidationError:
                 log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
-        return record
+        return {**record, **lost(LOST_REASON)}
 
     # -- completion notices ------------------------------------------------
 

@@ -49,7 +49,7 @@ from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, merge_records
+from subagents.outcome import add_usage, lost, merge_records
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
 
@@ -374,20 +374,10 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
 
 def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str) -> dict[str, Any]:
     """The ledger record of a delegation whose run stopped before it answered."""
-    now = time.time()
-    return TaskRecord(
-        id=task_id,
-        agent_type=agent_type,
-        tool_call_id=str(call.get("id") or ""),
-        status="lost",
-        stop_reason="cancelled",
-        description=description,
-        error=LOST_REASON,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0.0,
-        transcript=NO_TRANSCRIPT,
-    ).model_dump()
+    fields = lost(LOST_REASON)
+    return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=str(call.get("id") or ""),
+                      description=description, started_at=fields["finished_at"], duration_ms=0.0,
+                      **fields).model_dump()
 
 
 _GROUPS_KEPT = 256

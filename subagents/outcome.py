@@ -32,6 +32,7 @@ import json
 import math
 import operator
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
@@ -42,6 +43,7 @@ from pydantic import BaseModel, ConfigDict
 from subagents.errors import StopReason
 from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
 from subagents.metering import dollars, token_count
+from subagents.transcripts import NO_TRANSCRIPT
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -98,6 +100,16 @@ class TaskCall:
             store=runtime.store,
             output_schema=output_schema,
         )
+
+
+def lost(error: str, transcript: str | None = None) -> dict[str, Any]:
+    """The fields of a delegation whose run stopped (its process ended, its runtime closed) before it ended.
+
+    Foreground and background alike: ``stop_reason="cancelled"`` and a
+    transcript reference, the one its run ended with or ``none:`` (nothing kept).
+    """
+    return {"status": "lost", "stop_reason": "cancelled", "error": error, "finished_at": time.time(),
+            "transcript": transcript or NO_TRANSCRIPT}
 
 
 class TaskRecord(BaseModel):

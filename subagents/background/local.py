@@ -63,7 +63,7 @@ from subagents.boundary import running_in
 from subagents.definitions.permissions import pending_interrupts, resume_for
 from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
-from subagents.outcome import TaskCall
+from subagents.outcome import TaskCall, lost
 from subagents.registry import SubagentRegistry
 from subagents.runner import ConcurrencyLimit, TaskRunner
 from subagents.settings import DelegationSettings
@@ -244,7 +244,7 @@ class LocalTask:
     def abandon(self) -> None:
         """The runtime closes while the task has not settled: it is ``lost`` (and stored as such)."""
         if self.fields.get("status") not in SETTLED_STATUSES:
-            self.runner._finish(self, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False)
+            self.runner._finish(self, **lost(CLOSED_REASON, self.cancelled_transcript), announced=False)
 
     def size(self) -> int:
         """Roughly the bytes the task holds: its record's text and its conversation."""
@@ -362,7 +362,7 @@ class LocalTaskRunner:
         if stored:
             return stored
         if record.get("status") in _LIVE and self.owner_state(record) in ("gone", "self"):
-            return {"status": "lost", "error": LOST_REASON, "finished_at": now(), "updated_at": now()}
+            return {**lost(LOST_REASON), "updated_at": now()}
         return {}
 
     # -- operations (each runs on the runtime's loop) ----------------------------------
@@ -487,11 +487,11 @@ class LocalTaskRunner:
                     await self._run(task, call)
         except asyncio.CancelledError:
             # The transcript the cancelled run ended with a mark, if it began (see LocalTask.heard).
-            ended = {"transcript": task.cancelled_transcript} if task.cancelled_transcript else {}
             if not self.runtime.closed and task.fields.get("status") == "cancelled":  # by cancel()
+                ended = {"transcript": task.cancelled_transcript} if task.cancelled_transcript else {}
                 self._finish(task, status="cancelled", finished_at=task.fields.get("finished_at") or now(), **ended)
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
-                self._finish(task, status="lost", error=CLOSED_REASON, finished_at=now(), announced=False, **ended)
+                self._finish(task, **lost(CLOSED_REASON, task.cancelled_transcript), announced=False)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
             # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
             # run_forever, which would stop the loop every other task and every parent turn uses.

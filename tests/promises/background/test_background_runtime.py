@@ -99,6 +99,9 @@ def test_close_cancels_running_tasks_records_them_lost_and_stops_the_thread(run,
     again = create_agent(model(), [spin], middleware=[background([SPINNER])], checkpointer=saver)
     out = run(again, user("PARENT anything?"), config)
     assert ledger(out)[task_id]["status"] == "lost" and f"{task_id} (spinner): lost." in notices(out)[0]
+    # As a lost foreground task's: cancelled, with a transcript reference (its own, or ``none:``), never empty.
+    for record in (task.fields, ledger(out)[task_id]):
+        assert record["stop_reason"] == "cancelled" and record["transcript"]
 
 
 def test_a_dropped_middleware_closes_its_runtime(run):

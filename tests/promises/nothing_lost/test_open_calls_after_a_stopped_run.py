@@ -248,3 +248,4 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
     assert answer.text == started.text and answer.text.startswith("Started background task")
     (record,) = out["async_tasks"].values()
     assert record["id"] in started.text and record["status"] == "lost", record["error"]
+    assert record["stop_reason"] == "cancelled" and record["transcript"]  # as a lost foreground task's
