@@ -845,20 +845,27 @@ def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
     return on_pool
 
 
-def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    # LangChain runs a tool's coroutine as an asyncio task of its own, and asyncio raises a SystemExit out of a
-    # task through the loop, ending the parent's run before any callback sees it: caught in that task, it is
-    # the tool's error (a signal handler's exit is the user's, and goes on).
-    @functools.wraps(coroutine)
-    async def exit_kept(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await coroutine(*args, **kwargs)
-        except SystemExit as exc:
-            if from_signal_handler(exc):
-                raise
-            raise ToolExit(exc) from exc
+async def exit_kept(call: Awaitable[Any], error: Callable[[SystemExit], BaseException]) -> Any:
+    """Await ``call``; a ``SystemExit`` it raises is raised as ``error(exit)``, unless a signal handler's (the user's).
 
-    return exit_kept
+    asyncio raises a SystemExit out of a task through the loop, ending the parent's run before any callback
+    sees it: awaited here, in the task ``call`` runs in, it is that task's error.
+    """
+    try:
+        return await call
+    except SystemExit as exc:
+        if from_signal_handler(exc):
+            raise
+        raise error(exc) from exc
+
+
+def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    # LangChain runs a tool's coroutine as an asyncio task of its own: its exit is the tool's error.
+    @functools.wraps(coroutine)
+    async def tool_exit_kept(*args: Any, **kwargs: Any) -> Any:
+        return await exit_kept(coroutine(*args, **kwargs), ToolExit)
+
+    return tool_exit_kept
 
 
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

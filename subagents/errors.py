@@ -161,8 +161,8 @@ REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 A ``SystemExit`` a child's *tool* raises (``argparse`` calling ``sys.exit`` on
 bad arguments) never gets this far: the child's meter (and, on ``ainvoke``,
 the child's copy of the tool, in the task the tool runs in) turns it into a
-:class:`ToolExit`, which fails that task alone; its *model*'s, on ``invoke``,
-into a :class:`ModelExit`. One raised by a signal handler
+:class:`ToolExit`, which fails that task alone; its *model*'s (on ``ainvoke``,
+in the task the call runs in) into a :class:`ModelExit`. One raised by a signal handler
 (a program ending on ``SIGTERM``) is the user's, and propagates.
 """
 

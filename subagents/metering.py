@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import decimal
@@ -38,7 +39,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BeforeValidator
 
-from subagents.boundary import with_prompt_block
+from subagents.boundary import exit_kept, with_prompt_block
 from subagents.errors import (
     BudgetExceeded,
     MaxTurnsReached,
@@ -896,6 +897,7 @@ class TaskMeter(BaseCallbackHandler):
         # A call let through means no earlier stop held: a shared budget's refusal passes once a sibling's
         # running call gives back what it held, and a child that retried then answered has not been stopped.
         self.stopped_by = None
+        self._keep_model_exits()
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
@@ -903,6 +905,22 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, prompts, kwargs)
+
+    def _keep_model_exits(self) -> None:
+        """A child's model call starts: on a loop, a ``SystemExit`` its code raises fails that call alone.
+
+        LangChain's async call runs the model in tasks of ``asyncio.gather``, and asyncio raises a SystemExit
+        out of a task through the loop, ending the parent's run before :meth:`on_llm_error` could see it. The
+        loop's task factory (put around any it had, once) keeps it, as a :class:`ModelExit`, in each task made
+        while this meter has a call open in the context this handler runs in (inline: the caller's).
+        """
+        _MODEL_CALLER.set(self)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # invoke: on_llm_error sees the exit
+            return
+        if not isinstance(loop.get_task_factory(), _ModelExitsKept):
+            loop.set_task_factory(_ModelExitsKept(loop.get_task_factory()))
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any = None, **kwargs: Any) -> None:
         self._check()
@@ -1061,6 +1079,21 @@ class TaskMeter(BaseCallbackHandler):
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
 _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
+_MODEL_CALLER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_model_caller",
+                                                                                 default=None)
+
+
+class _ModelExitsKept:
+    """A loop's task factory: a task made during a child's model call keeps a ``SystemExit`` as a ModelExit."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        caller = _MODEL_CALLER.get()
+        if caller is not None and caller._calls and asyncio.iscoroutine(coro):  # the mark outlives the call
+            coro = exit_kept(coro, ModelExit)
+        return self.inner(loop, coro, **kwargs) if self.inner else asyncio.Task(coro, loop=loop, **kwargs)
 
 
 @contextlib.contextmanager
@@ -1108,6 +1141,9 @@ class RunMeter(TaskMeter):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
+
+    def _keep_model_exits(self) -> None:
+        pass  # the root's own model: its exit ends the run, as on invoke
 
 
 class _Call(NamedTuple):

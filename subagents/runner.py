@@ -12,8 +12,8 @@ Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
 a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
 no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
 which fails that task alone; one its model raises, into
-:class:`~subagents.errors.ModelExit` (on ``invoke``: on ``ainvoke`` asyncio
-ends the loop on it before any callback runs).
+:class:`~subagents.errors.ModelExit` (on ``ainvoke``, in the task the model
+call runs in: see :meth:`~subagents.metering.TaskMeter._keep_model_exits`).
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.
@@ -746,8 +746,8 @@ def _stood_in_for(exc: BaseException) -> BaseException:
     ``Exception`` (``GeneratorExit``, a library's own) as a result, so the
     task ends in ``AttributeError: '<X>' object has no attribute
     'generations'``; Python names the object the lookup failed on, which is
-    the model's own error. ``KeyboardInterrupt`` and ``SystemExit`` never get
-    there: asyncio raises them out of the loop, as on ``invoke``.
+    the model's own error. ``KeyboardInterrupt`` never gets there: asyncio
+    raises it out of the loop, as on ``invoke`` (a ``SystemExit`` is a ``ModelExit`` by then).
     """
     obj = exc.obj if type(exc) is AttributeError else None
     return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc

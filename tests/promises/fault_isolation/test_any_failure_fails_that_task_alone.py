@@ -11,6 +11,8 @@ siblings keep their results. Run on invoke and ainvoke.
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import threading
 from typing import Any
 
@@ -229,9 +231,12 @@ def test_a_keyboard_interrupt_from_a_child_model_propagates_on_both_paths(mode):
         _child_raising_at("model", KeyboardInterrupt("stop"), mode)
 
 
-def test_a_sys_exit_from_a_child_model_fails_that_task_alone_as_a_model_error_on_invoke():
-    """It ended the parent's whole run, where a tool's sys.exit fails its task alone."""
-    out = _child_raising_at("model", SystemExit("model exits"), "sync")
+@MODES
+def test_a_sys_exit_from_a_child_model_fails_that_task_alone_as_a_model_error(mode):
+    """It ended the parent's whole run, where a tool's sys.exit fails its task alone. On ainvoke LangChain
+    runs the model in a task of BaseChatModel.agenerate's gather, and asyncio raises a SystemExit out of a task
+    through the loop before any callback sees it."""
+    out = _child_raising_at("model", SystemExit("model exits"), mode)
     _assert_one_message_and_record_per_call(out, 2)
     (failed,) = [r for r in _records(out) if r["status"] == "error"]
     assert failed["stop_reason"] == "model_error" and "SystemExit: model exits" in failed["error"]
@@ -268,12 +273,25 @@ def test_a_keyboard_interrupt_from_a_child_tools_coroutine_propagates(mode):
         _child_with_async_tool_raising(KeyboardInterrupt("stop"), mode)
 
 
-def test_a_sys_exit_from_a_child_models_coroutine_still_ends_the_event_loop_on_ainvoke():
-    """A limit, not a promise: asyncio stops the loop on a SystemExit raised in a task (LangChain runs each
-    model call as one, in BaseChatModel.agenerate's gather, with no code of the library's in it: a model-call
-    wrap is outside that task) before any code of the library can see it. This test fails once that changes."""
-    with pytest.raises(SystemExit):
-        _child_raising_at("model", SystemExit("model exits"), "async")
+@MODES
+def test_a_sys_exit_from_a_signal_handler_during_a_child_model_call_still_ends_the_run(mode):
+    """The user's exit (a SIGTERM handler calling sys.exit) is not the model's."""
+
+    def terminated(signum: int, frame: Any) -> None:
+        sys.exit("terminated")
+
+    def model_call(messages: Any) -> str:
+        signal.raise_signal(signal.SIGTERM)
+        return "not reached"
+
+    spec = {"name": "w", "description": "works"}
+    model = ScriptedChatModel(rules=[("do it", [model_call])], responses=_parallel(("do it", "w")))
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with pytest.raises(SystemExit, match="terminated"):
+            _invoke(mode, create_deep_agent(model, [], subagents=[spec]), _user())
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 class _Swallow(AgentMiddleware):
