@@ -335,8 +335,8 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
                 if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
                     continue
                 path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found and (_code(path, script) or _program(before)
-                                                               or before in _MAKE_INCLUDES):
+                if path is not None and path not in found and (  # a makefile's recipe: "@python3 x.py"
+                        _code(path, script) or _program(before.lstrip("@-+")) or before in _MAKE_INCLUDES):
                     found.add(path)
                     todo.append(path)
         # What a module imports is found on the path of the script that runs (its folder first), not its own.

@@ -413,7 +413,8 @@ def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tm
 
 
 TASK_RUNNER_FILES = {  # what the hooks below run through their task runner, and, missing, what would run instead
-    "Makefile": "all:\n\t@echo made\nlint:\n\t@true\ninclude common.mk\n", "common.mk": "X = 1\n",
+    "Makefile": "all:\n\t@echo made\nlint:\n\t@python3 tools/gen.py\ninclude common.mk\n", "common.mk": "X = 1\n",
+    "tools/gen.py": "",
     "GNUmakefile": None, "package.json": '{"main": "index.js", "scripts": {"lint": "node scripts/lint.js"}}\n',
     "scripts/lint.js": "", "node_modules/.bin/eslint": "#!/bin/sh\n", ".npmrc": None,
     ".pre-commit-config.yaml": "repos:\n- repo: local\n  hooks:\n  - {id: c, name: c, entry: python3 tools/c.py,"
