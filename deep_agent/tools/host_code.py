@@ -11,15 +11,19 @@ import ast
 import functools
 import importlib.machinery
 import importlib.metadata
+import json
 import os
 import re
 import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def shell_words(command: str) -> list[str]:
@@ -136,6 +140,8 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
     * each path an ``env`` value names (``PYTHONPATH=./lib:./.cache``,
       ``NODE_OPTIONS=--require ./x.js``), folders included;
     * the module files of ``python -m pkg.mod`` (in a hook or a server);
+    * what a task runner the command line names reads as code (:data:`TASK_RUNNERS`: ``make lint``'s
+      ``Makefile``), existing or not, from the folder it runs in and each folder a word names;
     * in turn, each existing file a script named so far names (:func:`_named_by_scripts`:
       ``. scripts/lib.sh``, ``source "$(dirname "$0")/lib.sh"``).
 
@@ -143,8 +149,8 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
     what lies strictly inside ``folder`` (never ``folder`` itself: it is the
     workspace). A path may not exist yet; a caller that binds these
     read-only skips or creates the missing ones. Folders are named only by
-    ``env`` entries (a server's ``env``, or a hook's ``NAME=value`` word): a
-    folder as an argument (``ruff check src``) is work, not code to keep. A
+    ``env`` entries (a server's ``env``, or a hook's ``NAME=value`` word) and
+    :data:`TASK_RUNNERS` (``node_modules``): a folder as an argument (``ruff check src``) is work, not code to keep. A
     file a hook names to write (``touch out/done``) is named too: once it
     changes, the trust fingerprint asks again. Call it once per definition, e.g.
     ``{p for d in found.definitions.values() for p in files_run_by(d.value, Path.cwd())}``.
@@ -207,6 +213,25 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON = re.compile(r"python[0-9.]*")
 """A Python interpreter's program name (``python3``, ``.venv/bin/python3.11``)."""
 
+_MAKE = ("GNUmakefile", "makefile", "Makefile")
+_NODE = ("package.json", ".npmrc", "node_modules")
+_PYPROJECT = ("pyproject.toml", "setup.py", "setup.cfg")
+TASK_RUNNERS: dict[str, tuple[str, ...]] = {
+    "make": _MAKE, "gmake": _MAKE,
+    "npm": _NODE, "npx": _NODE, "pnpm": (*_NODE, ".pnpmfile.cjs"),
+    "yarn": (*_NODE, ".yarnrc", ".yarnrc.yml", ".yarn", ".pnp.cjs"),
+    "pre-commit": (".pre-commit-config.yaml",),
+    "uv": (*_PYPROJECT, "uv.toml", ".python-version", ".venv"), "poetry": (*_PYPROJECT, "poetry.toml", ".venv"),
+    "tox": (*_PYPROJECT, "tox.ini", ".tox"), "nox": ("noxfile.py", ".nox"),
+    "pytest": ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"),
+}
+"""A task runner's program name -> the files and folders (whole) of the folder it runs in that it reads as
+code, existing or not: ``make lint`` runs the first ``GNUmakefile``, ``makefile`` or ``Makefile`` there;
+``npm run lint`` package.json's script, with ``node_modules`` (``.bin`` and the packages it leads to) on
+its way. What those files run in turn is found in their text (:func:`_named_by_scripts`); a word anywhere
+in a command line counts (``uv run pytest``, ``python -m tox``)."""
+RUNNER_FILES = frozenset(name for names in TASK_RUNNERS.values() for name in names)
+
 
 def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
     """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
@@ -226,6 +251,8 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
             for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
                 if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
                     yield p
+        for read in TASK_RUNNERS.get(os.path.basename(word), ()):
+            yield from (p for folder in bases if (p := _inside(f"./{read}", folder, root, folders=True)) is not None)
         if module or (python and word == "-c"):
             # -c and -m put the folder Python starts in first on its path: what any import loads from there
             yield from _kept(would_import(base, import_names() | {module.split(".")[0]} - {""}), root)
@@ -298,7 +325,7 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     searched: set[Path] = set()
     while todo:
         script = todo.pop()
-        words = shell_words(_script_text(script))
+        words = _script_words(script)
         pairs = {(part, before) for before, word in zip(["", *words], words, strict=False)
                  for part in WORD_PARTS.split(word) if part}
         for part, before in pairs:
@@ -308,7 +335,8 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
                 if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
                     continue
                 path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found and (_code(path, script) or _program(before)):
+                if path is not None and path not in found and (  # a makefile's recipe: "@python3 x.py"
+                        _code(path, script) or _program(before.lstrip("@-+")) or before in _MAKE_INCLUDES):
                     found.add(path)
                     todo.append(path)
         # What a module imports is found on the path of the script that runs (its folder first), not its own.
@@ -455,6 +483,35 @@ def _module_files(dotted: str) -> list[Path]:
     are there: each part's ``__init__.py``, and the whole as a module (read for their imports in turn)."""
     parts = dotted.split(".")
     return [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)] + [Path(*parts[:-1], f"{parts[-1]}.py")]
+
+
+_MAKE_INCLUDES = frozenset({"include", "-include", "sinclude"})
+"""A makefile's words that read the file they are given as more of it."""
+
+_DATA: dict[str, Callable[[str], Any]] = {".json": json.loads, ".toml": tomllib.loads, ".yaml": yaml.safe_load,
+                                          ".yml": yaml.safe_load}
+
+
+def _script_words(script: Path) -> list[str]:
+    """A script's words (:func:`shell_words`); of a JSON, TOML or YAML file (``package.json``'s scripts,
+    ``.pre-commit-config.yaml``'s entries), each string value's, as a command line of its own."""
+    text = _script_text(script)
+    if (load := _DATA.get(script.suffix)) is None:
+        return shell_words(text)
+    try:
+        return [word for value in _strings(load(text), set()) for word in (*shell_words(value), ";")]
+    except (ValueError, yaml.YAMLError, RecursionError):
+        return shell_words(text)
+
+
+def _strings(data: Any, seen: set[int]) -> Iterator[str]:
+    """Every string in ``data``; a list or mapping met again (a YAML alias) is read once."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, (Mapping, list)) and id(data) not in seen:
+        seen.add(id(data))
+        for value in data.values() if isinstance(data, Mapping) else data:
+            yield from _strings(value, seen)
 
 
 def _program(word: str) -> bool:

@@ -22,9 +22,10 @@ refuses them. The set:
   ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
   from elsewhere): the next run reads them;
 * the state folder, when one is given;
-* the scripts and programs hooks and MCP servers name (``extra``, and
-  :data:`HOST_CODE`: those of every hook mapping and server config this
-  process read, whoever read it): they run on the host at the next tool call;
+* the scripts and programs hooks and MCP servers name, and what their task
+  runners read (``make``'s ``Makefile``: :data:`~deep_agent.tools.host_code.TASK_RUNNERS`)
+  (``extra``, and :data:`HOST_CODE`: those of every hook mapping and server config
+  this process read, whoever read it): they run on the host at the next tool call;
 * what this program would import from a folder of the workspace on its
   import path (``python -m`` started there), existing or not
   (:func:`_imported_from`): it would run on the host at the next start;
@@ -52,6 +53,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from deep_agent.tools.host_code import (
+    RUNNER_FILES,
     WORD_PARTS,
     import_names,
     protect_what_runs,
@@ -180,9 +182,9 @@ class Protected:
 
     @property
     def watched(self) -> frozenset[Path]:
-        """The missing paths this program would import from the workspace (:func:`_imported_from`): refused
-        to writers, and set aside once a sandboxed command made one (not held empty while it runs: there
-        are thousands)."""
+        """The missing paths this program, a hook's Python or a task runner would load from the workspace
+        (:func:`_imported_from`): refused to writers, and set aside once a sandboxed command made one (not
+        held empty while it runs: there are thousands, and ``make`` reads a ``GNUmakefile`` first)."""
         return self._found[1]
 
     @classmethod
@@ -255,16 +257,19 @@ def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path
     (the standard library's, the installed packages': an optional one tried and missing, ``sitecustomize``).
     Not from a folder inside a protected one: a virtual environment's site-packages is the interpreter's,
     protected whole. And the missing module files of the hooks' and servers' Python (``json.py`` beside a
-    hook's script), shaped so (:func:`~deep_agent.tools.host_code.would_be_module`).
+    hook's script), shaped so (:func:`~deep_agent.tools.host_code.would_be_module`), and of what their task
+    runners read (:data:`~deep_agent.tools.host_code.TASK_RUNNERS`).
 
     A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
-    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each.
+    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each; and a
+    ``GNUmakefile`` or ``pyproject.toml`` held as an empty folder (or file) would break ``make`` or ``uv``
+    in the sandbox, which read it first.
     """
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)
-    yield from (p for p, why in list(found.items())
-                if why == SCRIPT and would_be_module(p) and not os.path.lexists(p))
+    yield from (p for p, why in list(found.items()) if why == SCRIPT and not os.path.lexists(p)
+                and (would_be_module(p) or p.name in RUNNER_FILES))
 
 
 def _fold(path: Path) -> str:

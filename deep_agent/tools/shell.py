@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
+from deep_agent.tools.protected import GIT
 from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable
 from deep_agent.tools.workspace import Workspace, check_text
 
@@ -74,16 +75,18 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                 answer = _answer(ws, process, limit_s)
         except SandboxUnavailable as exc:
             raise ToolException(f"Bash could not start its sandbox: {exc}") from None
-        moved = [p for p in set_aside if SET_ASIDE in p.name]
-        if moved:
-            named = ", ".join(str(p.relative_to(ws.root)) for p in moved)
-            answer += (f"\n[what this command made that git would run outside the sandbox was set aside ({named}): "
-                       "new git repositories, paths a git config names, or what replaced a symlink to a protected "
-                       "path (the link is back); the user can rename them back]")
+        # Each under its old name, with why it was taken: "sub/.git (now .git.made-by-agent): a git directory (...)".
+        aside = [(new.with_name(new.name[:new.name.rindex(SET_ASIDE)]), new)
+                 for new in set_aside if SET_ASIDE in new.name]
+        if aside:
+            named = "; ".join(f"{old.relative_to(ws.root)} (now {new.name}): {ws.protected.why(old) or GIT}"
+                              for old, new in aside)
+            answer += (f"\n[protected paths this command made were set aside when it ended (the user can rename them "
+                       f"back; a symlink it replaced is put back): {named}]")
         if stuck := [p for p in set_aside if SET_ASIDE not in p.name]:
             named = ", ".join(str(p.relative_to(ws.root)) for p in stuck)
-            answer += (f"\n[WARNING: what this command made that git would run could not be set aside ({named}): "
-                       "git run there outside the sandbox would run it; remove them]")
+            answer += (f"\n[WARNING: what this command made at protected paths could not be set aside ({named}): "
+                       "it would run outside the sandbox; remove them]")
         return answer
 
     where = "Run a shell command in the workspace folder."

@@ -316,7 +316,9 @@ def test_a_missing_path_a_git_config_names_cannot_be_made_while_a_command_runs(r
 def test_the_bash_tool_says_which_repositories_it_set_aside(tmp_path):
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     answer = bash.invoke({"command": "mkdir sub && git init -q sub && echo made", "timeout": 20_000})
-    assert "made" in answer and "set aside (sub/.git.made-by-agent, sub/.git.made-by-agent/HEAD" in answer, answer
+    assert "made" in answer and "set aside when it ended" in answer, answer
+    assert "sub/.git (now .git.made-by-agent): a git directory" in answer, answer
+    assert "sub/.git.made-by-agent/HEAD (now HEAD.made-by-agent): a git directory" in answer, answer
     assert not (tmp_path / "sub" / ".git").exists()
     assert "set aside" not in bash.invoke({"command": "echo again", "timeout": 20_000})  # nothing twice
 

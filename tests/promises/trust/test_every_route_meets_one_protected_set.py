@@ -410,3 +410,82 @@ def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tm
         before = fingerprint(files_run_by(spec, tmp_path, outside=True))
         write(tmp_path / change, "changed\n")
         assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
+
+
+TASK_RUNNER_FILES = {  # what the hooks below run through their task runner, and, missing, what would run instead
+    "Makefile": "all:\n\t@echo made\nlint:\n\t@python3 tools/gen.py\ninclude common.mk\n", "common.mk": "X = 1\n",
+    "tools/gen.py": "",
+    "GNUmakefile": None, "package.json": '{"main": "index.js", "scripts": {"lint": "node scripts/lint.js"}}\n',
+    "scripts/lint.js": "", "node_modules/.bin/eslint": "#!/bin/sh\n", ".npmrc": None,
+    ".pre-commit-config.yaml": "repos:\n- repo: local\n  hooks:\n  - {id: c, name: c, entry: python3 tools/c.py,"
+                               " language: system}\n", "tools/c.py": "",
+    "pyproject.toml": "[project]\nname = 'x'\n", "uv.toml": None, "tox.ini": "[tox]\n", "noxfile.py": "",
+    "conftest.py": "", "setup.cfg": None,
+}
+
+
+def test_the_files_a_hooks_task_runner_reads_as_code_are_protected_existing_or_not(runner):
+    # Before: a hook `make lint` (or `npm run lint`, `pre-commit run`, `uv run pytest`, `tox`, `nox`) ran the
+    # Makefile and what it includes, package.json's scripts and node_modules, the pre-commit config's entries,
+    # pyproject.toml, tox.ini, noxfile.py, conftest.py on the host: a sandboxed command rewrote them (or made a
+    # GNUmakefile, which make reads first) and the next hook ran them.
+    ws = runner.ws
+    for path, text in TASK_RUNNER_FILES.items():
+        if text is not None:
+            write(ws / path, text)
+    (ws / "node_modules" / ".bin" / "eslint").chmod(0o755)
+    write(ws / "index.js", "")
+    write(ws / "notes.txt", "")
+    protected = hooked(ws, "make lint", "npm run lint", "pre-commit run --all-files", "uv run pytest -q", "tox",
+                       "nox -s lint")
+    every_route_is_refused(runner, protected, {path: SCRIPT for path in TASK_RUNNER_FILES})
+    for work in ("index.js", "notes.txt", "src/x.py"):  # named by package.json, or by nothing: the agent's
+        assert protected.why(ws.resolve() / work) is None, work
+    assert "made" in runner.run("make", protected=protected)  # a missing GNUmakefile is no placeholder make reads
+    assert hooked(ws, "ruff check .").why(ws.resolve() / "Makefile") is None  # a program not in the table
+
+
+def test_the_fingerprint_covers_what_a_hooks_task_runner_reads(tmp_path):
+    from deep_agent.cli.folder_trust import fingerprint
+
+    write(tmp_path / "Makefile", "include common.mk\n")
+    write(tmp_path / "common.mk", "")
+    write(tmp_path / "package.json", '{"scripts": {"lint": "node scripts/lint.js"}}\n')
+    write(tmp_path / "scripts" / "lint.js", "")
+    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ("make lint", "npx eslint .")]}]}
+    spec = SimpleNamespace(hooks=hook, mcp_config=None)
+    for change in ("common.mk", "GNUmakefile", "scripts/lint.js", "node_modules/x.js", "package.json", "Makefile"):
+        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
+        write(tmp_path / change, "changed\n")
+        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
+
+
+def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
+    # Before: a GNUmakefile (or json.py) a command made where a protected path was missing was set aside with
+    # an answer that spoke of git repositories only, not naming the path nor why.
+    ws = runner.ws
+    protected = hooked(ws, "make lint", "python3 -c 'import json'")
+    runner.chown(ws)
+    read, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the command's user, as the runner's commands (root ignores the write bits)
+        code = 1
+        try:
+            os.close(read)
+            if "user" in runner.popen:
+                os.setgid(runner.popen["group"])
+                os.setuid(runner.popen["user"])
+            (bash,) = [t for t in builtin_tools(Workspace(ws, protected=protected)) if t.name == "Bash"]
+            answer = bash.invoke({"command": "touch GNUmakefile json.py && echo made", "timeout": 20_000})
+            os.write(write_end, answer.encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, answer
+    assert "made" in answer and not (ws / "GNUmakefile").exists() and not (ws / "json.py").exists(), answer
+    for path in ("GNUmakefile", "json.py"):
+        assert f"{path} (now {path}{SET_ASIDE}): {SCRIPT}" in answer, answer
