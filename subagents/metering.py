@@ -153,12 +153,14 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
     Every call is priced here, when it is sent, by the model it goes to
     (``sent``: after any fallback or router chose it), and charged at exactly
     that price, whatever name its reply gives. The name matches a key only
-    exactly, or once a provider prefix (``openai:``, ``openai/``) or a
-    trailing date stamp (``-2025-04-14``, ``-20250414``) is removed from
-    either side; two different date stamps never match. Any other name
-    (``o1-pro`` with only ``o1`` priced) has no price: under a dollar limit
-    its calls are refused. Where several keys match equally well, the
-    dearest is charged.
+    exactly, or as the same model named more or less fully: a provider
+    prefix (``openai:``, ``openai/``) the one has and the other lacks, or a
+    trailing date stamp (``-2025-04-14``, ``-20250414``) the one has and the
+    other lacks. What is left is never another name: ``mistral:latest`` is
+    not ``llama3:latest`` (Ollama's tags look like prefixes), and two date
+    stamps never match. Any other name (``o1-pro`` with only ``o1`` priced)
+    has no price: under a dollar limit its calls are refused. Where several
+    keys match equally well, the dearest is charged.
 
     Example::
 
@@ -170,13 +172,14 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
         return None
     if sent in prices:
         return sent, prices[sent]
-    name = _PROVIDER_PREFIX.sub("", sent)
-    undated = _DATE_STAMP.sub("", name)
+    bare = _PROVIDER_PREFIX.sub("", sent)
     best: tuple[int, float, str] | None = None
     for key, price in prices.items():
-        bare = _PROVIDER_PREFIX.sub("", key)
+        # A prefix is taken off one side at most, so what is compared is a whole name of the other's.
+        pairs = ((sent, key), (bare, key), (sent, _PROVIDER_PREFIX.sub("", key)))
         # How well it matches: the same name, the sent name without its date, the key without its date.
-        rank = 3 if bare == name else 2 if bare == undated else 1 if _DATE_STAMP.sub("", bare) == name else 0
+        rank = max(3 if a == b else 2 if _DATE_STAMP.sub("", a) == b else 1 if _DATE_STAMP.sub("", b) == a else 0
+                   for a, b in pairs)
         if rank and (best is None or (rank, sum(price)) > best[:2]):
             best = (rank, sum(price), key)
     return None if best is None else (best[2], prices[best[2]])
@@ -1158,12 +1161,13 @@ class _Call(NamedTuple):
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
-    """The model a call is made to: its invocation parameters', else LangChain's ``ls_model_name`` metadata."""
+    """The model a call is made to: its invocation parameters', else LangChain's ``ls_model_name`` metadata.
+
+    ``model`` first: it is what the request sends, a router's ``model_settings={"model": ...}`` included
+    (``ChatOpenAI``'s ``model_name`` stays its constructor's)."""
     params = kwargs.get("invocation_params") or {}
-    name = params.get("model_name") or params.get("model")
-    if not isinstance(name, str) or not name:
-        name = (kwargs.get("metadata") or {}).get("ls_model_name")
-    return name if isinstance(name, str) and name else None
+    names = (params.get("model"), params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
+    return next((name for name in names if isinstance(name, str) and name), None)
 
 
 def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:

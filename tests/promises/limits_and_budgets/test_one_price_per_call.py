@@ -106,6 +106,58 @@ def test_a_child_on_a_model_named_like_a_priced_one_is_refused_under_a_dollar_li
     assert child.calls == [] and record["stop_reason"] == "budget" and "priced-pro" in record["error"]
 
 
+@pytest.mark.parametrize(("sent", "priced"), [("mistral:latest", "llama3:latest"), ("qwen2:7b", "gemma:7b"),
+                                              ("openai:gpt-4.1", "azure/gpt-4.1-2025-04-14")])
+def test_a_name_is_never_priced_as_another_model_that_shares_its_tag_or_its_rest(run, sent, priced):
+    # Ollama's mistral:latest was charged llama3:latest's price (both read as a prefix and "latest").
+    child = BillingModel(default="an answer", model_name=sent)
+    specs = [{"name": "w", "description": "worker", "model": child}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
+                                budget=Budget(max_usd=1.0, prices={**PRICES, priced: (0.1, 0.1)})), user("go"))
+    (record,) = records(out)
+    assert child.calls == [] and record["stop_reason"] == "budget" and sent in record["error"]
+
+
+class _NamedInParams(BillingModel):
+    """A model whose invocation parameters name its constructor's model, as ChatOpenAI's ``model_name`` does."""
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name}
+
+
+class _Router(AgentMiddleware):
+    """Sends every call of the child to another model, as a router choosing by difficulty does."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__()
+        self.model = model
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(model_settings={**request.model_settings, "model": self.model}))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request.override(model_settings={**request.model_settings, "model": self.model}))
+
+
+@pytest.mark.parametrize("routed", ["dear", "unpriced-model"])
+def test_a_call_a_middleware_routes_to_another_model_is_priced_as_that_model_or_refused(run, routed):
+    # ChatOpenAI's model_name stays its constructor's: a call routed to gpt-4.1 was charged as gpt-4.1-mini,
+    # and one routed to an unpriced model was sent under a dollar limit.
+    prices = {**PRICES, "dear": (8000.0, 16000.0)}
+    child = _NamedInParams(default="an answer", model_name="priced")
+    specs = [{"name": "w", "description": "worker", "model": child, "middleware": [_Router(routed)]}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
+                                budget=Budget(max_usd=10.0, prices=prices)), user("go"))
+    (record,) = records(out)
+    if routed == "dear":
+        ((billed_in, billed_out),) = child.billed
+        assert record["priced_as"] == ["dear"]
+        assert record["cost_usd"] == pytest.approx((billed_in * 8000.0 + billed_out * 16000.0) / 1e6, abs=1e-6)
+    else:
+        assert child.calls == [] and record["stop_reason"] == "budget" and routed in record["error"]
+
+
 @pytest.mark.parametrize("reply_name", ["priced-2025-01-01", "priced-16k", "parent"])
 def test_a_call_is_charged_at_the_price_it_was_sent_at_whatever_model_its_reply_names(run, reply_name):
     # Replies naming a dated snapshot priced 8x were charged 8x what was reserved: 16 children spent 4.7x the limit.
