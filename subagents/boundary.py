@@ -41,6 +41,7 @@ import os
 import re
 import threading
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypedDict, cast, get_args, get_origin, get_type_hints
@@ -175,7 +176,9 @@ def _immutable(value: Any) -> bool:
 def _reachable(value: Any) -> dict[int, Any]:
     """Every object ``value`` holds (itself too) that is not immutable, by id: whatever the garbage collector
     sees it refer to (containers' items, instances' fields and slots, a ``functools.partial``'s function and
-    arguments, a ``defaultdict``'s factory, a bound method's object), but an instance's class."""
+    arguments, a ``defaultdict``'s factory, a bound method's object, a function's closure cells and defaults),
+    but an instance's class and a function's module globals and code; and what a weak reference or proxy
+    refers to, while it lives."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
@@ -184,10 +187,19 @@ def _reachable(value: Any) -> dict[int, Any]:
             continue
         if type(item) not in (tuple, frozenset):  # a tuple of unchanged items is the same tuple: fine
             found[id(item)] = item
-        if isinstance(item, (type, types.ModuleType, types.FunctionType)):
+        if isinstance(item, (type, types.ModuleType)):
             continue  # held as a whole: a copy holding it holds the original
         kind = type(item)
-        stack.extend(part for part in gc.get_referents(item) if part is not kind)
+        if isinstance(item, weakref.ReferenceType):
+            stack.append(weakref.ReferenceType.__call__(item))  # not a subclass's own __call__
+        elif kind in weakref.ProxyTypes:
+            with contextlib.suppress(ReferenceError):  # a proxy forwards getattr: the method is bound to its object
+                stack.append(getattr(item.__sizeof__, "__self__", None))
+        parts = gc.get_referents(item)
+        if kind is types.FunctionType:  # its globals are its module's, every function's of it; its closure its own
+            shared = {id(item.__globals__), id(item.__builtins__), id(item.__code__)}
+            parts = [part for part in parts if id(part) not in shared]
+        stack.extend(part for part in parts if part is not kind)
     return found
 
 

@@ -163,7 +163,9 @@ bad arguments) never gets this far: the child's meter (and, on ``ainvoke``,
 the child's copy of the tool, in the task the tool runs in) turns it into a
 :class:`ToolExit`, which fails that task alone; its *model*'s (on ``ainvoke``,
 in the task the call runs in) into a :class:`ModelExit`. One raised by a signal handler
-(a program ending on ``SIGTERM``) is the user's, and propagates.
+(a program ending on ``SIGTERM``) is the user's, and propagates; any other (a shared
+value's ``__deepcopy__`` or ``__eq__``, a reducer, a hook calling ``sys.exit``) is that
+code's error, as any exception it raised (:func:`is_real_cancellation`).
 """
 
 
@@ -186,8 +188,9 @@ def from_signal_handler(exc: BaseException) -> bool:
 
 
 def is_real_cancellation(exc: BaseException) -> bool:
-    """Whether ``exc`` is real cancellation, judged by its type alone (a hostile ``__class__`` cannot lie)."""
-    return issubclass(type(exc), REAL_CANCELLATION)
+    """Whether ``exc`` is real cancellation, judged by its type (a hostile ``__class__`` cannot lie), and a
+    ``SystemExit`` by who raised it: a signal handler (see :data:`REAL_CANCELLATION`)."""
+    return issubclass(type(exc), REAL_CANCELLATION) and (not isinstance(exc, SystemExit) or from_signal_handler(exc))
 
 
 class SubagentError(SubagentsError):

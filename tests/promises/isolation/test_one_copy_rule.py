@@ -18,7 +18,9 @@ import enum
 import fractions
 import functools
 import logging
+import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -363,6 +365,78 @@ def test_a_child_never_changes_a_client_whose_deep_copy_is_itself(run):
     (record,) = records(out)
     assert client.calls == [] and out["client"] is client
     assert record["withheld_keys"] == {"client": "cannot be copied (its deep copy is the original Client)"}
+
+
+class LazyNotes:
+    """Its deep copy reads the original's items through a closure, as a lazy loader does."""
+
+    def __init__(self) -> None:
+        self.items = ["orig"]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LazyNotes:
+        original, copied = self, object.__new__(LazyNotes)
+        copied.load = lambda: original.items  # type: ignore[attr-defined]
+        return copied
+
+
+class ProxiedNotes:
+    """Its deep copy keeps a weak proxy to the original's items."""
+
+    def __init__(self) -> None:
+        self.items = collections.UserList(["orig"])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProxiedNotes:
+        copied = object.__new__(ProxiedNotes)
+        copied.items = weakref.proxy(self.items)  # type: ignore[assignment]
+        return copied
+
+
+class ExitingConfig:
+    def __deepcopy__(self, memo: dict[int, Any]) -> ExitingConfig:
+        sys.exit("config copy refused")
+
+
+@tool
+def touch_notes(runtime: ToolRuntime) -> str:
+    """Adds to the notes the state holds, if the child was given them."""
+    for notes in (runtime.state.get("lazy"), runtime.state.get("proxied")):
+        if notes is not None:
+            (notes.load() if hasattr(notes, "load") else notes.items).append("child")
+    return "touched"
+
+
+class _NotesState(TypedDict, total=False):
+    lazy: NotRequired[Any]
+    proxied: NotRequired[Any]
+    config: NotRequired[Any]
+
+
+class _NotesKeys(AgentMiddleware):
+    state_schema = _NotesState
+
+
+def _noting_agent() -> Any:
+    model = ScriptedChatModel(rules=[("note", [{"tool_calls": [tool_call("touch_notes")]}, "noted"])],
+                              responses=_parallel(("note", "w")))
+    return create_deep_agent(model, [touch_notes], middleware=[_NotesKeys()],
+                             subagents=[{"name": "w", "description": "w", "tools": ["touch_notes"]}])
+
+
+def test_a_copy_that_reaches_the_original_through_a_closure_or_a_weak_proxy_is_withheld(run):
+    # The reachability check stopped at functions and never followed a weak reference: the child changed both.
+    lazy, proxied = LazyNotes(), ProxiedNotes()
+    (record,) = records(run(_noting_agent(), {**_user(), "lazy": lazy, "proxied": proxied}))
+    assert lazy.items == ["orig"] and list(proxied.items) == ["orig"]
+    assert record["withheld_keys"] == {"lazy": "cannot be copied (its deep copy holds the original LazyNotes)",
+                                       "proxied": "cannot be copied (its deep copy holds the original UserList)"}
+
+
+def test_a_sys_exit_in_a_values_deep_copy_withholds_that_key_and_the_parent_carries_on(run):
+    # It was taken for the user's exit: the parent's whole run ended.
+    out = run(_noting_agent(), {**_user(), "config": ExitingConfig()})
+    (record,) = records(out)
+    assert record["status"] == "completed" and out["messages"][-1].content == "parent carried on"
+    assert record["withheld_keys"] == {"config": "cannot be copied (SystemExit: config copy refused)"}
 
 
 # -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
