@@ -875,7 +875,12 @@ def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
     # LangChain runs a tool's coroutine as an asyncio task of its own: its exit is the tool's error.
     @functools.wraps(coroutine)
     async def tool_exit_kept(*args: Any, **kwargs: Any) -> Any:
-        return await exit_kept(coroutine(*args, **kwargs), ToolExit)
+        try:
+            return await exit_kept(coroutine(*args, **kwargs), ToolExit)
+        except GeneratorExit as exc:
+            if exc.__traceback__ is None or exc.__traceback__.tb_next is None:  # this coroutine is being closed
+                raise
+            raise RuntimeError from exc  # the tool's own: see _call
 
     return tool_exit_kept
 
@@ -883,7 +888,10 @@ def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return func(*args, **kwargs)
-    except StopIteration as exc:  # cannot be set on a future (it would hang): as LangChain does
+    # Neither can leave the task the tool runs in as itself: a StopIteration set on a future hangs it (as LangChain
+    # does), and a GeneratorExit thrown into the coroutine awaiting it closes that coroutine's whole chain of awaits,
+    # losing the error. As Python does for a StopIteration leaving a coroutine; the meter tells it as itself.
+    except (StopIteration, GeneratorExit) as exc:
         raise RuntimeError from exc
     except SystemExit as exc:
         # Signals reach the main thread only: on a pool thread an exit is the tool's own (argparse), and

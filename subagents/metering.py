@@ -708,10 +708,11 @@ class TaskMeter(BaseCallbackHandler):
         """
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
-        # Python raises a StopIteration leaving a generator or coroutine as a RuntimeError from it: a model's or
-        # tool's (the meter saw the one or the other) is told as itself.
+        # Python raises a StopIteration leaving a generator or coroutine as a RuntimeError from it (and a child's
+        # tool its GeneratorExit leaving the tool's task: boundary._call): a model's or tool's (the meter saw the one
+        # or the other) is told as itself.
         cause = exc.__cause__
-        if type(exc) is RuntimeError and isinstance(cause, (StopIteration, StopAsyncIteration)) and \
+        if type(exc) is RuntimeError and isinstance(cause, (StopIteration, StopAsyncIteration, GeneratorExit)) and \
                 any(seen is exc or seen is cause for seen, _ in self._seen):
             return cause
         cause = exc

@@ -171,12 +171,15 @@ def test_generator_exit_from_a_child_tool_fails_that_task_alone_on_ainvoke():
 
 
 @MODES
-def test_a_child_tools_generator_exit_is_recorded_as_the_tools_error_on_both_paths(mode):
-    """On ainvoke it reaches the runner as the interpreter's RuntimeError("coroutine ignored GeneratorExit")."""
-    out = _child_raising_at("tool", GeneratorExit(), mode)
+@pytest.mark.parametrize("func", ["sync", "async"])
+def test_a_child_tools_generator_exit_is_recorded_as_the_tools_error_with_its_text_on_both_paths(mode, func):
+    """On ainvoke it failed the task LangChain runs the tool in; asyncio threw it into the coroutine awaiting
+    that task, which closed every coroutine between (``GeneratorExit()``, with no text): "(no message)"."""
+    exc = GeneratorExit("disk quota exceeded")
+    out = _child_raising_at("tool", exc, mode) if func == "sync" else _child_with_async_tool_raising(exc, mode)
     (failed,) = [r for r in _records(out) if r["status"] == "error"]
     assert failed["stop_reason"] == "tool_error"
-    assert failed["error"].startswith("GeneratorExit")
+    assert failed["error"].startswith("GeneratorExit: disk quota exceeded")
 
 
 @MODES
