@@ -648,6 +648,7 @@ class TaskMeter(BaseCallbackHandler):
         chose it (``True``, or the share of ``timeout_s`` left that starts it); ``None`` or ``False``: none."""
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
+        self._wrap_up_sent = False
         self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
         self._own_scale: float | None = None
         """The highest ratio of believed to estimated input tokens this task's calls showed (with the margin,
@@ -860,11 +861,21 @@ class TaskMeter(BaseCallbackHandler):
             return ""
         return f"Limits: at most {', '.join(parts)}. Near one, your last call has no tools: answer then."
 
-    def _check(self) -> None:
+    def _check(self, *, call: bool = False) -> None:
         if self._stop is not None:
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise self._raising(self.timeout_error())
+        # A task's own limit passed by an output no one foresaw (far longer than its calls' before) still ends
+        # with its answer: the tools that call asked for run, and its next call is the wrap-up (see last_call),
+        # which alone may go past the limit. Without a wrap-up, and after it, the limit refuses.
+        if self._wrap_up_sent or self.wrap_up in (None, False) or \
+                (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
+            self._check_own_limits()
+        if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
+            raise self._raising(spent)
+
+    def _check_own_limits(self) -> None:
         tokens = self.charged_input_tokens + self.charged_output_tokens
         if self.max_tokens is not None and tokens >= self.max_tokens:
             raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
@@ -874,8 +885,6 @@ class TaskMeter(BaseCallbackHandler):
                 f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})",
                 limit=self.max_usd, spent=self.cost_usd, unit="usd",
             ))
-        if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
-            raise self._raising(spent)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
@@ -885,7 +894,8 @@ class TaskMeter(BaseCallbackHandler):
         return error
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        self._check()
+        self._check(call=True)
+        self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
             if self.max_turns is not None and self.model_calls >= self.max_turns:
                 raise self._raising(MaxTurnsReached(self.max_turns))

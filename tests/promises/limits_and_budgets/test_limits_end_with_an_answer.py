@@ -265,6 +265,29 @@ def counting_tool():
     return work, ran
 
 
+@pytest.mark.parametrize("limit", [{"max_tokens": 12000}, {"max_budget_per_run": 0.012}], ids=["tokens", "dollars"])
+def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_wrap_up(run, limit):
+    """Its second call writes a long draft through a tool, past the limit by itself: the tool's start was refused,
+    and the wrap-up too, and the task ended with no answer."""
+    work, ran = counting_tool()
+
+    def reply(messages):
+        if asked_to_wrap_up(messages):
+            return ANSWER
+        long = sum(m.type == "ai" for m in messages) == 1
+        return {"tool_calls": [tool_call("work", x="draft paragraph. " * (3000 if long else 1))]}
+
+    child = ScriptedChatModel(default=reply)
+    spec = {"name": "writer", "description": "w", "tools": ["work"], "model": child, "max_turns": 200, **limit}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [work],
+                              subagents=[spec], prices=PRICES)
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "budget", True, ANSWER), record["error"]
+    # The long draft's tool ran; the wrap-up, with no tools, is the one call past the limit.
+    assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
+
+
 @pytest.mark.parametrize("text", ["Notes so far: fact A.", ""])
 def test_a_tool_called_on_the_wrap_up_call_never_runs(run, text):
     work, ran = counting_tool()
