@@ -912,7 +912,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = _saved_checkpoints() if _starts(calls) else []
+        saved = _saved_checkpoints(calls) if _starts(calls) else []
         try:
             return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
@@ -922,7 +922,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = await _asaved_checkpoints() if _starts(calls) else []
+        saved = await _asaved_checkpoints(calls) if _starts(calls) else []
         try:
             return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
@@ -936,10 +936,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                            config: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A start the stopped step had answered keeps that answer and record (``saved``: the thread's latest
-        checkpoints, whose pending writes hold them; the next model call brings the record up to date). A
-        local start whose task runs here, or whose outcome was stored, gets its record (a finished one is
-        announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
+        A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
+        since the calls were made, whose pending writes hold them; the next model call brings the record up to
+        date). A local start whose task runs here, or whose outcome was stored, gets its record (a finished one
+        is announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
         left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")

@@ -63,6 +63,7 @@ def _model(first_tool: str) -> ScriptedChatModel:
         rules=[("START-JOBS", [{"tool_calls": [tool_call(first_tool, description="job", subagent_type="general-purpose"),
                                               tool_call("stop_here", x="1")]}, "unreachable"]),
                ("WHAT-NOW", ["carried on"]),
+               ("PROVIDER-DOWN", [RuntimeError("provider down (HTTP 503)")]),
                ("job", ["child answer"])],
         default="noted",
     )
@@ -101,19 +102,25 @@ def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
             assert sorted(following) == sorted(c["id"] for c in message.tool_calls), (index, message.tool_calls)
 
 
+@pytest.mark.parametrize("failed_turns", [0, 2])
 @pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack):
+def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack, failed_turns):
     """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would.
 
     On deepagents' stack too: its patch of unanswered calls (a hook step before the model) answered every
     one "did not complete" first, and on ainvoke pushed the stopped step's checkpoint out of the few read.
+    And after turns that failed at their first model call (a provider down): they answered nothing, and
+    the one after them read back only to its own input, and reported the finished task lost.
     """
-    saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}"
+    saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}-{failed_turns}"
     agent = create_deep_agent(_model("task"), [_stopper(saver, thread)], checkpointer=saver,
                               deepagents_stack=deepagents_stack)
     config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
+    for _ in range(failed_turns):
+        with pytest.raises(RuntimeError, match="provider down"):
+            _invoke(mode, agent, {"messages": [{"role": "user", "content": "PROVIDER-DOWN"}]}, config)
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
     assert out["messages"][-1].content == "carried on"
