@@ -122,6 +122,7 @@ from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
+from subagents.transcripts import left_by_call
 
 if TYPE_CHECKING:
     from middleware.dynamic import DynamicSubagents
@@ -312,6 +313,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=parent_floor(type(self).__name__, model_middleware,
                                                                            specs, dynamic=dynamic_subagents))
+        self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
@@ -440,7 +442,7 @@ class SubAgentMiddleware(AgentMiddleware):
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        found = self._answer_open_calls(messages, calls, saved)
+        found = self._answer_open_calls(messages, calls, saved, cast("Mapping[str, Any]", state.get(LEDGER_KEY) or {}))
         if found is None:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
@@ -448,21 +450,24 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any],
-                           saved: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[Any],
+                           ledger_now: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
         ``saved``: the thread's checkpoint tuples since the calls were made (:func:`_saved_checkpoints`), whose
-        pending writes hold what finished before the stop. Returns (call id -> answer, ledger and usage update).
+        pending writes hold what finished before the stop. A lost task keeps the id and the transcript its child
+        began, when a JSONL one was written. Returns (call id -> answer, ledger and usage update).
         """
         if not calls:
             return None
         ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
         answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
                                                             or c.get("name") not in DELEGATION_TOOL_NAMES})
-        # An id of its own, stable for the call: the runner's depended on the tool step that was stopped.
+        # Else an id of its own, stable for the call: the runner's depended on the tool step that was stopped.
         thread_id = (get_config().get("configurable") or {}).get("thread_id")
         ledger: dict[str, Any] = dict(update.get(LEDGER_KEY) or {})
+        left = left_by_call(self._sessions_dir, thread_id, {str(c["id"]) for c in calls if c.get("name") in ours
+                                                            and c["id"] not in answers}, ledger_now)
         for call in calls:
             name = call.get("name")
             if call["id"] in answers:
@@ -471,8 +476,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 given_args = call.get("args")
                 args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
                 agent_type = str(args.get("subagent_type") or args.get("name") or "(unknown)")
-                record = lost_record(call, agent_type, str(args.get("description") or ""),
-                                     task_id=task_id_for(thread_id, "", call.get("id")))
+                task_id, transcript = left.get(call["id"], (task_id_for(thread_id, "", call["id"]), None))
+                record = lost_record(call, agent_type, str(args.get("description") or ""), task_id=task_id,
+                                     transcript=transcript)
                 ledger[record["id"]] = ledger_entry(record)
                 answers[call["id"]] = tool_message(agent_type, call["id"], answer=None, error=LOST_REASON,
                                                    tool_name=str(name))

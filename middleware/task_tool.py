@@ -372,9 +372,10 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
     return out
 
 
-def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str) -> dict[str, Any]:
+def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str,
+                transcript: str | None = None) -> dict[str, Any]:
     """The ledger record of a delegation whose run stopped before it answered."""
-    fields = lost(LOST_REASON)
+    fields = lost(LOST_REASON, transcript)
     return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=str(call.get("id") or ""),
                       description=description, started_at=fields["finished_at"], duration_ms=0.0,
                       **fields).model_dump()
