@@ -136,6 +136,7 @@ from subagents.metering import Budget, PriceTable
 from subagents.outcome import lost, task_id_for
 from subagents.settings import UNSET, DelegationSettings, Unset, given
 from subagents.spec import describe_validation_error
+from subagents.transcripts import left_by_call
 
 log = logging.getLogger(__name__)
 
@@ -912,7 +913,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = _saved_checkpoints() if _starts(calls) else []
+        saved = _saved_checkpoints(calls) if _starts(calls) else []
         try:
             return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
@@ -922,7 +923,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = await _asaved_checkpoints() if _starts(calls) else []
+        saved = await _asaved_checkpoints(calls) if _starts(calls) else []
         try:
             return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
         except RuntimeClosed:
@@ -936,10 +937,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                            config: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A start the stopped step had answered keeps that answer and record (``saved``: the thread's latest
-        checkpoints, whose pending writes hold them; the next model call brings the record up to date). A
-        local start whose task runs here, or whose outcome was stored, gets its record (a finished one is
-        announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
+        A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
+        since the calls were made, whose pending writes hold them; the next model call brings the record up to
+        date). A local start whose task runs here, or whose outcome was stored, gets its record (a finished one
+        is announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
         left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")
@@ -950,6 +951,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             (c.get("args") or {}).get("subagent_type") if isinstance(c.get("args"), Mapping) else None)
             not in self.tasks.remote.specs}
         answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
+        left = left_by_call(self.tasks.local.sessions_dir, thread_id, local - set(answered), ledger)
         answers: dict[str, Any] = dict(answered)
         records: dict[str, dict[str, Any]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
@@ -970,7 +972,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             if agent_type in self.tasks.remote.specs:
                 answers[call["id"]] = lost_answer(call, REMOTE_START_LEFT_OPEN)
                 continue
-            record = self._recovered(thread_id, agent_type, call, args, db)
+            record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
             records[record["id"]] = record
             answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
                                    ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
@@ -980,10 +982,11 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return update
 
     def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, Any], args: Mapping[str, Any],
-                   db: str | None) -> dict[str, Any]:
+                   db: str | None, left: tuple[str, str] | None) -> dict[str, Any]:
         call_id = str(call.get("id"))
-        # A task that left no trace gets an id of its own: the one it would have had depends on the stopped step.
-        record = AsyncTaskRecord(id=task_id_for(thread_id, "", call_id), agent_type=agent_type, runner="local",
+        # A task that left no trace (``left``: the id and transcript its child began) gets an id of its own.
+        task_id, transcript = left or (task_id_for(thread_id, "", call_id), None)
+        record = AsyncTaskRecord(id=task_id, agent_type=agent_type, runner="local",
                                  status="lost", description=str(args.get("description") or ""),
                                  tool_call_id=call_id, created_at=now(), outcome_db=db).model_dump()
         task = self.tasks.local.find_by_call(thread_id, call_id)
@@ -1000,7 +1003,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 return AsyncTaskRecord.model_validate(candidate).model_dump()
             except ValidationError:
                 log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
-        return {**record, **lost(LOST_REASON)}
+        return {**record, **lost(LOST_REASON, transcript)}
 
     # -- completion notices ------------------------------------------------
 

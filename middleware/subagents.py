@@ -122,6 +122,7 @@ from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import UNSET, DelegationSettings, Unset, given
+from subagents.transcripts import left_by_call
 
 if TYPE_CHECKING:
     from middleware.dynamic import DynamicSubagents
@@ -312,6 +313,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=parent_floor(type(self).__name__, model_middleware,
                                                                            specs, dynamic=dynamic_subagents))
+        self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
@@ -440,7 +442,7 @@ class SubAgentMiddleware(AgentMiddleware):
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        found = self._answer_open_calls(messages, calls, saved)
+        found = self._answer_open_calls(messages, calls, saved, cast("Mapping[str, Any]", state.get(LEDGER_KEY) or {}))
         if found is None:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
@@ -448,21 +450,24 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any],
-                           saved: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[Any],
+                           ledger_now: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
-        ``saved``: the thread's latest checkpoint tuples (:func:`_saved_checkpoints`), whose pending writes
-        hold what finished before the stop. Returns (call id -> answer, ledger and usage update).
+        ``saved``: the thread's checkpoint tuples since the calls were made (:func:`_saved_checkpoints`), whose
+        pending writes hold what finished before the stop. A lost task keeps the id and the transcript its child
+        began, when a JSONL one was written. Returns (call id -> answer, ledger and usage update).
         """
         if not calls:
             return None
         ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
         answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
                                                             or c.get("name") not in DELEGATION_TOOL_NAMES})
-        # An id of its own, stable for the call: the runner's depended on the tool step that was stopped.
+        # Else an id of its own, stable for the call: the runner's depended on the tool step that was stopped.
         thread_id = (get_config().get("configurable") or {}).get("thread_id")
         ledger: dict[str, Any] = dict(update.get(LEDGER_KEY) or {})
+        left = left_by_call(self._sessions_dir, thread_id, {str(c["id"]) for c in calls if c.get("name") in ours
+                                                            and c["id"] not in answers}, ledger_now)
         for call in calls:
             name = call.get("name")
             if call["id"] in answers:
@@ -471,8 +476,9 @@ class SubAgentMiddleware(AgentMiddleware):
                 given_args = call.get("args")
                 args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
                 agent_type = str(args.get("subagent_type") or args.get("name") or "(unknown)")
-                record = lost_record(call, agent_type, str(args.get("description") or ""),
-                                     task_id=task_id_for(thread_id, "", call.get("id")))
+                task_id, transcript = left.get(call["id"], (task_id_for(thread_id, "", call["id"]), None))
+                record = lost_record(call, agent_type, str(args.get("description") or ""), task_id=task_id,
+                                     transcript=transcript)
                 ledger[record["id"]] = ledger_entry(record)
                 answers[call["id"]] = tool_message(agent_type, call["id"], answer=None, error=LOST_REASON,
                                                    tool_name=str(name))
@@ -508,7 +514,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelCallResult[Any]:
         calls = _open_at_start(request.state)
-        request, update = self._at_start(request, calls, _saved_checkpoints() if calls else ())
+        request, update = self._at_start(request, calls, _saved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
@@ -537,7 +543,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         calls = _open_at_start(request.state)
-        request, update = self._at_start(request, calls, await _asaved_checkpoints() if calls else ())
+        request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
@@ -586,15 +592,13 @@ def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> Mode
 # tool calls that finished as pending writes of the step's checkpoint; a
 # resume (``invoke(None)``) applies them, but a new user message starts after
 # that checkpoint and LangGraph drops them. So when a run starts with open
-# calls, the thread's latest checkpoints are read through the checkpointer's
-# public ``list``, and each open call a finished task answered keeps that
-# answer, its ledger record and its usage. Only a thread with open calls pays
-# for the read.
+# calls, the thread's checkpoints are read back through the checkpointer's
+# public ``list`` to the step that made the calls, and each open call a
+# finished task answered keeps that answer, its ledger record and its usage.
+# Back to that step, not to this run's input: runs that failed (or were
+# killed) before their first model call answered nothing, and may lie between.
+# Only a thread with open calls pays for the read.
 # ----------------------------------------------------------------------------
-
-_RECENT = 16
-"""The most checkpoints read back for the stopped step's: the newest, or the one before this run's input, which
-the run's hook steps before the model (one per ``before_agent`` of a stack such as deepagents') push back."""
 
 
 def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -613,26 +617,26 @@ def _where_saved() -> tuple[Any, dict[str, Any]] | None:
     return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_ns": namespace}}
 
 
-def _saved_checkpoints() -> list[Any]:
+def _saved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     where = _where_saved()
     kept: list[Any] = []
-    for saved in where[0].list(where[1], limit=_RECENT) if where is not None else ():
+    for saved in where[0].list(where[1]) if where is not None else ():
         kept.append(saved)
-        if _past_the_stop(kept):
+        if _made(saved, calls):
             break  # the listing, left here, is closed as it is dropped
     return kept
 
 
-async def _asaved_checkpoints() -> list[Any]:
+async def _asaved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     where = _where_saved()
     kept: list[Any] = []
     if where is None:
         return kept
-    listing = where[0].alist(where[1], limit=_RECENT)
+    listing = where[0].alist(where[1])
     try:
         async for saved in listing:
             kept.append(saved)
-            if _past_the_stop(kept):
+            if _made(saved, calls):
                 break
     finally:  # closed as it is left: a saver's listing may hold its connection's lock until it ends
         close = getattr(listing, "aclose", None)
@@ -641,9 +645,17 @@ async def _asaved_checkpoints() -> list[Any]:
     return kept
 
 
-def _past_the_stop(kept: Sequence[Any]) -> bool:
-    """Whether ``kept`` (newest first) reaches the checkpoint before this run's input: the stopped step's."""
-    return len(kept) > 1 and (kept[-2].metadata or {}).get("source") == "input"
+def _made(saved: Any, calls: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the checkpoint's pending writes end ``messages`` with the model's message that made ``calls``: the
+    step before the stopped one, past which nothing answered them.
+
+    Its last: a later hook's rewrite of the whole list (deepagents' patch of other dangling calls) holds it too.
+    Calls no step wrote (put in by ``update_state``) have the whole history read, until a turn answers them.
+    """
+    ids = {c.get("id") for c in calls}
+    lasts = [value[-1] if isinstance(value, list) and value else value
+             for _, channel, value in saved.pending_writes or () if channel == "messages"]
+    return any(isinstance(m, AIMessage) and any(c.get("id") in ids for c in m.tool_calls) for m in lasts)
 
 
 def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],

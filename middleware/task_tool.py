@@ -372,9 +372,10 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
     return out
 
 
-def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str) -> dict[str, Any]:
+def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str,
+                transcript: str | None = None) -> dict[str, Any]:
     """The ledger record of a delegation whose run stopped before it answered."""
-    fields = lost(LOST_REASON)
+    fields = lost(LOST_REASON, transcript)
     return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=str(call.get("id") or ""),
                       description=description, started_at=fields["finished_at"], duration_ms=0.0,
                       **fields).model_dump()
@@ -551,14 +552,17 @@ def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str
 
 
 
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-"""Letters and symbols that show nothing: the Hangul fillers and the blank Braille pattern."""
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u303f\ufffc\U0001d159")
+"""Letters and symbols that show nothing: the Hangul fillers (the letters Unicode makes Default_Ignorable_Code_Point),
+and the symbols defined to be blank: the blank Braille pattern, the ideographic half fill space, the object
+replacement character (a stand-in for something absent) and the musical null notehead."""
 
 
 def _visible(char: str) -> bool:
     """Whether ``char`` shows something by itself: a letter, number, punctuation or symbol (Unicode's L, N, P, S
-    categories) but the blank ones. Marks (a variation selector, a combining grapheme joiner), format and
-    control characters, spaces, private-use and unassigned code points show nothing."""
+    categories) but the blank ones (:data:`_BLANK_LETTERS`). Every other category shows nothing: marks (a
+    variation selector, a combining grapheme joiner), format and control characters, spaces, private-use and
+    unassigned code points, and with them every other Default_Ignorable_Code_Point."""
     return unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS
 
 # The tool node validates the arguments after injecting these, so

@@ -455,6 +455,35 @@ def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: An
     return path
 
 
+def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, call_ids: set[str],
+                 taken: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Call id -> (task id, ``jsonl:`` reference) of the JSONL transcripts a thread's tasks began for ``call_ids``.
+
+    Read from each file's header: a task whose run stopped before it ended has no record to name its file, and
+    its id depended on the step that was stopped. A file that its header's id does not name, or an id that has
+    a record (``taken``), is not the task's; of several files for one call (a provider that repeats call ids),
+    the newest.
+    """
+    if sessions_dir is None or not call_ids:
+        return {}
+    root = Path(sessions_dir).expanduser().absolute()
+    found: dict[str, tuple[float, str, str]] = {}
+    for path in jsonl_path(root, thread_id, "any").parent.glob("agent-*.jsonl"):
+        try:
+            with open_transcript_file(path) as handle:
+                header = json.loads(handle.readline(64 * 1024))
+                when = os.fstat(handle.fileno()).st_mtime
+        except (OSError, LookupError, ValueError):
+            continue
+        if not isinstance(header, dict) or not isinstance(header.get("metadata"), dict):
+            continue
+        task_id, call = header.get("id"), header["metadata"].get("tool_call_id")
+        if (call in call_ids and isinstance(task_id, str) and task_id not in taken
+                and jsonl_path(root, thread_id, task_id) == path and (call not in found or when > found[call][0])):
+            found[call] = (when, task_id, f"jsonl:{path}")
+    return {call: (task_id, ref) for call, (_, task_id, ref) in found.items()}
+
+
 def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
                **_: Any) -> dict[str, Any]:
     return {

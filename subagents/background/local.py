@@ -67,6 +67,7 @@ from subagents.outcome import TaskCall, lost
 from subagents.registry import SubagentRegistry
 from subagents.runner import ConcurrencyLimit, TaskRunner
 from subagents.settings import DelegationSettings
+from subagents.transcripts import jsonl_path
 
 # ----------------------------------------------------------------------------
 # A background child's own conversation, standing in for the child graph the shared runner invokes.
@@ -291,6 +292,7 @@ class LocalTaskRunner:
         # A background task outlives the parent's turn: a Ctrl-C of the parent's run is not its end.
         self.runner = TaskRunner(registry, settings, excluded_keys=excluded_keys, private_keys=private_keys,
                                  stop_on_interrupt=False)
+        self.sessions_dir = settings.observability.sessions_dir if settings is not None else None
         self.on_end: list[EndListener] = []
         self.on_settled: list[Callable[[LocalTask], None]] = []
 
@@ -362,7 +364,7 @@ class LocalTaskRunner:
         if stored:
             return stored
         if record.get("status") in _LIVE and self.owner_state(record) in ("gone", "self"):
-            return {**lost(LOST_REASON), "updated_at": now()}
+            return {**lost(LOST_REASON, record.get("transcript")), "updated_at": now()}
         return {}
 
     # -- operations (each runs on the runtime's loop) ----------------------------------
@@ -406,8 +408,12 @@ class LocalTaskRunner:
         prices = self.runner.prices or (self.runner.budget.prices if self.runner.budget is not None else None)
         session = ChildSession(task_id, TaskMeter(prices=prices), seed, self.runtime.inboxes)
         task = LocalTask(task_id, call, session, {}, self)
+        # Its JSONL file, named from the start: a record whose process ends before the task does still points at it.
+        parent_thread = (call.parent_config.get("configurable") or {}).get("thread_id")
+        path = jsonl_path(self.sessions_dir, parent_thread, task_id) if self.sessions_dir else None
+        where = {"transcript": f"jsonl:{path}"} if path else {}
         task.new_run(owner=self.runtime.owner.name, thread_id=session.thread_id, attempt=attempt, turns=turns,
-                     approval_request=None, started_at=None, outcome_db=outcome_db, **task.usage())
+                     approval_request=None, started_at=None, outcome_db=outcome_db, **where, **task.usage())
         return task
 
     def _admit(self, task: LocalTask) -> None:

@@ -308,10 +308,12 @@ def test_the_graph_cache_is_bounded():
 
 @pytest.mark.parametrize("description", ["", "   \n\t ", "\u3000\u00a0", "\u200b\u200c\u200d", "\ufeff", "\u2060",
                                          "\x00", "\u3164", "\u115f\u1160\uffa0", "\u2800 \u2800",
-                                         "\u034f\ufe0f\u17b4", "\u180b\U000e0100", "\u2065\ufff0", "\ue000"],
+                                         "\u034f\ufe0f\u17b4", "\u180b\U000e0100", "\u2065\ufff0", "\ue000",
+                                         " \U0001d159\U0001d159 ", "\ufffc", "\u303f"],
                          ids=["empty", "whitespace", "wide-spaces", "zero-width", "byte-order-mark", "word-joiner",
                               "nul", "hangul-filler", "hangul-fillers", "blank-braille", "marks-alone",
-                              "variation-selectors", "unassigned", "private-use"])
+                              "variation-selectors", "unassigned", "private-use", "null-noteheads",
+                              "object-replacement", "half-fill-space"])
 def test_a_blank_description_is_an_invalid_call_and_starts_no_child(run, description):
     """A child started on an empty message answered something, and the call read as completed."""
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description=description,

@@ -31,7 +31,7 @@ THREAD = {"configurable": {"thread_id": "killed"}}
 ANSWER = "child answer: the job is done and every requested detail is in this report."
 
 
-def parent(saver: Any, die: Any) -> Any:
+def parent(saver: Any, die: Any, sessions_dir: Any = None) -> Any:
     model = ScriptedChatModel(rules=[
         ("START", [{"tool_calls": [tool_call("task", description="job one", subagent_type="worker"),
                                    tool_call("task", description="job two", subagent_type="worker"),
@@ -40,8 +40,8 @@ def parent(saver: Any, die: Any) -> Any:
         ("job", [ANSWER]),
     ], default=ANSWER)
     worker = {"name": "worker", "description": "Does one job.", "system_prompt": "Do the job.", "model": model}
-    return create_agent(model, [die], middleware=[SubAgentMiddleware([worker], general_purpose=False)],
-                        checkpointer=saver)
+    middleware = SubAgentMiddleware([worker], general_purpose=False, sessions_dir=sessions_dir)
+    return create_agent(model, [die], middleware=[middleware], checkpointer=saver)
 
 
 def _run_until_killed(saver: Any) -> None:
@@ -133,3 +133,22 @@ def test_a_task_call_nothing_answered_is_still_recorded_lost() -> None:
     assert record["status"] == "lost" and record["tool_call_id"] == "c1"
     answer = next(m for m in out["messages"] if isinstance(m, ToolMessage))
     assert answer.status == "error" and "lost" in answer.text
+
+
+def test_a_lost_task_keeps_the_id_and_the_transcript_its_child_began(tmp_path: Path) -> None:
+    """A killed child's JSONL file stays (written as it ran), named by the id the stopped step gave the task:
+    the lost record keeps that id and points at the file (before: a new id, and ``none:``)."""
+    from subagents.transcripts import read_transcript, sink_chooser
+
+    begin = sink_chooser(tmp_path, None)
+    for task_id, call_id in (("other-task", "c0"), ("began", "c1")):  # as the killed children left them
+        begin(task_id=task_id, agent_type="worker", thread_id="killed", tool_call_id=call_id,
+              namespace="", store=None, has_checkpointer=True).add(HumanMessage(f"job of {call_id}", id=call_id))
+    agent = parent(InMemorySaver(), die, sessions_dir=tmp_path)
+    stopped = AIMessage("", tool_calls=[{"name": "task", "args": {"description": "job one", "subagent_type": "worker"},
+                                         "id": "c1", "type": "tool_call"}])
+    agent.update_state(THREAD, {"messages": [HumanMessage("START"), stopped]})
+    out = agent.invoke({"messages": [HumanMessage("WHAT-NOW")]}, THREAD)
+    (record,) = out["subagent_tasks"].values()
+    assert (record["id"], record["status"]) == ("began", "lost")
+    assert [m.text for m in read_transcript(record, thread_id="killed")] == ["job of c1"]

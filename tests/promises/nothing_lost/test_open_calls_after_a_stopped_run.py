@@ -26,6 +26,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background.local import call_key, call_key_of
 from subagents.background.runtime import BackgroundRuntime
+from subagents.transcripts import read_transcript
 
 
 def _stopper(saver: Any = None, thread: str | None = None) -> Any:
@@ -63,6 +64,7 @@ def _model(first_tool: str) -> ScriptedChatModel:
         rules=[("START-JOBS", [{"tool_calls": [tool_call(first_tool, description="job", subagent_type="general-purpose"),
                                               tool_call("stop_here", x="1")]}, "unreachable"]),
                ("WHAT-NOW", ["carried on"]),
+               ("PROVIDER-DOWN", [RuntimeError("provider down (HTTP 503)")]),
                ("job", ["child answer"])],
         default="noted",
     )
@@ -101,19 +103,25 @@ def _assert_every_call_answered_in_place(messages: list[Any]) -> None:
             assert sorted(following) == sorted(c["id"] for c in message.tool_calls), (index, message.tool_calls)
 
 
+@pytest.mark.parametrize("failed_turns", [0, 2])
 @pytest.mark.parametrize("deepagents_stack", [False, True])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack):
+def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, deepagents_stack, failed_turns):
     """Its answer is a pending write of the stopped step: the next turn keeps it, as a resume would.
 
     On deepagents' stack too: its patch of unanswered calls (a hook step before the model) answered every
     one "did not complete" first, and on ainvoke pushed the stopped step's checkpoint out of the few read.
+    And after turns that failed at their first model call (a provider down): they answered nothing, and
+    the one after them read back only to its own input, and reported the finished task lost.
     """
-    saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}"
+    saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}-{failed_turns}"
     agent = create_deep_agent(_model("task"), [_stopper(saver, thread)], checkpointer=saver,
                               deepagents_stack=deepagents_stack)
     config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
+    for _ in range(failed_turns):
+        with pytest.raises(RuntimeError, match="provider down"):
+            _invoke(mode, agent, {"messages": [{"role": "user", "content": "PROVIDER-DOWN"}]}, config)
     out = _invoke(mode, agent, {"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
     assert out["messages"][-1].content == "carried on"
@@ -219,10 +227,12 @@ def test_a_crafted_stored_outcome_is_read_as_data_and_only_as_a_valid_record(tmp
     assert record["tool_call_id"] != "someone-else"
 
 
-def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_in_the_next_one(tmp_path):
+@pytest.mark.parametrize("killed", [False, True])
+def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_in_the_next_one(tmp_path, killed):
     """The stopped step had answered the start (a pending write) and its task was still running when the
     process ended: the next process keeps that answer and the task's id, and reports the task lost (before: the
-    start read "lost: never answered", and the task a new id)."""
+    start read "lost: never answered", and the task a new id). Killed (its end stored nothing), the lost
+    record still points at the transcript its child began (before: ``none:``)."""
     from subagents import BackgroundRuntime as Runtime
 
     release = threading.Event()
@@ -231,7 +241,7 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
     path = tmp_path / "state.sqlite"
     config = {"configurable": {"thread_id": "ended-process"}}
     runtime = Runtime()
-    first = create_deep_agent(model, [_stopper()], background=True, background_runtime=runtime,
+    first = create_deep_agent(model, [_stopper()], background=True, background_runtime=runtime, sessions_dir=tmp_path,
                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
     _crash("sync", first, config)
     (started,) = [w for _, channel, value in SqliteSaver(sqlite3.connect(path)).get_tuple(config).pending_writes
@@ -239,8 +249,13 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
                   if isinstance(w, ToolMessage) and w.name == "start_async_task"]
     threading.Timer(0.5, release.set).start()  # the child's thread ends soon after its process would have
     runtime.close()  # the process ends with the task running: it is recorded lost
+    if killed:  # as by kill -9: no outcome was stored
+        from subagents.background.runtime import TABLE
 
-    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+        with sqlite3.connect(path) as connection:
+            connection.execute(f"DELETE FROM {TABLE}")
+
+    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True, sessions_dir=tmp_path,
                                checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
     out = second.invoke({"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
@@ -248,4 +263,5 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
     assert answer.text == started.text and answer.text.startswith("Started background task")
     (record,) = out["async_tasks"].values()
     assert record["id"] in started.text and record["status"] == "lost", record["error"]
-    assert record["stop_reason"] == "cancelled" and record["transcript"]  # as a lost foreground task's
+    assert record["stop_reason"] == "cancelled"  # as a lost foreground task's, and its transcript is the one begun
+    assert [m.text for m in read_transcript(record, thread_id="ended-process")][:1] == ["job"]
