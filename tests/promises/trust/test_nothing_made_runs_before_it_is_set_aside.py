@@ -93,3 +93,27 @@ def test_no_hook_runs_while_a_command_may_have_made_what_it_runs(runner, route):
         command.join()
     assert (ws / "seen").read_text() == "absent\n"
     assert not (ws / "GNUmakefile").exists() and (ws / f"GNUmakefile{SET_ASIDE}").exists()
+
+
+def test_a_parallel_tool_calls_hook_never_meets_what_bash_made(tmp_path, run):
+    # The agent's own route (the command line's): Bash and Grep called at once; Grep's PostToolUse hook reads
+    # the GNUmakefile as `make` would, once there (before: it met it, and `make` ran it on the host).
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap is not installed (Debian's bubblewrap package)")
+    from deep_agent import create_deep_agent
+    from deep_agent.testing import ScriptedChatModel, tool_call
+
+    ws = tmp_path.resolve()
+    os.mkfifo(ws / "gate")
+    hook = (f"cd {ws} && for i in $(seq 100); do [ -e GNUmakefile ] && break; sleep 0.05; done; "
+            "(cat GNUmakefile 2>/dev/null || echo absent) > seen; exec 3<>gate; echo go >&3")
+    hooks = {"PostToolUse": [{"matcher": "Grep", "hooks": [{"type": "command", "command": hook}]}]}
+    protected = Protected.of(ws, extra=files_run_by(SimpleNamespace(hooks=hooks, mcp_config=None), ws) + [
+        ws / "GNUmakefile"])
+    tools = [t for t in builtin_tools(Workspace(ws, protected=protected)) if t.name in ("Bash", "Grep")]
+    model = ScriptedChatModel(responses=[{"tool_calls": [
+        tool_call("Bash", command="printf 'lint:\\n\\t@echo planted\\n' > GNUmakefile; timeout 3 head -n1 gate"),
+        tool_call("Grep", pattern="lint")]}, "done"])
+    run(create_deep_agent(model, tools=tools, hooks=hooks), {"messages": [("user", "go")]})
+    assert (ws / "seen").read_text() == "absent\n"
+    assert not (ws / "GNUmakefile").exists() and (ws / f"GNUmakefile{SET_ASIDE}").exists()
