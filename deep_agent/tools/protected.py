@@ -28,7 +28,9 @@ refuses them. The set:
   this process read, whoever read it): they run on the host at the next tool call;
 * what this program would import from a folder of the workspace on its
   import path (``python -m`` started there), existing or not
-  (:func:`_imported_from`): it would run on the host at the next start;
+  (:func:`_imported_from`), and every module it loaded or would load from
+  the workspace however found, an editable install's finder included
+  (:func:`_loaded_from`): it would run on the host at the next start;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
   hooks, MCP servers and git find the programs they run there.
@@ -316,6 +318,7 @@ def _places(module: object) -> list[str]:
 def _inside(root: Path) -> Callable[[str], Path | None]:
     """A test of a path, resolved (its folder resolved once a call): the path if in ``root``, else ``None``."""
     folders: dict[str, str] = {}
+    prefix = os.path.join(str(root), "")
 
     def inside(place: str) -> Path | None:
         if not place or not os.path.isabs(place):
@@ -323,8 +326,8 @@ def _inside(root: Path) -> Callable[[str], Path | None]:
         folder, name = os.path.split(place)
         if (real := folders.get(folder)) is None:
             real = folders[folder] = os.path.realpath(folder)
-        path = Path(real, name)
-        return path if root in path.parents else None
+        path = os.path.join(real, name)
+        return Path(path) if path.startswith(prefix) and name else None
 
     return inside
 
