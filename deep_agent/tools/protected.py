@@ -28,7 +28,9 @@ refuses them. The set:
   this process read, whoever read it): they run on the host at the next tool call;
 * what this program would import from a folder of the workspace on its
   import path (``python -m`` started there), existing or not
-  (:func:`_imported_from`): it would run on the host at the next start;
+  (:func:`_imported_from`), and every module it loaded or would load from
+  the workspace however found, an editable install's finder included
+  (:func:`_loaded_from`): it would run on the host at the next start;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
   hooks, MCP servers and git find the programs they run there.
@@ -44,12 +46,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import importlib.machinery
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Collection, Iterable, Iterator
+import warnings
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 
 from deep_agent.tools.host_code import (
@@ -73,8 +78,8 @@ STATE = "the state folder"
 SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
-IMPORTED = ("what this program imports from a folder of its import path in the workspace (it would run on the "
-            "host at the next start)")
+IMPORTED = ("what this program imports from the workspace (through its import path or an editable install's "
+            "finder: it would run on the host at the next start)")
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
@@ -123,7 +128,10 @@ class Protected:
         on its import path (:func:`_import_folders`), imports more modules."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
-        if self.__dict__.get("_key") != (key := (len(_host_code()), self.__dict__["_imports"] and len(sys.modules))):
+        if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
+            self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
+        key = (len(_host_code()), self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
+        if self.__dict__.get("_key") != key:
             self.__dict__.update(_key=key, _memo=self._find())
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
@@ -134,6 +142,7 @@ class Protected:
         if self.root is None:
             return found, frozenset(), {}, _folded(found)
         found.update((p, SCRIPT) for p in list(HOST_CODE) if self.root in p.parents and p not in found)
+        found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
         for path in _imported_from(self.__dict__["_imports"], found):
             found.setdefault(path, IMPORTED)
             if not os.path.lexists(path):
@@ -249,6 +258,78 @@ def _import_folders(root: Path) -> list[Path]:
     starts in first, a script its own; ``PYTHONPATH`` and an editable install theirs."""
     folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
     return sorted(f for f in folders if (f == root or root in f.parents) and f.is_dir())
+
+
+def _loaded_from(root: Path) -> frozenset[Path]:
+    """The top-level packages (folders, whole) and modules in ``root`` of every module this program loaded, and
+    of every top-level name it would load (:func:`~deep_agent.tools.host_code.import_names`), however found.
+
+    Not only through :data:`sys.path` (:func:`_import_folders`): an editable install (``pip install -e .``,
+    as this project's own setup does) loads its packages through a finder on :data:`sys.meta_path`, and the
+    next start would run an edited ``deep_agent/cli.py`` from the checkout the agent works in.
+    """
+    inside = _inside(root)
+
+    def mine(module: object) -> set[Path]:
+        return {path for place in _places(module) if (path := inside(place)) is not None}
+
+    found: set[Path] = set()
+    for name, module in list(sys.modules.items()):
+        if places := mine(module):
+            found |= places | mine(sys.modules.get(name.partition(".")[0]))  # its top-level package, whole
+    if (specs := _SPECS.get(root)) is None:
+        specs = _SPECS[root] = frozenset().union(*(mine(_spec(name)) for name in
+                                                   sorted(import_names() - sys.stdlib_module_names)))
+    return frozenset(found | specs)
+
+
+_SPECS: dict[Path, frozenset[Path]] = {}
+"""Workspace -> what the names not loaded would load from it: asked of the finders once a process."""
+
+
+def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where ``name`` would be loaded from, without loading it (a top-level name: no parent is imported);
+    ``None`` if a finder fails. Not the standard library's names: setuptools' ``distutils`` finder imports."""
+    if name in sys.modules:
+        return None  # loaded: its own places are read
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.util.find_spec(name)
+    except Exception:  # noqa: BLE001 - a finder's own failure: it would load nothing either
+        return None
+
+
+def _places(module: object) -> list[str]:
+    """Where a module (or a spec) was loaded from: a package's folders, a module's file and its bytecode."""
+    if module is None:
+        return []
+    if isinstance(module, importlib.machinery.ModuleSpec):
+        return [*(module.submodule_search_locations or ()), *(() if module.submodule_search_locations is not None
+                                                               else (module.origin or "", module.cached or ""))]
+    folders = getattr(module, "__path__", None)
+    if folders is not None:
+        with contextlib.suppress(Exception):  # a module's own __path__: any object
+            return [str(p) for p in list(folders) if isinstance(p, str)]
+        return []
+    return [p for p in (getattr(module, "__file__", None), getattr(module, "__cached__", None)) if isinstance(p, str)]
+
+
+def _inside(root: Path) -> Callable[[str], Path | None]:
+    """A test of a path, resolved (its folder resolved once a call): the path if in ``root``, else ``None``."""
+    folders: dict[str, str] = {}
+    prefix = os.path.join(str(root), "")
+
+    def inside(place: str) -> Path | None:
+        if not place or not os.path.isabs(place):
+            return None
+        folder, name = os.path.split(place)
+        if (real := folders.get(folder)) is None:
+            real = folders[folder] = os.path.realpath(folder)
+        path = os.path.join(real, name)
+        return Path(path) if path.startswith(prefix) and name else None
+
+    return inside
 
 
 def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:

@@ -71,6 +71,7 @@ from typing import Any
 
 from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
+from subagents.definitions.on_host import TURNS
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -90,6 +91,17 @@ class SandboxUnavailable(SubagentsError, RuntimeError):
     def __init__(self, message: str, program: str) -> None:
         super().__init__(message)
         self.program = program
+
+
+class SetAsideUnchecked(SubagentsError, RuntimeError):
+    """What a sandboxed command made at protected paths could not be checked for (:attr:`cause`): some may be left
+    in place, where the host would run them."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"what this command made at protected paths could not be checked "
+                         f"({type(cause).__name__}): a git repository or protected path it made may be left in place, "
+                         "where the host would run it; look for new .git folders, and for protected paths it made")
+        self.cause = cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,13 +187,16 @@ class Sandbox:
         folder (or file) mounted read-only (removed afterwards if still empty); with
         network, ``pasta`` gives the command's namespace its network before
         the command starts. Once it ended, each git repository it made is set
-        aside (:func:`set_aside_new_repositories`; appended to ``set_aside``).
+        aside (:func:`set_aside_new_repositories`; appended to ``set_aside``);
+        :class:`SetAsideUnchecked` if that could not be done. No hook runs
+        meanwhile (:data:`~subagents.definitions.on_host.TURNS`): it would run
+        a ``GNUmakefile`` the command made before it is set aside.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
-        with (_set_aside_after(root, protected, set_aside), _placeholders(root, protected),
+        with (TURNS.held("sandbox"), _set_aside_after(root, protected, set_aside), _placeholders(root, protected),
               _readable(seccomp_filter()) as seccomp):
             fds = () if seccomp is None else (seccomp,)
             if not self.network:
@@ -345,25 +360,42 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
 
 
 def _walk_all(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
-    """:func:`os.walk`, into every folder: one a command made unreadable to its owner is made readable first.
+    """Each folder in ``root`` as :func:`os.walk` gives it (``dirs`` pruned in place is not walked), with a stack
+    of its own, never through a symlink, and into every folder: one a command made unreadable to its owner is
+    made readable first.
 
-    ``os.walk`` skips a folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311
-    sub`` kept a new repository from being set aside, and the user's next ``git status`` in it ran its config.
-    The command ran as the user, so the user may give the owner's read and search bits back; a folder
-    still unreadable after that is not the command's (it was there, not made by it).
+    ``os.walk`` recurses on Python 3.11: a chain of 1,200 folders raised ``RecursionError``. And it skips a
+    folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311 sub`` kept a new
+    repository from being set aside, and the user's next ``git status`` in it ran its config. The command ran
+    as the user, so the user may give the owner's read and search bits back; a folder still unreadable after
+    that is not the command's (it was there, not made by it).
     """
     pending, tried = [str(root)], set()
     while pending:
-        unreadable: list[OSError] = []
-        yield from os.walk(pending.pop(), onerror=unreadable.append)
-        for exc in unreadable:
-            folder = exc.filename
-            if folder is None or folder in tried or os.path.islink(folder):
-                continue
-            tried.add(folder)
-            with contextlib.suppress(OSError):
-                os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
-                pending.append(folder)
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError:
+            if folder not in tried and not os.path.islink(folder):
+                tried.add(folder)
+                with contextlib.suppress(OSError):
+                    os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
+                    pending.append(folder)
+            continue
+        dirs: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            (dirs if _is_folder(entry) else files).append(entry.name)
+        yield folder, dirs, files
+        pending += [os.path.join(folder, name) for name in reversed(dirs)]
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _set_aside(path: Path) -> list[Path]:
@@ -398,7 +430,10 @@ def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None
     try:
         yield
     finally:
-        moved = set_aside_new_repositories(root, protected)
+        try:
+            moved = set_aside_new_repositories(root, protected)
+        except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
+            raise SetAsideUnchecked(exc) from exc
         if report is not None:
             report += moved
 

@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
 from deep_agent.tools.protected import GIT
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable
+from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, SetAsideUnchecked
 from deep_agent.tools.workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -70,11 +70,14 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
         set_aside: list[Path] = []
         started = (sandbox.running(ws.root, command, ws.protected, set_aside=set_aside, **popen)
                    if sandbox is not None else subprocess.Popen(command, shell=True, **popen))
+        answer = ""
         try:
             with started as process:
                 answer = _answer(ws, process, limit_s)
         except SandboxUnavailable as exc:
             raise ToolException(f"Bash could not start its sandbox: {exc}") from None
+        except SetAsideUnchecked as exc:
+            answer += f"\n[WARNING: {exc}]"
         # Each under its old name, with why it was taken: "sub/.git (now .git.made-by-agent): a git directory (...)".
         aside = [(new.with_name(new.name[:new.name.rindex(SET_ASIDE)]), new)
                  for new in set_aside if SET_ASIDE in new.name]

@@ -56,7 +56,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from subagents.definitions.on_host import note
+from subagents.definitions.on_host import TURNS, note
 from subagents.errors import brief
 from subagents.outcome import stopped_by_limit
 
@@ -289,7 +289,13 @@ def _failed(command: str, exc: BaseException) -> HookOutcome:
 
 
 def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
-    """Run ``command`` with ``event`` on stdin; its verdict within about ``timeout`` seconds."""
+    """Run ``command`` with ``event`` on stdin; its verdict within about ``timeout`` seconds (counted once no
+    sandboxed command runs: :data:`~subagents.definitions.on_host.TURNS`)."""
+    with TURNS.held("host"):
+        return _run_hook(command, event, timeout)
+
+
+def _run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
     try:
         proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
@@ -405,6 +411,11 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
     """:func:`run_hook` on the running event loop, without blocking it."""
+    async with TURNS.aheld("host"):
+        return await _arun_hook(command, event, timeout)
+
+
+async def _arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
     loop = asyncio.get_running_loop()
     run = _Run(command, timeout)
     try:

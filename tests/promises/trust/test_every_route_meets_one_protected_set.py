@@ -21,10 +21,13 @@ could assemble a bare repository file by file.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
+import sys
 import tempfile
-from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
+from importlib.util import spec_from_file_location
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -330,6 +333,40 @@ def test_what_the_next_start_would_import_from_the_workspace_is_protected_existi
         f"langchain_core{EXTENSION_SUFFIXES[0]}": IMPORTED, "langgraph/graph/state.py": IMPORTED,
         "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/run.py": IMPORTED})
     assert protected.why(runner.ws.resolve() / "notes" / "rich.md") is None  # the rest stays the agent's
+
+
+class EditableFinder:
+    """What ``pip install -e .`` puts on :data:`sys.meta_path` (setuptools' ``_EditableFinder``): top-level names
+    mapped to their folders, with no entry on :data:`sys.path`."""
+
+    def __init__(self, mapping: dict[str, Path]) -> None:
+        self.mapping = mapping
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        if (folder := self.mapping.get(name)) is None:
+            return None
+        return spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+
+def test_what_an_editable_install_loads_from_the_workspace_is_protected(runner, monkeypatch, request):
+    # Before: after `pip install -e .` of a project in the workspace (this project's own setup), its packages
+    # were loaded through setuptools' finder on sys.meta_path, not a folder of sys.path: a command rewrote
+    # deep_agent/cli.py and the user's next `deep-agent` ran it on the host.
+    ws = runner.ws.resolve()
+    write(ws / "loaded" / "__init__.py", "")
+    write(ws / "loaded" / "cli.py", "")
+    write(ws / "later" / "__init__.py", "")  # installed, not imported yet: the next start may
+    write(ws / "notes" / "loaded.md", "")
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder({"loaded": ws / "loaded",
+                                                                             "later": ws / "later"})])
+    monkeypatch.setattr("deep_agent.tools.protected.import_names", lambda: frozenset({"later"}))
+    request.addfinalizer(lambda: [sys.modules.pop(name, None) for name in ("loaded", "loaded.cli")])
+    importlib.import_module("loaded.cli")
+    assert not any(str(ws) in entry for entry in sys.path)  # a finder, no folder on the import path
+    protected = Protected.of(ws)
+    every_route_is_refused(runner, protected, {"loaded/cli.py": IMPORTED, "loaded/new.py": IMPORTED,
+                                               "later/__init__.py": IMPORTED})
+    assert protected.why(ws / "notes" / "loaded.md") is None  # the rest stays the agent's
 
 
 def hooked(ws: Path, *commands: str) -> Protected:
