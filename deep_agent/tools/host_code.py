@@ -238,9 +238,12 @@ def _named_files(words: list[str], base: Path, root: Path | None, search: str) -
     names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
     existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text; the program a bare word is
     on ``search`` (the ``PATH`` the command runs with: :func:`_which`), as its link leads; the virtual
-    environment or Node package a word or program lies in, whole (:func:`_environment`); and what Python
-    could import from ``base`` when it starts there (``python -c``, ``python -m``: :func:`would_import`)."""
+    environment or Node package a word, a program or a ``search`` folder lies in, whole (:func:`_environments`:
+    an active ``.venv``, whose programs a makefile's recipe may run too); and what Python could import from
+    ``base`` when it starts there (``python -c``, ``python -m``: :func:`would_import`)."""
     bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
+    yield from _environments([Path(os.path.normpath(base / (d or os.curdir))) for d in search.split(os.pathsep)],
+                             base, root or base)
     python = False  # a Python interpreter is this simple command's program
     for before, word in zip(["", *words], words, strict=False):
         if not word.strip("|&;()<>"):

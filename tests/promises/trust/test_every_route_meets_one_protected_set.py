@@ -546,6 +546,8 @@ def test_the_environment_a_hooks_program_is_found_in_on_path_is_protected_whole(
     every_route_is_refused(runner, hooked(ws, "python3 hooks/check.py", "mytool --check"), {
         ".venv/lib/python3.11/site-packages/zz.pth": SCRIPT, "node_modules/mytool/bin/cli.sh": SCRIPT,
         "node_modules/mytool/lib/x.js": SCRIPT})
+    pth = ws.resolve() / ".venv/lib/python3.11/site-packages/zz.pth"  # a recipe's python3 is found there too
+    assert SCRIPT in (hooked(ws, "make -s lint").why(pth) or "")
 
 
 def test_the_fingerprint_covers_what_scripts_name_and_programs_lead_to(tmp_path, monkeypatch):
