@@ -133,17 +133,22 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
 
     * each word of a hook's command line (split as the shell splits it, and
       at ``=`` and ``:``) that names an existing file, or that holds a ``/``
-      (a script not there yet), resolved against ``folder``;
-    * an MCP server's ``command`` if it holds a ``/``, or if a ``PATH`` in
-      its ``env`` leads to it inside the folder; each of its ``args`` as a
-      hook's words, resolved against the server's ``cwd``;
+      or is run by its place (a script not there yet: ``sh local.sh``,
+      :func:`_given_to_run`), resolved against ``folder``;
+    * each program a bare word is on the ``PATH`` the command runs with (a
+      server's ``env`` may give one), the file its link leads to, and the
+      virtual environment or Node package it lies in, whole
+      (``python3`` from an active ``.venv``);
+    * an MCP server's ``command`` and ``args`` as a hook's words, resolved
+      against the server's ``cwd``;
     * each path an ``env`` value names (``PYTHONPATH=./lib:./.cache``,
       ``NODE_OPTIONS=--require ./x.js``), folders included;
     * the module files of ``python -m pkg.mod`` (in a hook or a server);
     * what a task runner the command line names reads as code (:data:`TASK_RUNNERS`: ``make lint``'s
       ``Makefile``), existing or not, from the folder it runs in and each folder a word names;
-    * in turn, each existing file a script named so far names (:func:`_named_by_scripts`:
-      ``. scripts/lib.sh``, ``source "$(dirname "$0")/lib.sh"``).
+    * in turn, each file a script named so far names (:func:`_named_by_scripts`:
+      ``. scripts/lib.sh``, ``source "$(dirname "$0")/lib.sh"``, make's ``-include local.mk``), and
+      what a Python or Node script (by its ``#!`` line, else its suffix) imports.
 
     Returned: sorted, de-duplicated, resolved (symlinks followed), and only
     what lies strictly inside ``folder`` (never ``folder`` itself: it is the
@@ -166,7 +171,7 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
     root = None if outside else within.resolve() if within is not None else start
     found: set[Path] = set()
     for _, command in _hook_commands(getattr(spec, "hooks", None) or {}):
-        found.update(_named_files(shell_words(command), start, root))
+        found.update(_named_files(shell_words(command), start, root, os.environ.get("PATH", "")))
     for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
         if not isinstance(server.get("command"), str):
             continue
@@ -177,13 +182,8 @@ def files_run_by(spec: Any, folder: Path, *, within: Path | None = None, outside
         for value in env.values():
             words = [w for w in WORD_PARTS.split(str(value)) if w]
             found.update(p for w in words if (p := _inside(w, base, root, folders=True)) is not None)
-        command = str(server["command"])
-        if "/" not in command:  # looked up on PATH: one the file gives may lead into the folder
-            path_dirs = [d for d in str(env.get("PATH", "")).split(os.pathsep) if d]
-            found.update(p for d in path_dirs
-                         if (p := _inside(str(Path(d) / command), base, root, folders=False)) is not None
-                         and p.exists())
-        found.update(_named_files([command, *_args(server)], base, root))
+        search = str(env.get("PATH", os.environ.get("PATH", "")))  # the adapters pass the host's on
+        found.update(_named_files([str(server["command"]), *_args(server)], base, root, search))
     return sorted(_named_by_scripts(found, start, root))
 
 
@@ -233,13 +233,17 @@ in a command line counts (``uv run pytest``, ``python -m tox``)."""
 RUNNER_FILES = frozenset(name for names in TASK_RUNNERS.values() for name in names)
 
 
-def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Path]:
+def _named_files(words: list[str], base: Path, root: Path | None, search: str) -> Iterator[Path]:
     """The files inside ``root`` that ``words`` name, relative to ``base``, and to each folder a word
     names (``cd scripts && sh guard.sh``); of a word holding a ``/``, what follows each ``/`` too if an
-    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text; the virtual environment a
-    word leads into (:func:`_venv`); and what Python could import from ``base`` when it starts there
-    (``python -c``, ``python -m``: :func:`would_import`)."""
+    existing file (``sh "$(pwd)/scripts/guard.sh"``), as in a script's text; the program a bare word is
+    on ``search`` (the ``PATH`` the command runs with: :func:`_which`), as its link leads; the virtual
+    environment or Node package a word, a program or a ``search`` folder lies in, whole (:func:`_environments`:
+    an active ``.venv``, whose programs a makefile's recipe may run too); and what Python could import from
+    ``base`` when it starts there (``python -c``, ``python -m``: :func:`would_import`)."""
     bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
+    yield from _environments([Path(os.path.normpath(base / (d or os.curdir))) for d in search.split(os.pathsep)],
+                             base, root or base)
     python = False  # a Python interpreter is this simple command's program
     for before, word in zip(["", *words], words, strict=False):
         if not word.strip("|&;()<>"):
@@ -248,9 +252,8 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
         module = word if before == "-m" else word[2:] if word.startswith("-m") else ""
         if module and all(part.isidentifier() for part in module.split(".")):
             # python -m pkg.mod: its files, whose imports are read in turn (_named_by_scripts)
-            for name in (*_module_files(module), Path(*module.split("."), "__main__.py")):
-                if (p := _inside(f"./{name}", base, root, folders=False)) is not None:
-                    yield p
+            yield from _kept([*_would_import_dotted(base, module), base.joinpath(*module.split("."), "__main__.py")],
+                             root)
         for read in TASK_RUNNERS.get(os.path.basename(word), ()):
             yield from (p for folder in bases if (p := _inside(f"./{read}", folder, root, folders=True)) is not None)
         if module or (python and word == "-c"):
@@ -259,10 +262,14 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
         assignment = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
         parts = [part for part in WORD_PARTS.split(word) if part]
         for part in parts if len(parts) > 1 else [word]:  # --out=./x: ./x alone
-            if (p := _inside(part, base, root, folders=assignment)) is not None:
+            if (p := _inside(part, base, root, folders=assignment, runs=_given_to_run(before, part))) is not None:
                 yield p
-            if "/" in part and (venv := _venv(part, base, root)) is not None:
-                yield venv
+            if "/" in part:  # what it lies in, as written (.venv/bin/python: a link leading out) and as resolved
+                yield from _environments([Path(os.path.normpath(base / part)), p], base, root)
+            elif not assignment:
+                for program in _which(part, base, search):  # the file its link leads to, and what that lies in
+                    yield from _kept([program], root or base)
+                    yield from _environments([program, _resolved(program)], base, root or base)
             tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]
             for text, folder in [(part, b) for b in bases[1:]] + [(tail, b) for tail in tails for b in bases]:
                 if os.path.isfile(os.path.join(folder, text)) and (
@@ -270,22 +277,38 @@ def _named_files(words: list[str], base: Path, root: Path | None) -> Iterator[Pa
                     yield p
 
 
-def _venv(word: str, base: Path, root: Path | None) -> Path | None:
-    """The virtual environment (a folder holding ``pyvenv.cfg``) inside ``root`` that ``word`` leads into,
-    whole: ``.venv/bin/python`` reads its ``pyvenv.cfg`` and runs its site-packages' ``.pth`` files, and its
-    ``bin/python`` is a link a command could replace. Found on the path as written (the link not followed)."""
-    path = Path(os.path.normpath(base / Path(word)))
-    for folder in path.parents:
-        if (root is not None and root not in folder.parents) or (root is None and folder in (base, *base.parents)):
-            return None
-        if os.path.isfile(folder / "pyvenv.cfg"):
-            return _resolved(folder)
-    return None
+def _environments(paths: Iterable[Path | None], base: Path, root: Path | None) -> Iterator[Path]:
+    """The virtual environment (a folder holding ``pyvenv.cfg``) or Node package (a folder in
+    ``node_modules``) inside ``root`` that each of ``paths`` lies in, whole: ``.venv/bin/python`` reads its
+    ``pyvenv.cfg`` and runs its site-packages' ``.pth`` files, and its ``bin/python`` is a link a command
+    could replace; ``node_modules/.bin/tool`` leads into ``node_modules/tool``, whose files it loads.
+    Without ``root``: below neither ``base`` nor a folder holding it."""
+    for path in paths:
+        for folder in path.parents if path is not None else ():
+            if (root is not None and root not in folder.parents) or (
+                    root is None and folder in (base, *base.parents)):
+                break
+            if os.path.isfile(folder / "pyvenv.cfg") or "node_modules" in (
+                    folder.parent.name, folder.parent.parent.name if folder.parent.name.startswith("@") else ""):
+                if (found := _resolved(folder)) is not None:
+                    yield found
+                break
 
 
-def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
+def _which(word: str, base: Path, search: str) -> Iterator[Path]:
+    """The programs the shell could run for the bare ``word``: each file so named in a folder of ``search``
+    (a ``PATH``; a relative folder, or an empty entry, from ``base``), its link not followed. The shell runs
+    the first executable one; any of them could become it."""
+    if word and not word.startswith("-") and word.strip("|&;()<>"):
+        for folder in search.split(os.pathsep):
+            if os.path.isfile(path := os.path.join(base, folder or os.curdir, word)):  # a stat: most miss
+                yield Path(os.path.normpath(path))
+
+
+def _inside(word: str, base: Path, root: Path | None, *, folders: bool, runs: bool = False) -> Path | None:
     """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root``;
-    with no ``root``, a relative ``word`` wherever it leads, but to ``base`` or a folder holding it."""
+    with no ``root``, a relative ``word`` wherever it leads, but to ``base`` or a folder holding it.
+    A missing file counts if the word holds a ``/`` or ``runs`` (:func:`_given_to_run`)."""
     if not word or "\x00" in word or "://" in word or word.startswith("-"):
         return None
     if root is None and word.startswith(("/", "~")):
@@ -298,8 +321,8 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path 
         return None
     if path.is_dir():
         return path if folders else None
-    # "/": a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
-    return path if path.exists() or ("/" in word and not {"$", "`"} & set(word)) else None
+    # a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
+    return path if path.exists() or (("/" in word or runs) and not {"$", "`"} & set(word)) else None
 
 
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -315,9 +338,13 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     holding a ``/`` (``"$DIR/lib.sh"``), what follows each ``/`` from the
     script's folder too; and each word with the script's own suffix from
     its folder (``import helpers`` in a ``.py``, ``require('./util')`` in a
-    ``.js``); each an existing file that can run (:func:`_code`). Not
-    followed: a dotted module (``from pkg.mod import x``), a package an
-    interpreter finds elsewhere, a name built at run time.
+    ``.js``); each an existing file that can run (:func:`_code`) or that
+    a program or an include is given, and, existing or not, what a
+    script runs or reads by its place (:func:`_given_to_run`: make's
+    ``-include local.mk``, package.json's ``node scripts/lint.js``). A
+    script's language is its ``#!`` line's, else its suffix's
+    (:func:`_language`). Not followed: a package an interpreter finds
+    elsewhere, a name built at run time.
     """
     found = set(found)
     todo = sorted(found)
@@ -325,31 +352,37 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     searched: set[Path] = set()
     while todo:
         script = todo.pop()
-        words = _script_words(script)
+        words, language = _script_words(script), _language(script)
         pairs = {(part, before) for before, word in zip(["", *words], words, strict=False)
                  for part in WORD_PARTS.split(word) if part}
         for part, before in pairs:
             tails = [(part[i + 1:], script.parent) for i, c in enumerate(part) if c == "/"]  # "$DIR/lib.sh"
-            module = [(part + script.suffix, script.parent)] if script.suffix else []  # import helpers
-            for name, base in [(part, script.parent), (part, start), *tails, *module]:
-                if not os.path.isfile(os.path.join(base, name)):  # most words name nothing: no resolving
+            named = [(part, script.parent), (part, start), *(tails if {"$", "`"} & set(part) else [])]
+            module = [(part + language, script.parent)] if language else []  # import helpers
+            for name, base in [*named, *tails, *module]:
+                if os.path.isfile(os.path.join(base, name)):  # a makefile's recipe: "@python3 x.py"
+                    path = _inside(name, base, root, folders=False)
+                    if path is None or not (_code(path, language) or _program(before.lstrip("@-+"))
+                                            or before.lstrip("@-+") in _READS):
+                        continue
+                elif (name, base) not in named or not _given_to_run(before, name):
+                    continue  # most words name nothing: no resolving
+                elif (path := _inside(name, base, root, folders=False, runs=True)) is None:
                     continue
-                path = _inside(name, base, root, folders=False)
-                if path is not None and path not in found and (  # a makefile's recipe: "@python3 x.py"
-                        _code(path, script) or _program(before.lstrip("@-+")) or before in _MAKE_INCLUDES):
+                if path not in found:
                     found.add(path)
                     todo.append(path)
         # What a module imports is found on the path of the script that runs (its folder first), not its own.
         folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
                                                                      .is_file() else [])})
-        if script.suffix == ".py" and script.is_file():
+        if language == ".py" and script.is_file():
             for folder in folders - searched:  # what any import could load from there: once per folder
                 searched.add(folder)
                 new = _kept(would_import(folder, import_names()), root) - found
                 found |= new
                 todo += [p for p in new if p.suffix == ".py" and p.is_file()]
                 import_roots.update((p, folders) for p in new)
-        for path in (_imported(script, folders, root) | _required(script, root or start)) - found:
+        for path in (_imported(script, language, folders, root) | _required(script, language, root or start)) - found:
             found.add(path)
             if path.is_file():
                 import_roots[path] = folders
@@ -357,13 +390,13 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
     return found
 
 
-def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
-    """What a Python ``script``'s own imports would load, existing or not (:func:`would_import`): an absolute
-    one from ``folders``, the first on Python's path (the running script's, and the start folder too for a
-    module of a package: ``python -m pkg.mod``), with the files of each dotted part there, to be read in
-    turn; a relative one (``from .util import run``) from the script's package.
+def _imported(script: Path, language: str, folders: set[Path], root: Path | None) -> set[Path]:
+    """What a Python ``script``'s own imports would load, existing or not (:func:`_would_import_dotted`): an
+    absolute one from ``folders``, the first on Python's path (the running script's, and the start folder
+    too for a module of a package: ``python -m pkg.mod``); a relative one (``from .util import run``) from
+    the script's package. ``from pkg import name`` loads ``pkg.name`` when it is a module: both are named.
     """
-    if script.suffix != ".py":
+    if language != ".py":
         return set()
     try:
         tree = ast.parse(_script_text(script))
@@ -373,19 +406,17 @@ def _imported(script: Path, folders: set[Path], root: Path | None) -> set[Path]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             dotted = [(folder, alias.name) for folder in folders for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            dotted = [(folder, node.module) for folder in folders]
-        elif isinstance(node, ast.ImportFrom):  # from . import util, from ..pkg.mod import x
+        elif isinstance(node, ast.ImportFrom):  # from pkg import util, from . import util, from ..pkg.mod import x
             if node.level - 1 > len(script.parent.parents):
                 continue
             package = script.parent.parents[node.level - 2] if node.level > 1 else script.parent
-            dotted = [(package, node.module)] if node.module else [(package, a.name) for a in node.names]
+            names = [".".join(filter(None, (node.module, alias.name))) for alias in node.names if alias.name != "*"]
+            dotted = [(folder, name) for folder in (folders if not node.level else [package])
+                      for name in [*([node.module] if node.module else []), *names]]
         else:
             continue
         for folder, name in dotted:
-            found |= _kept(would_import(folder, [name.split(".")[0]]), root)
-            found |= {p for file in _module_files(name) if (p := _inside(f"./{file}", folder, root, folders=False))
-                      is not None and p.is_file()}
+            found |= _kept(_would_import_dotted(folder, name), root)
     return found
 
 
@@ -425,6 +456,15 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
         yield from (folder / f"{name}{suffix}" for suffix in suffixes)
 
 
+def _would_import_dotted(folder: Path, dotted: str) -> Iterator[Path]:
+    """What importing ``dotted`` (``pkg.sub.mod``) with ``folder`` first on Python's path could load there,
+    existing or not: :func:`would_import` of each part in the folder of the parts before it (a namespace
+    package's ``pkg/sub/mod.py`` as a regular one's)."""
+    parts = dotted.split(".")
+    for n, name in enumerate(parts):
+        yield from would_import(folder.joinpath(*parts[:n]), [name])
+
+
 def would_be_module(path: Path) -> bool:
     """Whether ``path`` is shaped as what Python imports: ``__pycache__``, a package folder ``name``, or
     ``name`` with one of the interpreter's suffixes (:func:`would_import` names thousands, most missing)."""
@@ -454,7 +494,7 @@ _NODE_SUFFIXES = ("", ".js", ".json", ".node", ".mjs", ".cjs")
 ``util/package.json``: the folder)."""
 
 
-def _required(script: Path, root: Path) -> set[Path]:
+def _required(script: Path, language: str, root: Path) -> set[Path]:
     """What a Node script's imports would load, existing or not: a relative one (``require('./util')``)
     as each file Node tries (:data:`_NODE_SUFFIXES`, the bare name first) and the folder of that name, whole;
     a package as ``node_modules/<package>`` in each folder Node looks in, from the script's own up to ``root``
@@ -464,7 +504,7 @@ def _required(script: Path, root: Path) -> set[Path]:
     there: a package the agent put in a nearer folder, or a file it changed in the one meant, ran on the
     host. (A core module's name, ``fs``, is named too: a folder no one writes costs nothing.)
     """
-    if script.suffix not in _NODE_SCRIPTS:
+    if language not in _NODE_SCRIPTS:
         return set()
     names = {m.group(2) for m in _NODE_IMPORT.finditer(_script_text(script))}
     relative = [Path(os.path.normpath(script.parent / name)) for name in names if name.startswith(("./", "../"))]
@@ -478,15 +518,18 @@ def _required(script: Path, root: Path) -> set[Path]:
     return found | {folder / "node_modules" / package for folder in folders for package in packages}
 
 
-def _module_files(dotted: str) -> list[Path]:
-    """The source files, relative to a folder on Python's path, that importing ``dotted`` runs when they
-    are there: each part's ``__init__.py``, and the whole as a module (read for their imports in turn)."""
-    parts = dotted.split(".")
-    return [Path(*parts[:n], "__init__.py") for n in range(1, len(parts) + 1)] + [Path(*parts[:-1], f"{parts[-1]}.py")]
+_READS = frozenset({"include", "sinclude", ".", "source"})
+"""Words that read the file they are given as more of the script: make's ``include`` (``-include``), the
+shell's ``.`` and ``source``."""
 
 
-_MAKE_INCLUDES = frozenset({"include", "-include", "sinclude"})
-"""A makefile's words that read the file they are given as more of it."""
+def _given_to_run(before: str, word: str) -> bool:
+    """Whether ``word``, after ``before``, names by its place a file run or read as code, existing or not:
+    what an include reads (``-include local.mk``, ``. ./env.sh``), or the first file a program is given
+    if it reads as a file's name (``node scripts/lint.js``, ``sh local.sh``; not ``echo ok``, ``cargo build``).
+    Make's ``@``, ``-`` and ``+`` recipe prefixes are no part of the program's name."""
+    before = before.lstrip("@-+")
+    return before in _READS or (("/" in word or bool(os.path.splitext(word)[1])) and _program(before))
 
 _DATA: dict[str, Callable[[str], Any]] = {".json": json.loads, ".toml": tomllib.loads, ".yaml": yaml.safe_load,
                                           ".yml": yaml.safe_load}
@@ -517,15 +560,38 @@ def _strings(data: Any, seen: set[int]) -> Iterator[str]:
 def _program(word: str) -> bool:
     """Whether ``word`` names a program (``python3``, ``node``, ``/usr/bin/env``): the file it is given
     first is what it runs (``python3 tools/check.py``), whatever that file's suffix or mode."""
-    return bool(word) and not word.startswith("-") and shutil.which(word) is not None
+    return bool(word) and not word.startswith("-") and _on_path(word, os.environ.get("PATH")) is not None
 
 
-def _code(path: Path, script: Path) -> bool:
-    """Whether a file ``script`` names can run: of its language (its suffix), executable, or a ``#!`` script.
+@functools.lru_cache(maxsize=4096)
+def _on_path(word: str, search: str | None) -> str | None:
+    """:func:`shutil.which`, once per word of a long script."""
+    return shutil.which(word, path=search)
+
+
+def _code(path: Path, language: str) -> bool:
+    """Whether a file a script in ``language`` (:func:`_language`) names can run: of its language,
+    executable, or a ``#!`` script.
 
     What else a script names is its work (``grep x README.md``), as a folder a hook names is."""
-    return bool(script.suffix and path.suffix == script.suffix) or os.access(path, os.X_OK) or (
+    return bool(language and path.suffix == language) or os.access(path, os.X_OK) or (
         read_regular(path, 2) == b"#!")
+
+
+def _language(path: Path) -> str:
+    """The suffix of the language a script is written in: its ``#!`` line's interpreter's
+    (``#!/usr/bin/env python3``, ``#!.venv/bin/python3.11 -u``: ``.py``; ``node``: ``.js``), else its own.
+    ``./hooks/guard`` runs as Python, its imports and its folder's modules with it."""
+    line = read_regular(path, 256).partition(b"\n")[0]
+    if line.startswith(b"#!"):
+        words = [os.path.basename(w) for w in line[2:].decode("utf-8", "replace").split()
+                 if not w.startswith("-") and "=" not in w]  # env -S, env NAME=value
+        program = next((w for w in words if w != "env"), "")
+        if _PYTHON.fullmatch(program):
+            return ".py"
+        if program in ("node", "nodejs"):
+            return ".js"
+    return path.suffix
 
 
 def _script_text(path: Path) -> str:

@@ -526,3 +526,81 @@ def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
     assert "made" in answer and not (ws / "GNUmakefile").exists() and not (ws / "json.py").exists(), answer
     for path in ("GNUmakefile", "json.py"):
         assert f"{path} (now {path}{SET_ASIDE}): {SCRIPT}" in answer, answer
+
+
+def test_a_file_a_task_runners_script_runs_is_protected_existing_or_not(runner):
+    # Before: only what already existed counted: make's `-include local.mk` and package.json's
+    # `node scripts/lint.js`, both missing, were made by a command and run by the hook on the host.
+    ws = runner.ws
+    write(ws / "Makefile", "-include local.mk\nlint:\n\t@echo lint-ok\n\tmkdir build\n\t. ./env.sh\n")
+    write(ws / "package.json", '{"scripts": {"lint": "node scripts/lint.js", "build": "cargo build"}}\n')
+    protected = hooked(ws, "make -s lint", "npm run -s lint", "sh local.sh")
+    every_route_is_refused(runner, protected, {"local.mk": SCRIPT, "scripts/lint.js": SCRIPT, "env.sh": SCRIPT,
+                                               "local.sh": SCRIPT})
+    for work in ("lint-ok", "build/out", "lint"):  # a word that is no file to run stays the agent's
+        assert protected.why(ws.resolve() / work) is None, work
+
+
+@pytest.mark.parametrize("line", ["#!/usr/bin/env python3", "#!/usr/bin/python3.11 -u", "#!.venv/bin/python"])
+def test_a_python_script_is_known_by_its_first_line_not_its_suffix(runner, line):
+    # Before: only a .py file's imports were followed: ./hooks/guard, a Python script without the suffix,
+    # imported a json.py a command made beside it, on the host.
+    write(runner.ws / "hooks" / "guard", f"{line}\nimport json, sys\nfrom helpers import util\n")
+    write(runner.ws / "hooks" / "tool", "#!/usr/bin/env node\nrequire('./util');\n")
+    every_route_is_refused(runner, hooked(runner.ws, "./hooks/guard", "hooks/tool"), {
+        "hooks/json.py": SCRIPT, "hooks/helpers.py": SCRIPT, "hooks/util.js": SCRIPT})
+
+
+def test_what_from_a_import_b_loads_as_a_module_is_protected_existing_or_not(runner):
+    # Before: `from helpers import util`, helpers/ without __init__.py, kept helpers/__init__.py and helpers.py:
+    # helpers/util.py, which it imports, was edited and ran on the host.
+    write(runner.ws / "hooks" / "check.py", "from helpers import util\nfrom .pkg import tool\n")
+    write(runner.ws / "hooks" / "helpers" / "util.py", "def run(): pass\n")
+    write(runner.ws / "hooks" / "__init__.py", "")
+    every_route_is_refused(runner, hooked(runner.ws, "python3 hooks/check.py"), {
+        "hooks/helpers/util.py": SCRIPT, "hooks/helpers/util/__init__.py": SCRIPT,
+        f"hooks/helpers/util{EXTENSION_SUFFIXES[0]}": SCRIPT, "hooks/pkg/tool.py": SCRIPT})
+    assert hooked(runner.ws, "python3 hooks/check.py").why(runner.ws.resolve() / "hooks/helpers/notes.md") is None
+
+
+def test_the_environment_a_hooks_program_is_found_in_on_path_is_protected_whole(runner, monkeypatch):
+    # Before: with .venv/bin or node_modules/.bin on PATH, those folders were protected, not what they lead
+    # to: a .pth in the venv's site-packages ran in the hook's `python3`, and `mytool`, a link into
+    # node_modules/mytool/bin/cli.sh, ran that file as a command had rewritten it.
+    ws = runner.ws
+    write(ws / ".venv" / "pyvenv.cfg", "home = /usr/bin\n")
+    write(ws / ".venv" / "lib" / "python3.11" / "site-packages" / "x.py", "")
+    (ws / ".venv" / "bin").mkdir()
+    (ws / ".venv" / "bin" / "python3").symlink_to("/usr/bin/python3")
+    write(ws / "node_modules" / "mytool" / "bin" / "cli.sh", "#!/bin/sh\necho ok\n")
+    write(ws / "node_modules" / "mytool" / "package.json", "{}\n")
+    (ws / "node_modules" / "mytool" / "bin" / "cli.sh").chmod(0o755)
+    (ws / "node_modules" / ".bin").mkdir()
+    (ws / "node_modules" / ".bin" / "mytool").symlink_to("../mytool/bin/cli.sh")
+    write(ws / "hooks" / "check.py", "print('ok')\n")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(ws / ".venv" / "bin"), "node_modules/.bin",
+                                                os.environ["PATH"]]))
+    every_route_is_refused(runner, hooked(ws, "python3 hooks/check.py", "mytool --check"), {
+        ".venv/lib/python3.11/site-packages/zz.pth": SCRIPT, "node_modules/mytool/bin/cli.sh": SCRIPT,
+        "node_modules/mytool/lib/x.js": SCRIPT})
+    pth = ws.resolve() / ".venv/lib/python3.11/site-packages/zz.pth"  # a recipe's python3 is found there too
+    assert SCRIPT in (hooked(ws, "make -s lint").why(pth) or "")
+
+
+def test_the_fingerprint_covers_what_scripts_name_and_programs_lead_to(tmp_path, monkeypatch):
+    from deep_agent.cli.folder_trust import fingerprint
+
+    write(tmp_path / "Makefile", "-include local.mk\n")
+    write(tmp_path / "hooks" / "guard", "#!/usr/bin/env python3\nfrom helpers import util\n")
+    write(tmp_path / "node_modules" / "mytool" / "cli.sh", "")
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    (tmp_path / "node_modules" / ".bin" / "mytool").symlink_to("../mytool/cli.sh")
+    (tmp_path / "node_modules" / "mytool" / "cli.sh").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "node_modules" / ".bin"), os.environ["PATH"]]))
+    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ("make", "./hooks/guard",
+                                                                                   "mytool")]}]}
+    spec = SimpleNamespace(hooks=hook, mcp_config=None)
+    for change in ("local.mk", "hooks/json.py", "hooks/helpers/util.py", "node_modules/mytool/x.js"):
+        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
+        write(tmp_path / change, "changed\n")
+        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change

@@ -152,7 +152,8 @@ def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path
     from deep_agent.cli.run import workspace_of
 
     found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
-    assert named_by(found) == [(tmp_path / "scripts" / "guard.sh").resolve()]
+    # (and the programs it finds on PATH: the machine's, outside every workspace)
+    assert [p for p in named_by(found) if tmp_path.resolve() in p.parents] == [(tmp_path / "scripts" / "guard.sh").resolve()]
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
     ws = workspace_of(args, tmp_path / "state")
     tools = {t.name: t for t in builtin_tools(ws)}
