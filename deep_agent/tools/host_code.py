@@ -230,7 +230,6 @@ code, existing or not: ``make lint`` runs the first ``GNUmakefile``, ``makefile`
 ``npm run lint`` package.json's script, with ``node_modules`` (``.bin`` and the packages it leads to) on
 its way. What those files run in turn is found in their text (:func:`_named_by_scripts`); a word anywhere
 in a command line counts (``uv run pytest``, ``python -m tox``)."""
-RUNNER_FILES = frozenset(name for names in TASK_RUNNERS.values() for name in names)
 
 
 def _named_files(words: list[str], base: Path, root: Path | None, search: str) -> Iterator[Path]:

@@ -58,13 +58,11 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 
 from deep_agent.tools.host_code import (
-    RUNNER_FILES,
     WORD_PARTS,
     import_names,
     protect_what_runs,
     read_regular,
     shell_words,
-    would_be_module,
     would_import,
 )
 from subagents.errors import SubagentsError
@@ -337,20 +335,19 @@ def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path
     would_import`), existing or not, for every name it imported, and every one any import could ask for
     (the standard library's, the installed packages': an optional one tried and missing, ``sitecustomize``).
     Not from a folder inside a protected one: a virtual environment's site-packages is the interpreter's,
-    protected whole. And the missing module files of the hooks' and servers' Python (``json.py`` beside a
-    hook's script), shaped so (:func:`~deep_agent.tools.host_code.would_be_module`), and of what their task
-    runners read (:data:`~deep_agent.tools.host_code.TASK_RUNNERS`).
+    protected whole. And every missing file the hooks and servers run or load (``json.py`` beside a hook's
+    script, a makefile's ``-include local.mk``, what their task runners read).
 
     A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
     command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each; and a
-    ``GNUmakefile`` or ``pyproject.toml`` held as an empty folder (or file) would break ``make`` or ``uv``
-    in the sandbox, which read it first.
+    ``GNUmakefile``, ``pyproject.toml`` or an included ``local.mk`` held as an empty folder would break
+    ``make`` or ``uv`` in the sandbox, which read it first. No hook runs before one made is set aside
+    (:data:`subagents.definitions.on_host.TURNS`).
     """
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)
-    yield from (p for p, why in list(found.items()) if why == SCRIPT and not os.path.lexists(p)
-                and (would_be_module(p) or p.name in RUNNER_FILES))
+    yield from (p for p, why in list(found.items()) if why == SCRIPT and not os.path.lexists(p))
 
 
 def _fold(path: Path) -> str:

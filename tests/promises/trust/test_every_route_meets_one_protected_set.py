@@ -450,7 +450,8 @@ def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tm
 
 
 TASK_RUNNER_FILES = {  # what the hooks below run through their task runner, and, missing, what would run instead
-    "Makefile": "all:\n\t@echo made\nlint:\n\t@python3 tools/gen.py\ninclude common.mk\n", "common.mk": "X = 1\n",
+    "Makefile": "all:\n\t@echo made\nlint:\n\t@python3 tools/gen.py\ninclude common.mk\n-include local.mk\n",
+    "common.mk": "X = 1\n", "local.mk": None,
     "tools/gen.py": "",
     "GNUmakefile": None, "package.json": '{"main": "index.js", "scripts": {"lint": "node scripts/lint.js"}}\n',
     "scripts/lint.js": "", "node_modules/.bin/eslint": "#!/bin/sh\n", ".npmrc": None,
@@ -478,7 +479,8 @@ def test_the_files_a_hooks_task_runner_reads_as_code_are_protected_existing_or_n
     every_route_is_refused(runner, protected, {path: SCRIPT for path in TASK_RUNNER_FILES})
     for work in ("index.js", "notes.txt", "src/x.py"):  # named by package.json, or by nothing: the agent's
         assert protected.why(ws.resolve() / work) is None, work
-    assert "made" in runner.run("make", protected=protected)  # a missing GNUmakefile is no placeholder make reads
+    # A missing GNUmakefile or included local.mk is no placeholder make reads (it is set aside once made).
+    assert "made" in runner.run("make", protected=protected)
     assert hooked(ws, "ruff check .").why(ws.resolve() / "Makefile") is None  # a program not in the table
 
 
