@@ -1174,10 +1174,13 @@ class _Call(NamedTuple):
 def _model_name(kwargs: dict[str, Any]) -> str | None:
     """The model a call is made to: its invocation parameters', else LangChain's ``ls_model_name`` metadata.
 
-    ``model`` first: it is what the request sends, a router's ``model_settings={"model": ...}`` included
-    (``ChatOpenAI``'s ``model_name`` stays its constructor's)."""
+    The name the request body sends: ``extra_body``'s ``model`` (set on the model or by a router's
+    ``model_settings``, it overrides the body's), else ``model``, a router's ``model_settings={"model": ...}``
+    included (``ChatOpenAI``'s ``model_name`` stays its constructor's)."""
     params = kwargs.get("invocation_params") or {}
-    names = (params.get("model"), params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
+    body = params.get("extra_body")
+    sent = body.get("model") if isinstance(body, Mapping) else None
+    names = (sent, params.get("model"), params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
     return next((name for name in names if isinstance(name, str) and name), None)
 
 

@@ -119,25 +119,28 @@ def test_a_name_is_never_priced_as_another_model_that_shares_its_tag_or_its_rest
 
 
 class _NamedInParams(BillingModel):
-    """A model whose invocation parameters name its constructor's model, as ChatOpenAI's ``model_name`` does."""
+    """A model whose invocation parameters name its constructor's model, as ChatOpenAI's ``model_name`` does,
+    and its ``extra_body`` (merged over the request body, a ``model`` in it included) when it has one."""
+
+    extra_body: dict[str, Any] | None = None
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.model_name}
+        return {"model_name": self.model_name, **({"extra_body": self.extra_body} if self.extra_body else {})}
 
 
 class _Router(AgentMiddleware):
     """Sends every call of the child to another model, as a router choosing by difficulty does."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, **settings: Any) -> None:
         super().__init__()
-        self.model = model
+        self.settings = settings
 
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        return handler(request.override(model_settings={**request.model_settings, "model": self.model}))
+        return handler(request.override(model_settings={**request.model_settings, **self.settings}))
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        return await handler(request.override(model_settings={**request.model_settings, "model": self.model}))
+        return await handler(request.override(model_settings={**request.model_settings, **self.settings}))
 
 
 @pytest.mark.parametrize("routed", ["dear", "unpriced-model"])
@@ -146,7 +149,7 @@ def test_a_call_a_middleware_routes_to_another_model_is_priced_as_that_model_or_
     # and one routed to an unpriced model was sent under a dollar limit.
     prices = {**PRICES, "dear": (8000.0, 16000.0)}
     child = _NamedInParams(default="an answer", model_name="priced")
-    specs = [{"name": "w", "description": "worker", "model": child, "middleware": [_Router(routed)]}]
+    specs = [{"name": "w", "description": "worker", "model": child, "middleware": [_Router(model=routed)]}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
                                 budget=Budget(max_usd=10.0, prices=prices)), user("go"))
     (record,) = records(out)
@@ -156,6 +159,22 @@ def test_a_call_a_middleware_routes_to_another_model_is_priced_as_that_model_or_
         assert record["cost_usd"] == pytest.approx((billed_in * 8000.0 + billed_out * 16000.0) / 1e6, abs=1e-6)
     else:
         assert child.calls == [] and record["stop_reason"] == "budget" and routed in record["error"]
+
+
+@pytest.mark.parametrize("where", ["model", "router"])
+def test_a_call_whose_extra_body_names_its_model_is_priced_as_that_model(run, where):
+    # ChatOpenAI(model="gpt-4.1-mini", extra_body={"model": "gpt-4.1"}) sends gpt-4.1, as does a router's
+    # model_settings={"extra_body": {"model": "gpt-4.1"}}: both calls were charged as gpt-4.1-mini.
+    body = {"model": "dear"}
+    child = _NamedInParams(default="an answer", model_name="priced", extra_body=body if where == "model" else None)
+    specs = [{"name": "w", "description": "worker", "model": child,
+              "middleware": [_Router(extra_body=body)] if where == "router" else []}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
+                                budget=Budget(max_usd=10.0, prices={**PRICES, "dear": (8000.0, 16000.0)})), user("go"))
+    (record,) = records(out)
+    ((billed_in, billed_out),) = child.billed
+    assert record["priced_as"] == ["dear"]
+    assert record["cost_usd"] == pytest.approx((billed_in * 8000.0 + billed_out * 16000.0) / 1e6, abs=1e-6)
 
 
 @pytest.mark.parametrize("reply_name", ["priced-2025-01-01", "priced-16k", "parent"])
