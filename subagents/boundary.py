@@ -39,6 +39,7 @@ import inspect
 import logging
 import os
 import re
+import signal
 import threading
 import types
 import weakref
@@ -274,7 +275,7 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
             # client whose __deepcopy__ returns itself): that is no copy, and a child would change the parent's.
             shared = _shared_with(copied, value)
         except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
-            if is_real_cancellation(exc):
+            if _user_stop_in_copy(exc):
                 raise
             withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
             continue
@@ -285,6 +286,23 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
     return copies, withheld
+
+
+def _user_stop_in_copy(exc: BaseException) -> bool:
+    """Whether what a copy raised is the user's stop, not the value's own error (see :func:`own_copies`).
+
+    Copying is synchronous: a task's cancellation arrives at an await, never inside ``deepcopy``, so a
+    ``CancelledError`` is the value's. A ``KeyboardInterrupt`` is the user's only from the SIGINT handler:
+    a signal handler's frame, or anywhere on the main thread while Python's default handler is installed
+    (there it cannot be told apart); on another thread (``invoke`` runs tools on one) it is the value's.
+    """
+    kind = type(exc)
+    if issubclass(kind, asyncio.CancelledError):
+        return False
+    if issubclass(kind, KeyboardInterrupt):
+        return from_signal_handler(exc) or (threading.current_thread() is threading.main_thread()
+                                            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    return is_real_cancellation(exc)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ caller's own input stay as they were. Run on invoke and ainvoke.
 from __future__ import annotations
 
 import ast
+import asyncio
 import collections
 import dataclasses
 import datetime
@@ -18,7 +19,7 @@ import enum
 import fractions
 import functools
 import logging
-import sys
+import signal
 import threading
 import weakref
 from pathlib import Path
@@ -391,9 +392,12 @@ class ProxiedNotes:
         return copied
 
 
-class ExitingConfig:
-    def __deepcopy__(self, memo: dict[int, Any]) -> ExitingConfig:
-        sys.exit("config copy refused")
+class RefusingConfig:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RefusingConfig:
+        raise self.error
 
 
 @tool
@@ -431,12 +435,28 @@ def test_a_copy_that_reaches_the_original_through_a_closure_or_a_weak_proxy_is_w
                                        "proxied": "cannot be copied (its deep copy holds the original UserList)"}
 
 
-def test_a_sys_exit_in_a_values_deep_copy_withholds_that_key_and_the_parent_carries_on(run):
-    # It was taken for the user's exit: the parent's whole run ended.
-    out = run(_noting_agent(), {**_user(), "config": ExitingConfig()})
+@pytest.mark.parametrize("error", [SystemExit, asyncio.CancelledError, KeyboardInterrupt])
+def test_a_stop_raised_by_a_values_deep_copy_withholds_that_key_and_the_parent_carries_on(run, error):
+    # Each was taken for the user's stop: the parent's whole run ended. Copying awaits nothing, so no task's
+    # cancellation arrives in it, and no SIGINT handler raised this one (see the test below).
+    try:
+        out = run(_noting_agent(), {**_user(), "config": RefusingConfig(error("config copy refused"))})
+    except (SystemExit, asyncio.CancelledError, KeyboardInterrupt) as exc:
+        pytest.fail(f"the parent's run ended: {exc!r}")
     (record,) = records(out)
     assert record["status"] == "completed" and out["messages"][-1].content == "parent carried on"
-    assert record["withheld_keys"] == {"config": "cannot be copied (SystemExit: config copy refused)"}
+    assert record["withheld_keys"] == {"config": f"cannot be copied ({error.__name__}: config copy refused)"}
+
+
+def test_a_keyboard_interrupt_in_a_copy_on_the_main_thread_under_the_default_handler_is_the_users():
+    # There Ctrl-C raises it in whatever code runs, a copy's included: it cannot be told from the value's own.
+    assert threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            own_copies({"config": RefusingConfig(KeyboardInterrupt())})
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
