@@ -895,9 +895,12 @@ class TaskMeter(BaseCallbackHandler):
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         self._check(call=True)
+        wrapping = self.wrapped_up is not None and not self._wrap_up_sent
         self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
-            if self.max_turns is not None and self.model_calls >= self.max_turns:
+            # The wrap-up may be the one call past max_turns: a middleware's own call before it (a summariser's,
+            # in before_model) can take the turn it was judged on. Any call after it is refused.
+            if self.max_turns is not None and self.model_calls >= self.max_turns and not wrapping:
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
         self._progress(None, None)

@@ -17,6 +17,7 @@ import pytest
 from helpers.background import NOTICE, background, notices, on_task, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.tools import tool
@@ -286,6 +287,25 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
         "completed", "budget", True, ANSWER), record["error"]
     # The long draft's tool ran; the wrap-up, with no tools, is the one call past the limit.
     assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
+
+
+@pytest.mark.parametrize("max_turns", [3, 5])
+def test_a_summarisers_call_that_takes_the_last_turn_still_leaves_the_wrap_up(run, max_turns):
+    """The summariser calls its model in before_model, after the wrap-up was judged a turn away: that call took
+    the last turn, and the wrap-up was refused as a call past max_turns, so the task ended with no answer."""
+    child = ScriptedChatModel(default=loops_until_told())
+    summariser = ScriptedChatModel(default="Summary of the work so far.")
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "model": child, "max_turns": max_turns,
+            "middleware": [SummarizationMiddleware(summariser, trigger=("messages", 4), keep=("messages", 2))]}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [echo],
+                              subagents=[spec])
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, ANSWER), record["error"]
+    # The wrap-up is the one call past the limit, and the last call made.
+    assert summariser.calls and record["model_calls"] <= max_turns + 1
+    assert record["model_calls"] == len(child.calls) + len(summariser.calls)
+    assert asked_to_wrap_up(child.calls[-1]["messages"]) and child.calls[-1]["tools"] == []
 
 
 @pytest.mark.parametrize("text", ["Notes so far: fact A.", ""])
