@@ -346,7 +346,7 @@ class Budget:
         the ratio. A call refused only for want of the ratio does not mark
         the budget spent. ``instead_of`` is room held for this call ahead of
         it (:meth:`TaskMeter.last_call`), given back under the same lock, so
-        no sibling takes it between.
+        no sibling takes it between; a call it covers is refused only once the budget is spent.
         """
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
@@ -354,6 +354,10 @@ class Budget:
             scale = self._scales.get(model_name) if model_name else None
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
+            # A call the room held for it covers was judged within the limit when the room was held: a sibling's
+            # output no one foresaw, charged since, does not refuse it (a wrap-up, whose room it was), unless spent.
+            if refuse and tokens <= instead_of[0] and usd <= instead_of[1]:
+                refuse = self._spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
             if not alone_at_estimate or self.reserved or self.reserved_usd:

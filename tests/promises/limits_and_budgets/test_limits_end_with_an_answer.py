@@ -150,6 +150,32 @@ def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(ru
         record["error"], record["model_calls"])
 
 
+def test_a_siblings_output_no_one_foresaw_leaves_a_child_the_wrap_up_it_held_room_for(run):
+    """A sibling holds every free token and its output passes them: what is spent and held passes the limit, though
+    the budget is not spent. The child's wrap-up, within the room it held, was refused all the same (the budget
+    judged it with the sibling's hold and overshoot), and the task ended with no answer."""
+    budget = Budget(max_tokens=200000)
+    steps = []
+
+    @tool
+    def crowded(x: str) -> str:
+        """A step of work while a sibling's call holds every free token, then outputs more than that."""
+        steps.append(x)
+        if len(steps) == 2:
+            free = budget.max_tokens - budget.tokens - budget.reserved
+            budget.reserve(free, refuse=False)
+            budget.spend(free, 0.0)
+        return "done"
+
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told("crowded"))
+    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200}
+    out = run(create_deep_agent(model, [crowded], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+    assert len(steps) == 2  # its next call was the wrap-up
+
+
 class DenseChild(ScriptedChatModel):
     """Bills ``density`` times the prompt the library estimates (tool schemas included): a denser tokenizer."""
 
