@@ -176,6 +176,46 @@ def test_a_siblings_output_no_one_foresaw_leaves_a_child_the_wrap_up_it_held_roo
     assert len(steps) == 2  # its next call was the wrap-up
 
 
+class SchemalessChild(ScriptedChatModel):
+    """A model that sends no tool schemas (its provider is told of tools some other way) and reports no input
+    tokens (never believed: its calls are held at the clamp)."""
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        output = message.usage_metadata["output_tokens"]
+        message.usage_metadata = UsageMetadata(input_tokens=0, output_tokens=output, total_tokens=output)
+        return result
+
+
+def test_the_room_held_for_the_wrap_up_covers_its_instruction_and_its_prompts_growth(run):
+    """The room for the wrap-up was its prompt grown as the wrap-up judged the calls (the first with tool schemas
+    the model never sent: no growth seen), without the wrap-up's own instruction: a sibling holding every other
+    token, the wrap-up asked a little more than its room and was refused."""
+    budget = Budget(max_tokens=200000)
+    steps = []
+
+    @tool
+    def crowded(x: str) -> str:
+        """A step of work while a sibling's call holds every free token."""
+        steps.append(x)
+        if len(steps) == 2:
+            budget.reserve(budget.max_tokens - budget.tokens - budget.reserved, refuse=False)
+        return "done"
+
+    child = SchemalessChild(default=loops_until_told("crowded"))
+    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "model": child, "max_turns": 200}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [crowded],
+                              subagents=[spec], budget=budget)
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+    assert len(steps) == 2 and not child.calls[-1]["tools"]
+
+
 class DenseChild(ScriptedChatModel):
     """Bills ``density`` times the prompt the library estimates (tool schemas included): a denser tokenizer."""
 
