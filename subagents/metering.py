@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import contextvars
 import decimal
+import functools
 import json
 import logging
 import math
@@ -346,7 +347,7 @@ class Budget:
         the ratio. A call refused only for want of the ratio does not mark
         the budget spent. ``instead_of`` is room held for this call ahead of
         it (:meth:`TaskMeter.last_call`), given back under the same lock, so
-        no sibling takes it between.
+        no sibling takes it between; a call it covers is refused only once the budget is spent.
         """
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
@@ -354,6 +355,10 @@ class Budget:
             scale = self._scales.get(model_name) if model_name else None
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
+            # A call the room held for it covers was judged within the limit when the room was held: a sibling's
+            # output no one foresaw, charged since, does not refuse it (a wrap-up, whose room it was), unless spent.
+            if refuse and tokens <= instead_of[0] and usd <= instead_of[1]:
+                refuse = self._spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
             if not alone_at_estimate or self.reserved or self.reserved_usd:
@@ -649,7 +654,7 @@ class TaskMeter(BaseCallbackHandler):
         self.wrapped_up: SubagentError | None = None
         """The limit that made a model call of this task its wrap-up, once one was made."""
         self._wrap_up_sent = False
-        self._last_estimate: int | None = None  # the last call's prompt, as the wrap-up judged it
+        self._last_estimate: int | None = None  # the last call's prompt, as the meter estimated it when sent
         self._own_scale: float | None = None
         """The highest ratio of believed to estimated input tokens this task's calls showed (with the margin,
         within the clamps): its own limits are judged at it, whether or not a shared budget learned one."""
@@ -781,7 +786,9 @@ class TaskMeter(BaseCallbackHandler):
         price = call_price(self.prices or (budget.prices if budget else None), model_name)
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
         estimate = token_count(estimate)
-        grown, self._last_estimate = 2 * estimate - min(self._last_estimate or estimate, estimate), estimate
+        # The wrap-up's prompt as its own hold will estimate it: grown as the last sent call's to this one, and
+        # with the wrap-up's instruction (its tool schemas, not sent, are left in as slack).
+        grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _wrap_up_prompt_tokens()
 
         def need_at(scale: float) -> tuple[int, float, int]:
             """This call and the next (its prompt grown as this one's did), both at ``scale``; this call's prompt."""
@@ -895,9 +902,12 @@ class TaskMeter(BaseCallbackHandler):
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         self._check(call=True)
+        wrapping = self.wrapped_up is not None and not self._wrap_up_sent
         self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
-            if self.max_turns is not None and self.model_calls >= self.max_turns:
+            # The wrap-up may be the one call past max_turns: a middleware's own call before it (a summariser's,
+            # in before_model) can take the turn it was judged on. Any call after it is refused.
+            if self.max_turns is not None and self.model_calls >= self.max_turns and not wrapping:
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
         self._progress(None, None)
@@ -1031,7 +1041,7 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as providers bill it (tool schemas and response format included): reserved before the
         # call, it bounds a shared budget's overshoot to one call's output per running call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
-        estimate = estimate_tokens(prompt) + extras
+        self._last_estimate = estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
         if budget is not None:
             held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
@@ -1453,6 +1463,12 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     # prompt, and a system line far above the tool results it just read is easily missed.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
                             tool_choice=None), True
+
+
+@functools.cache
+def _wrap_up_prompt_tokens() -> int:
+    """What :data:`WRAP_UP_PROMPT` adds to the wrap-up's prompt, in estimated tokens."""
+    return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
 def _name_of(model: Any) -> str | None:

@@ -17,6 +17,7 @@ import pytest
 from helpers.background import NOTICE, background, notices, on_task, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.tools import tool
@@ -147,6 +148,72 @@ def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(ru
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
         record["error"], record["model_calls"])
+
+
+def test_a_siblings_output_no_one_foresaw_leaves_a_child_the_wrap_up_it_held_room_for(run):
+    """A sibling holds every free token and its output passes them: what is spent and held passes the limit, though
+    the budget is not spent. The child's wrap-up, within the room it held, was refused all the same (the budget
+    judged it with the sibling's hold and overshoot), and the task ended with no answer."""
+    budget = Budget(max_tokens=200000)
+    steps = []
+
+    @tool
+    def crowded(x: str) -> str:
+        """A step of work while a sibling's call holds every free token, then outputs more than that."""
+        steps.append(x)
+        if len(steps) == 2:
+            free = budget.max_tokens - budget.tokens - budget.reserved
+            budget.reserve(free, refuse=False)
+            budget.spend(free, 0.0)
+        return "done"
+
+    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told("crowded"))
+    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200}
+    out = run(create_deep_agent(model, [crowded], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+    assert len(steps) == 2  # its next call was the wrap-up
+
+
+class SchemalessChild(ScriptedChatModel):
+    """A model that sends no tool schemas (its provider is told of tools some other way) and reports no input
+    tokens (never believed: its calls are held at the clamp)."""
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        output = message.usage_metadata["output_tokens"]
+        message.usage_metadata = UsageMetadata(input_tokens=0, output_tokens=output, total_tokens=output)
+        return result
+
+
+def test_the_room_held_for_the_wrap_up_covers_its_instruction_and_its_prompts_growth(run):
+    """The room for the wrap-up was its prompt grown as the wrap-up judged the calls (the first with tool schemas
+    the model never sent: no growth seen), without the wrap-up's own instruction: a sibling holding every other
+    token, the wrap-up asked a little more than its room and was refused."""
+    budget = Budget(max_tokens=200000)
+    steps = []
+
+    @tool
+    def crowded(x: str) -> str:
+        """A step of work while a sibling's call holds every free token."""
+        steps.append(x)
+        if len(steps) == 2:
+            budget.reserve(budget.max_tokens - budget.tokens - budget.reserved, refuse=False)
+        return "done"
+
+    child = SchemalessChild(default=loops_until_told("crowded"))
+    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "model": child, "max_turns": 200}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [crowded],
+                              subagents=[spec], budget=budget)
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+    assert len(steps) == 2 and not child.calls[-1]["tools"]
 
 
 class DenseChild(ScriptedChatModel):
@@ -286,6 +353,25 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
         "completed", "budget", True, ANSWER), record["error"]
     # The long draft's tool ran; the wrap-up, with no tools, is the one call past the limit.
     assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
+
+
+@pytest.mark.parametrize("max_turns", [3, 5])
+def test_a_summarisers_call_that_takes_the_last_turn_still_leaves_the_wrap_up(run, max_turns):
+    """The summariser calls its model in before_model, after the wrap-up was judged a turn away: that call took
+    the last turn, and the wrap-up was refused as a call past max_turns, so the task ended with no answer."""
+    child = ScriptedChatModel(default=loops_until_told())
+    summariser = ScriptedChatModel(default="Summary of the work so far.")
+    spec = {"name": "looper", "description": "l", "tools": ["echo"], "model": child, "max_turns": max_turns,
+            "middleware": [SummarizationMiddleware(summariser, trigger=("messages", 4), keep=("messages", 2))]}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [echo],
+                              subagents=[spec])
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+        "completed", "max_turns", True, ANSWER), record["error"]
+    # The wrap-up is the one call past the limit, and the last call made.
+    assert summariser.calls and record["model_calls"] <= max_turns + 1
+    assert record["model_calls"] == len(child.calls) + len(summariser.calls)
+    assert asked_to_wrap_up(child.calls[-1]["messages"]) and child.calls[-1]["tools"] == []
 
 
 @pytest.mark.parametrize("text", ["Notes so far: fact A.", ""])
