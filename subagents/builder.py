@@ -400,8 +400,18 @@ class CallFormat:
 
 
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
-    """The format one call asks for: its ``output_schema``, else the config key, else ``None``."""
+    """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
+
+    A schema the model wrote may not hold a regular expression (``pattern``, ``patternProperties``):
+    Python's ``re`` can backtrack on one for minutes while holding the interpreter, where no
+    ``timeout_s`` can step in. A developer's schema (the config key, a spec's ``response_format``) may.
+    """
     if output_schema is not None:
+        if (keyword := _regex_keyword(output_schema)) is not None:
+            raise OutputSchemaError(
+                f"output_schema: {keyword!r} is not accepted in a schema written in the call (a regular "
+                "expression can run for minutes past any timeout); describe the format in a "
+                "'description' instead")
         return output_schema
     configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
     if not isinstance(configurable, Mapping):
@@ -470,6 +480,22 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
     strategy = ToolStrategy(model, handle_errors=_retry_message)
     key = ("json", hashlib.sha256(text.encode()).hexdigest())
     return CallFormat(strategy, key, name, (OutputRetryLimit(frozenset({name}), retries, name),))
+
+
+def _regex_keyword(node: Any) -> str | None:
+    """The first regular-expression keyword of a JSON Schema (a property named so is a name, not one)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            if isinstance(item.get("pattern"), str):
+                return "pattern"
+            if isinstance(item.get("patternProperties"), Mapping):
+                return "patternProperties"
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return None
 
 
 def _non_local_ref(node: Any) -> Any:
