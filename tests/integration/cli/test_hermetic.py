@@ -65,7 +65,9 @@ def test_the_trap_environment_really_goes_online_outside_the_test_command():
 def test_exported_keys_do_not_take_the_tests_or_notebooks_online():
     """A real notebook (it switches to a real model when OPENAI_API_KEY is set) and this file's check pass."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        # One worker, not -n auto's two per core: the scrub still runs in pytest-xdist's controller and in a
+        # worker, without every core's two importing the suite for two tests.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1",
          "tests/integration/notebooks/test_notebooks_fresh.py::"
          "test_a_notebook_executed_afresh_prints_what_it_was_committed_with[01_quickstart]",
          "tests/integration/cli/test_hermetic.py::test_the_test_run_sees_no_provider_keys_or_endpoints"],

@@ -118,7 +118,7 @@ def test_a_hung_server_fails_its_task_in_bounded_time_and_siblings_go_on(run, wh
     if where == "call":  # the server's own bound on one call
         spec = {"name": "h", "description": "h", "mcp_config": {"slow": stdio(timeout=2)}}
     elif where == "deadline":  # the task's timeout_s bounds the call (and the server's start-up)
-        spec = {"name": "h", "description": "h", "mcp_config": {"slow": stdio()}, "timeout_s": 20}
+        spec = {"name": "h", "description": "h", "mcp_config": {"slow": stdio()}, "timeout_s": 8}
     model = delegate(("wait", "h"), ("other", "general-purpose"), child_rules=[
         ("wait", [{"tool_calls": [tool_call("mcp__slow__nap", seconds=120)]}, report]),
         ("other", ["sibling answer." + DETAIL]),
@@ -131,9 +131,14 @@ def test_a_hung_server_fails_its_task_in_bounded_time_and_siblings_go_on(run, wh
     assert by_agent["h"]["status"] == "error"
     expected = {"listing": "MCP server 'slow' did not list its tools within 1.5s",
                 "call": "MCP server 'slow' did not answer a call of 'nap' within 2s",
-                "deadline": "MCP server 'slow' did not answer a call of 'nap' within 19"}[where]
-    # With timeout_s the runner's own timer may fire first; either way the task fails in time.
-    assert expected in by_agent["h"]["error"] or (where == "deadline" and "20s" in by_agent["h"]["error"])
+                "deadline": "MCP server 'slow' did not answer a call of 'nap' within "}[where]
+    error = by_agent["h"]["error"]
+    if where == "deadline":  # what was left of the 8 s once the server had started
+        left = re.search(re.escape(expected) + r"([0-9.]+)s", error)
+        # With timeout_s the runner's own timer may fire first; either way the task fails in time.
+        assert (left is not None and float(left.group(1)) < 8) or "8s" in error, error
+    else:
+        assert expected in error, error
 
 
 def test_allow_lists_without_mcp_entries_give_no_mcp_tools(run):

@@ -67,31 +67,25 @@ class Trace:
         self.lock = threading.Lock()
         self.spans: dict[str, list[float]] = {}
         self.starts: list[float] = []
+        self.working = 0  # tool calls running now
+        self.last = time.monotonic()  # when one last started or ended
 
     def tools(self) -> list[Any]:
         def work(x: str, runtime: ToolRuntime) -> str:
             """A step of work: changes the shared facts in place, as a careless tool would."""
-            start = time.monotonic()
-            with self.lock:
-                self.starts.append(start)
-                span = self.spans.setdefault(x, [start, start])
+            span = self._began(x)
             facts = runtime.state.get("facts")
             if isinstance(facts, list):
                 facts.append(f"touched by {x}")
             time.sleep(0.02)
-            with self.lock:
-                span[1] = max(span[1], time.monotonic())
+            self._ended(span)
             return f"worked on {x}"
 
         def nap(x: str) -> str:
             """A step longer than its child's timeout."""
-            start = time.monotonic()
-            with self.lock:
-                self.starts.append(start)
-                span = self.spans.setdefault(x, [start, start])
+            span = self._began(x)
             time.sleep(0.35)
-            with self.lock:
-                span[1] = max(span[1], time.monotonic())
+            self._ended(span)
             return "napped"
 
         def boom(x: str) -> str:
@@ -101,6 +95,29 @@ class Trace:
         schema_heavy = "Every field of the work item is described here at length. " * 40
         return [StructuredTool.from_function(work, description="A step of work. " + schema_heavy),
                 StructuredTool.from_function(nap), StructuredTool.from_function(boom)]
+
+    def _began(self, x: str) -> list[float]:
+        start = time.monotonic()
+        with self.lock:
+            self.starts.append(start)
+            self.working += 1
+            self.last = start
+            return self.spans.setdefault(x, [start, start])
+
+    def _ended(self, span: list[float]) -> None:
+        with self.lock:
+            self.working -= 1
+            self.last = span[1] = max(span[1], time.monotonic())
+
+    def settle(self, quiet_s: float = 0.15, longest_s: float = 30.0) -> None:
+        """Until no child works and none began or ended a step for ``quiet_s``: what an abandoned child
+        still runs has ended (its longest step is 0.35 s) and a child that went on would have begun again."""
+        end = time.monotonic() + longest_s
+        while time.monotonic() < end:
+            with self.lock:
+                if not self.working and time.monotonic() - self.last >= quiet_s:
+                    return
+            time.sleep(0.01)
 
     def peak(self) -> int:
         """The most children working at one instant."""
@@ -186,7 +203,7 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
 
         out = asyncio.run(main())
 
-    time.sleep(0.4)  # what an abandoned child still runs has ended by now (its longest step is 0.35 s)
+    trace.settle()
 
     # running children <= cap at every instant, an abandoned child counting until its tool returns
     if cap is not None:

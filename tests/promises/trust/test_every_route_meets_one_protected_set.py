@@ -442,11 +442,13 @@ def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tm
         "python3 scripts/check.py", "python3 -m tools.check", "python3 -c 'import json'", "node scripts/check.js",
         ".venv/bin/python scripts/check.py")]}]}
     spec = SimpleNamespace(hooks=hook, mcp_config=None)
+    before = fingerprint(files_run_by(spec, tmp_path, outside=True))
     for change in ("scripts/helpers/__init__.pyc", "json.py", "tools/util.py", "scripts/util",
                    ".venv/lib/site-packages/x.pth", "scripts/selectors.py"):
-        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
         write(tmp_path / change, "changed\n")
-        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
+        after = fingerprint(files_run_by(spec, tmp_path, outside=True))
+        assert after != before, change
+        before = after  # nothing changes between two changes: the next one's starting point
 
 
 TASK_RUNNER_FILES = {  # what the hooks below run through their task runner, and, missing, what would run instead
