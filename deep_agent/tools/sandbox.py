@@ -60,10 +60,12 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,36 +221,43 @@ class Sandbox:
                 os.close(block_r)
             with process, open(info_r, "rb") as info, open(block_w, "wb") as block:
                 try:
-                    self._connect(info.read())
+                    pasta = self._connect(info.read())
                 except BaseException:
                     process.kill()
                     raise
-                block.write(b"1")
-                block.flush()
-                yield process
+                try:
+                    block.write(b"1")
+                    block.flush()
+                    yield process
+                finally:  # pasta outlives the namespace it served: it ends with the command
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(pasta, signal.SIGTERM)
+                    os.close(pasta)
 
-    def _connect(self, info: bytes) -> None:
-        """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network."""
+    def _connect(self, info: bytes) -> int:
+        """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network; a
+        pidfd of the pasta process that does (it stays in the background: its caller ends it)."""
         assert self.pasta is not None
         try:
             pid = int(json.loads(info)["child-pid"])
         except (ValueError, KeyError, TypeError):
             raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
-        # pasta stays in the background until the namespace is gone; --runas keeps it our uid (as root
+        # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
         # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
         # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
         # into a nested one, which has no say over the network namespace.
         try:
-            with _owner_of_network(pid) as owner:
-                done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()),
+            with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
+                pid_file = os.path.join(folder, "pasta.pid")
+                done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
                                        "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+                if done.returncode == 0:
+                    return os.pidfd_open(int(Path(pid_file).read_text()))
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
-        if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip()[-300:]
-            raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}",
-                                     "pasta")
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}", "pasta")
 
 
 NS_GET_USERNS = 0xB701

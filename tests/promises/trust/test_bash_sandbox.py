@@ -12,6 +12,7 @@ read-only. Each check below runs as root and as an unprivileged user
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -387,6 +388,40 @@ def test_host_loopback_services_and_abstract_sockets_are_unreachable(runner, net
             server.close()
     assert "reached" not in out and "blocked 127.0.0.1" in out and "blocked unix" in out, out
     assert ("route: default" in out) == network, out  # with the flag: an outbound route of its own
+
+
+def _pastas() -> set[int]:
+    """The pasta processes of this user, by pid."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == os.getuid():
+                if Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0].endswith(b"pasta"):
+                    found.add(int(entry))
+    return found
+
+
+def test_the_network_helper_ends_with_the_command():
+    # Before: pasta, which gives a command its network, stayed on the host after the command and its
+    # namespace were gone, one process for every networked command of a run.
+    if shutil.which("pasta") is None:
+        pytest.skip("pasta is not installed (Debian's passt package, which .ci/run installs)")
+    before = _pastas()
+    workspace = Path(tempfile.mkdtemp(prefix="sandbox-ws-"))
+    try:
+        with Sandbox.find(network=True).running(workspace, "echo ran", cwd=workspace,
+                                                stdout=subprocess.PIPE) as process:
+            assert process.communicate(timeout=60)[0] == b"ran\n"
+            assert _pastas() - before, "the command ran without its network helper"
+        left = _pastas() - before
+        for _ in range(3000):  # its SIGTERM is sent as the command ends; wait for it to be gone
+            if not left:
+                break
+            time.sleep(0.01)
+            left &= _pastas()
+        assert not left, f"pasta outlived the command: {left}"
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 @pytest.mark.server  # a unix socket server it starts
