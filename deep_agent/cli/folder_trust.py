@@ -98,7 +98,7 @@ def fingerprint(files: Iterable[Path]) -> str:
     digest = hashlib.sha256()
     for path in sorted(paths):
         digest.update(str(path).encode() + b"\0")
-        if path.is_dir() and not path.is_symlink():
+        if os.path.isdir(path) and not os.path.islink(path):
             inner = sorted(Path(top, name) for top, _, names in os.walk(path) for name in names)
             for count, file in enumerate(inner):
                 if count >= MAX_FINGERPRINT_FILES:
@@ -115,7 +115,7 @@ def fingerprint(files: Iterable[Path]) -> str:
 def _hash_file(digest: Any, path: Path, *, follow: bool) -> None:
     """The file's bytes into ``digest``; a symlink's target (``follow=False``), or what it is instead."""
     try:
-        if not follow and path.is_symlink():
+        if not follow and os.path.islink(path):
             digest.update(b"<symlink>" + os.fsencode(os.readlink(path)))
             return
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a pipe opens at once, then is refused

@@ -240,7 +240,7 @@ def _named_files(words: list[str], base: Path, root: Path | None, search: str) -
     environment or Node package a word, a program or a ``search`` folder lies in, whole (:func:`_environments`:
     an active ``.venv``, whose programs a makefile's recipe may run too); and what Python could import from
     ``base`` when it starts there (``python -c``, ``python -m``: :func:`would_import`)."""
-    bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and p.is_dir())]
+    bases = [base, *(p for w in words if (p := _inside(w, base, root, folders=True)) is not None and os.path.isdir(p))]
     yield from _environments([Path(os.path.normpath(base / (d or os.curdir))) for d in search.split(os.pathsep)],
                              base, root or base)
     python = False  # a Python interpreter is this simple command's program
@@ -318,10 +318,10 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool, runs: bo
         return None
     if path is None or (root not in path.parents if root is not None else path == base or path in base.parents):
         return None
-    if path.is_dir():
+    if os.path.isdir(path):
         return path if folders else None
     # a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
-    return path if path.exists() or (("/" in word or runs) and not {"$", "`"} & set(word)) else None
+    return path if os.path.exists(path) or (("/" in word or runs) and not {"$", "`"} & set(word)) else None
 
 
 MAX_SCRIPT_BYTES = 256 * 1024
@@ -372,18 +372,18 @@ def _named_by_scripts(found: set[Path], start: Path, root: Path | None) -> set[P
                     found.add(path)
                     todo.append(path)
         # What a module imports is found on the path of the script that runs (its folder first), not its own.
-        folders = import_roots.setdefault(script, {script.parent, *([start] if (script.parent / "__init__.py")
-                                                                     .is_file() else [])})
-        if language == ".py" and script.is_file():
+        folders = import_roots.setdefault(script, {script.parent, *([start] if os.path.isfile(
+                                                                     script.parent / "__init__.py") else [])})
+        if language == ".py" and os.path.isfile(script):
             for folder in folders - searched:  # what any import could load from there: once per folder
                 searched.add(folder)
                 new = _kept(would_import(folder, import_names()), root) - found
                 found |= new
-                todo += [p for p in new if p.suffix == ".py" and p.is_file()]
+                todo += [p for p in new if p.suffix == ".py" and os.path.isfile(p)]
                 import_roots.update((p, folders) for p in new)
         for path in (_imported(script, language, folders, root) | _required(script, language, root or start)) - found:
             found.add(path)
-            if path.is_file():
+            if os.path.isfile(path):
                 import_roots[path] = folders
                 todo.append(path)
     return found
@@ -446,9 +446,9 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
         inits = [package / f"__init__{suffix}" for suffix in suffixes]
         module = sys.modules.get(name)
         namespace = module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
-        if namespace or (package.is_dir() and any(os.path.lexists(init) for init in inits)):
+        if namespace or (os.path.isdir(package) and any(os.path.lexists(init) for init in inits)):
             yield package
-            if (package / "__init__.py").is_file():
+            if os.path.isfile(package / "__init__.py"):
                 yield package / "__init__.py"  # read for what it imports in turn
         else:
             yield from inits
@@ -508,8 +508,8 @@ def _required(script: Path, language: str, root: Path) -> set[Path]:
     names = {m.group(2) for m in _NODE_IMPORT.finditer(_script_text(script))}
     relative = [Path(os.path.normpath(script.parent / name)) for name in names if name.startswith(("./", "../"))]
     found = _kept((Path(f"{path}{suffix}") for path in relative for suffix in _NODE_SUFFIXES), root)
-    found |= {index for path in found if path.is_dir() for index in (path / "index.js", path / "package.json")
-              if index.is_file()}  # read in turn
+    found |= {index for path in found if os.path.isdir(path) for index in (path / "index.js", path / "package.json")
+              if os.path.isfile(index)}  # read in turn
     packages = {"/".join(name.split("/")[:2 if name.startswith("@") else 1]) for name in names
                 if not name.startswith((".", "/", "node:"))}
     packages = {p for p in packages if p and ".." not in p.split("/")}

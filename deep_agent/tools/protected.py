@@ -256,7 +256,7 @@ def _import_folders(root: Path) -> list[Path]:
     """The folders of this program's import path (``sys.path``) in ``root``: ``python -m`` puts the folder it
     starts in first, a script its own; ``PYTHONPATH`` and an editable install theirs."""
     folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
-    return sorted(f for f in folders if (f == root or root in f.parents) and f.is_dir())
+    return sorted(f for f in folders if (f == root or root in f.parents) and os.path.isdir(f))
 
 
 def _loaded_from(root: Path) -> frozenset[Path]:
@@ -490,12 +490,12 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
                     if name != part:
-                        if path.is_file():
+                        if os.path.isfile(path):
                             yield path
                     elif not os.path.lexists(path):
                         if shaped:
                             yield path
-                    elif shaped or not command or not path.is_dir():  # a bare folder argument is work
+                    elif shaped or not command or not os.path.isdir(path):  # a bare folder argument is work
                         yield path
 
 
@@ -516,7 +516,7 @@ def _leads_to(dot_git: Path) -> Iterator[Path]:
     """A ``.git`` entry, the git directory a ``.git`` file points to, and that directory's ``commondir``."""
     yield dot_git
     gitdir = dot_git.resolve()
-    if dot_git.is_file():
+    if os.path.isfile(dot_git):
         text = _pointer(dot_git)
         if not text.startswith("gitdir:"):
             return

@@ -101,8 +101,9 @@ class SetAsideUnchecked(SubagentsError, RuntimeError):
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"what this command made at protected paths could not be checked "
-                         f"({type(cause).__name__}): a git repository or protected path it made may be left in place, "
-                         "where the host would run it; look for new .git folders, and for protected paths it made")
+                         f"({type(cause).__name__}: {cause}): a git repository or protected path it made may be left "
+                         "in place, where the host would run it; look for new .git folders, and for protected paths "
+                         "it made")
         self.cause = cause
 
 
@@ -196,6 +197,11 @@ class Sandbox:
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
+        try:  # worked out before anything runs: a set that cannot be is no command run, not one left unchecked
+            protected.paths  # noqa: B018
+        except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
+            raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
+                                     f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
         # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
         popen["env"] = self.environment()
         with (TURNS.held("sandbox"), _set_aside_after(root, protected, set_aside), _placeholders(root, protected),
@@ -364,7 +370,7 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         new = [new for path in found if path not in known for new in _set_aside(path)]
         moved += new
         dirs[:] = [d for d in dirs if d != ".git" and here / d not in skipped] + [
-            n.name for n in new if n.parent == here and n.is_dir() and not n.is_symlink()]  # walked too
+            n.name for n in new if n.parent == here and os.path.isdir(n) and not os.path.islink(n)]  # walked too
     return moved
 
 
@@ -571,6 +577,6 @@ def _hidden(root: str) -> list[str]:
     shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
     candidates += ["/tmp", "/var/tmp", "/run", "/home", "/root", *([] if keep_parent else [parent])]
-    folders = sorted({p for p in candidates if p != root and Path(p).is_dir()}, key=len)
+    folders = sorted({p for p in candidates if p != root and os.path.isdir(p)}, key=len)
     # A folder inside one already hidden is gone with it (the workspace is mounted back afterwards).
     return [p for p in folders if not any(p.startswith(q + "/") for q in folders if q != p)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -501,24 +502,24 @@ def test_the_fingerprint_covers_what_a_hooks_task_runner_reads(tmp_path):
         assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
 
 
-def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
-    # Before: a GNUmakefile (or json.py) a command made where a protected path was missing was set aside with
-    # an answer that spoke of git repositories only, not naming the path nor why.
-    ws = runner.ws
-    protected = hooked(ws, "make lint", "python3 -c 'import json'")
-    runner.chown(ws)
+def bash_as_the_user(runner, protected: Protected, command: str, hooks: dict | None = None) -> str:
+    """The Bash tool's answer to ``command``, run by a process of the runner's user (root ignores the write
+    bits), which first reads ``hooks`` (an agent file's, noted as run on the host) in the workspace."""
+    from subagents.definitions.on_host import note
+
     read, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: the command's user, as the runner's commands (root ignores the write bits)
+    if pid == 0:
         code = 1
         try:
             os.close(read)
             if "user" in runner.popen:
                 os.setgid(runner.popen["group"])
                 os.setuid(runner.popen["user"])
-            (bash,) = [t for t in builtin_tools(Workspace(ws, protected=protected)) if t.name == "Bash"]
-            answer = bash.invoke({"command": "touch GNUmakefile json.py && echo made", "timeout": 20_000})
-            os.write(write_end, answer.encode())
+            os.chdir(runner.ws)
+            note(hooks=hooks)
+            (bash,) = [t for t in builtin_tools(Workspace(runner.ws, protected=protected)) if t.name == "Bash"]
+            os.write(write_end, bash.invoke({"command": command, "timeout": 20_000}).encode())
             code = 0
         finally:
             os._exit(code)
@@ -527,9 +528,40 @@ def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
         answer = pipe.read().decode()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, answer
-    assert "made" in answer and not (ws / "GNUmakefile").exists() and not (ws / "json.py").exists(), answer
+    return answer
+
+
+def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
+    # Before: a GNUmakefile (or json.py) a command made where a protected path was missing was set aside with
+    # an answer that spoke of git repositories only, not naming the path nor why.
+    ws = runner.ws
+    protected = hooked(ws, "make lint", "python3 -c 'import json'")
+    runner.chown(ws)
+    answer = bash_as_the_user(runner, protected, "touch GNUmakefile json.py && echo made")
+    assert "made\n" in answer and not (ws / "GNUmakefile").exists() and not (ws / "json.py").exists(), answer
     for path in ("GNUmakefile", "json.py"):
         assert f"{path} (now {path}{SET_ASIDE}): {SCRIPT}" in answer, answer
+
+
+def test_a_hook_naming_a_path_the_user_cannot_read_leaves_the_checks_whole(runner):
+    # Before: pathlib's is_dir/is_file raise PermissionError on Python 3.11; a hook that named a file in a
+    # folder the user may not search (sh /srv/private/x.sh) made every protected set fail, so each Bash call
+    # ended with "could not be checked" and a repository it made was left in place for git to run.
+    if "user" not in runner.popen and os.getuid() == 0:
+        pytest.skip("root may search every folder")
+    private = Path(tempfile.mkdtemp(prefix="private-"))  # root's own (0700) when the command's user is nobody
+    try:
+        write(private / "scripts" / "check.py", "import json\n")
+        private.chmod(0o700 if "user" in runner.popen else 0)
+        hooks = {"PreToolUse": [{"hooks": [{"type": "command", "command": f"python3 {private}/scripts/check.py"}]}]}
+        protected = Protected.of(runner.ws)
+        runner.chown(runner.ws)
+        answer = bash_as_the_user(runner, protected, "git init -q sub && echo made", hooks=hooks)
+    finally:
+        private.chmod(0o700)
+        shutil.rmtree(private, ignore_errors=True)
+    assert "made\n" in answer and "could not be checked" not in answer, answer
+    assert not (runner.ws / "sub" / ".git").exists() and (runner.ws / "sub" / f".git{SET_ASIDE}").is_dir(), answer
 
 
 def test_a_file_a_task_runners_script_runs_is_protected_existing_or_not(runner):

@@ -52,7 +52,7 @@ def test_a_set_aside_that_fails_says_so_in_the_answer(tmp_path, monkeypatch):
     monkeypatch.setattr("deep_agent.tools.sandbox._walk_all", broken)
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     answer = bash.invoke({"command": "git init -q r && echo made", "timeout": 20_000})
-    assert answer.startswith("made") and "could not be checked (RecursionError)" in answer, answer
+    assert answer.startswith("made") and "could not be checked (RecursionError: " in answer, answer
     assert "may be left in place" in answer, answer
 
 
