@@ -464,14 +464,6 @@ def _would_import_dotted(folder: Path, dotted: str) -> Iterator[Path]:
         yield from would_import(folder.joinpath(*parts[:n]), [name])
 
 
-def would_be_module(path: Path) -> bool:
-    """Whether ``path`` is shaped as what Python imports: ``__pycache__``, a package folder ``name``, or
-    ``name`` with one of the interpreter's suffixes (:func:`would_import` names thousands, most missing)."""
-    return path.name == "__pycache__" or any(
-        path.name.endswith(suffix) and path.name[:len(path.name) - len(suffix)].isidentifier()
-        for suffix in ("", *importlib.machinery.all_suffixes()))
-
-
 def _kept(paths: Iterable[Path], root: Path | None) -> set[Path]:
     """Of lexical ``paths``, those strictly inside ``root`` (any, without one), resolved where they exist
     (a link leading elsewhere is followed): many that do not exist are each a ``stat``, not a resolve."""

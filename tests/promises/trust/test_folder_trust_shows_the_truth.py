@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import io
+import importlib.machinery
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,11 +30,17 @@ from deep_agent.cli.folder_trust import (
     fingerprint,
     folder_commands,
 )
-from deep_agent.tools.host_code import would_be_module
 from subagents import discover_agents
 
 RUN = ("run", "Do it", "--model", "scripted:cli_scripts:delegate_to_each_agent", "--yes")
 SPOOF_TAIL = "    hook: prettier --check ."
+
+
+def would_be_module(path: Path) -> bool:
+    """Whether ``path`` is shaped as what Python imports (``would_import`` names thousands, most missing)."""
+    return path.name == "__pycache__" or any(
+        path.name.endswith(suffix) and path.name[:len(path.name) - len(suffix)].isidentifier()
+        for suffix in ("", *importlib.machinery.all_suffixes()))
 
 
 def agent(root: Path, name: str, frontmatter: str) -> Path:
