@@ -19,6 +19,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from subagents.errors import SubagentsError
+from subagents.roles import ChildPolicy
 
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]" (from a checkout: pip install -e ".[deepagents]")'
 """What to run to get deepagents."""
@@ -119,8 +120,8 @@ class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
         create_agent(model, tools, middleware=[DeepagentsToolHint()])
     """
 
-    inherited_by_every_subagent = True
-    """Every child gets it too, whatever its model (see ``subagents.definitions.permissions.is_policy``)."""
+    child_policy = ChildPolicy(inherited="every")
+    """Every child gets it too, whatever its model (:class:`subagents.roles.ChildPolicy`)."""
 
     def __init__(self, hints: Mapping[str, str] | None = None) -> None:
         super().__init__()

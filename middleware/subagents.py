@@ -175,10 +175,11 @@ class SubAgentMiddleware(AgentMiddleware):
         model_middleware: the parent's middleware, the floor every child is
             built under: its ``HumanInTheLoopMiddleware`` approvals for the
             tools a child holds and its ``PIIMiddleware`` reach every child
-            (so does any middleware with a true ``inherited_by_every_subagent``
-            attribute); LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
-            and ``ModelRouterMiddleware`` (and any middleware with a true
-            ``inherited_by_subagents`` attribute) apply to the model calls of
+            (so does any middleware whose ``child_policy`` says
+            ``inherited="every"``: :class:`subagents.ChildPolicy`);
+            LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
+            and ``ModelRouterMiddleware`` (and any middleware whose policy
+            says ``inherited="model"``) apply to the model calls of
             children inheriting its model; the rest of the list is ignored,
             so passing the parent's whole ``middleware=`` list is right.
             ``create_deep_agent`` passes its own; with a plain

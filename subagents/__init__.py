@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from subagents.outcome import TaskRecord as TaskRecord
     from subagents.outcome import TaskStatus as TaskStatus
     from subagents.registry import SubagentRegistry as SubagentRegistry
+    from subagents.roles import ChildPolicy as ChildPolicy
     from subagents.runner import TaskRunner as TaskRunner
     from subagents.settings import DelegationSettings as DelegationSettings
     from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
@@ -77,6 +78,7 @@ _WHERE = {
     "Budget": "subagents.metering",
     "BudgetExceeded": "subagents.errors",
     "BuildOptions": "subagents.builder",
+    "ChildPolicy": "subagents.roles",
     "CompiledSubagent": "subagents.spec",
     "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",

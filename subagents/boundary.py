@@ -61,6 +61,7 @@ from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
 from subagents.errors import SubagentsError, ToolExit, from_signal_handler, is_real_cancellation, safe_text
+from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
 
@@ -614,8 +615,7 @@ class OneLevelGuard(AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
-    keeps_model = True  # it never puts another model in a call (see background_child_middleware)
-    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
+    child_policy = ChildPolicy(keeps_model=True, model_call_only=True)
 
     def _clean(self, request: Any) -> Any:
         tools = [t for t in request.tools if not is_forbidden_tool(t)]
@@ -687,7 +687,7 @@ class OneLevelToolGuard(OneLevelGuard):
     """
 
     name = "OneLevelToolGuard"
-    keeps_model = True
+    child_policy = ChildPolicy(keeps_model=True)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
@@ -821,9 +821,7 @@ class HeldModelCalls(AgentMiddleware):
     """
 
     name = "HeldModelCalls"
-    keeps_model = True  # it never puts another model in a call (see background_child_middleware)
-    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
-    request_neutral = True  # the guard it sits beside needs not look at it (builder.guard_for)
+    child_policy = ChildPolicy(keeps_model=True, model_call_only=True, request_neutral=True)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]

@@ -39,11 +39,9 @@ from langchain.agents.middleware import (
     AgentState,
     HumanInTheLoopMiddleware,
     ModelCallResult,
-    ModelFallbackMiddleware,
     ModelRequest,
     ModelResponse,
     ModelRetryMiddleware,
-    ModelRouterMiddleware,
     PIIMiddleware,
     SummarizationMiddleware,
 )
@@ -74,13 +72,13 @@ from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check
 from subagents.definitions.permissions import (
     PermissionMode,
     approval_rules,
-    is_policy,
     normalize_permission_mode,
     policy_beside,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.metering import WrapUp
+from subagents.roles import overrides, policy_of
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
 
@@ -224,11 +222,11 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 # it: LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware`` and
 # ``ModelRouterMiddleware`` (which routes the child's own task) on the parent
 # apply to the child's model calls too, whatever their order next to
-# ``SubAgentMiddleware`` (a middleware class can opt in with a true
-# ``inherited_by_subagents`` attribute). A child with a model of its own
-# keeps only its own middleware, but for the parent's data policy and any
-# middleware with a true ``inherited_by_every_subagent`` attribute, which
-# every child gets (see :func:`subagents.definitions.permissions.is_policy`).
+# ``SubAgentMiddleware`` (a middleware class can opt in with
+# ``child_policy = ChildPolicy(inherited="model")``). A child with a model of
+# its own keeps only its own middleware, but for the parent's data policy and
+# any middleware whose policy says ``inherited="every"``, which every child
+# gets (see :class:`subagents.roles.ChildPolicy`).
 #
 # ``retries`` on a spec adds a ``ModelRetryMiddleware`` that retries transient
 # provider errors only (rate limits, 5xx, timeouts, lost connections; see
@@ -242,24 +240,12 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
 
 
 
-# The router is here so that a child routes its own task whatever the order of the parent's middleware: the
-# delegation middleware sees the parent's request before a router placed after it has changed the model.
-MODEL_LEVEL_MIDDLEWARE: tuple[type, ...] = (ModelFallbackMiddleware, ModelRetryMiddleware, ModelRouterMiddleware)
-"""LangChain middleware that changes how the model is called, not what the agent does."""
-
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "ServiceUnavailable",
                     "InternalServerError", "APIConnectionError", "ConnectError")
 
 RETRY_INITIAL_DELAY_S = 1.0
 """The first backoff delay of a spec's ``retries`` (doubled each retry, at most 30 s)."""
-
-
-def is_model_level(middleware: Any) -> bool:
-    """Whether a parent's middleware applies to the model calls of inheriting children."""
-    return isinstance(middleware, MODEL_LEVEL_MIDDLEWARE) or bool(
-        getattr(middleware, "inherited_by_subagents", False)
-    )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -314,7 +300,8 @@ def middleware_for_model(
         # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
         if isinstance(mw, PIIMiddleware) and mw.name in taken:
             mw = policy_beside(mw)
-        if (is_policy(mw) or (inherits_model and is_model_level(mw))) and getattr(mw, "name", None) not in taken:
+        inherited_by = policy_of(mw).inherited
+        if (inherited_by == "every" or (inherits_model and inherited_by == "model")) and mw.name not in taken:
             taken.add(mw.name)
             chosen.append(mw)
     return chosen
@@ -805,24 +792,6 @@ def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
     return gates
 
 
-REQUEST_NEUTRAL_MIDDLEWARE: frozenset[type] = frozenset(
-    {ModelRetryMiddleware, ModelFallbackMiddleware, SummarizationMiddleware}
-)
-"""LangChain middleware (these classes exactly, not subclasses) that never adds a tool or prompt text to a request."""
-
-REQUEST_NEUTRAL = "request_neutral"
-"""Class attribute: ``True`` on a middleware of ours that never adds a tool or prompt text to a request.
-
-Read from the class's own namespace, so a subclass (which may do anything)
-is not trusted unless it says so itself.
-"""
-
-
-_HOOKS = frozenset({"wrap_model_call", "awrap_model_call", "before_model", "abefore_model",
-                    "after_model", "aafter_model", "before_agent", "abefore_agent", "after_agent", "aafter_agent"})
-"""Hooks an instance can replace on itself: one that did is no longer the neutral class it claims to be."""
-
-
 def runs_on_a_thread(model: Any) -> bool:
     """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own.
 
@@ -849,12 +818,12 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     forbidden tool by name. A child without tools gets :class:`~subagents.boundary.OneLevelGuard`
     only when some middleware could add a tool or an ``<available_agents>``
     block to a model request after the builder has removed them, i.e. any
-    middleware that is not one of :data:`REQUEST_NEUTRAL_MIDDLEWARE` nor says
-    :data:`REQUEST_NEUTRAL` (a background child's steering inbox). A bare
+    middleware whose policy is not ``request_neutral`` (:class:`subagents.roles.ChildPolicy`: LangChain's
+    retries, fallbacks and summariser; a background child's steering inbox). A bare
     child gets none: the builder already gave its model exactly the request
     the guard would leave, and LangChain traces each ``wrap_model_call`` as a
     span of its own, so a guard with nothing to guard costs every model call.
-    A neutral middleware with a hook replaced on the instance is not neutral.
+    A neutral middleware with a hook replaced (a subclass's, an instance's) is not neutral.
 
     Example::
 
@@ -863,22 +832,14 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     """
     if has_tools:
         return OneLevelToolGuard()
-    if any(not _is_neutral(mw) for mw in middleware):
+    if any(not policy_of(mw).request_neutral for mw in middleware):
         return OneLevelGuard()
     return None
 
 
 def _wraps_tool_calls(middleware: Any) -> bool:
     """Whether LangChain gives the agent a tools node for this middleware (it overrides a tool-call wrap)."""
-    kind = type(middleware)
-    return (getattr(kind, "wrap_tool_call", None) is not AgentMiddleware.wrap_tool_call
-            or getattr(kind, "awrap_tool_call", None) is not AgentMiddleware.awrap_tool_call)
-
-
-def _is_neutral(middleware: Any) -> bool:
-    kind = type(middleware)
-    trusted = kind in REQUEST_NEUTRAL_MIDDLEWARE or vars(kind).get(REQUEST_NEUTRAL) is True
-    return trusted and not _HOOKS & getattr(middleware, "__dict__", {}).keys()
+    return overrides(middleware, "wrap_tool_call") or overrides(middleware, "awrap_tool_call")
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,

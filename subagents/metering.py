@@ -52,6 +52,7 @@ from subagents.errors import (
     ToolExit,
     from_signal_handler,
 )
+from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
 # ----------------------------------------------------------------------------
@@ -1423,8 +1424,7 @@ def cut_short_note(stop: SubagentError) -> str:
 class WrapUp(AgentMiddleware):
     """A built child's limits line, and its last call as a wrap-up with no tools (see the section above)."""
 
-    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime)
-    keeps_model = True
+    child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]

@@ -44,6 +44,7 @@ from subagents.errors import safe_text
 from subagents.metering import task_meter
 from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
 from subagents.plans import adrive, drive
+from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class RetryTruncated(AgentMiddleware):
     """
 
     name = "RetryTruncated"
-    model_call_only = True  # joined with neighbouring model-call wraps (subagents.background.runtime.fused_model_calls)
+    child_policy = ChildPolicy(model_call_only=True)  # it may retry, never swap the model: not keeps_model
 
     def __init__(self, how: RetryTruncatedSetting | Literal["both"] = True) -> None:
         super().__init__()

@@ -66,6 +66,7 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
 from subagents.background.remote import note_caller_loop
 from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
+from subagents.roles import HOOKS, ChildPolicy, overrides, policy_of
 
 # ----------------------------------------------------------------------------
 # The thread a background runtime's loop runs on: how it starts, what it survives, how it stops.
@@ -654,7 +655,7 @@ class SteeringInbox(AgentMiddleware):
     """Delivers queued steering messages before each model call of a background child."""
 
     name = "SteeringInbox"
-    request_neutral = True  # a steering message is a user turn: no tool, no prompt text (builder.guard_for)
+    child_policy = ChildPolicy(request_neutral=True)  # a steering message is a user turn: no tool, no prompt text
 
     def __init__(self, inboxes: Inboxes) -> None:
         super().__init__()
@@ -748,8 +749,7 @@ class OwnLoopModels(AgentMiddleware):
     """Puts the runtime's copy of the model in each model call of a background child (see :class:`LoopModels`)."""
 
     name = "OwnLoopModels"
-    model_call_only = True  # joined with neighbouring model-call wraps (see fused_model_calls)
-    request_neutral = True  # it changes the model of a call, never its tools or prompt (builder.guard_for)
+    child_policy = ChildPolicy(model_call_only=True, request_neutral=True)  # it swaps the model, never the tools
 
     def __init__(self, models: LoopModels) -> None:
         super().__init__()
@@ -777,7 +777,7 @@ class OwnLoopModels(AgentMiddleware):
 # CPU when a thousand run in one process. :func:`fused_model_calls` (the
 # builder's ``join_model_calls`` option for background children) joins
 # neighbouring middlewares that only wrap model calls and say so
-# (:data:`MODEL_CALL_ONLY`) into one :class:`FusedModelCalls`, in the same
+# (``ChildPolicy(model_call_only=True)``) into one :class:`FusedModelCalls`, in the same
 # order: the outer one still sees the request first and the reply last.
 #
 # Only middlewares that opt in are joined: one of them must wrap model calls
@@ -792,23 +792,14 @@ class OwnLoopModels(AgentMiddleware):
 # ----------------------------------------------------------------------------
 
 
-MODEL_CALL_ONLY = "model_call_only"
-"""Class attribute: ``True`` on a middleware that wraps model calls and does nothing else."""
-
-_OTHER_HOOKS = (
-    "before_agent", "abefore_agent", "before_model", "abefore_model", "after_model", "aafter_model",
-    "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call",
-)
-
-
 def model_call_only(middleware: Any) -> bool:
-    """Whether ``middleware`` opted in and really has no hook but the model-call wrap."""
-    kind = type(middleware)
-    if not getattr(kind, MODEL_CALL_ONLY, False) or getattr(middleware, "tools", None):
+    """Whether ``middleware``'s policy says it only wraps model calls (:class:`subagents.roles.ChildPolicy`) and it
+    has no tools, no state and no other hook indeed."""
+    if not policy_of(middleware).model_call_only or getattr(middleware, "tools", None):
         return False
-    if getattr(kind, "state_schema", None) is not getattr(AgentMiddleware, "state_schema", None):
+    if getattr(type(middleware), "state_schema", None) is not getattr(AgentMiddleware, "state_schema", None):
         return False
-    return all(getattr(kind, hook, None) is getattr(AgentMiddleware, hook, None) for hook in _OTHER_HOOKS)
+    return not any(overrides(middleware, hook) for hook in HOOKS if "model_call" not in hook)
 
 
 def _chain(parts: Sequence[Any], handler: Callable[[Any], Any], wrap: Callable[[Any, Any, Any], Any]) -> Any:
@@ -868,20 +859,11 @@ def fused_model_calls(middleware: Sequence[Any]) -> list[Any]:
     return out
 
 
-KEEPS_MODEL = "keeps_model"
-"""Class attribute: ``True`` on a model-call middleware of ours that never puts another model in a call."""
-
-
 def may_swap_model(middleware: Any) -> bool:
-    """Whether ``middleware`` could put another model in a model call: it wraps model calls and does not
-    say (in its class's own namespace) :data:`KEEPS_MODEL`; a wrap replaced on the instance counts."""
-    kind = type(middleware)
-    hooks = ("wrap_model_call", "awrap_model_call")
-    if any(hook in getattr(middleware, "__dict__", {}) for hook in hooks):
-        return True
-    if vars(kind).get(KEEPS_MODEL) is True:
-        return False
-    return any(getattr(kind, hook, None) is not getattr(AgentMiddleware, hook) for hook in hooks)
+    """Whether ``middleware`` could put another model in a model call: it wraps model calls and its policy
+    does not say it keeps the model (:class:`subagents.roles.ChildPolicy`)."""
+    return not policy_of(middleware).keeps_model and any(
+        overrides(middleware, hook) for hook in ("wrap_model_call", "awrap_model_call"))
 
 
 _WRAPS = (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call"))

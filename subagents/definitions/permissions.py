@@ -123,19 +123,6 @@ def approval_rules(
 #                               middleware=[PIIMiddleware("email", apply_to_tool_results=True)])
 # ----------------------------------------------------------------------------
 
-POLICY_MIDDLEWARE: tuple[type, ...] = (PIIMiddleware,)
-"""LangChain middleware that is the parent's data policy: every child gets it."""
-
-
-def is_policy(middleware: Any) -> bool:
-    """Whether a parent's middleware applies to every child, whatever its model.
-
-    Its data policy, and any middleware with a true ``inherited_by_every_subagent``
-    attribute (one that only explains a tool call's error result, say).
-    """
-    return isinstance(middleware, POLICY_MIDDLEWARE) or bool(getattr(middleware, "inherited_by_every_subagent", False))
-
-
 class ParentPIIMiddleware(PIIMiddleware):
     """The parent's ``PIIMiddleware`` in a child that has its own for the same type: both hold."""
 

@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from deep_agent.testing import ScriptedChatModel
 from subagents.background.runtime import FusedModelCalls, LoopModels, OwnLoopModels, fused_model_calls
+from subagents import ChildPolicy
 from subagents.boundary import OneLevelGuard, OneLevelToolGuard
 from subagents.truncation import RetryTruncated
 
@@ -18,7 +19,7 @@ from subagents.truncation import RetryTruncated
 class Tag(AgentMiddleware):
     """Appends its letter to the system prompt on the way in and records the order of calls."""
 
-    model_call_only = True
+    child_policy = ChildPolicy(model_call_only=True)
 
     def __init__(self, letter: str, seen: list[str]) -> None:
         super().__init__()

@@ -1,0 +1,92 @@
+"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read one way.
+
+Which of a parent's middleware its children take, which model-call wraps
+may be joined into one, which never swap the model or add to a request:
+each was a class attribute of its own, read with its own rule (a subclass
+trusted by one, not by the next). Now one object, read by :func:`policy_of`.
+
+Example::
+
+    class ExplainErrors(AgentMiddleware):
+        child_policy = ChildPolicy(inherited="every")   # every child gets it too
+
+    policy_of(ExplainErrors()).inherited   # 'every'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelFallbackMiddleware,
+    ModelRetryMiddleware,
+    ModelRouterMiddleware,
+    PIIMiddleware,
+    SummarizationMiddleware,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildPolicy:
+    """How delegation treats a middleware: its class's ``child_policy`` (LangChain's own: :data:`KNOWN`).
+
+    Attributes:
+        inherited: on a parent, the children that take it as well: ``"every"`` child (a data policy, a
+            middleware that explains a tool call's error result), those that inherit the parent's
+            ``"model"`` (how it is called: fallbacks, retries, a router), or none (``None``).
+        model_call_only: it wraps model calls and does nothing else, so neighbouring ones run as one.
+        keeps_model: its model-call wrap never puts another model in a call.
+        request_neutral: it never adds a tool or prompt text to a request (a child's guard need not look).
+
+    ``inherited`` holds for subclasses too (a floor is never lost by subclassing); the other three say
+    what the class's own code does, and a subclass may do anything: it says them again, or has none. An
+    instance with a hook replaced keeps ``inherited`` alone.
+    """
+
+    inherited: Literal["every", "model"] | None = None
+    model_call_only: bool = False
+    keeps_model: bool = False
+    request_neutral: bool = False
+
+
+KNOWN: dict[type, ChildPolicy] = {
+    PIIMiddleware: ChildPolicy(inherited="every"),
+    ModelFallbackMiddleware: ChildPolicy(inherited="model", request_neutral=True),
+    ModelRetryMiddleware: ChildPolicy(inherited="model", request_neutral=True),
+    # A child routes its own task, whatever the order of the parent's middleware.
+    ModelRouterMiddleware: ChildPolicy(inherited="model"),
+    SummarizationMiddleware: ChildPolicy(request_neutral=True),
+}
+"""LangChain's middleware, which declares no policy of its own."""
+
+HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap_model_call", "awrap_model_call",
+         "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
+"""Every hook a middleware can have (LangChain runs each it overrides)."""
+
+_NONE = ChildPolicy()
+
+
+def policy_of(middleware: Any) -> ChildPolicy:
+    """``middleware``'s policy: its instance's ``child_policy``, else its class's; else ``inherited`` alone of the
+    nearest class in its MRO that has one. A hook replaced on the instance keeps ``inherited`` alone."""
+    own = getattr(middleware, "__dict__", {})
+    if isinstance(declared := own.get("child_policy"), ChildPolicy):
+        return declared
+    kinds = type(middleware).__mro__
+    policy = next((p for p in map(_declared, kinds) if p is not None), _NONE)
+    if policy is _declared(kinds[0]) and not any(hook in own for hook in HOOKS):
+        return policy
+    return ChildPolicy(inherited=policy.inherited)
+
+
+def _declared(kind: type) -> ChildPolicy | None:
+    policy = KNOWN.get(kind) or vars(kind).get("child_policy")
+    return policy if isinstance(policy, ChildPolicy) else None
+
+
+def overrides(middleware: Any, hook: str) -> bool:
+    """Whether ``middleware`` has a ``hook`` of its own (its class's or its instance's), not AgentMiddleware's."""
+    return hook in getattr(middleware, "__dict__", {}) or (
+        getattr(type(middleware), hook, None) is not getattr(AgentMiddleware, hook, None))
