@@ -1088,16 +1088,12 @@ _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("
 
 
 def keep_child_exits() -> None:
-    """A child starts on the running loop: every task made where it runs (:func:`metered_apart` with its
-    meter) holds a ``SystemExit`` or ``GeneratorExit`` that its code raised as a :class:`ChildExit`.
-
-    LangChain runs each model call and each tool (any tool class) as asyncio tasks of their own, and a
-    middleware or tool may make its own. asyncio raises a SystemExit out of a task through the loop, ending
-    the parent's run before any code around the task sees it, and throws a GeneratorExit into the coroutine
-    awaiting the task, closing its whole chain of awaits. The loop's task factory (put around any it had,
-    once) is the one place they are caught: at the top of the task they rose in, one context read a task.
-    A signal handler's exit (the user's) goes on.
-    """
+    """A child starts on the running loop: each task made where it runs (its meter set, :func:`metered_apart`)
+    holds a ``SystemExit`` (not a signal handler's: the user's) or ``GeneratorExit`` its code raised as a
+    :class:`ChildExit`. asyncio raises the one out of a task through the loop, ending the parent's run, and
+    throws the other into the coroutine awaiting the task, closing its chain of awaits; LangGraph, LangChain
+    (model calls, any tool class) and a tool or middleware make tasks. The loop's task factory (put around
+    any it had, once) is the one place they are held: one context read a task."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -1118,12 +1114,10 @@ class _ExitsKept:
 async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
-    except SystemExit as exc:
-        if from_signal_handler(exc):
-            raise
-        raise ChildExit(exc) from exc
-    except GeneratorExit as exc:
-        if exc.__traceback__ is None or exc.__traceback__.tb_next is None:  # this task's coroutine is being closed
+    except (SystemExit, GeneratorExit) as exc:
+        tb = exc.__traceback__
+        # A signal handler's exit is the user's; a GeneratorExit raised right here, this coroutine being closed.
+        if from_signal_handler(exc) or (isinstance(exc, GeneratorExit) and (tb is None or tb.tb_next is None)):
             raise
         raise ChildExit(exc) from exc
 
