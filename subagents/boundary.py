@@ -60,7 +60,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
 
-from subagents.errors import SubagentsError, ToolExit, from_signal_handler, is_real_cancellation, safe_text
+from subagents.errors import SubagentsError, from_signal_handler, is_real_cancellation, safe_text
 from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
@@ -764,8 +764,7 @@ def running_in(slot: WorkHolder) -> Iterator[None]:
 
 
 def on_child_threads(request: Any) -> Any:
-    """``request`` with its tool moved to the children's pool when it is a sync function tool, and with an async
-    one's ``SystemExit`` kept in the tool's task (see :func:`_exit_kept`)."""
+    """``request`` with its tool moved to the children's pool when it is a sync function tool."""
     tool = request.tool
     if tool is None:
         return request
@@ -842,13 +841,8 @@ def _call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
 
 
 def _copy_on_pool(tool: Any) -> Any:
-    """A copy of a function tool whose coroutine runs a sync-only one's function on the pool, or an async one's
-    coroutine with its ``SystemExit`` kept in the task it runs in (:func:`_exit_kept`); else ``None``."""
-    if type(tool) not in (StructuredTool, Tool):
-        return None
-    if tool.coroutine is not None:
-        return tool.model_copy(update={"coroutine": _exit_kept(tool.coroutine)})
-    if tool.func is None:
+    """A copy of a sync-only function tool whose coroutine runs its function on the pool; else ``None``."""
+    if type(tool) not in (StructuredTool, Tool) or tool.coroutine is not None or tool.func is None:
         return None
     # A function that takes LangChain's callbacks would get the async manager on this path: left alone.
     try:
@@ -873,46 +867,15 @@ def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
     return on_pool
 
 
-async def exit_kept(call: Awaitable[Any], error: Callable[[SystemExit], BaseException]) -> Any:
-    """Await ``call``; a ``SystemExit`` it raises is raised as ``error(exit)``, unless a signal handler's (the user's).
-
-    asyncio raises a SystemExit out of a task through the loop, ending the parent's run before any callback
-    sees it: awaited here, in the task ``call`` runs in, it is that task's error.
-    """
-    try:
-        return await call
-    except SystemExit as exc:
-        if from_signal_handler(exc):
-            raise
-        raise error(exc) from exc
-
-
-def _exit_kept(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    # LangChain runs a tool's coroutine as an asyncio task of its own: its exit is the tool's error.
-    @functools.wraps(coroutine)
-    async def tool_exit_kept(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await exit_kept(coroutine(*args, **kwargs), ToolExit)
-        except GeneratorExit as exc:
-            if exc.__traceback__ is None or exc.__traceback__.tb_next is None:  # this coroutine is being closed
-                raise
-            raise RuntimeError from exc  # the tool's own: see _call
-
-    return tool_exit_kept
-
-
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return func(*args, **kwargs)
-    # Neither can leave the task the tool runs in as itself: a StopIteration set on a future hangs it (as LangChain
-    # does), and a GeneratorExit thrown into the coroutine awaiting it closes that coroutine's whole chain of awaits,
-    # losing the error. As Python does for a StopIteration leaving a coroutine; the meter tells it as itself.
+    # Neither can leave the thread as itself: a StopIteration set on a future hangs it (as LangChain does), and a
+    # GeneratorExit set on one is thrown into the tool's task, closing its whole chain of awaits before the task's
+    # factory could hold it (metering.keep_child_exits), losing the error. As Python does for a StopIteration leaving
+    # a coroutine; the meter tells it as itself. A SystemExit the task's factory holds.
     except (StopIteration, GeneratorExit) as exc:
         raise RuntimeError from exc
-    except SystemExit as exc:
-        # Signals reach the main thread only: on a pool thread an exit is the tool's own (argparse), and
-        # raised into the loop as it is, asyncio would stop the loop with it, the parent's run and all.
-        raise ToolExit(exc) from exc
 
 
 # ----------------------------------------------------------------------------

@@ -158,14 +158,11 @@ that the answer is incomplete.
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 """What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
 
-A ``SystemExit`` a child's *tool* raises (``argparse`` calling ``sys.exit`` on
-bad arguments) never gets this far: the child's meter (and, on ``ainvoke``,
-the child's copy of the tool, in the task the tool runs in) turns it into a
-:class:`ToolExit`, which fails that task alone; its *model*'s (on ``ainvoke``,
-in the task the call runs in) into a :class:`ModelExit`. One raised by a signal handler
-(a program ending on ``SIGTERM``) is the user's, and propagates; any other (a shared
-value's ``__deepcopy__`` or ``__eq__``, a reducer, a hook calling ``sys.exit``) is that
-code's error, as any exception it raised (:func:`is_real_cancellation`).
+A ``SystemExit`` is one only when a signal handler raised it (a program ending on
+``SIGTERM``: the user's exit). Any other is the error of the code that raised it, as
+any exception: a child's model, tool or middleware (``argparse`` calling ``sys.exit``
+on bad arguments; held as a :class:`ChildExit` where it rose), a shared value's
+``__deepcopy__`` or ``__eq__``, a reducer (:func:`is_real_cancellation`).
 """
 
 
@@ -279,36 +276,20 @@ class BudgetExceeded(SubagentError):
         self.limit, self.spent, self.unit = limit, spent, unit
 
 
-class ToolExit(SubagentError):
-    """A child's tool raised ``SystemExit`` (``argparse`` on bad arguments, a stray ``sys.exit``).
+class ChildExit(SubagentsError):
+    """A ``SystemExit`` (not a signal handler's) or a stray ``GeneratorExit`` that code in a child raised,
+    held as an ordinary exception (its ``__cause__``), so it fails that task alone.
 
-    It ends that task alone, as a ``tool_error``, rather than the parent's
-    process: the exit was the tool's, not the user's. ``code`` is the exit
-    code the tool gave.
+    On ``ainvoke`` it is held at the top of the asyncio task it rose in
+    (:func:`subagents.metering.keep_child_exits`), on ``invoke`` by the
+    child's meter when its model or a tool raised it. The task's record
+    names the exception it holds, as for any other (``SystemExit: 2``), and
+    says whose it was (``model_error``, ``tool_error``) when a model or tool
+    call raised it.
     """
 
-    stop_reason: StopReason = "tool_error"
-
-    def __init__(self, exc: SystemExit) -> None:
-        self.code = exc.code
-        shown = brief(exc.code, 200) if not isinstance(exc.code, str) else exc.code[:200]
-        super().__init__(f"SystemExit: {shown} (a tool called sys.exit; this task stopped, the parent goes on)")
-
-
-class ModelExit(SubagentError):
-    """A child's model raised ``SystemExit`` (a client library calling ``sys.exit``).
-
-    It ends that task alone, as a ``model_error``, as :class:`ToolExit` does
-    for a tool. ``code`` is the exit code given.
-    """
-
-    stop_reason: StopReason = "model_error"
-
-    def __init__(self, exc: SystemExit) -> None:
-        self.code = exc.code
-        shown = brief(exc.code, 200) if not isinstance(exc.code, str) else exc.code[:200]
-        super().__init__(f"SystemExit: {shown} (the model's code called sys.exit; this task stopped, the parent "
-                         "goes on)")
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")
 
 
 class TranscriptFileError(SubagentsError, LookupError):

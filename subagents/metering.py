@@ -40,16 +40,15 @@ from langchain_core.outputs import LLMResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BeforeValidator
 
-from subagents.boundary import exit_kept, with_prompt_block
+from subagents.boundary import with_prompt_block
 from subagents.errors import (
     BudgetExceeded,
+    ChildExit,
     MaxTurnsReached,
-    ModelExit,
     StopReason,
     SubagentError,
     TaskCancelled,
     TaskTimeout,
-    ToolExit,
     from_signal_handler,
 )
 from subagents.roles import ChildPolicy
@@ -922,7 +921,6 @@ class TaskMeter(BaseCallbackHandler):
         # A call let through means no earlier stop held: a shared budget's refusal passes once a sibling's
         # running call gives back what it held, and a child that retried then answered has not been stopped.
         self.stopped_by = None
-        self._keep_model_exits()
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
@@ -930,22 +928,6 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, prompts, kwargs)
-
-    def _keep_model_exits(self) -> None:
-        """A child's model call starts: on a loop, a ``SystemExit`` its code raises fails that call alone.
-
-        LangChain's async call runs the model in tasks of ``asyncio.gather``, and asyncio raises a SystemExit
-        out of a task through the loop, ending the parent's run before :meth:`on_llm_error` could see it. The
-        loop's task factory (put around any it had, once) keeps it, as a :class:`ModelExit`, in each task made
-        while this meter has a call open in the context this handler runs in (inline: the caller's).
-        """
-        _MODEL_CALLER.set(self)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # invoke: on_llm_error sees the exit
-            return
-        if not isinstance(loop.get_task_factory(), _ModelExitsKept):
-            loop.set_task_factory(_ModelExitsKept(loop.get_task_factory()))
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any = None, **kwargs: Any) -> None:
         self._check()
@@ -1006,7 +988,7 @@ class TaskMeter(BaseCallbackHandler):
         self._saw(error, "model_error")
         self._release(run_id)
         if isinstance(error, SystemExit) and not from_signal_handler(error):
-            raise ModelExit(error) from error  # as a tool's (below): this task's end, not the process's
+            raise ChildExit(error) from error  # as a tool's (below): this task's end, not the process's
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._tool_done(run_id)
@@ -1014,7 +996,7 @@ class TaskMeter(BaseCallbackHandler):
         if isinstance(error, SystemExit) and not from_signal_handler(error):
             # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised
             # from here (raise_error is on), an ordinary error replaces it on its way out of the tool.
-            raise ToolExit(error) from error
+            raise ChildExit(error) from error
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if any(error is raised for raised in self._raised):
@@ -1104,21 +1086,41 @@ class TaskMeter(BaseCallbackHandler):
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
 _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
-_MODEL_CALLER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_model_caller",
-                                                                                 default=None)
 
 
-class _ModelExitsKept:
-    """A loop's task factory: a task made during a child's model call keeps a ``SystemExit`` as a ModelExit."""
+def keep_child_exits() -> None:
+    """A child starts on the running loop: each task made where it runs (its meter set, :func:`metered_apart`)
+    holds a ``SystemExit`` (not a signal handler's: the user's) or ``GeneratorExit`` its code raised as a
+    :class:`ChildExit`. asyncio raises the one out of a task through the loop, ending the parent's run, and
+    throws the other into the coroutine awaiting the task, closing its chain of awaits; LangGraph, LangChain
+    (model calls, any tool class) and a tool or middleware make tasks. The loop's task factory (put around
+    any it had, once) is the one place they are held: one context read a task."""
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop.get_task_factory(), _ExitsKept):
+        loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
+
+
+class _ExitsKept:
+    """A loop's task factory: see :func:`keep_child_exits`."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        caller = _MODEL_CALLER.get()
-        if caller is not None and caller._calls and asyncio.iscoroutine(coro):  # the mark outlives the call
-            coro = exit_kept(coro, ModelExit)
+        if _TASK_METER.get() is not None and asyncio.iscoroutine(coro):
+            coro = _exit_kept(coro)
         return self.inner(loop, coro, **kwargs) if self.inner else asyncio.Task(coro, loop=loop, **kwargs)
+
+
+async def _exit_kept(coro: Awaitable[Any]) -> Any:
+    try:
+        return await coro
+    except (SystemExit, GeneratorExit) as exc:
+        tb = exc.__traceback__
+        # A signal handler's exit is the user's; a GeneratorExit raised right here, this coroutine being closed.
+        if from_signal_handler(exc) or (isinstance(exc, GeneratorExit) and (tb is None or tb.tb_next is None)):
+            raise
+        raise ChildExit(exc) from exc
 
 
 @contextlib.contextmanager
@@ -1166,9 +1168,6 @@ class RunMeter(TaskMeter):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
-
-    def _keep_model_exits(self) -> None:
-        pass  # the root's own model: its exit ends the run, as on invoke
 
 
 class _Call(NamedTuple):

@@ -9,11 +9,9 @@ so a paused child resumes natively when the parent resumes. A child's
 ``Command(graph=Command.PARENT)`` never reaches the parent: it fails the task.
 Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
 ``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
-a ``SystemExit`` a child's tool raises (``argparse`` calling ``sys.exit``) is
-no cancellation: the meter turns it into :class:`~subagents.errors.ToolExit`,
-which fails that task alone; one its model raises, into
-:class:`~subagents.errors.ModelExit` (on ``ainvoke``, in the task the model
-call runs in: see :meth:`~subagents.metering.TaskMeter._keep_model_exits`).
+a ``SystemExit`` a child's model, tool or middleware raises (``argparse``
+calling ``sys.exit``) is no cancellation: it fails that task alone (on
+``ainvoke`` held where it rose: :func:`~subagents.metering.keep_child_exits`).
 
 The runner knows nothing of the parent's state schema, ledger or tool names:
 the caller turns the outcome into its own state update.
@@ -57,6 +55,7 @@ from subagents.boundary import (
 from subagents.builder import call_format, requested_format
 from subagents.errors import (
     REAL_CANCELLATION,
+    ChildExit,
     DelegationRefused,
     OutputSchemaError,
     ParentWriteRefused,
@@ -75,6 +74,7 @@ from subagents.metering import (
     TranscriptRecorder,
     WrapUpSetting,
     cut_short_note,
+    keep_child_exits,
     meter_for,
     metered_apart,
     run_prices,
@@ -747,8 +747,11 @@ def _stood_in_for(exc: BaseException) -> BaseException:
     task ends in ``AttributeError: '<X>' object has no attribute
     'generations'``; Python names the object the lookup failed on, which is
     the model's own error. ``KeyboardInterrupt`` never gets there: asyncio
-    raises it out of the loop, as on ``invoke`` (a ``SystemExit`` is a ``ModelExit`` by then).
+    raises it out of the loop, as on ``invoke``. A :class:`~subagents.errors.ChildExit` stands in for the
+    ``SystemExit`` or ``GeneratorExit`` it holds: the record names that, as on ``invoke``.
     """
+    if type(exc) is ChildExit and isinstance(exc.__cause__, BaseException):
+        return exc.__cause__
     obj = exc.obj if type(exc) is AttributeError else None
     return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
 
@@ -816,6 +819,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
         slot = current_slot() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
+    keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):
         child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
     slot.share()

@@ -21,7 +21,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import StructuredTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError
 from langgraph.store.memory import InMemoryStore
@@ -245,6 +245,17 @@ def test_a_sys_exit_from_a_child_model_fails_that_task_alone_as_a_model_error(mo
     assert failed["stop_reason"] == "model_error" and "SystemExit: model exits" in failed["error"]
 
 
+@pytest.mark.parametrize(("place", "mode"), [(p, m) for p in _PLACES for m in ("sync", "async")])
+def test_a_sys_exit_from_anywhere_in_a_child_fails_that_task_alone_as_on_invoke(mode, place):
+    """On ainvoke one a middleware raised ended the parent's whole run: LangGraph runs each node as an asyncio
+    task, and asyncio raises a SystemExit out of a task through the loop. The record reads as on invoke."""
+    out = _child_raising_at(place, SystemExit("exits"), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == {"tool": "tool_error", "model": "model_error"}.get(place, "error")
+    assert failed["error"] == "SystemExit: exits"
+
+
 def _child_with_async_tool_raising(exc: BaseException, mode: str) -> Any:
     def fails(x: str) -> str:
         raise exc
@@ -268,6 +279,39 @@ def test_a_sys_exit_from_a_child_tools_coroutine_fails_that_task_alone(mode):
     _assert_one_message_and_record_per_call(out, 2)
     (failed,) = [r for r in _records(out) if r["status"] == "error"]
     assert failed["stop_reason"] == "tool_error" and "SystemExit: tool exits" in failed["error"]
+
+
+class _ExitingTool(BaseTool):
+    """A tool class of its own (no ``func`` or ``coroutine`` to wrap) whose code calls ``sys.exit``."""
+
+    name: str = "bad"
+    description: str = "Fails."
+    spawns: bool = False
+
+    def _run(self, x: str) -> str:
+        raise SystemExit("tool class exits")
+
+    async def _arun(self, x: str) -> str:
+        async def exits() -> str:
+            raise SystemExit("tool class exits")
+
+        # Or in a task of its own, as a client library the tool calls may make.
+        return await (asyncio.create_task(exits()) if self.spawns else exits())
+
+
+@MODES
+@pytest.mark.parametrize("spawns", [False, True], ids=["raises", "spawns-a-task-that-raises"])
+def test_a_sys_exit_from_a_child_tool_of_its_own_class_fails_that_task_alone(mode, spawns):
+    """On ainvoke it ended the parent's whole run: only a StructuredTool's or Tool's coroutine was kept, and
+    LangChain runs any tool's ``_arun`` as an asyncio task of its own."""
+    spec = {"name": "w", "description": "works", "tools": ["bad"]}
+    model = ScriptedChatModel(rules=[("do it", [{"tool_calls": [tool_call("bad", x="1")]}, "done"]),
+                                     ("fine", ["ok fine"])],
+                              responses=_parallel(("do it", "w"), ("fine", "general-purpose")))
+    out = _invoke(mode, create_deep_agent(model, [_ExitingTool(spawns=spawns), echo], subagents=[spec]), _user())
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["stop_reason"] == "tool_error" and "SystemExit: tool class exits" in failed["error"]
 
 
 @MODES
