@@ -389,16 +389,19 @@ class CallFormat:
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
     """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
 
-    A schema the model wrote may not hold a regular expression (``pattern``, ``patternProperties``):
-    Python's ``re`` can backtrack on one for minutes while holding the interpreter, where no
-    ``timeout_s`` can step in. A developer's schema (the config key, a spec's ``response_format``) may.
+    Checking an answer against a schema the model wrote costs at most its size times the answer's:
+    it may hold no regular expression (``pattern``, ``patternProperties``: Python's ``re`` can backtrack
+    for minutes while holding the interpreter, where no ``timeout_s`` can step in) and no reference
+    (``$ref``: 21 nested ``oneOf`` of two references to the next definition, 1.5 KB, took 45 s, doubling
+    with each level). A developer's schema (the config key, a spec's ``response_format``) may.
     """
     if output_schema is not None:
-        if (keyword := _regex_keyword(output_schema)) is not None:
+        if (keyword := _costly_keyword(output_schema)) is not None:
             raise OutputSchemaError(
-                f"output_schema: {keyword!r} is not accepted in a schema written in the call (a regular "
-                "expression can run for minutes past any timeout); describe the format in a "
-                "'description' instead")
+                f"output_schema: {keyword!r} is not accepted in a schema written in the call (checking an "
+                "answer could run for minutes past any timeout); "
+                + ("describe the format in a 'description' instead" if "pattern" in keyword
+                   else "write each definition out where it is used"))
         return output_schema
     configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
     if not isinstance(configurable, Mapping):
@@ -469,8 +472,9 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
     return CallFormat(strategy, key, name, (OutputRetryLimit(frozenset({name}), retries, name),))
 
 
-def _regex_keyword(node: Any) -> str | None:
-    """The first regular-expression keyword of a JSON Schema (a property named so is a name, not one)."""
+def _costly_keyword(node: Any) -> str | None:
+    """The first keyword of a JSON Schema that can make checking an answer cost more than the schema's size times
+    the answer's: a regular expression, a reference (a property named so is a name, not one)."""
     pending = [node]
     while pending:
         item = pending.pop()
@@ -479,6 +483,9 @@ def _regex_keyword(node: Any) -> str | None:
                 return "pattern"
             if isinstance(item.get("patternProperties"), Mapping):
                 return "patternProperties"
+            if (ref := next((k for k in ("$ref", "$dynamicRef", "$recursiveRef") if isinstance(item.get(k), str)),
+                            None)) is not None:
+                return ref
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)

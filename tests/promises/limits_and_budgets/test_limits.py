@@ -233,15 +233,19 @@ def test_children_blocked_in_sync_tools_cannot_starve_the_parent_on_ainvoke():
 
 
 @MODES
-def test_a_per_call_output_schema_cannot_freeze_the_run_with_a_regex(mode):
+def test_a_per_call_output_schema_cannot_freeze_the_run_with_a_regex_or_a_reference(mode):
     """The parent model writes `output_schema`: a `pattern` with nested quantifiers and a near-miss
     answer made jsonschema's `re.search` backtrack while holding the GIL, where no timeout_s can step
-    in (at 40 characters it never returned). A schema written in the call may hold no regular
-    expression: the call fails naming it and no child starts; a property *named* pattern is only a name."""
+    in (at 40 characters it never returned); nested references to shared definitions made the check
+    exponential. A schema written in the call may hold neither: the call fails naming it and no child
+    starts; a property *named* pattern is only a name."""
     for schema, refused in (
         ({"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}}}, "'pattern'"),
         ({"type": "object", "patternProperties": {"^(a+)+$": {"type": "string"}}}, "'patternProperties'"),
         ({"type": "object", "properties": {"pattern": {"type": "string"}}}, None),
+        # 21 nested oneOf of two references to the next definition (1.5 KB): 45 s to check an answer of 1.
+        ({"type": "object", "$defs": {f"a{k}": {"oneOf": [{"$ref": f"#/$defs/a{k + 1}"}] * 2} for k in range(21)},
+          "properties": {"pattern": {"$ref": "#/$defs/a0"}}}, "'$ref'"),
     ):
         model = ScriptedChatModel(
             rules=[("judge", [{"tool_calls": [tool_call("Verdict", pattern="a" * 27 + "!")]}, "done"])],
