@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import fnmatch
 import logging
 import os
@@ -47,7 +48,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
-from subagents.definitions.on_host import note
+from subagents.definitions.on_host import TURNS, note
 from subagents.errors import McpServerError, brief, redact_url
 from subagents.metering import TaskMeter
 
@@ -346,27 +347,37 @@ class McpSessions:
 
     # -- on the loop -----------------------------------------------------------
 
-    async def session(self, server: str) -> Any:
-        """The server's session, connected on first use by an owner coroutine."""
+    async def session(self, server: str, timeout: float) -> Any:
+        """The server's session, started on first use by an owner coroutine (within ``timeout`` of its turn)."""
         ready = self._ready.get(server)
         if ready is None:
             ready = asyncio.get_running_loop().create_future()
             self._ready[server] = ready
-            self._owners.append(asyncio.create_task(self._own(server, ready)))
+            self._owners.append(asyncio.create_task(self._own(server, ready, timeout)))
         return await asyncio.shield(ready)
 
-    async def _own(self, server: str, ready: asyncio.Future[Any]) -> None:
+    async def _own(self, server: str, ready: asyncio.Future[Any], timeout: float) -> None:
         from langchain_mcp_adapters.client import MultiServerMCPClient
 
+        assert self._closing is not None
         try:
             client = MultiServerMCPClient({server: self._connections[server]})  # type: ignore[dict-item]
-            async with client.session(server) as session:
+            async with contextlib.AsyncExitStack() as stack:
+                # Started (spawned, through its handshake) on the host's turn: never while a sandboxed command
+                # runs, which may have made a module the server imports, not yet set aside (TURNS). Held for
+                # the start alone, and that bounded: held for the session's life (or a hung server's start),
+                # it kept every later command waiting, the task's own too, which the task's end waited for.
+                async with TURNS.aheld("host"), asyncio.timeout(timeout):
+                    if self._closing.is_set():  # the task ended while the start waited for its turn
+                        raise RuntimeError("its task had ended")
+                    session = await stack.enter_async_context(client.session(server))
                 ready.set_result(session)
-                assert self._closing is not None
                 await self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the session
             if not ready.done():
-                ready.set_exception(McpServerError(server, f"failed to start: {describe_cause(exc)}"))
+                ready.set_exception(McpServerError(server, f"did not start within {round(timeout, 1):g}s"
+                                                   if isinstance(exc, TimeoutError)
+                                                   else f"failed to start: {describe_cause(exc)}"))
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
 
@@ -385,7 +396,7 @@ class McpSessions:
         """Every tool the server offers (all pages)."""
 
         async def listing() -> list[Any]:
-            session = await self.session(server)
+            session = await self.session(server, timeout)
             tools: list[Any] = []
             cursor: str | None = None
             for _ in range(100):
@@ -402,7 +413,7 @@ class McpSessions:
         """The server's ``CallToolResult`` for one call."""
 
         async def calling() -> Any:
-            session = await self.session(server)
+            session = await self.session(server, timeout)
             return await session.call_tool(tool, dict(args), read_timeout_seconds=timedelta(seconds=timeout))
 
         return await self._bounded(server, f"answer a call of {brief(tool, 60)}", calling(), timeout)

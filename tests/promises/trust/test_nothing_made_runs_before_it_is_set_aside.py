@@ -5,7 +5,8 @@ Before: the set-aside walk was ``os.walk``, which recurses on Python 3.11: a cha
 ``RecursionError``, every later ``Bash`` answer was that error, and the repositories the commands made stayed
 (the user's next ``git status`` ran their config). And a missing protected path a command made (a
 ``GNUmakefile``) was set aside only once the command ended: a parallel tool call's hook running meanwhile ran
-it on the host.
+it on the host. And an MCP server started while a command ran (a task's first MCP call, in parallel with
+``Bash``) could import a ``json.py`` the command had just made.
 """
 
 from __future__ import annotations
@@ -15,16 +16,20 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers.mcp_tasks import pids, stdio
 
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
 from subagents.definitions.hooks import arun_hook, run_hook
+from subagents.definitions.mcp import McpServerError, McpSessions, connection_for
+from subagents.definitions.on_host import TURNS
 
 DEEP = 1200  # beyond Python's recursion limit
 
@@ -117,3 +122,35 @@ def test_a_parallel_tool_calls_hook_never_meets_what_bash_made(tmp_path, run):
     run(create_deep_agent(model, tools=tools, hooks=hooks), {"messages": [("user", "go")]})
     assert (ws / "seen").read_text() == "absent\n"
     assert not (ws / "GNUmakefile").exists() and (ws / f"GNUmakefile{SET_ASIDE}").exists()
+
+
+def test_an_mcp_server_starts_once_no_sandboxed_command_runs_and_leaves_the_turn_once_started(tmp_path):
+    # The sandbox side held here as Sandbox.running holds it while a command runs.
+    started = tmp_path / "pids"
+    sessions = McpSessions({"s": connection_for("s", stdio(env={"MCP_PID_FILE": str(started)}))}, label="turns")
+    try:
+        with TURNS.held("sandbox"):
+            session = sessions.submit(sessions.session("s", 60))
+            while not (TURNS._waiting["host"] or session.done()):  # until the start waits for its turn (or not)
+                time.sleep(0.01)
+            assert not session.done() and pids(started) == []  # before: started at once
+        session.result(60)
+        assert len(pids(started)) == 1
+        assert TURNS._holders == {"sandbox": 0, "host": 0}  # a later command need not wait for the session's end
+        with TURNS.held("sandbox"):
+            assert not sessions.closed.is_set()
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(30)
+
+
+def test_a_server_that_never_answers_its_start_leaves_the_turn_once_its_bound_is_up():
+    # Before the bound, its start held the host side until the task ended: the task's next Bash waited for ever.
+    sessions = McpSessions({"s": connection_for("s", stdio("hang"))}, label="turns")
+    try:
+        with pytest.raises(McpServerError, match="did not start within 1s"):
+            sessions.submit(sessions.session("s", 1)).result(60)
+        assert TURNS._holders == {"sandbox": 0, "host": 0}
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(30)
