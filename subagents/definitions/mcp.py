@@ -365,8 +365,8 @@ class McpSessions:
             async with contextlib.AsyncExitStack() as stack:
                 # Started (spawned, through its handshake) on the host's turn: never while a sandboxed command
                 # runs, which may have made a module the server imports, not yet set aside (TURNS). Held for
-                # the start alone, and that bounded: held for the session's life (or a hung server's start),
-                # it kept every later command waiting, the task's own too, which the task's end waited for.
+                # the start alone, and that bounded: held longer (a session's life, or the start of a server
+                # that never answers, which nothing else ends) every later sandboxed command waited for ever.
                 async with TURNS.aheld("host"), asyncio.timeout(timeout):
                     if self._closing.is_set():  # the task ended while the start waited for its turn
                         raise RuntimeError("its task had ended")

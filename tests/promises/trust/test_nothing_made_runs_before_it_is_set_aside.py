@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from helpers.mcp_tasks import pids, stdio
@@ -124,18 +125,28 @@ def test_a_parallel_tool_calls_hook_never_meets_what_bash_made(tmp_path, run):
     assert not (ws / "GNUmakefile").exists() and (ws / f"GNUmakefile{SET_ASIDE}").exists()
 
 
+def _sessions(server: dict, tmp_path: Path) -> McpSessions:
+    return McpSessions({"s": connection_for("s", {**server, "env": {"MCP_PID_FILE": str(tmp_path / "pids")}})},
+                       label="turns")
+
+
+def _start_while_a_command_runs(sessions: McpSessions, tmp_path: Path) -> Any:
+    """The session's future, once its start waits for its turn: the sandbox side is held (as Sandbox.running
+    holds it while a command runs)."""
+    session = sessions.submit(sessions.session("s", 60))
+    while not (TURNS._waiting["host"] or session.done()):
+        time.sleep(0.01)
+    assert not session.done() and pids(tmp_path / "pids") == []  # before: started at once
+    return session
+
+
 def test_an_mcp_server_starts_once_no_sandboxed_command_runs_and_leaves_the_turn_once_started(tmp_path):
-    # The sandbox side held here as Sandbox.running holds it while a command runs.
-    started = tmp_path / "pids"
-    sessions = McpSessions({"s": connection_for("s", stdio(env={"MCP_PID_FILE": str(started)}))}, label="turns")
+    sessions = _sessions(stdio(), tmp_path)
     try:
         with TURNS.held("sandbox"):
-            session = sessions.submit(sessions.session("s", 60))
-            while not (TURNS._waiting["host"] or session.done()):  # until the start waits for its turn (or not)
-                time.sleep(0.01)
-            assert not session.done() and pids(started) == []  # before: started at once
+            session = _start_while_a_command_runs(sessions, tmp_path)
         session.result(60)
-        assert len(pids(started)) == 1
+        assert len(pids(tmp_path / "pids")) == 1
         assert TURNS._holders == {"sandbox": 0, "host": 0}  # a later command need not wait for the session's end
         with TURNS.held("sandbox"):
             assert not sessions.closed.is_set()
@@ -144,9 +155,23 @@ def test_an_mcp_server_starts_once_no_sandboxed_command_runs_and_leaves_the_turn
         assert sessions.closed.wait(30)
 
 
-def test_a_server_that_never_answers_its_start_leaves_the_turn_once_its_bound_is_up():
-    # Before the bound, its start held the host side until the task ended: the task's next Bash waited for ever.
-    sessions = McpSessions({"s": connection_for("s", stdio("hang"))}, label="turns")
+def test_a_start_that_waited_for_its_turn_past_its_tasks_end_starts_nothing(tmp_path):
+    sessions = _sessions(stdio(), tmp_path)
+    try:
+        with TURNS.held("sandbox"):
+            session = _start_while_a_command_runs(sessions, tmp_path)
+            sessions.close()
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(60)
+    with pytest.raises(McpServerError, match="failed to start: RuntimeError: its task had ended"):
+        session.result(0)
+    assert pids(tmp_path / "pids") == []
+
+
+def test_a_server_that_never_answers_its_start_leaves_the_turn_once_its_bound_is_up(tmp_path):
+    # Unbounded, its start would hold the host side until its task ended: the task's next Bash waited for ever.
+    sessions = _sessions(stdio("hang"), tmp_path)
     try:
         with pytest.raises(McpServerError, match="did not start within 1s"):
             sessions.submit(sessions.session("s", 1)).result(60)
