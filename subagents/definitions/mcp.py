@@ -293,6 +293,7 @@ class McpSessions:
         self._closing: asyncio.Event | None = None
         self._ready: dict[str, asyncio.Future[Any]] = {}
         self._owners: list[asyncio.Task[None]] = []
+        self._turnless: set[str] = set()  # servers whose start waits for its turn (TURNS)
         self.closed = threading.Event()
         """Set once every server of this task is disconnected and the loop has stopped."""
 
@@ -367,7 +368,9 @@ class McpSessions:
                 # runs, which may have made a module the server imports, not yet set aside (TURNS). Held for
                 # the start alone, and that bounded: held longer (a session's life, or the start of a server
                 # that never answers, which nothing else ends) every later sandboxed command waited for ever.
+                self._turnless.add(server)
                 async with TURNS.aheld("host"), asyncio.timeout(timeout):
+                    self._turnless.discard(server)
                     if self._closing.is_set():  # the task ended while the start waited for its turn
                         raise RuntimeError("its task had ended")
                     session = await stack.enter_async_context(client.session(server))
@@ -386,7 +389,8 @@ class McpSessions:
             async with asyncio.timeout(timeout):
                 return await coro
         except TimeoutError:
-            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s") from None
+            why = ": its start waited all that time for sandboxed commands to end" if server in self._turnless else ""
+            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s{why}") from None
         except McpServerError:
             raise
         except Exception as exc:  # noqa: BLE001 - any transport failure names the server

@@ -179,3 +179,15 @@ def test_a_server_that_never_answers_its_start_leaves_the_turn_once_its_bound_is
     finally:
         sessions.close()
         assert sessions.closed.wait(30)
+
+
+def test_a_call_whose_bound_ends_while_its_servers_start_waits_for_its_turn_says_so(tmp_path):
+    sessions = _sessions(stdio(), tmp_path)
+    try:
+        with TURNS.held("sandbox"), pytest.raises(McpServerError, match=(
+                r"did not list its tools within 0.5s: its start waited all that time for sandboxed commands")):
+            sessions.wait(sessions.list_tools("s", 0.5), 0.5)
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(60)
+    assert pids(tmp_path / "pids") == []
