@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import fnmatch
 import logging
 import os
@@ -47,7 +48,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
-from subagents.definitions.on_host import note
+from subagents.definitions.on_host import TURNS, note
 from subagents.errors import McpServerError, brief, redact_url
 from subagents.metering import TaskMeter
 
@@ -292,6 +293,7 @@ class McpSessions:
         self._closing: asyncio.Event | None = None
         self._ready: dict[str, asyncio.Future[Any]] = {}
         self._owners: list[asyncio.Task[None]] = []
+        self._turnless: set[str] = set()  # servers whose start waits for its turn (TURNS)
         self.closed = threading.Event()
         """Set once every server of this task is disconnected and the loop has stopped."""
 
@@ -346,27 +348,39 @@ class McpSessions:
 
     # -- on the loop -----------------------------------------------------------
 
-    async def session(self, server: str) -> Any:
-        """The server's session, connected on first use by an owner coroutine."""
+    async def session(self, server: str, timeout: float) -> Any:
+        """The server's session, started on first use by an owner coroutine (within ``timeout`` of its turn)."""
         ready = self._ready.get(server)
         if ready is None:
             ready = asyncio.get_running_loop().create_future()
             self._ready[server] = ready
-            self._owners.append(asyncio.create_task(self._own(server, ready)))
+            self._owners.append(asyncio.create_task(self._own(server, ready, timeout)))
         return await asyncio.shield(ready)
 
-    async def _own(self, server: str, ready: asyncio.Future[Any]) -> None:
+    async def _own(self, server: str, ready: asyncio.Future[Any], timeout: float) -> None:
         from langchain_mcp_adapters.client import MultiServerMCPClient
 
+        assert self._closing is not None
         try:
             client = MultiServerMCPClient({server: self._connections[server]})  # type: ignore[dict-item]
-            async with client.session(server) as session:
+            async with contextlib.AsyncExitStack() as stack:
+                # Started (spawned, through its handshake) on the host's turn: never while a sandboxed command
+                # runs, which may have made a module the server imports, not yet set aside (TURNS). Held for
+                # the start alone, and that bounded: held longer (a session's life, or the start of a server
+                # that never answers, which nothing else ends) every later sandboxed command waited for ever.
+                self._turnless.add(server)
+                async with TURNS.aheld("host"), asyncio.timeout(timeout):
+                    self._turnless.discard(server)
+                    if self._closing.is_set():  # the task ended while the start waited for its turn
+                        raise RuntimeError("its task had ended")
+                    session = await stack.enter_async_context(client.session(server))
                 ready.set_result(session)
-                assert self._closing is not None
                 await self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the session
             if not ready.done():
-                ready.set_exception(McpServerError(server, f"failed to start: {describe_cause(exc)}"))
+                ready.set_exception(McpServerError(server, f"did not start within {round(timeout, 1):g}s"
+                                                   if isinstance(exc, TimeoutError)
+                                                   else f"failed to start: {describe_cause(exc)}"))
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
 
@@ -375,7 +389,8 @@ class McpSessions:
             async with asyncio.timeout(timeout):
                 return await coro
         except TimeoutError:
-            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s") from None
+            why = ": its start waited all that time for sandboxed commands to end" if server in self._turnless else ""
+            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s{why}") from None
         except McpServerError:
             raise
         except Exception as exc:  # noqa: BLE001 - any transport failure names the server
@@ -385,7 +400,7 @@ class McpSessions:
         """Every tool the server offers (all pages)."""
 
         async def listing() -> list[Any]:
-            session = await self.session(server)
+            session = await self.session(server, timeout)
             tools: list[Any] = []
             cursor: str | None = None
             for _ in range(100):
@@ -402,7 +417,7 @@ class McpSessions:
         """The server's ``CallToolResult`` for one call."""
 
         async def calling() -> Any:
-            session = await self.session(server)
+            session = await self.session(server, timeout)
             return await session.call_tool(tool, dict(args), read_timeout_seconds=timedelta(seconds=timeout))
 
         return await self._bounded(server, f"answer a call of {brief(tool, 60)}", calling(), timeout)

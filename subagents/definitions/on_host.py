@@ -10,8 +10,9 @@ tools' protected set reads :func:`noted`), so no route to a hook or a server
 is left out by a caller that built it another way. Each distinct content is
 kept once: a process building many children holds only its distinct ones.
 
-And when: a hook's command never runs while a sandboxed command is running or
-what it made at protected paths is not yet set aside (:data:`TURNS`).
+And when: a hook's command, or an MCP server's start, never runs while a
+sandboxed command is running or what it made at protected paths is not yet
+set aside (:data:`TURNS`).
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ class _Turns:
     """Two sides that never overlap: any number of holders of one side at a time, none of the other.
 
     ``"sandbox"``: a sandboxed command, from before it starts until what it made at protected paths is set
-    aside; ``"host"``: a hook's command. A path a command makes where one is missing (a ``GNUmakefile``, a
-    module file) is set aside only once it ends, so a hook running meanwhile (a parallel tool call's) would
-    run it on the host. Fair: a side waiting while the other holds goes next, so neither starves. Never
-    held across a tool call: ``Bash`` releases before its own ``PostToolUse`` hook.
+    aside; ``"host"``: a hook's command, an MCP server's start (through its handshake). A path a command
+    makes where one is missing (a ``GNUmakefile``, a module file) is set aside only once it ends, so a hook
+    or a server starting meanwhile (a parallel tool call's) would run it on the host. Fair: a side waiting
+    while the other holds goes next, so neither starves. Never held across a tool call: ``Bash`` releases
+    before its own ``PostToolUse`` hook; no MCP call is made while either side is held.
     """
 
     def __init__(self) -> None:

@@ -5,7 +5,8 @@ Before: the set-aside walk was ``os.walk``, which recurses on Python 3.11: a cha
 ``RecursionError``, every later ``Bash`` answer was that error, and the repositories the commands made stayed
 (the user's next ``git status`` ran their config). And a missing protected path a command made (a
 ``GNUmakefile``) was set aside only once the command ended: a parallel tool call's hook running meanwhile ran
-it on the host.
+it on the host. And an MCP server started while a command ran (a task's first MCP call, in parallel with
+``Bash``) could import a ``json.py`` the command had just made.
 """
 
 from __future__ import annotations
@@ -15,16 +16,21 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from helpers.mcp_tasks import pids, stdio
 
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
 from subagents.definitions.hooks import arun_hook, run_hook
+from subagents.definitions.mcp import McpServerError, McpSessions, connection_for
+from subagents.definitions.on_host import TURNS
 
 DEEP = 1200  # beyond Python's recursion limit
 
@@ -117,3 +123,71 @@ def test_a_parallel_tool_calls_hook_never_meets_what_bash_made(tmp_path, run):
     run(create_deep_agent(model, tools=tools, hooks=hooks), {"messages": [("user", "go")]})
     assert (ws / "seen").read_text() == "absent\n"
     assert not (ws / "GNUmakefile").exists() and (ws / f"GNUmakefile{SET_ASIDE}").exists()
+
+
+def _sessions(server: dict, tmp_path: Path) -> McpSessions:
+    return McpSessions({"s": connection_for("s", {**server, "env": {"MCP_PID_FILE": str(tmp_path / "pids")}})},
+                       label="turns")
+
+
+def _start_while_a_command_runs(sessions: McpSessions, tmp_path: Path) -> Any:
+    """The session's future, once its start waits for its turn: the sandbox side is held (as Sandbox.running
+    holds it while a command runs)."""
+    session = sessions.submit(sessions.session("s", 60))
+    while not (TURNS._waiting["host"] or session.done()):
+        time.sleep(0.01)
+    assert not session.done() and pids(tmp_path / "pids") == []  # before: started at once
+    return session
+
+
+def test_an_mcp_server_starts_once_no_sandboxed_command_runs_and_leaves_the_turn_once_started(tmp_path):
+    sessions = _sessions(stdio(), tmp_path)
+    try:
+        with TURNS.held("sandbox"):
+            session = _start_while_a_command_runs(sessions, tmp_path)
+        session.result(60)
+        assert len(pids(tmp_path / "pids")) == 1
+        assert TURNS._holders == {"sandbox": 0, "host": 0}  # a later command need not wait for the session's end
+        with TURNS.held("sandbox"):
+            assert not sessions.closed.is_set()
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(30)
+
+
+def test_a_start_that_waited_for_its_turn_past_its_tasks_end_starts_nothing(tmp_path):
+    sessions = _sessions(stdio(), tmp_path)
+    try:
+        with TURNS.held("sandbox"):
+            session = _start_while_a_command_runs(sessions, tmp_path)
+            sessions.close()
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(60)
+    with pytest.raises(McpServerError, match="failed to start: RuntimeError: its task had ended"):
+        session.result(0)
+    assert pids(tmp_path / "pids") == []
+
+
+def test_a_server_that_never_answers_its_start_leaves_the_turn_once_its_bound_is_up(tmp_path):
+    # Unbounded, its start would hold the host side until its task ended: the task's next Bash waited for ever.
+    sessions = _sessions(stdio("hang"), tmp_path)
+    try:
+        with pytest.raises(McpServerError, match="did not start within 1s"):
+            sessions.submit(sessions.session("s", 1)).result(60)
+        assert TURNS._holders == {"sandbox": 0, "host": 0}
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(30)
+
+
+def test_a_call_whose_bound_ends_while_its_servers_start_waits_for_its_turn_says_so(tmp_path):
+    sessions = _sessions(stdio(), tmp_path)
+    try:
+        with TURNS.held("sandbox"), pytest.raises(McpServerError, match=(
+                r"did not list its tools within 0.5s: its start waited all that time for sandboxed commands")):
+            sessions.wait(sessions.list_tools("s", 0.5), 0.5)
+    finally:
+        sessions.close()
+        assert sessions.closed.wait(60)
+    assert pids(tmp_path / "pids") == []
