@@ -79,7 +79,8 @@ def _agent(tasks: int, cap: int, latency_s: float,
         ]
     )
     middleware = BackgroundSubagentMiddleware(
-        [spec("worker", model=worker)], general_purpose=False, max_concurrent_tasks=cap, notify=False
+        [spec("worker", model=worker)], general_purpose=False, max_concurrent_tasks=cap, max_delegations=None,
+        notify=False,
     )
     saver = InMemorySaver() if checkpointer is None else checkpointer
     return create_agent(parent, middleware=[middleware], checkpointer=saver), middleware

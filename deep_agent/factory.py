@@ -234,8 +234,9 @@ def create_deep_agent(
     Children inherit the tools of the root's tool node, middleware-provided
     ones included, with the state keys those tools declare.
         force_delegation, max_delegations: the first model call of each
-            turn must call ``task``; at most this many ``task`` calls per
-            run. See :class:`middleware.SubAgentMiddleware`.
+            turn must call ``task``; at most this many delegations per run
+            (``task`` calls and background starts, one count). See
+            :class:`middleware.SubAgentMiddleware`.
         max_root_turns: the root's own model calls allowed per run (default
             200; ``None``: no cap). Each ``invoke``, and each resume after an
             interrupt, counts from zero; children's calls and tool calls do not

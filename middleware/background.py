@@ -84,7 +84,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError
 
-from middleware.limits import is_notice, notice_message
+from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message
 from middleware.subagents import (
     ParentModel,
     _asaved_checkpoints,
@@ -378,7 +378,6 @@ def _text(value: Any) -> str:
 
 
 
-START_TOOL_NAME = "start_async_task"
 """The tool that starts a background task (each tool is named for its function below)."""
 
 REMOTE_START_LEFT_OPEN = (
@@ -562,14 +561,24 @@ CallFor = Callable[[ToolRuntime, str, str], TaskCall]
 class BackgroundTaskHandlers:
     """The six tools' handlers over one :class:`subagents.background.BackgroundTasks`."""
 
-    def __init__(self, tasks: BackgroundTasks, runtime: BackgroundRuntime, call_for: CallFor) -> None:
+    def __init__(self, tasks: BackgroundTasks, runtime: BackgroundRuntime, call_for: CallFor,
+                 limit: DelegationLimit | None = None) -> None:
         self.tasks = tasks
         self.runtime = runtime
         self._call = call_for
+        self._limit = limit
+
+    def _refused(self, runtime: ToolRuntime) -> Command[Any] | None:
+        """The answer of a start past ``max_delegations`` (one count with ``task``'s calls), else ``None``."""
+        reason = None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
+                                                                      runtime.tool_call_id)
+        return None if reason is None else _reply(runtime, reason, error=True)
 
     def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None:
         """The start, made in the tool's own thread without waiting for the loop; ``None``: run
         :meth:`handle_start` on the loop instead (see :meth:`BackgroundTasks.start_soon`)."""
+        if (refused := self._refused(runtime)) is not None:
+            return refused
         if self.runtime.closed:
             return None  # the loop path answers "unavailable"
         try:
@@ -582,6 +591,8 @@ class BackgroundTaskHandlers:
         return None if record is None else _reply(runtime, started(record), record)
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]:
+        if (refused := self._refused(runtime)) is not None:
+            return refused
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
             record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
@@ -729,7 +740,7 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
 _ALIASES = {"max_concurrent_tasks": "max_background_tasks", "runtime": "background_runtime"}
 _SETTINGS_ARGUMENTS = frozenset({
     "general_purpose", "max_background_tasks", "background_runtime", "unknown_tools", "sessions_dir",
-    "prices", "budget", "short_answer_threshold",
+    "prices", "budget", "short_answer_threshold", "max_delegations",
 })
 
 
@@ -760,6 +771,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             when it is not given).
         general_purpose: add the local ``general-purpose`` subagent.
         max_concurrent_tasks: local tasks running at once; more wait as ``pending``.
+        max_delegations: starts allowed per run (since the last user message; ``None``: no cap), one
+            count with ``task``'s calls when a ``SubAgentMiddleware`` is there too (default 50).
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
         listed_elsewhere: names another middleware's ``<available_agents>``
@@ -801,6 +814,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         build_options: BuildOptions | None = None,
         general_purpose: bool | Unset = UNSET,
         max_concurrent_tasks: int | None | Unset = UNSET,
+        max_delegations: int | None | Unset = UNSET,
         runtime: BackgroundRuntime | None | Unset = UNSET,
         unknown_tools: UnknownToolPolicy | Unset = UNSET,
         sessions_dir: str | os.PathLike[str] | None | Unset = UNSET,
@@ -812,6 +826,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         super().__init__()
         arguments = given(
             general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks, runtime=runtime,
+            max_delegations=max_delegations,
             unknown_tools=unknown_tools, sessions_dir=sessions_dir, prices=prices, budget=budget,
             short_answer_threshold=short_answer_threshold,
         )
@@ -860,7 +875,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         block = available_agents_block(a for a in agents if a[0] not in skip)
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
         self.tasks.local.on_settled.append(ThreadCatchUp(self.tasks, ASYNC_LEDGER_KEY))
-        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call)
+        limit = settings.limits.max_delegations
+        self.delegation_limit = DelegationLimit(limit) if limit is not None else None
+        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call, self.delegation_limit)
         self.tools = background_tools(self.handlers) if agents else []
 
     @property
@@ -1070,6 +1087,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def _with_block(self, request: ModelRequest) -> ModelRequest:
         self.parent_model.observe(request)
+        if self.delegation_limit is not None:
+            request = self.delegation_limit.withdrawn_when_exhausted(request)
         return with_prompt_block(request, self.prompt_block)
 
     def _answer_invalid(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:

@@ -71,6 +71,9 @@ from subagents.outcome import task_id_for
 from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
+START_TOOL_NAME = "start_async_task"
+"""The background start's tool (``middleware.background``): a delegation, counted as ``task``'s calls are."""
+
 # ----------------------------------------------------------------------------
 # A background notice: a message of the user's kind that is not the user's turn.
 #
@@ -106,12 +109,12 @@ def is_notice(message: Any) -> bool:
 #
 # Children are governed by their own limits; this governs the parent. A run
 # is counted from the last user (human) message, background notices not
-# counted as one (see above): every ``task`` call the
-# parent has made since then counts, in order, parallel calls included. Past
-# ``max_delegations``, ``task`` answers with an error telling the model to
-# finish with what it has (and the ledger records the refusal), and the
-# ``task`` tool is no longer offered to the model for the rest of the run, so
-# a model that would delegate forever has to answer instead.
+# counted as one (see above): every ``task`` call and background start
+# (``start_async_task``) the parent has made since then counts, in order,
+# parallel calls included. Past ``max_delegations``, either answers with an
+# error telling the model to finish with what it has (``task``'s ledger
+# records the refusal), and neither is offered to the model for the rest of
+# the run, so a model that would delegate forever has to answer instead.
 #
 # Example::
 #
@@ -122,19 +125,19 @@ def is_notice(message: Any) -> bool:
 
 
 class DelegationLimit:
-    """Counts the parent's ``task`` calls since the last user message (background notices skipped).
+    """Counts the parent's delegations (``task`` calls, background starts) since the last user message
+    (background notices skipped): one count, whichever middleware asks.
 
     Args:
         max_delegations: delegations allowed per run (``None``: no cap).
-        tool_name: the delegation tool's name.
     """
 
-    def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS, *,
-                 tool_name: str = TASK_TOOL_NAME) -> None:
+    tool_names = frozenset({TASK_TOOL_NAME, START_TOOL_NAME})
+
+    def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS) -> None:
         if max_delegations is not None and (isinstance(max_delegations, bool) or max_delegations < 1):
             raise ValueError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
         self.max_delegations = max_delegations
-        self.tool_name = tool_name
 
     def calls_this_run(self, messages: Sequence[Any]) -> list[str]:
         """Ids of the delegation calls made since the last human message, in order."""
@@ -146,7 +149,7 @@ class DelegationLimit:
                 break
             if kind == "ai":
                 turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
-                              if c.get("name") == self.tool_name])
+                              if c.get("name") in self.tool_names])
         return [call_id for turn in reversed(turns) for call_id in turn]
 
     def exhausted(self, messages: Sequence[Any]) -> bool:
@@ -157,7 +160,7 @@ class DelegationLimit:
         """The model request, without the delegation tool once the run is out of delegations."""
         if not self.exhausted(request.messages):
             return request
-        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) != self.tool_name])
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.tool_names])
 
     def refusal(self, messages: Sequence[Any], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
@@ -169,7 +172,7 @@ class DelegationLimit:
             return None
         return (
             f"delegation limit reached (max_delegations={self.max_delegations} per run); "
-            "do not call task again: finish now and answer with what you have"
+            "do not delegate again (task, start_async_task): finish now and answer with what you have"
         )
 
 
@@ -193,7 +196,6 @@ def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
 
 
 Mechanism = Literal["auto", "tool_choice", "required", "response_format"]
-TASK_TOOL_NAME = "task"
 FORCED_CALL_PROMPT = (
     "Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the agent "
     "best suited to the task, and `description`, the whole task for it in your own words."

@@ -242,9 +242,10 @@ class SubAgentMiddleware(AgentMiddleware):
         force_delegation: make the first model call of each turn call
             ``task``: ``True`` (any agent), an agent name, or a
             :class:`middleware.ForceDelegation` choosing the mechanism.
-        max_delegations: ``task`` calls allowed per run (since the last
-            user message; ``None``: no cap). Past it, ``task`` answers with
-            an error and is no longer offered to the model.
+        max_delegations: delegations allowed per run (since the last user
+            message; ``None``: no cap): ``task`` calls and background starts,
+            one count. Past it, either answers with an error and neither is
+            offered to the model any more.
         settings: the :class:`subagents.settings.DelegationSettings` to start
             from, given whole (``create_deep_agent`` does); the keyword
             arguments above that are settings (``general_purpose``,

@@ -47,7 +47,7 @@ from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.truncation import RetryTruncatedSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
-"""``task`` calls allowed per run unless ``max_delegations`` says otherwise."""
+"""Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 
 DEFAULT_MAX_BACKGROUND_TASKS = 8
 """Background tasks running at once unless ``max_background_tasks`` says otherwise."""
@@ -105,7 +105,7 @@ class Limits(_Settings):
 
     Attributes:
         max_concurrent_tasks: ``task`` children running at once (``None``: no cap).
-        max_delegations: ``task`` calls allowed per run (``None``: no cap).
+        max_delegations: delegations allowed per run, ``task`` calls and background starts (``None``: no cap).
         max_dynamic_subagents: subagents ``create_subagent`` may define per thread.
         short_answer_threshold: an answer shorter than this gets one request
             for a complete report (0: off).

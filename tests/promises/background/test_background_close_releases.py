@@ -47,7 +47,7 @@ def _model(tasks: int) -> ScriptedChatModel:
 def _closed(tasks: int, model: ScriptedChatModel | None = None) -> BackgroundSubagentMiddleware:
     """A middleware whose parent started ``tasks`` tasks in one turn, all finished, then closed."""
     model = model or _model(tasks)
-    middleware = BackgroundSubagentMiddleware(max_concurrent_tasks=50)
+    middleware = BackgroundSubagentMiddleware(max_concurrent_tasks=50, max_delegations=None)
     agent = create_agent(model, [], middleware=[middleware])
     out = agent.invoke({"messages": [{"role": "user", "content": "PARENT start"}]})
     assert len(out["async_tasks"]) == tasks

@@ -42,7 +42,7 @@ def test_a_thousand_starts_on_a_busy_machine_are_all_started_and_all_run(backgro
     ], default="ok")
     child = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("nap")]}, "done"])], default="done")
     middleware = background([{"name": "worker", "description": "Works.", "model": child, "tools": [nap]}],
-                            max_concurrent_tasks=STARTS, notify=False)
+                            max_concurrent_tasks=STARTS, max_delegations=None, notify=False)
 
     async def turn() -> dict[str, Any]:
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.db")) as saver:

@@ -28,7 +28,7 @@ def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
     )
     middleware = BackgroundSubagentMiddleware(
         [{"name": "worker", "description": "Answers at length.", "model": worker}],
-        general_purpose=False, max_concurrent_tasks=TASKS, notice_result_chars=3000, notice_total_chars=10_000,
+        general_purpose=False, max_concurrent_tasks=TASKS, max_delegations=None, notice_result_chars=3000, notice_total_chars=10_000,
     )
     agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"cap-{run.mode}"}}

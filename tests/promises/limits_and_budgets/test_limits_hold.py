@@ -154,12 +154,33 @@ def test_a_background_notice_does_not_reset_max_delegations(run):
         ],
         default="ok",
     )
-    agent = _background_agent(model, max_delegations=2)
+    agent = _background_agent(model, max_delegations=3)  # the start and the wait job are two of them
     out = run(agent, user("go"), {"configurable": {"thread_id": "cap"}, "recursion_limit": 200})
     assert notices(out), "no notice came during the run; the test would prove nothing"
     ran = [r for r in records(out) if r["stop_reason"] != "refused"]
     assert len(ran) == 2
     assert any(r["stop_reason"] == "refused" for r in records(out))
+
+
+def test_background_starts_and_task_calls_are_one_count_under_max_delegations(run):
+    # Before: only task calls counted; with max_delegations=3 a model made 12 background starts.
+    model = ScriptedChatModel(rules=[
+        ("job", ["job done"]),
+        ("go", [{"tool_calls": [tool_call("start_async_task", description="job a", subagent_type="general-purpose"),
+                                tool_call("start_async_task", description="job b", subagent_type="general-purpose"),
+                                tool_call("task", description="job c", subagent_type="general-purpose"),
+                                tool_call("start_async_task", description="job d", subagent_type="general-purpose"),
+                                tool_call("task", description="job e", subagent_type="general-purpose")]},
+                "go done"]),
+    ], default="ok")
+    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(), max_delegations=3)
+    out = run(agent, user("go"), {"configurable": {"thread_id": "one-count"}})
+    assert len(out["async_tasks"]) == 2 and {r["description"] for r in records(out)} == {"job c", "job e"}
+    assert {r["description"]: r["stop_reason"] for r in records(out)}["job e"] == "refused"
+    refused = [m for m in tool_messages(out) if "delegation limit reached" in m.text]
+    assert len(refused) == 2 and {m.status for m in refused} == {"error"}, refused
+    last = [c for c in model.calls if any(m.type == "tool" for m in c["messages"])][-1]  # the parent's next
+    assert not {"task", "start_async_task"} & set(last["tools"]), last["tools"]
 
 
 def test_a_background_notice_does_not_force_another_delegation(run):
