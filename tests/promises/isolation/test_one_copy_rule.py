@@ -22,6 +22,7 @@ import logging
 import signal
 import threading
 import weakref
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -457,6 +458,66 @@ def test_a_keyboard_interrupt_in_a_copy_on_the_main_thread_under_the_default_han
             own_copies({"config": RefusingConfig(KeyboardInterrupt())})
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class ShopZone(datetime.tzinfo):
+    """A time zone with state, as some libraries' are."""
+
+    def __init__(self) -> None:
+        self.hours = 1
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=self.hours)
+
+    def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(0)
+
+
+@tool
+def change_held(runtime: ToolRuntime) -> str:
+    """Changes what the shared value holds in place, if the child was given it, then fails."""
+    held = runtime.state.get("held")
+    if isinstance(held, enum.Enum):
+        held.value.append("child")
+    elif isinstance(held, datetime.datetime):
+        held.tzinfo.hours = 9  # type: ignore[union-attr]
+    elif held is not None:
+        held.buf[:5] = b"child"
+    raise ValueError("failed after changing what it was given")
+
+
+@pytest.mark.parametrize("kind", ["enum member", "datetime", "shared memory"])
+def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_never_reopens_the_callers(run, kind):
+    # An enum member holding a list and a datetime with a time zone of its own were shared as immutable; a
+    # SharedMemory's deep copy attaches to the same OS segment again: a failed child changed the caller's.
+    class _HeldKey(AgentMiddleware):
+        state_schema = TypedDict("HeldState", {"held": NotRequired[Any]}, total=False)  # type: ignore[misc]
+
+    model = ScriptedChatModel(rules=[("change", [{"tool_calls": [tool_call("change_held")]}, "done"])],
+                              responses=_parallel(("change", "w")))
+    agent = create_deep_agent(model, [change_held], middleware=[_HeldKey()],
+                              subagents=[{"name": "w", "description": "w", "tools": ["change_held"]}])
+    if kind == "shared memory":
+        held: Any = shared_memory.SharedMemory(create=True, size=8)
+        held.buf[:5] = b"owner"
+    else:
+        held = enum.Enum("Mode", [("FAST", ["a"])]).FAST if kind == "enum member" else datetime.datetime(
+            2026, 1, 1, tzinfo=ShopZone())
+    try:
+        (record,) = records(run(agent, {**_user(), "held": held}))
+        if kind == "enum member":
+            assert held.value == ["a"]
+            assert record["withheld_keys"] == {"held": "cannot be copied (its deep copy is the original Mode)"}
+        elif kind == "datetime":  # copied, with a time zone of its own
+            assert held.utcoffset() == datetime.timedelta(hours=1) and "withheld_keys" not in record
+        else:
+            assert bytes(held.buf[:5]) == b"owner"
+            assert record["withheld_keys"] == {
+                "held": "cannot be copied (its deep copy holds mmap, the original's OS resource opened again)"}
+    finally:
+        if kind == "shared memory":
+            held.close()
+            held.unlink()
 
 
 # -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
