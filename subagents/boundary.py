@@ -36,13 +36,17 @@ import fractions
 import functools
 import gc
 import inspect
+import io
 import logging
+import mmap
 import os
 import re
 import signal
+import socket
 import threading
 import types
 import weakref
+import zoneinfo
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypedDict, cast, get_args, get_origin, get_type_hints
@@ -153,8 +157,14 @@ def child_input(
 
 
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
-                        datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone, range})
-"""Values no one can change in place: shared as they are (with enum members, and tuples and frozensets of these)."""
+                        datetime.date, datetime.timedelta, datetime.timezone, zoneinfo.ZoneInfo, range})
+"""Values no one can change in place: shared as they are, as are tuples and frozensets of these, an enum member
+whose value is one and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``)."""
+_ZONED = (datetime.datetime, datetime.time)
+"""Immutable but for their time zone, which may be any class's (and which the garbage collector does not see)."""
+_OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
+"""What no deep copy can copy: one that holds such a handle opened the same OS resource again, by its name
+(``SharedMemory``, ``ShareableList``)."""
 _IMMUTABLE_TYPE = 1 << 8
 """``Py_TPFLAGS_IMMUTABLETYPE``: a built-in class (``list``, ``int``: a ``defaultdict``'s factory), which no one can
 change; a class of Python code can be, and is shared only as the original."""
@@ -169,8 +179,9 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif type(item) not in _IMMUTABLE and not isinstance(item, enum.Enum) and not (
-                isinstance(item, type) and item.__flags__ & _IMMUTABLE_TYPE):
+        elif isinstance(item, enum.Enum) or type(item) in _ZONED:  # as immutable as its value, or time zone
+            stack.append(item.value if isinstance(item, enum.Enum) else item.tzinfo)
+        elif type(item) not in _IMMUTABLE and not (isinstance(item, type) and item.__flags__ & _IMMUTABLE_TYPE):
             return False
     return True
 
@@ -197,7 +208,7 @@ def _reachable(value: Any) -> dict[int, Any]:
         elif kind in weakref.ProxyTypes:
             with contextlib.suppress(ReferenceError):  # a proxy forwards getattr: the method is bound to its object
                 stack.append(getattr(item.__sizeof__, "__self__", None))
-        parts = gc.get_referents(item)
+        parts = gc.get_referents(item) + ([item.tzinfo] if isinstance(item, _ZONED) else [])
         if kind is types.FunctionType:  # its globals are its module's, every function's of it; its closure its own
             shared = {id(item.__globals__), id(item.__builtins__), id(item.__code__)}
             parts = [part for part in parts if id(part) not in shared]
@@ -210,8 +221,12 @@ def _shared_with(copied: Any, original: Any) -> str | None:
     if copied is original:
         return f"its deep copy is the original {_type_name(original)}"
     before = _reachable(original)
-    shared = next((item for key, item in _reachable(copied).items() if key in before), None)
-    return None if shared is None else f"its deep copy holds the original {_type_name(shared)}"
+    for key, item in _reachable(copied).items():
+        if key in before:
+            return f"its deep copy holds the original {_type_name(item)}"
+        if isinstance(item, _OS_HANDLES):
+            return f"its deep copy holds {_type_name(item)}, the original's OS resource opened again"
+    return None
 
 
 def _type_name(value: Any) -> str:

@@ -42,6 +42,7 @@ from langgraph.types import Interrupt
 from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
+    CHILD_TOOL_THREADS,
     CORE_EXCLUDED_KEYS,
     ChildInput,
     WorkHolder,
@@ -406,7 +407,7 @@ def _type_name(exc: BaseException) -> str:
 # Example::
 #
 #     setup = set_up_child(registry, call, blocked_keys)
-#     setup.graph.invoke(setup.prepared.given, config)
+#     setup.graph.invoke(setup.prepare().given, config)
 # ----------------------------------------------------------------------------
 
 
@@ -417,7 +418,8 @@ class ChildSetup:
 
     spec: AnySpec
     graph: Any
-    prepared: ChildInput
+    prepare: Callable[[], ChildInput]
+    """Makes the child's input and own copies, as its task runs (:meth:`Delegation.own_input`)."""
     record_extra: dict[str, Any]
 
 
@@ -439,13 +441,11 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
         graph = registry.graph(call.subagent_type, parent_model=call.parent_model,
                                parent_tools=call.parent_tools)
     fork = getattr(spec, "context", "isolated") == "fork"
-    # The child's own copies are made here, once: what it changes in place stays its own.
-    prepared = ChildInput.of(call.parent_state, call.description, blocked, fork=fork, tool_call_id=call.tool_call_id)
     if fork:
-        extra.update(context="fork", inherited_tokens=prepared.inherited_tokens)
-    if prepared.withheld:
-        extra["withheld_keys"] = prepared.withheld
-    return ChildSetup(spec, graph, prepared, extra)
+        extra["context"] = "fork"
+    # The child's own copies, made once, as its task runs: what it changes in place stays its own.
+    return ChildSetup(spec, graph, lambda: ChildInput.of(call.parent_state, call.description, blocked, fork=fork,
+                                                         tool_call_id=call.tool_call_id), extra)
 
 
 def _spec_for(
@@ -563,6 +563,8 @@ class Delegation:
     """Past the concurrency cap: the child has been (or is being) run."""
     given: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The copies of the shared values the child is handed (see :class:`subagents.boundary.ChildInput`)."""
+    prepare: Callable[[], ChildInput] | None = None
+    """Makes ``inputs`` and ``given`` (see :meth:`own_input`)."""
     slot: Slot = NO_CAP
     """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
     carried_ms: float = 0.0
@@ -585,10 +587,9 @@ class Delegation:
 
     # -- the steps, in order ------------------------------------------------
 
-    def resolve(self, spec: Any, graph: Any, prepared: ChildInput, record_extra: dict[str, Any]) -> None:
-        """The child graph, its isolated input, and the limits it runs under."""
-        self.graph = graph
-        self.inputs, self.given = prepared.inputs, prepared.given
+    def resolve(self, spec: Any, graph: Any, prepare: Callable[[], ChildInput], record_extra: dict[str, Any]) -> None:
+        """The child graph, what makes its isolated input, and the limits it runs under."""
+        self.graph, self.prepare = graph, prepare
         self.record_extra = record_extra
         self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
@@ -660,6 +661,20 @@ class Delegation:
             self.meter.timeout_s = self.limits.timeout_s
         resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
+
+    def own_input(self) -> dict[str, Any]:
+        """The child's input with its own copies, made as its task runs: ``timeout_s`` counts copying, which
+        runs where the child will (on ``ainvoke`` on a worker thread, never the event loop). A task whose
+        deadline passed while it copied (or that was stopped) never starts its child."""
+        assert self.prepare is not None  # resolved before it runs
+        prepared = self.prepare()
+        if self.meter is not None:
+            self.meter.raise_if_stopped()
+        self.inputs, self.given = prepared.inputs, prepared.given
+        made = {"inherited_tokens": prepared.inherited_tokens, "withheld_keys": prepared.withheld or None}
+        # A new dict, not an update: past the deadline the record may be read on another thread meanwhile.
+        self.record_extra = {**self.record_extra, **{k: v for k, v in made.items() if v is not None}}
+        return prepared.given
 
     # -- during and after -----------------------------------------------------
 
@@ -772,7 +787,15 @@ def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
         yield
 
 
-def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
+ChildStep = dict[str, Any] | Callable[[], dict[str, Any]]
+"""What the plan hands a driver: the child's input, or what makes it there (:meth:`Delegation.own_input`)."""
+
+
+def _made(inputs: ChildStep) -> dict[str, Any]:
+    return inputs() if callable(inputs) else inputs
+
+
+def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for.
 
     A thread cannot be killed; once the timeout passes we return and the
@@ -781,7 +804,7 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     remaining = run.remaining()
     if remaining is None:
         with traced_as_subagent(run.meter):
-            return run.graph.invoke(inputs, run.config)
+            return run.graph.invoke(_made(inputs), run.config)
     outcome: dict[str, Any] = {}
     with traced_as_subagent(run.meter):
         context = contextvars.copy_context()
@@ -789,7 +812,7 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
 
     def target() -> None:
         try:
-            outcome["value"] = context.run(run.graph.invoke, inputs, run.config)
+            outcome["value"] = context.run(lambda: run.graph.invoke(_made(inputs), run.config))
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
             outcome["error"] = exc
         finally:
@@ -806,7 +829,7 @@ def invoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     return outcome["value"]
 
 
-async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
+async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Run the child as its own task; at the deadline, abandon it (cancelled, never awaited again).
 
     Its own task, waited on with ``asyncio.wait``, never ``await``-ed: asyncio
@@ -821,7 +844,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):
-        child = asyncio.ensure_future(run.graph.ainvoke(inputs, run.config))
+        child = asyncio.ensure_future(_ainvoke(run, inputs))
     slot.share()
     child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended
     try:
@@ -838,6 +861,13 @@ async def ainvoke_with_deadline(run: Delegation, inputs: dict[str, Any]) -> Any:
     child.cancel()
     child.add_done_callback(_discard)
     return _expired(run)
+
+
+async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
+    if callable(inputs):  # copying may be slow: on a worker thread, so siblings and the deadline go on
+        context = contextvars.copy_context()
+        inputs = await asyncio.wrap_future(CHILD_TOOL_THREADS.submit(context.run, inputs))
+    return await run.graph.ainvoke(inputs, run.config)
 
 
 def _expired(run: Delegation) -> Any:
@@ -987,9 +1017,9 @@ class TaskRunner:
 
     # -- the plan, written once ---------------------------------------------
 
-    def _plan(self, run: Delegation) -> Generator[dict[str, Any], Any, TaskOutcome]:
+    def _plan(self, run: Delegation) -> Generator[ChildStep, Any, TaskOutcome]:
         try:
-            result = yield run.given
+            result = yield run.own_input
             if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                 # The child ended normally after a limit stopped it: a middleware of its own caught the stop.
                 messages = result.get("messages") if isinstance(result, Mapping) else None
@@ -1051,7 +1081,7 @@ class TaskRunner:
         try:
             # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
             setup = set_up_child(self.registry, call, self.blocked_keys)
-            run.resolve(setup.spec, call.graph or setup.graph, setup.prepared, setup.record_extra)
+            run.resolve(setup.spec, call.graph or setup.graph, setup.prepare, setup.record_extra)
             run.open_transcript(self.new_sink)
             run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
                           wrap_up=self.wrap_up)

@@ -21,7 +21,9 @@ import functools
 import logging
 import signal
 import threading
+import time
 import weakref
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -457,6 +459,119 @@ def test_a_keyboard_interrupt_in_a_copy_on_the_main_thread_under_the_default_han
             own_copies({"config": RefusingConfig(KeyboardInterrupt())})
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class ShopZone(datetime.tzinfo):
+    """A time zone with state, as some libraries' are."""
+
+    def __init__(self) -> None:
+        self.hours = 1
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=self.hours)
+
+    def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(0)
+
+
+class _HeldKey(AgentMiddleware):
+    state_schema = TypedDict("HeldState", {"held": NotRequired[Any]}, total=False)  # type: ignore[misc]
+
+
+@tool
+def change_held(runtime: ToolRuntime) -> str:
+    """Changes what the shared value holds in place, if the child was given it, then fails."""
+    held = runtime.state.get("held")
+    if isinstance(held, enum.Enum):
+        held.value.append("child")
+    elif isinstance(held, datetime.datetime):
+        held.tzinfo.hours = 9  # type: ignore[union-attr]
+    elif held is not None:
+        held.buf[:5] = b"child"
+    raise ValueError("failed after changing what it was given")
+
+
+@pytest.mark.parametrize("kind", ["enum member", "datetime", "shared memory"])
+def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_never_reopens_the_callers(run, kind):
+    # An enum member holding a list and a datetime with a time zone of its own were shared as immutable; a
+    # SharedMemory's deep copy attaches to the same OS segment again: a failed child changed the caller's.
+    model = ScriptedChatModel(rules=[("change", [{"tool_calls": [tool_call("change_held")]}, "done"])],
+                              responses=_parallel(("change", "w")))
+    agent = create_deep_agent(model, [change_held], middleware=[_HeldKey()],
+                              subagents=[{"name": "w", "description": "w", "tools": ["change_held"]}])
+    if kind == "shared memory":
+        held: Any = shared_memory.SharedMemory(create=True, size=8)
+        held.buf[:5] = b"owner"
+    else:
+        held = enum.Enum("Mode", [("FAST", ["a"])]).FAST if kind == "enum member" else datetime.datetime(
+            2026, 1, 1, tzinfo=ShopZone())
+    try:
+        (record,) = records(run(agent, {**_user(), "held": held}))
+        if kind == "enum member":
+            assert held.value == ["a"]
+            assert record["withheld_keys"] == {"held": "cannot be copied (its deep copy is the original Mode)"}
+        elif kind == "datetime":  # copied, with a time zone of its own
+            assert held.utcoffset() == datetime.timedelta(hours=1) and "withheld_keys" not in record
+        else:
+            assert bytes(held.buf[:5]) == b"owner"
+            assert record["withheld_keys"] == {
+                "held": "cannot be copied (its deep copy holds mmap, the original's OS resource opened again)"}
+    finally:
+        if kind == "shared memory":
+            held.close()
+            held.unlink()
+
+
+# -- copying is part of the task: inside its timeout_s, and never on the event loop ----------------------------
+
+
+class Gate:
+    """Its deep copy waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.open, self.copied = threading.Event(), threading.Event()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Gate:
+        self.open.wait(5)
+        self.copied.set()
+        return object.__new__(Gate)
+
+
+class Rendezvous:
+    """Its deep copy waits for the other sibling's to be under way at the same time."""
+
+    def __init__(self) -> None:
+        self.both = threading.Barrier(2, timeout=5)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Rendezvous:
+        self.both.wait()  # broken (so withheld) when the copies run one after another
+        return object.__new__(Rendezvous)
+
+
+def test_copying_counts_inside_timeout_s_and_a_child_whose_deadline_passed_meanwhile_never_starts(run):
+    # The copies were made before the task's deadline was set: a slow copy ran past timeout_s unseen.
+    child = ScriptedChatModel(default="child answer")
+    agent = create_deep_agent(ScriptedChatModel(responses=_parallel(("slow copy", "w"))), middleware=[_HeldKey()],
+                              subagents=[{"name": "w", "description": "w", "model": child, "timeout_s": 0.2}])
+    gate = Gate()
+    try:
+        (record,) = records(run(agent, {**_user(), "held": gate}))
+    finally:
+        gate.open.set()
+    assert (record["status"], record["stop_reason"]) == ("error", "timeout")
+    assert gate.copied.wait(5)
+    time.sleep(0.3)  # room for a child that would start once its copies are made: none does
+    assert child.calls == []
+
+
+def test_parallel_siblings_copy_at_once_never_one_after_another_on_the_event_loop(run):
+    # On ainvoke each sibling's copies were made on the event loop, one after another: a slow copy held the
+    # loop, and its siblings' deadlines passed meanwhile.
+    agent = create_deep_agent(ScriptedChatModel(responses=_parallel(("one", "w"), ("two", "w"))),
+                              middleware=[_HeldKey()], subagents=[
+                                  {"name": "w", "description": "w", "model": ScriptedChatModel(default="done")}])
+    out = run(agent, {**_user(), "held": Rendezvous()})
+    assert [(r["status"], r.get("withheld_keys")) for r in records(out)] == [("completed", None)] * 2
 
 
 # -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
