@@ -1053,12 +1053,14 @@ class TaskMeter(BaseCallbackHandler):
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
-        # Believed when plausible: a count far below the estimate of what was sent (none, zero, negative,
-        # a small fraction) is charged the estimate, at the ratio the budget learned for the model.
+        # Believed when plausible: a count far below the estimate of what was sent (a small fraction) is charged
+        # the estimate, at the ratio the budget learned for the model. No count at all (none, zero, negative) is
+        # charged what the call held, 16x its estimate before a ratio is learned: charged less, a tokenizer as
+        # dense as the hold allowed for would pass the limit unseen.
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
-            charged_in = math.ceil(call.estimate * (learned or 1.0))
+            charged_in = max(0 if reported_in else call.tokens, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate

@@ -88,3 +88,30 @@ def test_a_report_charged_the_estimate_teaches_no_ratio(run, quiet):
     output = max(o for _, o in dense_child.billed)
     last_answer = budget.tokens - parent.spent_before_answer
     assert budget.tokens <= budget.max_tokens + 8 * output + last_answer
+
+
+class _Unreported(BillingModel):
+    """Billed as ``density`` says, reporting no usage at all (a stream without its usage chunk)."""
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        result.generations[0].message.usage_metadata = None
+        return result
+
+
+def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
+    # Held at 16x its estimate while it ran, such a call was charged 1x: billing 4x the estimate, four children
+    # looping on it took the tree to 3.1x the limit.
+    child = _Unreported(default={"tool_calls": [tool_call("_echo", x="again")]}, model_name="child-model",
+                        density=4.0)
+    waves = [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="looper") for i in range(4)]},
+             "parent done"]
+    parent = BillingModel(rules=[("go", waves)], default="parent done", model_name="parent-model")
+    specs = [{"name": "looper", "description": "loops", "model": child, "tools": ["_echo"], "max_turns": 1000,
+              "system_prompt": "Loop on the tool, with care. " * 80}]
+    budget = Budget(max_tokens=100_000)
+    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, max_concurrent_tasks=4,
+                          deepagents_stack=False), user("go"), {"recursion_limit": 10_000})
+    billed = sum(i + o for i, o in child.billed + parent.billed)
+    output = max(o for _, o in child.billed)
+    assert billed <= budget.max_tokens + 4 * output + sum(parent.billed[-1]), (billed, len(child.billed))
