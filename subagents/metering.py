@@ -1147,7 +1147,9 @@ def task_meter() -> TaskMeter | None:
 class RunMeter(TaskMeter):
     """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
     a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
-    the run on the limit's message), but refused under a dollar limit when its model has no price.
+    the run on the limit's message), but refused under a dollar limit when its model has no price. A call
+    made in the root's tool step (a tool's own, a middleware's around a tool call) is refused as a child's
+    is, by :attr:`in_tools`: the tool's loop would otherwise spend past the limit before the root's next call.
 
     Given to the root graph as a callback (``SubAgentMiddleware.metered(graph)``, which ``create_deep_agent``
     calls, gives ``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
@@ -1159,17 +1161,24 @@ class RunMeter(TaskMeter):
     def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
         super().__init__(budget=budget, prices=prices)
         self.refuses = False
+        self.in_tools = TaskMeter(budget=budget, prices=prices)
+        """The meter of the calls made in the root's tool step (LangGraph's ``tools`` node), or nested in it."""
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():
-            super()._start_call(run_id, prompt, kwargs)
+            # The step it runs in, and those it is nested in (an agent a tool runs): one of them the tool step.
+            steps = str((kwargs.get("metadata") or {}).get("langgraph_checkpoint_ns", "")).split("|")
+            in_tools = any(step.startswith("tools:") for step in steps)
+            TaskMeter._start_call(self.in_tools if in_tools else self, run_id, prompt, kwargs)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        if run_id in self._calls:  # a call it saw start: any other is another meter's
-            super()._end_call(run_id, response)
+        for meter in (self, self.in_tools):
+            if run_id in meter._calls:  # a call it saw start: any other is another meter's
+                TaskMeter._end_call(meter, run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
+        self.in_tools._release(run_id)
 
 
 class _Call(NamedTuple):

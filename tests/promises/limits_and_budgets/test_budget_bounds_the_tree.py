@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import user
+from langchain.agents import create_agent
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
-from subagents import Budget
+from subagents import Budget, BudgetExceeded
 from subagents.outcome import stopped_by_limit
 
 
@@ -115,3 +116,24 @@ def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
     billed = sum(i + o for i, o in child.billed + parent.billed)
     output = max(o for _, o in child.billed)
     assert billed <= budget.max_tokens + 4 * output + sum(parent.billed[-1]), (billed, len(child.billed))
+
+
+@pytest.mark.parametrize("through", ["model", "agent"])
+def test_a_root_tools_model_calls_are_refused_once_the_budget_cannot_cover_them(run, through):
+    # Counted by the run's meter but never refused: a root tool asking a model ten times spent 52,676 tokens of
+    # a 20,000 limit. Refused in the tool, the refusal ends the run, as any error a root tool raises.
+    inner = BillingModel(default="y" * 20_000, model_name="inner-model")  # ~5,000 output tokens a call
+    ask = inner if through == "model" else create_agent(inner, [])  # an agent of its own: its steps in the tool's
+
+    def summarize_all(n: int) -> str:
+        """Summarize n documents."""
+        for i in range(n):
+            ask.invoke(f"summarize doc {i}" if through == "model" else user(f"summarize doc {i}"))
+        return "done"
+
+    parent = BillingModel(responses=[{"tool_calls": [tool_call("summarize_all", n=10)]}, "parent done"],
+                          model_name="parent-model")
+    budget = Budget(max_tokens=20_000)
+    with pytest.raises(BudgetExceeded):
+        run(create_deep_agent(parent, [summarize_all], budget=budget), user("go"))
+    assert len(inner.billed) < 10 and budget.tokens <= budget.max_tokens + max(o for _, o in inner.billed)
