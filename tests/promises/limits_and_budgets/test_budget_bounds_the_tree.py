@@ -1,7 +1,7 @@
 """A shared budget bounds the whole tree: from the first parallel wave, and the parent's own loop too.
 
-The bound, as documented: the limit, plus one call's output per running
-child, plus the parent's one last answer once the budget is spent.
+The bound, as documented: the limit, plus one output per model call running
+when it is reached, plus the parent's one last answer once the budget is spent.
 """
 
 from __future__ import annotations
@@ -116,6 +116,28 @@ def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
     billed = sum(i + o for i, o in child.billed + parent.billed)
     output = max(o for _, o in child.billed)
     assert billed <= budget.max_tokens + 4 * output + sum(parent.billed[-1]), (billed, len(child.billed))
+
+
+def test_a_childs_tools_calling_models_in_parallel_pass_the_limit_by_one_output_each_at_most(run):
+    # The documented bound said one output per running child; a child's eight parallel tool calls, each asking a
+    # model, passed the limit by 5.7 of their outputs. Each such call is a running call of its own.
+    inner = BillingModel(default="y" * 40_000, model_name="inner-model", latency_s=0.05)  # ~10,000 output tokens
+
+    def summarize(topic: str) -> str:
+        """Summarize a topic."""
+        return inner.invoke(f"summarize {topic}").text[:20]
+
+    child = BillingModel(responses=[{"tool_calls": [tool_call("summarize", topic=f"t{i}") for i in range(8)]},
+                                    "child done"], model_name="child-model")
+    parent = BillingModel(rules=[("go", [{"tool_calls": [tool_call("task", description="Do it",
+                                                                   subagent_type="worker")]}, "parent done"])],
+                          default="parent done", model_name="parent-model")
+    specs = [{"name": "worker", "description": "w", "model": child, "tools": ["summarize"]}]
+    budget = Budget(max_tokens=30_000)
+    parent.watch = budget
+    run(create_deep_agent(parent, [summarize], subagents=specs, budget=budget), user("go"))
+    output, before = max(o for _, o in inner.billed), parent.spent_before_answer
+    assert budget.max_tokens + output < before <= budget.max_tokens + len(inner.billed) * output
 
 
 @pytest.mark.parametrize("through", ["model", "agent"])
