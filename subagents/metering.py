@@ -1053,12 +1053,14 @@ class TaskMeter(BaseCallbackHandler):
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
-        # Believed when plausible: a count far below the estimate of what was sent (none, zero, negative,
-        # a small fraction) is charged the estimate, at the ratio the budget learned for the model.
+        # Believed when plausible: a count far below the estimate of what was sent (a small fraction) is charged
+        # the estimate, at the ratio the budget learned for the model. No count at all (none, zero, negative) is
+        # charged what the call held, 16x its estimate before a ratio is learned: charged less, a tokenizer as
+        # dense as the hold allowed for would pass the limit unseen.
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
-            charged_in = math.ceil(call.estimate * (learned or 1.0))
+            charged_in = max(0 if reported_in else call.tokens, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
@@ -1145,7 +1147,9 @@ def task_meter() -> TaskMeter | None:
 class RunMeter(TaskMeter):
     """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
     a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
-    the run on the limit's message), but refused under a dollar limit when its model has no price.
+    the run on the limit's message), but refused under a dollar limit when its model has no price. A call
+    made in the root's tool step (a tool's own, a middleware's around a tool call) is refused as a child's
+    is, by :attr:`in_tools`: the tool's loop would otherwise spend past the limit before the root's next call.
 
     Given to the root graph as a callback (``SubAgentMiddleware.metered(graph)``, which ``create_deep_agent``
     calls, gives ``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
@@ -1157,17 +1161,24 @@ class RunMeter(TaskMeter):
     def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
         super().__init__(budget=budget, prices=prices)
         self.refuses = False
+        self.in_tools = TaskMeter(budget=budget, prices=prices)
+        """The meter of the calls made in the root's tool step (LangGraph's ``tools`` node), or nested in it."""
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():
-            super()._start_call(run_id, prompt, kwargs)
+            # The step it runs in, and those it is nested in (an agent a tool runs): one of them the tool step.
+            steps = str((kwargs.get("metadata") or {}).get("langgraph_checkpoint_ns", "")).split("|")
+            in_tools = any(step.startswith("tools:") for step in steps)
+            TaskMeter._start_call(self.in_tools if in_tools else self, run_id, prompt, kwargs)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        if run_id in self._calls:  # a call it saw start: any other is another meter's
-            super()._end_call(run_id, response)
+        for meter in (self, self.in_tools):
+            if run_id in meter._calls:  # a call it saw start: any other is another meter's
+                TaskMeter._end_call(meter, run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
+        self.in_tools._release(run_id)
 
 
 class _Call(NamedTuple):

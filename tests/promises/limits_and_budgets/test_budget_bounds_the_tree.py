@@ -1,7 +1,7 @@
 """A shared budget bounds the whole tree: from the first parallel wave, and the parent's own loop too.
 
-The bound, as documented: the limit, plus one call's output per running
-child, plus the parent's one last answer once the budget is spent.
+The bound, as documented: the limit, plus one output per model call running
+when it is reached, plus the parent's one last answer once the budget is spent.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import user
+from langchain.agents import create_agent
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
-from subagents import Budget
+from subagents import Budget, BudgetExceeded
 from subagents.outcome import stopped_by_limit
 
 
@@ -88,3 +89,73 @@ def test_a_report_charged_the_estimate_teaches_no_ratio(run, quiet):
     output = max(o for _, o in dense_child.billed)
     last_answer = budget.tokens - parent.spent_before_answer
     assert budget.tokens <= budget.max_tokens + 8 * output + last_answer
+
+
+class _Unreported(BillingModel):
+    """Billed as ``density`` says, reporting no usage at all (a stream without its usage chunk)."""
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        result.generations[0].message.usage_metadata = None
+        return result
+
+
+def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
+    # Held at 16x its estimate while it ran, such a call was charged 1x: billing 4x the estimate, four children
+    # looping on it took the tree to 3.1x the limit.
+    child = _Unreported(default={"tool_calls": [tool_call("_echo", x="again")]}, model_name="child-model",
+                        density=4.0)
+    waves = [{"tool_calls": [tool_call("task", description=f"loop {i}", subagent_type="looper") for i in range(4)]},
+             "parent done"]
+    parent = BillingModel(rules=[("go", waves)], default="parent done", model_name="parent-model")
+    specs = [{"name": "looper", "description": "loops", "model": child, "tools": ["_echo"], "max_turns": 1000,
+              "system_prompt": "Loop on the tool, with care. " * 80}]
+    budget = Budget(max_tokens=100_000)
+    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, max_concurrent_tasks=4,
+                          deepagents_stack=False), user("go"), {"recursion_limit": 10_000})
+    billed = sum(i + o for i, o in child.billed + parent.billed)
+    output = max(o for _, o in child.billed)
+    assert billed <= budget.max_tokens + 4 * output + sum(parent.billed[-1]), (billed, len(child.billed))
+
+
+def test_a_childs_tools_calling_models_in_parallel_pass_the_limit_by_one_output_each_at_most(run):
+    # The documented bound said one output per running child; a child's eight parallel tool calls, each asking a
+    # model, passed the limit by 5.7 of their outputs. Each such call is a running call of its own.
+    inner = BillingModel(default="y" * 40_000, model_name="inner-model", latency_s=0.05)  # ~10,000 output tokens
+
+    def summarize(topic: str) -> str:
+        """Summarize a topic."""
+        return inner.invoke(f"summarize {topic}").text[:20]
+
+    child = BillingModel(responses=[{"tool_calls": [tool_call("summarize", topic=f"t{i}") for i in range(8)]},
+                                    "child done"], model_name="child-model")
+    parent = BillingModel(rules=[("go", [{"tool_calls": [tool_call("task", description="Do it",
+                                                                   subagent_type="worker")]}, "parent done"])],
+                          default="parent done", model_name="parent-model")
+    specs = [{"name": "worker", "description": "w", "model": child, "tools": ["summarize"]}]
+    budget = Budget(max_tokens=30_000)
+    parent.watch = budget
+    run(create_deep_agent(parent, [summarize], subagents=specs, budget=budget), user("go"))
+    output, before = max(o for _, o in inner.billed), parent.spent_before_answer
+    assert budget.max_tokens + output < before <= budget.max_tokens + len(inner.billed) * output
+
+
+@pytest.mark.parametrize("through", ["model", "agent"])
+def test_a_root_tools_model_calls_are_refused_once_the_budget_cannot_cover_them(run, through):
+    # Counted by the run's meter but never refused: a root tool asking a model ten times spent 52,676 tokens of
+    # a 20,000 limit. Refused in the tool, the refusal ends the run, as any error a root tool raises.
+    inner = BillingModel(default="y" * 20_000, model_name="inner-model")  # ~5,000 output tokens a call
+    ask = inner if through == "model" else create_agent(inner, [])  # an agent of its own: its steps in the tool's
+
+    def summarize_all(n: int) -> str:
+        """Summarize n documents."""
+        for i in range(n):
+            ask.invoke(f"summarize doc {i}" if through == "model" else user(f"summarize doc {i}"))
+        return "done"
+
+    parent = BillingModel(responses=[{"tool_calls": [tool_call("summarize_all", n=10)]}, "parent done"],
+                          model_name="parent-model")
+    budget = Budget(max_tokens=20_000)
+    with pytest.raises(BudgetExceeded):
+        run(create_deep_agent(parent, [summarize_all], budget=budget), user("go"))
+    assert len(inner.billed) < 10 and budget.tokens <= budget.max_tokens + max(o for _, o in inner.billed)
