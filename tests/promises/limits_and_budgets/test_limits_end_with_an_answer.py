@@ -126,56 +126,6 @@ def test_parallel_children_on_a_shared_budget_each_keep_room_for_their_answer(ru
     assert budget.reserved == 0  # every room held for a call and a wrap-up was given back
 
 
-def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(run):
-    """The room a child holds for its wrap-up is held at the scale the wrap-up's own hold asks: a model whose
-    usage is never believed (this scripted one) is held at the clamp, the wrap-up included. A sibling's call
-    in flight takes whatever the child does not hold (here: all of it, from the child's third step on, once
-    it has seen how its conversation grows)."""
-    budget = Budget(max_tokens=20000)
-    steps = []
-
-    @tool
-    def crowded(x: str) -> str:
-        """A step of work while siblings' calls take every token the child does not hold."""
-        steps.append(x)
-        if len(steps) >= 3:
-            budget.reserve(budget.max_tokens - budget.tokens - budget.reserved, refuse=False)
-        return "done"
-
-    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told("crowded"))
-    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200}
-    out = run(create_deep_agent(model, [crowded], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
-    (record,) = records(out)
-    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
-        record["error"], record["model_calls"])
-
-
-def test_a_siblings_output_no_one_foresaw_leaves_a_child_the_wrap_up_it_held_room_for(run):
-    """A sibling holds every free token and its output passes them: what is spent and held passes the limit, though
-    the budget is not spent. The child's wrap-up, within the room it held, was refused all the same (the budget
-    judged it with the sibling's hold and overshoot), and the task ended with no answer."""
-    budget = Budget(max_tokens=200000)
-    steps = []
-
-    @tool
-    def crowded(x: str) -> str:
-        """A step of work while a sibling's call holds every free token, then outputs more than that."""
-        steps.append(x)
-        if len(steps) == 2:
-            free = budget.max_tokens - budget.tokens - budget.reserved
-            budget.reserve(free, refuse=False)
-            budget.spend(free, 0.0)
-        return "done"
-
-    model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told("crowded"))
-    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200}
-    out = run(create_deep_agent(model, [crowded], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
-    (record,) = records(out)
-    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
-        record["error"], record["model_calls"])
-    assert len(steps) == 2  # its next call was the wrap-up
-
-
 class SchemalessChild(ScriptedChatModel):
     """A model that sends no tool schemas (its provider is told of tools some other way) and reports no input
     tokens (never believed: its calls are held at the clamp)."""
@@ -191,29 +141,61 @@ class SchemalessChild(ScriptedChatModel):
         return result
 
 
+def _crowded(run, budget: Budget, crowd, child: ScriptedChatModel | None = None) -> tuple[dict, list[str]]:
+    """The record of a child looping on a tool that first runs ``crowd(step)`` (a sibling's call taking tokens),
+    and its steps; the child's model is ``child``, else the parent's."""
+    steps: list[str] = []
+
+    @tool
+    def crowded(x: str) -> str:
+        """A step of work while siblings' calls take tokens."""
+        steps.append(x)
+        crowd(len(steps))
+        return "done"
+
+    loops = {"default": loops_until_told("crowded")} if child is None else {}
+    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200,
+            **({"model": child} if child is not None else {})}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], **loops),
+                              [crowded], subagents=[spec], budget=budget)
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
+        record["error"], record["model_calls"])
+    return record, steps
+
+
+def _take_every_free_token(budget: Budget, *, spend: bool = False) -> None:
+    free = budget.max_tokens - budget.tokens - budget.reserved
+    budget.reserve(free, refuse=False)
+    if spend:
+        budget.spend(free, 0.0)
+
+
+def test_a_child_whose_siblings_take_every_free_token_still_makes_its_wrap_up(run):
+    """The room a child holds for its wrap-up is held at the scale the wrap-up's own hold asks: a model whose
+    usage is never believed (this scripted one) is held at the clamp, the wrap-up included. A sibling's call
+    in flight takes whatever the child does not hold (here: all of it, from the child's third step on, once
+    it has seen how its conversation grows)."""
+    budget = Budget(max_tokens=20000)
+    _crowded(run, budget, lambda step: step >= 3 and _take_every_free_token(budget))
+
+
+def test_a_siblings_output_no_one_foresaw_leaves_a_child_the_wrap_up_it_held_room_for(run):
+    """A sibling holds every free token and its output passes them: what is spent and held passes the limit, though
+    the budget is not spent. The child's wrap-up, within the room it held, was refused all the same (the budget
+    judged it with the sibling's hold and overshoot), and the task ended with no answer."""
+    budget = Budget(max_tokens=200000)
+    _, steps = _crowded(run, budget, lambda step: step == 2 and _take_every_free_token(budget, spend=True))
+    assert len(steps) == 2  # its next call was the wrap-up
+
+
 def test_the_room_held_for_the_wrap_up_covers_its_instruction_and_its_prompts_growth(run):
     """The room for the wrap-up was its prompt grown as the wrap-up judged the calls (the first with tool schemas
     the model never sent: no growth seen), without the wrap-up's own instruction: a sibling holding every other
     token, the wrap-up asked a little more than its room and was refused."""
     budget = Budget(max_tokens=200000)
-    steps = []
-
-    @tool
-    def crowded(x: str) -> str:
-        """A step of work while a sibling's call holds every free token."""
-        steps.append(x)
-        if len(steps) == 2:
-            budget.reserve(budget.max_tokens - budget.tokens - budget.reserved, refuse=False)
-        return "done"
-
-    child = SchemalessChild(default=loops_until_told("crowded"))
-    spec = {"name": "looper", "description": "l", "tools": ["crowded"], "model": child, "max_turns": 200}
-    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [crowded],
-                              subagents=[spec], budget=budget)
-    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
-    assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
-        record["error"], record["model_calls"])
-    assert len(steps) == 2 and not child.calls[-1]["tools"]
+    _crowded(run, budget, lambda step: step == 2 and _take_every_free_token(budget),
+             child=SchemalessChild(default=loops_until_told("crowded")))
 
 
 class DenseChild(ScriptedChatModel):
