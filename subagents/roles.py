@@ -40,9 +40,9 @@ class ChildPolicy:
         keeps_model: its model-call wrap never puts another model in a call.
         request_neutral: it never adds a tool or prompt text to a request (a child's guard need not look).
 
-    ``inherited`` holds for subclasses too (a floor is never lost by subclassing); the other three say
-    what the class's own code does, and a subclass may do anything: it says them again, or has none. An
-    instance with a hook replaced keeps ``inherited`` alone.
+    ``inherited`` holds for subclasses and instances too, which may widen it, never narrow it (a floor is
+    never lost by subclassing); the other three say what the class's own code does, and a subclass may do
+    anything: it says them again, or has none. An instance with a hook replaced keeps ``inherited`` alone.
     """
 
     inherited: Literal["every", "model"] | None = None
@@ -69,16 +69,22 @@ _NONE = ChildPolicy()
 
 
 def policy_of(middleware: Any) -> ChildPolicy:
-    """``middleware``'s policy: its instance's ``child_policy``, else its class's; else ``inherited`` alone of the
-    nearest class in its MRO that has one. A hook replaced on the instance keeps ``inherited`` alone."""
+    """``middleware``'s policy: its instance's ``child_policy``, else its class's (the trust flags hold only
+    there, and only while no hook is replaced on the instance); ``inherited``, the widest any of them or any
+    class of its MRO declares: a subclass or an instance may widen a floor, never lower it."""
     own = getattr(middleware, "__dict__", {})
-    if isinstance(declared := own.get("child_policy"), ChildPolicy):
-        return declared
-    kinds = type(middleware).__mro__
-    policy = next((p for p in map(_declared, kinds) if p is not None), _NONE)
-    if policy is _declared(kinds[0]) and not any(hook in own for hook in HOOKS):
-        return policy
-    return ChildPolicy(inherited=policy.inherited)
+    instance: ChildPolicy | None = own.get("child_policy") if isinstance(own.get("child_policy"), ChildPolicy) else None
+    classes = [p for p in map(_declared, type(middleware).__mro__) if p is not None]
+    widest = max((p.inherited for p in (instance, *classes) if p is not None), key=_WIDTH.index, default=None)
+    if instance is not None:
+        return dataclasses.replace(instance, inherited=widest)
+    if (kind := _declared(type(middleware))) is not None and not any(hook in own for hook in HOOKS):
+        return dataclasses.replace(kind, inherited=widest)
+    return ChildPolicy(inherited=widest)
+
+
+_WIDTH = (None, "model", "every")
+"""``inherited`` from the narrowest to the widest."""
 
 
 def _declared(kind: type) -> ChildPolicy | None:

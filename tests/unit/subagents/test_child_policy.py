@@ -65,3 +65,19 @@ def test_what_a_class_says_its_code_does_holds_for_that_class_alone():
     assert policy_of(Sub()) == ChildPolicy() and policy_of(replaced) == ChildPolicy()
     assert policy_of(PIIMiddleware("email")).inherited == "every"
     assert policy_of(type("MyPII", (PIIMiddleware,), {})("email")) == ChildPolicy(inherited="every")
+
+
+def test_a_subclass_or_an_instance_may_widen_a_floor_never_narrow_it():
+    # Before: a PIIMiddleware subclass declaring child_policy = ChildPolicy(keeps_model=True) got inherited=None,
+    # and a child's model saw the raw email the parent's policy redacts.
+    class MyPII(PIIMiddleware):
+        child_policy = ChildPolicy(keeps_model=True)
+
+    narrowed = PIIMiddleware("email")
+    narrowed.child_policy = ChildPolicy()  # type: ignore[attr-defined]
+    assert policy_of(MyPII("email")) == ChildPolicy(inherited="every", keeps_model=True)
+    assert policy_of(narrowed).inherited == "every"
+    widened = Explain()
+    assert policy_of(type("Model", (Explain,), {"child_policy": ChildPolicy(inherited="model")})()).inherited == "every"
+    widened.child_policy = ChildPolicy(inherited="every", request_neutral=True)  # type: ignore[attr-defined]
+    assert policy_of(widened).request_neutral
