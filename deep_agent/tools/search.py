@@ -46,6 +46,7 @@ from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
 from deep_agent.tools.workspace import NOT_REGULAR, NotRegularFile, Workspace, open_regular
+from subagents.errors import InvalidArgument
 
 # ----------------------------------------------------------------------------
 # Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.
@@ -100,15 +101,15 @@ def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
-        raise ValueError(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
+        raise InvalidArgument(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
     if any(STAR_STAR in part and part != STAR_STAR for part in parts):
-        raise ValueError("Invalid pattern: '**' can only be an entire path component")
+        raise InvalidArgument("Invalid pattern: '**' can only be an entire path component")
     dirs_only = pattern.endswith("/") or parts[-1] == STAR_STAR
     literal = 0
     while literal < len(parts) and not is_wildcard(parts[literal]):
         literal += 1
     if ".." in parts[literal:]:
-        raise ValueError("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
+        raise InvalidArgument("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
     start = folder
     for part in parts[:literal]:  # as Path.glob: every leading part but the last must be a folder
         if not start.is_dir():
