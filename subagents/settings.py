@@ -276,7 +276,7 @@ class DelegationSettings(_Settings):
         """``base`` (default: the defaults) with flat keyword ``arguments`` applied.
 
         ``where`` names the caller in errors; ``accepted`` limits which
-        argument names it takes (others raise ``TypeError``); ``aliases`` maps
+        argument names it takes (others raise :class:`InvalidArgumentType`, a ``TypeError``); ``aliases`` maps
         a caller's own name for an argument to the flat one
         (``{"runtime": "background_runtime"}``).
         A bad value raises :class:`SpecError` naming the argument.

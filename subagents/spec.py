@@ -73,7 +73,7 @@ from subagents.truncation import RetryTruncatedSetting
 
 
 def normalize_tools(value: Any) -> Any:
-    """The ``tools`` list with callables made tools; anything else raises ``ValueError``.
+    """The ``tools`` list with callables made tools; anything else raises :class:`SpecError`.
 
     ``None`` (inherit the parent's tools) passes through unchanged.
     """
@@ -821,7 +821,7 @@ def split_url_credentials(url: str) -> tuple[str, str | None]:
 
 
 def checked_url(value: str) -> str:
-    """``value`` without a trailing slash if it is an http(s) URL with a host; else ``ValueError``."""
+    """``value`` without a trailing slash if it is an http(s) URL with a host; else :class:`SpecError`."""
     text = value.strip() if isinstance(value, str) else ""
     try:
         parts = urlsplit(text)

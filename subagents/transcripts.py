@@ -77,7 +77,7 @@ def safe_component(value: object) -> str:
 
 
 def inside(root: Path, path: Path) -> Path:
-    """``path`` resolved, checked to lie under ``root`` (resolved too); else ``ValueError``."""
+    """``path`` resolved, checked to lie under ``root`` (resolved too); else :class:`InvalidArgument`."""
     resolved_root = root.resolve()
     resolved = path.resolve()
     if resolved != resolved_root and resolved_root not in resolved.parents:
@@ -610,7 +610,7 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
 
     A record whose ``transcript`` field is not ``"<kind>:<where>"`` text,
     whose stored item holds no message list, or whose JSONL file is gone,
-    raises ``LookupError`` naming the task and the field or file: a
+    raises :class:`TranscriptUnavailable` (a ``LookupError``) naming the task and the field or file: a
     hand-edited or damaged record is bad input. A ``jsonl:`` file is opened
     by ``open_file`` (default: any regular file; the CLI passes one that
     reads only inside its state folder) and read up to :data:`MAX_JSONL_BYTES`.

@@ -94,7 +94,7 @@ def is_wildcard(segment: str) -> bool:
 def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
 
-    Raises ``ValueError`` for a pattern ``Path.glob`` refuses, and for a
+    Raises :class:`InvalidArgument` (a ``ValueError``) for a pattern ``Path.glob`` refuses, and for a
     ``..`` after a wildcard: each ``*/..`` multiplies the walk by the number
     of folders (``*/../*/../*/../x`` is minutes in a folder of 30), and
     means no more than the same pattern without it.

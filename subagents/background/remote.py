@@ -251,7 +251,7 @@ def _close(request: Awaitable[Any]) -> None:
 
 
 def run_id_of(run: Any) -> str:
-    """The ``run_id`` of a run a server answered with; ``ValueError`` saying so when it has none."""
+    """The ``run_id`` of a run a server answered with; :class:`RemoteAnswerError` saying so when it has none."""
     run_id = run.get("run_id") if isinstance(run, Mapping) else None
     if not isinstance(run_id, str) or not run_id:
         raise RemoteAnswerError(f"the server answered with a run that has no run_id: {brief(run)}")

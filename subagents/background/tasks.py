@@ -689,9 +689,9 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
                         tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
     """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
 
-    Raises ``ValueError`` (naming ``tasks``) if the ledger has live remote
+    Raises :class:`InvalidArgument` (naming ``tasks``) if the ledger has live remote
     tasks and no ``tasks`` to poll them with, and (naming the task id and
-    field) if a record is not one it can wait for: not a mapping, an ``id``
+    field; :class:`StoredDataError`) if a record is not one it can wait for: not a mapping, an ``id``
     other than its key, no ``status``, or a live remote task without its
     ``agent_type`` or ``thread_id``.
     """
