@@ -76,6 +76,7 @@ from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
+from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
@@ -98,7 +99,7 @@ def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
 
         return init_chat_model(model)
     if not isinstance(model, BaseChatModel):
-        raise TypeError(
+        raise InvalidArgumentType(
             f"model: expected a 'provider:model' string or a BaseChatModel, got {type(model).__name__}"
         )
     return model
@@ -626,8 +627,8 @@ def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
     asked = [name for name, value in arguments.items() if _given(value)]
     if choice is False:
         if asked:
-            raise ValueError(f"create_deep_agent(): argument {asked[0]!r} is deepagents' and needs its stack; "
-                             "drop deepagents_stack=False")
+            raise SpecError(f"create_deep_agent(): argument {asked[0]!r} is deepagents' and needs its stack; "
+                            "drop deepagents_stack=False")
         return False
     try:
         import deepagents  # noqa: F401
@@ -751,8 +752,8 @@ def deepagents_backend(
 
 def _paths(argument: str, value: Any) -> Sequence[str]:
     if isinstance(value, str) or not all(isinstance(p, str) for p in value):
-        raise ValueError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
-                         f"got {type(value).__name__}")
+        raise SpecError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
+                        f"got {type(value).__name__}")
     return list(value)
 
 
@@ -769,13 +770,13 @@ def _permissions(rules: Sequence[Any] | None,
             try:
                 rule = FilesystemPermission(**rule)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}, item {i}: {exc}") from None
+                raise SpecError(f"{where}, item {i}: {exc}") from None
         if not isinstance(rule, FilesystemPermission):
-            raise ValueError(f"{where}, item {i}: expected a "
-                             f"FilesystemPermission or a dict of its fields, got {type(rule).__name__}")
+            raise SpecError(f"{where}, item {i}: expected a "
+                            f"FilesystemPermission or a dict of its fields, got {type(rule).__name__}")
         if rule.mode == "interrupt":
             # The approval would need deepagents' private predicate on HumanInTheLoopMiddleware.
-            raise ValueError(
+            raise SpecError(
                 f"{where}, item {i}: mode 'interrupt' is not supported; "
                 "ask for approval with interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here"
             )

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from subagents.errors import SubagentsError
+from subagents.errors import SpecError, SubagentsError
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 SCRIPTED = "scripted"
@@ -76,18 +76,18 @@ def choose_model(
         from langchain.chat_models import init_chat_model
 
         if ":" not in name:
-            raise ValueError(f"--model: expected provider:name (for example openai:gpt-4.1-mini), or a server's "
-                             f"model name with --base-url URL, got {name!r}")
+            raise SpecError(f"--model: expected provider:name (for example openai:gpt-4.1-mini), or a server's "
+                            f"model name with --base-url URL, got {name!r}")
         return init_chat_model(name, **limits)
     key_name = api_key_env or "OPENAI_API_KEY"
     key = env.get(key_name)
     if not key:
         if api_key_env:
-            raise ValueError(f"--api-key-env {api_key_env}: the variable {api_key_env} is not set")
+            raise SpecError(f"--api-key-env {api_key_env}: the variable {api_key_env} is not set")
         if server is None or not _loopback(server):
             if server is not None and (base_url or name):
-                raise ValueError(f"--base-url {server}: not a loopback address, so a key is needed: "
-                                 "set OPENAI_API_KEY (or name another variable with --api-key-env NAME)")
+                raise SpecError(f"--base-url {server}: not a loopback address, so a key is needed: "
+                                "set OPENAI_API_KEY (or name another variable with --api-key-env NAME)")
             raise NoModelConfigured(HOW_TO_CONFIGURE)
         key = "not-needed"  # a local server (llama.cpp, Ollama, vLLM) checks no key; the client wants one
     from langchain_openai import ChatOpenAI
@@ -123,9 +123,9 @@ def _scripted_factory(target: str) -> Any:
 
     module, _, attr = target.partition(":")
     if not module or not attr:
-        raise ValueError(f"--model scripted:MODULE:FACTORY expected, got 'scripted:{target}'")
+        raise SpecError(f"--model scripted:MODULE:FACTORY expected, got 'scripted:{target}'")
     try:
         factory = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"--model scripted:{target}: cannot load the factory ({exc})") from None
+        raise SpecError(f"--model scripted:{target}: cannot load the factory ({exc})") from None
     return factory()

@@ -47,7 +47,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
 
-from subagents.errors import SubagentsError
+from subagents.errors import InvalidArgumentType, SubagentsError
 from subagents.outcome import CONTINUATION_PROMPT
 
 Reply = Any
@@ -180,7 +180,7 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
             for i, c in enumerate(reply.get("tool_calls", ()))
         ]
         return AIMessage(content=reply.get("content", ""), tool_calls=calls)
-    raise TypeError(f"unsupported scripted reply: {reply!r}")
+    raise InvalidArgumentType(f"unsupported scripted reply: {reply!r}")
 
 
 def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:

@@ -37,16 +37,23 @@ if TYPE_CHECKING:
     from subagents.errors import AgentFileError as AgentFileError
     from subagents.errors import BudgetExceeded as BudgetExceeded
     from subagents.errors import DynamicSubagentError as DynamicSubagentError
+    from subagents.errors import InvalidArgument as InvalidArgument
+    from subagents.errors import InvalidArgumentType as InvalidArgumentType
     from subagents.errors import OutputSchemaError as OutputSchemaError
     from subagents.errors import OutputSchemaViolation as OutputSchemaViolation
     from subagents.errors import ParentPolicyNotInherited as ParentPolicyNotInherited
+    from subagents.errors import RemoteAnswerError as RemoteAnswerError
     from subagents.errors import SpecError as SpecError
     from subagents.errors import StopReason as StopReason
+    from subagents.errors import StoredDataError as StoredDataError
     from subagents.errors import SubagentError as SubagentError
     from subagents.errors import SubagentsError as SubagentsError
     from subagents.errors import SubagentsWarning as SubagentsWarning
     from subagents.errors import ToolCallsUnsupported as ToolCallsUnsupported
+    from subagents.errors import TranscriptUnavailable as TranscriptUnavailable
     from subagents.errors import UnknownSubagent as UnknownSubagent
+    from subagents.errors import UnknownTask as UnknownTask
+    from subagents.errors import UnsupportedCall as UnsupportedCall
     from subagents.ledger import DataOnlySerializer as DataOnlySerializer
     from subagents.ledger import LedgerChannel as LedgerChannel
     from subagents.ledger import saved_value as saved_value
@@ -85,15 +92,19 @@ _WHERE = {
     "DataOnlySerializer": "subagents.ledger",
     "DelegationSettings": "subagents.settings",
     "DynamicSubagentError": "subagents.errors",
+    "InvalidArgument": "subagents.errors",
+    "InvalidArgumentType": "subagents.errors",
     "LedgerChannel": "subagents.ledger",
     "OutputSchemaError": "subagents.errors",
     "OutputSchemaViolation": "subagents.errors",
     "ParentPolicyNotInherited": "subagents.errors",
     "PriceTable": "subagents.metering",
+    "RemoteAnswerError": "subagents.errors",
     "RemoteSubagentSpec": "subagents.background",
     "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY": "subagents.builder",
     "SpecError": "subagents.errors",
     "StopReason": "subagents.errors",
+    "StoredDataError": "subagents.errors",
     "SubagentError": "subagents.errors",
     "SubagentRegistry": "subagents.registry",
     "SubagentSpec": "subagents.spec",
@@ -105,7 +116,10 @@ _WHERE = {
     "TaskRunner": "subagents.runner",
     "TaskStatus": "subagents.outcome",
     "ToolCallsUnsupported": "subagents.errors",
+    "TranscriptUnavailable": "subagents.errors",
     "UnknownSubagent": "subagents.errors",
+    "UnknownTask": "subagents.errors",
+    "UnsupportedCall": "subagents.errors",
     "build_subagent": "subagents.builder",
     "check_spec": "subagents.builder",
     "coerce_spec": "subagents.spec",

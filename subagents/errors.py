@@ -96,7 +96,32 @@ class SubagentsWarning(SubagentsError, UserWarning):
 
 
 class SpecError(SubagentsError, ValueError):
-    """A subagent definition is invalid; the message names the agent and field."""
+    """A subagent definition, or a setting given to build or run subagents, is invalid; the message names
+    the agent and field (or the setting)."""
+
+
+class InvalidArgument(SubagentsError, ValueError):
+    """A call's argument has a value the library does not take (a poll interval of 0, a path that leaves
+    its folder, a glob pattern that climbs out); the message names the argument.
+
+    A subagent definition or a setting raises :class:`SpecError` instead.
+    """
+
+
+class InvalidArgumentType(SubagentsError, TypeError):
+    """An argument of a kind the library does not take: a model that is not a chat model, a keyword
+    argument it does not know, a sync-only middleware for a child that runs async."""
+
+
+class UnsupportedCall(SubagentsError, RuntimeError):
+    """A call the library cannot serve where or when it is made: ``BackgroundRuntime.run`` from the
+    runtime's own loop, ``invoke`` on a background child (which runs with ``ainvoke``), build options
+    set after a subagent was built. The message says what to call instead."""
+
+
+class StoredDataError(SubagentsError, ValueError):
+    """Data the library keeps, or reads back, is not of its shape: the ``async_tasks`` ledger (a record,
+    an update to it, its checkpoint), a folder trust record; the message names which, and why."""
 
 
 class DefinitionFileError(SpecError):
@@ -292,7 +317,13 @@ class ChildExit(SubagentsError):
         super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")
 
 
-class TranscriptFileError(SubagentsError, LookupError):
+class TranscriptUnavailable(SubagentsError, LookupError):
+    """A task's transcript cannot be read where its record says it is (a file since deleted, a store
+    item or checkpoint that is not there, one pushed out of the in-memory table); the message says
+    where it was looked for and what keeps it next time."""
+
+
+class TranscriptFileError(TranscriptUnavailable):
     """A JSONL transcript that is not read: not a regular file, or bigger than ``subagents.transcripts``'s
     ``MAX_JSONL_BYTES``."""
 
@@ -300,6 +331,16 @@ class TranscriptFileError(SubagentsError, LookupError):
         self.path = path
         self.reason = reason
         super().__init__(f"transcript file {path!r}: {reason}")
+
+
+class UnknownTask(SubagentsError, KeyError):
+    """No task (or thread) answers to the id asked for: no such task in a thread's ledgers, no such
+    thread in the state store, a task id prefix that matches none or several.
+
+    Its text is the message itself, not a ``KeyError``'s quoted ``repr`` of it.
+    """
+
+    __str__ = Exception.__str__
 
 
 class UnknownSubagent(SubagentsError, LookupError):
@@ -341,7 +382,8 @@ class McpServerError(SubagentsError, RuntimeError):
 
 
 class RuntimeClosed(SubagentsError, RuntimeError):
-    """Work was handed to a background runtime after it closed (or after its loop stopped)."""
+    """Work was handed to a background runtime after it closed (or after its loop stopped), or to a
+    task's MCP sessions after they closed."""
 
 
 class RuntimeStalled(RuntimeClosed):
@@ -376,6 +418,11 @@ class ServerUnavailable(SubagentsError, ConnectionError):
         self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
         what = "not tried: the server at" if skipped else "could not reach the server at"
         super().__init__(f"{what} {url} ({reason}); next try in {retry_in_s:.1f} s")
+
+
+class RemoteAnswerError(SubagentsError, ValueError):
+    """A server answered with something the library cannot use: a run with no ``run_id``, more threads
+    of one parent than it pages through."""
 
 
 class RemoteStartError(SubagentsError, RuntimeError):

@@ -38,7 +38,7 @@ from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_ev
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Overwrite
 
-from subagents.errors import UntrustedDataError
+from subagents.errors import InvalidArgumentType, StoredDataError, UntrustedDataError
 
 # ----------------------------------------------------------------------------
 # Checkpoints read as data: a serializer that never imports or calls what the stored bytes name.
@@ -154,8 +154,8 @@ def merge_async_records(
     """
     for side, value in (("the ledger", left), ("the update", right)):
         if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
-                             "(task id -> record fields)")
+            raise StoredDataError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
+                                  "(task id -> record fields)")
     if not left:
         return {k: _fields(k, v) for k, v in (right or {}).items()}
     if not right:
@@ -171,8 +171,8 @@ def merge_async_records(
 
 def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
     if not isinstance(fields, Mapping):
-        raise ValueError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
-                         "not a mapping of fields")
+        raise StoredDataError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
+                              "not a mapping of fields")
     return dict(fields)
 
 
@@ -232,7 +232,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         if isinstance(typ, LedgerMerge):  # LangGraph re-creating the channel as (reducer, type) for its key
             reducer, typ = typ, operator
         elif operator is None:
-            raise TypeError("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
+            raise InvalidArgumentType("LedgerChannel needs the ledger's reducer: LedgerChannel(dict, merge_records)")
         else:
             reducer = LedgerMerge(operator)
         # Whole in every checkpoint, the ledger never needs a snapshot: LangGraph's count never reaches _WHOLE
@@ -270,8 +270,8 @@ class LedgerChannel(DeltaChannel[Ledger]):
             if not isinstance(value, dict):
                 raise ValueError(f"it holds a {type(value).__name__}, not a dict of records")
         except Exception as exc:  # a damaged checkpoint: say which ledger
-            raise ValueError(f"ledger {self.key!r} in the checkpoint does not decode "
-                             f"({type(exc).__name__}: {exc})") from exc
+            raise StoredDataError(f"ledger {self.key!r} in the checkpoint does not decode "
+                                  f"({type(exc).__name__}: {exc})") from exc
         loaded = super().from_checkpoint(value)
         loaded._stored = (value, checkpoint)  # unchanged, it is stored again as it was read
         return loaded
@@ -299,8 +299,9 @@ class LedgerChannel(DeltaChannel[Ledger]):
             if _replaces_all(write):
                 replacement = _replacement(write)
                 if not isinstance(replacement, dict):
-                    raise ValueError(f"ledger {self.key!r}: Overwrite needs a dict of records (task id -> record), "
-                                     f"not a {type(replacement).__name__}; Overwrite({{}}) empties it")
+                    raise StoredDataError(f"ledger {self.key!r}: Overwrite needs a dict of records "
+                                          f"(task id -> record), not a {type(replacement).__name__}; "
+                                          "Overwrite({}) empties it")
                 write = Overwrite(replacement)
             elif not write and not self.deltas:
                 continue  # an empty write changes nothing: no new version, so no copy of the ledger is stored

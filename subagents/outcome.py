@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
-from subagents.errors import StopReason
+from subagents.errors import SpecError, StopReason
 from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
 from subagents.metering import dollars, token_count
 from subagents.transcripts import NO_TRANSCRIPT
@@ -268,7 +268,7 @@ def final_answer(result: Mapping[str, Any]) -> str:
     together; any other run answers with its last non-empty AI text.
     """
     if not isinstance(result, Mapping) or "messages" not in result:
-        raise ValueError(
+        raise SpecError(
             "the child graph returned no 'messages' (a compiled subagent's state "
             "must have a 'messages' key)"
         )

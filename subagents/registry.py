@@ -31,7 +31,7 @@ from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, check_spec
-from subagents.errors import DynamicSubagentError, UnknownSubagent
+from subagents.errors import DynamicSubagentError, SpecError, UnknownSubagent, UnsupportedCall
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
 # ----------------------------------------------------------------------------
@@ -58,7 +58,7 @@ class GraphCache:
 
     def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
         if max_graphs < 1:
-            raise ValueError(f"max_graphs must be >= 1 (got {max_graphs})")
+            raise SpecError(f"max_graphs must be >= 1 (got {max_graphs})")
         self.max_graphs = max_graphs
         self._graphs: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -280,7 +280,7 @@ class SubagentRegistry:
         """
         with self._lock:
             if self._graphs:
-                raise RuntimeError(
+                raise UnsupportedCall(
                     "build options must be set before any subagent is built "
                     f"(already built: {', '.join(sorted(self._graphs))})"
                 )

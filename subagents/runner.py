@@ -60,6 +60,7 @@ from subagents.errors import (
     DelegationRefused,
     OutputSchemaError,
     ParentWriteRefused,
+    SpecError,
     StopReason,
     SubagentError,
     TaskTimeout,
@@ -207,7 +208,7 @@ class ConcurrencyLimit:
 
     def __init__(self, limit: int | None) -> None:
         if limit is not None and (type(limit) is not int or limit < 1):
-            raise ValueError(f"max_concurrent_tasks must be an integer of at least 1 (got {limit!r})")
+            raise SpecError(f"max_concurrent_tasks must be an integer of at least 1 (got {limit!r})")
         self.limit = limit
         self._running = 0
         self._waiting: collections.deque[_Waiter] = collections.deque()

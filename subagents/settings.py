@@ -41,7 +41,7 @@ from subagents.definitions.files import DirLevels
 from subagents.definitions.models import ModelProfiles, UnknownModelPolicy
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import SkillCatalog
-from subagents.errors import SpecError
+from subagents.errors import InvalidArgumentType, SpecError
 from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.truncation import RetryTruncatedSetting
@@ -128,7 +128,7 @@ class Limits(_Settings):
     @classmethod
     def _not_negative(cls, value: int) -> int:
         if value < 0:
-            raise ValueError(f"must be >= 0 (got {value})")
+            raise SpecError(f"must be >= 0 (got {value})")
         return value
 
 
@@ -173,7 +173,7 @@ class BackgroundSettings(_Settings):
     @classmethod
     def _as_tuple(cls, value: Any) -> tuple[Any, ...]:
         if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
-            raise ValueError(f"expected a list of subagent specs, got {type(value).__name__}")
+            raise SpecError(f"expected a list of subagent specs, got {type(value).__name__}")
         return tuple(value)
 
     @property
@@ -219,7 +219,7 @@ class Definitions(_Settings):
     @classmethod
     def _names(cls, value: Any) -> frozenset[str]:
         if isinstance(value, str) or not isinstance(value, Iterable):
-            raise ValueError(f"expected a set of tool names, got {value!r}")
+            raise SpecError(f"expected a set of tool names, got {value!r}")
         return frozenset(value)
 
     def skills(self) -> SkillCatalog:
@@ -276,7 +276,7 @@ class DelegationSettings(_Settings):
         """``base`` (default: the defaults) with flat keyword ``arguments`` applied.
 
         ``where`` names the caller in errors; ``accepted`` limits which
-        argument names it takes (others raise ``TypeError``); ``aliases`` maps
+        argument names it takes (others raise :class:`InvalidArgumentType`, a ``TypeError``); ``aliases`` maps
         a caller's own name for an argument to the flat one
         (``{"runtime": "background_runtime"}``).
         A bad value raises :class:`SpecError` naming the argument.
@@ -294,7 +294,7 @@ class DelegationSettings(_Settings):
                 updates.setdefault(group, {})[name] = value
         if unknown:  # never a silent accept of an argument that would be ignored
             wrong = "; ".join(f"unexpected keyword argument {name!r}" for name in unknown)
-            raise TypeError(f"{where}(): {wrong} (see docs/migrating.md)")
+            raise InvalidArgumentType(f"{where}(): {wrong} (see docs/migrating.md)")
         base = base or cls()
         groups: dict[str, Any] = {}
         for group, values in updates.items():

@@ -73,14 +73,14 @@ from subagents.truncation import RetryTruncatedSetting
 
 
 def normalize_tools(value: Any) -> Any:
-    """The ``tools`` list with callables made tools; anything else raises ``ValueError``.
+    """The ``tools`` list with callables made tools; anything else raises :class:`SpecError`.
 
     ``None`` (inherit the parent's tools) passes through unchanged.
     """
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not _is_sequence(value):
-        raise ValueError(
+        raise SpecError(
             "expected a list of tool names, BaseTools, functions or tool dicts, "
             f"not one {type(value).__name__}"
         )
@@ -96,11 +96,11 @@ def _is_sequence(value: Any) -> bool:
 def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
     if isinstance(item, (str, BaseTool)):
         if isinstance(item, str) and not item.strip():
-            raise ValueError(f"item {index}: a tool name must not be empty")
+            raise SpecError(f"item {index}: a tool name must not be empty")
         return item
     if isinstance(item, Mapping):
         if not _dict_tool_name(item):
-            raise ValueError(
+            raise SpecError(
                 f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})"
             )
         return dict(item)
@@ -111,8 +111,8 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
             return cast("BaseTool", tool(item))
         except Exception as exc:  # noqa: BLE001 - reported with the item named
             name = getattr(item, "__name__", type(item).__name__)
-            raise ValueError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
-    raise ValueError(
+            raise SpecError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
+    raise SpecError(
         f"item {index}: expected a tool name, BaseTool, function or tool dict, "
         f"got {type(item).__name__}"
     )
@@ -245,7 +245,7 @@ MAX_TIMEOUT_S = 1_000_000.0
 
 def _check_name(value: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(value):
-        raise ValueError(
+        raise SpecError(
             "name must be letters, digits, '-', '_' and single inner dots, at most "
             f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
         )
@@ -329,7 +329,7 @@ class SubagentSpec(BaseModel):
     @classmethod
     def _description_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("description must not be empty: the parent picks agents by it")
+            raise SpecError("description must not be empty: the parent picks agents by it")
         return value
 
     @field_validator("tools", mode="before")
@@ -342,7 +342,7 @@ class SubagentSpec(BaseModel):
     def _no_bare_string(cls, value: Any) -> Any:
         # A bare string would be iterated letter by letter.
         if isinstance(value, str):
-            raise ValueError("expected a list of names, not one string")
+            raise SpecError("expected a list of names, not one string")
         return value
 
     @field_validator("model", mode="before")
@@ -382,7 +382,7 @@ class SubagentSpec(BaseModel):
     @classmethod
     def _color_not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
-            raise ValueError("expected a colour name or #rrggbb, got an empty string")
+            raise SpecError("expected a colour name or #rrggbb, got an empty string")
         return value
 
     @field_validator("middleware")
@@ -392,7 +392,7 @@ class SubagentSpec(BaseModel):
 
         for item in value:
             if not isinstance(item, AgentMiddleware):
-                raise ValueError(f"expected AgentMiddleware instances, got {type(item).__name__}")
+                raise SpecError(f"expected AgentMiddleware instances, got {type(item).__name__}")
         return tuple(value)
 
 
@@ -433,7 +433,7 @@ class CompiledSubagent(BaseModel):
     @classmethod
     def _runnable_invokable(cls, value: Any) -> Any:
         if not callable(getattr(value, "invoke", None)):
-            raise ValueError(
+            raise SpecError(
                 "runnable must be a LangGraph graph or any Runnable (an object with invoke), "
                 f"got {type(value).__name__}"
             )
@@ -686,14 +686,14 @@ class RemoteSubagentSpec(BaseModel):
     @classmethod
     def _slug(cls, value: str) -> str:
         if not NAME_PATTERN.fullmatch(value):
-            raise ValueError(f"name must be a slug of letters, digits, '-' and '_' (got {value[:80]!r})")
+            raise SpecError(f"name must be a slug of letters, digits, '-' and '_' (got {value[:80]!r})")
         return value
 
     @field_validator("description", "graph_id")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("must not be empty")
+            raise SpecError("must not be empty")
         return value
 
     @model_validator(mode="before")
@@ -705,7 +705,7 @@ class RemoteSubagentSpec(BaseModel):
         if credentials is None:
             return data
         if data.get("url_credentials") is not None:
-            raise ValueError("give the url's credentials one way only, not in url and url_credentials")
+            raise SpecError("give the url's credentials one way only, not in url and url_credentials")
         return {**data, "url": bare, "url_credentials": credentials}
 
     @field_validator("url")
@@ -731,36 +731,36 @@ class RemoteSubagentSpec(BaseModel):
     def _header_lines(cls, value: Mapping[str, str]) -> Mapping[str, str]:
         for key, text in value.items():
             if not _HEADER_NAME.fullmatch(key):
-                raise ValueError(f"header name {key[:80]!r} is not a valid HTTP header name")
+                raise SpecError(f"header name {key[:80]!r} is not a valid HTTP header name")
             if (problem := header_value_problem(text)) is not None:
-                raise ValueError(f"header {key!r} {problem}")
+                raise SpecError(f"header {key!r} {problem}")
         return value
 
     @field_validator("api_key")
     @classmethod
     def _key_text(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and (problem := header_value_problem(value.get_secret_value())) is not None:
-            raise ValueError(f"the key {problem} (it is sent as the {API_KEY_HEADER} header)")
+            raise SpecError(f"the key {problem} (it is sent as the {API_KEY_HEADER} header)")
         return value
 
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(f"must be an environment variable name (got {value[:80]!r})")
+            raise SpecError(f"must be an environment variable name (got {value[:80]!r})")
         return value
 
     @model_validator(mode="after")
     def _one_key_source(self) -> RemoteSubagentSpec:
         if self.url is None and self.url_credentials is not None:
-            raise ValueError("url_credentials need a url: a spec without one runs on this same deployment")
+            raise SpecError("url_credentials need a url: a spec without one runs on this same deployment")
         if self.url_credentials is not None and any(k.lower() == "authorization" for k in self.headers):
-            raise ValueError("give the Authorization one way only, not url credentials and headers['Authorization']")
+            raise SpecError("give the Authorization one way only, not url credentials and headers['Authorization']")
         sources = [n for n, on in (("api_key", self.api_key is not None),
                                    ("api_key_env", self.api_key_env is not None),
                                    ("headers['x-api-key']", _has_key_header(self.headers))) if on]
         if len(sources) > 1:
-            raise ValueError(f"give the API key one way only, not {' and '.join(sources)}")
+            raise SpecError(f"give the API key one way only, not {' and '.join(sources)}")
         return self
 
     def request_headers(self) -> dict[str, str]:
@@ -821,7 +821,7 @@ def split_url_credentials(url: str) -> tuple[str, str | None]:
 
 
 def checked_url(value: str) -> str:
-    """``value`` without a trailing slash if it is an http(s) URL with a host; else ``ValueError``."""
+    """``value`` without a trailing slash if it is an http(s) URL with a host; else :class:`SpecError`."""
     text = value.strip() if isinstance(value, str) else ""
     try:
         parts = urlsplit(text)
@@ -830,7 +830,7 @@ def checked_url(value: str) -> str:
     except ValueError:
         parts, host = None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise ValueError(
+        raise SpecError(
             f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
             f"(got {split_url_credentials(str(value))[0][:120]!r})"
         )

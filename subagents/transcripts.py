@@ -45,7 +45,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
-from subagents.errors import TranscriptFileError
+from subagents.errors import InvalidArgument, SpecError, TranscriptFileError, TranscriptUnavailable, UnknownTask
 from subagents.ledger import saved_value
 
 # ----------------------------------------------------------------------------
@@ -77,11 +77,11 @@ def safe_component(value: object) -> str:
 
 
 def inside(root: Path, path: Path) -> Path:
-    """``path`` resolved, checked to lie under ``root`` (resolved too); else ``ValueError``."""
+    """``path`` resolved, checked to lie under ``root`` (resolved too); else :class:`InvalidArgument`."""
     resolved_root = root.resolve()
     resolved = path.resolve()
     if resolved != resolved_root and resolved_root not in resolved.parents:
-        raise ValueError(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
+        raise InvalidArgument(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
     return resolved
 
 
@@ -174,7 +174,7 @@ class TranscriptTable:
 
 def _checked_bound(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
+        raise SpecError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
     return value
 
 
@@ -561,7 +561,7 @@ def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
     record = find_record(values, task_id)
     if record is None:
-        raise KeyError(f"no task {task_id!r} in the ledgers of thread {thread_id!r}")
+        raise UnknownTask(f"no task {task_id!r} in the ledgers of thread {thread_id!r}")
     return read_transcript(record, thread_id=thread_id,
                            checkpointer=getattr(graph, "checkpointer", None),
                            store=getattr(graph, "store", None))
@@ -610,7 +610,7 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
 
     A record whose ``transcript`` field is not ``"<kind>:<where>"`` text,
     whose stored item holds no message list, or whose JSONL file is gone,
-    raises ``LookupError`` naming the task and the field or file: a
+    raises :class:`TranscriptUnavailable` (a ``LookupError``) naming the task and the field or file: a
     hand-edited or damaged record is bad input. A ``jsonl:`` file is opened
     by ``open_file`` (default: any regular file; the CLI passes one that
     reads only inside its state folder) and read up to :data:`MAX_JSONL_BYTES`.
@@ -618,8 +618,8 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
     task_id = record.get("id")
     where = record.get("transcript") or ""
     if not isinstance(where, str):
-        raise LookupError(f"task {task_id!r}: field 'transcript' must be text such as 'jsonl:<path>', "
-                          f"not {type(where).__name__}")
+        raise TranscriptUnavailable(f"task {task_id!r}: field 'transcript' must be text such as 'jsonl:<path>', "
+                                    f"not {type(where).__name__}")
     kind, _, ref = where.partition(":")
     if kind == "none":
         return []
@@ -628,30 +628,30 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
             with open_file(ref) as handle:
                 return read_jsonl(handle)[1]
         except FileNotFoundError as exc:  # moved or deleted since: the record is fine, its file is gone
-            raise LookupError(f"task {task_id!r}: its transcript file {ref!r} is missing "
-                              "(moved or deleted since the task ran)") from exc
+            raise TranscriptUnavailable(f"task {task_id!r}: its transcript file {ref!r} is missing "
+                                        "(moved or deleted since the task ran)") from exc
     if kind == "store":
         item = store.get(tuple(ref.split("/")), task_id) if store is not None else None
         if item is None:
-            raise LookupError(f"task {task_id!r}: no transcript in the store at {ref!r}")
+            raise TranscriptUnavailable(f"task {task_id!r}: no transcript in the store at {ref!r}")
         stored = item.value.get("messages") if isinstance(item.value, Mapping) else None
         if not isinstance(stored, list):
-            raise LookupError(f"task {task_id!r}: the store item at {ref!r} has no 'messages' list")
+            raise TranscriptUnavailable(f"task {task_id!r}: the store item at {ref!r} has no 'messages' list")
         try:
             return messages_from_dict(stored)
         except (KeyError, TypeError, ValueError) as exc:
-            raise LookupError(f"task {task_id!r}: the store item at {ref!r} holds a message that cannot be read "
-                              f"({type(exc).__name__}: {exc})") from None
+            raise TranscriptUnavailable(f"task {task_id!r}: the store item at {ref!r} holds a message that "
+                                        f"cannot be read ({type(exc).__name__}: {exc})") from None
     if kind == "checkpoint":
         if checkpointer is None:
-            raise LookupError(f"task {task_id!r}: its transcript is the child's checkpoints at namespace {ref!r}, "
-                              "and no checkpointer was given to read them: pass the parent graph (get_transcript) "
-                              "or its checkpointer (read_transcript), not only its state")
+            raise TranscriptUnavailable(f"task {task_id!r}: its transcript is the child's checkpoints at namespace "
+                                        f"{ref!r}, and no checkpointer was given to read them: pass the parent graph "
+                                        "(get_transcript) or its checkpointer (read_transcript), not only its state")
         # LangGraph files a thread under str(thread_id); a UUID or int id must be looked up the same way.
         key = None if thread_id is None else str(thread_id)
         saved = checkpointer.get_tuple({"configurable": {"thread_id": key, "checkpoint_ns": ref}})
         if saved is None:
-            raise LookupError(
+            raise TranscriptUnavailable(
                 f"task {task_id!r}: no child checkpoint at namespace {ref!r}: the checkpointer holds none for it "
                 '(a parent run with durability="exit" keeps no child checkpoints, and a thread deleted or '
                 "pruned keeps nothing; sessions_dir= keeps every transcript)")
@@ -660,9 +660,9 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
         messages = MEMORY.get(ref)
         if messages is not None:
             return messages
-        raise LookupError(
+        raise TranscriptUnavailable(
             f"task {task_id!r}: its in-memory transcript is gone: the process restarted, or newer transcripts "
             f"pushed it out of the table's {MEMORY.max_bytes:,} bytes (subagents.transcripts.MEMORY.max_bytes). "
             "sessions_dir= keeps every transcript; a checkpointer or transcript_store= keeps those of task "
             "calls, while a background task's stays in this table unless sessions_dir= is given")
-    raise LookupError(f"task {task_id!r} has no transcript location")
+    raise TranscriptUnavailable(f"task {task_id!r} has no transcript location")

@@ -40,7 +40,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import StrictBool
 
-from subagents.errors import safe_text
+from subagents.errors import SpecError, safe_text
 from subagents.metering import task_meter
 from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
 from subagents.plans import adrive, drive
@@ -79,7 +79,7 @@ class RetryTruncated(AgentMiddleware):
     def __init__(self, how: RetryTruncatedSetting | Literal["both"] = True) -> None:
         super().__init__()
         if how not in (True, "both", "brief", "more_tokens"):
-            raise ValueError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', got {how!r}")
+            raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', got {how!r}")
         self.brief = how in (True, "both", "brief")
         self.more_tokens = how in (True, "both", "more_tokens")
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from deep_agent.cli.terminal import printable
 from deep_agent.tools.host_code import files_run_by, what_would_run
+from subagents.errors import StoredDataError
 
 TRUST_FILE = "trusted-folders.json"
 
@@ -64,9 +65,9 @@ class TrustRecord:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{self.path}: cannot be read as a trust record ({exc})") from None
+            raise StoredDataError(f"{self.path}: cannot be read as a trust record ({exc})") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{self.path}: expected a mapping of folder to content hash")
+            raise StoredDataError(f"{self.path}: expected a mapping of folder to content hash")
         return {str(k): str(v) for k, v in data.items()}
 
     def is_trusted(self, folder: Path, digest: str) -> bool:

@@ -39,13 +39,14 @@ from deep_agent.cli.store import (
 )
 from deep_agent.cli.terminal import printable
 from subagents import read_transcript
+from subagents.errors import UnknownTask
 
 
 def tasks_command(args: argparse.Namespace) -> int:
     state = resolve_state_dir(args.state_dir, create=False)
     thread = args.thread or last_thread(state)
     if not thread:
-        raise LookupError("no thread given and none run here yet: deep-agent tasks THREAD")
+        raise UnknownTask("no thread given and none run here yet: deep-agent tasks THREAD")
     with open_checkpointer(state, args.db_url) as saver:
         rows = task_rows(read_thread(saver, thread))
     if getattr(args, "format", "text") == "json":

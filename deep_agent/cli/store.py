@@ -27,7 +27,7 @@ from deep_agent.cli.errors import with_hint
 from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
-from subagents.errors import SubagentsError
+from subagents.errors import SubagentsError, UnknownTask
 from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
 from subagents.outcome import merge_records
 
@@ -304,7 +304,7 @@ def last_thread(state: Path) -> str | None:
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
-        raise LookupError(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
+        raise UnknownTask(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
 
 
 @contextlib.asynccontextmanager
@@ -383,7 +383,7 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     """
     saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     if saved is None:
-        raise LookupError(f"no thread {thread_id!r} in the state store")
+        raise UnknownTask(f"no thread {thread_id!r} in the state store")
     values = dict(saved.checkpoint["channel_values"])
     values["messages"] = saved_messages(saver, saved)
     for key, merge in ((LEDGER_KEY, merge_records), (ASYNC_LEDGER_KEY, merge_async_records)):
@@ -403,9 +403,9 @@ def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[s
             if row.id.startswith(task_id):
                 matches.append((thread, row))
     if not matches:
-        raise LookupError(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
+        raise UnknownTask(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
     if len(matches) > 1:
-        raise LookupError(f"task id prefix {task_id!r} is ambiguous: give more characters")
+        raise UnknownTask(f"task id prefix {task_id!r} is ambiguous: give more characters")
     return matches[0]
 
 

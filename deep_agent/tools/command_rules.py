@@ -22,6 +22,8 @@ from collections.abc import Iterable
 
 from langchain_core.tools import ToolException
 
+from subagents.errors import SpecError
+
 METACHARACTERS = frozenset(";&|`$()<>\n\r")
 """What lets one shell command line run, chain or redirect another."""
 
@@ -39,9 +41,9 @@ class CommandRules:
         self.rules = tuple(rule.strip() for rule in rules)
         for rule in self.rules:
             if not rule or (rule.endswith("*") and not rule[:-1].rstrip(": ")):
-                raise ValueError(f"Bash({rule}): an empty rule limits nothing; list plain Bash for every command")
+                raise SpecError(f"Bash({rule}): an empty rule limits nothing; list plain Bash for every command")
             if METACHARACTERS & set(rule):
-                raise ValueError(f"Bash({rule}): a rule cannot hold a shell metacharacter")
+                raise SpecError(f"Bash({rule}): a rule cannot hold a shell metacharacter")
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> CommandRules | None:

@@ -46,6 +46,7 @@ from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
 from deep_agent.tools.workspace import NOT_REGULAR, NotRegularFile, Workspace, open_regular
+from subagents.errors import InvalidArgument
 
 # ----------------------------------------------------------------------------
 # Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.
@@ -93,22 +94,22 @@ def is_wildcard(segment: str) -> bool:
 def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
 
-    Raises ``ValueError`` for a pattern ``Path.glob`` refuses, and for a
+    Raises :class:`InvalidArgument` (a ``ValueError``) for a pattern ``Path.glob`` refuses, and for a
     ``..`` after a wildcard: each ``*/..`` multiplies the walk by the number
     of folders (``*/../*/../*/../x`` is minutes in a folder of 30), and
     means no more than the same pattern without it.
     """
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
-        raise ValueError(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
+        raise InvalidArgument(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
     if any(STAR_STAR in part and part != STAR_STAR for part in parts):
-        raise ValueError("Invalid pattern: '**' can only be an entire path component")
+        raise InvalidArgument("Invalid pattern: '**' can only be an entire path component")
     dirs_only = pattern.endswith("/") or parts[-1] == STAR_STAR
     literal = 0
     while literal < len(parts) and not is_wildcard(parts[literal]):
         literal += 1
     if ".." in parts[literal:]:
-        raise ValueError("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
+        raise InvalidArgument("'..' may only come before the first wildcard (for example '../*.py', not '*/../x')")
     start = folder
     for part in parts[:literal]:  # as Path.glob: every leading part but the last must be a folder
         if not start.is_dir():

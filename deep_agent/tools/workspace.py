@@ -32,7 +32,7 @@ from typing import IO, Any
 from langchain_core.tools import ToolException
 
 from deep_agent.tools.protected import Protected
-from subagents.errors import SubagentsError
+from subagents.errors import InvalidArgument, SubagentsError
 
 MAX_OUTPUT_CHARS = 30_000
 """What one tool call may return to the model (Claude Code's own bound for Bash)."""
@@ -86,7 +86,8 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
     writing = mode.startswith("w")
     if writing:
         if within is None:
-            raise ValueError("open_regular: a write goes through a workspace (within=), which checks its protected set")
+            raise InvalidArgument("open_regular: a write goes through a workspace (within=), "
+                                  "which checks its protected set")
         within.protected.check(path)
     flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
     flags |= os.O_NONBLOCK | os.O_CLOEXEC

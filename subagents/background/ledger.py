@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from subagents.errors import brief
+from subagents.errors import StoredDataError, brief
 
 # The reducer lives with the sync ledger's, so declaring the channel imports nothing of the background runtime.
 from subagents.ledger import merge_async_records as merge_async_records
@@ -169,11 +169,11 @@ def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
     if ledger is None:  # ``state.get("async_tasks")`` of a run that started none
         return {}
     if not isinstance(ledger, Mapping):
-        raise ValueError(f"{where}: the ledger must be the async_tasks mapping (task id -> record), "
-                         f"not a {type(ledger).__name__}")
+        raise StoredDataError(f"{where}: the ledger must be the async_tasks mapping (task id -> record), "
+                              f"not a {type(ledger).__name__}")
     for task_id, record in ledger.items():
         if (problem := record_problem(task_id, record)) is not None:
-            raise ValueError(f"{where}: ledger record {task_id!r}: {problem}")
+            raise StoredDataError(f"{where}: ledger record {task_id!r}: {problem}")
     return {task_id: dict(record) for task_id, record in ledger.items()}
 
 

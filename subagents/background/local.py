@@ -61,7 +61,7 @@ from subagents.background.runtime import (
 )
 from subagents.boundary import running_in
 from subagents.definitions.permissions import pending_interrupts, resume_for
-from subagents.errors import RuntimeClosed, RuntimeStalled
+from subagents.errors import RuntimeClosed, RuntimeStalled, UnsupportedCall
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall, lost
 from subagents.registry import SubagentRegistry
@@ -166,7 +166,7 @@ class ChildSession:
         return result
 
     def invoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-        raise RuntimeError("background children run on the background loop, with ainvoke")
+        raise UnsupportedCall("background children run on the background loop, with ainvoke")
 
 
 def session_size(session: ChildSession) -> int:

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 from subagents.background.ledger import AsyncTaskRecord, is_count, now
 from subagents.definitions.permissions import pending_interrupts, resume_for
-from subagents.errors import RemoteConfigError, RemoteStartError, ServerUnavailable, brief
+from subagents.errors import RemoteAnswerError, RemoteConfigError, RemoteStartError, ServerUnavailable, brief
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -251,10 +251,10 @@ def _close(request: Awaitable[Any]) -> None:
 
 
 def run_id_of(run: Any) -> str:
-    """The ``run_id`` of a run a server answered with; ``ValueError`` saying so when it has none."""
+    """The ``run_id`` of a run a server answered with; :class:`RemoteAnswerError` saying so when it has none."""
     run_id = run.get("run_id") if isinstance(run, Mapping) else None
     if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"the server answered with a run that has no run_id: {brief(run)}")
+        raise RemoteAnswerError(f"the server answered with a run that has no run_id: {brief(run)}")
     return run_id
 
 
@@ -1461,7 +1461,7 @@ async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, paren
                      for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)})
         if len(found) < _SEARCH_PAGE:
             return rows
-    raise ValueError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+    raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
 
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],

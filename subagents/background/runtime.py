@@ -65,7 +65,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 
 from subagents.background.remote import note_caller_loop
-from subagents.errors import RuntimeClosed, RuntimeStalled, StrayExit
+from subagents.errors import InvalidArgumentType, RuntimeClosed, RuntimeStalled, SpecError, StrayExit, UnsupportedCall
 from subagents.roles import HOOKS, ChildPolicy, overrides, policy_of
 
 # ----------------------------------------------------------------------------
@@ -512,9 +512,9 @@ class TaskTable(Generic[T]):
 
     def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if not max_age_s > 0:
-            raise ValueError(f"max_age_s must be positive (got {max_age_s!r})")
+            raise SpecError(f"max_age_s must be positive (got {max_age_s!r})")
         if max_bytes < 0:
-            raise ValueError(f"max_bytes must not be negative (got {max_bytes!r})")
+            raise SpecError(f"max_bytes must not be negative (got {max_bytes!r})")
         self.max_age_s = float(max_age_s)
         self.max_bytes = int(max_bytes)
         self._tasks: dict[str, T] = {}
@@ -883,7 +883,7 @@ def refuse_sync_only_wraps(middleware: Any) -> None:
         if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
                 and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
             name = getattr(middleware, "name", kind.__name__)
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"middleware {name!r} ({kind.__module__}.{kind.__qualname__}) defines {sync} but not "
                 f"{async_}: a background child runs async, on the background loop, even under a parent's "
                 f"invoke; give it an async {async_} too (or run this subagent with task)")
@@ -1338,9 +1338,9 @@ class BackgroundRuntime:
         name: str = "background-subagents",
     ) -> None:
         if not settled_max_age_s > 0:
-            raise ValueError(f"settled_max_age_s must be a positive number of seconds (got {settled_max_age_s!r})")
+            raise SpecError(f"settled_max_age_s must be a positive number of seconds (got {settled_max_age_s!r})")
         if not settled_max_bytes >= 0:
-            raise ValueError(f"settled_max_bytes must not be negative (got {settled_max_bytes!r})")
+            raise SpecError(f"settled_max_bytes must not be negative (got {settled_max_bytes!r})")
         self.id = uuid.uuid4().hex[:16]
         self.owner = Owner.current(self.id)
         self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)
@@ -1427,7 +1427,7 @@ class BackgroundRuntime:
         """Run ``coro`` on the loop and block this (non-loop) thread for its result."""
         if self.in_loop():
             coro.close()
-            raise RuntimeError("BackgroundRuntime.run called from the runtime's own loop; await arun")
+            raise UnsupportedCall("BackgroundRuntime.run called from the runtime's own loop; await arun")
         future = self.submit(coro)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

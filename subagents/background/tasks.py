@@ -52,7 +52,15 @@ from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunn
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
 from subagents.definitions.permissions import decided_message, is_approval
-from subagents.errors import DelegationRefused, RuntimeClosed, RuntimeStalled, TaskStateError, safe_text
+from subagents.errors import (
+    DelegationRefused,
+    InvalidArgument,
+    RuntimeClosed,
+    RuntimeStalled,
+    SpecError,
+    TaskStateError,
+    safe_text,
+)
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
@@ -136,7 +144,7 @@ class BackgroundTasks:
     ) -> None:
         clash = set(registry.names) & {s.name for s in remote}
         if clash:
-            raise ValueError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
+            raise SpecError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
                                      excluded_keys=excluded_keys, private_keys=private_keys, settings=settings)
@@ -681,23 +689,23 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
                         tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
     """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
 
-    Raises ``ValueError`` (naming ``tasks``) if the ledger has live remote
+    Raises :class:`InvalidArgument` (naming ``tasks``) if the ledger has live remote
     tasks and no ``tasks`` to poll them with, and (naming the task id and
-    field) if a record is not one it can wait for: not a mapping, an ``id``
+    field; :class:`StoredDataError`) if a record is not one it can wait for: not a mapping, an ``id``
     other than its key, no ``status``, or a live remote task without its
     ``agent_type`` or ``thread_id``.
     """
     if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
         # 0, negative or NaN: back-to-back polls, a busy loop of requests
-        raise ValueError(f"wait_for_background: every_s must be a number of seconds > 0 (got {every_s!r})")
+        raise InvalidArgument(f"wait_for_background: every_s must be a number of seconds > 0 (got {every_s!r})")
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or math.isnan(timeout_s):
-        raise ValueError(f"wait_for_background: timeout_s must be a number of seconds (got {timeout_s!r})")
+        raise InvalidArgument(f"wait_for_background: timeout_s must be a number of seconds (got {timeout_s!r})")
     deadline = time.monotonic() + timeout_s
     ledger = checked_ledger(ledger, "wait_for_background")
     remote = {k: v for k, v in ledger.items() if v.get("runner") == "remote"}
     local = {k: v for k, v in ledger.items() if k not in remote}
     if any(r.get("status") in _REMOTE_WAITING for r in remote.values()) and tasks is None:
-        raise ValueError(
+        raise InvalidArgument(
             "wait_for_background: the ledger has remote tasks still running; pass tasks= "
             "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them"
         )

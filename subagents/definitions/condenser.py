@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from subagents.errors import SpecError
+
 CondenserSetting = Literal[False] | Mapping[str, Any] | None
 
 DEFAULT_TRIGGER_FRACTION = 0.8
@@ -47,13 +49,13 @@ def normalize_condenser(value: Any) -> CondenserSetting:
     if isinstance(value, str) and value.strip().lower() in _OFF | _DEFAULT:
         return False if value.strip().lower() in _OFF else None
     if not isinstance(value, Mapping):
-        raise ValueError(
+        raise SpecError(
             "expected 'none'/false (off), 'default'/true, or a mapping of "
             f"{', '.join(CONDENSER_KEYS)}, got {value!r}"
         )
     unknown = sorted(str(k) for k in value if k not in CONDENSER_KEYS)
     if unknown:
-        raise ValueError(
+        raise SpecError(
             f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
             f"{', '.join(CONDENSER_KEYS)}"
         )
@@ -64,10 +66,10 @@ def normalize_condenser(value: Any) -> CondenserSetting:
         settings["keep"] = _size(settings["keep"], "keep")
     for key in ("model", "summary_prompt"):
         if key in settings and not (isinstance(settings[key], str) and settings[key].strip()):
-            raise ValueError(f"condenser {key}: expected a non-empty string, got {settings[key]!r}")
+            raise SpecError(f"condenser {key}: expected a non-empty string, got {settings[key]!r}")
     trim = settings.get("trim_tokens_to_summarize")
     if trim is not None and (not isinstance(trim, int) or isinstance(trim, bool) or trim <= 0):
-        raise ValueError(f"condenser trim_tokens_to_summarize: expected a positive integer, got {trim!r}")
+        raise SpecError(f"condenser trim_tokens_to_summarize: expected a positive integer, got {trim!r}")
     return settings
 
 
@@ -80,7 +82,7 @@ def _size(value: Any, what: str) -> tuple[str, int | float]:
         )
         if ok:
             return (kind, amount)
-    raise ValueError(
+    raise SpecError(
         f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
         f"[fraction, F] (0 < F <= 1), got {value!r}"
     )

@@ -57,7 +57,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from subagents.definitions.on_host import TURNS, note
-from subagents.errors import brief
+from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
 
 # ----------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class HookMatcher(BaseModel):
             # RecursionError for groups nested hundreds deep.
             except (re.error, OverflowError, RecursionError) as exc:
                 reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
-                raise ValueError(f"matcher {brief(value)} is not a valid pattern ({reason})") from None
+                raise SpecError(f"matcher {brief(value)} is not a valid pattern ({reason})") from None
         return value
 
     def matches(self, name: str) -> bool:
@@ -139,26 +139,26 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise ValueError(f"expected a mapping of hook event names (e.g. PreToolUse) to lists, got {brief(value)}")
+        raise SpecError(f"expected a mapping of hook event names (e.g. PreToolUse) to lists, got {brief(value)}")
     events = ROOT_EVENTS if scope == "root" else SUBAGENT_EVENTS
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, entries in value.items():
         name = "Stop" if scope == "subagent" and event == "SubagentStop" else event
         if name not in events:
-            raise ValueError(
+            raise SpecError(
                 f"unknown hook event {brief(event)}; expected one of {', '.join(events)}"
                 + (" (SubagentStart is a root event: create_deep_agent(hooks=...))"
                    if event == "SubagentStart" else "")
             )
         if not isinstance(entries, list):
-            raise ValueError(f"event {name}: expected a list of {{matcher, hooks}}, got {brief(entries)}")
+            raise SpecError(f"event {name}: expected a list of {{matcher, hooks}}, got {brief(entries)}")
         try:
             parsed = [HookMatcher.model_validate(entry).model_dump() for entry in entries]
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             message = str(err["msg"]).removeprefix("Value error, ")
-            raise ValueError(f"event {name}: {where or 'entry'}: {message}") from None
+            raise SpecError(f"event {name}: {where or 'entry'}: {message}") from None
         hooks.setdefault(name, []).extend(parsed)
     note(hooks=hooks)  # whoever reads them, their commands run on the host: see subagents.definitions.on_host
     return hooks

@@ -49,7 +49,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
 from subagents.definitions.on_host import TURNS, note
-from subagents.errors import McpServerError, brief, redact_url
+from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
 
 # ----------------------------------------------------------------------------
@@ -101,11 +101,11 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
             elif isinstance(item, Mapping) and len(item) == 1:
                 servers.update(item)
             else:
-                raise ValueError(
+                raise SpecError(
                     f"expected each list item to be a server name or {{name: config}}, got {brief(item)}"
                 )
     else:
-        raise ValueError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
+        raise SpecError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
     normalized = {_name(name): _server(name, config) for name, config in servers.items()}
     note(mcp_config=normalized)  # whoever reads them, these servers run on the host: see subagents.definitions.on_host
     return normalized
@@ -113,7 +113,7 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
 
 def _name(name: Any) -> str:
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
-        raise ValueError(
+        raise SpecError(
             "expected MCP server names of letters, digits, '-' and '_' (at most 40), "
             f"got {brief(name)}"
         )
@@ -125,41 +125,41 @@ def _server(name: str, config: Any) -> dict[str, Any]:
     if config is None:
         return {}
     if not isinstance(config, Mapping):
-        raise ValueError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
+        raise SpecError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
     config = dict(config)
     if not config:
         return cast("dict[str, Any]", config)
     has_command, has_url = "command" in config, "url" in config
     if has_command == has_url:
-        raise ValueError(f"{where}: expected exactly one of 'command' (local) or 'url' (remote)")
+        raise SpecError(f"{where}: expected exactly one of 'command' (local) or 'url' (remote)")
     key = "command" if has_command else "url"
     if not isinstance(config[key], str) or not config[key].strip():
-        raise ValueError(f"{where}: expected '{key}' to be a non-empty string, got {brief(config[key])}")
+        raise SpecError(f"{where}: expected '{key}' to be a non-empty string, got {brief(config[key])}")
     args = config.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
-        raise ValueError(f"{where}: expected 'args' to be a list of strings, got {brief(args)}")
+        raise SpecError(f"{where}: expected 'args' to be a list of strings, got {brief(args)}")
     for table in ("env", "headers"):
         mapping = config.get(table, {})
         if not isinstance(mapping, Mapping) or not all(isinstance(k, str) for k in mapping):
-            raise ValueError(f"{where}: expected '{table}' to be a mapping of strings, got {brief(mapping)}")
+            raise SpecError(f"{where}: expected '{table}' to be a mapping of strings, got {brief(mapping)}")
     transport = config.get("transport", config.get("type"))
     if transport is not None and transport not in TRANSPORTS:
-        raise ValueError(f"{where}: expected transport one of {', '.join(TRANSPORTS)}, got {brief(transport)}")
+        raise SpecError(f"{where}: expected transport one of {', '.join(TRANSPORTS)}, got {brief(transport)}")
     timeout = config.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 < timeout <= 86_400):
-        raise ValueError(f"{where}: expected 'timeout' to be a number of seconds, got {brief(timeout)}")
+        raise SpecError(f"{where}: expected 'timeout' to be a number of seconds, got {brief(timeout)}")
     unknown = sorted(set(config) - _KEYS)
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
-                         f"expected {', '.join(sorted(_KEYS))}")
+        raise SpecError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
+                        f"expected {', '.join(sorted(_KEYS))}")
     return cast("dict[str, Any]", config)
 
 
 def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``langchain-mcp-adapters`` connection for one normalised server config."""
     if not config:
-        raise ValueError(
+        raise SpecError(
             f"MCP server '{name}' is named but not defined; pass its config in "
             "create_deep_agent(mcp_servers=...) or give it in the agent file"
         )
@@ -302,7 +302,7 @@ class McpSessions:
     def _start(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self.closed.is_set():
-                raise RuntimeError("these MCP sessions are closed")
+                raise RuntimeClosed("these MCP sessions are closed")
             if self._loop is None:
                 with _open_lock:
                     _open.add(self)

@@ -49,9 +49,9 @@ def check_model_name(value: str) -> str:
     """Check a model name's syntax (not whether it resolves); return it stripped."""
     name = value.strip()
     if not name:
-        raise ValueError("expected 'inherit', 'provider:model' or a profile name, got ''")
+        raise SpecError("expected 'inherit', 'provider:model' or a profile name, got ''")
     if not _MODEL_NAME.fullmatch(name) or name.endswith(":"):
-        raise ValueError(
+        raise SpecError(
             "expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
             f"profile name (letters, digits, '.', '-', '_'), got {value!r}"
         )

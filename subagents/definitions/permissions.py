@@ -54,7 +54,7 @@ from typing import Any, Literal, get_args
 
 from langchain.agents.middleware import PIIMiddleware
 
-from subagents.errors import SpecError
+from subagents.errors import InvalidArgument, SpecError
 
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
@@ -80,7 +80,7 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
         mapped = CLAUDE_PERMISSION_MODES.get(key.replace("_", "").lower())
         if mapped is not None:
             return mapped
-    raise ValueError(
+    raise SpecError(
         f"expected one of {', '.join(PERMISSION_MODES)} (or Claude Code's default, "
         f"acceptEdits, plan, dontAsk, bypassPermissions), got {value!r}"
     )
@@ -191,7 +191,7 @@ def decided_message(message: str, decision: str | None) -> str:
     if decision == "approve":
         return "approve"
     if decision != "reject":
-        raise ValueError(f"decision must be 'approve' or 'reject' (got {decision!r})")
+        raise InvalidArgument(f"decision must be 'approve' or 'reject' (got {decision!r})")
     reason = message.strip()
     return reason if reason and not is_approval(reason) else f"rejected{': ' + reason if reason else ''}"
 

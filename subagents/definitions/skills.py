@@ -212,12 +212,12 @@ def is_skill_folder(entry: str) -> bool:
 
 
 def check_skill_entry(entry: str) -> str:
-    """Check one entry's spelling (not whether it resolves); raise ``ValueError``."""
+    """Check one entry's spelling (not whether it resolves); raise :class:`SpecError`."""
     if not isinstance(entry, str) or not entry.strip():
-        raise ValueError(f"expected a skill name or a skill folder path, got {entry!r}")
+        raise SpecError(f"expected a skill name or a skill folder path, got {entry!r}")
     if is_skill_folder(entry) or _NAME.fullmatch(entry):
         return entry
-    raise ValueError(
+    raise SpecError(
         "expected a skill name (letters, digits, '-' and '_') or a skill folder "
         f"path such as './skills/' (got {entry!r})"
     )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import time
 import uuid
 import warnings
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -15,20 +17,27 @@ from langchain_core.messages import HumanMessage
 import deep_agent
 import middleware
 import subagents
+from subagents.definitions.skills import SkillCatalog, skills_for
 from subagents.errors import (
     BudgetExceeded,
-    McpServerError,
+    InvalidArgument,
+    InvalidArgumentType,
     MaxTurnsReached,
+    McpServerError,
+    RemoteAnswerError,
     RuntimeClosed,
     SpecError,
+    StoredDataError,
     SubagentError,
     SubagentsError,
     SubagentsWarning,
     TaskStateError,
     TaskTimeout,
+    TranscriptUnavailable,
     UnknownSubagent,
+    UnknownTask,
+    UnsupportedCall,
 )
-from subagents.definitions.skills import SkillCatalog, skills_for
 from subagents.metering import Budget, TaskMeter
 
 
@@ -68,9 +77,70 @@ def test_the_library_errors_live_in_one_module():
 @pytest.mark.parametrize(("error", "builtin"), [
     (SpecError, ValueError), (UnknownSubagent, LookupError), (RuntimeClosed, RuntimeError),
     (McpServerError, RuntimeError), (TaskStateError, ValueError), (SubagentsWarning, UserWarning),
+    (InvalidArgument, ValueError), (InvalidArgumentType, TypeError), (UnsupportedCall, RuntimeError),
+    (StoredDataError, ValueError), (RemoteAnswerError, ValueError), (TranscriptUnavailable, LookupError),
+    (UnknownTask, KeyError),
 ])
 def test_each_error_keeps_the_builtin_base_a_caller_may_already_catch(error, builtin):
     assert issubclass(error, builtin) and issubclass(error, SubagentsError)
+
+
+# The raises of a built-in exception the library keeps, each for a reason (file, the raise's text).
+_BUILTIN_RAISES = {
+    # A module's __getattr__ must raise AttributeError: hasattr and ``from x import y`` read it.
+    ("subagents/exports.py", "raise AttributeError("),
+    ("deep_agent/_deepagents.py", "raise AttributeError("),
+    # Raised inside a try and wrapped at once into a library error naming the ledger or the server.
+    ("subagents/ledger.py", 'raise ValueError(f"it holds a'),
+    ("subagents/definitions/mcp.py", 'raise RuntimeError("its task had ended")'),
+    # Its one caller catches it: a background start goes without the outcome file it names.
+    ("subagents/background/runtime.py", 'raise LookupError("an async SQLite checkpointer'),
+    # A pydantic validator raises ValueError; the caller sees OutputSchemaViolation.
+    ("subagents/builder.py", "raise ValueError(violation)"),
+}
+_BUILTIN = re.compile(r"raise (ValueError|TypeError|RuntimeError|KeyError|LookupError|IndexError)\(")
+
+
+def test_the_library_raises_its_own_errors_not_bare_builtins():
+    root = Path(__file__).resolve().parents[3]
+    found = set()
+    for package in ("subagents", "deep_agent"):
+        for path in sorted((root / package).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            if name == "subagents/metering.py":  # not converted yet
+                continue
+            for line in path.read_text().splitlines():
+                if _BUILTIN.search(line):
+                    found.add((name, line.strip()))
+    kept = {(name, line) for name, line in found for known, text in _BUILTIN_RAISES
+            if name == known and line.startswith(text)}
+    assert found - kept == set()
+
+
+def test_a_bad_argument_is_a_library_error_and_still_the_builtin_a_caller_catches():
+    from subagents.background import wait_for_background
+    from subagents.ledger import merge_async_records
+    from subagents.registry import GraphCache
+
+    with pytest.raises(InvalidArgument, match="every_s must be a number of seconds > 0") as raised:
+        wait_for_background({}, every_s=0)
+    assert isinstance(raised.value, ValueError)
+    with pytest.raises(SpecError, match=r"max_graphs must be >= 1 \(got 0\)"):
+        GraphCache(max_graphs=0)
+    with pytest.raises(StoredDataError, match="async_tasks: the update is a list, not a mapping"):
+        merge_async_records({}, [])  # type: ignore[arg-type]
+
+
+def test_a_missing_task_or_transcript_is_a_library_lookup_error_with_its_message_as_text():
+    from subagents.transcripts import get_transcript, read_transcript
+
+    with pytest.raises(UnknownTask) as raised:
+        get_transcript({}, {"configurable": {"thread_id": "t"}}, "nope")
+    assert isinstance(raised.value, KeyError)
+    assert str(raised.value) == "no task 'nope' in the ledgers of thread 't'"  # not a KeyError's quoted repr
+    with pytest.raises(TranscriptUnavailable, match="its in-memory transcript is gone") as gone:
+        read_transcript({"id": "a", "transcript": f"memory:{uuid.uuid4()}"}, thread_id=None)
+    assert isinstance(gone.value, LookupError)
 
 
 def test_a_library_warning_is_caught_by_the_base_filter():
