@@ -612,6 +612,9 @@ class BackgroundTaskHandlers:
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
                             decision: str | None = None) -> Command[Any]:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+            if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
+                    *ACTIVE_STATUSES, "waiting_for_approval") and (refused := self._refused(runtime)) is not None):
+                return refused  # a follow-up to a finished task is a run more
             call = self._call(runtime, "", record["agent_type"])
             current, what = await self.tasks.update(record, message, call, decision, by_model=True)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
@@ -627,6 +630,8 @@ class BackgroundTaskHandlers:
 
     async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+            if (refused := self._refused(runtime)) is not None:
+                return refused
             current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
             return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
                           current)

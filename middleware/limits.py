@@ -73,6 +73,11 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 START_TOOL_NAME = "start_async_task"
 """The background start's tool (``middleware.background``): a delegation, counted as ``task``'s calls are."""
+RETRY_TOOL_NAME = "retry_async_task"
+"""A background task run again: a delegation too."""
+FOLLOW_UP_TOOL_NAME = "update_async_task"
+"""A message to a background task: counted, and refused past the cap when it would start a run (a follow-up to a
+task that has finished); steering a running task or refusing an approval never is, nor is it withdrawn."""
 
 # ----------------------------------------------------------------------------
 # A background notice: a message of the user's kind that is not the user's turn.
@@ -132,7 +137,9 @@ class DelegationLimit:
         max_delegations: delegations allowed per run (``None``: no cap).
     """
 
-    tool_names = frozenset({TASK_TOOL_NAME, START_TOOL_NAME})
+    starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})
+    """Tools each call of which starts a child run: withdrawn from the model once the run is out."""
+    tool_names = starting | {FOLLOW_UP_TOOL_NAME}
 
     def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS) -> None:
         if max_delegations is not None and (isinstance(max_delegations, bool) or max_delegations < 1):
@@ -160,19 +167,21 @@ class DelegationLimit:
         """The model request, without the delegation tool once the run is out of delegations."""
         if not self.exhausted(request.messages):
             return request
-        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.tool_names])
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting])
 
     def refusal(self, messages: Sequence[Any], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
         if self.max_delegations is None:
             return None
         ids = self.calls_this_run(messages)
-        position = ids.index(str(tool_call_id)) if str(tool_call_id) in ids else len(ids)
+        # The last call of that id: a provider that numbers calls per message repeats ids from turn to turn.
+        position = len(ids) - 1 - ids[::-1].index(str(tool_call_id)) if str(tool_call_id) in ids else len(ids)
         if position < self.max_delegations:
             return None
         return (
             f"delegation limit reached (max_delegations={self.max_delegations} per run); "
-            "do not delegate again (task, start_async_task): finish now and answer with what you have"
+            "do not delegate again (task, start_async_task, retry_async_task, a follow-up): finish now and "
+            "answer with what you have"
         )
 
 

@@ -337,3 +337,43 @@ def test_a_model_that_names_itself_nowhere_teaches_no_ratio_and_is_held_at_the_c
     assert budget.hold(100, unnamed) == (1600, 0.0)  # 16 times the estimate
     budget.learn("gpt-x", 100, 100)  # a named model still teaches its own
     assert budget.learned("gpt-x") == pytest.approx(1.1) and budget.hold(100, "gpt-x")[0] == 111  # ceil
+
+
+def test_a_provider_that_repeats_call_ids_gets_no_more_delegations(run):
+    # Before: a call's place in the run was the first call of its id, so a provider numbering calls per
+    # message ("call_0" every turn) made six delegations under max_delegations=2.
+    def again(i: int) -> dict[str, Any]:
+        return {"tool_calls": [{"name": "task", "id": "call_0",
+                                "args": {"description": f"job {i}", "subagent_type": "general-purpose"}}]}
+
+    model = ScriptedChatModel(rules=[("job", ["job done"])], responses=[again(i) for i in range(6)] + ["done"])
+    out = run(create_deep_agent(model, max_delegations=2), user("go"))
+    assert [r["stop_reason"] for r in records(out)].count("refused") >= 1
+    assert sum(1 for c in model.calls if c["messages"][-1].type == "human") == 3  # the parent's first, two children
+
+
+@pytest.mark.parametrize("follow_up", ["retry_async_task", "update_async_task"])
+def test_a_retry_or_a_follow_up_is_a_delegation_more(run, follow_up):
+    # Before: under max_delegations=1, one start then retries of a failed task (or follow-ups of a
+    # finished one) ran the child again each time.
+    runs: list[int] = []
+    settled = threading.Event()
+
+    def child(messages: Any) -> Any:
+        runs.append(1)
+        settled.set()
+        return RuntimeError("child fails") if follow_up == "retry_async_task" else "child answer"
+
+    def follow(messages: Any) -> Any:
+        settled.wait(10)
+        time.sleep(0.3)  # the background child's record settling
+        task_id = next(m.text.split()[3] for m in messages if m.type == "tool" and m.text.startswith("Started"))
+        args = {"task_id": task_id} | ({"message": "job: more"} if follow_up == "update_async_task" else {})
+        return {"tool_calls": [tool_call(follow_up, **args)]}
+
+    model = ScriptedChatModel(rules=[("job", [child] * 10)], responses=[
+        {"tool_calls": [tool_call("start_async_task", description="job", subagent_type="general-purpose")]},
+        *[follow] * 3, "done"])
+    out = run(create_deep_agent(model, background=True, max_delegations=1), user("go"))
+    refused = [m for m in tool_messages(out) if "delegation limit reached" in m.text]
+    assert len(refused) >= 3 and len(runs) == 1, (runs, [m.text[:80] for m in tool_messages(out)])
