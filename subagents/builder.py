@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -389,19 +390,20 @@ class CallFormat:
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
     """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
 
-    Checking an answer against a schema the model wrote costs at most its size times the answer's:
-    it may hold no regular expression (``pattern``, ``patternProperties``: Python's ``re`` can backtrack
-    for minutes while holding the interpreter, where no ``timeout_s`` can step in) and no reference
-    (``$ref``: 21 nested ``oneOf`` of two references to the next definition, 1.5 KB, took 45 s, doubling
-    with each level). A developer's schema (the config key, a spec's ``response_format``) may.
+    Checking an answer against a schema the model wrote costs at most its size times the answer's: it may
+    use only :data:`LINEAR_KEYWORDS` (no regular expression: Python's ``re`` can backtrack for minutes while
+    holding the interpreter, where no ``timeout_s`` can step in; no reference: 21 nested ``oneOf`` of two
+    references to the next definition, 1.5 KB, took 45 s). A developer's schema (the config key, a spec's
+    ``response_format``) may use any.
     """
     if output_schema is not None:
         if (keyword := _costly_keyword(output_schema)) is not None:
             raise OutputSchemaError(
-                f"output_schema: {keyword!r} is not accepted in a schema written in the call (checking an "
+                f"output_schema: {_clip(repr(keyword))} is not accepted in a schema written in the call (checking an "
                 "answer could run for minutes past any timeout); "
                 + ("describe the format in a 'description' instead" if "pattern" in keyword
-                   else "write each definition out where it is used"))
+                   else "write each definition out where it is used" if "ref" in keyword.lower()
+                   else "check with " + ", ".join(sorted(LINEAR_KEYWORDS))))
         return output_schema
     configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
     if not isinstance(configurable, Mapping):
@@ -472,23 +474,49 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
     return CallFormat(strategy, key, name, (OutputRetryLimit(frozenset({name}), retries, name),))
 
 
+LINEAR_KEYWORDS = frozenset({
+    "type", "enum", "const", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "items", "prefixItems", "additionalItems", "contains", "minItems", "maxItems",
+    "properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not", "if",
+})
+"""The checking keywords a schema the model writes may use: each checks an answer in time proportional to the
+answer's size, its subschemas written out where they apply (a keyword no validator checks, ``title`` say, costs
+nothing and is left alone). Not ``pattern``/``patternProperties`` (a regular expression backtracks), ``$ref`` and
+its kin (shared definitions nest exponentially), ``unevaluatedProperties``/``unevaluatedItems`` (15 nested
+``allOf`` took 15 s: each branch is checked again), ``uniqueItems`` (quadratic: 3,000 small objects took 20 s)."""
+_SUBSCHEMAS = {"items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
+               "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}
+"""Keywords whose value is a subschema or a list of them."""
+_NAMED_SUBSCHEMAS = {"properties", "dependentSchemas", "dependencies"}
+"""Keywords whose value maps names (data, not keywords) to subschemas."""
+
+
+@functools.cache
+def _checked_keywords() -> frozenset[str]:
+    """Every keyword jsonschema checks, in any draft a schema's ``$schema`` may choose."""
+    import jsonschema  # as where answers are checked: imported on first use
+
+    drafts = (jsonschema.Draft3Validator, jsonschema.Draft4Validator, jsonschema.Draft6Validator,
+              jsonschema.Draft7Validator, jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+    return frozenset().union(*(draft.VALIDATORS for draft in drafts))
+
+
 def _costly_keyword(node: Any) -> str | None:
-    """The first keyword of a JSON Schema that can make checking an answer cost more than the schema's size times
-    the answer's: a regular expression, a reference (a property named so is a name, not one)."""
+    """The first keyword of a JSON Schema that a validator checks and :data:`LINEAR_KEYWORDS` does not hold (a
+    property's name is a name, not one)."""
     pending = [node]
     while pending:
-        item = pending.pop()
-        if isinstance(item, Mapping):
-            if isinstance(item.get("pattern"), str):
-                return "pattern"
-            if isinstance(item.get("patternProperties"), Mapping):
-                return "patternProperties"
-            if (ref := next((k for k in ("$ref", "$dynamicRef", "$recursiveRef") if isinstance(item.get(k), str)),
-                            None)) is not None:
-                return ref
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
+        schema = pending.pop()
+        if not isinstance(schema, Mapping):
+            continue  # true, false, or what the meta-schema check refuses
+        for key, value in schema.items():
+            if key in _checked_keywords() and key not in LINEAR_KEYWORDS:
+                return str(key)
+            if key in _SUBSCHEMAS:
+                pending.extend(value if isinstance(value, list) else [value])
+            elif key in _NAMED_SUBSCHEMAS and isinstance(value, Mapping):
+                pending.extend(value.values())
     return None
 
 
