@@ -126,8 +126,8 @@ def test_a_missing_required_field_is_named(run):
         ({"type": "string"}, 'top-level "type": "object"'),
         ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "not a valid JSON Schema at properties/a/type"),
         ({"type": "object", "required": "a"}, "not a valid JSON Schema at required"),
-        ({"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}}},
-         "only local $ref values"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {}}},
+         "'$ref' is not accepted in a schema written in the call"),
     ],
 )
 def test_a_bad_schema_fails_that_call_naming_output_schema(run, schema, expected):
@@ -153,12 +153,18 @@ def test_a_huge_schema_is_refused_without_echoing_it():
     assert len(str(info.value)) < 200
 
 
+def test_a_developers_schema_may_refer_only_inside_itself():
+    with pytest.raises(OutputSchemaError, match="only local \\$ref values"):
+        call_format({"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}}})
+
+
 def test_a_self_referencing_schema_fails_the_call_cleanly(run):
+    # A developer's schema (the config key): one the model writes may hold no $ref at all.
     looping = {"type": "object", "title": "Loop", "properties": {"x": {"$ref": "#/$defs/a"}},
                "$defs": {"a": {"$ref": "#/$defs/a"}}}
     model = ScriptedChatModel(rules=[("judge it", [{"tool_calls": [tool_call("Loop", x=1)]}] * 5)],
-                              responses=typed_task("judge it", "judge", looping))
-    out = run(judge_agent(model), user("go"))
+                              responses=typed_task("judge it", "judge", None))
+    out = run(judge_agent(model), user("go"), {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: looping}})
     (msg,) = tool_messages(out)
     assert msg.status == "error" and "loop without end" in msg.content
     assert out["messages"][-1].content == "parent done"
