@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
@@ -42,7 +43,6 @@ from langgraph.types import Interrupt
 from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
-    CHILD_TOOL_THREADS,
     CORE_EXCLUDED_KEYS,
     ChildInput,
     WorkHolder,
@@ -864,10 +864,16 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     return _expired(run)
 
 
+_COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
+"""Where a child's state is copied on ``ainvoke``: a pool of its own, so copies never wait behind tools that
+outlived their children on :data:`~subagents.boundary.CHILD_TOOL_THREADS` (six sleeping ones starved a child
+that had no tools until its deadline)."""
+
+
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
     if callable(inputs):  # copying may be slow: on a worker thread, so siblings and the deadline go on
         context = contextvars.copy_context()
-        inputs = await asyncio.wrap_future(CHILD_TOOL_THREADS.submit(context.run, inputs))
+        inputs = await asyncio.wrap_future(_COPIES.submit(context.run, inputs))
     return await run.graph.ainvoke(inputs, run.config)
 
 

@@ -574,6 +574,35 @@ def test_parallel_siblings_copy_at_once_never_one_after_another_on_the_event_loo
     assert [(r["status"], r.get("withheld_keys")) for r in records(out)] == [("completed", None)] * 2
 
 
+def test_a_childs_copies_never_wait_behind_tools_that_outlived_their_children():
+    # Copies were made on the pool children's sync tools run on: with it full of tools whose children had
+    # timed out, a child with no tools could not copy its input and ended timeout without starting.
+    from subagents.boundary import CHILD_TOOL_THREADS
+
+    release = threading.Event()
+
+    @tool
+    def stuck(x: str) -> str:
+        """Waits until the test ends."""
+        release.wait(30)
+        return "late"
+
+    stuck_ones = CHILD_TOOL_THREADS._max_workers  # every thread of the pool
+    model = ScriptedChatModel(rules=[("stuck", [{"tool_calls": [tool_call("stuck", x="1")]}, "never"]),
+                                     ("plain", ["plain answer"])],
+                              responses=[_parallel(*[(f"stuck {i}", "s") for i in range(stuck_ones)])[0],
+                                         *_parallel(("plain", "p"))])
+    agent = create_deep_agent(model, [stuck], subagents=[
+        {"name": "s", "description": "s", "tools": ["stuck"], "timeout_s": 0.5},
+        {"name": "p", "description": "p", "tools": [], "timeout_s": 5}])
+    try:
+        out = asyncio.run(agent.ainvoke(_user()))
+    finally:
+        release.set()
+    plain = [r for r in records(out) if r["agent_type"] == "p"]
+    assert [(r["status"], r["result"]) for r in plain] == [("completed", "plain answer")], plain
+
+
 # -- a value that cannot be compared is a change, whatever it raises -----------------------------------------------
 
 
