@@ -76,12 +76,14 @@ from langchain.agents.middleware import (
     ModelResponse,
     Runtime,
 )
+from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.types import Command
+from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError
 
 from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message
@@ -103,6 +105,7 @@ from middleware.task_tool import (
     lost_answer,
     open_calls,
     with_answers,
+    with_block,
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
@@ -128,7 +131,7 @@ from subagents.background import (
 from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
-from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
+from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
@@ -420,15 +423,15 @@ class BackgroundToolHandlers(Protocol):
 
     runtime: BackgroundRuntime
 
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None: ...
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]: ...
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None: ...
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]: ...
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command[Any]: ...
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+                            decision: str | None = None) -> Command[str]: ...
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
     async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]: ...
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]: ...
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
 
 
 def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
@@ -438,46 +441,46 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
     # A start is made without waiting for the loop where it can be (start_now), else on the loop.
-    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
+    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
         return _told_started(runtime, handlers.start_now(runtime, description, subagent_type)
                              or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
-    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
+    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
         return _told_started(runtime, handlers.start_now(runtime, description, subagent_type) or await _awaiting(
             loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
-    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
 
-    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
 
     def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                          decision: str | None = None) -> Command[Any]:
+                          decision: str | None = None) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
     async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                                 decision: str | None = None) -> Command[Any]:
+                                 decision: str | None = None) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
-    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
-    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
     def list_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                         limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                         limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
     async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                                limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                                limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
-    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
 
-    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
 
     table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
@@ -509,7 +512,7 @@ def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
     return face
 
 
-def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]) -> Command[Any]:
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[str]]) -> Command[str]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -520,8 +523,8 @@ def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any
 
 
 async def _awaiting(
-    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]
-) -> Command[Any]:
+    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[str]]
+) -> Command[str]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -535,7 +538,7 @@ def _not_notice(message: Any) -> bool:
     return not is_notice(message)
 
 
-def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[Any]:
+def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[str]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
     message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
@@ -568,13 +571,13 @@ class BackgroundTaskHandlers:
         self._call = call_for
         self._limit = limit
 
-    def _refused(self, runtime: ToolRuntime) -> Command[Any] | None:
+    def _refused(self, runtime: ToolRuntime) -> Command[str] | None:
         """The answer of a start past ``max_delegations`` (one count with ``task``'s calls), else ``None``."""
         reason = None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
                                                                       runtime.tool_call_id)
         return None if reason is None else _reply(runtime, reason, error=True)
 
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None:
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
         """The start, made in the tool's own thread without waiting for the loop; ``None``: run
         :meth:`handle_start` on the loop instead (see :meth:`BackgroundTasks.start_soon`)."""
         if (refused := self._refused(runtime)) is not None:
@@ -590,7 +593,7 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return None if record is None else _reply(runtime, started(record), record)
 
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]:
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
         if (refused := self._refused(runtime)) is not None:
             return refused
         try:
@@ -600,33 +603,33 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, started(record), record)
 
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
         return await self._on_task(runtime, task_id, self._checked)
 
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
         current, problem = await self.tasks.check(record)
         if current["status"] in NOTEWORTHY_STATUSES:
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, checked(current, problem), current)
 
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+                            decision: str | None = None) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             call = self._call(runtime, "", record["agent_type"])
             current, what = await self.tasks.update(record, message, call, decision, by_model=True)
             return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             current = await self.tasks.cancel(record)
             return _reply(runtime, f"Cancelled background task {task_id}.", current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
             return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
                           current)
@@ -634,7 +637,7 @@ class BackgroundTaskHandlers:
         return await self._on_task(runtime, task_id, act)
 
     async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         ledger = ledger_of(runtime.state)
         try:
             updates = await self.tasks.refresh(ledger)
@@ -645,7 +648,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[Any]]]) -> Command[Any]:
+                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[str]]]) -> Command[str]:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
@@ -704,7 +707,7 @@ STARTED_EVENT = "background_task_started"
 """The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
 
 
-def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
+def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
     """``command``, once the run's stream is told of the task it started.
 
     A start turn for hundreds of remote tasks takes seconds (the server's
@@ -721,7 +724,7 @@ def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
-           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command[Any]:
+           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command[str]:
     message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                           status="error" if error else "success")
     update: dict[str, Any] = {"messages": [message]}
@@ -926,7 +929,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- a turn after a stopped run: its open calls answered -----------------
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -936,7 +939,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -1024,7 +1027,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- completion notices ------------------------------------------------
 
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1033,7 +1036,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:  # closed meanwhile: nothing to report
             return None
 
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1085,25 +1088,27 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- the prompt ------------------------------------------------------------
 
-    def _with_block(self, request: ModelRequest) -> ModelRequest:
+    def _with_block(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
-        return with_prompt_block(request, self.prompt_block)
+        return with_block(request, self.prompt_block)
 
-    def _answer_invalid(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
+    def _answer_invalid(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         """Background-tool calls with unreadable arguments: answered, recorded, retried."""
         names = [t.name for t in self.tools]
         return answered_response(response, names, ASYNC_LEDGER_KEY, as_record=as_background_record)
 
     def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         return self._answer_invalid(handler(self._with_block(request)))
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         return self._answer_invalid(await handler(self._with_block(request)))
 
 

@@ -141,10 +141,10 @@ class DynamicSubagents:
 
     # -- the tool -------------------------------------------------------------
 
-    async def acreate(self, runtime: ToolRuntime, **arguments: Any) -> Command[Any]:
+    async def acreate(self, runtime: ToolRuntime, **arguments: Any) -> Command[str]:
         return self.create(runtime, **arguments)
 
-    def create(self, runtime: ToolRuntime, **arguments: Any) -> Command[Any]:
+    def create(self, runtime: ToolRuntime, **arguments: Any) -> Command[str]:
         """Check and keep one definition; every outcome is one ToolMessage and one record."""
         started = time.time()
         name = str(arguments.get("name", ""))
@@ -183,7 +183,7 @@ class DynamicSubagents:
         return existing
 
     def _result(self, runtime: Any, name: str, arguments: Mapping[str, Any], started: float, *,
-                definition: DynamicDefinition | None = None, error: str | None = None) -> Command[Any]:
+                definition: DynamicDefinition | None = None, error: str | None = None) -> Command[str]:
         configurable = runtime.config.get("configurable") or {}
         task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""),
                               runtime.tool_call_id)

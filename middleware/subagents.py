@@ -62,6 +62,7 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
 )
+from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -72,6 +73,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
+from langgraph.typing import ContextT
 
 from middleware.limits import (
     DelegationLimit,
@@ -110,10 +112,11 @@ from middleware.task_tool import (
     task_tool_description,
     tool_message,
     with_answers,
+    with_block,
     with_general_purpose,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
+from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
@@ -144,7 +147,7 @@ class ParentModel:
         self._seen: BaseChatModel | None = None
         self._seen_state_id: int | None = None
 
-    def observe(self, request: ModelRequest) -> None:
+    def observe(self, request: ModelRequest[ContextT]) -> None:
         if self.given is not None:
             return
         state_id = id(request.state)
@@ -433,8 +436,8 @@ class SubAgentMiddleware(AgentMiddleware):
     # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
     # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def _at_start(self, request: ModelRequest[Any], calls: Sequence[Any],
-                  saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
+    def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[Any],
+                  saved: Sequence[Any]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
         """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
 
         Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
@@ -494,7 +497,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
-    def _limited(self, request: ModelRequest) -> tuple[ModelRequest, str]:
+    def _limited(self, request: ModelRequest[ContextT]) -> tuple[ModelRequest[ContextT], str]:
         """The request as the delegation cap leaves it, and the prompt block it gets."""
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -506,15 +509,15 @@ class SubAgentMiddleware(AgentMiddleware):
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
 
     def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            return cast("ModelCallResult[Any]", self.root_budget.call(request, lambda r: self._model_call(r, handler)))
+            return self.root_budget.call(request, lambda r: self._model_call(r, handler))
         return self._model_call(request, handler)
 
     def _model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, _saved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
@@ -522,7 +525,7 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         forced = self.forced
 
-        request = with_prompt_block(request, block)
+        request = with_block(request, block)
         response = answered_response(forced.call(request, handler) if forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
@@ -534,16 +537,19 @@ class SubAgentMiddleware(AgentMiddleware):
         return _with_update(response, update)
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            metered = await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
-            return cast("ModelCallResult[Any]", metered)
+            return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
         return await self._amodel_call(request, handler)
 
     async def _amodel_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
@@ -551,20 +557,20 @@ class SubAgentMiddleware(AgentMiddleware):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
                 await asyncio.to_thread(tool_calls_supported, request.model)
             warn_if_no_tool_calls(request.model)
-        request = with_prompt_block(request, block)
+        request = with_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
                             update)
 
 
-def _calls(response: ModelCallResult[Any], tool_names: Sequence[str]) -> bool:
+def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
     """Whether the model's answer calls one of ``tool_names``."""
     model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
     messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
     return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
 
 
-def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> ModelCallResult[Any]:
+def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -> ModelCallResult[ResponseT]:
     """``response`` with ``update`` written in the model's step too.
 
     Answers put in place rewrite ``messages`` whole (LangChain's own repair of invalid calls does the same):
@@ -689,7 +695,7 @@ def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],
     return answers, update
 
 
-def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
+def _left_to_a_served_model(request: ModelRequest[ContextT]) -> bool:
     """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
 
     Only an OpenAI-compatible model names a server (``openai_api_base``, see

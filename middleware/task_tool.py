@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
-from langchain.agents.middleware import AgentState, ModelCallResult
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse, ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -42,11 +42,12 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
+from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, with_text_appended, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records
@@ -84,6 +85,11 @@ ERROR_PREVIEW_CHARS = 1000
 """Longest ``error`` a ledger record keeps (errors are rarer and worth more words)."""
 
 ELLIPSIS = "…"
+
+
+def with_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
+    """``subagents.boundary.with_prompt_block`` for a request of any context type (that one types it for none)."""
+    return request.override(system_message=with_text_appended(request.system_message, block)) if block else request
 
 
 def clip(text: str, limit: int) -> str:
@@ -245,8 +251,8 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
     return [fixed, *answers, *result[1:]], records
 
 
-def answered_response(response: ModelCallResult[Any], tool_names: Collection[str], ledger_key: str,
-                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> ModelCallResult[Any]:
+def answered_response(response: ModelCallResult[ResponseT], tool_names: Collection[str], ledger_key: str,
+                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> ModelCallResult[ResponseT]:
     """A model response with its invalid calls to ``tool_names`` answered, their records under ``ledger_key``."""
     if not isinstance(response, ModelResponse):
         return response
@@ -829,7 +835,7 @@ class RecordedTool(StructuredTool):
         except ValidationError as exc:
             return self._invalid(input, exc)
 
-    def _too_deep(self, call: Any) -> Command[Any] | None:
+    def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
         if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
             return None
@@ -841,7 +847,7 @@ class RecordedTool(StructuredTool):
         record = invalid_call_record(self.name, call["id"], reason)
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
-    def _invalid(self, call: Any, exc: ValidationError) -> Command[Any]:
+    def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
         if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
                                           and call.get("id")):
@@ -851,7 +857,7 @@ class RecordedTool(StructuredTool):
         except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
             raise exc from None
 
-    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[Any]:
+    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[str]:
         raw = call.get("args")
         args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
         errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
@@ -940,7 +946,7 @@ def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, s
 
 
 def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
-                    stored: StoredWrites = ()) -> Command[Any]:
+                    stored: StoredWrites = ()) -> Command[str]:
     """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``.
 
     Example::
