@@ -65,7 +65,7 @@ from langchain.agents.middleware import (
 from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
@@ -609,7 +609,7 @@ def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -
 # ----------------------------------------------------------------------------
 
 
-def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
     """The calls a stopped run left open, at a run's first model call (the state ends with the user's message)."""
     messages = state.get("messages") or ()
     return open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
