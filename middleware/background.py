@@ -79,7 +79,8 @@ from langchain.agents.middleware import (
 from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.types import Command
@@ -187,14 +188,14 @@ RETRY_DESCRIPTION = """Run a failed, cancelled or lost background task again, un
 _PREVIEW = 80
 
 
-def started(record: Mapping[str, Any]) -> str:
+def started(record: Mapping[str, object]) -> str:
     # Short: a turn may start hundreds of tasks, and each confirmation stays in the history.
     return f"Started background task {record['id']} ({record['agent_type']}); you will be told when it ends."
 
 
-def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
+def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     """One task as the model sees it."""
-    view: dict[str, Any] = {
+    view: dict[str, object] = {
         "task_id": record["id"],
         "agent_type": record["agent_type"],
         "status": record["status"],
@@ -269,7 +270,7 @@ DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 """Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
 
 
-def notice(records: Iterable[Mapping[str, Any]], result_chars: int,
+def notice(records: Iterable[Mapping[str, object]], result_chars: int,
            total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
            unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
     """The one message announcing every task that finished (or needs approval) since the last call.
@@ -316,7 +317,7 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
     return "\n".join(kept)
 
 
-def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
+def _notice_line(r: Mapping[str, object], result_chars: int) -> str:
     """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
     try:
         return _line(r, result_chars)
@@ -349,7 +350,7 @@ _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlevel = 500, 200, 8
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold (a tuple key, a cycle, bytes) as bounded text instead."""
     try:
         return json.dumps(value, default=_text)
@@ -357,7 +358,7 @@ def _json(value: Any) -> str:
         return _text(value)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A bounded ``repr`` that never raises (long and deep values are cut short)."""
     try:
         return _REPR.repr(value)
@@ -534,7 +535,7 @@ async def _awaiting(
         return _closed(runtime, exc)
 
 
-def _not_notice(message: Any) -> bool:
+def _not_notice(message: object) -> bool:
     return not is_notice(message)
 
 
@@ -606,7 +607,7 @@ class BackgroundTaskHandlers:
     async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
         return await self._on_task(runtime, task_id, self._checked)
 
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
+    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
         current, problem = await self.tasks.check(record)
         if current["status"] in NOTEWORTHY_STATUSES:
             current["announced"] = True  # the model has now seen how it ended
@@ -622,7 +623,7 @@ class BackgroundTaskHandlers:
         return await self._on_task(runtime, task_id, act)
 
     async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
             current = await self.tasks.cancel(record)
             return _reply(runtime, f"Cancelled background task {task_id}.", current)
 
@@ -648,7 +649,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[str]]]) -> Command[str]:
+                       act: Callable[[ToolRuntime, Mapping[str, object]], Awaitable[Command[str]]]) -> Command[str]:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
@@ -670,7 +671,7 @@ _IDS_LISTED = 20
 """An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
 
 
-def _known_ids(ledger: Mapping[str, Any]) -> str:
+def _known_ids(ledger: Mapping[str, object]) -> str:
     ids = list(ledger)
     if not ids:
         return "Known task ids: none yet."
@@ -679,7 +680,7 @@ def _known_ids(ledger: Mapping[str, Any]) -> str:
     return f"Known task ids{more}: {shown}."
 
 
-def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
     """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
 
     Only records the middleware can act on: a hand-edited or damaged one
@@ -689,7 +690,7 @@ def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
 
-def _damage(state: Mapping[str, Any], task_id: str) -> str | None:
+def _damage(state: Mapping[str, object], task_id: str) -> str | None:
     """What is wrong with the record state holds for ``task_id``, if it holds one."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     if not isinstance(ledger, Mapping) or task_id not in ledger:
@@ -724,10 +725,10 @@ def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
-           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command[str]:
+           updates: Mapping[str, object] | None = None, error: bool = False) -> Command[str]:
     message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                           status="error" if error else "success")
-    update: dict[str, Any] = {"messages": [message]}
+    update: dict[str, object] = {"messages": [message]}
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
@@ -750,7 +751,7 @@ _SETTINGS_ARGUMENTS = frozenset({
 class AsyncTaskLedgerState(AgentState):
     """Parent state with the ledger of background tasks."""
 
-    async_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+    async_tasks: NotRequired[Annotated[dict[str, dict[str, object]], LedgerChannel(dict, merge_async_records)]]
 
 
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
@@ -899,8 +900,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- a person's answer to a task waiting for approval --------------------
 
-    def answer_approval(self, state: Mapping[str, Any], task_id: str, decision: Literal["approve", "reject"],
-                        reason: str = "") -> dict[str, Any]:
+    def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
+                        reason: str = "") -> dict[str, object]:
         """Answer a background task waiting for approval, as the person the application asked.
 
         The parent's model cannot approve (its ``update_async_task`` may only
@@ -929,7 +930,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- a turn after a stopped run: its open calls answered -----------------
 
-    def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -939,7 +940,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -949,12 +950,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    def _open_calls(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _open_calls(self, state: AgentState[ResponseT]) -> list[ToolCall]:
         names = {t.name for t in self.tools}
         return [c for c in open_calls(state.get("messages") or ()) if c.get("name") in names]
 
-    async def _answer_open(self, state: Mapping[str, Any], calls: list[dict[str, Any]],
-                           config: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any]:
+    async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
+                           config: RunnableConfig, saved: Sequence[Any] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
         A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
@@ -973,7 +974,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
         left = left_by_call(self.tasks.local.sessions_dir, thread_id, local - set(answered), ledger)
         answers: dict[str, Any] = dict(answered)
-        records: dict[str, dict[str, Any]] = {
+        records: dict[str, dict[str, object]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
             if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
         for call in calls:
@@ -983,7 +984,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 answers[call["id"]] = lost_answer(call)
                 continue
             given = call.get("args")
-            args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+            args: Mapping[str, object] = given if isinstance(given, Mapping) else {}
             agent_type = str(args.get("subagent_type") or "(unknown)")
             known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
             if known is not None:
@@ -996,12 +997,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             records[record["id"]] = record
             answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
                                    ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
-        update: dict[str, Any] = {"messages": with_answers(state.get("messages") or (), answers)}
+        update: dict[str, object] = {"messages": with_answers(state.get("messages") or (), answers)}
         if records:
             update[ASYNC_LEDGER_KEY] = records
         return update
 
-    def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, Any], args: Mapping[str, Any],
+    def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, object], args: Mapping[str, object],
                    db: str | None, left: tuple[str, str] | None) -> dict[str, Any]:
         call_id = str(call.get("id"))
         # A task that left no trace (``left``: the id and transcript its child began) gets an id of its own.
@@ -1027,7 +1028,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- completion notices ------------------------------------------------
 
-    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1036,7 +1037,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:  # closed meanwhile: nothing to report
             return None
 
-    async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1045,22 +1046,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
         if not self.tasks.remote.specs:
             return None
         return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
                                        failed=_failed_starts(state))
 
-    def _due(self, state: Mapping[str, Any]) -> bool:
+    def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
             r.get("status") in _LIVE
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
             for r in ledger_of(state).values()
         )
 
-    async def _catch_up(self, state: Mapping[str, Any],
-                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
+    async def _catch_up(self, state: AgentState[ResponseT],
+                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, object] | None:
         ledger = ledger_of(state)
         adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_left_open(state),
                                       search=self._orphan_search) if orphans else {}
@@ -1072,7 +1073,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         for task_id, record in adopted.items():
             updates[task_id] = {**record, **updates.get(task_id, {})}
         merged = merge_async_records(ledger, updates)
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.notify:
             due = [r for r in merged.values()
                    if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
@@ -1130,7 +1131,7 @@ def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec
     return local, remote
 
 
-def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
+def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
     try:
         return RemoteSubagentSpec.model_validate(dict(value))
     except ValidationError as exc:
@@ -1138,12 +1139,12 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
         raise SpecError(describe_validation_error(exc, label)) from None
 
 
-def _starts(calls: Sequence[Mapping[str, Any]]) -> set[str]:
+def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
     """The ids of the background starts among ``calls``."""
     return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 
-def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, Any]]) -> set[str]:
+def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str, object]]) -> set[str]:
     """The ids of the tasks whose start calls the step just before answered (the messages' last tool results)."""
     answered = set()
     for message in reversed(state.get("messages") or ()):
@@ -1153,13 +1154,13 @@ def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, An
     return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
-def _left_open(state: Mapping[str, Any]) -> set[str]:
+def _left_open(state: AgentState[ResponseT]) -> set[str]:
     """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
     return {m.tool_call_id for m in state.get("messages") or ()
             if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
 
 
-def _failed_starts(state: Mapping[str, Any]) -> set[str]:
+def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
     """The calls answered as failed (an error, not :data:`REMOTE_START_LEFT_OPEN`): the model was told so."""
     return {m.tool_call_id for m in state.get("messages") or ()
             if isinstance(m, ToolMessage) and m.status == "error" and m.content != REMOTE_START_LEFT_OPEN}
@@ -1214,7 +1215,7 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
     def __init__(
         self,
         *,
-        async_subagents: Sequence[Mapping[str, Any]],
+        async_subagents: Sequence[Mapping[str, object]],
         system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
         **kwargs: Any,
     ) -> None:
