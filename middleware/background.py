@@ -82,6 +82,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.config import get_config
 from langgraph.types import Command
 from langgraph.typing import ContextT
@@ -955,7 +956,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return [c for c in open_calls(state.get("messages") or ()) if c.get("name") in names]
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
-                           config: RunnableConfig, saved: Sequence[Any] = ()) -> dict[str, object]:
+                           config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
         A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
@@ -973,7 +974,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             not in self.tasks.remote.specs}
         answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
         left = left_by_call(self.tasks.local.sessions_dir, thread_id, local - set(answered), ledger)
-        answers: dict[str, Any] = dict(answered)
+        answers: dict[str, ToolMessage] = dict(answered)
         records: dict[str, dict[str, object]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
             if isinstance(r, Mapping) and r.get("tool_call_id") in answered}

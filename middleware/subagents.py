@@ -66,7 +66,9 @@ from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
@@ -436,8 +438,8 @@ class SubAgentMiddleware(AgentMiddleware):
     # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
     # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[Any],
-                  saved: Sequence[Any]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
+    def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
+                  saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
         """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
 
         Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
@@ -447,7 +449,8 @@ class SubAgentMiddleware(AgentMiddleware):
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        found = self._answer_open_calls(messages, calls, saved, cast("Mapping[str, Any]", state.get(LEDGER_KEY) or {}))
+        ledger_now = cast("Mapping[str, object]", state.get(LEDGER_KEY) or {})  # a key AgentState does not declare
+        found = self._answer_open_calls(messages, calls, saved, ledger_now)
         if found is None:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
@@ -455,8 +458,8 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[Any],
-                           ledger_now: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[CheckpointTuple],
+                           ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
         ``saved``: the thread's checkpoint tuples since the calls were made (:func:`_saved_checkpoints`), whose
@@ -615,7 +618,7 @@ def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
     return open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
 
 
-def _where_saved() -> tuple[Any, dict[str, Any]] | None:
+def _where_saved() -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
     """The checkpointer and this graph's thread config, if the run has them."""
     saver = (get_config().get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     info = get_runtime().execution_info
@@ -625,9 +628,9 @@ def _where_saved() -> tuple[Any, dict[str, Any]] | None:
     return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_ns": namespace}}
 
 
-def _saved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
+def _saved_checkpoints(calls: Sequence[Mapping[str, object]]) -> list[CheckpointTuple]:
     where = _where_saved()
-    kept: list[Any] = []
+    kept: list[CheckpointTuple] = []
     for saved in where[0].list(where[1]) if where is not None else ():
         kept.append(saved)
         if _made(saved, calls):
@@ -635,9 +638,9 @@ def _saved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     return kept
 
 
-async def _asaved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
+async def _asaved_checkpoints(calls: Sequence[Mapping[str, object]]) -> list[CheckpointTuple]:
     where = _where_saved()
-    kept: list[Any] = []
+    kept: list[CheckpointTuple] = []
     if where is None:
         return kept
     listing = where[0].alist(where[1])
@@ -653,7 +656,7 @@ async def _asaved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     return kept
 
 
-def _made(saved: Any, calls: Sequence[Mapping[str, Any]]) -> bool:
+def _made(saved: CheckpointTuple, calls: Sequence[Mapping[str, object]]) -> bool:
     """Whether the checkpoint's pending writes end ``messages`` with the model's message that made ``calls``: the
     step before the stopped one, past which nothing answered them.
 
@@ -666,15 +669,15 @@ def _made(saved: Any, calls: Sequence[Mapping[str, Any]]) -> bool:
     return any(isinstance(m, AIMessage) and any(c.get("id") in ids for c in m.tool_calls) for m in lasts)
 
 
-def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],
-                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, Any], dict[str, Any]]:
+def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[str],
+                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
     """(call id -> answer, ledger and usage update) of the open calls a finished task (or background start,
     with ``ledger_key`` its ledger's) answered."""
-    answers: dict[str, Any] = {}
-    ledger: dict[str, Any] = {}
+    answers: dict[str, ToolMessage] = {}
+    ledger: dict[str, object] = {}
     usage: dict[str, Any] | None = None
     for checkpoint in saved:
-        by_task: dict[str, list[tuple[str, Any]]] = {}
+        by_task: dict[str, list[tuple[str, object]]] = {}
         for task_id, channel, value in checkpoint.pending_writes or ():
             by_task.setdefault(task_id, []).append((channel, value))
         for writes in by_task.values():
