@@ -111,7 +111,7 @@ from middleware.task_tool import (
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
-from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
+from subagents import AnySpec, BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -514,7 +514,8 @@ def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
     return face
 
 
-def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[str]]) -> Command[str]:
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime,
+              coro: Coroutine[object, None, Command[str]]) -> Command[str]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -525,7 +526,7 @@ def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any
 
 
 async def _awaiting(
-    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[str]]
+    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[object, None, Command[str]]
 ) -> Command[str]:
     if loop.closed:
         coro.close()
@@ -1114,8 +1115,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return self._answer_invalid(await handler(self._with_block(request)))
 
 
-def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:
-    local: list[Any] = []
+def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
+           ) -> tuple[list[AnySpec], list[RemoteSubagentSpec]]:
+    local: list[AnySpec] = []
     remote: list[RemoteSubagentSpec] = []
     for spec in subagents:
         if isinstance(spec, RemoteSubagentSpec):

@@ -731,7 +731,7 @@ def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
 
 
-def _with_schema(schemas: tuple[Any, ...], state_schema: Any) -> tuple[Any, ...]:
+def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type, ...]:
     """deepagents' ``state_schema=``: its keys reach declarative children, like the parent's own schemas."""
     if state_schema is None:
         return schemas

@@ -47,7 +47,7 @@ from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
+from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, with_text_appended, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
@@ -541,7 +541,7 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
-def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:
+def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:
     """``specs`` with the ``general-purpose`` subagent first, unless off or a spec (or ``taken``) has its name."""
     if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
         return specs
@@ -872,13 +872,13 @@ class RecordedTool(StructuredTool):
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
 
-def _depth_at_most(value: Any, limit: int) -> bool:
+def _depth_at_most(value: object, limit: int) -> bool:
     """Whether ``value``'s dicts and lists nest at most ``limit`` deep (iterative: no recursion to exhaust)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, (list, tuple)):
             children = item
         else:
@@ -948,7 +948,7 @@ def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, s
     )
 
 
-def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
+def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingWrites,
                     stored: StoredWrites = ()) -> Command[str]:
     """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``.
 
