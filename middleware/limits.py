@@ -426,8 +426,8 @@ def as_task_call(response: ModelCallResult[ResponseT]) -> ModelCallResult[Respon
     if not (isinstance(args, dict) and isinstance(args.get("description", ""), str)
             and isinstance(args.get("subagent_type"), str)):
         return response
-    call = ToolCall(name=TASK_TOOL_NAME, id=f"call_{uuid.uuid4().hex[:24]}", type="tool_call",
-                    args={"description": args.get("description", ""), "subagent_type": args["subagent_type"]})
+    call: ToolCall = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
+                      "args": {"description": args.get("description", ""), "subagent_type": args["subagent_type"]}}
     return _calling(response, message, call)
 
 
