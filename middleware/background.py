@@ -76,12 +76,16 @@ from langchain.agents.middleware import (
     ModelResponse,
     Runtime,
 )
+from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.config import get_config
 from langgraph.types import Command
+from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError
 
 from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message
@@ -103,10 +107,11 @@ from middleware.task_tool import (
     lost_answer,
     open_calls,
     with_answers,
+    with_block,
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
-from subagents import BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
+from subagents import AnySpec, BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -128,7 +133,7 @@ from subagents.background import (
 from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
-from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
+from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
@@ -184,14 +189,14 @@ RETRY_DESCRIPTION = """Run a failed, cancelled or lost background task again, un
 _PREVIEW = 80
 
 
-def started(record: Mapping[str, Any]) -> str:
+def started(record: Mapping[str, object]) -> str:
     # Short: a turn may start hundreds of tasks, and each confirmation stays in the history.
     return f"Started background task {record['id']} ({record['agent_type']}); you will be told when it ends."
 
 
-def checked(record: Mapping[str, Any], problem: str | None = None) -> str:
+def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     """One task as the model sees it."""
-    view: dict[str, Any] = {
+    view: dict[str, object] = {
         "task_id": record["id"],
         "agent_type": record["agent_type"],
         "status": record["status"],
@@ -266,7 +271,7 @@ DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 """Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
 
 
-def notice(records: Iterable[Mapping[str, Any]], result_chars: int,
+def notice(records: Iterable[Mapping[str, object]], result_chars: int,
            total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
            unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
     """The one message announcing every task that finished (or needs approval) since the last call.
@@ -313,7 +318,7 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
     return "\n".join(kept)
 
 
-def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
+def _notice_line(r: Mapping[str, object], result_chars: int) -> str:
     """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
     try:
         return _line(r, result_chars)
@@ -346,7 +351,7 @@ _REPR = reprlib.Repr()
 _REPR.maxstring, _REPR.maxother, _REPR.maxlevel = 500, 200, 8
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     """``value`` as JSON; what JSON cannot hold (a tuple key, a cycle, bytes) as bounded text instead."""
     try:
         return json.dumps(value, default=_text)
@@ -354,7 +359,7 @@ def _json(value: Any) -> str:
         return _text(value)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A bounded ``repr`` that never raises (long and deep values are cut short)."""
     try:
         return _REPR.repr(value)
@@ -420,15 +425,15 @@ class BackgroundToolHandlers(Protocol):
 
     runtime: BackgroundRuntime
 
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None: ...
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]: ...
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None: ...
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]: ...
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command[Any]: ...
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+                            decision: str | None = None) -> Command[str]: ...
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
     async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]: ...
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]: ...
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]: ...
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
 
 
 def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
@@ -438,46 +443,46 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
     # Each face names `runtime: ToolRuntime` in its signature: that is how the
     # tool node knows to inject the runtime.
     # A start is made without waiting for the loop where it can be (start_now), else on the loop.
-    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
+    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
         return _told_started(runtime, handlers.start_now(runtime, description, subagent_type)
                              or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
-    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[Any]:
+    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
         return _told_started(runtime, handlers.start_now(runtime, description, subagent_type) or await _awaiting(
             loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
 
-    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
 
-    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
 
     def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                          decision: str | None = None) -> Command[Any]:
+                          decision: str | None = None) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
     async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                                 decision: str | None = None) -> Command[Any]:
+                                 decision: str | None = None) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
 
-    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
-    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
 
     def list_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                         limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                         limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
     async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                                limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                                limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
 
-    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
 
-    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[Any]:
+    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
         return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
 
     table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
@@ -509,7 +514,8 @@ def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
     return face
 
 
-def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]) -> Command[Any]:
+def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime,
+              coro: Coroutine[object, None, Command[str]]) -> Command[str]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -520,8 +526,8 @@ def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any
 
 
 async def _awaiting(
-    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[Any, Any, Command[Any]]
-) -> Command[Any]:
+    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[object, None, Command[str]]
+) -> Command[str]:
     if loop.closed:
         coro.close()
         return _closed(runtime)
@@ -531,11 +537,11 @@ async def _awaiting(
         return _closed(runtime, exc)
 
 
-def _not_notice(message: Any) -> bool:
+def _not_notice(message: object) -> bool:
     return not is_notice(message)
 
 
-def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[Any]:
+def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[str]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
     message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
@@ -568,13 +574,13 @@ class BackgroundTaskHandlers:
         self._call = call_for
         self._limit = limit
 
-    def _refused(self, runtime: ToolRuntime) -> Command[Any] | None:
+    def _refused(self, runtime: ToolRuntime) -> Command[str] | None:
         """The answer of a start past ``max_delegations`` (one count with ``task``'s calls), else ``None``."""
         reason = None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
                                                                       runtime.tool_call_id)
         return None if reason is None else _reply(runtime, reason, error=True)
 
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any] | None:
+    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
         """The start, made in the tool's own thread without waiting for the loop; ``None``: run
         :meth:`handle_start` on the loop instead (see :meth:`BackgroundTasks.start_soon`)."""
         if (refused := self._refused(runtime)) is not None:
@@ -590,7 +596,7 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return None if record is None else _reply(runtime, started(record), record)
 
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[Any]:
+    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
         if (refused := self._refused(runtime)) is not None:
             return refused
         try:
@@ -600,18 +606,18 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, started(record), record)
 
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
+    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
         return await self._on_task(runtime, task_id, self._checked)
 
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
         current, problem = await self.tasks.check(record)
         if current["status"] in NOTEWORTHY_STATUSES:
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, checked(current, problem), current)
 
     async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+                            decision: str | None = None) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
                     *ACTIVE_STATUSES, "waiting_for_approval") and (refused := self._refused(runtime)) is not None):
                 return refused  # a follow-up to a finished task is a run more
@@ -621,15 +627,15 @@ class BackgroundTaskHandlers:
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
             current = await self.tasks.cancel(record)
             return _reply(runtime, f"Cancelled background task {task_id}.", current)
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[Any]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[Any]:
+    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
+        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             if (refused := self._refused(runtime)) is not None:
                 return refused
             current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
@@ -639,7 +645,7 @@ class BackgroundTaskHandlers:
         return await self._on_task(runtime, task_id, act)
 
     async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[Any]:
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         ledger = ledger_of(runtime.state)
         try:
             updates = await self.tasks.refresh(ledger)
@@ -650,7 +656,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, Any]], Awaitable[Command[Any]]]) -> Command[Any]:
+                       act: Callable[[ToolRuntime, Mapping[str, object]], Awaitable[Command[str]]]) -> Command[str]:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
@@ -672,7 +678,7 @@ _IDS_LISTED = 20
 """An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
 
 
-def _known_ids(ledger: Mapping[str, Any]) -> str:
+def _known_ids(ledger: Mapping[str, object]) -> str:
     ids = list(ledger)
     if not ids:
         return "Known task ids: none yet."
@@ -681,7 +687,7 @@ def _known_ids(ledger: Mapping[str, Any]) -> str:
     return f"Known task ids{more}: {shown}."
 
 
-def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
     """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
 
     Only records the middleware can act on: a hand-edited or damaged one
@@ -691,7 +697,7 @@ def ledger_of(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
 
-def _damage(state: Mapping[str, Any], task_id: str) -> str | None:
+def _damage(state: Mapping[str, object], task_id: str) -> str | None:
     """What is wrong with the record state holds for ``task_id``, if it holds one."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     if not isinstance(ledger, Mapping) or task_id not in ledger:
@@ -709,7 +715,7 @@ STARTED_EVENT = "background_task_started"
 """The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
 
 
-def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
+def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
     """``command``, once the run's stream is told of the task it started.
 
     A start turn for hundreds of remote tasks takes seconds (the server's
@@ -726,10 +732,10 @@ def _told_started(runtime: ToolRuntime, command: Command[Any]) -> Command[Any]:
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,
-           updates: Mapping[str, Any] | None = None, error: bool = False) -> Command[Any]:
+           updates: Mapping[str, object] | None = None, error: bool = False) -> Command[str]:
     message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                           status="error" if error else "success")
-    update: dict[str, Any] = {"messages": [message]}
+    update: dict[str, object] = {"messages": [message]}
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
@@ -752,7 +758,7 @@ _SETTINGS_ARGUMENTS = frozenset({
 class AsyncTaskLedgerState(AgentState):
     """Parent state with the ledger of background tasks."""
 
-    async_tasks: NotRequired[Annotated[dict[str, dict[str, Any]], LedgerChannel(dict, merge_async_records)]]
+    async_tasks: NotRequired[Annotated[dict[str, dict[str, object]], LedgerChannel(dict, merge_async_records)]]
 
 
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
@@ -901,8 +907,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- a person's answer to a task waiting for approval --------------------
 
-    def answer_approval(self, state: Mapping[str, Any], task_id: str, decision: Literal["approve", "reject"],
-                        reason: str = "") -> dict[str, Any]:
+    def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
+                        reason: str = "") -> dict[str, object]:
         """Answer a background task waiting for approval, as the person the application asked.
 
         The parent's model cannot approve (its ``update_async_task`` may only
@@ -931,7 +937,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- a turn after a stopped run: its open calls answered -----------------
 
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -941,7 +947,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         calls = self._open_calls(state)
         if not calls:
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
@@ -951,12 +957,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    def _open_calls(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _open_calls(self, state: AgentState[ResponseT]) -> list[ToolCall]:
         names = {t.name for t in self.tools}
         return [c for c in open_calls(state.get("messages") or ()) if c.get("name") in names]
 
-    async def _answer_open(self, state: Mapping[str, Any], calls: list[dict[str, Any]],
-                           config: Mapping[str, Any], saved: Sequence[Any] = ()) -> dict[str, Any]:
+    async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
+                           config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
         A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
@@ -974,8 +980,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             not in self.tasks.remote.specs}
         answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
         left = left_by_call(self.tasks.local.sessions_dir, thread_id, local - set(answered), ledger)
-        answers: dict[str, Any] = dict(answered)
-        records: dict[str, dict[str, Any]] = {
+        answers: dict[str, ToolMessage] = dict(answered)
+        records: dict[str, dict[str, object]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
             if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
         for call in calls:
@@ -985,7 +991,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 answers[call["id"]] = lost_answer(call)
                 continue
             given = call.get("args")
-            args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+            args: Mapping[str, object] = given if isinstance(given, Mapping) else {}
             agent_type = str(args.get("subagent_type") or "(unknown)")
             known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
             if known is not None:
@@ -998,12 +1004,12 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             records[record["id"]] = record
             answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
                                    ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
-        update: dict[str, Any] = {"messages": with_answers(state.get("messages") or (), answers)}
+        update: dict[str, object] = {"messages": with_answers(state.get("messages") or (), answers)}
         if records:
             update[ASYNC_LEDGER_KEY] = records
         return update
 
-    def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, Any], args: Mapping[str, Any],
+    def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, object], args: Mapping[str, object],
                    db: str | None, left: tuple[str, str] | None) -> dict[str, Any]:
         call_id = str(call.get("id"))
         # A task that left no trace (``left``: the id and transcript its child began) gets an id of its own.
@@ -1029,7 +1035,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- completion notices ------------------------------------------------
 
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1038,7 +1044,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:  # closed meanwhile: nothing to report
             return None
 
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
             return None
@@ -1047,22 +1053,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         except RuntimeClosed:
             return None
 
-    def _orphans(self, state: Mapping[str, Any]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
         if not self.tasks.remote.specs:
             return None
         return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
                                        failed=_failed_starts(state))
 
-    def _due(self, state: Mapping[str, Any]) -> bool:
+    def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
             r.get("status") in _LIVE
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
             for r in ledger_of(state).values()
         )
 
-    async def _catch_up(self, state: Mapping[str, Any],
-                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, Any] | None:
+    async def _catch_up(self, state: AgentState[ResponseT],
+                        orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, object] | None:
         ledger = ledger_of(state)
         adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_left_open(state),
                                       search=self._orphan_search) if orphans else {}
@@ -1074,7 +1080,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         for task_id, record in adopted.items():
             updates[task_id] = {**record, **updates.get(task_id, {})}
         merged = merge_async_records(ledger, updates)
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.notify:
             due = [r for r in merged.values()
                    if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
@@ -1090,30 +1096,33 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # -- the prompt ------------------------------------------------------------
 
-    def _with_block(self, request: ModelRequest) -> ModelRequest:
+    def _with_block(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
-        return with_prompt_block(request, self.prompt_block)
+        return with_block(request, self.prompt_block)
 
-    def _answer_invalid(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
+    def _answer_invalid(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         """Background-tool calls with unreadable arguments: answered, recorded, retried."""
         names = [t.name for t in self.tools]
         return answered_response(response, names, ASYNC_LEDGER_KEY, as_record=as_background_record)
 
     def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         return self._answer_invalid(handler(self._with_block(request)))
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         return self._answer_invalid(await handler(self._with_block(request)))
 
 
-def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec]]:
-    local: list[Any] = []
+def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
+           ) -> tuple[list[AnySpec], list[RemoteSubagentSpec]]:
+    local: list[AnySpec] = []
     remote: list[RemoteSubagentSpec] = []
     for spec in subagents:
         if isinstance(spec, RemoteSubagentSpec):
@@ -1130,7 +1139,7 @@ def _split(subagents: Sequence[Any]) -> tuple[list[Any], list[RemoteSubagentSpec
     return local, remote
 
 
-def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
+def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
     try:
         return RemoteSubagentSpec.model_validate(dict(value))
     except ValidationError as exc:
@@ -1138,12 +1147,12 @@ def _remote_spec(value: Mapping[str, Any]) -> RemoteSubagentSpec:
         raise SpecError(describe_validation_error(exc, label)) from None
 
 
-def _starts(calls: Sequence[Mapping[str, Any]]) -> set[str]:
+def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
     """The ids of the background starts among ``calls``."""
     return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 
-def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, Any]]) -> set[str]:
+def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str, object]]) -> set[str]:
     """The ids of the tasks whose start calls the step just before answered (the messages' last tool results)."""
     answered = set()
     for message in reversed(state.get("messages") or ()):
@@ -1153,13 +1162,13 @@ def _just_started(state: Mapping[str, Any], ledger: Mapping[str, Mapping[str, An
     return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
-def _left_open(state: Mapping[str, Any]) -> set[str]:
+def _left_open(state: AgentState[ResponseT]) -> set[str]:
     """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
     return {m.tool_call_id for m in state.get("messages") or ()
             if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
 
 
-def _failed_starts(state: Mapping[str, Any]) -> set[str]:
+def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
     """The calls answered as failed (an error, not :data:`REMOTE_START_LEFT_OPEN`): the model was told so."""
     return {m.tool_call_id for m in state.get("messages") or ()
             if isinstance(m, ToolMessage) and m.status == "error" and m.content != REMOTE_START_LEFT_OPEN}
@@ -1214,7 +1223,7 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
     def __init__(
         self,
         *,
-        async_subagents: Sequence[Mapping[str, Any]],
+        async_subagents: Sequence[Mapping[str, object]],
         system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
         **kwargs: Any,
     ) -> None:

@@ -85,7 +85,7 @@ class CreateSubagentInput(BaseModel):
 class DynamicSubagentState(SubagentLedgerState):
     """Parent state with the subagents defined at run time."""
 
-    dynamic_subagents: NotRequired[Annotated[dict[str, dict[str, Any]], merge_definitions]]
+    dynamic_subagents: NotRequired[Annotated[dict[str, dict[str, object]], merge_definitions]]
 
 
 class DynamicSubagents:
@@ -129,7 +129,7 @@ class DynamicSubagents:
 
     # -- the prompt -----------------------------------------------------------
 
-    def prompt_block(self, state: Mapping[str, Any] | None) -> str:
+    def prompt_block(self, state: Mapping[str, object] | None) -> str:
         """Instructions and ``<available_agents>``, declared agents first, then created ones."""
         created = _definitions(state)
         rows = [(s.name, s.description) for s in self.registry.specs]
@@ -141,10 +141,10 @@ class DynamicSubagents:
 
     # -- the tool -------------------------------------------------------------
 
-    async def acreate(self, runtime: ToolRuntime, **arguments: Any) -> Command[Any]:
+    async def acreate(self, runtime: ToolRuntime, **arguments: object) -> Command[str]:
         return self.create(runtime, **arguments)
 
-    def create(self, runtime: ToolRuntime, **arguments: Any) -> Command[Any]:
+    def create(self, runtime: ToolRuntime, **arguments: object) -> Command[str]:
         """Check and keep one definition; every outcome is one ToolMessage and one record."""
         started = time.time()
         name = str(arguments.get("name", ""))
@@ -159,7 +159,8 @@ class DynamicSubagents:
             return self._result(runtime, name, arguments, started, error=f"{type(exc).__name__}: {exc}")
         return self._result(runtime, name, arguments, started, definition=definition)
 
-    def _check(self, arguments: Mapping[str, Any], existing: Mapping[str, Any], runtime: Any) -> DynamicDefinition:
+    def _check(self, arguments: Mapping[str, object], existing: Mapping[str, object], runtime: ToolRuntime
+               ) -> DynamicDefinition:
         return check_definition(
             arguments,
             declared=self.registry.names,
@@ -168,10 +169,10 @@ class DynamicSubagents:
             cap=self.cap,
         )
 
-    def _parent_tools(self, runtime: Any) -> Sequence[Any]:
+    def _parent_tools(self, runtime: ToolRuntime) -> Sequence[Any]:
         return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())
 
-    def _with_earlier_siblings(self, runtime: Any) -> dict[str, Any]:
+    def _with_earlier_siblings(self, runtime: ToolRuntime) -> dict[str, object]:
         """The definitions in state plus those that earlier calls of this same message will add."""
         existing = dict(_definitions(runtime.state))
         for call in _earlier_create_calls(runtime.state, runtime.tool_call_id):
@@ -182,8 +183,8 @@ class DynamicSubagents:
             existing[definition.name] = definition.model_dump()
         return existing
 
-    def _result(self, runtime: Any, name: str, arguments: Mapping[str, Any], started: float, *,
-                definition: DynamicDefinition | None = None, error: str | None = None) -> Command[Any]:
+    def _result(self, runtime: ToolRuntime, name: str, arguments: Mapping[str, object], started: float, *,
+                definition: DynamicDefinition | None = None, error: str | None = None) -> Command[str]:
         configurable = runtime.config.get("configurable") or {}
         task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""),
                               runtime.tool_call_id)
@@ -202,7 +203,7 @@ class DynamicSubagents:
             started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
             kind="create_subagent",
         ).model_dump()
-        update: dict[str, Any] = {
+        update: dict[str, object] = {
             LEDGER_KEY: {task_id: ledger_entry(record)},
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                                      name="create_subagent", status="error" if error else "success")],
@@ -214,7 +215,7 @@ class DynamicSubagents:
         return Command(update=update)
 
 
-def _definitions(state: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _definitions(state: Mapping[str, object] | None) -> Mapping[str, Any]:
     value = (state or {}).get(DYNAMIC_SUBAGENTS_KEY) if isinstance(state, Mapping) else None
     return value if isinstance(value, Mapping) else {}
 

@@ -52,19 +52,20 @@ import urllib.request
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import hook_config
-from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ModelCallResult, ResponseT, hook_config
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.runtime import Runtime
+from langgraph.typing import ContextT
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema
+from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_block
 from subagents import TaskCall, TaskOutcome, TaskRecord
-from subagents.boundary import with_prompt_block
 from subagents.errors import ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
@@ -103,7 +104,7 @@ def notice_message(text: str) -> HumanMessage:
     return HumanMessage(content=text, additional_kwargs={NOTICE_MARKER: True})
 
 
-def is_notice(message: Any) -> bool:
+def is_notice(message: object) -> bool:
     """Whether ``message`` is a background notice rather than a user message."""
     extra = getattr(message, "additional_kwargs", None)
     return isinstance(extra, Mapping) and extra.get(NOTICE_MARKER) is True
@@ -146,7 +147,7 @@ class DelegationLimit:
             raise ValueError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
         self.max_delegations = max_delegations
 
-    def calls_this_run(self, messages: Sequence[Any]) -> list[str]:
+    def calls_this_run(self, messages: Sequence[AnyMessage]) -> list[str]:
         """Ids of the delegation calls made since the last human message, in order."""
         # Read back from the end to the last human message: a long thread costs what its last run holds.
         turns: list[list[str]] = []
@@ -159,17 +160,17 @@ class DelegationLimit:
                               if c.get("name") in self.tool_names])
         return [call_id for turn in reversed(turns) for call_id in turn]
 
-    def exhausted(self, messages: Sequence[Any]) -> bool:
+    def exhausted(self, messages: Sequence[AnyMessage]) -> bool:
         """True once the run has made ``max_delegations`` calls."""
         return self.max_delegations is not None and len(self.calls_this_run(messages)) >= self.max_delegations
 
-    def withdrawn_when_exhausted(self, request: Any) -> Any:
+    def withdrawn_when_exhausted(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The model request, without the delegation tool once the run is out of delegations."""
         if not self.exhausted(request.messages):
             return request
         return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting])
 
-    def refusal(self, messages: Sequence[Any], tool_call_id: str | None) -> str | None:
+    def refusal(self, messages: Sequence[AnyMessage], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
         if self.max_delegations is None:
             return None
@@ -240,7 +241,7 @@ class ForceDelegation(BaseModel):
     description: Literal["model", "verbatim"] = "model"
 
 
-ForceSetting = bool | str | ForceDelegation | Mapping[str, Any] | None
+ForceSetting = bool | str | ForceDelegation | Mapping[str, object] | None
 
 
 def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
@@ -280,21 +281,22 @@ class ForcedDelegation:
         self.detected: Mechanism | None = None
         """What ``auto`` found works, once it has found out."""
 
-    def applies(self, request: ModelRequest) -> bool:
+    def applies(self, request: ModelRequest[ContextT]) -> bool:
         """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
         offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
         return offered and is_first_call_of_turn(request.messages)
 
     # -- the two drivers --------------------------------------------------
 
-    def call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+    def call(self, request: ModelRequest[ContextT],
+             handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]) -> ModelCallResult[ResponseT]:
         if not self.applies(request):
             return handler(request)
         self.probe(request)
         return drive(self._plan(request), handler)
 
-    async def acall(self, request: ModelRequest,
-                    handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
+                    Awaitable[ModelResponse[ResponseT]]]) -> ModelCallResult[ResponseT]:
         if not self.applies(request):
             return await handler(request)
         if self.needs_probe(request):
@@ -303,9 +305,11 @@ class ForcedDelegation:
 
     # -- the plan, written once ---------------------------------------------
 
-    def _plan(self, request: ModelRequest) -> Generator[ModelRequest, Any, Any]:
+    def _plan(self, request: ModelRequest[ContextT]
+              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
         mechanism = self.detected or self.setting.mechanism
-        wasted = None
+        wasted: ModelCallResult[ResponseT] | None = None
+        response: ModelCallResult[ResponseT] | None
         if mechanism != "response_format":
             choice = "required" if mechanism == "required" else TASK_TOOL_NAME
             try:
@@ -314,7 +318,7 @@ class ForcedDelegation:
                 if mechanism != "auto":
                     raise
                 response = None  # a server that rejects tool_choice: try response_format
-            if mechanism != "auto" or (response is not None and _task_calls(response)):
+            if response is not None and (mechanism != "auto" or _task_calls(response)):  # None: auto's rejected call
                 if mechanism == "auto":
                     self.detected = "tool_choice"
                 return self._described(response, request)
@@ -329,7 +333,7 @@ class ForcedDelegation:
             response = cut_short
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
-    def probe(self, request: ModelRequest) -> None:
+    def probe(self, request: ModelRequest[ContextT]) -> None:
         """In ``auto`` mode, ask the model's server once whether it parses tool calls at all.
 
         A server that says it does not (llama.cpp with a template that renders
@@ -339,13 +343,14 @@ class ForcedDelegation:
         if self.setting.mechanism == "auto" and self.detected is None and tool_calls_supported(request.model) is False:
             self.detected = "response_format"
 
-    def needs_probe(self, request: ModelRequest) -> bool:
+    def needs_probe(self, request: ModelRequest[ContextT]) -> bool:
         """Whether :meth:`probe` would ask a server (so an async caller runs it off the event loop)."""
         return self.setting.mechanism == "auto" and self.detected is None and base_url_of(request.model) is not None
 
-    def _described(self, response: Any, request: ModelRequest) -> Any:
+    def _described(self, response: ModelCallResult[ResponseT], request: ModelRequest[ContextT]
+                   ) -> ModelCallResult[ResponseT]:
         """With ``description="verbatim"``, the ``task`` calls carry the user's last message as their description."""
-        if self.setting.description != "verbatim" or response is None:
+        if self.setting.description != "verbatim":
             return response
         text = next((m.text for m in reversed(request.messages)
                      if getattr(m, "type", None) == "human" and not is_notice(m)), "")
@@ -355,7 +360,7 @@ class ForcedDelegation:
                 call["args"] = {**call.get("args", {}), "description": text}
         return response
 
-    def _tool_spec(self) -> dict[str, Any]:
+    def _tool_spec(self) -> dict[str, object]:
         return {
             "type": "function",
             "function": {
@@ -372,21 +377,21 @@ class ForcedDelegation:
             schema["required"] = [k for k in schema["required"] if k != "description"]
         return schema
 
-    def _format_request(self, request: ModelRequest) -> ModelRequest:
+    def _format_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         response_format = {
             "type": "json_schema",
             "json_schema": {"name": TASK_TOOL_NAME, "schema": self._schema(), "strict": True},
         }
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        return with_prompt_block(request, prompt).override(
+        return with_block(request, prompt).override(
             tools=[], tool_choice=None, response_format=None,
             model_settings={**request.model_settings, "response_format": response_format},
         )
 
 
-def current_turn(messages: Sequence[Any]) -> list[Any]:
+def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     """The messages since the last user message (a background notice is not one), oldest first."""
-    turn: list[Any] = []
+    turn: list[AnyMessage] = []
     for message in reversed(messages):
         if getattr(message, "type", None) == "human" and not is_notice(message):
             break
@@ -395,7 +400,7 @@ def current_turn(messages: Sequence[Any]) -> list[Any]:
     return turn
 
 
-def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
+def is_first_call_of_turn(messages: Sequence[AnyMessage]) -> bool:
     """No AI message since the last user message (a background notice is not one)."""
     for message in reversed(messages):
         kind = getattr(message, "type", None)
@@ -406,18 +411,18 @@ def is_first_call_of_turn(messages: Sequence[Any]) -> bool:
     return True
 
 
-def last_ai(response: Any) -> AIMessage | None:
+def last_ai(response: ModelCallResult[ResponseT]) -> AIMessage | None:
     """The last AI message of a model response (or the response itself when it is one)."""
     messages = response.result if isinstance(response, ModelResponse) else [response]
     return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
 
 
-def _task_calls(response: Any) -> list[ToolCall]:
+def _task_calls(response: ModelCallResult[ResponseT]) -> list[ToolCall]:
     message = last_ai(response)
     return [c for c in (message.tool_calls if message else []) if c.get("name") == TASK_TOOL_NAME]
 
 
-def as_task_call(response: Any) -> Any:
+def as_task_call(response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
     """The response with its JSON reply turned into a ``task`` tool call.
 
     A reply that already calls ``task``, or whose text is not a JSON object
@@ -430,12 +435,12 @@ def as_task_call(response: Any) -> Any:
     if not (isinstance(args, dict) and isinstance(args.get("description", ""), str)
             and isinstance(args.get("subagent_type"), str)):
         return response
-    call = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
-            "args": {"description": args.get("description", ""), "subagent_type": args["subagent_type"]}}
+    call: ToolCall = {"name": TASK_TOOL_NAME, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call",
+                      "args": {"description": args.get("description", ""), "subagent_type": args["subagent_type"]}}
     return _calling(response, message, call)
 
 
-def _calling(response: Any, message: AIMessage, call: dict[str, Any]) -> Any:
+def _calling(response: ModelCallResult[ResponseT], message: AIMessage, call: ToolCall) -> ModelCallResult[ResponseT]:
     """``response`` with its reply ``message`` replaced by one that makes ``call`` (id, usage and metadata kept)."""
     converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
                           usage_metadata=message.usage_metadata,
@@ -446,7 +451,8 @@ def _calling(response: Any, message: AIMessage, call: dict[str, Any]) -> Any:
                          structured_response=response.structured_response)
 
 
-def with_usage_of(response: Any, wasted: Any) -> Any:
+def with_usage_of(response: ModelCallResult[ResponseT], wasted: ModelCallResult[ResponseT] | None
+                  ) -> ModelCallResult[ResponseT]:
     """``response`` with the token usage of a ``wasted`` call (one whose reply was not used) added to it.
 
     ``auto`` forcing may make a call whose reply it drops; the tokens were
@@ -463,7 +469,7 @@ def with_usage_of(response: Any, wasted: Any) -> Any:
     return response
 
 
-def closed_json(text: str) -> Any:
+def closed_json(text: str) -> object:
     """``text`` as JSON, closing a string and object left open by a token limit."""
     for suffix in ("", "}", '"}'):
         try:
@@ -523,7 +529,7 @@ TOOL_KEY = "tool"
 ARGUMENTS_KEY = "arguments"
 
 
-class ForceToolUse(AgentMiddleware[Any, Any]):
+class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """The first model call of each turn calls one of ``tools`` (all offered tools by default).
 
     Args:
@@ -547,12 +553,14 @@ class ForceToolUse(AgentMiddleware[Any, Any]):
         self.answer_with_result = answer_with_result
 
     @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         if not self.answer_with_result or not _answered_forced_call(state.get("messages") or ()):
             return None
         return {"jump_to": "end"}
 
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+    def wrap_model_call(self, request: ModelRequest[ContextT],
+                        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+                        ) -> ModelCallResult[ResponseT]:
         forced = self._forced(request)
         if forced is None:
             return handler(request)
@@ -561,8 +569,9 @@ class ForceToolUse(AgentMiddleware[Any, Any]):
         except Exception as exc:
             return forced.recover(exc)
 
-    async def awrap_model_call(self, request: ModelRequest,
-                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+    async def awrap_model_call(self, request: ModelRequest[ContextT],
+                               handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
+                               ) -> ModelCallResult[ResponseT]:
         forced = self._forced(request)
         if forced is None:
             return await handler(request)
@@ -571,7 +580,7 @@ class ForceToolUse(AgentMiddleware[Any, Any]):
         except Exception as exc:
             return forced.recover(exc)
 
-    def _forced(self, request: ModelRequest) -> _ForcedCall | None:
+    def _forced(self, request: ModelRequest[ContextT]) -> _ForcedCall[ContextT] | None:
         if not is_first_call_of_turn(request.messages):
             return None
         specs = [convert_to_openai_tool(t)["function"] for t in request.tools]
@@ -579,10 +588,10 @@ class ForceToolUse(AgentMiddleware[Any, Any]):
         return _ForcedCall(request, chosen) if chosen else None
 
 
-class _ForcedCall:
+class _ForcedCall(Generic[ContextT]):
     """One forced call: the request that asks for a tool's arguments, and the reply made a tool call."""
 
-    def __init__(self, request: ModelRequest, specs: list[dict[str, Any]]) -> None:
+    def __init__(self, request: ModelRequest[ContextT], specs: list[dict[str, Any]]) -> None:
         self.specs = {s["name"]: s for s in specs}
         schema = forced_tool_schema(specs)
         listing = "; ".join(f"`{s['name']}`: {s.get('description') or ''}".strip() for s in specs)
@@ -591,37 +600,37 @@ class _ForcedCall:
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
         response_format = {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema,
                                                                    "strict": True}}
-        self.request = with_prompt_block(request, prompt).override(
+        self.request = with_block(request, prompt).override(
             tools=[], tool_choice=None, response_format=None,
             model_settings={**request.model_settings, "response_format": response_format},
         )
 
-    def finish(self, response: Any) -> Any:
+    def finish(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
         call = self._call(closed_json(message.text))
         return response if call is None else _calling(response, message, call)
 
-    def recover(self, exc: Exception) -> Any:
+    def recover(self, exc: Exception) -> ModelCallResult[ResponseT]:
         cut_short = truncated_reply(exc)  # a schema-constrained reply cut at the token limit: close and use it
         if cut_short is None:
             raise exc
         return self.finish(cut_short)
 
-    def _call(self, reply: Any) -> dict[str, Any] | None:
+    def _call(self, reply: object) -> ToolCall | None:
         if not isinstance(reply, Mapping):
             return None
-        name: Any = next(iter(self.specs))
-        args: Any = reply
+        name: object = next(iter(self.specs))
+        args: object = reply
         if len(self.specs) > 1:
             name, args = reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)
-            if name not in self.specs or not isinstance(args, Mapping):
-                return None
+        if not isinstance(name, str) or name not in self.specs or not isinstance(args, Mapping):
+            return None
         return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
 
 
-def _answered_forced_call(messages: Sequence[Any]) -> bool:
+def _answered_forced_call(messages: Sequence[AnyMessage]) -> bool:
     """Whether the turn so far is one model call (the forced one) and the results of its tool calls."""
     turn = current_turn(messages)
     ais = [m for m in turn if isinstance(m, AIMessage)]
@@ -671,7 +680,7 @@ def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 #     agent = create_deep_agent(model, subagents=[librarian], middleware=[ReturnChildAnswer()])
 # ----------------------------------------------------------------------------
 
-class ReturnChildAnswer(AgentMiddleware[Any, Any]):
+class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """Ends a turn of one successful delegation on the child's answer, without another root model call.
 
     Args:
@@ -684,14 +693,14 @@ class ReturnChildAnswer(AgentMiddleware[Any, Any]):
         self.tool_names = frozenset(tool_names)
 
     @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         answer = single_delegation_answer(state.get("messages") or (), self.tool_names)
         if answer is None:
             return None
         return {"messages": [AIMessage(content=answer)], "jump_to": "end"}
 
 
-def single_delegation_answer(messages: Sequence[Any], tool_names: frozenset[str]) -> str | None:
+def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozenset[str]) -> str | None:
     """The answer of the turn's one delegation, if the turn so far is exactly: one call of it, its success."""
     turn = current_turn(messages)
     if len(turn) != 2 or not isinstance(turn[0], AIMessage) or not isinstance(turn[1], ToolMessage):
@@ -731,13 +740,13 @@ _lock = threading.Lock()
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def base_url_of(model: Any) -> str | None:
+def base_url_of(model: object) -> str | None:
     """The base url of an OpenAI-compatible chat model (``ChatOpenAI``'s public ``openai_api_base``), if any."""
     url = getattr(model, "openai_api_base", None)
     return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
 
 
-def tool_calls_supported(model: Any) -> bool | None:
+def tool_calls_supported(model: object) -> bool | None:
     """Whether the model's server parses tool calls: ``True``/``False`` as it says, ``None`` when unknown.
 
     Asked once per base url and process (the answer is cached, a failure too).
@@ -756,14 +765,14 @@ def tool_calls_supported(model: Any) -> bool | None:
     return found
 
 
-def probe_pending(model: Any) -> bool:
+def probe_pending(model: object) -> bool:
     """Whether :func:`tool_calls_supported` would ask a server (so an async caller runs it off the loop)."""
     url = base_url_of(model)
     with _lock:
         return url is not None and url not in _known
 
 
-def warn_if_no_tool_calls(model: Any) -> None:
+def warn_if_no_tool_calls(model: object) -> None:
     """Issue :class:`~subagents.errors.ToolCallsUnsupported` if the model's server parses no tool call.
 
     Once per base url and process, however many agents use it; a server

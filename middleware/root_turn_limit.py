@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.tracers.context import register_configure_hook
@@ -37,6 +37,7 @@ from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
 from langgraph.pregel import Pregel
 from langgraph.types import Command
+from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
@@ -48,13 +49,13 @@ DEFAULT_MAX_ROOT_TURNS = 200
 COUNT_KEY = "run_model_call_count"
 
 
-class RootTurnLimitState(AgentState[Any]):
+class RootTurnLimitState(AgentState[ResponseT]):
     """The run's model calls so far: not checkpointed, private to the agent that owns it."""
 
     run_model_call_count: NotRequired[Annotated[int, UntrackedValue, PrivateStateAttr]]
 
 
-class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
+class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
     Counted per run (per ``invoke``, and per ``Command(resume=...)``), as
@@ -83,16 +84,18 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
         self.agent_name = name
 
     def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         made = _made(request)
         if made >= self.max_root_turns:
             return self._stopped()
         return _counted(handler(request), made)
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         made = _made(request)
         if made >= self.max_root_turns:
             return self._stopped()
@@ -106,14 +109,14 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, Any]):
             "max_root_turns", self.agent_name)
 
 
-def _made(request: ModelRequest[Any]) -> int:
+def _made(request: ModelRequest[ContextT]) -> int:
     # Only the model node writes it, but a caller's Command(update=...) can too: a count below zero
     # (or not a count) would buy calls past the limit, so it reads as none made yet.
     made = (request.state or {}).get(COUNT_KEY)
     return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
 
 
-def _counted(response: ModelResponse[Any], made: int) -> ExtendedModelResponse[Any]:
+def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResponse[ResponseT]:
     """The model's reply, with this call counted in the run's state (LangChain applies the update)."""
     return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
 
@@ -174,7 +177,8 @@ class RootBudget:
         if not any(isinstance(h, RunMeter) and h.budget is self.budget for h in handlers):
             warnings.warn(UNMETERED, UserWarning, stacklevel=2)
 
-    def call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Any:
+    def call(self, request: ModelRequest[ContextT],
+             handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
@@ -190,7 +194,8 @@ class RootBudget:
                     raise
                 return self._ended(None, str(refused))
 
-    async def acall(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]) -> Any:
+    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
+                    Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
@@ -220,7 +225,7 @@ class RootBudget:
         finally:
             _ROOT_CALL_METER.reset(token)
 
-    def _ended(self, response: Any, refused: str | None = None) -> AIMessage:
+    def _ended(self, response: ModelCallResult[ResponseT] | None, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""
         messages = response.result if isinstance(response, ModelResponse) else [response]
         answer = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)

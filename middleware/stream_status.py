@@ -52,7 +52,7 @@ class ChildFailureTransformer(StreamTransformer):
         self._segments: dict[str, str] = {}  # our task id -> the child's namespace segment
         self._failed: dict[str, str] = {}  # the spawning parent task's id -> the child's error
 
-    def init(self) -> dict[str, Any]:
+    def init(self) -> dict[str, object]:
         return {}
 
     def process(self, event: ProtocolEvent) -> bool:

@@ -62,16 +62,20 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
 )
+from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
+from langgraph.typing import ContextT
 
 from middleware.limits import (
     DelegationLimit,
@@ -110,10 +114,11 @@ from middleware.task_tool import (
     task_tool_description,
     tool_message,
     with_answers,
+    with_block,
     with_general_purpose,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
+from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
@@ -144,7 +149,7 @@ class ParentModel:
         self._seen: BaseChatModel | None = None
         self._seen_state_id: int | None = None
 
-    def observe(self, request: ModelRequest) -> None:
+    def observe(self, request: ModelRequest[ContextT]) -> None:
         if self.given is not None:
             return
         state_id = id(request.state)
@@ -433,8 +438,8 @@ class SubAgentMiddleware(AgentMiddleware):
     # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
     # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
 
-    def _at_start(self, request: ModelRequest[Any], calls: Sequence[Any],
-                  saved: Sequence[Any]) -> tuple[ModelRequest[Any], dict[str, Any]]:
+    def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
+                  saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
         """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
 
         Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
@@ -444,7 +449,8 @@ class SubAgentMiddleware(AgentMiddleware):
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        found = self._answer_open_calls(messages, calls, saved, cast("Mapping[str, Any]", state.get(LEDGER_KEY) or {}))
+        ledger_now = cast("Mapping[str, object]", state.get(LEDGER_KEY) or {})  # a key AgentState does not declare
+        found = self._answer_open_calls(messages, calls, saved, ledger_now)
         if found is None:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
@@ -452,8 +458,8 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[Any],
-                           ledger_now: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[CheckpointTuple],
+                           ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
         ``saved``: the thread's checkpoint tuples since the calls were made (:func:`_saved_checkpoints`), whose
@@ -494,7 +500,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     # -- the model call: prompt, budget, calls the model got wrong -----------
 
-    def _limited(self, request: ModelRequest) -> tuple[ModelRequest, str]:
+    def _limited(self, request: ModelRequest[ContextT]) -> tuple[ModelRequest[ContextT], str]:
         """The request as the delegation cap leaves it, and the prompt block it gets."""
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -506,15 +512,15 @@ class SubAgentMiddleware(AgentMiddleware):
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
 
     def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            return cast("ModelCallResult[Any]", self.root_budget.call(request, lambda r: self._model_call(r, handler)))
+            return self.root_budget.call(request, lambda r: self._model_call(r, handler))
         return self._model_call(request, handler)
 
     def _model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
+    ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, _saved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
@@ -522,7 +528,7 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         forced = self.forced
 
-        request = with_prompt_block(request, block)
+        request = with_block(request, block)
         response = answered_response(forced.call(request, handler) if forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
@@ -534,16 +540,19 @@ class SubAgentMiddleware(AgentMiddleware):
         return _with_update(response, update)
 
     async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            metered = await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
-            return cast("ModelCallResult[Any]", metered)
+            return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
         return await self._amodel_call(request, handler)
 
     async def _amodel_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
+        self,
+        request: ModelRequest[ContextT],
+        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
+    ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
@@ -551,20 +560,20 @@ class SubAgentMiddleware(AgentMiddleware):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
                 await asyncio.to_thread(tool_calls_supported, request.model)
             warn_if_no_tool_calls(request.model)
-        request = with_prompt_block(request, block)
+        request = with_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
                             update)
 
 
-def _calls(response: ModelCallResult[Any], tool_names: Sequence[str]) -> bool:
+def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
     """Whether the model's answer calls one of ``tool_names``."""
     model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
     messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
     return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
 
 
-def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> ModelCallResult[Any]:
+def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -> ModelCallResult[ResponseT]:
     """``response`` with ``update`` written in the model's step too.
 
     Answers put in place rewrite ``messages`` whole (LangChain's own repair of invalid calls does the same):
@@ -603,13 +612,13 @@ def _with_update(response: ModelCallResult[Any], update: dict[str, Any]) -> Mode
 # ----------------------------------------------------------------------------
 
 
-def _open_at_start(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
     """The calls a stopped run left open, at a run's first model call (the state ends with the user's message)."""
     messages = state.get("messages") or ()
     return open_calls(messages) if messages and isinstance(messages[-1], HumanMessage) else []
 
 
-def _where_saved() -> tuple[Any, dict[str, Any]] | None:
+def _where_saved() -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
     """The checkpointer and this graph's thread config, if the run has them."""
     saver = (get_config().get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     info = get_runtime().execution_info
@@ -619,9 +628,9 @@ def _where_saved() -> tuple[Any, dict[str, Any]] | None:
     return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_ns": namespace}}
 
 
-def _saved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
+def _saved_checkpoints(calls: Sequence[Mapping[str, object]]) -> list[CheckpointTuple]:
     where = _where_saved()
-    kept: list[Any] = []
+    kept: list[CheckpointTuple] = []
     for saved in where[0].list(where[1]) if where is not None else ():
         kept.append(saved)
         if _made(saved, calls):
@@ -629,9 +638,9 @@ def _saved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     return kept
 
 
-async def _asaved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
+async def _asaved_checkpoints(calls: Sequence[Mapping[str, object]]) -> list[CheckpointTuple]:
     where = _where_saved()
-    kept: list[Any] = []
+    kept: list[CheckpointTuple] = []
     if where is None:
         return kept
     listing = where[0].alist(where[1])
@@ -647,7 +656,7 @@ async def _asaved_checkpoints(calls: Sequence[Mapping[str, Any]]) -> list[Any]:
     return kept
 
 
-def _made(saved: Any, calls: Sequence[Mapping[str, Any]]) -> bool:
+def _made(saved: CheckpointTuple, calls: Sequence[Mapping[str, object]]) -> bool:
     """Whether the checkpoint's pending writes end ``messages`` with the model's message that made ``calls``: the
     step before the stopped one, past which nothing answered them.
 
@@ -660,15 +669,15 @@ def _made(saved: Any, calls: Sequence[Mapping[str, Any]]) -> bool:
     return any(isinstance(m, AIMessage) and any(c.get("id") in ids for c in m.tool_calls) for m in lasts)
 
 
-def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],
-                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, Any], dict[str, Any]]:
+def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[str],
+                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
     """(call id -> answer, ledger and usage update) of the open calls a finished task (or background start,
     with ``ledger_key`` its ledger's) answered."""
-    answers: dict[str, Any] = {}
-    ledger: dict[str, Any] = {}
+    answers: dict[str, ToolMessage] = {}
+    ledger: dict[str, object] = {}
     usage: dict[str, Any] | None = None
     for checkpoint in saved:
-        by_task: dict[str, list[tuple[str, Any]]] = {}
+        by_task: dict[str, list[tuple[str, object]]] = {}
         for task_id, channel, value in checkpoint.pending_writes or ():
             by_task.setdefault(task_id, []).append((channel, value))
         for writes in by_task.values():
@@ -689,7 +698,7 @@ def _finished_before_the_stop(saved: Sequence[Any], call_ids: set[str],
     return answers, update
 
 
-def _left_to_a_served_model(request: ModelRequest[Any]) -> bool:
+def _left_to_a_served_model(request: ModelRequest[ContextT]) -> bool:
     """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
 
     Only an OpenAI-compatible model names a server (``openai_api_base``, see
@@ -722,7 +731,7 @@ def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
 
 
-def _with_schema(schemas: tuple[Any, ...], state_schema: Any) -> tuple[Any, ...]:
+def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type, ...]:
     """deepagents' ``state_schema=``: its keys reach declarative children, like the parent's own schemas."""
     if state_schema is None:
         return schemas

@@ -32,21 +32,23 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
-from langchain.agents.middleware import AgentState, ModelCallResult
-from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse, ResponseT
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
+from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from subagents import SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
+from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
+from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, with_text_appended, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records
@@ -86,12 +88,17 @@ ERROR_PREVIEW_CHARS = 1000
 ELLIPSIS = "…"
 
 
+def with_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
+    """``subagents.boundary.with_prompt_block`` for a request of any context type (that one types it for none)."""
+    return request.override(system_message=with_text_appended(request.system_message, block)) if block else request
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` when it fits in ``limit`` characters, else its start and ``…`` (``limit`` in all)."""
     return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
 
 
-def ledger_entry(record: Mapping[str, Any]) -> dict[str, Any]:
+def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
     """The compact record the ledger keeps for one delegation's full record.
 
     Every field is kept except the long texts, which become previews with
@@ -150,7 +157,7 @@ class SubagentLedgerState(AgentState):
     subagent_usage: NotRequired[Annotated[dict[str, Any], add_usage]]
 
 
-def check_ledger_fields(state_schema: Any, argument: str) -> None:
+def check_ledger_fields(state_schema: object, argument: str) -> None:
     """Refuse a user ``state_schema`` that declares a ledger key with another channel.
 
     A schema's own annotation wins over the middleware's, so a ledger declared
@@ -171,7 +178,7 @@ def check_ledger_fields(state_schema: Any, argument: str) -> None:
             )
 
 
-def _metadata(hint: Any) -> tuple[Any, ...]:
+def _metadata(hint: object) -> tuple[object, ...]:
     while typing.get_origin(hint) in (NotRequired, typing.Required):
         hint = typing.get_args(hint)[0]
     return getattr(hint, "__metadata__", ())
@@ -189,7 +196,7 @@ def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | Non
     )
 
 
-def usage_update(record: dict[str, Any]) -> dict[str, Any]:
+def usage_update(record: Mapping[str, object]) -> dict[str, object]:
     return {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
             "tasks": 1}
 
@@ -206,7 +213,8 @@ def usage_update(record: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------
 
 
-def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tuple[list[Any], list[dict[str, Any]]]:
+def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
+                         ) -> tuple[list[BaseMessage], list[dict[str, object]]]:
     """``(messages, records)``: the model's messages with its invalid calls to ``tool_names`` answered."""
     if not result or not isinstance(result[0], AIMessage):
         return result, []
@@ -245,8 +253,8 @@ def answer_invalid_calls(result: list[Any], tool_names: Collection[str]) -> tupl
     return [fixed, *answers, *result[1:]], records
 
 
-def answered_response(response: ModelCallResult[Any], tool_names: Collection[str], ledger_key: str,
-                      as_record: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> ModelCallResult[Any]:
+def answered_response(response: ModelCallResult[ResponseT], tool_names: Collection[str], ledger_key: str,
+                      as_record: Callable[[dict[str, object]], dict[str, object]] = dict) -> ModelCallResult[ResponseT]:
     """A model response with its invalid calls to ``tool_names`` answered, their records under ``ledger_key``."""
     if not isinstance(response, ModelResponse):
         return response
@@ -260,9 +268,9 @@ def answered_response(response: ModelCallResult[Any], tool_names: Collection[str
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
 
 
-def _needing_ids(calls: list[Any], tool_names: Collection[str]) -> set[int]:
+def _needing_ids(calls: list[ToolCall], tool_names: Collection[str]) -> set[int]:
     """Positions of calls to ``tool_names`` with no id, or with one an earlier call of the message has."""
-    seen: set[Any] = set()
+    seen: set[str | None] = set()
     renamed = set()
     for index, call in enumerate(calls):
         call_id = call.get("id")
@@ -273,7 +281,7 @@ def _needing_ids(calls: list[Any], tool_names: Collection[str]) -> set[int]:
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
-                        agent_type: str | None = None) -> dict[str, Any]:
+                        agent_type: str | None = None) -> dict[str, object]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
     now = time.time()
     return TaskRecord(
@@ -292,7 +300,7 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
     ).model_dump()
 
 
-def as_background_record(record: dict[str, Any]) -> dict[str, Any]:
+def as_background_record(record: dict[str, object]) -> dict[str, object]:
     """An invalid background-tool call's record, in the ``async_tasks`` ledger's shape."""
     return {
         "id": record["id"], "agent_type": record["agent_type"], "runner": "local", "status": "error",
@@ -330,7 +338,7 @@ LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended)
                "was answered, and nothing of its result was kept. Call it again if it is still needed.")
 
 
-def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
+def open_calls(messages: Sequence[Any]) -> list[ToolCall]:
     """Tool calls of the last assistant message before the user's last message(s) that have no answer.
 
     Only that message is looked at (the turn a stopped run left), so the
@@ -341,7 +349,7 @@ def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
         index -= 1
     while index >= 0 and isinstance(messages[index], HumanMessage):  # the new turn may bring several
         index -= 1
-    answered: set[Any] = set()
+    answered: set[str] = set()
     while index >= 0 and isinstance(messages[index], ToolMessage):
         answered.add(messages[index].tool_call_id)
         index -= 1
@@ -351,7 +359,7 @@ def open_calls(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return [c for c in messages[index].tool_calls if c.get("id") and c.get("id") not in answered]
 
 
-def lost_answer(call: Mapping[str, Any], text: str = LOST_REASON) -> ToolMessage:
+def lost_answer(call: Mapping[str, object], text: str = LOST_REASON) -> ToolMessage:
     """The answer of a call the run never finished: an error result saying so."""
     return ToolMessage(content=text, tool_call_id=str(call.get("id") or ""), name=str(call.get("name") or ""),
                        status="error")
@@ -372,7 +380,7 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
     return out
 
 
-def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, task_id: str,
+def lost_record(call: Mapping[str, object], agent_type: str, description: str, *, task_id: str,
                 transcript: str | None = None) -> dict[str, Any]:
     """The ledger record of a delegation whose run stopped before it answered."""
     fields = lost(LOST_REASON, transcript)
@@ -383,7 +391,7 @@ def lost_record(call: Mapping[str, Any], agent_type: str, description: str, *, t
 
 _GROUPS_KEPT = 256
 
-StoredWrites = Sequence[tuple[str, str, Any]]
+StoredWrites = Sequence[tuple[str, str, object]]
 """The step's pending writes in the checkpoint: ``(task id, channel, value)``."""
 
 
@@ -398,7 +406,7 @@ class SiblingWrites:
         self._groups: collections.OrderedDict[str, dict[str, dict[str, Any]]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def stored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
+    def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
         """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
         where = _step_checkpoint(runtime, outcome)
         try:
@@ -408,7 +416,7 @@ class SiblingWrites:
                 raise
             return ()
 
-    async def astored(self, runtime: Any, outcome: TaskOutcome) -> StoredWrites:
+    async def astored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
         where = _step_checkpoint(runtime, outcome)
         try:
             return () if where is None else _pending(await where[0].aget_tuple(where[1]))
@@ -417,7 +425,7 @@ class SiblingWrites:
                 raise
             return ()
 
-    def apply(self, runtime: Any, outcome: TaskOutcome,
+    def apply(self, runtime: ToolRuntime, outcome: TaskOutcome,
               stored: StoredWrites = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """``(update, skipped)`` for this outcome; never raises (bar real cancellation)."""
         try:
@@ -428,14 +436,14 @@ class SiblingWrites:
             why = f"could not be written back ({type(exc).__name__})"
             return {}, {safe_text(key, 200): why for key in list(outcome.changes)[:100]}
 
-    def _apply(self, runtime: Any, outcome: TaskOutcome,
+    def _apply(self, runtime: ToolRuntime, outcome: TaskOutcome,
                stored: StoredWrites) -> tuple[dict[str, Any], dict[str, str]]:
         call_id = str(runtime.tool_call_id)
         group, parallel = _group_of(runtime.state, runtime.tool_call_id)
         config = runtime.config or {}
         checkpointed = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
         with self._lock:
-            earlier: dict[str, list[Any]] = {}
+            earlier: dict[str, list[object]] = {}
             known = self._groups.get(group, {}) if group else {}
             for other, writes in known.items():
                 if other != call_id:
@@ -454,13 +462,14 @@ class SiblingWrites:
         return update, skipped
 
 
-def _pending(found: Any) -> StoredWrites:
+def _pending(found: object) -> StoredWrites:
     """Well-formed ``(task id, channel, value)`` pending writes of a checkpoint tuple; others are not siblings'."""
     writes = getattr(found, "pending_writes", None) or ()
     return tuple(w for w in writes if isinstance(w, tuple) and len(w) == 3)
 
 
-def _step_checkpoint(runtime: Any, outcome: TaskOutcome) -> tuple[Any, dict[str, Any]] | None:
+def _step_checkpoint(runtime: ToolRuntime, outcome: TaskOutcome
+                     ) -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
     """The checkpointer and the config of the checkpoint this step runs from, when a write-back needs them."""
     if not outcome.changes:
         return None
@@ -472,8 +481,8 @@ def _step_checkpoint(runtime: Any, outcome: TaskOutcome) -> tuple[Any, dict[str,
                           "checkpoint_ns": graph_namespace(info.checkpoint_ns, info.task_id)}}
 
 
-def _unseen(stored: StoredWrites, counted: set[str], own_task: Any,
-            keys: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _unseen(stored: StoredWrites, counted: set[str], own_task: str | None,
+            keys: Mapping[str, object]) -> list[tuple[str, object]]:
     """``(key, value)`` that sibling tasks stored for ``keys``, but not those of calls already ``counted``."""
     calls: dict[str, str | None] = {}
     for task, channel, value in stored:
@@ -532,7 +541,7 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
-def with_general_purpose(specs: list[Any], enabled: bool, *, taken: Iterable[str] = ()) -> list[Any]:
+def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:
     """``specs`` with the ``general-purpose`` subagent first, unless off or a spec (or ``taken``) has its name."""
     if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
         return specs
@@ -829,7 +838,7 @@ class RecordedTool(StructuredTool):
         except ValidationError as exc:
             return self._invalid(input, exc)
 
-    def _too_deep(self, call: Any) -> Command[Any] | None:
+    def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
         if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
             return None
@@ -841,7 +850,7 @@ class RecordedTool(StructuredTool):
         record = invalid_call_record(self.name, call["id"], reason)
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
-    def _invalid(self, call: Any, exc: ValidationError) -> Command[Any]:
+    def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
         if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
                                           and call.get("id")):
@@ -851,7 +860,7 @@ class RecordedTool(StructuredTool):
         except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
             raise exc from None
 
-    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[Any]:
+    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[str]:
         raw = call.get("args")
         args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
         errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
@@ -863,13 +872,13 @@ class RecordedTool(StructuredTool):
         return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
 
 
-def _depth_at_most(value: Any, limit: int) -> bool:
+def _depth_at_most(value: object, limit: int) -> bool:
     """Whether ``value``'s dicts and lists nest at most ``limit`` deep (iterative: no recursion to exhaust)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, (list, tuple)):
             children = item
         else:
@@ -939,8 +948,8 @@ def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, s
     )
 
 
-def outcome_command(runtime: Any, outcome: TaskOutcome, writes: SiblingWrites,
-                    stored: StoredWrites = ()) -> Command[Any]:
+def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingWrites,
+                    stored: StoredWrites = ()) -> Command[str]:
     """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``.
 
     Example::

@@ -26,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from subagents.background import BackgroundTasks, RuntimeClosed
 from subagents.background.local import LocalTask
 from subagents.background.remote import in_process_client
+
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ class ThreadCatchUp:
     def __init__(self, tasks: BackgroundTasks, ledger_key: str) -> None:
         self.tasks = tasks
         self.ledger_key = ledger_key
-        self._client: Any = None  # made once, on the runtime's loop where every request is sent
+        self._client: LangGraphClient | None = None  # made once, on the runtime's loop where every request is sent
         self._due: set[str] = set()  # threads a catch-up waits for: a thousand tasks ending make one each
 
     def __call__(self, task: LocalTask) -> None:
@@ -63,7 +66,7 @@ class ThreadCatchUp:
             return
         self._due.add(str(thread_id))
 
-    async def _catch_up(self, client: Any, thread_id: str) -> None:
+    async def _catch_up(self, client: LangGraphClient, thread_id: str) -> None:
         try:
             for _ in range(int(IDLE_WAIT_S / IDLE_POLL_S)):
                 status = (await client.threads.get(thread_id)).get("status")
