@@ -107,7 +107,6 @@ from middleware.task_tool import (
     lost_answer,
     open_calls,
     with_answers,
-    with_block,
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
@@ -133,7 +132,7 @@ from subagents.background import (
 from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
-from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
@@ -1100,7 +1099,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
-        return with_block(request, self.prompt_block)
+        return with_prompt_block(request, self.prompt_block)
 
     def _answer_invalid(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         """Background-tool calls with unreadable arguments: answered, recorded, retried."""

@@ -64,8 +64,9 @@ from langgraph.runtime import Runtime
 from langgraph.typing import ContextT
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema, with_block
+from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema
 from subagents import TaskCall, TaskOutcome, TaskRecord
+from subagents.boundary import with_prompt_block
 from subagents.errors import ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
@@ -383,7 +384,7 @@ class ForcedDelegation:
             "json_schema": {"name": TASK_TOOL_NAME, "schema": self._schema(), "strict": True},
         }
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        return with_block(request, prompt).override(
+        return with_prompt_block(request, prompt).override(
             tools=[], tool_choice=None, response_format=None,
             model_settings={**request.model_settings, "response_format": response_format},
         )
@@ -600,7 +601,7 @@ class _ForcedCall(Generic[ContextT]):
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
         response_format = {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema,
                                                                    "strict": True}}
-        self.request = with_block(request, prompt).override(
+        self.request = with_prompt_block(request, prompt).override(
             tools=[], tool_choice=None, response_format=None,
             model_settings={**request.model_settings, "response_format": response_format},
         )

@@ -114,11 +114,10 @@ from middleware.task_tool import (
     task_tool_description,
     tool_message,
     with_answers,
-    with_block,
     with_general_purpose,
 )
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
-from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace
+from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
 from subagents.builder import UnknownToolPolicy
 from subagents.errors import ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
@@ -528,7 +527,7 @@ class SubAgentMiddleware(AgentMiddleware):
             warn_if_no_tool_calls(request.model)
         forced = self.forced
 
-        request = with_block(request, block)
+        request = with_prompt_block(request, block)
         response = answered_response(forced.call(request, handler) if forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
@@ -560,7 +559,7 @@ class SubAgentMiddleware(AgentMiddleware):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
                 await asyncio.to_thread(tool_calls_supported, request.model)
             warn_if_no_tool_calls(request.model)
-        request = with_block(request, block)
+        request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
                             update)

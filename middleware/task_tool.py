@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
-from langchain.agents.middleware import AgentState, ModelCallResult, ModelRequest
+from langchain.agents.middleware import AgentState, ModelCallResult
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse, ResponseT
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolCall, ToolMessage
@@ -43,12 +43,11 @@ from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command
-from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, with_text_appended, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records
@@ -86,11 +85,6 @@ ERROR_PREVIEW_CHARS = 1000
 """Longest ``error`` a ledger record keeps (errors are rarer and worth more words)."""
 
 ELLIPSIS = "…"
-
-
-def with_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
-    """``subagents.boundary.with_prompt_block`` for a request of any context type (that one types it for none)."""
-    return request.override(system_message=with_text_appended(request.system_message, block)) if block else request
 
 
 def clip(text: str, limit: int) -> str:

@@ -63,6 +63,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool, Tool
 from langgraph.types import Command
+from langgraph.typing import ContextT
 
 from subagents.errors import SubagentsError, from_signal_handler, is_real_cancellation, safe_text
 from subagents.roles import ChildPolicy
@@ -1199,7 +1200,7 @@ def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemM
     return system.model_copy(update={"content": blocks})
 
 
-def with_prompt_block(request: ModelRequest, block: str) -> ModelRequest:
+def with_prompt_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
     """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
     if not block:
         return request
