@@ -118,17 +118,6 @@ def token_count(value: Any) -> int:
     return min(max(number, 0), MAX_REPORTED_TOKENS)
 
 
-def price_of(prices: PriceTable | None, model_name: str | None) -> tuple[float, float] | None:
-    """The (input, output) USD per million tokens ``prices`` gives ``model_name``, or ``None``.
-
-    Example::
-
-        price_of({"gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6)}, "gpt-4.1-mini-2025-04-14")   # (0.4, 1.6)
-    """
-    priced = call_price(prices, model_name)
-    return None if priced is None else priced[1]
-
-
 def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
     """The USD cost of one call, or 0.0 when the model has no price."""
     return cost_at(call_price(prices, model_name), input_tokens, output_tokens)

@@ -65,9 +65,6 @@ HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap
          "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
 """Every hook a middleware can have (LangChain runs each it overrides)."""
 
-_NONE = ChildPolicy()
-
-
 def policy_of(middleware: Any) -> ChildPolicy:
     """``middleware``'s policy: its instance's ``child_policy``, else its class's (the trust flags hold only
     there, and only while no hook is replaced on the instance); ``inherited``, the widest any of them or any

@@ -268,8 +268,6 @@ def close_open_sessions(wait_s: float = EXIT_WAIT_S) -> None:
         each.closed.wait(max(deadline - time.monotonic(), 0))
 
 
-
-
 def describe_cause(exc: BaseException) -> str:
     """The innermost readable cause, out of anyio's exception groups, bounded."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
