@@ -134,7 +134,7 @@ from subagents.background.runtime import background_child_middleware, checkpoint
 from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
 from subagents.builder import UnknownToolPolicy
-from subagents.errors import brief, safe_text
+from subagents.errors import InvalidArgumentType, brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget, PriceTable
 from subagents.outcome import lost, task_id_for
@@ -847,7 +847,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             "observability": settings.observability.model_copy(update={"transcript_store": None})})
         shared = settings.background.runtime
         if shared is not None and not isinstance(shared, BackgroundRuntime):
-            raise TypeError(f"BackgroundSubagentMiddleware: runtime must be a BackgroundRuntime, "
+            raise InvalidArgumentType(f"BackgroundSubagentMiddleware: runtime must be a BackgroundRuntime, "
                             f"not {type(shared).__name__}")
         self.runtime = shared if shared is not None else BackgroundRuntime()
         if shared is None:  # ours: closed with us, even if nobody calls close()
@@ -1227,6 +1227,6 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
         **kwargs: Any,
     ) -> None:
         if not async_subagents:
-            raise ValueError("AsyncSubAgentMiddleware(): argument 'async_subagents': give at least one async subagent")
+            raise SpecError("AsyncSubAgentMiddleware(): argument 'async_subagents': give at least one async subagent")
         kwargs.setdefault("general_purpose", False)  # deepagents' middleware has only the remote agents
         super().__init__(list(async_subagents), system_prompt=system_prompt, **kwargs)

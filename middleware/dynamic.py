@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field, model_validator
 from middleware.task_tool import LEDGER_KEY, RecordedTool, SubagentLedgerState, available_agents_block, ledger_entry
 from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG
+from subagents.errors import SpecError
 from subagents.outcome import task_id_for
 from subagents.registry import (
     DEFAULT_MAX_DYNAMIC_SUBAGENTS,
@@ -110,7 +111,7 @@ class DynamicSubagents:
     ) -> None:
         if isinstance(max_dynamic_subagents, bool) or not isinstance(max_dynamic_subagents, int) \
                 or max_dynamic_subagents < 1:
-            raise ValueError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
+            raise SpecError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
         self.registry = registry
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)

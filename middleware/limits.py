@@ -67,7 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema
 from subagents import TaskCall, TaskOutcome, TaskRecord
 from subagents.boundary import with_prompt_block
-from subagents.errors import ToolCallsUnsupported
+from subagents.errors import InvalidArgumentType, SpecError, ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import task_id_for
 from subagents.plans import adrive, drive
@@ -145,7 +145,7 @@ class DelegationLimit:
 
     def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS) -> None:
         if max_delegations is not None and (isinstance(max_delegations, bool) or max_delegations < 1):
-            raise ValueError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
+            raise SpecError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
         self.max_delegations = max_delegations
 
     def calls_this_run(self, messages: Sequence[AnyMessage]) -> list[str]:
@@ -260,8 +260,9 @@ def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
             return ForceDelegation(**value)
         except ValidationError as exc:
             fields = ", ".join(".".join(map(str, e["loc"])) or "?" for e in exc.errors())
-            raise ValueError(f"force_delegation: invalid field(s) {fields}: {exc.errors()[0]['msg']}") from None
-    raise TypeError(f"force_delegation: expected a bool, an agent name or ForceDelegation, got {type(value).__name__}")
+            raise SpecError(f"force_delegation: invalid field(s) {fields}: {exc.errors()[0]['msg']}") from None
+    raise InvalidArgumentType(
+        f"force_delegation: expected a bool, an agent name or ForceDelegation, got {type(value).__name__}")
 
 
 class ForcedDelegation:
@@ -274,7 +275,7 @@ class ForcedDelegation:
 
     def __init__(self, setting: ForceDelegation, names: Sequence[str]) -> None:
         if setting.agent is not None and setting.agent not in names:
-            raise ValueError(
+            raise SpecError(
                 f"force_delegation: unknown subagent {setting.agent!r}; available: {', '.join(names) or 'none'}"
             )
         self.setting = setting

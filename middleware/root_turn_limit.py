@@ -39,7 +39,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 from langgraph.typing import ContextT
 
-from subagents.errors import BudgetExceeded
+from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
 from subagents.outcome import limit_stop
 
@@ -77,7 +77,7 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
 
     def __init__(self, max_root_turns: int, *, name: str | None = None) -> None:
         if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
-            raise ValueError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
+            raise SpecError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
         super().__init__()
         self.max_root_turns = max_root_turns
         # create_agent signs the model's messages with the agent's name; the limit's message is signed too.

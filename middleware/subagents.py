@@ -119,7 +119,7 @@ from middleware.task_tool import (
 from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
 from subagents.builder import UnknownToolPolicy
-from subagents.errors import ParentPolicyNotInherited, safe_text
+from subagents.errors import InvalidArgumentType, ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import add_usage, task_id_for
@@ -735,6 +735,6 @@ def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type,
     if state_schema is None:
         return schemas
     if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
-        raise TypeError("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
+        raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
                         f"annotated keys, got {type(state_schema).__name__}")
     return (*schemas, state_schema)

@@ -775,7 +775,7 @@ def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]
         # parent pay for every name again on every call.
         return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
-        raise ValueError(f"task_description: expected non-empty text, got {template!r}")
+        raise SpecError(f"task_description: expected non-empty text, got {template!r}")
     listing = "\n".join(f"- {name}: {description}" for name, description in agents)
     return template.replace(PLACEHOLDER, listing)
 

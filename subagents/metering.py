@@ -45,6 +45,7 @@ from subagents.errors import (
     BudgetExceeded,
     ChildExit,
     MaxTurnsReached,
+    SpecError,
     StopReason,
     SubagentError,
     TaskCancelled,
@@ -180,18 +181,18 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
     if prices is None:
         return {}
     if not isinstance(prices, Mapping):
-        raise ValueError(f"{argument}: expected a mapping of model name to (input, output) prices")
+        raise SpecError(f"{argument}: expected a mapping of model name to (input, output) prices")
     try:
         items = list(prices.items())
     except Exception as exc:  # noqa: BLE001 - a hostile mapping is bad input, named as such
-        raise ValueError(f"{argument}: could not be read ({type(exc).__name__})") from None
+        raise SpecError(f"{argument}: could not be read ({type(exc).__name__})") from None
     checked: dict[str, tuple[float, float]] = {}
     for name, pair in items:
         ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
               and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
                       for p in pair))
         if not ok:
-            raise ValueError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
+            raise SpecError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
                              "(USD per million input tokens, output tokens)")
         checked[str(name)] = (float(pair[0]), float(pair[1]))
     return checked
@@ -213,7 +214,7 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
         return dict(own) if budget is not None else None
     for name, price in own.items():
         if given.get(name, price) != price:
-            raise ValueError(f"prices[{name[:80]!r}] is {given[name]}, but the budget's prices give {price}: "
+            raise SpecError(f"prices[{name[:80]!r}] is {given[name]}, but the budget's prices give {price}: "
                              "a model has one price; pass one table to both")
     return {**own, **given}
 
@@ -297,12 +298,12 @@ class Budget:
         # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens <= 0):
-            raise ValueError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
+            raise SpecError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
         if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float))
                                     or not 0 < max_usd < float("inf")):
-            raise ValueError(f"Budget: max_usd must be positive, a finite number of US dollars (got {max_usd!r:.80})")
+            raise SpecError(f"Budget: max_usd must be positive, a finite number of US dollars (got {max_usd!r:.80})")
         if max_usd is not None and not prices:
-            raise ValueError("max_usd needs a price table: pass prices={model: (in, out)}")
+            raise SpecError("max_usd needs a price table: pass prices={model: (in, out)}")
         self.max_tokens = max_tokens
         self.max_usd = max_usd
         self.prices = check_prices(prices)
@@ -1394,7 +1395,7 @@ def _wrap_up_setting(value: Any) -> bool | float:
         return value
     if isinstance(value, (int, float)) and 0 < value < 1:  # NaN and the infinities fail the comparison
         return float(value)
-    raise ValueError(f"expected true, false or a share of timeout_s above 0 and below 1 (got {value!r:.80})")
+    raise SpecError(f"expected true, false or a share of timeout_s above 0 and below 1 (got {value!r:.80})")
 
 
 WrapUpSetting = Annotated[bool | float, BeforeValidator(_wrap_up_setting)]
