@@ -43,6 +43,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import types
 import weakref
@@ -160,19 +161,19 @@ def child_input(
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
                         datetime.date, datetime.timedelta, datetime.timezone, zoneinfo.ZoneInfo, range})
 """Values no one can change in place: shared as they are, as are tuples and frozensets of these, an enum member
-whose value is one and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``)."""
+whose value is one and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one
+its library keeps once: :func:`_one_zone`)."""
 _ZONED = (datetime.datetime, datetime.time)
 """Immutable but for their time zone, which may be any class's (and which the garbage collector does not see)."""
 _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
 """What no deep copy can copy: one that holds such a handle opened the same OS resource again, by its name
 (``SharedMemory``, ``ShareableList``)."""
-_IMMUTABLE_TYPE = 1 << 8
-"""``Py_TPFLAGS_IMMUTABLETYPE``: a built-in class (``list``, ``int``: a ``defaultdict``'s factory), which no one can
-change; a class of Python code can be, and is shared only as the original."""
 
 
 def _immutable(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down (see :data:`_IMMUTABLE`)."""
+    """Whether ``value`` is immutable all the way down (see :data:`_IMMUTABLE`), or code: a class, or a function
+    its module names (:func:`_named_code`). Code is shared as it is: what a class or function holds
+    (class-level attributes, defaults) is the parent's too, as for a subgraph."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -180,11 +181,36 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif isinstance(item, enum.Enum) or type(item) in _ZONED:  # as immutable as its value, or time zone
-            stack.append(item.value if isinstance(item, enum.Enum) else item.tzinfo)
-        elif type(item) not in _IMMUTABLE and not (isinstance(item, type) and item.__flags__ & _IMMUTABLE_TYPE):
+        elif isinstance(item, enum.Enum):  # as immutable as its value
+            stack.append(item.value)
+        elif type(item) in _ZONED:  # as its time zone: one its library keeps once (pytz, dateutil) is shared
+            if not _one_zone(item.tzinfo):
+                stack.append(item.tzinfo)
+        elif type(item) not in _IMMUTABLE and not isinstance(item, type) and not _named_code(item):
             return False
     return True
+
+
+def _one_zone(zone: datetime.tzinfo | None) -> bool:
+    """Whether ``zone`` is one its library keeps once, as pytz's and dateutil's ``UTC`` are: its deep copy is
+    itself, as its library decided, so every datetime in it shares it (a zone of a class's own, with its
+    own state, is copied with its datetime)."""
+    try:
+        return zone is not None and copy.deepcopy(zone) is zone
+    except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
+        return False
+
+
+def _named_code(value: Any) -> bool:
+    """Whether ``value`` is a function its module names (at its top level or in a class body): code, shared
+    as it is, as a class is. A lambda or an inner function is not: what it closes over or defaults to may be
+    the caller's."""
+    if type(value) is not types.FunctionType or "<" in value.__qualname__:
+        return False
+    found: Any = sys.modules.get(value.__module__)
+    for part in value.__qualname__.split("."):  # the module's and classes' own dicts: no __getattr__ runs
+        found = getattr(found, "__dict__", {}).get(part)
+    return found is value
 
 
 def _reachable(value: Any) -> dict[int, Any]:
@@ -201,7 +227,7 @@ def _reachable(value: Any) -> dict[int, Any]:
             continue
         if type(item) not in (tuple, frozenset):  # a tuple of unchanged items is the same tuple: fine
             found[id(item)] = item
-        if isinstance(item, (type, types.ModuleType)):
+        if isinstance(item, types.ModuleType):
             continue  # held as a whole: a copy holding it holds the original
         kind = type(item)
         if isinstance(item, weakref.ReferenceType):

@@ -320,21 +320,61 @@ def _handler() -> None:
 
 
 def test_a_value_whose_deep_copy_is_or_holds_the_original_is_withheld_by_name():
-    """``copy.deepcopy`` returns functions, classes, loggers and self-copying clients as they are: a child
-    handed one changed the parent's and the caller's object."""
+    """``copy.deepcopy`` returns lambdas, loggers and self-copying clients as they are: a child handed one
+    changed the parent's and the caller's object."""
     caller: list[str] = []
-    state = {"client": Client(), "function": _handler, "cls": Plain, "logger": logging.getLogger("a.logger"),
+    state = {"client": Client(), "function": lambda: caller, "logger": logging.getLogger("a.logger"),
              "wrapped": {"inner": [Client()]}, "data": Data([logging.getLogger("b.logger")]), "fine": Plain([1]),
              # what the garbage collector sees they hold: a partial's function, a bound method's object
              "partial": functools.partial(caller.append), "method": caller.append,
              "factory": collections.defaultdict(lambda: caller), "counts": collections.defaultdict(list, a=[1])}
     copies, withheld = own_copies(state)
     assert set(copies) == {"fine", "counts"} and copies["fine"] is not state["fine"]  # list: a built-in class
-    assert set(withheld) == {"client", "function", "cls", "logger", "wrapped", "data", "partial", "method",
-                             "factory"}
+    assert set(withheld) == {"client", "function", "logger", "wrapped", "data", "partial", "method", "factory"}
     assert withheld["client"] == "cannot be copied (its deep copy is the original Client)"
     assert withheld["wrapped"] == "cannot be copied (its deep copy holds the original Client)"
     assert withheld["data"] == "cannot be copied (its deep copy holds the original Logger)"
+
+
+class OnceZone(datetime.tzinfo):
+    """A zone its library keeps once, as pytz's and dateutil's ``UTC`` are: its deep copy is itself."""
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=2)
+
+    def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(0)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OnceZone:
+        return self
+
+
+def _three_hours(dt: datetime.datetime | None) -> datetime.timedelta:
+    return datetime.timedelta(hours=3)
+
+
+class TableZone(datetime.tzinfo):
+    """A zone holding its library's functions in its fields, as dateutil's ``tzfile`` does."""
+
+    def __init__(self) -> None:
+        self.find = _three_hours
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return self.find(dt)
+
+    def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(0)
+
+
+def test_datetimes_in_library_zones_and_code_its_module_names_reach_the_child():
+    # A datetime in a pytz or dateutil zone, a class and a module's function were withheld from every child.
+    once, table = datetime.datetime(2026, 1, 1, tzinfo=OnceZone()), datetime.datetime(2026, 1, 1, tzinfo=TableZone())
+    copies, withheld = own_copies({"once": [once], "table": {"at": table}, "function": _handler, "cls": Plain})
+    assert withheld == {}
+    assert copies["once"] == [once] and copies["once"][0].tzinfo is once.tzinfo
+    assert copies["table"]["at"].utcoffset() == datetime.timedelta(hours=3)
+    assert copies["table"]["at"].tzinfo is not table.tzinfo  # a zone with fields of its own is copied
+    assert copies["function"] is _handler and copies["cls"] is Plain
 
 
 def test_values_immutable_all_the_way_down_are_shared_as_they_are():
