@@ -1156,10 +1156,8 @@ class RunMeter(TaskMeter):
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():
-            # The step it runs in, and those it is nested in (an agent a tool runs): one of them the tool step.
-            steps = str((kwargs.get("metadata") or {}).get("langgraph_checkpoint_ns", "")).split("|")
-            in_tools = any(step.startswith("tools:") for step in steps)
-            TaskMeter._start_call(self.in_tools if in_tools else self, run_id, prompt, kwargs)
+            meter = self.in_tools if in_tool_step(kwargs.get("metadata")) else self
+            TaskMeter._start_call(meter, run_id, prompt, kwargs)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
         for meter in (self, self.in_tools):
@@ -1169,6 +1167,15 @@ class RunMeter(TaskMeter):
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
         self.in_tools._release(run_id)
+
+
+def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a model call (its callback ``metadata``) is made in a ``create_agent`` graph's tool step, or in
+    one nested in it (an agent a tool runs): LangGraph's ``langgraph_checkpoint_ns``, ``<node>:<task id>``
+    per step, has a step of LangChain's ``tools`` node (a framework format: its guard test is in
+    ``tests/unit/subagents/test_framework_internals.py``)."""
+    steps = str((metadata or {}).get("langgraph_checkpoint_ns", "")).split("|")
+    return any(step.startswith("tools:") for step in steps)
 
 
 class _Call(NamedTuple):

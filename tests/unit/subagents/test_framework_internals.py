@@ -21,6 +21,7 @@ from langgraph.runtime import get_runtime
 from subagents.boundary import graph_namespace, parent_channels
 from subagents.definitions.models import inferred_provider
 from subagents.errors import SubagentsError
+from subagents.metering import in_tool_step
 
 
 class State(TypedDict, total=False):
@@ -84,3 +85,28 @@ def test_langchains_provider_rule_still_infers_bare_model_names() -> None:
     assert inferred_provider("gpt-4.1-mini") == "openai"
     assert inferred_provider("claude-sonnet-4-5") == "anthropic"
     assert inferred_provider("no-such-model") is None
+
+
+def test_a_model_call_made_in_a_tool_is_seen_in_the_tool_steps_namespace() -> None:
+    """What the run's meter tells a root tool's own model call by (``RunMeter.in_tools``): LangChain's tool
+    node is named ``tools``, and LangGraph puts each step's ``<node>:<task id>`` in a call's metadata."""
+    from langchain.agents import create_agent
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.tools import tool
+
+    from deep_agent.testing import ScriptedChatModel, tool_call
+
+    seen: list[bool] = []
+
+    class Namespaces(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            seen.append(in_tool_step(kwargs.get("metadata")))
+
+    @tool
+    def ask(question: str) -> str:
+        """Asks a model of its own."""
+        return str(ScriptedChatModel(responses=["an answer"]).invoke(question).content)
+
+    root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("ask", question="q")]}, "done"])
+    create_agent(root, [ask]).with_config(callbacks=[Namespaces()]).invoke({"messages": [("user", "go")]})
+    assert seen == [False, True, False]  # the root's call, the tool's own, the root's answer
