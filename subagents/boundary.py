@@ -161,7 +161,7 @@ def child_input(
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
                         datetime.date, datetime.timedelta, datetime.timezone, zoneinfo.ZoneInfo, range})
 """Values no one can change in place: shared as they are, as are tuples and frozensets of these, an enum member
-whose value is one and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one
+whose value and fields are and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one
 its library keeps once: :func:`_one_zone`)."""
 _ZONED = (datetime.datetime, datetime.time)
 """Immutable but for their time zone, which may be any class's (and which the garbage collector does not see)."""
@@ -181,8 +181,8 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif isinstance(item, enum.Enum):  # as immutable as its value
-            stack.append(item.value)
+        elif isinstance(item, enum.Enum):  # as immutable as its value and its fields (one for ever: no copy)
+            stack.extend(vars(item).values())
         elif type(item) in _ZONED:  # as its time zone: one its library keeps once (pytz, dateutil) is shared
             if not _one_zone(item.tzinfo):
                 stack.append(item.tzinfo)

@@ -514,6 +514,15 @@ class ShopZone(datetime.tzinfo):
         return datetime.timedelta(0)
 
 
+class Watched(enum.Enum):
+    """A member with a field of its own, besides its (immutable) value."""
+
+    OPEN = 1
+
+    def __init__(self, value: int) -> None:
+        self.watchers: list[str] = []
+
+
 class _HeldKey(AgentMiddleware):
     state_schema = TypedDict("HeldState", {"held": NotRequired[Any]}, total=False)  # type: ignore[misc]
 
@@ -522,7 +531,9 @@ class _HeldKey(AgentMiddleware):
 def change_held(runtime: ToolRuntime) -> str:
     """Changes what the shared value holds in place, if the child was given it, then fails."""
     held = runtime.state.get("held")
-    if isinstance(held, enum.Enum):
+    if isinstance(held, Watched):
+        held.watchers.append("child")
+    elif isinstance(held, enum.Enum):
         held.value.append("child")
     elif isinstance(held, datetime.datetime):
         held.tzinfo.hours = 9  # type: ignore[union-attr]
@@ -531,7 +542,7 @@ def change_held(runtime: ToolRuntime) -> str:
     raise ValueError("failed after changing what it was given")
 
 
-@pytest.mark.parametrize("kind", ["enum member", "datetime", "shared memory"])
+@pytest.mark.parametrize("kind", ["enum member", "enum member's field", "datetime", "shared memory"])
 def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_never_reopens_the_callers(run, kind):
     # An enum member holding a list and a datetime with a time zone of its own were shared as immutable; a
     # SharedMemory's deep copy attaches to the same OS segment again: a failed child changed the caller's.
@@ -542,6 +553,8 @@ def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_neve
     if kind == "shared memory":
         held: Any = shared_memory.SharedMemory(create=True, size=8)
         held.buf[:5] = b"owner"
+    elif kind == "enum member's field":
+        held = Watched.OPEN
     else:
         held = enum.Enum("Mode", [("FAST", ["a"])]).FAST if kind == "enum member" else datetime.datetime(
             2026, 1, 1, tzinfo=ShopZone())
@@ -550,6 +563,9 @@ def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_neve
         if kind == "enum member":
             assert held.value == ["a"]
             assert record["withheld_keys"] == {"held": "cannot be copied (its deep copy is the original Mode)"}
+        elif kind == "enum member's field":
+            assert held.watchers == []
+            assert record["withheld_keys"] == {"held": "cannot be copied (its deep copy is the original Watched)"}
         elif kind == "datetime":  # copied, with a time zone of its own
             assert held.utcoffset() == datetime.timedelta(hours=1) and "withheld_keys" not in record
         else:
