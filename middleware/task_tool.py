@@ -26,7 +26,6 @@ import collections
 import threading
 import time
 import typing
-import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
@@ -48,7 +47,7 @@ from pydantic_core import ErrorDetails
 
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
-from subagents.errors import is_real_cancellation, safe_text
+from subagents.errors import is_real_cancellation, safe_text, shows_something
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
@@ -555,19 +554,6 @@ def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable
 
 
 
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u303f\ufffc\U0001d159")
-"""Letters and symbols that show nothing: the Hangul fillers (the letters Unicode makes Default_Ignorable_Code_Point),
-and the symbols defined to be blank: the blank Braille pattern, the ideographic half fill space, the object
-replacement character (a stand-in for something absent) and the musical null notehead."""
-
-
-def _visible(char: str) -> bool:
-    """Whether ``char`` shows something by itself: a letter, number, punctuation or symbol (Unicode's L, N, P, S
-    categories) but the blank ones (:data:`_BLANK_LETTERS`). Every other category shows nothing: marks (a
-    variation selector, a combining grapheme joiner), format and control characters, spaces, private-use and
-    unassigned code points, and with them every other Default_Ignorable_Code_Point."""
-    return unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS
-
 # The tool node validates the arguments after injecting these, so
 # `extra="forbid"` cannot be used; never shown back to the model as its own.
 _INJECTED = frozenset({"runtime"})
@@ -591,7 +577,7 @@ class TaskToolInput(BaseModel):
     def _not_blank(cls, value: str) -> str:
         # A child started on nothing would answer something: an invalid call, so the model retries. Invisible
         # characters (a zero-width space, a byte-order mark, a NUL, a variation selector) are nothing too.
-        if not any(map(_visible, value)):
+        if not shows_something(value):
             raise ValueError("`description` is empty; write the complete task for the subagent in it")
         return value
 

@@ -60,6 +60,7 @@ from subagents.errors import (
     SpecError,
     TaskStateError,
     safe_text,
+    shows_something,
 )
 from subagents.outcome import TaskCall, task_id_for
 from subagents.registry import SubagentRegistry
@@ -301,7 +302,7 @@ class BackgroundTasks:
             message = model_refusal(current["id"], message, decision)
         elif decision is not None:
             message = decided_message(message, decision)
-        if not message.strip():
+        if not shows_something(message):  # nothing a child could act on, invisible characters included
             raise TaskStateError("message must not be empty")
         self._refuse_if_elsewhere(current, "steered")
         if current["runner"] == "remote":

@@ -188,3 +188,24 @@ def test_an_unknown_id_is_answered_in_bounded_words_however_long_it_and_the_ledg
     assert answer.status == "error" and answer.content.startswith("No tracked task found for task_id: 'xxx")
     assert len(answer.content) < 3_000
     assert "the newest 20 of 300" in answer.content and "t299" in answer.content and "t000" not in answer.content
+
+
+@pytest.mark.parametrize("message", ["", " \n\t", "\u200b\u2800", "\u3164\ufe0f"],
+                         ids=["empty", "whitespace", "zero-width-and-blank-braille", "filler-and-selector"])
+def test_a_follow_up_that_shows_nothing_is_refused_and_the_task_runs_no_turn_on_it(background, message):
+    """``task`` refuses a description of invisible characters; a follow-up of them ran the finished task again."""
+    child = ScriptedChatModel(default="done")
+    model = ScriptedChatModel(rules=[
+        ("PARENT start", [start(("first job", "worker")), "started"]),
+        ("PARENT again", [lambda m: {"tool_calls": [tool_call("update_async_task", task_id=started_ids(m)[0],
+                                                              message=message)]}, "ok"]),
+    ], default="ok")
+    agent = create_agent(model, middleware=[background([{"name": "worker", "description": "w", "model": child}],
+                                                       notify=False)], checkpointer=InMemorySaver())
+    config = thread()
+    (task_id,) = started_ids(agent.invoke(user("PARENT start"), config)["messages"])
+    wait_for(lambda: background.status(task_id) == "completed")
+    turns = len(child.calls)
+    update = tool_messages(agent.invoke(user("PARENT again"), config))[-1]
+    assert update.status == "error" and "message must not be empty" in update.content
+    assert background.status(task_id) == "completed" and len(child.calls) == turns
