@@ -47,9 +47,9 @@ from pydantic_core import ErrorDetails
 
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
-from subagents.errors import is_real_cancellation, safe_text, shows_something
+from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, lost, merge_records
+from subagents.outcome import add_usage, lost, merge_records, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
 

@@ -26,7 +26,6 @@ import asyncio
 import re
 import reprlib
 import signal
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -538,17 +537,3 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
         text = f"{text[:limit]}... [{len(text) - limit} more characters]"
     return text
 
-
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u303f\ufffc\U0001d159")
-"""Letters and symbols that show nothing: the Hangul fillers (the letters Unicode makes Default_Ignorable_Code_Point),
-and the symbols defined to be blank: the blank Braille pattern, the ideographic half fill space, the object
-replacement character (a stand-in for something absent) and the musical null notehead."""
-
-
-def shows_something(text: str) -> bool:
-    """Whether ``text`` has a character that shows something by itself: a letter, number, punctuation or symbol
-    (Unicode's L, N, P, S categories) but the blank ones (:data:`_BLANK_LETTERS`). Every other category shows
-    nothing: marks (a variation selector, a combining grapheme joiner), format and control characters, spaces,
-    private-use and unassigned code points, and with them every other Default_Ignorable_Code_Point. The one
-    rule for what a child may be started or steered with (a ``task``'s description, a follow-up message)."""
-    return any(unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS for char in text)

@@ -33,6 +33,7 @@ import math
 import operator
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
@@ -429,3 +430,18 @@ def stopped_by_limit(message: Any) -> str | None:
         return None
     limit = (message.response_metadata or {}).get(LIMIT_STOP_MARK)
     return limit if isinstance(limit, str) else None
+
+
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u303f\ufffc\U0001d159")
+"""Letters and symbols that show nothing: the Hangul fillers (the letters Unicode makes Default_Ignorable_Code_Point),
+and the symbols defined to be blank: the blank Braille pattern, the ideographic half fill space, the object
+replacement character (a stand-in for something absent) and the musical null notehead."""
+
+
+def shows_something(text: str) -> bool:
+    """Whether ``text`` has a character that shows something by itself: a letter, number, punctuation or symbol
+    (Unicode's L, N, P, S categories) but the blank ones (:data:`_BLANK_LETTERS`). Every other category shows
+    nothing: marks (a variation selector, a combining grapheme joiner), format and control characters, spaces,
+    private-use and unassigned code points, and with them every other Default_Ignorable_Code_Point. The one
+    rule for what a child may be started or steered with (a ``task``'s description, a follow-up message)."""
+    return any(unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS for char in text)

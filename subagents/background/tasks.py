@@ -60,9 +60,8 @@ from subagents.errors import (
     SpecError,
     TaskStateError,
     safe_text,
-    shows_something,
 )
-from subagents.outcome import TaskCall, task_id_for
+from subagents.outcome import TaskCall, shows_something, task_id_for
 from subagents.registry import SubagentRegistry
 from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.settings import DelegationSettings
