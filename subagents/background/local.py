@@ -511,6 +511,8 @@ class LocalTaskRunner:
                                                      parent_tools=call.parent_tools)
             outcome = await self.runner.arun(dataclasses.replace(call, graph=task.session, emit=task.heard))
             record = outcome.record
+            if record.get("withheld_keys"):  # what the copy rule kept from this run, named as a task's record does
+                task.set(withheld_keys=record["withheld_keys"])
             if record.get("status") == "error":  # a failure is the outcome, even after a pause
                 await self._settle(task, status="error", error=record.get("error"),
                                    stop_reason=record.get("stop_reason"), finished_at=now(), announced=False,

@@ -286,16 +286,21 @@ def test_a_background_child_never_changes_the_callers_input_either(run, backgrou
     from langchain.agents import create_agent
 
     from helpers.background import start, started_ids, wait_for
+    from subagents.background.local import known_task
 
     model = ScriptedChatModel(rules=[("PARENT", [start(("fail in the background", "w")), "started"])], default="ok")
     child = ScriptedChatModel(rules=[("fail", [{"tool_calls": [tool_call("meddle", job="fail bg")]}, "done"])])
     middleware = background([{"name": "w", "description": "w", "tools": ["meddle"], "model": child}])
     agent = create_agent(model, [meddle], middleware=[_Keys(), middleware])
     given = _shared_values()
-    out = run(agent, {**_user("PARENT"), **given}, {"configurable": {"thread_id": f"bg-{run}"}})
+    out = run(agent, {**_user("PARENT"), **given, "lock": threading.Lock()},
+              {"configurable": {"thread_id": f"bg-{run}"}})
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) == "error")
     assert all(_items(given[kind]) == ["orig"] for kind in KINDS)
+    # What it ran without is named in its record, as a task's is (a background record named nothing).
+    task = known_task(task_id)
+    assert task is not None and set(task.fields.get("withheld_keys") or ()) == {"lock"}
 
 
 # -- a deep copy that hands back the original is no copy ------------------------------------------------------
