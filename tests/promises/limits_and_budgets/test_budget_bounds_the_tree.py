@@ -10,6 +10,7 @@ import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import user
 from langchain.agents import create_agent
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
@@ -140,16 +141,20 @@ def test_a_childs_tools_calling_models_in_parallel_pass_the_limit_by_one_output_
     assert budget.max_tokens + output < before <= budget.max_tokens + len(inner.billed) * output
 
 
-@pytest.mark.parametrize("through", ["model", "agent"])
+@pytest.mark.parametrize("through", ["model", "agent", "threads"])
 def test_a_root_tools_model_calls_are_refused_once_the_budget_cannot_cover_them(run, through):
     # Counted by the run's meter but never refused: a root tool asking a model ten times spent 52,676 tokens of
-    # a 20,000 limit. Refused in the tool, the refusal ends the run, as any error a root tool raises.
+    # a 20,000 limit. Refused in the tool, the refusal ends the run, as any error a root tool raises. A tool's
+    # own threads are metered when they carry the run's context, as the docs say to start them.
     inner = BillingModel(default="y" * 20_000, model_name="inner-model")  # ~5,000 output tokens a call
-    ask = inner if through == "model" else create_agent(inner, [])  # an agent of its own: its steps in the tool's
+    ask = create_agent(inner, []) if through == "agent" else inner  # an agent of its own: its steps in the tool's
 
     def summarize_all(n: int) -> str:
         """Summarize n documents."""
-        for i in range(n):
+        if through == "threads":
+            with ContextThreadPoolExecutor(1) as pool:  # one at a time: the bound below is one output
+                list(pool.map(lambda i: inner.invoke(f"summarize doc {i}"), range(n)))
+        for i in range(n if through != "threads" else 0):
             ask.invoke(f"summarize doc {i}" if through == "model" else user(f"summarize doc {i}"))
         return "done"
 
