@@ -33,10 +33,9 @@ hardening. From the inside of one command:
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
-* no kernel keyring (:func:`seccomp_filter`): the keys of the session
-  that started the program are not the command's;
-* no host service on a unix socket (:func:`_host_sockets`: each one the
-  host has bound to a visible path is covered with ``/dev/null``);
+* no kernel keyring and no unix socket (:func:`seccomp_filter`): the keys
+  of the session that started the program are not the command's, and no
+  host service listening on a socket file is reachable, wherever it is;
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
@@ -61,6 +60,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -164,8 +164,6 @@ class Sandbox:
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
         args += ["--bind", str(root), str(root)]
         args += _binds(root, protected.inside(root))
-        for socket_path in _host_sockets(hidden, root):
-            args += ["--ro-bind", "/dev/null", socket_path]
         args.append("--clearenv")
         for name, value in sorted(self.environment().items()):
             args += ["--setenv", name, value]
@@ -284,30 +282,39 @@ def _owner_of_network(pid: int) -> Iterator[int]:
         os.close(owner)
 
 
-_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
-"""Machine -> its seccomp architecture and the numbers of add_key, request_key and keyctl."""
+_CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
+"""Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls fail with ``EPERM``.
+    """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
+    ``EPERM``.
 
     The keyring is not a namespace bubblewrap unshares: without this, a
     command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). A call made
+    Docker's default profile, which refuses the same calls). A unix socket
+    bound to a path reaches whoever listens there, whatever namespace or
+    read-only mount is between (a database or container daemon in
+    ``/var/lib``, one bound by a relative name or since moved): so no
+    ``socket(AF_UNIX, ...)`` at all. ``socketpair`` still works (it reaches no
+    one else: a program's pipes between its own processes). A call made
     through another architecture's interface (x86's 32-bit ``int 0x80`` on
-    x86_64, whose keyring calls have other numbers) is refused whatever it is:
-    the sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring stays reachable there).
+    x86_64, whose calls have other numbers) is refused whatever it is: the
+    sandbox runs the machine's own programs. ``None`` on a machine not
+    listed (no filter: the keyring and unix sockets stay reachable there).
     """
-    arch_calls = _KEYRING_CALLS.get(machine or os.uname().machine)
-    if arch_calls is None:
+    calls = _CALLS.get(machine or os.uname().machine)
+    if calls is None:
         return None
-    arch, calls = arch_calls
+    arch, keyring, socket_call = calls
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    checks = [(jeq, n) for n in calls] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    refused = [(jeq, n) for n in keyring] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    n = len(refused)
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 2, arch), (ld, 0, 0, 0)]  # another arch: refused
-    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+    program = [(ld, 0, 0, 4), (jeq, 0, n + 5, arch), (ld, 0, 0, 0)]  # another arch: refused
+    program += [(op, n - i + 3, 0, k) for i, (op, k) in enumerate(refused)]
+    # socket(): its first argument (the low word of args[0], at 16) is the family.
+    program += [(jeq, 0, 2, socket_call), (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_UNIX)]
     program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("=HBBI", *step) for step in program)
 
@@ -532,33 +539,6 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
                             target.rmdir()
                         elif stat.S_ISREG(made_as.st_mode) and not made_as.st_size:
                             target.unlink()
-
-
-def _host_sockets(hidden: list[str], root: Path) -> list[str]:
-    """The host's unix sockets bound to a path the sandbox shows, from ``/proc/net/unix``.
-
-    A read-only folder does not stop ``connect()``: a database or container
-    daemon listening in ``/var/lib`` or ``/srv`` would answer. Each one is
-    covered with ``/dev/null`` (``connect()`` is then refused). Not found
-    here: sockets of other network namespaces, and a second hard link to
-    a socket.
-    """
-    try:
-        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
-    except OSError:
-        return []
-    found: set[str] = set()
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) < 8 or not fields[7].startswith("/"):
-            continue  # abstract (@name: another network namespace inside) or unnamed
-        path = os.path.realpath(fields[7])
-        if not path.startswith(f"{root}/") and any(path.startswith(h + "/") for h in (*hidden, "/dev", "/proc")):
-            continue  # not there inside
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                found.add(path)
-    return sorted(found)
 
 
 def _hidden(root: str) -> list[str]:

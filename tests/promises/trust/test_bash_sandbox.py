@@ -426,26 +426,42 @@ def test_the_network_helper_ends_with_the_command():
 
 @pytest.mark.server  # a unix socket server it starts
 @pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
-def test_a_host_service_on_a_path_unix_socket_the_sandbox_can_see_is_unreachable(runner, network):
+@pytest.mark.parametrize("bound", ["by its path", "by a relative name", "before its folder moved"])
+def test_a_host_service_on_a_unix_socket_is_unreachable_wherever_it_was_bound(runner, network, bound):
+    # Each socket the host had bound to a visible path was covered with /dev/null: one bound by a relative
+    # name (listed without its folder) or whose folder was renamed since (listed under the old path) was not.
     if network and shutil.which("pasta") is None:
         pytest.skip("pasta is not installed (Debian's passt package, which .ci/run installs)")
     tun = Path("/dev/net/tun")
     if network and runner.popen and not (tun.exists() and tun.stat().st_mode & RW_OTHERS == RW_OTHERS):
         pytest.skip("this machine's /dev/net/tun is not usable by an unprivileged user, and pasta needs it")
-    path = runner.ws / "service.sock"  # the workspace is visible inside, as /var/lib or /srv are
+    folder = runner.ws / ("service" if bound != "before its folder moved" else "old")
+    folder.mkdir()
+    folder.chmod(0o777)
     server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    path.chmod(0o777)
+    if bound == "by a relative name":
+        here = os.getcwd()
+        os.chdir(folder)
+        try:
+            server.bind("service.sock")
+        finally:
+            os.chdir(here)
+    else:
+        server.bind(str(folder / "service.sock"))
+    if bound == "before its folder moved":
+        folder = folder.rename(runner.ws / "service")
+    (folder / "service.sock").chmod(0o777)
     server.listen(1)
     server.settimeout(0.1)
+    probe = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('service/service.sock'); print('reached')")
     try:
-        out = runner.run("python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"service.sock\")'"
-                         " && echo reached; echo done", network=network)
+        out = runner.run(f'python3 -c "{probe}"; python3 -c "import socket; socket.socketpair(); print(\'paired\')"'
+                         "; echo done", network=network)
         with pytest.raises(TimeoutError):
             server.accept()
     finally:
         server.close()
-    assert "done" in out and "reached" not in out, out
+    assert "done" in out and "reached" not in out and "PermissionError" in out and "paired" in out, out
 
 
 def test_the_bash_tool_runs_in_the_sandbox_by_default(tmp_path):
@@ -551,12 +567,12 @@ def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypa
     assert "ASKED_FOR=passed-on-request" in out and "DATABASE_URL" not in out, out
 
 
-def _seccomp_verdict(program: bytes, arch: int, nr: int) -> int:
+def _seccomp_verdict(program: bytes, arch: int, nr: int, first_argument: int = 0) -> int:
     """What the seccomp program returns for a call (the few BPF steps it uses: load, jeq, jge, ret)."""
     import struct
 
     steps = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
-    data = {0: nr, 4: arch}
+    data = {0: nr, 4: arch, 16: first_argument}
     pc, acc = 0, 0
     while True:
         code, jt, jf, k = steps[pc]
@@ -570,12 +586,12 @@ def _seccomp_verdict(program: bytes, arch: int, nr: int) -> int:
             return k
 
 
-@pytest.mark.parametrize("machine, native, keyring_calls, other_arch, other_keyring_calls", [
-    ("x86_64", 0xC000003E, (248, 249, 250), 0x40000003, (286, 287, 288)),  # int 0x80's i386 numbers
-    ("aarch64", 0xC00000B7, (217, 218, 219), 0x40000028, (309, 310, 311)),  # 32-bit ARM's
+@pytest.mark.parametrize("machine, native, keyring_calls, socket_call, other_arch, other_keyring_calls", [
+    ("x86_64", 0xC000003E, (248, 249, 250), 41, 0x40000003, (286, 287, 288)),  # int 0x80's i386 numbers
+    ("aarch64", 0xC00000B7, (217, 218, 219), 198, 0x40000028, (309, 310, 311)),  # 32-bit ARM's
 ])
-def test_the_keyring_calls_are_refused_through_every_interface(machine, native, keyring_calls, other_arch,
-                                                                other_keyring_calls):
+def test_the_keyring_calls_and_unix_sockets_are_refused_through_every_interface(
+        machine, native, keyring_calls, socket_call, other_arch, other_keyring_calls):
     from deep_agent.tools.sandbox import seccomp_filter
 
     program = seccomp_filter(machine)
@@ -584,6 +600,8 @@ def test_the_keyring_calls_are_refused_through_every_interface(machine, native, 
     assert [_seccomp_verdict(program, native, nr) for nr in keyring_calls] == [eperm] * 3
     assert _seccomp_verdict(program, native, 0) == allow  # read (x86_64) / io_setup: ordinary calls run
     assert [_seccomp_verdict(program, other_arch, nr) for nr in other_keyring_calls] == [eperm] * 3
+    families = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+    assert [_seccomp_verdict(program, native, socket_call, f) for f in families] == [eperm, allow, allow, allow]
 
 
 def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside():
