@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -468,7 +469,11 @@ def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, ca
         return {}
     root = Path(sessions_dir).expanduser().absolute()
     found: dict[str, tuple[float, str, str]] = {}
-    for path in jsonl_path(root, thread_id, "any").parent.glob("agent-*.jsonl"):
+    try:
+        folder = jsonl_path(root, thread_id, "any").parent
+    except InvalidArgument:  # the thread's folder leads outside the sessions folder (a symlink): nothing of it is read
+        return {}
+    for path in folder.glob("agent-*.jsonl"):
         try:
             with open_transcript_file(path) as handle:
                 header = json.loads(handle.readline(64 * 1024))
@@ -502,16 +507,52 @@ MAX_JSONL_BYTES = 256 * 1024 * 1024
 """The largest JSONL transcript read back: a bigger one is an error naming it, not a process out of memory."""
 
 
-def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
-    """``path`` opened to read, if it is a regular file: a pipe is refused at once, never waited on."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+_LOOK_FIRST = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
+"""Linux: a file is looked at through an ``O_PATH`` descriptor, which opens nothing, before it is opened."""
+
+
+def open_if_regular(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, dir_fd: int | None = None) -> int:
+    """A descriptor of ``path`` opened with ``flags`` (to read), if it is a regular file and not a symlink.
+
+    The one way the library opens a file it reads on someone's behalf (transcripts, state, ``Grep`` and
+    ``Read``). Where it can (Linux), it looks first and opens only a regular file: a pipe or device is never
+    opened (a pipe's writer waits for an open; a device acts on one), then the same file is opened again
+    through that descriptor, so nothing put in its place meanwhile is. Elsewhere it opens without blocking
+    and looks then. Raises ``OSError``: ``ELOOP`` for a symlink, ``EINVAL`` for anything not a regular file.
+    """
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    if _LOOK_FIRST:
+        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            kind = os.fstat(handle).st_mode
+            if not stat.S_ISREG(kind):
+                raise OSError(errno.ELOOP if stat.S_ISLNK(kind) else errno.EINVAL,
+                              "a symlink" if stat.S_ISLNK(kind) else NOT_REGULAR, os.fspath(path))
+            return os.open(f"/proc/self/fd/{handle}", flags & ~os.O_NOFOLLOW)
+        finally:
+            os.close(handle)
+    fd = os.open(path, flags | os.O_NONBLOCK, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TranscriptFileError(os.fspath(path), "not a regular file (a pipe, socket or device is never read)")
+            raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd
     except BaseException:
         os.close(fd)
+        raise
+
+
+NOT_REGULAR = "not a regular file (a pipe, socket or device is never opened)"
+
+
+def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
+    """``path`` opened to read, if it is a regular file and not a symlink (:func:`open_if_regular`)."""
+    try:
+        return os.fdopen(open_if_regular(path), "rb")
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EINVAL):
+            raise TranscriptFileError(os.fspath(path), "a symlink (never followed)" if exc.errno == errno.ELOOP
+                                      else NOT_REGULAR) from None
         raise
 
 

@@ -19,7 +19,6 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.workspace import (
-    NOT_REGULAR,
     Workspace,
     check_text,
     open_folder,
@@ -27,6 +26,7 @@ from deep_agent.tools.workspace import (
     os_error,
     sendable,
 )
+from subagents.transcripts import NOT_REGULAR
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000

@@ -45,8 +45,9 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
-from deep_agent.tools.workspace import NOT_REGULAR, NotRegularFile, Workspace, open_regular
+from deep_agent.tools.workspace import NotRegularFile, Workspace, open_regular
 from subagents.errors import InvalidArgument
+from subagents.transcripts import NOT_REGULAR
 
 # ----------------------------------------------------------------------------
 # Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.

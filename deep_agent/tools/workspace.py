@@ -26,6 +26,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,12 +34,12 @@ from langchain_core.tools import ToolException
 
 from deep_agent.tools.protected import Protected
 from subagents.errors import InvalidArgument, SubagentsError
+from subagents.transcripts import NOT_REGULAR, open_if_regular
 
 MAX_OUTPUT_CHARS = 30_000
 """What one tool call may return to the model (Claude Code's own bound for Bash)."""
 
 
-NOT_REGULAR = "not a regular file (a pipe, socket or device would block or never end)"
 
 
 class NotRegularFile(SubagentsError, OSError):
@@ -92,8 +93,10 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
     flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
     flags |= os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if within is None:
-            fd = os.open(path, flags | (os.O_TRUNC if writing else 0), 0o666)
+        if within is None and not writing:
+            fd = _open_at(str(path), flags, None, path, open_if_regular)
+        elif within is None:
+            fd = os.open(path, flags | os.O_TRUNC, 0o666)
         else:
             fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
     except OSError as exc:
@@ -145,21 +148,30 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
             folder = inner
         if not names:  # the workspace's folder itself
             return os.dup(folder)
+        if not flags & (os.O_WRONLY | os.O_RDWR | os.O_DIRECTORY):  # a file to read: looked at before it is opened
+            return _open_at(names[-1], flags, folder, path, open_if_regular)
         return _open_at(names[-1], flags, folder, path)
     finally:
         os.close(folder)
 
 
-def _open_at(name: str, flags: int, folder: int, path: Path) -> int:
+def _create_or_open(name: str, flags: int, *, dir_fd: int | None) -> int:
+    return os.open(name, flags, 0o666, dir_fd=dir_fd)
+
+
+def _open_at(name: str, flags: int, folder: int | None, path: Path,
+             opener: Callable[..., int] = _create_or_open) -> int:
     try:
-        return os.open(name, flags, 0o666, dir_fd=folder)
+        return opener(name, flags, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(name, folder)):
             raise ChangedWhileOpening(errno.ELOOP, CHANGED, str(path)) from None
+        if exc.strerror == NOT_REGULAR:
+            raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def _is_symlink(name: str, folder: int) -> bool:
+def _is_symlink(name: str, folder: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
     except OSError:

@@ -10,6 +10,7 @@ loaded. A folder the CLI creates gets a ``.gitignore`` of ``*``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -217,7 +218,7 @@ def test_a_transcript_another_folder_wrote_is_read_as_that_state_folders_data(tm
 @pytest.mark.parametrize("planted", ["thread", "subagents", "file"])
 def test_a_transcript_is_never_written_through_a_symlink_planted_in_the_sessions_folder(tmp_path, planted):
     """A cloned checkout's own ``.deep_agent/sessions`` may hold links: a transcript never follows one out."""
-    from subagents.errors import TranscriptFileError
+    from subagents.errors import InvalidArgument, TranscriptFileError
     from subagents.transcripts import jsonl_path, sink_chooser
 
     # The link leads to another folder inside the sessions folder (one leading out was refused by its path):
@@ -250,3 +251,34 @@ def test_a_transcript_is_written_inside_a_plain_sessions_folder(tmp_path):
     ref = sink.end([])
     header, _ = read_jsonl(ref.removeprefix("jsonl:"))
     assert header["agent_type"] == "a" if "agent_type" in header else header
+
+
+@pytest.mark.parametrize("planted", ["the transcript", "its folder"])
+def test_a_resumed_thread_reads_no_transcript_through_a_symlink(tmp_path, planted):
+    # Finding a stopped task's transcript on resume (and after Ctrl-C) followed a transcript symlinked out of
+    # the sessions folder and read it; a symlinked folder raised out of the resume instead of being skipped.
+    from subagents.errors import InvalidArgument, TranscriptFileError
+    from subagents.transcripts import header_for, jsonl_path, left_by_call, read_jsonl
+
+    sessions, elsewhere = tmp_path / "sessions", tmp_path / "elsewhere"
+    path = jsonl_path(sessions, "thr", "T1")
+    path.parent.mkdir(parents=True)
+    elsewhere.mkdir()
+    header = header_for(task_id="T1", agent_type="w", thread_id="thr", tool_call_id="call1")
+    (elsewhere / path.name).write_text(json.dumps(header) + "\n")
+    if planted == "the transcript":
+        path.symlink_to(elsewhere / path.name)
+    else:
+        path.parent.rmdir()
+        path.parent.symlink_to(elsewhere, target_is_directory=True)
+    assert left_by_call(sessions, "thr", {"call1"}, {}) == {}
+    if planted == "the transcript":
+        with pytest.raises(TranscriptFileError, match="a symlink"):
+            read_jsonl(path)
+    else:  # every path of the thread's transcripts is worked out through the sessions folder's own
+        with pytest.raises(InvalidArgument, match="leaves its folder"):
+            jsonl_path(sessions, "thr", "T1")
+    path.unlink() if planted == "the transcript" else path.parent.unlink()
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(header) + "\n")  # the same file in place: found
+    assert left_by_call(sessions, "thr", {"call1"}, {}) == {"call1": ("T1", f"jsonl:{path}")}
