@@ -140,3 +140,11 @@ def test_bools_and_numeric_strings_are_no_counts():
     for bad in (True, "8", 2.0):
         with pytest.raises(SpecError, match="^max_dynamic_subagents: "):
             DelegationSettings.of(max_dynamic_subagents=bad)
+
+
+def test_every_setting_is_documented_in_its_group():
+    for info in DelegationSettings.model_fields.values():
+        group = info.annotation
+        attributes = group.__doc__.split("Attributes:", 1)[1]
+        for name in group.model_fields:
+            assert f"{name}" in attributes, f"{group.__name__}.{name} has no docstring entry"
