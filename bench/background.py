@@ -57,6 +57,7 @@ from subagents import (
     coerce_spec,
     wait_for_background,
 )
+from subagents.settings import DelegationSettings
 
 NAME = "background"
 GOAL = 1.2
@@ -79,8 +80,9 @@ def _agent(tasks: int, cap: int, latency_s: float,
         ]
     )
     middleware = BackgroundSubagentMiddleware(
-        [spec("worker", model=worker)], general_purpose=False, max_concurrent_tasks=cap, max_delegations=None,
-        notify=False,
+        [spec("worker", model=worker)], settings=DelegationSettings.of(
+            general_purpose=False, max_background_tasks=cap, max_delegations=None, notify=False,
+        ),
     )
     saver = InMemorySaver() if checkpointer is None else checkpointer
     return create_agent(parent, middleware=[middleware], checkpointer=saver), middleware

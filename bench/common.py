@@ -27,6 +27,7 @@ from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
+from subagents.settings import DelegationSettings
 
 OURS = "ours"
 THEIRS = "theirs"
@@ -102,10 +103,8 @@ def delegation_middleware(
     """
     specs = [dict(s) for s in specs]
     if side == OURS:
-        extra: dict[str, Any] = {"max_delegations": None} if uncapped_run else {}
-        return SubAgentMiddleware(
-            specs, general_purpose=False, max_concurrent_tasks=max_concurrent, **extra
-        )
+        settings = DelegationSettings.of(general_purpose=False, max_concurrent_tasks=max_concurrent)
+        return SubAgentMiddleware(specs, settings=settings.updated(max_delegations=None) if uncapped_run else settings)
     if max_concurrent is not None:
         raise ValueError("deepagents' SubAgentMiddleware has no concurrency cap")
     from deepagents.backends import StateBackend

@@ -37,6 +37,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import tool
 
 from bench.common import have_deepagents, record, theirs_note
+from subagents.settings import DelegationSettings
 
 NAME = "realmodel"
 MAX_TOKENS = 64
@@ -197,8 +198,9 @@ def build(config: str, model: Any, tools: dict[str, Any]) -> Any:
 
     aids = config == "forced + aids"
     force: Any = {"auto": None, "forced": True}.get(config, ForceDelegation(description="verbatim"))
-    return create_deep_agent(model, [], subagents=specs(tools, aids=aids), general_purpose=False,
-                             force_delegation=force, middleware=[ReturnChildAnswer()] if aids else [])
+    return create_deep_agent(model, [], subagents=specs(tools, aids=aids),
+                             middleware=[ReturnChildAnswer()] if aids else [],
+                             settings=DelegationSettings.of(general_purpose=False, force_delegation=force))
 
 
 CONFIGS = ("auto", "forced", "forced + aids", "deepagents")

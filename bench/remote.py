@@ -39,6 +39,7 @@ from bench.dev_server import LangGraphDevServer
 from deep_agent.testing import tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background  # the one that also polls remote tasks
+from subagents.settings import DelegationSettings
 
 NAME = "remote"
 ONLY = "langgraph_dev"
@@ -56,7 +57,7 @@ def parent_middleware(url: str, graph_id: str = "scripted_worker") -> Background
     # Generous bounds: this measures throughput on a loaded box, not how timeouts bite.
     spec = {"name": "worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
             "url": url, "request_timeout_s": 60, "start_timeout_s": 120}
-    return BackgroundSubagentMiddleware([spec], general_purpose=False, notify=True)
+    return BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False, notify=True))
 
 
 def _parent(middleware: BackgroundSubagentMiddleware, jobs: list[str]) -> Any:

@@ -62,6 +62,7 @@ from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import ledger_entry
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
+from subagents.settings import DelegationSettings
 
 NAME = "scale"
 GOAL_SQLITE = 1.1
@@ -325,8 +326,8 @@ def _prompt_chars(side: str, specs: int, *, name_enum: bool = False) -> int:
     model = _PromptMeter(responses=["ok"])
     workers = [spec(f"worker-{i:04d}", model=model, description=f"Worker {i}: handles case {i}.")
                for i in range(specs)]
-    delegation = (SubAgentMiddleware(workers, general_purpose=False, name_enum=True) if name_enum
-                  else delegation_middleware(side, workers))
+    enum = DelegationSettings.of(general_purpose=False, name_enum=True)
+    delegation = SubAgentMiddleware(workers, settings=enum) if name_enum else delegation_middleware(side, workers)
     agent: Any = create_agent(model, [], system_prompt="You plan and delegate.", middleware=[delegation])
     agent.invoke(user("hello"))
     return model.seen

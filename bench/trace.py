@@ -122,6 +122,7 @@ def first_sync_delegation() -> Callable[[], Any]:
 
     from deep_agent.testing import ScriptedChatModel, tool_call
     from middleware import SubAgentMiddleware
+    from subagents.settings import DelegationSettings
 
     parent = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("task", description="Find the answer.", subagent_type="worker")]},
@@ -129,7 +130,8 @@ def first_sync_delegation() -> Callable[[], Any]:
     ])
     child = ScriptedChatModel(default="The answer, in full: forty-two.")
     spec = {"name": "worker", "description": "Finds answers.", "system_prompt": "Answer.", "model": child}
-    agent = create_agent(parent, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)])
+    settings = DelegationSettings.of(general_purpose=False)
+    agent = create_agent(parent, [], middleware=[SubAgentMiddleware([spec], settings=settings)])
     return lambda: agent.invoke({"messages": [{"role": "user", "content": "go"}]})
 
 
@@ -142,6 +144,7 @@ def background_start_to_notice() -> Callable[[], Any]:
     from deep_agent.testing import ScriptedChatModel, tool_call
     from middleware import BackgroundSubagentMiddleware
     from subagents.background import wait_for_background
+    from subagents.settings import DelegationSettings
 
     parent = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("start_async_task", description="Find the answer.", subagent_type="worker")]},
@@ -150,7 +153,7 @@ def background_start_to_notice() -> Callable[[], Any]:
     ])
     child = ScriptedChatModel(default="The answer, in full: forty-two.")
     spec = {"name": "worker", "description": "Finds answers.", "system_prompt": "Answer.", "model": child}
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
     agent = create_agent(parent, [], middleware=[middleware], checkpointer=InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": "trace"}}
 

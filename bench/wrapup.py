@@ -36,6 +36,7 @@ from bench.common import record, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.settings import DelegationSettings
 
 NAME = "wrapup"
 GOAL_SHARE = 95.0
@@ -134,7 +135,8 @@ def _run_state(shape: dict[str, Any], mode: str, wrap_up: bool, budget: Budget |
     spec = {"name": "worker", "description": "works", "model": child, "tools": ["look"], "max_turns": 500,
             **shape.get("spec", {})}
     agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec], budget=budget,
-                              wrap_up=wrap_up, general_purpose=False, **shape.get("options", {}))
+                              settings=DelegationSettings.of(wrap_up=wrap_up, general_purpose=False,
+                                                             **shape.get("options", {})))
     config: RunnableConfig = {"recursion_limit": 10_000}
     out = agent.invoke(user("go"), config) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go"), config))
     return cast("dict[str, Any]", out)

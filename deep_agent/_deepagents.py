@@ -96,7 +96,7 @@ def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
     ``left_out``: deepagents is installed and ``deepagents_stack=False`` left
     its stack out; otherwise deepagents is not installed.
     """
-    why = ("create_deep_agent(deepagents_stack=False) leaves its stack out" if left_out
+    why = ("deepagents_stack=False in create_deep_agent's settings leaves its stack out" if left_out
            else f"deepagents is not installed: {EXTRA_INSTALL}")
     hints = {name: f"{name} is one of deepagents' file tools, which come with its stack: {why}. "
                    f"Or pass a tool named {name!r} in tools=." for name in FILE_TOOLS}

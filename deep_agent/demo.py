@@ -18,6 +18,7 @@ from langchain_core.tools import tool
 from deep_agent.factory import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import wait_for_background
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -80,8 +81,8 @@ DEMO_PROMPT = "Compare LangGraph and Pydantic."
 FOLLOW_UP_PROMPT = "Any news?"
 
 
-def build_demo_agent(model: Any = None, **options: Any) -> Any:
-    """The demo's deep agent; ``options`` go to :func:`create_deep_agent`."""
+def build_demo_agent(model: Any = None, settings: DelegationSettings | None = None, **options: Any) -> Any:
+    """The demo's deep agent; ``options`` go to :func:`create_deep_agent`, over ``settings``."""
     return create_deep_agent(
         model or demo_model(),
         [search],
@@ -102,8 +103,8 @@ def build_demo_agent(model: Any = None, **options: Any) -> Any:
             },
         ],
         system_prompt="You are a planner: delegate research, then summarise.",
-        max_concurrent_tasks=4,
         background=True,
+        settings=(settings or DelegationSettings()).updated(max_concurrent_tasks=4),
         **options,
     )
 

@@ -24,19 +24,21 @@ Subagents can also be markdown agent files, with skills and model profiles::
     agent = create_deep_agent(
         "openai:gpt-4.1",
         tools=[read_file, write_file],
-        agents_dirs=[".agents/agents", "~/.agents/agents"],   # first wins per name
-        skills_dirs=[".agents/skills"],
-        model_profiles={"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit"},
         permission_mode="confirm_risky",
-        risky_tools={"write_file"},
+        settings=DelegationSettings.of(
+            agents_dirs=[".agents/agents", "~/.agents/agents"],   # first wins per name
+            skills_dirs=[".agents/skills"],
+            model_profiles={"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit"},
+            risky_tools={"write_file"},
+        ),
     )
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, cast, get_args
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, Required, cast, get_args
 
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
@@ -60,11 +62,10 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
-from middleware.limits import ForceSetting
-from middleware.root_turn_limit import DEFAULT_MAX_ROOT_TURNS, RootTurnLimit
+from middleware.root_turn_limit import RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls
-from subagents import AnySpec, Budget, BuildOptions, PriceTable, SpecError, coerce_spec, load_agent_dirs
+from subagents import AnySpec, Budget, BuildOptions, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import (
     is_forbidden_tool,
     parent_state_schemas,
@@ -73,13 +74,11 @@ from subagents.boundary import (
     with_text_appended,
 )
 from subagents.definitions.files import DirLevels
-from subagents.definitions.models import ModelProfiles
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
-from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
-from subagents.settings import DEFAULT_MAX_DELEGATIONS, DelegationSettings
+from subagents.settings import DelegationSettings
 from subagents.spec import is_async_spec
 
 if TYPE_CHECKING:
@@ -109,123 +108,82 @@ def create_deep_agent(
     model: str | BaseChatModel | None = None,
     tools: Sequence[Any] | None = (),
     *,
-    subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
-    agents_dirs: DirLevels | None = None,
-    skills_dirs: DirLevels | None = None,
-    model_profiles: ModelProfiles | None = None,
-    unknown_model: Literal["error", "inherit"] = "error",
-    permission_mode: PermissionMode | str | None = None,
-    risky_tools: Iterable[str] = (),
-    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
-    hooks: Mapping[str, Any] | None = None,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[Any] | None = (),
-    general_purpose: bool = True,
-    max_concurrent_tasks: int | None = None,
-    unknown_tools: Literal["error", "warn", "ignore"] = "warn",
-    sessions_dir: str | None = None,
-    transcript_store: Any = None,
-    prices: PriceTable | None = None,
-    budget: Budget | None = None,
-    short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD,
-    retry_truncated: bool | Literal["brief", "more_tokens"] = False,
-    wrap_up: bool | float = True,
-    force_delegation: ForceSetting = None,
-    max_delegations: int | None = DEFAULT_MAX_DELEGATIONS,
-    max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS,
-    background: bool = False,
-    background_subagents: Sequence[Any] = (),
-    max_background_tasks: int | None = 8,
-    dynamic_subagents: bool = False,
-    max_dynamic_subagents: int = 8,
-    structured_results: bool = False,
-    name_enum: bool = False,
-    background_runtime: Any = None,
-    response_format: Any = None,
-    interrupt_on: Mapping[str, Any] | None = None,
-    checkpointer: Checkpointer | None = None,
-    store: BaseStore | None = None,
-    name: str | None = None,
-    state_schema: type[AgentState[Any]] | None = None,
-    context_schema: type[Any] | None = None,
-    interrupt_before: list[str] | None = None,
-    interrupt_after: list[str] | None = None,
-    debug: bool = False,
-    cache: BaseCache[Any] | None = None,
-    backend: Any = None,
+    subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
+    skills: Sequence[str] | None = None,
     memory: Sequence[str] | None = None,
     permissions: Sequence[Any] | None = None,
-    skills: Sequence[str] | None = None,
-    deepagents_stack: bool | None = None,
+    backend: Any = None,
+    interrupt_on: Mapping[str, Any] | None = None,
+    response_format: Any = None,
+    state_schema: type[AgentState[Any]] | None = None,
+    context_schema: type[Any] | None = None,
+    checkpointer: Checkpointer | None = None,
+    store: BaseStore | None = None,
+    debug: bool = False,
+    name: str | None = None,
+    cache: BaseCache[Any] | None = None,
+    settings: DelegationSettings | None = None,
+    budget: Budget | None = None,
+    background: bool = False,
+    permission_mode: PermissionMode | str | None = None,
+    hooks: Mapping[str, Any] | None = None,
+    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
-    Children inherit ``model`` and ``tools`` unless their spec says otherwise.
-    Keys that ``middleware`` marks private never reach a child. ``state_schema``,
-    ``context_schema``, ``interrupt_before``, ``interrupt_after``, ``debug``,
-    ``cache``, ``checkpointer``, ``store`` and ``name`` go to
+    The first eighteen arguments are deepagents' ``create_deep_agent``'s, with
+    its meaning. Children inherit ``model`` and ``tools`` unless their spec
+    says otherwise. Keys that ``middleware`` marks private never reach a
+    child. ``state_schema``, ``context_schema``, ``debug``, ``cache``,
+    ``checkpointer``, ``store`` and ``name`` go to
     :func:`langchain.agents.create_agent` as they are.
 
     Example::
 
         agent = create_deep_agent("openai:gpt-4.1-mini", [search], subagents=[
             {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite."},
-        ])
+        ], settings=DelegationSettings.of(max_concurrent_tasks=4, sessions_dir="runs"))
         agent.invoke({"messages": [{"role": "user", "content": "What changed in LangGraph 1.2?"}]})
 
     Args:
-        agents_dirs: agent-file directories, in precedence order (the first
-            level to define a name wins; a nested list groups directories
-            of one level). ``None`` reads no files.
-        skills_dirs: skill directories, likewise. The root's prompt lists
-            every skill found; a child's lists only those its spec names.
-        model_profiles: profile name -> model, for specs' ``model`` names.
-        unknown_model: ``"inherit"`` lets an unresolvable model name fall
-            back to the parent's model instead of raising.
-        permission_mode: the parent's approval policy: applied to the
-            root's own ``tools`` and inherited by every child whose spec
-            sets none. ``None``: no approval unless a spec asks.
-        risky_tools: tool names that ``confirm_risky`` pauses on.
-        mcp_servers: MCP servers (name -> ``{command, args, env}`` or
-            ``{url, headers}``) that subagents may name in ``mcp_config``
-            without defining them. The root itself never gets MCP tools.
-        hooks: Claude Code hooks for the root (``PreToolUse``,
-            ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
-            around each ``task`` delegation); see :class:`subagents.definitions.HookMiddleware`.
-        sessions_dir, transcript_store, prices, budget, short_answer_threshold, wrap_up:
-            transcripts, usage and budgets, short-answer continuation, and a
-            child's last call at a limit as a wrap-up with no tools;
-            see :class:`middleware.SubAgentMiddleware`.
-        retry_truncated: for every subagent whose spec sets none: a child's
-            reply cut at the output token limit is asked for once more, with
-            twice the tokens (``"more_tokens"``), a request to be brief
-            (``"brief"``) or both (``True``); the record counts it in
-            ``truncated_retries`` (and ``model_calls``). See
-            :mod:`subagents.truncation`.
-        background: also give the root the background-task tools
-            (``start_async_task`` ...) over the same subagents, run in this
-            process (see :class:`middleware.BackgroundSubagentMiddleware`).
-        background_subagents: more subagents for background use only, such
-            as remote ones (``{"name", "description", "graph_id", "url"}``);
-            giving any turns ``background`` on.
-        max_background_tasks: how many background tasks run at once.
-        dynamic_subagents, max_dynamic_subagents, structured_results:
-            delegation modes, each off by default: the ``create_subagent``
-            tool, and a per-call ``output_schema`` on ``task``; see
-            :class:`middleware.SubAgentMiddleware`.
-        name_enum: also list the agent names as an ``enum`` in the ``task``
-            tool's schema, for servers that constrain tool calls to their
-            schema (off: the names are listed once, in ``<available_agents>``);
-            see :class:`middleware.SubAgentMiddleware`.
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
             rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
             to the root's tools and inherited by every declarative child
             whose spec sets no ``interrupt_on`` of its own; a floor for
             every child (a spec's own may add gates, never un-gate one).
+        settings: every other option, in one
+            :class:`subagents.settings.DelegationSettings`: limits
+            (``max_concurrent_tasks``, ``max_delegations``,
+            ``max_root_turns``, ``force_delegation``, ``wrap_up`` ...),
+            transcripts and prices, background tasks, where subagents,
+            skills and models come from (``agents_dirs``, ``skills_dirs``,
+            ``model_profiles``, ``dynamic_subagents`` ...), and how the root
+            graph is built (``interrupt_before``, ``deepagents_stack``).
+            Each field's docstring is its reference.
+        budget, permission_mode, mcp_servers: the governance most callers
+            set, also taken as keywords (each, given, replaces the same field
+            of ``settings``): a :class:`subagents.Budget` shared by the root
+            and every child; the approval policy for the root's own tools,
+            inherited by every child whose spec sets none; MCP servers
+            subagents may name in ``mcp_config`` (the root never gets MCP tools).
+        background: also give the root the background-task tools
+            (``start_async_task`` ...) over the same subagents, run in this
+            process (see :class:`middleware.BackgroundSubagentMiddleware`);
+            ``settings.background`` configures them. Specs with ``graph_id``
+            (deepagents' ``AsyncSubAgent``) in ``subagents``, or
+            ``background_subagents`` in ``settings``, turn them on too.
+        hooks: Claude Code hooks for the root (``PreToolUse``,
+            ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
+            around each ``task`` delegation); see :class:`subagents.definitions.HookMiddleware`.
 
-    Specs with ``graph_id`` (deepagents' ``AsyncSubAgent``: ``name``,
-    ``description``, ``graph_id``, ``url``, optional ``headers``) in
-    ``subagents`` go to the background tools.
+    Why these six keywords beside deepagents' eighteen: they are what a
+    governed agent is set up with (how much it may spend, what needs
+    approval, which tools servers and hooks exist, whether work runs in the
+    background); each is one object or flag a caller reaches for on day one.
+    Tuning (concurrency, caps, transcripts, definitions) is rarer and lives
+    in ``settings``, where each option is defined once.
 
     deepagents' ``backend``, ``skills`` (backend paths), ``memory`` and
     ``permissions`` compose deepagents' own ``FilesystemMiddleware``,
@@ -234,39 +192,14 @@ def create_deep_agent(
     need the ``deepagents`` extra (see the section on deepagents' arguments below).
     Children inherit the tools of the root's tool node, middleware-provided
     ones included, with the state keys those tools declare.
-        force_delegation, max_delegations: the first model call of each
-            turn must call ``task``; at most this many delegations per run
-            (``task`` calls and background starts, one count). See
-            :class:`middleware.SubAgentMiddleware`.
-        max_root_turns: the root's own model calls allowed per run (default
-            200; ``None``: no cap). Each ``invoke``, and each resume after an
-            interrupt, counts from zero; children's calls and tool calls do not
-            count. A model that keeps calling tools (``task`` past
-            ``max_delegations``, say) is ended there with a final AI message
-            naming the limit, rather than at LangGraph's recursion limit with
-            an error. Checked inside the model call
-            (:class:`middleware.root_turn_limit.RootTurnLimit`), so it adds no
-            graph step and no checkpoint; LangChain's
-            ``ModelCallLimitMiddleware`` of your own in ``middleware``
-            replaces it (a bad value is refused all the same).
-        background_runtime: the :class:`subagents.BackgroundRuntime` they run
-            on (to share it, or to ``close()`` it); default: a new one.
-        deepagents_stack: build the root with deepagents' own
-            ``create_deep_agent``, our ``task`` in it (see the section on
-            deepagents below). ``None``: when the ``deepagents`` extra is
-            installed. ``False``: LangChain's ``create_agent`` over this
-            library's own stack even then (an app with its own file tools,
-            such as the CLI); deepagents' ``backend``, ``skills``,
-            ``memory`` and ``permissions`` then are an error.
-
-    The limits, observability, background and definitions arguments are
-    grouped once into a :class:`subagents.settings.DelegationSettings`, which
-    the middlewares and runners below take whole.
     """
     # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
+    settings = (settings or DelegationSettings()).with_keywords(
+        budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
+    root = settings.root
     # With the extra, deepagents assembles the root's stack (see the section on deepagents below).
-    with_deepagents = uses_deepagents(deepagents_stack, backend=backend, skills=skills, memory=memory,
+    with_deepagents = uses_deepagents(root.deepagents_stack, backend=backend, skills=skills, memory=memory,
                                       permissions=permissions)
     if with_deepagents:
         permissions = _permissions(permissions)
@@ -278,24 +211,12 @@ def create_deep_agent(
         root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
     else:
         root_model = resolve_root_model(model)
-    settings = DelegationSettings.from_arguments("create_deep_agent", dict(
-        agents_dirs=agents_dirs, skills_dirs=skills_dirs, model_profiles=model_profiles,
-        unknown_model=unknown_model, permission_mode=permission_mode, risky_tools=risky_tools,
-        mcp_servers=mcp_servers, interrupt_on=interrupt_on, unknown_tools=unknown_tools,
-        general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
-        max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
-        short_answer_threshold=short_answer_threshold, retry_truncated=retry_truncated, budget=budget,
-        wrap_up=wrap_up,
-        sessions_dir=sessions_dir,
-        transcript_store=transcript_store, prices=prices, background=background,
-        background_subagents=[*background_subagents, *(s for s in subagents if is_async_spec(s))],
-        max_background_tasks=max_background_tasks, background_runtime=background_runtime,
-    ))
+    remote = (*settings.background.background_subagents, *(s for s in subagents if is_async_spec(s)))
+    settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
     tools = list(tools)
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
     skill_catalog = settings.definitions.skills()
-    options = settings.definitions.build_options(
-        skill_catalog, parent_state_schemas(state_schema, middleware))
+    options = settings.definitions.build_options()
     declared = [s for s in subagents if not is_async_spec(s)]
     if with_deepagents:
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
@@ -304,32 +225,28 @@ def create_deep_agent(
     rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
     declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
-    specs = general_purpose_with_root_skills(specs, enabled=general_purpose, backend=backend, skills=skills)
+    specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
+                                             skills=skills)
     # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
     # on every child, whatever its model (the builder gives it to each, as it gives the parent's data policy).
-    hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=deepagents_stack is False))]
+    hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
     inherited = [*middleware, *hint]
     # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
     # tools), the same rule as SubAgentMiddleware in a plain create_agent.
-    delegation = SubAgentMiddleware(
-        specs, model=root_model, tools=None, model_middleware=inherited, private_state_keys=private,
-        build_options=options, settings=settings,
-        dynamic_subagents=dynamic_subagents, structured_results=structured_results, force_delegation=force_delegation,
-        name_enum=name_enum,
-    )
+    delegation = SubAgentMiddleware(specs, model=root_model, tools=None, model_middleware=inherited,
+                                    private_state_keys=private, settings=settings)
     extra: list[Any] = []
     root_hooks = _root_hooks(hooks)
-    if settings.background.wanted:
+    if background or remote:
         from middleware.background import BackgroundSubagentMiddleware
 
-        tracked = BackgroundSubagentMiddleware(
-            [*specs, *settings.background.subagents], model=root_model, tools=None, model_middleware=inherited,
-            private_state_keys=private,
-            build_options=options, settings=settings, listed_elsewhere=delegation.registry.names,
-        )
+        # Given the delegation middleware, it leaves out of its listing the agents `task` lists.
+        tracked = BackgroundSubagentMiddleware([*specs, *remote], model=root_model, tools=None,
+                                               model_middleware=[*inherited, delegation], private_state_keys=private,
+                                               settings=settings)
         # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         if with_deepagents:
@@ -342,7 +259,7 @@ def create_deep_agent(
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
-             *_root_turn_limit(max_root_turns, middleware, name), delegation, *extra,
+             *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
     common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,
@@ -351,11 +268,12 @@ def create_deep_agent(
                   cache=cache)
     if root_model is None or with_deepagents:
         graph = deepagents_agent(model, tools, stack, backend=backend, skills=skills, memory=memory,
-                                 permissions=permissions, interrupt_on=interrupt_on,
-                                 interrupt_before=interrupt_before, interrupt_after=interrupt_after, **common)
+                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on,
+                                 interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after,
+                                 **common)
     else:
-        graph = create_agent(root_model, tools, middleware=stack, interrupt_before=interrupt_before,
-                             interrupt_after=interrupt_after, **common)
+        graph = create_agent(root_model, tools, middleware=stack, interrupt_before=root.interrupt_before,
+                             interrupt_after=root.interrupt_after, **common)
     # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
     # the run's meter counts them, and only them, against the shared budget.
     return delegation.metered(graph)

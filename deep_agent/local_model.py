@@ -261,7 +261,7 @@ def chat_template_text(value: str) -> str:
 #
 #     model = OpenAICompatibleChat(model="local", base_url="http://127.0.0.1:8000/v1",
 #                                  api_key="local", max_tokens=256)
-#     agent = create_deep_agent(model, force_delegation=True)
+#     agent = create_deep_agent(model, settings=DelegationSettings.of(force_delegation=True))
 # ----------------------------------------------------------------------------
 
 def compatible_payload(payload: dict[str, Any], *, empty_content: bool = True,

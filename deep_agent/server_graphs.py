@@ -43,6 +43,7 @@ from deep_agent.model_choice import NoModelConfigured, choose_model
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import SubagentRegistry, SubagentSpec
+from subagents.settings import DelegationSettings
 
 SLOW_TURNS = 120
 
@@ -130,8 +131,7 @@ scripted_delegator = create_agent(
     ScriptedChatModel(rules=[("DELEGATE", [_delegate, "Started it on this server."])], default="Noted."),
     middleware=[BackgroundSubagentMiddleware(
         [{"name": "same-server-worker", "description": "scripted_worker, on the server this parent runs on.",
-          "graph_id": "scripted_worker"}],
-        general_purpose=False)],
+          "graph_id": "scripted_worker"}], settings=DelegationSettings.of(general_purpose=False))],
 )
 
 

@@ -18,7 +18,7 @@ Example::
                     {"name": "crawler", "description": "Crawls at scale.",
                      "graph_id": "crawler", "url": "https://my-server.example.com"},
                 ],
-                max_concurrent_tasks=4,
+                settings=DelegationSettings.of(max_background_tasks=4),
             )
         ],
         checkpointer=SqliteSaver(sqlite3.connect("agent.db", check_same_thread=False)),
@@ -59,13 +59,11 @@ Decisions a LangGraph user may want to know:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import os
 import reprlib
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, Protocol, get_type_hints
 
 from langchain.agents.middleware import (
@@ -91,6 +89,7 @@ from pydantic import BaseModel, Field, ValidationError
 from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message
 from middleware.subagents import (
     ParentModel,
+    SubAgentMiddleware,
     _asaved_checkpoints,
     _finished_before_the_stop,
     _saved_checkpoints,
@@ -110,7 +109,7 @@ from middleware.task_tool import (
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
-from subagents import AnySpec, BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
+from subagents import AnySpec, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -133,12 +132,11 @@ from subagents.background.ledger import now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
-from subagents.builder import UnknownToolPolicy
 from subagents.errors import InvalidArgumentType, brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
-from subagents.metering import Budget, PriceTable
+from subagents.metering import Budget
 from subagents.outcome import lost, task_id_for
-from subagents.settings import UNSET, DelegationSettings, Unset, given
+from subagents.settings import DEFAULT_NOTICE_TOTAL_CHARS, DelegationSettings
 from subagents.spec import describe_validation_error
 from subagents.transcripts import left_by_call
 
@@ -266,7 +264,6 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
             f"{len(rows) - after} older not shown: call list_async_tasks with offset={after} for the next page.")
 
 
-DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 """Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
 
 
@@ -745,15 +742,6 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
     return Command(update=update)
 
 
-# The settings this middleware reads, given whole (settings=) or as keyword arguments,
-# and its own names for two of them.
-_ALIASES = {"max_concurrent_tasks": "max_background_tasks", "runtime": "background_runtime"}
-_SETTINGS_ARGUMENTS = frozenset({
-    "general_purpose", "max_background_tasks", "background_runtime", "unknown_tools", "sessions_dir",
-    "prices", "budget", "short_answer_threshold", "max_delegations",
-})
-
-
 class AsyncTaskLedgerState(AgentState):
     """Parent state with the ledger of background tasks."""
 
@@ -779,30 +767,19 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             that inherit the parent's model (as in
             :class:`~middleware.SubAgentMiddleware`, which warns the same way
             when it is not given).
-        general_purpose: add the local ``general-purpose`` subagent.
-        max_concurrent_tasks: local tasks running at once; more wait as ``pending``.
-        max_delegations: starts allowed per run (since the last user message; ``None``: no cap), one
-            count with ``task``'s calls when a ``SubAgentMiddleware`` is there too (default 50).
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
-        listed_elsewhere: names another middleware's ``<available_agents>``
-            block already lists (``SubAgentMiddleware``'s, say); they are
-            left out of this one, so no agent is listed twice.
-        notify: announce finished tasks before each model call.
-        notice_result_chars: how much of each result a notice quotes.
-        notice_total_chars: how long one notice may be, whatever the number
-            of tasks; the rest are counted and pointed to ``check_async_task``.
-        unknown_tools: what a spec naming a tool the parent lacks gets.
-        sessions_dir, prices, budget, short_answer_threshold, build_options:
-            as for :class:`SubAgentMiddleware`; they apply to local children.
-        runtime: the :class:`subagents.BackgroundRuntime` the tasks live on;
-            default: a new one, owned (and closed) by this middleware.
-        settings: the :class:`subagents.settings.DelegationSettings` to start
-            from, given whole (``create_deep_agent`` does); the keyword
-            arguments above that are settings (``general_purpose``,
-            ``max_concurrent_tasks`` -- its ``background.max_tasks`` --,
-            ``unknown_tools``, ``sessions_dir``, ``prices``, ``budget``,
-            ``short_answer_threshold``, ``runtime``) override its fields.
+        budget: as for :class:`SubAgentMiddleware`; it covers local children.
+        settings: the :class:`subagents.settings.DelegationSettings` the
+            rest comes from, as for :class:`SubAgentMiddleware`: its
+            ``background`` group (``max_background_tasks``,
+            ``background_runtime``, ``notify`` ...), ``max_delegations`` (one
+            count with ``task``'s calls), and what local children are built
+            with (``general_purpose``, ``sessions_dir`` ...; transcripts go to
+            JSONL only, never a store: background children outlive the run's).
+
+    A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its
+    agents in ``<available_agents>``: they are not listed again here.
     """
 
     state_schema = AsyncTaskLedgerState
@@ -817,37 +794,17 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         model_middleware: Sequence[AgentMiddleware] | None = None,
         private_state_keys: frozenset[str] = frozenset(),
         system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-        listed_elsewhere: Collection[str] = (),
-        notify: bool = True,
-        notice_result_chars: int = 2000,
-        notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
-        build_options: BuildOptions | None = None,
-        general_purpose: bool | Unset = UNSET,
-        max_concurrent_tasks: int | None | Unset = UNSET,
-        max_delegations: int | None | Unset = UNSET,
-        runtime: BackgroundRuntime | None | Unset = UNSET,
-        unknown_tools: UnknownToolPolicy | Unset = UNSET,
-        sessions_dir: str | os.PathLike[str] | None | Unset = UNSET,
-        prices: PriceTable | None | Unset = UNSET,
-        budget: Budget | None | Unset = UNSET,
-        short_answer_threshold: int | Unset = UNSET,
+        budget: Budget | None = None,
         settings: DelegationSettings | None = None,
     ) -> None:
         super().__init__()
-        arguments = given(
-            general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks, runtime=runtime,
-            max_delegations=max_delegations,
-            unknown_tools=unknown_tools, sessions_dir=sessions_dir, prices=prices, budget=budget,
-            short_answer_threshold=short_answer_threshold,
-        )
-        settings = DelegationSettings.from_arguments("BackgroundSubagentMiddleware", arguments, base=settings,
-                                                     accepted=_SETTINGS_ARGUMENTS, aliases=_ALIASES)
+        settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
         settings = settings.model_copy(update={
             "observability": settings.observability.model_copy(update={"transcript_store": None})})
-        shared = settings.background.runtime
+        shared, background = settings.background.background_runtime, settings.background
         if shared is not None and not isinstance(shared, BackgroundRuntime):
-            raise InvalidArgumentType(f"BackgroundSubagentMiddleware: runtime must be a BackgroundRuntime, "
+            raise InvalidArgumentType(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "
                             f"not {type(shared).__name__}")
         self.runtime = shared if shared is not None else BackgroundRuntime()
         if shared is None:  # ours: closed with us, even if nobody calls close()
@@ -863,25 +820,25 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         ]
         # A thousand children in one process each paid two thread hops per model-call wrap
         # (LangChain's traced layer): their wraps of ours run as one, or not at all where idle.
-        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
-                                      own_model=self.runtime.models.own,
-                                      join_model_calls=background_child_middleware)
+        options = settings.definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS,
+                                                     own_model=self.runtime.models.own,
+                                                     join_model_calls=background_child_middleware)
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
                                          inherited_middleware=parent_floor(type(self).__name__, model_middleware,
                                                                            steerable))
         self.tasks = BackgroundTasks(
-            self.registry, remote, max_concurrent=settings.background.max_tasks,
+            self.registry, remote, max_concurrent=background.max_background_tasks,
             excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
             settings=settings, runtime=self.runtime,
         )
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self.notify = notify
-        self.notice_result_chars = notice_result_chars
-        self.notice_total_chars = notice_total_chars
+        self.notify = background.notify
+        self.notice_result_chars = background.notice_result_chars
+        self.notice_total_chars = background.notice_total_chars
         self._orphan_search = OrphanSearch(self.tasks.remote.specs, START_TOOL_NAME)
         agents = [(s.name, s.description) for s in [*local, *remote]]
-        skip = set(listed_elsewhere)
+        skip = {n for mw in model_middleware or () if isinstance(mw, SubAgentMiddleware) for n in mw.registry.names}
         block = available_agents_block(a for a in agents if a[0] not in skip)
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if agents else ""
         self.tasks.local.on_settled.append(ThreadCatchUp(self.tasks, ASYNC_LEDGER_KEY))
@@ -1228,5 +1185,6 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
     ) -> None:
         if not async_subagents:
             raise SpecError("AsyncSubAgentMiddleware(): argument 'async_subagents': give at least one async subagent")
-        kwargs.setdefault("general_purpose", False)  # deepagents' middleware has only the remote agents
+        # deepagents' middleware has only the remote agents.
+        kwargs.setdefault("settings", DelegationSettings.of(general_purpose=False))
         super().__init__(list(async_subagents), system_prompt=system_prompt, **kwargs)

@@ -1,7 +1,8 @@
 """The ``create_subagent`` tool: the parent defines a specialist at run time.
 
-Turned on with ``SubAgentMiddleware(dynamic_subagents=True)`` (or
-``create_deep_agent(..., dynamic_subagents=True)``). The parent calls
+Turned on with ``dynamic_subagents=True`` in the
+:class:`~subagents.settings.DelegationSettings` given to ``SubAgentMiddleware``
+or ``create_deep_agent``. The parent calls
 ``create_subagent(name, description, system_prompt, tools=None,
 max_turns=None)``, and from its next model call on the new agent is listed
 in ``<available_agents>`` and reachable with ``task``. The definition is
@@ -19,7 +20,7 @@ can neither pass the cap nor take one name twice.
 Example::
 
     agent = create_agent(model, tools=[search],
-                         middleware=[SubAgentMiddleware(dynamic_subagents=True)])
+                         middleware=[SubAgentMiddleware(settings=DelegationSettings.of(dynamic_subagents=True))])
 """
 
 from __future__ import annotations

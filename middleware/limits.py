@@ -36,9 +36,10 @@ allowed agents: all of them, or the one named by ``agent``.
 
 Example::
 
-    SubAgentMiddleware(subagents, force_delegation=True)
-    SubAgentMiddleware(subagents, force_delegation="researcher")
-    SubAgentMiddleware(subagents, force_delegation=ForceDelegation(mechanism="response_format"))
+    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation=True))
+    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation="researcher"))
+    SubAgentMiddleware(subagents, settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(mechanism="response_format")))
 """
 
 from __future__ import annotations

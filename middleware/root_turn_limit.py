@@ -42,9 +42,7 @@ from langgraph.typing import ContextT
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
 from subagents.outcome import limit_stop
-
-DEFAULT_MAX_ROOT_TURNS = 200
-"""The root's model calls allowed per run by default: far above a working run, far below the recursion limit."""
+from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
 

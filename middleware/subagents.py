@@ -5,6 +5,7 @@ Example::
     from langchain.agents import create_agent
     from langchain.agents.middleware import HumanInTheLoopMiddleware
     from middleware import SubAgentMiddleware
+    from subagents.settings import DelegationSettings
 
     policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
     agent = create_agent(
@@ -18,7 +19,7 @@ Example::
                      "system_prompt": "Research and cite.", "tools": ["search"]},
                 ],
                 model_middleware=policy,  # the parent's floor: every child is built under it
-                max_concurrent_tasks=4,
+                settings=DelegationSettings.of(max_concurrent_tasks=4),
             )
         ],
     )
@@ -50,7 +51,6 @@ Decisions a LangGraph user may want to know:
 
 import asyncio
 import dataclasses
-import os
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -73,7 +73,6 @@ from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
-from langgraph.store.base import BaseStore
 from langgraph.types import Command
 from langgraph.typing import ContextT
 
@@ -116,16 +115,15 @@ from middleware.task_tool import (
     with_answers,
     with_general_purpose,
 )
-from subagents import AnySpec, BuildOptions, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
+from subagents import AnySpec, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
-from subagents.builder import UnknownToolPolicy
 from subagents.errors import InvalidArgumentType, ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
-from subagents.metering import Budget, PriceTable, WrapUpSetting
+from subagents.metering import Budget
 from subagents.outcome import add_usage, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
-from subagents.settings import UNSET, DelegationSettings, Unset, given
+from subagents.settings import DelegationSettings
 from subagents.transcripts import left_by_call
 
 if TYPE_CHECKING:
@@ -161,13 +159,6 @@ class ParentModel:
         return self.given if self.given is not None else self._seen
 
 
-# The settings this middleware reads, given whole (settings=) or as keyword arguments.
-_SETTINGS_ARGUMENTS = frozenset({
-    "general_purpose", "max_concurrent_tasks", "unknown_tools", "sessions_dir", "transcript_store", "prices",
-    "budget", "short_answer_threshold", "max_dynamic_subagents", "max_delegations", "wrap_up",
-})
-
-
 class SubAgentMiddleware(AgentMiddleware):
     """Adds the ``task`` tool and lists the subagents in the system prompt.
 
@@ -192,49 +183,16 @@ class SubAgentMiddleware(AgentMiddleware):
             while children take the parent's tools: a
             :class:`~subagents.errors.ParentPolicyNotInherited` warning
             (``[]`` says the parent has none).
-        general_purpose: add the ``general-purpose`` subagent unless a spec
-            of that name replaces it.
-        max_concurrent_tasks: how many children may run at once.
         private_state_keys: the parent's private keys, which never cross the
             boundary (see :func:`subagents.boundary.private_state_keys`; LangChain's
             own middleware's are always blocked).
         system_prompt: text placed before the ``<available_agents>`` block.
-        unknown_tools: what a spec naming a tool the parent lacks gets.
-        sessions_dir: also write each child's transcript as JSONL under
-            ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
-        transcript_store: ``True`` to keep transcripts in the graph's
-            ``BaseStore`` (or a store to use).
-        prices: model name -> USD per million (input, output) tokens, for
-            the cost in each record.
         budget: a :class:`subagents.Budget` covering this agent's own model
             calls and every child's; another root middleware's own calls (a
             summariser's) too when the graph runs through :meth:`metered`.
-        short_answer_threshold: a child answer shorter than this gets one
-            request for a complete report (0, the default: off).
-        wrap_up: the last model call a child's limit allows is a wrap-up with
-            no tools, so the task ends with its own answer, marked as cut
-            short (``True``, the default; a number in (0, 1): the share of
-            ``timeout_s`` left that starts it; ``False``: off; a spec's own
-            ``wrap_up`` wins; see :class:`subagents.metering.WrapUp`).
-        build_options: model profiles, skills, risky tools and the parent's
-            permission policy used when children are built (see
-            :class:`subagents.BuildOptions`).
-        dynamic_subagents: add the ``create_subagent`` tool, so the parent
-            can define specialists at run time (see
-            :mod:`middleware.dynamic`).
-        max_dynamic_subagents: how many it may create in one thread.
-        structured_results: ``task`` accepts an optional ``output_schema``
-            for one call (see :mod:`subagents.builder`).
         task_description: the ``task`` tool's description; an
             ``{available_agents}`` placeholder becomes the listing of every
             agent (default: ours, which points to ``<available_agents>``).
-        name_enum: also list the agent names as an ``enum`` of
-            ``subagent_type`` in the ``task`` tool's schema (up to
-            :data:`middleware.task_tool.ENUM_LIMIT` names), for a server that
-            constrains tool calls to their schema. Off by default: the names
-            are already in ``<available_agents>``, and each name sent twice
-            is paid for on every parent call. The forced-delegation schema
-            always has the enum.
 
         backend: deepagents' required argument, accepted and kept as
             ``self.backend`` but not used, as in deepagents: give the parent
@@ -242,21 +200,14 @@ class SubAgentMiddleware(AgentMiddleware):
             ``FilesystemMiddleware``) and children inherit them.
         state_schema: a ``TypedDict`` whose keys declarative children get
             (minus private and excluded keys), as deepagents forwards it;
-            the same as ``build_options=BuildOptions(state_schemas=(...,))``.
-        force_delegation: make the first model call of each turn call
-            ``task``: ``True`` (any agent), an agent name, or a
-            :class:`middleware.ForceDelegation` choosing the mechanism.
-        max_delegations: delegations allowed per run (since the last user
-            message; ``None``: no cap): ``task`` calls and background starts,
-            one count. Past it, either answers with an error and neither is
-            offered to the model any more.
-        settings: the :class:`subagents.settings.DelegationSettings` to start
-            from, given whole (``create_deep_agent`` does); the keyword
-            arguments above that are settings (``general_purpose``,
-            ``max_concurrent_tasks``, ``unknown_tools``, ``sessions_dir``,
-            ``transcript_store``, ``prices``, ``budget``,
-            ``short_answer_threshold``, ``max_dynamic_subagents``,
-            ``max_delegations``, ``wrap_up``) override its fields.
+            added to ``settings.definitions.state_schemas``.
+        settings: the :class:`subagents.settings.DelegationSettings`
+            everything else comes from: limits (``max_concurrent_tasks``,
+            ``max_delegations``, ``force_delegation``, ``wrap_up`` ...),
+            transcripts and prices, and how children are defined and built
+            (``general_purpose``, ``dynamic_subagents``, ``name_enum``,
+            ``permission_mode`` ...); ``create_deep_agent`` passes its own.
+            ``budget=`` given replaces its ``limits.budget``.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
@@ -279,46 +230,23 @@ class SubAgentMiddleware(AgentMiddleware):
         model_middleware: Sequence[AgentMiddleware] | None = None,
         private_state_keys: frozenset[str] | None = frozenset(),
         system_prompt: str | None = DELEGATION_INSTRUCTIONS,
-        build_options: BuildOptions | None = None,
-        dynamic_subagents: bool = False,
-        structured_results: bool = False,
         task_description: str | None = None,
-        name_enum: bool = False,
-        force_delegation: ForceSetting = None,
-        general_purpose: bool | Unset = UNSET,
-        max_concurrent_tasks: int | None | Unset = UNSET,
-        max_delegations: int | None | Unset = UNSET,
-        max_dynamic_subagents: int | Unset = UNSET,
-        unknown_tools: UnknownToolPolicy | Unset = UNSET,
-        sessions_dir: str | os.PathLike[str] | None | Unset = UNSET,
-        transcript_store: BaseStore | bool | None | Unset = UNSET,
-        prices: PriceTable | None | Unset = UNSET,
-        budget: Budget | None | Unset = UNSET,
-        short_answer_threshold: int | Unset = UNSET,
-        wrap_up: WrapUpSetting | Unset = UNSET,
+        budget: Budget | None = None,
         settings: DelegationSettings | None = None,
         backend: Any = None,
         state_schema: type[Any] | None = None,
     ) -> None:
-        arguments = given(
-            general_purpose=general_purpose, max_concurrent_tasks=max_concurrent_tasks,
-            max_delegations=max_delegations, max_dynamic_subagents=max_dynamic_subagents,
-            unknown_tools=unknown_tools, sessions_dir=sessions_dir, transcript_store=transcript_store,
-            prices=prices, budget=budget, short_answer_threshold=short_answer_threshold, wrap_up=wrap_up,
-        )
-        settings = DelegationSettings.from_arguments(
-            "SubAgentMiddleware", arguments, base=settings, accepted=_SETTINGS_ARGUMENTS)
+        settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
-        options = dataclasses.replace(build_options or BuildOptions(), excluded_keys=EXCLUDED_STATE_KEYS,
-                                      state_schemas=_with_schema((build_options or BuildOptions()).state_schemas,
-                                                                 state_schema))
+        options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
+        options = dataclasses.replace(options, state_schemas=_with_schema(options.state_schemas, state_schema))
         # deepagents' required argument, which deepagents keeps and never reads: kept, likewise.
         self.backend = backend
+        floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
-                                         inherited_middleware=parent_floor(type(self).__name__, model_middleware,
-                                                                           specs, dynamic=dynamic_subagents))
+                                         inherited_middleware=floor)
         self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
         self.runner = TaskRunner(
             self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
@@ -329,15 +257,15 @@ class SubAgentMiddleware(AgentMiddleware):
         self._writes = SiblingWrites()
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self._dynamic_mode = dynamic_subagents
-        self._name_enum = name_enum
-        self._describe(system_prompt, task_description, structured_results)
+        self._dynamic_mode = definitions.dynamic_subagents
+        self._name_enum = definitions.name_enum
+        self._describe(system_prompt, task_description, definitions.structured_results)
         self.tools = [self._task_tool()] if len(self.registry) else []
         self.subagent_names: frozenset[str] = frozenset(self.registry.names)
         """The declared subagent names (deepagents' attribute), ``general-purpose`` included when added."""
-        self._add_limits(force_delegation, limits.max_delegations)
+        self._add_limits(limits.force_delegation, limits.max_delegations)
         self.dynamic: DynamicSubagents | None = None
-        if dynamic_subagents:
+        if definitions.dynamic_subagents:
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
 
     def metered(self, graph: GraphT) -> GraphT:

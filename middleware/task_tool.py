@@ -610,7 +610,7 @@ class TaskToolInput(BaseModel):
 # ----------------------------------------------------------------------------
 # The ``task`` tool's argument schema for a given list of subagents.
 #
-# On request (``SubAgentMiddleware(name_enum=True)``) ``subagent_type`` is
+# On request (``name_enum=True`` in the delegation settings) ``subagent_type`` is
 # advertised as an ``enum`` of the agent names in the tool's JSON schema, so
 # providers that constrain generation to the schema (llama.cpp's grammars,
 # OpenAI's strict mode) can only produce a valid name; the forced-delegation
@@ -693,7 +693,7 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
 # The ``task`` tool's arguments with a per-call ``output_schema`` (``structured_results=True``).
 #
 # ``task`` stays ``(description, subagent_type)`` by default. With
-# ``SubAgentMiddleware(structured_results=True)`` it also accepts an optional
+# ``structured_results=True`` in the delegation settings it also accepts an optional
 # ``output_schema``, a JSON Schema object the child's answer must match for
 # that call only (see :mod:`subagents.builder`).
 #

@@ -67,7 +67,12 @@ if TYPE_CHECKING:
     from subagents.registry import SubagentRegistry as SubagentRegistry
     from subagents.roles import ChildPolicy as ChildPolicy
     from subagents.runner import TaskRunner as TaskRunner
+    from subagents.settings import BackgroundSettings as BackgroundSettings
+    from subagents.settings import Definitions as Definitions
     from subagents.settings import DelegationSettings as DelegationSettings
+    from subagents.settings import Limits as Limits
+    from subagents.settings import Observability as Observability
+    from subagents.settings import RootGraph as RootGraph
     from subagents.spec import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
     from subagents.spec import AnySpec as AnySpec
     from subagents.spec import CompiledSubagent as CompiledSubagent
@@ -81,6 +86,7 @@ _WHERE = {
     "AgentFileError": "subagents.errors",
     "AnySpec": "subagents.spec",
     "BackgroundRuntime": "subagents.background",
+    "BackgroundSettings": "subagents.settings",
     "BackgroundTasks": "subagents.background",
     "Budget": "subagents.metering",
     "BudgetExceeded": "subagents.errors",
@@ -90,17 +96,21 @@ _WHERE = {
     "ContextMode": "subagents.boundary",
     "DEFAULT_MAX_TURNS": "subagents.spec",
     "DataOnlySerializer": "subagents.ledger",
+    "Definitions": "subagents.settings",
     "DelegationSettings": "subagents.settings",
     "DynamicSubagentError": "subagents.errors",
     "InvalidArgument": "subagents.errors",
     "InvalidArgumentType": "subagents.errors",
     "LedgerChannel": "subagents.ledger",
+    "Limits": "subagents.settings",
+    "Observability": "subagents.settings",
     "OutputSchemaError": "subagents.errors",
     "OutputSchemaViolation": "subagents.errors",
     "ParentPolicyNotInherited": "subagents.errors",
     "PriceTable": "subagents.metering",
     "RemoteAnswerError": "subagents.errors",
     "RemoteSubagentSpec": "subagents.background",
+    "RootGraph": "subagents.settings",
     "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY": "subagents.builder",
     "SpecError": "subagents.errors",
     "StopReason": "subagents.errors",

@@ -1386,7 +1386,8 @@ class RecordingMeter(TaskMeter):
 #
 #     SubagentSpec(name="researcher", description="...", max_turns=8)              # on: a share of 0.15
 #     SubagentSpec(name="researcher", description="...", wrap_up=0.3)             # earlier, for slow tools
-#     create_deep_agent(model, subagents=specs, wrap_up=False)                     # every limit is an error
+#     create_deep_agent(model, subagents=specs,
+#                       settings=DelegationSettings.of(wrap_up=False))            # every limit is an error
 # ----------------------------------------------------------------------------
 
 

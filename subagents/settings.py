@@ -1,40 +1,37 @@
-"""Delegation settings: four typed groups, passed whole from layer to layer.
+"""Delegation settings: one typed object, passed whole from layer to layer.
 
-``create_deep_agent`` takes flat keyword arguments; they are grouped here
-once (:meth:`DelegationSettings.from_arguments`) and every layer below
-(the middlewares, the background tasks, the runner) takes the groups whole
-instead of relaying each argument:
+Every option of delegation that is not one of ``create_deep_agent``'s few
+keywords lives here, once: its default, its validation and its docstring.
+``create_deep_agent``, the middlewares, the background tasks and the runner
+take the object whole (``settings=``) and read the groups they need:
 
 * :class:`Limits` -- how much delegation may do (concurrency, caps, budget).
 * :class:`Observability` -- where transcripts go and what tokens cost.
 * :class:`BackgroundSettings` -- the background-task tools, if any.
-* :class:`Definitions` -- where subagents, skills and models come from, and
-  the approval policy children inherit.
+* :class:`Definitions` -- where subagents, skills and models come from, how
+  ``task`` offers them, and the approval policy children inherit.
+* :class:`RootGraph` -- how ``create_deep_agent`` builds the root's graph.
 
 Every model is frozen; a bad value raises :class:`~subagents.errors.SpecError`
-naming the keyword argument.
+naming the field.
 
 Example::
 
-    settings = DelegationSettings.from_arguments(
-        "create_deep_agent",
-        {"max_concurrent_tasks": 4, "sessions_dir": "runs", "max_background_tasks": 2},
-    )
+    settings = DelegationSettings(limits=Limits(max_concurrent_tasks=4))
+    settings = DelegationSettings.of(max_concurrent_tasks=4, sessions_dir="runs")  # the same, flat
     settings.limits.max_concurrent_tasks      # 4
-    settings.background.max_tasks             # 2 (given as max_background_tasks)
-    SubAgentMiddleware(specs, settings=settings)
+    BackgroundSubagentMiddleware(specs, settings=settings.updated(max_background_tasks=2))
 """
 
 from __future__ import annotations
 
-import enum
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from langgraph.store.base import BaseStore
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SkipValidation, ValidationError, field_validator
 
 from subagents.builder import BuildOptions
 from subagents.definitions.files import DirLevels
@@ -52,27 +49,11 @@ DEFAULT_MAX_DELEGATIONS = 50
 DEFAULT_MAX_BACKGROUND_TASKS = 8
 """Background tasks running at once unless ``max_background_tasks`` says otherwise."""
 
+DEFAULT_MAX_ROOT_TURNS = 200
+"""The root's own model calls allowed per run by default: far above a working run, far below the recursion limit."""
 
-class Unset(enum.Enum):
-    """The type of :data:`UNSET`: a keyword argument the caller did not give."""
-
-    UNSET = "UNSET"
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET = Unset.UNSET
-"""A keyword argument left out: its value comes from ``settings=`` (or the default).
-
-The middlewares take every setting as an explicit keyword argument whose
-default is ``UNSET``, so ``None`` can still mean "no limit" when given.
-"""
-
-
-def given(**arguments: Any) -> dict[str, Any]:
-    """The keyword arguments a caller gave: every one that is not :data:`UNSET`."""
-    return {name: value for name, value in arguments.items() if value is not UNSET}
+DEFAULT_NOTICE_TOTAL_CHARS = 12_000
+"""How long one background completion notice may be unless ``notice_total_chars`` says otherwise."""
 
 
 class RuntimeHandle(Protocol):
@@ -90,39 +71,54 @@ class _Settings(BaseModel):
     # Strict: "8" or True is no count. Objects the caller owns (a store, a
     # runtime, a price table) pass as they are: fields typed SkipValidation
     # are checked by the code that uses them, with its own messages naming
-    # the argument.
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True,
-                              populate_by_name=True, strict=True)
+    # the field.
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, strict=True)
 
-    @classmethod
-    def argument_names(cls) -> dict[str, str]:
-        """Keyword argument name -> field name (an alias, when the field has one)."""
-        return {(f.alias or name): name for name, f in cls.model_fields.items()}
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:  # the library's one error type, naming the field
+            raise _spec_error(exc) from None
 
 
 class Limits(_Settings):
     """How much delegation may do.
 
     Attributes:
-        max_concurrent_tasks: ``task`` children running at once (``None``: no cap).
-        max_delegations: delegations allowed per run, ``task`` calls and background starts (``None``: no cap).
+        max_concurrent_tasks: ``task`` children running at once, across the
+            agent's concurrent runs; more wait their turn (``None``: no cap).
+        max_delegations: delegations allowed per run (since the last user
+            message), ``task`` calls and background starts, one count; past
+            it, either answers with an error and neither is offered to the
+            model any more (``None``: no cap).
+        max_root_turns: the root's own model calls per run (``None``: no
+            cap); each ``invoke``, and each resume, counts from zero. A model
+            that keeps calling tools is ended with a final AI message naming
+            the limit (:class:`middleware.root_turn_limit.RootTurnLimit`);
+            LangChain's ``ModelCallLimitMiddleware`` of your own replaces it.
         max_dynamic_subagents: subagents ``create_subagent`` may define per thread.
-        short_answer_threshold: an answer shorter than this gets one request
-            for a complete report (0: off).
-        budget: a :class:`~subagents.Budget` shared by the parent and every child.
+        short_answer_threshold: a child answer shorter than this gets one
+            request for a complete report (0: off).
+        budget: a :class:`~subagents.Budget` covering the parent's own model
+            calls and every child's.
         wrap_up: for specs that set none, the last model call a limit allows
             is a wrap-up with no tools, so the task ends with the child's own
             answer: ``True`` (the default, starting it when 0.15 of
-            ``timeout_s`` is left), or that share; ``False``: each limit ends a task with an error
-            (see :class:`subagents.metering.WrapUp`).
+            ``timeout_s`` is left), or that share; ``False``: each limit ends
+            a task with an error (see :class:`subagents.metering.WrapUp`).
+        force_delegation: the first model call of each turn must call
+            ``task``: ``True`` (any agent), an agent name, or a
+            :class:`middleware.ForceDelegation` choosing the mechanism.
     """
 
     max_concurrent_tasks: int | None = None
     max_delegations: int | None = DEFAULT_MAX_DELEGATIONS
+    max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS
     max_dynamic_subagents: int = 8
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
     budget: Budget | None = None
     wrap_up: WrapUpSetting = True
+    force_delegation: SkipValidation[Any] = None  # checked by middleware.limits.coerce_force_delegation
 
     @field_validator("short_answer_threshold")
     @classmethod
@@ -136,10 +132,12 @@ class Observability(_Settings):
     """Where transcripts go and what tokens cost.
 
     Attributes:
-        sessions_dir: write each child's transcript as JSONL under this folder.
+        sessions_dir: write each child's transcript as JSONL under
+            ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
         transcript_store: ``True`` to keep transcripts in the graph's
-            ``BaseStore``, or a store to use.
-        prices: model name -> USD per million (input, output) tokens.
+            ``BaseStore``, or a store to use (background children keep JSONL ones only).
+        prices: model name -> USD per million (input, output) tokens, for
+            the cost in each record.
     """
 
     sessions_dir: str | Path | None = None
@@ -156,46 +154,76 @@ class BackgroundSettings(_Settings):
     """The background-task tools (``start_async_task`` ...), if any.
 
     Attributes:
-        enabled (``background``): give the root the background tools.
-        subagents (``background_subagents``): more specs for background use
-            only (remote ones, say); giving any turns the tools on.
-        max_tasks (``max_background_tasks``): background tasks running at once.
-        runtime (``background_runtime``): the
-            :class:`~subagents.BackgroundRuntime` they run on (default: a new one).
+        background_subagents: more specs for background use only (remote
+            ones, ``{"name", "description", "graph_id", "url"}``, say);
+            giving any gives ``create_deep_agent``'s root the background tools.
+        max_background_tasks: local background tasks running at once; more
+            wait as ``pending`` (``None``: no cap).
+        background_runtime: the :class:`~subagents.BackgroundRuntime` they
+            run on, to share it or to ``close()`` it (default: a new one,
+            owned and closed by the middleware).
+        notify: announce finished tasks before each parent model call.
+        notice_result_chars: how much of each result a notice quotes.
+        notice_total_chars: how long one notice may be, whatever the number
+            of tasks; the rest are counted and pointed to ``check_async_task``.
     """
 
-    enabled: bool = Field(False, alias="background")
-    subagents: SkipValidation[tuple[Any, ...]] = Field((), alias="background_subagents")
-    max_tasks: int | None = Field(DEFAULT_MAX_BACKGROUND_TASKS, alias="max_background_tasks")
-    runtime: SkipValidation[RuntimeHandle | None] = Field(None, alias="background_runtime")
+    background_subagents: SkipValidation[tuple[Any, ...]] = ()
+    max_background_tasks: int | None = DEFAULT_MAX_BACKGROUND_TASKS
+    background_runtime: SkipValidation[RuntimeHandle | None] = None
+    notify: bool = True
+    notice_result_chars: int = 2000
+    notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS
 
-    @field_validator("subagents", mode="before")
+    @field_validator("background_subagents", mode="before")
     @classmethod
     def _as_tuple(cls, value: Any) -> tuple[Any, ...]:
         if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
             raise SpecError(f"expected a list of subagent specs, got {type(value).__name__}")
         return tuple(value)
 
-    @property
-    def wanted(self) -> bool:
-        """Whether the root gets the background tools."""
-        return self.enabled or bool(self.subagents)
-
 
 class Definitions(_Settings):
-    """Where subagents, skills and models come from, and the policy children inherit.
+    """Where subagents, skills and models come from, how ``task`` offers them, and the policy children inherit.
 
     Attributes:
-        agents_dirs, skills_dirs: agent-file and skill directories, in
-            precedence order (see :func:`subagents.load_agent_dirs`).
+        agents_dirs: agent-file directories, in precedence order (the first
+            level to define a name wins; a nested list groups directories of
+            one level; see :func:`subagents.load_agent_dirs`). ``None``: no files.
+        skills_dirs: skill directories, likewise. The root's prompt lists
+            every skill found; a child's lists only those its spec names.
         model_profiles: profile name -> model, for specs' ``model`` names.
-        unknown_model: ``"inherit"`` lets an unresolvable model name fall back.
-        permission_mode, risky_tools, interrupt_on: the parent's approval policy.
-        mcp_servers: MCP servers specs may name without defining.
+        unknown_model: ``"inherit"`` lets an unresolvable model name fall
+            back to the parent's model instead of raising.
+        permission_mode: the parent's approval policy, inherited by every
+            child whose spec sets none (``None``: no approval unless a spec asks).
+        risky_tools: tool names that ``confirm_risky`` pauses on.
+        mcp_servers: MCP servers (name -> ``{command, args, env}`` or
+            ``{url, headers}``) that specs may name in ``mcp_config`` without defining.
+        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
+            rule, inherited by every declarative child whose spec sets none;
+            a floor for every child (a spec may add gates, never un-gate one).
+        state_schemas: the parent's state schemas; a declarative child gets
+            their keys, minus excluded and private ones (``create_deep_agent``
+            gives its ``state_schema`` and its middleware's).
         unknown_tools: what a spec naming a tool the parent lacks gets.
-        general_purpose: add the ``general-purpose`` subagent.
+        general_purpose: add the ``general-purpose`` subagent unless a spec
+            of that name replaces it.
         retry_truncated: for specs that set none, ask once more for a reply
-            cut at the token limit (see :mod:`subagents.truncation`).
+            cut at the token limit: with twice the tokens (``"more_tokens"``),
+            asking to be brief (``"brief"``) or both (``True``); see
+            :mod:`subagents.truncation`.
+        dynamic_subagents: add the ``create_subagent`` tool, so the parent
+            can define specialists at run time (see :mod:`middleware.dynamic`).
+        structured_results: ``task`` accepts an optional ``output_schema``
+            for one call (see :mod:`subagents.builder`).
+        name_enum: also list the agent names as an ``enum`` of
+            ``subagent_type`` in the ``task`` tool's schema (up to
+            :data:`middleware.task_tool.ENUM_LIMIT` names), for a server that
+            constrains tool calls to their schema. Off by default: the names
+            are already in ``<available_agents>``, and each name sent twice
+            is paid for on every parent call. The forced-delegation schema
+            always has the enum.
     """
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
@@ -206,9 +234,14 @@ class Definitions(_Settings):
     risky_tools: frozenset[str] = frozenset()
     mcp_servers: SkipValidation[Mapping[str, Mapping[str, Any]] | None] = None
     interrupt_on: SkipValidation[Mapping[str, Any] | None] = None
+    state_schemas: SkipValidation[tuple[Any, ...]] = ()
     unknown_tools: Literal["error", "warn", "ignore"] = "warn"
     general_purpose: bool = True
     retry_truncated: RetryTruncatedSetting = False
+    dynamic_subagents: bool = False
+    structured_results: bool = False
+    name_enum: bool = False
+    _skills: SkillCatalog | None = PrivateAttr(None)
 
     @field_validator("permission_mode", mode="before")
     @classmethod
@@ -223,107 +256,111 @@ class Definitions(_Settings):
         return frozenset(value)
 
     def skills(self) -> SkillCatalog:
-        """The skills found in ``skills_dirs`` (none when it is ``None``)."""
+        """The skills found in ``skills_dirs`` (none when it is ``None``), read once."""
         from subagents.definitions.skills import load_skill_dirs
 
-        return load_skill_dirs(self.skills_dirs) if self.skills_dirs is not None else SkillCatalog()
+        if self._skills is None:  # read once: the root's prompt and each middleware's children share it
+            self._skills = load_skill_dirs(self.skills_dirs) if self.skills_dirs is not None else SkillCatalog()
+        return self._skills
 
-    def build_options(self, skills: SkillCatalog, state_schemas: Sequence[Any] = ()) -> BuildOptions:
-        """The :class:`~subagents.BuildOptions` every child is built with."""
+    def build_options(self, **more: Any) -> BuildOptions:
+        """The :class:`~subagents.BuildOptions` every child is built with (``more``: a middleware's own)."""
         return BuildOptions(
             model_profiles=dict(self.model_profiles or {}),
             unknown_model=self.unknown_model,
             risky_tools=self.risky_tools,
             permission_mode=self.permission_mode,
-            skills=skills,
+            skills=self.skills(),
             mcp_servers=dict(self.mcp_servers or {}),
             interrupt_on=self.interrupt_on,
-            state_schemas=tuple(state_schemas),
+            state_schemas=tuple(self.state_schemas),
             retry_truncated=self.retry_truncated,
+            **more,
         )
 
 
-_GROUPS: dict[str, type[_Settings]] = {
-    "limits": Limits, "observability": Observability, "background": BackgroundSettings,
-    "definitions": Definitions,
-}
+class RootGraph(_Settings):
+    """How :func:`deep_agent.create_deep_agent` builds the root's graph.
+
+    Attributes:
+        interrupt_before, interrupt_after: node names to pause before or
+            after, as LangChain's ``create_agent`` takes them.
+        deepagents_stack: build the root with deepagents' own
+            ``create_deep_agent``, our ``task`` in it. ``None``: when the
+            ``deepagents`` extra is installed. ``False``: LangChain's
+            ``create_agent`` over this library's own stack even then (an app
+            with its own file tools, such as the CLI); deepagents'
+            ``backend``, ``skills``, ``memory`` and ``permissions`` then are an error.
+    """
+
+    interrupt_before: SkipValidation[list[str] | None] = None
+    interrupt_after: SkipValidation[list[str] | None] = None
+    deepagents_stack: bool | None = None
 
 
 class DelegationSettings(_Settings):
-    """All four groups; each layer reads the ones it needs.
+    """Every group; each layer reads the ones it needs.
+
+    Build it by group, or flat with :meth:`of` (each field's own name, whatever
+    its group); :meth:`updated` returns a copy with some fields replaced.
 
     Example::
 
         settings = DelegationSettings(limits=Limits(max_concurrent_tasks=2))
-        settings.observability.sessions_dir     # None: the defaults elsewhere
+        settings == DelegationSettings.of(max_concurrent_tasks=2)    # True
+        settings.observability.sessions_dir                         # None: the default
     """
 
     limits: Limits = Limits()
     observability: Observability = Observability()
     background: BackgroundSettings = BackgroundSettings()
     definitions: Definitions = Definitions()
+    root: RootGraph = RootGraph()
 
     @classmethod
-    def from_arguments(
-        cls,
-        where: str,
-        arguments: Mapping[str, Any],
-        *,
-        base: DelegationSettings | None = None,
-        accepted: Collection[str] | None = None,
-        aliases: Mapping[str, str] | None = None,
-    ) -> DelegationSettings:
-        """``base`` (default: the defaults) with flat keyword ``arguments`` applied.
+    def of(cls, **fields: Any) -> DelegationSettings:
+        """The defaults with ``fields`` (any group's, by name): ``DelegationSettings.of(max_concurrent_tasks=4)``."""
+        return cls().updated(**fields)
 
-        ``where`` names the caller in errors; ``accepted`` limits which
-        argument names it takes (others raise :class:`InvalidArgumentType`, a ``TypeError``); ``aliases`` maps
-        a caller's own name for an argument to the flat one
-        (``{"runtime": "background_runtime"}``).
-        A bad value raises :class:`SpecError` naming the argument.
+    def updated(self, **fields: Any) -> DelegationSettings:
+        """A copy with ``fields`` (any group's, by name) replaced, validated.
+
+        Raises:
+            InvalidArgumentType: a name is no field of any group.
+            SpecError: a bad value, naming the field.
         """
-        aliases = aliases or {}
-        flat = {aliases.get(k, k): v for k, v in arguments.items()}
-        spoken = {v: k for k, v in aliases.items()}  # the argument name the caller used
-        updates: dict[str, dict[str, Any]] = {}
-        unknown: dict[str, Any] = {}
-        for name, value in flat.items():
-            group = _group_of(name) if accepted is None or name in accepted else None
-            if group is None:
-                unknown[spoken.get(name, name)] = value
-            else:
-                updates.setdefault(group, {})[name] = value
-        if unknown:  # never a silent accept of an argument that would be ignored
-            wrong = "; ".join(f"unexpected keyword argument {name!r}" for name in unknown)
-            raise InvalidArgumentType(f"{where}(): {wrong} (see docs/migrating.md)")
-        base = base or cls()
-        groups: dict[str, Any] = {}
-        for group, values in updates.items():
-            current = getattr(base, group)
-            # Field by field, not model_dump(): that would turn a chat model in a mapping into a dict.
-            merged = {arg: getattr(current, field) for arg, field in type(current).argument_names().items()}
-            merged.update(values)
-            try:
-                groups[group] = type(current).model_validate(merged)
-            except ValidationError as exc:
-                raise SpecError(_first_error(exc, spoken)) from None
-        return base.model_copy(update=groups) if groups else base
+        groups: dict[str, dict[str, Any]] = {}
+        for name, value in fields.items():
+            if name not in _GROUP_OF:
+                raise InvalidArgumentType(f"DelegationSettings: no setting {name!r} (see docs/migrating.md)")
+            groups.setdefault(_GROUP_OF[name], {})[name] = value
+        # Field by field, not model_dump(): that would turn a chat model in a mapping into a dict.
+        return self.model_copy(update={
+            group: type(current := getattr(self, group))(**{**dict(current), **values})
+            for group, values in groups.items()})
 
-    @classmethod
-    def argument_names(cls) -> dict[str, str]:
-        """Every flat keyword argument name -> its group."""
-        return {name: group for group, model in _GROUPS.items() for name in model.argument_names()}
+    def with_keywords(self, **keywords: Any) -> DelegationSettings:
+        """A copy with each keyword shortcut given (not ``None``) in its field.
+
+        ``create_deep_agent`` and the middlewares take a few settings as
+        keywords too (``budget=``, ``permission_mode=``); one given replaces
+        the same field of ``settings=``.
+        """
+        return self.updated(**{name: value for name, value in keywords.items() if value is not None})
 
 
-def _group_of(name: str) -> str | None:
-    for group, model in _GROUPS.items():
-        if name in model.argument_names():
-            return group
-    return None
+_GROUPS = frozenset(DelegationSettings.model_fields)
+_GROUP_OF: dict[str, str] = {
+    name: group for group, info in DelegationSettings.model_fields.items()
+    for name in cast("type[_Settings]", info.annotation).model_fields
+}
+"""Each field's name -> its group, read off the models: the one map :meth:`DelegationSettings.of` uses."""
 
 
-def _first_error(exc: ValidationError, spoken: Mapping[str, str]) -> str:
+def _spec_error(exc: ValidationError) -> SpecError:
     error = exc.errors()[0]
-    name = str(error["loc"][0]) if error["loc"] else "settings"
+    # A union's member names (``sessions_dir.str``) are pydantic's, not a field's: the field is named alone.
+    name = ".".join(str(part) for part in error["loc"] if str(part) in _GROUP_OF or str(part) in _GROUPS) or "settings"
     cause = (error.get("ctx") or {}).get("error")
     message = str(cause) if isinstance(cause, ValueError) else error["msg"]
-    return f"{spoken.get(name, name)}: {message}"
+    return SpecError(f"{name}: {message}")

@@ -26,7 +26,7 @@ never retried: cut or not, it is the task's answer.
 Example::
 
     SubagentSpec(name="summariser", description="...", retry_truncated="brief")
-    create_deep_agent(model, subagents=[...], retry_truncated=True)
+    create_deep_agent(model, subagents=[...], settings=DelegationSettings.of(retry_truncated=True))
 """
 
 from __future__ import annotations

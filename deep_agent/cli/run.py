@@ -78,9 +78,11 @@ def demo_command(args: argparse.Namespace) -> int:
 
     from deep_agent.cli.session import run_turns
     from deep_agent.demo import DEMO_PROMPT, FOLLOW_UP_PROMPT, build_demo_agent, demo_model
+    from subagents.settings import DelegationSettings
 
     def build(checkpointer: Any, sessions: Path) -> Any:
-        return build_demo_agent(demo_model(), checkpointer=checkpointer, sessions_dir=str(sessions))
+        return build_demo_agent(demo_model(), checkpointer=checkpointer,
+                                settings=DelegationSettings.of(sessions_dir=str(sessions)))
 
     console = Console()
     console.print("[bold]Scripted demo[/bold]: offline, on a scripted model; no real LLM is called.")
@@ -204,16 +206,19 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
 
     def build(checkpointer: Any, sessions: Path) -> Any:
         from deep_agent.factory import create_deep_agent
+        from subagents.settings import DelegationSettings
 
-        return create_deep_agent(
-            model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
-            checkpointer=checkpointer, sessions_dir=str(sessions), model_profiles=plan.profiles,
+        settings = DelegationSettings.of(
+            sessions_dir=str(sessions), model_profiles=plan.profiles, unknown_model=args.unknown_model,
             deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
-            unknown_model=args.unknown_model, permission_mode=args.permission_mode,
-            risky_tools=RISKY_TOOLS, unknown_tools="ignore", background=True,
-            prices=prices, budget=budget, skills_dirs=skills_dirs,
+            risky_tools=RISKY_TOOLS, unknown_tools="ignore", prices=prices, skills_dirs=skills_dirs,
             force_delegation=bool(getattr(args, "force_delegation", False)),
             short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0,
+        )
+        return create_deep_agent(
+            model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
+            checkpointer=checkpointer, permission_mode=args.permission_mode, background=True, budget=budget,
+            settings=settings,
         )
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}

@@ -6,7 +6,8 @@ inboxes, and closes them; the ledger is one record per task::
     from subagents.background import BackgroundRuntime, wait_for_background
 
     with BackgroundRuntime() as runtime:
-        ...  # BackgroundSubagentMiddleware(specs, runtime=runtime) starts tasks on it
+        ...  # BackgroundSubagentMiddleware(specs, settings=DelegationSettings.of(background_runtime=runtime))
+        # starts tasks on it
         wait_for_background(state["async_tasks"], timeout_s=30)
 """
 

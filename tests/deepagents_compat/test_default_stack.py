@@ -26,6 +26,7 @@ from langgraph.types import Command
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
+from subagents.settings import DelegationSettings
 
 deepagents = pytest.importorskip("deepagents")
 from deepagents.backends.utils import create_file_data  # noqa: E402
@@ -224,7 +225,9 @@ def test_without_the_extra_deepagents_names_and_arguments_say_what_to_install():
             create_deep_agent(ScriptedChatModel(), memory=["/AGENTS.md"])
         except ImportError as exc:
             print("argument", exc)
-        agent = create_deep_agent(ScriptedChatModel(responses=["done"]), general_purpose=False)
+        from subagents import DelegationSettings
+        agent = create_deep_agent(ScriptedChatModel(responses=["done"]),
+                                  settings=DelegationSettings.of(general_purpose=False))
         print("built", agent.invoke({"messages": [("user", "hi")]})["messages"][-1].content)
     """)
     assert out.returncode == 0, out.stderr
@@ -241,10 +244,10 @@ def test_deepagents_stack_false_keeps_this_librarys_own_stack_and_refuses_deepag
     from deep_agent import create_deep_agent
 
     model = ScriptedChatModel(responses=["done"])
-    create_deep_agent(model, [internet_search], deepagents_stack=False).invoke(user("hello"))
+    create_deep_agent(model, [internet_search], settings=DelegationSettings.of(deepagents_stack=False)).invoke(user("hello"))
     assert sorted(model.calls[0]["tools"]) == ["internet_search", "task"]
     with pytest.raises(ValueError, match=r"argument 'memory' is deepagents'.*deepagents_stack=False"):
-        create_deep_agent(model, memory=["/AGENTS.md"], deepagents_stack=False)
+        create_deep_agent(model, memory=["/AGENTS.md"], settings=DelegationSettings.of(deepagents_stack=False))
 
 
 def test_importing_deep_agent_loads_no_deepagents():

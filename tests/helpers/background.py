@@ -17,6 +17,7 @@ import pytest
 
 from deep_agent.testing import tool_call
 from helpers import REPO, TESTS
+from subagents.settings import DelegationSettings
 
 NOTICE = "Background task updates"
 
@@ -97,7 +98,7 @@ def remote_parent(url: str, jobs: list[str], graph_id: str = "scripted_worker", 
 
     spec = {"name": "remote-worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
             "url": url, **extra}
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
     model = ScriptedChatModel(rules=[("PARENT go", [start(*[(j, "remote-worker") for j in jobs]), "ok"])],
                               default="ok")
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())

@@ -29,6 +29,7 @@ from langchain_core.tools import tool
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers import REPO
 from middleware import BackgroundSubagentMiddleware
+from subagents.settings import DelegationSettings
 
 TASKS = 10
 DIE_AFTER = 3
@@ -76,7 +77,9 @@ def agent_on(db: str, url: str, die: Any, graph_id: str, *, notify: bool = False
         default="ok",
     )
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
-    middleware = BackgroundSubagentMiddleware(specs(url, graph_id), general_purpose=False, notify=notify)
+    middleware = BackgroundSubagentMiddleware(specs(url, graph_id), settings=DelegationSettings.of(
+        general_purpose=False, notify=notify,
+    ))
     return create_agent(model, tools=[die], middleware=[middleware], checkpointer=saver)
 
 

@@ -28,6 +28,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.attacks import _invoke
 from helpers.graphs import user
 from middleware import BackgroundSubagentMiddleware
+from subagents.settings import DelegationSettings
 
 REMOTE_WORKER = "remote-worker"
 READY_TIMEOUT_S = 30
@@ -63,7 +64,7 @@ def stop_then_carry_on(mode: str, url: str, *, thread_id: str, ready: threading.
                                                tool_call("stop_here", x="1")]}, "unreachable"]),
                ("WHAT-NOW", ["carried on"])],
         default="noted")
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
     agent = create_agent(model, tools=[stop_once(ready)], checkpointer=InMemorySaver(), middleware=[middleware])
     config = {"configurable": {"thread_id": thread_id}}
     with pytest.raises(KeyboardInterrupt):

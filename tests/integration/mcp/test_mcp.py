@@ -20,6 +20,7 @@ from subagents import runner as runner_module
 from subagents.definitions.mcp import TASK_ID_METADATA_KEY
 from helpers.agent_files import DETAIL, write
 from helpers.mcp_tasks import SERVERS, alive, delegate, pids, report, stdio
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 
@@ -63,7 +64,9 @@ def test_a_child_calls_tools_of_a_stdio_and_an_http_server_and_the_parent_never_
                         tool_call("mcp__local__task", description="x")]},
         report,
     ])])
-    agent = create_deep_agent(model, [echo], agents_dirs=[tmp_path / "agents"], general_purpose=False)
+    agent = create_deep_agent(model, [echo], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    ))
     out = run(agent, user("go"))
     assert tool_messages(out)[0].content.startswith("Results: 5 | 42 | server task: x")
     parent_tools, child_tools = model.calls[0]["tools"], model.calls[1]["tools"]
@@ -78,7 +81,7 @@ def test_one_task_reuses_its_connection_and_parallel_tasks_each_own_one_closed_a
     spec = {"name": "who", "description": "asks", "mcp_config": {"srv": stdio(env={"MCP_PID_FILE": str(pid_file)})}}
     ask = [{"tool_calls": [tool_call("mcp__srv__whoami")]}, {"tool_calls": [tool_call("mcp__srv__whoami")]}, report]
     model = delegate(("first", "who"), ("second", "who"), child_rules=[("first", ask), ("second", ask)])
-    out = run(create_deep_agent(model, subagents=[spec], general_purpose=False), user("go"))
+    out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     first, second = (re.findall(r"pid \d+", m.content) for m in tool_messages(out))
     assert len(first) == len(second) == 2
     assert first[0] == first[1] and second[0] == second[1] and first[0] != second[0]
@@ -95,7 +98,9 @@ def test_a_server_that_cannot_start_fails_only_its_task_naming_the_server(run):
              {"name": "fine", "description": "f", "tools": ["echo"]}]
     model = delegate(("use broken", "broken"), ("use fine", "fine"),
                      child_rules=[("use fine", ["fine answer." + DETAIL])])
-    out = run(create_deep_agent(model, [echo], subagents=specs, general_purpose=False), user("go"))
+    out = run(create_deep_agent(model, [echo], subagents=specs, settings=DelegationSettings.of(
+        general_purpose=False,
+    )), user("go"))
     by_agent = {r["agent_type"]: r for r in records(out)}
     assert by_agent["fine"]["status"] == "completed"
     assert by_agent["broken"]["status"] == "error"
@@ -107,7 +112,7 @@ def test_a_server_that_dies_mid_task_fails_that_task_naming_the_server(run):
     spec = {"name": "d", "description": "d", "mcp_config": {"srv": stdio()}}
     die = [{"tool_calls": [tool_call("mcp__srv__die")]}, report]
     model = delegate(("die now", "d"), child_rules=[("die now", die)])
-    out = run(create_deep_agent(model, subagents=[spec], general_purpose=False), user("go"))
+    out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     (record,) = records(out)
     assert record["status"] == "error" and "MCP server 'srv'" in record["error"]
 
@@ -144,7 +149,7 @@ def test_a_hung_server_fails_its_task_in_bounded_time_and_siblings_go_on(run, wh
 def test_allow_lists_without_mcp_entries_give_no_mcp_tools(run):
     spec = {"name": "plain", "description": "p", "tools": ["echo"], "mcp_config": {"srv": stdio()}}
     model = delegate(("look", "plain"), child_rules=[("look", ["nothing." + DETAIL])])
-    run(create_deep_agent(model, [echo], subagents=[spec], general_purpose=False), user("go"))
+    run(create_deep_agent(model, [echo], subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     assert model.calls[1]["tools"] == ["echo"]
 
 
@@ -152,10 +157,11 @@ def test_a_named_server_resolves_through_the_callers_servers(run):
     spec = {"name": "n", "description": "n", "mcp_config": ["calc"]}
     model = delegate(("sum", "n"), child_rules=[("sum", [{"tool_calls": [tool_call("mcp__calc__add", a=1, b=1)]},
                                                          report])])
-    agent = create_deep_agent(model, subagents=[spec], general_purpose=False, mcp_servers={"calc": stdio()})
+    agent = create_deep_agent(model, subagents=[spec], mcp_servers={"calc": stdio()},
+    settings=DelegationSettings.of(general_purpose=False))
     assert tool_messages(run(agent, user("go")))[0].content.startswith("Results: 2")
     undefined = delegate(("sum", "n"), child_rules=[])
-    out = run(create_deep_agent(undefined, subagents=[spec], general_purpose=False), user("go"))
+    out = run(create_deep_agent(undefined, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     assert "MCP server 'calc' is named but not defined" in records(out)[0]["error"]
 
 

@@ -20,6 +20,7 @@ from subagents.metering import TaskMeter
 from subagents.definitions.mcp import McpServerError, McpTool
 from helpers import TESTS
 from helpers.mcp_tasks import _napping, alive, pids
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.server
 def test_a_call_cut_short_by_the_tasks_timeout_is_recorded_as_a_timeout(run):
     spec, model = _napping({"timeout_s": 3})
     started = time.monotonic()
-    out = run(create_deep_agent(model, subagents=[spec], general_purpose=False), user("go"))
+    out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     assert time.monotonic() - started < 30
     (record,) = records(out)
     assert (record["status"], record["stop_reason"]) == ("error", "timeout"), record["error"]
@@ -36,7 +37,7 @@ def test_a_call_cut_short_by_the_tasks_timeout_is_recorded_as_a_timeout(run):
 
 def test_a_call_cut_short_by_the_servers_own_timeout_is_that_tools_failure(run):
     spec, model = _napping({"timeout_s": 60}, {"timeout": 1.5})
-    out = run(create_deep_agent(model, subagents=[spec], general_purpose=False), user("go"))
+    out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
     (record,) = records(out)
     assert record["stop_reason"] == "tool_error"
     assert "MCP server 'slow' did not answer a call of 'nap' within 1.5s" in record["error"]
@@ -47,8 +48,9 @@ import sys
 sys.path[:0] = [{tests!r}, {root!r}]
 from deep_agent import create_deep_agent
 from helpers.mcp_tasks import _napping
+from subagents import DelegationSettings
 spec, model = _napping({{"timeout_s": 10}}, {{"env": {{"MCP_PID_FILE": {pid_file!r}}}}})
-out = create_deep_agent(model, subagents=[spec], general_purpose=False).invoke(
+out = create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)).invoke(
     {{"messages": [{{"role": "user", "content": "go"}}]}})
 print([r["stop_reason"] for r in out["subagent_tasks"].values()])
 """

@@ -30,6 +30,7 @@ from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel
 from subagents.outcome import merge_records
 from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.postgres
 
@@ -179,9 +180,9 @@ async def test_an_approval_pauses_into_postgres_and_resumes_on_a_new_connection(
 
     def agent(saver: Any) -> Any:
         return create_deep_agent(
-            model, [deploy], checkpointer=saver, short_answer_threshold=0,
+            model, [deploy], checkpointer=saver,
             subagents=[{"name": "deployer", "description": "deploys", "tools": ["deploy"],
-                        "interrupt_on": {"deploy": True}}],
+                        "interrupt_on": {"deploy": True}}], settings=DelegationSettings.of(short_answer_threshold=0),
         )
 
     config = {"configurable": {"thread_id": f"approve-{mode}-{decision}"}}

@@ -18,6 +18,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel
 from middleware.limits import ForceToolUse, _ForcedCall
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 
@@ -48,7 +49,9 @@ def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_mo
     child = {"name": "researcher", "description": "Looks things up.", "system_prompt": "Look things up.",
              "model": local_model.chat_model(max_tokens=32, **own), "tools": [lookup], "max_turns": 3,
              "middleware": [EveryCallUsesATool()]}
-    agent = create_deep_agent(parent, subagents=[child], general_purpose=False, short_answer_threshold=0)
+    agent = create_deep_agent(parent, subagents=[child], settings=DelegationSettings.of(
+        general_purpose=False, short_answer_threshold=0,
+    ))
     state = agent.invoke(user("go")) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go")))
     [record] = records(state)
     assert (record["status"], record["stop_reason"], record["partial"], record["model_calls"]) == (

@@ -27,6 +27,7 @@ from middleware import ForceDelegation, SubAgentMiddleware
 from middleware.limits import ForcedDelegation
 from subagents import read_transcript, wait_for_background
 from subagents.background import BackgroundRuntime
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 
@@ -44,8 +45,8 @@ def _specs(model: Any, **extra: Any) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def forced_run(local_model) -> dict[str, Any]:  # noqa: F811 - the fixture
     agent = create_deep_agent(
-        local_model.chat_model(max_tokens=24), subagents=SPECS, general_purpose=False, system_prompt="You delegate.",
-        force_delegation=FORCED, short_answer_threshold=0,
+        local_model.chat_model(max_tokens=24), subagents=SPECS, system_prompt="You delegate.",
+        settings=DelegationSettings.of(general_purpose=False, force_delegation=FORCED, short_answer_threshold=0),
     )
     # The prompt names an agent that does not exist: the enum keeps the model to real ones.
     return agent.invoke(user("Ask the function agent to greet the user."))
@@ -72,7 +73,7 @@ def test_the_enum_keeps_the_model_to_valid_agent_names(forced_run):
 def test_parallel_delegations_run_at_once_on_the_server(local_model):  # noqa: F811
     parent = ScriptedChatModel(responses=parent_script(("Greet Ann.", "alpha"), ("Greet Bob.", "beta")))
     agent = create_deep_agent(parent, subagents=_specs(local_model.chat_model(max_tokens=8)),
-                              general_purpose=False, short_answer_threshold=0)
+    settings=DelegationSettings.of(general_purpose=False, short_answer_threshold=0))
     state = asyncio.run(agent.ainvoke(user("go")))
     done = records(state)
     assert sorted(r["agent_type"] for r in done) == ["alpha", "beta"]
@@ -85,8 +86,9 @@ def test_a_child_timeout_is_an_error_record_and_the_parent_goes_on(local_model):
     parent = ScriptedChatModel(responses=parent_script(("Write a long story.", "alpha")))
     # ignore_eos: the child writes all 48 tokens, far longer than the timeout.
     slow = local_model.chat_model(max_tokens=48, extra_body={"ignore_eos": True})
-    agent = create_deep_agent(parent, subagents=_specs(slow, timeout_s=0.2),
-                              general_purpose=False, short_answer_threshold=0)
+    agent = create_deep_agent(parent, subagents=_specs(slow, timeout_s=0.2), settings=DelegationSettings.of(
+        general_purpose=False, short_answer_threshold=0,
+    ))
     state = agent.invoke(user("go"))
     [record] = records(state)
     assert record["status"] == "error" and record["error"]
@@ -108,8 +110,9 @@ def test_a_server_killed_mid_task_is_an_error_record_and_the_parent_goes_on(tmp_
         child_model = server.chat_model(max_tokens=48, extra_body={"ignore_eos": True},
                                         callbacks=[_KillOnFirstRequest(server.process)])
         parent = ScriptedChatModel(responses=parent_script(("Write a long story.", "alpha")))
-        agent = create_deep_agent(parent, subagents=_specs(child_model), general_purpose=False,
-                                  short_answer_threshold=0)
+        agent = create_deep_agent(parent, subagents=_specs(child_model), settings=DelegationSettings.of(
+            general_purpose=False, short_answer_threshold=0,
+        ))
         state = agent.invoke(user("go"))
         assert server.process.wait(timeout=15) is not None
     [record] = records(state)
@@ -128,8 +131,8 @@ class _EveryCallForced(ForcedDelegation):
 def test_max_delegations_stops_a_model_that_always_delegates(local_model):  # noqa: F811
     from langchain.agents import create_agent
 
-    delegation = SubAgentMiddleware(SPECS, model=local_model.chat_model(max_tokens=8), general_purpose=False,
-                                    short_answer_threshold=0, max_delegations=2)
+    delegation = SubAgentMiddleware(SPECS, model=local_model.chat_model(max_tokens=8),
+    settings=DelegationSettings.of(general_purpose=False, short_answer_threshold=0, max_delegations=2))
     delegation.forced = _EveryCallForced(FORCED, delegation.registry.names)
     agent = create_agent(local_model.chat_model(max_tokens=24), middleware=[delegation])
     state = agent.invoke(user("Greet the user."), {"recursion_limit": 40})
@@ -196,9 +199,10 @@ def _background_parent() -> ScriptedChatModel:
 def test_a_background_child_on_the_server_completes_and_the_parents_next_turn_runs(local_model, mode):  # noqa: F811
     """The child calls llama.cpp's server from the background runtime's loop, with a client of that loop."""
     runtime = BackgroundRuntime()
-    agent = create_deep_agent(_background_parent(), subagents=_specs(local_model.chat_model(max_tokens=8)),
-                              general_purpose=False, background=True, background_runtime=runtime,
-                              checkpointer=InMemorySaver())
+    agent = create_deep_agent(_background_parent(), subagents=_specs(local_model.chat_model(max_tokens=8)), background=True,
+                              checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+                                  general_purpose=False, background_runtime=runtime,
+                              ))
     config = {"configurable": {"thread_id": f"bg-{mode}"}}
 
     async def turn(text: str) -> dict[str, Any]:

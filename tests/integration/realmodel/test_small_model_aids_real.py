@@ -21,6 +21,7 @@ from langchain_core.tools import tool
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 
@@ -52,7 +53,7 @@ def forced_child_takes_the_key_its_task_asks_for(server: Any) -> None:
     librarian = {"name": "librarian", "description": "Looks up facts by key.", "tools": [lookup],
                  "model": server.chat_model(max_tokens=32),
                  "system_prompt": "Use the lookup tool.", "middleware": [ForceToolUse(answer_with_result=True)]}
-    out = create_deep_agent(parent, subagents=[librarian], general_purpose=False).invoke(user("go"))
+    out = create_deep_agent(parent, subagents=[librarian], settings=DelegationSettings.of(general_purpose=False)).invoke(user("go"))
     assert seen == ["lookup:alpha_code"]
     [record] = records(out)
     assert record["status"] == "completed" and record["result"] == "7741"
@@ -68,9 +69,10 @@ def root_and_child_take_their_choices_from_the_users_words(server: Any) -> None:
         {"name": "calculator", "description": "Does arithmetic with the calculate tool.",
          "tools": [calculate], "model": child_model, "middleware": [ForceToolUse(answer_with_result=True)]},
     ]
-    agent = create_deep_agent(server.chat_model(max_tokens=32), subagents=specs, general_purpose=False,
-                              force_delegation=ForceDelegation(description="verbatim"),
-                              middleware=[ReturnChildAnswer()])
+    agent = create_deep_agent(server.chat_model(max_tokens=32), subagents=specs,
+                              middleware=[ReturnChildAnswer()], settings=DelegationSettings.of(
+                                  general_purpose=False, force_delegation=ForceDelegation(description="verbatim"),
+                              ))
     out = agent.invoke(user("Compute 37 * 41."))
     [record] = records(out)
     assert record["agent_type"] == "calculator" and record["description"] == "Compute 37 * 41."

@@ -27,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent import create_deep_agent
 from deep_agent.local_model import OpenAICompatibleChat
 from subagents.background import BackgroundRuntime
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 
@@ -58,9 +59,10 @@ def user(text: str) -> dict[str, Any]:
 class Parent:
     """One parent agent and its thread, driven by ``invoke``, ``ainvoke``, ``stream`` or ``astream``."""
 
-    def __init__(self, model: Any, runtime: BackgroundRuntime, mode: str, **options: Any) -> None:
+    def __init__(self, model: Any, runtime: BackgroundRuntime, mode: str,
+                 settings: DelegationSettings = DelegationSettings(), **options: Any) -> None:
         self.runtime, self.mode = runtime, mode
-        self.agent = create_deep_agent(model, background=True, background_runtime=runtime,
+        self.agent = create_deep_agent(model, background=True, settings=settings.updated(background_runtime=runtime),
                                        checkpointer=InMemorySaver(), **options)
         self.config = {"configurable": {"thread_id": f"http-{mode}-{time.monotonic_ns()}"}}
 
@@ -152,8 +154,9 @@ def test_a_child_on_a_named_model_of_the_same_server_completes_and_the_parent_go
               "model": "local"}
 
     async def rounds() -> list[dict[str, Any]]:
-        parent = Parent(model, runtimes(), mode, subagents=[worker], model_profiles=profiles,
-                        general_purpose=False)
+        parent = Parent(model, runtimes(), mode, subagents=[worker], settings=DelegationSettings.of(
+            model_profiles=profiles, general_purpose=False,
+        ))
         return [*await start_and_carry_on([parent], server), *await start_and_carry_on([parent], server)]
 
     for record in asyncio.run(rounds()):

@@ -36,6 +36,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
+from subagents.settings import DelegationSettings
 
 WORKER = {"name": "worker", "description": "Works on jobs.", "max_turns": 2000}
 
@@ -70,7 +71,9 @@ def first_process(db: str, thread_id: str, mode: str) -> None:
     else:
         child = ScriptedChatModel(default={"tool_calls": [tool_call("step")]}, latency_s=0.05)
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
-    middleware = BackgroundSubagentMiddleware([{**WORKER, "model": child}], notify=False)
+    middleware = BackgroundSubagentMiddleware([{**WORKER, "model": child}], settings=DelegationSettings.of(
+        notify=False,
+    ))
     agent = create_agent(parent_model([]), [step], middleware=[middleware], checkpointer=saver)
     out = agent.invoke(user("PARENT start"), {"configurable": {"thread_id": thread_id}})
     (task_id,) = started_ids(out["messages"])
@@ -93,7 +96,9 @@ def test_an_outcome_settled_just_before_a_crash_is_reported_completed_after_rest
     # The dead process's last checkpoint still has the task running: its parent never took another turn.
     assert first["ledger"][task_id]["status"] in ("pending", "running")
 
-    turn = Turns(run.mode, db, thread_id, parent_model([]), background([WORKER], notify=True))
+    turn = Turns(run.mode, db, thread_id, parent_model([]), background([WORKER], settings=DelegationSettings.of(
+        notify=True,
+    )))
     out = turn("PARENT what happened?")
     record = ledger(out)[task_id]
     assert record["status"] == "completed" and record["result"] == "answer from before the crash"

@@ -25,6 +25,7 @@ from helpers.background import (
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
+from subagents.settings import DelegationSettings
 
 
 def remote_specs(url: str) -> list[dict[str, Any]]:
@@ -62,7 +63,9 @@ def test_a_remote_task_runs_on_the_server_and_is_announced(run, langgraph_server
                ("PARENT start", [start(("Sum the numbers", "remote-worker")), "started"])],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(remote_specs(url), general_purpose=False)
+    middleware = BackgroundSubagentMiddleware(remote_specs(url), settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
@@ -85,7 +88,9 @@ def test_a_remote_task_runs_on_the_server_and_is_announced(run, langgraph_server
 
 
 def test_remote_failure_carries_the_servers_message(langgraph_server):
-    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), general_purpose=False)
+    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     model = ScriptedChatModel(rules=[("PARENT start", [start(("please fail", "remote-worker")), "ok"])],
                               default="ok")
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
@@ -107,7 +112,9 @@ def test_cancel_and_steer_running_remote_tasks(run, langgraph_server):
         ],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(remote_specs(url), general_purpose=False, notify=False)
+    middleware = BackgroundSubagentMiddleware(remote_specs(url), settings=DelegationSettings.of(
+        general_purpose=False, notify=False,
+    ))
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
@@ -140,7 +147,9 @@ def test_a_remote_task_whose_run_has_begun_is_listed_running_not_pending(run, la
                ("PARENT list", [{"tool_calls": [tool_call("list_async_tasks")]}, "listed"])],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), general_purpose=False)
+    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)
@@ -163,8 +172,9 @@ def test_follow_up_and_approval_on_the_same_remote_thread(run, langgraph_server)
         ],
         default="ok",
     )
-    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), general_purpose=False,
-                                              notify=False)
+    middleware = BackgroundSubagentMiddleware(remote_specs(langgraph_server), settings=DelegationSettings.of(
+        general_purpose=False, notify=False,
+    ))
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT start"), config)

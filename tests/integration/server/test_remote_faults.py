@@ -25,6 +25,7 @@ from subagents.background.remote import RemoteStartError, RemoteSubagentSpec, Re
 from subagents.background.remote import RemoteClientPool, shared_client_pool
 from subagents.background.remote import ServerHealth
 from subagents.spec import RemoteConfigError
+from subagents.settings import DelegationSettings
 
 _RT: BackgroundRuntime
 """One runtime for the direct runner calls of this module, opened and closed by the fixture below."""
@@ -107,7 +108,7 @@ def test_no_api_key_from_the_environment_reaches_a_remote_server(run, monkeypatc
     server = RecordingServer()
     try:
         middleware = BackgroundSubagentMiddleware([worker(server.url, headers={"x-team": "blue"})],
-                                                  general_purpose=False)
+        settings=DelegationSettings.of(general_purpose=False))
         agent, config = parent(middleware), thread()
         for text in ("PARENT start", "PARENT check", "PARENT list"):
             run(agent, user(text), config)
@@ -164,7 +165,9 @@ def test_agents_on_one_server_share_one_connection_and_closing_is_not_fatal():
     server = RecordingServer()
     try:
         # Agents that share a runtime share its loop's HTTP clients.
-        agents = [BackgroundSubagentMiddleware([worker(server.url)], general_purpose=False, runtime=_RT)
+        agents = [BackgroundSubagentMiddleware([worker(server.url)], settings=DelegationSettings.of(
+            general_purpose=False, background_runtime=_RT,
+        ))
                   for _ in range(40)]
         for i, middleware in enumerate(agents):
             _RT.run(middleware.tasks.remote.start(
@@ -188,7 +191,9 @@ async def _close_shared() -> None:
 def test_a_hung_server_never_stalls_the_parent(run, langgraph_server):
     proxy = FaultProxy(langgraph_server)
     middleware = quick_backoff(BackgroundSubagentMiddleware(
-        [worker(proxy.url, request_timeout_s=1, start_timeout_s=1)], general_purpose=False))
+        [worker(proxy.url, request_timeout_s=1, start_timeout_s=1)], settings=DelegationSettings.of(
+            general_purpose=False,
+        )))
     agent, config = parent(middleware), thread()
     out = run(agent, user("PARENT start"), config)
     (record,) = ledger(out).values()
@@ -224,7 +229,7 @@ def test_a_start_against_a_hung_server_is_bounded_and_names_it(run):
     proxy.hang()
     try:
         middleware = quick_backoff(BackgroundSubagentMiddleware(
-            [worker(proxy.url, start_timeout_s=1)], general_purpose=False))
+            [worker(proxy.url, start_timeout_s=1)], settings=DelegationSettings.of(general_purpose=False)))
         out, took = timed(run, parent(middleware), "PARENT start", thread())
         failed = last_tool_result(out)
         assert took < HUNG_S, f"a start against a hung server took {took:.1f} s"
@@ -239,7 +244,9 @@ def test_a_start_against_a_hung_server_is_bounded_and_names_it(run):
 
 def test_a_dead_server_costs_no_turn_more_than_a_moment(run, langgraph_server):
     proxy = FaultProxy(langgraph_server)
-    middleware = quick_backoff(BackgroundSubagentMiddleware([worker(proxy.url)], general_purpose=False))
+    middleware = quick_backoff(BackgroundSubagentMiddleware([worker(proxy.url)], settings=DelegationSettings.of(
+        general_purpose=False,
+    )))
     agent, config = parent(middleware), thread()
     out = run(agent, user("PARENT start"), config)
     (record,) = ledger(out).values()
@@ -263,7 +270,9 @@ def test_a_dead_server_costs_no_turn_more_than_a_moment(run, langgraph_server):
 def test_a_killed_and_restarted_server(own_langgraph_server):
     run = Runner("sync")  # one mode: a restart costs seconds
     server = own_langgraph_server
-    middleware = quick_backoff(BackgroundSubagentMiddleware([worker(server.url)], general_purpose=False))
+    middleware = quick_backoff(BackgroundSubagentMiddleware([worker(server.url)], settings=DelegationSettings.of(
+        general_purpose=False,
+    )))
     agent, config = parent(middleware, ("PARENT retry", [on_task("retry_async_task"), "retried"])), thread()
     out = run(agent, user("PARENT start"), config)
     (record,) = ledger(out).values()
@@ -321,7 +330,9 @@ def test_a_wrong_graph_id_names_the_server_and_leaves_no_thread(langgraph_server
 
 
 def test_wait_for_background_waits_for_remote_tasks_or_says_it_cannot(langgraph_server):
-    middleware = BackgroundSubagentMiddleware([worker(langgraph_server)], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([worker(langgraph_server)], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     model = ScriptedChatModel(rules=[("PARENT two", [start(("quick job", "remote-worker"),
                                                            ("slow job", "remote-worker")), "ok"])],
                               default="ok")
@@ -349,7 +360,9 @@ def live_status(middleware: BackgroundSubagentMiddleware, record: dict[str, Any]
 
 def test_a_turn_with_many_live_tasks_polls_each_server_once(langgraph_server):
     proxy = FaultProxy(langgraph_server)
-    middleware = BackgroundSubagentMiddleware([worker(proxy.url)], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([worker(proxy.url)], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     jobs = [(f"slow job {i}", "remote-worker") for i in range(12)]
     agent = parent(middleware, ("PARENT many", [start(*jobs), "started"]))
     config = thread()

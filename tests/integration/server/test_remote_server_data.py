@@ -24,6 +24,7 @@ from helpers.fault_servers import RecordingServer
 from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
 from subagents.metering import MAX_REPORTED_TOKENS
 from subagents.background.remote import MAX_USAGE, fields_from_thread, usage
+from subagents.settings import DelegationSettings
 
 DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"input_tokens": 3, "output_tokens": 2}}]}
 
@@ -113,9 +114,12 @@ def crawler_agent(url: str) -> Any:
         {"tool_calls": [tool_call("start_async_task", description="crawl", subagent_type="crawler")]},
         "started it",
     ])], default="ok")
-    return create_deep_agent(model, background=True, checkpointer=InMemorySaver(), general_purpose=False,
-                             background_subagents=[{"name": "crawler", "description": "Crawls.",
-                                                    "graph_id": "g", "url": url}])
+    return create_deep_agent(model, background=True, checkpointer=InMemorySaver(),
+    settings=DelegationSettings.of(
+        general_purpose=False,
+        background_subagents=[{"name": "crawler", "description": "Crawls.",
+                                                    "graph_id": "g", "url": url}],
+    ))
 
 
 def test_a_server_reporting_an_absurd_token_count_does_not_crash_the_parent(server_with):

@@ -24,6 +24,7 @@ from middleware import BackgroundSubagentMiddleware
 from subagents import wait_for_background
 from subagents.background.remote import RemoteClientPool
 from subagents.background.remote import ServerHealth
+from subagents.settings import DelegationSettings
 
 
 def worker(url: str, **extra: Any) -> dict[str, Any]:
@@ -33,7 +34,9 @@ def worker(url: str, **extra: Any) -> dict[str, Any]:
 
 def started(url: str, jobs: list[str], **extra: Any) -> tuple[BackgroundSubagentMiddleware, dict[str, Any]]:
     """A middleware (quick circuit backoff) whose one parent turn started ``jobs`` at ``url``, and its ledger."""
-    middleware = BackgroundSubagentMiddleware([worker(url, **extra)], general_purpose=False)
+    middleware = BackgroundSubagentMiddleware([worker(url, **extra)], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     middleware.tasks.remote.client_pool = RemoteClientPool(ServerHealth(base_s=0.3, max_s=1.0))
     model = ScriptedChatModel(rules=[("PARENT go", [start(*[(j, "remote-worker") for j in jobs]), "ok"])],
                               default="ok")

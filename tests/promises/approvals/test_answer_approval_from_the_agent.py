@@ -17,6 +17,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import BackgroundRuntime
 from subagents.background import known_task
 from subagents.errors import TaskStateError
+from subagents.settings import DelegationSettings
 
 published: list[str] = []
 
@@ -40,8 +41,10 @@ def agent() -> Iterator[Any]:
     publisher = {"name": "publisher", "description": "Publishes.", "system_prompt": "Publish.",
                  "tools": [publish], "interrupt_on": {"publish": True}}
     with BackgroundRuntime() as runtime:
-        yield create_deep_agent(model, subagents=[publisher], background=True, background_runtime=runtime,
-                                checkpointer=InMemorySaver())
+        yield create_deep_agent(model, subagents=[publisher], background=True,
+                                checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+                                    background_runtime=runtime,
+                                ))
 
 
 def _waiting(run: Any, agent: Any, config: dict[str, Any]) -> str:

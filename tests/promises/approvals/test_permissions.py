@@ -15,6 +15,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.definitions import normalize_permission_mode
+from subagents.settings import DelegationSettings
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
@@ -60,8 +61,9 @@ def build(
         spec["permission_mode"] = own
     spec.update(spec_extra or {})
     agent = create_deep_agent(
-        model, workspace.tools, subagents=[spec], general_purpose=False,
-        permission_mode=parent, risky_tools={"write_file"}, checkpointer=InMemorySaver(),
+        model, workspace.tools, subagents=[spec],
+        permission_mode=parent, checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(general_purpose=False, risky_tools={"write_file"}),
     )
     return agent, workspace, {"configurable": {"thread_id": "t"}}, model
 
@@ -133,8 +135,9 @@ def test_agent_file_mode_reaches_the_child(tmp_path: Path, run):
     )
     workspace = Workspace()
     agent = create_deep_agent(
-        delegation("write_file"), workspace.tools, agents_dirs=[tmp_path], general_purpose=False,
-        risky_tools={"write_file"}, checkpointer=InMemorySaver(),
+        delegation("write_file"), workspace.tools, checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+            agents_dirs=[tmp_path], general_purpose=False, risky_tools={"write_file"},
+        ),
     )
     config = {"configurable": {"thread_id": "file"}}
     out = run(agent, user("go"), config)
@@ -147,8 +150,8 @@ def test_the_parents_own_tools_follow_its_policy(run, tool_name, pauses):
     workspace = Workspace()
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call(tool_name, path="p.txt")]}, "done"])
     agent = create_deep_agent(
-        model, workspace.tools, permission_mode="confirm_risky", risky_tools={"write_file"},
-        checkpointer=InMemorySaver(),
+        model, workspace.tools, permission_mode="confirm_risky",
+        checkpointer=InMemorySaver(), settings=DelegationSettings.of(risky_tools={"write_file"}),
     )
     out = run(agent, user("go"), {"configurable": {"thread_id": "root"}})
     assert ("__interrupt__" in out) is pauses
@@ -169,4 +172,4 @@ def test_bad_parent_policy_is_a_clear_error():
     with pytest.raises(SpecError, match="permission_mode: expected one of always_confirm"):
         create_deep_agent(ScriptedChatModel(), permission_mode="sometimes")
     with pytest.raises(SpecError, match="risky_tools: expected a set of tool names"):
-        create_deep_agent(ScriptedChatModel(), risky_tools="write_file")
+        create_deep_agent(ScriptedChatModel(), settings=DelegationSettings.of(risky_tools="write_file"))

@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 RAN: list[str] = []
 _threads = itertools.count()
@@ -43,7 +44,7 @@ def harmless(x: str) -> str:
 
 HELPER = {"name": "helper", "description": "helps", "system_prompt": "Help.", "tools": ["danger", "harmless"]}
 BY_INTERRUPT_ON: dict[str, Any] = {"interrupt_on": {"danger": True}}
-BY_MODE: dict[str, Any] = {"permission_mode": "confirm_risky", "risky_tools": ["danger"]}
+BY_MODE: dict[str, Any] = {"permission_mode": "confirm_risky", "settings": DelegationSettings.of(risky_tools=["danger"])}
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +87,9 @@ def test_no_child_setting_runs_a_tool_the_parent_gates_unasked(parent, child):
 def test_an_agent_file_saying_false_does_not_un_gate_the_parents_tool(tmp_path: Path):
     (tmp_path / "helper.md").write_text(
         "---\nname: helper\ndescription: helps\ninterrupt_on:\n  danger: false\n---\nHelp.\n", encoding="utf-8")
-    result = run_child_calling("danger", BY_INTERRUPT_ON, agents_dirs=[str(tmp_path)])
+    result = run_child_calling("danger", BY_INTERRUPT_ON, settings=DelegationSettings.of(
+        agents_dirs=[str(tmp_path)],
+    ))
     assert RAN == []
     assert asked_for(result) == ["danger"]
 

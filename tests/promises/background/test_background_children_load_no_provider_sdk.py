@@ -16,6 +16,7 @@ import sys
 
 from helpers import REPO
 from helpers.background import run_script
+from subagents.settings import DelegationSettings
 
 PROVIDER_SDKS = ("langchain_anthropic", "anthropic", "langchain_openai", "openai",
                  "langchain_google_genai", "google.genai")
@@ -59,7 +60,7 @@ def _run_one_child() -> None:
     parent = ScriptedChatModel(rules=[("go", [{"tool_calls": [tool_call(
         "start_async_task", description="do X", subagent_type="worker")]}, "started"])], default="ok")
     worker = {"name": "worker", "description": "Works.", "model": ScriptedChatModel(default="done")}
-    middleware = BackgroundSubagentMiddleware([worker], notify=False)
+    middleware = BackgroundSubagentMiddleware([worker], settings=DelegationSettings.of(notify=False))
     try:
         agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
         out = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, {"configurable": {"thread_id": "t"}})

@@ -22,6 +22,7 @@ from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents import wait_for_background
 from subagents.transcripts import MEMORY
+from subagents.settings import DelegationSettings
 
 TASKS = 200
 
@@ -47,7 +48,7 @@ def _model(tasks: int) -> ScriptedChatModel:
 def _closed(tasks: int, model: ScriptedChatModel | None = None) -> BackgroundSubagentMiddleware:
     """A middleware whose parent started ``tasks`` tasks in one turn, all finished, then closed."""
     model = model or _model(tasks)
-    middleware = BackgroundSubagentMiddleware(max_concurrent_tasks=50, max_delegations=None)
+    middleware = BackgroundSubagentMiddleware(settings=DelegationSettings.of(max_background_tasks=50, max_delegations=None))
     agent = create_agent(model, [], middleware=[middleware])
     out = agent.invoke({"messages": [{"role": "user", "content": "PARENT start"}]})
     assert len(out["async_tasks"]) == tasks

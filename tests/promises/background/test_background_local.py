@@ -25,6 +25,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background import AsyncTaskRecord, wait_for_background
+from subagents.settings import DelegationSettings
 
 
 def first_human(messages) -> str:
@@ -119,7 +120,7 @@ def test_concurrency_cap_keeps_extra_tasks_pending(run, background):
         ],
         default="ok",
     )
-    middleware = background(max_concurrent_tasks=2)
+    middleware = background(settings=DelegationSettings.of(max_background_tasks=2))
     agent = create_agent(model, [gate.tool], middleware=[middleware], checkpointer=InMemorySaver())
     out = run(agent, user("PARENT start"), thread())
     ids = started_ids(out["messages"])
@@ -353,7 +354,7 @@ def test_a_child_middlewares_generator_exit_settles_the_background_task_as_an_er
 
     spec = {"name": "quitter", "description": "q", "model": ScriptedChatModel(default="answer"), "tools": [],
             "middleware": [Quits()]}
-    middleware = background(subagents=[spec], general_purpose=False, notify=False)
+    middleware = background(subagents=[spec], settings=DelegationSettings.of(general_purpose=False, notify=False))
     parent = ScriptedChatModel(responses=[start(("work", "quitter")), "started"], default="ok")
     agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
     out = agent.invoke(user("go"), {"configurable": {"thread_id": "quits"}})

@@ -12,6 +12,8 @@ from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
+from middleware import SubAgentMiddleware
+from subagents.settings import DelegationSettings
 
 
 def thread() -> dict:
@@ -44,7 +46,7 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors(background):
         default="ok",
     )
     # Without notices, so every scripted turn below is the parent's own.
-    agent = create_agent(model, middleware=[background(notify=False)],
+    agent = create_agent(model, middleware=[background(settings=DelegationSettings.of(notify=False))],
                          checkpointer=InMemorySaver())
     config = thread()
     out = agent.invoke(user("PARENT start"), config)
@@ -112,7 +114,8 @@ def test_background_tasks_compose_with_the_task_tool_in_create_deep_agent(run, b
         ],
         default="ok",
     )
-    middleware = background(notify=False, listed_elsewhere={"general-purpose"})
+    delegation = SubAgentMiddleware()  # lists general-purpose already
+    middleware = background(model_middleware=[delegation], settings=DelegationSettings.of(notify=False))
     agent = create_deep_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT go"), config)
@@ -162,7 +165,7 @@ def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path, backg
                ("PARENT start", [start(("write it down", "general-purpose")), "ok"])],
         default="ok",
     )
-    middleware = background(sessions_dir=str(tmp_path), notify=False)
+    middleware = background(settings=DelegationSettings.of(sessions_dir=str(tmp_path), notify=False))
     agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
     out = agent.invoke(user("PARENT start"), thread())
     (task_id,) = started_ids(out["messages"])
@@ -181,7 +184,7 @@ def test_an_unknown_id_is_answered_in_bounded_words_however_long_it_and_the_ledg
                for i in range(300)}
     huge = "x" * 2_000_000
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("check_async_task", task_id=huge)]}, "ok"])
-    agent = create_agent(model, middleware=[background(notify=False)], checkpointer=InMemorySaver())
+    agent = create_agent(model, middleware=[background(settings=DelegationSettings.of(notify=False))], checkpointer=InMemorySaver())
     config = thread()
     agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}], "async_tasks": records})
     answer = tool_messages(agent.invoke(user("PARENT check"), config))[-1]

@@ -29,6 +29,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import BackgroundRuntime
 from subagents.background import RuntimeClosed
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -121,11 +122,11 @@ def test_a_dropped_middleware_closes_its_runtime(run):
 def test_an_injected_runtime_serves_two_graphs_and_outlives_neither(run, background):
     with BackgroundRuntime() as runtime:
         saver, config = InMemorySaver(), thread()
-        first = create_agent(model(), middleware=[background(runtime=runtime)], checkpointer=saver)
+        first = create_agent(model(), middleware=[background(settings=DelegationSettings.of(background_runtime=runtime))], checkpointer=saver)
         out = run(first, user("PARENT quick"), config)
         (task_id,) = started_ids(out["messages"])
         wait_for(lambda: runtime.table.get(task_id).fields["status"] == "completed")
-        second = create_agent(model(), middleware=[background(runtime=runtime)], checkpointer=saver)
+        second = create_agent(model(), middleware=[background(settings=DelegationSettings.of(background_runtime=runtime))], checkpointer=saver)
         out = run(second, user("PARENT news"), config)
         assert ledger(out)[task_id]["result"] == "quick answer to quick job"
     assert runtime.closed
@@ -133,7 +134,7 @@ def test_an_injected_runtime_serves_two_graphs_and_outlives_neither(run, backgro
 
 def test_finished_tasks_are_evicted_by_age_without_another_start_and_nothing_is_lost(run, background):
     runtime = BackgroundRuntime(settled_max_age_s=0.2)
-    middleware = background(runtime=runtime)
+    middleware = background(settings=DelegationSettings.of(background_runtime=runtime))
     agent = create_agent(model(), middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     out = run(agent, user("PARENT quick"), config)
@@ -153,7 +154,7 @@ def test_finished_tasks_are_evicted_by_age_without_another_start_and_nothing_is_
 
 def test_finished_tasks_are_evicted_by_bytes_oldest_first(run, background):
     runtime = BackgroundRuntime(settled_max_bytes=1)  # room for no finished task beyond the newest
-    middleware = background(runtime=runtime)
+    middleware = background(settings=DelegationSettings.of(background_runtime=runtime))
     agent = create_agent(model(), middleware=[middleware], checkpointer=InMemorySaver())
     config = thread()
     ids = []

@@ -25,6 +25,7 @@ from helpers.cpu_hog import cpu_hog
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
+from subagents.settings import DelegationSettings
 
 STARTS = 1000
 
@@ -42,7 +43,7 @@ def test_a_thousand_starts_on_a_busy_machine_are_all_started_and_all_run(backgro
     ], default="ok")
     child = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("nap")]}, "done"])], default="done")
     middleware = background([{"name": "worker", "description": "Works.", "model": child, "tools": [nap]}],
-                            max_concurrent_tasks=STARTS, max_delegations=None, notify=False)
+    settings=DelegationSettings.of(max_background_tasks=STARTS, max_delegations=None, notify=False))
 
     async def turn() -> dict[str, Any]:
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.db")) as saver:

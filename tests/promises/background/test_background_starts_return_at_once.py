@@ -25,6 +25,7 @@ from helpers.background import background, start, started_ids  # noqa: F401 - ba
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
 from subagents.background import wait_for_background
+from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
 
@@ -44,7 +45,7 @@ def test_starts_are_answered_while_the_loop_is_held_and_run_once_it_moves(run, b
     ], default="ok")
     child = ScriptedChatModel(default="job done: every requested detail is included in this full report.")
     middleware = background([{"name": "worker", "description": "Works.", "model": child}],
-                            max_concurrent_tasks=TASKS, notify=False)
+    settings=DelegationSettings.of(max_background_tasks=TASKS, notify=False))
     agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"starts-{time.monotonic_ns()}"}, "max_concurrency": 2}
     release = threading.Event()

@@ -19,6 +19,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
 )
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -45,7 +46,9 @@ def test_each_run_of_a_child_writes_its_conversation_once_and_a_follow_up_contin
         default="ok",
     )
     looker = {"name": "looker", "description": "Looks things up.", "tools": [look]}
-    agent = create_agent(model, middleware=[background([looker], general_purpose=False)],
+    agent = create_agent(model, middleware=[background([looker], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
     out = run(agent, user("PARENT start"), config)

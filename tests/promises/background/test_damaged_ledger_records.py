@@ -21,6 +21,7 @@ from helpers.graphs import tool_messages, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import wait_for_background
 from subagents.background import merge_async_records
+from subagents.settings import DelegationSettings
 
 GOOD = {"id": "t1", "agent_type": "w", "runner": "remote", "status": "running", "thread_id": "th", "run_id": "r"}
 
@@ -79,7 +80,7 @@ def _agent(background):
         default="ok",
     )
     # Without notices, so every scripted turn below is the parent's own.
-    return create_agent(model, middleware=[background(notify=False)], checkpointer=InMemorySaver())
+    return create_agent(model, middleware=[background(settings=DelegationSettings.of(notify=False))], checkpointer=InMemorySaver())
 
 
 DAMAGED = {
@@ -213,7 +214,7 @@ _made: list = []
 def _middleware():
     from middleware import BackgroundSubagentMiddleware
 
-    middleware = BackgroundSubagentMiddleware(notify=False)
+    middleware = BackgroundSubagentMiddleware(settings=DelegationSettings.of(notify=False))
     _made.append(middleware)
     return middleware
 

@@ -12,6 +12,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.background import background, ledger, start, started_ids  # noqa: F401 - the fixture
 from helpers.graphs import tool_messages, user
 from middleware.background import DEFAULT_LIST_TOTAL_CHARS, listed
+from subagents.settings import DelegationSettings
 
 TASKS = 200
 
@@ -37,7 +38,7 @@ def test_a_list_of_many_tasks_is_capped_newest_first_and_pages_reach_all(backgro
         rules=[("PARENT list", [lambda m: {"tool_calls": [tool_call("list_async_tasks", **_args(m))]}])],
         default="ok",
     )
-    agent = create_agent(model, middleware=[background(notify=False)], checkpointer=InMemorySaver())
+    agent = create_agent(model, middleware=[background(settings=DelegationSettings.of(notify=False))], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "list-cap"}}
     agent.update_state(config, {"messages": [{"role": "user", "content": "hi"}], "async_tasks": records})
     seen: list[str] = []
@@ -79,7 +80,7 @@ def test_the_start_turns_confirmations_stay_short(background):
                                                      "started"])],
         default="ok",
     )
-    agent = create_agent(model, middleware=[background(notify=False, max_concurrent_tasks=50)],
+    agent = create_agent(model, middleware=[background(settings=DelegationSettings.of(notify=False, max_background_tasks=50))],
                          checkpointer=InMemorySaver())
     out = agent.invoke(user("PARENT start"), {"configurable": {"thread_id": "short-starts"}})
     confirmations = [m.text for m in tool_messages(out) if m.text.startswith("Started background task")]

@@ -13,6 +13,7 @@ from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from middleware.background import capped_notice
 from subagents import wait_for_background
+from subagents.settings import DelegationSettings
 
 TASKS = 60
 ANSWER = "x" * 5000
@@ -28,7 +29,10 @@ def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
     )
     middleware = BackgroundSubagentMiddleware(
         [{"name": "worker", "description": "Answers at length.", "model": worker}],
-        general_purpose=False, max_concurrent_tasks=TASKS, max_delegations=None, notice_result_chars=3000, notice_total_chars=10_000,
+        settings=DelegationSettings.of(
+            general_purpose=False, max_background_tasks=TASKS, max_delegations=None, notice_result_chars=3000,
+            notice_total_chars=10_000,
+        ),
     )
     agent = create_agent(parent, middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": f"cap-{run.mode}"}}

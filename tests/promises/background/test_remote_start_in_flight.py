@@ -36,6 +36,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents.background.ledger import AsyncTaskRecord
 from subagents.background.remote import task_thread_id
+from subagents.settings import DelegationSettings
 
 RUN_CREATE_DELAY_S = 1.5
 """How long the server takes to answer a run-create (it makes the run just before answering)."""
@@ -121,7 +122,7 @@ def test_retrying_a_lost_task_whose_start_landed_late_adopts_its_run(left_thread
         spec = {"name": "remote-worker", "description": "Works remotely.", "graph_id": "g", "url": server.url}
         model = ScriptedChatModel(rules=[("RETRY", [{"tool_calls": [tool_call("retry_async_task", task_id=task_id)]},
                                                     "retried"])], default="noted")
-        middleware = BackgroundSubagentMiddleware([spec], general_purpose=False)
+        middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
         agent = create_agent(model, checkpointer=InMemorySaver(), middleware=[middleware])
         config = {"configurable": {"thread_id": f"late-{left_thread}"}}
         _invoke("sync", agent, user("HELLO"), config)

@@ -13,14 +13,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
+from subagents.settings import DelegationSettings
 
 
 def test_a_poll_of_settled_tasks_says_they_settled() -> None:
     start = {"tool_calls": [tool_call("start_async_task", description="Look it up.", subagent_type="researcher")]}
     model = ScriptedChatModel(rules=[("Look it up", ["Found it."]), ("Go", [start, "Started."])], default="Ok.")
-    agent = create_deep_agent(model, checkpointer=InMemorySaver(), background=True, general_purpose=False,
+    agent = create_deep_agent(model, checkpointer=InMemorySaver(), background=True,
                               subagents=[{"name": "researcher", "description": "Finds facts.",
-                                          "system_prompt": "Answer."}])
+                                          "system_prompt": "Answer."}], settings=DelegationSettings.of(
+                                              general_purpose=False,
+                                          ))
     config = {"configurable": {"thread_id": "poll"}}
     out = agent.invoke({"messages": [("user", "Go")]}, config)
     assert wait_for_background(out["async_tasks"], 60)

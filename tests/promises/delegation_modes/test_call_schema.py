@@ -23,6 +23,7 @@ from subagents.builder import (
     call_format,
 )
 from subagents.registry import GraphCache
+from subagents.settings import DelegationSettings
 
 VERDICT = {
     "type": "object",
@@ -41,18 +42,18 @@ def typed_task(description: str, agent: str, schema=VERDICT) -> list:
     return [{"tool_calls": [tool_call("task", **args)]}, "parent done"]
 
 
-def judge_agent(model, **kwargs):
-    kwargs.setdefault("structured_results", True)
+def judge_agent(model, settings=DelegationSettings.of(structured_results=True), **kwargs):
     return create_deep_agent(
         model,
         subagents=[{"name": "judge", "description": "judges", "system_prompt": "Judge."}],
+        settings=settings,
         **kwargs,
     )
 
 
 def test_task_keeps_two_arguments_by_default_and_refuses_output_schema(run):
     model = ScriptedChatModel(responses=typed_task("judge it", "judge"))
-    out = run(judge_agent(model, structured_results=False), user("go"))
+    out = run(judge_agent(model, settings=DelegationSettings.of(structured_results=False)), user("go"))
     (msg,) = tool_messages(out)
     assert msg.status == "error" and "output_schema" in msg.content
     # No child ran; the refused call is recorded as an invalid call.
@@ -63,7 +64,7 @@ def test_task_keeps_two_arguments_by_default_and_refuses_output_schema(run):
 
 
 def test_structured_results_offers_output_schema_on_task():
-    (task,) = SubAgentMiddleware(structured_results=True).tools
+    (task,) = SubAgentMiddleware(settings=DelegationSettings.of(structured_results=True)).tools
     assert set(task.args) == {"description", "subagent_type", "output_schema"}
     assert "output_schema" in task.description
 
@@ -193,8 +194,9 @@ def test_a_spec_keeps_its_own_response_format_unless_a_call_overrides_it(run):
         ],
     )
     agent = create_deep_agent(
-        model, structured_results=True,
+        model,
         subagents=[{"name": "scorer", "description": "scores", "response_format": Score}],
+        settings=DelegationSettings.of(structured_results=True),
     )
     out = run(agent, user("go"))
     answers = sorted(json.loads(m.content).__repr__() for m in tool_messages(out))
@@ -216,8 +218,9 @@ def _compiled():
 def test_a_per_call_schema_for_a_compiled_subagent_is_refused_clearly(run):
     model = ScriptedChatModel(responses=typed_task("judge it", "fixed"))
     agent = create_deep_agent(
-        model, structured_results=True,
+        model,
         subagents=[{"name": "fixed", "description": "d", "runnable": _compiled()}],
+        settings=DelegationSettings.of(structured_results=True),
     )
     out = run(agent, user("go"))
     (msg,) = tool_messages(out)
@@ -233,7 +236,7 @@ class Verdict(BaseModel):
 
 def test_config_key_gives_every_call_of_the_run_a_response_format(run):
     model = ScriptedChatModel(rules=[("judge it", [GOOD])], responses=typed_task("judge it", "judge", None))
-    agent = judge_agent(model, structured_results=False)
+    agent = judge_agent(model, settings=DelegationSettings.of(structured_results=False))
     out = run(agent, user("go"), {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: Verdict}})
     assert json.loads(tool_messages(out)[0].content) == {"verdict": "yes", "confidence": 0.9}
     assert records(out)[0]["output_schema"] == "Verdict"
@@ -244,7 +247,7 @@ def test_config_key_takes_langchains_auto_strategy(schema, run):
     from langchain.agents.structured_output import AutoStrategy
 
     model = ScriptedChatModel(rules=[("judge it", [GOOD])], responses=typed_task("judge it", "judge", None))
-    agent = judge_agent(model, structured_results=False)
+    agent = judge_agent(model, settings=DelegationSettings.of(structured_results=False))
     out = run(agent, user("go"), {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: AutoStrategy(schema)}})
     assert json.loads(tool_messages(out)[0].content) == {"verdict": "yes", "confidence": 0.9}
     assert records(out)[0]["output_schema"] == "Verdict"
@@ -294,8 +297,8 @@ def test_one_graph_per_schema_is_built_and_reused():
             "parent done",
         ],
     )
-    mw = SubAgentMiddleware([{"name": "judge", "description": "judges"}], structured_results=True,
-                            model=model, tools=[])
+    mw = SubAgentMiddleware([{"name": "judge", "description": "judges"}],
+                            model=model, tools=[], settings=DelegationSettings.of(structured_results=True))
     from langchain.agents import create_agent
 
     out = create_agent(model, middleware=[mw]).invoke(user("go"))

@@ -6,6 +6,7 @@ from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.outcome import CONTINUATION_PROMPT
+from subagents.settings import DelegationSettings
 
 FULL = "Full report:" + " details" * 40
 
@@ -20,7 +21,7 @@ def model_with(continuation_reply):
 
 def test_short_answer_gets_one_continuation_and_the_longer_answer_wins(run):
     model = model_with(FULL)
-    out = run(create_deep_agent(model, short_answer_threshold=200), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(short_answer_threshold=200)), user("go"))
     assert tool_messages(out)[0].content == FULL
     (record,) = records(out)
     # The ledger keeps a preview and the full length; the full answer is the ToolMessage above.
@@ -38,18 +39,20 @@ def test_continuation_is_off_by_default(run):
 
 def test_threshold_zero_turns_continuation_off(run):
     model = model_with(FULL)
-    out = run(create_deep_agent(model, short_answer_threshold=0), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(short_answer_threshold=0)), user("go"))
     assert tool_messages(out)[0].content == "ok"
     assert records(out)[0]["model_calls"] == 1
 
 
 def test_threshold_is_configurable(run):
-    out = run(create_deep_agent(model_with(FULL), short_answer_threshold=2), user("go"))
+    out = run(create_deep_agent(model_with(FULL), settings=DelegationSettings.of(short_answer_threshold=2)), user("go"))
     assert tool_messages(out)[0].content == "ok"
 
 
 def test_failed_continuation_returns_the_first_answer_with_a_note(run):
-    out = run(create_deep_agent(model_with(ConnectionError("rate limited")), short_answer_threshold=200), user("go"))
+    out = run(create_deep_agent(model_with(ConnectionError("rate limited")), settings=DelegationSettings.of(
+        short_answer_threshold=200,
+    )), user("go"))
     (msg,) = tool_messages(out)
     assert msg.status == "success"
     assert msg.content.startswith("ok\n\n[note: the request for a fuller report failed:")

@@ -17,6 +17,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import TaskRecord
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -43,9 +44,9 @@ def delegate(description: str, agent: str) -> dict[str, Any]:
     return tool_call("task", description=description, subagent_type=agent)
 
 
-def agent_with(model: ScriptedChatModel, **kwargs: Any) -> Any:
-    kwargs.setdefault("short_answer_threshold", 0)
-    return create_deep_agent(model, [lookup, shell], dynamic_subagents=True, **kwargs)
+def agent_with(model: ScriptedChatModel, settings: DelegationSettings = DelegationSettings.of(short_answer_threshold=0),
+               **kwargs: Any) -> Any:
+    return create_deep_agent(model, [lookup, shell], settings=settings.updated(dynamic_subagents=True), **kwargs)
 
 
 def creations(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -54,7 +55,7 @@ def creations(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_off_by_default():
     assert [t.name for t in SubAgentMiddleware().tools] == ["task"]
-    on = SubAgentMiddleware(dynamic_subagents=True, general_purpose=False)
+    on = SubAgentMiddleware(settings=DelegationSettings.of(dynamic_subagents=True, general_purpose=False))
     assert [t.name for t in on.tools] == ["task", "create_subagent"]
 
 
@@ -154,7 +155,7 @@ def test_the_cap_holds_even_for_parallel_calls_in_one_message(run):
     calls.append(create(**{**SQL, "name": "agent-0"}))  # a duplicate within the same message
     model = ScriptedChatModel(responses=[{"tool_calls": calls}, {"tool_calls": [create(**{**SQL, "name": "late"})]},
                                          "parent done"])
-    out = run(agent_with(model, max_dynamic_subagents=2), user("go"))
+    out = run(agent_with(model, settings=DelegationSettings.of(max_dynamic_subagents=2)), user("go"))
     msgs = {m.tool_call_id: m for m in tool_messages(out)}
     statuses = [m.status for m in tool_messages(out)]
     assert statuses.count("success") == 2
@@ -221,7 +222,7 @@ def test_works_in_plain_create_agent_with_an_empty_registry(run):
         rules=[("job", ["done"])],
         responses=[{"tool_calls": [create(**SQL)]}, {"tool_calls": [delegate("job", "sql-expert")]}, "parent done"],
     )
-    mw = SubAgentMiddleware(dynamic_subagents=True, general_purpose=False, short_answer_threshold=0)
+    mw = SubAgentMiddleware(settings=DelegationSettings.of(dynamic_subagents=True, general_purpose=False, short_answer_threshold=0))
     out = run(create_agent(model, [lookup], middleware=[mw]), user("go"))
     assert tool_messages(out)[-1].content == "done"
     assert "- sql-expert: " in model.calls[1]["system"]
@@ -230,7 +231,7 @@ def test_works_in_plain_create_agent_with_an_empty_registry(run):
 @pytest.mark.parametrize("bad", [0, -1, True, "8"])
 def test_the_cap_argument_is_checked(bad):
     with pytest.raises(ValueError, match="max_dynamic_subagents"):
-        SubAgentMiddleware(dynamic_subagents=True, max_dynamic_subagents=bad)
+        SubAgentMiddleware(settings=DelegationSettings.of(dynamic_subagents=True, max_dynamic_subagents=bad))
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -18,6 +18,7 @@ from middleware import SubAgentMiddleware
 from subagents import SpecError, SubagentSpec, coerce_spec
 from subagents.definitions.agent_files import load_agent_file
 from subagents.boundary import fork_history, forked_input
+from subagents.settings import DelegationSettings
 
 HISTORY = [
     HumanMessage("My favourite colour is teal.", id="h1"),
@@ -47,7 +48,7 @@ def test_a_fork_sees_the_earlier_conversation_but_not_the_call_in_flight(run):
     model = ScriptedChatModel(rules=[("Review the colour", ["teal is fine"])],
                               responses=delegate("Review the colour"))
     agent = create_deep_agent(model, subagents=[reviewer()], system_prompt="SECRET PARENT PROMPT",
-                              short_answer_threshold=0)
+    settings=DelegationSettings.of(short_answer_threshold=0))
     out = run(agent, {"messages": list(HISTORY)})
     (child,) = child_calls(model, "Review the colour")
     seen = child["messages"]
@@ -69,7 +70,9 @@ def test_an_isolated_child_in_the_same_run_still_sees_only_its_task(run):
                                    tool_call("task", description="clean job", subagent_type="general-purpose")]},
                    "parent done"],
     )
-    out = run(create_deep_agent(model, subagents=[reviewer()], short_answer_threshold=0),
+    out = run(create_deep_agent(model, subagents=[reviewer()], settings=DelegationSettings.of(
+        short_answer_threshold=0,
+    )),
               {"messages": list(HISTORY)})
     (clean,) = child_calls(model, "clean job")
     assert [m.text for m in clean["messages"][1:]] == ["clean job"]
@@ -80,7 +83,9 @@ def test_an_isolated_child_in_the_same_run_still_sees_only_its_task(run):
 def test_parallel_forks_are_independent(run):
     model = ScriptedChatModel(rules=[("opinion A", ["A says teal"]), ("opinion B", ["B says blue"])],
                               responses=delegate("opinion A", "opinion B"))
-    out = run(create_deep_agent(model, subagents=[reviewer()], short_answer_threshold=0),
+    out = run(create_deep_agent(model, subagents=[reviewer()], settings=DelegationSettings.of(
+        short_answer_threshold=0,
+    )),
               {"messages": list(HISTORY)})
     (a,) = child_calls(model, "opinion A")
     (b,) = child_calls(model, "opinion B")
@@ -126,7 +131,7 @@ def test_a_compiled_fork_gets_the_history_and_shared_keys_but_no_private_ones(ru
         middleware=[
             ModelCallLimitMiddleware(run_limit=50),
             SubAgentMiddleware([{"name": "recorder", "description": "d", "runnable": _recording_graph(),
-                                 "context": "fork"}], short_answer_threshold=0),
+                                 "context": "fork"}], settings=DelegationSettings.of(short_answer_threshold=0)),
         ],
     )
     out = run(agent, {"messages": list(HISTORY), "notes": "shared", "todos": ["private plan"]})

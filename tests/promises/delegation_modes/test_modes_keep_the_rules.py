@@ -11,6 +11,7 @@ from langchain.agents.middleware import after_model
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, get_transcript
+from subagents.settings import DelegationSettings
 
 SCHEMA = {"type": "object", "title": "Answer", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 CREATE = tool_call("create_subagent", name="made", description="made at run time", system_prompt="Work.")
@@ -21,14 +22,14 @@ def scenario(mode: str, child: list[Any]) -> tuple[ScriptedChatModel, dict[str, 
     if mode == "dynamic":
         responses = [{"tool_calls": [CREATE]},
                      {"tool_calls": [tool_call("task", description="the job", subagent_type="made")]}, "parent done"]
-        return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"dynamic_subagents": True}
+        return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"settings": DelegationSettings.of(dynamic_subagents=True)}
     if mode == "fork":
         responses = [{"tool_calls": [tool_call("task", description="the job", subagent_type="forker")]}, "parent done"]
         spec = {"name": "forker", "description": "forks", "context": "fork"}
-        return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"subagents": [spec]}
+        return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"subagents": [spec], "settings": DelegationSettings()}
     responses = [{"tool_calls": [tool_call("task", description="the job", subagent_type="general-purpose",
                                            output_schema=SCHEMA)]}, "parent done"]
-    return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"structured_results": True}
+    return ScriptedChatModel(rules=[("the job", child)], responses=responses), {"settings": DelegationSettings.of(structured_results=True)}
 
 
 def answer_for(mode: str) -> list[Any]:
@@ -44,7 +45,8 @@ MODES = ["dynamic", "fork", "typed"]
 def test_every_mode_is_recorded_charged_and_transcribed(run, mode):
     model, kwargs = scenario(mode, answer_for(mode))
     budget = Budget(max_tokens=1_000_000)
-    out = run(create_deep_agent(model, budget=budget, short_answer_threshold=0, **kwargs), user("go"))
+    kwargs["settings"] = kwargs["settings"].updated(short_answer_threshold=0)
+    out = run(create_deep_agent(model, budget=budget, **kwargs), user("go"))
     (task,) = [r for r in records(out) if r.get("kind") is None]
     assert task["status"] == "completed" and task["model_calls"] == 1 and task["input_tokens"] > 0
     assert budget.tokens >= task["input_tokens"] + task["output_tokens"]

@@ -13,6 +13,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SubagentSpec, load_agent_file, wait_for_background
 from subagents.outcome import CONTINUATION_PROMPT
+from subagents.settings import DelegationSettings
 
 FULL = "Full report:" + " details" * 40
 
@@ -86,7 +87,7 @@ def test_an_agent_with_the_field_is_continued_and_one_without_is_not(tmp_path, r
     agent_file(tmp_path, "thorough", "short_answer_threshold: 200\n")
     agent_file(tmp_path, "plain")
     model = model_for(("job for thorough", "thorough"), ("job for plain", "plain"))
-    out = run(create_deep_agent(model, agents_dirs=[tmp_path]), user("go"))  # the run's threshold: 0
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(agents_dirs=[tmp_path])), user("go"))  # the run's threshold: 0
     by_agent = {r["agent_type"]: r for r in records(out)}
     assert by_agent["thorough"]["model_calls"] == 2 and answer(out, by_agent["thorough"]) == FULL
     assert by_agent["plain"]["model_calls"] == 1 and by_agent["plain"]["result"] == "ok"
@@ -97,7 +98,9 @@ def test_zero_in_the_file_turns_off_the_runs_threshold_for_that_agent(tmp_path, 
     agent_file(tmp_path, "terse", "shortAnswerThreshold: 0\n")
     agent_file(tmp_path, "plain")
     model = model_for(("job for terse", "terse"), ("job for plain", "plain"))
-    out = run(create_deep_agent(model, agents_dirs=[tmp_path], short_answer_threshold=200), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(
+        agents_dirs=[tmp_path], short_answer_threshold=200,
+    )), user("go"))
     by_agent = {r["agent_type"]: r for r in records(out)}
     assert by_agent["terse"]["model_calls"] == 1 and by_agent["terse"]["result"] == "ok"
     assert by_agent["plain"]["model_calls"] == 2 and answer(out, by_agent["plain"]) == FULL
@@ -114,7 +117,8 @@ def test_the_field_applies_to_background_tasks_too(tmp_path):
     )
     from langgraph.checkpoint.memory import InMemorySaver
 
-    agent = create_deep_agent(model, agents_dirs=[tmp_path], background=True, checkpointer=InMemorySaver())
+    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(),
+    settings=DelegationSettings.of(agents_dirs=[tmp_path]))
     config = {"configurable": {"thread_id": "bg"}}
     out = agent.invoke(user("go"), config)
     assert wait_for_background(ledger(out), timeout_s=60)

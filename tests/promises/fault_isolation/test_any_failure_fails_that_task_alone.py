@@ -44,6 +44,7 @@ from subagents import (
     SubagentError,
     SubagentSpec,
 )
+from subagents.settings import DelegationSettings
 
 
 def _raising_middleware(hook: str, exc: BaseException) -> AgentMiddleware:
@@ -444,7 +445,7 @@ def test_a_failing_transcript_store_costs_the_transcript_not_the_task(mode):
             raise OSError("store down")
 
     model = ScriptedChatModel(rules=[("job", ["done"])], responses=_parallel(("job", "general-purpose")))
-    agent = create_deep_agent(model, [], transcript_store=DownStore())
+    agent = create_deep_agent(model, [], settings=DelegationSettings.of(transcript_store=DownStore()))
     out = _invoke(mode, agent, _user(), {"configurable": {"thread_id": f"store-{mode}"}})
     _assert_one_message_and_record_per_call(out, 1)
     assert _records(out)[0]["status"] == "completed"

@@ -20,6 +20,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.attacks import _parallel, _user
 from helpers.graphs import user
 from subagents import SubagentSpec
+from subagents.settings import DelegationSettings
 
 
 def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
@@ -31,8 +32,9 @@ def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
 
     model = ScriptedChatModel(rules=[("zzz", [{"tool_calls": [tool_call("hang", x="1")]}, "woke"])],
                               responses=_parallel(("zzz", "w")))
-    agent = create_deep_agent(model, [hang], sessions_dir=str(tmp_path),
-                              subagents=[{"name": "w", "description": "w", "tools": ["hang"]}])
+    agent = create_deep_agent(model, [hang],
+                              subagents=[{"name": "w", "description": "w", "tools": ["hang"]}],
+                              settings=DelegationSettings.of(sessions_dir=str(tmp_path)))
 
     async def main() -> None:
         running = asyncio.ensure_future(agent.ainvoke(_user(), {"configurable": {"thread_id": "c"}}))
@@ -54,8 +56,9 @@ def test_a_keyboard_interrupt_in_a_child_tool_propagates_on_invoke_and_marks_the
 
     model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("ctrl_c", x="1")]}, "done"])],
                               responses=_parallel(("job", "w")))
-    agent = create_deep_agent(model, [ctrl_c], sessions_dir=str(tmp_path),
-                              subagents=[{"name": "w", "description": "w", "tools": ["ctrl_c"]}])
+    agent = create_deep_agent(model, [ctrl_c],
+                              subagents=[{"name": "w", "description": "w", "tools": ["ctrl_c"]}],
+                              settings=DelegationSettings.of(sessions_dir=str(tmp_path)))
     with pytest.raises(KeyboardInterrupt):
         agent.invoke(_user(), {"configurable": {"thread_id": "kbd"}})
     (path,) = glob.glob(str(tmp_path / "**" / "*.jsonl"), recursive=True)
@@ -74,7 +77,7 @@ def test_cancelling_the_parent_propagates_and_marks_the_transcript(tmp_path):
         responses=[{"tool_calls": [tool_call("task", description="wait", subagent_type="waiter")]}, "never"],
     )
     spec = SubagentSpec(name="waiter", description="waits", tools=[wait_forever])
-    agent = create_deep_agent(model, subagents=[spec], sessions_dir=str(tmp_path))
+    agent = create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(sessions_dir=str(tmp_path)))
 
     async def main() -> None:
         job = asyncio.ensure_future(agent.ainvoke(user("go"), {"configurable": {"thread_id": "t"}}))
@@ -115,7 +118,9 @@ def test_cancelling_the_parent_returns_only_once_the_child_has_stopped(tmp_path,
     model = ScriptedChatModel(rules=[("DO WORK", [{"tool_calls": [tool_call("slow", x="a")]}] * 3)],
                               responses=[{"tool_calls": calls}, "done"])
     spec = SubagentSpec(name="w", description="waits", tools=[slow])
-    agent = create_deep_agent(model, subagents=[spec], sessions_dir=str(tmp_path), max_concurrent_tasks=2)
+    agent = create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(
+        sessions_dir=str(tmp_path), max_concurrent_tasks=2,
+    ))
 
     async def main() -> tuple[list[str], int]:
         # Cancelled once two children are at work (a condition, not a delay: a loaded machine takes longer

@@ -32,6 +32,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec
 from subagents.outcome import TaskCall
+from subagents.settings import DelegationSettings
 
 
 class StrRaises(Exception):
@@ -193,7 +194,7 @@ def build(point: str, exc: BaseException, children: int, tmp_path: Any) -> Any:
         options["transcript_store"] = RaisingStore(exc)
     elif point == "prices":
         options["prices"] = RaisingPrices(exc)
-    middleware = SubAgentMiddleware([spec], general_purpose=False, **options)
+    middleware = SubAgentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False, **options))
     return create_agent(parent, [], middleware=[middleware], state_schema=ParentState)
 
 
@@ -293,7 +294,9 @@ def test_parallel_writes_follow_the_write_back_rule(case: tuple[dict[str, bool],
                         for i in range(len(writes))]},
         "parent done",
     ])
-    agent = create_agent(parent, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    agent = create_agent(parent, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          state_schema=state)
     inputs = {"messages": [{"role": "user", "content": "go"}], **{k: [100] for k in reducer}}
     out = agent.invoke(inputs) if mode == "sync" else asyncio.run(agent.ainvoke(inputs))

@@ -23,15 +23,17 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 from subagents.runner import request_stop, stop_on_ctrl_c, stop_requested
+from subagents.settings import DelegationSettings
 
 
 def agent_and_child(tmp_path, middleware=()):
     child = ScriptedChatModel(responses=["the child's answer"])
     root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="Work.", subagent_type="w")]},
                                         "the root's answer"])
-    agent = create_deep_agent(root, [], sessions_dir=str(tmp_path), general_purpose=False,
+    agent = create_deep_agent(root, [],
                               subagents=[{"name": "w", "description": "w", "model": child}],
-                              middleware=list(middleware), checkpointer=InMemorySaver() if middleware else None)
+                              middleware=list(middleware), checkpointer=InMemorySaver() if middleware else None,
+                              settings=DelegationSettings.of(sessions_dir=str(tmp_path), general_purpose=False))
     return agent, child
 
 
@@ -81,8 +83,9 @@ def a_tool_error_ends_it(tmp_path):
     root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("broken"),
                                                         tool_call("task", description="Work.", subagent_type="w")]}])
     child = ScriptedChatModel(responses=["the child's answer"])
-    agent = create_deep_agent(root, [broken], sessions_dir=str(tmp_path), general_purpose=False,
-                              subagents=[{"name": "w", "description": "w", "model": child}])
+    agent = create_deep_agent(root, [broken],
+                              subagents=[{"name": "w", "description": "w", "model": child}],
+                              settings=DelegationSettings.of(sessions_dir=str(tmp_path), general_purpose=False))
     with pytest.raises(RuntimeError, match="the tool broke"):
         agent.invoke(user("go"), {"configurable": {"thread_id": "t"}})
 

@@ -17,6 +17,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from middleware.task_tool import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
 from subagents.boundary import changed_keys, child_input, langchain_private_state_keys
+from subagents.settings import DelegationSettings
 
 PRIVATE = langchain_private_state_keys()
 BLOCKED = EXCLUDED_KEYS | PRIVATE
@@ -95,7 +96,9 @@ AGENT = create_agent(
     middleware=[
         ModelCallLimitMiddleware(run_limit=50),
         SubAgentMiddleware(
-            [{"name": "mutator", "description": "d", "runnable": _child()}], short_answer_threshold=0
+            [{"name": "mutator", "description": "d", "runnable": _child()}], settings=DelegationSettings.of(
+                short_answer_threshold=0,
+            )
         ),
     ],
 )

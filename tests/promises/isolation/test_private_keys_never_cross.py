@@ -27,6 +27,7 @@ from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _com
 from helpers.graphs import tool_messages, user
 from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent
+from subagents.settings import DelegationSettings
 
 
 class _SecretState(AgentState):
@@ -108,9 +109,9 @@ def test_no_excluded_or_private_key_reaches_a_child_or_comes_back(mode):
         {"tool_calls": [tool_call("write_todos", todos=[{"content": "real", "status": "pending"}])]},
         *_parallel(("x", "c"))])
     agent = create_deep_agent(
-        model, [], subagents=[_compiled("c", child)], dynamic_subagents=True, background=True,
+        model, [], subagents=[_compiled("c", child)], background=True,
         middleware=[TodoListMiddleware(), ModelCallLimitMiddleware(run_limit=50), ToolCallLimitMiddleware(run_limit=50),
-                    _SecretMiddleware()])
+                    _SecretMiddleware()], settings=DelegationSettings.of(dynamic_subagents=True))
     out = _invoke(mode, agent, _user())
     assert sorted(seen) == ["messages"]
     assert out["todos"] == [{"content": "real", "status": "pending"}]

@@ -34,6 +34,7 @@ from subagents import Budget
 from subagents.errors import BudgetExceeded
 from subagents.metering import TaskMeter
 from subagents.outcome import stopped_by_limit
+from subagents.settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens
 CHILD_OUTPUT_TOKENS = 40  # what one child model call outputs, at most (a tool call or a short answer)
@@ -173,9 +174,10 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
     )
     tools = trace.tools()
     agent = create_deep_agent(
-        model, tools, middleware=[_Facts()], max_concurrent_tasks=cap, budget=budget,
+        model, tools, middleware=[_Facts()], budget=budget,
         subagents=[{"name": "w", "description": "works", "tools": ["work", "boom"], "max_turns": 6},
                    {"name": "t", "description": "naps", "tools": ["nap", "work"], "timeout_s": 0.15}],
+                   settings=DelegationSettings.of(max_concurrent_tasks=cap),
     )
     inputs = {"messages": [{"role": "user", "content": "go"}], "facts": ["orig"]}
     config = {"recursion_limit": 500}

@@ -17,6 +17,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
 from subagents import Budget, BudgetExceeded
 from subagents.outcome import stopped_by_limit
+from subagents.settings import DelegationSettings
 
 
 def _echo(x: str) -> str:
@@ -85,7 +86,9 @@ def test_a_report_charged_the_estimate_teaches_no_ratio(run, quiet):
               "system_prompt": prompt}]
     budget = Budget(max_tokens=40_000)  # room for three such calls at 16x, not for eight
     parent.watch = budget
-    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, max_concurrent_tasks=8), user("go"))
+    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, settings=DelegationSettings.of(
+        max_concurrent_tasks=8,
+    )), user("go"))
     assert budget.learned("child-model") is not None  # the honest reports taught it
     output = max(o for _, o in dense_child.billed)
     last_answer = budget.tokens - parent.spent_before_answer
@@ -112,8 +115,9 @@ def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
     specs = [{"name": "looper", "description": "loops", "model": child, "tools": ["_echo"], "max_turns": 1000,
               "system_prompt": "Loop on the tool, with care. " * 80}]
     budget = Budget(max_tokens=100_000)
-    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, max_concurrent_tasks=4,
-                          deepagents_stack=False), user("go"), {"recursion_limit": 10_000})
+    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, settings=DelegationSettings.of(
+        max_concurrent_tasks=4, deepagents_stack=False,
+    )), user("go"), {"recursion_limit": 10_000})
     billed = sum(i + o for i, o in child.billed + parent.billed)
     output = max(o for _, o in child.billed)
     assert billed <= budget.max_tokens + 4 * output + sum(parent.billed[-1]), (billed, len(child.billed))

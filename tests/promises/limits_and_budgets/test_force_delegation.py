@@ -19,6 +19,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware
 from middleware.limits import DelegationLimit, truncated_reply
 from middleware.task_tool import task_call_json_schema
+from subagents.settings import DelegationSettings
 
 SPECS = [
     {"name": "alpha", "description": "A.", "system_prompt": "You are alpha."},
@@ -26,17 +27,17 @@ SPECS = [
 ]
 
 
-def _agent(parent: ScriptedChatModel, **options: Any) -> Any:
+def _agent(parent: ScriptedChatModel, settings: DelegationSettings = DelegationSettings(), **options: Any) -> Any:
     children = [{**s, "model": ScriptedChatModel(default=f"{s['name']} answer")} for s in SPECS]
     return create_deep_agent(parent, subagents=children,
-                             short_answer_threshold=0, **options)
+                             settings=settings.updated(short_answer_threshold=0), **options)
 
 
 # -- the enum ------------------------------------------------------------------
 
 
 def test_the_task_tool_schema_lists_the_agents_as_an_enum_when_asked():
-    middleware = SubAgentMiddleware(SPECS, name_enum=True)
+    middleware = SubAgentMiddleware(SPECS, settings=DelegationSettings.of(name_enum=True))
     schema = convert_to_openai_tool(middleware.tools[0])["function"]["parameters"]
     assert schema["properties"]["subagent_type"]["enum"] == ["general-purpose", "alpha", "beta"]
     # By default the names are in <available_agents> only: the schema takes any string.
@@ -58,7 +59,9 @@ class _SchemaSeen(ScriptedChatModel):
 @pytest.mark.parametrize("name_enum", [False, True])
 def test_create_deep_agent_sends_the_enum_only_when_asked(run, name_enum):
     parent = _SchemaSeen(responses=["done"])
-    run(create_deep_agent(parent, subagents=SPECS, general_purpose=False, name_enum=name_enum), user("hi"))
+    run(create_deep_agent(parent, subagents=SPECS, settings=DelegationSettings.of(
+        general_purpose=False, name_enum=name_enum,
+    )), user("hi"))
     assert parent.field.get("enum") == (["alpha", "beta"] if name_enum else None)
 
 
@@ -91,7 +94,9 @@ def test_the_forced_schema_cannot_be_answered_with_an_empty_task():
 
 def test_response_format_forcing_turns_the_json_reply_into_a_task_call(run):
     parent = ServerLikeModel(responses=["never used", "parent done"])
-    state = run(_agent(parent, force_delegation=ForceDelegation(mechanism="response_format")), user("hello"))
+    state = run(_agent(parent, settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(mechanism="response_format"),
+    )), user("hello"))
     [record] = records(state)
     assert record["status"] == "completed" and record["agent_type"] == "beta"
     assert record["description"] == "forced work" and record["result"] == "beta answer"
@@ -106,7 +111,7 @@ def test_response_format_forcing_turns_the_json_reply_into_a_task_call(run):
 @pytest.mark.parametrize(("mechanism", "choice"), [("tool_choice", "task"), ("required", "required")])
 def test_tool_choice_forcing_offers_only_task_on_the_first_call(run, mechanism, choice):
     parent = ServerLikeModel(honours_tool_choice=True, responses=["ignored", "parent done"])
-    state = run(_agent(parent, force_delegation=ForceDelegation(mechanism=mechanism)), user("hello"))
+    state = run(_agent(parent, settings=DelegationSettings.of(force_delegation=ForceDelegation(mechanism=mechanism))), user("hello"))
     assert records(state)[0]["status"] == "completed"
     first, second = parent.settings
     assert first["tools"] == ["task"]
@@ -116,7 +121,9 @@ def test_tool_choice_forcing_offers_only_task_on_the_first_call(run, mechanism, 
 
 def test_auto_falls_back_to_response_format_once_and_remembers(run):
     parent = ServerLikeModel(responses=["plain text", "parent done"])
-    agent = _agent(parent, force_delegation=True, checkpointer=InMemorySaver())
+    agent = _agent(parent, checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+        force_delegation=True,
+    ))
     config = {"configurable": {"thread_id": "t"}}
     run(agent, user("first"), config)
     assert [bool(s["response_format"]) for s in parent.settings] == [False, True, False]
@@ -133,7 +140,9 @@ def test_auto_falls_back_when_the_server_rejects_tool_choice(run):
                 raise ValueError("HTTP 400: tool_choice not supported")
             return super()._server_reply(messages, kwargs)
 
-    state = run(_agent(Rejecting(responses=["x", "parent done"]), force_delegation=True), user("hello"))
+    state = run(_agent(Rejecting(responses=["x", "parent done"]), settings=DelegationSettings.of(
+        force_delegation=True,
+    )), user("hello"))
     assert [r["agent_type"] for r in records(state)] == ["beta"]
 
 
@@ -142,21 +151,25 @@ def test_an_explicit_mechanism_lets_the_servers_error_through(run):
         def _server_reply(self, messages: list[Any], kwargs: dict[str, Any]) -> ChatResult | None:
             raise ValueError("HTTP 400: tool_choice not supported")
 
-    agent = _agent(Rejecting(responses=["x"]), force_delegation=ForceDelegation(mechanism="tool_choice"))
+    agent = _agent(Rejecting(responses=["x"]), settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(mechanism="tool_choice"),
+    ))
     with pytest.raises(ValueError, match="HTTP 400"):
         run(agent, user("hello"))
 
 
 def test_auto_keeps_tool_choice_when_the_provider_honours_it(run):
     parent = ServerLikeModel(honours_tool_choice=True, responses=["ignored", "parent done"])
-    state = run(_agent(parent, force_delegation=True), user("hello"))
+    state = run(_agent(parent, settings=DelegationSettings.of(force_delegation=True)), user("hello"))
     assert [r["agent_type"] for r in records(state)] == ["alpha"]
     assert not any(s["response_format"] for s in parent.settings)
 
 
 def test_forcing_a_named_agent_narrows_the_enum_to_it(run):
     parent = ServerLikeModel(responses=["x", "parent done"], json_reply={"subagent_type": "beta", "description": "d"})
-    state = run(_agent(parent, force_delegation=ForceDelegation(agent="beta", mechanism="response_format")),
+    state = run(_agent(parent, settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(agent="beta", mechanism="response_format"),
+    )),
                 user("hello"))
     schema = parent.settings[0]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["subagent_type"]["enum"] == ["beta"]
@@ -165,16 +178,18 @@ def test_forcing_a_named_agent_narrows_the_enum_to_it(run):
 
 def test_forcing_an_unknown_agent_is_an_error_naming_the_option():
     with pytest.raises(ValueError, match="force_delegation: unknown subagent 'nobody'"):
-        SubAgentMiddleware(SPECS, force_delegation="nobody")
+        SubAgentMiddleware(SPECS, settings=DelegationSettings.of(force_delegation="nobody"))
     with pytest.raises(ValueError, match="force_delegation: invalid field"):
-        SubAgentMiddleware(SPECS, force_delegation={"mechanism": "telepathy"})
+        SubAgentMiddleware(SPECS, settings=DelegationSettings.of(force_delegation={"mechanism": "telepathy"}))
     with pytest.raises(TypeError, match="force_delegation"):
-        SubAgentMiddleware(SPECS, force_delegation=3.5)  # type: ignore[arg-type]
+        SubAgentMiddleware(SPECS, settings=DelegationSettings.of(force_delegation=3.5))  # type: ignore[arg-type]
 
 
 def test_a_reply_that_is_not_a_task_call_is_left_as_the_answer(run):
     parent = ServerLikeModel(json_reply="not json at all", responses=["x"])
-    state = run(_agent(parent, force_delegation=ForceDelegation(mechanism="response_format")), user("hello"))
+    state = run(_agent(parent, settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(mechanism="response_format"),
+    )), user("hello"))
     assert records(state) == [] and state["messages"][-1].text == "not json at all"
 
 
@@ -189,7 +204,9 @@ def test_a_json_reply_cut_short_by_the_token_limit_still_delegates(run):
         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
     })
     parent = ServerLikeModel(json_reply=LengthFinishReasonError(completion=completion), responses=["x", "done"])
-    state = run(_agent(parent, force_delegation=ForceDelegation(mechanism="response_format")), user("hello"))
+    state = run(_agent(parent, settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(mechanism="response_format"),
+    )), user("hello"))
     [record] = records(state)
     assert record["agent_type"] == "alpha" and record["description"] == "wri" and record["status"] == "completed"
     assert state["messages"][1].usage_metadata["output_tokens"] == 7
@@ -205,7 +222,7 @@ def test_an_error_without_a_partial_reply_is_not_swallowed():
 def test_past_max_delegations_task_answers_an_error_and_is_withdrawn(run):
     calls = [{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="alpha")]} for i in range(3)]
     parent = ScriptedChatModel(responses=[*calls, "parent done"])
-    state = run(_agent(parent, max_delegations=2), user("go"))
+    state = run(_agent(parent, settings=DelegationSettings.of(max_delegations=2)), user("go"))
     statuses = [r["status"] for r in sorted(records(state), key=lambda r: r["description"])]
     assert statuses == ["completed", "completed", "error"]
     refused = next(r for r in records(state) if r["status"] == "error")
@@ -217,14 +234,16 @@ def test_past_max_delegations_task_answers_an_error_and_is_withdrawn(run):
 
 def test_parallel_calls_past_the_cap_are_refused_in_order(run):
     parent = ScriptedChatModel(responses=parent_script(("one", "alpha"), ("two", "beta"), ("three", "alpha")))
-    state = run(_agent(parent, max_delegations=2), user("go"))
+    state = run(_agent(parent, settings=DelegationSettings.of(max_delegations=2)), user("go"))
     by_description = {r["description"]: r["status"] for r in records(state)}
     assert by_description == {"one": "completed", "two": "completed", "three": "error"}
 
 
 def test_the_count_starts_again_with_each_user_message(run):
     parent = ScriptedChatModel(responses=parent_script(("one", "alpha")))
-    agent = _agent(parent, max_delegations=1, checkpointer=InMemorySaver())
+    agent = _agent(parent, checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+        max_delegations=1,
+    ))
     config = {"configurable": {"thread_id": "t"}}
     run(agent, user("first"), config)
     state = run(agent, user("second"), config)

@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.settings import DelegationSettings
 
 
 class ProviderDown(ScriptedChatModel):
@@ -34,7 +35,9 @@ def test_a_fallback_call_on_a_thread_keeps_the_place_and_is_charged() -> None:
     budget = Budget(max_tokens=10**9)
     specs = [{"name": "w", "description": "worker", "model": ProviderDown(default="x"), "timeout_s": 0.5,
               "middleware": [ModelFallbackMiddleware(SyncOnlyModel(default="an answer"))]}]
-    agent = create_deep_agent(parent, subagents=specs, budget=budget, max_concurrent_tasks=1)
+    agent = create_deep_agent(parent, subagents=specs, budget=budget, settings=DelegationSettings.of(
+        max_concurrent_tasks=1,
+    ))
     out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
     records = out["subagent_tasks"]
     stops = [r["stop_reason"] for r in (records.values() if isinstance(records, dict) else records)]

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import BackgroundRuntime, Budget, CompiledSubagent, RemoteSubagentSpec, SpecError
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -37,7 +38,8 @@ def test_a_call_the_budget_refuses_is_not_counted_as_a_model_call(run):
         default="done",
     )
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 50}]
-    agent = create_deep_agent(parent, subagents=specs, budget=Budget(max_tokens=3000), max_concurrent_tasks=2)
+    agent = create_deep_agent(parent, subagents=specs, budget=Budget(max_tokens=3000),
+    settings=DelegationSettings.of(max_concurrent_tasks=2))
     out = run(agent, user("go"))
     recs = records(out)
     assert len(recs) == 6 and {r["stop_reason"] for r in recs} == {"budget"}
@@ -103,7 +105,9 @@ def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charge
     )
     budget = Budget(max_tokens=10**9)
     specs = [{"name": "w", "description": "worker", "model": child, "timeout_s": 0.5}]
-    out = run(create_deep_agent(parent, subagents=specs, budget=budget, max_concurrent_tasks=1), user("go"))
+    out = run(create_deep_agent(parent, subagents=specs, budget=budget, settings=DelegationSettings.of(
+        max_concurrent_tasks=1,
+    )), user("go"))
     recs = records(out)
     assert [r["stop_reason"] for r in recs].count("timeout") >= 1
     wait_until_idle()
@@ -218,7 +222,7 @@ def test_a_compiled_subagent_on_a_thread_keeps_its_place_after_its_timeout(run):
         default="done",
     )
     spec = CompiledSubagent(name="b", description="blocks", runnable=BlockingGraph(), timeout_s=0.3)
-    out = run(create_deep_agent(parent, subagents=[spec], max_concurrent_tasks=1), user("go"))
+    out = run(create_deep_agent(parent, subagents=[spec], settings=DelegationSettings.of(max_concurrent_tasks=1)), user("go"))
     assert [r["stop_reason"] for r in records(out)] == ["timeout"] * 3
     wait_until_idle()
     assert STATE["peak"] == 1
@@ -234,8 +238,9 @@ def test_a_timed_out_background_task_keeps_its_place_while_its_model_call_runs(r
         default="ok")
     specs = [{"name": "w", "description": "worker", "model": child, "timeout_s": 0.3}]
     with BackgroundRuntime() as runtime:
-        agent = create_deep_agent(parent, subagents=specs, background=True, max_background_tasks=1,
-                                  background_runtime=runtime)
+        agent = create_deep_agent(parent, subagents=specs, background=True, settings=DelegationSettings.of(
+            max_background_tasks=1, background_runtime=runtime,
+        ))
         run(agent, user("go"))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (STATE["calls"] == 3 and STATE["running"] == 0):

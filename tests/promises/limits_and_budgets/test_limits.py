@@ -26,6 +26,7 @@ from subagents import (
     SubagentSpec,
     coerce_spec,
 )
+from subagents.settings import DelegationSettings
 
 
 def looping_model(*calls):
@@ -105,7 +106,7 @@ def test_concurrency_cap_queues_children_and_none_fail(run, cap):
         rules=[("job", [{"tool_calls": [tool_call("work", x="1")]}, "job done"])],
         responses=parent_script(*[(f"job {i}", "general-purpose") for i in range(6)]),
     )
-    agent = create_deep_agent(model, [work], max_concurrent_tasks=cap)
+    agent = create_deep_agent(model, [work], settings=DelegationSettings.of(max_concurrent_tasks=cap))
     out = run(agent, user("go"))
     assert [m.content for m in tool_messages(out)] == ["job done"] * 6
     if cap:
@@ -116,7 +117,7 @@ def test_concurrency_cap_queues_children_and_none_fail(run, cap):
 
 def test_invalid_cap_is_rejected():
     with pytest.raises(ValueError, match="max_concurrent_tasks"):
-        SubAgentMiddleware(max_concurrent_tasks=0)
+        SubAgentMiddleware(settings=DelegationSettings.of(max_concurrent_tasks=0))
 
 
 def test_a_generous_max_turns_is_not_cut_short_by_the_inherited_recursion_cap(run):
@@ -154,8 +155,10 @@ def test_max_concurrent_tasks_still_holds_while_a_timed_out_child_is_still_runni
 
     model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("work", x="1")]}, "done"])],
                               responses=_parallel(*[(f"job {i}", "w") for i in range(3)]))
-    agent = create_deep_agent(model, [work], max_concurrent_tasks=1, subagents=[
-        {"name": "w", "description": "w", "tools": ["work"], "timeout_s": 0.1}])
+    agent = create_deep_agent(model, [work], subagents=[
+        {"name": "w", "description": "w", "tools": ["work"], "timeout_s": 0.1}], settings=DelegationSettings.of(
+            max_concurrent_tasks=1,
+        ))
     out = _invoke(mode, agent, _user())
     _assert_one_message_and_record_per_call(out, 3)
     assert peak[0] == 1
@@ -183,8 +186,9 @@ def test_max_concurrent_tasks_caps_the_agent_across_invoke_and_several_event_loo
 
     model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("work", x="1")]}, "done"])],
                               responses=_parallel(("job", "w")))
-    agent = create_deep_agent(model, [work], max_concurrent_tasks=1,
-                              subagents=[{"name": "w", "description": "w", "tools": ["work"]}])
+    agent = create_deep_agent(model, [work],
+                              subagents=[{"name": "w", "description": "w", "tools": ["work"]}],
+                              settings=DelegationSettings.of(max_concurrent_tasks=1))
     runs = [threading.Thread(target=_invoke, args=(mode, agent, _user())) for mode in ("sync", "async", "async")]
     for thread in runs:
         thread.start()
@@ -258,8 +262,9 @@ def test_a_per_call_output_schema_may_only_use_keywords_checked_in_linear_time(m
                                                  output_schema={"title": "Verdict", **schema})]},
                        "parent carried on"],
         )
-        agent = create_deep_agent(model, [], structured_results=True,
-                                  subagents=[{"name": "judge", "description": "judges", "timeout_s": 5}])
+        agent = create_deep_agent(model, [],
+                                  subagents=[{"name": "judge", "description": "judges", "timeout_s": 5}],
+                                  settings=DelegationSettings.of(structured_results=True))
         out = _invoke(mode, agent, _user())
         _assert_one_message_and_record_per_call(out, 1)
         (record,) = _records(out)
@@ -300,7 +305,7 @@ def test_a_looping_compiled_child_is_stopped_long_before_thousands_of_model_call
 def test_many_parallel_calls_under_a_cap_of_one_all_finish(mode):
     model = ScriptedChatModel(rules=[("job", ["done"])],
                               responses=_parallel(*[(f"job {i}", "general-purpose") for i in range(10)]))
-    out = _invoke(mode, create_deep_agent(model, [], max_concurrent_tasks=1), _user())
+    out = _invoke(mode, create_deep_agent(model, [], settings=DelegationSettings.of(max_concurrent_tasks=1)), _user())
     _assert_one_message_and_record_per_call(out, 10)
     assert {r["status"] for r in _records(out)} == {"completed"}
 
@@ -308,7 +313,7 @@ def test_many_parallel_calls_under_a_cap_of_one_all_finish(mode):
 def test_parallel_creations_sharing_one_call_id_still_respect_the_cap(run):
     message = AIMessage(content="", tool_calls=[_create("alpha", "c0"), _create("beta", "c0"), _create("gamma", "c0")])
     agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]),
-                              dynamic_subagents=True, max_dynamic_subagents=1)
+    settings=DelegationSettings.of(dynamic_subagents=True, max_dynamic_subagents=1))
     out = run(agent, user("go"))
     assert list(out["dynamic_subagents"]) == ["alpha"]
     answers = [m.content for m in tool_messages(out)]

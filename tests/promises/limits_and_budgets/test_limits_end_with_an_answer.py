@@ -33,6 +33,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
 from subagents.definitions.agent_files import AgentFileError, load_agent_file
 from subagents.metering import WRAP_UP_PROMPT, prompt_estimate
+from subagents.settings import DelegationSettings
 
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 
@@ -62,7 +63,7 @@ PRICES = {"scripted": (1.0, 1.0)}
 LIMITS = {
     "max_turns": ({"max_turns": 3}, {}, "max_turns", "model calls (max_turns=3)"),
     "own tokens": ({"max_tokens": 3000}, {}, "budget", "tokens (3000)"),
-    "own dollars": ({"max_budget_per_run": 0.003}, {"prices": PRICES}, "budget", "dollars ($0.003)"),
+    "own dollars": ({"max_budget_per_run": 0.003}, {"settings": DelegationSettings.of(prices=PRICES)}, "budget", "dollars ($0.003)"),
     "shared tokens": ({}, {"budget": lambda: Budget(max_tokens=6000)}, "budget", "tokens (6000)"),
     "shared dollars": ({}, {"budget": lambda: Budget(max_usd=0.006, prices=PRICES)}, "budget", "dollars ($0.006)"),
     # 95% of timeout_s left starts the wrap-up: the first nap (1.2s) uses more than 5% of 20s.
@@ -265,7 +266,8 @@ def test_a_delegation_that_waited_for_its_place_while_the_budget_was_spent_is_re
                                                                    for i in range(2)]}, "parent done"])],
                        default=loops_until_told())
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
-    agent = create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=8000), max_concurrent_tasks=1)
+    agent = create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=8000),
+    settings=DelegationSettings.of(max_concurrent_tasks=1))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     first, second = sorted(records(out), key=lambda r: r["model_calls"], reverse=True)
     assert (first["status"], first["stop_reason"], first["result"]) == ("completed", "budget", ANSWER)
@@ -329,7 +331,7 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
     child = ScriptedChatModel(default=reply)
     spec = {"name": "writer", "description": "w", "tools": ["work"], "model": child, "max_turns": 200, **limit}
     agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [work],
-                              subagents=[spec], prices=PRICES)
+                              subagents=[spec], settings=DelegationSettings.of(prices=PRICES))
     (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
     assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
         "completed", "budget", True, ANSWER), record["error"]
@@ -383,7 +385,7 @@ def test_wrap_ups_turned_off_end_each_limit_with_an_error(run, where):
     if where == "spec":
         agent = create_deep_agent(model, [echo], subagents=[{**spec, "wrap_up": False}])
     else:
-        agent = create_deep_agent(model, [echo], subagents=[spec], wrap_up=False)
+        agent = create_deep_agent(model, [echo], subagents=[spec], settings=DelegationSettings.of(wrap_up=False))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["partial"]) == ("error", "max_turns", False)
@@ -394,7 +396,7 @@ def test_wrap_ups_turned_off_end_each_limit_with_an_error(run, where):
 def test_a_specs_own_wrap_up_wins_over_the_callers(run):
     model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=loops_until_told())
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 3, "wrap_up": True}
-    out = run(create_deep_agent(model, [echo], subagents=[spec], wrap_up=False), user("go"), {"recursion_limit": 1000})
+    out = run(create_deep_agent(model, [echo], subagents=[spec], settings=DelegationSettings.of(wrap_up=False)), user("go"), {"recursion_limit": 1000})
     assert records(out)[0]["partial"] is True
 
 
@@ -449,7 +451,7 @@ def test_an_agent_file_sets_wrap_up_and_a_bad_value_names_the_field(tmp_path):
 @pytest.mark.parametrize("value", [1.5, float("nan"), "yes"])
 def test_a_bad_wrap_up_setting_names_what_it_may_be(value):
     with pytest.raises(SpecError, match=r"^wrap_up: expected true, false or a share of timeout_s above 0 and below 1"):
-        create_deep_agent(ScriptedChatModel(default="ok"), [echo], wrap_up=value)
+        create_deep_agent(ScriptedChatModel(default="ok"), [echo], settings=DelegationSettings.of(wrap_up=value))
 
 
 def test_the_tasks_views_show_a_cut_short_task_apart():

@@ -19,6 +19,7 @@ from helpers.graphs import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
+from subagents.settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 LOOP_OUTPUT_TOKENS = 25  # what one looping ``echo`` call of a child outputs, at most
@@ -154,7 +155,7 @@ def test_a_background_notice_does_not_reset_max_delegations(run):
         ],
         default="ok",
     )
-    agent = _background_agent(model, max_delegations=3)  # the start and the wait job are two of them
+    agent = _background_agent(model, settings=DelegationSettings.of(max_delegations=3))  # the start and the wait job are two of them
     out = run(agent, user("go"), {"configurable": {"thread_id": "cap"}, "recursion_limit": 200})
     assert notices(out), "no notice came during the run; the test would prove nothing"
     ran = [r for r in records(out) if r["stop_reason"] != "refused"]
@@ -173,7 +174,8 @@ def test_background_starts_and_task_calls_are_one_count_under_max_delegations(ru
                                 tool_call("task", description="job e", subagent_type="general-purpose")]},
                 "go done"]),
     ], default="ok")
-    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(), max_delegations=3)
+    agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(),
+    settings=DelegationSettings.of(max_delegations=3))
     out = run(agent, user("go"), {"configurable": {"thread_id": "one-count"}})
     assert len(out["async_tasks"]) == 2 and {r["description"] for r in records(out)} == {"job c", "job e"}
     assert {r["description"]: r["stop_reason"] for r in records(out)}["job e"] == "refused"
@@ -195,7 +197,7 @@ def test_a_background_notice_does_not_force_another_delegation(run):
         ],
         default="ok",
     )
-    agent = _background_agent(model, force_delegation=True)
+    agent = _background_agent(model, settings=DelegationSettings.of(force_delegation=True))
     out = run(agent, user("go"), {"configurable": {"thread_id": "force"}, "recursion_limit": 200})
     assert notices(out), "no notice came during the run; the test would prove nothing"
     after_notice = [c for c in model.calls if c["messages"][-1].text.startswith(NOTICE)]
@@ -215,7 +217,7 @@ def _insistent_root() -> ScriptedChatModel:
 
 def test_a_root_that_keeps_calling_task_is_ended_by_max_root_turns(run):
     model = _insistent_root()
-    agent = create_deep_agent(model, max_delegations=2, max_root_turns=5)
+    agent = create_deep_agent(model, settings=DelegationSettings.of(max_delegations=2, max_root_turns=5))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     root_calls = [c for c in model.calls if c["messages"][-1].text != "job"]
     assert len(root_calls) == 5
@@ -226,7 +228,7 @@ def test_a_root_that_keeps_calling_task_is_ended_by_max_root_turns(run):
 
 def test_the_root_has_a_default_turn_cap_below_langgraphs_recursion_limit(run):
     model = _insistent_root()
-    out = run(create_deep_agent(model, max_delegations=1), user("go"), {"recursion_limit": 2000})
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(max_delegations=1)), user("go"), {"recursion_limit": 2000})
     assert "max_root_turns" in out["messages"][-1].text
 
 
@@ -296,7 +298,7 @@ def test_an_unwritable_sessions_dir_costs_the_transcript_not_the_delegation(run,
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the sessions directory's parent should be")
     model = ScriptedChatModel(rules=[("job", ["job done"])], responses=parent_script(("job", "general-purpose")))
-    out = run(create_deep_agent(model, sessions_dir=str(blocker / "sessions")), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(sessions_dir=str(blocker / "sessions"))), user("go"))
     (record,) = records(out)
     assert record["status"] == "completed" and record["result"] == "job done"
     assert record["transcript"] is None and "not-a-directory" in record["transcript_error"]
@@ -347,7 +349,7 @@ def test_a_provider_that_repeats_call_ids_gets_no_more_delegations(run):
                                 "args": {"description": f"job {i}", "subagent_type": "general-purpose"}}]}
 
     model = ScriptedChatModel(rules=[("job", ["job done"])], responses=[again(i) for i in range(6)] + ["done"])
-    out = run(create_deep_agent(model, max_delegations=2), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(max_delegations=2)), user("go"))
     assert [r["stop_reason"] for r in records(out)].count("refused") >= 1
     assert sum(1 for c in model.calls if c["messages"][-1].type == "human") == 3  # the parent's first, two children
 
@@ -374,6 +376,6 @@ def test_a_retry_or_a_follow_up_is_a_delegation_more(run, follow_up):
     model = ScriptedChatModel(rules=[("job", [child] * 10)], responses=[
         {"tool_calls": [tool_call("start_async_task", description="job", subagent_type="general-purpose")]},
         *[follow] * 3, "done"])
-    out = run(create_deep_agent(model, background=True, max_delegations=1), user("go"))
+    out = run(create_deep_agent(model, background=True, settings=DelegationSettings.of(max_delegations=1)), user("go"))
     refused = [m for m in tool_messages(out) if "delegation limit reached" in m.text]
     assert len(refused) >= 3 and len(runs) == 1, (runs, [m.text[:80] for m in tool_messages(out)])

@@ -26,6 +26,7 @@ from subagents import Budget
 from subagents.errors import BudgetExceeded
 from subagents.metering import call_price
 from subagents.outcome import stopped_by_limit
+from subagents.settings import DelegationSettings
 
 PRICES = {"priced": (1000.0, 2000.0), "parent": (1000.0, 2000.0)}  # USD per million tokens: budgets bite
 
@@ -56,7 +57,7 @@ def test_a_shared_dollar_budget_stops_children_whose_replies_name_their_model_ot
     budget = Budget(max_usd=5.0, prices=PRICES)
     # Without a wrap-up, which would end the child while room for its last call is left (tested apart).
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, budget=budget, wrap_up=False), user("go"), {"recursion_limit": 1000})
+                                subagents=specs, budget=budget, settings=DelegationSettings.of(wrap_up=False)), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] > 3
     assert record["priced_as"] == ["priced"] and record["cost_usd"] > 3.0
@@ -71,7 +72,7 @@ def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_o
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 200,
               "max_budget_per_run": 0.05}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, prices=PRICES, wrap_up=False), user("go"), {"recursion_limit": 1000})
+                                subagents=specs, settings=DelegationSettings.of(prices=PRICES, wrap_up=False)), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and 0.05 <= record["cost_usd"] < 0.1
     assert record["model_calls"] < 20
@@ -217,7 +218,7 @@ def _summariser(name: str) -> tuple[dict[str, Any], list[BillingModel]]:
     child = BillingModel(default={"tool_calls": [tool_call("work", x="y" * 400)]}, model_name="priced")
     condenser = BillingModel(default="a summary", model_name=name)
     spec = _spec(model=child, condenser={"model": "summariser", "trigger": ("tokens", 300), "keep": ("messages", 2)})
-    return {"subagents": [spec], "model_profiles": {"summariser": condenser}}, [condenser, child]
+    return {"subagents": [spec], "settings": DelegationSettings.of(model_profiles={"summariser": condenser})}, [condenser, child]
 
 
 FOREGROUND_PATHS = {"foreground": _foreground, "fallback": _fallback, "summariser": _summariser}
@@ -351,7 +352,8 @@ def _plain_root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[Sub
     child = BillingModel(default="child done", model_name="priced")
     summariser = BillingModel(default="a summary", model_name=side.model_name)
     parent = _parent(tool_call("task", description="job", subagent_type="w"))
-    delegation = SubAgentMiddleware([_spec(model=child)], model=parent, budget=budget, general_purpose=False)
+    delegation = SubAgentMiddleware([_spec(model=child)], model=parent, budget=budget,
+    settings=DelegationSettings.of(general_purpose=False))
     graph = create_agent(parent, middleware=[
         SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
         _SideCalls(side), delegation])
@@ -398,7 +400,7 @@ def _one_child(budget: Budget, prices: dict[str, tuple[float, float]]) -> Any:
     child = BillingModel(default="child done", model_name="priced")
     return create_deep_agent(_parent(tool_call("task", description="x", subagent_type="c")), [],
                              subagents=[{"name": "c", "description": "c", "model": child}], budget=budget,
-                             prices=prices)
+                             settings=DelegationSettings.of(prices=prices))
 
 
 def test_a_model_priced_only_by_the_budget_is_priced_at_the_budgets_price(run):

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 ASYNC = [False, True]
 
@@ -46,7 +47,7 @@ def test_a_stop_hook_that_always_blocks_does_not_carry_the_run_past_the_limit(us
     # the run back to a model call the limit refuses again, round after round, to the recursion limit.
     hooks = {"Stop": [{"hooks": [{"type": "command", "command": "echo keep going >&2; exit 2"}]}]}
     model = ScriptedChatModel(default="an answer")
-    agent = create_deep_agent(model, max_root_turns=3, hooks=hooks)
+    agent = create_deep_agent(model, hooks=hooks, settings=DelegationSettings.of(max_root_turns=3))
 
     out = run(agent, {"messages": [("user", "go")]}, {"recursion_limit": 80}, use_async)
 
@@ -62,7 +63,8 @@ def test_a_negative_count_written_by_the_caller_buys_no_calls_past_the_limit(use
     # A plain input never reaches the private count, but Command(update=...) writes any key; a
     # negative count must not let the run call the model until LangGraph's recursion limit.
     model = ScriptedChatModel(default={"tool_calls": [tool_call("step")]})
-    agent = create_deep_agent(model, tools=[step], max_root_turns=3, checkpointer=InMemorySaver())
+    agent = create_deep_agent(model, tools=[step], checkpointer=InMemorySaver(),
+    settings=DelegationSettings.of(max_root_turns=3))
     crafted = Command(update={"messages": [("user", "go")], "run_model_call_count": -100})
 
     out = run(agent, crafted, {"configurable": {"thread_id": "t"}, "recursion_limit": 60}, use_async)
@@ -76,8 +78,10 @@ def test_a_bad_max_root_turns_is_refused_even_when_a_model_call_limit_of_the_cal
     # The caller's ModelCallLimitMiddleware decides the limit, but a bad argument is still a mistake
     # to report, not one to drop silently.
     with pytest.raises(ValueError, match="max_root_turns"):
-        create_deep_agent(ScriptedChatModel(default="x"), max_root_turns=bad,
-                          middleware=[ModelCallLimitMiddleware(run_limit=5)])
+        create_deep_agent(ScriptedChatModel(default="x"),
+                          middleware=[ModelCallLimitMiddleware(run_limit=5)], settings=DelegationSettings.of(
+                              max_root_turns=bad,
+                          ))
 
 
 @pytest.mark.parametrize("use_async", ASYNC)
@@ -85,7 +89,8 @@ def test_the_limit_message_is_signed_with_the_agent_name_as_the_model_messages_a
     # A supervisor or a swarm tells its agents' messages apart by AIMessage.name; the message that
     # ends a named agent's run must not be the one that belongs to nobody.
     model = ScriptedChatModel(default={"tool_calls": [tool_call("step")]})
-    agent = create_deep_agent(model, tools=[step], max_root_turns=2, name="researcher")
+    agent = create_deep_agent(model, tools=[step], name="researcher",
+    settings=DelegationSettings.of(max_root_turns=2))
 
     out = run(agent, {"messages": [("user", "go")]}, {}, use_async)
 
@@ -109,7 +114,8 @@ def test_a_call_retried_by_model_retry_middleware_counts_once(use_async: bool) -
 
     model = ScriptedChatModel(default=every_other_fails)
     retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)
-    agent = create_deep_agent(model, tools=[step], max_root_turns=3, middleware=[retry])
+    agent = create_deep_agent(model, tools=[step], middleware=[retry],
+    settings=DelegationSettings.of(max_root_turns=3))
 
     out = run(agent, {"messages": [("user", "go")]}, {}, use_async)
 
@@ -126,7 +132,7 @@ def test_parallel_tool_calls_and_the_childrens_own_calls_do_not_count(use_async:
                                    tool_call("task", description="child work B", subagent_type="general-purpose"),
                                    tool_call("step"), tool_call("step")]},
                    "root answer"])
-    agent = create_deep_agent(model, tools=[step], max_root_turns=2)
+    agent = create_deep_agent(model, tools=[step], settings=DelegationSettings.of(max_root_turns=2))
 
     out = run(agent, {"messages": [("user", "go")]}, {}, use_async)
 
@@ -138,8 +144,8 @@ def test_parallel_tool_calls_and_the_childrens_own_calls_do_not_count(use_async:
 def test_each_invoke_and_each_resume_counts_from_zero(use_async: bool) -> None:
     # Per run, as documented: a run paused for approval every turn is bounded by whoever resumes it.
     model = ScriptedChatModel(default={"tool_calls": [tool_call("step")]})
-    agent = create_deep_agent(model, tools=[step], max_root_turns=2, interrupt_on={"step": True},
-                              checkpointer=InMemorySaver())
+    agent = create_deep_agent(model, tools=[step], interrupt_on={"step": True},
+                              checkpointer=InMemorySaver(), settings=DelegationSettings.of(max_root_turns=2))
     config = {"configurable": {"thread_id": "t"}}
 
     out = run(agent, {"messages": [("user", "go")], "run_model_call_count": 10**6}, config, use_async)
@@ -153,8 +159,8 @@ def test_each_invoke_and_each_resume_counts_from_zero(use_async: bool) -> None:
 @pytest.mark.parametrize("use_async", ASYNC)
 def test_a_stopped_structured_run_keeps_no_earlier_answer_and_the_thread_goes_on(use_async: bool) -> None:
     model = ScriptedChatModel(default={"tool_calls": [tool_call("Answer", text="first")]})
-    agent = create_deep_agent(model, tools=[step], max_root_turns=2, response_format=ToolStrategy(Answer),
-                              checkpointer=InMemorySaver())
+    agent = create_deep_agent(model, tools=[step], response_format=ToolStrategy(Answer),
+                              checkpointer=InMemorySaver(), settings=DelegationSettings.of(max_root_turns=2))
     config = {"configurable": {"thread_id": "t"}}
     assert run(agent, {"messages": [("user", "one")]}, config, use_async)["structured_response"] == Answer(text="first")
 

@@ -11,6 +11,7 @@ from helpers.billing import BillingModel
 from helpers.graphs import records, tool_messages, user
 from subagents import Budget, cost_of
 from subagents.outcome import stopped_by_limit
+from subagents.settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 
@@ -27,7 +28,7 @@ def test_records_carry_usage_and_cost_and_the_parent_holds_the_rollup(run):
         responses=[{"tool_calls": [tool_call("task", description=f"job {i}", subagent_type="general-purpose")
                                    for i in range(3)]}, "done"],
     )
-    out = run(create_deep_agent(model, [echo], prices=PRICES), user("go"))
+    out = run(create_deep_agent(model, [echo], settings=DelegationSettings.of(prices=PRICES)), user("go"))
     recs = records(out)
     assert len(recs) == 3
     for r in recs:
@@ -57,9 +58,10 @@ def looping(*jobs):
 def test_per_child_caps_stop_that_child_only(run, limit, message):
     model = looping(("loop", "capped"), ("loop", "free"))
     agent = create_deep_agent(
-        model, [echo], prices=PRICES,
+        model, [echo],
         subagents=[{"name": "capped", "description": "c", "tools": ["echo"], "max_turns": 20, **limit},
                    {"name": "free", "description": "f", "tools": ["echo"], "max_turns": 4}],
+                   settings=DelegationSettings.of(prices=PRICES),
     )
     out = run(agent, user("go"), {"recursion_limit": 500})
     by_type = {r["agent_type"]: r for r in records(out)}
@@ -83,7 +85,7 @@ def test_shared_budget_stops_running_children_then_the_parent_after_one_last_ans
     )
     # Refusals as they are without a wrap-up: with one, a child stops while room for its last call is left,
     # and the parent may get a call before the budget is spent (test_limits_end_with_an_answer.py).
-    agent = create_deep_agent(model, [echo], budget=budget, wrap_up=False)
+    agent = create_deep_agent(model, [echo], budget=budget, settings=DelegationSettings.of(wrap_up=False))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     msgs = tool_messages(out)
     assert len(msgs) == 3 and all(m.status == "error" for m in msgs)
@@ -159,7 +161,9 @@ def test_a_malformed_price_table_is_refused_when_the_agent_is_built():
     """Today create_deep_agent(prices={"m": "cheap"}) is accepted; every child then fails with
     'TypeError: unsupported operand type(s) for /: str and int'."""
     with pytest.raises(ValueError, match="prices"):
-        create_deep_agent(ScriptedChatModel(responses=["x"]), [], prices={"scripted": "cheap"})
+        create_deep_agent(ScriptedChatModel(responses=["x"]), [], settings=DelegationSettings.of(
+            prices={"scripted": "cheap"},
+        ))
 
 
 def test_the_longest_matching_price_wins():

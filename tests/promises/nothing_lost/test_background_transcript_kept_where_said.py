@@ -20,6 +20,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
 from subagents.background import wait_for_background
 from subagents.transcripts import MEMORY
+from subagents.settings import DelegationSettings
 
 SPECS = [{"name": "researcher", "description": "Finds facts.", "system_prompt": "Answer."}]
 
@@ -39,13 +40,13 @@ def _finished_task(agent: object, config: dict[str, object]) -> str:
     return str(task_id)
 
 
-def _agent(**kwargs: object) -> object:
+def _agent(settings: DelegationSettings = DelegationSettings(), **kwargs: object) -> object:
     start = {"tool_calls": [tool_call("start_async_task", description="Look it up.", subagent_type="researcher")]}
     # A child that ends before the parent's next call brings its notice in as a new human turn mid-run:
     # the parent answers it too, rather than starting the script (and the task) again.
     model = ScriptedChatModel(rules=[("Look it up", ["Found it."]), ("Background task updates", ["Started."])],
                               responses=[start, "Started."], default="Ok.")
-    return create_deep_agent(model, subagents=SPECS, background=True, general_purpose=False, **kwargs)
+    return create_deep_agent(model, subagents=SPECS, background=True, settings=settings.updated(general_purpose=False), **kwargs)
 
 
 def test_a_dropped_background_transcript_names_what_keeps_it(small_table: None) -> None:
@@ -66,7 +67,7 @@ def test_a_dropped_background_transcript_names_what_keeps_it(small_table: None) 
 
 
 def test_with_sessions_dir_a_background_transcript_outlives_the_table(small_table: None, tmp_path: Path) -> None:
-    agent = _agent(checkpointer=InMemorySaver(), sessions_dir=str(tmp_path))
+    agent = _agent(checkpointer=InMemorySaver(), settings=DelegationSettings.of(sessions_dir=str(tmp_path)))
     config = {"configurable": {"thread_id": "bg-jsonl"}}
     task_id = _finished_task(agent, config)
     MEMORY.max_bytes = 0

@@ -22,6 +22,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.cli.store import task_rows
 from middleware.task_tool import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
 from subagents import TaskRecord, get_transcript
+from subagents.settings import DelegationSettings
 
 LONG_ANSWER = "Report." + " finding" * 6000  # ~48k characters
 LONG_TASK = "job" + " context" * 500
@@ -112,7 +113,7 @@ def test_the_agent_names_are_listed_once_per_parent_call(count):
     from middleware import SubAgentMiddleware
 
     specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
-    mw = SubAgentMiddleware(specs, general_purpose=False)
+    mw = SubAgentMiddleware(specs, settings=DelegationSettings.of(general_purpose=False))
     (task,) = mw.tools
     schema = json.dumps(task.tool_call_schema.model_json_schema())
     assert "agent-" not in task.description and "agent-" not in schema
@@ -127,7 +128,7 @@ def test_the_enum_of_names_is_there_when_asked_for_up_to_the_limit(count):
     from middleware.task_tool import ENUM_LIMIT
 
     specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
-    (task,) = SubAgentMiddleware(specs, general_purpose=False, name_enum=True).tools
+    (task,) = SubAgentMiddleware(specs, settings=DelegationSettings.of(general_purpose=False, name_enum=True)).tools
     field = task.tool_call_schema.model_json_schema()["properties"]["subagent_type"]
     assert field.get("enum") == ([f"agent-{i:04d}" for i in range(count)] if count <= ENUM_LIMIT else None)
 

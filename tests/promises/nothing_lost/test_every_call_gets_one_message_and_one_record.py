@@ -29,6 +29,7 @@ from helpers.attacks import (
 from helpers.graphs import records, tool_messages, user
 from helpers.odd_children import _create
 from middleware.task_tool import MAX_ARGUMENT_DEPTH
+from subagents.settings import DelegationSettings
 
 
 @MODES
@@ -168,7 +169,8 @@ def test_arguments_at_the_limit_still_reach_validation(run):
 
 def test_an_id_less_create_subagent_call_is_answered(run):
     message = AIMessage(content="", tool_calls=[_create("alpha", None)])
-    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]), dynamic_subagents=True)
+    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]),
+    settings=DelegationSettings.of(dynamic_subagents=True))
     out = run(agent, user("go"))
     assert out["messages"][-1].content == "parent carried on" and list(out["dynamic_subagents"]) == ["alpha"]
 
@@ -199,7 +201,8 @@ def test_create_subagent_arguments_nested_past_the_limit_are_answered(run, provi
     deep = _nested(989)
     message = AIMessage(content="", tool_calls=[{"name": "create_subagent", "id": "c1", "type": "tool_call", "args": {
         "name": "helper", "description": "d", "system_prompt": "p", "tools": deep}}])
-    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]), dynamic_subagents=True)
+    agent = create_deep_agent(ScriptedChatModel(responses=[message, "parent carried on"]),
+    settings=DelegationSettings.of(dynamic_subagents=True))
     out = run(agent, user("go"))
     (answer,) = tool_messages(out)
     assert out["messages"][-1].content == "parent carried on"

@@ -26,6 +26,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
+from subagents.settings import DelegationSettings
 
 THREAD = {"configurable": {"thread_id": "killed"}}
 ANSWER = "child answer: the job is done and every requested detail is in this report."
@@ -40,7 +41,9 @@ def parent(saver: Any, die: Any, sessions_dir: Any = None) -> Any:
         ("job", [ANSWER]),
     ], default=ANSWER)
     worker = {"name": "worker", "description": "Does one job.", "system_prompt": "Do the job.", "model": model}
-    middleware = SubAgentMiddleware([worker], general_purpose=False, sessions_dir=sessions_dir)
+    middleware = SubAgentMiddleware([worker], settings=DelegationSettings.of(
+        general_purpose=False, sessions_dir=sessions_dir,
+    ))
     return create_agent(model, [die], middleware=[middleware], checkpointer=saver)
 
 

@@ -23,6 +23,7 @@ import subagents.transcripts as transcripts
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import get_transcript
+from subagents.settings import DelegationSettings
 
 MIB = 1024 * 1024
 RUNS = 250
@@ -46,7 +47,9 @@ def _agent() -> tuple[Any, ScriptedChatModel]:
                       "finished"]),
     ])
     worker = {"name": "worker", "description": "Does one job.", "system_prompt": "Do it.", "model": model}
-    return create_agent(model, [], middleware=[SubAgentMiddleware([worker], general_purpose=False)]), model
+    return create_agent(model, [], middleware=[SubAgentMiddleware([worker], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))]), model
 
 
 def _delegate(agent: Any, model: ScriptedChatModel) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background.local import call_key, call_key_of
 from subagents.background.runtime import BackgroundRuntime
 from subagents.transcripts import read_transcript
+from subagents.settings import DelegationSettings
 
 
 def _stopper(saver: Any = None, thread: str | None = None) -> Any:
@@ -116,7 +117,7 @@ def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, 
     """
     saver, thread = InMemorySaver(), f"stopped-task-{mode}-{deepagents_stack}-{failed_turns}"
     agent = create_deep_agent(_model("task"), [_stopper(saver, thread)], checkpointer=saver,
-                              deepagents_stack=deepagents_stack)
+    settings=DelegationSettings.of(deepagents_stack=deepagents_stack))
     config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
     for _ in range(failed_turns):
@@ -140,7 +141,7 @@ def test_a_task_that_finished_before_the_stop_keeps_its_answer_and_record(mode, 
 def test_a_background_start_left_open_is_answered_and_its_task_reported(mode, deepagents_stack):
     saver, thread = InMemorySaver(), f"stopped-start-{mode}-{deepagents_stack}"
     agent = create_deep_agent(_model("start_async_task"), [_stopper(saver, thread)], checkpointer=saver,
-                              background=True, deepagents_stack=deepagents_stack)
+                              background=True, settings=DelegationSettings.of(deepagents_stack=deepagents_stack))
     config = {"configurable": {"thread_id": thread}}
     _crash(mode, agent, config)
     _finished(agent, config)  # the task runs on: it ends while nobody is asking
@@ -241,8 +242,9 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
     path = tmp_path / "state.sqlite"
     config = {"configurable": {"thread_id": "ended-process"}}
     runtime = Runtime()
-    first = create_deep_agent(model, [_stopper()], background=True, background_runtime=runtime, sessions_dir=tmp_path,
-                              checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    first = create_deep_agent(model, [_stopper()], background=True,
+                              checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)),
+                              settings=DelegationSettings.of(background_runtime=runtime, sessions_dir=tmp_path))
     _crash("sync", first, config)
     (started,) = [w for _, channel, value in SqliteSaver(sqlite3.connect(path)).get_tuple(config).pending_writes
                   if channel == "messages" for w in (value if isinstance(value, list) else [value])
@@ -255,8 +257,9 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
         with sqlite3.connect(path) as connection:
             connection.execute(f"DELETE FROM {TABLE}")
 
-    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True, sessions_dir=tmp_path,
-                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
+    second = create_deep_agent(_model("start_async_task"), [_stopper()], background=True,
+                               checkpointer=SqliteSaver(sqlite3.connect(path, check_same_thread=False)),
+                               settings=DelegationSettings.of(sessions_dir=tmp_path))
     out = second.invoke({"messages": [{"role": "user", "content": "WHAT-NOW"}]}, config)
     _assert_every_call_answered_in_place(out["messages"])
     answer = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == started.tool_call_id)

@@ -20,6 +20,7 @@ from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents import BackgroundRuntime
 from subagents.outcome import TaskCall
+from subagents.settings import DelegationSettings
 
 
 def test_a_start_the_loop_never_took_is_stored_lost(tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ def test_a_start_the_loop_never_took_is_stored_lost(tmp_path: Path) -> None:
     runtime = BackgroundRuntime()
     middleware = BackgroundSubagentMiddleware(
         [{"name": "researcher", "description": "Finds facts.", "system_prompt": "Answer."}],
-        model=ScriptedChatModel(default="Done."), runtime=runtime)
+        model=ScriptedChatModel(default="Done."), settings=DelegationSettings.of(background_runtime=runtime))
     call = TaskCall(subagent_type="researcher", description="Look it up.", parent_state={},
                     tool_call_id="call-1",
                     parent_config={"configurable": {"thread_id": "t1", "__pregel_checkpointer": saver}},

@@ -15,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
+from subagents.settings import DelegationSettings
 
 
 def _model() -> ScriptedChatModel:
@@ -36,7 +37,9 @@ def test_a_transcript_an_exit_durability_run_never_kept_says_why() -> None:
 
 
 def test_with_sessions_dir_an_exit_durability_run_keeps_the_transcript(tmp_path: Path) -> None:
-    agent = create_deep_agent(_model(), checkpointer=InMemorySaver(), sessions_dir=str(tmp_path))
+    agent = create_deep_agent(_model(), checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+        sessions_dir=str(tmp_path),
+    ))
     config = {"configurable": {"thread_id": "exit-run-jsonl"}}
     state = agent.invoke({"messages": [("user", "Go")]}, config, durability="exit")
     (task_id,) = state["subagent_tasks"]

@@ -14,15 +14,19 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import CompiledSubagent, get_transcript
+from subagents.settings import DelegationSettings
 
 
 def test_a_delta_checkpointed_child_reads_back_whole() -> None:
-    child = create_deep_agent(ScriptedChatModel(default="Found it."), general_purpose=False, name="researcher")
+    child = create_deep_agent(ScriptedChatModel(default="Found it."), name="researcher",
+    settings=DelegationSettings.of(general_purpose=False))
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="Look it up.",
                                                                    subagent_type="researcher")]}, "Done."])
-    agent = create_deep_agent(model, checkpointer=InMemorySaver(), general_purpose=False,
+    agent = create_deep_agent(model, checkpointer=InMemorySaver(),
                               subagents=[CompiledSubagent(name="researcher", description="Finds facts.",
-                                                          runnable=child)])
+                                                          runnable=child)], settings=DelegationSettings.of(
+                                                              general_purpose=False,
+                                                          ))
     config = {"configurable": {"thread_id": "delta-child"}}
     state = agent.invoke({"messages": [("user", "Go")]}, config)
     (task_id,) = state["subagent_tasks"]

@@ -27,6 +27,7 @@ from subagents import (
     get_transcript,
 )
 from subagents.transcripts import jsonl_path, read_jsonl
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -93,7 +94,9 @@ def test_transcript_without_a_checkpointer_is_kept_in_memory(run):
 def test_jsonl_sink_writes_header_and_messages(run, tmp_path):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver(), sessions_dir=str(tmp_path))
+    agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver(), settings=DelegationSettings.of(
+        sessions_dir=str(tmp_path),
+    ))
     config = {"configurable": {"thread_id": "thread-9"}}
     out = run(agent, user("go"), config)
     (record,) = records(out)
@@ -116,7 +119,7 @@ def test_store_sink(run):
 
     store = InMemoryStore()
     agent = create_deep_agent(scripted(), [lookup], checkpointer=InMemorySaver(), store=store,
-                              transcript_store=True)
+    settings=DelegationSettings.of(transcript_store=True))
     config = {"configurable": {"thread_id": "s1"}}
     out = run(agent, user("go"), config)
     (record,) = records(out)
@@ -133,6 +136,7 @@ def test_a_crash_leaves_a_readable_partial_jsonl(tmp_path):
         from langchain_core.tools import tool
         from deep_agent import create_deep_agent
         from deep_agent.testing import ScriptedChatModel, tool_call
+        from subagents import DelegationSettings
 
         @tool
         def crash(x: str) -> str:
@@ -144,7 +148,7 @@ def test_a_crash_leaves_a_readable_partial_jsonl(tmp_path):
             responses=[{{"tool_calls": [tool_call("task", description="risky job",
                                                   subagent_type="general-purpose")]}}, "never"],
         )
-        agent = create_deep_agent(model, [crash], sessions_dir={str(tmp_path)!r})
+        agent = create_deep_agent(model, [crash], settings=DelegationSettings.of(sessions_dir={str(tmp_path)!r}))
         agent.invoke({{"messages": [{{"role": "user", "content": "go"}}]}},
                      {{"configurable": {{"thread_id": "crashy"}}}})
         """
@@ -170,7 +174,7 @@ def test_unknown_task_id_is_a_clear_error():
 def test_a_broken_sink_costs_that_task_its_transcript_only(run, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the sessions folder should be")
-    agent = create_deep_agent(scripted(), [lookup], sessions_dir=str(blocker))
+    agent = create_deep_agent(scripted(), [lookup], settings=DelegationSettings.of(sessions_dir=str(blocker)))
     out = run(agent, user("go"))
     (record,) = records(out)
     assert record["status"] == "completed" and record["transcript"] is None
@@ -209,9 +213,11 @@ def test_an_approved_childs_jsonl_transcript_holds_each_message_once(mode, tmp_p
         rules=[("deploy job", [{"tool_calls": [tool_call("deploy", target="prod")]}, "deploy finished"])],
         responses=_parallel(("deploy job", "deployer")),
     )
-    agent = create_deep_agent(model, [deploy], checkpointer=InMemorySaver(), sessions_dir=str(tmp_path),
+    agent = create_deep_agent(model, [deploy], checkpointer=InMemorySaver(),
                               subagents=[{"name": "deployer", "description": "deploys", "tools": ["deploy"],
-                                          "interrupt_on": {"deploy": True}}])
+                                          "interrupt_on": {"deploy": True}}], settings=DelegationSettings.of(
+                                              sessions_dir=str(tmp_path),
+                                          ))
     config = {"configurable": {"thread_id": f"approve-{mode}"}}
     _invoke(mode, agent, _user(), config)
     out = _invoke(mode, agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
@@ -227,7 +233,7 @@ def test_a_jsonl_transcript_keeps_messages_with_a_lone_surrogate(mode, tmp_path)
     """Models do emit lone surrogates (a split emoji). The JSONL sink fails to encode them and the
     recorder's error is swallowed: the task completes with an empty transcript."""
     model = ScriptedChatModel(rules=[("job", ["half an emoji: \ud83d"])], responses=_parallel(("job", "general-purpose")))
-    agent = create_deep_agent(model, [], sessions_dir=str(tmp_path))
+    agent = create_deep_agent(model, [], settings=DelegationSettings.of(sessions_dir=str(tmp_path)))
     config = {"configurable": {"thread_id": f"surrogate-{mode}"}}
     out = _invoke(mode, agent, _user(), config)
     (record,) = _records(out)
@@ -257,7 +263,7 @@ def test_jsonl_paths_stay_inside_a_symlinked_sessions_dir(tmp_path, thread_id):
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     model = ScriptedChatModel(rules=[("job", ["done"])], responses=_parallel(("job", "general-purpose")))
-    agent = create_deep_agent(model, [], sessions_dir=str(tmp_path / "link"))
+    agent = create_deep_agent(model, [], settings=DelegationSettings.of(sessions_dir=str(tmp_path / "link")))
     config = {"configurable": {"thread_id": thread_id}}
     out = agent.invoke(_user(), config)
     (record,) = _records(out)
@@ -284,7 +290,8 @@ def test_thread_ids_never_write_outside_the_sessions_folder(run, tmp_path, threa
         responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="general-purpose")]},
                    "parent carried on"],
     )
-    agent = create_deep_agent(model, sessions_dir=str(sessions), checkpointer=InMemorySaver())
+    agent = create_deep_agent(model, checkpointer=InMemorySaver(),
+    settings=DelegationSettings.of(sessions_dir=str(sessions)))
     out = run(agent, user("go"), {"configurable": {"thread_id": thread_id}})
     (record,) = records(out)
     assert record["status"] == "completed"

@@ -25,6 +25,7 @@ from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent, SubagentSpec, build_subagent
 from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, strip_agents_block
 from subagents.builder import guard_for
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -233,7 +234,7 @@ def test_the_agents_block_is_appended_as_a_content_block_and_the_callers_blocks_
                               responses=[{"tool_calls": [tool_call("task", description="job",
                                                                    subagent_type="general-purpose")]}, "done"])
     agent = create_agent(model, [], system_prompt=SystemMessage(content=[cached]),
-                         middleware=[SubAgentMiddleware(short_answer_threshold=0)])
+                         middleware=[SubAgentMiddleware(settings=DelegationSettings.of(short_answer_threshold=0))])
     agent.invoke({"messages": [{"role": "user", "content": "go"}]})
     parent_calls = [c for c in model.calls if c["messages"][-1].text == "go"]
     system = parent_calls[0]["messages"][0]

@@ -21,6 +21,7 @@ from deep_agent.testing import ScriptedChatModel
 from subagents import SpecError, SubagentSpec
 from subagents.outcome import TRUNCATED_RETRY_KEY
 from subagents.truncation import BRIEF_PROMPT
+from subagents.settings import DelegationSettings
 
 CUT = AIMessage("The first half of the rep", response_metadata={"finish_reason": "length"})
 WHOLE = "The whole report, briefly."
@@ -66,7 +67,7 @@ def test_without_the_option_a_cut_reply_is_kept_and_asked_for_once(run):
 def test_more_tokens_asks_again_with_twice_the_limit_and_counts_both_calls(run):
     """Before: the cut reply was the answer (``truncated``), one model call."""
     model = _model()
-    out = run(create_deep_agent(model, retry_truncated="more_tokens"), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(retry_truncated="more_tokens")), user("go"))
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "completed", WHOLE)
     assert model.asked == [None, 32]  # the model's 16, doubled
@@ -76,7 +77,7 @@ def test_more_tokens_asks_again_with_twice_the_limit_and_counts_both_calls(run):
 
 def test_brief_asks_again_with_one_more_message_for_that_call_only(run):
     model = _model()
-    out = run(create_deep_agent(model, retry_truncated="brief"), user("go"))
+    out = run(create_deep_agent(model, settings=DelegationSettings.of(retry_truncated="brief")), user("go"))
     (record,) = records(out)
     assert (record["stop_reason"], record["result"], record["truncated_retries"], record["model_calls"]) == \
         ("completed", WHOLE, 1, 2)
@@ -92,7 +93,7 @@ def test_a_spec_sets_its_own_and_a_retry_that_is_cut_again_stays_truncated(run):
                                                          ("report again", "plain")))
     specs = [SubagentSpec(name="writer", description="Writes.", retry_truncated="brief"),
              SubagentSpec(name="plain", description="Writes plainly.", retry_truncated=False)]
-    out = run(create_deep_agent(stubborn, subagents=specs, retry_truncated=True), user("go"))
+    out = run(create_deep_agent(stubborn, subagents=specs, settings=DelegationSettings.of(retry_truncated=True)), user("go"))
     by_agent = {r["agent_type"]: r for r in records(out)}
     writer, plain = by_agent["writer"], by_agent["plain"]
     assert (writer["stop_reason"], writer["truncated_retries"], writer["model_calls"]) == ("truncated", 1, 2)
@@ -102,7 +103,7 @@ def test_a_spec_sets_its_own_and_a_retry_that_is_cut_again_stays_truncated(run):
 def test_a_retry_that_fails_keeps_the_cut_reply_marked_with_the_error(run):
     model = ScriptedChatModel(rules=[("report", [CUT]), (BRIEF_PROMPT, [ConnectionError("server went away")])],
                               responses=parent_script(("write the report", "general-purpose")))
-    (record,) = records(run(create_deep_agent(model, retry_truncated="brief"), user("go")))
+    (record,) = records(run(create_deep_agent(model, settings=DelegationSettings.of(retry_truncated="brief")), user("go")))
     assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "truncated", CUT.text)
     assert record["truncated_retries"] == 1 and record["model_calls"] == 2
 
@@ -121,7 +122,7 @@ def test_the_kept_reply_says_what_the_retry_asked_for():
 @pytest.mark.parametrize("bad", ["yes", 1, "longer"])
 def test_a_bad_setting_is_refused_naming_the_argument(bad):
     with pytest.raises(SpecError, match="retry_truncated"):
-        create_deep_agent(ScriptedChatModel(), retry_truncated=bad)
+        create_deep_agent(ScriptedChatModel(), settings=DelegationSettings.of(retry_truncated=bad))
 
 
 def test_an_agent_file_sets_it_and_a_bad_value_names_the_file_and_field(tmp_path):

@@ -34,6 +34,7 @@ from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
 from middleware import limits as server_caps
 from middleware.limits import forced_tool_schema
 from subagents.errors import ToolCallsUnsupported
+from subagents.settings import DelegationSettings
 
 FACTS = {"alpha_code": "7741", "beta_code": "3318"}
 SEEN: list[dict[str, Any]] = []
@@ -136,7 +137,7 @@ def test_a_spec_opts_in_and_its_siblings_do_not():
     agent = create_deep_agent(parent, subagents=[
         {"name": "forced", "description": "F.", "model": child_model, "tools": [lookup], "middleware": [ForceToolUse()]},
         {"name": "plain", "description": "P.", "model": plain_model, "tools": [lookup]},
-    ], general_purpose=False)
+    ], settings=DelegationSettings.of(general_purpose=False))
     out = agent.invoke(user("go"))
     assert SEEN == [{"tool": "lookup", "key": "alpha_code"}]
     assert sorted(r["status"] for r in records(out)) == ["completed", "completed"]
@@ -154,7 +155,9 @@ def test_verbatim_hands_the_child_the_users_message_and_asks_the_model_only_for_
     """Before: the child got the small model's own description (a placeholder, or the facts dropped)."""
     parent = ServerLikeModel(honours_tool_choice=honours_tool_choice, json_reply={"subagent_type": "beta"},
                              default="done")
-    agent = create_deep_agent(parent, subagents=_children(), force_delegation=ForceDelegation(description="verbatim"))
+    agent = create_deep_agent(parent, subagents=_children(), settings=DelegationSettings.of(
+        force_delegation=ForceDelegation(description="verbatim"),
+    ))
     prompt = "Find alpha_code, beta_code and the ship's name; answer with all three."
     out = agent.invoke(user(prompt))
     (record,) = records(out)
@@ -177,8 +180,10 @@ def test_the_forced_prompt_holds_no_placeholder_a_model_could_copy():
 def test_one_successful_delegation_ends_the_turn_on_the_childs_answer():
     parent = ScriptedChatModel(rules=[("question", [{"tool_calls": [
         tool_call("task", description="find it", subagent_type="alpha")]}, "a garbled rewrite"])])
-    agent = create_deep_agent(parent, subagents=_children("The answer is 7741."), general_purpose=False,
-                              middleware=[ReturnChildAnswer()])
+    agent = create_deep_agent(parent, subagents=_children("The answer is 7741."),
+                              middleware=[ReturnChildAnswer()], settings=DelegationSettings.of(
+                                  general_purpose=False,
+                              ))
     out = agent.invoke(user("question"))
     assert out["messages"][-1].type == "ai" and out["messages"][-1].text == "The answer is 7741."
     assert len(parent.calls) == 1  # no second root call
@@ -193,7 +198,8 @@ def test_any_other_turn_goes_back_to_the_model(case):
     children = _children("child answer")
     if case == "failed":
         children[0]["model"] = ScriptedChatModel(default=RuntimeError("model down"))
-    agent = create_deep_agent(parent, subagents=children, general_purpose=False, middleware=[ReturnChildAnswer()])
+    agent = create_deep_agent(parent, subagents=children, middleware=[ReturnChildAnswer()],
+    settings=DelegationSettings.of(general_purpose=False))
     out = agent.invoke(user("question"))
     assert out["messages"][-1].text == "the root's own summary" and len(parent.calls) == 2
 
@@ -201,8 +207,10 @@ def test_any_other_turn_goes_back_to_the_model(case):
 async def test_the_child_answer_ends_the_turn_on_ainvoke_too():
     parent = ScriptedChatModel(rules=[("question", [{"tool_calls": [
         tool_call("task", description="find it", subagent_type="alpha")]}, "rewrite"])])
-    agent = create_deep_agent(parent, subagents=_children("Async answer."), general_purpose=False,
-                              middleware=[ReturnChildAnswer()])
+    agent = create_deep_agent(parent, subagents=_children("Async answer."),
+                              middleware=[ReturnChildAnswer()], settings=DelegationSettings.of(
+                                  general_purpose=False,
+                              ))
     out = await agent.ainvoke(user("question"))
     assert out["messages"][-1].text == "Async answer."
 
@@ -222,7 +230,7 @@ def test_the_tokens_of_the_call_auto_forcing_drops_are_counted():
             return super()._server_reply(messages, kwargs)
 
     parent = Billing(default="done")
-    agent = create_deep_agent(parent, subagents=_children(), force_delegation=True)
+    agent = create_deep_agent(parent, subagents=_children(), settings=DelegationSettings.of(force_delegation=True))
     out = agent.invoke(user("hello"))
     forced = next(m for m in out["messages"] if m.type == "ai" and m.tool_calls)
     assert forced.usage_metadata["input_tokens"] == 310 and forced.usage_metadata["total_tokens"] == 367
@@ -267,11 +275,11 @@ async def test_a_server_that_says_it_parses_no_tool_call_gets_json_from_the_firs
     url, handler = props_server
     handler.caps = {"supports_tools": False, "supports_tool_calls": False}
     parent = _Served(openai_api_base=url, default="done")
-    agent = create_deep_agent(parent, subagents=_children(), force_delegation=True)
+    agent = create_deep_agent(parent, subagents=_children(), settings=DelegationSettings.of(force_delegation=True))
     out = agent.invoke(user("hello")) if mode == "sync" else await agent.ainvoke(user("hello"))
     assert len(records(out)) == 1
     assert parent.settings[0]["response_format"] is not None and parent.settings[0]["tool_choice"] is None
-    again = create_deep_agent(parent, subagents=_children(), force_delegation=True)
+    again = create_deep_agent(parent, subagents=_children(), settings=DelegationSettings.of(force_delegation=True))
     again.invoke(user("hello"))
     assert handler.asked == 1  # once per server and process
 
@@ -280,7 +288,7 @@ def test_a_server_that_parses_tool_calls_keeps_tool_choice(props_server):
     url, handler = props_server
     handler.caps = {"supports_tools": True, "supports_tool_calls": True}
     parent = _Served(openai_api_base=url, honours_tool_choice=True, default="done")
-    create_deep_agent(parent, subagents=_children(), force_delegation=True).invoke(user("hello"))
+    create_deep_agent(parent, subagents=_children(), settings=DelegationSettings.of(force_delegation=True)).invoke(user("hello"))
     assert parent.settings[0]["tool_choice"] == "task"
 
 
@@ -320,7 +328,7 @@ def test_auto_mode_is_quiet_for_a_server_that_parses_tool_calls_or_does_not_say(
         create_deep_agent(_Served(openai_api_base=other, default="done"), subagents=_children()).invoke(user("hi"))
         handler.caps = {"supports_tools": False, "supports_tool_calls": False}
         forced = create_deep_agent(_Served(openai_api_base=url + "/", default="done"), subagents=_children(),
-                                   force_delegation=True)
+        settings=DelegationSettings.of(force_delegation=True))
         forced.invoke(user("hi"))  # forced delegation works around it: nothing to warn of
     assert not [w for w in caught if isinstance(w.message, ToolCallsUnsupported)]
     assert handler.asked == 3

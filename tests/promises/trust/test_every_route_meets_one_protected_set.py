@@ -38,6 +38,7 @@ from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
+from subagents.settings import DelegationSettings
 
 GIT = "a git directory"
 CONFIG = "a path a git config names"
@@ -286,7 +287,9 @@ def by_a_child_of_subagent_middleware(ws: Path) -> Workspace:
     workspace = Workspace(".")
     child = {"name": "guarded", "description": "Guards.", "hooks": HOOK, "model": ScriptedChatModel(default="d")}
     create_agent(ScriptedChatModel(default="done"), builtin_tools(workspace),
-                 middleware=[SubAgentMiddleware([child], model_middleware=[], general_purpose=False)])
+                 middleware=[SubAgentMiddleware([child], model_middleware=[], settings=DelegationSettings.of(
+                     general_purpose=False,
+                 ))])
     return workspace
 
 

@@ -37,8 +37,9 @@ from helpers.graphs import user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY, BuildOptions
+from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
 from subagents.errors import ParentPolicyNotInherited, SubagentsError
+from subagents.settings import DelegationSettings
 
 EMAIL = "bob@example.com"
 JOB = f"pay it to {EMAIL}"
@@ -79,9 +80,9 @@ def redaction() -> PIIMiddleware:
 
 
 # The approval comes from the parent's own middleware, or from its permission mode.
-FLOORS: dict[str, Callable[[], tuple[list[Any], BuildOptions]]] = {
-    "approval-middleware": lambda: (policy(), BuildOptions()),
-    "permission-mode": lambda: ([redaction()], BuildOptions(permission_mode="confirm_risky",
+FLOORS: dict[str, Callable[[], tuple[list[Any], DelegationSettings]]] = {
+    "approval-middleware": lambda: (policy(), DelegationSettings()),
+    "permission-mode": lambda: ([redaction()], DelegationSettings.of(permission_mode="confirm_risky",
                                                             risky_tools={"wire_money"})),
 }
 
@@ -126,7 +127,9 @@ def test_a_foreground_child_asks_the_parents_approval_and_is_redacted_by_its_pol
     arguments, replies, final, configurable = FOREGROUND[way]
     model = ScriptedChatModel(rules=[("pay it to", child(final)), ("go", [*replies, "done"])])
     parents, options = FLOORS[floor]()
-    delegation = SubAgentMiddleware(model_middleware=parents, build_options=options, **arguments)
+    specs = arguments.get("subagents", ())
+    settings = options.updated(**{k: v for k, v in arguments.items() if k != "subagents"})
+    delegation = SubAgentMiddleware(specs, model_middleware=parents, settings=settings)
     agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(), middleware=[delegation, *parents])
     config = {"configurable": {"thread_id": f"{way}-{next(_threads)}", **configurable}}
     out = run(agent, user("go"), config)
@@ -162,7 +165,7 @@ def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_it
     ], default="ok")
     parents, options = FLOORS[floor]()
     agent = create_agent(model, [wire_money], checkpointer=InMemorySaver(),
-                         middleware=[background(model_middleware=parents, build_options=options), *parents])
+                         middleware=[background(model_middleware=parents, settings=options), *parents])
     config = {"configurable": {"thread_id": f"{way}-{next(_threads)}"}}
     out = run(agent, user("go"), config)
     (task_id,) = started_ids(out["messages"])
@@ -272,7 +275,9 @@ def _where(middleware: type) -> str:
 @pytest.mark.parametrize("build", [
     lambda: SubAgentMiddleware(model_middleware=[]),
     lambda: SubAgentMiddleware(model_middleware=policy()),
-    lambda: SubAgentMiddleware([{**PAYER, "tools": [delete_database]}], general_purpose=False),
+    lambda: SubAgentMiddleware([{**PAYER, "tools": [delete_database]}], settings=DelegationSettings.of(
+        general_purpose=False,
+    )),
     lambda: create_deep_agent(ScriptedChatModel(), [delete_database], middleware=policy()),
 ], ids=["given-empty", "given", "own-tools-only", "create_deep_agent"])
 def test_no_warning_when_the_floor_is_given_or_no_child_takes_the_parents_tools(build):
@@ -280,5 +285,5 @@ def test_no_warning_when_the_floor_is_given_or_no_child_takes_the_parents_tools(
 
 
 def test_created_subagents_take_the_parents_tools_too():
-    (warning,) = _warnings_of(lambda: SubAgentMiddleware(general_purpose=False, dynamic_subagents=True))
+    (warning,) = _warnings_of(lambda: SubAgentMiddleware(settings=DelegationSettings.of(general_purpose=False, dynamic_subagents=True)))
     assert warning.agents == ("created at run time",)

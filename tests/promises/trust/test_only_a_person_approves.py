@@ -27,6 +27,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
 )
 from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 APPROVALS = [
     {"decision": "approve", "message": "looks fine"},
@@ -57,7 +58,9 @@ def _setup(background: Any, answer: dict[str, Any]) -> tuple[Any, Any, list[str]
         ("PARENT start", [start(("pay the invoice", "payer")), "started"]),
     ], default="ok")
     middleware = background([{"name": "payer", "description": "Pays.", "tools": ["wire_money"],
-                              "interrupt_on": {"wire_money": True}}], general_purpose=False)
+                              "interrupt_on": {"wire_money": True}}], settings=DelegationSettings.of(
+                                  general_purpose=False,
+                              ))
     agent = create_agent(model, [wire_money], middleware=[middleware], checkpointer=InMemorySaver())
     return agent, middleware, moved, asked
 

@@ -13,6 +13,7 @@ from langgraph.types import Command
 from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
@@ -43,8 +44,9 @@ def build(folder: Path, file_mode: str, user_mode: str | None, child_tool: str) 
                    "parent done"],
     )
     agent = create_deep_agent(
-        model, [Bash, read_file], agents_dirs=[folder], general_purpose=False,
-        permission_mode=user_mode, risky_tools={"Bash"}, checkpointer=InMemorySaver(),
+        model, [Bash, read_file],
+        permission_mode=user_mode, checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(agents_dirs=[folder], general_purpose=False, risky_tools={"Bash"}),
     )
     return agent, ran
 

@@ -14,6 +14,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import tool_messages, user
 from subagents import wait_for_background
+from subagents.settings import DelegationSettings
 
 
 def script(path: Path, body: str) -> str:
@@ -43,7 +44,8 @@ def test_a_guard_on_task_also_stops_create_subagent(tmp_path, run):
     model = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("create_subagent", name="helper", description="Helps.",
                                   system_prompt="You help.")]}, "done"])
-    out = run(create_deep_agent(model, dynamic_subagents=True, hooks=deny(tmp_path, "task")), user("go"))
+    out = run(create_deep_agent(model, hooks=deny(tmp_path, "task"),
+    settings=DelegationSettings.of(dynamic_subagents=True)), user("go"))
     (answer,) = tool_messages(out)
     assert answer.name == "create_subagent" and answer.content == "No delegation here."
 
@@ -102,7 +104,8 @@ def test_subagent_stop_fires_once_for_a_remote_background_task_when_it_is_seen_e
         model = ScriptedChatModel(rules=[("news?", ["noted"]), ("Background task", ["noted"])], responses=[
             {"tool_calls": [tool_call("start_async_task", description="far job", subagent_type="far")]},
             "started"], default="noted")
-        agent = create_deep_agent(model, background_subagents=[far], hooks=hooks, checkpointer=InMemorySaver())
+        agent = create_deep_agent(model, hooks=hooks, checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(background_subagents=[far]))
         config = {"configurable": {"thread_id": "remote"}}
         out = agent.invoke(user("go"), config)
         deadline = time.monotonic() + 60

@@ -23,6 +23,7 @@ from helpers.graphs import user
 from deep_agent.testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents.background.remote import RemoteSubagentSpec
+from subagents.settings import DelegationSettings
 
 SECRET = "PASSWORD-7f3a"
 
@@ -69,7 +70,8 @@ def test_the_server_gets_basic_auth_and_the_state_never_holds_the_password():
     server = RecordingServer()
     try:
         host = server.url.removeprefix("http://")
-        middleware = BackgroundSubagentMiddleware([_spec(f"http://svc:{SECRET}@{host}")], general_purpose=False)
+        middleware = BackgroundSubagentMiddleware([_spec(f"http://svc:{SECRET}@{host}")],
+        settings=DelegationSettings.of(general_purpose=False))
         try:
             out = _parent(middleware).invoke(user("PARENT start"), {"configurable": {"thread_id": "ok"}})
         finally:
@@ -83,7 +85,9 @@ def test_the_server_gets_basic_auth_and_the_state_never_holds_the_password():
 
 def test_a_server_that_cannot_be_reached_is_named_without_the_password():
     middleware = BackgroundSubagentMiddleware([_spec(f"http://svc:{SECRET}@127.0.0.1:{_closed_port()}",
-                                                     start_timeout_s=2)], general_purpose=False)
+                                                     start_timeout_s=2)], settings=DelegationSettings.of(
+                                                         general_purpose=False,
+                                                     ))
     try:
         agent = _parent(middleware)
         config = {"configurable": {"thread_id": "down"}}

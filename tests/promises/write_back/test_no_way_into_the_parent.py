@@ -21,6 +21,7 @@ from helpers.containment import SharedState, start
 from helpers.graphs import records, tool_messages
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec
+from subagents.settings import DelegationSettings
 
 
 @MODES
@@ -57,7 +58,9 @@ def test_a_child_tool_returning_command_parent_fails_the_task_and_leaves_the_par
                    "parent carried on"],
     )
     spec = SubagentSpec(name="rogue", description="rogue", tools=[hijack])
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          state_schema=SharedState)
     out = run(agent, start(notes="parent note"))
     assert out["notes"] == "parent note"

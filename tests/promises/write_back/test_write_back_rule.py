@@ -41,6 +41,7 @@ from subagents import (
     CompiledSubagent,
     SubagentSpec,
 )
+from subagents.settings import DelegationSettings
 
 
 @MODES
@@ -189,7 +190,9 @@ def test_a_write_back_whose_copy_raises_a_base_exception_is_skipped(run):
 
     model = _delegating(("job", "w"), rules=[("job", ["done"])])
     spec = SubagentSpec(name="w", description="w", middleware=[AddFinding()])
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          state_schema=_Findings)
     out = run(agent, {**user("go"), "findings": []})
     (record,) = records(out)
@@ -273,7 +276,9 @@ class _ChildWrites(AgentMiddleware):
 def test_a_checkpointer_whose_step_read_fails_costs_the_write_back_trial_nothing(run, how):
     model = _delegating(("job a", "writer"), ("job b", "writer"), rules=[("job", ["done"])])
     spec = SubagentSpec(name="writer", description="writes", middleware=[_ChildWrites()])
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          state_schema=_Findings, checkpointer=_StepReadFails(how))
     out = run(agent, {**user("go"), "findings": []}, {"configurable": {"thread_id": "t"}})
     assert sorted(out["findings"]) == ["found by job a", "found by job b"] and len(records(out)) == 2
@@ -296,7 +301,9 @@ def writer_agent(*calls: str) -> Any:
                    "parent carried on"],
     )
     spec = SubagentSpec(name="writer", description="writes shared keys", middleware=[ChildWrites()])
-    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                         state_schema=SharedState)
 
 

@@ -19,6 +19,7 @@ from deep_agent.factory import MissingExtraError
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from helpers.graphs import user
+from subagents.settings import DelegationSettings
 
 pytest.importorskip("deepagents")
 from deepagents.backends import StateBackend  # noqa: E402
@@ -66,7 +67,7 @@ def test_children_inherit_middleware_file_tools_and_share_files_both_ways(build,
 ], ids=["permissions", "memory"])
 def test_deepagents_arguments_give_the_root_deepagents_file_tools(arguments, run):
     model = ScriptedChatModel(responses=["root done"])
-    agent = create_deep_agent(model, general_purpose=False, **arguments)
+    agent = create_deep_agent(model, settings=DelegationSettings.of(general_purpose=False), **arguments)
     run(agent, {**user("go"), "files": {"/AGENTS.md": create_file_data("Always answer in haiku.")}})
     (call,) = model.calls
     assert FILE_TOOLS <= set(call["tools"])
@@ -126,7 +127,7 @@ def test_a_specs_permissions_need_a_backend_and_a_bad_rule_names_the_spec():
 def test_skills_on_the_backend_reach_the_roots_prompt(run):
     skill = "---\nname: haiku-writing\ndescription: Writes haiku on demand.\n---\nCount syllables.\n"
     model = ScriptedChatModel(responses=["root done"])
-    agent = create_deep_agent(model, skills=["/skills/"], general_purpose=False)
+    agent = create_deep_agent(model, skills=["/skills/"], settings=DelegationSettings.of(general_purpose=False))
     run(agent, {**user("go"), "files": {"/skills/haiku-writing/SKILL.md": create_file_data(skill)}})
     assert "haiku-writing" in model.calls[0]["system"]
 
@@ -159,6 +160,6 @@ def test_model_none_is_deepagents_default_with_its_warning():
     pytest.importorskip("langchain_anthropic")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        agent = create_deep_agent(general_purpose=False)
+        agent = create_deep_agent(settings=DelegationSettings.of(general_purpose=False))
     assert any(issubclass(w.category, DeprecationWarning) and "model=None" in str(w.message) for w in caught)
     assert agent is not None

@@ -32,6 +32,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 LIBS = ["deep_agent"]
 try:
@@ -306,8 +307,8 @@ def test_task_description_template_gets_the_full_listing():
 
     mw = SubAgentMiddleware(
         [{"name": "researcher", "description": "Finds facts.", "tools": []}],
-        general_purpose=False,
         task_description="Delegate work. {available_agents} Use braces {like this}.",
+        settings=DelegationSettings.of(general_purpose=False),
     )
     assert mw.tools[0].description == "Delegate work. - researcher: Finds facts. Use braces {like this}."
 

@@ -6,6 +6,7 @@ import pytest
 
 from deep_agent import SubAgentMiddleware, create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 ANSWER = "The helper's complete answer, long enough to stand as a full report. " * 4
 
@@ -38,7 +39,8 @@ def test_create_deep_agent_takes_deepagents_defaults(arguments):
 
 
 def test_subagents_none_is_no_subagents():
-    agent = create_deep_agent(ScriptedChatModel(responses=["root done"]), subagents=None, general_purpose=False)
+    agent = create_deep_agent(ScriptedChatModel(responses=["root done"]), subagents=None,
+    settings=DelegationSettings.of(general_purpose=False))
     assert agent.invoke({"messages": [{"role": "user", "content": "go"}]})["messages"][-1].content == "root done"
 
 
@@ -49,7 +51,9 @@ def test_a_spec_takes_deepagents_defaults(extra):
 
 
 def test_the_middleware_takes_none_for_its_lists():
-    mw = SubAgentMiddleware(subagents=None, private_state_keys=None, general_purpose=False)
+    mw = SubAgentMiddleware(subagents=None, private_state_keys=None, settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     assert mw.tools == []
     assert [t.name for t in SubAgentMiddleware(subagents=[helper()], private_state_keys=None).tools] == ["task"]
 

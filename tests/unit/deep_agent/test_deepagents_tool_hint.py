@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
+from subagents.settings import DelegationSettings
 
 INSTALL = 'pip install "governed-subagents[deepagents]"'
 
@@ -71,9 +72,9 @@ def test_the_root_is_told_for_each_of_deepagents_tools_and_nothing_else_changes(
 def test_with_deepagents_installed_but_its_stack_left_out_the_result_says_so(run):
     pytest.importorskip("deepagents")
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("grep", pattern="x")]}, "done"])
-    out = run(create_deep_agent(model, [internet_search], deepagents_stack=False), user("go"))
+    out = run(create_deep_agent(model, [internet_search], settings=DelegationSettings.of(deepagents_stack=False)), user("go"))
     [result] = _results(out["messages"], "grep")
-    assert "create_deep_agent(deepagents_stack=False) leaves its stack out" in result and INSTALL not in result
+    assert "deepagents_stack=False in create_deep_agent's settings leaves its stack out" in result and INSTALL not in result
 
 
 def test_the_hints_name_every_one_of_deepagents_file_tools():

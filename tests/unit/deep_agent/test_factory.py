@@ -18,6 +18,7 @@ from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_thread
 from deep_agent.factory import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
 from deep_agent.testing import ScriptedChatModel, tool_call
+from subagents.settings import DelegationSettings
 
 IDS = st.sampled_from("abcdef")
 MESSAGE = st.builds(lambda i, text: AIMessage(text, id=i), IDS, st.text("xyz", max_size=3))
@@ -75,14 +76,15 @@ def test_raw_input_and_chunks_become_messages_and_unknown_removals_are_ignored()
     assert [(type(m), m.content) for m in out] == [(HumanMessage, "hi"), (AIMessage, "partial")]
 
 
-def _delegating_agent(checkpointer: Any, **kwargs: Any) -> Any:
+def _delegating_agent(checkpointer: Any, settings: DelegationSettings = DelegationSettings(), **kwargs: Any) -> Any:
     model = ScriptedChatModel(rules=[
         ("child job", ["done"]),
         ("please delegate", [{"tool_calls": [tool_call("task", description="child job", subagent_type="worker")]},
                              "finished"]),
     ])
     worker = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model, "tools": []}
-    return create_deep_agent(model, [], subagents=[worker], general_purpose=False, checkpointer=checkpointer,
+    return create_deep_agent(model, [], subagents=[worker], settings=settings.updated(general_purpose=False),
+                             checkpointer=checkpointer,
                              **kwargs)
 
 

@@ -14,11 +14,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background
+from subagents.settings import DelegationSettings
 
 
 def _middleware() -> BackgroundSubagentMiddleware:
     spec = {"name": "worker", "description": "w", "model": ScriptedChatModel(responses=["done"])}
-    return BackgroundSubagentMiddleware([spec], general_purpose=False, notify=False)
+    return BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False, notify=False))
 
 
 def test_every_face_of_every_tool_has_its_hints_evaluated_once_when_built() -> None:

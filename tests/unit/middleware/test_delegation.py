@@ -18,6 +18,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import TaskRecord
+from subagents.settings import DelegationSettings
 
 
 @tool
@@ -141,9 +142,11 @@ def test_general_purpose_can_be_replaced_or_turned_off():
     replaced = SubAgentMiddleware([{"name": "general-purpose", "description": "mine"}])
     assert replaced.registry.spec("general-purpose").description == "mine"
     assert replaced.registry.names == ("general-purpose",)
-    off = SubAgentMiddleware([{"name": "w", "description": "d"}], general_purpose=False)
+    off = SubAgentMiddleware([{"name": "w", "description": "d"}], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))
     assert off.registry.names == ("w",)
-    empty = SubAgentMiddleware(general_purpose=False)
+    empty = SubAgentMiddleware(settings=DelegationSettings.of(general_purpose=False))
     assert empty.tools == [] and empty.prompt_block == ""
 
 

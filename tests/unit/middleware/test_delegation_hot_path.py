@@ -34,15 +34,16 @@ from subagents import get_transcript
 from subagents.metering import TaskMeter, TranscriptRecorder
 from subagents.outcome import _TASK_ID_NAMESPACE, task_id_for
 from subagents.runner import ConcurrencyLimit
+from subagents.settings import DelegationSettings
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
 
-def _agent(**kwargs):
+def _agent(settings=DelegationSettings(), **kwargs):
     model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model,
             "tools": []}
-    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False, **kwargs)])
+    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=settings.updated(general_purpose=False), **kwargs)])
 
 
 @pytest.mark.parametrize("ids", [("t1", "tools:abc", "call_1"), (None, "", None), ("é" * 90, "a|b", "c|d")])
@@ -61,7 +62,9 @@ def test_one_handler_meters_and_records(run):
 
     model = ScriptedChatModel(responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)])
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))])
     out = run(agent, user("go"))
     assert tool_messages(out)[0].text == ANSWER
     ours = [h for h in seen[0] if isinstance(h, (TaskMeter, TranscriptRecorder))]
@@ -102,7 +105,9 @@ def test_ledger_and_usage_reach_the_state_as_plain_dicts(mode, kind, tmp_path):
                                                                                 check_same_thread=False))
     model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model, "tools": []}
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)],
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))],
                          checkpointer=saver)
     config = {"configurable": {"thread_id": f"plain-{kind}"}}
     out = run(agent, user("go"), config)
@@ -134,7 +139,9 @@ def test_a_middleware_editing_its_deep_copy_of_the_task_result_leaves_the_state_
 
     model = ScriptedChatModel(rules=[("job", [ANSWER])], responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model, "tools": []}
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False), Audit()])
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    )), Audit()])
     out = run(agent, user("go"))
     assert len(copies) == 1 and [m.text for m in tool_messages(out)] == [ANSWER]
     assert records(out)[0]["result"].startswith(ANSWER[:50])
@@ -174,7 +181,7 @@ def _run_and_see(child_writes: bool):
 
     model = ScriptedChatModel(responses=parent_script(("job", "worker")))
     spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
-    middleware = SubAgentMiddleware([spec], general_purpose=False)
+    middleware = SubAgentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
     agent = create_agent(model, [], state_schema=_NotesState, middleware=[middleware])
     with mock.patch.object(task_tool, "outcome_command", keeping):
         out = agent.invoke({**user("go"), "notes": ["the parent's"]})
@@ -291,7 +298,8 @@ def test_no_hook_wraps_the_parents_other_tool_calls_and_a_bad_task_call_still_ge
              {"name": "lookup", "args": {"key": "k"}, "id": "plain", "type": "tool_call"}]
     model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls), "carried on"])
     spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model}
-    out = run(create_agent(model, [lookup], middleware=[SubAgentMiddleware([spec], general_purpose=False)]),
+    out = run(create_agent(model, [lookup], middleware=[SubAgentMiddleware([spec],
+    settings=DelegationSettings.of(general_purpose=False))]),
               user("go"))
     by_id = {m.tool_call_id: m for m in tool_messages(out)}
     assert by_id["plain"].text == "value of k" and by_id["plain"].status == "success"
@@ -325,7 +333,9 @@ def test_a_bad_task_call_whose_record_cannot_be_built_is_still_answered_and_the_
     calls = [{"name": "task", "args": {"subagent_type": "worker"}, "id": "bad", "type": "tool_call"}]
     model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls), "carried on"])
     spec = {"name": "worker", "description": "Does jobs.", "system_prompt": "Work.", "model": model}
-    out = run(create_agent(model, [], middleware=[SubAgentMiddleware([spec], general_purpose=False)]), user("go"))
+    out = run(create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))]), user("go"))
     (bad,) = tool_messages(out)
     assert bad.status == "error" and "description: Field required" in bad.text
     assert out["messages"][-1].text == "carried on"

@@ -35,6 +35,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 from subagents.background.local import known_task
 from subagents.boundary import child_state_schema
+from subagents.settings import DelegationSettings
 
 ANSWER = "The child's full report: " + "everything it found, in order. " * 3
 
@@ -44,9 +45,10 @@ def order(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def compose(other: Any, order: str, **kwargs: Any) -> list[Any]:
+def compose(other: Any, order: str, settings: DelegationSettings = DelegationSettings(), **kwargs: Any) -> list[Any]:
     # A plain create_agent user hands the delegation middleware the list it gives create_agent.
-    delegation = SubAgentMiddleware(short_answer_threshold=0, model_middleware=[other], **kwargs)
+    delegation = SubAgentMiddleware(settings=settings.updated(short_answer_threshold=0), model_middleware=[other],
+                                    **kwargs)
     return [delegation, other] if order == "subagents-first" else [other, delegation]
 
 
@@ -121,7 +123,7 @@ def test_custom_parent_state_reaches_a_declarative_child(run):
                           lambda messages: messages[-1].text + ". " + ANSWER])],
         responses=delegate("which project?"),
     )
-    agent = create_agent(model, [which_project], middleware=[SubAgentMiddleware(short_answer_threshold=0)],
+    agent = create_agent(model, [which_project], middleware=[SubAgentMiddleware(settings=DelegationSettings.of(short_answer_threshold=0))],
                          state_schema=ProjectState)
     out = run(agent, {**user("go"), "project": "apollo"})
     assert tool_messages(out)[0].text.startswith("project is apollo.")
@@ -142,7 +144,7 @@ def test_create_deep_agent_state_schema_reaches_children(run):
         responses=delegate("which project?"),
     )
     agent = create_deep_agent(model, [which_project_untyped], state_schema=ProjectState,
-                              short_answer_threshold=0)
+    settings=DelegationSettings.of(short_answer_threshold=0))
     out = run(agent, {**user("go"), "project": "apollo"})
     assert tool_messages(out)[0].text.startswith("project is apollo.")
 
@@ -189,7 +191,7 @@ def test_without_model_middleware_a_plain_create_agent_child_calls_only_its_mode
     """LangChain exposes no public way to read a graph's middleware: what children inherit is passed."""
     broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
     backup = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegate("job"), model_name="backup")
-    delegation = SubAgentMiddleware(short_answer_threshold=0)
+    delegation = SubAgentMiddleware(settings=DelegationSettings.of(short_answer_threshold=0))
     agent = create_agent(broken, [], middleware=[delegation, ModelFallbackMiddleware(backup)])
     (message,) = tool_messages(run(agent, user("go")))
     assert message.status == "error" and "primary down" in message.text
@@ -198,7 +200,8 @@ def test_without_model_middleware_a_plain_create_agent_child_calls_only_its_mode
 def test_only_model_level_middleware_of_the_list_reaches_children(run):
     parent = ScriptedChatModel(responses=delegate("job"))
     summarise = SummarizationMiddleware(model=parent, trigger=("tokens", 10_000))
-    delegation = SubAgentMiddleware(short_answer_threshold=0, model_middleware=[summarise])
+    delegation = SubAgentMiddleware(model_middleware=[summarise],
+    settings=DelegationSettings.of(short_answer_threshold=0))
     assert delegation.registry.inherited_middleware == (summarise,)
     child = delegation.registry.graph("general-purpose", parent_model=parent, parent_tools=[])
     assert "SummarizationMiddleware" not in str(child.get_graph().nodes)
@@ -209,7 +212,8 @@ def test_model_fallback_given_to_create_deep_agent_reaches_children(run):
 
     broken = ScriptedChatModel(default=ModelAPIError("primary down"), model_name="primary")
     backup = ScriptedChatModel(rules=[("job", [ANSWER])], responses=delegate("job"), model_name="backup")
-    agent = create_deep_agent(broken, middleware=[ModelFallbackMiddleware(backup)], short_answer_threshold=0)
+    agent = create_deep_agent(broken, middleware=[ModelFallbackMiddleware(backup)],
+    settings=DelegationSettings.of(short_answer_threshold=0))
     (message,) = tool_messages(run(agent, user("go")))
     assert message.status == "success" and message.text == ANSWER.rstrip()
 
@@ -325,7 +329,9 @@ def test_tool_retry_on_task_sees_one_error_result(order, run):
 def retrying_agent(reply: Any, retries: int) -> tuple[Any, ScriptedChatModel]:
     model = ScriptedChatModel(rules=[("job", [reply])], responses=delegate("job", "r"))
     spec = {"name": "r", "description": "Retries.", "retries": retries}
-    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], short_answer_threshold=0)]), model
+    return create_agent(model, [], middleware=[SubAgentMiddleware([spec], settings=DelegationSettings.of(
+        short_answer_threshold=0,
+    ))]), model
 
 
 @pytest.fixture(autouse=True)
@@ -384,7 +390,8 @@ def test_background_children_inherit_the_model_fallback(order, run):
         model_name="backup",
     )
     fallback = ModelFallbackMiddleware(backup)
-    background = BackgroundSubagentMiddleware(short_answer_threshold=0, model_middleware=[fallback])
+    background = BackgroundSubagentMiddleware(model_middleware=[fallback],
+    settings=DelegationSettings.of(short_answer_threshold=0))
     middleware = [background, fallback] if order == "subagents-first" else [fallback, background]
     agent = create_agent(broken, [], middleware=middleware, checkpointer=InMemorySaver())
     out = run(agent, user("START-BG"), {"configurable": {"thread_id": f"bg-{order}-{run.mode}"}})

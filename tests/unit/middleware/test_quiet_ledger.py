@@ -18,6 +18,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
 from subagents.ledger import touch_if_quiet
+from subagents.settings import DelegationSettings
 
 QUIET_RUNS = 150
 """Runs without a delegation after the one that delegated: about 750 steps, 15 of the 50-update cadence."""
@@ -36,7 +37,7 @@ def test_a_thread_that_stopped_delegating_keeps_its_ledger_snapshot_near() -> No
                ("Look it up", ["Found."])],
         default="Ok.")
     saver = InMemorySaver()
-    agent = create_deep_agent(model, checkpointer=saver, max_root_turns=None)
+    agent = create_deep_agent(model, checkpointer=saver, settings=DelegationSettings.of(max_root_turns=None))
     config: dict[str, Any] = {"configurable": {"thread_id": "quiet"}}
     ledger = agent.invoke({"messages": [("user", "delegate")]}, config)["subagent_tasks"]
     for _ in range(QUIET_RUNS):
@@ -50,9 +51,9 @@ def test_a_background_ledger_the_thread_stopped_writing_keeps_its_snapshot_near(
     start = {"tool_calls": [tool_call("start_async_task", description="Look it up.", subagent_type="researcher")]}
     model = ScriptedChatModel(rules=[("delegate", [start, "Started."]), ("Look it up", ["Found."])], default="Ok.")
     saver = InMemorySaver()
-    agent = create_deep_agent(model, checkpointer=saver, max_root_turns=None, background=True,
-                              general_purpose=False,
-                              subagents=[{"name": "researcher", "description": "d", "system_prompt": "p"}])
+    agent = create_deep_agent(model, checkpointer=saver, background=True,
+                              subagents=[{"name": "researcher", "description": "d", "system_prompt": "p"}],
+                              settings=DelegationSettings.of(max_root_turns=None, general_purpose=False))
     config: dict[str, Any] = {"configurable": {"thread_id": "quiet-background"}}
     out = agent.invoke({"messages": [("user", "delegate")]}, config)
     assert wait_for_background(out["async_tasks"], 60)

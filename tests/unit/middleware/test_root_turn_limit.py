@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware.root_turn_limit import RootTurnLimit
+from subagents.settings import DelegationSettings
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
@@ -49,7 +50,9 @@ def _root_checkpoints(saver: InMemorySaver, thread: str) -> int:
 
 def test_a_delegating_run_writes_no_checkpoint_for_the_turn_limit(run):
     saver = InMemorySaver()
-    agent = create_deep_agent(_delegating_model(), checkpointer=saver, max_root_turns=5)
+    agent = create_deep_agent(_delegating_model(), checkpointer=saver, settings=DelegationSettings.of(
+        max_root_turns=5,
+    ))
     config = {"configurable": {"thread_id": "t"}}
     for _ in range(3):
         out = run(agent, user("please delegate"), config)
@@ -76,8 +79,9 @@ def test_the_limit_ends_each_run_and_counts_again_from_zero_in_the_next(run):
 
 def test_a_callers_model_call_limit_replaces_the_root_turn_limit(run):
     model = _looping_model()
-    agent = create_deep_agent(model, tools=[noop_tool], max_root_turns=50,
-                              middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior="end")])
+    agent = create_deep_agent(model, tools=[noop_tool],
+                              middleware=[ModelCallLimitMiddleware(run_limit=2, exit_behavior="end")],
+                              settings=DelegationSettings.of(max_root_turns=50))
     out = run(agent, user("go"), {"recursion_limit": 100})
     assert len(model.calls) == 2 and "Model call limits exceeded" in out["messages"][-1].text
 

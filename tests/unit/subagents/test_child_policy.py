@@ -18,6 +18,7 @@ from helpers.graphs import user
 from middleware import SubAgentMiddleware
 from subagents import ChildPolicy, SubagentSpec
 from subagents.roles import policy_of
+from subagents.settings import DelegationSettings
 
 SEEN: list[str] = []
 
@@ -42,7 +43,9 @@ def _parent_with(floor: AgentMiddleware) -> Any:
     parent = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="go",
                                                                     subagent_type="own-model")]}, "done"])
     return create_agent(parent, [], middleware=[floor, SubAgentMiddleware(
-        [child], general_purpose=False, model_middleware=[floor])])
+        [child], model_middleware=[floor], settings=DelegationSettings.of(
+            general_purpose=False,
+        ))])
 
 
 def test_a_floor_declared_once_reaches_a_child_with_its_own_model_and_holds_for_subclasses():

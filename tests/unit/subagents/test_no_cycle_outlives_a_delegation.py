@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from subagents.settings import DelegationSettings
 
 TESTS = Path(__file__).resolve().parents[2]
 REPO = TESTS.parent
@@ -44,7 +45,9 @@ def left_for_the_collector(stream: bool) -> dict[str, list[str]]:
         ("go", [{"tool_calls": [tool_call("task", description="child job", subagent_type="worker")]}, "finished"]),
     ])
     worker = {"name": "worker", "description": "Works.", "system_prompt": "Work.", "model": model}
-    agent = create_agent(model, [], middleware=[SubAgentMiddleware([worker], general_purpose=False)])
+    agent = create_agent(model, [], middleware=[SubAgentMiddleware([worker], settings=DelegationSettings.of(
+        general_purpose=False,
+    ))])
     for _ in range(2):  # caches filled once (the child is built on first use) are not the delegation's
         agent.invoke(user("go"))
     gc.collect()

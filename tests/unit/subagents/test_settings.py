@@ -1,4 +1,4 @@
-"""Delegation settings: grouped once, validated with the argument's name, passed whole."""
+"""Delegation settings: one typed object, validated with the field's name, passed whole."""
 
 from __future__ import annotations
 
@@ -30,25 +30,28 @@ def scripted():
     )
 
 
-def test_flat_arguments_land_in_their_groups():
+def test_flat_names_land_in_their_groups():
     budget = Budget(max_tokens=1000)
-    settings = DelegationSettings.from_arguments("create_deep_agent", {
-        "max_concurrent_tasks": 3, "budget": budget, "sessions_dir": "runs", "max_background_tasks": 2,
-        "background": True, "risky_tools": ["shell"], "permission_mode": "confirm-risky",
-    })
+    settings = DelegationSettings.of(
+        max_concurrent_tasks=3, budget=budget, sessions_dir="runs", max_background_tasks=2,
+        risky_tools=["shell"], permission_mode="confirm-risky",
+    )
     assert settings.limits.max_concurrent_tasks == 3
     assert settings.limits.budget is budget
     assert settings.observability.sessions_dir == "runs"
-    assert settings.background.max_tasks == 2 and settings.background.wanted
+    assert settings.background.max_background_tasks == 2
     assert settings.definitions.risky_tools == frozenset({"shell"})
     assert settings.definitions.permission_mode == "confirm_risky"
-    # Untouched groups keep their defaults.
+    # Untouched groups keep their defaults; the flat form equals the grouped one.
     assert settings.limits.max_delegations == DelegationSettings().limits.max_delegations
+    assert DelegationSettings.of(max_concurrent_tasks=4) == DelegationSettings(limits=Limits(max_concurrent_tasks=4))
 
 
-def test_background_subagents_alone_turn_the_tools_on():
-    settings = DelegationSettings.from_arguments("x", {"background_subagents": [{"name": "r"}]})
-    assert settings.background.wanted and not settings.background.enabled
+def test_every_field_name_is_one_settings_name():
+    from subagents.settings import _GROUP_OF
+
+    fields = [name for info in DelegationSettings.model_fields.values() for name in info.annotation.model_fields]
+    assert sorted(fields) == sorted(_GROUP_OF)  # no name in two groups: the flat form is unambiguous
 
 
 def test_settings_are_frozen():
@@ -59,57 +62,49 @@ def test_settings_are_frozen():
         settings.limits = Limits()  # type: ignore[misc]
 
 
-def test_a_chat_model_in_a_mapping_survives_an_override_untouched():
+def test_a_chat_model_in_a_mapping_survives_an_update_untouched():
     model = ScriptedChatModel()
-    base = DelegationSettings.from_arguments("x", {"model_profiles": {"fast": model}})
-    settings = DelegationSettings.from_arguments("x", {"unknown_model": "inherit"}, base=base)
+    settings = DelegationSettings.of(model_profiles={"fast": model}).updated(unknown_model="inherit")
     assert settings.definitions.model_profiles is not None
     assert settings.definitions.model_profiles["fast"] is model
     assert settings.definitions.unknown_model == "inherit"
 
 
-@pytest.mark.parametrize("arguments, name", [
+@pytest.mark.parametrize("fields, name", [
     ({"short_answer_threshold": -1}, "short_answer_threshold: must be >= 0"),
     ({"max_background_tasks": "many"}, "max_background_tasks: "),
     ({"unknown_tools": "shout"}, "unknown_tools: "),
     ({"sessions_dir": 42}, "sessions_dir: "),
     ({"background_subagents": "researcher"}, "background_subagents: expected a list of subagent specs"),
 ])
-def test_a_bad_value_names_the_argument(arguments, name):
+def test_a_bad_value_names_the_field(fields, name):
     with pytest.raises(SpecError, match=f"^{name}"):
-        DelegationSettings.from_arguments("create_deep_agent", arguments)
+        DelegationSettings.of(**fields)
 
 
-def test_a_bad_value_through_the_factory_names_the_argument():
-    with pytest.raises(SpecError, match="short_answer_threshold: must be >= 0"):
-        create_deep_agent(ScriptedChatModel(), short_answer_threshold=-5)
-    with pytest.raises(SpecError, match="unknown_tools: "):
-        create_deep_agent(ScriptedChatModel(), unknown_tools="sometimes")  # type: ignore[arg-type]
-
-
-def test_a_middlewares_own_name_for_an_argument_is_the_one_in_the_error():
+def test_a_bad_value_in_a_group_names_the_field():
     with pytest.raises(SpecError, match="^max_concurrent_tasks: "):
-        BackgroundSubagentMiddleware(max_concurrent_tasks="lots")
+        Limits(max_concurrent_tasks="lots")
+    with pytest.raises(SpecError, match="short_answer_threshold: must be >= 0"):
+        create_deep_agent(ScriptedChatModel(), settings=DelegationSettings(limits={"short_answer_threshold": -5}))
 
 
-def test_unknown_and_foreign_arguments_are_refused():
-    with pytest.raises(TypeError, match="unexpected keyword argument 'max_concurent_tasks'"):
-        SubAgentMiddleware(max_concurent_tasks=2)
-    # A settings argument another layer reads is still no argument of this one.
-    with pytest.raises(TypeError, match="unexpected keyword argument 'agents_dirs'"):
-        SubAgentMiddleware(agents_dirs=["agents"])
-    with pytest.raises(TypeError, match="unexpected keyword argument 'transcript_store'"):
-        BackgroundSubagentMiddleware(transcript_store=True)
+def test_an_unknown_name_is_refused():
+    with pytest.raises(TypeError, match="no setting 'max_concurent_tasks'"):
+        DelegationSettings.of(max_concurent_tasks=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_concurrent_tasks'"):
+        SubAgentMiddleware(max_concurrent_tasks=2)
 
 
-def test_keyword_arguments_override_a_whole_settings_object():
+def test_a_keyword_shortcut_replaces_its_field_and_keeps_the_rest():
     budget = Budget(max_tokens=10_000)
-    base = DelegationSettings(limits=Limits(max_delegations=3, budget=budget))
-    middleware = SubAgentMiddleware(settings=base, max_concurrent_tasks=2)
+    base = DelegationSettings.of(max_delegations=3, max_concurrent_tasks=2, budget=Budget(max_tokens=1))
+    middleware = SubAgentMiddleware(settings=base, budget=budget)
     assert middleware.delegation_limit.max_delegations == 3
     assert middleware.budget is budget
     assert middleware.runner.budget is budget
     assert middleware.runner.limit.limit == 2
+    assert SubAgentMiddleware(settings=base, budget=None).budget is base.limits.budget
 
 
 def test_a_settings_object_given_whole_reaches_the_runner(run, tmp_path):
@@ -124,10 +119,10 @@ def test_a_settings_object_given_whole_reaches_the_runner(run, tmp_path):
 
 
 def test_background_middleware_takes_the_same_object_and_its_own_cap(tmp_path):
-    settings = DelegationSettings.from_arguments("create_deep_agent", {
-        "sessions_dir": str(tmp_path), "transcript_store": True, "max_background_tasks": 3,
-        "max_concurrent_tasks": 5, "short_answer_threshold": 7,
-    })
+    settings = DelegationSettings.of(
+        sessions_dir=str(tmp_path), transcript_store=True, max_background_tasks=3,
+        max_concurrent_tasks=5, short_answer_threshold=7,
+    )
     background = BackgroundSubagentMiddleware(settings=settings)
     try:
         assert background.tasks.local.limit.limit == 3
@@ -144,4 +139,12 @@ def test_background_middleware_takes_the_same_object_and_its_own_cap(tmp_path):
 def test_bools_and_numeric_strings_are_no_counts():
     for bad in (True, "8", 2.0):
         with pytest.raises(SpecError, match="^max_dynamic_subagents: "):
-            SubAgentMiddleware(max_dynamic_subagents=bad)
+            DelegationSettings.of(max_dynamic_subagents=bad)
+
+
+def test_every_setting_is_documented_in_its_group():
+    for info in DelegationSettings.model_fields.values():
+        group = info.annotation
+        attributes = group.__doc__.split("Attributes:", 1)[1]
+        for name in group.model_fields:
+            assert f"{name}" in attributes, f"{group.__name__}.{name} has no docstring entry"

@@ -8,12 +8,13 @@ from langchain_core.messages import AIMessage
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel
 from subagents import CompiledSubagent, SpecError, SubagentSpec, coerce_spec, coerce_specs
+from subagents.settings import DelegationSettings
 
 
 def test_plain_dict_becomes_a_spec_and_runnable_dict_a_compiled_subagent():
     spec = coerce_spec({"name": "a", "description": "does a", "max_turns": 3})
     assert isinstance(spec, SubagentSpec) and spec.max_turns == 3 and spec.tools is None
-    graph = create_deep_agent(ScriptedChatModel(default="x"), general_purpose=False)
+    graph = create_deep_agent(ScriptedChatModel(default="x"), settings=DelegationSettings.of(general_purpose=False))
     compiled = coerce_spec({"name": "b", "description": "does b", "runnable": graph})
     assert isinstance(compiled, CompiledSubagent) and compiled.runnable is graph
 

@@ -15,6 +15,7 @@ import pytest
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.tools import builtin_tools
+from subagents.settings import DelegationSettings
 
 
 @pytest.fixture()
@@ -78,7 +79,7 @@ def test_glob_and_grep_skip_a_symlink_loop(ws):
 def test_the_root_run_goes_on_after_a_hostile_call(ws):
     model = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("Read", file_path="a\x00b"), tool_call("Glob", pattern="*")]}, "done"])
-    agent = create_deep_agent(model, builtin_tools(ws), general_purpose=False)
+    agent = create_deep_agent(model, builtin_tools(ws), settings=DelegationSettings.of(general_purpose=False))
     out = agent.invoke({"messages": [{"role": "user", "content": "go"}]})
     results = {m.name: m for m in out["messages"] if m.type == "tool"}
     assert results["Read"].status == "error" and "NUL byte" in results["Read"].content

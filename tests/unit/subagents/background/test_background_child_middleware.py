@@ -23,6 +23,7 @@ from subagents.background.runtime import (
 )
 from subagents.boundary import OneLevelGuard, OneLevelToolGuard
 from subagents.builder import guard_for
+from subagents.settings import DelegationSettings
 
 
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -39,7 +40,9 @@ class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
 
 def _run_one_task(spec: SubagentSpec) -> tuple[str, int]:
     """Run one background task of ``spec`` to its end; its status and the loop's executor hand-offs."""
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False, notify=False)
+    middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False, notify=False,
+    ))
     executor = CountingExecutor()
     try:
         async def go() -> str:
@@ -87,7 +90,7 @@ def test_a_child_of_one_model_call_a_run_has_no_inbox_node() -> None:
     assert background_child_middleware([inbox, own]) == []
     middleware = BackgroundSubagentMiddleware(
         [SubagentSpec(name="bare", description="b", model=ScriptedChatModel(responses=["done"]))],
-        general_purpose=False, notify=False)
+        settings=DelegationSettings.of(general_purpose=False, notify=False))
     try:
         graph = middleware.registry.graph("bare", parent_model=None, parent_tools=[])
         # Before: a SteeringInbox.before_model node, one more step on every run.
@@ -98,7 +101,9 @@ def test_a_child_of_one_model_call_a_run_has_no_inbox_node() -> None:
 
 def _steered_before_its_run(spec: SubagentSpec) -> tuple[str, dict[str, Any]]:
     """Start a task of ``spec`` with a steering message already waiting as its run starts."""
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False, notify=False)
+    middleware = BackgroundSubagentMiddleware([spec], settings=DelegationSettings.of(
+        general_purpose=False, notify=False,
+    ))
     try:
         async def go() -> tuple[str, dict[str, Any]]:
             config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}, "metadata": {}}
@@ -132,7 +137,8 @@ def test_a_child_with_tools_gets_waiting_steering_once_before_its_first_model_ca
 
     model = ScriptedChatModel(responses=["done"])
     spec = SubagentSpec(name="tooled", description="t", model=model, tools=[look])
-    middleware = BackgroundSubagentMiddleware([spec], general_purpose=False, notify=False, tools=[look])
+    middleware = BackgroundSubagentMiddleware([spec], tools=[look],
+    settings=DelegationSettings.of(general_purpose=False, notify=False))
     try:
         graph = middleware.registry.graph("tooled", parent_model=None, parent_tools=[look])
         assert "SteeringInbox.before_model" in graph.nodes  # it may call its model again: the node stays

@@ -15,6 +15,7 @@ from subagents import AgentFileError, SpecError, discover_agents, load_agent_dir
 from subagents.errors import DefinitionFileWarning
 from helpers.agent_files import BAD, DETAIL, GOOD, SKILLS, agent_md, write
 from helpers.agent_files import BAD_CASES
+from subagents.settings import DelegationSettings
 
 
 # -- parsing ------------------------------------------------------------------
@@ -216,9 +217,10 @@ def test_claude_file_resolves_its_model_through_the_mapping_and_filters_tools(ru
     sonnet = ScriptedChatModel(rules=[("Review it", ["No problems found." + DETAIL])])
     with pytest.warns(DefinitionFileWarning):  # the other good fixtures' unknown fields
         agent = create_deep_agent(
-            parent, [Read, Write, Grep, Bash], agents_dirs=[GOOD], skills_dirs=[SKILLS],
-            general_purpose=False, model_profiles={"sonnet": sonnet, "haiku": "inherit"},
-            unknown_tools="error",
+            parent, [Read, Write, Grep, Bash], settings=DelegationSettings.of(
+                agents_dirs=[GOOD], skills_dirs=[SKILLS], general_purpose=False,
+                model_profiles={"sonnet": sonnet, "haiku": "inherit"}, unknown_tools="error",
+            ),
         )
     out = run(agent, user("go"))
     assert tool_messages(out)[0].content.startswith("No problems found.")
@@ -230,12 +232,12 @@ def test_claude_file_resolves_its_model_through_the_mapping_and_filters_tools(ru
 def test_unresolvable_profile_is_an_error_unless_the_caller_falls_back(tmp_path):
     write(tmp_path / "r.md", agent_md("r", extra="model: sonnet\n"))
     with pytest.raises(SpecError, match="subagent 'r': field 'model' 'sonnet' is not 'inherit'"):
-        create_deep_agent(ScriptedChatModel(), agents_dirs=[tmp_path])
+        create_deep_agent(ScriptedChatModel(), settings=DelegationSettings.of(agents_dirs=[tmp_path]))
     model = ScriptedChatModel(
         rules=[("job", ["inherited answer." + DETAIL])],
         responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="r")]}, "done"],
     )
-    agent = create_deep_agent(model, agents_dirs=[tmp_path], unknown_model="inherit")
+    agent = create_deep_agent(model, settings=DelegationSettings.of(agents_dirs=[tmp_path], unknown_model="inherit"))
     assert tool_messages(agent.invoke(user("go")))[0].content.startswith("inherited answer.")
 
 
@@ -248,7 +250,7 @@ def test_deny_wins_unknown_tools_never_widen_and_empty_allow_list_means_no_tools
                                    tool_call("task", description="ghost job", subagent_type="ghost")]},
                    "done"],
     )
-    agent = create_deep_agent(model, [Read, Grep, Bash], agents_dirs=[tmp_path])
+    agent = create_deep_agent(model, [Read, Grep, Bash], settings=DelegationSettings.of(agents_dirs=[tmp_path]))
     with pytest.warns(UserWarning, match="'ghost': field 'tools' names 'NotThere'"):
         run(agent, user("go"))
     assert child_calls(model, "deny job")[0]["tools"] == ["Read"]
@@ -262,7 +264,9 @@ def test_unknown_tool_policy_error_fails_the_task_ignore_stays_silent(tmp_path, 
         rules=[("ghost job", ["ghost." + DETAIL])],
         responses=[{"tool_calls": [tool_call("task", description="ghost job", subagent_type="ghost")]}, "done"],
     )
-    agent = create_deep_agent(model, [Read], agents_dirs=[tmp_path], unknown_tools=policy)
+    agent = create_deep_agent(model, [Read], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path], unknown_tools=policy,
+    ))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = agent.invoke(user("go"))
@@ -281,7 +285,7 @@ def test_max_turns_from_the_file_limits_the_child(tmp_path, run):
         rules=[("loop", [{"tool_calls": [tool_call("Read", path="a")]}, "never reached"])],
         responses=[{"tool_calls": [tool_call("task", description="loop", subagent_type="short")]}, "done"],
     )
-    out = run(create_deep_agent(model, [Read], agents_dirs=[tmp_path]), user("go"))
+    out = run(create_deep_agent(model, [Read], settings=DelegationSettings.of(agents_dirs=[tmp_path])), user("go"))
     (record,) = records(out)
     assert record["status"] == "error" and "max_turns limit (1 model calls)" in record["error"]
 
@@ -310,7 +314,7 @@ def _condenser_run(tmp_path: Path, condenser_line: str) -> ScriptedChatModel:
         responses=[{"tool_calls": [tool_call("task", description="Read the pages", subagent_type="reader")]},
                    "done"],
     )
-    out = create_deep_agent(model, [fetch], agents_dirs=[tmp_path]).invoke(user("go"))
+    out = create_deep_agent(model, [fetch], settings=DelegationSettings.of(agents_dirs=[tmp_path])).invoke(user("go"))
     assert tool_messages(out)[0].content.startswith("Read the pages.")
     return model
 
@@ -336,12 +340,12 @@ def test_default_condenser_summarises_only_a_large_context_and_none_turns_it_off
 def test_parent_lists_file_agents_by_name_and_escaped_description_only(tmp_path):
     write(tmp_path / "r.md", agent_md("r", "Finds <facts> & \"quotes\"", body="SECRET CHILD PROMPT"))
     model = ScriptedChatModel(default="done")
-    create_deep_agent(model, agents_dirs=[tmp_path], general_purpose=False).invoke(user("go"))
+    create_deep_agent(model, settings=DelegationSettings.of(agents_dirs=[tmp_path], general_purpose=False)).invoke(user("go"))
     system = model.calls[0]["system"]
     assert "<available_agents>\n- r: Finds &lt;facts&gt; &amp; \"quotes\"\n</available_agents>" in system
     assert "SECRET CHILD PROMPT" not in system
     empty = ScriptedChatModel(default="done")
-    create_deep_agent(empty, agents_dirs=[], general_purpose=False).invoke(user("go"))
+    create_deep_agent(empty, settings=DelegationSettings.of(agents_dirs=[], general_purpose=False)).invoke(user("go"))
     assert "<available_agents>" not in empty.calls[0]["system"]
 
 
@@ -349,4 +353,4 @@ def test_a_name_in_both_code_and_files_is_an_error_naming_the_file(tmp_path):
     path = write(tmp_path / "r.md", agent_md("r"))
     with pytest.raises(SpecError, match=f"{path}: subagent 'r' is also passed in subagents="):
         create_deep_agent(ScriptedChatModel(), subagents=[{"name": "r", "description": "d"}],
-                          agents_dirs=[tmp_path])
+        settings=DelegationSettings.of(agents_dirs=[tmp_path]))

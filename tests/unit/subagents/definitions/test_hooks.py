@@ -14,6 +14,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_file
 from helpers.agent_files import DETAIL, write
+from subagents.settings import DelegationSettings
 
 RAN: list[str] = []
 
@@ -60,7 +61,9 @@ def test_a_blocking_pre_tool_use_hook_refuses_the_call_and_its_stderr_is_the_res
     model = agent(tmp_path, hooks_yaml("PreToolUse", guard), [("do the job", [
         {"tool_calls": [tool_call("Bash", command="rm -rf /"), tool_call("Bash", command="ls")]},
         "done." + DETAIL])])
-    out = run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False),
+    out = run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )),
               user("go"))
     blocked, allowed = child_tool_results(model)
     assert blocked.content == "rm -rf is not allowed here" and blocked.status == "error"
@@ -74,7 +77,9 @@ def test_a_guard_that_blocks_and_leaves_a_background_job_running_still_blocks(tm
     guard = script(tmp_path / "guard.sh", "(sleep 5) &\necho 'rm -rf is not allowed' >&2\nexit 2\n")
     model = agent(tmp_path, hooks_yaml("PreToolUse", guard, timeout=2), [("do the job", [
         {"tool_calls": [tool_call("Bash", command="rm -rf /")]}, "done." + DETAIL])])
-    run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False), user("go"))
+    run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )), user("go"))
     (blocked,) = child_tool_results(model)
     assert RAN == [] and blocked.status == "error" and blocked.content == "rm -rf is not allowed"
 
@@ -84,7 +89,9 @@ def test_a_post_tool_use_logger_sees_the_event_as_json(tmp_path, run):
     logger = script(tmp_path / "log.sh", f'cat >> {log}\necho >> {log}\n')
     model = agent(tmp_path, hooks_yaml("PostToolUse", logger, matcher="Ba.*"), [("do the job", [
         {"tool_calls": [tool_call("Bash", command="echo hi")]}, "done." + DETAIL])])
-    out = run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False),
+    out = run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )),
               user("go"))
     (event,) = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert event["hook_event_name"] == "PostToolUse" and event["tool_name"] == "Bash"
@@ -99,7 +106,9 @@ def test_a_stop_hook_asks_the_child_to_continue_once(tmp_path, run):
         ("do the job", ["first draft." + DETAIL]),
         ("Add a one-line summary.", ["draft plus summary." + DETAIL]),
     ])
-    out = run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False),
+    out = run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )),
               user("go"))
     assert tool_messages(out)[0].content.startswith("draft plus summary.")
 
@@ -109,7 +118,9 @@ def test_a_stop_hook_that_never_lets_go_is_bounded_by_max_turns(tmp_path, run):
     model = agent(tmp_path, hooks_yaml("Stop", nag, matcher="'*'"),
                   [("do the job", ["draft." + DETAIL]), ("Keep going.", ["again." + DETAIL])],
                   extra="maxTurns: 3\n")
-    out = run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False),
+    out = run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )),
               user("go"))
     (record,) = records(out)
     assert record["status"] == "error" and "max_turns" in record["error"]
@@ -124,7 +135,9 @@ def test_a_hook_that_times_out_or_fails_is_a_warning_and_the_tool_runs(tmp_path,
     model = agent(tmp_path, hooks, [("do the job", [
         {"tool_calls": [tool_call("Bash", command="ls")]}, "done." + DETAIL])])
     started = time.monotonic()
-    run(create_deep_agent(model, [Bash], agents_dirs=[tmp_path / "agents"], general_purpose=False), user("go"))
+    run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
+        agents_dirs=[tmp_path / "agents"], general_purpose=False,
+    )), user("go"))
     assert time.monotonic() - started < 15
     (result,) = child_tool_results(model)
     assert result.content == "ran ls" and RAN == ["ls"]

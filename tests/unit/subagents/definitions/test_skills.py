@@ -14,6 +14,7 @@ from subagents.definitions import available_skills_block, discover_skills, load_
 from subagents.errors import SkillFileError
 
 from helpers.agent_files import SKILLS
+from subagents.settings import DelegationSettings
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 
 
@@ -99,8 +100,7 @@ def test_child_prompt_lists_exactly_its_skills_and_never_the_parents(run):
              "skills": ["git-diff"]},
             {"name": "plain", "description": "no skills", "system_prompt": "You help."},
         ],
-        skills_dirs=[SKILLS],
-        system_prompt="You lead.",
+        system_prompt="You lead.", settings=DelegationSettings.of(skills_dirs=[SKILLS]),
     )
     run(agent, user("go"))
     parent_system = model.calls[0]["system"]
@@ -120,7 +120,7 @@ def test_child_prompt_lists_exactly_its_skills_and_never_the_parents(run):
 def test_file_agent_skills_from_a_comma_list(tmp_path):
     write(tmp_path / "r.md", "---\ndescription: d\nskills: cite-sources, python-eval\n---\nYou research.\n")
     model = _delegate("r")
-    create_deep_agent(model, agents_dirs=[tmp_path], skills_dirs=[SKILLS]).invoke(user("go"))
+    create_deep_agent(model, settings=DelegationSettings.of(agents_dirs=[tmp_path], skills_dirs=[SKILLS])).invoke(user("go"))
     system = _system_of(model, "r")
     assert system.index("<name>cite-sources</name>") < system.index("<name>python-eval</name>")
     assert "git-diff" not in system
@@ -130,6 +130,8 @@ def test_unknown_skill_is_a_clear_error_at_construction():
     spec = {"name": "r", "description": "d", "skills": ["git-diff", "nope"]}
     with pytest.raises(SpecError, match=r"subagent 'r': field 'skills' names unknown skill\(s\) 'nope'; "
                                         r"available: cite-sources, git-diff, python-eval$"):
-        create_deep_agent(ScriptedChatModel(), subagents=[spec], skills_dirs=[SKILLS])
+        create_deep_agent(ScriptedChatModel(), subagents=[spec], settings=DelegationSettings.of(
+            skills_dirs=[SKILLS],
+        ))
     with pytest.raises(SpecError, match="available: none"):
         create_deep_agent(ScriptedChatModel(), subagents=[spec])
