@@ -204,7 +204,8 @@ def test_a_follow_up_that_shows_nothing_is_refused_and_the_task_runs_no_turn_on_
                                                               message=message)]}, "ok"]),
     ], default="ok")
     agent = create_agent(model, middleware=[background([{"name": "worker", "description": "w", "model": child}],
-                                                       notify=False)], checkpointer=InMemorySaver())
+                                                       settings=DelegationSettings.of(notify=False))],
+                         checkpointer=InMemorySaver())
     config = thread()
     (task_id,) = started_ids(agent.invoke(user("PARENT start"), config)["messages"])
     wait_for(lambda: background.status(task_id) == "completed")
