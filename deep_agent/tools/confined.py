@@ -1,0 +1,208 @@
+"""Starting bubblewrap: its seccomp filter, and pasta's network joined once it runs; and a launcher around it.
+
+:meth:`~deep_agent.tools.sandbox.Sandbox.running` starts ``Bash``'s commands
+with :func:`spawned`. A hook's command or an MCP server, started by whatever
+runs an argv (a ``Popen``, asyncio, the MCP client), goes through this file
+run as a program::
+
+    python -I confined.py [--pasta PASTA] -- BWRAP-ARGV...
+
+It starts ``BWRAP-ARGV`` (built by the parent: :class:`~deep_agent.tools.
+sandbox.Confinement`) with its own stdin, stdout and stderr, and exits with
+the command's status. Its end is the command's: bubblewrap runs with
+``--die-with-parent``, and a ``SIGTERM``, ``SIGINT`` or ``SIGHUP`` ends
+bubblewrap (then pasta). Only the standard library, and run by its path
+(``-I``): no package of the workspace is imported on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
+"""pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
+
+
+class SpawnFailed(RuntimeError):
+    """bubblewrap or pasta (:attr:`program`) failed to start."""
+
+    def __init__(self, message: str, program: str) -> None:
+        super().__init__(message)
+        self.program = program
+
+
+def fd_options(sync_fds: tuple[int, int] | None, seccomp_fd: int | None) -> list[str]:
+    """bubblewrap's ``--info-fd`` and ``--block-fd`` (the command waits for its network), and ``--seccomp``."""
+    return ([*(["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])] if sync_fds else [])]
+            + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
+
+
+Build = Callable[[tuple[int, int] | None, int | None], list[str]]
+"""``(sync_fds, seccomp_fd) ->`` bubblewrap's argv."""
+
+
+@contextlib.contextmanager
+def spawned(build: Build, pasta: str | None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """bubblewrap started from ``build`` (``popen``: :class:`subprocess.Popen`'s arguments); with ``pasta``, the
+    command's namespace given pasta's network before the command starts, and pasta ended with it."""
+    with _readable(seccomp_filter()) as seccomp:
+        fds = () if seccomp is None else (seccomp,)
+        if pasta is None:
+            with subprocess.Popen(build(None, seccomp), pass_fds=fds, **popen) as process:
+                yield process
+            return
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        try:
+            process = subprocess.Popen(build((info_w, block_r), seccomp), pass_fds=(info_w, block_r, *fds), **popen)
+        except BaseException:
+            os.close(info_r)
+            os.close(block_w)
+            raise
+        finally:
+            os.close(info_w)
+            os.close(block_r)
+        with process, open(info_r, "rb") as info, open(block_w, "wb") as block:
+            try:
+                joined = _connect(pasta, info.read())
+            except BaseException:
+                process.kill()
+                raise
+            try:
+                block.write(b"1")
+                block.flush()
+                yield process
+            finally:  # pasta outlives the namespace it served: it ends with the command
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(joined, signal.SIGTERM)
+                os.close(joined)
+
+
+def _connect(pasta: str, info: bytes) -> int:
+    """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network; a
+    pidfd of the pasta process that does (it stays in the background: its caller ends it)."""
+    try:
+        pid = int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        raise SpawnFailed(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
+    # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
+    # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
+    # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
+    # into a nested one, which has no say over the network namespace.
+    try:
+        with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
+            pid_file = os.path.join(folder, "pasta.pid")
+            done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
+                                   "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            if done.returncode == 0:
+                return os.pidfd_open(int(Path(pid_file).read_text()))
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise SpawnFailed(f"pasta could not give Bash its network: {exc}", "pasta") from None
+    said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+    raise SpawnFailed(f"pasta could not give Bash its network (exit {done.returncode}): {said}", "pasta")
+
+
+NS_GET_USERNS = 0xB701
+"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+
+
+@contextlib.contextmanager
+def _owner_of_network(pid: int) -> Iterator[int]:
+    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        yield owner
+    finally:
+        os.close(owner)
+
+
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+"""Machine -> its seccomp architecture and the numbers of add_key, request_key and keyctl."""
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The seccomp program bubblewrap installs: the kernel keyring calls fail with ``EPERM``.
+
+    The keyring is not a namespace bubblewrap unshares: without this, a
+    command reads the keys of the session that started the program (as
+    Docker's default profile, which refuses the same calls). A call made
+    through another architecture's interface (x86's 32-bit ``int 0x80`` on
+    x86_64, whose keyring calls have other numbers) is refused whatever it is:
+    the sandbox runs the machine's own programs. ``None`` on a machine not
+    listed (no filter: the keyring stays reachable there).
+    """
+    arch_calls = _KEYRING_CALLS.get(machine or os.uname().machine)
+    if arch_calls is None:
+        return None
+    arch, calls = arch_calls
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    checks = [(jeq, n) for n in calls] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    program = [(ld, 0, 0, 4), (jeq, 0, len(checks) + 2, arch), (ld, 0, 0, 0)]  # another arch: refused
+    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *step) for step in program)
+
+
+@contextlib.contextmanager
+def _readable(data: bytes | None) -> Iterator[int | None]:
+    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
+    if data is None:
+        yield None
+        return
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    try:
+        yield read
+    finally:
+        os.close(read)
+
+
+def main(args: list[str]) -> int:
+    """Run the bubblewrap argv after ``--`` (``--pasta PASTA`` before it: with network); the command's status."""
+    pasta = args[1] if args[:1] == ["--pasta"] else None
+    bwrap = args[args.index("--") + 1:]
+    started: list[subprocess.Popen[bytes]] = []
+    ended: list[int] = []
+
+    def end(signum: int, _frame: object) -> None:
+        ended.append(signum)  # before bubblewrap is started: ended as soon as it is
+        if started:
+            started[0].terminate()  # bubblewrap's end ends the sandbox (--die-with-parent), then pasta's
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, end)
+    try:
+        with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta) as process:
+            started.append(process)
+            if ended:
+                process.terminate()
+            code = process.wait()
+    except SpawnFailed as exc:
+        print(f"the sandbox did not start: {exc}", file=sys.stderr)
+        return 126
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
