@@ -5,14 +5,15 @@ with :func:`spawned`. A hook's command or an MCP server, started by whatever
 runs an argv (a ``Popen``, asyncio, the MCP client), goes through this file
 run as a program::
 
-    python -I confined.py [--pasta PASTA] -- BWRAP-ARGV...
+    python -I confined.py RECORD [--pasta PASTA] -- BWRAP-ARGV...
 
 It starts ``BWRAP-ARGV`` (built by the parent: :class:`~deep_agent.tools.
 sandbox.Confinement`) with its own stdin, stdout and stderr, and exits with
 the command's status. Its end is the command's: bubblewrap runs with
 ``--die-with-parent``, and a ``SIGTERM``, ``SIGINT`` or ``SIGHUP`` ends
-bubblewrap (then pasta). Only the standard library, and run by its path
-(``-I``): no package of the workspace is imported on the way.
+bubblewrap, then pasta (killed outright, its caller ends both from what it
+wrote to ``RECORD``: :func:`end_recorded`). Only the standard library, and run by its path (``-I``):
+no package of the workspace is imported on the way.
 """
 
 from __future__ import annotations
@@ -43,67 +44,109 @@ class SpawnFailed(RuntimeError):
         self.program = program
 
 
-def fd_options(sync_fds: tuple[int, int] | None, seccomp_fd: int | None) -> list[str]:
-    """bubblewrap's ``--info-fd`` and ``--block-fd`` (the command waits for its network), and ``--seccomp``."""
-    return ([*(["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])] if sync_fds else [])]
+def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) -> list[str]:
+    """bubblewrap's ``--info-fd`` (where it says its child's pid) and ``--block-fd`` (the command waits for its
+    network), and ``--seccomp``."""
+    info, block = sync_fds or (None, None)
+    return ([*(["--info-fd", str(info)] if info is not None else []),
+             *(["--block-fd", str(block)] if block is not None else [])]
             + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
 
 
-Build = Callable[[tuple[int, int] | None, int | None], list[str]]
+Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]
 """``(sync_fds, seccomp_fd) ->`` bubblewrap's argv."""
 
 
 @contextlib.contextmanager
-def spawned(build: Build, pasta: str | None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+def spawned(build: Build, pasta: str | None, record: str | None = None,
+            **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
     """bubblewrap started from ``build`` (``popen``: :class:`subprocess.Popen`'s arguments); with ``pasta``, the
-    command's namespace given pasta's network before the command starts, and pasta ended with it."""
+    command's namespace given pasta's network before the command starts, and pasta ended with it.
+
+    ``record``: a folder where the sandbox's pid and pasta's are written, for a caller to end them should this
+    process be killed first (:func:`end_recorded`)."""
     with _readable(seccomp_filter()) as seccomp:
         fds = () if seccomp is None else (seccomp,)
-        if pasta is None:
+        if pasta is None and record is None:
             with subprocess.Popen(build(None, seccomp), pass_fds=fds, **popen) as process:
                 yield process
             return
         info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
+        block_r, block_w = os.pipe() if pasta is not None else (None, None)
         try:
-            process = subprocess.Popen(build((info_w, block_r), seccomp), pass_fds=(info_w, block_r, *fds), **popen)
+            process = subprocess.Popen(build((info_w, block_r), seccomp),
+                                       pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds), **popen)
         except BaseException:
             os.close(info_r)
-            os.close(block_w)
+            if block_w is not None:
+                os.close(block_w)
             raise
         finally:
             os.close(info_w)
-            os.close(block_r)
-        with process, open(info_r, "rb") as info, open(block_w, "wb") as block:
+            if block_r is not None:
+                os.close(block_r)
+        with process, open(info_r, "rb") as info:
             try:
-                joined = _connect(pasta, info.read())
+                child = _child(info.read())  # at its end: bubblewrap closes it before the command is let go
+                if record is not None:
+                    Path(record, SANDBOX_PID).write_text(str(child))
+                joined = _connect(pasta, child, record) if pasta is not None else None
             except BaseException:
                 process.kill()
+                if block_w is not None:
+                    os.close(block_w)
                 raise
-            try:
-                block.write(b"1")
-                block.flush()
+            if joined is None:
                 yield process
-            finally:  # pasta outlives the namespace it served: it ends with the command
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(joined, signal.SIGTERM)
-                os.close(joined)
+                return
+            with open(block_w, "wb") as block:  # type: ignore[arg-type]
+                try:
+                    block.write(b"1")
+                    block.flush()
+                    yield process
+                finally:  # pasta outlives the namespace it served: it ends with the command
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(joined, signal.SIGTERM)
+                    os.close(joined)
 
 
-def _connect(pasta: str, info: bytes) -> int:
-    """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network; a
-    pidfd of the pasta process that does (it stays in the background: its caller ends it)."""
+SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
+
+
+def end_recorded(record: str) -> None:
+    """End the sandbox and the pasta :func:`spawned` wrote to ``record`` (each if still the one started: its
+    command line says so). A launcher killed outright (``SIGKILL``, a hook's timeout) could not: a sandbox
+    unblocked by its death before it was set to die with it (bubblewrap reads the end of ``--block-fd`` as
+    leave to go on), and pasta, which outlives the namespace it served."""
+    for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(Path(record, name).read_text())
+            process = os.pidfd_open(pid)
+            try:
+                if os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]) == program:
+                    signal.pidfd_send_signal(process, how)
+            finally:
+                os.close(process)
+
+
+def _child(info: bytes) -> int:
+    """bubblewrap's child, from its ``--info-fd`` report."""
     try:
-        pid = int(json.loads(info)["child-pid"])
+        return int(json.loads(info)["child-pid"])
     except (ValueError, KeyError, TypeError):
         raise SpawnFailed(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
+
+
+def _connect(pasta: str, pid: int, record: str | None) -> int:
+    """Give the namespace of bubblewrap's child ``pid`` pasta's network; a pidfd of the pasta process that does
+    (it stays in the background: its caller ends it)."""
     # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
     # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
     # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
     # into a nested one, which has no say over the network namespace.
     try:
         with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
-            pid_file = os.path.join(folder, "pasta.pid")
+            pid_file = os.path.join(record or folder, PASTA_PID)
             done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
                                    "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
@@ -179,8 +222,9 @@ def _readable(data: bytes | None) -> Iterator[int | None]:
 
 
 def main(args: list[str]) -> int:
-    """Run the bubblewrap argv after ``--`` (``--pasta PASTA`` before it: with network); the command's status."""
-    pasta = args[1] if args[:1] == ["--pasta"] else None
+    """Run the bubblewrap argv after ``--`` (``RECORD``: :func:`spawned`'s; ``--pasta PASTA``: with network);
+    the command's status."""
+    record, pasta = args[0], (args[2] if args[1:2] == ["--pasta"] else None)
     bwrap = args[args.index("--") + 1:]
     started: list[subprocess.Popen[bytes]] = []
     ended: list[int] = []
@@ -193,7 +237,8 @@ def main(args: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, end)
     try:
-        with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta) as process:
+        with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
+                     record) as process:
             started.append(process)
             if ended:
                 process.terminate()

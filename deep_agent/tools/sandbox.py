@@ -62,12 +62,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.confined import SpawnFailed, fd_options, spawned
+from deep_agent.tools.confined import SpawnFailed, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
@@ -133,7 +134,7 @@ class Sandbox:
         return cls(found, network, pasta, tuple(pass_env))
 
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-             *, sync_fds: tuple[int, int] | None = None, seccomp_fd: int | None = None,
+             *, sync_fds: tuple[int, int | None] | None = None, seccomp_fd: int | None = None,
              cwd: Path | None = None, reveal: Iterable[Path] = (), env: Mapping[str, str] | None = None) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
@@ -238,13 +239,15 @@ class Confinement:
                   and any(str(p).startswith(h + "/") for h in hidden) and root not in (p, *p.parents)]
         # ${NAME} in a declared value is this process's NAME, as the MCP client would give it unconfined.
         env = {k: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), v) for k, v in declared.items()}
-        with self.sandbox.holding(root, self.protected) as protected:
+        with self.sandbox.holding(root, self.protected) as protected, tempfile.TemporaryDirectory() as folder:
             bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected, env=env,
                                       cwd=start if inside or outside else root,
                                       reveal=[*shown, *named_outside(argv, start, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
-            yield [_python(), "-I", LAUNCHER, *pasta, "--", *bwrap], {}
-
+            try:
+                yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {}
+            finally:
+                end_recorded(folder)
 
 _BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 LAUNCHER = str(Path(__file__).with_name("confined.py"))

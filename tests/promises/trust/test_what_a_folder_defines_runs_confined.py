@@ -18,11 +18,14 @@ unprivileged user (``nobody``, on a workspace it owns).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,8 +34,10 @@ import pytest
 from helpers.mcp_tasks import SERVERS
 
 from deep_agent.tools import Workspace, builtin_tools
+from deep_agent.tools.sandbox import Sandbox
 from subagents.definitions.hooks import arun_hook, run_hook
 from subagents.definitions.mcp import McpServerError, McpSessions, connection_for
+from subagents.definitions.on_host import launch
 
 if shutil.which("bwrap") is None:
     pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
@@ -198,3 +203,52 @@ def test_a_recipe_that_runs_an_agent_written_script_runs_it_confined(runner, hom
 def sync_hook_of(command: str) -> None:
     outcome = run_hook(command, {}, 60)
     assert outcome.exit_code == 0, outcome
+
+
+def running(marker: str) -> list[str]:
+    """The host's processes whose command line holds ``marker`` (the sandbox's, seen from outside)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+def gone(marker: str) -> bool:
+    """Whether every process holding ``marker`` has ended (waited for: a killed sandbox ends as the kernel gets to
+    it; the bound is a deadlock detector, not a time budget)."""
+    for _ in range(600):
+        if not running(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_confined_hook_or_server_that_is_ended_leaves_no_process_nor_placeholder(runner, home):
+    # The launcher's end is the command's: killed at a hook's timeout (SIGKILL to its group), killed outright,
+    # or sent SIGTERM (as the MCP client ends a server), with pasta's network where there is pasta (as root: as
+    # Bash's network tests, test_bash_sandbox).
+    ws = workspace(runner, home)
+    before = sorted(os.listdir(ws))
+    network = shutil.which("pasta") is not None and "user" not in runner.popen
+
+    def route(ws: Path) -> None:
+        builtin_tools(Workspace(ws), bash=Sandbox.find(network=network))
+        outcome = run_hook("sleep 7771", {}, 1)
+        assert outcome.problem == "timed out after 1s", outcome
+        assert gone("sleep 7771")
+        for end in (signal.SIGKILL, signal.SIGTERM):
+            marker = f"sleep 777{end}"
+            with launch(["sh", "-c", marker]) as (argv, env):
+                process = subprocess.Popen(argv, env=env)
+                while not running(marker):
+                    time.sleep(0.05)
+                process.send_signal(end)
+                process.wait()
+            assert gone(marker)
+
+    pastas = set(running("/pasta "))
+    confined(runner, route)
+    assert gone("sleep 777") and set(running("/pasta ")) <= pastas  # pasta ended with each
+    assert sorted(os.listdir(ws)) == before  # each placeholder removed
