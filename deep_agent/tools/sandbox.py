@@ -41,6 +41,11 @@ hardening. From the inside of one command:
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
 
+A process that makes a sandboxed ``Bash`` runs its hooks and stdio MCP
+servers in the same profile (:class:`Confinement`, installed for
+:func:`subagents.definitions.on_host.launch`): their environment is the
+same allowlist, plus a server's declared ``env``.
+
 Debian's ``bubblewrap`` package provides ``bwrap``. Where it is missing,
 the command line offers no ``Bash`` unless ``--unsafe-bash`` is given.
 
