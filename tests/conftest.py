@@ -51,30 +51,13 @@ def _own_stack_unless_deepagents_is_asked_for(request: pytest.FixtureRequest, mo
 
 
 @pytest.fixture(autouse=True)
-def _what_runs_on_the_host_is_noted_for_one_test() -> Iterator[None]:
-    """What one test's hooks and MCP servers run is that test's: the process-wide note is put back after it.
-
-    Every hook mapping and server config read is noted for the process
-    (``subagents.definitions.on_host``), and the next protected set works out
-    what each runs or loads (``deep_agent.tools.protected.HOST_CODE``): for a
-    Python server in this repository, the closure of its imports, some 50,000
-    paths and seconds of work per config. Left in place, a worker's sandbox
-    test paid for every config all earlier tests on that worker had read (a
-    minute each, after the MCP tests), and any workspace after them scanned
-    those paths. pytest-xdist hands a module's tests to either worker, so no
-    test can count on another's note.
-    """
-    from deep_agent.tools import protected
+def _hooks_are_confined_for_one_test() -> Iterator[None]:
+    """A confinement one test installs (by making a sandboxed ``Bash``) is that test's: removed after it, so a
+    later test's hooks and MCP servers do not run in an earlier test's (removed) workspace."""
     from subagents.definitions import on_host
 
-    noted, host_code, absorbed = dict(on_host._NOTED), set(protected.HOST_CODE), protected._ABSORBED[0]
     yield
-    with on_host._LOCK:
-        on_host._NOTED.clear()
-        on_host._NOTED.update(noted)
-    protected.HOST_CODE.clear()
-    protected.HOST_CODE.update(host_code)
-    protected._ABSORBED[0] = absorbed
+    on_host.confine(None)
 
 
 @pytest.fixture(params=["sync", "async"])

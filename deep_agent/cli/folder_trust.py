@@ -8,9 +8,9 @@ command such files would run (with each server's ``env`` and ``cwd``, all
 escaped: :func:`describe`), and remembers the answer per folder and content
 hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
 ``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files, or to the files their commands run
-(:func:`files_run_by`: the folder's, what their scripts source in turn,
-and what they name outside it with ``../``), asks again. Without a terminal an untrusted
+Any change to those files, or to the files their commands name
+(:func:`files_run_by`: the folder's, and what they name outside it with
+``../``), asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded (plain ones are: they run
 nothing by themselves, and their tools follow your ``--permission-mode``).
 
@@ -90,7 +90,7 @@ def fingerprint(files: Iterable[Path]) -> str:
     """One hash over the named files' paths and bytes: any change asks again.
 
     Given :func:`folder_commands`' answer, it covers the agent files and the
-    files their hooks and servers run (:func:`files_run_by`): for a folder,
+    files their hooks and servers name (:func:`files_run_by`): for a folder,
     the names and bytes of the files in it. A pipe or device is never opened.
     """
     paths = set(files)

@@ -135,10 +135,10 @@ def workspace_of(args: argparse.Namespace, state: Path) -> Any:
     Besides the workspace's own agent files, those the run reads are
     protected wherever they are: ``--agents-dir`` and ``--skills-dir``
     folders, the agent files of the current folder (the workspace may
-    be its parent), and the config folder holding the trust record. What
-    the hooks and MCP servers of every agent file found run is protected
-    as every hook and server read is (:mod:`subagents.definitions.on_host`:
-    trusted or not, as one trusted later runs them).
+    be its parent), and the config folder holding the trust record. The
+    hooks and MCP servers of the agent files need nothing here: with a
+    sandboxed ``Bash`` they run in its sandbox
+    (:mod:`subagents.definitions.on_host`).
     """
     from deep_agent.cli.folder_trust import config_dir
     from deep_agent.tools import Workspace

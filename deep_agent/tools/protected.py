@@ -22,10 +22,6 @@ refuses them. The set:
   ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
   from elsewhere): the next run reads them;
 * the state folder, when one is given;
-* the scripts and programs hooks and MCP servers name, and what their task
-  runners read (``make``'s ``Makefile``: :data:`~deep_agent.tools.host_code.TASK_RUNNERS`)
-  (``extra``, and :data:`HOST_CODE`: those of every hook mapping and server config
-  this process read, whoever read it): they run on the host at the next tool call;
 * what this program would import from a folder of the workspace on its
   import path (``python -m`` started there), existing or not
   (:func:`_imported_from`), and every module it loaded or would load from
@@ -33,11 +29,15 @@ refuses them. The set:
   (:func:`_loaded_from`): it would run on the host at the next start;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
-  hooks, MCP servers and git find the programs they run there.
+  git and the user's own commands find the programs they run there.
+
+Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
+in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
+they run has no more power than the agent's own commands.
 
 Example::
 
-    protected = Protected.of("/home/me/project", extra=["scripts/guard.sh"])
+    protected = Protected.of("/home/me/project", state_dir=".deep_agent_state")
     protected.why(Path("/home/me/project/.git/config"))   # "a git directory (...)"
 """
 
@@ -60,7 +60,6 @@ from pathlib import Path
 from deep_agent.tools.host_code import (
     WORD_PARTS,
     import_names,
-    protect_what_runs,
     read_regular,
     shell_words,
     would_import,
@@ -73,30 +72,11 @@ AGENT_FILES = (".claude", ".agents", ".deep_agent", ".mcp.json")
 GIT = "a git directory (its hooks, config and commondir run commands on the next git command)"
 AGENT = "agent, skill, hook or MCP files (the next run reads them)"
 STATE = "the state folder"
-SCRIPT = "a script a trusted hook or MCP server runs (it would run outside the sandbox)"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUNTIME = "the interpreter or virtual environment this program runs from"
 IMPORTED = ("what this program imports from the workspace (through its import path or an editable install's "
             "finder: it would run on the host at the next start)")
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
-
-
-HOST_CODE: set[Path] = set()
-"""What the hooks and MCP servers this process read would run or load, existing or not: every workspace's
-:class:`Protected` set holds those inside it. Filled from :func:`subagents.definitions.on_host.noted` (every
-hook mapping and server config read, whoever read it) by :func:`_host_code`."""
-_ABSORBED = [0]  # how many of noted() HOST_CODE holds
-
-
-def _host_code() -> set[Path]:
-    """:data:`HOST_CODE`, with what the definitions noted since the last call run or load."""
-    from subagents.definitions.on_host import noted
-
-    if len(new := noted()[_ABSORBED[0]:]):
-        for definition in new:
-            HOST_CODE.update(protect_what_runs([definition], Path(definition.folder)))
-        _ABSORBED[0] += len(new)
-    return HOST_CODE
 
 
 class ProtectedPath(SubagentsError, PermissionError):
@@ -121,14 +101,13 @@ class Protected:
 
     @property
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
-        """Found on first use, and again once this process runs more on the host (:data:`HOST_CODE`: a
-        library caller's ``Workspace`` is made before the agent that names its hooks) or, with the workspace
-        on its import path (:func:`_import_folders`), imports more modules."""
+        """Found on first use, and again once this process, with the workspace on its import path
+        (:func:`_import_folders`), imports more modules."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
-        key = (len(_host_code()), self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
+        key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
         if self.__dict__.get("_key") != key:
             self.__dict__.update(_key=key, _memo=self._find())
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
@@ -139,8 +118,6 @@ class Protected:
         missing: set[Path] = set()
         if self.root is None:
             return found, frozenset(), {}, _folded(found)
-        inside = os.path.join(self.root, "")  # a string prefix: Path.parents for each of tens of thousands is slow
-        found.update((p, SCRIPT) for p in list(HOST_CODE) if str(p).startswith(inside) and p not in found)
         found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
         for path in _imported_from(self.__dict__["_imports"], found):
             found.setdefault(path, IMPORTED)
@@ -157,8 +134,8 @@ class Protected:
         for path in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
                 found[path] = CONFIG  # a missing one is held while a command runs, as any (a file: git reads it)
-        # scripts -> tools/scripts, and a hook runs scripts/guard.sh: a link leading to a protected path,
-        # into one, or to a folder holding one.
+        # hooks -> tools/githooks, and core.hooksPath = hooks: a link leading to a protected path, into
+        # one, or to a folder holding one.
         holders: dict[Path, str] = {}
         for path, why in found.items():
             for folder in path.parents:
@@ -190,20 +167,19 @@ class Protected:
 
     @property
     def watched(self) -> frozenset[Path]:
-        """The missing paths this program, a hook's Python or a task runner would load from the workspace
+        """The missing paths this program would load from the workspace
         (:func:`_imported_from`): refused to writers, and set aside once a sandboxed command made one (not
         held empty while it runs: there are thousands, and ``make`` reads a ``GNUmakefile`` first)."""
         return self._found[1]
 
     @classmethod
     def of(cls, workspace: str | os.PathLike[str], *, state_dir: str | os.PathLike[str] | None = None,
-           extra: Iterable[str | os.PathLike[str]] = (),
            agent_files: Iterable[str | os.PathLike[str]] = ()) -> Protected:
         """The protected set of ``workspace``.
 
-        ``extra``: scripts hooks and MCP servers name; ``agent_files``: folders and files the run reads
-        agents, skills, hooks or MCP servers from besides the workspace's own (``--agents-dir``, the
-        ones of the folder it started in); both relative to the workspace.
+        ``agent_files``: folders and files the run reads agents, skills, hooks or MCP servers from
+        besides the workspace's own (``--agents-dir``, the ones of the folder it started in), relative
+        to the workspace.
         """
         root = Path(workspace).resolve()
         found: dict[Path, str] = {}
@@ -213,8 +189,6 @@ class Protected:
             found.setdefault(path, GIT)
         if state_dir is not None:
             found.setdefault((root / state_dir).resolve(), STATE)
-        for script in extra:
-            found.setdefault((root / script).resolve(), SCRIPT)
         for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
             found.setdefault(Path(runtime).resolve(), RUNTIME)
         # A hook's `ruff`, a server's `mcp-x` are looked up there: an active project venv, node_modules/.bin.
@@ -336,19 +310,14 @@ def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path
     would_import`), existing or not, for every name it imported, and every one any import could ask for
     (the standard library's, the installed packages': an optional one tried and missing, ``sitecustomize``).
     Not from a folder inside a protected one: a virtual environment's site-packages is the interpreter's,
-    protected whole. And every missing file the hooks and servers run or load (``json.py`` beside a hook's
-    script, a makefile's ``-include local.mk``, what their task runners read).
+    protected whole.
 
     A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
-    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each; and a
-    ``GNUmakefile``, ``pyproject.toml`` or an included ``local.mk`` held as an empty folder would break
-    ``make`` or ``uv`` in the sandbox, which read it first. No hook runs before one made is set aside
-    (:data:`subagents.definitions.on_host.TURNS`).
+    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each.
     """
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)
-    yield from (p for p, why in list(found.items()) if why == SCRIPT and not os.path.lexists(p))
 
 
 def _fold(path: Path) -> str:

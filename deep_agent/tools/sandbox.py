@@ -19,7 +19,7 @@ hardening. From the inside of one command:
   except the workspace itself, which is writable;
 * inside the workspace, the run's
   :class:`~deep_agent.tools.protected.Protected` set read-only (git
-  directories whole, agent files, hook scripts, the interpreter): a missing
+  directories whole, agent files, the interpreter): a missing
   one is an empty read-only folder while the command runs (a file, where a
   git config names it), so it cannot be created either (the placeholder is
   removed afterwards; a file standing where a folder on its way would be is
@@ -33,12 +33,18 @@ hardening. From the inside of one command:
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
-* no kernel keyring and no unix socket (:func:`seccomp_filter`): the keys
-  of the session that started the program are not the command's, and no
-  host service listening on a socket file is reachable, wherever it is;
+* no kernel keyring and no unix socket
+  (:func:`~deep_agent.tools.confined.seccomp_filter`): the keys of the
+  session that started the program are not the command's, and no host
+  service listening on a socket file is reachable, wherever it is;
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
+
+A process that makes a sandboxed ``Bash`` runs its hooks and stdio MCP
+servers in the same profile (:class:`Confinement`, installed for
+:func:`subagents.definitions.on_host.launch`): their environment is the
+same allowlist, plus a server's declared ``env``.
 
 Debian's ``bubblewrap`` package provides ``bwrap``. Where it is missing,
 the command line offers no ``Bash`` unless ``--unsafe-bash`` is given.
@@ -53,27 +59,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import fcntl
-import json
 import os
+import re
 import secrets
+import shlex
 import shutil
-import signal
-import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from deep_agent.tools.confined import SpawnFailed, end_recorded, fd_options, spawned
+from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
-from subagents.definitions.on_host import TURNS
+from subagents.definitions.on_host import confine
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -82,10 +86,6 @@ ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE",
 """Variables a sandboxed command gets (with the caller's ``pass_env``); ``HOME`` is set empty.
 
 The locale's ``LC_*`` by name (POSIX's and glibc's), never a prefix: ``LC_API_TOKEN`` is not a locale."""
-
-PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
-"""pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
-
 
 class SandboxUnavailable(SubagentsError, RuntimeError):
     """What the sandbox needs is missing (:attr:`program`) or failed to start."""
@@ -139,21 +139,23 @@ class Sandbox:
         return cls(found, network, pasta, tuple(pass_env))
 
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-             *, sync_fds: tuple[int, int] | None = None, seccomp_fd: int | None = None) -> list[str]:
+             *, sync_fds: tuple[int, int | None] | None = None, seccomp_fd: int | None = None,
+             cwd: Path | None = None, reveal: Iterable[Path] = (), env: Mapping[str, str] | None = None) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
         ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
-        is bound only where :meth:`running` made its placeholder. ``sync_fds``: bubblewrap's
-        ``--info-fd`` and ``--block-fd`` (the command waits for :meth:`running` to set up its network).
-        ``seccomp_fd``: where bubblewrap reads :func:`seccomp_filter` from.
+        is bound only where :meth:`holding` made its placeholder. ``sync_fds``, ``seccomp_fd``:
+        :func:`~deep_agent.tools.confined.fd_options`. ``cwd``: where the command starts (default: the
+        workspace); ``reveal``: paths outside the workspace shown read-only (a user-level hook's script
+        in the hidden home folder); ``env``: entries the command gets besides :meth:`environment`.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
         # A user namespace of its own, in which no other can be made (--disable-userns): else a command
         # run by a normal user becomes root of a nested one (`unshare -Ur`), every capability back.
-        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-                "--new-session", "--die-with-parent",
+        args = [self.bwrap, *fd_options(sync_fds, seccomp_fd), "--unshare-all", "--unshare-user",
+                "--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))
@@ -162,16 +164,14 @@ class Sandbox:
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
+        for path in sorted(set(reveal), key=lambda p: len(p.parts)):  # before the workspace: never over it
+            args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(root), str(root)]
         args += _binds(root, protected.inside(root))
         args.append("--clearenv")
-        for name, value in sorted(self.environment().items()):
+        for name, value in sorted({**self.environment(), **(env or {})}.items()):
             args += ["--setenv", name, value]
-        if sync_fds is not None:
-            args += ["--info-fd", str(sync_fds[0]), "--block-fd", str(sync_fds[1])]
-        if seccomp_fd is not None:
-            args += ["--seccomp", str(seccomp_fd)]
-        return [*args, "--chdir", str(root), "--", "bash", "-c", command]
+        return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
         """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, and ``HOME`` (empty inside)."""
@@ -180,18 +180,14 @@ class Sandbox:
         return {**kept, "HOME": str(Path.home())}
 
     @contextlib.contextmanager
-    def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
-                *, set_aside: list[Path] | None = None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-        """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments).
+    def holding(self, workspace: str | os.PathLike[str], protected: Protected | None = None,
+                set_aside: list[Path] | None = None) -> Iterator[Protected]:
+        """The workspace made ready for sandboxed commands while the context is held; its protected set.
 
-        While it runs, each missing protected path in the workspace is an empty
-        folder (or file) mounted read-only (removed afterwards if still empty); with
-        network, ``pasta`` gives the command's namespace its network before
-        the command starts. Once it ended, each git repository it made is set
-        aside (:func:`set_aside_new_repositories`; appended to ``set_aside``);
-        :class:`SetAsideUnchecked` if that could not be done. No hook runs
-        meanwhile (:data:`~subagents.definitions.on_host.TURNS`): it would run
-        a ``GNUmakefile`` the command made before it is set aside.
+        Meanwhile each missing protected path in the workspace is an empty folder (or file) mounted
+        read-only by every command started (removed afterwards if still empty, once no command of this
+        process needs it); afterwards each git repository made is set aside
+        (:func:`set_aside_new_repositories`; appended to ``set_aside``), or :class:`SetAsideUnchecked`.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
@@ -200,140 +196,90 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
-        popen["env"] = self.environment()
-        with (TURNS.held("sandbox"), _set_aside_after(root, protected, set_aside), _placeholders(root, protected),
-              _readable(seccomp_filter()) as seccomp):
-            fds = () if seccomp is None else (seccomp,)
-            if not self.network:
-                with subprocess.Popen(self.argv(root, command, protected, seccomp_fd=seccomp), pass_fds=fds,
-                                      **popen) as process:
-                    yield process
-                return
-            info_r, info_w = os.pipe()
-            block_r, block_w = os.pipe()
+        with _set_aside_after(root, protected, set_aside), _placeholders(root, protected):
+            yield protected
+
+    @contextlib.contextmanager
+    def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
+                *, set_aside: list[Path] | None = None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+        """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments), the workspace
+        held (:meth:`holding`) until it ended; with network, ``pasta`` gives the command's namespace its
+        network before the command starts (:func:`~deep_agent.tools.confined.spawned`)."""
+        root = Path(workspace).resolve()
+        with self.holding(root, protected, set_aside) as held:
+            # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
+            popen["env"] = self.environment()
             try:
-                process = subprocess.Popen(self.argv(root, command, protected, sync_fds=(info_w, block_r),
-                                                     seccomp_fd=seccomp),
-                                           pass_fds=(info_w, block_r, *fds), **popen)
-            except BaseException:
-                os.close(info_r)
-                os.close(block_w)
-                raise
-            finally:
-                os.close(info_w)
-                os.close(block_r)
-            with process, open(info_r, "rb") as info, open(block_w, "wb") as block:
-                try:
-                    pasta = self._connect(info.read())
-                except BaseException:
-                    process.kill()
-                    raise
-                try:
-                    block.write(b"1")
-                    block.flush()
+                with spawned(lambda sync, seccomp: self.argv(root, command, held, sync_fds=sync, seccomp_fd=seccomp),
+                             self.pasta if self.network else None, **popen) as process:
                     yield process
-                finally:  # pasta outlives the namespace it served: it ends with the command
-                    with contextlib.suppress(OSError):
-                        signal.pidfd_send_signal(pasta, signal.SIGTERM)
-                    os.close(pasta)
-
-    def _connect(self, info: bytes) -> int:
-        """Give the namespace of bubblewrap's child (``info``: its ``--info-fd`` report) pasta's network; a
-        pidfd of the pasta process that does (it stays in the background: its caller ends it)."""
-        assert self.pasta is not None
-        try:
-            pid = int(json.loads(info)["child-pid"])
-        except (ValueError, KeyError, TypeError):
-            raise SandboxUnavailable(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
-        # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
-        # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
-        # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
-        # into a nested one, which has no say over the network namespace.
-        try:
-            with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
-                pid_file = os.path.join(folder, "pasta.pid")
-                done = subprocess.run([self.pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
-                                       "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
-                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-                if done.returncode == 0:
-                    return os.pidfd_open(int(Path(pid_file).read_text()))
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            raise SandboxUnavailable(f"pasta could not give Bash its network: {exc}", "pasta") from None
-        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
-        raise SandboxUnavailable(f"pasta could not give Bash its network (exit {done.returncode}): {said}", "pasta")
+            except SpawnFailed as exc:
+                raise SandboxUnavailable(str(exc), exc.program) from None
 
 
-NS_GET_USERNS = 0xB701
-"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+    """Runs a hook's command or an MCP server under ``sandbox`` in ``workspace`` (with its protected set), as
+    ``Bash``'s commands run: installed by :func:`confine_definitions`
+    (:func:`subagents.definitions.on_host.launch`)."""
+
+    sandbox: Sandbox
+    workspace: Path
+    protected: Protected
+
+    @contextlib.contextmanager
+    def __call__(self, argv: list[str], cwd: str | None, declared: dict[str, str]) -> Iterator[tuple[list[str],
+                                                                                                 dict[str, str]]]:
+        start = Path(os.getcwd(), cwd or "").resolve()
+        root = self.workspace
+        inside = start == root or root in start.parents
+        # The folder it starts in, if outside (a hook of the folder the run started in) and not a home's; and
+        # this program's interpreter where it lies in a hidden folder (pyenv's, in the home): a server run with it.
+        outside = not inside and not any(start == h or start in h.parents for h in homes())
+        shown = [start] if outside else []
+        hidden = _hidden(str(root))
+        shown += [p for p in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()} if os.access(p, os.X_OK)
+                  and any(str(p).startswith(h + "/") for h in hidden) and root not in (p, *p.parents)]
+        # ${NAME} in a declared value is this process's NAME, as the MCP client would give it unconfined.
+        env = {k: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), v) for k, v in declared.items()}
+        with self.sandbox.holding(root, self.protected) as protected, tempfile.TemporaryDirectory() as folder:
+            bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected, env=env,
+                                      cwd=start if inside or outside else root,
+                                      reveal=[*shown, *named_outside(argv, start, hidden)])
+            pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
+            try:
+                yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {}
+            finally:
+                end_recorded(folder)
+
+_BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+LAUNCHER = str(Path(__file__).with_name("confined.py"))
+"""The program a confined hook or server is started by (:mod:`deep_agent.tools.confined`)."""
 
 
-@contextlib.contextmanager
-def _owner_of_network(pid: int) -> Iterator[int]:
-    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
-    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        owner = fcntl.ioctl(net, NS_GET_USERNS)
-    finally:
-        os.close(net)
-    try:
-        yield owner
-    finally:
-        os.close(owner)
+def _python() -> str:
+    """An interpreter to run the launcher (the standard library's alone): this program's, or, where this process
+    may not run it (its user changed since), the one on ``PATH``."""
+    return sys.executable if os.access(sys.executable, os.X_OK) else shutil.which("python3") or sys.executable
 
 
-_CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
-"""Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
+def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected) -> None:
+    """From now on, this process's hooks and MCP servers run under ``sandbox`` in ``workspace``."""
+    confine(Confinement(sandbox, workspace.resolve(), protected))
 
 
-def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
-    ``EPERM``.
-
-    The keyring is not a namespace bubblewrap unshares: without this, a
-    command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). A unix socket
-    bound to a path reaches whoever listens there, whatever namespace or
-    read-only mount is between (a database or container daemon in
-    ``/var/lib``, one bound by a relative name or since moved): so no
-    ``socket(AF_UNIX, ...)`` at all. ``socketpair`` still works (it reaches no
-    one else: a program's pipes between its own processes). A call made
-    through another architecture's interface (x86's 32-bit ``int 0x80`` on
-    x86_64, whose calls have other numbers) is refused whatever it is: the
-    sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring and unix sockets stay reachable there).
-    """
-    calls = _CALLS.get(machine or os.uname().machine)
-    if calls is None:
-        return None
-    arch, keyring, socket_call = calls
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    refused = [(jeq, n) for n in keyring] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
-    n = len(refused)
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    program = [(ld, 0, 0, 4), (jeq, 0, n + 5, arch), (ld, 0, 0, 0)]  # another arch: refused
-    program += [(op, n - i + 3, 0, k) for i, (op, k) in enumerate(refused)]
-    # socket(): its first argument (the low word of args[0], at 16) is the family.
-    program += [(jeq, 0, 2, socket_call), (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_UNIX)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("=HBBI", *step) for step in program)
-
-
-@contextlib.contextmanager
-def _readable(data: bytes | None) -> Iterator[int | None]:
-    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
-    if data is None:
-        yield None
-        return
-    read, write = os.pipe()
-    try:
-        os.write(write, data)
-    finally:
-        os.close(write)
-    try:
-        yield read
-    finally:
-        os.close(read)
+def named_outside(argv: list[str], start: Path, hidden: list[str]) -> list[Path]:
+    """The existing files in ``hidden`` folders a command line names by a word (``~`` and ``$HOME`` expanded,
+    relative ones from ``start``), as their links lead: shown read-only inside."""
+    found: set[Path] = set()
+    for word in (w for arg in argv for w in shell_words(arg)):
+        for part in filter(None, WORD_PARTS.split(word)):
+            with contextlib.suppress(OSError, RuntimeError):
+                path = Path(start, os.path.expanduser(part.replace("${HOME}", "~").replace("$HOME", "~"))).resolve()
+                if os.path.isfile(path) and os.access(path, os.R_OK) and any(str(path).startswith(h + "/")
+                                                                             for h in hidden):
+                    found.add(path)
+    return sorted(found)
 
 
 SET_ASIDE = ".made-by-agent"

@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
 from deep_agent.tools.protected import GIT
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, SetAsideUnchecked
+from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, SetAsideUnchecked, confine_definitions
 from deep_agent.tools.workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -58,7 +58,13 @@ class BashInput(BaseModel):
 def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                 rules: CommandRules | None = None) -> list[StructuredTool]:
     """``Bash``, bound to ``ws``; inside ``sandbox`` (:mod:`deep_agent.tools.sandbox`) when one is given,
-    unconfined otherwise, running only what ``rules`` allow when they are given."""
+    unconfined otherwise, running only what ``rules`` allow when they are given.
+
+    With a sandbox, this process's hooks and MCP servers run in it too, from now on
+    (:func:`~deep_agent.tools.sandbox.confine_definitions`): nothing a folder defines runs with more
+    power than the agent's commands."""
+    if sandbox is not None:
+        confine_definitions(sandbox, ws.root, ws.protected)
 
     def bash(command: str, timeout: int | None = None) -> str:
         check_text(command, "command")

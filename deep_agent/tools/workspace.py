@@ -8,7 +8,7 @@ changed between the check and the open cannot lead outside either; a file
 with more than one hard link is refused. Every write goes through
 :func:`open_regular` with ``within=`` a workspace, which refuses the paths of
 its :class:`~deep_agent.tools.protected.Protected` set (git directories,
-agent files, hook scripts, the interpreter): one check for every writer. A
+agent files, the interpreter): one check for every writer. A
 workspace that is, or holds, the home folder is refused unless
 ``allow_home=True``: every dotfile there runs code later. Output is cut to a fixed number of characters, with a
 note saying how much was left out.

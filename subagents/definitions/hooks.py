@@ -56,7 +56,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from subagents.definitions.on_host import TURNS, note
+from subagents.definitions.on_host import launch
 from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
 
@@ -160,7 +160,6 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
             message = str(err["msg"]).removeprefix("Value error, ")
             raise SpecError(f"event {name}: {where or 'entry'}: {message}") from None
         hooks.setdefault(name, []).extend(parsed)
-    note(hooks=hooks)  # whoever reads them, their commands run on the host: see subagents.definitions.on_host
     return hooks
 
 
@@ -288,16 +287,24 @@ def _failed(command: str, exc: BaseException) -> HookOutcome:
 # -- blocking: one thread, non-blocking pipes, a selector ---------------------------
 
 
+SHELL = "/bin/sh"
+"""What runs a hook's command (as ``subprocess``'s ``shell=True`` does)."""
+
+
 def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
-    """Run ``command`` with ``event`` on stdin; its verdict within about ``timeout`` seconds (counted once no
-    sandboxed command runs: :data:`~subagents.definitions.on_host.TURNS`)."""
-    with TURNS.held("host"):
-        return _run_hook(command, event, timeout)
-
-
-def _run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
+    """Run ``command`` with ``event`` on stdin; its verdict within about ``timeout`` seconds. Started
+    through :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        with launch([SHELL, "-c", command]) as (argv, env):
+            return _run_hook(command, argv, env, event, timeout)
+    except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
+        return _could_not_start(command, exc)
+
+
+def _run_hook(command: str, argv: list[str], env: dict[str, str] | None, event: Mapping[str, Any],
+              timeout: float) -> HookOutcome:
+    try:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except Exception as exc:  # noqa: BLE001 - a hook that cannot start is a warning
         return _could_not_start(command, exc)
@@ -411,16 +418,20 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
     """:func:`run_hook` on the running event loop, without blocking it."""
-    async with TURNS.aheld("host"):
-        return await _arun_hook(command, event, timeout)
+    try:
+        with launch([SHELL, "-c", command]) as (argv, env):
+            return await _arun_hook(command, argv, env, event, timeout)
+    except Exception as exc:  # noqa: BLE001 - as in run_hook
+        return _could_not_start(command, exc)
 
 
-async def _arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
+async def _arun_hook(command: str, argv: list[str], env: dict[str, str] | None, event: Mapping[str, Any],
+                     timeout: float) -> HookOutcome:
     loop = asyncio.get_running_loop()
     run = _Run(command, timeout)
     try:
-        transport, protocol = await loop.subprocess_shell(
-            lambda: _Protocol(run, loop), command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(run, loop), *argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True)
     except Exception as exc:  # noqa: BLE001
         return _could_not_start(command, exc)

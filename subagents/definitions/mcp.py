@@ -34,7 +34,6 @@ import concurrent.futures
 import contextlib
 import fnmatch
 import logging
-import os
 import re
 import shutil
 import threading
@@ -48,7 +47,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, ToolException
 
-from subagents.definitions.on_host import TURNS, note
+from subagents.definitions.on_host import launch
 from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
 
@@ -107,7 +106,6 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
     else:
         raise SpecError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
     normalized = {_name(name): _server(name, config) for name, config in servers.items()}
-    note(mcp_config=normalized)  # whoever reads them, these servers run on the host: see subagents.definitions.on_host
     return normalized
 
 
@@ -168,9 +166,8 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
             "transport": "stdio", "command": config["command"],
             "args": [str(a) for a in config.get("args", [])],
         }
-        if config.get("env"):
-            # The server still needs PATH and the like; the file's values win.
-            connection["env"] = {**os.environ, **{k: str(v) for k, v in config["env"].items()}}
+        if config.get("env"):  # what the config declares: launch() gives it on top of this process's (or a sandbox's)
+            connection["env"] = {k: str(v) for k, v in config["env"].items()}
         if config.get("cwd"):
             connection["cwd"] = str(config["cwd"])
         return connection
@@ -291,7 +288,6 @@ class McpSessions:
         self._closing: asyncio.Event | None = None
         self._ready: dict[str, asyncio.Future[Any]] = {}
         self._owners: list[asyncio.Task[None]] = []
-        self._turnless: set[str] = set()  # servers whose start waits for its turn (TURNS)
         self.closed = threading.Event()
         """Set once every server of this task is disconnected and the loop has stopped."""
 
@@ -360,17 +356,14 @@ class McpSessions:
 
         assert self._closing is not None
         try:
-            client = MultiServerMCPClient({server: self._connections[server]})  # type: ignore[dict-item]
+            connection = dict(self._connections[server])
             async with contextlib.AsyncExitStack() as stack:
-                # Started (spawned, through its handshake) on the host's turn: never while a sandboxed command
-                # runs, which may have made a module the server imports, not yet set aside (TURNS). Held for
-                # the start alone, and that bounded: held longer (a session's life, or the start of a server
-                # that never answers, which nothing else ends) every later sandboxed command waited for ever.
-                self._turnless.add(server)
-                async with TURNS.aheld("host"), asyncio.timeout(timeout):
-                    self._turnless.discard(server)
-                    if self._closing.is_set():  # the task ended while the start waited for its turn
-                        raise RuntimeError("its task had ended")
+                if connection.get("transport") == "stdio":  # started confined where this process's Bash is
+                    argv, env = stack.enter_context(launch([connection["command"], *connection.get("args", [])],
+                                                           connection.get("cwd"), connection.get("env")))
+                    connection.update(command=argv[0], args=argv[1:], env=env)
+                client = MultiServerMCPClient({server: connection})  # type: ignore[dict-item]
+                async with asyncio.timeout(timeout):
                     session = await stack.enter_async_context(client.session(server))
                 ready.set_result(session)
                 await self._closing.wait()
@@ -387,8 +380,7 @@ class McpSessions:
             async with asyncio.timeout(timeout):
                 return await coro
         except TimeoutError:
-            why = ": its start waited all that time for sandboxed commands to end" if server in self._turnless else ""
-            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s{why}") from None
+            raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s") from None
         except McpServerError:
             raise
         except Exception as exc:  # noqa: BLE001 - any transport failure names the server

@@ -14,9 +14,8 @@ def _agent(name: str, frontmatter: str) -> str:
 
 def make_hostile_checkout(root: Path, hook_command: str | None = None) -> dict[str, Path]:
     """Write the checkout; returns hostile case name -> the marker that case would create."""
-    # Beside the checkout, not in it: a file a hook names in the workspace is protected, and while a sandboxed
-    # command runs a missing one is a read-only placeholder folder there, which a hook's `touch` would meet.
-    markers = root.parent / f"{root.name}-markers"
+    # In the checkout: a trusted hook runs in Bash's sandbox, where only the workspace is writable.
+    markers = root / "markers"
     markers.mkdir(parents=True)
     cases = {name: markers / name for name in
              ("pre_hook", "start_hook", "stop_hook", "mcp_server", "bypass_bash", "skill_script")}

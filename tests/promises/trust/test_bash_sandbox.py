@@ -82,7 +82,7 @@ def test_the_kernel_keyring_of_the_starting_session_is_unreachable(runner):
     import platform
     import sys
 
-    from deep_agent.tools.sandbox import seccomp_filter
+    from deep_agent.tools.confined import seccomp_filter
 
     if seccomp_filter(platform.machine()) is None:
         pytest.skip(f"no keyring filter for {platform.machine()}")
@@ -124,7 +124,7 @@ def test_protected_paths_are_unwritable_and_missing_ones_uncreatable(runner):
     ws = runner.ws
     _repository(ws)
     runner.chown(ws)
-    protected = Protected.of(ws, extra=["scripts/guard.sh", "tools/missing.sh"])
+    protected = Protected.of(ws, agent_files=["scripts/guard.sh", "tools/missing.sh"])
     before = {p: p.read_text() for p in (ws / ".git/config", ws / ".git/commondir",
                                          ws / ".git/modules/lib/config", ws / "vendor/x/.git/config",
                                          ws / "scripts/guard.sh", ws / "lib/.git")}
@@ -148,7 +148,7 @@ def test_a_file_standing_where_a_missing_protected_paths_folder_would_be_cannot_
     # could be made there and nothing was bound: `rm tools; mkdir tools; echo ... > tools/x.sh` wrote the
     # script the hook runs on the host. It is set aside now, whatever stood on its way.
     ws = runner.ws
-    protected = Protected.of(ws, extra=["tools/x.sh"])
+    protected = Protected.of(ws, agent_files=["tools/x.sh"])
     tools = {t.name: t for t in builtin_tools(Workspace(ws, protected=protected), bash=None)}
     assert tools["Write"].invoke({"file_path": "tools", "content": "in the way\n"}).startswith("Created")
     runner.chown(ws)
@@ -165,7 +165,7 @@ def test_a_symlink_on_the_way_to_a_protected_path_is_kept_as_it_is(runner):
     (ws / "tools" / "scripts" / "guard.sh").write_text("exit 0\n")
     (ws / "scripts").symlink_to("tools/scripts")
     runner.chown(ws)
-    protected = Protected.of(ws, extra=[(ws / "scripts" / "guard.sh").resolve()])  # as files_run_by names it
+    protected = Protected.of(ws, agent_files=[(ws / "scripts" / "guard.sh").resolve()])
     out = runner.run("rm scripts || mv scripts elsewhere; mkdir -p scripts; echo 'touch pwned' > scripts/guard.sh;"
                      " echo done", protected=protected)
     assert "done" in out, out
@@ -179,7 +179,7 @@ def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner
     (ws / "scripts" / "check.sh").write_text("echo fine\n")
     subprocess.run(["git", "init", "-q", str(ws / "sub")], check=True)
     runner.chown(ws)
-    protected = Protected.of(ws, extra=["scripts/check.sh"])
+    protected = Protected.of(ws, agent_files=["scripts/check.sh"])
     out = runner.run("mv scripts scripts_old; mkdir -p scripts; echo 'touch pwned' > scripts/check.sh;"
                      " mv sub sub_old; git init -q sub; git -C sub config core.fsmonitor 'touch pwned';"
                      " echo new > scripts/other.txt; echo done", protected=protected)
@@ -267,7 +267,7 @@ def test_a_repository_in_what_replaced_a_kept_symlink_is_set_aside_too(runner):
     (ws / "tools").symlink_to("scripts")
     runner.chown(ws)
     out = runner.run("rm tools && git init -q tools && git -C tools config core.fsmonitor 'touch ../pwned; false'"
-                     " && echo done", protected=Protected.of(ws, extra=["scripts/guard.sh"]))
+                     " && echo done", protected=Protected.of(ws, agent_files=["scripts/guard.sh"]))
     assert "done" in out and os.readlink(ws / "tools") == "scripts", out
     aside = ws / ("tools" + SET_ASIDE)
     assert os.listdir(aside) == [".git" + SET_ASIDE], runner.set_aside
@@ -285,7 +285,7 @@ def test_what_cannot_be_renamed_aside_is_removed_not_left_in_place(runner):
     (ws / link).symlink_to("scripts")
     runner.chown(ws)
     out = runner.run(f"rm {link} && git init -q {link} && git -C {link} config core.fsmonitor 'touch ../pwned'"
-                     " && echo done", protected=Protected.of(ws, extra=["scripts/guard.sh"]))
+                     " && echo done", protected=Protected.of(ws, agent_files=["scripts/guard.sh"]))
     assert "done" in out, out
     assert sorted(os.listdir(ws)) == [link, "scripts"] and os.readlink(ws / link) == "scripts", runner.set_aside
 
@@ -592,7 +592,7 @@ def _seccomp_verdict(program: bytes, arch: int, nr: int, first_argument: int = 0
 ])
 def test_the_keyring_calls_and_unix_sockets_are_refused_through_every_interface(
         machine, native, keyring_calls, socket_call, other_arch, other_keyring_calls):
-    from deep_agent.tools.sandbox import seccomp_filter
+    from deep_agent.tools.confined import seccomp_filter
 
     program = seccomp_filter(machine)
     assert program is not None

