@@ -225,6 +225,8 @@ class LedgerMerge:
 # reads back.
 # ----------------------------------------------------------------------------
 
+_NOTHING: Any = DeltaChannel(lambda state, _writes: state).checkpoint()  # LangGraph's "nothing stored" marker
+
 _COLUMNS = "ledger-columns/1"
 _HEX_WIDTHS = {"h": 32, "u": 36}  # a plain hex id; a UUID spelled with dashes
 _HEX_DIGITS = frozenset("0123456789abcdef-")
@@ -336,13 +338,21 @@ class LedgerChannel(DeltaChannel[Ledger]):
     def __hash__(self) -> int:
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
-    def copy(self) -> Self:
-        # Copies serve fresh reads; they share the value, which the reducer never changes in place.
-        new = super().copy()
-        new.value, new._stored = self.value, self._stored
+    def _twin(self, value: Any, stored: tuple[Ledger, Any] | None) -> Self:
+        """A channel like this one holding ``value``: LangGraph makes several a run, delegating or not, so
+        without ``__init__``'s checks and without ``DeltaChannel.copy``'s copy of the value."""
+        new = object.__new__(type(self))
+        new.key, new.typ, new.reducer, new.deltas = self.key, self.typ, self.reducer, self.deltas
+        new.snapshot_frequency, new.value, new._stored = self.snapshot_frequency, value, stored
         return new
 
+    def copy(self) -> Self:
+        # Copies serve fresh reads; they share the value, which the reducer never changes in place.
+        return self._twin(self.value, self._stored)
+
     def from_checkpoint(self, checkpoint: Any) -> Self:
+        if checkpoint is None or checkpoint is _NOTHING:  # nothing stored yet: empty, as DeltaChannel starts
+            return self._twin({}, None)
         if not isinstance(checkpoint, bytes):
             return super().from_checkpoint(checkpoint)
         try:
@@ -376,6 +386,8 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return self._stored[1]
 
     def update(self, values: Sequence[Any]) -> bool:
+        if not values:  # LangGraph offers every unwritten channel an empty update, each step
+            return False
         checked = []
         for write in values:
             if _replaces_all(write):
@@ -388,7 +400,6 @@ class LedgerChannel(DeltaChannel[Ledger]):
             elif not write and not self.deltas:
                 continue  # an empty write changes nothing: no new version, so no copy of the ledger is stored
             checked.append(write)
-        # LangGraph offers every unwritten channel an empty update, each step: nothing to do.
         return super().update(checked) if checked else False
 
 
