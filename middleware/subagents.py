@@ -631,8 +631,23 @@ def _left_to_a_served_model(request: ModelRequest[ContextT]) -> bool:
     Only an OpenAI-compatible model names a server (``openai_api_base``, see
     :func:`middleware.limits.base_url_of`); any other is not asked about.
     """
-    return bool(getattr(request.model, "openai_api_base", None)) and any(
-        getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+    return _names_a_server(request.model) and any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+
+
+_servers: dict[int, tuple[object, bool]] = {}
+
+
+def _names_a_server(model: object) -> bool:
+    """Whether ``model`` names a server, asked once per model: on a model that lacks the field the question
+    raises and catches an error inside pydantic, at every parent model call."""
+    found = _servers.get(id(model))
+    if found is not None and found[0] is model:
+        return found[1]
+    served = bool(getattr(model, "openai_api_base", None))
+    if len(_servers) >= 64:  # a few models in one process; many only when each call builds its own
+        _servers.clear()
+    _servers[id(model)] = (model, served)
+    return served
 
 
 def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None, specs: Sequence[AnySpec], *,

@@ -212,6 +212,8 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
     if not result or not isinstance(result[0], AIMessage):
         return result, []
     message = result[0]
+    if not message.tool_calls and not message.invalid_tool_calls:  # an answer, most calls: nothing to check
+        return result, []
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
     renamed = _needing_ids(message.tool_calls, tool_names)
     if renamed:

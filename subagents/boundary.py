@@ -1226,8 +1226,28 @@ def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemM
     return system.model_copy(update={"content": blocks})
 
 
+# Every model call appends the same block to the same system message (``create_agent`` builds it once): the
+# appended message is made once. Only a plain-text one, checked by identity (its text too, so a message
+# changed in place is made again): a list of content blocks could be edited in place by a later middleware.
+_appended: dict[tuple[int, int, str], tuple[SystemMessage, str, SystemMessage, str]] = {}
+
+
+def _appended_once(system: SystemMessage | str | None, block: str) -> SystemMessage:
+    if not isinstance(system, SystemMessage) or not isinstance(system.content, str):
+        return with_text_appended(system, block)
+    key = (id(system), id(system.content), block)
+    found = _appended.get(key)
+    if found is not None and found[0] is system and found[1] is system.content and found[2].content is found[3]:
+        return found[2]
+    made = with_text_appended(system, block)
+    if len(_appended) >= 64:  # a few agents' prompts in one process; many only when prompts change per call
+        _appended.clear()
+    _appended[key] = (system, system.content, made, cast(str, made.content))
+    return made
+
+
 def with_prompt_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
     """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
     if not block:
         return request
-    return request.override(system_message=with_text_appended(request.system_message, block))
+    return request.override(system_message=_appended_once(request.system_message, block))

@@ -11,29 +11,30 @@ between snapshots holds no ledger at all, a whole ledger's holds all of it.
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import uuid
 import zlib
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
 import pytest
+from helpers.graphs import parent_script, records, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.channels import DeltaChannel
 from langgraph.graph import StateGraph
 from langgraph.types import Overwrite
 
-from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
 from deep_agent.cli.store import read_thread
 from deep_agent.testing import ScriptedChatModel
-from subagents.ledger import saved_value
-from subagents.ledger import LedgerChannel
-from subagents.outcome import merge_records
 from subagents.background import merge_async_records
+from subagents.ledger import LedgerChannel, saved_value
+from subagents.outcome import merge_records
 
 SERDE = JsonPlusSerializer()
 NOTHING = DeltaChannel(merge_records).checkpoint()  # what LangGraph's own delta channel stores between snapshots
@@ -91,6 +92,43 @@ def test_a_whole_ledger_s_checkpoint_holds_all_of_it_compressed_and_an_empty_wri
     again = LedgerChannel(dict, merge_records).from_checkpoint(SERDE.loads_typed(SERDE.dumps_typed(stored)))
     assert again.get() == _ledger(300) and list(again.get()) == list(_ledger(300))
     assert again.checkpoint() is not None and again.copy().checkpoint() == stored
+
+
+def test_a_whole_ledger_reads_back_exactly_whatever_its_records_hold() -> None:
+    """Stored as columns with hex ids as bytes: every value, key and order comes back, odd ones too."""
+    ids = [f"{i:032x}" for i in range(40)]
+    ledger = {i: {"id": i, "transcript": f"checkpoint:tools:{i[:8]}-{i[8:12]}-{i[12:16]}-{i[16:20]}-{i[20:]}",
+                  "n": n} for n, i in enumerate(ids)}
+    ledger["ABCDEF0123456789ABCDEF0123456789"] = {"id": "ABCDEF0123456789ABCDEF0123456789", "n": None}  # upper case
+    ledger["key-not-id"] = {"n": 1, "id": "other", "extra": {"nested": [1.5]}}  # another shape, another key
+    ledger["empty"] = {}
+    channel = LedgerChannel(dict, merge_records)
+    channel.update([ledger])
+    again = LedgerChannel(dict, merge_records).from_checkpoint(channel.checkpoint()).get()
+    assert again == ledger and list(again) == list(ledger) and [list(r) for r in again.values()] == [
+        list(r) for r in ledger.values()]
+
+
+def test_a_whole_ledger_costs_each_record_its_ids_and_little_more() -> None:
+    """A saver that keeps every version (Postgres) stores the whole ledger at each delegation: bytes count squared."""
+    draw = random.Random(0)
+    ledger = {}
+    for n in range(500):
+        task_id, child = uuid.UUID(int=draw.getrandbits(128)).hex, uuid.UUID(int=draw.getrandbits(128))
+        ledger[task_id] = {**_record(n), "id": task_id, "transcript": f"checkpoint:tools:{child}",
+                           "tool_call_id": f"call_{n}", "finished_at": 1000.5 + n + draw.random()}
+    channel = LedgerChannel(dict, merge_records)
+    channel.update([ledger])
+    assert len(channel.checkpoint()) < 64 * len(ledger)  # two random ids alone take 32 bytes; as rows, 85
+
+
+def test_a_whole_ledger_stored_as_rows_by_an_earlier_release_loads() -> None:
+    rows = zlib.compress(SERDE.dumps_typed(_ledger(70))[1], 1)  # the form checkpoints held before columns
+    channel = LedgerChannel(dict, merge_records).from_checkpoint(rows)
+    assert channel.get() == _ledger(70) and list(channel.get()) == list(_ledger(70))
+    channel.update([_ledger(1, start=999)])
+    assert LedgerChannel(dict, merge_records).from_checkpoint(channel.checkpoint()).get() == {
+        **_ledger(70), **_ledger(1, start=999)}
 
 
 def test_a_damaged_whole_ledger_is_an_error_naming_the_channel() -> None:
