@@ -31,13 +31,20 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
 """pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
 
 
-class SpawnFailed(RuntimeError):
+if TYPE_CHECKING or __name__ != "__main__":  # imported by the program: one of the library's errors
+    from subagents.errors import SubagentsError
+else:  # the launcher: the standard library alone
+    class SubagentsError(Exception):
+        """The library's base, where the library is not imported."""
+
+
+class SpawnFailed(SubagentsError, RuntimeError):
     """bubblewrap or pasta (:attr:`program`) failed to start."""
 
     def __init__(self, message: str, program: str) -> None:

@@ -69,7 +69,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +140,14 @@ class Sandbox:
 
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
              *, sync_fds: tuple[int, int | None] | None = None, seccomp_fd: int | None = None,
-             cwd: Path | None = None, reveal: Iterable[Path] = (), env: Mapping[str, str] | None = None) -> list[str]:
+             cwd: Path | None = None, reveal: Iterable[Path] = ()) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
         ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
         is bound only where :meth:`holding` made its placeholder. ``sync_fds``, ``seccomp_fd``:
         :func:`~deep_agent.tools.confined.fd_options`. ``cwd``: where the command starts (default: the
         workspace); ``reveal``: paths outside the workspace shown read-only (a user-level hook's script
-        in the hidden home folder); ``env``: entries the command gets besides :meth:`environment`.
+        in the hidden home folder). The command's environment is the one bubblewrap is started with.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
@@ -168,9 +168,8 @@ class Sandbox:
             args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(root), str(root)]
         args += _binds(root, protected.inside(root))
-        args.append("--clearenv")
-        for name, value in sorted({**self.environment(), **(env or {})}.items()):
-            args += ["--setenv", name, value]
+        # No --setenv: a value on a command line is anyone's to read (/proc/PID/cmdline); the command gets the
+        # environment bubblewrap is started with, which its caller makes (environment(), and a server's own).
         return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
@@ -243,12 +242,12 @@ class Confinement:
         # ${NAME} in a declared value is this process's NAME, as the MCP client would give it unconfined.
         env = {k: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), v) for k, v in declared.items()}
         with self.sandbox.holding(root, self.protected) as protected, tempfile.TemporaryDirectory() as folder:
-            bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected, env=env,
+            bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected,
                                       cwd=start if inside or outside else root,
                                       reveal=[*shown, *named_outside(argv, start, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
             try:
-                yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {}
+                yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {**self.sandbox.environment(), **env}
             finally:
                 end_recorded(folder)
 

@@ -252,3 +252,15 @@ def test_a_confined_hook_or_server_that_is_ended_leaves_no_process_nor_placehold
     confined(runner, route)
     assert gone("sleep 777") and set(running("/pasta ")) <= pastas  # pasta ended with each
     assert sorted(os.listdir(ws)) == before  # each placeholder removed
+
+
+def test_no_value_a_confined_command_gets_is_on_a_command_line(tmp_path, monkeypatch):
+    # A server's declared env and the --pass-env values went to bubblewrap as --setenv NAME VALUE: on its
+    # command line, and the launcher's, which any user of the machine reads in /proc/PID/cmdline.
+    monkeypatch.setenv("ASKED_FOR", "passed-value")
+    sandbox = Sandbox.find(pass_env=("ASKED_FOR",))
+    builtin_tools(Workspace(tmp_path), bash=sandbox)  # a sandboxed Bash: what the folder defines is confined
+    with launch(["true"], env={"API_KEY": "declared-value"}) as (argv, env):
+        assert not [arg for arg in argv if "-value" in arg], argv
+        assert env is not None and env["API_KEY"] == "declared-value" and env["ASKED_FOR"] == "passed-value"
+    assert not [arg for arg in sandbox.argv(tmp_path, "env") if "-value" in arg]
