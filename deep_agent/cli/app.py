@@ -148,12 +148,12 @@ def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
                      "(default: confirm_risky: Write, Edit and Bash ask)")
     run.add_argument("--yes", "-y", action="store_true", help="approve every risky call without asking")
     run.add_argument("--allow-network", action="store_true",
-                     help="let Bash commands reach the network, outbound only, through pasta (Debian: passt) "
-                     "in their own network namespace: the host's loopback services and unix sockets stay "
-                     "unreachable (its sandbox has no network by default)")
+                     help="let Bash commands, hooks and MCP servers reach the network, outbound only, through pasta "
+                     "(Debian: passt) in their own network namespace: the host's loopback services and unix "
+                     "sockets stay unreachable (their sandbox has no network by default)")
     run.add_argument("--pass-env", action="append", metavar="NAME",
-                     help="give Bash commands this variable too (repeatable; by default they get only PATH, "
-                     "LANG, LC_*, TERM, TZ and an empty HOME)")
+                     help="give Bash commands, hooks and MCP servers this variable too (repeatable; by default they "
+                     "get only PATH, LANG, LC_*, TERM, TZ and an empty HOME, and a server its declared env)")
     run.add_argument("--allow-home-workspace", action="store_true",
                      help="accept a --workspace that is, or holds, your home folder (refused by default: "
                      "the agent could write your dotfiles)")
