@@ -229,22 +229,22 @@ class Confinement:
     @contextlib.contextmanager
     def __call__(self, argv: list[str], cwd: str | None, declared: dict[str, str]) -> Iterator[tuple[list[str],
                                                                                                  dict[str, str]]]:
-        start = Path(os.getcwd(), cwd or "").resolve()
+        # Where it starts, as named (no symlink followed: the agent's commands may have made one in the
+        # workspace): there if the sandbox shows it, else the workspace. No folder is shown that Bash's
+        # commands do not see; only this program's interpreter where it lies in a hidden folder (pyenv's, in
+        # the home: a server run with it) and the files the definition names (named_outside).
+        start = Path(os.path.normpath(os.path.join(os.getcwd(), cwd or "")))
         root = self.workspace
-        inside = start == root or root in start.parents
-        # The folder it starts in, if outside (a hook of the folder the run started in) and not a home's; and
-        # this program's interpreter where it lies in a hidden folder (pyenv's, in the home): a server run with it.
-        outside = not inside and not any(start == h or start in h.parents for h in homes())
-        shown = [start] if outside else []
         hidden = _hidden(str(root))
-        shown += [p for p in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()} if os.access(p, os.X_OK)
-                  and any(str(p).startswith(h + "/") for h in hidden) and root not in (p, *p.parents)]
+        seen = root in (start, *start.parents) or not any(str(start) == h or str(start).startswith(h + "/")
+                                                           for h in hidden)
+        shown = [p for p in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()} if os.access(p, os.X_OK)
+                 and any(str(p).startswith(h + "/") for h in hidden) and root not in (p, *p.parents)]
         # ${NAME} in a declared value is this process's NAME, as the MCP client would give it unconfined.
         env = {k: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), v) for k, v in declared.items()}
         with self.sandbox.holding(root, self.protected) as protected, tempfile.TemporaryDirectory() as folder:
             bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected,
-                                      cwd=start if inside or outside else root,
-                                      reveal=[*shown, *named_outside(argv, start, hidden)])
+                                      cwd=start if seen else root, reveal=[*shown, *named_outside(argv, root, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
             try:
                 yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {**self.sandbox.environment(), **env}
@@ -267,16 +267,24 @@ def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected)
     confine(Confinement(sandbox, workspace.resolve(), protected))
 
 
-def named_outside(argv: list[str], start: Path, hidden: list[str]) -> list[Path]:
-    """The existing files in ``hidden`` folders a command line names by a word (``~`` and ``$HOME`` expanded,
-    relative ones from ``start``), as their links lead: shown read-only inside."""
+def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
+    """The files in ``hidden`` folders the command line names by an absolute path (``~`` and ``$HOME``
+    expanded), outside the workspace ``root`` and reached through no symlink: shown read-only inside.
+
+    Only what the trusted definition itself names (a user-level hook's ``~/.claude/hooks/x.sh``): a relative
+    word, or one that passes through a symlink, could lead wherever the agent's commands pointed it.
+    """
     found: set[Path] = set()
     for word in (w for arg in argv for w in shell_words(arg)):
         for part in filter(None, WORD_PARTS.split(word)):
-            with contextlib.suppress(OSError, RuntimeError):
-                path = Path(start, os.path.expanduser(part.replace("${HOME}", "~").replace("$HOME", "~"))).resolve()
-                if os.path.isfile(path) and os.access(path, os.R_OK) and any(str(path).startswith(h + "/")
-                                                                             for h in hidden):
+            named = os.path.expanduser(part.replace("${HOME}", "~").replace("$HOME", "~"))
+            if not os.path.isabs(named):
+                continue
+            path = Path(os.path.normpath(named))
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                if (os.path.realpath(path) == str(path) and root not in (path, *path.parents)
+                        and os.path.isfile(path) and os.access(path, os.R_OK)
+                        and any(str(path).startswith(h + "/") for h in hidden)):
                     found.add(path)
     return sorted(found)
 

@@ -264,3 +264,27 @@ def test_no_value_a_confined_command_gets_is_on_a_command_line(tmp_path, monkeyp
         assert not [arg for arg in argv if "-value" in arg], argv
         assert env is not None and env["API_KEY"] == "declared-value" and env["ASKED_FOR"] == "passed-value"
     assert not [arg for arg in sandbox.argv(tmp_path, "env") if "-value" in arg]
+
+
+@pytest.mark.parametrize("pointed", ["a word of its command", "its working folder"])
+def test_nothing_the_agents_commands_point_a_hook_or_server_at_is_shown_to_it(monkeypatch, pointed):
+    # Each word of a command line was resolved through the workspace's symlinks, and a file it led to in a
+    # hidden folder was shown to the hook; a server's cwd, symlinked out of the workspace, was shown whole.
+    outside = Path(tempfile.mkdtemp(prefix="beside-"))  # under /tmp: hidden inside, as a home is
+    (outside / "secret.txt").write_text("the neighbour's secret\n")
+    ws = Path(tempfile.mkdtemp(prefix="confined-ws-"))
+    try:
+        builtin_tools(Workspace(ws), bash=Sandbox.find())  # a sandboxed Bash: hooks and servers confined
+        monkeypatch.chdir(ws)
+        if pointed == "a word of its command":  # what the agent's Bash may make: a link where a word points
+            (ws / "lint").symlink_to(outside / "secret.txt")
+            argv, cwd = ["sh", "-c", "cat lint"], None
+        else:
+            (ws / "srv").symlink_to(outside, target_is_directory=True)
+            argv, cwd = ["sh", "-c", "cat secret.txt"], "srv"
+        with launch(argv, cwd) as (confined_argv, env):
+            done = subprocess.run(confined_argv, env=env, capture_output=True, text=True, timeout=120)
+        assert "secret" not in done.stdout, done.stdout
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
