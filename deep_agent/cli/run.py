@@ -178,8 +178,9 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
     workspace = workspace_of(args, state)
     skills_dirs = _skill_levels(args.skills_dirs)
-    untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)))
     bash, bash_note = bash_setting(args)
+    untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),
+                                                                 confined=bash not in (None, "unconfined"))
     files = {d.value.name: d.path for d in found.definitions.values()}
     specs = [_tool_rules(spec, workspace, bash, files.get(spec.name, spec.name))
              for spec in found.values if spec.name not in untrusted]
@@ -260,11 +261,16 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     return skipped, [f"skipped {message}" for message in problems.values()]
 
 
-def untrusted_agents(found: Any, trust_now: bool) -> set[str]:
+CONFINED = "They run in Bash's sandbox: no network, keys or home unless the flags give them."
+UNCONFINED = "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed)."
+
+
+def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True) -> set[str]:
     """Names of the current folder's command-running agent files a person has not trusted.
 
     ``--trust-folder`` trusts the folder now; on a terminal the user is shown
-    every command and asked once; otherwise those files are skipped.
+    every command, and where they would run (``confined``: in Bash's sandbox), and asked once; otherwise
+    those files are skipped.
     """
     import sys
 
@@ -286,6 +292,7 @@ def untrusted_agents(found: Any, trust_now: bool) -> set[str]:
         return set()
     if not trust_now and sys.stdin.isatty():
         print(describe(folder, commands), file=sys.stderr)
+        print(CONFINED if confined else UNCONFINED, file=sys.stderr)
         answer = input("Trust this folder and let these commands run? [y/N] ")
         trust_now = answer.strip().lower() in ("y", "yes")
     if trust_now:

@@ -92,6 +92,7 @@ def test_on_a_terminal_the_user_sees_every_command_and_is_asked_once(tmp_path):
     root, cases, env, _ = setup(tmp_path)
     refused = _prompted_run(root, "n", env)
     assert f"touch {cases['pre_hook']}" in refused and f"touch {cases['mcp_server']}" in refused
+    assert "They run in Bash's sandbox" in refused  # where they would run is said before the question
     assert not cases["pre_hook"].exists() and not cases["mcp_server"].exists()
     _prompted_run(root, "y", env)  # asked again: a refusal is not remembered
     assert cases["pre_hook"].exists()
