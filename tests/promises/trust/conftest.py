@@ -7,7 +7,8 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,32 @@ class Runner:
                              **self.popen) as process:
             out, _ = process.communicate(timeout=60)
         return str(out.decode("utf-8", "replace"))
+
+    def in_a_process(self, body: Callable[[], str]) -> str:
+        """What ``body`` returns, run in a forked process of this user (root ignores the write bits), in the
+        workspace; its traceback fails the test."""
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read)
+                if "user" in self.popen:
+                    os.setgid(self.popen["group"])
+                    os.setuid(self.popen["user"])
+                os.chdir(self.ws)
+                os.write(write, body().encode())
+                code = 0
+            except BaseException:
+                os.write(write, traceback.format_exc().encode())
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            said = pipe.read().decode()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, said
+        return said
 
     def chown(self, *paths: Path) -> None:
         if "user" in self.popen:

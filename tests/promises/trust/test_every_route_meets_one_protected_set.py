@@ -292,27 +292,11 @@ def test_what_the_next_start_would_try_to_import_from_the_workspace_is_protected
 def bash_as_the_user(runner, protected: Protected, command: str) -> str:
     """The Bash tool's answer to ``command``, run by a process of the runner's user (root ignores the write
     bits) in the workspace."""
-    read, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read)
-            if "user" in runner.popen:
-                os.setgid(runner.popen["group"])
-                os.setuid(runner.popen["user"])
-            os.chdir(runner.ws)
-            (bash,) = [t for t in builtin_tools(Workspace(runner.ws, protected=protected)) if t.name == "Bash"]
-            os.write(write_end, bash.invoke({"command": command, "timeout": 20_000}).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read, "rb") as pipe:
-        answer = pipe.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, answer
-    return answer
+    def answer() -> str:
+        (bash,) = [t for t in builtin_tools(Workspace(runner.ws, protected=protected)) if t.name == "Bash"]
+        return str(bash.invoke({"command": command, "timeout": 20_000}))
+
+    return runner.in_a_process(answer)
 
 
 def test_the_bash_tool_names_what_it_set_aside_and_why(runner, monkeypatch):

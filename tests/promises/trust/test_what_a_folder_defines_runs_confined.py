@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -80,28 +79,13 @@ def confined(runner, route: Callable[[Path], None], *, bash: str = "sandbox") ->
     (``bash``: ``"sandbox"`` installs the confinement, ``"unconfined"`` does not)."""
     ws = runner.ws
     runner.chown(ws)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read)
-            if "user" in runner.popen:
-                os.setgid(runner.popen["group"])
-                os.setuid(runner.popen["user"])
-            os.chdir(ws)
-            builtin_tools(Workspace(ws), bash=bash)  # type: ignore[arg-type]
-            route(ws)
-            code = 0
-        except BaseException:
-            os.write(write, traceback.format_exc().encode())
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        failure = pipe.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, failure
+
+    def body() -> str:
+        builtin_tools(Workspace(ws), bash=bash)  # type: ignore[arg-type]
+        route(ws)
+        return ""
+
+    runner.in_a_process(body)
     return (ws / "probe.out").read_text().splitlines() if (ws / "probe.out").exists() else []
 
 
