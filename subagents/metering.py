@@ -1,14 +1,9 @@
-"""One callback handler per child: the meter, feeding the transcript recorder first.
+"""Prices, the shared budget, and the one callback handler per child that meters it.
 
-A child whose transcript is collected while it runs needs both a
-:class:`~subagents.metering.TaskMeter` and a
-:class:`~subagents.metering.TranscriptRecorder`. LangChain dispatches every
-event of the child's run to every handler, so two handlers cost twice the
-dispatch on the delegation hot path; :class:`RecordingMeter` is the meter
-with the recorder inside it. The order is the one two handlers had: the
-recorder sees each model event before the meter counts it (and perhaps
-stops the child), and a recorder that fails costs the transcript a message,
-never the child its run, as with a handler whose ``raise_error`` is off.
+LangChain dispatches every event to every handler, so a child whose
+transcript is recorded gets one handler, :class:`RecordingMeter`: the
+recorder sees each model event before the meter counts it, and a failing
+recorder costs the transcript a message, never the child its run.
 
 Example::
 
@@ -56,25 +51,15 @@ from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
 # ----------------------------------------------------------------------------
-# What a tree of agents may spend: prices, and a budget shared by the whole tree.
-#
-# Example::
-#
-#     from subagents import Budget
+# What a tree of agents may spend. One ``Budget`` counts the parent's calls and
+# every child's; once spent, new delegations are refused, running children stop
+# at their next model call, and the parent gets one last call without tools
+# (:class:`middleware.root_turn_limit.RootBudget`).
 #
 #     prices = {"gpt-4.1-mini": (0.40, 1.60)}        # USD per million input, output tokens
 #     budget = Budget(max_tokens=200_000, max_usd=0.50, prices=prices)
 #     agent = create_deep_agent(model, subagents=specs, budget=budget)
-#
-# One ``Budget`` object counts everything that uses it: the parent's own model
-# calls and every child's, parallel ones included. Use a fresh one per run, or
-# call :meth:`Budget.reset`. Once it is spent, new delegations are refused
-# with an error result and running children stop at their next model call;
-# the parent gets one last call, with no tools, and its run ends there
-# (:class:`middleware.root_turn_limit.RootBudget`).
 # ----------------------------------------------------------------------------
-
-
 
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
@@ -84,15 +69,13 @@ MAX_REPORTED_TOKENS = 10**15
 
 
 def token_count(value: Any) -> int:
-    """A token count a model or server reported, as a non-negative ``int`` that is safe to add.
+    """A reported token count, untrusted, as an ``int`` in ``0..MAX_REPORTED_TOKENS``.
 
-    Usage comes from whatever answered the call, so it is not trusted: a
-    number (an integer-valued string of any length, a ``Decimal`` or
-    ``Fraction`` however large) is clamped to ``0..MAX_REPORTED_TOKENS``;
-    anything else (``None``, ``NaN``, an infinity, other text, a bool)
-    counts as 0. A negative count never gives a budget back.
+    A number (digit text of any length, a huge ``Decimal`` or ``Fraction``)
+    is clamped; anything else (``None``, ``NaN``, infinities, other text, a
+    bool) counts as 0, so a negative count never gives a budget back.
     """
-    if type(value) is int:  # the usual count, before the checks for every other kind (a bool is no count)
+    if type(value) is int:  # the usual count, checked first (a bool is no count)
         return min(max(value, 0), MAX_REPORTED_TOKENS)
     if isinstance(value, bool):
         return 0
@@ -139,19 +122,15 @@ _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The one price of one model call: ``(price-table key, (input, output) USD per million)``, or ``None``.
+    """The one price of a call to model ``sent``: ``(price-table key, (input, output) USD per million)``, or ``None``.
 
-    Every call is priced here, when it is sent, by the model it goes to
-    (``sent``: after any fallback or router chose it), and charged at exactly
-    that price, whatever name its reply gives. The name matches a key only
-    exactly, or as the same model named more or less fully: a provider
-    prefix (``openai:``, ``openai/``) the one has and the other lacks, or a
-    trailing date stamp (``-2025-04-14``, ``-20250414``) the one has and the
-    other lacks. What is left is never another name: ``mistral:latest`` is
-    not ``llama3:latest`` (Ollama's tags look like prefixes), and two date
-    stamps never match. Any other name (``o1-pro`` with only ``o1`` priced)
-    has no price: under a dollar limit its calls are refused. Where several
-    keys match equally well, the dearest is charged.
+    Priced when sent (after any fallback or router chose the model), whatever
+    name the reply gives. A key matches exactly, or with a provider prefix
+    (``openai:``, ``openai/``) or a trailing date stamp (``-2025-04-14``,
+    ``-20250414``) on one side only; ``mistral:latest`` is never
+    ``llama3:latest``, and two date stamps never match. Any other name
+    (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit
+    refuses its calls. Of equal matches, the dearest is charged.
 
     Example::
 
@@ -198,15 +177,10 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
     return checked
 
 
-
-
 def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, float]] | None:
     """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks.
 
-    A call has one price, so a model the two tables price differently is a
-    ``ValueError`` naming it (else the budget would count it at a price its
-    own table does not give), and a model priced only in the budget's table
-    is priced, not refused as unpriced.
+    A call has one price: a model the two tables price differently is a ``ValueError`` naming it.
     """
     given = check_prices(prices) if prices is not None else None
     own = budget.prices if budget is not None else {}
@@ -220,8 +194,8 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
 
 
 def estimate_tokens(payload: Any) -> int:
-    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and at least a token
-    for every other character (tokenizers bill CJK text at one or more tokens a character)."""
+    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and a token for
+    every other character (CJK text bills at one or more a character)."""
     chars = 0
     others = 0
     stack = [payload]
@@ -253,12 +227,8 @@ PROMPT_EXTRAS = ("tools", "functions", "response_format")
 
 
 def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
-    """A guess of a call's prompt as the provider counts it: the messages, plus the tool schemas
-    and response format sent with them (a call's ``invocation_params``, as LangChain's callbacks get them).
-
-    Tool schemas are billed on every call; a child with many tools can send
-    more tokens of schemas than of conversation.
-    """
+    """A guess of a call's prompt as billed: the messages, plus the tool schemas and response format in
+    its ``invocation_params`` (billed on every call; with many tools, more than the conversation)."""
     tokens = estimate_tokens(messages)
     if isinstance(invocation_params, Mapping):
         extras = [invocation_params.get(key) for key in PROMPT_EXTRAS]
@@ -276,8 +246,7 @@ MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0
 """How far reported usage may correct an estimate: a provider's tokenizer, not a hostile report, sets it."""
 
 LEARNED_SCALE_MARGIN = 1.1
-"""What a learned ratio is raised by: the estimate's rounding (a token for every four characters, plus one)
-weighs more in a short prompt, so a ratio learned on one understates a long prompt's by up to about 10%."""
+"""What a learned ratio is raised by: a ratio learned on a short prompt understates a long one's by up to ~10%."""
 
 
 def learned_scale(estimated: int, charged: int) -> float:
@@ -288,13 +257,18 @@ def learned_scale(estimated: int, charged: int) -> float:
 class Budget:
     """Tokens and/or USD shared by a parent and all its children."""
 
-    def __init__(
-        self,
-        *,
-        max_tokens: int | None = None,
-        max_usd: float | None = None,
-        prices: PriceTable | None = None,
-    ) -> None:
+    tokens: int
+    usd: float
+    reserved: int  # held by running calls
+    reserved_usd: float
+    # The smallest call refused, and the least room a child foresaw for a call and its wrap-up
+    # (TaskMeter.last_call): once spending leaves less, the budget is spent for new work (spent_error).
+    _smallest_refused: int | None
+    _smallest_refused_usd: float | None
+    _foreseen: int | None
+    _foreseen_usd: float | None
+    def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
+                 prices: PriceTable | None = None) -> None:
         # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens <= 0):
@@ -308,36 +282,22 @@ class Budget:
         self.max_usd = max_usd
         self.prices = check_prices(prices)
         self._lock = threading.Lock()
-        self.tokens = 0
-        self.usd = 0.0
-        self.reserved = 0
-        self.reserved_usd = 0.0
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
-        # The smallest call refused for want of budget: once what is spent leaves no room for it, the
-        # budget is spent for every purpose (no new delegation starts), though short of its limit.
-        self._smallest_refused: int | None = None
-        self._smallest_refused_usd: float | None = None
-        # The least room a child foresaw it needed for a call and its wrap-up (TaskMeter.last_call): once what is
-        # spent leaves less, the budget is spent for new work, though a running child's last call still fits.
-        self._foreseen: int | None = None
-        self._foreseen_usd: float | None = None
+        self.reset()
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
              refuse: bool = True, alone_at_estimate: bool = False,
              instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
         """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
 
-        The estimate is scaled by the ratio the budget learned for the model
-        (see :meth:`learn`). Until it has learned one, the call holds
-        :data:`MAX_TOKEN_SCALE` times its estimate (the densest tokenizer the
-        budget allows for), so a first parallel wave cannot pass the limit
-        by more than its outputs. With ``alone_at_estimate`` (the parent's
-        calls, which run alone), a call made while nothing else is held is let
-        through when its estimate fits, still holding the clamp, and teaches
-        the ratio. A call refused only for want of the ratio does not mark
-        the budget spent. ``instead_of`` is room held for this call ahead of
-        it (:meth:`TaskMeter.last_call`), given back under the same lock, so
-        no sibling takes it between; a call it covers is refused only once the budget is spent.
+        The estimate is scaled by the model's learned ratio (:meth:`learn`),
+        or :data:`MAX_TOKEN_SCALE` before one, so a first parallel wave passes
+        the limit by its outputs at most. ``alone_at_estimate`` (the parent's
+        calls): with nothing else held, a call whose estimate fits is let
+        through, holding the clamp, and teaches the ratio. A refusal only for
+        want of the ratio does not mark the budget spent. ``instead_of``: room
+        held ahead for this call (:meth:`TaskMeter.last_call`), given back
+        under the same lock; a call it covers is refused only once spent.
         """
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
@@ -345,16 +305,14 @@ class Budget:
             scale = self._scales.get(model_name) if model_name else None
             tokens = math.ceil(token_count(estimate) * (scale or MAX_TOKEN_SCALE))
             usd = tokens * dollars(input_price) / 1_000_000
-            # A call the room held for it covers was judged within the limit when the room was held: a sibling's
-            # output no one foresaw, charged since, does not refuse it (a wrap-up, whose room it was), unless spent.
+            # Covered by its held room, it was judged in the limit then: a sibling's output since does not refuse it.
             if refuse and tokens <= instead_of[0] and usd <= instead_of[1]:
                 refuse = self._spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
             if not alone_at_estimate or self.reserved or self.reserved_usd:
                 return self._reserve(tokens, usd, refuse, remember=False)
-            # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on room
-            # this call may take.
+            # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on that room.
             admit = token_count(estimate)
             self._reserve(admit, admit * dollars(input_price) / 1_000_000, refuse, remember=False)
             self.reserved += tokens - admit
@@ -366,15 +324,9 @@ class Budget:
         return self._scales.get(model_name) if model_name else None
 
     def reserve(self, tokens: int, usd: float = 0.0, *, refuse: bool = True) -> tuple[int, float]:
-        """Hold a model call's prompt, in tokens and in dollars, before it starts; or raise :class:`BudgetExceeded`.
-
-        ``tokens`` is the prompt as reserved, ``usd`` those tokens at the
-        call's input price (:func:`call_price`). A call is refused when what is
-        spent, plus what running calls hold, plus this prompt would pass
-        either limit; so parallel calls overshoot by at most one call's output
-        each. ``refuse=False`` holds without refusing (the root's last answer,
-        once the budget is spent). Returns what was held, for :meth:`release`.
-        """
+        """Hold a call's prompt (``tokens``, and ``usd`` at its input price) before it starts, or raise
+        :class:`BudgetExceeded` when spent + held + this would pass a limit: parallel calls overshoot by one
+        call's output each at most. ``refuse=False`` holds without refusing. Returns what was held."""
         with self._lock:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
@@ -409,19 +361,10 @@ class Budget:
             self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
-        """Correct later estimates for ``model_name`` by the input charged for a call estimated at ``estimated``.
-
-        The ratio of charged to estimated input tokens (with
-        :data:`LEARNED_SCALE_MARGIN`, kept within
-        ``MIN_TOKEN_SCALE..MAX_TOKEN_SCALE``) scales every later reservation
-        for that model: a tokenizer denser than the estimate, or a provider
-        adding tokens of its own, is reserved for as it bills. The ratio only
-        rises: it is the highest seen, so one light prompt (plain English)
-        never lowers what a dense one (code, another script) showed.
-        """
+        """Scale later reservations for ``model_name`` by charged / ``estimated`` input tokens
+        (:func:`learned_scale`). The ratio only rises: a light prompt never lowers what a dense one showed."""
         charged = token_count(charged_input)
-        # A model that names itself nowhere cannot be told from another that does not: what one teaches would
-        # be the other's ratio (a parent's plain English, a child's 16x-denser tokenizer). Held at the clamp.
+        # An unnamed model cannot be told from another unnamed one: it stays at the clamp.
         if estimated <= 0 or charged <= 0 or not model_name:
             return
         scale = learned_scale(estimated, charged)
@@ -441,7 +384,7 @@ class Budget:
         if self.max_usd is not None and self.usd >= self.max_usd:
             return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
                                   limit=self.max_usd, spent=self.usd, unit="usd")
-        if not foreseen:  # a running child's call: refused only when it does not fit (see _reserve)
+        if not foreseen:  # a running child's call: refused only when it does not fit (_reserve)
             return None
         need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
         need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
@@ -486,12 +429,11 @@ class Budget:
         return None if spent is None else str(spent)
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` (with its figures) once the budget is spent, else ``None``.
+        """The :class:`BudgetExceeded` once the budget is spent, else ``None``.
 
-        ``foreseen``: judged for new work (a delegation, the parent's next call), the budget is also spent once
-        what is left cannot cover the smallest call it refused, or the room a child found too little for a call
-        and its wrap-up (a new task would only wrap up). A running child's own calls are judged without either:
-        one sibling's huge prompt refused does not refuse the others' small calls, and each makes its wrap-up.
+        ``foreseen`` (new work: a delegation, the parent's next call): also spent once what is left cannot
+        cover the smallest call refused, or a child's foreseen call and wrap-up. A running child's calls are
+        judged without either, so one sibling's huge refused prompt does not refuse the others' small calls.
         """
         return self._spent_error(foreseen)
 
@@ -501,10 +443,7 @@ class Budget:
             self.usd = 0.0
             self.reserved = 0
             self.reserved_usd = 0.0
-            self._smallest_refused = None
-            self._smallest_refused_usd = None
-            self._foreseen = None
-            self._foreseen_usd = None
+            self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
 
     def snapshot(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "usd": round(self.usd, 6),
@@ -514,61 +453,38 @@ class Budget:
 # ----------------------------------------------------------------------------
 # Counting what a child spends, and stopping it between steps.
 #
-# A :class:`TaskMeter` rides along in the child's callbacks, so it sees every
-# model call of any child (a built spec or a caller's compiled graph, and the
-# model calls its middleware makes, such as a summariser's) without touching
-# the graph. It counts model calls, tokens and cost, enforces ``max_turns``,
-# and, because LangChain re-raises errors from handlers marked ``raise_error``,
-# it stops the child at its next model or tool call once the task's deadline
-# has passed, the task was cancelled, or a budget is spent. This is also what
-# ends an abandoned child on the ``invoke`` path, where a running thread cannot
-# be interrupted from outside.
-#
-# It also remembers where the last error came from (a model or a tool), so a
-# failure can be classified by type and origin, never by its message.
+# A :class:`TaskMeter` rides in the child's callbacks, so it sees every model
+# call of any child (its middleware's too) without touching the graph. Since
+# LangChain re-raises errors of ``raise_error`` handlers, it stops the child at
+# its next model or tool call on a deadline, a cancel or a spent budget: the
+# only way to end an abandoned child's thread on ``invoke``. It remembers where
+# errors came from (model or tool), so failures are classified by type and
+# origin, never by message.
 # ----------------------------------------------------------------------------
-
-
 
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
                                      "async generator ignored GeneratorExit"})
 """The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
-
-
-
-
-
 
 STALL_NOTE_S = 0.5
 """How far past its deadline a task must run before its timeout says what held it."""
 
 
 class _MeterStopsAreNotCallbackErrors(logging.Filter):
-    """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop.
-
-    LangChain logs every exception a callback handler raises as a warning, and
-    then re-raises it when the handler has ``raise_error``. A meter's
-    exceptions are how it stops a child (``max_turns``, a deadline, a spent
-    budget, a cancel), and they always reach the task's record, so that
-    warning printed a false "callback error" on stderr for each stop, once
-    per stopped child. Other handlers' warnings pass through untouched.
-    """
+    """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop: a stop is how the
+    meter ends a child and reaches the task's record, not a callback error. Other handlers' pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
             return True
-        return args[0] not in {cls.__name__ for cls in _meter_classes()}
-
-
-def _meter_classes() -> list[type]:
-    found: list[type] = []
-    todo: list[type] = [TaskMeter]
-    while todo:
-        cls = todo.pop()
-        found.append(cls)
-        todo.extend(cls.__subclasses__())
-    return found
+        todo: list[type] = [TaskMeter]
+        while todo:  # the meter classes, subclasses included
+            cls = todo.pop()
+            if cls.__name__ == args[0]:
+                return False
+            todo.extend(cls.__subclasses__())
+        return True
 
 
 # The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
@@ -580,38 +496,23 @@ class TaskMeter(BaseCallbackHandler):
 
     raise_error = True
     run_inline = True
-    # Chain events are by far the most frequent; the meter needs none of them.
-    # Tool events are dispatched under LangChain's "agent" switch, so it stays on.
+    # Chain events are the most frequent and unneeded; tool events come under "agent", which stays on.
     ignore_chain = True
     ignore_retriever = True
 
-    def __init__(
-        self,
-        *,
-        deadline: float | None = None,
-        max_turns: int | None = None,
-        max_tokens: int | None = None,
-        max_usd: float | None = None,
-        prices: PriceTable | None = None,
-        budget: Budget | None = None,
-    ) -> None:
+    def __init__(self, *, deadline: float | None = None, max_turns: int | None = None, max_tokens: int | None = None,
+                 max_usd: float | None = None, prices: PriceTable | None = None, budget: Budget | None = None) -> None:
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
-        self.charged_input_tokens = 0
-        """Input tokens charged: what was reported, or the prompt's estimate where no plausible count was."""
+        self.charged_input_tokens = 0  # reported, or the prompt's estimate where no plausible count was
         self.charged_output_tokens = 0
         self.cost_usd = 0.0
-        self.priced_as: set[str] = set()
-        """The price-table keys this task's calls were charged at (see :func:`call_price`)."""
-        self.refuses = True
-        """Whether a spent shared budget refuses this meter's calls (off for the root's last answer)."""
-        self.alone_at_estimate = False
-        """Whether a call to a model the budget has no ratio for yet may start at its estimate when nothing
-        else runs (the root's calls: see :meth:`Budget.hold`)."""
+        self.priced_as: set[str] = set()  # the price-table keys this task's calls were charged at
+        self.refuses = True  # whether a spent shared budget refuses its calls (off for the root's last answer)
+        self.alone_at_estimate = False  # see Budget.hold (the root's calls)
         self.deadline = deadline
-        self.timeout_s: float | None = None
-        """The task's ``timeout_s`` behind ``deadline``, reported by :class:`TaskTimeout`."""
+        self.timeout_s: float | None = None  # the task's timeout_s behind deadline, for TaskTimeout
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.max_usd = max_usd
@@ -621,44 +522,29 @@ class TaskMeter(BaseCallbackHandler):
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
         self.stopped_by: SubagentError | None = None
-        """The last stop this meter raised in the child (a limit, a deadline, a cancel), or ``None``.
-
-        Cleared when a later model call is let through: that stop did not hold.
-
-        A middleware of the child's that catches every error (LangChain's
-        ``ModelRetryMiddleware`` answers with a message once its retries
-        fail) can turn that stop into an ordinary answer; the runner reads it
-        here, so the task still ends with the stop's reason."""
+        """The last stop this meter raised in the child, cleared when a later call is let through. A child
+        middleware that turns errors into answers (``ModelRetryMiddleware``) cannot hide it: the runner reads it."""
         self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
         self._lock = threading.Lock()
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
         self.on_progress: Callable[[dict[str, Any]], None] | None = None
         """Told ``{**progress_about, "turn": n, "tool": name or None, "tool_input": text or None, **usage()}``
-        as each tool call of the child starts (a live view shows what each child is doing and has spent)."""
-        self.progress_about: dict[str, Any] = {}
-        """What each progress event names first (the runner's: its type and the task's ids)."""
-        self.wrap_up: WrapUpSetting | None = None
-        """Whether the task's last call a limit allows is a wrap-up (see :class:`WrapUp`): its setting as the runner
-        chose it (``True``, or the share of ``timeout_s`` left that starts it); ``None`` or ``False``: none."""
-        self.wrapped_up: SubagentError | None = None
-        """The limit that made a model call of this task its wrap-up, once one was made."""
+        as each tool call of the child starts."""
+        self.progress_about: dict[str, Any] = {}  # what each progress event names first (type, task ids)
+        self.wrap_up: WrapUpSetting | None = None  # the task's wrap-up setting (WrapUp); None or False: none
+        self.wrapped_up: SubagentError | None = None  # the limit that made a call the wrap-up, once one was
         self._wrap_up_sent = False
-        self._last_estimate: int | None = None  # the last call's prompt, as the meter estimated it when sent
+        self._last_estimate: int | None = None  # the last call's prompt, as estimated when sent
+        # The highest believed / estimated input ratio its calls showed: its own limits are judged at it.
         self._own_scale: float | None = None
-        """The highest ratio of believed to estimated input tokens this task's calls showed (with the margin,
-        within the clamps): its own limits are judged at it, whether or not a shared budget learned one."""
-        self.longest_call_s = 0.0
-        """The longest a model call of this task took (seconds, to its end or error): the wrap-up is made while
-        the time left still covers it (:meth:`last_call`)."""
+        self.longest_call_s = 0.0  # the longest model call, so the wrap-up comes while time covers one
+        # The last call's tool schemas and response format, in estimated tokens (None until a call is sent).
         self.extras_estimate: int | None = None
-        """The last call's tool schemas and response format, in estimated tokens: what the wrap-up adds to its
-        estimate of the next call's messages (the same schemas, without converting them again); ``None`` until a
-        call is sent (the wrap-up then estimates the schemas the first call sends: :func:`_schemas_estimate`)."""
+        # What it holds in the shared budget for its next call and wrap-up (None: settled), and the part
+        # the next call takes over (Budget.hold's instead_of).
         self._room_held: tuple[int, float] | None = (0, 0.0)
-        """What this task holds in the shared budget for its next call and its wrap-up (``None``: settled)."""
         self._room_for_call: tuple[int, float] = (0, 0.0)
-        """The part of it the next call takes over as it is held (see :meth:`Budget.hold`)."""
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -682,31 +568,20 @@ class TaskMeter(BaseCallbackHandler):
 
     def usage(self) -> dict[str, Any]:
         """The task's figures: tokens as reported and as charged, the cost, and the prices it was charged at."""
-        return {
-            "model_calls": self.model_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "charged_input_tokens": self.charged_input_tokens,
-            "charged_output_tokens": self.charged_output_tokens,
-            "cost_usd": round(self.cost_usd, 6),
-            "priced_as": sorted(self.priced_as),
-        }
+        return {"model_calls": self.model_calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "charged_input_tokens": self.charged_input_tokens, "charged_output_tokens": self.charged_output_tokens,
+                "cost_usd": round(self.cost_usd, 6), "priced_as": sorted(self.priced_as)}
 
     def source_of(self, exc: BaseException) -> BaseException:
         """The error a model or tool raised that ``exc`` stands in for; ``exc`` itself if none.
 
-        A ``GeneratorExit`` raised by a tool can reach the runner, on
-        ``ainvoke``, as the interpreter's ``RuntimeError("coroutine ignored
-        GeneratorExit")`` with no link back to it; that error is the latest
-        ``GeneratorExit`` this meter saw a model or tool raise. A stop of
-        the meter's own that a tool wrapped (``raise ToolError(...) from
-        exc``) is that stop: the task's limit, not the tool's failure.
+        A tool's ``GeneratorExit`` can reach the runner as the interpreter's
+        unlinked ``RuntimeError("coroutine ignored GeneratorExit")``: that is
+        the latest one seen. A meter stop a tool wrapped is that stop.
         """
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
-        # Python raises a StopIteration leaving a generator or coroutine as a RuntimeError from it (and a child's
-        # tool its GeneratorExit leaving the tool's task: boundary._call): a model's or tool's (the meter saw the one
-        # or the other) is told as itself.
+        # A StopIteration (or a tool's GeneratorExit: boundary._call) leaves as a RuntimeError from it: told as itself.
         cause = exc.__cause__
         if type(exc) is RuntimeError and isinstance(cause, (StopIteration, StopAsyncIteration, GeneratorExit)) and \
                 any(seen is exc or seen is cause for seen, _ in self._seen):
@@ -726,8 +601,8 @@ class TaskMeter(BaseCallbackHandler):
         exc = self.source_of(exc)
         if any(exc is raised for raised in self._raised):  # the meter's own stop, passed through a tool
             return None
-        # Tools failing in one step: the error that ended the run need not be the latest. An error raised from
-        # one a model or tool raised comes from it, and a StopIteration from where its RuntimeError came from.
+        # The error that ended the run need not be the latest seen (tools failing in one step); one raised
+        # from a seen error comes from it.
         for seen, origin in reversed(self._seen):
             if seen is exc or seen is exc.__cause__ or seen.__cause__ is exc:
                 return origin
@@ -746,28 +621,22 @@ class TaskMeter(BaseCallbackHandler):
         self._check()
 
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
-        """The limit that will refuse the call after the next one (making the next the last it allows), or ``None``.
+        """The limit that will refuse the call after the next one (making the next its wrap-up), or ``None``.
 
-        Turns: the next call is the ``max_turns``-th. Time: less than the
-        :attr:`wrap_up` share of ``timeout_s`` is left, or less than this call
-        and one more would take at :attr:`longest_call_s`. Tokens and dollars (the
-        task's own limits and the shared budget): what is left covers the next
-        call (a prompt estimated at ``estimate`` tokens, at the ratio the budget
-        learned for the model, and an output like this task's earlier ones)
-        but not the one after it (its prompt grown as much as this one's did
-        since the last call), so the wrap-up call itself still fits, reserved as any.
-        A task that goes on holds room in the shared budget for the next call
-        and its wrap-up (the next call takes its part over as it is held; the
-        rest is held until the next judgement, or :meth:`settled_usage`): parallel
-        siblings nearing the limit together cannot take the room each one's
-        last call needs. The wrap-up call takes over all that is held.
+        Turns: the next is the ``max_turns``-th. Time: less than the
+        :attr:`wrap_up` share of ``timeout_s`` is left, or than two calls at
+        :attr:`longest_call_s`. Tokens and dollars (its own limits and the
+        shared budget): what is left covers the next call (``estimate`` at the
+        learned ratio, an output like its earlier ones) but not the one after
+        (its prompt grown as this one's did). A task that goes on holds room in
+        the shared budget for both, so parallel siblings cannot take the room
+        each one's wrap-up needs; the wrap-up takes over all that is held.
         """
         held = self._room_held or (0, 0.0)
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
             return MaxTurnsReached(self.max_turns)
         share = DEFAULT_WRAP_UP_SHARE if self.wrap_up is True else self.wrap_up or 0.0
-        # Time: what is left covers the share, and this call and one more at the longest a call took.
         if self.deadline is not None and self.timeout_s and \
                 self.deadline - time.monotonic() < max(share * self.timeout_s, 2 * self.longest_call_s):
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
@@ -776,8 +645,8 @@ class TaskMeter(BaseCallbackHandler):
         price = call_price(self.prices or (budget.prices if budget else None), model_name)
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
         estimate = token_count(estimate)
-        # The wrap-up's prompt as its own hold will estimate it: grown as the last sent call's to this one, and
-        # with the wrap-up's instruction (its tool schemas, not sent, are left in as slack).
+        # The wrap-up's prompt as its hold will estimate it: grown as since the last call, plus its instruction
+        # (the unsent tool schemas stay in as slack).
         grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _wrap_up_prompt_tokens()
 
         def need_at(scale: float) -> tuple[int, float, int]:
@@ -785,8 +654,7 @@ class TaskMeter(BaseCallbackHandler):
             now, then = math.ceil(estimate * scale), math.ceil(grown * scale)
             return now + then + 2 * output, cost_at(price, now, output) + cost_at(price, then, output), now
 
-        # Its own limits are charged as usage is believed: the ratio its own calls showed, the budget's, or
-        # guessed at the margin (a first call: a denser tokenizer can take it past them by that call's prompt).
+        # Its own limits at the ratio its calls showed, the budget's, or the margin (a first call).
         need, need_usd, _ = need_at(self._own_scale or learned or LEARNED_SCALE_MARGIN)
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
@@ -798,8 +666,7 @@ class TaskMeter(BaseCallbackHandler):
                                   "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
                                   unit="usd")
         if budget is not None:
-            # Both calls as the budget will hold them: to a model it has learned no ratio for yet, at the clamp
-            # (the wrap-up too, or the room held for it falls short of what its own hold asks).
+            # Both calls as the budget will hold them: at the clamp before a ratio is learned.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
             with self._lock:  # judged and held in one step of the budget's: no sibling takes the room between
                 if self._room_held is None:  # settled meanwhile: it holds nothing more
@@ -808,9 +675,7 @@ class TaskMeter(BaseCallbackHandler):
                 if short is None:
                     self._room_held, self._room_for_call = (need, need_usd), (now, cost_at(price, now, 0))
                     return None
-            if learned is not None:
-                # A call and its wrap-up no longer fit: new work would only wrap up (judged at the clamp, they
-                # are no measure of what new work needs).
+            if learned is not None:  # at the clamp, they are no measure of what new work needs
                 budget.foresee(need, need_usd)
             if short == "tokens":
                 return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
@@ -822,8 +687,7 @@ class TaskMeter(BaseCallbackHandler):
         return None
 
     def settled_usage(self) -> dict[str, Any]:
-        """The task has ended (or paused): its :meth:`usage`, once the room it held for its calls is given back
-        (it holds none from now on, whatever an abandoned child still does)."""
+        """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good."""
         with self._lock:
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
         if held and self.budget is not None:
@@ -841,8 +705,7 @@ class TaskMeter(BaseCallbackHandler):
         return taken
 
     def limits_line(self) -> str:
-        """One line for the child's prompt from its second call on: what bounds this task, as it began (the same
-        on each of those calls, so a provider's prompt cache still holds the conversation)."""
+        """The child's prompt line naming its limits as they began (unchanging, so a prompt cache holds)."""
         parts = []
         if self.max_turns is not None:
             parts.append(f"{self.max_turns} model calls")
@@ -863,9 +726,8 @@ class TaskMeter(BaseCallbackHandler):
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise self._raising(self.timeout_error())
-        # A task's own limit passed by an output no one foresaw (far longer than its calls' before) still ends
-        # with its answer: the tools that call asked for run, and its next call is the wrap-up (see last_call),
-        # which alone may go past the limit. Without a wrap-up, and after it, the limit refuses.
+        # An own limit passed by an unforeseen output still ends with an answer: that call's tools run, and
+        # the next call is the wrap-up. Without a wrap-up, and after it, the limit refuses.
         if self._wrap_up_sent or self.wrap_up in (None, False) or \
                 (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
             self._check_own_limits()
@@ -895,8 +757,7 @@ class TaskMeter(BaseCallbackHandler):
         wrapping = self.wrapped_up is not None and not self._wrap_up_sent
         self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
-            # The wrap-up may be the one call past max_turns: a middleware's own call before it (a summariser's,
-            # in before_model) can take the turn it was judged on. Any call after it is refused.
+            # The wrap-up may pass max_turns by one (a summariser's call may take its turn); none after it.
             if self.max_turns is not None and self.model_calls >= self.max_turns and not wrapping:
                 raise self._raising(MaxTurnsReached(self.max_turns))
             self.model_calls += 1
@@ -906,11 +767,9 @@ class TaskMeter(BaseCallbackHandler):
         except BudgetExceeded as refused:
             with self._lock:  # refused before it reached the model: no call was made
                 self.model_calls -= 1
-            self._raising(refused)  # the meter's own stop, which no middleware of the child may turn into an answer
+            self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
-        # A call let through means no earlier stop held: a shared budget's refusal passes once a sibling's
-        # running call gives back what it held, and a child that retried then answered has not been stopped.
-        self.stopped_by = None
+        self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
@@ -939,20 +798,12 @@ class TaskMeter(BaseCallbackHandler):
             self._last_tool = (started[0], started[1], time.monotonic())
 
     def timeout_error(self) -> TaskTimeout:
-        """The task's timeout, saying what held it when it ran well past its deadline.
-
-        Past the deadline by more than :data:`STALL_NOTE_S`, the child was not
-        stopped on time: its thread or event loop was held, by a blocking call
-        in an async tool (on ``ainvoke`` the whole loop stands still) or a
-        long computation holding the GIL. The tool running across the deadline
-        is named.
-        """
+        """The task's timeout; more than :data:`STALL_NOTE_S` late, it names the tool that held its thread or
+        loop (a blocking call in an async tool, a long computation holding the GIL)."""
         late = time.monotonic() - self.deadline if self.deadline is not None else 0.0
         stalled = None
         if late > STALL_NOTE_S:
-            # A tool that blocks the loop is the one that returns as the stall ends: the latest to end, if it
-            # ended past the deadline; else one still running. Either way only a suspect: any code on the
-            # same thread or loop (a sibling's tool) can hold it.
+            # A suspect only: the latest tool to end, if past the deadline, else one still running.
             culprit: tuple[str, float] | None = None
             if self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
                 culprit = self._last_tool[:2]
@@ -984,8 +835,7 @@ class TaskMeter(BaseCallbackHandler):
         self._tool_done(run_id)
         self._saw(error, "tool_error")
         if isinstance(error, SystemExit) and not from_signal_handler(error):
-            # A tool's sys.exit (argparse on bad arguments) ends this task, not the process: raised
-            # from here (raise_error is on), an ordinary error replaces it on its way out of the tool.
+            # A tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
             raise ChildExit(error) from error
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
@@ -995,12 +845,9 @@ class TaskMeter(BaseCallbackHandler):
         del self._seen[:-8]
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any]) -> _Call:
-        """The call as it is sent: its model, its one price, its prompt's estimate, what the budget holds for it.
+        """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
 
-        The price is decided here, by the model the call goes to (a fallback's
-        or a router's choice included: the call's own parameters name it), and
-        the call is charged at it when it ends. Under a dollar limit a call
-        whose model has no price is refused: counted at $0, it would never stop.
+        Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop.
         """
         name = _model_name(kwargs)
         budget = self.budget
@@ -1011,8 +858,7 @@ class TaskMeter(BaseCallbackHandler):
             raise BudgetExceeded(
                 f"no price for model {name!r}, so the dollar limit cannot count its calls; add it to "
                 "prices={model: (input, output)}", limit=max_usd, spent=self.cost_usd, unit="usd")
-        # The prompt as providers bill it (tool schemas and response format included): reserved before the
-        # call, it bounds a shared budget's overshoot to one call's output per running call.
+        # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
@@ -1043,10 +889,8 @@ class TaskMeter(BaseCallbackHandler):
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
-        # Believed when plausible: a count far below the estimate of what was sent (a small fraction) is charged
-        # the estimate, at the ratio the budget learned for the model. No count at all (none, zero, negative) is
-        # charged what the call held, 16x its estimate before a ratio is learned: charged less, a tokenizer as
-        # dense as the hold allowed for would pass the limit unseen.
+        # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
+        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen.
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
@@ -1070,8 +914,7 @@ class TaskMeter(BaseCallbackHandler):
                 self._own_scale = max(scale, self._own_scale or scale)
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
-            # Only a believed report teaches the ratio: one charged the estimate shows nothing of the tokenizer,
-            # and a ratio taught by it would reserve a dense tokenizer's next, honest calls at about 1x.
+            # Only a believed report teaches the ratio: an estimate shows nothing of the tokenizer.
             if call.estimate and charged_in == reported_in:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
 
@@ -1081,12 +924,10 @@ _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("
 
 
 def keep_child_exits() -> None:
-    """A child starts on the running loop: each task made where it runs (its meter set, :func:`metered_apart`)
-    holds a ``SystemExit`` (not a signal handler's: the user's) or ``GeneratorExit`` its code raised as a
-    :class:`ChildExit`. asyncio raises the one out of a task through the loop, ending the parent's run, and
-    throws the other into the coroutine awaiting the task, closing its chain of awaits; LangGraph, LangChain
-    (model calls, any tool class) and a tool or middleware make tasks. The loop's task factory (put around
-    any it had, once) is the one place they are held: one context read a task."""
+    """Hold a ``SystemExit`` (not a signal handler's) or ``GeneratorExit`` raised in any asyncio task made
+    where a child runs as a :class:`ChildExit`: asyncio would end the parent's run with the one and close
+    the awaiting chain with the other. The loop's task factory (wrapped once) is the one place every task
+    passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -1117,9 +958,8 @@ async def _exit_kept(coro: Awaitable[Any]) -> Any:
 
 @contextlib.contextmanager
 def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
-    """Model calls made inside are counted by a meter of their own (a child's, a root call's): a
-    :class:`RunMeter` leaves them alone, so no call is charged twice. ``meter`` is a child's, which its
-    model-call wrap reads (:func:`task_meter`): the graph is built once, the meter is the task's."""
+    """Model calls made inside are counted by a meter of their own, so a :class:`RunMeter` leaves them
+    alone. ``meter``: a child's, for its model-call wrap (:func:`task_meter`)."""
     token = _METERED_APART.set(True)
     own = _TASK_METER.set(meter)
     try:
@@ -1135,15 +975,10 @@ def task_meter() -> TaskMeter | None:
 
 
 class RunMeter(TaskMeter):
-    """Every model call of a root run that no other meter counts: a root middleware's own (a summariser's,
-    a critic's), charged to the shared budget. Never refused for want of budget (the root's next call ends
-    the run on the limit's message), but refused under a dollar limit when its model has no price. A call
-    made in the root's tool step (a tool's own, a middleware's around a tool call) is refused as a child's
-    is, by :attr:`in_tools`: the tool's loop would otherwise spend past the limit before the root's next call.
-
-    Given to the root graph as a callback (``SubAgentMiddleware.metered(graph)``, which ``create_deep_agent``
-    calls, gives ``graph.with_config(callbacks=[RunMeter(budget)])``); the root's
-    own calls and every child's are counted apart (:func:`metered_apart`). It never stops a tool.
+    """The root graph's callback (``SubAgentMiddleware.metered(graph)``) counting every model call no other
+    meter counts (a root middleware's own) against the budget. Not refused for want of budget (the root's
+    next call ends the run), but under a dollar limit when unpriced. Calls in the root's tool step are
+    refused as a child's are, by :attr:`in_tools`, or a tool's loop would spend past the limit.
     """
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
@@ -1151,8 +986,7 @@ class RunMeter(TaskMeter):
     def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
         super().__init__(budget=budget, prices=prices)
         self.refuses = False
-        self.in_tools = TaskMeter(budget=budget, prices=prices)
-        """The meter of the calls made in the root's tool step (LangGraph's ``tools`` node), or nested in it."""
+        self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():
@@ -1170,9 +1004,8 @@ class RunMeter(TaskMeter):
 
 
 def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
-    """Whether a model call (its callback ``metadata``) is made in a ``create_agent`` graph's tool step, or in
-    one nested in it (an agent a tool runs): LangGraph's ``langgraph_checkpoint_ns``, ``<node>:<task id>``
-    per step, has a step of LangChain's ``tools`` node (a framework format: its guard test is in
+    """Whether a model call (its callback ``metadata``) is made in, or nested in, a ``create_agent`` tool
+    step: ``langgraph_checkpoint_ns`` (``<node>:<task id>|...``) has a ``tools`` step (guarded by
     ``tests/unit/subagents/test_framework_internals.py``)."""
     steps = str((metadata or {}).get("langgraph_checkpoint_ns", "")).split("|")
     return any(step.startswith("tools:") for step in steps)
@@ -1190,11 +1023,8 @@ class _Call(NamedTuple):
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
-    """The model a call is made to: its invocation parameters', else LangChain's ``ls_model_name`` metadata.
-
-    The name the request body sends: ``extra_body``'s ``model`` (set on the model or by a router's
-    ``model_settings``, it overrides the body's), else ``model``, a router's ``model_settings={"model": ...}``
-    included (``ChatOpenAI``'s ``model_name`` stays its constructor's)."""
+    """The model a call is sent to: ``extra_body``'s ``model`` (it overrides the body's), else the invocation
+    parameters' ``model`` (a router's included) or ``model_name``, else the ``ls_model_name`` metadata."""
     params = kwargs.get("invocation_params") or {}
     body = params.get("extra_body")
     sent = body.get("model") if isinstance(body, Mapping) else None
@@ -1225,12 +1055,7 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def dollars(value: Any) -> float:
-    """A cost carried from an earlier record or rollup: a finite, non-negative number, else 0.
-
-    Example::
-
-        dollars(0.25), dollars(float("nan")), dollars(-1), dollars("1")   # 0.25, 0.0, 0.0, 0.0
-    """
+    """A carried cost as a finite, non-negative float, else 0: ``dollars(float("nan")), dollars("1")  # 0.0, 0.0``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return max(float(value), 0.0) if ok else 0.0
 
@@ -1239,20 +1064,9 @@ def _name_or_none(name: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-# ----------------------------------------------------------------------------
-# Collecting a child's messages from its model calls as they happen.
-#
-# Only the child's own agent turns are recorded: a model call counts when it
-# continues the history recorded so far (a summariser's side call, with its
-# own prompt, does not). Each new message goes to the task's
-# :class:`~subagents.transcripts.TranscriptSink` at once, so a JSONL transcript
-# grows while the child runs.
-# ----------------------------------------------------------------------------
-
-
-
 class TranscriptRecorder(BaseCallbackHandler):
-    """A callback handler that feeds one sink."""
+    """Feeds a child's messages to one sink as its model calls happen. Only its own turns count: a call that
+    continues the recorded history (a summariser's side call does not)."""
 
     run_inline = True
     ignore_chain = True
@@ -1318,13 +1132,7 @@ def _main_argument(inputs: Any) -> str | None:
 
 
 def meter_for(sink: TranscriptSink | None) -> TaskMeter:
-    """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter.
-
-    Example::
-
-        meter = meter_for(MemorySink("task-1"))  # a RecordingMeter; meter.recorder.sink is the sink
-        meter_for(None).usage()["model_calls"]   # 0
-    """
+    """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter."""
     if sink is None or not sink.records:
         return TaskMeter()
     return RecordingMeter(TranscriptRecorder(sink))
@@ -1336,7 +1144,6 @@ class RecordingMeter(TaskMeter):
     def __init__(self, recorder: TranscriptRecorder, **limits: Any) -> None:
         super().__init__(**limits)
         self.recorder = recorder
-        """Fed each model event first; see :class:`~subagents.metering.TranscriptRecorder`."""
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
                             **kwargs: Any) -> None:
@@ -1357,30 +1164,14 @@ class RecordingMeter(TaskMeter):
 # ----------------------------------------------------------------------------
 # Limits end a task with an answer: the last call a limit allows is a wrap-up, with no tools.
 #
-# Every built child with tools has :class:`WrapUp` in its model-call wrap. It reads the
-# task's meter (:func:`subagents.metering.task_meter`), which knows the turns
-# used, the time and the budget left, and before each model call:
-#
-# * from the task's second call on, adds one line to the system prompt
-#   naming the task's limits (:meth:`~subagents.metering.TaskMeter.limits_line`);
-# * when that call is the last one a limit allows
-#   (:meth:`~subagents.metering.TaskMeter.last_call`: the ``max_turns``-th call;
-#   less than the wrap-up share of ``timeout_s`` left, or less than two calls
-#   at the longest one took; a token or dollar limit
-#   that covers this call but not one more), makes it a wrap-up: no tools
-#   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
-#   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
-#   has. A reply that calls a tool anyway has its calls dropped (none runs);
-#   its text, if any, is the answer.
-#
-# The runner then records the task as ``completed`` with the limit's
-# ``stop_reason`` and ``partial: true``, and the parent reads the answer after
-# one line saying it was cut short (:func:`cut_short_note`). A wrap-up that
-# gives no text fails the task with the limit's error, as without a wrap-up.
-# The call counts as any other in ``model_calls``, usage and budgets: a budget
-# is judged with room kept for it, so its bound on overshoot is unchanged.
-# A compiled subagent (a graph of the caller's) has no such wrap: its limits
-# end it with an error.
+# :class:`WrapUp` (in every built child with tools) reads the task's meter before
+# each model call: from the second call on it adds the limits line; on the last
+# call a limit allows (:meth:`TaskMeter.last_call`) it offers no tools and adds
+# :data:`WRAP_UP_PROMPT`, and drops any tool call of the reply. The runner records
+# the task ``completed``, ``partial: true``, with the limit's ``stop_reason``; a
+# wrap-up without text fails with the limit's error. Budgets keep room for the
+# wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no
+# wrap: its limits end it with an error.
 #
 # Example::
 #
@@ -1392,9 +1183,7 @@ class RecordingMeter(TaskMeter):
 
 
 DEFAULT_WRAP_UP_SHARE = 0.15
-"""The share of ``timeout_s`` left at which the next model call is the wrap-up: 9s of a 60s task. Enough
-for one call of most models, small enough that a task rarely stops early. A slower model's wrap-up comes
-sooner: once the time left is less than two calls at the longest one took (:meth:`TaskMeter.last_call`)."""
+"""The share of ``timeout_s`` left at which the next call is the wrap-up (9s of 60s): one call of most models."""
 
 
 def _wrap_up_setting(value: Any) -> bool | float:
@@ -1453,12 +1242,10 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
     if meter is None or meter.wrap_up in (None, False) or not request.tools:
         return request, False
-    # From the task's second call on: its first is the plan it makes from the task alone, as without limits (a
-    # small model's tool arguments change with any line more), and a task done in one call never reads it.
+    # Not on the first call: a small model's first tool arguments change with any line more.
     line = meter.limits_line() if meter.model_calls else ""
-    request = with_prompt_block(request, line)  # as the middlewares add theirs
-    # As the meter will estimate the call: its messages, and its tool schemas (as the last call sent them).
-    # Only a token or dollar limit reads it: a child bounded by turns and time pays no estimate per call.
+    request = with_prompt_block(request, line)
+    # Estimated as the meter will, only under a token or dollar limit.
     estimate = 0
     if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
         extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
@@ -1467,8 +1254,7 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     if stop is None:
         return request, False
     meter.wrapped_up = stop
-    # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
-    # prompt, and a system line far above the tool results it just read is easily missed.
+    # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
                             tool_choice=None), True
 
@@ -1486,16 +1272,14 @@ def _name_of(model: Any) -> str | None:
 
 
 def _schemas_estimate(request: ModelRequest[Any]) -> int:
-    """The tool schemas a call is sent with, in estimated tokens, as :meth:`TaskMeter._sent` counts them
-    (before a task's first call, which the meter has not seen: it may carry more schemas than messages)."""
+    """The request's tool schemas in estimated tokens, as :meth:`TaskMeter._sent` counts them (first call)."""
     schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
     return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
 
 
 def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply with every tool call dropped that the response does not answer itself: the limit
-    allows no more steps, so none may run. LangChain answers a structured answer's call in the response (a
-    ``ToolMessage``): that one is kept, as the task's answer."""
+    """The wrap-up's reply without tool calls (none may run), but one the response answers itself (a
+    structured answer's, whose ``ToolMessage`` is in it)."""
     answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
     result = []
     for message in response.result:
