@@ -1,38 +1,21 @@
-"""What a turn's tool calls must and may be: forced delegation first, then the other forcing and limits.
+"""What a turn's tool calls must and may be, each rule reading the turn since the last user message.
 
-Every rule here reads the same turn (:func:`current_turn`, counted from the
-last user message). Sections: a background notice is not the user's turn;
-a cap on delegations per run; forced delegation (below); forced tool use
-(:class:`ForceToolUse`, the same forcing for any of an agent's tools);
-:class:`ReturnChildAnswer`, which ends a turn of one successful delegation
-on the child's answer; and what an OpenAI-compatible server can do with
-tools (:func:`tool_calls_supported`, read once per server), which picks the
-forcing mechanism and warns when delegation cannot happen at all.
+Sections: background notices; the cap on delegations per run; forced
+delegation; forced tool use (:class:`ForceToolUse`); :class:`ReturnChildAnswer`;
+and what an OpenAI-compatible server can do with tools (read once per server).
 
-Forced delegation: the first model call of each turn must call ``task``.
+Forced delegation: the first model call of each turn must call ``task``
+(offered with only the allowed agents); later calls are free. Mechanisms:
 
-Later calls in the turn are free. Three mechanisms:
+* ``"tool_choice"``: ``tool_choice`` names ``task``;
+* ``"required"``: ``tool_choice="required"``, ``task`` the only tool offered;
+* ``"response_format"``: for servers that ignore both (llama.cpp's), a JSON
+  schema of ``task``'s arguments, the reply turned into a ``task`` call;
+* ``"auto"`` (the default): ``tool_choice`` first; on a reply without a
+  ``task`` call (or a rejected request), ``response_format``, from then on.
 
-* ``"tool_choice"``: ``tool_choice`` names the ``task`` tool;
-* ``"required"``: ``tool_choice="required"``, with ``task`` the only tool
-  offered on that call;
-* ``"response_format"``: for servers that ignore both (llama.cpp's server
-  does), the call asks for a JSON object matching the ``task`` arguments'
-  schema (``response_format`` of type ``json_schema``) and the reply is
-  turned back into a ``task`` tool call;
-* ``"auto"`` (the default): ``tool_choice`` first; when the reply has no
-  ``task`` call (or the server rejects the request), the same call is
-  retried with ``response_format``, and every later forced call of this
-  middleware goes straight to ``response_format``.
-
-A ``response_format`` reply cut short by the token limit (OpenAI's client
-raises ``LengthFinishReasonError``) is closed and used: the schema puts
-``subagent_type`` first, so only the end of the description is lost.
-``description_max_chars`` bounds the description in the schema, for small
-models that would otherwise write until the limit.
-
-On a forced call the ``task`` tool offered to the model lists only the
-allowed agents: all of them, or the one named by ``agent``.
+A ``response_format`` reply cut at the token limit is closed and used
+(``subagent_type`` comes first); ``description_max_chars`` bounds the description.
 
 Example::
 
@@ -79,23 +62,10 @@ START_TOOL_NAME = "start_async_task"
 RETRY_TOOL_NAME = "retry_async_task"
 """A background task run again: a delegation too."""
 FOLLOW_UP_TOOL_NAME = "update_async_task"
-"""A message to a background task: counted, and refused past the cap when it would start a run (a follow-up to a
-task that has finished); steering a running task or refusing an approval never is, nor is it withdrawn."""
+"""A message to a background task: counted, and refused past the cap when it would start a run; never withdrawn."""
 
-# ----------------------------------------------------------------------------
-# A background notice: a message of the user's kind that is not the user's turn.
-#
-# A background task's completion notice reaches the parent's model as a
-# ``HumanMessage`` (every provider accepts one anywhere in a conversation),
-# marked in its ``additional_kwargs``. The delegation cap and forced
-# delegation count a run, and a turn, from the last *user* message; a notice
-# is neither, so it resets no cap and forces no ``task`` call.
-#
-# Example::
-#
-#     message = notice_message("Background task updates: ...")
-#     is_notice(message)   # True
-# ----------------------------------------------------------------------------
+# A background notice reaches the parent as a marked ``HumanMessage`` (any provider takes one anywhere); it is
+# not the user's turn, so it resets no cap and forces no ``task`` call.
 
 NOTICE_MARKER = "subagents_notice"
 """The ``additional_kwargs`` key marking a message as a background notice."""
@@ -112,29 +82,9 @@ def is_notice(message: object) -> bool:
     return isinstance(extra, Mapping) and extra.get(NOTICE_MARKER) is True
 
 
-# ----------------------------------------------------------------------------
-# A cap on how many times the parent delegates in one run.
-#
-# Children are governed by their own limits; this governs the parent. A run
-# is counted from the last user (human) message, background notices not
-# counted as one (see above): every ``task`` call and background start
-# (``start_async_task``) the parent has made since then counts, in order,
-# parallel calls included. Past ``max_delegations``, either answers with an
-# error telling the model to finish with what it has (``task``'s ledger
-# records the refusal), and neither is offered to the model for the rest of
-# the run, so a model that would delegate forever has to answer instead.
-#
-# Example::
-#
-#     limit = DelegationLimit(3)
-#     limit.refusal(state["messages"], "call_4")   # None while under the cap
-# ----------------------------------------------------------------------------
-
-
-
 class DelegationLimit:
-    """Counts the parent's delegations (``task`` calls, background starts) since the last user message
-    (background notices skipped): one count, whichever middleware asks.
+    """Counts the parent's delegations (``task`` calls, background starts) since the last user message:
+    past ``max_delegations`` each is refused with an error and the tools are withdrawn for the run.
 
     Args:
         max_delegations: delegations allowed per run (``None``: no cap).
@@ -151,16 +101,8 @@ class DelegationLimit:
 
     def calls_this_run(self, messages: Sequence[AnyMessage]) -> list[str]:
         """Ids of the delegation calls made since the last human message, in order."""
-        # Read back from the end to the last human message: a long thread costs what its last run holds.
-        turns: list[list[str]] = []
-        for message in reversed(messages):
-            kind = getattr(message, "type", None)
-            if kind == "human" and not is_notice(message):
-                break
-            if kind == "ai":
-                turns.append([str(c.get("id")) for c in getattr(message, "tool_calls", ()) or ()
-                              if c.get("name") in self.tool_names])
-        return [call_id for turn in reversed(turns) for call_id in turn]
+        return [str(c.get("id")) for m in current_turn(messages) if getattr(m, "type", None) == "ai"
+                for c in getattr(m, "tool_calls", ()) or () if c.get("name") in self.tool_names]
 
     def exhausted(self, messages: Sequence[AnyMessage]) -> bool:
         """True once the run has made ``max_delegations`` calls."""
@@ -229,10 +171,8 @@ class ForceDelegation(BaseModel):
         mechanism: see the module documentation.
         description_max_chars: ``maxLength`` of the description in the
             forced call's schema (``None``: unbounded).
-        description: ``"model"``: the model writes the task's description;
-            ``"verbatim"``: the model only picks the agent, and the child
-            receives the user's last message as it was written (a small
-            model's own description drops facts; the user's keeps them).
+        description: ``"model"`` writes it; ``"verbatim"``: the model only
+            picks the agent, and the child gets the user's last message.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -289,8 +229,6 @@ class ForcedDelegation:
         offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
         return offered and is_first_call_of_turn(request.messages)
 
-    # -- the two drivers --------------------------------------------------
-
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]) -> ModelCallResult[ResponseT]:
         if not self.applies(request):
@@ -302,11 +240,9 @@ class ForcedDelegation:
                     Awaitable[ModelResponse[ResponseT]]]) -> ModelCallResult[ResponseT]:
         if not self.applies(request):
             return await handler(request)
-        if self.needs_probe(request):
-            await asyncio.to_thread(self.probe, request)
+        if self.setting.mechanism == "auto" and self.detected is None and probe_pending(request.model):
+            await asyncio.to_thread(self.probe, request)  # the first use of a server asks it over HTTP
         return await adrive(self._plan(request), handler)
-
-    # -- the plan, written once ---------------------------------------------
 
     def _plan(self, request: ModelRequest[ContextT]
               ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
@@ -337,18 +273,9 @@ class ForcedDelegation:
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
     def probe(self, request: ModelRequest[ContextT]) -> None:
-        """In ``auto`` mode, ask the model's server once whether it parses tool calls at all.
-
-        A server that says it does not (llama.cpp with a template that renders
-        no tools) gets the JSON-schema mechanism from the first call on,
-        instead of a wasted ``tool_choice`` call.
-        """
+        """In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once."""
         if self.setting.mechanism == "auto" and self.detected is None and tool_calls_supported(request.model) is False:
             self.detected = "response_format"
-
-    def needs_probe(self, request: ModelRequest[ContextT]) -> bool:
-        """Whether :meth:`probe` would ask a server (so an async caller runs it off the event loop)."""
-        return self.setting.mechanism == "auto" and self.detected is None and base_url_of(request.model) is not None
 
     def _described(self, response: ModelCallResult[ResponseT], request: ModelRequest[ContextT]
                    ) -> ModelCallResult[ResponseT]:
@@ -381,15 +308,17 @@ class ForcedDelegation:
         return schema
 
     def _format_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": TASK_TOOL_NAME, "schema": self._schema(), "strict": True},
-        }
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        return with_prompt_block(request, prompt).override(
-            tools=[], tool_choice=None, response_format=None,
-            model_settings={**request.model_settings, "response_format": response_format},
-        )
+        return json_request(request, prompt, TASK_TOOL_NAME, self._schema())
+
+
+def json_request(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]
+                 ) -> ModelRequest[ContextT]:
+    """``request`` with ``prompt`` added, asking for a JSON object matching ``schema`` instead of a tool call."""
+    response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    return with_prompt_block(request, prompt).override(
+        tools=[], tool_choice=None, response_format=None,
+        model_settings={**request.model_settings, "response_format": response_format})
 
 
 def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
@@ -405,13 +334,7 @@ def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 
 def is_first_call_of_turn(messages: Sequence[AnyMessage]) -> bool:
     """No AI message since the last user message (a background notice is not one)."""
-    for message in reversed(messages):
-        kind = getattr(message, "type", None)
-        if kind == "human" and not is_notice(message):
-            return True
-        if kind == "ai":
-            return False
-    return True
+    return not any(getattr(m, "type", None) == "ai" for m in current_turn(messages))
 
 
 def last_ai(response: ModelCallResult[ResponseT]) -> AIMessage | None:
@@ -456,11 +379,7 @@ def _calling(response: ModelCallResult[ResponseT], message: AIMessage, call: Too
 
 def with_usage_of(response: ModelCallResult[ResponseT], wasted: ModelCallResult[ResponseT] | None
                   ) -> ModelCallResult[ResponseT]:
-    """``response`` with the token usage of a ``wasted`` call (one whose reply was not used) added to it.
-
-    ``auto`` forcing may make a call whose reply it drops; the tokens were
-    billed all the same, so they are counted on the reply that is kept.
-    """
+    """``response`` with the billed token usage of a ``wasted`` call (whose reply ``auto`` dropped) added."""
     kept, dropped = last_ai(response), last_ai(wasted) if wasted is not None else None
     spent = getattr(dropped, "usage_metadata", None)
     if kept is None or not spent:
@@ -483,12 +402,7 @@ def closed_json(text: str) -> object:
 
 
 def truncated_reply(exc: BaseException) -> AIMessage | None:
-    """The partial reply carried by a "length limit reached" error, or ``None``.
-
-    OpenAI's client raises ``LengthFinishReasonError`` with the completion
-    on its ``completion`` field when a schema-constrained reply hits
-    ``max_tokens``.
-    """
+    """The partial reply on OpenAI's ``LengthFinishReasonError`` (its ``completion``), or ``None``."""
     completion = getattr(exc, "completion", None)
     try:
         text = completion.choices[0].message.content  # type: ignore[union-attr]
@@ -509,23 +423,10 @@ def truncated_reply(exc: BaseException) -> AIMessage | None:
 
 
 # ----------------------------------------------------------------------------
-# Forced tool use: the first model call of a run must call one of the agent's tools, by JSON schema.
-#
-# Small local models rarely call a tool on their own, and a llama.cpp server
-# whose chat template renders no tools drops them silently (see
-# the server probe below). :class:`ForceToolUse` makes the first model
-# call of each run (for a child: its only turn) ask for a JSON object that
-# matches one tool's arguments (``response_format`` of type ``json_schema``,
-# which llama.cpp turns into a grammar), and turns the reply into that tool
-# call. Later calls are free, so the model answers from the tool's result.
-#
-# Opt in per agent: put it in a spec's ``middleware`` (or an agent's own)::
-#
-#     {"name": "librarian", "description": "Looks facts up by key.", "tools": [lookup],
-#      "middleware": [ForceToolUse()]}
-#
-# Measured on SmolLM2-135M (``bench/README.md``, "Small local models"): a
-# child's first call used its tool in 0 of 12 tasks without it.
+# Forced tool use, by JSON schema: small local models rarely call a tool on
+# their own (SmolLM2-135M: 0 of 12 tasks, ``bench/README.md``), and llama.cpp
+# drops tools its template cannot render. Opt in per agent (a spec's
+# ``middleware``); later calls are free, so the model answers from the result.
 # ----------------------------------------------------------------------------
 
 TOOL_KEY = "tool"
@@ -539,9 +440,7 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
         tools: names of the tools the forced call may use (``None``: every tool
             offered on that call).
         answer_with_result: end the turn on the forced call's tool result,
-            without another model call: the result is the agent's answer
-            (a small model often restates a tool's result wrongly; for a
-            child, the parent gets the result itself).
+            without another model call (a small model often restates it wrongly).
 
     Example::
 
@@ -564,22 +463,20 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     def wrap_model_call(self, request: ModelRequest[ContextT],
                         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
                         ) -> ModelCallResult[ResponseT]:
-        forced = self._forced(request)
-        if forced is None:
-            return handler(request)
-        try:
-            return forced.finish(handler(forced.request))
-        except Exception as exc:
-            return forced.recover(exc)
+        return drive(self._plan(request), handler)
 
     async def awrap_model_call(self, request: ModelRequest[ContextT],
                                handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
                                ) -> ModelCallResult[ResponseT]:
+        return await adrive(self._plan(request), handler)
+
+    def _plan(self, request: ModelRequest[ContextT]
+              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
         forced = self._forced(request)
         if forced is None:
-            return await handler(request)
+            return (yield request)
         try:
-            return forced.finish(await handler(forced.request))
+            return forced.finish((yield forced.request))
         except Exception as exc:
             return forced.recover(exc)
 
@@ -601,12 +498,7 @@ class _ForcedCall(Generic[ContextT]):
         what = (f"the JSON arguments of `{specs[0]['name']}`" if len(specs) == 1
                 else f'a JSON object naming the tool ("{TOOL_KEY}") and its "{ARGUMENTS_KEY}"')
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
-        response_format = {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema,
-                                                                   "strict": True}}
-        self.request = with_prompt_block(request, prompt).override(
-            tools=[], tool_choice=None, response_format=None,
-            model_settings={**request.model_settings, "response_format": response_format},
-        )
+        self.request = json_request(request, prompt, "tool_call", schema)
 
     def finish(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         message = last_ai(response)
@@ -642,11 +534,8 @@ def _answered_forced_call(messages: Sequence[AnyMessage]) -> bool:
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON schema of one call of one of ``specs`` (OpenAI function specs).
-
-    One tool: its arguments' schema itself (the smallest thing a small model
-    can fill in). Several: ``{"tool": <name>, "arguments": {...}}``, one
-    ``anyOf`` branch per tool.
+    """The JSON schema of one call of one of ``specs`` (OpenAI function specs): one tool's arguments'
+    schema itself, or ``{"tool": <name>, "arguments": {...}}`` with an ``anyOf`` branch per tool.
 
     Example::
 
@@ -668,23 +557,13 @@ def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                        "required": [TOOL_KEY, ARGUMENTS_KEY], "additionalProperties": False} for s in specs]}
 
 
-# ----------------------------------------------------------------------------
-# The child's answer as the root's final answer, when a turn made exactly one delegation.
-#
-# A small root model that delegated well often garbles the answer it was
-# handed (it rewrites, truncates or ignores it). :class:`ReturnChildAnswer`
-# ends the turn on the child's answer instead of a second root model call,
-# when the turn's only model call made exactly one ``task`` call and that
-# task succeeded. Anything else (parallel delegations, a failed task, a turn
-# that also called other tools) goes to the model as usual.
-#
-# Example::
-#
-#     agent = create_deep_agent(model, subagents=[librarian], middleware=[ReturnChildAnswer()])
-# ----------------------------------------------------------------------------
-
 class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
-    """Ends a turn of one successful delegation on the child's answer, without another root model call.
+    """Ends a turn of one successful delegation on the child's answer, without another root model call
+    (which a small root model often uses to garble it). Anything else goes to the model as usual.
+
+    Example::
+
+        agent = create_deep_agent(model, subagents=[librarian], middleware=[ReturnChildAnswer()])
 
     Args:
         tool_names: the delegation tools whose answer may end the turn
@@ -718,21 +597,12 @@ def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozens
 
 
 # ----------------------------------------------------------------------------
-# What an OpenAI-compatible model server can do with tools, read once per server.
+# What an OpenAI-compatible server can do with tools, read once per server.
 #
-# llama.cpp's server renders tools only through the model's chat template;
-# when the template cannot (SmolLM2's, Gemma 3's), the server silently drops
-# ``tools``, ignores ``tool_choice`` and parses no tool call. It says so on
-# ``GET /props`` (``chat_template_caps.supports_tool_calls``). Forced
-# delegation reads it at first use and goes straight to the JSON-schema
-# mechanism, rather than paying one wasted call to find out. Left to the model
-# (no forced delegation), delegation cannot happen at all on such a server:
-# :func:`warn_if_no_tool_calls` says so, once per base url.
-#
-# Example::
-#
-#     tool_calls_supported(chat_model)   # False for SmolLM2 on llama.cpp; None when the server does not say
-#     warn_if_no_tool_calls(chat_model)  # a ToolCallsUnsupported warning, the first time for its server
+# llama.cpp's server, with a chat template that renders no tools (SmolLM2's,
+# Gemma 3's), drops ``tools`` silently and says so on ``GET /props``
+# (``chat_template_caps.supports_tool_calls``): forced delegation then goes
+# straight to ``response_format``, and unforced delegation is warned about.
 # ----------------------------------------------------------------------------
 PROBE_TIMEOUT_S = 2.0
 """How long the one request to ``/props`` may take (a server that does not answer is asked no more)."""
@@ -752,9 +622,8 @@ def base_url_of(model: object) -> str | None:
 def tool_calls_supported(model: object) -> bool | None:
     """Whether the model's server parses tool calls: ``True``/``False`` as it says, ``None`` when unknown.
 
-    Asked once per base url and process (the answer is cached, a failure too).
-    Only a loopback server is asked without being a llama.cpp server for
-    sure: a hosted API is never sent a request it does not expect.
+    Asked once per base url and process, and only on loopback: a hosted API is never sent a request it
+    does not expect.
     """
     url = base_url_of(model)
     if url is None:
@@ -776,11 +645,8 @@ def probe_pending(model: object) -> bool:
 
 
 def warn_if_no_tool_calls(model: object) -> None:
-    """Issue :class:`~subagents.errors.ToolCallsUnsupported` if the model's server parses no tool call.
-
-    Once per base url and process, however many agents use it; a server
-    that does not say, or says it parses them, gets no warning.
-    """
+    """Issue :class:`~subagents.errors.ToolCallsUnsupported`, once per base url and process, if the model's
+    server says it parses no tool call."""
     url = base_url_of(model)
     if url is None:
         return
