@@ -1,15 +1,10 @@
 """Every error and warning the library raises, under one base: :class:`SubagentsError`.
 
-Each class also keeps the built-in base a caller may already catch
-(:class:`SpecError` is a ``ValueError``, :class:`UnknownSubagent` a
-``LookupError``, :class:`RuntimeClosed` a ``RuntimeError``...), and carries its
-figures as fields (:attr:`TaskTimeout.timeout_s`, :attr:`MaxTurnsReached.max_turns`,
-:attr:`BudgetExceeded.limit`...), so code reads them, never the message.
-
-Every message names where the problem is (the agent, the file, the server),
-the field, and what was expected, so a user can fix it without a stack trace;
-and it shows no more than it should: user data bounded by :func:`brief`,
-a url's credentials hidden by :func:`redact_url`.
+Each class keeps the built-in base a caller may already catch (:class:`SpecError`
+is a ``ValueError``...) and carries its figures as fields
+(:attr:`TaskTimeout.timeout_s`...), so code reads them, never the message.
+Messages name where, which field and what was expected, with user data bounded
+by :func:`brief` and url credentials hidden by :func:`redact_url`.
 
 Example::
 
@@ -51,23 +46,8 @@ def brief(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# ----------------------------------------------------------------------------
-# Url credentials out of every text a model, a record or a log can see.
-#
-# A remote spec's url may carry a password (``http://svc:PASSWORD@host``); the
-# errors that name the server, and the HTTP client's own exception texts,
-# would otherwise put it into the message the model reads, and from there into
-# checkpointed history, ledger records and transcripts. Every place a url
-# reaches text goes through :func:`redact_url`.
-#
-# Example::
-#
-#     redact_url("could not reach http://svc:hunter2@10.0.0.5:2024/runs")
-#     # 'could not reach http://svc:***@10.0.0.5:2024/runs'
-#     redact_url("https://ghp_token@example.com")
-#     # 'https://***@example.com'
-# ----------------------------------------------------------------------------
-
+# A remote spec's url may carry a password, which an error text would put into the model's messages and from
+# there into checkpoints, records and transcripts: every url reaching text goes through redact_url.
 # Greedy up to the last "@" of the authority: a password may itself hold "@".
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#\s]*)@")
 
@@ -79,16 +59,19 @@ def _hide(match: re.Match[str]) -> str:
 
 
 def redact_url(text: str) -> str:
-    """``text`` with the user information of every url in it replaced by ``***``."""
+    """``text`` with the user information of every url in it replaced by ``***``.
+
+    Example::
+
+        redact_url("could not reach http://svc:hunter2@10.0.0.5:2024/runs")  # '...http://svc:***@10.0.0.5...'
+        redact_url("https://ghp_token@example.com")                          # 'https://***@example.com'
+    """
     return _USERINFO.sub(_hide, text)
 
 
 class SubagentsError(Exception):
-    """The base of every error the library raises: ``except SubagentsError`` catches them all.
-
-    Not to be confused with :class:`SubagentError`, its subclass for a
-    delegation that failed while running.
-    """
+    """The base of every error the library raises (:class:`SubagentError` is its subclass for a running
+    delegation's)."""
 
 
 class SubagentsWarning(SubagentsError, UserWarning):
@@ -102,10 +85,7 @@ class SpecError(SubagentsError, ValueError):
 
 class InvalidArgument(SubagentsError, ValueError):
     """A call's argument has a value the library does not take (a poll interval of 0, a path that leaves
-    its folder, a glob pattern that climbs out); the message names the argument.
-
-    A subagent definition or a setting raises :class:`SpecError` instead.
-    """
+    its folder); the message names it. Definitions and settings raise :class:`SpecError` instead."""
 
 
 class InvalidArgumentType(SubagentsError, TypeError):
@@ -125,11 +105,8 @@ class StoredDataError(SubagentsError, ValueError):
 
 
 class DefinitionFileError(SpecError):
-    """A markdown definition file is invalid; ``path`` and ``field`` say where.
-
-    ``field`` is the key as the file spells it (``maxTurns``, not
-    ``max_turns``), or ``None`` for a problem with the file as a whole.
-    """
+    """A markdown definition file is invalid; ``path`` and ``field`` (as the file spells it, ``maxTurns``;
+    ``None``: the whole file) say where."""
 
     def __init__(self, path: str | Path, message: str, *, field: str | None = None) -> None:
         self.path = str(path)
@@ -167,28 +144,16 @@ StopReason = Literal[
 ]
 """Why a delegation ended, as carried in each record's ``stop_reason``.
 
-``error`` is anything not classified more precisely (a child middleware hook
-raising, a compiled graph's own failure).
-
-``truncated`` is a run that ended on a reply the model cut off at its output
-token limit (``finish_reason="length"`` in the reply's ``response_metadata``,
-as OpenAI-compatible servers say it, or ``stop_reason="max_tokens"``, as
-Anthropic does). It is not a failure: the task's ``status`` stays
-``completed`` and its answer is the partial reply, since the model did
-answer and the caller can use or redo it; the stop reason tells the caller
-that the answer is incomplete.
+``error``: anything not classified more precisely. ``truncated``: the run
+ended on a reply cut at the model's output token limit; not a failure (the
+task is ``completed`` with the partial answer), but the answer is incomplete.
 """
 
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 """What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
-
-A ``SystemExit`` is one only when a signal handler raised it (a program ending on
-``SIGTERM``: the user's exit). Any other is the error of the code that raised it, as
-any exception: a child's model, tool or middleware (``argparse`` calling ``sys.exit``
-on bad arguments; held as a :class:`ChildExit` where it rose), a shared value's
-``__deepcopy__`` or ``__eq__``, a reducer (:func:`is_real_cancellation`).
-"""
+A ``SystemExit`` only when a signal handler raised it (:func:`is_real_cancellation`); any other (a tool's
+``argparse``) is the error of the code that raised it."""
 
 
 def from_signal_handler(exc: BaseException) -> bool:
@@ -216,18 +181,7 @@ def is_real_cancellation(exc: BaseException) -> bool:
 
 
 class SubagentError(SubagentsError):
-    """Base of every error the library raises about a running delegation.
-
-    ``stop_reason`` says what kind of stop it is; control flow reads it,
-    never the message text.
-
-    Example::
-
-        try:
-            ...
-        except SubagentError as err:
-            record["stop_reason"] = err.stop_reason
-    """
+    """Base of every error about a running delegation; ``stop_reason`` (not the message) says what kind."""
 
     stop_reason: StopReason = "error"
 
@@ -238,12 +192,7 @@ class SubagentError(SubagentsError):
 
 
 class TaskTimeout(SubagentError):
-    """The library's own deadline (the spec's ``timeout_s``) passed; ``timeout_s`` is that deadline.
-
-    ``stalled`` says what held the task past it, when something did (a
-    blocking call in an async tool stands the event loop still, and no
-    deadline can step in until it returns).
-    """
+    """The spec's ``timeout_s`` passed; ``stalled`` says what held the task past it, if something did."""
 
     stop_reason: StopReason = "timeout"
 
@@ -287,11 +236,8 @@ class MaxTurnsReached(TaskStopped):
 
 
 class BudgetExceeded(SubagentError):
-    """Raised inside a child, or returned for a refused delegation, once spent.
-
-    ``limit`` is the limit passed (or about to be), ``spent`` what was spent
-    at the time, ``unit`` ``"tokens"`` or ``"usd"`` (``None`` when unknown).
-    """
+    """A token or dollar limit is spent: ``limit`` (passed, or about to be), ``spent`` then, ``unit``
+    ``"tokens"`` or ``"usd"`` (``None``: unknown)."""
 
     stop_reason: StopReason = "budget"
 
@@ -302,25 +248,17 @@ class BudgetExceeded(SubagentError):
 
 
 class ChildExit(SubagentsError):
-    """A ``SystemExit`` (not a signal handler's) or a stray ``GeneratorExit`` that code in a child raised,
-    held as an ordinary exception (its ``__cause__``), so it fails that task alone.
-
-    On ``ainvoke`` it is held at the top of the asyncio task it rose in
-    (:func:`subagents.metering.keep_child_exits`), on ``invoke`` by the
-    child's meter when its model or a tool raised it. The task's record
-    names the exception it holds, as for any other (``SystemExit: 2``), and
-    says whose it was (``model_error``, ``tool_error``) when a model or tool
-    call raised it.
-    """
+    """A ``SystemExit`` (not a signal handler's) or a stray ``GeneratorExit`` raised in a child, held as an
+    ordinary exception (its ``__cause__``) so it fails that task alone (see
+    :func:`subagents.metering.keep_child_exits`)."""
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")
 
 
 class TranscriptUnavailable(SubagentsError, LookupError):
-    """A task's transcript cannot be read where its record says it is (a file since deleted, a store
-    item or checkpoint that is not there, one pushed out of the in-memory table); the message says
-    where it was looked for and what keeps it next time."""
+    """A task's transcript cannot be read where its record says it is; the message says where it was
+    looked for and what keeps it next time."""
 
 
 class TranscriptFileError(TranscriptUnavailable):
@@ -334,11 +272,7 @@ class TranscriptFileError(TranscriptUnavailable):
 
 
 class UnknownTask(SubagentsError, KeyError):
-    """No task (or thread) answers to the id asked for: no such task in a thread's ledgers, no such
-    thread in the state store, a task id prefix that matches none or several.
-
-    Its text is the message itself, not a ``KeyError``'s quoted ``repr`` of it.
-    """
+    """No task (or thread) answers to the id or prefix asked for. Its text is the message, not a repr."""
 
     __str__ = Exception.__str__
 
@@ -387,12 +321,8 @@ class RuntimeClosed(SubagentsError, RuntimeError):
 
 
 class RuntimeStalled(RuntimeClosed):
-    """The loop began no callback for :data:`STALL_S`, and not for want of a CPU: code on it blocks (a blocking
-    call inside async code). A loop that is only busy, or starved of CPU, is never reported.
-
-    The waiting caller (a parent turn, a background tool) is let go; the
-    runtime stays open, and answers again once the blocking call returns.
-    """
+    """The loop began no callback for :data:`STALL_S`, not for want of CPU: code on it blocks. The waiting
+    caller is let go; the runtime stays open and answers again once the blocking call returns."""
 
 
 class StrayExit(SubagentsError, RuntimeError):
@@ -408,11 +338,8 @@ class StrayExit(SubagentsError, RuntimeError):
 
 
 class ServerUnavailable(SubagentsError, ConnectionError):
-    """A server did not answer (or is skipped while its circuit is open).
-
-    ``url`` names the server, ``reason`` the last failure and ``retry_in_s``
-    how long until the next request to it is tried.
-    """
+    """A server did not answer (or is ``skipped`` while its circuit is open): ``url``, the last failure's
+    ``reason``, and ``retry_in_s`` until the next try."""
 
     def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
         self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
@@ -434,10 +361,7 @@ class RemoteStartError(SubagentsError, RuntimeError):
 
 
 class UntrustedDataError(SubagentsError, ValueError):
-    """Stored state names something to import and call, which a data-only reader refuses.
-
-    Raised by :class:`subagents.ledger.DataOnlySerializer`.
-    """
+    """Stored state names something to import and call (:class:`subagents.ledger.DataOnlySerializer`)."""
 
 
 class TaskStateError(SubagentsError, ValueError):
@@ -461,12 +385,8 @@ class DuplicateKey(SubagentsError, yaml.constructor.ConstructorError):
 
 
 class SharedModelClient(SubagentsWarning):
-    """A model given its own ``http_async_client`` keeps it on the background loop too.
-
-    One ``httpx`` async client serves one event loop at a time; a client the
-    caller chose cannot be copied, so background children share it with the
-    parent. Give the subagent a model with a client of its own instead.
-    """
+    """A model's own ``http_async_client`` (one loop at a time, and not to be copied) is shared by background
+    children with the parent."""
 
     def __init__(self, model_type: str) -> None:
         self.model_type = model_type
@@ -477,13 +397,8 @@ class SharedModelClient(SubagentsWarning):
 
 
 class ToolCallsUnsupported(SubagentsWarning):
-    """The model's server says it parses no tool call, and delegation is left to the model.
-
-    llama.cpp's server renders tools only through the model's chat template;
-    with one that renders none (SmolLM2's, Gemma 3's) it drops ``tools`` and
-    parses no call, so the model can never call ``task``. Issued once per
-    base url and process.
-    """
+    """The model's server (llama.cpp with a template that renders no tools) parses no tool call, and
+    delegation is left to the model, which can never call ``task``. Issued once per base url."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
@@ -495,14 +410,8 @@ class ToolCallsUnsupported(SubagentsWarning):
 
 
 class ParentPolicyNotInherited(SubagentsWarning):
-    """Subagents take the parent's tools, but the parent's middleware was not given to the delegating middleware.
-
-    LangChain gives a middleware no view of the agent's other middleware, so
-    in a plain ``create_agent`` the parent's ``HumanInTheLoopMiddleware`` and
-    ``PIIMiddleware`` reach the children only through ``model_middleware=``.
-    Issued once per middleware built without it; ``model_middleware=[]``
-    says the parent has none.
-    """
+    """Subagents take the parent's tools, but not its middleware (an approval, a PII policy): LangChain shows
+    a middleware no other, so it must be given as ``model_middleware=`` (``[]``: none)."""
 
     def __init__(self, middleware: str, agents: Sequence[str]) -> None:
         self.middleware = middleware

@@ -2,19 +2,12 @@
 
 * :class:`TaskCall` -- one ``task`` call as a delegation tool received it;
 * :class:`TaskOutcome` -- what the runner hands back: the record, the answer
-  or the error, and what the child changed (the caller decides what of it
-  to write into its own state);
+  or the error, and what the child changed;
 * :class:`TaskRecord` -- the JSON-ready record every delegation leaves;
-* :func:`final_answer` and short-answer continuation -- the child's answer
-  (:class:`ChildAnswer`: all the runner reads from a result, in one call);
+* :func:`final_answer` and :class:`ChildAnswer` -- the child's answer;
 * :func:`limit_stop` -- the final message a run's limit writes in place of a
-  model call (the root's ``max_root_turns``), marked so that nothing asks the
-  agent to go on from it: a ``Stop`` hook that blocks would send the run back
-  to a model call the limit refuses again, round after round, to LangGraph's
-  recursion limit. The mark sits in ``response_metadata``, which no provider
-  is sent, on a message whose random id only this process issued: a model
-  integration that echoes its server's fields cannot forge it;
-  :func:`stopped_by_limit` reads it.
+  model call, marked (:func:`stopped_by_limit`) so that a blocking ``Stop``
+  hook does not send the run back to a call the limit refuses again.
 
 Example::
 
@@ -85,10 +78,7 @@ class TaskCall:
         parent_tools: Sequence[Any] | None = None,
         output_schema: Any = None,
     ) -> TaskCall:
-        """The call a delegation tool received, from its ``ToolRuntime``.
-
-        ``parent_tools`` defaults to the tools of the parent's tool node.
-        """
+        """The call a delegation tool received, from its ``ToolRuntime`` (``parent_tools``: its tool node's)."""
         return cls(
             subagent_type=subagent_type,
             description=description,
@@ -104,11 +94,7 @@ class TaskCall:
 
 
 def lost(error: str, transcript: str | None = None) -> dict[str, Any]:
-    """The fields of a delegation whose run stopped (its process ended, its runtime closed) before it ended.
-
-    Foreground and background alike: ``stop_reason="cancelled"`` and a
-    transcript reference, the one its run ended with or ``none:`` (nothing kept).
-    """
+    """The fields of a delegation whose run stopped (its process ended, its runtime closed) before it ended."""
     return {"status": "lost", "stop_reason": "cancelled", "error": error, "finished_at": time.time(),
             "transcript": transcript or NO_TRANSCRIPT}
 
@@ -116,11 +102,8 @@ def lost(error: str, transcript: str | None = None) -> dict[str, Any]:
 class TaskRecord(BaseModel):
     """One delegation: who ran it, how it went, what it cost, what it returned.
 
-    Stored as a JSON-ready dict; read one back typed with
-    ``TaskRecord.model_validate(record)``. The parent's ledger keeps it
-    compact: ``description`` and ``result`` are previews of at most 200
-    characters (``error`` 1,000), with the full lengths in ``*_chars``; the
-    full texts are the ``task`` call's arguments and its ToolMessage.
+    Stored as a JSON-ready dict (``TaskRecord.model_validate(record)`` reads it back). In the ledger,
+    ``description`` and ``result`` are 200-character previews (``error`` 1,000), full lengths in ``*_chars``.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -146,8 +129,7 @@ class TaskRecord(BaseModel):
     transcript: str | None = None
     """Where the child's messages can be read back (see :mod:`subagents.transcripts`)."""
     transcript_error: str | None = None
-    """Why the transcript was lost (an unwritable ``sessions_dir``, a failing store), when it was:
-    a failing transcript sink costs the transcript only, never the delegation."""
+    """Why the transcript was lost (an unwritable ``sessions_dir``, a failing store), when it was."""
     skipped_writes: dict[str, str] | None = None
     """State keys the child changed that were not written back, and why."""
     description_chars: int | None = None
@@ -157,21 +139,15 @@ class TaskRecord(BaseModel):
     error_chars: int | None = None
     """The full error's length, when the ledger's ``error`` is a preview."""
     truncated_retries: int = 0
-    """Replies cut at the token limit that were asked for once more (``retry_truncated``); each
-    retry is one more of ``model_calls``."""
+    """Replies cut at the token limit that were asked for once more (``retry_truncated``)."""
     partial: bool = False
-    """A limit cut the task short and ``result`` is the child's answer from its wrap-up call (the last
-    the limit allowed, with no tools; see :class:`subagents.metering.WrapUp`); ``stop_reason`` names the limit."""
+    """A limit (``stop_reason``) cut the task short; ``result`` is its wrap-up's answer (see ``WrapUp``)."""
 
 
 @dataclasses.dataclass
 class TaskOutcome:
-    """What one delegation produced; the caller turns it into its own state update.
-
-    ``changes`` holds the keys the child changed (final values) and
-    ``inputs`` what it was given, so a caller can write back deltas for
-    reducer channels (see :func:`subagents.boundary.write_back`).
-    """
+    """What one delegation produced; ``changes`` (the keys the child changed) and ``inputs`` (what it was
+    given) let the caller write back deltas (:func:`subagents.boundary.write_back`)."""
 
     record: dict[str, Any]
     answer: str | None = None
@@ -186,11 +162,7 @@ class TaskOutcome:
 
 
 def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) -> str:
-    """A task id that is unique per tool call and stable when a paused run resumes.
-
-    The parent's tool task (its checkpoint namespace) is re-executed with the
-    same namespace after an interrupt, so the resumed delegation keeps its id.
-    """
+    """A task id unique per tool call and stable on resume (the tool task re-runs in the same namespace)."""
     # uuid5 spelled out (its UUID object costs several times the hash on the hot path); same ids.
     # surrogatepass: a call id holding a lone surrogate (a broken server's) still names one task.
     key = f"{thread_id}|{checkpoint_ns}|{tool_call_id}".encode(errors="surrogatepass")
@@ -207,12 +179,10 @@ USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "tasks")
 def add_usage(left: Any, right: Any) -> dict[str, Any]:
     """Reducer for a usage rollup: parallel delegations add up.
 
-    Either side may come from outside (a graph's input, an old checkpoint),
-    so each figure is read as every count is (:func:`subagents.metering.token_count`,
-    :func:`subagents.metering.dollars`): text, a negative number or ``NaN``
-    counts as 0 and anything that is not a mapping as no usage, so a crafted
-    value can neither crash a later delegation's write nor make the rollup
-    negative or ``NaN``.
+    Either side may come from outside, so each figure is read as
+    :func:`~subagents.metering.token_count` and :func:`~subagents.metering.dollars`
+    read one, and a non-mapping as no usage: a crafted value can neither
+    crash a later write nor make the rollup negative or ``NaN``.
 
     Example::
 
@@ -248,7 +218,6 @@ def _usage_figures(value: Any) -> dict[str, Any]:
     figures: dict[str, Any] = dict.fromkeys(USAGE_COUNTS, 0)
     figures["cost_usd"] = 0.0
     if isinstance(value, Mapping):
-        # A figure of another type or range (a graph's input, an old checkpoint) is read as the meter reads one.
         for key in USAGE_COUNTS:
             count: Any = value.get(key, 0)
             figures[key] = count if type(count) is int and 0 <= count <= MAX_ROLLUP_COUNT else token_count(count)
@@ -261,13 +230,8 @@ def _usage_figures(value: Any) -> dict[str, Any]:
 
 
 def final_answer(result: Mapping[str, Any]) -> str:
-    """The child's answer: its structured response as JSON, else what its run ended on.
-
-    A run that ended on tool results (a ``return_direct`` tool ends an agent
-    on its ``ToolMessage``, with no AI message after it) answers with those
-    results' text, joined by blank lines when parallel calls ended it
-    together; any other run answers with its last non-empty AI text.
-    """
+    """The child's answer: its structured response as JSON, else the text of the tool results it ended on
+    (a ``return_direct`` tool's, joined by blank lines), else its last non-empty AI text."""
     if not isinstance(result, Mapping) or "messages" not in result:
         raise SpecError(
             "the child graph returned no 'messages' (a compiled subagent's state "
@@ -303,12 +267,8 @@ def truncated_retries(result: Mapping[str, Any]) -> int:
 
 
 def cut_short(result: Mapping[str, Any]) -> bool:
-    """Whether the run ended on a reply the model cut off at its output token limit.
-
-    Read from the last message's ``response_metadata``: ``finish_reason``
-    ``"length"`` (OpenAI and compatible servers) or ``stop_reason``
-    ``"max_tokens"`` (Anthropic).
-    """
+    """Whether the run ended on a reply cut at the output token limit: ``finish_reason="length"`` (OpenAI)
+    or ``stop_reason="max_tokens"`` (Anthropic) in its ``response_metadata``."""
     messages = result.get("messages") if isinstance(result, Mapping) else None
     last = messages[-1] if messages else None
     if not isinstance(last, AIMessage):
@@ -354,11 +314,8 @@ CONTINUATION_PROMPT = (
 
 
 def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -> dict[str, Any] | None:
-    """The child's input for one request for a complete report, or ``None`` when none is due.
-
-    Asked when the answer is shorter than ``threshold`` characters (0: never);
-    structured responses are never continued.
-    """
+    """The child's input for one request for a complete report when the answer is shorter than ``threshold``
+    characters (0: never; structured responses never), else ``None``."""
     if threshold <= 0 or len(answer) >= threshold or result.get("structured_response") is not None:
         return None
     return {"messages": [*result["messages"], HumanMessage(content=CONTINUATION_PROMPT)]}
@@ -366,14 +323,7 @@ def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -
 
 @dataclasses.dataclass(frozen=True)
 class ChildAnswer:
-    """What the runner reads from a child's result, read once.
-
-    ``follow_up`` is the input of one request for a complete report (see
-    :func:`continuation_input`), ``None`` when none is due. Example::
-
-        read = ChildAnswer.of(result, threshold=0)
-        read.answer, read.cut_short, read.truncated_retries
-    """
+    """What the runner reads from a child's result, read once; ``follow_up``: see :func:`continuation_input`."""
 
     answer: str
     follow_up: dict[str, Any] | None
@@ -396,20 +346,13 @@ def merge_continuation(first: str, second: str | None, failure: str | None) -> s
     return first
 
 
-# ----------------------------------------------------------------------------
-# A run ended by a limit, not by its model.
-# ----------------------------------------------------------------------------
 LIMIT_STOP_MARK = "stopped_by_limit"
 """The ``response_metadata`` key that marks a message a limit wrote (its value: the limit's argument name)."""
 
-
 _LIMIT_STOPS: collections.OrderedDict[str, None] = collections.OrderedDict()
-"""Ids of the messages :func:`limit_stop` made lately: the mark counts only on one of them.
-
-``response_metadata`` is what a chat-model integration writes; one that copies its
-server's fields there (or a crafted input) could carry the mark and skip the Stop
-hooks. An id drawn at random here cannot be guessed. The hook reads the message in
-the run that wrote it, so remembering the latest few is enough."""
+"""Ids of the messages :func:`limit_stop` made lately: the mark counts only on one of them, since an
+integration echoing its server's fields (or crafted input) could forge the mark, never this random id.
+The Stop hook reads the message in the run that wrote it, so the latest few are enough."""
 _LIMIT_STOPS_KEPT = 4096
 _LIMIT_STOPS_LOCK = threading.Lock()
 
@@ -433,15 +376,12 @@ def stopped_by_limit(message: Any) -> str | None:
 
 
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u303f\ufffc\U0001d159")
-"""Letters and symbols that show nothing: the Hangul fillers (the letters Unicode makes Default_Ignorable_Code_Point),
-and the symbols defined to be blank: the blank Braille pattern, the ideographic half fill space, the object
-replacement character (a stand-in for something absent) and the musical null notehead."""
+"""Letters and symbols that show nothing: the Hangul fillers, the blank Braille pattern, the ideographic half
+fill space, the object replacement character and the musical null notehead."""
 
 
 def shows_something(text: str) -> bool:
-    """Whether ``text`` has a character that shows something by itself: a letter, number, punctuation or symbol
-    (Unicode's L, N, P, S categories) but the blank ones (:data:`_BLANK_LETTERS`). Every other category shows
-    nothing: marks (a variation selector, a combining grapheme joiner), format and control characters, spaces,
-    private-use and unassigned code points, and with them every other Default_Ignorable_Code_Point. The one
-    rule for what a child may be started or steered with (a ``task``'s description, a follow-up message)."""
+    """Whether ``text`` has a character that shows something: a letter, number, punctuation or symbol
+    (Unicode's L, N, P, S) but :data:`_BLANK_LETTERS`; marks, format, control, space, private-use and
+    unassigned characters show nothing. The rule for what a child may be started or steered with."""
     return any(unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LETTERS for char in text)

@@ -1,19 +1,9 @@
 """Delegation settings: one typed object, passed whole from layer to layer.
 
-Every option of delegation that is not one of ``create_deep_agent``'s few
-keywords lives here, once: its default, its validation and its docstring.
-``create_deep_agent``, the middlewares, the background tasks and the runner
-take the object whole (``settings=``) and read the groups they need:
-
-* :class:`Limits` -- how much delegation may do (concurrency, caps, budget).
-* :class:`Observability` -- where transcripts go and what tokens cost.
-* :class:`BackgroundSettings` -- the background-task tools, if any.
-* :class:`Definitions` -- where subagents, skills and models come from, how
-  ``task`` offers them, and the approval policy children inherit.
-* :class:`RootGraph` -- how ``create_deep_agent`` builds the root's graph.
-
-Every model is frozen; a bad value raises :class:`~subagents.errors.SpecError`
-naming the field.
+Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once
+(default, validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`,
+:class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`); a bad value raises
+:class:`~subagents.errors.SpecError` naming the field.
 
 Example::
 
@@ -57,21 +47,13 @@ DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 
 
 class RuntimeHandle(Protocol):
-    """What settings need of a background runtime: nothing but to hold it and hand it on.
-
-    Typed by a protocol so that settings never import the runtime (the runtime
-    imports the runner, which reads settings); the background middleware checks
-    that what it is handed is a :class:`~subagents.BackgroundRuntime`.
-    """
+    """A background runtime, held and handed on (a protocol: the runtime imports what reads settings)."""
 
     def close(self) -> None: ...
 
 
 class _Settings(BaseModel):
-    # Strict: "8" or True is no count. Objects the caller owns (a store, a
-    # runtime, a price table) pass as they are: fields typed SkipValidation
-    # are checked by the code that uses them, with its own messages naming
-    # the field.
+    # Strict: "8" or True is no count. SkipValidation fields (objects the caller owns) are checked where used.
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, strict=True)
 
     def __init__(self, **fields: Any) -> None:
@@ -87,25 +69,21 @@ class Limits(_Settings):
     Attributes:
         max_concurrent_tasks: ``task`` children running at once, across the
             agent's concurrent runs; more wait their turn (``None``: no cap).
-        max_delegations: delegations allowed per run (since the last user
-            message), ``task`` calls and background starts, one count; past
-            it, either answers with an error and neither is offered to the
-            model any more (``None``: no cap).
-        max_root_turns: the root's own model calls per run (``None``: no
-            cap); each ``invoke``, and each resume, counts from zero. A model
-            that keeps calling tools is ended with a final AI message naming
-            the limit (:class:`middleware.root_turn_limit.RootTurnLimit`);
-            LangChain's ``ModelCallLimitMiddleware`` of your own replaces it.
+        max_delegations: ``task`` calls and background starts per run (since
+            the last user message); past it, they are refused and withdrawn
+            (``None``: no cap).
+        max_root_turns: the root's own model calls per ``invoke`` or resume
+            (``None``: no cap); past it, the run ends with a message naming
+            the limit (:class:`middleware.root_turn_limit.RootTurnLimit`).
         max_dynamic_subagents: subagents ``create_subagent`` may define per thread.
         short_answer_threshold: a child answer shorter than this gets one
             request for a complete report (0: off).
         budget: a :class:`~subagents.Budget` covering the parent's own model
             calls and every child's.
         wrap_up: for specs that set none, the last model call a limit allows
-            is a wrap-up with no tools, so the task ends with the child's own
-            answer: ``True`` (the default, starting it when 0.15 of
-            ``timeout_s`` is left), or that share; ``False``: each limit ends
-            a task with an error (see :class:`subagents.metering.WrapUp`).
+            is a wrap-up with no tools: ``True`` (0.15 of ``timeout_s``
+            left), that share, or ``False`` (an error; see
+            :class:`subagents.metering.WrapUp`).
         force_delegation: the first model call of each turn must call
             ``task``: ``True`` (any agent), an agent name, or a
             :class:`middleware.ForceDelegation` choosing the mechanism.
@@ -160,8 +138,7 @@ class BackgroundSettings(_Settings):
         max_background_tasks: local background tasks running at once; more
             wait as ``pending`` (``None``: no cap).
         background_runtime: the :class:`~subagents.BackgroundRuntime` they
-            run on, to share it or to ``close()`` it (default: a new one,
-            owned and closed by the middleware).
+            run on (default: a new one the middleware owns and closes).
         notify: announce finished tasks before each parent model call.
         notice_result_chars: how much of each result a notice quotes.
         notice_total_chars: how long one notice may be, whatever the number
@@ -201,29 +178,22 @@ class Definitions(_Settings):
         mcp_servers: MCP servers (name -> ``{command, args, env}`` or
             ``{url, headers}``) that specs may name in ``mcp_config`` without defining.
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
-            rule, inherited by every declarative child whose spec sets none;
-            a floor for every child (a spec may add gates, never un-gate one).
+            rule, a floor for every child (a spec may add gates, never un-gate one).
         state_schemas: the parent's state schemas; a declarative child gets
-            their keys, minus excluded and private ones (``create_deep_agent``
-            gives its ``state_schema`` and its middleware's).
+            their keys, minus excluded and private ones.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         general_purpose: add the ``general-purpose`` subagent unless a spec
             of that name replaces it.
         retry_truncated: for specs that set none, ask once more for a reply
-            cut at the token limit: with twice the tokens (``"more_tokens"``),
-            asking to be brief (``"brief"``) or both (``True``); see
-            :mod:`subagents.truncation`.
-        dynamic_subagents: add the ``create_subagent`` tool, so the parent
-            can define specialists at run time (see :mod:`middleware.dynamic`).
-        structured_results: ``task`` accepts an optional ``output_schema``
-            for one call (see :mod:`subagents.builder`).
-        name_enum: also list the agent names as an ``enum`` of
-            ``subagent_type`` in the ``task`` tool's schema (up to
-            :data:`middleware.task_tool.ENUM_LIMIT` names), for a server that
-            constrains tool calls to their schema. Off by default: the names
-            are already in ``<available_agents>``, and each name sent twice
-            is paid for on every parent call. The forced-delegation schema
-            always has the enum.
+            cut at the token limit (``"more_tokens"``, ``"brief"`` or both:
+            ``True``; see :mod:`subagents.truncation`).
+        dynamic_subagents: add the ``create_subagent`` tool
+            (:mod:`middleware.dynamic`).
+        structured_results: ``task`` accepts an optional ``output_schema``.
+        name_enum: also list the agent names as an ``enum`` in the ``task``
+            schema (up to :data:`middleware.task_tool.ENUM_LIMIT`), for a
+            server that constrains calls to it; off by default, since the
+            names are in ``<available_agents>`` and each costs tokens per call.
     """
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
@@ -285,12 +255,10 @@ class RootGraph(_Settings):
     Attributes:
         interrupt_before, interrupt_after: node names to pause before or
             after, as LangChain's ``create_agent`` takes them.
-        deepagents_stack: build the root with deepagents' own
-            ``create_deep_agent``, our ``task`` in it. ``None``: when the
-            ``deepagents`` extra is installed. ``False``: LangChain's
-            ``create_agent`` over this library's own stack even then (an app
-            with its own file tools, such as the CLI); deepagents'
-            ``backend``, ``skills``, ``memory`` and ``permissions`` then are an error.
+        deepagents_stack: build the root with deepagents' ``create_deep_agent``
+            (``None``: when installed); ``False``: this library's own stack
+            (deepagents' ``backend``, ``skills``, ``memory``, ``permissions``
+            are then an error).
     """
 
     interrupt_before: SkipValidation[list[str] | None] = None
@@ -299,10 +267,7 @@ class RootGraph(_Settings):
 
 
 class DelegationSettings(_Settings):
-    """Every group; each layer reads the ones it needs.
-
-    Build it by group, or flat with :meth:`of` (each field's own name, whatever
-    its group); :meth:`updated` returns a copy with some fields replaced.
+    """Every group; each layer reads the ones it needs. Build it by group, or flat with :meth:`of`.
 
     Example::
 
@@ -340,12 +305,7 @@ class DelegationSettings(_Settings):
             for group, values in groups.items()})
 
     def with_keywords(self, **keywords: Any) -> DelegationSettings:
-        """A copy with each keyword shortcut given (not ``None``) in its field.
-
-        ``create_deep_agent`` and the middlewares take a few settings as
-        keywords too (``budget=``, ``permission_mode=``); one given replaces
-        the same field of ``settings=``.
-        """
+        """A copy with each keyword shortcut given (not ``None``, as ``budget=``) in its field."""
         return self.updated(**{name: value for name, value in keywords.items() if value is not None})
 
 
