@@ -1,19 +1,11 @@
 """A cap on the root's own model calls in one run, counted inside the model call.
 
-``max_delegations`` withdraws ``task``, but a model may keep calling it (or
-any tool) anyway, and LangGraph would stop such a loop only at its recursion
-limit (10,000 steps), with an error instead of an answer. :class:`RootTurnLimit`
-ends the run there with a final AI message that says which limit ended it
-and how to raise it, as LangChain's ``ModelCallLimitMiddleware`` with
-``run_limit`` and ``exit_behavior="end"`` does.
-
-It counts and checks in ``wrap_model_call`` rather than in ``before_model``
-and ``after_model`` hooks: LangChain runs each such hook as a graph node of
-its own, and every node is a step that writes a checkpoint, so the two hooks
-cost two checkpoints per model call (four of a delegating run's eleven) on
-every thread, for a check that is one comparison. The count lives in the
-same state key as LangChain's run count, ``run_model_call_count``, an
-``UntrackedValue``: never checkpointed, so it starts at zero every run.
+A model that keeps calling tools would run to LangGraph's recursion limit and
+end with an error; :class:`RootTurnLimit` ends the run with a final AI message
+naming the limit, as ``ModelCallLimitMiddleware(run_limit=..., exit_behavior="end")``
+does. It counts in ``wrap_model_call``, not in ``before_model``/``after_model``
+hooks, each a graph node writing a checkpoint; the count is LangChain's
+``run_model_call_count``, an ``UntrackedValue`` that starts at zero every run.
 
 Example::
 
@@ -56,15 +48,10 @@ class RootTurnLimitState(AgentState[ResponseT]):
 class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
-    Counted per run (per ``invoke``, and per ``Command(resume=...)``), as
-    ``ModelCallLimitMiddleware``'s ``run_limit``; a call that an outer
-    middleware retries or hands to a fallback model counts once, when it
-    returns. The call past the limit is not made, and its reply is the
-    message, which calls no tool and is marked as the limit's
-    (:func:`subagents.outcome.stopped_by_limit`), so the run ends there.
-
-    ``name``: the agent's ``name`` given to ``create_agent``, which signs
-    the limit's message as the model's are.
+    Counted per ``invoke`` and per resume; a call an outer middleware retries
+    counts once. The call past the limit is not made: its reply is the
+    limit's message (:func:`subagents.outcome.stopped_by_limit`), calling no
+    tool. ``name``: the agent's name, signing the message as the model's are.
 
     Example::
 
@@ -78,7 +65,6 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
             raise SpecError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
         super().__init__()
         self.max_root_turns = max_root_turns
-        # create_agent signs the model's messages with the agent's name; the limit's message is signed too.
         self.agent_name = name
 
     def wrap_model_call(
@@ -108,8 +94,8 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
 
 
 def _made(request: ModelRequest[ContextT]) -> int:
-    # Only the model node writes it, but a caller's Command(update=...) can too: a count below zero
-    # (or not a count) would buy calls past the limit, so it reads as none made yet.
+    # A caller's Command(update=...) can write it too: a negative count (or none) would buy calls past the
+    # limit, so it reads as none made yet.
     made = (request.state or {}).get(COUNT_KEY)
     return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
 
@@ -120,20 +106,11 @@ def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResp
 
 
 # ----------------------------------------------------------------------------
-# The shared budget on the root's own model calls.
-#
-# A :class:`~subagents.metering.TaskMeter` meters each of the root's model
-# calls as it meters a child's: LangChain's configure hook (a public API, the
-# one ``get_usage_metadata_callback`` uses) hands it to every model call made
-# while the wrap runs, so the call that is sent (a fallback's or a router's
-# model, a retry) is reserved, priced and charged at the one price
-# :func:`subagents.metering.call_price` decides. Once the budget is spent, the
-# root gets one more call to answer, with no tools offered, and the run ends
-# there with the limit's message, as it does at ``max_root_turns``.
-#
-# Example::
-#
-#     RootBudget(budget).call(request, handler)   # in a model-call wrap of the root
+# The shared budget on the root's own model calls, metered as a child's: the
+# configure hook (public; ``get_usage_metadata_callback`` uses it) hands a
+# TaskMeter to every model call made in the wrap, so the call actually sent (a
+# fallback's, a retry) is reserved and charged. Once spent, the root gets one
+# more call, with no tools, and the run ends with the limit's message.
 # ----------------------------------------------------------------------------
 
 _ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
@@ -148,9 +125,11 @@ UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and i
 
 
 class RootBudget:
-    """The shared budget on the root's model calls: metered as a child's, and the run's end once it is spent.
+    """The shared budget on the root's model calls (``name`` signs the limit's message).
 
-    ``name``: the agent's name, which signs the limit's message.
+    Example::
+
+        RootBudget(budget).call(request, handler)   # in a model-call wrap of the root
     """
 
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
@@ -160,13 +139,11 @@ class RootBudget:
         self._unmetered_said = False
 
     def metered(self, graph: GraphT) -> GraphT:
-        """``graph`` run with the meter that counts, against the budget, every model call of a run that no other
-        meter counts: a root middleware's own (see :class:`subagents.metering.RunMeter`)."""
+        """``graph`` run with the :class:`~subagents.metering.RunMeter` counting a root middleware's own calls."""
         return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
 
     def _say_if_unmetered(self) -> None:
-        """Warn when the root's first budgeted call runs without the :meth:`metered` meter: its middleware's own
-        calls go uncounted. Looked at once (the graph is run one way or the other), not on every root call."""
+        """Warn, once, when the root runs without the :meth:`metered` meter (its middleware's calls go uncounted)."""
         if self._unmetered_said:
             return
         self._unmetered_said = True

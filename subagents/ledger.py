@@ -1,20 +1,11 @@
 """Ledgers in checkpoints: read back without history, and as data.
 
-A ledger's LangGraph channel (:class:`LedgerChannel`) shows the state a
-plain dict; what reads a saved checkpoint straight from a checkpointer (the
-CLI's ``tasks``, a test, an operator's script) reads it as data, never as
-code (:class:`DataOnlySerializer`), and rebuilds every channel's value as
-the graph would (:func:`saved_value`).
-
-A ledger (task id -> compact record) is stored where the graph stores its
-conversation: whole in every checkpoint beside ``create_agent``'s whole
-``messages``, compressed (a load reads one checkpoint; a walk back through
-history for it would decode every whole conversation on the way), and as deltas with a
-snapshot every so many updates beside :class:`deep_agent.DeepAgentState`'s
-delta ``messages`` (whole, it would be most of a long thread's bytes).
-
-Reading a raw checkpoint of a delta channel needs the saver's history, as
-the graph does: :func:`saved_value` (``graph.get_state`` needs nothing)::
+A ledger (task id -> compact record) has its own channel (:class:`LedgerChannel`):
+whole and compressed in every checkpoint beside ``create_agent``'s whole
+``messages`` (a load reads one checkpoint), or as deltas beside
+:class:`deep_agent.DeepAgentState`'s delta ``messages``. A saved checkpoint is
+read as data, never code (:class:`DataOnlySerializer`), and a delta channel's
+value rebuilt from the saver's history by :func:`saved_value`::
 
     class MyState(AgentState):
         runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
@@ -42,22 +33,11 @@ from langgraph.types import Overwrite
 from subagents.errors import InvalidArgumentType, StoredDataError, UntrustedDataError
 
 # ----------------------------------------------------------------------------
-# Checkpoints read as data: a serializer that never imports or calls what the stored bytes name.
-#
-# LangGraph's default checkpoint serializer rebuilds objects by importing the
-# module and calling the name the data gives (``("os", "system", "...")``
-# runs a command). That is right for a database only the application
-# writes; it is code execution for a file that came with a cloned folder
-# (the CLI's ``.deep_agent/state.sqlite``). :class:`DataOnlySerializer`
-# constructs only LangGraph's own list of safe types (messages, LangGraph's
-# types, dates, UUIDs, paths...), which is everything this library and its
-# CLI write, refuses pickled data, and refuses any other constructor with an
-# :class:`~subagents.errors.UntrustedDataError` naming the file and the type, before anything
-# is imported or called.
-#
-# Example::
-#
-#     saver = SqliteSaver(conn, serde=DataOnlySerializer(".deep_agent/state.sqlite"))
+# Checkpoints read as data. LangGraph's default serializer imports and calls
+# what the data names (``("os", "system", "...")`` runs a command): code
+# execution for a file a cloned folder brought (the CLI's state.sqlite).
+# :class:`DataOnlySerializer` builds only LangGraph's safe types (all this
+# library writes) and refuses pickle and anything else before it is imported.
 # ----------------------------------------------------------------------------
 
 _BLOCKED_KINDS = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
@@ -76,6 +56,10 @@ register_serde_event_listener(_on_event)
 
 class DataOnlySerializer(JsonPlusSerializer):
     """LangGraph's checkpoint serializer, restricted to its safe types; anything else is refused.
+
+    Example::
+
+        saver = SqliteSaver(conn, serde=DataOnlySerializer(".deep_agent/state.sqlite"))
 
     Args:
         source: what the data is read from, named in every refusal (a path, a url).
@@ -132,12 +116,8 @@ def _replacement(write: Any) -> Any:
 
 
 def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
-    """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise.
-
-    Each merge copies its left side, so a left-to-right fold of n sibling
-    writes copies O(n²) records (2,000 ``task`` calls in one message: two
-    million); pairwise, it copies O(n log n).
-    """
+    """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise: each merge
+    copies its left side, so O(n log n) record copies instead of O(n²)."""
     while len(writes) > 1:
         pairs = zip(writes[::2], writes[1::2], strict=False)  # an odd last write waits a round
         writes = [operator(left, right) for left, right in pairs] + writes[len(writes) - len(writes) % 2:]
@@ -147,12 +127,8 @@ def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> An
 def merge_async_records(
     left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
 ) -> dict[str, dict[str, Any]]:
-    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names.
-
-    Updates are partial on purpose: a status check writes ``status`` and the
-    usage it saw without repeating the description, and two tools touching
-    different tasks in one step never overwrite each other.
-    """
+    """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names (so two
+    tools touching different tasks in one step never overwrite each other)."""
     for side, value in (("the ledger", left), ("the update", right)):
         if value is not None and not isinstance(value, Mapping):
             raise StoredDataError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
@@ -187,12 +163,8 @@ def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
 
 
 class LedgerMerge:
-    """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once.
-
-    Siblings finishing in one step (or a reload replaying many steps) fold
-    their small writes first, so the ledger is copied once per batch, not
-    once per write.
-    """
+    """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once,
+    so the ledger is copied once per batch, not once per write."""
 
     __slots__ = ("operator",)
 
@@ -214,15 +186,9 @@ class LedgerMerge:
 
 # ----------------------------------------------------------------------------
 # A whole ledger as its checkpoint stores it: records as columns, ids as bytes.
-#
-# A saver that keeps each version of a channel (Postgres: a blob per version)
-# stores the whole ledger again at every delegation, so its bytes per record
-# count squared. Compressed as rows, a ``task`` record took 84 bytes; as
-# columns (each field's values side by side, one list of field names) 66;
-# with its two random hex ids as the 16 bytes each encodes, 52. The
-# record ids are the ledger's keys, stored once. A ledger that does not fit
-# (a record that is not a dict) is stored as rows, as before; either form
-# reads back.
+# A saver keeping every version (Postgres) stores it at every delegation, so
+# bytes per record count squared: compressed rows took 84 bytes a record,
+# columns 66, with hex ids as bytes 52. A ledger of non-dict records stays rows.
 # ----------------------------------------------------------------------------
 
 _NOTHING: Any = DeltaChannel(lambda state, _writes: state).checkpoint()  # LangGraph's "nothing stored" marker
@@ -297,17 +263,11 @@ class LedgerChannel(DeltaChannel[Ledger]):
     """A ledger dict's channel: whole in every checkpoint, or stored as deltas beside a delta conversation.
 
     ``operator`` is the ledger's reducer (``merge_records``,
-    ``merge_async_records``): it must keep existing keys where they are and
-    add new ones at the end, as ``{**left, **right}`` does, and be
-    associative (sibling writes are folded together before they are merged).
-
-    The default (``snapshot_frequency=None``) puts the whole ledger in every
-    checkpoint, as a plain reducer channel does, so loading a thread reads
-    one checkpoint and no history. That suits a graph whose ``messages`` are
-    stored whole (``create_agent``'s): its compact records are a small share
-    of each checkpoint. A graph that stores ``messages`` as deltas
-    (:class:`deep_agent.DeepAgentState`) gives a frequency: a checkpoint then
-    stores the step's writes and, every that many updates, the whole ledger.
+    ``merge_async_records``): associative, keeping existing keys in place and
+    adding new ones at the end, as ``{**left, **right}`` does.
+    ``snapshot_frequency=None`` stores the whole ledger in every checkpoint
+    (a load reads no history); a graph with delta ``messages``
+    (:class:`deep_agent.DeepAgentState`) gives a frequency.
     """
 
     def __init__(self, typ: Any = dict, operator: Any = None, *, snapshot_frequency: int | None = None) -> None:
@@ -369,11 +329,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return loaded
 
     def checkpoint(self) -> Any:
-        """Whole: the ledger compressed, so a load finds it here and walks no history for it.
-
-        As columns, compressed, each record costs about a fifteenth of its plain bytes in every checkpoint
-        (52 against 790 bytes); it is compressed once per change, not once per checkpoint.
-        """
+        """Whole: the ledger as columns, compressed (52 bytes a record against 790), once per change."""
         if self.deltas or not self.is_available():
             return super().checkpoint()
         if self._stored is None or self._stored[0] is not self.value:
@@ -404,39 +360,21 @@ class LedgerChannel(DeltaChannel[Ledger]):
 
 
 # ----------------------------------------------------------------------------
-# A delta ledger a thread stopped writing is touched once a run, so a load never walks far back for it.
-#
-# A ledger stored as deltas (``snapshot_frequency`` given, as
-# :class:`deep_agent.DeepAgentState` does) is in a checkpoint only at a
-# snapshot, every 50 *updates*. A thread that stops delegating writes its
-# ledger no more, so every load of it walked back over all the checkpoints
-# since the ledger's last snapshot, until LangGraph's bound of 5,000 steps
-# forced one; the walk decodes each checkpoint it passes. Measured after one
-# delegation and 900 runs without one: ``get_state`` took 129 ms on
-# ``SqliteSaver`` against 44 ms on a thread that never delegated; with the
-# touch below, 14 ms.
-#
-# So a run that follows a run without a call to the ledger's tools writes an
-# empty update to its ledger (``{}``: the reducer keeps the ledger as it is)
-# in a hook node the middleware runs anyway: no new step, no new checkpoint,
-# one small write. Fifty such runs bring the next snapshot. A ledger whole in
-# every checkpoint ignores the empty write (no new version, nothing stored).
-#
-# Example::
-#
-#     update = touch_if_quiet(state, "subagent_tasks", {"task"})   # {"subagent_tasks": {}} or None
+# A delta ledger is in a checkpoint only at a snapshot, every 50 updates: a
+# thread that stopped delegating made every load walk back (and decode) all
+# checkpoints since, up to 5,000 (``get_state``: 129 ms, against 14 ms with
+# the touch). So a run after a quiet run writes an empty update (``{}``) to its
+# ledger in a hook node the middleware runs anyway: no new checkpoint, and
+# fifty bring a snapshot. A whole ledger ignores the empty write.
 # ----------------------------------------------------------------------------
-
 
 
 def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[str], *,
                    is_turn: Callable[[Any], bool] | None = None) -> dict[str, Any] | None:
     """``{key: {}}`` when ``state`` has a ledger at ``key`` and the previous run called none of ``tool_names``.
 
-    A run begins at a user message: a ``HumanMessage`` for which ``is_turn``
-    (default: any) is true. A caller that posts human messages of its own
-    inside a run (a background notice) says which are not turns, or a run
-    that delegated before its notice would read as quiet.
+    A run begins at a ``HumanMessage`` for which ``is_turn`` (default: any) is
+    true; a caller posting its own (a background notice) says which are not.
     """
     ledger = state.get(key)
     if not isinstance(ledger, Mapping) or not ledger:
@@ -460,22 +398,11 @@ def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str], i
     return False
 
 
-# ----------------------------------------------------------------------------
-# A channel's value as a saved checkpoint holds it, read without building the graph.
-#
-# A reducer channel stored as deltas (LangGraph's ``DeltaChannel``, which the
-# ledgers and ``create_deep_agent``'s ``messages`` use) is absent from most
-# checkpoints: its value is the nearest snapshot plus the writes since, which
-# the saver's ``get_delta_channel_history`` returns. A tool that reads a
-# thread straight from a checkpointer (the CLI's ``tasks``, a test, an
-# operator's script) rebuilds it here as the graph would.
-# ----------------------------------------------------------------------------
-
 def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any, Any]) -> Any:
     """The value of channel ``key`` at ``saved`` (a ``CheckpointTuple`` of ``saver``), or ``None`` if never written.
 
-    ``channel`` is the key's channel as the graph declares it (it decodes what
-    the checkpoint stored and replays the writes since)::
+    ``channel`` is the key's channel as the graph declares it; a delta channel
+    is rebuilt from the nearest snapshot and the writes since::
 
         saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
         ledger = saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records))

@@ -1,27 +1,18 @@
 """A reply cut at the model's output token limit, asked for once more.
 
-A small model (or a tight ``max_tokens``) often runs out of tokens before it
-has said what matters; such a reply ends its task with
-``stop_reason="truncated"`` (see :func:`subagents.outcome.cut_short`). With
-``retry_truncated`` on a spec (or on ``create_deep_agent`` for every spec
-that sets none), the child's model call that came back cut short is made
-once more, in place of the cut reply:
+With ``retry_truncated`` on a spec (or for every spec that sets none), a
+child's model call whose reply was cut short (``stop_reason="truncated"``)
+is made once more, in place of the cut reply:
 
-* ``"more_tokens"``: with twice the token limit it hit (``max_tokens``: the
-  call's own setting, else the model's, else the cut reply's output tokens);
-* ``"brief"``: with one more message asking for a brief, complete answer
-  (what helps when the server caps replies whatever the client asks, as
-  llama.cpp's ``--n-predict`` does);
+* ``"more_tokens"``: with twice the token limit it hit (the call's
+  ``max_tokens``, else the model's, else the reply's output tokens);
+* ``"brief"``: asking for a brief, complete answer (for servers that cap
+  replies whatever the client asks, as llama.cpp's ``--n-predict``);
 * ``True``: both.
 
-The cut reply's call and the retry are both counted (``model_calls``,
-tokens, budgets, ``max_turns``); the kept reply carries
-:data:`~subagents.outcome.TRUNCATED_RETRY_KEY` in its ``response_metadata``,
-and the task's record counts such replies in ``truncated_retries``. A retry
-that is cut short again is kept as it is (still ``truncated``); a retry that
-fails leaves the cut reply in place, marked with the error. A wrap-up's
-reply (the last call a limit allows: :class:`subagents.metering.WrapUp`) is
-never retried: cut or not, it is the task's answer.
+Both calls count (``model_calls``, tokens, budgets, ``max_turns``); the kept
+reply carries :data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry
+leaves the cut reply, marked with the error. A wrap-up's reply is never retried.
 
 Example::
 
@@ -92,8 +83,6 @@ class RetryTruncated(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
         return await adrive(self._plan(request), handler)
-
-    # -- the plan, written once ---------------------------------------------
 
     def _plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
         first = yield request  # the first call's failure is the caller's, as without this middleware
