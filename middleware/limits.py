@@ -57,18 +57,15 @@ from subagents.outcome import task_id_for
 from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
-START_TOOL_NAME = "start_async_task"
-"""The background start's tool (``middleware.background``): a delegation, counted as ``task``'s calls are."""
-RETRY_TOOL_NAME = "retry_async_task"
-"""A background task run again: a delegation too."""
+START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
+RETRY_TOOL_NAME = "retry_async_task"  # a background task run again: a delegation too
 FOLLOW_UP_TOOL_NAME = "update_async_task"
 """A message to a background task: counted, and refused past the cap when it would start a run; never withdrawn."""
 
 # A background notice reaches the parent as a marked ``HumanMessage`` (any provider takes one anywhere); it is
 # not the user's turn, so it resets no cap and forces no ``task`` call.
 
-NOTICE_MARKER = "subagents_notice"
-"""The ``additional_kwargs`` key marking a message as a background notice."""
+NOTICE_MARKER = "subagents_notice"  # The additional_kwargs key marking a message as a background notice.
 
 
 def notice_message(text: str) -> HumanMessage:
@@ -90,8 +87,7 @@ class DelegationLimit:
         max_delegations: delegations allowed per run (``None``: no cap).
     """
 
-    starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})
-    """Tools each call of which starts a child run: withdrawn from the model once the run is out."""
+    starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})  # start a child run: withdrawn
     tool_names = starting | {FOLLOW_UP_TOOL_NAME}
 
     def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS) -> None:
@@ -123,11 +119,9 @@ class DelegationLimit:
         position = len(ids) - 1 - ids[::-1].index(str(tool_call_id)) if str(tool_call_id) in ids else len(ids)
         if position < self.max_delegations:
             return None
-        return (
-            f"delegation limit reached (max_delegations={self.max_delegations} per run); "
-            "do not delegate again (task, start_async_task, retry_async_task, a follow-up): finish now and "
-            "answer with what you have"
-        )
+        return (f"delegation limit reached (max_delegations={self.max_delegations} per run); "
+                "do not delegate again (task, start_async_task, retry_async_task, a follow-up): finish now and "
+                "answer with what you have")
 
 
 def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
@@ -136,15 +130,8 @@ def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
     now = time.time()
     record = TaskRecord(
         id=task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id),
-        agent_type=call.subagent_type,
-        tool_call_id=call.tool_call_id,
-        status="error",
-        stop_reason="refused",
-        description=call.description,
-        error=reason,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0.0,
+        agent_type=call.subagent_type, tool_call_id=call.tool_call_id, status="error", stop_reason="refused",
+        description=call.description, error=reason, started_at=now, finished_at=now, duration_ms=0.0,
     ).model_dump()
     return TaskOutcome(record, error=reason)
 
@@ -221,8 +208,7 @@ class ForcedDelegation:
             )
         self.setting = setting
         self.allowed = [setting.agent] if setting.agent is not None else list(names)
-        self.detected: Mechanism | None = None
-        """What ``auto`` found works, once it has found out."""
+        self.detected: Mechanism | None = None  # What auto found works, once it has found out.
 
     def applies(self, request: ModelRequest[ContextT]) -> bool:
         """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
@@ -291,14 +277,8 @@ class ForcedDelegation:
         return response
 
     def _tool_spec(self) -> dict[str, object]:
-        return {
-            "type": "function",
-            "function": {
-                "name": TASK_TOOL_NAME,
-                "description": TASK_TOOL_DESCRIPTION,
-                "parameters": self._schema(),
-            },
-        }
+        return {"type": "function", "function": {"name": TASK_TOOL_NAME, "description": TASK_TOOL_DESCRIPTION,
+                                                 "parameters": self._schema()}}
 
     def _schema(self) -> dict[str, Any]:
         schema = task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
@@ -414,11 +394,9 @@ def truncated_reply(exc: BaseException) -> AIMessage | None:
     message = AIMessage(content=text, response_metadata={"finish_reason": "length",
                                                          "model_name": getattr(completion, "model", None)})
     if usage is not None:
-        message.usage_metadata = {
-            "input_tokens": token_count(getattr(usage, "prompt_tokens", 0)),
-            "output_tokens": token_count(getattr(usage, "completion_tokens", 0)),
-            "total_tokens": token_count(getattr(usage, "total_tokens", 0)),
-        }
+        message.usage_metadata = {"input_tokens": token_count(getattr(usage, "prompt_tokens", 0)),
+                                  "output_tokens": token_count(getattr(usage, "completion_tokens", 0)),
+                                  "total_tokens": token_count(getattr(usage, "total_tokens", 0))}
     return message
 
 
@@ -604,8 +582,7 @@ def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozens
 # (``chat_template_caps.supports_tool_calls``): forced delegation then goes
 # straight to ``response_format``, and unforced delegation is warned about.
 # ----------------------------------------------------------------------------
-PROBE_TIMEOUT_S = 2.0
-"""How long the one request to ``/props`` may take (a server that does not answer is asked no more)."""
+PROBE_TIMEOUT_S = 2.0  # How long the one request to /props may take (a server that does not answer is asked no more).
 
 _known: dict[str, bool | None] = {}
 _warned: set[str] = set()

@@ -64,8 +64,7 @@ from subagents.transcripts import TranscriptSink
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
-MAX_REPORTED_TOKENS = 10**15
-"""The most tokens one reported count is taken for: past any limit, and still exact as a float."""
+MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
 
 
 def token_count(value: Any) -> int:
@@ -115,10 +114,8 @@ def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, o
     return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
 
 
-_PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")
-"""A provider's prefix on a model name: ``openai:gpt-4.1``, ``openai/gpt-4.1``."""
-_DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
-"""A snapshot's trailing date stamp: ``gpt-4.1-2025-04-14``, ``claude-3-5-haiku-20241022``."""
+_PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")  # openai:gpt-4.1, openai/gpt-4.1
+_DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14, claude-3-5-haiku-20241022
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
@@ -222,8 +219,7 @@ def estimate_tokens(payload: Any) -> int:
     return chars // 4 + others + 1
 
 
-PROMPT_EXTRAS = ("tools", "functions", "response_format")
-"""What a model call sends beside its messages that providers bill as input tokens."""
+PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
 
 
 def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
@@ -242,11 +238,9 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     return tokens
 
 
-MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0
-"""How far reported usage may correct an estimate: a provider's tokenizer, not a hostile report, sets it."""
+MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # how far reported usage may correct an estimate: never further
 
-LEARNED_SCALE_MARGIN = 1.1
-"""What a learned ratio is raised by: a ratio learned on a short prompt understates a long one's by up to ~10%."""
+LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
 
 
 def learned_scale(estimated: int, charged: int) -> float:
@@ -466,8 +460,7 @@ _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generat
                                      "async generator ignored GeneratorExit"})
 """The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
 
-STALL_NOTE_S = 0.5
-"""How far past its deadline a task must run before its timeout says what held it."""
+STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
 
 class _MeterStopsAreNotCallbackErrors(logging.Filter):
@@ -1182,8 +1175,7 @@ class RecordingMeter(TaskMeter):
 # ----------------------------------------------------------------------------
 
 
-DEFAULT_WRAP_UP_SHARE = 0.15
-"""The share of ``timeout_s`` left at which the next call is the wrap-up (9s of 60s): one call of most models."""
+DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
 
 
 def _wrap_up_setting(value: Any) -> bool | float:

@@ -68,29 +68,13 @@ class TaskCall:
     """A per-call output schema (``task``'s ``output_schema``; see :mod:`subagents.builder`)."""
 
     @classmethod
-    def from_runtime(
-        cls,
-        runtime: Any,
-        subagent_type: str,
-        description: str,
-        *,
-        parent_model: Any,
-        parent_tools: Sequence[Any] | None = None,
-        output_schema: Any = None,
-    ) -> TaskCall:
+    def from_runtime(cls, runtime: Any, subagent_type: str, description: str, *, parent_model: Any,
+                     parent_tools: Sequence[Any] | None = None, output_schema: Any = None) -> TaskCall:
         """The call a delegation tool received, from its ``ToolRuntime`` (``parent_tools``: its tool node's)."""
-        return cls(
-            subagent_type=subagent_type,
-            description=description,
-            parent_state=runtime.state,
-            tool_call_id=runtime.tool_call_id,
-            parent_config=runtime.config,
-            parent_model=parent_model,
-            parent_tools=runtime.tools if parent_tools is None else parent_tools,
-            emit=runtime.stream_writer,
-            store=runtime.store,
-            output_schema=output_schema,
-        )
+        return cls(subagent_type=subagent_type, description=description, parent_state=runtime.state,
+                   tool_call_id=runtime.tool_call_id, parent_config=runtime.config, parent_model=parent_model,
+                   parent_tools=runtime.tools if parent_tools is None else parent_tools, emit=runtime.stream_writer,
+                   store=runtime.store, output_schema=output_schema)
 
 
 def lost(error: str, transcript: str | None = None) -> dict[str, Any]:
@@ -172,8 +156,7 @@ def task_id_for(thread_id: Any, checkpoint_ns: str, tool_call_id: str | None) ->
     return digest.hex()
 
 
-USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "tasks")
-"""The whole-number figures of a usage rollup; ``cost_usd`` is its one amount of dollars."""
+USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "tasks")  # a rollup's counts, beside cost_usd
 
 
 def add_usage(left: Any, right: Any) -> dict[str, Any]:
@@ -196,8 +179,7 @@ def add_usage(left: Any, right: Any) -> dict[str, Any]:
     return summed
 
 
-MAX_ROLLUP_COUNT = 2**53 - 1
-"""The largest count a rollup holds: exact as a float, so any checkpointer's serializer keeps it."""
+MAX_ROLLUP_COUNT = 2**53 - 1  # the largest count a rollup holds: exact as a float, for any serializer
 
 
 _USAGE_FIELDS = frozenset((*USAGE_COUNTS, "cost_usd"))
@@ -233,10 +215,8 @@ def final_answer(result: Mapping[str, Any]) -> str:
     """The child's answer: its structured response as JSON, else the text of the tool results it ended on
     (a ``return_direct`` tool's, joined by blank lines), else its last non-empty AI text."""
     if not isinstance(result, Mapping) or "messages" not in result:
-        raise SpecError(
-            "the child graph returned no 'messages' (a compiled subagent's state "
-            "must have a 'messages' key)"
-        )
+        raise SpecError("the child graph returned no 'messages' "
+                        "(a compiled subagent's state must have a 'messages' key)")
     structured = result.get("structured_response")
     if structured is not None:
         if hasattr(structured, "model_dump_json"):
@@ -303,14 +283,11 @@ def _ai_text(message: Any) -> str:
     return ""
 
 
-DEFAULT_SHORT_ANSWER_THRESHOLD = 0
-"""Short-answer continuation is opt-in: 0 turns it off."""
+DEFAULT_SHORT_ANSWER_THRESHOLD = 0  # Short-answer continuation is opt-in: 0 turns it off.
 
-CONTINUATION_PROMPT = (
-    "Your final answer was very short, and the caller sees only your final message. "
-    "Reply now with a complete report of what you found and did, with every detail "
-    "the task asked for."
-)
+CONTINUATION_PROMPT = ("Your final answer was very short, and the caller sees only your final message. "
+                       "Reply now with a complete report of what you found and did, with every detail "
+                       "the task asked for.")
 
 
 def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -> dict[str, Any] | None:
@@ -346,8 +323,7 @@ def merge_continuation(first: str, second: str | None, failure: str | None) -> s
     return first
 
 
-LIMIT_STOP_MARK = "stopped_by_limit"
-"""The ``response_metadata`` key that marks a message a limit wrote (its value: the limit's argument name)."""
+LIMIT_STOP_MARK = "stopped_by_limit"  # the response_metadata key of a limit's message: the limit's name
 
 _LIMIT_STOPS: collections.OrderedDict[str, None] = collections.OrderedDict()
 """Ids of the messages :func:`limit_stop` made lately: the mark counts only on one of them, since an

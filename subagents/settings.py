@@ -36,14 +36,11 @@ from subagents.truncation import RetryTruncatedSetting
 DEFAULT_MAX_DELEGATIONS = 50
 """Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 
-DEFAULT_MAX_BACKGROUND_TASKS = 8
-"""Background tasks running at once unless ``max_background_tasks`` says otherwise."""
+DEFAULT_MAX_BACKGROUND_TASKS = 8  # Background tasks running at once unless max_background_tasks says otherwise.
 
-DEFAULT_MAX_ROOT_TURNS = 200
-"""The root's own model calls allowed per run by default: far above a working run, far below the recursion limit."""
+DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
 
-DEFAULT_NOTICE_TOTAL_CHARS = 12_000
-"""How long one background completion notice may be unless ``notice_total_chars`` says otherwise."""
+DEFAULT_NOTICE_TOTAL_CHARS = 12_000  # how long one background completion notice may be
 
 
 class RuntimeHandle(Protocol):

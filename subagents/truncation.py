@@ -48,8 +48,7 @@ BRIEF_PROMPT = (
 )
 """The message a ``"brief"`` retry adds after the conversation (for that call only)."""
 
-TOKEN_FACTOR = 2
-"""How many times the limit it hit a ``"more_tokens"`` retry may use."""
+TOKEN_FACTOR = 2  # How many times the limit it hit a "more_tokens" retry may use.
 
 
 class RetryTruncated(AgentMiddleware):
