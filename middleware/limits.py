@@ -238,7 +238,8 @@ class ForcedDelegation:
         if mechanism != "response_format":
             choice = "required" if mechanism == "required" else TASK_TOOL_NAME
             try:
-                response = yield request.override(tools=[self._tool_spec()], tool_choice=choice)
+                tool = {"name": TASK_TOOL_NAME, "description": TASK_TOOL_DESCRIPTION, "parameters": self._schema()}
+                response = yield request.override(tools=[{"type": "function", "function": tool}], tool_choice=choice)
             except Exception:
                 if mechanism != "auto":
                     raise
@@ -249,8 +250,9 @@ class ForcedDelegation:
                 return self._described(response, request)
             self.detected = "response_format"
             wasted = response
+        prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
         try:
-            response = yield self._format_request(request)
+            response = yield json_request(request, prompt, TASK_TOOL_NAME, self._schema())
         except Exception as exc:
             cut_short = truncated_reply(exc)
             if cut_short is None:
@@ -276,9 +278,6 @@ class ForcedDelegation:
                 call["args"] = {**call.get("args", {}), "description": text}
         return response
 
-    def _tool_spec(self) -> dict[str, object]:
-        return {"type": "function", "function": {"name": TASK_TOOL_NAME, "description": TASK_TOOL_DESCRIPTION,
-                                                 "parameters": self._schema()}}
 
     def _schema(self) -> dict[str, Any]:
         schema = task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
@@ -286,10 +285,6 @@ class ForcedDelegation:
             schema["properties"].pop("description", None)
             schema["required"] = [k for k in schema["required"] if k != "description"]
         return schema
-
-    def _format_request(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
-        prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        return json_request(request, prompt, TASK_TOOL_NAME, self._schema())
 
 
 def json_request(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]

@@ -70,8 +70,7 @@ def redact_url(text: str) -> str:
 
 
 class SubagentsError(Exception):
-    """The base of every error the library raises (:class:`SubagentError` is its subclass for a running
-    delegation's)."""
+    """The base of every error the library raises (:class:`SubagentError`: a running delegation's)."""
 
 
 class SubagentsWarning(SubagentsError, UserWarning):
@@ -128,20 +127,8 @@ class DefinitionFileWarning(SubagentsWarning):
     """A definition loaded, but something in it was ignored or is deprecated."""
 
 
-StopReason = Literal[
-    "completed",
-    "truncated",
-    "max_turns",
-    "timeout",
-    "budget",
-    "recursion",
-    "cancelled",
-    "model_error",
-    "tool_error",
-    "invalid_call",
-    "refused",
-    "error",
-]
+StopReason = Literal["completed", "truncated", "max_turns", "timeout", "budget", "recursion", "cancelled",
+                     "model_error", "tool_error", "invalid_call", "refused", "error"]
 """Why a delegation ended, as carried in each record's ``stop_reason``.
 
 ``error``: anything not classified more precisely. ``truncated``: the run
@@ -221,11 +208,7 @@ class ParentWriteRefused(SubagentError):
     stop_reason: StopReason = "refused"
 
 
-class TaskStopped(SubagentError):
-    """Raised inside a child to stop it; the message says why, ``stop_reason`` what kind."""
-
-
-class MaxTurnsReached(TaskStopped):
+class MaxTurnsReached(SubagentError):
     """The child asked for one model call more than its ``max_turns``."""
 
     stop_reason: StopReason = "max_turns"
@@ -296,10 +279,8 @@ class OutputSchemaViolation(SubagentsError):
         self.schema_name = schema_name
         self.attempts = attempts
         self.violation = violation
-        super().__init__(
-            f"its answer did not match output schema {schema_name!r} after {attempts} "
-            f"attempt{'s' if attempts != 1 else ''}: {violation}"
-        )
+        super().__init__(f"its answer did not match output schema {schema_name!r} after {attempts} "
+                         f"attempt{'s' if attempts != 1 else ''}: {violation}")
 
 
 class RemoteConfigError(SpecError):
@@ -390,10 +371,8 @@ class SharedModelClient(SubagentsWarning):
 
     def __init__(self, model_type: str) -> None:
         self.model_type = model_type
-        super().__init__(
-            f"{model_type} has an http_async_client of the caller's, which background tasks (on a loop of "
-            "their own) share with the parent; give the subagent a model with a client of its own"
-        )
+        super().__init__(f"{model_type} has an http_async_client of the caller's, which background tasks (on a "
+                         "loop of their own) share with the parent; give the subagent a model with a client of its own")
 
 
 class ToolCallsUnsupported(SubagentsWarning):
@@ -402,11 +381,10 @@ class ToolCallsUnsupported(SubagentsWarning):
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
-        super().__init__(
-            f"the model server at {base_url} says it parses no tool calls (its chat template renders no "
-            "tools), so the model cannot call 'task' and nothing will be delegated; pass force_delegation=True "
-            "(delegation by JSON schema), or serve the model with a chat template that renders tools"
-        )
+        super().__init__(f"the model server at {base_url} says it parses no tool calls (its chat template renders "
+                         "no tools), so the model cannot call 'task' and nothing will be delegated; pass "
+                         "force_delegation=True (delegation by JSON schema), or serve the model with a chat "
+                         "template that renders tools")
 
 
 class ParentPolicyNotInherited(SubagentsWarning):
@@ -416,12 +394,10 @@ class ParentPolicyNotInherited(SubagentsWarning):
     def __init__(self, middleware: str, agents: Sequence[str]) -> None:
         self.middleware = middleware
         self.agents = tuple(agents)
-        super().__init__(
-            f"{middleware}: subagents {', '.join(map(repr, self.agents))} take this agent's tools, but "
-            "model_middleware= was not given, so an approval (HumanInTheLoopMiddleware) or data policy "
-            "(PIIMiddleware) in the agent's middleware= does not reach them; pass the same list: "
-            f"{middleware}(..., model_middleware=[...]), or model_middleware=[] if it has none"
-        )
+        super().__init__(f"{middleware}: subagents {', '.join(map(repr, self.agents))} take this agent's tools, "
+                         "but model_middleware= was not given, so an approval (HumanInTheLoopMiddleware) or data "
+                         "policy (PIIMiddleware) in the agent's middleware= does not reach them; pass the same "
+                         f"list: {middleware}(..., model_middleware=[...]), or model_middleware=[] if it has none")
 
 
 class SkillFolderWarning(SubagentsWarning):

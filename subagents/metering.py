@@ -330,20 +330,15 @@ class Budget:
         if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
             if remember:
                 self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-            raise BudgetExceeded(
-                f"the shared token budget cannot cover another call ({self.tokens} spent, "
-                f"{self.reserved} held by running calls, ~{tokens} more needed, "
-                f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens",
-            )
+            raise BudgetExceeded(f"the shared token budget cannot cover another call ({self.tokens} spent, "
+                                 f"{self.reserved} held by running calls, ~{tokens} more needed, "
+                                 f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens")
         if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
             if remember:
                 self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-            raise BudgetExceeded(
-                f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
-                f"limit ${self.max_usd:.4f})",
-                limit=self.max_usd, spent=self.usd, unit="usd",
-            )
+            raise BudgetExceeded(f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
+                                 f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
+                                 f"limit ${self.max_usd:.4f})", limit=self.max_usd, spent=self.usd, unit="usd")
         self.reserved += tokens
         self.reserved_usd += cost
         return tokens, cost
@@ -733,10 +728,9 @@ class TaskMeter(BaseCallbackHandler):
             raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
                                                limit=self.max_tokens, spent=tokens, unit="tokens"))
         if self.max_usd is not None and self.cost_usd >= self.max_usd:
-            raise self._raising(BudgetExceeded(
-                f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f})",
-                limit=self.max_usd, spent=self.cost_usd, unit="usd",
-            ))
+            raise self._raising(BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/"
+                                               f"${self.max_usd:.4f})", limit=self.max_usd, spent=self.cost_usd,
+                                               unit="usd"))
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
@@ -1039,10 +1033,8 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
                 return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
     token_usage = llm_output.get("token_usage") or {}
     if token_usage and isinstance(token_usage, Mapping):
-        usage = {
-            "input_tokens": token_usage.get("prompt_tokens", 0),
-            "output_tokens": token_usage.get("completion_tokens", 0),
-        }
+        usage = {"input_tokens": token_usage.get("prompt_tokens", 0),
+                 "output_tokens": token_usage.get("completion_tokens", 0)}
         return usage, _name_or_none(llm_output.get("model_name"))
     return None, None
 

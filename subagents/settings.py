@@ -232,18 +232,10 @@ class Definitions(_Settings):
 
     def build_options(self, **more: Any) -> BuildOptions:
         """The :class:`~subagents.BuildOptions` every child is built with (``more``: a middleware's own)."""
-        return BuildOptions(
-            model_profiles=dict(self.model_profiles or {}),
-            unknown_model=self.unknown_model,
-            risky_tools=self.risky_tools,
-            permission_mode=self.permission_mode,
-            skills=self.skills(),
-            mcp_servers=dict(self.mcp_servers or {}),
-            interrupt_on=self.interrupt_on,
-            state_schemas=tuple(self.state_schemas),
-            retry_truncated=self.retry_truncated,
-            **more,
-        )
+        return BuildOptions(model_profiles=dict(self.model_profiles or {}), unknown_model=self.unknown_model,
+                            risky_tools=self.risky_tools, permission_mode=self.permission_mode, skills=self.skills(),
+                            mcp_servers=dict(self.mcp_servers or {}), interrupt_on=self.interrupt_on,
+                            state_schemas=tuple(self.state_schemas), retry_truncated=self.retry_truncated, **more)
 
 
 class RootGraph(_Settings):
