@@ -71,9 +71,7 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
         self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
     ) -> ModelCallResult[ResponseT]:
         made = _made(request)
-        if made >= self.max_root_turns:
-            return self._stopped()
-        return _counted(handler(request), made)
+        return self._stopped() if made >= self.max_root_turns else _counted(handler(request), made)
 
     async def awrap_model_call(
         self,
@@ -81,9 +79,7 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
         handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
     ) -> ModelCallResult[ResponseT]:
         made = _made(request)
-        if made >= self.max_root_turns:
-            return self._stopped()
-        return _counted(await handler(request), made)
+        return self._stopped() if made >= self.max_root_turns else _counted(await handler(request), made)
 
     def _stopped(self) -> AIMessage:
         # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.

@@ -920,9 +920,7 @@ def keep_child_exits() -> None:
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
 
 
-class _ExitsKept:
-    """A loop's task factory: see :func:`keep_child_exits`."""
-
+class _ExitsKept:  # a loop's task factory: see keep_child_exits
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
@@ -1245,12 +1243,10 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
 
 @functools.cache
 def _wrap_up_prompt_tokens() -> int:
-    """What :data:`WRAP_UP_PROMPT` adds to the wrap-up's prompt, in estimated tokens."""
     return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
 def _name_of(model: Any) -> str | None:
-    """The name a model object's calls are priced and learned under (as its invocation parameters give it)."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
     return name if isinstance(name, str) and name else None
 

@@ -258,7 +258,6 @@ def cut_short(result: Mapping[str, Any]) -> bool:
 
 
 def _ended_on_tools(messages: Sequence[Any]) -> str:
-    """The text of the tool results a run ended on (a ``return_direct`` tool's), or ``""``."""
     ending: list[str] = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):

@@ -3,14 +3,7 @@
 Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once
 (default, validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`,
 :class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`); a bad value raises
-:class:`~subagents.errors.SpecError` naming the field.
-
-Example::
-
-    settings = DelegationSettings(limits=Limits(max_concurrent_tasks=4))
-    settings = DelegationSettings.of(max_concurrent_tasks=4, sessions_dir="runs")  # the same, flat
-    settings.limits.max_concurrent_tasks      # 4
-    BackgroundSubagentMiddleware(specs, settings=settings.updated(max_background_tasks=2))
+:class:`~subagents.errors.SpecError` naming the field (example: :class:`DelegationSettings`).
 """
 
 from __future__ import annotations
@@ -262,7 +255,7 @@ class DelegationSettings(_Settings):
 
         settings = DelegationSettings(limits=Limits(max_concurrent_tasks=2))
         settings == DelegationSettings.of(max_concurrent_tasks=2)    # True
-        settings.observability.sessions_dir                         # None: the default
+        BackgroundSubagentMiddleware(specs, settings=settings.updated(max_background_tasks=2))
     """
 
     limits: Limits = Limits()
