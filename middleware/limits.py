@@ -344,8 +344,7 @@ def as_task_call(response: ModelCallResult[ResponseT]) -> ModelCallResult[Respon
 def _calling(response: ModelCallResult[ResponseT], message: AIMessage, call: ToolCall) -> ModelCallResult[ResponseT]:
     """``response`` with its reply ``message`` replaced by one that makes ``call`` (id, usage and metadata kept)."""
     converted = AIMessage(content="", tool_calls=[call], id=message.id, name=message.name,
-                          usage_metadata=message.usage_metadata,
-                          response_metadata=dict(message.response_metadata))
+                          usage_metadata=message.usage_metadata, response_metadata=dict(message.response_metadata))
     if not isinstance(response, ModelResponse):
         return converted
     return ModelResponse(result=[converted if m is message else m for m in response.result],
@@ -620,12 +619,7 @@ def warn_if_no_tool_calls(model: object) -> None:
     """Issue :class:`~subagents.errors.ToolCallsUnsupported`, once per base url and process, if the model's
     server says it parses no tool call."""
     url = base_url_of(model)
-    if url is None:
-        return
-    with _lock:
-        if url in _warned:
-            return
-    if tool_calls_supported(model) is not False:
+    if url is None or tool_calls_supported(model) is not False:  # asked once: the answer is cached
         return
     with _lock:
         if url in _warned:

@@ -100,19 +100,18 @@ _WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkp
 _serde = DataOnlySerializer("a ledger in a checkpoint")
 
 
-def _replaces_all(write: Any) -> bool:
-    """Whether LangGraph takes ``write`` as an ``Overwrite`` (the same three forms its channels accept)."""
-    if isinstance(write, Overwrite):
-        return True
-    return isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
-                                        or (write.get("type") == _OVERWRITE and "value" in write))
+_NO_OVERWRITE: Any = object()
 
 
 def _replacement(write: Any) -> Any:
-    """The value a replacing write (see :func:`_replaces_all`) puts in place of the ledger."""
+    """What ``write`` puts in place of the ledger if LangGraph takes it as an ``Overwrite`` (any of the three
+    forms its channels accept), else ``_NO_OVERWRITE``."""
     if isinstance(write, Overwrite):
         return write.value
-    return write[_OVERWRITE] if _OVERWRITE in write else write["value"]
+    if isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
+                                    or (write.get("type") == _OVERWRITE and "value" in write)):
+        return write[_OVERWRITE] if _OVERWRITE in write else write["value"]
+    return _NO_OVERWRITE
 
 
 def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
@@ -346,8 +345,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
             return False
         checked = []
         for write in values:
-            if _replaces_all(write):
-                replacement = _replacement(write)
+            if (replacement := _replacement(write)) is not _NO_OVERWRITE:
                 if not isinstance(replacement, dict):
                     raise StoredDataError(f"ledger {self.key!r}: Overwrite needs a dict of records "
                                           f"(task id -> record), not a {type(replacement).__name__}; "

@@ -317,9 +317,7 @@ def merge_continuation(first: str, second: str | None, failure: str | None) -> s
     """The answer after a continuation request: the longer one; a failed request keeps the first."""
     if failure is not None:
         return f"{first}\n\n[note: the request for a fuller report failed: {failure}]"
-    if second is not None and len(second) > len(first):
-        return second
-    return first
+    return second if second is not None and len(second) > len(first) else first
 
 
 LIMIT_STOP_MARK = "stopped_by_limit"  # the response_metadata key of a limit's message: the limit's name
