@@ -1,9 +1,5 @@
 """What a turn's tool calls must and may be, each rule reading the turn since the last user message.
 
-Sections: background notices; the cap on delegations per run; forced
-delegation; forced tool use (:class:`ForceToolUse`); :class:`ReturnChildAnswer`;
-and what an OpenAI-compatible server can do with tools (read once per server).
-
 Forced delegation: the first model call of each turn must call ``task``
 (offered with only the allowed agents); later calls are free. Mechanisms:
 
@@ -19,10 +15,9 @@ A ``response_format`` reply cut at the token limit is closed and used
 
 Example::
 
-    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation=True))
     SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation="researcher"))
-    SubAgentMiddleware(subagents, settings=DelegationSettings.of(
-        force_delegation=ForceDelegation(mechanism="response_format")))
+    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation=ForceDelegation(
+        mechanism="response_format")))
 """
 
 from __future__ import annotations
@@ -324,11 +319,8 @@ def _task_calls(response: ModelCallResult[ResponseT]) -> list[ToolCall]:
 
 
 def as_task_call(response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
-    """The response with its JSON reply turned into a ``task`` tool call.
-
-    A reply that already calls ``task``, or whose text is not a JSON object
-    with string ``description`` and ``subagent_type``, is returned unchanged.
-    """
+    """The response with its JSON reply turned into a ``task`` tool call; unchanged if it calls ``task``
+    already, or its text is no JSON object with string ``description`` and ``subagent_type``."""
     message = last_ai(response)
     if message is None or _task_calls(response):
         return response
@@ -592,10 +584,7 @@ def base_url_of(model: object) -> str | None:
 
 def tool_calls_supported(model: object) -> bool | None:
     """Whether the model's server parses tool calls: ``True``/``False`` as it says, ``None`` when unknown.
-
-    Asked once per base url and process, and only on loopback: a hosted API is never sent a request it
-    does not expect.
-    """
+    Asked once per base url and process, and only on loopback: a hosted API is never sent an odd request."""
     url = base_url_of(model)
     if url is None:
         return None

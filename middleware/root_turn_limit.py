@@ -6,10 +6,6 @@ naming the limit, as ``ModelCallLimitMiddleware(run_limit=..., exit_behavior="en
 does. It counts in ``wrap_model_call``, not in ``before_model``/``after_model``
 hooks, each a graph node writing a checkpoint; the count is LangChain's
 ``run_model_call_count``, an ``UntrackedValue`` that starts at zero every run.
-
-Example::
-
-    RootTurnLimit(100)   # the run ends, with that message, instead of a 101st model call
 """
 
 from __future__ import annotations

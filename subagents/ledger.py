@@ -1,11 +1,8 @@
-"""Ledgers in checkpoints: read back without history, and as data.
+"""Ledgers (task id -> compact record) in checkpoints: read back without history, and as data.
 
-A ledger (task id -> compact record) has its own channel (:class:`LedgerChannel`):
-whole and compressed in every checkpoint beside ``create_agent``'s whole
-``messages`` (a load reads one checkpoint), or as deltas beside
-:class:`deep_agent.DeepAgentState`'s delta ``messages``. A saved checkpoint is
-read as data, never code (:class:`DataOnlySerializer`), and a delta channel's
-value rebuilt from the saver's history by :func:`saved_value`::
+:class:`LedgerChannel` stores a ledger whole beside whole ``messages``, or as deltas
+beside delta ones; :class:`DataOnlySerializer` reads checkpoints as data, never
+code; :func:`saved_value` rebuilds a delta channel from the saver's history::
 
     class MyState(AgentState):
         runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
@@ -259,15 +256,11 @@ def _from_columns(stored: list[Any]) -> Ledger:
 
 
 class LedgerChannel(DeltaChannel[Ledger]):
-    """A ledger dict's channel: whole in every checkpoint, or stored as deltas beside a delta conversation.
+    """A ledger dict's channel: whole in every checkpoint (``snapshot_frequency=None``: a load reads no
+    history), or as deltas beside delta ``messages`` (:class:`deep_agent.DeepAgentState` gives a frequency).
 
-    ``operator`` is the ledger's reducer (``merge_records``,
-    ``merge_async_records``): associative, keeping existing keys in place and
-    adding new ones at the end, as ``{**left, **right}`` does.
-    ``snapshot_frequency=None`` stores the whole ledger in every checkpoint
-    (a load reads no history); a graph with delta ``messages``
-    (:class:`deep_agent.DeepAgentState`) gives a frequency.
-    """
+    ``operator`` is the ledger's reducer (``merge_records``, ``merge_async_records``): associative, keeping
+    existing keys in place and adding new ones at the end, as ``{**left, **right}`` does."""
 
     def __init__(self, typ: Any = dict, operator: Any = None, *, snapshot_frequency: int | None = None) -> None:
         if isinstance(typ, LedgerMerge):  # LangGraph re-creating the channel as (reducer, type) for its key
@@ -370,10 +363,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
 def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[str], *,
                    is_turn: Callable[[Any], bool] | None = None) -> dict[str, Any] | None:
     """``{key: {}}`` when ``state`` has a ledger at ``key`` and the previous run called none of ``tool_names``.
-
-    A run begins at a ``HumanMessage`` for which ``is_turn`` (default: any) is
-    true; a caller posting its own (a background notice) says which are not.
-    """
+    A run begins at a ``HumanMessage`` for which ``is_turn`` (default: any) is true (not a background notice)."""
     ledger = state.get(key)
     if not isinstance(ledger, Mapping) or not ledger:
         return None

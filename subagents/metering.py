@@ -1,11 +1,8 @@
 """Prices, the shared budget, and the one callback handler per child that meters it.
 
-LangChain dispatches every event to every handler, so a child whose
-transcript is recorded gets one handler, :class:`RecordingMeter`: the
-recorder sees each model event before the meter counts it, and a failing
-recorder costs the transcript a message, never the child its run.
-
-Example::
+A recorded child gets one handler (LangChain dispatches every event to each):
+:class:`RecordingMeter`, whose recorder sees each model event first and whose
+failure costs the transcript a message, never the child its run::
 
     meter = RecordingMeter(TranscriptRecorder(sink), max_turns=8)
     graph.invoke(inputs, {"callbacks": [meter]})
@@ -68,12 +65,8 @@ MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past a
 
 
 def token_count(value: Any) -> int:
-    """A reported token count, untrusted, as an ``int`` in ``0..MAX_REPORTED_TOKENS``.
-
-    A number (digit text of any length, a huge ``Decimal`` or ``Fraction``)
-    is clamped; anything else (``None``, ``NaN``, infinities, other text, a
-    bool) counts as 0, so a negative count never gives a budget back.
-    """
+    """A reported token count, untrusted, as an ``int`` in ``0..MAX_REPORTED_TOKENS``: a number (digit text,
+    a huge ``Decimal``) is clamped, anything else (``NaN``, a bool, text) is 0; none gives a budget back."""
     if type(value) is int:  # the usual count, checked first (a bool is no count)
         return min(max(value, 0), MAX_REPORTED_TOKENS)
     if isinstance(value, bool):
@@ -175,10 +168,8 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, float]] | None:
-    """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks.
-
-    A call has one price: a model the two tables price differently is a ``ValueError`` naming it.
-    """
+    """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks (a model
+    the two price differently is a ``ValueError``: a call has one price)."""
     given = check_prices(prices) if prices is not None else None
     own = budget.prices if budget is not None else {}
     if given is None:
@@ -282,17 +273,11 @@ class Budget:
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
              refuse: bool = True, alone_at_estimate: bool = False,
              instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens; see :meth:`reserve`.
-
-        The estimate is scaled by the model's learned ratio (:meth:`learn`),
-        or :data:`MAX_TOKEN_SCALE` before one, so a first parallel wave passes
-        the limit by its outputs at most. ``alone_at_estimate`` (the parent's
-        calls): with nothing else held, a call whose estimate fits is let
-        through, holding the clamp, and teaches the ratio. A refusal only for
-        want of the ratio does not mark the budget spent. ``instead_of``: room
-        held ahead for this call (:meth:`TaskMeter.last_call`), given back
-        under the same lock; a call it covers is refused only once spent.
-        """
+        """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens (:meth:`reserve`),
+        scaled by the learned ratio (:meth:`learn`), or :data:`MAX_TOKEN_SCALE` before one, so a first parallel
+        wave passes the limit by its outputs at most. ``alone_at_estimate`` (the parent's calls): with nothing
+        else held, a call whose estimate fits goes through, holding the clamp. ``instead_of``: room held ahead
+        for this call (:meth:`TaskMeter.last_call`), given back under the same lock."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -304,7 +289,7 @@ class Budget:
                 refuse = self._spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
-            if not alone_at_estimate or self.reserved or self.reserved_usd:
+            if not alone_at_estimate or self.reserved or self.reserved_usd:  # refused at the clamp: not spent
                 return self._reserve(tokens, usd, refuse, remember=False)
             # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on that room.
             admit = token_count(estimate)
@@ -418,12 +403,9 @@ class Budget:
         return None if spent is None else str(spent)
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` once the budget is spent, else ``None``.
-
-        ``foreseen`` (new work: a delegation, the parent's next call): also spent once what is left cannot
-        cover the smallest call refused, or a child's foreseen call and wrap-up. A running child's calls are
-        judged without either, so one sibling's huge refused prompt does not refuse the others' small calls.
-        """
+        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also
+        once what is left cannot cover the smallest call refused, or a child's foreseen call and wrap-up;
+        running children are judged without either, so one sibling's huge prompt refuses no small calls."""
         return self._spent_error(foreseen)
 
     def reset(self) -> None:
@@ -561,12 +543,8 @@ class TaskMeter(BaseCallbackHandler):
                 "cost_usd": round(self.cost_usd, 6), "priced_as": sorted(self.priced_as)}
 
     def source_of(self, exc: BaseException) -> BaseException:
-        """The error a model or tool raised that ``exc`` stands in for; ``exc`` itself if none.
-
-        A tool's ``GeneratorExit`` can reach the runner as the interpreter's
-        unlinked ``RuntimeError("coroutine ignored GeneratorExit")``: that is
-        the latest one seen. A meter stop a tool wrapped is that stop.
-        """
+        """The error a model or tool raised that ``exc`` stands in for (a meter stop a tool wrapped, a
+        ``GeneratorExit`` the interpreter reported unlinked); ``exc`` itself if none."""
         if type(exc) is RuntimeError and len(exc.args) == 1 and exc.args[0] in _IGNORED_GENERATOR_EXIT:
             return next((seen for seen, _ in reversed(self._seen) if isinstance(seen, GeneratorExit)), exc)
         # A StopIteration (or a tool's GeneratorExit: boundary._call) leaves as a RuntimeError from it: told as itself.
@@ -611,14 +589,11 @@ class TaskMeter(BaseCallbackHandler):
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
         """The limit that will refuse the call after the next one (making the next its wrap-up), or ``None``.
 
-        Turns: the next is the ``max_turns``-th. Time: less than the
-        :attr:`wrap_up` share of ``timeout_s`` is left, or than two calls at
-        :attr:`longest_call_s`. Tokens and dollars (its own limits and the
-        shared budget): what is left covers the next call (``estimate`` at the
-        learned ratio, an output like its earlier ones) but not the one after
-        (its prompt grown as this one's did). A task that goes on holds room in
-        the shared budget for both, so parallel siblings cannot take the room
-        each one's wrap-up needs; the wrap-up takes over all that is held.
+        Turns: the next is the ``max_turns``-th. Time: less than the :attr:`wrap_up` share of ``timeout_s``
+        is left, or than two calls at :attr:`longest_call_s`. Tokens and dollars: what is left covers the
+        next call (``estimate`` at the learned ratio, an output like earlier ones) but not the one after (its
+        prompt grown as this one's did). A task going on holds room in the shared budget for both, so parallel
+        siblings cannot take the room each one's wrap-up needs.
         """
         held = self._room_held or (0, 0.0)
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
@@ -694,20 +669,13 @@ class TaskMeter(BaseCallbackHandler):
 
     def limits_line(self) -> str:
         """The child's prompt line naming its limits as they began (unchanging, so a prompt cache holds)."""
-        parts = []
-        if self.max_turns is not None:
-            parts.append(f"{self.max_turns} model calls")
-        if self.timeout_s:
-            parts.append(f"{self.timeout_s:g}s")
-        if self.max_tokens is not None:
-            parts.append(f"{self.max_tokens} tokens")
-        if self.max_usd is not None:
-            parts.append(f"${self.max_usd:g}")
-        if self.budget is not None:
-            parts.append("a budget shared with other agents")
-        if not parts:
-            return ""
-        return f"Limits: at most {', '.join(parts)}. Near one, your last call has no tools: answer then."
+        parts = [f"{self.max_turns} model calls" if self.max_turns is not None else "",
+                 f"{self.timeout_s:g}s" if self.timeout_s else "",
+                 f"{self.max_tokens} tokens" if self.max_tokens is not None else "",
+                 f"${self.max_usd:g}" if self.max_usd is not None else "",
+                 "a budget shared with other agents" if self.budget is not None else ""]
+        named = ", ".join(part for part in parts if part)
+        return f"Limits: at most {named}. Near one, your last call has no tools: answer then." if named else ""
 
     def _check(self, *, call: bool = False) -> None:
         if self._stop is not None:
@@ -833,9 +801,7 @@ class TaskMeter(BaseCallbackHandler):
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any]) -> _Call:
         """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
-
-        Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop.
-        """
+        Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop."""
         name = _model_name(kwargs)
         budget = self.budget
         table = self.prices or (budget.prices if budget is not None else None)
@@ -963,8 +929,7 @@ class RunMeter(TaskMeter):
     """The root graph's callback (``SubAgentMiddleware.metered(graph)``) counting every model call no other
     meter counts (a root middleware's own) against the budget. Not refused for want of budget (the root's
     next call ends the run), but under a dollar limit when unpriced. Calls in the root's tool step are
-    refused as a child's are, by :attr:`in_tools`, or a tool's loop would spend past the limit.
-    """
+    refused as a child's are, by :attr:`in_tools`, or a tool's loop would spend past the limit."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 

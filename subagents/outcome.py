@@ -9,11 +9,7 @@
   model call, marked (:func:`stopped_by_limit`) so that a blocking ``Stop``
   hook does not send the run back to a call the limit refuses again.
 
-Example::
-
-    call = TaskCall.from_runtime(runtime, "researcher", "Find X", parent_model=model)
-    outcome = runner.run(call)
-    outcome.record["status"], outcome.answer
+Example: ``runner.run(TaskCall.from_runtime(runtime, "researcher", "Find X", parent_model=model))``.
 """
 
 from __future__ import annotations
@@ -87,8 +83,7 @@ class TaskRecord(BaseModel):
     """One delegation: who ran it, how it went, what it cost, what it returned.
 
     Stored as a JSON-ready dict (``TaskRecord.model_validate(record)`` reads it back). In the ledger,
-    ``description`` and ``result`` are 200-character previews (``error`` 1,000), full lengths in ``*_chars``.
-    """
+    ``description`` and ``result`` are 200-character previews (``error`` 1,000), full lengths in ``*_chars``."""
 
     model_config = ConfigDict(extra="allow")
 

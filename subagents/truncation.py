@@ -14,10 +14,7 @@ Both calls count (``model_calls``, tokens, budgets, ``max_turns``); the kept
 reply carries :data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry
 leaves the cut reply, marked with the error. A wrap-up's reply is never retried.
 
-Example::
-
-    SubagentSpec(name="summariser", description="...", retry_truncated="brief")
-    create_deep_agent(model, subagents=[...], settings=DelegationSettings.of(retry_truncated=True))
+Example: ``SubagentSpec(name="summariser", description="...", retry_truncated="brief")``.
 """
 
 from __future__ import annotations
