@@ -420,9 +420,8 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        if not self.answer_with_result or not _answered_forced_call(state.get("messages") or ()):
-            return None
-        return {"jump_to": "end"}
+        answered = self.answer_with_result and _answered_forced_call(state.get("messages") or ())
+        return {"jump_to": "end"} if answered else None
 
     def wrap_model_call(self, request: ModelRequest[ContextT],
                         handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
@@ -457,12 +456,11 @@ class _ForcedCall(Generic[ContextT]):
 
     def __init__(self, request: ModelRequest[ContextT], specs: list[dict[str, Any]]) -> None:
         self.specs = {s["name"]: s for s in specs}
-        schema = forced_tool_schema(specs)
         listing = "; ".join(f"`{s['name']}`: {s.get('description') or ''}".strip() for s in specs)
         what = (f"the JSON arguments of `{specs[0]['name']}`" if len(specs) == 1
                 else f'a JSON object naming the tool ("{TOOL_KEY}") and its "{ARGUMENTS_KEY}"')
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
-        self.request = json_request(request, prompt, "tool_call", schema)
+        self.request = json_request(request, prompt, "tool_call", forced_tool_schema(specs))
 
     def finish(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
         message = last_ai(response)
@@ -541,9 +539,7 @@ class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, Respons
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         answer = single_delegation_answer(state.get("messages") or (), self.tool_names)
-        if answer is None:
-            return None
-        return {"messages": [AIMessage(content=answer)], "jump_to": "end"}
+        return None if answer is None else {"messages": [AIMessage(content=answer)], "jump_to": "end"}
 
 
 def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozenset[str]) -> str | None:

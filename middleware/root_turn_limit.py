@@ -125,9 +125,7 @@ class RootBudget:
     """
 
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
-        self.budget = budget
-        self.prices = prices
-        self.agent_name = name
+        self.budget, self.prices, self.agent_name = budget, prices, name
         self._unmetered_said = False
 
     def metered(self, graph: GraphT) -> GraphT:

@@ -108,9 +108,7 @@ class DefinitionFileError(SpecError):
     ``None``: the whole file) say where."""
 
     def __init__(self, path: str | Path, message: str, *, field: str | None = None) -> None:
-        self.path = str(path)
-        self.field = field
-        self.reason = message
+        self.path, self.field, self.reason = str(path), field, message
         where = f"{self.path}: field '{field}'" if field else self.path
         super().__init__(f"{where}: {message}")
 
@@ -129,12 +127,8 @@ class DefinitionFileWarning(SubagentsWarning):
 
 StopReason = Literal["completed", "truncated", "max_turns", "timeout", "budget", "recursion", "cancelled",
                      "model_error", "tool_error", "invalid_call", "refused", "error"]
-"""Why a delegation ended, as carried in each record's ``stop_reason``.
-
-``error``: anything not classified more precisely. ``truncated``: the run
-ended on a reply cut at the model's output token limit; not a failure (the
-task is ``completed`` with the partial answer), but the answer is incomplete.
-"""
+"""Why a delegation ended (each record's ``stop_reason``). ``error``: anything not classified more precisely;
+``truncated``: ended on a reply cut at the output token limit, ``completed`` but with an incomplete answer."""
 
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
@@ -186,8 +180,7 @@ class TaskTimeout(SubagentError):
     def __init__(self, message: str = "timed out", *, timeout_s: float | None = None,
                  stalled: str | None = None) -> None:
         super().__init__(message)
-        self.timeout_s = timeout_s
-        self.stalled = stalled
+        self.timeout_s, self.stalled = timeout_s, stalled
 
 
 class TaskCancelled(SubagentError):
@@ -249,8 +242,7 @@ class TranscriptFileError(TranscriptUnavailable):
     ``MAX_JSONL_BYTES``."""
 
     def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
+        self.path, self.reason = path, reason
         super().__init__(f"transcript file {path!r}: {reason}")
 
 
@@ -276,9 +268,7 @@ class OutputSchemaViolation(SubagentsError):
     """The child did not answer in the requested shape after its retries."""
 
     def __init__(self, schema_name: str, attempts: int, violation: str) -> None:
-        self.schema_name = schema_name
-        self.attempts = attempts
-        self.violation = violation
+        self.schema_name, self.attempts, self.violation = schema_name, attempts, violation
         super().__init__(f"its answer did not match output schema {schema_name!r} after {attempts} "
                          f"attempt{'s' if attempts != 1 else ''}: {violation}")
 
@@ -291,8 +281,7 @@ class McpServerError(SubagentsError, RuntimeError):
     """An MCP server failed to start, answer or stay up; ``server`` names it."""
 
     def __init__(self, server: str, cause: str) -> None:
-        self.server = server
-        self.cause = cause
+        self.server, self.cause = server, cause
         super().__init__(f"MCP server '{server}' {cause}")
 
 
@@ -354,9 +343,7 @@ class YAMLBoundError(SubagentsError, yaml.YAMLError):
 
     def __init__(self, message: str, line: int | None = None, field: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
-        self.line = line
-        self.field = field
+        self.message, self.line, self.field = message, line, field
 
 
 class DuplicateKey(SubagentsError, yaml.constructor.ConstructorError):
@@ -392,8 +379,7 @@ class ParentPolicyNotInherited(SubagentsWarning):
     a middleware no other, so it must be given as ``model_middleware=`` (``[]``: none)."""
 
     def __init__(self, middleware: str, agents: Sequence[str]) -> None:
-        self.middleware = middleware
-        self.agents = tuple(agents)
+        self.middleware, self.agents = middleware, tuple(agents)
         super().__init__(f"{middleware}: subagents {', '.join(map(repr, self.agents))} take this agent's tools, "
                          "but model_middleware= was not given, so an approval (HumanInTheLoopMiddleware) or data "
                          "policy (PIIMiddleware) in the agent's middleware= does not reach them; pass the same "

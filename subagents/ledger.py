@@ -120,9 +120,7 @@ def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> An
     return writes[0]
 
 
-def merge_async_records(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names (so two
     tools touching different tasks in one step never overwrite each other)."""
     for side, value in (("the ledger", left), ("the update", right)):

@@ -263,9 +263,7 @@ class Budget:
             raise SpecError(f"Budget: max_usd must be positive, a finite number of US dollars (got {max_usd!r:.80})")
         if max_usd is not None and not prices:
             raise SpecError("max_usd needs a price table: pass prices={model: (in, out)}")
-        self.max_tokens = max_tokens
-        self.max_usd = max_usd
-        self.prices = check_prices(prices)
+        self.max_tokens, self.max_usd, self.prices = max_tokens, max_usd, check_prices(prices)
         self._lock = threading.Lock()
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
         self.reset()
@@ -410,10 +408,8 @@ class Budget:
 
     def reset(self) -> None:
         with self._lock:
-            self.tokens = 0
-            self.usd = 0.0
-            self.reserved = 0
-            self.reserved_usd = 0.0
+            self.tokens = self.reserved = 0
+            self.usd = self.reserved_usd = 0.0
             self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
 
     def snapshot(self) -> dict[str, Any]:
@@ -472,22 +468,16 @@ class TaskMeter(BaseCallbackHandler):
 
     def __init__(self, *, deadline: float | None = None, max_turns: int | None = None, max_tokens: int | None = None,
                  max_usd: float | None = None, prices: PriceTable | None = None, budget: Budget | None = None) -> None:
-        self.model_calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.charged_input_tokens = 0  # reported, or the prompt's estimate where no plausible count was
-        self.charged_output_tokens = 0
+        self.model_calls = self.input_tokens = self.output_tokens = 0  # as reported
+        self.charged_input_tokens = self.charged_output_tokens = 0  # or the estimate, where no count was plausible
         self.cost_usd = 0.0
         self.priced_as: set[str] = set()  # the price-table keys this task's calls were charged at
         self.refuses = True  # whether a spent shared budget refuses its calls (off for the root's last answer)
         self.alone_at_estimate = False  # see Budget.hold (the root's calls)
         self.deadline = deadline
         self.timeout_s: float | None = None  # the task's timeout_s behind deadline, for TaskTimeout
-        self.max_turns = max_turns
-        self.max_tokens = max_tokens
-        self.max_usd = max_usd
-        self.prices = prices
-        self.budget = budget
+        self.max_turns, self.max_tokens, self.max_usd = max_turns, max_tokens, max_usd
+        self.prices, self.budget = prices, budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None

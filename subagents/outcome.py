@@ -192,8 +192,7 @@ def _usage_figures(value: Any) -> dict[str, Any]:
         if (set(map(type, counts)) == {int} and min(counts) >= 0 and max(counts) <= MAX_ROLLUP_COUNT
                 and type(usd) is float and 0.0 <= usd < math.inf):
             return cast("dict[str, Any]", value)
-    figures: dict[str, Any] = dict.fromkeys(USAGE_COUNTS, 0)
-    figures["cost_usd"] = 0.0
+    figures = dict(_NO_USAGE)
     if isinstance(value, Mapping):
         for key in USAGE_COUNTS:
             count: Any = value.get(key, 0)
