@@ -284,7 +284,7 @@ class Budget:
             usd = tokens * dollars(input_price) / 1_000_000
             # Covered by its held room, it was judged in the limit then: a sibling's output since does not refuse it.
             if refuse and tokens <= instead_of[0] and usd <= instead_of[1]:
-                refuse = self._spent_error() is not None
+                refuse = self.spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
             if not alone_at_estimate or self.reserved or self.reserved_usd:  # refused at the clamp: not spent
@@ -308,7 +308,7 @@ class Budget:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
     def _reserve(self, tokens: int, cost: float, refuse: bool, remember: bool = True) -> tuple[int, float]:
-        if refuse and (spent := self._spent_error()) is not None:
+        if refuse and (spent := self.spent_error()) is not None:
             raise spent
         if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
             if remember:
@@ -349,7 +349,10 @@ class Budget:
             self._foreseen = min(self._foreseen or tokens, tokens)
             self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
 
-    def _spent_error(self, foreseen: bool = False) -> BudgetExceeded | None:
+    def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
+        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also
+        once what is left cannot cover the smallest call refused, or a child's foreseen call and wrap-up;
+        running children are judged without either, so one sibling's huge prompt refuses no small calls."""
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
@@ -397,14 +400,8 @@ class Budget:
 
     def exhausted(self) -> str | None:
         """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
-        spent = self._spent_error(foreseen=True)
+        spent = self.spent_error(foreseen=True)
         return None if spent is None else str(spent)
-
-    def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also
-        once what is left cannot cover the smallest call refused, or a child's foreseen call and wrap-up;
-        running children are judged without either, so one sibling's huge prompt refuses no small calls."""
-        return self._spent_error(foreseen)
 
     def reset(self) -> None:
         with self._lock:
