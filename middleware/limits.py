@@ -551,9 +551,7 @@ def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozens
     reply = turn[1]
     if len(calls) != 1 or calls[0].get("name") not in tool_names or reply.tool_call_id != calls[0].get("id"):
         return None
-    if reply.status == "error" or not (reply.text or "").strip():
-        return None
-    return reply.text
+    return None if reply.status == "error" or not (reply.text or "").strip() else reply.text
 
 
 # ----------------------------------------------------------------------------

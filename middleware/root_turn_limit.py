@@ -98,11 +98,9 @@ def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResp
 
 
 # ----------------------------------------------------------------------------
-# The shared budget on the root's own model calls, metered as a child's: the
-# configure hook (public; ``get_usage_metadata_callback`` uses it) hands a
-# TaskMeter to every model call made in the wrap, so the call actually sent (a
-# fallback's, a retry) is reserved and charged. Once spent, the root gets one
-# more call, with no tools, and the run ends with the limit's message.
+# The shared budget on the root's own calls, metered as a child's: the public
+# configure hook hands a TaskMeter to every model call made in the wrap, so the
+# call actually sent (a fallback's, a retry) is reserved and charged.
 # ----------------------------------------------------------------------------
 
 _ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)

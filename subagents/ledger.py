@@ -64,9 +64,8 @@ class DataOnlySerializer(JsonPlusSerializer):
     """
 
     def __init__(self, source: str, allowed: Iterable[tuple[str, str]] = ()) -> None:
-        extra = tuple(allowed)
         super().__init__(pickle_fallback=False, allowed_json_modules=None,
-                         allowed_msgpack_modules=extra or None)
+                         allowed_msgpack_modules=tuple(allowed) or None)
         self.source = source
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:

@@ -415,15 +415,11 @@ class Budget:
 
 
 # ----------------------------------------------------------------------------
-# Counting what a child spends, and stopping it between steps.
-#
-# A :class:`TaskMeter` rides in the child's callbacks, so it sees every model
-# call of any child (its middleware's too) without touching the graph. Since
-# LangChain re-raises errors of ``raise_error`` handlers, it stops the child at
-# its next model or tool call on a deadline, a cancel or a spent budget: the
-# only way to end an abandoned child's thread on ``invoke``. It remembers where
-# errors came from (model or tool), so failures are classified by type and
-# origin, never by message.
+# Counting what a child spends, and stopping it between steps: a TaskMeter in
+# the child's callbacks sees every model call; raising (``raise_error``), it
+# stops the child at its next model or tool call (the only way to end an
+# abandoned child's thread on ``invoke``). It remembers where errors came from,
+# so failures are classified by type and origin, never by message.
 # ----------------------------------------------------------------------------
 
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
@@ -1036,9 +1032,8 @@ class TranscriptRecorder(BaseCallbackHandler):
         self._add(history)
 
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-        if run_id not in self._turns:
-            return
-        self._add([g.message for gens in response.generations for g in gens if hasattr(g, "message")])
+        if run_id in self._turns:
+            self._add([g.message for gens in response.generations for g in gens if hasattr(g, "message")])
 
     def close(self, final_messages: list[BaseMessage] | None = None, *, cancelled: bool = False) -> str:
         """Add what the final state holds beyond the last model call; end the sink."""
@@ -1050,8 +1045,6 @@ class TranscriptRecorder(BaseCallbackHandler):
 
 
 log = logging.getLogger(__name__)
-
-
 PROGRESS_INPUT_CHARS = 80
 
 
@@ -1068,9 +1061,7 @@ def _main_argument(inputs: Any) -> str | None:
 
 def meter_for(sink: TranscriptSink | None) -> TaskMeter:
     """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter."""
-    if sink is None or not sink.records:
-        return TaskMeter()
-    return RecordingMeter(TranscriptRecorder(sink))
+    return TaskMeter() if sink is None or not sink.records else RecordingMeter(TranscriptRecorder(sink))
 
 
 class RecordingMeter(TaskMeter):
@@ -1108,12 +1099,7 @@ class RecordingMeter(TaskMeter):
 # wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no
 # wrap: its limits end it with an error.
 #
-# Example::
-#
-#     SubagentSpec(name="researcher", description="...", max_turns=8)              # on: a share of 0.15
-#     SubagentSpec(name="researcher", description="...", wrap_up=0.3)             # earlier, for slow tools
-#     create_deep_agent(model, subagents=specs,
-#                       settings=DelegationSettings.of(wrap_up=False))            # every limit is an error
+#     SubagentSpec(name="researcher", description="...", wrap_up=0.3)  # earlier, for slow tools; False: off
 # ----------------------------------------------------------------------------
 
 

@@ -219,14 +219,7 @@ def final_answer(result: Mapping[str, Any]) -> str:
             return json.dumps(dataclasses.asdict(structured), default=str)
         return json.dumps(structured, default=str)
     messages = result["messages"]
-    direct = _ended_on_tools(messages)
-    if direct:
-        return direct
-    for message in reversed(messages):
-        text = _ai_text(message)
-        if text:
-            return text
-    return ""
+    return _ended_on_tools(messages) or next(filter(None, map(_ai_text, reversed(messages))), "")
 
 
 TRUNCATED_RETRY_KEY = "truncated_retry"
