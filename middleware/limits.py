@@ -132,16 +132,12 @@ def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
 
 
 Mechanism = Literal["auto", "tool_choice", "required", "response_format"]
-FORCED_CALL_PROMPT = (
-    "Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the agent "
-    "best suited to the task, and `description`, the whole task for it in your own words."
-)
+FORCED_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the "
+                      "agent best suited to the task, and `description`, the whole task for it in your own words.")
 """The block a forced ``response_format`` call adds to the prompt (no placeholder a model could copy)."""
 
-VERBATIM_CALL_PROMPT = (
-    "Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the agent "
-    "best suited to the user's request. The agent receives the request as the user wrote it."
-)
+VERBATIM_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the "
+                        "agent best suited to the user's request. The agent receives the request as the user wrote it.")
 """The block of a forced call with ``description="verbatim"``: the model only picks the agent."""
 
 
@@ -198,9 +194,8 @@ class ForcedDelegation:
 
     def __init__(self, setting: ForceDelegation, names: Sequence[str]) -> None:
         if setting.agent is not None and setting.agent not in names:
-            raise SpecError(
-                f"force_delegation: unknown subagent {setting.agent!r}; available: {', '.join(names) or 'none'}"
-            )
+            raise SpecError(f"force_delegation: unknown subagent {setting.agent!r}; "
+                            f"available: {', '.join(names) or 'none'}")
         self.setting = setting
         self.allowed = [setting.agent] if setting.agent is not None else list(names)
         self.detected: Mechanism | None = None  # What auto found works, once it has found out.

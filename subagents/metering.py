@@ -229,7 +229,7 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     return tokens
 
 
-MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # how far reported usage may correct an estimate: never further
+MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
 
 LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
 
