@@ -1,21 +1,12 @@
 """The ``create_subagent`` tool: the parent defines a specialist at run time.
 
-Turned on with ``dynamic_subagents=True`` in the
-:class:`~subagents.settings.DelegationSettings` given to ``SubAgentMiddleware``
-or ``create_deep_agent``. The parent calls
-``create_subagent(name, description, system_prompt, tools=None,
-max_turns=None)``, and from its next model call on the new agent is listed
-in ``<available_agents>`` and reachable with ``task``. The definition is
-kept in the parent's state under ``dynamic_subagents``, so a checkpointer
-keeps it across a restart. Every rule of :mod:`subagents.registry` holds
-(tools only narrow, limits only tighten, no shadowing, a cap), a refused
-request is an error result naming the rule, and every request, created or
-refused, leaves a record (``kind: "create_subagent"``) in the ledger
-(arguments of the wrong type are refused by the tool node before that).
-
-Parallel ``create_subagent`` calls in one assistant message are judged in
-the order they were made, each seeing the ones before it, so together they
-can neither pass the cap nor take one name twice.
+Turned on with ``dynamic_subagents=True`` in the delegation settings. From
+the parent's next model call on, the new agent is listed in
+``<available_agents>`` and reachable with ``task``; the definition is kept in
+the parent's state. Every rule of :mod:`subagents.registry` holds, a refused
+request is an error result naming the rule, and every request leaves a
+record (``kind: "create_subagent"``). Parallel calls in one message are
+judged in order, each seeing the ones before it.
 
 Example::
 
@@ -117,8 +108,7 @@ class DynamicSubagents:
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)
         self.cap = max_dynamic_subagents
-        # A RecordedTool, as `task` is: arguments that do not validate (or nest too deep for LangChain to
-        # read) are answered with a record, never raised into the parent's tool node.
+        # A RecordedTool, as `task` is: arguments that do not validate are answered with a record.
         self.tool = RecordedTool.from_function(
             func=self.create,
             coroutine=self.acreate,

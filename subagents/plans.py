@@ -1,10 +1,8 @@
 """Driving a plan written once: a generator that yields each call to make and receives its result.
 
-Middleware that makes one or more model calls per request (forced
-delegation, the truncation retry) writes its steps once, as a generator,
-and lets :func:`drive` (``invoke``) or :func:`adrive` (``ainvoke``) make the
-calls: a result is sent back in, an exception thrown in, and the plan's
-return value is the answer. Only the two loops differ, by an ``await``.
+Middleware that makes several model calls per request writes its steps once;
+:func:`drive` or :func:`adrive` make the calls, sending each result (or
+throwing each exception) in; the plan's return value is the answer.
 
 Example::
 

@@ -34,27 +34,12 @@ from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, c
 from subagents.errors import DynamicSubagentError, SpecError, UnknownSubagent, UnsupportedCall
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
-# ----------------------------------------------------------------------------
-# Child graphs built per call (a dynamic definition, a per-call schema), cached and bounded.
-#
-# The registry builds each declared spec once. Graphs that depend on the call
-# (a definition made at run time, an output schema chosen per call) are built
-# on first use and kept in a small least-recently-used cache per registry,
-# keyed by a hash of what they are built from, so repeated calls reuse one
-# graph and a stream of distinct schemas cannot grow memory without bound.
-#
-# Example::
-#
-#     graph = registry.call_graph(("json", digest), spec, parent_model=model, parent_tools=tools)
-# ----------------------------------------------------------------------------
-
-
-
 DEFAULT_MAX_GRAPHS = 32
 
 
 class GraphCache:
-    """A thread-safe LRU cache of built graphs."""
+    """A thread-safe LRU cache of graphs built per call (a dynamic definition, a per-call schema): a stream of
+    distinct schemas cannot grow memory without bound."""
 
     def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
         if max_graphs < 1:
@@ -79,37 +64,8 @@ class GraphCache:
             return graph
 
 
-# ----------------------------------------------------------------------------
-# Dynamic subagents: specialists a parent defines at run time, under the same rules.
-#
-# A definition is a JSON-ready dict kept in the parent's state under
-# :data:`DYNAMIC_SUBAGENTS_KEY` (so a checkpointer persists it and a resumed
-# thread still has it). :func:`check_definition` holds every rule:
-#
-# * the name is a slug that shadows no declared subagent and no earlier
-#   definition, and the number of definitions stays under the cap;
-# * ``tools`` only narrows the parent's tools: every name must be one of
-#   them, and never a delegation, todo or memory tool (``None`` inherits the
-#   parent's tools, minus those, like any child);
-# * ``max_turns`` only tightens the default (1 to :data:`DEFAULT_MAX_TURNS`);
-# * description and prompt are non-blank and bounded, since every definition
-#   is listed in each later parent prompt.
-#
-# A definition is checked again whenever it is used, so a definition that
-# reached the state some other way (an input, a state edit) gets no more
-# than a created one.
-#
-# Example::
-#
-#     definition = check_definition(
-#         {"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL.",
-#          "tools": ["run_query"], "max_turns": 6},
-#         declared=("general-purpose",), existing={}, parent_tools=["run_query", "search"], cap=8,
-#     )
-#     spec = spec_from_definition(definition)
-# ----------------------------------------------------------------------------
-
-
+# -- Dynamic subagents: definitions a parent makes at run time, kept as JSON-ready dicts in its state (so a
+# resumed thread still has them), checked by :func:`check_definition` when made and again whenever used.
 
 DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
 """Parent state key the delegation middleware keeps run-time definitions under."""
@@ -122,8 +78,6 @@ DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_PROMPT_CHARS = 20_000
-
-
 
 
 class DynamicDefinition(BaseModel):
@@ -157,7 +111,14 @@ def check_definition(
     parent_tools: Collection[str],
     cap: int,
 ) -> DynamicDefinition:
-    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks."""
+    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks.
+
+    A slug name shadowing no declared or earlier one, under ``cap``; ``tools`` only narrowing the parent's
+    (never a forbidden one); ``max_turns`` only tightening the default; bounded, non-blank texts. Example::
+
+        check_definition({"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL."},
+                         declared=("general-purpose",), existing={}, parent_tools=["run_query"], cap=8)
+    """
     try:
         definition = DynamicDefinition.model_validate(dict(request))
     except ValidationError as exc:
@@ -238,8 +199,6 @@ def definition_key(definition: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
-
-
 def takes_parent_tools(spec: AnySpec) -> bool:
     """Whether a spec's tools come from the parent's: all of them (``tools`` omitted) or some by name."""
     return isinstance(spec, SubagentSpec) and (spec.tools is None or any(isinstance(t, str) for t in spec.tools))
@@ -273,11 +232,7 @@ class SubagentRegistry:
             self.configure(options)
 
     def configure(self, options: BuildOptions) -> None:
-        """Set the build options, checking every spec's model and skills against them.
-
-        Only before the first graph is built: a graph built under other
-        options would not match them.
-        """
+        """Set the build options (before the first graph is built), checking every spec's model and skills."""
         with self._lock:
             if self._graphs:
                 raise UnsupportedCall(
@@ -330,23 +285,12 @@ class SubagentRegistry:
         return graph
 
     def call_graph(self, key: Hashable, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
-        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``.
-
-        Built by :meth:`build` like a declared child, into a bounded cache
-        (:attr:`call_graphs`), so a stream of distinct schemas cannot grow memory.
-        """
+        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``."""
         return self.call_graphs.get(key, lambda: self.build(spec, parent_model=parent_model, parent_tools=parent_tools))
 
     def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
-        """Compile ``spec`` under the parent's floor: the one place a child graph of this registry is made.
-
-        Every child -- declared, ``general-purpose``, created at run time,
-        typed for one call, forked, background, retried -- comes through here,
-        so each gets the parent's approvals (its ``HumanInTheLoopMiddleware``
-        rules for the tools the child holds), its data policy
-        (``PIIMiddleware``) and its permission mode, which a spec may tighten
-        and never lower (see :func:`subagents.builder.build_subagent`).
-        """
+        """Compile ``spec`` under the parent's floor (approvals, data policy, permission mode, which a spec may
+        tighten and never lower): the one place every child graph of this registry is made."""
         return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
                               unknown_tools=self.unknown_tools, options=self.options,
                               inherited_middleware=self.inherited_middleware)

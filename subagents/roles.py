@@ -1,9 +1,4 @@
-"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read one way.
-
-Which of a parent's middleware its children take, which model-call wraps
-may be joined into one, which never swap the model or add to a request:
-each was a class attribute of its own, read with its own rule (a subclass
-trusted by one, not by the next). Now one object, read by :func:`policy_of`.
+"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`.
 
 Example::
 

@@ -53,29 +53,14 @@ from subagents.errors import RemoteConfigError, SpecError, brief
 from subagents.metering import WrapUpSetting
 from subagents.truncation import RetryTruncatedSetting
 
-# ----------------------------------------------------------------------------
-# What a spec's ``tools`` list may hold: what ``create_agent`` accepts.
-#
-# An entry is a parent tool's name, a ``BaseTool``, a plain Python function
-# or other callable (made a tool with :func:`langchain_core.tools.tool`, so
-# its name and docstring become the tool's), or a provider tool dict (a JSON
-# schema ``{"name": ..., ...}`` or ``{"type": "function", "function": {...}}``).
-#
-# Example::
-#
-#     def search(query: str) -> str:
-#         """Search the web."""
-#         ...
-#
-#     normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
-# ----------------------------------------------------------------------------
-
-
 
 def normalize_tools(value: Any) -> Any:
-    """The ``tools`` list with callables made tools; anything else raises :class:`SpecError`.
+    """A spec's ``tools`` (parent tool names, ``BaseTool`` objects, callables made tools, provider tool dicts), or
+    :class:`SpecError`; ``None`` (inherit the parent's tools) passes through.
 
-    ``None`` (inherit the parent's tools) passes through unchanged.
+    Example::
+
+        normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
     """
     if value is None:
         return None
@@ -124,31 +109,6 @@ def _dict_tool_name(item: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-# ----------------------------------------------------------------------------
-# A caller's compiled subagent, made ready for the runner.
-#
-# A :class:`~subagents.CompiledSubagent` may hold any runnable: a LangGraph
-# graph, any LangChain ``Runnable``, a LangGraph ``RemoteGraph``, or a plain
-# object with only ``invoke``. When its registry is made it is
-#
-# * stamped with its registered name, as deepagents does: ``lc_agent_name``
-#   in the run metadata and the run name, so traces and streams show which
-#   subagent ran;
-# * given an ``ainvoke`` when it has none: async callers run its ``invoke``
-#   in a worker thread (with the caller's context variables), never blocking
-#   the event loop.
-#
-# Its own ``recursion_limit`` (set with ``with_config``) is read by
-# :func:`own_recursion_limit` when the spec is validated, so the parent's
-# limit never overrides it.
-#
-# Example::
-#
-#     runnable = ready_runnable("writer", spec.runnable)      # what the registry hands the runner
-# ----------------------------------------------------------------------------
-
-
-
 def own_recursion_limit(runnable: Any) -> int | None:
     """The ``recursion_limit`` bound to ``runnable`` with ``with_config``, if any."""
     config = getattr(runnable, "config", None)
@@ -159,7 +119,8 @@ def own_recursion_limit(runnable: Any) -> int | None:
 
 
 def ready_runnable(name: str, runnable: Any) -> Any:
-    """``runnable`` stamped with ``name`` and, if it lacks one, given a threaded ``ainvoke``."""
+    """``runnable`` stamped with ``name`` (``lc_agent_name`` and run name, as deepagents does) and, if it lacks
+    one, given an ``ainvoke`` that runs its ``invoke`` on a worker thread."""
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
@@ -175,12 +136,8 @@ def ready_runnable(name: str, runnable: Any) -> Any:
 
 
 class ThreadedRunnable:
-    """An object with only ``invoke``, driven on a worker thread by ``ainvoke``.
-
-    Args:
-        runnable: anything with ``invoke(input, config)``.
-        name: stamped on every run, as ``lc_agent_name`` and the run name.
-    """
+    """An object with only ``invoke`` (``invoke(input, config)``), driven on a worker thread by ``ainvoke``;
+    ``name`` is stamped on every run."""
 
     def __init__(self, runnable: Any, name: str) -> None:
         self.runnable = runnable
@@ -202,38 +159,12 @@ class ThreadedRunnable:
             asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
-# ----------------------------------------------------------------------------
-# What a subagent is: its declarative spec, or a graph the caller compiled.
-#
-# Both are pydantic models; a plain ``dict`` with the same keys is accepted
-# wherever a spec is (see :func:`coerce_spec`).
-#
-# Example::
-#
-#     from subagents import SubagentSpec
-#
-#     researcher = SubagentSpec(
-#         name="researcher",
-#         description="Finds facts and cites sources.",
-#         system_prompt="You research. Reply with a short cited summary.",
-#         tools=["web_search"],
-#         max_turns=8,
-#         timeout_s=120,
-#         skills=["cite-sources"],
-#         permission_mode="confirm_risky",
-#         condenser={"trigger": ("tokens", 50_000)},
-#     )
-#
-# Agent files (markdown with YAML frontmatter) load into the same model; see
-# :mod:`subagents.definitions.agent_files`.
-# ----------------------------------------------------------------------------
-
-
+# -- What a subagent is: a declarative spec or a graph the caller compiled; a plain dict with the same keys
+# is accepted wherever a spec is (:func:`coerce_spec`), and agent files load into the same model.
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
-"""Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
-never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part.
-Check it with ``fullmatch``: ``match`` with ``$`` would also accept a trailing newline."""
+"""Letters, digits, ``-``, ``_`` and single inner dots: safe as a path part. Check it with ``fullmatch``
+(``match`` with ``$`` would accept a trailing newline)."""
 MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
@@ -289,6 +220,12 @@ class SubagentSpec(BaseModel):
     (``True``; a number in (0, 1): the share of ``timeout_s`` left that
     starts it; ``False``: each limit ends the task with an error; ``None``:
     the caller's setting, on by default; see :class:`subagents.metering.WrapUp`).
+
+    Example::
+
+        SubagentSpec(name="researcher", description="Finds facts and cites sources.",
+                     system_prompt="You research. Reply with a short cited summary.",
+                     tools=["web_search"], max_turns=8, timeout_s=120)
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -322,7 +259,6 @@ class SubagentSpec(BaseModel):
     retry_truncated: RetryTruncatedSetting | None = None
     wrap_up: WrapUpSetting | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
-    # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
 
     @field_validator("description")
@@ -426,7 +362,6 @@ class CompiledSubagent(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
     recursion_limit: int | None = Field(default=None, gt=0, strict=True)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
-    # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
 
     @field_validator("runnable")
@@ -469,12 +404,8 @@ def describe_validation_error(errors: ValidationError, label: str) -> str:
 
 
 def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None) -> AnySpec:
-    """Return a validated spec from a spec or a plain dict.
-
-    A dict with a ``runnable`` key becomes a :class:`CompiledSubagent`,
-    any other dict a :class:`SubagentSpec`. Errors raise :class:`SpecError`
-    naming the agent (or ``source``) and each bad field.
-    """
+    """A validated spec from a spec or a plain dict (with ``runnable``: a :class:`CompiledSubagent`); errors
+    raise :class:`SpecError` naming the agent (or ``source``) and each bad field."""
     if isinstance(value, (SubagentSpec, CompiledSubagent)):
         return value
     if not isinstance(value, Mapping):
@@ -502,27 +433,16 @@ def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]
     return specs
 
 
-# ----------------------------------------------------------------------------
-# The dict shapes of specs, under deepagents' names, and its spellings translated.
-#
-# ``SubAgent`` and ``AsyncSubAgent`` are ``TypedDict``\ s for the plain dicts
-# a caller may pass as specs (type checkers see the fields; at run time they
-# are ordinary dicts). ``CompiledSubAgent`` is the same class as
-# :class:`~subagents.CompiledSubagent`, deepagents' spelling.
-#
-# Example::
-#
-#     from deep_agent import SubAgent, create_deep_agent
-#
-#     researcher: SubAgent = {"name": "researcher", "description": "Finds facts.",
-#                             "system_prompt": "Research.", "tools": [internet_search]}
-#     agent = create_deep_agent("openai:gpt-5.4", subagents=[researcher])
-# ----------------------------------------------------------------------------
-
+# -- The dict shapes of specs under deepagents' names (``TypedDict``\ s: plain dicts at run time).
 
 
 class SubAgent(TypedDict):
-    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field)."""
+    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field).
+
+    Example::
+
+        researcher: SubAgent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research."}
+    """
 
     name: str
     description: str
@@ -568,13 +488,8 @@ def is_async_spec(value: Any) -> bool:
 
 
 def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:
-    """A spec dict with deepagents' spellings made ours; an unsupported one raises ``SpecError``.
-
-    ``mode="isolated"`` is the default here, so it is dropped; ``mode="fork"``
-    becomes ``context="fork"``; ``permissions`` are refused with what to
-    write instead. ``skills=None`` and ``permissions=None`` or ``[]``
-    (deepagents' defaults, spelled out) are dropped.
-    """
+    """A spec dict with deepagents' spellings made ours (``mode`` becomes ``context``; ``skills=None`` and
+    ``permissions=None`` or ``[]`` are dropped); an unsupported one (``permissions``) raises ``SpecError``."""
     if "graph_id" in value and "runnable" not in value:
         raise SpecError(
             f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
@@ -597,7 +512,6 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
             "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
         )
     kept = {k: v for k, v in value.items() if k != "mode" and k not in unset}
-    # deepagents' mode="fork" is context="fork" here: the child starts from the parent's conversation.
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
@@ -618,8 +532,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-
-
 class RemoteSubagentSpec(BaseModel):
     """A background subagent served by a LangGraph Server.
 
@@ -627,26 +539,21 @@ class RemoteSubagentSpec(BaseModel):
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
         url: the server's base URL, ``http://`` or ``https://`` with a host.
-            ``None`` (left out): the same deployment -- the child runs on the
-            LangGraph Server the parent itself runs on, reached in-process
-            (``langgraph_sdk.get_client()`` without a url; on aegra, its app
-            ``aegra_api.main.app`` over an ASGI transport); a parent not running
-            on one gets an error naming the spec when it starts the task.
+            ``None``: the LangGraph Server the parent itself runs on, reached
+            in-process (a parent not running on one gets an error naming the
+            spec when it starts the task).
         headers: sent with every request to this server, and nothing else is
             (no key is read from the environment unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
         url_credentials: ``user:password`` for HTTP basic auth, sent as the
             ``Authorization`` header; never shown. Credentials written in
-            ``url`` (``http://user:password@host``) are moved here, so no
-            error text, record or repr the model or a log sees holds them.
+            ``url`` are moved here, out of every error text, record and repr.
         api_key_env: the environment variable holding the key, read when the
             first request is made (an unset variable fails that request).
         timeout_s: bound on the whole task (``None``: none), counted from its
-            start (a follow-up on a finished task starts the count again). At the
-            deadline the run is cancelled on the server and the task ends
-            ``error`` ("timed out ..."), never left ``running``.
+            start (a follow-up starts the count again). At the deadline the run
+            is cancelled on the server and the task ends ``error`` ("timed out").
         request_timeout_s: bound on each status request (poll, check, list).
-            Before it existed, ``timeout_s`` meant this.
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
@@ -786,12 +693,7 @@ class RemoteSubagentSpec(BaseModel):
 
 
 def header_value_problem(text: str) -> str | None:
-    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``.
-
-    A value that begins or ends with a space or tab is no header value
-    either (the HTTP/1.1 client refuses it as a protocol error, which reads
-    as the server being unreachable).
-    """
+    """Why ``text`` cannot be sent as an HTTP header value (printable ASCII, no surrounding space), or ``None``."""
     if "\r" in text or "\n" in text:
         return "must not contain line breaks"
     bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
