@@ -152,20 +152,13 @@ class SubAgentMiddleware(AgentMiddleware):
         model: the model children inherit; default: the parent's.
         tools: the tools children inherit; default: the parent's.
         model_middleware: the parent's middleware, the floor every child is
-            built under: its ``HumanInTheLoopMiddleware`` approvals for the
-            tools a child holds and its ``PIIMiddleware`` reach every child
-            (so does any middleware whose ``child_policy`` says
-            ``inherited="every"``: :class:`subagents.ChildPolicy`);
-            LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
-            and ``ModelRouterMiddleware`` (and any middleware whose policy
-            says ``inherited="model"``) apply to the model calls of
-            children inheriting its model; the rest of the list is ignored,
-            so passing the parent's whole ``middleware=`` list is right.
-            ``create_deep_agent`` passes its own; with a plain
-            ``create_agent`` pass the same list you give it (LangChain
-            exposes no public way to read a graph's middleware). Not given
-            while children take the parent's tools: a
-            :class:`~subagents.errors.ParentPolicyNotInherited` warning
+            built under: its approvals for the tools a child holds, its
+            ``PIIMiddleware`` and any ``ChildPolicy(inherited="every")`` reach
+            every child; its fallback, retry and router middleware (and
+            ``inherited="model"``) the children inheriting its model. Pass the
+            same list you give ``create_agent`` (LangChain exposes no public
+            way to read it). Not given while children take the parent's tools:
+            a :class:`~subagents.errors.ParentPolicyNotInherited` warning
             (``[]`` says the parent has none).
         private_state_keys: the parent's private keys, which never cross the
             boundary (LangChain's own middleware's are always blocked).
@@ -176,28 +169,19 @@ class SubAgentMiddleware(AgentMiddleware):
         task_description: the ``task`` tool's description; an
             ``{available_agents}`` placeholder becomes the listing of every
             agent (default: ours, which points to ``<available_agents>``).
-
-        backend: deepagents' required argument, accepted and kept as
-            ``self.backend`` but not used, as in deepagents: give the parent
-            the file tools (``create_deep_agent(backend=...)`` or deepagents'
-            ``FilesystemMiddleware``) and children inherit them.
+        backend: deepagents' required argument, kept as ``self.backend`` and
+            not used, as in deepagents (children inherit the parent's file tools).
         state_schema: a ``TypedDict`` whose keys declarative children get
-            (minus private and excluded keys), as deepagents forwards it;
-            added to ``settings.definitions.state_schemas``.
-        settings: the :class:`subagents.settings.DelegationSettings`
-            everything else comes from: limits (``max_concurrent_tasks``,
-            ``max_delegations``, ``force_delegation``, ``wrap_up`` ...),
-            transcripts and prices, and how children are defined and built
-            (``general_purpose``, ``dynamic_subagents``, ``name_enum``,
-            ``permission_mode`` ...); ``create_deep_agent`` passes its own.
-            ``budget=`` given replaces its ``limits.budget``.
+            (minus private and excluded keys), as deepagents forwards it.
+        settings: the :class:`subagents.settings.DelegationSettings` everything
+            else comes from (limits, transcripts and prices, how children are
+            defined and built); ``budget=`` given replaces its ``limits.budget``.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
-    "status", ...}`` when each task starts (with the child's stream
-    ``namespace``), pauses for approval, and ends. Every child event on the
-    ``messages`` stream carries ``subagent_task_id`` and
-    ``subagent_tool_call_id`` in its metadata.
+    "status", ...}`` when each task starts, pauses for approval, and ends;
+    every child event on the ``messages`` stream carries ``subagent_task_id``
+    and ``subagent_tool_call_id`` in its metadata.
     """
 
     state_schema = SubagentLedgerState

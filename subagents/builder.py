@@ -97,18 +97,14 @@ class BuildOptions:
             name that is no profile, ``inherit`` or ``provider:model``.
         risky_tools: names of the tools ``confirm_risky`` pauses on.
         permission_mode: the parent's policy, for specs that set none, and a
-            ceiling for those that do: a spec may ask for more approvals,
-            never fewer (a file's ``bypassPermissions`` runs unapproved only
-            when this is ``never_confirm`` or omitted).
+            floor for those that do: a spec may ask for more approvals, never fewer.
         skills: the skills a spec's ``skills`` may name.
-        mcp_servers: MCP servers (name -> config, see :mod:`subagents.definitions.mcp`)
-            that a spec's ``mcp_config`` may name without defining, as
-            Claude Code's list form does (``mcpServers: [github]``).
-        interrupt_on: the parent's per-tool approval rules (deepagents'
-            ``interrupt_on``), for specs that set none, and a floor for
-            those that do: a spec may add gates, never un-gate one.
-        excluded_keys: keys the delegating middleware keeps to the parent
-            (ledgers, todos, ...); never in a child's state schema.
+        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may
+            name without defining (``mcpServers: [github]``).
+        interrupt_on: the parent's per-tool approval rules, for specs that set
+            none, and a floor for those that do (a spec never un-gates one).
+        excluded_keys: keys the delegating middleware keeps to the parent; never
+            in a child's state schema.
         state_schemas: the parent's state schemas; a declarative child gets
             their keys, minus the excluded and private ones.
         own_model: applied to every model a child is built with (its own and
@@ -204,15 +200,10 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
 
 
-def retry_middleware(retries: int, *, initial_delay: float = RETRY_INITIAL_DELAY_S) -> Any:
+def retry_middleware(retries: int) -> Any:
     """LangChain's ``ModelRetryMiddleware`` for a spec's ``retries``: transient errors, then fail."""
-    return ModelRetryMiddleware(
-        max_retries=retries,
-        retry_on=is_transient,
-        on_failure="error",
-        initial_delay=initial_delay,
-        max_delay=30.0,
-    )
+    return ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
+                                initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0)
 
 
 def middleware_for_model(

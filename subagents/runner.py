@@ -981,7 +981,6 @@ class TaskRunner:
         if (spent := self._refused_for_budget(run)) is not None:
             return spent
         try:
-            # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
             setup = set_up_child(self.registry, call, self.blocked_keys)
             run.resolve(setup.spec, call.graph or setup.graph, setup.prepare, setup.record_extra)
             run.open_transcript(self.new_sink)

@@ -1,18 +1,8 @@
-"""A background subagent served by a LangGraph Server: where it is, what is sent, how long to wait.
+"""What a subagent is: a declarative :class:`SubagentSpec`, a caller's :class:`CompiledSubagent`, or a
+:class:`RemoteSubagentSpec` served by a LangGraph Server.
 
-What goes over the wire is exactly what the spec says, nothing from the
-environment: ``headers`` with every request, plus ``x-api-key`` only when
-``api_key`` (the key itself) or ``api_key_env`` (the name of an environment
-variable holding it) is set. ``langgraph-sdk`` on its own would load
-``LANGGRAPH_API_KEY``/``LANGSMITH_API_KEY``/``LANGCHAIN_API_KEY`` and send
-it to any url; we never let it.
-
-``timeout_s`` bounds the whole task, as on a local spec (at the deadline its
-run is cancelled on the server and the task ends ``error``, "timed out");
-``request_timeout_s`` bounds each status request (a poll, a check, a list);
-``start_timeout_s`` bounds starting, steering and cancelling a task.
-
-Example::
+A remote spec sends exactly what it says, nothing from the environment (``langgraph-sdk`` on its own would
+send ``LANGSMITH_API_KEY`` to any url). Example::
 
     spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
                               graph_id="researcher", url="https://agents.example.com",
@@ -335,18 +325,11 @@ class SubagentSpec(BaseModel):
 class CompiledSubagent(BaseModel):
     """A subagent the caller built: any LangGraph graph whose state has ``messages``.
 
-    The graph is used as given: its own tools, model and limits apply. The
-    runner still isolates its input, bounds it with ``timeout_s`` and
-    ``recursion_limit``, refuses nested delegation and records it.
-    ``context="fork"`` gives it the parent's conversation (see
-    :mod:`subagents.boundary`).
-
-    ``runnable`` may be any ``Runnable`` (a ``RemoteGraph`` too) or an object
-    with only ``invoke``, which async callers run in a worker thread. Its
-    registered name is stamped on each run (``lc_agent_name`` and run name).
-    ``recursion_limit`` defaults to the runnable's own (from ``with_config``),
-    then to the parent run's. deepagents spells this class ``CompiledSubAgent``;
-    both names are exported.
+    Used as given (its own tools, model and limits); the runner still isolates its input, bounds it with
+    ``timeout_s`` and ``recursion_limit``, refuses nested delegation and records it. ``runnable`` may be any
+    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers).
+    ``recursion_limit`` defaults to the runnable's own (``with_config``), then the parent run's. deepagents
+    spells this class ``CompiledSubAgent``; both names are exported.
 
     Example::
 
