@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records, shows_something
@@ -103,7 +103,7 @@ def check_ledger_fields(state_schema: object, argument: str) -> None:
     except Exception:  # a schema we cannot read is create_agent's to judge
         return
     for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
-        if key in hints and not any(isinstance(m, LedgerChannel) for m in _metadata(hints[key])):
+        if key in hints and not any(isinstance(m, LedgerChannel) for m in annotations_of(hints[key])):
             raise SpecError(
                 f"{argument}: field {key!r} is the delegation ledger; leave it out (the middleware declares "
                 f"it) or annotate it with subagents.ledger.LedgerChannel, e.g. "
@@ -111,10 +111,7 @@ def check_ledger_fields(state_schema: object, argument: str) -> None:
             )
 
 
-def _metadata(hint: object) -> tuple[object, ...]:
-    while typing.get_origin(hint) in (NotRequired, typing.Required):
-        hint = typing.get_args(hint)[0]
-    return getattr(hint, "__metadata__", ())
+
 
 
 def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | None,

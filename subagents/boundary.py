@@ -102,7 +102,7 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
         except Exception:  # noqa: BLE001 - an unresolvable annotation marks nothing private
             continue
         for key, hint in hints.items():
-            for meta in _metadata(hint):
+            for meta in annotations_of(hint):
                 if isinstance(meta, OmitFromSchema) and meta.input and meta.output:
                     keys.add(key)
     return frozenset(keys)
@@ -118,13 +118,13 @@ def langchain_private_state_keys() -> frozenset[str]:
     return private_state_keys(c for c in classes if isinstance(c, type) and hasattr(c, "state_schema"))
 
 
-def _metadata(hint: Any) -> Iterable[Any]:
+def annotations_of(hint: Any) -> tuple[Any, ...]:
+    """The ``Annotated`` metadata of a state key's hint, under any ``NotRequired``/``Required``."""
     from typing import NotRequired, Required
 
-    # NotRequired[Annotated[T, ...]] keeps the annotations one level down.
-    if get_origin(hint) in (NotRequired, Required):
+    while get_origin(hint) in (NotRequired, Required):
         hint = get_args(hint)[0]
-    return getattr(hint, "__metadata__", ())
+    return tuple(getattr(hint, "__metadata__", ()))
 
 
 def child_input(
@@ -816,15 +816,12 @@ def child_state_schema(
 
 @dataclasses.dataclass(frozen=True)
 class ChildView:
-    """What a built child sees, decided in one step (see :func:`child_view`)."""
+    """What a built child sees, decided in one step (see :func:`child_view`): its tools, its own prompt
+    without any ``<available_agents>`` block, its graph's state type (``None``: no extra keys)."""
 
     tools: list[Any]
-    """Its tools: the allow list (or the parent's tools) minus denied and forbidden ones
-    (:func:`child_tools`), then its own extra tools."""
     system_prompt: str
-    """Its own prompt without any ``<available_agents>`` block (:func:`strip_agents_block`)."""
     state_schema: type | None
-    """Its graph's state type (:func:`child_state_schema`), ``None`` when it needs no extra keys."""
 
 
 def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,

@@ -133,10 +133,6 @@ class Slot:
         if last:
             self._limit._give_back()
 
-    @property
-    def held(self) -> bool:
-        return self._shares > 0
-
 
 NO_CAP = Slot(None)
 """The slot handed out when there is no cap: sharing and releasing it cost nothing."""
@@ -482,24 +478,16 @@ class Delegation:
     limits: Limits = Limits()
     record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    short_answer_threshold: int | None = None
-    """The spec's own short-answer threshold (``None``: the runner's applies)."""
-    begun: bool = False
-    """Past the concurrency cap: the child has been (or is being) run."""
-    given: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The copies of the shared values the child is handed (see :class:`subagents.boundary.ChildInput`)."""
-    prepare: Callable[[], ChildInput] | None = None
-    """Makes ``inputs`` and ``given`` (see :meth:`own_input`)."""
-    slot: Slot = NO_CAP
-    """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
+    short_answer_threshold: int | None = None  # the spec's own (None: the runner's applies)
+    begun: bool = False  # past the concurrency cap
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)  # the child's own copies (ChildInput)
+    prepare: Callable[[], ChildInput] | None = None  # makes inputs and given (own_input)
+    slot: Slot = NO_CAP  # its place under the cap, shared by whatever still works for it
+    # Across approval pauses: earlier segments' work time, the pauses, and the run time timeout_s has used.
     carried_ms: float = 0.0
-    """Work time of the task's earlier segments (before each approval pause), carried into this one."""
     waiting_ms: float = 0.0
-    """Time the task spent paused for approval, between its segments."""
     ran_s: float = 0.0
-    """Time the task ran (past the cap) in its earlier segments: what ``timeout_s`` has already used."""
-    begun_clock: float = 0.0
-    """When this segment began to run (after any wait for the cap)."""
+    begun_clock: float = 0.0  # when this segment began to run (after any wait for the cap)
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
