@@ -25,9 +25,14 @@ from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
-from middleware.task_tool import LEDGER_KEY, RecordedTool, SubagentLedgerState, available_agents_block, ledger_entry
+from middleware.task_tool import (
+    LEDGER_KEY,
+    SubagentLedgerState,
+    available_agents_block,
+    delegation_tool,
+    ledger_entry,
+)
 from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.errors import SpecError
 from subagents.outcome import task_id_for
 from subagents.registry import (
@@ -68,10 +73,8 @@ class CreateSubagentInput(BaseModel):
         if isinstance(data, dict):
             unknown = sorted(set(map(str, data)) - set(cls.model_fields) - {"runtime"})
             if unknown:
-                raise ValueError(
-                    f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
-                    f"create_subagent takes only {', '.join(cls.model_fields)}"
-                )
+                raise ValueError(f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
+                                 f"create_subagent takes only {', '.join(cls.model_fields)}")
         return data
 
 
@@ -82,14 +85,8 @@ class DynamicSubagentState(SubagentLedgerState):
 
 
 class DynamicSubagents:
-    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware.
-
-    Args:
-        registry: the declared subagents (names a created one may not take).
-        system_prompt: the delegation instructions placed before the agents block.
-        parent_tools: the tools children inherit; ``None``: the parent's tool node's.
-        max_dynamic_subagents: how many may be created in one thread.
-    """
+    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware (``parent_tools``:
+    the tools children inherit, ``None`` for the parent's tool node's; ``max_dynamic_subagents`` per thread)."""
 
     state_schema = DynamicSubagentState
 
@@ -108,16 +105,9 @@ class DynamicSubagents:
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)
         self.cap = max_dynamic_subagents
-        # A RecordedTool, as `task` is: arguments that do not validate are answered with a record.
-        self.tool = RecordedTool.from_function(
-            func=self.create,
-            coroutine=self.acreate,
-            name="create_subagent",
-            description=CREATE_SUBAGENT_DESCRIPTION,
-            args_schema=CreateSubagentInput,
-            infer_schema=False,
-            metadata={DELEGATION_TOOL_TAG: True},
-        )
+        # As `task`: arguments that do not validate are answered with a record.
+        self.tool = delegation_tool(self.create, self.acreate, "create_subagent", CREATE_SUBAGENT_DESCRIPTION,
+                                    CreateSubagentInput)
 
     # -- the prompt -----------------------------------------------------------
 
@@ -153,13 +143,8 @@ class DynamicSubagents:
 
     def _check(self, arguments: Mapping[str, object], existing: Mapping[str, object], runtime: ToolRuntime
                ) -> DynamicDefinition:
-        return check_definition(
-            arguments,
-            declared=self.registry.names,
-            existing=existing,
-            parent_tools=inheritable_tool_names(self._parent_tools(runtime)),
-            cap=self.cap,
-        )
+        return check_definition(arguments, declared=self.registry.names, existing=existing,
+                                parent_tools=inheritable_tool_names(self._parent_tools(runtime)), cap=self.cap)
 
     def _parent_tools(self, runtime: ToolRuntime) -> Sequence[Any]:
         return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())

@@ -311,12 +311,8 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
               output_schema: dict[str, Any] | None = None) -> TaskCall:
-        return TaskCall.from_runtime(
-            runtime, subagent_type, description,
-            parent_model=self.parent_model.model,
-            parent_tools=self._tools,
-            output_schema=output_schema,
-        )
+        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                     parent_tools=self._tools, output_schema=output_schema)
 
     def _refused(self, call: TaskCall) -> TaskOutcome | None:
         if self.delegation_limit is None:

@@ -118,12 +118,8 @@ def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | Non
                  error: str | None, tool_name: str = TASK_TOOL_NAME) -> ToolMessage:
     """The one message the parent sees: the answer, or ``Subagent '<name>' failed: <reason>``."""
     failed = error is not None
-    return ToolMessage(
-        content=f"Subagent '{agent_type}' failed: {error}" if failed else (answer or ""),
-        tool_call_id=tool_call_id or "",
-        name=tool_name,
-        status="error" if failed else "success",
-    )
+    return ToolMessage(content=f"Subagent '{agent_type}' failed: {error}" if failed else (answer or ""),
+                       tool_call_id=tool_call_id or "", name=tool_name, status="error" if failed else "success")
 
 
 def usage_update(record: Mapping[str, object]) -> dict[str, object]:
@@ -208,20 +204,11 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
                         agent_type: str | None = None) -> dict[str, object]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
     now = time.time()
-    return TaskRecord(
-        # Never derived from the call id alone: models reuse ids across turns and calls.
-        id=uuid.uuid4().hex,
-        agent_type=agent_type or "(unknown)",
-        tool_call_id=tool_call_id,
-        status="error",
-        stop_reason="invalid_call",
-        description=f"(invalid {tool_name} call)",
-        error=reason,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0.0,
-        transcript=NO_TRANSCRIPT,  # no child ran: an empty transcript, as for a refused delegation
-    ).model_dump()
+    # A fresh id, never the call id's alone (models reuse those); no child ran: an empty transcript.
+    return TaskRecord(id=uuid.uuid4().hex, agent_type=agent_type or "(unknown)", tool_call_id=tool_call_id,
+                      status="error", stop_reason="invalid_call", description=f"(invalid {tool_name} call)",
+                      error=reason, started_at=now, finished_at=now, duration_ms=0.0,
+                      transcript=NO_TRANSCRIPT).model_dump()
 
 
 def as_background_record(record: dict[str, object]) -> dict[str, object]:
@@ -454,6 +441,7 @@ def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable
 # The tool node validates the arguments after injecting these, so
 # `extra="forbid"` cannot be used; never shown back to the model as its own.
 _INJECTED = frozenset({"runtime"})
+SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 
 class TaskToolInput(BaseModel):
@@ -465,9 +453,7 @@ class TaskToolInput(BaseModel):
             "and the form of the answer to return. The subagent sees nothing else."
         )
     )
-    subagent_type: str = Field(
-        description="The name of the subagent to use, from <available_agents>."
-    )
+    subagent_type: str = Field(description=SUBAGENT_TYPE_DESCRIPTION)
 
     @field_validator("description")
     @classmethod
@@ -484,27 +470,12 @@ class TaskToolInput(BaseModel):
         if isinstance(data, dict):
             unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
             if unknown:
-                raise ValidationError.from_exception_data(
-                    cls.__name__,
-                    [
-                        {
-                            "type": "value_error",
-                            "loc": (key,),
-                            "input": data[key],
-                            "ctx": {
-                                "error": ValueError(
-                                    f"unexpected argument {key!r}; put all instructions "
-                                    "for the subagent in `description`"
-                                )
-                            },
-                        }
-                        for key in unknown
-                    ],
-                )
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    {"type": "value_error", "loc": (key,), "input": data[key], "ctx": {"error": ValueError(
+                        f"unexpected argument {key!r}; put all instructions for the subagent in `description`")}}
+                    for key in unknown])
         return data
 
-
-SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 ENUM_LIMIT = 25
 """Most agent names the ``task`` tool's schema lists as an enum (with ``name_enum=True``); past it, none."""
@@ -524,14 +495,9 @@ def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolI
     if not names or (enum_limit is not None and len(names) > enum_limit):
         return base
     enum_type: Any = Annotated[str, WithJsonSchema({"type": "string", "enum": names})]
-    return create_model(
-        base.__name__,
-        __base__=base,
-        __doc__=base.__doc__,
-        # The enum lives in the annotation so that LangChain's copy of the
-        # schema for the model (``tool_call_schema``) keeps it.
-        subagent_type=(enum_type, Field(description=SUBAGENT_TYPE_DESCRIPTION)),
-    )
+    # The enum lives in the annotation, so that LangChain's copy of the schema (``tool_call_schema``) keeps it.
+    return create_model(base.__name__, __base__=base, __doc__=base.__doc__,
+                        subagent_type=(enum_type, Field(description=SUBAGENT_TYPE_DESCRIPTION)))
 
 
 def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | None = None) -> dict[str, Any]:
@@ -539,10 +505,7 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     (``description_max_chars``: its ``maxLength``): a ``response_format`` for a server that ignores
     ``tool_choice``."""
     schema = task_args_schema(names, enum_limit=None).model_json_schema()
-    found = {
-        key: {k: v for k, v in value.items() if k != "title"}
-        for key, value in schema.get("properties", {}).items()
-    }
+    found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
     # The agent first: a reply cut short by a token limit then loses only
     # the end of the description, which can be closed and used.
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
@@ -550,12 +513,7 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
         properties["description"]["maxLength"] = description_max_chars
     if "description" in properties:  # a grammar built from it cannot write an empty task
         properties["description"]["minLength"] = 1
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 class TaskToolInputWithSchema(TaskToolInput):
@@ -722,15 +680,15 @@ def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, s
     for function in (task, atask):
         function.__annotations__ = {"description": str, "subagent_type": str, "runtime": ToolRuntime,
                                     "output_schema": Any, "return": Command}
-    return RecordedTool.from_function(
-        func=task,
-        coroutine=atask,
-        name=TASK_TOOL_NAME,
-        description=description,
-        args_schema=args_schema,
-        infer_schema=False,
-        metadata={DELEGATION_TOOL_TAG: True},
-    )
+    return delegation_tool(task, atask, TASK_TOOL_NAME, description, args_schema)
+
+
+def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable[Any]], name: str, description: str,
+                    args_schema: type[BaseModel]) -> RecordedTool:
+    """A delegation tool (``task``, ``create_subagent``): a :class:`RecordedTool` tagged so no child holds it."""
+    return cast(RecordedTool, RecordedTool.from_function(
+        func=func, coroutine=coroutine, name=name, description=description, args_schema=args_schema,
+        infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
 
 
 def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingWrites,

@@ -142,9 +142,7 @@ class BuildOptions:
         object.__setattr__(self, "mcp_servers", servers)
         object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
         if self.unknown_model not in ("error", "inherit"):
-            raise SpecError(
-                f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}"
-            )
+            raise SpecError(f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}")
         risky: Any = self.risky_tools
         if isinstance(risky, str) or not isinstance(risky, Iterable):
             raise SpecError(f"risky_tools: expected a set of tool names, got {risky!r}")
@@ -315,10 +313,8 @@ def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> Call
         except Exception as exc:  # noqa: BLE001 - an unsupported type is the caller's input error
             raise OutputSchemaError(f"response format {name!r}: {exc}") from None
         return CallFormat(strategy, ("type", requested), name, (limit,))
-    raise OutputSchemaError(
-        "output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict, "
-        f"a ToolStrategy, ProviderStrategy or AutoStrategy, got {type(requested).__name__}"
-    )
+    raise OutputSchemaError("output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict, "
+                            f"a ToolStrategy, ProviderStrategy or AutoStrategy, got {type(requested).__name__}")
 
 
 def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
@@ -333,10 +329,8 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
             f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} are accepted"
         )
     if schema.get("type", "object") != "object":  # tool arguments are always an object
-        raise OutputSchemaError(
-            'output_schema: must describe a JSON object (top-level "type": "object"), '
-            f"got type {_clip(repr(schema.get('type')))}"
-        )
+        raise OutputSchemaError('output_schema: must describe a JSON object (top-level "type": "object"), '
+                                f"got type {_clip(repr(schema.get('type')))}")
     remote = _non_local_ref(schema)
     if remote is not None:
         raise OutputSchemaError(
@@ -347,9 +341,7 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(top level)"
-        raise OutputSchemaError(
-            f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}"
-        ) from None
+        raise OutputSchemaError(f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}") from None
     name = _TOOL_NAME.sub("_", str(schema.get("title") or "")).strip("_")[:64] or "structured_output"
     if name in FORBIDDEN_TOOL_NAMES:
         name = f"{name}_output"  # a child never holds a tool by that name
@@ -563,10 +555,8 @@ def _report_unknown_tool(
     agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
     *, where: str = "the parent does not have",
 ) -> None:
-    message = (
-        f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
-        f"(available: {', '.join(available) or 'none'})"
-    )
+    message = (f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
+               f"(available: {', '.join(available) or 'none'})")
     if policy == "error":
         raise SpecError(message)
     if policy == "warn":
@@ -660,15 +650,9 @@ def build_subagent(
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
         middleware.insert(0, OneLevelToolRefusal())
-    graph = create_agent(
-        model,
-        tools,
-        system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
-        middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
-        response_format=spec.response_format,
-        state_schema=view.state_schema,
-        name=spec.name,
-    )
+    graph = create_agent(model, tools, system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
+                         middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
+                         response_format=spec.response_format, state_schema=view.state_schema, name=spec.name)
     # The MCP sessions of a task close when its run ends, whichever way it ends.
     return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
 

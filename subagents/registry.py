@@ -1,21 +1,12 @@
 """Name -> subagent, with each child graph built lazily and at most once.
 
-Constructing a registry validates every spec but compiles nothing: a parent
-with 100 subagents pays for a child graph only when it first delegates to it.
-Every child graph is compiled by one method, :meth:`SubagentRegistry.build`,
-under the parent's floor (its approvals, data policy and permission mode),
-whichever way the child comes to be.
+Constructing a registry validates every spec but compiles nothing: a child
+graph is paid for when first delegated to, always by :meth:`SubagentRegistry.build`.
 
 Example::
 
-    registry = SubagentRegistry([{"name": "a", "description": "does a"}])
-    registry.names            # ('a',)
-    graph = registry.graph("a", parent_model=model, parent_tools=[])
-
-Caller-wide build settings (model profiles, skills, risky tools, the
-parent's permission policy) travel as :class:`~subagents.BuildOptions`::
-
     registry = SubagentRegistry(specs, options=BuildOptions(risky_tools={"shell"}))
+    graph = registry.graph("a", parent_model=model, parent_tools=[])
 """
 
 from __future__ import annotations
@@ -127,31 +118,23 @@ def check_definition(
         raise DynamicSubagentError(f"{field}: {first['msg']}") from None
     name = definition.name
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
-        raise DynamicSubagentError(
-            f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
-            f"got {name[:80]!r}"
-        )
+        raise DynamicSubagentError(f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
+                                   f"got {name[:80]!r}")
     if name in declared:
-        raise DynamicSubagentError(
-            f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name"
-        )
+        raise DynamicSubagentError(f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name")
     if name in existing:
         raise DynamicSubagentError(
             f"name: a subagent named {name!r} was already created; delegate to it, or choose another name"
         )
     if len(existing) >= cap:
-        raise DynamicSubagentError(
-            f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
-            "delegate to one of them instead"
-        )
+        raise DynamicSubagentError(f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
+                                   "delegate to one of them instead")
     _check_text("description", definition.description, MAX_DESCRIPTION_CHARS)
     _check_text("system_prompt", definition.system_prompt, MAX_PROMPT_CHARS)
     _check_tools(definition.tools, parent_tools)
     if definition.max_turns is not None and not 1 <= definition.max_turns <= DEFAULT_MAX_TURNS:
-        raise DynamicSubagentError(
-            f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
-            f"got {definition.max_turns}"
-        )
+        raise DynamicSubagentError(f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
+                                   f"got {definition.max_turns}")
     return definition
 
 
@@ -183,14 +166,9 @@ def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> S
     if not isinstance(definition, DynamicDefinition):
         fields = {k: definition.get(k) for k in DynamicDefinition.model_fields if k in definition}
         definition = DynamicDefinition.model_validate(fields)
-    return SubagentSpec(
-        name=definition.name,
-        description=definition.description,
-        system_prompt=definition.system_prompt,
-        tools=None if definition.tools is None else tuple(definition.tools),
-        max_turns=definition.max_turns,
-        metadata={"dynamic": True},
-    )
+    return SubagentSpec(name=definition.name, description=definition.description,
+                        system_prompt=definition.system_prompt, max_turns=definition.max_turns,
+                        tools=None if definition.tools is None else tuple(definition.tools), metadata={"dynamic": True})
 
 
 def definition_key(definition: Mapping[str, Any]) -> str:
@@ -235,10 +213,8 @@ class SubagentRegistry:
         """Set the build options (before the first graph is built), checking every spec's model and skills."""
         with self._lock:
             if self._graphs:
-                raise UnsupportedCall(
-                    "build options must be set before any subagent is built "
-                    f"(already built: {', '.join(sorted(self._graphs))})"
-                )
+                raise UnsupportedCall("build options must be set before any subagent is built "
+                                      f"(already built: {', '.join(sorted(self._graphs))})")
             for spec in self._specs.values():
                 check_spec(spec, options)
             self.options = options
@@ -263,9 +239,7 @@ class SubagentRegistry:
             return self._specs[name]
         except KeyError:
             valid = ", ".join(self._specs) or "none"
-            raise UnknownSubagent(
-                f"unknown subagent_type {name!r}; valid types are: {valid}"
-            ) from None
+            raise UnknownSubagent(f"unknown subagent_type {name!r}; valid types are: {valid}") from None
 
     @property
     def built(self) -> frozenset[str]:

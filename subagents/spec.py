@@ -55,10 +55,8 @@ def normalize_tools(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not _is_sequence(value):
-        raise SpecError(
-            "expected a list of tool names, BaseTools, functions or tool dicts, "
-            f"not one {type(value).__name__}"
-        )
+        raise SpecError("expected a list of tool names, BaseTools, functions or tool dicts, "
+                        f"not one {type(value).__name__}")
     return tuple(_one_tool(item, index) for index, item in enumerate(value))
 
 
@@ -75,9 +73,7 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
         return item
     if isinstance(item, Mapping):
         if not _dict_tool_name(item):
-            raise SpecError(
-                f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})"
-            )
+            raise SpecError(f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})")
         return dict(item)
     if callable(item):
         from langchain_core.tools import tool
@@ -87,10 +83,8 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - reported with the item named
             name = getattr(item, "__name__", type(item).__name__)
             raise SpecError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
-    raise SpecError(
-        f"item {index}: expected a tool name, BaseTool, function or tool dict, "
-        f"got {type(item).__name__}"
-    )
+    raise SpecError(f"item {index}: expected a tool name, BaseTool, function or tool dict, "
+                    f"got {type(item).__name__}")
 
 
 def _dict_tool_name(item: Mapping[str, Any]) -> str:
@@ -166,10 +160,8 @@ MAX_TIMEOUT_S = 1_000_000.0
 
 def _check_name(value: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(value):
-        raise SpecError(
-            "name must be letters, digits, '-', '_' and single inner dots, at most "
-            f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
-        )
+        raise SpecError("name must be letters, digits, '-', '_' and single inner dots, at most "
+                        f"{MAX_NAME_LENGTH} characters (got {brief(value)})")
     return value
 
 
@@ -180,36 +172,26 @@ SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
 class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
-    Fields left ``None`` inherit from the parent: ``tools`` (the parent's
-    tools, minus every delegation tool), ``model`` (also ``"inherit"``; a
-    name without ``provider:`` is a profile looked up in the caller's
-    ``model_profiles``) and ``permission_mode`` (the parent's policy).
-    ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`);
-    ``recursion_limit`` defaults to the parent run's own limit; ``timeout_s``
-    bounds wall time on both ``invoke`` and ``ainvoke``.
-
-    ``skills`` names the skills listed in the child's prompt (the parent's
-    are not inherited). ``condenser`` is ``False`` (the default here: none),
-    ``None``/``"default"`` for default summarisation (what an agent file that
-    omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
-    settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
-    (the runner enforces them). ``mcp_config`` gives the child the tools of
-    those MCP servers (:mod:`subagents.definitions.mcp`); ``hooks`` runs Claude
-    Code hooks in the child (:mod:`subagents.definitions.hooks`); ``color``
-    is for display. ``source`` is the file a definition was loaded from.
-    ``context="fork"`` starts the child from the parent's conversation
-    instead of the bare task (see :mod:`subagents.boundary`).
-    ``short_answer_threshold`` (characters) overrides the runner's for this
-    agent: an answer shorter than it gets one request for a complete report
-    (``0``: never; ``None``: the runner's setting, off by default).
-    ``retry_truncated`` asks once more for a reply cut at the token limit
-    (``True``, ``"brief"``, ``"more_tokens"``; ``False``: never; ``None``:
-    the caller's setting, off by default; see :mod:`subagents.truncation`).
-    ``wrap_up`` makes the last model call a limit allows a wrap-up with no
-    tools, so the task ends with the child's own answer, marked as cut short
-    (``True``; a number in (0, 1): the share of ``timeout_s`` left that
-    starts it; ``False``: each limit ends the task with an error; ``None``:
-    the caller's setting, on by default; see :class:`subagents.metering.WrapUp`).
+    Fields left ``None`` inherit from the parent: ``tools`` (minus every
+    delegation tool), ``model`` (also ``"inherit"``; a name without
+    ``provider:`` is a profile in the caller's ``model_profiles``) and
+    ``permission_mode``. ``max_turns`` caps model calls (default
+    :data:`DEFAULT_MAX_TURNS`); ``recursion_limit`` defaults to the parent
+    run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and
+    ``max_tokens`` cap one run. ``skills`` names the skills listed in the
+    child's prompt (never the parent's). ``condenser``: ``False`` (default:
+    none), ``None``/``"default"`` (default summarisation, what an agent file
+    that omits it gets), or ``SummarizationMiddleware`` settings.
+    ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
+    Claude Code hooks in it; ``color`` is for display; ``source`` is the file
+    a definition came from. ``context="fork"`` starts the child from the
+    parent's conversation. ``short_answer_threshold`` (characters): a shorter
+    answer gets one request for a complete report (``0``: never; ``None``:
+    the runner's). ``retry_truncated`` asks once more for a reply cut at the
+    token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
+    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up
+    with no tools, marked as cut short (a number in (0, 1): the share of
+    ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
 
     Example::
 
@@ -351,10 +333,8 @@ class CompiledSubagent(BaseModel):
     @classmethod
     def _runnable_invokable(cls, value: Any) -> Any:
         if not callable(getattr(value, "invoke", None)):
-            raise SpecError(
-                "runnable must be a LangGraph graph or any Runnable (an object with invoke), "
-                f"got {type(value).__name__}"
-            )
+            raise SpecError("runnable must be a LangGraph graph or any Runnable (an object with invoke), "
+                            f"got {type(value).__name__}")
         return value
 
     @model_validator(mode="before")
@@ -392,10 +372,8 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
     if isinstance(value, (SubagentSpec, CompiledSubagent)):
         return value
     if not isinstance(value, Mapping):
-        raise SpecError(
-            f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
-            f"got {type(value).__name__}"
-        )
+        raise SpecError(f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
+                        f"got {type(value).__name__}")
     label = source or f"subagent {value.get('name', '<unnamed>')!r}"
     value = translate_deepagents_fields(value, label)
     cls = CompiledSubagent if "runnable" in value else SubagentSpec
@@ -474,10 +452,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     """A spec dict with deepagents' spellings made ours (``mode`` becomes ``context``; ``skills=None`` and
     ``permissions=None`` or ``[]`` are dropped); an unsupported one (``permissions``) raises ``SpecError``."""
     if "graph_id" in value and "runnable" not in value:
-        raise SpecError(
-            f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
-            "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool"
-        )
+        raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
+                        "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
     # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
     unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
     if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
@@ -488,12 +464,10 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     if mode == "fork" and value.get("context", "fork") != "fork":
         raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
     if "permissions" in value and "permissions" not in unset:
-        raise SpecError(
-            f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
-            "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
-            "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
-            "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
-        )
+        raise SpecError(f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
+                        "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
+                        "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
+                        "'permission_mode' or 'interrupt_on' (see docs/migrating.md)")
     kept = {k: v for k, v in value.items() if k != "mode" and k not in unset}
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
@@ -540,16 +514,13 @@ class RemoteSubagentSpec(BaseModel):
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
-        webhook: a URL the server calls when each run of this subagent ends
-            (LangGraph Server's run webhook, deepagents' ``AsyncSubAgent.webhook``);
-            ``http://`` or ``https://``. The task's record is still polled as usual.
+        webhook: an ``http(s)`` URL the server calls when each run ends
+            (deepagents' ``AsyncSubAgent.webhook``); the record is still polled.
         update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
             accepted with the one behaviour this library has: ``"interrupt"``
-            (a follow-up to a running task stops its run and starts a new one;
-            ``"enqueue"`` is refused), ``"isolated"`` (the task sees only its
-            description; ``"fork"`` is refused), and ``notify_parent`` either
-            way: a finished task is announced before the parent's next model
-            call, and an idle parent is never woken.
+            (a follow-up stops the running run and starts a new one),
+            ``"isolated"``, and a finished task announced before the parent's
+            next model call (an idle parent is never woken).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -664,10 +635,8 @@ class RemoteSubagentSpec(BaseModel):
         elif self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)
             if not key:
-                raise RemoteConfigError(
-                    f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
-                    "which is not set in the environment"
-                )
+                raise RemoteConfigError(f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
+                                        "which is not set in the environment")
             if (problem := header_value_problem(key)) is not None:
                 raise RemoteConfigError(f"remote subagent {self.name!r}: the key in {self.api_key_env!r} {problem} "
                                         f"(it is sent as the {API_KEY_HEADER} header)")
@@ -715,10 +684,8 @@ def checked_url(value: str) -> str:
     except ValueError:
         parts, host = None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise SpecError(
-            f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
-            f"(got {split_url_credentials(str(value))[0][:120]!r})"
-        )
+        raise SpecError(f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
+                        f"(got {split_url_credentials(str(value))[0][:120]!r})")
     return text.rstrip("/")
 
 

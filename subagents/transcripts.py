@@ -3,19 +3,16 @@
 A transcript goes to one :class:`TranscriptSink`, chosen once per runner
 (:func:`sink_chooser`); the record's ``transcript`` field says where it went:
 
-* ``jsonl:<path>`` -- with ``sessions_dir`` set, a JSONL file in the
-  my-pi-agent layout, ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``
-  (ids made path-safe, the path absolute): a header line ``{"id",
-  "created_at", "cwd", "metadata": {"agent_type", "parent_session_id",
-  "tool_call_id"}}``, then one message per line, appended and flushed while
-  the child runs, so a crash leaves a readable partial file; a task that is
-  cancelled ends with a ``{"type": "cancelled"}`` line;
+* ``jsonl:<path>`` -- with ``sessions_dir``, a JSONL file at
+  ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``: a
+  header line (``id``, ``created_at``, ``cwd``, ``metadata``), then one
+  message per line, flushed while the child runs (a crash leaves a readable
+  partial file); a cancelled task ends with a ``{"type": "cancelled"}`` line;
 * ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
 * ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
-  the parent's checkpointer (the child runs as a subgraph there);
-* ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
-  of recent transcripts bounded by size; a background child, which runs off
-  the parent's checkpointer, lands here too unless ``sessions_dir`` is set.
+  the parent's checkpointer;
+* ``memory:<task_id>`` -- with no checkpointer either (and for background
+  children without ``sessions_dir``), a size-bounded process-wide table.
 
 Example::
 
