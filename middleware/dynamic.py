@@ -59,12 +59,8 @@ class CreateSubagentInput(BaseModel):
     name: str = Field(description="A slug: letters, digits, '-' and '_'. Must be new.")
     description: str = Field(description="What it does, in one line; shown in <available_agents>.")
     system_prompt: str = Field(description="Its standing instructions.")
-    tools: list[str] | None = Field(
-        default=None, description="Names of your tools it may use (omit: all of yours)."
-    )
-    max_turns: int | None = Field(
-        default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}."
-    )
+    tools: list[str] | None = Field(default=None, description="Names of your tools it may use (omit: all of yours).")
+    max_turns: int | None = Field(default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}.")
 
     @model_validator(mode="before")
     @classmethod
@@ -90,14 +86,8 @@ class DynamicSubagents:
 
     state_schema = DynamicSubagentState
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        *,
-        system_prompt: str | None,
-        parent_tools: Sequence[Any] | None,
-        max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, *, system_prompt: str | None, parent_tools: Sequence[Any] | None,
+                 max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS) -> None:
         if isinstance(max_dynamic_subagents, bool) or not isinstance(max_dynamic_subagents, int) \
                 or max_dynamic_subagents < 1:
             raise SpecError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
@@ -172,14 +162,12 @@ class DynamicSubagents:
                        f"turn; delegate to it with task(subagent_type={label!r}).")
         else:
             content = f"Subagent {label!r} was not created: {error}"
-        record = TaskRecord(
-            id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
-            status="error" if error is not None else "completed",
-            description=str(arguments.get("description", ""))[:1000],
-            result=content if error is None else None, error=error,
-            started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
-            kind="create_subagent",
-        ).model_dump()
+        record = TaskRecord(id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
+                            status="error" if error is not None else "completed",
+                            description=str(arguments.get("description", ""))[:1000],
+                            result=content if error is None else None, error=error,
+                            started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
+                            kind="create_subagent").model_dump()
         update: dict[str, object] = {
             LEDGER_KEY: {task_id: ledger_entry(record)},
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",

@@ -215,10 +215,8 @@ class SubAgentMiddleware(AgentMiddleware):
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=floor)
         self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
-        self.runner = TaskRunner(
-            self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
-            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
-        )
+        self.runner = TaskRunner(self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
+                                 excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()))
         self.budget = limits.budget
         self.root_budget = RootBudget(limits.budget, prices=self.runner.prices) if limits.budget is not None else None
         self._writes = SiblingWrites()

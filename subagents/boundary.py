@@ -127,9 +127,7 @@ def annotations_of(hint: Any) -> tuple[Any, ...]:
     return tuple(getattr(hint, "__metadata__", ()))
 
 
-def child_input(
-    parent_state: Mapping[str, Any], description: str, blocked: frozenset[str]
-) -> dict[str, Any]:
+def child_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str]) -> dict[str, Any]:
     """The child's initial state: shared keys by reference, one fresh message."""
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [HumanMessage(content=description)]
@@ -342,10 +340,8 @@ class ChildInput:
         return cls(inputs, given, withheld, inherited)
 
 
-def changed_keys(
-    child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
-    given: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def changed_keys(child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
+                 given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Keys the child changed (their final values), judged against the parent's ``child_inputs``.
 
     A value the child kept from ``given`` is compared structurally (a copy without ``__eq__`` is no change).
@@ -403,12 +399,8 @@ def _holding(history: Sequence[BaseMessage], tool_call_id: str | None) -> int | 
     return None
 
 
-def forked_input(
-    parent_state: Mapping[str, Any],
-    description: str,
-    blocked: frozenset[str],
-    tool_call_id: str | None,
-) -> tuple[dict[str, Any], int]:
+def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None
+                ) -> tuple[dict[str, Any], int]:
     """The child's initial state for a fork (only ``messages`` differs from an isolated child's), and the
     approximate tokens it inherits."""
     # The child's own copies: a middleware editing a message's content blocks in place edits its own.
@@ -559,9 +551,8 @@ class OneLevelGuard(AgentMiddleware):
             overrides["system_message"] = without_agents_block(system)
         return request.override(**overrides) if overrides else request
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         return handler(self._clean(request))
 
     async def awrap_model_call(
@@ -576,13 +567,11 @@ def refusal(request: Any) -> ToolMessage | None:
     if call["name"] in FORBIDDEN_TOOL_NAMES or (
         request.tool is not None and is_forbidden_tool(request.tool)
     ):
-        return ToolMessage(
-            content=f"Tool '{call['name']}' is not available to a subagent: "
-            "subagents cannot delegate. Do the work yourself.",
-            tool_call_id=call["id"],
-            name=call["name"],
-            status="error",
-        )
+        return ToolMessage(content=f"Tool '{call['name']}' is not available to a subagent: "
+                           "subagents cannot delegate. Do the work yourself.",
+                           tool_call_id=call["id"],
+                           name=call["name"],
+                           status="error")
     return None
 
 
@@ -595,9 +584,8 @@ class OneLevelToolRefusal(AgentMiddleware):
 
     name = "OneLevelToolRefusal"
 
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                      ) -> ToolMessage | Command[Any]:
         return refusal(request) or handler(request)
 
     async def awrap_tool_call(
@@ -612,9 +600,8 @@ class OneLevelToolGuard(OneLevelGuard):
     name = "OneLevelToolGuard"
     child_policy = ChildPolicy(keeps_model=True)
 
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                      ) -> ToolMessage | Command[Any]:
         return refusal(request) or handler(request)
 
     async def awrap_tool_call(
@@ -711,9 +698,8 @@ class HeldModelCalls(AgentMiddleware):
     name = "HeldModelCalls"
     child_policy = ChildPolicy(keeps_model=True, model_call_only=True, request_neutral=True)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         return handler(request)  # on invoke the child's thread is the call's: the task's place follows it
 
     async def awrap_model_call(
@@ -896,15 +882,9 @@ def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
     return graph
 
 
-def write_back(
-    changes: Mapping[str, Any],
-    inputs: Mapping[str, Any],
-    channels: Mapping[str, Any] | None,
-    *,
-    parallel: bool,
-    earlier: Mapping[str, list[Any]] | None = None,
-    checkpointed: bool = False,
-) -> tuple[dict[str, Any], dict[str, str]]:
+def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: Mapping[str, Any] | None, *,
+               parallel: bool, earlier: Mapping[str, list[Any]] | None = None, checkpointed: bool = False
+              ) -> tuple[dict[str, Any], dict[str, str]]:
     """``(update, skipped)``: what to write into the parent, and what not, with why.
 
     ``channels=None``: every key is plain. ``earlier``: what parallel siblings already wrote to each key,

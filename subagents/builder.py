@@ -204,13 +204,8 @@ def retry_middleware(retries: int) -> Any:
                                 initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0)
 
 
-def middleware_for_model(
-    spec: Any,
-    *,
-    inherits_model: bool,
-    own: Sequence[Any],
-    inherited: Sequence[AgentMiddleware],
-) -> list[Any]:
+def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
+                        ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
     The child's own of one name wins (``create_agent`` refuses two), but the parent's data policy always
@@ -518,9 +513,8 @@ class OutputRetryLimit(AgentMiddleware):
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return self.after_agent(state, runtime)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         response = handler(request)
         self._check(request, response)
         return response
@@ -551,10 +545,8 @@ def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Cal
     return unknown
 
 
-def _report_unknown_tool(
-    agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
-    *, where: str = "the parent does not have",
-) -> None:
+def _report_unknown_tool(agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
+                         *, where: str = "the parent does not have") -> None:
     message = (f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
                f"(available: {', '.join(available) or 'none'})")
     if policy == "error":
@@ -574,15 +566,9 @@ def _first_frame_outside(packages: frozenset[str]) -> int:
     return level
 
 
-def build_subagent(
-    spec: SubagentSpec,
-    *,
-    parent_model: Any,
-    parent_tools: Sequence[Any],
-    unknown_tools: UnknownToolPolicy = "warn",
-    options: BuildOptions | None = None,
-    inherited_middleware: Sequence[AgentMiddleware] = (),
-) -> Any:
+def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
+                   unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
+                   inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
     """Compile one spec into a child graph (called once per spec, on first use).
 
     ``inherited_middleware`` is the parent's, the floor the child is built under: its approval rules for

@@ -83,9 +83,8 @@ class DynamicDefinition(BaseModel):
     max_turns: int | None = Field(default=None, strict=True)
 
 
-def merge_definitions(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+def merge_definitions(left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+                     ) -> dict[str, dict[str, Any]]:
     """Reducer: new names are added; an existing definition is never replaced."""
     if not left:
         return dict(right or {})
@@ -94,14 +93,8 @@ def merge_definitions(
     return {**right, **left}
 
 
-def check_definition(
-    request: Mapping[str, Any],
-    *,
-    declared: Collection[str],
-    existing: Mapping[str, Any],
-    parent_tools: Collection[str],
-    cap: int,
-) -> DynamicDefinition:
+def check_definition(request: Mapping[str, Any], *, declared: Collection[str], existing: Mapping[str, Any],
+                     parent_tools: Collection[str], cap: int) -> DynamicDefinition:
     """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks.
 
     A slug name shadowing no declared or earlier one, under ``cap``; ``tools`` only narrowing the parent's
@@ -185,14 +178,8 @@ def takes_parent_tools(spec: AnySpec) -> bool:
 class SubagentRegistry:
     """Validated specs by name, and the compiled graphs built from them so far."""
 
-    def __init__(
-        self,
-        specs: Sequence[AnySpec | Mapping[str, Any]],
-        *,
-        unknown_tools: UnknownToolPolicy = "warn",
-        options: BuildOptions | None = None,
-        inherited_middleware: Sequence[AgentMiddleware] = (),
-    ) -> None:
+    def __init__(self, specs: Sequence[AnySpec | Mapping[str, Any]], *, unknown_tools: UnknownToolPolicy = "warn",
+                 options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         # A caller's runnable is stamped with its name now, as deepagents does when its middleware is made: a

@@ -278,9 +278,8 @@ class Limits:
     timeout_s: float | None = None
 
 
-def describe_failure(
-    exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
-) -> tuple[StopReason, str]:
+def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
+                    ) -> tuple[StopReason, str]:
     """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``.
 
     Example::
@@ -382,9 +381,8 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
                                                          tool_call_id=call.tool_call_id), extra)
 
 
-def _spec_for(
-    registry: SubagentRegistry, call: TaskCall, modes: bool
-) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
+def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
+             ) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
     name = call.subagent_type
     try:
         return registry.spec(name), ("spec", name), {}
@@ -431,10 +429,8 @@ def _being_created(name: str, state: Mapping[str, Any]) -> bool:
                for c in last.tool_calls)
 
 
-def _graph_with_format(
-    registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
-    requested: Any, extra: dict[str, Any],
-) -> Any:
+def _graph_with_format(registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
+                       requested: Any, extra: dict[str, Any]) -> Any:
     if isinstance(spec, CompiledSubagent):
         raise OutputSchemaError(
             f"a per-call output schema cannot be used with compiled subagent {spec.name!r}: its graph "
@@ -803,16 +799,9 @@ class TaskRunner:
             background tasks, which outlive the parent's turn, pass ``False``.
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        settings: DelegationSettings | None = None,
-        *,
-        max_concurrent: int | None = None,
-        excluded_keys: frozenset[str] = frozenset(),
-        private_keys: frozenset[str] = frozenset(),
-        stop_on_interrupt: bool = True,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, settings: DelegationSettings | None = None, *,
+                 max_concurrent: int | None = None, excluded_keys: frozenset[str] = frozenset(),
+                 private_keys: frozenset[str] = frozenset(), stop_on_interrupt: bool = True) -> None:
         if settings is None:
             from subagents.settings import DelegationSettings
 
