@@ -447,12 +447,8 @@ SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_ag
 class TaskToolInput(BaseModel):
     """Arguments of the ``task`` tool; an invented key (``prompt``) is refused, so a child never runs on a label."""
 
-    description: str = Field(
-        description=(
-            "The complete task for the subagent: every instruction, the context it needs, "
-            "and the form of the answer to return. The subagent sees nothing else."
-        )
-    )
+    description: str = Field(description="The complete task for the subagent: every instruction, the context it "
+                             "needs, and the form of the answer to return. The subagent sees nothing else.")
     subagent_type: str = Field(description=SUBAGENT_TYPE_DESCRIPTION)
 
     @field_validator("description")

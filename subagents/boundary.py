@@ -346,11 +346,7 @@ def changed_keys(child_output: Mapping[str, Any], child_inputs: Mapping[str, Any
 
     A value the child kept from ``given`` is compared structurally (a copy without ``__eq__`` is no change).
     """
-    return {
-        k: v
-        for k, v in child_output.items()
-        if k not in blocked and not _unchanged(k, v, child_inputs, given)
-    }
+    return {k: v for k, v in child_output.items() if k not in blocked and not _unchanged(k, v, child_inputs, given)}
 
 
 def _unchanged(key: str, value: Any, inputs: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> bool:
@@ -423,22 +419,12 @@ def forked_input(parent_state: Mapping[str, Any], description: str, blocked: fro
 # the runner refuses a ``task`` call made inside a running child. The names are a deny list of this library's,
 # deepagents' and Claude Code's delegation, planning and memory tools; :data:`DELEGATION_TOOL_TAG` marks ours.
 
-DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
-    {
-        "task",
-        "start_async_task",
-        "check_async_task",
-        "update_async_task",
-        "cancel_async_task",
-        "list_async_tasks",
-        "retry_async_task",
-        "create_subagent",
-    }
-)
+DELEGATION_TOOL_NAMES: frozenset[str] = frozenset({
+    "task", "start_async_task", "check_async_task", "update_async_task", "cancel_async_task", "list_async_tasks",
+    "retry_async_task", "create_subagent"})
 TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})
-MEMORY_TOOL_NAMES: frozenset[str] = frozenset(
-    {"memory", "save_memory", "read_memory", "update_memory", "delete_memory"}
-)
+MEMORY_TOOL_NAMES: frozenset[str] = frozenset({"memory", "save_memory", "read_memory", "update_memory",
+                                                "delete_memory"})
 FORBIDDEN_TOOL_NAMES: frozenset[str] = DELEGATION_TOOL_NAMES | TODO_TOOL_NAMES | MEMORY_TOOL_NAMES
 """Tool names a child never holds."""
 
@@ -564,14 +550,9 @@ class OneLevelGuard(AgentMiddleware):
 def refusal(request: Any) -> ToolMessage | None:
     """The error a child's call to a forbidden tool gets instead of running; ``None`` for any other call."""
     call = request.tool_call
-    if call["name"] in FORBIDDEN_TOOL_NAMES or (
-        request.tool is not None and is_forbidden_tool(request.tool)
-    ):
-        return ToolMessage(content=f"Tool '{call['name']}' is not available to a subagent: "
-                           "subagents cannot delegate. Do the work yourself.",
-                           tool_call_id=call["id"],
-                           name=call["name"],
-                           status="error")
+    if call["name"] in FORBIDDEN_TOOL_NAMES or (request.tool is not None and is_forbidden_tool(request.tool)):
+        return ToolMessage(content=f"Tool '{call['name']}' is not available to a subagent: subagents cannot delegate. "
+                           "Do the work yourself.", tool_call_id=call["id"], name=call["name"], status="error")
     return None
 
 

@@ -320,9 +320,8 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
     except (TypeError, ValueError) as exc:
         raise OutputSchemaError(f"output_schema: not JSON ({exc})") from None
     if len(text) > MAX_SCHEMA_CHARS:
-        raise OutputSchemaError(
-            f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} are accepted"
-        )
+        raise OutputSchemaError(f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} "
+                                "are accepted")
     if schema.get("type", "object") != "object":  # tool arguments are always an object
         raise OutputSchemaError('output_schema: must describe a JSON object (top-level "type": "object"), '
                                 f"got type {_clip(repr(schema.get('type')))}")
@@ -506,9 +505,8 @@ class OutputRetryLimit(AgentMiddleware):
         if state.get("structured_response") is not None:
             return None
         attempts = self._earlier_failures(state.get("messages") or ()) + 1
-        raise OutputSchemaViolation(
-            self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
-        )
+        raise OutputSchemaViolation(self.label, attempts,
+                                    f"answered in plain text instead of calling its output tool {self.label!r}")
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return self.after_agent(state, runtime)
@@ -768,9 +766,8 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
     if not spec.mcp_config:
         return None
     from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
-    servers = {
-        name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()
-    }
+
+    servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
     timeout = min(spec.timeout_s or LIST_TIMEOUT_S, LIST_TIMEOUT_S)
     try:
         return McpToolset.connect(spec.name, servers, timeout=timeout)

@@ -116,9 +116,8 @@ def check_definition(request: Mapping[str, Any], *, declared: Collection[str], e
     if name in declared:
         raise DynamicSubagentError(f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name")
     if name in existing:
-        raise DynamicSubagentError(
-            f"name: a subagent named {name!r} was already created; delegate to it, or choose another name"
-        )
+        raise DynamicSubagentError(f"name: a subagent named {name!r} was already created; delegate to it, "
+                                   "or choose another name")
     if len(existing) >= cap:
         raise DynamicSubagentError(f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
                                    "delegate to one of them instead")
@@ -143,15 +142,12 @@ def _check_tools(tools: list[str] | None, parent_tools: Collection[str]) -> None
         return
     for name in tools:
         if name in FORBIDDEN_TOOL_NAMES:
-            raise DynamicSubagentError(
-                f"tools: {name!r} is a delegation, todo or memory tool; a subagent never holds one"
-            )
+            raise DynamicSubagentError(f"tools: {name!r} is a delegation, todo or memory tool; a subagent never "
+                                       "holds one")
         if name not in parent_tools:
             available = ", ".join(sorted(parent_tools)) or "none"
-            raise DynamicSubagentError(
-                f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can only "
-                f"narrow yours (available: {available})"
-            )
+            raise DynamicSubagentError(f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can "
+                                       f"only narrow yours (available: {available})")
 
 
 def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> SubagentSpec:

@@ -302,20 +302,14 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
         return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
     if isinstance(exc, MaxTurnsReached):
-        return "max_turns", (
-            f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
-            "Split the task into smaller pieces, or raise max_turns."
-        )
+        return "max_turns", (f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
+                             "Split the task into smaller pieces, or raise max_turns.")
     if isinstance(exc, ModelCallLimitExceededError) and origin not in ("model_error", "tool_error"):
-        return "max_turns", (
-            f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
-            "Split the task into smaller pieces, or raise that middleware's limit."
-        )
+        return "max_turns", (f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
+                             "Split the task into smaller pieces, or raise that middleware's limit.")
     if isinstance(exc, GraphRecursionError) and origin != "tool_error":
-        return "recursion", (
-            f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
-            "Split the task into smaller pieces, or raise recursion_limit."
-        )
+        return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
+                             "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
         reason = _claimed_reason(exc)
         if reason == "timeout":
@@ -413,10 +407,8 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
     valid = ", ".join([*registry.names, *created]) or "none"
     message = f"unknown subagent_type {name!r}; valid types are: {valid}"
     if _being_created(name, state):
-        message += (
-            f". {name!r} is being created by a create_subagent call in this same turn; "
-            "delegate to it with task from your next turn"
-        )
+        message += (f". {name!r} is being created by a create_subagent call in this same turn; "
+                    "delegate to it with task from your next turn")
     return UnknownSubagent(message)
 
 
@@ -549,14 +541,8 @@ class Delegation:
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
                                 "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type}
         self.meter = meter
-        self.config = {
-            "recursion_limit": self.limits.recursion_limit,
-            "callbacks": [self.meter],
-            "metadata": {
-                metadata_key: self.task_id,
-                "subagent_tool_call_id": self.call.tool_call_id,
-            },
-        }
+        self.config = {"recursion_limit": self.limits.recursion_limit, "callbacks": [self.meter],
+                       "metadata": {metadata_key: self.task_id, "subagent_tool_call_id": self.call.tool_call_id}}
         if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
             self.config["run_name"] = self.call.subagent_type
 
@@ -817,10 +803,8 @@ class TaskRunner:
         self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
         self._paused_usage: dict[str, dict[str, Any]] = {}
         self._paused_lock = threading.Lock()
-        self.blocked_keys = (
-            CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
-            | langchain_private_state_keys()
-        )
+        self.blocked_keys = (CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
+                             | langchain_private_state_keys())
         self.in_flight: dict[int, Delegation] | None = _IN_FLIGHT if stop_on_interrupt else None
 
     # -- the two drivers --------------------------------------------------
