@@ -2,27 +2,14 @@
 
 Example::
 
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import HumanInTheLoopMiddleware
-    from middleware import SubAgentMiddleware
-    from subagents.settings import DelegationSettings
-
     policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
-    agent = create_agent(
-        "openai:gpt-4.1-mini",
-        tools=[search, send_email],
-        middleware=[
-            *policy,
-            SubAgentMiddleware(
-                subagents=[
-                    {"name": "researcher", "description": "Finds facts.",
-                     "system_prompt": "Research and cite.", "tools": ["search"]},
-                ],
-                model_middleware=policy,  # the parent's floor: every child is built under it
-                settings=DelegationSettings.of(max_concurrent_tasks=4),
-            )
-        ],
-    )
+    researcher = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite.",
+                  "tools": ["search"]}
+    agent = create_agent("openai:gpt-4.1-mini", tools=[search, send_email], middleware=[
+        *policy,
+        SubAgentMiddleware(subagents=[researcher], model_middleware=policy,  # the floor every child is built under
+                           settings=DelegationSettings.of(max_concurrent_tasks=4)),
+    ])
 
 Decisions a LangGraph user may want to know:
 
@@ -209,8 +196,7 @@ class SubAgentMiddleware(AgentMiddleware):
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
         options = dataclasses.replace(options, state_schemas=_with_schema(options.state_schemas, state_schema))
-        # deepagents' required argument, which deepagents keeps and never reads: kept, likewise.
-        self.backend = backend
+        self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=floor)
@@ -405,9 +391,7 @@ class SubAgentMiddleware(AgentMiddleware):
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
-        forced = self.forced
-
-        request = with_prompt_block(request, block)
+        request, forced = with_prompt_block(request, block), self.forced
         response = answered_response(forced.call(request, handler) if forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
@@ -418,20 +402,16 @@ class SubAgentMiddleware(AgentMiddleware):
             unwatch_interrupts()
         return _with_update(response, update)
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
+    async def awrap_model_call(self, request: ModelRequest[ContextT],
+                               handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
+                               ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
             return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
         return await self._amodel_call(request, handler)
 
-    async def _amodel_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
+    async def _amodel_call(self, request: ModelRequest[ContextT],
+                           handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
+                           ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)

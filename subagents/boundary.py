@@ -2,20 +2,16 @@
 
 For each key the child changed (never an excluded or private key):
 
-* **reducer keys** (the parent's channel has a reducer, e.g.
-  ``Annotated[list, operator.add]``): the child's own contribution is written,
-  never its whole final value -- the items it appended to a list, the entries
-  it added or changed in a dict, the members it added to a set. A change that
-  cannot be expressed that way (the child replaced the list) is not written.
-  Parallel siblings' contributions all land, through the reducer.
-* **plain keys** (no reducer): the final value is written only when the
-  ``task`` call has no parallel ``task`` sibling in the same model message;
-  with siblings, two writes would be invalid, so none is written.
+* **reducer keys**: only the child's own contribution is written (the items it
+  appended to a list, the entries it added or changed in a dict, the members it
+  added to a set); a change that is no addition (a replaced list) is not.
+* **plain keys**: the final value, only when the ``task`` call has no parallel
+  sibling in the same model message (two writes would be invalid).
 * keys the parent's state does not have are not written.
 
-Every key not written is reported in the record's ``skipped_writes`` with the
-reason. Each candidate write is tried on a copy of the parent's channel
-first, so a value the parent's reducer rejects is skipped, never a crash.
+Every key not written is named in the record's ``skipped_writes`` with the
+reason. Each write is tried on a copy of the parent's channel first, so a
+value its reducer rejects is skipped, never a crash.
 
 Example::
 

@@ -440,16 +440,9 @@ def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, ca
 
 def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
                **_: Any) -> dict[str, Any]:
-    return {
-        "id": task_id,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(),
-        "cwd": os.getcwd(),
-        "metadata": {
-            "agent_type": agent_type,
-            "parent_session_id": None if thread_id is None else str(thread_id),
-            "tool_call_id": tool_call_id,
-        },
-    }
+    return {"id": task_id, "created_at": dt.datetime.now(dt.UTC).isoformat(), "cwd": os.getcwd(),
+            "metadata": {"agent_type": agent_type, "parent_session_id": None if thread_id is None else str(thread_id),
+                         "tool_call_id": tool_call_id}}
 
 
 MAX_JSONL_BYTES = 256 * 1024 * 1024
