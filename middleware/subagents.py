@@ -175,21 +175,14 @@ class SubAgentMiddleware(AgentMiddleware):
     delegates = True
     transformers = (ChildFailureTransformer,)
 
-    def __init__(
-        self,
-        subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
-        *,
-        model: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] | None = None,
-        private_state_keys: frozenset[str] | None = frozenset(),
-        system_prompt: str | None = DELEGATION_INSTRUCTIONS,
-        task_description: str | None = None,
-        budget: Budget | None = None,
-        settings: DelegationSettings | None = None,
-        backend: Any = None,
-        state_schema: type[Any] | None = None,
-    ) -> None:
+    def __init__(self, subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (), *,
+                 model: BaseChatModel | str | None = None,
+                 tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+                 model_middleware: Sequence[AgentMiddleware] | None = None,
+                 private_state_keys: frozenset[str] | None = frozenset(),
+                 system_prompt: str | None = DELEGATION_INSTRUCTIONS, task_description: str | None = None,
+                 budget: Budget | None = None, settings: DelegationSettings | None = None, backend: Any = None,
+                 state_schema: type[Any] | None = None) -> None:
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
