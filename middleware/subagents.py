@@ -14,17 +14,14 @@ Example::
 Decisions a LangGraph user may want to know:
 
 * Children inherit the parent's model and tools unless their spec names
-  others (without ``model``/``tools``: the parent's model request's model
-  when the child is first built, and its tool node's tools). A child is built
-  once, so a parent that switches models mid-run should pass ``model=``.
-* The ledger ``subagent_tasks`` holds one compact record per delegation
-  (:class:`subagents.TaskRecord`); a call the model got wrong gets a record
-  too (``stop_reason="invalid_call"``) and an error result it can retry from.
+  others; a child is built once, so a parent that switches models mid-run
+  should pass ``model=``.
+* The ledger ``subagent_tasks`` holds one compact record per delegation, a
+  call the model got wrong included (``stop_reason="invalid_call"``).
 * What a child changed in shared keys is written back by the rule in
-  :mod:`subagents.boundary`; anything not written is named in the record's
-  ``skipped_writes``.
-* ``max_concurrent_tasks`` caps children of this agent running at once,
-  across its concurrent runs; extra calls wait their turn.
+  :mod:`subagents.boundary` (what is not is named in ``skipped_writes``).
+* ``max_concurrent_tasks`` caps this agent's running children across its
+  concurrent runs; extra calls wait their turn.
 """
 
 import asyncio

@@ -1,10 +1,5 @@
-"""The ``task`` tool: what the model sees, and what one call writes into the parent's state.
-
-What the model sees: the argument schema, the description, the ``<available_agents>``
-prompt block and the one ``ToolMessage`` a call returns (the child's answer, or an
-error that begins ``Subagent '<name>' failed:``). What a call writes: the ledgers of
-compact records, the usage rollup, answers to calls the model got wrong, and what a
-child changed, across parallel siblings of one model message.
+"""The ``task`` tool: what the model sees (schema, description, ``<available_agents>`` block, one
+``ToolMessage`` per call), and what one call writes into the parent's state (ledgers, usage, write-backs).
 
 Example::
 
@@ -160,14 +155,11 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
             call_id = f"call_invalid_{uuid.uuid4().hex[:12]}"
         taken.add(call_id)
         name = str(invalid.get("name"))
-        reason = (
-            f"the arguments of this '{name}' call could not be read "
-            f"({safe_text(invalid.get('error') or 'not valid JSON', 300)}); "
-            f"call it again with valid JSON arguments. Received: {safe_text(invalid.get('args'), 300)}"
-        )
+        reason = (f"the arguments of this '{name}' call could not be read "
+                  f"({safe_text(invalid.get('error') or 'not valid JSON', 300)}); "
+                  f"call it again with valid JSON arguments. Received: {safe_text(invalid.get('args'), 300)}")
         calls.append({"name": name, "args": {}, "id": call_id, "type": "tool_call"})
-        answers.append(ToolMessage(content=f"Invalid call: {reason}", tool_call_id=call_id, name=name,
-                                   status="error"))
+        answers.append(ToolMessage(content=f"Invalid call: {reason}", tool_call_id=call_id, name=name, status="error"))
         records.append(invalid_call_record(name, call_id, reason))
     fixed = message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": kept})
     return [fixed, *answers, *result[1:]], records
@@ -397,10 +389,8 @@ def _group_of(state: Mapping[str, Any], tool_call_id: str | None) -> tuple[str |
 
 GENERAL_PURPOSE_NAME = "general-purpose"
 
-GENERAL_PURPOSE_DESCRIPTION = (
-    "General-purpose agent for researching complex questions, searching for "
-    "information and carrying out multi-step tasks. It has the same tools as you."
-)
+GENERAL_PURPOSE_DESCRIPTION = ("General-purpose agent for researching complex questions, searching for "
+                               "information and carrying out multi-step tasks. It has the same tools as you.")
 
 GENERAL_PURPOSE_PROMPT = """You are a subagent working on one task handed to you by another agent.
 
@@ -438,8 +428,7 @@ def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable
     return [general, *specs]
 
 
-# The tool node validates the arguments after injecting these, so
-# `extra="forbid"` cannot be used; never shown back to the model as its own.
+# The tool node validates arguments after injecting these (so no `extra="forbid"`); never shown to the model.
 _INJECTED = frozenset({"runtime"})
 SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
@@ -502,8 +491,7 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     ``tool_choice``."""
     schema = task_args_schema(names, enum_limit=None).model_json_schema()
     found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
-    # The agent first: a reply cut short by a token limit then loses only
-    # the end of the description, which can be closed and used.
+    # The agent first: a reply cut at a token limit then loses only the end of the description.
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
     if description_max_chars is not None and "description" in properties:
         properties["description"]["maxLength"] = description_max_chars
@@ -524,11 +512,9 @@ class TaskToolInputWithSchema(TaskToolInput):
     )
 
 
-STRUCTURED_TASK_TOOL_DESCRIPTION = (
-    TASK_TOOL_DESCRIPTION
-    + "\nTo get a typed answer, pass `output_schema` (a JSON Schema object); the answer comes back "
-    "as JSON matching it, or as an error naming what did not match."
-)
+STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed answer, pass `output_schema` (a JSON "
+                                    "Schema object); the answer comes back as JSON matching it, or as an error "
+                                    "naming what did not match.")
 
 
 def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], str]:

@@ -395,9 +395,8 @@ def forked_input(parent_state: Mapping[str, Any], description: str, blocked: fro
                 ) -> tuple[dict[str, Any], int]:
     """The child's initial state for a fork (only ``messages`` differs from an isolated child's), and the
     approximate tokens it inherits."""
-    # The child's own copies: a middleware editing a message's content blocks in place edits its own.
+    # The child's own copies, by the copy rule (own_copies): a middleware editing a message in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
-    # The copy rule's own check (own_copies): a copy that is, or holds, the original is no copy either.
     copied, withheld = own_copies({"history": history})
     if withheld:  # never shared instead: the delegation fails, naming what could not be copied
         raise SubagentsError(f"the conversation a fork inherits ('messages') {withheld['history']}: a message "
@@ -824,10 +823,8 @@ def parent_state_schemas(state_schema: Any, middleware: Iterable[Any]) -> tuple[
 
 _MISSING = object()
 
-PARALLEL_PLAIN_KEY = (
-    "no reducer, and the task call had parallel task siblings: only a lone task call "
-    "writes back keys without a reducer"
-)
+PARALLEL_PLAIN_KEY = ("no reducer, and the task call had parallel task siblings: only a lone task call "
+                      "writes back keys without a reducer")
 
 
 # Two LangGraph internals with no public twin (docs/layout.md lists them): each raises when LangGraph changes it,

@@ -614,20 +614,17 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
-    # A structured response keeps the tools node too: without one, LangChain loops a
-    # plain-text answer back to the model instead of ending the child.
-    # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
+    # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
+    # middleware that wraps tool calls (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
-    # Its calls outlive a cancelled child: they keep its place, and are charged. A fallback model a
-    # middleware swaps in (ModelFallbackMiddleware's models) is called as the child's own would be.
+    # Its calls outlive a cancelled child, keeping its place and charged; a fallback model swapped in too.
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
-    # Outermost, and after the guard is chosen (it only takes tools away and adds its own line): no middleware
-    # inside it can offer a tool or make a tool call on the wrap-up call (one forcing tool use sees none).
-    # A child that can never be offered a tool has nothing to wrap up: each of its calls is an answer.
+    # Outermost, after the guard is chosen: nothing inside can offer a tool on the wrap-up call. A child that
+    # can never be offered a tool has nothing to wrap up.
     if has_tools:
         middleware.insert(0, WrapUp())
     if guard is not None:

@@ -178,8 +178,7 @@ class SubagentRegistry:
                  options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
-        # A caller's runnable is stamped with its name now, as deepagents does when its middleware is made: a
-        # copy with its config, never a build (nothing is compiled until a declarative child's first use).
+        # A caller's runnable is stamped with its name now, as deepagents does (a config copy, never a build).
         self._ready: dict[str, Any] = {s.name: ready_runnable(s.name, s.runnable)
                                        for s in self._specs.values() if isinstance(s, CompiledSubagent)}
         self.call_graphs = GraphCache()

@@ -61,9 +61,8 @@ def normalize_tools(value: Any) -> Any:
 
 
 def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) or (
-        hasattr(value, "__iter__") and hasattr(value, "__len__") and not isinstance(value, Mapping)
-    )
+    return isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
+                                                and not isinstance(value, Mapping))
 
 
 def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
@@ -220,8 +219,7 @@ class SubagentSpec(BaseModel):
     interrupt_on: Mapping[str, Any] | None = None
     permission_mode: PermissionMode | None = None
     skills: Sequence[SkillEntry] = ()
-    # Off for specs written in code (no extra graph step on the hot path);
-    # an agent file that omits the field gets default summarisation.
+    # Off for specs in code (no extra graph step); an agent file that omits it gets default summarisation.
     condenser: CondenserSetting = False
     mcp_config: Mapping[str, Mapping[str, Any]] | None = None
     hooks: Mapping[str, Any] | None = None
@@ -443,9 +441,8 @@ class AsyncSubAgent(TypedDict):
 
 def is_async_spec(value: Any) -> bool:
     """Whether a spec is a remote one for the background tools (deepagents' ``AsyncSubAgent``)."""
-    return isinstance(value, RemoteSubagentSpec) or (
-        isinstance(value, Mapping) and "graph_id" in value and "runnable" not in value
-    )
+    return isinstance(value, RemoteSubagentSpec) or (isinstance(value, Mapping) and "graph_id" in value
+                                                     and "runnable" not in value)
 
 
 def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:

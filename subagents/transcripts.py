@@ -257,11 +257,9 @@ class JsonlSink:
 
     def __init__(self, path: Path, header: Mapping[str, Any], *, root: Path | None = None) -> None:
         self.path = path
-        # Opened first, from ``root`` down, following no symlink: a link planted in the sessions folder (a
-        # cloned checkout's own ``.deep_agent``) never leads a transcript out of it.
+        # Opened from ``root`` down, following no symlink: a link planted in the sessions folder never leads out.
         fd = _append_beneath(root, path) if root is not None else None
-        # A task resumed after an approval continues its file: one header, each message once.
-        # An empty file (a crash before the header was written) is begun like a new one.
+        # A task resumed after an approval continues its file (an empty one is begun like a new one).
         self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
         # A lone surrogate in a model's text must not cost the transcript its message.
         if fd is None:
