@@ -327,9 +327,8 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
                                 f"got type {_clip(repr(schema.get('type')))}")
     remote = _non_local_ref(schema)
     if remote is not None:
-        raise OutputSchemaError(
-            f"output_schema: only local $ref values (starting '#') are supported, got {_clip(repr(remote))}"
-        )
+        raise OutputSchemaError(f"output_schema: only local $ref values (starting '#') are supported, "
+                                f"got {_clip(repr(remote))}")
     validator_class = jsonschema.validators.validator_for(schema)
     try:
         validator_class.check_schema(schema)
