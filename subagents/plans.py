@@ -1,8 +1,7 @@
 """Driving a plan written once: a generator that yields each call to make and receives its result.
 
-Middleware that makes several model calls per request writes its steps once;
-:func:`drive` or :func:`adrive` make the calls, sending each result (or
-throwing each exception) in; the plan's return value is the answer.
+:func:`drive` or :func:`adrive` make the calls a plan asks for, sending each result (or exception) in;
+the plan's return value is the answer.
 
 Example::
 

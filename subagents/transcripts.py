@@ -205,15 +205,13 @@ NO_TRANSCRIPT = "none:"
 
 class TranscriptSink(Protocol):
     """Where one task's messages go. ``records`` is False when nothing needs collecting; ``streams``
-    (optional, default True) is False when ``add`` does nothing and the messages arrive whole at ``end``."""
+    (optional, default True) is False when ``add`` does nothing and the messages arrive whole at ``end``,
+    which returns the reference stored in the record's ``transcript``."""
 
     records: bool
 
     def add(self, message: BaseMessage) -> None: ...
-
-    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
-        """Finish; return the reference stored in the record's ``transcript``."""
-        ...
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str: ...
 
 
 class _WholeAtEnd:
