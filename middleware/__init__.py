@@ -37,27 +37,17 @@ if TYPE_CHECKING:
     from subagents.settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
     from subagents.truncation import RetryTruncated as RetryTruncated
 
-_WHERE = {
-    "ASYNC_LEDGER_KEY": "middleware.task_tool",
-    "AsyncSubAgentMiddleware": "middleware.background",
-    "AsyncSubAgentState": "middleware.background",
-    "AsyncTaskLedgerState": "middleware.background",
-    "BackgroundSubagentMiddleware": "middleware.background",
-    "DEFAULT_MAX_DELEGATIONS": "subagents.settings",
-    "DelegationLimit": "middleware.limits",
-    "DynamicSubagentState": "middleware.dynamic",
-    "ForceDelegation": "middleware.limits",
-    "ForceSetting": "middleware.limits",
-    "ForceToolUse": "middleware.limits",
-    "LEDGER_KEY": "middleware.task_tool",
-    "RetryTruncated": "subagents.truncation",
-    "ReturnChildAnswer": "middleware.limits",
-    "SubAgentMiddleware": "middleware.subagents",
-    "SubagentLedgerState": "middleware.task_tool",
-    "TASK_TOOL_NAME": "middleware.task_tool",
-    "TaskToolInput": "middleware.task_tool",
-    "TaskToolInputWithSchema": "middleware.task_tool",
-}
+_WHERE = {name: module for module, names in {
+    "middleware.background": ("AsyncSubAgentMiddleware", "AsyncSubAgentState", "AsyncTaskLedgerState",
+        "BackgroundSubagentMiddleware"),
+    "middleware.dynamic": ("DynamicSubagentState",),
+    "middleware.limits": ("DelegationLimit", "ForceDelegation", "ForceSetting", "ForceToolUse", "ReturnChildAnswer"),
+    "middleware.subagents": ("SubAgentMiddleware",),
+    "middleware.task_tool": ("ASYNC_LEDGER_KEY", "LEDGER_KEY", "SubagentLedgerState", "TASK_TOOL_NAME",
+        "TaskToolInput", "TaskToolInputWithSchema"),
+    "subagents.settings": ("DEFAULT_MAX_DELEGATIONS",),
+    "subagents.truncation": ("RetryTruncated",),
+}.items() for name in names}
 
 __all__ = sorted(_WHERE)
 

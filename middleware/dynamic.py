@@ -1,21 +1,12 @@
 """The ``create_subagent`` tool: the parent defines a specialist at run time.
 
-Turned on with ``dynamic_subagents=True`` in the
-:class:`~subagents.settings.DelegationSettings` given to ``SubAgentMiddleware``
-or ``create_deep_agent``. The parent calls
-``create_subagent(name, description, system_prompt, tools=None,
-max_turns=None)``, and from its next model call on the new agent is listed
-in ``<available_agents>`` and reachable with ``task``. The definition is
-kept in the parent's state under ``dynamic_subagents``, so a checkpointer
-keeps it across a restart. Every rule of :mod:`subagents.registry` holds
-(tools only narrow, limits only tighten, no shadowing, a cap), a refused
-request is an error result naming the rule, and every request, created or
-refused, leaves a record (``kind: "create_subagent"``) in the ledger
-(arguments of the wrong type are refused by the tool node before that).
-
-Parallel ``create_subagent`` calls in one assistant message are judged in
-the order they were made, each seeing the ones before it, so together they
-can neither pass the cap nor take one name twice.
+Turned on with ``dynamic_subagents=True`` in the delegation settings. From
+the parent's next model call on, the new agent is listed in
+``<available_agents>`` and reachable with ``task``; the definition is kept in
+the parent's state. Every rule of :mod:`subagents.registry` holds, a refused
+request is an error result naming the rule, and every request leaves a
+record (``kind: "create_subagent"``). Parallel calls in one message are
+judged in order, each seeing the ones before it.
 
 Example::
 
@@ -34,9 +25,14 @@ from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
-from middleware.task_tool import LEDGER_KEY, RecordedTool, SubagentLedgerState, available_agents_block, ledger_entry
+from middleware.task_tool import (
+    LEDGER_KEY,
+    SubagentLedgerState,
+    available_agents_block,
+    delegation_tool,
+    ledger_entry,
+)
 from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG
 from subagents.errors import SpecError
 from subagents.outcome import task_id_for
 from subagents.registry import (
@@ -63,12 +59,8 @@ class CreateSubagentInput(BaseModel):
     name: str = Field(description="A slug: letters, digits, '-' and '_'. Must be new.")
     description: str = Field(description="What it does, in one line; shown in <available_agents>.")
     system_prompt: str = Field(description="Its standing instructions.")
-    tools: list[str] | None = Field(
-        default=None, description="Names of your tools it may use (omit: all of yours)."
-    )
-    max_turns: int | None = Field(
-        default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}."
-    )
+    tools: list[str] | None = Field(default=None, description="Names of your tools it may use (omit: all of yours).")
+    max_turns: int | None = Field(default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}.")
 
     @model_validator(mode="before")
     @classmethod
@@ -77,10 +69,8 @@ class CreateSubagentInput(BaseModel):
         if isinstance(data, dict):
             unknown = sorted(set(map(str, data)) - set(cls.model_fields) - {"runtime"})
             if unknown:
-                raise ValueError(
-                    f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
-                    f"create_subagent takes only {', '.join(cls.model_fields)}"
-                )
+                raise ValueError(f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
+                                 f"create_subagent takes only {', '.join(cls.model_fields)}")
         return data
 
 
@@ -91,25 +81,13 @@ class DynamicSubagentState(SubagentLedgerState):
 
 
 class DynamicSubagents:
-    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware.
-
-    Args:
-        registry: the declared subagents (names a created one may not take).
-        system_prompt: the delegation instructions placed before the agents block.
-        parent_tools: the tools children inherit; ``None``: the parent's tool node's.
-        max_dynamic_subagents: how many may be created in one thread.
-    """
+    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware (``parent_tools``:
+    the tools children inherit, ``None`` for the parent's tool node's; ``max_dynamic_subagents`` per thread)."""
 
     state_schema = DynamicSubagentState
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        *,
-        system_prompt: str | None,
-        parent_tools: Sequence[Any] | None,
-        max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, *, system_prompt: str | None, parent_tools: Sequence[Any] | None,
+                 max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS) -> None:
         if isinstance(max_dynamic_subagents, bool) or not isinstance(max_dynamic_subagents, int) \
                 or max_dynamic_subagents < 1:
             raise SpecError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
@@ -117,17 +95,9 @@ class DynamicSubagents:
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)
         self.cap = max_dynamic_subagents
-        # A RecordedTool, as `task` is: arguments that do not validate (or nest too deep for LangChain to
-        # read) are answered with a record, never raised into the parent's tool node.
-        self.tool = RecordedTool.from_function(
-            func=self.create,
-            coroutine=self.acreate,
-            name="create_subagent",
-            description=CREATE_SUBAGENT_DESCRIPTION,
-            args_schema=CreateSubagentInput,
-            infer_schema=False,
-            metadata={DELEGATION_TOOL_TAG: True},
-        )
+        # As `task`: arguments that do not validate are answered with a record.
+        self.tool = delegation_tool(self.create, self.acreate, "create_subagent", CREATE_SUBAGENT_DESCRIPTION,
+                                    CreateSubagentInput)
 
     # -- the prompt -----------------------------------------------------------
 
@@ -163,13 +133,8 @@ class DynamicSubagents:
 
     def _check(self, arguments: Mapping[str, object], existing: Mapping[str, object], runtime: ToolRuntime
                ) -> DynamicDefinition:
-        return check_definition(
-            arguments,
-            declared=self.registry.names,
-            existing=existing,
-            parent_tools=inheritable_tool_names(self._parent_tools(runtime)),
-            cap=self.cap,
-        )
+        return check_definition(arguments, declared=self.registry.names, existing=existing,
+                                parent_tools=inheritable_tool_names(self._parent_tools(runtime)), cap=self.cap)
 
     def _parent_tools(self, runtime: ToolRuntime) -> Sequence[Any]:
         return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())
@@ -197,14 +162,12 @@ class DynamicSubagents:
                        f"turn; delegate to it with task(subagent_type={label!r}).")
         else:
             content = f"Subagent {label!r} was not created: {error}"
-        record = TaskRecord(
-            id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
-            status="error" if error is not None else "completed",
-            description=str(arguments.get("description", ""))[:1000],
-            result=content if error is None else None, error=error,
-            started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
-            kind="create_subagent",
-        ).model_dump()
+        record = TaskRecord(id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
+                            status="error" if error is not None else "completed",
+                            description=str(arguments.get("description", ""))[:1000],
+                            result=content if error is None else None, error=error,
+                            started_at=started, finished_at=finished, duration_ms=round((finished - started) * 1000, 3),
+                            kind="create_subagent").model_dump()
         update: dict[str, object] = {
             LEDGER_KEY: {task_id: ledger_entry(record)},
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",

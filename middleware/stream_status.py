@@ -1,16 +1,11 @@
 """A failed child reads as failed on LangGraph's v3 event stream.
 
-LangGraph's ``stream_events(version="v3")`` (and LangChain's ``run.subagents``
-built on it) decide a child run's end status from the *parent's* task that
-spawned it: the ``tools`` task of the ``task`` call. Here a failing child never
-fails that task, since the failure is returned to the parent model as an error
-result and the parent goes on; so without help every child, failed or not,
-would end ``completed``. :class:`ChildFailureTransformer` reads this
-library's own ``subagent_task`` events (which say which task failed, with its
-error and the child's namespace) and puts that error on the parent task's
-result event before LangGraph's lifecycle, subgraph and subagent projections
-read it, through the documented ``before_builtins`` lane for transformers
-that must see an event first.
+LangGraph's ``stream_events(version="v3")`` decides a child run's end status
+from the parent's ``tools`` task that spawned it, which a failing child never
+fails (the parent model gets an error result). :class:`ChildFailureTransformer`
+reads this library's ``subagent_task`` events and puts the child's error on
+that task's result event before LangGraph's projections read it (the
+``before_builtins`` lane).
 
 Example::
 
@@ -38,10 +33,7 @@ def _task_id_of(segment: str) -> str:
 class ChildFailureTransformer(StreamTransformer):
     """Marks the parent task's result failed, with the child's error, when a delegated child failed.
 
-    Registered by :class:`middleware.SubAgentMiddleware` through LangChain's
-    ``AgentMiddleware.transformers``; nothing to set up. Only ``error`` is
-    added, and only to a task result that carries none, so a result that did
-    fail keeps its own error.
+    Registered by :class:`middleware.SubAgentMiddleware`; only a task result with no error of its own gains one.
     """
 
     before_builtins: ClassVar[bool] = True

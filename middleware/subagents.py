@@ -2,51 +2,26 @@
 
 Example::
 
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import HumanInTheLoopMiddleware
-    from middleware import SubAgentMiddleware
-    from subagents.settings import DelegationSettings
-
     policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
-    agent = create_agent(
-        "openai:gpt-4.1-mini",
-        tools=[search, send_email],
-        middleware=[
-            *policy,
-            SubAgentMiddleware(
-                subagents=[
-                    {"name": "researcher", "description": "Finds facts.",
-                     "system_prompt": "Research and cite.", "tools": ["search"]},
-                ],
-                model_middleware=policy,  # the parent's floor: every child is built under it
-                settings=DelegationSettings.of(max_concurrent_tasks=4),
-            )
-        ],
-    )
+    researcher = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite.",
+                  "tools": ["search"]}
+    agent = create_agent("openai:gpt-4.1-mini", tools=[search, send_email], middleware=[
+        *policy,
+        SubAgentMiddleware(subagents=[researcher], model_middleware=policy,  # the floor every child is built under
+                           settings=DelegationSettings.of(max_concurrent_tasks=4)),
+    ])
 
 Decisions a LangGraph user may want to know:
 
 * Children inherit the parent's model and tools unless their spec names
-  others. When the middleware is not given ``model``/``tools``, it uses the
-  model of the parent's model request before the child is first built and
-  the tools of the parent's tool node (never the delegation tools
-  themselves). A child is built once, so a parent that switches models
-  mid-run should pass ``model=`` explicitly.
-* The ledger ``subagent_tasks`` holds one compact JSON-ready record per
-  delegation (see :class:`subagents.TaskRecord` and
-  :mod:`middleware.task_tool`: previews of the description and answer,
-  whose full texts stay in the messages), merged by a reducer; a call the model
-  got wrong (unreadable JSON, invalid arguments) gets a record too
-  (``stop_reason="invalid_call"``) and an error result it can retry from.
+  others; a child is built once, so a parent that switches models mid-run
+  should pass ``model=``.
+* The ledger ``subagent_tasks`` holds one compact record per delegation, a
+  call the model got wrong included (``stop_reason="invalid_call"``).
 * What a child changed in shared keys is written back by the rule in
-  :mod:`subagents.boundary`: for keys with a reducer, only what the child
-  added; for keys without one, the final value, and only when the ``task``
-  call has no parallel ``task`` sibling. Anything not written is named in
-  the record's ``skipped_writes``.
-* ``max_concurrent_tasks`` caps children of this agent running at once,
-  across its concurrent runs (threads and event loops alike); extra calls
-  wait their turn. A child abandoned at its ``timeout_s`` keeps its place
-  until the tool it was running returns.
+  :mod:`subagents.boundary` (what is not is named in ``skipped_writes``).
+* ``max_concurrent_tasks`` caps this agent's running children across its
+  concurrent runs; extra calls wait their turn.
 """
 
 import asyncio
@@ -131,15 +106,8 @@ if TYPE_CHECKING:
 
 
 class ParentModel:
-    """The model the parent is configured with, as a delegation middleware sees it.
-
-    Children that inherit the parent's model are built on this one. When the
-    middleware is given ``model=`` that is the answer; otherwise it is the
-    model of the parent's model request, and only the first attempt of each
-    parent model call counts: a fallback middleware wrapping ours retries the
-    same call (same state) with another model, which is not the one the parent
-    is configured with.
-    """
+    """The model the parent is configured with: ``model=`` if given, else its model request's, first attempt
+    only (a fallback middleware wrapping ours retries the same state with a model that is not the parent's)."""
 
     def __init__(self, given: BaseChatModel | str | None) -> None:
         self.given = given
@@ -168,24 +136,16 @@ class SubAgentMiddleware(AgentMiddleware):
         model: the model children inherit; default: the parent's.
         tools: the tools children inherit; default: the parent's.
         model_middleware: the parent's middleware, the floor every child is
-            built under: its ``HumanInTheLoopMiddleware`` approvals for the
-            tools a child holds and its ``PIIMiddleware`` reach every child
-            (so does any middleware whose ``child_policy`` says
-            ``inherited="every"``: :class:`subagents.ChildPolicy`);
-            LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware``
-            and ``ModelRouterMiddleware`` (and any middleware whose policy
-            says ``inherited="model"``) apply to the model calls of
-            children inheriting its model; the rest of the list is ignored,
-            so passing the parent's whole ``middleware=`` list is right.
-            ``create_deep_agent`` passes its own; with a plain
-            ``create_agent`` pass the same list you give it (LangChain
-            exposes no public way to read a graph's middleware). Not given
-            while children take the parent's tools: a
-            :class:`~subagents.errors.ParentPolicyNotInherited` warning
+            built under: its approvals for the tools a child holds, its
+            ``PIIMiddleware`` and any ``ChildPolicy(inherited="every")`` reach
+            every child; its fallback, retry and router middleware (and
+            ``inherited="model"``) the children inheriting its model. Pass the
+            same list you give ``create_agent`` (LangChain exposes no public
+            way to read it). Not given while children take the parent's tools:
+            a :class:`~subagents.errors.ParentPolicyNotInherited` warning
             (``[]`` says the parent has none).
         private_state_keys: the parent's private keys, which never cross the
-            boundary (see :func:`subagents.boundary.private_state_keys`; LangChain's
-            own middleware's are always blocked).
+            boundary (LangChain's own middleware's are always blocked).
         system_prompt: text placed before the ``<available_agents>`` block.
         budget: a :class:`subagents.Budget` covering this agent's own model
             calls and every child's; another root middleware's own calls (a
@@ -193,65 +153,46 @@ class SubAgentMiddleware(AgentMiddleware):
         task_description: the ``task`` tool's description; an
             ``{available_agents}`` placeholder becomes the listing of every
             agent (default: ours, which points to ``<available_agents>``).
-
-        backend: deepagents' required argument, accepted and kept as
-            ``self.backend`` but not used, as in deepagents: give the parent
-            the file tools (``create_deep_agent(backend=...)`` or deepagents'
-            ``FilesystemMiddleware``) and children inherit them.
+        backend: deepagents' required argument, kept as ``self.backend`` and
+            not used, as in deepagents (children inherit the parent's file tools).
         state_schema: a ``TypedDict`` whose keys declarative children get
-            (minus private and excluded keys), as deepagents forwards it;
-            added to ``settings.definitions.state_schemas``.
-        settings: the :class:`subagents.settings.DelegationSettings`
-            everything else comes from: limits (``max_concurrent_tasks``,
-            ``max_delegations``, ``force_delegation``, ``wrap_up`` ...),
-            transcripts and prices, and how children are defined and built
-            (``general_purpose``, ``dynamic_subagents``, ``name_enum``,
-            ``permission_mode`` ...); ``create_deep_agent`` passes its own.
-            ``budget=`` given replaces its ``limits.budget``.
+            (minus private and excluded keys), as deepagents forwards it.
+        settings: the :class:`subagents.settings.DelegationSettings` everything
+            else comes from (limits, transcripts and prices, how children are
+            defined and built); ``budget=`` given replaces its ``limits.budget``.
 
     Streaming: with ``stream_mode="custom"`` the parent's stream carries
     ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
-    "status", ...}`` when each task starts (with the child's stream
-    ``namespace``), pauses for approval, and ends. Every child event on the
-    ``messages`` stream carries ``subagent_task_id`` and
-    ``subagent_tool_call_id`` in its metadata.
+    "status", ...}`` when each task starts, pauses for approval, and ends;
+    every child event on the ``messages`` stream carries ``subagent_task_id``
+    and ``subagent_tool_call_id`` in its metadata.
     """
 
     state_schema = SubagentLedgerState
     delegates = True
     transformers = (ChildFailureTransformer,)
 
-    def __init__(
-        self,
-        subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (),
-        *,
-        model: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] | None = None,
-        private_state_keys: frozenset[str] | None = frozenset(),
-        system_prompt: str | None = DELEGATION_INSTRUCTIONS,
-        task_description: str | None = None,
-        budget: Budget | None = None,
-        settings: DelegationSettings | None = None,
-        backend: Any = None,
-        state_schema: type[Any] | None = None,
-    ) -> None:
+    def __init__(self, subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (), *,
+                 model: BaseChatModel | str | None = None,
+                 tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+                 model_middleware: Sequence[AgentMiddleware] | None = None,
+                 private_state_keys: frozenset[str] | None = frozenset(),
+                 system_prompt: str | None = DELEGATION_INSTRUCTIONS, task_description: str | None = None,
+                 budget: Budget | None = None, settings: DelegationSettings | None = None, backend: Any = None,
+                 state_schema: type[Any] | None = None) -> None:
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
         options = dataclasses.replace(options, state_schemas=_with_schema(options.state_schemas, state_schema))
-        # deepagents' required argument, which deepagents keeps and never reads: kept, likewise.
-        self.backend = backend
+        self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
                                          inherited_middleware=floor)
         self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
-        self.runner = TaskRunner(
-            self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
-            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()),
-        )
+        self.runner = TaskRunner(self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
+                                 excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()))
         self.budget = limits.budget
         self.root_budget = RootBudget(limits.budget, prices=self.runner.prices) if limits.budget is not None else None
         self._writes = SiblingWrites()
@@ -269,9 +210,8 @@ class SubAgentMiddleware(AgentMiddleware):
             self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
 
     def metered(self, graph: GraphT) -> GraphT:
-        """``graph``, the ``create_agent`` graph this middleware is part of, run so that its ``budget`` also counts
-        the model calls another root middleware makes itself (a summariser's): ``create_deep_agent`` returns
-        its graph so. ``graph`` itself when there is no budget. Example::
+        """``graph`` (the one this middleware is part of) run so that ``budget`` also counts the model calls
+        another root middleware makes (a summariser's); ``graph`` itself without a budget. Example::
 
             delegation = SubAgentMiddleware(specs, budget=Budget(max_tokens=200_000))
             agent = delegation.metered(create_agent(model, middleware=[SummarizationMiddleware(...), delegation]))
@@ -280,9 +220,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     @property
     def system_prompt(self) -> str | None:
-        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
-
-        ``None`` when nothing is added. Example::
+        """The text added to the parent's system prompt, as deepagents names it (``None``: nothing). Example::
 
             SubAgentMiddleware([spec], system_prompt="Delegate.").system_prompt.startswith("Delegate.")
         """
@@ -307,7 +245,7 @@ class SubAgentMiddleware(AgentMiddleware):
         self.delegation_limit = DelegationLimit(max_delegations) if max_delegations is not None else None
 
     def _add_dynamic(self, system_prompt: str | None, max_dynamic_subagents: int) -> None:
-        """The ``create_subagent`` tool and its state (middleware/_dynamic_subagents.py)."""
+        """The ``create_subagent`` tool and its state (:mod:`middleware.dynamic`)."""
         from middleware.dynamic import DynamicSubagents
 
         self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
@@ -347,12 +285,8 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
               output_schema: dict[str, Any] | None = None) -> TaskCall:
-        return TaskCall.from_runtime(
-            runtime, subagent_type, description,
-            parent_model=self.parent_model.model,
-            parent_tools=self._tools,
-            output_schema=output_schema,
-        )
+        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                     parent_tools=self._tools, output_schema=output_schema)
 
     def _refused(self, call: TaskCall) -> TaskOutcome | None:
         if self.delegation_limit is None:
@@ -360,18 +294,13 @@ class SubAgentMiddleware(AgentMiddleware):
         reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
         return None if reason is None else refused_outcome(call, reason)
 
-    # -- a turn after a stopped run: its open calls answered -----------------
-    #
-    # At a run's first model call (the state ends with the user's message), in the model's own step: a hook
-    # node of its own (``before_agent``) was a step and a checkpoint more in every run, delegating or not.
+    # -- a turn after a stopped run: its open calls answered, in the model's own step (a ``before_agent`` node
+    # would be a step and a checkpoint more in every run).
 
     def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
-        """The request with the ``calls`` a stopped run left open answered, and the state update that keeps them.
-
-        Else a ledger the thread stopped writing touched (see ``touch_if_quiet``). Nothing unless ``request``
-        is a run's first model call.
-        """
+        """At a run's first model call: the request with the ``calls`` a stopped run left open answered, and the
+        state update that keeps them; else a ledger the thread stopped writing touched (``touch_if_quiet``)."""
         state = request.state
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
@@ -389,13 +318,12 @@ class SubAgentMiddleware(AgentMiddleware):
                            ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
         """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
 
-        ``saved``: the thread's checkpoint tuples since the calls were made (:func:`_saved_checkpoints`), whose
-        pending writes hold what finished before the stop. A lost task keeps the id and the transcript its child
-        began, when a JSONL one was written. Returns (call id -> answer, ledger and usage update).
+        ``saved``: the thread's checkpoints since the calls were made. A lost task keeps the id and transcript
+        its child began, when a JSONL one was written. Returns (call id -> answer, ledger and usage update).
         """
         if not calls:
             return None
-        ours = (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
+        ours = self._tool_names
         answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
                                                             or c.get("name") not in DELEGATION_TOOL_NAMES})
         # Else an id of its own, stable for the call: the runner's depended on the tool step that was stopped.
@@ -453,9 +381,7 @@ class SubAgentMiddleware(AgentMiddleware):
         request, block = self._limited(request)
         if self.forced is None and _left_to_a_served_model(request):
             warn_if_no_tool_calls(request.model)
-        forced = self.forced
-
-        request = with_prompt_block(request, block)
+        request, forced = with_prompt_block(request, block), self.forced
         response = answered_response(forced.call(request, handler) if forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
@@ -466,20 +392,16 @@ class SubAgentMiddleware(AgentMiddleware):
             unwatch_interrupts()
         return _with_update(response, update)
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
+    async def awrap_model_call(self, request: ModelRequest[ContextT],
+                               handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
+                               ) -> ModelCallResult[ResponseT]:
         if self.root_budget is not None:  # the shared budget covers the parent's own calls too
             return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
         return await self._amodel_call(request, handler)
 
-    async def _amodel_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
+    async def _amodel_call(self, request: ModelRequest[ContextT],
+                           handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
+                           ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
         request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
         request, block = self._limited(request)
@@ -523,20 +445,9 @@ def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -
     return ExtendedModelResponse(model_response=model_response, command=Command(update=merged))
 
 
-# ----------------------------------------------------------------------------
-# What finished before a stop is kept, as a resume keeps it.
-#
-# A run stopped mid-step (Ctrl-C, a killed process) leaves the answers of the
-# tool calls that finished as pending writes of the step's checkpoint; a
-# resume (``invoke(None)``) applies them, but a new user message starts after
-# that checkpoint and LangGraph drops them. So when a run starts with open
-# calls, the thread's checkpoints are read back through the checkpointer's
-# public ``list`` to the step that made the calls, and each open call a
-# finished task answered keeps that answer, its ledger record and its usage.
-# Back to that step, not to this run's input: runs that failed (or were
-# killed) before their first model call answered nothing, and may lie between.
-# Only a thread with open calls pays for the read.
-# ----------------------------------------------------------------------------
+# -- What finished before a stop is kept, as a resume keeps it: a new user message starts after the stopped
+# step's checkpoint, whose pending writes LangGraph then drops. So a run that starts with open calls reads the
+# thread's checkpoints back (public ``list``) to the step that made them; only such a thread pays for it.
 
 
 def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
@@ -584,12 +495,8 @@ async def _asaved_checkpoints(calls: Sequence[Mapping[str, object]]) -> list[Che
 
 
 def _made(saved: CheckpointTuple, calls: Sequence[Mapping[str, object]]) -> bool:
-    """Whether the checkpoint's pending writes end ``messages`` with the model's message that made ``calls``: the
-    step before the stopped one, past which nothing answered them.
-
-    Its last: a later hook's rewrite of the whole list (deepagents' patch of other dangling calls) holds it too.
-    Calls no step wrote (put in by ``update_state``) have the whole history read, until a turn answers them.
-    """
+    """Whether the checkpoint's pending writes end ``messages`` with the model's message that made ``calls``
+    (its last: a later hook's rewrite of the whole list holds it too)."""
     ids = {c.get("id") for c in calls}
     lasts = [value[-1] if isinstance(value, list) and value else value
              for _, channel, value in saved.pending_writes or () if channel == "messages"]
@@ -626,11 +533,8 @@ def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[st
 
 
 def _left_to_a_served_model(request: ModelRequest[ContextT]) -> bool:
-    """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
-
-    Only an OpenAI-compatible model names a server (``openai_api_base``, see
-    :func:`middleware.limits.base_url_of`); any other is not asked about.
-    """
+    """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server (an
+    OpenAI-compatible model's ``openai_api_base``) could say it cannot."""
     return _names_a_server(request.model) and any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
 
 
@@ -638,8 +542,7 @@ _servers: dict[int, tuple[object, bool]] = {}
 
 
 def _names_a_server(model: object) -> bool:
-    """Whether ``model`` names a server, asked once per model: on a model that lacks the field the question
-    raises and catches an error inside pydantic, at every parent model call."""
+    """Whether ``model`` names a server, asked once per model (on one without the field pydantic raises)."""
     found = _servers.get(id(model))
     if found is not None and found[0] is model:
         return found[1]
@@ -652,13 +555,8 @@ def _names_a_server(model: object) -> bool:
 
 def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None, specs: Sequence[AnySpec], *,
                  dynamic: bool = False) -> tuple[AgentMiddleware, ...]:
-    """The parent's middleware as given; one :class:`ParentPolicyNotInherited` warning when it was not.
-
-    Only when some child takes the parent's tools (``general-purpose``, a
-    spec that omits ``tools`` or names the parent's, a created subagent):
-    LangChain shows a middleware none of its neighbours, so an approval on
-    one of those tools would otherwise stop at the parent.
-    """
+    """The parent's middleware as given; one :class:`ParentPolicyNotInherited` warning when it was not and a
+    child takes the parent's tools (an approval on one would otherwise stop at the parent)."""
     if model_middleware is not None:
         return tuple(model_middleware)
     takers = [s.name for s in specs if takes_parent_tools(s)] + (["created at run time"] if dynamic else [])

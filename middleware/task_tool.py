@@ -1,23 +1,9 @@
-"""The ``task`` tool: what the model sees, and what one call writes into the parent's state.
-
-What the model sees: the tool's argument schema (with the agent names as an
-enum, and an optional per-call ``output_schema``), its description, the
-``<available_agents>`` prompt block appended to the system message, and the
-one ``ToolMessage`` a call returns (the child's answer, or an error that
-begins ``Subagent '<name>' failed:``).
-
-What a call writes: the parent state the delegation middlewares own (the
-``subagent_tasks`` and ``async_tasks`` ledgers of compact records, the usage
-rollup), the answers to calls the model got wrong, and what a child changed,
-by the write-back rule, across parallel siblings of one model message. Each
-part is a section below; :class:`RecordedTool` ties them together: a call
-whose arguments do not validate still answers with a record.
+"""The ``task`` tool: what the model sees (schema, description, ``<available_agents>`` block, one
+``ToolMessage`` per call), and what one call writes into the parent's state (ledgers, usage, write-backs).
 
 Example::
 
-    tool = RecordedTool.from_function(func=task, coroutine=atask, name="task", args_schema=TaskToolInput,
-                                      infer_schema=False)
-    tool.invoke({"name": "task", "args": {}, "id": "call_1", "type": "tool_call"})  # a Command
+    tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
 """
 
 from __future__ import annotations
@@ -46,36 +32,12 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_m
 from pydantic_core import ErrorDetails
 
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
-from subagents.boundary import DELEGATION_TOOL_TAG, graph_namespace, parent_channels, write_back
+from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
 from subagents.outcome import add_usage, lost, merge_records, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
-
-# ----------------------------------------------------------------------------
-# Writing a child's changes into the parent, across parallel siblings of one model message.
-#
-# The rule itself is :func:`subagents.boundary.write_back`. This module gives
-# it what only the parent's side knows: whether the ``task`` call has parallel
-# siblings (any other tool call in the same model message: those run in the
-# same step and may write the same keys), whether the parent checkpoints, and
-# what earlier siblings of the same message already wrote to each reducer key,
-# so each write is tried on top of theirs and no combination can fail the step.
-#
-# With a checkpointer, what siblings wrote is also read from the step's
-# pending writes in the checkpoint, so a step resumed in another process (an
-# approval answered after a restart) still tries a write on top of the
-# siblings that finished before the pause, and a parent tool of the same
-# message that finished first is counted too.
-#
-# Example::
-#
-#     writes = SiblingWrites()
-#     update, skipped = writes.apply(runtime, outcome, writes.stored(runtime, outcome))
-# ----------------------------------------------------------------------------
-
-
 
 PREVIEW_CHARS = 200
 """Longest ``description`` and ``result`` a ledger record keeps."""
@@ -92,11 +54,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
-    """The compact record the ledger keeps for one delegation's full record.
-
-    Every field is kept except the long texts, which become previews with
-    their full lengths; a record already compact comes back unchanged.
-    """
+    """The compact record the ledger keeps: long texts become previews with their full lengths (a record
+    already compact comes back unchanged)."""
     entry = dict(record)
     for key, limit in (("description", PREVIEW_CHARS), ("result", PREVIEW_CHARS), ("error", ERROR_PREVIEW_CHARS)):
         text, length_key = entry.get(key), f"{key}_chars"
@@ -108,28 +67,9 @@ def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
     return entry
 
 
-
-# ----------------------------------------------------------------------------
-# The parent state the delegation middlewares own: ledgers, usage, and the one ToolMessage.
-#
-# * ``subagent_tasks`` -- task id -> record of every synchronous delegation;
-# * ``async_tasks`` -- task id -> record of every background task;
-# * ``subagent_usage`` -- the thread's rollup of every synchronous delegation's usage.
-#
-# These keys, and deepagents' ``todos`` and ``skills_metadata``, never cross
-# the boundary into or out of a child.
-#
-# Cost as a run grows: each ledger record is compact and of fixed size (see
-# :mod:`middleware.task_tool`), and both ledgers live in a
-# :class:`subagents.ledger.LedgerChannel`: whole in every checkpoint beside
-# whole ``messages`` (a load reads no history), as deltas beside delta ones
-# (``create_deep_agent``). The reducer returns a new dict per update (one
-# C-level copy: about 50 µs at 5,000 records) rather than extending the old
-# one in place: LangGraph hands the same object to channel copies and to
-# ``stream_mode="values"`` consumers, so a value must not change once published.
-# ----------------------------------------------------------------------------
-
-
+# -- The parent state the delegation middlewares own: ``subagent_tasks`` and ``async_tasks`` (task id ->
+# compact record, in a :class:`subagents.ledger.LedgerChannel`) and ``subagent_usage``. The reducer returns a
+# new dict per update: LangGraph hands one object to channel copies and stream consumers.
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -151,19 +91,14 @@ class SubagentLedgerState(AgentState):
 
 
 def check_ledger_fields(state_schema: object, argument: str) -> None:
-    """Refuse a user ``state_schema`` that declares a ledger key with another channel.
-
-    A schema's own annotation wins over the middleware's, so a ledger declared
-    with a plain reducer would read a ledger stored as deltas wrong. Leave
-    the key out (the middleware declares it) or annotate it with
-    :class:`subagents.ledger.LedgerChannel`.
-    """
+    """Refuse a user ``state_schema`` that declares a ledger key with another channel (its annotation wins
+    over the middleware's, and a plain reducer would read a ledger stored as deltas wrong)."""
     try:
         hints = typing.get_type_hints(state_schema, include_extras=True) if state_schema is not None else {}
     except Exception:  # a schema we cannot read is create_agent's to judge
         return
     for key in (LEDGER_KEY, ASYNC_LEDGER_KEY):
-        if key in hints and not any(isinstance(m, LedgerChannel) for m in _metadata(hints[key])):
+        if key in hints and not any(isinstance(m, LedgerChannel) for m in annotations_of(hints[key])):
             raise SpecError(
                 f"{argument}: field {key!r} is the delegation ledger; leave it out (the middleware declares "
                 f"it) or annotate it with subagents.ledger.LedgerChannel, e.g. "
@@ -171,22 +106,15 @@ def check_ledger_fields(state_schema: object, argument: str) -> None:
             )
 
 
-def _metadata(hint: object) -> tuple[object, ...]:
-    while typing.get_origin(hint) in (NotRequired, typing.Required):
-        hint = typing.get_args(hint)[0]
-    return getattr(hint, "__metadata__", ())
+
 
 
 def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | None,
                  error: str | None, tool_name: str = TASK_TOOL_NAME) -> ToolMessage:
     """The one message the parent sees: the answer, or ``Subagent '<name>' failed: <reason>``."""
     failed = error is not None
-    return ToolMessage(
-        content=f"Subagent '{agent_type}' failed: {error}" if failed else (answer or ""),
-        tool_call_id=tool_call_id or "",
-        name=tool_name,
-        status="error" if failed else "success",
-    )
+    return ToolMessage(content=f"Subagent '{agent_type}' failed: {error}" if failed else (answer or ""),
+                       tool_call_id=tool_call_id or "", name=tool_name, status="error" if failed else "success")
 
 
 def usage_update(record: Mapping[str, object]) -> dict[str, object]:
@@ -194,21 +122,13 @@ def usage_update(record: Mapping[str, object]) -> dict[str, object]:
             "tasks": 1}
 
 
-# ----------------------------------------------------------------------------
-# Tool calls a model got wrong: answered, recorded, and handed back for a retry.
-#
-# A provider puts a call whose arguments are not valid JSON in
-# ``AIMessage.invalid_tool_calls``; left alone, the agent loop sees no tool
-# call and ends silently. :func:`answer_invalid_calls` turns each invalid call
-# to one of our tools into a regular call answered at once by an error
-# ``ToolMessage`` (same id) that says what was wrong, so the loop goes back to
-# the model, which can retry; each gets a ledger record (``invalid_call``).
-# ----------------------------------------------------------------------------
-
-
 def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
                          ) -> tuple[list[BaseMessage], list[dict[str, object]]]:
-    """``(messages, records)``: the model's messages with its invalid calls to ``tool_names`` answered."""
+    """``(messages, records)``: the model's messages with its invalid calls to ``tool_names`` answered.
+
+    Left in ``invalid_tool_calls`` (arguments that are not JSON), the loop would see no call and end silently:
+    each becomes a regular call answered at once by an error ``ToolMessage``, so the model can retry.
+    """
     if not result or not isinstance(result[0], AIMessage):
         return result, []
     message = result[0]
@@ -235,14 +155,11 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
             call_id = f"call_invalid_{uuid.uuid4().hex[:12]}"
         taken.add(call_id)
         name = str(invalid.get("name"))
-        reason = (
-            f"the arguments of this '{name}' call could not be read "
-            f"({safe_text(invalid.get('error') or 'not valid JSON', 300)}); "
-            f"call it again with valid JSON arguments. Received: {safe_text(invalid.get('args'), 300)}"
-        )
+        reason = (f"the arguments of this '{name}' call could not be read "
+                  f"({safe_text(invalid.get('error') or 'not valid JSON', 300)}); "
+                  f"call it again with valid JSON arguments. Received: {safe_text(invalid.get('args'), 300)}")
         calls.append({"name": name, "args": {}, "id": call_id, "type": "tool_call"})
-        answers.append(ToolMessage(content=f"Invalid call: {reason}", tool_call_id=call_id, name=name,
-                                   status="error"))
+        answers.append(ToolMessage(content=f"Invalid call: {reason}", tool_call_id=call_id, name=name, status="error"))
         records.append(invalid_call_record(name, call_id, reason))
     fixed = message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": kept})
     return [fixed, *answers, *result[1:]], records
@@ -279,20 +196,11 @@ def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
                         agent_type: str | None = None) -> dict[str, object]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
     now = time.time()
-    return TaskRecord(
-        # Never derived from the call id alone: models reuse ids across turns and calls.
-        id=uuid.uuid4().hex,
-        agent_type=agent_type or "(unknown)",
-        tool_call_id=tool_call_id,
-        status="error",
-        stop_reason="invalid_call",
-        description=f"(invalid {tool_name} call)",
-        error=reason,
-        started_at=now,
-        finished_at=now,
-        duration_ms=0.0,
-        transcript=NO_TRANSCRIPT,  # no child ran: an empty transcript, as for a refused delegation
-    ).model_dump()
+    # A fresh id, never the call id's alone (models reuse those); no child ran: an empty transcript.
+    return TaskRecord(id=uuid.uuid4().hex, agent_type=agent_type or "(unknown)", tool_call_id=tool_call_id,
+                      status="error", stop_reason="invalid_call", description=f"(invalid {tool_name} call)",
+                      error=reason, started_at=now, finished_at=now, duration_ms=0.0,
+                      transcript=NO_TRANSCRIPT).model_dump()
 
 
 def as_background_record(record: dict[str, object]) -> dict[str, object]:
@@ -306,39 +214,17 @@ def as_background_record(record: dict[str, object]) -> dict[str, object]:
     }
 
 
-# ----------------------------------------------------------------------------
-# Calls a stopped run left open: answered on the next turn, each with a record.
-#
-# A run stopped mid-step (Ctrl-C, a killed process) leaves the assistant's
-# tool calls without answers in the thread. Resumed with ``invoke(None)`` the
-# step runs again; continued with a new user message it does not, and the
-# open calls would stay: OpenAI-style providers reject such a history, and a
-# delegation would have no record. :func:`open_calls` finds the calls the
-# message before the user's last one left open; :func:`with_answers` puts an
-# answer right after the assistant message that made each call (where a
-# provider wants it), as a rewrite of the whole list, the only way to insert
-# with LangGraph's ``add_messages``. Each middleware answers its own tools:
-# ``task`` with a ``lost`` record, a background start with its stored outcome
-# when it has one (see :mod:`middleware.background`).
-#
-# Example::
-#
-#     calls = open_calls(state["messages"])
-#     update = {"messages": with_answers(state["messages"], {c["id"]: lost_answer(c) for c in calls})}
-# ----------------------------------------------------------------------------
-
-
+# -- Calls a stopped run left open, continued with a new user message: providers reject such a history, and a
+# delegation would have no record. Each middleware answers its own tools on the next turn, right after the
+# assistant message that made each call (a rewrite of the whole list: ``add_messages`` cannot insert).
 
 LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended) before this call "
                "was answered, and nothing of its result was kept. Call it again if it is still needed.")
 
 
 def open_calls(messages: Sequence[Any]) -> list[ToolCall]:
-    """Tool calls of the last assistant message before the user's last message(s) that have no answer.
-
-    Only that message is looked at (the turn a stopped run left), so the
-    check costs the length of one turn, not of the thread.
-    """
+    """Tool calls of the last assistant message before the user's last message(s) that have no answer (only
+    that message: the check costs one turn, not the thread)."""
     index = len(messages) - 1
     while index >= 0 and not isinstance(messages[index], HumanMessage):
         index -= 1
@@ -393,8 +279,11 @@ StoredWrites = Sequence[tuple[str, str, object]]
 class SiblingWrites:
     """Per model message, per tool call: the deltas its ``task`` calls have written back so far.
 
-    Kept per call, so a call run again (a time-travel replay of the step) is
-    tried on top of its siblings' writes, never on top of its own earlier one.
+    Each write is tried on top of its siblings' (never its own earlier one: a replayed step), so no
+    combination can fail the step; with a checkpointer, siblings' are also read from the step's pending
+    writes, so a step resumed in another process counts those that finished before the pause. Example::
+
+        update, skipped = writes.apply(runtime, outcome, writes.stored(runtime, outcome))
     """
 
     def __init__(self) -> None:
@@ -500,10 +389,8 @@ def _group_of(state: Mapping[str, Any], tool_call_id: str | None) -> tuple[str |
 
 GENERAL_PURPOSE_NAME = "general-purpose"
 
-GENERAL_PURPOSE_DESCRIPTION = (
-    "General-purpose agent for researching complex questions, searching for "
-    "information and carrying out multi-step tasks. It has the same tools as you."
-)
+GENERAL_PURPOSE_DESCRIPTION = ("General-purpose agent for researching complex questions, searching for "
+                               "information and carrying out multi-step tasks. It has the same tools as you.")
 
 GENERAL_PURPOSE_PROMPT = """You are a subagent working on one task handed to you by another agent.
 
@@ -524,12 +411,8 @@ Each works in its own clean context and returns only its final answer."""
 
 
 def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
-    """The ``<available_agents>`` block: one ``- name: description`` line per agent.
-
-    Descriptions are folded onto one line and ``<``/``>``/``&`` escaped, so no
-    description can end the block early; the format costs a few characters
-    per agent, which matters with large registries.
-    """
+    """The ``<available_agents>`` block: one ``- name: description`` line per agent, folded onto one line and
+    escaped, so no description can end the block early."""
     rows = [f"- {escape(name)}: {escape(' '.join(description.split()))}" for name, description in agents]
     if not rows:
         return ""
@@ -545,34 +428,17 @@ def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable
     return [general, *specs]
 
 
-# ----------------------------------------------------------------------------
-# The ``task`` tool's argument schema.
-#
-# Models sometimes put the real instructions under an invented key (``prompt``,
-# ``instructions``) and leave a label in ``description``. Such calls are
-# rejected, so the model is told to retry instead of a child running on the
-# label alone.
-# ----------------------------------------------------------------------------
-
-
-
-# The tool node validates the arguments after injecting these, so
-# `extra="forbid"` cannot be used; never shown back to the model as its own.
+# The tool node validates arguments after injecting these (so no `extra="forbid"`); never shown to the model.
 _INJECTED = frozenset({"runtime"})
+SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 
 class TaskToolInput(BaseModel):
-    """Arguments of the ``task`` tool."""
+    """Arguments of the ``task`` tool; an invented key (``prompt``) is refused, so a child never runs on a label."""
 
-    description: str = Field(
-        description=(
-            "The complete task for the subagent: every instruction, the context it needs, "
-            "and the form of the answer to return. The subagent sees nothing else."
-        )
-    )
-    subagent_type: str = Field(
-        description="The name of the subagent to use, from <available_agents>."
-    )
+    description: str = Field(description="The complete task for the subagent: every instruction, the context it "
+                             "needs, and the form of the answer to return. The subagent sees nothing else.")
+    subagent_type: str = Field(description=SUBAGENT_TYPE_DESCRIPTION)
 
     @field_validator("description")
     @classmethod
@@ -589,53 +455,12 @@ class TaskToolInput(BaseModel):
         if isinstance(data, dict):
             unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
             if unknown:
-                raise ValidationError.from_exception_data(
-                    cls.__name__,
-                    [
-                        {
-                            "type": "value_error",
-                            "loc": (key,),
-                            "input": data[key],
-                            "ctx": {
-                                "error": ValueError(
-                                    f"unexpected argument {key!r}; put all instructions "
-                                    "for the subagent in `description`"
-                                )
-                            },
-                        }
-                        for key in unknown
-                    ],
-                )
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    {"type": "value_error", "loc": (key,), "input": data[key], "ctx": {"error": ValueError(
+                        f"unexpected argument {key!r}; put all instructions for the subagent in `description`")}}
+                    for key in unknown])
         return data
 
-
-# ----------------------------------------------------------------------------
-# The ``task`` tool's argument schema for a given list of subagents.
-#
-# On request (``name_enum=True`` in the delegation settings) ``subagent_type`` is
-# advertised as an ``enum`` of the agent names in the tool's JSON schema, so
-# providers that constrain generation to the schema (llama.cpp's grammars,
-# OpenAI's strict mode) can only produce a valid name; the forced-delegation
-# schema always has it. By default the names are listed once per parent
-# call, in the system prompt's ``<available_agents>`` block: an enum beside
-# it sends every name twice on every call. Validation accepts any string
-# either way: a provider that ignores enums gets the registry's readable
-# "unknown subagent" error, which lists the valid names.
-#
-# Past :data:`ENUM_LIMIT` names even a requested enum is left out (providers
-# cap enum sizes in strict schemas). The tool's description never lists the
-# names.
-#
-# Example::
-#
-#     schema = task_args_schema(["general-purpose", "researcher"])
-#     schema.model_json_schema()["properties"]["subagent_type"]["enum"]
-#     # ['general-purpose', 'researcher']
-# ----------------------------------------------------------------------------
-
-
-
-SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 ENUM_LIMIT = 25
 """Most agent names the ``task`` tool's schema lists as an enum (with ``name_enum=True``); past it, none."""
@@ -643,73 +468,40 @@ ENUM_LIMIT = 25
 
 def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput, *,
                      enum_limit: int | None = ENUM_LIMIT) -> type[TaskToolInput]:
-    """``base`` (a :class:`TaskToolInput`) with ``subagent_type`` listing ``names`` as its enum.
+    """``base`` with ``subagent_type`` listing ``names`` as its enum, for providers that constrain generation to
+    the schema (off by default: the names are in ``<available_agents>`` already). Validation accepts any string.
+    With no names, or more than ``enum_limit`` (``None``: no limit; providers cap enums), ``base`` itself.
 
-    With no names, or more than ``enum_limit`` (``None``: no limit), ``base``
-    itself (any string).
+    Example::
+
+        task_args_schema(["researcher"]).model_json_schema()["properties"]["subagent_type"]["enum"]  # ['researcher']
     """
     names = list(dict.fromkeys(str(n) for n in names))
     if not names or (enum_limit is not None and len(names) > enum_limit):
         return base
     enum_type: Any = Annotated[str, WithJsonSchema({"type": "string", "enum": names})]
-    return create_model(
-        base.__name__,
-        __base__=base,
-        __doc__=base.__doc__,
-        # The enum lives in the annotation so that LangChain's copy of the
-        # schema for the model (``tool_call_schema``) keeps it.
-        subagent_type=(enum_type, Field(description=SUBAGENT_TYPE_DESCRIPTION)),
-    )
+    # The enum lives in the annotation, so that LangChain's copy of the schema (``tool_call_schema``) keeps it.
+    return create_model(base.__name__, __base__=base, __doc__=base.__doc__,
+                        subagent_type=(enum_type, Field(description=SUBAGENT_TYPE_DESCRIPTION)))
 
 
 def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | None = None) -> dict[str, Any]:
-    """The JSON schema of one ``task`` call's arguments, closed to other keys.
-
-    ``subagent_type`` comes first; ``description_max_chars`` bounds the
-    description (``maxLength``).
-
-    Used as a ``response_format`` when a server constrains output to a
-    schema but ignores ``tool_choice``.
-    """
+    """The JSON schema of one ``task`` call's arguments, closed to other keys, ``subagent_type`` first
+    (``description_max_chars``: its ``maxLength``): a ``response_format`` for a server that ignores
+    ``tool_choice``."""
     schema = task_args_schema(names, enum_limit=None).model_json_schema()
-    found = {
-        key: {k: v for k, v in value.items() if k != "title"}
-        for key, value in schema.get("properties", {}).items()
-    }
-    # The agent first: a reply cut short by a token limit then loses only
-    # the end of the description, which can be closed and used.
+    found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
+    # The agent first: a reply cut at a token limit then loses only the end of the description.
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
     if description_max_chars is not None and "description" in properties:
         properties["description"]["maxLength"] = description_max_chars
     if "description" in properties:  # a grammar built from it cannot write an empty task
         properties["description"]["minLength"] = 1
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-
-
-# ----------------------------------------------------------------------------
-# The ``task`` tool's arguments with a per-call ``output_schema`` (``structured_results=True``).
-#
-# ``task`` stays ``(description, subagent_type)`` by default. With
-# ``structured_results=True`` in the delegation settings it also accepts an optional
-# ``output_schema``, a JSON Schema object the child's answer must match for
-# that call only (see :mod:`subagents.builder`).
-#
-# Example::
-#
-#     task(description="Rate the plan", subagent_type="reviewer",
-#          output_schema={"type": "object", "title": "Rating",
-#                         "properties": {"score": {"type": "integer"}}, "required": ["score"]})
-# ----------------------------------------------------------------------------
-
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 class TaskToolInputWithSchema(TaskToolInput):
-    """Arguments of the ``task`` tool, with a per-call output schema."""
+    """Arguments of the ``task`` tool, with a per-call output schema (``structured_results=True``)."""
 
     output_schema: dict[str, Any] | None = Field(
         default=None,
@@ -720,11 +512,9 @@ class TaskToolInputWithSchema(TaskToolInput):
     )
 
 
-STRUCTURED_TASK_TOOL_DESCRIPTION = (
-    TASK_TOOL_DESCRIPTION
-    + "\nTo get a typed answer, pass `output_schema` (a JSON Schema object); the answer comes back "
-    "as JSON matching it, or as an error naming what did not match."
-)
+STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed answer, pass `output_schema` (a JSON "
+                                    "Schema object); the answer comes back as JSON matching it, or as an error "
+                                    "naming what did not match.")
 
 
 def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], str]:
@@ -734,33 +524,20 @@ def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], 
     return TaskToolInput, TASK_TOOL_DESCRIPTION
 
 
-# ----------------------------------------------------------------------------
-# The ``task`` tool's description: ours, or the caller's template.
-#
-# By default the description names no agent: the listing with descriptions
-# is in the system prompt's ``<available_agents>`` block and is not paid
-# for twice. A caller's
-# ``task_description`` replaces it; an ``{available_agents}`` placeholder in
-# it becomes the full listing, one ``- name: description`` line per agent, as
-# in deepagents. Other braces are left as written.
-#
-# Example::
-#
-#     task_tool_description("Delegate.\n{available_agents}", [("researcher", "Finds facts.")])
-#     # 'Delegate.\n- researcher: Finds facts.'
-# ----------------------------------------------------------------------------
-
-
-
 PLACEHOLDER = "{available_agents}"
 
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
-    """The description for ``agents`` (``(name, description)`` pairs)."""
+    """The description for ``agents`` (``(name, description)`` pairs): ours, which names no agent (they are in
+    ``<available_agents>``), or the caller's template, whose ``{available_agents}`` becomes the listing.
+
+    Example::
+
+        task_tool_description("Delegate.\\n{available_agents}", [("researcher", "Finds facts.")])
+        # 'Delegate.\\n- researcher: Finds facts.'
+    """
     agents = list(agents)
     if template is None:
-        # The names are in <available_agents> (with what each does): listing them here too made the
-        # parent pay for every name again on every call.
         return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
         raise SpecError(f"task_description: expected non-empty text, got {template!r}")
@@ -778,31 +555,12 @@ MAX_ARGUMENT_DEPTH = 200
 """Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
 
 
-# ----------------------------------------------------------------------------
-# The ``task`` tool's type: a call whose arguments do not validate answers with a record.
-#
-# LangGraph's tool node answers a call whose arguments fail the tool's schema
-# with an error ``ToolMessage`` (``Error invoking tool 'task' with kwargs ...
-# Please fix the error and try again.``), so the model can retry. A delegation
-# must also leave a ledger record (``stop_reason="invalid_call"``), which only
-# a state update carries. :class:`RecordedTool` turns that validation error
-# into the same message plus the record, inside the tool itself: a
-# ``wrap_tool_call`` hook would do it too, but LangChain runs every such hook
-# (in a LangSmith span) around every tool call of the parent, not just
-# ``task``'s. A ``task`` call another middleware answers without calling the
-# tool (a human's rejection, a tool-call limit, a policy) gets that
-# middleware's answer and no record: no delegation was attempted.
-#
-# Example::
-#
-#     tool = RecordedTool.from_function(func=task, coroutine=atask, name="task", args_schema=TaskToolInput,
-#                                       infer_schema=False)
-#     tool.invoke({"name": "task", "args": {}, "id": "call_1", "type": "tool_call"})  # a Command
-# ----------------------------------------------------------------------------
-
-
 class RecordedTool(StructuredTool):
-    """A ``StructuredTool`` whose tool calls with invalid arguments return an error result and a record."""
+    """A ``StructuredTool`` whose tool calls with invalid arguments return an error result and a record.
+
+    The tool node's own error message, plus the ledger record (``invalid_call``) only a state update carries;
+    inside the tool, since LangChain runs a ``wrap_tool_call`` hook around every tool call of the parent.
+    """
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if (refused := self._too_deep(input)) is not None:
@@ -875,19 +633,6 @@ def _without_injected(value: Any) -> Any:
     return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
 
 
-# ----------------------------------------------------------------------------
-# The tool, built once for the middleware.
-#
-# :func:`build_task_tool` builds the ``task`` tool once: a call runs the delegation
-# the middleware gives it and comes back as the parent's ``Command``
-# (:func:`outcome_command`).
-#
-# Example::
-#
-#     tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
-# ----------------------------------------------------------------------------
-
-
 Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
 """Runs one ``task`` call: ``(runtime, description, subagent_type, output_schema) -> outcome``; never raises
 but LangGraph's control signals."""
@@ -917,17 +662,15 @@ def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, s
     for function in (task, atask):
         function.__annotations__ = {"description": str, "subagent_type": str, "runtime": ToolRuntime,
                                     "output_schema": Any, "return": Command}
-    # A RecordedTool: a call whose arguments do not validate still gets a record (no wrap_tool_call hook
-    # around every tool call of the parent).
-    return RecordedTool.from_function(
-        func=task,
-        coroutine=atask,
-        name=TASK_TOOL_NAME,
-        description=description,
-        args_schema=args_schema,
-        infer_schema=False,
-        metadata={DELEGATION_TOOL_TAG: True},
-    )
+    return delegation_tool(task, atask, TASK_TOOL_NAME, description, args_schema)
+
+
+def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable[Any]], name: str, description: str,
+                    args_schema: type[BaseModel]) -> RecordedTool:
+    """A delegation tool (``task``, ``create_subagent``): a :class:`RecordedTool` tagged so no child holds it."""
+    return cast(RecordedTool, RecordedTool.from_function(
+        func=func, coroutine=coroutine, name=name, description=description, args_schema=args_schema,
+        infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
 
 
 def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingWrites,

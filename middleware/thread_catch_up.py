@@ -1,20 +1,11 @@
 """A served parent's thread shows how its in-process background tasks ended, without waiting for its next run.
 
-A parent graph on ``langgraph dev``, the Platform or aegra catches its ledger
-up before each model call. A task that ends after the parent's run has ended
-would read ``running`` in the thread's state (LangGraph Studio's view) until
-someone starts another run. So when such a task settles, the thread is
-caught up on the server itself: once no run is on the thread, its ledger's
-in-process records are refreshed by the same code a model call uses, and
-the changes are written with the server's ``update_state`` (a checkpoint of
-source ``update``; the run's ``next`` stays empty). A run on the thread does
-the catching up itself at its next model call; the notice announcing the
-task still comes at the next turn.
-
-Decided: an ``update_state`` write rather than a notify run (deepagents'
-way for remote children) because a run would start the parent's graph,
-whose model call costs tokens; the write costs three requests to the
-server this process runs, reached in-process.
+A task that ends after the parent's run would read ``running`` in the
+thread's state until another run. So when it settles and no run is on the
+thread, the ledger's in-process records are refreshed by the code a model
+call uses and written with the server's ``update_state``: a notify run
+(deepagents' way) would start the parent's graph, whose model call costs
+tokens. The notice announcing the task still comes at the next turn.
 
 Example (what ``BackgroundSubagentMiddleware`` does)::
 

@@ -2,20 +2,16 @@
 
 For each key the child changed (never an excluded or private key):
 
-* **reducer keys** (the parent's channel has a reducer, e.g.
-  ``Annotated[list, operator.add]``): the child's own contribution is written,
-  never its whole final value -- the items it appended to a list, the entries
-  it added or changed in a dict, the members it added to a set. A change that
-  cannot be expressed that way (the child replaced the list) is not written.
-  Parallel siblings' contributions all land, through the reducer.
-* **plain keys** (no reducer): the final value is written only when the
-  ``task`` call has no parallel ``task`` sibling in the same model message;
-  with siblings, two writes would be invalid, so none is written.
+* **reducer keys**: only the child's own contribution is written (the items it
+  appended to a list, the entries it added or changed in a dict, the members it
+  added to a set); a change that is no addition (a replaced list) is not.
+* **plain keys**: the final value, only when the ``task`` call has no parallel
+  sibling in the same model message (two writes would be invalid).
 * keys the parent's state does not have are not written.
 
-Every key not written is reported in the record's ``skipped_writes`` with the
-reason. Each candidate write is tried on a copy of the parent's channel
-first, so a value the parent's reducer rejects is skipped, never a crash.
+Every key not written is named in the record's ``skipped_writes`` with the
+reason. Each write is tried on a copy of the parent's channel first, so a
+value its reducer rejects is skipped, never a crash.
 
 Example::
 
@@ -71,41 +67,23 @@ from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
 
-# ----------------------------------------------------------------------------
-# The state boundary between a parent and a child, in both directions.
-#
-# A child receives the parent's state minus the blocked keys (the excluded
-# keys its caller declares, and every private key), with ``messages`` replaced
-# by one ``HumanMessage`` (the task description). What comes back is only what
-# the child changed, minus the same keys; :mod:`subagents.boundary` decides
-# how it lands in the parent. The child runs on its own copies of the shared
-# values (:func:`own_copies`): what it changes in place stays its own until the
-# write-back rule lands it, so a failed child or a parallel sibling's plain
-# key leaves the parent as it was. What changed is judged against the parent's
-# values, so an in-place change counts as a change.
-# ----------------------------------------------------------------------------
-
-
+# -- The boundary, both ways: a child receives the parent's state minus the blocked keys, ``messages`` being
+# one ``HumanMessage``, on its own copies (:func:`own_copies`), so a failed child or a parallel sibling's plain
+# key leaves the parent as it was. What comes back is what changed, judged against the parent's values.
 
 CORE_EXCLUDED_KEYS: frozenset[str] = frozenset({"messages", "structured_response", "jump_to"})
 """Keys the runner itself owns: rebuilt for the child, never written back."""
 
 
 def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
-    """Keys that the given middleware (instances or classes) or state schemas mark private.
-
-    LangChain marks a key private with ``PrivateStateAttr`` (omitted from both
-    the input and the output schema). Such keys belong to the agent that owns
-    the middleware (or the schema, an agent's own ``state_schema``) and are
-    stripped at the boundary.
+    """Keys that the given middleware (instances or classes) or state schemas mark private
+    (LangChain's ``PrivateStateAttr``: omitted from both the input and the output schema).
 
     Example::
 
         keys = private_state_keys([ModelCallLimitMiddleware(run_limit=5), MyState])
         assert "run_model_call_count" in keys
     """
-    from typing import get_type_hints
-
     from langchain.agents.middleware.types import OmitFromSchema
 
     keys: set[str] = set()
@@ -120,7 +98,7 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
         except Exception:  # noqa: BLE001 - an unresolvable annotation marks nothing private
             continue
         for key, hint in hints.items():
-            for meta in _metadata(hint):
+            for meta in annotations_of(hint):
                 if isinstance(meta, OmitFromSchema) and meta.input and meta.output:
                     keys.add(key)
     return frozenset(keys)
@@ -128,30 +106,24 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
 
 @functools.cache
 def langchain_private_state_keys() -> frozenset[str]:
-    """Private keys of LangChain's own middleware classes (the ones it exports).
-
-    A tool sees the parent's whole state, private keys included, and cannot
-    ask the parent graph which middleware it runs; these are blocked always,
-    and a caller names its own middleware's with ``private_state_keys``.
-    """
+    """Private keys of LangChain's exported middleware classes: always blocked, since a tool cannot ask the
+    parent graph which middleware it runs."""
     import langchain.agents.middleware as lc
 
     classes = [getattr(lc, name) for name in lc.__all__]
     return private_state_keys(c for c in classes if isinstance(c, type) and hasattr(c, "state_schema"))
 
 
-def _metadata(hint: Any) -> Iterable[Any]:
-    from typing import NotRequired, Required, get_args, get_origin
+def annotations_of(hint: Any) -> tuple[Any, ...]:
+    """The ``Annotated`` metadata of a state key's hint, under any ``NotRequired``/``Required``."""
+    from typing import NotRequired, Required
 
-    # NotRequired[Annotated[T, ...]] keeps the annotations one level down.
-    if get_origin(hint) in (NotRequired, Required):
+    while get_origin(hint) in (NotRequired, Required):
         hint = get_args(hint)[0]
-    return getattr(hint, "__metadata__", ())
+    return tuple(getattr(hint, "__metadata__", ()))
 
 
-def child_input(
-    parent_state: Mapping[str, Any], description: str, blocked: frozenset[str]
-) -> dict[str, Any]:
+def child_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str]) -> dict[str, Any]:
     """The child's initial state: shared keys by reference, one fresh message."""
     state = {k: v for k, v in parent_state.items() if k not in blocked}
     state["messages"] = [HumanMessage(content=description)]
@@ -160,20 +132,17 @@ def child_input(
 
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
                         datetime.date, datetime.timedelta, datetime.timezone, zoneinfo.ZoneInfo, range})
-"""Values no one can change in place: shared as they are, as are tuples and frozensets of these, an enum member
-whose value and fields are and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one
-its library keeps once: :func:`_one_zone`)."""
+"""Values no one can change in place (see :func:`_immutable` for tuples, enums and zoned times)."""
 _ZONED = (datetime.datetime, datetime.time)
 """Immutable but for their time zone, which may be any class's (and which the garbage collector does not see)."""
 _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
-"""What no deep copy can copy: one that holds such a handle opened the same OS resource again, by its name
-(``SharedMemory``, ``ShareableList``)."""
+"""No deep copy can copy these: one holding such a handle opened the same OS resource again (``SharedMemory``)."""
 
 
 def _immutable(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down (see :data:`_IMMUTABLE`), or code: a class, or a function
-    its module names (:func:`_named_code`). Code is shared as it is: what a class or function holds
-    (class-level attributes, defaults) is the parent's too, as for a subgraph."""
+    """Whether ``value`` is immutable all the way down: :data:`_IMMUTABLE`, tuples and frozensets of such, an
+    enum member whose value and fields are, a zoned time whose zone is; or code (a class, or a function its
+    module names), shared as it is, as a subgraph is."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -192,9 +161,7 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once, as pytz's and dateutil's ``UTC`` are: its deep copy is
-    itself, as its library decided, so every datetime in it shares it (a zone of a class's own, with its
-    own state, is copied with its datetime)."""
+    """Whether ``zone`` is one its library keeps once (pytz's and dateutil's ``UTC``): its deep copy is itself."""
     try:
         return zone is not None and copy.deepcopy(zone) is zone
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
@@ -202,9 +169,8 @@ def _one_zone(zone: datetime.tzinfo | None) -> bool:
 
 
 def _named_code(value: Any) -> bool:
-    """Whether ``value`` is a function its module names (at its top level or in a class body): code, shared
-    as it is, as a class is. A lambda or an inner function is not: what it closes over or defaults to may be
-    the caller's."""
+    """Whether ``value`` is a function its module names (top level or class body); a lambda or inner function
+    is not: what it closes over or defaults to may be the caller's."""
     if type(value) is not types.FunctionType or "<" in value.__qualname__:
         return False
     found: Any = sys.modules.get(value.__module__)
@@ -214,11 +180,8 @@ def _named_code(value: Any) -> bool:
 
 
 def _reachable(value: Any) -> dict[int, Any]:
-    """Every object ``value`` holds (itself too) that is not immutable, by id: whatever the garbage collector
-    sees it refer to (containers' items, instances' fields and slots, a ``functools.partial``'s function and
-    arguments, a ``defaultdict``'s factory, a bound method's object, a function's closure cells and defaults),
-    but an instance's class and a function's module globals and code; and what a weak reference or proxy
-    refers to, while it lives."""
+    """Every mutable object ``value`` holds (itself too), by id: whatever the garbage collector sees it refer
+    to but an instance's class and a function's globals and code, and what a live weak reference points to."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
@@ -291,16 +254,12 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
 def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child, and what was left out.
 
-    The copy rule, the one place a child's shared values are made: each value
-    is copied on its own (``copy.deepcopy`` with a fresh memo), so nothing a
-    child changes in place reaches the parent's object or the caller's input,
-    and no copy can borrow another's half-built parts. Two keys holding the
-    same object get a copy each. A value that cannot be copied (a lock, a
-    client, nesting past the recursion limit) is never shared, nor is one whose
-    deep copy is or holds the original (a function, a logger, a client whose
-    ``__deepcopy__`` returns itself) unless it is immutable all the way down: the child does
-    not receive that key, and ``withheld`` names it with the reason (the task
-    record's ``withheld_keys``). ``messages`` are the child's own already.
+    The copy rule: each value is copied on its own (a fresh memo), so nothing a child changes in place
+    reaches the parent, and no copy borrows another's half-built parts. A value that cannot be copied, or
+    whose deep copy is or holds the original (a logger, a client whose ``__deepcopy__`` returns itself), is
+    never shared unless immutable all the way down: the child does not get that key, and ``withheld`` names
+    it with the reason (the record's ``withheld_keys``). ``messages`` are the child's own already.
+
     Example::
 
         copies, withheld = own_copies({"notes": ["a"], "lock": threading.Lock()})
@@ -334,10 +293,9 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
 def _user_stop_in_copy(exc: BaseException) -> bool:
     """Whether what a copy raised is the user's stop, not the value's own error (see :func:`own_copies`).
 
-    Copying is synchronous: a task's cancellation arrives at an await, never inside ``deepcopy``, so a
-    ``CancelledError`` is the value's. A ``KeyboardInterrupt`` is the user's only from the SIGINT handler:
-    a signal handler's frame, or anywhere on the main thread while Python's default handler is installed
-    (there it cannot be told apart); on another thread (``invoke`` runs tools on one) it is the value's.
+    Copying is synchronous, so a ``CancelledError`` is the value's. A ``KeyboardInterrupt`` is the user's
+    only from a signal handler's frame, or on the main thread under Python's default handler (there it
+    cannot be told apart).
     """
     kind = type(exc)
     if issubclass(kind, asyncio.CancelledError):
@@ -350,12 +308,9 @@ def _user_stop_in_copy(exc: BaseException) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class ChildInput:
-    """What a child starts from, prepared in one step.
+    """What a child starts from: ``inputs`` by reference (what the read-back compares against), ``given`` its
+    own copies, ``withheld`` the keys that could not be copied; ``inherited_tokens`` is set for a fork.
 
-    ``inputs`` holds the shared values by reference (what the read-back
-    compares against), ``given`` their own copies the child is handed and
-    ``withheld`` the keys left out because they cannot be copied (see
-    :func:`own_copies`); ``inherited_tokens`` is set for a fork.
     Example::
 
         prepared = ChildInput.of(parent_state, "Find X", blocked, fork=False, tool_call_id="call_1")
@@ -381,21 +336,13 @@ class ChildInput:
         return cls(inputs, given, withheld, inherited)
 
 
-def changed_keys(
-    child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
-    given: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def changed_keys(child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
+                 given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Keys the child changed (their final values), judged against the parent's ``child_inputs``.
 
-    ``given`` is what the child was handed (:func:`own_copies`): a value the
-    child kept is compared with the parent's structurally, so a copy of an
-    object whose class has no ``__eq__`` of its own is not a change.
+    A value the child kept from ``given`` is compared structurally (a copy without ``__eq__`` is no change).
     """
-    return {
-        k: v
-        for k, v in child_output.items()
-        if k not in blocked and not _unchanged(k, v, child_inputs, given)
-    }
+    return {k: v for k, v in child_output.items() if k not in blocked and not _unchanged(k, v, child_inputs, given)}
 
 
 def _unchanged(key: str, value: Any, inputs: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> bool:
@@ -415,48 +362,16 @@ def _unchanged(key: str, value: Any, inputs: Mapping[str, Any], given: Mapping[s
         return False
 
 
-# ----------------------------------------------------------------------------
-# Forked context: a child that starts from the parent's conversation, not the bare task.
-#
-# A spec with ``context="fork"`` (agent files: ``context: fork``) gives its
-# child the parent's messages up to, not including, the assistant message
-# that holds the pending ``task`` call, then the task description as a new
-# human message. Everything else about the boundary holds: excluded and
-# private keys never cross, the parent's system prompt is not in its
-# messages (system messages in the history are dropped too), the child
-# cannot delegate, and only its final answer comes back.
-#
-# A fork pays for the history it inherits on every one of its model calls;
-# the record of a forked delegation reports that history's approximate size
-# as ``inherited_tokens``.
-#
-# Example::
-#
-#     from subagents import SubagentSpec
-#
-#     reviewer = SubagentSpec(
-#         name="reviewer",
-#         description="Reviews what we just discussed.",
-#         system_prompt="Review the plan in the conversation so far.",
-#         context="fork",
-#     )
-# ----------------------------------------------------------------------------
-
-
+# -- A fork (``context="fork"``) starts from the parent's messages before the one holding the pending ``task``
+# call, then the task; every other boundary rule holds. Its record's ``inherited_tokens`` sizes that history.
 
 ContextMode = Literal["isolated", "fork"]
 """``isolated`` (the default): the child sees only the task; ``fork``: the conversation too."""
 
 
 def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[BaseMessage]:
-    """The parent's conversation as a fork inherits it.
-
-    Everything before the assistant message holding ``tool_call_id`` (the
-    call in flight and any sibling calls made with it are never shown); when
-    no message holds it, a trailing assistant message with unanswered tool
-    calls is dropped instead. System messages are dropped. Each message is a
-    shallow copy, so nothing the child's reducers do touches the parent's.
-    """
+    """The parent's conversation as a fork inherits it: everything before the assistant message holding
+    ``tool_call_id`` (else before a trailing one with tool calls), without system messages, shallow copies."""
     history = [m for m in messages if isinstance(m, BaseMessage)]
     cut = _holding(history, tool_call_id)
     if cut is None and history and isinstance(history[-1], AIMessage) and history[-1].tool_calls:
@@ -476,20 +391,12 @@ def _holding(history: Sequence[BaseMessage], tool_call_id: str | None) -> int | 
     return None
 
 
-def forked_input(
-    parent_state: Mapping[str, Any],
-    description: str,
-    blocked: frozenset[str],
-    tool_call_id: str | None,
-) -> tuple[dict[str, Any], int]:
-    """The child's initial state for a fork, and the approximate tokens it inherits.
-
-    Shared keys cross exactly as for an isolated child (by reference, minus
-    ``blocked``); only ``messages`` differs.
-    """
-    # The child's own copies: a middleware editing a message's content blocks in place edits its own.
+def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None
+                ) -> tuple[dict[str, Any], int]:
+    """The child's initial state for a fork (only ``messages`` differs from an isolated child's), and the
+    approximate tokens it inherits."""
+    # The child's own copies, by the copy rule (own_copies): a middleware editing a message in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
-    # The copy rule's own check (own_copies): a copy that is, or holds, the original is no copy either.
     copied, withheld = own_copies({"history": history})
     if withheld:  # never shared instead: the delegation fails, naming what could not be copied
         raise SubagentsError(f"the conversation a fork inherits ('messages') {withheld['history']}: a message "
@@ -501,51 +408,18 @@ def forked_input(
     return state, count_tokens_approximately(history) if history else 0
 
 
-# ----------------------------------------------------------------------------
-# One level of delegation: a child never delegates, plans or remembers for the parent.
-#
-# Three independent defences, each enough on its own:
-#
-# 1. **Tools.** The builder drops every forbidden tool from the child's tool
-#    list, whatever its allow list says, and :class:`OneLevelGuard` removes
-#    any that a middleware still contributes from every model request and
-#    refuses a call to one (see :func:`subagents.builder.guard_for` for which child gets which
-#    guard); in a child with tools :class:`OneLevelToolRefusal`, its outermost
-#    tool-call wrap, refuses such a call before any other middleware could run it.
-# 2. **No registry.** The builder drops any delegating middleware (one that
-#    sets ``delegates = True``, such as ``SubAgentMiddleware``) from the
-#    child's middleware, so the child has no subagent registry.
-# 3. **Prompt.** :class:`OneLevelGuard` strips any ``<available_agents>``
-#    block from the child's system prompt.
-#
-# The runner adds a fourth, at run time: a ``task`` call made from inside a
-# running child (for instance from a caller's compiled graph) is refused.
-#
-# The tool names below are a deny list, not knowledge of the middleware
-# above: they are the delegation, planning and memory tools of this library
-# *and* of deepagents and Claude Code, which a child must not hold whichever
-# middleware its parent uses. This library's own tools are also marked with
-# :data:`DELEGATION_TOOL_TAG`, so a renamed one is still refused.
-# ----------------------------------------------------------------------------
+# -- One level of delegation, by independent defences: the builder drops forbidden tools and delegating
+# middleware from a child; :class:`OneLevelGuard` removes forbidden tools and any ``<available_agents>`` block
+# from every model request and refuses their calls (:class:`OneLevelToolRefusal` before any other middleware);
+# the runner refuses a ``task`` call made inside a running child. The names are a deny list of this library's,
+# deepagents' and Claude Code's delegation, planning and memory tools; :data:`DELEGATION_TOOL_TAG` marks ours.
 
-
-
-DELEGATION_TOOL_NAMES: frozenset[str] = frozenset(
-    {
-        "task",
-        "start_async_task",
-        "check_async_task",
-        "update_async_task",
-        "cancel_async_task",
-        "list_async_tasks",
-        "retry_async_task",
-        "create_subagent",
-    }
-)
+DELEGATION_TOOL_NAMES: frozenset[str] = frozenset({
+    "task", "start_async_task", "check_async_task", "update_async_task", "cancel_async_task", "list_async_tasks",
+    "retry_async_task", "create_subagent"})
 TODO_TOOL_NAMES: frozenset[str] = frozenset({"write_todos", "read_todos"})
-MEMORY_TOOL_NAMES: frozenset[str] = frozenset(
-    {"memory", "save_memory", "read_memory", "update_memory", "delete_memory"}
-)
+MEMORY_TOOL_NAMES: frozenset[str] = frozenset({"memory", "save_memory", "read_memory", "update_memory",
+                                                "delete_memory"})
 FORBIDDEN_TOOL_NAMES: frozenset[str] = DELEGATION_TOOL_NAMES | TODO_TOOL_NAMES | MEMORY_TOOL_NAMES
 """Tool names a child never holds."""
 
@@ -575,10 +449,8 @@ def child_tools(allowed: Sequence[Any] | None, denied: Iterable[str], parent_too
                 on_unknown: Callable[[str, list[str]], None]) -> list[Any]:
     """The tools a child holds: its allow list (or the parent's tools), minus denied and forbidden ones.
 
-    A name in ``allowed`` the parent does not have never widens the child's
-    tools: ``on_unknown(name, available names)`` is told (a forbidden name is
-    dropped silently). An allow list that resolves to nothing gives a child
-    with no tools. Example::
+    A name the parent does not have is told to ``on_unknown(name, available names)`` (a forbidden one is
+    dropped silently). Example::
 
         child_tools(["search"], [], parent_tools, on_unknown=complain)  # [search], never `task`
     """
@@ -606,12 +478,8 @@ def is_delegating_middleware(middleware: Any) -> bool:
 
 
 def strip_agents_block(text: str) -> str:
-    """Remove every ``<available_agents>`` block from a prompt, however it is spelled.
-
-    Tags match in any case, with attributes or spaces; nested blocks go
-    whole; a block never closed takes the rest of the prompt with it, and a
-    stray closing tag goes too.
-    """
+    """Remove every ``<available_agents>`` block from a prompt, however it is spelled (nested blocks go
+    whole; a block never closed takes the rest of the prompt, a stray closing tag goes too)."""
     while "available_agents" in text.lower() and _AGENTS_TAG.search(text):
         text = _strip_once(text)  # again only if what was left around a block joined into a new tag
     return text
@@ -630,13 +498,8 @@ def _strip_once(text: str) -> str:
 
 
 def without_agents_block(system: SystemMessage) -> SystemMessage:
-    """``system`` with every ``<available_agents>`` block removed, its other content blocks kept.
-
-    Each text block is cleaned on its own, so the caller's other blocks (and
-    their provider fields, such as ``cache_control``) survive; a block that
-    spans several content blocks is only found in the joined text, and then
-    the message is flattened to that text, cleaned.
-    """
+    """``system`` with every ``<available_agents>`` block removed, each content block cleaned on its own (so
+    ``cache_control`` survives); a block spanning several is found in the joined text, then flattened."""
     if isinstance(system.content, str):
         return system.model_copy(update={"content": strip_agents_block(system.content)})
     blocks: list[str | dict[str, Any]] = []
@@ -669,9 +532,8 @@ class OneLevelGuard(AgentMiddleware):
             overrides["system_message"] = without_agents_block(system)
         return request.override(**overrides) if overrides else request
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         return handler(self._clean(request))
 
     async def awrap_model_call(
@@ -683,36 +545,23 @@ class OneLevelGuard(AgentMiddleware):
 def refusal(request: Any) -> ToolMessage | None:
     """The error a child's call to a forbidden tool gets instead of running; ``None`` for any other call."""
     call = request.tool_call
-    if call["name"] in FORBIDDEN_TOOL_NAMES or (
-        request.tool is not None and is_forbidden_tool(request.tool)
-    ):
-        return ToolMessage(
-            content=f"Tool '{call['name']}' is not available to a subagent: "
-            "subagents cannot delegate. Do the work yourself.",
-            tool_call_id=call["id"],
-            name=call["name"],
-            status="error",
-        )
+    if call["name"] in FORBIDDEN_TOOL_NAMES or (request.tool is not None and is_forbidden_tool(request.tool)):
+        return ToolMessage(content=f"Tool '{call['name']}' is not available to a subagent: subagents cannot delegate. "
+                           "Do the work yourself.", tool_call_id=call["id"], name=call["name"], status="error")
     return None
 
 
 class OneLevelToolRefusal(AgentMiddleware):
-    """A child's outermost tool-call wrap: a forbidden call is refused before any other middleware sees it.
-
-    :class:`OneLevelToolGuard` is the innermost wrap (it must see the model
-    request after every middleware changed it), so on its own it refused a
-    ``task`` call only if no middleware outside it answered the call first:
-    a spec's middleware that runs calls to tools it adds itself could run one.
-    The builder puts this one first in a child with tools. Example::
+    """A child's outermost tool-call wrap: a forbidden call is refused before any other middleware sees it
+    (:class:`OneLevelToolGuard` is innermost, and a spec's middleware could answer a call first). Example::
 
         create_agent(model, tools, middleware=[OneLevelToolRefusal(), *middleware, OneLevelToolGuard()])
     """
 
     name = "OneLevelToolRefusal"
 
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                      ) -> ToolMessage | Command[Any]:
         return refusal(request) or handler(request)
 
     async def awrap_tool_call(
@@ -722,18 +571,13 @@ class OneLevelToolRefusal(AgentMiddleware):
 
 
 class OneLevelToolGuard(OneLevelGuard):
-    """The guard for a child that has tools: it also refuses a call to a forbidden one.
-
-    A child with no tools (and no middleware contributing any) gets the plain
-    :class:`OneLevelGuard`, so its graph has no empty tools node.
-    """
+    """The guard for a child that has tools (a toolless one gets :class:`OneLevelGuard`: no empty tools node)."""
 
     name = "OneLevelToolGuard"
     child_policy = ChildPolicy(keeps_model=True)
 
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+                      ) -> ToolMessage | Command[Any]:
         return refusal(request) or handler(request)
 
     async def awrap_tool_call(
@@ -743,34 +587,9 @@ class OneLevelToolGuard(OneLevelGuard):
         return refusal(request) or await handler(on_child_threads(request))
 
 
-
-# ----------------------------------------------------------------------------
-# A child's sync tools run on threads of their own, each counted against its task's place.
-#
-# On ``ainvoke`` LangChain runs a tool that has no coroutine on the event
-# loop's *default* executor, the same small pool (cores + 4 threads) the
-# parent's own sync steps need: children blocked in sync tools could starve
-# their parent, which then waits for a thread long after every child timed out.
-# And a thread cannot be stopped: a child abandoned at ``timeout_s`` keeps
-# running its tool, so the cap must go on counting it (the runner's
-# :class:`~subagents.runner.Slot`).
-#
-# So a built child's sync tools (LangChain's ``@tool`` and ``StructuredTool``
-# functions) run, on the async path, on :data:`CHILD_TOOL_THREADS`, a bounded
-# pool only children use, and each call holds a share of its task's slot
-# until the function returns, whether or not anyone still waits for it. On
-# ``invoke`` nothing changes: the child's tools run on the child's own thread,
-# which the slot already follows. A compiled subagent's tools are the caller's
-# graph and run as it decides.
-#
-# Example::
-#
-#     request = on_child_threads(request)   # in a child's awrap_tool_call
-#     with running_in(slot):                # around the child's ainvoke
-#         ...
-# ----------------------------------------------------------------------------
-
-
+# -- A built child's sync function tools, on ``ainvoke``, run on :data:`CHILD_TOOL_THREADS`, not the loop's
+# default executor (children blocked there would starve their parent), each call holding a share of its
+# task's slot until it returns (a thread cannot be stopped). On ``invoke`` they run on the child's thread.
 
 CHILD_TOOL_THREADS = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4),
                                         thread_name_prefix="subagent-tool")
@@ -827,15 +646,10 @@ def _pooled(tool: Any) -> Any:
 
 
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
-    """Await ``call`` (work on a thread: a model call, a compiled subagent with only ``invoke``), which a
-    cancellation of the caller does not end.
+    """Await ``call`` (work on a thread), which a cancellation of the caller does not end.
 
-    The call goes on as its own task, holding a share of the task's place
-    under the cap (see :func:`running_in`) until its thread returns, and its
-    end reaches the child's callbacks as usual, so what it spent is charged
-    to the budget; the child itself stops at the cancellation. Without this a
-    child abandoned at ``timeout_s`` gave its place back while its model
-    call still ran, and the tokens that call was billed were never counted.
+    The call goes on as its own task, holding a share of the task's place until its thread returns, so
+    what it spent reaches the child's callbacks and the budget; the child itself stops at the cancellation.
 
     Example::
 
@@ -852,11 +666,7 @@ async def held_until_it_returns(call: Awaitable[Any]) -> Any:
 class HeldModelCalls(AgentMiddleware):
     """A child's model calls that run on a thread outlive a cancelled child (see :func:`held_until_it_returns`).
 
-    The builder gives it to a child whose model has no async code of its own
-    (:func:`subagents.builder.runs_on_a_thread`); it changes nothing in the
-    request. A model another middleware swaps in (a fallback) is held too:
-    at worst an async call the cancelled child no longer waits for runs to
-    its end and is charged, as a thread's would be. Example::
+    For a child whose model has no async code of its own; it changes nothing in the request. Example::
 
         create_agent(sync_only_model, tools, middleware=[*middleware, HeldModelCalls()])
     """
@@ -864,9 +674,8 @@ class HeldModelCalls(AgentMiddleware):
     name = "HeldModelCalls"
     child_policy = ChildPolicy(keeps_model=True, model_call_only=True, request_neutral=True)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         return handler(request)  # on invoke the child's thread is the call's: the task's place follows it
 
     async def awrap_model_call(
@@ -912,31 +721,14 @@ def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return func(*args, **kwargs)
-    # Neither can leave the thread as itself: a StopIteration set on a future hangs it (as LangChain does), and a
-    # GeneratorExit set on one is thrown into the tool's task, closing its whole chain of awaits before the task's
-    # factory could hold it (metering.keep_child_exits), losing the error. As Python does for a StopIteration leaving
-    # a coroutine; the meter tells it as itself. A SystemExit the task's factory holds.
+    # Neither can leave the thread as itself: a StopIteration set on a future hangs it, and a GeneratorExit
+    # would close the tool task's whole chain of awaits (as Python wraps a StopIteration leaving a coroutine).
     except (StopIteration, GeneratorExit) as exc:
         raise RuntimeError from exc
 
 
-# ----------------------------------------------------------------------------
-# The state schema a declarative child is built with.
-#
-# A child gets the parent's state schema minus the excluded and private keys,
-# so custom parent keys reach it (as deepagents' ``state_schema`` does), plus
-# the state every one of its tools declares it needs: a tool whose
-# ``runtime`` parameter is typed ``ToolRuntime[Context, SomeState]`` (as
-# deepagents' filesystem tools are, with ``files``) brings ``SomeState``'s
-# keys, reducers included. Without this an inherited ``write_file`` would
-# fail in the child with ``KeyError: 'files'``.
-#
-# Example::
-#
-#     schema = child_state_schema([write_file], parent_schemas=[MyState])
-#     create_agent(model, [write_file], state_schema=schema)
-# ----------------------------------------------------------------------------
-
+# -- A declarative child's state schema: the parent's minus excluded and private keys, plus what each tool's
+# ``ToolRuntime[Context, SomeState]`` declares (an inherited ``write_file`` needs ``files``).
 
 
 def tool_state_schema(tool: Any) -> type | None:
@@ -962,7 +754,12 @@ def tool_state_schema(tool: Any) -> type | None:
 def child_state_schema(
     tools: Iterable[Any], *, parent_schemas: Sequence[Any] = (), excluded: frozenset[str] = frozenset()
 ) -> type | None:
-    """A ``TypedDict`` for the child's graph, or ``None`` when it needs no extra keys."""
+    """A ``TypedDict`` for the child's graph, or ``None`` when it needs no extra keys.
+
+    Example::
+
+        create_agent(model, [write_file], state_schema=child_state_schema([write_file], parent_schemas=[MyState]))
+    """
     schemas = [s for s in parent_schemas if _is_schema(s)]
     schemas += [s for s in (tool_state_schema(t) for t in tools) if s is not None]
     if not schemas:
@@ -981,15 +778,12 @@ def child_state_schema(
 
 @dataclasses.dataclass(frozen=True)
 class ChildView:
-    """What a built child sees, decided in one step (see :func:`child_view`)."""
+    """What a built child sees, decided in one step (see :func:`child_view`): its tools, its own prompt
+    without any ``<available_agents>`` block, its graph's state type (``None``: no extra keys)."""
 
     tools: list[Any]
-    """Its tools: the allow list (or the parent's tools) minus denied and forbidden ones
-    (:func:`child_tools`), then its own extra tools."""
     system_prompt: str
-    """Its own prompt without any ``<available_agents>`` block (:func:`strip_agents_block`)."""
     state_schema: type | None
-    """Its graph's state type (:func:`child_state_schema`), ``None`` when it needs no extra keys."""
 
 
 def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
@@ -998,11 +792,8 @@ def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tool
                excluded: frozenset[str] = frozenset()) -> ChildView:
     """The tools, prompt and state type of a child: everything it sees of its parent.
 
-    ``allowed``, ``denied`` and ``on_unknown`` choose its tools from the
-    parent's as :func:`child_tools` does; ``extra_tools`` (its own MCP tools)
-    are added after that choice. Given as a function, they are asked for only
-    once that choice has passed, so a spec ``on_unknown`` refuses starts no
-    MCP server. Example::
+    Tools are chosen as :func:`child_tools` does, then ``extra_tools`` (its MCP tools) added; given as a
+    function, they are asked for only after that choice passed (a refused spec starts no server). Example::
 
         view = child_view(None, [], [], on_unknown=complain, system_prompt="Answer.")
         view.tools == [] and view.state_schema is None  # True: a bare child needs no extra keys
@@ -1032,10 +823,8 @@ def parent_state_schemas(state_schema: Any, middleware: Iterable[Any]) -> tuple[
 
 _MISSING = object()
 
-PARALLEL_PLAIN_KEY = (
-    "no reducer, and the task call had parallel task siblings: only a lone task call "
-    "writes back keys without a reducer"
-)
+PARALLEL_PLAIN_KEY = ("no reducer, and the task call had parallel task siblings: only a lone task call "
+                      "writes back keys without a reducer")
 
 
 # Two LangGraph internals with no public twin (docs/layout.md lists them): each raises when LangGraph changes it,
@@ -1043,11 +832,8 @@ PARALLEL_PLAIN_KEY = (
 
 
 def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The parent's state channels (which keys exist, which have reducers), or ``None`` outside a LangGraph run.
-
-    Read as LangGraph's own ``ToolNode`` reads them: the task's reader is
-    ``functools.partial(local_read, scratchpad, channels, ...)``.
-    """
+    """The parent's state channels, or ``None`` outside a LangGraph run; read as LangGraph's ``ToolNode`` does
+    (the task's reader is ``functools.partial(local_read, scratchpad, channels, ...)``)."""
     from langgraph._internal._constants import CONFIG_KEY_READ
     from langgraph.constants import CONF
 
@@ -1062,10 +848,7 @@ def parent_channels(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
-    """The namespace of the graph a task runs in (its checkpoints' ``checkpoint_ns``), from the task's own.
-
-    A task's namespace is its graph's, then ``|<node>:<task id>`` (the root graph's is ``""``).
-    """
+    """The namespace of the graph a task runs in: the task's own is it, then ``|<node>:<task id>``."""
     graph, _, own = checkpoint_ns.rpartition("|")
     if not own.endswith(f":{task_id}"):
         raise SubagentsError(f"LangGraph's checkpoint namespace {safe_text(checkpoint_ns, 200)!r} no longer "
@@ -1073,22 +856,13 @@ def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
     return graph
 
 
-def write_back(
-    changes: Mapping[str, Any],
-    inputs: Mapping[str, Any],
-    channels: Mapping[str, Any] | None,
-    *,
-    parallel: bool,
-    earlier: Mapping[str, list[Any]] | None = None,
-    checkpointed: bool = False,
-) -> tuple[dict[str, Any], dict[str, str]]:
+def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: Mapping[str, Any] | None, *,
+               parallel: bool, earlier: Mapping[str, list[Any]] | None = None, checkpointed: bool = False
+              ) -> tuple[dict[str, Any], dict[str, str]]:
     """``(update, skipped)``: what to write into the parent, and what not, with why.
 
-    With ``channels=None`` every key is treated as plain (no reducer).
-    ``earlier`` holds what parallel siblings already wrote to each key in
-    this step: a write is tried on top of theirs, so no combination of
-    siblings can make the parent's reducer fail. With ``checkpointed`` a
-    value must also survive the checkpointer's serializer.
+    ``channels=None``: every key is plain. ``earlier``: what parallel siblings already wrote to each key,
+    tried together so no combination fails the reducer. ``checkpointed``: values must also serialize.
     """
     update: dict[str, Any] = {}
     skipped: dict[str, str] = {}
@@ -1209,13 +983,8 @@ def _accepts(channel: Any, values: list[Any]) -> bool:
 
 
 def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemMessage:
-    """``system`` with ``text`` after it, keeping every content block the caller gave.
-
-    A plain-text system message stays plain text (some OpenAI-compatible
-    servers take only strings); one made of content blocks keeps them, with
-    their provider fields such as Anthropic's ``cache_control``, and gains a
-    text block at the end, as LangChain's own ``TodoListMiddleware`` does.
-    """
+    """``system`` with ``text`` after it: plain text stays plain (some servers take only strings); content
+    blocks are kept, with their provider fields such as ``cache_control``, and gain a text block."""
     if system is None or system == "":
         return SystemMessage(content=text)
     if isinstance(system, str):
@@ -1226,9 +995,8 @@ def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemM
     return system.model_copy(update={"content": blocks})
 
 
-# Every model call appends the same block to the same system message (``create_agent`` builds it once): the
-# appended message is made once. Only a plain-text one, checked by identity (its text too, so a message
-# changed in place is made again): a list of content blocks could be edited in place by a later middleware.
+# Every model call appends the same block to the same system message: made once. Only a plain-text one, by
+# identity (its text too); a list of content blocks could be edited in place by a later middleware.
 _appended: dict[tuple[int, int, str], tuple[SystemMessage, str, SystemMessage, str]] = {}
 
 

@@ -2,16 +2,11 @@
 
 The child is built with :func:`langchain.agents.create_agent` under the
 spec's name, so it runs as a named subgraph of the parent. Fields map onto
-LangChain's own middleware: ``HumanInTheLoopMiddleware`` for
-``permission_mode`` and ``interrupt_on``, ``SummarizationMiddleware`` for
-``condenser``; a middleware of one of these classes in the spec's own
-``middleware`` wins over the one the field would add (``create_agent``
-refuses two). ``max_turns`` is enforced by the runner's meter at each model
-call rather than by ``ModelCallLimitMiddleware``: the same limit, without
-two extra graph steps per turn on the delegation hot path (a caller's own
-``ModelCallLimitMiddleware`` in ``middleware`` still works).
-
-The system prompt is the spec's own (never the parent's), followed by an
+LangChain's own middleware (``HumanInTheLoopMiddleware`` for approvals,
+``SummarizationMiddleware`` for ``condenser``); one of these classes in the
+spec's own ``middleware`` wins (``create_agent`` refuses two). ``max_turns``
+is enforced by the runner's meter, without two extra graph steps per turn.
+The system prompt is the spec's own (never the parent's), then an
 ``<available_skills>`` block for exactly the skills the spec names.
 
 Example::
@@ -86,30 +81,15 @@ from subagents.truncation import RetryTruncated, RetryTruncatedSetting
 if TYPE_CHECKING:
     from subagents.definitions.mcp import McpToolset
 
-# ----------------------------------------------------------------------------
-# What the caller decides for every child it builds, beyond each spec.
-#
-# Specs say what one subagent wants; :class:`BuildOptions` says what the
-# caller offers them all: the model profiles names resolve through, the
-# skills they may choose from, which tools are risky, and the parent's own
-# permission policy (inherited by a spec that sets none).
-#
-# Example::
-#
-#     options = BuildOptions(
-#         model_profiles={"sonnet": "anthropic:claude-sonnet-4-5"},
-#         risky_tools={"write_file", "shell"},
-#         permission_mode="confirm_risky",
-#         skills=load_skill_dirs(["skills"]),
-#     )
-#     check_spec(spec, options)   # raises SpecError if its model or skills cannot resolve
-# ----------------------------------------------------------------------------
-
-
-
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
-    """Caller-wide settings for building children (all optional).
+    """What the caller offers every child it builds, beyond each spec (all optional).
+
+    Example::
+
+        options = BuildOptions(model_profiles={"sonnet": "anthropic:claude-sonnet-4-5"},
+                               risky_tools={"write_file"}, permission_mode="confirm_risky")
+        check_spec(spec, options)   # raises SpecError if its model or skills cannot resolve
 
     Attributes:
         model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
@@ -117,33 +97,22 @@ class BuildOptions:
             name that is no profile, ``inherit`` or ``provider:model``.
         risky_tools: names of the tools ``confirm_risky`` pauses on.
         permission_mode: the parent's policy, for specs that set none, and a
-            ceiling for those that do: a spec may ask for more approvals,
-            never fewer (a file's ``bypassPermissions`` runs unapproved only
-            when this is ``never_confirm`` or omitted).
+            floor for those that do: a spec may ask for more approvals, never fewer.
         skills: the skills a spec's ``skills`` may name.
-        mcp_servers: MCP servers (name -> config, see :mod:`subagents.definitions.mcp`)
-            that a spec's ``mcp_config`` may name without defining, as
-            Claude Code's list form does (``mcpServers: [github]``).
-        interrupt_on: the parent's per-tool approval rules (deepagents'
-            ``interrupt_on``), for specs that set none, and a floor for
-            those that do: a spec may add gates, never un-gate one.
-        excluded_keys: keys the delegating middleware keeps to the parent
-            (ledgers, todos, ...); never in a child's state schema.
+        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may
+            name without defining (``mcpServers: [github]``).
+        interrupt_on: the parent's per-tool approval rules, for specs that set
+            none, and a floor for those that do (a spec never un-gates one).
+        excluded_keys: keys the delegating middleware keeps to the parent; never
+            in a child's state schema.
         state_schemas: the parent's state schemas; a declarative child gets
             their keys, minus the excluded and private ones.
         own_model: applied to every model a child is built with (its own and
-            its condenser's); background children get copies with async
-            HTTP clients of their runtime's loop (see
-            :class:`~subagents.background.runtime.LoopModels`). ``None``: as resolved.
+            its condenser's; background children's use their loop's clients).
         retry_truncated: for specs that set none, whether a reply cut at the
             token limit is asked for once more (see :mod:`subagents.truncation`).
-        join_model_calls: applied to a child's finished middleware list;
-            background children join their neighbouring model-call wraps
-            into one (:func:`~subagents.background.runtime.fused_model_calls`), two
-            thread hops fewer per wrap and model call, and drop the loop's
-            model wrap where no other wrap could change the model
-            (:func:`~subagents.background.runtime.background_child_middleware`).
-            ``None``: as built.
+        join_model_calls: applied to a child's finished middleware list
+            (background children join neighbouring model-call wraps).
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -173,9 +142,7 @@ class BuildOptions:
         object.__setattr__(self, "mcp_servers", servers)
         object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
         if self.unknown_model not in ("error", "inherit"):
-            raise SpecError(
-                f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}"
-            )
+            raise SpecError(f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}")
         risky: Any = self.risky_tools
         if isinstance(risky, str) or not isinstance(risky, Iterable):
             raise SpecError(f"risky_tools: expected a set of tool names, got {risky!r}")
@@ -193,53 +160,20 @@ class BuildOptions:
 
 
 def check_spec(spec: AnySpec, options: BuildOptions) -> None:
-    """Fail now, not at first delegation, if ``spec``'s model or skills cannot resolve.
-
-    Nothing is built: a profile is looked up, not instantiated.
-    """
+    """Fail now, not at first delegation, if ``spec``'s model or skills cannot resolve (nothing is built)."""
     if isinstance(spec, CompiledSubagent):
         return
-    lookup_model(
-        spec.model,
-        agent=spec.name,
-        profiles=options.model_profiles,
-        unknown_model=options.unknown_model,
-    )
+    lookup_model(spec.model, agent=spec.name, profiles=options.model_profiles, unknown_model=options.unknown_model)
     skills_for(spec.skills, options.skills, agent=spec.name)
     condenser_model = spec.condenser.get("model") if spec.condenser else None
     if condenser_model is not None:
-        lookup_model(
-            condenser_model,
-            agent=spec.name,
-            profiles=options.model_profiles,
-            unknown_model=options.unknown_model,
-        )
+        lookup_model(condenser_model, agent=spec.name, profiles=options.model_profiles,
+                     unknown_model=options.unknown_model)
 
 
-# ----------------------------------------------------------------------------
-# Model-level middleware a child takes from its parent, and the child's own retries.
-#
-# A child that inherits the parent's model also inherits how the parent calls
-# it: LangChain's ``ModelFallbackMiddleware``, ``ModelRetryMiddleware`` and
-# ``ModelRouterMiddleware`` (which routes the child's own task) on the parent
-# apply to the child's model calls too, whatever their order next to
-# ``SubAgentMiddleware`` (a middleware class can opt in with
-# ``child_policy = ChildPolicy(inherited="model")``). A child with a model of
-# its own keeps only its own middleware, but for the parent's data policy and
-# any middleware whose policy says ``inherited="every"``, which every child
-# gets (see :class:`subagents.roles.ChildPolicy`).
-#
-# ``retries`` on a spec adds a ``ModelRetryMiddleware`` that retries transient
-# provider errors only (rate limits, 5xx, timeouts, lost connections; see
-# :func:`is_transient`), with exponential backoff. When the retries are spent
-# the child fails, and the parent's model sees one error result.
-#
-# Example::
-#
-#     extra = middleware_for_model(spec, inherits_model=True, own=[], inherited=[fallback])
-# ----------------------------------------------------------------------------
-
-
+# -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``:
+# LangChain's fallback, retry and router middleware); every child gets the parent's data policy and any
+# ``inherited="every"``. A spec's ``retries`` retries transient provider errors only, with backoff.
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "ServiceUnavailable",
@@ -250,11 +184,8 @@ RETRY_INITIAL_DELAY_S = 1.0
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a model error is worth retrying: rate limit, server error, timeout, connection.
-
-    Decided by LangChain's ``ModelError.is_retryable`` when the provider
-    raises one, else by the HTTP status the error carries, else by its type.
-    """
+    """Whether a model error is worth retrying: LangChain's ``ModelError.is_retryable``, else the HTTP
+    status it carries, else its type (rate limit, server error, timeout, connection)."""
     from langchain_core.exceptions import ModelError
 
     if isinstance(exc, ModelError):
@@ -267,29 +198,20 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
 
 
-def retry_middleware(retries: int, *, initial_delay: float = RETRY_INITIAL_DELAY_S) -> Any:
+def retry_middleware(retries: int) -> Any:
     """LangChain's ``ModelRetryMiddleware`` for a spec's ``retries``: transient errors, then fail."""
-    return ModelRetryMiddleware(
-        max_retries=retries,
-        retry_on=is_transient,
-        on_failure="error",
-        initial_delay=initial_delay,
-        max_delay=30.0,
-    )
+    return ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
+                                initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0)
 
 
-def middleware_for_model(
-    spec: Any,
-    *,
-    inherits_model: bool,
-    own: Sequence[Any],
-    inherited: Sequence[AgentMiddleware],
-) -> list[Any]:
+def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
+                        ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
 
-    A model-level middleware whose name the child already has is skipped: the child's own wins
-    (``create_agent`` refuses two of one name). The parent's data policy always holds: beside a
-    child's own of the same name, it runs under a name of its own.
+    The child's own of one name wins (``create_agent`` refuses two), but the parent's data policy always
+    holds, beside it under a name of its own. Example::
+
+        extra = middleware_for_model(spec, inherits_model=True, own=[], inherited=[fallback])
     """
     taken = {getattr(mw, "name", None) for mw in own}
     chosen: list[Any] = []
@@ -316,40 +238,10 @@ def _status_code(exc: BaseException) -> int | None:
     return None
 
 
-# ----------------------------------------------------------------------------
-# A typed result for one call: a per-call output schema for a built subagent.
-#
-# Two ways in, one implementation:
-#
-# * the ``task`` tool's optional ``output_schema`` argument (a JSON Schema
-#   object, offered when the middleware has ``structured_results=True``);
-# * the per-invocation config key deepagents uses,
-#   :data:`SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY`, whose value is anything
-#   ``create_agent``'s ``response_format`` accepts (a JSON Schema dict, a
-#   pydantic model, a dataclass, a ``TypedDict``, a ``ToolStrategy`` ...) and
-#   applies to every ``task`` call of that run.
-#
-# The argument wins over the config key; either wins over the spec's own
-# ``response_format`` for that call only (a spec keeps its own otherwise).
-# The child answers through LangChain's structured output (``ToolStrategy``:
-# the schema is offered as a tool named after its ``title``); a JSON Schema is
-# validated with ``jsonschema``. An invalid answer is sent back for
-# :data:`OUTPUT_SCHEMA_RETRIES` more attempts, then the task fails with
-# :class:`OutputSchemaViolation`, naming the schema and the violation. A
-# compiled subagent's graph is fixed, so a per-call schema for one is refused.
-#
-# The graph for each (subagent, schema) pair is built once and cached, keyed
-# by a hash of the schema, in a bounded cache per registry.
-#
-# Example::
-#
-#     agent.invoke(
-#         {"messages": [{"role": "user", "content": "Judge the plan"}]},
-#         {"configurable": {SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY: Verdict}},
-#     )
-# ----------------------------------------------------------------------------
-
-
+# -- A per-call output schema for a built subagent: the ``task`` tool's ``output_schema`` argument, else the
+# run's config key (deepagents'; anything ``response_format`` accepts), over the spec's own for that call. The
+# child answers through ``ToolStrategy``; an invalid answer is sent back :data:`OUTPUT_SCHEMA_RETRIES` times,
+# then the task fails with :class:`OutputSchemaViolation`. Each (subagent, schema) graph is built once.
 
 SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
 """``configurable`` key for a per-invocation response format (deepagents' spelling)."""
@@ -366,20 +258,9 @@ _RETRY_SUFFIX = "\nCall the output tool again with arguments that match the sche
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-
-
-
-
 @dataclasses.dataclass(frozen=True)
 class CallFormat:
-    """A per-call response format, ready to build a child with.
-
-    Attributes:
-        response_format: what the child is built with.
-        key: a hashable cache key (a schema hash, or the object's identity).
-        label: the schema's name, for records and errors.
-        middleware: what the child gets besides (the retry limit), if anything.
-    """
+    """A per-call response format: what the child is built with, a cache key, a label, extra middleware."""
 
     response_format: Any
     key: tuple[str, Any]
@@ -390,11 +271,8 @@ class CallFormat:
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
     """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
 
-    Checking an answer against a schema the model wrote costs at most its size times the answer's: it may
-    use only :data:`LINEAR_KEYWORDS` (no regular expression: Python's ``re`` can backtrack for minutes while
-    holding the interpreter, where no ``timeout_s`` can step in; no reference: 21 nested ``oneOf`` of two
-    references to the next definition, 1.5 KB, took 45 s). A developer's schema (the config key, a spec's
-    ``response_format``) may use any.
+    A schema the model wrote may use only :data:`LINEAR_KEYWORDS`: a regular expression or a ``$ref`` could
+    hold the interpreter for minutes, where no ``timeout_s`` steps in. A developer's schema may use any.
     """
     if output_schema is not None:
         if (keyword := _costly_keyword(output_schema)) is not None:
@@ -430,10 +308,8 @@ def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> Call
         except Exception as exc:  # noqa: BLE001 - an unsupported type is the caller's input error
             raise OutputSchemaError(f"response format {name!r}: {exc}") from None
         return CallFormat(strategy, ("type", requested), name, (limit,))
-    raise OutputSchemaError(
-        "output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict, "
-        f"a ToolStrategy, ProviderStrategy or AutoStrategy, got {type(requested).__name__}"
-    )
+    raise OutputSchemaError("output_schema: expected a JSON Schema object, a pydantic model, a dataclass, a TypedDict, "
+                            f"a ToolStrategy, ProviderStrategy or AutoStrategy, got {type(requested).__name__}")
 
 
 def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
@@ -444,27 +320,21 @@ def _json_schema_format(schema: dict[str, Any], retries: int) -> CallFormat:
     except (TypeError, ValueError) as exc:
         raise OutputSchemaError(f"output_schema: not JSON ({exc})") from None
     if len(text) > MAX_SCHEMA_CHARS:
-        raise OutputSchemaError(
-            f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} are accepted"
-        )
+        raise OutputSchemaError(f"output_schema: {len(text)} characters as JSON; at most {MAX_SCHEMA_CHARS} "
+                                "are accepted")
     if schema.get("type", "object") != "object":  # tool arguments are always an object
-        raise OutputSchemaError(
-            'output_schema: must describe a JSON object (top-level "type": "object"), '
-            f"got type {_clip(repr(schema.get('type')))}"
-        )
+        raise OutputSchemaError('output_schema: must describe a JSON object (top-level "type": "object"), '
+                                f"got type {_clip(repr(schema.get('type')))}")
     remote = _non_local_ref(schema)
     if remote is not None:
-        raise OutputSchemaError(
-            f"output_schema: only local $ref values (starting '#') are supported, got {_clip(repr(remote))}"
-        )
+        raise OutputSchemaError(f"output_schema: only local $ref values (starting '#') are supported, "
+                                f"got {_clip(repr(remote))}")
     validator_class = jsonschema.validators.validator_for(schema)
     try:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(top level)"
-        raise OutputSchemaError(
-            f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}"
-        ) from None
+        raise OutputSchemaError(f"output_schema is not a valid JSON Schema at {where}: {_clip(exc.message)}") from None
     name = _TOOL_NAME.sub("_", str(schema.get("title") or "")).strip("_")[:64] or "structured_output"
     if name in FORBIDDEN_TOOL_NAMES:
         name = f"{name}_output"  # a child never holds a tool by that name
@@ -480,11 +350,8 @@ LINEAR_KEYWORDS = frozenset({
     "properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties",
     "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not", "if",
 })
-"""The checking keywords a schema the model writes may use: each checks an answer in time proportional to the
-answer's size, its subschemas written out where they apply (a keyword no validator checks, ``title`` say, costs
-nothing and is left alone). Not ``pattern``/``patternProperties`` (a regular expression backtracks), ``$ref`` and
-its kin (shared definitions nest exponentially), ``unevaluatedProperties``/``unevaluatedItems`` (15 nested
-``allOf`` took 15 s: each branch is checked again), ``uniqueItems`` (quadratic: 3,000 small objects took 20 s)."""
+"""The checking keywords a schema the model writes may use: each linear in the answer's size. Not ``pattern``
+(backtracking), ``$ref`` (exponential nesting), ``unevaluated*`` (branches checked again), ``uniqueItems``."""
 _SUBSCHEMAS = {"items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
                "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}
 """Keywords whose value is a subschema or a list of them."""
@@ -602,14 +469,8 @@ def _clip(text: str) -> str:
 
 
 class OutputRetryLimit(AgentMiddleware):
-    """Fails the child once it has answered in the wrong shape ``retries + 1`` times.
-
-    Counts LangChain's retry messages for the output tool since the task
-    began; when one more invalid answer would be retried past the limit,
-    raises :class:`OutputSchemaViolation` instead. A child that ends with
-    plain text and no structured answer (a model that ignores the forced
-    tool choice) fails the same way.
-    """
+    """Fails the child (:class:`OutputSchemaViolation`) once it has answered in the wrong shape
+    ``retries + 1`` times, or ended in plain text with no structured answer."""
 
     def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
         super().__init__()
@@ -643,16 +504,14 @@ class OutputRetryLimit(AgentMiddleware):
         if state.get("structured_response") is not None:
             return None
         attempts = self._earlier_failures(state.get("messages") or ()) + 1
-        raise OutputSchemaViolation(
-            self.label, attempts, f"answered in plain text instead of calling its output tool {self.label!r}"
-        )
+        raise OutputSchemaViolation(self.label, attempts,
+                                    f"answered in plain text instead of calling its output tool {self.label!r}")
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         return self.after_agent(state, runtime)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+                       ) -> ModelCallResult[Any]:
         response = handler(request)
         self._check(request, response)
         return response
@@ -671,28 +530,22 @@ UnknownToolPolicy = Literal["error", "warn", "ignore"]
 
 
 def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Callable[[str, list[str]], None]:
-    """What happens when the spec's ``tools`` names a tool the parent does not have.
-
-    Such a name never widens the child's tools: it is an error, a warning or
-    ignored, as ``policy`` says. A name of an MCP tool (``mcp__server__tool``)
-    is the spec's own MCP servers' business, not the parent's.
-    """
+    """What a name in the spec's ``tools`` the parent does not have costs, as ``policy`` says (an MCP tool's
+    name is the spec's own servers' business)."""
 
     def unknown(name: str, available: list[str]) -> None:
-        if not _is_mcp_name(name):
+        from subagents.definitions.mcp import is_mcp_name
+
+        if not is_mcp_name(name):
             _report_unknown_tool(spec.name, name, available, policy)
 
     return unknown
 
 
-def _report_unknown_tool(
-    agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
-    *, where: str = "the parent does not have",
-) -> None:
-    message = (
-        f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
-        f"(available: {', '.join(available) or 'none'})"
-    )
+def _report_unknown_tool(agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
+                         *, where: str = "the parent does not have") -> None:
+    message = (f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
+               f"(available: {', '.join(available) or 'none'})")
     if policy == "error":
         raise SpecError(message)
     if policy == "warn":
@@ -703,54 +556,34 @@ _LIBRARY_PACKAGES = frozenset({"subagents", "middleware", "deep_agent"})
 
 
 def _first_frame_outside(packages: frozenset[str]) -> int:
-    """The ``stacklevel`` of the caller's first frame outside ``packages``.
-
-    A fixed count drifted with each refactor of the build (it came to point
-    inside the library); counting frames keeps the warning on the line that
-    built the child, e.g. a direct ``build_subagent`` call.
-    """
+    """The ``stacklevel`` of the caller's first frame outside ``packages``: the line that built the child."""
     frame, level = sys._getframe(1), 1  # level 1 is the frame that calls warnings.warn
     while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in packages:
         frame, level = frame.f_back, level + 1
     return level
 
 
-def build_subagent(
-    spec: SubagentSpec,
-    *,
-    parent_model: Any,
-    parent_tools: Sequence[Any],
-    unknown_tools: UnknownToolPolicy = "warn",
-    options: BuildOptions | None = None,
-    inherited_middleware: Sequence[AgentMiddleware] = (),
-) -> Any:
+def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
+                   unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
+                   inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
     """Compile one spec into a child graph (called once per spec, on first use).
 
-    ``inherited_middleware`` is the parent's middleware, the floor the child
-    is built under: its ``HumanInTheLoopMiddleware`` rules for the tools the
-    child holds and its ``PIIMiddleware`` always, its model-level middleware
-    (model fallback, retry, router) when the child inherits the parent's
-    model. A parent's children are built through
-    :meth:`subagents.registry.SubagentRegistry.build`, which passes it; call
-    this directly only for a child that has no parent.
+    ``inherited_middleware`` is the parent's, the floor the child is built under: its approval rules for
+    the child's tools and its ``PIIMiddleware`` always, its model-level middleware when the child inherits
+    its model. :meth:`subagents.registry.SubagentRegistry.build` passes it.
     """
     options = options or BuildOptions()
-
     own = options.own_model or (lambda resolved: resolved)
 
+    def resolved_for(name: Any) -> Any:
+        return resolve_model(name, parent_model, agent=spec.name, profiles=options.model_profiles,
+                             unknown_model=options.unknown_model)
+
     def model_for(name: Any) -> Any:
-        return own(resolve_model(
-            name,
-            parent_model,
-            agent=spec.name,
-            profiles=options.model_profiles,
-            unknown_model=options.unknown_model,
-        ))
+        return own(resolved_for(name))
 
     # A model object is used as given; only a name (or "inherit") goes through the profiles.
-    resolved = spec.model if isinstance(spec.model, BaseChatModel) else resolve_model(
-        spec.model, parent_model, agent=spec.name, profiles=options.model_profiles,
-        unknown_model=options.unknown_model)
+    resolved = spec.model if isinstance(spec.model, BaseChatModel) else resolved_for(spec.model)
     inherits_model = resolved is parent_model
     model = own(resolved)
     mcp: McpToolset | None = None
@@ -780,46 +613,33 @@ def build_subagent(
     middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
-    # A structured response keeps the tools node too: without one, LangChain loops a
-    # plain-text answer back to the model instead of ending the child.
-    # A middleware that wraps tool calls gets a tools node too (it may serve tools it adds itself).
+    # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
+    # middleware that wraps tool calls (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
                  or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
-    # Its calls outlive a cancelled child: they keep its place, and are charged. A fallback model a
-    # middleware swaps in (ModelFallbackMiddleware's models) is called as the child's own would be.
+    # Its calls outlive a cancelled child, keeping its place and charged; a fallback model swapped in too.
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
     guard = guard_for(middleware, has_tools=has_tools)
-    # Outermost, and after the guard is chosen (it only takes tools away and adds its own line): no middleware
-    # inside it can offer a tool or make a tool call on the wrap-up call (one forcing tool use sees none).
-    # A child that can never be offered a tool has nothing to wrap up: each of its calls is an answer.
+    # Outermost, after the guard is chosen: nothing inside can offer a tool on the wrap-up call. A child that
+    # can never be offered a tool has nothing to wrap up.
     if has_tools:
         middleware.insert(0, WrapUp())
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
         middleware.insert(0, OneLevelToolRefusal())
-    graph = create_agent(
-        model,
-        tools,
-        system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
-        middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
-        response_format=spec.response_format,
-        state_schema=view.state_schema,
-        name=spec.name,
-    )
+    graph = create_agent(model, tools, system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
+                         middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
+                         response_format=spec.response_format, state_schema=view.state_schema, name=spec.name)
     # The MCP sessions of a task close when its run ends, whichever way it ends.
     return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
 
 
 def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
-    """Tool name -> rule of every approval the parent's own ``HumanInTheLoopMiddleware`` asks for.
-
-    A child holding one of those tools asks the same, whatever its spec says:
-    the parent's approvals are a floor no child lowers (``general-purpose``
-    has the parent's tools, so without this it ran a gated tool unasked).
-    """
+    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for: a floor no
+    child lowers."""
     gates: dict[str, Any] = {}
     for mw in parent_middleware:
         if isinstance(mw, HumanInTheLoopMiddleware):
@@ -828,13 +648,8 @@ def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
 
 
 def runs_on_a_thread(model: Any) -> bool:
-    """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own.
-
-    Such a model (only ``_generate``, as LangChain's guide to custom chat
-    models allows) is called on ``ainvoke`` through ``run_in_executor``: a
-    child cancelled at its ``timeout_s`` stops waiting for the call, but the
-    thread goes on to the end of the request, spending as it goes. Such a
-    child gets :class:`~subagents.boundary.HeldModelCalls`.
+    """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own
+    (a cancelled child's call goes on spending; such a child gets :class:`~subagents.boundary.HeldModelCalls`).
 
     Example::
 
@@ -849,16 +664,9 @@ def runs_on_a_thread(model: Any) -> bool:
 def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
     """The guard a built child needs, given its other middleware; ``None`` when it needs none.
 
-    A child with tools gets :class:`~subagents.boundary.OneLevelToolGuard`: its model may call a
-    forbidden tool by name. A child without tools gets :class:`~subagents.boundary.OneLevelGuard`
-    only when some middleware could add a tool or an ``<available_agents>``
-    block to a model request after the builder has removed them, i.e. any
-    middleware whose policy is not ``request_neutral`` (:class:`subagents.roles.ChildPolicy`: LangChain's
-    retries, fallbacks and summariser; a background child's steering inbox). A bare
-    child gets none: the builder already gave its model exactly the request
-    the guard would leave, and LangChain traces each ``wrap_model_call`` as a
-    span of its own, so a guard with nothing to guard costs every model call.
-    A neutral middleware with a hook replaced (a subclass's, an instance's) is not neutral.
+    A child with tools gets :class:`~subagents.boundary.OneLevelToolGuard`; one without, a
+    :class:`~subagents.boundary.OneLevelGuard` only when a middleware that is not ``request_neutral``
+    could add a tool or agents block back (a guard with nothing to guard costs a traced span per call).
 
     Example::
 
@@ -936,10 +744,7 @@ def _always_asks(rule: Any) -> Any:
     return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
 
 
-def _is_mcp_name(name: str) -> bool:
-    from subagents.definitions.mcp import is_mcp_name
 
-    return is_mcp_name(name)
 
 
 def _normalized_servers(servers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -957,9 +762,8 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
     if not spec.mcp_config:
         return None
     from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
-    servers = {
-        name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()
-    }
+
+    servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
     timeout = min(spec.timeout_s or LIST_TIMEOUT_S, LIST_TIMEOUT_S)
     try:
         return McpToolset.connect(spec.name, servers, timeout=timeout)

@@ -1,9 +1,5 @@
-"""Package re-exports loaded on first use (PEP 562), for the packages' ``__init__`` files.
-
-A package lists where each public name lives; the name's module is imported
-the first time the name is read, so ``import deep_agent`` (and the CLI's
-``--help``) loads neither LangChain nor the background runtime, MCP or hooks
-until an agent asks for them. Example::
+"""Package re-exports loaded on first use (PEP 562): ``import deep_agent`` (and the CLI's ``--help``) loads
+neither LangChain nor the background runtime, MCP or hooks until an agent asks for them. Example::
 
     _WHERE = {"SubAgentMiddleware": "middleware.subagents"}
     __all__ = sorted(_WHERE)

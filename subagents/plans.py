@@ -1,10 +1,7 @@
 """Driving a plan written once: a generator that yields each call to make and receives its result.
 
-Middleware that makes one or more model calls per request (forced
-delegation, the truncation retry) writes its steps once, as a generator,
-and lets :func:`drive` (``invoke``) or :func:`adrive` (``ainvoke``) make the
-calls: a result is sent back in, an exception thrown in, and the plan's
-return value is the answer. Only the two loops differ, by an ``await``.
+:func:`drive` or :func:`adrive` make the calls a plan asks for, sending each result (or exception) in;
+the plan's return value is the answer.
 
 Example::
 

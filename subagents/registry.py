@@ -1,21 +1,12 @@
 """Name -> subagent, with each child graph built lazily and at most once.
 
-Constructing a registry validates every spec but compiles nothing: a parent
-with 100 subagents pays for a child graph only when it first delegates to it.
-Every child graph is compiled by one method, :meth:`SubagentRegistry.build`,
-under the parent's floor (its approvals, data policy and permission mode),
-whichever way the child comes to be.
+Constructing a registry validates every spec but compiles nothing: a child
+graph is paid for when first delegated to, always by :meth:`SubagentRegistry.build`.
 
 Example::
 
-    registry = SubagentRegistry([{"name": "a", "description": "does a"}])
-    registry.names            # ('a',)
-    graph = registry.graph("a", parent_model=model, parent_tools=[])
-
-Caller-wide build settings (model profiles, skills, risky tools, the
-parent's permission policy) travel as :class:`~subagents.BuildOptions`::
-
     registry = SubagentRegistry(specs, options=BuildOptions(risky_tools={"shell"}))
+    graph = registry.graph("a", parent_model=model, parent_tools=[])
 """
 
 from __future__ import annotations
@@ -34,27 +25,12 @@ from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, c
 from subagents.errors import DynamicSubagentError, SpecError, UnknownSubagent, UnsupportedCall
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
-# ----------------------------------------------------------------------------
-# Child graphs built per call (a dynamic definition, a per-call schema), cached and bounded.
-#
-# The registry builds each declared spec once. Graphs that depend on the call
-# (a definition made at run time, an output schema chosen per call) are built
-# on first use and kept in a small least-recently-used cache per registry,
-# keyed by a hash of what they are built from, so repeated calls reuse one
-# graph and a stream of distinct schemas cannot grow memory without bound.
-#
-# Example::
-#
-#     graph = registry.call_graph(("json", digest), spec, parent_model=model, parent_tools=tools)
-# ----------------------------------------------------------------------------
-
-
-
 DEFAULT_MAX_GRAPHS = 32
 
 
 class GraphCache:
-    """A thread-safe LRU cache of built graphs."""
+    """A thread-safe LRU cache of graphs built per call (a dynamic definition, a per-call schema): a stream of
+    distinct schemas cannot grow memory without bound."""
 
     def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
         if max_graphs < 1:
@@ -79,37 +55,8 @@ class GraphCache:
             return graph
 
 
-# ----------------------------------------------------------------------------
-# Dynamic subagents: specialists a parent defines at run time, under the same rules.
-#
-# A definition is a JSON-ready dict kept in the parent's state under
-# :data:`DYNAMIC_SUBAGENTS_KEY` (so a checkpointer persists it and a resumed
-# thread still has it). :func:`check_definition` holds every rule:
-#
-# * the name is a slug that shadows no declared subagent and no earlier
-#   definition, and the number of definitions stays under the cap;
-# * ``tools`` only narrows the parent's tools: every name must be one of
-#   them, and never a delegation, todo or memory tool (``None`` inherits the
-#   parent's tools, minus those, like any child);
-# * ``max_turns`` only tightens the default (1 to :data:`DEFAULT_MAX_TURNS`);
-# * description and prompt are non-blank and bounded, since every definition
-#   is listed in each later parent prompt.
-#
-# A definition is checked again whenever it is used, so a definition that
-# reached the state some other way (an input, a state edit) gets no more
-# than a created one.
-#
-# Example::
-#
-#     definition = check_definition(
-#         {"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL.",
-#          "tools": ["run_query"], "max_turns": 6},
-#         declared=("general-purpose",), existing={}, parent_tools=["run_query", "search"], cap=8,
-#     )
-#     spec = spec_from_definition(definition)
-# ----------------------------------------------------------------------------
-
-
+# -- Dynamic subagents: definitions a parent makes at run time, kept as JSON-ready dicts in its state (so a
+# resumed thread still has them), checked by :func:`check_definition` when made and again whenever used.
 
 DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
 """Parent state key the delegation middleware keeps run-time definitions under."""
@@ -124,8 +71,6 @@ MAX_DESCRIPTION_CHARS = 1_000
 MAX_PROMPT_CHARS = 20_000
 
 
-
-
 class DynamicDefinition(BaseModel):
     """What ``create_subagent`` accepts (and what is kept in state, plus provenance)."""
 
@@ -138,9 +83,8 @@ class DynamicDefinition(BaseModel):
     max_turns: int | None = Field(default=None, strict=True)
 
 
-def merge_definitions(
-    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
+def merge_definitions(left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+                     ) -> dict[str, dict[str, Any]]:
     """Reducer: new names are added; an existing definition is never replaced."""
     if not left:
         return dict(right or {})
@@ -149,15 +93,16 @@ def merge_definitions(
     return {**right, **left}
 
 
-def check_definition(
-    request: Mapping[str, Any],
-    *,
-    declared: Collection[str],
-    existing: Mapping[str, Any],
-    parent_tools: Collection[str],
-    cap: int,
-) -> DynamicDefinition:
-    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks."""
+def check_definition(request: Mapping[str, Any], *, declared: Collection[str], existing: Mapping[str, Any],
+                     parent_tools: Collection[str], cap: int) -> DynamicDefinition:
+    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks.
+
+    A slug name shadowing no declared or earlier one, under ``cap``; ``tools`` only narrowing the parent's
+    (never a forbidden one); ``max_turns`` only tightening the default; bounded, non-blank texts. Example::
+
+        check_definition({"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL."},
+                         declared=("general-purpose",), existing={}, parent_tools=["run_query"], cap=8)
+    """
     try:
         definition = DynamicDefinition.model_validate(dict(request))
     except ValidationError as exc:
@@ -166,31 +111,22 @@ def check_definition(
         raise DynamicSubagentError(f"{field}: {first['msg']}") from None
     name = definition.name
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_CHARS:
-        raise DynamicSubagentError(
-            f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
-            f"got {name[:80]!r}"
-        )
+        raise DynamicSubagentError(f"name: must be a slug of letters, digits, '-' and '_' (at most {MAX_NAME_CHARS}), "
+                                   f"got {name[:80]!r}")
     if name in declared:
-        raise DynamicSubagentError(
-            f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name"
-        )
+        raise DynamicSubagentError(f"name: {name!r} is a declared subagent and cannot be shadowed; choose another name")
     if name in existing:
-        raise DynamicSubagentError(
-            f"name: a subagent named {name!r} was already created; delegate to it, or choose another name"
-        )
+        raise DynamicSubagentError(f"name: a subagent named {name!r} was already created; delegate to it, "
+                                   "or choose another name")
     if len(existing) >= cap:
-        raise DynamicSubagentError(
-            f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
-            "delegate to one of them instead"
-        )
+        raise DynamicSubagentError(f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
+                                   "delegate to one of them instead")
     _check_text("description", definition.description, MAX_DESCRIPTION_CHARS)
     _check_text("system_prompt", definition.system_prompt, MAX_PROMPT_CHARS)
     _check_tools(definition.tools, parent_tools)
     if definition.max_turns is not None and not 1 <= definition.max_turns <= DEFAULT_MAX_TURNS:
-        raise DynamicSubagentError(
-            f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
-            f"got {definition.max_turns}"
-        )
+        raise DynamicSubagentError(f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
+                                   f"got {definition.max_turns}")
     return definition
 
 
@@ -206,15 +142,12 @@ def _check_tools(tools: list[str] | None, parent_tools: Collection[str]) -> None
         return
     for name in tools:
         if name in FORBIDDEN_TOOL_NAMES:
-            raise DynamicSubagentError(
-                f"tools: {name!r} is a delegation, todo or memory tool; a subagent never holds one"
-            )
+            raise DynamicSubagentError(f"tools: {name!r} is a delegation, todo or memory tool; a subagent never "
+                                       "holds one")
         if name not in parent_tools:
             available = ", ".join(sorted(parent_tools)) or "none"
-            raise DynamicSubagentError(
-                f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can only "
-                f"narrow yours (available: {available})"
-            )
+            raise DynamicSubagentError(f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can "
+                                       f"only narrow yours (available: {available})")
 
 
 def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> SubagentSpec:
@@ -222,22 +155,15 @@ def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> S
     if not isinstance(definition, DynamicDefinition):
         fields = {k: definition.get(k) for k in DynamicDefinition.model_fields if k in definition}
         definition = DynamicDefinition.model_validate(fields)
-    return SubagentSpec(
-        name=definition.name,
-        description=definition.description,
-        system_prompt=definition.system_prompt,
-        tools=None if definition.tools is None else tuple(definition.tools),
-        max_turns=definition.max_turns,
-        metadata={"dynamic": True},
-    )
+    return SubagentSpec(name=definition.name, description=definition.description,
+                        system_prompt=definition.system_prompt, max_turns=definition.max_turns,
+                        tools=None if definition.tools is None else tuple(definition.tools), metadata={"dynamic": True})
 
 
 def definition_key(definition: Mapping[str, Any]) -> str:
     """A hash of what a definition builds (not when or by which call it was made)."""
     fields = {k: definition.get(k) for k in DynamicDefinition.model_fields}
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
-
-
 
 
 def takes_parent_tools(spec: AnySpec) -> bool:
@@ -248,18 +174,11 @@ def takes_parent_tools(spec: AnySpec) -> bool:
 class SubagentRegistry:
     """Validated specs by name, and the compiled graphs built from them so far."""
 
-    def __init__(
-        self,
-        specs: Sequence[AnySpec | Mapping[str, Any]],
-        *,
-        unknown_tools: UnknownToolPolicy = "warn",
-        options: BuildOptions | None = None,
-        inherited_middleware: Sequence[AgentMiddleware] = (),
-    ) -> None:
+    def __init__(self, specs: Sequence[AnySpec | Mapping[str, Any]], *, unknown_tools: UnknownToolPolicy = "warn",
+                 options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
-        # A caller's runnable is stamped with its name now, as deepagents does when its middleware is made: a
-        # copy with its config, never a build (nothing is compiled until a declarative child's first use).
+        # A caller's runnable is stamped with its name now, as deepagents does (a config copy, never a build).
         self._ready: dict[str, Any] = {s.name: ready_runnable(s.name, s.runnable)
                                        for s in self._specs.values() if isinstance(s, CompiledSubagent)}
         self.call_graphs = GraphCache()
@@ -273,17 +192,11 @@ class SubagentRegistry:
             self.configure(options)
 
     def configure(self, options: BuildOptions) -> None:
-        """Set the build options, checking every spec's model and skills against them.
-
-        Only before the first graph is built: a graph built under other
-        options would not match them.
-        """
+        """Set the build options (before the first graph is built), checking every spec's model and skills."""
         with self._lock:
             if self._graphs:
-                raise UnsupportedCall(
-                    "build options must be set before any subagent is built "
-                    f"(already built: {', '.join(sorted(self._graphs))})"
-                )
+                raise UnsupportedCall("build options must be set before any subagent is built "
+                                      f"(already built: {', '.join(sorted(self._graphs))})")
             for spec in self._specs.values():
                 check_spec(spec, options)
             self.options = options
@@ -308,9 +221,7 @@ class SubagentRegistry:
             return self._specs[name]
         except KeyError:
             valid = ", ".join(self._specs) or "none"
-            raise UnknownSubagent(
-                f"unknown subagent_type {name!r}; valid types are: {valid}"
-            ) from None
+            raise UnknownSubagent(f"unknown subagent_type {name!r}; valid types are: {valid}") from None
 
     @property
     def built(self) -> frozenset[str]:
@@ -330,23 +241,12 @@ class SubagentRegistry:
         return graph
 
     def call_graph(self, key: Hashable, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
-        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``.
-
-        Built by :meth:`build` like a declared child, into a bounded cache
-        (:attr:`call_graphs`), so a stream of distinct schemas cannot grow memory.
-        """
+        """The graph of a child made for one call (a created definition, a per-call format), kept by ``key``."""
         return self.call_graphs.get(key, lambda: self.build(spec, parent_model=parent_model, parent_tools=parent_tools))
 
     def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
-        """Compile ``spec`` under the parent's floor: the one place a child graph of this registry is made.
-
-        Every child -- declared, ``general-purpose``, created at run time,
-        typed for one call, forked, background, retried -- comes through here,
-        so each gets the parent's approvals (its ``HumanInTheLoopMiddleware``
-        rules for the tools the child holds), its data policy
-        (``PIIMiddleware``) and its permission mode, which a spec may tighten
-        and never lower (see :func:`subagents.builder.build_subagent`).
-        """
+        """Compile ``spec`` under the parent's floor (approvals, data policy, permission mode, which a spec may
+        tighten and never lower): the one place every child graph of this registry is made."""
         return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
                               unknown_tools=self.unknown_tools, options=self.options,
                               inherited_middleware=self.inherited_middleware)

@@ -1,9 +1,4 @@
-"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read one way.
-
-Which of a parent's middleware its children take, which model-call wraps
-may be joined into one, which never swap the model or add to a request:
-each was a class attribute of its own, read with its own rule (a subclass
-trusted by one, not by the next). Now one object, read by :func:`policy_of`.
+"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`.
 
 Example::
 
@@ -40,9 +35,8 @@ class ChildPolicy:
         keeps_model: its model-call wrap never puts another model in a call.
         request_neutral: it never adds a tool or prompt text to a request (a child's guard need not look).
 
-    ``inherited`` holds for subclasses and instances too, which may widen it, never narrow it (a floor is
-    never lost by subclassing); the other three say what the class's own code does, and a subclass may do
-    anything: it says them again, or has none. An instance with a hook replaced keeps ``inherited`` alone.
+    ``inherited`` holds for subclasses and instances too, which may widen it, never narrow it; the other three
+    hold for the class's own code only (a subclass says them again, or has none; so does a replaced hook).
     """
 
     inherited: Literal["every", "model"] | None = None

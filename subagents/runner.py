@@ -2,19 +2,14 @@
 
 The steps are written once, as a plan (:meth:`TaskRunner._plan`) that yields
 each child input and receives each result; :meth:`TaskRunner.run` and
-:meth:`TaskRunner.arun` only drive it, with ``invoke`` or ``ainvoke``.
-Whatever the child raises becomes a failed :class:`~subagents.TaskOutcome`
-with a typed ``stop_reason``; only interrupts (human approval) pass through,
-so a paused child resumes natively when the parent resumes. A child's
-``Command(graph=Command.PARENT)`` never reaches the parent: it fails the task.
-Real cancellation (``asyncio.CancelledError``, ``KeyboardInterrupt``,
-``SystemExit``) propagates, leaving a ``cancelled`` mark in the transcript;
-a ``SystemExit`` a child's model, tool or middleware raises (``argparse``
-calling ``sys.exit``) is no cancellation: it fails that task alone (on
-``ainvoke`` held where it rose: :func:`~subagents.metering.keep_child_exits`).
-
-The runner knows nothing of the parent's state schema, ledger or tool names:
-the caller turns the outcome into its own state update.
+:meth:`TaskRunner.arun` only drive it. Whatever the child raises becomes a
+failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only
+interrupts (human approval) pass through, so a paused child resumes with the
+parent. A child's ``Command(graph=Command.PARENT)`` fails the task. Real
+cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
+``SystemExit`` a child's own code raises fails that task alone
+(:func:`~subagents.metering.keep_child_exits`). The caller turns the outcome
+into its own state update.
 
 Example::
 
@@ -103,33 +98,9 @@ if TYPE_CHECKING:
     from subagents.settings import DelegationSettings
 
 
-# ----------------------------------------------------------------------------
-# A cap on how many children of one agent run at once: one count across threads and event loops.
-#
-# The cap belongs to the agent, not to a thread or a loop: ``invoke`` on one
-# thread, ``ainvoke`` on two server workers' loops and a background runtime's
-# loop all draw on the same count. Extra delegations wait their turn, first come
-# first served; none fails because of the cap.
-#
-# A held place is a :class:`Slot`. It is given back when the child's *work* has
-# stopped, not when the parent stops waiting for it: a child abandoned at its
-# ``timeout_s`` keeps running until its current tool returns (a thread cannot be
-# killed), and until then it still counts. Whatever keeps working for a child
-# takes a share of its slot (:meth:`Slot.share`) and gives it back when done;
-# the place returns to the cap when the last share is released.
-#
-# Example::
-#
-#     cap = ConcurrencyLimit(2)
-#     with cap.hold():                 # on a thread
-#         ...
-#     async with cap.ahold():          # on any event loop, counted together
-#         ...
-#     slot = cap.acquire()             # or by hand, to hand the place on
-#     slot.share(); slot.release()     # ... work that outlives the caller
-#     slot.release()
-# ----------------------------------------------------------------------------
-
+# -- The cap on an agent's running children: one count across threads and event loops, first come first
+# served. A place (a :class:`Slot`) returns when the child's *work* stops, not when the parent stops waiting:
+# an abandoned child's tool still runs (a thread cannot be killed), and whatever works for it holds a share.
 
 
 class Slot:
@@ -159,12 +130,8 @@ class Slot:
                 return
             self._shares -= 1
             last = self._shares == 0
-        if last and self._limit is not None:
+        if last:
             self._limit._give_back()
-
-    @property
-    def held(self) -> bool:
-        return self._shares > 0
 
 
 NO_CAP = Slot(None)
@@ -296,20 +263,8 @@ class ConcurrencyLimit:
         self._give_back()  # it was handed a place it will not use
 
 
-# ----------------------------------------------------------------------------
-# Turning whatever a child raised into a stop reason and a sentence a model can act on.
-#
-# Classification goes by exception type and origin, never by message text, and
-# the function is total: a hostile exception (a ``__str__`` that raises, a huge
-# message, non-string arguments) still yields a bounded, readable reason.
-#
-# Example::
-#
-#     stop_reason, text = describe_failure(exc, limits=Limits(max_turns=8))
-#     # ("max_turns", "hit its max_turns limit (8 model calls) before finishing. ...")
-# ----------------------------------------------------------------------------
-
-
+# -- What a child raised, as a stop reason and a sentence a model can act on: by type and origin, never by
+# message text, and total (a hostile ``__str__`` still yields a bounded reason).
 
 _FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 
@@ -323,13 +278,13 @@ class Limits:
     timeout_s: float | None = None
 
 
-def describe_failure(
-    exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
-) -> tuple[StopReason, str]:
-    """``(stop_reason, reason)`` for a failed task; never raises.
+def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
+                    ) -> tuple[StopReason, str]:
+    """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``.
 
-    ``origin`` is ``model_error`` or ``tool_error`` when the caller knows the
-    exception came from a model or a tool call.
+    Example::
+
+        stop_reason, text = describe_failure(exc, limits=Limits(max_turns=8))  # ("max_turns", "hit its ...")
     """
     try:
         return _describe(exc, limits, origin)
@@ -347,20 +302,14 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
         return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
     if isinstance(exc, MaxTurnsReached):
-        return "max_turns", (
-            f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
-            "Split the task into smaller pieces, or raise max_turns."
-        )
+        return "max_turns", (f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
+                             "Split the task into smaller pieces, or raise max_turns.")
     if isinstance(exc, ModelCallLimitExceededError) and origin not in ("model_error", "tool_error"):
-        return "max_turns", (
-            f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
-            "Split the task into smaller pieces, or raise that middleware's limit."
-        )
+        return "max_turns", (f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
+                             "Split the task into smaller pieces, or raise that middleware's limit.")
     if isinstance(exc, GraphRecursionError) and origin != "tool_error":
-        return "recursion", (
-            f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
-            "Split the task into smaller pieces, or raise recursion_limit."
-        )
+        return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
+                             "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
         reason = _claimed_reason(exc)
         if reason == "timeout":
@@ -387,30 +336,9 @@ def _type_name(exc: BaseException) -> str:
         return "Exception"
 
 
-# ----------------------------------------------------------------------------
-# Which child one call runs, on which graph, from which input: the delegation modes in one place.
-#
-# The runner asks :func:`set_up_child` for a call's spec, graph and initial
-# state. By default that is the registry's spec and cached graph, and the
-# isolated input (one ``HumanMessage``). Three modes, each off unless asked
-# for, change one part each and keep every other rule:
-#
-# * a **dynamic subagent** (a name defined at run time with
-#   ``create_subagent``, see :mod:`subagents.registry`) is resolved from the
-#   parent's state, re-checked, and built once per definition;
-# * a **per-call output schema** (see :mod:`subagents.builder`) builds
-#   the spec with that response format, once per schema;
-# * a **fork** (``context="fork"``, see :mod:`subagents.boundary`) starts the
-#   child from the parent's conversation.
-#
-# What a mode adds to the task record comes back as ``record_extra``.
-#
-# Example::
-#
-#     setup = set_up_child(registry, call, blocked_keys)
-#     setup.graph.invoke(setup.prepare().given, config)
-# ----------------------------------------------------------------------------
-
+# -- Which child one call runs, on which graph, from which input. By default the registry's spec and cached
+# graph and the isolated input; a dynamic subagent (resolved from the parent's state), a per-call output
+# schema and a fork each change one part. What a mode adds to the record comes back as ``record_extra``.
 
 
 @dataclasses.dataclass
@@ -427,9 +355,7 @@ class ChildSetup:
 def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
     """The spec, graph and input for ``call``; raises with a readable reason if it cannot run.
 
-    A stand-in registry (background sessions hand out their own graph) gets
-    declared specs and forks only: dynamic subagents and per-call formats
-    belong to the ``task`` path.
+    A stand-in registry (a background session's) gets declared specs and forks only.
     """
     modes = isinstance(registry, SubagentRegistry)
     spec, spec_key, extra = _spec_for(registry, call, modes)
@@ -449,9 +375,8 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
                                                          tool_call_id=call.tool_call_id), extra)
 
 
-def _spec_for(
-    registry: SubagentRegistry, call: TaskCall, modes: bool
-) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
+def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
+             ) -> tuple[AnySpec, tuple[str, str], dict[str, Any]]:
     name = call.subagent_type
     try:
         return registry.spec(name), ("spec", name), {}
@@ -482,10 +407,8 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
     valid = ", ".join([*registry.names, *created]) or "none"
     message = f"unknown subagent_type {name!r}; valid types are: {valid}"
     if _being_created(name, state):
-        message += (
-            f". {name!r} is being created by a create_subagent call in this same turn; "
-            "delegate to it with task from your next turn"
-        )
+        message += (f". {name!r} is being created by a create_subagent call in this same turn; "
+                    "delegate to it with task from your next turn")
     return UnknownSubagent(message)
 
 
@@ -498,10 +421,8 @@ def _being_created(name: str, state: Mapping[str, Any]) -> bool:
                for c in last.tool_calls)
 
 
-def _graph_with_format(
-    registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
-    requested: Any, extra: dict[str, Any],
-) -> Any:
+def _graph_with_format(registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
+                       requested: Any, extra: dict[str, Any]) -> Any:
     if isinstance(spec, CompiledSubagent):
         raise OutputSchemaError(
             f"a per-call output schema cannot be used with compiled subagent {spec.name!r}: its graph "
@@ -516,21 +437,8 @@ def _graph_with_format(
                                parent_tools=call.parent_tools)
 
 
-# ----------------------------------------------------------------------------
-# One delegation in flight: its ids, input, sink, limits and events, step by step.
-#
-# :class:`Delegation` is the runner's working state for one task. Its steps
-# are named for what they do -- :meth:`~Delegation.resolve`,
-# :meth:`~Delegation.open_transcript`, :meth:`~Delegation.configure`,
-# :meth:`~Delegation.begin` -- and the two deadline helpers invoke the child
-# so that the task's ``timeout_s`` holds on both paths: on ``invoke`` the child
-# runs on a helper thread we stop waiting for; on ``ainvoke`` the child task
-# is abandoned (and cancelled) at the deadline even when the executor its
-# tools need is saturated. Either way the meter then stops the abandoned child
-# at its next model or tool call.
-# ----------------------------------------------------------------------------
-
-
+# -- One delegation in flight, step by step; the deadline helpers keep ``timeout_s`` on both paths (the meter
+# then stops the abandoned child at its next model or tool call).
 
 DEFAULT_RECURSION_LIMIT = 25
 MAX_INHERITED_RECURSION_LIMIT = 100
@@ -558,24 +466,16 @@ class Delegation:
     limits: Limits = Limits()
     record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    short_answer_threshold: int | None = None
-    """The spec's own short-answer threshold (``None``: the runner's applies)."""
-    begun: bool = False
-    """Past the concurrency cap: the child has been (or is being) run."""
-    given: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The copies of the shared values the child is handed (see :class:`subagents.boundary.ChildInput`)."""
-    prepare: Callable[[], ChildInput] | None = None
-    """Makes ``inputs`` and ``given`` (see :meth:`own_input`)."""
-    slot: Slot = NO_CAP
-    """Its place under the cap, shared by whatever still works for it (see :class:`Slot`)."""
+    short_answer_threshold: int | None = None  # the spec's own (None: the runner's applies)
+    begun: bool = False  # past the concurrency cap
+    given: dict[str, Any] = dataclasses.field(default_factory=dict)  # the child's own copies (ChildInput)
+    prepare: Callable[[], ChildInput] | None = None  # makes inputs and given (own_input)
+    slot: Slot = NO_CAP  # its place under the cap, shared by whatever still works for it
+    # Across approval pauses: earlier segments' work time, the pauses, and the run time timeout_s has used.
     carried_ms: float = 0.0
-    """Work time of the task's earlier segments (before each approval pause), carried into this one."""
     waiting_ms: float = 0.0
-    """Time the task spent paused for approval, between its segments."""
     ran_s: float = 0.0
-    """Time the task ran (past the cap) in its earlier segments: what ``timeout_s`` has already used."""
-    begun_clock: float = 0.0
-    """When this segment began to run (after any wait for the cap)."""
+    begun_clock: float = 0.0  # when this segment began to run (after any wait for the cap)
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -641,14 +541,8 @@ class Delegation:
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
                                 "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type}
         self.meter = meter
-        self.config = {
-            "recursion_limit": self.limits.recursion_limit,
-            "callbacks": [self.meter],
-            "metadata": {
-                metadata_key: self.task_id,
-                "subagent_tool_call_id": self.call.tool_call_id,
-            },
-        }
+        self.config = {"recursion_limit": self.limits.recursion_limit, "callbacks": [self.meter],
+                       "metadata": {metadata_key: self.task_id, "subagent_tool_call_id": self.call.tool_call_id}}
         if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
             self.config["run_name"] = self.call.subagent_type
 
@@ -664,9 +558,8 @@ class Delegation:
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
 
     def own_input(self) -> dict[str, Any]:
-        """The child's input with its own copies, made as its task runs: ``timeout_s`` counts copying, which
-        runs where the child will (on ``ainvoke`` on a worker thread, never the event loop). A task whose
-        deadline passed while it copied (or that was stopped) never starts its child."""
+        """The child's input with its own copies, made as its task runs (``timeout_s`` counts copying; a task
+        whose deadline passed meanwhile never starts its child)."""
         assert self.prepare is not None  # resolved before it runs
         prepared = self.prepare()
         if self.meter is not None:
@@ -757,14 +650,9 @@ class Delegation:
 def _stood_in_for(exc: BaseException) -> BaseException:
     """The error a child's model raised, where an ``AttributeError`` read off it stands in its place.
 
-    LangChain's async model call gathers its calls' results with
-    ``return_exceptions=True`` and treats a ``BaseException`` that is not an
-    ``Exception`` (``GeneratorExit``, a library's own) as a result, so the
-    task ends in ``AttributeError: '<X>' object has no attribute
-    'generations'``; Python names the object the lookup failed on, which is
-    the model's own error. ``KeyboardInterrupt`` never gets there: asyncio
-    raises it out of the loop, as on ``invoke``. A :class:`~subagents.errors.ChildExit` stands in for the
-    ``SystemExit`` or ``GeneratorExit`` it holds: the record names that, as on ``invoke``.
+    LangChain's async model call treats a non-``Exception`` ``BaseException`` as a result, so the task
+    ends in ``AttributeError: ... 'generations'`` whose ``obj`` is the model's own error. A
+    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds.
     """
     if type(exc) is ChildExit and isinstance(exc.__cause__, BaseException):
         return exc.__cause__
@@ -776,11 +664,8 @@ def _stood_in_for(exc: BaseException) -> BaseException:
 def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
     """Child runs started inside (or in tasks and threads copying this context) reach LangSmith as a subagent's.
 
-    ``ls_agent_type="subagent"`` rides in LangSmith's own tracing context, which
-    its tracer reads, as in deepagents; in the child's run config it would also
-    reach every callback handler and streamed event's metadata. The rest of the
-    current tracing context (parent run, client, project, tags) is kept.
-    ``meter`` is the task's, which the child's model-call wrap reads.
+    ``ls_agent_type="subagent"`` rides in LangSmith's tracing context (as in deepagents), not the run config,
+    where every callback and streamed event would see it; ``meter`` is the task's.
     """
     current: dict[str, Any] = dict(get_tracing_context())
     with (tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}),
@@ -797,11 +682,7 @@ def _made(inputs: ChildStep) -> dict[str, Any]:
 
 
 def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
-    """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for.
-
-    A thread cannot be killed; once the timeout passes we return and the
-    meter stops the abandoned child at its next model or tool call.
-    """
+    """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for."""
     remaining = run.remaining()
     if remaining is None:
         with traced_as_subagent(run.meter):
@@ -833,11 +714,8 @@ def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
 async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Run the child as its own task; at the deadline, abandon it (cancelled, never awaited again).
 
-    Its own task, waited on with ``asyncio.wait``, never ``await``-ed: asyncio
-    resumes a coroutine that awaits a failed task by *throwing* the error into
-    it, and a ``GeneratorExit`` thrown into a coroutine closes the whole chain
-    of awaits above it, the parent's included. Read with ``result()``, a
-    child's ``GeneratorExit`` is one more exception this task can fail with.
+    Waited on with ``asyncio.wait``, never ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting
+    coroutine would close the whole chain of awaits above it; read with ``result()`` it is one more error.
     """
     slot: Slot | WorkHolder = run.slot
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
@@ -865,9 +743,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
 
 
 _COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
-"""Where a child's state is copied on ``ainvoke``: a pool of its own, so copies never wait behind tools that
-outlived their children on :data:`~subagents.boundary.CHILD_TOOL_THREADS` (six sleeping ones starved a child
-that had no tools until its deadline)."""
+"""Where a child's state is copied on ``ainvoke``: its own pool, never behind abandoned children's tools."""
 
 
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
@@ -901,32 +777,17 @@ class TaskRunner:
     Args:
         registry: the subagents.
         max_concurrent: how many children may run at once (``None``: no cap).
-        excluded_keys: keys that never cross the boundary (the caller's
-            ledgers, todos, ...); ``messages``, ``structured_response`` and
-            ``jump_to`` always are.
-        private_keys: the parent's private keys (see
-            :func:`subagents.boundary.private_state_keys`); LangChain's own
-            middleware's are always blocked.
-        settings: the runner reads ``settings.limits`` (``budget``,
-            ``short_answer_threshold``) and ``settings.observability``
-            (transcripts, prices); see :mod:`subagents.settings`.
-        stop_on_interrupt: a Ctrl-C (``SIGINT``) stops this runner's
-            running children at their next model or tool call, before
-            Python raises ``KeyboardInterrupt``, while :func:`watch_interrupts`
-            is in effect; background tasks, which outlive the parent's turn,
-            pass ``False``.
+        excluded_keys: keys that never cross the boundary (besides ``messages``,
+            ``structured_response`` and ``jump_to``).
+        private_keys: the parent's private keys (LangChain's own middleware's are always blocked).
+        settings: ``limits`` (budget, short answers, wrap-up) and ``observability`` (transcripts, prices).
+        stop_on_interrupt: Ctrl-C stops this runner's children at their next model or tool call;
+            background tasks, which outlive the parent's turn, pass ``False``.
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        settings: DelegationSettings | None = None,
-        *,
-        max_concurrent: int | None = None,
-        excluded_keys: frozenset[str] = frozenset(),
-        private_keys: frozenset[str] = frozenset(),
-        stop_on_interrupt: bool = True,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, settings: DelegationSettings | None = None, *,
+                 max_concurrent: int | None = None, excluded_keys: frozenset[str] = frozenset(),
+                 private_keys: frozenset[str] = frozenset(), stop_on_interrupt: bool = True) -> None:
         if settings is None:
             from subagents.settings import DelegationSettings
 
@@ -942,10 +803,8 @@ class TaskRunner:
         self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
         self._paused_usage: dict[str, dict[str, Any]] = {}
         self._paused_lock = threading.Lock()
-        self.blocked_keys = (
-            CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
-            | langchain_private_state_keys()
-        )
+        self.blocked_keys = (CORE_EXCLUDED_KEYS | frozenset(excluded_keys) | frozenset(private_keys)
+                             | langchain_private_state_keys())
         self.in_flight: dict[int, Delegation] | None = _IN_FLIGHT if stop_on_interrupt else None
 
     # -- the two drivers --------------------------------------------------
@@ -989,18 +848,15 @@ class TaskRunner:
             return step
 
     def _refused_for_budget(self, run: Delegation) -> TaskOutcome | None:
-        """Once the budget is spent for new work, a delegation is refused: as it is prepared, and again once it has
-        its place (it may have waited for one while its siblings spent the rest)."""
+        """A spent budget refuses a delegation: as it is prepared, and again once it has its place."""
         if self.budget is not None and (spent := self.budget.exhausted()):
             return self._refuse(run, f"{spent}; no new delegations can start", "budget")
         return None
 
     def _begin(self, run: Delegation, cancellation: type[BaseException]) -> None:
-        """The child starts, unless Ctrl-C was pressed (background runners, which outlive it, always start).
+        """The child starts, unless Ctrl-C was pressed (background runners always start).
 
-        The delegation is in flight already (see :func:`stop_on_ctrl_c`): a
-        Ctrl-C pressed before this check is seen here; one pressed after it
-        finds the delegation and stops its meter.
+        In flight already, so a Ctrl-C before this check is seen here, one after it stops the meter.
         """
         if self.in_flight is not None and stop_requested():
             raise cancellation()
@@ -1086,7 +942,6 @@ class TaskRunner:
         if (spent := self._refused_for_budget(run)) is not None:
             return spent
         try:
-            # Which spec, graph and input (delegation modes included): subagents/_call_setup.py.
             setup = set_up_child(self.registry, call, self.blocked_keys)
             run.resolve(setup.spec, call.graph or setup.graph, setup.prepare, setup.record_extra)
             run.open_transcript(self.new_sink)
@@ -1100,11 +955,7 @@ class TaskRunner:
         return run
 
     def _carry_usage(self, run: Delegation) -> None:
-        """A task paused for approval: what it spent so far, and its work time, count again when it resumes.
-
-        A resume runs the ``task`` call again from its start, so without this
-        the record would time only the segment after the last approval.
-        """
+        """A task paused for approval: what it spent and its work time count again when it resumes."""
         carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
                    "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
                    "waiting_ms": run.waiting_ms,
@@ -1208,26 +1059,11 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
             in_flight.pop(id(run), None)
 
 
-# ----------------------------------------------------------------------------
-# Ctrl-C stops the run: one flag, one handler, checked where children start.
-#
-# The promise: once Ctrl-C is pressed, no child starts and every child in
-# flight stops at its next model or tool call, as a ``cancelled`` task,
-# whatever step the run is at. One handler keeps it (:func:`stop_on_ctrl_c`):
-# it sets a process-wide "stop requested" flag, stops every foreground child
-# in flight, then does what the handler it wraps did (Python's raises
-# ``KeyboardInterrupt``; ``asyncio.run``'s cancels the main task). A
-# delegation is put in flight before it reads the flag, so a Ctrl-C pressed
-# at any moment either finds it in flight or is found by it: no window in
-# which a child starts unseen. A program installs the handler once, for the
-# whole run, before the graph starts (the command line does); a synchronous
-# run on the main thread installs it for its own length (the middleware calls
-# :func:`watch_interrupts` as it starts and :func:`unwatch_interrupts` as it
-# ends), since on ``invoke`` the children run on worker threads that Python
-# cannot interrupt.
-# ----------------------------------------------------------------------------
-
-
+# -- Ctrl-C: no child starts and every child in flight stops at its next model or tool call, as ``cancelled``.
+# One handler sets a process-wide flag, stops every foreground child in flight, then does what the handler
+# it wraps did. A delegation is put in flight before it reads the flag: no window where a child starts unseen.
+# A program installs it for the whole run (the command line does); a synchronous run on the main thread for
+# its own length (:func:`watch_interrupts`), since its children run on threads Python cannot interrupt.
 
 _IN_FLIGHT: dict[int, Delegation] = {}
 """Foreground delegations running now, in this process."""
@@ -1268,10 +1104,8 @@ class _CtrlC:
 def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
     """Within the block, Ctrl-C stops every child first (see :func:`request_stop`), then ``then`` runs.
 
-    ``then`` defaults to the handler in place (``asyncio.run``'s inside a
-    coroutine: it cancels the main task). Only on the main thread; yields
-    whether the handler is in place. The flag is cleared as the outermost
-    block starts, never as it ends: a program reads it after the run.
+    ``then`` defaults to the handler in place. Only on the main thread; yields whether the handler is in
+    place. The flag is cleared as the outermost block starts, never as it ends: a program reads it after.
     """
     if threading.current_thread() is not threading.main_thread():
         yield False
@@ -1296,12 +1130,8 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
 
 
 def watch_interrupts() -> bool:
-    """For a synchronous run on the main thread: :func:`stop_on_ctrl_c` over Python's own handler, until
-    :func:`unwatch_interrupts` or the first Ctrl-C.
-
-    Only over Python's own handler (a program's own, the command line's included, is left as it is);
-    returns whether the handler is in place.
-    """
+    """For a synchronous run on the main thread: :func:`stop_on_ctrl_c` over Python's own handler (never a
+    program's), until :func:`unwatch_interrupts` or the first Ctrl-C; returns whether it is in place."""
     if threading.current_thread() is not threading.main_thread():
         return False
     _WATCHING.set()  # unwatch_interrupts looks from now on

@@ -1,18 +1,8 @@
-"""A background subagent served by a LangGraph Server: where it is, what is sent, how long to wait.
+"""What a subagent is: a declarative :class:`SubagentSpec`, a caller's :class:`CompiledSubagent`, or a
+:class:`RemoteSubagentSpec` served by a LangGraph Server.
 
-What goes over the wire is exactly what the spec says, nothing from the
-environment: ``headers`` with every request, plus ``x-api-key`` only when
-``api_key`` (the key itself) or ``api_key_env`` (the name of an environment
-variable holding it) is set. ``langgraph-sdk`` on its own would load
-``LANGGRAPH_API_KEY``/``LANGSMITH_API_KEY``/``LANGCHAIN_API_KEY`` and send
-it to any url; we never let it.
-
-``timeout_s`` bounds the whole task, as on a local spec (at the deadline its
-run is cancelled on the server and the task ends ``error``, "timed out");
-``request_timeout_s`` bounds each status request (a poll, a check, a list);
-``start_timeout_s`` bounds starting, steering and cancelling a task.
-
-Example::
+A remote spec sends exactly what it says, nothing from the environment (``langgraph-sdk`` on its own would
+send ``LANGSMITH_API_KEY`` to any url). Example::
 
     spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
                               graph_id="researcher", url="https://agents.example.com",
@@ -53,44 +43,26 @@ from subagents.errors import RemoteConfigError, SpecError, brief
 from subagents.metering import WrapUpSetting
 from subagents.truncation import RetryTruncatedSetting
 
-# ----------------------------------------------------------------------------
-# What a spec's ``tools`` list may hold: what ``create_agent`` accepts.
-#
-# An entry is a parent tool's name, a ``BaseTool``, a plain Python function
-# or other callable (made a tool with :func:`langchain_core.tools.tool`, so
-# its name and docstring become the tool's), or a provider tool dict (a JSON
-# schema ``{"name": ..., ...}`` or ``{"type": "function", "function": {...}}``).
-#
-# Example::
-#
-#     def search(query: str) -> str:
-#         """Search the web."""
-#         ...
-#
-#     normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
-# ----------------------------------------------------------------------------
-
-
 
 def normalize_tools(value: Any) -> Any:
-    """The ``tools`` list with callables made tools; anything else raises :class:`SpecError`.
+    """A spec's ``tools`` (parent tool names, ``BaseTool`` objects, callables made tools, provider tool dicts), or
+    :class:`SpecError`; ``None`` (inherit the parent's tools) passes through.
 
-    ``None`` (inherit the parent's tools) passes through unchanged.
+    Example::
+
+        normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
     """
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not _is_sequence(value):
-        raise SpecError(
-            "expected a list of tool names, BaseTools, functions or tool dicts, "
-            f"not one {type(value).__name__}"
-        )
+        raise SpecError("expected a list of tool names, BaseTools, functions or tool dicts, "
+                        f"not one {type(value).__name__}")
     return tuple(_one_tool(item, index) for index, item in enumerate(value))
 
 
 def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) or (
-        hasattr(value, "__iter__") and hasattr(value, "__len__") and not isinstance(value, Mapping)
-    )
+    return isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
+                                                and not isinstance(value, Mapping))
 
 
 def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
@@ -100,9 +72,7 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
         return item
     if isinstance(item, Mapping):
         if not _dict_tool_name(item):
-            raise SpecError(
-                f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})"
-            )
+            raise SpecError(f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})")
         return dict(item)
     if callable(item):
         from langchain_core.tools import tool
@@ -112,41 +82,14 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - reported with the item named
             name = getattr(item, "__name__", type(item).__name__)
             raise SpecError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
-    raise SpecError(
-        f"item {index}: expected a tool name, BaseTool, function or tool dict, "
-        f"got {type(item).__name__}"
-    )
+    raise SpecError(f"item {index}: expected a tool name, BaseTool, function or tool dict, "
+                    f"got {type(item).__name__}")
 
 
 def _dict_tool_name(item: Mapping[str, Any]) -> str:
     function = item.get("function")
     name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
     return name if isinstance(name, str) else ""
-
-
-# ----------------------------------------------------------------------------
-# A caller's compiled subagent, made ready for the runner.
-#
-# A :class:`~subagents.CompiledSubagent` may hold any runnable: a LangGraph
-# graph, any LangChain ``Runnable``, a LangGraph ``RemoteGraph``, or a plain
-# object with only ``invoke``. When its registry is made it is
-#
-# * stamped with its registered name, as deepagents does: ``lc_agent_name``
-#   in the run metadata and the run name, so traces and streams show which
-#   subagent ran;
-# * given an ``ainvoke`` when it has none: async callers run its ``invoke``
-#   in a worker thread (with the caller's context variables), never blocking
-#   the event loop.
-#
-# Its own ``recursion_limit`` (set with ``with_config``) is read by
-# :func:`own_recursion_limit` when the spec is validated, so the parent's
-# limit never overrides it.
-#
-# Example::
-#
-#     runnable = ready_runnable("writer", spec.runnable)      # what the registry hands the runner
-# ----------------------------------------------------------------------------
-
 
 
 def own_recursion_limit(runnable: Any) -> int | None:
@@ -159,7 +102,8 @@ def own_recursion_limit(runnable: Any) -> int | None:
 
 
 def ready_runnable(name: str, runnable: Any) -> Any:
-    """``runnable`` stamped with ``name`` and, if it lacks one, given a threaded ``ainvoke``."""
+    """``runnable`` stamped with ``name`` (``lc_agent_name`` and run name, as deepagents does) and, if it lacks
+    one, given an ``ainvoke`` that runs its ``invoke`` on a worker thread."""
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
@@ -175,12 +119,8 @@ def ready_runnable(name: str, runnable: Any) -> Any:
 
 
 class ThreadedRunnable:
-    """An object with only ``invoke``, driven on a worker thread by ``ainvoke``.
-
-    Args:
-        runnable: anything with ``invoke(input, config)``.
-        name: stamped on every run, as ``lc_agent_name`` and the run name.
-    """
+    """An object with only ``invoke`` (``invoke(input, config)``), driven on a worker thread by ``ainvoke``;
+    ``name`` is stamped on every run."""
 
     def __init__(self, runnable: Any, name: str) -> None:
         self.runnable = runnable
@@ -202,38 +142,12 @@ class ThreadedRunnable:
             asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
-# ----------------------------------------------------------------------------
-# What a subagent is: its declarative spec, or a graph the caller compiled.
-#
-# Both are pydantic models; a plain ``dict`` with the same keys is accepted
-# wherever a spec is (see :func:`coerce_spec`).
-#
-# Example::
-#
-#     from subagents import SubagentSpec
-#
-#     researcher = SubagentSpec(
-#         name="researcher",
-#         description="Finds facts and cites sources.",
-#         system_prompt="You research. Reply with a short cited summary.",
-#         tools=["web_search"],
-#         max_turns=8,
-#         timeout_s=120,
-#         skills=["cite-sources"],
-#         permission_mode="confirm_risky",
-#         condenser={"trigger": ("tokens", 50_000)},
-#     )
-#
-# Agent files (markdown with YAML frontmatter) load into the same model; see
-# :mod:`subagents.definitions.agent_files`.
-# ----------------------------------------------------------------------------
-
-
+# -- What a subagent is: a declarative spec or a graph the caller compiled; a plain dict with the same keys
+# is accepted wherever a spec is (:func:`coerce_spec`), and agent files load into the same model.
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
-"""Letters, digits, ``-``, ``_`` and single inner dots (``powershell-5.1-expert``):
-never a leading dot, ``..``, a slash or a separator, so a name is safe as a path part.
-Check it with ``fullmatch``: ``match`` with ``$`` would also accept a trailing newline."""
+"""Letters, digits, ``-``, ``_`` and single inner dots: safe as a path part. Check it with ``fullmatch``
+(``match`` with ``$`` would accept a trailing newline)."""
 MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
@@ -245,10 +159,8 @@ MAX_TIMEOUT_S = 1_000_000.0
 
 def _check_name(value: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(value):
-        raise SpecError(
-            "name must be letters, digits, '-', '_' and single inner dots, at most "
-            f"{MAX_NAME_LENGTH} characters (got {brief(value)})"
-        )
+        raise SpecError("name must be letters, digits, '-', '_' and single inner dots, at most "
+                        f"{MAX_NAME_LENGTH} characters (got {brief(value)})")
     return value
 
 
@@ -259,36 +171,32 @@ SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
 class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
-    Fields left ``None`` inherit from the parent: ``tools`` (the parent's
-    tools, minus every delegation tool), ``model`` (also ``"inherit"``; a
-    name without ``provider:`` is a profile looked up in the caller's
-    ``model_profiles``) and ``permission_mode`` (the parent's policy).
-    ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`);
-    ``recursion_limit`` defaults to the parent run's own limit; ``timeout_s``
-    bounds wall time on both ``invoke`` and ``ainvoke``.
+    Fields left ``None`` inherit from the parent: ``tools`` (minus every
+    delegation tool), ``model`` (also ``"inherit"``; a name without
+    ``provider:`` is a profile in the caller's ``model_profiles``) and
+    ``permission_mode``. ``max_turns`` caps model calls (default
+    :data:`DEFAULT_MAX_TURNS`); ``recursion_limit`` defaults to the parent
+    run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and
+    ``max_tokens`` cap one run. ``skills`` names the skills listed in the
+    child's prompt (never the parent's). ``condenser``: ``False`` (default:
+    none), ``None``/``"default"`` (default summarisation, what an agent file
+    that omits it gets), or ``SummarizationMiddleware`` settings.
+    ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
+    Claude Code hooks in it; ``color`` is for display; ``source`` is the file
+    a definition came from. ``context="fork"`` starts the child from the
+    parent's conversation. ``short_answer_threshold`` (characters): a shorter
+    answer gets one request for a complete report (``0``: never; ``None``:
+    the runner's). ``retry_truncated`` asks once more for a reply cut at the
+    token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
+    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up
+    with no tools, marked as cut short (a number in (0, 1): the share of
+    ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
 
-    ``skills`` names the skills listed in the child's prompt (the parent's
-    are not inherited). ``condenser`` is ``False`` (the default here: none),
-    ``None``/``"default"`` for default summarisation (what an agent file that
-    omits the field gets), or :class:`~langchain.agents.middleware.SummarizationMiddleware`
-    settings. ``max_budget_per_run`` (USD) and ``max_tokens`` cap one run
-    (the runner enforces them). ``mcp_config`` gives the child the tools of
-    those MCP servers (:mod:`subagents.definitions.mcp`); ``hooks`` runs Claude
-    Code hooks in the child (:mod:`subagents.definitions.hooks`); ``color``
-    is for display. ``source`` is the file a definition was loaded from.
-    ``context="fork"`` starts the child from the parent's conversation
-    instead of the bare task (see :mod:`subagents.boundary`).
-    ``short_answer_threshold`` (characters) overrides the runner's for this
-    agent: an answer shorter than it gets one request for a complete report
-    (``0``: never; ``None``: the runner's setting, off by default).
-    ``retry_truncated`` asks once more for a reply cut at the token limit
-    (``True``, ``"brief"``, ``"more_tokens"``; ``False``: never; ``None``:
-    the caller's setting, off by default; see :mod:`subagents.truncation`).
-    ``wrap_up`` makes the last model call a limit allows a wrap-up with no
-    tools, so the task ends with the child's own answer, marked as cut short
-    (``True``; a number in (0, 1): the share of ``timeout_s`` left that
-    starts it; ``False``: each limit ends the task with an error; ``None``:
-    the caller's setting, on by default; see :class:`subagents.metering.WrapUp`).
+    Example::
+
+        SubagentSpec(name="researcher", description="Finds facts and cites sources.",
+                     system_prompt="You research. Reply with a short cited summary.",
+                     tools=["web_search"], max_turns=8, timeout_s=120)
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -311,8 +219,7 @@ class SubagentSpec(BaseModel):
     interrupt_on: Mapping[str, Any] | None = None
     permission_mode: PermissionMode | None = None
     skills: Sequence[SkillEntry] = ()
-    # Off for specs written in code (no extra graph step on the hot path);
-    # an agent file that omits the field gets default summarisation.
+    # Off for specs in code (no extra graph step); an agent file that omits it gets default summarisation.
     condenser: CondenserSetting = False
     mcp_config: Mapping[str, Mapping[str, Any]] | None = None
     hooks: Mapping[str, Any] | None = None
@@ -322,7 +229,6 @@ class SubagentSpec(BaseModel):
     retry_truncated: RetryTruncatedSetting | None = None
     wrap_up: WrapUpSetting | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
-    # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
 
     @field_validator("description")
@@ -399,18 +305,11 @@ class SubagentSpec(BaseModel):
 class CompiledSubagent(BaseModel):
     """A subagent the caller built: any LangGraph graph whose state has ``messages``.
 
-    The graph is used as given: its own tools, model and limits apply. The
-    runner still isolates its input, bounds it with ``timeout_s`` and
-    ``recursion_limit``, refuses nested delegation and records it.
-    ``context="fork"`` gives it the parent's conversation (see
-    :mod:`subagents.boundary`).
-
-    ``runnable`` may be any ``Runnable`` (a ``RemoteGraph`` too) or an object
-    with only ``invoke``, which async callers run in a worker thread. Its
-    registered name is stamped on each run (``lc_agent_name`` and run name).
-    ``recursion_limit`` defaults to the runnable's own (from ``with_config``),
-    then to the parent run's. deepagents spells this class ``CompiledSubAgent``;
-    both names are exported.
+    Used as given (its own tools, model and limits); the runner still isolates its input, bounds it with
+    ``timeout_s`` and ``recursion_limit``, refuses nested delegation and records it. ``runnable`` may be any
+    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers).
+    ``recursion_limit`` defaults to the runnable's own (``with_config``), then the parent run's. deepagents
+    spells this class ``CompiledSubAgent``; both names are exported.
 
     Example::
 
@@ -426,17 +325,14 @@ class CompiledSubagent(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
     recursion_limit: int | None = Field(default=None, gt=0, strict=True)
     metadata: Mapping[str, Any] = Field(default_factory=dict)
-    # "fork": start from the parent's conversation (see subagents/_fork.py).
     context: ContextMode = "isolated"
 
     @field_validator("runnable")
     @classmethod
     def _runnable_invokable(cls, value: Any) -> Any:
         if not callable(getattr(value, "invoke", None)):
-            raise SpecError(
-                "runnable must be a LangGraph graph or any Runnable (an object with invoke), "
-                f"got {type(value).__name__}"
-            )
+            raise SpecError("runnable must be a LangGraph graph or any Runnable (an object with invoke), "
+                            f"got {type(value).__name__}")
         return value
 
     @model_validator(mode="before")
@@ -469,19 +365,13 @@ def describe_validation_error(errors: ValidationError, label: str) -> str:
 
 
 def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None) -> AnySpec:
-    """Return a validated spec from a spec or a plain dict.
-
-    A dict with a ``runnable`` key becomes a :class:`CompiledSubagent`,
-    any other dict a :class:`SubagentSpec`. Errors raise :class:`SpecError`
-    naming the agent (or ``source``) and each bad field.
-    """
+    """A validated spec from a spec or a plain dict (with ``runnable``: a :class:`CompiledSubagent`); errors
+    raise :class:`SpecError` naming the agent (or ``source``) and each bad field."""
     if isinstance(value, (SubagentSpec, CompiledSubagent)):
         return value
     if not isinstance(value, Mapping):
-        raise SpecError(
-            f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
-            f"got {type(value).__name__}"
-        )
+        raise SpecError(f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
+                        f"got {type(value).__name__}")
     label = source or f"subagent {value.get('name', '<unnamed>')!r}"
     value = translate_deepagents_fields(value, label)
     cls = CompiledSubagent if "runnable" in value else SubagentSpec
@@ -502,27 +392,16 @@ def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]
     return specs
 
 
-# ----------------------------------------------------------------------------
-# The dict shapes of specs, under deepagents' names, and its spellings translated.
-#
-# ``SubAgent`` and ``AsyncSubAgent`` are ``TypedDict``\ s for the plain dicts
-# a caller may pass as specs (type checkers see the fields; at run time they
-# are ordinary dicts). ``CompiledSubAgent`` is the same class as
-# :class:`~subagents.CompiledSubagent`, deepagents' spelling.
-#
-# Example::
-#
-#     from deep_agent import SubAgent, create_deep_agent
-#
-#     researcher: SubAgent = {"name": "researcher", "description": "Finds facts.",
-#                             "system_prompt": "Research.", "tools": [internet_search]}
-#     agent = create_deep_agent("openai:gpt-5.4", subagents=[researcher])
-# ----------------------------------------------------------------------------
-
+# -- The dict shapes of specs under deepagents' names (``TypedDict``\ s: plain dicts at run time).
 
 
 class SubAgent(TypedDict):
-    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field)."""
+    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field).
+
+    Example::
+
+        researcher: SubAgent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research."}
+    """
 
     name: str
     description: str
@@ -562,24 +441,16 @@ class AsyncSubAgent(TypedDict):
 
 def is_async_spec(value: Any) -> bool:
     """Whether a spec is a remote one for the background tools (deepagents' ``AsyncSubAgent``)."""
-    return isinstance(value, RemoteSubagentSpec) or (
-        isinstance(value, Mapping) and "graph_id" in value and "runnable" not in value
-    )
+    return isinstance(value, RemoteSubagentSpec) or (isinstance(value, Mapping) and "graph_id" in value
+                                                     and "runnable" not in value)
 
 
 def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:
-    """A spec dict with deepagents' spellings made ours; an unsupported one raises ``SpecError``.
-
-    ``mode="isolated"`` is the default here, so it is dropped; ``mode="fork"``
-    becomes ``context="fork"``; ``permissions`` are refused with what to
-    write instead. ``skills=None`` and ``permissions=None`` or ``[]``
-    (deepagents' defaults, spelled out) are dropped.
-    """
+    """A spec dict with deepagents' spellings made ours (``mode`` becomes ``context``; ``skills=None`` and
+    ``permissions=None`` or ``[]`` are dropped); an unsupported one (``permissions``) raises ``SpecError``."""
     if "graph_id" in value and "runnable" not in value:
-        raise SpecError(
-            f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
-            "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool"
-        )
+        raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
+                        "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
     # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
     unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
     if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
@@ -590,14 +461,11 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     if mode == "fork" and value.get("context", "fork") != "fork":
         raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
     if "permissions" in value and "permissions" not in unset:
-        raise SpecError(
-            f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
-            "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
-            "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
-            "'permission_mode' or 'interrupt_on' (see docs/migrating.md)"
-        )
+        raise SpecError(f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
+                        "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
+                        "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
+                        "'permission_mode' or 'interrupt_on' (see docs/migrating.md)")
     kept = {k: v for k, v in value.items() if k != "mode" and k not in unset}
-    # deepagents' mode="fork" is context="fork" here: the child starts from the parent's conversation.
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
@@ -618,8 +486,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-
-
 class RemoteSubagentSpec(BaseModel):
     """A background subagent served by a LangGraph Server.
 
@@ -627,39 +493,31 @@ class RemoteSubagentSpec(BaseModel):
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
         url: the server's base URL, ``http://`` or ``https://`` with a host.
-            ``None`` (left out): the same deployment -- the child runs on the
-            LangGraph Server the parent itself runs on, reached in-process
-            (``langgraph_sdk.get_client()`` without a url; on aegra, its app
-            ``aegra_api.main.app`` over an ASGI transport); a parent not running
-            on one gets an error naming the spec when it starts the task.
+            ``None``: the LangGraph Server the parent itself runs on, reached
+            in-process (a parent not running on one gets an error naming the
+            spec when it starts the task).
         headers: sent with every request to this server, and nothing else is
             (no key is read from the environment unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
         url_credentials: ``user:password`` for HTTP basic auth, sent as the
             ``Authorization`` header; never shown. Credentials written in
-            ``url`` (``http://user:password@host``) are moved here, so no
-            error text, record or repr the model or a log sees holds them.
+            ``url`` are moved here, out of every error text, record and repr.
         api_key_env: the environment variable holding the key, read when the
             first request is made (an unset variable fails that request).
         timeout_s: bound on the whole task (``None``: none), counted from its
-            start (a follow-up on a finished task starts the count again). At the
-            deadline the run is cancelled on the server and the task ends
-            ``error`` ("timed out ..."), never left ``running``.
+            start (a follow-up starts the count again). At the deadline the run
+            is cancelled on the server and the task ends ``error`` ("timed out").
         request_timeout_s: bound on each status request (poll, check, list).
-            Before it existed, ``timeout_s`` meant this.
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
-        webhook: a URL the server calls when each run of this subagent ends
-            (LangGraph Server's run webhook, deepagents' ``AsyncSubAgent.webhook``);
-            ``http://`` or ``https://``. The task's record is still polled as usual.
+        webhook: an ``http(s)`` URL the server calls when each run ends
+            (deepagents' ``AsyncSubAgent.webhook``); the record is still polled.
         update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
             accepted with the one behaviour this library has: ``"interrupt"``
-            (a follow-up to a running task stops its run and starts a new one;
-            ``"enqueue"`` is refused), ``"isolated"`` (the task sees only its
-            description; ``"fork"`` is refused), and ``notify_parent`` either
-            way: a finished task is announced before the parent's next model
-            call, and an idle parent is never woken.
+            (a follow-up stops the running run and starts a new one),
+            ``"isolated"``, and a finished task announced before the parent's
+            next model call (an idle parent is never woken).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -774,10 +632,8 @@ class RemoteSubagentSpec(BaseModel):
         elif self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)
             if not key:
-                raise RemoteConfigError(
-                    f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
-                    "which is not set in the environment"
-                )
+                raise RemoteConfigError(f"remote subagent {self.name!r}: api_key_env names {self.api_key_env!r}, "
+                                        "which is not set in the environment")
             if (problem := header_value_problem(key)) is not None:
                 raise RemoteConfigError(f"remote subagent {self.name!r}: the key in {self.api_key_env!r} {problem} "
                                         f"(it is sent as the {API_KEY_HEADER} header)")
@@ -786,12 +642,7 @@ class RemoteSubagentSpec(BaseModel):
 
 
 def header_value_problem(text: str) -> str | None:
-    """Why ``text`` cannot be sent as an HTTP header value (HTTP clients send ASCII only), or ``None``.
-
-    A value that begins or ends with a space or tab is no header value
-    either (the HTTP/1.1 client refuses it as a protocol error, which reads
-    as the server being unreachable).
-    """
+    """Why ``text`` cannot be sent as an HTTP header value (printable ASCII, no surrounding space), or ``None``."""
     if "\r" in text or "\n" in text:
         return "must not contain line breaks"
     bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
@@ -830,10 +681,8 @@ def checked_url(value: str) -> str:
     except ValueError:
         parts, host = None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise SpecError(
-            f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
-            f"(got {split_url_credentials(str(value))[0][:120]!r})"
-        )
+        raise SpecError(f"url must be an http:// or https:// URL with a host, such as http://127.0.0.1:2024 "
+                        f"(got {split_url_credentials(str(value))[0][:120]!r})")
     return text.rstrip("/")
 
 

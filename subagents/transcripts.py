@@ -3,19 +3,16 @@
 A transcript goes to one :class:`TranscriptSink`, chosen once per runner
 (:func:`sink_chooser`); the record's ``transcript`` field says where it went:
 
-* ``jsonl:<path>`` -- with ``sessions_dir`` set, a JSONL file in the
-  my-pi-agent layout, ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``
-  (ids made path-safe, the path absolute): a header line ``{"id",
-  "created_at", "cwd", "metadata": {"agent_type", "parent_session_id",
-  "tool_call_id"}}``, then one message per line, appended and flushed while
-  the child runs, so a crash leaves a readable partial file; a task that is
-  cancelled ends with a ``{"type": "cancelled"}`` line;
+* ``jsonl:<path>`` -- with ``sessions_dir``, a JSONL file at
+  ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``: a
+  header line (``id``, ``created_at``, ``cwd``, ``metadata``), then one
+  message per line, flushed while the child runs (a crash leaves a readable
+  partial file); a cancelled task ends with a ``{"type": "cancelled"}`` line;
 * ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
 * ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
-  the parent's checkpointer (the child runs as a subgraph there);
-* ``memory:<task_id>`` -- with no checkpointer either, a process-wide table
-  of recent transcripts bounded by size; a background child, which runs off
-  the parent's checkpointer, lands here too unless ``sessions_dir`` is set.
+  the parent's checkpointer;
+* ``memory:<task_id>`` -- with no checkpointer either (and for background
+  children without ``sessions_dir``), a size-bounded process-wide table.
 
 Example::
 
@@ -49,26 +46,16 @@ from langgraph.graph.message import add_messages
 from subagents.errors import InvalidArgument, SpecError, TranscriptFileError, TranscriptUnavailable, UnknownTask
 from subagents.ledger import saved_value
 
-# ----------------------------------------------------------------------------
-# File paths built from ids (threads, tasks, agent names) that stay inside their folder.
-#
-# Any id -- a string with ``..`` or slashes, an absolute path, a ``uuid.UUID``,
-# an ``int`` -- becomes one safe path component: kept as it is when it is a
-# plain name, otherwise replaced by a readable prefix and a hash of the whole.
-#
-# Example::
-#
-#     safe_component("../../etc")          # 'id-etc-5d41402abc4b2a76...'
-#     inside(root, root / "a" / "b.jsonl")  # the resolved path, or ValueError
-# ----------------------------------------------------------------------------
-
-
-
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
 
 
 def safe_component(value: object) -> str:
-    """One path component for ``value``: never empty, ``.``/``..``, absolute or nested."""
+    """One path component for any id: a plain name as it is, else a readable prefix and a hash of the whole.
+
+    Example::
+
+        safe_component("../../etc")          # 'id-etc-5d41402abc4b2a76...'
+    """
     text = str(value)
     if _PLAIN.fullmatch(text) and ".." not in text:
         return text
@@ -86,31 +73,10 @@ def inside(root: Path, path: Path) -> Path:
     return resolved
 
 
-# ----------------------------------------------------------------------------
-# The in-process transcript table: recent transcripts, bounded by their real size.
-#
-# Used when a run has no checkpointer and no other sink, and by background
-# children without ``sessions_dir`` (they run off the parent's checkpointer,
-# after its step); the oldest transcripts are dropped first once the table
-# holds more than ``max_bytes`` (1 MiB unless set: a process that delegates
-# without end must not grow without end; a run that needs every transcript
-# gives ``sessions_dir``, or for ``task`` calls a checkpointer or
-# ``transcript_store``).
-# A transcript is kept serialized (LangGraph's checkpoint serializer; from
-# 4 KiB on also zlib-compressed, see COMPRESS_FROM), so what the bound
-# counts is what the process holds: the bytes plus a fixed cost per entry. Messages the serializer
-# cannot store (an arbitrary object in a tool's artifact) are kept as
-# objects and counted by walking them. Each read returns fresh messages.
-#
-# Example::
-#
-#     table = TranscriptTable(max_bytes=1_000_000)
-#     table.put("task-1", messages)
-#     table.get("task-1")
-#     MEMORY.max_bytes = 64 * 1024 * 1024  # the shared table: keep more
-# ----------------------------------------------------------------------------
-
-
+# -- The in-process table (no checkpointer and no other sink; background children without ``sessions_dir``):
+# oldest dropped first past ``max_bytes``, a process that delegates without end must not grow without end.
+# Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds; what the
+# serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 """The shared table's bound: about 1,500 short child runs, or 100 with 10 KB tool arguments."""
@@ -122,7 +88,12 @@ _serde = JsonPlusSerializer()
 
 
 class TranscriptTable:
-    """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
+    """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above).
+
+    Example::
+
+        MEMORY.max_bytes = 64 * 1024 * 1024  # the shared table: keep more
+    """
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._max_bytes = _checked_bound(max_bytes)
@@ -192,14 +163,8 @@ def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
 
 
 COMPRESS_FROM = 4096
-"""Serialized transcripts this long or longer are kept zlib-compressed; shorter ones as they are.
-
-zlib gives up the interpreter lock around every call, and taking it back
-after a child run cost about 0.08 ms of CPU a delegation (measured on the
-overhead bench: more than the whole transcript's serialization), while a
-short transcript (a task and its answer, under a kilobyte) shrinks by only
-about half. Long ones, where the bytes are, are still compressed.
-"""
+"""Serialized transcripts this long or longer are kept zlib-compressed: a short one shrinks by only about
+half, and retaking the interpreter lock zlib gives up cost more than serializing it."""
 
 
 def deep_size(value: Any, seen: set[int] | None = None) -> int:
@@ -239,48 +204,43 @@ NO_TRANSCRIPT = "none:"
 
 
 class TranscriptSink(Protocol):
-    """Where one task's messages go. ``records`` is False when nothing needs collecting.
-
-    ``streams`` (optional, default True) is False when ``add`` does nothing and
-    the messages arrive whole at ``end``: the recorder then skips the call.
-    """
+    """Where one task's messages go. ``records`` is False when nothing needs collecting; ``streams``
+    (optional, default True) is False when ``add`` does nothing and the messages arrive whole at ``end``,
+    which returns the reference stored in the record's ``transcript``."""
 
     records: bool
 
     def add(self, message: BaseMessage) -> None: ...
-
-    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
-        """Finish; return the reference stored in the record's ``transcript``."""
-        ...
+    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str: ...
 
 
-class CheckpointSink:
-    """The child's own checkpoints already hold its history: nothing to collect."""
+class _WholeAtEnd:
+    """A sink whose messages arrive whole at ``end``."""
 
-    records = False
+    records = True
     streams = False
-
-    def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
 
     def add(self, message: BaseMessage) -> None:
         pass
+
+
+class CheckpointSink(_WholeAtEnd):
+    """The child's own checkpoints already hold its history: nothing to collect."""
+
+    records = False
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
 
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
         return f"checkpoint:{self.namespace}"
 
 
-class MemorySink:
+class MemorySink(_WholeAtEnd):
     """The process-wide, size-bounded table (no checkpointer; background children without ``sessions_dir``)."""
-
-    records = True
-    streams = False
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
-
-    def add(self, message: BaseMessage) -> None:
-        pass
 
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
         MEMORY.put(self.task_id, messages)
@@ -295,11 +255,9 @@ class JsonlSink:
 
     def __init__(self, path: Path, header: Mapping[str, Any], *, root: Path | None = None) -> None:
         self.path = path
-        # Opened first, from ``root`` down, following no symlink: a link planted in the sessions folder (a
-        # cloned checkout's own ``.deep_agent``) never leads a transcript out of it.
+        # Opened from ``root`` down, following no symlink: a link planted in the sessions folder never leads out.
         fd = _append_beneath(root, path) if root is not None else None
-        # A task resumed after an approval continues its file: one header, each message once.
-        # An empty file (a crash before the header was written) is begun like a new one.
+        # A task resumed after an approval continues its file (an empty one is begun like a new one).
         self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
         # A lone surrogate in a model's text must not cost the transcript its message.
         if fd is None:
@@ -335,18 +293,12 @@ class JsonlSink:
         return f"jsonl:{self.path}"
 
 
-class StoreSink:
+class StoreSink(_WholeAtEnd):
     """One item per task in a ``BaseStore``; process memory when the run has no store."""
-
-    records = True
-    streams = False
 
     def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
         self.store, self.task_id, self.header = store, task_id, dict(header)
         self.namespace = (STORE_NAMESPACE, safe_component(thread_id or "no-thread"))
-
-    def add(self, message: BaseMessage) -> None:
-        pass
 
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
         if self.store is None:
@@ -385,11 +337,8 @@ SinkFactory = Callable[..., TranscriptSink]
 
 
 def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
-    """Pick the sink kind once; the returned factory makes one sink per task.
-
-    The factory takes ``task_id, agent_type, thread_id, tool_call_id,
-    namespace, store, has_checkpointer`` as keywords.
-    """
+    """Pick the sink kind once; the returned factory makes one sink per task (taking ``task_id, agent_type,
+    thread_id, tool_call_id, namespace, store, has_checkpointer`` as keywords)."""
     if sessions_dir is not None:
         root = Path(sessions_dir).expanduser().absolute()
 
@@ -414,10 +363,8 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
 
 
 def _append_beneath(root: Path, path: Path) -> int:
-    """``path`` (inside ``root``) opened to append, its folders made, no symlink followed below ``root``.
-
-    Raises :class:`TranscriptFileError` for a symlink or a file that is not regular on the way.
-    """
+    """``path`` (inside ``root``) opened to append, its folders made, no symlink followed below ``root``
+    (:class:`TranscriptFileError` for a symlink or a file that is not regular on the way)."""
     names = path.relative_to(root).parts
     root.mkdir(parents=True, exist_ok=True)
     folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -460,10 +407,8 @@ def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, ca
                  taken: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """Call id -> (task id, ``jsonl:`` reference) of the JSONL transcripts a thread's tasks began for ``call_ids``.
 
-    Read from each file's header: a task whose run stopped before it ended has no record to name its file, and
-    its id depended on the step that was stopped. A file that its header's id does not name, or an id that has
-    a record (``taken``), is not the task's; of several files for one call (a provider that repeats call ids),
-    the newest.
+    Read from each file's header (a stopped task has no record to name its file). A file its header's id does
+    not name, or an id with a record (``taken``), is not the task's; of several for one call, the newest.
     """
     if sessions_dir is None or not call_ids:
         return {}
@@ -491,16 +436,9 @@ def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, ca
 
 def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
                **_: Any) -> dict[str, Any]:
-    return {
-        "id": task_id,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(),
-        "cwd": os.getcwd(),
-        "metadata": {
-            "agent_type": agent_type,
-            "parent_session_id": None if thread_id is None else str(thread_id),
-            "tool_call_id": tool_call_id,
-        },
-    }
+    return {"id": task_id, "created_at": dt.datetime.now(dt.UTC).isoformat(), "cwd": os.getcwd(),
+            "metadata": {"agent_type": agent_type, "parent_session_id": None if thread_id is None else str(thread_id),
+                         "tool_call_id": tool_call_id}}
 
 
 MAX_JSONL_BYTES = 256 * 1024 * 1024
@@ -514,11 +452,10 @@ _LOOK_FIRST = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
 def open_if_regular(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, dir_fd: int | None = None) -> int:
     """A descriptor of ``path`` opened with ``flags`` (to read), if it is a regular file and not a symlink.
 
-    The one way the library opens a file it reads on someone's behalf (transcripts, state, ``Grep`` and
-    ``Read``). Where it can (Linux), it looks first and opens only a regular file: a pipe or device is never
-    opened (a pipe's writer waits for an open; a device acts on one), then the same file is opened again
-    through that descriptor, so nothing put in its place meanwhile is. Elsewhere it opens without blocking
-    and looks then. Raises ``OSError``: ``ELOOP`` for a symlink, ``EINVAL`` for anything not a regular file.
+    The one way the library opens a file it reads on someone's behalf. On Linux it looks first (a pipe or
+    device is never opened: a pipe's writer waits, a device acts on one), then reopens that same file through
+    the descriptor; elsewhere it opens without blocking, then looks. ``OSError``: ``ELOOP`` for a symlink,
+    ``EINVAL`` for anything not a regular file.
     """
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     if _LOOK_FIRST:
@@ -558,15 +495,10 @@ def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
 
 def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
                max_bytes: int = MAX_JSONL_BYTES) -> tuple[dict[str, Any], list[BaseMessage]]:
-    """The header and messages of a JSONL transcript; a torn line is skipped.
+    """The header and messages of a JSONL transcript; a torn line, or one that is no message, is skipped.
 
-    ``source`` is a path (read only if it is a regular file) or a binary
-    file already open. One bigger than ``max_bytes`` is a
-    :class:`TranscriptFileError` naming it.
-
-    Lines are decoded one by one: a crash mid-write can cut a line inside a
-    character, and that line alone is lost, not the file. So is a line that
-    is JSON but no message (edited by hand, or of an unknown type).
+    ``source`` is a path (read only if it is a regular file) or a binary file already open. One bigger than
+    ``max_bytes`` is a :class:`TranscriptFileError` naming it.
     """
     if isinstance(source, (str, os.PathLike)):
         with open_transcript_file(source) as handle:
@@ -594,9 +526,8 @@ def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
 def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[BaseMessage]:
     """The full message history of one task of a thread, wherever it was kept.
 
-    ``graph`` is the parent graph (its state is read with ``config``), or,
-    for a parent run without a checkpointer, the state the run returned.
-    The record is found in whichever ledger of that state holds ``task_id``.
+    ``graph`` is the parent graph (its state is read with ``config``), or, for a parent run without a
+    checkpointer, the state the run returned; the record is found in whichever ledger holds ``task_id``.
     """
     thread_id = (config.get("configurable") or {}).get("thread_id")
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
@@ -627,13 +558,8 @@ def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
 
 
 def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
-    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas.
-
-    A child graph whose ``messages`` is a ``DeltaChannel`` (a
-    ``create_deep_agent`` or deepagents graph given as a compiled subagent)
-    holds them in a checkpoint only at a snapshot: the rest are the writes
-    since, which the saver replays. Reading ``channel_values`` alone gave
-    such a child an empty transcript.
+    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas (a ``DeltaChannel`` holds
+    them only at a snapshot, then the writes since, which the saver replays).
 
     Example::
 
@@ -649,12 +575,9 @@ def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: 
                     open_file: Callable[[str], IO[bytes]] = open_transcript_file) -> list[BaseMessage]:
     """Read the transcript a task record points at.
 
-    A record whose ``transcript`` field is not ``"<kind>:<where>"`` text,
-    whose stored item holds no message list, or whose JSONL file is gone,
-    raises :class:`TranscriptUnavailable` (a ``LookupError``) naming the task and the field or file: a
-    hand-edited or damaged record is bad input. A ``jsonl:`` file is opened
-    by ``open_file`` (default: any regular file; the CLI passes one that
-    reads only inside its state folder) and read up to :data:`MAX_JSONL_BYTES`.
+    A damaged record (a ``transcript`` that is not ``"<kind>:<where>"`` text, a stored item with no message
+    list, a JSONL file gone) raises :class:`TranscriptUnavailable` naming the task and the field or file. A
+    ``jsonl:`` file is opened by ``open_file`` (default: any regular file) up to :data:`MAX_JSONL_BYTES`.
     """
     task_id = record.get("id")
     where = record.get("transcript") or ""
