@@ -31,7 +31,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -216,15 +215,15 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI through its installed entry point, offline on the scripted model."""
-    script = Path(sys.executable).parent / "deep-agent"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "deep_agent.cli.app"]
+    """The CLI through its installed entry point (a forked child: :func:`helpers.cli.program`), offline on the
+    scripted model."""
+    from helpers.cli import program
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
     home = cwd.parent / f"{cwd.name}.home"  # beside: run refuses a workspace that is the home folder
     home.mkdir(exist_ok=True)
     env.update({"HOME": str(home), "COLUMNS": "200", "PYTHONPATH": str(REPO), "DEEP_AGENT_SCRIPTED": "1"})
-    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=180)
+    return program(*args, cwd=cwd, env=env)
 
 
 def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:

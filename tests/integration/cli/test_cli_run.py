@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO as ROOT
-from helpers.cli import SCRIPTS, cli, entry_point, make_project
+from helpers.cli import SCRIPTS, cli, make_project, program
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -298,8 +298,7 @@ def test_tasks_through_a_pipe_prints_whole_words_and_json_is_one_document(projec
     assert done.returncode == 0, done.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_")) and k != "COLUMNS"}
     env.update({"HOME": str(project / "home"), "PYTHONPATH": str(ROOT)})
-    piped = subprocess.run([*entry_point(), "tasks", "--full"], cwd=project, env=env, capture_output=True, text=True,
-                           timeout=180)
+    piped = program("tasks", "--full", cwd=project, env=env, timeout=180)
     assert piped.returncode == 0, piped.stderr
     assert max(len(line) for line in piped.stdout.splitlines()) <= 80, piped.stdout
     assert "Fixed the typo in notes.txt." in piped.stdout and "completed" in piped.stdout.split()

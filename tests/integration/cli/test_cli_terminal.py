@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pexpect
 
-from helpers.cli import ANSI, entry_point, make_project, terminal_env
+from helpers.cli import ANSI, entry_point, make_project, program, terminal_env
 
 
 def spawn_run(project: Path, prompt: str, script: str) -> tuple[Any, io.StringIO]:
@@ -77,19 +76,16 @@ def test_a_terminal_run_asks_before_edits_and_shows_timers_refusals_background_a
 
     # The same tasks are in `tasks`, and each has a transcript or says why not.
     env = terminal_env(project)
-    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=env, capture_output=True, text=True,
-                           timeout=120)
+    tasks = program("tasks", cwd=project, env=env, timeout=120)
     assert tasks.returncode == 0, tasks.stderr
     for needle in ("editor", "translator", "refused", "background local #1", "surveyor", "completed"):
         assert needle in tasks.stdout, needle
     survey_id = re.search(r"│ (\w{8}) +│ surveyor", tasks.stdout).group(1)
-    shown = subprocess.run([*entry_point(), "transcript", survey_id], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=120)
+    shown = program("transcript", survey_id, cwd=project, env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "Survey the notes" in shown.stdout and "Survey: notes.txt mentions the project." in shown.stdout
     refused_id = re.search(r"│ (\w{8}) +│ translator", tasks.stdout).group(1)
-    refused = subprocess.run([*entry_point(), "transcript", refused_id], cwd=project, env=env,
-                             capture_output=True, text=True, timeout=120)
+    refused = program("transcript", refused_id, cwd=project, env=env, timeout=120)
     assert refused.returncode == 0 and "it ran no child" in refused.stdout
 
 
@@ -117,8 +113,7 @@ def test_a_child_cut_short_at_its_approval_prompt_is_cancelled_and_keeps_what_it
     child.close()
     text = ANSI.sub("", screen.getvalue())
     assert child.exitstatus == 130, text[-2000:]
-    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
-                           text=True, timeout=120)
+    tasks = program("tasks", cwd=project, env=terminal_env(project), timeout=120)
     # Its one model call and its tokens, as the tree showed them (before: 0 tokens).
     shown = re.findall(r"editor +\w{8} +waiting_for_approval .* (\d+) tokens", text)
     found = re.search(r"│ \w{8} +│ editor +│ task +│ cancelled +│ [^│]+│ 1 +│ (\d+) +│", tasks.stdout)
@@ -142,8 +137,7 @@ def test_a_tasks_time_counts_its_work_before_and_after_an_approval_and_its_wait_
     assert work >= 0.9 and waiting >= 1.4, (work, waiting)
     summary = text[text.index("summary"):]
     assert re.search(r"│ editor +│ +1 │ +2 │ +\d+ │ +\d+\.\ds \+ \d+\.\ds waiting │", summary), summary
-    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=terminal_env(project), capture_output=True,
-                           text=True, timeout=120)
+    tasks = program("tasks", cwd=project, env=terminal_env(project), timeout=120)
     assert re.search(r"editor .* completed .* (\d+\.\d)s \+ (\d+\.\d)s waiting", tasks.stdout), tasks.stdout
 
 
@@ -163,13 +157,11 @@ def test_a_task_cut_short_by_ctrl_c_is_listed_as_cancelled_and_its_transcript_ca
     assert re.search(r"editor +\w{8} +cancelled", last_frame) and " running " not in last_frame, last_frame
 
     env = terminal_env(project)
-    tasks = subprocess.run([*entry_point(), "tasks"], cwd=project, env=env, capture_output=True, text=True,
-                           timeout=120)
+    tasks = program("tasks", cwd=project, env=env, timeout=120)
     assert tasks.returncode == 0, tasks.stderr
     found = re.search(r"│ (\w{8}) +│ editor +│ task +│ cancelled +│ [^│]+│ 1 +│", tasks.stdout)
     assert found, tasks.stdout  # its one model call (cut short) is counted
-    shown = subprocess.run([*entry_point(), "transcript", found.group(1)], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=120)
+    shown = program("transcript", found.group(1), cwd=project, env=env, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "cancelled" in shown.stdout and "Survey the notes slowly." in shown.stdout, shown.stdout
 
