@@ -1,12 +1,8 @@
 """Graphs the project's ``langgraph.json`` serves: the example deep agent for Studio, and offline subagents.
 
-``graph`` is the example deep agent LangGraph Studio shows (see the last
-section). The subagents run on :class:`~deep_agent.testing.ScriptedChatModel`,
-so ``langgraph dev`` serves them with no network and no API key; the remote background
-tests run against them, and they show what a remote subagent looks like.
-Each is a subagent built by :func:`subagents.build_subagent` -- the same
-builder, limits and one-level guard as a local one -- and answers from the
-instruction it is given:
+``graph`` is the example deep agent LangGraph Studio shows. The subagents run
+on :class:`~deep_agent.testing.ScriptedChatModel` (no network, no key; the
+remote background tests run against them), built as every local one is:
 
 * ``scripted_worker`` answers ``Done: <instruction>``; an instruction with
   ``fail`` makes its model fail; one with ``slow`` makes it work (a one-second
@@ -134,14 +130,6 @@ scripted_delegator = create_agent(
           "graph_id": "scripted_worker"}], settings=DelegationSettings.of(general_purpose=False))],
 )
 
-
-# ----------------------------------------------------------------------------
-# The example deep agent that ``langgraph.json`` exposes to LangGraph Studio.
-#
-# ``langgraph dev`` serves it with its own checkpointer. It runs on
-# ``OPENAI_API_KEY`` (and ``OPENAI_BASE_URL``/``OPENAI_MODEL``) when set, and
-# otherwise on the scripted demo model, so it works offline.
-# ----------------------------------------------------------------------------
 
 def studio_model() -> Any:
     """The model the Studio graph runs on: :func:`deep_agent.model_choice.choose_model`'s, else the demo's."""

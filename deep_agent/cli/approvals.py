@@ -28,7 +28,7 @@ from rich.text import Text
 
 from deep_agent.cli.errors import ApprovalNeeded
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
-from deep_agent.cli.terminal import printable
+from deep_agent.cli.terminal import discard_typed_ahead, printable
 
 Asker = Callable[[str, str, Mapping[str, Any]], str | None]
 """``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
@@ -49,18 +49,6 @@ def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         shown.append(f"    {printable(key)}: {printable(text)}")
     return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
-
-
-def discard_typed_ahead(stdin: Any) -> None:
-    """Drop what was typed before the prompt: a ``y`` typed early must not approve a call not yet seen."""
-    try:
-        import termios
-    except ImportError:
-        return
-    try:
-        termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
-    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
-        return
 
 
 # The answers (each word or its first letter): the prompt and its help line are written from this table.
