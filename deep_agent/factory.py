@@ -138,7 +138,6 @@ def create_deep_agent(
         hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop``
             around each delegation; see :class:`subagents.definitions.HookMiddleware`.
     """
-    # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
         budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
@@ -164,21 +163,17 @@ def create_deep_agent(
     if with_deepagents:
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
                                                   model=root_model)
-    # A spec's rules bind the file tools every child has with the extra: on deepagents' default backend too.
     rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
     declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
                                              skills=skills)
-    # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
-    # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
-    # on every child, whatever its model (the builder gives it to each, as it gives the parent's data policy).
+    # Without deepagents' stack, a call to one of its tools is told where the tool comes from (children too).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
     inherited = [*middleware, *hint]
-    # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
-    # tools), the same rule as SubAgentMiddleware in a plain create_agent.
+    # tools=None: children inherit the root's tool node (its middleware's tools too), as in a plain create_agent.
     delegation = SubAgentMiddleware(specs, model=root_model, tools=None, model_middleware=inherited,
                                     private_state_keys=private, settings=settings)
     extra: list[Any] = []
@@ -193,8 +188,7 @@ def create_deep_agent(
         # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         if with_deepagents:
-            # It stands where deepagents' AsyncSubAgentMiddleware would: a harness profile excluding that class
-            # drops it (deepagents reads the class a stand-in answers to from its `excluded_as`).
+            # A harness profile excluding deepagents' AsyncSubAgentMiddleware drops it (read from `excluded_as`).
             from deepagents import AsyncSubAgentMiddleware
 
             cast(Any, tracked).excluded_as = AsyncSubAgentMiddleware
@@ -223,7 +217,7 @@ def create_deep_agent(
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    # Built first so a bad value is refused even when the caller's own limit replaces it.
+    # Built first: a bad value is refused even when the caller's own limit replaces it.
     limit = RootTurnLimit(max_root_turns, name=name) if max_root_turns is not None else None
     if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
@@ -296,9 +290,7 @@ def _with_agent_files(
 
 def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> str | SystemMessage | None:
     block = skills.prompt_block()
-    if not block:
-        return system_prompt
-    return with_text_appended(system_prompt, block)
+    return with_text_appended(system_prompt, block) if block else system_prompt
 
 
 def _root_approval(
@@ -322,11 +314,8 @@ def _root_approval(
 # the whole list into every checkpoint, O(n^2) bytes per thread. Snapshots every 150 updates (deepagents:
 # 50) because snapshots hold the whole conversation and a read walks back to the last ledger snapshot.
 
-SNAPSHOT_EVERY = 150
-"""Updates of ``messages`` between full snapshots: what one read replays at most."""
-
+SNAPSHOT_EVERY = 150  # updates of ``messages`` between full snapshots: what one read replays at most
 LEDGER_SNAPSHOT_EVERY = 50
-"""Updates of a ledger between whole-ledger snapshots, in a :class:`DeepAgentState` thread."""
 
 
 def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
@@ -408,8 +397,7 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
 # of its default middleware, so the seam is its documented merge of ``middleware=`` by name (our
 # ``SubAgentMiddleware`` replaces its own). Declarative children are still built by our builder.
 
-DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
-"""deepagents' default model, used (with its deprecation warning) when ``model=None``."""
+DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"  # deepagents' default, for model=None (deprecated)
 
 MODEL_NONE_WARNING = (
     "Passing `model=None` to `create_deep_agent` is deprecated, as in deepagents: its default "
