@@ -426,15 +426,9 @@ def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
     return True
 
 
-def deepagents_agent(
-    model: str | BaseChatModel | None,
-    tools: Sequence[Any],
-    stack: Sequence[Any],
-    *,
-    interrupt_before: list[str] | None = None,
-    interrupt_after: list[str] | None = None,
-    **arguments: Any,
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+def deepagents_agent(model: str | BaseChatModel | None, tools: Sequence[Any], stack: Sequence[Any], *,
+                     interrupt_before: list[str] | None = None, interrupt_after: list[str] | None = None,
+                     **arguments: Any) -> CompiledStateGraph[Any, Any, Any, Any]:
     """deepagents' ``create_deep_agent`` for the same arguments, with ``stack`` merged in by name."""
     from deepagents import create_deep_agent as deepagents_create_deep_agent
 
@@ -501,14 +495,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
     return out
 
 
-def deepagents_backend(
-    backend: Any = None,
-    *,
-    skills: Sequence[str] | None = None,
-    memory: Sequence[str] | None = None,
-    permissions: Sequence[Any] | None = None,
-    default: bool = False,
-) -> Any:
+def deepagents_backend(backend: Any = None, *, skills: Sequence[str] | None = None,
+                       memory: Sequence[str] | None = None, permissions: Sequence[Any] | None = None,
+                       default: bool = False) -> Any:
     """The deepagents backend a spec's skill paths and rules are read on: ``backend``, or ``StateBackend``.
 
     ``None`` when none of the four was given and not ``default``: a spec's

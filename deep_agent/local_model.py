@@ -57,17 +57,9 @@ def serve(**options: Any) -> object:
     return xllamacpp.Server(params)
 
 
-def server_params(
-    *,
-    port: int,
-    host: str = "127.0.0.1",
-    model_path: Path | None = None,
-    threads: int = 1,
-    context: int = 16_384,
-    parallel: int = 2,
-    max_tokens: int = -1,
-    chat_template: str | None = None,
-) -> Any:
+def server_params(*, port: int, host: str = "127.0.0.1", model_path: Path | None = None, threads: int = 1,
+                  context: int = 16_384, parallel: int = 2, max_tokens: int = -1,
+                  chat_template: str | None = None) -> Any:
     """llama.cpp's ``xllamacpp.CommonParams``.
 
     ``context`` is shared by the ``parallel`` slots; ``max_tokens`` caps every

@@ -35,16 +35,9 @@ class NoModelConfigured(SubagentsError, RuntimeError):
     """No model was named and the environment names none."""
 
 
-def choose_model(
-    name: str | None,
-    env: Mapping[str, str] | None = None,
-    *,
-    timeout: float | None = None,
-    max_tokens: int | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    retries: int = 0,
-) -> Any:
+def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, timeout: float | None = None,
+                 max_tokens: int | None = None, base_url: str | None = None, api_key_env: str | None = None,
+                 retries: int = 0) -> Any:
     """The chat model to run, from ``name``, ``base_url`` or the environment.
 
     ``timeout`` bounds one call *including its retries* (each attempt gets ``timeout / (retries + 1)``).

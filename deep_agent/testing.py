@@ -112,13 +112,9 @@ class ScriptedChatModel(BaseChatModel):
         return reply
 
     def _respond(self, messages: list[BaseMessage], tools: Any) -> ChatResult:
-        self._calls.append(
-            {
-                "messages": list(messages),
-                "system": "\n".join(m.text for m in messages if isinstance(m, SystemMessage)),
-                "tools": [t["function"]["name"] for t in tools or ()],
-            }
-        )
+        self._calls.append({"messages": list(messages),
+                            "system": "\n".join(m.text for m in messages if isinstance(m, SystemMessage)),
+                            "tools": [t["function"]["name"] for t in tools or ()]})
         reply = self._reply_for(messages)
         if isinstance(reply, BaseException) or (isinstance(reply, type) and issubclass(reply, BaseException)):
             raise reply
@@ -128,24 +124,14 @@ class ScriptedChatModel(BaseChatModel):
         message.response_metadata = {"model_name": self.model_name, **message.response_metadata}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
         return self._respond(messages, kwargs.get("tools"))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         return self._respond(messages, kwargs.get("tools"))
@@ -159,15 +145,8 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
     if isinstance(reply, dict):
         seed = hashlib.sha1("".join(m.text for m in messages[:2]).encode()).hexdigest()[:6]
         turn = sum(isinstance(m, AIMessage) for m in messages)
-        calls = [
-            {
-                "name": c["name"],
-                "args": c.get("args", {}),
-                "id": c.get("id") or f"call_{seed}_{turn}_{i}",
-                "type": "tool_call",
-            }
-            for i, c in enumerate(reply.get("tool_calls", ()))
-        ]
+        calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{seed}_{turn}_{i}",
+                  "type": "tool_call"} for i, c in enumerate(reply.get("tool_calls", ()))]
         return AIMessage(content=reply.get("content", ""), tool_calls=calls)
     raise InvalidArgumentType(f"unsupported scripted reply: {reply!r}")
 
@@ -178,6 +157,5 @@ def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
     reply_chars = len(reply.text) + len(json.dumps(reply.tool_calls))
     input_tokens = prompt_chars // 4 + 1
     output_tokens = reply_chars // 4 + 1
-    return UsageMetadata(
-        input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens
-    )
+    return UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
+                         total_tokens=input_tokens + output_tokens)
