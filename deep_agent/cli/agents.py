@@ -1,10 +1,4 @@
-"""``deep-agent agents list|validate``: agent files, their resolved fields and their problems.
-
-Example::
-
-    deep-agent agents list --format json
-    deep-agent agents validate team/agents --model-profiles profiles.yaml
-"""
+"""``deep-agent agents list|validate``: agent files, their resolved fields and their problems."""
 
 from __future__ import annotations
 

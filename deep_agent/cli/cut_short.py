@@ -3,13 +3,6 @@
 A delegation records itself when its tool call returns; Ctrl-C (or a
 failing sibling) ends the turn before that, so the live tree's view of such
 tasks becomes their ledger records here.
-
-Example::
-
-    add_unseen_tasks(tree, thread_id, sessions_dir(state))
-    tree.cut_short("interrupted")  # the live view's last frame shows them all cancelled
-    records = cut_short_records(tree, thread_id, sessions_dir(state))
-    await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
 """
 
 from __future__ import annotations

@@ -6,13 +6,6 @@ answer per folder and content hash in your config directory (never in the
 folder, which the checkout controls). Any change to those files, or to the
 files their commands name, asks again. Without a terminal an untrusted
 folder's command-running agent files are not loaded.
-
-Example::
-
-    record = TrustRecord(config_dir=Path("/tmp/cfg"))
-    assert not record.is_trusted(Path("/tmp/project"), "abc")
-    record.trust(Path("/tmp/project"), "abc")
-    assert record.is_trusted(Path("/tmp/project"), "abc")
 """
 
 from __future__ import annotations

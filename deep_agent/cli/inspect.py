@@ -1,13 +1,4 @@
-"""``deep-agent tasks`` and ``deep-agent transcript``: reading earlier runs back.
-
-They only read: a failed lookup leaves no state folder behind.
-
-Example::
-
-    deep-agent tasks                 # the tasks of the last thread run here
-    deep-agent tasks 5d1c...         # a given thread
-    deep-agent transcript 3fa2       # one task's messages (a unique id prefix is enough)
-"""
+"""``deep-agent tasks`` and ``deep-agent transcript``: reading earlier runs back (a failed lookup leaves no state)."""
 
 from __future__ import annotations
 
