@@ -332,9 +332,7 @@ def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
         ...                                          [[AIMessage("hello", id="2")], AIMessage("hey", id="2")])]
         ['hi', 'hey']
     """
-    flat: list[Any] = []
-    for write in writes:
-        flat.extend(write) if isinstance(write, list) else flat.append(write)
+    flat = [m for write in writes for m in (write if isinstance(write, list) else [write])]
     # The channel's own value is already messages; only raw input (dicts from a client) needs converting.
     current = list(state or ())
     if current and not all(isinstance(m, BaseMessage) for m in current):

@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -230,10 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1
     print(f"serving {MODEL_ALIAS} at {getattr(server, 'listening_address', '')}/v1", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
     # The server's native threads do not stop on their own: exit at once.
     os._exit(0)
 

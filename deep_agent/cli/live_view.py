@@ -112,7 +112,7 @@ class _Relay:
             return
         with self.lock:
             console = self.console
-        try:
+        with contextlib.suppress(Exception):  # lines lost are better than a relay that stops draining
             if console is not None:
                 text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
                 console.print(Text(text, style="dim"), soft_wrap=True)
@@ -120,19 +120,15 @@ class _Relay:
                 data = memoryview(b"".join(line + b"\n" for line in lines))
                 while data:
                     data = data[os.write(self.terminal, data):]
-        except Exception:  # noqa: BLE001 - lines lost are better than a relay that stops draining
-            pass
 
     def flush(self) -> None:
         """Wait (at most :data:`FLUSH_WAIT_S`) until what was written to the pipe so far has been shown."""
         with self.flush_lock:
             self.flushed.clear()
-            try:  # a pipe that stays full (a relay that cannot keep up) must not hold the caller
+            with contextlib.suppress(OSError, ValueError):  # a pipe that stays full must not hold the caller
                 if select.select([], [self.write_end], [], FLUSH_WAIT_S)[1]:
                     os.write(self.write_end, _FLUSH + b"\n")
                     self.flushed.wait(FLUSH_WAIT_S)
-            except (OSError, ValueError):
-                pass
 
     @contextlib.contextmanager
     def relaying(self, console: Console) -> Iterator[None]:

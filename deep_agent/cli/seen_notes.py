@@ -6,6 +6,7 @@ notes and of their agent files is kept per folder beside the trust answers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,10 +25,8 @@ def notes_unseen(folder: Path, notes: Sequence[str], files: Iterable[Path], *, c
         return False
     digest = hashlib.sha256(("\0".join(notes) + "\0" + fingerprint(files)).encode()).hexdigest()
     record = TrustRecord(config or config_dir(), NOTES_FILE)
-    try:
+    with contextlib.suppress(OSError, ValueError):
         if record.is_trusted(folder, digest):
             return False
         record.trust(folder, digest)
-    except (OSError, ValueError):
-        pass
     return True

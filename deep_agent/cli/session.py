@@ -230,26 +230,22 @@ def _outcome() -> str:
 
 async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
     """Write the turn's unfinished delegations into the ledger as cancelled. Never raises."""
-    try:
+    with contextlib.suppress(BaseException):  # the turn's own error (or Ctrl-C) is the one to report
         records = cut_short_records(tree, config["configurable"]["thread_id"], sessions)
         if records:
             await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
-    except BaseException:  # noqa: BLE001 - the turn's own error (or Ctrl-C) is the one to report
-        pass
 
 
 async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
     """Remove the messages a failed turn added (its task records stay). Never raises."""
     from langchain_core.messages import RemoveMessage
 
-    try:
+    with contextlib.suppress(BaseException):  # the turn's own error is the one to report
         messages = (await agent.aget_state(config)).values.get("messages") or []
         added = [m for m in messages[kept:] if getattr(m, "id", None)]
         if added:
             await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]},
                                       as_node="model")
-    except BaseException:  # noqa: BLE001 - the turn's own error is the one to report
-        pass
 
 
 def _this_turn(tree: TaskTree, values: dict[str, Any]) -> list[Any]:

@@ -128,11 +128,9 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     if not create:
         return state
     try:
-        try:
+        with contextlib.suppress(FileExistsError):
             state.mkdir(parents=True)
             _write_new(state / ".gitignore", GITIGNORE)
-        except FileExistsError:
-            pass
         # mkstemp creates a new name (O_EXCL): a planted symlink is never followed, its target never truncated.
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=state)
         os.close(fd)

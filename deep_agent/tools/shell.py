@@ -185,10 +185,8 @@ def kill_running_commands() -> None:
     with _running_lock:
         groups = list(_RUNNING)
     for group in groups:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
