@@ -1,10 +1,7 @@
 """deepagents' own names, importable from ``deep_agent`` when the ``deepagents`` extra is installed.
 
-A deepagents program changes only its import: ``from deepagents import
-FilesystemPermission, register_harness_profile`` becomes ``from deep_agent
-import ...`` and gets deepagents' objects themselves. Nothing here imports
-deepagents until a name is asked for; without the extra, asking is a
-:class:`MissingExtraError` (an ``ImportError``) that says what to install.
+Nothing here imports deepagents until a name is asked for; without the
+extra, asking is a :class:`MissingExtraError` that says what to install.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from subagents.errors import SubagentsError
 from subagents.roles import ChildPolicy
 
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]" (from a checkout: pip install -e ".[deepagents]")'
-"""What to run to get deepagents."""
 
 FROM_DEEPAGENTS = frozenset({
     "FilesystemMiddleware", "FilesystemPermission", "FsToolName", "GeneralPurposeSubagentProfile", "HarnessProfile",
@@ -33,10 +29,7 @@ FROM_DEEPAGENTS = frozenset({
 
 
 class MissingExtraError(SubagentsError, ImportError):
-    """An argument or name needs the ``deepagents`` extra, which is not installed.
-
-    Under the library's one error base (``SubagentsError``) and an
-    ``ImportError``, which a caller may already catch.
+    """An argument or name needs the ``deepagents`` extra, which is not installed (also an ``ImportError``).
 
     Attributes:
         arguments: the arguments (or names) that asked for it.
@@ -50,12 +43,7 @@ class MissingExtraError(SubagentsError, ImportError):
 
 
 def from_deepagents(name: str) -> Any:
-    """deepagents' own object for ``name`` (one of :data:`FROM_DEEPAGENTS`).
-
-    Raises:
-        AttributeError: ``name`` is not one of them.
-        MissingExtraError: deepagents is not installed.
-    """
+    """deepagents' own object for ``name`` (one of :data:`FROM_DEEPAGENTS`), or ``AttributeError``."""
     if name not in FROM_DEEPAGENTS:
         raise AttributeError(f"module 'deep_agent' has no attribute {name!r}")
     try:
@@ -67,35 +55,13 @@ def from_deepagents(name: str) -> Any:
     return getattr(deepagents, name)
 
 
-# ----------------------------------------------------------------------------
-# A call to one of deepagents' default tools an agent does not have.
-#
-# deepagents' stack gives every agent its file tools (``ls``, ``read_file``,
-# ``write_file``, ``edit_file``, ``delete``, ``glob``, ``grep``, and
-# ``execute`` over a backend that runs commands). Without that stack (the
-# extra not installed, or ``deepagents_stack=False``) a model used to
-# deepagents' prompts still calls them, and LangChain's tool node answers
-# ``Error: write_file is not a valid tool, try one of [...]``. LangChain hands a call to a tool the agent
-# lacks to each ``wrap_tool_call`` with ``request.tool`` set to ``None``;
-# :class:`DeepagentsToolHint` lets LangChain answer as ever and adds to that
-# error result where the tool comes from and how to get it.
-#
-# Example::
-#
-#     Error: write_file is not a valid tool, try one of [task, internet_search]. write_file is one of
-#     deepagents' file tools, which come with its stack: deepagents is not installed: pip install ...
-# ----------------------------------------------------------------------------
-
+# Without deepagents' stack a model used to its prompts still calls its tools; LangChain hands such a call
+# to each wrap_tool_call with request.tool None, and DeepagentsToolHint adds where the tool comes from.
 FILE_TOOLS = ("ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep")
-"""deepagents' file tools over any backend (``execute`` needs one that runs commands)."""
 
 
 def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
-    """Tool name -> where it comes from and how to get it, for deepagents' default tools, without its stack.
-
-    ``left_out``: deepagents is installed and ``deepagents_stack=False`` left
-    its stack out; otherwise deepagents is not installed.
-    """
+    """Tool name -> where it comes from and how to get it (``left_out``: ``deepagents_stack=False``)."""
     why = ("deepagents_stack=False in create_deep_agent's settings leaves its stack out" if left_out
            else f"deepagents is not installed: {EXTRA_INSTALL}")
     hints = {name: f"{name} is one of deepagents' file tools, which come with its stack: {why}. "
@@ -120,8 +86,7 @@ class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
         create_agent(model, tools, middleware=[DeepagentsToolHint()])
     """
 
-    child_policy = ChildPolicy(inherited="every")
-    """Every child gets it too, whatever its model (:class:`subagents.roles.ChildPolicy`)."""
+    child_policy = ChildPolicy(inherited="every")  # every child gets it too, whatever its model
 
     def __init__(self, hints: Mapping[str, str] | None = None) -> None:
         super().__init__()

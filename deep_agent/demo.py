@@ -1,11 +1,7 @@
 """An offline, scripted delegation run that prints what happened.
 
-Everything here runs on :class:`deep_agent.testing.ScriptedChatModel`: no
-network, no API key. In one turn the parent delegates three research tasks in
-parallel -- one to a source whose model fails, which comes back as an error
-result while the parent still answers -- and starts a report as a background
-task. The report outlives that turn; the next turn of the same thread is told
-it has finished.
+On :class:`deep_agent.testing.ScriptedChatModel`: three parallel research
+tasks (one failing), and a background report the next turn is told about.
 """
 
 from __future__ import annotations

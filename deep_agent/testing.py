@@ -1,16 +1,13 @@
 """A scripted chat model for offline runs: tests, the demo, and your own tests.
 
-Replies are chosen from the conversation itself, never from hidden call
-order, so parallel children sharing one model stay deterministic: the reply
-for a turn is ``script[k]``, where ``k`` counts the AI messages since the
-last human message, and the script is the first rule whose pattern occurs
-in that human message (else ``responses``). The runner's short-answer
-continuation request, when no rule matches it, is answered with the
-previous answer again, so scripted children keep their scripted answers.
+Replies are chosen from the conversation, never from call order, so parallel
+children sharing one model stay deterministic: a turn's reply is ``script[k]``,
+``k`` the AI messages since the last human message, the script the first rule
+whose pattern occurs in it (else ``responses``). An unmatched continuation
+request repeats the previous answer.
 
-A reply is a string, an ``AIMessage`` (its ``response_metadata``, such as
-``{"finish_reason": "length"}``, is kept), a dict with ``content`` and/or
-``tool_calls`` (see :func:`tool_call`), an exception to raise, or a callable
+A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
+``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable
 taking the messages and returning one of those.
 
 Example::
@@ -18,9 +15,7 @@ Example::
     from deep_agent.testing import ScriptedChatModel, tool_call
 
     model = ScriptedChatModel(
-        rules=[
-            ("Summarise", ["A short summary."]),
-        ],
+        rules=[("Summarise", ["A short summary."])],
         responses=[
             {"tool_calls": [tool_call("task", description="Summarise X",
                                       subagent_type="general-purpose")]},
@@ -111,25 +106,17 @@ class ScriptedChatModel(BaseChatModel):
         elif self.default is not None:
             reply = self.default
         else:
-            raise ScriptExhausted(
-                f"scripted model has no reply for turn {turn} of prompt {prompt[:60]!r}"
-            )
+            raise ScriptExhausted(f"scripted model has no reply for turn {turn} of prompt {prompt[:60]!r}")
         if callable(reply) and not isinstance(reply, type):
             reply = reply(messages)
         return reply
 
     def _respond(self, messages: list[BaseMessage], tools: Any) -> ChatResult:
-        self._calls.append(
-            {
-                "messages": list(messages),
-                "system": "\n".join(m.text for m in messages if isinstance(m, SystemMessage)),
-                "tools": [t["function"]["name"] for t in tools or ()],
-            }
-        )
+        self._calls.append({"messages": list(messages),
+                            "system": "\n".join(m.text for m in messages if isinstance(m, SystemMessage)),
+                            "tools": [t["function"]["name"] for t in tools or ()]})
         reply = self._reply_for(messages)
-        if isinstance(reply, BaseException) or (
-            isinstance(reply, type) and issubclass(reply, BaseException)
-        ):
+        if isinstance(reply, BaseException) or (isinstance(reply, type) and issubclass(reply, BaseException)):
             raise reply
         message = _to_message(reply, messages)
         message.usage_metadata = _usage(messages, message)
@@ -137,24 +124,14 @@ class ScriptedChatModel(BaseChatModel):
         message.response_metadata = {"model_name": self.model_name, **message.response_metadata}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
         return self._respond(messages, kwargs.get("tools"))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         return self._respond(messages, kwargs.get("tools"))
@@ -166,19 +143,10 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
     if isinstance(reply, str):
         return AIMessage(content=reply)
     if isinstance(reply, dict):
-        seed = hashlib.sha1(
-            "".join(m.text for m in messages[:2]).encode()
-        ).hexdigest()[:6]
+        seed = hashlib.sha1("".join(m.text for m in messages[:2]).encode()).hexdigest()[:6]
         turn = sum(isinstance(m, AIMessage) for m in messages)
-        calls = [
-            {
-                "name": c["name"],
-                "args": c.get("args", {}),
-                "id": c.get("id") or f"call_{seed}_{turn}_{i}",
-                "type": "tool_call",
-            }
-            for i, c in enumerate(reply.get("tool_calls", ()))
-        ]
+        calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{seed}_{turn}_{i}",
+                  "type": "tool_call"} for i, c in enumerate(reply.get("tool_calls", ()))]
         return AIMessage(content=reply.get("content", ""), tool_calls=calls)
     raise InvalidArgumentType(f"unsupported scripted reply: {reply!r}")
 
@@ -189,6 +157,5 @@ def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
     reply_chars = len(reply.text) + len(json.dumps(reply.tool_calls))
     input_tokens = prompt_chars // 4 + 1
     output_tokens = reply_chars // 4 + 1
-    return UsageMetadata(
-        input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens
-    )
+    return UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
+                         total_tokens=input_tokens + output_tokens)

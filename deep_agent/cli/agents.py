@@ -1,10 +1,4 @@
-"""``deep-agent agents list|validate``: agent files, their resolved fields and their problems.
-
-Example::
-
-    deep-agent agents list --format json
-    deep-agent agents validate team/agents --model-profiles profiles.yaml
-"""
+"""``deep-agent agents list|validate``: agent files, their resolved fields and their problems."""
 
 from __future__ import annotations
 
@@ -30,25 +24,7 @@ from subagents.definitions import (
 )
 from subagents.definitions.agent_files import discover_agents
 
-# ----------------------------------------------------------------------------
-# How the command line resolves the ``model:`` names of agent files.
-#
-# Agent files written for Claude Code say ``model: sonnet`` (or ``opus``,
-# ``haiku``, ``inherit``). The command line runs every agent on the run's
-# model unless ``--model-profiles FILE`` maps the name to another one; each
-# such fallback is announced in one notice line. A name that is neither an
-# alias, a profile, ``inherit`` nor ``provider:model`` is an error whose hint
-# names the flags to pass, unless ``--unknown-model inherit``.
-#
-# Example::
-#
-#     plan = plan_models(specs, read_profiles(Path("profiles.yaml")), unknown_model="error")
-#     plan.profiles     # {'sonnet': 'inherit', 'fast': 'openai:gpt-4.1-mini'}
-#     plan.notice       # "model sonnet (reviewer) runs on the run's model; map a name to ... --model-profiles FILE"
-# ----------------------------------------------------------------------------
-
-
-
+# Claude Code's model aliases run on the run's model unless --model-profiles maps them (one notice line).
 CLAUDE_ALIASES: tuple[str, ...] = ("sonnet", "opus", "haiku")
 INHERIT = "inherit"
 
@@ -59,25 +35,27 @@ class ModelPlan:
 
     profiles: dict[str, Any]
     notice: str | None
-    problems: dict[str, str]
-    """Agent name -> the error for its model name (with the flags that fix it)."""
+    problems: dict[str, str]  # agent name -> the error for its model name
 
 
-def read_profiles(path: Path | None) -> dict[str, Any]:
-    """The ``--model-profiles`` file: a mapping of name to model (YAML or JSON)."""
-    if path is None:
-        return {}
+def read_mapping(path: Path, flag: str, expected: str) -> dict[Any, Any]:
+    """A YAML or JSON file named by ``flag`` that must hold a mapping (``expected`` says of what)."""
     import yaml
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
-        raise UsageError(f"--model-profiles {path}: cannot be read ({exc.strerror or exc})") from None
+        raise UsageError(f"{flag} {path}: cannot be read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"--model-profiles {path}: invalid YAML or JSON: {exc}") from None
+        raise UsageError(f"{flag} {path}: invalid YAML or JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise UsageError(f"--model-profiles {path}: expected a mapping of profile name to model")
+        raise UsageError(f"{flag} {path}: expected {expected}")
     return data
+
+
+def read_profiles(path: Path | None) -> dict[str, Any]:
+    """The ``--model-profiles`` file: a mapping of name to model (YAML or JSON)."""
+    return {} if path is None else read_mapping(path, "--model-profiles", "a mapping of profile name to model")
 
 
 def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_model: str) -> ModelPlan:
@@ -199,16 +177,7 @@ def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, opti
                    check_servers: bool = True) -> tuple[dict[Path, str], list[tuple[Path, str]]]:
     """Every problem of the loaded agent files at once (file -> one line naming it), and their notes.
 
-    A model name no profile maps, a skill or model ``check_spec`` cannot
-    resolve, an MCP server that cannot be used (unless ``check_servers`` is
-    false: a run lets such a server fail its own task): all found in one
-    pass, so a user fixing files never meets them one batch per run.
-
-    Example::
-
-        problems, notes = agent_problems(report.loaded, plan, options)
-        for path, message in problems.items():
-            print("warning: skipped", message)
+    ``check_servers=False``: an unusable MCP server is left to fail its own task.
     """
     problems: dict[Path, str] = {}
     notes: list[tuple[Path, str]] = []

@@ -1,9 +1,7 @@
 """The ``deep-agent`` command line.
 
-Each subcommand is one function taking the parsed arguments and returning
-an exit code. The parser lives here and imports nothing heavy; a command's
-module (and LangChain with it) is imported only when that command runs, so
-``deep-agent --help`` answers at once.
+The parser imports nothing heavy: a command's module (and LangChain) is
+imported only when that command runs, so ``deep-agent --help`` answers at once.
 
 Example::
 
@@ -14,13 +12,9 @@ Example::
     deep-agent transcript 3fa2                                  # one task's messages
     deep-agent agents validate team/agents --model-profiles profiles.yaml
 
-Exit codes: 0 on success; 1 on an error (printed as one line; ``--debug``
-shows the traceback) or an invalid agent file; 2 for bad command-line
-arguments, including a directory or file that does not exist; 130 when
-interrupted (Ctrl-C); 128 + N when ended by signal N (``SIGTERM``,
-``SIGHUP``, as when the terminal closes): the process then exits as on any
-other path, so what it started (MCP servers, running ``Bash`` commands)
-is ended first.
+Exit codes: 0 on success; 1 on an error (one line; ``--debug`` shows the
+traceback) or an invalid agent file; 2 for bad arguments; 130 on Ctrl-C;
+128 + N when ended by signal N, after ending what it started.
 """
 
 from __future__ import annotations
@@ -92,20 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _exiting.set()
 
 
-_exiting = threading.Event()
-"""Set once the program is on its way out: a further SIGTERM or SIGHUP is ignored while its cleanup runs."""
+_exiting = threading.Event()  # once set, a further SIGTERM or SIGHUP is ignored while the cleanup runs
 
 
 def _exit_on_termination() -> None:
     """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run.
 
-    By default either signal kills the interpreter outright, and what it
-    started would be left running. The first one also kills the ``Bash``
-    commands running at that moment (an async run waits for its tools'
-    threads before it can exit); later ones, and any that come once the
-    program is leaving, are ignored so that the cleanup (ending MCP servers)
-    is not cut short. Only ``main()``
-    called without arguments, as the ``deep-agent`` program, does this.
+    The first also kills the running ``Bash`` commands (an async run waits for its tools' threads);
+    later ones are ignored so that the cleanup (ending MCP servers) is not cut short.
     """
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread

@@ -1,18 +1,13 @@
 """The background tasks of a command-line turn: wait for them, and ask when one waits for approval.
 
-After the root has answered, ``deep-agent run`` keeps the live tree up
-while the turn's local background tasks (``start_async_task``) finish. A
-background child that pauses on a risky call is ``waiting_for_approval``:
-the live view stops and the terminal asks exactly as for a ``task`` child
-(:mod:`deep_agent.cli.approvals`), naming the task's agent type; ``--yes``
-approves. The answer resumes the task through its runner, on the runtime's
-loop, and the wait goes on. When nobody can answer (stdin is not a
-terminal, no ``--yes``), the run stops with an error naming the tool and
-saying it is a background task.
+Each pending call (root, ``task`` child or background task) is shown whole
+and asked about: approve, or reject with a reason the agent reads. ``--yes``
+approves every call. When nobody can answer (stdin is not a terminal), the
+run stops with an error naming the tool rather than waiting forever.
 
-Example (inside the turn's coroutine)::
+Example::
 
-    await settle_background(tree, console, ask=TerminalAsker(console), approve_all=False)
+    resume = decide(interrupts, ask=TerminalAsker(console), approve_all=False)
 """
 
 from __future__ import annotations
@@ -33,27 +28,7 @@ from rich.text import Text
 
 from deep_agent.cli.errors import ApprovalNeeded
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
-from deep_agent.cli.terminal import printable
-
-# ----------------------------------------------------------------------------
-# Approving risky calls in the terminal.
-#
-# When a run pauses for human approval (LangChain's
-# ``HumanInTheLoopMiddleware``, in the root or inside a child), the command
-# line shows each pending call -- which agent, which tool, its arguments --
-# and asks: approve, or reject with a reason that the agent reads as the
-# tool's result. ``--yes`` approves every call. When nobody can answer
-# (stdin is not a terminal and ``--yes`` was not given), the run stops with
-# an error naming the tool, rather than waiting forever.
-#
-# Example::
-#
-#     resume = decide(interrupts, ask=TerminalAsker(console), approve_all=False)
-#     agent.astream(Command(resume=resume), config)
-# ----------------------------------------------------------------------------
-
-
-
+from deep_agent.cli.terminal import discard_typed_ahead, printable
 
 Asker = Callable[[str, str, Mapping[str, Any]], str | None]
 """``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
@@ -68,12 +43,7 @@ def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
 
 
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
-    """The whole call as plain text, control characters escaped: the person approving sees what would run.
-
-    Nothing is cut: a command padded with harmless text must not hide its end
-    (what is approved is what runs). A long argument wraps on the terminal,
-    which scrolls; each argument starts on a line of its own.
-    """
+    """The whole call as plain text, control characters escaped, nothing cut: padding must not hide its end."""
     shown = []
     for key, value in args.items():
         text = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -81,28 +51,9 @@ def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
     return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
 
 
-def discard_typed_ahead(stdin: Any) -> None:
-    """Drop what was typed before the prompt: only a key pressed after it answers it.
-
-    A ``y`` typed while the run was still starting (or meant for something
-    else) must not approve a call the person has not seen. POSIX terminals
-    only (``termios``); elsewhere, or when stdin is not a terminal, nothing
-    is dropped.
-    """
-    try:
-        import termios
-    except ImportError:
-        return
-    try:
-        termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
-    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
-        return
-
-
+# The answers (each word or its first letter): the prompt and its help line are written from this table.
 ANSWERS = {"yes": "approve", "no": "reject, with a reason the agent reads",
            "always": "approve {tool} for the rest of this run"}
-"""The answers the prompt accepts (each word or its first letter), what each does: the prompt and its help
-line are written from this table, so they name every answer it accepts."""
 HELP_LINE = "   ".join(f"{word[0]}: {does}" for word, does in ANSWERS.items())
 PROMPT = "Approve? " + " / ".join(f"[{word[0]}]{word[1:]}" for word in ANSWERS) + ": "
 
@@ -116,16 +67,13 @@ def _answer(text: str) -> str | None:
 class TerminalAsker:
     """Asks on the terminal; refuses to wait when stdin is not one.
 
-    An ``a`` (always) answer approves the call and puts its tool name in
-    :attr:`always`: :func:`decide` then approves that tool without asking for
-    the rest of the run. It is kept in this object only, never on disk.
+    An ``a`` (always) answer puts the tool in :attr:`always` (this object only, never on disk).
     """
 
     def __init__(self, console: Any, *, stdin: Any = None) -> None:
         self.console = console
         self.stdin = stdin if stdin is not None else sys.stdin
         self.always: set[str] = set()
-        """Tool names approved for the rest of this run."""
 
     def can_ask(self) -> bool:
         """Whether stdin is a terminal someone can answer on."""
@@ -158,14 +106,10 @@ class TerminalAsker:
 def ctrl_c_interrupts() -> Iterator[None]:
     """Within the block, Ctrl-C raises ``KeyboardInterrupt`` at once (on the main thread).
 
-    The prompt blocks the event loop's thread, and ``asyncio.run``'s own
-    handler only cancels the main task, which cannot happen until the loop
-    runs again: the first Ctrl-C would wait for the answer (and whatever it
-    approved would run first).
+    The prompt blocks the loop's thread, so ``asyncio.run``'s handler (a cancellation) would wait for it.
     """
     from subagents.runner import stop_on_ctrl_c
 
-    # The run's one handler, raising at once: the run is stopped (its flag set, no child starts) as ever.
     with stop_on_ctrl_c(then=signal.default_int_handler):
         yield
 
@@ -174,9 +118,7 @@ def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
            announce: Callable[[str], None] = lambda _: None, always: Collection[str] = ()) -> dict[str, Any]:
     """The resume value for every pending interrupt, keyed by interrupt id.
 
-    ``always``: tool names approved for the rest of the run (a ``TerminalAsker``'s
-    :attr:`~TerminalAsker.always`, read at each call, so an ``a`` answer covers
-    the calls after it in the same batch too).
+    ``always``: tool names approved for the rest of the run, read at each call (so it covers the same batch).
     """
     resume: dict[str, Any] = {}
     for interrupt in interrupts:

@@ -1,21 +1,8 @@
 """Tasks a run's end cut short: kept in the thread as ``cancelled``, with their transcript.
 
-A ``task`` delegation writes its record into the thread's ledger when its
-tool call returns. Ctrl-C (or a failing sibling) ends the turn before that,
-so without this the task vanished from ``deep-agent tasks`` and
-``deep-agent transcript``, though its JSONL transcript was written and ends
-with ``{"type": "cancelled"}``. :func:`cut_short_records` turns what the live
-tree saw of such tasks into ledger records for the session to write; a task
-whose events the stream never delivered (Ctrl-C as it started) is put in the
-tree first by :func:`add_unseen_tasks`, from its transcript, which the runner
-opens before the child starts.
-
-Example::
-
-    add_unseen_tasks(tree, thread_id, sessions_dir(state))
-    tree.cut_short("interrupted")  # the live view's last frame shows them all cancelled
-    records = cut_short_records(tree, thread_id, sessions_dir(state))
-    await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
+A delegation records itself when its tool call returns; Ctrl-C (or a
+failing sibling) ends the turn before that, so the live tree's view of such
+tasks becomes their ledger records here.
 """
 
 from __future__ import annotations
@@ -34,11 +21,7 @@ REASON = "cancelled: the run ended (Ctrl-C or an error) before the task did"
 
 
 def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[str, dict[str, Any]]:
-    """Ledger records, as ``cancelled``, for this turn's delegations that started and never recorded an end.
-
-    The tree's rows once :meth:`TaskTree.cut_short` has run: open ones and those that ended as cancelled (an
-    event, no record), with those :func:`add_unseen_tasks` found by their transcript.
-    """
+    """Ledger records, as ``cancelled``, for this turn's delegations that started and never recorded an end."""
     now = time.time()
     calls = _calls(tree)
     records: dict[str, dict[str, Any]] = {}
@@ -63,9 +46,7 @@ def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[st
 def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
     """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row.
 
-    The runner opens a task's transcript before its child starts; a Ctrl-C at
-    that moment can end the stream before the task's events reach the tree.
-    Never raises: the turn's own end is the one to report.
+    A Ctrl-C as a child starts can end the stream before its events arrive. Never raises.
     """
     try:
         folder = jsonl_path(sessions, thread_id, "x").parent

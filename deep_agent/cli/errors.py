@@ -1,18 +1,6 @@
 """How the command line reports what went wrong: one line, and the right exit code.
 
 :class:`UsageError` is a bad argument (exit 2); anything else is exit 1.
-:func:`describe_error` turns an exception into the line printed after
-``deep-agent: error:``; for a model server that cannot be reached or does
-not answer in time it names the URL that was tried. It never raises.
-Within :func:`warnings_as_lines` a warning is one line too, naming the
-command-line flag where the library's text names an option.
-
-Example::
-
-    try:
-        ...
-    except Exception as exc:
-        print(f"deep-agent: error: {describe_error(exc)}")
 """
 
 from __future__ import annotations
@@ -37,8 +25,8 @@ class ApprovalNeeded(SubagentsError, RuntimeError):
     """A call waits for approval and nobody can answer (stdin is not a terminal)."""
 
 
+# How llama.cpp's and OpenAI's servers say a request does not fit the model's context window.
 CONTEXT_OVERFLOW = ("exceeds the available context size", "maximum context length", "context_length_exceeded")
-"""How llama.cpp's and OpenAI's servers say a request does not fit the model's context window."""
 
 CONTEXT_HINT = ("the prompt does not fit the model's context window: use a model with a larger one, "
                 "or restart `python -m deep_agent.local_model` with a larger --context")
@@ -106,8 +94,7 @@ def _network_kind(exc: BaseException) -> str | None:
     return None
 
 
-OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}
-"""Library options a warning names, and the command-line flag that sets each."""
+OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}  # a library option -> its flag
 
 
 def describe_warning(message: Warning | str) -> str:
@@ -120,11 +107,7 @@ def describe_warning(message: Warning | str) -> str:
 
 @contextlib.contextmanager
 def warnings_as_lines() -> Iterator[None]:
-    """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, never Python's own report.
-
-    Python's names the file and line that issued it (often inside asyncio)
-    and the library's option; a person reads what to pass on the command line.
-    """
+    """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, naming flags, not options."""
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
         print(f"deep-agent: warning: {describe_warning(message)}", file=sys.stderr, flush=True)

@@ -1,25 +1,11 @@
 """Folder trust: a cloned folder's agent files run no command until a person trusts the folder.
 
-An agent file can start processes: its ``hooks`` run shell commands and its
-``mcpServers`` start servers. ``deep-agent run`` reads the current folder's
-agent files by default, so a checkout could run its own commands the moment
-you type ``run`` in it. Like Claude Code, the CLI asks first: it shows every
-command such files would run (with each server's ``env`` and ``cwd``, all
-escaped: :func:`describe`), and remembers the answer per folder and content
-hash in your config directory (``$XDG_CONFIG_HOME/deep-agent/`` or
-``~/.config/deep-agent/``, never in the folder, which the checkout controls).
-Any change to those files, or to the files their commands name
-(:func:`files_run_by`: the folder's, and what they name outside it with
-``../``), asks again. Without a terminal an untrusted
-folder's command-running agent files are not loaded (plain ones are: they run
-nothing by themselves, and their tools follow your ``--permission-mode``).
-
-Example::
-
-    record = TrustRecord(config_dir=Path("/tmp/cfg"))
-    assert not record.is_trusted(Path("/tmp/project"), "abc")
-    record.trust(Path("/tmp/project"), "abc")
-    assert record.is_trusted(Path("/tmp/project"), "abc")
+Hooks and MCP servers start processes, so, like Claude Code, the CLI first
+shows every command the folder's agent files would run, and remembers the
+answer per folder and content hash in your config directory (never in the
+folder, which the checkout controls). Any change to those files, or to the
+files their commands name, asks again. Without a terminal an untrusted
+folder's command-running agent files are not loaded.
 """
 
 from __future__ import annotations
@@ -34,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from deep_agent.cli.terminal import printable
+from deep_agent.cli.terminal import discard_typed_ahead, printable
 from deep_agent.tools.host_code import files_run_by, what_would_run
 from subagents.errors import StoredDataError
 
@@ -49,8 +35,7 @@ def config_dir() -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class TrustRecord:
-    """Trusted folders, each with the content hash it was trusted at (or, under another ``file_name``,
-    any other answer kept per folder and content hash)."""
+    """Trusted folders, each with the content hash it was trusted at (or another answer, under ``file_name``)."""
 
     config_dir: Path
     file_name: str = TRUST_FILE
@@ -82,17 +67,12 @@ class TrustRecord:
         tmp.replace(self.path)  # never a half-written record
 
 
-MAX_FINGERPRINT_FILES = 2_000
-"""Files of one folder (a ``PYTHONPATH`` entry) the fingerprint reads; past them, a change goes unseen."""
+MAX_FINGERPRINT_FILES = 2_000  # files of one named folder hashed; past them, a change goes unseen
 
 
 def fingerprint(files: Iterable[Path]) -> str:
-    """One hash over the named files' paths and bytes: any change asks again.
-
-    Given :func:`folder_commands`' answer, it covers the agent files and the
-    files their hooks and servers name (:func:`files_run_by`): for a folder,
-    the names and bytes of the files in it. A pipe or device is never opened.
-    """
+    """One hash over the named files' paths and bytes (given :func:`folder_commands`' answer, also the files
+    their hooks and servers name); a pipe or device is never opened."""
     paths = set(files)
     if isinstance(files, FolderCommands):
         paths.update(p for run in files.runs.values() for p in run)
@@ -145,12 +125,8 @@ class FolderCommands(dict[Path, list[str]]):
 def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
     """The folder's own agent files that run commands, each with what it runs (and, in ``runs``, the files).
 
-    A file is the folder's if it was found inside the folder (its agent
-    directories), wherever a symlink on the way points: a checkout's
-    ``.claude/agents/x.md`` linking to ``../../x.md`` is still the
-    checkout's. A file that resolves into the folder is the folder's too.
-    Only what is found outside and lies outside (the user's own level) is
-    not asked about. Keys are resolved paths.
+    A file found inside the folder is the folder's wherever a symlink points, and so is one that resolves
+    into it; only the user's own level is not asked about. Keys are resolved paths.
     """
     root = folder.resolve()
     inside = {root, Path(os.path.abspath(folder))}
@@ -170,14 +146,9 @@ def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
 def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
     """What trusting ``folder`` would let run: every command, argument, env entry and cwd, escaped.
 
-    The text goes through the CLI's one escape (:func:`~deep_agent.cli.terminal.printable`):
-    a carriage return or an escape sequence in a command shows as ``\\r`` or
-    ``\\x1b``, and cannot hide the command's head behind a harmless tail.
-    As it precedes the question, on a terminal it first discards what was
-    typed before it (``tcflush``): a key pressed before the commands were
-    shown never answers.
+    It precedes the question, so it first discards keys typed before the commands were shown.
     """
-    _discard_typed_ahead()
+    discard_typed_ahead(sys.stdin)
     root = folder.resolve()
     runs = commands.runs if isinstance(commands, FolderCommands) else {}
     lines = [f"{printable(folder)}: these agent files run commands:"]
@@ -189,19 +160,6 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
             shown = ", ".join(printable(p.relative_to(root) if root in p.parents else p) for p in there)
             lines.append(f"    files it runs (a change, or a new one, asks again): {shown}")
     return "\n".join(lines)
-
-
-def _discard_typed_ahead() -> None:
-    """Drop the keys typed on the terminal and not yet read (nothing without a terminal)."""
-    try:
-        import termios
-    except ImportError:  # no terminal control here: nothing to discard
-        return
-    try:
-        if sys.stdin is not None and sys.stdin.isatty():
-            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
-    except (OSError, ValueError, termios.error):  # a flush that fails still asks
-        pass
 
 
 HOW_TO_TRUST = ("deep-agent: this folder is not trusted, so its agent files with hooks or MCP servers "

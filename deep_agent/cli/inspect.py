@@ -1,15 +1,4 @@
-"""``deep-agent tasks`` and ``deep-agent transcript``: reading earlier runs back.
-
-Both show every task of a thread: ``task`` delegations, calls refused
-before a child ran, and background tasks (see :mod:`deep_agent.cli.inspect`).
-They only read: a failed lookup leaves no state folder behind.
-
-Example::
-
-    deep-agent tasks                 # the tasks of the last thread run here
-    deep-agent tasks 5d1c...         # a given thread
-    deep-agent transcript 3fa2       # one task's messages (a unique id prefix is enough)
-"""
+"""``deep-agent tasks`` and ``deep-agent transcript``: reading earlier runs back (a failed lookup leaves no state)."""
 
 from __future__ import annotations
 
@@ -60,13 +49,7 @@ def tasks_command(args: argparse.Namespace) -> int:
 
 
 def tasks_json(thread: str, rows: Sequence[TaskRow]) -> str:
-    """``deep-agent tasks --format json``: one JSON document, every task with its fields, texts whole.
-
-    Example::
-
-        {"thread": "5d1c...", "tasks": [{"id": "3fa2...", "agent_type": "editor", "status": "completed",
-                                         "duration_s": 2.1, "waiting_s": 4.0, "result": "...", ...}]}
-    """
+    """``deep-agent tasks --format json``: one JSON document, every task with its fields, texts whole."""
     tasks = [{**dataclasses.asdict(row), "tokens": row.tokens, "duration_s": row.seconds(),
               "waiting_s": row.waiting()} for row in rows]
     for task in tasks:
@@ -74,16 +57,11 @@ def tasks_json(thread: str, rows: Sequence[TaskRow]) -> str:
     return json.dumps({"thread": thread, "tasks": tasks}, indent=2, default=str)
 
 
-TABLE_MIN_WIDTH = 100
-"""Narrower than this (a pipe is 80 columns unless ``COLUMNS`` says otherwise), ``tasks`` prints a block per task."""
+TABLE_MIN_WIDTH = 100  # narrower (a pipe is 80 columns), ``tasks`` prints a block per task
 
 
 def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, width: int = 200) -> RenderableType:
-    """A thread's tasks: a table, or one block per task where a table's columns would not fit.
-
-    Rich squeezes a table that does not fit by folding its columns inside
-    words (``resu`` / ``lt``); a block per task wraps only at spaces.
-    """
+    """A thread's tasks: a table, or one block per task where rich would fold the columns inside words."""
     # Thread ids and ledger text (a child's answer) are data: never read as markup, control characters escaped.
     title = Text(f"tasks of thread {printable(thread)}")
     lines = []
@@ -119,18 +97,12 @@ def _fits(table: Table, width: int) -> bool:
     return Measurement.get(console, console.options, table).minimum <= width
 
 
-OUTCOME_CHARS = 70
-"""Characters of a result or error the ``tasks`` table shows; ``--full`` shows all of it."""
+OUTCOME_CHARS = 70  # of a result or error; ``--full`` shows all of it
 
 
 def state_holding(state: Path, ref: str) -> Path:
-    """The state folder a transcript lies in: this folder's own, or the one a shared database's record names.
-
-    A record read from a database another folder wrote (``--db``) names that
-    folder's transcript, ``<state>/sessions/<thread>/...``: it is read as that
-    state folder's data, under the same rule (no symlink below it followed,
-    only regular files, bounded).
-    """
+    """The state folder a transcript lies in: this one, or the one a shared ``--db`` record names (read by the
+    same rule as this one's data)."""
     path = Path(ref)
     if not path.is_absolute() or state.absolute() in path.parents or "sessions" not in path.parts[:-1]:
         return state

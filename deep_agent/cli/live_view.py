@@ -1,11 +1,8 @@
 """The terminal view of a run: this turn's tasks as they start, run, wait and end.
 
-:class:`TaskTree` is fed the parent's stream -- ``subagent_task`` events
-from the ``custom`` mode, ledger and message updates from the ``updates``
-mode -- and is itself the renderable a ``rich.live.Live`` redraws, so every
-refresh recomputes the timers. Rows come from :mod:`deep_agent.cli.inspect`
-(delegations, refused calls, background tasks), so the tree, ``deep-agent
-tasks`` and the summary agree. Tasks of earlier turns are only counted.
+:class:`TaskTree` is fed the parent's stream (``custom`` and ``updates``
+modes) and is the renderable a ``rich.live.Live`` redraws. Its rows are
+:mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree.
 
 Example::
 
@@ -48,41 +45,16 @@ from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
 
-# ----------------------------------------------------------------------------
-# While the live view is up, what anything writes to the terminal's stderr is shown above it.
-#
-# rich's ``Live`` redraws its lines in place, so a line another process writes
-# straight to the terminal (an MCP server's start-up banner on stderr, a
-# library's warning) lands inside the tree: it is overwritten, or leaves half a
-# line and a stale copy of the tree behind. :func:`relayed_stderr` points file
-# descriptor 2 at a pipe while it is entered; a thread reads the pipe and
-# prints each line through the console, escaped and dim, above the live tree.
-#
-# A process started meanwhile keeps the pipe as its stderr after the view
-# ends (a server a task connected to): the thread goes on reading for the
-# life of the process and writes what comes later to the real stderr, so such
-# a process never blocks on a full pipe. One pipe and one thread serve every
-# view of the process. When stderr is not a terminal (redirected to a file),
-# nothing is relayed: the file gets what it always got.
-#
-# Nothing written is lost on the way: the lines of one read are printed
-# together (a burst of thousands costs a few redraws, not thousands), a line
-# without its newline is shown once the pipe has been quiet for
-# :data:`QUIET_S`, and leaving a view, like leaving the process, waits
-# (bounded) until everything written before it has been shown. While a view
-# is up, ``faulthandler`` (``PYTHONFAULTHANDLER``) writes to the terminal
-# itself, so a crash's report does not die in the pipe with the process.
-#
-# Example::
-#
-#     with relayed_stderr(console), Live(tree, console=console):
-#         ...
-# ----------------------------------------------------------------------------
-
-
+# While a live view is up, fd 2 is a pipe whose lines a thread prints above the tree: ``Live`` redraws in
+# place, so a line written straight to the terminal (an MCP server's banner) would land inside the tree.
+# A process started meanwhile keeps the pipe after the view ends: the thread reads on for the process's
+# life (to the real stderr), so it never blocks on a full pipe.
 
 STDERR = 2
-MAX_LINE = 4096
+MAX_LINE = 4096  # longer lines are shown in pieces
+QUIET_S = 0.2  # a line without its newline is shown once the pipe is quiet this long
+FLUSH_WAIT_S = 2.0
+_FLUSH = b"\x00\x1fstderr-relay-flush\x1f\x00"  # one write, never split: all before it has been read
 
 ERROR_CHARS = 100
 """Characters of a child's error the tree shows; ``deep-agent tasks --full`` prints the rest."""
@@ -94,13 +66,6 @@ def clipped(text: str, limit: int) -> str:
         return text
     cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
     return f"{cut}... (deep-agent tasks --full)"
-"""Longer lines are shown in pieces of this many bytes."""
-QUIET_S = 0.2
-"""How long the pipe stays quiet before a line without its newline is shown as it is."""
-FLUSH_WAIT_S = 2.0
-"""How long leaving a view (or the process) waits for what was written before it to be shown."""
-_FLUSH = b"\x00\x1fstderr-relay-flush\x1f\x00"
-"""Written into the pipe to learn when everything before it has been read (one write: never split)."""
 
 
 class _Relay:
@@ -147,7 +112,7 @@ class _Relay:
             return
         with self.lock:
             console = self.console
-        try:
+        with contextlib.suppress(Exception):  # lines lost are better than a relay that stops draining
             if console is not None:
                 text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
                 console.print(Text(text, style="dim"), soft_wrap=True)
@@ -155,19 +120,15 @@ class _Relay:
                 data = memoryview(b"".join(line + b"\n" for line in lines))
                 while data:
                     data = data[os.write(self.terminal, data):]
-        except Exception:  # noqa: BLE001 - lines lost are better than a relay that stops draining
-            pass
 
     def flush(self) -> None:
         """Wait (at most :data:`FLUSH_WAIT_S`) until what was written to the pipe so far has been shown."""
         with self.flush_lock:
             self.flushed.clear()
-            try:  # a pipe that stays full (a relay that cannot keep up) must not hold the caller
+            with contextlib.suppress(OSError, ValueError):  # a pipe that stays full must not hold the caller
                 if select.select([], [self.write_end], [], FLUSH_WAIT_S)[1]:
                     os.write(self.write_end, _FLUSH + b"\n")
                     self.flushed.wait(FLUSH_WAIT_S)
-            except (OSError, ValueError):
-                pass
 
     @contextlib.contextmanager
     def relaying(self, console: Console) -> Iterator[None]:
@@ -221,7 +182,6 @@ def relayed_stderr(console: Console) -> Iterator[None]:
 
 
 UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})
-"""A ``task`` delegation's statuses before it has ended."""
 
 _STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
           "cancelled": "dim", "pending": "dim", "lost": "red"}
@@ -246,8 +206,7 @@ class TaskTree:
         self.started = time.monotonic()
         self.started_at = time.time()
         self.finished: float | None = None
-        self.waiting_s = 0.0
-        """The turn's time spent at approval prompts."""
+        self.waiting_s = 0.0  # the turn's time at approval prompts
         self.outcome = "done"
         self.sync: dict[str, dict[str, Any]] = {}
         self.background: dict[str, dict[str, Any]] = {}
@@ -272,8 +231,7 @@ class TaskTree:
                         self.update(part)
 
     def event(self, event: Mapping[str, Any]) -> None:
-        """A lifecycle event of a ``task`` delegation (one without a task id is not ours: a child's tool can
-        write any custom event, so it is ignored)."""
+        """A lifecycle event of a ``task`` delegation (a child's tool can write any custom event: checked)."""
         task_id = event.get("task_id")
         if not isinstance(task_id, str) or not task_id:
             return
@@ -321,11 +279,7 @@ class TaskTree:
             self.outcome = outcome
 
     def cut_short(self, outcome: str = "failed") -> None:
-        """The turn ended before its tasks did (Ctrl-C, an error): the clock stops, open tasks show ``cancelled``.
-
-        Called before the live view draws its last frame, so that frame says
-        what the records will (:func:`deep_agent.cli.cut_short.cut_short_records`).
-        """
+        """The turn ended before its tasks did (Ctrl-C, an error): the clock stops, open tasks show ``cancelled``."""
         self.stop_clock(outcome)
         now = time.time()
         for task_id, row in self.live.items():
@@ -415,18 +369,13 @@ class TaskTree:
 def turn_waiting(prompts_s: float, rows: Iterable[TaskRow], now: float | None = None) -> float:
     """The turn's time waiting for approval: its prompts', and never less than any of its tasks' waits.
 
-    The two are timed by different clocks: the prompts from question to
-    answer; a task from its pause to its resume (the runner's), which also
-    holds the end of the stream before the prompt and the resume's start
-    after it. A task's pause is the run's, so the root shows at least the
-    longest of them: a child's wait never reads longer than its parent's.
-    Background tasks, whose pauses do not stop the run, do not count.
+    Two clocks (prompt to answer; a task's pause to resume): a child's wait never reads longer than
+    its parent's. Background tasks' pauses do not stop the run and do not count.
     """
     return max([prompts_s, *(row.waiting(now) for row in rows if row.kind == "task")])
 
 
-_OWN_KEYS = frozenset({"paused_since", "waited_s"})
-"""Keys of a live row the tree keeps itself; an event (any tool can write one) never sets them."""
+_OWN_KEYS = frozenset({"paused_since", "waited_s"})  # the tree's own clock: no event sets them
 
 ACTIVITY_CHARS = 60
 

@@ -6,13 +6,6 @@ Example::
     deep-agent run "Now fix the first one" --thread 5d1c...     # continue a conversation
     deep-agent run "Tidy the README" --workspace ../docs --yes  # approve every risky call
     deep-agent demo                                              # offline, scripted
-
-``run`` uses the subagents found in the agent directories (``.agents/agents``
-and ``.claude/agents`` under the current directory, then under your home,
-or ``--agents-dir``). The root and every agent file that lists them get the
-built-in tools (:mod:`deep_agent.tools`) confined to ``--workspace``; Claude
-model aliases run on the run's model (:mod:`deep_agent.cli.agents`); risky
-calls ask in the terminal (:mod:`deep_agent.cli.approvals`).
 """
 
 from __future__ import annotations
@@ -39,15 +32,12 @@ class RunSetup:
     """What a run needs beyond its prompts: how to build the agent, and what to tell the user first."""
 
     build: Callable[[Any, Path], Any]
-    notices: list[str]
-    """Notes about this run (how Bash runs): shown on every run unless ``--quiet``."""
+    notices: list[str]  # shown on every run unless --quiet
     colors: dict[str, str]
     prices: dict[str, Any] | None = None
     approve_all: bool = False
-    warnings: list[str] = dataclasses.field(default_factory=list)
-    """Agent files skipped, one line each naming the file and its problem: always shown (stderr)."""
-    folder_notes: list[str] = dataclasses.field(default_factory=list)
-    """Notes about the agent files: shown once per change of them (:mod:`deep_agent.cli.seen_notes`)."""
+    warnings: list[str] = dataclasses.field(default_factory=list)  # skipped agent files: always shown
+    folder_notes: list[str] = dataclasses.field(default_factory=list)  # shown once per change of the files
     agent_files: list[Path] = dataclasses.field(default_factory=list)
 
 
@@ -93,15 +83,10 @@ def demo_command(args: argparse.Namespace) -> int:
 
 MISPLACED_AGENT_DIRS = {".claude/agent": ".claude/agents", ".agents/agent": ".agents/agents",
                         ".claude/Agents": ".claude/agents"}
-"""Folders people put agent files in by mistake, and the folder that is read."""
 
 
 def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) -> list[str]:
-    """A note for each near-miss agents folder in the project, when the folders are the default ones.
-
-    A file in ``.claude/agent/`` is never read; without the note the run just
-    answers ``unknown subagent_type``.
-    """
+    """A note for each near-miss agents folder in the project (else the run just says ``unknown subagent_type``)."""
     if agents_dirs:
         return []
     return [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
@@ -110,10 +95,7 @@ def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) ->
 
 
 def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
-    """How ``run`` offers ``Bash``: in bubblewrap's sandbox, unconfined (``--unsafe-bash``), or not at all.
-
-    Returns the ``builtin_tools(bash=...)`` value and a note for the user, if any.
-    """
+    """``builtin_tools(bash=...)``'s value (a sandbox, ``"unconfined"`` or ``None``) and a note, if any."""
     from deep_agent.tools.sandbox import Sandbox, SandboxUnavailable
 
     if getattr(args, "unsafe_bash", False):
@@ -130,16 +112,7 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 
 def workspace_of(args: argparse.Namespace, state: Path) -> Any:
-    """``--workspace`` with the run's protected set, computed once; a home folder only with its flag.
-
-    Besides the workspace's own agent files, those the run reads are
-    protected wherever they are: ``--agents-dir`` and ``--skills-dir``
-    folders, the agent files of the current folder (the workspace may
-    be its parent), and the config folder holding the trust record. The
-    hooks and MCP servers of the agent files need nothing here: with a
-    sandboxed ``Bash`` they run in its sandbox
-    (:mod:`subagents.definitions.on_host`).
-    """
+    """``--workspace`` with the run's protected set: every agent, skill and trust file the run reads too."""
     from deep_agent.cli.folder_trust import config_dir
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
@@ -229,10 +202,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
 
 
 def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.Namespace) -> tuple[set[str], list[str]]:
-    """The agent files a run cannot use, all at once: the names to skip, and one warning line per file.
-
-    With ``--strict-agents`` any of them stops the run instead (one error listing them all).
-    """
+    """The agent files a run cannot use: the names to skip, and one warning per file (``--strict-agents``: an error)."""
     from deep_agent.cli.agents import agent_problems
     from subagents import BuildOptions, SpecError
     from subagents.definitions import SkillCatalog, discover_skills
@@ -268,9 +238,8 @@ UNCONFINED = "They run on this machine unconfined, with your keys, network and h
 def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True) -> set[str]:
     """Names of the current folder's command-running agent files a person has not trusted.
 
-    ``--trust-folder`` trusts the folder now; on a terminal the user is shown
-    every command, and where they would run (``confined``: in Bash's sandbox), and asked once; otherwise
-    those files are skipped.
+    ``--trust-folder`` trusts the folder now; on a terminal the user is shown every command and where it
+    would run, and asked once; otherwise those files are skipped.
     """
     import sys
 
@@ -323,16 +292,9 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
     """``--prices FILE``: model name -> [USD per million input tokens, output tokens]."""
     if path is None:
         return None
-    import yaml
+    from deep_agent.cli.agents import read_mapping
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise UsageError(f"--prices {path}: cannot be read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--prices {path}: invalid YAML or JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--prices {path}: expected a mapping of model name to [input, output] USD")
+    data = read_mapping(path, "--prices", "a mapping of model name to [input, output] USD")
     prices: dict[str, tuple[float, float]] = {}
     for name, pair in data.items():
         ok = isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2 and all(
@@ -368,10 +330,7 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 
 def _tool_rules(spec: Any, workspace: Any, bash: Any, where: Any) -> Any:
-    """``Bash(git diff:*)`` in a ``tools:`` list: a ``Bash`` that runs only what the rules allow.
-
-    A rule that cannot be enforced (``Bash()``, one holding ``;``) is an error naming the file.
-    """
+    """``Bash(git diff:*)`` in a ``tools:`` list: a ``Bash`` that runs only what the rules allow (else an error)."""
     from deep_agent.tools.catalog import with_bash_rules
     from subagents import SpecError
 

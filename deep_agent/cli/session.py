@@ -1,12 +1,5 @@
 """The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
 
-For each prompt: stream the root with the live :class:`~deep_agent.cli.live_view.TaskTree`;
-when the run pauses for approval, stop the live view, ask
-(:mod:`deep_agent.cli.approvals`) and resume; once answered, keep the tree
-up while this process's background tasks finish (asking when one waits
-for approval, :mod:`deep_agent.cli.approvals`), write their outcome into
-the thread's ledger, then print the answer and the per-agent summary.
-
 A turn that fails leaves the thread as it was before it (its messages are
 removed again, its task records stay), so continuing the thread never sends
 two user messages in a row.
@@ -46,35 +39,15 @@ from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.runner import stop_on_ctrl_c, stop_requested
 
-# ----------------------------------------------------------------------------
-# The table printed after a run's answer: per agent type, what it did and what it cost.
-#
-# Rows: the root's own model calls, then each agent type (tasks, model
-# calls, tokens, time, cost), then the total of the turn. Cost shows ``–``
-# when no prices were given, never a made-up ``0.0``.
-#
-# Example::
-#
-#     console.print(summary_table(tree.rows(), tree.root_usage, root_model="gpt-4.1-mini", prices=None))
-# ----------------------------------------------------------------------------
-
-
-
-UNKNOWN = "–"
+UNKNOWN = "–"  # the cost without prices, never a made-up 0.0
 
 
 def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, root_model: str | None,
                   prices: Mapping[str, Any] | None, root_seconds: float, root_waiting: float = 0.0) -> Table:
-    """The per-agent-type table of one turn.
+    """The per-agent-type table of one turn: the root, each agent type, the total.
 
-    Times are work time, with the time spent waiting for approval apart
-    (``2.1s + 4.0s waiting``); ``root_seconds`` is the turn's whole time,
-    ``root_waiting`` the part of it spent at approval prompts (the root shows
-    at least each task's wait: :func:`~deep_agent.cli.live_view.turn_waiting`).
-
-    The root's ``tasks`` are the tasks it started (every task of the turn: a
-    child cannot delegate); an agent type's are the tasks it ran; ``total``
-    counts each task once.
+    Times are work time, waiting for approval apart; ``root_seconds`` is the turn's whole time,
+    ``root_waiting`` its time at approval prompts.
     """
     from subagents import cost_of
 
@@ -114,13 +87,9 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
                                 getattr(args, "db_url", None))
     state = resolve_state_dir(args.state_dir)
-    # No step limit of the CLI's own: 100 steps ended a looping root (three or four steps a turn) with
-    # a recursion error long before max_root_turns ends it with its message. The root keeps
-    # create_agent's limit as the backstop, and a child's is capped by the runner all the same.
+    # No recursion limit of the CLI's own: max_root_turns ends a looping root with its message.
     config = {"configurable": {"thread_id": thread_id}}
-    # One Ctrl-C handler for the whole run, in place before the graph starts (see subagents.runner):
-    # it stops every child and no new one starts; the turn reads its flag at each step of the stream.
-    # A warning (a model server that parses no tool call) is one line naming the flag to pass.
+    # One Ctrl-C handler for the whole run, in place before the graph starts (see subagents.runner).
     with stop_on_ctrl_c(), warnings_as_lines():
         await _run_turns(setup, prompts, args, thread_id, state, config, title=title, console=console)
     shown = printable(thread_id)  # a --thread of the user's: data, never markup
@@ -232,11 +201,8 @@ def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
 async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
     """One stretch of the run (to its end or an approval); Ctrl-C ends it as ``KeyboardInterrupt``, at any step.
 
-    ``asyncio.run``'s handler cancels the main task, but a cancellation can be
-    turned into an error (LangGraph reports a ``CancelledError`` that does not
-    come from cancelling its own task as a failed node) or swallowed on its
-    way up: the flag set by the one Ctrl-C handler decides, read at every
-    step of the stream and as it ends, however it ends.
+    A cancellation can be turned into an error or swallowed on its way up (LangGraph): the Ctrl-C
+    handler's flag decides, read at every step and as the stream ends.
     """
     try:
         async with contextlib.aclosing(agent.astream(
@@ -264,26 +230,22 @@ def _outcome() -> str:
 
 async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
     """Write the turn's unfinished delegations into the ledger as cancelled. Never raises."""
-    try:
+    with contextlib.suppress(BaseException):  # the turn's own error (or Ctrl-C) is the one to report
         records = cut_short_records(tree, config["configurable"]["thread_id"], sessions)
         if records:
             await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
-    except BaseException:  # noqa: BLE001 - the turn's own error (or Ctrl-C) is the one to report
-        pass
 
 
 async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
     """Remove the messages a failed turn added (its task records stay). Never raises."""
     from langchain_core.messages import RemoveMessage
 
-    try:
+    with contextlib.suppress(BaseException):  # the turn's own error is the one to report
         messages = (await agent.aget_state(config)).values.get("messages") or []
         added = [m for m in messages[kept:] if getattr(m, "id", None)]
         if added:
             await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]},
                                       as_node="model")
-    except BaseException:  # noqa: BLE001 - the turn's own error is the one to report
-        pass
 
 
 def _this_turn(tree: TaskTree, values: dict[str, Any]) -> list[Any]:

@@ -1,12 +1,8 @@
 """Where the CLI keeps threads, ledgers and transcripts between runs.
 
-The embedded default is SQLite in a project-local state directory
-(``.deep_agent/`` under the current directory, or ``--state-dir``):
-``state.sqlite`` holds the checkpoints (so threads, ledgers and the
-children's own checkpoints survive), ``sessions/`` the JSONL transcripts,
-and ``last_thread`` the thread the last ``run`` used. A ``postgresql://``
-database URL selects Postgres instead (``deep_agent.cli.store``;
-``pip install "governed-subagents[postgres]"``).
+The state folder (``.deep_agent/`` or ``--state-dir``) holds ``state.sqlite``
+(the checkpoints), ``sessions/`` (JSONL transcripts) and ``last_thread``. A
+``postgresql://`` ``--db`` URL keeps the checkpoints in Postgres instead.
 """
 
 from __future__ import annotations
@@ -31,22 +27,7 @@ from subagents.errors import SubagentsError, UnknownTask
 from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
 from subagents.outcome import merge_records
 
-# ----------------------------------------------------------------------------
-# The CLI's Postgres state store: ``--db postgresql://...``.
-#
-# Opens LangGraph's ``PostgresSaver`` (reading back) or ``AsyncPostgresSaver``
-# (a run), creates the tables on first use, and turns every failure into one
-# line that names the database without its password.
-#
-# Example::
-#
-#     async with open_async_postgres("postgresql://me@127.0.0.1:5432/agents") as saver:
-#         ...
-#     with open_postgres("postgresql://me:pw@db/agents") as saver:   # errors show me@db:5432/agents
-#         ...
-# ----------------------------------------------------------------------------
-
-
+# Postgres (``--db``): every failure is one line naming the database without its password.
 
 INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
 
@@ -128,18 +109,14 @@ async def open_async_postgres(db_url: str) -> AsyncIterator[Any]:
 DEFAULT_STATE_DIR = ".deep_agent"
 
 GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part of the project.\n*\n"
-"""What a new state folder's ``.gitignore`` holds: the folder stays out of ``git status`` (as ``.pytest_cache``)."""
 
 
 def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     """The state folder as an absolute path (so stored transcript paths work from anywhere).
 
-    With ``create`` it is made if missing and checked writable; an
-    unwritable one is a :class:`~deep_agent.cli.errors.UsageError` in one
-    line. A folder it makes gets a ``.gitignore`` of ``*`` (never written
-    over one that is there). Readers pass ``create=False`` and leave no
-    folder behind. The default ``.deep_agent`` of a checkout is refused when
-    it is a symlink: the checkout would choose where the CLI writes.
+    With ``create`` it is made (with a ``.gitignore`` of ``*``) and checked
+    writable. The default ``.deep_agent`` is refused when it is a symlink: the
+    checkout would choose where the CLI writes.
     """
     from deep_agent.cli.errors import UsageError
 
@@ -151,11 +128,9 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     if not create:
         return state
     try:
-        try:
+        with contextlib.suppress(FileExistsError):
             state.mkdir(parents=True)
             _write_new(state / ".gitignore", GITIGNORE)
-        except FileExistsError:
-            pass
         # mkstemp creates a new name (O_EXCL): a planted symlink is never followed, its target never truncated.
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=state)
         os.close(fd)
@@ -183,27 +158,11 @@ def sessions_dir(state: Path) -> Path:
     return sessions
 
 
-# ----------------------------------------------------------------------------
-# The state folder is data: every file the CLI reads back from it goes through :func:`read_state_file`.
-#
-# A checkout can hold a ``.deep_agent/`` folder of its own, and a record in
-# its checkpoints names the transcript file to read. So a file is read only
-# if it lies inside the state folder, reached one name at a time with
-# ``O_NOFOLLOW`` (no symlink below the state folder is followed), is a
-# regular file (a pipe would block, a device never end) and holds at most
-# :data:`MAX_STATE_FILE_BYTES`. Anything else is a :class:`StateFileError`
-# naming the file. The SQLite checkpoints are checked the same way before
-# SQLite opens them (with its own ``nofollow``).
-#
-# Example::
-#
-#     read_state_file(state, state / "last_thread")   # bytes
-#     read_state_file(state, "/etc/passwd")             # StateFileError: outside the state folder
-# ----------------------------------------------------------------------------
-
+# The state folder is data (a checkout can hold its own, and its records name transcript files): a file
+# is read only inside it, reached one name at a time with O_NOFOLLOW, regular (a pipe would block), and
+# at most MAX_STATE_FILE_BYTES; SQLite's files are checked the same way before SQLite opens them.
 
 MAX_STATE_FILE_BYTES = 256 * 1024 * 1024
-"""The largest file the CLI reads back from the state folder (a transcript, the last thread's id)."""
 
 
 class StateFileError(SubagentsError, LookupError):
@@ -216,7 +175,7 @@ class StateFileError(SubagentsError, LookupError):
 
 
 def state_file(state: Path, path: str | os.PathLike[str]) -> Any:
-    """``path`` (inside ``state``, absolute or relative to it) opened to read as data: a binary file.
+    """``path`` (inside ``state``, absolute or relative to it) opened to read as a binary file.
 
     Raises :class:`StateFileError` (or ``FileNotFoundError`` when it is not there).
     """
@@ -255,19 +214,12 @@ def read_state_file(state: Path, path: str | os.PathLike[str], *, max_bytes: int
     return cast("bytes", data)
 
 
+# Postgres indexes the thread id with the namespace and version; a btree entry holds at most 2,704 bytes.
 MAX_DB_THREAD_ID_BYTES = 1024
-"""The longest thread id (UTF-8 bytes) a run keeps in Postgres: its checkpoint tables index the
-thread id with the namespace and version, and a btree entry holds at most 2,704 bytes."""
 
 
 def check_thread_id(thread_id: str, db_url: str | None = None) -> str:
-    """``thread_id``, if it can be stored as it is; else a one-line error naming ``--thread``.
-
-    An argument that is not valid UTF-8 arrives with stand-in characters
-    that no file or database can hold, so it is refused before the run; so
-    is, with a ``--db`` database, an id longer than its indexes hold
-    (:data:`MAX_DB_THREAD_ID_BYTES`) or one with a NUL character.
-    """
+    """``thread_id``, if it can be stored as it is (valid UTF-8; for ``--db``, short and NUL-free)."""
     from deep_agent.cli.errors import UsageError
 
     try:
@@ -311,7 +263,7 @@ def last_thread(state: Path) -> str | None:
 async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
     """The checkpointer a ``run`` writes through."""
     if db_url:
-        async with _postgres(db_url, aio=True) as saver:
+        async with open_async_postgres(db_url) as saver:
             saver.serde = DataOnlySerializer(_shown_url(db_url))
             yield saver
         return
@@ -327,7 +279,7 @@ async def open_async_checkpointer(state: Path, db_url: str | None = None) -> Asy
 def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
     """A sync checkpointer for reading ledgers and transcripts back."""
     if db_url:
-        with _postgres(db_url, aio=False) as saver:
+        with open_postgres(db_url) as saver:
             saver.serde = DataOnlySerializer(_shown_url(db_url))
             yield saver
         return
@@ -362,11 +314,6 @@ def _no_symlink_uri(path: Path) -> str:
     return f"file:{quote(str(path))}?nofollow=1"
 
 
-def _postgres(db_url: str, *, aio: bool) -> Any:
-
-    return open_async_postgres(db_url) if aio else open_postgres(db_url)
-
-
 def _shown_url(db_url: str) -> str:
     """A database url as errors may show it: no password."""
     parts = urlsplit(db_url)
@@ -377,10 +324,7 @@ def _shown_url(db_url: str) -> str:
 
 
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
-    """A thread's values (ledgers, messages), read from its latest checkpoint.
-
-    The ledgers come back as plain dicts, however the checkpoint packed them.
-    """
+    """A thread's values (ledgers as plain dicts, messages), read from its latest checkpoint."""
     saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     if saved is None:
         raise UnknownTask(f"no thread {thread_id!r} in the state store")
@@ -394,8 +338,7 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
 
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
-    """The thread and row (:class:`deep_agent.cli.store.TaskRow`) of a task id; a unique prefix is enough."""
-
+    """The thread and :class:`TaskRow` of a task id; a unique prefix is enough."""
     threads = [thread_id] if thread_id else _threads(saver)
     matches = []
     for thread in threads:
@@ -417,33 +360,13 @@ def _threads(saver: Any) -> list[str]:
     return list(seen)
 
 
-# ----------------------------------------------------------------------------
-# Every task of a thread as one kind of row: delegations, refused calls and background tasks.
-#
-# The command line shows a thread's tasks in three places (the live tree,
-# ``deep-agent tasks`` and ``deep-agent transcript``); all three read them
-# through :func:`task_rows`, so none can miss a kind:
-#
-# * ``task`` delegations from the ledger ``subagent_tasks``, including the
-#   ones refused before a child ran (unknown agent type, spent budget): they
-#   have no transcript;
-# * background tasks from ``async_tasks`` (runner, status, attempt);
-# * delegation calls the model got wrong (invalid arguments) that reached no
-#   ledger: found in the messages, as the call and its error reply.
-#
-# Example::
-#
-#     rows = task_rows(state)          # state: a thread's values
-#     [(r.id[:8], r.kind, r.agent_type, r.status) for r in rows]
-# ----------------------------------------------------------------------------
-
-
+# Every view (live tree, ``tasks``, ``transcript``) reads a thread's tasks through :func:`task_rows`, so
+# none misses a kind: delegations, background tasks, and delegation calls refused before any ledger.
 
 DELEGATION_TOOLS = frozenset({"task", "start_async_task"})
 
 TaskKind = Literal["task", "background", "refused"]
-REFUSED_STOP_REASONS = frozenset({"refused", "invalid_call"})
-"""Stop reasons of a delegation that never ran a child (a spent budget is ``budget`` with no calls)."""
+REFUSED_STOP_REASONS = frozenset({"refused", "invalid_call"})  # never ran a child
 
 
 @dataclasses.dataclass
@@ -520,16 +443,10 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
         record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
     duration = record.get("duration_ms")
     return TaskRow(
-        id=str(record["id"]), kind="refused" if refused else "task",
-        agent_type=str(record.get("agent_type") or "?"), status=str(record.get("status") or "running"),
-        description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
+        kind="refused" if refused else "task", status=str(record.get("status") or "running"),
         started_at=record.get("started_at"), finished_at=record.get("finished_at"),
         duration_s=None if duration is None else duration / 1000,
-        waiting_s=float(record.get("waiting_ms") or 0.0) / 1000,
-        model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
-        output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
-        cut_short=cut_short_by(record),
+        waiting_s=float(record.get("waiting_ms") or 0.0) / 1000, **_row_fields(record),
     )
 
 
@@ -537,20 +454,26 @@ def background_row(record: Mapping[str, Any]) -> TaskRow:
     started = record.get("started_at") or record.get("created_at")
     finished = record.get("finished_at")
     return TaskRow(
-        id=str(record["id"]), kind="background", agent_type=str(record.get("agent_type") or "?"),
-        status=str(record.get("status") or "pending"), description=record.get("description") or "",
-        tool_call_id=record.get("tool_call_id"), started_at=started, finished_at=finished,
-        duration_s=(finished - started) if finished and started else None,
+        kind="background", status=str(record.get("status") or "pending"), started_at=started, finished_at=finished,
+        duration_s=(finished - started) if finished and started else None, runner=record.get("runner"),
+        attempt=record.get("attempt"), **_row_fields(record),
+    )
+
+
+def _row_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a delegation's record and a background task's share."""
+    return dict(
+        id=str(record["id"]), agent_type=str(record.get("agent_type") or "?"),
+        description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
         model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
         output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=with_hint(record.get("error")), runner=record.get("runner"),
-        attempt=record.get("attempt"), transcript=record.get("transcript"), cut_short=cut_short_by(record),
+        result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
+        cut_short=cut_short_by(record),
     )
 
 
 def cut_short_by(record: Mapping[str, Any]) -> str | None:
-    """The limit that cut a record's completed task short (``partial``: its answer came from the wrap-up call), or
-    ``None`` (a task that has not completed was not cut short, whatever an earlier run said)."""
+    """The limit that cut a record's completed task short (its answer came from the wrap-up call), or ``None``."""
     reason = record.get("stop_reason")
     cut = record.get("partial") is True and record.get("status") == "completed"
     return str(reason) if cut and isinstance(reason, str) else None
@@ -587,11 +510,7 @@ def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
 
 
 def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
-    """Put back the full description and answer of rows whose ledger record holds previews.
-
-    The ledger keeps short previews (see :mod:`middleware.task_tool.ledger_entry`); the
-    texts are the ``task`` call's arguments and its ToolMessage.
-    """
+    """Put back the full description and answer of rows whose ledger record holds previews (from the messages)."""
     clipped = {r.get("tool_call_id") for r in records
                if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
     if not clipped:

@@ -1,15 +1,9 @@
-"""Free-form user data as the CLI shows it: cut to a size a terminal can take.
-
-An agent file's ``metadata`` holds whatever the file wrote, and YAML aliases
-let a small file repeat one long string or list thousands of times: printed
-in full, one file could fill the screen with megabytes. :func:`preview`
-returns a JSON-ready copy with long strings, lists and mappings cut, each
-cut said in place, and at most :data:`MAX_VALUES` values in all.
+"""Free-form user data as the CLI shows it: control characters escaped, and cut to a size a terminal can take.
 
 Example::
 
+    printable("x\x1b[2Kx.md")          # 'x\\x1b[2Kx.md'
     preview({"notes": "x" * 10_000})   # {'notes': 'xxx...x... [9800 more characters]'}
-    preview(list(range(10**6)))        # [0, 1, ..., 49, '... [999950 more items]']
 """
 
 from __future__ import annotations
@@ -19,28 +13,10 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# ----------------------------------------------------------------------------
-# Text from agent files made safe to print on a terminal.
-#
-# A file name, a field value or an error message that quotes one can hold
-# control characters: an escape sequence would clear the screen, move the
-# cursor over an error line or retitle the window; a newline would forge a
-# line of output (``ok   other.md``); a bidirectional override or an RTL mark
-# would show text in another order than it is; a zero-width, format, tag or
-# unassigned character would hide text or show nothing where something is.
-# :func:`printable` writes each of them as a visible escape, so what the
-# command prints is what the file holds.
-#
-# Example::
-#
-#     printable("x\x1b[2Kx.md")     # 'x\\x1b[2Kx.md'
-#     printable("line 1\nline 2\x1b[2J", lines=True)   # newline kept, the escape written out
-# ----------------------------------------------------------------------------
-
+# An escape sequence would clear the screen or move the cursor, a newline forge a line of output, a bidi
+# override reorder text, a zero-width character hide it: printable() writes each as a visible escape.
 
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
-"""Unicode categories :func:`printable` escapes: control, format (bidi marks, zero-width,
-soft hyphen, tags), line and paragraph separators, private use, surrogates, unassigned."""
 
 INVISIBLE = frozenset(
     "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"  # combining grapheme joiner, Hangul and Khmer fillers
@@ -48,18 +24,15 @@ INVISIBLE = frozenset(
     + "".join(map(chr, range(0xFE00, 0xFE10)))  # variation selectors
     + "".join(map(chr, range(0xE0100, 0xE01F0)))  # variation selectors supplement
 )
-"""Unicode's default-ignorable characters outside :data:`UNSAFE_CATEGORIES` (letters and marks that show
-nothing): escaped too, so a shown command holds no character the reader cannot see."""
+"""Unicode's default-ignorable characters outside :data:`UNSAFE_CATEGORIES`: they show nothing."""
 
 _NOT_PLAIN = re.compile("[^\x20-\x7e]")  # only these are looked up: plain ASCII passes at C speed
 
 
 def printable(text: object, *, lines: bool = False) -> str:
-    """``str(text)`` with every character of :data:`UNSAFE_CATEGORIES` written as its escape (``\\x1b``, ``\\u202e``).
+    """``str(text)`` with every unsafe character written as its escape (``\\x1b``, ``\\u202e``).
 
-    ``lines=True`` keeps newlines and tabs as they are: a model's answer is
-    shown as the lines it wrote, but an escape sequence in it still cannot
-    clear the screen or hide what follows.
+    ``lines=True`` keeps newlines and tabs (a model's answer shown as the lines it wrote).
     """
     kept = "\n\t" if lines else ""
 
@@ -72,17 +45,11 @@ def printable(text: object, *, lines: bool = False) -> str:
     return _NOT_PLAIN.sub(escape, str(text))
 
 
-MAX_STRING = 200
-"""Characters kept of one string (or key)."""
-
-MAX_ITEMS = 50
-"""Items kept of one list or mapping."""
-
-MAX_VALUES = 200
-"""Values kept in all, keys included: with :data:`MAX_STRING`, a few tens of KB at most."""
-
-MAX_DEPTH = 8
-"""Levels of lists and mappings shown; deeper ones are elided (a value that contains itself, too)."""
+# YAML aliases let a small file repeat one long value thousands of times: preview() bounds what is shown.
+MAX_STRING = 200  # characters of one string (or key)
+MAX_ITEMS = 50  # items of one list or mapping
+MAX_VALUES = 200  # values in all, keys included
+MAX_DEPTH = 8  # levels shown (a value that contains itself too)
 
 
 def preview(value: Any) -> Any:
@@ -130,3 +97,16 @@ class _Preview:
                 break
             shown.append(self.take(item, depth + 1))
         return shown
+
+
+def discard_typed_ahead(stdin: Any) -> None:
+    """Drop what was typed before a prompt: a ``y`` typed early must not answer a question not yet shown."""
+    try:
+        import termios
+    except ImportError:
+        return
+    try:
+        if stdin is not None and stdin.isatty():
+            termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
+    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
+        return

@@ -29,9 +29,8 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = ("Read", "Write", "Edit", "Glob", "Grep", 
 RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})
 """Tools that change files or run commands: they ask for approval under ``confirm_risky``."""
 
+# A given Sandbox; "sandbox": this machine's (no Bash without bwrap); "unconfined": a plain shell; None: no Bash.
 BashSetting = Sandbox | Literal["sandbox", "unconfined"] | None
-"""How ``Bash`` is offered: in a given :class:`Sandbox`; ``"sandbox"``: in this machine's (none without
-``bwrap``); ``"unconfined"``: a plain shell that reaches any path the user can; ``None``: no ``Bash``."""
 
 _RULE = re.compile(r"^([A-Za-z_][\w-]*)\s*\(.*\)$", re.DOTALL)
 
@@ -40,9 +39,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *
                   bash: BashSetting = "sandbox") -> list[BaseTool]:
     """The seven tools, confined to ``workspace`` (default: the current folder).
 
-    ``bash`` (:data:`BashSetting`): by default ``Bash`` runs in bubblewrap's
-    sandbox, and is left out where ``bwrap`` is missing; ``"unconfined"``
-    asks for a shell that reaches any path the user can; ``None`` leaves it out.
+    ``bash``: by default in bubblewrap's sandbox, left out where ``bwrap`` is missing; ``"unconfined"``: a
+    plain shell; ``None``: no ``Bash``.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     offered, sandbox = _bash(bash)
@@ -54,10 +52,7 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *
 def with_bash_rules(entries: Iterable[Any], ws: Workspace, bash: BashSetting = "sandbox") -> list[Any]:
     """A ``tools`` list with ``Bash(...)`` rules enforced: one ``Bash`` bound to them, other rules as plain names.
 
-    ``[Read, Bash(git diff:*)]`` -> ``["Read", <Bash running only git diff...>]``: the rule is
-    enforced, not read as leave to run anything. Plain ``Bash`` beside rules means every
-    command. ``bash`` is as for :func:`builtin_tools`; where no ``Bash`` is offered the
-    entry stays the name ``Bash``, which nothing provides.
+    Plain ``Bash`` beside rules means every command; where no ``Bash`` is offered the entry stays a name.
     """
     items = list(entries)
     rules = CommandRules.parse(item for item in items if isinstance(item, str))
@@ -90,11 +85,7 @@ def base_tool_name(entry: str) -> str:
 
 
 def tools_not_provided(specs: Iterable[Any], provided: Iterable[str] = BUILTIN_TOOL_NAMES) -> dict[str, list[str]]:
-    """Tool names agent files list that no built-in provides -> the agents asking for them.
-
-    An ``mcp__<server>...`` entry (a glob too) of a server the agent's own ``mcp_config``
-    defines is provided: that child connects to the server and gets its tools.
-    """
+    """Tool names agent files list that no built-in (nor the agent's own MCP server) provides -> the agents."""
     have = set(provided)
     missing: dict[str, list[str]] = {}
     for spec in specs:

@@ -1,12 +1,9 @@
 """``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
 
 As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows
-commands that start with ``git diff`` (the prefix itself, or the prefix, a
-space and anything after it), and ``Bash(npm test)`` allows exactly ``npm test``; several rules allow
-what any of them allows. A command with a shell metacharacter
-(``; & | ` $ ( ) < >``, a newline) is refused whatever the rules say: it
-could run a second command after the allowed one. A rule limits which program
-runs, not what its options do; the sandbox limits what it can touch.
+commands that start with ``git diff``, ``Bash(npm test)`` exactly ``npm test``.
+A command with a shell metacharacter is refused whatever the rules say: it
+could run a second command. A rule limits which program runs, not what it touches.
 
 Example::
 
@@ -24,8 +21,7 @@ from langchain_core.tools import ToolException
 
 from subagents.errors import SpecError
 
-METACHARACTERS = frozenset(";&|`$()<>\n\r")
-"""What lets one shell command line run, chain or redirect another."""
+METACHARACTERS = frozenset(";&|`$()<>\n\r")  # what lets one command line run, chain or redirect another
 
 _BASH_RULE = re.compile(r"^\s*Bash\s*\((.*)\)\s*$", re.DOTALL)
 

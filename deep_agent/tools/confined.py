@@ -1,19 +1,12 @@
 """Starting bubblewrap: its seccomp filter, and pasta's network joined once it runs; and a launcher around it.
 
-:meth:`~deep_agent.tools.sandbox.Sandbox.running` starts ``Bash``'s commands
-with :func:`spawned`. A hook's command or an MCP server, started by whatever
-runs an argv (a ``Popen``, asyncio, the MCP client), goes through this file
-run as a program::
+A hook's command or an MCP server, started by whatever runs an argv, goes
+through this file run as a program, with the command's stdio and status::
 
     python -I confined.py RECORD [--pasta PASTA] -- BWRAP-ARGV...
 
-It starts ``BWRAP-ARGV`` (built by the parent: :class:`~deep_agent.tools.
-sandbox.Confinement`) with its own stdin, stdout and stderr, and exits with
-the command's status. Its end is the command's: bubblewrap runs with
-``--die-with-parent``, and a ``SIGTERM``, ``SIGINT`` or ``SIGHUP`` ends
-bubblewrap, then pasta (killed outright, its caller ends both from what it
-wrote to ``RECORD``: :func:`end_recorded`). Only the standard library, and run by its path (``-I``):
-no package of the workspace is imported on the way.
+Only the standard library, run by its path (``-I``): no package of the
+workspace is imported on the way.
 """
 
 from __future__ import annotations
@@ -33,15 +26,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Outbound only: no port forwarded either way, the gateway not mapped to the host's loopback.
 PASTA_ARGS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
-"""pasta's outbound-only network: no port forwarded either way, the gateway not mapped to the host's loopback."""
-
 
 if TYPE_CHECKING or __name__ != "__main__":  # imported by the program: one of the library's errors
     from subagents.errors import SubagentsError
 else:  # the launcher: the standard library alone
     class SubagentsError(Exception):
-        """The library's base, where the library is not imported."""
+        pass
 
 
 class SpawnFailed(SubagentsError, RuntimeError):
@@ -53,26 +45,22 @@ class SpawnFailed(SubagentsError, RuntimeError):
 
 
 def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) -> list[str]:
-    """bubblewrap's ``--info-fd`` (where it says its child's pid) and ``--block-fd`` (the command waits for its
-    network), and ``--seccomp``."""
+    """bubblewrap's ``--info-fd`` (its child's pid), ``--block-fd`` (the command waits for network), ``--seccomp``."""
     info, block = sync_fds or (None, None)
     return ([*(["--info-fd", str(info)] if info is not None else []),
              *(["--block-fd", str(block)] if block is not None else [])]
             + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
 
 
-Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]
-"""``(sync_fds, seccomp_fd) ->`` bubblewrap's argv."""
+Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (sync_fds, seccomp_fd) -> argv
 
 
 @contextlib.contextmanager
 def spawned(build: Build, pasta: str | None, record: str | None = None,
             **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """bubblewrap started from ``build`` (``popen``: :class:`subprocess.Popen`'s arguments); with ``pasta``, the
-    command's namespace given pasta's network before the command starts, and pasta ended with it.
+    """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts.
 
-    ``record``: a folder where the sandbox's pid and pasta's are written, for a caller to end them should this
-    process be killed first (:func:`end_recorded`)."""
+    ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`)."""
     with _readable(seccomp_filter()) as seccomp:
         fds = () if seccomp is None else (seccomp,)
         if pasta is None and record is None:
@@ -122,10 +110,10 @@ SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
 
 
 def end_recorded(record: str) -> None:
-    """End the sandbox and the pasta :func:`spawned` wrote to ``record`` (each if still the one started: its
-    command line says so). A launcher killed outright (``SIGKILL``, a hook's timeout) could not: a sandbox
-    unblocked by its death before it was set to die with it (bubblewrap reads the end of ``--block-fd`` as
-    leave to go on), and pasta, which outlives the namespace it served."""
+    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started.
+
+    A launcher killed outright could not: bubblewrap reads the end of ``--block-fd`` as leave to go on,
+    and pasta outlives the namespace it served."""
     for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
         with contextlib.suppress(OSError, ValueError):
             pid = int(Path(record, name).read_text())
@@ -146,12 +134,9 @@ def _child(info: bytes) -> int:
 
 
 def _connect(pasta: str, pid: int, record: str | None) -> int:
-    """Give the namespace of bubblewrap's child ``pid`` pasta's network; a pidfd of the pasta process that does
-    (it stays in the background: its caller ends it)."""
-    # pasta stays in the background (past the namespace: its caller ends it); --runas keeps it our uid (as root
-    # it would otherwise switch to nobody, who cannot join the namespace). It joins the user namespace
-    # owning the network one (NS_GET_USERNS), not the child's: for --disable-userns the child moves on
-    # into a nested one, which has no say over the network namespace.
+    """Give the namespace of bubblewrap's child ``pid`` pasta's network; a pidfd of pasta (its caller ends it)."""
+    # --runas keeps our uid (as root pasta would switch to nobody, who cannot join). It joins the user
+    # namespace owning the network one, not the child's: --disable-userns moves the child into a nested one.
     try:
         with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
             pid_file = os.path.join(record or folder, PASTA_PID)
@@ -166,8 +151,7 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
     raise SpawnFailed(f"pasta could not give Bash its network (exit {done.returncode}): {said}", "pasta")
 
 
-NS_GET_USERNS = 0xB701
-"""ioctl on a namespace's file: a new descriptor of the user namespace that owns it (Linux's nsfs)."""
+NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning a namespace
 
 
 @contextlib.contextmanager
@@ -184,26 +168,18 @@ def _owner_of_network(pid: int) -> Iterator[int]:
         os.close(owner)
 
 
+# Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket.
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
-"""Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
     """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
-    ``EPERM``.
+    ``EPERM``; ``None`` on a machine not listed.
 
-    The keyring is not a namespace bubblewrap unshares: without this, a
-    command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). A unix socket
-    bound to a path reaches whoever listens there, whatever namespace or
-    read-only mount is between (a database or container daemon in
-    ``/var/lib``, one bound by a relative name or since moved): so no
-    ``socket(AF_UNIX, ...)`` at all. ``socketpair`` still works (it reaches no
-    one else: a program's pipes between its own processes). A call made
-    through another architecture's interface (x86's 32-bit ``int 0x80`` on
-    x86_64, whose calls have other numbers) is refused whatever it is: the
-    sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring and unix sockets stay reachable there).
+    The keyring is not namespaced (Docker's default profile refuses the same
+    calls). A unix socket bound to a path reaches whoever listens there,
+    whatever mount is between; ``socketpair`` reaches no one else and works.
+    Another architecture's calls (x86's ``int 0x80``, x32) are refused whole.
     """
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:
@@ -239,8 +215,7 @@ def _readable(data: bytes | None) -> Iterator[int | None]:
 
 
 def main(args: list[str]) -> int:
-    """Run the bubblewrap argv after ``--`` (``RECORD``: :func:`spawned`'s; ``--pasta PASTA``: with network);
-    the command's status."""
+    """Run the bubblewrap argv after ``--``; the command's status."""
     record, pasta = args[0], (args[2] if args[1:2] == ["--pasta"] else None)
     bwrap = args[args.index("--") + 1:]
     started: list[subprocess.Popen[bytes]] = []

@@ -161,14 +161,8 @@ _NOT_REGULAR = f"is {NOT_REGULAR}"
 
 
 def _read_lines(ws: Workspace, path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
-    """Lines ``start`` to ``start + count`` (each cut), how many lines were read, and whether
-    reading stopped at :data:`MAX_READ_SCAN` characters.
-
-    The file is read line by line, and a long line only up to the cut, so a
-    huge file costs no more memory than the lines shown; and no more time
-    than :data:`MAX_READ_SCAN` characters (a sparse file of gigabytes is one
-    endless line).
-    """
+    """Lines ``start`` to ``start + count`` (each cut), how many lines were read, and whether reading stopped
+    at :data:`MAX_READ_SCAN` characters (a sparse file of gigabytes is one endless line)."""
     chosen: list[str] = []
     total = scanned = 0
     try:

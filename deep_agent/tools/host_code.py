@@ -30,15 +30,12 @@ def shell_words(command: str) -> list[str]:
         return command.split()
 
 
+# Where a word is split again into the paths it may hold: --out=./x, PYTHONPATH=a:b, a quoted "sh x".
 WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
-"""Where a word is split again into the paths it may hold: ``--out=./x``, ``PYTHONPATH=a:b``, a quoted ``sh x``."""
 
 
 def read_regular(path: Path, limit: int) -> bytes:
-    """The first ``limit`` bytes of ``path`` if it is a regular file; ``b""`` otherwise.
-
-    Opened without blocking and checked on the open file: a pipe planted in its place is never waited on.
-    """
+    """The first ``limit`` bytes of ``path`` if it is a regular file (checked once open: a pipe never blocks)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -82,13 +79,7 @@ def _env(server: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def what_would_run(spec: Any) -> list[str]:
-    """What an agent file's hooks and MCP servers would run, whole; ``[]`` for a plain file.
-
-    Every hook command; every server's command line (quoted as a shell
-    would read it, so each argument's bounds show), each ``env`` entry (name
-    and value) and its ``cwd``, or the URL it connects to. Lines are raw
-    text: :func:`describe` escapes them for the terminal.
-    """
+    """What an agent file's hooks and MCP servers would run, whole (raw text): commands, env, cwd, URLs."""
     found = [f"hook{f' ({event})' if event else ''}: {command}"
              for event, command in _hook_commands(getattr(spec, "hooks", None) or {})]
     for name, server in _servers(getattr(spec, "mcp_config", None) or {}):
@@ -102,40 +93,14 @@ def what_would_run(spec: Any) -> list[str]:
     return found
 
 
-# ----------------------------------------------------------------------------
-# The files a folder's hooks and MCP servers name: trusted with the agent files.
-#
-# An agent file that says ``command: sh scripts/check.sh`` runs whatever
-# ``scripts/check.sh`` holds the day it runs. :func:`files_run_by` names
-# those files; the trust fingerprint covers them, so a changed script asks
-# again. What they run in turn need not be found: where ``Bash`` is
-# sandboxed, hooks and servers run in the same sandbox.
-#
-# Example::
-#
-#     files_run_by(spec, Path("/home/me/project"))
-#     # [PosixPath('/home/me/project/.cache'), PosixPath('/home/me/project/scripts/check.sh')]
-# ----------------------------------------------------------------------------
-
-
 def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path]:
     """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name.
 
-    ``spec`` is a discovered definition's value (a ``SubagentSpec``, or
-    anything with its normalised ``hooks`` and ``mcp_config``); ``folder``
-    is the folder the run starts in: hooks run their shell there, and an MCP
-    server's ``cwd`` is resolved from it. Named is each word (split as the
-    shell splits it, and at ``=`` and ``:``) of a hook's command line, and
-    of a server's ``command`` and ``args`` (from its ``cwd``), that names an
-    existing file or holds a ``/`` (``./later/gen.sh``, not there yet); and
-    each folder an ``env`` value or a hook's ``NAME=value`` word names
-    (``PYTHONPATH=./.cache``): a folder as an argument (``ruff check src``)
-    is work, not code to keep.
-
-    Returned: sorted, resolved (symlinks followed), and only what lies
-    strictly inside ``folder``; with ``outside`` (the trust fingerprint), also
-    what a relative word names outside it (``../shared/x.sh``), never what an
-    absolute path names (the machine's own programs).
+    The trust fingerprint covers them, so a changed script asks again. Each
+    word of a command names an existing file, or one to come if it holds a
+    ``/``; a folder only in an ``env`` value or ``NAME=value`` word (a folder
+    argument is work). Sorted and resolved; with ``outside``, also what a
+    relative word names outside ``folder``, never an absolute path.
     """
     start = folder.resolve()
     root = None if outside else start
@@ -162,23 +127,19 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 @functools.cache
 def import_names() -> frozenset[str]:
-    """Every top-level name an import in a Python program could ask for: the standard library's
-    (:data:`sys.stdlib_module_names`: ``subprocess`` imports ``selectors``), every installed package's
-    (:func:`importlib.metadata.packages_distributions`: an optional dependency tried and missing), and the
-    ``sitecustomize`` and ``usercustomize`` every start tries. Found once: a scan of the installed packages."""
+    """Every top-level name an import could ask for: the standard library's, every installed package's
+    (an optional dependency tried and missing), and ``sitecustomize``/``usercustomize``. Found once."""
     names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize",
              "usercustomize"}
     return frozenset(name for name in names if name.isidentifier())
 
 
 def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
-    """What a Python process with ``folder`` first on its path could load from there for these top-level
-    ``names``, existing or not: each ``name`` with every suffix the interpreter imports
-    (:func:`importlib.machinery.all_suffixes`: source, bytecode, extension modules), ``name/__init__`` with
-    each, or the whole ``name`` folder once it is a package (any module in it is code), and
-    ``__pycache__``. A folder without an ``__init__`` is only a namespace portion, which a module found
-    later on the path wins over, so it stays the agent's (a namespace package this program imported, whose
-    portions are searched in order, is kept whole).
+    """What a Python process with ``folder`` first on its path could load from there for ``names``, existing
+    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package.
+
+    A folder without an ``__init__`` is only a namespace portion (a later module wins), so it stays the
+    agent's, unless this program imported it as a namespace package.
     """
     suffixes = importlib.machinery.all_suffixes()
     yield folder / "__pycache__"
@@ -197,9 +158,8 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
 
 
 def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
-    """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root``;
-    with no ``root``, a relative ``word`` wherever it leads, but to ``base`` or a folder holding it.
-    A missing file counts if the word holds a ``/``."""
+    """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root`` (no ``root``:
+    a relative word anywhere but ``base`` and above). A missing file counts if the word holds a ``/``."""
     if not word or "\x00" in word or "://" in word or word.startswith("-"):
         return None
     if root is None and word.startswith(("/", "~")):

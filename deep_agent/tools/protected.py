@@ -1,39 +1,19 @@
 """What no tool of the agent may change: the paths that make code run later, outside any sandbox.
 
-One set per run, computed once (:meth:`Protected.of`) and obeyed by every
-writer: ``Bash``'s sandbox mounts each path read-only (and a missing one as
-an empty read-only placeholder, so it cannot be created either; but for
-:attr:`Protected.watched`, set aside once made), and every in-process
-writer goes through :func:`~deep_agent.tools.workspace.open_regular`, which
-refuses them. The set:
+One set per run (:meth:`Protected.of`), obeyed by every writer: ``Bash``'s
+sandbox mounts each path read-only (a missing one as a read-only
+placeholder), and in-process writers go through
+:func:`~deep_agent.tools.workspace.open_regular`, which refuses them. The set:
 
-* every git directory of the workspace, whole: ``.git`` (created or not),
-  where a ``.git`` file's ``gitdir:`` and a ``commondir`` point, the git
-  directories of nested repositories and submodules (``.git/modules`` is
-  inside ``.git``), and every folder git itself takes for a git directory
-  (:func:`is_git_dir`: a bare repository, the workspace included): git's
-  hooks, config and ``commondir`` run commands on the user's next ``git
-  status``; a write that would make a folder a git directory is refused;
-* every path a git config names in the workspace (:func:`_named_by_config`):
-  every word of every value of the configs git reads there (system,
-  global, the enclosing repository's, each repository's, and what they
-  include), with no list of keys: any value may be a command or a path;
-* the agent, skill, hook and MCP files (``.claude``, ``.agents``,
-  ``.deep_agent``, ``.mcp.json``, and the ``agent_files`` the run reads
-  from elsewhere): the next run reads them;
-* the state folder, when one is given;
-* what this program would import from a folder of the workspace on its
-  import path (``python -m`` started there), existing or not
-  (:func:`_imported_from`), and every module it loaded or would load from
-  the workspace however found, an editable install's finder included
-  (:func:`_loaded_from`): it would run on the host at the next start;
-* the interpreter and virtual environment this program runs from, and
-  every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
-  git and the user's own commands find the programs they run there.
-
-Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
-in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
-they run has no more power than the agent's own commands.
+* every git directory of the workspace, whole, wherever ``gitdir:`` and
+  ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
+  hooks and config run commands on the user's next ``git status``;
+* every path a git config there names (:func:`_named_by_config`): any value
+  may be a command or a path;
+* the agent, skill, hook and MCP files, and the state folder;
+* what this program would import from the workspace, existing or not, an
+  editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
+* the interpreter, its virtual environment, and every absolute folder on ``PATH``.
 
 Example::
 
@@ -67,7 +47,6 @@ from deep_agent.tools.host_code import (
 from subagents.errors import SubagentsError
 
 AGENT_FILES = (".claude", ".agents", ".deep_agent", ".mcp.json")
-"""Folders and files in the workspace whose contents the next run reads as agents, skills, hooks or MCP servers."""
 
 GIT = "a git directory (its hooks, config and commondir run commands on the next git command)"
 AGENT = "agent, skill, hook or MCP files (the next run reads them)"
@@ -91,9 +70,7 @@ class ProtectedPath(SubagentsError, PermissionError):
 class Protected:
     """Resolved paths -> why each is protected (a path inside one is protected too).
 
-    ``root``: the workspace, whose nested repositories' git directories are
-    found on first use (one walk per run, not one per workspace built) and
-    in which any path through a folder named ``.git`` is protected.
+    ``root``: the workspace, walked on first use for nested repositories.
     """
 
     fixed: dict[Path, str]
@@ -101,8 +78,7 @@ class Protected:
 
     @property
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
-        """Found on first use, and again once this process, with the workspace on its import path
-        (:func:`_import_folders`), imports more modules."""
+        """Found on first use, and again once this process imports more modules."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
@@ -134,8 +110,7 @@ class Protected:
         for path in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
                 found[path] = CONFIG  # a missing one is held while a command runs, as any (a file: git reads it)
-        # hooks -> tools/githooks, and core.hooksPath = hooks: a link leading to a protected path, into
-        # one, or to a folder holding one.
+        # A link leading to a protected path, into one, or to a folder holding one (hooks -> tools/githooks).
         holders: dict[Path, str] = {}
         for path, why in found.items():
             for folder in path.parents:
@@ -154,33 +129,25 @@ class Protected:
 
     @property
     def paths(self) -> dict[Path, str]:
-        """Every protected path: the fixed ones, the git directories found in the workspace, and the paths
-        the git configs name (:func:`_named_by_config`), found once, on first use."""
+        """Every protected path -> why."""
         return self._found[0]
 
     @property
     def links(self) -> dict[Path, str]:
-        """The symlinks in the workspace that lead to a protected path, into one or to a folder holding one
-        -> their text: kept as they are (a sandboxed command that replaces one has it set aside and the
-        link put back), for what runs the path through the link would run what stands there instead."""
+        """Symlinks leading to (or into, or to a folder holding) a protected path -> their text: kept as they are,
+        for what runs the path through the link would run whatever replaced it."""
         return self._found[2]
 
     @property
     def watched(self) -> frozenset[Path]:
-        """The missing paths this program would load from the workspace
-        (:func:`_imported_from`): refused to writers, and set aside once a sandboxed command made one (not
-        held empty while it runs: there are thousands, and ``make`` reads a ``GNUmakefile`` first)."""
+        """The missing paths this program would load from the workspace: refused to writers, and set aside once
+        a sandboxed command made one (not held by placeholders: there are thousands)."""
         return self._found[1]
 
     @classmethod
     def of(cls, workspace: str | os.PathLike[str], *, state_dir: str | os.PathLike[str] | None = None,
            agent_files: Iterable[str | os.PathLike[str]] = ()) -> Protected:
-        """The protected set of ``workspace``.
-
-        ``agent_files``: folders and files the run reads agents, skills, hooks or MCP servers from
-        besides the workspace's own (``--agents-dir``, the ones of the folder it started in), relative
-        to the workspace.
-        """
+        """The protected set of ``workspace``; ``agent_files``: more definition paths the run reads."""
         root = Path(workspace).resolve()
         found: dict[Path, str] = {}
         for name in (*AGENT_FILES, *agent_files):
@@ -191,8 +158,7 @@ class Protected:
             found.setdefault((root / state_dir).resolve(), STATE)
         for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
             found.setdefault(Path(runtime).resolve(), RUNTIME)
-        # A hook's `ruff`, a server's `mcp-x` are looked up there: an active project venv, node_modules/.bin.
-        # Not a relative entry ("."), nor the workspace or a folder holding it: that would leave nothing writable.
+        # Hooks and servers look programs up there. Not ".", the workspace or above: nothing would be writable.
         for folder in os.get_exec_path():
             if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
                 found.setdefault(path, PROGRAMS)
@@ -201,8 +167,7 @@ class Protected:
     def why(self, path: Path) -> str | None:
         """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
 
-        Names are compared without case: on a case-insensitive file system (macOS's and Windows'
-        default) ``.GIT/hooks/x`` is ``.git/hooks/x``; elsewhere refusing ``.Git`` costs nothing.
+        Names are compared without case: on macOS's default file system ``.GIT/hooks/x`` is ``.git/hooks/x``.
         """
         if self.root is not None and self.root in path.parents and (
                 ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
@@ -219,27 +184,22 @@ class Protected:
             raise ProtectedPath(path, reason)
 
     def inside(self, root: Path) -> list[Path]:
-        """The protected paths in ``root`` (outside it the sandbox has everything read-only) but the
-        :attr:`watched` ones, shortest first."""
+        """The protected paths in ``root`` but the :attr:`watched` ones, shortest first."""
         paths, watched = self._found[:2]
         return sorted((p for p in paths if p not in watched and (p == root or root in p.parents)),
                       key=lambda p: len(p.parts))
 
 
 def _import_folders(root: Path) -> list[Path]:
-    """The folders of this program's import path (``sys.path``) in ``root``: ``python -m`` puts the folder it
-    starts in first, a script its own; ``PYTHONPATH`` and an editable install theirs."""
+    """The folders of ``sys.path`` in ``root`` (``python -m``'s start folder, ``PYTHONPATH``, an editable install)."""
     folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
     return sorted(f for f in folders if (f == root or root in f.parents) and os.path.isdir(f))
 
 
 def _loaded_from(root: Path) -> frozenset[Path]:
-    """The top-level packages (folders, whole) and modules in ``root`` of every module this program loaded, and
-    of every top-level name it would load (:func:`~deep_agent.tools.host_code.import_names`), however found.
+    """The top-level packages and modules in ``root`` of every module this program loaded or would load.
 
-    Not only through :data:`sys.path` (:func:`_import_folders`): an editable install (``pip install -e .``,
-    as this project's own setup does) loads its packages through a finder on :data:`sys.meta_path`, and the
-    next start would run an edited ``deep_agent/cli.py`` from the checkout the agent works in.
+    However found: an editable install loads through a finder on :data:`sys.meta_path`, not ``sys.path``.
     """
     inside = _inside(root)
 
@@ -256,13 +216,11 @@ def _loaded_from(root: Path) -> frozenset[Path]:
     return frozenset(found | specs)
 
 
-_SPECS: dict[Path, frozenset[Path]] = {}
-"""Workspace -> what the names not loaded would load from it: asked of the finders once a process."""
+_SPECS: dict[Path, frozenset[Path]] = {}  # workspace -> what names not loaded would load: asked once a process
 
 
 def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
-    """Where ``name`` would be loaded from, without loading it (a top-level name: no parent is imported);
-    ``None`` if a finder fails. Not the standard library's names: setuptools' ``distutils`` finder imports."""
+    """Where top-level ``name`` would be loaded from, without loading it; ``None`` if a finder fails."""
     if name in sys.modules:
         return None  # loaded: its own places are read
     try:
@@ -289,7 +247,7 @@ def _places(module: object) -> list[str]:
 
 
 def _inside(root: Path) -> Callable[[str], Path | None]:
-    """A test of a path, resolved (its folder resolved once a call): the path if in ``root``, else ``None``."""
+    """A test of a path, resolved: the path if in ``root``, else ``None``."""
     folders: dict[str, str] = {}
     prefix = os.path.join(str(root), "")
 
@@ -306,15 +264,8 @@ def _inside(root: Path) -> Callable[[str], Path | None]:
 
 
 def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
-    """What the next start of this program could load from ``folders`` (:func:`~deep_agent.tools.host_code.
-    would_import`), existing or not, for every name it imported, and every one any import could ask for
-    (the standard library's, the installed packages': an optional one tried and missing, ``sitecustomize``).
-    Not from a folder inside a protected one: a virtual environment's site-packages is the interpreter's,
-    protected whole.
-
-    A missing one is :attr:`Protected.watched`: thousands of names, each an empty folder mounted while a
-    command runs, cost seconds a command, where setting aside the few made costs a ``stat`` each.
-    """
+    """What the next start of this program could load from ``folders``, existing or not, for every name it
+    imported or any import could ask for (an optional one missing, ``sitecustomize``)."""
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)
@@ -330,9 +281,8 @@ def _folded(paths: dict[Path, str]) -> dict[str, str]:
 
 
 def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
-    """Every ``.git`` folder or file in the workspace (its own and nested repositories'), and every
-    folder git takes for a git directory by itself (:func:`is_git_dir`), the workspace's own included;
-    each symlink met on the way is appended to ``symlinks``."""
+    """Every ``.git`` in the workspace and every folder git takes for a git directory; symlinks met go to
+    ``symlinks``."""
     todo = [root]
     while todo:
         folder = todo.pop()
@@ -355,10 +305,8 @@ def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
 def is_git_dir(names: Collection[str]) -> bool:
     """Whether a folder holding the entries ``names`` is one git takes for a git directory.
 
-    Git's own test (``is_git_directory`` in its ``setup.c``): a ``HEAD``, and
-    ``objects`` and ``refs`` (a file, in some reftable setups) there or in
-    the folder its ``commondir`` names. Loosened towards protecting: any
-    ``HEAD``, and a ``commondir`` is taken to lead to a folder that has them.
+    Git's ``is_git_directory``, loosened towards protecting: any ``HEAD``, and
+    a ``commondir`` is taken to lead to a folder with ``objects`` and ``refs``.
     """
     return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
@@ -378,8 +326,6 @@ def _makes_git_dir(root: Path, path: Path) -> bool:
     return False
 
 
-
-
 def _git_env() -> dict[str, str]:
     """What ``git config`` needs to read the configs the user's own git reads: theirs, not this process's overrides."""
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(Path.home()), "LC_ALL": "C"}
@@ -389,12 +335,7 @@ def _git_env() -> dict[str, str]:
 
 
 def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
-    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository).
-
-    ``git config --list --includes``: the system, global and repository
-    configs, and what they include (conditions as git decides them for
-    that repository). Reading a config runs nothing.
-    """
+    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository)."""
     where = ["--git-dir", str(git_dir)] if git_dir is not None else []
     try:
         done = subprocess.run([shutil.which("git") or "git", *where, "config", "--list", "--includes",
@@ -410,32 +351,20 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
         yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
 
 
-_REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)
-"""Keys whose values are refspecs or ref names (``+refs/heads/*:refs/remotes/origin/*``), never paths."""
+_REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
+# A URL with a scheme, or user@host:path: the remote is elsewhere (a local path is still a path).
 _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECASE)
-"""A URL with a scheme, or ``user@host:path``: the remote is elsewhere (a local path is still a path)."""
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:
     """Each path in ``root`` that a config git reads there names.
 
-    ``repos``: ``(git directory, working tree)`` of each repository in or
-    around the workspace; ``(None, None)`` reads the configs git reads
-    outside any (system and global: aliases run anywhere). Each config
-    file in the workspace is named, and every word of every value (a
-    ``!`` alias is a shell command), split again at ``=`` and ``:``,
-    resolved from the workspace, the repository's working tree and the
-    config's own folder (never the workspace or a working tree itself):
-
-    * written as a path (holding a ``/``, or starting with ``.`` or ``~``):
-      what it names, existing or not (a missing one could be created);
-    * a bare word: an existing file, or an existing folder if the value
-      is that one word (``core.hooksPath = hooks``); in a command of
-      several words a bare folder is work (``grep -v main``), as in
-      :func:`~deep_agent.tools.host_code.files_run_by`;
-    * what follows each ``/`` of a word, if an existing file (``"$(git
-      rev-parse --show-toplevel)/x.sh"``).
+    ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
+    Every word of every value, split at ``=`` and ``:``, resolved from the
+    workspace, the working tree and the config's folder: a path-shaped word
+    existing or not; a bare word an existing file, or folder if it is the whole
+    value (in a command a bare folder is work); what follows each ``/``, if a file.
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:

@@ -1,53 +1,24 @@
 """Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not.
 
-One profile, whatever the uid (root included), built on bubblewrap's own
-hardening. From the inside of one command:
+One profile, whatever the uid (root included). From inside one command:
 
-* no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
-  remount anything; nor get them back in a user namespace of its own
-  (``--unshare-user --disable-userns``: it can make none);
-* its own namespaces for everything (``--unshare-all``): its own process
-  IDs and a fresh ``/proc`` showing only its own processes (no other
-  process's environment or root folder), its own IPC, host name and
-  network; a new session (``--new-session``: it cannot type into the
-  user's terminal); when the command ends, every process it started ends
-  with it, ``setsid`` or not, and all of them end if the program dies
-  (``--die-with-parent``);
-* the whole filesystem read-only; the home folders, ``/tmp``, ``/var/tmp``,
-  ``/run`` and the folder the workspace sits in are empty (so ``~/.ssh``,
-  key-agent sockets and a secret beside the workspace cannot be read),
-  except the workspace itself, which is writable;
-* inside the workspace, the run's
-  :class:`~deep_agent.tools.protected.Protected` set read-only (git
-  directories whole, agent files, the interpreter): a missing
-  one is an empty read-only folder while the command runs (a file, where a
-  git config names it), so it cannot be created either (the placeholder is
-  removed afterwards; a file standing where a folder on its way would be is
-  read-only); every folder
-  between the workspace and a protected path is a mount point of its own,
-  so it cannot be renamed and replaced; a git repository the command makes
-  (any shape git takes for one) is set aside when it ends
-  (:func:`set_aside_new_repositories`), and so is what it put in place of a
-  symlink leading to a protected path (:attr:`Protected.links`: ``scripts ->
-  tools/scripts``), the link put back;
-* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
-  locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
-  whatever their names; ``HOME`` is the (empty) home folder;
+* no capabilities, and no user namespace of its own to get them back in;
+* its own namespaces for everything (a fresh ``/proc``, its own network), a
+  new session, and every process it started ends with it;
+* the filesystem read-only; homes, ``/tmp``, ``/var/tmp``, ``/run`` and the
+  workspace's parent empty; the workspace writable but for the run's
+  :class:`~deep_agent.tools.protected.Protected` set (a missing one is a
+  read-only placeholder; every folder on its way a mount point, so it cannot
+  be renamed); a git repository it makes is set aside when it ends
+  (:func:`set_aside_new_repositories`), and a replaced kept symlink put back;
+* an environment of :data:`ALLOWED_ENV` and the caller's names alone;
 * no kernel keyring and no unix socket
-  (:func:`~deep_agent.tools.confined.seccomp_filter`): the keys of the
-  session that started the program are not the command's, and no host
-  service listening on a socket file is reachable, wherever it is;
-* no network; with ``network=True``, outbound network through ``pasta``
-  (Debian's ``passt``) in its own network namespace: the host's loopback
-  services and abstract unix sockets stay unreachable.
+  (:func:`~deep_agent.tools.confined.seccomp_filter`);
+* no network; with ``network=True``, outbound only, through ``pasta``.
 
-A process that makes a sandboxed ``Bash`` runs its hooks and stdio MCP
-servers in the same profile (:class:`Confinement`, installed for
-:func:`subagents.definitions.on_host.launch`): their environment is the
-same allowlist, plus a server's declared ``env``.
-
-Debian's ``bubblewrap`` package provides ``bwrap``. Where it is missing,
-the command line offers no ``Bash`` unless ``--unsafe-bash`` is given.
+Hooks and stdio MCP servers of a process with a sandboxed ``Bash`` run in the
+same profile (:class:`Confinement`). Without ``bwrap`` the command line offers
+no ``Bash`` unless ``--unsafe-bash`` is given.
 
 Example::
 
@@ -83,9 +54,7 @@ from subagents.errors import SubagentsError
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
                "LC_NUMERIC", "LC_TIME", "LC_ADDRESS", "LC_IDENTIFICATION", "LC_MEASUREMENT", "LC_NAME",
                "LC_PAPER", "LC_TELEPHONE")
-"""Variables a sandboxed command gets (with the caller's ``pass_env``); ``HOME`` is set empty.
-
-The locale's ``LC_*`` by name (POSIX's and glibc's), never a prefix: ``LC_API_TOKEN`` is not a locale."""
+"""Variables a sandboxed command gets (with ``pass_env``). ``LC_*`` by name: ``LC_API_TOKEN`` is no locale."""
 
 class SandboxUnavailable(SubagentsError, RuntimeError):
     """What the sandbox needs is missing (:attr:`program`) or failed to start."""
@@ -143,11 +112,8 @@ class Sandbox:
              cwd: Path | None = None, reveal: Iterable[Path] = ()) -> list[str]:
         """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
 
-        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace); a missing one
-        is bound only where :meth:`holding` made its placeholder. ``sync_fds``, ``seccomp_fd``:
-        :func:`~deep_agent.tools.confined.fd_options`. ``cwd``: where the command starts (default: the
-        workspace); ``reveal``: paths outside the workspace shown read-only (a user-level hook's script
-        in the hidden home folder). The command's environment is the one bubblewrap is started with.
+        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace). ``reveal``: paths
+        outside the workspace shown read-only (a user-level hook's script in the hidden home folder).
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
@@ -183,10 +149,8 @@ class Sandbox:
                 set_aside: list[Path] | None = None) -> Iterator[Protected]:
         """The workspace made ready for sandboxed commands while the context is held; its protected set.
 
-        Meanwhile each missing protected path in the workspace is an empty folder (or file) mounted
-        read-only by every command started (removed afterwards if still empty, once no command of this
-        process needs it); afterwards each git repository made is set aside
-        (:func:`set_aside_new_repositories`; appended to ``set_aside``), or :class:`SetAsideUnchecked`.
+        Meanwhile missing protected paths have placeholders; afterwards new git repositories are set aside
+        (appended to ``set_aside``), or :class:`SetAsideUnchecked`.
         """
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
@@ -201,9 +165,7 @@ class Sandbox:
     @contextlib.contextmanager
     def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
                 *, set_aside: list[Path] | None = None, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-        """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s arguments), the workspace
-        held (:meth:`holding`) until it ended; with network, ``pasta`` gives the command's namespace its
-        network before the command starts (:func:`~deep_agent.tools.confined.spawned`)."""
+        """``command`` started in the sandbox (``popen``: :class:`subprocess.Popen`'s), the workspace held."""
         root = Path(workspace).resolve()
         with self.holding(root, protected, set_aside) as held:
             # bwrap's own processes (its init is the command's pid 1, readable in /proc) get no more either.
@@ -218,9 +180,7 @@ class Sandbox:
 
 @dataclasses.dataclass(frozen=True)
 class Confinement:
-    """Runs a hook's command or an MCP server under ``sandbox`` in ``workspace`` (with its protected set), as
-    ``Bash``'s commands run: installed by :func:`confine_definitions`
-    (:func:`subagents.definitions.on_host.launch`)."""
+    """Runs a hook's command or an MCP server as ``Bash``'s commands run (see :func:`confine_definitions`)."""
 
     sandbox: Sandbox
     workspace: Path
@@ -229,10 +189,9 @@ class Confinement:
     @contextlib.contextmanager
     def __call__(self, argv: list[str], cwd: str | None, declared: dict[str, str]) -> Iterator[tuple[list[str],
                                                                                                  dict[str, str]]]:
-        # Where it starts, as named (no symlink followed: the agent's commands may have made one in the
-        # workspace): there if the sandbox shows it, else the workspace. No folder is shown that Bash's
-        # commands do not see; only this program's interpreter where it lies in a hidden folder (pyenv's, in
-        # the home: a server run with it) and the files the definition names (named_outside).
+        # Where it starts, as named (no symlink followed: the agent may have made one): there if the sandbox
+        # shows it, else the workspace. Only this program's interpreter (pyenv's, in a hidden home) and the
+        # files the definition names (named_outside) are shown beyond what Bash's commands see.
         start = Path(os.path.normpath(os.path.join(os.getcwd(), cwd or "")))
         root = self.workspace
         hidden = _hidden(str(root))
@@ -253,12 +212,10 @@ class Confinement:
 
 _BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 LAUNCHER = str(Path(__file__).with_name("confined.py"))
-"""The program a confined hook or server is started by (:mod:`deep_agent.tools.confined`)."""
 
 
 def _python() -> str:
-    """An interpreter to run the launcher (the standard library's alone): this program's, or, where this process
-    may not run it (its user changed since), the one on ``PATH``."""
+    """This program's interpreter, or where this process may not run it (its user changed), the one on ``PATH``."""
     return sys.executable if os.access(sys.executable, os.X_OK) else shutil.which("python3") or sys.executable
 
 
@@ -268,11 +225,10 @@ def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected)
 
 
 def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
-    """The files in ``hidden`` folders the command line names by an absolute path (``~`` and ``$HOME``
-    expanded), outside the workspace ``root`` and reached through no symlink: shown read-only inside.
+    """The files in ``hidden`` folders the command line names by an absolute path, outside ``root``.
 
-    Only what the trusted definition itself names (a user-level hook's ``~/.claude/hooks/x.sh``): a relative
-    word, or one that passes through a symlink, could lead wherever the agent's commands pointed it.
+    Only what the trusted definition names itself: a relative word, or one through a symlink, could lead
+    wherever the agent's commands pointed it.
     """
     found: set[Path] = set()
     for word in (w for arg in argv for w in shell_words(arg)):
@@ -290,26 +246,15 @@ def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
 
 
 SET_ASIDE = ".made-by-agent"
-"""Appended to the name of a ``.git`` (or a git directory's ``HEAD``, or what replaced a kept symlink) a
-sandboxed command made; then a random part, where that name is taken."""
 
 
 def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
-    """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
-    the program would import (:attr:`Protected.watched`) that now exists, and what replaced a kept symlink
-    (:attr:`Protected.links`, the link put back); the new names.
+    """Rename every new git repository in ``root``, every watched path that now exists, and what replaced
+    a kept symlink (the link put back); the new names.
 
-    The run's git directories are read-only inside the sandbox, but a
-    command can make a new repository anywhere else (``cd src && git init
-    && git config core.fsmonitor ...``, a bare one, the workspace itself),
-    and the user's next ``git status`` there would run its config. A
-    ``.git`` not known when the run started becomes ``.git.made-by-agent``,
-    the ``HEAD`` of a folder git takes for a git directory
-    (:func:`~deep_agent.tools.protected.is_git_dir`) ``HEAD.made-by-agent``:
-    git no longer sees a repository, even from inside it, and the content
-    stays. One walk of the workspace, without the protected folders, and
-    into what was set aside (``.git.made-by-agent``, a folder that replaced
-    a link): none is left holding a git directory.
+    A command can make a repository anywhere (``git init && git config core.fsmonitor ...``) and the
+    user's next ``git status`` would run its config: its ``.git`` (or a bare one's ``HEAD``) gets
+    :data:`SET_ASIDE` appended, so git sees no repository. The walk goes into what was set aside too.
     """
     moved = [new for path in sorted(p for p in protected.watched if os.path.lexists(p)) for new in _set_aside(path)]
     for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
@@ -335,15 +280,10 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
 
 
 def _walk_all(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
-    """Each folder in ``root`` as :func:`os.walk` gives it (``dirs`` pruned in place is not walked), with a stack
-    of its own, never through a symlink, and into every folder: one a command made unreadable to its owner is
-    made readable first.
+    """Each folder in ``root`` as :func:`os.walk` gives it, never through a symlink, and into every folder.
 
-    ``os.walk`` recurses on Python 3.11: a chain of 1,200 folders raised ``RecursionError``. And it skips a
-    folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311 sub`` kept a new
-    repository from being set aside, and the user's next ``git status`` in it ran its config. The command ran
-    as the user, so the user may give the owner's read and search bits back; a folder still unreadable after
-    that is not the command's (it was there, not made by it).
+    ``os.walk`` recurses (deep chains raise ``RecursionError``) and silently skips an unreadable folder
+    (``git init sub && chmod 0311 sub`` hid a repository): the owner's bits are given back first.
     """
     pending, tried = [str(root)], set()
     while pending:
@@ -374,13 +314,8 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
 
 
 def _set_aside(path: Path) -> list[Path]:
-    """``path`` renamed to its name with :data:`SET_ASIDE`, or with a random part after it where that is taken
-    (the command chooses the names it leaves, never the random part); ``[]`` once removed where no rename
-    could be made, ``[path]`` if it could not be removed either.
-
-    A command can take the write bit off the folder holding its repository
-    (``chmod 555 s``): the folder is the user's own, so it gets its write
-    bit back for the second try.
+    """``path`` renamed with :data:`SET_ASIDE` (and a random part where taken); ``[]`` if removed instead,
+    ``[path]`` if neither worked. A ``chmod 555`` parent gets its write bit back for the second try.
     """
     for _ in range(2):
         target = path.with_name(path.name + SET_ASIDE)
@@ -414,14 +349,12 @@ def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None
 
 
 _placeholder_lock = threading.Lock()
-_placeholder_users: dict[Path, int] = {}
-"""Placeholders made now -> how many running commands need them (parallel commands share one)."""
+_placeholder_users: dict[Path, int] = {}  # placeholder -> running commands needing it (parallel ones share)
 
 
 def _mask(root: Path, path: Path) -> Path | None:
-    """Where a protected path is missing: the placeholder on its way, or its first missing folder or itself,
-    or what stands where a folder on its way should be (``Write("tools")`` before ``tools/x.sh``): bound
-    read-only as it is, it cannot be replaced by the folder either."""
+    """Where a protected path is missing: its placeholder or first missing step, or a file standing where a
+    folder on its way should be (bound read-only, it cannot be replaced by the folder either)."""
     for step in (*reversed(path.parents), path):
         if root not in step.parents:
             continue
@@ -434,13 +367,8 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root`` (or the placeholder standing where it is missing),
-    and ``--bind`` for each folder between ``root`` and it.
-
-    A mount point cannot be renamed (``EBUSY``): binding each folder on the
-    way on itself, still writable, keeps ``mv scripts scripts_old && mkdir
-    scripts`` from putting a new folder where a protected path was.
-    """
+    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on
+    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
@@ -497,11 +425,8 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
 def _hidden(root: str) -> list[str]:
     """Folders mounted empty: homes, temporary and runtime files, and the folder the workspace sits in.
 
-    The workspace's parent holds its neighbours (other checkouts, a secret
-    beside it); it stays visible only where it holds the programs commands
-    need (the interpreter's prefix or a folder on ``PATH``), or is ``/``.
-    A home folder stays only where it is ``/`` or holds ``bash`` itself (a
-    system account's, ``/usr/sbin``): its programs on ``PATH`` go with it.
+    The parent stays only where it holds the interpreter or a ``PATH`` folder, or is ``/``; a home stays
+    only where it is ``/`` or holds ``bash`` itself (a system account's).
     """
     parent = str(Path(root).parent)
     needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}

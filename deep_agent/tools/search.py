@@ -1,26 +1,15 @@
 """``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
 
-Nothing outside the workspace is listed or read: matches that resolve
-outside it (through ``..`` or a symlink), or that cannot be resolved (a
-symlink loop), are skipped, and symlinked folders are not followed.
-Neither ever opens a pipe, socket or device: folders are opened only as
-folders (:func:`walk`), files only through :func:`~deep_agent.tools.workspace.open_regular`,
-as ``Read`` opens them, so a FIFO named as ``path`` or met in a folder is
-refused or skipped with a note, never waited on.
+Nothing outside the workspace is listed or read, symlinked folders are not
+followed, and no pipe, socket or device is ever opened (folders through
+:func:`walk`, files through :func:`~deep_agent.tools.workspace.open_regular`).
 
-A search is bounded in time: ``Grep`` matches with the ``regex`` package
-(the same syntax as ``re``), whose searches take a timeout, so a pattern
-that backtracks catastrophically (``(a|aa)+$`` on a long line) ends the
-call after :data:`GREP_SECONDS` with an error naming the pattern and the
-file, rather than hanging the agent. The deadline is also checked between
-lines and files, so a fast pattern over millions of lines stops in time
-too. A pattern whose counted repeats would compile to more than
-:data:`MAX_PATTERN_SIZE` parts (``(?:a{1000}){1000}``) is refused before
-compiling: compiling expands each repeat, and no timeout bounds it (such a
-pattern can take all the memory of the machine). ``Glob`` never enters the
-skipped folders (``.git``, ``node_modules``, ...: see :mod:`._glob`), stops
-after :data:`MAX_GLOB_SCANNED` matches or :data:`GLOB_SECONDS` and says
-so. Its walk visits each folder once whatever the number of ``**`` parts.
+Both are bounded in time: ``Grep`` uses the ``regex`` package, whose
+searches take a timeout (``(a|aa)+$`` backtracks without end), and refuses
+a pattern whose counted repeats would compile to more than
+:data:`MAX_PATTERN_SIZE` parts (compiling has no timeout). ``Glob`` never
+enters skipped folders and stops after :data:`MAX_GLOB_SCANNED` matches or
+:data:`GLOB_SECONDS`.
 
 Example::
 
@@ -49,42 +38,14 @@ from deep_agent.tools.workspace import NotRegularFile, Workspace, open_regular
 from subagents.errors import InvalidArgument
 from subagents.transcripts import NOT_REGULAR
 
-# ----------------------------------------------------------------------------
-# Walking the workspace for a ``Glob`` pattern: skipped folders are never entered, and the walk has a deadline.
-#
-# ``Path.glob`` walks every folder a pattern could reach, ``node_modules``
-# and ``.git`` included, only for ``Glob`` to drop what it found there, and
-# it cannot be stopped between two matches: ``**/*.py`` in a project with a
-# large ``node_modules`` took as long as listing all of it. :class:`GlobWalk`
-# matches what Python 3.11's ``Path.glob`` matches (``*``, ``?``, ``[...]``
-# within one name; ``**`` alone for any number of folders; hidden names
-# match ``*``; a pattern ending in ``**`` or ``/`` lists folders only;
-# literal leading parts, ``..`` included, must exist as folders) on a walk
-# that does not enter the skipped folders or symlinked folders, enters a
-# folder only when the pattern can still match below it, and stops at a
-# deadline, checked between names too.
-#
-# The pattern is matched as a small automaton over its segments: each folder
-# carries the set of segments that could come next, computed once from its
-# parent's, so a name costs one step whatever the depth (a recursive match
-# of a path against two ``**`` costs its depth squared).
-#
-# Example::
-#
-#     start, segments, dirs_only = walkable_from(Path("."), "src/**/*.py")  # Path("src"), ["**", "*.py"], False
-#     walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=frozenset({".git"}),
-#                     deadline=time.monotonic() + 10)
-#     found = list(walk)  # then walk.timed_out
-# ----------------------------------------------------------------------------
-
-
+# ``Path.glob`` walks into ``node_modules`` and ``.git`` and cannot be stopped between matches. GlobWalk
+# matches what Python 3.11's ``Path.glob`` matches on a walk that skips those folders and has a deadline;
+# each folder carries the set of segments that could come next (an automaton), so a name costs one step.
 
 STAR_STAR = "**"
-CHECK_EVERY = 256
-"""Names matched between two looks at the deadline."""
+CHECK_EVERY = 256  # names matched between two looks at the deadline
 
-State = frozenset[int]
-"""Indices of the segments that could match the next name (``len(segments)``: the whole pattern matched)."""
+State = frozenset[int]  # segments that could match the next name (len(segments): all matched)
 
 
 def is_wildcard(segment: str) -> bool:
@@ -95,10 +56,8 @@ def is_wildcard(segment: str) -> bool:
 def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
 
-    Raises :class:`InvalidArgument` (a ``ValueError``) for a pattern ``Path.glob`` refuses, and for a
-    ``..`` after a wildcard: each ``*/..`` multiplies the walk by the number
-    of folders (``*/../*/../*/../x`` is minutes in a folder of 30), and
-    means no more than the same pattern without it.
+    Raises :class:`InvalidArgument` for a pattern ``Path.glob`` refuses, and for a ``..`` after a
+    wildcard: each ``*/..`` multiplies the walk by the number of folders.
     """
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
@@ -158,8 +117,7 @@ class _Automaton:
 class GlobWalk:
     """The paths below ``start`` that match ``segments``, found lazily; ``timed_out`` once the deadline stopped it.
 
-    Skipped folders (by name) are neither entered nor listed; symlinked
-    folders are listed, not entered.
+    Skipped folders are neither entered nor listed; symlinked folders are listed, not entered.
     """
 
     def __init__(self, start: Path, segments: Sequence[str], *, dirs_only: bool, skipped: frozenset[str],
@@ -217,12 +175,8 @@ _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | o
 def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
 
-    ``os.fwalk`` opens its top with a blocking ``open``: a FIFO given as the
-    top waited for a writer for ever. Here each folder is opened by
-    descriptor with ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, the top
-    included: a pipe, device or symlink where a folder was listed (or swapped
-    in since) fails to open and is not entered. Symlinked folders are listed
-    in ``dirs``, as ``os.fwalk`` lists them, and never entered.
+    ``os.fwalk`` opens its top with a blocking ``open`` (a FIFO waits for ever): each folder is opened
+    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, so a pipe or symlink swapped in is not entered.
     """
     try:
         fd = os.open(top, _FOLDER_FLAGS)
@@ -256,13 +210,11 @@ def _walk_from(path: str, fd: int) -> Iterator[tuple[str, list[str], list[str]]]
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000
 GREP_SECONDS = 10.0
-"""How long one ``Grep`` call may spend matching, over all its files."""
 MAX_PATTERN_SIZE = 100_000
 """The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
 MAX_GLOB_SCANNED = 20_000
 """Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
 GLOB_SECONDS = 10.0
-"""How long one ``Glob`` call may walk the workspace."""
 _SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})
 
 
@@ -371,12 +323,7 @@ def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], boo
 
 
 def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
-    """``pattern``, refused if its ``..`` parts can climb above the workspace from ``folder``.
-
-    Its matches there would be dropped, but the walk would still go through
-    them: ``../../../**/*`` walks the whole disk. A ``**`` may match no
-    folder, so it counts as none.
-    """
+    """``pattern``, refused if its ``..`` parts can climb above the workspace (``../../../**/*`` walks the disk)."""
     depth = len(folder.relative_to(ws.root).parts)
     for segment in pattern.split("/"):
         if segment == "..":
@@ -396,11 +343,7 @@ def _skipped(ws: Workspace, path: Path) -> bool:
 
 
 def pattern_size(pattern: str) -> float:
-    """About how many parts ``pattern`` compiles to: a counted repeat multiplies what it repeats.
-
-    An over-estimate is fine (it only refuses); escapes and character
-    classes count as one part, and ``(?...)`` prefixes as a few.
-    """
+    """About how many parts ``pattern`` compiles to (an over-estimate): a counted repeat multiplies what it repeats."""
     totals: list[float] = [0.0]  # one running size per open group
     last = 0.0  # the size of the item a quantifier would repeat
     i = 0

@@ -1,20 +1,11 @@
 """``Bash``: one shell command in the workspace folder, with a timeout and bounded output.
 
 ``timeout`` is in milliseconds, as in Claude Code (default 120000, at most
-600000). When it passes, the command's whole process group is killed and
-the model is told. Only as much output as a result can show is kept in
-memory; the rest is read and dropped. The command starts in the workspace;
-in a :class:`~deep_agent.tools.sandbox.Sandbox` it can write only there
-(minus the workspace's protected set), while an unconfined shell reaches
-any path the user can. ``Bash`` asks for approval by default in the
-command line either way. ``rules``
-(:class:`~deep_agent.tools.command_rules.CommandRules`, from an agent file's
-``Bash(git diff:*)``) limits which commands run at all.
-
-When the command answers, everything it started ends with it: in the
-sandbox, its PID namespace ends (``setsid`` or not); unconfined, its
-process group is killed (a job that left the group, with ``setsid``, is
-not reached: the unconfined shell is the user's own).
+600000). In a :class:`~deep_agent.tools.sandbox.Sandbox` the command can
+write only the workspace; unconfined it reaches any path the user can.
+``rules`` (an agent file's ``Bash(git diff:*)``) limit which commands run.
+When the command answers, what it started ends with it (its sandbox's PID
+namespace, or unconfined, its process group).
 
 Example::
 
@@ -57,12 +48,10 @@ class BashInput(BaseModel):
 
 def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                 rules: CommandRules | None = None) -> list[StructuredTool]:
-    """``Bash``, bound to ``ws``; inside ``sandbox`` (:mod:`deep_agent.tools.sandbox`) when one is given,
-    unconfined otherwise, running only what ``rules`` allow when they are given.
+    """``Bash``, bound to ``ws``; inside ``sandbox`` when one is given, running only what ``rules`` allow.
 
-    With a sandbox, this process's hooks and MCP servers run in it too, from now on
-    (:func:`~deep_agent.tools.sandbox.confine_definitions`): nothing a folder defines runs with more
-    power than the agent's commands."""
+    With a sandbox, this process's hooks and MCP servers run in it too, from now on: nothing a folder
+    defines runs with more power than the agent's commands."""
     if sandbox is not None:
         confine_definitions(sandbox, ws.root, ws.protected)
 
@@ -111,13 +100,11 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
 
 def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> str:
     """Wait for the command, then end what it left in its group; its output and notes."""
-    # Only what the result can show is kept (UTF-8 is at most 4 bytes a character);
-    # the rest is read and dropped, so a command printing gigabytes costs no memory.
+    # Only what the result can show is kept (UTF-8: at most 4 bytes a character); the rest is dropped.
     output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
     with _running(process):
         exited = _exited(process, limit_s)
-        # The group's leader is not reaped yet, so its id is still this command's: killing the group
-        # ends what the command left running (in the sandbox, bwrap's end ends its whole namespace).
+        # The group's leader is not reaped yet, so its id is still this command's group.
         _kill_group(process)
     process.wait()
     output.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
@@ -178,8 +165,7 @@ def _exited(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
         delay = min(delay * 2, 0.05)  # as Popen.wait polls
 
 
-_RUNNING: set[int] = set()
-"""Process groups of the commands running now (each group's shell not yet reaped, so the id is its own)."""
+_RUNNING: set[int] = set()  # process groups of the commands running now (their leaders not yet reaped)
 _running_lock = threading.RLock()  # also taken by a signal handler, which may interrupt its holder
 
 
@@ -199,10 +185,8 @@ def kill_running_commands() -> None:
     with _running_lock:
         groups = list(_RUNNING)
     for group in groups:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -1,17 +1,10 @@
 """The folder the built-in tools may touch, and the bounds on what they return.
 
-Every path a tool is given is resolved (``..`` and symlinks included)
-before use; one that ends up outside the workspace is refused with an error
-the model can read. Files are then opened one folder at a time from the
-workspace's own, following no symlink (:func:`open_regular`), so a path
-changed between the check and the open cannot lead outside either; a file
-with more than one hard link is refused. Every write goes through
-:func:`open_regular` with ``within=`` a workspace, which refuses the paths of
-its :class:`~deep_agent.tools.protected.Protected` set (git directories,
-agent files, the interpreter): one check for every writer. A
-workspace that is, or holds, the home folder is refused unless
-``allow_home=True``: every dotfile there runs code later. Output is cut to a fixed number of characters, with a
-note saying how much was left out.
+Every path is resolved and refused outside the workspace; files are then
+opened one name at a time following no symlink (:func:`open_regular`), so a
+path changed after the check cannot lead outside either. Every write refuses
+the workspace's :class:`~deep_agent.tools.protected.Protected` set. A home
+folder workspace is refused unless ``allow_home=True``: its dotfiles run code.
 
 Example::
 
@@ -38,8 +31,6 @@ from subagents.transcripts import NOT_REGULAR, open_if_regular
 
 MAX_OUTPUT_CHARS = 30_000
 """What one tool call may return to the model (Claude Code's own bound for Bash)."""
-
-
 
 
 class NotRegularFile(SubagentsError, OSError):
@@ -71,18 +62,10 @@ CHANGED = ("changed while being opened: a symlink stood where the checked path h
 def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = None, **text: Any) -> IO[Any]:
     """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file.
 
-    Opened without blocking and checked on the open file, not before: a pipe
-    or device put in place of a file after it was checked would block the
-    tool. ``text`` (``encoding=``, ``errors=``) is for the text modes.
-    Raises :class:`NotRegularFile` (an ``OSError``) otherwise.
-
-    ``within`` (a workspace ``path`` was checked against): the file is opened
-    by walking from the workspace's folder one name at a time, each opened
-    relative to the last with ``O_NOFOLLOW``, so a symlink swapped in after
-    the check cannot lead the open outside (:class:`ChangedWhileOpening`);
-    ``"w"`` creates missing folders on the way. A file with more than one
-    hard link is refused (:class:`HardLinked`), before anything is truncated:
-    its other name may be outside the workspace.
+    Opened without blocking and checked on the open file (a pipe swapped in
+    would block), else :class:`NotRegularFile`. ``within``: walked from the
+    workspace one name at a time with ``O_NOFOLLOW`` (:class:`ChangedWhileOpening`);
+    ``"w"`` makes missing folders; a hard-linked file is refused before truncation.
     """
     writing = mode.startswith("w")
     if writing:
@@ -247,8 +230,7 @@ class Workspace:
 
 
 def homes() -> list[Path]:
-    """The user's home folder, resolved: ``$HOME``'s, and the account's own when ``HOME`` says another
-    (``sudo -E``, a script's ``HOME=/tmp/x``): its dotfiles run code all the same."""
+    """The user's home folders, resolved: ``$HOME``'s, and the account's own when ``HOME`` says another."""
     found = [Path.home().resolve()]
     with contextlib.suppress(ImportError, KeyError, OSError):  # no pwd module, or no account entry
         import pwd
@@ -258,10 +240,7 @@ def homes() -> list[Path]:
 
 
 def check_text(value: str, field: str, *, nul: bool = False) -> None:
-    """Refuse a lone surrogate (not UTF-8, so no file can hold it), and a NUL byte unless ``nul``.
-
-    A path or a shell command cannot hold a NUL byte; a file's text can.
-    """
+    """Refuse a lone surrogate (no file can hold it), and a NUL byte unless ``nul`` (a file's text may)."""
     if not nul and "\x00" in value:
         raise ToolException(f"{field} {_short(value)}: contains a NUL byte, which a path or command cannot hold")
     try:
@@ -274,11 +253,7 @@ def check_text(value: str, field: str, *, nul: bool = False) -> None:
 
 
 def sendable(text: str) -> str:
-    """``text`` as valid UTF-8: a file name's undecodable bytes shown as ``\\xe9``.
-
-    Python gives such names lone surrogates, which no provider can send: the
-    next model request would fail to encode.
-    """
+    """``text`` as valid UTF-8 (lone surrogates no provider can send shown as ``\\xe9``)."""
     try:
         text.encode("utf-8")
         return text
