@@ -151,7 +151,6 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------------------
 
 
-
 BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
 It returns a task id at once and the subagent works while you continue. You are told
 when a background task finishes, so do not poll in a loop: do other work, or end your
@@ -378,7 +377,6 @@ def _text(value: object) -> str:
 # ----------------------------------------------------------------------------
 
 
-
 """The tool that starts a background task (each tool is named for its function below)."""
 
 REMOTE_START_LEFT_OPEN = (
@@ -553,7 +551,6 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
 # changed; an unknown id or an operation the task's state forbids is an error
 # result naming it, never an exception.
 # ----------------------------------------------------------------------------
-
 
 
 CallFor = Callable[[ToolRuntime, str, str], TaskCall]

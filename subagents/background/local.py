@@ -86,7 +86,6 @@ from subagents.transcripts import jsonl_path
 # ----------------------------------------------------------------------------
 
 
-
 class ChildSession:
     """One background child's conversation: a thread of its own checkpointer.
 

@@ -103,15 +103,11 @@ from subagents.spec import RemoteSubagentSpec
 # ----------------------------------------------------------------------------
 
 
-
 _LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
-
 
 
 _WAITED_KEPT = 10_000
 """Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
-
-
 
 
 class BackgroundTasks:
@@ -499,7 +495,6 @@ async def _close_remote_clients() -> None:
 #
 #     records, settled = await settle_remote(tasks, remote_records, deadline=time.monotonic() + 30)
 # ----------------------------------------------------------------------------
-
 
 
 async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[str, Any]], *,
