@@ -128,7 +128,7 @@ from subagents.background import (
     record_problem,
     usable_records,
 )
-from subagents.background.ledger import now
+from subagents.background.ledger import LIVE_STATUSES, now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
@@ -745,9 +745,6 @@ class AsyncTaskLedgerState(AgentState):
     async_tasks: NotRequired[Annotated[dict[str, dict[str, object]], LedgerChannel(dict, merge_async_records)]]
 
 
-_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
-
-
 class BackgroundSubagentMiddleware(AgentMiddleware):
     """Adds the background-task tools, the ledger, and completion notices.
 
@@ -1015,7 +1012,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
-            r.get("status") in _LIVE
+            r.get("status") in LIVE_STATUSES
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
             for r in ledger_of(state).values()
         )

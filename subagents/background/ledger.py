@@ -38,6 +38,9 @@ AsyncTaskStatus = TaskStatus
 ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
 """The task is doing (or about to do) work: it can be steered or cancelled."""
 
+LIVE_STATUSES: frozenset[str] = ACTIVE_STATUSES | {"waiting_for_approval"}
+"""The task has not settled: it can be cancelled, and its owner or server still decides its end."""
+
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})
 """The task does nothing more until the parent acts on it."""
 
