@@ -676,27 +676,13 @@ class RemoteTaskRunner:
         }
         try:
             thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
-            run_id = run_id_of(run)
+            run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - named with the server below
             raise RemoteStartError(spec.server, _reason(exc)) from None
-        return {
-            "status": run_status(run.get("status")),
-            "thread_id": thread_id,
-            "run_id": run_id,
-            "parent_thread_id": parent_thread_id,
-            "owner": None,
-            "attempt": attempt,
-            "turns": 1,
-            "started_at": now(),
-            "finished_at": None,
-            "result": None,
-            "error": None,
-            "approval_request": None,
-            "note": None,
-            "announced": False,
-        }
+        return _new_run(run, thread_id=thread_id, parent_thread_id=parent_thread_id, owner=None, attempt=attempt,
+                        turns=1, started_at=now())
 
     async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                        description: str) -> tuple[str, Any]:
@@ -768,11 +754,7 @@ class RemoteTaskRunner:
             if is_not_found(exc):
                 return None
             raise RemoteStartError(spec.server, _reason(exc)) from None
-        if run is None:
-            return None
-        return {"status": run_status(run.get("status")), "thread_id": thread_id, "run_id": run_id_of(run),
-                "started_at": now(), "finished_at": None, "result": None, "error": None, "note": None,
-                "announced": False}
+        return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
 
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
@@ -959,20 +941,9 @@ class RemoteTaskRunner:
             messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
-        run_id = run_id_of(run)
+        # A follow-up is new work: timeout_s counts from it.
         restarted = {"started_at": now()} if status not in ("pending", "running", "waiting_for_approval") else {}
-        return {
-            **restarted,  # a follow-up is new work: timeout_s counts from it
-            "status": run_status(run.get("status")),
-            "run_id": run_id,
-            "turns": turns,
-            "result": None,
-            "error": None,
-            "approval_request": None,
-            "finished_at": None,
-            "note": None,
-            "announced": False,
-        }, what
+        return _new_run(run, turns=turns, **restarted), what
 
     async def cancel(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Cancel the task's run on the server."""
@@ -1001,6 +972,12 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
+
+
+def _new_run(run: Any, **fields: Any) -> dict[str, Any]:
+    """The fields of a task whose run ``run`` has just been made: what the last one ended with is cleared."""
+    return {"status": run_status(run.get("status")), "run_id": run_id_of(run), "finished_at": None, "result": None,
+            "error": None, "approval_request": None, "note": None, "announced": False, **fields}
 
 
 def _gone(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:

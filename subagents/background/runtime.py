@@ -222,26 +222,6 @@ def start_portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, No
         yield portal
 
 
-def run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
-    """``on_close`` without the runtime's loop (never started, or died): sync ones here, awaitables on a new loop."""
-    pending = []
-    for callback in reversed(callbacks):
-        try:
-            result = callback()
-        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
-            continue
-        if inspect.isawaitable(result):
-            pending.append(result)
-    if pending:
-        async def settle() -> None:
-            for awaitable in pending:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(awaitable, timeout_s)
-
-        with start_portal("background-subagents-close") as portal:
-            portal.call(settle)
-
-
 def cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
     if future.cancelled() and not job.done():
         with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
@@ -1224,7 +1204,7 @@ class BackgroundRuntime:
         """A caller still waiting on a loop that died, or that runs nothing, would wait forever: it is let go."""
         if not future.done():
             if not self._alive():
-                self._died()
+                self.close()
                 raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
             self._probe.check(future, self._loop)
 
@@ -1300,24 +1280,24 @@ class BackgroundRuntime:
     def _alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _died(self) -> None:
-        """The loop thread ended without :meth:`close` (something got past its guard): closed from here."""
-        with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-        _open.pop(self.id, None)
-        self._close_without_loop()
-
     def _close_without_loop(self) -> None:
-        for task in self.table.unsettled():  # nothing runs them any more: lost, and stored as such
+        """The loop never started, or died (something got past its guard): the rest closes on a loop of its own."""
+        with start_portal("background-subagents-close") as portal:
+            portal.call(self._close_rest)
+
+    async def _close_rest(self) -> None:
+        """Every unsettled task recorded ``lost``, ``on_close`` run (last added first), and everything let go
+        (a closed middleware is often kept alive)."""
+        for task in self.table.unsettled():  # waiting for approval, or not yet started: nothing runs them now
             with contextlib.suppress(Exception):
                 task.abandon()
-        run_callbacks(self.on_close, self.close_timeout_s)
-        self._release()
-
-    def _release(self) -> None:
-        """Let go of every task, session and steering message (a closed middleware is often kept alive)."""
+        for callback in reversed(self.on_close):
+            try:
+                result = callback()
+                if inspect.isawaitable(result):
+                    await asyncio.wait_for(result, self.close_timeout_s)
+            except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+                continue
         self.table.clear()
         self.inboxes.clear()
 
@@ -1339,17 +1319,7 @@ class BackgroundRuntime:
             _, late = await asyncio.wait(ops, timeout=self.close_timeout_s)
             for op in late:
                 op.cancel()
-        for task in self.table.unsettled():  # waiting for approval, or not yet started
-            with contextlib.suppress(Exception):
-                task.abandon()
-        for callback in reversed(self.on_close):
-            try:
-                result = callback()
-                if inspect.isawaitable(result):
-                    await asyncio.wait_for(result, self.close_timeout_s)
-            except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
-                continue
-        self._release()
+        await self._close_rest()
 
     def __enter__(self) -> BackgroundRuntime:
         return self
@@ -1365,7 +1335,7 @@ class BackgroundRuntime:
         if self._portal is not None and not self.closed:
             if self._alive():
                 return self._portal
-            self._died()
+            self.close()
         with self._lock:
             if self.closed:
                 raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")

@@ -118,10 +118,8 @@ class BackgroundTasks:
 
     @property
     def on_end(self) -> list[EndListener]:
-        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`).
-
-        A remote task's end is told when this process first sees it (a poll,
-        a check), once; the feedback joins its result or error then.
+        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote
+        task's end once, when this process first sees it.
 
         Example::
 
@@ -535,14 +533,12 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
                     reason: str = "") -> dict[str, Any]:
     """Answer a background task waiting for approval, as the person the application asked.
 
-    The parent's model cannot approve; the application asks a person and
-    answers here. ``agent`` is the parent graph (:func:`deep_agent.create_deep_agent`'s,
-    or any with :class:`middleware.BackgroundSubagentMiddleware`), ``config``
-    names the thread whose ``async_tasks`` holds the task; what runs the task in
-    this process answers it (a local task's runtime, a remote one's server).
-    Returns the task's updated record (the ledger catches up on the next turn);
-    raises :class:`~subagents.errors.TaskStateError` for a task the thread does
-    not hold, one not waiting, or one nothing in this process runs.
+    The parent's model cannot approve. ``agent`` is the parent graph (with
+    :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the
+    thread whose ``async_tasks`` holds the task. Returns the task's updated
+    record (the ledger catches up on the next turn); raises
+    :class:`~subagents.errors.TaskStateError` for a task the thread does not
+    hold, one not waiting, or one nothing in this process runs.
 
     Example::
 
