@@ -412,13 +412,10 @@ MAX_CONNECTIONS = 100
 """Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
 
 MAX_IDLE_CONNECTIONS = 20
-"""Idle connections kept open (httpx's default). httpcore checks every idle
-connection each time it hands out one, so keeping all 100 made 50 parallel
-starts spend most of their time scanning the pool (2x slower than raw SDK)."""
+"""Idle connections kept open (httpx's default): httpcore scans them all at each hand-out (100 was 2x slower)."""
 
 KEEPALIVE_S = 2.0
-"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), so no request is
-sent on a connection the server is closing (a ``ReadError`` with no response)."""
+"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), never reused as they close."""
 
 
 class RemoteClientPool:
@@ -429,9 +426,6 @@ class RemoteClientPool:
         self.health = health if health is not None else ServerHealth()
         self.without_id_search: set[str] = set()
         """Server urls that refused a thread search by ids (aegra): polled by metadata, not asked again."""
-
-    def __len__(self) -> int:
-        return len(self._clients)
 
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
@@ -627,15 +621,12 @@ def task_thread_id(task_id: str, attempt: int) -> str:
 
 
 class RemoteTaskRunner:
-    """Starts, checks, steers, follows up and cancels tasks on LangGraph Servers.
+    """Starts, checks, steers, follows up and cancels tasks on LangGraph Servers (on the background loop).
 
     Args:
         specs: the remote subagents.
-        pool: the clients and server health to use; default: the running
-            loop's :func:`~subagents.background.remote.shared_client_pool`.
+        pool: the clients and server health; default: the running loop's :func:`shared_client_pool`.
         refresh_budget_s: bound on one :meth:`refresh_many` (a parent turn's poll).
-
-    Every method is a coroutine to run on the background loop.
     """
 
     def __init__(self, specs: Sequence[RemoteSubagentSpec], *, pool: RemoteClientPool | None = None,
