@@ -397,6 +397,10 @@ class TaskTable(Generic[T]):
     """
 
     def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if not max_age_s > 0:
+            raise SpecError(f"max_age_s must be positive (got {max_age_s!r})")
+        if max_bytes < 0:
+            raise SpecError(f"max_bytes must not be negative (got {max_bytes!r})")
         self.max_age_s = float(max_age_s)
         self.max_bytes = int(max_bytes)
         self._tasks: dict[str, T] = {}
@@ -405,6 +409,9 @@ class TaskTable(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
 
     def get(self, task_id: str) -> T | None:
         return self._tasks.get(task_id)
@@ -493,6 +500,10 @@ class Inboxes:
         """Remove and return everything queued for the task (its inbox goes with it)."""
         box = self._boxes.pop(task_id, None)
         return list(box) if box else []
+
+    def pending(self, task_id: str) -> int:
+        """How many messages wait for the task."""
+        return len(self._boxes.get(task_id) or ())
 
     def clear(self) -> None:
         self._boxes.clear()
