@@ -646,22 +646,16 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             with ``graph_id`` is a remote spec).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
-        model_middleware: the parent's middleware: its approvals and data
-            policy govern every local child, and its model-level ones (model
-            fallback, model retry) also wrap the model calls of local children
-            that inherit the parent's model (as in
-            :class:`~middleware.SubAgentMiddleware`, which warns the same way
-            when it is not given).
+        model_middleware: the parent's middleware, as for :class:`~middleware.SubAgentMiddleware`:
+            its approvals and data policy govern every local child, its model-level
+            ones wrap the calls of local children that inherit the parent's model.
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
         budget: as for :class:`SubAgentMiddleware`; it covers local children.
-        settings: the :class:`subagents.settings.DelegationSettings` the
-            rest comes from, as for :class:`SubAgentMiddleware`: its
-            ``background`` group (``max_background_tasks``,
-            ``background_runtime``, ``notify`` ...), ``max_delegations`` (one
-            count with ``task``'s calls), and what local children are built
-            with (``general_purpose``, ``sessions_dir`` ...; transcripts go to
-            JSONL only, never a store: background children outlive the run's).
+        settings: the :class:`subagents.settings.DelegationSettings` the rest comes
+            from, as for :class:`SubAgentMiddleware`: its ``background`` group,
+            ``max_delegations`` (one count with ``task``'s calls), and what local
+            children are built with (transcripts go to JSONL only, never a store).
 
     A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its
     agents in ``<available_agents>``: they are not listed again here.
@@ -684,7 +678,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
-        # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
+        # JSONL transcripts only: background children outlive the run's store.
         settings = settings.model_copy(update={
             "observability": settings.observability.model_copy(update={"transcript_store": None})})
         shared, background = settings.background.background_runtime, settings.background
@@ -734,12 +728,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     @property
     def system_prompt(self) -> str | None:
-        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
-
-        ``None`` when nothing is added. Example::
-
-            "researcher" in AsyncSubAgentMiddleware(async_subagents=[spec]).system_prompt
-        """
+        """The text added to the parent's system prompt (the instructions, then the agents; ``None``: none),
+        as deepagents names it."""
         return self.prompt_block or None
 
     def close(self) -> None:

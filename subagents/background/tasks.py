@@ -218,11 +218,8 @@ class BackgroundTasks:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
         if record.get("runner") == "remote":
-            fields = await self.remote_end(record, fields)
-        current = {**record, **fields}
-        if current.get("runner") == "remote":
-            current["note"] = problem
-        return current, problem
+            return {**record, **await self.remote_end(record, fields), "note": problem}, problem
+        return {**record, **fields}, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
                      decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
