@@ -690,15 +690,13 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))
-        # Each child calls copies of its models with clients of the runtime's loop (see LoopModels):
-        # a client shared with the caller's loop fails the child, or the parent's next turn.
+        # Each child calls copies of its models with clients of the runtime's loop (see LoopModels).
         inbox, own_models = SteeringInbox(self.runtime.inboxes), OwnLoopModels(self.runtime.models)
         steerable = [
             s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)}) if isinstance(s, SubagentSpec)
             else s for s in local
         ]
-        # A thousand children in one process each paid two thread hops per model-call wrap
-        # (LangChain's traced layer): their wraps of ours run as one, or not at all where idle.
+        # A child's model-call wraps of ours run as one, or not at all where idle (fused_model_calls).
         options = settings.definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS,
                                                      own_model=self.runtime.models.own,
                                                      join_model_calls=background_child_middleware)

@@ -116,8 +116,7 @@ class ChildSession:
             steering = [steering_message(m) for m in self.inboxes.take(self.task_id)]
             if steering:
                 payload = {**payload, "messages": [*payload["messages"], *steering]}
-        # Cleared before the run, not after: a run that raises (a resumed child failing after its
-        # answer) leaves no earlier request behind to be shown as still waiting.
+        # Cleared before the run: one that raises leaves no earlier request shown as still waiting.
         self.interrupts = []
         graph = self._graph()
         if isinstance(graph, Pregel):
@@ -299,8 +298,7 @@ class LocalTaskRunner:
             live = {**task.fields, **task.usage()}
             if live.get("status") == record.get("status") and \
                     live.get("approval_request") == record.get("approval_request"):
-                # Whether this status was announced is the ledger's to know (a waiting task was told
-                # once); only a new status, or a new request to approve, brings ``announced=False``.
+                # Only a new status or a new request to approve is news: ``announced`` is the ledger's.
                 live.pop("announced", None)
             return live
         stored = outcome_for(record, self._store(record).load(record["id"]))
@@ -411,8 +409,7 @@ class LocalTaskRunner:
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:
-            # The task's place is held until its child's work has stopped: a thread its timeout or a
-            # cancel could not stop (a sync-only model's call) keeps it (see boundary.running_in).
+            # The place is held until the child's work has stopped, a thread included (boundary.running_in).
             async with self.limit.ahold() as slot:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
                 with running_in(slot):
@@ -425,9 +422,8 @@ class LocalTaskRunner:
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
                 self._finish(task, **lost(CLOSED_REASON, task.cancelled_transcript), announced=False)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
-            # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
-            # run_forever, which would stop the loop every other task and every parent turn uses.
-            # A real Ctrl-C reaches the main thread, never this one, so here it is the child's.
+            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses
+            # (a real Ctrl-C reaches the main thread, never this one, so here it is the child's).
             await self._settle(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
@@ -455,8 +451,7 @@ class LocalTaskRunner:
                 await self._settle(task, status="completed", result=outcome.answer or "",
                                    stop_reason=record.get("stop_reason"), partial=bool(record.get("partial")),
                                    finished_at=now(), announced=False, transcript=record.get("transcript"))
-                # Steering sent while the end listeners were told (the task still read running, so it was
-                # queued) has no run left to read it: it starts one, as a follow-up would a moment later.
+                # Steering queued while the end listeners were told has no run left to read it: it starts one.
                 late = self.runtime.inboxes.take(task.id)
                 if late and task.fields.get("status") == "completed":
                     task.new_run()
