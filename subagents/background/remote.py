@@ -144,7 +144,8 @@ class ServerHealth:
         try:
             self.check(url)
         except ServerUnavailable:
-            _close(request)
+            if callable(close := getattr(request, "close", None)):
+                close()  # never sent: not left behind unawaited
             raise
         sent = self._clock()
         try:
@@ -153,7 +154,9 @@ class ServerHealth:
         except TimeoutError:
             raise self.failed(url, f"no answer within {timeout_s:g} s", sent_at=sent) from None
         except Exception as exc:
-            if _is_transport_error(exc):
+            import httpx
+
+            if isinstance(exc, (httpx.TransportError, OSError)):
                 raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
             if (code := status_code(exc)) in OUTAGE_STATUSES:
                 raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
@@ -163,21 +166,9 @@ class ServerHealth:
         return result
 
 
-def _is_transport_error(exc: BaseException) -> bool:
-    import httpx
-
-    return isinstance(exc, (httpx.TransportError, OSError))
-
-
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or "(no message)"
     return text if len(text) <= 160 else text[:159] + "…"
-
-
-def _close(request: Awaitable[Any]) -> None:
-    close = getattr(request, "close", None)
-    if callable(close):
-        close()
 
 
 # ----------------------------------------------------------------------------
@@ -279,12 +270,6 @@ def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
         return None
     return {"run_id": run_id, **usage(body), "status": "completed", "result": answer(body), "finished_at": now(),
             "approval_request": None}
-
-
-def join_error(body: Any) -> dict[str, Any] | None:
-    """The ``__error__`` a join body reports (``{"error": kind, "message": text}``), if any."""
-    problem = body.get("__error__") if isinstance(body, Mapping) else None
-    return dict(problem) if isinstance(problem, Mapping) else None
 
 
 def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
@@ -873,8 +858,8 @@ class RemoteTaskRunner:
                     raise answer
                 return _gone(spec, record)
         run, state = answers
-        error = join_error(body)
-        thread = {"thread_id": thread_id, **({"error": error} if error else {})}
+        error = body.get("__error__") if isinstance(body, Mapping) else None  # {"error": kind, "message": text}
+        thread = {"thread_id": thread_id, **({"error": dict(error)} if isinstance(error, Mapping) and error else {})}
         return fields_from(run, with_state(thread, state), server=f"the server at {spec.server}")
 
     def _join_request(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> Awaitable[Any]:
