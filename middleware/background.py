@@ -170,11 +170,7 @@ def started(record: Mapping[str, object]) -> str:
 
 def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     """One task as the model sees it."""
-    view: dict[str, object] = {
-        "task_id": record["id"],
-        "agent_type": record["agent_type"],
-        "status": record["status"],
-    }
+    view: dict[str, object] = {"task_id": record["id"], "agent_type": record["agent_type"], "status": record["status"]}
     if record.get("result") is not None and record["status"] == "completed":
         view["result"] = record["result"]
     if record.get("error"):
@@ -209,12 +205,8 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
     """
     rows = []
     for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
-        row = {
-            "task_id": r["id"],
-            "agent_type": r["agent_type"],
-            "status": r["status"],
-            "description": _clip(r.get("description") or "", _PREVIEW),
-        }
+        row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
+               "description": _clip(r.get("description") or "", _PREVIEW)}
         if r.get("note"):
             row["note"] = r["note"]
         rows.append(row)

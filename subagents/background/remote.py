@@ -643,13 +643,8 @@ class RemoteTaskRunner:
                     attempt: int = 1) -> dict[str, Any]:
         """Create (or find again) the task's thread and first run; return the record's new fields."""
         spec = self.specs[agent_type]
-        about = {
-            "parent_thread_id": parent_thread_id,
-            "agent_type": agent_type,
-            "tool_call_id": tool_call_id,
-            TASK_ID_METADATA_KEY: task_id,
-            "attempt": attempt,
-        }
+        about = {"parent_thread_id": parent_thread_id, "agent_type": agent_type, "tool_call_id": tool_call_id,
+                 TASK_ID_METADATA_KEY: task_id, "attempt": attempt}
         try:
             thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
             run_id_of(run)

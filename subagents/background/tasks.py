@@ -171,20 +171,12 @@ class BackgroundTasks:
             raise TaskStateError("subagents cannot delegate; do the work yourself")
         kind = self._kind(call.subagent_type)
         configurable = call.parent_config.get("configurable") or {}
-        task_id = task_id_for(
-            configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id
-        )
+        task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id)
         if task_id in ledger:
             return dict(ledger[task_id]), False
-        return AsyncTaskRecord(
-            id=task_id,
-            agent_type=call.subagent_type,
-            runner=kind,
-            status="pending",
-            description=call.description,
-            tool_call_id=call.tool_call_id,
-            created_at=now(),
-        ).model_dump(), True
+        return AsyncTaskRecord(id=task_id, agent_type=call.subagent_type, runner=kind, status="pending",
+                               description=call.description, tool_call_id=call.tool_call_id,
+                               created_at=now()).model_dump(), True
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
                       ) -> dict[str, dict[str, Any]]:
@@ -231,10 +223,8 @@ class BackgroundTasks:
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
-            raise TaskStateError(
-                f"task {current['id']} is {status}; it cannot take messages. "
-                "Call retry_async_task to run it again."
-            )
+            raise TaskStateError(f"task {current['id']} is {status}; it cannot take messages. "
+                                 "Call retry_async_task to run it again.")
         if decision is not None and status != "waiting_for_approval":
             raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
                                  "leave decision out and send the message alone.")
@@ -255,10 +245,8 @@ class BackgroundTasks:
         """Cancel a live task; returns the updated record."""
         current, _ = await self.check(record)
         if current["status"] not in LIVE_STATUSES:
-            raise TaskStateError(
-                f"task {current['id']} is already {current['status']}; only pending, running or "
-                "waiting_for_approval tasks can be cancelled."
-            )
+            raise TaskStateError(f"task {current['id']} is already {current['status']}; only pending, running or "
+                                 "waiting_for_approval tasks can be cancelled.")
         self._refuse_if_elsewhere(current, "cancelled")
         if current["runner"] == "remote":
             fields = await self.remote.cancel(current)
@@ -275,14 +263,10 @@ class BackgroundTasks:
         status = current["status"]
         self._refuse_if_elsewhere(current, "retried")
         if status not in RETRYABLE_STATUSES:
-            advice = (
-                "call update_async_task to follow it up" if status == "completed"
-                else "it has not stopped; check it later or cancel it first"
-            )
-            raise TaskStateError(
-                f"task {current['id']} is {status}; only error, cancelled or lost tasks can be "
-                f"retried ({advice})."
-            )
+            advice = ("call update_async_task to follow it up" if status == "completed"
+                      else "it has not stopped; check it later or cancel it first")
+            raise TaskStateError(f"task {current['id']} is {status}; only error, cancelled or lost tasks can be "
+                                 f"retried ({advice}).")
         kind = self._kind(current["agent_type"])
         if kind == "remote" and (late := await self.remote.landed_late(current)) is not None:
             return {**current, **late, "runner": kind, "updated_at": now()}  # its start landed after all
@@ -311,10 +295,8 @@ class BackgroundTasks:
     def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
         where = self.local.elsewhere(record) if record.get("runner") == "local" else None
         if where:
-            raise TaskStateError(
-                f"task {record['id']} is {record['status']} in {where}, which is still alive; it cannot "
-                f"be {what} from here (it would run twice). Check it again later."
-            )
+            raise TaskStateError(f"task {record['id']} is {record['status']} in {where}, which is still alive; it "
+                                 f"cannot be {what} from here (it would run twice). Check it again later.")
 
     def _kind(self, agent_type: str) -> str:
         if agent_type in self.remote.specs:
@@ -379,10 +361,8 @@ class BackgroundTasks:
         config = call.parent_config
         configurable = config.get("configurable") or {}
         kept: dict[str, Any] = {
-            "configurable": {
-                "thread_id": configurable.get("thread_id"),
-                "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-            },
+            "configurable": {"thread_id": configurable.get("thread_id"),
+                             "checkpoint_ns": configurable.get("checkpoint_ns", "")},
             "metadata": dict(config.get("metadata") or {}),
         }
         if config.get("recursion_limit"):
