@@ -571,11 +571,8 @@ def _known_ids(ledger: Mapping[str, object]) -> str:
 
 
 def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
-    """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
-
-    Only records the middleware can act on: a hand-edited or damaged one
-    stays in state untouched, logged, but is not polled, announced or listed.
-    """
+    """A copy of the records of the ``async_tasks`` ledger in ``state`` that can be acted on (see
+    :func:`~subagents.background.usable_records`)."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
@@ -632,10 +629,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     """Adds the background-task tools, the ledger, and completion notices.
 
     Args:
-        subagents: specs: :class:`subagents.SubagentSpec`,
-            :class:`subagents.CompiledSubagent`,
-            :class:`subagents.RemoteSubagentSpec` or plain dicts (a dict
-            with ``graph_id`` is a remote spec).
+        subagents: :class:`subagents.SubagentSpec`, :class:`subagents.CompiledSubagent`,
+            :class:`subagents.RemoteSubagentSpec` or dicts (one with ``graph_id`` is remote).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
         model_middleware: the parent's middleware, as for :class:`~middleware.SubAgentMiddleware`:
@@ -1008,8 +1003,7 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
     """deepagents' ``AsyncSubAgentMiddleware``: background tasks on remote servers only.
 
     Args:
-        async_subagents: remote specs (``name``, ``description``,
-            ``graph_id``, ``url``, optional ``headers``); at least one.
+        async_subagents: remote specs (``name``, ``description``, ``graph_id``, ``url``, ``headers``); one or more.
         system_prompt: the tools' instructions, placed in the system prompt.
         **kwargs: any other argument of :class:`~middleware.BackgroundSubagentMiddleware`.
 
