@@ -820,8 +820,6 @@ class RemoteTaskRunner:
             thread = await self._retried(spec, lambda: client.threads.get(record["thread_id"]), poll=True)
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -834,8 +832,6 @@ class RemoteTaskRunner:
         thread_id, run_id = record["thread_id"], record["run_id"]
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -938,8 +934,6 @@ class RemoteTaskRunner:
         """Cancel a run and wait for it to stop; a run that already ended is fine."""
         try:
             await self.request(spec, self.client(spec).runs.cancel(thread_id, run_id, wait=True))
-        except ServerUnavailable:
-            raise
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
@@ -1115,8 +1109,6 @@ async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, rec
     if spec.server not in runner.pool.without_id_search:
         try:
             return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if status_code(exc) not in (400, 422):
                 raise
