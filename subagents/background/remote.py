@@ -1139,17 +1139,11 @@ async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, 
 async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, status: str
                        ) -> dict[str, dict[str, Any]]:
     """The rows of the threads of ``parent_thread_id`` in ``status``; raises if there are more than it reads."""
-    rows: dict[str, dict[str, Any]] = {}
-    for page in range(_SEARCH_PAGES):
-        found = await runner.request(spec, runner.client(spec).threads.search(
-            metadata={"parent_thread_id": parent_thread_id}, status=status, limit=_SEARCH_PAGE,
-            offset=page * _SEARCH_PAGE), poll=True)
-        found = found if isinstance(found, list) else []
-        rows.update({row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
-                     for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)})
-        if len(found) < _SEARCH_PAGE:
-            return rows
-    raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+    found, complete = await _parent_threads(runner, spec, parent_thread_id, status=status)
+    if not complete:
+        raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+    return {row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
+            for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)}
 
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
@@ -1257,16 +1251,15 @@ _SEARCH_PAGES = 20
 """Pages of :data:`_SEARCH_PAGE` threads read per parent; a parent with more is not declared empty of any."""
 
 
-async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
-                          parent_thread_id: str) -> tuple[list[Any], bool]:
-    """The server's threads of ``parent_thread_id``, and whether that is all of them (a server that refuses
-    ``select``, aegra, is asked for whole threads)."""
+async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, *,
+                          select: list[str] | None = None, **filters: Any) -> tuple[list[Any], bool]:
+    """The server's threads of ``parent_thread_id`` (``filters``: more search arguments), and whether that
+    is all of them (a server that refuses ``select``, aegra, is asked for whole threads)."""
     rows: list[Any] = []
-    select: list[str] | None = ["thread_id", "metadata"]
     for page in range(_SEARCH_PAGES):
         search = functools.partial(runner.client(spec).threads.search,
                                    metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_PAGE,
-                                   offset=page * _SEARCH_PAGE)
+                                   offset=page * _SEARCH_PAGE, **filters)
         try:
             found = await runner.request(spec, search(select=select) if select else search(), poll=True)
         except Exception as exc:
@@ -1293,7 +1286,7 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             settled.add(wanted)  # no server to ask here
     for spec, call_ids in groups.values():
         try:
-            rows, complete = await _parent_threads(runner, spec, parent_thread_id)
+            rows, complete = await _parent_threads(runner, spec, parent_thread_id, select=["thread_id", "metadata"])
         except Exception:  # noqa: BLE001 - adoption is best effort: asked again on a later turn
             continue
         seen: set[str] = set()
