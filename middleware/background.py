@@ -27,34 +27,15 @@ Example::
 :class:`AsyncSubAgentMiddleware` and ``AsyncSubAgentState`` are this middleware and
 its state under deepagents' names and arguments (see the last section).
 
-Six tools -- ``start_async_task``, ``check_async_task``, ``update_async_task``,
-``cancel_async_task``, ``list_async_tasks``, ``retry_async_task`` -- and the
-ledger ``async_tasks`` (see :class:`subagents.background.AsyncTaskRecord`), merged by a
-reducer field by field.
-
-Decisions a LangGraph user may want to know:
-
-* **In-process by default.** A spec without ``graph_id`` runs in this
-  process on the background loop, through the same runner as ``task``:
-  same isolation, one-level rule, limits and fault handling. A spec with
-  ``graph_id`` and ``url`` (a :class:`subagents.RemoteSubagentSpec`) runs on
-  a LangGraph Server.
-* **Answers only.** A background child hands back its answer (and usage),
-  never state keys: by the time it finishes the parent has moved on, and
-  merging its writes then would overwrite newer state.
-* **Nothing lost.** The ledger lives in the parent's checkpoint, and each
-  local outcome is stored the moment it settles (beside the checkpoints in a
-  SQLite file). A new process resuming a thread reports a task that finished
-  before the crash as finished, and one whose process is provably gone as
-  ``lost`` (``retry_async_task`` runs it again); a task of another live
-  process is left to it. Remote tasks are simply checked again on the server.
-* **No polling needed.** Before each parent model call, tasks that finished
-  (or wait for approval) since the last call are announced in one message.
-* **Give the parent a checkpointer.** A task outlives the turn that started
-  it; its result reaches a later turn through the thread's checkpoint.
-* **An owned runtime.** Tasks live on a :class:`subagents.BackgroundRuntime`
-  the middleware creates (or is given, to share); ``close()`` tears it down,
-  and so does dropping the middleware (a ``langgraph dev`` reload, say).
+Six tools (``start_async_task``, ``check_async_task``, ``update_async_task``,
+``cancel_async_task``, ``list_async_tasks``, ``retry_async_task``) and the
+ledger ``async_tasks`` (:class:`subagents.background.AsyncTaskRecord`), merged
+field by field. A spec without ``graph_id`` runs in this process through the
+same runner as ``task``; one with ``graph_id`` runs on a LangGraph Server. A
+child hands back its answer, never state keys (the parent has moved on by
+then). Finished tasks are announced before the parent's next model call; the
+ledger and each local outcome survive a restart (give the parent a
+checkpointer). ``close()``, or dropping the middleware, closes its runtime.
 """
 
 from __future__ import annotations
@@ -64,7 +45,7 @@ import logging
 import reprlib
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, Protocol, get_type_hints
+from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -128,7 +109,7 @@ from subagents.background import (
     record_problem,
     usable_records,
 )
-from subagents.background.ledger import now
+from subagents.background.ledger import LIVE_STATUSES, now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
@@ -143,13 +124,9 @@ from subagents.transcripts import left_by_call
 log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------
-# The words of background tasks: tool descriptions, the prompt block, results and notices.
-#
-# Results the model reads back (check, list) are compact JSON, so a model can
-# quote ids and statuses exactly; confirmations are one sentence naming the
-# task id.
+# The words: results the model reads back are compact JSON (ids and statuses
+# quoted exactly); confirmations are one sentence naming the task id.
 # ----------------------------------------------------------------------------
-
 
 
 BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
@@ -193,11 +170,7 @@ def started(record: Mapping[str, object]) -> str:
 
 def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     """One task as the model sees it."""
-    view: dict[str, object] = {
-        "task_id": record["id"],
-        "agent_type": record["agent_type"],
-        "status": record["status"],
-    }
+    view: dict[str, object] = {"task_id": record["id"], "agent_type": record["agent_type"], "status": record["status"]}
     if record.get("result") is not None and record["status"] == "completed":
         view["result"] = record["result"]
     if record.get("error"):
@@ -222,11 +195,8 @@ DEFAULT_LIST_TOTAL_CHARS = 12_000
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int = 0,
            limit: int = DEFAULT_LIST_LIMIT, total_chars: int = DEFAULT_LIST_TOTAL_CHARS) -> str:
-    """One page of tasks as the model sees it: newest first, JSON rows, then how many are left.
-
-    At most ``limit`` rows from ``offset`` and at most about ``total_chars``
-    characters (at least one row is always shown); a last line names the
-    ``offset`` of the next page when there are more.
+    """One page of tasks as the model sees it: newest first, at most ``limit`` JSON rows from ``offset`` in
+    about ``total_chars`` (at least one), then the next page's ``offset`` if there are more.
 
     Example::
 
@@ -235,12 +205,8 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
     """
     rows = []
     for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
-        row = {
-            "task_id": r["id"],
-            "agent_type": r["agent_type"],
-            "status": r["status"],
-            "description": _clip(r.get("description") or "", _PREVIEW),
-        }
+        row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
+               "description": _clip(r.get("description") or "", _PREVIEW)}
         if r.get("note"):
             row["note"] = r["note"]
         rows.append(row)
@@ -264,19 +230,11 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
             f"{len(rows) - after} older not shown: call list_async_tasks with offset={after} for the next page.")
 
 
-"""Default bound on one completion notice, whatever the number of tasks (about 3k tokens)."""
-
-
 def notice(records: Iterable[Mapping[str, object]], result_chars: int,
            total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
            unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
-    """The one message announcing every task that finished (or needs approval) since the last call.
-
-    Each result is clipped to ``result_chars`` and the whole message to
-    ``total_chars``; tasks that do not fit are counted and pointed to
-    ``check_async_task``. Tasks whose server just became unreachable
-    (``unreachable``: records with a ``note``) are named once, briefly.
-    """
+    """The one message announcing every task that finished (or needs approval) since the last call, results
+    clipped to ``result_chars`` and the whole to ``total_chars``; ``unreachable`` tasks named once, briefly."""
     lines = [_notice_line(r, result_chars) for r in records]
     by_note: dict[str, list[str]] = {}
     for r in unreachable:
@@ -288,12 +246,8 @@ def notice(records: Iterable[Mapping[str, object]], result_chars: int,
 
 
 def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
-    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out.
-
-    Never longer than ``total_chars``, unless that is too small for the head
-    and the closing line, which are always kept. A first line too long to fit
-    whole is clipped rather than dropped.
-    """
+    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out (the head
+    and that line always kept; a first line too long is clipped, not dropped)."""
     def rest(n: int) -> str:
         return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
                 "call list_async_tasks to see them and check_async_task for each result.")
@@ -364,22 +318,8 @@ def _text(value: object) -> str:
 
 
 # ----------------------------------------------------------------------------
-# The six background-task tools: their argument schemas, and both their sync and async faces.
-#
-# Each tool is a thin shell: the sync face (for ``invoke`` parents) blocks on
-# the handlers' background runtime, the async face (for ``ainvoke`` parents) awaits it, and
-# both run the same coroutine of the :class:`BackgroundToolHandlers` they are
-# built for. The tools carry the delegation tag, so no child ever holds them.
-#
-# Example::
-#
-#     tools = background_tools(middleware)   # middleware implements BackgroundToolHandlers
-#     [t.name for t in tools]                # ['start_async_task', 'check_async_task', ...]
+# The six tools. They carry the delegation tag, so no child ever holds them.
 # ----------------------------------------------------------------------------
-
-
-
-"""The tool that starts a background task (each tool is named for its function below)."""
 
 REMOTE_START_LEFT_OPEN = (
     "The run stopped before this start was answered. If the task reached its server it is found there "
@@ -416,96 +356,49 @@ class ListTasksInput(BaseModel):
                        description="Show at most this many tasks.")
 
 
-class BackgroundToolHandlers(Protocol):
-    """What the tools call; each handler returns the tool's ``Command``, run on ``runtime``'s loop."""
-
-    runtime: BackgroundRuntime
-
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None: ...
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]: ...
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
-                            decision: str | None = None) -> Command[str]: ...
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
-    async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]: ...
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]: ...
-
-
-def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
+def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
     """The six tools, bound to ``handlers``."""
+    table: list[tuple[str, Callable[..., Coroutine[object, None, Command[str]]], type[BaseModel], str]] = [
+        ("start_async_task", handlers.handle_start, TaskToolInput, START_DESCRIPTION),
+        ("check_async_task", handlers.handle_check, TaskIdInput, CHECK_DESCRIPTION),
+        ("update_async_task", handlers.handle_update, UpdateTaskInput, UPDATE_DESCRIPTION),
+        ("cancel_async_task", handlers.handle_cancel, TaskIdInput, CANCEL_DESCRIPTION),
+        ("list_async_tasks", handlers.handle_list, ListTasksInput, LIST_DESCRIPTION),
+        ("retry_async_task", handlers.handle_retry, TaskIdInput, RETRY_DESCRIPTION),
+    ]
+    tools = []
+    for name, handle, schema, text in table:
+        func, coro = _faces(handlers, handle, start=name == START_TOOL_NAME)
+        tools.append(StructuredTool.from_function(
+            func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
+            args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
+    return tools
+
+
+def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
+           start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
+    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool.
+
+    Each names `runtime: ToolRuntime`: that is how the tool node knows to inject it. A start is made
+    without waiting for the loop where it can be (``start_now``), and told to the run's stream.
+    """
     loop = handlers.runtime
 
-    # Each face names `runtime: ToolRuntime` in its signature: that is how the
-    # tool node knows to inject the runtime.
-    # A start is made without waiting for the loop where it can be (start_now), else on the loop.
-    def start_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
-        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type)
-                             or _blocking(loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+    def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
+        made = handlers.start_now(runtime, **args) if start else None
+        command = made or _blocking(loop, runtime, handle(runtime, **args))
+        return _told_started(runtime, command) if start else command
 
-    async def astart_async_task(description: str, subagent_type: str, runtime: ToolRuntime) -> Command[str]:
-        return _told_started(runtime, handlers.start_now(runtime, description, subagent_type) or await _awaiting(
-            loop, runtime, handlers.handle_start(runtime, description, subagent_type)))
+    async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
+        made = handlers.start_now(runtime, **args) if start else None
+        command = made or await _awaiting(loop, runtime, handle(runtime, **args))
+        return _told_started(runtime, command) if start else command
 
-    def check_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return _blocking(loop, runtime, handlers.handle_check(runtime, task_id))
-
-    async def acheck_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return await _awaiting(loop, runtime, handlers.handle_check(runtime, task_id))
-
-    def update_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                          decision: str | None = None) -> Command[str]:
-        return _blocking(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
-
-    async def aupdate_async_task(task_id: str, runtime: ToolRuntime, message: str = "",
-                                 decision: str | None = None) -> Command[str]:
-        return await _awaiting(loop, runtime, handlers.handle_update(runtime, task_id, message, decision))
-
-    def cancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return _blocking(loop, runtime, handlers.handle_cancel(runtime, task_id))
-
-    async def acancel_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return await _awaiting(loop, runtime, handlers.handle_cancel(runtime, task_id))
-
-    def list_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                         limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
-        return _blocking(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
-
-    async def alist_async_tasks(runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                                limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
-        return await _awaiting(loop, runtime, handlers.handle_list(runtime, status, offset, limit))
-
-    def retry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return _blocking(loop, runtime, handlers.handle_retry(runtime, task_id))
-
-    async def aretry_async_task(task_id: str, runtime: ToolRuntime) -> Command[str]:
-        return await _awaiting(loop, runtime, handlers.handle_retry(runtime, task_id))
-
-    table: list[tuple[Callable[..., Any], Callable[..., Awaitable[Any]], type[BaseModel], str]] = [
-        (start_async_task, astart_async_task, TaskToolInput, START_DESCRIPTION),
-        (check_async_task, acheck_async_task, TaskIdInput, CHECK_DESCRIPTION),
-        (update_async_task, aupdate_async_task, UpdateTaskInput, UPDATE_DESCRIPTION),
-        (cancel_async_task, acancel_async_task, TaskIdInput, CANCEL_DESCRIPTION),
-        (list_async_tasks, alist_async_tasks, ListTasksInput, LIST_DESCRIPTION),
-        (retry_async_task, aretry_async_task, TaskIdInput, RETRY_DESCRIPTION),
-    ]
-    return [
-        StructuredTool.from_function(
-            func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=func.__name__, description=text,
-            args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True},
-        )
-        for func, coro, schema, text in table
-    ]
+    return face, aface
 
 
 def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
-    """``face`` with its annotations evaluated once, here.
-
-    LangChain looks up a tool function's type hints on every call (for a
-    ``RunnableConfig`` parameter); with this module's postponed annotations
-    that evaluated each hint again, twice a call: about 50 microseconds of a
-    start that a turn of many starts paid once per call.
-    """
+    """``face`` with its annotations evaluated once (LangChain reads a tool's hints on every call)."""
     face.__annotations__ = get_type_hints(face, include_extras=True)
     return face
 
@@ -546,14 +439,9 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
 
 
 # ----------------------------------------------------------------------------
-# What each background-task tool does, as one ``Command``: start, check, update, cancel, retry, list.
-#
-# The tools (:mod:`middleware.background`) run these on the runtime's
-# loop. Each answers with one ``ToolMessage`` plus the ledger records it
-# changed; an unknown id or an operation the task's state forbids is an error
-# result naming it, never an exception.
+# What each tool does, as one ``Command``: a ``ToolMessage`` and the records it
+# changed. An unknown id or a forbidden operation is an error result, never raised.
 # ----------------------------------------------------------------------------
-
 
 
 CallFor = Callable[[ToolRuntime, str, str], TaskCall]
@@ -577,8 +465,7 @@ class BackgroundTaskHandlers:
         return None if reason is None else _reply(runtime, reason, error=True)
 
     def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
-        """The start, made in the tool's own thread without waiting for the loop; ``None``: run
-        :meth:`handle_start` on the loop instead (see :meth:`BackgroundTasks.start_soon`)."""
+        """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`handle_start`."""
         if (refused := self._refused(runtime)) is not None:
             return refused
         if self.runtime.closed:
@@ -611,7 +498,7 @@ class BackgroundTaskHandlers:
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, checked(current, problem), current)
 
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str,
+    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str = "",
                             decision: str | None = None) -> Command[str]:
         async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
             if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
@@ -640,7 +527,7 @@ class BackgroundTaskHandlers:
 
         return await self._on_task(runtime, task_id, act)
 
-    async def handle_list(self, runtime: ToolRuntime, status: str | None, offset: int = 0,
+    async def handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
                           limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
         ledger = ledger_of(runtime.state)
         try:
@@ -684,11 +571,8 @@ def _known_ids(ledger: Mapping[str, object]) -> str:
 
 
 def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
-    """A copy of the ``async_tasks`` ledger in ``state`` (empty when there is none).
-
-    Only records the middleware can act on: a hand-edited or damaged one
-    stays in state untouched, logged, but is not polled, announced or listed.
-    """
+    """A copy of the records of the ``async_tasks`` ledger in ``state`` that can be acted on (see
+    :func:`~subagents.background.usable_records`)."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
@@ -712,14 +596,8 @@ STARTED_EVENT = "background_task_started"
 
 
 def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream is told of the task it started.
-
-    A start turn for hundreds of remote tasks takes seconds (the server's
-    work); each start writes ``{STARTED_EVENT: {"id", "agent_type",
-    "status", "tool_call_id"}}`` as it lands, so whoever watches the run
-    (``stream_mode="custom"``, Studio) sees it advance. Written from the
-    tool's own thread: the stream belongs to the run, not the background loop.
-    """
+    """``command``, once the run's stream (``stream_mode="custom"``) is told of the task it started, so a
+    turn of hundreds of starts is seen advancing; from the tool's thread, whose run owns the stream."""
     update = command.update if isinstance(command.update, Mapping) else {}
     for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
@@ -735,9 +613,8 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
-    # Written even empty (the reducer keeps the ledger as it is): a run that calls one of these tools
-    # is not touched at its start (subagents.ledger.touch_if_quiet), so a thread that lists settled
-    # tasks every run would otherwise never write its ledger, and each load walked back to its snapshot.
+    # Written even empty: a run that calls these tools is not touched at its start (touch_if_quiet),
+    # so a thread that only lists tasks would never write its ledger, each load walking back further.
     update[ASYNC_LEDGER_KEY] = ledger
     return Command(update=update)
 
@@ -748,35 +625,24 @@ class AsyncTaskLedgerState(AgentState):
     async_tasks: NotRequired[Annotated[dict[str, dict[str, object]], LedgerChannel(dict, merge_async_records)]]
 
 
-_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
-
-
 class BackgroundSubagentMiddleware(AgentMiddleware):
     """Adds the background-task tools, the ledger, and completion notices.
 
     Args:
-        subagents: specs: :class:`subagents.SubagentSpec`,
-            :class:`subagents.CompiledSubagent`,
-            :class:`subagents.RemoteSubagentSpec` or plain dicts (a dict
-            with ``graph_id`` is a remote spec).
+        subagents: :class:`subagents.SubagentSpec`, :class:`subagents.CompiledSubagent`,
+            :class:`subagents.RemoteSubagentSpec` or dicts (one with ``graph_id`` is remote).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
-        model_middleware: the parent's middleware: its approvals and data
-            policy govern every local child, and its model-level ones (model
-            fallback, model retry) also wrap the model calls of local children
-            that inherit the parent's model (as in
-            :class:`~middleware.SubAgentMiddleware`, which warns the same way
-            when it is not given).
+        model_middleware: the parent's middleware, as for :class:`~middleware.SubAgentMiddleware`:
+            its approvals and data policy govern every local child, its model-level
+            ones wrap the calls of local children that inherit the parent's model.
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
         budget: as for :class:`SubAgentMiddleware`; it covers local children.
-        settings: the :class:`subagents.settings.DelegationSettings` the
-            rest comes from, as for :class:`SubAgentMiddleware`: its
-            ``background`` group (``max_background_tasks``,
-            ``background_runtime``, ``notify`` ...), ``max_delegations`` (one
-            count with ``task``'s calls), and what local children are built
-            with (``general_purpose``, ``sessions_dir`` ...; transcripts go to
-            JSONL only, never a store: background children outlive the run's).
+        settings: the :class:`subagents.settings.DelegationSettings` the rest comes
+            from, as for :class:`SubAgentMiddleware`: its ``background`` group,
+            ``max_delegations`` (one count with ``task``'s calls), and what local
+            children are built with (transcripts go to JSONL only, never a store).
 
     A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its
     agents in ``<available_agents>``: they are not listed again here.
@@ -799,7 +665,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
-        # Background children keep JSONL transcripts, never store ones (they outlive the run's store).
+        # JSONL transcripts only: background children outlive the run's store.
         settings = settings.model_copy(update={
             "observability": settings.observability.model_copy(update={"transcript_store": None})})
         shared, background = settings.background.background_runtime, settings.background
@@ -811,15 +677,13 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             self._finalizer = weakref.finalize(self, self.runtime.close_soon)
         local, remote = _split(subagents)
         local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))
-        # Each child calls copies of its models with clients of the runtime's loop (see LoopModels):
-        # a client shared with the caller's loop fails the child, or the parent's next turn.
+        # Each child calls copies of its models with clients of the runtime's loop (see LoopModels).
         inbox, own_models = SteeringInbox(self.runtime.inboxes), OwnLoopModels(self.runtime.models)
         steerable = [
             s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)}) if isinstance(s, SubagentSpec)
             else s for s in local
         ]
-        # A thousand children in one process each paid two thread hops per model-call wrap
-        # (LangChain's traced layer): their wraps of ours run as one, or not at all where idle.
+        # A child's model-call wraps of ours run as one, or not at all where idle (fused_model_calls).
         options = settings.definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS,
                                                      own_model=self.runtime.models.own,
                                                      join_model_calls=background_child_middleware)
@@ -849,12 +713,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     @property
     def system_prompt(self) -> str | None:
-        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it.
-
-        ``None`` when nothing is added. Example::
-
-            "researcher" in AsyncSubAgentMiddleware(async_subagents=[spec]).system_prompt
-        """
+        """The text added to the parent's system prompt (the instructions, then the agents; ``None``: none),
+        as deepagents names it."""
         return self.prompt_block or None
 
     def close(self) -> None:
@@ -865,13 +725,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
-        """Answer a background task waiting for approval, as the person the application asked.
-
-        The parent's model cannot approve (its ``update_async_task`` may only
-        refuse); the application asks a person and answers here. ``state`` is
-        the parent's state (``agent.get_state(config).values``, or what
-        ``invoke`` returned), whose ``async_tasks`` holds the task. Returns the
-        task's updated record; the ledger catches up on the parent's next turn.
+        """Answer a background task waiting for approval, as the person the application asked (the model may
+        only refuse). ``state``: the parent's, whose ``async_tasks`` holds the task. Returns the task's
+        updated record; the ledger catches up on the parent's next turn.
 
         Example::
 
@@ -882,7 +738,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         runtime, answering = approval_answer(state, task_id, decision, reason)
         return runtime.run(answering)[0]
 
-    # -- the tools' calls (their handlers: middleware/_background_handlers.py) --
+    # -- the tools' calls --------------------------------------------------------
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(
@@ -921,11 +777,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A start the stopped step had answered keeps that answer and record (``saved``: the thread's checkpoints
-        since the calls were made, whose pending writes hold them; the next model call brings the record up to
-        date). A local start whose task runs here, or whose outcome was stored, gets its record (a finished one
-        is announced at the next model call); one that left no trace is recorded ``lost``. A remote start is
-        left to orphan adoption, which asks its server.
+        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes
+        hold it). A local start whose task runs here or left an outcome gets its record, one that left no
+        trace is ``lost``; a remote start is left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
@@ -1018,7 +872,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
-            r.get("status") in _LIVE
+            r.get("status") in LIVE_STATUSES
             or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
             for r in ledger_of(state).values()
         )
@@ -1139,23 +993,7 @@ def _thread_id() -> str | None:
         return None
 
 
-# ----------------------------------------------------------------------------
-# deepagents' middleware names and arguments, on this library's middleware.
-#
-# A deepagents user changes only the import: ``AsyncSubAgentMiddleware(async_subagents=[...])``
-# is :class:`~middleware.BackgroundSubagentMiddleware` over those remote
-# subagents (no ``general-purpose`` child, as in deepagents), and its state
-# is ``AsyncSubAgentState``.
-#
-# Example::
-#
-#     from deep_agent import AsyncSubAgentMiddleware
-#
-#     middleware = AsyncSubAgentMiddleware(async_subagents=[
-#         {"name": "researcher", "description": "Researches.", "graph_id": "researcher",
-#          "url": "https://my-deployment.example"},
-#     ])
-# ----------------------------------------------------------------------------
+# deepagents' names and arguments: a deepagents user changes only the import.
 
 AsyncSubAgentState = AsyncTaskLedgerState
 """deepagents' name for the state of the background-task ledger (``async_tasks``)."""
@@ -1165,8 +1003,7 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
     """deepagents' ``AsyncSubAgentMiddleware``: background tasks on remote servers only.
 
     Args:
-        async_subagents: remote specs (``name``, ``description``,
-            ``graph_id``, ``url``, optional ``headers``); at least one.
+        async_subagents: remote specs (``name``, ``description``, ``graph_id``, ``url``, ``headers``); one or more.
         system_prompt: the tools' instructions, placed in the system prompt.
         **kwargs: any other argument of :class:`~middleware.BackgroundSubagentMiddleware`.
 

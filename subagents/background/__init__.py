@@ -1,7 +1,4 @@
-"""Background subagents: tasks that outlive the parent's turn, run here or on a LangGraph Server.
-
-One :class:`BackgroundRuntime` owns the event loop, the task table and the
-inboxes, and closes them; the ledger is one record per task::
+"""Background subagents: tasks that outlive the parent's turn, run here or on a LangGraph Server::
 
     from subagents.background import BackgroundRuntime, wait_for_background
 

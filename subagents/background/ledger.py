@@ -1,10 +1,7 @@
-"""The ledger of background tasks: one record per task, merged field by field.
+"""The ledger of background tasks: one JSON-ready record per task, merged field by field.
 
-The parent state key ``async_tasks`` maps a task id to a JSON-ready record
-(a dict), so every checkpointer and a LangGraph Server can persist it with no
-custom serialiser. The ledger is the source of truth that survives a
-restart: a new process reading the checkpoint knows every task, where it ran
-(``runner``, ``owner``, ``thread_id``, ``run_id``) and how it last stood.
+The parent state key ``async_tasks`` maps a task id to a plain dict, so any
+checkpointer persists it with no custom serialiser; it is what survives a restart.
 
 Example::
 
@@ -38,6 +35,9 @@ AsyncTaskStatus = TaskStatus
 ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
 """The task is doing (or about to do) work: it can be steered or cancelled."""
 
+LIVE_STATUSES: frozenset[str] = ACTIVE_STATUSES | {"waiting_for_approval"}
+"""The task has not settled: it can be cancelled, and its owner or server still decides its end."""
+
 SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})
 """The task does nothing more until the parent acts on it."""
 
@@ -52,15 +52,11 @@ RunnerKind = Literal["local", "remote"]
 class AsyncTaskRecord(BaseModel):
     """One background task, as the parent's ledger keeps it.
 
-    ``owner`` names the runtime, process and host that run a local task
-    (see :mod:`subagents.background.runtime`); a local task that is still
-    pending, running or waiting is ``lost`` only once that owner is provably
-    gone. ``outcome_db`` is the SQLite file its outcome is stored in the
-    moment it settles (``None``: the owner's memory).
-    ``thread_id``/``run_id`` name the child's conversation: a thread and run
-    on the LangGraph Server for remote tasks, the in-process child thread
-    for local ones. ``announced`` is set once the parent model has been told
-    how the task ended, so each outcome is announced once.
+    ``owner``: the runtime, process and host running a local task (it is
+    ``lost`` only once that owner is provably gone). ``outcome_db``: the SQLite
+    file its outcome is stored in (``None``: the owner's memory).
+    ``thread_id``/``run_id``: the child's conversation (on the server, for a
+    remote task). ``announced``: the parent model has been told how it ended.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -117,16 +113,10 @@ _TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
 def record_problem(task_id: Any, record: Any) -> str | None:
     """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
 
-    What is checked is what waiting, polling, listing and announcing read: a
-    string key, a mapping with an ``id`` equal to it, a string ``status`` and
-    ``agent_type``, a ``runner`` of ``local`` or ``remote``, texts (``description``, ``result``, ``error``, ``note``)
-    that are strings or ``None``, times that are numbers or ``None``, counts
-    (``attempt``, ``turns``) that are whole numbers up to :data:`MAX_COUNT`
-    (the next retry or follow-up adds one, which the checkpoint must hold), an
-    ``approval_request`` that is ``None`` or a list of requests, and for
-    a remote task that may still change, the ``thread_id`` it is polled by.
-    Records the middleware writes always pass; a hand-edited or damaged one
-    (``update_state``, a JSON file) may not.
+    Checked is what waiting, polling, listing and announcing read (key and
+    ``id``, ``status``, ``agent_type``, ``runner``, texts, times, counts up to
+    :data:`MAX_COUNT`, ``approval_request``, a live remote task's ``thread_id``).
+    Records the middleware writes always pass; a hand-edited one may not.
     """
     if not isinstance(task_id, str):
         return f"its key is a {type(task_id).__name__}, not a task id string"
@@ -178,11 +168,8 @@ def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
 
 
 def usable_records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The records of ``ledger`` that can be acted on, as plain dicts; the rest are logged and left alone.
-
-    A damaged record stays in state as it is (nothing is dropped from the
-    ledger); the middleware just does not poll, announce or list it.
-    """
+    """The records of ``ledger`` that can be acted on, as plain dicts; a damaged one is logged and left in
+    state as it is, neither polled, announced nor listed."""
     out: dict[str, dict[str, Any]] = {}
     for task_id, record in ledger.items():
         if (problem := record_problem(task_id, record)) is None:

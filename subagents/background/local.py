@@ -1,25 +1,11 @@
 """The local background runner: subagents running in this process, outliving the parent's turn.
 
-A background task is the same delegation as a ``task`` call -- the same
-built subagent, isolation, one-level rule, limits and fault handling, because
-each run of it goes through :meth:`subagents.TaskRunner.arun` -- started on
-a :class:`~subagents.background.runtime.BackgroundRuntime`'s loop instead of
-inside the parent's step, so the tool returns at once.
-
-What makes it a *task* rather than a call:
-
-* **Its own conversation** (a :class:`~subagents.background.local.ChildSession`).
-* **An owner.** The record names the runtime, process and host that run the
-  task (see :mod:`subagents.background.runtime`). Any graph of this process
-  finds the task through its owner; a record still ``pending``/``running``/
-  ``waiting_for_approval`` is ``lost`` only when its owner is provably gone.
-  A task whose owner is another live process is left as it stands, and
-  cannot be steered, cancelled or retried from here.
-* **A durable outcome.** The moment a task settles, its outcome is written
-  beside the thread's checkpoints (see :mod:`subagents.background.runtime`),
-  so a restart reports it ``completed`` with its result.
-* **A concurrency cap.** Tasks beyond ``max_concurrent`` stay ``pending``
-  until a slot frees up. Every method runs on the runtime's loop, its table's only writer.
+Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call
+does (same isolation, limits and fault handling), on the runtime's loop. A
+task adds its own conversation (:class:`ChildSession`), an owner (a task is
+``lost`` only once its owner is provably gone; another live process's task is
+left alone), an outcome stored the moment it settles, and a concurrency cap
+(tasks beyond ``max_concurrent`` stay ``pending``).
 
 Example (inside a coroutine on the runtime's loop)::
 
@@ -44,7 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from subagents.background.ledger import ACTIVE_STATUSES, SETTLED_STATUSES, now
+from subagents.background.ledger import ACTIVE_STATUSES, LIVE_STATUSES, SETTLED_STATUSES, now
 from subagents.background.runtime import (
     INBOX_METADATA_KEY,
     LEASE_S,
@@ -69,34 +55,14 @@ from subagents.runner import ConcurrencyLimit, TaskRunner
 from subagents.settings import DelegationSettings
 from subagents.transcripts import jsonl_path
 
-# ----------------------------------------------------------------------------
-# A background child's own conversation, standing in for the child graph the shared runner invokes.
-#
-# A local background task runs on its own thread of its own in-memory
-# checkpointer, not as a subgraph of the parent (whose step has already
-# ended); follow-ups and approvals continue that thread. :class:`ChildSession`
-# decides what each invocation continues; the local runner hands it to
-# :class:`~subagents.TaskRunner` as the call's graph.
-#
-# Example::
-#
-#     session = ChildSession("t1", TaskMeter())
-#     session.graph = registry.graph("researcher", parent_model=model, parent_tools=[])
-#     outcome = await runner.arun(dataclasses.replace(call, graph=session))
-# ----------------------------------------------------------------------------
-
-
 
 class ChildSession:
-    """One background child's conversation: a thread of its own checkpointer.
+    """One background child's conversation, on a thread of its own checkpointer (the parent's step has
+    ended), standing in for the child graph :class:`~subagents.TaskRunner` invokes.
 
-    It stands in for the child graph that :class:`~subagents.TaskRunner`
-    invokes and decides what each invocation continues: the first run gets
-    the isolated input; later runs (continuation requests, follow-ups,
-    leftover steering) get only their new messages, appended to the thread;
-    an approval resumes the paused run with ``Command(resume=...)``. Given
-    the runtime's ``inboxes``, steering that waits as a run starts comes
-    with the run's input.
+    The first run gets the isolated input; later runs only their new messages;
+    an approval resumes the paused run. Steering waiting in ``inboxes`` as a run
+    starts comes with its input.
     """
 
     def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None,
@@ -146,18 +112,15 @@ class ChildSession:
             # A runnable with no checkpointer of ours: the session carries the history.
             payload = {"messages": [*self._last.get("messages", []), *inputs["messages"]]}
         if self.inboxes is not None and isinstance(payload, dict):
-            # Steering that waits as the run starts comes with its input: a child of one model call
-            # a run has no inbox node of its own (see background_child_middleware).
+            # A child of one model call a run has no inbox node (see background_child_middleware).
             steering = [steering_message(m) for m in self.inboxes.take(self.task_id)]
             if steering:
                 payload = {**payload, "messages": [*payload["messages"], *steering]}
-        # Cleared before the run, not after: a run that raises (a resumed child failing after its
-        # answer) leaves no earlier request behind to be shown as still waiting.
+        # Cleared before the run: one that raises leaves no earlier request shown as still waiting.
         self.interrupts = []
         graph = self._graph()
         if isinstance(graph, Pregel):
-            # Its checkpoints are for continuing it (follow-ups, approvals), never for a replay of its
-            # steps: written once as the run stops, not after every step (three writes a child before).
+            # Its checkpoints are for continuing it, never for a replay: written once, as the run stops.
             result = await cast("Any", graph).ainvoke(payload, run_config, durability="exit")
         else:
             result = await graph.ainvoke(payload, run_config)
@@ -169,13 +132,6 @@ class ChildSession:
         raise UnsupportedCall("background children run on the background loop, with ainvoke")
 
 
-def session_size(session: ChildSession) -> int:
-    """Roughly how many bytes the session's conversation holds (its text)."""
-    last = session._last
-    messages = last.get("messages", []) if isinstance(last, Mapping) else []
-    return sum(len(getattr(m, "text", "") or "") + 200 for m in messages)
-
-
 LOST_REASON = (
     "the process running this task ended before it finished (for example a restart); "
     "call retry_async_task to run it again"
@@ -184,26 +140,19 @@ CLOSED_REASON = (
     "the background runtime running this task was closed before it finished; "
     "call retry_async_task to run it again"
 )
-_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
 UNREAD_CHARS = 2000
 """How much of the steering a failed run never read its error quotes."""
 
 log = logging.getLogger(__name__)
 
 EndListener = Callable[[Mapping[str, Any]], Awaitable[list[str]]]
-"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result.
-
-The root's ``SubagentStop`` hooks are one
-(:meth:`subagents.definitions.HookMiddleware.background_task_ended`).
-"""
+"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result
+(the root's ``SubagentStop`` hooks: :meth:`subagents.definitions.HookMiddleware.background_task_ended`)."""
 
 
 def call_key(thread_id: Any, tool_call_id: str) -> str:
-    """The second key a task's outcome is stored under: the parent's thread and the call that started it.
-
-    A task's id depends on the parent's tool step; a parent whose step was
-    stopped before it saw the start answered knows only the call.
-    """
+    """The second key a task's outcome is stored under (a parent stopped before it saw the start answered
+    knows only the call, not the task id)."""
     return f"call:{thread_id}|{tool_call_id}"
 
 
@@ -248,31 +197,27 @@ class LocalTask:
             self.runner._finish(self, **lost(CLOSED_REASON, self.cancelled_transcript), announced=False)
 
     def size(self) -> int:
-        """Roughly the bytes the task holds: its record's text and its conversation."""
+        """Roughly the bytes the task holds: its record's text and its conversation's."""
+        last = self.session._last
+        messages = last.get("messages", []) if isinstance(last, Mapping) else []
         text = sum(len(v) for v in self.fields.values() if isinstance(v, str))
-        return 512 + text + session_size(self.session)
+        return 512 + text + sum(len(getattr(m, "text", "") or "") + 200 for m in messages)
 
 
 class LocalTaskRunner:
     """Starts, steers, follows up, cancels and retries background tasks in this process.
 
     Args:
-        registry: the subagents, as built for background use (their graphs
-            carry :class:`~subagents.background.runtime.SteeringInbox`).
+        registry: the subagents, as built for background use (with a steering inbox).
         runtime: the runtime whose loop, table and inboxes the tasks use.
         max_concurrent: how many of this runner's tasks run at once.
         excluded_keys, private_keys: more keys that never reach a child.
-        settings: the :class:`~subagents.settings.DelegationSettings` for the
-            :class:`~subagents.TaskRunner`, so background children keep the
-            transcripts and budgets of ``task`` calls.
+        settings: for the :class:`~subagents.TaskRunner` (transcripts, budgets).
 
-    ``on_end`` holds the :data:`EndListener` s told of each task that ends
-    here: awaited before a completed or failed outcome is stored (their
-    feedback is appended to its result or error), started without waiting
-    for a cancelled one. A task recorded ``lost`` because its runtime closes
-    tells no one: nothing is left to run them on. ``on_settled`` holds
-    callables given each task once it reads settled (on the runtime's loop;
-    they must not block it).
+    ``on_end``: :data:`EndListener` s awaited before a completed or failed
+    outcome is stored (their feedback joins it), told without waiting of a
+    cancel, not told of a close. ``on_settled``: callables given each task once
+    it reads settled, on the loop (they must not block it).
     """
 
     def __init__(
@@ -324,11 +269,8 @@ class LocalTaskRunner:
             return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
-        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told.
-
-        An owner whose pid cannot be checked from here (another host) is gone
-        once its lease in the outcome file has lapsed.
-        """
+        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told (one on
+        another host is gone once its lease in the outcome file has lapsed)."""
         state = owner_state(record.get("owner"), me=self.runtime.owner,
                             runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
         if state == "unknown" and record.get("outcome_db"):
@@ -343,7 +285,7 @@ class LocalTaskRunner:
             return None
         # A live task counts as elsewhere unless its owner is provably gone; a stopped one
         # only if its owner is provably alive (so a task on another host can still be retried).
-        alive = ("alive", "unknown") if record.get("status") in _LIVE else ("alive",)
+        alive = ("alive", "unknown") if record.get("status") in LIVE_STATUSES else ("alive",)
         if self.owner_state(record) not in alive:
             return None
         owner = Owner.parse(record.get("owner"))
@@ -356,14 +298,13 @@ class LocalTaskRunner:
             live = {**task.fields, **task.usage()}
             if live.get("status") == record.get("status") and \
                     live.get("approval_request") == record.get("approval_request"):
-                # Whether this status was announced is the ledger's to know (a waiting task was told
-                # once); only a new status, or a new request to approve, brings ``announced=False``.
+                # Only a new status or a new request to approve is news: ``announced`` is the ledger's.
                 live.pop("announced", None)
             return live
         stored = outcome_for(record, self._store(record).load(record["id"]))
         if stored:
             return stored
-        if record.get("status") in _LIVE and self.owner_state(record) in ("gone", "self"):
+        if record.get("status") in LIVE_STATUSES and self.owner_state(record) in ("gone", "self"):
             return {**lost(LOST_REASON, record.get("transcript")), "updated_at": now()}
         return {}
 
@@ -371,12 +312,8 @@ class LocalTaskRunner:
 
     async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
                     attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
-        """Launch a fresh conversation for ``call``; return the record's new fields.
-
-        ``seed`` messages come before the task's message (a conversation
-        rebuilt from a record); ``attempt`` and ``turns`` carry over counts;
-        ``outcome_db`` is the SQLite file the outcome is kept in (``None``: memory).
-        """
+        """Launch a fresh conversation for ``call``; return the record's new fields (``seed``: messages of a
+        conversation rebuilt from a record; ``outcome_db``: the SQLite file of its outcome, ``None``: memory)."""
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)
@@ -384,17 +321,9 @@ class LocalTaskRunner:
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
-        """:meth:`start` from a thread other than the loop's, without waiting for the loop.
-
-        The task's record is made here and the task handed to the loop, which
-        puts it in the table and launches it in the order it was handed over:
-        an operation submitted after this returns finds it there. A sync
-        parent's tool thread used to wait for each start on a loop busy with
-        the tasks already running, which made the starting turn last about
-        as long as the batch. A runtime that closes before the loop takes
-        the task records it ``lost`` (stored, as any task of a closed
-        runtime): its caller was told it started.
-        """
+        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the
+        tasks already running). The loop takes tasks in the order handed over; one a closing runtime never
+        takes is recorded ``lost`` (its caller was told it started)."""
         task = self._new(task_id, call, outcome_db=outcome_db)
         handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
@@ -403,8 +332,7 @@ class LocalTaskRunner:
     def _new(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None, attempt: int = 1,
              turns: int = 1, outcome_db: str | None = None) -> LocalTask:
         """A task not yet in the table: its conversation and its record as it starts (``pending``)."""
-        # The session's meter counts the child's calls across its runs as the runner's meter prices them (the
-        # runner's own, one per run, charges the budget): the record shows the cost and the price used.
+        # Counts the child's calls across runs, priced as the runner's meter (which charges the budget) does.
         prices = self.runner.prices or (self.runner.budget.prices if self.runner.budget is not None else None)
         session = ChildSession(task_id, TaskMeter(prices=prices), seed, self.runtime.inboxes)
         task = LocalTask(task_id, call, session, {}, self)
@@ -426,13 +354,9 @@ class LocalTaskRunner:
         self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
-        """Steer a running task, answer a waiting one, or follow up a completed one.
-
-        Returns the record's new fields and what happened, in words. The
-        caller has refreshed ``record`` and checked that it is in one of
-        those three states; ``call`` is this turn's call, used only to
-        rebuild a conversation this process never had.
-        """
+        """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and
+        checked by the caller); the new fields and what happened, in words. ``call`` only rebuilds a
+        conversation this process never had."""
         task = self.find(record["id"], record.get("owner"))
         if task is not None and task.runner is not self:  # owned by another open runtime of this process
             return await task.runner.runtime.arun(task.runner.steer(record, message, call))
@@ -485,8 +409,7 @@ class LocalTaskRunner:
 
     async def _drive(self, task: LocalTask, call: TaskCall) -> None:
         try:
-            # The task's place is held until its child's work has stopped: a thread its timeout or a
-            # cancel could not stop (a sync-only model's call) keeps it (see boundary.running_in).
+            # The place is held until the child's work has stopped, a thread included (boundary.running_in).
             async with self.limit.ahold() as slot:
                 task.set(status="running", started_at=task.fields.get("started_at") or now())
                 with running_in(slot):
@@ -499,9 +422,8 @@ class LocalTaskRunner:
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
                 self._finish(task, **lost(CLOSED_REASON, task.cancelled_transcript), announced=False)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
-            # Not re-raised, KeyboardInterrupt and SystemExit included: asyncio lets those out of
-            # run_forever, which would stop the loop every other task and every parent turn uses.
-            # A real Ctrl-C reaches the main thread, never this one, so here it is the child's.
+            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses
+            # (a real Ctrl-C reaches the main thread, never this one, so here it is the child's).
             await self._settle(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
@@ -529,8 +451,7 @@ class LocalTaskRunner:
                 await self._settle(task, status="completed", result=outcome.answer or "",
                                    stop_reason=record.get("stop_reason"), partial=bool(record.get("partial")),
                                    finished_at=now(), announced=False, transcript=record.get("transcript"))
-                # Steering sent while the end listeners were told (the task still read running, so it was
-                # queued) has no run left to read it: it starts one, as a follow-up would a moment later.
+                # Steering queued while the end listeners were told has no run left to read it: it starts one.
                 late = self.runtime.inboxes.take(task.id)
                 if late and task.fields.get("status") == "completed":
                     task.new_run()
@@ -594,11 +515,8 @@ class LocalTaskRunner:
 
 
 def _never_taken(task: LocalTask, handed: Any) -> None:
-    """A start the loop did not take (closed first): ``lost``, stored where its outcome goes.
-
-    Otherwise nothing would say it never ran: another process sharing the
-    thread's SQLite file would read it ``pending`` for as long as this one lives.
-    """
+    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the
+    thread's SQLite file would read it ``pending`` for as long as this one lives."""
     if handed.cancelled() or handed.exception() is not None:
         with contextlib.suppress(Exception):  # the failure path never raises
             task.abandon()

@@ -1,23 +1,13 @@
-"""Adopting orphaned remote tasks: runs a parent started but never recorded.
+"""Remote background tasks: runs on a LangGraph Server, polled in batches, and orphans adopted.
 
-A parent that dies while starting remote tasks may leave runs on the server
-that its ledger never saw: the tool step is lost with the process, and if
-the user sends a new message instead of resuming, nothing starts them again.
-Those runs still work, and still cost. So before a model call the parent
-looks for ``start_async_task`` calls in its messages that name a remote
-subagent and have no ledger record (:func:`unrecorded_starts`), asks each
-server once for the threads whose metadata names this parent thread, and
-takes the matching ones into its ledger (:func:`adopt_orphans`). A start
-the stopped run left open and that the server holds no thread of never
-reached it: it is recorded ``lost``. Each call is looked for once per
-process once its server answered, so a start that simply failed costs one
-search, not one per turn; a server that could not be asked is asked again
-on a later turn.
+Each task gets one server thread (its metadata names the parent thread, the
+agent type, the task and the tool call) and a run on it; ``thread_id`` and
+``run_id`` are in the ledger record, so a restarted parent loses nothing.
 
 Example (on the background loop)::
 
-    missing = unrecorded_starts(state["messages"], ledger, runner.specs, "start_async_task")
-    records = await adopt_orphans(runner, parent_thread_id, missing, left_open=set(missing))
+    runner = RemoteTaskRunner([spec])
+    fields = await runner.start("t1", "researcher", "Find X", parent_thread_id="p", tool_call_id="c")
 """
 
 from __future__ import annotations
@@ -49,40 +39,18 @@ from subagents.spec import RemoteSubagentSpec
 if TYPE_CHECKING:
     import httpx
 
-    from subagents.spec import RemoteSubagentSpec
-
 
 # ----------------------------------------------------------------------------
-# Server health: bounded requests, and a circuit breaker per server url.
+# Server health: every request bounded in time, and a circuit breaker per url.
 #
-# A server that hangs or is down must never stall the parent. Every request
-# to a server goes through :meth:`ServerHealth.call`, which bounds it in time
-# and counts it: a request that cannot reach the server (refused, reset,
-# timed out) or that a gateway answers for it (500, 502, 503, 504: what a load
-# balancer says while the server behind it restarts) fails, and
-# :data:`FAILURES_TO_OPEN` failed requests in a row, with no answer between
-# and none for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` in a row,
-# each sent after the one before failed: a fast poll of a dead gateway),
-# open the server's circuit: while it is open no
-# request is sent there at all -- :class:`ServerUnavailable` is raised at
-# once, saying when the next try is due. Some requests to a url failing is
-# not the server being down: a plain round-robin balancer with one dead
-# instance behind it fails every other request while the live one answers
-# the rest (concurrent requests fail three in a row often enough), so the
-# circuit stays closed and a failed read is simply tried again. The interval
-# grows per outage, not per request: requests already in flight when the
-# circuit opened (a burst of concurrent starts) fail as one step, and only a
-# probe sent after it opened, failing again, doubles it
-# (``base_s``, doubled, up to ``max_s``); one answer from the server (any HTTP
-# status but those: it answered) closes the circuit again.
-#
-# Example::
-#
-#     health = ServerHealth()
-#     thread = await health.call("http://127.0.0.1:2024", client.threads.get(tid), timeout_s=10)
-#     health.note("http://127.0.0.1:2024")   # None while the server answers
+# A request that cannot reach the server, or that a gateway answers for it
+# (:data:`OUTAGE_STATUSES`), fails. :data:`FAILURES_TO_OPEN` in a row with no
+# answer for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` sent one after
+# another) open the circuit: nothing is sent until the next try is due. Fewer
+# are not an outage (one dead instance behind a round-robin balancer fails
+# every other request). The interval doubles per outage, not per request (a
+# burst in flight fails as one step), up to ``max_s``; any answer closes it.
 # ----------------------------------------------------------------------------
-
 
 
 T = TypeVar("T")
@@ -97,8 +65,6 @@ FAILURES_TO_OPEN = 3
 
 SEQUENTIAL_FAILURES_TO_OPEN = 5
 """Failed requests in a row, each sent after the last one failed, that open a circuit without waiting ``base_s``."""
-
-
 
 
 @dataclasses.dataclass
@@ -134,12 +100,8 @@ class ServerHealth:
             raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
 
     def failed(self, url: str, reason: str, *, sent_at: float | None = None) -> ServerUnavailable:
-        """Count a failure; return the error to raise.
-
-        ``sent_at`` (this health's clock when the request was sent): a
-        request sent before the circuit last opened failed in that same step
-        of the outage, and does not lengthen it.
-        """
+        """Count a failure; return the error to raise (``sent_at`` before the circuit last opened: the same
+        step of the outage, which it does not lengthen)."""
         circuit = self._circuits.setdefault(url, _Circuit())
         circuit.reason = reason
         now_ = self._clock()
@@ -164,11 +126,8 @@ class ServerHealth:
         self._answered_at[url] = self._clock()
 
     def note(self, url: str) -> str | None:
-        """A stable line for a task on this server while it is unreachable (``None`` when it is fine).
-
-        It changes only when the outage does (not every turn), so it can live
-        in the ledger without rewriting it on each poll.
-        """
+        """A line for a task on this server while it is unreachable (``None`` when it is fine); stable per
+        outage, so the ledger is not rewritten on each poll."""
         circuit = self._circuits.get(url)
         if circuit is None or circuit.failures == 0:
             return None
@@ -179,15 +138,14 @@ class ServerHealth:
     async def call(self, url: str, request: Awaitable[T], *, timeout_s: float) -> T:
         """Await ``request`` to the server at ``url`` within ``timeout_s``.
 
-        Raises :class:`ServerUnavailable` if the circuit is open (the request
-        is not sent), the server cannot be reached, does not answer in time,
-        or is answered for with one of :data:`OUTAGE_STATUSES`. Other HTTP
-        errors (the server answered) pass through unchanged.
+        Raises :class:`ServerUnavailable` if the circuit is open (nothing is sent) or the request fails as
+        above; other HTTP errors (the server answered) pass through.
         """
         try:
             self.check(url)
         except ServerUnavailable:
-            _close(request)
+            if callable(close := getattr(request, "close", None)):
+                close()  # never sent: not left behind unawaited
             raise
         sent = self._clock()
         try:
@@ -196,7 +154,9 @@ class ServerHealth:
         except TimeoutError:
             raise self.failed(url, f"no answer within {timeout_s:g} s", sent_at=sent) from None
         except Exception as exc:
-            if _is_transport_error(exc):
+            import httpx
+
+            if isinstance(exc, (httpx.TransportError, OSError)):
                 raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
             if (code := status_code(exc)) in OUTAGE_STATUSES:
                 raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
@@ -206,48 +166,17 @@ class ServerHealth:
         return result
 
 
-def _is_transport_error(exc: BaseException) -> bool:
-    import httpx
-
-    return isinstance(exc, (httpx.TransportError, OSError))
-
-
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or "(no message)"
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-def _close(request: Awaitable[Any]) -> None:
-    close = getattr(request, "close", None)
-    if callable(close):
-        close()
-
-
 # ----------------------------------------------------------------------------
-# How a LangGraph Server's runs and threads read as background task fields.
-#
-# ==========================================  ========================
-# run ``pending`` / ``running``               ``pending`` / ``running``
-# run ``success``, thread has interrupts      ``waiting_for_approval``
-# run ``interrupted``, thread has interrupts  ``waiting_for_approval`` (aegra)
-# run ``success``                             ``completed`` (the last AI text)
-# run ``error``                               ``error`` (the server's message)
-# run ``timeout``                             ``error``
-# run ``interrupted`` (cancelled)             ``cancelled``
-# thread or run unknown to the server         ``lost``
-# ==========================================  ========================
-#
-# A run of an interrupting graph ends ``success`` while its *thread* is
-# ``interrupted``, so the thread is read too. A cancelled run also leaves its
-# thread ``interrupted`` (without interrupts), which is why the run's status
-# decides first. aegra ends a run that stopped on an interrupt ``interrupted``
-# (a cancelled one too, but without interrupts): the interrupts tell them apart.
-#
-# Example::
-#
-#     fields = fields_from(run, thread)    # {'status': 'completed', 'result': '...', ...}
+# How a server's runs and threads read as task fields. A run that ends
+# ``success`` (or ``interrupted``, on aegra) with interrupts on its thread
+# waits for approval; ``interrupted`` without is cancelled; ``error`` and
+# ``timeout`` are errors; a thread or run the server does not know is ``lost``.
 # ----------------------------------------------------------------------------
-
 
 
 def run_id_of(run: Any) -> str:
@@ -264,12 +193,8 @@ def run_status(status: str | None) -> str:
 
 
 def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: str = "the server") -> dict[str, Any]:
-    """The task's fields from its run and thread as the server has them.
-
-    ``thread`` carries the thread's ``values`` (from its state endpoint when the
-    thread object has none, see :func:`with_state`); a finished run whose values
-    still cannot be read is an ``error`` naming ``server``, never an empty answer.
-    """
+    """The task's fields from its run and thread (with ``values``, see :func:`with_state`); a finished run
+    whose values cannot be read is an ``error`` naming ``server``, never an empty answer."""
     if run.get("status") == "success" and not interrupts_of(thread) and thread.get("values") is None:
         return {"run_id": run_id_of(run), "status": "error", "finished_at": now(), "approval_request": None,
                 "error": f"{server} finished the run but did not show its answer (no values on thread "
@@ -306,11 +231,8 @@ ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
 
 
 def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The task's fields from its thread alone (status, values, interrupts), or ``None`` if it cannot tell.
-
-    ``idle`` means the last run succeeded; ``interrupted`` means it waits
-    for approval (with interrupts) or was cancelled (without).
-    """
+    """The task's fields from its thread alone, or ``None`` if it cannot tell (``idle``: the last run
+    succeeded; ``interrupted``: waits for approval with interrupts, cancelled without)."""
     status = thread.get("status")
     if status not in ENDED_THREAD_STATUSES:
         return None
@@ -333,18 +255,9 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
 def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
     """The fields of a finished task from its run's join body alone, or ``None`` if the run must be read.
 
-    ``GET /threads/{id}/runs/{run_id}/join`` (served by every LangGraph-API
-    server) answers a finished run with its thread's values in one request.
-    That body settles the task only when it holds a finished answer: a
-    structured response, or a last message that is an AI message with no tool
-    calls. An error (``__error__``), an interrupt (``__interrupt__``) or any
-    other state (a cancelled run's partial or empty values) says too little:
-    the run tells error from timeout, cancelled from waiting.
-
-    Example::
-
-        fields_from_join("r1", {"messages": [{"type": "ai", "content": "done"}]})
-        # {'run_id': 'r1', 'status': 'completed', 'result': 'done', ...}
+    The body settles it only when it holds a finished answer (a structured
+    response, or a last AI message with no tool calls); an error, an interrupt
+    or partial values say too little (error or timeout? cancelled or waiting?).
     """
     if not isinstance(body, Mapping) or "__error__" in body or "__interrupt__" in body:
         return None
@@ -359,22 +272,9 @@ def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
             "approval_request": None}
 
 
-def join_error(body: Any) -> dict[str, Any] | None:
-    """The ``__error__`` a join body reports (``{"error": kind, "message": text}``), if any."""
-    problem = body.get("__error__") if isinstance(body, Mapping) else None
-    return dict(problem) if isinstance(problem, Mapping) else None
-
-
 def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
-    """``thread`` with the ``values`` (and interrupts) of its state, as ``GET /threads/{id}/state`` answers.
-
-    Every LangGraph-API server serves the state endpoint; ``values`` on a
-    thread object is optional (aegra's have none).
-
-    Example::
-
-        with_state({"thread_id": "t"}, {"values": {"messages": []}})   # {'thread_id': 't', 'values': {...}}
-    """
+    """``thread`` with the ``values`` (and interrupts) of its state endpoint's answer (``values`` on a
+    thread object is optional: aegra's have none)."""
     merged = dict(thread)
     if not isinstance(state, Mapping):
         return merged
@@ -419,10 +319,8 @@ def _json(value: Any) -> str:
 
 
 def answer(values: Mapping[str, Any]) -> str:
-    """The child's answer: its structured response as JSON, else its last non-empty AI text.
-
-    A graph whose state is not a mapping (an entrypoint returning text) answers with that value.
-    """
+    """The child's answer: its structured response as JSON, else its last non-empty AI text (a state that
+    is not a mapping, an entrypoint's text, is the answer)."""
     if not isinstance(values, Mapping):
         return values if isinstance(values, str) else _json(values)
     structured = values.get("structured_response")
@@ -442,13 +340,8 @@ MAX_USAGE = 2**53 - 1
 
 
 def usage(values: Any) -> dict[str, int]:
-    """Model calls and tokens of the child's AI messages.
-
-    A server's numbers are data: each count is read by
-    :func:`~subagents.metering.token_count` (not a number, or negative: 0), and each
-    total stops at :data:`MAX_USAGE` (a ledger holding more could not be
-    checkpointed).
-    """
+    """Model calls and tokens of the child's AI messages: a server's data, each count read by
+    :func:`~subagents.metering.token_count` and each total capped at :data:`MAX_USAGE`."""
     calls = inp = out = 0
     messages = values.get("messages") if isinstance(values, Mapping) else None
     for message in messages if isinstance(messages, list) else ():
@@ -490,34 +383,13 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 # ----------------------------------------------------------------------------
-# SDK clients for LangGraph Servers: one per server and credentials, shared, closable.
+# SDK clients: one per server and credentials, shared, closable, one pool per loop.
 #
-# Every agent object that talks to the same server with the same headers
-# shares one HTTP connection pool, instead of each opening its own and never
-# closing it. The client is built here, not by ``langgraph_sdk.get_client``:
-#
-# * headers are exactly the spec's :meth:`~subagents.RemoteSubagentSpec.request_headers`
-#   -- no API key is ever picked up from the environment;
-# * the transport does not retry: a dead server fails in milliseconds and the
-#   :class:`~subagents.background.remote.ServerHealth` circuit backs off instead;
-#   idle connections are let go after 2 s, before the server closes them;
-# * the TLS context (the CA bundle, 40-90 ms to load) is built once per
-#   process and certificate settings (``SSL_CERT_FILE``/``SSL_CERT_DIR``), not once per client;
-# * the socket timeouts are the spec's ``start_timeout_s`` (each request is
-#   also bounded by its own, shorter deadline).
-#
-# A pool belongs to one event loop (HTTP connections cannot move between
-# loops); :func:`shared_client_pool` gives each loop its own. Whoever owns the
-# loop closes the pool with :meth:`RemoteClientPool.aclose`; a closed pool
-# opens new clients on next use, so closing is never fatal.
-#
-# Example (on the background loop)::
-#
-#     pool = shared_client_pool()
-#     client = pool.client(spec)          # a langgraph_sdk LangGraphClient
-#     await pool.aclose()
+# Built here, not by ``langgraph_sdk.get_client``: headers are exactly the
+# spec's (no API key from the environment); the transport does not retry (the
+# circuit backs off instead); the TLS context (40-90 ms to load) is built once
+# per certificate settings. A closed pool opens new clients on next use.
 # ----------------------------------------------------------------------------
-
 
 
 USER_AGENT = "governed-subagents"
@@ -525,13 +397,10 @@ MAX_CONNECTIONS = 100
 """Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
 
 MAX_IDLE_CONNECTIONS = 20
-"""Idle connections kept open (httpx's default). httpcore checks every idle
-connection each time it hands out one, so keeping all 100 made 50 parallel
-starts spend most of their time scanning the pool (2x slower than raw SDK)."""
+"""Idle connections kept open (httpx's default): httpcore scans them all at each hand-out (100 was 2x slower)."""
 
 KEEPALIVE_S = 2.0
-"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), so no request is
-sent on a connection the server is closing (a ``ReadError`` with no response)."""
+"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), never reused as they close."""
 
 
 class RemoteClientPool:
@@ -542,9 +411,6 @@ class RemoteClientPool:
         self.health = health if health is not None else ServerHealth()
         self.without_id_search: set[str] = set()
         """Server urls that refused a thread search by ids (aegra): polled by metadata, not asked again."""
-
-    def __len__(self) -> int:
-        return len(self._clients)
 
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
@@ -605,13 +471,8 @@ def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -
 
 
 def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
-    """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none.
-
-    On ``langgraph dev`` or the Platform it is ``get_client()`` without a url;
-    on aegra, the SDK's client over an ASGI transport to aegra's own app
-    (what langgraph-api's in-process client is: requests go straight to the
-    app, through its auth and routes, as if from outside).
-    """
+    """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none
+    (``get_client()`` without a url on ``langgraph dev``; on aegra, an ASGI transport to its app)."""
     import sys
 
     headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -636,19 +497,9 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
 
 
 # ----------------------------------------------------------------------------
-# The event loop the parent's graph runs on: where an in-process server app must be called.
-#
-# A server whose app is reached in-process (aegra, through
-# ``httpx.ASGITransport``) holds loop-bound resources -- its database and Redis
-# connections belong to the loop it serves on. The background runtime runs
-# its requests on a loop thread of its own, so each request to such an app is
-# handed back to the loop the parent's graph last awaited the runtime from:
-# the server's loop, since the server runs the graph there.
-#
-# Example::
-#
-#     note_caller_loop()            # in async code on the server's loop
-#     loop = serving_loop()         # later, from any thread
+# An in-process server app (aegra) holds connections bound to the loop it
+# serves on, so each request to it is handed back to the loop the parent's
+# graph last awaited the runtime from: the server's.
 # ----------------------------------------------------------------------------
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -670,14 +521,8 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-    """``inner``, each request handed to the server's own loop (see :func:`serving_loop`).
-
-    aegra's database and Redis connections belong to the loop it serves on;
-    called from the background runtime's loop, its app would fail with a
-    future "attached to a different loop". The ASGI transport reads the whole
-    answer into memory, so only the call itself has to change loops. (Built
-    here so httpx is imported only when a client is made.)
-    """
+    """``inner``, each request handed to the server's own loop (see :func:`serving_loop`); the ASGI
+    transport reads the whole answer into memory, so only the call changes loops."""
     import httpx
 
     class OnServingLoop(httpx.AsyncBaseTransport):
@@ -736,44 +581,13 @@ def shared_client_pool() -> RemoteClientPool:
 
 
 # ----------------------------------------------------------------------------
-# The remote background runner: subagents as runs on a LangGraph Server (Agent Protocol).
-#
-# When one machine is not enough, a background subagent can be a graph served
-# by a LangGraph Server; ``langgraph-sdk`` talks to it. Each task gets one
-# server thread (its metadata names the parent thread, the agent type, the
-# task and the tool call) and a run on it. Everything needed to find the task
-# again -- ``thread_id`` and ``run_id`` -- is in the ledger record, so a parent
-# process that restarts loses nothing: it keeps checking from the checkpoint.
-# How server states read as task statuses: :mod:`subagents.background.remote`.
-#
-# **Starts are idempotent.** A task's thread id is derived from its task id
-# and attempt, and created with ``if_exists="do_nothing"``: a start that is
-# run again (a parent that died mid-step and resumed) finds the thread it
-# made before and adopts its run instead of starting a second one.
-#
-# **A misbehaving server never stalls the parent.** Every request is bounded
-# (``timeout_s`` for status requests, ``start_timeout_s`` for the rest) and
-# goes through the server's circuit breaker (:mod:`subagents.background.remote`);
-# the per-turn refresh as a whole is bounded by ``refresh_budget_s``. A server
-# that cannot be reached leaves its tasks as they were, with a ``note``.
-#
-# **Polling is batched.** One ``threads.search(ids=...)`` per server tells
-# which live tasks' threads are still busy; one more reads the values of those
-# that ended; only what that cannot settle (a failed run) is read one by one.
-#
-# The child gets one user message (the task description) and nothing of the
-# parent's state. Steering a running task cancels the current run, answers any
-# tool calls it left open, and starts a new run on the same thread with the new
-# instruction; a finished task is followed up the same way.
-#
-# Example::
-#
-#     spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
-#                               graph_id="researcher", url="http://127.0.0.1:2024")
-#     runner = RemoteTaskRunner([spec])
-#     fields = await runner.start("t1", "researcher", "Find X", parent_thread_id="p", tool_call_id="c")
+# The remote runner. Starts are idempotent: a task's thread id is derived from
+# its id and attempt and created with ``if_exists="do_nothing"``, so a repeated
+# start adopts the run it made before. Every request is bounded and goes
+# through the circuit breaker; a turn's refresh is bounded by ``refresh_budget_s``.
+# Steering cancels the current run, answers the tool calls it left open and
+# starts a new run on the same thread; a follow-up is a new run there too.
 # ----------------------------------------------------------------------------
-
 
 
 __all__ = ["RemoteStartError", "RemoteSubagentSpec", "RemoteTaskRunner", "task_thread_id"]
@@ -786,23 +600,18 @@ START_ID_METADATA_KEY = "subagent_start_id"
 _THREAD_NAMESPACE = uuid.UUID("3f4c2b8e-6a51-4f0e-9d1c-7b2a5e8f0c13")
 
 
-
-
 def task_thread_id(task_id: str, attempt: int) -> str:
     """The server thread id of one attempt of a task (stable, so a start can be repeated)."""
     return str(uuid.uuid5(_THREAD_NAMESPACE, f"{task_id}/{attempt}"))
 
 
 class RemoteTaskRunner:
-    """Starts, checks, steers, follows up and cancels tasks on LangGraph Servers.
+    """Starts, checks, steers, follows up and cancels tasks on LangGraph Servers (on the background loop).
 
     Args:
         specs: the remote subagents.
-        pool: the clients and server health to use; default: the running
-            loop's :func:`~subagents.background.remote.shared_client_pool`.
+        pool: the clients and server health; default: the running loop's :func:`shared_client_pool`.
         refresh_budget_s: bound on one :meth:`refresh_many` (a parent turn's poll).
-
-    Every method is a coroutine to run on the background loop.
     """
 
     def __init__(self, specs: Sequence[RemoteSubagentSpec], *, pool: RemoteClientPool | None = None,
@@ -834,46 +643,22 @@ class RemoteTaskRunner:
                     attempt: int = 1) -> dict[str, Any]:
         """Create (or find again) the task's thread and first run; return the record's new fields."""
         spec = self.specs[agent_type]
-        about = {
-            "parent_thread_id": parent_thread_id,
-            "agent_type": agent_type,
-            "tool_call_id": tool_call_id,
-            TASK_ID_METADATA_KEY: task_id,
-            "attempt": attempt,
-        }
+        about = {"parent_thread_id": parent_thread_id, "agent_type": agent_type, "tool_call_id": tool_call_id,
+                 TASK_ID_METADATA_KEY: task_id, "attempt": attempt}
         try:
             thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
-            run_id = run_id_of(run)
+            run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
         except Exception as exc:  # noqa: BLE001 - named with the server below
             raise RemoteStartError(spec.server, _reason(exc)) from None
-        return {
-            "status": run_status(run.get("status")),
-            "thread_id": thread_id,
-            "run_id": run_id,
-            "parent_thread_id": parent_thread_id,
-            "owner": None,
-            "attempt": attempt,
-            "turns": 1,
-            "started_at": now(),
-            "finished_at": None,
-            "result": None,
-            "error": None,
-            "approval_request": None,
-            "note": None,
-            "announced": False,
-        }
+        return _new_run(run, thread_id=thread_id, parent_thread_id=parent_thread_id, owner=None, attempt=attempt,
+                        turns=1, started_at=now())
 
     async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                        description: str) -> tuple[str, Any]:
-        """:meth:`_start`, run to its answer even if its caller is cancelled meanwhile.
-
-        A run-create already sent may be made by the server whether or not
-        the answer is read: a start given up half-way would leave a run that
-        no ledger records. So the start goes on alone, and until it is
-        answered it is listed for :meth:`wait_for_starts` (orphan adoption).
-        """
+        """:meth:`_start`, run to its answer even if its caller is cancelled meanwhile (a run-create sent
+        may be made whether or not its answer is read); listed for :meth:`wait_for_starts` until answered."""
         job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
         parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
         if isinstance(parent, str) and isinstance(call, str):
@@ -925,14 +710,8 @@ class RemoteTaskRunner:
         return runs[0] if isinstance(runs, list) and runs else None
 
     async def landed_late(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The run a ``lost`` task's start made after all, as record fields; ``None`` if its thread has none.
-
-        A start sent by a parent that stopped can reach its server after the
-        task was recorded ``lost`` (its thread had no run yet, or no thread
-        at all, when the next turn looked). Its thread's id is the one that
-        start derived, so a retry looks there first and adopts the run it
-        finds instead of running the task a second time.
-        """
+        """The run a ``lost`` task's start made after all (it reached the server late), as record fields;
+        ``None`` if its derived thread has none. A retry adopts it rather than run the task twice."""
         spec = self.specs.get(record["agent_type"])
         if spec is None or record.get("status") != "lost" or record.get("run_id"):
             return None
@@ -946,11 +725,7 @@ class RemoteTaskRunner:
             if is_not_found(exc):
                 return None
             raise RemoteStartError(spec.server, _reason(exc)) from None
-        if run is None:
-            return None
-        return {"status": run_status(run.get("status")), "thread_id": thread_id, "run_id": run_id_of(run),
-                "started_at": now(), "finished_at": None, "result": None, "error": None, "note": None,
-                "announced": False}
+        return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
 
     async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
         try:
@@ -959,11 +734,8 @@ class RemoteTaskRunner:
             pass
 
     async def refresh(self, record: Mapping[str, Any], *, ended: bool = False) -> tuple[dict[str, Any], str | None]:
-        """The record's current fields from the server, and a note if it could not be read.
-
-        ``ended``: a search just saw its thread neither busy nor waiting, so
-        its answer is read by one join of its run (see :meth:`_read_ended`).
-        """
+        """The record's current fields from the server, and a note if it could not be read (``ended``: a
+        search saw its thread ended, so its answer is read by a join, :meth:`_read_ended`)."""
         spec = self.specs.get(record["agent_type"])
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
@@ -980,13 +752,10 @@ class RemoteTaskRunner:
 
     def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
                      note: str | None, *, ended: bool = False) -> bool:
-        """Whether a read of the task (``fields``, and the ``note`` of a problem reading it) ends it at its deadline.
+        """Whether a read of the task (``fields``, or the ``note`` of a failed read) ends it at its deadline.
 
-        :func:`past_deadline`, once its state is known (read without a
-        problem): the run may have ended with its answer, so a task whose
-        read failed stays live, its note saying why, until a read lands.
-        Only a server that stays unreachable for the circuit's longest
-        backoff window past the deadline ends it unread (see :meth:`end_at_deadline`).
+        A task whose read failed stays live (its run may have ended with its answer) until the server has
+        been unreachable for the circuit's longest backoff past the deadline.
         """
         if not past_deadline(spec, record, fields, ended=ended and note is None):
             return False
@@ -994,17 +763,11 @@ class RemoteTaskRunner:
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
                               fields: Mapping[str, Any], note: str | None = None) -> dict[str, Any]:
-        """The fields that end a task past ``spec.timeout_s`` (see :func:`past_deadline`) as timed out.
+        """The fields that end a task past ``spec.timeout_s`` as timed out, whichever read noticed it.
 
-        The one place a deadline's outcome is decided, whichever read noticed
-        it (a turn's poll, a wait's, a check): a run still going is cancelled
-        here; one read ``cancelled`` was cancelled by the deadline already (a
-        wait's poll that ended it, whose record the ledger never got). A run
-        the server says had ended before its cancel holds its answer: it is
-        read (``{}`` if that fails: read again later), never given up. A
-        cancel the server could not be sent is asked again (``{}``). ``note``:
-        the task could not be read (see :meth:`deadline_due`), so it ends
-        saying its outcome is unknown.
+        A run still going is cancelled; one read ``cancelled`` was cancelled by the deadline already. A run
+        that had ended before its cancel holds its answer, which is read. ``{}``: asked again later.
+        ``note``: the task could not be read, so it ends saying its outcome is unknown.
         """
         if note is not None:
             return {"status": "error", "finished_at": now(), "note": None, "announced": False,
@@ -1038,13 +801,8 @@ class RemoteTaskRunner:
 
     async def _retried(self, spec: RemoteSubagentSpec, request: Callable[[], Awaitable[T]], *,
                        poll: bool = False) -> T:
-        """``request()`` sent again at once when it fails while the server's circuit stays closed.
-
-        Some requests to a url failing is not the server being down (a dead
-        instance behind a plain balancer): up to :data:`FAILURES_TO_OPEN`
-        tries, since that many failures in a row open the circuit anyway.
-        Only for requests that may be repeated (reads, a cancel).
-        """
+        """``request()`` (one that may be repeated) sent again at once when it fails while the circuit stays
+        closed, up to :data:`FAILURES_TO_OPEN` tries (a dead instance behind a balancer)."""
         tries = FAILURES_TO_OPEN
         while True:
             tries -= 1
@@ -1062,8 +820,6 @@ class RemoteTaskRunner:
             thread = await self._retried(spec, lambda: client.threads.get(record["thread_id"]), poll=True)
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -1071,17 +827,11 @@ class RemoteTaskRunner:
         return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _read_ended(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_read` for a task whose thread has ended: one join, as the raw SDK reads an answer.
-
-        A join body with a finished answer settles the task (see
-        :func:`fields_from_join`); only an error, an interrupt or a cancelled
-        run is read further, its run and state asked together.
-        """
+        """:meth:`_read` for a task whose thread has ended: one join (:func:`fields_from_join`); only what
+        that cannot settle has its run and state read, together."""
         thread_id, run_id = record["thread_id"], record["run_id"]
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -1099,8 +849,8 @@ class RemoteTaskRunner:
                     raise answer
                 return _gone(spec, record)
         run, state = answers
-        error = join_error(body)
-        thread = {"thread_id": thread_id, **({"error": error} if error else {})}
+        error = body.get("__error__") if isinstance(body, Mapping) else None  # {"error": kind, "message": text}
+        thread = {"thread_id": thread_id, **({"error": dict(error)} if isinstance(error, Mapping) and error else {})}
         return fields_from(run, with_state(thread, state), server=f"the server at {spec.server}")
 
     def _join_request(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> Awaitable[Any]:
@@ -1115,12 +865,9 @@ class RemoteTaskRunner:
         return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Wait for the record's run to end on its server (a long-poll); its fields if that settles it.
+        """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``.
 
-        ``None``: the body says too little (see :func:`fields_from_join`), and
-        a poll reads the task. Raises on any fault. Not counted for the
-        server's circuit: a wait uses it only to learn sooner, and polls on
-        its own when it fails.
+        Raises on any fault; not counted for the circuit (a wait polls when it fails).
         """
         spec = self.specs[record["agent_type"]]
         self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
@@ -1128,12 +875,8 @@ class RemoteTaskRunner:
         return fields_from_join(record["run_id"], body)
 
     def reads_by_join(self, record: Mapping[str, Any]) -> bool:
-        """Whether a wait reads this live task's answer by joining its run rather than polling it.
-
-        So on a server polled by metadata (aegra: each ended task is read by
-        a join of its own there anyway, see :func:`poll`), while the task is
-        within its deadline (past it, a poll ends it).
-        """
+        """Whether a wait joins this live task's run rather than polling it: on a server polled by
+        metadata (aegra), while the task is within its deadline."""
         spec = self.specs.get(record.get("agent_type"))  # type: ignore[arg-type]
         return spec is not None and spec.server in self.pool.without_id_search and not past_deadline(spec, record, {})
 
@@ -1165,20 +908,9 @@ class RemoteTaskRunner:
             messages = [*answers_for_open_tool_calls(thread), {"role": "user", "content": message}]
             run = await self._run(spec, thread_id, about, input={"messages": messages})
         turns = int(record.get("turns") or 1) + (0 if status == "waiting_for_approval" else 1)
-        run_id = run_id_of(run)
+        # A follow-up is new work: timeout_s counts from it.
         restarted = {"started_at": now()} if status not in ("pending", "running", "waiting_for_approval") else {}
-        return {
-            **restarted,  # a follow-up is new work: timeout_s counts from it
-            "status": run_status(run.get("status")),
-            "run_id": run_id,
-            "turns": turns,
-            "result": None,
-            "error": None,
-            "approval_request": None,
-            "finished_at": None,
-            "note": None,
-            "announced": False,
-        }, what
+        return _new_run(run, turns=turns, **restarted), what
 
     async def cancel(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Cancel the task's run on the server."""
@@ -1202,11 +934,15 @@ class RemoteTaskRunner:
         """Cancel a run and wait for it to stop; a run that already ended is fine."""
         try:
             await self.request(spec, self.client(spec).runs.cancel(thread_id, run_id, wait=True))
-        except ServerUnavailable:
-            raise
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
+
+
+def _new_run(run: Any, **fields: Any) -> dict[str, Any]:
+    """The fields of a task whose run ``run`` has just been made: what the last one ended with is cleared."""
+    return {"status": run_status(run.get("status")), "run_id": run_id_of(run), "finished_at": None, "result": None,
+            "error": None, "approval_request": None, "note": None, "announced": False, **fields}
 
 
 def _gone(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -1227,32 +963,11 @@ def _reason(exc: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------
-# Polling remote tasks in batches, within a time budget: what a parent turn spends on them.
-#
-# Before each parent model call every live remote task is brought up to date.
-# Asking each one (a run and a thread read: 400 requests for 200 tasks) costs
-# seconds; instead, per server:
-#
-# 1. one ``threads.search(ids=...)`` for the status of every task's thread --
-#    a busy thread is a task still working, a waiting one still waits;
-# 2. one more search for the values of the threads that ended (``idle``:
-#    completed; ``interrupted``: waiting for approval or cancelled);
-# 3. only what that cannot settle (a failed run, an unknown thread) is read
-#    one by one, a few at a time.
-#
-# A server without the search by ids (aegra) is asked by metadata instead: one
-# search per parent for its busy threads; each task whose thread is no longer
-# busy is read by one join of its run, as raw ``langgraph_sdk`` reads an answer.
-#
-# All of it within the runner's ``refresh_budget_s``: what was learnt in time is
-# kept, the rest waits for the next turn, and a server that did not answer at
-# all counts as a failure for its circuit (its tasks get a note).
-#
-# Example (on the background loop)::
-#
-#     results = await poll(runner, live_records)   # {task id: (fields, note)}
+# Polling in batches, per server: one ``threads.search(ids=...)`` for every
+# thread's status, one more for the values of those that ended, and only what
+# that cannot settle read one by one. A server without search by ids (aegra)
+# is searched by parent metadata, and each ended task read by a join.
 # ----------------------------------------------------------------------------
-
 
 
 _SEARCH_PAGE = 1000
@@ -1261,13 +976,8 @@ _DETAIL_CONCURRENCY = 16
 
 async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
                ) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """Refresh many tasks at once: batched requests per server, all within ``refresh_budget_s``.
-
-    Returns ``{task id: (fields, note)}``. What was learnt before the
-    budget ran out is kept; a task not reached in time keeps its fields
-    (and note) for the next turn. A server that did not answer at all in
-    the budget counts as a failure for its circuit, and its tasks get a note.
-    """
+    """``{task id: (fields, note)}``, all within ``refresh_budget_s``: a task not reached in time waits for
+    the next turn; a server that did not answer at all counts a failure and its tasks get a note."""
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
     ended: set[str] = set()  # threads a search saw ended: their answers are there to read
@@ -1310,12 +1020,8 @@ def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: M
                   ended: bool = False) -> bool:
     """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer.
 
-    Live after ``fields``, or read ``cancelled``: nobody else cancels a task
-    the ledger has live (a cancel through the tools writes the ledger), so
-    past its deadline that is the deadline's own cancel, read back.
-    ``ended``: a search saw its thread ended; if ``fields`` could not be read
-    (no status), its answer is on the server, and reading it is retried, not
-    given up for a deadline the run met or missed already.
+    Read ``cancelled`` counts as live: past the deadline that is the deadline's own cancel read back.
+    ``ended`` with no status read: its answer is on the server, to be read, not given up.
     """
     started = record.get("started_at")
     if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
@@ -1346,12 +1052,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
 
 
 def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
-    """Who asks: the server url and a digest of the spec's credentials and headers.
-
-    Tasks are searched for in groups of one caller, never by url alone: on a
-    server where each key sees only its own threads, another spec's key
-    would not find them (and should not be sent for them).
-    """
+    """Who asks: the server url and a digest of the spec's headers (a key may see only its own threads)."""
     try:
         return spec.server, _fingerprint(spec.request_headers())
     except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
@@ -1403,17 +1104,11 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
 
 async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                          ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended.
-
-    One search by ids where the server serves it (``langgraph dev``, the
-    Platform); a server that refuses it (aegra answers 422) is remembered,
-    and asked by metadata instead (:func:`_states_by_parent`).
-    """
+    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended: one
+    search by ids, or by metadata (:func:`_states_by_parent`) on a server that refused it once (aegra)."""
     if spec.server not in runner.pool.without_id_search:
         try:
             return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
-        except ServerUnavailable:
-            raise
         except Exception as exc:
             if status_code(exc) not in (400, 422):
                 raise
@@ -1423,15 +1118,8 @@ async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, rec
 
 async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                             ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Thread rows by a metadata search for each parent's busy (and waiting) threads.
-
-    Every thread a start creates names its parent thread in its metadata,
-    and the record keeps it (``parent_thread_id``), so one search per
-    parent finds every busy thread of its tasks; a live task whose thread is
-    not among them has ended (or is gone), and is read by one join of its
-    run (its run and state too only if that does not settle it). A record without ``parent_thread_id`` (written before
-    it was kept) is read on its own, as before.
-    """
+    """Thread rows by one metadata search per parent (``parent_thread_id``) for its busy (and waiting)
+    threads; a live task whose thread is not among them has ended. A record without it is read alone."""
     parents: dict[str, set[str]] = {}
     for record in records:
         parent = record.get("parent_thread_id")
@@ -1451,17 +1139,11 @@ async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, 
 async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, status: str
                        ) -> dict[str, dict[str, Any]]:
     """The rows of the threads of ``parent_thread_id`` in ``status``; raises if there are more than it reads."""
-    rows: dict[str, dict[str, Any]] = {}
-    for page in range(_SEARCH_PAGES):
-        found = await runner.request(spec, runner.client(spec).threads.search(
-            metadata={"parent_thread_id": parent_thread_id}, status=status, limit=_SEARCH_PAGE,
-            offset=page * _SEARCH_PAGE), poll=True)
-        found = found if isinstance(found, list) else []
-        rows.update({row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
-                     for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)})
-        if len(found) < _SEARCH_PAGE:
-            return rows
-    raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+    found, complete = await _parent_threads(runner, spec, parent_thread_id, status=status)
+    if not complete:
+        raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+    return {row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
+            for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)}
 
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
@@ -1496,18 +1178,11 @@ def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, An
     return None
 
 
-_SEARCH_LIMIT = 1000
-
-
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
                       remote_names: Collection[str], start_tool: str, *,
                       failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
-    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record.
-
-    ``start_tool`` is the name of the tool that starts tasks, as the middleware that owns it calls it.
-    ``failed``: the calls answered as failed starts; the model was told so, and a thread such a start
-    left on its server is no task to report again.
-    """
+    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but for
+    the ``failed`` ones (the model was told so)."""
     recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:
@@ -1545,16 +1220,12 @@ class OrphanSearch:
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
                         missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
                         search: OrphanSearch | None = None) -> dict[str, dict[str, Any]]:
-    """Ledger records for the server threads that belong to the ``missing`` starts.
+    """Ledger records for the server threads that belong to the ``missing`` starts (orphans: a parent that
+    died while starting them never recorded them, and they still run and cost).
 
-    ``left_open``: the calls among them that a stopped run left unanswered
-    (not starts that failed and said so). One of those whose server was
-    asked and holds no thread for it never reached the server: it gets a
-    ``lost`` record, so it is reported, never lost silently.
-
-    Never raises, and takes at most the runner's ``refresh_budget_s``. The
-    starts whose server could not be asked in time are handed back to
-    ``search`` (:meth:`OrphanSearch.forget`), to be looked for on a later turn.
+    ``left_open``: the calls a stopped run left unanswered; one whose server holds no thread for it never
+    reached it and is recorded ``lost``. Never raises, takes at most ``refresh_budget_s``; starts whose
+    server could not be asked are handed back to ``search`` for a later turn.
 
     Example (on the background loop)::
 
@@ -1577,22 +1248,18 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
 
 
 _SEARCH_PAGES = 20
-"""Pages of :data:`_SEARCH_LIMIT` threads read per parent; a parent with more is not declared empty of any."""
+"""Pages of :data:`_SEARCH_PAGE` threads read per parent; a parent with more is not declared empty of any."""
 
 
-async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
-                          parent_thread_id: str) -> tuple[list[Any], bool]:
-    """The server's threads of ``parent_thread_id`` (as ``spec`` sees them), and whether that is all of them.
-
-    ``select`` (only the two fields needed) is optional in the API: a server
-    that refuses it (aegra answers 422) is asked for whole threads.
-    """
+async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, *,
+                          select: list[str] | None = None, **filters: Any) -> tuple[list[Any], bool]:
+    """The server's threads of ``parent_thread_id`` (``filters``: more search arguments), and whether that
+    is all of them (a server that refuses ``select``, aegra, is asked for whole threads)."""
     rows: list[Any] = []
-    select: list[str] | None = ["thread_id", "metadata"]
     for page in range(_SEARCH_PAGES):
         search = functools.partial(runner.client(spec).threads.search,
-                                   metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_LIMIT,
-                                   offset=page * _SEARCH_LIMIT)
+                                   metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_PAGE,
+                                   offset=page * _SEARCH_PAGE, **filters)
         try:
             found = await runner.request(spec, search(select=select) if select else search(), poll=True)
         except Exception as exc:
@@ -1602,7 +1269,7 @@ async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec,
             found = await runner.request(spec, search(), poll=True)
         found = found if isinstance(found, list) else []
         rows.extend(found)
-        if len(found) < _SEARCH_LIMIT:
+        if len(found) < _SEARCH_PAGE:
             return rows, True
     return rows, False
 
@@ -1619,7 +1286,7 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             settled.add(wanted)  # no server to ask here
     for spec, call_ids in groups.values():
         try:
-            rows, complete = await _parent_threads(runner, spec, parent_thread_id)
+            rows, complete = await _parent_threads(runner, spec, parent_thread_id, select=["thread_id", "metadata"])
         except Exception:  # noqa: BLE001 - adoption is best effort: asked again on a later turn
             continue
         seen: set[str] = set()
@@ -1645,7 +1312,9 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                     records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt,
                                                parent_thread_id)
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
-                    records[task_id] = _unstarted(task_id, missing[call_id], call_id, row["thread_id"], attempt)
+                    records[task_id] = _lost(task_id, missing[call_id], call_id, "the parent stopped after creating "
+                                             "this task's thread and before starting its run",
+                                             thread_id=row["thread_id"], attempt=attempt)
             except Exception:  # noqa: BLE001 - adoption is best effort (a server's answer it cannot read)
                 failed.add(call_id)
         for wanted in call_ids:
@@ -1653,29 +1322,18 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
                 continue
             if wanted not in seen and wanted in left_open and complete:
                 lost_id = task_id_for(parent_thread_id, "", wanted)
-                records.setdefault(lost_id, _never_reached(lost_id, missing[wanted], wanted, spec.server))
+                records.setdefault(lost_id, _lost(lost_id, missing[wanted], wanted, "the run stopped before this "
+                                                  f"start reached its server (the server at {spec.server} has no "
+                                                  "thread of it)"))
             settled.add(wanted)
 
 
-def _never_reached(task_id: str, call: tuple[str, str], call_id: str, url: str) -> dict[str, Any]:
-    """The record of a start the run left open and its server has no thread of: ``lost``."""
+def _lost(task_id: str, call: tuple[str, str], call_id: str, error: str, **fields: Any) -> dict[str, Any]:
+    """The ``lost`` record of a start that never ran: ``error`` says why, and that a retry starts it."""
     agent_type, description = call
     return AsyncTaskRecord(
         id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
-        tool_call_id=call_id, created_at=now(),
-        error=f"the run stopped before this start reached its server (the server at {url} has no thread "
-              "of it); retry_async_task starts it",
-    ).model_dump()
-
-
-def _unstarted(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, attempt: int) -> dict[str, Any]:
-    """The record of a task whose thread exists on the server but whose run was never started: ``lost``."""
-    agent_type, description = call
-    return AsyncTaskRecord(
-        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
-        tool_call_id=call_id, created_at=now(), thread_id=thread_id, attempt=attempt,
-        error="the parent stopped after creating this task's thread and before starting its run; "
-              "retry_async_task starts it",
+        tool_call_id=call_id, created_at=now(), error=f"{error}; retry_async_task starts it", **fields,
     ).model_dump()
 
 

@@ -1,27 +1,14 @@
-"""The background runtime: one object that owns everything background tasks need, and closes it.
+"""The background runtime: one loop thread and everything background tasks need, closed together.
 
-A background task must outlive the parent turn that started it: a task on
-the parent's own loop would die with it, and an ``invoke`` parent has no
-loop at all. So a :class:`BackgroundRuntime` runs one event loop on one
-thread (an ``anyio`` blocking portal) and owns what lives there: the table
-of local tasks, their steering inboxes, the outcome stores, and whatever
-other runners hand it to close (``on_close``). Every background child,
-status check and server call runs on that loop; it is the only writer of
-the table, so the table needs no locks.
+A background task must outlive the parent turn that started it (an
+``invoke`` parent has no loop at all), so a :class:`BackgroundRuntime` runs
+one event loop on its own thread and owns the task table, the steering
+inboxes, the outcome stores and ``on_close``. The loop is the table's only
+writer, so the table needs no locks. :meth:`close` cancels what runs
+(recorded ``lost``), runs ``on_close`` and stops the thread; it is idempotent.
 
-The :class:`~middleware.BackgroundSubagentMiddleware` creates one (or is
-given one to share between graphs), and :meth:`close` tears it down: tasks
-still running are cancelled and recorded as ``lost`` wherever their outcome
-is stored, the ``on_close`` callbacks run, the loop and its thread stop.
-Closing is idempotent; a closed runtime refuses new work with a clear error.
-A caller waiting on a loop that runs nothing (a child blocking it) is let go
-(:class:`~subagents.background.RuntimeStalled`). Nothing survives in module
-state but a weak directory of the open runtimes, so another graph in the same
-process can find a task's owner (and tell a closed owner from a live one).
-
-Coroutines start in an empty ``contextvars.Context``: the parent's runnable
-config travels in a context variable, and a child that saw it would run as
-a subgraph of a parent step that has already ended.
+Coroutines start in an empty ``contextvars.Context``: a child that saw the
+parent's runnable config would run as a subgraph of a step that has ended.
 
 Example::
 
@@ -69,35 +56,17 @@ from subagents.errors import InvalidArgumentType, RuntimeClosed, RuntimeStalled,
 from subagents.roles import HOOKS, ChildPolicy, overrides, policy_of
 
 # ----------------------------------------------------------------------------
-# The thread a background runtime's loop runs on: how it starts, what it survives, how it stops.
+# The loop thread: how it starts, what it survives, how it stops.
 #
-# One loop serves every background child, status check and server call of a
-# runtime, so nothing a child raises may stop it. asyncio lets two exceptions
-# out of ``run_forever`` whatever the task that raised them: ``KeyboardInterrupt``
-# and ``SystemExit``. On this thread neither can be a real Ctrl-C or a real
-# exit (signals reach the main thread; ``sys.exit`` here ends only the thread),
-# so a child's tool raising one would stop the loop, cancel its siblings and
-# leave every later parent turn facing a closed loop. The loop's task factory
-# turns them into :class:`StrayExit`, an ordinary exception, in the task where
-# they rose: code inside that task still sees the original (and may handle
-# it), and the task fails alone, with an error naming the exception's type.
-#
-# Also here: how an operation's outcome crosses from the loop to the thread
-# waiting for it, and how the loop is stopped.
-#
-# Example::
-#
-#     with start_portal("background-subagents") as portal:
-#         portal.call(some_coroutine_function)
+# asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of ``run_forever``
+# whatever task raised them; on this thread neither is a real Ctrl-C or exit,
+# so a child's tool raising one would stop the loop every task shares. The
+# task factory turns them into :class:`StrayExit` in the task where they rose:
+# that task fails alone.
 # ----------------------------------------------------------------------------
 
 
-
 T = TypeVar("T")
-
-
-
-
 
 
 WAIT_SLICE_S = 0.5
@@ -110,17 +79,11 @@ STALL_S = 5.0
 class LoopProbe:
     """Tells a loop that is blocked from one that is busy; see :class:`RuntimeStalled`.
 
-    A caller waiting in slices calls :meth:`check` after each slice that
-    ended without a result (a fast operation never posts a probe). The probe
-    is a callback posted to the loop; it may wait long behind the loop's own
-    work (1,000 starts on a loaded machine), so an unanswered probe proves
-    nothing. The loop counts as blocked only when, for ``stall_s``, it began
-    no callback at all (``beats``, counted by the loop's guarded callbacks)
-    *and* its thread was not kept waiting for a CPU most of that time: it
-    slept in one call or computed in one (a blocking call inside async code).
-    A loop that runs callbacks, or whose thread waits for a busy machine's
-    CPU, is busy: its callers wait on. Once one caller found the loop
-    blocked, the next is let go after its first slice, not ``stall_s``.
+    An unanswered probe proves nothing (it may wait behind the loop's own
+    work). The loop counts as blocked only when, for ``stall_s``, it began no
+    callback (``beats``) *and* its thread was not kept waiting for a CPU most
+    of that time. Once one caller found it blocked, the next is let go after
+    its first slice.
     """
 
     def __init__(self, stall_s: float | None = None) -> None:
@@ -141,10 +104,8 @@ class LoopProbe:
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
         """Raise :class:`RuntimeStalled` once the loop has been blocked for ``stall_s``.
 
-        The operation ``future`` stands for is cancelled if it never began
-        (it must not start late: a start the caller was told failed would
-        run untracked); one that began runs on and settles once the loop
-        moves again.
+        ``future``'s operation is cancelled if it never began (a start the
+        caller was told failed must not run untracked); one that began runs on.
         """
         with self._lock:
             now = time.monotonic()
@@ -181,11 +142,7 @@ class LoopProbe:
 
 
 def _cpu_wait_s(thread_id: int | None) -> float | None:
-    """How long a thread of this process has waited, runnable, for a CPU, in seconds (Linux's schedstat).
-
-    Time the machine withheld from it, as opposed to time it ran or slept
-    in a call; ``None`` where the kernel does not say.
-    """
+    """Seconds a thread of this process has waited, runnable, for a CPU (Linux's schedstat; else ``None``)."""
     try:
         with open(f"/proc/self/task/{thread_id}/schedstat", "rb") as stat:
             _, waited_ns, _ = stat.read().split()
@@ -206,14 +163,9 @@ async def begun(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[
 
 
 def operation_abandoned() -> bool:
-    """Whether the caller of the operation running here stopped waiting for it (a stalled loop let it go).
-
-    An operation checks it before a step the caller must hear of (a start), which then does not happen.
-    """
+    """Whether the caller of the operation running here stopped waiting for it (a stalled loop let it go)."""
     future = _OPERATION.get()
     return future is not None and getattr(future, "abandoned", False)
-
-
 
 
 async def _contained(coro: Coroutine[Any, Any, T]) -> T:
@@ -270,26 +222,6 @@ def start_portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, No
         yield portal
 
 
-def run_callbacks(callbacks: list[Callable[[], Any]], timeout_s: float) -> None:
-    """``on_close`` without the runtime's loop (never started, or died): sync ones here, awaitables on a new loop."""
-    pending = []
-    for callback in reversed(callbacks):
-        try:
-            result = callback()
-        except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
-            continue
-        if inspect.isawaitable(result):
-            pending.append(result)
-    if pending:
-        async def settle() -> None:
-            for awaitable in pending:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(awaitable, timeout_s)
-
-        with start_portal("background-subagents-close") as portal:
-            portal.call(settle)
-
-
 def cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
     if future.cancelled() and not job.done():
         with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
@@ -322,38 +254,11 @@ def stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] |
 
 
 # ----------------------------------------------------------------------------
-# Who runs a local background task, and whether that owner is provably gone.
-#
-# A local task lives in one process, inside one :class:`BackgroundRuntime
-# <subagents.background.runtime.BackgroundRuntime>`. Its ledger record names
-# that owner as ``"local:<host>:<pid>:<start>:<runtime>"``, where ``start`` is
-# the process's start time (with the machine's boot id on Linux), so a pid the
-# system reused for another process is not mistaken for the owner.
-#
-# Another process reading the same thread (a restart, or a second live
-# process on one SQLite file) decides from that name alone:
-#
-# =============================================  ===========
-# this runtime                                   ``self``
-# this process, a runtime still open             ``alive``
-# this process, a runtime that is closed         ``gone``
-# this host, that pid started at that time       ``alive``
-# this host, no such process (or pid reused)     ``gone``
-# another host                                   ``unknown`` (see below)
-# a name this module cannot read (old records)   ``gone``
-# =============================================  ===========
-#
-# Only ``gone`` lets a task be reported ``lost`` (and retried); an ``alive``
-# or ``unknown`` owner keeps the task as its record last stood. An owner on
-# another host is ``gone`` once the lease it renews in the outcome file has
-# lapsed (see :mod:`subagents.background.runtime`).
-#
-# Example::
-#
-#     me = Owner.current("r1")
-#     owner_state(me.name, runtime_alive=lambda rid: rid == "r1")   # 'alive'
+# Who runs a local task: ``"local:<host>:<pid>:<start>:<runtime>"``, where
+# ``start`` (with the boot id on Linux) keeps a reused pid from passing for
+# the owner. Only a ``gone`` owner lets a task be reported ``lost``; one on
+# another host is ``unknown`` until its lease in the outcome file lapses.
 # ----------------------------------------------------------------------------
-
 
 
 OwnerState = Literal["self", "alive", "gone", "unknown"]
@@ -417,11 +322,8 @@ def owner_state(name: object, *, me: Owner | None = None,
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (boot id and clock ticks on Linux), or ``None`` if there is no such process.
-
-    A process that has exited but that its parent has not reaped yet (a zombie: killed, while its
-    supervisor or launcher has not waited for it) is no process: it runs nothing any more.
-    """
+    """When process ``pid`` started (boot id and clock ticks on Linux); ``None``: no such process (a zombie
+    its parent has not reaped yet runs nothing, so it is none)."""
     if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
         return "?" if _pid_exists(pid) else None
     try:
@@ -472,27 +374,11 @@ def _host() -> str:
 
 
 # ----------------------------------------------------------------------------
-# The table of one runtime's local tasks: found by id in O(1), finished ones evicted by age and bytes.
-#
-# Running and waiting tasks stay as long as they live. A finished task stays
-# so that the parent can read its outcome and follow it up in the same
-# conversation, but not forever: it is dropped once it has been finished for
-# ``max_age_s``, or as soon as the finished tasks together hold more than
-# ``max_bytes`` (oldest first). Finished tasks are kept in the order they
-# finished, so starting, finishing and evicting a task each cost O(1)
-# (amortised), whatever the size of the table. An evicted task loses nothing
-# the parent needs: its outcome is in the ledger or the outcome store, and a
-# follow-up rebuilds its conversation from the record.
-#
-# Example::
-#
-#     table = TaskTable(max_age_s=60, max_bytes=1_000_000)
-#     table.put("t1", task)
-#     table.settle("t1", size=2_048, at=time.time())   # seconds until the next eviction is due
-#     table.evict(time.time() + 61)                     # drops t1
+# The table of one runtime's local tasks. A finished task is kept for
+# follow-ups until ``max_age_s`` or until the finished ones hold more than
+# ``max_bytes`` (oldest first, O(1) each); an evicted one loses nothing, its
+# outcome is in the ledger or the store and a follow-up rebuilds it.
 # ----------------------------------------------------------------------------
-
-
 
 
 DEFAULT_MAX_AGE_S = 3600.0
@@ -540,11 +426,7 @@ class TaskTable(Generic[T]):
         self._unsettle(task_id)
 
     def settle(self, task_id: str, *, size: int, at: float) -> float | None:
-        """Mark a task finished at ``at``, holding ``size`` bytes; evict what is due.
-
-        Returns the seconds until the next eviction by age is due, or ``None``
-        if no finished task is left.
-        """
+        """Mark a task finished at ``at``, holding ``size`` bytes; evict what is due (returns :meth:`next_due`)."""
         if task_id not in self._tasks:
             return self.next_due(at)
         self._unsettle(task_id)
@@ -591,31 +473,12 @@ class TaskTable(Generic[T]):
 
 
 # ----------------------------------------------------------------------------
-# Steering a running background child: an inbox read before each model call.
-#
-# A model call cannot be interrupted halfway, so a new instruction for a
-# running child waits in the task's inbox and :class:`SteeringInbox` (a child
-# middleware the local runner adds to every built background subagent) hands
-# it to the child as a ``HumanMessage`` just before the child's next model
-# call (a child of one model call a run, no tools and no other middleware,
-# gets what waits as a run starts with the run's input instead: see
-# :func:`background_child_middleware`). The child finds its task id in its run's metadata
-# (:data:`INBOX_METADATA_KEY`), so one middleware instance serves every task
-# of its runtime. The inboxes belong to the runtime (an :class:`Inboxes`), not
-# to the module: closing the runtime drops them.
-#
-# Whatever is still in the inbox when a run ends (a message that came after
-# the last model call, or a caller's compiled graph without this middleware)
-# is delivered by the runner as a follow-up in the same conversation: a
-# steering message is never dropped.
-#
-# Example::
-#
-#     inboxes = Inboxes()
-#     inboxes.post("task-1", "Focus on 2024 only.")
-#     # ...the running child sees "[Update from your caller] Focus on 2024 only."
+# Steering: a new instruction waits in the task's inbox until :class:`SteeringInbox`
+# hands it to the child before its next model call (a model call cannot be
+# cut halfway). The child finds its task id in its run's metadata, so one
+# instance serves every task. What is left when a run ends is delivered by
+# the runner as a follow-up: a steering message is never dropped.
 # ----------------------------------------------------------------------------
-
 
 
 INBOX_METADATA_KEY = "background_task_id"
@@ -684,27 +547,13 @@ def _deliver(inboxes: Inboxes) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------
-# The models a runtime's loop calls: copies with async HTTP clients of that loop's own.
+# The models a runtime's loop calls: copies with async HTTP clients of their own.
 #
-# A background child calls its model on the runtime's loop; the parent calls
-# the same model on the caller's loop (``ainvoke``, ``astream``), and another
-# graph's runtime on a third. LangChain's OpenAI integration shares one async
-# connection pool between every ``ChatOpenAI`` of the same base URL and
-# timeout, and a connection opened on one loop fails on another: the child
-# fails, or the parent's next model call does. So every model a background
-# child calls is a copy made for its runtime (one runtime, one loop, for its
-# whole life) with a client of its own (see
-# :func:`~subagents.definitions.models.with_own_async_client`): the child's
-# model and its condenser's when the child graph is built (the builder's
-# ``own_model`` option), and any other model a middleware puts in a model
-# call (a fallback, a dynamic choice) by :class:`OwnLoopModels`, the child's
-# innermost model-call middleware. The copies' clients close with the runtime.
-#
-# Example::
-#
-#     models = LoopModels()
-#     copy = models.own(parent_model)      # the same copy on every call; own(copy) is copy
-#     await models.aclose()                # on the runtime's loop, when it closes
+# LangChain's OpenAI integration shares one async connection pool between
+# models of the same base URL, and a connection opened on one loop fails on
+# another (the child fails, or the parent's next call). So a background child
+# calls copies made for its runtime: its own model at build time (``own_model``),
+# any model another middleware swaps in through :class:`OwnLoopModels`.
 # ----------------------------------------------------------------------------
 
 
@@ -767,28 +616,12 @@ class OwnLoopModels(AgentMiddleware):
 
 
 # ----------------------------------------------------------------------------
-# A background child's model-call wraps of ours run as one: one wrap per model call instead of several.
-#
-# LangChain's ``create_agent`` runs each ``wrap_model_call`` middleware inside
-# a LangSmith ``traceable`` layer, and on ``ainvoke`` that layer hands its
-# setup and its end to a thread pool, tracing on or off: two thread hops per
-# middleware per model call. A background child (the runtime's model copy,
-# the one-level guard) paid four per model call, a measurable share of its
-# CPU when a thousand run in one process. :func:`fused_model_calls` (the
-# builder's ``join_model_calls`` option for background children) joins
-# neighbouring middlewares that only wrap model calls and say so
-# (``ChildPolicy(model_call_only=True)``) into one :class:`FusedModelCalls`, in the same
-# order: the outer one still sees the request first and the reply last.
-#
-# Only middlewares that opt in are joined: one of them must wrap model calls
-# and nothing else (no other hook, no tools, no state of its own) and return
-# the handler's ``ModelResponse`` (or one of its own), never an ``AIMessage``
-# or a command, which LangChain would otherwise normalise between layers.
-#
-# Example::
-#
-#     middleware = fused_model_calls([OwnLoopModels(LoopModels()), OneLevelGuard()])
-#     [mw.name for mw in middleware]       # ['OwnLoopModels+OneLevelGuard']
+# Model-call wraps run as one. LangChain runs each ``wrap_model_call`` inside a
+# traced layer that costs two thread hops per model call on ``ainvoke``, a
+# measurable share of CPU with a thousand children. Neighbouring middlewares
+# that say they only wrap model calls (``ChildPolicy(model_call_only=True)``:
+# no other hook, no tools, no state, and they return a ``ModelResponse``) are
+# joined in order into one :class:`FusedModelCalls`.
 # ----------------------------------------------------------------------------
 
 
@@ -813,13 +646,7 @@ def _chain(parts: Sequence[Any], handler: Callable[[Any], Any], wrap: Callable[[
 
 
 class FusedModelCalls(AgentMiddleware):
-    """Model-call middlewares run as one, the first outermost (see the module docstring).
-
-    Example::
-
-        fused = FusedModelCalls([RetryTruncated(True), OneLevelGuard()])
-        fused.name  # 'RetryTruncated+OneLevelGuard'
-    """
+    """Model-call middlewares run as one, the first outermost; named ``'A+B'``."""
 
     def __init__(self, parts: Sequence[Any]) -> None:
         super().__init__()
@@ -872,11 +699,8 @@ _WRAPS = (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_too
 def refuse_sync_only_wraps(middleware: Any) -> None:
     """Raise ``TypeError`` naming a middleware whose model- or tool-call wrap has no async version.
 
-    A background child always runs with ``ainvoke`` on the runtime's loop, an
-    ``invoke`` parent's too, and LangChain's async path has no fallback to a
-    sync-only wrap: the child failed at its first model (or tool) call with
-    an error about an async context its author never chose, while the same
-    child ran as a ``task`` of that parent.
+    A background child always runs with ``ainvoke``, and LangChain's async path
+    has no fallback to a sync-only wrap: it would fail at its first call.
     """
     kind = type(middleware)
     for sync, async_ in _WRAPS:
@@ -892,28 +716,12 @@ def refuse_sync_only_wraps(middleware: Any) -> None:
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's finished middleware: ours only where they have work.
 
-    * :class:`OwnLoopModels`: the child's own model (and its condenser's) is
-      the runtime's copy from the start (the builder's ``own_model``); another
-      model reaches a call only through another middleware's model-call wrap
-      (a fallback, a dynamic choice). A child with none runs without the
-      wrap, which LangChain traces as a span of its own with two thread hops
-      per model call, a large share of a short child's CPU.
-    * :class:`SteeringInbox`: a child with no other middleware has no tools
-      either (a child with tools always carries the one-level tool guard), so
-      each run makes one model call, and what waits in its inbox as a run
-      starts is handed over with the run's input (:class:`~subagents.background.local.ChildSession`).
-      Its node would be a step of the child's graph on every run, reading an
-      inbox that is empty by then.
-
-    What is left is joined by :func:`fused_model_calls`. A middleware whose
-    call wrap is sync only is refused (:func:`refuse_sync_only_wraps`).
-
-    Example::
-
-        inbox, own = SteeringInbox(Inboxes()), OwnLoopModels(LoopModels())
-        background_child_middleware([inbox, own])                                   # []
-        background_child_middleware([inbox, own, OneLevelToolGuard()])              # inbox kept
-        background_child_middleware([ModelFallbackMiddleware(m), inbox, own])       # own kept
+    :class:`OwnLoopModels` is kept only if another middleware may swap the
+    model (the child's own is the runtime's copy already). With no other
+    middleware the child has no tools, so each run is one model call and its
+    steering comes with the run's input (:class:`~subagents.background.local.ChildSession`):
+    :class:`SteeringInbox` goes too. The rest is joined by :func:`fused_model_calls`;
+    a sync-only call wrap is refused (:func:`refuse_sync_only_wraps`).
     """
     for mw in middleware:
         refuse_sync_only_wraps(mw)
@@ -925,38 +733,14 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
 
 
 # ----------------------------------------------------------------------------
-# Where a local background task's outcome is kept the moment it settles, so a restart loses nothing.
-#
-# The parent's ledger learns how a task ended only at the parent's next turn.
-# A task that finishes between two turns and whose process then dies would be
-# gone with it; so the runtime writes each outcome (status, result or error,
-# usage, timings) as soon as the task settles:
-#
-# * **beside the thread's checkpoints** when the parent's checkpointer is a
-#   SQLite file (``SqliteSaver``/``AsyncSqliteSaver``): a small table
-#   ``background_task_outcomes`` in the same file. The record's
-#   ``outcome_db`` names the file, so any later process reading the thread
-#   finds the outcome there and reports the task ``completed`` (or ``error``)
-#   with its result, instead of ``lost``;
-# * otherwise **in the runtime's memory** (bounded by bytes), which another
-#   graph of the same process finds through the task's owner.
-#
-# An outcome applies to a record only if it belongs to the same owner,
-# attempt and turn, so an old attempt's outcome never overwrites a newer one.
-#
-# The SQLite store also keeps a **lease** per live task (table
-# ``background_task_leases``): the owning runtime renews it every
-# :data:`LEASE_RENEW_S` while the task lives. A process that cannot check the
-# owner's pid (it runs on another host, or in another container) treats a
-# lease older than :data:`LEASE_S` as proof that the owner is gone.
-#
-# Example::
-#
-#     store = SqliteOutcomes("/data/agent.db")
-#     store.save("t1", {"status": "completed", "result": "42", "owner": o, "attempt": 1, "turns": 1})
-#     store.load("t1")["result"]    # '42', in this process or the next one
+# A local task's outcome is written the moment it settles, so a restart between
+# two parent turns loses nothing: beside the thread's checkpoints when the
+# checkpointer is a SQLite file (the record's ``outcome_db``), else in the
+# runtime's memory. An outcome applies only to the same owner, attempt and
+# turn. The SQLite store also keeps a lease per live task, renewed every
+# :data:`LEASE_RENEW_S`: one older than :data:`LEASE_S` proves an owner on
+# another host gone.
 # ----------------------------------------------------------------------------
-
 
 
 TABLE = "background_task_outcomes"
@@ -992,13 +776,9 @@ def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) ->
 class MemoryOutcomes:
     """Outcomes in this process's memory, at most ``max_bytes`` of them; none is ever dropped whole.
 
-    The parent may not have read an outcome yet (it learns it at its next
-    turn), so losing one would report a finished task ``lost``. Instead an
-    outcome larger than an eighth of ``max_bytes`` keeps only the start of its
-    result, and once the outcomes hold more than ``max_bytes`` the oldest
-    keep their status, error and usage but not their result; either way the
-    result says what was cut. Only beyond :data:`MEMORY_MAX_STUBS` such cut
-    outcomes are the oldest dropped.
+    An unread outcome lost would report a finished task ``lost``. So a large
+    result keeps its start, and past ``max_bytes`` the oldest keep all but
+    their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are stubs dropped.
     """
 
     def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
@@ -1085,13 +865,8 @@ class SqliteOutcomes:
         self.save_all({task_id: fields})
 
     async def save_soon(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
-        """:meth:`save_all`, in one transaction with every other save asked for in the loop's same step.
-
-        The file is the user's checkpoint database, whose own connection gives up on a lock
-        after a few seconds: a thousand tasks ending together committed one by one, back to
-        back, kept it waiting past that on a loaded machine ("database is locked" ended the
-        parent's run). Grouped, they take the lock a handful of times.
-        """
+        """:meth:`save_all`, in one transaction with every other save asked for in the loop's same step
+        (see :meth:`_write`: a thousand commits back to back locked the checkpointer out)."""
         if self._batch is None:
             self._batch = ({}, asyncio.get_running_loop().create_future())
             asyncio.get_running_loop().call_soon(self._save_batch)
@@ -1110,11 +885,7 @@ class SqliteOutcomes:
             saved.set_result(None)
 
     def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
-        """Store several outcomes in one transaction: on disk, all of them, when this returns.
-
-        One commit instead of two per outcome (a commit waits for the disk): a
-        settled task writes its outcome under its id and under its start call.
-        """
+        """Store several outcomes in one transaction: on disk, all of them, when this returns."""
         rows = {task_id: json.dumps(dict(fields), default=str) for task_id, fields in outcomes.items()}
         # A settled task needs no lease any more (a follow-up takes a new one).
         leases = {task_id: str(fields.get("owner")) for task_id, fields in outcomes.items()}
@@ -1131,14 +902,10 @@ class SqliteOutcomes:
                      "SELECT value, ?, ? FROM json_each(?)", (owner, at, json.dumps(task_ids))))
 
     def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
-        """Every write to the file: one transaction of a few statements, each over all its rows.
+        """Every write to the file: one transaction, each statement over all its rows (a JSON array).
 
-        The file is the user's checkpoint database, whose own connection gives up on a lock after
-        five seconds. Leases written row by row on this autocommit connection were a commit (a
-        wait for the disk) per row: a thousand starts took their leases in 3.2 s of back-to-back
-        commits on an idle machine, and renewed them at once, which kept the checkpointer out
-        past its limit ("database is locked" ended the parent's run). Rows passed as one JSON
-        array are stepped by SQLite alone, in one transaction, whatever their count.
+        The file is the user's checkpoint database, whose connection gives up on a lock after five
+        seconds: a commit per row (a thousand leases) kept it out past that ("database is locked").
         """
         with self._lock:
             conn = self._ready()
@@ -1195,9 +962,7 @@ class SqliteOutcomes:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            # Only an existing database (the checkpointer's) is opened: a path read from a
-            # record never makes a new file appear. Autocommit: each outcome is on disk when
-            # save returns.
+            # Only an existing database (the checkpointer's): a path read from a record never makes a file.
             uri = "file:" + urllib.parse.quote(self.path) + "?mode=rw"
             self._conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False,
                                          isolation_level=None)
@@ -1234,8 +999,7 @@ class OutcomeStores:
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise).
 
-    LangGraph offers no public accessor for a run's checkpointer yet; this
-    reads the same config key the runner does, in this one place.
+    LangGraph has no public accessor for a run's checkpointer: this reads its config key, in this one place.
     """
     conn = _checkpoint_conn(config)
     if conn is None or not _is_aiosqlite(conn):
@@ -1305,7 +1069,6 @@ def _char_bytes(text: str) -> int:
         return 1
     widest = ord(max(text))
     return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
-
 
 
 _open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
@@ -1384,15 +1147,8 @@ class BackgroundRuntime:
         return self._thread is not None and threading.current_thread() is self._thread
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coro`` on the loop, in a clean context; return at once.
-
-        The caller never waits for the loop thread (a portal's
-        ``start_task_soon`` does, which serialised 50 parallel starts on a
-        busy loop): the operation is started by a callback on the loop and
-        settles the returned future. :meth:`close` lets operations finish
-        (up to ``close_timeout_s``); one it has to stop fails with
-        :class:`RuntimeClosed`.
-        """
+        """Schedule ``coro`` on the loop, in a clean context; return at once (never waiting for the loop thread,
+        as a portal's ``start_task_soon`` does). One :meth:`close` has to stop fails with :class:`RuntimeClosed`."""
         try:
             self._started()
             loop = self._loop
@@ -1459,7 +1215,7 @@ class BackgroundRuntime:
         """A caller still waiting on a loop that died, or that runs nothing, would wait forever: it is let go."""
         if not future.done():
             if not self._alive():
-                self._died()
+                self.close()
                 raise RuntimeClosed("the background runtime's loop stopped unexpectedly; its tasks are lost")
             self._probe.check(future, self._loop)
 
@@ -1481,11 +1237,7 @@ class BackgroundRuntime:
         self._sweep = asyncio.get_running_loop().call_later(delay + 0.01, _sweep, weakref.ref(self))
 
     def lease_soon(self, db: str, task_id: str) -> None:
-        """Take a lease for a task just launched (call it from the loop), with the others launched meanwhile.
-
-        The tasks a turn starts take their leases in one write at the loop's next step rather than
-        one write (one commit, waiting for the disk) each; then :meth:`keep_leases` renews them.
-        """
+        """Take a lease for a task just launched (from the loop), in one write with the others of this step."""
         if not self._new_leases:
             asyncio.get_running_loop().call_soon(self._take_leases)
         self._new_leases.setdefault(db, []).append(task_id)
@@ -1520,9 +1272,7 @@ class BackgroundRuntime:
     def close(self) -> None:
         """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
 
-        A sync tool already running in a worker thread cannot be interrupted:
-        its task is recorded as ``lost`` at once, and ``close`` returns when
-        the tool does.
+        A sync tool already running in a worker thread cannot be interrupted: ``close`` returns when it does.
         """
         with self._lock:
             if self.closed:
@@ -1541,28 +1291,24 @@ class BackgroundRuntime:
     def _alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _died(self) -> None:
-        """The loop thread ended without :meth:`close` (something got past its guard): closed from here."""
-        with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-        _open.pop(self.id, None)
-        self._close_without_loop()
-
     def _close_without_loop(self) -> None:
-        for task in self.table.unsettled():  # nothing runs them any more: lost, and stored as such
+        """The loop never started, or died (something got past its guard): the rest closes on a loop of its own."""
+        with start_portal("background-subagents-close") as portal:
+            portal.call(self._close_rest)
+
+    async def _close_rest(self) -> None:
+        """Every unsettled task recorded ``lost``, ``on_close`` run (last added first), and everything let go
+        (a closed middleware is often kept alive)."""
+        for task in self.table.unsettled():  # waiting for approval, or not yet started: nothing runs them now
             with contextlib.suppress(Exception):
                 task.abandon()
-        run_callbacks(self.on_close, self.close_timeout_s)
-        self._release()
-
-    def _release(self) -> None:
-        """Let go of every task, session and steering message: a closed runtime answers nothing about them.
-
-        An application often keeps the closed middleware (a notebook, a server's app object); without
-        this its table kept each finished task's conversation, about 25 KB a task.
-        """
+        for callback in reversed(self.on_close):
+            try:
+                result = callback()
+                if inspect.isawaitable(result):
+                    await asyncio.wait_for(result, self.close_timeout_s)
+            except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
+                continue
         self.table.clear()
         self.inboxes.clear()
 
@@ -1584,17 +1330,7 @@ class BackgroundRuntime:
             _, late = await asyncio.wait(ops, timeout=self.close_timeout_s)
             for op in late:
                 op.cancel()
-        for task in self.table.unsettled():  # waiting for approval, or not yet started
-            with contextlib.suppress(Exception):
-                task.abandon()
-        for callback in reversed(self.on_close):
-            try:
-                result = callback()
-                if inspect.isawaitable(result):
-                    await asyncio.wait_for(result, self.close_timeout_s)
-            except Exception:  # noqa: BLE001 - one failing callback must not keep the rest open
-                continue
-        self._release()
+        await self._close_rest()
 
     def __enter__(self) -> BackgroundRuntime:
         return self
@@ -1610,7 +1346,7 @@ class BackgroundRuntime:
         if self._portal is not None and not self.closed:
             if self._alive():
                 return self._portal
-            self._died()
+            self.close()
         with self._lock:
             if self.closed:
                 raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")

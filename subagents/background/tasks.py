@@ -1,20 +1,10 @@
-"""Waiting for background tasks to settle, local and remote, for scripts, demos, tests and benchmarks.
+"""The rules of background tasks over both runners, and waiting for them to settle.
 
 An application simply carries on (finished tasks are announced before the
-parent's next model call); a script that wants a result before its next
-turn waits here. What is waited for:
-
-* local tasks this process runs: until each is ``completed``, ``error``,
-  ``cancelled`` or ``lost``, or waits for approval (as for remote tasks:
-  nothing more happens there without the parent);
-* remote tasks, when ``tasks`` (the :class:`~subagents.BackgroundTasks` that
-  started them, ``middleware.tasks``) is given: until each has settled or
-  waits for approval (nothing more happens there without the parent),
-  polled in batches every ``every_s`` (:mod:`subagents.background.tasks`).
-  A server that hangs or dies makes the wait return ``False`` at its
-  deadline, never raise.
-  Without ``tasks`` a ledger with live remote tasks is refused, never
-  reported as settled.
+parent's next model call); a script that wants a result first waits here,
+until each task has settled or waits for approval. Remote tasks need
+``tasks`` (the :class:`~subagents.BackgroundTasks` that started them) and are
+polled in batches; a server that hangs makes the wait return ``False``.
 
 Example::
 
@@ -37,6 +27,7 @@ from typing import Any, Literal
 
 from subagents.background.ledger import (
     ACTIVE_STATUSES,
+    LIVE_STATUSES,
     NOTEWORTHY_STATUSES,
     RETRYABLE_STATUSES,
     SETTLED_STATUSES,
@@ -68,50 +59,18 @@ from subagents.settings import DelegationSettings
 from subagents.spec import RemoteSubagentSpec
 
 # ----------------------------------------------------------------------------
-# The rules of background tasks, over both runners: what each operation may do, and when.
-#
-# :class:`BackgroundTasks` takes ledger records in and hands field updates
-# out; it never touches graph state itself (the middleware writes what it
-# returns into ``async_tasks``). Every operation first brings the record up to
-# date, so it acts on how the task stands now, not on how it stood at the
-# last check. Wrong operations raise :class:`TaskStateError` with a message
-# written for the model: what is wrong and what to do instead.
-#
-# =========================  ==========================================================
-# operation                  allowed when the task is
-# =========================  ==========================================================
-# ``update`` (steer)         ``pending``/``running``: the child sees it before its next
-#                            model call (local) or its run restarts with it (remote)
-# ``update`` (answer)        ``waiting_for_approval``: resumes the child with a decision
-# ``update`` (follow up)     ``completed``: continues the same child conversation
-# ``cancel``                 ``pending``, ``running``, ``waiting_for_approval``
-# ``retry``                  ``error``, ``cancelled``, ``lost``: a fresh attempt, same id
-# =========================  ==========================================================
-#
-# A local task whose owner is another live process is left as it stands:
-# steering, cancelling or retrying it from here is refused, since it would
-# run twice.
-#
-# All methods are coroutines for the runtime's loop.
-#
-# Example::
-#
-#     runtime = BackgroundRuntime()
-#     tasks = BackgroundTasks(registry, [remote_spec], max_concurrent=4, runtime=runtime)
-#     record = runtime.run(tasks.start(call, ledger={}))
-#     updates = runtime.run(tasks.refresh({record["id"]: record}))
+# :class:`BackgroundTasks` takes ledger records in and hands field updates out
+# (the middleware writes them). Every operation first brings the record up to
+# date; a wrong one raises :class:`TaskStateError` written for the model.
+# ``update`` steers a pending or running task, answers a waiting one, follows
+# up a completed one; ``cancel`` stops a live one; ``retry`` runs an error,
+# cancelled or lost one again under the same id. A local task of another live
+# process is refused all three (it would run twice).
 # ----------------------------------------------------------------------------
-
-
-
-_LIVE = ACTIVE_STATUSES | {"waiting_for_approval"}
-
 
 
 _WAITED_KEPT = 10_000
 """Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
-
-
 
 
 class BackgroundTasks:
@@ -159,10 +118,8 @@ class BackgroundTasks:
 
     @property
     def on_end(self) -> list[EndListener]:
-        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`).
-
-        A remote task's end is told when this process first sees it (a poll,
-        a check), once; the feedback joins its result or error then.
+        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote
+        task's end once, when this process first sees it.
 
         Example::
 
@@ -187,12 +144,8 @@ class BackgroundTasks:
     def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
         """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can.
 
-        A local task is recorded here and handed to the loop (see
-        :meth:`LocalTaskRunner.start_soon`); ``None`` when the start must run
-        on the loop and be waited for: a remote task (its server answers), the
-        first start on an ``AsyncSqliteSaver`` connection (asked for its file
-        once, on its own terms), or a loop a caller already found blocked (the
-        caller hears so).
+        ``None`` when the start must run on the loop and be waited for: a remote task, the first start on an
+        ``AsyncSqliteSaver`` connection (asked for its file on its loop), or a loop found blocked.
 
         Example::
 
@@ -218,35 +171,22 @@ class BackgroundTasks:
             raise TaskStateError("subagents cannot delegate; do the work yourself")
         kind = self._kind(call.subagent_type)
         configurable = call.parent_config.get("configurable") or {}
-        task_id = task_id_for(
-            configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id
-        )
+        task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id)
         if task_id in ledger:
             return dict(ledger[task_id]), False
-        return AsyncTaskRecord(
-            id=task_id,
-            agent_type=call.subagent_type,
-            runner=kind,
-            status="pending",
-            description=call.description,
-            tool_call_id=call.tool_call_id,
-            created_at=now(),
-        ).model_dump(), True
+        return AsyncTaskRecord(id=task_id, agent_type=call.subagent_type, runner=kind, status="pending",
+                               description=call.description, tool_call_id=call.tool_call_id,
+                               created_at=now()).model_dump(), True
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
                       ) -> dict[str, dict[str, Any]]:
         """Field updates for every live task whose state moved on since the ledger saw it.
 
-        Remote tasks are polled in one batch per server, within the runner's
-        budget; one whose server cannot be reached keeps its status and gets
-        a ``note`` saying so (cleared once the server answers again).
-        ``just_started``: ids of remote tasks the step just before started,
-        not polled yet while pending: their runs have barely begun, and 50
-        starts followed at once by a poll of all 50 made the turn slower than
-        the work. A running one just polled (a poll moved it from pending) is
-        polled again next turn, as every live task is.
+        Remote tasks are polled in one batch per server; one whose server cannot be reached gets a ``note``.
+        ``just_started``: remote tasks the step just before started, not polled yet while pending (their
+        runs have barely begun).
         """
-        live = [r for r in ledger.values() if r.get("status") in _LIVE and not (
+        live = [r for r in ledger.values() if r.get("status") in LIVE_STATUSES and not (
             r["id"] in just_started and r.get("runner") == "remote" and r.get("status") == "pending")]
         waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
         remote = [r for r in live if r.get("runner") == "remote" and r["id"] not in waited]
@@ -270,30 +210,21 @@ class BackgroundTasks:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
         fields, problem = await self._fresh(record)
         if record.get("runner") == "remote":
-            fields = await self.remote_end(record, fields)
-        current = {**record, **fields}
-        if current.get("runner") == "remote":
-            current["note"] = problem
-        return current, problem
+            return {**record, **await self.remote_end(record, fields), "note": problem}, problem
+        return {**record, **fields}, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
                      decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
         """Steer, answer or follow up; returns the updated record and what happened.
 
-        ``decision`` (``"approve"``/``"reject"``) answers a task waiting for
-        approval without relying on the message's words. ``by_model``: the
-        message comes from a model's tool call, which may refuse a pending
-        approval (its message is then the reason) but never grant one: only a
-        person approves, through the application (the CLI's prompt,
-        :func:`answer_approval`).
+        ``decision`` answers a waiting task without relying on the message's words. ``by_model``: from a
+        model's tool call, which may refuse an approval but never grant one (only a person approves).
         """
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
-            raise TaskStateError(
-                f"task {current['id']} is {status}; it cannot take messages. "
-                "Call retry_async_task to run it again."
-            )
+            raise TaskStateError(f"task {current['id']} is {status}; it cannot take messages. "
+                                 "Call retry_async_task to run it again.")
         if decision is not None and status != "waiting_for_approval":
             raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
                                  "leave decision out and send the message alone.")
@@ -313,11 +244,9 @@ class BackgroundTasks:
     async def cancel(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Cancel a live task; returns the updated record."""
         current, _ = await self.check(record)
-        if current["status"] not in _LIVE:
-            raise TaskStateError(
-                f"task {current['id']} is already {current['status']}; only pending, running or "
-                "waiting_for_approval tasks can be cancelled."
-            )
+        if current["status"] not in LIVE_STATUSES:
+            raise TaskStateError(f"task {current['id']} is already {current['status']}; only pending, running or "
+                                 "waiting_for_approval tasks can be cancelled.")
         self._refuse_if_elsewhere(current, "cancelled")
         if current["runner"] == "remote":
             fields = await self.remote.cancel(current)
@@ -334,14 +263,10 @@ class BackgroundTasks:
         status = current["status"]
         self._refuse_if_elsewhere(current, "retried")
         if status not in RETRYABLE_STATUSES:
-            advice = (
-                "call update_async_task to follow it up" if status == "completed"
-                else "it has not stopped; check it later or cancel it first"
-            )
-            raise TaskStateError(
-                f"task {current['id']} is {status}; only error, cancelled or lost tasks can be "
-                f"retried ({advice})."
-            )
+            advice = ("call update_async_task to follow it up" if status == "completed"
+                      else "it has not stopped; check it later or cancel it first")
+            raise TaskStateError(f"task {current['id']} is {status}; only error, cancelled or lost tasks can be "
+                                 f"retried ({advice}).")
         kind = self._kind(current["agent_type"])
         if kind == "remote" and (late := await self.remote.landed_late(current)) is not None:
             return {**current, **late, "runner": kind, "updated_at": now()}  # its start landed after all
@@ -353,12 +278,8 @@ class BackgroundTasks:
     # -- helpers -----------------------------------------------------------
 
     async def remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-        """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended.
-
-        That first time, what its run reports it spent is charged to the shared budget (once per attempt
-        in this process): a served child's calls are bounded by its server, not metered here.
-        """
-        if record.get("status") not in _LIVE or fields.get("status") not in SETTLED_STATUSES:
+        """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
+        if record.get("status") not in LIVE_STATUSES or fields.get("status") not in SETTLED_STATUSES:
             return fields
         key = (str(record.get("id")), record.get("attempt"))
         if key in self._ends_told:
@@ -374,10 +295,8 @@ class BackgroundTasks:
     def _refuse_if_elsewhere(self, record: Mapping[str, Any], what: str) -> None:
         where = self.local.elsewhere(record) if record.get("runner") == "local" else None
         if where:
-            raise TaskStateError(
-                f"task {record['id']} is {record['status']} in {where}, which is still alive; it cannot "
-                f"be {what} from here (it would run twice). Check it again later."
-            )
+            raise TaskStateError(f"task {record['id']} is {record['status']} in {where}, which is still alive; it "
+                                 f"cannot be {what} from here (it would run twice). Check it again later.")
 
     def _kind(self, agent_type: str) -> str:
         if agent_type in self.remote.specs:
@@ -408,16 +327,12 @@ class BackgroundTasks:
                                       outcome_db=await checkpoint_db(call.parent_config))
 
     def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
-        """Keep what a wait read of the remote tasks of ``before`` that it saw end or wait for approval (``after``).
-
-        A wait (:func:`settle_remote`) has no ledger to write: without this the
-        next turn's poll would read each of them again (a join more per task),
-        and read a run the wait ended at its deadline as merely ``cancelled``.
-        Taken once, by the next :meth:`refresh` or :meth:`check` of the task.
-        """
+        """Keep what a wait (which has no ledger to write) read of the tasks of ``before`` that it saw end or
+        wait for approval, for the next :meth:`refresh` or :meth:`check` of each: else they were read again,
+        and a run the wait ended at its deadline read as merely ``cancelled``."""
         for task_id, old in before.items():
             new = after.get(task_id, old)
-            if old.get("status") in _LIVE and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
+            if old.get("status") in LIVE_STATUSES and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
                 self._waited[task_id] = (old.get("run_id"), changed_fields(dict(old), dict(new)))
         while len(self._waited) > _WAITED_KEPT:  # waits whose ledger never came back: the oldest go
             self._waited.pop(next(iter(self._waited)))
@@ -425,14 +340,14 @@ class BackgroundTasks:
     def _take_waited(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
         """The fields a wait kept for this live record (its run, not a later one's), once."""
         kept = self._waited.get(record.get("id"))  # type: ignore[arg-type]
-        if kept is None or record.get("status") not in _LIVE or kept[0] != record.get("run_id"):
+        if kept is None or record.get("status") not in LIVE_STATUSES or kept[0] != record.get("run_id"):
             return None
         del self._waited[record["id"]]
         return kept[1]
 
     async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if record.get("runner") == "remote":
-            if record.get("status") not in _LIVE:
+            if record.get("status") not in LIVE_STATUSES:
                 return {}, None
             if (waited := self._take_waited(record)) is not None:
                 return waited, None
@@ -441,25 +356,18 @@ class BackgroundTasks:
 
     @staticmethod
     def _local_call(call: TaskCall) -> TaskCall:
-        """The call as a background child may see it: no trace of the parent's finished step.
-
-        The parent's checkpointer and callbacks belong to a step that ends
-        when the tool returns; only the names (thread, namespace, metadata)
-        and the recursion limit are kept.
-        """
+        """The call as a background child may see it: the names (thread, namespace, metadata) and recursion
+        limit, nothing of the parent's finished step (checkpointer, callbacks, stream writer)."""
         config = call.parent_config
         configurable = config.get("configurable") or {}
         kept: dict[str, Any] = {
-            "configurable": {
-                "thread_id": configurable.get("thread_id"),
-                "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-            },
+            "configurable": {"thread_id": configurable.get("thread_id"),
+                             "checkpoint_ns": configurable.get("checkpoint_ns", "")},
             "metadata": dict(config.get("metadata") or {}),
         }
         if config.get("recursion_limit"):
             kept["recursion_limit"] = config["recursion_limit"]
-        # The stream writer belongs to that finished step too. Tools no child may hold are
-        # dropped now: they belong to the parent's middleware, which a task must not keep alive.
+        # Tools no child may hold belong to the parent's middleware, which a task must not keep alive.
         tools = tuple(t for t in call.parent_tools if not is_forbidden_tool(t))
         return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
 
@@ -471,44 +379,19 @@ async def _close_remote_clients() -> None:
 
 
 # ----------------------------------------------------------------------------
-# Waiting for remote tasks: batched polls on the runtime's loop, never past the deadline.
-#
-# :func:`settle_remote` is what :func:`~subagents.wait_for_background` does
-# with live remote tasks: the per-turn batched poll
-# (:mod:`subagents.background.remote`, one status search per server)
-# every ``every_s``, until none is pending or running. The whole wait is one
-# coroutine on the runtime's loop, so each poll costs no hop between threads,
-# and every await is bounded by the time left: a server that hangs, dies or
-# answers slowly makes the wait return ``False`` at its deadline, never raise.
-#
-# Runs are also joined (``runs.join``, a long-poll the server answers with the
-# run's values when it ends), and a join that brings the answer is the task's
-# read: no poll reads it again. See :class:`_EndWatch`.
-#
-# Where a poll reads answers in batches (``langgraph dev``: one status search
-# with values), one task at a time is joined, only to poll as soon as a batch
-# ends: a join streams the whole run to the waiter, which costs the server
-# more than a batched search. Measured on ``langgraph dev`` with 50 tasks, 32
-# joins open at once made them settle in 3.3 s instead of 1.9 s by polling
-# every 50 ms (raw SDK with a join each: 2.2 s); 4 joins, 2.3 s. Where each
-# answer costs a read of its own anyway (aegra: a join per task), every live
-# task is joined, :data:`JOINS_OPEN` at a time, and not polled while joins
-# read it: a task costs the requests raw ``langgraph-sdk`` spends on it.
-#
-# Example (on the background loop)::
-#
-#     records, settled = await settle_remote(tasks, remote_records, deadline=time.monotonic() + 30)
+# Waiting for remote tasks: the turn's batched poll every ``every_s``, one
+# coroutine on the runtime's loop, every await bounded by the time left.
+# Runs are also joined (a long-poll answered when the run ends), see
+# :class:`_EndWatch`. A join streams the whole run, which costs the server
+# more than a batched search: on ``langgraph dev`` with 50 tasks, 32 joins
+# open settled them in 3.3 s against 1.9 s by polling.
 # ----------------------------------------------------------------------------
-
 
 
 async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[str, Any]], *,
                         deadline: float, every_s: float = 0.1) -> tuple[dict[str, dict[str, Any]], bool]:
-    """Poll until no record of ``records`` is pending or running, or ``deadline`` (``time.monotonic``).
-
-    Returns the records as last seen and whether they settled in time.
-    Never raises for a server's faults; never runs past the deadline.
-    """
+    """Poll until no record of ``records`` is pending or running, or ``deadline`` (``time.monotonic``);
+    the records as last seen and whether they settled in time. Never raises for a server's faults."""
     remote = {k: dict(v) for k, v in records.items()}
     watch = _EndWatch(tasks)
     try:
@@ -535,31 +418,23 @@ async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[st
 
 
 JOIN_AT_MOST = 16
-"""Where polls read answers in batches, join only while this few tasks are live: a batch's end is worth
-seeing at once, but with many tasks ending one after another each join brings a poll of them all (at N =
-200 that was slower)."""
+"""Where polls read answers in batches, join only while this few tasks are live (with many ending one
+after another, each join brings a poll of them all)."""
 
 JOINS_OPEN = 64
-"""Joins open at once where each answer is read by its join: room is left in the client's pool
-(:data:`~subagents.background.remote.MAX_CONNECTIONS`) for starts and polls."""
+"""Joins open at once where each answer is read by its join (room is left in the pool for the rest)."""
 
 
 class _EndWatch:
     """The pause between polls, cut short when a run the server is watching for us ends.
 
-    Where polls read answers in batches, one join at a time, on the oldest
-    live task: a batch of tasks started together mostly ends together, so the
-    poll that follows the first end finds the rest, up to ``every_s`` sooner
-    than the timer would (only while at most :data:`JOIN_AT_MOST` are live).
-    Where each answer is read by a join (see
-    :meth:`~subagents.background.remote.RemoteTaskRunner.reads_by_join`),
-    every live task is joined, :data:`JOINS_OPEN` at a time, and only what no
-    join reads is polled (:meth:`due`). Each task is joined at most once (a
-    status that lags the join cannot loop); a join whose body holds the
-    answer settles its task (:meth:`take`), one that does not leaves it to a
-    poll, and the first join that fails -- a server that refuses or drops
-    joins, or a run longer than the client's read timeout -- leaves the rest
-    of this wait to polls alone.
+    Where polls read answers in batches, one join at a time on the oldest live
+    task (a batch mostly ends together). Where each answer is read by a join
+    (:meth:`~subagents.background.remote.RemoteTaskRunner.reads_by_join`),
+    every live task is joined and only the rest polled (:meth:`due`). Each
+    task is joined at most once; a join whose body holds the answer settles
+    its task (:meth:`take`); the first join that fails leaves the rest of the
+    wait to polls.
     """
 
     def __init__(self, tasks: BackgroundTasks) -> None:
@@ -612,10 +487,6 @@ class _EndWatch:
                 job.exception()  # retrieved: a failed join is no news to report
 
 
-_REMOTE_WAITING = ACTIVE_STATUSES
-"""Remote statuses that still change on their own."""
-
-
 def model_refusal(task_id: str, message: str, decision: str | None) -> str:
     """The resume message of a model's answer to a pending approval: a rejection, never an approval.
 
@@ -639,14 +510,12 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
                     reason: str = "") -> dict[str, Any]:
     """Answer a background task waiting for approval, as the person the application asked.
 
-    The parent's model cannot approve; the application asks a person and
-    answers here. ``agent`` is the parent graph (:func:`deep_agent.create_deep_agent`'s,
-    or any with :class:`middleware.BackgroundSubagentMiddleware`), ``config``
-    names the thread whose ``async_tasks`` holds the task; what runs the task in
-    this process answers it (a local task's runtime, a remote one's server).
-    Returns the task's updated record (the ledger catches up on the next turn);
-    raises :class:`~subagents.errors.TaskStateError` for a task the thread does
-    not hold, one not waiting, or one nothing in this process runs.
+    The parent's model cannot approve. ``agent`` is the parent graph (with
+    :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the
+    thread whose ``async_tasks`` holds the task. Returns the task's updated
+    record (the ledger catches up on the next turn); raises
+    :class:`~subagents.errors.TaskStateError` for a task the thread does not
+    hold, one not waiting, or one nothing in this process runs.
 
     Example::
 
@@ -704,14 +573,14 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     ledger = checked_ledger(ledger, "wait_for_background")
     remote = {k: v for k, v in ledger.items() if v.get("runner") == "remote"}
     local = {k: v for k, v in ledger.items() if k not in remote}
-    if any(r.get("status") in _REMOTE_WAITING for r in remote.values()) and tasks is None:
+    if any(r.get("status") in ACTIVE_STATUSES for r in remote.values()) and tasks is None:
         raise InvalidArgument(
             "wait_for_background: the ledger has remote tasks still running; pass tasks= "
             "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them"
         )
     if not _wait_local(local, timeout_s=timeout_s):
         return False
-    if tasks is None or not any(r.get("status") in _REMOTE_WAITING for r in remote.values()):
+    if tasks is None or not any(r.get("status") in ACTIVE_STATUSES for r in remote.values()):
         return True
     margin = max(deadline - time.monotonic(), 0.0) + 1.0
     try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
@@ -723,12 +592,7 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
 
 
 def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
-    """Block until the local tasks of ``ledger`` (an ``async_tasks`` mapping) run in this process have settled.
-
-    For scripts, demos and tests that want a background result before the
-    next turn; an application simply carries on. Tasks of other processes
-    or of closed runtimes are not waited for. Returns ``False`` on timeout.
-    """
+    """Block until the local tasks of ``ledger`` run in this process have settled; ``False`` on timeout."""
     deadline = time.monotonic() + timeout_s
     flushed: set[str] = set()
     for task_id, record in ledger.items():
@@ -736,9 +600,8 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         if (runtime is not None and runtime.id not in flushed and not runtime.in_loop()
                 and record.get("status") in ACTIVE_STATUSES and runtime.table.get(task_id) is None):
-            # A start handed to the loop without waiting (start_soon) is in the table once the loop
-            # has run what was handed to it before: one round trip, so no task reads as settled early.
-            # Only then: a wait for tasks the table shows settled answers at once, even with no time left.
+            # A start handed over by start_soon is in the table after one round trip of the loop (only
+            # then: a wait for tasks the table shows settled answers at once, even with no time left).
             flushed.add(runtime.id)
             try:
                 runtime.run(asyncio.sleep(0), timeout=max(deadline - time.monotonic(), 0.0))
