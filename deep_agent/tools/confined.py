@@ -186,39 +186,50 @@ def _owner_of_network(pid: int) -> Iterator[int]:
 
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
+IO_URING = (425, 426, 427)
+"""io_uring_setup, io_uring_enter and io_uring_register: the same numbers on every architecture (Linux 5.1)."""
+SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+"""The families a command may make a socket of: the command's own network namespace holds what they reach."""
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
-    ``EPERM``.
+    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, and a socket of any family
+    but :data:`SOCKET_FAMILIES` fail with ``EPERM``.
 
     The keyring is not a namespace bubblewrap unshares: without this, a
     command reads the keys of the session that started the program (as
     Docker's default profile, which refuses the same calls). A unix socket
     bound to a path reaches whoever listens there, whatever namespace or
     read-only mount is between (a database or container daemon in
-    ``/var/lib``, one bound by a relative name or since moved): so no
-    ``socket(AF_UNIX, ...)`` at all. ``socketpair`` still works (it reaches no
-    one else: a program's pipes between its own processes). A call made
+    ``/var/lib``, one bound by a relative name or since moved); a vsock one
+    the host's vsock ports (no namespace holds them): so ``socket()`` is
+    allowed only for the internet families and netlink (glibc's
+    ``getaddrinfo`` asks the network namespace's interfaces through it).
+    io_uring makes sockets (``IORING_OP_SOCKET``) and more without a
+    ``socket()`` call seccomp could see: it is refused whole (as Docker's
+    default profile does). ``socketpair`` still works (it reaches no one
+    else: a program's pipes between its own processes). A call made
     through another architecture's interface (x86's 32-bit ``int 0x80`` on
     x86_64, whose calls have other numbers) is refused whatever it is: the
     sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring and unix sockets stay reachable there).
+    listed (no filter: the keyring and every socket family stay reachable there).
     """
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:
         return None
     arch, keyring, socket_call = calls
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    refused = [(jeq, n) for n in keyring] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
-    n = len(refused)
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    program = [(ld, 0, 0, 4), (jeq, 0, n + 5, arch), (ld, 0, 0, 0)]  # another arch: refused
-    program += [(op, n - i + 3, 0, k) for i, (op, k) in enumerate(refused)]
+    refused = [(jeq, n) for n in (*keyring, *IO_URING)] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])
+    # Steps as (code, true, false, k), a jump's target named: "allow", "deny" or the next step (0).
+    steps: list[tuple[int, int | str, int | str, int]] = [(ld, 0, 0, 4), (jeq, 0, "deny", arch), (ld, 0, 0, 0)]
+    steps += [(op, "deny", 0, k) for op, k in refused]  # x32 calls, another arch: refused
     # socket(): its first argument (the low word of args[0], at 16) is the family.
-    program += [(jeq, 0, 2, socket_call), (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_UNIX)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("=HBBI", *step) for step in program)
+    steps += [(jeq, 0, "allow", socket_call), (ld, 0, 0, 16)]
+    steps += [(jeq, "allow", 0, family) for family in SOCKET_FAMILIES]
+    steps += [(ret, 0, 0, 0x00050000 | errno.EPERM), (ret, 0, 0, 0x7FFF0000)]  # SECCOMP_RET_ERRNO, _ALLOW
+    at = {"deny": len(steps) - 2, "allow": len(steps) - 1}
+    return b"".join(struct.pack("=HBBI", code, *(at[t] - i - 1 if isinstance(t, str) else t for t in (jt, jf)), k)
+                    for i, (code, jt, jf, k) in enumerate(steps))
 
 
 @contextlib.contextmanager

@@ -33,10 +33,10 @@ hardening. From the inside of one command:
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
-* no kernel keyring and no unix socket
+* no kernel keyring, no io_uring, and no socket but internet and netlink ones
   (:func:`~deep_agent.tools.confined.seccomp_filter`): the keys of the
   session that started the program are not the command's, and no host
-  service listening on a socket file is reachable, wherever it is;
+  service listening on a socket file or a vsock port is reachable, wherever it is;
 * no network; with ``network=True``, outbound network through ``pasta``
   (Debian's ``passt``) in its own network namespace: the host's loopback
   services and abstract unix sockets stay unreachable.
