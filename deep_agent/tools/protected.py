@@ -101,28 +101,44 @@ class Protected:
 
     @property
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
-        """Found on first use, and again once this process, with the workspace on its import path
-        (:func:`_import_folders`), imports more modules."""
+        """Found on first use; the import-derived part again once this process, with the workspace on its
+        import path (:func:`_import_folders`), imports more modules. The git walk and the symlinks are the
+        first use's, never redone: a ``.git`` a command made since is new (set aside), never counted as known."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
         key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
         if self.__dict__.get("_key") != key:
-            self.__dict__.update(_key=key, _memo=self._find())
+            found, missing = self._imported()
+            if "_walked" not in self.__dict__:
+                self.__dict__["_walked"] = self._walk(found)
+            walked, links = self.__dict__["_walked"]
+            for path, why in walked.items():
+                found.setdefault(path, why)
+            self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
 
-    def _find(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
+    def _imported(self) -> tuple[dict[Path, str], frozenset[Path]]:
+        """The fixed paths and what this program imports from the workspace; the missing ones of these."""
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset(), {}, _folded(found)
+            return found, frozenset()
         found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
         for path in _imported_from(self.__dict__["_imports"], found):
             found.setdefault(path, IMPORTED)
             if not os.path.lexists(path):
                 missing.add(path)
+        return found, frozenset(missing)
+
+    def _walk(self, known: dict[Path, str]) -> tuple[dict[Path, str], dict[Path, str]]:
+        """The git directories in the workspace, the paths their configs name, and the symlinks leading to a
+        protected path (``known`` or these) -> their text."""
+        if self.root is None:
+            return {}, {}
+        found = dict(known)
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
         for entry in _git_entries(self.root, symlinks):
@@ -150,7 +166,7 @@ class Protected:
                 if leads is not None:
                     links[link] = os.readlink(link)
                     found.setdefault(link, leads)
-        return found, frozenset(missing), links, _folded(found)
+        return {p: why for p, why in found.items() if p not in known}, links
 
     @property
     def paths(self) -> dict[Path, str]:

@@ -195,7 +195,8 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        with _set_aside_after(root, protected, set_aside), _placeholders(root, protected):
+        # What was there before the command: a repository found in the set since is still the command's.
+        with _set_aside_after(root, protected, set_aside, dict(protected.paths)), _placeholders(root, protected):
             yield protected
 
     @contextlib.contextmanager
@@ -294,10 +295,11 @@ SET_ASIDE = ".made-by-agent"
 sandboxed command made; then a random part, where that name is taken."""
 
 
-def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
+def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None) -> list[Path]:
     """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
     the program would import (:attr:`Protected.watched`) that now exists, and what replaced a kept symlink
-    (:attr:`Protected.links`, the link put back); the new names.
+    (:attr:`Protected.links`, the link put back); the new names. ``known``: the protected paths before the
+    command started (default: ``protected``'s now).
 
     The run's git directories are read-only inside the sandbox, but a
     command can make a new repository anywhere else (``cd src && git init
@@ -320,7 +322,7 @@ def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
         if not os.path.lexists(link):
             with contextlib.suppress(OSError):
                 os.symlink(text, link)
-    known = protected.paths
+    known = protected.paths if known is None else known
     skipped = known.keys() - protected.watched - protected.links.keys()  # read-only inside: nothing new there
     for folder, dirs, files in _walk_all(root):
         here = Path(folder)
@@ -401,12 +403,13 @@ def _set_aside(path: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None) -> Iterator[None]:
+def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
+                     known: dict[Path, str]) -> Iterator[None]:
     try:
         yield
     finally:
         try:
-            moved = set_aside_new_repositories(root, protected)
+            moved = set_aside_new_repositories(root, protected, known)
         except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
             raise SetAsideUnchecked(exc) from exc
         if report is not None:
