@@ -29,7 +29,9 @@ refuses them. The set:
   (:func:`_loaded_from`): it would run on the host at the next start;
 * the interpreter and virtual environment this program runs from, and
   every folder on ``PATH`` (but a relative one, the workspace, or one holding it):
-  git and the user's own commands find the programs they run there.
+  git and the user's own commands find the programs they run there; in the
+  workspace, with what they load (:func:`_environment_of`: a ``.venv/bin``'s
+  virtual environment, a ``node_modules/.bin``'s ``node_modules``).
 
 Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
 in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
@@ -211,7 +213,8 @@ class Protected:
         # Not a relative entry ("."), nor the workspace or a folder holding it: that would leave nothing writable.
         for folder in os.get_exec_path():
             if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
-                found.setdefault(path, PROGRAMS)
+                for program in _environment_of(path, root):
+                    found.setdefault(program, PROGRAMS)
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
@@ -240,6 +243,24 @@ class Protected:
         paths, watched = self._found[:2]
         return sorted((p for p in paths if p not in watched and (p == root or root in p.parents)),
                       key=lambda p: len(p.parts))
+
+
+def _environment_of(folder: Path, root: Path) -> list[Path]:
+    """A folder on ``PATH`` and what its programs load: in the workspace ``root``, the virtual environment
+    (``.venv/bin``'s parent, holding ``pyvenv.cfg``: a ``.pth`` in its site-packages runs at its python's
+    start) or ``node_modules`` (``.bin/tool -> ../tool/bin/tool.sh``) it belongs to, whole; else the folder
+    and the targets in ``root`` of its symlinks."""
+    if root not in folder.parents:
+        return [folder]
+    if folder.parent != root and (folder.parent.name == "node_modules" or (folder.parent / "pyvenv.cfg").is_file()):
+        return [folder.parent]
+    targets = [folder]
+    with contextlib.suppress(OSError), os.scandir(folder) as scan:
+        for entry in scan:
+            with contextlib.suppress(OSError, RuntimeError):
+                if entry.is_symlink() and root in (target := Path(entry.path).resolve()).parents:
+                    targets.append(target)
+    return targets
 
 
 def _import_folders(root: Path) -> list[Path]:
