@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -76,14 +77,17 @@ def spawned(build: Build, pasta: str | None, record: str | None = None,
     with _readable(seccomp_filter()) as seccomp:
         fds = () if seccomp is None else (seccomp,)
         if pasta is None and record is None:
-            with subprocess.Popen(build(None, seccomp), pass_fds=fds, **popen) as process:
+            with _sources_opened(build(None, seccomp)) as (argv, sources):
+                process = subprocess.Popen(argv, pass_fds=(*fds, *sources), **popen)
+            with process:
                 yield process
             return
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if pasta is not None else (None, None)
         try:
-            process = subprocess.Popen(build((info_w, block_r), seccomp),
-                                       pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds), **popen)
+            with _sources_opened(build((info_w, block_r), seccomp)) as (argv, sources):
+                process = subprocess.Popen(argv, pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds,
+                                                           *sources), **popen)
         except BaseException:
             os.close(info_r)
             if block_w is not None:
@@ -116,6 +120,55 @@ def spawned(build: Build, pasta: str | None, record: str | None = None,
                     with contextlib.suppress(OSError):
                         signal.pidfd_send_signal(joined, signal.SIGTERM)
                     os.close(joined)
+
+
+BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}
+"""bubblewrap's binds by path -> by descriptor (bubblewrap 0.8, which ``--disable-userns`` needs too)."""
+
+
+@contextlib.contextmanager
+def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """``argv`` with each bind's source (resolved, as the sandbox names them) given as a descriptor opened one
+    name at a time from ``/``, never through a symlink; the descriptors, open while the context is held.
+
+    A bind by path is followed when bubblewrap mounts it: a command running beside that swapped a folder on
+    the way to a protected path for a symlink to the home folder had the home bound writable in the next
+    command. :class:`SpawnFailed` where a source is a symlink or missing."""
+    words: list[str] = []
+    sources: list[int] = []
+    try:
+        rest = iter(argv)
+        for word in rest:
+            if word == "--":
+                words += [word, *rest]
+            elif word in BIND_FD:
+                source, dest = next(rest), next(rest)
+                sources.append(_opened(source))
+                words += [BIND_FD[word], str(sources[-1]), dest]
+            else:
+                words.append(word)
+        yield words, tuple(sources)
+    finally:
+        for fd in sources:
+            os.close(fd)
+
+
+def _opened(path: str) -> int:
+    """``path``, absolute, opened (``O_PATH``) one name at a time, none a symlink."""
+    fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        for name in filter(None, path.split("/")):
+            step = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise SpawnFailed(f"a path the sandbox binds is now a symlink: {path}", "bwrap")
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise SpawnFailed(f"a path the sandbox binds cannot be opened ({exc}): {path}", "bwrap") from None
+        raise
+    return fd
 
 
 SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
