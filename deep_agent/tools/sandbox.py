@@ -314,18 +314,17 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
     a link): none is left holding a git directory.
     """
     moved: list[Path] = []
-    for path in sorted(protected.watched):
+    for path in sorted(p for p in protected.watched if os.path.lexists(p)):  # by path: only the few to look at
         with _folder_of(root, path) as parent:
             if parent is not None and _lexists(path.name, parent):
                 moved += _set_aside(parent, path)
     for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
-        with _folder_of(root, link) as parent, contextlib.suppress(OSError):
-            if parent is None or (stat.S_ISLNK(os.lstat(link.name, dir_fd=parent).st_mode)
-                                  and os.readlink(link.name, dir_fd=parent) == text):
-                continue
         with _folder_of(root, link) as parent:
             if parent is None:
                 continue
+            with contextlib.suppress(OSError):  # not a symlink: EINVAL
+                if os.readlink(link.name, dir_fd=parent) == text:
+                    continue
             moved += _set_aside(parent, link) if _lexists(link.name, parent) else []
             if not _lexists(link.name, parent):
                 with contextlib.suppress(OSError):
@@ -443,7 +442,7 @@ def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
     """The folder holding ``path`` (in ``root``), opened step by step from ``root``, never through a symlink;
     ``None`` where a step is missing or not a folder."""
     fd: int | None = None
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):
         fd = os.open(root, _FOLDER)
         for name in path.parent.relative_to(root).parts:
             step = os.open(name, _FOLDER, dir_fd=fd)
