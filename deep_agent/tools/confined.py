@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -64,14 +65,17 @@ def spawned(build: Build, pasta: str | None, record: str | None = None,
     with _readable(seccomp_filter()) as seccomp:
         fds = () if seccomp is None else (seccomp,)
         if pasta is None and record is None:
-            with subprocess.Popen(build(None, seccomp), pass_fds=fds, **popen) as process:
+            with _sources_opened(build(None, seccomp)) as (argv, sources):
+                process = subprocess.Popen(argv, pass_fds=(*fds, *sources), **popen)
+            with process:
                 yield process
             return
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if pasta is not None else (None, None)
         try:
-            process = subprocess.Popen(build((info_w, block_r), seccomp),
-                                       pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds), **popen)
+            with _sources_opened(build((info_w, block_r), seccomp)) as (argv, sources):
+                process = subprocess.Popen(argv, pass_fds=(info_w, *(() if block_r is None else (block_r,)), *fds,
+                                                           *sources), **popen)
         except BaseException:
             os.close(info_r)
             if block_w is not None:
@@ -104,6 +108,55 @@ def spawned(build: Build, pasta: str | None, record: str | None = None,
                     with contextlib.suppress(OSError):
                         signal.pidfd_send_signal(joined, signal.SIGTERM)
                     os.close(joined)
+
+
+BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}
+"""bubblewrap's binds by path -> by descriptor (bubblewrap 0.8, which ``--disable-userns`` needs too)."""
+
+
+@contextlib.contextmanager
+def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """``argv`` with each bind's source (resolved, as the sandbox names them) given as a descriptor opened one
+    name at a time from ``/``, never through a symlink; the descriptors, open while the context is held.
+
+    A bind by path is followed when bubblewrap mounts it: a command running beside that swapped a folder on
+    the way to a protected path for a symlink to the home folder had the home bound writable in the next
+    command. :class:`SpawnFailed` where a source is a symlink or missing."""
+    words: list[str] = []
+    sources: list[int] = []
+    try:
+        rest = iter(argv)
+        for word in rest:
+            if word == "--":
+                words += [word, *rest]
+            elif word in BIND_FD:
+                source, dest = next(rest), next(rest)
+                sources.append(_opened(source))
+                words += [BIND_FD[word], str(sources[-1]), dest]
+            else:
+                words.append(word)
+        yield words, tuple(sources)
+    finally:
+        for fd in sources:
+            os.close(fd)
+
+
+def _opened(path: str) -> int:
+    """``path``, absolute, opened (``O_PATH``) one name at a time, none a symlink."""
+    fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        for name in filter(None, path.split("/")):
+            step = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise SpawnFailed(f"a path the sandbox binds is now a symlink: {path}", "bwrap")
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise SpawnFailed(f"a path the sandbox binds cannot be opened ({exc}): {path}", "bwrap") from None
+        raise
+    return fd
 
 
 SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
@@ -170,31 +223,51 @@ def _owner_of_network(pid: int) -> Iterator[int]:
 
 # Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket.
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
+"""Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
+IO_URING = (425, 426, 427)
+"""io_uring_setup, io_uring_enter and io_uring_register: the same numbers on every architecture (Linux 5.1)."""
+SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+"""The families a command may make a socket of: the command's own network namespace holds what they reach."""
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, and making a unix socket, fail with
-    ``EPERM``; ``None`` on a machine not listed.
+    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, and a socket of any family
+    but :data:`SOCKET_FAMILIES` fail with ``EPERM``.
 
-    The keyring is not namespaced (Docker's default profile refuses the same
-    calls). A unix socket bound to a path reaches whoever listens there,
-    whatever mount is between; ``socketpair`` reaches no one else and works.
-    Another architecture's calls (x86's ``int 0x80``, x32) are refused whole.
+    The keyring is not a namespace bubblewrap unshares: without this, a
+    command reads the keys of the session that started the program (as
+    Docker's default profile, which refuses the same calls). A unix socket
+    bound to a path reaches whoever listens there, whatever namespace or
+    read-only mount is between (a database or container daemon in
+    ``/var/lib``, one bound by a relative name or since moved); a vsock one
+    the host's vsock ports (no namespace holds them): so ``socket()`` is
+    allowed only for the internet families and netlink (glibc's
+    ``getaddrinfo`` asks the network namespace's interfaces through it).
+    io_uring makes sockets (``IORING_OP_SOCKET``) and more without a
+    ``socket()`` call seccomp could see: it is refused whole (as Docker's
+    default profile does). ``socketpair`` still works (it reaches no one
+    else: a program's pipes between its own processes). A call made
+    through another architecture's interface (x86's 32-bit ``int 0x80`` on
+    x86_64, whose calls have other numbers) is refused whatever it is: the
+    sandbox runs the machine's own programs. ``None`` on a machine not
+    listed (no filter: the keyring and every socket family stay reachable there).
     """
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:
         return None
     arch, keyring, socket_call = calls
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    refused = [(jeq, n) for n in keyring] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])  # x32 calls
-    n = len(refused)
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    program = [(ld, 0, 0, 4), (jeq, 0, n + 5, arch), (ld, 0, 0, 0)]  # another arch: refused
-    program += [(op, n - i + 3, 0, k) for i, (op, k) in enumerate(refused)]
+    refused = [(jeq, n) for n in (*keyring, *IO_URING)] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])
+    # Steps as (code, true, false, k), a jump's target named: "allow", "deny" or the next step (0).
+    steps: list[tuple[int, int | str, int | str, int]] = [(ld, 0, 0, 4), (jeq, 0, "deny", arch), (ld, 0, 0, 0)]
+    steps += [(op, "deny", 0, k) for op, k in refused]  # x32 calls, another arch: refused
     # socket(): its first argument (the low word of args[0], at 16) is the family.
-    program += [(jeq, 0, 2, socket_call), (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_UNIX)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("=HBBI", *step) for step in program)
+    steps += [(jeq, 0, "allow", socket_call), (ld, 0, 0, 16)]
+    steps += [(jeq, "allow", 0, family) for family in SOCKET_FAMILIES]
+    steps += [(ret, 0, 0, 0x00050000 | errno.EPERM), (ret, 0, 0, 0x7FFF0000)]  # SECCOMP_RET_ERRNO, _ALLOW
+    at = {"deny": len(steps) - 2, "allow": len(steps) - 1}
+    return b"".join(struct.pack("=HBBI", code, *(at[t] - i - 1 if isinstance(t, str) else t for t in (jt, jf)), k)
+                    for i, (code, jt, jf, k) in enumerate(steps))
 
 
 @contextlib.contextmanager

@@ -13,7 +13,14 @@ placeholder), and in-process writers go through
 * the agent, skill, hook and MCP files, and the state folder;
 * what this program would import from the workspace, existing or not, an
   editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
-* the interpreter, its virtual environment, and every absolute folder on ``PATH``.
+* the interpreter, its virtual environment, and every absolute folder on
+  ``PATH``; in the workspace, with what its programs load
+  (:func:`_environment_of`: a ``.venv/bin``'s environment, a
+  ``node_modules/.bin``'s ``node_modules``).
+
+Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
+in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
+they run has no more power than the agent's own commands.
 
 Example::
 
@@ -78,27 +85,44 @@ class Protected:
 
     @property
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
-        """Found on first use, and again once this process imports more modules."""
+        """Found on first use; the import-derived part again once this process, with the workspace on its
+        import path (:func:`_import_folders`), imports more modules. The git walk and the symlinks are the
+        first use's, never redone: a ``.git`` a command made since is new (set aside), never counted as known."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
         key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
         if self.__dict__.get("_key") != key:
-            self.__dict__.update(_key=key, _memo=self._find())
+            found, missing = self._imported()
+            if "_walked" not in self.__dict__:
+                self.__dict__["_walked"] = self._walk(found)
+            walked, links = self.__dict__["_walked"]
+            for path, why in walked.items():
+                found.setdefault(path, why)
+            self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
 
-    def _find(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
+    def _imported(self) -> tuple[dict[Path, str], frozenset[Path]]:
+        """The fixed paths and what this program imports from the workspace; the missing ones of these."""
         found = dict(self.fixed)
         missing: set[Path] = set()
         if self.root is None:
-            return found, frozenset(), {}, _folded(found)
+            return found, frozenset()
         found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
         for path in _imported_from(self.__dict__["_imports"], found):
             found.setdefault(path, IMPORTED)
             if not os.path.lexists(path):
                 missing.add(path)
+        return found, frozenset(missing)
+
+    def _walk(self, known: dict[Path, str]) -> tuple[dict[Path, str], dict[Path, str]]:
+        """The git directories in the workspace, the paths their configs name, and the symlinks leading to a
+        protected path (``known`` or these) -> their text."""
+        if self.root is None:
+            return {}, {}
+        found = dict(known)
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
         for entry in _git_entries(self.root, symlinks):
@@ -125,7 +149,7 @@ class Protected:
                 if leads is not None:
                     links[link] = os.readlink(link)
                     found.setdefault(link, leads)
-        return found, frozenset(missing), links, _folded(found)
+        return {p: why for p, why in found.items() if p not in known}, links
 
     @property
     def paths(self) -> dict[Path, str]:
@@ -161,7 +185,8 @@ class Protected:
         # Hooks and servers look programs up there. Not ".", the workspace or above: nothing would be writable.
         for folder in os.get_exec_path():
             if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
-                found.setdefault(path, PROGRAMS)
+                for program in _environment_of(path, root):
+                    found.setdefault(program, PROGRAMS)
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
@@ -188,6 +213,24 @@ class Protected:
         paths, watched = self._found[:2]
         return sorted((p for p in paths if p not in watched and (p == root or root in p.parents)),
                       key=lambda p: len(p.parts))
+
+
+def _environment_of(folder: Path, root: Path) -> list[Path]:
+    """A folder on ``PATH`` and what its programs load: in the workspace ``root``, the virtual environment
+    (``.venv/bin``'s parent, holding ``pyvenv.cfg``: a ``.pth`` in its site-packages runs at its python's
+    start) or ``node_modules`` (``.bin/tool -> ../tool/bin/tool.sh``) it belongs to, whole; else the folder
+    and the targets in ``root`` of its symlinks."""
+    if root not in folder.parents:
+        return [folder]
+    if folder.parent != root and (folder.parent.name == "node_modules" or (folder.parent / "pyvenv.cfg").is_file()):
+        return [folder.parent]
+    targets = [folder]
+    with contextlib.suppress(OSError), os.scandir(folder) as scan:
+        for entry in scan:
+            with contextlib.suppress(OSError, RuntimeError):
+                if entry.is_symlink() and root in (target := Path(entry.path).resolve()).parents:
+                    targets.append(target)
+    return targets
 
 
 def _import_folders(root: Path) -> list[Path]:

@@ -2,19 +2,43 @@
 
 One profile, whatever the uid (root included). From inside one command:
 
-* no capabilities, and no user namespace of its own to get them back in;
-* its own namespaces for everything (a fresh ``/proc``, its own network), a
-  new session, and every process it started ends with it;
-* the filesystem read-only; homes, ``/tmp``, ``/var/tmp``, ``/run`` and the
-  workspace's parent empty; the workspace writable but for the run's
-  :class:`~deep_agent.tools.protected.Protected` set (a missing one is a
-  read-only placeholder; every folder on its way a mount point, so it cannot
-  be renamed); a git repository it makes is set aside when it ends
-  (:func:`set_aside_new_repositories`), and a replaced kept symlink put back;
-* an environment of :data:`ALLOWED_ENV` and the caller's names alone;
-* no kernel keyring and no unix socket
-  (:func:`~deep_agent.tools.confined.seccomp_filter`);
-* no network; with ``network=True``, outbound only, through ``pasta``.
+* no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
+  remount anything; nor get them back in a user namespace of its own
+  (``--unshare-user --disable-userns``: it can make none);
+* its own namespaces for everything (``--unshare-all``): its own process
+  IDs and a fresh ``/proc`` showing only its own processes (no other
+  process's environment or root folder), its own IPC, host name and
+  network; a new session (``--new-session``: it cannot type into the
+  user's terminal); when the command ends, every process it started ends
+  with it, ``setsid`` or not, and all of them end if the program dies
+  (``--die-with-parent``);
+* the whole filesystem read-only; the home folders, ``/tmp``, ``/var/tmp``,
+  ``/run`` and the folder the workspace sits in are empty (so ``~/.ssh``,
+  key-agent sockets and a secret beside the workspace cannot be read),
+  except the workspace itself, which is writable;
+* inside the workspace, the run's
+  :class:`~deep_agent.tools.protected.Protected` set read-only (git
+  directories whole, agent files, the interpreter): a missing
+  one is an empty read-only folder while the command runs (a file, where a
+  git config names it), so it cannot be created either (the placeholder is
+  removed afterwards; a file standing where a folder on its way would be is
+  read-only); every folder
+  between the workspace and a protected path is a mount point of its own,
+  so it cannot be renamed and replaced; a git repository the command makes
+  (any shape git takes for one) is set aside when it ends
+  (:func:`set_aside_new_repositories`), and so is what it put in place of a
+  symlink leading to a protected path (:attr:`Protected.links`: ``scripts ->
+  tools/scripts``), the link put back;
+* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
+  locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
+  whatever their names; ``HOME`` is the (empty) home folder;
+* no kernel keyring, no io_uring, and no socket but internet and netlink ones
+  (:func:`~deep_agent.tools.confined.seccomp_filter`): the keys of the
+  session that started the program are not the command's, and no host
+  service listening on a socket file or a vsock port is reachable, wherever it is;
+* no network; with ``network=True``, outbound network through ``pasta``
+  (Debian's ``passt``) in its own network namespace: the host's loopback
+  services and abstract unix sockets stay unreachable.
 
 Hooks and stdio MCP servers of a process with a sandboxed ``Bash`` run in the
 same profile (:class:`Confinement`). Without ``bwrap`` the command line offers
@@ -159,7 +183,8 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        with _set_aside_after(root, protected, set_aside), _placeholders(root, protected):
+        # What was there before the command: a repository found in the set since is still the command's.
+        with _set_aside_after(root, protected, set_aside, dict(protected.paths)), _placeholders(root, protected):
             yield protected
 
     @contextlib.contextmanager
@@ -248,100 +273,194 @@ def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
 SET_ASIDE = ".made-by-agent"
 
 
-def set_aside_new_repositories(root: Path, protected: Protected) -> list[Path]:
-    """Rename every new git repository in ``root``, every watched path that now exists, and what replaced
-    a kept symlink (the link put back); the new names.
+def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None) -> list[Path]:
+    """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
+    the program would import (:attr:`Protected.watched`) that now exists, and what replaced a kept symlink
+    (:attr:`Protected.links`, the link put back); the new names. ``known``: the protected paths before the
+    command started (default: ``protected``'s now).
 
     A command can make a repository anywhere (``git init && git config core.fsmonitor ...``) and the
     user's next ``git status`` would run its config: its ``.git`` (or a bare one's ``HEAD``) gets
     :data:`SET_ASIDE` appended, so git sees no repository. The walk goes into what was set aside too.
     """
-    moved = [new for path in sorted(p for p in protected.watched if os.path.lexists(p)) for new in _set_aside(path)]
+    moved: list[Path] = []
+    for path in sorted(p for p in protected.watched if os.path.lexists(p)):  # by path: only the few to look at
+        with _folder_of(root, path) as parent:
+            if parent is not None and _lexists(path.name, parent):
+                moved += _set_aside(parent, path)
     for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
-        with contextlib.suppress(OSError):
-            if os.path.islink(link) and os.readlink(link) == text:
+        with _folder_of(root, link) as parent:
+            if parent is None:
                 continue
-        moved += _set_aside(link) if os.path.lexists(link) else []
-        if not os.path.lexists(link):
-            with contextlib.suppress(OSError):
-                os.symlink(text, link)
-    known = protected.paths
+            with contextlib.suppress(OSError):  # not a symlink: EINVAL
+                if os.readlink(link.name, dir_fd=parent) == text:
+                    continue
+            moved += _set_aside(parent, link) if _lexists(link.name, parent) else []
+            if not _lexists(link.name, parent):
+                with contextlib.suppress(OSError):
+                    os.symlink(text, link.name, dir_fd=parent)
+    known = protected.paths if known is None else known
     skipped = known.keys() - protected.watched - protected.links.keys()  # read-only inside: nothing new there
-    for folder, dirs, files in _walk_all(root):
-        here = Path(folder)
+    for here, fd, dirs, files in _walk_all(root):
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
         if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
-        new = [new for path in found if path not in known for new in _set_aside(path)]
+        new = [new for path in found if path not in known for new in _set_aside(fd, path)]
         moved += new
         dirs[:] = [d for d in dirs if d != ".git" and here / d not in skipped] + [
-            n.name for n in new if n.parent == here and os.path.isdir(n) and not os.path.islink(n)]  # walked too
+            n.name for n in new if n.parent == here and _is_folder(n.name, fd)]  # walked too
     return moved
 
 
-def _walk_all(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
-    """Each folder in ``root`` as :func:`os.walk` gives it, never through a symlink, and into every folder.
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A folder opened by name in the folder it is in: never through a symlink, whatever a command put there since."""
 
-    ``os.walk`` recurses (deep chains raise ``RecursionError``) and silently skips an unreadable folder
-    (``git init sub && chmod 0311 sub`` hid a repository): the owner's bits are given back first.
+
+def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
+    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and its other
+    entries' names (``dirs`` pruned in place is not walked), with a stack of its own, and into every folder: one
+    a command made unreadable to its owner is made readable first.
+
+    Each folder is opened by name in its parent's descriptor, never through a symlink: a command running
+    beside swapped a folder for a symlink to a repository outside, and a walk by paths renamed that one's
+    ``.git``. ``os.walk`` recurses on Python 3.11: a chain of 1,200 folders raised ``RecursionError``. And it
+    skips a folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311 sub`` kept a new
+    repository from being set aside, and the user's next ``git status`` in it ran its config. The command ran
+    as the user, so the user may give the owner's bits back; a folder still unreadable after that is not the
+    command's (it was there, not made by it).
     """
-    pending, tried = [str(root)], set()
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as scan:
-                entries = list(scan)
-        except OSError:
-            if folder not in tried and not os.path.islink(folder):
-                tried.add(folder)
-                with contextlib.suppress(OSError):
-                    os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | stat.S_IRWXU)
-                    pending.append(folder)
-            continue
-        dirs: list[str] = []
-        files: list[str] = []
-        for entry in entries:
-            (dirs if _is_folder(entry) else files).append(entry.name)
-        yield folder, dirs, files
-        pending += [os.path.join(folder, name) for name in reversed(dirs)]
+    top = os.open(root, _FOLDER)
+    pending: list[tuple[list[int], str, Path]] = [([top, 1], "", root)]  # (parent [fd, children left], name, path)
+    fd: int | None = None
+    try:
+        while pending:
+            parent, name, here = pending.pop()
+            fd = _open_folder(name, parent[0]) if name else top
+            if name:
+                parent[1] -= 1
+                if not parent[1]:
+                    os.close(parent[0])
+            if fd is None:
+                continue
+            dirs: list[str] = []
+            files: list[str] = []
+            with contextlib.suppress(OSError), os.scandir(fd) as scan:
+                for entry in scan:
+                    (dirs if _is_dir(entry) else files).append(entry.name)
+            yield here, fd, dirs, files
+            if dirs:  # open until its last folder is
+                held = [fd, len(dirs)]
+                pending += [(held, d, here / d) for d in reversed(dirs)]
+            else:
+                os.close(fd)
+            fd = None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        for held in {id(p): p for p, _, _ in pending}.values():
+            os.close(held[0])
 
 
-def _is_folder(entry: os.DirEntry[str]) -> bool:
+def _open_folder(name: str, parent: int) -> int | None:
+    """The folder ``name`` in ``parent`` opened (:data:`_FOLDER`), the owner's bits of both given back for a
+    second try; ``None`` if it is not a folder, or not readable."""
+    for again in (False, True):
+        if again:
+            with contextlib.suppress(OSError):
+                _give_owner_bits(parent)
+                held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                try:
+                    _give_owner_bits(held)
+                finally:
+                    os.close(held)
+        with contextlib.suppress(OSError):
+            return os.open(name, _FOLDER, dir_fd=parent)
+    return None
+
+
+def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
+    """The folder open at ``fd`` (an ``O_PATH`` one too, never a symlink's target) given its owner's ``bits``."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode) and mode & bits != bits:
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | bits)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_dir(follow_symlinks=False)
     except OSError:
         return False
 
 
-def _set_aside(path: Path) -> list[Path]:
-    """``path`` renamed with :data:`SET_ASIDE` (and a random part where taken); ``[]`` if removed instead,
-    ``[path]`` if neither worked. A ``chmod 555`` parent gets its write bit back for the second try.
-    """
-    for _ in range(2):
-        target = path.with_name(path.name + SET_ASIDE)
-        if os.path.lexists(target):
-            target = path.with_name(f"{path.name}{SET_ASIDE}-{secrets.token_hex(8)}")
-        try:
-            os.rename(path, target)  # a symlink is renamed, never followed
-            return [target]
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.chmod(path.parent, stat.S_IMODE(os.lstat(path.parent).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
-    with contextlib.suppress(OSError):  # what the command made there is gone rather than left for git to run
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-    return [path] if os.path.lexists(path) else []
+def _is_folder(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode)
+    except OSError:
+        return False
+
+
+def _lexists(name: str, parent: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=parent)
+    except OSError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
-def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None) -> Iterator[None]:
+def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
+    """The folder holding ``path`` (in ``root``), opened step by step from ``root``, never through a symlink;
+    ``None`` where a step is missing or not a folder."""
+    fd: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.open(root, _FOLDER)
+        for name in path.parent.relative_to(root).parts:
+            step = os.open(name, _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    try:
+        yield fd if fd is not None and root in path.parents else None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _set_aside(parent: int, path: Path) -> list[Path]:
+    """``path`` (in the folder open at ``parent``) renamed to its name with :data:`SET_ASIDE`, or with a random
+    part after it where that is taken (the command chooses the names it leaves, never the random part); ``[]``
+    once removed where no rename could be made, ``[path]`` if it could not be removed either.
+
+    A command can take the write bit off the folder holding its repository
+    (``chmod 555 s``): the folder is the user's own, so it gets its write
+    bit back for the second try.
+    """
+    name = path.name
+    for _ in range(2):
+        target = name + SET_ASIDE
+        if _lexists(target, parent):
+            target = f"{name}{SET_ASIDE}-{secrets.token_hex(8)}"
+        try:
+            os.rename(name, target, src_dir_fd=parent, dst_dir_fd=parent)  # a symlink is renamed, never followed
+            return [path.with_name(target)]
+        except OSError:
+            with contextlib.suppress(OSError):
+                _give_owner_bits(parent, stat.S_IWUSR | stat.S_IXUSR)
+    with contextlib.suppress(OSError):  # what the command made there is gone rather than left for git to run
+        if _is_folder(name, parent):
+            shutil.rmtree(name, dir_fd=parent)
+        else:
+            os.unlink(name, dir_fd=parent)
+    return [path] if _lexists(name, parent) else []
+
+
+@contextlib.contextmanager
+def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
+                     known: dict[Path, str]) -> Iterator[None]:
     try:
         yield
     finally:
         try:
-            moved = set_aside_new_repositories(root, protected)
+            moved = set_aside_new_repositories(root, protected, known)
         except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
             raise SetAsideUnchecked(exc) from exc
         if report is not None:
@@ -398,13 +517,17 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
             if (target := _mask(root, path)) is None or target in made:
                 continue
             if target not in _placeholder_users:
-                try:
-                    if protected.paths[path] == CONFIG:
-                        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
-                    else:
-                        target.mkdir()
-                except OSError:
-                    continue
+                with _folder_of(root, target) as parent:  # never made through a symlink a command put on the way
+                    try:
+                        if parent is None:
+                            continue
+                        if protected.paths[path] == CONFIG:
+                            os.close(os.open(target.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                             0o644, dir_fd=parent))
+                        else:
+                            os.mkdir(target.name, dir_fd=parent)
+                    except OSError:
+                        continue
             _placeholder_users[target] = _placeholder_users.get(target, 0) + 1
             made.append(target)
     try:
@@ -415,11 +538,14 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
                 _placeholder_users[target] -= 1
                 if not _placeholder_users[target]:
                     del _placeholder_users[target]
-                    with contextlib.suppress(OSError):  # only if still empty: never anyone's content
-                        if stat.S_ISDIR((made_as := os.lstat(target)).st_mode):
-                            target.rmdir()
+                    with _folder_of(root, target) as parent, contextlib.suppress(OSError):
+                        if parent is None:
+                            continue
+                        made_as = os.lstat(target.name, dir_fd=parent)  # only if still empty: never anyone's content
+                        if stat.S_ISDIR(made_as.st_mode):
+                            os.rmdir(target.name, dir_fd=parent)
                         elif stat.S_ISREG(made_as.st_mode) and not made_as.st_size:
-                            target.unlink()
+                            os.unlink(target.name, dir_fd=parent)
 
 
 def _hidden(root: str) -> list[str]:

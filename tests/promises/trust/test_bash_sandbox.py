@@ -464,6 +464,30 @@ def test_a_host_service_on_a_unix_socket_is_unreachable_wherever_it_was_bound(ru
     assert "done" in out and "reached" not in out and "PermissionError" in out and "paired" in out, out
 
 
+def test_only_internet_and_netlink_sockets_are_made_and_io_uring_is_refused(runner):
+    # Before: io_uring's IORING_OP_SOCKET made the unix socket socket() was refused, and connect() reached a host
+    # service's socket file; AF_VSOCK was neither filtered nor namespaced (the host's vsock ports).
+    probe = """
+import ctypes, errno, os, socket
+for name in ("AF_UNIX", "AF_VSOCK", "AF_PACKET", "AF_INET", "AF_INET6", "AF_NETLINK"):
+    try:
+        socket.socket(getattr(socket, name), socket.SOCK_RAW if name == "AF_NETLINK" else socket.SOCK_DGRAM).close()
+        print(name, "made")
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno])
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+print("io_uring_setup", libc.syscall(425, 1, params), errno.errorcode.get(ctypes.get_errno()))
+"""
+    (runner.ws / "probe.py").write_text(probe)
+    runner.chown(runner.ws / "probe.py")
+    out = runner.run("python3 probe.py; echo done")
+    assert "done" in out, out
+    said = dict(line.split(" ", 1) for line in out.splitlines()[:-1])
+    assert said == {"AF_UNIX": "EPERM", "AF_VSOCK": "EPERM", "AF_PACKET": "EPERM", "AF_INET": "made",
+                    "AF_INET6": "made", "AF_NETLINK": "made", "io_uring_setup": "-1 EPERM"}, out
+
+
 def test_the_bash_tool_runs_in_the_sandbox_by_default(tmp_path):
     (bash,) = [t for t in builtin_tools(tmp_path) if t.name == "Bash"]
     out = bash.invoke({"command": "grep CapEff /proc/self/status; echo x > .git/config", "timeout": 20_000})
@@ -590,7 +614,7 @@ def _seccomp_verdict(program: bytes, arch: int, nr: int, first_argument: int = 0
     ("x86_64", 0xC000003E, (248, 249, 250), 41, 0x40000003, (286, 287, 288)),  # int 0x80's i386 numbers
     ("aarch64", 0xC00000B7, (217, 218, 219), 198, 0x40000028, (309, 310, 311)),  # 32-bit ARM's
 ])
-def test_the_keyring_calls_and_unix_sockets_are_refused_through_every_interface(
+def test_the_keyring_calls_io_uring_and_sockets_but_the_network_ones_are_refused_through_every_interface(
         machine, native, keyring_calls, socket_call, other_arch, other_keyring_calls):
     from deep_agent.tools.confined import seccomp_filter
 
@@ -600,8 +624,10 @@ def test_the_keyring_calls_and_unix_sockets_are_refused_through_every_interface(
     assert [_seccomp_verdict(program, native, nr) for nr in keyring_calls] == [eperm] * 3
     assert _seccomp_verdict(program, native, 0) == allow  # read (x86_64) / io_setup: ordinary calls run
     assert [_seccomp_verdict(program, other_arch, nr) for nr in other_keyring_calls] == [eperm] * 3
-    families = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
-    assert [_seccomp_verdict(program, native, socket_call, f) for f in families] == [eperm, allow, allow, allow]
+    assert [_seccomp_verdict(program, native, nr) for nr in (425, 426, 427)] == [eperm] * 3  # io_uring's
+    families = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_VSOCK, 17, 38)
+    assert [_seccomp_verdict(program, native, socket_call, f) for f in families] == [
+        eperm, allow, allow, allow, eperm, eperm, eperm]  # AF_PACKET, AF_ALG: refused as any other
 
 
 def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside():

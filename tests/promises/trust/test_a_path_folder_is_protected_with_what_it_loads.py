@@ -1,0 +1,49 @@
+"""A folder on ``PATH`` in the workspace is protected together with what its programs load.
+
+Before: only the folder itself was: with a project's ``.venv/bin`` on ``PATH`` a command wrote
+``.venv/lib/python3.11/site-packages/evil.pth``, which the next ``.venv/bin/python`` on the host ran; with
+``node_modules/.bin`` on ``PATH``, ``.bin/tool -> ../tool/bin/tool.sh`` was rewritten through its target.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture
+def on_path(runner, monkeypatch):
+    def put(*folders: str) -> None:
+        monkeypatch.setenv("PATH", os.pathsep.join([*(str(runner.ws / f) for f in folders), os.environ["PATH"]]))
+    return put
+
+
+def test_a_virtual_environment_on_path_is_protected_whole(runner, on_path):
+    site = runner.ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (runner.ws / ".venv" / "bin").mkdir()
+    (runner.ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    runner.chown(runner.ws / ".venv")
+    on_path(".venv/bin")
+    out = runner.run(f"echo 'import os' > {site.relative_to(runner.ws)}/evil.pth; echo done")
+    assert "done" in out and not (site / "evil.pth").exists(), out
+
+
+def test_node_modules_and_the_targets_of_a_path_folders_links_are_protected(runner, on_path):
+    tool = runner.ws / "node_modules" / "tool" / "bin" / "tool.sh"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("echo tool\n")
+    (runner.ws / "node_modules" / ".bin").mkdir()
+    (runner.ws / "node_modules" / ".bin" / "tool").symlink_to("../tool/bin/tool.sh")
+    (runner.ws / "scripts").mkdir()
+    (runner.ws / "scripts" / "lint.sh").write_text("echo lint\n")
+    (runner.ws / "bin").mkdir()
+    (runner.ws / "bin" / "lint").symlink_to("../scripts/lint.sh")
+    runner.chown(runner.ws / "node_modules", runner.ws / "scripts", runner.ws / "bin")
+    on_path("node_modules/.bin", "bin")
+    out = runner.run("echo evil > node_modules/tool/bin/tool.sh; echo evil > scripts/lint.sh; "
+                     "echo made > scripts/other.sh; echo done")
+    assert "done" in out and tool.read_text() == "echo tool\n", out
+    assert (runner.ws / "scripts" / "lint.sh").read_text() == "echo lint\n", out
+    assert (runner.ws / "scripts" / "other.sh").exists(), out  # the rest of the link's folder stays work
