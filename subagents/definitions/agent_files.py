@@ -122,10 +122,8 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
     if spec.mcp_config and spec.tools is not None and not any(
         isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
     ):
-        notes.append(
-            f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
-            "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them"
-        )
+        notes.append(f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+                     "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them")
     return spec, notes
 
 
@@ -160,12 +158,8 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
         values["name"] = path.stem
         written["name"] = "name"
         if not NAME_PATTERN.fullmatch(path.stem):
-            raise AgentFileError(
-                path,
-                f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
-                "letters, digits, '-', '_' and single inner dots",
-                field="name",
-            )
+            raise AgentFileError(path, f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
+                                 "letters, digits, '-', '_' and single inner dots", field="name")
     description = values.get("description")
     if description is None:
         raise AgentFileError(path, "required; expected a non-empty string that tells the parent when to use this agent",
@@ -191,12 +185,8 @@ def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:
     if value is None:
         if field == "tools":
             # Reading an empty ``tools:`` as "inherit all" would widen the child.
-            raise AgentFileError(
-                path,
-                "is empty; expected a list or comma-separated names (omit the field to "
-                "inherit the parent's tools, or write [] for no tools)",
-                field=key,
-            )
+            raise AgentFileError(path, "is empty; expected a list or comma-separated names (omit the field to "
+                                 "inherit the parent's tools, or write [] for no tools)", field=key)
         return ()
     if isinstance(value, str):
         items = [item.strip() for item in _LIST_SPLIT.split(value)]

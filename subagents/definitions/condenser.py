@@ -45,16 +45,12 @@ def normalize_condenser(value: Any) -> CondenserSetting:
     if isinstance(value, str) and value.strip().lower() in _OFF | _DEFAULT:
         return False if value.strip().lower() in _OFF else None
     if not isinstance(value, Mapping):
-        raise SpecError(
-            "expected 'none'/false (off), 'default'/true, or a mapping of "
-            f"{', '.join(CONDENSER_KEYS)}, got {value!r}"
-        )
+        raise SpecError("expected 'none'/false (off), 'default'/true, or a mapping of "
+                        f"{', '.join(CONDENSER_KEYS)}, got {value!r}")
     unknown = sorted(str(k) for k in value if k not in CONDENSER_KEYS)
     if unknown:
-        raise SpecError(
-            f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
-            f"{', '.join(CONDENSER_KEYS)}"
-        )
+        raise SpecError(f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
+                        f"{', '.join(CONDENSER_KEYS)}")
     settings = dict(value)
     if "trigger" in settings:
         settings["trigger"] = _trigger(settings["trigger"])
@@ -78,10 +74,8 @@ def _size(value: Any, what: str) -> tuple[str, int | float]:
         )
         if ok:
             return (kind, amount)
-    raise SpecError(
-        f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
-        f"[fraction, F] (0 < F <= 1), got {value!r}"
-    )
+    raise SpecError(f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
+                    f"[fraction, F] (0 < F <= 1), got {value!r}")
 
 
 def _trigger(value: Any) -> Any:

@@ -216,11 +216,8 @@ def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -
     if not text.strip():
         raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
     if lines[0].strip() != DELIMITER:
-        raise error(
-            path,
-            f"has no frontmatter; expected the first line to be '{DELIMITER}', "
-            f"got {brief(lines[0][:40])}",
-        )
+        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
+                    f"got {brief(lines[0][:40])}")
     for i, line in enumerate(lines[1:], start=1):
         if line.rstrip() == DELIMITER:
             return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :])
@@ -259,11 +256,9 @@ def _lenient(
     if fields is None:
         raise exc
     if notes is not None:
-        notes.append(
-            f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-            f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
-            "'key: value' line with the rest of the line as its value (quote the value to silence this)"
-        )
+        notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+                     f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
+                     "'key: value' line with the rest of the line as its value (quote the value to silence this)")
     return fields
 
 
@@ -294,12 +289,9 @@ def _unprintable(
     code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
     kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
     escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return error(
-        path,
-        f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
-        f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
-        field=_field_at(source, line),
-    )
+    return error(path, f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+                 f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+                 field=_field_at(source, line))
 
 
 def _field_at(source: str, line: int) -> str | None:

@@ -83,10 +83,8 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
 
 def _name(name: Any) -> str:
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
-        raise SpecError(
-            "expected MCP server names of letters, digits, '-' and '_' (at most 40), "
-            f"got {brief(name)}"
-        )
+        raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
+                        f"got {brief(name)}")
     return name
 
 
@@ -129,10 +127,8 @@ def _server(name: str, config: Any) -> dict[str, Any]:
 def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``langchain-mcp-adapters`` connection for one normalised server config."""
     if not config:
-        raise SpecError(
-            f"MCP server '{name}' is named but not defined; pass its config in "
-            "create_deep_agent(mcp_servers=...) or give it in the agent file"
-        )
+        raise SpecError(f"MCP server '{name}' is named but not defined; pass its config in "
+                        "create_deep_agent(mcp_servers=...) or give it in the agent file")
     if "command" in config:
         connection: dict[str, Any] = {"transport": "stdio", "command": config["command"],
                                       "args": [str(a) for a in config.get("args", [])]}

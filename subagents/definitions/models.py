@@ -51,10 +51,8 @@ def check_model_name(value: str) -> str:
     if not name:
         raise SpecError("expected 'inherit', 'provider:model' or a profile name, got ''")
     if not _MODEL_NAME.fullmatch(name) or name.endswith(":"):
-        raise SpecError(
-            "expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
-            f"profile name (letters, digits, '.', '-', '_'), got {value!r}"
-        )
+        raise SpecError("expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
+                        f"profile name (letters, digits, '.', '-', '_'), got {value!r}")
     return name
 
 
@@ -73,10 +71,8 @@ def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
             if not isinstance(value.get("model"), str):
                 raise SpecError(f"{where}: expected init_chat_model keyword arguments with a 'model' string")
         elif not isinstance(value, BaseChatModel):
-            raise SpecError(
-                f"{where}: expected a 'provider:model' string, 'inherit', a BaseChatModel "
-                f"or a mapping of init_chat_model arguments, got {type(value).__name__}"
-            )
+            raise SpecError(f"{where}: expected a 'provider:model' string, 'inherit', a BaseChatModel "
+                            f"or a mapping of init_chat_model arguments, got {type(value).__name__}")
         checked[name] = value
     return checked
 
@@ -93,12 +89,10 @@ def lookup_model(model: str | BaseChatModel | None, *, agent: str, profiles: Mod
     if model == INHERIT or ":" in model or inferred_provider(model):
         return model
     known = ", ".join(sorted(profiles)) or "none given"
-    message = (
-        f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
-        f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
-        f"profile name (profiles: {known}); pass model_profiles="
-        f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'"
-    )
+    message = (f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
+               f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
+               f"profile name (profiles: {known}); pass model_profiles="
+               f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'")
     if unknown_model == "inherit":
         log.warning("%s; using the parent's model", message)
         return INHERIT
@@ -125,10 +119,8 @@ def resolve_model(model: str | BaseChatModel | None, parent_model: Any, *, agent
         return target
     if target == INHERIT:
         if parent_model is None:
-            raise SpecError(
-                f"subagent {agent!r}: field 'model' inherits the parent's model, "
-                "but the parent's model is not known yet"
-            )
+            raise SpecError(f"subagent {agent!r}: field 'model' inherits the parent's model, "
+                            "but the parent's model is not known yet")
         return parent_model
     from langchain.chat_models import init_chat_model
 

@@ -63,10 +63,8 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
         mapped = CLAUDE_PERMISSION_MODES.get(key.replace("_", "").lower())
         if mapped is not None:
             return mapped
-    raise SpecError(
-        f"expected one of {', '.join(PERMISSION_MODES)} (or Claude Code's default, "
-        f"acceptEdits, plan, dontAsk, bypassPermissions), got {value!r}"
-    )
+    raise SpecError(f"expected one of {', '.join(PERMISSION_MODES)} (or Claude Code's default, "
+                    f"acceptEdits, plan, dontAsk, bypassPermissions), got {value!r}")
 
 
 def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, risky_tools: Iterable[str] = (),

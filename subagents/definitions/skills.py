@@ -47,10 +47,8 @@ SKILL_DIRS: tuple[str, ...] = (".agents/skills", ".claude/skills")
 SKILL_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MAX_NAME, MAX_DESCRIPTION = 64, 1024
 
-SKILLS_PREAMBLE = (
-    "You have the skills below. When a task matches a skill's description, read its "
-    "SKILL.md at <location> first and follow it."
-)
+SKILLS_PREAMBLE = ("You have the skills below. When a task matches a skill's description, read its "
+                   "SKILL.md at <location> first and follow it.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +69,8 @@ def parse_skill(path: Path) -> tuple[Skill, list[str]]:
     folder = path.parent.name
     name = fields.get("name", folder)
     if not isinstance(name, str) or len(name) > MAX_NAME or not SKILL_NAME.fullmatch(name):
-        raise SkillFileError(
-            path,
-            "expected lower-case letters, digits and single hyphens, at most "
-            f"{MAX_NAME} characters, got {name!r}",
-            field="name",
-        )
+        raise SkillFileError(path, "expected lower-case letters, digits and single hyphens, at most "
+                             f"{MAX_NAME} characters, got {name!r}", field="name")
     if name != folder:
         raise SkillFileError(path, f"expected the skill's folder name {folder!r}, got {name!r}", field="name")
     description = fields.get("description")
@@ -132,10 +126,8 @@ class SkillCatalog(Mapping[str, Skill]):
         unknown = [n for n in names if n not in self._skills]
         if unknown:
             available = ", ".join(self._skills) or "none (pass skills_dirs to find some)"
-            raise SpecError(
-                f"subagent {agent!r}: field 'skills' names unknown skill(s) "
-                f"{', '.join(map(repr, unknown))}; available: {available}"
-            )
+            raise SpecError(f"subagent {agent!r}: field 'skills' names unknown skill(s) "
+                            f"{', '.join(map(repr, unknown))}; available: {available}")
         return [self._skills[n] for n in dict.fromkeys(names)]
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
@@ -173,10 +165,8 @@ def check_skill_entry(entry: str) -> str:
         raise SpecError(f"expected a skill name or a skill folder path, got {entry!r}")
     if is_skill_folder(entry) or _NAME.fullmatch(entry):
         return entry
-    raise SpecError(
-        "expected a skill name (letters, digits, '-' and '_') or a skill folder "
-        f"path such as './skills/' (got {entry!r})"
-    )
+    raise SpecError("expected a skill name (letters, digits, '-' and '_') or a skill folder "
+                    f"path such as './skills/' (got {entry!r})")
 
 
 def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> list[Skill]:
@@ -204,13 +194,9 @@ def _folder_skills(entry: str, agent: str) -> list[Skill]:
     if not is_folder:
         # deepagents reads these paths from its file backend, where they may simply be
         # empty: warn, as a skill source with no skills, rather than refuse the agent.
-        warnings.warn(
-            f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
-            "(skill folders are read from the disk, relative to the working directory); "
-            "it adds no skills",
-            SkillFolderWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
+                      "(skill folders are read from the disk, relative to the working directory); "
+                      "it adds no skills", SkillFolderWarning, stacklevel=2)
         return []
     report = discover_skills([folder])
     try:
