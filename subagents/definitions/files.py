@@ -1,20 +1,13 @@
 """Finding definitions in an ordered list of directory levels, with precedence.
 
 A *level* is one directory or a group of directories that rank equally.
-Levels are searched in order and the first level that defines a name wins:
-a later level's definition of that name is *shadowed* (kept in the report,
-not used). Two files defining one name within a level is an error naming
-both files. A file reached twice (through a symlink, say) counts once.
-
-The default levels for agents, under the project directory (default: the
-current directory) and then the user's home::
-
-    1. <project>/.agents/agents/  <project>/.claude/agents/   (project level)
-    2. ~/.agents/agents/          ~/.claude/agents/           (user level)
-
-so a project definition overrides a user one of the same name. In an
-agent directory every ``*.md`` file except ``README.md`` is an agent file;
-subdirectories are not searched.
+The first level that defines a name wins; a later level's definition is
+*shadowed* (reported, not used). Two files defining one name within a level
+is an error naming both. A file reached twice (a symlink) counts once. The
+default levels for agents: ``<project>/.agents/agents/`` and
+``<project>/.claude/agents/`` (the project: default the current directory),
+then the same under the user's home. Every ``*.md`` file directly in an
+agent directory except ``README.md`` is an agent file.
 
 Example::
 

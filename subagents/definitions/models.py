@@ -1,17 +1,12 @@
 """Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
 
-A profile is a name the caller maps to a model, so agent files can say
-``model: sonnet`` (Claude Code's aliases) or ``model: fast`` and stay
-portable across deployments. A profile's value is a ``"provider:model"``
-string, ``"inherit"``, a ``BaseChatModel``, or a mapping of
-:func:`langchain.chat_models.init_chat_model` keyword arguments.
-
-Lookup order: a profile of that exact name, then ``inherit``, then a
-``provider:model`` string, then a bare model name whose provider
-:func:`~langchain.chat_models.init_chat_model` can infer (``"gpt-5.4"``,
-``"claude-sonnet-4-6"``). Any other name is an error, unless the caller
-chose ``unknown_model="inherit"``, in which case the child uses the
-parent's model and a warning is logged.
+A profile is a name the caller maps to a model (``model: sonnet``, ``model:
+fast``), so agent files stay portable: a ``"provider:model"`` string,
+``"inherit"``, a ``BaseChatModel``, or a mapping of ``init_chat_model``
+keyword arguments. Lookup order: a profile of that name, ``inherit``, a
+``provider:model`` string, a bare model name whose provider
+``init_chat_model`` can infer (``"gpt-5.4"``). Any other name is an error,
+unless ``unknown_model="inherit"``: then the parent's model, with a warning.
 
 Example::
 
