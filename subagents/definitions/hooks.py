@@ -209,14 +209,19 @@ class _Protocol(asyncio.SubprocessProtocol):
 
 
 def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
-    """:func:`arun_hook` from blocking code: on a loop of its own in this thread (so Ctrl-C ends the
+    """:func:`arun_hook` from blocking code, on a loop of its own: in this thread (so Ctrl-C ends the
     hook), or on a worker thread when this thread already runs a loop."""
+
+    def run() -> HookOutcome:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:  # the thread's current loop stays
+            return runner.run(arun_hook(command, event, timeout))
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun_hook(command, event, timeout))
+        return run()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, arun_hook(command, event, timeout)).result()
+        return pool.submit(run).result()
 
 
 async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
