@@ -223,11 +223,8 @@ def agent_files_in(directory: Path) -> list[Path]:
 
 def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
-    """Scan agent directories (default: project then user level); never raises for a file.
-
-    Missing directories are skipped for the default levels and an error for
-    directories the caller named, unless ``missing`` says otherwise.
-    """
+    """Scan agent directories (default: project then user level); never raises for a file. A missing
+    directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
     levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
     return scan_levels(levels, files_in=agent_files_in, parse=parse_agent_file, name_of=lambda spec: spec.name,
                        error=AgentFileError, kind="agent", missing=missing or ("skip" if dirs is None else "error"))

@@ -95,12 +95,8 @@ def lookup_model(model: str | BaseChatModel | None, *, agent: str, profiles: Mod
 
 
 def inferred_provider(name: str) -> str | None:
-    """The provider ``init_chat_model`` would infer for a bare model name, if any.
-
-    LangChain's own rule, so exactly the names it accepts are; it is private
-    and has no public twin (docs/layout.md lists it): a LangChain without it
-    fails here, and ``tests/unit/subagents/test_framework_internals.py`` with it.
-    """
+    """The provider ``init_chat_model`` would infer for a bare model name, if any: LangChain's own rule,
+    private with no public twin (docs/layout.md lists it; test_framework_internals guards it)."""
     from langchain.chat_models.base import _attempt_infer_model_provider
 
     return _attempt_infer_model_provider(name)
