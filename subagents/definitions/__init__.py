@@ -53,40 +53,19 @@ if TYPE_CHECKING:
     from subagents.definitions.skills import load_skill_dirs as load_skill_dirs
     from subagents.errors import McpServerError as McpServerError
 
-_WHERE = {
-    "CLAUDE_PERMISSION_MODES": "subagents.definitions.permissions",
-    "CondenserSetting": "subagents.definitions.condenser",
-    "Definition": "subagents.definitions.files",
-    "DirLevels": "subagents.definitions.files",
-    "Discovery": "subagents.definitions.files",
-    "FileProblem": "subagents.definitions.files",
-    "HookMiddleware": "subagents.definitions.hooks",
-    "McpServerError": "subagents.errors",
-    "McpTool": "subagents.definitions.mcp",
-    "McpToolset": "subagents.definitions.mcp",
-    "ModelProfiles": "subagents.definitions.models",
-    "PERMISSION_MODES": "subagents.definitions.permissions",
-    "PermissionMode": "subagents.definitions.permissions",
-    "SKILL_DIRS": "subagents.definitions.skills",
-    "Skill": "subagents.definitions.skills",
-    "SkillCatalog": "subagents.definitions.skills",
-    "UnknownModelPolicy": "subagents.definitions.models",
-    "approval_rules": "subagents.definitions.permissions",
-    "available_skills_block": "subagents.definitions.skills",
-    "check_mcp_servers": "subagents.definitions.mcp",
-    "default_levels": "subagents.definitions.files",
-    "describe_condenser": "subagents.definitions.condenser",
-    "describe_model": "subagents.definitions.models",
-    "discover_skills": "subagents.definitions.skills",
-    "load_skill": "subagents.definitions.skills",
-    "load_skill_dirs": "subagents.definitions.skills",
-    "mcp_tool_name": "subagents.definitions.mcp",
-    "normalize_condenser": "subagents.definitions.condenser",
-    "normalize_hooks": "subagents.definitions.hooks",
-    "normalize_mcp_config": "subagents.definitions.mcp",
-    "normalize_permission_mode": "subagents.definitions.permissions",
-    "resolve_model": "subagents.definitions.models",
+_NAMES = {
+    "condenser": ("CondenserSetting", "describe_condenser", "normalize_condenser"),
+    "files": ("Definition", "DirLevels", "Discovery", "FileProblem", "default_levels"),
+    "hooks": ("HookMiddleware", "normalize_hooks"),
+    "mcp": ("McpTool", "McpToolset", "check_mcp_servers", "mcp_tool_name", "normalize_mcp_config"),
+    "models": ("ModelProfiles", "UnknownModelPolicy", "describe_model", "resolve_model"),
+    "permissions": ("CLAUDE_PERMISSION_MODES", "PERMISSION_MODES", "PermissionMode", "approval_rules",
+                    "normalize_permission_mode"),
+    "skills": ("SKILL_DIRS", "Skill", "SkillCatalog", "available_skills_block", "discover_skills", "load_skill",
+               "load_skill_dirs"),
 }
+_WHERE = {name: f"subagents.definitions.{module}" for module, names in _NAMES.items() for name in names}
+_WHERE["McpServerError"] = "subagents.errors"
 
 __all__ = sorted(_WHERE)
 

@@ -1,5 +1,4 @@
-"""Finding agent files in directory levels.
-"""
+"""Agent files: one subagent per markdown file, YAML frontmatter for the fields, the body for the prompt."""
 
 from __future__ import annotations
 
@@ -26,35 +25,19 @@ from subagents.definitions.files import (
 from subagents.errors import AgentFileError, DefinitionFileWarning, brief
 from subagents.spec import NAME_PATTERN, SubagentSpec
 
-# ----------------------------------------------------------------------------
-# One subagent per markdown file: YAML frontmatter for the fields, the body for the prompt.
-#
-# The format is Claude Code's, with the my-pi-agent/OpenHands fields too;
-# where ecosystems spell a field differently, every spelling is accepted
-# (giving two spellings of one field is an error)::
+# The format is Claude Code's, with the my-pi-agent/OpenHands fields too; every
+# spelling of a field is accepted (two spellings of one field is an error)::
 #
 #     ---
 #     name: code-reviewer            # default: the file stem
 #     description: Reviews a diff for bugs and style. Use after edits.
 #     tools: Read, Grep, Glob        # or a YAML list; omit to inherit all
-#     disallowedTools: [Bash]
 #     model: sonnet                  # inherit | provider:model | a profile name
 #     maxTurns: 12                   # or max_turns / max_iteration_per_run
-#     permissionMode: default        # Claude's values map onto ours
-#     skills: [git-diff]
 #     ---
 #     You are a meticulous reviewer...
 #
-# Unknown fields are kept in the spec's ``metadata`` with a
-# :class:`~subagents.errors.DefinitionFileWarning`; they are never an error.
-#
-# Example::
-#
-#     spec = load_agent_file(".agents/agents/code-reviewer.md")
-#     spec.name, spec.tools, spec.model   # ('code-reviewer', ('Read', 'Grep', 'Glob'), 'sonnet')
-# ----------------------------------------------------------------------------
-
-
+# Unknown fields are kept in the spec's ``metadata``, with a warning.
 
 FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "name": ("name",),
@@ -135,22 +118,16 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else None
-        raise AgentFileError(
-            path, _explain(err), field=written.get(field or "", field)
-        ) from None
+        raise AgentFileError(path, _explain(err), field=written.get(field or "", field)) from None
     if spec.mcp_config and spec.tools is not None and not any(
         isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
     ):
-        notes.append(
-            f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
-            "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them"
-        )
+        notes.append(f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+                     "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them")
     return spec, notes
 
 
-def _canonical_fields(
-    fields: Mapping[str, Any], path: Path, notes: list[str]
-) -> tuple[dict[str, Any], dict[str, str]]:
+def _canonical_fields(fields: Mapping[str, Any], path: Path, notes: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """Canonical field -> value, and canonical field -> the spelling the file used."""
     by_spelling = {s: f for f, spellings in FIELD_SPELLINGS.items() for s in spellings}
     values: dict[str, Any] = {}
@@ -163,13 +140,9 @@ def _canonical_fields(
             notes.append(f"{path}: unknown field '{key}' kept in metadata, not used")
             continue
         if field in written:
-            raise AgentFileError(
-                path, f"given twice, also as '{written[field]}'; expected one spelling", field=key
-            )
+            raise AgentFileError(path, f"given twice, also as '{written[field]}'; expected one spelling", field=key)
         if key in DEPRECATED_SPELLINGS:
-            notes.append(
-                f"{path}: field '{key}' is a deprecated alias; use '{DEPRECATED_SPELLINGS[key]}'"
-            )
+            notes.append(f"{path}: field '{key}' is a deprecated alias; use '{DEPRECATED_SPELLINGS[key]}'")
         values[field], written[field] = value, key
     metadata = values.get("metadata", {})
     if not isinstance(metadata, Mapping):
@@ -185,38 +158,26 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
         values["name"] = path.stem
         written["name"] = "name"
         if not NAME_PATTERN.fullmatch(path.stem):
-            raise AgentFileError(
-                path,
-                f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
-                "letters, digits, '-', '_' and single inner dots",
-                field="name",
-            )
+            raise AgentFileError(path, f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
+                                 "letters, digits, '-', '_' and single inner dots", field="name")
     description = values.get("description")
     if description is None:
-        raise AgentFileError(
-            path,
-            "required; expected a non-empty string that tells the parent when to use this agent",
-            field=written.get("description", "description"),
-        )
+        raise AgentFileError(path, "required; expected a non-empty string that tells the parent when to use this agent",
+                             field=written.get("description", "description"))
     for field in _LIST_FIELDS:
         if field in values:
             values[field] = _names(values[field], field, written[field], path)
     model = values.get("model")
     if model is not None and not isinstance(model, str):
-        raise AgentFileError(
-            path,
-            f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
-            field=written["model"],
-        )
+        raise AgentFileError(path,
+                             f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
+                             field=written["model"])
     if "condenser" not in values:
         values["condenser"] = "default"  # an agent file summarises unless it says otherwise
     elif values["condenser"] is None:
         values["condenser"] = False  # ``condenser:`` with no value reads as "none"
     if not body:
-        raise AgentFileError(
-            path,
-            "has an empty body; expected the agent's system prompt after the closing '---'",
-        )
+        raise AgentFileError(path, "has an empty body; expected the agent's system prompt after the closing '---'")
     values["system_prompt"] = body
 
 
@@ -224,12 +185,8 @@ def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:
     if value is None:
         if field == "tools":
             # Reading an empty ``tools:`` as "inherit all" would widen the child.
-            raise AgentFileError(
-                path,
-                "is empty; expected a list or comma-separated names (omit the field to "
-                "inherit the parent's tools, or write [] for no tools)",
-                field=key,
-            )
+            raise AgentFileError(path, "is empty; expected a list or comma-separated names (omit the field to "
+                                 "inherit the parent's tools, or write [] for no tools)", field=key)
         return ()
     if isinstance(value, str):
         items = [item.strip() for item in _LIST_SPLIT.split(value)]
@@ -237,13 +194,9 @@ def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:
     if isinstance(value, list):
         for item in value:
             if not isinstance(item, str) or not item.strip():
-                raise AgentFileError(
-                    path, f"expected every item to be a non-empty name, got {brief(item)}", field=key
-                )
+                raise AgentFileError(path, f"expected every item to be a non-empty name, got {brief(item)}", field=key)
         return tuple(item.strip() for item in value)
-    raise AgentFileError(
-        path, f"expected a list or a comma-separated string of names, got {brief(value)}", field=key
-    )
+    raise AgentFileError(path, f"expected a list or a comma-separated string of names, got {brief(value)}", field=key)
 
 
 def _explain(err: Mapping[str, Any]) -> str:
@@ -265,33 +218,16 @@ def _explain(err: Mapping[str, Any]) -> str:
 
 def agent_files_in(directory: Path) -> list[Path]:
     """Every ``*.md`` file directly in ``directory`` except ``README.md``, sorted."""
-    return sorted(
-        p for p in directory.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"
-    )
+    return sorted(p for p in directory.glob("*.md") if p.is_file() and p.name.lower() != "readme.md")
 
 
-def discover_agents(
-    dirs: DirLevels | None = None,
-    *,
-    project_dir: PathLike | None = None,
-    home: PathLike | None = None,
-    missing: MissingDirPolicy | None = None,
-) -> Discovery[SubagentSpec]:
-    """Scan agent directories (default: project then user level); never raises for a file.
-
-    Missing directories are skipped for the default levels and an error for
-    directories the caller named, unless ``missing`` says otherwise.
-    """
+def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
+                    missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
+    """Scan agent directories (default: project then user level); never raises for a file. A missing
+    directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
     levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(
-        levels,
-        files_in=agent_files_in,
-        parse=parse_agent_file,
-        name_of=lambda spec: spec.name,
-        error=AgentFileError,
-        kind="agent",
-        missing=missing or ("skip" if dirs is None else "error"),
-    )
+    return scan_levels(levels, files_in=agent_files_in, parse=parse_agent_file, name_of=lambda spec: spec.name,
+                       error=AgentFileError, kind="agent", missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:

@@ -1,16 +1,12 @@
-"""The ``condenser`` field: summarising a child's long context.
+"""The ``condenser`` field: LangChain's ``SummarizationMiddleware`` on the child.
 
-It maps onto LangChain's ``SummarizationMiddleware`` on the child:
-
-* omitted (``None``) or ``true``/``"default"``: default summarisation,
-  which calls no model until the context is large: at 80% of the model's
-  input window when LangChain knows it (``model.profile``), else at
+* omitted (``None``) or ``true``/``"default"``: default summarisation, at
+  80% of the model's input window when LangChain knows it, else at
   :data:`DEFAULT_TRIGGER_TOKENS` tokens; it keeps the last 20 messages;
 * ``false``/``"none"``/``"off"`` (and ``null`` in an agent file): off;
-* a mapping: settings, each optional -- ``trigger`` and ``keep`` as
-  LangChain takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}``
-  or a list of those), ``model`` (the summary writer: ``inherit``,
-  ``provider:model`` or a profile name), ``summary_prompt`` and
+* a mapping, each setting optional: ``trigger`` and ``keep`` as LangChain
+  takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}`` or a list
+  of those), ``model`` (the summary writer), ``summary_prompt`` and
   ``trim_tokens_to_summarize``.
 
 Example::
@@ -49,16 +45,12 @@ def normalize_condenser(value: Any) -> CondenserSetting:
     if isinstance(value, str) and value.strip().lower() in _OFF | _DEFAULT:
         return False if value.strip().lower() in _OFF else None
     if not isinstance(value, Mapping):
-        raise SpecError(
-            "expected 'none'/false (off), 'default'/true, or a mapping of "
-            f"{', '.join(CONDENSER_KEYS)}, got {value!r}"
-        )
+        raise SpecError("expected 'none'/false (off), 'default'/true, or a mapping of "
+                        f"{', '.join(CONDENSER_KEYS)}, got {value!r}")
     unknown = sorted(str(k) for k in value if k not in CONDENSER_KEYS)
     if unknown:
-        raise SpecError(
-            f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
-            f"{', '.join(CONDENSER_KEYS)}"
-        )
+        raise SpecError(f"unknown condenser setting(s) {', '.join(unknown)}; expected only "
+                        f"{', '.join(CONDENSER_KEYS)}")
     settings = dict(value)
     if "trigger" in settings:
         settings["trigger"] = _trigger(settings["trigger"])
@@ -82,18 +74,14 @@ def _size(value: Any, what: str) -> tuple[str, int | float]:
         )
         if ok:
             return (kind, amount)
-    raise SpecError(
-        f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
-        f"[fraction, F] (0 < F <= 1), got {value!r}"
-    )
+    raise SpecError(f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
+                    f"[fraction, F] (0 < F <= 1), got {value!r}")
 
 
 def _trigger(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _size([k, v], "trigger")[1] for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and value and all(
-        isinstance(v, (list, tuple, Mapping)) for v in value
-    ):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple, Mapping)) for v in value):
         return [_trigger(v) for v in value]
     return _size(value, "trigger")
 
@@ -107,17 +95,9 @@ def describe_condenser(setting: CondenserSetting) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in setting.items())
 
 
-def condenser_middleware(
-    setting: CondenserSetting,
-    model: Any,
-    *,
-    resolve_summarizer: Callable[[str], Any],
-) -> Any:
-    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off.
-
-    ``resolve_summarizer`` turns the setting's ``model`` name into a model
-    (through the same profiles as the child's own model).
-    """
+def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summarizer: Callable[[str], Any]) -> Any:
+    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off; ``resolve_summarizer``
+    turns the setting's ``model`` name into a model."""
     if setting is False:
         return None
     from langchain.agents.middleware import SummarizationMiddleware

@@ -1,20 +1,13 @@
 """Finding definitions in an ordered list of directory levels, with precedence.
 
 A *level* is one directory or a group of directories that rank equally.
-Levels are searched in order and the first level that defines a name wins:
-a later level's definition of that name is *shadowed* (kept in the report,
-not used). Two files defining one name within a level is an error naming
-both files. A file reached twice (through a symlink, say) counts once.
-
-The default levels for agents, under the project directory (default: the
-current directory) and then the user's home::
-
-    1. <project>/.agents/agents/  <project>/.claude/agents/   (project level)
-    2. ~/.agents/agents/          ~/.claude/agents/           (user level)
-
-so a project definition overrides a user one of the same name. In an
-agent directory every ``*.md`` file except ``README.md`` is an agent file;
-subdirectories are not searched.
+The first level that defines a name wins; a later level's definition is
+*shadowed* (reported, not used). Two files defining one name within a level
+is an error naming both. A file reached twice (a symlink) counts once. The
+default levels for agents: ``<project>/.agents/agents/`` and
+``<project>/.claude/agents/`` (the project: default the current directory),
+then the same under the user's home. Every ``*.md`` file directly in an
+agent directory except ``README.md`` is an agent file.
 
 Example::
 
@@ -38,34 +31,11 @@ import yaml
 
 from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
 
-# ----------------------------------------------------------------------------
-# Loading untrusted YAML within fixed bounds of time and memory.
-#
-# A definition file is read from anywhere (a cloned repository, a shared
-# folder), so its YAML is treated as hostile:
-#
-# * **Size.** :data:`MAX_FILE_BYTES` per file, checked before reading.
-# * **Nesting.** :data:`MAX_DEPTH` levels of collections, checked as each
-#   collection is opened, before the composer recurses into it, so deep
-#   nesting is an error, never a ``RecursionError``.
-# * **Values and aliases.** An alias is cheap to parse and expensive to use:
-#   nine aliases of nine aliases of ... (a "billion laughs" bomb) load as a
-#   few shared lists that expand to billions of items when validated or
-#   printed. A file's *expanded* size (every alias counted as a full copy of
-#   what it points to) is capped at :data:`MAX_EXPANDED_NODES`, counted while
-#   composing so the refusal costs no more than the cap; an alias inside
-#   its own anchor (a value that never ends) is refused too.
-# * **Tags.** Safe loading only: ``!!python/...`` is refused, never run.
-#
-# Example::
-#
-#     data = load_bounded("tools: [a, b]")     # {'tools': ['a', 'b']}
-#     load_bounded("a: &x [1]\nb: [*x, *x]")   # fine: 5 nodes
-#     load_bounded(BOMB)                        # raises YAMLBoundError
-#     load_bounded("tools: [" + "a," * 30_000 + "]")   # YAMLBoundError after 20,001 values
-# ----------------------------------------------------------------------------
-
-
+# Loading untrusted YAML (a cloned repository, a shared folder) within fixed bounds:
+# a file size, a nesting depth checked before the composer recurses (never a
+# RecursionError), and a count of values with every alias expanded, counted while
+# composing so a "billion laughs" bomb costs no more than the cap to refuse. Safe
+# loading only: ``!!python/...`` is refused, never run.
 
 MAX_FILE_BYTES = 1024 * 1024
 """Largest definition file read, in bytes."""
@@ -77,12 +47,8 @@ MAX_EXPANDED_NODES = 20_000
 """Most YAML values a document may hold once every alias is expanded."""
 
 
-
-
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader that refuses duplicate keys instead of keeping the last."""
-
-
 
 
 def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -115,11 +81,7 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class ValueBudget:
-    """How many values one file may hold, shared by every YAML document read from it.
-
-    The lenient fallback reads each top-level field as its own document;
-    one budget for all of them keeps :data:`MAX_EXPANDED_NODES` per file.
-    """
+    """How many values one file may hold, shared by every YAML document read from it (the lenient fallback's)."""
 
     def __init__(self, limit: int = MAX_EXPANDED_NODES) -> None:
         self.limit = limit
@@ -132,10 +94,8 @@ class ValueBudget:
 def check_brackets(source: str) -> None:
     """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`.
 
-    Counted on the text, quotes and all, before the scanner runs: PyYAML's
-    scanner slows down with the square of the flow depth, so a line of
-    ``[[[[...`` must be refused first (twice the depth leaves room for
-    brackets inside strings). The exact depth is checked while composing.
+    Counted on the raw text before the scanner runs, which slows down with the
+    square of the flow depth (twice the depth leaves room for brackets in strings).
     """
     depth = 0
     for match in _BRACKETS.finditer(source):
@@ -146,12 +106,8 @@ def check_brackets(source: str) -> None:
 
 
 class BoundedLoader(UniqueKeyLoader):
-    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either.
-
-    Counting as nodes are made (not after the whole document is composed)
-    makes a refusal cost at most the bound, however large the file: PyYAML's
-    composer is pure Python, and a 1 MiB flow list takes many seconds.
-    """
+    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either
+    (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
 
     def __init__(self, source: str, budget: ValueBudget) -> None:
         super().__init__(source)
@@ -204,12 +160,8 @@ class BoundedLoader(UniqueKeyLoader):
 
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
-    """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`.
-
-    ``budget`` is the file's when several documents share one (a fresh one
-    otherwise). Other problems raise PyYAML's own errors (syntax, tags,
-    :class:`DuplicateKey`).
-    """
+    """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`; other problems
+    raise PyYAML's own errors. ``budget``: the file's, when several documents share one."""
     check_brackets(source)
     loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
@@ -219,36 +171,15 @@ def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
         loader.dispose()
 
 
-# ----------------------------------------------------------------------------
-# Reading a markdown file that opens with YAML frontmatter, defensively.
-#
-# Accepted: UTF-8 with or without a byte-order mark, LF, CRLF or CR line
-# ends, and YAML loaded safely (plain data only: a ``!!python/...`` tag is an
-# error, never an object). Rejected with one error naming the file: bytes
-# that are not UTF-8, a missing or unterminated ``---`` block, YAML syntax
-# errors (with the line), a character YAML refuses (NUL, ESC...: with its
-# line and code), a frontmatter that is not a mapping, non-string or
-# duplicate keys, and hostile input (files over 1 MiB, nesting deeper than 32
-# levels, more than 20,000 values with aliases expanded; see :mod:`subagents.definitions.files`).
+# Reading a markdown file that opens with YAML frontmatter: UTF-8 (a BOM is
+# dropped), any line ends. Every problem is one error naming the file and line.
 #
 # Lenient fallback: many published agent files have an unquoted colon in a
-# one-line value (``description: Use when ... Triggers on: 'x'``), which
-# strict YAML rejects and the tools people use accept. When strict YAML
-# fails, each top-level ``key: value`` line is read on its own, the rest of
-# the line as a plain string; block lists and multi-line values are still
-# read as YAML. The file then loads with a warning naming the line, never
-# silently; a value that looks like YAML (``[``, ``{``, quotes, ``|``...) but
-# does not parse stays an error. Its fields share one value budget, so the
-# 20,000-value bound holds per file there too.
-#
-# Example::
-#
-#     notes = []
-#     fields, body = read_frontmatter(Path("agents/reviewer.md"), AgentFileError, notes)
-#     fields["description"], body   # ('Reviews diffs.', 'You review code...')
-# ----------------------------------------------------------------------------
-
-
+# one-line value (``description: Use when ... Triggers on: 'x'``), which strict
+# YAML rejects and the tools people use accept. Then each top-level ``key: value``
+# line is read on its own, the rest of the line as a plain string, with a warning
+# naming the line; a value that looks like YAML (``[``, ``{``, quotes...) but does
+# not parse stays an error. The fields share one value budget.
 
 DELIMITER = "---"
 
@@ -268,9 +199,7 @@ def read_text(path: Path, error: type[DefinitionFileError]) -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise error(
-            path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-        ) from None
+        raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -280,11 +209,8 @@ def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -
     if not text.strip():
         raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
     if lines[0].strip() != DELIMITER:
-        raise error(
-            path,
-            f"has no frontmatter; expected the first line to be '{DELIMITER}', "
-            f"got {brief(lines[0][:40])}",
-        )
+        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
+                    f"got {brief(lines[0][:40])}")
     for i, line in enumerate(lines[1:], start=1):
         if line.rstrip() == DELIMITER:
             return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :])
@@ -294,11 +220,8 @@ def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -
 def parse_yaml(
     source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> dict[str, Any]:
-    """The frontmatter as a dict of string keys (an empty block is ``{}``).
-
-    Strict YAML first; on a syntax error, the line-by-line fallback (its
-    warning appended to ``notes``) or, if that fails too, the strict error.
-    """
+    """The frontmatter as a dict of string keys (an empty block is ``{}``): strict YAML, else the
+    line-by-line fallback (its warning appended to ``notes``), else the strict error."""
     try:
         try:
             data = load_bounded(source)
@@ -321,34 +244,23 @@ def parse_yaml(
 def _lenient(
     source: str, exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], notes: list[str] | None
 ) -> dict[str, Any]:
-    """The fallback's fields, its warning in ``notes``; the strict error ``exc`` if it fails too.
-
-    A bound the fallback's fields break together (:class:`YAMLBoundError`)
-    is raised as it is: it is the file's problem, not the syntax error's.
-    """
+    """The fallback's fields, its warning in ``notes``; the strict error ``exc`` if it fails too."""
     fields = _line_by_line(source)
     if fields is None:
         raise exc
     if notes is not None:
-        notes.append(
-            f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-            f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
-            "'key: value' line with the rest of the line as its value (quote the value to silence this)"
-        )
+        notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+                     f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
+                     "'key: value' line with the rest of the line as its value (quote the value to silence this)")
     return fields
 
 
-def _as_error(
-    exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str
-) -> DefinitionFileError:
+def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
     """One readable error for any YAML problem, naming the frontmatter line."""
     if isinstance(exc, yaml.reader.ReaderError):
         return _unprintable(exc, path, error, source)
     if isinstance(exc, DuplicateKey):
-        return error(
-            path, f"given twice (frontmatter line {_line(exc)}); expected each field once",
-            field=exc.key,
-        )
+        return error(path, f"given twice (frontmatter line {_line(exc)}); expected each field once", field=exc.key)
     if isinstance(exc, YAMLBoundError):
         line = exc.line + 2 if exc.line is not None else "?"
         return error(path, f"frontmatter line {line}: {exc.message}", field=exc.field)
@@ -370,12 +282,9 @@ def _unprintable(
     code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
     kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
     escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return error(
-        path,
-        f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
-        f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
-        field=_field_at(source, line),
-    )
+    return error(path, f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+                 f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+                 field=_field_at(source, line))
 
 
 def _field_at(source: str, line: int) -> str | None:
@@ -388,10 +297,8 @@ def _field_at(source: str, line: int) -> str | None:
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
-    """Each top-level ``key:`` with its block; a one-line value YAML rejects is kept as text.
-
-    ``None`` when some part cannot be read this way either.
-    """
+    """Each top-level ``key:`` with its block, a one-line value YAML rejects kept as text; ``None`` if
+    some part cannot be read this way either."""
     blocks: list[tuple[str, str | None, list[str], int]] = []
     for number, line in enumerate(source.split("\n")):
         match = _TOP_LEVEL_KEY.match(line)
@@ -435,10 +342,7 @@ def _line(exc: yaml.YAMLError) -> int | str:
 def read_frontmatter(
     path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """``(fields, body)`` of a frontmatter file; the body is stripped.
-
-    Warnings (the lenient fallback) are appended to ``notes`` when given.
-    """
+    """``(fields, body)`` of a frontmatter file, the body stripped; warnings are appended to ``notes``."""
     yaml_text, body = split_frontmatter(read_text(path, error), path, error)
     return parse_yaml(yaml_text, path, error, notes), body.strip()
 
@@ -526,16 +430,9 @@ def default_levels(
     return [[project / d for d in subdirs], [user / d for d in subdirs]]
 
 
-def scan_levels(
-    levels: Sequence[Sequence[Path]],
-    *,
-    files_in: Callable[[Path], list[Path]],
-    parse: Callable[[Path], tuple[T, list[str]]],
-    name_of: Callable[[T], str],
-    error: Callable[[Path, str], SpecError],
-    kind: str,
-    missing: MissingDirPolicy = "skip",
-) -> Discovery[T]:
+def scan_levels(levels: Sequence[Sequence[Path]], *, files_in: Callable[[Path], list[Path]],
+                parse: Callable[[Path], tuple[T, list[str]]], name_of: Callable[[T], str],
+                error: Callable[[Path, str], SpecError], kind: str, missing: MissingDirPolicy = "skip") -> Discovery[T]:
     """Parse every definition in ``levels`` and apply the precedence rules."""
     report: Discovery[T] = Discovery()
     seen: set[Path] = set()
@@ -544,9 +441,7 @@ def scan_levels(
         for directory in dirs:
             if not directory.is_dir():
                 if missing == "error":
-                    report.problems.append(
-                        FileProblem(directory, error(directory, f"is not a directory of {kind}s"))
-                    )
+                    report.problems.append(FileProblem(directory, error(directory, f"is not a directory of {kind}s")))
                 continue
             for path in files_in(directory):
                 real = path.resolve()

@@ -20,12 +20,9 @@ Exit 0 proceeds. The exit code is the command's own, as soon as it exits
 (a background job it leaves holding its output does not count). Any other
 exit code, a timeout (default 60 s; the command's process group is killed)
 or a command that cannot start is a non-blocking warning, as in Claude
-Code (so a ``PreToolUse`` guard that hangs does not block): logged, and
-kept on the tool result's ``additional_kwargs["hook_warnings"]``, so it is
-in the transcript. A hook
-never raises into the agent. Commands run one after another in the order
-given; on ``ainvoke`` they run as asyncio subprocesses, never blocking the
-event loop.
+Code: logged, and kept on the tool result's
+``additional_kwargs["hook_warnings"]``. A hook never raises into the agent.
+Commands run one after another in the order given, as asyncio subprocesses.
 
 Example::
 
@@ -37,18 +34,17 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
 import logging
 import os
 import re
-import selectors
 import signal
 import subprocess
-import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Mapping
-from typing import IO, Any, Literal, cast
+from typing import Any, Literal, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime, ToolCallRequest
 from langchain.agents.middleware.types import hook_config
@@ -60,34 +56,17 @@ from subagents.definitions.on_host import launch
 from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
 
-# ----------------------------------------------------------------------------
-# The ``hooks`` field: Claude Code's hook format, checked when it is loaded.
-#
-# ::
+# The ``hooks`` field: Claude Code's format, checked when it is loaded::
 #
 #     hooks:
 #       PreToolUse:
-#         - matcher: Bash               # a tool name or a regex (Edit|Write); omit or "*" for all
-#           hooks:
-#             - type: command
-#               command: ./hooks/check-bash.sh
-#               timeout: 30             # seconds; default 60
-#       PostToolUse: [...]
-#       Stop: [...]                     # the agent is about to finish
+#         - matcher: Bash       # a tool name or a regex (Edit|Write); omit or "*" for all
+#           hooks: [{type: command, command: ./hooks/check-bash.sh, timeout: 30}]   # default 60 s
 #
-# A subagent's hooks take ``PreToolUse``, ``PostToolUse`` and ``Stop``
-# (``SubagentStop`` in a subagent's own file means its ``Stop``, as in Claude
-# Code). The root (``create_deep_agent(hooks=...)``) also takes
-# ``SubagentStart`` and ``SubagentStop``, run around each delegation, whose
-# matcher is matched against the subagent type. Any other event name is an
-# error naming the event: a hook that is accepted runs.
-#
-# Example::
-#
-#     normalize_hooks({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]})
-# ----------------------------------------------------------------------------
-
-
+# A subagent takes PreToolUse, PostToolUse and Stop (SubagentStop in its own file
+# means its Stop, as in Claude Code); the root also takes SubagentStart and
+# SubagentStop, matched against the subagent type. Any other event is an error:
+# a hook that is accepted runs.
 
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 SUBAGENT_EVENTS = ("PreToolUse", "PostToolUse", "Stop")
@@ -168,47 +147,21 @@ def matchers(hooks: Mapping[str, Any] | None, event: str) -> list[HookMatcher]:
     return [HookMatcher.model_validate(entry) for entry in (hooks or {}).get(event, ())]
 
 
-# ----------------------------------------------------------------------------
-# Running one hook command: the event as JSON on stdin, bounded by its timeout.
-#
-# The command runs through the shell in its own process group. Its verdict is
-# the shell's exit status, taken as soon as the shell exits: output is read for
-# :data:`EXIT_GRACE` seconds more and then no longer, so a background job that
-# keeps the hook's stdout open neither delays nor changes the verdict. A
-# shell still running at its timeout has its process group killed. Only the
-# first :data:`MAX_OUTPUT_CHARS` of each stream are kept; the rest is read and
-# dropped, so a hook that prints gigabytes neither stalls nor fills memory.
-#
-# Whatever happens -- the command is missing, crashes, prints gigabytes or
-# never ends -- the result is a :class:`HookOutcome`, never an exception, and
-# the call returns within about ``timeout`` plus twice the grace.
-# :func:`run_hook` blocks its thread; :func:`arun_hook` runs the command as an
-# asyncio subprocess and never blocks the event loop. Both drive one
-# :class:`_Run`, which holds what they share: the output kept, the clock and
-# the verdict. What an outcome *means* is decided in one place,
-# :mod:`subagents.definitions.hooks`.
-#
-# Example::
-#
-#     outcome = run_hook("./check.sh", {"hook_event_name": "PreToolUse", "tool_name": "Bash"}, 30)
-#     outcome.exit_code, outcome.stderr       # (2, 'rm -rf is not allowed')
-# ----------------------------------------------------------------------------
-
-
+# Running one hook command. Whatever happens (the command is missing, crashes, prints
+# gigabytes or never ends) the result is a HookOutcome within about ``timeout`` plus
+# twice EXIT_GRACE, never an exception.
 
 MAX_OUTPUT_CHARS = 8000
 """Most characters of a hook's stdout or stderr kept."""
 
 EXIT_GRACE = 0.25
-"""Seconds output is still read after the shell exits or is killed.
+"""Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
+(a background job) is not waited for, so it neither delays nor changes the verdict."""
 
-What a hook wrote before exiting is already in the pipe; this only covers
-reading it. Whoever still holds the pipe after that is not waited for.
-"""
+SHELL = "/bin/sh"
+"""What runs a hook's command (as ``subprocess``'s ``shell=True`` does)."""
 
 _KEEP_BYTES = MAX_OUTPUT_CHARS * 4  # UTF-8 needs at most 4 bytes a character
-_CHUNK = 1 << 16
-_POLL = 0.05  # how often the blocking driver looks for the shell's exit while pipes stay open
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,183 +181,19 @@ class HookOutcome:
         return f"hook {self.command[:80]!r} {what}{detail}"
 
 
-class _Capture:
-    """The first bytes of one output stream; later bytes are dropped as they arrive."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def feed(self, chunk: bytes) -> None:
-        room = _KEEP_BYTES - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", "replace")[:MAX_OUTPUT_CHARS]
-
-
-class _Run:
-    """One hook run as both drivers see it: output kept, deadline, kill, verdict."""
-
-    def __init__(self, command: str, timeout: float) -> None:
-        self.command, self.timeout = command, timeout
-        self.deadline = time.monotonic() + timeout
-        self.streams = {1: _Capture(), 2: _Capture()}
-        self.killed = False
-
-    def left(self) -> float:
-        """Seconds until the timeout (never negative)."""
-        return max(0.0, self.deadline - time.monotonic())
-
-    def kill(self, pid: int) -> None:
-        """End the shell's process group: its timeout has passed."""
-        self.killed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-    def outcome(self, returncode: int | None) -> HookOutcome:
-        """The verdict: the shell's own exit status, unless it was still running at the timeout."""
-        out, err = self.streams[1].text(), self.streams[2].text()
-        # A shell that exited on its own just before the kill keeps its status: a guard's
-        # exit 2 is never turned into a timeout (which would let the call through).
-        if returncode is None or (self.killed and returncode == -signal.SIGKILL):
-            return HookOutcome(self.command, None, out, err, problem=f"timed out after {self.timeout:g}s")
-        return HookOutcome(self.command, returncode, out, err)
-
-
-def _payload(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, default=str).encode("utf-8")
-
-
-def _could_not_start(command: str, exc: Exception) -> HookOutcome:
-    return HookOutcome(command, None, problem=f"could not start ({type(exc).__name__}: {exc})")
-
-
-def _failed(command: str, exc: BaseException) -> HookOutcome:
-    return HookOutcome(command, None, problem=f"failed ({type(exc).__name__})")
-
-
-# -- blocking: one thread, non-blocking pipes, a selector ---------------------------
-
-
-SHELL = "/bin/sh"
-"""What runs a hook's command (as ``subprocess``'s ``shell=True`` does)."""
-
-
-def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
-    """Run ``command`` with ``event`` on stdin; its verdict within about ``timeout`` seconds. Started
-    through :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
-    try:
-        with launch([SHELL, "-c", command]) as (argv, env):
-            return _run_hook(command, argv, env, event, timeout)
-    except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
-        return _could_not_start(command, exc)
-
-
-def _run_hook(command: str, argv: list[str], env: dict[str, str] | None, event: Mapping[str, Any],
-              timeout: float) -> HookOutcome:
-    try:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except Exception as exc:  # noqa: BLE001 - a hook that cannot start is a warning
-        return _could_not_start(command, exc)
-    run = _Run(command, timeout)
-    try:
-        _pump(proc, run, _payload(event))
-        return run.outcome(_reap(proc, run))
-    except BaseException as exc:
-        run.kill(proc.pid)
-        if not isinstance(exc, Exception):
-            raise  # Ctrl-C propagates, after the hook is ended
-        return _failed(command, exc)
-    finally:
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                pipe.close()  # type: ignore[union-attr]
-
-
-def _pump(proc: subprocess.Popen[bytes], run: _Run, payload: bytes) -> None:
-    """Feed stdin and keep output until the pipes close, or a grace after the shell ends."""
-    pipes: dict[int, IO[bytes]] = {1: proc.stdout, 2: proc.stderr, 0: proc.stdin}  # type: ignore[dict-item]
-    pending = memoryview(payload)
-    stop: float | None = None  # when reading ends: a grace after the shell exits or is killed
-    with selectors.DefaultSelector() as selector:
-        for number, pipe in pipes.items():
-            os.set_blocking(pipe.fileno(), False)
-            selector.register(pipe, selectors.EVENT_WRITE if number == 0 else selectors.EVENT_READ, number)
-        while selector.get_map():
-            now = time.monotonic()
-            if stop is None and (proc.poll() is not None or now >= run.deadline):
-                if proc.returncode is None:
-                    run.kill(proc.pid)
-                stop = now + EXIT_GRACE
-            if stop is not None and now >= stop:
-                return
-            wake = min(_POLL, (stop if stop is not None else run.deadline) - now)
-            for key, _ in selector.select(max(0.0, wake)):
-                if key.data == 0:
-                    pending = _feed(key.fileobj, pending)  # type: ignore[arg-type]
-                    done = not pending
-                else:
-                    chunk = _read(key.fileobj)  # type: ignore[arg-type]
-                    if chunk is None:
-                        continue
-                    run.streams[key.data].feed(chunk)
-                    done = not chunk
-                if done:
-                    selector.unregister(key.fileobj)
-                    with contextlib.suppress(OSError):
-                        key.fileobj.close()  # type: ignore[union-attr]
-
-
-def _feed(pipe: IO[bytes], pending: memoryview) -> memoryview:
-    """Write what the pipe takes now; nothing is left to write once the hook stops reading."""
-    try:
-        return pending[os.write(pipe.fileno(), pending[:_CHUNK]):]
-    except BlockingIOError:
-        return pending
-    except OSError:  # the hook closed its stdin (or exited) without reading it all
-        return pending[:0]
-
-
-def _read(pipe: IO[bytes]) -> bytes | None:
-    """A chunk, ``b""`` at end of file, or ``None`` when nothing is there after all."""
-    try:
-        return os.read(pipe.fileno(), _CHUNK)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""
-
-
-def _reap(proc: subprocess.Popen[bytes], run: _Run) -> int | None:
-    """The shell's exit status: waited for until the timeout, then killed and waited for briefly."""
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        return proc.wait(run.left())
-    run.kill(proc.pid)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        return proc.wait(EXIT_GRACE)
-    return None
-
-
-# -- asyncio: a subprocess protocol, so nothing waits for the pipes to close ----------
-
-
 class _Protocol(asyncio.SubprocessProtocol):
-    """Keeps output as it arrives and says when the shell has exited.
+    """Keeps the first bytes of each stream (the rest is read and dropped) and says when the shell exited
+    (``asyncio.subprocess.Process.wait`` also waits for the pipes, which a background job can hold open)."""
 
-    ``asyncio.subprocess.Process.wait`` also waits for the pipes to close,
-    which a background job can hold open for as long as it likes.
-    """
-
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
-        self.run = run
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.exited: asyncio.Future[None] = loop.create_future()
         self.drained: asyncio.Future[None] = loop.create_future()
+        self.output = {1: bytearray(), 2: bytearray()}
         self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        self.run.streams[fd].feed(data if isinstance(data, bytes) else data.encode())
+        kept = self.output[fd]
+        kept += (data if isinstance(data, bytes) else data.encode())[:max(0, _KEEP_BYTES - len(kept))]
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -415,42 +204,81 @@ class _Protocol(asyncio.SubprocessProtocol):
         if not self.exited.done():
             self.exited.set_result(None)
 
+    def text(self, fd: int) -> str:
+        return self.output[fd].decode("utf-8", "replace")[:MAX_OUTPUT_CHARS]
+
+
+def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
+    """:func:`arun_hook` from blocking code, on a loop of its own: in this thread (so Ctrl-C ends the
+    hook), or on a worker thread when this thread already runs a loop."""
+
+    def run() -> HookOutcome:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:  # the thread's current loop stays
+            return runner.run(arun_hook(command, event, timeout))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
 
 async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
-    """:func:`run_hook` on the running event loop, without blocking it."""
+    """Run ``command`` with ``event`` as JSON on stdin, in its own process group; its verdict within about
+    ``timeout`` seconds, never blocking the loop. Started through
+    :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
         with launch([SHELL, "-c", command]) as (argv, env):
             return await _arun_hook(command, argv, env, event, timeout)
-    except Exception as exc:  # noqa: BLE001 - as in run_hook
+    except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)
+
+
+def _could_not_start(command: str, exc: Exception) -> HookOutcome:
+    return HookOutcome(command, None, problem=f"could not start ({type(exc).__name__}: {exc})")
 
 
 async def _arun_hook(command: str, argv: list[str], env: dict[str, str] | None, event: Mapping[str, Any],
                      timeout: float) -> HookOutcome:
     loop = asyncio.get_running_loop()
-    run = _Run(command, timeout)
+    deadline = loop.time() + timeout
     try:
         transport, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(run, loop), *argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            lambda: _Protocol(loop), *argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a hook that cannot start is a warning
         return _could_not_start(command, exc)
+    killed = False
+
+    def kill() -> None:
+        nonlocal killed
+        killed = True
+        with contextlib.suppress(OSError):
+            os.killpg(transport.get_pid(), signal.SIGKILL)
+
     try:
         stdin = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
-        stdin.write(_payload(event))
+        stdin.write(json.dumps(event, default=str).encode("utf-8"))
         stdin.close()  # after the buffer is written: end of file for the hook
-        if not await _within(protocol.exited, run.left()):
-            run.kill(transport.get_pid())
+        if not await _within(protocol.exited, deadline - loop.time()):
+            kill()
             await _within(protocol.exited, EXIT_GRACE)
         await _within(protocol.drained, EXIT_GRACE)
-        return run.outcome(transport.get_returncode())
+        returncode = transport.get_returncode()
+        out, err = protocol.text(1), protocol.text(2)
+        # A shell that exited on its own just before the kill keeps its status: a guard's
+        # exit 2 is never turned into a timeout (which would let the call through).
+        if returncode is None or (killed and returncode == -signal.SIGKILL):
+            return HookOutcome(command, None, out, err, problem=f"timed out after {timeout:g}s")
+        return HookOutcome(command, returncode, out, err)
     except BaseException as exc:
-        run.kill(transport.get_pid())
+        kill()
         if not isinstance(exc, Exception):
             # cancellation propagates, after the hook is ended (and reaped, if it is quick)
             await asyncio.shield(_within(protocol.exited, EXIT_GRACE))
             raise
-        return _failed(command, exc)
+        return HookOutcome(command, None, problem=f"failed ({type(exc).__name__})")
     finally:
         transport.close()  # closes the pipes a background job may still hold
 
@@ -458,7 +286,7 @@ async def _arun_hook(command: str, argv: list[str], env: dict[str, str] | None, 
 async def _within(future: asyncio.Future[None], seconds: float) -> bool:
     """Whether ``future`` is done within ``seconds`` (it is not cancelled if not)."""
     if not future.done():
-        await asyncio.wait([future], timeout=seconds)
+        await asyncio.wait([future], timeout=max(0.0, seconds))
     return future.done()
 
 
@@ -489,17 +317,14 @@ class HookMiddleware(AgentMiddleware):
         hooks: Claude Code's hook mapping (checked again here).
         agent_type: the subagent's name, or ``None`` for the root.
         scope: ``"subagent"`` or ``"root"`` (which events are allowed).
-        delegation: the delegation tool's name and the state key its
-            records are written under, ``(tool, ledger_key)``, declared by
-            the middleware that owns them (``create_deep_agent`` passes
+        delegation: ``(tool, ledger_key)``: the delegation tool's name and the
+            state key of its records (``create_deep_agent`` passes
             ``SubAgentMiddleware``'s); ``SubagentStart``/``SubagentStop``
             fire around calls to that tool. ``None``: they never fire.
         also_delegating: the other tools that start child work
-            (``start_async_task``, ``retry_async_task``, ``create_subagent``).
-            A ``PreToolUse``/``PostToolUse`` matcher that matches the
-            delegation tool's name covers them too, so a guard on ``task``
-            cannot be walked around by delegating in the background; a
-            matcher naming one of them matches that tool alone. Those called
+            (``start_async_task``, ...). A ``PreToolUse``/``PostToolUse``
+            matcher of the delegation tool covers them too, so a guard on
+            ``task`` cannot be walked around in the background. Those called
             with a ``subagent_type`` fire ``SubagentStart``; their children's
             ``SubagentStop`` fires when they end (:meth:`background_task_ended`).
 
@@ -611,11 +436,11 @@ class HookMiddleware(AgentMiddleware):
         if blocks:
             return ToolMessage(content="\n".join(blocks), tool_call_id=call["id"], name=name,
                                status="error", additional_kwargs={"hook_warnings": notes} if notes else {})
+        subagent = str(args.get("subagent_type", ""))
+        who = {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
+               "tool_use_id": call.get("id")}
         if starting:
-            started, warnings = yield from self._event(
-                "SubagentStart", str(args.get("subagent_type", "")),
-                {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
-                 "tool_use_id": call.get("id")})
+            started, warnings = yield from self._event("SubagentStart", subagent, who)
             notes += warnings + [f"SubagentStart hooks cannot block: {text}" for text in started]
         result = yield _CallTool()
         message = _tool_message(result, call["id"])
@@ -624,35 +449,23 @@ class HookMiddleware(AgentMiddleware):
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
         notes += warnings
         feedback += blocks
+        stop: dict[str, Any] | None = None
         if delegating:
             record = _record(result, self.delegation[1] if self.delegation else "")
-            blocks, warnings = yield from self._event(
-                "SubagentStop", str(args.get("subagent_type", "")),
-                {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
-                 "tool_use_id": call.get("id"), "task_id": record.get("id"), "status": record.get("status"),
-                 "result": text})
-            notes += warnings
-            feedback += blocks
+            stop = {"task_id": record.get("id"), "status": record.get("status"), "result": text}
         elif starting and message is not None and message.status == "error":
             # The background start was refused (an unknown type, a cap): no child will end, so its
             # SubagentStart gets its SubagentStop now.
-            blocks, warnings = yield from self._event(
-                "SubagentStop", str(args.get("subagent_type", "")),
-                {"subagent_type": args.get("subagent_type"), "description": args.get("description"),
-                 "tool_use_id": call.get("id"), "task_id": None, "status": "error", "result": text,
-                 "background": True})
+            stop = {"task_id": None, "status": "error", "result": text, "background": True}
+        if stop is not None:
+            blocks, warnings = yield from self._event("SubagentStop", subagent, {**who, **stop})
             notes += warnings
             feedback += blocks
         return _annotate(result, call["id"], notes, feedback)
 
     async def background_task_ended(self, record: Mapping[str, Any]) -> list[str]:
-        """Run ``SubagentStop`` for a background task that has just ended; return the feedback (exit-2 texts).
-
-        ``record`` is the task's ledger record as it ends (``id``,
-        ``agent_type``, ``status``, ``result`` or ``error``). The background
-        runner calls this before it stores the outcome, so the feedback can
-        join the result the parent is told about. Never raises.
-        """
+        """Run ``SubagentStop`` for a background task's ledger ``record`` as it ends; return the feedback
+        (exit-2 texts) to join the result the parent is told about. Never raises."""
         if "SubagentStop" not in self.hooks or self.delegation is None:
             return []
         status = record.get("status")

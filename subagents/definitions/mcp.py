@@ -1,22 +1,17 @@
 """A subagent's MCP tools: listed once when the child is built, called through each task's sessions.
 
-The child graph is built once and cached, so its tools must be known then:
-:meth:`McpToolset.connect` connects to each server of the spec's
-``mcp_config`` once, lists its tools (bounded by the spec's ``timeout_s``,
-at most :data:`LIST_TIMEOUT_S`), and disconnects. Each listed tool becomes a
-:class:`McpTool` named ``mcp__<server>__<tool>`` (Claude Code's convention),
-so it never collides with the parent's tools and ``tools`` /
+:meth:`McpToolset.connect` lists each server's tools once (the child graph is
+cached, so its tools must be known then; bounded by ``timeout_s``, at most
+:data:`LIST_TIMEOUT_S`). Each becomes a :class:`McpTool` named
+``mcp__<server>__<tool>`` (Claude Code's convention), so ``tools`` /
 ``disallowed_tools`` filter it like any other (``mcp__github`` or
 ``mcp__github__*`` for all of a server's tools).
 
-Lifecycle (per task, not per agent): a task's sessions are opened when it
-first calls an MCP tool, reused for the rest of its run, and closed when the
-child's run ends, however it ends -- :attr:`McpToolset.lifecycle` is a
-callback handler bound to the child graph that counts the run's chains per
-task id and closes that task's sessions when the count drops to zero. Two
-tasks (parallel siblings, background tasks) never share a connection. A
-call waits at most until the task's deadline (``timeout_s``) or the
-server's ``timeout`` (default :data:`CALL_TIMEOUT_S`); a server that fails
+A task's sessions are opened when it first calls an MCP tool, reused for the
+rest of its run and closed when the child's run ends, however it ends
+(:attr:`McpToolset.lifecycle` counts the run's chains per task id). Two tasks
+never share a connection. A call waits at most until the task's deadline or
+the server's ``timeout`` (default :data:`CALL_TIMEOUT_S`); a server that fails
 to start, answer or stay up raises :class:`McpServerError` naming it, which
 fails that task alone.
 
@@ -38,7 +33,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -51,33 +46,13 @@ from subagents.definitions.on_host import launch
 from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
 
-# ----------------------------------------------------------------------------
-# The ``mcp_config`` field: the MCP servers a subagent may use.
-#
-# Each server gives that child, and only that child, its tools (see
-# :mod:`subagents.definitions.mcp`). Accepted shapes, all normalised to
-# ``{server name: server config}``:
-#
-# * a mapping of server name to config (the my-pi-agent / OpenHands form);
-# * the ``.mcp.json`` form ``{"mcpServers": {...}}``;
-# * Claude Code's list form: each item a server name (a reference to a
-#   server the caller defines in ``create_deep_agent(mcp_servers=...)``,
-#   stored as ``{}``) or ``{name: config}``.
-#
-# A config has ``command`` (with optional ``args`` list, ``env`` mapping and
-# ``cwd``) for a local server over stdio, or ``url`` (with optional
-# ``headers``) for a remote one over streamable HTTP (``transport: sse`` for
-# SSE; a URL ending in ``/sse`` defaults to it), and an optional ``timeout``
-# in seconds for one call. Server names are letters, digits, ``-`` and ``_``:
-# they become part of tool names (``mcp__<server>__<tool>``).
-#
-# Example::
-#
-#     normalize_mcp_config(["github", {"files": {"command": "mcp-files", "args": ["."]}}])
-#     # {'github': {}, 'files': {'command': 'mcp-files', 'args': ['.']}}
-# ----------------------------------------------------------------------------
-
-
+# The ``mcp_config`` field, normalised to ``{server name: config}`` from a mapping,
+# the ``.mcp.json`` form ``{"mcpServers": {...}}``, or Claude Code's list form (a
+# bare name refers to a server of ``create_deep_agent(mcp_servers=...)``, stored as
+# ``{}``). A config has ``command`` (``args``, ``env``, ``cwd``) for stdio, or
+# ``url`` (``headers``; ``transport: sse``, the default for a URL ending in
+# ``/sse``), and an optional ``timeout`` for one call. Server names become part of
+# tool names, so they are letters, digits, ``-`` and ``_``.
 
 TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -100,21 +75,16 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
             elif isinstance(item, Mapping) and len(item) == 1:
                 servers.update(item)
             else:
-                raise SpecError(
-                    f"expected each list item to be a server name or {{name: config}}, got {brief(item)}"
-                )
+                raise SpecError(f"expected each list item to be a server name or {{name: config}}, got {brief(item)}")
     else:
         raise SpecError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
-    normalized = {_name(name): _server(name, config) for name, config in servers.items()}
-    return normalized
+    return {_name(name): _server(name, config) for name, config in servers.items()}
 
 
 def _name(name: Any) -> str:
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
-        raise SpecError(
-            "expected MCP server names of letters, digits, '-' and '_' (at most 40), "
-            f"got {brief(name)}"
-        )
+        raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
+                        f"got {brief(name)}")
     return name
 
 
@@ -157,15 +127,11 @@ def _server(name: str, config: Any) -> dict[str, Any]:
 def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``langchain-mcp-adapters`` connection for one normalised server config."""
     if not config:
-        raise SpecError(
-            f"MCP server '{name}' is named but not defined; pass its config in "
-            "create_deep_agent(mcp_servers=...) or give it in the agent file"
-        )
+        raise SpecError(f"MCP server '{name}' is named but not defined; pass its config in "
+                        "create_deep_agent(mcp_servers=...) or give it in the agent file")
     if "command" in config:
-        connection: dict[str, Any] = {
-            "transport": "stdio", "command": config["command"],
-            "args": [str(a) for a in config.get("args", [])],
-        }
+        connection: dict[str, Any] = {"transport": "stdio", "command": config["command"],
+                                      "args": [str(a) for a in config.get("args", [])]}
         if config.get("env"):  # what the config declares: launch() gives it on top of this process's (or a sandbox's)
             connection["env"] = {k: str(v) for k, v in config["env"].items()}
         if config.get("cwd"):
@@ -211,37 +177,12 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
     return problems, notes
 
 
-# ----------------------------------------------------------------------------
-# One task's live connections to its MCP servers.
-#
-# An MCP client session is an anyio context: it must be entered and left by
-# one asyncio task, and it lives on one event loop. A child's tools run on
-# whatever thread or loop LangGraph picks (``invoke`` runs them on worker
-# threads, ``ainvoke`` on the caller's loop), so each task's sessions get a
-# small event loop of their own, on a daemon thread started when the task
-# first calls an MCP tool. Each server is connected once by its own owner
-# coroutine on that loop and reused by every later call of the task; closing
-# the task's sessions lets the owners leave their contexts (a stdio server's
-# process is ended) and stops the loop.
-#
-# Sessions still open when the interpreter exits are closed then, and the
-# exit waits for them (at most :data:`EXIT_WAIT_S`): the loop threads are
-# daemons, so without this a stdio server that ignores its closed stdin (a
-# hung one) would outlive the process that started it.
-#
-# Calls from sync code wait on a ``concurrent.futures.Future``; calls from
-# async code await it without blocking their loop. Every wait is bounded: a
-# server that does not start or answer within the time given fails with
-# :class:`McpServerError` naming the server.
-#
-# Example::
-#
-#     sessions = McpSessions({"files": {"transport": "stdio", "command": "mcp-files", "args": []}})
-#     result = sessions.call_sync("files", "read", {"path": "a.txt"}, timeout=30)
-#     sessions.close()
-# ----------------------------------------------------------------------------
-
-
+# One task's live connections. An MCP session is an anyio context: entered and left by
+# one asyncio task on one loop, while a child's tools run on whatever thread or loop
+# LangGraph picks. So each task's sessions get a loop of their own on a daemon
+# thread, each server an owner coroutine there; closing lets the owners leave their
+# contexts (ending a stdio server). Sessions still open at interpreter exit are
+# closed then and waited for (bounded), or a hung stdio server would outlive us.
 
 CLOSE_GRACE_S = 5.0
 """How long a sync caller waits past its own bound for the loop to hand back a timed-out call."""
@@ -454,9 +395,7 @@ def _matches(name: str, server: str, pattern: str) -> bool:
     return pattern in (name, f"{MCP_PREFIX}{server}") or fnmatch.fnmatchcase(name, pattern)
 
 
-def select_mcp_tools(
-    tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]
-) -> list[McpTool]:
+def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]) -> list[McpTool]:
     """The tools an allow list (``None``: all) admits and no deny entry names."""
     allowed = None if allow is None else [p for p in allow if isinstance(p, str) and is_mcp_name(p)]
     return [
@@ -488,21 +427,15 @@ class McpTool(BaseTool):
 
     def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
-        try:
-            result = sessions.wait(sessions.call_tool(self.server, self.remote_name, kwargs, timeout), timeout)
-        except McpServerError:
-            _stop_if_due(run_manager)
-            raise
-        return tool_content(result)
+        with _stopping_if_due(run_manager):
+            return tool_content(sessions.wait(sessions.call_tool(self.server, self.remote_name, kwargs, timeout),
+                                              timeout))
 
     async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         sessions, timeout = self.toolset.sessions_for(run_manager, self.server)
-        try:
-            result = await sessions.await_(sessions.call_tool(self.server, self.remote_name, kwargs, timeout))
-        except McpServerError:
-            _stop_if_due(run_manager)
-            raise
-        return tool_content(result)
+        with _stopping_if_due(run_manager):
+            return tool_content(await sessions.await_(sessions.call_tool(self.server, self.remote_name, kwargs,
+                                                                          timeout)))
 
 
 def tool_content(result: Any) -> Any:
@@ -642,12 +575,16 @@ def _deadline(run_manager: Any) -> float | None:
     return min(deadlines) if deadlines else None
 
 
-def _stop_if_due(run_manager: Any) -> None:
+@contextlib.contextmanager
+def _stopping_if_due(run_manager: Any) -> Iterator[None]:
     """A call cut short by the task's own limit (its ``timeout_s``, a cancel) stops as that limit.
 
     The wait was bounded by the task's deadline, so the server "not answering"
-    is the task timing out: raised as the meter's own stop, it is recorded as
-    ``timeout``, not as this tool's failure.
+    is the task timing out: recorded as ``timeout``, not as this tool's failure.
     """
-    for meter in _meters(run_manager):
-        meter.raise_if_stopped()
+    try:
+        yield
+    except McpServerError:
+        for meter in _meters(run_manager):
+            meter.raise_if_stopped()
+        raise

@@ -1,17 +1,12 @@
 """Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
 
-A profile is a name the caller maps to a model, so agent files can say
-``model: sonnet`` (Claude Code's aliases) or ``model: fast`` and stay
-portable across deployments. A profile's value is a ``"provider:model"``
-string, ``"inherit"``, a ``BaseChatModel``, or a mapping of
-:func:`langchain.chat_models.init_chat_model` keyword arguments.
-
-Lookup order: a profile of that exact name, then ``inherit``, then a
-``provider:model`` string, then a bare model name whose provider
-:func:`~langchain.chat_models.init_chat_model` can infer (``"gpt-5.4"``,
-``"claude-sonnet-4-6"``). Any other name is an error, unless the caller
-chose ``unknown_model="inherit"``, in which case the child uses the
-parent's model and a warning is logged.
+A profile is a name the caller maps to a model (``model: sonnet``, ``model:
+fast``), so agent files stay portable: a ``"provider:model"`` string,
+``"inherit"``, a ``BaseChatModel``, or a mapping of ``init_chat_model``
+keyword arguments. Lookup order: a profile of that name, ``inherit``, a
+``provider:model`` string, a bare model name whose provider
+``init_chat_model`` can infer (``"gpt-5.4"``). Any other name is an error,
+unless ``unknown_model="inherit"``: then the parent's model, with a warning.
 
 Example::
 
@@ -51,10 +46,8 @@ def check_model_name(value: str) -> str:
     if not name:
         raise SpecError("expected 'inherit', 'provider:model' or a profile name, got ''")
     if not _MODEL_NAME.fullmatch(name) or name.endswith(":"):
-        raise SpecError(
-            "expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
-            f"profile name (letters, digits, '.', '-', '_'), got {value!r}"
-        )
+        raise SpecError("expected 'inherit', 'provider:model' (e.g. 'openai:gpt-4.1-mini') or a "
+                        f"profile name (letters, digits, '.', '-', '_'), got {value!r}")
     return name
 
 
@@ -68,30 +61,19 @@ def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
         if isinstance(value, str):
             # A profile never names another profile: no chains, no loops.
             if value != INHERIT and ":" not in value and not inferred_provider(value):
-                raise SpecError(
-                    f"{where}: expected 'inherit' or 'provider:model', got {value!r}"
-                )
+                raise SpecError(f"{where}: expected 'inherit' or 'provider:model', got {value!r}")
         elif isinstance(value, Mapping):
             if not isinstance(value.get("model"), str):
-                raise SpecError(
-                    f"{where}: expected init_chat_model keyword arguments with a 'model' string"
-                )
+                raise SpecError(f"{where}: expected init_chat_model keyword arguments with a 'model' string")
         elif not isinstance(value, BaseChatModel):
-            raise SpecError(
-                f"{where}: expected a 'provider:model' string, 'inherit', a BaseChatModel "
-                f"or a mapping of init_chat_model arguments, got {type(value).__name__}"
-            )
+            raise SpecError(f"{where}: expected a 'provider:model' string, 'inherit', a BaseChatModel "
+                            f"or a mapping of init_chat_model arguments, got {type(value).__name__}")
         checked[name] = value
     return checked
 
 
-def lookup_model(
-    model: str | BaseChatModel | None,
-    *,
-    agent: str,
-    profiles: ModelProfiles | None = None,
-    unknown_model: UnknownModelPolicy = "error",
-) -> ModelProfile:
+def lookup_model(model: str | BaseChatModel | None, *, agent: str, profiles: ModelProfiles | None = None,
+                 unknown_model: UnknownModelPolicy = "error") -> ModelProfile:
     """What ``model`` stands for, without building anything: ``"inherit"``,
     a ``provider:model`` string, a mapping of init arguments, or a model."""
     if model is None or isinstance(model, BaseChatModel):
@@ -102,12 +84,10 @@ def lookup_model(
     if model == INHERIT or ":" in model or inferred_provider(model):
         return model
     known = ", ".join(sorted(profiles)) or "none given"
-    message = (
-        f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
-        f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
-        f"profile name (profiles: {known}); pass model_profiles="
-        f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'"
-    )
+    message = (f"subagent {agent!r}: field 'model' {model!r} is not 'inherit', a 'provider:model' "
+               f"string, a model name whose provider can be inferred (such as 'gpt-5.4') or a known "
+               f"profile name (profiles: {known}); pass model_profiles="
+               f"{{{model!r}: 'provider:model'}} or unknown_model='inherit'")
     if unknown_model == "inherit":
         log.warning("%s; using the parent's model", message)
         return INHERIT
@@ -115,35 +95,23 @@ def lookup_model(
 
 
 def inferred_provider(name: str) -> str | None:
-    """The provider ``init_chat_model`` would infer for a bare model name, if any.
-
-    LangChain's own rule, so exactly the names it accepts are; it is private
-    and has no public twin (docs/layout.md lists it): a LangChain without it
-    fails here, and ``tests/unit/subagents/test_framework_internals.py`` with it.
-    """
+    """The provider ``init_chat_model`` would infer for a bare model name, if any: LangChain's own rule,
+    private with no public twin (docs/layout.md lists it; test_framework_internals guards it)."""
     from langchain.chat_models.base import _attempt_infer_model_provider
 
     return _attempt_infer_model_provider(name)
 
 
-def resolve_model(
-    model: str | BaseChatModel | None,
-    parent_model: Any,
-    *,
-    agent: str,
-    profiles: ModelProfiles | None = None,
-    unknown_model: UnknownModelPolicy = "error",
-) -> Any:
+def resolve_model(model: str | BaseChatModel | None, parent_model: Any, *, agent: str,
+                  profiles: ModelProfiles | None = None, unknown_model: UnknownModelPolicy = "error") -> Any:
     """The child's model: the parent's for ``None``/``"inherit"``, else the named one."""
     target = lookup_model(model, agent=agent, profiles=profiles, unknown_model=unknown_model)
     if isinstance(target, BaseChatModel):
         return target
     if target == INHERIT:
         if parent_model is None:
-            raise SpecError(
-                f"subagent {agent!r}: field 'model' inherits the parent's model, "
-                "but the parent's model is not known yet"
-            )
+            raise SpecError(f"subagent {agent!r}: field 'model' inherits the parent's model, "
+                            "but the parent's model is not known yet")
         return parent_model
     from langchain.chat_models import init_chat_model
 
@@ -156,13 +124,8 @@ def resolve_model(
         raise SpecError(f"subagent {agent!r}: field 'model' {model!r}: {exc}") from exc
 
 
-def describe_model(
-    model: str | BaseChatModel | None,
-    *,
-    agent: str,
-    profiles: ModelProfiles | None = None,
-    unknown_model: UnknownModelPolicy = "error",
-) -> str:
+def describe_model(model: str | BaseChatModel | None, *, agent: str, profiles: ModelProfiles | None = None,
+                   unknown_model: UnknownModelPolicy = "error") -> str:
     """A one-line account of the resolution, for listings: ``sonnet -> anthropic:...``."""
     if isinstance(model, BaseChatModel):
         return type(model).__name__
@@ -176,41 +139,17 @@ def describe_model(
     return shown if model in (None, shown) else f"{model} -> {shown}"
 
 
-# ----------------------------------------------------------------------------
-# A copy of a model with an async HTTP client of its own, for a loop other than the caller's.
-#
-# LangChain's OpenAI integration gives every ``ChatOpenAI`` with the same base
-# URL and timeout one process-wide async client, so one connection pool: a
-# keep-alive connection opened on one event loop and picked up on another
-# fails (``<asyncio.locks.Event ...> is bound to a different event loop``).
-# A model called on the background runtime's loop and on the caller's must
-# therefore not share that client. ``model_copy()`` shares it (it copies the
-# client fields), and so does a new ``ChatOpenAI(...)`` of the same settings
-# (same pool); what works through public APIs is a new instance given its own
-# client through the documented ``http_async_client`` argument (an
-# ``openai.DefaultAsyncHttpxClient``, the SDK's default client, so its limits
-# and timeouts are the SDK's). A proxied model (``openai_proxy``) already
-# gets a fresh client per instance, so a new instance is enough.
-#
-# ``langchain-anthropic``'s ``ChatAnthropic`` shares one async pool per base
-# URL, timeout and proxy too, and has no client argument: it builds its
-# ``anthropic.AsyncAnthropic`` on first use (the ``_async_client`` cached
-# property) around that shared pool. Its copy is rebuilt from its settings and
-# given, in that slot, the same SDK client re-made by the SDK's public
-# ``with_options`` around an ``anthropic.DefaultAsyncHttpxClient`` of its own.
-# The slot is the integration's, not a public API, so it is used only while it
-# is a cached property (a release that changes it gets a warning and a shared
-# pool, never a broken model); the copy is ours, the caller's model untouched.
-#
-# Any other chat model that keeps a client in its fields is rebuilt from the
-# settings it was given (pydantic's ``model_fields_set``), without its client
-# fields: integrations that create their clients per instance (Google's, for
-# one) get new ones. A model with no client field is used as it is.
-#
-# Example::
-#
-#     copy, close = with_own_async_client(model)   # close: None, or a coroutine function
-# ----------------------------------------------------------------------------
+# A copy of a model with an async HTTP client of its own, for a loop other than the
+# caller's: a keep-alive connection opened on one event loop and used on another
+# fails, and LangChain's OpenAI and Anthropic integrations share one async pool
+# among instances of the same settings (so do ``model_copy()`` and a new instance).
+# OpenAI: a new instance given the documented ``http_async_client`` (the SDK's
+# default client); a proxied one already gets a fresh client per instance.
+# Anthropic has no client argument: the copy's ``_async_client`` cached property is
+# filled with the SDK client re-made by ``with_options`` around a pool of its own,
+# only while that slot is a cached property (else a warning and a shared pool).
+# Any other model keeping a client in its fields is rebuilt from its settings
+# (``model_fields_set``) without them; a model with no client field is used as is.
 
 CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_client", "http_async_client"})
 """The fields where LangChain's integrations keep clients built from the others (left out of a copy)."""
@@ -219,12 +158,10 @@ CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_
 def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]] | None]:
     """A copy of ``model`` whose async HTTP client is its own, and how to close that client.
 
-    Returns ``(model, None)`` for what is no ``BaseChatModel``, for a model
-    that keeps no client in its fields (a scripted model, which keeps its
-    script and its record of calls), for a model whose ``http_async_client`` its caller chose
-    (it is kept, with a :class:`~subagents.errors.SharedModelClient` warning:
-    an ``httpx`` client cannot be copied) or that cannot be rebuilt from its
-    settings (logged).
+    ``(model, None)`` for no ``BaseChatModel``, a model with no client in its
+    fields (a scripted model keeps its script), one whose ``http_async_client``
+    its caller chose (kept, with a :class:`~subagents.errors.SharedModelClient`
+    warning) or one that cannot be rebuilt from its settings (logged).
     """
     if not isinstance(model, BaseChatModel):
         return model, None
@@ -257,13 +194,8 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
 
 
 def _is_provider_model(model: object, module: str, name: str) -> bool:
-    """Whether ``model`` is an instance of ``module.name``, a provider integration's class, never importing it.
-
-    A model of that class was built by code that imported its module; when the
-    module is not loaded, no model is one. Importing it to ask would load a
-    provider SDK for every model (``langchain_anthropic``: 3,000 modules, over
-    a second of CPU, on the first background child).
-    """
+    """Whether ``model`` is an instance of ``module.name``, never importing it: a model of that class was
+    built by code that imported it, and importing a provider SDK to ask costs seconds."""
     loaded = sys.modules.get(module)
     cls = getattr(loaded, name, None)
     return isinstance(cls, type) and isinstance(model, cls)

@@ -1,34 +1,21 @@
 """The parent's policy over every child: which tool calls wait for approval, how an answer resumes them.
 
-A child inherits two kinds of rule from its parent, and may tighten them but
-not loosen them: the approval policy (the permission modes below) and the
-data policy (the parent's ``PIIMiddleware``, see its section). A background
-child that waits for approval is answered by one parent message, which the
-last section turns into the resume value.
-
-Permission modes say which of a child's tool calls wait for human approval.
-
-A mode becomes an ``interrupt_on`` mapping for LangChain's
-``HumanInTheLoopMiddleware`` on the child, built from the child's own
-(already filtered) tools:
+A child inherits the parent's approval policy (the permission modes) and
+data policy (its ``PIIMiddleware``), and may tighten them but not loosen
+them. A mode becomes an ``interrupt_on`` mapping for LangChain's
+``HumanInTheLoopMiddleware`` on the child, built from its own tools:
 
 * ``always_confirm``: every tool call pauses for approval;
-* ``confirm_risky``: calls to tools the caller marked risky
-  (``risky_tools``) pause; the rest run;
+* ``confirm_risky``: calls to the caller's ``risky_tools`` pause;
 * ``never_confirm``: nothing pauses because of the mode;
-* omitted (``None``): the parent's policy, i.e. the ``permission_mode``
-  given to ``create_deep_agent`` (no approval when that is omitted too).
+* omitted (``None``): the ``permission_mode`` given to ``create_deep_agent``.
 
-A spec's explicit ``interrupt_on`` entries are more specific than its mode
-and win per tool. The parent's policy (its mode, its ``interrupt_on`` and
-its approval middleware) is a ceiling on both: a spec may ask for more
-approvals than the parent, or review a gated tool its own way, never fewer
-(unlike deepagents, where a spec's ``interrupt_on`` replaces the
-parent's), so a cloned
-folder's ``permissionMode: bypassPermissions`` cannot switch off the
-approvals the user asked for (it is honoured when the user's own mode is
-``never_confirm`` or omitted). Claude Code's values are accepted and mapped to the
-closest mode that never runs a tool Claude would have stopped:
+A spec's explicit ``interrupt_on`` entries win per tool over its mode. The
+parent's policy is a ceiling on both: a spec may ask for more approvals,
+never fewer (unlike deepagents), so a cloned folder's
+``permissionMode: bypassPermissions`` cannot switch off the approvals the
+user asked for. Claude Code's values map to the closest mode that never
+runs a tool Claude would have stopped:
 
 =====================  ===============  =====================================
 Claude Code            here             why
@@ -59,13 +46,9 @@ from subagents.errors import InvalidArgument, SpecError
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
 PERMISSION_MODES: tuple[str, ...] = get_args(PermissionMode)
 
-CLAUDE_PERMISSION_MODES: Mapping[str, PermissionMode] = {
-    "default": "confirm_risky",
-    "acceptedits": "confirm_risky",
-    "plan": "always_confirm",
-    "dontask": "always_confirm",
-    "bypasspermissions": "never_confirm",
-}
+CLAUDE_PERMISSION_MODES: Mapping[str, PermissionMode] = {"default": "confirm_risky", "acceptedits": "confirm_risky",
+                                                         "plan": "always_confirm", "dontask": "always_confirm",
+                                                         "bypasspermissions": "never_confirm"}
 """Claude Code's ``permissionMode`` values (lower-cased) and what they mean here."""
 
 
@@ -80,19 +63,12 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
         mapped = CLAUDE_PERMISSION_MODES.get(key.replace("_", "").lower())
         if mapped is not None:
             return mapped
-    raise SpecError(
-        f"expected one of {', '.join(PERMISSION_MODES)} (or Claude Code's default, "
-        f"acceptEdits, plan, dontAsk, bypassPermissions), got {value!r}"
-    )
+    raise SpecError(f"expected one of {', '.join(PERMISSION_MODES)} (or Claude Code's default, "
+                    f"acceptEdits, plan, dontAsk, bypassPermissions), got {value!r}")
 
 
-def approval_rules(
-    mode: PermissionMode | None,
-    tool_names: Iterable[str],
-    *,
-    risky_tools: Iterable[str] = (),
-    interrupt_on: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, risky_tools: Iterable[str] = (),
+                   interrupt_on: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``interrupt_on`` mapping for a child with these tools; ``{}`` means no approval."""
     names = list(tool_names)
     if mode == "always_confirm":
@@ -106,22 +82,9 @@ def approval_rules(
     return {name: rule for name, rule in rules.items() if rule}
 
 
-# ----------------------------------------------------------------------------
-# The parent's data policy, applied to every child.
-#
-# A parent's ``PIIMiddleware`` is a rule about what data reaches a model, so
-# it holds for the children too: each child, whether it inherits the parent's
-# model or has its own, gets the parent's PII middleware (its model input,
-# output and tool results, as configured). A child's own PIIMiddleware for
-# the same type adds to it, never replaces it: the parent's runs beside it
+# The parent's data policy: every child gets the parent's PIIMiddleware. A child's
+# own for the same type adds to it, never replaces it: the parent's runs beside it
 # as a ParentPIIMiddleware (create_agent refuses two of one name).
-# deepagents' children do not get it.
-#
-# Example::
-#
-#     agent = create_deep_agent(model, subagents=[...],
-#                               middleware=[PIIMiddleware("email", apply_to_tool_results=True)])
-# ----------------------------------------------------------------------------
 
 class ParentPIIMiddleware(PIIMiddleware):
     """The parent's ``PIIMiddleware`` in a child that has its own for the same type: both hold."""
@@ -138,33 +101,12 @@ def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
                                apply_to_tool_results=middleware.apply_to_tool_results)
 
 
-# ----------------------------------------------------------------------------
-# Answering a background child that waits for approval, from one parent message.
-#
-# A child paused by an interrupt (``HumanInTheLoopMiddleware``, or any
-# ``interrupt()``) is ``waiting_for_approval``. The parent answers it with
-# ``update_async_task(task_id, message)``; this module turns that message into
-# the resume value:
-#
-# * a JSON object or array is used as it is, for graphs with their own
-#   interrupt shapes;
-# * a structured ``decision`` (the tool's argument, see
-#   :func:`decided_message`) says it without words;
-# * a message that is *exactly* an approval word (``approve``, ``approved``,
-#   ``yes``, ``ok``, ``okay``, ``go ahead``, ``lgtm``; any case, surrounding
-#   spaces and a final ``.`` or ``!`` ignored) approves every action the child
-#   asked about;
-# * anything else rejects them, and the message is the reason the child sees,
-#   so "no, publish to staging instead" steers it. A message that merely
-#   starts with an approval word ("OK, but do NOT publish", "yes... actually
-#   no", "go ahead and reject it") is a rejection: an approval runs a tool,
-#   so only an unambiguous one counts.
-#
-# Example::
-#
-#     pending = pending_interrupts([Interrupt(value={"action_requests": [...]}, id="i1")])
-#     resume_for("approve", pending)    # {"decisions": [{"type": "approve"}]}
-# ----------------------------------------------------------------------------
+# Answering a background child that waits for approval, from one parent message
+# (``update_async_task``): a JSON object or array is the resume value as it is; a
+# message that is *exactly* an approval word approves every pending action;
+# anything else rejects them, the message being the reason the child sees. "OK, but
+# do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous
+# one counts.
 
 APPROVAL_WORDS: frozenset[str] = frozenset(
     {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
@@ -181,11 +123,8 @@ def is_approval(message: str) -> bool:
 
 
 def decided_message(message: str, decision: str | None) -> str:
-    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously.
-
-    ``approve`` becomes the approval word; ``reject`` keeps the message as
-    the reason (``"rejected"`` when there is none), never read as approval.
-    """
+    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously:
+    the approval word, or the reason (``"rejected"`` when none), never read as approval."""
     if decision is None:
         return message
     if decision == "approve":
@@ -213,12 +152,8 @@ _MAX_DEPTH = 32
 
 
 def json_ready(value: Any, depth: int = 0) -> Any:
-    """``value`` as plain JSON data: what the ledger, every checkpointer and every notice can hold.
-
-    An interrupt's value is whatever the child's graph chose (``interrupt({(1, 2): ...})``,
-    bytes, an object); the record keeps it as text where JSON cannot hold it (a key that
-    is not a string or number, an object, a nesting deeper than 32), never raising.
-    """
+    """``value`` as plain JSON data (what the ledger and every checkpointer can hold), never raising:
+    what JSON cannot hold (an odd key, an object, a nesting deeper than 32) is kept as text."""
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
         return str(value)  # msgpack (every LangGraph checkpointer's) holds 64 bits
     if isinstance(value, (str, int, float, bool, type(None))):
@@ -245,11 +180,8 @@ def _text(value: Any) -> str:
 
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
-    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``.
-
-    One interrupt is answered with its value directly; several are answered
-    by id, each with the same decision.
-    """
+    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``: for one interrupt its
+    value directly, for several a mapping by id, each with the same decision."""
     explicit = _json_value(message)
     if explicit is not None:
         return explicit
@@ -270,9 +202,7 @@ def _json_value(message: str) -> Any:
 
 
 def _decision(message: str, value: Any) -> Any:
-    one: dict[str, Any] = (
-        {"type": "approve"} if is_approval(message) else {"type": "reject", "message": message}
-    )
+    one: dict[str, Any] = ({"type": "approve"} if is_approval(message) else {"type": "reject", "message": message})
     # `per_call` mode asks about one tool call and takes one bare decision.
     if isinstance(value, Mapping) and value.get("type") == "tool_approval":
         return one

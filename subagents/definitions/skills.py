@@ -1,23 +1,23 @@
-"""A spec's ``skills``: skill names from the caller's catalog, or skill folders.
+"""Skills: folders of instructions an agent reads when a task calls for them.
 
-Two spellings meet here. Ours names skills the caller loaded
-(``skills=["git-diff"]``, looked up in ``skills_dirs``); deepagents' lists
-skill source folders (``skills=["/skills/user/", "./skills/project/"]``),
-each holding one folder per skill with a ``SKILL.md``. An entry with a
-``/`` (or starting with ``.`` or ``~``) is a folder on the local disk,
-relative to the working directory; any other entry is a skill name.
+A skill is a folder holding ``SKILL.md`` (the Agent Skills layout), whose
+frontmatter has ``name`` (lower-case letters, digits and single hyphens, at
+most 64 characters, the folder's name) and ``description``. Skill
+directories are searched in levels like agent directories (default:
+``.agents/skills/`` and ``.claude/skills/``, project then user). An agent is
+told about its skills in an ``<available_skills>`` prompt block; a subagent
+gets exactly the skills its spec names, not the parent's.
 
-A folder that does not exist adds no skills and raises a
-:class:`SkillFolderWarning` (deepagents reads such paths from its file
-backend, where they are often empty); a folder holding a broken
-``SKILL.md`` is an error naming the file.
-
-Precedence, as in deepagents: entries are read in order and a later entry
-replaces an earlier skill of the same name (last one wins). Within one
-entry there is only one skill per name.
+A spec's ``skills`` entry is a skill name from the caller's catalog
+(``skills_dirs``), or, as in deepagents, a folder of skill folders: an entry
+with a ``/`` (or starting with ``.`` or ``~``), read from the local disk. A
+folder that does not exist adds no skills, with a :class:`SkillFolderWarning`;
+a broken ``SKILL.md`` is an error naming the file. A later entry replaces an
+earlier skill of the same name.
 
 Example::
 
+    catalog = load_skill_dirs(["skills"])
     skills_for(["git-diff", "./team-skills/"], catalog, agent="reviewer")
 """
 
@@ -42,39 +42,13 @@ from subagents.definitions.files import (
 )
 from subagents.errors import SkillFileError, SkillFolderWarning, SpecError
 
-# ----------------------------------------------------------------------------
-# Skills: folders of instructions an agent reads when a task calls for them.
-#
-# The layout is the Agent Skills one: a skill is a folder holding ``SKILL.md``,
-# whose frontmatter has ``name`` (lower-case letters, digits and single
-# hyphens, at most 64 characters, equal to the folder name; default: the
-# folder name) and ``description`` (what it does and when to use it). Skill
-# directories hold skill folders; they are searched in levels like agent
-# directories (default: ``.agents/skills/`` and ``.claude/skills/`` under the
-# project, then under the user's home; the first level to define a name wins).
-#
-# An agent is told about skills, not given them: its prompt gets an
-# ``<available_skills>`` block with each skill's name, description and the
-# path of its ``SKILL.md``. A subagent gets exactly the skills its spec's
-# ``skills`` names; the parent's are not inherited.
-#
-# Example::
-#
-#     catalog = load_skill_dirs(["skills"])
-#     print(catalog.prompt_block(["git-diff"]))
-# ----------------------------------------------------------------------------
-
-
-
 SKILL_FILE = "SKILL.md"
 SKILL_DIRS: tuple[str, ...] = (".agents/skills", ".claude/skills")
 SKILL_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MAX_NAME, MAX_DESCRIPTION = 64, 1024
 
-SKILLS_PREAMBLE = (
-    "You have the skills below. When a task matches a skill's description, read its "
-    "SKILL.md at <location> first and follow it."
-)
+SKILLS_PREAMBLE = ("You have the skills below. When a task matches a skill's description, read its "
+                   "SKILL.md at <location> first and follow it.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,28 +69,18 @@ def parse_skill(path: Path) -> tuple[Skill, list[str]]:
     folder = path.parent.name
     name = fields.get("name", folder)
     if not isinstance(name, str) or len(name) > MAX_NAME or not SKILL_NAME.fullmatch(name):
-        raise SkillFileError(
-            path,
-            "expected lower-case letters, digits and single hyphens, at most "
-            f"{MAX_NAME} characters, got {name!r}",
-            field="name",
-        )
+        raise SkillFileError(path, "expected lower-case letters, digits and single hyphens, at most "
+                             f"{MAX_NAME} characters, got {name!r}", field="name")
     if name != folder:
-        raise SkillFileError(
-            path, f"expected the skill's folder name {folder!r}, got {name!r}", field="name"
-        )
+        raise SkillFileError(path, f"expected the skill's folder name {folder!r}, got {name!r}", field="name")
     description = fields.get("description")
     if not isinstance(description, str) or not description.strip():
-        raise SkillFileError(
-            path,
-            f"required; expected a non-empty string saying when to use the skill, got {description!r}",
-            field="description",
-        )
+        raise SkillFileError(path,
+                             f"required; expected a non-empty string saying when to use the skill, got {description!r}",
+                             field="description")
     if len(description) > MAX_DESCRIPTION:
-        raise SkillFileError(
-            path, f"expected at most {MAX_DESCRIPTION} characters, got {len(description)}",
-            field="description",
-        )
+        raise SkillFileError(path, f"expected at most {MAX_DESCRIPTION} characters, got {len(description)}",
+                             field="description")
     return Skill(name, " ".join(description.split()), path.resolve()), []
 
 
@@ -162,10 +126,8 @@ class SkillCatalog(Mapping[str, Skill]):
         unknown = [n for n in names if n not in self._skills]
         if unknown:
             available = ", ".join(self._skills) or "none (pass skills_dirs to find some)"
-            raise SpecError(
-                f"subagent {agent!r}: field 'skills' names unknown skill(s) "
-                f"{', '.join(map(repr, unknown))}; available: {available}"
-            )
+            raise SpecError(f"subagent {agent!r}: field 'skills' names unknown skill(s) "
+                            f"{', '.join(map(repr, unknown))}; available: {available}")
         return [self._skills[n] for n in dict.fromkeys(names)]
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
@@ -174,24 +136,12 @@ class SkillCatalog(Mapping[str, Skill]):
         return available_skills_block(chosen)
 
 
-def discover_skills(
-    dirs: DirLevels | None = None,
-    *,
-    project_dir: PathLike | None = None,
-    home: PathLike | None = None,
-    missing: MissingDirPolicy | None = None,
-) -> Discovery[Skill]:
+def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
+                    missing: MissingDirPolicy | None = None) -> Discovery[Skill]:
     """Scan skill directories (default: project then user level); never raises for a file."""
     levels = default_levels(SKILL_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(
-        levels,
-        files_in=skill_files_in,
-        parse=parse_skill,
-        name_of=lambda skill: skill.name,
-        error=SkillFileError,
-        kind="skill",
-        missing=missing or ("skip" if dirs is None else "error"),
-    )
+    return scan_levels(levels, files_in=skill_files_in, parse=parse_skill, name_of=lambda skill: skill.name,
+                       error=SkillFileError, kind="skill", missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
@@ -202,8 +152,6 @@ def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
 
 
 def is_skill_folder(entry: str) -> bool:
@@ -217,10 +165,8 @@ def check_skill_entry(entry: str) -> str:
         raise SpecError(f"expected a skill name or a skill folder path, got {entry!r}")
     if is_skill_folder(entry) or _NAME.fullmatch(entry):
         return entry
-    raise SpecError(
-        "expected a skill name (letters, digits, '-' and '_') or a skill folder "
-        f"path such as './skills/' (got {entry!r})"
-    )
+    raise SpecError("expected a skill name (letters, digits, '-' and '_') or a skill folder "
+                    f"path such as './skills/' (got {entry!r})")
 
 
 def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> list[Skill]:
@@ -240,7 +186,6 @@ def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> 
 
 
 def _folder_skills(entry: str, agent: str) -> list[Skill]:
-
     try:
         folder = Path(entry).expanduser()  # '~nobody/skills' raises RuntimeError
         is_folder = folder.is_dir()
@@ -249,13 +194,9 @@ def _folder_skills(entry: str, agent: str) -> list[Skill]:
     if not is_folder:
         # deepagents reads these paths from its file backend, where they may simply be
         # empty: warn, as a skill source with no skills, rather than refuse the agent.
-        warnings.warn(
-            f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
-            "(skill folders are read from the disk, relative to the working directory); "
-            "it adds no skills",
-            SkillFolderWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
+                      "(skill folders are read from the disk, relative to the working directory); "
+                      "it adds no skills", SkillFolderWarning, stacklevel=2)
         return []
     report = discover_skills([folder])
     try:
