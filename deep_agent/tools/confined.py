@@ -309,8 +309,8 @@ def main(args: list[str]) -> int:
                 process.terminate()
             code = process.wait()
     except SpawnFailed as exc:
-        print(f"the sandbox did not start: {exc}", file=sys.stderr)
-        return 126
+        print(f"the sandbox did not start: {exc}", file=sys.stderr)  # subagents.definitions.on_host.DID_NOT_START
+        return 125
     return code if code >= 0 else 128 - code
 
 

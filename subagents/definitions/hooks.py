@@ -21,7 +21,9 @@ Exit 0 proceeds. The exit code is the command's own, as soon as it exits
 exit code, a timeout (default 60 s; the command's process group is killed)
 or a command that cannot start is a non-blocking warning, as in Claude
 Code: logged, and kept on the tool result's
-``additional_kwargs["hook_warnings"]``. A hook never raises into the agent.
+``additional_kwargs["hook_warnings"]``. But a ``PreToolUse`` hook that never
+ran (its shell or its sandbox could not start) blocks the call: a guard's
+silence is not a verdict. A hook never raises into the agent.
 Commands run one after another in the order given, as asyncio subprocesses.
 
 Example::
@@ -52,7 +54,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from subagents.definitions.on_host import launch
+from subagents.definitions.on_host import DID_NOT_START, launch
 from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
 
@@ -173,6 +175,13 @@ class HookOutcome:
     stdout: str = ""
     stderr: str = ""
     problem: str | None = None
+
+    @property
+    def never_ran(self) -> bool:
+        """Whether the command never ran: its shell or its sandbox could not start."""
+        status, text = DID_NOT_START
+        return (self.exit_code is None and (self.problem or "").startswith("could not start")) or (
+            self.exit_code == status and self.stderr.startswith(text))
 
     def describe(self) -> str:
         """One line for a warning."""
@@ -414,6 +423,9 @@ class HookMiddleware(AgentMiddleware):
                     continue
                 if outcome.exit_code == 2:
                     blocks.append(outcome.stderr.strip() or f"Blocked by a {event} hook.")
+                elif event == "PreToolUse" and outcome.never_ran:  # a guard that never ran lets nothing through
+                    blocks.append(f"Blocked: the PreToolUse {outcome.describe()}; the call waits for a guard "
+                                  "that runs.")
                 else:
                     warnings.append(f"{event} {outcome.describe()}")
         for warning in warnings:

@@ -20,6 +20,10 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
+DID_NOT_START = (125, "the sandbox did not start:")
+"""How a confined start that never ran its command ends: this status, and stderr starting with this text (the
+launcher, ``deep_agent.tools.confined``, is stdlib only and writes them itself)."""
+
 Started = tuple[list[str], dict[str, str] | None]
 """What to run: the argv, and the environment (``None``: this process's)."""
 

@@ -1,0 +1,87 @@
+"""A ``PreToolUse`` guard whose sandbox (or shell) could not start blocks the call: it never lets it through.
+
+A hook that ran and failed (any exit but 0 and 2, a timeout) stays a warning, as in Claude Code; one that
+never ran is not a verdict. Before, a guard whose confinement failed to start was a warning and the call ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from helpers.graphs import tool_messages, user
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.tools import confined
+from subagents.definitions import HookMiddleware
+from subagents.definitions.on_host import DID_NOT_START, confine
+
+ran: list[str] = []
+
+
+@tool
+def wire_money(to: str) -> str:
+    """Send money."""
+    ran.append(to)
+    return "sent"
+
+
+@contextlib.contextmanager
+def _failing_to_start(argv: list[str], cwd: str | None, env: dict[str, str]) -> Iterator[tuple[list[str], None]]:
+    raise confined.SpawnFailed("a path the sandbox binds is now a symlink: /w/scripts", "bwrap")
+    yield argv, None  # pragma: no cover - never reached
+
+
+@contextlib.contextmanager
+def _launcher_says_it_did_not_start(argv: list[str], cwd: str | None,
+                                    env: dict[str, str]) -> Iterator[tuple[list[str], None]]:
+    status, text = DID_NOT_START
+    said = f"import sys; sys.stderr.write({text!r} + ' bwrap did not start'); sys.exit({status})"
+    yield [sys.executable, "-c", said], None
+
+
+def _agent(command: str):
+    hooks = HookMiddleware({"PreToolUse": [{"matcher": "wire_money",
+                                            "hooks": [{"type": "command", "command": command}]}]}, scope="root")
+    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("wire_money", to="mallory")]}, "done"])
+    return create_agent(model, [wire_money], middleware=[hooks])
+
+
+@pytest.fixture
+def installed():
+    def install(confinement):
+        confine(confinement)
+    yield install
+    confine(None)
+
+
+@pytest.mark.parametrize("confinement", [_failing_to_start, _launcher_says_it_did_not_start])
+def test_a_guard_that_never_ran_blocks_the_call(run, installed, confinement):
+    ran.clear()
+    installed(confinement)
+    out = run(_agent("./guard.sh"), user("go"))
+    (result,) = tool_messages(out)
+    assert ran == [] and result.status == "error" and result.content.startswith("Blocked: the PreToolUse hook"), (
+        result.content)
+
+
+def test_a_guard_that_ran_and_failed_is_still_a_warning(run, installed):
+    ran.clear()
+    out = run(_agent("exit 1"), user("go"))
+    (result,) = tool_messages(out)
+    assert ran == ["mallory"] and result.content == "sent"
+    assert "exited 1" in " ".join(result.additional_kwargs["hook_warnings"])
+
+
+def test_the_launcher_ends_a_start_it_could_not_make_with_that_status_and_text(tmp_path):
+    # A bind source that does not exist: the launcher refuses it before bubblewrap runs.
+    missing = tmp_path / "missing"
+    done = subprocess.run([sys.executable, "-I", confined.__file__, str(tmp_path / "record"), "--", "bwrap",
+                           "--ro-bind", str(missing), str(missing), "true"], capture_output=True, text=True, timeout=60)
+    status, text = DID_NOT_START
+    assert done.returncode == status and done.stderr.startswith(text), (done.returncode, done.stderr)
