@@ -40,7 +40,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded, SpecError
-from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
+from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools
 from subagents.outcome import limit_stop
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
@@ -163,6 +163,14 @@ class RootBudget:
         """``graph`` run with the meter that counts, against the budget, every model call of a run that no other
         meter counts: a root middleware's own (see :class:`subagents.metering.RunMeter`)."""
         return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
+
+    def in_tools(self) -> contextlib.AbstractContextManager[None]:
+        """Around a root tool call: the run's meter counts every model call the tool makes, those given
+        callbacks of their own included (which would drop it); nothing where the graph runs unmetered."""
+        callbacks = get_config().get("callbacks")
+        handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
+        meter = next((h for h in handlers if isinstance(h, RunMeter) and h.budget is self.budget), None)
+        return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
     def _say_if_unmetered(self) -> None:
         """Warn when the root's first budgeted call runs without the :meth:`metered` meter: its middleware's own
