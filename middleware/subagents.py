@@ -50,7 +50,6 @@ Decisions a LangGraph user may want to know:
 """
 
 import asyncio
-import contextlib
 import dataclasses
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -62,7 +61,6 @@ from langchain.agents.middleware import (
     ModelCallResult,
     ModelRequest,
     ModelResponse,
-    ToolCallRequest,
 )
 from langchain.agents.middleware.types import ResponseT
 from langchain.tools import ToolRuntime
@@ -439,22 +437,6 @@ class SubAgentMiddleware(AgentMiddleware):
     @property
     def _tool_names(self) -> tuple[str, ...]:
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
-
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
-        with self._tool_metered():
-            return handler(request)
-
-    async def awrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-    ) -> ToolMessage | Command[Any]:
-        with self._tool_metered():
-            return await handler(request)
-
-    def _tool_metered(self) -> contextlib.AbstractContextManager[None]:
-        # A tool's model call given callbacks of its own is the shared budget's still (see RootBudget.in_tools).
-        return contextlib.nullcontext() if self.root_budget is None else self.root_budget.in_tools()
 
     def wrap_model_call(
         self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
