@@ -26,7 +26,7 @@ import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypeVar
+from typing import Annotated, Any, NotRequired, Protocol, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, ToolCallRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
@@ -43,9 +43,6 @@ from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools
 from subagents.outcome import limit_stop
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
-
-if TYPE_CHECKING:
-    from middleware.subagents import SubAgentMiddleware
 
 COUNT_KEY = "run_model_call_count"
 
@@ -248,6 +245,12 @@ class RootBudget:
         return stop
 
 
+class _Delegation(Protocol):
+    """A ``SubAgentMiddleware``, as :class:`RootToolMeter` reads it (it imports this module)."""
+
+    root_budget: RootBudget | None
+
+
 class RootToolMeter(AgentMiddleware):
     """Around each of the root's tool calls, the run's meter is in force (:meth:`RootBudget.in_tools`): a model
     call a root tool makes with callbacks of its own, which replace the run's, is counted and refused still.
@@ -260,7 +263,7 @@ class RootToolMeter(AgentMiddleware):
         agent = delegation.metered(create_agent(model, tools, middleware=[delegation, RootToolMeter(delegation)]))
     """
 
-    def __init__(self, delegation: SubAgentMiddleware) -> None:
+    def __init__(self, delegation: _Delegation) -> None:
         super().__init__()
         self.root_budget: RootBudget | None = delegation.root_budget
 
