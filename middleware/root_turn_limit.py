@@ -14,12 +14,12 @@ import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Annotated, Any, NotRequired, TypeVar
+from typing import Annotated, Any, NotRequired, Protocol, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, ToolCallRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
 from langchain_core.callbacks import BaseCallbackManager
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
@@ -28,7 +28,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded, SpecError
-from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart
+from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools
 from subagents.outcome import limit_stop
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
@@ -130,6 +130,14 @@ class RootBudget:
         """``graph`` run with the :class:`~subagents.metering.RunMeter` counting a root middleware's own calls."""
         return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
 
+    def in_tools(self) -> contextlib.AbstractContextManager[None]:
+        """Around a root tool call: the run's meter counts every model call the tool makes, those given
+        callbacks of their own included (which would drop it); nothing where the graph runs unmetered."""
+        callbacks = get_config().get("callbacks")  # the tool node's: the run's meter is inherited there
+        handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
+        meter = next((h for h in handlers if isinstance(h, RunMeter) and h.budget is self.budget), None)
+        return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
+
     def _say_if_unmetered(self) -> None:
         """Warn, once, when the root runs without the :meth:`metered` meter (its middleware's calls go uncounted)."""
         if self._unmetered_said:
@@ -200,3 +208,41 @@ class RootBudget:
         stop = limit_stop(f"{text}\n\n{note}" if text else note, "budget", self.agent_name)
         stop.usage_metadata = answer.usage_metadata if answer is not None else None
         return stop
+
+
+class _Delegation(Protocol):
+    """A ``SubAgentMiddleware``, as :class:`RootToolMeter` reads it (it imports this module)."""
+
+    root_budget: RootBudget | None
+
+
+class RootToolMeter(AgentMiddleware):
+    """Around each of the root's tool calls, the run's meter is in force (:meth:`RootBudget.in_tools`): a model
+    call a root tool makes with callbacks of its own, which replace the run's, is counted and refused still.
+
+    Its own middleware, only where there is a budget: LangChain runs a ``wrap_tool_call`` hook, in a LangSmith
+    span, around every tool call of the agent. ``create_deep_agent`` adds it; in a plain ``create_agent``, put
+    it after the delegation middleware. Example::
+
+        delegation = SubAgentMiddleware(specs, budget=budget)
+        agent = delegation.metered(create_agent(model, tools, middleware=[delegation, RootToolMeter(delegation)]))
+    """
+
+    def __init__(self, delegation: _Delegation) -> None:
+        super().__init__()
+        self.root_budget: RootBudget | None = delegation.root_budget
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        with self._in_tools():
+            return handler(request)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
+        with self._in_tools():
+            return await handler(request)
+
+    def _in_tools(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self.root_budget is None else self.root_budget.in_tools()

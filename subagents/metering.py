@@ -29,6 +29,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import LLMResult
+from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BeforeValidator
 
@@ -857,6 +858,12 @@ class TaskMeter(BaseCallbackHandler):
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
 _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
+_METER_IN_FORCE: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_meter_in_force",
+                                                                                   default=None)
+# The meter in force (a child's, or the run's in a root tool) is added by LangChain to every callback manager
+# configured while it is set, and only where that very handler is not there already: a call given callbacks of
+# its own, which replace the inherited ones, is metered still, and a call that inherits the meter once.
+register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
@@ -896,11 +903,24 @@ def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
     alone. ``meter``: a child's, for its model-call wrap (:func:`task_meter`)."""
     token = _METERED_APART.set(True)
     own = _TASK_METER.set(meter)
+    in_force = _METER_IN_FORCE.set(meter)
     try:
         yield
     finally:
+        _METER_IN_FORCE.reset(in_force)
         _TASK_METER.reset(own)
         _METERED_APART.reset(token)
+
+
+@contextlib.contextmanager
+def metered_in_tools(meter: RunMeter) -> Iterator[None]:
+    """Model calls made inside (a root tool's) are ``meter``'s, as made in the tool step, whatever callbacks
+    they are given (see :data:`_METER_IN_FORCE`)."""
+    token = _METER_IN_FORCE.set(meter)
+    try:
+        yield
+    finally:
+        _METER_IN_FORCE.reset(token)
 
 
 def task_meter() -> TaskMeter | None:
@@ -923,7 +943,8 @@ class RunMeter(TaskMeter):
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         if not _METERED_APART.get():
-            meter = self.in_tools if in_tool_step(kwargs.get("metadata")) else self
+            # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
+            meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             TaskMeter._start_call(meter, run_id, prompt, kwargs)
 
     def _end_call(self, run_id: Any, response: LLMResult) -> None:
