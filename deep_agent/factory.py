@@ -42,7 +42,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
-from middleware.root_turn_limit import RootToolMeter, RootTurnLimit
+from middleware.root_turn_limit import RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls
 from subagents import AnySpec, Budget, BuildOptions, SpecError, coerce_spec, load_agent_dirs
@@ -196,8 +196,7 @@ def create_deep_agent(
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
-             *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation,
-             *([RootToolMeter(delegation)] if delegation.root_budget is not None else []), *extra,
+             *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
     common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,

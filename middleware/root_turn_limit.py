@@ -14,12 +14,12 @@ import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Annotated, Any, NotRequired, Protocol, TypeVar
+from typing import Annotated, Any, NotRequired, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, ToolCallRequest
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
 from langchain_core.callbacks import BaseCallbackManager
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
@@ -208,41 +208,3 @@ class RootBudget:
         stop = limit_stop(f"{text}\n\n{note}" if text else note, "budget", self.agent_name)
         stop.usage_metadata = answer.usage_metadata if answer is not None else None
         return stop
-
-
-class _Delegation(Protocol):
-    """A ``SubAgentMiddleware``, as :class:`RootToolMeter` reads it (it imports this module)."""
-
-    root_budget: RootBudget | None
-
-
-class RootToolMeter(AgentMiddleware):
-    """Around each of the root's tool calls, the run's meter is in force (:meth:`RootBudget.in_tools`): a model
-    call a root tool makes with callbacks of its own, which replace the run's, is counted and refused still.
-
-    Its own middleware, only where there is a budget: LangChain runs a ``wrap_tool_call`` hook, in a LangSmith
-    span, around every tool call of the agent. ``create_deep_agent`` adds it; in a plain ``create_agent``, put
-    it after the delegation middleware. Example::
-
-        delegation = SubAgentMiddleware(specs, budget=budget)
-        agent = delegation.metered(create_agent(model, tools, middleware=[delegation, RootToolMeter(delegation)]))
-    """
-
-    def __init__(self, delegation: _Delegation) -> None:
-        super().__init__()
-        self.root_budget: RootBudget | None = delegation.root_budget
-
-    def wrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-    ) -> ToolMessage | Command[Any]:
-        with self._in_tools():
-            return handler(request)
-
-    async def awrap_tool_call(
-        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-    ) -> ToolMessage | Command[Any]:
-        with self._in_tools():
-            return await handler(request)
-
-    def _in_tools(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext() if self.root_budget is None else self.root_budget.in_tools()

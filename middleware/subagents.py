@@ -37,7 +37,7 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
 )
-from langchain.agents.middleware.types import ResponseT
+from langchain.agents.middleware.types import ResponseT, ToolCallRequest
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
@@ -195,6 +195,8 @@ class SubAgentMiddleware(AgentMiddleware):
                                  excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()))
         self.budget = limits.budget
         self.root_budget = RootBudget(limits.budget, prices=self.runner.prices) if limits.budget is not None else None
+        if self.root_budget is not None:  # the tool wrap only where there is a budget: see _tools_metered
+            self.__class__ = _tools_metered(type(self))
         self._writes = SiblingWrites()
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
@@ -579,3 +581,31 @@ def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type,
         raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
                         f"annotated keys, got {type(state_schema).__name__}")
     return (*schemas, state_schema)
+
+
+_METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}
+
+
+def _tools_metered(cls: type[SubAgentMiddleware]) -> type[SubAgentMiddleware]:
+    """``cls`` (same name) with the run's meter in force around each root tool call
+    (:meth:`RootBudget.in_tools`): a model call a root tool makes with callbacks of its own, which replace
+    the run's, is counted and refused still. A class of its own, only where there is a budget: LangChain
+    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call of the agent."""
+
+    def wrap_tool_call(self: SubAgentMiddleware, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage | Command[Any]:
+        assert self.root_budget is not None  # only set where there is one
+        with self.root_budget.in_tools():
+            return handler(request)
+
+    async def awrap_tool_call(self: SubAgentMiddleware, request: ToolCallRequest, handler: Callable[
+            [ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]) -> ToolMessage | Command[Any]:
+        assert self.root_budget is not None
+        with self.root_budget.in_tools():
+            return await handler(request)
+
+    if cls in _METERED.values():
+        return cls
+    return _METERED.setdefault(cls, type(cls.__name__, (cls,), {
+        "wrap_tool_call": wrap_tool_call, "awrap_tool_call": awrap_tool_call,
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__}))

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import records, user
+from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import StructuredTool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
+from middleware import SubAgentMiddleware
 from subagents import Budget, BudgetExceeded
 
 PRICES = {"parent-model": (1.0, 1.0), "child-model": (1.0, 1.0)}
@@ -52,10 +54,14 @@ def _asking(other: BillingModel, how: str, prompt: str, times: int, *, inherited
 
 
 def _agent(where: str, tool: StructuredTool, budget: Budget) -> tuple[list[BillingModel], Any]:
-    """A parent calling ``summarize`` itself (``root``), or a child that does (``child``)."""
-    if where == "root":
+    """A parent calling ``summarize`` itself (``root``; ``plain``: a ``create_agent`` graph with the
+    delegation middleware, metered), or a child that does (``child``)."""
+    if where in ("root", "plain"):
         parent = BillingModel(responses=[{"tool_calls": [tool_call("summarize", x="1")]}, "parent done"],
                               model_name="parent-model")
+        if where == "plain":
+            delegation = SubAgentMiddleware([], budget=budget)
+            return [parent], delegation.metered(create_agent(parent, [tool], middleware=[delegation]))
         return [parent], create_deep_agent(parent, [tool], budget=budget)
     child = BillingModel(responses=[{"tool_calls": [tool_call("summarize", x="1")]}, "child done"],
                          model_name="child-model")
@@ -66,13 +72,13 @@ def _agent(where: str, tool: StructuredTool, budget: Budget) -> tuple[list[Billi
 
 
 @pytest.mark.parametrize("how", ["with_config", "config"])
-@pytest.mark.parametrize("where", ["root", "child"])
+@pytest.mark.parametrize("where", ["root", "plain", "child"])
 def test_an_unpriced_model_asked_with_its_own_callbacks_is_refused_before_it_is_sent(run, where, how):
     # All ten calls were sent, at $0, under a dollar limit that refuses a model it has no price for.
     other = BillingModel(default="y" * 4_000, model_name="secret-model")
     budget = Budget(max_usd=0.05, prices=PRICES)
     _, agent = _agent(where, _asking(other, how, "z" * 2_000, 10), budget)
-    if where == "root":
+    if where != "child":
         with pytest.raises(BudgetExceeded, match="no price for model 'secret-model'"):
             run(agent, user("go"))
     else:
@@ -82,7 +88,7 @@ def test_an_unpriced_model_asked_with_its_own_callbacks_is_refused_before_it_is_
 
 
 @pytest.mark.parametrize("how", ["with_config", "config"])
-@pytest.mark.parametrize("where", ["root", "child"])
+@pytest.mark.parametrize("where", ["root", "plain", "child"])
 def test_a_model_asked_with_its_own_callbacks_is_charged_and_bounded_by_the_token_budget(run, where, how):
     # Ten calls of ~2,100 tokens each were sent under an 8,000-token budget, which stayed at the parent's
     # few hundred: none of them was charged.
@@ -92,14 +98,14 @@ def test_a_model_asked_with_its_own_callbacks_is_charged_and_bounded_by_the_toke
     try:
         run(agent, user("go"))
     except BudgetExceeded:  # a root tool's refusal ends the run, as any error it raises
-        assert where == "root"
+        assert where != "child"
     sent = sum(i + o for i, o in other.billed)
     assert 0 < len(other.billed) < 10
     assert sent <= budget.tokens <= budget.max_tokens + max(o for _, o in other.billed) + 2_000  # + the parent's
 
 
 @pytest.mark.parametrize("how", ["with_config", "config"])
-@pytest.mark.parametrize("where", ["root", "child"])
+@pytest.mark.parametrize("where", ["root", "plain", "child"])
 def test_a_call_is_charged_exactly_once_whether_its_callbacks_are_inherited_or_its_own(run, where, how):
     # The call with its own callbacks was never charged; the meter it keeps must not charge the inherited one twice.
     other = BillingModel(default="y" * 400, model_name="other-model")
