@@ -161,8 +161,8 @@ def child_input(
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, complex, type(None), decimal.Decimal, fractions.Fraction,
                         datetime.date, datetime.timedelta, datetime.timezone, zoneinfo.ZoneInfo, range})
 """Values no one can change in place: shared as they are, as are tuples and frozensets of these, an enum member
-whose value and fields are and a datetime or time whose time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one
-its library keeps once: :func:`_one_zone`)."""
+whose data type (its enum's ``_member_type_``: ``object`` or one of these) and fields are and a datetime or time whose
+time zone is (``None``, a ``timezone``, a ``ZoneInfo``, or one its library keeps once: :func:`_one_zone`)."""
 _ZONED = (datetime.datetime, datetime.time)
 """Immutable but for their time zone, which may be any class's (and which the garbage collector does not see)."""
 _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
@@ -181,7 +181,10 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif isinstance(item, enum.Enum):  # as immutable as its value and its fields (one for ever: no copy)
+        elif isinstance(item, enum.Enum):  # as immutable as its data type and its fields (one for ever: no copy)
+            data = getattr(type(item), "_member_type_", None)  # a member of a `list` enum is a list, whatever its value
+            if data is not object and data not in _IMMUTABLE:
+                return False
             stack.extend(vars(item).values())
         elif type(item) in _ZONED:  # as its time zone: one its library keeps once (pytz, dateutil) is shared
             if not _one_zone(item.tzinfo):
@@ -192,11 +195,15 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once, as pytz's and dateutil's ``UTC`` are: its deep copy is
-    itself, as its library decided, so every datetime in it shares it (a zone of a class's own, with its
-    own state, is copied with its datetime)."""
+    """Whether ``zone`` is one its library keeps once, as pytz's, dateutil's and a ``ZoneInfo`` are: its deep copy
+    is itself through pickling's ``__reduce__``, a call back to its library's cache, so every datetime in it shares
+    it. A zone with a copy hook of its own (``__deepcopy__``, ``__copy__``, or a ``__getattr__`` that could lend one)
+    decides its copy alone: it is copied with its datetime, or withheld if that copy is itself."""
+    if zone is None or any(inspect.getattr_static(zone, hook, None) is not None
+                           for hook in ("__deepcopy__", "__copy__", "__getattr__")):
+        return False
     try:
-        return zone is not None and copy.deepcopy(zone) is zone
+        return copy.deepcopy(zone) is zone
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
         return False
 
