@@ -1371,7 +1371,9 @@ class RecordingMeter(TaskMeter):
 #   offered and :data:`WRAP_UP_PROMPT` after the conversation (for that call
 #   only, as :mod:`subagents.truncation`'s retry asks), so the child answers with what it
 #   has. A reply that calls a tool anyway has its calls dropped (none runs);
-#   its text, if any, is the answer.
+#   its text, if any, is the answer. When other calls took the turns left (a
+#   tool's or a middleware's own, metered as the child's), no call is sent:
+#   no limit passes its count, and the last text the child gave is the answer.
 #
 # The runner then records the task as ``completed`` with the limit's
 # ``stop_reason`` and ``partial: true``, and the parent reads the answer after
@@ -1438,17 +1440,22 @@ class WrapUp(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
+        if isinstance(wrapping, ModelResponse):
+            return wrapping
         return _without_tool_calls(handler(request)) if wrapping else handler(request)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
+        if isinstance(wrapping, ModelResponse):
+            return wrapping
         return _without_tool_calls(await handler(request)) if wrapping else await handler(request)
 
 
-def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
-    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``)."""
+def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
+    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``);
+    with ``max_turns`` reached already, no call: the reply that ends the task (and the request as it came)."""
     meter = task_meter()
     # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
     if meter is None or meter.wrap_up in (None, False) or not request.tools:
@@ -1467,6 +1474,11 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     if stop is None:
         return request, False
     meter.wrapped_up = stop
+    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns:
+        # Other calls took the turns left (a tool's or a middleware's own model calls, metered as the child's):
+        # a wrap-up would pass the count. The task ends on the last answer it gave; none, the limit's error.
+        said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
+        return request, ModelResponse(result=[AIMessage(content=said)])
     # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
     # prompt, and a system line far above the tool results it just read is easily missed.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
