@@ -143,7 +143,8 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
     Every call is priced here, when it is sent, by the model it goes to
     (``sent``: after any fallback or router chose it), and charged at exactly
-    that price, whatever name its reply gives. The name matches a key only
+    that price, unless its reply names a priced refinement of the sent name
+    (:func:`reply_price`). The name matches a key only
     exactly, or as the same model named more or less fully: a provider
     prefix (``openai:``, ``openai/``) the one has and the other lacks, or a
     trailing date stamp (``-2025-04-14``, ``-20250414``) the one has and the
@@ -174,6 +175,31 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
         if rank and (best is None or (rank, sum(price)) > best[:2]):
             best = (rank, sum(price), key)
     return None if best is None else (best[2], prices[best[2]])
+
+
+def _refines(sent: str, name: str) -> bool:
+    """Whether ``name`` names the model ``sent`` more fully: the sent name, then ``-`` and more
+    (``gpt-4o-2024-05-13`` of ``gpt-4o``), a provider prefix taken off one side at most, as :func:`call_price` does."""
+    bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
+    pairs = ((sent, name), (bare_sent, name), (sent, bare))
+    return any(b.startswith(f"{a}-") and len(b) > len(a) + 1 for a, b in pairs)
+
+
+def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
+                replied: str | None) -> tuple[str, tuple[float, float]] | None:
+    """The price a call is charged: ``priced`` (its sent model's, :func:`call_price`), unless its reply names a
+    priced refinement of the sent name (``gpt-4o`` answered as ``gpt-4o-2024-05-13``): then that name's own.
+    Any other name a reply gives is ignored."""
+    if not sent or not isinstance(replied, str) or not _refines(sent, replied):
+        return priced
+    return call_price(prices, replied) or priced
+
+
+def _held_input_price(prices: PriceTable | None, sent: str | None,
+                      priced: tuple[str, tuple[float, float]] | None) -> float:
+    """The input price a call is held at: the dearest its reply may refine it to (:func:`reply_price`)."""
+    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
+    return max([priced[1][0] if priced else 0.0, *refined])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -1017,7 +1043,7 @@ class TaskMeter(BaseCallbackHandler):
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
         if budget is not None:
-            held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+            held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
                                instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
         return _Call(name, priced, estimate, *held, time.monotonic())
@@ -1054,7 +1080,8 @@ class TaskMeter(BaseCallbackHandler):
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
-        priced = call.price  # decided when it was sent: the reply's name does not change it
+        # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
+        priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
         cost = cost_at(priced, charged_in, charged_out)
         with self._lock:
             self.input_tokens += reported_in
