@@ -99,6 +99,7 @@ from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
     LOST_REASON,
+    RecordedTool,
     TaskToolInput,
     answered_response,
     as_background_record,
@@ -490,12 +491,22 @@ def background_tools(handlers: BackgroundToolHandlers) -> list[StructuredTool]:
         (retry_async_task, aretry_async_task, TaskIdInput, RETRY_DESCRIPTION),
     ]
     return [
-        StructuredTool.from_function(
+        # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
+        (_RecordedStart if func is start_async_task else StructuredTool).from_function(
             func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=func.__name__, description=text,
             args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True},
         )
         for func, coro, schema, text in table
     ]
+
+
+class _RecordedStart(RecordedTool):
+    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does,
+    in the ``async_tasks`` ledger."""
+
+    def _recorded(self, record: dict[str, object]) -> dict[str, object]:
+        entry = as_background_record(record)
+        return {ASYNC_LEDGER_KEY: {entry["id"]: entry}}
 
 
 def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
