@@ -1500,12 +1500,14 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
-    meter.wrapped_up = stop
-    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns:
+    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
         # Other calls took the turns left (a tool's or a middleware's own model calls, metered as the child's):
-        # a wrap-up would pass the count. The task ends on the last answer it gave; none, the limit's error.
+        # a wrap-up would pass the count. The task ends on the last answer it gave (none: the limit's error), as
+        # if it were the wrap-up's, so a call after it (a hook's jump back to the model) is refused.
+        meter.wrapped_up, meter._wrap_up_sent = stop, True
         said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
         return request, ModelResponse(result=[AIMessage(content=said)])
+    meter.wrapped_up = stop
     # The instruction comes last, as a user's turn for this call only: a small model heeds the end of its
     # prompt, and a system line far above the tool results it just read is easily missed.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
