@@ -80,6 +80,7 @@ from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
     LOST_REASON,
+    RecordedTool,
     TaskToolInput,
     answered_response,
     as_background_record,
@@ -369,7 +370,8 @@ def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
     tools = []
     for name, handle, schema, text in table:
         func, coro = _faces(handlers, handle, start=name == START_TOOL_NAME)
-        tools.append(StructuredTool.from_function(
+        # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
+        tools.append((_RecordedStart if name == START_TOOL_NAME else StructuredTool).from_function(
             func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
             args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
     return tools
@@ -395,6 +397,15 @@ def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[obj
         return _told_started(runtime, command) if start else command
 
     return face, aface
+
+
+class _RecordedStart(RecordedTool):
+    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does,
+    in the ``async_tasks`` ledger."""
+
+    def _recorded(self, record: dict[str, object]) -> dict[str, object]:
+        entry = as_background_record(record)
+        return {ASYNC_LEDGER_KEY: {entry["id"]: entry}}
 
 
 def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:

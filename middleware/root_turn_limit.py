@@ -29,7 +29,7 @@ from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools
-from subagents.outcome import limit_stop
+from subagents.outcome import limit_stop, stopped_by_limit
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -150,6 +150,8 @@ class RootBudget:
 
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
+        if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
+            return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
@@ -167,6 +169,8 @@ class RootBudget:
 
     async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
                     Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
+        if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
+            return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True) as meter:
                 try:
@@ -208,3 +212,11 @@ class RootBudget:
         stop = limit_stop(f"{text}\n\n{note}" if text else note, "budget", self.agent_name)
         stop.usage_metadata = answer.usage_metadata if answer is not None else None
         return stop
+
+
+def _had_its_last_call(request: ModelRequest[ContextT]) -> bool:
+    """Whether the budget's last call was made already: the latest AI message is the budget's stop. A
+    middleware that sends the run back to the model after it (an ``after_model`` jump) gets the stop again,
+    with no call made."""
+    latest = next((m for m in reversed(request.messages) if isinstance(m, AIMessage)), None)
+    return stopped_by_limit(latest) == "budget"

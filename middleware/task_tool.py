@@ -588,7 +588,7 @@ class RecordedTool(StructuredTool):
                   "levels deep. Call it again with plain arguments.")
         message = ToolMessage(content=reason, tool_call_id=call["id"], name=self.name, status="error")
         record = invalid_call_record(self.name, call["id"], reason)
-        return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
+        return Command(update={**self._recorded(record), "messages": [message]})
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
@@ -609,7 +609,11 @@ class RecordedTool(StructuredTool):
                               tool_call_id=call["id"], name=self.name, status="error")
         agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
         record = invalid_call_record(self.name, call["id"], safe_text(message.content), agent)
-        return Command(update={LEDGER_KEY: {record["id"]: ledger_entry(record)}, "messages": [message]})
+        return Command(update={**self._recorded(record), "messages": [message]})
+
+    def _recorded(self, record: dict[str, object]) -> dict[str, object]:
+        """The ledger update of a call that never ran: ``task``'s ledger (a background start has its own)."""
+        return {LEDGER_KEY: {record["id"]: ledger_entry(record)}}
 
 
 def _depth_at_most(value: object, limit: int) -> bool:

@@ -150,7 +150,10 @@ def _immutable(value: Any) -> bool:
             if len(stack) > 100_000:
                 return False
             stack.extend(item)
-        elif isinstance(item, enum.Enum):  # as immutable as its value and its fields (one for ever: no copy)
+        elif isinstance(item, enum.Enum):  # as immutable as its data type and its fields (one for ever: no copy)
+            data = getattr(type(item), "_member_type_", None)  # a member of a `list` enum is a list, whatever its value
+            if data is not object and data not in _IMMUTABLE:
+                return False
             stack.extend(vars(item).values())
         elif type(item) in _ZONED:  # as its time zone: one its library keeps once (pytz, dateutil) is shared
             if not _one_zone(item.tzinfo):
@@ -161,9 +164,14 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once (pytz's and dateutil's ``UTC``): its deep copy is itself."""
+    """Whether ``zone`` is one its library keeps once (pytz's, dateutil's, a ``ZoneInfo``): its deep copy is itself
+    through ``__reduce__``, a call back to its library's cache. A zone with a copy hook of its own (``__deepcopy__``,
+    ``__copy__``, or a ``__getattr__`` that could lend one) is copied with its datetime, or withheld."""
+    if zone is None or any(inspect.getattr_static(zone, hook, None) is not None
+                           for hook in ("__deepcopy__", "__copy__", "__getattr__")):
+        return False
     try:
-        return zone is not None and copy.deepcopy(zone) is zone
+        return copy.deepcopy(zone) is zone
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
         return False
 

@@ -121,7 +121,8 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
     ``-20250414``) on one side only; ``mistral:latest`` is never
     ``llama3:latest``, and two date stamps never match. Any other name
     (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit
-    refuses its calls. Of equal matches, the dearest is charged.
+    refuses its calls. Of equal matches, the dearest is charged. A reply naming a
+    priced refinement of the sent name is charged at its price (:func:`reply_price`).
 
     Example::
 
@@ -144,6 +145,35 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
         if rank and (best is None or (rank, sum(price)) > best[:2]):
             best = (rank, sum(price), key)
     return None if best is None else (best[2], prices[best[2]])
+
+
+def _refines(sent: str, name: str) -> bool:
+    """Whether ``name`` names a snapshot of the model ``sent``: the sent name, then ``-`` and a version of digits
+    (``gpt-4o-2024-05-13``, ``gpt-4-0613``; never ``gpt-4o-mini``, another model), a provider prefix taken off one
+    side at most, as :func:`call_price` does."""
+    bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
+    pairs = ((sent, name), (bare_sent, name), (sent, bare))
+    return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
+
+
+_SNAPSHOT = re.compile(r"\d[\d.-]*")
+
+
+def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
+                replied: str | None) -> tuple[str, tuple[float, float]] | None:
+    """The price a call is charged: ``priced`` (its sent model's, :func:`call_price`), unless its reply names a
+    priced refinement of the sent name (``gpt-4o`` answered as ``gpt-4o-2024-05-13``): then that name's own.
+    Any other name a reply gives is ignored."""
+    if not sent or not isinstance(replied, str) or not _refines(sent, replied):
+        return priced
+    return call_price(prices, replied) or priced
+
+
+def _held_input_price(prices: PriceTable | None, sent: str | None,
+                      priced: tuple[str, tuple[float, float]] | None) -> float:
+    """The input price a call is held at: the dearest its reply may refine it to (:func:`reply_price`)."""
+    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
+    return max([priced[1][0] if priced else 0.0, *refined])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -800,7 +830,7 @@ class TaskMeter(BaseCallbackHandler):
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
         held = (0, 0.0)
         if budget is not None:
-            held = budget.hold(estimate, name, priced[1][0] if priced else 0.0, refuse=self.refuses,
+            held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
                                instead_of=self._room_taken_by_call(),
                                alone_at_estimate=self.alone_at_estimate)
         return _Call(name, priced, estimate, *held, time.monotonic())
@@ -835,7 +865,8 @@ class TaskMeter(BaseCallbackHandler):
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
-        priced = call.price  # decided when it was sent: the reply's name does not change it
+        # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
+        priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
         cost = cost_at(priced, charged_in, charged_out)
         with self._lock:
             self.input_tokens += reported_in
@@ -1116,7 +1147,9 @@ class RecordingMeter(TaskMeter):
 # call a limit allows (:meth:`TaskMeter.last_call`) it offers no tools and adds
 # :data:`WRAP_UP_PROMPT`, and drops any tool call of the reply. The runner records
 # the task ``completed``, ``partial: true``, with the limit's ``stop_reason``; a
-# wrap-up without text fails with the limit's error. Budgets keep room for the
+# wrap-up without text fails with the limit's error. When other calls took the
+# turns left (a tool's or a middleware's own), none is sent: the child's last text
+# is the answer. Budgets keep room for the
 # wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no
 # wrap: its limits end it with an error.
 #
@@ -1168,17 +1201,22 @@ class WrapUp(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
+        if isinstance(wrapping, ModelResponse):
+            return wrapping
         return _without_tool_calls(handler(request)) if wrapping else handler(request)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
+        if isinstance(wrapping, ModelResponse):
+            return wrapping
         return _without_tool_calls(await handler(request)) if wrapping else await handler(request)
 
 
-def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
-    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``)."""
+def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
+    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``);
+    with ``max_turns`` reached already, no call: the reply that ends the task (and the request as it came)."""
     meter = task_meter()
     # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
     if meter is None or meter.wrap_up in (None, False) or not request.tools:
@@ -1194,6 +1232,13 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool]:
     stop = meter.last_call(estimate, _name_of(request.model))
     if stop is None:
         return request, False
+    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
+        # Other calls took the turns left (a tool's or a middleware's own model calls, metered as the child's):
+        # a wrap-up would pass the count. The task ends on the last answer it gave (none: the limit's error), as
+        # if it were the wrap-up's, so a call after it (a hook's jump back to the model) is refused.
+        meter.wrapped_up, meter._wrap_up_sent = stop, True
+        said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
+        return request, ModelResponse(result=[AIMessage(content=said)])
     meter.wrapped_up = stop
     # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],

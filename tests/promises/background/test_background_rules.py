@@ -213,3 +213,21 @@ def test_a_follow_up_that_shows_nothing_is_refused_and_the_task_runs_no_turn_on_
     update = tool_messages(agent.invoke(user("PARENT again"), config))[-1]
     assert update.status == "error" and "message must not be empty" in update.content
     assert background.status(task_id) == "completed" and len(child.calls) == turns
+
+
+@pytest.mark.parametrize("description", [" ", "\u3164", "\U000e0041\U000e0042"],
+                         ids=["space", "hangul-filler", "tag-characters"])
+def test_a_blank_start_is_an_invalid_call_with_a_record_and_starts_no_child(run, background, description):
+    """A blank start was refused and started no child, but left no record: ``task``'s call of it has one."""
+    child = ScriptedChatModel(default="done")
+    model = ScriptedChatModel(rules=[("PARENT go", [start((description, "worker")), "parent done"])], default="ok")
+    agent = create_agent(model, middleware=[background([{"name": "worker", "description": "w", "model": child}],
+                                                       settings=DelegationSettings.of(notify=False))],
+                         checkpointer=InMemorySaver())
+    out = run(agent, user("PARENT go"), thread())
+    (msg,) = tool_messages(out)
+    assert msg.status == "error" and "`description` is empty" in msg.content
+    (record,) = ledger(out).values()
+    assert (record["status"], record["stop_reason"], record["agent_type"], record["tool_call_id"]) == (
+        "error", "invalid_call", "worker", msg.tool_call_id)
+    assert child.calls == [] and out["messages"][-1].content == "parent done"

@@ -342,7 +342,8 @@ def test_a_value_whose_deep_copy_is_or_holds_the_original_is_withheld_by_name():
 
 
 class OnceZone(datetime.tzinfo):
-    """A zone its library keeps once, as pytz's and dateutil's ``UTC`` are: its deep copy is itself."""
+    """A zone its library keeps once, as pytz's and dateutil's are: pickled, so deep-copied, as a call back to
+    the library's cache (:func:`_once_zone`), which hands back the one zone."""
 
     def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
         return datetime.timedelta(hours=2)
@@ -350,8 +351,15 @@ class OnceZone(datetime.tzinfo):
     def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
         return datetime.timedelta(0)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> OnceZone:
-        return self
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _once_zone, ()
+
+
+_ONCE = OnceZone()
+
+
+def _once_zone() -> OnceZone:
+    return _ONCE
 
 
 def _three_hours(dt: datetime.datetime | None) -> datetime.timedelta:
@@ -373,7 +381,7 @@ class TableZone(datetime.tzinfo):
 
 def test_datetimes_in_library_zones_and_code_its_module_names_reach_the_child():
     # A datetime in a pytz or dateutil zone, a class and a module's function were withheld from every child.
-    once, table = datetime.datetime(2026, 1, 1, tzinfo=OnceZone()), datetime.datetime(2026, 1, 1, tzinfo=TableZone())
+    once, table = datetime.datetime(2026, 1, 1, tzinfo=_ONCE), datetime.datetime(2026, 1, 1, tzinfo=TableZone())
     copies, withheld = own_copies({"once": [once], "table": {"at": table}, "function": _handler, "cls": Plain})
     assert withheld == {}
     assert copies["once"] == [once] and copies["once"][0].tzinfo is once.tzinfo
@@ -519,6 +527,13 @@ class ShopZone(datetime.tzinfo):
         return datetime.timedelta(0)
 
 
+class SelfCopyZone(ShopZone):
+    """A zone whose deep copy is itself by its own ``__deepcopy__``, not its library's cache."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SelfCopyZone:
+        return self
+
+
 class Watched(enum.Enum):
     """A member with a field of its own, besides its (immutable) value."""
 
@@ -526,6 +541,20 @@ class Watched(enum.Enum):
 
     def __init__(self, value: int) -> None:
         self.watchers: list[str] = []
+
+
+class Tray(list[str], enum.Enum):
+    """Its members are lists, whatever their (immutable) values."""
+
+    def __new__(cls, value: int) -> Tray:
+        member = list.__new__(cls)
+        member._value_ = value
+        return member
+
+    def __init__(self, value: int) -> None:
+        list.__init__(self)
+
+    EMPTY = 1
 
 
 class _HeldKey(AgentMiddleware):
@@ -538,6 +567,8 @@ def change_held(runtime: ToolRuntime) -> str:
     held = runtime.state.get("held")
     if isinstance(held, Watched):
         held.watchers.append("child")
+    elif isinstance(held, Tray):
+        held.append("child")
     elif isinstance(held, enum.Enum):
         held.value.append("child")
     elif isinstance(held, datetime.datetime):
@@ -547,10 +578,13 @@ def change_held(runtime: ToolRuntime) -> str:
     raise ValueError("failed after changing what it was given")
 
 
-@pytest.mark.parametrize("kind", ["enum member", "enum member's field", "datetime", "shared memory"])
+@pytest.mark.parametrize("kind", ["enum member", "enum member's field", "list enum member", "datetime",
+                                  "datetime in a self-copying zone", "shared memory"])
 def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_never_reopens_the_callers(run, kind):
     # An enum member holding a list and a datetime with a time zone of its own were shared as immutable; a
     # SharedMemory's deep copy attaches to the same OS segment again: a failed child changed the caller's.
+    # A member of a `list` enum (only its fields were checked) and a datetime in a zone whose own __deepcopy__
+    # returns it (taken for one its library keeps once) were shared too.
     model = ScriptedChatModel(rules=[("change", [{"tool_calls": [tool_call("change_held")]}, "done"])],
                               responses=_parallel(("change", "w")))
     agent = create_deep_agent(model, [change_held], middleware=[_HeldKey()],
@@ -560,6 +594,10 @@ def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_neve
         held.buf[:5] = b"owner"
     elif kind == "enum member's field":
         held = Watched.OPEN
+    elif kind == "list enum member":
+        held = Tray.EMPTY
+    elif kind == "datetime in a self-copying zone":
+        held = datetime.datetime(2026, 1, 1, tzinfo=SelfCopyZone())
     else:
         held = enum.Enum("Mode", [("FAST", ["a"])]).FAST if kind == "enum member" else datetime.datetime(
             2026, 1, 1, tzinfo=ShopZone())
@@ -571,6 +609,12 @@ def test_a_value_is_shared_as_immutable_only_if_what_it_holds_is_and_a_copy_neve
         elif kind == "enum member's field":
             assert held.watchers == []
             assert record["withheld_keys"] == {"held": "cannot be copied (its deep copy is the original Watched)"}
+        elif kind == "list enum member":
+            assert held == [] and record["withheld_keys"] == {
+                "held": "cannot be copied (its deep copy is the original Tray)"}
+        elif kind == "datetime in a self-copying zone":
+            assert held.utcoffset() == datetime.timedelta(hours=1) and record["withheld_keys"] == {
+                "held": "cannot be copied (its deep copy holds the original SelfCopyZone)"}
         elif kind == "datetime":  # copied, with a time zone of its own
             assert held.utcoffset() == datetime.timedelta(hours=1) and "withheld_keys" not in record
         else:

@@ -6,11 +6,16 @@ when it is reached, plus the parent's one last answer once the budget is spent.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import user
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph.errors import GraphRecursionError
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
@@ -46,6 +51,30 @@ def test_a_spent_budget_ends_the_parents_own_loop_after_one_last_call_without_to
     assert parent.calls[-1]["tools"] == [] and all(call["tools"] for call in parent.calls[:-1])
     one_call = max(i + o for i, o in parent.billed)
     assert budget.tokens <= budget.max_tokens + 2 * one_call  # the call that crossed it, and the last answer
+
+
+class _InsistsOnFinal(AgentMiddleware):
+    """A parent middleware that sends every answer without FINAL back to the model."""
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state, runtime):
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and not last.tool_calls and "FINAL" not in last.text:
+            return {"messages": [HumanMessage("Include FINAL.")], "jump_to": "model"}
+        return None
+
+
+def test_a_middleware_jumping_back_to_the_model_gets_no_call_past_the_last_one(run):
+    # After the budget's last call, a middleware's jump back to the model was taken for a new last call:
+    # 200 root calls, 10M tokens of a 100,000 budget (stopped only by max_root_turns).
+    parent = BillingModel(default="an answer without the word", model_name="scripted", density=8.0)
+    budget = Budget(max_tokens=20_000)
+    agent = create_deep_agent(parent, [], middleware=[_InsistsOnFinal()], budget=budget)
+    with contextlib.suppress(GraphRecursionError):  # the middleware loops on the stop; LangGraph ends it
+        run(agent, user("go"), {"recursion_limit": 200})
+    assert sum(1 for call in parent.calls if call["tools"] == []) == 1, len(parent.calls)  # the last answer only
+    one_call = max(i + o for i, o in parent.billed)
+    assert budget.tokens <= budget.max_tokens + 2 * one_call
 
 
 def test_every_non_ascii_character_is_estimated_at_a_token_at_least():

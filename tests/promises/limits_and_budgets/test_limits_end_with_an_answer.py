@@ -339,11 +339,22 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
     assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
 
 
+NOTES = "Notes so far: fact A."
+
+
+def notes_then_loops(tool_name: str = "echo"):
+    """A looping child that says what it has found with each tool call, and answers when asked to."""
+    def reply(messages):
+        return ANSWER if asked_to_wrap_up(messages) else {"content": NOTES, "tool_calls": [tool_call(tool_name, x="1")]}
+    return reply
+
+
 @pytest.mark.parametrize("max_turns", [3, 5])
-def test_a_summarisers_call_that_takes_the_last_turn_still_leaves_the_wrap_up(run, max_turns):
+def test_a_summarisers_call_that_takes_the_last_turn_ends_the_task_on_its_last_answer(run, max_turns):
     """The summariser calls its model in before_model, after the wrap-up was judged a turn away: that call took
-    the last turn, and the wrap-up was refused as a call past max_turns, so the task ended with no answer."""
-    child = ScriptedChatModel(default=loops_until_told())
+    the last turn. The wrap-up was refused (no answer), then sent as a call past max_turns: no limit passes its
+    count, so the task ends on the last answer the child gave."""
+    child = ScriptedChatModel(default=notes_then_loops())
     summariser = ScriptedChatModel(default="Summary of the work so far.")
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "model": child, "max_turns": max_turns,
             "middleware": [SummarizationMiddleware(summariser, trigger=("messages", 4), keep=("messages", 2))]}
@@ -351,11 +362,35 @@ def test_a_summarisers_call_that_takes_the_last_turn_still_leaves_the_wrap_up(ru
                               subagents=[spec])
     (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
     assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
-        "completed", "max_turns", True, ANSWER), record["error"]
-    # The wrap-up is the one call past the limit, and the last call made.
-    assert summariser.calls and record["model_calls"] <= max_turns + 1
-    assert record["model_calls"] == len(child.calls) + len(summariser.calls)
-    assert asked_to_wrap_up(child.calls[-1]["messages"]) and child.calls[-1]["tools"] == []
+        "completed", "max_turns", True, NOTES), record["error"]
+    assert summariser.calls and record["model_calls"] == len(child.calls) + len(summariser.calls) == max_turns
+    assert not any(asked_to_wrap_up(call["messages"]) for call in child.calls)
+
+
+@pytest.mark.parametrize("helper_calls", [1, 2])
+def test_a_tools_model_calls_that_take_the_last_turns_leave_no_wrap_up_past_max_turns(run, helper_calls):
+    """With max_turns=3, a tool's own model calls (metered as the child's) took turns 2 and 3, and the wrap-up
+    was still sent: four calls. No limit passes its count: the task ends on the last answer the child gave."""
+    helper = ScriptedChatModel(default="a helper's note")
+
+    @tool
+    def ask(x: str) -> str:
+        """Asks a helper model."""
+        for _ in range(helper_calls):
+            helper.invoke(x)
+        return "asked"
+
+    child = ScriptedChatModel(default=notes_then_loops("ask"))
+    spec = {"name": "looper", "description": "l", "tools": [ask], "model": child, "max_turns": 3}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))]), [echo],
+                              subagents=[spec])
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert record["model_calls"] == len(child.calls) + len(helper.calls) == 3
+    if helper_calls == 2:  # the count was reached before the child's second call: none is sent
+        assert len(child.calls) == 1 and (record["status"], record["stop_reason"], record["partial"],
+                                          record["result"]) == ("completed", "max_turns", True, NOTES)
+    else:  # one turn left: the wrap-up, as always
+        assert asked_to_wrap_up(child.calls[-1]["messages"]) and record["result"] == ANSWER
 
 
 @pytest.mark.parametrize("text", ["Notes so far: fact A.", ""])

@@ -24,7 +24,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
 from subagents.errors import BudgetExceeded
-from subagents.metering import call_price
+from subagents.metering import call_price, reply_price
 from subagents.outcome import stopped_by_limit
 from subagents.settings import DelegationSettings
 
@@ -178,11 +178,17 @@ def test_a_call_whose_extra_body_names_its_model_is_priced_as_that_model(run, wh
     assert record["cost_usd"] == pytest.approx((billed_in * 8000.0 + billed_out * 16000.0) / 1e6, abs=1e-6)
 
 
-@pytest.mark.parametrize("reply_name", ["priced-2025-01-01", "priced-16k", "parent"])
-def test_a_call_is_charged_at_the_price_it_was_sent_at_whatever_model_its_reply_names(run, reply_name):
-    # Replies naming a dated snapshot priced 8x were charged 8x what was reserved: 16 children spent 4.7x the limit.
-    prices = {**PRICES, "priced-2025-01-01": (8000.0, 16000.0), "priced-16k": (8000.0, 16000.0),
-              "parent": (1.0, 2.0)}
+@pytest.mark.parametrize(("reply_name", "charged_as"), [
+    ("priced-2025-01-01", "priced-2025-01-01"), ("openai/priced-2025-02-02", "priced-2025-02-02"),
+    ("priced-16k", "priced"), ("priced-mini", "priced"), ("parent", "priced"), ("priced-unpriced-variant", "priced"),
+    ("pricedx", "priced")])
+def test_a_reply_name_only_refines_the_price_to_another_priced_name_of_the_same_model(run, reply_name, charged_as):
+    # The rule was not implemented: a reply naming a priced snapshot of the sent model was charged at the
+    # sent name's price. Another name (an unpriced one, another model's) is ignored: priced by it, a reply could
+    # name a free model. The call is held at the dearest price a reply may refine it to, so the budget still holds.
+    # Only a snapshot (the name, then a version of digits) refines it: "-mini" and "-16k" are other models.
+    prices = {**PRICES, "priced-2025-01-01": (8000.0, 16000.0), "priced-2025-02-02": (8000.0, 16000.0),
+              "priced-16k": (8000.0, 16000.0), "priced-mini": (0.01, 0.02), "parent": (1.0, 2.0)}
     child = BillingModel(default="an answer", model_name="priced", reply_name=reply_name)
     specs = [{"name": "w", "description": "worker", "model": child}]
     budget = Budget(max_usd=10.0, prices=prices)
@@ -190,8 +196,19 @@ def test_a_call_is_charged_at_the_price_it_was_sent_at_whatever_model_its_reply_
                                 subagents=specs, budget=budget), user("go"))
     (record,) = records(out)
     ((billed_in, billed_out),) = child.billed
-    assert record["priced_as"] == ["priced"]
-    assert record["cost_usd"] == pytest.approx((billed_in * 1000.0 + billed_out * 2000.0) / 1e6, abs=1e-6)
+    per_million = prices[charged_as]
+    assert record["priced_as"] == [charged_as]
+    assert record["cost_usd"] == pytest.approx((billed_in * per_million[0] + billed_out * per_million[1]) / 1e6,
+                                               abs=1e-6)
+
+
+def test_a_reply_naming_a_priced_snapshot_of_a_model_sent_with_its_provider_prefix_is_charged_its_price():
+    prices = {"gpt-4o": (2.5, 10.0), "gpt-4o-2024-05-13": (5.0, 15.0)}
+    assert reply_price(prices, "openai:gpt-4o", call_price(prices, "openai:gpt-4o"), "gpt-4o-2024-05-13") == (
+        "gpt-4o-2024-05-13", (5.0, 15.0))
+    assert reply_price(prices, "gpt-4o", call_price(prices, "gpt-4o"), "gpt-4") == ("gpt-4o", (2.5, 10.0))
+    cheaper = {**prices, "gpt-4o-mini": (0.15, 0.6)}
+    assert reply_price(cheaper, "gpt-4o", call_price(cheaper, "gpt-4o"), "gpt-4o-mini") == ("gpt-4o", (2.5, 10.0))
 
 
 # -- every path: refused before it is sent when unpriced, charged once when priced ------------------------
