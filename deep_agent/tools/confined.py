@@ -228,11 +228,17 @@ IO_URING = (425, 426, 427)
 """io_uring_setup, io_uring_enter and io_uring_register: the same numbers on every architecture (Linux 5.1)."""
 SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
 """The families a command may make a socket of: the command's own network namespace holds what they reach."""
+MODE_CALLS = {"x86_64": ((90, 1), (91, 1), (268, 2), (452, 2), (2, 2), (257, 3), (85, 1), (133, 1), (259, 2)),
+              "aarch64": ((52, 1), (53, 2), (452, 2), (56, 3), (33, 2))}
+"""Machine -> (call, index of its mode argument) of chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod
+and mknodat (those it has): a mode with the set-user-ID or set-group-ID bit is refused."""
+OPENAT2 = 437
+"""openat2, whose mode is in a struct seccomp cannot read: ``ENOSYS``, so a program falls back to ``openat``."""
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, and a socket of any family
-    but :data:`SOCKET_FAMILIES` fail with ``EPERM``.
+    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, a socket of any family but
+    :data:`SOCKET_FAMILIES`, and a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`) fail with ``EPERM``.
 
     The keyring is not a namespace bubblewrap unshares: without this, a
     command reads the keys of the session that started the program (as
@@ -256,16 +262,23 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     if calls is None:
         return None
     arch, keyring, socket_call = calls
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|JGE|JSET|K, BPF_RET|K
     refused = [(jeq, n) for n in (*keyring, *IO_URING)] + ([(jge, 0x40000000)] if arch == 0xC000003E else [])
     # Steps as (code, true, false, k), a jump's target named: "allow", "deny" or the next step (0).
     steps: list[tuple[int, int | str, int | str, int]] = [(ld, 0, 0, 4), (jeq, 0, "deny", arch), (ld, 0, 0, 0)]
     steps += [(op, "deny", 0, k) for op, k in refused]  # x32 calls, another arch: refused
+    steps += [(jeq, "nosys", 0, OPENAT2)]
+    # A mode with S_ISUID or S_ISGID (the low word of its argument): a program the command leaves set-user-ID
+    # would run as its owner (root, where the program runs as root) for any user who can reach the workspace.
+    for call, index in MODE_CALLS[machine or os.uname().machine]:
+        steps += [(jeq, 0, 2, call), (ld, 0, 0, 16 + 8 * index), (jset, "deny", "allow", stat.S_ISUID | stat.S_ISGID)]
     # socket(): its first argument (the low word of args[0], at 16) is the family.
     steps += [(jeq, 0, "allow", socket_call), (ld, 0, 0, 16)]
     steps += [(jeq, "allow", 0, family) for family in SOCKET_FAMILIES]
-    steps += [(ret, 0, 0, 0x00050000 | errno.EPERM), (ret, 0, 0, 0x7FFF0000)]  # SECCOMP_RET_ERRNO, _ALLOW
-    at = {"deny": len(steps) - 2, "allow": len(steps) - 1}
+    # A socket of no family above falls through to the first: refused.
+    steps += [(ret, 0, 0, 0x00050000 | errno.EPERM), (ret, 0, 0, 0x00050000 | errno.ENOSYS),
+              (ret, 0, 0, 0x7FFF0000)]  # SECCOMP_RET_ERRNO, _ALLOW
+    at = {"deny": len(steps) - 3, "nosys": len(steps) - 2, "allow": len(steps) - 1}
     return b"".join(struct.pack("=HBBI", code, *(at[t] - i - 1 if isinstance(t, str) else t for t in (jt, jf)), k)
                     for i, (code, jt, jf, k) in enumerate(steps))
 

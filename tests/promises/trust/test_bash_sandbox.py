@@ -591,19 +591,19 @@ def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypa
     assert "ASKED_FOR=passed-on-request" in out and "DATABASE_URL" not in out, out
 
 
-def _seccomp_verdict(program: bytes, arch: int, nr: int, first_argument: int = 0) -> int:
-    """What the seccomp program returns for a call (the few BPF steps it uses: load, jeq, jge, ret)."""
+def _seccomp_verdict(program: bytes, arch: int, nr: int, *arguments: int) -> int:
+    """What the seccomp program returns for a call (the few BPF steps it uses: load, jeq, jge, jset, ret)."""
     import struct
 
     steps = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
-    data = {0: nr, 4: arch, 16: first_argument}
+    data = {0: nr, 4: arch, **{16 + 8 * i: a for i, a in enumerate((*arguments, 0, 0, 0, 0, 0, 0)[:6])}}
     pc, acc = 0, 0
     while True:
         code, jt, jf, k = steps[pc]
         if code == 0x20:
             acc, pc = data[k], pc + 1
-        elif code in (0x15, 0x35):
-            hit = acc == k if code == 0x15 else acc >= k
+        elif code in (0x15, 0x35, 0x45):
+            hit = acc == k if code == 0x15 else acc >= k if code == 0x35 else bool(acc & k)
             pc += 1 + (jt if hit else jf)
         else:
             assert code == 0x06
@@ -628,6 +628,52 @@ def test_the_keyring_calls_io_uring_and_sockets_but_the_network_ones_are_refused
     families = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_VSOCK, 17, 38)
     assert [_seccomp_verdict(program, native, socket_call, f) for f in families] == [
         eperm, allow, allow, allow, eperm, eperm, eperm]  # AF_PACKET, AF_ALG: refused as any other
+
+
+@pytest.mark.parametrize("machine, native, mode_calls", [
+    ("x86_64", 0xC000003E, {"chmod": (90, 1), "fchmod": (91, 1), "fchmodat": (268, 2), "fchmodat2": (452, 2),
+                            "open": (2, 2), "openat": (257, 3), "creat": (85, 1), "mknod": (133, 1),
+                            "mknodat": (259, 2)}),
+    ("aarch64", 0xC00000B7, {"fchmod": (52, 1), "fchmodat": (53, 2), "fchmodat2": (452, 2), "openat": (56, 3),
+                             "mknodat": (33, 2)}),
+])
+def test_no_call_gives_a_file_the_set_user_or_group_id_bit(machine, native, mode_calls):
+    # Before: `cp /bin/sh helper && chmod 4755 helper` in the sandbox left, as root, a set-user-ID root shell in
+    # the workspace for any local user (`helper -p -c id`: euid=0).
+    from deep_agent.tools.confined import seccomp_filter
+
+    program = seccomp_filter(machine)
+    assert program is not None
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    for name, (nr, index) in mode_calls.items():
+        for mode, verdict in ((0o4755, eperm), (0o2755, eperm), (0o6777, eperm), (0o755, allow), (0o1777, allow)):
+            arguments = [0] * 6
+            arguments[index] = mode
+            assert _seccomp_verdict(program, native, nr, *arguments) == verdict, (name, oct(mode))
+    assert _seccomp_verdict(program, native, 437) == enosys  # openat2: its mode is out of seccomp's sight
+
+
+def test_a_command_cannot_leave_a_set_user_id_program(runner):
+    probe = """
+import errno, os, shutil, stat
+shutil.copy("/bin/sh", "helper")
+for how, do in (("chmod", lambda: os.chmod("helper", 0o4755)), ("setgid", lambda: os.chmod("helper", 0o2755)),
+                ("create", lambda: os.close(os.open("made", os.O_CREAT | os.O_WRONLY, 0o4755))),
+                ("plain", lambda: os.chmod("helper", 0o755))):
+    try:
+        do()
+        print(how, "done")
+    except OSError as exc:
+        print(how, errno.errorcode[exc.errno])
+print("bits", oct(os.stat("helper").st_mode & 0o7777))
+"""
+    (runner.ws / "probe.py").write_text(probe)
+    runner.chown(runner.ws / "probe.py")
+    out = runner.run("python3 probe.py; echo done")
+    assert "done" in out, out
+    said = dict(line.split(" ", 1) for line in out.splitlines()[:-1])
+    assert said == {"chmod": "EPERM", "setgid": "EPERM", "create": "EPERM", "plain": "done", "bits": "0o755"}, out
+    assert not (runner.ws / "helper").stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
 
 
 def test_a_repository_whose_folder_a_command_made_unwritable_is_still_set_aside():
