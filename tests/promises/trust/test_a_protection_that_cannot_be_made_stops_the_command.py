@@ -12,7 +12,12 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from deep_agent.tools.protected import Protected
 from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, set_aside_new_repositories
@@ -50,6 +55,31 @@ def test_a_placeholder_that_cannot_be_made_is_no_command_run(runner):
     assert said.startswith("refused:"), said
     assert str(runner.ws / ".git") in said and os.strerror(errno.ENOSPC) in said and "did not run" in said
     assert not (runner.ws / ".git").exists()
+
+
+def test_a_full_disk_is_no_command_run(runner):
+    # The disk itself full, where the tests may mount one (root): a tmpfs of 400 inodes, all used.
+    if runner.who != "root" or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root")
+    ws = Path(tempfile.mkdtemp(prefix="sandbox-full-"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m,nr_inodes=400", "tmpfs", str(ws)],
+                      capture_output=True, check=False).returncode:
+        pytest.skip("no tmpfs could be mounted here")
+    try:
+        with pytest.raises(OSError):
+            for n in range(1000):
+                (ws / f"f{n}").touch()
+        sandbox = Sandbox.find()
+        assert sandbox is not None
+        with pytest.raises(SandboxUnavailable, match=os.strerror(errno.ENOSPC)) as refused, sandbox.running(
+                ws, f"rm -f f*; {PLANT}", Protected.of(ws), cwd=ws, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+            process.communicate(timeout=60)
+        assert str(ws / ".git") in str(refused.value)
+        assert not (ws / ".git").exists() and (ws / "f0").exists()  # nothing ran
+    finally:
+        subprocess.run(["umount", "-l", str(ws)], check=False)
+        os.rmdir(ws)
 
 
 def test_a_repository_at_a_protected_path_missing_before_the_command_is_set_aside(runner):
