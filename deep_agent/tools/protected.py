@@ -249,12 +249,13 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
     existing or not; and a base interpreter's environment (``pyvenv.cfg``'s ``home``'s parent)."""
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
-        return found if root in found.parents and found != venv and venv not in found.parents else None
+        return found if (found == root or root in found.parents) and found != venv and venv not in found.parents \
+            else None
 
     for line in read_regular(venv / "pyvenv.cfg", 65536).decode("utf-8", "replace").splitlines():
         key, _, value = line.partition("=")
-        if key.strip() == "home" and (home := inside(value.strip())) is not None and home.parent != root:
-            yield home.parent, PROGRAMS
+        if key.strip() == "home" and (home := inside(value.strip())) not in (None, root):
+            yield (home.parent if home.parent != root else home), PROGRAMS  # never the whole workspace
     sites = [*venv.glob("lib*/python*/site-packages"), venv / "Lib" / "site-packages"]
     pths = sorted({pth for site in sites if site.is_dir() for pth in site.glob("*.pth")})
     suffixes = importlib.machinery.all_suffixes()

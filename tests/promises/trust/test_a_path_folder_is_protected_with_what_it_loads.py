@@ -58,18 +58,20 @@ def _venv(runner, home: str = "/usr/bin"):
 
 
 def test_what_a_protected_environment_runs_at_start_from_a_folder_its_pth_adds_is_protected(runner, on_path):
-    # An editable install: .pth path lines (not import lines) add src and lib; python imports sitecustomize and
-    # usercustomize from them at every start.
+    # Editable installs: .pth path lines (not import lines) add src, lib and the workspace itself; python imports
+    # sitecustomize and usercustomize from them at every start.
     site = _venv(runner)
     (site / "_project.pth").write_text(f"# the project\nimport sys\n{runner.ws / 'src'}\n../../../../lib\n")
+    (site / "_flat.pth").write_text(f"{runner.ws}\n")
     for folder in ("src", "lib"):
         (runner.ws / folder).mkdir()
     (runner.ws / "lib" / "usercustomize.py").write_text("")
     runner.chown(runner.ws / ".venv", runner.ws / "src", runner.ws / "lib")
     on_path(".venv/bin")
     out = runner.run("echo 'import os' > src/sitecustomize.py; echo 'import os' > lib/usercustomize.py; "
-                     "mkdir src/sitecustomize; echo 'X = 1' > src/other.py; echo done")
-    assert "done" in out, out
+                     "mkdir src/sitecustomize; echo 'X = 1' > src/other.py; echo 'import os' > sitecustomize.pyc; "
+                     "echo done")
+    assert "done" in out and not (runner.ws / "sitecustomize.pyc").exists(), out
     assert not (runner.ws / "src" / "sitecustomize.py").exists(), out
     assert not (runner.ws / "src" / "sitecustomize").exists(), out
     assert (runner.ws / "lib" / "usercustomize.py").read_text() == "", out
