@@ -15,8 +15,9 @@ placeholder), and in-process writers go through
   editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
 * the interpreter, its virtual environment, and every absolute folder on
   ``PATH``; in the workspace, with what its programs load
-  (:func:`_environment_of`: a ``.venv/bin``'s environment, a
-  ``node_modules/.bin``'s ``node_modules``).
+  (:func:`_environment_of`: a ``.venv/bin``'s environment, with the
+  ``sitecustomize`` of a folder its ``.pth`` files add and its base
+  interpreter's environment, a ``node_modules/.bin``'s ``node_modules``).
 
 Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
 in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
@@ -62,6 +63,8 @@ CONFIG = "a path a git config names (git may read or run it on the host: an incl
 RUNTIME = "the interpreter or virtual environment this program runs from"
 IMPORTED = ("what this program imports from the workspace (through its import path or an editable install's "
             "finder: it would run on the host at the next start)")
+STARTUP = ("what a python of a protected virtual environment runs at every start (sitecustomize or usercustomize in "
+           "a folder its .pth files add)")
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
@@ -107,9 +110,9 @@ class Protected:
     def _imported(self) -> tuple[dict[Path, str], frozenset[Path]]:
         """The fixed paths and what this program imports from the workspace; the missing ones of these."""
         found = dict(self.fixed)
-        missing: set[Path] = set()
+        missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
         if self.root is None:
-            return found, frozenset()
+            return found, frozenset(missing)
         found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
         for path in _imported_from(self.__dict__["_imports"], found):
             found.setdefault(path, IMPORTED)
@@ -185,8 +188,8 @@ class Protected:
         # Hooks and servers look programs up there. Not ".", the workspace or above: nothing would be writable.
         for folder in os.get_exec_path():
             if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
-                for program in _environment_of(path, root):
-                    found.setdefault(program, PROGRAMS)
+                for program, why in _environment_of(path, root).items():
+                    found.setdefault(program, why)
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
@@ -215,22 +218,56 @@ class Protected:
                       key=lambda p: len(p.parts))
 
 
-def _environment_of(folder: Path, root: Path) -> list[Path]:
+def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
     """A folder on ``PATH`` and what its programs load: in the workspace ``root``, the virtual environment
     (``.venv/bin``'s parent, holding ``pyvenv.cfg``: a ``.pth`` in its site-packages runs at its python's
-    start) or ``node_modules`` (``.bin/tool -> ../tool/bin/tool.sh``) it belongs to, whole; else the folder
-    and the targets in ``root`` of its symlinks."""
+    start) or ``node_modules`` (``.bin/tool -> ../tool/bin/tool.sh``) it belongs to, whole, with what such an
+    environment's python runs at its start from elsewhere in ``root`` (:func:`_started_with`); else the folder
+    and the targets in ``root`` of its symlinks. Each -> why."""
     if root not in folder.parents:
-        return [folder]
-    if folder.parent != root and (folder.parent.name == "node_modules" or (folder.parent / "pyvenv.cfg").is_file()):
-        return [folder.parent]
+        return {folder: PROGRAMS}
+    if folder.parent != root and (folder.parent / "pyvenv.cfg").is_file():
+        return {folder.parent: PROGRAMS, **dict(_started_with(folder.parent, root))}
+    if folder.parent != root and folder.parent.name == "node_modules":
+        return {folder.parent: PROGRAMS}
     targets = [folder]
     with contextlib.suppress(OSError), os.scandir(folder) as scan:
         for entry in scan:
             with contextlib.suppress(OSError, RuntimeError):
                 if entry.is_symlink() and root in (target := Path(entry.path).resolve()).parents:
                     targets.append(target)
-    return targets
+    return dict.fromkeys(targets, PROGRAMS)
+
+
+_AT_START = ("sitecustomize", "usercustomize")
+"""What Python imports at every start, unasked, from any folder on its path."""
+
+
+def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
+    """What the virtual environment ``venv``'s python runs at its start from ``root`` outside ``venv``: in each
+    folder its site-packages' ``.pth`` files add (an editable install's ``src``), :data:`_AT_START` in every form,
+    existing or not; and a base interpreter's environment (``pyvenv.cfg``'s ``home``'s parent)."""
+    def inside(path: str) -> Path | None:
+        found = Path(os.path.realpath(path))
+        return found if (found == root or root in found.parents) and found != venv and venv not in found.parents \
+            else None
+
+    for line in read_regular(venv / "pyvenv.cfg", 65536).decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and (home := inside(value.strip())) not in (None, root):
+            yield (home.parent if home.parent != root else home), PROGRAMS  # never the whole workspace
+    sites = [*venv.glob("lib*/python*/site-packages"), venv / "Lib" / "site-packages"]
+    pths = sorted({pth for site in sites if site.is_dir() for pth in site.glob("*.pth")})
+    suffixes = importlib.machinery.all_suffixes()
+    for pth in pths:
+        for line in read_regular(pth, 1 << 20).decode("utf-8", "replace").splitlines():
+            if not line.strip() or line.startswith(("#", "import ", "import\t")):
+                continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
+            if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None or not os.path.isdir(folder):
+                continue
+            for name in _AT_START:
+                yield folder / name, STARTUP  # a package
+                yield from ((folder / f"{name}{suffix}", STARTUP) for suffix in suffixes)
 
 
 def _import_folders(root: Path) -> list[Path]:

@@ -21,8 +21,8 @@ One profile, whatever the uid (root included). From inside one command:
   directories whole, agent files, the interpreter): a missing
   one is an empty read-only folder while the command runs (a file, where a
   git config names it), so it cannot be created either (the placeholder is
-  removed afterwards; a file standing where a folder on its way would be is
-  read-only); every folder
+  removed afterwards; one that cannot be made is no command run; a file
+  standing where a folder on its way would be is read-only); every folder
   between the workspace and a protected path is a mount point of its own,
   so it cannot be renamed and replaced; a git repository the command makes
   (any shape git takes for one) is set aside when it ends
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import re
 import secrets
@@ -183,8 +184,12 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        # What was there before the command: a repository found in the set since is still the command's.
-        with _set_aside_after(root, protected, set_aside, dict(protected.paths)), _placeholders(root, protected):
+        # What was there before the command: a repository found in the set since is still the command's, and so
+        # is one at a protected path missing then (a placeholder, its own or a parallel command's, is not there).
+        with _placeholder_lock:
+            known = {p: why for p, why in protected.paths.items()
+                     if p not in _placeholder_users and os.path.lexists(p)}
+        with _set_aside_after(root, protected, set_aside, known), _placeholders(root, protected):
             yield protected
 
     @contextlib.contextmanager
@@ -299,7 +304,9 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
             if not _lexists(link.name, parent):
                 with contextlib.suppress(OSError):
                     os.symlink(text, link.name, dir_fd=parent)
-    known = protected.paths if known is None else known
+    known = {p: why for p, why in protected.paths.items() if os.path.lexists(p)} if known is None else known
+    with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
+        known = {**known, **dict.fromkeys(_placeholder_users, "")}
     skipped = known.keys() - protected.watched - protected.links.keys()  # read-only inside: nothing new there
     for here, fd, dirs, files in _walk_all(root):
         found = [here / ".git"] if ".git" in dirs or ".git" in files else []
@@ -327,43 +334,58 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
     skips a folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311 sub`` kept a new
     repository from being set aside, and the user's next ``git status`` in it ran its config. The command ran
     as the user, so the user may give the owner's bits back; a folder still unreadable after that is not the
-    command's (it was there, not made by it).
+    command's (it was there, not made by it). Any other failure (no descriptor left) raises: never a folder
+    skipped without a word.
+
+    Descriptors are held along the current path only, at most :data:`_HELD` (the workspace's and the deepest
+    ones): a descriptor a level, 1,900 levels deep, ran out of them and skipped what was below.
     """
-    top = os.open(root, _FOLDER)
-    pending: list[tuple[list[int], str, Path]] = [([top, 1], "", root)]  # (parent [fd, children left], name, path)
-    fd: int | None = None
+    held: list[tuple[int, int]] = [(0, os.open(root, _FOLDER))]  # (depth, descriptor) along the current path
+    pending: list[tuple[int, Path]] = [(0, root)]
     try:
         while pending:
-            parent, name, here = pending.pop()
-            fd = _open_folder(name, parent[0]) if name else top
-            if name:
-                parent[1] -= 1
-                if not parent[1]:
-                    os.close(parent[0])
+            depth, here = pending.pop()
+            fd = _reach(held, depth, here)
             if fd is None:
                 continue
             dirs: list[str] = []
             files: list[str] = []
-            with contextlib.suppress(OSError), os.scandir(fd) as scan:
+            with os.scandir(fd) as scan:
                 for entry in scan:
                     (dirs if _is_dir(entry) else files).append(entry.name)
             yield here, fd, dirs, files
-            if dirs:  # open until its last folder is
-                held = [fd, len(dirs)]
-                pending += [(held, d, here / d) for d in reversed(dirs)]
-            else:
-                os.close(fd)
-            fd = None
+            pending += [(depth + 1, here / d) for d in reversed(dirs)]
     finally:
-        if fd is not None:
+        for _, fd in held:
             os.close(fd)
-        for held in {id(p): p for p, _, _ in pending}.values():
-            os.close(held[0])
+
+
+_HELD = 64
+"""Descriptors a walk holds at most."""
+
+
+def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
+    """A descriptor of ``here`` (``depth`` levels down), opened from the deepest of its folders ``held`` (its
+    parent, but where that was let go) and held; ``None`` if it is gone or not a folder."""
+    while held[-1][0] >= depth > 0:  # depth first: whatever is held deeper is done with
+        os.close(held.pop()[1])
+    for step in range(held[-1][0] + 1, depth + 1):
+        fd = _open_folder(here.parts[step - depth - 1], held[-1][1])
+        if fd is None:
+            return None
+        held.append((step, fd))
+        if len(held) > _HELD:  # the workspace's is kept: what was let go is opened again from there
+            os.close(held.pop(1)[1])
+    return held[-1][1]
+
+
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+"""Why a folder listed a moment ago cannot be opened, and need not be: gone, or now a file or a symlink."""
 
 
 def _open_folder(name: str, parent: int) -> int | None:
     """The folder ``name`` in ``parent`` opened (:data:`_FOLDER`), the owner's bits of both given back for a
-    second try; ``None`` if it is not a folder, or not readable."""
+    second try; ``None`` if it is gone, not a folder, or not readable still. Any other failure raises."""
     for again in (False, True):
         if again:
             with contextlib.suppress(OSError):
@@ -373,8 +395,13 @@ def _open_folder(name: str, parent: int) -> int | None:
                     _give_owner_bits(held)
                 finally:
                     os.close(held)
-        with contextlib.suppress(OSError):
+        try:
             return os.open(name, _FOLDER, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in _GONE:
+                return None
+            if exc.errno not in (errno.EACCES, errno.EPERM):
+                raise
     return None
 
 
@@ -510,8 +537,13 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
 @contextlib.contextmanager
 def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
     """An empty folder where a protected path (or the first missing folder on its way) is missing; an empty
-    file where a git config names it (git reads an empty file as it reads none, a folder is an error)."""
+    file where a git config names it (git reads an empty file as it reads none, a folder is an error).
+
+    One that cannot be made (a full disk, no inodes or descriptors left) is no command run
+    (:class:`SandboxUnavailable`, naming each): unbound, the path would be the command's to make.
+    """
     made: list[Path] = []
+    failed: list[str] = []
     with _placeholder_lock:
         for path in protected.inside(root):
             if (target := _mask(root, path)) is None or target in made:
@@ -520,17 +552,23 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
                 with _folder_of(root, target) as parent:  # never made through a symlink a command put on the way
                     try:
                         if parent is None:
-                            continue
+                            raise FileNotFoundError(errno.ENOENT, "a folder on its way is missing or not a folder")
                         if protected.paths[path] == CONFIG:
                             os.close(os.open(target.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                                              0o644, dir_fd=parent))
                         else:
                             os.mkdir(target.name, dir_fd=parent)
-                    except OSError:
+                    except FileExistsError:
+                        continue  # there after all: bound read-only as it is
+                    except OSError as exc:
+                        failed.append(f"{target} ({exc.strerror or exc})")
                         continue
             _placeholder_users[target] = _placeholder_users.get(target, 0) + 1
             made.append(target)
     try:
+        if failed:
+            raise SandboxUnavailable("a missing protected path could not be held read-only while the command runs "
+                                     f"({'; '.join(failed)}); the command did not run", "bwrap")
         yield
     finally:
         with _placeholder_lock:

@@ -47,3 +47,43 @@ def test_node_modules_and_the_targets_of_a_path_folders_links_are_protected(runn
     assert "done" in out and tool.read_text() == "echo tool\n", out
     assert (runner.ws / "scripts" / "lint.sh").read_text() == "echo lint\n", out
     assert (runner.ws / "scripts" / "other.sh").exists(), out  # the rest of the link's folder stays work
+
+
+def _venv(runner, home: str = "/usr/bin"):
+    site = runner.ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (runner.ws / ".venv" / "bin").mkdir()
+    (runner.ws / ".venv" / "pyvenv.cfg").write_text(f"home = {home}\n")
+    return site
+
+
+def test_what_a_protected_environment_runs_at_start_from_a_folder_its_pth_adds_is_protected(runner, on_path):
+    # Editable installs: .pth path lines (not import lines) add src, lib and the workspace itself; python imports
+    # sitecustomize and usercustomize from them at every start.
+    site = _venv(runner)
+    (site / "_project.pth").write_text(f"# the project\nimport sys\n{runner.ws / 'src'}\n../../../../lib\n")
+    (site / "_flat.pth").write_text(f"{runner.ws}\n")
+    for folder in ("src", "lib"):
+        (runner.ws / folder).mkdir()
+    (runner.ws / "lib" / "usercustomize.py").write_text("")
+    runner.chown(runner.ws / ".venv", runner.ws / "src", runner.ws / "lib")
+    on_path(".venv/bin")
+    out = runner.run("echo 'import os' > src/sitecustomize.py; echo 'import os' > lib/usercustomize.py; "
+                     "mkdir src/sitecustomize; echo 'X = 1' > src/other.py; echo 'import os' > sitecustomize.pyc; "
+                     "echo done")
+    assert "done" in out and not (runner.ws / "sitecustomize.pyc").exists(), out
+    assert not (runner.ws / "src" / "sitecustomize.py").exists(), out
+    assert not (runner.ws / "src" / "sitecustomize").exists(), out
+    assert (runner.ws / "lib" / "usercustomize.py").read_text() == "", out
+    assert (runner.ws / "src" / "other.py").exists(), out  # the rest of the folder stays work
+    assert any(p.name.startswith("sitecustomize.py.made-by-agent") for p in runner.set_aside), runner.set_aside
+
+
+def test_a_base_interpreter_in_the_workspace_is_protected_with_its_environment(runner, on_path):
+    (runner.ws / "python" / "bin").mkdir(parents=True)
+    (runner.ws / "python" / "lib").mkdir()
+    _venv(runner, home=str(runner.ws / "python" / "bin"))
+    runner.chown(runner.ws / ".venv", runner.ws / "python")
+    on_path(".venv/bin")
+    out = runner.run("echo 'import os' > python/lib/sitecustomize.py; echo done")
+    assert "done" in out and not (runner.ws / "python" / "lib" / "sitecustomize.py").exists(), out
