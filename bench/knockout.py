@@ -46,8 +46,10 @@ from unittest import mock
 from langgraph.types import Command
 
 import middleware.task_tool as task_tool
+import subagents.runner as runner
 from bench import overhead
 from bench.common import OURS, THEIRS, acpu_and_wall, cpu_and_wall, median, quiet_gc, record, sides, theirs_note
+from subagents.metering import metered_apart
 from subagents.runner import Delegation
 
 NAME = "knockout"
@@ -71,7 +73,7 @@ class _NoTranscript:
 
 @contextlib.contextmanager
 def _switchable() -> Iterator[dict[str, str]]:
-    """Patch the three places the levels differ; the returned dict's ``level`` picks one per run."""
+    """Patch the four places the levels differ; the returned dict's ``level`` picks one per run."""
     level = {"level": "shipped"}
     configure, open_transcript, command = Delegation.configure, Delegation.open_transcript, task_tool.outcome_command
 
@@ -96,7 +98,11 @@ def _switchable() -> Iterator[dict[str, str]]:
             return Command(update=tuple(full.update.items()))
         return full
 
+    def apart_at_level(meter: Any = None) -> Any:  # the meter is also in force through LangChain's configure hook
+        return metered_apart(None if level["level"] in _METER_OFF else meter)
+
     with (mock.patch.object(Delegation, "configure", configure_at_level),
+          mock.patch.object(runner, "metered_apart", apart_at_level),
           mock.patch.object(Delegation, "open_transcript", open_transcript_at_level),
           mock.patch.object(task_tool, "outcome_command", command_at_level)):
         yield level
