@@ -215,8 +215,7 @@ class RootBudget:
 
 
 def _had_its_last_call(request: ModelRequest[ContextT]) -> bool:
-    """Whether the budget's last call was made already: the latest AI message is the budget's stop. A
-    middleware that sends the run back to the model after it (an ``after_model`` jump) gets the stop again,
-    with no call made."""
-    latest = next((m for m in reversed(request.messages) if isinstance(m, AIMessage)), None)
-    return stopped_by_limit(latest) == "budget"
+    """Whether the budget's last call was made already: a stop of the budget's is in the conversation (this
+    process made it). A middleware that sends the run back to the model after it (an ``after_model`` jump, with
+    messages of its own) gets the stop again, with no call made."""
+    return any(stopped_by_limit(m) == "budget" for m in reversed(request.messages))

@@ -166,9 +166,11 @@ def _immutable(value: Any) -> bool:
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
     """Whether ``zone`` is one its library keeps once (pytz's, dateutil's, a ``ZoneInfo``): its deep copy is itself
     through ``__reduce__``, a call back to its library's cache. A zone with a copy hook of its own (``__deepcopy__``,
-    ``__copy__``, or a ``__getattr__`` that could lend one) is copied with its datetime, or withheld."""
-    if zone is None or any(inspect.getattr_static(zone, hook, None) is not None
-                           for hook in ("__deepcopy__", "__copy__", "__getattr__")):
+    ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend one) is copied with its datetime, or
+    withheld."""
+    hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
+                                                                                    "__getattr__"))
+    if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
         return False
     try:
         return copy.deepcopy(zone) is zone

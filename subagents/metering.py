@@ -148,15 +148,15 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
 
 def _refines(sent: str, name: str) -> bool:
-    """Whether ``name`` names a snapshot of the model ``sent``: the sent name, then ``-`` and a version of digits
-    (``gpt-4o-2024-05-13``, ``gpt-4-0613``; never ``gpt-4o-mini``, another model), a provider prefix taken off one
-    side at most, as :func:`call_price` does."""
+    """Whether ``name`` names a snapshot of the model ``sent``: the sent name, then ``-`` and a date stamp
+    (``gpt-4o-2024-05-13``, ``gpt-4-0613``; never ``gpt-4o-mini`` or ``claude-sonnet-4-5``, other models), a
+    provider prefix taken off one side at most, as :func:`call_price` does."""
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
 
 
-_SNAPSHOT = re.compile(r"\d[\d.-]*")
+_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-13: never 5 (claude-sonnet-4-5)
 
 
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,

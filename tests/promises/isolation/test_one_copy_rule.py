@@ -733,3 +733,19 @@ def test_a_child_that_never_touched_an_uncomparable_value_completes(run):
     out = run(agent, {**_user(), "plain": EqRaises()})
     (record,) = records(out)
     assert record["stop_reason"] == "completed" and out["messages"][-1].content == "parent carried on"
+
+
+class LendingZone(ShopZone):
+    """A zone whose ``__getattribute__`` lends a ``__deepcopy__`` giving itself (the ``__getattr__`` rule dodged)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "__deepcopy__":
+            return lambda memo: self
+        return object.__getattribute__(self, name)
+
+
+def test_a_zone_lending_itself_as_its_copy_through_getattribute_is_not_shared():
+    # The zone (and its state) reached the child as the caller's own object, nothing withheld or named.
+    zone = LendingZone()
+    copies, withheld = own_copies({"held": datetime.datetime(2026, 1, 1, tzinfo=zone)})
+    assert "held" in withheld and "held" not in copies, (copies, withheld)

@@ -54,22 +54,29 @@ def test_a_spent_budget_ends_the_parents_own_loop_after_one_last_call_without_to
 
 
 class _InsistsOnFinal(AgentMiddleware):
-    """A parent middleware that sends every answer without FINAL back to the model."""
+    """A parent middleware that sends every answer without FINAL back to the model (``speaks``: with an AI
+    message of its own before its request, which hid the budget's stop)."""
+
+    def __init__(self, speaks: bool = False) -> None:
+        super().__init__()
+        self.speaks = speaks
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state, runtime):
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and not last.tool_calls and "FINAL" not in last.text:
-            return {"messages": [HumanMessage("Include FINAL.")], "jump_to": "model"}
+            said = [AIMessage("guard: please continue")] if self.speaks else []
+            return {"messages": [*said, HumanMessage("Include FINAL.")], "jump_to": "model"}
         return None
 
 
-def test_a_middleware_jumping_back_to_the_model_gets_no_call_past_the_last_one(run):
+@pytest.mark.parametrize("speaks", [False, True])
+def test_a_middleware_jumping_back_to_the_model_gets_no_call_past_the_last_one(run, speaks):
     # After the budget's last call, a middleware's jump back to the model was taken for a new last call:
     # 200 root calls, 10M tokens of a 100,000 budget (stopped only by max_root_turns).
     parent = BillingModel(default="an answer without the word", model_name="scripted", density=8.0)
     budget = Budget(max_tokens=20_000)
-    agent = create_deep_agent(parent, [], middleware=[_InsistsOnFinal()], budget=budget)
+    agent = create_deep_agent(parent, [], middleware=[_InsistsOnFinal(speaks)], budget=budget)
     with contextlib.suppress(GraphRecursionError):  # the middleware loops on the stop; LangGraph ends it
         run(agent, user("go"), {"recursion_limit": 200})
     assert sum(1 for call in parent.calls if call["tools"] == []) == 1, len(parent.calls)  # the last answer only

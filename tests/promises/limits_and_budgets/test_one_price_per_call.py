@@ -180,15 +180,16 @@ def test_a_call_whose_extra_body_names_its_model_is_priced_as_that_model(run, wh
 
 @pytest.mark.parametrize(("reply_name", "charged_as"), [
     ("priced-2025-01-01", "priced-2025-01-01"), ("openai/priced-2025-02-02", "priced-2025-02-02"),
-    ("priced-16k", "priced"), ("priced-mini", "priced"), ("parent", "priced"), ("priced-unpriced-variant", "priced"),
+    ("priced-16k", "priced"), ("priced-mini", "priced"), ("priced-5", "priced"), ("priced-0", "priced"), ("parent", "priced"), ("priced-unpriced-variant", "priced"),
     ("pricedx", "priced")])
 def test_a_reply_name_only_refines_the_price_to_another_priced_name_of_the_same_model(run, reply_name, charged_as):
     # The rule was not implemented: a reply naming a priced snapshot of the sent model was charged at the
     # sent name's price. Another name (an unpriced one, another model's) is ignored: priced by it, a reply could
     # name a free model. The call is held at the dearest price a reply may refine it to, so the budget still holds.
-    # Only a snapshot (the name, then a version of digits) refines it: "-mini" and "-16k" are other models.
+    # Only a snapshot (the name, then a date stamp) refines it: "-mini", "-16k" and "-5" are other models.
     prices = {**PRICES, "priced-2025-01-01": (8000.0, 16000.0), "priced-2025-02-02": (8000.0, 16000.0),
-              "priced-16k": (8000.0, 16000.0), "priced-mini": (0.01, 0.02), "parent": (1.0, 2.0)}
+              "priced-16k": (8000.0, 16000.0), "priced-mini": (0.01, 0.02), "priced-5": (8000.0, 16000.0),
+              "priced-0": (0.01, 0.02), "parent": (1.0, 2.0)}
     child = BillingModel(default="an answer", model_name="priced", reply_name=reply_name)
     specs = [{"name": "w", "description": "worker", "model": child}]
     budget = Budget(max_usd=10.0, prices=prices)
@@ -209,6 +210,10 @@ def test_a_reply_naming_a_priced_snapshot_of_a_model_sent_with_its_provider_pref
     assert reply_price(prices, "gpt-4o", call_price(prices, "gpt-4o"), "gpt-4") == ("gpt-4o", (2.5, 10.0))
     cheaper = {**prices, "gpt-4o-mini": (0.15, 0.6)}
     assert reply_price(cheaper, "gpt-4o", call_price(cheaper, "gpt-4o"), "gpt-4o-mini") == ("gpt-4o", (2.5, 10.0))
+    sonnet = {"claude-sonnet-4": (3.0, 15.0), "claude-sonnet-4-5": (0.1, 0.1), "claude-sonnet-4-20250514": (3.0, 15.0)}
+    priced = call_price(sonnet, "claude-sonnet-4")
+    assert reply_price(sonnet, "claude-sonnet-4", priced, "claude-sonnet-4-5") == priced  # another model
+    assert reply_price(sonnet, "claude-sonnet-4", priced, "claude-sonnet-4-20250514")[0] == "claude-sonnet-4-20250514"
 
 
 # -- every path: refused before it is sent when unpriced, charged once when priced ------------------------
