@@ -57,13 +57,14 @@ Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (syn
 
 
 @contextlib.contextmanager
-def spawned(build: Build, pasta: str | None, record: str | None = None,
+def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tuple[int, ...] = (),
             **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
     """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts.
 
-    ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`)."""
+    ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the
+    command inherits."""
     with _readable(seccomp_filter()) as seccomp:
-        fds = () if seccomp is None else (seccomp,)
+        fds = (*keep, *(() if seccomp is None else (seccomp,)))
         if pasta is None and record is None:
             with _sources_opened(build(None, seccomp)) as (argv, sources):
                 process = subprocess.Popen(argv, pass_fds=(*fds, *sources), **popen)
@@ -160,6 +161,11 @@ def _opened(path: str) -> int:
 
 
 SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
+
+STARTED_FD = 200
+"""Where the launcher's command (a hook, a server) says it started inside the sandbox (:data:`STARTED`): a
+bubblewrap that failed on its way (a mount, a ``chdir``) exits 1, as a command may; only the byte tells them apart."""
+STARTED = f"printf x >&{STARTED_FD} 2>/dev/null; exec {STARTED_FD}>&-; "
 
 
 def end_recorded(record: str) -> None:
@@ -314,17 +320,25 @@ def main(args: list[str]) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, end)
+    said, told = os.pipe()
+    os.dup2(told, STARTED_FD)
+    os.close(told)
     try:
         with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
-                     record) as process:
+                     record, keep=(STARTED_FD,)) as process:
+            os.close(STARTED_FD)
             started.append(process)
             if ended:
                 process.terminate()
             code = process.wait()
+        os.set_blocking(said, False)
+        with contextlib.suppress(BlockingIOError):
+            if os.read(said, 1):
+                return code if code >= 0 else 128 - code
+        raise SpawnFailed(f"bwrap ended ({code}) before its command started", "bwrap")
     except SpawnFailed as exc:
         print(f"the sandbox did not start: {exc}", file=sys.stderr)  # subagents.definitions.on_host.DID_NOT_START
         return 125
-    return code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.confined import SpawnFailed, end_recorded, fd_options, spawned
+from deep_agent.tools.confined import STARTED, SpawnFailed, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
@@ -232,7 +232,7 @@ class Confinement:
         # ${NAME} in a declared value is this process's NAME, as the MCP client would give it unconfined.
         env = {k: _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), v) for k, v in declared.items()}
         with self.sandbox.holding(root, self.protected) as protected, tempfile.TemporaryDirectory() as folder:
-            bwrap = self.sandbox.argv(root, "exec " + shlex.join(argv), protected,
+            bwrap = self.sandbox.argv(root, STARTED + "exec " + shlex.join(argv), protected,
                                       cwd=start if seen else root, reveal=[*shown, *named_outside(argv, root, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
             try:

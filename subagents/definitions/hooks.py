@@ -181,7 +181,7 @@ class HookOutcome:
         """Whether the command never ran: its shell or its sandbox could not start."""
         status, text = DID_NOT_START
         return (self.exit_code is None and (self.problem or "").startswith("could not start")) or (
-            self.exit_code == status and self.stderr.startswith(text))
+            self.exit_code == status and self.stderr.rstrip().rpartition("\n")[2].startswith(text))  # its last line
 
     def describe(self) -> str:
         """One line for a warning."""

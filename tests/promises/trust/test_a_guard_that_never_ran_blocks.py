@@ -7,6 +7,7 @@ never ran is not a verdict. Before, a guard whose confinement failed to start wa
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -85,3 +86,26 @@ def test_the_launcher_ends_a_start_it_could_not_make_with_that_status_and_text(t
                            "--ro-bind", str(missing), str(missing), "true"], capture_output=True, text=True, timeout=60)
     status, text = DID_NOT_START
     assert done.returncode == status and done.stderr.startswith(text), (done.returncode, done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_start_whose_bubblewrap_fails_on_its_way_never_ran(tmp_path):
+    # bubblewrap failing after the launcher started it (a mount raced by the agent's command, a chdir into a
+    # folder renamed meanwhile) exits 1, as a command may: a guard's "exit 2" never ran and the call went on.
+    from deep_agent.tools.protected import Protected
+    from deep_agent.tools.sandbox import Confinement, Sandbox
+    from subagents.definitions.hooks import HookOutcome
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sandbox = Sandbox.find()
+    assert sandbox is not None
+    confinement = Confinement(sandbox, ws.resolve(), Protected.of(ws))
+    for cwd, expected in ((str(ws / "gone"), None), (str(ws), 2)):  # bubblewrap's chdir fails / the hook runs
+        with confinement(["/bin/sh", "-c", "exit 2"], cwd, {}) as (argv, env):
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        outcome = HookOutcome("exit 2", done.returncode, done.stdout, done.stderr)
+        if expected is None:
+            assert outcome.never_ran, (done.returncode, done.stderr)
+        else:
+            assert done.returncode == expected and not outcome.never_ran, (done.returncode, done.stderr)
