@@ -18,7 +18,6 @@ from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
-from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
@@ -28,7 +27,15 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded, SpecError
-from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools
+from subagents.metering import (
+    Budget,
+    PriceTable,
+    RunMeter,
+    TaskMeter,
+    metered_apart,
+    metered_in_tools,
+    run_meter_in,
+)
 from subagents.outcome import limit_stop, stopped_by_limit
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
@@ -110,8 +117,9 @@ GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
 
 UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
              "another middleware of the root makes itself (a summariser's in before_model, a critic's) is "
-             "counted only when the graph runs with the budget's meter: run middleware.metered(graph) "
-             "(create_deep_agent does). No middleware can add it to a run of a graph it is part of.")
+             "counted (whatever callbacks it is given) only when the graph runs with the budget's meter: run "
+             "middleware.metered(graph) (create_deep_agent does). No middleware can add it to a run of a graph "
+             "it is part of.")
 
 
 class RootBudget:
@@ -133,9 +141,7 @@ class RootBudget:
     def in_tools(self) -> contextlib.AbstractContextManager[None]:
         """Around a root tool call: the run's meter counts every model call the tool makes, those given
         callbacks of their own included (which would drop it); nothing where the graph runs unmetered."""
-        callbacks = get_config().get("callbacks")  # the tool node's: the run's meter is inherited there
-        handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
-        meter = next((h for h in handlers if isinstance(h, RunMeter) and h.budget is self.budget), None)
+        meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
     def _say_if_unmetered(self) -> None:
@@ -143,9 +149,7 @@ class RootBudget:
         if self._unmetered_said:
             return
         self._unmetered_said = True
-        callbacks = get_config().get("callbacks")
-        handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
-        if not any(isinstance(h, RunMeter) and h.budget is self.budget for h in handlers):
+        if run_meter_in(get_config(), self.budget) is None:
             warnings.warn(UNMETERED, UserWarning, stacklevel=2)
 
     def call(self, request: ModelRequest[ContextT],

@@ -26,9 +26,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Annotated, Any, Literal, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import LLMResult
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BeforeValidator
@@ -468,7 +469,7 @@ class _MeterStopsAreNotCallbackErrors(logging.Filter):
         args = record.args
         if not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
             return True
-        todo: list[type] = [TaskMeter]
+        todo: list[type] = [TaskMeter, _NodeMeter]
         while todo:  # the meter classes, subclasses included
             cls = todo.pop()
             if cls.__name__ == args[0]:
@@ -971,9 +972,11 @@ class RunMeter(TaskMeter):
         super().__init__(budget=budget, prices=prices)
         self.refuses = False
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
+        _meter_node_calls()
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        if not _METERED_APART.get():
+        # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once.
+        if not _METERED_APART.get() and run_id not in self._calls and run_id not in self.in_tools._calls:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             TaskMeter._start_call(meter, run_id, prompt, kwargs)
@@ -986,6 +989,69 @@ class RunMeter(TaskMeter):
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._release(run_id)
         self.in_tools._release(run_id)
+
+
+def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
+    """The :class:`RunMeter` (of ``budget``, if given) among a runnable config's callbacks, or ``None``."""
+    callbacks = (config or {}).get("callbacks")
+    handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
+    return next((h for h in handlers if isinstance(h, RunMeter) and (budget is None or h.budget is budget)), None)
+
+
+class _NodeMeter(BaseCallbackHandler):
+    """Hands the run's meter a model call made in a node of a metered graph with callbacks of its own (a root
+    middleware's summariser given a tracer), which replace the run's and the meter with them: such a call
+    inherits the rest of the node's config, whose callbacks carry the meter (a call with no parent run), or
+    is made in a run so started (with_retry, a chain), which is followed to the meter. The meter charges a
+    call it sees twice once (:meth:`RunMeter._start_call`)."""
+
+    raise_error = True  # the meter's refusal of an unpriced model is the call's
+    run_inline = True
+    ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
+
+    def __init__(self) -> None:
+        self._runs: dict[Any, RunMeter] = {}  # a run started with its own callbacks in a metered node -> its meter
+
+    def _meter(self, parent_run_id: Any) -> RunMeter | None:
+        return run_meter_in(var_child_runnable_config.get()) if parent_run_id is None else \
+            self._runs.get(parent_run_id)
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
+                       **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            self._runs[run_id] = meter
+
+    def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._runs.pop(run_id, None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._runs.pop(run_id, None)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
+                            **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            meter.on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None,
+                     **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            meter.on_llm_start(serialized, prompts, run_id=run_id, **kwargs)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            meter.on_llm_end(response, run_id=run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            meter.on_llm_error(error, run_id=run_id)
+
+
+@functools.cache
+def _meter_node_calls() -> None:
+    """Add a :class:`_NodeMeter` to every callback manager LangChain configures from now on (once a process
+    has a metered graph: none before, so an agent without a budget pays nothing)."""
+    one = _NodeMeter()  # the default, not a set value: every context and thread of the process sees it
+    register_configure_hook(contextvars.ContextVar("subagents_node_meter", default=one), inheritable=True)
 
 
 def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:

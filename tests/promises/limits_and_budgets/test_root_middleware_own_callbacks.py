@@ -1,0 +1,137 @@
+"""A root middleware's own model call given callbacks of its own is charged to the budget, on every run path.
+
+A summariser in ``before_model`` or a critic in ``after_model`` that asked its
+model with ``config={"callbacks": [tracer]}`` replaced the callbacks the call
+would inherit, the run's meter among them: under a budget, in a metered graph,
+none of those calls was charged, nor refused for want of a price, and the run
+went on past the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from helpers.billing import BillingModel
+from helpers.graphs import user
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tools import tool
+
+from deep_agent import create_deep_agent
+from deep_agent.testing import tool_call
+from middleware import SubAgentMiddleware
+from subagents import Budget, BudgetExceeded
+from subagents.outcome import stopped_by_limit
+from subagents.settings import DelegationSettings
+
+PRICES = {"parent": (1.0, 1.0), "side": (1.0, 1.0)}
+
+
+@tool
+def work(x: str) -> str:
+    """A step of work."""
+    return f"worked on {x}"
+
+
+class _Tracer(BaseCallbackHandler):
+    """The middleware's own handler: it sees the calls still."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.started += 1
+
+
+class _SummariserAndCritic(AgentMiddleware):
+    """Asks ``side`` with a tracer of its own before each root model call, and after it through a run of its
+    own (``with_retry``: the model call nested in it)."""
+
+    def __init__(self, side: BillingModel) -> None:
+        super().__init__()
+        self.side, self.tracer = side, _Tracer()
+
+    def _config(self) -> Any:
+        return {"callbacks": [self.tracer]}
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.side.invoke("summarise " + "x" * 400, config=self._config())
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        await self.side.ainvoke("summarise " + "x" * 400, config=self._config())
+
+    def after_model(self, state: Any, runtime: Any) -> None:
+        self.side.with_retry().invoke("critique " + "y" * 400, config=self._config())
+
+    async def aafter_model(self, state: Any, runtime: Any) -> None:
+        await self.side.with_retry().ainvoke("critique " + "y" * 400, config=self._config())
+
+
+def _agent(how: str, parent: BillingModel, side: BillingModel, budget: Budget) -> tuple[Any, _SummariserAndCritic]:
+    critic = _SummariserAndCritic(side)
+    if how == "deep":
+        return create_deep_agent(parent, [work], middleware=[critic], budget=budget), critic
+    delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+    return delegation.metered(create_agent(parent, [work], middleware=[critic, delegation])), critic
+
+
+def _run(mode: str, graph: Any) -> dict[str, Any]:
+    config: Any = {"recursion_limit": 1000}
+    if mode == "invoke":
+        return graph.invoke(user("go"), config)
+    if mode == "ainvoke":
+        return asyncio.run(graph.ainvoke(user("go"), config))
+    if mode == "stream":
+        return list(graph.stream(user("go"), config, stream_mode="values"))[-1]
+
+    async def last() -> Any:
+        return [state async for state in graph.astream(user("go"), config, stream_mode="values")][-1]
+
+    return asyncio.run(last())
+
+
+MODES = ["invoke", "ainvoke", "stream", "astream"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["deep", "plain"])
+def test_a_root_middlewares_call_with_its_own_callbacks_is_charged_once(how, mode):
+    parent = BillingModel(rules=[("go", [{"tool_calls": [tool_call("work", x="1")]}, "parent done"])],
+                          model_name="parent")
+    side = BillingModel(default="fine", model_name="side")
+    budget = Budget(max_tokens=10**9, prices=PRICES)
+    graph, critic = _agent(how, parent, side, budget)
+    _run(mode, graph)
+    assert len(side.billed) == 4 and critic.tracer.started == 4  # two model calls, each with one before and after
+    assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["deep", "plain"])
+def test_a_run_whose_middleware_spends_the_budget_with_its_own_callbacks_ends_at_the_limit(how, mode):
+    # Uncharged, ~2,000 tokens a side call ran on as long as the parent looped on its tool.
+    parent = BillingModel(default={"tool_calls": [tool_call("work", x="again")]}, model_name="parent")
+    side = BillingModel(default="y" * 8_000, model_name="side")
+    budget = Budget(max_tokens=10_000, prices=PRICES)
+    graph, _ = _agent(how, parent, side, budget)
+    out = _run(mode, graph)
+    assert stopped_by_limit(out["messages"][-1]) == "budget"
+    assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
+    # The side calls that crossed the limit before the root's next call ended the run (a before and an after).
+    assert budget.tokens <= budget.max_tokens + 2 * max(i + o for i, o in side.billed) + 2 * max(
+        i + o for i, o in parent.billed)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_under_a_dollar_limit_a_call_with_its_own_callbacks_to_an_unpriced_model_is_refused(mode):
+    parent = BillingModel(default="parent done", model_name="parent")
+    side = BillingModel(default="fine", model_name="unpriced-model")
+    graph, _ = _agent("deep", parent, side, Budget(max_usd=1.0, prices=PRICES))
+    with pytest.raises(BudgetExceeded, match="unpriced-model"):
+        _run(mode, graph)
+    assert side.billed == []
