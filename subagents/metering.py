@@ -936,9 +936,11 @@ def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
     token = _METERED_APART.set(True)
     own = _TASK_METER.set(meter)
     in_force = _METER_IN_FORCE.set(meter)
+    node = _NODE_METER.set(None)
     try:
         yield
     finally:
+        _NODE_METER.reset(node)
         _METER_IN_FORCE.reset(in_force)
         _TASK_METER.reset(own)
         _METERED_APART.reset(token)
@@ -949,9 +951,11 @@ def metered_in_tools(meter: RunMeter) -> Iterator[None]:
     """Model calls made inside (a root tool's) are ``meter``'s, as made in the tool step, whatever callbacks
     they are given (see :data:`_METER_IN_FORCE`)."""
     token = _METER_IN_FORCE.set(meter)
+    node = _NODE_METER.set(None)
     try:
         yield
     finally:
+        _NODE_METER.reset(node)
         _METER_IN_FORCE.reset(token)
 
 
@@ -1046,12 +1050,19 @@ class _NodeMeter(BaseCallbackHandler):
             meter.on_llm_error(error, run_id=run_id)
 
 
+_ONE_NODE_METER = _NodeMeter()
+# The default, not a set value: every context and thread sees it, but where another meter is in force (a child,
+# the root's model call, a root tool: metered_apart, metered_in_tools), whose refusal would leave its event
+# unawaited, a RuntimeWarning, in LangChain's async callback manager.
+_NODE_METER: contextvars.ContextVar[_NodeMeter | None] = contextvars.ContextVar("subagents_node_meter",
+                                                                                default=_ONE_NODE_METER)
+
+
 @functools.cache
 def _meter_node_calls() -> None:
-    """Add a :class:`_NodeMeter` to every callback manager LangChain configures from now on (once a process
+    """Add the :class:`_NodeMeter` to every callback manager LangChain configures from now on (once a process
     has a metered graph: none before, so an agent without a budget pays nothing)."""
-    one = _NodeMeter()  # the default, not a set value: every context and thread of the process sees it
-    register_configure_hook(contextvars.ContextVar("subagents_node_meter", default=one), inheritable=True)
+    register_configure_hook(_NODE_METER, inheritable=True)
 
 
 def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
