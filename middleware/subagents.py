@@ -590,19 +590,23 @@ def _tools_metered(cls: type[SubAgentMiddleware]) -> type[SubAgentMiddleware]:
     """``cls`` (same name) with the run's meter in force around each root tool call
     (:meth:`RootBudget.in_tools`): a model call a root tool makes with callbacks of its own, which replace
     the run's, is counted and refused still. A class of its own, only where there is a budget: LangChain
-    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call of the agent."""
+    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call of the agent. A wrap of
+    ``cls``'s own (a user's subclass's) runs inside, as it would without the budget."""
+    # Either defined, LangChain calls both paths' (the one not defined raising): so does the wrap here.
+    own = cls.wrap_tool_call is not AgentMiddleware.wrap_tool_call or \
+        cls.awrap_tool_call is not AgentMiddleware.awrap_tool_call
 
     def wrap_tool_call(self: SubAgentMiddleware, request: ToolCallRequest,
                        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage | Command[Any]:
         assert self.root_budget is not None  # only set where there is one
         with self.root_budget.in_tools():
-            return handler(request)
+            return cls.wrap_tool_call(self, request, handler) if own else handler(request)
 
     async def awrap_tool_call(self: SubAgentMiddleware, request: ToolCallRequest, handler: Callable[
             [ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]) -> ToolMessage | Command[Any]:
         assert self.root_budget is not None
         with self.root_budget.in_tools():
-            return await handler(request)
+            return await cls.awrap_tool_call(self, request, handler) if own else await handler(request)
 
     if cls in _METERED.values():
         return cls

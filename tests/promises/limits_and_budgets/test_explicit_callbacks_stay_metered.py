@@ -21,6 +21,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget, BudgetExceeded
+from subagents.settings import DelegationSettings
 
 PRICES = {"parent-model": (1.0, 1.0), "child-model": (1.0, 1.0)}
 
@@ -115,3 +116,33 @@ def test_a_call_is_charged_exactly_once_whether_its_callbacks_are_inherited_or_i
     billed = [bill for model in (other, *models) for bill in model.billed]
     assert len(other.billed) == 2
     assert budget.tokens == sum(i + o for i, o in billed)
+
+
+class _Watching(SubAgentMiddleware):
+    """A user's delegation middleware with a tool wrap of its own."""
+
+    wrapped: list[str]
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.wrapped.append(request.tool_call["name"])
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.wrapped.append(request.tool_call["name"])
+        return await handler(request)
+
+
+def test_a_subclass_tool_wrap_runs_under_a_budget_and_its_tools_calls_stay_charged(run):
+    # The budget's tool wrap replaced the subclass's: it never ran where there was a budget.
+    other = BillingModel(default="y" * 400, model_name="other-model")
+    parent = BillingModel(responses=[{"tool_calls": [tool_call("summarize", x="1")]},
+                                     {"tool_calls": [tool_call("summarize", x="2")]}, "parent done"],
+                          model_name="parent-model")
+    budget = Budget(max_tokens=10**7, prices=PRICES)
+    delegation = _Watching([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+    delegation.wrapped = []
+    run(delegation.metered(create_agent(parent, [_asking(other, "config", "z" * 2_000, 1)], middleware=[delegation])),
+        user("go"))
+    assert delegation.wrapped == ["summarize", "summarize"]
+    assert len(other.billed) == 2
+    assert budget.tokens == sum(i + o for model in (other, parent) for i, o in model.billed)
