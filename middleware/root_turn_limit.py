@@ -27,15 +27,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import BudgetExceeded, SpecError
-from subagents.metering import (
-    Budget,
-    PriceTable,
-    RunMeter,
-    TaskMeter,
-    metered_apart,
-    metered_in_tools,
-    run_meter_in,
-)
+from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
