@@ -164,18 +164,23 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once (pytz's, dateutil's, a ``ZoneInfo``): its deep copy is itself
-    through ``__reduce__``, a call back to its library's cache. A zone with a copy hook of its own (``__deepcopy__``,
-    ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend one) is copied with its datetime, or
-    withheld."""
+    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): its deep copy is
+    itself through ``__reduce__``, a call back to its library's cache, and it holds no fields. A zone with a copy
+    hook of its own (``__deepcopy__``, ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend
+    one), or with fields, is copied with its datetime, or withheld."""
     hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
                                                                                     "__getattr__"))
     if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
         return False
     try:
-        return copy.deepcopy(zone) is zone
+        if copy.deepcopy(zone) is not zone:
+            return False
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
         return False
+    # Kept once, but shared only if it holds nothing of its own (a field set on a ``ZoneInfo`` subclass's zone
+    # would be the caller's): but its class and an empty ``__dict__``.
+    own = getattr(zone, "__dict__", None)
+    return all(part is type(zone) or (part is own and type(part) is dict and not part) for part in gc.get_referents(zone))
 
 
 def _named_code(value: Any) -> bool:
