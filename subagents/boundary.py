@@ -907,20 +907,18 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
         if delta is _MISSING:
             return "the child replaced a value that has a reducer; only additions can be written back"
         removed = _removed(before, value)
-        if removed:
-            update[key] = delta
-            return f"entries removed by the child cannot be written back through a reducer: {removed}"
+        note = f"entries removed by the child cannot be written back through a reducer: {removed}" if removed else None
     else:
         if parallel:
             return PARALLEL_PLAIN_KEY
-        delta = value
-    problem = _unusable(delta, checkpointed)
+        delta, note = value, None
+    delta, problem = _carried(delta, checkpointed)
     if problem is not None:
         return problem
     if channel is not None and not _accepts(channel, [*earlier, delta]):
         return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
     update[key] = delta
-    return None
+    return note
 
 
 def _removed(before: Any, after: Any) -> str:
@@ -930,24 +928,27 @@ def _removed(before: Any, after: Any) -> str:
     return ""
 
 
-def _unusable(value: Any, checkpointed: bool) -> str | None:
-    """Why the parent could not carry ``value`` (LangGraph deep-copies a tool's update), if it cannot."""
+def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
+    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``.
+
+    LangGraph deep-copies a tool's update. What goes back is a copy of our copy, so LangGraph copies a value the
+    child never held, made by a copy of a copy: one whose copy works once (or is itself), then raises, fails here."""
     try:
-        copy.deepcopy(value)
+        copied = copy.deepcopy(copy.deepcopy(value))
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
         if is_real_cancellation(exc):
             raise
-        return f"the value cannot be copied ({_name(exc)})"
+        return value, f"the value cannot be copied ({_name(exc)})"
     if checkpointed:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         try:
-            JsonPlusSerializer().dumps_typed(value)
+            JsonPlusSerializer().dumps_typed(copied)
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
                 raise
-            return f"the parent's checkpointer cannot store the value ({_name(exc)})"
-    return None
+            return value, f"the parent's checkpointer cannot store the value ({_name(exc)})"
+    return copied, None
 
 
 def _name(exc: BaseException) -> str:
