@@ -35,6 +35,12 @@ from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
 from langgraph.types import Interrupt
+
+try:
+    from langgraph.errors import NodeCancelledError
+except ImportError:  # before langgraph 1.2.3 a node's own CancelledError left it as itself
+    class NodeCancelledError(Exception):  # type: ignore[no-redef]
+        """Never raised."""
 from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
@@ -652,9 +658,10 @@ def _stood_in_for(exc: BaseException) -> BaseException:
 
     LangChain's async model call treats a non-``Exception`` ``BaseException`` as a result, so the task
     ends in ``AttributeError: ... 'generations'`` whose ``obj`` is the model's own error. A
-    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds.
+    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds, and
+    LangGraph's ``NodeCancelledError`` for the ``CancelledError`` a node raised (whose text it drops).
     """
-    if type(exc) is ChildExit and isinstance(exc.__cause__, BaseException):
+    if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
         return exc.__cause__
     obj = exc.obj if type(exc) is AttributeError else None
     return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
