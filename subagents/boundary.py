@@ -177,10 +177,11 @@ def _one_zone(zone: datetime.tzinfo | None) -> bool:
             return False
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
         return False
-    # Kept once, but shared only if it holds nothing of its own (a field set on a ``ZoneInfo`` subclass's zone
-    # would be the caller's): but its class and an empty ``__dict__``.
+    # Kept once, but shared only if it holds nothing of its own but its class and an empty ``__dict__`` (a field
+    # set on a ``ZoneInfo`` subclass's zone would be the caller's).
     own = getattr(zone, "__dict__", None)
-    return all(part is type(zone) or (part is own and type(part) is dict and not part) for part in gc.get_referents(zone))
+    return all(part is type(zone) or (part is own and type(part) is dict and not part)
+               for part in gc.get_referents(zone))
 
 
 def _named_code(value: Any) -> bool:
