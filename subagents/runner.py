@@ -933,7 +933,13 @@ class TaskRunner:
             return self._fail(run, SubagentError(f"raised a LangGraph control signal "
                                                  f"({type(signal).__name__}) that cannot leave a subagent"))
         except Exception as exc:  # noqa: BLE001 - fault isolation is the point
-            return self._fail(run, exc)
+            cut = run.meter.cut_before_wrap_up(exc) if run.meter is not None else None
+            if cut is None:
+                return self._fail(run, exc)
+            stop, said = cut
+            # A limit refused a call before the wrap-up (a root middleware's own): the task ends on the last text
+            # the child gave, as when other calls took the turns left; its run ended there, so nothing is written.
+            return self._finish(run, {}, said, ChildAnswer(said, None, False, 0), cut_short_by=stop)
         except BaseException as exc:
             if is_real_cancellation(exc):
                 run.cancelled()
