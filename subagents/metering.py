@@ -601,9 +601,13 @@ class TaskMeter(BaseCallbackHandler):
         """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
         with before the child's wrap-up was made (a root middleware's own call, in ``before_model``), with
         wrap-ups on and something said; else ``None``."""
-        stop = self.source_of(exc)
-        if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said or \
-                not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
+        if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said:
+            return None
+        try:
+            stop = self.source_of(exc)
+        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
+            return None
+        if not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
             return None
         return (stop, self.said) if any(stop is raised for raised in self._raised) else None
 
