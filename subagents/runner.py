@@ -641,14 +641,17 @@ class Delegation:
         # What it spent so far rides along: cut short at the prompt, its record keeps it.
         self.emit("waiting_for_approval", **self.usage())
 
-    def cancelled(self) -> None:
+    def cancelled(self, exc: BaseException) -> None:
         """Real cancellation is on its way out: leave the mark, never raise."""
         try:
             if self.meter is not None:
                 self.meter.cancel()
             self.close_transcript(None, cancelled=True)
-            # No record follows a cancellation: the event is the only place that names the transcript.
-            self.emit("cancelled", transcript=self.transcript, **self.usage())
+            # No record follows a cancellation: the event is the only place that names the transcript, and
+            # says why, when the cancellation says (``task.cancel("shutting down")``).
+            text = safe_text(exc).strip()
+            why = {"reason": f"{_type_name(exc)}: {text}"} if text else {}
+            self.emit("cancelled", transcript=self.transcript, **why, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
 
@@ -942,7 +945,7 @@ class TaskRunner:
             return self._finish(run, {}, said, ChildAnswer(said, None, False, 0), cut_short_by=stop)
         except BaseException as exc:
             if is_real_cancellation(exc):
-                run.cancelled()
+                run.cancelled(exc)
                 raise
             # Any other BaseException (a library's own, a stray GeneratorExit) fails this task alone.
             return self._fail(run, exc)
@@ -1063,9 +1066,9 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
         in_flight[id(run)] = run
     try:
         yield
-    except REAL_CANCELLATION:
+    except REAL_CANCELLATION as exc:
         if not run.begun:  # once begun, the plan has left the mark already
-            run.cancelled()
+            run.cancelled(exc)
         raise
     finally:
         if in_flight is not None:
