@@ -164,18 +164,24 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once (pytz's, dateutil's, a ``ZoneInfo``): its deep copy is itself
-    through ``__reduce__``, a call back to its library's cache. A zone with a copy hook of its own (``__deepcopy__``,
-    ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend one) is copied with its datetime, or
-    withheld."""
+    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): its deep copy is
+    itself through ``__reduce__``, a call back to its library's cache, and it holds no fields. A zone with a copy
+    hook of its own (``__deepcopy__``, ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend
+    one), or with fields, is copied with its datetime, or withheld."""
     hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
                                                                                     "__getattr__"))
     if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
         return False
     try:
-        return copy.deepcopy(zone) is zone
+        if copy.deepcopy(zone) is not zone:
+            return False
     except Exception:  # noqa: BLE001 - a zone that cannot be copied is not one kept once
         return False
+    # Kept once, but shared only if it holds nothing of its own but its class and an empty ``__dict__`` (a field
+    # set on a ``ZoneInfo`` subclass's zone would be the caller's).
+    own = getattr(zone, "__dict__", None)
+    return all(part is type(zone) or (part is own and type(part) is dict and not part)
+               for part in gc.get_referents(zone))
 
 
 def _named_code(value: Any) -> bool:
@@ -902,20 +908,18 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
         if delta is _MISSING:
             return "the child replaced a value that has a reducer; only additions can be written back"
         removed = _removed(before, value)
-        if removed:
-            update[key] = delta
-            return f"entries removed by the child cannot be written back through a reducer: {removed}"
+        note = f"entries removed by the child cannot be written back through a reducer: {removed}" if removed else None
     else:
         if parallel:
             return PARALLEL_PLAIN_KEY
-        delta = value
-    problem = _unusable(delta, checkpointed)
+        delta, note = value, None
+    delta, problem = _carried(delta, checkpointed)
     if problem is not None:
         return problem
     if channel is not None and not _accepts(channel, [*earlier, delta]):
         return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
     update[key] = delta
-    return None
+    return note
 
 
 def _removed(before: Any, after: Any) -> str:
@@ -925,24 +929,27 @@ def _removed(before: Any, after: Any) -> str:
     return ""
 
 
-def _unusable(value: Any, checkpointed: bool) -> str | None:
-    """Why the parent could not carry ``value`` (LangGraph deep-copies a tool's update), if it cannot."""
+def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
+    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``.
+
+    LangGraph deep-copies a tool's update. What goes back is a copy of our copy, so LangGraph copies a value the
+    child never held, made by a copy of a copy: one whose copy works once (or is itself), then raises, fails here."""
     try:
-        copy.deepcopy(value)
+        copied = copy.deepcopy(copy.deepcopy(value))
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
         if is_real_cancellation(exc):
             raise
-        return f"the value cannot be copied ({_name(exc)})"
+        return value, f"the value cannot be copied ({_name(exc)})"
     if checkpointed:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         try:
-            JsonPlusSerializer().dumps_typed(value)
+            JsonPlusSerializer().dumps_typed(copied)
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
                 raise
-            return f"the parent's checkpointer cannot store the value ({_name(exc)})"
-    return None
+            return value, f"the parent's checkpointer cannot store the value ({_name(exc)})"
+    return copied, None
 
 
 def _name(exc: BaseException) -> str:

@@ -519,6 +519,7 @@ class TaskMeter(BaseCallbackHandler):
         self.progress_about: dict[str, Any] = {}  # what each progress event names first (type, task ids)
         self.wrap_up: WrapUpSetting | None = None  # the task's wrap-up setting (WrapUp); None or False: none
         self.wrapped_up: SubagentError | None = None  # the limit that made a call the wrap-up, once one was
+        self.said = ""  # the child's latest text (WrapUp notes it): its answer if a limit ends it before its wrap-up
         self._wrap_up_sent = False
         self._last_estimate: int | None = None  # the last call's prompt, as estimated when sent
         # The highest believed / estimated input ratio its calls showed: its own limits are judged at it.
@@ -596,6 +597,20 @@ class TaskMeter(BaseCallbackHandler):
         except Exception:  # noqa: BLE001 - uncomparable args: not the same error
             same = False
         return origin if same else None
+
+    def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
+        """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
+        with before the child's wrap-up was made (a root middleware's own call, in ``before_model``), with
+        wrap-ups on and something said; else ``None``."""
+        if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said:
+            return None
+        try:
+            stop = self.source_of(exc)
+        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
+            return None
+        if not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
+            return None
+        return (stop, self.said) if any(stop is raised for raised in self._raised) else None
 
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
@@ -1226,7 +1241,8 @@ class RecordingMeter(TaskMeter):
 # the task ``completed``, ``partial: true``, with the limit's ``stop_reason``; a
 # wrap-up without text fails with the limit's error. When other calls took the
 # turns left (a tool's or a middleware's own), none is sent: the child's last text
-# is the answer. Budgets keep room for the
+# is the answer, as when a limit refused such a call before the wrap-up (the
+# runner reads the text :func:`_noted` kept). Budgets keep room for the
 # wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no
 # wrap: its limits end it with an error.
 #
@@ -1280,7 +1296,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(handler(request)) if wrapping else handler(request)
+        return _without_tool_calls(handler(request)) if wrapping else _noted(handler(request))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
@@ -1288,7 +1304,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(await handler(request)) if wrapping else await handler(request)
+        return _without_tool_calls(await handler(request)) if wrapping else _noted(await handler(request))
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
@@ -1336,6 +1352,16 @@ def _schemas_estimate(request: ModelRequest[Any]) -> int:
     """The request's tool schemas in estimated tokens, as :meth:`TaskMeter._sent` counts them (first call)."""
     schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
     return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+
+
+def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
+    """``response``, its text noted on the task's meter: the answer if a limit refuses a call before the wrap-up
+    (a root middleware's own call, in ``before_model``: the runner ends the task on it, as :func:`_wrap_up` does)."""
+    meter = task_meter()
+    said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
+    if meter is not None and said:
+        meter.said = said
+    return response
 
 
 def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:

@@ -35,6 +35,12 @@ from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
 from langgraph.types import Interrupt
+
+try:
+    from langgraph.errors import NodeCancelledError
+except ImportError:  # before langgraph 1.2.3 a node's own CancelledError left it as itself
+    class NodeCancelledError(Exception):  # type: ignore[no-redef]
+        """Never raised."""
 from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
@@ -635,14 +641,17 @@ class Delegation:
         # What it spent so far rides along: cut short at the prompt, its record keeps it.
         self.emit("waiting_for_approval", **self.usage())
 
-    def cancelled(self) -> None:
+    def cancelled(self, exc: BaseException) -> None:
         """Real cancellation is on its way out: leave the mark, never raise."""
         try:
             if self.meter is not None:
                 self.meter.cancel()
             self.close_transcript(None, cancelled=True)
-            # No record follows a cancellation: the event is the only place that names the transcript.
-            self.emit("cancelled", transcript=self.transcript, **self.usage())
+            # No record follows a cancellation: the event is the only place that names the transcript, and
+            # says why, when the cancellation says (``task.cancel("shutting down")``).
+            text = safe_text(exc).strip()
+            why = {"reason": f"{_type_name(exc)}: {text}"} if text else {}
+            self.emit("cancelled", transcript=self.transcript, **why, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
 
@@ -652,9 +661,10 @@ def _stood_in_for(exc: BaseException) -> BaseException:
 
     LangChain's async model call treats a non-``Exception`` ``BaseException`` as a result, so the task
     ends in ``AttributeError: ... 'generations'`` whose ``obj`` is the model's own error. A
-    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds.
+    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds, and
+    LangGraph's ``NodeCancelledError`` for the ``CancelledError`` a node raised (whose text it drops).
     """
-    if type(exc) is ChildExit and isinstance(exc.__cause__, BaseException):
+    if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
         return exc.__cause__
     obj = exc.obj if type(exc) is AttributeError else None
     return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
@@ -926,10 +936,16 @@ class TaskRunner:
             return self._fail(run, SubagentError(f"raised a LangGraph control signal "
                                                  f"({type(signal).__name__}) that cannot leave a subagent"))
         except Exception as exc:  # noqa: BLE001 - fault isolation is the point
-            return self._fail(run, exc)
+            cut = run.meter.cut_before_wrap_up(exc) if run.meter is not None else None
+            if cut is None:
+                return self._fail(run, exc)
+            stop, said = cut
+            # A limit refused a call before the wrap-up (a root middleware's own): the task ends on the last text
+            # the child gave, as when other calls took the turns left; its run ended there, so nothing is written.
+            return self._finish(run, {}, said, ChildAnswer(said, None, False, 0), cut_short_by=stop)
         except BaseException as exc:
             if is_real_cancellation(exc):
-                run.cancelled()
+                run.cancelled(exc)
                 raise
             # Any other BaseException (a library's own, a stray GeneratorExit) fails this task alone.
             return self._fail(run, exc)
@@ -1050,9 +1066,9 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
         in_flight[id(run)] = run
     try:
         yield
-    except REAL_CANCELLATION:
+    except REAL_CANCELLATION as exc:
         if not run.begun:  # once begun, the plan has left the mark already
-            run.cancelled()
+            run.cancelled(exc)
         raise
     finally:
         if in_flight is not None:

@@ -228,6 +228,19 @@ def test_a_cancelled_error_a_child_model_raises_itself_fails_that_task_alone_as_
     assert failed["stop_reason"] == "model_error" and "CancelledError" in failed["error"]
 
 
+# On ainvoke a model's is made anew, without its text, by asyncio's gather inside LangChain's model call: not here.
+@pytest.mark.parametrize(("place", "mode"), [(p, m) for p in [*_PLACES, "before_model"] for m in ("sync", "async")
+                                             if (p, m) != ("model", "async")])
+def test_a_cancelled_error_a_child_raises_itself_keeps_its_text_in_the_record_and_the_answer(mode, place):
+    """LangGraph reports a node's own CancelledError as its NodeCancelledError, without the text: the record and
+    the parent's ToolMessage said "Node 'tools' raised asyncio.CancelledError", and nothing of what happened."""
+    out = _child_raising_at(place, asyncio.CancelledError("the disk went away"), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert failed["error"] == "CancelledError: the disk went away"
+    assert any("CancelledError: the disk went away" in m.text for m in tool_messages(out))
+
+
 @MODES
 def test_a_keyboard_interrupt_from_a_child_model_propagates_on_both_paths(mode):
     """The user's Ctrl-C is not a failure (docs/index.md): it reaches the caller, on ainvoke too."""

@@ -65,6 +65,28 @@ def test_a_keyboard_interrupt_in_a_child_tool_propagates_on_invoke_and_marks_the
     assert json.loads(open(path).read().splitlines()[-1]) == {"type": "cancelled"}
 
 
+def _cancelled_events(events: list[Any]) -> list[dict[str, Any]]:
+    return [e for e in events if isinstance(e, dict) and e.get("status") == "cancelled"]
+
+
+def test_a_cancellation_with_a_text_keeps_it_in_its_cancelled_event():
+    """The text a cancellation carried was lost: its event, the only place a cancellation is recorded, said
+    only that the task was cancelled. (On ``astream`` the run ends before the event is read.)"""
+    @tool
+    def ctrl_c(x: str) -> str:
+        """Ctrl-C lands while this runs."""
+        raise KeyboardInterrupt("the user stopped the run")
+
+    model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("ctrl_c", x="1")]}, "done"])],
+                              responses=_parallel(("job", "w")))
+    agent = create_deep_agent(model, [ctrl_c], subagents=[{"name": "w", "description": "w", "tools": ["ctrl_c"]}])
+    seen: list[Any] = []
+    with pytest.raises(KeyboardInterrupt):
+        seen.extend(agent.stream(_user(), stream_mode="custom"))
+    (cancelled,) = [e for e in seen if isinstance(e, dict) and e.get("status") == "cancelled"]
+    assert cancelled["reason"] == "KeyboardInterrupt: the user stopped the run"
+
+
 def test_cancelling_the_parent_propagates_and_marks_the_transcript(tmp_path):
     @tool
     async def wait_forever(x: str) -> str:

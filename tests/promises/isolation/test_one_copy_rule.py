@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 import weakref
+import zoneinfo
 from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -749,3 +750,34 @@ def test_a_zone_lending_itself_as_its_copy_through_getattribute_is_not_shared():
     zone = LendingZone()
     copies, withheld = own_copies({"held": datetime.datetime(2026, 1, 1, tzinfo=zone)})
     assert "held" in withheld and "held" not in copies, (copies, withheld)
+
+
+class NotedZone(zoneinfo.ZoneInfo):
+    """A ``ZoneInfo`` subclass: kept once per key as ``ZoneInfo`` is, and given a field of the caller's."""
+
+
+class KeptZone(ShopZone):
+    """A zone with a field, kept once by its own ``__reduce__``: its deep copy is itself."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _kept_zone, ()
+
+
+_KEPT = KeptZone()
+
+
+def _kept_zone() -> KeptZone:
+    return _KEPT
+
+
+@pytest.mark.parametrize("kind", ["ZoneInfo subclass", "own __reduce__"])
+def test_a_zone_kept_once_that_holds_fields_of_its_own_is_not_shared(kind):
+    # Its deep copy is itself, so it was taken for one its library keeps: the child got the caller's zone, and
+    # could change its fields (a list appended to, an offset changed).
+    zone: Any = _KEPT
+    if kind == "ZoneInfo subclass":
+        zone = NotedZone("UTC")
+        zone.notes = []
+    copies, withheld = own_copies({"held": [datetime.datetime(2026, 1, 1, tzinfo=zone)]})
+    assert "held" not in copies
+    assert withheld == {"held": f"cannot be copied (its deep copy holds the original {type(zone).__name__})"}

@@ -12,12 +12,13 @@ import asyncio
 import io
 import threading
 import time
+from typing import Any
 
 import pytest
 from helpers.background import NOTICE, background, notices, on_task, start, started_ids, wait_for  # noqa: F401 - background is a fixture
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain.agents import create_agent
-from langchain.agents.middleware import SummarizationMiddleware
+from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.tools import tool
@@ -337,6 +338,45 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
         "completed", "budget", True, ANSWER), record["error"]
     # The long draft's tool ran; the wrap-up, with no tools, is the one call past the limit.
     assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
+
+
+class Critic(AgentMiddleware):
+    """A root middleware of the child's that calls a model of its own before each of the child's calls."""
+
+    def __init__(self, model: ScriptedChatModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.model.invoke("critique the plan")
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        await self.model.ainvoke("critique the plan")
+
+
+@pytest.mark.parametrize("said", ["Notes so far: fact A.", ""])
+@pytest.mark.parametrize("limit", [{"max_tokens": 12000}, {"max_budget_per_run": 0.012}], ids=["tokens", "dollars"])
+def test_a_critics_call_refused_before_the_wrap_up_ends_the_task_on_the_childs_last_answer(run, limit, said):
+    """The child's second call wrote past its limit; the wrap-up was to come next, but the critic's call in
+    before_model came first and was refused: the task ended as an error, with no answer."""
+    def reply(messages):
+        long = sum(m.type == "ai" for m in messages) == 1
+        return {"content": said, "tool_calls": [tool_call("echo", x="draft paragraph. " * (3000 if long else 1))]}
+
+    child, critic = ScriptedChatModel(default=reply), ScriptedChatModel(default="fine")
+    spec = {"name": "writer", "description": "w", "tools": ["echo"], "model": child, "max_turns": 200,
+            "middleware": [Critic(critic)], **limit}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [echo],
+                              subagents=[spec], settings=DelegationSettings.of(prices=PRICES))
+    out = run(agent, user("go"), {"recursion_limit": 1000})
+    (record,) = records(out)
+    assert len(child.calls) == 2 and not any(asked_to_wrap_up(c["messages"]) for c in child.calls)
+    if said:  # as when other calls took the turns left: the last text the child gave, cut short by the limit
+        assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+            "completed", "budget", True, said), record["error"]
+        assert tool_messages(out)[0].content.startswith("[Cut short by its limit on")
+    else:  # nothing said: the limit's error, as a wrap-up without text
+        assert (record["status"], record["stop_reason"]) == ("error", "budget")
 
 
 NOTES = "Notes so far: fact A."

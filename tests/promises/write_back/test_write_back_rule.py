@@ -107,6 +107,36 @@ def test_a_value_the_parent_cannot_copy_or_checkpoint_is_skipped_not_fatal(mode,
     assert "notes" in (_records(out)[0]["skipped_writes"] or {})
 
 
+class CopiesOnce:
+    """Its deep copy works once, then raises; the copy is a new one (which copies once too), or itself."""
+
+    def __init__(self, fresh: bool) -> None:
+        self.fresh, self.copied = fresh, False
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CopiesOnce:
+        if self.copied:
+            raise Boom("copied twice")
+        self.copied = True
+        return CopiesOnce(self.fresh) if self.fresh else self
+
+
+@MODES
+@pytest.mark.parametrize("fresh", [True, False], ids=["copy is new", "copy is itself"])
+def test_a_value_whose_copy_works_only_once_never_reaches_langgraphs_copy_of_the_update(mode, fresh):
+    """The write-back's check copied the child's value once; LangGraph's ToolNode copied it again to carry the
+    task's Command, and that copy raised: the parent's run died."""
+    model = ScriptedChatModel(responses=_parallel(("hand me something odd", "c")))
+    child = _compiled("c", lambda inp: {**inp, "notes": CopiesOnce(fresh), "messages": [AIMessage("done")]})
+    agent = create_deep_agent(model, [], middleware=[_NotesMiddleware()], subagents=[child])
+    out = _invoke(mode, agent, {**_user(), "notes": "orig"})
+    _assert_one_message_and_record_per_call(out, 1)
+    skipped = _records(out)[0]["skipped_writes"] or {}
+    if fresh:  # our copy went back, and LangGraph copied that
+        assert isinstance(out["notes"], CopiesOnce) and skipped == {}
+    else:
+        assert out["notes"] == "orig" and skipped == {"notes": "the value cannot be copied (Boom)"}
+
+
 def _merge(left: dict | None, right: dict) -> dict:
     return {**(left or {}), **right}
 
