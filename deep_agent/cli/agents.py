@@ -162,8 +162,7 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
         raise UsageError(str(exc)) from None
     problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
     found_problems, notes = agent_problems(report.loaded, plan, options)
-    for path, message in found_problems.items():
-        problems.setdefault(path, message)
+    problems |= {path: message for path, message in found_problems.items() if path not in problems}
     report.notes.extend(notes)
     return report, problems, options, plan
 

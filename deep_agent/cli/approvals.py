@@ -36,10 +36,8 @@ def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
 
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
     """The whole call as plain text, control characters escaped, nothing cut: padding must not hide its end."""
-    shown = []
-    for key, value in args.items():
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-        shown.append(f"    {printable(key)}: {printable(text)}")
+    shown = [f"    {printable(key)}: {printable(value if isinstance(value, str) else json.dumps(value, default=str))}"
+             for key, value in args.items()]
     return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
 
 
@@ -111,13 +109,10 @@ def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
         decisions = []
         for request in value.get("action_requests") or ():
             tool, args = str(request.get("name")), dict(request.get("args") or {})
-            if approve_all or tool in always:
-                announce(f"approved {tool} ({agent}) — {'--yes' if approve_all else 'always, this run'}")
-                decisions.append({"type": "approve"})
-                continue
-            reason = ask(agent, tool, args)
-            if reason is None:
-                announce(f"approved {tool} ({agent})")
+            given = approve_all or tool in always
+            if (reason := None if given else ask(agent, tool, args)) is None:
+                how = f" — {'--yes' if approve_all else 'always, this run'}" if given else ""
+                announce(f"approved {tool} ({agent}){how}")
                 decisions.append({"type": "approve"})
             else:
                 announce(f"rejected {tool} ({agent}): {reason}")
@@ -160,9 +155,8 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
                       announce: Callable[[str], None]) -> None:
     """Ask about a waiting background task's pending calls, then resume it on its runtime's loop."""
     agent = str(task.call.subagent_type)
-    pending = list(task.fields.get("approval_request") or [])
     interrupts = [SimpleNamespace(id=item.get("id"), value=_named(item.get("value"), agent, task.id))
-                  for item in pending]
+                  for item in list(task.fields.get("approval_request") or [])]
 
     def ask_here(who: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not ask.can_ask():
@@ -172,10 +166,8 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
     answers = decide(interrupts, ask=ask_here, approve_all=approve_all, announce=announce, always=ask.always)
     # One interrupt is answered with its value; several by interrupt id (as the runner's own answers are).
     resume = next(iter(answers.values())) if len(answers) == 1 else answers
-    runner = task.runner
-    record = {**task.fields, "id": task.id}
     # A JSON object message is the resume value as it is (subagents.definitions.permissions.resume_for).
-    await runner.runtime.arun(runner.steer(record, json.dumps(resume), task.call))
+    await task.runner.runtime.arun(task.runner.steer({**task.fields, "id": task.id}, json.dumps(resume), task.call))
 
 
 def end_line(console: Console) -> None:

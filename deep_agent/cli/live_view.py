@@ -244,8 +244,7 @@ class TaskTree:
 
     def update(self, update: Mapping[str, Any]) -> None:
         """A state update of the root: ledgers and messages."""
-        for task_id, record in (update.get(LEDGER_KEY) or {}).items():
-            self.sync[task_id] = dict(record)
+        self.sync.update({task_id: dict(record) for task_id, record in (update.get(LEDGER_KEY) or {}).items()})
         for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
             self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
         for message in update.get("messages") or ():
@@ -377,18 +376,15 @@ def tool_line(name: Any, args: Any) -> str:
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
     # Any tool can write a "subagent_task" event: its times and ids are checked like its counts.
     duration = _seconds(event.get("duration_ms"))
-    tool_call_id = event.get("tool_call_id")
+    call_id = event.get("tool_call_id")
     return TaskRow(
-        id=task_id, kind="refused" if event.get("refused") else "task",
-        agent_type=str(event.get("agent_type") or "?"),
-        status=str(event.get("status") or "running"),
-        tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+        id=task_id, kind="refused" if event.get("refused") else "task", agent_type=str(event.get("agent_type") or "?"),
+        status=str(event.get("status") or "running"), tool_call_id=call_id if isinstance(call_id, str) else None,
         started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
         waiting_s=_seconds(event.get("waited_s")) or 0.0, paused_since=_seconds(event.get("paused_since")),
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
-        cut_short=cut_short_by(event),
-    )
+        cut_short=cut_short_by(event))
 
 
 def _end_pause(row: dict[str, Any], now: float) -> None:

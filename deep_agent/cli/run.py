@@ -180,19 +180,15 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
             deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", prices=prices, skills_dirs=skills_dirs,
             force_delegation=bool(getattr(args, "force_delegation", False)),
-            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0,
-        )
-        return create_deep_agent(
-            model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
-            checkpointer=checkpointer, permission_mode=args.permission_mode, background=True, budget=budget,
-            settings=settings,
-        )
+            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0)
+        return create_deep_agent(model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
+                                 checkpointer=checkpointer, permission_mode=args.permission_mode, background=True,
+                                 budget=budget, settings=settings)
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
     return RunSetup(build=build, notices=[bash_note] if bash_note else [], colors=colors, prices=prices,
-                    approve_all=bool(args.yes),
-                    folder_notes=folder_notes, agent_files=[Path(d.path) for d in found.definitions.values()],
-                    warnings=warnings)
+                    approve_all=bool(args.yes), folder_notes=folder_notes, warnings=warnings,
+                    agent_files=[Path(d.path) for d in found.definitions.values()])
 
 
 def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.Namespace) -> tuple[set[str], list[str]]:
@@ -211,8 +207,7 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
                            if d.value.name in plan.problems}
     else:
         usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
-    for path, message in usable_problems.items():
-        problems.setdefault(path, message)
+    problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []
     if getattr(args, "strict_agents", False):

@@ -412,34 +412,28 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
     refused = record.get("stop_reason") in REFUSED_STOP_REASONS or record.get("transcript") == "none:" or (
         record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
     duration = record.get("duration_ms")
-    return TaskRow(
-        kind="refused" if refused else "task", status=str(record.get("status") or "running"),
-        started_at=record.get("started_at"), finished_at=record.get("finished_at"),
-        duration_s=None if duration is None else duration / 1000,
-        waiting_s=float(record.get("waiting_ms") or 0.0) / 1000, **_row_fields(record),
-    )
+    return TaskRow(kind="refused" if refused else "task", status=str(record.get("status") or "running"),
+                   started_at=record.get("started_at"), finished_at=record.get("finished_at"),
+                   duration_s=None if duration is None else duration / 1000,
+                   waiting_s=float(record.get("waiting_ms") or 0.0) / 1000, **_row_fields(record))
 
 
 def background_row(record: Mapping[str, Any]) -> TaskRow:
     started = record.get("started_at") or record.get("created_at")
     finished = record.get("finished_at")
-    return TaskRow(
-        kind="background", status=str(record.get("status") or "pending"), started_at=started, finished_at=finished,
-        duration_s=(finished - started) if finished and started else None, runner=record.get("runner"),
-        attempt=record.get("attempt"), **_row_fields(record),
-    )
+    return TaskRow(kind="background", status=str(record.get("status") or "pending"), started_at=started,
+                   finished_at=finished, duration_s=(finished - started) if finished and started else None,
+                   runner=record.get("runner"), attempt=record.get("attempt"), **_row_fields(record))
 
 
 def _row_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """The fields a delegation's record and a background task's share."""
-    return dict(
-        id=str(record["id"]), agent_type=str(record.get("agent_type") or "?"),
-        description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
-        model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
-        output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
-        cut_short=cut_short_by(record),
-    )
+    return dict(id=str(record["id"]), agent_type=str(record.get("agent_type") or "?"),
+                description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
+                model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
+                output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
+                result=record.get("result"), error=with_hint(record.get("error")),
+                transcript=record.get("transcript"), cut_short=cut_short_by(record))
 
 
 def cut_short_by(record: Mapping[str, Any]) -> str | None:
@@ -515,11 +509,9 @@ def is_clipped(record: Mapping[str, Any], key: str) -> bool:
 
 def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:
     agent = args.get("subagent_type")
-    return TaskRow(
-        id=str(call_id or "unknown-call"), kind="refused",
-        agent_type=agent if isinstance(agent, str) and agent else "?", status="error",
-        description=str(args.get("description") or ""), tool_call_id=call_id, error=error,
-    )
+    return TaskRow(id=str(call_id or "unknown-call"), kind="refused", status="error",
+                   agent_type=agent if isinstance(agent, str) and agent else "?",
+                   description=str(args.get("description") or ""), tool_call_id=call_id, error=error)
 
 
 def _text(message: Any) -> str:

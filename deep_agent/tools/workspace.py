@@ -155,10 +155,6 @@ class Workspace:
         max_output_chars: the most characters one tool result may hold.
         protected: what no tool may write (default: :meth:`Protected.of` the root, computed here once).
         allow_home: accept a root that is, or holds, the home folder (refused by default).
-
-    Example::
-
-        Workspace("/home/me/project").path("../secrets.txt")  # raises ToolException: outside the workspace
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
@@ -240,14 +236,10 @@ def check_text(value: str, field: str, *, nul: bool = False) -> None:
 
 def sendable(text: str) -> str:
     """``text`` as valid UTF-8 (lone surrogates no provider can send shown as ``\\xe9``)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate no file name decodes to
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    try:  # valid text comes back as it is
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def os_error(exc: OSError, ws: Workspace, label: str) -> ToolException:
