@@ -97,8 +97,7 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
 
     A command's word names an existing file, or one to come if it holds a ``/``; a folder only in an ``env``
     value or ``NAME=value`` word (a folder argument is work). With ``outside``, also what a relative word
-    names outside ``folder``, never an absolute path.
-    """
+    names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
     found: set[Path] = set()
@@ -132,11 +131,9 @@ def import_names() -> frozenset[str]:
 
 def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
     """What a Python process with ``folder`` first on its path could load from there for ``names``, existing
-    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package.
-
-    A folder without an ``__init__`` is only a namespace portion (a later module wins), so it stays the
-    agent's, unless this program imported it as a namespace package.
-    """
+    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package
+    (one without an ``__init__`` is only a namespace portion, which a later module wins: it stays the agent's
+    unless this program imported it as a namespace package)."""
     suffixes = importlib.machinery.all_suffixes()
     yield folder / "__pycache__"
     for name in names:

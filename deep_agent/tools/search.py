@@ -45,10 +45,8 @@ def is_wildcard(segment: str) -> bool:
 
 def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
-
-    Refuses (:class:`InvalidArgument`) what ``Path.glob`` refuses, and a ``..`` after a wildcard: each
-    ``*/..`` multiplies the walk by the number of folders.
-    """
+    Refuses (:class:`InvalidArgument`) what ``Path.glob`` refuses, and a ``..`` after a wildcard (each ``*/..``
+    multiplies the walk by the number of folders)."""
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
         raise InvalidArgument(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it

@@ -52,12 +52,10 @@ CHANGED = ("changed while being opened: a symlink stood where the checked path h
 
 
 def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = None, **text: Any) -> IO[Any]:
-    """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file.
-
-    Opened without blocking and checked on the open file (a pipe swapped in would block), else
-    :class:`NotRegularFile`. ``within``: walked from the workspace one name at a time with ``O_NOFOLLOW``
-    (:class:`ChangedWhileOpening`); ``"w"`` makes missing folders; a hard-linked file is refused before truncation.
-    """
+    """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file: opened
+    without blocking and checked on the open file (a pipe swapped in would block), else :class:`NotRegularFile`.
+    ``within``: walked from the workspace one name at a time with ``O_NOFOLLOW`` (:class:`ChangedWhileOpening`);
+    ``"w"`` makes missing folders; a hard-linked file is refused before truncation."""
     writing = mode.startswith("w")
     if writing:
         if within is None:
