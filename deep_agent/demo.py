@@ -20,10 +20,8 @@ from subagents.settings import DelegationSettings
 @tool
 def search(query: str) -> str:
     """Search a small offline corpus."""
-    corpus = {
-        "langgraph": "LangGraph builds stateful agent graphs with checkpoints.",
-        "pydantic": "Pydantic validates data with Python type hints.",
-    }
+    corpus = {"langgraph": "LangGraph builds stateful agent graphs with checkpoints.",
+              "pydantic": "Pydantic validates data with Python type hints."}
     return corpus.get(query.lower(), f"no entry for {query!r}")
 
 
@@ -48,19 +46,14 @@ def demo_model() -> ScriptedChatModel:
             ("flaky source", [RuntimeError("upstream model returned HTTP 500")]),
         ],
         responses=[
-            {
-                "content": "I will delegate three research tasks in parallel and start a report.",
-                "tool_calls": [
-                    tool_call("task", description="Research LangGraph in one line.",
-                              subagent_type="researcher"),
-                    tool_call("task", description="Research Pydantic in one line.",
-                              subagent_type="researcher"),
-                    tool_call("task", description="Use the flaky source.",
-                              subagent_type="researcher"),
-                    tool_call("start_async_task", description="Write a background report on checkpointers.",
-                              subagent_type="writer"),
-                ],
-            },
+            {"content": "I will delegate three research tasks in parallel and start a report.",
+             "tool_calls": [
+                 tool_call("task", description="Research LangGraph in one line.", subagent_type="researcher"),
+                 tool_call("task", description="Research Pydantic in one line.", subagent_type="researcher"),
+                 tool_call("task", description="Use the flaky source.", subagent_type="researcher"),
+                 tool_call("start_async_task", description="Write a background report on checkpointers.",
+                           subagent_type="writer"),
+             ]},
             "Summary: LangGraph runs stateful agent graphs; Pydantic validates data. "
             "One source failed and was reported, not fatal. The report runs in the background.",
         ],
@@ -83,20 +76,11 @@ def build_demo_agent(model: Any = None, settings: DelegationSettings | None = No
         model or demo_model(),
         [search],
         subagents=[
-            {
-                "name": "researcher",
-                "description": "Researches one topic with the search tool.",
-                "system_prompt": "Research the topic with `search`; answer in one line.",
-                "tools": ["search"],
-                "max_turns": 4,
-            },
-            {
-                "name": "writer",
-                "description": "Writes longer reports; best started in the background.",
-                "system_prompt": "Write a short report on the topic.",
-                "tools": [],
-                "model": writer_model(),
-            },
+            {"name": "researcher", "description": "Researches one topic with the search tool.",
+             "system_prompt": "Research the topic with `search`; answer in one line.", "tools": ["search"],
+             "max_turns": 4},
+            {"name": "writer", "description": "Writes longer reports; best started in the background.",
+             "system_prompt": "Write a short report on the topic.", "tools": [], "model": writer_model()},
         ],
         system_prompt="You are a planner: delegate research, then summarise.",
         background=True,
@@ -122,11 +106,9 @@ def format_report(turns: list[dict[str, Any]]) -> str:
     lines = ["[scripted model: offline demo, no real LLM was called]", "", "Delegations (task):"]
     for record in first.get("subagent_tasks", {}).values():
         outcome = record["result"] if record["status"] == "completed" else record["error"]
-        lines.append(
-            f"- task {record['id'][:8]} {record['agent_type']:<11} {record['status']:<9} "
-            f"{record['duration_ms']:7.1f} ms  {record['model_calls']} calls  "
-            f"{record['input_tokens']}+{record['output_tokens']} tokens  -> {outcome}"
-        )
+        lines.append(f"- task {record['id'][:8]} {record['agent_type']:<11} {record['status']:<9} "
+                     f"{record['duration_ms']:7.1f} ms  {record['model_calls']} calls  "
+                     f"{record['input_tokens']}+{record['output_tokens']} tokens  -> {outcome}")
     lines += ["", f"Answer of turn 1: {first['messages'][-1].text}", "", "Background tasks:"]
     for record in last.get("async_tasks", {}).values():
         outcome = record.get("result") if record["status"] == "completed" else record.get("error")

@@ -2,16 +2,9 @@
 
 Example::
 
-    from deep_agent import create_deep_agent
-
-    agent = create_deep_agent(
-        "openai:gpt-4.1-mini",
-        tools=[search],
-        subagents=[{"name": "researcher", "description": "Finds facts.",
-                    "system_prompt": "Research and cite.", "tools": ["search"]}],
-        system_prompt="You plan and delegate.",
-    )
-    agent.invoke({"messages": [{"role": "user", "content": "Compare A and B"}]})
+    agent = create_deep_agent("openai:gpt-4.1-mini", tools=[search], system_prompt="You plan and delegate.",
+                              subagents=[{"name": "researcher", "description": "Finds facts.",
+                                          "system_prompt": "Research and cite.", "tools": ["search"]}])
 """
 
 from __future__ import annotations
@@ -55,7 +48,6 @@ from subagents.boundary import (
 )
 from subagents.definitions.files import DirLevels
 from subagents.definitions.permissions import PermissionMode, approval_rules
-from subagents.definitions.skills import SkillCatalog
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
@@ -66,10 +58,8 @@ if TYPE_CHECKING:
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
-    """A ``"provider:model"`` string through ``init_chat_model``, or the model itself.
-
-    ``None`` is deepagents' deprecated default: its model, with a ``DeprecationWarning``.
-    """
+    """A ``"provider:model"`` string through ``init_chat_model``, or the model itself (``None``: deepagents'
+    deprecated default, with a ``DeprecationWarning``)."""
     if model is None:
         warnings.warn(MODEL_NONE_WARNING, DeprecationWarning, stacklevel=3)
         model = DEFAULT_MODEL
@@ -78,9 +68,8 @@ def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
 
         return init_chat_model(model)
     if not isinstance(model, BaseChatModel):
-        raise InvalidArgumentType(
-            f"model: expected a 'provider:model' string or a BaseChatModel, got {type(model).__name__}"
-        )
+        raise InvalidArgumentType(f"model: expected a 'provider:model' string or a BaseChatModel, "
+                                  f"got {type(model).__name__}")
     return model
 
 
@@ -113,30 +102,24 @@ def create_deep_agent(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task``.
 
-    The first eighteen arguments are deepagents' ``create_deep_agent``'s, with
-    its meaning; ``backend``, ``skills``, ``memory`` and ``permissions`` need the
-    ``deepagents`` extra. Children inherit ``model`` and the root's tool node
-    unless their spec says otherwise; keys that ``middleware`` marks private
-    never reach a child.
+    The first eighteen arguments are deepagents' ``create_deep_agent``'s, with its meaning; ``backend``,
+    ``skills``, ``memory`` and ``permissions`` need the ``deepagents`` extra. Children inherit ``model`` and
+    the root's tool node unless their spec says otherwise; keys that ``middleware`` marks private never
+    reach a child.
 
     Args:
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
-            rule, as in deepagents: for the root's tools, and a floor for every
-            child (a spec's own may add gates, never un-gate one).
-        settings: every other option, in one
-            :class:`subagents.settings.DelegationSettings` (limits, transcripts,
-            background tasks, definitions dirs, graph options); each field's
-            docstring is its reference.
-        budget, permission_mode, mcp_servers: given, each replaces the same
-            field of ``settings``: a :class:`subagents.Budget` shared by the root
-            and every child; the approval policy for the root's tools, inherited
-            by children that set none; MCP servers subagents may name.
-        background: also give the root the background-task tools over the same
-            subagents (see :class:`middleware.BackgroundSubagentMiddleware`);
-            specs with ``graph_id`` or ``settings.background.background_subagents``
-            turn them on too.
-        hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop``
-            around each delegation; see :class:`subagents.definitions.HookMiddleware`.
+        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, as in deepagents: for the
+            root's tools, and a floor for every child (a spec's own may add gates, never un-gate one).
+        settings: every other option, in one :class:`subagents.settings.DelegationSettings` (limits,
+            transcripts, background tasks, definitions dirs, graph options); each field's docstring is its reference.
+        budget, permission_mode, mcp_servers: given, each replaces the same field of ``settings``: a
+            :class:`subagents.Budget` shared by the root and every child; the approval policy for the root's
+            tools, inherited by children that set none; MCP servers subagents may name.
+        background: also give the root the background-task tools over the same subagents (see
+            :class:`middleware.BackgroundSubagentMiddleware`); specs with ``graph_id`` or
+            ``settings.background.background_subagents`` turn them on too.
+        hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop`` around each delegation; see
+            :class:`subagents.definitions.HookMiddleware`.
     """
     tools, subagents, middleware = tools or (), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
@@ -146,8 +129,7 @@ def create_deep_agent(
                                       permissions=permissions)
     if with_deepagents:
         permissions = _permissions(permissions)
-        skills, memory = (_paths(name, v) if v is not None else None for name, v in (("skills", skills),
-                                                                                     ("memory", memory)))
+        skills, memory = _paths("skills", skills), _paths("memory", memory)
         backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
         # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
         root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
@@ -157,7 +139,7 @@ def create_deep_agent(
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
     tools = list(tools)
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
-    skill_catalog = settings.definitions.skills()
+    skill_block = settings.definitions.skills().prompt_block()
     options = settings.definitions.build_options()
     declared = [s for s in subagents if not is_async_spec(s)]
     if with_deepagents:
@@ -199,7 +181,8 @@ def create_deep_agent(
              *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
-    common = dict(system_prompt=_with_skills(system_prompt, skill_catalog), response_format=response_format,
+    common = dict(system_prompt=with_text_appended(system_prompt, skill_block) if skill_block else system_prompt,
+                  response_format=response_format,
                   state_schema=state_schema if state_schema is not None else DeepAgentState,
                   context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
                   cache=cache)
@@ -225,11 +208,7 @@ def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name
 
 
 def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
-    """deepagents' patch of unanswered tool calls, except the turn a stopped run left.
-
-    The delegation middleware answers that turn's calls from their records
-    (docs/ledger-and-budgets.md); older turns are patched as deepagents does.
-    """
+    """deepagents' patch of unanswered tool calls, except the turn a stopped run left (answered from its records)."""
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
 
     if any(getattr(mw, "name", None) == PatchToolCallsMiddleware.__name__ for mw in middleware):
@@ -271,42 +250,29 @@ def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
         raise SpecError(f"hooks: {exc}") from None
 
 
-def _with_agent_files(
-    subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None
-) -> list[AnySpec]:
+def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
     specs = [coerce_spec(s) for s in subagents]
     if agents_dirs is None:
         return specs
     given = {s.name for s in specs}
     for spec in load_agent_dirs(agents_dirs):
         if spec.name in given:
-            raise SpecError(
-                f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
-                "each name must be unique (rename one, or drop one)"
-            )
+            raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
+                            "each name must be unique (rename one, or drop one)")
         specs.append(spec)
     return specs
 
 
-def _with_skills(system_prompt: str | SystemMessage | None, skills: SkillCatalog) -> str | SystemMessage | None:
-    block = skills.prompt_block()
-    return with_text_appended(system_prompt, block) if block else system_prompt
-
-
-def _root_approval(
-    options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any], also: Sequence[str] = (),
-) -> list[Any]:
+def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any],
+                   also: Sequence[str] = ()) -> list[Any]:
     """The parent's own tools follow the policy its children inherit."""
     if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
         return []  # the caller's own approval middleware decides for the root
     # The middleware's tools too (deepagents' file tools): the root's tool node holds them.
     middleware_tools = [t for mw in middleware for t in getattr(mw, "tools", None) or () if not is_forbidden_tool(t)]
-    rules = approval_rules(
-        options.permission_mode,
-        list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also])),
-        risky_tools=options.risky_tools,
-        interrupt_on=options.interrupt_on,
-    )
+    names = list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also]))
+    rules = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
+                           interrupt_on=options.interrupt_on)
     return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []
 
 
@@ -319,18 +285,10 @@ LEDGER_SNAPSHOT_EVERY = 50
 
 
 def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
-    """``state`` after ``writes``, in order, as LangGraph's ``add_messages`` would apply them one by one.
+    """``state`` after ``writes`` (each a message or a list), as LangGraph's ``add_messages`` applies them one by one.
 
-    A write is one message or a list of them. An unknown ``RemoveMessage`` id is
-    ignored (replaying an old thread must not fail). Applying two batches in turn
-    equals applying them joined, as :class:`~langgraph.channels.DeltaChannel` requires.
-
-    Example::
-
-        >>> from langchain_core.messages import HumanMessage, AIMessage
-        >>> [m.content for m in apply_message_writes([HumanMessage("hi", id="1")],
-        ...                                          [[AIMessage("hello", id="2")], AIMessage("hey", id="2")])]
-        ['hi', 'hey']
+    An unknown ``RemoveMessage`` id is ignored (replaying an old thread must not fail). Applying two batches in
+    turn equals applying them joined, as :class:`~langgraph.channels.DeltaChannel` requires.
     """
     flat = [m for write in writes for m in (write if isinstance(write, list) else [write])]
     # The channel's own value is already messages; only raw input (dicts from a client) needs converting.
@@ -382,11 +340,7 @@ class DeepAgentState(AgentState[Any]):
 
 
 def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
-    """The ``messages`` of a saved checkpoint tuple, whether stored whole or as deltas::
-
-        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
-        messages = saved_messages(saver, saved)
-    """
+    """The ``messages`` of a saved checkpoint tuple (``saver.get_tuple(config)``), stored whole or as deltas."""
     channel = DeltaChannel(apply_message_writes, list, snapshot_frequency=SNAPSHOT_EVERY)
     return list(saved_value(saver, saved, "messages", channel) or [])
 
@@ -460,10 +414,8 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
                                    model: BaseChatModel | None) -> list[Any]:
     """Dict specs with the defaults deepagents gives each subagent: file tools, summarisation, tool-call patching.
 
-    The file tools are the root's, named, so a child shares ``files`` and the
-    parent's approvals gate them. Summarisation needs a model object (a name is
-    resolved only when the child is built). A spec's own middleware of the same
-    name replaces the default.
+    The file tools are the root's, named, so a child shares ``files`` and the parent's approvals gate them.
+    Summarisation needs a model object. A spec's own middleware of the same name replaces the default.
     """
     from deepagents.backends import StateBackend
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
@@ -496,11 +448,8 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
 def deepagents_backend(backend: Any = None, *, skills: Sequence[str] | None = None,
                        memory: Sequence[str] | None = None, permissions: Sequence[Any] | None = None,
                        default: bool = False) -> Any:
-    """The deepagents backend a spec's skill paths and rules are read on: ``backend``, or ``StateBackend``.
-
-    ``None`` when none of the four was given and not ``default``: a spec's
-    ``skills`` then stay folders on disk (see docs/migrating.md).
-    """
+    """``backend``, else ``StateBackend`` (``None`` when none of the four was given and not ``default``:
+    a spec's ``skills`` then stay folders on disk, see docs/migrating.md)."""
     if backend is not None or not (default or any(_given(v) for v in (skills, memory, permissions))):
         return backend
     from deepagents.backends import StateBackend
@@ -508,7 +457,9 @@ def deepagents_backend(backend: Any = None, *, skills: Sequence[str] | None = No
     return StateBackend()
 
 
-def _paths(argument: str, value: Any) -> Sequence[str]:
+def _paths(argument: str, value: Any) -> Sequence[str] | None:
+    if value is None:
+        return None
     if isinstance(value, str) or not all(isinstance(p, str) for p in value):
         raise SpecError(f"create_deep_agent(): argument {argument!r}: expected a list of backend paths (str), "
                         f"got {type(value).__name__}")
@@ -534,23 +485,16 @@ def _permissions(rules: Sequence[Any] | None,
                             f"FilesystemPermission or a dict of its fields, got {type(rule).__name__}")
         if rule.mode == "interrupt":
             # The approval would need deepagents' private predicate on HumanInTheLoopMiddleware.
-            raise SpecError(
-                f"{where}, item {i}: mode 'interrupt' is not supported; "
-                "ask for approval with interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here"
-            )
+            raise SpecError(f"{where}, item {i}: mode 'interrupt' is not supported; ask for approval with "
+                            "interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here")
         out.append(rule)
     return out
 
 
-def general_purpose_with_root_skills(
-    specs: Sequence[Any], *, enabled: bool, backend: Any = None, skills: Sequence[str] | None = None,
-) -> list[Any]:
+def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, backend: Any = None,
+                                     skills: Sequence[str] | None = None) -> list[Any]:
     """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents."""
-    from middleware.task_tool import (
-        GENERAL_PURPOSE_DESCRIPTION,
-        GENERAL_PURPOSE_NAME,
-        GENERAL_PURPOSE_PROMPT,
-    )
+    from middleware.task_tool import GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_NAME, GENERAL_PURPOSE_PROMPT
     from subagents.spec import SubagentSpec
 
     names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
@@ -562,15 +506,12 @@ def general_purpose_with_root_skills(
     store = backend if backend is not None else StateBackend()
     general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
                            system_prompt=GENERAL_PURPOSE_PROMPT,
-                           middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills)))])
+                           middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills) or ()))])
     return [general, *specs]
 
 
 def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
-    """Dict specs whose ``skills`` are paths on ``backend`` get deepagents' ``SkillsMiddleware``, as in deepagents.
-
-    An entry with a ``/`` is a source on the backend; others stay skill names.
-    """
+    """Dict specs whose ``skills`` hold paths (a ``/``) on ``backend`` get deepagents' ``SkillsMiddleware`` for them."""
     if backend is None:
         return list(specs)
     from deepagents.middleware.skills import SkillsMiddleware
@@ -594,7 +535,6 @@ def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> li
 def backend_permissions_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
     """Dict specs with ``permissions`` get deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents.
 
-    The child's own file tools replace the root's (which carry the root's rules).
     Without a backend, ``permissions`` is refused when the spec is read.
     """
     if backend is None:

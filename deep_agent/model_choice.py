@@ -1,14 +1,8 @@
 """Which chat model the CLI and the Studio graph run on.
 
-In order: an explicit ``provider:model``; an OpenAI-compatible server
-(``--base-url`` or ``OPENAI_BASE_URL``; no key needed on loopback); OpenAI
-(``OPENAI_API_KEY``); else :class:`NoModelConfigured`. ``--model scripted``
-(or ``DEEP_AGENT_SCRIPTED=1``) is the demo's offline model;
-``scripted:package.module:factory`` calls ``factory()``.
-
-Example::
-
-    model = choose_model("smollm2", base_url="http://127.0.0.1:8080/v1", timeout=30, retries=1)
+In order: an explicit ``provider:model``; an OpenAI-compatible server (``--base-url`` or ``OPENAI_BASE_URL``;
+no key needed on loopback); OpenAI (``OPENAI_API_KEY``); else :class:`NoModelConfigured`. ``--model scripted``
+(or ``DEEP_AGENT_SCRIPTED=1``) is the demo's offline model; ``scripted:package.module:factory`` calls ``factory()``.
 """
 
 from __future__ import annotations
@@ -38,11 +32,11 @@ class NoModelConfigured(SubagentsError, RuntimeError):
 def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, timeout: float | None = None,
                  max_tokens: int | None = None, base_url: str | None = None, api_key_env: str | None = None,
                  retries: int = 0) -> Any:
-    """The chat model to run, from ``name``, ``base_url`` or the environment.
+    """The chat model to run, from ``name``, ``base_url`` or the environment, e.g.
+    ``choose_model("smollm2", base_url="http://127.0.0.1:8080/v1", timeout=30, retries=1)``.
 
     ``timeout`` bounds one call *including its retries* (each attempt gets ``timeout / (retries + 1)``).
-    With a server, ``name`` may be its own model name; its key is read from ``api_key_env``.
-    """
+    With a server, ``name`` may be its own model name; its key is read from ``api_key_env``."""
     env = os.environ if env is None else env
     if name == SCRIPTED or (name is None and env.get("DEEP_AGENT_SCRIPTED") == "1"):
         from deep_agent.demo import demo_model
@@ -81,21 +75,15 @@ def _loopback(url: str) -> bool:
     from urllib.parse import urlsplit
 
     host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
 def _limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:
-    limits: dict[str, Any] = {"max_retries": retries}
-    if timeout is not None:
-        limits["timeout"] = timeout / (retries + 1)
-    if max_tokens is not None:
-        limits["max_tokens"] = max_tokens
-    return limits
+    return {"max_retries": retries, **({} if timeout is None else {"timeout": timeout / (retries + 1)}),
+            **({} if max_tokens is None else {"max_tokens": max_tokens})}
 
 
 def _scripted_factory(target: str) -> Any:

@@ -1,15 +1,14 @@
 """Graphs the project's ``langgraph.json`` serves: the example deep agent for Studio, and offline subagents.
 
-``graph`` is the example deep agent LangGraph Studio shows. The subagents run
-on :class:`~deep_agent.testing.ScriptedChatModel` (no network, no key; the
-remote background tests run against them), built as every local one is:
+``graph`` is the example deep agent LangGraph Studio shows. The subagents run on
+:class:`~deep_agent.testing.ScriptedChatModel` (no network, no key; the remote background tests run against
+them), built as every local one is:
 
-* ``scripted_worker`` answers ``Done: <instruction>``; ``fail`` makes its
-  model fail, ``slow`` makes it work (a one-second tool call a turn) until
-  ``Wrap up`` arrives;
+* ``scripted_worker`` answers ``Done: <instruction>``; ``fail`` makes its model fail, ``slow`` makes it
+  work (a one-second tool call a turn) until ``Wrap up`` arrives;
 * ``scripted_approver`` asks for approval before its ``publish`` tool runs;
-* ``scripted_delegator``: ``DELEGATE <instruction>`` starts a background task
-  of ``scripted_worker`` on this same server (a remote spec without a url).
+* ``scripted_delegator``: ``DELEGATE <instruction>`` starts a background task of ``scripted_worker`` on
+  this same server (a remote spec without a url).
 """
 
 from __future__ import annotations
@@ -58,50 +57,28 @@ def _outcome(messages: Sequence[BaseMessage]) -> str:
     return f"Outcome: {tool_result}"
 
 
-def _worker_model() -> ScriptedChatModel:
-    return ScriptedChatModel(
-        rules=[
-            ("Wrap up", ["Wrapped up as asked."]),
-            ("fail", [RuntimeError("the worker's model failed on purpose")]),
-            ("slow", [{"tool_calls": [tool_call("pause", seconds=1)]}] * SLOW_TURNS),
-        ],
-        default=_done,
-    )
-
-
-def _approver_model() -> ScriptedChatModel:
-    return ScriptedChatModel(
-        responses=[{"tool_calls": [tool_call("publish", target="production")]}, _outcome],
-        default=_outcome,
-    )
-
-
 def _build(spec: SubagentSpec, model: Any, tools: list[Any]) -> Any:
     # Built the one way every child is (a registry with no parent: no floor to add).
     return SubagentRegistry([spec]).graph(spec.name, parent_model=model, parent_tools=tools)
 
 
 scripted_worker = _build(
-    SubagentSpec(
-        name="scripted_worker",
-        description="Answers 'Done: <instruction>'; slow or failing on request.",
-        system_prompt="You work on one task and report the result.",
-        max_turns=SLOW_TURNS + 5,
-        condenser=False,
-    ),
-    _worker_model(),
+    SubagentSpec(name="scripted_worker", description="Answers 'Done: <instruction>'; slow or failing on request.",
+                 system_prompt="You work on one task and report the result.", max_turns=SLOW_TURNS + 5,
+                 condenser=False),
+    ScriptedChatModel(rules=[("Wrap up", ["Wrapped up as asked."]),
+                             ("fail", [RuntimeError("the worker's model failed on purpose")]),
+                             ("slow", [{"tool_calls": [tool_call("pause", seconds=1)]}] * SLOW_TURNS)],
+                      default=_done),
     [pause],
 )
 
 scripted_approver = _build(
-    SubagentSpec(
-        name="scripted_approver",
-        description="Publishes, after a human approves the publish call.",
-        system_prompt="You publish work once it is approved.",
-        interrupt_on={"publish": True},
-        condenser=False,
-    ),
-    _approver_model(),
+    SubagentSpec(name="scripted_approver", description="Publishes, after a human approves the publish call.",
+                 system_prompt="You publish work once it is approved.", interrupt_on={"publish": True},
+                 condenser=False),
+    ScriptedChatModel(responses=[{"tool_calls": [tool_call("publish", target="production")]}, _outcome],
+                      default=_outcome),
     [publish],
 )
 

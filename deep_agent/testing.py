@@ -1,26 +1,16 @@
 """A scripted chat model for offline runs: tests, the demo, and your own tests.
 
-Replies are chosen from the conversation, never from call order, so parallel
-children sharing one model stay deterministic: a turn's reply is ``script[k]``,
-``k`` the AI messages since the last human message, the script the first rule
-whose pattern occurs in it (else ``responses``). An unmatched continuation
-request repeats the previous answer.
-
-A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
-``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable
-taking the messages and returning one of those.
-
-Example::
-
-    from deep_agent.testing import ScriptedChatModel, tool_call
+Replies are chosen from the conversation, never from call order, so parallel children sharing one model
+stay deterministic: a turn's reply is ``script[k]``, ``k`` the AI messages since the last human message,
+the script the first rule whose pattern occurs in it (else ``responses``). An unmatched continuation
+request repeats the previous answer. A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
+``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable taking the messages and returning
+one of those. Example::
 
     model = ScriptedChatModel(
         rules=[("Summarise", ["A short summary."])],
-        responses=[
-            {"tool_calls": [tool_call("task", description="Summarise X",
-                                      subagent_type="general-purpose")]},
-            "Done: the child summarised X.",
-        ],
+        responses=[{"tool_calls": [tool_call("task", description="Summarise X", subagent_type="general-purpose")]},
+                   "Done: the child summarised X."],
         latency_s=0.01,
     )
 """
@@ -79,25 +69,19 @@ class ScriptedChatModel(BaseChatModel):
         """Every request seen: ``{"messages", "system", "tools"}`` (tool names)."""
         return self._calls
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        kwargs.pop("tool_choice", None)
-        kwargs.pop("parallel_tool_calls", None)
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, parallel_tool_calls: Any = None,
+                   **kwargs: Any) -> Any:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     # -- choosing a reply -------------------------------------------------
 
     def _reply_for(self, messages: list[BaseMessage]) -> Reply:
-        last_human = 0
-        for i, message in enumerate(messages):
-            if isinstance(message, HumanMessage):
-                last_human = i
+        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
         prompt = messages[last_human].text if messages else ""
         turn = sum(isinstance(m, AIMessage) for m in messages[last_human:])
-        script: Sequence[Reply] = self.responses
-        for pattern, replies in self.rules:
-            if (pattern(prompt) if callable(pattern) else pattern in prompt):
-                script = replies
-                break
+        chosen = (replies for pattern, replies in self.rules
+                  if (pattern(prompt) if callable(pattern) else pattern in prompt))
+        script: Sequence[Reply] = next(chosen, self.responses)
         if script is self.responses and prompt == CONTINUATION_PROMPT:
             # A continuation request no rule answers: repeat the last answer.
             return next((m.text for m in reversed(messages) if isinstance(m, AIMessage) and m.text), "")
@@ -153,9 +137,7 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
 
 def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
     # A stable stand-in for tokenisation: about four characters a token.
-    prompt_chars = sum(len(m.text) for m in messages)
-    reply_chars = len(reply.text) + len(json.dumps(reply.tool_calls))
-    input_tokens = prompt_chars // 4 + 1
-    output_tokens = reply_chars // 4 + 1
+    input_tokens = sum(len(m.text) for m in messages) // 4 + 1
+    output_tokens = (len(reply.text) + len(json.dumps(reply.tool_calls))) // 4 + 1
     return UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
                          total_tokens=input_tokens + output_tokens)

@@ -1,8 +1,5 @@
-"""The ``deep-agent`` command line: an app beside the library.
-
-Its entry point is :func:`deep_agent.cli.app.main`; nothing in ``middleware`` or
-``subagents`` imports this package.
-"""
+"""The ``deep-agent`` command line (:func:`deep_agent.cli.app.main`): an app beside the library, which
+nothing in ``middleware`` or ``subagents`` imports."""
 
 from deep_agent.cli.app import main
 

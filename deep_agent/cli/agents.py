@@ -71,11 +71,9 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
                 chosen[name] = INHERIT
                 fallbacks.setdefault(name, []).append(spec.name)
             else:
-                problems[spec.name] = (
-                    f"field 'model' {name!r} is not 'inherit', 'provider:model' or a known profile; "
-                    f"pass --model-profiles FILE (with a line `{name}: provider:model`) or "
-                    "--unknown-model inherit"
-                )
+                problems[spec.name] = (f"field 'model' {name!r} is not 'inherit', 'provider:model' or a known "
+                                       f"profile; pass --model-profiles FILE (with a line `{name}: provider:model`)"
+                                       " or --unknown-model inherit")
     notice = None
     if fallbacks:
         named = [f"{name} ({', '.join(sorted(set(agents)))})" for name, agents in sorted(fallbacks.items())]
@@ -87,11 +85,8 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
 
 
 def _model_names(spec: Any) -> list[str]:
-    names = []
-    for value in (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model")):
-        if isinstance(value, str):
-            names.append(value.strip())
-    return names
+    values = (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model"))
+    return [value.strip() for value in values if isinstance(value, str)]
 
 
 def agents_list(args: argparse.Namespace) -> int:
@@ -167,18 +162,15 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
         raise UsageError(str(exc)) from None
     problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
     found_problems, notes = agent_problems(report.loaded, plan, options)
-    for path, message in found_problems.items():
-        problems.setdefault(path, message)
+    problems |= {path: message for path, message in found_problems.items() if path not in problems}
     report.notes.extend(notes)
     return report, problems, options, plan
 
 
 def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, options: BuildOptions, *,
                    check_servers: bool = True) -> tuple[dict[Path, str], list[tuple[Path, str]]]:
-    """Every problem of the loaded agent files at once (file -> one line naming it), and their notes.
-
-    ``check_servers=False``: an unusable MCP server is left to fail its own task.
-    """
+    """Every problem of the loaded agent files at once (file -> one line naming it), and their notes
+    (``check_servers=False``: an unusable MCP server is left to fail its own task)."""
     problems: dict[Path, str] = {}
     notes: list[tuple[Path, str]] = []
     for found in definitions:
@@ -201,24 +193,19 @@ def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, opti
 def _transport(config: Any) -> str:
     if not config:
         return "defined by the caller"
-    if "command" in config:
-        return "stdio"
-    return str(config.get("transport") or config.get("type") or "http")
+    return "stdio" if "command" in config else str(config.get("transport") or config.get("type") or "http")
 
 
-def _describe_agent(
-    found: Definition[SubagentSpec], report: Discovery[SubagentSpec], options: BuildOptions
-) -> dict[str, Any]:
+def _describe_agent(found: Definition[SubagentSpec], report: Discovery[SubagentSpec],
+                    options: BuildOptions) -> dict[str, Any]:
     spec = found.value
     shadowed = [str(lost.path) for lost, winner in report.shadowed if winner is found]
     return {
         "name": spec.name,
         "source": str(found.path),
         "description": spec.description,
-        "model": describe_model(
-            spec.model, agent=spec.name, profiles=options.model_profiles,
-            unknown_model=options.unknown_model,
-        ).replace(" -> inherit", " -> the run's model"),
+        "model": describe_model(spec.model, agent=spec.name, profiles=options.model_profiles,
+                                unknown_model=options.unknown_model).replace(" -> inherit", " -> the run's model"),
         "tools": "inherit (the parent's)" if spec.tools is None else [str(t) for t in spec.tools],
         "disallowed_tools": list(spec.disallowed_tools),
         "skills": list(spec.skills),

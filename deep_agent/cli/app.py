@@ -1,20 +1,10 @@
-"""The ``deep-agent`` command line.
+"""The ``deep-agent`` command line (``run``, ``demo``, ``trust``, ``tasks``, ``transcript``, ``agents``).
 
-The parser imports nothing heavy: a command's module (and LangChain) is
-imported only when that command runs, so ``deep-agent --help`` answers at once.
+The parser imports nothing heavy: a command's module (and LangChain) is imported only when that command
+runs, so ``deep-agent --help`` answers at once.
 
-Example::
-
-    deep-agent run "Review the parser" --model openai:gpt-4.1-mini
-    deep-agent run "Fix the typo in README.md" --yes            # approve every risky call
-    deep-agent demo                                             # offline, scripted
-    deep-agent tasks                                            # the last thread's tasks
-    deep-agent transcript 3fa2                                  # one task's messages
-    deep-agent agents validate team/agents --model-profiles profiles.yaml
-
-Exit codes: 0 on success; 1 on an error (one line; ``--debug`` shows the
-traceback) or an invalid agent file; 2 for bad arguments; 130 on Ctrl-C;
-128 + N when ended by signal N, after ending what it started.
+Exit codes: 0 on success; 1 on an error (one line; ``--debug`` shows the traceback) or an invalid agent
+file; 2 for bad arguments; 130 on Ctrl-C; 128 + N when ended by signal N, after ending what it started.
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ import importlib
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +34,8 @@ def build_parser() -> CommandLineParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks instead of one-line errors")
-    parser = CommandLineParser(
-        prog="deep-agent", description="Governed subagent delegation for LangGraph.", parents=[common]
-    )
+    parser = CommandLineParser(prog="deep-agent", description="Governed subagent delegation for LangGraph.",
+                               parents=[common])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(commands, common)
     _add_inspect(commands, common)
@@ -90,11 +79,9 @@ _exiting = threading.Event()  # once set, a further SIGTERM or SIGHUP is ignored
 
 
 def _exit_on_termination() -> None:
-    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run.
-
-    The first also kills the running ``Bash`` commands (an async run waits for its tools' threads);
-    later ones are ignored so that the cleanup (ending MCP servers) is not cut short.
-    """
+    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run; the first
+    also kills the running ``Bash`` commands (an async run waits for its tools' threads), later ones are
+    ignored so that the cleanup (ending MCP servers) is not cut short."""
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread
     for name in ("SIGTERM", "SIGHUP"):
@@ -115,12 +102,11 @@ def _exit_now(signum: int, _frame: Any) -> None:
 
 
 def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
-    run = commands.add_parser(
-        "run", parents=[common], help="run a deep agent on a prompt, with a live view of its tasks",
-        description="Run the agents of your agent files on a prompt. The root plans, delegates "
-        "with `task` (or in the background) and has the built-in tools Read, Write, Edit, Glob, "
-        "Grep, LS and Bash, confined to --workspace.",
-    )
+    run = commands.add_parser("run", parents=[common],
+                              help="run a deep agent on a prompt, with a live view of its tasks",
+                              description="Run the agents of your agent files on a prompt. The root plans, delegates "
+                              "with `task` (or in the background) and has the built-in tools Read, Write, Edit, "
+                              "Glob, Grep, LS and Bash, confined to --workspace.")
     run.add_argument("prompt")
     run.add_argument("--thread", help="continue this thread (default: a new one)")
     run.add_argument("--model", help="provider:name (default: from OPENAI_API_KEY / OPENAI_BASE_URL)")
@@ -202,10 +188,8 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_agents(commands: Any, common: argparse.ArgumentParser) -> None:
-    agents = commands.add_parser(
-        "agents", parents=[common], help="list or validate agent files",
-        description="Find agent files (markdown with YAML frontmatter) and check them.",
-    )
+    agents = commands.add_parser("agents", parents=[common], help="list or validate agent files",
+                                 description="Find agent files (markdown with YAML frontmatter) and check them.")
     actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", parents=[common], help="print each agent with its resolved fields")
     listing.add_argument("--format", choices=("text", "json"), default="text")
@@ -214,29 +198,20 @@ def _add_agents(commands: Any, common: argparse.ArgumentParser) -> None:
                                   help="check every agent file; exit 1 if any is invalid")
     validate.set_defaults(handler="deep_agent.cli.agents:agents_validate")
     for sub in (listing, validate):
-        sub.add_argument(
-            "dirs", nargs="*", metavar="DIR",
-            help="agent directories in precedence order (default: .agents/agents and "
-            ".claude/agents under the project, then under your home)",
-        )
+        sub.add_argument("dirs", nargs="*", metavar="DIR", help="agent directories in precedence order (default: "
+                         ".agents/agents and .claude/agents under the project, then under your home)")
         sub.add_argument("--project-dir", type=Path, default=None, help="default: the current directory")
-        sub.add_argument(
-            "--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
-            help="skill directory (repeatable; default: the standard project and user ones)",
-        )
+        sub.add_argument("--skills-dir", action="append", dest="skills_dirs", metavar="DIR",
+                         help="skill directory (repeatable; default: the standard project and user ones)")
         _add_model_resolution(sub)
 
 
 def _add_model_resolution(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model-profiles", type=Path, metavar="FILE",
-        help="YAML or JSON mapping of an agent file's model name to 'provider:model', 'inherit' "
-        "or init arguments (Claude's sonnet, opus and haiku run on the run's model unless mapped)",
-    )
-    parser.add_argument(
-        "--unknown-model", choices=("error", "inherit"), default="error",
-        help="a model name no profile maps: an error (default), or the run's model",
-    )
+    parser.add_argument("--model-profiles", type=Path, metavar="FILE",
+                        help="YAML or JSON mapping of an agent file's model name to 'provider:model', 'inherit' or "
+                        "init arguments (Claude's sonnet, opus and haiku run on the run's model unless mapped)")
+    parser.add_argument("--unknown-model", choices=("error", "inherit"), default="error",
+                        help="a model name no profile maps: an error (default), or the run's model")
 
 
 def _add_state(parser: argparse.ArgumentParser) -> None:
@@ -244,27 +219,25 @@ def _add_state(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", dest="db_url", help="a postgresql:// URL instead of the embedded SQLite")
 
 
-def _positive(kind: type) -> Any:
+def _checked(kind: type, ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse ``type``: ``kind(text)`` if ``ok`` of it, else an error saying what was expected."""
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
 
     return parse
 
 
-def _at_least_zero(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
+def _positive(kind: type) -> Callable[[str], Any]:
+    return _checked(kind, lambda value: value > 0 and value != float("inf"), "a positive number")
+
+
+_at_least_zero = _checked(int, lambda value: value >= 0, "a whole number >= 0")
 
 
 if __name__ == "__main__":

@@ -1,24 +1,18 @@
-"""The background tasks of a command-line turn: wait for them, and ask when one waits for approval.
+"""Approvals on the command line, and the turn's background tasks waited for (asking when one waits).
 
-Each pending call (root, ``task`` child or background task) is shown whole
-and asked about: approve, or reject with a reason the agent reads. ``--yes``
-approves every call. When nobody can answer (stdin is not a terminal), the
-run stops with an error naming the tool rather than waiting forever.
-
-Example::
-
-    resume = decide(interrupts, ask=TerminalAsker(console), approve_all=False)
+Each pending call (root, ``task`` child or background task) is shown whole and asked about: approve, or
+reject with a reason the agent reads. ``--yes`` approves every call. When nobody can answer (stdin is not
+a terminal), the run stops with an error naming the tool rather than waiting forever.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,25 +23,21 @@ from rich.text import Text
 from deep_agent.cli.errors import ApprovalNeeded
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
 from deep_agent.cli.terminal import discard_typed_ahead, printable
+from subagents.runner import stop_on_ctrl_c
 
 Asker = Callable[[str, str, Mapping[str, Any]], str | None]
 """``(agent, tool, args) -> None`` to approve, or the reason for a rejection."""
 
 
 def nobody_to_ask(tool: str, agent: str) -> ApprovalNeeded:
-    """The error for a call that needs approval when stdin is not a terminal."""
-    return ApprovalNeeded(
-        f"{tool} (called by {agent}) needs approval, but stdin is not a terminal: pass --yes "
-        "to approve every call, or --permission-mode never_confirm"
-    )
+    return ApprovalNeeded(f"{tool} (called by {agent}) needs approval, but stdin is not a terminal: pass --yes "
+                          "to approve every call, or --permission-mode never_confirm")
 
 
 def describe_call(agent: str, tool: str, args: Mapping[str, Any]) -> str:
     """The whole call as plain text, control characters escaped, nothing cut: padding must not hide its end."""
-    shown = []
-    for key, value in args.items():
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-        shown.append(f"    {printable(key)}: {printable(text)}")
+    shown = [f"    {printable(key)}: {printable(value if isinstance(value, str) else json.dumps(value, default=str))}"
+             for key, value in args.items()]
     return f"{printable(agent)} wants to call {printable(tool)}\n" + "\n".join(shown)
 
 
@@ -59,16 +49,13 @@ PROMPT = "Approve? " + " / ".join(f"[{word[0]}]{word[1:]}" for word in ANSWERS) 
 
 
 def _answer(text: str) -> str | None:
-    """The word of ``ANSWERS`` a typed answer means, or ``None``."""
     text = text.strip().lower()
     return next((word for word in ANSWERS if text in (word, word[0])), None)
 
 
 class TerminalAsker:
-    """Asks on the terminal; refuses to wait when stdin is not one.
-
-    An ``a`` (always) answer puts the tool in :attr:`always` (this object only, never on disk).
-    """
+    """Asks on the terminal (refused when stdin is not one); an ``a`` (always) answer puts the tool in
+    :attr:`always` (this object only, never on disk)."""
 
     def __init__(self, console: Any, *, stdin: Any = None) -> None:
         self.console = console
@@ -77,7 +64,10 @@ class TerminalAsker:
 
     def can_ask(self) -> bool:
         """Whether stdin is a terminal someone can answer on."""
-        return _interactive(self.stdin)
+        try:
+            return bool(self.stdin.isatty())
+        except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
+            return False
 
     def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not self.can_ask():
@@ -87,7 +77,9 @@ class TerminalAsker:
                                          describe_call(agent, tool, args)), highlight=False)
         self.console.print(Text(HELP_LINE.format(tool=printable(tool)), style="dim"), highlight=False)
         discard_typed_ahead(self.stdin)
-        with ctrl_c_interrupts():
+        # The prompt blocks the loop's thread, so asyncio.run's handler (a cancellation) would wait for it:
+        # within it Ctrl-C raises KeyboardInterrupt at once.
+        with stop_on_ctrl_c(then=signal.default_int_handler):
             while True:
                 answer = _answer(self.console.input(Text(PROMPT)))
                 if answer == "yes":
@@ -100,18 +92,6 @@ class TerminalAsker:
                     return reason or "the user rejected this call"
                 *first, last = (word[0] for word in ANSWERS)
                 self.console.print(f"Please answer {', '.join(first)} or {last}.")
-
-
-@contextlib.contextmanager
-def ctrl_c_interrupts() -> Iterator[None]:
-    """Within the block, Ctrl-C raises ``KeyboardInterrupt`` at once (on the main thread).
-
-    The prompt blocks the loop's thread, so ``asyncio.run``'s handler (a cancellation) would wait for it.
-    """
-    from subagents.runner import stop_on_ctrl_c
-
-    with stop_on_ctrl_c(then=signal.default_int_handler):
-        yield
 
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
@@ -129,13 +109,10 @@ def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
         decisions = []
         for request in value.get("action_requests") or ():
             tool, args = str(request.get("name")), dict(request.get("args") or {})
-            if approve_all or tool in always:
-                announce(f"approved {tool} ({agent}) — {'--yes' if approve_all else 'always, this run'}")
-                decisions.append({"type": "approve"})
-                continue
-            reason = ask(agent, tool, args)
-            if reason is None:
-                announce(f"approved {tool} ({agent})")
+            given = approve_all or tool in always
+            if (reason := None if given else ask(agent, tool, args)) is None:
+                how = f" — {'--yes' if approve_all else 'always, this run'}" if given else ""
+                announce(f"approved {tool} ({agent}){how}")
                 decisions.append({"type": "approve"})
             else:
                 announce(f"rejected {tool} ({agent}): {reason}")
@@ -144,22 +121,14 @@ def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
     return resume
 
 
-def _interactive(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
-        return False
-
-
-BACKGROUND_WAIT_S = 600.0
-"""How long the run waits for background tasks to run (time spent asking does not count)."""
+BACKGROUND_WAIT_S = 600.0  # how long the run waits for background tasks to run (time spent asking does not count)
 RUNNING = frozenset({"pending", "running"})
 ASKING = "waiting_for_approval"
 
 
 def unsettled(tree: TaskTree) -> list[str]:
     """The turn's local background tasks that run, wait to run, or wait for approval."""
-    return [task.id for task in _live(tree) if task.fields.get("status") in RUNNING | {ASKING}]
+    return [task.id for task in _live(tree, RUNNING | {ASKING})]
 
 
 async def settle_background(tree: TaskTree, console: Console, *, ask: TerminalAsker, approve_all: bool) -> None:
@@ -170,7 +139,7 @@ async def settle_background(tree: TaskTree, console: Console, *, ask: TerminalAs
     while True:
         deadline = time.monotonic() + BACKGROUND_WAIT_S
         with relayed_stderr(console), Live(tree, console=console, refresh_per_second=8):
-            while not (waiting := _asking(tree)) and _running(tree) and time.monotonic() < deadline:
+            while not (waiting := _live(tree, {ASKING})) and _live(tree, RUNNING) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             if not waiting:
                 tree.stop_clock()
@@ -186,9 +155,8 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
                       announce: Callable[[str], None]) -> None:
     """Ask about a waiting background task's pending calls, then resume it on its runtime's loop."""
     agent = str(task.call.subagent_type)
-    pending = list(task.fields.get("approval_request") or [])
     interrupts = [SimpleNamespace(id=item.get("id"), value=_named(item.get("value"), agent, task.id))
-                  for item in pending]
+                  for item in list(task.fields.get("approval_request") or [])]
 
     def ask_here(who: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not ask.can_ask():
@@ -198,10 +166,8 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
     answers = decide(interrupts, ask=ask_here, approve_all=approve_all, announce=announce, always=ask.always)
     # One interrupt is answered with its value; several by interrupt id (as the runner's own answers are).
     resume = next(iter(answers.values())) if len(answers) == 1 else answers
-    runner = task.runner
-    record = {**task.fields, "id": task.id}
     # A JSON object message is the resume value as it is (subagents.definitions.permissions.resume_for).
-    await runner.runtime.arun(runner.steer(record, json.dumps(resume), task.call))
+    await task.runner.runtime.arun(task.runner.steer({**task.fields, "id": task.id}, json.dumps(resume), task.call))
 
 
 def end_line(console: Console) -> None:
@@ -216,15 +182,9 @@ def _named(value: Any, agent: str, task_id: str) -> Any:
     return {**value, "subagent": {**(value.get("subagent") or {}), "agent_type": agent, "task_id": task_id}}
 
 
-def _live(tree: TaskTree) -> list[Any]:
+def _live(tree: TaskTree, statuses: Collection[str]) -> list[Any]:
+    """The turn's local background tasks in one of ``statuses``."""
     from subagents.background import known_task
 
-    return [task for task_id in list(tree.background) if (task := known_task(task_id)) is not None]
-
-
-def _running(tree: TaskTree) -> bool:
-    return any(task.fields.get("status") in RUNNING for task in _live(tree))
-
-
-def _asking(tree: TaskTree) -> list[Any]:
-    return [task for task in _live(tree) if task.fields.get("status") == ASKING]
+    tasks = [known_task(task_id) for task_id in list(tree.background)]
+    return [task for task in tasks if task is not None and task.fields.get("status") in statuses]

@@ -1,8 +1,7 @@
 """Tasks a run's end cut short: kept in the thread as ``cancelled``, with their transcript.
 
-A delegation records itself when its tool call returns; Ctrl-C (or a
-failing sibling) ends the turn before that, so the live tree's view of such
-tasks becomes their ledger records here.
+A delegation records itself when its tool call returns; Ctrl-C (or a failing sibling) ends the turn
+before that, so the live tree's view of such tasks becomes their ledger records here.
 """
 
 from __future__ import annotations
@@ -44,10 +43,8 @@ def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[st
 
 
 def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
-    """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row.
-
-    A Ctrl-C as a child starts can end the stream before its events arrive. Never raises.
-    """
+    """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row (a Ctrl-C
+    as a child starts can end the stream before its events arrive). Never raises."""
     try:
         folder = jsonl_path(sessions, thread_id, "x").parent
         paths = list(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
@@ -56,8 +53,7 @@ def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
             if path.stat().st_mtime < tree.started_at:
                 continue
             header, messages = read_jsonl(path)
-            meta = header.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
+            meta = header["metadata"] if isinstance(header.get("metadata"), dict) else {}
             task_id, call_id = header.get("id"), meta.get("tool_call_id")
             if not isinstance(task_id, str) or task_id in tree.live or task_id in tree.sync or call_id not in calls:
                 continue

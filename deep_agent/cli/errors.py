@@ -76,8 +76,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _url_tried(exc: BaseException) -> str | None:
     for link in _chain(exc):
         try:
-            request = getattr(link, "request", None)
-            url = getattr(request, "url", None)
+            url = getattr(getattr(link, "request", None), "url", None)
         except Exception:  # noqa: BLE001 - httpx raises when a request was never set
             url = None
         if url:
@@ -87,11 +86,8 @@ def _url_tried(exc: BaseException) -> str | None:
 
 def _network_kind(exc: BaseException) -> str | None:
     names = {type(link).__name__ for link in _chain(exc)}
-    if any("Timeout" in name for name in names):
-        return "timeout"
-    if any("Connect" in name for name in names):
-        return "connection"
-    return None
+    return next((kind for mark, kind in (("Timeout", "timeout"), ("Connect", "connection"))
+                 if any(mark in name for name in names)), None)
 
 
 OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}  # a library option -> its flag

@@ -1,11 +1,9 @@
 """Folder trust: a cloned folder's agent files run no command until a person trusts the folder.
 
-Hooks and MCP servers start processes, so, like Claude Code, the CLI first
-shows every command the folder's agent files would run, and remembers the
-answer per folder and content hash in your config directory (never in the
-folder, which the checkout controls). Any change to those files, or to the
-files their commands name, asks again. Without a terminal an untrusted
-folder's command-running agent files are not loaded.
+Hooks and MCP servers start processes, so, like Claude Code, the CLI first shows every command the folder's
+agent files would run, and remembers the answer per folder and content hash in your config directory (never
+in the folder, which the checkout controls). Any change to those files, or to the files their commands name,
+asks again. Without a terminal an untrusted folder's command-running agent files are not loaded.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ class TrustRecord:
         self.config_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")  # two runs at once never share a half-written file
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        tmp.replace(self.path)  # never a half-written record
+        tmp.replace(self.path)
 
 
 MAX_FINGERPRINT_FILES = 2_000  # files of one named folder hashed; past them, a change goes unseen
@@ -100,11 +98,8 @@ def _hash_file(digest: Any, path: Path, *, follow: bool) -> None:
             digest.update(b"<symlink>" + os.fsencode(os.readlink(path)))
             return
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a pipe opens at once, then is refused
-    except FileNotFoundError:
-        digest.update(b"<missing>")
-        return
-    except OSError:
-        digest.update(b"<unreadable>")
+    except OSError as exc:
+        digest.update(b"<missing>" if isinstance(exc, FileNotFoundError) else b"<unreadable>")
         return
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -123,11 +118,8 @@ class FolderCommands(dict[Path, list[str]]):
 
 
 def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
-    """The folder's own agent files that run commands, each with what it runs (and, in ``runs``, the files).
-
-    A file found inside the folder is the folder's wherever a symlink points, and so is one that resolves
-    into it; only the user's own level is not asked about. Keys are resolved paths.
-    """
+    """The folder's own agent files (keys: resolved paths) that run commands, each with what it runs (and, in
+    ``runs``, the files). A file found inside the folder, or resolving into it, is the folder's."""
     root = folder.resolve()
     inside = {root, Path(os.path.abspath(folder))}
     out = FolderCommands()
@@ -144,11 +136,8 @@ def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
 
 
 def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
-    """What trusting ``folder`` would let run: every command, argument, env entry and cwd, escaped.
-
-    It precedes the question, so it first discards keys typed before the commands were shown.
-    """
-    discard_typed_ahead(sys.stdin)
+    """What trusting ``folder`` would let run: every command, argument, env entry and cwd, escaped."""
+    discard_typed_ahead(sys.stdin)  # it precedes the question: keys typed before it was shown answer nothing
     root = folder.resolve()
     runs = commands.runs if isinstance(commands, FolderCommands) else {}
     lines = [f"{printable(folder)}: these agent files run commands:"]

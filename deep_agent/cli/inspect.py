@@ -58,6 +58,7 @@ def tasks_json(thread: str, rows: Sequence[TaskRow]) -> str:
 
 
 TABLE_MIN_WIDTH = 100  # narrower (a pipe is 80 columns), ``tasks`` prints a block per task
+OUTCOME_CHARS = 70  # of a result or error; ``--full`` shows all of it
 
 
 def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, width: int = 200) -> RenderableType:
@@ -72,11 +73,8 @@ def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, widt
                       str(row.tokens), outcome if full else clipped(outcome, OUTCOME_CHARS)))
     if width >= TABLE_MIN_WIDTH:
         table = Table(title=title)
-        for column in ("task", "agent", "kind", "status"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("time")  # "2.1s + 4.0s waiting" wraps at its spaces
-        for column in ("calls", "tokens"):
-            table.add_column(column, no_wrap=True)
+        for column in ("task", "agent", "kind", "status", "time", "calls", "tokens"):
+            table.add_column(column, no_wrap=column != "time")  # "2.1s + 4.0s waiting" wraps at its spaces
         table.add_column("result or error", min_width=24)
         for cells in lines:
             table.add_row(*(Text(printable(cell)) for cell in cells))
@@ -97,12 +95,8 @@ def _fits(table: Table, width: int) -> bool:
     return Measurement.get(console, console.options, table).minimum <= width
 
 
-OUTCOME_CHARS = 70  # of a result or error; ``--full`` shows all of it
-
-
 def state_holding(state: Path, ref: str) -> Path:
-    """The state folder a transcript lies in: this one, or the one a shared ``--db`` record names (read by the
-    same rule as this one's data)."""
+    """The state folder a transcript lies in: this one, or the one a shared ``--db`` record names."""
     path = Path(ref)
     if not path.is_absolute() or state.absolute() in path.parents or "sessions" not in path.parts[:-1]:
         return state

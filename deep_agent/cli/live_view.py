@@ -1,15 +1,8 @@
 """The terminal view of a run: this turn's tasks as they start, run, wait and end.
 
-:class:`TaskTree` is fed the parent's stream (``custom`` and ``updates``
-modes) and is the renderable a ``rich.live.Live`` redraws. Its rows are
-:mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree.
-
-Example::
-
-    tree = TaskTree("deep agent", colors={"researcher": "cyan"}, earlier={"3fa2..."})
-    with Live(tree, refresh_per_second=8):
-        async for namespace, mode, chunk in agent.astream(..., stream_mode=["custom", "updates"], subgraphs=True):
-            tree.feed(namespace, mode, chunk)
+:class:`TaskTree` is fed the parent's stream (``custom`` and ``updates`` modes, ``subgraphs=True``) and
+is the renderable a ``rich.live.Live`` redraws. Its rows are :mod:`deep_agent.cli.store`'s, so the tree
+and ``deep-agent tasks`` agree.
 """
 
 from __future__ import annotations
@@ -56,8 +49,7 @@ QUIET_S = 0.2  # a line without its newline is shown once the pipe is quiet this
 FLUSH_WAIT_S = 2.0
 _FLUSH = b"\x00\x1fstderr-relay-flush\x1f\x00"  # one write, never split: all before it has been read
 
-ERROR_CHARS = 100
-"""Characters of a child's error the tree shows; ``deep-agent tasks --full`` prints the rest."""
+ERROR_CHARS = 100  # of a child's error the tree shows; ``deep-agent tasks --full`` prints the rest
 
 
 def clipped(text: str, limit: int) -> str:
@@ -122,7 +114,7 @@ class _Relay:
                     data = data[os.write(self.terminal, data):]
 
     def flush(self) -> None:
-        """Wait (at most :data:`FLUSH_WAIT_S`) until what was written to the pipe so far has been shown."""
+        """Wait (at most FLUSH_WAIT_S) until what was written to the pipe so far has been shown."""
         with self.flush_lock:
             self.flushed.clear()
             with contextlib.suppress(OSError, ValueError):  # a pipe that stays full must not hold the caller
@@ -153,8 +145,7 @@ class _Relay:
 
 
 def _flush_stderr() -> None:
-    """Python's buffered stderr written out before fd 2 changes hands (a closed or missing one is skipped)."""
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # Python's buffered stderr, before fd 2 changes hands (if usable)
         sys.stderr.flush()
 
 
@@ -238,10 +229,10 @@ class TaskTree:
         now = time.time()
         row = self.live.setdefault(task_id, {"started_at": now})
         # A pause for approval is waiting, not work: timed apart, from the events that start and end it.
-        if row.get("paused_since") is not None and event.get("status") != "waiting_for_approval":
-            row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
         if event.get("status") == "waiting_for_approval":
             row.setdefault("paused_since", now)
+        else:
+            _end_pause(row, now)
         row.update({k: v for k, v in event.items() if k not in _OWN_KEYS})  # the tree's own clock stays its own
 
     def progress(self, event: Mapping[str, Any]) -> None:
@@ -253,8 +244,7 @@ class TaskTree:
 
     def update(self, update: Mapping[str, Any]) -> None:
         """A state update of the root: ledgers and messages."""
-        for task_id, record in (update.get(LEDGER_KEY) or {}).items():
-            self.sync[task_id] = dict(record)
+        self.sync.update({task_id: dict(record) for task_id, record in (update.get(LEDGER_KEY) or {}).items()})
         for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
             self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
         for message in update.get("messages") or ():
@@ -288,8 +278,7 @@ class TaskTree:
                 continue
             if status == "cancelled" and row.get("duration_ms") is not None:
                 continue
-            if row.get("paused_since") is not None:  # its clocks stop here too
-                row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
+            _end_pause(row, now)  # its clocks stop here too
             started = _seconds(row.get("started_at"))
             if started is not None:
                 row["duration_ms"] = max(0.0, now - started - row.get("waited_s", 0.0)) * 1000
@@ -298,11 +287,8 @@ class TaskTree:
     # -- reading --------------------------------------------------------------
 
     def rows(self) -> list[TaskRow]:
-        rows: dict[str, TaskRow] = {}
-        for task_id, event in self.live.items():
-            rows[task_id] = _event_row(task_id, event)
-        for task_id, record in self.sync.items():
-            rows[task_id] = sync_row(record)
+        rows = {task_id: _event_row(task_id, event) for task_id, event in self.live.items()}
+        rows.update({task_id: sync_row(record) for task_id, record in self.sync.items()})
         for task_id, record in self.background.items():
             rows[task_id] = background_row({**record, **_live_background(task_id)})
         known = {r.tool_call_id for r in rows.values() if r.tool_call_id}
@@ -367,11 +353,8 @@ class TaskTree:
 
 
 def turn_waiting(prompts_s: float, rows: Iterable[TaskRow], now: float | None = None) -> float:
-    """The turn's time waiting for approval: its prompts', and never less than any of its tasks' waits.
-
-    Two clocks (prompt to answer; a task's pause to resume): a child's wait never reads longer than
-    its parent's. Background tasks' pauses do not stop the run and do not count.
-    """
+    """The turn's time waiting for approval: its prompts', never less than any ``task``'s wait (two clocks: a
+    child's wait never reads longer than its parent's); background tasks' pauses do not stop the run."""
     return max([prompts_s, *(row.waiting(now) for row in rows if row.kind == "task")])
 
 
@@ -393,18 +376,20 @@ def tool_line(name: Any, args: Any) -> str:
 def _event_row(task_id: str, event: Mapping[str, Any]) -> TaskRow:
     # Any tool can write a "subagent_task" event: its times and ids are checked like its counts.
     duration = _seconds(event.get("duration_ms"))
-    tool_call_id = event.get("tool_call_id")
+    call_id = event.get("tool_call_id")
     return TaskRow(
-        id=task_id, kind="refused" if event.get("refused") else "task",
-        agent_type=str(event.get("agent_type") or "?"),
-        status=str(event.get("status") or "running"),
-        tool_call_id=tool_call_id if isinstance(tool_call_id, str) else None,
+        id=task_id, kind="refused" if event.get("refused") else "task", agent_type=str(event.get("agent_type") or "?"),
+        status=str(event.get("status") or "running"), tool_call_id=call_id if isinstance(call_id, str) else None,
         started_at=_seconds(event.get("started_at")), duration_s=None if duration is None else duration / 1000,
         waiting_s=_seconds(event.get("waited_s")) or 0.0, paused_since=_seconds(event.get("paused_since")),
         model_calls=token_count(event.get("model_calls")), input_tokens=token_count(event.get("input_tokens")),
         output_tokens=token_count(event.get("output_tokens")), error=with_hint(event.get("error")),
-        cut_short=cut_short_by(event),
-    )
+        cut_short=cut_short_by(event))
+
+
+def _end_pause(row: dict[str, Any], now: float) -> None:
+    if row.get("paused_since") is not None:
+        row["waited_s"] = row.get("waited_s", 0.0) + max(0.0, now - row.pop("paused_since"))
 
 
 def _seconds(value: Any) -> float | None:
@@ -429,8 +414,6 @@ def _live_background(task_id: str) -> dict[str, Any]:
 
 
 def _valid_color(value: Any) -> bool:
-    try:
-        Color.parse(str(value))
-        return True
-    except ColorParseError:
-        return False
+    with contextlib.suppress(ColorParseError):
+        return bool(Color.parse(str(value)))
+    return False

@@ -1,11 +1,9 @@
-"""``deep-agent run`` and ``deep-agent demo``: a real agent for the agent files you have.
+"""``deep-agent run``, ``demo`` and ``trust``: a real agent for the agent files you have.
 
 Example::
 
     deep-agent run "Review src/ for unchecked errors" --model openai:gpt-4.1-mini
     deep-agent run "Now fix the first one" --thread 5d1c...     # continue a conversation
-    deep-agent run "Tidy the README" --workspace ../docs --yes  # approve every risky call
-    deep-agent demo                                              # offline, scripted
 """
 
 from __future__ import annotations
@@ -13,11 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from deep_agent.cli.agents import agent_problems, plan_models, read_mapping, read_profiles, require_dirs
 from deep_agent.cli.errors import UsageError
+from deep_agent.cli.folder_trust import HOW_TO_TRUST, TrustRecord, config_dir, describe, fingerprint, folder_commands
+from subagents import Budget, BuildOptions, SpecError, discover_agents
 
 ROOT_PROMPT = (
     "You are a planner with a team of subagents. Break the user's request into independent "
@@ -42,8 +44,6 @@ class RunSetup:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    import sys
-
     from rich.console import Console
     from rich.text import Text
 
@@ -113,7 +113,6 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
 
 def workspace_of(args: argparse.Namespace, state: Path) -> Any:
     """``--workspace`` with the run's protected set: every agent, skill and trust file the run reads too."""
-    from deep_agent.cli.folder_trust import config_dir
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
@@ -135,11 +134,9 @@ def workspace_of(args: argparse.Namespace, state: Path) -> Any:
 
 def prepare_run(args: argparse.Namespace) -> RunSetup:
     """Check the arguments, find and check the agent files, and choose the model."""
-    from deep_agent.cli.agents import plan_models, read_profiles, require_dirs
     from deep_agent.cli.store import resolve_state_dir
     from deep_agent.model_choice import choose_model
     from deep_agent.tools import RISKY_TOOLS, builtin_tools, tools_not_provided
-    from subagents import Budget, discover_agents
 
     require_dirs(args.agents_dirs, "--agents-dir")
     if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
@@ -172,11 +169,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
         folder_notes.append(f"no built-in tool provides {named}; those agents run without them")
     folder_notes += [message for _, message in found.notes]
-    notices: list[str] = []
     budget = Budget(max_tokens=args.budget_tokens, prices=prices) if args.budget_tokens else None
-    approve_all = bool(args.yes)
-    if bash_note:
-        notices.append(bash_note)
 
     def build(checkpointer: Any, sessions: Path) -> Any:
         from deep_agent.factory import create_deep_agent
@@ -187,24 +180,19 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
             deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", prices=prices, skills_dirs=skills_dirs,
             force_delegation=bool(getattr(args, "force_delegation", False)),
-            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0,
-        )
-        return create_deep_agent(
-            model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
-            checkpointer=checkpointer, permission_mode=args.permission_mode, background=True, budget=budget,
-            settings=settings,
-        )
+            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0)
+        return create_deep_agent(model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
+                                 checkpointer=checkpointer, permission_mode=args.permission_mode, background=True,
+                                 budget=budget, settings=settings)
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
-    return RunSetup(build=build, notices=notices, colors=colors, prices=prices, approve_all=approve_all,
-                    folder_notes=folder_notes, agent_files=[Path(d.path) for d in found.definitions.values()],
-                    warnings=warnings)
+    return RunSetup(build=build, notices=[bash_note] if bash_note else [], colors=colors, prices=prices,
+                    approve_all=bool(args.yes), folder_notes=folder_notes, warnings=warnings,
+                    agent_files=[Path(d.path) for d in found.definitions.values()])
 
 
 def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.Namespace) -> tuple[set[str], list[str]]:
     """The agent files a run cannot use: the names to skip, and one warning per file (``--strict-agents``: an error)."""
-    from deep_agent.cli.agents import agent_problems
-    from subagents import BuildOptions, SpecError
     from subagents.definitions import SkillCatalog, discover_skills
 
     problems = {p.path: p.message for p in found.problems}
@@ -219,8 +207,7 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
                            if d.value.name in plan.problems}
     else:
         usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
-    for path, message in usable_problems.items():
-        problems.setdefault(path, message)
+    problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []
     if getattr(args, "strict_agents", False):
@@ -236,22 +223,8 @@ UNCONFINED = "They run on this machine unconfined, with your keys, network and h
 
 
 def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True) -> set[str]:
-    """Names of the current folder's command-running agent files a person has not trusted.
-
-    ``--trust-folder`` trusts the folder now; on a terminal the user is shown every command and where it
-    would run, and asked once; otherwise those files are skipped.
-    """
-    import sys
-
-    from deep_agent.cli.folder_trust import (
-        HOW_TO_TRUST,
-        TrustRecord,
-        config_dir,
-        describe,
-        fingerprint,
-        folder_commands,
-    )
-
+    """Names of the current folder's command-running agent files a person has not trusted: ``--trust-folder``
+    trusts it now; on a terminal the user is shown every command and where it would run, and asked once."""
     folder = Path.cwd()
     commands = folder_commands(found.definitions.values(), folder)
     if not commands:
@@ -274,8 +247,6 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True) -> s
 
 def trust_command(args: argparse.Namespace) -> int:
     """``deep-agent trust [DIR]``: show what the folder's agent files run, and trust it."""
-    from deep_agent.cli.folder_trust import TrustRecord, config_dir, describe, fingerprint, folder_commands
-    from subagents import discover_agents
 
     folder = Path(args.dir).resolve()
     if not folder.is_dir():
@@ -292,8 +263,6 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
     """``--prices FILE``: model name -> [USD per million input tokens, output tokens]."""
     if path is None:
         return None
-    from deep_agent.cli.agents import read_mapping
-
     data = read_mapping(path, "--prices", "a mapping of model name to [input, output] USD")
     prices: dict[str, tuple[float, float]] = {}
     for name, pair in data.items():
@@ -332,7 +301,6 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
 def _tool_rules(spec: Any, workspace: Any, bash: Any, where: Any) -> Any:
     """``Bash(git diff:*)`` in a ``tools:`` list: a ``Bash`` that runs only what the rules allow (else an error)."""
     from deep_agent.tools.catalog import with_bash_rules
-    from subagents import SpecError
 
     tools = getattr(spec, "tools", None)
     if not tools:

@@ -44,11 +44,8 @@ UNKNOWN = "–"  # the cost without prices, never a made-up 0.0
 
 def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, root_model: str | None,
                   prices: Mapping[str, Any] | None, root_seconds: float, root_waiting: float = 0.0) -> Table:
-    """The per-agent-type table of one turn: the root, each agent type, the total.
-
-    Times are work time, waiting for approval apart; ``root_seconds`` is the turn's whole time,
-    ``root_waiting`` its time at approval prompts.
-    """
+    """The per-agent-type table of one turn: the root, each agent type, the total; times are work time, waiting
+    apart (``root_seconds``: the turn's whole time, ``root_waiting``: its time at approval prompts)."""
     from subagents import cost_of
 
     table = Table(title="summary", title_justify="left")
@@ -68,12 +65,9 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
                       sum(r.cost_usd for r in group)))
     for agent, tasks, calls, tokens, seconds, cost in lines:
         # An agent type may be what a model asked for (a refused call's): data, never markup, escapes shown.
-        table.add_row(Text(printable(agent)), str(tasks), str(calls), str(tokens), seconds,
-                      _cost(cost, prices))
-    total_cost = sum(line[5] for line in lines)
-    table.add_row("total", str(len(rows)), str(sum(line[2] for line in lines)),
-                  str(sum(line[3] for line in lines)), root_time, _cost(total_cost, prices),
-                  style="bold")
+        table.add_row(Text(printable(agent)), str(tasks), str(calls), str(tokens), seconds, _cost(cost, prices))
+    table.add_row("total", str(len(rows)), str(sum(line[2] for line in lines)), str(sum(line[3] for line in lines)),
+                  root_time, _cost(sum(line[5] for line in lines), prices), style="bold")
     return table
 
 
@@ -91,33 +85,26 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
     config = {"configurable": {"thread_id": thread_id}}
     # One Ctrl-C handler for the whole run, in place before the graph starts (see subagents.runner).
     with stop_on_ctrl_c(), warnings_as_lines():
-        await _run_turns(setup, prompts, args, thread_id, state, config, title=title, console=console)
+        async with open_async_checkpointer(state, args.db_url) as saver:
+            agent = setup.build(saver, sessions_dir(state))
+            remember_thread(state, thread_id)
+            ask = TerminalAsker(console)  # one for the run: an "always" answer holds for its later turns
+            for turn, prompt in enumerate(prompts):
+                if turn:
+                    console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
+                tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state), ask)
+                values = (await agent.aget_state(config)).values
+                messages = values.get("messages") or []
+                console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
+                # The answer is model text: its lines are kept, but no escape sequence in it reaches the terminal.
+                console.print(Text(printable(messages[-1].text if messages else "", lines=True)), highlight=False)
+                console.print(summary_table(
+                    _this_turn(tree, values), tree.root_usage, root_model=tree.root_model, prices=setup.prices,
+                    root_seconds=(tree.finished or time.monotonic()) - tree.started, root_waiting=tree.waiting_s))
     shown = printable(thread_id)  # a --thread of the user's: data, never markup
     console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
                        style="dim"))
     return 0
-
-
-async def _run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, thread_id: str, state: Path,
-                     config: dict[str, Any], *, title: str, console: Console) -> None:
-    async with open_async_checkpointer(state, args.db_url) as saver:
-        agent = setup.build(saver, sessions_dir(state))
-        remember_thread(state, thread_id)
-        ask = TerminalAsker(console)  # one for the run: an "always" answer holds for its later turns
-        for turn, prompt in enumerate(prompts):
-            if turn:
-                console.print(Text.assemble((">", "bold"), " ", printable(prompt, lines=True)), highlight=False)
-            tree = await _turn(agent, config, prompt, setup, title, console, sessions_dir(state), ask)
-            values = (await agent.aget_state(config)).values
-            messages = values.get("messages") or []
-            console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
-            # The answer is model text: its lines are kept, but no escape sequence in it reaches the terminal.
-            console.print(Text(printable(messages[-1].text if messages else "", lines=True)), highlight=False)
-            console.print(summary_table(
-                _this_turn(tree, values), tree.root_usage, root_model=tree.root_model,
-                prices=setup.prices, root_seconds=(tree.finished or time.monotonic()) - tree.started,
-                root_waiting=tree.waiting_s,
-            ))
 
 
 async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, title: str,
@@ -149,39 +136,25 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
         await _record_cut_short(agent, config, tree, sessions)
         await _forget_failed_turn(agent, config, kept)
         raise
-    try:
-        await _settle_background(agent, config, tree, console, ask, setup.approve_all)
+    try:  # wait for this turn's local background tasks (asking for their approvals); record how they ended
+        await settle_background(tree, console, ask=ask, approve_all=setup.approve_all)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that stopped the wait is the one to report
+            await _record_background(agent, config, tree)
+        raise
     finally:
         tree.stop_clock()
+    await _record_background(agent, config, tree)
     if stop_requested():  # pressed as the turn ended: the run still ends as interrupted
         raise KeyboardInterrupt
     return tree
 
 
-async def _settle_background(agent: Any, config: dict[str, Any], tree: TaskTree, console: Console,
-                             ask: TerminalAsker, approve_all: bool) -> None:
-    """Wait for this turn's local background tasks (asking for their approvals); record how they ended."""
-    try:
-        await settle_background(tree, console, ask=ask, approve_all=approve_all)
-    except BaseException:
-        with contextlib.suppress(Exception):  # the error that stopped the wait is the one to report
-            await _record_background(agent, config, tree)
-        raise
-    await _record_background(agent, config, tree)
-
-
 async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree) -> None:
-    ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
-    updates = _news(ledger, tree)
-    if updates:
-        # The ledger otherwise learns the outcome only at the next turn (or never, once we exit).
-        await agent.aupdate_state(config, {ASYNC_LEDGER_KEY: updates}, as_node="model")
-
-
-def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
-    """What this process knows of the turn's background tasks that the ledger does not."""
+    """Write into the ledger what this process knows of the turn's background tasks that it does not."""
     from subagents.background import known_task
 
+    ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
     updates: dict[str, dict[str, Any]] = {}
     for task_id in tree.background:
         task = known_task(task_id)
@@ -195,19 +168,18 @@ def _news(ledger: dict[str, Any], tree: TaskTree) -> dict[str, dict[str, Any]]:
         if changed:
             updates[task_id] = changed
             tree.background[task_id].update(changed)
-    return updates
+    if updates:
+        # The ledger otherwise learns the outcome only at the next turn (or never, once we exit).
+        await agent.aupdate_state(config, {ASYNC_LEDGER_KEY: updates}, as_node="model")
 
 
 async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
     """One stretch of the run (to its end or an approval); Ctrl-C ends it as ``KeyboardInterrupt``, at any step.
-
-    A cancellation can be turned into an error or swallowed on its way up (LangGraph): the Ctrl-C
-    handler's flag decides, read at every step and as the stream ends.
-    """
+    A cancellation can be turned into an error or swallowed on its way up (LangGraph): the Ctrl-C handler's
+    flag decides, read at every step and as the stream ends."""
     try:
-        async with contextlib.aclosing(agent.astream(
-            inputs, config, stream_mode=["custom", "updates"], subgraphs=True,
-        )) as stream:
+        async with contextlib.aclosing(agent.astream(inputs, config, stream_mode=["custom", "updates"],
+                                                     subgraphs=True)) as stream:
             async for namespace, mode, chunk in stream:
                 tree.feed(namespace, mode, chunk)
                 if stop_requested():
@@ -223,8 +195,7 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
         raise
 
 
-def _outcome() -> str:
-    """How the root's line reads once the turn is cut short."""
+def _outcome() -> str:  # how the root's line reads once the turn is cut short
     return "interrupted" if stop_requested() else "failed"
 
 

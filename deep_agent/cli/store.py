@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from deep_agent.cli.errors import with_hint
+from deep_agent.cli.errors import UsageError, with_hint
 from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.background.ledger import merge_async_records
@@ -91,21 +91,6 @@ def open_postgres(db_url: str) -> Iterator[Any]:
         yield saver
 
 
-@contextlib.asynccontextmanager
-async def open_async_postgres(db_url: str) -> AsyncIterator[Any]:
-    """An ``AsyncPostgresSaver`` on ``db_url`` with its tables in place."""
-    saver_class = _saver_class(db_url, aio=True)
-    import psycopg
-
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            saver = await stack.enter_async_context(saver_class.from_conn_string(db_url))
-            await saver.setup()
-        except psycopg.Error as exc:
-            raise _connection_error(db_url, exc) from None
-        yield saver
-
-
 DEFAULT_STATE_DIR = ".deep_agent"
 
 GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part of the project.\n*\n"
@@ -114,12 +99,9 @@ GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part o
 def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     """The state folder as an absolute path (so stored transcript paths work from anywhere).
 
-    With ``create`` it is made (with a ``.gitignore`` of ``*``) and checked
-    writable. The default ``.deep_agent`` is refused when it is a symlink: the
-    checkout would choose where the CLI writes.
+    With ``create`` it is made (with a ``.gitignore`` of ``*``) and checked writable. The default
+    ``.deep_agent`` is refused when it is a symlink: the checkout would choose where the CLI writes.
     """
-    from deep_agent.cli.errors import UsageError
-
     state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
     flag = "--state-dir" if path else "state directory"
     if not path and state.is_symlink():
@@ -175,20 +157,15 @@ class StateFileError(SubagentsError, LookupError):
 
 
 def state_file(state: Path, path: str | os.PathLike[str]) -> Any:
-    """``path`` (inside ``state``, absolute or relative to it) opened to read as a binary file.
-
-    Raises :class:`StateFileError` (or ``FileNotFoundError`` when it is not there).
-    """
+    """``path`` (inside ``state``, absolute or relative to it) opened to read as a binary file, else
+    :class:`StateFileError` (or ``FileNotFoundError`` when it is not there)."""
     from deep_agent.tools.workspace import ChangedWhileOpening, NotRegularFile, Workspace, open_regular
 
     root = state.absolute()
     target = Path(path) if Path(path).is_absolute() else root / path
     if not root.exists():
         raise FileNotFoundError(errno.ENOENT, "no state folder", str(root))
-    try:
-        names = target.relative_to(root).parts
-    except ValueError:
-        raise StateFileError(target, f"lies outside the state folder {root}; only its own files are read") from None
+    names = target.relative_to(root).parts if target.is_relative_to(root) else ()
     if not names or ".." in names:
         raise StateFileError(target, f"lies outside the state folder {root}; only its own files are read")
     try:
@@ -220,8 +197,6 @@ MAX_DB_THREAD_ID_BYTES = 1024
 
 def check_thread_id(thread_id: str, db_url: str | None = None) -> str:
     """``thread_id``, if it can be stored as it is (valid UTF-8; for ``--db``, short and NUL-free)."""
-    from deep_agent.cli.errors import UsageError
-
     try:
         size = len(thread_id.encode("utf-8"))
     except UnicodeEncodeError:
@@ -263,7 +238,15 @@ def last_thread(state: Path) -> str | None:
 async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
     """The checkpointer a ``run`` writes through."""
     if db_url:
-        async with open_async_postgres(db_url) as saver:
+        saver_class = _saver_class(db_url, aio=True)
+        import psycopg
+
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                saver = await stack.enter_async_context(saver_class.from_conn_string(db_url))
+                await saver.setup()
+            except psycopg.Error as exc:
+                raise _connection_error(db_url, exc) from None
             saver.serde = DataOnlySerializer(_shown_url(db_url))
             yield saver
         return
@@ -295,8 +278,8 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
-    """The state folder's ``state.sqlite``, if it is a regular file reached with no symlink (or not there yet),
-    and so are the journal files SQLite opens beside it by name (``-wal``, ``-shm``, ``-journal``)."""
+    """The state folder's ``state.sqlite``, if it and the journals SQLite opens beside it by name are regular
+    files reached with no symlink (or not there yet)."""
     path = state / "state.sqlite"
     for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
         try:
@@ -339,12 +322,8 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
     """The thread and :class:`TaskRow` of a task id; a unique prefix is enough."""
-    threads = [thread_id] if thread_id else _threads(saver)
-    matches = []
-    for thread in threads:
-        for row in task_rows(read_thread(saver, thread)):
-            if row.id.startswith(task_id):
-                matches.append((thread, row))
+    matches = [(thread, row) for thread in ([thread_id] if thread_id else _threads(saver))
+               for row in task_rows(read_thread(saver, thread)) if row.id.startswith(task_id)]
     if not matches:
         raise UnknownTask(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
     if len(matches) > 1:
@@ -353,11 +332,8 @@ def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[s
 
 
 def _threads(saver: Any) -> list[str]:
-    seen: dict[str, None] = {}
-    for saved in saver.list(None):
-        if not saved.config["configurable"].get("checkpoint_ns"):
-            seen.setdefault(saved.config["configurable"]["thread_id"], None)
-    return list(seen)
+    configs = [saved.config["configurable"] for saved in saver.list(None)]
+    return list(dict.fromkeys(c["thread_id"] for c in configs if not c.get("checkpoint_ns")))
 
 
 # Every view (live tree, ``tasks``, ``transcript``) reads a thread's tasks through :func:`task_rows`, so
@@ -381,12 +357,9 @@ class TaskRow:
     tool_call_id: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
-    duration_s: float | None = None
-    """Work time: without the time spent waiting for approval."""
-    waiting_s: float = 0.0
-    """Time spent waiting for approval, up to the last pause's end."""
-    paused_since: float | None = None
-    """When the pause going on now began (a task waiting for approval)."""
+    duration_s: float | None = None  # work time: without the time spent waiting for approval
+    waiting_s: float = 0.0  # time spent waiting for approval, up to the last pause's end
+    paused_since: float | None = None  # when the pause going on now began (a task waiting for approval)
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -396,8 +369,7 @@ class TaskRow:
     runner: str | None = None
     attempt: int | None = None
     transcript: str | None = None
-    cut_short: str | None = None
-    """The limit (its stop reason) that cut the task short: its result is its wrap-up answer, partial."""
+    cut_short: str | None = None  # the limit (stop reason) that cut it short: its result is a partial wrap-up
 
     @property
     def tokens(self) -> int:
@@ -414,10 +386,8 @@ class TaskRow:
 
     def seconds(self, now: float | None = None) -> float:
         """Its work time, or for a task still going, the time since it started less its waiting."""
-        if self.duration_s is not None:
-            return self.duration_s
-        if self.started_at is None:
-            return 0.0
+        if self.duration_s is not None or self.started_at is None:
+            return self.duration_s or 0.0
         end = self.finished_at or (now if now is not None else time.time())
         return max(0.0, end - self.started_at - self.waiting(now))
 
@@ -442,34 +412,28 @@ def sync_row(record: Mapping[str, Any]) -> TaskRow:
     refused = record.get("stop_reason") in REFUSED_STOP_REASONS or record.get("transcript") == "none:" or (
         record.get("status") == "error" and not record.get("transcript") and not record.get("model_calls"))
     duration = record.get("duration_ms")
-    return TaskRow(
-        kind="refused" if refused else "task", status=str(record.get("status") or "running"),
-        started_at=record.get("started_at"), finished_at=record.get("finished_at"),
-        duration_s=None if duration is None else duration / 1000,
-        waiting_s=float(record.get("waiting_ms") or 0.0) / 1000, **_row_fields(record),
-    )
+    return TaskRow(kind="refused" if refused else "task", status=str(record.get("status") or "running"),
+                   started_at=record.get("started_at"), finished_at=record.get("finished_at"),
+                   duration_s=None if duration is None else duration / 1000,
+                   waiting_s=float(record.get("waiting_ms") or 0.0) / 1000, **_row_fields(record))
 
 
 def background_row(record: Mapping[str, Any]) -> TaskRow:
     started = record.get("started_at") or record.get("created_at")
     finished = record.get("finished_at")
-    return TaskRow(
-        kind="background", status=str(record.get("status") or "pending"), started_at=started, finished_at=finished,
-        duration_s=(finished - started) if finished and started else None, runner=record.get("runner"),
-        attempt=record.get("attempt"), **_row_fields(record),
-    )
+    return TaskRow(kind="background", status=str(record.get("status") or "pending"), started_at=started,
+                   finished_at=finished, duration_s=(finished - started) if finished and started else None,
+                   runner=record.get("runner"), attempt=record.get("attempt"), **_row_fields(record))
 
 
 def _row_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """The fields a delegation's record and a background task's share."""
-    return dict(
-        id=str(record["id"]), agent_type=str(record.get("agent_type") or "?"),
-        description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
-        model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
-        output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
-        result=record.get("result"), error=with_hint(record.get("error")), transcript=record.get("transcript"),
-        cut_short=cut_short_by(record),
-    )
+    return dict(id=str(record["id"]), agent_type=str(record.get("agent_type") or "?"),
+                description=record.get("description") or "", tool_call_id=record.get("tool_call_id"),
+                model_calls=int(record.get("model_calls") or 0), input_tokens=int(record.get("input_tokens") or 0),
+                output_tokens=int(record.get("output_tokens") or 0), cost_usd=float(record.get("cost_usd") or 0.0),
+                result=record.get("result"), error=with_hint(record.get("error")),
+                transcript=record.get("transcript"), cut_short=cut_short_by(record))
 
 
 def cut_short_by(record: Mapping[str, Any]) -> str | None:
@@ -481,7 +445,7 @@ def cut_short_by(record: Mapping[str, Any]) -> str | None:
 
 def invalid_call_rows(messages: Iterable[Any], known_calls: set[str]) -> list[TaskRow]:
     """Delegation calls answered with an error and no record (e.g. invalid arguments)."""
-    messages = list(messages)
+    messages = list(messages)  # read twice
     replies = {getattr(m, "tool_call_id", None): m for m in messages if getattr(m, "type", "") == "tool"}
     rows: list[TaskRow] = []
     for message in messages:
@@ -529,8 +493,7 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
         if row.tool_call_id is None or row.tool_call_id not in clipped:
             continue
         row.description = calls.get(row.tool_call_id, row.description)
-        reply = replies.get(row.tool_call_id)
-        if reply is None:
+        if (reply := replies.get(row.tool_call_id)) is None:
             continue
         if row.status == "completed":
             row.result = reply
@@ -546,11 +509,9 @@ def is_clipped(record: Mapping[str, Any], key: str) -> bool:
 
 def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:
     agent = args.get("subagent_type")
-    return TaskRow(
-        id=str(call_id or "unknown-call"), kind="refused",
-        agent_type=agent if isinstance(agent, str) and agent else "?", status="error",
-        description=str(args.get("description") or ""), tool_call_id=call_id, error=error,
-    )
+    return TaskRow(id=str(call_id or "unknown-call"), kind="refused", status="error",
+                   agent_type=agent if isinstance(agent, str) and agent else "?",
+                   description=str(args.get("description") or ""), tool_call_id=call_id, error=error)
 
 
 def _text(message: Any) -> str:

@@ -18,22 +18,20 @@ from typing import Any
 
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 
+# Unicode's default-ignorable characters outside UNSAFE_CATEGORIES: they show nothing.
 INVISIBLE = frozenset(
     "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"  # combining grapheme joiner, Hangul and Khmer fillers
     + "".join(map(chr, range(0x180B, 0x1810)))  # Mongolian variation selectors and vowel separator
     + "".join(map(chr, range(0xFE00, 0xFE10)))  # variation selectors
     + "".join(map(chr, range(0xE0100, 0xE01F0)))  # variation selectors supplement
 )
-"""Unicode's default-ignorable characters outside :data:`UNSAFE_CATEGORIES`: they show nothing."""
 
 _NOT_PLAIN = re.compile("[^\x20-\x7e]")  # only these are looked up: plain ASCII passes at C speed
 
 
 def printable(text: object, *, lines: bool = False) -> str:
-    """``str(text)`` with every unsafe character written as its escape (``\\x1b``, ``\\u202e``).
-
-    ``lines=True`` keeps newlines and tabs (a model's answer shown as the lines it wrote).
-    """
+    """``str(text)`` with every unsafe character written as its escape (``\\x1b``, ``\\u202e``); ``lines=True``
+    keeps newlines and tabs (a model's answer shown as the lines it wrote)."""
     kept = "\n\t" if lines else ""
 
     def escape(match: re.Match[str]) -> str:

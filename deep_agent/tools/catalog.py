@@ -2,7 +2,6 @@
 
 Example::
 
-    tools = builtin_tools("/path/to/project")          # Bash in bubblewrap's sandbox (none without bwrap)
     with_bash_rules(["Read", "Bash(git diff:*)"], Workspace("."))   # ['Read', <Bash running only git diff>]
     tools_not_provided(specs)   # {'WebFetch': ['researcher'], 'mcp__github__search': ['triager']}
 """
@@ -26,8 +25,7 @@ from deep_agent.tools.workspace import Workspace
 from subagents.errors import SpecError
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash")
-RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})
-"""Tools that change files or run commands: they ask for approval under ``confirm_risky``."""
+RISKY_TOOLS: frozenset[str] = frozenset({"Write", "Edit", "Bash"})  # they ask for approval under confirm_risky
 
 # A given Sandbox; "sandbox": this machine's (no Bash without bwrap); "unconfined": a plain shell; None: no Bash.
 BashSetting = Sandbox | Literal["sandbox", "unconfined"] | None
@@ -37,11 +35,8 @@ _RULE = re.compile(r"^([A-Za-z_][\w-]*)\s*\(.*\)$", re.DOTALL)
 
 def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *,
                   bash: BashSetting = "sandbox") -> list[BaseTool]:
-    """The seven tools, confined to ``workspace`` (default: the current folder).
-
-    ``bash``: by default in bubblewrap's sandbox, left out where ``bwrap`` is missing; ``"unconfined"``: a
-    plain shell; ``None``: no ``Bash``.
-    """
+    """The seven tools, confined to ``workspace`` (default: the current folder); ``bash``: by default in
+    bubblewrap's sandbox, left out where ``bwrap`` is missing; ``"unconfined"``: a plain shell; ``None``: none."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     offered, sandbox = _bash(bash)
     tools = [*file_tools(ws), *search_tools(ws), *(shell_tools(ws, sandbox) if offered else [])]
@@ -50,10 +45,8 @@ def builtin_tools(workspace: Workspace | str | os.PathLike[str] | None = None, *
 
 
 def with_bash_rules(entries: Iterable[Any], ws: Workspace, bash: BashSetting = "sandbox") -> list[Any]:
-    """A ``tools`` list with ``Bash(...)`` rules enforced: one ``Bash`` bound to them, other rules as plain names.
-
-    Plain ``Bash`` beside rules means every command; where no ``Bash`` is offered the entry stays a name.
-    """
+    """A ``tools`` list with ``Bash(...)`` rules enforced: one ``Bash`` bound to them, other rules as plain names
+    (plain ``Bash`` beside rules means every command; where no ``Bash`` is offered the entry stays a name)."""
     items = list(entries)
     rules = CommandRules.parse(item for item in items if isinstance(item, str))
     names: list[Any] = list(dict.fromkeys(base_tool_name(t) if isinstance(t, str) else t for t in items))
@@ -71,10 +64,8 @@ def _bash(bash: BashSetting) -> tuple[bool, Sandbox | None]:
     if bash == "sandbox":
         found = Sandbox.find()
         return found is not None, found
-    if bash == "unconfined":
-        return True, None
-    if bash is None:
-        return False, None
+    if bash in ("unconfined", None):
+        return bash is not None, None
     raise SpecError(f"bash={bash!r}: expected a Sandbox, 'sandbox', 'unconfined' or None")
 
 

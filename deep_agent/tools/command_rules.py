@@ -1,15 +1,12 @@
 """``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
 
-As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows
-commands that start with ``git diff``, ``Bash(npm test)`` exactly ``npm test``.
-A command with a shell metacharacter is refused whatever the rules say: it
-could run a second command. A rule limits which program runs, not what it touches.
+As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows commands that start with
+``git diff``, ``Bash(npm test)`` exactly ``npm test``. A command with a shell metacharacter is refused
+whatever the rules say: it could run a second command. A rule limits which program runs, not what it touches.
 
 Example::
 
-    rules = CommandRules.parse(["Bash(git diff:*)", "Bash(git status)"])
-    rules.check("git diff --stat")       # allowed
-    rules.check("git diff; touch x")     # raises ToolException naming the rules
+    CommandRules.parse(["Bash(git diff:*)"]).check("git diff; touch x")  # raises ToolException naming the rules
 """
 
 from __future__ import annotations
@@ -27,11 +24,7 @@ _BASH_RULE = re.compile(r"^\s*Bash\s*\((.*)\)\s*$", re.DOTALL)
 
 
 class CommandRules:
-    """The commands a rule list allows: prefixes (``git diff:*``) and exact commands.
-
-    Args:
-        rules: the text inside each ``Bash(...)``.
-    """
+    """The commands a rule list allows (``rules``: the text inside each ``Bash(...)``): prefixes and exact commands."""
 
     def __init__(self, rules: Iterable[str]) -> None:
         self.rules = tuple(rule.strip() for rule in rules)

@@ -2,39 +2,29 @@
 
 Example::
 
-    ws = Workspace(".")
-    read, write, edit, ls = file_tools(ws)
-    read.invoke({"file_path": "README.md", "offset": 1, "limit": 20})
+    read, write, edit, ls = file_tools(Workspace("."))
     edit.invoke({"file_path": "app.py", "old_string": "x = 1", "new_string": "x = 2"})
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.workspace import (
-    Workspace,
-    check_text,
-    open_folder,
-    open_regular,
-    os_error,
-    sendable,
-)
+from deep_agent.tools.workspace import Workspace, check_text, open_folder, open_regular, os_error, sendable
 from subagents.transcripts import NOT_REGULAR
 
 DEFAULT_READ_LINES = 2000
 MAX_LINE_CHARS = 2000
 MAX_LS_ENTRIES = 1000
-MAX_READ_SCAN = 100_000_000
-"""The most characters one ``Read`` reads (shown or skipped): a huge file, or one endless line, stops there."""
-MAX_EDIT_BYTES = 20_000_000
-"""The largest file ``Edit`` rewrites: it holds the whole file in memory, twice."""
+MAX_READ_SCAN = 100_000_000  # characters one Read reads (shown or skipped): a huge file, or one endless line, stops
+MAX_EDIT_BYTES = 20_000_000  # the largest file Edit rewrites: it holds the whole file in memory, twice
 
 
 class ReadInput(BaseModel):
@@ -97,10 +87,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         if count == 0:
             raise ToolException(f"old_string was not found in {ws.shown(path)}")
         if count > 1 and not replace_all:
-            raise ToolException(
-                f"old_string occurs {count} times in {ws.shown(path)}: give more context to make "
-                "it unique, or pass replace_all=true"
-            )
+            raise ToolException(f"old_string occurs {count} times in {ws.shown(path)}: give more context to make "
+                                "it unique, or pass replace_all=true")
         with open_regular(path, "w", within=ws, encoding="utf-8") as file:
             file.write(text.replace(old_string, new_string))
         return f"Edited {ws.shown(path)}: replaced {count if replace_all else 1} occurrence(s)"
@@ -140,10 +128,8 @@ def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseM
         except MemoryError:
             raise ToolException(f"{name} failed: out of memory (a file or output too big)") from None
 
-    return StructuredTool.from_function(
-        func=guarded, name=name, description=description, args_schema=schema,
-        infer_schema=False, handle_tool_error=True,
-    )
+    return StructuredTool.from_function(func=guarded, name=name, description=description, args_schema=schema,
+                                        infer_schema=False, handle_tool_error=True)
 
 
 def _existing_file(ws: Workspace, raw: str) -> Path:
@@ -165,35 +151,37 @@ def _read_lines(ws: Workspace, path: Path, raw: str, start: int, count: int) -> 
     at :data:`MAX_READ_SCAN` characters (a sparse file of gigabytes is one endless line)."""
     chosen: list[str] = []
     total = scanned = 0
-    try:
-        with open_regular(path, "r", within=ws, encoding="utf-8") as file:
-            while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
-                scanned += len(line)
-                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
-                    while (rest := file.readline(65536)) and not rest.endswith("\n"):
-                        scanned += len(rest)  # the rest of a long line is skipped, not kept
-                        if scanned > MAX_READ_SCAN:
-                            break
-                if total >= start:
-                    chosen.append(_cut_line(line.rstrip("\r\n")))
-                total += 1
-                if scanned > MAX_READ_SCAN:
-                    return chosen, total, True
-    except UnicodeDecodeError:
-        raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
+    with _reading(raw), open_regular(path, "r", within=ws, encoding="utf-8") as file:
+        while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
+            scanned += len(line)
+            if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                while (rest := file.readline(65536)) and not rest.endswith("\n"):
+                    scanned += len(rest)  # the rest of a long line is skipped, not kept
+                    if scanned > MAX_READ_SCAN:
+                        break
+            if total >= start:
+                chosen.append(_cut_line(line.rstrip("\r\n")))
+            total += 1
+            if scanned > MAX_READ_SCAN:
+                return chosen, total, True
     return chosen, total, False
 
 
 def _text(ws: Workspace, path: Path, raw: str) -> str:
-    try:
+    with _reading(raw):
         with open_regular(path, within=ws) as file:  # at most one byte past the bound: a file may grow as it is read
             data = file.read(MAX_EDIT_BYTES + 1)
         if len(data) > MAX_EDIT_BYTES:
             raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "
                                 "use Bash (sed) on a file this big")
         return str(data.decode("utf-8")).replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+
+
+@contextlib.contextmanager
+def _reading(raw: str) -> Iterator[None]:
+    """A file that is not UTF-8 text or cannot be read, as an error naming it."""
+    try:
+        yield
     except UnicodeDecodeError:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:

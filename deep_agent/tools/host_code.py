@@ -69,13 +69,11 @@ def _servers(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
 
 
 def _args(server: Mapping[str, Any]) -> list[str]:
-    args = server.get("args")
-    return [str(a) for a in args] if isinstance(args, list) else []
+    return [str(a) for a in server["args"]] if isinstance(server.get("args"), list) else []
 
 
 def _env(server: Mapping[str, Any]) -> Mapping[str, Any]:
-    env = server.get("env")
-    return env if isinstance(env, Mapping) else {}
+    return server["env"] if isinstance(server.get("env"), Mapping) else {}
 
 
 def what_would_run(spec: Any) -> list[str]:
@@ -94,14 +92,12 @@ def what_would_run(spec: Any) -> list[str]:
 
 
 def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path]:
-    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name.
+    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted
+    and resolved (the trust fingerprint covers them, so a changed script asks again).
 
-    The trust fingerprint covers them, so a changed script asks again. Each
-    word of a command names an existing file, or one to come if it holds a
-    ``/``; a folder only in an ``env`` value or ``NAME=value`` word (a folder
-    argument is work). Sorted and resolved; with ``outside``, also what a
-    relative word names outside ``folder``, never an absolute path.
-    """
+    A command's word names an existing file, or one to come if it holds a ``/``; a folder only in an ``env``
+    value or ``NAME=value`` word (a folder argument is work). With ``outside``, also what a relative word
+    names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
     found: set[Path] = set()
@@ -129,18 +125,15 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 def import_names() -> frozenset[str]:
     """Every top-level name an import could ask for: the standard library's, every installed package's
     (an optional dependency tried and missing), and ``sitecustomize``/``usercustomize``. Found once."""
-    names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize",
-             "usercustomize"}
+    names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize", "usercustomize"}
     return frozenset(name for name in names if name.isidentifier())
 
 
 def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
     """What a Python process with ``folder`` first on its path could load from there for ``names``, existing
-    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package.
-
-    A folder without an ``__init__`` is only a namespace portion (a later module wins), so it stays the
-    agent's, unless this program imported it as a namespace package.
-    """
+    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package
+    (one without an ``__init__`` is only a namespace portion, which a later module wins: it stays the agent's
+    unless this program imported it as a namespace package)."""
     suffixes = importlib.machinery.all_suffixes()
     yield folder / "__pycache__"
     for name in names:

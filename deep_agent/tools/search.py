@@ -1,21 +1,11 @@
 """``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
 
-Nothing outside the workspace is listed or read, symlinked folders are not
-followed, and no pipe, socket or device is ever opened (folders through
-:func:`walk`, files through :func:`~deep_agent.tools.workspace.open_regular`).
-
-Both are bounded in time: ``Grep`` uses the ``regex`` package, whose
-searches take a timeout (``(a|aa)+$`` backtracks without end), and refuses
-a pattern whose counted repeats would compile to more than
-:data:`MAX_PATTERN_SIZE` parts (compiling has no timeout). ``Glob`` never
-enters skipped folders and stops after :data:`MAX_GLOB_SCANNED` matches or
-:data:`GLOB_SECONDS`.
-
-Example::
-
-    glob, grep = search_tools(Workspace("."))
-    glob.invoke({"pattern": "**/*.py"})
-    grep.invoke({"pattern": "def main", "glob": "*.py", "output_mode": "content"})
+Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket
+or device is ever opened (folders through :func:`walk`, files through ``open_regular``). Both are bounded
+in time: ``Grep`` searches with the ``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and
+refuses a pattern whose counted repeats would compile to more than :data:`MAX_PATTERN_SIZE` parts
+(compiling has no timeout); ``Glob`` never enters skipped folders and stops after :data:`MAX_GLOB_SCANNED`
+matches or :data:`GLOB_SECONDS`.
 """
 
 from __future__ import annotations
@@ -55,10 +45,8 @@ def is_wildcard(segment: str) -> bool:
 
 def walkable_from(folder: Path, pattern: str) -> tuple[Path, list[str], bool]:
     """Where the walk starts (``folder`` and the pattern's literal leading parts), the rest, and "folders only".
-
-    Raises :class:`InvalidArgument` for a pattern ``Path.glob`` refuses, and for a ``..`` after a
-    wildcard: each ``*/..`` multiplies the walk by the number of folders.
-    """
+    Refuses (:class:`InvalidArgument`) what ``Path.glob`` refuses, and a ``..`` after a wildcard (each ``*/..``
+    multiplies the walk by the number of folders)."""
     parts = list(PurePosixPath(pattern).parts)
     if not parts:
         raise InvalidArgument(f"Unacceptable pattern: {pattern!r}")  # as Path.glob says it
@@ -116,9 +104,7 @@ class _Automaton:
 
 class GlobWalk:
     """The paths below ``start`` that match ``segments``, found lazily; ``timed_out`` once the deadline stopped it.
-
-    Skipped folders are neither entered nor listed; symlinked folders are listed, not entered.
-    """
+    Skipped folders are neither entered nor listed; symlinked folders are listed, not entered."""
 
     def __init__(self, start: Path, segments: Sequence[str], *, dirs_only: bool, skipped: frozenset[str],
                  deadline: float) -> None:
@@ -176,8 +162,7 @@ def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
 
     ``os.fwalk`` opens its top with a blocking ``open`` (a FIFO waits for ever): each folder is opened
-    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, so a pipe or symlink swapped in is not entered.
-    """
+    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, so a pipe or symlink swapped in is not entered."""
     try:
         fd = os.open(top, _FOLDER_FLAGS)
     except OSError:
@@ -210,10 +195,8 @@ def _walk_from(path: str, fd: int) -> Iterator[tuple[str, list[str], list[str]]]
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000
 GREP_SECONDS = 10.0
-MAX_PATTERN_SIZE = 100_000
-"""The most parts a ``Grep`` pattern may expand to (each counted repeat copies what it repeats)."""
-MAX_GLOB_SCANNED = 20_000
-"""Matches ``Glob`` collects (to sort them newest first) before it stops looking."""
+MAX_PATTERN_SIZE = 100_000  # the most parts a Grep pattern may expand to (a counted repeat copies what it repeats)
+MAX_GLOB_SCANNED = 20_000  # matches Glob collects (to sort them newest first) before it stops looking
 GLOB_SECONDS = 10.0
 _SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})
 
@@ -242,8 +225,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"path {ws.shown(folder)!r}: not a folder; Glob lists the files below a folder")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
-        pattern = _walkable(ws, folder, pattern)
-        found, timed_out = _globbed(ws, folder, pattern)
+        found, timed_out = _globbed(ws, folder, _walkable(ws, folder, pattern))
         stopped = len(found) > MAX_GLOB_SCANNED
         found = found[:MAX_GLOB_SCANNED]
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
@@ -337,9 +319,7 @@ def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
 
 
 def _skipped(ws: Workspace, path: Path) -> bool:
-    if not path.is_relative_to(ws.root):
-        return False
-    return any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
+    return path.is_relative_to(ws.root) and any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
 
 
 def pattern_size(pattern: str) -> float:
@@ -377,10 +357,8 @@ _REPEAT = regex.compile(r"\{(\d*)(?:,(\d*))?\}")
 def _class_end(pattern: str, start: int) -> int:
     """The index after the ``]`` closing the character class opened at ``start``."""
     i = start + 1
-    if pattern[i:i + 1] == "^":
-        i += 1
-    if pattern[i:i + 1] == "]":
-        i += 1
+    i += pattern[i:i + 1] == "^"
+    i += pattern[i:i + 1] == "]"
     while i < len(pattern) and pattern[i] != "]":
         i += 2 if pattern[i] == "\\" else 1
     return i + 1
@@ -404,9 +382,8 @@ def _files(ws: Workspace, start: Path, glob: str | None, deadline: float) -> Ite
 
 def _matches(ws: Workspace, file: Path, pattern: regex.Pattern[str], deadline: float) -> list[tuple[int, str]]:
     """The file's matching lines; ``TimeoutError`` once ``deadline`` passes mid-search."""
-    try:
-        # A pipe or device, a hard-linked file, a path swapped for a symlink: skipped. At most one byte past the bound.
-        with open_regular(file.resolve(), within=ws) as handle:  # a symlink to a workspace file: its target
+    try:  # a pipe or device, a hard-linked file, a path swapped for a symlink: skipped; a symlink: its target
+        with open_regular(file.resolve(), within=ws) as handle:  # at most one byte past the bound
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             return []

@@ -1,16 +1,9 @@
 """``Bash``: one shell command in the workspace folder, with a timeout and bounded output.
 
-``timeout`` is in milliseconds, as in Claude Code (default 120000, at most
-600000). In a :class:`~deep_agent.tools.sandbox.Sandbox` the command can
-write only the workspace; unconfined it reaches any path the user can.
-``rules`` (an agent file's ``Bash(git diff:*)``) limit which commands run.
-When the command answers, what it started ends with it (its sandbox's PID
-namespace, or unconfined, its process group).
-
-Example::
-
-    (bash,) = shell_tools(Workspace("."))
-    bash.invoke({"command": "ls -1 | head -3", "timeout": 5000})
+``timeout`` is in milliseconds, as in Claude Code (default 120000, at most 600000). In a
+:class:`~deep_agent.tools.sandbox.Sandbox` the command can write only the workspace; unconfined it reaches
+any path the user can. ``rules`` (an agent file's ``Bash(git diff:*)``) limit which commands run. When the
+command answers, what it started ends with it (its sandbox's PID namespace, or unconfined, its process group).
 """
 
 from __future__ import annotations
@@ -40,18 +33,14 @@ MAX_TIMEOUT_MS = 600_000
 
 class BashInput(BaseModel):
     command: str = Field(description="The shell command to run (in the workspace folder).")
-    timeout: int | None = Field(
-        default=None, ge=1, le=MAX_TIMEOUT_MS,
-        description="Milliseconds before the command is killed (default 120000, max 600000).",
-    )
+    timeout: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_MS,
+                                description="Milliseconds before the command is killed (default 120000, max 600000).")
 
 
 def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                 rules: CommandRules | None = None) -> list[StructuredTool]:
-    """``Bash``, bound to ``ws``; inside ``sandbox`` when one is given, running only what ``rules`` allow.
-
-    With a sandbox, this process's hooks and MCP servers run in it too, from now on: nothing a folder
-    defines runs with more power than the agent's commands."""
+    """``Bash``, bound to ``ws``; inside ``sandbox`` when one is given (and this process's hooks and MCP servers
+    with it, from now on: nothing a folder defines runs with more power), running only what ``rules`` allow."""
     if sandbox is not None:
         confine_definitions(sandbox, ws.root, ws.protected)
 
@@ -107,7 +96,7 @@ def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> 
         # The group's leader is not reaped yet, so its id is still this command's group.
         _kill_group(process)
     process.wait()
-    output.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
+    output.thread.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
     if not exited:
         return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
     return output.result(ws, f"[exit code {process.returncode}]" if process.returncode else "")
@@ -121,8 +110,8 @@ class _BoundedOutput:
         self._limit = limit
         self._kept = bytearray()
         self._dropped = 0
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
 
     def _read(self) -> None:
         assert self._stream is not None
@@ -131,9 +120,6 @@ class _BoundedOutput:
                 room = max(0, self._limit - len(self._kept))
                 self._kept += chunk[:room]
                 self._dropped += max(0, len(chunk) - room)
-
-    def join(self, timeout: float | None) -> None:
-        self._thread.join(timeout)
 
     def result(self, ws: Workspace, note: str) -> str:
         """The output cut to the workspace's bound, then the notes (never cut off)."""

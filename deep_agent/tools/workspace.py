@@ -1,16 +1,9 @@
 """The folder the built-in tools may touch, and the bounds on what they return.
 
-Every path is resolved and refused outside the workspace; files are then
-opened one name at a time following no symlink (:func:`open_regular`), so a
-path changed after the check cannot lead outside either. Every write refuses
-the workspace's :class:`~deep_agent.tools.protected.Protected` set. A home
-folder workspace is refused unless ``allow_home=True``: its dotfiles run code.
-
-Example::
-
-    ws = Workspace("/home/me/project")
-    ws.path("src/app.py")            # PosixPath('/home/me/project/src/app.py')
-    ws.path("../secrets.txt")        # raises ToolException: outside the workspace
+Every path is resolved and refused outside the workspace; files are then opened one name at a time
+following no symlink (:func:`open_regular`), so a path changed after the check cannot lead outside either.
+Every write refuses the workspace's :class:`~deep_agent.tools.protected.Protected` set. A home folder
+workspace is refused unless ``allow_home=True``: its dotfiles run code.
 """
 
 from __future__ import annotations
@@ -29,8 +22,7 @@ from deep_agent.tools.protected import Protected
 from subagents.errors import InvalidArgument, SubagentsError
 from subagents.transcripts import NOT_REGULAR, open_if_regular
 
-MAX_OUTPUT_CHARS = 30_000
-"""What one tool call may return to the model (Claude Code's own bound for Bash)."""
+MAX_OUTPUT_CHARS = 30_000  # what one tool call may return to the model (Claude Code's own bound for Bash)
 
 
 class NotRegularFile(SubagentsError, OSError):
@@ -60,13 +52,10 @@ CHANGED = ("changed while being opened: a symlink stood where the checked path h
 
 
 def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = None, **text: Any) -> IO[Any]:
-    """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file.
-
-    Opened without blocking and checked on the open file (a pipe swapped in
-    would block), else :class:`NotRegularFile`. ``within``: walked from the
-    workspace one name at a time with ``O_NOFOLLOW`` (:class:`ChangedWhileOpening`);
-    ``"w"`` makes missing folders; a hard-linked file is refused before truncation.
-    """
+    """``path`` opened (``"rb"``, ``"r"``, or ``"w"`` to create or truncate), if it is a regular file: opened
+    without blocking and checked on the open file (a pipe swapped in would block), else :class:`NotRegularFile`.
+    ``within``: walked from the workspace one name at a time with ``O_NOFOLLOW`` (:class:`ChangedWhileOpening`);
+    ``"w"`` makes missing folders; a hard-linked file is refused before truncation."""
     writing = mode.startswith("w")
     if writing:
         if within is None:
@@ -124,7 +113,7 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
                     os.mkdir(name, 0o777, dir_fd=folder)
                 except FileExistsError:
                     pass
-                except OSError as exc:
+                except OSError as exc:  # named with its path
                     raise OSError(exc.errno, exc.strerror, str(here)) from None
             inner = _open_at(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, folder, here)
             os.close(folder)
@@ -138,14 +127,9 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
         os.close(folder)
 
 
-def _create_or_open(name: str, flags: int, *, dir_fd: int | None) -> int:
-    return os.open(name, flags, 0o666, dir_fd=dir_fd)
-
-
-def _open_at(name: str, flags: int, folder: int | None, path: Path,
-             opener: Callable[..., int] = _create_or_open) -> int:
+def _open_at(name: str, flags: int, folder: int | None, path: Path, opener: Callable[..., int] | None = None) -> int:
     try:
-        return opener(name, flags, dir_fd=folder)
+        return opener(name, flags, dir_fd=folder) if opener else os.open(name, flags, 0o666, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(name, folder)):
             raise ChangedWhileOpening(errno.ELOOP, CHANGED, str(path)) from None
@@ -197,10 +181,8 @@ class Workspace:
         except (OSError, RuntimeError) as exc:  # a symlink loop, for one
             raise ToolException(f"{field} {_short(raw)}: cannot be resolved ({exc})") from None
         if not self.contains(resolved):
-            raise ToolException(
-                f"{field} {_short(raw)} is outside the workspace {self.root}; "
-                "only paths inside it can be used"
-            )
+            raise ToolException(f"{field} {_short(raw)} is outside the workspace {self.root}; "
+                                "only paths inside it can be used")
         return resolved
 
     def contains(self, resolved: Path) -> bool:
@@ -246,22 +228,16 @@ def check_text(value: str, field: str, *, nul: bool = False) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        char = ord(value[exc.start])
-        raise ToolException(
-            f"{field} {_short(value)}: holds the lone surrogate U+{char:04X}, which is not valid UTF-8 text"
-        ) from None
+        raise ToolException(f"{field} {_short(value)}: holds the lone surrogate U+{ord(value[exc.start]):04X}, "
+                            "which is not valid UTF-8 text") from None
 
 
 def sendable(text: str) -> str:
     """``text`` as valid UTF-8 (lone surrogates no provider can send shown as ``\\xe9``)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate no file name decodes to
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    try:  # valid text comes back as it is
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def os_error(exc: OSError, ws: Workspace, label: str) -> ToolException:
