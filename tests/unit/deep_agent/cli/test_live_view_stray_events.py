@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from rich.console import Console
 
@@ -25,7 +27,8 @@ def test_a_stray_event_with_junk_fields_is_a_row(junk) -> None:
     tree = TaskTree("root")
     tree.feed((), "custom", {"type": "subagent_task", "task_id": "t1", "agent_type": "worker", **junk})
     text = render(tree)
-    assert "worker" in text and "0.0s" in text
+    # a time, whatever it reads: a running row counts from when it was fed, and a busy machine is slow to draw
+    assert re.search(r"worker.*\d+\.\ds", text), text
 
 
 def test_good_times_are_still_shown() -> None:
