@@ -289,7 +289,7 @@ class LocalTaskRunner:
         if self.owner_state(record) not in alive:
             return None
         owner = Owner.parse(record.get("owner"))
-        return owner.process if owner is not None else None
+        return f"process {owner.pid} on {owner.host}" if owner is not None else None
 
     def refresh(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The record's current fields as far as they can be known here (``lost`` if its owner is gone)."""
