@@ -1,10 +1,8 @@
 """The local background runner: subagents running in this process, outliving the parent's turn.
 
-Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call
-does (same isolation, limits and fault handling), on the runtime's loop. A
-task adds its own conversation (:class:`ChildSession`), an owner (a task is
-``lost`` only once its owner is provably gone; another live process's task is
-left alone), an outcome stored the moment it settles, and a concurrency cap
+Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call does (same isolation, limits and fault
+handling), on the runtime's loop. A task adds its own conversation (:class:`ChildSession`), an owner (a task is
+``lost`` only once its owner is provably gone), an outcome stored the moment it settles, and a concurrency cap
 (tasks beyond ``max_concurrent`` stay ``pending``).
 
 Example (inside a coroutine on the runtime's loop)::
@@ -57,13 +55,10 @@ from subagents.transcripts import jsonl_path
 
 
 class ChildSession:
-    """One background child's conversation, on a thread of its own checkpointer (the parent's step has
-    ended), standing in for the child graph :class:`~subagents.TaskRunner` invokes.
-
-    The first run gets the isolated input; later runs only their new messages;
-    an approval resumes the paused run. Steering waiting in ``inboxes`` as a run
-    starts comes with its input.
-    """
+    """One background child's conversation, on a thread of its own checkpointer (the parent's step has ended),
+    standing in for the child graph :class:`~subagents.TaskRunner` invokes. The first run gets the isolated input;
+    later runs only their new messages; an approval resumes the paused run. Steering waiting in ``inboxes`` as a
+    run starts comes with its input."""
 
     def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None,
                  inboxes: Inboxes | None = None) -> None:
@@ -80,8 +75,7 @@ class ChildSession:
         self._last: Mapping[str, Any] | None = None
 
     def _graph(self) -> Any:
-        """The child graph bound to this session's checkpointer (a LangGraph graph), else as given."""
-        if self._bound is None or self._bound[0] is not self.graph:
+        if self._bound is None or self._bound[0] is not self.graph:  # a LangGraph graph gets our checkpointer
             bound = self.graph
             if isinstance(bound, Pregel):
                 bound = bound.copy(update={"checkpointer": self.saver})
@@ -146,20 +140,19 @@ UNREAD_CHARS = 2000
 log = logging.getLogger(__name__)
 
 EndListener = Callable[[Mapping[str, Any]], Awaitable[list[str]]]
-"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result
-(the root's ``SubagentStop`` hooks: :meth:`subagents.definitions.HookMiddleware.background_task_ended`)."""
+"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result (the root's
+``SubagentStop`` hooks: :meth:`subagents.definitions.HookMiddleware.background_task_ended`)."""
 
 
 def call_key(thread_id: Any, tool_call_id: str) -> str:
-    """The second key a task's outcome is stored under (a parent stopped before it saw the start answered
-    knows only the call, not the task id)."""
+    """The second key a task's outcome is stored under (a parent stopped before it saw the start answered knows
+    only the call, not the task id)."""
     return f"call:{thread_id}|{tool_call_id}"
 
 
 def call_key_of(call: TaskCall) -> str | None:
-    if not call.tool_call_id:
-        return None
-    return call_key((call.parent_config.get("configurable") or {}).get("thread_id"), call.tool_call_id)
+    thread_id = (call.parent_config.get("configurable") or {}).get("thread_id")
+    return call_key(thread_id, call.tool_call_id) if call.tool_call_id else None
 
 
 @dataclasses.dataclass
@@ -214,10 +207,9 @@ class LocalTaskRunner:
         excluded_keys, private_keys: more keys that never reach a child.
         settings: for the :class:`~subagents.TaskRunner` (transcripts, budgets).
 
-    ``on_end``: :data:`EndListener` s awaited before a completed or failed
-    outcome is stored (their feedback joins it), told without waiting of a
-    cancel, not told of a close. ``on_settled``: callables given each task once
-    it reads settled, on the loop (they must not block it).
+    ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored (their feedback joins
+    it), told without waiting of a cancel, not told of a close. ``on_settled``: callables given each task once it
+    reads settled, on the loop (they must not block it).
     """
 
     def __init__(
@@ -240,8 +232,6 @@ class LocalTaskRunner:
         self.sessions_dir = settings.observability.sessions_dir if settings is not None else None
         self.on_end: list[EndListener] = []
         self.on_settled: list[Callable[[LocalTask], None]] = []
-
-    # -- reading -------------------------------------------------------------------
 
     def find(self, task_id: str, owner: object = None) -> LocalTask | None:
         """The live entry for a task: in this runtime, or in its owner's if that is open in this process."""
@@ -269,8 +259,8 @@ class LocalTaskRunner:
             return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
-        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told (one on
-        another host is gone once its lease in the outcome file has lapsed)."""
+        """:func:`~subagents.background.runtime.owner_state`; one on another host is gone once its lease in the
+        outcome file has lapsed."""
         state = owner_state(record.get("owner"), me=self.runtime.owner,
                             runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
         if state == "unknown" and record.get("outcome_db"):
@@ -308,11 +298,9 @@ class LocalTaskRunner:
             return {**lost(LOST_REASON, record.get("transcript")), "updated_at": now()}
         return {}
 
-    # -- operations (each runs on the runtime's loop) ----------------------------------
-
     async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
                     attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
-        """Launch a fresh conversation for ``call``; return the record's new fields (``seed``: messages of a
+        """Launch a fresh conversation for ``call`` (on the loop); return the record's new fields (``seed``: a
         conversation rebuilt from a record; ``outcome_db``: the SQLite file of its outcome, ``None``: memory)."""
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
@@ -321,9 +309,8 @@ class LocalTaskRunner:
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
-        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the
-        tasks already running). The loop takes tasks in the order handed over; one a closing runtime never
-        takes is recorded ``lost`` (its caller was told it started)."""
+        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the tasks
+        already running). One a closing runtime never takes is recorded ``lost`` (its caller was told it started)."""
         task = self._new(task_id, call, outcome_db=outcome_db)
         handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
@@ -350,13 +337,12 @@ class LocalTaskRunner:
         self.runtime.table.put(task.id, task)
         self._launch(task, task.call)
 
-    async def _aadmit(self, task: LocalTask) -> None:
+    async def _aadmit(self, task: LocalTask) -> None:  # a coroutine, for submit
         self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
-        """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and
-        checked by the caller); the new fields and what happened, in words. ``call`` only rebuilds a
-        conversation this process never had."""
+        """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and checked
+        by the caller); the new fields and what happened, in words. ``call`` only rebuilds a lost conversation."""
         task = self.find(record["id"], record.get("owner"))
         if task is not None and task.runner is not self:  # owned by another open runtime of this process
             return await task.runner.runtime.arun(task.runner.steer(record, message, call))
@@ -398,8 +384,6 @@ class LocalTaskRunner:
             with contextlib.suppress(RuntimeClosed):
                 self.runtime.spawn(tell_end(self.on_end, {**task.fields, "id": task.id, **_call_fields(task.call)}))
         return {**task.fields, **task.usage()}
-
-    # -- the driver ----------------------------------------------------------------------
 
     def _launch(self, task: LocalTask, call: TaskCall) -> None:
         self.runtime.table.revive(task.id)
@@ -469,34 +453,31 @@ class LocalTaskRunner:
             note = " | ".join(unread)
             note = note if len(note) <= UNREAD_CHARS else note[:UNREAD_CHARS - 1] + "…"
             fields["error"] = f"{fields.get('error') or ''}\n\nNot delivered (the run failed first): {note}"
-        outcome = self._outcome(task, fields)
+        outcomes = self._outcomes(task, fields)
         try:
-            await self._store(outcome).save_soon(self._keyed(task, outcome))
+            await self._store(outcomes[task.id]).save_soon(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
-            self.runtime.outcomes.memory.save(task.id, outcome)
+            self.runtime.outcomes.memory.save(task.id, outcomes[task.id])
         self._settled(task, fields)
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
-        outcome = self._outcome(task, fields)
+        outcomes = self._outcomes(task, fields)
         try:
-            self._store(outcome).save_all(self._keyed(task, outcome))
+            self._store(outcomes[task.id]).save_all(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
-            self.runtime.outcomes.memory.save(task.id, outcome)
+            self.runtime.outcomes.memory.save(task.id, outcomes[task.id])
         self._settled(task, fields)
 
     @staticmethod
-    def _outcome(task: LocalTask, fields: dict[str, Any]) -> dict[str, Any]:
+    def _outcomes(task: LocalTask, fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The task's outcome by its id and, in a file, by its start call too (for a next process whose parent
+        never saw the start answered)."""
         fields.update(task.usage())
-        return {**task.fields, **fields, "updated_at": now()}
-
-    @staticmethod
-    def _keyed(task: LocalTask, outcome: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        outcomes = {task.id: outcome}
+        outcome = {**task.fields, **fields, "updated_at": now()}
         if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
-            # Found by its start call too: a next process whose parent never saw the start answered.
-            outcomes[key] = {**outcome, "id": task.id}
-        return outcomes
+            return {task.id: outcome, key: {**outcome, "id": task.id}}
+        return {task.id: outcome}
 
     def _settled(self, task: LocalTask, fields: dict[str, Any]) -> None:
         task.set(**fields)
@@ -515,8 +496,8 @@ class LocalTaskRunner:
 
 
 def _never_taken(task: LocalTask, handed: Any) -> None:
-    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the
-    thread's SQLite file would read it ``pending`` for as long as this one lives."""
+    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the thread's
+    SQLite file would read it ``pending`` for as long as this one lives."""
     if handed.cancelled() or handed.exception() is not None:
         with contextlib.suppress(Exception):  # the failure path never raises
             task.abandon()
@@ -560,8 +541,5 @@ def _describe(exc: BaseException) -> str:
 
 def known_task(task_id: str) -> LocalTask | None:
     """The live entry for ``task_id`` in any open runtime of this process, if one runs it."""
-    for runtime in BackgroundRuntime.all_open():
-        task = runtime.table.get(task_id)
-        if task is not None:
-            return cast("LocalTask", task)
-    return None
+    found = (runtime.table.get(task_id) for runtime in BackgroundRuntime.all_open())
+    return cast("LocalTask | None", next((task for task in found if task is not None), None))
