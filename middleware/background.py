@@ -888,11 +888,9 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
             remote.append(_remote_spec(spec))
         else:
             local.append(coerce_spec(spec))
-    seen: set[str] = set()
-    for spec in remote:  # a second spec of one name would silently replace the first
-        if spec.name in seen:
-            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
-        seen.add(spec.name)
+    names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
+    if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
+        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
 
 
@@ -932,8 +930,6 @@ def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
 
 
 def _thread_id() -> str | None:
-    from langgraph.config import get_config
-
     try:
         return (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:  # not inside a run

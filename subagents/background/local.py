@@ -86,13 +86,9 @@ class ChildSession:
         if self.interrupts and self.resume is None and self._last is not None:
             # Paused for approval: nothing runs until the parent answers.
             return self._last
-        metadata = {**(config.get("metadata") or {}), INBOX_METADATA_KEY: self.task_id}
-        run_config = {
-            **config,
-            "metadata": metadata,
-            "callbacks": [*(config.get("callbacks") or []), self.meter],
-            "configurable": {"thread_id": self.thread_id},
-        }
+        run_config = {**config, "metadata": {**(config.get("metadata") or {}), INBOX_METADATA_KEY: self.task_id},
+                      "callbacks": [*(config.get("callbacks") or []), self.meter],
+                      "configurable": {"thread_id": self.thread_id}}
         payload: Any
         if self.resume is not None:
             payload, self.resume = Command(resume=self.resume), None
@@ -113,11 +109,9 @@ class ChildSession:
         # Cleared before the run: one that raises leaves no earlier request shown as still waiting.
         self.interrupts = []
         graph = self._graph()
-        if isinstance(graph, Pregel):
-            # Its checkpoints are for continuing it, never for a replay: written once, as the run stops.
-            result = await cast("Any", graph).ainvoke(payload, run_config, durability="exit")
-        else:
-            result = await graph.ainvoke(payload, run_config)
+        # A graph's checkpoints are for continuing it, never for a replay: written once, as the run stops.
+        once = {"durability": "exit"} if isinstance(graph, Pregel) else {}
+        result = await graph.ainvoke(payload, run_config, **once)
         self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
         self._last = result
         return result
@@ -126,14 +120,10 @@ class ChildSession:
         raise UnsupportedCall("background children run on the background loop, with ainvoke")
 
 
-LOST_REASON = (
-    "the process running this task ended before it finished (for example a restart); "
-    "call retry_async_task to run it again"
-)
-CLOSED_REASON = (
-    "the background runtime running this task was closed before it finished; "
-    "call retry_async_task to run it again"
-)
+LOST_REASON = ("the process running this task ended before it finished (for example a restart); "
+               "call retry_async_task to run it again")
+CLOSED_REASON = ("the background runtime running this task was closed before it finished; "
+                 "call retry_async_task to run it again")
 UNREAD_CHARS = 2000
 """How much of the steering a failed run never read its error quotes."""
 

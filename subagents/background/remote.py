@@ -1220,9 +1220,7 @@ async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, pa
 
 
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
-                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
-                      settled: set[str] | None = None) -> None:
-    settled = set() if settled is None else settled
+                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str], settled: set[str]) -> None:
     groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[str]]] = {}
     for wanted, (kind, _) in missing.items():
         if kind in runner.specs:
@@ -1254,8 +1252,10 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             try:
                 run = await runner.latest_run(spec, row["thread_id"])
                 if run is not None:
-                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt,
-                                               parent_thread_id)
+                    records[task_id] = _record(
+                        task_id, missing[call_id], call_id, status=run_status(run.get("status")), started_at=now(),
+                        thread_id=row["thread_id"], run_id=run_id_of(run), attempt=attempt,
+                        parent_thread_id=parent_thread_id)
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
                     records[task_id] = _lost(task_id, missing[call_id], call_id, "the parent stopped after creating "
                                              "this task's thread and before starting its run",
@@ -1275,18 +1275,10 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
 
 def _lost(task_id: str, call: tuple[str, str], call_id: str, error: str, **fields: Any) -> dict[str, Any]:
     """The ``lost`` record of a start that never ran: ``error`` says why, and that a retry starts it."""
-    agent_type, description = call
-    return AsyncTaskRecord(
-        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
-        tool_call_id=call_id, created_at=now(), error=f"{error}; retry_async_task starts it", **fields,
-    ).model_dump()
+    return _record(task_id, call, call_id, status="lost", error=f"{error}; retry_async_task starts it", **fields)
 
 
-def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
-            attempt: int, parent_thread_id: str) -> dict[str, Any]:
+def _record(task_id: str, call: tuple[str, str], call_id: str, **fields: Any) -> dict[str, Any]:
     agent_type, description = call
-    return AsyncTaskRecord(
-        id=task_id, agent_type=agent_type, runner="remote", status=run_status(run.get("status")),
-        description=description, tool_call_id=call_id, created_at=now(), started_at=now(),
-        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt, parent_thread_id=parent_thread_id,
-    ).model_dump()
+    return AsyncTaskRecord(id=task_id, agent_type=agent_type, runner="remote", description=description,
+                           tool_call_id=call_id, created_at=now(), **fields).model_dump()

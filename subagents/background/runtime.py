@@ -255,12 +255,10 @@ class Owner:
 
     @property
     def name(self) -> str:
-        """The owner as the ledger stores it."""
         return f"{_PREFIX}:{self.host}:{self.pid}:{self.start}:{self.runtime}"
 
     @classmethod
     def current(cls, runtime: str) -> Owner:
-        """This process, as the owner of ``runtime``'s tasks."""
         return cls(host=_host(), pid=os.getpid(), start=process_start(os.getpid()) or "?", runtime=runtime)
 
     @classmethod
@@ -381,7 +379,6 @@ class TaskTable(Generic[T]):
         return self._tasks.get(task_id)
 
     def put(self, task_id: str, task: T) -> None:
-        """Add (or replace) a live task."""
         self.revive(task_id)
         self._tasks[task_id] = task
 
@@ -419,7 +416,6 @@ class TaskTable(Generic[T]):
         return max(0.0, settled_at + self.max_age_s - at)
 
     def all(self) -> Iterator[T]:
-        """Every task kept, finished or not (a snapshot)."""
         return iter(list(self._tasks.values()))
 
     def unsettled(self) -> Iterator[T]:
@@ -427,7 +423,6 @@ class TaskTable(Generic[T]):
         return iter([t for i, t in self._tasks.items() if i not in self._settled])
 
     def clear(self) -> None:
-        """Drop every task (the runtime has closed: nothing can read or follow one up any more)."""
         self._tasks.clear()
         self._settled.clear()
         self.settled_bytes = 0
@@ -451,7 +446,6 @@ class Inboxes:
         self._boxes: dict[str, collections.deque[str]] = {}
 
     def post(self, task_id: str, message: str) -> None:
-        """Queue ``message`` for the task's next model call."""
         self._boxes.setdefault(task_id, collections.deque()).append(message)
 
     def take(self, task_id: str) -> list[str]:
@@ -460,7 +454,6 @@ class Inboxes:
         return list(box) if box else []
 
     def pending(self, task_id: str) -> int:
-        """How many messages wait for the task."""
         return len(self._boxes.get(task_id) or ())
 
     def clear(self) -> None:
@@ -468,7 +461,6 @@ class Inboxes:
 
 
 def steering_message(text: str) -> HumanMessage:
-    """How a steering message reaches the child."""
     return HumanMessage(content=STEERING_PREFIX + text)
 
 
@@ -805,7 +797,6 @@ class SqliteOutcomes:
         )
 
     def renew(self, owner: str, task_ids: list[str], at: float) -> None:
-        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
         self._write((f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) "
                      "SELECT value, ?, ? FROM json_each(?)", (owner, at, json.dumps(task_ids))))
 
@@ -880,7 +871,6 @@ class OutcomeStores:
         return self.file(path) if path else self.memory
 
     def file(self, path: str) -> SqliteOutcomes:
-        """The store of one SQLite file (opened once per runtime)."""
         if path not in self._files:
             self._files[path] = SqliteOutcomes(path)
         return self._files[path]
@@ -1049,7 +1039,6 @@ class BackgroundRuntime:
             raise
 
     def _begin(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
-        """On the loop: start ``coro`` as a job whose outcome settles ``future``."""
         if self.closed or future.cancelled():
             coro.close()
             if not future.cancelled():
