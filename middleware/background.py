@@ -312,19 +312,15 @@ class UpdateTaskInput(BaseModel):
     task_id: str = Field(description="The task id that start_async_task returned.")
     message: str = Field(default="", description="The new instruction, the follow-up, or the reason for a "
                                                  "decision.")
-    decision: Literal["approve", "reject"] | None = Field(
-        default=None,
-        description="Only for a task waiting for approval: approve or reject what it asked; "
-                    "message is then the reason the task sees.",
-    )
+    decision: Literal["approve", "reject"] | None = Field(default=None, description=(
+        "Only for a task waiting for approval: approve or reject what it asked; "
+        "message is then the reason the task sees."))
 
 
 class ListTasksInput(BaseModel):
     """Arguments of ``list_async_tasks``."""
 
-    status: AsyncTaskStatus | None = Field(
-        default=None, description="Only tasks with this status; all tasks when omitted."
-    )
+    status: AsyncTaskStatus | None = Field(None, description="Only tasks with this status; all tasks when omitted.")
     offset: int = Field(default=0, ge=0, description="Skip this many (newest) tasks: the next page's offset.")
     limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
                        description="Show at most this many tasks.")
@@ -611,18 +607,11 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     state_schema = AsyncTaskLedgerState
     delegates = True
 
-    def __init__(
-        self,
-        subagents: Sequence[Any] = (),
-        *,
-        model: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] | None = None,
-        private_state_keys: frozenset[str] = frozenset(),
-        system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-        budget: Budget | None = None,
-        settings: DelegationSettings | None = None,
-    ) -> None:
+    def __init__(self, subagents: Sequence[Any] = (), *, model: BaseChatModel | str | None = None,
+                 tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+                 model_middleware: Sequence[AgentMiddleware] | None = None,
+                 private_state_keys: frozenset[str] = frozenset(), system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
+                 budget: Budget | None = None, settings: DelegationSettings | None = None) -> None:
         super().__init__()
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         # JSONL transcripts only: background children outlive the run's store.
@@ -956,13 +945,8 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
                                                   "url": "http://127.0.0.1:2024"}])
     """
 
-    def __init__(
-        self,
-        *,
-        async_subagents: Sequence[Mapping[str, object]],
-        system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, async_subagents: Sequence[Mapping[str, object]],
+                 system_prompt: str | None = BACKGROUND_INSTRUCTIONS, **kwargs: Any) -> None:
         if not async_subagents:
             raise SpecError("AsyncSubAgentMiddleware(): argument 'async_subagents': give at least one async subagent")
         # deepagents' middleware has only the remote agents.

@@ -202,16 +202,9 @@ class LocalTaskRunner:
     reads settled, on the loop (they must not block it).
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        runtime: BackgroundRuntime,
-        *,
-        max_concurrent: int | None = None,
-        excluded_keys: frozenset[str] = frozenset(),
-        private_keys: frozenset[str] = frozenset(),
-        settings: DelegationSettings | None = None,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, runtime: BackgroundRuntime, *, max_concurrent: int | None = None,
+                 excluded_keys: frozenset[str] = frozenset(), private_keys: frozenset[str] = frozenset(),
+                 settings: DelegationSettings | None = None) -> None:
         self.registry = registry
         self.runtime = runtime
         self.limit = ConcurrencyLimit(max_concurrent)
@@ -241,12 +234,9 @@ class LocalTaskRunner:
 
     def stored_by_call(self, thread_id: Any, tool_call_id: str, db: str | None) -> dict[str, Any] | None:
         """The outcome a task started by that call left in the thread's SQLite file (``None``: none)."""
-        if not db:
-            return None
-        try:
-            return self.runtime.outcomes.for_db(db).load(call_key(thread_id, tool_call_id))
-        except Exception:  # noqa: BLE001 - an unreadable file: nothing recovered
-            return None
+        with contextlib.suppress(Exception):  # an unreadable file: nothing recovered
+            return self.runtime.outcomes.file(db).load(call_key(thread_id, tool_call_id)) if db else None
+        return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
         """:func:`~subagents.background.runtime.owner_state`; one on another host is gone once its lease in the
@@ -522,10 +512,9 @@ def _call_fields(call: TaskCall) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> str:
-    try:
+    text = ""
+    with contextlib.suppress(Exception):  # describing a failure never fails
         text = str(exc).strip()
-    except Exception:  # noqa: BLE001 - describing a failure never fails
-        text = ""
     return f"{type(exc).__name__}: {text[:2000] or '(no message)'}"
 
 

@@ -415,22 +415,21 @@ class RemoteClientPool:
 
 def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     import httpx
-    from langgraph_sdk.client import LangGraphClient
 
     if spec.url is None:
         return _same_deployment_client(spec, headers)
-    http = httpx.AsyncClient(
-        base_url=spec.url,
-        transport=httpx.AsyncHTTPTransport(
-            verify=_tls_context(*_cert_settings()),
-            retries=0,
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
-                                keepalive_expiry=KEEPALIVE_S),
-        ),
-        timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
-        headers={"User-Agent": USER_AGENT, **headers},
-    )
-    return LangGraphClient(http)
+    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
+                          keepalive_expiry=KEEPALIVE_S)
+    transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
+    return _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
+
+
+def _sdk_client(base_url: str, transport: Any, timeout_s: float, headers: Mapping[str, str]) -> Any:
+    import httpx
+    from langgraph_sdk.client import LangGraphClient
+
+    return LangGraphClient(httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers,
+                                             timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))))
 
 
 SERVER_MODULE = "langgraph_api.server"
@@ -467,15 +466,9 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
     if aegra_app is None:
         return None
     import httpx
-    from langgraph_sdk.client import LangGraphClient
 
-    http = httpx.AsyncClient(
-        base_url="http://aegra.in-process",
-        transport=_on_serving_loop(httpx.ASGITransport(app=aegra_app)),
-        timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        headers=headers,
-    )
-    return LangGraphClient(http)
+    return _sdk_client("http://aegra.in-process", _on_serving_loop(httpx.ASGITransport(app=aegra_app)), timeout_s,
+                       headers)
 
 
 # ----------------------------------------------------------------------------
@@ -1179,14 +1172,12 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     """
     records: dict[str, dict[str, Any]] = {}
     settled: set[str] = set()
-    try:
+    with contextlib.suppress(Exception):  # best effort: out of time, or a server's answer it cannot read
         async with asyncio.timeout(runner.refresh_budget_s):
-            # A start of this process still waiting for its answer is not an orphan yet: what it makes is
-            # found on the server once it lands (out of time, it is looked for again on a later turn).
+            # A start of this process still waiting for its answer is not an orphan yet: what it makes is found on
+            # the server once it lands (out of time, it is looked for again on a later turn).
             await runner.wait_for_starts(parent_thread_id, missing)
             await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
-    except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
-        pass
     if search is not None:
         search.forget(parent_thread_id, (c for c in missing if c not in settled))
     return records
@@ -1220,7 +1211,9 @@ async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, pa
 
 
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
-                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str], settled: set[str]) -> None:
+                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                      settled: set[str] | None = None) -> None:
+    settled = set() if settled is None else settled
     groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[str]]] = {}
     for wanted, (kind, _) in missing.items():
         if kind in runner.specs:

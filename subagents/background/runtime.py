@@ -973,14 +973,8 @@ class BackgroundRuntime:
         models: the :class:`LoopModels` that background children call; closed with the runtime.
     """
 
-    def __init__(
-        self,
-        *,
-        settled_max_age_s: float = DEFAULT_MAX_AGE_S,
-        settled_max_bytes: int = DEFAULT_MAX_BYTES,
-        close_timeout_s: float = 5.0,
-        name: str = "background-subagents",
-    ) -> None:
+    def __init__(self, *, settled_max_age_s: float = DEFAULT_MAX_AGE_S, settled_max_bytes: int = DEFAULT_MAX_BYTES,
+                 close_timeout_s: float = 5.0, name: str = "background-subagents") -> None:
         self.id = uuid.uuid4().hex[:16]
         self.owner = Owner.current(self.id)
         self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)

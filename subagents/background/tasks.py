@@ -75,26 +75,17 @@ class BackgroundTasks:
         max_concurrent: how many local tasks run at once; more wait as ``pending``.
         private_keys: more keys that never reach a local child.
         excluded_keys: keys the caller keeps to the parent (its ledgers).
-        settings: the :class:`~subagents.settings.DelegationSettings` for the
-            local tasks' :class:`~subagents.TaskRunner`.
+        settings: the :class:`~subagents.settings.DelegationSettings` for the local tasks' runner.
         remote_refresh_budget_s: bound on polling every remote task in one :meth:`refresh` (a parent turn).
         runtime: where the tasks live (default: a new one; close it with ``tasks.runtime.close()``).
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        remote: Sequence[RemoteSubagentSpec] = (),
-        *,
-        max_concurrent: int | None = None,
-        private_keys: frozenset[str] = frozenset(),
-        excluded_keys: frozenset[str] = frozenset(),
-        settings: DelegationSettings | None = None,
-        remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
-        runtime: BackgroundRuntime | None = None,
-    ) -> None:
-        clash = set(registry.names) & {s.name for s in remote}
-        if clash:
+    def __init__(self, registry: SubagentRegistry, remote: Sequence[RemoteSubagentSpec] = (), *,
+                 max_concurrent: int | None = None, private_keys: frozenset[str] = frozenset(),
+                 excluded_keys: frozenset[str] = frozenset(), settings: DelegationSettings | None = None,
+                 remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
+                 runtime: BackgroundRuntime | None = None) -> None:
+        if clash := set(registry.names) & {s.name for s in remote}:
             raise SpecError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
@@ -189,10 +180,15 @@ class BackgroundTasks:
 
     async def check(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
-        fields, problem = await self._fresh(record)
-        if record.get("runner") == "remote":
-            return {**record, **await self.remote_end(record, fields), "note": problem}, problem
-        return {**record, **fields}, problem
+        if record.get("runner") != "remote":
+            return {**record, **self.local.refresh(record)}, None
+        if record.get("status") not in LIVE_STATUSES:
+            fields, problem = {}, None
+        elif (waited := self._take_waited(record)) is not None:
+            fields, problem = waited, None
+        else:
+            fields, problem = await self.remote.refresh(record)
+        return {**record, **await self.remote_end(record, fields), "note": problem}, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
                      decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
@@ -294,11 +290,9 @@ class BackgroundTasks:
                                         "have no price here: a budget's max_usd cannot bound them (max_tokens can)",
                                         stop_reason="budget")
             configurable = call.parent_config.get("configurable") or {}
-            return await self.remote.start(
-                record["id"], call.subagent_type, call.description,
-                parent_thread_id=configurable.get("thread_id"),
-                tool_call_id=record.get("tool_call_id"), attempt=attempt,
-            )
+            return await self.remote.start(record["id"], call.subagent_type, call.description, attempt=attempt,
+                                           parent_thread_id=configurable.get("thread_id"),
+                                           tool_call_id=record.get("tool_call_id"))
         local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
         return await self.local.start(record["id"], local_call, attempt=attempt,
                                       outcome_db=await checkpoint_db(call.parent_config))
@@ -321,15 +315,6 @@ class BackgroundTasks:
             return None
         del self._waited[record["id"]]
         return kept[1]
-
-    async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        if record.get("runner") == "remote":
-            if record.get("status") not in LIVE_STATUSES:
-                return {}, None
-            if (waited := self._take_waited(record)) is not None:
-                return waited, None
-            return await self.remote.refresh(record)
-        return self.local.refresh(record), None
 
     @staticmethod
     def _local_call(call: TaskCall) -> TaskCall:
