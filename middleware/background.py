@@ -348,11 +348,8 @@ def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
 
 def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
-    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool.
-
-    Each names `runtime: ToolRuntime`: that is how the tool node knows to inject it. A start is made without waiting
-    for the loop where it can be (``start_now``), and told to the run's stream.
-    """
+    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
+    `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
     loop = handlers.runtime
 
     def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
@@ -716,9 +713,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes
-        hold it). A local start whose task runs here or left an outcome gets its record, one that left no
-        trace is ``lost``; a remote start is left to orphan adoption, which asks its server.
+        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes hold
+        it). A local start whose task runs here or left an outcome gets its record, one that left no trace is
+        ``lost``; a remote start is left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)

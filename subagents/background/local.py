@@ -239,8 +239,7 @@ class LocalTaskRunner:
         return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
-        """:func:`~subagents.background.runtime.owner_state`; one on another host is gone once its lease in the
-        outcome file has lapsed."""
+        """:func:`owner_state`, where one on another host is gone once its lease in the outcome file has lapsed."""
         state = owner_state(record.get("owner"), me=self.runtime.owner,
                             runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
         if state == "unknown" and record.get("outcome_db"):
@@ -253,8 +252,7 @@ class LocalTaskRunner:
         """The live process (in words) that runs this task, when it is not this one; else ``None``."""
         if self.find(record["id"], record.get("owner")) is not None:
             return None
-        # A live task counts as elsewhere unless its owner is provably gone; a stopped one
-        # only if its owner is provably alive (so a task on another host can still be retried).
+        # A live task is elsewhere unless its owner is provably gone; a stopped one only if it is provably alive.
         alive = ("alive", "unknown") if record.get("status") in LIVE_STATUSES else ("alive",)
         if self.owner_state(record) not in alive:
             return None
@@ -386,8 +384,8 @@ class LocalTaskRunner:
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
                 self._finish(task, **lost(CLOSED_REASON, task.cancelled_transcript), announced=False)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
-            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses
-            # (a real Ctrl-C reaches the main thread, never this one, so here it is the child's).
+            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses (a real
+            # Ctrl-C reaches the main thread, never this one, so here it is the child's).
             await self._settle(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
@@ -451,8 +449,7 @@ class LocalTaskRunner:
 
     @staticmethod
     def _outcomes(task: LocalTask, fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """The task's outcome by its id and, in a file, by its start call too (for a next process whose parent
-        never saw the start answered)."""
+        """The task's outcome by its id and, in a file, by its start call too (see :func:`call_key`)."""
         fields.update(task.usage())
         outcome = {**task.fields, **fields, "updated_at": now()}
         if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:

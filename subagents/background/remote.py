@@ -121,8 +121,7 @@ class ServerHealth:
         self._answered_at[url] = self._clock()
 
     def note(self, url: str) -> str | None:
-        """A line for a task on this server while it is unreachable; stable per outage (the ledger is not
-        rewritten on each poll)."""
+        """A line for a task on this server while it is unreachable; stable per outage (not rewritten per poll)."""
         circuit = self._circuits.get(url)
         if circuit is None or circuit.failures == 0:
             return None
@@ -183,24 +182,25 @@ def run_status(status: str | None) -> str:
 
 
 def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: str = "the server") -> dict[str, Any]:
-    """The task's fields from its run and thread (with ``values``, see :func:`with_state`); a finished run
-    whose values cannot be read is an ``error`` naming ``server``, never an empty answer."""
+    """The task's fields from its run and thread; a finished run whose values cannot be read is an ``error``."""
     if run.get("status") == "success" and not interrupts_of(thread) and thread.get("values") is None:
         return {"run_id": run_id_of(run), "status": "error", "finished_at": now(), "approval_request": None,
                 "error": f"{server} finished the run but did not show its answer (no values on thread "
                 f"{thread.get('thread_id') or '?'} or its state); the answer may still be on the server"}
+    return {"run_id": run_id_of(run), **_fields_of(run.get("status"), thread, interrupts_of(thread))}
+
+
+def _fields_of(status: Any, thread: Mapping[str, Any], interrupts: list[Any]) -> dict[str, Any]:
+    """The task's fields once its run is read ``status``, its thread holding ``interrupts``."""
     values = thread.get("values") or {}
-    fields: dict[str, Any] = {"run_id": run_id_of(run), **usage(values)}
-    status = run.get("status")
+    fields: dict[str, Any] = usage(values)
     if status in ("pending", "running"):
         fields["status"] = status
         return fields
-    interrupts = interrupts_of(thread)
     if status in ("success", "interrupted") and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
-    fields["finished_at"] = now()
-    fields["approval_request"] = None
+    fields.update(finished_at=now(), approval_request=None)
     if status == "success":
         fields.update(status="completed", result=answer(values))
     elif status == "interrupted":
@@ -221,25 +221,15 @@ ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
 
 
 def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The task's fields from its thread alone, or ``None`` if it cannot tell (``idle``: the last run
-    succeeded; ``interrupted``: waits for approval with interrupts, cancelled without)."""
+    """The task's fields from its thread alone, or ``None`` if it cannot tell."""
     status = thread.get("status")
     if status not in ENDED_THREAD_STATUSES:
         return None
     if thread.get("values") is None and not interrupts_of(thread):
         return None  # values are optional on a thread object (aegra has none): its state endpoint tells
-    values = thread.get("values") or {}
-    fields: dict[str, Any] = {**usage(values)}
-    interrupts = interrupts_of(thread)
-    if status == "interrupted" and interrupts:
-        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
-        return fields
-    fields.update(finished_at=now(), approval_request=None)
-    if status == "idle":
-        fields.update(status="completed", result=answer(values))
-    else:
-        fields["status"] = "cancelled"
-    return fields
+    # An idle thread's last run succeeded; only an interrupted one waits (its interrupts) or was cancelled.
+    return _fields_of("success" if status == "idle" else "interrupted", thread,
+                      interrupts_of(thread) if status == "interrupted" else [])
 
 
 def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
@@ -260,8 +250,7 @@ def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
 
 
 def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
-    """``thread`` with the ``values`` (and interrupts) of its state endpoint's answer (``values`` on a
-    thread object is optional: aegra's have none)."""
+    """``thread`` with the values and interrupts of its state (a thread object's ``values`` is optional)."""
     merged = dict(thread)
     if not isinstance(state, Mapping):
         return merged
@@ -440,8 +429,7 @@ AEGRA_APP_MODULE = "aegra_api.main"
 
 
 def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """:func:`in_process_client` for ``spec``; :class:`RemoteConfigError` when this process runs no server (the
-    SDK would wait for an app that never comes)."""
+    """:func:`in_process_client`, or :class:`RemoteConfigError` (the SDK would wait for an app that never comes)."""
     client = in_process_client(spec.start_timeout_s, headers)
     if client is None:
         raise RemoteConfigError(
@@ -493,8 +481,7 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-    """``inner``, each request handed to the server's own loop (the ASGI transport reads the whole answer into
-    memory, so only the call changes loops)."""
+    """``inner``, each request handed to the server's loop (the answer is read whole: only the call moves)."""
     import httpx
 
     class OnServingLoop(httpx.AsyncBaseTransport):
@@ -598,8 +585,6 @@ class RemoteTaskRunner:
         timeout = spec.request_timeout_s if poll else spec.start_timeout_s
         return await self.pool.health.call(spec.server, request, timeout_s=timeout)
 
-    # -- operations ------------------------------------------------------
-
     async def start(self, task_id: str, agent_type: str, description: str, *,
                     parent_thread_id: str | None, tool_call_id: str | None,
                     attempt: int = 1) -> dict[str, Any]:
@@ -691,8 +676,7 @@ class RemoteTaskRunner:
         return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
 
     async def refresh(self, record: Mapping[str, Any], *, ended: bool = False) -> tuple[dict[str, Any], str | None]:
-        """The record's current fields from the server, and a note if it could not be read (``ended``: a search
-        saw its thread ended, so its answer is read by a join)."""
+        """The record's current fields from the server, and a note if it could not be read (``ended``: by a join)."""
         spec = self.specs.get(record["agent_type"])
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
@@ -781,8 +765,7 @@ class RemoteTaskRunner:
         return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _read_ended(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_read` for a task whose thread has ended: one join (:func:`fields_from_join`); only what
-        that cannot settle has its run and state read, together."""
+        """:meth:`_read` for a task whose thread has ended: one join; what that cannot settle reads run and state."""
         thread_id, run_id = record["thread_id"], record["run_id"]
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
@@ -819,18 +802,15 @@ class RemoteTaskRunner:
         return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``.
-
-        Raises on any fault; not counted for the circuit (a wait polls when it fails).
-        """
+        """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``. Raises on
+        any fault; not counted for the circuit (a wait polls when it fails)."""
         spec = self.specs[record["agent_type"]]
         self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
         return fields_from_join(record["run_id"], body)
 
     def reads_by_join(self, record: Mapping[str, Any]) -> bool:
-        """Whether a wait joins this live task's run rather than polling it: on a server polled by metadata
-        (aegra), while the task is within its deadline."""
+        """Whether a wait joins this live task's run (a server polled by metadata, within the deadline)."""
         spec = self.specs.get(record.get("agent_type"))  # type: ignore[arg-type]
         return spec is not None and spec.server in self.pool.without_id_search and not past_deadline(spec, record, {})
 
@@ -1001,8 +981,7 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
                           out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str],
                           seen_ended: set[str]) -> None:
-    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one;
-    ``seen_ended`` gets the threads the search saw ended."""
+    """Fill ``out`` for ``records``; ``seen_ended`` gets the threads the search saw ended."""
     try:
         states, ended = await _thread_states(runner, spec, records)
         answered.add(spec.server)
@@ -1119,8 +1098,7 @@ def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, An
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
                       remote_names: Collection[str], start_tool: str, *,
                       failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
-    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but for the
-    ``failed`` ones (the model was told so)."""
+    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but ``failed``."""
     recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:

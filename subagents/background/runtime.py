@@ -215,8 +215,8 @@ def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, close
     if future.done():
         return
     if job.cancelled():
-        # Not by the caller (its future would be done): by close(), or by a loop going down. The caller is
-        # told so, never handed a CancelledError, which would read as its own cancellation.
+        # By close() or a loop going down (not the caller: its future would be done); a CancelledError would read
+        # as the caller's own cancellation.
         future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"
                                            if closed else "the background loop stopped this operation"))
     elif (exc := job.exception()) is not None:
@@ -290,8 +290,7 @@ def owner_state(name: object, *, me: Owner | None = None,
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (boot id and clock ticks on Linux); ``None``: no such process (a zombie
-    its parent has not reaped yet runs nothing, so it is none)."""
+    """When process ``pid`` started (boot id and clock ticks on Linux); ``None``: no such process (nor a zombie)."""
     if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
         return "?" if _pid_exists(pid) else None
     try:
@@ -907,8 +906,7 @@ _ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictiona
 
 
 def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
-    """:func:`checkpoint_db` without awaiting, from any thread; raises ``LookupError`` for an async
-    SQLite connection (``AsyncSqliteSaver``), which only its own loop may ask."""
+    """:func:`checkpoint_db` from any thread; ``LookupError`` for an unasked async SQLite connection (its loop's)."""
     conn = _checkpoint_conn(config)
     if conn is None:
         return None
@@ -998,8 +996,6 @@ class BackgroundRuntime:
         self.closed = False
         _open[self.id] = self
 
-    # -- finding runtimes ------------------------------------------------------
-
     @staticmethod
     def find(runtime_id: str) -> BackgroundRuntime | None:
         """The open runtime of this process with that id, if any."""
@@ -1010,8 +1006,6 @@ class BackgroundRuntime:
     def all_open() -> list[BackgroundRuntime]:
         """Every open runtime of this process (for views that know a task id only)."""
         return [r for r in list(_open.values()) if not r.closed]
-
-    # -- running coroutines ------------------------------------------------------
 
     def in_loop(self) -> bool:
         """Whether the caller runs on this runtime's loop thread."""
@@ -1138,8 +1132,6 @@ class BackgroundRuntime:
                 return
             self._renew(by_db)
 
-    # -- closing ---------------------------------------------------------------------
-
     def close(self) -> None:
         """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
 
@@ -1168,8 +1160,7 @@ class BackgroundRuntime:
             portal.call(self._close_rest)
 
     async def _close_rest(self) -> None:
-        """Every unsettled task recorded ``lost``, ``on_close`` run (last added first), and everything let go
-        (a closed middleware is often kept alive)."""
+        """Unsettled tasks made ``lost``, ``on_close`` run (last first), all let go (a closed middleware lives on)."""
         for task in self.table.unsettled():  # waiting for approval, or not yet started: nothing runs them now
             with contextlib.suppress(Exception):
                 task.abandon()

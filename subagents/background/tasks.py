@@ -140,8 +140,7 @@ class BackgroundTasks:
         return record
 
     def _new_record(self, call: TaskCall, ledger: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The record a start begins with (``pending``) and ``True``, or the ledger's own for a start already made
-        (a replayed step) and ``False``."""
+        """The record a start begins with and ``True``, or the ledger's own (a replayed step) and ``False``."""
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             raise TaskStateError("subagents cannot delegate; do the work yourself")
         kind = self._kind(call.subagent_type)
@@ -318,8 +317,7 @@ class BackgroundTasks:
 
     @staticmethod
     def _local_call(call: TaskCall) -> TaskCall:
-        """The call as a background child may see it: the names (thread, namespace, metadata) and recursion limit,
-        nothing of the parent's finished step (checkpointer, callbacks, stream writer)."""
+        """The call as a background child may see it: names and recursion limit, nothing of the finished step."""
         config = call.parent_config
         configurable = config.get("configurable") or {}
         kept: dict[str, Any] = {
