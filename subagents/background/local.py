@@ -135,8 +135,7 @@ EndListener = Callable[[Mapping[str, Any]], Awaitable[list[str]]]
 
 
 def call_key(thread_id: Any, tool_call_id: str) -> str:
-    """The second key a task's outcome is stored under (a parent stopped before it saw the start answered knows
-    only the call, not the task id)."""
+    """The second key of a task's outcome (a parent stopped before it saw the start answered knows only the call)."""
     return f"call:{thread_id}|{tool_call_id}"
 
 

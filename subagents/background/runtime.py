@@ -764,8 +764,7 @@ class SqliteOutcomes:
         self.save_all({task_id: fields})
 
     async def save_soon(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
-        """:meth:`save_all`, in one transaction with every other save asked for in the loop's same step
-        (see :meth:`_write`: a thousand commits back to back locked the checkpointer out)."""
+        """:meth:`save_all`, in one transaction with the other saves of the loop's step (see :meth:`_write`)."""
         if self._batch is None:
             self._batch = ({}, asyncio.get_running_loop().create_future())
             asyncio.get_running_loop().call_soon(self._save_batch)
