@@ -1,41 +1,21 @@
 """``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
 
+Six tools (``start_async_task``, ``check_async_task``, ``update_async_task``, ``cancel_async_task``,
+``list_async_tasks``, ``retry_async_task``) and the ledger ``async_tasks`` (of
+:class:`subagents.background.AsyncTaskRecord`), merged field by field. A spec without ``graph_id`` runs in this
+process through the same runner as ``task``; one with ``graph_id`` runs on a LangGraph Server. A child hands back
+its answer, never state keys (the parent has moved on by then). Finished tasks are announced before the parent's
+next model call; the ledger and each local outcome survive a restart (give the parent a checkpointer).
+``close()``, or dropping the middleware, closes its runtime.
+:class:`AsyncSubAgentMiddleware` and ``AsyncSubAgentState`` are the same under deepagents' names and arguments.
+
 Example::
 
-    import sqlite3
-
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from middleware import BackgroundSubagentMiddleware
-
-    agent = create_agent(
-        "openai:gpt-4.1-mini",
-        tools=[search],
-        middleware=[
-            BackgroundSubagentMiddleware(
-                subagents=[
-                    {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
-                    {"name": "crawler", "description": "Crawls at scale.",
-                     "graph_id": "crawler", "url": "https://my-server.example.com"},
-                ],
-                settings=DelegationSettings.of(max_background_tasks=4),
-            )
-        ],
-        checkpointer=SqliteSaver(sqlite3.connect("agent.db", check_same_thread=False)),
-    )
-
-:class:`AsyncSubAgentMiddleware` and ``AsyncSubAgentState`` are this middleware and
-its state under deepagents' names and arguments (see the last section).
-
-Six tools (``start_async_task``, ``check_async_task``, ``update_async_task``,
-``cancel_async_task``, ``list_async_tasks``, ``retry_async_task``) and the
-ledger ``async_tasks`` (:class:`subagents.background.AsyncTaskRecord`), merged
-field by field. A spec without ``graph_id`` runs in this process through the
-same runner as ``task``; one with ``graph_id`` runs on a LangGraph Server. A
-child hands back its answer, never state keys (the parent has moved on by
-then). Finished tasks are announced before the parent's next model call; the
-ledger and each local outcome survive a restart (give the parent a
-checkpointer). ``close()``, or dropping the middleware, closes its runtime.
+    agent = create_agent("openai:gpt-4.1-mini", tools=[search], checkpointer=SqliteSaver(conn), middleware=[
+        BackgroundSubagentMiddleware(subagents=[
+            {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
+            {"name": "crawler", "description": "Crawls.", "graph_id": "crawler", "url": "https://my-server.example"},
+        ], settings=DelegationSettings.of(max_background_tasks=4))])
 """
 
 from __future__ import annotations
@@ -125,10 +105,9 @@ from subagents.transcripts import left_by_call
 log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------
-# The words: results the model reads back are compact JSON (ids and statuses
-# quoted exactly); confirmations are one sentence naming the task id.
+# The words: results the model reads back are compact JSON (ids and statuses quoted exactly); confirmations are
+# one sentence naming the task id.
 # ----------------------------------------------------------------------------
-
 
 BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
 It returns a task id at once and the subagent works while you continue. You are told
@@ -196,14 +175,8 @@ DEFAULT_LIST_TOTAL_CHARS = 12_000
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int = 0,
            limit: int = DEFAULT_LIST_LIMIT, total_chars: int = DEFAULT_LIST_TOTAL_CHARS) -> str:
-    """One page of tasks as the model sees it: newest first, at most ``limit`` JSON rows from ``offset`` in
-    about ``total_chars`` (at least one), then the next page's ``offset`` if there are more.
-
-    Example::
-
-        listed(ledger.values(), None)              # the 50 newest tasks
-        listed(ledger.values(), "error", 50, 50)   # the next 50 failed ones
-    """
+    """One page of tasks as the model sees it: newest first, at most ``limit`` JSON rows from ``offset`` in about
+    ``total_chars`` (at least one), then the next page's ``offset`` if there are more."""
     rows = []
     for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
         row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
@@ -234,8 +207,8 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
 def notice(records: Iterable[Mapping[str, object]], result_chars: int,
            total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS,
            unreachable: Iterable[Mapping[str, Any]] = ()) -> str:
-    """The one message announcing every task that finished (or needs approval) since the last call, results
-    clipped to ``result_chars`` and the whole to ``total_chars``; ``unreachable`` tasks named once, briefly."""
+    """The one message announcing every task that finished (or needs approval) since the last call, results clipped
+    to ``result_chars`` and the whole to ``total_chars``; ``unreachable`` tasks named once, briefly."""
     lines = [_notice_line(r, result_chars) for r in records]
     by_note: dict[str, list[str]] = {}
     for r in unreachable:
@@ -247,8 +220,8 @@ def notice(records: Iterable[Mapping[str, object]], result_chars: int,
 
 
 def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
-    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out (the head
-    and that line always kept; a first line too long is clipped, not dropped)."""
+    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out (the head and
+    that line always kept; a first line too long is clipped, not dropped)."""
     def rest(n: int) -> str:
         return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
                 "call list_async_tasks to see them and check_async_task for each result.")
@@ -339,19 +312,15 @@ class UpdateTaskInput(BaseModel):
     task_id: str = Field(description="The task id that start_async_task returned.")
     message: str = Field(default="", description="The new instruction, the follow-up, or the reason for a "
                                                  "decision.")
-    decision: Literal["approve", "reject"] | None = Field(
-        default=None,
-        description="Only for a task waiting for approval: approve or reject what it asked; "
-                    "message is then the reason the task sees.",
-    )
+    decision: Literal["approve", "reject"] | None = Field(default=None, description=(
+        "Only for a task waiting for approval: approve or reject what it asked; "
+        "message is then the reason the task sees."))
 
 
 class ListTasksInput(BaseModel):
     """Arguments of ``list_async_tasks``."""
 
-    status: AsyncTaskStatus | None = Field(
-        default=None, description="Only tasks with this status; all tasks when omitted."
-    )
+    status: AsyncTaskStatus | None = Field(None, description="Only tasks with this status; all tasks when omitted.")
     offset: int = Field(default=0, ge=0, description="Skip this many (newest) tasks: the next page's offset.")
     limit: int = Field(default=DEFAULT_LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
                        description="Show at most this many tasks.")
@@ -379,21 +348,30 @@ def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
 
 def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
-    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool.
-
-    Each names `runtime: ToolRuntime`: that is how the tool node knows to inject it. A start is made
-    without waiting for the loop where it can be (``start_now``), and told to the run's stream.
-    """
+    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
+    `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
     loop = handlers.runtime
 
-    def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
+    def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
         made = handlers.start_now(runtime, **args) if start else None
-        command = made or _blocking(loop, runtime, handle(runtime, **args))
+        return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
+
+    def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
+        command = prepared(runtime, args)
+        if not isinstance(command, Command):
+            try:
+                command = loop.run(command)
+            except RuntimeClosed as exc:
+                command = _closed(runtime, exc)
         return _told_started(runtime, command) if start else command
 
     async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
-        made = handlers.start_now(runtime, **args) if start else None
-        command = made or await _awaiting(loop, runtime, handle(runtime, **args))
+        command = prepared(runtime, args)
+        if not isinstance(command, Command):
+            try:
+                command = await loop.arun(command)
+            except RuntimeClosed as exc:
+                command = _closed(runtime, exc)
         return _told_started(runtime, command) if start else command
 
     return face, aface
@@ -414,29 +392,6 @@ def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
     return face
 
 
-def _blocking(loop: BackgroundRuntime, runtime: ToolRuntime,
-              coro: Coroutine[object, None, Command[str]]) -> Command[str]:
-    if loop.closed:
-        coro.close()
-        return _closed(runtime)
-    try:
-        return loop.run(coro)
-    except RuntimeClosed as exc:
-        return _closed(runtime, exc)
-
-
-async def _awaiting(
-    loop: BackgroundRuntime, runtime: ToolRuntime, coro: Coroutine[object, None, Command[str]]
-) -> Command[str]:
-    if loop.closed:
-        coro.close()
-        return _closed(runtime)
-    try:
-        return await loop.arun(coro)
-    except RuntimeClosed as exc:
-        return _closed(runtime, exc)
-
-
 def _not_notice(message: object) -> bool:
     return not is_notice(message)
 
@@ -450,9 +405,30 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
 
 
 # ----------------------------------------------------------------------------
-# What each tool does, as one ``Command``: a ``ToolMessage`` and the records it
-# changed. An unknown id or a forbidden operation is an error result, never raised.
+# What each tool does, as one ``Command``: a ``ToolMessage`` and the records it changed. An unknown id or a
+# forbidden operation is an error result, never raised.
 # ----------------------------------------------------------------------------
+
+def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Coroutine[object, None, Command[str]]]:
+    """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
+    async def handle(self: BackgroundTaskHandlers, runtime: ToolRuntime, task_id: str, **args: Any) -> Command[str]:
+        ledger = ledger_of(runtime.state)
+        record = ledger.get(task_id)
+        if record is None and (damage := _damage(runtime.state, task_id)):
+            return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
+                          f"({damage}).", error=True)
+        if record is None:
+            # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
+            return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
+                          error=True)
+        try:
+            return await act(self, runtime, record, **args)
+        except TaskStateError as exc:
+            return _reply(runtime, f"Cannot do that: {exc}", error=True)
+        except Exception as exc:  # noqa: BLE001 - a runner failure fails this call alone
+            return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
+
+    return handle
 
 
 CallFor = Callable[[ToolRuntime, str, str], TaskCall]
@@ -500,43 +476,33 @@ class BackgroundTaskHandlers:
             return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
         return _reply(runtime, started(record), record)
 
-    async def handle_check(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
-        return await self._on_task(runtime, task_id, self._checked)
-
-    async def _checked(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+    @_on_task
+    async def handle_check(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
         current, problem = await self.tasks.check(record)
         if current["status"] in NOTEWORTHY_STATUSES:
             current["announced"] = True  # the model has now seen how it ended
         return _reply(runtime, checked(current, problem), current)
 
-    async def handle_update(self, runtime: ToolRuntime, task_id: str, message: str = "",
+    @_on_task
+    async def handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
                             decision: str | None = None) -> Command[str]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
-            if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
-                    *ACTIVE_STATUSES, "waiting_for_approval") and (refused := self._refused(runtime)) is not None):
-                return refused  # a follow-up to a finished task is a run more
-            call = self._call(runtime, "", record["agent_type"])
-            current, what = await self.tasks.update(record, message, call, decision, by_model=True)
-            return _reply(runtime, f"Task {task_id} ({current['status']}): {what}.", current)
+        if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
+                *ACTIVE_STATUSES, "waiting_for_approval") and (refused := self._refused(runtime)) is not None):
+            return refused  # a follow-up to a finished task is a run more
+        call = self._call(runtime, "", record["agent_type"])
+        current, what = await self.tasks.update(record, message, call, decision, by_model=True)
+        return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
 
-        return await self._on_task(runtime, task_id, act)
+    @_on_task
+    async def handle_cancel(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+        return _reply(runtime, f"Cancelled background task {record['id']}.", await self.tasks.cancel(record))
 
-    async def handle_cancel(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
-            current = await self.tasks.cancel(record)
-            return _reply(runtime, f"Cancelled background task {task_id}.", current)
-
-        return await self._on_task(runtime, task_id, act)
-
-    async def handle_retry(self, runtime: ToolRuntime, task_id: str) -> Command[str]:
-        async def act(runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
-            if (refused := self._refused(runtime)) is not None:
-                return refused
-            current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
-            return _reply(runtime, f"Retrying background task {task_id} (attempt {current['attempt']}).",
-                          current)
-
-        return await self._on_task(runtime, task_id, act)
+    @_on_task
+    async def handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
+        if (refused := self._refused(runtime)) is not None:
+            return refused
+        current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
+        return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
 
     async def handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
                           limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
@@ -548,24 +514,6 @@ class BackgroundTaskHandlers:
         merged = merge_async_records(ledger, updates)
         rows = [r for r in merged.values() if status is None or r["status"] == status]
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
-
-    async def _on_task(self, runtime: ToolRuntime, task_id: str,
-                       act: Callable[[ToolRuntime, Mapping[str, object]], Awaitable[Command[str]]]) -> Command[str]:
-        ledger = ledger_of(runtime.state)
-        record = ledger.get(task_id)
-        if record is None and (damage := _damage(runtime.state, task_id)):
-            return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
-                          f"({damage}).", error=True)
-        if record is None:
-            # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
-            return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
-                          error=True)
-        try:
-            return await act(runtime, record)
-        except TaskStateError as exc:
-            return _reply(runtime, f"Cannot do that: {exc}", error=True)
-        except Exception as exc:  # noqa: BLE001 - a runner failure fails this call alone
-            return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
 
 
 _IDS_LISTED = 20
@@ -582,8 +530,7 @@ def _known_ids(ledger: Mapping[str, object]) -> str:
 
 
 def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
-    """A copy of the records of the ``async_tasks`` ledger in ``state`` that can be acted on (see
-    :func:`~subagents.background.usable_records`)."""
+    """A copy of the records of the ``async_tasks`` ledger in ``state`` that can be acted on (``usable_records``)."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
@@ -591,9 +538,7 @@ def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
 def _damage(state: Mapping[str, object], task_id: str) -> str | None:
     """What is wrong with the record state holds for ``task_id``, if it holds one."""
     ledger = state.get(ASYNC_LEDGER_KEY)
-    if not isinstance(ledger, Mapping) or task_id not in ledger:
-        return None
-    return record_problem(task_id, ledger[task_id])
+    return record_problem(task_id, ledger[task_id]) if isinstance(ledger, Mapping) and task_id in ledger else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -607,8 +552,8 @@ STARTED_EVENT = "background_task_started"
 
 
 def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream (``stream_mode="custom"``) is told of the task it started, so a
-    turn of hundreds of starts is seen advancing; from the tool's thread, whose run owns the stream."""
+    """``command``, once the run's stream (``stream_mode="custom"``) is told of the task it started, so a turn of
+    hundreds of starts is seen advancing; from the tool's thread, whose run owns the stream."""
     update = command.update if isinstance(command.update, Mapping) else {}
     for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
@@ -620,14 +565,12 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
            updates: Mapping[str, object] | None = None, error: bool = False) -> Command[str]:
     message = ToolMessage(content=content, tool_call_id=runtime.tool_call_id or "",
                           status="error" if error else "success")
-    update: dict[str, object] = {"messages": [message]}
     ledger = dict(updates or {})
     if record is not None:
         ledger[record["id"]] = dict(record)
-    # Written even empty: a run that calls these tools is not touched at its start (touch_if_quiet),
-    # so a thread that only lists tasks would never write its ledger, each load walking back further.
-    update[ASYNC_LEDGER_KEY] = ledger
-    return Command(update=update)
+    # Written even empty: a run that calls these tools is not touched at its start (touch_if_quiet), so a thread
+    # that only lists tasks would never write its ledger, each load walking back further.
+    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: ledger})
 
 
 class AsyncTaskLedgerState(AgentState):
@@ -644,36 +587,28 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             :class:`subagents.RemoteSubagentSpec` or dicts (one with ``graph_id`` is remote).
         model: the model local children inherit; default: the parent's.
         tools: the tools local children inherit; default: the parent's.
-        model_middleware: the parent's middleware, as for :class:`~middleware.SubAgentMiddleware`:
-            its approvals and data policy govern every local child, its model-level
-            ones wrap the calls of local children that inherit the parent's model.
+        model_middleware: the parent's middleware, as for :class:`~middleware.SubAgentMiddleware`: its approvals
+            and data policy govern every local child, its model-level ones wrap the calls of local children that
+            inherit the parent's model.
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
         budget: as for :class:`SubAgentMiddleware`; it covers local children.
-        settings: the :class:`subagents.settings.DelegationSettings` the rest comes
-            from, as for :class:`SubAgentMiddleware`: its ``background`` group,
-            ``max_delegations`` (one count with ``task``'s calls), and what local
-            children are built with (transcripts go to JSONL only, never a store).
+        settings: the :class:`subagents.settings.DelegationSettings` the rest comes from, as for
+            :class:`SubAgentMiddleware`: its ``background`` group, ``max_delegations`` (one count with ``task``'s
+            calls), and what local children are built with (transcripts go to JSONL only, never a store).
 
-    A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its
-    agents in ``<available_agents>``: they are not listed again here.
+    A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its agents in ``<available_agents>``: they
+    are not listed again here.
     """
 
     state_schema = AsyncTaskLedgerState
     delegates = True
 
-    def __init__(
-        self,
-        subagents: Sequence[Any] = (),
-        *,
-        model: BaseChatModel | str | None = None,
-        tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
-        model_middleware: Sequence[AgentMiddleware] | None = None,
-        private_state_keys: frozenset[str] = frozenset(),
-        system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-        budget: Budget | None = None,
-        settings: DelegationSettings | None = None,
-    ) -> None:
+    def __init__(self, subagents: Sequence[Any] = (), *, model: BaseChatModel | str | None = None,
+                 tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+                 model_middleware: Sequence[AgentMiddleware] | None = None,
+                 private_state_keys: frozenset[str] = frozenset(), system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
+                 budget: Budget | None = None, settings: DelegationSettings | None = None) -> None:
         super().__init__()
         settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         # JSONL transcripts only: background children outlive the run's store.
@@ -690,10 +625,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         local = with_general_purpose(local, settings.definitions.general_purpose, taken=(s.name for s in remote))
         # Each child calls copies of its models with clients of the runtime's loop (see LoopModels).
         inbox, own_models = SteeringInbox(self.runtime.inboxes), OwnLoopModels(self.runtime.models)
-        steerable = [
-            s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)}) if isinstance(s, SubagentSpec)
-            else s for s in local
-        ]
+        steerable = [s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)})
+                     if isinstance(s, SubagentSpec) else s for s in local]
         # A child's model-call wraps of ours run as one, or not at all where idle (fused_model_calls).
         options = settings.definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS,
                                                      own_model=self.runtime.models.own,
@@ -701,11 +634,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
                                          inherited_middleware=parent_floor(type(self).__name__, model_middleware,
                                                                            steerable))
-        self.tasks = BackgroundTasks(
-            self.registry, remote, max_concurrent=background.max_background_tasks,
-            excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
-            settings=settings, runtime=self.runtime,
-        )
+        self.tasks = BackgroundTasks(self.registry, remote, max_concurrent=background.max_background_tasks,
+                                     excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
+                                     settings=settings, runtime=self.runtime)
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
         self.notify = background.notify
@@ -724,21 +655,18 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     @property
     def system_prompt(self) -> str | None:
-        """The text added to the parent's system prompt (the instructions, then the agents; ``None``: none),
-        as deepagents names it."""
+        """The text added to the parent's system prompt (the instructions, then the agents), as deepagents names it."""
         return self.prompt_block or None
 
     def close(self) -> None:
         """Close the runtime (injected or not): running tasks are recorded ``lost``, the loop stops."""
         self.runtime.close()
 
-    # -- a person's answer to a task waiting for approval --------------------
-
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
-        """Answer a background task waiting for approval, as the person the application asked (the model may
-        only refuse). ``state``: the parent's, whose ``async_tasks`` holds the task. Returns the task's
-        updated record; the ledger catches up on the parent's next turn.
+        """Answer a background task waiting for approval, as the person the application asked (the model may only
+        refuse). ``state``: the parent's, whose ``async_tasks`` holds the task. Returns the task's updated record;
+        the ledger catches up on the parent's next turn.
 
         Example::
 
@@ -749,8 +677,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         runtime, answering = approval_answer(state, task_id, decision, reason)
         return runtime.run(answering)[0]
 
-    # -- the tools' calls --------------------------------------------------------
-
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(
             runtime, subagent_type, description,
@@ -758,8 +684,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             parent_tools=self._tools,
         )
 
-    # -- a turn after a stopped run: its open calls answered -----------------
-
+    # A turn after a stopped run: its open calls answered.
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         calls = self._open_calls(state)
         if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
@@ -788,9 +713,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
         """Each open call answered; a start by the task it started, as this process or its outcome knows it.
 
-        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes
-        hold it). A local start whose task runs here or left an outcome gets its record, one that left no
-        trace is ``lost``; a remote start is left to orphan adoption, which asks its server.
+        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes hold
+        it). A local start whose task runs here or left an outcome gets its record, one that left no trace is
+        ``lost``; a remote start is left to orphan adoption, which asks its server.
         """
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
@@ -854,8 +779,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
         return {**record, **lost(LOST_REASON, transcript)}
 
-    # -- completion notices ------------------------------------------------
-
+    # Completion notices.
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         orphans = self._orphans(state)
         if not (self._due(state) or orphans):
@@ -915,8 +839,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             out[ASYNC_LEDGER_KEY] = updates
         return out or None
 
-    # -- the prompt ------------------------------------------------------------
-
     def _with_block(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -952,11 +874,9 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
             remote.append(_remote_spec(spec))
         else:
             local.append(coerce_spec(spec))
-    seen: set[str] = set()
-    for spec in remote:  # a second spec of one name would silently replace the first
-        if spec.name in seen:
-            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
-        seen.add(spec.name)
+    names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
+    if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
+        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
 
 
@@ -996,8 +916,6 @@ def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
 
 
 def _thread_id() -> str | None:
-    from langgraph.config import get_config
-
     try:
         return (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:  # not inside a run
@@ -1024,13 +942,8 @@ class AsyncSubAgentMiddleware(BackgroundSubagentMiddleware):
                                                   "url": "http://127.0.0.1:2024"}])
     """
 
-    def __init__(
-        self,
-        *,
-        async_subagents: Sequence[Mapping[str, object]],
-        system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, async_subagents: Sequence[Mapping[str, object]],
+                 system_prompt: str | None = BACKGROUND_INSTRUCTIONS, **kwargs: Any) -> None:
         if not async_subagents:
             raise SpecError("AsyncSubAgentMiddleware(): argument 'async_subagents': give at least one async subagent")
         # deepagents' middleware has only the remote agents.

@@ -1,7 +1,7 @@
 """The ledger of background tasks: one JSON-ready record per task, merged field by field.
 
-The parent state key ``async_tasks`` maps a task id to a plain dict, so any
-checkpointer persists it with no custom serialiser; it is what survives a restart.
+The parent state key ``async_tasks`` maps a task id to a plain dict, so any checkpointer persists it with no custom
+serialiser; it is what survives a restart.
 
 Example::
 
@@ -52,11 +52,10 @@ RunnerKind = Literal["local", "remote"]
 class AsyncTaskRecord(BaseModel):
     """One background task, as the parent's ledger keeps it.
 
-    ``owner``: the runtime, process and host running a local task (it is
-    ``lost`` only once that owner is provably gone). ``outcome_db``: the SQLite
-    file its outcome is stored in (``None``: the owner's memory).
-    ``thread_id``/``run_id``: the child's conversation (on the server, for a
-    remote task). ``announced``: the parent model has been told how it ended.
+    ``owner``: the runtime, process and host running a local task (it is ``lost`` only once that owner is provably
+    gone). ``outcome_db``: the SQLite file its outcome is stored in (``None``: the owner's memory).
+    ``thread_id``/``run_id``: the child's conversation (on the server, for a remote task). ``announced``: the parent
+    model has been told how it ended.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -113,10 +112,9 @@ _TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
 def record_problem(task_id: Any, record: Any) -> str | None:
     """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
 
-    Checked is what waiting, polling, listing and announcing read (key and
-    ``id``, ``status``, ``agent_type``, ``runner``, texts, times, counts up to
-    :data:`MAX_COUNT`, ``approval_request``, a live remote task's ``thread_id``).
-    Records the middleware writes always pass; a hand-edited one may not.
+    Checked is what waiting, polling, listing and announcing read (key and ``id``, ``status``, ``agent_type``,
+    ``runner``, texts, times, counts up to :data:`MAX_COUNT`, ``approval_request``, a live remote task's
+    ``thread_id``). Records the middleware writes always pass; a hand-edited one may not.
     """
     if not isinstance(task_id, str):
         return f"its key is a {type(task_id).__name__}, not a task id string"
@@ -143,9 +141,9 @@ def record_problem(task_id: Any, record: Any) -> str | None:
     request = record.get("approval_request")
     if request is not None and not (isinstance(request, list) and all(isinstance(i, Mapping) for i in request)):
         return f"field 'approval_request' is a {type(request).__name__}, not a list of requests"
-    if record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES:
-        if not isinstance(record.get("thread_id"), str):
-            return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"
+    if (record.get("runner") == "remote" and record["status"] not in SETTLED_STATUSES
+            and not isinstance(record.get("thread_id"), str)):
+        return f"field 'thread_id' of a remote task is {record.get('thread_id')!r}, not a string"
     return None
 
 

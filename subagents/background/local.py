@@ -1,10 +1,8 @@
 """The local background runner: subagents running in this process, outliving the parent's turn.
 
-Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call
-does (same isolation, limits and fault handling), on the runtime's loop. A
-task adds its own conversation (:class:`ChildSession`), an owner (a task is
-``lost`` only once its owner is provably gone; another live process's task is
-left alone), an outcome stored the moment it settles, and a concurrency cap
+Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call does (same isolation, limits and fault
+handling), on the runtime's loop. A task adds its own conversation (:class:`ChildSession`), an owner (a task is
+``lost`` only once its owner is provably gone), an outcome stored the moment it settles, and a concurrency cap
 (tasks beyond ``max_concurrent`` stay ``pending``).
 
 Example (inside a coroutine on the runtime's loop)::
@@ -57,13 +55,10 @@ from subagents.transcripts import jsonl_path
 
 
 class ChildSession:
-    """One background child's conversation, on a thread of its own checkpointer (the parent's step has
-    ended), standing in for the child graph :class:`~subagents.TaskRunner` invokes.
-
-    The first run gets the isolated input; later runs only their new messages;
-    an approval resumes the paused run. Steering waiting in ``inboxes`` as a run
-    starts comes with its input.
-    """
+    """One background child's conversation, on a thread of its own checkpointer (the parent's step has ended),
+    standing in for the child graph :class:`~subagents.TaskRunner` invokes. The first run gets the isolated input;
+    later runs only their new messages; an approval resumes the paused run. Steering waiting in ``inboxes`` as a
+    run starts comes with its input."""
 
     def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None,
                  inboxes: Inboxes | None = None) -> None:
@@ -80,8 +75,7 @@ class ChildSession:
         self._last: Mapping[str, Any] | None = None
 
     def _graph(self) -> Any:
-        """The child graph bound to this session's checkpointer (a LangGraph graph), else as given."""
-        if self._bound is None or self._bound[0] is not self.graph:
+        if self._bound is None or self._bound[0] is not self.graph:  # a LangGraph graph gets our checkpointer
             bound = self.graph
             if isinstance(bound, Pregel):
                 bound = bound.copy(update={"checkpointer": self.saver})
@@ -92,13 +86,9 @@ class ChildSession:
         if self.interrupts and self.resume is None and self._last is not None:
             # Paused for approval: nothing runs until the parent answers.
             return self._last
-        metadata = {**(config.get("metadata") or {}), INBOX_METADATA_KEY: self.task_id}
-        run_config = {
-            **config,
-            "metadata": metadata,
-            "callbacks": [*(config.get("callbacks") or []), self.meter],
-            "configurable": {"thread_id": self.thread_id},
-        }
+        run_config = {**config, "metadata": {**(config.get("metadata") or {}), INBOX_METADATA_KEY: self.task_id},
+                      "callbacks": [*(config.get("callbacks") or []), self.meter],
+                      "configurable": {"thread_id": self.thread_id}}
         payload: Any
         if self.resume is not None:
             payload, self.resume = Command(resume=self.resume), None
@@ -119,11 +109,9 @@ class ChildSession:
         # Cleared before the run: one that raises leaves no earlier request shown as still waiting.
         self.interrupts = []
         graph = self._graph()
-        if isinstance(graph, Pregel):
-            # Its checkpoints are for continuing it, never for a replay: written once, as the run stops.
-            result = await cast("Any", graph).ainvoke(payload, run_config, durability="exit")
-        else:
-            result = await graph.ainvoke(payload, run_config)
+        # A graph's checkpoints are for continuing it, never for a replay: written once, as the run stops.
+        once = {"durability": "exit"} if isinstance(graph, Pregel) else {}
+        result = await graph.ainvoke(payload, run_config, **once)
         self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
         self._last = result
         return result
@@ -132,34 +120,28 @@ class ChildSession:
         raise UnsupportedCall("background children run on the background loop, with ainvoke")
 
 
-LOST_REASON = (
-    "the process running this task ended before it finished (for example a restart); "
-    "call retry_async_task to run it again"
-)
-CLOSED_REASON = (
-    "the background runtime running this task was closed before it finished; "
-    "call retry_async_task to run it again"
-)
+LOST_REASON = ("the process running this task ended before it finished (for example a restart); "
+               "call retry_async_task to run it again")
+CLOSED_REASON = ("the background runtime running this task was closed before it finished; "
+                 "call retry_async_task to run it again")
 UNREAD_CHARS = 2000
 """How much of the steering a failed run never read its error quotes."""
 
 log = logging.getLogger(__name__)
 
 EndListener = Callable[[Mapping[str, Any]], Awaitable[list[str]]]
-"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result
-(the root's ``SubagentStop`` hooks: :meth:`subagents.definitions.HookMiddleware.background_task_ended`)."""
+"""Told a task's record as it ends (completed, error, cancelled); returns feedback for its result (the root's
+``SubagentStop`` hooks: :meth:`subagents.definitions.HookMiddleware.background_task_ended`)."""
 
 
 def call_key(thread_id: Any, tool_call_id: str) -> str:
-    """The second key a task's outcome is stored under (a parent stopped before it saw the start answered
-    knows only the call, not the task id)."""
+    """The second key of a task's outcome (a parent stopped before it saw the start answered knows only the call)."""
     return f"call:{thread_id}|{tool_call_id}"
 
 
 def call_key_of(call: TaskCall) -> str | None:
-    if not call.tool_call_id:
-        return None
-    return call_key((call.parent_config.get("configurable") or {}).get("thread_id"), call.tool_call_id)
+    thread_id = (call.parent_config.get("configurable") or {}).get("thread_id")
+    return call_key(thread_id, call.tool_call_id) if call.tool_call_id else None
 
 
 @dataclasses.dataclass
@@ -214,22 +196,14 @@ class LocalTaskRunner:
         excluded_keys, private_keys: more keys that never reach a child.
         settings: for the :class:`~subagents.TaskRunner` (transcripts, budgets).
 
-    ``on_end``: :data:`EndListener` s awaited before a completed or failed
-    outcome is stored (their feedback joins it), told without waiting of a
-    cancel, not told of a close. ``on_settled``: callables given each task once
-    it reads settled, on the loop (they must not block it).
+    ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored (their feedback joins
+    it), told without waiting of a cancel, not told of a close. ``on_settled``: callables given each task once it
+    reads settled, on the loop (they must not block it).
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        runtime: BackgroundRuntime,
-        *,
-        max_concurrent: int | None = None,
-        excluded_keys: frozenset[str] = frozenset(),
-        private_keys: frozenset[str] = frozenset(),
-        settings: DelegationSettings | None = None,
-    ) -> None:
+    def __init__(self, registry: SubagentRegistry, runtime: BackgroundRuntime, *, max_concurrent: int | None = None,
+                 excluded_keys: frozenset[str] = frozenset(), private_keys: frozenset[str] = frozenset(),
+                 settings: DelegationSettings | None = None) -> None:
         self.registry = registry
         self.runtime = runtime
         self.limit = ConcurrencyLimit(max_concurrent)
@@ -240,8 +214,6 @@ class LocalTaskRunner:
         self.sessions_dir = settings.observability.sessions_dir if settings is not None else None
         self.on_end: list[EndListener] = []
         self.on_settled: list[Callable[[LocalTask], None]] = []
-
-    # -- reading -------------------------------------------------------------------
 
     def find(self, task_id: str, owner: object = None) -> LocalTask | None:
         """The live entry for a task: in this runtime, or in its owner's if that is open in this process."""
@@ -261,16 +233,12 @@ class LocalTaskRunner:
 
     def stored_by_call(self, thread_id: Any, tool_call_id: str, db: str | None) -> dict[str, Any] | None:
         """The outcome a task started by that call left in the thread's SQLite file (``None``: none)."""
-        if not db:
-            return None
-        try:
-            return self.runtime.outcomes.for_db(db).load(call_key(thread_id, tool_call_id))
-        except Exception:  # noqa: BLE001 - an unreadable file: nothing recovered
-            return None
+        with contextlib.suppress(Exception):  # an unreadable file: nothing recovered
+            return self.runtime.outcomes.file(db).load(call_key(thread_id, tool_call_id)) if db else None
+        return None
 
     def owner_state(self, record: Mapping[str, Any]) -> OwnerState:
-        """Whether the record's owner is this runtime, alive, provably gone, or cannot be told (one on
-        another host is gone once its lease in the outcome file has lapsed)."""
+        """:func:`owner_state`, where one on another host is gone once its lease in the outcome file has lapsed."""
         state = owner_state(record.get("owner"), me=self.runtime.owner,
                             runtime_alive=lambda rid: BackgroundRuntime.find(rid) is not None)
         if state == "unknown" and record.get("outcome_db"):
@@ -283,13 +251,12 @@ class LocalTaskRunner:
         """The live process (in words) that runs this task, when it is not this one; else ``None``."""
         if self.find(record["id"], record.get("owner")) is not None:
             return None
-        # A live task counts as elsewhere unless its owner is provably gone; a stopped one
-        # only if its owner is provably alive (so a task on another host can still be retried).
+        # A live task is elsewhere unless its owner is provably gone; a stopped one only if it is provably alive.
         alive = ("alive", "unknown") if record.get("status") in LIVE_STATUSES else ("alive",)
         if self.owner_state(record) not in alive:
             return None
         owner = Owner.parse(record.get("owner"))
-        return owner.process if owner is not None else None
+        return f"process {owner.pid} on {owner.host}" if owner is not None else None
 
     def refresh(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The record's current fields as far as they can be known here (``lost`` if its owner is gone)."""
@@ -308,11 +275,9 @@ class LocalTaskRunner:
             return {**lost(LOST_REASON, record.get("transcript")), "updated_at": now()}
         return {}
 
-    # -- operations (each runs on the runtime's loop) ----------------------------------
-
     async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
                     attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
-        """Launch a fresh conversation for ``call``; return the record's new fields (``seed``: messages of a
+        """Launch a fresh conversation for ``call`` (on the loop); return the record's new fields (``seed``: a
         conversation rebuilt from a record; ``outcome_db``: the SQLite file of its outcome, ``None``: memory)."""
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
@@ -321,9 +286,8 @@ class LocalTaskRunner:
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
-        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the
-        tasks already running). The loop takes tasks in the order handed over; one a closing runtime never
-        takes is recorded ``lost`` (its caller was told it started)."""
+        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the tasks
+        already running). One a closing runtime never takes is recorded ``lost`` (its caller was told it started)."""
         task = self._new(task_id, call, outcome_db=outcome_db)
         handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
@@ -350,13 +314,12 @@ class LocalTaskRunner:
         self.runtime.table.put(task.id, task)
         self._launch(task, task.call)
 
-    async def _aadmit(self, task: LocalTask) -> None:
+    async def _aadmit(self, task: LocalTask) -> None:  # a coroutine, for submit
         self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
-        """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and
-        checked by the caller); the new fields and what happened, in words. ``call`` only rebuilds a
-        conversation this process never had."""
+        """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and checked
+        by the caller); the new fields and what happened, in words. ``call`` only rebuilds a lost conversation."""
         task = self.find(record["id"], record.get("owner"))
         if task is not None and task.runner is not self:  # owned by another open runtime of this process
             return await task.runner.runtime.arun(task.runner.steer(record, message, call))
@@ -399,8 +362,6 @@ class LocalTaskRunner:
                 self.runtime.spawn(tell_end(self.on_end, {**task.fields, "id": task.id, **_call_fields(task.call)}))
         return {**task.fields, **task.usage()}
 
-    # -- the driver ----------------------------------------------------------------------
-
     def _launch(self, task: LocalTask, call: TaskCall) -> None:
         self.runtime.table.revive(task.id)
         task.job = self.runtime.spawn(self._drive(task, call))
@@ -422,8 +383,8 @@ class LocalTaskRunner:
             else:  # closed, or its loop going down: nobody cancelled it, it is lost
                 self._finish(task, **lost(CLOSED_REASON, task.cancelled_transcript), announced=False)
         except BaseException as exc:  # noqa: BLE001 - a task fails alone, never the loop
-            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses
-            # (a real Ctrl-C reaches the main thread, never this one, so here it is the child's).
+            # Not re-raised, exits included: out of run_forever they would stop the loop every task uses (a real
+            # Ctrl-C reaches the main thread, never this one, so here it is the child's).
             await self._settle(task, status="error", error=_describe(exc), finished_at=now(), announced=False)
 
     async def _run(self, task: LocalTask, call: TaskCall) -> None:
@@ -469,34 +430,30 @@ class LocalTaskRunner:
             note = " | ".join(unread)
             note = note if len(note) <= UNREAD_CHARS else note[:UNREAD_CHARS - 1] + "…"
             fields["error"] = f"{fields.get('error') or ''}\n\nNot delivered (the run failed first): {note}"
-        outcome = self._outcome(task, fields)
+        outcomes = self._outcomes(task, fields)
         try:
-            await self._store(outcome).save_soon(self._keyed(task, outcome))
+            await self._store(outcomes[task.id]).save_soon(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
-            self.runtime.outcomes.memory.save(task.id, outcome)
+            self.runtime.outcomes.memory.save(task.id, outcomes[task.id])
         self._settled(task, fields)
 
     def _finish(self, task: LocalTask, **fields: Any) -> None:
         """Settle a task: its outcome is stored (durably when it can) before anyone can see it settled."""
-        outcome = self._outcome(task, fields)
+        outcomes = self._outcomes(task, fields)
         try:
-            self._store(outcome).save_all(self._keyed(task, outcome))
+            self._store(outcomes[task.id]).save_all(outcomes)
         except Exception:  # noqa: BLE001 - an unwritable store keeps the outcome in memory
-            self.runtime.outcomes.memory.save(task.id, outcome)
+            self.runtime.outcomes.memory.save(task.id, outcomes[task.id])
         self._settled(task, fields)
 
     @staticmethod
-    def _outcome(task: LocalTask, fields: dict[str, Any]) -> dict[str, Any]:
+    def _outcomes(task: LocalTask, fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The task's outcome by its id and, in a file, by its start call too (see :func:`call_key`)."""
         fields.update(task.usage())
-        return {**task.fields, **fields, "updated_at": now()}
-
-    @staticmethod
-    def _keyed(task: LocalTask, outcome: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        outcomes = {task.id: outcome}
+        outcome = {**task.fields, **fields, "updated_at": now()}
         if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
-            # Found by its start call too: a next process whose parent never saw the start answered.
-            outcomes[key] = {**outcome, "id": task.id}
-        return outcomes
+            return {task.id: outcome, key: {**outcome, "id": task.id}}
+        return {task.id: outcome}
 
     def _settled(self, task: LocalTask, fields: dict[str, Any]) -> None:
         task.set(**fields)
@@ -515,8 +472,8 @@ class LocalTaskRunner:
 
 
 def _never_taken(task: LocalTask, handed: Any) -> None:
-    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the
-    thread's SQLite file would read it ``pending`` for as long as this one lives."""
+    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the thread's
+    SQLite file would read it ``pending`` for as long as this one lives."""
     if handed.cancelled() or handed.exception() is not None:
         with contextlib.suppress(Exception):  # the failure path never raises
             task.abandon()
@@ -551,17 +508,13 @@ def _call_fields(call: TaskCall) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> str:
-    try:
+    text = ""
+    with contextlib.suppress(Exception):  # describing a failure never fails
         text = str(exc).strip()
-    except Exception:  # noqa: BLE001 - describing a failure never fails
-        text = ""
     return f"{type(exc).__name__}: {text[:2000] or '(no message)'}"
 
 
 def known_task(task_id: str) -> LocalTask | None:
     """The live entry for ``task_id`` in any open runtime of this process, if one runs it."""
-    for runtime in BackgroundRuntime.all_open():
-        task = runtime.table.get(task_id)
-        if task is not None:
-            return cast("LocalTask", task)
-    return None
+    found = (runtime.table.get(task_id) for runtime in BackgroundRuntime.all_open())
+    return cast("LocalTask | None", next((task for task in found if task is not None), None))

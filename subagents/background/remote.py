@@ -1,8 +1,7 @@
 """Remote background tasks: runs on a LangGraph Server, polled in batches, and orphans adopted.
 
-Each task gets one server thread (its metadata names the parent thread, the
-agent type, the task and the tool call) and a run on it; ``thread_id`` and
-``run_id`` are in the ledger record, so a restarted parent loses nothing.
+Each task gets one server thread (its metadata names the parent thread, the agent type, the task and the tool call)
+and a run on it; ``thread_id`` and ``run_id`` are in the ledger record, so a restarted parent loses nothing.
 
 Example (on the background loop)::
 
@@ -13,6 +12,7 @@ Example (on the background loop)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -41,17 +41,13 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------
-# Server health: every request bounded in time, and a circuit breaker per url.
-#
-# A request that cannot reach the server, or that a gateway answers for it
-# (:data:`OUTAGE_STATUSES`), fails. :data:`FAILURES_TO_OPEN` in a row with no
-# answer for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` sent one after
-# another) open the circuit: nothing is sent until the next try is due. Fewer
-# are not an outage (one dead instance behind a round-robin balancer fails
-# every other request). The interval doubles per outage, not per request (a
-# burst in flight fails as one step), up to ``max_s``; any answer closes it.
+# Server health: every request bounded in time, and a circuit breaker per url. A request that cannot reach the
+# server, or that a gateway answers for it (:data:`OUTAGE_STATUSES`), fails. :data:`FAILURES_TO_OPEN` in a row with
+# no answer for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` sent one after another) open the circuit:
+# nothing is sent until the next try is due. Fewer are not an outage (one dead instance behind a round-robin
+# balancer fails every other request). The interval doubles per outage, not per request (a burst in flight fails
+# as one step), up to ``max_s``; any answer closes it.
 # ----------------------------------------------------------------------------
-
 
 T = TypeVar("T")
 
@@ -100,8 +96,7 @@ class ServerHealth:
             raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
 
     def failed(self, url: str, reason: str, *, sent_at: float | None = None) -> ServerUnavailable:
-        """Count a failure; return the error to raise (``sent_at`` before the circuit last opened: the same
-        step of the outage, which it does not lengthen)."""
+        """Count a failure; return the error to raise (sent before the circuit last opened: the same step)."""
         circuit = self._circuits.setdefault(url, _Circuit())
         circuit.reason = reason
         now_ = self._clock()
@@ -126,8 +121,7 @@ class ServerHealth:
         self._answered_at[url] = self._clock()
 
     def note(self, url: str) -> str | None:
-        """A line for a task on this server while it is unreachable (``None`` when it is fine); stable per
-        outage, so the ledger is not rewritten on each poll."""
+        """A line for a task on this server while it is unreachable; stable per outage (not rewritten per poll)."""
         circuit = self._circuits.get(url)
         if circuit is None or circuit.failures == 0:
             return None
@@ -136,11 +130,8 @@ class ServerHealth:
                 f"({circuit.reason}); this status is the last one seen, and polling backs off")
 
     async def call(self, url: str, request: Awaitable[T], *, timeout_s: float) -> T:
-        """Await ``request`` to the server at ``url`` within ``timeout_s``.
-
-        Raises :class:`ServerUnavailable` if the circuit is open (nothing is sent) or the request fails as
-        above; other HTTP errors (the server answered) pass through.
-        """
+        """Await ``request`` to the server at ``url`` within ``timeout_s``; :class:`ServerUnavailable` if the circuit
+        is open (nothing is sent) or the request fails as above; other HTTP errors (the server answered) pass."""
         try:
             self.check(url)
         except ServerUnavailable:
@@ -172,12 +163,10 @@ def _short(exc: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------
-# How a server's runs and threads read as task fields. A run that ends
-# ``success`` (or ``interrupted``, on aegra) with interrupts on its thread
-# waits for approval; ``interrupted`` without is cancelled; ``error`` and
-# ``timeout`` are errors; a thread or run the server does not know is ``lost``.
+# How a server's runs and threads read as task fields. A run that ends ``success`` (or ``interrupted``, on aegra)
+# with interrupts on its thread waits for approval; ``interrupted`` without is cancelled; ``error`` and ``timeout``
+# are errors; a thread or run the server does not know is ``lost``.
 # ----------------------------------------------------------------------------
-
 
 def run_id_of(run: Any) -> str:
     """The ``run_id`` of a run a server answered with; :class:`RemoteAnswerError` saying so when it has none."""
@@ -193,24 +182,25 @@ def run_status(status: str | None) -> str:
 
 
 def fields_from(run: Mapping[str, Any], thread: Mapping[str, Any], *, server: str = "the server") -> dict[str, Any]:
-    """The task's fields from its run and thread (with ``values``, see :func:`with_state`); a finished run
-    whose values cannot be read is an ``error`` naming ``server``, never an empty answer."""
+    """The task's fields from its run and thread; a finished run whose values cannot be read is an ``error``."""
     if run.get("status") == "success" and not interrupts_of(thread) and thread.get("values") is None:
         return {"run_id": run_id_of(run), "status": "error", "finished_at": now(), "approval_request": None,
                 "error": f"{server} finished the run but did not show its answer (no values on thread "
                 f"{thread.get('thread_id') or '?'} or its state); the answer may still be on the server"}
+    return {"run_id": run_id_of(run), **_fields_of(run.get("status"), thread, interrupts_of(thread))}
+
+
+def _fields_of(status: Any, thread: Mapping[str, Any], interrupts: list[Any]) -> dict[str, Any]:
+    """The task's fields once its run is read ``status``, its thread holding ``interrupts``."""
     values = thread.get("values") or {}
-    fields: dict[str, Any] = {"run_id": run_id_of(run), **usage(values)}
-    status = run.get("status")
+    fields: dict[str, Any] = usage(values)
     if status in ("pending", "running"):
         fields["status"] = status
         return fields
-    interrupts = interrupts_of(thread)
     if status in ("success", "interrupted") and interrupts:
         fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
         return fields
-    fields["finished_at"] = now()
-    fields["approval_request"] = None
+    fields.update(finished_at=now(), approval_request=None)
     if status == "success":
         fields.update(status="completed", result=answer(values))
     elif status == "interrupted":
@@ -231,34 +221,21 @@ ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
 
 
 def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The task's fields from its thread alone, or ``None`` if it cannot tell (``idle``: the last run
-    succeeded; ``interrupted``: waits for approval with interrupts, cancelled without)."""
+    """The task's fields from its thread alone, or ``None`` if it cannot tell."""
     status = thread.get("status")
     if status not in ENDED_THREAD_STATUSES:
         return None
     if thread.get("values") is None and not interrupts_of(thread):
         return None  # values are optional on a thread object (aegra has none): its state endpoint tells
-    values = thread.get("values") or {}
-    fields: dict[str, Any] = {**usage(values)}
-    interrupts = interrupts_of(thread)
-    if status == "interrupted" and interrupts:
-        fields.update(status="waiting_for_approval", approval_request=pending_interrupts(interrupts))
-        return fields
-    fields.update(finished_at=now(), approval_request=None)
-    if status == "idle":
-        fields.update(status="completed", result=answer(values))
-    else:
-        fields["status"] = "cancelled"
-    return fields
+    # An idle thread's last run succeeded; only an interrupted one waits (its interrupts) or was cancelled.
+    return _fields_of("success" if status == "idle" else "interrupted", thread,
+                      interrupts_of(thread) if status == "interrupted" else [])
 
 
 def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
-    """The fields of a finished task from its run's join body alone, or ``None`` if the run must be read.
-
-    The body settles it only when it holds a finished answer (a structured
-    response, or a last AI message with no tool calls); an error, an interrupt
-    or partial values say too little (error or timeout? cancelled or waiting?).
-    """
+    """The fields of a finished task from its run's join body alone, or ``None`` if the run must be read: only a
+    finished answer (a structured response, or a last AI message with no tool calls) settles it; an error, an
+    interrupt or partial values say too little (error or timeout? cancelled or waiting?)."""
     if not isinstance(body, Mapping) or "__error__" in body or "__interrupt__" in body:
         return None
     messages = body.get("messages")
@@ -273,8 +250,7 @@ def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
 
 
 def with_state(thread: Mapping[str, Any], state: Any) -> dict[str, Any]:
-    """``thread`` with the ``values`` (and interrupts) of its state endpoint's answer (``values`` on a
-    thread object is optional: aegra's have none)."""
+    """``thread`` with the values and interrupts of its state (a thread object's ``values`` is optional)."""
     merged = dict(thread)
     if not isinstance(state, Mapping):
         return merged
@@ -383,14 +359,11 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 # ----------------------------------------------------------------------------
-# SDK clients: one per server and credentials, shared, closable, one pool per loop.
-#
-# Built here, not by ``langgraph_sdk.get_client``: headers are exactly the
-# spec's (no API key from the environment); the transport does not retry (the
-# circuit backs off instead); the TLS context (40-90 ms to load) is built once
-# per certificate settings. A closed pool opens new clients on next use.
+# SDK clients: one per server and credentials, shared, closable, one pool per loop. Built here, not by
+# ``langgraph_sdk.get_client``: headers are exactly the spec's (no API key from the environment); the transport does
+# not retry (the circuit backs off instead); the TLS context (40-90 ms to load) is built once per certificate
+# settings. A closed pool opens new clients on next use.
 # ----------------------------------------------------------------------------
-
 
 USER_AGENT = "governed-subagents"
 MAX_CONNECTIONS = 100
@@ -425,30 +398,27 @@ class RemoteClientPool:
         """Close every client's connections."""
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
-            try:
+            with contextlib.suppress(Exception):  # closing must never fail the caller
                 await client.aclose()
-            except Exception:  # noqa: BLE001 - closing must never fail the caller
-                pass
 
 
 def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     import httpx
-    from langgraph_sdk.client import LangGraphClient
 
     if spec.url is None:
         return _same_deployment_client(spec, headers)
-    http = httpx.AsyncClient(
-        base_url=spec.url,
-        transport=httpx.AsyncHTTPTransport(
-            verify=_tls_context(*_cert_settings()),
-            retries=0,
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
-                                keepalive_expiry=KEEPALIVE_S),
-        ),
-        timeout=httpx.Timeout(spec.start_timeout_s, connect=min(5.0, spec.start_timeout_s)),
-        headers={"User-Agent": USER_AGENT, **headers},
-    )
-    return LangGraphClient(http)
+    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
+                          keepalive_expiry=KEEPALIVE_S)
+    transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
+    return _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
+
+
+def _sdk_client(base_url: str, transport: Any, timeout_s: float, headers: Mapping[str, str]) -> Any:
+    import httpx
+    from langgraph_sdk.client import LangGraphClient
+
+    return LangGraphClient(httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers,
+                                             timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))))
 
 
 SERVER_MODULE = "langgraph_api.server"
@@ -459,8 +429,7 @@ AEGRA_APP_MODULE = "aegra_api.main"
 
 
 def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """:func:`in_process_client` for ``spec``; raises :class:`RemoteConfigError` naming the spec when this
-    process runs no server: the SDK would otherwise wait for an app that never comes."""
+    """:func:`in_process_client`, or :class:`RemoteConfigError` (the SDK would wait for an app that never comes)."""
     client = in_process_client(spec.start_timeout_s, headers)
     if client is None:
         raise RemoteConfigError(
@@ -485,21 +454,14 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
     if aegra_app is None:
         return None
     import httpx
-    from langgraph_sdk.client import LangGraphClient
 
-    http = httpx.AsyncClient(
-        base_url="http://aegra.in-process",
-        transport=_on_serving_loop(httpx.ASGITransport(app=aegra_app)),
-        timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        headers=headers,
-    )
-    return LangGraphClient(http)
+    return _sdk_client("http://aegra.in-process", _on_serving_loop(httpx.ASGITransport(app=aegra_app)), timeout_s,
+                       headers)
 
 
 # ----------------------------------------------------------------------------
-# An in-process server app (aegra) holds connections bound to the loop it
-# serves on, so each request to it is handed back to the loop the parent's
-# graph last awaited the runtime from: the server's.
+# An in-process server app (aegra) holds connections bound to the loop it serves on, so each request to it is
+# handed back to the loop the parent's graph last awaited the runtime from: the server's.
 # ----------------------------------------------------------------------------
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -508,10 +470,8 @@ _loop: asyncio.AbstractEventLoop | None = None
 def note_caller_loop() -> None:
     """Remember the running loop (if any) as the one the parent's graph runs on."""
     global _loop
-    try:
+    with contextlib.suppress(RuntimeError):  # called from no loop: nothing to remember
         _loop = asyncio.get_running_loop()
-    except RuntimeError:  # called from no loop: nothing to remember
-        pass
 
 
 def serving_loop() -> asyncio.AbstractEventLoop | None:
@@ -521,8 +481,7 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-    """``inner``, each request handed to the server's own loop (see :func:`serving_loop`); the ASGI
-    transport reads the whole answer into memory, so only the call changes loops."""
+    """``inner``, each request handed to the server's loop (the answer is read whole: only the call moves)."""
     import httpx
 
     class OnServingLoop(httpx.AsyncBaseTransport):
@@ -530,9 +489,8 @@ def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTranspor
             loop = serving_loop()
             if loop is None or loop is asyncio.get_running_loop():
                 return await inner.handle_async_request(request)
-            answer: httpx.Response = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 inner.handle_async_request(request), loop))
-            return answer
 
         async def aclose(self) -> None:
             await inner.aclose()
@@ -574,24 +532,19 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteClientPool] =
 def shared_client_pool() -> RemoteClientPool:
     """The pool of the running event loop (created on first use)."""
     loop = asyncio.get_running_loop()
-    pool = _pools.get(loop)
-    if pool is None:
-        pool = _pools[loop] = RemoteClientPool()
-    return pool
+    if loop not in _pools:
+        _pools[loop] = RemoteClientPool()
+    return _pools[loop]
 
 
 # ----------------------------------------------------------------------------
-# The remote runner. Starts are idempotent: a task's thread id is derived from
-# its id and attempt and created with ``if_exists="do_nothing"``, so a repeated
-# start adopts the run it made before. Every request is bounded and goes
-# through the circuit breaker; a turn's refresh is bounded by ``refresh_budget_s``.
-# Steering cancels the current run, answers the tool calls it left open and
-# starts a new run on the same thread; a follow-up is a new run there too.
+# The remote runner. Starts are idempotent: a task's thread id is derived from its id and attempt and created with
+# ``if_exists="do_nothing"``, so a repeated start adopts the run it made before. Every request is bounded and goes
+# through the circuit breaker; a turn's refresh is bounded by ``refresh_budget_s``. Steering cancels the current
+# run, answers the tool calls it left open and starts a new run on the same thread; a follow-up is a new run too.
 # ----------------------------------------------------------------------------
-
 
 __all__ = ["RemoteStartError", "RemoteSubagentSpec", "RemoteTaskRunner", "task_thread_id"]
-
 
 DEFAULT_REFRESH_BUDGET_S = 3.0
 """Bound on refreshing every remote task before one parent model call."""
@@ -627,16 +580,10 @@ class RemoteTaskRunner:
     def pool(self) -> RemoteClientPool:
         return self.client_pool if self.client_pool is not None else shared_client_pool()
 
-    def client(self, spec: RemoteSubagentSpec) -> Any:
-        """The shared SDK client for ``spec``'s server."""
-        return self.pool.client(spec)
-
     async def request(self, spec: RemoteSubagentSpec, request: Awaitable[T], *, poll: bool = False) -> T:
         """Await one request to ``spec``'s server, bounded and through its circuit breaker."""
         timeout = spec.request_timeout_s if poll else spec.start_timeout_s
         return await self.pool.health.call(spec.server, request, timeout_s=timeout)
-
-    # -- operations ------------------------------------------------------
 
     async def start(self, task_id: str, agent_type: str, description: str, *,
                     parent_thread_id: str | None, tool_call_id: str | None,
@@ -683,7 +630,7 @@ class RemoteTaskRunner:
 
     async def _start(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                      description: str) -> tuple[str, Any]:
-        client = self.client(spec)
+        client = self.pool.client(spec)
         start_id = uuid.uuid4().hex
         metadata = {**spec.metadata, **about, START_ID_METADATA_KEY: start_id}
         thread = await self.request(spec, client.threads.create(
@@ -700,13 +647,14 @@ class RemoteTaskRunner:
             if status_code(exc) == 409 and (run := await self.latest_run(spec, thread_id)) is not None:
                 return thread_id, run  # a concurrent start of the same task won
             if made_here and (status_code(exc) or 0) in range(400, 500):
-                await self._delete_quietly(spec, thread_id)  # leave no empty thread behind
+                with contextlib.suppress(Exception):  # leave no empty thread; the start's error is the one told
+                    await self.request(spec, self.pool.client(spec).threads.delete(thread_id))
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return thread_id, run
 
     async def latest_run(self, spec: RemoteSubagentSpec, thread_id: str) -> Any:
         """The thread's most recent run, or ``None``."""
-        runs = await self.request(spec, self.client(spec).runs.list(thread_id, limit=1), poll=True)
+        runs = await self.request(spec, self.pool.client(spec).runs.list(thread_id, limit=1), poll=True)
         return runs[0] if isinstance(runs, list) and runs else None
 
     async def landed_late(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -727,15 +675,8 @@ class RemoteTaskRunner:
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
 
-    async def _delete_quietly(self, spec: RemoteSubagentSpec, thread_id: str) -> None:
-        try:
-            await self.request(spec, self.client(spec).threads.delete(thread_id))
-        except Exception:  # noqa: BLE001 - the start's own error is the one to report
-            pass
-
     async def refresh(self, record: Mapping[str, Any], *, ended: bool = False) -> tuple[dict[str, Any], str | None]:
-        """The record's current fields from the server, and a note if it could not be read (``ended``: a
-        search saw its thread ended, so its answer is read by a join, :meth:`_read_ended`)."""
+        """The record's current fields from the server, and a note if it could not be read (``ended``: by a join)."""
         spec = self.specs.get(record["agent_type"])
         if spec is None:
             return {}, f"no remote subagent named {record['agent_type']!r} is configured here"
@@ -746,40 +687,38 @@ class RemoteTaskRunner:
         except Exception as exc:  # noqa: BLE001 - reported as a note, never raised into the parent
             fields, note = {}, f"the server at {spec.server} could not report this task: {_reason(exc)}"
         if self.deadline_due(spec, record, fields, note, ended=ended):
-            ended_fields = await self.end_at_deadline(spec, record, fields, note)
-            return ended_fields, None if ended_fields else note  # {}: asked again later, the note still holds
+            return await self.end_at_deadline(spec, record, fields, note), None
         return fields, note
 
     def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
                      note: str | None, *, ended: bool = False) -> bool:
-        """Whether a read of the task (``fields``, or the ``note`` of a failed read) ends it at its deadline.
-
-        A task whose read failed stays live (its run may have ended with its answer) until the server has
-        been unreachable for the circuit's longest backoff past the deadline.
-        """
+        """Whether a read of the task (``fields``, or the ``note`` of a failed read) ends it at its deadline. A task
+        whose read failed stays live (its run may have ended with its answer) until the server has been unreachable
+        for the circuit's longest backoff past the deadline."""
         if not past_deadline(spec, record, fields, ended=ended and note is None):
             return False
         return note is None or now() - float(record["started_at"]) >= (spec.timeout_s or 0) + self.pool.health.max_s
 
-    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any],
-                              fields: Mapping[str, Any], note: str | None = None) -> dict[str, Any]:
+    async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
+                              note: str | None = None) -> dict[str, Any]:
         """The fields that end a task past ``spec.timeout_s`` as timed out, whichever read noticed it.
 
-        A run still going is cancelled; one read ``cancelled`` was cancelled by the deadline already. A run
-        that had ended before its cancel holds its answer, which is read. ``{}``: asked again later.
-        ``note``: the task could not be read, so it ends saying its outcome is unknown.
+        A run still going is cancelled; one read ``cancelled`` was cancelled by the deadline already. A run that had
+        ended before its cancel holds its answer, which is read. ``{}``: asked again later. ``note``: the task could
+        not be read, so it ends saying its outcome is unknown (the note is then spent).
         """
         if note is not None:
             return {"status": "error", "finished_at": now(), "note": None, "announced": False,
                     "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
                              "its run's outcome is unknown"}
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
+        cancelled = {"status": "error", "error": error + "; its run was cancelled on the server", "note": None,
+                     "announced": False}
         if fields.get("status") == "cancelled":
-            return {**fields, "status": "error", "error": error + "; its run was cancelled on the server",
-                    "note": None, "announced": False}
+            return {**fields, **cancelled}
         try:
-            run = await self._retried(spec, lambda: self.client(spec).runs.cancel(record["thread_id"],
-                                                                                  record["run_id"]))
+            run = await self._retried(spec, lambda: self.pool.client(spec).runs.cancel(record["thread_id"],
+                                                                                       record["run_id"]))
             # aegra answers the cancel of a run that had ended with that run, unchanged
             ended_first = isinstance(run, Mapping) and run.get("status") in ("success", "error", "timeout")
         except Exception as exc:  # noqa: BLE001 - the task ends either way; the error says what the server missed
@@ -792,8 +731,7 @@ class RemoteTaskRunner:
                         "announced": False}
             ended_first = True
         if not ended_first:
-            return {"status": "error", "error": error + "; its run was cancelled on the server",
-                    "finished_at": now(), "note": None, "announced": False}
+            return {**cancelled, "finished_at": now()}
         try:
             return await self._read_ended(spec, record)
         except Exception:  # noqa: BLE001 - the answer is on the server: the next poll reads it
@@ -813,7 +751,7 @@ class RemoteTaskRunner:
                     raise
 
     async def _read(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        client = self.client(spec)
+        client = self.pool.client(spec)
         try:
             # each request tried again at once if it fails (see _retried): the run may have ended with its answer
             run = await self._retried(spec, lambda: client.runs.get(record["thread_id"], record["run_id"]), poll=True)
@@ -827,8 +765,7 @@ class RemoteTaskRunner:
         return fields_from(run, thread, server=f"the server at {spec.server}")
 
     async def _read_ended(self, spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_read` for a task whose thread has ended: one join (:func:`fields_from_join`); only what
-        that cannot settle has its run and state read, together."""
+        """:meth:`_read` for a task whose thread has ended: one join; what that cannot settle reads run and state."""
         thread_id, run_id = record["thread_id"], record["run_id"]
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
@@ -839,7 +776,7 @@ class RemoteTaskRunner:
         fields = fields_from_join(run_id, body)
         if fields is not None:
             return fields
-        client = self.client(spec)
+        client = self.pool.client(spec)
         answers: tuple[Any, ...] = await asyncio.gather(
             self._retried(spec, lambda: client.runs.get(thread_id, run_id), poll=True),
             self._retried(spec, lambda: client.threads.get_state(thread_id), poll=True), return_exceptions=True)
@@ -856,39 +793,36 @@ class RemoteTaskRunner:
     def _join_request(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> Awaitable[Any]:
         # The join's own route, asked once: the SDK's runs.join reconnects, and warns, when it fails.
         path = "/threads/{}/runs/{}/join".format(*(quote(str(i), safe="") for i in (thread_id, run_id)))
-        return self.client(spec).http.get(path)  # type: ignore[no-any-return]
+        return self.pool.client(spec).http.get(path)  # type: ignore[no-any-return]
 
     async def _with_state(self, spec: RemoteSubagentSpec, thread: Mapping[str, Any], thread_id: str, *,
                           poll: bool = False) -> dict[str, Any]:
         """``thread`` with its values read from the state endpoint (see :func:`with_state`)."""
-        state = await self._retried(spec, lambda: self.client(spec).threads.get_state(thread_id), poll=poll)
+        state = await self._retried(spec, lambda: self.pool.client(spec).threads.get_state(thread_id), poll=poll)
         return with_state(thread, state)
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``.
-
-        Raises on any fault; not counted for the circuit (a wait polls when it fails).
-        """
+        """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``. Raises on
+        any fault; not counted for the circuit (a wait polls when it fails)."""
         spec = self.specs[record["agent_type"]]
         self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
         return fields_from_join(record["run_id"], body)
 
     def reads_by_join(self, record: Mapping[str, Any]) -> bool:
-        """Whether a wait joins this live task's run rather than polling it: on a server polled by
-        metadata (aegra), while the task is within its deadline."""
+        """Whether a wait joins this live task's run (a server polled by metadata, within the deadline)."""
         spec = self.specs.get(record.get("agent_type"))  # type: ignore[arg-type]
         return spec is not None and spec.server in self.pool.without_id_search and not past_deadline(spec, record, {})
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Refresh many tasks at once, within ``refresh_budget_s`` (see ``_remote_polling.poll``)."""
+        """Refresh many tasks at once, within ``refresh_budget_s`` (see :func:`poll`)."""
         return await poll(self, records)
 
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a finished one."""
         spec = self.specs[record["agent_type"]]
-        client = self.client(spec)
+        client = self.pool.client(spec)
         thread_id = record["thread_id"]
         status = record["status"]
         about = {TASK_ID_METADATA_KEY: record["id"], "agent_type": record["agent_type"]}
@@ -920,20 +854,14 @@ class RemoteTaskRunner:
 
     async def _run(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any], *,
                    strategy: str = "interrupt", **payload: Any) -> Any:
-        return await self.request(spec, self.client(spec).runs.create(
-            thread_id,
-            spec.graph_id,
-            metadata=dict(about),
-            config=dict(spec.config) if spec.config else None,
-            multitask_strategy=strategy,
-            webhook=spec.webhook,
-            **payload,
-        ))
+        return await self.request(spec, self.pool.client(spec).runs.create(
+            thread_id, spec.graph_id, metadata=dict(about), config=dict(spec.config) if spec.config else None,
+            multitask_strategy=strategy, webhook=spec.webhook, **payload))
 
     async def _cancel_quietly(self, spec: RemoteSubagentSpec, thread_id: str, run_id: str) -> None:
         """Cancel a run and wait for it to stop; a run that already ended is fine."""
         try:
-            await self.request(spec, self.client(spec).runs.cancel(thread_id, run_id, wait=True))
+            await self.request(spec, self.pool.client(spec).runs.cancel(thread_id, run_id, wait=True))
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
             if not (is_not_found(exc) or status_code(exc) == 409):
                 raise
@@ -947,12 +875,9 @@ def _new_run(run: Any, **fields: Any) -> dict[str, Any]:
 
 def _gone(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a task whose thread its server no longer knows."""
-    return {
-        "status": "lost",
-        "error": f"the server at {spec.server} no longer knows thread "
-        f"{record['thread_id']} (was it reset?); call retry_async_task to run it again",
-        "finished_at": now(),
-    }
+    return {"status": "lost", "finished_at": now(),
+            "error": f"the server at {spec.server} no longer knows thread {record['thread_id']} (was it reset?); "
+                     "call retry_async_task to run it again"}
 
 
 def _reason(exc: BaseException) -> str:
@@ -963,12 +888,10 @@ def _reason(exc: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------
-# Polling in batches, per server: one ``threads.search(ids=...)`` for every
-# thread's status, one more for the values of those that ended, and only what
-# that cannot settle read one by one. A server without search by ids (aegra)
-# is searched by parent metadata, and each ended task read by a join.
+# Polling in batches, per server: one ``threads.search(ids=...)`` for every thread's status, one more for the
+# values of those that ended, and only what that cannot settle read one by one. A server without search by ids
+# (aegra) is searched by parent metadata, and each ended task read by a join.
 # ----------------------------------------------------------------------------
-
 
 _SEARCH_PAGE = 1000
 _DETAIL_CONCURRENCY = 16
@@ -976,8 +899,8 @@ _DETAIL_CONCURRENCY = 16
 
 async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
                ) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """``{task id: (fields, note)}``, all within ``refresh_budget_s``: a task not reached in time waits for
-    the next turn; a server that did not answer at all counts a failure and its tasks get a note."""
+    """``{task id: (fields, note)}``, all within ``refresh_budget_s``: a task not reached in time waits for the
+    next turn; a server that did not answer at all counts a failure and its tasks get a note."""
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
     ended: set[str] = set()  # threads a search saw ended: their answers are there to read
@@ -1018,11 +941,9 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
 
 def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
                   ended: bool = False) -> bool:
-    """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer.
-
-    Read ``cancelled`` counts as live: past the deadline that is the deadline's own cancel read back.
-    ``ended`` with no status read: its answer is on the server, to be read, not given up.
-    """
+    """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer. Read
+    ``cancelled`` counts as live: past the deadline that is the deadline's own cancel read back. ``ended`` with no
+    status read: its answer is on the server, to be read, not given up."""
     started = record.get("started_at")
     if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
             or not math.isfinite(started) or (ended and "status" not in fields):  # a record's field: anyone's
@@ -1041,9 +962,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
         return
 
     async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        fields, note = out.get(record["id"], ({}, None))
-        fields = await runner.end_at_deadline(spec, record, fields, note)
-        out[record["id"]] = (fields, None if fields else note)  # {}: asked again later, the note still holds
+        out[record["id"]] = (await runner.end_at_deadline(spec, record, *out.get(record["id"], ({}, None))), None)
 
     jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
     await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
@@ -1062,9 +981,7 @@ def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
 async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: list[Mapping[str, Any]],
                           out: dict[str, tuple[dict[str, Any], str | None]], answered: set[str],
                           seen_ended: set[str]) -> None:
-    """Fill ``out`` for ``records``: a status search, a values search for the finished, then the rest one by one.
-
-    ``seen_ended`` gets the threads the search saw ended."""
+    """Fill ``out`` for ``records``; ``seen_ended`` gets the threads the search saw ended."""
     try:
         states, ended = await _thread_states(runner, spec, records)
         answered.add(spec.server)
@@ -1104,8 +1021,8 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
 
 async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                          ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended: one
-    search by ids, or by metadata (:func:`_states_by_parent`) on a server that refused it once (aegra)."""
+    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended: one search by
+    ids, or by metadata (:func:`_states_by_parent`) on a server that refused it once (aegra)."""
     if spec.server not in runner.pool.without_id_search:
         try:
             return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
@@ -1118,8 +1035,8 @@ async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, rec
 
 async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                             ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Thread rows by one metadata search per parent (``parent_thread_id``) for its busy (and waiting)
-    threads; a live task whose thread is not among them has ended. A record without it is read alone."""
+    """Thread rows by one metadata search per parent (``parent_thread_id``) for its busy (and waiting) threads; a
+    live task whose thread is not among them has ended. A record without it is read alone."""
     parents: dict[str, set[str]] = {}
     for record in records:
         parent = record.get("parent_thread_id")
@@ -1148,7 +1065,7 @@ async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, paren
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
                        select: list[str]) -> dict[str, dict[str, Any]]:
-    client = runner.client(spec)
+    client = runner.pool.client(spec)
     rows: dict[str, dict[str, Any]] = {}
     for i in range(0, len(thread_ids), _SEARCH_PAGE):
         page = thread_ids[i:i + _SEARCH_PAGE]
@@ -1159,8 +1076,8 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
 
 
 def _settled_by(row: Any) -> dict[str, Any] | None:
-    """What a thread row settles, or ``None``: a row this cannot read is read one by one, and only
-    that task is told why (the server answered, so it is no outage of the others)."""
+    """What a thread row settles, or ``None``: a row this cannot read is read one by one, and only that task is told
+    why (the server answered, so it is no outage of the others)."""
     try:
         return fields_from_thread(row) if isinstance(row, Mapping) else None
     except Exception:  # noqa: BLE001 - a server's data, written by anyone
@@ -1181,8 +1098,7 @@ def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, An
 def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
                       remote_names: Collection[str], start_tool: str, *,
                       failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
-    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but for
-    the ``failed`` ones (the model was told so)."""
+    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but ``failed``."""
     recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
     missing: dict[str, tuple[str, str]] = {}
     for message in messages:
@@ -1220,12 +1136,12 @@ class OrphanSearch:
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
                         missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
                         search: OrphanSearch | None = None) -> dict[str, dict[str, Any]]:
-    """Ledger records for the server threads that belong to the ``missing`` starts (orphans: a parent that
-    died while starting them never recorded them, and they still run and cost).
+    """Ledger records for the server threads that belong to the ``missing`` starts (orphans: a parent that died
+    while starting them never recorded them, and they still run and cost).
 
-    ``left_open``: the calls a stopped run left unanswered; one whose server holds no thread for it never
-    reached it and is recorded ``lost``. Never raises, takes at most ``refresh_budget_s``; starts whose
-    server could not be asked are handed back to ``search`` for a later turn.
+    ``left_open``: the calls a stopped run left unanswered; one whose server holds no thread for it never reached
+    it and is recorded ``lost``. Never raises, takes at most ``refresh_budget_s``; starts whose server could not be
+    asked are handed back to ``search`` for a later turn.
 
     Example (on the background loop)::
 
@@ -1234,14 +1150,12 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     """
     records: dict[str, dict[str, Any]] = {}
     settled: set[str] = set()
-    try:
+    with contextlib.suppress(Exception):  # best effort: out of time, or a server's answer it cannot read
         async with asyncio.timeout(runner.refresh_budget_s):
-            # A start of this process still waiting for its answer is not an orphan yet: what it makes is
-            # found on the server once it lands (out of time, it is looked for again on a later turn).
+            # A start of this process still waiting for its answer is not an orphan yet: what it makes is found on
+            # the server once it lands (out of time, it is looked for again on a later turn).
             await runner.wait_for_starts(parent_thread_id, missing)
             await _adopt_into(records, runner, parent_thread_id, missing, left_open=left_open, settled=settled)
-    except Exception:  # noqa: BLE001 - best effort: out of time, or a server's answer it cannot read
-        pass
     if search is not None:
         search.forget(parent_thread_id, (c for c in missing if c not in settled))
     return records
@@ -1253,11 +1167,11 @@ _SEARCH_PAGES = 20
 
 async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, *,
                           select: list[str] | None = None, **filters: Any) -> tuple[list[Any], bool]:
-    """The server's threads of ``parent_thread_id`` (``filters``: more search arguments), and whether that
-    is all of them (a server that refuses ``select``, aegra, is asked for whole threads)."""
+    """The server's threads of ``parent_thread_id`` (``filters``: more search arguments), and whether that is all
+    of them (a server that refuses ``select``, aegra, is asked for whole threads)."""
     rows: list[Any] = []
     for page in range(_SEARCH_PAGES):
-        search = functools.partial(runner.client(spec).threads.search,
+        search = functools.partial(runner.pool.client(spec).threads.search,
                                    metadata={"parent_thread_id": parent_thread_id}, limit=_SEARCH_PAGE,
                                    offset=page * _SEARCH_PAGE, **filters)
         try:
@@ -1309,8 +1223,10 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
             try:
                 run = await runner.latest_run(spec, row["thread_id"])
                 if run is not None:
-                    records[task_id] = _record(task_id, missing[call_id], call_id, row["thread_id"], run, attempt,
-                                               parent_thread_id)
+                    records[task_id] = _record(
+                        task_id, missing[call_id], call_id, status=run_status(run.get("status")), started_at=now(),
+                        thread_id=row["thread_id"], run_id=run_id_of(run), attempt=attempt,
+                        parent_thread_id=parent_thread_id)
                 else:  # the parent stopped between creating the thread and starting its run: never silently lost
                     records[task_id] = _lost(task_id, missing[call_id], call_id, "the parent stopped after creating "
                                              "this task's thread and before starting its run",
@@ -1330,18 +1246,10 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
 
 def _lost(task_id: str, call: tuple[str, str], call_id: str, error: str, **fields: Any) -> dict[str, Any]:
     """The ``lost`` record of a start that never ran: ``error`` says why, and that a retry starts it."""
-    agent_type, description = call
-    return AsyncTaskRecord(
-        id=task_id, agent_type=agent_type, runner="remote", status="lost", description=description,
-        tool_call_id=call_id, created_at=now(), error=f"{error}; retry_async_task starts it", **fields,
-    ).model_dump()
+    return _record(task_id, call, call_id, status="lost", error=f"{error}; retry_async_task starts it", **fields)
 
 
-def _record(task_id: str, call: tuple[str, str], call_id: str, thread_id: str, run: Mapping[str, Any],
-            attempt: int, parent_thread_id: str) -> dict[str, Any]:
+def _record(task_id: str, call: tuple[str, str], call_id: str, **fields: Any) -> dict[str, Any]:
     agent_type, description = call
-    return AsyncTaskRecord(
-        id=task_id, agent_type=agent_type, runner="remote", status=run_status(run.get("status")),
-        description=description, tool_call_id=call_id, created_at=now(), started_at=now(),
-        thread_id=thread_id, run_id=run_id_of(run), attempt=attempt, parent_thread_id=parent_thread_id,
-    ).model_dump()
+    return AsyncTaskRecord(id=task_id, agent_type=agent_type, runner="remote", description=description,
+                           tool_call_id=call_id, created_at=now(), **fields).model_dump()

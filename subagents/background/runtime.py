@@ -1,14 +1,9 @@
 """The background runtime: one loop thread and everything background tasks need, closed together.
 
-A background task must outlive the parent turn that started it (an
-``invoke`` parent has no loop at all), so a :class:`BackgroundRuntime` runs
-one event loop on its own thread and owns the task table, the steering
-inboxes, the outcome stores and ``on_close``. The loop is the table's only
-writer, so the table needs no locks. :meth:`close` cancels what runs
-(recorded ``lost``), runs ``on_close`` and stops the thread; it is idempotent.
-
-Coroutines start in an empty ``contextvars.Context``: a child that saw the
-parent's runnable config would run as a subgraph of a step that has ended.
+A background task outlives the parent turn that started it (an ``invoke`` parent has no loop), so a
+:class:`BackgroundRuntime` runs one event loop on its own thread and owns the task table (the loop is its only
+writer: no locks), the steering inboxes, the outcome stores and ``on_close``. Coroutines start in an empty
+``contextvars.Context``: a child that saw the parent's config would run as a subgraph of a step that has ended.
 
 Example::
 
@@ -28,6 +23,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import itertools
 import json
 import os
 import socket
@@ -56,18 +52,12 @@ from subagents.errors import InvalidArgumentType, RuntimeClosed, RuntimeStalled,
 from subagents.roles import HOOKS, ChildPolicy, overrides, policy_of
 
 # ----------------------------------------------------------------------------
-# The loop thread: how it starts, what it survives, how it stops.
-#
-# asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of ``run_forever``
-# whatever task raised them; on this thread neither is a real Ctrl-C or exit,
-# so a child's tool raising one would stop the loop every task shares. The
-# task factory turns them into :class:`StrayExit` in the task where they rose:
-# that task fails alone.
+# The loop thread. asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of ``run_forever`` whatever task
+# raised them; on this thread neither is a real Ctrl-C or exit, so a child's tool raising one would stop the
+# loop every task shares. The task factory turns them into :class:`StrayExit`: that task fails alone.
 # ----------------------------------------------------------------------------
 
-
 T = TypeVar("T")
-
 
 WAIT_SLICE_S = 0.5
 """How often a caller waiting on the loop checks that the loop still runs."""
@@ -79,11 +69,9 @@ STALL_S = 5.0
 class LoopProbe:
     """Tells a loop that is blocked from one that is busy; see :class:`RuntimeStalled`.
 
-    An unanswered probe proves nothing (it may wait behind the loop's own
-    work). The loop counts as blocked only when, for ``stall_s``, it began no
-    callback (``beats``) *and* its thread was not kept waiting for a CPU most
-    of that time. Once one caller found it blocked, the next is let go after
-    its first slice.
+    An unanswered probe proves nothing (it may wait behind the loop's own work): the loop counts as blocked
+    only when, for ``stall_s``, it began no callback (``beats``) *and* its thread was not kept waiting for a CPU
+    most of that time. Once one caller found it blocked, the next is let go after its first slice.
     """
 
     def __init__(self, stall_s: float | None = None) -> None:
@@ -97,16 +85,12 @@ class LoopProbe:
         self._lock = threading.Lock()
 
     def stalled(self) -> bool:
-        """Whether a caller already found the loop blocked (and it still answers nothing)."""
         with self._lock:
             return self._blocked and not self._answered.is_set()
 
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
-        """Raise :class:`RuntimeStalled` once the loop has been blocked for ``stall_s``.
-
-        ``future``'s operation is cancelled if it never began (a start the
-        caller was told failed must not run untracked); one that began runs on.
-        """
+        """Raise :class:`RuntimeStalled` once the loop has been blocked for ``stall_s``; ``future``'s operation
+        is cancelled if it never began (a start the caller was told failed must not run untracked)."""
         with self._lock:
             now = time.monotonic()
             if self._sent is None or self._answered.is_set():
@@ -155,7 +139,7 @@ _OPERATION: contextvars.ContextVar[concurrent.futures.Future[Any] | None] = cont
     "background_operation", default=None)
 
 
-async def begun(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> T:
+async def _begun(coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> T:
     """``coro``, marking ``future`` begun at its first step (not when scheduled): see :meth:`LoopProbe.check`."""
     future.begun = True  # type: ignore[attr-defined]
     _OPERATION.set(future)
@@ -182,8 +166,7 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
 
 
 def _contain_exits(probe: LoopProbe) -> None:
-    """Tasks (their factory) and plain callbacks (``call_soon``, ``call_later``, a future's done callback):
-    neither may let an exit out of ``run_forever``. Each callback also counts as a beat of ``probe``."""
+    """No task nor plain callback may let an exit out of ``run_forever``; each callback is a beat of ``probe``."""
     loop = asyncio.get_running_loop()
     loop.set_task_factory(_task_factory)
     probe.thread_id = threading.get_native_id()
@@ -212,9 +195,8 @@ def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at:
 
 
 @contextlib.contextmanager
-def start_portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, None, None]:
-    """A blocking portal on a loop thread of its own, its tasks made unable to stop the loop (and counted by
-    ``probe``)."""
+def _portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, None, None]:
+    """A blocking portal on a loop thread of its own, whose tasks cannot stop the loop."""
     from anyio.from_thread import start_blocking_portal
 
     with start_blocking_portal("asyncio", name=name) as portal:
@@ -222,19 +204,19 @@ def start_portal(name: str, probe: LoopProbe | None = None) -> Generator[Any, No
         yield portal
 
 
-def cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
+def _cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Task[Any]) -> None:
     if future.cancelled() and not job.done():
         with contextlib.suppress(RuntimeError):  # the loop has already stopped: nothing left to cancel
             job.get_loop().call_soon_threadsafe(job.cancel)
 
 
-def settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
+def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
     """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
     if future.done():
         return
     if job.cancelled():
-        # Not by the caller (its future would be done): by close(), or by a loop going down. The caller is
-        # told so, never handed a CancelledError, which would read as its own cancellation.
+        # By close() or a loop going down (not the caller: its future would be done); a CancelledError would read
+        # as the caller's own cancellation.
         future.set_exception(RuntimeClosed("the background runtime closed before this operation finished"
                                            if closed else "the background loop stopped this operation"))
     elif (exc := job.exception()) is not None:
@@ -243,23 +225,19 @@ def settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed
         future.set_result(job.result())
 
 
-def stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
-            shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    try:
+def _stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] | None,
+                 shutdown: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    with contextlib.suppress(Exception):  # the failure path never raises; the loop still stops below
         contextvars.Context().run(portal.call, shutdown)
-    except Exception:  # noqa: BLE001 - the failure path never raises; the loop still stops below
-        pass
     if portal_cm is not None:
         portal_cm.__exit__(None, None, None)
 
 
 # ----------------------------------------------------------------------------
-# Who runs a local task: ``"local:<host>:<pid>:<start>:<runtime>"``, where
-# ``start`` (with the boot id on Linux) keeps a reused pid from passing for
-# the owner. Only a ``gone`` owner lets a task be reported ``lost``; one on
+# Who runs a local task: ``"local:<host>:<pid>:<start>:<runtime>"``, where ``start`` (with the boot id on Linux)
+# keeps a reused pid from passing for the owner. Only a ``gone`` owner lets a task be reported ``lost``; one on
 # another host is ``unknown`` until its lease in the outcome file lapses.
 # ----------------------------------------------------------------------------
-
 
 OwnerState = Literal["self", "alive", "gone", "unknown"]
 
@@ -277,17 +255,10 @@ class Owner:
 
     @property
     def name(self) -> str:
-        """The owner as the ledger stores it."""
         return f"{_PREFIX}:{self.host}:{self.pid}:{self.start}:{self.runtime}"
-
-    @property
-    def process(self) -> str:
-        """Host and pid, in words, for messages."""
-        return f"process {self.pid} on {self.host}"
 
     @classmethod
     def current(cls, runtime: str) -> Owner:
-        """This process, as the owner of ``runtime``'s tasks."""
         return cls(host=_host(), pid=os.getpid(), start=process_start(os.getpid()) or "?", runtime=runtime)
 
     @classmethod
@@ -298,12 +269,9 @@ class Owner:
         parts = name.split(":")
         # ASCII digits only ("²".isdigit() is true), and a pid the OS could have.
         if (len(parts) != 5 or parts[0] != _PREFIX or not (parts[2].isascii() and parts[2].isdigit())
-                or len(parts[2]) > 10 or int(parts[2]) > _MAX_PID):
+                or len(parts[2]) > 10 or int(parts[2]) > 2**31 - 1):
             return None
         return cls(host=parts[1], pid=int(parts[2]), start=parts[3], runtime=parts[4])
-
-
-_MAX_PID = 2**31 - 1
 
 
 def owner_state(name: object, *, me: Owner | None = None,
@@ -322,8 +290,7 @@ def owner_state(name: object, *, me: Owner | None = None,
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (boot id and clock ticks on Linux); ``None``: no such process (a zombie
-    its parent has not reaped yet runs nothing, so it is none)."""
+    """When process ``pid`` started (boot id and clock ticks on Linux); ``None``: no such process (nor a zombie)."""
     if not os.path.isdir("/proc/self"):  # no procfs: only whether the pid exists can be told
         return "?" if _pid_exists(pid) else None
     try:
@@ -374,12 +341,10 @@ def _host() -> str:
 
 
 # ----------------------------------------------------------------------------
-# The table of one runtime's local tasks. A finished task is kept for
-# follow-ups until ``max_age_s`` or until the finished ones hold more than
-# ``max_bytes`` (oldest first, O(1) each); an evicted one loses nothing, its
-# outcome is in the ledger or the store and a follow-up rebuilds it.
+# The table of one runtime's local tasks. A finished task is kept for follow-ups until ``max_age_s`` or until the
+# finished ones hold more than ``max_bytes`` (oldest first, O(1) each); an evicted one loses nothing: its outcome
+# is in the ledger or the store and a follow-up rebuilds it.
 # ----------------------------------------------------------------------------
-
 
 DEFAULT_MAX_AGE_S = 3600.0
 """How long a finished task stays in memory: an hour."""
@@ -389,18 +354,14 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 class TaskTable(Generic[T]):
-    """Tasks by id; finished ones in the order they finished, with their sizes.
-
-    Args:
-        max_age_s: seconds a finished task is kept.
-        max_bytes: bytes all finished tasks may hold together.
-    """
+    """Tasks by id; finished ones in the order they finished, with their sizes (``max_bytes`` together)."""
 
     def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        # Named as BackgroundRuntime's arguments, which come here.
         if not max_age_s > 0:
-            raise SpecError(f"max_age_s must be positive (got {max_age_s!r})")
-        if max_bytes < 0:
-            raise SpecError(f"max_bytes must not be negative (got {max_bytes!r})")
+            raise SpecError(f"settled_max_age_s must be a positive number of seconds (got {max_age_s!r})")
+        if not max_bytes >= 0:
+            raise SpecError(f"settled_max_bytes must not be negative (got {max_bytes!r})")
         self.max_age_s = float(max_age_s)
         self.max_bytes = int(max_bytes)
         self._tasks: dict[str, T] = {}
@@ -417,19 +378,20 @@ class TaskTable(Generic[T]):
         return self._tasks.get(task_id)
 
     def put(self, task_id: str, task: T) -> None:
-        """Add (or replace) a live task."""
-        self._unsettle(task_id)
+        self.revive(task_id)
         self._tasks[task_id] = task
 
     def revive(self, task_id: str) -> None:
         """A finished task runs again (a follow-up, a retry, an answer): it is no longer evictable."""
-        self._unsettle(task_id)
+        entry = self._settled.pop(task_id, None)
+        if entry is not None:
+            self.settled_bytes -= entry[1]
 
     def settle(self, task_id: str, *, size: int, at: float) -> float | None:
         """Mark a task finished at ``at``, holding ``size`` bytes; evict what is due (returns :meth:`next_due`)."""
         if task_id not in self._tasks:
             return self.next_due(at)
-        self._unsettle(task_id)
+        self.revive(task_id)
         self._settled[task_id] = (at, max(0, int(size)))
         self.settled_bytes += max(0, int(size))
         return self.evict(at)
@@ -453,7 +415,6 @@ class TaskTable(Generic[T]):
         return max(0.0, settled_at + self.max_age_s - at)
 
     def all(self) -> Iterator[T]:
-        """Every task kept, finished or not (a snapshot)."""
         return iter(list(self._tasks.values()))
 
     def unsettled(self) -> Iterator[T]:
@@ -461,25 +422,16 @@ class TaskTable(Generic[T]):
         return iter([t for i, t in self._tasks.items() if i not in self._settled])
 
     def clear(self) -> None:
-        """Drop every task (the runtime has closed: nothing can read or follow one up any more)."""
         self._tasks.clear()
         self._settled.clear()
         self.settled_bytes = 0
 
-    def _unsettle(self, task_id: str) -> None:
-        entry = self._settled.pop(task_id, None)
-        if entry is not None:
-            self.settled_bytes -= entry[1]
-
 
 # ----------------------------------------------------------------------------
-# Steering: a new instruction waits in the task's inbox until :class:`SteeringInbox`
-# hands it to the child before its next model call (a model call cannot be
-# cut halfway). The child finds its task id in its run's metadata, so one
-# instance serves every task. What is left when a run ends is delivered by
-# the runner as a follow-up: a steering message is never dropped.
+# Steering: a new instruction waits in the task's inbox until :class:`SteeringInbox` hands it to the child before
+# its next model call (a model call cannot be cut halfway). The child finds its task id in its run's metadata, so
+# one instance serves every task. What is left when a run ends is delivered by the runner as a follow-up.
 # ----------------------------------------------------------------------------
-
 
 INBOX_METADATA_KEY = "background_task_id"
 """Run metadata naming the background task a child run belongs to."""
@@ -493,7 +445,6 @@ class Inboxes:
         self._boxes: dict[str, collections.deque[str]] = {}
 
     def post(self, task_id: str, message: str) -> None:
-        """Queue ``message`` for the task's next model call."""
         self._boxes.setdefault(task_id, collections.deque()).append(message)
 
     def take(self, task_id: str) -> list[str]:
@@ -502,7 +453,6 @@ class Inboxes:
         return list(box) if box else []
 
     def pending(self, task_id: str) -> int:
-        """How many messages wait for the task."""
         return len(self._boxes.get(task_id) or ())
 
     def clear(self) -> None:
@@ -510,7 +460,6 @@ class Inboxes:
 
 
 def steering_message(text: str) -> HumanMessage:
-    """How a steering message reaches the child."""
     return HumanMessage(content=STEERING_PREFIX + text)
 
 
@@ -525,37 +474,25 @@ class SteeringInbox(AgentMiddleware):
         self.inboxes = inboxes
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return _deliver(self.inboxes)
+        from langgraph.config import get_config
+
+        try:
+            task_id = (get_config().get("metadata") or {}).get(INBOX_METADATA_KEY)
+        except RuntimeError:  # not inside a run: nothing to deliver
+            return None
+        messages = self.inboxes.take(task_id) if task_id else []
+        return {"messages": [steering_message(m) for m in messages]} if messages else None
 
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return _deliver(self.inboxes)
-
-
-def _deliver(inboxes: Inboxes) -> dict[str, Any] | None:
-    from langgraph.config import get_config
-
-    try:
-        task_id = (get_config().get("metadata") or {}).get(INBOX_METADATA_KEY)
-    except RuntimeError:  # not inside a run: nothing to deliver
-        return None
-    if not task_id:
-        return None
-    messages = inboxes.take(task_id)
-    if not messages:
-        return None
-    return {"messages": [steering_message(m) for m in messages]}
+        return self.before_model(state, runtime)
 
 
 # ----------------------------------------------------------------------------
-# The models a runtime's loop calls: copies with async HTTP clients of their own.
-#
-# LangChain's OpenAI integration shares one async connection pool between
-# models of the same base URL, and a connection opened on one loop fails on
-# another (the child fails, or the parent's next call). So a background child
-# calls copies made for its runtime: its own model at build time (``own_model``),
-# any model another middleware swaps in through :class:`OwnLoopModels`.
+# The models a runtime's loop calls: copies with async HTTP clients of their own. LangChain's OpenAI integration
+# shares one async connection pool between models of the same base URL, and a connection opened on one loop fails
+# on another. So a background child calls copies made for its runtime: its own model at build time
+# (``own_model``), any model another middleware swaps in through :class:`OwnLoopModels`.
 # ----------------------------------------------------------------------------
-
 
 class LoopModels:
     """One runtime's copies of the models its loop calls, each with its own async HTTP client."""
@@ -616,32 +553,24 @@ class OwnLoopModels(AgentMiddleware):
 
 
 # ----------------------------------------------------------------------------
-# Model-call wraps run as one. LangChain runs each ``wrap_model_call`` inside a
-# traced layer that costs two thread hops per model call on ``ainvoke``, a
-# measurable share of CPU with a thousand children. Neighbouring middlewares
-# that say they only wrap model calls (``ChildPolicy(model_call_only=True)``:
-# no other hook, no tools, no state, and they return a ``ModelResponse``) are
-# joined in order into one :class:`FusedModelCalls`.
+# Model-call wraps run as one. LangChain runs each ``wrap_model_call`` inside a traced layer that costs two thread
+# hops per model call on ``ainvoke``, a measurable share of CPU with a thousand children. Neighbouring middlewares
+# that say they only wrap model calls (``ChildPolicy(model_call_only=True)``: no other hook, no tools, no state,
+# and they return a ``ModelResponse``) are joined in order into one :class:`FusedModelCalls`.
 # ----------------------------------------------------------------------------
 
-
 def model_call_only(middleware: Any) -> bool:
-    """Whether ``middleware``'s policy says it only wraps model calls (:class:`subagents.roles.ChildPolicy`) and it
-    has no tools, no state and no other hook indeed."""
-    if not policy_of(middleware).model_call_only or getattr(middleware, "tools", None):
-        return False
-    if getattr(type(middleware), "state_schema", None) is not getattr(AgentMiddleware, "state_schema", None):
-        return False
-    return not any(overrides(middleware, hook) for hook in HOOKS if "model_call" not in hook)
+    """Whether ``middleware``'s policy says it only wraps model calls and it has no tools, state or other hook."""
+    return (policy_of(middleware).model_call_only and not getattr(middleware, "tools", None)
+            and getattr(type(middleware), "state_schema", None) is getattr(AgentMiddleware, "state_schema", None)
+            and not any(overrides(middleware, hook) for hook in HOOKS if "model_call" not in hook))
 
 
-def _chain(parts: Sequence[Any], handler: Callable[[Any], Any], wrap: Callable[[Any, Any, Any], Any]) -> Any:
-    """``handler`` wrapped by ``parts``, the first outermost; ``wrap(part, request, next)`` calls one."""
+def _chain(parts: Sequence[Any], handler: Callable[[Any], Any], wrap: Callable[..., Any]) -> Any:
+    """``handler`` wrapped by ``parts``, the first outermost; ``wrap(part, request, inner)`` calls one."""
     call = handler
     for part in reversed(parts):
-        def layer(request: Any, part: Any = part, inner: Callable[[Any], Any] = call) -> Any:
-            return wrap(part, request, inner)
-        call = layer
+        call = functools.partial(wrap, part, inner=call)
     return call
 
 
@@ -667,43 +596,24 @@ class FusedModelCalls(AgentMiddleware):
 def fused_model_calls(middleware: Sequence[Any]) -> list[Any]:
     """``middleware`` with each run of two or more neighbouring model-call-only ones joined into one."""
     out: list[Any] = []
-    run: list[Any] = []
-
-    def flush() -> None:
-        if len(run) > 1:
-            out.append(FusedModelCalls(run))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for mw in middleware:
-        if model_call_only(mw):
-            run.append(mw)
-            continue
-        flush()
-        out.append(mw)
-    flush()
+    for only, group in itertools.groupby(middleware, model_call_only):
+        run = list(group)
+        out.extend([FusedModelCalls(run)] if only and len(run) > 1 else run)
     return out
 
 
 def may_swap_model(middleware: Any) -> bool:
-    """Whether ``middleware`` could put another model in a model call: it wraps model calls and its policy
-    does not say it keeps the model (:class:`subagents.roles.ChildPolicy`)."""
+    """Whether ``middleware`` wraps model calls and its policy does not say it keeps the model."""
     return not policy_of(middleware).keeps_model and any(
         overrides(middleware, hook) for hook in ("wrap_model_call", "awrap_model_call"))
 
 
-_WRAPS = (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call"))
-
-
 def refuse_sync_only_wraps(middleware: Any) -> None:
-    """Raise ``TypeError`` naming a middleware whose model- or tool-call wrap has no async version.
-
-    A background child always runs with ``ainvoke``, and LangChain's async path
-    has no fallback to a sync-only wrap: it would fail at its first call.
+    """Raise ``TypeError`` naming a middleware whose model- or tool-call wrap has no async version: a background
+    child always runs with ``ainvoke``, whose path has no fallback to a sync-only wrap (it fails at its first call).
     """
     kind = type(middleware)
-    for sync, async_ in _WRAPS:
+    for sync, async_ in (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call")):
         if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
                 and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
             name = getattr(middleware, "name", kind.__name__)
@@ -716,12 +626,9 @@ def refuse_sync_only_wraps(middleware: Any) -> None:
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's finished middleware: ours only where they have work.
 
-    :class:`OwnLoopModels` is kept only if another middleware may swap the
-    model (the child's own is the runtime's copy already). With no other
-    middleware the child has no tools, so each run is one model call and its
-    steering comes with the run's input (:class:`~subagents.background.local.ChildSession`):
-    :class:`SteeringInbox` goes too. The rest is joined by :func:`fused_model_calls`;
-    a sync-only call wrap is refused (:func:`refuse_sync_only_wraps`).
+    :class:`OwnLoopModels` is kept only if another middleware may swap the model (the child's own is the runtime's
+    copy already). With no other middleware the child has no tools, so each run is one model call and its steering
+    comes with the run's input (:class:`~subagents.background.local.ChildSession`): :class:`SteeringInbox` goes too.
     """
     for mw in middleware:
         refuse_sync_only_wraps(mw)
@@ -733,15 +640,11 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
 
 
 # ----------------------------------------------------------------------------
-# A local task's outcome is written the moment it settles, so a restart between
-# two parent turns loses nothing: beside the thread's checkpoints when the
-# checkpointer is a SQLite file (the record's ``outcome_db``), else in the
-# runtime's memory. An outcome applies only to the same owner, attempt and
-# turn. The SQLite store also keeps a lease per live task, renewed every
-# :data:`LEASE_RENEW_S`: one older than :data:`LEASE_S` proves an owner on
-# another host gone.
+# A local task's outcome is written the moment it settles, so a restart between two parent turns loses nothing:
+# beside the thread's checkpoints when the checkpointer is a SQLite file (the record's ``outcome_db``), else in the
+# runtime's memory. An outcome applies only to the same owner, attempt and turn. The SQLite store also keeps a
+# lease per live task, renewed every :data:`LEASE_RENEW_S`: one older than :data:`LEASE_S` proves an owner gone.
 # ----------------------------------------------------------------------------
-
 
 TABLE = "background_task_outcomes"
 LEASE_TABLE = "background_task_leases"
@@ -766,9 +669,7 @@ class OutcomeStore(Protocol):
 
 def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:
     """The stored fields that bring ``record`` up to date (empty if the outcome is of another run)."""
-    if not outcome:
-        return {}
-    if any(outcome.get(k) != record.get(k) for k in _MATCH_KEYS if k in outcome):
+    if not outcome or any(outcome.get(k) != record.get(k) for k in _MATCH_KEYS if k in outcome):
         return {}
     return dict(outcome)
 
@@ -776,9 +677,9 @@ def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) ->
 class MemoryOutcomes:
     """Outcomes in this process's memory, at most ``max_bytes`` of them; none is ever dropped whole.
 
-    An unread outcome lost would report a finished task ``lost``. So a large
-    result keeps its start, and past ``max_bytes`` the oldest keep all but
-    their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are stubs dropped.
+    An unread outcome lost would report a finished task ``lost``. So a large result keeps its start, and past
+    ``max_bytes`` the oldest keep all but their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are
+    stubs dropped.
     """
 
     def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
@@ -817,10 +718,8 @@ class MemoryOutcomes:
 
     def load(self, task_id: str) -> dict[str, Any] | None:
         item = self._items.get(task_id)
-        if item is not None:
-            return dict(item[0])
-        stub = self._stubs.get(task_id)
-        return dict(stub) if stub is not None else None
+        found = item[0] if item is not None else self._stubs.get(task_id)
+        return dict(found) if found is not None else None
 
 
 MEMORY_MAX_STUBS = 10_000
@@ -865,8 +764,7 @@ class SqliteOutcomes:
         self.save_all({task_id: fields})
 
     async def save_soon(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None:
-        """:meth:`save_all`, in one transaction with every other save asked for in the loop's same step
-        (see :meth:`_write`: a thousand commits back to back locked the checkpointer out)."""
+        """:meth:`save_all`, in one transaction with the other saves of the loop's step (see :meth:`_write`)."""
         if self._batch is None:
             self._batch = ({}, asyncio.get_running_loop().create_future())
             asyncio.get_running_loop().call_soon(self._save_batch)
@@ -897,16 +795,13 @@ class SqliteOutcomes:
         )
 
     def renew(self, owner: str, task_ids: list[str], at: float) -> None:
-        """Renew ``owner``'s leases on ``task_ids`` (its live tasks) as of ``at``."""
         self._write((f"INSERT OR REPLACE INTO {LEASE_TABLE} (task_id, owner, renewed_at) "
                      "SELECT value, ?, ? FROM json_each(?)", (owner, at, json.dumps(task_ids))))
 
     def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
-        """Every write to the file: one transaction, each statement over all its rows (a JSON array).
-
-        The file is the user's checkpoint database, whose connection gives up on a lock after five
-        seconds: a commit per row (a thousand leases) kept it out past that ("database is locked").
-        """
+        """Every write to the file: one transaction, each statement over all its rows (a JSON array). The file is
+        the user's checkpoint database, whose connection gives up on a lock after five seconds: a commit per row
+        (a thousand leases) kept it out past that ("database is locked")."""
         with self._lock:
             conn = self._ready()
             conn.execute("BEGIN IMMEDIATE")
@@ -920,30 +815,23 @@ class SqliteOutcomes:
 
     def lease(self, task_id: str) -> tuple[str, float] | None:
         """The task's lease: its owner and when it was last renewed (``None``: no lease)."""
-        with self._lock:
-            try:
-                row = self._connect().execute(
-                    f"SELECT owner, renewed_at FROM {LEASE_TABLE} WHERE task_id = ?", (task_id,)
-                ).fetchone()
-            except sqlite3.Error:
-                return None
+        row = self._row(f"SELECT owner, renewed_at FROM {LEASE_TABLE} WHERE task_id = ?", task_id)
         return (str(row[0]), float(row[1])) if row else None
 
     def load(self, task_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            try:
-                row = self._connect().execute(
-                    f"SELECT fields FROM {TABLE} WHERE task_id = ?", (task_id,)
-                ).fetchone()
-            except sqlite3.Error:  # no file, or no table yet: nothing stored
-                return None
-        if row is None:
-            return None
+        row = self._row(f"SELECT fields FROM {TABLE} WHERE task_id = ?", task_id)
         try:
-            value = json.loads(row[0])
+            value = json.loads(row[0]) if row is not None else None
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+    def _row(self, sql: str, task_id: str) -> Any:
+        with self._lock:
+            try:
+                return self._connect().execute(sql, (task_id,)).fetchone()
+            except sqlite3.Error:  # no file, or no table yet: nothing stored
+                return None
 
     def close(self) -> None:
         with self._lock:
@@ -981,26 +869,22 @@ class OutcomeStores:
         return self.file(path) if path else self.memory
 
     def file(self, path: str) -> SqliteOutcomes:
-        """The store of one SQLite file (opened once per runtime)."""
-        store = self._files.get(path)
-        if store is None:
-            store = self._files[path] = SqliteOutcomes(path)
-        return store
+        if path not in self._files:
+            self._files[path] = SqliteOutcomes(path)
+        return self._files[path]
 
     def close(self) -> None:
         for store in self._files.values():
             store.close()
         self._files.clear()
-        # Only this runtime reads its memory outcomes, and a closed one reads nothing: another
-        # runtime finds this one closed and reports its unsettled tasks lost, as documented.
+        # Only this runtime reads its memory outcomes, and a closed one reads nothing: another runtime finds this
+        # one closed and reports its unsettled tasks lost, as documented.
         self.memory.clear()
 
 
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
-    """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise).
-
-    LangGraph has no public accessor for a run's checkpointer: this reads its config key, in this one place.
-    """
+    """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise). LangGraph has no public
+    accessor for a run's checkpointer: this reads its config key, in this one place."""
     conn = _checkpoint_conn(config)
     if conn is None or not _is_aiosqlite(conn):
         return checkpoint_db_now(config)
@@ -1021,8 +905,7 @@ _ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictiona
 
 
 def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
-    """:func:`checkpoint_db` without awaiting, from any thread; raises ``LookupError`` for an async
-    SQLite connection (``AsyncSqliteSaver``), which only its own loop may ask."""
+    """:func:`checkpoint_db` from any thread; ``LookupError`` for an unasked async SQLite connection (its loop's)."""
     conn = _checkpoint_conn(config)
     if conn is None:
         return None
@@ -1053,10 +936,7 @@ def _is_aiosqlite(conn: Any) -> bool:
 
 
 def _main_db(rows: Any) -> str | None:
-    for _seq, name, path in rows:
-        if name == "main" and path:
-            return str(os.path.abspath(path))
-    return None
+    return next((str(os.path.abspath(path)) for _seq, name, path in rows if name == "main" and path), None)
 
 
 def _size(fields: Mapping[str, Any]) -> int:
@@ -1085,25 +965,13 @@ class BackgroundRuntime:
         name: the loop thread's name.
 
     Attributes:
-        on_close: callables run once on the loop when the runtime closes
-            (coroutine functions are awaited); a failing one does not stop
-            the others. Other runners put their clients and pools here.
-        models: the :class:`LoopModels` (copies with clients of this loop's
-            own) that background children call; closed with the runtime.
+        on_close: callables run once on the loop when the runtime closes (coroutine functions are awaited); a
+            failing one does not stop the others. Other runners put their clients and pools here.
+        models: the :class:`LoopModels` that background children call; closed with the runtime.
     """
 
-    def __init__(
-        self,
-        *,
-        settled_max_age_s: float = DEFAULT_MAX_AGE_S,
-        settled_max_bytes: int = DEFAULT_MAX_BYTES,
-        close_timeout_s: float = 5.0,
-        name: str = "background-subagents",
-    ) -> None:
-        if not settled_max_age_s > 0:
-            raise SpecError(f"settled_max_age_s must be a positive number of seconds (got {settled_max_age_s!r})")
-        if not settled_max_bytes >= 0:
-            raise SpecError(f"settled_max_bytes must not be negative (got {settled_max_bytes!r})")
+    def __init__(self, *, settled_max_age_s: float = DEFAULT_MAX_AGE_S, settled_max_bytes: int = DEFAULT_MAX_BYTES,
+                 close_timeout_s: float = 5.0, name: str = "background-subagents") -> None:
         self.id = uuid.uuid4().hex[:16]
         self.owner = Owner.current(self.id)
         self.table: TaskTable[Any] = TaskTable(settled_max_age_s, settled_max_bytes)
@@ -1127,8 +995,6 @@ class BackgroundRuntime:
         self.closed = False
         _open[self.id] = self
 
-    # -- finding runtimes ------------------------------------------------------
-
     @staticmethod
     def find(runtime_id: str) -> BackgroundRuntime | None:
         """The open runtime of this process with that id, if any."""
@@ -1139,8 +1005,6 @@ class BackgroundRuntime:
     def all_open() -> list[BackgroundRuntime]:
         """Every open runtime of this process (for views that know a task id only)."""
         return [r for r in list(_open.values()) if not r.closed]
-
-    # -- running coroutines ------------------------------------------------------
 
     def in_loop(self) -> bool:
         """Whether the caller runs on this runtime's loop thread."""
@@ -1162,18 +1026,17 @@ class BackgroundRuntime:
             raise
 
     def _begin(self, coro: Coroutine[Any, Any, T], future: concurrent.futures.Future[T]) -> None:
-        """On the loop: start ``coro`` as a job whose outcome settles ``future``."""
         if self.closed or future.cancelled():
             coro.close()
             if not future.cancelled():
                 future.set_exception(RuntimeClosed("the background runtime is closed"))
             return
-        job = asyncio.get_running_loop().create_task(begun(coro, future), context=contextvars.Context())
+        job = asyncio.get_running_loop().create_task(_begun(coro, future), context=contextvars.Context())
         self._ops.add(job)
         job.add_done_callback(self._ops.discard)
-        job.add_done_callback(lambda done: settle(done, future, closed=self.closed))
+        job.add_done_callback(lambda done: _settle(done, future, closed=self.closed))
         # A caller that stops waiting (cancelled) cancels the job too.
-        future.add_done_callback(lambda f: cancel_if_abandoned(f, job))
+        future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))
 
     def stalled(self) -> bool:
         """Whether a caller waiting on the loop already found it blocked (see :class:`RuntimeStalled`)."""
@@ -1245,8 +1108,11 @@ class BackgroundRuntime:
 
     def _take_leases(self) -> None:
         leases, self._new_leases = self._new_leases, {}
-        for db, ids in leases.items():
-            with contextlib.suppress(Exception):  # a locked file: renewed by keep_leases
+        self._renew(leases)
+
+    def _renew(self, by_db: Mapping[str, list[str]]) -> None:
+        for db, ids in by_db.items():
+            with contextlib.suppress(Exception):  # a locked file: renewed next time (keep_leases)
                 self.outcomes.file(db).renew(self.owner.name, ids, time.time())
 
     def keep_leases(self) -> None:
@@ -1263,11 +1129,7 @@ class BackgroundRuntime:
                     by_db.setdefault(str(db), []).append(task.id)
             if not by_db:
                 return
-            for db, ids in by_db.items():
-                with contextlib.suppress(Exception):  # a locked file: renewed next time
-                    self.outcomes.file(db).renew(self.owner.name, ids, time.time())
-
-    # -- closing ---------------------------------------------------------------------
+            self._renew(by_db)
 
     def close(self) -> None:
         """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
@@ -1284,21 +1146,20 @@ class BackgroundRuntime:
             self._close_without_loop()
             return
         if self.in_loop():  # closing from one of our own tasks: finish from another thread
-            threading.Thread(target=stop_portal, args=(portal, portal_cm, self._shutdown), daemon=True).start()
+            threading.Thread(target=_stop_portal, args=(portal, portal_cm, self._shutdown), daemon=True).start()
             return
-        stop_portal(portal, portal_cm, self._shutdown)
+        _stop_portal(portal, portal_cm, self._shutdown)
 
     def _alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def _close_without_loop(self) -> None:
         """The loop never started, or died (something got past its guard): the rest closes on a loop of its own."""
-        with start_portal("background-subagents-close") as portal:
+        with _portal("background-subagents-close") as portal:
             portal.call(self._close_rest)
 
     async def _close_rest(self) -> None:
-        """Every unsettled task recorded ``lost``, ``on_close`` run (last added first), and everything let go
-        (a closed middleware is often kept alive)."""
+        """Unsettled tasks made ``lost``, ``on_close`` run (last first), all let go (a closed middleware lives on)."""
         for task in self.table.unsettled():  # waiting for approval, or not yet started: nothing runs them now
             with contextlib.suppress(Exception):
                 task.abandon()
@@ -1351,7 +1212,7 @@ class BackgroundRuntime:
             if self.closed:
                 raise RuntimeClosed("the background runtime is closed; create a new one (or a new middleware)")
             if self._portal is None:
-                cm = start_portal(self._name, self._probe)
+                cm = _portal(self._name, self._probe)
                 portal = cm.__enter__()
                 self._thread = portal.call(threading.current_thread)
                 self._loop = portal.call(asyncio.get_running_loop)

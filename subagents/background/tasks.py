@@ -1,10 +1,8 @@
 """The rules of background tasks over both runners, and waiting for them to settle.
 
-An application simply carries on (finished tasks are announced before the
-parent's next model call); a script that wants a result first waits here,
-until each task has settled or waits for approval. Remote tasks need
-``tasks`` (the :class:`~subagents.BackgroundTasks` that started them) and are
-polled in batches; a server that hangs makes the wait return ``False``.
+An application simply carries on (finished tasks are announced before the parent's next model call); a script
+that wants a result first waits here, until each task has settled or waits for approval. Remote tasks need
+``tasks`` (the :class:`~subagents.BackgroundTasks` that started them); a server that hangs makes the wait ``False``.
 
 Example::
 
@@ -39,7 +37,7 @@ from subagents.background.ledger import (
     usable_records,
 )
 from subagents.background.local import EndListener, LocalTaskRunner, known_task, tell_end, with_feedback
-from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner
+from subagents.background.remote import DEFAULT_REFRESH_BUDGET_S, RemoteTaskRunner, shared_client_pool
 from subagents.background.runtime import BackgroundRuntime, Owner, checkpoint_db, checkpoint_db_now
 from subagents.boundary import is_forbidden_tool
 from subagents.definitions.permissions import decided_message, is_approval
@@ -59,15 +57,10 @@ from subagents.settings import DelegationSettings
 from subagents.spec import RemoteSubagentSpec
 
 # ----------------------------------------------------------------------------
-# :class:`BackgroundTasks` takes ledger records in and hands field updates out
-# (the middleware writes them). Every operation first brings the record up to
-# date; a wrong one raises :class:`TaskStateError` written for the model.
-# ``update`` steers a pending or running task, answers a waiting one, follows
-# up a completed one; ``cancel`` stops a live one; ``retry`` runs an error,
-# cancelled or lost one again under the same id. A local task of another live
-# process is refused all three (it would run twice).
+# :class:`BackgroundTasks` takes ledger records in and hands field updates out (the middleware writes them). Every
+# operation first brings the record up to date; a wrong one raises :class:`TaskStateError` written for the model.
+# A local task of another live process cannot be updated, cancelled or retried here (it would run twice).
 # ----------------------------------------------------------------------------
-
 
 _WAITED_KEPT = 10_000
 """Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
@@ -82,34 +75,24 @@ class BackgroundTasks:
         max_concurrent: how many local tasks run at once; more wait as ``pending``.
         private_keys: more keys that never reach a local child.
         excluded_keys: keys the caller keeps to the parent (its ledgers).
-        settings: the :class:`~subagents.settings.DelegationSettings` for the
-            local tasks' :class:`~subagents.TaskRunner`.
-        remote_refresh_budget_s: bound on polling every remote task in one
-            :meth:`refresh` (a parent turn); see :class:`~subagents.background.remote.RemoteTaskRunner`.
+        settings: the :class:`~subagents.settings.DelegationSettings` for the local tasks' runner.
+        remote_refresh_budget_s: bound on polling every remote task in one :meth:`refresh` (a parent turn).
         runtime: where the tasks live (default: a new one; close it with ``tasks.runtime.close()``).
     """
 
-    def __init__(
-        self,
-        registry: SubagentRegistry,
-        remote: Sequence[RemoteSubagentSpec] = (),
-        *,
-        max_concurrent: int | None = None,
-        private_keys: frozenset[str] = frozenset(),
-        excluded_keys: frozenset[str] = frozenset(),
-        settings: DelegationSettings | None = None,
-        remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
-        runtime: BackgroundRuntime | None = None,
-    ) -> None:
-        clash = set(registry.names) & {s.name for s in remote}
-        if clash:
+    def __init__(self, registry: SubagentRegistry, remote: Sequence[RemoteSubagentSpec] = (), *,
+                 max_concurrent: int | None = None, private_keys: frozenset[str] = frozenset(),
+                 excluded_keys: frozenset[str] = frozenset(), settings: DelegationSettings | None = None,
+                 remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
+                 runtime: BackgroundRuntime | None = None) -> None:
+        if clash := set(registry.names) & {s.name for s in remote}:
             raise SpecError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
                                      excluded_keys=excluded_keys, private_keys=private_keys, settings=settings)
         self.remote = RemoteTaskRunner(remote, refresh_budget_s=remote_refresh_budget_s)
         # The remote clients live on the runtime's loop and close with it.
-        self.runtime.on_close.append(_close_remote_clients)
+        self.runtime.on_close.append(lambda: shared_client_pool().aclose())
         self.registry = registry
         self._ends_told: set[tuple[str, Any]] = set()  # remote (task id, attempt) whose end listeners heard
         _INSTANCES.add(self)
@@ -118,20 +101,13 @@ class BackgroundTasks:
 
     @property
     def on_end(self) -> list[EndListener]:
-        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote
-        task's end once, when this process first sees it.
-
-        Example::
-
-            tasks.on_end.append(hooks.background_task_ended)
-        """
+        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote task's
+        end once, when this process first sees it. Example: ``tasks.on_end.append(hooks.background_task_ended)``."""
         return self.local.on_end
 
     @property
     def names(self) -> tuple[str, ...]:
         return (*self.registry.names, *self.remote.specs)
-
-    # -- operations --------------------------------------------------------
 
     async def start(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any]:
         """Launch ``call`` in the background and return its full new record."""
@@ -142,10 +118,9 @@ class BackgroundTasks:
         return record
 
     def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
-        """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can.
-
-        ``None`` when the start must run on the loop and be waited for: a remote task, the first start on an
-        ``AsyncSqliteSaver`` connection (asked for its file on its loop), or a loop found blocked.
+        """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can; ``None`` when
+        the start must run on the loop and be waited for (a remote task, the first start on an ``AsyncSqliteSaver``
+        connection, asked for its file on its loop, or a loop found blocked).
 
         Example::
 
@@ -165,8 +140,7 @@ class BackgroundTasks:
         return record
 
     def _new_record(self, call: TaskCall, ledger: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The record a start begins with (``pending``) and ``True``, or the ledger's own for a start
-        already made (a replayed step) and ``False``."""
+        """The record a start begins with and ``True``, or the ledger's own (a replayed step) and ``False``."""
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             raise TaskStateError("subagents cannot delegate; do the work yourself")
         kind = self._kind(call.subagent_type)
@@ -180,12 +154,9 @@ class BackgroundTasks:
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
                       ) -> dict[str, dict[str, Any]]:
-        """Field updates for every live task whose state moved on since the ledger saw it.
-
-        Remote tasks are polled in one batch per server; one whose server cannot be reached gets a ``note``.
-        ``just_started``: remote tasks the step just before started, not polled yet while pending (their
-        runs have barely begun).
-        """
+        """Field updates for every live task whose state moved on since the ledger saw it; a remote one whose server
+        cannot be reached gets a ``note``. ``just_started``: remote tasks the step just before started, not polled
+        yet while pending (their runs have barely begun)."""
         live = [r for r in ledger.values() if r.get("status") in LIVE_STATUSES and not (
             r["id"] in just_started and r.get("runner") == "remote" and r.get("status") == "pending")]
         waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
@@ -208,18 +179,21 @@ class BackgroundTasks:
 
     async def check(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The record brought up to date, and any problem reaching its runner (also kept as ``note``)."""
-        fields, problem = await self._fresh(record)
-        if record.get("runner") == "remote":
-            return {**record, **await self.remote_end(record, fields), "note": problem}, problem
-        return {**record, **fields}, problem
+        if record.get("runner") != "remote":
+            return {**record, **self.local.refresh(record)}, None
+        if record.get("status") not in LIVE_STATUSES:
+            fields, problem = {}, None
+        elif (waited := self._take_waited(record)) is not None:
+            fields, problem = waited, None
+        else:
+            fields, problem = await self.remote.refresh(record)
+        return {**record, **await self.remote_end(record, fields), "note": problem}, problem
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
                      decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
-        """Steer, answer or follow up; returns the updated record and what happened.
-
-        ``decision`` answers a waiting task without relying on the message's words. ``by_model``: from a
-        model's tool call, which may refuse an approval but never grant one (only a person approves).
-        """
+        """Steer, answer or follow up; returns the updated record and what happened. ``decision`` answers a waiting
+        task without relying on the message's words. ``by_model``: from a model's tool call, which may refuse an
+        approval but never grant one (only a person approves)."""
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
@@ -275,8 +249,6 @@ class BackgroundTasks:
         fields = await self._launch(current, again, attempt=int(current.get("attempt") or 1) + 1)
         return {**current, **fields, "runner": kind, "updated_at": now()}
 
-    # -- helpers -----------------------------------------------------------
-
     async def remote_end(self, record: Mapping[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
         """``fields`` of a remote task, with the end listeners' feedback the first time they show it ended."""
         if record.get("status") not in LIVE_STATUSES or fields.get("status") not in SETTLED_STATUSES:
@@ -317,19 +289,17 @@ class BackgroundTasks:
                                         "have no price here: a budget's max_usd cannot bound them (max_tokens can)",
                                         stop_reason="budget")
             configurable = call.parent_config.get("configurable") or {}
-            return await self.remote.start(
-                record["id"], call.subagent_type, call.description,
-                parent_thread_id=configurable.get("thread_id"),
-                tool_call_id=record.get("tool_call_id"), attempt=attempt,
-            )
+            return await self.remote.start(record["id"], call.subagent_type, call.description, attempt=attempt,
+                                           parent_thread_id=configurable.get("thread_id"),
+                                           tool_call_id=record.get("tool_call_id"))
         local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
         return await self.local.start(record["id"], local_call, attempt=attempt,
                                       outcome_db=await checkpoint_db(call.parent_config))
 
     def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
-        """Keep what a wait (which has no ledger to write) read of the tasks of ``before`` that it saw end or
-        wait for approval, for the next :meth:`refresh` or :meth:`check` of each: else they were read again,
-        and a run the wait ended at its deadline read as merely ``cancelled``."""
+        """Keep what a wait (which has no ledger to write) read of the tasks of ``before`` that it saw end or wait
+        for approval, for the next :meth:`refresh` or :meth:`check` of each: else they were read again, and a run
+        the wait ended at its deadline read as merely ``cancelled``."""
         for task_id, old in before.items():
             new = after.get(task_id, old)
             if old.get("status") in LIVE_STATUSES and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
@@ -345,19 +315,9 @@ class BackgroundTasks:
         del self._waited[record["id"]]
         return kept[1]
 
-    async def _fresh(self, record: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        if record.get("runner") == "remote":
-            if record.get("status") not in LIVE_STATUSES:
-                return {}, None
-            if (waited := self._take_waited(record)) is not None:
-                return waited, None
-            return await self.remote.refresh(record)
-        return self.local.refresh(record), None
-
     @staticmethod
     def _local_call(call: TaskCall) -> TaskCall:
-        """The call as a background child may see it: the names (thread, namespace, metadata) and recursion
-        limit, nothing of the parent's finished step (checkpointer, callbacks, stream writer)."""
+        """The call as a background child may see it: names and recursion limit, nothing of the finished step."""
         config = call.parent_config
         configurable = config.get("configurable") or {}
         kept: dict[str, Any] = {
@@ -372,26 +332,17 @@ class BackgroundTasks:
         return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
 
 
-async def _close_remote_clients() -> None:
-    from subagents.background.remote import shared_client_pool
-
-    await shared_client_pool().aclose()
-
-
 # ----------------------------------------------------------------------------
-# Waiting for remote tasks: the turn's batched poll every ``every_s``, one
-# coroutine on the runtime's loop, every await bounded by the time left.
-# Runs are also joined (a long-poll answered when the run ends), see
-# :class:`_EndWatch`. A join streams the whole run, which costs the server
-# more than a batched search: on ``langgraph dev`` with 50 tasks, 32 joins
-# open settled them in 3.3 s against 1.9 s by polling.
+# Waiting for remote tasks: the turn's batched poll every ``every_s``, one coroutine on the runtime's loop, every
+# await bounded by the time left. Runs are also joined (a long-poll answered when the run ends), see
+# :class:`_EndWatch`. A join streams the whole run, which costs the server more than a batched search: on
+# ``langgraph dev`` with 50 tasks, 32 joins open settled them in 3.3 s against 1.9 s by polling.
 # ----------------------------------------------------------------------------
-
 
 async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[str, Any]], *,
                         deadline: float, every_s: float = 0.1) -> tuple[dict[str, dict[str, Any]], bool]:
-    """Poll until no record of ``records`` is pending or running, or ``deadline`` (``time.monotonic``);
-    the records as last seen and whether they settled in time. Never raises for a server's faults."""
+    """Poll until no record of ``records`` is pending or running, or ``deadline`` (``time.monotonic``); the records
+    as last seen and whether they settled in time. Never raises for a server's faults."""
     remote = {k: dict(v) for k, v in records.items()}
     watch = _EndWatch(tasks)
     try:
@@ -428,13 +379,10 @@ JOINS_OPEN = 64
 class _EndWatch:
     """The pause between polls, cut short when a run the server is watching for us ends.
 
-    Where polls read answers in batches, one join at a time on the oldest live
-    task (a batch mostly ends together). Where each answer is read by a join
-    (:meth:`~subagents.background.remote.RemoteTaskRunner.reads_by_join`),
-    every live task is joined and only the rest polled (:meth:`due`). Each
-    task is joined at most once; a join whose body holds the answer settles
-    its task (:meth:`take`); the first join that fails leaves the rest of the
-    wait to polls.
+    Where polls read answers in batches, one join at a time on the oldest live task (a batch mostly ends together).
+    Where each answer is read by a join (``RemoteTaskRunner.reads_by_join``), every live task is joined and only the
+    rest polled (:meth:`due`). Each task is joined at most once; a join whose body holds the answer settles its task
+    (:meth:`take`); the first join that fails leaves the rest of the wait to polls.
     """
 
     def __init__(self, tasks: BackgroundTasks) -> None:
@@ -488,11 +436,8 @@ class _EndWatch:
 
 
 def model_refusal(task_id: str, message: str, decision: str | None) -> str:
-    """The resume message of a model's answer to a pending approval: a rejection, never an approval.
-
-    Raises :class:`TaskStateError` for an answer that would approve (the
-    ``approve`` decision, an approval word, a JSON resume value).
-    """
+    """The resume message of a model's answer to a pending approval: a rejection; :class:`TaskStateError` for an
+    answer that would approve (the ``approve`` decision, an approval word, a JSON resume value)."""
     text = message.strip()
     if decision == "approve" or (decision is None and (is_approval(text) or text[:1] in ("{", "["))):
         raise TaskStateError(
@@ -511,11 +456,10 @@ def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["ap
     """Answer a background task waiting for approval, as the person the application asked.
 
     The parent's model cannot approve. ``agent`` is the parent graph (with
-    :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the
-    thread whose ``async_tasks`` holds the task. Returns the task's updated
-    record (the ledger catches up on the next turn); raises
-    :class:`~subagents.errors.TaskStateError` for a task the thread does not
-    hold, one not waiting, or one nothing in this process runs.
+    :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the thread whose ``async_tasks`` holds the
+    task. Returns the task's updated record (the ledger catches up on the next turn); raises
+    :class:`~subagents.errors.TaskStateError` for a task the thread does not hold, one not waiting, or one nothing
+    in this process runs.
 
     Example::
 
@@ -535,8 +479,8 @@ async def aanswer_approval(agent: Any, config: Any, task_id: str, decision: Lite
 
 def approval_answer(values: Mapping[str, Any], task_id: str, decision: str,
                     reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
-    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``
-    (what :func:`answer_approval` and the middleware's method of that name run)."""
+    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values`` (what
+    :func:`answer_approval` and the middleware's method of that name run)."""
     ledger = values.get("async_tasks")
     record = usable_records(ledger).get(task_id) if isinstance(ledger, Mapping) else None
     if record is None:
@@ -558,11 +502,10 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
                         tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
     """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
 
-    Raises :class:`InvalidArgument` (naming ``tasks``) if the ledger has live remote
-    tasks and no ``tasks`` to poll them with, and (naming the task id and
-    field; :class:`StoredDataError`) if a record is not one it can wait for: not a mapping, an ``id``
-    other than its key, no ``status``, or a live remote task without its
-    ``agent_type`` or ``thread_id``.
+    Raises :class:`InvalidArgument` (naming ``tasks``) if the ledger has live remote tasks and no ``tasks`` to poll
+    them with, and :class:`StoredDataError` (naming the task id and field) if a record is not one it can wait for:
+    not a mapping, an ``id`` other than its key, no ``status``, or a live remote task without its ``agent_type`` or
+    ``thread_id``.
     """
     if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
         # 0, negative or NaN: back-to-back polls, a busy loop of requests
@@ -574,10 +517,8 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     remote = {k: v for k, v in ledger.items() if v.get("runner") == "remote"}
     local = {k: v for k, v in ledger.items() if k not in remote}
     if any(r.get("status") in ACTIVE_STATUSES for r in remote.values()) and tasks is None:
-        raise InvalidArgument(
-            "wait_for_background: the ledger has remote tasks still running; pass tasks= "
-            "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them"
-        )
+        raise InvalidArgument("wait_for_background: the ledger has remote tasks still running; pass tasks= "
+                              "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them")
     if not _wait_local(local, timeout_s=timeout_s):
         return False
     if tasks is None or not any(r.get("status") in ACTIVE_STATUSES for r in remote.values()):
@@ -596,12 +537,12 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout_s
     flushed: set[str] = set()
     for task_id, record in ledger.items():
-        owner = Owner.parse(record.get("owner")) if isinstance(record, Mapping) else None
+        owner = Owner.parse(record.get("owner"))
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         if (runtime is not None and runtime.id not in flushed and not runtime.in_loop()
                 and record.get("status") in ACTIVE_STATUSES and runtime.table.get(task_id) is None):
-            # A start handed over by start_soon is in the table after one round trip of the loop (only
-            # then: a wait for tasks the table shows settled answers at once, even with no time left).
+            # A start handed over by start_soon is in the table after one round trip of the loop (only then: a wait
+            # for tasks the table shows settled answers at once, even with no time left).
             flushed.add(runtime.id)
             try:
                 runtime.run(asyncio.sleep(0), timeout=max(deadline - time.monotonic(), 0.0))
