@@ -1,18 +1,8 @@
-"""Turning a :class:`SubagentSpec` into a compiled child graph.
+"""Turning a :class:`SubagentSpec` into a child graph: :func:`langchain.agents.create_agent` under the spec's name.
 
-The child is built with :func:`langchain.agents.create_agent` under the
-spec's name, so it runs as a named subgraph of the parent. Fields map onto
-LangChain's own middleware (``HumanInTheLoopMiddleware`` for approvals,
-``SummarizationMiddleware`` for ``condenser``); one of these classes in the
-spec's own ``middleware`` wins (``create_agent`` refuses two). ``max_turns``
-is enforced by the runner's meter, without two extra graph steps per turn.
-The system prompt is the spec's own (never the parent's), then an
-``<available_skills>`` block for exactly the skills the spec names.
-
-Example::
-
-    graph = build_subagent(spec, parent_model=model, parent_tools=[search, write_file],
-                           options=BuildOptions(risky_tools={"write_file"}))
+Fields map onto LangChain's own middleware (approvals, ``condenser``); one of these classes in the spec's own
+``middleware`` wins (``create_agent`` refuses two). ``max_turns`` is the runner's meter's, without two extra graph
+steps per turn. The prompt is the spec's own, then an ``<available_skills>`` block for the skills it names.
 """
 
 from __future__ import annotations
@@ -84,12 +74,6 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
     """What the caller offers every child it builds, beyond each spec (all optional).
-
-    Example::
-
-        options = BuildOptions(model_profiles={"sonnet": "anthropic:claude-sonnet-4-5"},
-                               risky_tools={"write_file"}, permission_mode="confirm_risky")
-        check_spec(spec, options)   # raises SpecError if its model or skills cannot resolve
 
     Attributes:
         model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
@@ -184,8 +168,7 @@ RETRY_INITIAL_DELAY_S = 1.0
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a model error is worth retrying: LangChain's ``ModelError.is_retryable``, else the HTTP
-    status it carries, else its type (rate limit, server error, timeout, connection)."""
+    """Whether a model error is worth retrying: ``ModelError.is_retryable``, else its HTTP status, else its type."""
     from langchain_core.exceptions import ModelError
 
     if isinstance(exc, ModelError):
@@ -206,13 +189,8 @@ def retry_middleware(retries: int) -> Any:
 
 def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
                         ) -> list[Any]:
-    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
-
-    The child's own of one name wins (``create_agent`` refuses two), but the parent's data policy always
-    holds, beside it under a name of its own. Example::
-
-        extra = middleware_for_model(spec, inherits_model=True, own=[], inherited=[fallback])
-    """
+    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones (the
+    child's own of one name wins, but the parent's data policy always holds, beside it under its own name)."""
     taken = {getattr(mw, "name", None) for mw in own}
     chosen: list[Any] = []
     retries = getattr(spec, "retries", 0) or 0
@@ -269,11 +247,8 @@ class CallFormat:
 
 
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
-    """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
-
-    A schema the model wrote may use only :data:`LINEAR_KEYWORDS`: a regular expression or a ``$ref`` could
-    hold the interpreter for minutes, where no ``timeout_s`` steps in. A developer's schema may use any.
-    """
+    """The format one call asks for: its ``output_schema``, else the config key, else ``None``. A schema the
+    model wrote may use only :data:`LINEAR_KEYWORDS`: a regex or ``$ref`` could hold the interpreter for minutes."""
     if output_schema is not None:
         if (keyword := _costly_keyword(output_schema)) is not None:
             raise OutputSchemaError(
@@ -530,8 +505,7 @@ UnknownToolPolicy = Literal["error", "warn", "ignore"]
 
 
 def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Callable[[str, list[str]], None]:
-    """What a name in the spec's ``tools`` the parent does not have costs, as ``policy`` says (an MCP tool's
-    name is the spec's own servers' business)."""
+    """Reports a name in ``tools`` the parent lacks, as ``policy`` says (an MCP tool's is its servers' business)."""
 
     def unknown(name: str, available: list[str]) -> None:
         from subagents.definitions.mcp import is_mcp_name
@@ -566,12 +540,8 @@ def _first_frame_outside(packages: frozenset[str]) -> int:
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
                    unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
                    inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
-    """Compile one spec into a child graph (called once per spec, on first use).
-
-    ``inherited_middleware`` is the parent's, the floor the child is built under: its approval rules for
-    the child's tools and its ``PIIMiddleware`` always, its model-level middleware when the child inherits
-    its model. :meth:`subagents.registry.SubagentRegistry.build` passes it.
-    """
+    """Compile one spec into a child graph (once per spec, on first use). ``inherited_middleware``, the
+    parent's, is the floor: its approvals and ``PIIMiddleware`` always, its model-level ones if the model is too."""
     options = options or BuildOptions()
     own = options.own_model or (lambda resolved: resolved)
 
@@ -638,8 +608,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
 
 
 def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
-    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for: a floor no
-    child lowers."""
+    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for (a floor)."""
     gates: dict[str, Any] = {}
     for mw in parent_middleware:
         if isinstance(mw, HumanInTheLoopMiddleware):
@@ -648,13 +617,7 @@ def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
 
 
 def runs_on_a_thread(model: Any) -> bool:
-    """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own
-    (a cancelled child's call goes on spending; such a child gets :class:`~subagents.boundary.HeldModelCalls`).
-
-    Example::
-
-        runs_on_a_thread(ScriptedChatModel())   # False: it has its own async code
-    """
+    """Whether LangChain runs ``model``'s async calls on a thread (a cancelled child's call goes on spending)."""
     if not isinstance(model, BaseChatModel):
         return False
     kind = type(model)
@@ -662,17 +625,8 @@ def runs_on_a_thread(model: Any) -> bool:
 
 
 def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
-    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
-
-    A child with tools gets :class:`~subagents.boundary.OneLevelToolGuard`; one without, a
-    :class:`~subagents.boundary.OneLevelGuard` only when a middleware that is not ``request_neutral``
-    could add a tool or agents block back (a guard with nothing to guard costs a traced span per call).
-
-    Example::
-
-        guard_for([], has_tools=False)                  # None
-        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
-    """
+    """The guard a built child needs: with tools, the tool guard; without, the plain one only when a middleware
+    that is not ``request_neutral`` could add a tool back (a guard with nothing to guard costs a span per call)."""
     if has_tools:
         return OneLevelToolGuard()
     if any(not policy_of(mw).request_neutral for mw in middleware):
@@ -742,9 +696,6 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 def _always_asks(rule: Any) -> Any:
     """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
     return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
-
-
-
 
 
 def _normalized_servers(servers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,12 +1,4 @@
-"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`.
-
-Example::
-
-    class ExplainErrors(AgentMiddleware):
-        child_policy = ChildPolicy(inherited="every")   # every child gets it too
-
-    policy_of(ExplainErrors()).inherited   # 'every'
-"""
+"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`."""
 
 from __future__ import annotations
 
@@ -58,6 +50,7 @@ KNOWN: dict[type, ChildPolicy] = {
 HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap_model_call", "awrap_model_call",
          "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
 """Every hook a middleware can have (LangChain runs each it overrides)."""
+
 
 def policy_of(middleware: Any) -> ChildPolicy:
     """``middleware``'s policy: its instance's ``child_policy``, else its class's (the trust flags hold only

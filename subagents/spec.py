@@ -1,13 +1,6 @@
 """What a subagent is: a declarative :class:`SubagentSpec`, a caller's :class:`CompiledSubagent`, or a
-:class:`RemoteSubagentSpec` served by a LangGraph Server.
-
-A remote spec sends exactly what it says, nothing from the environment (``langgraph-sdk`` on its own would
-send ``LANGSMITH_API_KEY`` to any url). Example::
-
-    spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
-                              graph_id="researcher", url="https://agents.example.com",
-                              api_key_env="RESEARCH_SERVER_KEY", timeout_s=3600, request_timeout_s=5)
-"""
+:class:`RemoteSubagentSpec` served by a LangGraph Server (which sends what it says, nothing from the environment:
+``langgraph-sdk`` on its own would send ``LANGSMITH_API_KEY`` to any url)."""
 
 from __future__ import annotations
 
@@ -45,13 +38,7 @@ from subagents.truncation import RetryTruncatedSetting
 
 
 def normalize_tools(value: Any) -> Any:
-    """A spec's ``tools`` (parent tool names, ``BaseTool`` objects, callables made tools, provider tool dicts), or
-    :class:`SpecError`; ``None`` (inherit the parent's tools) passes through.
-
-    Example::
-
-        normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
-    """
+    """A spec's ``tools`` (names, ``BaseTool``\ s, callables made tools, tool dicts) checked; ``None`` passes."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not _is_sequence(value):
@@ -119,8 +106,7 @@ def ready_runnable(name: str, runnable: Any) -> Any:
 
 
 class ThreadedRunnable:
-    """An object with only ``invoke`` (``invoke(input, config)``), driven on a worker thread by ``ainvoke``;
-    ``name`` is stamped on every run."""
+    """An object with only ``invoke``, driven on a worker thread by ``ainvoke``; ``name`` stamped on every run."""
 
     def __init__(self, runnable: Any, name: str) -> None:
         self.runnable = runnable
@@ -365,8 +351,8 @@ def describe_validation_error(errors: ValidationError, label: str) -> str:
 
 
 def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None) -> AnySpec:
-    """A validated spec from a spec or a plain dict (with ``runnable``: a :class:`CompiledSubagent`); errors
-    raise :class:`SpecError` naming the agent (or ``source``) and each bad field."""
+    """A validated spec from a spec or a dict (with ``runnable``: a :class:`CompiledSubagent`), or a
+    :class:`SpecError` naming the agent (or ``source``) and each bad field."""
     if isinstance(value, (SubagentSpec, CompiledSubagent)):
         return value
     if not isinstance(value, Mapping):
@@ -396,12 +382,7 @@ def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]
 
 
 class SubAgent(TypedDict):
-    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field).
-
-    Example::
-
-        researcher: SubAgent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research."}
-    """
+    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field)."""
 
     name: str
     description: str
@@ -423,10 +404,7 @@ class SubAgent(TypedDict):
 
 
 class AsyncSubAgent(TypedDict):
-    """A subagent served by a LangGraph Server, run as a background task (see :class:`RemoteSubagentSpec`).
-
-    Without ``url``, the server the parent itself runs on, as in deepagents.
-    """
+    """A subagent served by a LangGraph Server (without ``url``: the parent's own), run as a background task."""
 
     name: str
     description: str
@@ -654,13 +632,7 @@ def header_value_problem(text: str) -> str | None:
 
 
 def split_url_credentials(url: str) -> tuple[str, str | None]:
-    """``url`` without its ``user:password@`` part, and that part (``None`` when it has none).
-
-    Example::
-
-        >>> split_url_credentials("http://svc:s3cret@host:2024/api")
-        ('http://host:2024/api', 'svc:s3cret')
-    """
+    """``url`` without its ``user:password@`` part, and that part (``None`` when it has none)."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:

@@ -13,8 +13,6 @@ is made once more, in place of the cut reply:
 Both calls count (``model_calls``, tokens, budgets, ``max_turns``); the kept
 reply carries :data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry
 leaves the cut reply, marked with the error. A wrap-up's reply is never retried.
-
-Example: ``SubagentSpec(name="summariser", description="...", retry_truncated="brief")``.
 """
 
 from __future__ import annotations
@@ -52,10 +50,6 @@ class RetryTruncated(AgentMiddleware):
     Args:
         how: ``True``/``"both"`` (more tokens and a brief answer),
             ``"brief"`` or ``"more_tokens"``.
-
-    Example::
-
-        create_agent(model, tools, middleware=[RetryTruncated("brief")])
     """
 
     name = "RetryTruncated"

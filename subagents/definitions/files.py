@@ -1,20 +1,8 @@
 """Finding definitions in an ordered list of directory levels, with precedence.
 
-A *level* is one directory or a group of directories that rank equally.
-The first level that defines a name wins; a later level's definition is
-*shadowed* (reported, not used). Two files defining one name within a level
-is an error naming both. A file reached twice (a symlink) counts once. The
-default levels for agents: ``<project>/.agents/agents/`` and
-``<project>/.claude/agents/`` (the project: default the current directory),
-then the same under the user's home. Every ``*.md`` file directly in an
-agent directory except ``README.md`` is an agent file.
-
-Example::
-
-    report = discover_agents()                      # the default levels
-    report = discover_agents(["team/agents", "~/agents"])
-    report.raise_for_problems()
-    specs = report.values                           # winners, in discovery order
+A *level* is one directory or a group of directories that rank equally. The first level that defines a name
+wins; a later level's definition is *shadowed* (reported, not used). Two files defining one name within a level
+is an error naming both. A file reached twice (a symlink) counts once.
 """
 
 from __future__ import annotations
@@ -31,11 +19,9 @@ import yaml
 
 from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
 
-# Loading untrusted YAML (a cloned repository, a shared folder) within fixed bounds:
-# a file size, a nesting depth checked before the composer recurses (never a
-# RecursionError), and a count of values with every alias expanded, counted while
-# composing so a "billion laughs" bomb costs no more than the cap to refuse. Safe
-# loading only: ``!!python/...`` is refused, never run.
+# Untrusted YAML (a cloned repository) is loaded within bounds: a file size, a nesting depth checked before the
+# composer recurses, and a count of values with aliases expanded, counted while composing (so a "billion laughs"
+# bomb costs no more than the cap to refuse). Safe loading only: ``!!python/...`` is refused, never run.
 
 MAX_FILE_BYTES = 1024 * 1024
 """Largest definition file read, in bytes."""
@@ -92,11 +78,8 @@ class ValueBudget:
 
 
 def check_brackets(source: str) -> None:
-    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`.
-
-    Counted on the raw text before the scanner runs, which slows down with the
-    square of the flow depth (twice the depth leaves room for brackets in strings).
-    """
+    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`: counted on the raw text
+    before the scanner runs, which slows with the square of the flow depth (twice: brackets in strings)."""
     depth = 0
     for match in _BRACKETS.finditer(source):
         depth += 1 if match.group() in "[{" else -1
@@ -171,15 +154,10 @@ def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
         loader.dispose()
 
 
-# Reading a markdown file that opens with YAML frontmatter: UTF-8 (a BOM is
-# dropped), any line ends. Every problem is one error naming the file and line.
-#
-# Lenient fallback: many published agent files have an unquoted colon in a
-# one-line value (``description: Use when ... Triggers on: 'x'``), which strict
-# YAML rejects and the tools people use accept. Then each top-level ``key: value``
-# line is read on its own, the rest of the line as a plain string, with a warning
-# naming the line; a value that looks like YAML (``[``, ``{``, quotes...) but does
-# not parse stays an error. The fields share one value budget.
+# Markdown with YAML frontmatter. Lenient fallback: many published agent files have an unquoted colon in a
+# one-line value (``description: Use when ... Triggers on: 'x'``), which strict YAML rejects and the tools people
+# use accept: each top-level ``key: value`` line is then read alone, the rest of the line as text, with a warning;
+# a value that looks like YAML (``[``, ``{``, quotes...) but does not parse stays an error.
 
 DELIMITER = "---"
 
