@@ -25,19 +25,8 @@ from subagents.definitions.files import (
 from subagents.errors import AgentFileError, DefinitionFileWarning, brief
 from subagents.spec import NAME_PATTERN, SubagentSpec
 
-# The format is Claude Code's, with the my-pi-agent/OpenHands fields too; every
-# spelling of a field is accepted (two spellings of one field is an error)::
-#
-#     ---
-#     name: code-reviewer            # default: the file stem
-#     description: Reviews a diff for bugs and style. Use after edits.
-#     tools: Read, Grep, Glob        # or a YAML list; omit to inherit all
-#     model: sonnet                  # inherit | provider:model | a profile name
-#     maxTurns: 12                   # or max_turns / max_iteration_per_run
-#     ---
-#     You are a meticulous reviewer...
-#
-# Unknown fields are kept in the spec's ``metadata``, with a warning.
+# Claude Code's format, with the my-pi-agent/OpenHands fields too: every spelling of a field is accepted (two
+# spellings of one field is an error); unknown fields are kept in the spec's ``metadata``, with a warning.
 
 FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
     "name": ("name",),

@@ -8,11 +8,6 @@
   takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}`` or a list
   of those), ``model`` (the summary writer), ``summary_prompt`` and
   ``trim_tokens_to_summarize``.
-
-Example::
-
-    normalize_condenser({"trigger": ["tokens", 50000], "keep": ["messages", 10]})
-    # {'trigger': ('tokens', 50000), 'keep': ('messages', 10)}
 """
 
 from __future__ import annotations
@@ -26,8 +21,7 @@ CondenserSetting = Literal[False] | Mapping[str, Any] | None
 
 DEFAULT_TRIGGER_FRACTION = 0.8
 DEFAULT_TRIGGER_TOKENS = 64_000
-"""Used when the model's window is unknown: below the common 128k windows,
-far above what an ordinary subtask accumulates."""
+"""Used when the model's window is unknown: below the common 128k windows, far above an ordinary subtask's."""
 DEFAULT_KEEP = ("messages", 20)
 
 CONDENSER_KEYS = ("trigger", "keep", "model", "summary_prompt", "trim_tokens_to_summarize")
@@ -96,8 +90,7 @@ def describe_condenser(setting: CondenserSetting) -> str:
 
 
 def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summarizer: Callable[[str], Any]) -> Any:
-    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off; ``resolve_summarizer``
-    turns the setting's ``model`` name into a model."""
+    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off (``resolve_summarizer``: its model)."""
     if setting is False:
         return None
     from langchain.agents.middleware import SummarizationMiddleware

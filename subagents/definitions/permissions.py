@@ -26,11 +26,6 @@ Claude Code            here             why
 ``dontAsk``            always_confirm   nothing unapproved runs (here it asks)
 ``bypassPermissions``  never_confirm    no prompts at all
 =====================  ===============  =====================================
-
-Example::
-
-    rules = approval_rules("confirm_risky", ["read", "write"], risky_tools={"write"})
-    assert rules == {"write": True}
 """
 
 from __future__ import annotations
@@ -82,9 +77,8 @@ def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, ri
     return {name: rule for name, rule in rules.items() if rule}
 
 
-# The parent's data policy: every child gets the parent's PIIMiddleware. A child's
-# own for the same type adds to it, never replaces it: the parent's runs beside it
-# as a ParentPIIMiddleware (create_agent refuses two of one name).
+# Every child gets the parent's PIIMiddleware; a child's own for the same type adds to it, never replaces it.
+
 
 class ParentPIIMiddleware(PIIMiddleware):
     """The parent's ``PIIMiddleware`` in a child that has its own for the same type: both hold."""
@@ -101,12 +95,9 @@ def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
                                apply_to_tool_results=middleware.apply_to_tool_results)
 
 
-# Answering a background child that waits for approval, from one parent message
-# (``update_async_task``): a JSON object or array is the resume value as it is; a
-# message that is *exactly* an approval word approves every pending action;
-# anything else rejects them, the message being the reason the child sees. "OK, but
-# do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous
-# one counts.
+# Answering a background child that waits for approval, from one parent message: JSON is the resume value as
+# it is; a message that is *exactly* an approval word approves; anything else rejects, as the reason the child
+# sees ("OK, but do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous one counts).
 
 APPROVAL_WORDS: frozenset[str] = frozenset(
     {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
@@ -123,8 +114,8 @@ def is_approval(message: str) -> bool:
 
 
 def decided_message(message: str, decision: str | None) -> str:
-    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously:
-    the approval word, or the reason (``"rejected"`` when none), never read as approval."""
+    """The message that carries ``decision`` (``"approve"``/``"reject"``) unambiguously: the approval word, or
+    the reason, never read as approval."""
     if decision is None:
         return message
     if decision == "approve":
@@ -180,8 +171,7 @@ def _text(value: Any) -> str:
 
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
-    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``: for one interrupt its
-    value directly, for several a mapping by id, each with the same decision."""
+    """The ``Command(resume=...)`` value answering ``pending`` with ``message`` (for several, a mapping by id)."""
     explicit = _json_value(message)
     if explicit is not None:
         return explicit

@@ -1,24 +1,9 @@
-"""Skills: folders of instructions an agent reads when a task calls for them.
+"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), read when a task calls for them.
 
-A skill is a folder holding ``SKILL.md`` (the Agent Skills layout), whose
-frontmatter has ``name`` (lower-case letters, digits and single hyphens, at
-most 64 characters, the folder's name) and ``description``. Skill
-directories are searched in levels like agent directories (default:
-``.agents/skills/`` and ``.claude/skills/``, project then user). An agent is
-told about its skills in an ``<available_skills>`` prompt block; a subagent
-gets exactly the skills its spec names, not the parent's.
-
-A spec's ``skills`` entry is a skill name from the caller's catalog
-(``skills_dirs``), or, as in deepagents, a folder of skill folders: an entry
-with a ``/`` (or starting with ``.`` or ``~``), read from the local disk. A
-folder that does not exist adds no skills, with a :class:`SkillFolderWarning`;
-a broken ``SKILL.md`` is an error naming the file. A later entry replaces an
-earlier skill of the same name.
-
-Example::
-
-    catalog = load_skill_dirs(["skills"])
-    skills_for(["git-diff", "./team-skills/"], catalog, agent="reviewer")
+Skill directories are searched in levels like agent directories. An agent is told about its skills in an
+``<available_skills>`` prompt block; a subagent gets exactly the skills its spec names. A spec's ``skills`` entry
+is a name from the caller's catalog or, as in deepagents, a folder of skill folders (with a ``/``, or starting
+with ``.`` or ``~``); a missing folder adds no skills, with a warning; a later entry replaces an earlier skill.
 """
 
 from __future__ import annotations
