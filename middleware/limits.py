@@ -1,17 +1,10 @@
 """What a turn's tool calls must and may be, each rule reading the turn since the last user message.
 
-Forced delegation: the first model call of each turn must call ``task``
-(offered with only the allowed agents); later calls are free. Mechanisms:
-
-* ``"tool_choice"``: ``tool_choice`` names ``task``;
-* ``"required"``: ``tool_choice="required"``, ``task`` the only tool offered;
-* ``"response_format"``: for servers that ignore both (llama.cpp's), a JSON
-  schema of ``task``'s arguments, the reply turned into a ``task`` call;
-* ``"auto"`` (the default): ``tool_choice`` first; on a reply without a
-  ``task`` call (or a rejected request), ``response_format``, from then on.
-
-A ``response_format`` reply cut at the token limit is closed and used
-(``subagent_type`` comes first); ``description_max_chars`` bounds the description.
+Forced delegation: the first model call of each turn must call ``task`` (offered with only the allowed agents);
+later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"``: ``tool_choice="required"``,
+``task`` the only tool; ``"response_format"``, for servers that ignore both (llama.cpp's): a JSON schema of
+``task``'s arguments, the reply turned into a ``task`` call (one cut at the token limit is closed and used);
+``"auto"`` (the default): ``tool_choice`` first, then ``response_format`` from a reply without a ``task`` call on.
 """
 
 from __future__ import annotations
@@ -141,10 +134,9 @@ class ForceDelegation(BaseModel):
     Args:
         agent: the subagent that call must use (``None``: any).
         mechanism: see the module documentation.
-        description_max_chars: ``maxLength`` of the description in the
-            forced call's schema (``None``: unbounded).
-        description: ``"model"`` writes it; ``"verbatim"``: the model only
-            picks the agent, and the child gets the user's last message.
+        description_max_chars: ``maxLength`` of the description in the forced call's schema (``None``: unbounded).
+        description: ``"model"`` writes it; ``"verbatim"``: the model only picks the agent, and the child gets the
+            user's last message.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -379,10 +371,9 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """The first model call of each turn calls one of ``tools`` (all offered tools by default).
 
     Args:
-        tools: names of the tools the forced call may use (``None``: every tool
-            offered on that call).
-        answer_with_result: end the turn on the forced call's tool result,
-            without another model call (a small model often restates it wrongly).
+        tools: names of the tools the forced call may use (``None``: every tool offered on that call).
+        answer_with_result: end the turn on the forced call's tool result, without another model call (a small model
+            often restates it wrongly).
     """
 
     def __init__(self, tools: Sequence[str] | None = None, *, answer_with_result: bool = False) -> None:
@@ -490,8 +481,7 @@ class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, Respons
     (which a small root model often uses to garble it). Anything else goes to the model as usual.
 
     Args:
-        tool_names: the delegation tools whose answer may end the turn
-            (``task`` by default).
+        tool_names: the delegation tools whose answer may end the turn (``task`` by default).
     """
 
     def __init__(self, tool_names: Sequence[str] = (TASK_TOOL_NAME,)) -> None:

@@ -77,26 +77,25 @@ class BuildOptions:
 
     Attributes:
         model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
-        unknown_model: ``"error"`` (default) or ``"inherit"`` for a model
-            name that is no profile, ``inherit`` or ``provider:model``.
+        unknown_model: ``"error"`` (default) or ``"inherit"`` for a model name that is no profile, ``inherit`` or
+            ``provider:model``.
         risky_tools: names of the tools ``confirm_risky`` pauses on.
-        permission_mode: the parent's policy, for specs that set none, and a
-            floor for those that do: a spec may ask for more approvals, never fewer.
+        permission_mode: the parent's policy, for specs that set none, and a floor for those that do: a spec may ask
+            for more approvals, never fewer.
         skills: the skills a spec's ``skills`` may name.
-        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may
-            name without defining (``mcpServers: [github]``).
-        interrupt_on: the parent's per-tool approval rules, for specs that set
-            none, and a floor for those that do (a spec never un-gates one).
-        excluded_keys: keys the delegating middleware keeps to the parent; never
-            in a child's state schema.
-        state_schemas: the parent's state schemas; a declarative child gets
-            their keys, minus the excluded and private ones.
-        own_model: applied to every model a child is built with (its own and
-            its condenser's; background children's use their loop's clients).
-        retry_truncated: for specs that set none, whether a reply cut at the
-            token limit is asked for once more (see :mod:`subagents.truncation`).
-        join_model_calls: applied to a child's finished middleware list
-            (background children join neighbouring model-call wraps).
+        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may name without defining (``mcpServers:
+            [github]``).
+        interrupt_on: the parent's per-tool approval rules, for specs that set none, and a floor for those that do (a
+            spec never un-gates one).
+        excluded_keys: keys the delegating middleware keeps to the parent; never in a child's state schema.
+        state_schemas: the parent's state schemas; a declarative child gets their keys, minus the excluded and private
+            ones.
+        own_model: applied to every model a child is built with (its own and its condenser's; background children's
+            use their loop's clients).
+        retry_truncated: for specs that set none, whether a reply cut at the token limit is asked for once more (see
+            :mod:`subagents.truncation`).
+        join_model_calls: applied to a child's finished middleware list (background children join neighbouring
+            model-call wraps).
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)

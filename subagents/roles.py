@@ -20,9 +20,9 @@ class ChildPolicy:
     """How delegation treats a middleware: its class's ``child_policy`` (LangChain's own: :data:`KNOWN`).
 
     Attributes:
-        inherited: on a parent, the children that take it as well: ``"every"`` child (a data policy, a
-            middleware that explains a tool call's error result), those that inherit the parent's
-            ``"model"`` (how it is called: fallbacks, retries, a router), or none (``None``).
+        inherited: on a parent, the children that take it as well: ``"every"`` child (a data policy, a middleware that
+            explains a tool call's error result), those that inherit the parent's ``"model"`` (how it is called:
+            fallbacks, retries, a router), or none (``None``).
         model_call_only: it wraps model calls and does nothing else, so neighbouring ones run as one.
         keeps_model: its model-call wrap never puts another model in a call.
         request_neutral: it never adds a tool or prompt text to a request (a child's guard need not look).

@@ -157,26 +157,19 @@ SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
 class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
-    Fields left ``None`` inherit from the parent: ``tools`` (minus every
-    delegation tool), ``model`` (also ``"inherit"``; a name without
-    ``provider:`` is a profile in the caller's ``model_profiles``) and
-    ``permission_mode``. ``max_turns`` caps model calls (default
-    :data:`DEFAULT_MAX_TURNS`); ``recursion_limit`` defaults to the parent
-    run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and
-    ``max_tokens`` cap one run. ``skills`` names the skills listed in the
-    child's prompt (never the parent's). ``condenser``: ``False`` (default:
-    none), ``None``/``"default"`` (default summarisation, what an agent file
-    that omits it gets), or ``SummarizationMiddleware`` settings.
-    ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
-    Claude Code hooks in it; ``color`` is for display; ``source`` is the file
-    a definition came from. ``context="fork"`` starts the child from the
-    parent's conversation. ``short_answer_threshold`` (characters): a shorter
-    answer gets one request for a complete report (``0``: never; ``None``:
-    the runner's). ``retry_truncated`` asks once more for a reply cut at the
-    token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
-    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up
-    with no tools, marked as cut short (a number in (0, 1): the share of
-    ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
+    Fields left ``None`` inherit from the parent: ``tools`` (minus every delegation tool), ``model`` (also
+    ``"inherit"``; a name without ``provider:`` is a profile in the caller's ``model_profiles``) and
+    ``permission_mode``. ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`); ``recursion_limit``
+    defaults to the parent run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and ``max_tokens`` cap
+    one run. ``skills`` names the skills listed in the child's prompt (never the parent's). ``condenser``: ``False``
+    (default: none), ``None``/``"default"`` (default summarisation, what an agent file that omits it gets), or
+    ``SummarizationMiddleware`` settings. ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
+    Claude Code hooks in it; ``color`` is for display; ``source`` is the file a definition came from.
+    ``context="fork"`` starts the child from the parent's conversation. ``short_answer_threshold`` (characters): a
+    shorter answer gets one request for a complete report (``0``: never; ``None``: the runner's). ``retry_truncated``
+    asks once more for a reply cut at the token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
+    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up with no tools, marked as cut short (a
+    number in (0, 1): the share of ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
 
     Example::
 
@@ -470,32 +463,27 @@ class RemoteSubagentSpec(BaseModel):
     Args:
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
-        url: the server's base URL, ``http://`` or ``https://`` with a host.
-            ``None``: the LangGraph Server the parent itself runs on, reached
-            in-process (a parent not running on one gets an error naming the
-            spec when it starts the task).
-        headers: sent with every request to this server, and nothing else is
-            (no key is read from the environment unless ``api_key_env`` names it).
+        url: the server's base URL, ``http://`` or ``https://`` with a host. ``None``: the LangGraph Server the parent
+            itself runs on, reached in-process (a parent not running on one gets an error naming the spec when it
+            starts the task).
+        headers: sent with every request to this server, and nothing else is (no key is read from the environment
+            unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
-        url_credentials: ``user:password`` for HTTP basic auth, sent as the
-            ``Authorization`` header; never shown. Credentials written in
-            ``url`` are moved here, out of every error text, record and repr.
-        api_key_env: the environment variable holding the key, read when the
-            first request is made (an unset variable fails that request).
-        timeout_s: bound on the whole task (``None``: none), counted from its
-            start (a follow-up starts the count again). At the deadline the run
-            is cancelled on the server and the task ends ``error`` ("timed out").
+        url_credentials: ``user:password`` for HTTP basic auth, sent as the ``Authorization`` header; never shown.
+            Credentials written in ``url`` are moved here, out of every error text, record and repr.
+        api_key_env: the environment variable holding the key, read when the first request is made (an unset variable
+            fails that request).
+        timeout_s: bound on the whole task (``None``: none), counted from its start (a follow-up starts the count
+            again). At the deadline the run is cancelled on the server and the task ends ``error`` ("timed out").
         request_timeout_s: bound on each status request (poll, check, list).
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
-        webhook: an ``http(s)`` URL the server calls when each run ends
-            (deepagents' ``AsyncSubAgent.webhook``); the record is still polled.
-        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
-            accepted with the one behaviour this library has: ``"interrupt"``
-            (a follow-up stops the running run and starts a new one),
-            ``"isolated"``, and a finished task announced before the parent's
-            next model call (an idle parent is never woken).
+        webhook: an ``http(s)`` URL the server calls when each run ends (deepagents' ``AsyncSubAgent.webhook``); the
+            record is still polled.
+        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys, accepted with the one behaviour this
+            library has: ``"interrupt"`` (a follow-up stops the running run and starts a new one), ``"isolated"``, and
+            a finished task announced before the parent's next model call (an idle parent is never woken).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,18 +1,13 @@
 """Every delegation's message history, readable after the run.
 
-A transcript goes to one :class:`TranscriptSink`, chosen once per runner
-(:func:`sink_chooser`); the record's ``transcript`` field says where it went:
+A transcript goes to one :class:`TranscriptSink`, chosen once per runner; the record's ``transcript`` says where:
 
-* ``jsonl:<path>`` -- with ``sessions_dir``, a JSONL file at
-  ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``: a
-  header line (``id``, ``created_at``, ``cwd``, ``metadata``), then one
-  message per line, flushed while the child runs (a crash leaves a readable
-  partial file); a cancelled task ends with a ``{"type": "cancelled"}`` line;
+* ``jsonl:<path>`` -- with ``sessions_dir``, ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``: a
+  header line, then one message per line, flushed while the child runs; a cancelled task ends with a
+  ``{"type": "cancelled"}`` line;
 * ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
-* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
-  the parent's checkpointer;
-* ``memory:<task_id>`` -- with no checkpointer either (and for background
-  children without ``sessions_dir``), a size-bounded process-wide table.
+* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in the parent's checkpointer;
+* ``memory:<task_id>`` -- with no checkpointer either, a size-bounded process-wide table.
 """
 
 from __future__ import annotations

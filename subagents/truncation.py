@@ -1,18 +1,10 @@
 """A reply cut at the model's output token limit, asked for once more.
 
-With ``retry_truncated`` on a spec (or for every spec that sets none), a
-child's model call whose reply was cut short (``stop_reason="truncated"``)
-is made once more, in place of the cut reply:
-
-* ``"more_tokens"``: with twice the token limit it hit (the call's
-  ``max_tokens``, else the model's, else the reply's output tokens);
-* ``"brief"``: asking for a brief, complete answer (for servers that cap
-  replies whatever the client asks, as llama.cpp's ``--n-predict``);
-* ``True``: both.
-
-Both calls count (``model_calls``, tokens, budgets, ``max_turns``); the kept
-reply carries :data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry
-leaves the cut reply, marked with the error. A wrap-up's reply is never retried.
+With ``retry_truncated``, a child's model call whose reply was cut short is made once more, in place of the cut
+reply: ``"more_tokens"`` with twice the token limit it hit, ``"brief"`` asking for a brief, complete answer (for
+servers that cap replies, as llama.cpp's ``--n-predict``), ``True`` both. Both calls count; the kept reply carries
+:data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry leaves the cut reply, marked with the error. A
+wrap-up's reply is never retried.
 """
 
 from __future__ import annotations
@@ -48,8 +40,7 @@ class RetryTruncated(AgentMiddleware):
     """Makes a model call whose reply was cut at the token limit once more (see the module docstring).
 
     Args:
-        how: ``True``/``"both"`` (more tokens and a brief answer),
-            ``"brief"`` or ``"more_tokens"``.
+        how: ``True``/``"both"`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``.
     """
 
     name = "RetryTruncated"

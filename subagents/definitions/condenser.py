@@ -1,13 +1,10 @@
 """The ``condenser`` field: LangChain's ``SummarizationMiddleware`` on the child.
 
-* omitted (``None``) or ``true``/``"default"``: default summarisation, at
-  80% of the model's input window when LangChain knows it, else at
-  :data:`DEFAULT_TRIGGER_TOKENS` tokens; it keeps the last 20 messages;
+* omitted (``None``) or ``true``/``"default"``: at 80% of the model's input window when LangChain knows it, else
+  at :data:`DEFAULT_TRIGGER_TOKENS` tokens, keeping the last 20 messages;
 * ``false``/``"none"``/``"off"`` (and ``null`` in an agent file): off;
-* a mapping, each setting optional: ``trigger`` and ``keep`` as LangChain
-  takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}`` or a list
-  of those), ``model`` (the summary writer), ``summary_prompt`` and
-  ``trim_tokens_to_summarize``.
+* a mapping of ``trigger`` and ``keep`` (as LangChain takes them), ``model``, ``summary_prompt`` and
+  ``trim_tokens_to_summarize``, each optional.
 """
 
 from __future__ import annotations

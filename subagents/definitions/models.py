@@ -1,12 +1,9 @@
 """Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
 
-A profile is a name the caller maps to a model (``model: sonnet``, ``model:
-fast``), so agent files stay portable: a ``"provider:model"`` string,
-``"inherit"``, a ``BaseChatModel``, or a mapping of ``init_chat_model``
-keyword arguments. Lookup order: a profile of that name, ``inherit``, a
-``provider:model`` string, a bare model name whose provider
-``init_chat_model`` can infer (``"gpt-5.4"``). Any other name is an error,
-unless ``unknown_model="inherit"``: then the parent's model, with a warning.
+A profile is a name the caller maps to a model (a ``"provider:model"`` string, ``"inherit"``, a ``BaseChatModel``
+or ``init_chat_model`` keyword arguments), so agent files stay portable. Lookup order: a profile, ``inherit``,
+``provider:model``, a bare name whose provider ``init_chat_model`` infers. Any other name is an error, unless
+``unknown_model="inherit"``: then the parent's model, with a warning.
 """
 
 from __future__ import annotations

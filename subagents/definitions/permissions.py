@@ -1,31 +1,10 @@
 """The parent's policy over every child: which tool calls wait for approval, how an answer resumes them.
 
-A child inherits the parent's approval policy (the permission modes) and
-data policy (its ``PIIMiddleware``), and may tighten them but not loosen
-them. A mode becomes an ``interrupt_on`` mapping for LangChain's
-``HumanInTheLoopMiddleware`` on the child, built from its own tools:
-
-* ``always_confirm``: every tool call pauses for approval;
-* ``confirm_risky``: calls to the caller's ``risky_tools`` pause;
-* ``never_confirm``: nothing pauses because of the mode;
-* omitted (``None``): the ``permission_mode`` given to ``create_deep_agent``.
-
-A spec's explicit ``interrupt_on`` entries win per tool over its mode. The
-parent's policy is a ceiling on both: a spec may ask for more approvals,
-never fewer (unlike deepagents), so a cloned folder's
-``permissionMode: bypassPermissions`` cannot switch off the approvals the
-user asked for. Claude Code's values map to the closest mode that never
-runs a tool Claude would have stopped:
-
-=====================  ===============  =====================================
-Claude Code            here             why
-=====================  ===============  =====================================
-``default``            confirm_risky    Claude asks before side-effecting tools
-``acceptEdits``        confirm_risky    edits auto-run there; risky tools still ask
-``plan``               always_confirm   plan mode runs nothing unreviewed
-``dontAsk``            always_confirm   nothing unapproved runs (here it asks)
-``bypassPermissions``  never_confirm    no prompts at all
-=====================  ===============  =====================================
+A child inherits the parent's approval policy (the permission modes) and data policy (its ``PIIMiddleware``), and
+may tighten them, never loosen them (unlike deepagents: a cloned folder's ``bypassPermissions`` cannot switch off
+the approvals the user asked for). A mode becomes an ``interrupt_on`` mapping for ``HumanInTheLoopMiddleware``:
+``always_confirm`` pauses every tool call, ``confirm_risky`` the caller's ``risky_tools``, ``never_confirm`` none.
+Claude Code's values map to the closest mode that never runs a tool Claude would have stopped.
 """
 
 from __future__ import annotations
