@@ -120,10 +120,9 @@ class DynamicSubagents:
     def _check(self, arguments: Mapping[str, object], existing: Mapping[str, object], runtime: ToolRuntime
                ) -> DynamicDefinition:
         return check_definition(arguments, declared=self.registry.names, existing=existing,
-                                parent_tools=inheritable_tool_names(self._parent_tools(runtime)), cap=self.cap)
-
-    def _parent_tools(self, runtime: ToolRuntime) -> Sequence[Any]:
-        return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())
+                                parent_tools=inheritable_tool_names(
+                                    self.parent_tools if self.parent_tools is not None else (runtime.tools or ())),
+                                cap=self.cap)
 
     def _with_earlier_siblings(self, runtime: ToolRuntime) -> dict[str, object]:
         """The definitions in state plus those that earlier calls of this same message will add."""

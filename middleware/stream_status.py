@@ -14,11 +14,6 @@ from langgraph.stream import ProtocolEvent, StreamTransformer
 EVENT_TYPE = "subagent_task"
 
 
-def _task_id_of(segment: str) -> str:
-    # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
-    return segment.rpartition(":")[2]
-
-
 class ChildFailureTransformer(StreamTransformer):
     """Marks the parent task's result (with no error of its own) failed, with the child's error."""
 
@@ -52,4 +47,5 @@ class ChildFailureTransformer(StreamTransformer):
         elif data.get("status") in ("completed", "error", "cancelled"):
             segment = self._segments.pop(task_id, None)
             if segment is not None and data.get("status") == "error":
-                self._failed[_task_id_of(segment)] = str(data.get("error") or "subagent failed")
+                # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
+                self._failed[segment.rpartition(":")[2]] = str(data.get("error") or "subagent failed")

@@ -108,11 +108,6 @@ def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | Non
                        tool_call_id=tool_call_id or "", name=tool_name, status="error" if failed else "success")
 
 
-def usage_update(record: Mapping[str, object]) -> dict[str, object]:
-    return {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
-            "tasks": 1}
-
-
 def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
                          ) -> tuple[list[BaseMessage], list[dict[str, object]]]:
     """``(messages, records)``: the model's invalid calls to ``tool_names`` (left there, the loop would end
@@ -504,8 +499,7 @@ PLACEHOLDER = "{available_agents}"
 
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
-    """Ours (naming no agent: they are in ``<available_agents>``), or the caller's ``template`` with
-    ``{available_agents}`` replaced by one ``- name: description`` line per agent."""
+    """Ours (naming no agent), or ``template`` with ``{available_agents}`` made one ``- name: description`` a line."""
     agents = list(agents)
     if template is None:
         return TASK_TOOL_DESCRIPTION
@@ -648,7 +642,8 @@ def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingW
             record = {**record, "skipped_writes": skipped}
     ours = {
         LEDGER_KEY: {record["id"]: ledger_entry(record)},
-        USAGE_KEY: usage_update(record),
+        USAGE_KEY: {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
+                    "tasks": 1},
         "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                   answer=outcome.answer, error=outcome.error)],
     }

@@ -116,7 +116,11 @@ class BuildOptions:
             raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', "
                             f"got {self.retry_truncated!r}")
         try:
-            servers = _normalized_servers(self.mcp_servers)
+            servers: dict[str, Any] = dict(self.mcp_servers)
+            if servers:  # with none, the MCP client code is not even loaded
+                from subagents.definitions.mcp import normalize_mcp_config
+
+                servers = normalize_mcp_config(servers) or {}
         except (TypeError, ValueError) as exc:
             raise SpecError(f"mcp_servers: {exc}") from None
         undefined = [name for name, config in servers.items() if not config]
@@ -180,12 +184,6 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
 
 
-def retry_middleware(retries: int) -> Any:
-    """LangChain's ``ModelRetryMiddleware`` for a spec's ``retries``: transient errors, then fail."""
-    return ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
-                                initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0)
-
-
 def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
                         ) -> list[Any]:
     """Middleware to put before the child's own: retries, then the parent's model-level and policy ones (the
@@ -195,7 +193,8 @@ def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any],
     retries = getattr(spec, "retries", 0) or 0
     if retries and ModelRetryMiddleware.__name__ not in taken:
         taken.add(ModelRetryMiddleware.__name__)
-        chosen.append(retry_middleware(retries))
+        chosen.append(ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
+                                           initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0))
     for mw in inherited:
         # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
         if isinstance(mw, PIIMiddleware) and mw.name in taken:
@@ -443,8 +442,7 @@ def _clip(text: str) -> str:
 
 
 class OutputRetryLimit(AgentMiddleware):
-    """Fails the child (:class:`OutputSchemaViolation`) once it has answered in the wrong shape
-    ``retries + 1`` times, or ended in plain text with no structured answer."""
+    """Fails the child once it answered in the wrong shape ``retries + 1`` times, or in plain text."""
 
     def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
         super().__init__()
@@ -585,7 +583,8 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
     # middleware that wraps tool calls (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
-                 or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
+                 or any(getattr(mw, "tools", None) or overrides(mw, "wrap_tool_call")
+                        or overrides(mw, "awrap_tool_call") for mw in middleware))
     # Its calls outlive a cancelled child, keeping its place and charged; a fallback model swapped in too.
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
@@ -631,11 +630,6 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     if any(not policy_of(mw).request_neutral for mw in middleware):
         return OneLevelGuard()
     return None
-
-
-def _wraps_tool_calls(middleware: Any) -> bool:
-    """Whether LangChain gives the agent a tools node for this middleware (it overrides a tool-call wrap)."""
-    return overrides(middleware, "wrap_tool_call") or overrides(middleware, "awrap_tool_call")
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
@@ -695,16 +689,6 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 def _always_asks(rule: Any) -> Any:
     """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
     return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
-
-
-def _normalized_servers(servers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The caller's MCP servers checked; with none, the MCP client code is not even loaded."""
-    given = dict(servers)
-    if not given:
-        return {}
-    from subagents.definitions.mcp import normalize_mcp_config
-
-    return normalize_mcp_config(given) or {}
 
 
 def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:

@@ -81,8 +81,7 @@ class StoredDataError(SubagentsError, ValueError):
 
 
 class DefinitionFileError(SpecError):
-    """A markdown definition file is invalid; ``path`` and ``field`` (as the file spells it, ``maxTurns``;
-    ``None``: the whole file) say where."""
+    """A markdown definition file is invalid; ``path`` and ``field`` (as the file spells it) say where."""
 
     def __init__(self, path: str | Path, message: str, *, field: str | None = None) -> None:
         self.path, self.field, self.reason = str(path), field, message
@@ -201,8 +200,7 @@ class BudgetExceeded(SubagentError):
 
 
 class ChildExit(SubagentsError):
-    """A ``SystemExit`` (not a signal handler's) or stray ``GeneratorExit`` raised in a child, held as its
-    ``__cause__`` so it fails that task alone."""
+    """A child's ``SystemExit`` (not a signal handler's) or stray ``GeneratorExit``: it fails that task alone."""
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")

@@ -140,8 +140,7 @@ def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
 
 
 class LedgerMerge:
-    """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once,
-    so the ledger is copied once per batch, not once per write."""
+    """A ledger channel's reducer over a batch of writes, folded pairwise: the ledger is copied once per batch."""
 
     __slots__ = ("operator",)
 

@@ -38,7 +38,7 @@ from subagents.truncation import RetryTruncatedSetting
 
 
 def normalize_tools(value: Any) -> Any:
-    """A spec's ``tools`` (names, ``BaseTool``\ s, callables made tools, tool dicts) checked; ``None`` passes."""
+    """A spec's ``tools`` (names, ``BaseTool`` objects, callables made tools, tool dicts) checked; ``None`` passes."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not _is_sequence(value):
@@ -89,8 +89,7 @@ def own_recursion_limit(runnable: Any) -> int | None:
 
 
 def ready_runnable(name: str, runnable: Any) -> Any:
-    """``runnable`` stamped with ``name`` (``lc_agent_name`` and run name, as deepagents does) and, if it lacks
-    one, given an ``ainvoke`` that runs its ``invoke`` on a worker thread."""
+    """``runnable`` stamped with ``name`` (as deepagents does), given a threaded ``ainvoke`` if it lacks one."""
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
@@ -580,9 +579,9 @@ class RemoteSubagentSpec(BaseModel):
             raise SpecError("url_credentials need a url: a spec without one runs on this same deployment")
         if self.url_credentials is not None and any(k.lower() == "authorization" for k in self.headers):
             raise SpecError("give the Authorization one way only, not url credentials and headers['Authorization']")
-        sources = [n for n, on in (("api_key", self.api_key is not None),
-                                   ("api_key_env", self.api_key_env is not None),
-                                   ("headers['x-api-key']", _has_key_header(self.headers))) if on]
+        key_header = any(k.lower() == API_KEY_HEADER for k in self.headers)
+        sources = [n for n, on in (("api_key", self.api_key is not None), ("api_key_env", self.api_key_env is not None),
+                                   ("headers['x-api-key']", key_header)) if on]
         if len(sources) > 1:
             raise SpecError(f"give the API key one way only, not {' and '.join(sources)}")
         return self
@@ -645,6 +644,3 @@ def checked_url(value: str) -> str:
                         f"(got {split_url_credentials(str(value))[0][:120]!r})")
     return text.rstrip("/")
 
-
-def _has_key_header(headers: Mapping[str, str]) -> bool:
-    return any(k.lower() == API_KEY_HEADER for k in headers)

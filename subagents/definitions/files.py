@@ -143,8 +143,7 @@ class BoundedLoader(UniqueKeyLoader):
 
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
-    """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`; other problems
-    raise PyYAML's own errors. ``budget``: the file's, when several documents share one."""
+    """``source`` loaded safely within bounds (``budget``: the file's, when several documents share one)."""
     check_brackets(source)
     loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
@@ -198,8 +197,7 @@ def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -
 def parse_yaml(
     source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> dict[str, Any]:
-    """The frontmatter as a dict of string keys (an empty block is ``{}``): strict YAML, else the
-    line-by-line fallback (its warning appended to ``notes``), else the strict error."""
+    """The frontmatter as a dict: strict YAML, else the line-by-line fallback (warning in ``notes``), else the error."""
     try:
         try:
             data = load_bounded(source)
@@ -275,8 +273,7 @@ def _field_at(source: str, line: int) -> str | None:
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
-    """Each top-level ``key:`` with its block, a one-line value YAML rejects kept as text; ``None`` if
-    some part cannot be read this way either."""
+    """Each top-level ``key:`` with its block, a one-line value YAML rejects kept as text (``None``: no way)."""
     blocks: list[tuple[str, str | None, list[str], int]] = []
     for number, line in enumerate(source.split("\n")):
         match = _TOP_LEVEL_KEY.match(line)

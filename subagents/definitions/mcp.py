@@ -503,9 +503,9 @@ class McpToolset:
                 sessions = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
                 self._sessions[key] = sessions
         timeout = self.call_timeouts.get(server, CALL_TIMEOUT_S)
-        deadline = _deadline(run_manager)
-        if deadline is not None:
-            timeout = min(timeout, max(deadline - time.monotonic(), 0.01))
+        deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
+        if deadlines:
+            timeout = min(timeout, max(min(deadlines) - time.monotonic(), 0.01))
         return sessions, timeout
 
     def _enter(self, run_id: UUID, key: str) -> None:
@@ -531,11 +531,6 @@ def _meters(run_manager: Any) -> list[TaskMeter]:
     handlers = [*(getattr(run_manager, "handlers", None) or ()),
                 *(getattr(run_manager, "inheritable_handlers", None) or ())]
     return [h for h in handlers if isinstance(h, TaskMeter)]
-
-
-def _deadline(run_manager: Any) -> float | None:
-    deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
-    return min(deadlines) if deadlines else None
 
 
 @contextlib.contextmanager

@@ -93,8 +93,7 @@ def is_approval(message: str) -> bool:
 
 
 def decided_message(message: str, decision: str | None) -> str:
-    """The message that carries ``decision`` (``"approve"``/``"reject"``) unambiguously: the approval word, or
-    the reason, never read as approval."""
+    """The message carrying ``decision`` unambiguously: the approval word, or a reason never read as approval."""
     if decision is None:
         return message
     if decision == "approve":
