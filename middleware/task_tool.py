@@ -393,9 +393,7 @@ Each works in its own clean context and returns only its final answer."""
 def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     """The ``<available_agents>`` block, one line per agent, escaped: no description can end the block early."""
     rows = [f"- {escape(name)}: {escape(' '.join(description.split()))}" for name, description in agents]
-    if not rows:
-        return ""
-    return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
+    return "" if not rows else "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
 def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:

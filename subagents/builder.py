@@ -73,27 +73,14 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
-    """What the caller offers every child it builds, beyond each spec (all optional).
+    """What the caller offers every child it builds, beyond each spec (all optional). The fields it shares with
+    :class:`~subagents.Definitions` mean what they say there (``permission_mode`` and ``interrupt_on`` are floors).
 
     Attributes:
-        model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
-        unknown_model: ``"error"`` (default) or ``"inherit"`` for a model name that is no profile, ``inherit`` or
-            ``provider:model``.
-        risky_tools: names of the tools ``confirm_risky`` pauses on.
-        permission_mode: the parent's policy, for specs that set none, and a floor for those that do: a spec may ask
-            for more approvals, never fewer.
         skills: the skills a spec's ``skills`` may name.
-        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may name without defining (``mcpServers:
-            [github]``).
-        interrupt_on: the parent's per-tool approval rules, for specs that set none, and a floor for those that do (a
-            spec never un-gates one).
         excluded_keys: keys the delegating middleware keeps to the parent; never in a child's state schema.
-        state_schemas: the parent's state schemas; a declarative child gets their keys, minus the excluded and private
-            ones.
         own_model: applied to every model a child is built with (its own and its condenser's; background children's
             use their loop's clients).
-        retry_truncated: for specs that set none, whether a reply cut at the token limit is asked for once more (see
-            :mod:`subagents.truncation`).
         join_model_calls: applied to a child's finished middleware list (background children join neighbouring
             model-call wraps).
     """
@@ -257,9 +244,7 @@ def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> An
                    else "check with " + ", ".join(sorted(LINEAR_KEYWORDS))))
         return output_schema
     configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
-    if not isinstance(configurable, Mapping):
-        return None
-    return configurable.get(SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY)
+    return configurable.get(SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY) if isinstance(configurable, Mapping) else None
 
 
 def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> CallFormat:
@@ -404,9 +389,7 @@ def first_violation(validator: Any, value: Any) -> str | None:
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except RecursionError:
         return "output_schema cannot be checked: its $ref references loop without end"
-    if error is None:
-        return None
-    return _clip(f"{error.json_path}: {error.message}")
+    return None if error is None else _clip(f"{error.json_path}: {error.message}")
 
 
 def _retry_message(exc: Exception) -> str:
@@ -417,9 +400,7 @@ def describe_violation(exc: BaseException) -> str:
     """A short reason a structured answer was refused, from LangChain's exception."""
     if isinstance(exc, MultipleStructuredOutputsError):
         return "called the output tool more than once in one reply; call it exactly once"
-    source: BaseException | None = getattr(exc, "source", None) if isinstance(
-        exc, StructuredOutputValidationError
-    ) else exc
+    source = getattr(exc, "source", None) if isinstance(exc, StructuredOutputValidationError) else exc
     seen = 0
     while source is not None and seen < 8:
         if isinstance(source, ValidationError):
@@ -466,10 +447,7 @@ class OutputRetryLimit(AgentMiddleware):
         return isinstance(message, ToolMessage) and message.name in self.tool_names
 
     def _earlier_failures(self, messages: Sequence[BaseMessage]) -> int:
-        start = 0
-        for index, message in enumerate(messages):
-            if isinstance(message, HumanMessage):
-                start = index
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
         return sum(self._is_retry(m) for m in messages[start:])
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
@@ -556,8 +534,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     mcp: McpToolset | None = None
 
     def own_tools() -> list[Any]:
-        # Listed only after the parent's tools are chosen: a spec refused for an
-        # unknown tool name starts no MCP server, and its error is that name's.
+        # Listed after the parent's tools are chosen: a spec refused for an unknown tool name starts no MCP server.
         nonlocal mcp
         mcp = _mcp_toolset(spec, options)
         if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
@@ -627,9 +604,7 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
     that is not ``request_neutral`` could add a tool back (a guard with nothing to guard costs a span per call)."""
     if has_tools:
         return OneLevelToolGuard()
-    if any(not policy_of(mw).request_neutral for mw in middleware):
-        return OneLevelGuard()
-    return None
+    return OneLevelGuard() if any(not policy_of(mw).request_neutral for mw in middleware) else None
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
@@ -647,10 +622,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 
     mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
     names = [tool_name(t) for t in tools]
-    # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): the
-    # parent's mode, interrupt_on and approval middleware gate the child's tools whatever the spec says.
-    # Unlike deepagents, a spec's interrupt_on (or its own approval middleware) may add gates or change
-    # how a gated tool is reviewed, never un-gate one. One middleware asks: create_agent refuses two.
+    # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): unlike deepagents,
+    # a spec's interrupt_on (or approval middleware) may add gates or change how a gated tool is reviewed, never
+    # un-gate one. One middleware asks: create_agent refuses two.
     floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
                            interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
     floor.update({n: gates[n] for n in names if n in gates} if gates else {})

@@ -61,23 +61,19 @@ class SpecError(SubagentsError, ValueError):
 
 
 class InvalidArgument(SubagentsError, ValueError):
-    """A call's argument has a value the library does not take (a poll interval of 0, a path that leaves its
-    folder). Definitions and settings raise :class:`SpecError` instead."""
+    """A call's argument has a value the library does not take (definitions and settings raise SpecError)."""
 
 
 class InvalidArgumentType(SubagentsError, TypeError):
-    """An argument of a kind the library does not take: a model that is not a chat model, a keyword
-    argument it does not know, a sync-only middleware for a child that runs async."""
+    """An argument of a kind the library does not take (a model that is not a chat model, an unknown keyword)."""
 
 
 class UnsupportedCall(SubagentsError, RuntimeError):
-    """A call the library cannot serve where or when it is made (``BackgroundRuntime.run`` from the runtime's
-    own loop, ``invoke`` on a background child); the message says what to call instead."""
+    """A call the library cannot serve where or when it is made; the message says what to call instead."""
 
 
 class StoredDataError(SubagentsError, ValueError):
-    """Data the library keeps, or reads back, is not of its shape (the ``async_tasks`` ledger, a folder trust
-    record); the message names which, and why."""
+    """Data the library keeps, or reads back, is not of its shape; the message names which, and why."""
 
 
 class DefinitionFileError(SpecError):
@@ -279,8 +275,7 @@ class StrayExit(SubagentsError, RuntimeError):
 
 
 class ServerUnavailable(SubagentsError, ConnectionError):
-    """A server did not answer (or is ``skipped`` while its circuit is open): ``url``, the last failure's
-    ``reason``, and ``retry_in_s`` until the next try."""
+    """A server at ``url`` did not answer (or is ``skipped`` while its circuit is open) for ``reason``."""
 
     def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
         self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped

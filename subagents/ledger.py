@@ -134,9 +134,7 @@ def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for a ledger: parallel delegations each add their own ids."""
     if not left:
         return dict(right or {})
-    if not right:
-        return left
-    return {**left, **right}
+    return left if not right else {**left, **right}
 
 
 class LedgerMerge:
@@ -268,8 +266,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
     def _twin(self, value: Any, stored: tuple[Ledger, Any] | None) -> Self:
-        """A channel like this one holding ``value``: LangGraph makes several a run, delegating or not, so
-        without ``__init__``'s checks and without ``DeltaChannel.copy``'s copy of the value."""
+        """This channel holding ``value``, without ``__init__``'s checks or a copy (LangGraph makes several a run)."""
         new = object.__new__(type(self))
         new.key, new.typ, new.reducer, new.deltas = self.key, self.typ, self.reducer, self.deltas
         new.snapshot_frequency, new.value, new._stored = self.snapshot_frequency, value, stored

@@ -78,9 +78,7 @@ def merge_definitions(left: dict[str, dict[str, Any]] | None, right: dict[str, d
     """Reducer: new names are added; an existing definition is never replaced."""
     if not left:
         return dict(right or {})
-    if not right:
-        return left
-    return {**right, **left}
+    return left if not right else {**right, **left}
 
 
 def check_definition(request: Mapping[str, Any], *, declared: Collection[str], existing: Mapping[str, Any],

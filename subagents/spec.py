@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -99,9 +100,7 @@ def ready_runnable(name: str, runnable: Any) -> Any:
             stamped = runnable
         if not callable(getattr(stamped, "invoke", None)):
             stamped = runnable
-    if callable(getattr(stamped, "ainvoke", None)):
-        return stamped
-    return ThreadedRunnable(stamped, name)
+    return stamped if callable(getattr(stamped, "ainvoke", None)) else ThreadedRunnable(stamped, name)
 
 
 class ThreadedRunnable:
@@ -157,24 +156,9 @@ class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
     Fields left ``None`` inherit from the parent: ``tools`` (minus every delegation tool), ``model`` (also
-    ``"inherit"``; a name without ``provider:`` is a profile in the caller's ``model_profiles``) and
-    ``permission_mode``. ``max_turns`` caps model calls (default :data:`DEFAULT_MAX_TURNS`); ``recursion_limit``
-    defaults to the parent run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and ``max_tokens`` cap
-    one run. ``skills`` names the skills listed in the child's prompt (never the parent's). ``condenser``: ``False``
-    (default: none), ``None``/``"default"`` (default summarisation, what an agent file that omits it gets), or
-    ``SummarizationMiddleware`` settings. ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
-    Claude Code hooks in it; ``color`` is for display; ``source`` is the file a definition came from.
-    ``context="fork"`` starts the child from the parent's conversation. ``short_answer_threshold`` (characters): a
-    shorter answer gets one request for a complete report (``0``: never; ``None``: the runner's). ``retry_truncated``
-    asks once more for a reply cut at the token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
-    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up with no tools, marked as cut short (a
-    number in (0, 1): the share of ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
-
-    Example::
-
-        SubagentSpec(name="researcher", description="Finds facts and cites sources.",
-                     system_prompt="You research. Reply with a short cited summary.",
-                     tools=["web_search"], max_turns=8, timeout_s=120)
+    ``"inherit"``; a name without ``provider:`` is a profile in the caller's ``model_profiles``), ``permission_mode``,
+    and the caller's settings (``retry_truncated``, ``wrap_up``, ``short_answer_threshold``). ``max_turns`` caps model
+    calls (default :data:`DEFAULT_MAX_TURNS`). Every field is described in docs/specs.md.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -182,9 +166,10 @@ class SubagentSpec(BaseModel):
     name: Slug
     description: str
     system_prompt: str = ""
-    tools: Sequence[str | BaseTool | dict[str, Any]] | None = None
+    tools: Annotated[Sequence[str | BaseTool | dict[str, Any]] | None, BeforeValidator(normalize_tools)] = None
     disallowed_tools: Sequence[str] = ()
-    model: str | BaseChatModel | None = None
+    model: Annotated[str | BaseChatModel | None,
+                     BeforeValidator(lambda value: check_model_name(value) if isinstance(value, str) else value)] = None
     # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
     max_turns: int | None = Field(default=None, gt=0, strict=True)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
@@ -195,10 +180,10 @@ class SubagentSpec(BaseModel):
     response_format: Any = None
     middleware: Sequence[Any] = ()
     interrupt_on: Mapping[str, Any] | None = None
-    permission_mode: PermissionMode | None = None
+    permission_mode: Annotated[PermissionMode | None, BeforeValidator(normalize_permission_mode)] = None
     skills: Sequence[SkillEntry] = ()
     # Off for specs in code (no extra graph step); an agent file that omits it gets default summarisation.
-    condenser: CondenserSetting = False
+    condenser: Annotated[CondenserSetting, BeforeValidator(normalize_condenser)] = False
     mcp_config: Mapping[str, Mapping[str, Any]] | None = None
     hooks: Mapping[str, Any] | None = None
     color: str | None = None
@@ -216,11 +201,6 @@ class SubagentSpec(BaseModel):
             raise SpecError("description must not be empty: the parent picks agents by it")
         return value
 
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _tools(cls, value: Any) -> Any:
-        return normalize_tools(value)
-
     @field_validator("disallowed_tools", "skills", mode="before")
     @classmethod
     def _no_bare_string(cls, value: Any) -> Any:
@@ -228,21 +208,6 @@ class SubagentSpec(BaseModel):
         if isinstance(value, str):
             raise SpecError("expected a list of names, not one string")
         return value
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model_name(cls, value: Any) -> Any:
-        return check_model_name(value) if isinstance(value, str) else value
-
-    @field_validator("permission_mode", mode="before")
-    @classmethod
-    def _permission_mode(cls, value: Any) -> Any:
-        return normalize_permission_mode(value)
-
-    @field_validator("condenser", mode="before")
-    @classmethod
-    def _condenser(cls, value: Any) -> Any:
-        return normalize_condenser(value)
 
     @field_validator("mcp_config", mode="before")
     @classmethod
@@ -285,14 +250,8 @@ class CompiledSubagent(BaseModel):
 
     Used as given (its own tools, model and limits); the runner still isolates its input, bounds it with
     ``timeout_s`` and ``recursion_limit``, refuses nested delegation and records it. ``runnable`` may be any
-    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers).
-    ``recursion_limit`` defaults to the runnable's own (``with_config``), then the parent run's. deepagents
-    spells this class ``CompiledSubAgent``; both names are exported.
-
-    Example::
-
-        CompiledSubagent(name="writer", description="Writes reports.",
-                         runnable=create_agent(model, tools=[]).with_config(recursion_limit=40))
+    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers). ``recursion_limit``
+    defaults to the runnable's own (``with_config``), then the parent run's. deepagents spells it ``CompiledSubAgent``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -490,7 +449,7 @@ class RemoteSubagentSpec(BaseModel):
     name: str
     description: str
     graph_id: str
-    url: str | None = None
+    url: Annotated[str | None, AfterValidator(lambda value: None if value is None else checked_url(value))] = None
     headers: Mapping[str, str] = Field(default_factory=dict)
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
@@ -530,11 +489,6 @@ class RemoteSubagentSpec(BaseModel):
         if data.get("url_credentials") is not None:
             raise SpecError("give the url's credentials one way only, not in url and url_credentials")
         return {**data, "url": bare, "url_credentials": credentials}
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return None if value is None else checked_url(value)
 
     @property
     def server(self) -> str:
@@ -613,9 +567,7 @@ def header_value_problem(text: str) -> str | None:
     bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
     if bad is not None:
         return f"must be printable ASCII (it holds {bad!r}, U+{ord(bad):04X})"
-    if text != text.strip(" \t"):
-        return "must not begin or end with a space or tab"
-    return None
+    return "must not begin or end with a space or tab" if text != text.strip(" \t") else None
 
 
 def split_url_credentials(url: str) -> tuple[str, str | None]:

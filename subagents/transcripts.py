@@ -324,9 +324,7 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
         return stored
 
     def automatic(**task: Any) -> TranscriptSink:
-        if task["has_checkpointer"]:
-            return CheckpointSink(task["namespace"])
-        return MemorySink(task["task_id"])
+        return CheckpointSink(task["namespace"]) if task["has_checkpointer"] else MemorySink(task["task_id"])
 
     return automatic
 

@@ -28,31 +28,21 @@ from subagents.spec import NAME_PATTERN, SubagentSpec
 # Claude Code's format, with the my-pi-agent/OpenHands fields too: every spelling of a field is accepted (two
 # spellings of one field is an error); unknown fields are kept in the spec's ``metadata``, with a warning.
 
+_FIELDS = ("name", "description", "tools", "disallowed_tools", "model", "skills", "color", "max_turns",
+           "max_budget_per_run", "max_tokens", "short_answer_threshold", "retry_truncated", "wrap_up", "timeout_s",
+           "recursion_limit", "permission_mode", "mcp_config", "condenser", "hooks", "interrupt_on", "metadata",
+           "context")
+_ALIASES = {"max_turns": ("max_iteration_per_run",), "mcp_config": ("mcp_servers", "mcpServers")}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
-    "name": ("name",),
-    "description": ("description",),
-    "tools": ("tools",),
-    "disallowed_tools": ("disallowed_tools", "disallowedTools"),
-    "model": ("model",),
-    "skills": ("skills",),
-    "color": ("color",),
-    "max_turns": ("max_turns", "maxTurns", "max_iteration_per_run"),
-    "max_budget_per_run": ("max_budget_per_run", "maxBudgetPerRun"),
-    "max_tokens": ("max_tokens", "maxTokens"),
-    "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
-    "retry_truncated": ("retry_truncated", "retryTruncated"),
-    "wrap_up": ("wrap_up", "wrapUp"),
-    "timeout_s": ("timeout_s", "timeoutS"),
-    "recursion_limit": ("recursion_limit", "recursionLimit"),
-    "permission_mode": ("permission_mode", "permissionMode"),
-    "mcp_config": ("mcp_config", "mcpConfig", "mcp_servers", "mcpServers"),
-    "condenser": ("condenser",),
-    "hooks": ("hooks",),
-    "interrupt_on": ("interrupt_on", "interruptOn"),
-    "metadata": ("metadata",),
-    "context": ("context",),
-}
-"""Each spec field an agent file may set, and every spelling accepted for it."""
+    field: tuple(dict.fromkeys((field, _camel(field), *_ALIASES.get(field, ())))) for field in _FIELDS}
+"""Each spec field an agent file may set, and every spelling accepted for it (its own, camelCase, old aliases)."""
 
 DEPRECATED_SPELLINGS: Mapping[str, str] = {"mcp_servers": "mcp_config", "mcpServers": "mcp_config"}
 

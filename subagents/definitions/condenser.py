@@ -81,9 +81,7 @@ def describe_condenser(setting: CondenserSetting) -> str:
     """``default``, ``off``, or the settings, for listings."""
     if setting is None:
         return "default"
-    if setting is False:
-        return "off"
-    return ", ".join(f"{k}={v!r}" for k, v in setting.items())
+    return "off" if setting is False else ", ".join(f"{k}={v!r}" for k, v in setting.items())
 
 
 def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summarizer: Callable[[str], Any]) -> Any:

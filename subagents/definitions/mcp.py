@@ -250,10 +250,8 @@ class McpSessions:
             if loop is None:
                 self.closed.set()
                 return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop already stopped
             loop.call_soon_threadsafe(closing.set)  # type: ignore[union-attr]
-        except RuntimeError:  # the loop already stopped
-            pass
 
     async def session(self, server: str, timeout: float) -> Any:
         """The server's session, started on first use by an owner coroutine (within ``timeout`` of its turn)."""

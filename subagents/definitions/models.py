@@ -172,8 +172,7 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
 
 
 def _is_provider_model(model: object, module: str, name: str) -> bool:
-    """Whether ``model`` is an instance of ``module.name``, never importing it: a model of that class was
-    built by code that imported it, and importing a provider SDK to ask costs seconds."""
+    """Whether ``model`` is a ``module.name``, never importing it (importing a provider SDK to ask costs seconds)."""
     loaded = sys.modules.get(module)
     cls = getattr(loaded, name, None)
     return isinstance(cls, type) and isinstance(model, cls)

@@ -44,14 +44,9 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
 def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, risky_tools: Iterable[str] = (),
                    interrupt_on: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``interrupt_on`` mapping for a child with these tools; ``{}`` means no approval."""
-    names = list(tool_names)
-    if mode == "always_confirm":
-        rules: dict[str, Any] = dict.fromkeys(names, True)
-    elif mode == "confirm_risky":
-        risky = set(risky_tools)
-        rules = {name: True for name in names if name in risky}
-    else:
-        rules = {}
+    risky = set(risky_tools)
+    rules: dict[str, Any] = {name: True for name in tool_names
+                             if mode == "always_confirm" or (mode == "confirm_risky" and name in risky)}
     rules.update(interrupt_on or {})
     return {name: rule for name, rule in rules.items() if rule}
 
@@ -154,9 +149,7 @@ def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
     if explicit is not None:
         return explicit
     answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
-    if len(answers) == 1:
-        return next(iter(answers.values()))
-    return answers
+    return next(iter(answers.values())) if len(answers) == 1 else answers
 
 
 def _json_value(message: str) -> Any:

@@ -86,9 +86,7 @@ def available_skills_block(skills: Iterable[Skill]) -> str:
         f"</description>\n<location>{escape(str(s.path))}</location>\n</skill>"
         for s in skills
     ]
-    if not rows:
-        return ""
-    return f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
+    return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
 class SkillCatalog(Mapping[str, Skill]):
@@ -177,8 +175,7 @@ def _folder_skills(entry: str, agent: str) -> list[Skill]:
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: a NUL byte
         raise SpecError(f"subagent {agent!r}: field 'skills': {entry!r} cannot be read as a folder ({exc})") from None
     if not is_folder:
-        # deepagents reads these paths from its file backend, where they may simply be
-        # empty: warn, as a skill source with no skills, rather than refuse the agent.
+        # deepagents reads these paths from its file backend, where they may be empty: warn, never refuse the agent.
         warnings.warn(f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
                       "(skill folders are read from the disk, relative to the working directory); "
                       "it adds no skills", SkillFolderWarning, stacklevel=2)
