@@ -34,12 +34,8 @@ from subagents.outcome import add_usage, lost, merge_records, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
 
-PREVIEW_CHARS = 200
-"""Longest ``description`` and ``result`` a ledger record keeps."""
-
-ERROR_PREVIEW_CHARS = 1000
-"""Longest ``error`` a ledger record keeps (errors are rarer and worth more words)."""
-
+PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
+ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more words)
 ELLIPSIS = "…"
 
 
@@ -439,8 +435,7 @@ class TaskToolInput(BaseModel):
         return data
 
 
-ENUM_LIMIT = 25
-"""Most agent names the ``task`` tool's schema lists as an enum (with ``name_enum=True``); past it, none."""
+ENUM_LIMIT = 25  # the most agent names the task tool's schema lists as an enum (name_enum=True); past it, none
 
 
 def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput, *,
@@ -513,8 +508,7 @@ except ImportError:  # a langgraph without `interrupt(response_schema=...)` rais
     def is_invalid_resume(error: BaseException) -> bool:
         return False
 
-MAX_ARGUMENT_DEPTH = 200
-"""Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
+MAX_ARGUMENT_DEPTH = 200  # deeper arguments are refused before LangChain reads them (its str() of them recurses)
 
 
 class RecordedTool(StructuredTool):

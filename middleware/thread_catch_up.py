@@ -21,11 +21,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDLE_POLL_S = 0.5
-"""How often a busy thread is asked again whether its run has ended."""
-
-IDLE_WAIT_S = 120.0
-"""How long a settled task waits for its thread's run to end; a longer run catches up by itself."""
+IDLE_POLL_S = 0.5  # how often a busy thread is asked again whether its run has ended
+IDLE_WAIT_S = 120.0  # how long a settled task waits for its thread's run to end (a longer one catches up itself)
 
 
 class ThreadCatchUp:

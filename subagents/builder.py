@@ -209,12 +209,8 @@ def _status_code(exc: BaseException) -> int | None:
 SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
 """``configurable`` key for a per-invocation response format (deepagents' spelling)."""
 
-OUTPUT_SCHEMA_RETRIES = 2
-"""Invalid structured answers sent back to the child before its task fails."""
-
-MAX_SCHEMA_CHARS = 20_000
-"""The largest ``output_schema`` accepted, as JSON."""
-
+OUTPUT_SCHEMA_RETRIES = 2  # invalid structured answers sent back to the child before its task fails
+MAX_SCHEMA_CHARS = 20_000  # the largest output_schema accepted, as JSON
 _MAX_VIOLATION_CHARS = 300
 _RETRY_PREFIX = "Your answer does not match the required output schema: "
 _RETRY_SUFFIX = "\nCall the output tool again with arguments that match the schema."

@@ -67,8 +67,7 @@ def policy_of(middleware: Any) -> ChildPolicy:
     return ChildPolicy(inherited=widest)
 
 
-_WIDTH = (None, "model", "every")
-"""``inherited`` from the narrowest to the widest."""
+_WIDTH = (None, "model", "every")  # ``inherited`` from the narrowest to the widest
 
 
 def _declared(kind: type) -> ChildPolicy | None:

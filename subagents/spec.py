@@ -402,12 +402,8 @@ def _unset(value: Any) -> bool:
     return value is None or (isinstance(value, (list, tuple)) and not value)
 
 
-DEFAULT_REQUEST_TIMEOUT_S = 10.0
-"""Default bound on one status request to a server."""
-
-DEFAULT_START_TIMEOUT_S = 30.0
-"""Default bound on starting, steering or cancelling a remote task."""
-
+DEFAULT_REQUEST_TIMEOUT_S = 10.0  # one status request to a server
+DEFAULT_START_TIMEOUT_S = 30.0  # starting, steering or cancelling a remote task
 API_KEY_HEADER = "x-api-key"
 SAME_DEPLOYMENT = "this same deployment (in-process)"
 """How a remote spec without a ``url`` names its server: the LangGraph Server the parent runs on."""

@@ -62,11 +62,8 @@ def inside(root: Path, path: Path) -> Path:
 # Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds; what the
 # serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
 
-DEFAULT_MAX_BYTES = 1024 * 1024
-"""The shared table's bound: about 1,500 short child runs, or 100 with 10 KB tool arguments."""
-
-ENTRY_BYTES = 300
-"""What one entry costs beside its data: the key, the tuple, the bytes object's header, the dict slot."""
+DEFAULT_MAX_BYTES = 1024 * 1024  # about 1,500 short child runs, or 100 with 10 KB tool arguments
+ENTRY_BYTES = 300  # what an entry costs beside its data: the key, the tuple, the bytes' header, the dict slot
 
 _serde = JsonPlusSerializer()
 
@@ -167,9 +164,7 @@ def deep_size(value: Any, seen: set[int] | None = None) -> int:
     return total
 
 
-MEMORY = TranscriptTable()
-"""The process-wide table the memory sink writes to."""
-
+MEMORY = TranscriptTable()  # the process-wide table the memory sink writes to
 
 STORE_NAMESPACE = "subagent_transcripts"
 NO_TRANSCRIPT = "none:"
@@ -404,12 +399,9 @@ def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: s
                          "tool_call_id": tool_call_id}}
 
 
-MAX_JSONL_BYTES = 256 * 1024 * 1024
-"""The largest JSONL transcript read back: a bigger one is an error naming it, not a process out of memory."""
-
-
+MAX_JSONL_BYTES = 256 * 1024 * 1024  # a bigger transcript is an error naming it, not a process out of memory
+# Linux: a file is looked at through an ``O_PATH`` descriptor, which opens nothing, before it is opened.
 _LOOK_FIRST = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
-"""Linux: a file is looked at through an ``O_PATH`` descriptor, which opens nothing, before it is opened."""
 
 
 def open_if_regular(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, dir_fd: int | None = None) -> int:

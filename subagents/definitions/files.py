@@ -24,13 +24,8 @@ from subagents.errors import DefinitionFileError, DefinitionFileWarning, Duplica
 # bomb costs no more than the cap to refuse). Safe loading only: ``!!python/...`` is refused, never run.
 
 MAX_FILE_BYTES = 1024 * 1024
-"""Largest definition file read, in bytes."""
-
-MAX_DEPTH = 32
-"""Deepest nesting of mappings and lists accepted."""
-
-MAX_EXPANDED_NODES = 20_000
-"""Most YAML values a document may hold once every alias is expanded."""
+MAX_DEPTH = 32  # of mappings and lists
+MAX_EXPANDED_NODES = 20_000  # YAML values a document may hold once every alias is expanded
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -160,11 +160,10 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
 # on a daemon thread, each server an owner coroutine there. Sessions open at exit are closed and waited for
 # (bounded), or a hung stdio server would outlive us.
 
-CLOSE_GRACE_S = 5.0
-"""How long a sync caller waits past its own bound for the loop to hand back a timed-out call."""
+CLOSE_GRACE_S = 5.0  # how long a sync caller waits past its own bound for the loop to hand back a timed-out call
+# How long exit waits for open sessions to end their servers (the MCP client's stdio shutdown waits 2 s for a
+# server to leave on its own, then terminates it).
 EXIT_WAIT_S = 6.0
-"""How long interpreter exit waits for open sessions to end their servers (the MCP client's
-stdio shutdown waits 2 s for a server to leave on its own, then terminates it)."""
 
 _open: set[McpSessions] = set()
 _open_lock = threading.Lock()
@@ -340,12 +339,9 @@ class McpSessions:
 log = logging.getLogger(__name__)
 
 MCP_PREFIX = "mcp__"
-LIST_TIMEOUT_S = 30.0
-"""Longest wait for a server to start and list its tools when the child is built."""
-CALL_TIMEOUT_S = 120.0
-"""Longest wait for one call when neither the task nor the server sets a shorter bound."""
-TASK_ID_METADATA_KEY = "subagent_task_id"
-"""The runner's metadata key naming the task a child run belongs to (``runner.TASK_ID_METADATA_KEY``)."""
+LIST_TIMEOUT_S = 30.0  # for a server to start and list its tools when the child is built
+CALL_TIMEOUT_S = 120.0  # for one call when neither the task nor the server sets a shorter bound
+TASK_ID_METADATA_KEY = "subagent_task_id"  # the runner's, naming the task a child run belongs to
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
