@@ -41,11 +41,9 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
 RETRY_TOOL_NAME = "retry_async_task"  # a background task run again: a delegation too
-FOLLOW_UP_TOOL_NAME = "update_async_task"
-"""A message to a background task: counted, and refused past the cap when it would start a run; never withdrawn."""
+FOLLOW_UP_TOOL_NAME = "update_async_task"  # counted, refused past the cap when it would start a run, never withdrawn
 
-# A background notice reaches the parent as a marked ``HumanMessage`` (any provider takes one anywhere); it is
-# not the user's turn, so it resets no cap and forces no ``task`` call.
+# A background notice is a marked HumanMessage (any provider takes one), no user turn: it resets no cap, forces no task.
 
 NOTICE_MARKER = "subagents_notice"  # The additional_kwargs key marking a message as a background notice.
 
@@ -125,7 +123,6 @@ FORCED_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `
 
 VERBATIM_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the "
                         "agent best suited to the user's request. The agent receives the request as the user wrote it.")
-"""The block of a forced call with ``description="verbatim"``: the model only picks the agent."""
 
 
 class ForceDelegation(BaseModel):

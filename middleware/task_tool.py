@@ -57,9 +57,8 @@ def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
     return entry
 
 
-# -- The parent state the delegation middlewares own: ``subagent_tasks`` and ``async_tasks`` (task id ->
-# compact record, in a :class:`subagents.ledger.LedgerChannel`) and ``subagent_usage``. The reducer returns a
-# new dict per update: LangGraph hands one object to channel copies and stream consumers.
+# -- The parent state the delegation middlewares own: the ledgers (task id -> compact record, in a LedgerChannel)
+# and ``subagent_usage``. A reducer returns a new dict: LangGraph hands one object to copies and stream consumers.
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -193,9 +192,8 @@ def as_background_record(record: dict[str, object]) -> dict[str, object]:
     }
 
 
-# -- Calls a stopped run left open, continued with a new user message: providers reject such a history, and a
-# delegation would have no record. Each middleware answers its own tools on the next turn, right after the
-# assistant message that made each call (a rewrite of the whole list: ``add_messages`` cannot insert).
+# -- Calls a stopped run left open (providers reject such a history; a delegation would have no record): each
+# middleware answers its own on the next turn, after the message that made each (``add_messages`` cannot insert).
 
 LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended) before this call "
                "was answered, and nothing of its result was kept. Call it again if it is still needed.")
@@ -250,8 +248,7 @@ def lost_record(call: Mapping[str, object], agent_type: str, description: str, *
 
 _GROUPS_KEPT = 256
 
-StoredWrites = Sequence[tuple[str, str, object]]
-"""The step's pending writes in the checkpoint: ``(task id, channel, value)``."""
+StoredWrites = Sequence[tuple[str, str, object]]  # the step's pending writes: (task id, channel, value)
 
 
 class SiblingWrites:
@@ -591,8 +588,7 @@ def _without_injected(value: Any) -> Any:
 
 
 Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
-"""Runs one ``task`` call: ``(runtime, description, subagent_type, output_schema) -> outcome``; never raises
-but LangGraph's control signals."""
+"""Runs one ``task`` call (runtime, description, subagent_type, output_schema); raises only LangGraph's signals."""
 
 
 def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, str, Any], Awaitable[TaskOutcome]],

@@ -145,9 +145,8 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
                      unknown_model=options.unknown_model)
 
 
-# -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``:
-# LangChain's fallback, retry and router middleware); every child gets the parent's data policy and any
-# ``inherited="every"``. A spec's ``retries`` retries transient provider errors only, with backoff.
+# -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``); every
+# child gets ``inherited="every"`` (the data policy). A spec's ``retries`` retries transient errors, with backoff.
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "ServiceUnavailable",
@@ -201,10 +200,9 @@ def _status_code(exc: BaseException) -> int | None:
     return None
 
 
-# -- A per-call output schema for a built subagent: the ``task`` tool's ``output_schema`` argument, else the
-# run's config key (deepagents'; anything ``response_format`` accepts), over the spec's own for that call. The
-# child answers through ``ToolStrategy``; an invalid answer is sent back :data:`OUTPUT_SCHEMA_RETRIES` times,
-# then the task fails with :class:`OutputSchemaViolation`. Each (subagent, schema) graph is built once.
+# -- A per-call output schema: the ``task`` tool's ``output_schema`` argument, else the run's config key (anything
+# ``response_format`` accepts), over the spec's own. The child answers through ``ToolStrategy``; an invalid answer
+# is sent back OUTPUT_SCHEMA_RETRIES times, then the task fails. Each (subagent, schema) graph is built once.
 
 SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
 """``configurable`` key for a per-invocation response format (deepagents' spelling)."""
@@ -307,10 +305,8 @@ LINEAR_KEYWORDS = frozenset({
 """The checking keywords a schema the model writes may use: each linear in the answer's size. Not ``pattern``
 (backtracking), ``$ref`` (exponential nesting), ``unevaluated*`` (branches checked again), ``uniqueItems``."""
 _SUBSCHEMAS = {"items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
-               "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}
-"""Keywords whose value is a subschema or a list of them."""
-_NAMED_SUBSCHEMAS = {"properties", "dependentSchemas", "dependencies"}
-"""Keywords whose value maps names (data, not keywords) to subschemas."""
+               "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}  # a subschema or a list of them
+_NAMED_SUBSCHEMAS = {"properties", "dependentSchemas", "dependencies"}  # names (data, not keywords) -> subschemas
 
 
 @functools.cache

@@ -104,9 +104,8 @@ StopReason = Literal["completed", "truncated", "max_turns", "timeout", "budget",
 
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
-"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
-A ``SystemExit`` only when a signal handler raised it (:func:`is_real_cancellation`); any other (a tool's
-``argparse``) is the error of the code that raised it."""
+"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result. A
+``SystemExit`` only when a signal handler raised it; any other (a tool's ``argparse``) is that code's error."""
 
 
 def from_signal_handler(exc: BaseException) -> bool:

@@ -155,12 +155,11 @@ class LedgerMerge:
         values = list(writes)
         if not values:
             return base or {}
-        return self.operator(base or {}, _fold(self.operator, values) if len(values) > 1 else values[0])
+        return self.operator(base or {}, _fold(self.operator, values))
 
 
 # -- A whole ledger as its checkpoint stores it: records as columns, ids as bytes. A saver keeping every version
-# stores it at every delegation, so bytes per record count squared: compressed rows took 84 bytes a record,
-# columns 66, with hex ids as bytes 52. A ledger of non-dict records stays rows.
+# stores it at every delegation: compressed rows took 84 bytes a record, columns 66, with hex ids as bytes 52.
 
 _NOTHING: Any = DeltaChannel(lambda state, _writes: state).checkpoint()  # LangGraph's "nothing stored" marker
 

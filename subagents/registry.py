@@ -48,8 +48,7 @@ class GraphCache:
 # -- Dynamic subagents: definitions a parent makes at run time, kept as JSON-ready dicts in its state (so a
 # resumed thread still has them), checked by :func:`check_definition` when made and again whenever used.
 
-DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
-"""Parent state key the delegation middleware keeps run-time definitions under."""
+DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"  # the parent state key of run-time definitions
 
 # Below the key on purpose: modules these import read DYNAMIC_SUBAGENTS_KEY while this one loads.
 from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402

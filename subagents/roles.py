@@ -37,7 +37,7 @@ class ChildPolicy:
     request_neutral: bool = False
 
 
-KNOWN: dict[type, ChildPolicy] = {
+KNOWN: dict[type, ChildPolicy] = {  # LangChain's middleware, which declares no policy of its own
     PIIMiddleware: ChildPolicy(inherited="every"),
     ModelFallbackMiddleware: ChildPolicy(inherited="model", request_neutral=True),
     ModelRetryMiddleware: ChildPolicy(inherited="model", request_neutral=True),
@@ -45,11 +45,9 @@ KNOWN: dict[type, ChildPolicy] = {
     ModelRouterMiddleware: ChildPolicy(inherited="model"),
     SummarizationMiddleware: ChildPolicy(request_neutral=True),
 }
-"""LangChain's middleware, which declares no policy of its own."""
 
 HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap_model_call", "awrap_model_call",
          "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
-"""Every hook a middleware can have (LangChain runs each it overrides)."""
 
 
 def policy_of(middleware: Any) -> ChildPolicy:

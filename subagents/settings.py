@@ -1,9 +1,8 @@
 """Delegation settings: one typed object, passed whole from layer to layer.
 
-Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once
-(default, validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`,
-:class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`); a bad value raises
-:class:`~subagents.errors.SpecError` naming the field (example: :class:`DelegationSettings`).
+Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once (default,
+validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`, :class:`BackgroundSettings`,
+:class:`Definitions`, :class:`RootGraph`); a bad value raises :class:`~subagents.errors.SpecError` naming the field.
 """
 
 from __future__ import annotations
@@ -276,11 +275,10 @@ class DelegationSettings(_Settings):
 
 
 _GROUPS = frozenset(DelegationSettings.model_fields)
-_GROUP_OF: dict[str, str] = {
+_GROUP_OF: dict[str, str] = {  # each field's name -> its group, read off the models: the one map `of` uses
     name: group for group, info in DelegationSettings.model_fields.items()
     for name in cast("type[_Settings]", info.annotation).model_fields
 }
-"""Each field's name -> its group, read off the models: the one map :meth:`DelegationSettings.of` uses."""
 
 
 def _spec_error(exc: ValidationError) -> SpecError:

@@ -42,15 +42,12 @@ def normalize_tools(value: Any) -> Any:
     """A spec's ``tools`` (names, ``BaseTool`` objects, callables made tools, tool dicts) checked; ``None`` passes."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not _is_sequence(value):
+    sequence = isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
+                                                    and not isinstance(value, Mapping))
+    if isinstance(value, (str, bytes)) or not sequence:
         raise SpecError("expected a list of tool names, BaseTools, functions or tool dicts, "
                         f"not one {type(value).__name__}")
     return tuple(_one_tool(item, index) for index, item in enumerate(value))
-
-
-def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
-                                                and not isinstance(value, Mapping))
 
 
 def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
@@ -59,7 +56,9 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
             raise SpecError(f"item {index}: a tool name must not be empty")
         return item
     if isinstance(item, Mapping):
-        if not _dict_tool_name(item):
+        function = item.get("function")
+        name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
+        if not (isinstance(name, str) and name):
             raise SpecError(f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})")
         return dict(item)
     if callable(item):
@@ -72,12 +71,6 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
             raise SpecError(f"item {index} ({name}): cannot be made a tool: {exc}") from None
     raise SpecError(f"item {index}: expected a tool name, BaseTool, function or tool dict, "
                     f"got {type(item).__name__}")
-
-
-def _dict_tool_name(item: Mapping[str, Any]) -> str:
-    function = item.get("function")
-    name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
-    return name if isinstance(name, str) else ""
 
 
 def own_recursion_limit(runnable: Any) -> int | None:
@@ -126,19 +119,16 @@ class ThreadedRunnable:
             asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
-# -- What a subagent is: a declarative spec or a graph the caller compiled; a plain dict with the same keys
-# is accepted wherever a spec is (:func:`coerce_spec`), and agent files load into the same model.
+# -- A plain dict with a spec's keys is accepted wherever a spec is (coerce_spec); agent files load into the same model.
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
-"""Letters, digits, ``-``, ``_`` and single inner dots: safe as a path part. Check it with ``fullmatch``
-(``match`` with ``$`` would accept a trailing newline)."""
+"""Letters, digits, ``-``, ``_``, single inner dots: a safe path part. ``fullmatch`` it (``$`` accepts a newline)."""
 MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
 
-MAX_TIMEOUT_S = 1_000_000.0
-"""The largest ``timeout_s`` accepted (about 11 days): finite, and within what threads can wait."""
+MAX_TIMEOUT_S = 1_000_000.0  # the largest timeout_s accepted (about 11 days): finite, within what threads can wait
 
 
 def _check_name(value: str) -> str:
@@ -381,7 +371,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
         raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
                         "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
     # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
-    unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
+    unset = {k for k in ("skills", "permissions")
+             if k in value and (value[k] is None or (isinstance(value[k], (list, tuple)) and not value[k]))}
     if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
         return value
     mode = value.get("mode", "isolated")
@@ -398,15 +389,10 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
-def _unset(value: Any) -> bool:
-    return value is None or (isinstance(value, (list, tuple)) and not value)
-
-
 DEFAULT_REQUEST_TIMEOUT_S = 10.0  # one status request to a server
 DEFAULT_START_TIMEOUT_S = 30.0  # starting, steering or cancelling a remote task
 API_KEY_HEADER = "x-api-key"
-SAME_DEPLOYMENT = "this same deployment (in-process)"
-"""How a remote spec without a ``url`` names its server: the LangGraph Server the parent runs on."""
+SAME_DEPLOYMENT = "this same deployment (in-process)"  # a remote spec without a url: the parent's own server
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 

@@ -13,6 +13,7 @@ A transcript goes to one :class:`TranscriptSink`, chosen once per runner; the re
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -57,10 +58,9 @@ def inside(root: Path, path: Path) -> Path:
     return resolved
 
 
-# -- The in-process table (no checkpointer and no other sink; background children without ``sessions_dir``):
-# oldest dropped first past ``max_bytes``, a process that delegates without end must not grow without end.
-# Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds; what the
-# serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
+# -- The in-process table: oldest dropped first past ``max_bytes`` (a process that delegates without end must not
+# grow without end). Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds;
+# what the serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
 
 DEFAULT_MAX_BYTES = 1024 * 1024  # about 1,500 short child runs, or 100 with 10 KB tool arguments
 ENTRY_BYTES = 300  # what an entry costs beside its data: the key, the tuple, the bytes' header, the dict slot
@@ -138,9 +138,8 @@ def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
     return (kind, packed, True), ENTRY_BYTES + len(packed)
 
 
+# Shorter ones are kept uncompressed: they shrink by only half, and retaking the lock zlib gives up costs more.
 COMPRESS_FROM = 4096
-"""Serialized transcripts this long or longer are kept zlib-compressed: a short one shrinks by only about
-half, and retaking the interpreter lock zlib gives up cost more than serializing it."""
 
 
 def deep_size(value: Any, seen: set[int] | None = None) -> int:
@@ -167,8 +166,7 @@ def deep_size(value: Any, seen: set[int] | None = None) -> int:
 MEMORY = TranscriptTable()  # the process-wide table the memory sink writes to
 
 STORE_NAMESPACE = "subagent_transcripts"
-NO_TRANSCRIPT = "none:"
-"""The transcript of a delegation refused before any child ran: it reads back as empty."""
+NO_TRANSCRIPT = "none:"  # a delegation refused before any child ran: it reads back as empty
 
 
 class TranscriptSink(Protocol):
@@ -331,10 +329,8 @@ def _append_beneath(root: Path, path: Path) -> int:
     folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in names[:-1]:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o777, dir_fd=folder)
-            except FileExistsError:
-                pass
             try:
                 inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             except OSError:

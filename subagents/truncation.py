@@ -30,8 +30,7 @@ RetryTruncatedSetting = StrictBool | Literal["brief", "more_tokens"]
 """``False`` (off), ``True`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``."""
 
 BRIEF_PROMPT = ("Your reply was cut off at the output token limit. Reply again, briefly: "
-                "only what is needed, complete, in as few words as you can.")
-"""The message a ``"brief"`` retry adds after the conversation (for that call only)."""
+                "only what is needed, complete, in as few words as you can.")  # added for that call only
 
 TOKEN_FACTOR = 2  # How many times the limit it hit a "more_tokens" retry may use.
 

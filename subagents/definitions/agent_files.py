@@ -72,8 +72,7 @@ _FIELD_EXPECTED: Mapping[str, str] = {
     "retry_truncated": "true, false, brief or more_tokens",
     "wrap_up": "true, false, or the share of timeout_s left that starts the wrap-up (above 0, below 1)",
 }
-_SEVERAL_TYPES = ("retry_truncated", "wrap_up")
-"""Fields of more than one type: their own expectation, not the first type's error."""
+_SEVERAL_TYPES = ("retry_truncated", "wrap_up")  # of several types: their own expectation, not the first type's
 _NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
 
 

@@ -17,8 +17,7 @@ from subagents.errors import SpecError
 CondenserSetting = Literal[False] | Mapping[str, Any] | None
 
 DEFAULT_TRIGGER_FRACTION = 0.8
-DEFAULT_TRIGGER_TOKENS = 64_000
-"""Used when the model's window is unknown: below the common 128k windows, far above an ordinary subtask's."""
+DEFAULT_TRIGGER_TOKENS = 64_000  # the window unknown: below the common 128k windows, far above a subtask's
 DEFAULT_KEEP = ("messages", 20)
 
 CONDENSER_KEYS = ("trigger", "keep", "model", "summary_prompt", "trim_tokens_to_summarize")

@@ -148,10 +148,9 @@ def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
         loader.dispose()
 
 
-# Markdown with YAML frontmatter. Lenient fallback: many published agent files have an unquoted colon in a
-# one-line value (``description: Use when ... Triggers on: 'x'``), which strict YAML rejects and the tools people
-# use accept: each top-level ``key: value`` line is then read alone, the rest of the line as text, with a warning;
-# a value that looks like YAML (``[``, ``{``, quotes...) but does not parse stays an error.
+# Markdown with YAML frontmatter. Many published agent files have an unquoted colon in a one-line value, which
+# strict YAML rejects and the tools people use accept: then each top-level ``key: value`` line is read alone, the
+# rest of the line as text, with a warning (a value that looks like YAML but does not parse stays an error).
 
 DELIMITER = "---"
 

@@ -155,15 +155,12 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
     return problems, notes
 
 
-# One task's live connections. An MCP session is an anyio context, entered and left by one asyncio task on one
-# loop, while a child's tools run on whatever thread or loop LangGraph picks: so each task's sessions get a loop
-# on a daemon thread, each server an owner coroutine there. Sessions open at exit are closed and waited for
-# (bounded), or a hung stdio server would outlive us.
+# An MCP session is an anyio context, entered and left by one asyncio task on one loop, while a child's tools run
+# wherever LangGraph picks: so each task's sessions get a loop on a daemon thread, each server an owner coroutine
+# there. Sessions open at exit are closed and waited for (bounded), or a hung stdio server would outlive us.
 
 CLOSE_GRACE_S = 5.0  # how long a sync caller waits past its own bound for the loop to hand back a timed-out call
-# How long exit waits for open sessions to end their servers (the MCP client's stdio shutdown waits 2 s for a
-# server to leave on its own, then terminates it).
-EXIT_WAIT_S = 6.0
+EXIT_WAIT_S = 6.0  # for open sessions to end their servers at exit (the stdio client waits 2 s, then terminates)
 
 _open: set[McpSessions] = set()
 _open_lock = threading.Lock()

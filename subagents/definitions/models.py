@@ -134,8 +134,8 @@ def describe_model(model: str | BaseChatModel | None, *, agent: str, profiles: M
 # fresh client anyway). Anthropic has no client argument: the copy's ``_async_client`` cached property is filled
 # with the SDK client re-made by ``with_options`` on a pool of its own. Others are rebuilt from their settings.
 
+# Where LangChain's integrations keep clients built from the other fields (left out of a copy).
 CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_client", "http_async_client"})
-"""The fields where LangChain's integrations keep clients built from the others (left out of a copy)."""
 
 
 def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]] | None]:
