@@ -1,13 +1,6 @@
-"""AgentMiddleware classes that give an agent governed subagents.
+"""AgentMiddleware classes that give an agent governed subagents: the public names are ``__all__``.
 
-The public names are ``__all__`` (the modules behind them are internal)::
-
-    from middleware import SubAgentMiddleware
-
-    agent = create_agent(model, middleware=[*policy, SubAgentMiddleware([researcher], model_middleware=policy)])
-
-Names are imported on first use (PEP 562), so an agent without background
-tasks never loads the background runtime, its SQLite store or its remote client.
+Names are imported on first use (PEP 562): an agent without background tasks never loads their runtime.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""The ``create_subagent`` tool: the parent defines a specialist at run time.
+"""The ``create_subagent`` tool (``dynamic_subagents=True``): the parent defines a specialist at run time.
 
-Turned on with ``dynamic_subagents=True`` in the delegation settings. From
-the parent's next model call on, the new agent is listed in
-``<available_agents>`` and reachable with ``task``; the definition is kept in
-the parent's state. Every rule of :mod:`subagents.registry` holds, a refused
-request is an error result naming the rule, and every request leaves a
-record (``kind: "create_subagent"``). Parallel calls in one message are
-judged in order, each seeing the ones before it.
-
-Example::
-
-    agent = create_agent(model, tools=[search],
-                         middleware=[SubAgentMiddleware(settings=DelegationSettings.of(dynamic_subagents=True))])
+From the parent's next model call on, the new agent is listed in ``<available_agents>``; the definition is kept
+in the parent's state. A refused request is an error result naming the rule; every request leaves a record.
+Parallel calls in one message are judged in order, each seeing the ones before it.
 """
 
 from __future__ import annotations
@@ -81,8 +72,7 @@ class DynamicSubagentState(SubagentLedgerState):
 
 
 class DynamicSubagents:
-    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware (``parent_tools``:
-    the tools children inherit, ``None`` for the parent's tool node's; ``max_dynamic_subagents`` per thread)."""
+    """The ``create_subagent`` tool, its state and its prompt rows, for one middleware."""
 
     state_schema = DynamicSubagentState
 
@@ -99,8 +89,6 @@ class DynamicSubagents:
         self.tool = delegation_tool(self.create, self.acreate, "create_subagent", CREATE_SUBAGENT_DESCRIPTION,
                                     CreateSubagentInput)
 
-    # -- the prompt -----------------------------------------------------------
-
     def prompt_block(self, state: Mapping[str, object] | None) -> str:
         """Instructions and ``<available_agents>``, declared agents first, then created ones."""
         created = _definitions(state)
@@ -110,8 +98,6 @@ class DynamicSubagents:
         note = (f"You can also create a specialist with `create_subagent` ({left} of {self.cap} left); "
                 "it is listed here from your next turn.")
         return "\n\n".join(p for p in (self.system_prompt, available_agents_block(rows), note) if p)
-
-    # -- the tool -------------------------------------------------------------
 
     async def acreate(self, runtime: ToolRuntime, **arguments: object) -> Command[str]:
         return self.create(runtime, **arguments)
@@ -134,10 +120,9 @@ class DynamicSubagents:
     def _check(self, arguments: Mapping[str, object], existing: Mapping[str, object], runtime: ToolRuntime
                ) -> DynamicDefinition:
         return check_definition(arguments, declared=self.registry.names, existing=existing,
-                                parent_tools=inheritable_tool_names(self._parent_tools(runtime)), cap=self.cap)
-
-    def _parent_tools(self, runtime: ToolRuntime) -> Sequence[Any]:
-        return self.parent_tools if self.parent_tools is not None else (runtime.tools or ())
+                                parent_tools=inheritable_tool_names(
+                                    self.parent_tools if self.parent_tools is not None else (runtime.tools or ())),
+                                cap=self.cap)
 
     def _with_earlier_siblings(self, runtime: ToolRuntime) -> dict[str, object]:
         """The definitions in state plus those that earlier calls of this same message will add."""

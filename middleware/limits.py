@@ -1,23 +1,10 @@
 """What a turn's tool calls must and may be, each rule reading the turn since the last user message.
 
-Forced delegation: the first model call of each turn must call ``task``
-(offered with only the allowed agents); later calls are free. Mechanisms:
-
-* ``"tool_choice"``: ``tool_choice`` names ``task``;
-* ``"required"``: ``tool_choice="required"``, ``task`` the only tool offered;
-* ``"response_format"``: for servers that ignore both (llama.cpp's), a JSON
-  schema of ``task``'s arguments, the reply turned into a ``task`` call;
-* ``"auto"`` (the default): ``tool_choice`` first; on a reply without a
-  ``task`` call (or a rejected request), ``response_format``, from then on.
-
-A ``response_format`` reply cut at the token limit is closed and used
-(``subagent_type`` comes first); ``description_max_chars`` bounds the description.
-
-Example::
-
-    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation="researcher"))
-    SubAgentMiddleware(subagents, settings=DelegationSettings.of(force_delegation=ForceDelegation(
-        mechanism="response_format")))
+Forced delegation: the first model call of each turn must call ``task`` (offered with only the allowed agents);
+later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"``: ``tool_choice="required"``,
+``task`` the only tool; ``"response_format"``, for servers that ignore both (llama.cpp's): a JSON schema of
+``task``'s arguments, the reply turned into a ``task`` call (one cut at the token limit is closed and used);
+``"auto"`` (the default): ``tool_choice`` first, then ``response_format`` from a reply without a ``task`` call on.
 """
 
 from __future__ import annotations
@@ -54,11 +41,9 @@ from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
 RETRY_TOOL_NAME = "retry_async_task"  # a background task run again: a delegation too
-FOLLOW_UP_TOOL_NAME = "update_async_task"
-"""A message to a background task: counted, and refused past the cap when it would start a run; never withdrawn."""
+FOLLOW_UP_TOOL_NAME = "update_async_task"  # counted, refused past the cap when it would start a run, never withdrawn
 
-# A background notice reaches the parent as a marked ``HumanMessage`` (any provider takes one anywhere); it is
-# not the user's turn, so it resets no cap and forces no ``task`` call.
+# A background notice is a marked HumanMessage (any provider takes one), no user turn: it resets no cap, forces no task.
 
 NOTICE_MARKER = "subagents_notice"  # The additional_kwargs key marking a message as a background notice.
 
@@ -138,7 +123,6 @@ FORCED_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `
 
 VERBATIM_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one `task` call: `subagent_type`, the "
                         "agent best suited to the user's request. The agent receives the request as the user wrote it.")
-"""The block of a forced call with ``description="verbatim"``: the model only picks the agent."""
 
 
 class ForceDelegation(BaseModel):
@@ -147,10 +131,9 @@ class ForceDelegation(BaseModel):
     Args:
         agent: the subagent that call must use (``None``: any).
         mechanism: see the module documentation.
-        description_max_chars: ``maxLength`` of the description in the
-            forced call's schema (``None``: unbounded).
-        description: ``"model"`` writes it; ``"verbatim"``: the model only
-            picks the agent, and the child gets the user's last message.
+        description_max_chars: ``maxLength`` of the description in the forced call's schema (``None``: unbounded).
+        description: ``"model"`` writes it; ``"verbatim"``: the model only picks the agent, and the child gets the
+            user's last message.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -185,12 +168,7 @@ def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
 
 
 class ForcedDelegation:
-    """Applies a :class:`ForceDelegation` to the parent's model calls.
-
-    Args:
-        setting: what to force.
-        names: the subagents the ``task`` tool can reach.
-    """
+    """Applies a :class:`ForceDelegation` to the parent's model calls (``names``: the agents ``task`` reaches)."""
 
     def __init__(self, setting: ForceDelegation, names: Sequence[str]) -> None:
         if setting.agent is not None and setting.agent not in names:
@@ -268,7 +246,6 @@ class ForcedDelegation:
                 call["args"] = {**call.get("args", {}), "description": text}
         return response
 
-
     def _schema(self) -> dict[str, Any]:
         schema = task_call_json_schema(self.allowed, description_max_chars=self.setting.description_max_chars)
         if self.setting.description == "verbatim":
@@ -314,8 +291,7 @@ def _task_calls(response: ModelCallResult[ResponseT]) -> list[ToolCall]:
 
 
 def as_task_call(response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
-    """The response with its JSON reply turned into a ``task`` tool call; unchanged if it calls ``task``
-    already, or its text is no JSON object with string ``description`` and ``subagent_type``."""
+    """The response with its JSON reply made a ``task`` call; unchanged if it calls ``task`` or is no such JSON."""
     message = last_ai(response)
     if message is None or _task_calls(response):
         return response
@@ -381,12 +357,8 @@ def truncated_reply(exc: BaseException) -> AIMessage | None:
     return message
 
 
-# ----------------------------------------------------------------------------
-# Forced tool use, by JSON schema: small local models rarely call a tool on
-# their own (SmolLM2-135M: 0 of 12 tasks, ``bench/README.md``), and llama.cpp
-# drops tools its template cannot render. Opt in per agent (a spec's
-# ``middleware``); later calls are free, so the model answers from the result.
-# ----------------------------------------------------------------------------
+# -- Forced tool use, by JSON schema: small local models rarely call a tool on their own (SmolLM2-135M: 0 of 12
+# tasks), and llama.cpp drops tools its template cannot render. Later calls are free: the model answers from it.
 
 TOOL_KEY = "tool"
 ARGUMENTS_KEY = "arguments"
@@ -396,15 +368,9 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """The first model call of each turn calls one of ``tools`` (all offered tools by default).
 
     Args:
-        tools: names of the tools the forced call may use (``None``: every tool
-            offered on that call).
-        answer_with_result: end the turn on the forced call's tool result,
-            without another model call (a small model often restates it wrongly).
-
-    Example::
-
-        child = create_agent(model, [lookup], middleware=[ForceToolUse()])
-        terse = create_agent(model, [lookup], middleware=[ForceToolUse(answer_with_result=True)])
+        tools: names of the tools the forced call may use (``None``: every tool offered on that call).
+        answer_with_result: end the turn on the forced call's tool result, without another model call (a small model
+            often restates it wrongly).
     """
 
     def __init__(self, tools: Sequence[str] | None = None, *, answer_with_result: bool = False) -> None:
@@ -492,14 +458,7 @@ def _answered_forced_call(messages: Sequence[AnyMessage]) -> bool:
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The JSON schema of one call of one of ``specs`` (OpenAI function specs): one tool's arguments'
-    schema itself, or ``{"tool": <name>, "arguments": {...}}`` with an ``anyOf`` branch per tool.
-
-    Example::
-
-        >>> forced_tool_schema([{"name": "lookup", "parameters": {"type": "object",
-        ...     "properties": {"key": {"type": "string"}}, "required": ["key"]}}])["required"]
-        ['key']
-    """
+    schema itself, or ``{"tool": <name>, "arguments": {...}}`` with an ``anyOf`` branch per tool."""
     def arguments(spec: Mapping[str, Any]) -> dict[str, Any]:
         params = dict(spec.get("parameters") or {"type": "object", "properties": {}})
         params.setdefault("required", list((params.get("properties") or {}).keys()))
@@ -518,13 +477,8 @@ class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, Respons
     """Ends a turn of one successful delegation on the child's answer, without another root model call
     (which a small root model often uses to garble it). Anything else goes to the model as usual.
 
-    Example::
-
-        agent = create_deep_agent(model, subagents=[librarian], middleware=[ReturnChildAnswer()])
-
     Args:
-        tool_names: the delegation tools whose answer may end the turn
-            (``task`` by default).
+        tool_names: the delegation tools whose answer may end the turn (``task`` by default).
     """
 
     def __init__(self, tool_names: Sequence[str] = (TASK_TOOL_NAME,)) -> None:
@@ -549,14 +503,9 @@ def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozens
     return None if reply.status == "error" or not (reply.text or "").strip() else reply.text
 
 
-# ----------------------------------------------------------------------------
-# What an OpenAI-compatible server can do with tools, read once per server.
-#
-# llama.cpp's server, with a chat template that renders no tools (SmolLM2's,
-# Gemma 3's), drops ``tools`` silently and says so on ``GET /props``
-# (``chat_template_caps.supports_tool_calls``): forced delegation then goes
-# straight to ``response_format``, and unforced delegation is warned about.
-# ----------------------------------------------------------------------------
+# -- What an OpenAI-compatible server can do with tools, read once per server: llama.cpp's, with a template that
+# renders no tools (SmolLM2's, Gemma 3's), drops ``tools`` silently and says so on ``GET /props``
+# (``chat_template_caps.supports_tool_calls``): forced delegation goes to ``response_format``, unforced is warned.
 PROBE_TIMEOUT_S = 2.0  # How long the one request to /props may take (a server that does not answer is asked no more).
 
 _known: dict[str, bool | None] = {}
@@ -572,8 +521,8 @@ def base_url_of(model: object) -> str | None:
 
 
 def tool_calls_supported(model: object) -> bool | None:
-    """Whether the model's server parses tool calls: ``True``/``False`` as it says, ``None`` when unknown.
-    Asked once per base url and process, and only on loopback: a hosted API is never sent an odd request."""
+    """Whether the model's server parses tool calls (``None``: unknown); asked once per base url, and only on
+    loopback: a hosted API is never sent an odd request."""
     url = base_url_of(model)
     if url is None:
         return None
@@ -594,8 +543,7 @@ def probe_pending(model: object) -> bool:
 
 
 def warn_if_no_tool_calls(model: object) -> None:
-    """Issue :class:`~subagents.errors.ToolCallsUnsupported`, once per base url and process, if the model's
-    server says it parses no tool call."""
+    """Warn :class:`~subagents.errors.ToolCallsUnsupported` once per base url if its server parses no tool call."""
     url = base_url_of(model)
     if url is None or tool_calls_supported(model) is not False:  # asked once: the answer is cached
         return

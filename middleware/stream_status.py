@@ -1,19 +1,8 @@
 """A failed child reads as failed on LangGraph's v3 event stream.
 
-LangGraph's ``stream_events(version="v3")`` decides a child run's end status
-from the parent's ``tools`` task that spawned it, which a failing child never
-fails (the parent model gets an error result). :class:`ChildFailureTransformer`
-reads this library's ``subagent_task`` events and puts the child's error on
-that task's result event before LangGraph's projections read it (the
-``before_builtins`` lane).
-
-Example::
-
-    run = agent.stream_events({"messages": [...]}, version="v3")
-    for child in run.subagents:
-        ...
-    run.output
-    # a child whose task failed: child.status == "failed", child.error == "..."
+``stream_events(version="v3")`` takes a child run's end status from the parent's ``tools`` task that spawned it,
+which a failing child never fails: :class:`ChildFailureTransformer` puts the child's error on that task's result
+event before LangGraph's projections read it.
 """
 
 from __future__ import annotations
@@ -25,16 +14,8 @@ from langgraph.stream import ProtocolEvent, StreamTransformer
 EVENT_TYPE = "subagent_task"
 
 
-def _task_id_of(segment: str) -> str:
-    # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
-    return segment.rpartition(":")[2]
-
-
 class ChildFailureTransformer(StreamTransformer):
-    """Marks the parent task's result failed, with the child's error, when a delegated child failed.
-
-    Registered by :class:`middleware.SubAgentMiddleware`; only a task result with no error of its own gains one.
-    """
+    """Marks the parent task's result (with no error of its own) failed, with the child's error."""
 
     before_builtins: ClassVar[bool] = True
     required_stream_modes: ClassVar[tuple[str, ...]] = ("custom", "tasks")
@@ -66,4 +47,5 @@ class ChildFailureTransformer(StreamTransformer):
         elif data.get("status") in ("completed", "error", "cancelled"):
             segment = self._segments.pop(task_id, None)
             if segment is not None and data.get("status") == "error":
-                self._failed[_task_id_of(segment)] = str(data.get("error") or "subagent failed")
+                # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
+                self._failed[segment.rpartition(":")[2]] = str(data.get("error") or "subagent failed")

@@ -1,10 +1,5 @@
 """The ``task`` tool: what the model sees (schema, description, ``<available_agents>`` block, one
-``ToolMessage`` per call), and what one call writes into the parent's state (ledgers, usage, write-backs).
-
-Example::
-
-    tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
-"""
+``ToolMessage`` per call), and what one call writes into the parent's state (ledgers, usage, write-backs)."""
 
 from __future__ import annotations
 
@@ -39,12 +34,8 @@ from subagents.outcome import add_usage, lost, merge_records, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 from subagents.transcripts import NO_TRANSCRIPT
 
-PREVIEW_CHARS = 200
-"""Longest ``description`` and ``result`` a ledger record keeps."""
-
-ERROR_PREVIEW_CHARS = 1000
-"""Longest ``error`` a ledger record keeps (errors are rarer and worth more words)."""
-
+PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
+ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more words)
 ELLIPSIS = "…"
 
 
@@ -54,8 +45,7 @@ def clip(text: str, limit: int) -> str:
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
-    """The compact record the ledger keeps: long texts become previews with their full lengths (a record
-    already compact comes back unchanged)."""
+    """The compact record the ledger keeps: long texts become previews with their full lengths."""
     entry = dict(record)
     for key, limit in (("description", PREVIEW_CHARS), ("result", PREVIEW_CHARS), ("error", ERROR_PREVIEW_CHARS)):
         text, length_key = entry.get(key), f"{key}_chars"
@@ -67,9 +57,8 @@ def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
     return entry
 
 
-# -- The parent state the delegation middlewares own: ``subagent_tasks`` and ``async_tasks`` (task id ->
-# compact record, in a :class:`subagents.ledger.LedgerChannel`) and ``subagent_usage``. The reducer returns a
-# new dict per update: LangGraph hands one object to channel copies and stream consumers.
+# -- The parent state the delegation middlewares own: the ledgers (task id -> compact record, in a LedgerChannel)
+# and ``subagent_usage``. A reducer returns a new dict: LangGraph hands one object to copies and stream consumers.
 
 LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
@@ -91,8 +80,8 @@ class SubagentLedgerState(AgentState):
 
 
 def check_ledger_fields(state_schema: object, argument: str) -> None:
-    """Refuse a user ``state_schema`` that declares a ledger key with another channel (its annotation wins
-    over the middleware's, and a plain reducer would read a ledger stored as deltas wrong)."""
+    """Refuse a ``state_schema`` declaring a ledger key with another channel (its annotation would win, and a
+    plain reducer reads a ledger stored as deltas wrong)."""
     try:
         hints = typing.get_type_hints(state_schema, include_extras=True) if state_schema is not None else {}
     except Exception:  # a schema we cannot read is create_agent's to judge
@@ -106,9 +95,6 @@ def check_ledger_fields(state_schema: object, argument: str) -> None:
             )
 
 
-
-
-
 def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | None,
                  error: str | None, tool_name: str = TASK_TOOL_NAME) -> ToolMessage:
     """The one message the parent sees: the answer, or ``Subagent '<name>' failed: <reason>``."""
@@ -117,18 +103,10 @@ def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | Non
                        tool_call_id=tool_call_id or "", name=tool_name, status="error" if failed else "success")
 
 
-def usage_update(record: Mapping[str, object]) -> dict[str, object]:
-    return {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
-            "tasks": 1}
-
-
 def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
                          ) -> tuple[list[BaseMessage], list[dict[str, object]]]:
-    """``(messages, records)``: the model's messages with its invalid calls to ``tool_names`` answered.
-
-    Left in ``invalid_tool_calls`` (arguments that are not JSON), the loop would see no call and end silently:
-    each becomes a regular call answered at once by an error ``ToolMessage``, so the model can retry.
-    """
+    """``(messages, records)``: the model's invalid calls to ``tool_names`` (left there, the loop would end
+    silently) made regular calls answered at once by an error ``ToolMessage``, so the model can retry."""
     if not result or not isinstance(result[0], AIMessage):
         return result, []
     message = result[0]
@@ -214,17 +192,15 @@ def as_background_record(record: dict[str, object]) -> dict[str, object]:
     }
 
 
-# -- Calls a stopped run left open, continued with a new user message: providers reject such a history, and a
-# delegation would have no record. Each middleware answers its own tools on the next turn, right after the
-# assistant message that made each call (a rewrite of the whole list: ``add_messages`` cannot insert).
+# -- Calls a stopped run left open (providers reject such a history; a delegation would have no record): each
+# middleware answers its own on the next turn, after the message that made each (``add_messages`` cannot insert).
 
 LOST_REASON = ("lost: the run stopped (it was interrupted, or its process ended) before this call "
                "was answered, and nothing of its result was kept. Call it again if it is still needed.")
 
 
 def open_calls(messages: Sequence[Any]) -> list[ToolCall]:
-    """Tool calls of the last assistant message before the user's last message(s) that have no answer (only
-    that message: the check costs one turn, not the thread)."""
+    """Unanswered tool calls of the last assistant message before the user's last message(s) (one turn's cost)."""
     index = len(messages) - 1
     while index >= 0 and not isinstance(messages[index], HumanMessage):
         index -= 1
@@ -272,8 +248,7 @@ def lost_record(call: Mapping[str, object], agent_type: str, description: str, *
 
 _GROUPS_KEPT = 256
 
-StoredWrites = Sequence[tuple[str, str, object]]
-"""The step's pending writes in the checkpoint: ``(task id, channel, value)``."""
+StoredWrites = Sequence[tuple[str, str, object]]  # the step's pending writes: (task id, channel, value)
 
 
 class SiblingWrites:
@@ -281,9 +256,7 @@ class SiblingWrites:
 
     Each write is tried on top of its siblings' (never its own earlier one: a replayed step), so no
     combination can fail the step; with a checkpointer, siblings' are also read from the step's pending
-    writes, so a step resumed in another process counts those that finished before the pause. Example::
-
-        update, skipped = writes.apply(runtime, outcome, writes.stored(runtime, outcome))
+    writes, so a step resumed in another process counts those that finished before the pause.
     """
 
     def __init__(self) -> None:
@@ -411,12 +384,9 @@ Each works in its own clean context and returns only its final answer."""
 
 
 def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
-    """The ``<available_agents>`` block: one ``- name: description`` line per agent, folded onto one line and
-    escaped, so no description can end the block early."""
+    """The ``<available_agents>`` block, one line per agent, escaped: no description can end the block early."""
     rows = [f"- {escape(name)}: {escape(' '.join(description.split()))}" for name, description in agents]
-    if not rows:
-        return ""
-    return "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
+    return "" if not rows else "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
 def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:
@@ -462,20 +432,13 @@ class TaskToolInput(BaseModel):
         return data
 
 
-ENUM_LIMIT = 25
-"""Most agent names the ``task`` tool's schema lists as an enum (with ``name_enum=True``); past it, none."""
+ENUM_LIMIT = 25  # the most agent names the task tool's schema lists as an enum (name_enum=True); past it, none
 
 
 def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolInput, *,
                      enum_limit: int | None = ENUM_LIMIT) -> type[TaskToolInput]:
-    """``base`` with ``subagent_type`` listing ``names`` as its enum, for providers that constrain generation to
-    the schema (off by default: the names are in ``<available_agents>`` already). Validation accepts any string.
-    With no names, or more than ``enum_limit`` (``None``: no limit; providers cap enums), ``base`` itself.
-
-    Example::
-
-        task_args_schema(["researcher"]).model_json_schema()["properties"]["subagent_type"]["enum"]  # ['researcher']
-    """
+    """``base`` with ``subagent_type`` listing ``names`` as a JSON-schema enum (validation accepts any string);
+    with no names, or more than ``enum_limit`` (``None``: no limit; providers cap enums), ``base`` itself."""
     names = list(dict.fromkeys(str(n) for n in names))
     if not names or (enum_limit is not None and len(names) > enum_limit):
         return base
@@ -486,9 +449,7 @@ def task_args_schema(names: Sequence[str], base: type[TaskToolInput] = TaskToolI
 
 
 def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | None = None) -> dict[str, Any]:
-    """The JSON schema of one ``task`` call's arguments, closed to other keys, ``subagent_type`` first
-    (``description_max_chars``: its ``maxLength``): a ``response_format`` for a server that ignores
-    ``tool_choice``."""
+    """One ``task`` call's arguments as a closed JSON schema, ``subagent_type`` first: a ``response_format``."""
     schema = task_args_schema(names, enum_limit=None).model_json_schema()
     found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
     # The agent first: a reply cut at a token limit then loses only the end of the description.
@@ -528,14 +489,7 @@ PLACEHOLDER = "{available_agents}"
 
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
-    """The description for ``agents`` (``(name, description)`` pairs): ours, which names no agent (they are in
-    ``<available_agents>``), or the caller's template, whose ``{available_agents}`` becomes the listing.
-
-    Example::
-
-        task_tool_description("Delegate.\\n{available_agents}", [("researcher", "Finds facts.")])
-        # 'Delegate.\\n- researcher: Finds facts.'
-    """
+    """Ours (naming no agent), or ``template`` with ``{available_agents}`` made one ``- name: description`` a line."""
     agents = list(agents)
     if template is None:
         return TASK_TOOL_DESCRIPTION
@@ -551,16 +505,12 @@ except ImportError:  # a langgraph without `interrupt(response_schema=...)` rais
     def is_invalid_resume(error: BaseException) -> bool:
         return False
 
-MAX_ARGUMENT_DEPTH = 200
-"""Arguments nested deeper than this are refused before LangChain reads them (its ``str()`` of them recurses)."""
+MAX_ARGUMENT_DEPTH = 200  # deeper arguments are refused before LangChain reads them (its str() of them recurses)
 
 
 class RecordedTool(StructuredTool):
-    """A ``StructuredTool`` whose tool calls with invalid arguments return an error result and a record.
-
-    The tool node's own error message, plus the ledger record (``invalid_call``) only a state update carries;
-    inside the tool, since LangChain runs a ``wrap_tool_call`` hook around every tool call of the parent.
-    """
+    """A ``StructuredTool`` whose calls with invalid arguments return the tool node's error and a ledger record
+    (inside the tool: LangChain runs a ``wrap_tool_call`` hook around every tool call of the parent)."""
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if (refused := self._too_deep(input)) is not None:
@@ -638,19 +588,12 @@ def _without_injected(value: Any) -> Any:
 
 
 Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
-"""Runs one ``task`` call: ``(runtime, description, subagent_type, output_schema) -> outcome``; never raises
-but LangGraph's control signals."""
+"""Runs one ``task`` call (runtime, description, subagent_type, output_schema); raises only LangGraph's signals."""
 
 
 def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, str, Any], Awaitable[TaskOutcome]],
               writes: SiblingWrites, *, description: str, args_schema: type[BaseModel]) -> StructuredTool:
-    """The ``task`` tool: ``delegate`` (or ``adelegate``) runs a call, its outcome becomes the parent's update.
-
-    Example::
-
-        tool = build_task_tool(run, arun, SiblingWrites(), description="Delegate.", args_schema=TaskToolInput)
-        tool.name  # "task"
-    """
+    """The ``task`` tool: ``delegate`` (or ``adelegate``) runs a call, its outcome becomes the parent's update."""
 
     def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:  # type: ignore[type-arg]
         outcome = delegate(runtime, description, subagent_type, output_schema)
@@ -679,12 +622,7 @@ def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable
 
 def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingWrites,
                     stored: StoredWrites = ()) -> Command[str]:
-    """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``.
-
-    Example::
-
-        outcome_command(runtime, outcome, SiblingWrites()).update["messages"]  # [ToolMessage(...)]
-    """
+    """The outcome as the parent's state update: write-back, record, usage, one ``ToolMessage``."""
     record, update = outcome.record, dict[str, Any]()
     if outcome.changes:
         update, skipped = writes.apply(runtime, outcome, stored)
@@ -692,7 +630,8 @@ def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingW
             record = {**record, "skipped_writes": skipped}
     ours = {
         LEDGER_KEY: {record["id"]: ledger_entry(record)},
-        USAGE_KEY: usage_update(record),
+        USAGE_KEY: {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
+                    "tasks": 1},
         "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                   answer=outcome.answer, error=outcome.error)],
     }

@@ -1,15 +1,8 @@
 """A served parent's thread shows how its in-process background tasks ended, without waiting for its next run.
 
-A task that ends after the parent's run would read ``running`` in the
-thread's state until another run. So when it settles and no run is on the
-thread, the ledger's in-process records are refreshed by the code a model
-call uses and written with the server's ``update_state``: a notify run
-(deepagents' way) would start the parent's graph, whose model call costs
-tokens. The notice announcing the task still comes at the next turn.
-
-Example (what ``BackgroundSubagentMiddleware`` does)::
-
-    tasks.local.on_settled.append(ThreadCatchUp(tasks, "async_tasks"))
+A task that ends after the parent's run would read ``running`` until another run. So when it settles and no run
+is on the thread, its ledger records are refreshed and written with the server's ``update_state`` (a notify run,
+deepagents' way, would cost a model call). The notice announcing the task still comes at the next turn.
 """
 
 from __future__ import annotations
@@ -28,11 +21,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDLE_POLL_S = 0.5
-"""How often a busy thread is asked again whether its run has ended."""
-
-IDLE_WAIT_S = 120.0
-"""How long a settled task waits for its thread's run to end; a longer run catches up by itself."""
+IDLE_POLL_S = 0.5  # how often a busy thread is asked again whether its run has ended
+IDLE_WAIT_S = 120.0  # how long a settled task waits for its thread's run to end (a longer one catches up itself)
 
 
 class ThreadCatchUp:

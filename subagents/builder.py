@@ -1,18 +1,8 @@
-"""Turning a :class:`SubagentSpec` into a compiled child graph.
+"""Turning a :class:`SubagentSpec` into a child graph: :func:`langchain.agents.create_agent` under the spec's name.
 
-The child is built with :func:`langchain.agents.create_agent` under the
-spec's name, so it runs as a named subgraph of the parent. Fields map onto
-LangChain's own middleware (``HumanInTheLoopMiddleware`` for approvals,
-``SummarizationMiddleware`` for ``condenser``); one of these classes in the
-spec's own ``middleware`` wins (``create_agent`` refuses two). ``max_turns``
-is enforced by the runner's meter, without two extra graph steps per turn.
-The system prompt is the spec's own (never the parent's), then an
-``<available_skills>`` block for exactly the skills the spec names.
-
-Example::
-
-    graph = build_subagent(spec, parent_model=model, parent_tools=[search, write_file],
-                           options=BuildOptions(risky_tools={"write_file"}))
+Fields map onto LangChain's own middleware (approvals, ``condenser``); one of these classes in the spec's own
+``middleware`` wins (``create_agent`` refuses two). ``max_turns`` is the runner's meter's, without two extra graph
+steps per turn. The prompt is the spec's own, then an ``<available_skills>`` block for the skills it names.
 """
 
 from __future__ import annotations
@@ -83,36 +73,16 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
-    """What the caller offers every child it builds, beyond each spec (all optional).
-
-    Example::
-
-        options = BuildOptions(model_profiles={"sonnet": "anthropic:claude-sonnet-4-5"},
-                               risky_tools={"write_file"}, permission_mode="confirm_risky")
-        check_spec(spec, options)   # raises SpecError if its model or skills cannot resolve
+    """What the caller offers every child it builds, beyond each spec (all optional). The fields it shares with
+    :class:`~subagents.Definitions` mean what they say there (``permission_mode`` and ``interrupt_on`` are floors).
 
     Attributes:
-        model_profiles: profile name -> model (see :mod:`subagents.definitions.models`).
-        unknown_model: ``"error"`` (default) or ``"inherit"`` for a model
-            name that is no profile, ``inherit`` or ``provider:model``.
-        risky_tools: names of the tools ``confirm_risky`` pauses on.
-        permission_mode: the parent's policy, for specs that set none, and a
-            floor for those that do: a spec may ask for more approvals, never fewer.
         skills: the skills a spec's ``skills`` may name.
-        mcp_servers: MCP servers (name -> config) a spec's ``mcp_config`` may
-            name without defining (``mcpServers: [github]``).
-        interrupt_on: the parent's per-tool approval rules, for specs that set
-            none, and a floor for those that do (a spec never un-gates one).
-        excluded_keys: keys the delegating middleware keeps to the parent; never
-            in a child's state schema.
-        state_schemas: the parent's state schemas; a declarative child gets
-            their keys, minus the excluded and private ones.
-        own_model: applied to every model a child is built with (its own and
-            its condenser's; background children's use their loop's clients).
-        retry_truncated: for specs that set none, whether a reply cut at the
-            token limit is asked for once more (see :mod:`subagents.truncation`).
-        join_model_calls: applied to a child's finished middleware list
-            (background children join neighbouring model-call wraps).
+        excluded_keys: keys the delegating middleware keeps to the parent; never in a child's state schema.
+        own_model: applied to every model a child is built with (its own and its condenser's; background children's
+            use their loop's clients).
+        join_model_calls: applied to a child's finished middleware list (background children join neighbouring
+            model-call wraps).
     """
 
     model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
@@ -133,7 +103,11 @@ class BuildOptions:
             raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', "
                             f"got {self.retry_truncated!r}")
         try:
-            servers = _normalized_servers(self.mcp_servers)
+            servers: dict[str, Any] = dict(self.mcp_servers)
+            if servers:  # with none, the MCP client code is not even loaded
+                from subagents.definitions.mcp import normalize_mcp_config
+
+                servers = normalize_mcp_config(servers) or {}
         except (TypeError, ValueError) as exc:
             raise SpecError(f"mcp_servers: {exc}") from None
         undefined = [name for name, config in servers.items() if not config]
@@ -171,9 +145,8 @@ def check_spec(spec: AnySpec, options: BuildOptions) -> None:
                      unknown_model=options.unknown_model)
 
 
-# -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``:
-# LangChain's fallback, retry and router middleware); every child gets the parent's data policy and any
-# ``inherited="every"``. A spec's ``retries`` retries transient provider errors only, with backoff.
+# -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``); every
+# child gets ``inherited="every"`` (the data policy). A spec's ``retries`` retries transient errors, with backoff.
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _TRANSIENT_NAMES = ("RateLimit", "Timeout", "Overloaded", "ServiceUnavailable",
@@ -184,8 +157,7 @@ RETRY_INITIAL_DELAY_S = 1.0
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a model error is worth retrying: LangChain's ``ModelError.is_retryable``, else the HTTP
-    status it carries, else its type (rate limit, server error, timeout, connection)."""
+    """Whether a model error is worth retrying: ``ModelError.is_retryable``, else its HTTP status, else its type."""
     from langchain_core.exceptions import ModelError
 
     if isinstance(exc, ModelError):
@@ -198,27 +170,17 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
 
 
-def retry_middleware(retries: int) -> Any:
-    """LangChain's ``ModelRetryMiddleware`` for a spec's ``retries``: transient errors, then fail."""
-    return ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
-                                initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0)
-
-
 def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
                         ) -> list[Any]:
-    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones.
-
-    The child's own of one name wins (``create_agent`` refuses two), but the parent's data policy always
-    holds, beside it under a name of its own. Example::
-
-        extra = middleware_for_model(spec, inherits_model=True, own=[], inherited=[fallback])
-    """
+    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones (the
+    child's own of one name wins, but the parent's data policy always holds, beside it under its own name)."""
     taken = {getattr(mw, "name", None) for mw in own}
     chosen: list[Any] = []
     retries = getattr(spec, "retries", 0) or 0
     if retries and ModelRetryMiddleware.__name__ not in taken:
         taken.add(ModelRetryMiddleware.__name__)
-        chosen.append(retry_middleware(retries))
+        chosen.append(ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
+                                           initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0))
     for mw in inherited:
         # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
         if isinstance(mw, PIIMiddleware) and mw.name in taken:
@@ -238,20 +200,15 @@ def _status_code(exc: BaseException) -> int | None:
     return None
 
 
-# -- A per-call output schema for a built subagent: the ``task`` tool's ``output_schema`` argument, else the
-# run's config key (deepagents'; anything ``response_format`` accepts), over the spec's own for that call. The
-# child answers through ``ToolStrategy``; an invalid answer is sent back :data:`OUTPUT_SCHEMA_RETRIES` times,
-# then the task fails with :class:`OutputSchemaViolation`. Each (subagent, schema) graph is built once.
+# -- A per-call output schema: the ``task`` tool's ``output_schema`` argument, else the run's config key (anything
+# ``response_format`` accepts), over the spec's own. The child answers through ``ToolStrategy``; an invalid answer
+# is sent back OUTPUT_SCHEMA_RETRIES times, then the task fails. Each (subagent, schema) graph is built once.
 
 SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY = "__deepagents_subagent_response_format"
 """``configurable`` key for a per-invocation response format (deepagents' spelling)."""
 
-OUTPUT_SCHEMA_RETRIES = 2
-"""Invalid structured answers sent back to the child before its task fails."""
-
-MAX_SCHEMA_CHARS = 20_000
-"""The largest ``output_schema`` accepted, as JSON."""
-
+OUTPUT_SCHEMA_RETRIES = 2  # invalid structured answers sent back to the child before its task fails
+MAX_SCHEMA_CHARS = 20_000  # the largest output_schema accepted, as JSON
 _MAX_VIOLATION_CHARS = 300
 _RETRY_PREFIX = "Your answer does not match the required output schema: "
 _RETRY_SUFFIX = "\nCall the output tool again with arguments that match the schema."
@@ -269,11 +226,8 @@ class CallFormat:
 
 
 def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> Any:
-    """The format one call asks for: its ``output_schema``, else the config key, else ``None``.
-
-    A schema the model wrote may use only :data:`LINEAR_KEYWORDS`: a regular expression or a ``$ref`` could
-    hold the interpreter for minutes, where no ``timeout_s`` steps in. A developer's schema may use any.
-    """
+    """The format one call asks for: its ``output_schema``, else the config key, else ``None``. A schema the
+    model wrote may use only :data:`LINEAR_KEYWORDS`: a regex or ``$ref`` could hold the interpreter for minutes."""
     if output_schema is not None:
         if (keyword := _costly_keyword(output_schema)) is not None:
             raise OutputSchemaError(
@@ -284,9 +238,7 @@ def requested_format(output_schema: Any, parent_config: Mapping[str, Any]) -> An
                    else "check with " + ", ".join(sorted(LINEAR_KEYWORDS))))
         return output_schema
     configurable = parent_config.get("configurable") if isinstance(parent_config, Mapping) else None
-    if not isinstance(configurable, Mapping):
-        return None
-    return configurable.get(SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY)
+    return configurable.get(SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY) if isinstance(configurable, Mapping) else None
 
 
 def call_format(requested: Any, *, retries: int = OUTPUT_SCHEMA_RETRIES) -> CallFormat:
@@ -353,10 +305,8 @@ LINEAR_KEYWORDS = frozenset({
 """The checking keywords a schema the model writes may use: each linear in the answer's size. Not ``pattern``
 (backtracking), ``$ref`` (exponential nesting), ``unevaluated*`` (branches checked again), ``uniqueItems``."""
 _SUBSCHEMAS = {"items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
-               "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}
-"""Keywords whose value is a subschema or a list of them."""
-_NAMED_SUBSCHEMAS = {"properties", "dependentSchemas", "dependencies"}
-"""Keywords whose value maps names (data, not keywords) to subschemas."""
+               "propertyNames", "allOf", "anyOf", "oneOf", "prefixItems"}  # a subschema or a list of them
+_NAMED_SUBSCHEMAS = {"properties", "dependentSchemas", "dependencies"}  # names (data, not keywords) -> subschemas
 
 
 @functools.cache
@@ -431,9 +381,7 @@ def first_violation(validator: Any, value: Any) -> str | None:
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except RecursionError:
         return "output_schema cannot be checked: its $ref references loop without end"
-    if error is None:
-        return None
-    return _clip(f"{error.json_path}: {error.message}")
+    return None if error is None else _clip(f"{error.json_path}: {error.message}")
 
 
 def _retry_message(exc: Exception) -> str:
@@ -444,9 +392,7 @@ def describe_violation(exc: BaseException) -> str:
     """A short reason a structured answer was refused, from LangChain's exception."""
     if isinstance(exc, MultipleStructuredOutputsError):
         return "called the output tool more than once in one reply; call it exactly once"
-    source: BaseException | None = getattr(exc, "source", None) if isinstance(
-        exc, StructuredOutputValidationError
-    ) else exc
+    source = getattr(exc, "source", None) if isinstance(exc, StructuredOutputValidationError) else exc
     seen = 0
     while source is not None and seen < 8:
         if isinstance(source, ValidationError):
@@ -469,8 +415,7 @@ def _clip(text: str) -> str:
 
 
 class OutputRetryLimit(AgentMiddleware):
-    """Fails the child (:class:`OutputSchemaViolation`) once it has answered in the wrong shape
-    ``retries + 1`` times, or ended in plain text with no structured answer."""
+    """Fails the child once it answered in the wrong shape ``retries + 1`` times, or in plain text."""
 
     def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
         super().__init__()
@@ -494,10 +439,7 @@ class OutputRetryLimit(AgentMiddleware):
         return isinstance(message, ToolMessage) and message.name in self.tool_names
 
     def _earlier_failures(self, messages: Sequence[BaseMessage]) -> int:
-        start = 0
-        for index, message in enumerate(messages):
-            if isinstance(message, HumanMessage):
-                start = index
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
         return sum(self._is_retry(m) for m in messages[start:])
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
@@ -530,8 +472,7 @@ UnknownToolPolicy = Literal["error", "warn", "ignore"]
 
 
 def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Callable[[str, list[str]], None]:
-    """What a name in the spec's ``tools`` the parent does not have costs, as ``policy`` says (an MCP tool's
-    name is the spec's own servers' business)."""
+    """Reports a name in ``tools`` the parent lacks, as ``policy`` says (an MCP tool's is its servers' business)."""
 
     def unknown(name: str, available: list[str]) -> None:
         from subagents.definitions.mcp import is_mcp_name
@@ -566,12 +507,8 @@ def _first_frame_outside(packages: frozenset[str]) -> int:
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
                    unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
                    inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
-    """Compile one spec into a child graph (called once per spec, on first use).
-
-    ``inherited_middleware`` is the parent's, the floor the child is built under: its approval rules for
-    the child's tools and its ``PIIMiddleware`` always, its model-level middleware when the child inherits
-    its model. :meth:`subagents.registry.SubagentRegistry.build` passes it.
-    """
+    """Compile one spec into a child graph (once per spec, on first use). ``inherited_middleware``, the
+    parent's, is the floor: its approvals and ``PIIMiddleware`` always, its model-level ones if the model is too."""
     options = options or BuildOptions()
     own = options.own_model or (lambda resolved: resolved)
 
@@ -589,8 +526,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     mcp: McpToolset | None = None
 
     def own_tools() -> list[Any]:
-        # Listed only after the parent's tools are chosen: a spec refused for an
-        # unknown tool name starts no MCP server, and its error is that name's.
+        # Listed after the parent's tools are chosen: a spec refused for an unknown tool name starts no MCP server.
         nonlocal mcp
         mcp = _mcp_toolset(spec, options)
         if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
@@ -616,7 +552,8 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
     # middleware that wraps tool calls (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
-                 or any(getattr(mw, "tools", None) or _wraps_tool_calls(mw) for mw in middleware))
+                 or any(getattr(mw, "tools", None) or overrides(mw, "wrap_tool_call")
+                        or overrides(mw, "awrap_tool_call") for mw in middleware))
     # Its calls outlive a cancelled child, keeping its place and charged; a fallback model swapped in too.
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
@@ -638,8 +575,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
 
 
 def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
-    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for: a floor no
-    child lowers."""
+    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for (a floor)."""
     gates: dict[str, Any] = {}
     for mw in parent_middleware:
         if isinstance(mw, HumanInTheLoopMiddleware):
@@ -648,13 +584,7 @@ def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
 
 
 def runs_on_a_thread(model: Any) -> bool:
-    """Whether LangChain runs ``model``'s async calls on a thread: a chat model with no async code of its own
-    (a cancelled child's call goes on spending; such a child gets :class:`~subagents.boundary.HeldModelCalls`).
-
-    Example::
-
-        runs_on_a_thread(ScriptedChatModel())   # False: it has its own async code
-    """
+    """Whether LangChain runs ``model``'s async calls on a thread (a cancelled child's call goes on spending)."""
     if not isinstance(model, BaseChatModel):
         return False
     kind = type(model)
@@ -662,27 +592,11 @@ def runs_on_a_thread(model: Any) -> bool:
 
 
 def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | None:
-    """The guard a built child needs, given its other middleware; ``None`` when it needs none.
-
-    A child with tools gets :class:`~subagents.boundary.OneLevelToolGuard`; one without, a
-    :class:`~subagents.boundary.OneLevelGuard` only when a middleware that is not ``request_neutral``
-    could add a tool or agents block back (a guard with nothing to guard costs a traced span per call).
-
-    Example::
-
-        guard_for([], has_tools=False)                  # None
-        guard_for([TodoListMiddleware()], has_tools=False)  # OneLevelGuard()
-    """
+    """The guard a built child needs: with tools, the tool guard; without, the plain one only when a middleware
+    that is not ``request_neutral`` could add a tool back (a guard with nothing to guard costs a span per call)."""
     if has_tools:
         return OneLevelToolGuard()
-    if any(not policy_of(mw).request_neutral for mw in middleware):
-        return OneLevelGuard()
-    return None
-
-
-def _wraps_tool_calls(middleware: Any) -> bool:
-    """Whether LangChain gives the agent a tools node for this middleware (it overrides a tool-call wrap)."""
-    return overrides(middleware, "wrap_tool_call") or overrides(middleware, "awrap_tool_call")
+    return OneLevelGuard() if any(not policy_of(mw).request_neutral for mw in middleware) else None
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
@@ -700,10 +614,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 
     mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
     names = [tool_name(t) for t in tools]
-    # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): the
-    # parent's mode, interrupt_on and approval middleware gate the child's tools whatever the spec says.
-    # Unlike deepagents, a spec's interrupt_on (or its own approval middleware) may add gates or change
-    # how a gated tool is reviewed, never un-gate one. One middleware asks: create_agent refuses two.
+    # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): unlike deepagents,
+    # a spec's interrupt_on (or approval middleware) may add gates or change how a gated tool is reviewed, never
+    # un-gate one. One middleware asks: create_agent refuses two.
     floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
                            interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
     floor.update({n: gates[n] for n in names if n in gates} if gates else {})
@@ -742,19 +655,6 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 def _always_asks(rule: Any) -> Any:
     """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
     return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
-
-
-
-
-
-def _normalized_servers(servers: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The caller's MCP servers checked; with none, the MCP client code is not even loaded."""
-    given = dict(servers)
-    if not given:
-        return {}
-    from subagents.definitions.mcp import normalize_mcp_config
-
-    return normalize_mcp_config(given) or {}
 
 
 def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:

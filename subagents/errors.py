@@ -1,18 +1,8 @@
 """Every error and warning the library raises, under one base: :class:`SubagentsError`.
 
-Each class keeps the built-in base a caller may already catch (:class:`SpecError`
-is a ``ValueError``...) and carries its figures as fields
-(:attr:`TaskTimeout.timeout_s`...), so code reads them, never the message.
-Messages name where, which field and what was expected, with user data bounded
-by :func:`brief` and url credentials hidden by :func:`redact_url`.
-
-Example::
-
-    try:
-        load_agent_file("agents/reviewer.md")
-    except AgentFileError as err:
-        print(err.path, err.field)   # agents/reviewer.md  maxTurns
-        print(err)                   # agents/reviewer.md: field 'maxTurns': expected ...
+Each class keeps the built-in base a caller may already catch (:class:`SpecError` is a ``ValueError``...) and
+carries its figures as fields (:attr:`TaskTimeout.timeout_s`...), so code reads them, never the message. User
+data in messages is bounded by :func:`brief`; url credentials are hidden by :func:`redact_url`.
 """
 
 from __future__ import annotations
@@ -33,12 +23,7 @@ _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 60, 60, 40
 
 
 def brief(value: Any, limit: int = 100) -> str:
-    """A short ``repr`` of user data for an error message, bounded in time and length.
-
-    Example::
-
-        brief(list(range(10**6)))   # '[0, 1, 2, 3, 4, 5, ...]'
-    """
+    """A short ``repr`` of user data for an error message, bounded in time and length."""
     try:
         text = _REPR.repr(value)
     except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the message
@@ -59,13 +44,7 @@ def _hide(match: re.Match[str]) -> str:
 
 
 def redact_url(text: str) -> str:
-    """``text`` with the user information of every url in it replaced by ``***``.
-
-    Example::
-
-        redact_url("could not reach http://svc:hunter2@10.0.0.5:2024/runs")  # '...http://svc:***@10.0.0.5...'
-        redact_url("https://ghp_token@example.com")                          # 'https://***@example.com'
-    """
+    """``text`` with the user information of every url in it replaced by ``***``."""
     return _USERINFO.sub(_hide, text)
 
 
@@ -78,34 +57,27 @@ class SubagentsWarning(SubagentsError, UserWarning):
 
 
 class SpecError(SubagentsError, ValueError):
-    """A subagent definition, or a setting given to build or run subagents, is invalid; the message names
-    the agent and field (or the setting)."""
+    """A subagent definition, or a setting to build or run subagents, is invalid; the message names which."""
 
 
 class InvalidArgument(SubagentsError, ValueError):
-    """A call's argument has a value the library does not take (a poll interval of 0, a path that leaves
-    its folder); the message names it. Definitions and settings raise :class:`SpecError` instead."""
+    """A call's argument has a value the library does not take (definitions and settings raise SpecError)."""
 
 
 class InvalidArgumentType(SubagentsError, TypeError):
-    """An argument of a kind the library does not take: a model that is not a chat model, a keyword
-    argument it does not know, a sync-only middleware for a child that runs async."""
+    """An argument of a kind the library does not take (a model that is not a chat model, an unknown keyword)."""
 
 
 class UnsupportedCall(SubagentsError, RuntimeError):
-    """A call the library cannot serve where or when it is made: ``BackgroundRuntime.run`` from the
-    runtime's own loop, ``invoke`` on a background child (which runs with ``ainvoke``), build options
-    set after a subagent was built. The message says what to call instead."""
+    """A call the library cannot serve where or when it is made; the message says what to call instead."""
 
 
 class StoredDataError(SubagentsError, ValueError):
-    """Data the library keeps, or reads back, is not of its shape: the ``async_tasks`` ledger (a record,
-    an update to it, its checkpoint), a folder trust record; the message names which, and why."""
+    """Data the library keeps, or reads back, is not of its shape; the message names which, and why."""
 
 
 class DefinitionFileError(SpecError):
-    """A markdown definition file is invalid; ``path`` and ``field`` (as the file spells it, ``maxTurns``;
-    ``None``: the whole file) say where."""
+    """A markdown definition file is invalid; ``path`` and ``field`` (as the file spells it) say where."""
 
     def __init__(self, path: str | Path, message: str, *, field: str | None = None) -> None:
         self.path, self.field, self.reason = str(path), field, message
@@ -132,9 +104,8 @@ StopReason = Literal["completed", "truncated", "max_turns", "timeout", "budget",
 
 
 REAL_CANCELLATION = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
-"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result.
-A ``SystemExit`` only when a signal handler raised it (:func:`is_real_cancellation`); any other (a tool's
-``argparse``) is the error of the code that raised it."""
+"""What propagates out of a delegation (leaving a ``cancelled`` mark); every other exception is a result. A
+``SystemExit`` only when a signal handler raised it; any other (a tool's ``argparse``) is that code's error."""
 
 
 def from_signal_handler(exc: BaseException) -> bool:
@@ -224,22 +195,18 @@ class BudgetExceeded(SubagentError):
 
 
 class ChildExit(SubagentsError):
-    """A ``SystemExit`` (not a signal handler's) or a stray ``GeneratorExit`` raised in a child, held as an
-    ordinary exception (its ``__cause__``) so it fails that task alone (see
-    :func:`subagents.metering.keep_child_exits`)."""
+    """A child's ``SystemExit`` (not a signal handler's) or stray ``GeneratorExit``: it fails that task alone."""
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")
 
 
 class TranscriptUnavailable(SubagentsError, LookupError):
-    """A task's transcript cannot be read where its record says it is; the message says where it was
-    looked for and what keeps it next time."""
+    """A task's transcript cannot be read where its record says; the message says what keeps it next time."""
 
 
 class TranscriptFileError(TranscriptUnavailable):
-    """A JSONL transcript that is not read: not a regular file, or bigger than ``subagents.transcripts``'s
-    ``MAX_JSONL_BYTES``."""
+    """A JSONL transcript that is not read: not a regular file, or bigger than ``MAX_JSONL_BYTES``."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path, self.reason = path, reason
@@ -286,8 +253,7 @@ class McpServerError(SubagentsError, RuntimeError):
 
 
 class RuntimeClosed(SubagentsError, RuntimeError):
-    """Work was handed to a background runtime after it closed (or after its loop stopped), or to a
-    task's MCP sessions after they closed."""
+    """Work was handed to a background runtime, or a task's MCP sessions, after they closed."""
 
 
 class RuntimeStalled(RuntimeClosed):
@@ -308,8 +274,7 @@ class StrayExit(SubagentsError, RuntimeError):
 
 
 class ServerUnavailable(SubagentsError, ConnectionError):
-    """A server did not answer (or is ``skipped`` while its circuit is open): ``url``, the last failure's
-    ``reason``, and ``retry_in_s`` until the next try."""
+    """A server at ``url`` did not answer (or is ``skipped`` while its circuit is open) for ``reason``."""
 
     def __init__(self, url: str, reason: str, retry_in_s: float, *, skipped: bool = False) -> None:
         self.url, self.reason, self.retry_in_s, self.skipped = url, reason, retry_in_s, skipped
@@ -318,8 +283,7 @@ class ServerUnavailable(SubagentsError, ConnectionError):
 
 
 class RemoteAnswerError(SubagentsError, ValueError):
-    """A server answered with something the library cannot use: a run with no ``run_id``, more threads
-    of one parent than it pages through."""
+    """A server answered with something the library cannot use (a run with no ``run_id``, too many threads)."""
 
 
 class RemoteStartError(SubagentsError, RuntimeError):
@@ -353,8 +317,7 @@ class DuplicateKey(SubagentsError, yaml.constructor.ConstructorError):
 
 
 class SharedModelClient(SubagentsWarning):
-    """A model's own ``http_async_client`` (one loop at a time, and not to be copied) is shared by background
-    children with the parent."""
+    """A model's own ``http_async_client`` (one loop at a time) is shared by background children with the parent."""
 
     def __init__(self, model_type: str) -> None:
         self.model_type = model_type
@@ -402,8 +365,6 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
             text = f"<{type(value).__name__} whose message cannot be read>"
         except BaseException:  # noqa: BLE001
             text = "<unreadable>"
-    if not isinstance(text, str):
-        text = "<unreadable>"
     if len(text) > limit:
         text = f"{text[:limit]}... [{len(text) - limit} more characters]"
     return text

@@ -1,10 +1,5 @@
 """Package re-exports loaded on first use (PEP 562): ``import deep_agent`` (and the CLI's ``--help``) loads
-neither LangChain nor the background runtime, MCP or hooks until an agent asks for them. Example::
-
-    _WHERE = {"SubAgentMiddleware": "middleware.subagents"}
-    __all__ = sorted(_WHERE)
-    __getattr__ = lazy_exports(__name__, _WHERE)
-"""
+neither LangChain nor the background runtime, MCP or hooks until an agent asks for them."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """Ledgers (task id -> compact record) in checkpoints: read back without history, and as data.
 
-:class:`LedgerChannel` stores a ledger whole beside whole ``messages``, or as deltas
-beside delta ones; :class:`DataOnlySerializer` reads checkpoints as data, never
-code; :func:`saved_value` rebuilds a delta channel from the saver's history::
-
-    class MyState(AgentState):
-        runs: NotRequired[Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]]
-
-    saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
-    ledger = saved_value(saver, saved, "runs", LedgerChannel(dict, merge_records))  # a plain dict
+:class:`LedgerChannel` stores a ledger whole beside whole ``messages``, or as deltas beside delta ones;
+:class:`DataOnlySerializer` reads checkpoints as data, never code; :func:`saved_value` rebuilds a delta channel.
 """
 
 from __future__ import annotations
@@ -29,13 +22,9 @@ from langgraph.types import Overwrite
 
 from subagents.errors import InvalidArgumentType, StoredDataError, UntrustedDataError
 
-# ----------------------------------------------------------------------------
-# Checkpoints read as data. LangGraph's default serializer imports and calls
-# what the data names (``("os", "system", "...")`` runs a command): code
-# execution for a file a cloned folder brought (the CLI's state.sqlite).
-# :class:`DataOnlySerializer` builds only LangGraph's safe types (all this
+# -- Checkpoints read as data. LangGraph's default serializer imports and calls what the data names (code
+# execution for a file a cloned folder brought): DataOnlySerializer builds only LangGraph's safe types (all this
 # library writes) and refuses pickle and anything else before it is imported.
-# ----------------------------------------------------------------------------
 
 _BLOCKED_KINDS = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
 _refused: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("data_only_refused", default=None)
@@ -53,10 +42,6 @@ register_serde_event_listener(_on_event)
 
 class DataOnlySerializer(JsonPlusSerializer):
     """LangGraph's checkpoint serializer, restricted to its safe types; anything else is refused.
-
-    Example::
-
-        saver = SqliteSaver(conn, serde=DataOnlySerializer(".deep_agent/state.sqlite"))
 
     Args:
         source: what the data is read from, named in every refusal (a path, a url).
@@ -100,8 +85,7 @@ _NO_OVERWRITE: Any = object()
 
 
 def _replacement(write: Any) -> Any:
-    """What ``write`` puts in place of the ledger if LangGraph takes it as an ``Overwrite`` (any of the three
-    forms its channels accept), else ``_NO_OVERWRITE``."""
+    """What ``write`` puts in place of the ledger as an ``Overwrite`` (in any of its forms), else ``_NO_OVERWRITE``."""
     if isinstance(write, Overwrite):
         return write.value
     if isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
@@ -150,14 +134,11 @@ def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for a ledger: parallel delegations each add their own ids."""
     if not left:
         return dict(right or {})
-    if not right:
-        return left
-    return {**left, **right}
+    return left if not right else {**left, **right}
 
 
 class LedgerMerge:
-    """A ledger channel's reducer over a batch of writes: ``operator`` folded pairwise, then merged once,
-    so the ledger is copied once per batch, not once per write."""
+    """A ledger channel's reducer over a batch of writes, folded pairwise: the ledger is copied once per batch."""
 
     __slots__ = ("operator",)
 
@@ -174,15 +155,11 @@ class LedgerMerge:
         values = list(writes)
         if not values:
             return base or {}
-        return self.operator(base or {}, _fold(self.operator, values) if len(values) > 1 else values[0])
+        return self.operator(base or {}, _fold(self.operator, values))
 
 
-# ----------------------------------------------------------------------------
-# A whole ledger as its checkpoint stores it: records as columns, ids as bytes.
-# A saver keeping every version (Postgres) stores it at every delegation, so
-# bytes per record count squared: compressed rows took 84 bytes a record,
-# columns 66, with hex ids as bytes 52. A ledger of non-dict records stays rows.
-# ----------------------------------------------------------------------------
+# -- A whole ledger as its checkpoint stores it: records as columns, ids as bytes. A saver keeping every version
+# stores it at every delegation: compressed rows took 84 bytes a record, columns 66, with hex ids as bytes 52.
 
 _NOTHING: Any = DeltaChannel(lambda state, _writes: state).checkpoint()  # LangGraph's "nothing stored" marker
 
@@ -288,8 +265,7 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return hash((LedgerChannel, self.reducer, self.snapshot_frequency))
 
     def _twin(self, value: Any, stored: tuple[Ledger, Any] | None) -> Self:
-        """A channel like this one holding ``value``: LangGraph makes several a run, delegating or not, so
-        without ``__init__``'s checks and without ``DeltaChannel.copy``'s copy of the value."""
+        """This channel holding ``value``, without ``__init__``'s checks or a copy (LangGraph makes several a run)."""
         new = object.__new__(type(self))
         new.key, new.typ, new.reducer, new.deltas = self.key, self.typ, self.reducer, self.deltas
         new.snapshot_frequency, new.value, new._stored = self.snapshot_frequency, value, stored
@@ -347,14 +323,9 @@ class LedgerChannel(DeltaChannel[Ledger]):
         return super().update(checked) if checked else False
 
 
-# ----------------------------------------------------------------------------
-# A delta ledger is in a checkpoint only at a snapshot, every 50 updates: a
-# thread that stopped delegating made every load walk back (and decode) all
-# checkpoints since, up to 5,000 (``get_state``: 129 ms, against 14 ms with
-# the touch). So a run after a quiet run writes an empty update (``{}``) to its
-# ledger in a hook node the middleware runs anyway: no new checkpoint, and
-# fifty bring a snapshot. A whole ledger ignores the empty write.
-# ----------------------------------------------------------------------------
+# -- A delta ledger is in a checkpoint only at a snapshot, every 50 updates: a thread that stopped delegating
+# made every load walk back all checkpoints since (129 ms against 14 ms). So a run after a quiet run writes an
+# empty update to its ledger in a hook node the middleware runs anyway: fifty bring a snapshot.
 
 
 def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[str], *,
@@ -384,14 +355,8 @@ def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str], i
 
 
 def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any, Any]) -> Any:
-    """The value of channel ``key`` at ``saved`` (a ``CheckpointTuple`` of ``saver``), or ``None`` if never written.
-
-    ``channel`` is the key's channel as the graph declares it; a delta channel
-    is rebuilt from the nearest snapshot and the writes since::
-
-        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
-        ledger = saved_value(saver, saved, "subagent_tasks", LedgerChannel(dict, merge_records))
-    """
+    """The value of channel ``key`` at ``saved`` (a ``CheckpointTuple`` of ``saver``), or ``None`` if never written;
+    ``channel`` is the key's as the graph declares it (a delta one is rebuilt from the nearest snapshot)."""
     if saved is None:
         return None
     values = saved.checkpoint["channel_values"]

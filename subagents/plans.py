@@ -1,18 +1,5 @@
-"""Driving a plan written once: a generator that yields each call to make and receives its result.
-
-:func:`drive` or :func:`adrive` make the calls a plan asks for, sending each result (or exception) in;
-the plan's return value is the answer.
-
-Example::
-
-    def plan(request):
-        first = yield request
-        if cut_short(first):
-            return (yield request.override(...))
-        return first
-
-    response = drive(plan(request), handler)
-"""
+"""Driving a plan written once: a generator that yields each call to make and receives its result (or
+exception); :func:`drive` or :func:`adrive` make the calls, and the plan's return value is the answer."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Name -> subagent, with each child graph built lazily and at most once.
-
-Constructing a registry validates every spec but compiles nothing: a child
-graph is paid for when first delegated to, always by :meth:`SubagentRegistry.build`.
-
-Example::
-
-    registry = SubagentRegistry(specs, options=BuildOptions(risky_tools={"shell"}))
-    graph = registry.graph("a", parent_model=model, parent_tools=[])
-"""
+"""Name -> subagent: every spec validated at once, each child graph compiled on first delegation, at most once."""
 
 from __future__ import annotations
 
@@ -29,8 +20,7 @@ DEFAULT_MAX_GRAPHS = 32
 
 
 class GraphCache:
-    """A thread-safe LRU cache of graphs built per call (a dynamic definition, a per-call schema): a stream of
-    distinct schemas cannot grow memory without bound."""
+    """A thread-safe LRU cache of graphs built per call: distinct schemas cannot grow memory without bound."""
 
     def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
         if max_graphs < 1:
@@ -58,8 +48,7 @@ class GraphCache:
 # -- Dynamic subagents: definitions a parent makes at run time, kept as JSON-ready dicts in its state (so a
 # resumed thread still has them), checked by :func:`check_definition` when made and again whenever used.
 
-DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"
-"""Parent state key the delegation middleware keeps run-time definitions under."""
+DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"  # the parent state key of run-time definitions
 
 # Below the key on purpose: modules these import read DYNAMIC_SUBAGENTS_KEY while this one loads.
 from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402
@@ -88,21 +77,13 @@ def merge_definitions(left: dict[str, dict[str, Any]] | None, right: dict[str, d
     """Reducer: new names are added; an existing definition is never replaced."""
     if not left:
         return dict(right or {})
-    if not right:
-        return left
-    return {**right, **left}
+    return left if not right else {**right, **left}
 
 
 def check_definition(request: Mapping[str, Any], *, declared: Collection[str], existing: Mapping[str, Any],
                      parent_tools: Collection[str], cap: int) -> DynamicDefinition:
-    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks.
-
-    A slug name shadowing no declared or earlier one, under ``cap``; ``tools`` only narrowing the parent's
-    (never a forbidden one); ``max_turns`` only tightening the default; bounded, non-blank texts. Example::
-
-        check_definition({"name": "sql-expert", "description": "Writes SQL.", "system_prompt": "You write SQL."},
-                         declared=("general-purpose",), existing={}, parent_tools=["run_query"], cap=8)
-    """
+    """The definition ``request`` describes, or :class:`DynamicSubagentError` saying which rule it breaks: a new
+    slug name under ``cap``, ``tools`` only narrowing the parent's, ``max_turns`` only tightening, bounded texts."""
     try:
         definition = DynamicDefinition.model_validate(dict(request))
     except ValidationError as exc:
@@ -245,8 +226,7 @@ class SubagentRegistry:
         return self.call_graphs.get(key, lambda: self.build(spec, parent_model=parent_model, parent_tools=parent_tools))
 
     def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
-        """Compile ``spec`` under the parent's floor (approvals, data policy, permission mode, which a spec may
-        tighten and never lower): the one place every child graph of this registry is made."""
+        """Compile ``spec`` under the parent's floor (which a spec may tighten, never lower): the one place."""
         return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
                               unknown_tools=self.unknown_tools, options=self.options,
                               inherited_middleware=self.inherited_middleware)

@@ -1,12 +1,4 @@
-"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`.
-
-Example::
-
-    class ExplainErrors(AgentMiddleware):
-        child_policy = ChildPolicy(inherited="every")   # every child gets it too
-
-    policy_of(ExplainErrors()).inherited   # 'every'
-"""
+"""How delegation treats one middleware: a :class:`ChildPolicy`, declared once and read by :func:`policy_of`."""
 
 from __future__ import annotations
 
@@ -28,9 +20,9 @@ class ChildPolicy:
     """How delegation treats a middleware: its class's ``child_policy`` (LangChain's own: :data:`KNOWN`).
 
     Attributes:
-        inherited: on a parent, the children that take it as well: ``"every"`` child (a data policy, a
-            middleware that explains a tool call's error result), those that inherit the parent's
-            ``"model"`` (how it is called: fallbacks, retries, a router), or none (``None``).
+        inherited: on a parent, the children that take it as well: ``"every"`` child (a data policy, a middleware that
+            explains a tool call's error result), those that inherit the parent's ``"model"`` (how it is called:
+            fallbacks, retries, a router), or none (``None``).
         model_call_only: it wraps model calls and does nothing else, so neighbouring ones run as one.
         keeps_model: its model-call wrap never puts another model in a call.
         request_neutral: it never adds a tool or prompt text to a request (a child's guard need not look).
@@ -45,7 +37,7 @@ class ChildPolicy:
     request_neutral: bool = False
 
 
-KNOWN: dict[type, ChildPolicy] = {
+KNOWN: dict[type, ChildPolicy] = {  # LangChain's middleware, which declares no policy of its own
     PIIMiddleware: ChildPolicy(inherited="every"),
     ModelFallbackMiddleware: ChildPolicy(inherited="model", request_neutral=True),
     ModelRetryMiddleware: ChildPolicy(inherited="model", request_neutral=True),
@@ -53,11 +45,10 @@ KNOWN: dict[type, ChildPolicy] = {
     ModelRouterMiddleware: ChildPolicy(inherited="model"),
     SummarizationMiddleware: ChildPolicy(request_neutral=True),
 }
-"""LangChain's middleware, which declares no policy of its own."""
 
 HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap_model_call", "awrap_model_call",
          "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
-"""Every hook a middleware can have (LangChain runs each it overrides)."""
+
 
 def policy_of(middleware: Any) -> ChildPolicy:
     """``middleware``'s policy: its instance's ``child_policy``, else its class's (the trust flags hold only
@@ -74,8 +65,7 @@ def policy_of(middleware: Any) -> ChildPolicy:
     return ChildPolicy(inherited=widest)
 
 
-_WIDTH = (None, "model", "every")
-"""``inherited`` from the narrowest to the widest."""
+_WIDTH = (None, "model", "every")  # ``inherited`` from the narrowest to the widest
 
 
 def _declared(kind: type) -> ChildPolicy | None:

@@ -1,9 +1,8 @@
 """Delegation settings: one typed object, passed whole from layer to layer.
 
-Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once
-(default, validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`,
-:class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`); a bad value raises
-:class:`~subagents.errors.SpecError` naming the field (example: :class:`DelegationSettings`).
+Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once (default,
+validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`, :class:`BackgroundSettings`,
+:class:`Definitions`, :class:`RootGraph`); a bad value raises :class:`~subagents.errors.SpecError` naming the field.
 """
 
 from __future__ import annotations
@@ -57,26 +56,19 @@ class Limits(_Settings):
     """How much delegation may do.
 
     Attributes:
-        max_concurrent_tasks: ``task`` children running at once, across the
-            agent's concurrent runs; more wait their turn (``None``: no cap).
-        max_delegations: ``task`` calls and background starts per run (since
-            the last user message); past it, they are refused and withdrawn
-            (``None``: no cap).
-        max_root_turns: the root's own model calls per ``invoke`` or resume
-            (``None``: no cap); past it, the run ends with a message naming
-            the limit (:class:`middleware.root_turn_limit.RootTurnLimit`).
+        max_concurrent_tasks: ``task`` children running at once, across the agent's concurrent runs; more wait their
+            turn (``None``: no cap).
+        max_delegations: ``task`` calls and background starts per run (since the last user message); past it, they are
+            refused and withdrawn (``None``: no cap).
+        max_root_turns: the root's own model calls per ``invoke`` or resume (``None``: no cap); past it, the run ends
+            with a message naming the limit (:class:`middleware.root_turn_limit.RootTurnLimit`).
         max_dynamic_subagents: subagents ``create_subagent`` may define per thread.
-        short_answer_threshold: a child answer shorter than this gets one
-            request for a complete report (0: off).
-        budget: a :class:`~subagents.Budget` covering the parent's own model
-            calls and every child's.
-        wrap_up: for specs that set none, the last model call a limit allows
-            is a wrap-up with no tools: ``True`` (0.15 of ``timeout_s``
-            left), that share, or ``False`` (an error; see
-            :class:`subagents.metering.WrapUp`).
-        force_delegation: the first model call of each turn must call
-            ``task``: ``True`` (any agent), an agent name, or a
-            :class:`middleware.ForceDelegation` choosing the mechanism.
+        short_answer_threshold: a child answer shorter than this gets one request for a complete report (0: off).
+        budget: a :class:`~subagents.Budget` covering the parent's own model calls and every child's.
+        wrap_up: for specs that set none, the last model call a limit allows is a wrap-up with no tools: ``True``
+            (0.15 of ``timeout_s`` left), that share, or ``False`` (an error; see :class:`subagents.metering.WrapUp`).
+        force_delegation: the first model call of each turn must call ``task``: ``True`` (any agent), an agent name,
+            or a :class:`middleware.ForceDelegation` choosing the mechanism.
     """
 
     max_concurrent_tasks: int | None = None
@@ -102,10 +94,9 @@ class Observability(_Settings):
     Attributes:
         sessions_dir: write each child's transcript as JSONL under
             ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
-        transcript_store: ``True`` to keep transcripts in the graph's
-            ``BaseStore``, or a store to use (background children keep JSONL ones only).
-        prices: model name -> USD per million (input, output) tokens, for
-            the cost in each record.
+        transcript_store: ``True`` to keep transcripts in the graph's ``BaseStore``, or a store to use (background
+            children keep JSONL ones only).
+        prices: model name -> USD per million (input, output) tokens, for the cost in each record.
     """
 
     sessions_dir: str | Path | None = None
@@ -122,17 +113,15 @@ class BackgroundSettings(_Settings):
     """The background-task tools (``start_async_task`` ...), if any.
 
     Attributes:
-        background_subagents: more specs for background use only (remote
-            ones, ``{"name", "description", "graph_id", "url"}``, say);
-            giving any gives ``create_deep_agent``'s root the background tools.
-        max_background_tasks: local background tasks running at once; more
-            wait as ``pending`` (``None``: no cap).
-        background_runtime: the :class:`~subagents.BackgroundRuntime` they
-            run on (default: a new one the middleware owns and closes).
+        background_subagents: more specs for background use only (remote ones, ``{"name", "description", "graph_id",
+            "url"}``, say); giving any gives ``create_deep_agent``'s root the background tools.
+        max_background_tasks: local background tasks running at once; more wait as ``pending`` (``None``: no cap).
+        background_runtime: the :class:`~subagents.BackgroundRuntime` they run on (default: a new one the middleware
+            owns and closes).
         notify: announce finished tasks before each parent model call.
         notice_result_chars: how much of each result a notice quotes.
-        notice_total_chars: how long one notice may be, whatever the number
-            of tasks; the rest are counted and pointed to ``check_async_task``.
+        notice_total_chars: how long one notice may be, whatever the number of tasks; the rest are counted and pointed
+            to ``check_async_task``.
     """
 
     background_subagents: SkipValidation[tuple[Any, ...]] = ()
@@ -154,36 +143,31 @@ class Definitions(_Settings):
     """Where subagents, skills and models come from, how ``task`` offers them, and the policy children inherit.
 
     Attributes:
-        agents_dirs: agent-file directories, in precedence order (the first
-            level to define a name wins; a nested list groups directories of
-            one level; see :func:`subagents.load_agent_dirs`). ``None``: no files.
-        skills_dirs: skill directories, likewise. The root's prompt lists
-            every skill found; a child's lists only those its spec names.
+        agents_dirs: agent-file directories, in precedence order (the first level to define a name wins; a nested list
+            groups directories of one level; see :func:`subagents.load_agent_dirs`). ``None``: no files.
+        skills_dirs: skill directories, likewise. The root's prompt lists every skill found; a child's lists only
+            those its spec names.
         model_profiles: profile name -> model, for specs' ``model`` names.
-        unknown_model: ``"inherit"`` lets an unresolvable model name fall
-            back to the parent's model instead of raising.
-        permission_mode: the parent's approval policy, inherited by every
-            child whose spec sets none (``None``: no approval unless a spec asks).
+        unknown_model: ``"inherit"`` lets an unresolvable model name fall back to the parent's model instead of
+            raising.
+        permission_mode: the parent's approval policy, inherited by every child whose spec sets none (``None``: no
+            approval unless a spec asks).
         risky_tools: tool names that ``confirm_risky`` pauses on.
-        mcp_servers: MCP servers (name -> ``{command, args, env}`` or
-            ``{url, headers}``) that specs may name in ``mcp_config`` without defining.
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware``
-            rule, a floor for every child (a spec may add gates, never un-gate one).
-        state_schemas: the parent's state schemas; a declarative child gets
-            their keys, minus excluded and private ones.
+        mcp_servers: MCP servers (name -> ``{command, args, env}`` or ``{url, headers}``) that specs may name in
+            ``mcp_config`` without defining.
+        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, a floor for every child (a spec
+            may add gates, never un-gate one).
+        state_schemas: the parent's state schemas; a declarative child gets their keys, minus excluded and private
+            ones.
         unknown_tools: what a spec naming a tool the parent lacks gets.
-        general_purpose: add the ``general-purpose`` subagent unless a spec
-            of that name replaces it.
-        retry_truncated: for specs that set none, ask once more for a reply
-            cut at the token limit (``"more_tokens"``, ``"brief"`` or both:
-            ``True``; see :mod:`subagents.truncation`).
-        dynamic_subagents: add the ``create_subagent`` tool
-            (:mod:`middleware.dynamic`).
+        general_purpose: add the ``general-purpose`` subagent unless a spec of that name replaces it.
+        retry_truncated: for specs that set none, ask once more for a reply cut at the token limit (``"more_tokens"``,
+            ``"brief"`` or both: ``True``; see :mod:`subagents.truncation`).
+        dynamic_subagents: add the ``create_subagent`` tool (:mod:`middleware.dynamic`).
         structured_results: ``task`` accepts an optional ``output_schema``.
-        name_enum: also list the agent names as an ``enum`` in the ``task``
-            schema (up to :data:`middleware.task_tool.ENUM_LIMIT`), for a
-            server that constrains calls to it; off by default, since the
-            names are in ``<available_agents>`` and each costs tokens per call.
+        name_enum: also list the agent names as an ``enum`` in the ``task`` schema (up to
+            :data:`middleware.task_tool.ENUM_LIMIT`), for a server that constrains calls to it; off by default, since
+            the names are in ``<available_agents>`` and each costs tokens per call.
     """
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
@@ -235,12 +219,11 @@ class RootGraph(_Settings):
     """How :func:`deep_agent.create_deep_agent` builds the root's graph.
 
     Attributes:
-        interrupt_before, interrupt_after: node names to pause before or
-            after, as LangChain's ``create_agent`` takes them.
-        deepagents_stack: build the root with deepagents' ``create_deep_agent``
-            (``None``: when installed); ``False``: this library's own stack
-            (deepagents' ``backend``, ``skills``, ``memory``, ``permissions``
-            are then an error).
+        interrupt_before, interrupt_after: node names to pause before or after, as LangChain's ``create_agent`` takes
+            them.
+        deepagents_stack: build the root with deepagents' ``create_deep_agent`` (``None``: when installed); ``False``:
+            this library's own stack (deepagents' ``backend``, ``skills``, ``memory``, ``permissions`` are then an
+            error).
     """
 
     interrupt_before: SkipValidation[list[str] | None] = None
@@ -292,11 +275,10 @@ class DelegationSettings(_Settings):
 
 
 _GROUPS = frozenset(DelegationSettings.model_fields)
-_GROUP_OF: dict[str, str] = {
+_GROUP_OF: dict[str, str] = {  # each field's name -> its group, read off the models: the one map `of` uses
     name: group for group, info in DelegationSettings.model_fields.items()
     for name in cast("type[_Settings]", info.annotation).model_fields
 }
-"""Each field's name -> its group, read off the models: the one map :meth:`DelegationSettings.of` uses."""
 
 
 def _spec_error(exc: ValidationError) -> SpecError:

@@ -1,13 +1,6 @@
 """What a subagent is: a declarative :class:`SubagentSpec`, a caller's :class:`CompiledSubagent`, or a
-:class:`RemoteSubagentSpec` served by a LangGraph Server.
-
-A remote spec sends exactly what it says, nothing from the environment (``langgraph-sdk`` on its own would
-send ``LANGSMITH_API_KEY`` to any url). Example::
-
-    spec = RemoteSubagentSpec(name="researcher", description="Researches at scale.",
-                              graph_id="researcher", url="https://agents.example.com",
-                              api_key_env="RESEARCH_SERVER_KEY", timeout_s=3600, request_timeout_s=5)
-"""
+:class:`RemoteSubagentSpec` served by a LangGraph Server (which sends what it says, nothing from the environment:
+``langgraph-sdk`` on its own would send ``LANGSMITH_API_KEY`` to any url)."""
 
 from __future__ import annotations
 
@@ -26,6 +19,7 @@ from langchain_core.tools import BaseTool
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -45,24 +39,15 @@ from subagents.truncation import RetryTruncatedSetting
 
 
 def normalize_tools(value: Any) -> Any:
-    """A spec's ``tools`` (parent tool names, ``BaseTool`` objects, callables made tools, provider tool dicts), or
-    :class:`SpecError`; ``None`` (inherit the parent's tools) passes through.
-
-    Example::
-
-        normalize_tools(["read_file", search])   # ('read_file', StructuredTool(name='search'))
-    """
+    """A spec's ``tools`` (names, ``BaseTool`` objects, callables made tools, tool dicts) checked; ``None`` passes."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not _is_sequence(value):
+    sequence = isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
+                                                    and not isinstance(value, Mapping))
+    if isinstance(value, (str, bytes)) or not sequence:
         raise SpecError("expected a list of tool names, BaseTools, functions or tool dicts, "
                         f"not one {type(value).__name__}")
     return tuple(_one_tool(item, index) for index, item in enumerate(value))
-
-
-def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and hasattr(value, "__len__")
-                                                and not isinstance(value, Mapping))
 
 
 def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
@@ -71,7 +56,9 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
             raise SpecError(f"item {index}: a tool name must not be empty")
         return item
     if isinstance(item, Mapping):
-        if not _dict_tool_name(item):
+        function = item.get("function")
+        name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
+        if not (isinstance(name, str) and name):
             raise SpecError(f"item {index}: a tool dict needs a 'name' (or 'function': {{'name': ...}})")
         return dict(item)
     if callable(item):
@@ -86,12 +73,6 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
                     f"got {type(item).__name__}")
 
 
-def _dict_tool_name(item: Mapping[str, Any]) -> str:
-    function = item.get("function")
-    name = item.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
-    return name if isinstance(name, str) else ""
-
-
 def own_recursion_limit(runnable: Any) -> int | None:
     """The ``recursion_limit`` bound to ``runnable`` with ``with_config``, if any."""
     config = getattr(runnable, "config", None)
@@ -102,8 +83,7 @@ def own_recursion_limit(runnable: Any) -> int | None:
 
 
 def ready_runnable(name: str, runnable: Any) -> Any:
-    """``runnable`` stamped with ``name`` (``lc_agent_name`` and run name, as deepagents does) and, if it lacks
-    one, given an ``ainvoke`` that runs its ``invoke`` on a worker thread."""
+    """``runnable`` stamped with ``name`` (as deepagents does), given a threaded ``ainvoke`` if it lacks one."""
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
@@ -113,14 +93,11 @@ def ready_runnable(name: str, runnable: Any) -> Any:
             stamped = runnable
         if not callable(getattr(stamped, "invoke", None)):
             stamped = runnable
-    if callable(getattr(stamped, "ainvoke", None)):
-        return stamped
-    return ThreadedRunnable(stamped, name)
+    return stamped if callable(getattr(stamped, "ainvoke", None)) else ThreadedRunnable(stamped, name)
 
 
 class ThreadedRunnable:
-    """An object with only ``invoke`` (``invoke(input, config)``), driven on a worker thread by ``ainvoke``;
-    ``name`` is stamped on every run."""
+    """An object with only ``invoke``, driven on a worker thread by ``ainvoke``; ``name`` stamped on every run."""
 
     def __init__(self, runnable: Any, name: str) -> None:
         self.runnable = runnable
@@ -142,19 +119,16 @@ class ThreadedRunnable:
             asyncio.to_thread(context.run, functools.partial(self.invoke, inputs, config, **kwargs)))
 
 
-# -- What a subagent is: a declarative spec or a graph the caller compiled; a plain dict with the same keys
-# is accepted wherever a spec is (:func:`coerce_spec`), and agent files load into the same model.
+# -- A plain dict with a spec's keys is accepted wherever a spec is (coerce_spec); agent files load into the same model.
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
-"""Letters, digits, ``-``, ``_`` and single inner dots: safe as a path part. Check it with ``fullmatch``
-(``match`` with ``$`` would accept a trailing newline)."""
+"""Letters, digits, ``-``, ``_``, single inner dots: a safe path part. ``fullmatch`` it (``$`` accepts a newline)."""
 MAX_NAME_LENGTH = 128
 
 DEFAULT_MAX_TURNS = 25
 """Model calls a child may make when its spec sets no ``max_turns``."""
 
-MAX_TIMEOUT_S = 1_000_000.0
-"""The largest ``timeout_s`` accepted (about 11 days): finite, and within what threads can wait."""
+MAX_TIMEOUT_S = 1_000_000.0  # the largest timeout_s accepted (about 11 days): finite, within what threads can wait
 
 
 def _check_name(value: str) -> str:
@@ -171,32 +145,10 @@ SkillEntry = Annotated[str, AfterValidator(check_skill_entry)]
 class SubagentSpec(BaseModel):
     """A subagent built by :func:`langchain.agents.create_agent` on first use.
 
-    Fields left ``None`` inherit from the parent: ``tools`` (minus every
-    delegation tool), ``model`` (also ``"inherit"``; a name without
-    ``provider:`` is a profile in the caller's ``model_profiles``) and
-    ``permission_mode``. ``max_turns`` caps model calls (default
-    :data:`DEFAULT_MAX_TURNS`); ``recursion_limit`` defaults to the parent
-    run's; ``timeout_s`` bounds wall time; ``max_budget_per_run`` (USD) and
-    ``max_tokens`` cap one run. ``skills`` names the skills listed in the
-    child's prompt (never the parent's). ``condenser``: ``False`` (default:
-    none), ``None``/``"default"`` (default summarisation, what an agent file
-    that omits it gets), or ``SummarizationMiddleware`` settings.
-    ``mcp_config`` gives the child those MCP servers' tools; ``hooks`` runs
-    Claude Code hooks in it; ``color`` is for display; ``source`` is the file
-    a definition came from. ``context="fork"`` starts the child from the
-    parent's conversation. ``short_answer_threshold`` (characters): a shorter
-    answer gets one request for a complete report (``0``: never; ``None``:
-    the runner's). ``retry_truncated`` asks once more for a reply cut at the
-    token limit (``True``, ``"brief"``, ``"more_tokens"``; ``None``: the
-    caller's). ``wrap_up`` makes the last model call a limit allows a wrap-up
-    with no tools, marked as cut short (a number in (0, 1): the share of
-    ``timeout_s`` left that starts it; ``None``: the caller's, on by default).
-
-    Example::
-
-        SubagentSpec(name="researcher", description="Finds facts and cites sources.",
-                     system_prompt="You research. Reply with a short cited summary.",
-                     tools=["web_search"], max_turns=8, timeout_s=120)
+    Fields left ``None`` inherit from the parent: ``tools`` (minus every delegation tool), ``model`` (also
+    ``"inherit"``; a name without ``provider:`` is a profile in the caller's ``model_profiles``), ``permission_mode``,
+    and the caller's settings (``retry_truncated``, ``wrap_up``, ``short_answer_threshold``). ``max_turns`` caps model
+    calls (default :data:`DEFAULT_MAX_TURNS`). Every field is described in docs/specs.md.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -204,9 +156,10 @@ class SubagentSpec(BaseModel):
     name: Slug
     description: str
     system_prompt: str = ""
-    tools: Sequence[str | BaseTool | dict[str, Any]] | None = None
+    tools: Annotated[Sequence[str | BaseTool | dict[str, Any]] | None, BeforeValidator(normalize_tools)] = None
     disallowed_tools: Sequence[str] = ()
-    model: str | BaseChatModel | None = None
+    model: Annotated[str | BaseChatModel | None,
+                     BeforeValidator(lambda value: check_model_name(value) if isinstance(value, str) else value)] = None
     # Strict: a YAML ``yes`` or ``"10"`` must not silently become a limit.
     max_turns: int | None = Field(default=None, gt=0, strict=True)
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
@@ -217,10 +170,10 @@ class SubagentSpec(BaseModel):
     response_format: Any = None
     middleware: Sequence[Any] = ()
     interrupt_on: Mapping[str, Any] | None = None
-    permission_mode: PermissionMode | None = None
+    permission_mode: Annotated[PermissionMode | None, BeforeValidator(normalize_permission_mode)] = None
     skills: Sequence[SkillEntry] = ()
     # Off for specs in code (no extra graph step); an agent file that omits it gets default summarisation.
-    condenser: CondenserSetting = False
+    condenser: Annotated[CondenserSetting, BeforeValidator(normalize_condenser)] = False
     mcp_config: Mapping[str, Mapping[str, Any]] | None = None
     hooks: Mapping[str, Any] | None = None
     color: str | None = None
@@ -238,11 +191,6 @@ class SubagentSpec(BaseModel):
             raise SpecError("description must not be empty: the parent picks agents by it")
         return value
 
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _tools(cls, value: Any) -> Any:
-        return normalize_tools(value)
-
     @field_validator("disallowed_tools", "skills", mode="before")
     @classmethod
     def _no_bare_string(cls, value: Any) -> Any:
@@ -250,21 +198,6 @@ class SubagentSpec(BaseModel):
         if isinstance(value, str):
             raise SpecError("expected a list of names, not one string")
         return value
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model_name(cls, value: Any) -> Any:
-        return check_model_name(value) if isinstance(value, str) else value
-
-    @field_validator("permission_mode", mode="before")
-    @classmethod
-    def _permission_mode(cls, value: Any) -> Any:
-        return normalize_permission_mode(value)
-
-    @field_validator("condenser", mode="before")
-    @classmethod
-    def _condenser(cls, value: Any) -> Any:
-        return normalize_condenser(value)
 
     @field_validator("mcp_config", mode="before")
     @classmethod
@@ -307,14 +240,8 @@ class CompiledSubagent(BaseModel):
 
     Used as given (its own tools, model and limits); the runner still isolates its input, bounds it with
     ``timeout_s`` and ``recursion_limit``, refuses nested delegation and records it. ``runnable`` may be any
-    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers).
-    ``recursion_limit`` defaults to the runnable's own (``with_config``), then the parent run's. deepagents
-    spells this class ``CompiledSubAgent``; both names are exported.
-
-    Example::
-
-        CompiledSubagent(name="writer", description="Writes reports.",
-                         runnable=create_agent(model, tools=[]).with_config(recursion_limit=40))
+    ``Runnable`` or an object with only ``invoke`` (run on a worker thread by async callers). ``recursion_limit``
+    defaults to the runnable's own (``with_config``), then the parent run's. deepagents spells it ``CompiledSubAgent``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
@@ -365,8 +292,8 @@ def describe_validation_error(errors: ValidationError, label: str) -> str:
 
 
 def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None) -> AnySpec:
-    """A validated spec from a spec or a plain dict (with ``runnable``: a :class:`CompiledSubagent`); errors
-    raise :class:`SpecError` naming the agent (or ``source``) and each bad field."""
+    """A validated spec from a spec or a dict (with ``runnable``: a :class:`CompiledSubagent`), or a
+    :class:`SpecError` naming the agent (or ``source``) and each bad field."""
     if isinstance(value, (SubagentSpec, CompiledSubagent)):
         return value
     if not isinstance(value, Mapping):
@@ -396,12 +323,7 @@ def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]
 
 
 class SubAgent(TypedDict):
-    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field).
-
-    Example::
-
-        researcher: SubAgent = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research."}
-    """
+    """A declarative subagent as a dict (see :class:`~subagents.SubagentSpec` for every field)."""
 
     name: str
     description: str
@@ -423,10 +345,7 @@ class SubAgent(TypedDict):
 
 
 class AsyncSubAgent(TypedDict):
-    """A subagent served by a LangGraph Server, run as a background task (see :class:`RemoteSubagentSpec`).
-
-    Without ``url``, the server the parent itself runs on, as in deepagents.
-    """
+    """A subagent served by a LangGraph Server (without ``url``: the parent's own), run as a background task."""
 
     name: str
     description: str
@@ -452,7 +371,8 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
         raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
                         "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
     # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
-    unset = {k for k in ("skills", "permissions") if k in value and _unset(value[k])}
+    unset = {k for k in ("skills", "permissions")
+             if k in value and (value[k] is None or (isinstance(value[k], (list, tuple)) and not value[k]))}
     if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
         return value
     mode = value.get("mode", "isolated")
@@ -469,19 +389,10 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
-def _unset(value: Any) -> bool:
-    return value is None or (isinstance(value, (list, tuple)) and not value)
-
-
-DEFAULT_REQUEST_TIMEOUT_S = 10.0
-"""Default bound on one status request to a server."""
-
-DEFAULT_START_TIMEOUT_S = 30.0
-"""Default bound on starting, steering or cancelling a remote task."""
-
+DEFAULT_REQUEST_TIMEOUT_S = 10.0  # one status request to a server
+DEFAULT_START_TIMEOUT_S = 30.0  # starting, steering or cancelling a remote task
 API_KEY_HEADER = "x-api-key"
-SAME_DEPLOYMENT = "this same deployment (in-process)"
-"""How a remote spec without a ``url`` names its server: the LangGraph Server the parent runs on."""
+SAME_DEPLOYMENT = "this same deployment (in-process)"  # a remote spec without a url: the parent's own server
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -492,32 +403,27 @@ class RemoteSubagentSpec(BaseModel):
     Args:
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
-        url: the server's base URL, ``http://`` or ``https://`` with a host.
-            ``None``: the LangGraph Server the parent itself runs on, reached
-            in-process (a parent not running on one gets an error naming the
-            spec when it starts the task).
-        headers: sent with every request to this server, and nothing else is
-            (no key is read from the environment unless ``api_key_env`` names it).
+        url: the server's base URL, ``http://`` or ``https://`` with a host. ``None``: the LangGraph Server the parent
+            itself runs on, reached in-process (a parent not running on one gets an error naming the spec when it
+            starts the task).
+        headers: sent with every request to this server, and nothing else is (no key is read from the environment
+            unless ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
-        url_credentials: ``user:password`` for HTTP basic auth, sent as the
-            ``Authorization`` header; never shown. Credentials written in
-            ``url`` are moved here, out of every error text, record and repr.
-        api_key_env: the environment variable holding the key, read when the
-            first request is made (an unset variable fails that request).
-        timeout_s: bound on the whole task (``None``: none), counted from its
-            start (a follow-up starts the count again). At the deadline the run
-            is cancelled on the server and the task ends ``error`` ("timed out").
+        url_credentials: ``user:password`` for HTTP basic auth, sent as the ``Authorization`` header; never shown.
+            Credentials written in ``url`` are moved here, out of every error text, record and repr.
+        api_key_env: the environment variable holding the key, read when the first request is made (an unset variable
+            fails that request).
+        timeout_s: bound on the whole task (``None``: none), counted from its start (a follow-up starts the count
+            again). At the deadline the run is cancelled on the server and the task ends ``error`` ("timed out").
         request_timeout_s: bound on each status request (poll, check, list).
         start_timeout_s: bound on starting, steering or cancelling a task.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
-        webhook: an ``http(s)`` URL the server calls when each run ends
-            (deepagents' ``AsyncSubAgent.webhook``); the record is still polled.
-        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys,
-            accepted with the one behaviour this library has: ``"interrupt"``
-            (a follow-up stops the running run and starts a new one),
-            ``"isolated"``, and a finished task announced before the parent's
-            next model call (an idle parent is never woken).
+        webhook: an ``http(s)`` URL the server calls when each run ends (deepagents' ``AsyncSubAgent.webhook``); the
+            record is still polled.
+        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys, accepted with the one behaviour this
+            library has: ``"interrupt"`` (a follow-up stops the running run and starts a new one), ``"isolated"``, and
+            a finished task announced before the parent's next model call (an idle parent is never woken).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -525,7 +431,7 @@ class RemoteSubagentSpec(BaseModel):
     name: str
     description: str
     graph_id: str
-    url: str | None = None
+    url: Annotated[str | None, AfterValidator(lambda value: None if value is None else checked_url(value))] = None
     headers: Mapping[str, str] = Field(default_factory=dict)
     api_key: SecretStr | None = None
     url_credentials: SecretStr | None = None
@@ -565,11 +471,6 @@ class RemoteSubagentSpec(BaseModel):
         if data.get("url_credentials") is not None:
             raise SpecError("give the url's credentials one way only, not in url and url_credentials")
         return {**data, "url": bare, "url_credentials": credentials}
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return None if value is None else checked_url(value)
 
     @property
     def server(self) -> str:
@@ -614,9 +515,9 @@ class RemoteSubagentSpec(BaseModel):
             raise SpecError("url_credentials need a url: a spec without one runs on this same deployment")
         if self.url_credentials is not None and any(k.lower() == "authorization" for k in self.headers):
             raise SpecError("give the Authorization one way only, not url credentials and headers['Authorization']")
-        sources = [n for n, on in (("api_key", self.api_key is not None),
-                                   ("api_key_env", self.api_key_env is not None),
-                                   ("headers['x-api-key']", _has_key_header(self.headers))) if on]
+        key_header = any(k.lower() == API_KEY_HEADER for k in self.headers)
+        sources = [n for n, on in (("api_key", self.api_key is not None), ("api_key_env", self.api_key_env is not None),
+                                   ("headers['x-api-key']", key_header)) if on]
         if len(sources) > 1:
             raise SpecError(f"give the API key one way only, not {' and '.join(sources)}")
         return self
@@ -648,19 +549,11 @@ def header_value_problem(text: str) -> str | None:
     bad = next((c for c in text if not (" " <= c <= "~" or c == "\t")), None)
     if bad is not None:
         return f"must be printable ASCII (it holds {bad!r}, U+{ord(bad):04X})"
-    if text != text.strip(" \t"):
-        return "must not begin or end with a space or tab"
-    return None
+    return "must not begin or end with a space or tab" if text != text.strip(" \t") else None
 
 
 def split_url_credentials(url: str) -> tuple[str, str | None]:
-    """``url`` without its ``user:password@`` part, and that part (``None`` when it has none).
-
-    Example::
-
-        >>> split_url_credentials("http://svc:s3cret@host:2024/api")
-        ('http://host:2024/api', 'svc:s3cret')
-    """
+    """``url`` without its ``user:password@`` part, and that part (``None`` when it has none)."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:
@@ -685,6 +578,3 @@ def checked_url(value: str) -> str:
                         f"(got {split_url_credentials(str(value))[0][:120]!r})")
     return text.rstrip("/")
 
-
-def _has_key_header(headers: Mapping[str, str]) -> bool:
-    return any(k.lower() == API_KEY_HEADER for k in headers)

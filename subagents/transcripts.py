@@ -1,29 +1,19 @@
 """Every delegation's message history, readable after the run.
 
-A transcript goes to one :class:`TranscriptSink`, chosen once per runner
-(:func:`sink_chooser`); the record's ``transcript`` field says where it went:
+A transcript goes to one :class:`TranscriptSink`, chosen once per runner; the record's ``transcript`` says where:
 
-* ``jsonl:<path>`` -- with ``sessions_dir``, a JSONL file at
-  ``<sessions_dir>/<parent_thread_id>/subagents/agent-<task_id>.jsonl``: a
-  header line (``id``, ``created_at``, ``cwd``, ``metadata``), then one
-  message per line, flushed while the child runs (a crash leaves a readable
-  partial file); a cancelled task ends with a ``{"type": "cancelled"}`` line;
+* ``jsonl:<path>`` -- with ``sessions_dir``, ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``: a
+  header line, then one message per line, flushed while the child runs; a cancelled task ends with a
+  ``{"type": "cancelled"}`` line;
 * ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
-* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in
-  the parent's checkpointer;
-* ``memory:<task_id>`` -- with no checkpointer either (and for background
-  children without ``sessions_dir``), a size-bounded process-wide table.
-
-Example::
-
-    from subagents import get_transcript
-
-    messages = get_transcript(agent, {"configurable": {"thread_id": "t1"}}, task_id)
+* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in the parent's checkpointer;
+* ``memory:<task_id>`` -- with no checkpointer either, a size-bounded process-wide table.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -50,12 +40,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,119}")
 
 
 def safe_component(value: object) -> str:
-    """One path component for any id: a plain name as it is, else a readable prefix and a hash of the whole.
-
-    Example::
-
-        safe_component("../../etc")          # 'id-etc-5d41402abc4b2a76...'
-    """
+    """One path component for any id: a plain name as it is, else a readable prefix and a hash of the whole."""
     text = str(value)
     if _PLAIN.fullmatch(text) and ".." not in text:
         return text
@@ -73,27 +58,18 @@ def inside(root: Path, path: Path) -> Path:
     return resolved
 
 
-# -- The in-process table (no checkpointer and no other sink; background children without ``sessions_dir``):
-# oldest dropped first past ``max_bytes``, a process that delegates without end must not grow without end.
-# Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds; what the
-# serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
+# -- The in-process table: oldest dropped first past ``max_bytes`` (a process that delegates without end must not
+# grow without end). Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds;
+# what the serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
 
-DEFAULT_MAX_BYTES = 1024 * 1024
-"""The shared table's bound: about 1,500 short child runs, or 100 with 10 KB tool arguments."""
-
-ENTRY_BYTES = 300
-"""What one entry costs beside its data: the key, the tuple, the bytes object's header, the dict slot."""
+DEFAULT_MAX_BYTES = 1024 * 1024  # about 1,500 short child runs, or 100 with 10 KB tool arguments
+ENTRY_BYTES = 300  # what an entry costs beside its data: the key, the tuple, the bytes' header, the dict slot
 
 _serde = JsonPlusSerializer()
 
 
 class TranscriptTable:
-    """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above).
-
-    Example::
-
-        MEMORY.max_bytes = 64 * 1024 * 1024  # the shared table: keep more
-    """
+    """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._max_bytes = _checked_bound(max_bytes)
@@ -162,19 +138,12 @@ def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
     return (kind, packed, True), ENTRY_BYTES + len(packed)
 
 
+# Shorter ones are kept uncompressed: they shrink by only half, and retaking the lock zlib gives up costs more.
 COMPRESS_FROM = 4096
-"""Serialized transcripts this long or longer are kept zlib-compressed: a short one shrinks by only about
-half, and retaking the interpreter lock zlib gives up cost more than serializing it."""
 
 
 def deep_size(value: Any, seen: set[int] | None = None) -> int:
-    """Bytes held by ``value`` and what it refers to (each object counted once), as ``sys.getsizeof`` counts them.
-
-    Example::
-
-        >>> deep_size("abc") == sys.getsizeof("abc")
-        True
-    """
+    """Bytes held by ``value`` and what it refers to (each object counted once), as ``sys.getsizeof`` counts them."""
     seen = set() if seen is None else seen
     stack = [value]
     total = 0
@@ -194,19 +163,15 @@ def deep_size(value: Any, seen: set[int] | None = None) -> int:
     return total
 
 
-MEMORY = TranscriptTable()
-"""The process-wide table the memory sink writes to."""
-
+MEMORY = TranscriptTable()  # the process-wide table the memory sink writes to
 
 STORE_NAMESPACE = "subagent_transcripts"
-NO_TRANSCRIPT = "none:"
-"""The transcript of a delegation refused before any child ran: it reads back as empty."""
+NO_TRANSCRIPT = "none:"  # a delegation refused before any child ran: it reads back as empty
 
 
 class TranscriptSink(Protocol):
-    """Where one task's messages go. ``records`` is False when nothing needs collecting; ``streams``
-    (optional, default True) is False when ``add`` does nothing and the messages arrive whole at ``end``,
-    which returns the reference stored in the record's ``transcript``."""
+    """Where one task's messages go; ``end`` returns the record's ``transcript`` reference. ``records``: False
+    when nothing needs collecting; ``streams`` (default True): False when the messages arrive whole at ``end``."""
 
     records: bool
 
@@ -258,17 +223,17 @@ class JsonlSink:
         # Opened from ``root`` down, following no symlink: a link planted in the sessions folder never leads out.
         fd = _append_beneath(root, path) if root is not None else None
         # A task resumed after an approval continues its file (an empty one is begun like a new one).
-        self._written = _message_ids(path) if path.exists() and path.stat().st_size else None
+        resumed = path.exists() and path.stat().st_size > 0
+        self._written = _message_ids(path) if resumed else set()
         # A lone surrogate in a model's text must not cost the transcript its message.
         if fd is None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._file: Any = (open(fd, "a", encoding="utf-8", errors="backslashreplace") if fd is not None
                            else path.open("a", encoding="utf-8", errors="backslashreplace"))
-        if self._written is not None and not _ends_a_line(path):
-            self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
-        if self._written is None:
-            self._written = set()
+        if not resumed:
             self._write(header)
+        elif not _ends_a_line(path):
+            self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         if self._file is not None:
@@ -277,8 +242,6 @@ class JsonlSink:
 
     def add(self, message: BaseMessage) -> None:
         if message.id is not None:
-            if self._written is None:
-                self._written = set()
             if message.id in self._written:
                 return
             self._written.add(message.id)
@@ -337,8 +300,7 @@ SinkFactory = Callable[..., TranscriptSink]
 
 
 def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
-    """Pick the sink kind once; the returned factory makes one sink per task (taking ``task_id, agent_type,
-    thread_id, tool_call_id, namespace, store, has_checkpointer`` as keywords)."""
+    """Pick the sink kind once; the factory makes one sink per task from keywords (``task_id``, ``thread_id``...)."""
     if sessions_dir is not None:
         root = Path(sessions_dir).expanduser().absolute()
 
@@ -355,25 +317,20 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
         return stored
 
     def automatic(**task: Any) -> TranscriptSink:
-        if task["has_checkpointer"]:
-            return CheckpointSink(task["namespace"])
-        return MemorySink(task["task_id"])
+        return CheckpointSink(task["namespace"]) if task["has_checkpointer"] else MemorySink(task["task_id"])
 
     return automatic
 
 
 def _append_beneath(root: Path, path: Path) -> int:
-    """``path`` (inside ``root``) opened to append, its folders made, no symlink followed below ``root``
-    (:class:`TranscriptFileError` for a symlink or a file that is not regular on the way)."""
+    """``path`` (inside ``root``) opened to append, its folders made, no symlink followed below ``root``."""
     names = path.relative_to(root).parts
     root.mkdir(parents=True, exist_ok=True)
     folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in names[:-1]:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o777, dir_fd=folder)
-            except FileExistsError:
-                pass
             try:
                 inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             except OSError:
@@ -405,11 +362,8 @@ def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: An
 
 def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, call_ids: set[str],
                  taken: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
-    """Call id -> (task id, ``jsonl:`` reference) of the JSONL transcripts a thread's tasks began for ``call_ids``.
-
-    Read from each file's header (a stopped task has no record to name its file). A file its header's id does
-    not name, or an id with a record (``taken``), is not the task's; of several for one call, the newest.
-    """
+    """Call id -> (task id, ``jsonl:`` reference) of the JSONL transcripts a thread's tasks began for ``call_ids``,
+    from each file's header (a stopped task has no record to name its file); of several for one call, the newest."""
     if sessions_dir is None or not call_ids:
         return {}
     root = Path(sessions_dir).expanduser().absolute()
@@ -441,22 +395,15 @@ def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: s
                          "tool_call_id": tool_call_id}}
 
 
-MAX_JSONL_BYTES = 256 * 1024 * 1024
-"""The largest JSONL transcript read back: a bigger one is an error naming it, not a process out of memory."""
-
-
+MAX_JSONL_BYTES = 256 * 1024 * 1024  # a bigger transcript is an error naming it, not a process out of memory
+# Linux: a file is looked at through an ``O_PATH`` descriptor, which opens nothing, before it is opened.
 _LOOK_FIRST = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
-"""Linux: a file is looked at through an ``O_PATH`` descriptor, which opens nothing, before it is opened."""
 
 
 def open_if_regular(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, dir_fd: int | None = None) -> int:
-    """A descriptor of ``path`` opened with ``flags`` (to read), if it is a regular file and not a symlink.
-
-    The one way the library opens a file it reads on someone's behalf. On Linux it looks first (a pipe or
-    device is never opened: a pipe's writer waits, a device acts on one), then reopens that same file through
-    the descriptor; elsewhere it opens without blocking, then looks. ``OSError``: ``ELOOP`` for a symlink,
-    ``EINVAL`` for anything not a regular file.
-    """
+    """A descriptor of ``path`` opened with ``flags``, if it is a regular file and not a symlink (else ``OSError``
+    ``ELOOP``/``EINVAL``). On Linux it looks first (a pipe's writer waits, a device acts on being opened), then
+    reopens that same file through the descriptor; elsewhere it opens without blocking, then looks."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     if _LOOK_FIRST:
         handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -495,11 +442,8 @@ def open_transcript_file(path: str | os.PathLike[str]) -> IO[bytes]:
 
 def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
                max_bytes: int = MAX_JSONL_BYTES) -> tuple[dict[str, Any], list[BaseMessage]]:
-    """The header and messages of a JSONL transcript; a torn line, or one that is no message, is skipped.
-
-    ``source`` is a path (read only if it is a regular file) or a binary file already open. One bigger than
-    ``max_bytes`` is a :class:`TranscriptFileError` naming it.
-    """
+    """The header and messages of a JSONL transcript (a path, read only if a regular file, or an open binary
+    file); a torn line, or one that is no message, is skipped; past ``max_bytes``, :class:`TranscriptFileError`."""
     if isinstance(source, (str, os.PathLike)):
         with open_transcript_file(source) as handle:
             return read_jsonl(handle, max_bytes=max_bytes)
@@ -558,14 +502,7 @@ def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
 
 
 def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
-    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas (a ``DeltaChannel`` holds
-    them only at a snapshot, then the writes since, which the saver replays).
-
-    Example::
-
-        saved = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": "tools:..."}})
-        messages = child_messages(saver, saved)
-    """
+    """The ``messages`` of a child's saved checkpoint, stored whole or as deltas the saver replays."""
     channel = DeltaChannel(_replayed_messages, list)
     return list(saved_value(checkpointer, saved, "messages", channel) or [])
 

@@ -1,20 +1,10 @@
 """A reply cut at the model's output token limit, asked for once more.
 
-With ``retry_truncated`` on a spec (or for every spec that sets none), a
-child's model call whose reply was cut short (``stop_reason="truncated"``)
-is made once more, in place of the cut reply:
-
-* ``"more_tokens"``: with twice the token limit it hit (the call's
-  ``max_tokens``, else the model's, else the reply's output tokens);
-* ``"brief"``: asking for a brief, complete answer (for servers that cap
-  replies whatever the client asks, as llama.cpp's ``--n-predict``);
-* ``True``: both.
-
-Both calls count (``model_calls``, tokens, budgets, ``max_turns``); the kept
-reply carries :data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry
-leaves the cut reply, marked with the error. A wrap-up's reply is never retried.
-
-Example: ``SubagentSpec(name="summariser", description="...", retry_truncated="brief")``.
+With ``retry_truncated``, a child's model call whose reply was cut short is made once more, in place of the cut
+reply: ``"more_tokens"`` with twice the token limit it hit, ``"brief"`` asking for a brief, complete answer (for
+servers that cap replies, as llama.cpp's ``--n-predict``), ``True`` both. Both calls count; the kept reply carries
+:data:`~subagents.outcome.TRUNCATED_RETRY_KEY`. A failed retry leaves the cut reply, marked with the error. A
+wrap-up's reply is never retried.
 """
 
 from __future__ import annotations
@@ -40,8 +30,7 @@ RetryTruncatedSetting = StrictBool | Literal["brief", "more_tokens"]
 """``False`` (off), ``True`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``."""
 
 BRIEF_PROMPT = ("Your reply was cut off at the output token limit. Reply again, briefly: "
-                "only what is needed, complete, in as few words as you can.")
-"""The message a ``"brief"`` retry adds after the conversation (for that call only)."""
+                "only what is needed, complete, in as few words as you can.")  # added for that call only
 
 TOKEN_FACTOR = 2  # How many times the limit it hit a "more_tokens" retry may use.
 
@@ -50,12 +39,7 @@ class RetryTruncated(AgentMiddleware):
     """Makes a model call whose reply was cut at the token limit once more (see the module docstring).
 
     Args:
-        how: ``True``/``"both"`` (more tokens and a brief answer),
-            ``"brief"`` or ``"more_tokens"``.
-
-    Example::
-
-        create_agent(model, tools, middleware=[RetryTruncated("brief")])
+        how: ``True``/``"both"`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``.
     """
 
     name = "RetryTruncated"

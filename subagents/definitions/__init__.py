@@ -1,16 +1,6 @@
-"""Subagent definitions: what a definition can say, and the machinery behind each field.
-
-Reading agent files from disk is :mod:`subagents.definitions.agent_files` (it
-builds :class:`~subagents.SubagentSpec` objects, so it sits above the spec);
-this package's other modules are the fields a spec holds and what runs them:
-skills, MCP servers, hooks, models, permissions, the condenser::
-
-    from subagents.definitions.agent_files import discover_agents
-    found = discover_agents()  # .agents/agents and .claude/agents, project then user
-    specs = [definition.value for definition in found.definitions]
-
-Names are imported on first use (PEP 562), so a spec without MCP servers or
-hooks never loads their clients and subprocess machinery.
+"""Subagent definitions: the fields a spec holds and what runs them (skills, MCP servers, hooks, models,
+permissions, the condenser); :mod:`subagents.definitions.agent_files` reads agent files. Names are imported on
+first use (PEP 562): a spec without MCP servers or hooks never loads their clients.
 """
 
 from __future__ import annotations

@@ -25,45 +25,24 @@ from subagents.definitions.files import (
 from subagents.errors import AgentFileError, DefinitionFileWarning, brief
 from subagents.spec import NAME_PATTERN, SubagentSpec
 
-# The format is Claude Code's, with the my-pi-agent/OpenHands fields too; every
-# spelling of a field is accepted (two spellings of one field is an error)::
-#
-#     ---
-#     name: code-reviewer            # default: the file stem
-#     description: Reviews a diff for bugs and style. Use after edits.
-#     tools: Read, Grep, Glob        # or a YAML list; omit to inherit all
-#     model: sonnet                  # inherit | provider:model | a profile name
-#     maxTurns: 12                   # or max_turns / max_iteration_per_run
-#     ---
-#     You are a meticulous reviewer...
-#
-# Unknown fields are kept in the spec's ``metadata``, with a warning.
+# Claude Code's format, with the my-pi-agent/OpenHands fields too: every spelling of a field is accepted (two
+# spellings of one field is an error); unknown fields are kept in the spec's ``metadata``, with a warning.
+
+_FIELDS = ("name", "description", "tools", "disallowed_tools", "model", "skills", "color", "max_turns",
+           "max_budget_per_run", "max_tokens", "short_answer_threshold", "retry_truncated", "wrap_up", "timeout_s",
+           "recursion_limit", "permission_mode", "mcp_config", "condenser", "hooks", "interrupt_on", "metadata",
+           "context")
+_ALIASES = {"max_turns": ("max_iteration_per_run",), "mcp_config": ("mcp_servers", "mcpServers")}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
 
 FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
-    "name": ("name",),
-    "description": ("description",),
-    "tools": ("tools",),
-    "disallowed_tools": ("disallowed_tools", "disallowedTools"),
-    "model": ("model",),
-    "skills": ("skills",),
-    "color": ("color",),
-    "max_turns": ("max_turns", "maxTurns", "max_iteration_per_run"),
-    "max_budget_per_run": ("max_budget_per_run", "maxBudgetPerRun"),
-    "max_tokens": ("max_tokens", "maxTokens"),
-    "short_answer_threshold": ("short_answer_threshold", "shortAnswerThreshold"),
-    "retry_truncated": ("retry_truncated", "retryTruncated"),
-    "wrap_up": ("wrap_up", "wrapUp"),
-    "timeout_s": ("timeout_s", "timeoutS"),
-    "recursion_limit": ("recursion_limit", "recursionLimit"),
-    "permission_mode": ("permission_mode", "permissionMode"),
-    "mcp_config": ("mcp_config", "mcpConfig", "mcp_servers", "mcpServers"),
-    "condenser": ("condenser",),
-    "hooks": ("hooks",),
-    "interrupt_on": ("interrupt_on", "interruptOn"),
-    "metadata": ("metadata",),
-    "context": ("context",),
-}
-"""Each spec field an agent file may set, and every spelling accepted for it."""
+    field: tuple(dict.fromkeys((field, _camel(field), *_ALIASES.get(field, ())))) for field in _FIELDS}
+"""Each spec field an agent file may set, and every spelling accepted for it (its own, camelCase, old aliases)."""
 
 DEPRECATED_SPELLINGS: Mapping[str, str] = {"mcp_servers": "mcp_config", "mcpServers": "mcp_config"}
 
@@ -93,8 +72,7 @@ _FIELD_EXPECTED: Mapping[str, str] = {
     "retry_truncated": "true, false, brief or more_tokens",
     "wrap_up": "true, false, or the share of timeout_s left that starts the wrap-up (above 0, below 1)",
 }
-_SEVERAL_TYPES = ("retry_truncated", "wrap_up")
-"""Fields of more than one type: their own expectation, not the first type's error."""
+_SEVERAL_TYPES = ("retry_truncated", "wrap_up")  # of several types: their own expectation, not the first type's
 _NUMBER_ERRORS = ("int_type", "float_type", "greater_than", "greater_than_equal")
 
 

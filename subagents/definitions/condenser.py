@@ -1,18 +1,10 @@
 """The ``condenser`` field: LangChain's ``SummarizationMiddleware`` on the child.
 
-* omitted (``None``) or ``true``/``"default"``: default summarisation, at
-  80% of the model's input window when LangChain knows it, else at
-  :data:`DEFAULT_TRIGGER_TOKENS` tokens; it keeps the last 20 messages;
+* omitted (``None``) or ``true``/``"default"``: at 80% of the model's input window when LangChain knows it, else
+  at :data:`DEFAULT_TRIGGER_TOKENS` tokens, keeping the last 20 messages;
 * ``false``/``"none"``/``"off"`` (and ``null`` in an agent file): off;
-* a mapping, each setting optional: ``trigger`` and ``keep`` as LangChain
-  takes them (``[tokens, 4000]``, ``{tokens: 4000, messages: 10}`` or a list
-  of those), ``model`` (the summary writer), ``summary_prompt`` and
-  ``trim_tokens_to_summarize``.
-
-Example::
-
-    normalize_condenser({"trigger": ["tokens", 50000], "keep": ["messages", 10]})
-    # {'trigger': ('tokens', 50000), 'keep': ('messages', 10)}
+* a mapping of ``trigger`` and ``keep`` (as LangChain takes them), ``model``, ``summary_prompt`` and
+  ``trim_tokens_to_summarize``, each optional.
 """
 
 from __future__ import annotations
@@ -25,9 +17,7 @@ from subagents.errors import SpecError
 CondenserSetting = Literal[False] | Mapping[str, Any] | None
 
 DEFAULT_TRIGGER_FRACTION = 0.8
-DEFAULT_TRIGGER_TOKENS = 64_000
-"""Used when the model's window is unknown: below the common 128k windows,
-far above what an ordinary subtask accumulates."""
+DEFAULT_TRIGGER_TOKENS = 64_000  # the window unknown: below the common 128k windows, far above a subtask's
 DEFAULT_KEEP = ("messages", 20)
 
 CONDENSER_KEYS = ("trigger", "keep", "model", "summary_prompt", "trim_tokens_to_summarize")
@@ -90,14 +80,11 @@ def describe_condenser(setting: CondenserSetting) -> str:
     """``default``, ``off``, or the settings, for listings."""
     if setting is None:
         return "default"
-    if setting is False:
-        return "off"
-    return ", ".join(f"{k}={v!r}" for k, v in setting.items())
+    return "off" if setting is False else ", ".join(f"{k}={v!r}" for k, v in setting.items())
 
 
 def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summarizer: Callable[[str], Any]) -> Any:
-    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off; ``resolve_summarizer``
-    turns the setting's ``model`` name into a model."""
+    """The ``SummarizationMiddleware`` for a child, or ``None`` when it is off (``resolve_summarizer``: its model)."""
     if setting is False:
         return None
     from langchain.agents.middleware import SummarizationMiddleware

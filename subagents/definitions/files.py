@@ -1,20 +1,8 @@
 """Finding definitions in an ordered list of directory levels, with precedence.
 
-A *level* is one directory or a group of directories that rank equally.
-The first level that defines a name wins; a later level's definition is
-*shadowed* (reported, not used). Two files defining one name within a level
-is an error naming both. A file reached twice (a symlink) counts once. The
-default levels for agents: ``<project>/.agents/agents/`` and
-``<project>/.claude/agents/`` (the project: default the current directory),
-then the same under the user's home. Every ``*.md`` file directly in an
-agent directory except ``README.md`` is an agent file.
-
-Example::
-
-    report = discover_agents()                      # the default levels
-    report = discover_agents(["team/agents", "~/agents"])
-    report.raise_for_problems()
-    specs = report.values                           # winners, in discovery order
+A *level* is one directory or a group of directories that rank equally. The first level that defines a name
+wins; a later level's definition is *shadowed* (reported, not used). Two files defining one name within a level
+is an error naming both. A file reached twice (a symlink) counts once.
 """
 
 from __future__ import annotations
@@ -31,20 +19,13 @@ import yaml
 
 from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
 
-# Loading untrusted YAML (a cloned repository, a shared folder) within fixed bounds:
-# a file size, a nesting depth checked before the composer recurses (never a
-# RecursionError), and a count of values with every alias expanded, counted while
-# composing so a "billion laughs" bomb costs no more than the cap to refuse. Safe
-# loading only: ``!!python/...`` is refused, never run.
+# Untrusted YAML (a cloned repository) is loaded within bounds: a file size, a nesting depth checked before the
+# composer recurses, and a count of values with aliases expanded, counted while composing (so a "billion laughs"
+# bomb costs no more than the cap to refuse). Safe loading only: ``!!python/...`` is refused, never run.
 
 MAX_FILE_BYTES = 1024 * 1024
-"""Largest definition file read, in bytes."""
-
-MAX_DEPTH = 32
-"""Deepest nesting of mappings and lists accepted."""
-
-MAX_EXPANDED_NODES = 20_000
-"""Most YAML values a document may hold once every alias is expanded."""
+MAX_DEPTH = 32  # of mappings and lists
+MAX_EXPANDED_NODES = 20_000  # YAML values a document may hold once every alias is expanded
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -92,11 +73,8 @@ class ValueBudget:
 
 
 def check_brackets(source: str) -> None:
-    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`.
-
-    Counted on the raw text before the scanner runs, which slows down with the
-    square of the flow depth (twice the depth leaves room for brackets in strings).
-    """
+    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`: counted on the raw text
+    before the scanner runs, which slows with the square of the flow depth (twice: brackets in strings)."""
     depth = 0
     for match in _BRACKETS.finditer(source):
         depth += 1 if match.group() in "[{" else -1
@@ -160,8 +138,7 @@ class BoundedLoader(UniqueKeyLoader):
 
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
-    """``source`` loaded safely (duplicate keys refused), or :class:`YAMLBoundError`; other problems
-    raise PyYAML's own errors. ``budget``: the file's, when several documents share one."""
+    """``source`` loaded safely within bounds (``budget``: the file's, when several documents share one)."""
     check_brackets(source)
     loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
@@ -171,15 +148,9 @@ def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
         loader.dispose()
 
 
-# Reading a markdown file that opens with YAML frontmatter: UTF-8 (a BOM is
-# dropped), any line ends. Every problem is one error naming the file and line.
-#
-# Lenient fallback: many published agent files have an unquoted colon in a
-# one-line value (``description: Use when ... Triggers on: 'x'``), which strict
-# YAML rejects and the tools people use accept. Then each top-level ``key: value``
-# line is read on its own, the rest of the line as a plain string, with a warning
-# naming the line; a value that looks like YAML (``[``, ``{``, quotes...) but does
-# not parse stays an error. The fields share one value budget.
+# Markdown with YAML frontmatter. Many published agent files have an unquoted colon in a one-line value, which
+# strict YAML rejects and the tools people use accept: then each top-level ``key: value`` line is read alone, the
+# rest of the line as text, with a warning (a value that looks like YAML but does not parse stays an error).
 
 DELIMITER = "---"
 
@@ -220,8 +191,7 @@ def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -
 def parse_yaml(
     source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> dict[str, Any]:
-    """The frontmatter as a dict of string keys (an empty block is ``{}``): strict YAML, else the
-    line-by-line fallback (its warning appended to ``notes``), else the strict error."""
+    """The frontmatter as a dict: strict YAML, else the line-by-line fallback (warning in ``notes``), else the error."""
     try:
         try:
             data = load_bounded(source)
@@ -297,8 +267,7 @@ def _field_at(source: str, line: int) -> str | None:
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
-    """Each top-level ``key:`` with its block, a one-line value YAML rejects kept as text; ``None`` if
-    some part cannot be read this way either."""
+    """Each top-level ``key:`` with its block, a one-line value YAML rejects kept as text (``None``: no way)."""
     blocks: list[tuple[str, str | None, list[str], int]] = []
     for number, line in enumerate(source.split("\n")):
         match = _TOP_LEVEL_KEY.match(line)

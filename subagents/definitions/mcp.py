@@ -1,24 +1,9 @@
 """A subagent's MCP tools: listed once when the child is built, called through each task's sessions.
 
-:meth:`McpToolset.connect` lists each server's tools once (the child graph is
-cached, so its tools must be known then; bounded by ``timeout_s``, at most
-:data:`LIST_TIMEOUT_S`). Each becomes a :class:`McpTool` named
-``mcp__<server>__<tool>`` (Claude Code's convention), so ``tools`` /
-``disallowed_tools`` filter it like any other (``mcp__github`` or
-``mcp__github__*`` for all of a server's tools).
-
-A task's sessions are opened when it first calls an MCP tool, reused for the
-rest of its run and closed when the child's run ends, however it ends
-(:attr:`McpToolset.lifecycle` counts the run's chains per task id). Two tasks
-never share a connection. A call waits at most until the task's deadline or
-the server's ``timeout`` (default :data:`CALL_TIMEOUT_S`); a server that fails
-to start, answer or stay up raises :class:`McpServerError` naming it, which
-fails that task alone.
-
-Example::
-
-    toolset = McpToolset.connect("researcher", {"files": {"command": "mcp-files"}}, timeout=10)
-    [t.name for t in toolset.tools]      # ['mcp__files__read', 'mcp__files__list']
+Each tool is a :class:`McpTool` named ``mcp__<server>__<tool>`` (Claude Code's convention), filtered by ``tools``
+and ``disallowed_tools`` like any other. A task's sessions open on its first MCP call and close when the child's
+run ends, however it ends; two tasks never share one. A call waits at most until the task's deadline or the
+server's ``timeout``; a server that fails raises :class:`McpServerError` naming it, failing that task alone.
 """
 
 from __future__ import annotations
@@ -46,13 +31,8 @@ from subagents.definitions.on_host import launch
 from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
 
-# The ``mcp_config`` field, normalised to ``{server name: config}`` from a mapping,
-# the ``.mcp.json`` form ``{"mcpServers": {...}}``, or Claude Code's list form (a
-# bare name refers to a server of ``create_deep_agent(mcp_servers=...)``, stored as
-# ``{}``). A config has ``command`` (``args``, ``env``, ``cwd``) for stdio, or
-# ``url`` (``headers``; ``transport: sse``, the default for a URL ending in
-# ``/sse``), and an optional ``timeout`` for one call. Server names become part of
-# tool names, so they are letters, digits, ``-`` and ``_``.
+# ``mcp_config`` normalised to ``{server name: config}`` from a mapping, ``{"mcpServers": {...}}``, or Claude Code's
+# list form (a bare name, stored as ``{}``, is a server of ``mcp_servers=``). Names become part of tool names.
 
 TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -149,10 +129,8 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
                       defined: Mapping[str, Any] | None = None) -> tuple[list[str], list[str]]:
-    """``(problems, notes)``: stdio commands that do not exist, URLs that do not parse.
-
-    A bare name (``{}``) is a note unless ``defined`` (the caller's servers) lacks it.
-    """
+    """``(problems, notes)``: stdio commands that do not exist, URLs that do not parse; a bare name (``{}``)
+    is a note unless ``defined`` (the caller's servers) lacks it."""
     problems: list[str] = []
     notes: list[str] = []
     for name, server in (config or {}).items():
@@ -177,18 +155,12 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
     return problems, notes
 
 
-# One task's live connections. An MCP session is an anyio context: entered and left by
-# one asyncio task on one loop, while a child's tools run on whatever thread or loop
-# LangGraph picks. So each task's sessions get a loop of their own on a daemon
-# thread, each server an owner coroutine there; closing lets the owners leave their
-# contexts (ending a stdio server). Sessions still open at interpreter exit are
-# closed then and waited for (bounded), or a hung stdio server would outlive us.
+# An MCP session is an anyio context, entered and left by one asyncio task on one loop, while a child's tools run
+# wherever LangGraph picks: so each task's sessions get a loop on a daemon thread, each server an owner coroutine
+# there. Sessions open at exit are closed and waited for (bounded), or a hung stdio server would outlive us.
 
-CLOSE_GRACE_S = 5.0
-"""How long a sync caller waits past its own bound for the loop to hand back a timed-out call."""
-EXIT_WAIT_S = 6.0
-"""How long interpreter exit waits for open sessions to end their servers (the MCP client's
-stdio shutdown waits 2 s for a server to leave on its own, then terminates it)."""
+CLOSE_GRACE_S = 5.0  # how long a sync caller waits past its own bound for the loop to hand back a timed-out call
+EXIT_WAIT_S = 6.0  # for open sessions to end their servers at exit (the stdio client waits 2 s, then terminates)
 
 _open: set[McpSessions] = set()
 _open_lock = threading.Lock()
@@ -232,8 +204,6 @@ class McpSessions:
         self.closed = threading.Event()
         """Set once every server of this task is disconnected and the loop has stopped."""
 
-    # -- the loop ------------------------------------------------------------
-
     def _start(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self.closed.is_set():
@@ -276,12 +246,8 @@ class McpSessions:
             if loop is None:
                 self.closed.set()
                 return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop already stopped
             loop.call_soon_threadsafe(closing.set)  # type: ignore[union-attr]
-        except RuntimeError:  # the loop already stopped
-            pass
-
-    # -- on the loop -----------------------------------------------------------
 
     async def session(self, server: str, timeout: float) -> Any:
         """The server's session, started on first use by an owner coroutine (within ``timeout`` of its turn)."""
@@ -353,8 +319,6 @@ class McpSessions:
 
         return await self._bounded(server, f"answer a call of {brief(tool, 60)}", calling(), timeout)
 
-    # -- from any thread or loop ------------------------------------------------
-
     def wait(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run ``coro`` here and block this (non-loop) thread for its result."""
         future = self.submit(coro)
@@ -372,12 +336,9 @@ class McpSessions:
 log = logging.getLogger(__name__)
 
 MCP_PREFIX = "mcp__"
-LIST_TIMEOUT_S = 30.0
-"""Longest wait for a server to start and list its tools when the child is built."""
-CALL_TIMEOUT_S = 120.0
-"""Longest wait for one call when neither the task nor the server sets a shorter bound."""
-TASK_ID_METADATA_KEY = "subagent_task_id"
-"""The runner's metadata key naming the task a child run belongs to (``runner.TASK_ID_METADATA_KEY``)."""
+LIST_TIMEOUT_S = 30.0  # for a server to start and list its tools when the child is built
+CALL_TIMEOUT_S = 120.0  # for one call when neither the task nor the server sets a shorter bound
+TASK_ID_METADATA_KEY = "subagent_task_id"  # the runner's, naming the task a child run belongs to
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -406,12 +367,7 @@ def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny
 
 
 def unmatched_mcp_names(tools: Iterable[McpTool], allow: Sequence[Any] | None) -> list[str]:
-    """The MCP names (``mcp__...``) in an allow list that admit none of ``tools``: a typo, or a server not given.
-
-    Example::
-
-        unmatched_mcp_names(toolset.tools, ["mcp__files__read", "mcp__files__raed"])  # ['mcp__files__raed']
-    """
+    """The MCP names (``mcp__...``) in an allow list that admit none of ``tools``: a typo, or a server not given."""
     listed = list(tools)
     return [p for p in allow or () if isinstance(p, str) and is_mcp_name(p)
             and not any(_matches(t.name, t.server, p) for t in listed)]
@@ -529,8 +485,6 @@ class McpToolset:
                 ))
         return toolset
 
-    # -- per task ------------------------------------------------------------------
-
     def sessions_for(self, run_manager: Any, server: str) -> tuple[McpSessions, float]:
         """This task's sessions (opened on first use) and how long a call may take."""
         key = _task_key(getattr(run_manager, "metadata", None))
@@ -540,9 +494,9 @@ class McpToolset:
                 sessions = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
                 self._sessions[key] = sessions
         timeout = self.call_timeouts.get(server, CALL_TIMEOUT_S)
-        deadline = _deadline(run_manager)
-        if deadline is not None:
-            timeout = min(timeout, max(deadline - time.monotonic(), 0.01))
+        deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
+        if deadlines:
+            timeout = min(timeout, max(min(deadlines) - time.monotonic(), 0.01))
         return sessions, timeout
 
     def _enter(self, run_id: UUID, key: str) -> None:
@@ -570,18 +524,10 @@ def _meters(run_manager: Any) -> list[TaskMeter]:
     return [h for h in handlers if isinstance(h, TaskMeter)]
 
 
-def _deadline(run_manager: Any) -> float | None:
-    deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
-    return min(deadlines) if deadlines else None
-
-
 @contextlib.contextmanager
 def _stopping_if_due(run_manager: Any) -> Iterator[None]:
-    """A call cut short by the task's own limit (its ``timeout_s``, a cancel) stops as that limit.
-
-    The wait was bounded by the task's deadline, so the server "not answering"
-    is the task timing out: recorded as ``timeout``, not as this tool's failure.
-    """
+    """A call cut short by the task's own limit (its ``timeout_s``, a cancel) stops as that limit: the wait was
+    bounded by the task's deadline, so the server "not answering" is the task timing out."""
     try:
         yield
     except McpServerError:

@@ -1,19 +1,9 @@
 """Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
 
-A profile is a name the caller maps to a model (``model: sonnet``, ``model:
-fast``), so agent files stay portable: a ``"provider:model"`` string,
-``"inherit"``, a ``BaseChatModel``, or a mapping of ``init_chat_model``
-keyword arguments. Lookup order: a profile of that name, ``inherit``, a
-``provider:model`` string, a bare model name whose provider
-``init_chat_model`` can infer (``"gpt-5.4"``). Any other name is an error,
-unless ``unknown_model="inherit"``: then the parent's model, with a warning.
-
-Example::
-
-    profiles = {"sonnet": "anthropic:claude-sonnet-4-5", "haiku": "inherit",
-                "local": {"model": "qwen3", "model_provider": "openai",
-                          "base_url": "http://localhost:8000/v1"}}
-    resolve_model("sonnet", parent_model, agent="reviewer", profiles=profiles)
+A profile is a name the caller maps to a model (a ``"provider:model"`` string, ``"inherit"``, a ``BaseChatModel``
+or ``init_chat_model`` keyword arguments), so agent files stay portable. Lookup order: a profile, ``inherit``,
+``provider:model``, a bare name whose provider ``init_chat_model`` infers. Any other name is an error, unless
+``unknown_model="inherit"``: then the parent's model, with a warning.
 """
 
 from __future__ import annotations
@@ -74,8 +64,7 @@ def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
 
 def lookup_model(model: str | BaseChatModel | None, *, agent: str, profiles: ModelProfiles | None = None,
                  unknown_model: UnknownModelPolicy = "error") -> ModelProfile:
-    """What ``model`` stands for, without building anything: ``"inherit"``,
-    a ``provider:model`` string, a mapping of init arguments, or a model."""
+    """What ``model`` stands for, unbuilt: ``"inherit"``, ``provider:model``, init kwargs, or a model."""
     if model is None or isinstance(model, BaseChatModel):
         return INHERIT if model is None else model
     profiles = profiles or {}
@@ -139,30 +128,19 @@ def describe_model(model: str | BaseChatModel | None, *, agent: str, profiles: M
     return shown if model in (None, shown) else f"{model} -> {shown}"
 
 
-# A copy of a model with an async HTTP client of its own, for a loop other than the
-# caller's: a keep-alive connection opened on one event loop and used on another
-# fails, and LangChain's OpenAI and Anthropic integrations share one async pool
-# among instances of the same settings (so do ``model_copy()`` and a new instance).
-# OpenAI: a new instance given the documented ``http_async_client`` (the SDK's
-# default client); a proxied one already gets a fresh client per instance.
-# Anthropic has no client argument: the copy's ``_async_client`` cached property is
-# filled with the SDK client re-made by ``with_options`` around a pool of its own,
-# only while that slot is a cached property (else a warning and a shared pool).
-# Any other model keeping a client in its fields is rebuilt from its settings
-# (``model_fields_set``) without them; a model with no client field is used as is.
+# A copy of a model with an async HTTP client of its own, for another loop: a keep-alive connection opened on one
+# event loop and used on another fails, and LangChain's OpenAI and Anthropic integrations share one async pool
+# among instances of the same settings. OpenAI: a new instance given ``http_async_client`` (a proxied one gets a
+# fresh client anyway). Anthropic has no client argument: the copy's ``_async_client`` cached property is filled
+# with the SDK client re-made by ``with_options`` on a pool of its own. Others are rebuilt from their settings.
 
+# Where LangChain's integrations keep clients built from the other fields (left out of a copy).
 CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_client", "http_async_client"})
-"""The fields where LangChain's integrations keep clients built from the others (left out of a copy)."""
 
 
 def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]] | None]:
-    """A copy of ``model`` whose async HTTP client is its own, and how to close that client.
-
-    ``(model, None)`` for no ``BaseChatModel``, a model with no client in its
-    fields (a scripted model keeps its script), one whose ``http_async_client``
-    its caller chose (kept, with a :class:`~subagents.errors.SharedModelClient`
-    warning) or one that cannot be rebuilt from its settings (logged).
-    """
+    """A copy of ``model`` whose async HTTP client is its own, and how to close that client; ``(model, None)``
+    for a model with no client field, a client its caller chose (with a warning), or one that cannot be rebuilt."""
     if not isinstance(model, BaseChatModel):
         return model, None
     anthropic_family = _is_provider_model(model, "langchain_anthropic", "ChatAnthropic")
@@ -194,8 +172,7 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
 
 
 def _is_provider_model(model: object, module: str, name: str) -> bool:
-    """Whether ``model`` is an instance of ``module.name``, never importing it: a model of that class was
-    built by code that imported it, and importing a provider SDK to ask costs seconds."""
+    """Whether ``model`` is a ``module.name``, never importing it (importing a provider SDK to ask costs seconds)."""
     loaded = sys.modules.get(module)
     cls = getattr(loaded, name, None)
     return isinstance(cls, type) and isinstance(model, cls)

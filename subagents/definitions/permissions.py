@@ -1,36 +1,10 @@
 """The parent's policy over every child: which tool calls wait for approval, how an answer resumes them.
 
-A child inherits the parent's approval policy (the permission modes) and
-data policy (its ``PIIMiddleware``), and may tighten them but not loosen
-them. A mode becomes an ``interrupt_on`` mapping for LangChain's
-``HumanInTheLoopMiddleware`` on the child, built from its own tools:
-
-* ``always_confirm``: every tool call pauses for approval;
-* ``confirm_risky``: calls to the caller's ``risky_tools`` pause;
-* ``never_confirm``: nothing pauses because of the mode;
-* omitted (``None``): the ``permission_mode`` given to ``create_deep_agent``.
-
-A spec's explicit ``interrupt_on`` entries win per tool over its mode. The
-parent's policy is a ceiling on both: a spec may ask for more approvals,
-never fewer (unlike deepagents), so a cloned folder's
-``permissionMode: bypassPermissions`` cannot switch off the approvals the
-user asked for. Claude Code's values map to the closest mode that never
-runs a tool Claude would have stopped:
-
-=====================  ===============  =====================================
-Claude Code            here             why
-=====================  ===============  =====================================
-``default``            confirm_risky    Claude asks before side-effecting tools
-``acceptEdits``        confirm_risky    edits auto-run there; risky tools still ask
-``plan``               always_confirm   plan mode runs nothing unreviewed
-``dontAsk``            always_confirm   nothing unapproved runs (here it asks)
-``bypassPermissions``  never_confirm    no prompts at all
-=====================  ===============  =====================================
-
-Example::
-
-    rules = approval_rules("confirm_risky", ["read", "write"], risky_tools={"write"})
-    assert rules == {"write": True}
+A child inherits the parent's approval policy (the permission modes) and data policy (its ``PIIMiddleware``), and
+may tighten them, never loosen them (unlike deepagents: a cloned folder's ``bypassPermissions`` cannot switch off
+the approvals the user asked for). A mode becomes an ``interrupt_on`` mapping for ``HumanInTheLoopMiddleware``:
+``always_confirm`` pauses every tool call, ``confirm_risky`` the caller's ``risky_tools``, ``never_confirm`` none.
+Claude Code's values map to the closest mode that never runs a tool Claude would have stopped.
 """
 
 from __future__ import annotations
@@ -70,21 +44,15 @@ def normalize_permission_mode(value: Any) -> PermissionMode | None:
 def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, risky_tools: Iterable[str] = (),
                    interrupt_on: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``interrupt_on`` mapping for a child with these tools; ``{}`` means no approval."""
-    names = list(tool_names)
-    if mode == "always_confirm":
-        rules: dict[str, Any] = dict.fromkeys(names, True)
-    elif mode == "confirm_risky":
-        risky = set(risky_tools)
-        rules = {name: True for name in names if name in risky}
-    else:
-        rules = {}
+    risky = set(risky_tools)
+    rules: dict[str, Any] = {name: True for name in tool_names
+                             if mode == "always_confirm" or (mode == "confirm_risky" and name in risky)}
     rules.update(interrupt_on or {})
     return {name: rule for name, rule in rules.items() if rule}
 
 
-# The parent's data policy: every child gets the parent's PIIMiddleware. A child's
-# own for the same type adds to it, never replaces it: the parent's runs beside it
-# as a ParentPIIMiddleware (create_agent refuses two of one name).
+# Every child gets the parent's PIIMiddleware; a child's own for the same type adds to it, never replaces it.
+
 
 class ParentPIIMiddleware(PIIMiddleware):
     """The parent's ``PIIMiddleware`` in a child that has its own for the same type: both hold."""
@@ -101,12 +69,9 @@ def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
                                apply_to_tool_results=middleware.apply_to_tool_results)
 
 
-# Answering a background child that waits for approval, from one parent message
-# (``update_async_task``): a JSON object or array is the resume value as it is; a
-# message that is *exactly* an approval word approves every pending action;
-# anything else rejects them, the message being the reason the child sees. "OK, but
-# do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous
-# one counts.
+# Answering a background child that waits for approval, from one parent message: JSON is the resume value as
+# it is; a message that is *exactly* an approval word approves; anything else rejects, as the reason the child
+# sees ("OK, but do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous one counts).
 
 APPROVAL_WORDS: frozenset[str] = frozenset(
     {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
@@ -123,8 +88,7 @@ def is_approval(message: str) -> bool:
 
 
 def decided_message(message: str, decision: str | None) -> str:
-    """The message that carries a structured ``decision`` (``"approve"``/``"reject"``) unambiguously:
-    the approval word, or the reason (``"rejected"`` when none), never read as approval."""
+    """The message carrying ``decision`` unambiguously: the approval word, or a reason never read as approval."""
     if decision is None:
         return message
     if decision == "approve":
@@ -180,15 +144,12 @@ def _text(value: Any) -> str:
 
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
-    """The ``Command(resume=...)`` value that answers ``pending`` with ``message``: for one interrupt its
-    value directly, for several a mapping by id, each with the same decision."""
+    """The ``Command(resume=...)`` value answering ``pending`` with ``message`` (for several, a mapping by id)."""
     explicit = _json_value(message)
     if explicit is not None:
         return explicit
     answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
-    if len(answers) == 1:
-        return next(iter(answers.values()))
-    return answers
+    return next(iter(answers.values())) if len(answers) == 1 else answers
 
 
 def _json_value(message: str) -> Any:

@@ -1,24 +1,9 @@
-"""Skills: folders of instructions an agent reads when a task calls for them.
+"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), read when a task calls for them.
 
-A skill is a folder holding ``SKILL.md`` (the Agent Skills layout), whose
-frontmatter has ``name`` (lower-case letters, digits and single hyphens, at
-most 64 characters, the folder's name) and ``description``. Skill
-directories are searched in levels like agent directories (default:
-``.agents/skills/`` and ``.claude/skills/``, project then user). An agent is
-told about its skills in an ``<available_skills>`` prompt block; a subagent
-gets exactly the skills its spec names, not the parent's.
-
-A spec's ``skills`` entry is a skill name from the caller's catalog
-(``skills_dirs``), or, as in deepagents, a folder of skill folders: an entry
-with a ``/`` (or starting with ``.`` or ``~``), read from the local disk. A
-folder that does not exist adds no skills, with a :class:`SkillFolderWarning`;
-a broken ``SKILL.md`` is an error naming the file. A later entry replaces an
-earlier skill of the same name.
-
-Example::
-
-    catalog = load_skill_dirs(["skills"])
-    skills_for(["git-diff", "./team-skills/"], catalog, agent="reviewer")
+Skill directories are searched in levels like agent directories. An agent is told about its skills in an
+``<available_skills>`` prompt block; a subagent gets exactly the skills its spec names. A spec's ``skills`` entry
+is a name from the caller's catalog or, as in deepagents, a folder of skill folders (with a ``/``, or starting
+with ``.`` or ``~``); a missing folder adds no skills, with a warning; a later entry replaces an earlier skill.
 """
 
 from __future__ import annotations
@@ -101,9 +86,7 @@ def available_skills_block(skills: Iterable[Skill]) -> str:
         f"</description>\n<location>{escape(str(s.path))}</location>\n</skill>"
         for s in skills
     ]
-    if not rows:
-        return ""
-    return f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
+    return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
 class SkillCatalog(Mapping[str, Skill]):
@@ -192,8 +175,7 @@ def _folder_skills(entry: str, agent: str) -> list[Skill]:
     except (OSError, RuntimeError, ValueError) as exc:  # ValueError: a NUL byte
         raise SpecError(f"subagent {agent!r}: field 'skills': {entry!r} cannot be read as a folder ({exc})") from None
     if not is_folder:
-        # deepagents reads these paths from its file backend, where they may simply be
-        # empty: warn, as a skill source with no skills, rather than refuse the agent.
+        # deepagents reads these paths from its file backend, where they may be empty: warn, never refuse the agent.
         warnings.warn(f"subagent {agent!r}: field 'skills': {entry!r} is not a folder on the local disk "
                       "(skill folders are read from the disk, relative to the working directory); "
                       "it adds no skills", SkillFolderWarning, stacklevel=2)
