@@ -3,7 +3,10 @@
 A hook's command or an MCP server, started by whatever runs an argv, goes
 through this file run as a program, with the command's stdio and status::
 
-    python -I confined.py RECORD [--pasta PASTA] -- BWRAP-ARGV...
+    python -I confined.py RECORD [--pasta PASTA] ARGV-FILE SHA256
+
+``ARGV-FILE`` holds bubblewrap's argv (:func:`argv_file`): a deep tree's binds are more than a command line
+holds. A start that never ran its command ends by the signal :data:`DID_NOT_START`.
 
 Only the standard library, run by its path (``-I``): no package of the
 workspace is imported on the way.
@@ -14,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
+import resource
 import signal
 import socket
 import stat
@@ -63,7 +68,7 @@ def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tu
 
     ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the
     command inherits."""
-    with _readable(seccomp_filter()) as seccomp:
+    with contextlib.nullcontext() if (program := seccomp_filter()) is None else _readable(program) as seccomp:
         fds = (*keep, *(() if seccomp is None else (seccomp,)))
         if pasta is None and record is None:
             with _sources_opened(build(None, seccomp)) as (argv, sources):
@@ -115,38 +120,64 @@ BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}
 """bubblewrap's binds by path -> by descriptor (bubblewrap 0.8, which ``--disable-userns`` needs too)."""
 
 
+MAX_ARGS = 9000
+"""bubblewrap's own cap on its arguments, those it reads from ``--args`` counted."""
+
+
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` with each bind's source (resolved, as the sandbox names them) given as a descriptor opened one
-    name at a time from ``/``, never through a symlink; the descriptors, open while the context is held.
+    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them),
+    each bind's source (resolved, as the sandbox names them) a descriptor opened one name at a time from
+    ``/`` or from a source opened before, never through a symlink; the descriptors, open while the context is held.
 
     A bind by path is followed when bubblewrap mounts it: a command running beside that swapped a folder on
     the way to a protected path for a symlink to the home folder had the home bound writable in the next
-    command. :class:`SpawnFailed` where a source is a symlink or missing."""
+    command. :class:`SpawnFailed` where a source is a symlink or missing, and where bubblewrap could not take
+    them all (:data:`MAX_ARGS`, a descriptor each): unbound, a protected path would be the command's."""
+    if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
+        raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
+                          f"bind ({sum(w in BIND_FD for w in argv)} binds; it takes {MAX_ARGS} arguments)", "bwrap")
+    _room_for(sum(w in BIND_FD for w in argv))
+    end = argv.index("--") if "--" in argv else len(argv)
     words: list[str] = []
     sources: list[int] = []
+    opened: dict[str, int] = {}  # source -> its descriptor, each used once: bubblewrap closes it once bound
     try:
-        rest = iter(argv)
+        rest = iter(argv[1:end])
         for word in rest:
-            if word == "--":
-                words += [word, *rest]
-            elif word in BIND_FD:
+            if word in BIND_FD:
                 source, dest = next(rest), next(rest)
-                sources.append(_opened(source))
+                opened[source] = _opened(source, opened)
+                sources.append(opened[source])
                 words += [BIND_FD[word], str(sources[-1]), dest]
             else:
                 words.append(word)
-        yield words, tuple(sources)
+        with _readable(b"".join(os.fsencode(w) + b"\0" for w in words)) as options:
+            yield [argv[0], "--args", str(options), *argv[end:]], (options, *sources)
     finally:
         for fd in sources:
             os.close(fd)
 
 
-def _opened(path: str) -> int:
-    """``path``, absolute, opened (``O_PATH``) one name at a time, none a symlink."""
-    fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+def _room_for(count: int) -> None:
+    """Room for ``count`` more descriptors, up to the hard limit (past it, :func:`_opened` fails, naming why):
+    each bind's source is one, held until bubblewrap runs, and as a normal user ``ulimit -n`` is 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = len(os.listdir("/proc/self/fd")) + count + 64
+    if soft != resource.RLIM_INFINITY and needed > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed),
+                                                        hard))
+
+
+def _opened(path: str, opened: dict[str, int]) -> int:
+    """``path``, absolute, opened (``O_PATH``) one name at a time, none a symlink: from its folder if ``opened``
+    (a deep tree's thousand binds, each from ``/``, were a million steps), else from ``/``."""
+    parent, last = os.path.split(path)
+    start = opened.get(parent)
+    fd = os.dup(start) if start is not None else os.open("/", os.O_PATH | os.O_CLOEXEC)
     try:
-        for name in filter(None, path.split("/")):
+        for name in filter(None, (last if start is not None else path).split("/")):
             step = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = step
@@ -290,26 +321,36 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
 
 
 @contextlib.contextmanager
-def _readable(data: bytes | None) -> Iterator[int | None]:
-    """A pipe's reading end holding ``data`` (small: it fits the pipe), or ``None`` without data."""
-    if data is None:
-        yield None
-        return
-    read, write = os.pipe()
+def _readable(data: bytes) -> Iterator[int]:
+    """A descriptor reading ``data`` from its start (a memory file: it holds any size)."""
+    fd = os.memfd_create("bwrap", os.MFD_CLOEXEC)
     try:
-        os.write(write, data)
+        with open(fd, "wb", closefd=False) as file:
+            file.write(data)
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
     finally:
-        os.close(write)
-    try:
-        yield read
-    finally:
-        os.close(read)
+        os.close(fd)
+
+
+def argv_file(folder: str, argv: list[str]) -> list[str]:
+    """``argv`` written to a file in ``folder``; the launcher's arguments naming it, its SHA-256 with it: a
+    file a command could reach (a temporary folder in the workspace) is read as written or not at all."""
+    data = b"\0".join(map(os.fsencode, argv))
+    Path(folder, "argv").write_bytes(data)
+    return [str(Path(folder, "argv")), hashlib.sha256(data).hexdigest()]
+
+
+DID_NOT_START = signal.SIGUSR2
+"""The signal the launcher ends by when its command never started (``subagents.definitions.on_host``'s): a
+command's own end, by a signal too, is an exit status (bubblewrap's ``128 + n``), and no command reaches the
+launcher outside its namespace; so no hook can pass for one that never ran, nor a failed start for a hook."""
 
 
 def main(args: list[str]) -> int:
-    """Run the bubblewrap argv after ``--``; the command's status."""
-    record, pasta = args[0], (args[2] if args[1:2] == ["--pasta"] else None)
-    bwrap = args[args.index("--") + 1:]
+    """Run the bubblewrap argv of the file :func:`argv_file` named; the command's status, or its end by
+    :data:`DID_NOT_START` if it never started."""
+    record, pasta, (path, digest) = args[0], (args[2] if args[1:2] == ["--pasta"] else None), args[-2:]
     started: list[subprocess.Popen[bytes]] = []
     ended: list[int] = []
 
@@ -324,6 +365,10 @@ def main(args: list[str]) -> int:
     os.dup2(told, STARTED_FD)
     os.close(told)
     try:
+        data = Path(path).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise SpawnFailed(f"its argv file was changed: {path}", "bwrap")
+        bwrap = list(map(os.fsdecode, data.split(b"\0")))
         with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
                      record, keep=(STARTED_FD,)) as process:
             os.close(STARTED_FD)
@@ -336,9 +381,11 @@ def main(args: list[str]) -> int:
             if os.read(said, 1):
                 return code if code >= 0 else 128 - code
         raise SpawnFailed(f"bwrap ended ({code}) before its command started", "bwrap")
-    except SpawnFailed as exc:
-        print(f"the sandbox did not start: {exc}", file=sys.stderr)  # subagents.definitions.on_host.DID_NOT_START
-        return 125
+    except Exception as exc:  # noqa: BLE001 - whatever stopped it before its command started: it never ran
+        print(f"the sandbox did not start: {exc}", file=sys.stderr)
+    signal.signal(DID_NOT_START, signal.SIG_DFL)
+    os.kill(os.getpid(), DID_NOT_START)
+    return 1  # never reached: the signal ends it
 
 
 if __name__ == "__main__":

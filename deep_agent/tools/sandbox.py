@@ -55,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
 import os
 import re
 import secrets
@@ -69,7 +70,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.confined import STARTED, SpawnFailed, end_recorded, fd_options, spawned
+from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
@@ -235,8 +236,9 @@ class Confinement:
             bwrap = self.sandbox.argv(root, STARTED + "exec " + shlex.join(argv), protected,
                                       cwd=start if seen else root, reveal=[*shown, *named_outside(argv, root, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
+            launcher = [_python(), "-I", LAUNCHER, folder, *pasta, *argv_file(folder, bwrap)]
             try:
-                yield [_python(), "-I", LAUNCHER, folder, *pasta, "--", *bwrap], {**self.sandbox.environment(), **env}
+                yield launcher, {**self.sandbox.environment(), **env}
             finally:
                 end_recorded(folder)
 
@@ -521,16 +523,15 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
     read_only = {t for t in targets if os.path.lexists(t)}
     # A symlink cannot be mounted on (the mount would land on its target): its folders are bound, so it
     # cannot move with them, and set_aside_new_repositories puts it back if the command replaced it.
-    mounts = {t: "--ro-bind" for t in read_only if not os.path.islink(t)}
-    for target in read_only:
-        for folder in target.parents:
-            if folder == root or root not in folder.parents:
-                break
-            if not any(ro == folder or ro in folder.parents for ro in read_only):  # never writable inside one
-                mounts.setdefault(folder, "--bind")
+    mounts = {str(t): "--ro-bind" for t in read_only if not os.path.islink(t)}
+    within = {str(t) for t in read_only}
+    for target in map(str, read_only):  # by strings: a tree 1,900 deep has as many folders on its way
+        folders = (target[:i] for i, c in enumerate(target) if c == "/" and i > len(str(root)))
+        for folder in itertools.takewhile(lambda f: f not in within, folders):  # never writable inside one
+            mounts.setdefault(folder, "--bind")
     args: list[str] = []
-    for path in sorted(mounts, key=lambda p: len(p.parts)):  # a folder before what is bound inside it
-        args += [mounts[path], str(path), str(path)]
+    for path in sorted(mounts, key=lambda p: p.count("/")):  # a folder before what is bound inside it
+        args += [mounts[path], path, path]
     return args
 
 

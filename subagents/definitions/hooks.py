@@ -54,7 +54,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from subagents.definitions.on_host import DID_NOT_START, launch
+from subagents.definitions.on_host import DID_NOT_START, confinement, launch
 from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
 
@@ -168,20 +168,16 @@ _KEEP_BYTES = MAX_OUTPUT_CHARS * 4  # UTF-8 needs at most 4 bytes a character
 
 @dataclasses.dataclass(frozen=True)
 class HookOutcome:
-    """How a hook command ended: ``exit_code`` is ``None`` when it timed out or did not start."""
+    """How a hook command ended: ``exit_code`` is ``None`` when it timed out or did not start; ``never_ran``
+    when its shell or its sandbox could not start (the launcher's :data:`~subagents.definitions.on_host.DID_NOT_START`,
+    never anything the command prints or exits with)."""
 
     command: str
     exit_code: int | None
     stdout: str = ""
     stderr: str = ""
     problem: str | None = None
-
-    @property
-    def never_ran(self) -> bool:
-        """Whether the command never ran: its shell or its sandbox could not start."""
-        status, text = DID_NOT_START
-        return (self.exit_code is None and (self.problem or "").startswith("could not start")) or (
-            self.exit_code == status and self.stderr.rstrip().rpartition("\n")[2].startswith(text))  # its last line
+    never_ran: bool = False
 
     def describe(self) -> str:
         """One line for a warning."""
@@ -245,7 +241,7 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
 
 
 def _could_not_start(command: str, exc: Exception) -> HookOutcome:
-    return HookOutcome(command, None, problem=f"could not start ({type(exc).__name__}: {exc})")
+    return HookOutcome(command, None, problem=f"could not start ({type(exc).__name__}: {exc})", never_ran=True)
 
 
 async def _arun_hook(command: str, argv: list[str], env: dict[str, str] | None, event: Mapping[str, Any],
@@ -280,6 +276,8 @@ async def _arun_hook(command: str, argv: list[str], env: dict[str, str] | None, 
         # exit 2 is never turned into a timeout (which would let the call through).
         if returncode is None or (killed and returncode == -signal.SIGKILL):
             return HookOutcome(command, None, out, err, problem=f"timed out after {timeout:g}s")
+        if returncode == -DID_NOT_START and confinement() is not None:
+            return HookOutcome(command, None, out, err, problem="could not start in its sandbox", never_ran=True)
         return HookOutcome(command, returncode, out, err)
     except BaseException as exc:
         kill()

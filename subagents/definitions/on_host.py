@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
-DID_NOT_START = (125, "the sandbox did not start:")
-"""How a confined start that never ran its command ends: this status, and stderr starting with this text (the
-launcher, ``deep_agent.tools.confined``, is stdlib only and writes them itself)."""
+DID_NOT_START = signal.SIGUSR2
+"""The signal a confined start that never ran its command ends by (the launcher, ``deep_agent.tools.confined``,
+stdlib only, sends it to itself): a command's own end, by a signal too, is an exit status, so no command passes
+for one that never ran, nor a start that failed for a command that ran."""
 
 Started = tuple[list[str], dict[str, str] | None]
 """What to run: the argv, and the environment (``None``: this process's)."""

@@ -2,12 +2,13 @@
 
 A hook that ran and failed (any exit but 0 and 2, a timeout) stays a warning, as in Claude Code; one that
 never ran is not a verdict. Before, a guard whose confinement failed to start was a warning and the call ran.
+And "never ran" was read from the launcher's exit status and text, which a hook could print and exit with too:
+now the launcher alone can say it (it ends by a signal, :data:`~subagents.definitions.on_host.DID_NOT_START`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,10 @@ from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptedChatModel, tool_call
 from deep_agent.tools import confined
+from deep_agent.tools.protected import Protected
+from deep_agent.tools.sandbox import Confinement, Sandbox
 from subagents.definitions import HookMiddleware
+from subagents.definitions.hooks import run_hook
 from subagents.definitions.on_host import DID_NOT_START, confine
 
 ran: list[str] = []
@@ -41,9 +45,17 @@ def _failing_to_start(argv: list[str], cwd: str | None, env: dict[str, str]) -> 
 @contextlib.contextmanager
 def _launcher_says_it_did_not_start(argv: list[str], cwd: str | None,
                                     env: dict[str, str]) -> Iterator[tuple[list[str], None]]:
-    status, text = DID_NOT_START
-    said = f"import sys; sys.stderr.write({text!r} + ' bwrap did not start'); sys.exit({status})"
+    said = f"import os, sys; sys.stderr.write('the sandbox did not start'); os.kill(os.getpid(), {DID_NOT_START})"
     yield [sys.executable, "-c", said], None
+
+
+@contextlib.contextmanager
+def _as_it_is(argv: list[str], cwd: str | None, env: dict[str, str]) -> Iterator[tuple[list[str], None]]:
+    yield argv, None
+
+
+SAYS_IT_DID_NOT_START = "echo 'the sandbox did not start: bwrap ended (1) before its command started' >&2; exit 125"
+"""A hook's command that prints what the launcher prints when its command never started, and exits as it did."""
 
 
 def _agent(command: str):
@@ -71,41 +83,48 @@ def test_a_guard_that_never_ran_blocks_the_call(run, installed, confinement):
         result.content)
 
 
-def test_a_guard_that_ran_and_failed_is_still_a_warning(run, installed):
+@pytest.mark.parametrize("command", ["exit 1", SAYS_IT_DID_NOT_START])
+def test_a_guard_that_ran_and_failed_is_still_a_warning(run, installed, command):
     ran.clear()
-    out = run(_agent("exit 1"), user("go"))
+    installed(_as_it_is)  # confined or not, what a command prints and exits with is its own
+    out = run(_agent(command), user("go"))
     (result,) = tool_messages(out)
     assert ran == ["mallory"] and result.content == "sent"
-    assert "exited 1" in " ".join(result.additional_kwargs["hook_warnings"])
+    assert f"exited {command.rpartition(' ')[2]}" in " ".join(result.additional_kwargs["hook_warnings"])
 
 
-def test_the_launcher_ends_a_start_it_could_not_make_with_that_status_and_text(tmp_path):
+def test_the_launcher_ends_a_start_it_could_not_make_by_its_signal(tmp_path):
     # A bind source that does not exist: the launcher refuses it before bubblewrap runs.
     missing = tmp_path / "missing"
-    done = subprocess.run([sys.executable, "-I", confined.__file__, str(tmp_path / "record"), "--", "bwrap",
-                           "--ro-bind", str(missing), str(missing), "true"], capture_output=True, text=True, timeout=60)
-    status, text = DID_NOT_START
-    assert done.returncode == status and done.stderr.startswith(text), (done.returncode, done.stderr)
+    given = confined.argv_file(str(tmp_path), ["bwrap", "--ro-bind", str(missing), str(missing), "--", "true"])
+    done = subprocess.run([sys.executable, "-I", confined.__file__, str(tmp_path), *given], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -DID_NOT_START and "the sandbox did not start" in done.stderr, (done.returncode,
+                                                                                             done.stderr)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-def test_a_start_whose_bubblewrap_fails_on_its_way_never_ran(tmp_path):
+def test_the_launcher_runs_only_the_argv_it_was_given(tmp_path):
+    given = confined.argv_file(str(tmp_path), ["bwrap", "--ro-bind", "/", "/", "--", "true"])
+    (tmp_path / "argv").write_bytes(b"\0".join([b"bwrap", b"--bind", b"/", b"/", b"--", b"true"]))
+    done = subprocess.run([sys.executable, "-I", confined.__file__, str(tmp_path), *given], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -DID_NOT_START and "argv file was changed" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("where", "command", "expected"), [
+    ("gone", "exit 2", "never ran"),  # bubblewrap's chdir fails: a guard's "exit 2" never ran
+    ("", "exit 2", "exit 2"),
+    ("", SAYS_IT_DID_NOT_START, "exit 125"),  # it ran: what it says is its own
+])
+def test_only_a_start_that_failed_never_ran(runner, where, command, expected):
     # bubblewrap failing after the launcher started it (a mount raced by the agent's command, a chdir into a
-    # folder renamed meanwhile) exits 1, as a command may: a guard's "exit 2" never ran and the call went on.
-    from deep_agent.tools.protected import Protected
-    from deep_agent.tools.sandbox import Confinement, Sandbox
-    from subagents.definitions.hooks import HookOutcome
+    # folder renamed meanwhile) exits 1, as a command may: before, the call went on.
+    def body() -> str:
+        sandbox = Sandbox.find()
+        assert sandbox is not None
+        real = Confinement(sandbox, runner.ws.resolve(), Protected.of(runner.ws))
+        confine(lambda argv, cwd, env: real(argv, str(runner.ws / where), env))
+        outcome = run_hook(command, {}, 60)
+        return "never ran" if outcome.never_ran else f"exit {outcome.exit_code}"
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    sandbox = Sandbox.find()
-    assert sandbox is not None
-    confinement = Confinement(sandbox, ws.resolve(), Protected.of(ws))
-    for cwd, expected in ((str(ws / "gone"), None), (str(ws), 2)):  # bubblewrap's chdir fails / the hook runs
-        with confinement(["/bin/sh", "-c", "exit 2"], cwd, {}) as (argv, env):
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
-        outcome = HookOutcome("exit 2", done.returncode, done.stdout, done.stderr)
-        if expected is None:
-            assert outcome.never_ran, (done.returncode, done.stderr)
-        else:
-            assert done.returncode == expected and not outcome.never_ran, (done.returncode, done.stderr)
+    assert runner.in_a_process(body) == expected
