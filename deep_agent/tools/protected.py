@@ -263,17 +263,18 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
         for line in read_regular(pth, 1 << 20).decode("utf-8", "replace").splitlines():
             if not line.strip() or line.startswith(("#", "import ", "import\t")):
                 continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
-            if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None or not os.path.isdir(folder):
-                continue
+            if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None:
+                continue  # a missing one too: site adds it at the start after a command made it
             for name in _AT_START:
                 yield folder / name, STARTUP  # a package
                 yield from ((folder / f"{name}{suffix}", STARTUP) for suffix in suffixes)
 
 
 def _import_folders(root: Path) -> list[Path]:
-    """The folders of ``sys.path`` in ``root`` (``python -m``'s start folder, ``PYTHONPATH``, an editable install)."""
+    """The folders of ``sys.path`` in ``root`` (``python -m``'s start folder, ``PYTHONPATH``, an editable install),
+    existing or not: a ``src`` a command makes is on the path of the next start."""
     folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
-    return sorted(f for f in folders if (f == root or root in f.parents) and os.path.isdir(f))
+    return sorted(f for f in folders if f == root or root in f.parents)
 
 
 def _loaded_from(root: Path) -> frozenset[Path]:

@@ -28,7 +28,7 @@ One profile, whatever the uid (root included). From inside one command:
   (any shape git takes for one) is set aside when it ends
   (:func:`set_aside_new_repositories`), and so is what it put in place of a
   symlink leading to a protected path (:attr:`Protected.links`: ``scripts ->
-  tools/scripts``), the link put back;
+  tools/scripts``), the link put back, and a symlink it put on the way to one;
 * an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
   locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
   whatever their names; ``HOME`` is the (empty) home folder;
@@ -66,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ class SetAsideUnchecked(SubagentsError, RuntimeError):
         super().__init__(f"what this command made at protected paths could not be checked "
                          f"({type(cause).__name__}: {cause}): a git repository or protected path it made may be left "
                          "in place, where the host would run it; look for new .git folders, and for protected paths "
-                         "it made")
+                         "it made; no command runs in this workspace until the program starts again")
         self.cause = cause
 
 
@@ -185,12 +186,15 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
+        if (earlier := _unchecked.get(root)) is not None:  # fail closed: what it left may still be live
+            raise SandboxUnavailable(f"refused, as every command since: {earlier}", "bwrap")
         # What was there before the command: a repository found in the set since is still the command's, and so
         # is one at a protected path missing then (a placeholder, its own or a parallel command's, is not there).
         with _placeholder_lock:
             known = {p: why for p, why in protected.paths.items()
                      if p not in _placeholder_users and os.path.lexists(p)}
-        with _set_aside_after(root, protected, set_aside, known), _placeholders(root, protected):
+            before = _links_before(root, protected)
+        with _set_aside_after(root, protected, set_aside, known, before), _placeholders(root, protected):
             yield protected
 
     @contextlib.contextmanager
@@ -278,34 +282,23 @@ def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
 
 
 SET_ASIDE = ".made-by-agent"
+ON_THE_WAY = ("on the way to a protected path, a symlink or file the command put there or what replaced a symlink "
+              "(what runs that path would go through it)")
 
 
-def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None) -> list[Path]:
+def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None,
+                               before: dict[str, str | None] | None = None) -> list[Path]:
     """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
-    the program would import (:attr:`Protected.watched`) that now exists, and what replaced a kept symlink
-    (:attr:`Protected.links`, the link put back); the new names. ``known``: the protected paths before the
-    command started (default: ``protected``'s now).
+    the program would import (:attr:`Protected.watched`) that now exists, and each step on the way to a
+    protected path that is not what it was (:func:`_set_aside_on_the_way`, a symlink put back); the new names.
+    ``known``: the protected paths before the command started; ``before``: :func:`_links_before` then
+    (default: ``protected``'s now).
 
     A command can make a repository anywhere (``git init && git config core.fsmonitor ...``) and the
     user's next ``git status`` would run its config: its ``.git`` (or a bare one's ``HEAD``) gets
     :data:`SET_ASIDE` appended, so git sees no repository. The walk goes into what was set aside too.
     """
-    moved: list[Path] = []
-    for path in sorted(p for p in protected.watched if os.path.lexists(p)):  # by path: only the few to look at
-        with _folder_of(root, path) as parent:
-            if parent is not None and _lexists(path.name, parent):
-                moved += _set_aside(parent, path)
-    for link, text in protected.links.items():  # what stands where a kept symlink was: aside, and the link back
-        with _folder_of(root, link) as parent:
-            if parent is None:
-                continue
-            with contextlib.suppress(OSError):  # not a symlink: EINVAL
-                if os.readlink(link.name, dir_fd=parent) == text:
-                    continue
-            moved += _set_aside(parent, link) if _lexists(link.name, parent) else []
-            if not _lexists(link.name, parent):
-                with contextlib.suppress(OSError):
-                    os.symlink(text, link.name, dir_fd=parent)
+    moved = _set_aside_on_the_way(root, protected, _links_before(root, protected) if before is None else before)
     known = {p: why for p, why in protected.paths.items() if os.path.lexists(p)} if known is None else known
     with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
         known = {**known, **dict.fromkeys(_placeholder_users, "")}
@@ -319,6 +312,75 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
         dirs[:] = [d for d in dirs if d != ".git" and here / d not in skipped] + [
             n.name for n in new if n.parent == here and _is_folder(n.name, fd)]  # walked too
     return moved
+
+
+def _links_before(root: Path, protected: Protected) -> dict[str, str | None]:
+    """Each step from ``root`` down to each protected path in it -> what stood there (:func:`_kind`) when the run
+    first looked: kept with the set, so what a command running beside put there is never the reference."""
+    seen: dict[str, str | None] = protected.__dict__.setdefault("_links_before", {})
+    top = os.path.join(str(root), "")
+    for step in map(str, protected.paths):
+        while step.startswith(top) and step not in seen:  # a step seen: the steps above it were
+            seen[step] = _kind(step, None)
+            step = step.rpartition(os.sep)[0]
+    return seen
+
+
+def _set_aside_on_the_way(root: Path, protected: Protected, before: dict[str, str | None]) -> list[Path]:
+    """Each step from ``root`` down to each protected path in it looked at by name, never through a symlink, each
+    folder on the way given its owner's read and search bits first: one that is not what it was ``before`` (a
+    symlink where there was a folder or none, another symlink, none where one was; a file where there was a folder
+    or none: a zip on the import path is imported from) renamed aside, a symlink that was there put back; a
+    watched path that now exists renamed aside. The new names.
+
+    By name, for that is how the host finds them: ``src`` swapped for a symlink to a folder holding
+    ``sitecustomize.py`` ran it at the next python start, a ``.git`` symlink replaced by a folder ran its config."""
+    moved: list[Path] = []
+    watched = set(map(str, protected.watched))
+    with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
+        others = set(map(str, _placeholder_users))
+    held = [(0, _open_root(root))]
+    try:
+        for folder, names in _on_the_way(root, protected.paths):
+            if (parent := _reach(held, len(Path(folder).parts) - len(root.parts), Path(folder))) is None:
+                continue  # gone, no folder, or a symlink as it was (or set aside): nothing by this name below
+            for name in names:
+                if (step := folder + os.sep + name) in others:
+                    continue
+                if _kind(name, parent) != (was := before.get(step)):
+                    moved += _set_aside(parent, Path(step)) if _lexists(name, parent) else []
+                    if was and not _lexists(name, parent):  # a symlink was there
+                        with contextlib.suppress(OSError):
+                            os.symlink(was, name, dir_fd=parent)
+                elif step in watched and _lexists(name, parent):
+                    moved += _set_aside(parent, Path(step))
+    finally:
+        for _, fd in held:
+            os.close(fd)
+    return moved
+
+
+def _kind(name: str, parent: int | None) -> str | None:
+    """What stands at ``name`` in ``parent`` (``None``: ``name`` is absolute): a symlink's text, ``""`` for any
+    other file, ``None`` for a folder or nothing (a folder a command makes where none was is its work)."""
+    try:
+        mode = os.lstat(name, dir_fd=parent).st_mode
+        return os.readlink(name, dir_fd=parent) if stat.S_ISLNK(mode) else None if stat.S_ISDIR(mode) else ""
+    except OSError:
+        return None
+
+
+def _on_the_way(root: Path, paths: Iterable[Path]) -> list[tuple[str, list[str]]]:
+    """Each folder from ``root`` down to ``paths`` in it, a folder before those in it, with the names on the way."""
+    top = os.path.join(str(root), "")
+    names: dict[str, set[str]] = {}
+    for step in map(str, paths):
+        while step.startswith(top):
+            folder, _, name = step.rpartition(os.sep)
+            new = folder not in names
+            names.setdefault(folder, set()).add(name)
+            step = folder if new else ""
+    return sorted(((f, sorted(n)) for f, n in names.items()), key=lambda item: item[0].split(os.sep))
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -342,7 +404,7 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
     Descriptors are held along the current path only, at most :data:`_HELD` (the workspace's and the deepest
     ones): a descriptor a level, 1,900 levels deep, ran out of them and skipped what was below.
     """
-    held: list[tuple[int, int]] = [(0, os.open(root, _FOLDER))]  # (depth, descriptor) along the current path
+    held: list[tuple[int, int]] = [(0, _open_root(root))]  # (depth, descriptor) along the current path
     pending: list[tuple[int, Path]] = [(0, root)]
     try:
         while pending:
@@ -369,7 +431,7 @@ _HELD = 64
 def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
     """A descriptor of ``here`` (``depth`` levels down), opened from the deepest of its folders ``held`` (its
     parent, but where that was let go) and held; ``None`` if it is gone or not a folder."""
-    while held[-1][0] >= depth > 0:  # depth first: whatever is held deeper is done with
+    while len(held) > 1 and held[-1][0] >= depth:  # depth first: whatever is held deeper is done with
         os.close(held.pop()[1])
     for step in range(held[-1][0] + 1, depth + 1):
         fd = _open_folder(here.parts[step - depth - 1], held[-1][1])
@@ -385,26 +447,34 @@ _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
 """Why a folder listed a moment ago cannot be opened, and need not be: gone, or now a file or a symlink."""
 
 
-def _open_folder(name: str, parent: int) -> int | None:
-    """The folder ``name`` in ``parent`` opened (:data:`_FOLDER`), the owner's bits of both given back for a
-    second try; ``None`` if it is gone, not a folder, or not readable still. Any other failure raises."""
-    for again in (False, True):
-        if again:
-            with contextlib.suppress(OSError):
-                _give_owner_bits(parent)
-                held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-                try:
-                    _give_owner_bits(held)
-                finally:
-                    os.close(held)
-        try:
-            return os.open(name, _FOLDER, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno in _GONE:
-                return None
-            if exc.errno not in (errno.EACCES, errno.EPERM):
-                raise
-    return None
+def _open_folder(name: str, parent: int | None) -> int | None:
+    """The folder ``name`` in ``parent`` (``None``: ``name`` is absolute) opened (:data:`_FOLDER`), its owner's read
+    and search bits given back first: a command's ``chmod 0311 d`` or ``chmod 0600 d`` hides nothing in it. ``None``
+    if it is gone, not a folder, or not readable still (not the user's: not the command's). Any other failure raises."""
+    try:
+        held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (*_GONE, errno.EACCES, errno.EPERM):
+            return None
+        raise
+    try:
+        if not stat.S_ISDIR(os.fstat(held).st_mode):  # a symlink is opened as itself (O_PATH | O_NOFOLLOW)
+            return None
+        with contextlib.suppress(OSError):
+            _give_owner_bits(held, stat.S_IRUSR | stat.S_IXUSR)
+        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # that very folder
+    except PermissionError:
+        return None
+    finally:
+        os.close(held)
+
+
+def _open_root(root: Path) -> int:
+    """The workspace opened as :func:`_open_folder` opens a folder in it (``chmod 0311 .`` hides nothing)."""
+    fd = _open_folder(str(root), None)
+    if fd is None:
+        raise NotADirectoryError(errno.ENOTDIR, "the workspace cannot be opened as a folder", str(root))
+    return fd
 
 
 def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
@@ -484,16 +554,26 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
-                     known: dict[Path, str]) -> Iterator[None]:
+                     known: dict[Path, str], before: dict[str, str | None]) -> Iterator[None]:
+    """Sets aside what the command made; where that fails (or left one in place) no later command runs in ``root``,
+    and the user is told (a warning: the model's answer alone may never be read)."""
     try:
         yield
     finally:
         try:
-            moved = set_aside_new_repositories(root, protected, known)
+            moved = set_aside_new_repositories(root, protected, known, before)
+            if report is not None:
+                report += moved
+            if stuck := [str(p) for p in moved if SET_ASIDE not in p.name]:
+                raise FileExistsError(errno.EEXIST, "left in place, neither renamed nor removed", ", ".join(stuck))
         except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
-            raise SetAsideUnchecked(exc) from exc
-        if report is not None:
-            report += moved
+            _unchecked[root] = SetAsideUnchecked(exc)
+            warnings.warn(str(_unchecked[root]), RuntimeWarning, stacklevel=1)
+            raise _unchecked[root] from exc
+
+
+_unchecked: dict[Path, SetAsideUnchecked] = {}
+"""Workspaces where what a command made could not be set aside: no command runs there again in this process."""
 
 
 _placeholder_lock = threading.Lock()

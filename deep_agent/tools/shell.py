@@ -24,7 +24,14 @@ from pydantic import BaseModel, Field
 from deep_agent.tools.command_rules import CommandRules
 from deep_agent.tools.files import _tool
 from deep_agent.tools.protected import GIT
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, SetAsideUnchecked, confine_definitions
+from deep_agent.tools.sandbox import (
+    ON_THE_WAY,
+    SET_ASIDE,
+    Sandbox,
+    SandboxUnavailable,
+    SetAsideUnchecked,
+    confine_definitions,
+)
 from deep_agent.tools.workspace import Workspace, check_text
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -66,7 +73,8 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
         aside = [(new.with_name(new.name[:new.name.rindex(SET_ASIDE)]), new)
                  for new in set_aside if SET_ASIDE in new.name]
         if aside:
-            named = "; ".join(f"{old.relative_to(ws.root)} (now {new.name}): {ws.protected.why(old) or GIT}"
+            named = "; ".join(f"{old.relative_to(ws.root)} (now {new.name}): "
+                              f"{ws.protected.why(old) or (GIT if old.name in ('.git', 'HEAD') else ON_THE_WAY)}"
                               for old, new in aside)
             answer += (f"\n[protected paths this command made were set aside when it ended (the user can rename them "
                        f"back; a symlink it replaced is put back): {named}]")
