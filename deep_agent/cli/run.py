@@ -111,8 +111,9 @@ def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
     return sandbox, None
 
 
-def workspace_of(args: argparse.Namespace, state: Path) -> Any:
-    """``--workspace`` with the run's protected set: every agent, skill and trust file the run reads too."""
+def workspace_of(args: argparse.Namespace, state: Path, runs: Sequence[Path] = ()) -> Any:
+    """``--workspace`` with the run's protected set: every file the run reads to decide what runs or where keys
+    go (agent, skill, trust, model profile and price files), and ``runs``: the files hooks and servers run."""
     from deep_agent.tools import Workspace
     from deep_agent.tools.protected import AGENT_FILES, Protected
     from deep_agent.tools.workspace import HomeWorkspace
@@ -120,7 +121,8 @@ def workspace_of(args: argparse.Namespace, state: Path) -> Any:
     root = args.workspace if args.workspace is not None else Path.cwd()
     named = [*(getattr(args, "agents_dirs", None) or ()), *(getattr(args, "skills_dirs", None) or ())]
     # The trust record too, should the config folder lie in the workspace: it decides which hooks run.
-    read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)] + [config_dir()]
+    named += [f for f in (getattr(args, "model_profiles", None), getattr(args, "prices", None)) if f is not None]
+    read_from = [Path.cwd() / Path(name).expanduser() for name in (*AGENT_FILES, *named)] + [config_dir(), *runs]
     try:
         folder = Path(root).expanduser().resolve()
         protected = Protected.of(folder, state_dir=state, agent_files=read_from)
@@ -146,11 +148,13 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    workspace = workspace_of(args, state)
+    commands = folder_commands(found.definitions.values(), Path.cwd())  # the files trust hashes, protected too
+    workspace = workspace_of(args, state, [p for run in commands.runs.values() for p in run])
     skills_dirs = _skill_levels(args.skills_dirs)
     bash, bash_note = bash_setting(args)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),
-                                                                 confined=bash not in (None, "unconfined"))
+                                                                 confined=bash not in (None, "unconfined"),
+                                                                 commands=commands)
     files = {d.value.name: d.path for d in found.definitions.values()}
     specs = [_tool_rules(spec, workspace, bash, files.get(spec.name, spec.name))
              for spec in found.values if spec.name not in untrusted]
@@ -222,11 +226,12 @@ CONFINED = "They run in Bash's sandbox: no network, keys or home unless the flag
 UNCONFINED = "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed)."
 
 
-def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True) -> set[str]:
+def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, commands: Any = None) -> set[str]:
     """Names of the current folder's command-running agent files a person has not trusted: ``--trust-folder``
-    trusts it now; on a terminal the user is shown every command and where it would run, and asked once."""
+    trusts it now; on a terminal the user is shown every command and where it would run, and asked once.
+    ``commands``: ``folder_commands``' answer, if the run found it already."""
     folder = Path.cwd()
-    commands = folder_commands(found.definitions.values(), folder)
+    commands = folder_commands(found.definitions.values(), folder) if commands is None else commands
     if not commands:
         return set()
     record, digest = TrustRecord(config_dir()), fingerprint(commands)

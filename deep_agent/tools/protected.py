@@ -7,19 +7,24 @@ placeholder), and in-process writers go through
 
 * every git directory of the workspace, whole, wherever ``gitdir:`` and
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
-  hooks and config run commands on the user's next ``git status``;
+  hooks and config run commands on the user's next ``git status``; every
+  ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
 * every path a git config there names (:func:`_named_by_config`): any value
   may be a command or a path;
-* the agent, skill, hook and MCP files, and the state folder;
+* the agent, skill, hook and MCP files, the state folder, and what the caller
+  adds (``agent_files``: the CLI's model profiles and prices, and every file a
+  trusted hook or server command names);
 * what this program would import from the workspace, existing or not, an
   editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
 * the interpreter, its virtual environment, and every absolute folder on
   ``PATH``; in the workspace, with what its programs load
   (:func:`_environment_of`: a ``.venv/bin``'s environment, with the
   ``sitecustomize`` of a folder its ``.pth`` files add and its base
-  interpreter's environment, a ``node_modules/.bin``'s ``node_modules``).
+  interpreter's environment, a ``node_modules/.bin``'s ``node_modules``);
+  and every virtual environment of the workspace, on ``PATH`` or not, the same.
 
-Hooks and MCP servers need nothing here: where ``Bash`` is sandboxed they run
+Hooks and MCP servers need nothing more here (a guard's own script is the
+caller's, as above: its verdict decides a call): where ``Bash`` is sandboxed they run
 in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
 they run has no more power than the agent's own commands.
 
@@ -55,8 +60,11 @@ from deep_agent.tools.host_code import (
 from subagents.errors import SubagentsError
 
 AGENT_FILES = (".claude", ".agents", ".deep_agent", ".mcp.json")
+VCS_DIRS = frozenset({".git", ".hg", ".jj", ".sl"})
+"""Version-control metadata folders: each one's config runs hooks at its next command (Mercurial's ``[hooks]``)."""
 
-GIT = "a git directory (its hooks, config and commondir run commands on the next git command)"
+GIT = ("a git directory, or another version control's (.hg, .jj, .sl) (its hooks, config and commondir run commands "
+       "on the next command)")
 AGENT = "agent, skill, hook or MCP files (the next run reads them)"
 STATE = "the state folder"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
@@ -65,6 +73,7 @@ IMPORTED = ("what this program imports from the workspace (through its import pa
             "finder: it would run on the host at the next start)")
 STARTUP = ("what a python of a protected virtual environment runs at every start (sitecustomize or usercustomize in "
            "a folder its .pth files add)")
+VENV = "a virtual environment in the workspace (its .pth files, and bin/activate, run at its next use)"
 PROGRAMS = "a folder on PATH (hooks, MCP servers and git run the programs they find there, on the host)"
 
 
@@ -103,6 +112,7 @@ class Protected:
             walked, links = self.__dict__["_walked"]
             for path, why in walked.items():
                 found.setdefault(path, why)
+            missing |= {p for p, why in walked.items() if why == STARTUP and not os.path.lexists(p)}
             self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
@@ -128,10 +138,15 @@ class Protected:
         found = dict(known)
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
-        for entry in _git_entries(self.root, symlinks):
+        venvs: list[Path] = []
+        for entry in _git_entries(self.root, symlinks, venvs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            repos.append((entry, entry.parent if entry.name == ".git" else None))
+            if entry.name not in VCS_DIRS - {".git"}:  # another version control's: no git config
+                repos.append((entry, entry.parent if entry.name == ".git" else None))
+        for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
+            for path, why in {venv: VENV, **dict(_started_with(venv, self.root))}.items():
+                found.setdefault(path, why)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
         for path in _named_by_config(self.root, repos):
@@ -174,7 +189,8 @@ class Protected:
     @classmethod
     def of(cls, workspace: str | os.PathLike[str], *, state_dir: str | os.PathLike[str] | None = None,
            agent_files: Iterable[str | os.PathLike[str]] = ()) -> Protected:
-        """The protected set of ``workspace``; ``agent_files``: more definition paths the run reads."""
+        """The protected set of ``workspace``; ``agent_files``: more paths the run reads to decide what runs or
+        where keys go (definitions, model profiles, what a hook or server runs)."""
         root = Path(workspace).resolve()
         found: dict[Path, str] = {}
         for name in (*AGENT_FILES, *agent_files):
@@ -198,7 +214,8 @@ class Protected:
         Names are compared without case: on macOS's default file system ``.GIT/hooks/x`` is ``.git/hooks/x``.
         """
         if self.root is not None and self.root in path.parents and (
-                ".git" in _fold(path.relative_to(self.root)).split(os.sep) or _makes_git_dir(self.root, path)):
+                not VCS_DIRS.isdisjoint(_fold(path.relative_to(self.root)).split(os.sep))
+                or _makes_git_dir(self.root, path)):
             return GIT
         folded = self._found[3]
         for candidate in (path, *path.parents):
@@ -361,9 +378,9 @@ def _folded(paths: dict[Path, str]) -> dict[str, str]:
     return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
 
 
-def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
-    """Every ``.git`` in the workspace and every folder git takes for a git directory; symlinks met go to
-    ``symlinks``."""
+def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path]) -> Iterator[Path]:
+    """Every ``.git`` (or :data:`VCS_DIRS` entry) in the workspace and every folder git takes for a git directory;
+    symlinks met go to ``symlinks``, virtual environments (a folder with ``pyvenv.cfg``) to ``venvs``."""
     todo = [root]
     while todo:
         folder = todo.pop()
@@ -377,10 +394,11 @@ def _git_entries(root: Path, symlinks: list[Path]) -> Iterator[Path]:
         if is_git_dir(names):
             yield folder
             continue
-        if ".git" in names:
-            yield folder / ".git"  # its own modules/ are inside it, protected whole
+        if folder != root and "pyvenv.cfg" in names:
+            venvs.append(folder)
+        yield from (folder / name for name in sorted(VCS_DIRS & names))  # a .git's own modules/: in it, whole
         todo += [Path(entry.path) for entry in entries
-                 if entry.name != ".git" and entry.is_dir(follow_symlinks=False)]
+                 if entry.name not in VCS_DIRS and entry.is_dir(follow_symlinks=False)]
 
 
 def is_git_dir(names: Collection[str]) -> bool:
@@ -416,22 +434,32 @@ def _git_env() -> dict[str, str]:
 
 
 def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
-    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository)."""
-    where = ["--git-dir", str(git_dir)] if git_dir is not None else []
-    try:
-        done = subprocess.run([shutil.which("git") or "git", *where, "config", "--list", "--includes",
-                               "--show-origin", "-z"], env=_git_env(), cwd=os.sep,
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return  # no git here: nothing reads the config either
-    fields = done.stdout.decode("utf-8", "replace").split("\0")
-    for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
-        key, _, value = entry.partition("\n")
-        if _REFS.fullmatch(key) or (_URLS.fullmatch(key) and _NETWORK_URL.match(value)):
-            continue  # refs and a network remote's address: no file of the workspace (a clone's config has them)
-        yield (Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None), value
+    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository),
+    and of every file an ``includeIf`` names, whatever its condition: ``--includes`` follows one only while it
+    holds, and ``onbranch:`` holds after the next ``git switch``."""
+    todo, read = [["--git-dir", str(git_dir), "config"] if git_dir is not None else ["config"]], set()
+    while todo:
+        try:
+            done = subprocess.run([shutil.which("git") or "git", *todo.pop(), "--list", "--includes",
+                                   "--show-origin", "-z"], env=_git_env(), cwd=os.sep,
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return  # no git here: nothing reads the config either
+        fields = done.stdout.decode("utf-8", "replace").split("\0")
+        for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+            key, _, value = entry.partition("\n")
+            if _REFS.fullmatch(key) or (_URLS.fullmatch(key) and _NETWORK_URL.match(value)):
+                continue  # refs and a network remote's address: no file of the workspace (a clone's config has them)
+            file = Path(origin.removeprefix("file:")).resolve() if origin.startswith("file:") else None
+            if file is not None and _INCLUDE_IF.fullmatch(key):
+                with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
+                    if (named := (file.parent / Path(value).expanduser()).resolve()) not in read:
+                        read.add(named)
+                        todo.append(["config", "--file", str(named)])
+            yield file, value
 
 
+_INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
 _REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
 # A URL with a scheme, or user@host:path: the remote is elsewhere (a local path is still a path).

@@ -73,7 +73,7 @@ from typing import Any
 
 from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
-from deep_agent.tools.protected import CONFIG, Protected, is_git_dir
+from deep_agent.tools.protected import CONFIG, VCS_DIRS, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
 from subagents.definitions.on_host import confine
 from subagents.errors import SubagentsError
@@ -154,6 +154,7 @@ class Sandbox:
         hidden = _hidden(str(root))
         for folder in hidden:
             args += ["--tmpfs", folder]
+        reveal = [*reveal, *_kept_in_parent(str(root), hidden)]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
@@ -304,12 +305,12 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
         known = {**known, **dict.fromkeys(_placeholder_users, "")}
     skipped = known.keys() - protected.watched - protected.links.keys()  # read-only inside: nothing new there
     for here, fd, dirs, files in _walk_all(root):
-        found = [here / ".git"] if ".git" in dirs or ".git" in files else []
+        found = [here / name for name in sorted(VCS_DIRS & {*dirs, *files})]
         if here not in known and is_git_dir({*dirs, *files}):
             found.append(here / "HEAD")
         new = [new for path in found if path not in known for new in _set_aside(fd, path)]
         moved += new
-        dirs[:] = [d for d in dirs if d != ".git" and here / d not in skipped] + [
+        dirs[:] = [d for d in dirs if d not in VCS_DIRS and here / d not in skipped] + [
             n.name for n in new if n.parent == here and _is_folder(n.name, fd)]  # walked too
     return moved
 
@@ -670,16 +671,30 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
 def _hidden(root: str) -> list[str]:
     """Folders mounted empty: homes, temporary and runtime files, and the folder the workspace sits in.
 
-    The parent stays only where it holds the interpreter or a ``PATH`` folder, or is ``/``; a home stays
-    only where it is ``/`` or holds ``bash`` itself (a system account's).
+    The parent stays only where it is ``/``: where it holds the interpreter or a ``PATH`` folder, those are
+    shown again in it (:func:`_kept_in_parent`), never its other entries (``../.env``); a home stays only
+    where it is ``/`` or holds ``bash`` itself (a system account's).
     """
     parent = str(Path(root).parent)
-    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
-    needed = {n for n in needed if not (n == root or n.startswith(root + "/"))}  # mounted back anyway
-    keep_parent = parent == "/" or any(n == parent or n.startswith(parent + "/") for n in needed)
     shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
-    candidates += ["/tmp", "/var/tmp", "/run", "/home", "/root", *([] if keep_parent else [parent])]
+    candidates += [*_ALWAYS_HIDDEN, *([] if parent == "/" else [parent])]
     folders = sorted({p for p in candidates if p != root and os.path.isdir(p)}, key=len)
     # A folder inside one already hidden is gone with it (the workspace is mounted back afterwards).
     return [p for p in folders if not any(p.startswith(q + "/") for q in folders if q != p)]
+
+
+_ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+
+
+def _kept_in_parent(root: str, hidden: list[str]) -> list[Path]:
+    """The interpreter's and ``PATH``'s folders in the workspace's parent, each with the virtual environment or
+    ``node_modules`` it belongs to: shown again, read-only, in the parent :func:`_hidden` mounts empty (not
+    in a home or temporary folder hidden anyway)."""
+    parent = str(Path(root).parent)
+    if parent not in hidden or parent in {*map(str, homes()), *_ALWAYS_HIDDEN}:
+        return []
+    needed = {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
+    needed = {n for n in needed if Path(parent) in n.parents and Path(root) not in (n, *n.parents)}
+    return sorted({n.parent if (n.parent / "pyvenv.cfg").is_file() or n.parent.name == "node_modules" else n
+                   for n in needed if os.path.exists(n)})

@@ -22,8 +22,10 @@ exit code, a timeout (default 60 s; the command's process group is killed)
 or a command that cannot start is a non-blocking warning, as in Claude
 Code: logged, and kept on the tool result's
 ``additional_kwargs["hook_warnings"]``. But a ``PreToolUse`` hook that never
-ran (its shell or its sandbox could not start) blocks the call: a guard's
-silence is not a verdict. A hook never raises into the agent.
+ran (its shell or its sandbox could not start, or the shell could not find or
+run its command: exit 127 or 126) blocks the call: a guard's silence is not a
+verdict. Hooks run with ``PYTHONSAFEPATH=1``: an inline ``python3 -c`` guard
+imports nothing from its folder. A hook never raises into the agent.
 Commands run one after another in the order given, as asyncio subprocesses.
 
 Example::
@@ -234,7 +236,8 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
     ``timeout`` seconds, never blocking the loop. Started through
     :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        with launch([SHELL, "-c", command]) as (argv, env):
+        # PYTHONSAFEPATH: an inline `python3 -c 'import json'` guard never imports a json.py of its folder.
+        with launch([SHELL, "-c", command], env={"PYTHONSAFEPATH": "1"}) as (argv, env):
             return await _arun_hook(command, argv, env, event, timeout)
     except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)
@@ -421,7 +424,8 @@ class HookMiddleware(AgentMiddleware):
                     continue
                 if outcome.exit_code == 2:
                     blocks.append(outcome.stderr.strip() or f"Blocked by a {event} hook.")
-                elif event == "PreToolUse" and outcome.never_ran:  # a guard that never ran lets nothing through
+                # A guard that never ran lets nothing through; nor one the shell could not find or run (127, 126).
+                elif event == "PreToolUse" and (outcome.never_ran or outcome.exit_code in (126, 127)):
                     blocks.append(f"Blocked: the PreToolUse {outcome.describe()}; the call waits for a guard "
                                   "that runs.")
                 else:

@@ -9,6 +9,7 @@ now the launcher alone can say it (it ends by a signal, :data:`~subagents.defini
 from __future__ import annotations
 
 import contextlib
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -128,3 +129,27 @@ def test_only_a_start_that_failed_never_ran(runner, where, command, expected):
         return "never ran" if outcome.never_ran else f"exit {outcome.exit_code}"
 
     assert runner.in_a_process(body) == expected
+
+
+@pytest.mark.parametrize("guard", ["./missing-guard.sh", "./not-executable.sh"])
+def test_a_guard_the_shell_could_not_find_or_run_blocks_the_call(run, tmp_path, monkeypatch, guard):
+    # Before: a deleted guard script (exit 127) or one without its x bit (126) was a warning, and the call ran.
+    ran.clear()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not-executable.sh").write_text("#!/bin/sh\nexit 2\n")
+    out = run(_agent(guard), user("go"))
+    (result,) = tool_messages(out)
+    assert ran == [] and result.status == "error" and result.content.startswith("Blocked: the PreToolUse hook"), (
+        result.content)
+
+
+def test_an_inline_python_guard_never_imports_a_module_of_its_folder(run, tmp_path, monkeypatch):
+    # Before: `python -c` put the folder first on sys.path, so a json.py written there answered the guard's
+    # `import json` (and exited 0: allowed).
+    ran.clear()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json.py").write_text("import sys\nsys.exit(0)\n")
+    guard = f"{shlex.quote(sys.executable)} -c 'import json, sys; sys.exit(2 if json.load(sys.stdin) else 0)'"
+    out = run(_agent(guard), user("go"))
+    (result,) = tool_messages(out)
+    assert ran == [] and result.status == "error", result.content
