@@ -128,8 +128,7 @@ class Slot:
             self._limit._give_back()
 
 
-NO_CAP = Slot(None)
-"""The slot handed out when there is no cap: sharing and releasing it cost nothing."""
+NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and releasing it cost nothing
 
 
 class _Waiter:
@@ -326,8 +325,7 @@ class ChildSetup:
     """What one delegation runs."""
     spec: AnySpec
     graph: Any
-    prepare: Callable[[], ChildInput]
-    """Makes the child's input and own copies, as its task runs (:meth:`Delegation.own_input`)."""
+    prepare: Callable[[], ChildInput]  # makes the child's input and own copies, as its task runs
     record_extra: dict[str, Any]
 
 
@@ -633,8 +631,7 @@ def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
         yield
 
 
-ChildStep = dict[str, Any] | Callable[[], dict[str, Any]]
-"""What the plan hands a driver: the child's input, or what makes it there (:meth:`Delegation.own_input`)."""
+ChildStep = dict[str, Any] | Callable[[], dict[str, Any]]  # the child's input, or what makes it (own_input)
 
 
 def _made(inputs: ChildStep) -> dict[str, Any]:
@@ -699,8 +696,8 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     return _expired(run)
 
 
+# Where a child's state is copied on ainvoke: its own pool, never behind abandoned children's tools.
 _COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
-"""Where a child's state is copied on ``ainvoke``: its own pool, never behind abandoned children's tools."""
 
 
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
@@ -1009,12 +1006,9 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 # A program installs it for the whole run (the command line does); a synchronous run on the main thread for
 # its own length (:func:`watch_interrupts`), since its children run on threads Python cannot interrupt.
 
-_IN_FLIGHT: dict[int, Delegation] = {}
-"""Foreground delegations running now, in this process."""
-_STOP = threading.Event()
-"""Set by the Ctrl-C handler; cleared when a handler is installed for a new run."""
-_WATCHING = threading.Event()
-"""Set once :func:`watch_interrupts` installed its handler, cleared as :func:`unwatch_interrupts` looks."""
+_IN_FLIGHT: dict[int, Delegation] = {}  # foreground delegations running now, in this process
+_STOP = threading.Event()  # set by the Ctrl-C handler; cleared when a handler is installed for a new run
+_WATCHING = threading.Event()  # set once watch_interrupts installed its handler, cleared as unwatch looks
 
 
 def stop_requested() -> bool:
@@ -1072,8 +1066,8 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
 
 
 def watch_interrupts() -> bool:
-    """For a synchronous run on the main thread: :func:`stop_on_ctrl_c` over Python's own handler (never a
-    program's), until :func:`unwatch_interrupts` or the first Ctrl-C; returns whether it is in place."""
+    """:func:`stop_on_ctrl_c` over Python's own handler (never a program's) for a synchronous run on the main
+    thread, until :func:`unwatch_interrupts` or the first Ctrl-C; returns whether it is in place."""
     if threading.current_thread() is not threading.main_thread():
         return False
     _WATCHING.set()  # unwatch_interrupts looks from now on
@@ -1103,7 +1097,6 @@ def unwatch_interrupts() -> None:
 
 
 def _is_watch(handler: Any) -> bool:
-    """Whether ``handler`` is the one :func:`watch_interrupts` installs."""
     return isinstance(handler, _CtrlC) and handler.then is _restore_then_interrupt
 
 
@@ -1114,7 +1107,7 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
 
 
 def _is_approval(signal: GraphInterrupt) -> bool:
-    """An interrupt that can be resumed: it carries at least one ``Interrupt``."""
+    # Resumable: it carries at least one Interrupt.
     found = signal.args[0] if signal.args else None
     return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
 
