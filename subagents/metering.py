@@ -437,15 +437,13 @@ class _MeterStopsAreNotCallbackErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
-            return True
-        todo: list[type] = [TaskMeter, _NodeMeter]
-        while todo:  # the meter classes, subclasses included
-            cls = todo.pop()
-            if cls.__name__ == args[0]:
-                return False
-            todo.extend(cls.__subclasses__())
-        return True
+        return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
+                    and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
+
+
+def _class_names(cls: type) -> set[str]:
+    """The names of ``cls`` and its subclasses, as they are now."""
+    return {cls.__name__}.union(*map(_class_names, cls.__subclasses__()))
 
 
 # The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
