@@ -355,22 +355,13 @@ def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[Base
     """The parent's conversation as a fork inherits it: everything before the assistant message holding
     ``tool_call_id`` (else before a trailing one with tool calls), without system messages, shallow copies."""
     history = [m for m in messages if isinstance(m, BaseMessage)]
-    cut = _holding(history, tool_call_id)
+    cut = next((i for i, m in reversed(list(enumerate(history))) if tool_call_id and isinstance(m, AIMessage)
+                and any(c.get("id") == tool_call_id for c in m.tool_calls)), None)
     if cut is None and history and isinstance(history[-1], AIMessage) and history[-1].tool_calls:
         cut = len(history) - 1
     if cut is not None:
         history = history[:cut]
     return [m.model_copy() for m in history if not isinstance(m, SystemMessage)]
-
-
-def _holding(history: Sequence[BaseMessage], tool_call_id: str | None) -> int | None:
-    if not tool_call_id:
-        return None
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if isinstance(message, AIMessage) and any(c.get("id") == tool_call_id for c in message.tool_calls):
-            return index
-    return None
 
 
 def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None

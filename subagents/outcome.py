@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import operator
@@ -224,14 +225,8 @@ def cut_short(result: Mapping[str, Any]) -> bool:
 
 
 def _ended_on_tools(messages: Sequence[Any]) -> str:
-    ending: list[str] = []
-    for message in reversed(messages):
-        if not isinstance(message, ToolMessage):
-            break
-        text = (message.text or "").strip()
-        if text:
-            ending.append(text)
-    return "\n\n".join(reversed(ending))
+    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
+    return "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
 
 
 def _ai_text(message: Any) -> str:

@@ -387,8 +387,7 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
 
 
 def _being_created(name: str, state: Mapping[str, Any]) -> bool:
-    messages = state.get("messages") or ()
-    last = messages[-1] if messages else None
+    last = (state.get("messages") or (None,))[-1]
     if not isinstance(last, AIMessage):
         return False
     return any(c.get("name") == "create_subagent" and (c.get("args") or {}).get("name") == name
