@@ -43,14 +43,9 @@ class RootTurnLimitState(AgentState[ResponseT]):
 class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
-    Counted per ``invoke`` and per resume; a call an outer middleware retries
-    counts once. The call past the limit is not made: its reply is the
-    limit's message (:func:`subagents.outcome.stopped_by_limit`), calling no
-    tool. ``name``: the agent's name, signing the message as the model's are.
-
-    Example::
-
-        agent = create_agent(model, tools, middleware=[RootTurnLimit(50)])
+    Counted per ``invoke`` and per resume; a call an outer middleware retries counts once. The call past the
+    limit is not made: its reply is the limit's message, signed ``name`` as the model's are.
+    Example: ``create_agent(model, tools, middleware=[RootTurnLimit(50)])``.
     """
 
     state_schema = RootTurnLimitState
@@ -96,11 +91,8 @@ def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResp
     return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
 
 
-# ----------------------------------------------------------------------------
-# The shared budget on the root's own calls, metered as a child's: the public
-# configure hook hands a TaskMeter to every model call made in the wrap, so the
-# call actually sent (a fallback's, a retry) is reserved and charged.
-# ----------------------------------------------------------------------------
+# The shared budget on the root's own calls, metered as a child's: the public configure hook hands a TaskMeter
+# to every model call made in the wrap, so the call actually sent (a fallback's, a retry) is reserved and charged.
 
 _ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
 register_configure_hook(_ROOT_CALL_METER, inheritable=True)
@@ -115,12 +107,8 @@ UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and i
 
 
 class RootBudget:
-    """The shared budget on the root's model calls (``name`` signs the limit's message).
-
-    Example::
-
-        RootBudget(budget).call(request, handler)   # in a model-call wrap of the root
-    """
+    """The shared budget on the root's model calls (``name`` signs the limit's message):
+    ``RootBudget(budget).call(request, handler)`` in a model-call wrap of the root."""
 
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
         self.budget, self.prices, self.agent_name = budget, prices, name

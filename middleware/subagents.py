@@ -3,25 +3,12 @@
 Example::
 
     policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
-    researcher = {"name": "researcher", "description": "Finds facts.", "system_prompt": "Research and cite.",
-                  "tools": ["search"]}
-    agent = create_agent("openai:gpt-4.1-mini", tools=[search, send_email], middleware=[
-        *policy,
-        SubAgentMiddleware(subagents=[researcher], model_middleware=policy,  # the floor every child is built under
-                           settings=DelegationSettings.of(max_concurrent_tasks=4)),
-    ])
+    agent = create_agent(model, tools=[search, send_email], middleware=[
+        *policy, SubAgentMiddleware(subagents=[researcher], model_middleware=policy)])
 
-Decisions a LangGraph user may want to know:
-
-* Children inherit the parent's model and tools unless their spec names
-  others; a child is built once, so a parent that switches models mid-run
-  should pass ``model=``.
-* The ledger ``subagent_tasks`` holds one compact record per delegation, a
-  call the model got wrong included (``stop_reason="invalid_call"``).
-* What a child changed in shared keys is written back by the rule in
-  :mod:`subagents.boundary` (what is not is named in ``skipped_writes``).
-* ``max_concurrent_tasks`` caps this agent's running children across its
-  concurrent runs; extra calls wait their turn.
+Children inherit the parent's model and tools unless their spec names others; a child is built once, so a
+parent that switches models mid-run should pass ``model=``. The ledger ``subagent_tasks`` holds one record per
+delegation, an invalid call included; shared keys are written back by the rule in :mod:`subagents.boundary`.
 """
 
 import asyncio
@@ -131,41 +118,25 @@ class SubAgentMiddleware(AgentMiddleware):
     """Adds the ``task`` tool and lists the subagents in the system prompt.
 
     Args:
-        subagents: specs (:class:`subagents.SubagentSpec`,
-            :class:`subagents.CompiledSubagent` or plain dicts).
-        model: the model children inherit; default: the parent's.
-        tools: the tools children inherit; default: the parent's.
-        model_middleware: the parent's middleware, the floor every child is
-            built under: its approvals for the tools a child holds, its
-            ``PIIMiddleware`` and any ``ChildPolicy(inherited="every")`` reach
-            every child; its fallback, retry and router middleware (and
-            ``inherited="model"``) the children inheriting its model. Pass the
-            same list you give ``create_agent`` (LangChain exposes no public
-            way to read it). Not given while children take the parent's tools:
-            a :class:`~subagents.errors.ParentPolicyNotInherited` warning
-            (``[]`` says the parent has none).
-        private_state_keys: the parent's private keys, which never cross the
-            boundary (LangChain's own middleware's are always blocked).
+        subagents: specs (:class:`subagents.SubagentSpec`, :class:`subagents.CompiledSubagent` or dicts).
+        model, tools: what children inherit; default: the parent's.
+        model_middleware: the parent's middleware (the same list given to ``create_agent``: LangChain exposes
+            no way to read it), the floor every child is built under: its approvals, ``PIIMiddleware`` and
+            ``ChildPolicy(inherited="every")`` reach every child, its fallback, retry and router middleware
+            the children inheriting its model. Not given while children take the parent's tools: a
+            :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]`` says it has none).
+        private_state_keys: the parent's private keys, which never cross the boundary.
         system_prompt: text placed before the ``<available_agents>`` block.
-        budget: a :class:`subagents.Budget` covering this agent's own model
-            calls and every child's; another root middleware's own calls (a
-            summariser's) too when the graph runs through :meth:`metered`.
-        task_description: the ``task`` tool's description; an
-            ``{available_agents}`` placeholder becomes the listing of every
-            agent (default: ours, which points to ``<available_agents>``).
-        backend: deepagents' required argument, kept as ``self.backend`` and
-            not used, as in deepagents (children inherit the parent's file tools).
-        state_schema: a ``TypedDict`` whose keys declarative children get
-            (minus private and excluded keys), as deepagents forwards it.
-        settings: the :class:`subagents.settings.DelegationSettings` everything
-            else comes from (limits, transcripts and prices, how children are
-            defined and built); ``budget=`` given replaces its ``limits.budget``.
+        budget: a :class:`subagents.Budget` covering this agent's model calls and every child's (another root
+            middleware's too when the graph runs through :meth:`metered`); replaces ``settings.limits.budget``.
+        task_description: the ``task`` tool's description (``{available_agents}`` becomes the listing).
+        backend: deepagents' required argument, kept as ``self.backend`` and not used, as in deepagents.
+        state_schema: a ``TypedDict`` whose keys declarative children get, as deepagents forwards it.
+        settings: the :class:`subagents.settings.DelegationSettings` everything else comes from.
 
-    Streaming: with ``stream_mode="custom"`` the parent's stream carries
-    ``{"type": "subagent_task", "task_id", "tool_call_id", "agent_type",
-    "status", ...}`` when each task starts, pauses for approval, and ends;
-    every child event on the ``messages`` stream carries ``subagent_task_id``
-    and ``subagent_tool_call_id`` in its metadata.
+    With ``stream_mode="custom"`` the parent's stream carries ``{"type": "subagent_task", "task_id",
+    "tool_call_id", "agent_type", "status", ...}`` as each task starts, pauses and ends; child events on the
+    ``messages`` stream carry ``subagent_task_id`` and ``subagent_tool_call_id`` in their metadata.
     """
 
     state_schema = SubagentLedgerState
@@ -213,19 +184,12 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def metered(self, graph: GraphT) -> GraphT:
         """``graph`` (the one this middleware is part of) run so that ``budget`` also counts the model calls
-        another root middleware makes (a summariser's); ``graph`` itself without a budget. Example::
-
-            delegation = SubAgentMiddleware(specs, budget=Budget(max_tokens=200_000))
-            agent = delegation.metered(create_agent(model, middleware=[SummarizationMiddleware(...), delegation]))
-        """
+        another root middleware makes (a summariser's); ``graph`` itself without a budget."""
         return graph if self.root_budget is None else self.root_budget.metered(graph)
 
     @property
     def system_prompt(self) -> str | None:
-        """The text added to the parent's system prompt, as deepagents names it (``None``: nothing). Example::
-
-            SubAgentMiddleware([spec], system_prompt="Delegate.").system_prompt.startswith("Delegate.")
-        """
+        """The text added to the parent's system prompt, as deepagents names it (``None``: nothing)."""
         return self.prompt_block or None
 
     def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
@@ -318,11 +282,8 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[CheckpointTuple],
                            ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
-        """Calls a stopped run left open: what finished keeps its answer, the rest (but the background tools') is lost.
-
-        ``saved``: the thread's checkpoints since the calls were made. A lost task keeps the id and transcript
-        its child began, when a JSONL one was written. Returns (call id -> answer, ledger and usage update).
-        """
+        """Calls a stopped run left open: what finished (in ``saved``, the checkpoints since) keeps its answer,
+        the rest (but the background tools') is lost, keeping the id and transcript its child began."""
         if not calls:
             return None
         ours = self._tool_names
@@ -425,11 +386,8 @@ def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> b
 
 
 def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -> ModelCallResult[ResponseT]:
-    """``response`` with ``update`` written in the model's step too.
-
-    Answers put in place rewrite ``messages`` whole (LangChain's own repair of invalid calls does the same):
-    the rewrite ends with the model's answer, which the step writes before it.
-    """
+    """``response`` with ``update`` written in the model's step too: answers put in place rewrite ``messages``
+    whole (as LangChain's own repair of invalid calls does), ending with the model's answer."""
     if not update:
         return response
     if isinstance(response, ExtendedModelResponse):
@@ -587,11 +545,9 @@ _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}
 
 
 def _tools_metered(cls: type[SubAgentMiddleware]) -> type[SubAgentMiddleware]:
-    """``cls`` (same name) with the run's meter in force around each root tool call
-    (:meth:`RootBudget.in_tools`): a model call a root tool makes with callbacks of its own, which replace
-    the run's, is counted and refused still. A class of its own, only where there is a budget: LangChain
-    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call of the agent. A wrap of
-    ``cls``'s own (a user's subclass's) runs inside, as it would without the budget."""
+    """``cls`` (same name) with the run's meter in force around each root tool call (:meth:`RootBudget.in_tools`),
+    so a tool's model call with callbacks of its own is counted still. Only where there is a budget: LangChain
+    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call. ``cls``'s own wrap runs inside."""
     # Either defined, LangChain calls both paths' (the one not defined raising): so does the wrap here.
     own = cls.wrap_tool_call is not AgentMiddleware.wrap_tool_call or \
         cls.awrap_tool_call is not AgentMiddleware.awrap_tool_call

@@ -1,21 +1,10 @@
-"""How what a child changed lands in the parent's state: the write-back rule.
+"""The boundary between parent and child, and the write-back rule.
 
-For each key the child changed (never an excluded or private key):
-
-* **reducer keys**: only the child's own contribution is written (the items it
-  appended to a list, the entries it added or changed in a dict, the members it
-  added to a set); a change that is no addition (a replaced list) is not.
-* **plain keys**: the final value, only when the ``task`` call has no parallel
-  sibling in the same model message (two writes would be invalid).
-* keys the parent's state does not have are not written.
-
-Every key not written is named in the record's ``skipped_writes`` with the
-reason. Each write is tried on a copy of the parent's channel first, so a
-value its reducer rejects is skipped, never a crash.
-
-Example::
-
-    update, skipped = write_back(outcome.changes, outcome.inputs, channels, parallel=True)
+For each key the child changed (never an excluded or private key): a **reducer key** gets only the child's own
+contribution (items appended, dict entries added or changed, set members added; a replaced value is no
+addition); a **plain key** its final value, only when the ``task`` call has no parallel sibling; a key the
+parent's state lacks nothing. Every key not written is named in ``skipped_writes`` with the reason; each write
+is tried on a copy of the parent's channel first, so a value its reducer rejects is skipped, never a crash.
 """
 
 from __future__ import annotations
@@ -76,14 +65,8 @@ CORE_EXCLUDED_KEYS: frozenset[str] = frozenset({"messages", "structured_response
 
 
 def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
-    """Keys that the given middleware (instances or classes) or state schemas mark private
-    (LangChain's ``PrivateStateAttr``: omitted from both the input and the output schema).
-
-    Example::
-
-        keys = private_state_keys([ModelCallLimitMiddleware(run_limit=5), MyState])
-        assert "run_model_call_count" in keys
-    """
+    """Keys that the given middleware (instances or classes) or state schemas mark private (LangChain's
+    ``PrivateStateAttr``), e.g. ``run_model_call_count`` for ``ModelCallLimitMiddleware``."""
     from langchain.agents.middleware.types import OmitFromSchema
 
     keys: set[str] = set()
@@ -270,16 +253,10 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
 def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child, and what was left out.
 
-    The copy rule: each value is copied on its own (a fresh memo), so nothing a child changes in place
-    reaches the parent, and no copy borrows another's half-built parts. A value that cannot be copied, or
-    whose deep copy is or holds the original (a logger, a client whose ``__deepcopy__`` returns itself), is
-    never shared unless immutable all the way down: the child does not get that key, and ``withheld`` names
-    it with the reason (the record's ``withheld_keys``). ``messages`` are the child's own already.
-
-    Example::
-
-        copies, withheld = own_copies({"notes": ["a"], "lock": threading.Lock()})
-        # copies == {"notes": ["a"]}; withheld == {"lock": "cannot be copied (TypeError: ...)"}
+    Each value is copied on its own (a fresh memo), so nothing a child changes in place reaches the parent and
+    no copy borrows another's half-built parts. A value that cannot be copied, or whose copy is or holds the
+    original (a client whose ``__deepcopy__`` returns itself), is never shared unless immutable all the way
+    down: ``withheld`` names it with the reason (the record's ``withheld_keys``).
     """
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
@@ -307,12 +284,9 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
 
 
 def _user_stop_in_copy(exc: BaseException) -> bool:
-    """Whether what a copy raised is the user's stop, not the value's own error (see :func:`own_copies`).
-
-    Copying is synchronous, so a ``CancelledError`` is the value's. A ``KeyboardInterrupt`` is the user's
-    only from a signal handler's frame, or on the main thread under Python's default handler (there it
-    cannot be told apart).
-    """
+    """Whether what a copy raised is the user's stop: copying is synchronous, so a ``CancelledError`` is the
+    value's; a ``KeyboardInterrupt`` is the user's from a signal handler's frame, or on the main thread under
+    Python's default handler (there it cannot be told apart)."""
     kind = type(exc)
     if issubclass(kind, asyncio.CancelledError):
         return False
@@ -325,13 +299,7 @@ def _user_stop_in_copy(exc: BaseException) -> bool:
 @dataclasses.dataclass(frozen=True)
 class ChildInput:
     """What a child starts from: ``inputs`` by reference (what the read-back compares against), ``given`` its
-    own copies, ``withheld`` the keys that could not be copied; ``inherited_tokens`` is set for a fork.
-
-    Example::
-
-        prepared = ChildInput.of(parent_state, "Find X", blocked, fork=False, tool_call_id="call_1")
-        child.invoke(prepared.given)
-    """
+    own copies, ``withheld`` the keys that could not be copied; ``inherited_tokens`` is set for a fork."""
 
     inputs: dict[str, Any]
     given: dict[str, Any]
@@ -354,10 +322,8 @@ class ChildInput:
 
 def changed_keys(child_output: Mapping[str, Any], child_inputs: Mapping[str, Any], blocked: frozenset[str],
                  given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Keys the child changed (their final values), judged against the parent's ``child_inputs``.
-
-    A value the child kept from ``given`` is compared structurally (a copy without ``__eq__`` is no change).
-    """
+    """Keys the child changed (their final values), judged against the parent's ``child_inputs``; a value
+    kept from ``given`` is compared structurally (a copy without ``__eq__`` is no change)."""
     return {k: v for k, v in child_output.items() if k not in blocked and not _unchanged(k, v, child_inputs, given)}
 
 
@@ -389,22 +355,13 @@ def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[Base
     """The parent's conversation as a fork inherits it: everything before the assistant message holding
     ``tool_call_id`` (else before a trailing one with tool calls), without system messages, shallow copies."""
     history = [m for m in messages if isinstance(m, BaseMessage)]
-    cut = _holding(history, tool_call_id)
+    cut = next((i for i, m in reversed(list(enumerate(history))) if tool_call_id and isinstance(m, AIMessage)
+                and any(c.get("id") == tool_call_id for c in m.tool_calls)), None)
     if cut is None and history and isinstance(history[-1], AIMessage) and history[-1].tool_calls:
         cut = len(history) - 1
     if cut is not None:
         history = history[:cut]
     return [m.model_copy() for m in history if not isinstance(m, SystemMessage)]
-
-
-def _holding(history: Sequence[BaseMessage], tool_call_id: str | None) -> int | None:
-    if not tool_call_id:
-        return None
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if isinstance(message, AIMessage) and any(c.get("id") == tool_call_id for c in message.tool_calls):
-            return index
-    return None
 
 
 def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None
@@ -463,13 +420,8 @@ def is_forbidden_tool(tool: Any) -> bool:
 
 def child_tools(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
                 on_unknown: Callable[[str, list[str]], None]) -> list[Any]:
-    """The tools a child holds: its allow list (or the parent's tools), minus denied and forbidden ones.
-
-    A name the parent does not have is told to ``on_unknown(name, available names)`` (a forbidden one is
-    dropped silently). Example::
-
-        child_tools(["search"], [], parent_tools, on_unknown=complain)  # [search], never `task`
-    """
+    """The tools a child holds: its allow list (or the parent's tools), minus denied and forbidden ones; a
+    name the parent lacks is told to ``on_unknown(name, available names)`` (a forbidden one is dropped)."""
     by_name = {tool_name(t): t for t in parent_tools}
     if allowed is None:
         chosen = list(parent_tools)
@@ -569,10 +521,7 @@ def refusal(request: Any) -> ToolMessage | None:
 
 class OneLevelToolRefusal(AgentMiddleware):
     """A child's outermost tool-call wrap: a forbidden call is refused before any other middleware sees it
-    (:class:`OneLevelToolGuard` is innermost, and a spec's middleware could answer a call first). Example::
-
-        create_agent(model, tools, middleware=[OneLevelToolRefusal(), *middleware, OneLevelToolGuard()])
-    """
+    (:class:`OneLevelToolGuard` is innermost, and a spec's middleware could answer a call first)."""
 
     name = "OneLevelToolRefusal"
 
@@ -662,15 +611,8 @@ def _pooled(tool: Any) -> Any:
 
 
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
-    """Await ``call`` (work on a thread), which a cancellation of the caller does not end.
-
-    The call goes on as its own task, holding a share of the task's place until its thread returns, so
-    what it spent reaches the child's callbacks and the budget; the child itself stops at the cancellation.
-
-    Example::
-
-        return await held_until_it_returns(handler(request))   # in an awrap_model_call
-    """
+    """Await ``call`` (work on a thread) as its own task, which a cancellation of the caller does not end: it
+    holds a share of the task's place until its thread returns, so what it spent reaches the budget."""
     slot = _SLOT.get()
     task = asyncio.ensure_future(call)
     if slot is not None:
@@ -680,12 +622,8 @@ async def held_until_it_returns(call: Awaitable[Any]) -> Any:
 
 
 class HeldModelCalls(AgentMiddleware):
-    """A child's model calls that run on a thread outlive a cancelled child (see :func:`held_until_it_returns`).
-
-    For a child whose model has no async code of its own; it changes nothing in the request. Example::
-
-        create_agent(sync_only_model, tools, middleware=[*middleware, HeldModelCalls()])
-    """
+    """A child's model calls that run on a thread outlive a cancelled child (see :func:`held_until_it_returns`),
+    for a child whose model has no async code of its own; it changes nothing in the request."""
 
     name = "HeldModelCalls"
     child_policy = ChildPolicy(keeps_model=True, model_call_only=True, request_neutral=True)
@@ -770,12 +708,7 @@ def tool_state_schema(tool: Any) -> type | None:
 def child_state_schema(
     tools: Iterable[Any], *, parent_schemas: Sequence[Any] = (), excluded: frozenset[str] = frozenset()
 ) -> type | None:
-    """A ``TypedDict`` for the child's graph, or ``None`` when it needs no extra keys.
-
-    Example::
-
-        create_agent(model, [write_file], state_schema=child_state_schema([write_file], parent_schemas=[MyState]))
-    """
+    """A ``TypedDict`` for the child's graph, or ``None`` when it needs no extra keys."""
     schemas = [s for s in parent_schemas if _is_schema(s)]
     schemas += [s for s in (tool_state_schema(t) for t in tools) if s is not None]
     if not schemas:
@@ -806,14 +739,9 @@ def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tool
                on_unknown: Callable[[str, list[str]], None], system_prompt: str,
                extra_tools: Sequence[Any] | Callable[[], Sequence[Any]] = (), parent_schemas: Sequence[Any] = (),
                excluded: frozenset[str] = frozenset()) -> ChildView:
-    """The tools, prompt and state type of a child: everything it sees of its parent.
-
-    Tools are chosen as :func:`child_tools` does, then ``extra_tools`` (its MCP tools) added; given as a
-    function, they are asked for only after that choice passed (a refused spec starts no server). Example::
-
-        view = child_view(None, [], [], on_unknown=complain, system_prompt="Answer.")
-        view.tools == [] and view.state_schema is None  # True: a bare child needs no extra keys
-    """
+    """The tools, prompt and state type of a child: everything it sees of its parent. Tools as
+    :func:`child_tools` chooses them, then ``extra_tools`` (its MCP tools); given as a function, they are asked
+    for only after that choice passed (a refused spec starts no server)."""
     tools = child_tools(allowed, denied, parent_tools, on_unknown=on_unknown)
     tools += extra_tools() if callable(extra_tools) else extra_tools
     return ChildView(tools, strip_agents_block(system_prompt),
@@ -875,11 +803,9 @@ def graph_namespace(checkpoint_ns: str, task_id: str) -> str:
 def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: Mapping[str, Any] | None, *,
                parallel: bool, earlier: Mapping[str, list[Any]] | None = None, checkpointed: bool = False
               ) -> tuple[dict[str, Any], dict[str, str]]:
-    """``(update, skipped)``: what to write into the parent, and what not, with why.
-
-    ``channels=None``: every key is plain. ``earlier``: what parallel siblings already wrote to each key,
-    tried together so no combination fails the reducer. ``checkpointed``: values must also serialize.
-    """
+    """``(update, skipped)``: what to write into the parent, and what not, with why. ``channels=None``: every
+    key is plain; ``earlier``: what parallel siblings wrote to each key, tried together so no combination fails
+    the reducer; ``checkpointed``: values must also serialize."""
     update: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for key, value in changes.items():
@@ -930,10 +856,9 @@ def _removed(before: Any, after: Any) -> str:
 
 
 def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
-    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``.
-
-    LangGraph deep-copies a tool's update. What goes back is a copy of our copy, so LangGraph copies a value the
-    child never held, made by a copy of a copy: one whose copy works once (or is itself), then raises, fails here."""
+    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``. LangGraph
+    deep-copies a tool's update: of our copy, a value the child never held, so a value whose copy works once
+    (or is itself), then raises, fails here."""
     try:
         copied = copy.deepcopy(copy.deepcopy(value))
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped

@@ -1,12 +1,5 @@
-"""Prices, the shared budget, and the one callback handler per child that meters it.
-
-A recorded child gets one handler (LangChain dispatches every event to each):
-:class:`RecordingMeter`, whose recorder sees each model event first and whose
-failure costs the transcript a message, never the child its run::
-
-    meter = RecordingMeter(TranscriptRecorder(sink), max_turns=8)
-    graph.invoke(inputs, {"callbacks": [meter]})
-"""
+"""Prices, the shared budget, and the one callback handler per child that meters it (a recorded child's
+:class:`RecordingMeter` hands each model event to its recorder first, whose failure costs only the transcript)."""
 
 from __future__ import annotations
 
@@ -49,16 +42,9 @@ from subagents.errors import (
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
-# ----------------------------------------------------------------------------
-# What a tree of agents may spend. One ``Budget`` counts the parent's calls and
-# every child's; once spent, new delegations are refused, running children stop
-# at their next model call, and the parent gets one last call without tools
-# (:class:`middleware.root_turn_limit.RootBudget`).
-#
-#     prices = {"gpt-4.1-mini": (0.40, 1.60)}        # USD per million input, output tokens
-#     budget = Budget(max_tokens=200_000, max_usd=0.50, prices=prices)
-#     agent = create_deep_agent(model, subagents=specs, budget=budget)
-# ----------------------------------------------------------------------------
+# What a tree of agents may spend. One ``Budget`` counts the parent's calls and every child's; once spent, new
+# delegations are refused, running children stop at their next model call, and the parent gets one last call
+# without tools (:class:`middleware.root_turn_limit.RootBudget`).
 
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
@@ -116,20 +102,10 @@ _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
     """The one price of a call to model ``sent``: ``(price-table key, (input, output) USD per million)``, or ``None``.
 
-    Priced when sent (after any fallback or router chose the model), whatever
-    name the reply gives. A key matches exactly, or with a provider prefix
-    (``openai:``, ``openai/``) or a trailing date stamp (``-2025-04-14``,
-    ``-20250414``) on one side only; ``mistral:latest`` is never
-    ``llama3:latest``, and two date stamps never match. Any other name
-    (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit
-    refuses its calls. Of equal matches, the dearest is charged. A reply naming a
-    priced refinement of the sent name is charged at its price (:func:`reply_price`).
-
-    Example::
-
-        prices = {"gpt-4.1-mini": (0.4, 1.6), "gpt-4.1": (2.0, 8.0)}
-        call_price(prices, "openai:gpt-4.1-mini-2025-04-14")   # ("gpt-4.1-mini", (0.4, 1.6))
-        call_price(prices, "gpt-4.1-nano")                     # None
+    Priced when sent (after any fallback or router chose the model). A key matches exactly, or with a provider
+    prefix (``openai:``, ``openai/``) or a trailing date stamp (``-2025-04-14``, ``-20250414``) on one side only;
+    any other name (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit refuses its calls. Of
+    equal matches, the dearest is charged. Example: ``call_price(prices, "openai:gpt-4.1-mini-2025-04-14")``.
     """
     if not prices or not isinstance(sent, str) or not sent:
         return None
@@ -303,11 +279,10 @@ class Budget:
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
              refuse: bool = True, alone_at_estimate: bool = False,
              instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call to ``model_name`` whose prompt is estimated at ``estimate`` tokens (:meth:`reserve`),
-        scaled by the learned ratio (:meth:`learn`), or :data:`MAX_TOKEN_SCALE` before one, so a first parallel
-        wave passes the limit by its outputs at most. ``alone_at_estimate`` (the parent's calls): with nothing
-        else held, a call whose estimate fits goes through, holding the clamp. ``instead_of``: room held ahead
-        for this call (:meth:`TaskMeter.last_call`), given back under the same lock."""
+        """Reserve a call estimated at ``estimate`` tokens, at the learned ratio or :data:`MAX_TOKEN_SCALE`
+        before one (a first parallel wave passes the limit by its outputs at most). ``alone_at_estimate``: with
+        nothing else held, a call whose estimate fits goes through, holding the clamp. ``instead_of``: room held
+        ahead for this call (:meth:`TaskMeter.last_call`), given back under the same lock."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -333,9 +308,8 @@ class Budget:
         return self._scales.get(model_name) if model_name else None
 
     def reserve(self, tokens: int, usd: float = 0.0, *, refuse: bool = True) -> tuple[int, float]:
-        """Hold a call's prompt (``tokens``, and ``usd`` at its input price) before it starts, or raise
-        :class:`BudgetExceeded` when spent + held + this would pass a limit: parallel calls overshoot by one
-        call's output each at most. ``refuse=False`` holds without refusing. Returns what was held."""
+        """Hold a call's prompt before it starts, or raise :class:`BudgetExceeded` when spent + held + this would
+        pass a limit (parallel calls overshoot by one output each at most); ``refuse=False`` never raises."""
         with self._lock:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
@@ -382,9 +356,9 @@ class Budget:
             self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also
-        once what is left cannot cover the smallest call refused, or a child's foreseen call and wrap-up;
-        running children are judged without either, so one sibling's huge prompt refuses no small calls."""
+        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also once
+        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (running
+        children are judged without either: one sibling's huge prompt refuses no small calls)."""
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
             return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
                                   limit=self.max_tokens, spent=self.tokens, unit="tokens")
@@ -419,8 +393,8 @@ class Budget:
             self.usd += dollars(usd)
 
     def swap(self, held: tuple[int, float], need: tuple[int, float]) -> Literal["tokens", "usd"] | None:
-        """Hold ``need`` in place of ``held`` if what is left, ``held`` included, covers it; else which limit
-        it does not fit (nothing changes). One step under the lock: no other call takes the room between."""
+        """Hold ``need`` in place of ``held`` if what is left covers it, else name the limit it passes; under the
+        lock, so no other call takes the room between."""
         with self._lock:
             if self.max_tokens is not None and self.max_tokens - self.tokens - self.reserved + held[0] < need[0]:
                 return "tokens"
@@ -446,17 +420,13 @@ class Budget:
                 "max_tokens": self.max_tokens, "max_usd": self.max_usd}
 
 
-# ----------------------------------------------------------------------------
-# Counting what a child spends, and stopping it between steps: a TaskMeter in
-# the child's callbacks sees every model call; raising (``raise_error``), it
-# stops the child at its next model or tool call (the only way to end an
-# abandoned child's thread on ``invoke``). It remembers where errors came from,
-# so failures are classified by type and origin, never by message.
-# ----------------------------------------------------------------------------
+# A TaskMeter in the child's callbacks sees every model call; raising (``raise_error``), it stops the child at
+# its next model or tool call (the only way to end an abandoned child's thread on ``invoke``). It remembers where
+# errors came from, so failures are classified by type and origin, never by message.
 
+# The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
                                      "async generator ignored GeneratorExit"})
-"""The interpreter's messages for a ``GeneratorExit`` that a coroutine or generator did not let end it."""
 
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
@@ -467,15 +437,13 @@ class _MeterStopsAreNotCallbackErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if not isinstance(args, tuple) or len(args) != 3 or not isinstance(args[0], str):
-            return True
-        todo: list[type] = [TaskMeter, _NodeMeter]
-        while todo:  # the meter classes, subclasses included
-            cls = todo.pop()
-            if cls.__name__ == args[0]:
-                return False
-            todo.extend(cls.__subclasses__())
-        return True
+        return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
+                    and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
+
+
+def _class_names(cls: type) -> set[str]:
+    """The names of ``cls`` and its subclasses, as they are now."""
+    return {cls.__name__}.union(*map(_class_names, cls.__subclasses__()))
 
 
 # The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
@@ -506,16 +474,14 @@ class TaskMeter(BaseCallbackHandler):
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
+        # The last stop raised in the child, cleared when a later call goes through: read by the runner, so a
+        # child middleware that turns errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
-        """The last stop this meter raised in the child, cleared when a later call is let through. A child
-        middleware that turns errors into answers (``ModelRetryMiddleware``) cannot hide it: the runner reads it."""
         self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
         self._lock = threading.Lock()
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
-        self.on_progress: Callable[[dict[str, Any]], None] | None = None
-        """Told ``{**progress_about, "turn": n, "tool": name or None, "tool_input": text or None, **usage()}``
-        as each tool call of the child starts."""
+        self.on_progress: Callable[[dict[str, Any]], None] | None = None  # told of each tool call as it starts
         self.progress_about: dict[str, Any] = {}  # what each progress event names first (type, task ids)
         self.wrap_up: WrapUpSetting | None = None  # the task's wrap-up setting (WrapUp); None or False: none
         self.wrapped_up: SubagentError | None = None  # the limit that made a call the wrap-up, once one was
@@ -599,9 +565,8 @@ class TaskMeter(BaseCallbackHandler):
         return origin if same else None
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
-        """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
-        with before the child's wrap-up was made (a root middleware's own call, in ``before_model``), with
-        wrap-ups on and something said; else ``None``."""
+        """``(limit, the child's last text)`` when ``exc`` is a limit this meter refused a call with before the
+        wrap-up was made (a root middleware's own call), wrap-ups on and something said; else ``None``."""
         if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said:
             return None
         try:
@@ -619,11 +584,10 @@ class TaskMeter(BaseCallbackHandler):
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
         """The limit that will refuse the call after the next one (making the next its wrap-up), or ``None``.
 
-        Turns: the next is the ``max_turns``-th. Time: less than the :attr:`wrap_up` share of ``timeout_s``
-        is left, or than two calls at :attr:`longest_call_s`. Tokens and dollars: what is left covers the
-        next call (``estimate`` at the learned ratio, an output like earlier ones) but not the one after (its
-        prompt grown as this one's did). A task going on holds room in the shared budget for both, so parallel
-        siblings cannot take the room each one's wrap-up needs.
+        Turns: the next is the ``max_turns``-th. Time: less than the :attr:`wrap_up` share of ``timeout_s``, or
+        two calls at :attr:`longest_call_s`, is left. Tokens and dollars: what is left covers the next call but
+        not the one after (its prompt grown as this one's did). A task going on holds room in the shared budget
+        for both, so parallel siblings cannot take the room each one's wrap-up needs.
         """
         held = self._room_held or (0, 0.0)
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
@@ -783,8 +747,7 @@ class TaskMeter(BaseCallbackHandler):
             self._last_tool = (started[0], started[1], time.monotonic())
 
     def timeout_error(self) -> TaskTimeout:
-        """The task's timeout; more than :data:`STALL_NOTE_S` late, it names the tool that held its thread or
-        loop (a blocking call in an async tool, a long computation holding the GIL)."""
+        """The task's timeout; more than :data:`STALL_NOTE_S` late, naming the tool that held its thread or loop."""
         late = time.monotonic() - self.deadline if self.deadline is not None else 0.0
         stalled = None
         if late > STALL_NOTE_S:
@@ -802,13 +765,10 @@ class TaskMeter(BaseCallbackHandler):
         return TaskTimeout("timed out", timeout_s=self.timeout_s, stalled=stalled)
 
     def _progress(self, tool: Any, tool_input: str | None) -> None:
-        if self.on_progress is None:
-            return
-        try:
-            self.on_progress({**self.progress_about, "turn": self.model_calls, "tool": str(tool) if tool else None,
-                              "tool_input": tool_input, **self.usage()})
-        except Exception:  # noqa: BLE001 - a broken progress consumer must never fail the child
-            pass
+        if self.on_progress is not None:
+            with contextlib.suppress(Exception):  # a broken progress consumer must never fail the child
+                self.on_progress({**self.progress_about, "turn": self.model_calls,
+                                  "tool": str(tool) if tool else None, "tool_input": tool_input, **self.usage()})
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self._saw(error, "model_error")
@@ -914,10 +874,9 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Hold a ``SystemExit`` (not a signal handler's) or ``GeneratorExit`` raised in any asyncio task made
-    where a child runs as a :class:`ChildExit`: asyncio would end the parent's run with the one and close
-    the awaiting chain with the other. The loop's task factory (wrapped once) is the one place every task
-    passes."""
+    """Hold a ``SystemExit`` (not a signal handler's) or ``GeneratorExit`` raised in any asyncio task made where
+    a child runs as a :class:`ChildExit` (asyncio would end the parent's run with the one and close the awaiting
+    chain with the other), in the loop's task factory: the one place every task passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -945,33 +904,25 @@ async def _exit_kept(coro: Awaitable[Any]) -> Any:
 
 
 @contextlib.contextmanager
-def metered_apart(meter: TaskMeter | None = None) -> Iterator[None]:
+def _set(*pairs: tuple[contextvars.ContextVar[Any], Any]) -> Iterator[None]:
+    tokens = [(var, var.set(value)) for var, value in pairs]
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def metered_apart(meter: TaskMeter | None = None) -> contextlib.AbstractContextManager[None]:
     """Model calls made inside are counted by a meter of their own, so a :class:`RunMeter` leaves them
     alone. ``meter``: a child's, for its model-call wrap (:func:`task_meter`)."""
-    token = _METERED_APART.set(True)
-    own = _TASK_METER.set(meter)
-    in_force = _METER_IN_FORCE.set(meter)
-    node = _NODE_METER.set(None)
-    try:
-        yield
-    finally:
-        _NODE_METER.reset(node)
-        _METER_IN_FORCE.reset(in_force)
-        _TASK_METER.reset(own)
-        _METERED_APART.reset(token)
+    return _set((_METERED_APART, True), (_TASK_METER, meter), (_METER_IN_FORCE, meter), (_NODE_METER, None))
 
 
-@contextlib.contextmanager
-def metered_in_tools(meter: RunMeter) -> Iterator[None]:
+def metered_in_tools(meter: RunMeter) -> contextlib.AbstractContextManager[None]:
     """Model calls made inside (a root tool's) are ``meter``'s, as made in the tool step, whatever callbacks
     they are given (see :data:`_METER_IN_FORCE`)."""
-    token = _METER_IN_FORCE.set(meter)
-    node = _NODE_METER.set(None)
-    try:
-        yield
-    finally:
-        _NODE_METER.reset(node)
-        _METER_IN_FORCE.reset(token)
+    return _set((_METER_IN_FORCE, meter), (_NODE_METER, None))
 
 
 def task_meter() -> TaskMeter | None:
@@ -1018,11 +969,10 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
 
 
 class _NodeMeter(BaseCallbackHandler):
-    """Hands the run's meter a model call made in a node of a metered graph with callbacks of its own (a root
-    middleware's summariser given a tracer), which replace the run's and the meter with them: such a call
-    inherits the rest of the node's config, whose callbacks carry the meter (a call with no parent run), or
-    is made in a run so started (with_retry, a chain), which is followed to the meter. The meter charges a
-    call it sees twice once (:meth:`RunMeter._start_call`)."""
+    """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
+    middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
+    node's config (no parent run), or followed from a run so started (with_retry, a chain). The meter charges
+    a call it sees twice once (:meth:`RunMeter._start_call`)."""
 
     raise_error = True  # the meter's refusal of an unpriced model is the call's
     run_inline = True
@@ -1081,9 +1031,8 @@ def _meter_node_calls() -> None:
 
 
 def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
-    """Whether a model call (its callback ``metadata``) is made in, or nested in, a ``create_agent`` tool
-    step: ``langgraph_checkpoint_ns`` (``<node>:<task id>|...``) has a ``tools`` step (guarded by
-    ``tests/unit/subagents/test_framework_internals.py``)."""
+    """Whether a model call (its callback ``metadata``) is made in, or nested in, a ``create_agent`` tool step:
+    ``langgraph_checkpoint_ns`` (``<node>:<task id>|...``) has a ``tools`` step (a test guards the format)."""
     steps = str((metadata or {}).get("langgraph_checkpoint_ns", "")).split("|")
     return any(step.startswith("tools:") for step in steps)
 
@@ -1231,23 +1180,12 @@ class RecordingMeter(TaskMeter):
         self._end_call(run_id, response)
 
 
-# ----------------------------------------------------------------------------
-# Limits end a task with an answer: the last call a limit allows is a wrap-up, with no tools.
-#
-# :class:`WrapUp` (in every built child with tools) reads the task's meter before
-# each model call: from the second call on it adds the limits line; on the last
-# call a limit allows (:meth:`TaskMeter.last_call`) it offers no tools and adds
-# :data:`WRAP_UP_PROMPT`, and drops any tool call of the reply. The runner records
-# the task ``completed``, ``partial: true``, with the limit's ``stop_reason``; a
-# wrap-up without text fails with the limit's error. When other calls took the
-# turns left (a tool's or a middleware's own), none is sent: the child's last text
-# is the answer, as when a limit refused such a call before the wrap-up (the
-# runner reads the text :func:`_noted` kept). Budgets keep room for the
-# wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no
-# wrap: its limits end it with an error.
-#
-#     SubagentSpec(name="researcher", description="...", wrap_up=0.3)  # earlier, for slow tools; False: off
-# ----------------------------------------------------------------------------
+# Limits end a task with an answer. :class:`WrapUp` (in every built child with tools) reads the task's meter
+# before each model call: from the second call on it adds the limits line; on the last call a limit allows
+# (:meth:`TaskMeter.last_call`) it offers no tools, adds :data:`WRAP_UP_PROMPT` and drops any tool call of the
+# reply; the runner records the task ``partial`` with the limit's ``stop_reason`` (no text: the limit's error).
+# When other calls took the turns left, none is sent: the child's last text (:func:`_noted`) is the answer.
+# Budgets keep room for the wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no wrap.
 
 
 DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
@@ -1355,8 +1293,7 @@ def _schemas_estimate(request: ModelRequest[Any]) -> int:
 
 
 def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """``response``, its text noted on the task's meter: the answer if a limit refuses a call before the wrap-up
-    (a root middleware's own call, in ``before_model``: the runner ends the task on it, as :func:`_wrap_up` does)."""
+    """``response``, its text noted on the task's meter: the answer if a limit refuses a call before the wrap-up."""
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
     if meter is not None and said:
@@ -1365,8 +1302,7 @@ def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
 
 
 def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply without tool calls (none may run), but one the response answers itself (a
-    structured answer's, whose ``ToolMessage`` is in it)."""
+    """The wrap-up's reply without tool calls (none may run), but those it answers itself (a structured answer's)."""
     answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
     result = []
     for message in response.result:

@@ -1,22 +1,13 @@
-"""What goes into one delegation and what comes out of it.
-
-* :class:`TaskCall` -- one ``task`` call as a delegation tool received it;
-* :class:`TaskOutcome` -- what the runner hands back: the record, the answer
-  or the error, and what the child changed;
-* :class:`TaskRecord` -- the JSON-ready record every delegation leaves;
-* :func:`final_answer` and :class:`ChildAnswer` -- the child's answer;
-* :func:`limit_stop` -- the final message a run's limit writes in place of a
-  model call, marked (:func:`stopped_by_limit`) so that a blocking ``Stop``
-  hook does not send the run back to a call the limit refuses again.
-
-Example: ``runner.run(TaskCall.from_runtime(runtime, "researcher", "Find X", parent_model=model))``.
-"""
+"""What goes into one delegation (:class:`TaskCall`) and what comes out of it (:class:`TaskOutcome`, the
+:class:`TaskRecord`, the child's answer); and :func:`limit_stop`, the final message a run's limit writes,
+marked (:func:`stopped_by_limit`) so a blocking ``Stop`` hook does not send the run back to a refused call."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import operator
@@ -155,17 +146,9 @@ USAGE_COUNTS = ("model_calls", "input_tokens", "output_tokens", "tasks")  # a ro
 
 
 def add_usage(left: Any, right: Any) -> dict[str, Any]:
-    """Reducer for a usage rollup: parallel delegations add up.
-
-    Either side may come from outside, so each figure is read as
-    :func:`~subagents.metering.token_count` and :func:`~subagents.metering.dollars`
-    read one, and a non-mapping as no usage: a crafted value can neither
-    crash a later write nor make the rollup negative or ``NaN``.
-
-    Example::
-
-        add_usage({"tasks": 1, "cost_usd": 0.5}, {"tasks": "x", "cost_usd": -1})   # tasks 1, cost 0.5
-    """
+    """Reducer for a usage rollup: parallel delegations add up. Either side may come from outside, so each
+    figure is read as :func:`~subagents.metering.token_count` and :func:`~subagents.metering.dollars` read
+    one (a non-mapping: no usage): a crafted value can neither crash a later write nor make it negative or NaN."""
     mine, theirs = _usage_figures(left), _usage_figures(right)
     if mine is _NO_USAGE or theirs is _NO_USAGE:  # the first delegation of a thread, or nothing added
         return dict(theirs if mine is _NO_USAGE else mine)
@@ -200,9 +183,6 @@ def _usage_figures(value: Any) -> dict[str, Any]:
         cost: Any = value.get("cost_usd", 0.0)
         figures["cost_usd"] = float(cost) if type(cost) in (int, float) and 0 <= cost < math.inf else dollars(cost)
     return figures
-
-
-# -- the answer -----------------------------------------------------------------
 
 
 def final_answer(result: Mapping[str, Any]) -> str:
@@ -245,18 +225,11 @@ def cut_short(result: Mapping[str, Any]) -> bool:
 
 
 def _ended_on_tools(messages: Sequence[Any]) -> str:
-    ending: list[str] = []
-    for message in reversed(messages):
-        if not isinstance(message, ToolMessage):
-            break
-        text = (message.text or "").strip()
-        if text:
-            ending.append(text)
-    return "\n\n".join(reversed(ending))
+    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
+    return "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
 
 
 def _ai_text(message: Any) -> str:
-    """The text of an AI message, given as a message object or as a dict (``role``/``type``)."""
     if isinstance(message, AIMessage):
         return (message.text or "").strip()
     if isinstance(message, Mapping) and (message.get("role") in ("assistant", "ai") or message.get("type") == "ai"):
@@ -287,7 +260,6 @@ def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -
 @dataclasses.dataclass(frozen=True)
 class ChildAnswer:
     """What the runner reads from a child's result, read once; ``follow_up``: see :func:`continuation_input`."""
-
     answer: str
     follow_up: dict[str, Any] | None
     cut_short: bool

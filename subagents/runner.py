@@ -1,20 +1,9 @@
 """Running one delegation: resolve, isolate, invoke under limits, return an outcome.
 
-The steps are written once, as a plan (:meth:`TaskRunner._plan`) that yields
-each child input and receives each result; :meth:`TaskRunner.run` and
-:meth:`TaskRunner.arun` only drive it. Whatever the child raises becomes a
-failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only
-interrupts (human approval) pass through, so a paused child resumes with the
-parent. A child's ``Command(graph=Command.PARENT)`` fails the task. Real
-cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
-``SystemExit`` a child's own code raises fails that task alone
-(:func:`~subagents.metering.keep_child_exits`). The caller turns the outcome
-into its own state update.
-
-Example::
-
-    runner = TaskRunner(SubagentRegistry(specs), max_concurrent=4)
-    outcome = runner.run(TaskCall("researcher", "Find X", state, "call_1", config, model))
+The steps are one plan (:meth:`TaskRunner._plan`) that ``run`` and ``arun`` drive. Whatever the child
+raises becomes a failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only interrupts
+(approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript.
+Example: ``TaskRunner(SubagentRegistry(specs), max_concurrent=4).run(TaskCall(...))``.
 """
 
 from __future__ import annotations
@@ -111,7 +100,6 @@ if TYPE_CHECKING:
 
 class Slot:
     """One place under the cap, shared by everything still working for one child."""
-
     __slots__ = ("_limit", "_shares", "_lock")
 
     def __init__(self, limit: ConcurrencyLimit | None) -> None:
@@ -140,13 +128,11 @@ class Slot:
             self._limit._give_back()
 
 
-NO_CAP = Slot(None)
-"""The slot handed out when there is no cap: sharing and releasing it cost nothing."""
+NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and releasing it cost nothing
 
 
 class _Waiter:
     """A thread (an event) or a coroutine (a future on its loop) waiting for a place."""
-
     __slots__ = ("event", "loop", "future", "granted")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -174,10 +160,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 class ConcurrencyLimit:
-    """``with limit.hold():`` or ``async with limit.ahold():``; ``None`` means no cap.
-
-    One count for every thread and event loop that uses this object.
-    """
+    """``with limit.hold():`` or ``async with limit.ahold():``: one count across threads and loops."""
 
     def __init__(self, limit: int | None) -> None:
         if limit is not None and (type(limit) is not int or limit < 1):
@@ -191,8 +174,6 @@ class ConcurrencyLimit:
     def running(self) -> int:
         """Places held now (children running, or still working after they were abandoned)."""
         return self._running
-
-    # -- taking a place ---------------------------------------------------------------
 
     def acquire(self) -> Slot:
         """Wait on this thread for a place."""
@@ -248,8 +229,6 @@ class ConcurrencyLimit:
         finally:
             slot.release()
 
-    # -- giving it back ---------------------------------------------------------------
-
     def _give_back(self) -> None:
         """A place is free: hand it to the first waiter that can still take it, or count it free."""
         with self._lock:
@@ -278,7 +257,6 @@ _FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The limits a task ran under, for naming the one that stopped it."""
-
     max_turns: int | None = None
     recursion_limit: int | None = None
     timeout_s: float | None = None
@@ -286,12 +264,7 @@ class Limits:
 
 def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
                     ) -> tuple[StopReason, str]:
-    """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``.
-
-    Example::
-
-        stop_reason, text = describe_failure(exc, limits=Limits(max_turns=8))  # ("max_turns", "hit its ...")
-    """
+    """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``."""
     try:
         return _describe(exc, limits, origin)
     except BaseException:  # noqa: BLE001 - the failure path must never raise
@@ -350,19 +323,14 @@ def _type_name(exc: BaseException) -> str:
 @dataclasses.dataclass
 class ChildSetup:
     """What one delegation runs."""
-
     spec: AnySpec
     graph: Any
-    prepare: Callable[[], ChildInput]
-    """Makes the child's input and own copies, as its task runs (:meth:`Delegation.own_input`)."""
+    prepare: Callable[[], ChildInput]  # makes the child's input and own copies, as its task runs
     record_extra: dict[str, Any]
 
 
 def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
-    """The spec, graph and input for ``call``; raises with a readable reason if it cannot run.
-
-    A stand-in registry (a background session's) gets declared specs and forks only.
-    """
+    """The spec, graph and input for ``call`` (a stand-in registry: declared specs and forks only)."""
     modes = isinstance(registry, SubagentRegistry)
     spec, spec_key, extra = _spec_for(registry, call, modes)
     requested = requested_format(call.output_schema, call.parent_config) if modes else None
@@ -419,8 +387,7 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
 
 
 def _being_created(name: str, state: Mapping[str, Any]) -> bool:
-    messages = state.get("messages") or ()
-    last = messages[-1] if messages else None
+    last = (state.get("messages") or (None,))[-1]
     if not isinstance(last, AIMessage):
         return False
     return any(c.get("name") == "create_subagent" and (c.get("args") or {}).get("name") == name
@@ -455,7 +422,6 @@ LANGCHAIN_DEFAULT_LIMIT = 9_999
 @dataclasses.dataclass
 class Delegation:
     """The runner's state for one task, from the tool call to the outcome."""
-
     call: TaskCall
     task_id: str
     thread_id: Any
@@ -491,8 +457,6 @@ class Delegation:
         return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id),
                    thread_id=thread_id, namespace=namespace,
                    started_at=time.time(), started_clock=time.monotonic())
-
-    # -- the steps, in order ------------------------------------------------
 
     def resolve(self, spec: Any, graph: Any, prepare: Callable[[], ChildInput], record_extra: dict[str, Any]) -> None:
         """The child graph, what makes its isolated input, and the limits it runs under."""
@@ -576,17 +540,13 @@ class Delegation:
         self.record_extra = {**self.record_extra, **{k: v for k, v in made.items() if v is not None}}
         return prepared.given
 
-    # -- during and after -----------------------------------------------------
-
     def remaining(self) -> float | None:
         deadline = self.meter.deadline if self.meter is not None else None
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def usage(self) -> dict[str, Any]:
         """What the task spent, read as it ends, pauses or is cancelled: the room it held in a budget is freed."""
-        if self.meter is None:
-            return {}
-        return self.meter.settled_usage()
+        return {} if self.meter is None else self.meter.settled_usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
         exc = _stood_in_for(exc)
@@ -602,12 +562,9 @@ class Delegation:
         event = {"type": "subagent_task", "task_id": self.task_id, "tool_call_id": self.call.tool_call_id,
                  "agent_type": self.call.subagent_type, "status": status, **extra}
         self.events.append(event)
-        if self.call.emit is None:
-            return
-        try:
-            self.call.emit(event)
-        except Exception:  # noqa: BLE001 - a broken stream consumer must not fail the task
-            pass
+        if self.call.emit is not None:
+            with contextlib.suppress(Exception):  # a broken stream consumer must not fail the task
+                self.call.emit(event)
 
     def close_transcript(self, final_messages: Any, *, cancelled: bool = False) -> None:
         """End the sink and keep its reference; a failing sink costs the transcript, not the task."""
@@ -632,11 +589,8 @@ class Delegation:
             if isinstance(value, dict):
                 value.setdefault("subagent", about)
         if self.recorder is not None:
-            # The resumed run records again from its start; keep this part too.
-            try:
+            with contextlib.suppress(Exception):  # the resumed run records again from its start: keep this part too
                 self.recorder.sink.end(self.recorder.messages)
-            except Exception:  # noqa: BLE001
-                pass
             self.sink = None
         # What it spent so far rides along: cut short at the prompt, its record keeps it.
         self.emit("waiting_for_approval", **self.usage())
@@ -657,13 +611,9 @@ class Delegation:
 
 
 def _stood_in_for(exc: BaseException) -> BaseException:
-    """The error a child's model raised, where an ``AttributeError`` read off it stands in its place.
-
-    LangChain's async model call treats a non-``Exception`` ``BaseException`` as a result, so the task
-    ends in ``AttributeError: ... 'generations'`` whose ``obj`` is the model's own error. A
-    :class:`~subagents.errors.ChildExit` stands in for the ``SystemExit`` or ``GeneratorExit`` it holds, and
-    LangGraph's ``NodeCancelledError`` for the ``CancelledError`` a node raised (whose text it drops).
-    """
+    """The error ``exc`` stands in for: LangChain's async model call takes a non-``Exception`` error for a
+    result and ends in an ``AttributeError`` whose ``obj`` is it; a ``ChildExit`` holds a ``SystemExit`` or
+    ``GeneratorExit``, LangGraph's ``NodeCancelledError`` a node's ``CancelledError`` (whose text it drops)."""
     if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
         return exc.__cause__
     obj = exc.obj if type(exc) is AttributeError else None
@@ -672,19 +622,15 @@ def _stood_in_for(exc: BaseException) -> BaseException:
 
 @contextlib.contextmanager
 def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
-    """Child runs started inside (or in tasks and threads copying this context) reach LangSmith as a subagent's.
-
-    ``ls_agent_type="subagent"`` rides in LangSmith's tracing context (as in deepagents), not the run config,
-    where every callback and streamed event would see it; ``meter`` is the task's.
-    """
+    """Child runs started inside reach LangSmith as a subagent's: ``ls_agent_type`` rides in the tracing
+    context (as in deepagents), not the run config, where every callback and streamed event would see it."""
     current: dict[str, Any] = dict(get_tracing_context())
     with (tracing_context(**{**current, "metadata": {**(current.get("metadata") or {}), "ls_agent_type": "subagent"}}),
           metered_apart(meter)):  # the child's own meter counts its calls: the root run's must not count them again
         yield
 
 
-ChildStep = dict[str, Any] | Callable[[], dict[str, Any]]
-"""What the plan hands a driver: the child's input, or what makes it there (:meth:`Delegation.own_input`)."""
+ChildStep = dict[str, Any] | Callable[[], dict[str, Any]]  # the child's input, or what makes it (own_input)
 
 
 def _made(inputs: ChildStep) -> dict[str, Any]:
@@ -722,11 +668,8 @@ def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
 
 
 async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
-    """Run the child as its own task; at the deadline, abandon it (cancelled, never awaited again).
-
-    Waited on with ``asyncio.wait``, never ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting
-    coroutine would close the whole chain of awaits above it; read with ``result()`` it is one more error.
-    """
+    """Run the child as its own task; at the deadline, abandon it. Waited on with ``asyncio.wait``, never
+    ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting coroutine would close the whole chain."""
     slot: Slot | WorkHolder = run.slot
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
         slot = current_slot() or slot
@@ -752,8 +695,8 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     return _expired(run)
 
 
+# Where a child's state is copied on ainvoke: its own pool, never behind abandoned children's tools.
 _COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
-"""Where a child's state is copied on ``ainvoke``: its own pool, never behind abandoned children's tools."""
 
 
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
@@ -782,17 +725,11 @@ TASK_ID_METADATA_KEY = "subagent_task_id"
 
 
 class TaskRunner:
-    """Runs delegations against a registry under one concurrency cap.
+    """Runs delegations against a registry under one concurrency cap (``max_concurrent``, ``None``: none).
 
-    Args:
-        registry: the subagents.
-        max_concurrent: how many children may run at once (``None``: no cap).
-        excluded_keys: keys that never cross the boundary (besides ``messages``,
-            ``structured_response`` and ``jump_to``).
-        private_keys: the parent's private keys (LangChain's own middleware's are always blocked).
-        settings: ``limits`` (budget, short answers, wrap-up) and ``observability`` (transcripts, prices).
-        stop_on_interrupt: Ctrl-C stops this runner's children at their next model or tool call;
-            background tasks, which outlive the parent's turn, pass ``False``.
+    ``excluded_keys`` and ``private_keys`` never cross the boundary (nor ``messages``, ``structured_response``,
+    ``jump_to``, LangChain's private keys); ``settings``: limits, transcripts, prices. ``stop_on_interrupt``:
+    Ctrl-C stops its children (background tasks, which outlive the parent's turn, pass ``False``).
     """
 
     def __init__(self, registry: SubagentRegistry, settings: DelegationSettings | None = None, *,
@@ -817,23 +754,18 @@ class TaskRunner:
                              | langchain_private_state_keys())
         self.in_flight: dict[int, Delegation] | None = _IN_FLIGHT if stop_on_interrupt else None
 
-    # -- the two drivers --------------------------------------------------
-
     def run(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
-            if (late := self._refused_for_budget(prepared)) is not None:
-                return late
-            self._begin(prepared, KeyboardInterrupt)
-            plan = self._plan(prepared)
-            step = next(plan)
+            plan = self._plan(prepared, KeyboardInterrupt)
+            step = _send(plan, None)
             while not isinstance(step, TaskOutcome):
                 try:
                     value = invoke_with_deadline(prepared, step)
                 except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, self._stopping(exc, KeyboardInterrupt))
+                    step = _send(plan, self._stopping(exc, KeyboardInterrupt), throw=True)
                 else:
                     step = _send(plan, value)
             return step
@@ -843,16 +775,13 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
-            if (late := self._refused_for_budget(prepared)) is not None:
-                return late
-            self._begin(prepared, asyncio.CancelledError)
-            plan = self._plan(prepared)
-            step = next(plan)
+            plan = self._plan(prepared, asyncio.CancelledError)
+            step = _send(plan, None)
             while not isinstance(step, TaskOutcome):
                 try:
                     value = await ainvoke_with_deadline(prepared, step)
                 except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _throw(plan, self._stopping(exc, asyncio.CancelledError))
+                    step = _send(plan, self._stopping(exc, asyncio.CancelledError), throw=True)
                 else:
                     step = _send(plan, value)
             return step
@@ -862,15 +791,6 @@ class TaskRunner:
         if self.budget is not None and (spent := self.budget.exhausted()):
             return self._refuse(run, f"{spent}; no new delegations can start", "budget")
         return None
-
-    def _begin(self, run: Delegation, cancellation: type[BaseException]) -> None:
-        """The child starts, unless Ctrl-C was pressed (background runners always start).
-
-        In flight already, so a Ctrl-C before this check is seen here, one after it stops the meter.
-        """
-        if self.in_flight is not None and stop_requested():
-            raise cancellation()
-        run.begin()
 
     def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
         """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed."""
@@ -888,9 +808,13 @@ class TaskRunner:
         finally:
             slot.release()
 
-    # -- the plan, written once ---------------------------------------------
-
-    def _plan(self, run: Delegation) -> Generator[ChildStep, Any, TaskOutcome]:
+    def _plan(self, run: Delegation, cancellation: type[BaseException]) -> Generator[ChildStep, Any, TaskOutcome]:
+        if (late := self._refused_for_budget(run)) is not None:  # again, once it has its place
+            return late
+        # The child starts unless Ctrl-C was pressed: in flight already, so a Ctrl-C after this stops the meter.
+        if self.in_flight is not None and stop_requested():
+            raise cancellation()
+        run.begin()
         try:
             result = yield run.own_input
             if run.meter is not None and (stop := run.meter.stopped_by) is not None:
@@ -1081,12 +1005,9 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 # A program installs it for the whole run (the command line does); a synchronous run on the main thread for
 # its own length (:func:`watch_interrupts`), since its children run on threads Python cannot interrupt.
 
-_IN_FLIGHT: dict[int, Delegation] = {}
-"""Foreground delegations running now, in this process."""
-_STOP = threading.Event()
-"""Set by the Ctrl-C handler; cleared when a handler is installed for a new run."""
-_WATCHING = threading.Event()
-"""Set once :func:`watch_interrupts` installed its handler, cleared as :func:`unwatch_interrupts` looks."""
+_IN_FLIGHT: dict[int, Delegation] = {}  # foreground delegations running now, in this process
+_STOP = threading.Event()  # set by the Ctrl-C handler; cleared when a handler is installed for a new run
+_WATCHING = threading.Event()  # set once watch_interrupts installed its handler, cleared as unwatch looks
 
 
 def stop_requested() -> bool:
@@ -1118,11 +1039,9 @@ class _CtrlC:
 
 @contextlib.contextmanager
 def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
-    """Within the block, Ctrl-C stops every child first (see :func:`request_stop`), then ``then`` runs.
-
-    ``then`` defaults to the handler in place. Only on the main thread; yields whether the handler is in
-    place. The flag is cleared as the outermost block starts, never as it ends: a program reads it after.
-    """
+    """Within the block, Ctrl-C stops every child first (:func:`request_stop`), then ``then`` (default: the
+    handler in place). Main thread only; yields whether it is in place. The flag is cleared as the outermost
+    block starts, never as it ends: a program reads it after."""
     if threading.current_thread() is not threading.main_thread():
         yield False
         return
@@ -1146,8 +1065,8 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
 
 
 def watch_interrupts() -> bool:
-    """For a synchronous run on the main thread: :func:`stop_on_ctrl_c` over Python's own handler (never a
-    program's), until :func:`unwatch_interrupts` or the first Ctrl-C; returns whether it is in place."""
+    """:func:`stop_on_ctrl_c` over Python's own handler (never a program's) for a synchronous run on the main
+    thread, until :func:`unwatch_interrupts` or the first Ctrl-C; returns whether it is in place."""
     if threading.current_thread() is not threading.main_thread():
         return False
     _WATCHING.set()  # unwatch_interrupts looks from now on
@@ -1177,7 +1096,6 @@ def unwatch_interrupts() -> None:
 
 
 def _is_watch(handler: Any) -> bool:
-    """Whether ``handler`` is the one :func:`watch_interrupts` installs."""
     return isinstance(handler, _CtrlC) and handler.then is _restore_then_interrupt
 
 
@@ -1188,21 +1106,14 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
 
 
 def _is_approval(signal: GraphInterrupt) -> bool:
-    """An interrupt that can be resumed: it carries at least one ``Interrupt``."""
+    # Resumable: it carries at least one Interrupt.
     found = signal.args[0] if signal.args else None
     return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
 
 
-def _send(plan: Generator[Any, Any, TaskOutcome], value: Any) -> Any:
+def _send(plan: Generator[Any, Any, TaskOutcome], value: Any, *, throw: bool = False) -> Any:
     try:
-        return plan.send(value)
-    except StopIteration as stop:
-        return stop.value
-
-
-def _throw(plan: Generator[Any, Any, TaskOutcome], exc: BaseException) -> Any:
-    try:
-        return plan.throw(exc)
+        return plan.throw(value) if throw else plan.send(value)
     except StopIteration as stop:
         return stop.value
 
