@@ -754,6 +754,12 @@ class TaskMeter(BaseCallbackHandler):
                 self.model_calls -= 1
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop: a sync call, whose end LangChain always reports
+            task = None
+        if task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
+            task.add_done_callback(lambda _: self._ended_unfinished(run_id))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
@@ -810,9 +816,10 @@ class TaskMeter(BaseCallbackHandler):
         except Exception:  # noqa: BLE001 - a broken progress consumer must never fail the child
             pass
 
-    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
+                     **kwargs: Any) -> None:
         self._saw(error, "model_error")
-        self._release(run_id)
+        self._ended_unfinished(run_id, response)
         if isinstance(error, SystemExit) and not from_signal_handler(error):
             raise ChildExit(error) from error  # as a tool's (below): this task's end, not the process's
 
@@ -822,6 +829,13 @@ class TaskMeter(BaseCallbackHandler):
         if isinstance(error, SystemExit) and not from_signal_handler(error):
             # A tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
             raise ChildExit(error) from error
+
+    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
+        # A call it let start was sent: failed or abandoned (a stream closed early ends in GeneratorExit, a
+        # cancelled one reports nothing), it is charged its prompt and any partial reply LangChain passes, and
+        # gives its hold back. One it refused never started (_start_call).
+        if run_id in self._calls:
+            self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if any(error is raised for raised in self._raised):
@@ -864,7 +878,7 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         call = self._release(run_id)
         usage, replied = _usage_of(response)
         reported_in = token_count(usage.get("input_tokens")) if usage else 0
@@ -873,11 +887,13 @@ class TaskMeter(BaseCallbackHandler):
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
-        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen.
+        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen;
+        # an unfinished one, its estimate (it may have failed before the provider read it all).
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
-            charged_in = max(0 if reported_in else call.tokens, math.ceil(call.estimate * (learned or 1.0)))
+            held = 0 if reported_in or unfinished else call.tokens
+            charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
@@ -1000,14 +1016,14 @@ class RunMeter(TaskMeter):
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             TaskMeter._start_call(meter, run_id, prompt, kwargs)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         for meter in (self, self.in_tools):
             if run_id in meter._calls:  # a call it saw start: any other is another meter's
-                TaskMeter._end_call(meter, run_id, response)
+                TaskMeter._end_call(meter, run_id, response, unfinished=unfinished)
 
-    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._release(run_id)
-        self.in_tools._release(run_id)
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
+                     **kwargs: Any) -> None:
+        self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
@@ -1062,7 +1078,7 @@ class _NodeMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_error(error, run_id=run_id)
+            meter.on_llm_error(error, run_id=run_id, response=kwargs.get("response"))
 
 
 _ONE_NODE_METER = _NodeMeter()
