@@ -236,9 +236,13 @@ def estimate_tokens(payload: Any) -> int:
             content = getattr(item, "content", None)
             if content is not None:
                 stack.append(content)
-            calls = getattr(item, "tool_calls", None)
-            if calls:
-                stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)  # both are billed
+            # All a reply carries is billed: its tool calls (name and arguments), those that did not parse, and
+            # its extras (reasoning) but for the raw tool calls, which the two repeat.
+            calls = [*(getattr(item, "tool_calls", None) or ()), *(getattr(item, "invalid_tool_calls", None) or ())]
+            stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)
+            extras = getattr(item, "additional_kwargs", None)
+            if isinstance(extras, dict):
+                stack.extend(v for k, v in extras.items() if k not in ("tool_calls", "function_call"))
     return chars // 4 + others + 1
 
 
