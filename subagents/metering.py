@@ -604,9 +604,10 @@ class TaskMeter(BaseCallbackHandler):
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
         """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
-        with before the child's wrap-up was made (a root middleware's own call, in ``before_model``), with
-        wrap-ups on and something said; else ``None``."""
-        if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said:
+        with before the child's wrap-up was made (a root middleware's own call, in ``before_model``), or after
+        the wrap-up answered (a middleware's own call, in ``after_model``), with wrap-ups on and something said;
+        else ``None``."""
+        if self.wrap_up in (None, False) or not self.said:
             return None
         try:
             stop = self.source_of(exc)
@@ -614,7 +615,7 @@ class TaskMeter(BaseCallbackHandler):
             return None
         if not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
             return None
-        return (stop, self.said) if any(stop is raised for raised in self._raised) else None
+        return (self.wrapped_up or stop, self.said) if any(stop is raised for raised in self._raised) else None
 
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
@@ -1316,7 +1317,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(handler(request)) if wrapping else _noted(handler(request))
+        return _noted(_without_tool_calls(handler(request)) if wrapping else handler(request))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
@@ -1324,7 +1325,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(await handler(request)) if wrapping else _noted(await handler(request))
+        return _noted(_without_tool_calls(await handler(request)) if wrapping else await handler(request))
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
@@ -1352,7 +1353,7 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
         meter.wrapped_up, meter._wrap_up_sent = stop, True
         said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
         return request, ModelResponse(result=[AIMessage(content=said)])
-    meter.wrapped_up = stop
+    meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
     # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
                             tool_choice=None), True
