@@ -535,6 +535,7 @@ class TaskMeter(BaseCallbackHandler):
         # the next call takes over (Budget.hold's instead_of).
         self._room_held: tuple[int, float] | None = (0, 0.0)
         self._room_for_call: tuple[int, float] = (0, 0.0)
+        self._own_held: tuple[int, float] = (0, 0.0)  # held against its own limits by calls running (_hold_own)
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -753,7 +754,7 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += 1
         self._progress(None, None)
         try:
-            self._calls[run_id] = self._sent(prompt, kwargs)
+            self._calls[run_id] = self._sent(prompt, kwargs, wrapping)
         except BudgetExceeded as refused:
             with self._lock:  # refused before it reached the model: no call was made
                 self.model_calls -= 1
@@ -848,7 +849,7 @@ class TaskMeter(BaseCallbackHandler):
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _sent(self, prompt: Any, kwargs: dict[str, Any]) -> _Call:
+    def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
         """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
         Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop."""
         name = _model_name(kwargs)
@@ -863,12 +864,43 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
+        own = (0, 0.0) if wrapping else self._hold_own(estimate, name, priced)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
-            held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
-                               instead_of=self._room_taken_by_call(),
-                               alone_at_estimate=self.alone_at_estimate)
-        return _Call(name, priced, estimate, *held, time.monotonic())
+            try:
+                held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
+                                   instead_of=self._room_taken_by_call(),
+                                   alone_at_estimate=self.alone_at_estimate)
+            except BudgetExceeded:
+                self._give_back_own(own)
+                raise
+        return _Call(name, priced, estimate, *held, time.monotonic(), own)
+
+    def _hold_own(self, estimate: int, name: str | None,
+                  priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
+        """Hold a call's prompt against the task's own ``max_tokens`` and ``max_usd`` before it is sent, as the
+        budget does, or refuse it when spent + held + this passes one: a tool's calls (one huge prompt, or a
+        batch) keep within them too. At the ratio they are judged at (:meth:`last_call`)."""
+        if self.max_tokens is None and self.max_usd is None:
+            return 0, 0.0
+        learned = self.budget.learned(name) if self.budget is not None else None
+        tokens = math.ceil(estimate * (self._own_scale or learned or LEARNED_SCALE_MARGIN))
+        usd = cost_at(priced, tokens, 0)
+        with self._lock:
+            spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
+            if self.max_tokens is not None and spent + tokens > self.max_tokens:
+                raise BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens spent and held, "
+                                     f"~{tokens} more needed)", limit=self.max_tokens, spent=spent, unit="tokens")
+            cost = self.cost_usd + self._own_held[1]
+            if self.max_usd is not None and cost + usd > self.max_usd:
+                raise BudgetExceeded(f"exceeded its max_budget_per_run (${cost:.4f}/${self.max_usd:.4f} spent and "
+                                     f"held, ~${usd:.4f} more needed)", limit=self.max_usd, spent=cost, unit="usd")
+            self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
+        return tokens, usd
+
+    def _give_back_own(self, own: tuple[int, float]) -> None:
+        with self._lock:
+            self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
     def _release(self, run_id: Any) -> _Call | None:
         """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
@@ -878,6 +910,7 @@ class TaskMeter(BaseCallbackHandler):
         self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
         if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
+        self._give_back_own(call.own)
         return call
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
@@ -1118,6 +1151,7 @@ class _Call(NamedTuple):
     tokens: int
     usd: float
     started: float = 0.0
+    own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
