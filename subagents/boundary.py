@@ -261,10 +261,13 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
     for key, value in state.items():
-        if key == "messages" or _immutable(value):
+        if key == "messages":
             copies[key] = value
             continue
         try:
+            if _immutable(value):  # asked of the value too (its class, its metaclass's ==): it may raise
+                copies[key] = value
+                continue
             copied = copy.deepcopy(value)
             # A deep copy may hand back the original, or parts of it (functions, classes, loggers, an SDK
             # client whose __deepcopy__ returns itself): that is no copy, and a child would change the parent's.

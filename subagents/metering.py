@@ -212,9 +212,13 @@ def estimate_tokens(payload: Any) -> int:
             content = getattr(item, "content", None)
             if content is not None:
                 stack.append(content)
-            calls = getattr(item, "tool_calls", None)
-            if calls:
-                stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)  # both are billed
+            # All a reply carries is billed: its tool calls (name and arguments), those that did not parse, and
+            # its extras (reasoning) but for the raw tool calls, which the two repeat.
+            calls = [*(getattr(item, "tool_calls", None) or ()), *(getattr(item, "invalid_tool_calls", None) or ())]
+            stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)
+            extras = getattr(item, "additional_kwargs", None)
+            if isinstance(extras, dict):
+                stack.extend(v for k, v in extras.items() if k not in ("tool_calls", "function_call"))
     return chars // 4 + others + 1
 
 
@@ -497,6 +501,7 @@ class TaskMeter(BaseCallbackHandler):
         # the next call takes over (Budget.hold's instead_of).
         self._room_held: tuple[int, float] | None = (0, 0.0)
         self._room_for_call: tuple[int, float] = (0, 0.0)
+        self._own_held: tuple[int, float] = (0, 0.0)  # held against its own limits by calls running (_hold_own)
 
     def stop(self, error: SubagentError) -> None:
         """Make the child raise ``error`` at its next model or tool call."""
@@ -565,9 +570,10 @@ class TaskMeter(BaseCallbackHandler):
         return origin if same else None
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
-        """``(limit, the child's last text)`` when ``exc`` is a limit this meter refused a call with before the
-        wrap-up was made (a root middleware's own call), wrap-ups on and something said; else ``None``."""
-        if self.wrap_up in (None, False) or self.wrapped_up is not None or not self.said:
+        """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
+        with before the wrap-up was made (a root middleware's own call, in ``before_model``) or after it answered
+        (one in ``after_model``), wrap-ups on and something said; else ``None``."""
+        if self.wrap_up in (None, False) or not self.said:
             return None
         try:
             stop = self.source_of(exc)
@@ -575,7 +581,7 @@ class TaskMeter(BaseCallbackHandler):
             return None
         if not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
             return None
-        return (stop, self.said) if any(stop is raised for raised in self._raised) else None
+        return (self.wrapped_up or stop, self.said) if any(stop is raised for raised in self._raised) else None
 
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
@@ -712,12 +718,18 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += 1
         self._progress(None, None)
         try:
-            self._calls[run_id] = self._sent(prompt, kwargs)
+            self._calls[run_id] = self._sent(prompt, kwargs, wrapping)
         except BudgetExceeded as refused:
             with self._lock:  # refused before it reached the model: no call was made
                 self.model_calls -= 1
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop: a sync call, whose end LangChain always reports
+            task = None
+        if task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
+            task.add_done_callback(lambda _: self._ended_unfinished(run_id))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
@@ -770,9 +782,10 @@ class TaskMeter(BaseCallbackHandler):
                 self.on_progress({**self.progress_about, "turn": self.model_calls,
                                   "tool": str(tool) if tool else None, "tool_input": tool_input, **self.usage()})
 
-    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
+                     **kwargs: Any) -> None:
         self._saw(error, "model_error")
-        self._release(run_id)
+        self._ended_unfinished(run_id, response)
         if isinstance(error, SystemExit) and not from_signal_handler(error):
             raise ChildExit(error) from error  # as a tool's (below): this task's end, not the process's
 
@@ -783,13 +796,20 @@ class TaskMeter(BaseCallbackHandler):
             # A tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
             raise ChildExit(error) from error
 
+    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
+        # A call it let start was sent: failed or abandoned (a stream closed early ends in GeneratorExit, a
+        # cancelled one reports nothing), it is charged its prompt and any partial reply LangChain passes, and
+        # gives its hold back. One it refused never started (_start_call).
+        if run_id in self._calls:
+            self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
+
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if any(error is raised for raised in self._raised):
             return  # the meter's own stop passing through a tool: no tool's error, nor like one
         self._seen.append((error, origin))
         del self._seen[:-8]
 
-    def _sent(self, prompt: Any, kwargs: dict[str, Any]) -> _Call:
+    def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
         """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
         Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop."""
         name = _model_name(kwargs)
@@ -804,12 +824,43 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
+        own = (0, 0.0) if wrapping else self._hold_own(estimate, name, priced)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
-            held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
-                               instead_of=self._room_taken_by_call(),
-                               alone_at_estimate=self.alone_at_estimate)
-        return _Call(name, priced, estimate, *held, time.monotonic())
+            try:
+                held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
+                                   instead_of=self._room_taken_by_call(),
+                                   alone_at_estimate=self.alone_at_estimate)
+            except BudgetExceeded:
+                self._give_back_own(own)
+                raise
+        return _Call(name, priced, estimate, *held, time.monotonic(), own)
+
+    def _hold_own(self, estimate: int, name: str | None,
+                  priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
+        """Hold a call's prompt against the task's own ``max_tokens`` and ``max_usd`` before it is sent, as the
+        budget does, or refuse it when spent + held + this passes one: a tool's calls (one huge prompt, or a
+        batch) keep within them too. At the ratio they are judged at (:meth:`last_call`)."""
+        if self.max_tokens is None and self.max_usd is None:
+            return 0, 0.0
+        learned = self.budget.learned(name) if self.budget is not None else None
+        tokens = math.ceil(estimate * (self._own_scale or learned or LEARNED_SCALE_MARGIN))
+        usd = cost_at(priced, tokens, 0)
+        with self._lock:
+            spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
+            if self.max_tokens is not None and spent + tokens > self.max_tokens:
+                raise BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens spent and held, "
+                                     f"~{tokens} more needed)", limit=self.max_tokens, spent=spent, unit="tokens")
+            cost = self.cost_usd + self._own_held[1]
+            if self.max_usd is not None and cost + usd > self.max_usd:
+                raise BudgetExceeded(f"exceeded its max_budget_per_run (${cost:.4f}/${self.max_usd:.4f} spent and "
+                                     f"held, ~${usd:.4f} more needed)", limit=self.max_usd, spent=cost, unit="usd")
+            self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
+        return tokens, usd
+
+    def _give_back_own(self, own: tuple[int, float]) -> None:
+        with self._lock:
+            self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
     def _release(self, run_id: Any) -> _Call | None:
         """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
@@ -819,12 +870,13 @@ class TaskMeter(BaseCallbackHandler):
         self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
         if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
+        self._give_back_own(call.own)
         return call
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         call = self._release(run_id)
         usage, replied = _usage_of(response)
         reported_in = token_count(usage.get("input_tokens")) if usage else 0
@@ -833,11 +885,13 @@ class TaskMeter(BaseCallbackHandler):
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
-        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen.
+        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen;
+        # an unfinished one, its estimate (it may have failed before the provider read it all).
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
-            charged_in = max(0 if reported_in else call.tokens, math.ceil(call.estimate * (learned or 1.0)))
+            held = 0 if reported_in or unfinished else call.tokens
+            charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
@@ -951,14 +1005,14 @@ class RunMeter(TaskMeter):
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             TaskMeter._start_call(meter, run_id, prompt, kwargs)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         for meter in (self, self.in_tools):
             if run_id in meter._calls:  # a call it saw start: any other is another meter's
-                TaskMeter._end_call(meter, run_id, response)
+                TaskMeter._end_call(meter, run_id, response, unfinished=unfinished)
 
-    def on_llm_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._release(run_id)
-        self.in_tools._release(run_id)
+    def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
+                     **kwargs: Any) -> None:
+        self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
@@ -1012,7 +1066,7 @@ class _NodeMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_error(error, run_id=run_id)
+            meter.on_llm_error(error, run_id=run_id, response=kwargs.get("response"))
 
 
 _ONE_NODE_METER = _NodeMeter()
@@ -1046,6 +1100,7 @@ class _Call(NamedTuple):
     tokens: int
     usd: float
     started: float = 0.0
+    own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
@@ -1234,7 +1289,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(handler(request)) if wrapping else _noted(handler(request))
+        return _noted(_without_tool_calls(handler(request)) if wrapping else handler(request))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
@@ -1242,7 +1297,7 @@ class WrapUp(AgentMiddleware):
         request, wrapping = _wrap_up(request)
         if isinstance(wrapping, ModelResponse):
             return wrapping
-        return _without_tool_calls(await handler(request)) if wrapping else _noted(await handler(request))
+        return _noted(_without_tool_calls(await handler(request)) if wrapping else await handler(request))
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
@@ -1270,7 +1325,7 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
         meter.wrapped_up, meter._wrap_up_sent = stop, True
         said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
         return request, ModelResponse(result=[AIMessage(content=said)])
-    meter.wrapped_up = stop
+    meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
     # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
     return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
                             tool_choice=None), True

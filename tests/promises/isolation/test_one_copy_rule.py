@@ -120,6 +120,30 @@ def test_a_value_that_cannot_be_copied_is_withheld_by_name_never_shared():
     assert "TypeError" in withheld["a"] and "RecursionError" in withheld["deep"]
 
 
+class _HostileClass:
+    @property
+    def __class__(self):
+        raise RuntimeError("hostile __class__")
+
+
+class _RaisingMeta(type):
+    def __eq__(cls, other):
+        raise SystemExit("metaclass __eq__")
+
+    __hash__ = type.__hash__
+
+
+class _HostileMeta(metaclass=_RaisingMeta):
+    pass
+
+
+@pytest.mark.parametrize("kind", [_HostileClass, _HostileMeta], ids=["__class__", "metaclass __eq__"])
+def test_a_value_whose_immutability_check_raises_is_withheld_like_any_other(kind):
+    # Asked outside the copy's try, such a value failed every delegation while its key was in the state.
+    copies, withheld = own_copies({"odd": kind(), "fine": [1]})
+    assert copies == {"fine": [1]} and set(withheld) == {"odd"}
+
+
 def _mutables(values: Any) -> set[int]:
     """Ids of every list, dict and ``Plain`` reachable from ``values`` (kept alive by ``values``)."""
     seen: set[int] = set()

@@ -379,6 +379,41 @@ def test_a_critics_call_refused_before_the_wrap_up_ends_the_task_on_the_childs_l
         assert (record["status"], record["stop_reason"]) == ("error", "budget")
 
 
+class AfterCritic(AgentMiddleware):
+    """A root middleware of the child's that calls a model of its own after each of the child's calls."""
+
+    def __init__(self, model: ScriptedChatModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def after_model(self, state: Any, runtime: Any) -> None:
+        self.model.invoke("critique the answer")
+
+    async def aafter_model(self, state: Any, runtime: Any) -> None:
+        await self.model.ainvoke("critique the answer")
+
+
+@pytest.mark.parametrize("wrap_up_says", [ANSWER, ""])
+@pytest.mark.parametrize("max_turns", [3, 5])
+def test_a_critics_call_refused_after_the_wrap_up_answered_ends_the_task_on_that_answer(run, max_turns, wrap_up_says):
+    """The critic's call in after_model, past the wrap-up, was refused: the wrap-up's answer was lost, an error."""
+    def reply(messages):
+        return wrap_up_says if asked_to_wrap_up(messages) else {"content": NOTES, "tool_calls": [tool_call("echo", x="1")]}
+
+    child = ScriptedChatModel(default=reply)
+    spec = {"name": "writer", "description": "w", "tools": ["echo"], "model": child, "max_turns": max_turns,
+            "middleware": [AfterCritic(ScriptedChatModel(default="fine"))]}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [echo],
+                              subagents=[spec])
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    assert asked_to_wrap_up(child.calls[-1]["messages"])
+    if wrap_up_says:
+        assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
+            "completed", "max_turns", True, ANSWER), record["error"]
+    else:  # nothing said on the wrap-up: the limit's error, never an earlier text
+        assert (record["status"], record["stop_reason"]) == ("error", "max_turns")
+
+
 NOTES = "Notes so far: fact A."
 
 

@@ -379,3 +379,27 @@ def test_a_retry_or_a_follow_up_is_a_delegation_more(run, follow_up):
     out = run(create_deep_agent(model, background=True, settings=DelegationSettings.of(max_delegations=1)), user("go"))
     refused = [m for m in tool_messages(out) if "delegation limit reached" in m.text]
     assert len(refused) >= 3 and len(runs) == 1, (runs, [m.text[:80] for m in tool_messages(out)])
+
+
+@pytest.mark.parametrize("how", ["batch", "one big prompt"])
+@pytest.mark.parametrize("cap", [{"max_tokens": 6000}, {"max_budget_per_run": 6.0}], ids=["tokens", "dollars"])
+def test_a_childs_own_caps_hold_its_tools_model_calls_before_they_are_sent(run, how, cap):
+    # Judged only after a call, a tool's batch of ten 5,000-token prompts, or one 40,000-token prompt, spent
+    # many times the child's own cap.
+    inner = ScriptedChatModel(default="x" * 40, model_name="scripted")
+    big = "word " * 4000
+
+    @tool
+    def fanout(topic: str) -> str:
+        """Ask a model about a topic."""
+        outs = inner.batch([f"{i} {big}" for i in range(10)]) if how == "batch" else [inner.invoke(big * 8)]
+        return f"{len(outs)} answers"
+
+    child = ScriptedChatModel(responses=[{"tool_calls": [tool_call("fanout", topic="t")]}, "child answer"])
+    spec = {"name": "r", "description": "r", "model": child, "tools": ["fanout"], **cap}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("research", "r")))]), [fanout],
+                              subagents=[spec], settings=DelegationSettings.of(prices=PRICES))
+    (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
+    spent = record["charged_input_tokens"] + record["charged_output_tokens"], record["cost_usd"]
+    assert spent[0] <= 6000 if "max_tokens" in cap else spent[1] <= 6.0
+    assert len(inner.calls) < (2 if how == "batch" else 1)

@@ -70,11 +70,12 @@ def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_o
     # max_budget_per_run=0.50 ran to $5.21 with cost_usd=0 in the record.
     child = _looping(reply_name=reply_name)
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 200,
-              "max_budget_per_run": 0.05}]
+              "max_budget_per_run": 0.5}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
                                 subagents=specs, settings=DelegationSettings.of(prices=PRICES, wrap_up=False)), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
-    assert record["stop_reason"] == "budget" and 0.05 <= record["cost_usd"] < 0.1
+    # Each prompt held before it is sent: past the limit by an output at most.
+    assert record["stop_reason"] == "budget" and 0.4 <= record["cost_usd"] < 0.55, record["cost_usd"]
     assert record["model_calls"] < 20
 
 
@@ -286,8 +287,11 @@ def test_every_path_is_charged_each_call_it_made_at_the_price_it_was_sent_at(run
     _, models = _run_path(run, background, path, "priced", budget)
     assert all(model.billed for model in models), f"the {path} path made no call: the test would prove nothing"
     billed = [usage for model in models for usage in model.billed]
-    assert budget.tokens == sum(i + o for i, o in billed)
-    assert budget.usd == pytest.approx(sum(i * 1000.0 + o * 2000.0 for i, o in billed) / 1e6)
+    tokens, usd = sum(i + o for i, o in billed), sum(i * 1000.0 + o * 2000.0 for i, o in billed) / 1e6
+    if path == "fallback":  # the failing primary's calls were sent too: charged their prompts, at its price
+        assert budget.tokens > tokens and budget.usd > usd
+    else:
+        assert (budget.tokens, budget.usd) == (tokens, pytest.approx(usd))
 
 
 # -- usage believed only when plausible ------------------------------------------------------------------

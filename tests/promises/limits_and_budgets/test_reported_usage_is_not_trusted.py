@@ -104,3 +104,18 @@ def test_a_budget_refuses_limits_that_would_never_stop_or_are_not_numbers(limits
     field = next(iter(limits))
     with pytest.raises(ValueError, match=f"Budget: {field} must be positive"):
         Budget(**limits, prices={"m": (1.0, 1.0)})
+
+
+def test_a_reply_reporting_zeros_is_charged_all_it_carries():
+    # The estimate read only content and tool_calls: a cut tool call's arguments and reasoning in the extras,
+    # ~100,000 tokens under a usage of zeros, were charged 1 token.
+    huge = "x" * 200_000
+    reply = AIMessage(content="", invalid_tool_calls=[{"name": "write", "args": huge, "id": "c1", "error": "bad json",
+                                                       "type": "invalid_tool_call"}],
+                      additional_kwargs={"reasoning_content": huge})
+    reply.usage_metadata = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    budget = Budget(max_tokens=10**9)
+    meter = TaskMeter(budget=budget)
+    meter.on_chat_model_start({}, [[]], run_id="r", invocation_params={"model": "m"})
+    meter.on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]), run_id="r")
+    assert meter.charged_output_tokens >= 2 * len(huge) // 4

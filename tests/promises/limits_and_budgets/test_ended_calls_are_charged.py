@@ -1,0 +1,78 @@
+"""A model call that was sent is charged however it ends: failing, abandoned mid-stream, or cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from langchain_core.messages import AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
+
+from deep_agent.testing import ScriptedChatModel
+from subagents import Budget
+from subagents.metering import RunMeter, TaskMeter
+
+PROMPT = "word " * 4000  # ~5,000 tokens
+
+
+class _Streamer(ScriptedChatModel):
+    """Streams an input-usage chunk first (as Anthropic's message_start), then text; ``fail`` mid-stream."""
+
+    fail: bool = False
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        n_in = sum(len(m.text) for m in messages) // 4 + 1
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata={
+            "input_tokens": n_in, "output_tokens": 1, "total_tokens": n_in + 1}))
+        for i in range(200):
+            if self.fail and i == 20:
+                raise ConnectionError("overloaded mid-stream")
+            yield ChatGenerationChunk(message=AIMessageChunk(content="token " * 5))
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+@pytest.mark.parametrize("fail", [False, True], ids=["closed early", "failed mid-stream"])
+def test_a_stream_stopped_early_or_failing_is_charged_its_prompt_and_partial_reply(meter_type, fail):
+    # Only its reservation was given back: a tool repeating such a stream sent 250,000 prompt tokens under a
+    # 300,000 limit, all charged nothing.
+    budget = Budget(max_tokens=1_000_000)
+    meter = meter_type(budget=budget)
+    model = _Streamer(default="unused", model_name="m", fail=fail)
+    got = ""
+    with pytest.raises(ConnectionError) if fail else contextlib.nullcontext():
+        for chunk in model.stream(PROMPT, config={"callbacks": [meter]}):
+            got += chunk.text
+            if not fail and len(got) > 400:
+                break
+    assert budget.reserved == 0
+    assert budget.tokens >= 5_000 + 100  # the prompt as reported, and ~100 tokens of partial reply
+
+
+def test_a_call_the_meter_refused_is_charged_nothing():
+    budget = Budget(max_tokens=1_000)  # the prompt's hold does not fit
+    with pytest.raises(Exception, match="cannot cover"):
+        ScriptedChatModel(default="x", model_name="m").invoke(PROMPT, config={"callbacks": [TaskMeter(budget=budget)]})
+    assert (budget.tokens, budget.reserved) == (0, 0)
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+def test_a_cancelled_call_is_charged_its_prompt_and_gives_its_hold_back(meter_type):
+    # LangChain reports no end for a call cancelled in its gather: it held its reservation for ever (later calls
+    # refused, the next run's too) and its sent prompt was never counted.
+    budget = Budget(max_tokens=1_000_000)
+    meter = meter_type(budget=budget)
+    slow = ScriptedChatModel(default="late answer", model_name="m", latency_s=5.0)
+
+    async def main():
+        for _ in range(3):
+            task = asyncio.create_task(slow.ainvoke(PROMPT, config={"callbacks": [meter]}))
+            while not budget.reserved:  # sent
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    assert budget.reserved == 0
+    assert 3 * 5_000 <= budget.tokens < 3 * 5_000 * 2  # each sent prompt, at its estimate
