@@ -24,8 +24,9 @@ Code: logged, and kept on the tool result's
 ``additional_kwargs["hook_warnings"]``. But a ``PreToolUse`` hook that never
 ran (its shell or its sandbox could not start, or the shell could not find or
 run its command: exit 127 or 126) blocks the call: a guard's silence is not a
-verdict. Hooks run with ``PYTHONSAFEPATH=1``: an inline ``python3 -c`` guard
-imports nothing from its folder. A hook never raises into the agent.
+verdict. Hooks (and MCP servers) run with ``PYTHONSAFEPATH=1`` and a ``PATH`` of
+absolute folders only: an inline ``python3 -c`` guard imports nothing from its
+folder, and no ``./python3`` stands in for the one meant. A hook never raises into the agent.
 Commands run one after another in the order given, as asyncio subprocesses.
 
 Example::
@@ -236,8 +237,7 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
     ``timeout`` seconds, never blocking the loop. Started through
     :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        # PYTHONSAFEPATH: an inline `python3 -c 'import json'` guard never imports a json.py of its folder.
-        with launch([SHELL, "-c", command], env={"PYTHONSAFEPATH": "1"}) as (argv, env):
+        with launch([SHELL, "-c", command]) as (argv, env):  # with PYTHONSAFEPATH=1 and an absolute-only PATH
             return await _arun_hook(command, argv, env, event, timeout)
     except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)
