@@ -159,6 +159,9 @@ def matchers(hooks: Mapping[str, Any] | None, event: str) -> list[HookMatcher]:
 MAX_OUTPUT_CHARS = 8000
 """Most characters of a hook's stdout or stderr kept."""
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab."""
+
 EXIT_GRACE = 0.25
 """Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
 (a background job) is not waited for, so it neither delays nor changes the verdict."""
@@ -213,7 +216,10 @@ class _Protocol(asyncio.SubprocessProtocol):
             self.exited.set_result(None)
 
     def text(self, fd: int) -> str:
-        return self.output[fd].decode("utf-8", "replace")[:MAX_OUTPUT_CHARS]
+        # Shown in warnings, logs and tool results: a control character (a terminal escape sequence clearing the
+        # screen or hiding text) is written out, as \x1b, rather than acted on.
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}",
+                            self.output[fd].decode("utf-8", "replace")[:MAX_OUTPUT_CHARS])
 
 
 def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
