@@ -9,8 +9,8 @@ placeholder), and in-process writers go through
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config there names (:func:`_named_by_config`): any value
-  may be a command or a path;
+* every path a git config (or a ``.hg/hgrc`` and what it ``%include``s) there
+  names (:func:`_named_by_config`): any value may be a command or a path;
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
   trusted hook or server command names);
@@ -143,8 +143,8 @@ class Protected:
         for entry in _git_entries(self.root, symlinks, venvs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            if entry.name not in VCS_DIRS - {".git"}:  # another version control's: no git config
-                repos.append((entry, entry.parent if entry.name == ".git" else None))
+            if entry.name not in VCS_DIRS - {".git", ".hg"}:  # jj's and sapling's configs are not read
+                repos.append((entry, entry.parent if entry.name in (".git", ".hg") else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
             for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
@@ -480,6 +480,25 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
             yield file, value
 
 
+def _hgrc_entries(hg_dir: Path) -> Iterator[tuple[Path | None, str]]:
+    """``(file it came from, value)`` of every entry of Mercurial's ``hgrc`` in ``hg_dir`` (a ``[hooks]`` value is
+    a command) and of every file it ``%include``s, the include's path a value too."""
+    todo, read = [hg_dir / "hgrc"], set()
+    while todo:
+        with contextlib.suppress(OSError, RuntimeError):  # a symlink loop
+            if (file := todo.pop().resolve()) in read:
+                continue
+            read.add(file)
+            for line in read_regular(file, 1 << 20).decode("utf-8", "replace").splitlines():
+                if not line.strip() or line.lstrip().startswith(("#", ";", "[", "%unset")):
+                    continue
+                if line.startswith("%include"):
+                    yield file, (named := line.removeprefix("%include").strip())
+                    todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
+                else:  # key = value, or a value's indented continuation
+                    yield file, (line if line[:1] in " \t" else line.partition("=")[2]).strip()
+
+
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
 _REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
@@ -488,7 +507,7 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:
-    """Each path in ``root`` that a config git reads there names.
+    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names.
 
     ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
     Every word of every value, split at ``=`` and ``:``, resolved from the
@@ -498,7 +517,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:
-        for origin, value in _config_entries(git_dir):
+        hg = git_dir is not None and git_dir.name == ".hg"
+        for origin, value in _hgrc_entries(git_dir) if hg and git_dir else _config_entries(git_dir):
             if (origin, value, worktree) in seen:
                 continue
             seen.add((origin, value, worktree))
