@@ -95,8 +95,9 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
     """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted
     and resolved (the trust fingerprint covers them, so a changed script asks again).
 
-    A command's word names an existing file, or one to come if it holds a ``/``; a folder only in an ``env``
-    value or ``NAME=value`` word (a folder argument is work). With ``outside``, also what a relative word
+    A command's word names an existing file, or one to come if it holds a ``/`` or is a program's first
+    argument with a suffix (``bash guard.sh``); a folder only in an ``env`` value or ``NAME=value`` word (a folder
+    argument is work). After ``cd DIR``, the words are found from ``DIR``. With ``outside``, also what a relative word
     names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
@@ -110,12 +111,25 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
             found.update(p for value in _env(server).values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
     for words, base in named:
+        command: list[str] = []  # the simple command's words so far, its leading NAME=value ones left out
         for word in words:
+            if word in _OPERATORS:
+                command = []
+                continue
             parts = [part for part in WORD_PARTS.split(word) if part]
             folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+            script = len(command) == 1 and bool(Path(word).suffix)  # `bash guard.sh`: missing yet or not
             found.update(p for part in (parts if len(parts) > 1 else [word])
-                         if (p := _inside(part, base, root, folders=folders)) is not None)
+                         if (p := _inside(part, base, root, folders=folders, named=script)) is not None)
+            if command == ["cd"] and (moved := _resolved(base / word)) is not None and moved.is_dir():
+                base = moved  # `cd scripts && ./guard.sh`: what follows is found from there
+            if command or not folders:
+                command.append(word)
     return sorted(found)
+
+
+_OPERATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "(", ")", "!", "{", "}"})
+"""The words after which a shell command starts."""
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -150,9 +164,10 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
         yield from (folder / f"{name}{suffix}" for suffix in suffixes)
 
 
-def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path | None:
+def _inside(word: str, base: Path, root: Path | None, *, folders: bool, named: bool = False) -> Path | None:
     """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root`` (no ``root``:
-    a relative word anywhere but ``base`` and above). A missing file counts if the word holds a ``/``."""
+    a relative word anywhere but ``base`` and above). A missing file counts if the word holds a ``/``, or is
+    ``named`` as a script."""
     if not word or "\x00" in word or "://" in word or word.startswith("-"):
         return None
     if root is None and word.startswith(("/", "~")):
@@ -166,7 +181,7 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool) -> Path 
     if os.path.isdir(path):
         return path if folders else None
     # a script that may be created later; not a word the shell expands ("$(pwd)/x": its tail is named)
-    return path if os.path.exists(path) or ("/" in word and not {"$", "`"} & set(word)) else None
+    return path if os.path.exists(path) or (("/" in word or named) and not {"$", "`"} & set(word)) else None
 
 
 def _resolved(path: Path) -> Path | None:

@@ -9,8 +9,8 @@ placeholder), and in-process writers go through
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config there names (:func:`_named_by_config`): any value
-  may be a command or a path;
+* every path a git config (or a ``.hg/hgrc`` and what it ``%include``s) there
+  names (:func:`_named_by_config`): any value may be a command or a path;
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
   trusted hook or server command names);
@@ -21,7 +21,8 @@ placeholder), and in-process writers go through
   (:func:`_environment_of`: a ``.venv/bin``'s environment, with the
   ``sitecustomize`` of a folder its ``.pth`` files add and its base
   interpreter's environment, a ``node_modules/.bin``'s ``node_modules``);
-  and every virtual environment of the workspace, on ``PATH`` or not, the same.
+  and every Python environment of the workspace (:func:`is_environment`), on ``PATH`` or not,
+  the same (at the workspace root, its ``bin``, ``lib``, ``pyvenv.cfg``...).
 
 Hooks and MCP servers need nothing more here (a guard's own script is the
 caller's, as above: its verdict decides a call): where ``Bash`` is sandboxed they run
@@ -142,10 +143,11 @@ class Protected:
         for entry in _git_entries(self.root, symlinks, venvs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            if entry.name not in VCS_DIRS - {".git"}:  # another version control's: no git config
-                repos.append((entry, entry.parent if entry.name == ".git" else None))
+            if entry.name not in VCS_DIRS - {".git", ".hg"}:  # jj's and sapling's configs are not read
+                repos.append((entry, entry.parent if entry.name in (".git", ".hg") else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
-            for path, why in {venv: VENV, **dict(_started_with(venv, self.root))}.items():
+            held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
+            for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
                 found.setdefault(path, why)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
@@ -243,8 +245,9 @@ def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
     and the targets in ``root`` of its symlinks. Each -> why."""
     if root not in folder.parents:
         return {folder: PROGRAMS}
-    if folder.parent != root and (folder.parent / "pyvenv.cfg").is_file():
-        return {folder.parent: PROGRAMS, **dict(_started_with(folder.parent, root))}
+    if is_environment(folder.parent):
+        return {**dict.fromkeys(_environment_parts(folder.parent, root), PROGRAMS),
+                **dict(_started_with(folder.parent, root))}
     if folder.parent != root and folder.parent.name == "node_modules":
         return {folder.parent: PROGRAMS}
     targets = [folder]
@@ -256,6 +259,22 @@ def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
     return dict.fromkeys(targets, PROGRAMS)
 
 
+def is_environment(folder: Path) -> bool:
+    """Whether ``folder`` is a Python environment: a virtual one (``pyvenv.cfg``), conda's or pixi's
+    (``conda-meta``), or an interpreter's own tree (``bin/python*`` with ``lib/python3*/site-packages``)."""
+    return ((folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir()
+            or (any(folder.glob("bin/python*")) and any(folder.glob("lib/python3*/site-packages"))))
+
+
+_ENVIRONMENT_PARTS = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
+"""What of an environment at the workspace root is held (the workspace itself is the agent's to change)."""
+
+
+def _environment_parts(venv: Path, root: Path) -> list[Path]:
+    """The environment ``venv``, whole, or where it is the workspace ``root`` itself, its own parts."""
+    return [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+
+
 _AT_START = ("sitecustomize", "usercustomize")
 """What Python imports at every start, unasked, from any folder on its path."""
 
@@ -264,10 +283,12 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
     """What the virtual environment ``venv``'s python runs at its start from ``root`` outside ``venv``: in each
     folder its site-packages' ``.pth`` files add (an editable install's ``src``), :data:`_AT_START` in every form,
     existing or not; and a base interpreter's environment (``pyvenv.cfg``'s ``home``'s parent)."""
+    held = _environment_parts(venv, root)
+
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
-        return found if (found == root or root in found.parents) and found != venv and venv not in found.parents \
-            else None
+        return found if (found == root or root in found.parents) and not any(
+            found == part or part in found.parents for part in held) else None
 
     for line in read_regular(venv / "pyvenv.cfg", 65536).decode("utf-8", "replace").splitlines():
         key, _, value = line.partition("=")
@@ -380,7 +401,7 @@ def _folded(paths: dict[Path, str]) -> dict[str, str]:
 
 def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path]) -> Iterator[Path]:
     """Every ``.git`` (or :data:`VCS_DIRS` entry) in the workspace and every folder git takes for a git directory;
-    symlinks met go to ``symlinks``, virtual environments (a folder with ``pyvenv.cfg``) to ``venvs``."""
+    symlinks met go to ``symlinks``, Python environments (:func:`is_environment`, the root too) to ``venvs``."""
     todo = [root]
     while todo:
         folder = todo.pop()
@@ -394,7 +415,7 @@ def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path]) -> Iterato
         if is_git_dir(names):
             yield folder
             continue
-        if folder != root and "pyvenv.cfg" in names:
+        if names & {"pyvenv.cfg", "conda-meta", "bin"} and is_environment(folder):
             venvs.append(folder)
         yield from (folder / name for name in sorted(VCS_DIRS & names))  # a .git's own modules/: in it, whole
         todo += [Path(entry.path) for entry in entries
@@ -459,6 +480,25 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
             yield file, value
 
 
+def _hgrc_entries(hg_dir: Path) -> Iterator[tuple[Path | None, str]]:
+    """``(file it came from, value)`` of every entry of Mercurial's ``hgrc`` in ``hg_dir`` (a ``[hooks]`` value is
+    a command) and of every file it ``%include``s, the include's path a value too."""
+    todo, read = [hg_dir / "hgrc"], set()
+    while todo:
+        with contextlib.suppress(OSError, RuntimeError):  # a symlink loop
+            if (file := todo.pop().resolve()) in read:
+                continue
+            read.add(file)
+            for line in read_regular(file, 1 << 20).decode("utf-8", "replace").splitlines():
+                if not line.strip() or line.lstrip().startswith(("#", ";", "[", "%unset")):
+                    continue
+                if line.startswith("%include"):
+                    yield file, (named := line.removeprefix("%include").strip())
+                    todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
+                else:  # key = value, or a value's indented continuation
+                    yield file, (line if line[:1] in " \t" else line.partition("=")[2]).strip()
+
+
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
 _REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
@@ -467,7 +507,7 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:
-    """Each path in ``root`` that a config git reads there names.
+    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names.
 
     ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
     Every word of every value, split at ``=`` and ``:``, resolved from the
@@ -477,7 +517,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:
-        for origin, value in _config_entries(git_dir):
+        hg = git_dir is not None and git_dir.name == ".hg"
+        for origin, value in _hgrc_entries(git_dir) if hg and git_dir else _config_entries(git_dir):
             if (origin, value, worktree) in seen:
                 continue
             seen.add((origin, value, worktree))

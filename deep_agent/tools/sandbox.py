@@ -75,7 +75,7 @@ from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recor
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, VCS_DIRS, Protected, is_git_dir
 from deep_agent.tools.workspace import homes
-from subagents.definitions.on_host import confine
+from subagents.definitions.on_host import absolute_path, confine
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -253,7 +253,8 @@ LAUNCHER = str(Path(__file__).with_name("confined.py"))
 
 def _python() -> str:
     """This program's interpreter, or where this process may not run it (its user changed), the one on ``PATH``."""
-    return sys.executable if os.access(sys.executable, os.X_OK) else shutil.which("python3") or sys.executable
+    return (sys.executable if os.access(sys.executable, os.X_OK)
+            else shutil.which("python3", path=absolute_path()) or sys.executable)
 
 
 def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected) -> None:

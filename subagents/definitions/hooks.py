@@ -24,8 +24,9 @@ Code: logged, and kept on the tool result's
 ``additional_kwargs["hook_warnings"]``. But a ``PreToolUse`` hook that never
 ran (its shell or its sandbox could not start, or the shell could not find or
 run its command: exit 127 or 126) blocks the call: a guard's silence is not a
-verdict. Hooks run with ``PYTHONSAFEPATH=1``: an inline ``python3 -c`` guard
-imports nothing from its folder. A hook never raises into the agent.
+verdict. Hooks (and MCP servers) run with ``PYTHONSAFEPATH=1`` and a ``PATH`` of
+absolute folders only: an inline ``python3 -c`` guard imports nothing from its
+folder, and no ``./python3`` stands in for the one meant. A hook never raises into the agent.
 Commands run one after another in the order given, as asyncio subprocesses.
 
 Example::
@@ -158,6 +159,9 @@ def matchers(hooks: Mapping[str, Any] | None, event: str) -> list[HookMatcher]:
 MAX_OUTPUT_CHARS = 8000
 """Most characters of a hook's stdout or stderr kept."""
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab."""
+
 EXIT_GRACE = 0.25
 """Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
 (a background job) is not waited for, so it neither delays nor changes the verdict."""
@@ -212,7 +216,10 @@ class _Protocol(asyncio.SubprocessProtocol):
             self.exited.set_result(None)
 
     def text(self, fd: int) -> str:
-        return self.output[fd].decode("utf-8", "replace")[:MAX_OUTPUT_CHARS]
+        # Shown in warnings, logs and tool results: a control character (a terminal escape sequence clearing the
+        # screen or hiding text) is written out, as \x1b, rather than acted on.
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}",
+                            self.output[fd].decode("utf-8", "replace")[:MAX_OUTPUT_CHARS])
 
 
 def run_hook(command: str, event: Mapping[str, Any], timeout: float) -> HookOutcome:
@@ -236,8 +243,7 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
     ``timeout`` seconds, never blocking the loop. Started through
     :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        # PYTHONSAFEPATH: an inline `python3 -c 'import json'` guard never imports a json.py of its folder.
-        with launch([SHELL, "-c", command], env={"PYTHONSAFEPATH": "1"}) as (argv, env):
+        with launch([SHELL, "-c", command]) as (argv, env):  # with PYTHONSAFEPATH=1 and an absolute-only PATH
             return await _arun_hook(command, argv, env, event, timeout)
     except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)

@@ -45,17 +45,29 @@ def confinement() -> Confinement | None:
     return _installed[0] if _installed else None
 
 
+def absolute_path(path: str | None = None) -> str:
+    """``path`` (default: this process's ``PATH``) without its relative entries, which name folders of wherever a
+    program runs: ``.`` or ``node_modules/.bin`` in the workspace would let its ``python3`` be the one found."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
+    return os.pathsep.join(entry for entry in path.split(os.pathsep) if os.path.isabs(entry))
+
+
 @contextlib.contextmanager
 def launch(argv: Sequence[str], cwd: str | None = None, env: Mapping[str, str] | None = None) -> Iterator[Started]:
     """What runs ``argv`` in ``cwd`` (default: the current folder): unchanged, or confined while the context is held.
 
     ``env``: the entries a server's config declares, given on top of this process's environment (confined: on
     top of the sandbox's). Leaving the context after the process ended is what lets a confinement clean up.
+
+    Every process gets ``PYTHONSAFEPATH=1`` (``python3 -m x`` or ``-c`` imports nothing from its folder, the
+    workspace) and a ``PATH`` of absolute folders only (``.`` or ``node_modules/.bin`` would let a program of the
+    workspace stand in for ``python3``).
     """
     declared = {str(k): str(v) for k, v in (env or {}).items()}
+    declared |= {"PYTHONSAFEPATH": "1", "PATH": absolute_path(declared.get("PATH"))}
     installed = confinement()
     if installed is None:
-        yield list(argv), ({**os.environ, **declared} if declared else None)
+        yield list(argv), {**os.environ, **declared}
         return
     with installed(list(argv), cwd, declared) as started:
         yield started
