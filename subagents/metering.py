@@ -1025,7 +1025,8 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
     middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
-    node's config (no parent run), or followed from a run so started (with_retry, a chain). The meter charges
+    node's config (no parent run), or followed from a run so started (with_retry, a chain), through its parent run
+    or, with none, the run whose context it is made in (with_fallbacks). The meter charges
     a call it sees twice once (:meth:`RunMeter._start_call`)."""
 
     raise_error = True  # the meter's refusal of an unpriced model is the call's
@@ -1036,8 +1037,13 @@ class _NodeMeter(BaseCallbackHandler):
         self._runs: dict[Any, RunMeter] = {}  # a run started with its own callbacks in a metered node -> its meter
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
-        return run_meter_in(var_child_runnable_config.get()) if parent_run_id is None else \
-            self._runs.get(parent_run_id)
+        if parent_run_id is not None:
+            return self._runs.get(parent_run_id)
+        # No parent: the run it is made in is the context's, whose config holds the meter (a node's), or whose
+        # callbacks are the child's of a run followed (a nested runnable handing the inner call the caller's own
+        # config: with_fallbacks, a lambda's call with callbacks of its own).
+        config = var_child_runnable_config.get()
+        return run_meter_in(config) or self._runs.get(getattr((config or {}).get("callbacks"), "parent_run_id", None))
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
                        **kwargs: Any) -> None:
