@@ -152,6 +152,54 @@ def test_under_a_dollar_limit_a_call_with_its_own_callbacks_to_an_unpriced_model
     side = BillingModel(default="fine", model_name="unpriced-model")
     graph, critic = _agent("deep", parent, side, Budget(max_usd=1.0, prices=PRICES), nesting)
     critic.before = False  # the nested call in after_model is the one refused
-    with pytest.raises(BudgetExceeded, match="unpriced-model"):
-        _run(mode, graph)
+    out = _run(mode, graph)
+    assert stopped_by_limit(out["messages"][-1]) == "budget" and "unpriced-model" in out["messages"][-1].text
     assert side.billed == []
+
+
+class _Sampler(AgentMiddleware):
+    """Asks ``side`` ten times in one before_model (a critic sampling opinions), catching the refusal or not."""
+
+    def __init__(self, side: BillingModel, catches: bool) -> None:
+        super().__init__()
+        self.side, self.catches, self.refused = side, catches, 0
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        try:
+            for i in range(10):
+                self.side.invoke(f"opinion {i}: " + "c" * 20_000)
+        except BudgetExceeded:
+            if not self.catches:
+                raise
+            self.refused += 1
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        try:
+            for i in range(10):
+                await self.side.ainvoke(f"opinion {i}: " + "c" * 20_000)
+        except BudgetExceeded:
+            if not self.catches:
+                raise
+            self.refused += 1
+
+
+@pytest.mark.parametrize("catches", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["deep", "plain"])
+def test_a_root_middlewares_loop_of_calls_is_refused_within_the_limit_and_the_run_ends_on_its_message(
+        how, mode, catches):
+    # Never refused, ten ~5k-token calls in one hook spent 2.5x a 20k limit before the root's next call.
+    parent = BillingModel(default="parent done", model_name="parent")
+    side = BillingModel(default="looks fine " * 20, model_name="side")
+    budget = Budget(max_tokens=20_000, prices=PRICES)
+    sampler = _Sampler(side, catches)
+    if how == "deep":
+        graph = create_deep_agent(parent, [work], middleware=[sampler], budget=budget)
+    else:
+        delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+        graph = delegation.metered(create_agent(parent, [work], middleware=[sampler, delegation]))
+    out = _run(mode, graph)
+    assert stopped_by_limit(out["messages"][-1]) == "budget" and 0 < len(side.billed) < 10
+    assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
+    assert budget.tokens <= budget.max_tokens + max(o for _, o in side.billed)
+    assert sampler.refused == catches  # raised into the middleware, which may catch it
