@@ -116,7 +116,8 @@ class RootBudget:
 
     def metered(self, graph: GraphT) -> GraphT:
         """``graph`` run with the :class:`~subagents.metering.RunMeter` counting a root middleware's own calls."""
-        return graph.with_config(callbacks=[RunMeter(self.budget, self.prices)])
+        return graph.with_config(callbacks=[RunMeter(self.budget, self.prices, lambda refused: self._ended(
+            None, str(refused)))])
 
     def in_tools(self) -> contextlib.AbstractContextManager[None]:
         """Around a root tool call: the run's meter counts every model call the tool makes, those given
@@ -134,6 +135,8 @@ class RootBudget:
 
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
+        if (stop := _stop_to_end_on(request)) is not None:
+            return stop
         if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
             return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
@@ -153,6 +156,8 @@ class RootBudget:
 
     async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
                     Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
+        if (stop := _stop_to_end_on(request)) is not None:
+            return stop
         if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
             return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
@@ -196,6 +201,13 @@ class RootBudget:
         stop = limit_stop(f"{text}\n\n{note}" if text else note, "budget", self.agent_name)
         stop.usage_metadata = answer.usage_metadata if answer is not None else None
         return stop
+
+
+def _stop_to_end_on(request: ModelRequest[ContextT]) -> AIMessage | None:
+    """The budget's stop, if it is the conversation's last message (a root middleware's call was refused
+    before this one): the run ends on it, no call made (returned as it is, it replaces itself)."""
+    last = request.messages[-1] if request.messages else None
+    return last if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget" else None
 
 
 def _had_its_last_call(request: ModelRequest[ContextT]) -> bool:

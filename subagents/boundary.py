@@ -168,9 +168,9 @@ def _one_zone(zone: datetime.tzinfo | None) -> bool:
 
 
 def _named_code(value: Any) -> bool:
-    """Whether ``value`` is a function its module names (top level or class body); a lambda or inner function
-    is not: what it closes over or defaults to may be the caller's."""
-    if type(value) is not types.FunctionType or "<" in value.__qualname__:
+    """Whether ``value`` is a function or class its module names (top level or class body); a lambda, an inner
+    function or a class made at run time is not: what it closes over or holds may be the caller's."""
+    if not (type(value) is types.FunctionType or isinstance(value, type)) or "<" in value.__qualname__:
         return False
     found: Any = sys.modules.get(value.__module__)
     for part in value.__qualname__.split("."):  # the module's and classes' own dicts: no __getattr__ runs
@@ -178,14 +178,19 @@ def _named_code(value: Any) -> bool:
     return found is value
 
 
-def _reachable(value: Any) -> dict[int, Any]:
+def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int, Any]:
     """Every mutable object ``value`` holds (itself too), by id: whatever the garbage collector sees it refer
-    to but an instance's class and a function's globals and code, and what a live weak reference points to."""
+    to but a function's globals and code, and what a live weak reference points to. Classes are code, not
+    looked into (an original's are added to ``code``), but in a deep copy (``copied``) a class made by the
+    copy, neither one of ``code`` (shared, as a copy shares them) nor named by its module: its data is looked into."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
         item = stack.pop()
-        if id(item) in found or _immutable(item):
+        if isinstance(item, type) and (not copied or id(item) in code or _named_code(item)):
+            code.add(id(item))
+            continue
+        if id(item) in found or (not isinstance(item, type) and _immutable(item)):
             continue
         if type(item) not in (tuple, frozenset):  # a tuple of unchanged items is the same tuple: fine
             found[id(item)] = item
@@ -201,7 +206,7 @@ def _reachable(value: Any) -> dict[int, Any]:
         if kind is types.FunctionType:  # its globals are its module's, every function's of it; its closure its own
             shared = {id(item.__globals__), id(item.__builtins__), id(item.__code__)}
             parts = [part for part in parts if id(part) not in shared]
-        stack.extend(part for part in parts if part is not kind)
+        stack.extend(parts)
     return found
 
 
@@ -209,8 +214,9 @@ def _shared_with(copied: Any, original: Any) -> str | None:
     """What a deep copy still shares with its original (``None``: nothing mutable), named for the record."""
     if copied is original:
         return f"its deep copy is the original {_type_name(original)}"
-    before = _reachable(original)
-    for key, item in _reachable(copied).items():
+    code: set[int] = set()
+    before = _reachable(original, code)
+    for key, item in _reachable(copied, code, copied=True).items():
         if key in before:
             return f"its deep copy holds the original {_type_name(item)}"
         if isinstance(item, _OS_HANDLES):

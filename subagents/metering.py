@@ -25,6 +25,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.types import Command
 from pydantic import BeforeValidator
 
 from subagents.boundary import with_prompt_block
@@ -32,6 +33,7 @@ from subagents.errors import (
     BudgetExceeded,
     ChildExit,
     MaxTurnsReached,
+    RunEnded,
     SpecError,
     StopReason,
     SubagentError,
@@ -986,15 +988,17 @@ def task_meter() -> TaskMeter | None:
 
 class RunMeter(TaskMeter):
     """The root graph's callback (``SubAgentMiddleware.metered(graph)``) counting every model call no other
-    meter counts (a root middleware's own) against the budget. Not refused for want of budget (the root's
-    next call ends the run), but under a dollar limit when unpriced. Calls in the root's tool step are
-    refused as a child's are, by :attr:`in_tools`, or a tool's loop would spend past the limit."""
+    meter counts (a root middleware's own) against the budget, and refusing one as a child's is: with
+    :class:`RunEnded`, whose node, left uncaught, ends the run on ``ended(refused)``. Calls in the root's tool
+    step are refused by :attr:`in_tools`, as a child's are."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 
-    def __init__(self, budget: Budget, prices: PriceTable | None = None) -> None:
+    def __init__(self, budget: Budget, prices: PriceTable | None = None,
+                 ended: Callable[[BudgetExceeded], BaseMessage] | None = None) -> None:
         super().__init__(budget=budget, prices=prices)
-        self.refuses = False
+        self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
+        self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
         _meter_node_calls()
 
@@ -1003,7 +1007,14 @@ class RunMeter(TaskMeter):
         if not _METERED_APART.get() and run_id not in self._calls and run_id not in self.in_tools._calls:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
-            TaskMeter._start_call(meter, run_id, prompt, kwargs)
+            try:
+                TaskMeter._start_call(meter, run_id, prompt, kwargs)
+            except BudgetExceeded as refused:
+                node = (kwargs.get("metadata") or {}).get("langgraph_node")
+                if meter is not self or self.ended is None or not isinstance(node, str):
+                    raise
+                update = {"messages": [self.ended(refused)]}
+                raise RunEnded(refused, Command(graph=node, update=update)) from refused
 
     def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         for meter in (self, self.in_tools):
@@ -1025,7 +1036,8 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
     middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
-    node's config (no parent run), or followed from a run so started (with_retry, a chain). The meter charges
+    node's config (no parent run), or followed from a run so started (with_retry, a chain), through its parent run
+    or, with none, the run whose context it is made in (with_fallbacks). The meter charges
     a call it sees twice once (:meth:`RunMeter._start_call`)."""
 
     raise_error = True  # the meter's refusal of an unpriced model is the call's
@@ -1036,8 +1048,13 @@ class _NodeMeter(BaseCallbackHandler):
         self._runs: dict[Any, RunMeter] = {}  # a run started with its own callbacks in a metered node -> its meter
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
-        return run_meter_in(var_child_runnable_config.get()) if parent_run_id is None else \
-            self._runs.get(parent_run_id)
+        if parent_run_id is not None:
+            return self._runs.get(parent_run_id)
+        # No parent: the run it is made in is the context's, whose config holds the meter (a node's), or whose
+        # callbacks are the child's of a run followed (a nested runnable handing the inner call the caller's own
+        # config: with_fallbacks, a lambda's call with callbacks of its own).
+        config = var_child_runnable_config.get()
+        return run_meter_in(config) or self._runs.get(getattr((config or {}).get("callbacks"), "parent_run_id", None))
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
                        **kwargs: Any) -> None:

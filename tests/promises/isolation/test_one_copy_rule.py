@@ -472,6 +472,17 @@ class ProxiedNotes:
         return copied
 
 
+class MadeClassNotes:
+    """Its deep copy is an instance of a class made by the copy, whose class attribute is the original's items."""
+
+    def __init__(self) -> None:
+        self.items = ["orig"]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        made = type("NotesCopy", (), {"items": self.items})
+        return made()
+
+
 class RefusingConfig:
     def __init__(self, error: BaseException) -> None:
         self.error = error
@@ -483,7 +494,7 @@ class RefusingConfig:
 @tool
 def touch_notes(runtime: ToolRuntime) -> str:
     """Adds to the notes the state holds, if the child was given them."""
-    for notes in (runtime.state.get("lazy"), runtime.state.get("proxied")):
+    for notes in (runtime.state.get("lazy"), runtime.state.get("proxied"), runtime.state.get("made")):
         if notes is not None:
             (notes.load() if hasattr(notes, "load") else notes.items).append("child")
     return "touched"
@@ -492,6 +503,7 @@ def touch_notes(runtime: ToolRuntime) -> str:
 class _NotesState(TypedDict, total=False):
     lazy: NotRequired[Any]
     proxied: NotRequired[Any]
+    made: NotRequired[Any]
     config: NotRequired[Any]
 
 
@@ -506,13 +518,29 @@ def _noting_agent() -> Any:
                              subagents=[{"name": "w", "description": "w", "tools": ["touch_notes"]}])
 
 
-def test_a_copy_that_reaches_the_original_through_a_closure_or_a_weak_proxy_is_withheld(run):
-    # The reachability check stopped at functions and never followed a weak reference: the child changed both.
-    lazy, proxied = LazyNotes(), ProxiedNotes()
-    (record,) = records(run(_noting_agent(), {**_user(), "lazy": lazy, "proxied": proxied}))
-    assert lazy.items == ["orig"] and list(proxied.items) == ["orig"]
+def test_a_copy_that_reaches_the_original_through_a_closure_a_weak_proxy_or_a_class_it_made_is_withheld(run):
+    # The reachability check stopped at functions and classes and never followed a weak reference: the child
+    # changed all three.
+    lazy, proxied, made = LazyNotes(), ProxiedNotes(), MadeClassNotes()
+    (record,) = records(run(_noting_agent(), {**_user(), "lazy": lazy, "proxied": proxied, "made": made}))
+    assert lazy.items == ["orig"] and list(proxied.items) == ["orig"] and made.items == ["orig"]
     assert record["withheld_keys"] == {"lazy": "cannot be copied (its deep copy holds the original LazyNotes)",
-                                       "proxied": "cannot be copied (its deep copy holds the original UserList)"}
+                                       "proxied": "cannot be copied (its deep copy holds the original UserList)",
+                                       "made": "cannot be copied (its deep copy holds the original list)"}
+
+
+def test_instances_of_classes_made_at_run_time_are_copied_as_data_their_classes_shared():
+    local = type("Local", (), {"tags": ["class-wide"]})  # its module does not name it: no code, but shared
+    held = local()
+    held.items = ["orig"]
+
+    class Fresh:
+        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+            return type("FreshCopy", (), {"items": ["its own"]})()  # a class of the copy's, holding its own
+
+    copies, withheld = own_copies({"held": held, "fresh": Fresh(), "cls": local})
+    assert withheld == {} and copies["held"].items == ["orig"] and copies["held"].items is not held.items
+    assert type(copies["held"]) is local and copies["cls"] is local and copies["fresh"].items == ["its own"]
 
 
 @pytest.mark.parametrize("error", [SystemExit, asyncio.CancelledError, KeyboardInterrupt])

@@ -18,6 +18,7 @@ from helpers.graphs import user
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
@@ -48,32 +49,47 @@ class _Tracer(BaseCallbackHandler):
         self.started += 1
 
 
+def _through(side: BillingModel, nesting: str, config: Any) -> Any:
+    """``side`` as the middleware asks it: with_retry (its child config passed on), with_fallbacks (the caller's
+    own config handed to the inner model), or a lambda asking it with the caller's config ``config``."""
+    if nesting == "retry":
+        return side.with_retry()
+    if nesting == "fallbacks":
+        return side.with_fallbacks([side])
+    return RunnableLambda(lambda p: side.invoke(p, config=config), afunc=lambda p: side.ainvoke(p, config=config))
+
+
 class _SummariserAndCritic(AgentMiddleware):
     """Asks ``side`` with a tracer of its own before each root model call, and after it through a run of its
-    own (``with_retry``: the model call nested in it)."""
+    own (the model call nested in it, as ``nesting`` says)."""
 
-    def __init__(self, side: BillingModel) -> None:
+    def __init__(self, side: BillingModel, nesting: str = "retry") -> None:
         super().__init__()
         self.side, self.tracer = side, _Tracer()
+        self.nested = _through(side, nesting, self._config())
+        self.before = True
 
     def _config(self) -> Any:
         return {"callbacks": [self.tracer]}
 
     def before_model(self, state: Any, runtime: Any) -> None:
-        self.side.invoke("summarise " + "x" * 400, config=self._config())
+        if self.before:
+            self.side.invoke("summarise " + "x" * 400, config=self._config())
 
     async def abefore_model(self, state: Any, runtime: Any) -> None:
-        await self.side.ainvoke("summarise " + "x" * 400, config=self._config())
+        if self.before:
+            await self.side.ainvoke("summarise " + "x" * 400, config=self._config())
 
     def after_model(self, state: Any, runtime: Any) -> None:
-        self.side.with_retry().invoke("critique " + "y" * 400, config=self._config())
+        self.nested.invoke("critique " + "y" * 400, config=self._config())
 
     async def aafter_model(self, state: Any, runtime: Any) -> None:
-        await self.side.with_retry().ainvoke("critique " + "y" * 400, config=self._config())
+        await self.nested.ainvoke("critique " + "y" * 400, config=self._config())
 
 
-def _agent(how: str, parent: BillingModel, side: BillingModel, budget: Budget) -> tuple[Any, _SummariserAndCritic]:
-    critic = _SummariserAndCritic(side)
+def _agent(how: str, parent: BillingModel, side: BillingModel, budget: Budget,
+           nesting: str = "retry") -> tuple[Any, _SummariserAndCritic]:
+    critic = _SummariserAndCritic(side, nesting)
     if how == "deep":
         return create_deep_agent(parent, [work], middleware=[critic], budget=budget), critic
     delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
@@ -96,16 +112,18 @@ def _run(mode: str, graph: Any) -> dict[str, Any]:
 
 
 MODES = ["invoke", "ainvoke", "stream", "astream"]
+NESTINGS = ["retry", "fallbacks", "lambda"]
 
 
+@pytest.mark.parametrize("nesting", NESTINGS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("how", ["deep", "plain"])
-def test_a_root_middlewares_call_with_its_own_callbacks_is_charged_once(how, mode):
+def test_a_root_middlewares_call_with_its_own_callbacks_is_charged_once(how, mode, nesting):
     parent = BillingModel(rules=[("go", [{"tool_calls": [tool_call("work", x="1")]}, "parent done"])],
                           model_name="parent")
     side = BillingModel(default="fine", model_name="side")
     budget = Budget(max_tokens=10**9, prices=PRICES)
-    graph, critic = _agent(how, parent, side, budget)
+    graph, critic = _agent(how, parent, side, budget, nesting)
     _run(mode, graph)
     assert len(side.billed) == 4 and critic.tracer.started == 4  # two model calls, each with one before and after
     assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
@@ -127,11 +145,61 @@ def test_a_run_whose_middleware_spends_the_budget_with_its_own_callbacks_ends_at
         i + o for i, o in parent.billed)
 
 
+@pytest.mark.parametrize("nesting", NESTINGS)
 @pytest.mark.parametrize("mode", MODES)
-def test_under_a_dollar_limit_a_call_with_its_own_callbacks_to_an_unpriced_model_is_refused(mode):
+def test_under_a_dollar_limit_a_call_with_its_own_callbacks_to_an_unpriced_model_is_refused(mode, nesting):
     parent = BillingModel(default="parent done", model_name="parent")
     side = BillingModel(default="fine", model_name="unpriced-model")
-    graph, _ = _agent("deep", parent, side, Budget(max_usd=1.0, prices=PRICES))
-    with pytest.raises(BudgetExceeded, match="unpriced-model"):
-        _run(mode, graph)
+    graph, critic = _agent("deep", parent, side, Budget(max_usd=1.0, prices=PRICES), nesting)
+    critic.before = False  # the nested call in after_model is the one refused
+    out = _run(mode, graph)
+    assert stopped_by_limit(out["messages"][-1]) == "budget" and "unpriced-model" in out["messages"][-1].text
     assert side.billed == []
+
+
+class _Sampler(AgentMiddleware):
+    """Asks ``side`` ten times in one before_model (a critic sampling opinions), catching the refusal or not."""
+
+    def __init__(self, side: BillingModel, catches: bool) -> None:
+        super().__init__()
+        self.side, self.catches, self.refused = side, catches, 0
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        try:
+            for i in range(10):
+                self.side.invoke(f"opinion {i}: " + "c" * 20_000)
+        except BudgetExceeded:
+            if not self.catches:
+                raise
+            self.refused += 1
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        try:
+            for i in range(10):
+                await self.side.ainvoke(f"opinion {i}: " + "c" * 20_000)
+        except BudgetExceeded:
+            if not self.catches:
+                raise
+            self.refused += 1
+
+
+@pytest.mark.parametrize("catches", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("how", ["deep", "plain"])
+def test_a_root_middlewares_loop_of_calls_is_refused_within_the_limit_and_the_run_ends_on_its_message(
+        how, mode, catches):
+    # Never refused, ten ~5k-token calls in one hook spent 2.5x a 20k limit before the root's next call.
+    parent = BillingModel(default="parent done", model_name="parent")
+    side = BillingModel(default="looks fine " * 20, model_name="side")
+    budget = Budget(max_tokens=20_000, prices=PRICES)
+    sampler = _Sampler(side, catches)
+    if how == "deep":
+        graph = create_deep_agent(parent, [work], middleware=[sampler], budget=budget)
+    else:
+        delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+        graph = delegation.metered(create_agent(parent, [work], middleware=[sampler, delegation]))
+    out = _run(mode, graph)
+    assert stopped_by_limit(out["messages"][-1]) == "budget" and 0 < len(side.billed) < 10
+    assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
+    assert budget.tokens <= budget.max_tokens + max(o for _, o in side.billed)
+    assert sampler.refused == catches  # raised into the middleware, which may catch it
