@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from langgraph.errors import ParentCommand
-from langgraph.types import Command
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
@@ -194,19 +192,6 @@ class BudgetExceeded(SubagentError):
                  unit: Literal["tokens", "usd"] | None = None) -> None:
         super().__init__(message)
         self.limit, self.spent, self.unit = limit, spent, unit
-
-
-class RunEnded(BudgetExceeded, ParentCommand):
-    """A root middleware's own model call refused (a :class:`BudgetExceeded` its middleware may catch): left
-    uncaught, LangGraph writes the node's ``command`` for it, the run's last message, and the run ends on it."""
-
-    def __init__(self, refused: BudgetExceeded, command: Command[Any]) -> None:
-        BudgetExceeded.__init__(self, str(refused), limit=refused.limit, spent=refused.spent, unit=refused.unit)
-        self.args = (command,)  # what LangGraph reads of a ParentCommand
-        self.message = str(refused)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class ChildExit(SubagentsError):

@@ -25,6 +25,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.context import register_configure_hook
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.errors import ParentCommand
 from langgraph.types import Command
 from pydantic import BeforeValidator
 
@@ -33,7 +34,6 @@ from subagents.errors import (
     BudgetExceeded,
     ChildExit,
     MaxTurnsReached,
-    RunEnded,
     SpecError,
     StopReason,
     SubagentError,
@@ -984,6 +984,19 @@ def metered_in_tools(meter: RunMeter) -> contextlib.AbstractContextManager[None]
 def task_meter() -> TaskMeter | None:
     """The meter of the task whose child runs here (see :func:`metered_apart`), or ``None``."""
     return _TASK_METER.get()
+
+
+class RunEnded(BudgetExceeded, ParentCommand):
+    """A root middleware's own model call refused (a :class:`BudgetExceeded` its middleware may catch): left
+    uncaught, LangGraph writes the node's ``command`` for it, the run's last message, and the run ends on it."""
+
+    def __init__(self, refused: BudgetExceeded, command: Command[Any]) -> None:
+        BudgetExceeded.__init__(self, str(refused), limit=refused.limit, spent=refused.spent, unit=refused.unit)
+        self.args = (command,)  # what LangGraph reads of a ParentCommand
+        self.message = str(refused)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class RunMeter(TaskMeter):

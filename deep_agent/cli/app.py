@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -59,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     program = argv is None  # the deep-agent program itself, not a caller passing its own arguments
     if program:
         _exit_on_termination()
+        from subagents.definitions.on_host import absolute_path
+
+        # Its own lookups (bwrap, pasta, bash, git) never find a program of the folder it runs in.
+        os.environ["PATH"] = absolute_path()
     try:
         module, _, name = args.handler.partition(":")
         return int(getattr(importlib.import_module(module), name)(args))

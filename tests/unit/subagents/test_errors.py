@@ -68,10 +68,15 @@ def test_every_error_and_warning_class_of_the_library_sits_under_one_base():
     assert outside == []
 
 
+# Also LangGraph's ParentCommand (how a refused root middleware call ends the run): defined beside the meter, where
+# LangGraph is loaded already, so subagents.errors (which `deep-agent --help` imports) never loads it.
+_BESIDE_LANGGRAPH = {"subagents.metering.RunEnded"}
+
+
 def test_the_library_errors_live_in_one_module():
     elsewhere = [f"{c.__module__}.{c.__qualname__}" for c in _defined_exception_classes()
                  if c.__module__.startswith(("subagents", "middleware")) and c.__module__ != "subagents.errors"]
-    assert elsewhere == []
+    assert set(elsewhere) == _BESIDE_LANGGRAPH
 
 
 @pytest.mark.parametrize(("error", "builtin"), [
