@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pwd
 import shutil
@@ -41,6 +42,9 @@ class Runner:
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
+            # What the worker made stays out of the child's garbage collection: a background runtime's portal
+            # collected here would wait forever for its loop thread, which a forked child does not have.
+            gc.freeze()
             code = 1
             try:
                 os.close(read)
