@@ -340,18 +340,16 @@ def test_an_output_no_one_foresaw_past_the_childs_own_limit_still_ends_with_its_
     assert len(ran) == 2 and len(child.calls) == 3 and child.calls[-1]["tools"] == []
 
 
-class Critic(AgentMiddleware):
-    """A root middleware of the child's that calls a model of its own before each of the child's calls."""
+def critic(model: ScriptedChatModel, hook: str) -> AgentMiddleware:
+    """A root middleware of the child's that calls a model of its own at ``hook`` (``before_model``,
+    ``after_model``) of each of the child's calls, on invoke and ainvoke."""
+    def call(self: Any, state: Any, runtime: Any) -> None:
+        model.invoke("critique")
 
-    def __init__(self, model: ScriptedChatModel) -> None:
-        super().__init__()
-        self.model = model
+    async def acall(self: Any, state: Any, runtime: Any) -> None:
+        await model.ainvoke("critique")
 
-    def before_model(self, state: Any, runtime: Any) -> None:
-        self.model.invoke("critique the plan")
-
-    async def abefore_model(self, state: Any, runtime: Any) -> None:
-        await self.model.ainvoke("critique the plan")
+    return type(f"Critic_{hook}", (AgentMiddleware,), {hook: call, f"a{hook}": acall})()
 
 
 @pytest.mark.parametrize("said", ["Notes so far: fact A.", ""])
@@ -363,9 +361,9 @@ def test_a_critics_call_refused_before_the_wrap_up_ends_the_task_on_the_childs_l
         long = sum(m.type == "ai" for m in messages) == 1
         return {"content": said, "tool_calls": [tool_call("echo", x="draft paragraph. " * (3000 if long else 1))]}
 
-    child, critic = ScriptedChatModel(default=reply), ScriptedChatModel(default="fine")
+    child, critic_model = ScriptedChatModel(default=reply), ScriptedChatModel(default="fine")
     spec = {"name": "writer", "description": "w", "tools": ["echo"], "model": child, "max_turns": 200,
-            "middleware": [Critic(critic)], **limit}
+            "middleware": [critic(critic_model, "before_model")], **limit}
     agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [echo],
                               subagents=[spec], settings=DelegationSettings.of(prices=PRICES))
     out = run(agent, user("go"), {"recursion_limit": 1000})
@@ -379,20 +377,6 @@ def test_a_critics_call_refused_before_the_wrap_up_ends_the_task_on_the_childs_l
         assert (record["status"], record["stop_reason"]) == ("error", "budget")
 
 
-class AfterCritic(AgentMiddleware):
-    """A root middleware of the child's that calls a model of its own after each of the child's calls."""
-
-    def __init__(self, model: ScriptedChatModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def after_model(self, state: Any, runtime: Any) -> None:
-        self.model.invoke("critique the answer")
-
-    async def aafter_model(self, state: Any, runtime: Any) -> None:
-        await self.model.ainvoke("critique the answer")
-
-
 @pytest.mark.parametrize("wrap_up_says", [ANSWER, ""])
 @pytest.mark.parametrize("max_turns", [3, 5])
 def test_a_critics_call_refused_after_the_wrap_up_answered_ends_the_task_on_that_answer(run, max_turns, wrap_up_says):
@@ -402,7 +386,7 @@ def test_a_critics_call_refused_after_the_wrap_up_answered_ends_the_task_on_that
 
     child = ScriptedChatModel(default=reply)
     spec = {"name": "writer", "description": "w", "tools": ["echo"], "model": child, "max_turns": max_turns,
-            "middleware": [AfterCritic(ScriptedChatModel(default="fine"))]}
+            "middleware": [critic(ScriptedChatModel(default="fine"), "after_model")]}
     agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("write", "writer")))]), [echo],
                               subagents=[spec])
     (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
