@@ -111,21 +111,36 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
             found.update(p for value in _env(server).values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
     for words, base in named:
-        command: list[str] = []  # the simple command's words so far, its leading NAME=value ones left out
-        for word in words:
-            if word in _OPERATORS:
-                command = []
-                continue
-            parts = [part for part in WORD_PARTS.split(word) if part]
-            folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
-            script = len(command) == 1 and bool(Path(word).suffix)  # `bash guard.sh`: missing yet or not
-            found.update(p for part in (parts if len(parts) > 1 else [word])
-                         if (p := _inside(part, base, root, folders=folders, named=script)) is not None)
-            if command == ["cd"] and (moved := _resolved(base / word)) is not None and moved.is_dir():
-                base = moved  # `cd scripts && ./guard.sh`: what follows is found from there
-            if command or not folders:
-                command.append(word)
+        found |= command_files(words, base, root)
     return sorted(found)
+
+
+def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
+    """What a shell command's ``words`` name, found from ``base`` (its cwd), as :func:`files_run_by` says; and
+    for ``python -m pkg.mod``, what the start folder (first on its import path) holds for ``pkg``, missing or not."""
+    found: set[Path] = set()
+    command: list[str] = []  # the simple command's words so far, its leading NAME=value ones left out
+    for word in words:
+        if word in _OPERATORS:
+            command = []
+            continue
+        parts = [part for part in WORD_PARTS.split(word) if part]
+        folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+        script = len(command) == 1 and bool(Path(word).suffix)  # `bash guard.sh`: missing yet or not
+        found.update(p for part in (parts if len(parts) > 1 else [word])
+                     if (p := _inside(part, base, root, folders=folders, named=script)) is not None)
+        if command[-1:] == ["-m"] and any(_PYTHON.fullmatch(Path(w).name) for w in command):
+            top = word.partition(".")[0]
+            found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
+                         if top.isidentifier() and (p := _inside(name, base, root, folders=True, named=True)))
+        if command == ["cd"] and (moved := _resolved(base / word)) is not None and moved.is_dir():
+            base = moved  # `cd scripts && ./guard.sh`: what follows is found from there
+        if command or not folders:
+            command.append(word)
+    return found
+
+
+_PYTHON = re.compile(r"(python|pypy)[0-9.]*")
 
 
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "(", ")", "!", "{", "}"})

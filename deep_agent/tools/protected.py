@@ -10,7 +10,8 @@ placeholder), and in-process writers go through
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
 * every path a git config (or a ``.hg/hgrc`` and what it ``%include``s) there
-  names (:func:`_named_by_config`): any value may be a command or a path;
+  names (:func:`_named_by_config`): any value may be a command or a path; and what
+  it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
   trusted hook or server command names);
@@ -53,6 +54,7 @@ from pathlib import Path
 
 from deep_agent.tools.host_code import (
     WORD_PARTS,
+    command_files,
     import_names,
     read_regular,
     shell_words,
@@ -69,6 +71,8 @@ GIT = ("a git directory, or another version control's (.hg, .jj, .sl) (its hooks
 AGENT = "agent, skill, hook or MCP files (the next run reads them)"
 STATE = "the state folder"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
+RUN = ("what a command a git config names runs from the working tree's top, git's cwd for it (a python -m module, a "
+       "script): git runs it on the host")
 RUNTIME = "the interpreter or virtual environment this program runs from"
 IMPORTED = ("what this program imports from the workspace (through its import path or an editable install's "
             "finder: it would run on the host at the next start)")
@@ -151,9 +155,9 @@ class Protected:
                 found.setdefault(path, why)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
-        for path in _named_by_config(self.root, repos):
+        for path, why in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
-                found[path] = CONFIG  # a missing one is held while a command runs, as any (a file: git reads it)
+                found[path] = why  # a missing one is held while a command runs, as any (CONFIG's a file: git reads it)
         # A link leading to a protected path, into one, or to a folder holding one (hooks -> tools/githooks).
         holders: dict[Path, str] = {}
         for path, why in found.items():
@@ -506,8 +510,8 @@ _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinstea
 _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECASE)
 
 
-def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[Path]:
-    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names.
+def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, str]]:
+    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names -> why.
 
     ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
     Every word of every value, split at ``=`` and ``:``, resolved from the
@@ -523,7 +527,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                 continue
             seen.add((origin, value, worktree))
             if origin is not None and root in origin.parents:
-                yield origin
+                yield origin, CONFIG
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
             words = shell_words(value.removeprefix("!"))
             command = len(words) > 1 or value.startswith("!")
@@ -539,12 +543,14 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue  # outside, or a working tree (a submodule's core.worktree)
                     if name != part:
                         if os.path.isfile(path):
-                            yield path
+                            yield path, CONFIG
                     elif not os.path.lexists(path):
                         if shaped:
-                            yield path
+                            yield path, CONFIG
                     elif shaped or not command or not os.path.isdir(path):  # a bare folder argument is work
-                        yield path
+                        yield path, CONFIG
+            # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
+            yield from ((path, RUN) for path in command_files(words, worktree or root, root))
 
 
 def _enclosing(root: Path) -> tuple[Path, Path] | None:

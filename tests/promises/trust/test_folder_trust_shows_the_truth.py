@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from importlib.machinery import all_suffixes
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -128,7 +129,7 @@ def test_files_run_by_names_the_scripts_modules_and_load_paths_inside_the_folder
                  "env": {"PATH": f"./bin{os.pathsep}/usr/bin", "NODE_OPTIONS": "--require ./node/x.js"}},
            "remote": {"url": "http://127.0.0.1:1/mcp"}}
     found = files_run_by(spec(hooks, mcp), root)
-    assert [p.relative_to(root.resolve()).as_posix() for p in found] == [
+    assert [p.relative_to(root.resolve()).as_posix() for p in found] == sorted([
         ".cache",             # a PYTHONPATH folder (a shell assignment in a hook)
         "bin",                # a PATH folder of a server's env
         "later/gen.sh",       # a path named by an argument, not there yet
@@ -137,7 +138,8 @@ def test_files_run_by_names_the_scripts_modules_and_load_paths_inside_the_folder
         "sub/helper.py",      # arguments, from the server's cwd
         "sub/server.py",
         "tools/srv/main.py",  # the server's command, a path
-    ]  # not: src (a folder argument is work), the folder itself, files outside, a symlink leading out
+        "__pycache__", "pkg", *(f"pkg{suffix}" for suffix in all_suffixes()),  # python -m pkg.mod: first on its path
+    ])  # not: src (a folder argument is work), the folder itself, files outside, a symlink leading out
 
 
 def test_a_changed_script_asks_again(tmp_path):
