@@ -9,8 +9,8 @@ placeholder), and in-process writers go through
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config (or a ``.hg/hgrc`` and what it ``%include``s) there
-  names (:func:`_named_by_config`): any value may be a command or a path; and what
+* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s)
+  there names (:func:`_named_by_config`): any value may be a command or a path; and what
   it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
@@ -147,8 +147,8 @@ class Protected:
         for entry in _git_entries(self.root, symlinks, venvs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            if entry.name not in VCS_DIRS - {".git", ".hg"}:  # jj's and sapling's configs are not read
-                repos.append((entry, entry.parent if entry.name in (".git", ".hg") else None))
+            if entry.name != ".jj":  # jj's config is not read
+                repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
             for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
@@ -484,10 +484,14 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
             yield file, value
 
 
-def _hgrc_entries(hg_dir: Path) -> Iterator[tuple[Path | None, str]]:
-    """``(file it came from, value)`` of every entry of Mercurial's ``hgrc`` in ``hg_dir`` (a ``[hooks]`` value is
-    a command) and of every file it ``%include``s, the include's path a value too."""
-    todo, read = [hg_dir / "hgrc"], set()
+_HGRC = {".hg": "hgrc", ".sl": "config"}
+"""Mercurial's and Sapling's repository config, in its metadata folder: one format, ``%include`` and ``[hooks]``."""
+
+
+def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str]]:
+    """``(file it came from, value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
+    is a command) and of every file it ``%include``s, the include's path a value too."""
+    todo, read = [hgrc], set()
     while todo:
         with contextlib.suppress(OSError, RuntimeError):  # a symlink loop
             if (file := todo.pop().resolve()) in read:
@@ -521,8 +525,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     for git_dir, worktree in repos:
-        hg = git_dir is not None and git_dir.name == ".hg"
-        for origin, value in _hgrc_entries(git_dir) if hg and git_dir else _config_entries(git_dir):
+        hgrc = _HGRC.get(git_dir.name) if git_dir is not None else None
+        for origin, value in _hgrc_entries(git_dir / hgrc) if git_dir and hgrc else _config_entries(git_dir):
             if (origin, value, worktree) in seen:
                 continue
             seen.add((origin, value, worktree))
