@@ -19,6 +19,7 @@ from typing import Any
 from deep_agent.cli.agents import agent_problems, plan_models, read_mapping, read_profiles, require_dirs
 from deep_agent.cli.errors import UsageError
 from deep_agent.cli.folder_trust import HOW_TO_TRUST, TrustRecord, config_dir, describe, fingerprint, folder_commands
+from deep_agent.tools.host_code import files_run_by
 from subagents import Budget, BuildOptions, SpecError, discover_agents
 
 ROOT_PROMPT = (
@@ -148,8 +149,11 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
     require_dirs(args.skills_dirs, "--skills-dir")
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
-    commands = folder_commands(found.definitions.values(), Path.cwd())  # the files trust hashes, protected too
-    workspace = workspace_of(args, state, [p for run in commands.runs.values() for p in run])
+    commands = folder_commands(found.definitions.values(), Path.cwd())
+    # Protected: what every hook and server names from here (they start here), your own level's too, not only
+    # the folder's (what trust hashes): a guard's script decides a call.
+    workspace = workspace_of(args, state, [p for d in found.definitions.values()
+                                           for p in files_run_by(d.value, Path.cwd(), outside=True)])
     skills_dirs = _skill_levels(args.skills_dirs)
     bash, bash_note = bash_setting(args)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),

@@ -14,7 +14,7 @@ placeholder), and in-process writers go through
   it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
-  trusted hook or server command names);
+  hook or server command names);
 * what this program would import from the workspace, existing or not, an
   editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
 * the interpreter, its virtual environment, and every absolute folder on

@@ -4,7 +4,8 @@
   the trust fingerprint hashes), ``--model-profiles`` and ``--prices``.
   Before, a trusted guard's ``./hooks/no-rm.sh`` was rewritten to ``exit 0``,
   a server's script handed on its declared secret, and a profile's
-  ``base_url`` sent the next run's provider key elsewhere.
+  ``base_url`` sent the next run's provider key elsewhere. Your own agent
+  files' (``~/.claude/agents``) hooks too: they start in the folder as well.
 * Another version control's metadata: ``.hg/hgrc`` runs ``[hooks]`` on the
   next ``hg status``; a ``.hg``, ``.jj`` or ``.sl`` a command makes is set
   aside like a new ``.git``.
@@ -75,6 +76,29 @@ def test_what_a_trusted_hook_or_server_runs_and_the_runs_own_files_are_protected
     for name in ("hooks/no-rm.sh", "calc_server.py", "profiles.yaml", "prices.yaml"):
         assert "protected" in write.invoke({"file_path": name, "content": "planted"}), name
         assert "planted" not in (tmp_path / name).read_text(), name
+
+
+def test_what_your_own_agent_files_hooks_run_from_the_folder_is_protected(tmp_path, monkeypatch):
+    import deep_agent.cli.run as run
+    from deep_agent.cli.app import parse
+
+    home, folder = tmp_path / "home", tmp_path / "project"
+    (home / ".claude" / "agents").mkdir(parents=True)
+    (home / ".claude" / "agents" / "coder.md").write_text(AGENT)  # yours: no trust asked, its hooks run here
+    (folder / "hooks").mkdir(parents=True)
+    (folder / "hooks" / "no-rm.sh").write_text("#!/bin/sh\nexit 2\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(TESTS / "helpers" / "scripted"))
+    made = []
+    real = run.workspace_of
+    monkeypatch.setattr(run, "workspace_of", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    run.prepare_run(parse(["run", "go", "--model", "scripted:cli_scripts:one_edit", "--unsafe-bash"]))
+    write = {t.name: t for t in builtin_tools(made[0], bash=None)}["Write"]
+    for name in ("hooks/no-rm.sh", "calc_server.py"):  # the guard's script, and a server's missing yet
+        assert "protected" in write.invoke({"file_path": name, "content": "exit 0"}), name
+    assert (folder / "hooks" / "no-rm.sh").read_text() == "#!/bin/sh\nexit 2\n"
 
 
 def test_another_version_controls_config_is_protected_and_a_new_repository_set_aside(runner):
