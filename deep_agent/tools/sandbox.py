@@ -123,12 +123,14 @@ class Sandbox:
     def find(cls, *, network: bool = False, pass_env: tuple[str, ...] = ()) -> Sandbox | None:
         """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux).
 
+        Looked up in the absolute ``PATH`` entries only: a relative one (``bin``) names a folder of wherever the
+        program runs, and a workspace's ``bin/bwrap`` would run every command unconfined.
         Raises :class:`SandboxUnavailable` when ``network`` is asked for and ``pasta`` is missing.
         """
-        found = shutil.which("bwrap")
+        found = shutil.which("bwrap", path=absolute_path())
         if not found or not sys.platform.startswith("linux"):
             return None
-        pasta = shutil.which("pasta") if network else None
+        pasta = shutil.which("pasta", path=absolute_path()) if network else None
         if network and pasta is None:
             raise SandboxUnavailable("network for Bash needs pasta, which is not installed "
                                      "(Debian: apt install passt)", "pasta")
@@ -167,10 +169,11 @@ class Sandbox:
         return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
-        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, and ``HOME`` (empty inside)."""
+        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, ``HOME`` (empty inside), and ``PATH``'s
+        absolute entries (bubblewrap finds ``bash`` on it in the workspace: never a ``bin/bash`` of it)."""
         kept = {name: value for name, value in os.environ.items()
                 if name in ALLOWED_ENV or name in self.pass_env}
-        return {**kept, "HOME": str(Path.home())}
+        return {**kept, "HOME": str(Path.home()), "PATH": absolute_path()}
 
     @contextlib.contextmanager
     def holding(self, workspace: str | os.PathLike[str], protected: Protected | None = None,
@@ -677,7 +680,7 @@ def _hidden(root: str) -> list[str]:
     where it is ``/`` or holds ``bash`` itself (a system account's).
     """
     parent = str(Path(root).parent)
-    shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
+    shell = os.path.realpath(shutil.which("bash", path=absolute_path()) or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
     candidates += [*_ALWAYS_HIDDEN, *([] if parent == "/" else [parent])]
     folders = sorted({p for p in candidates if p != root and os.path.isdir(p)}, key=len)
