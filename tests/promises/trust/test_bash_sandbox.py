@@ -520,7 +520,7 @@ def test_without_bubblewrap_there_is_no_bash_unless_unconfined_is_asked_for(monk
     args = argparse.Namespace(unsafe_bash=False, allow_network=False)
     bash, note = bash_setting(args)
     assert isinstance(bash, Sandbox) and note is None
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: None)
     assert "Bash" not in [t.name for t in builtin_tools(tmp_path)]
     bash, note = bash_setting(args)
     assert bash is None and "Bash is off" in note and "--unsafe-bash" in note
