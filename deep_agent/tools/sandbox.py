@@ -67,7 +67,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,8 @@ class SetAsideUnchecked(SubagentsError, RuntimeError):
         super().__init__(f"what this command made at protected paths could not be checked "
                          f"({type(cause).__name__}: {cause}): a git repository or protected path it made may be left "
                          "in place, where the host would run it; look for new .git folders, and for protected paths "
-                         "it made; no command runs in this workspace until the program starts again")
+                         "it made; no command runs in this workspace until this check, tried again at each start, "
+                         "completes")
         self.cause = cause
 
 
@@ -190,8 +191,13 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        if (earlier := _unchecked.get(root)) is not None:  # fail closed: what it left may still be live
-            raise SandboxUnavailable(f"refused, as every command since: {earlier}", "bwrap")
+        if (earlier := _unchecked.get(root)) is not None:  # fail closed until the walk that failed completes
+            try:
+                _walk_or_refuse(root, earlier[1], set_aside)
+            except SetAsideUnchecked as exc:
+                raise SandboxUnavailable(f"refused, as every command since: {exc}", "bwrap") from exc
+            if _unchecked.get(root) is earlier:  # not a later one of a command running beside
+                del _unchecked[root]
         # What was there before the command: a repository found in the set since is still the command's, and so
         # is one at a protected path missing then (a placeholder, its own or a parallel command's, is not there).
         with _placeholder_lock:
@@ -560,25 +566,35 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
 @contextlib.contextmanager
 def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
                      known: dict[Path, str], before: dict[str, str | None]) -> Iterator[None]:
-    """Sets aside what the command made; where that fails (or left one in place) no later command runs in ``root``,
-    and the user is told (a warning: the model's answer alone may never be read)."""
+    """Sets aside what the command made (:func:`_walk_or_refuse`); the user is told where that fails (a warning:
+    the model's answer alone may never be read)."""
     try:
         yield
     finally:
         try:
-            moved = set_aside_new_repositories(root, protected, known, before)
-            if report is not None:
-                report += moved
-            if stuck := [str(p) for p in moved if SET_ASIDE not in p.name]:
-                raise FileExistsError(errno.EEXIST, "left in place, neither renamed nor removed", ", ".join(stuck))
-        except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
-            _unchecked[root] = SetAsideUnchecked(exc)
-            warnings.warn(str(_unchecked[root]), RuntimeWarning, stacklevel=1)
-            raise _unchecked[root] from exc
+            _walk_or_refuse(root, lambda: set_aside_new_repositories(root, protected, known, before), report)
+        except SetAsideUnchecked as exc:
+            warnings.warn(str(exc), RuntimeWarning, stacklevel=1)
+            raise
 
 
-_unchecked: dict[Path, SetAsideUnchecked] = {}
-"""Workspaces where what a command made could not be set aside: no command runs there again in this process."""
+def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Path] | None) -> None:
+    """``walk`` run, what it set aside added to ``report``; where it fails or leaves one in place, no command
+    runs in ``root`` until it is run again and completes (:class:`SetAsideUnchecked`)."""
+    try:
+        moved = walk()
+        if report is not None:
+            report += moved
+        if stuck := [str(p) for p in moved if SET_ASIDE not in p.name]:
+            raise FileExistsError(errno.EEXIST, "left in place, neither renamed nor removed", ", ".join(stuck))
+    except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
+        _unchecked[root] = (SetAsideUnchecked(exc), walk)
+        raise _unchecked[root][0] from exc
+
+
+_unchecked: dict[Path, tuple[SetAsideUnchecked, Callable[[], list[Path]]]] = {}
+"""Workspaces where what a command made could not be set aside, with the walk to try again (with what was known
+when that command started: a repository it made at a protected path missing then is still its)."""
 
 
 _placeholder_lock = threading.Lock()
