@@ -617,7 +617,9 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
     """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on
-    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails."""
+    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails. The walk
+    after the command comes too late for that: meanwhile the host finds these paths by name (a hook of a tool
+    called beside starts the interpreter by its path, an editor runs ``git status``)."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.

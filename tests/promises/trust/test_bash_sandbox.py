@@ -175,6 +175,9 @@ def test_a_symlink_on_the_way_to_a_protected_path_is_kept_as_it_is(runner):
 
 
 def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
+    # Refused while the command runs, not only set aside after it: with the protected paths alone bound, `sub`
+    # renamed and made again was what the host's git found by name meanwhile, and the walk after it let it be
+    # (a folder where there was one; its .git "known"), while the real .git, in sub_old, was set aside.
     ws = runner.ws
     (ws / "scripts").mkdir()
     (ws / "scripts" / "check.sh").write_text("echo fine\n")
