@@ -67,7 +67,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,8 @@ class SetAsideUnchecked(SubagentsError, RuntimeError):
         super().__init__(f"what this command made at protected paths could not be checked "
                          f"({type(cause).__name__}: {cause}): a git repository or protected path it made may be left "
                          "in place, where the host would run it; look for new .git folders, and for protected paths "
-                         "it made; no command runs in this workspace until the program starts again")
+                         "it made; no command runs in this workspace until this check, tried again at each start, "
+                         "completes")
         self.cause = cause
 
 
@@ -123,12 +124,14 @@ class Sandbox:
     def find(cls, *, network: bool = False, pass_env: tuple[str, ...] = ()) -> Sandbox | None:
         """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux).
 
+        Looked up in the absolute ``PATH`` entries only: a relative one (``bin``) names a folder of wherever the
+        program runs, and a workspace's ``bin/bwrap`` would run every command unconfined.
         Raises :class:`SandboxUnavailable` when ``network`` is asked for and ``pasta`` is missing.
         """
-        found = shutil.which("bwrap")
+        found = shutil.which("bwrap", path=absolute_path())
         if not found or not sys.platform.startswith("linux"):
             return None
-        pasta = shutil.which("pasta") if network else None
+        pasta = shutil.which("pasta", path=absolute_path()) if network else None
         if network and pasta is None:
             raise SandboxUnavailable("network for Bash needs pasta, which is not installed "
                                      "(Debian: apt install passt)", "pasta")
@@ -167,10 +170,11 @@ class Sandbox:
         return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
 
     def environment(self) -> dict[str, str]:
-        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, and ``HOME`` (empty inside)."""
+        """What the command gets: :data:`ALLOWED_ENV`, ``pass_env``, ``HOME`` (empty inside), and ``PATH``'s
+        absolute entries (bubblewrap finds ``bash`` on it in the workspace: never a ``bin/bash`` of it)."""
         kept = {name: value for name, value in os.environ.items()
                 if name in ALLOWED_ENV or name in self.pass_env}
-        return {**kept, "HOME": str(Path.home())}
+        return {**kept, "HOME": str(Path.home()), "PATH": absolute_path()}
 
     @contextlib.contextmanager
     def holding(self, workspace: str | os.PathLike[str], protected: Protected | None = None,
@@ -187,8 +191,13 @@ class Sandbox:
         except Exception as exc:  # noqa: BLE001 - any cause refuses the command, named
             raise SandboxUnavailable(f"the protected paths of {root} could not be worked out "
                                      f"({type(exc).__name__}: {exc}); the command did not run", "bwrap") from exc
-        if (earlier := _unchecked.get(root)) is not None:  # fail closed: what it left may still be live
-            raise SandboxUnavailable(f"refused, as every command since: {earlier}", "bwrap")
+        if (earlier := _unchecked.get(root)) is not None:  # fail closed until the walk that failed completes
+            try:
+                _walk_or_refuse(root, earlier[1], set_aside)
+            except SetAsideUnchecked as exc:
+                raise SandboxUnavailable(f"refused, as every command since: {exc}", "bwrap") from exc
+            if _unchecked.get(root) is earlier:  # not a later one of a command running beside
+                del _unchecked[root]
         # What was there before the command: a repository found in the set since is still the command's, and so
         # is one at a protected path missing then (a placeholder, its own or a parallel command's, is not there).
         with _placeholder_lock:
@@ -557,25 +566,35 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
 @contextlib.contextmanager
 def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
                      known: dict[Path, str], before: dict[str, str | None]) -> Iterator[None]:
-    """Sets aside what the command made; where that fails (or left one in place) no later command runs in ``root``,
-    and the user is told (a warning: the model's answer alone may never be read)."""
+    """Sets aside what the command made (:func:`_walk_or_refuse`); the user is told where that fails (a warning:
+    the model's answer alone may never be read)."""
     try:
         yield
     finally:
         try:
-            moved = set_aside_new_repositories(root, protected, known, before)
-            if report is not None:
-                report += moved
-            if stuck := [str(p) for p in moved if SET_ASIDE not in p.name]:
-                raise FileExistsError(errno.EEXIST, "left in place, neither renamed nor removed", ", ".join(stuck))
-        except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
-            _unchecked[root] = SetAsideUnchecked(exc)
-            warnings.warn(str(_unchecked[root]), RuntimeWarning, stacklevel=1)
-            raise _unchecked[root] from exc
+            _walk_or_refuse(root, lambda: set_aside_new_repositories(root, protected, known, before), report)
+        except SetAsideUnchecked as exc:
+            warnings.warn(str(exc), RuntimeWarning, stacklevel=1)
+            raise
 
 
-_unchecked: dict[Path, SetAsideUnchecked] = {}
-"""Workspaces where what a command made could not be set aside: no command runs there again in this process."""
+def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Path] | None) -> None:
+    """``walk`` run, what it set aside added to ``report``; where it fails or leaves one in place, no command
+    runs in ``root`` until it is run again and completes (:class:`SetAsideUnchecked`)."""
+    try:
+        moved = walk()
+        if report is not None:
+            report += moved
+        if stuck := [str(p) for p in moved if SET_ASIDE not in p.name]:
+            raise FileExistsError(errno.EEXIST, "left in place, neither renamed nor removed", ", ".join(stuck))
+    except Exception as exc:  # never a silent pass: what the walk did not reach may be a repository
+        _unchecked[root] = (SetAsideUnchecked(exc), walk)
+        raise _unchecked[root][0] from exc
+
+
+_unchecked: dict[Path, tuple[SetAsideUnchecked, Callable[[], list[Path]]]] = {}
+"""Workspaces where what a command made could not be set aside, with the walk to try again (with what was known
+when that command started: a repository it made at a protected path missing then is still its)."""
 
 
 _placeholder_lock = threading.Lock()
@@ -598,7 +617,9 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
     """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on
-    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails."""
+    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails. The walk
+    after the command comes too late for that: meanwhile the host finds these paths by name (a hook of a tool
+    called beside starts the interpreter by its path, an editor runs ``git status``)."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
@@ -677,7 +698,7 @@ def _hidden(root: str) -> list[str]:
     where it is ``/`` or holds ``bash`` itself (a system account's).
     """
     parent = str(Path(root).parent)
-    shell = os.path.realpath(shutil.which("bash") or "/bin/bash")
+    shell = os.path.realpath(shutil.which("bash", path=absolute_path()) or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
     candidates += [*_ALWAYS_HIDDEN, *([] if parent == "/" else [parent])]
     folders = sorted({p for p in candidates if p != root and os.path.isdir(p)}, key=len)

@@ -175,6 +175,9 @@ def test_a_symlink_on_the_way_to_a_protected_path_is_kept_as_it_is(runner):
 
 
 def test_a_folder_holding_a_protected_path_cannot_be_renamed_and_replaced(runner):
+    # Refused while the command runs, not only set aside after it: with the protected paths alone bound, `sub`
+    # renamed and made again was what the host's git found by name meanwhile, and the walk after it let it be
+    # (a folder where there was one; its .git "known"), while the real .git, in sub_old, was set aside.
     ws = runner.ws
     (ws / "scripts").mkdir()
     (ws / "scripts" / "check.sh").write_text("echo fine\n")
@@ -520,7 +523,7 @@ def test_without_bubblewrap_there_is_no_bash_unless_unconfined_is_asked_for(monk
     args = argparse.Namespace(unsafe_bash=False, allow_network=False)
     bash, note = bash_setting(args)
     assert isinstance(bash, Sandbox) and note is None
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: None)
     assert "Bash" not in [t.name for t in builtin_tools(tmp_path)]
     bash, note = bash_setting(args)
     assert bash is None and "Bash is off" in note and "--unsafe-bash" in note

@@ -136,7 +136,7 @@ def test_a_commands_chmod_hides_nothing_from_the_set_aside(runner):
     assert _starts_clean(runner, "src")
 
 
-def test_a_set_aside_that_cannot_complete_stops_every_later_command_and_tells_the_user(tmp_path, monkeypatch):
+def test_a_set_aside_that_cannot_complete_stops_every_later_command_until_it_completes(tmp_path, monkeypatch):
     if shutil.which("bwrap") is None:
         pytest.skip("bwrap is not installed (Debian's bubblewrap package)")
 
@@ -149,7 +149,11 @@ def test_a_set_aside_that_cannot_complete_stops_every_later_command_and_tells_th
     with pytest.warns(RuntimeWarning, match="could not be checked .* no command runs in this workspace"):
         answer = bash.invoke({"command": "git init -q r && echo made", "timeout": 20_000})
     assert answer.startswith("made") and "could not be checked" in answer, answer
-    monkeypatch.undo()  # the walk works again: the workspace stays unchecked all the same
-    answer = str(bash.invoke({"command": "touch ran; echo ran", "timeout": 20_000}))
+    answer = str(bash.invoke({"command": "touch ran; echo ran", "timeout": 20_000}))  # tried again: fails again
     assert "refused" in answer and "could not be checked" in answer, answer
     assert not (tmp_path / "ran").exists()
+    monkeypatch.undo()  # the walk works again: the next start completes it, then its command runs
+    answer = str(bash.invoke({"command": "touch ran; echo ran", "timeout": 20_000}))
+    assert answer.startswith("ran") and "r/.git" in answer, answer
+    assert (tmp_path / "ran").exists() and not (tmp_path / "r" / ".git").exists()
+    assert (tmp_path / "r" / (".git" + SET_ASIDE)).is_dir()

@@ -2,7 +2,8 @@
 ``PATH`` entry (``bin``, ``node_modules/.bin``, ``.``) is dropped when it starts.
 
 Before, with ``bin`` on ``PATH``, a checkout's ``bin/bwrap`` was the sandbox: it ran the agent's command on the
-host, unconfined."""
+host, unconfined. A library user, whose PATH is as it was, gets the same from ``Sandbox.find()``: it looked up
+``bin/bwrap`` too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import shutil
 
 import pytest
 from helpers.cli import SCRIPTS, cli, make_project
+
+from deep_agent.tools.sandbox import Sandbox
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -26,3 +29,18 @@ def test_a_checkouts_bwrap_on_a_relative_path_entry_is_never_the_sandbox(tmp_pat
     assert result.returncode == 0, result.stderr
     assert (project / "hidden-at-the-end").exists(), result.stdout  # the command ran, confined
     assert not marker.exists(), "the checkout's bin/bwrap ran on the host"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("pasta") is None, reason="needs bwrap and pasta")
+def test_a_library_users_sandbox_finds_no_program_on_a_relative_path_entry(tmp_path, monkeypatch):
+    # A library user builds the sandbox with PATH as it is: Sandbox.find() drops the relative entries itself.
+    for name in ("bwrap", "pasta", "bash"):
+        planted = tmp_path / "bin" / name
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_text("#!/bin/sh\nexit 0\n")
+        planted.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", os.pathsep.join(["bin", os.environ.get("PATH", os.defpath)]))
+    sandbox = Sandbox.find(network=True)
+    assert sandbox is not None and os.path.isabs(sandbox.bwrap) and os.path.isabs(sandbox.pasta or ""), sandbox
+    assert "bin" not in sandbox.environment()["PATH"].split(os.pathsep)  # bubblewrap's own look-up of bash
