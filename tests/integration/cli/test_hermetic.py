@@ -55,6 +55,8 @@ def test_the_trap_environment_really_goes_online_outside_the_test_command():
         "model = choose_model(None).with_retry(stop_after_attempt=1)\n"
         "try:\n    model.invoke('hi')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
         "else:\n    print('answered')\n"
+        # Out at once: LangSmith's flush to the dead endpoint at exit retries for some 10 s, and proves nothing more.
+        "import os, sys\nsys.stdout.flush()\nos._exit(0)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], env=trap_environment(), cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
