@@ -930,9 +930,10 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Hold a ``SystemExit`` (not a signal handler's) or ``GeneratorExit`` raised in any asyncio task made where
-    a child runs as a :class:`ChildExit` (asyncio would end the parent's run with the one and close the awaiting
-    chain with the other), in the loop's task factory: the one place every task passes."""
+    """Hold a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit``
+    raised in any asyncio task made where a child runs as a :class:`ChildExit` (asyncio would end the parent's run
+    with the first two and close the awaiting chain with the last), in the loop's task factory: the one place every
+    task passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -951,6 +952,12 @@ class _ExitsKept:  # a loop's task factory: see keep_child_exits
 async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
+    except KeyboardInterrupt as exc:
+        from subagents.runner import is_ctrl_c  # the runner notes each Ctrl-C (and imports this module)
+
+        if is_ctrl_c():
+            raise
+        raise ChildExit(exc) from exc
     except (SystemExit, GeneratorExit) as exc:
         tb = exc.__traceback__
         # A signal handler's exit is the user's; a GeneratorExit raised right here, this coroutine being closed.
