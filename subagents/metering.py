@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import decimal
@@ -1059,6 +1060,9 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
     return next((h for h in handlers if isinstance(h, RunMeter) and (budget is None or h.budget is budget)), None)
 
 
+MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
+
+
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
     middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
@@ -1071,7 +1075,10 @@ class _NodeMeter(BaseCallbackHandler):
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        self._runs: dict[Any, RunMeter] = {}  # a run started with its own callbacks in a metered node -> its meter
+        # A run started with its own callbacks in a metered node -> its meter. At most MAX_FOLLOWED, the oldest
+        # going first: a run whose end never comes (cancelled mid-way, a stream left unread) leaves no entry for
+        # good. An OrderedDict: its pops are one step each, safe on any thread.
+        self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
@@ -1086,6 +1093,8 @@ class _NodeMeter(BaseCallbackHandler):
                        **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
             self._runs[run_id] = meter
+            if len(self._runs) > MAX_FOLLOWED:
+                self._runs.popitem(last=False)
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)
