@@ -2,7 +2,8 @@
 
 The steps are one plan (:meth:`TaskRunner._plan`) that ``run`` and ``arun`` drive. Whatever the child
 raises becomes a failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only interrupts
-(approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript.
+(approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
+``KeyboardInterrupt`` is real only when it may be the user's Ctrl-C (:func:`is_ctrl_c`), else the child's error.
 Example: ``TaskRunner(SubagentRegistry(specs), max_concurrent=4).run(TaskCall(...))``.
 """
 
