@@ -796,7 +796,7 @@ class TaskRunner:
     def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
         """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed. A
         ``KeyboardInterrupt`` no Ctrl-C raised (:func:`is_ctrl_c`) is the child's failure, as its ``sys.exit`` is."""
-        if isinstance(exc, KeyboardInterrupt) and not is_ctrl_c():
+        if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
             failed = ChildExit(exc)
             failed.__cause__ = exc
             return failed
