@@ -195,7 +195,8 @@ class BudgetExceeded(SubagentError):
 
 
 class ChildExit(SubagentsError):
-    """A child's ``SystemExit`` (not a signal handler's) or stray ``GeneratorExit``: it fails that task alone."""
+    """A child's ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or stray
+    ``GeneratorExit``: it fails that task alone."""
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"{type(exc).__name__}: {safe_text(exc, 200)}")

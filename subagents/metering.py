@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import decimal
@@ -434,6 +435,8 @@ class Budget:
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
                                      "async generator ignored GeneratorExit"})
 
+_RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter._raising), kept on the stop
+
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
 
@@ -478,7 +481,6 @@ class TaskMeter(BaseCallbackHandler):
         self.max_turns, self.max_tokens, self.max_usd = max_turns, max_tokens, max_usd
         self.prices, self.budget = prices, budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
-        self._raised: list[BaseException] = []  # what this meter raised to stop the child (few: it stops)
         self._stop: SubagentError | None = None
         # The last stop raised in the child, cleared when a later call goes through: read by the runner, so a
         # child middleware that turns errors into answers (ModelRetryMiddleware) cannot hide it.
@@ -542,11 +544,11 @@ class TaskMeter(BaseCallbackHandler):
                 any(seen is exc or seen is cause for seen, _ in self._seen):
             return cause
         cause = exc
-        for _ in range(8 if self._raised else 0):  # the meter's own stop, wrapped by a tool it passed through
+        for _ in range(8):  # the meter's own stop, wrapped by a tool it passed through
             wrapped = cause.__cause__ or cause.__context__
             if wrapped is None:
                 break
-            if any(wrapped is raised for raised in self._raised):
+            if self._raised(wrapped):
                 return wrapped
             cause = wrapped
         return exc
@@ -554,7 +556,7 @@ class TaskMeter(BaseCallbackHandler):
     def origin_of(self, exc: BaseException) -> StopReason | None:
         """``model_error`` or ``tool_error`` when ``exc`` is what a model or tool raised."""
         exc = self.source_of(exc)
-        if any(exc is raised for raised in self._raised):  # the meter's own stop, passed through a tool
+        if self._raised(exc):  # the meter's own stop, passed through a tool
             return None
         # The error that ended the run need not be the latest seen (tools failing in one step); one raised
         # from a seen error comes from it.
@@ -583,7 +585,7 @@ class TaskMeter(BaseCallbackHandler):
             return None
         if not isinstance(stop, SubagentError) or stop.stop_reason not in ("max_turns", "timeout", "budget"):
             return None
-        return (self.wrapped_up or stop, self.said) if any(stop is raised for raised in self._raised) else None
+        return (self.wrapped_up or stop, self.said) if self._raised(stop) else None
 
     def raise_if_stopped(self) -> None:
         """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
@@ -703,11 +705,16 @@ class TaskMeter(BaseCallbackHandler):
                                                unit="usd"))
 
     def _raising(self, error: SubagentError) -> SubagentError:
-        """``error``, remembered as the meter's own: a tool it passes through does not make it the tool's."""
-        self._raised.append(error)
-        del self._raised[:-8]
+        """``error``, marked as the meter's own: a tool it passes through does not make it the tool's. On the
+        error itself, so that however many calls it refuses (a tool's batch), each stays its stop."""
+        vars(error)[_RAISED_BY] = self
         self.stopped_by = error
         return error
+
+    def _raised(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a stop this meter raised (:meth:`_raising`); by its type, which any error may not
+        fake (a ``__class__`` that raises)."""
+        return issubclass(type(exc), SubagentError) and vars(exc).get(_RAISED_BY) is self
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         self._check(call=True)
@@ -806,7 +813,7 @@ class TaskMeter(BaseCallbackHandler):
             self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
-        if any(error is raised for raised in self._raised):
+        if self._raised(error):
             return  # the meter's own stop passing through a tool: no tool's error, nor like one
         self._seen.append((error, origin))
         del self._seen[:-8]
@@ -930,9 +937,10 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Hold a ``SystemExit`` (not a signal handler's) or ``GeneratorExit`` raised in any asyncio task made where
-    a child runs as a :class:`ChildExit` (asyncio would end the parent's run with the one and close the awaiting
-    chain with the other), in the loop's task factory: the one place every task passes."""
+    """Hold a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit``
+    raised in any asyncio task made where a child runs as a :class:`ChildExit` (asyncio would end the parent's run
+    with the first two and close the awaiting chain with the last), in the loop's task factory: the one place every
+    task passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -951,6 +959,12 @@ class _ExitsKept:  # a loop's task factory: see keep_child_exits
 async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
+    except KeyboardInterrupt as exc:
+        from subagents.runner import is_ctrl_c  # the runner notes each Ctrl-C (and imports this module)
+
+        if is_ctrl_c():
+            raise
+        raise ChildExit(exc) from exc
     except (SystemExit, GeneratorExit) as exc:
         tb = exc.__traceback__
         # A signal handler's exit is the user's; a GeneratorExit raised right here, this coroutine being closed.
@@ -1046,6 +1060,9 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
     return next((h for h in handlers if isinstance(h, RunMeter) and (budget is None or h.budget is budget)), None)
 
 
+MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
+
+
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
     middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
@@ -1058,7 +1075,10 @@ class _NodeMeter(BaseCallbackHandler):
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        self._runs: dict[Any, RunMeter] = {}  # a run started with its own callbacks in a metered node -> its meter
+        # A run started with its own callbacks in a metered node -> its meter. At most MAX_FOLLOWED, the oldest
+        # going first: a run whose end never comes (cancelled mid-way, a stream left unread) leaves no entry for
+        # good. An OrderedDict: its pops are one step each, safe on any thread.
+        self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
@@ -1073,6 +1093,8 @@ class _NodeMeter(BaseCallbackHandler):
                        **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
             self._runs[run_id] = meter
+            if len(self._runs) > MAX_FOLLOWED:
+                self._runs.popitem(last=False)
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)

@@ -2,7 +2,8 @@
 
 The steps are one plan (:meth:`TaskRunner._plan`) that ``run`` and ``arun`` drive. Whatever the child
 raises becomes a failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only interrupts
-(approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript.
+(approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
+``KeyboardInterrupt`` is real only when it may be the user's Ctrl-C (:func:`is_ctrl_c`), else the child's error.
 Example: ``TaskRunner(SubagentRegistry(specs), max_concurrent=4).run(TaskCall(...))``.
 """
 
@@ -793,7 +794,12 @@ class TaskRunner:
         return None
 
     def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
-        """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed."""
+        """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed. A
+        ``KeyboardInterrupt`` no Ctrl-C raised (:func:`is_ctrl_c`) is the child's failure, as its ``sys.exit`` is."""
+        if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
+            failed = ChildExit(exc)
+            failed.__cause__ = exc
+            return failed
         if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
             return cancellation()
         return exc
@@ -1013,6 +1019,14 @@ _WATCHING = threading.Event()  # set once watch_interrupts installed its handler
 def stop_requested() -> bool:
     """Whether Ctrl-C was pressed during the run a handler of ours watches (and still does)."""
     return _STOP.is_set() and isinstance(signal.getsignal(signal.SIGINT), _CtrlC)
+
+
+def is_ctrl_c() -> bool:
+    """Whether a ``KeyboardInterrupt`` raised here (this thread, now) may be the user's Ctrl-C. A signal reaches
+    the main thread alone, where a handler of ours notes it first (:func:`request_stop`); under another handler,
+    the main thread's cannot be told from code raising it. Any other is a child's own: it fails that task alone."""
+    return _STOP.is_set() or (threading.current_thread() is threading.main_thread()
+                              and not isinstance(signal.getsignal(signal.SIGINT), _CtrlC))
 
 
 def request_stop() -> None:

@@ -241,11 +241,33 @@ def test_a_cancelled_error_a_child_raises_itself_keeps_its_text_in_the_record_an
     assert any("CancelledError: the disk went away" in m.text for m in tool_messages(out))
 
 
+@pytest.mark.parametrize("place", ["tool", "model"])
+def test_a_keyboard_interrupt_a_child_raises_on_a_worker_thread_fails_that_task_alone(place):
+    """It ended the parent's whole run, as the user's Ctrl-C: on invoke a child's tools and model run on worker
+    threads, where no signal lands (docs/index.md)."""
+    out = _child_raising_at(place, KeyboardInterrupt("stop"), "sync")
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert (failed["stop_reason"], failed["error"]) == (f"{place}_error", "KeyboardInterrupt: stop")
+
+
 @MODES
-def test_a_keyboard_interrupt_from_a_child_model_propagates_on_both_paths(mode):
-    """The user's Ctrl-C is not a failure (docs/index.md): it reaches the caller, on ainvoke too."""
+def test_a_keyboard_interrupt_a_child_raises_under_the_ctrl_c_handler_fails_that_task_alone(mode):
+    """With the library's Ctrl-C handler in place (the command line's), a Ctrl-C is noted before it raises:
+    one the child raises without one is its own, on the main thread's event loop too."""
+    from subagents.runner import stop_on_ctrl_c
+
+    with stop_on_ctrl_c():
+        out = _child_with_async_tool_raising(KeyboardInterrupt("stop"), mode)
+    _assert_one_message_and_record_per_call(out, 2)
+    (failed,) = [r for r in _records(out) if r["status"] == "error"]
+    assert (failed["stop_reason"], failed["error"]) == ("tool_error", "KeyboardInterrupt: stop")
+
+
+def test_a_keyboard_interrupt_from_a_child_model_on_the_main_threads_loop_propagates():
+    """There, under Python's own handler, it cannot be told from the user's Ctrl-C (docs/index.md)."""
     with pytest.raises(KeyboardInterrupt):
-        _child_raising_at("model", KeyboardInterrupt("stop"), mode)
+        _child_raising_at("model", KeyboardInterrupt("stop"), "async")
 
 
 @MODES
@@ -328,10 +350,9 @@ def test_a_sys_exit_from_a_child_tool_of_its_own_class_fails_that_task_alone(mod
     assert failed["stop_reason"] == "tool_error" and "SystemExit: tool class exits" in failed["error"]
 
 
-@MODES
-def test_a_keyboard_interrupt_from_a_child_tools_coroutine_propagates(mode):
+def test_a_keyboard_interrupt_from_a_child_tools_coroutine_on_the_main_threads_loop_propagates():
     with pytest.raises(KeyboardInterrupt):
-        _child_with_async_tool_raising(KeyboardInterrupt("stop"), mode)
+        _child_with_async_tool_raising(KeyboardInterrupt("stop"), "async")
 
 
 @MODES

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import signal
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -20,7 +23,19 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.attacks import _parallel, _user
 from helpers.graphs import user
 from subagents import SubagentSpec
+from subagents.runner import is_ctrl_c, stop_on_ctrl_c
 from subagents.settings import DelegationSettings
+
+
+def _ctrl_c_lands(text: str = "") -> None:
+    """Ctrl-C while a child's tool runs (on a worker thread, on invoke): SIGINT to the main thread, which waits
+    on the tool step, and, once the handler has noted it, the KeyboardInterrupt it raises here too."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    for _ in range(1000):
+        if is_ctrl_c():
+            raise KeyboardInterrupt(text)
+        time.sleep(0.01)
+    raise AssertionError("the Ctrl-C was never noted")
 
 
 def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
@@ -52,7 +67,8 @@ def test_a_keyboard_interrupt_in_a_child_tool_propagates_on_invoke_and_marks_the
     @tool
     def ctrl_c(x: str) -> str:
         """Ctrl-C lands while this runs."""
-        raise KeyboardInterrupt
+        _ctrl_c_lands()
+        return x
 
     model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("ctrl_c", x="1")]}, "done"])],
                               responses=_parallel(("job", "w")))
@@ -71,17 +87,19 @@ def _cancelled_events(events: list[Any]) -> list[dict[str, Any]]:
 
 def test_a_cancellation_with_a_text_keeps_it_in_its_cancelled_event():
     """The text a cancellation carried was lost: its event, the only place a cancellation is recorded, said
-    only that the task was cancelled. (On ``astream`` the run ends before the event is read.)"""
+    only that the task was cancelled. (On ``astream`` the run ends before the event is read; so it does here
+    under a handler raising on the main thread: the program's handler leaves the run to end from the child.)"""
     @tool
     def ctrl_c(x: str) -> str:
         """Ctrl-C lands while this runs."""
-        raise KeyboardInterrupt("the user stopped the run")
+        _ctrl_c_lands("the user stopped the run")
+        return x
 
     model = ScriptedChatModel(rules=[("job", [{"tool_calls": [tool_call("ctrl_c", x="1")]}, "done"])],
                               responses=_parallel(("job", "w")))
     agent = create_deep_agent(model, [ctrl_c], subagents=[{"name": "w", "description": "w", "tools": ["ctrl_c"]}])
     seen: list[Any] = []
-    with pytest.raises(KeyboardInterrupt):
+    with stop_on_ctrl_c(then=lambda signum, frame: None), pytest.raises(KeyboardInterrupt):
         seen.extend(agent.stream(_user(), stream_mode="custom"))
     (cancelled,) = [e for e in seen if isinstance(e, dict) and e.get("status") == "cancelled"]
     assert cancelled["reason"] == "KeyboardInterrupt: the user stopped the run"

@@ -381,6 +381,26 @@ def test_a_retry_or_a_follow_up_is_a_delegation_more(run, follow_up):
     assert len(refused) >= 3 and len(runs) == 1, (runs, [m.text[:80] for m in tool_messages(out)])
 
 
+def test_a_tool_raising_the_first_of_many_refusals_ends_its_task_on_the_budget(run):
+    # The meter kept only its last 8 refusals: the first of a refused batch of ten, raised by the tool, was taken
+    # for the tool's own error (stop_reason tool_error).
+    inner = ScriptedChatModel(default="x", model_name="scripted")
+
+    @tool
+    def fanout(topic: str) -> str:
+        """Ask a model about a topic, ten ways."""
+        outs = inner.batch([f"{i} {'word ' * 4000}" for i in range(10)], {"max_concurrency": 1},
+                           return_exceptions=True)
+        raise next(out for out in outs if isinstance(out, BaseException))
+
+    child = ScriptedChatModel(responses=[{"tool_calls": [tool_call("fanout", topic="t")]}, "child answer"])
+    spec = {"name": "r", "description": "r", "model": child, "tools": ["fanout"], "max_tokens": 3000}
+    agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("research", "r")))]), [fanout],
+                              subagents=[spec])
+    (record,) = records(run(agent, user("go")))
+    assert (record["stop_reason"], inner.calls) == ("budget", []), record["error"]
+
+
 @pytest.mark.parametrize("how", ["batch", "one big prompt"])
 @pytest.mark.parametrize("cap", [{"max_tokens": 6000}, {"max_budget_per_run": 6.0}], ids=["tokens", "dollars"])
 def test_a_childs_own_caps_hold_its_tools_model_calls_before_they_are_sent(run, how, cap):

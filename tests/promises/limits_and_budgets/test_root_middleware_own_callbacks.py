@@ -203,3 +203,20 @@ def test_a_root_middlewares_loop_of_calls_is_refused_within_the_limit_and_the_ru
     assert budget.tokens == sum(i + o for model in (parent, side) for i, o in model.billed)
     assert budget.tokens <= budget.max_tokens + max(o for _, o in side.billed)
     assert sampler.refused == catches  # raised into the middleware, which may catch it
+
+
+def test_runs_followed_whose_end_never_comes_are_not_kept_for_good():
+    # Each run followed in a metered node (a call nested in with_retry, a chain) was kept until its end: one
+    # cancelled, or a stream left unread, never ends, and the process kept it for as long as it lived.
+    from uuid import uuid4
+
+    from subagents.metering import RunMeter, _NodeMeter
+
+    node_meter, meter = _NodeMeter(), RunMeter(Budget(max_tokens=10**9))
+    parent = uuid4()
+    node_meter._runs[parent] = meter
+    for _ in range(10_000):  # each nested in the one before, none ending
+        run = uuid4()
+        node_meter.on_chain_start({}, {}, run_id=run, parent_run_id=parent)
+        parent = run
+    assert len(node_meter._runs) < 10_000 and node_meter._runs[parent] is meter  # the newest still followed
