@@ -954,6 +954,20 @@ def _char_bytes(text: str) -> int:
 _open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
 """Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
 
+_forked_away: list[Any] = []
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's loop threads: it closes its copies of the open runtimes without
+    touching them, and keeps their portals forever (collected, a portal's exit waits for its thread)."""
+    for runtime in list(_open.values()):
+        _forked_away.append(runtime._portal_cm)
+        runtime.closed, runtime._portal, runtime._portal_cm = True, None, None
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
 
 class BackgroundRuntime:
     """An event loop thread and the background tasks that live on it; ``close()`` ends both.
