@@ -4,12 +4,6 @@ Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call does
 handling), on the runtime's loop. A task adds its own conversation (:class:`ChildSession`), an owner (a task is
 ``lost`` only once its owner is provably gone), an outcome stored the moment it settles, and a concurrency cap
 (tasks beyond ``max_concurrent`` stay ``pending``).
-
-Example (inside a coroutine on the runtime's loop)::
-
-    runner = LocalTaskRunner(registry, runtime, max_concurrent=4)
-    fields = await runner.start(task_id, call)      # returns at once: {'status': 'pending', ...}
-    later = runner.refresh({**record, **fields})     # {'status': 'completed', 'result': ...}
 """
 
 from __future__ import annotations
@@ -187,14 +181,7 @@ class LocalTask:
 
 
 class LocalTaskRunner:
-    """Starts, steers, follows up, cancels and retries background tasks in this process.
-
-    Args:
-        registry: the subagents, as built for background use (with a steering inbox).
-        runtime: the runtime whose loop, table and inboxes the tasks use.
-        max_concurrent: how many of this runner's tasks run at once.
-        excluded_keys, private_keys: more keys that never reach a child.
-        settings: for the :class:`~subagents.TaskRunner` (transcripts, budgets).
+    """Starts, steers, follows up, cancels and retries background tasks in this process, on ``runtime``'s loop.
 
     ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored (their feedback joins
     it), told without waiting of a cancel, not told of a close. ``on_settled``: callables given each task once it
@@ -422,7 +409,7 @@ class LocalTaskRunner:
             call = dataclasses.replace(call, description=_steering_text(leftover))
 
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
-        """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
+        """:meth:`_finish` the task once the listeners were told it ended (their feedback added)."""
         feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
         fields = with_feedback(fields, feedback)
         unread = self.runtime.inboxes.take(task.id) if fields.get("status") == "error" else []
@@ -463,9 +450,8 @@ class LocalTaskRunner:
                 listener(task)
 
     def _store(self, record: Mapping[str, Any]) -> OutcomeStore:
-        path = record.get("outcome_db")
-        if path:
-            return self.runtime.outcomes.for_db(str(path))
+        if path := record.get("outcome_db"):
+            return self.runtime.outcomes.file(str(path))
         owner = Owner.parse(record.get("owner"))
         other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         return (other or self.runtime).outcomes.memory
