@@ -86,10 +86,8 @@ class ChildSession:
         payload: Any
         if self.resume is not None:
             payload, self.resume = Command(resume=self.resume), None
-        elif self._last is None and self._seed:
-            payload = {**inputs, "messages": [*self._seed, *inputs["messages"]]}
         elif self._last is None:
-            payload = dict(inputs)
+            payload = {**inputs, "messages": [*self._seed, *inputs["messages"]]}
         elif isinstance(self.graph, Pregel):
             payload = {"messages": list(inputs["messages"])}
         else:
@@ -269,14 +267,14 @@ class LocalTaskRunner:
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)
-        self._admit(task)
+        await self._admit(task)
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
         """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the tasks
         already running). One a closing runtime never takes is recorded ``lost`` (its caller was told it started)."""
         task = self._new(task_id, call, outcome_db=outcome_db)
-        handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
+        handed = self.runtime.submit(self._admit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
         return dict(task.fields)
 
@@ -295,14 +293,11 @@ class LocalTaskRunner:
                      approval_request=None, started_at=None, outcome_db=outcome_db, **where, **task.usage())
         return task
 
-    def _admit(self, task: LocalTask) -> None:
+    async def _admit(self, task: LocalTask) -> None:  # a coroutine, for submit
         """On the loop: the task enters the table and starts (or waits for a slot)."""
         self.runtime.inboxes.take(task.id)
         self.runtime.table.put(task.id, task)
         self._launch(task, task.call)
-
-    async def _aadmit(self, task: LocalTask) -> None:  # a coroutine, for submit
-        self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and checked

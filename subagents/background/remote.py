@@ -1132,7 +1132,9 @@ async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, pa
 
 
 async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunner, parent_thread_id: str,
-                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str], settled: set[str]) -> None:
+                      missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
+                      settled: set[str] | None = None) -> None:
+    settled = set() if settled is None else settled
     groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[str]]] = {}
     for wanted, (kind, _) in missing.items():
         if kind in runner.specs:
