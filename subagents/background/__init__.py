@@ -1,12 +1,5 @@
-"""Background subagents: tasks that outlive the parent's turn, run here or on a LangGraph Server::
-
-    from subagents.background import BackgroundRuntime, wait_for_background
-
-    with BackgroundRuntime() as runtime:
-        ...  # BackgroundSubagentMiddleware(specs, settings=DelegationSettings.of(background_runtime=runtime))
-        # starts tasks on it
-        wait_for_background(state["async_tasks"], timeout_s=30)
-"""
+"""Background subagents: tasks that outlive the parent's turn, run here or on a LangGraph Server (started by
+:class:`middleware.BackgroundSubagentMiddleware`, waited for with :func:`wait_for_background`)."""
 
 from subagents.background.ledger import (
     ACTIVE_STATUSES,

@@ -2,14 +2,6 @@
 
 The parent state key ``async_tasks`` maps a task id to a plain dict, so any checkpointer persists it with no custom
 serialiser; it is what survives a restart.
-
-Example::
-
-    record = AsyncTaskRecord(id="t1", agent_type="researcher", runner="local",
-                             status="pending", description="Find X", created_at=time.time())
-    ledger = merge_async_records({}, {record.id: record.model_dump()})
-    ledger = merge_async_records(ledger, {"t1": {"status": "running"}})
-    AsyncTaskRecord.model_validate(ledger["t1"]).status      # 'running'
 """
 
 from __future__ import annotations
@@ -110,12 +102,8 @@ _TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
 
 
 def record_problem(task_id: Any, record: Any) -> str | None:
-    """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on; ``None`` when it can.
-
-    Checked is what waiting, polling, listing and announcing read (key and ``id``, ``status``, ``agent_type``,
-    ``runner``, texts, times, counts up to :data:`MAX_COUNT`, ``approval_request``, a live remote task's
-    ``thread_id``). Records the middleware writes always pass; a hand-edited one may not.
-    """
+    """Why ``record``, the ledger's entry under ``task_id``, cannot be acted on (waited for, polled, listed,
+    announced); ``None`` when it can. Records the middleware writes always pass; a hand-edited one may not."""
     if not isinstance(task_id, str):
         return f"its key is a {type(task_id).__name__}, not a task id string"
     if not isinstance(record, Mapping):
@@ -166,29 +154,21 @@ def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
 
 
 def usable_records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The records of ``ledger`` that can be acted on, as plain dicts; a damaged one is logged and left in
-    state as it is, neither polled, announced nor listed."""
+    """The records of ``ledger`` that can be acted on, as plain dicts; a damaged one is logged (once per process,
+    not at every turn: the 1,024 latest remembered) and left in state as it is, neither polled, announced nor listed."""
     out: dict[str, dict[str, Any]] = {}
     for task_id, record in ledger.items():
         if (problem := record_problem(task_id, record)) is None:
             out[task_id] = dict(record)
-        elif _first_warning(task_id, problem):
+        elif (key := (repr(task_id)[:200], problem[:200])) not in _warned:
+            _warned[key] = None
+            while len(_warned) > 1024:
+                del _warned[next(iter(_warned))]
             log.warning("async_tasks: ledger record %r is ignored: %s", task_id, problem)
     return out
 
 
 _warned: dict[tuple[str, str], None] = {}
-
-
-def _first_warning(task_id: Any, problem: str) -> bool:
-    """Each damaged record is logged once per process, not at every turn (the 1,024 latest remembered)."""
-    key = (repr(task_id)[:200], problem[:200])
-    if key in _warned:
-        return False
-    _warned[key] = None
-    while len(_warned) > 1024:
-        del _warned[next(iter(_warned))]
-    return True
 
 
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

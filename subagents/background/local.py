@@ -4,12 +4,6 @@ Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call does
 handling), on the runtime's loop. A task adds its own conversation (:class:`ChildSession`), an owner (a task is
 ``lost`` only once its owner is provably gone), an outcome stored the moment it settles, and a concurrency cap
 (tasks beyond ``max_concurrent`` stay ``pending``).
-
-Example (inside a coroutine on the runtime's loop)::
-
-    runner = LocalTaskRunner(registry, runtime, max_concurrent=4)
-    fields = await runner.start(task_id, call)      # returns at once: {'status': 'pending', ...}
-    later = runner.refresh({**record, **fields})     # {'status': 'completed', 'result': ...}
 """
 
 from __future__ import annotations
@@ -92,10 +86,8 @@ class ChildSession:
         payload: Any
         if self.resume is not None:
             payload, self.resume = Command(resume=self.resume), None
-        elif self._last is None and self._seed:
-            payload = {**inputs, "messages": [*self._seed, *inputs["messages"]]}
         elif self._last is None:
-            payload = dict(inputs)
+            payload = {**inputs, "messages": [*self._seed, *inputs["messages"]]}
         elif isinstance(self.graph, Pregel):
             payload = {"messages": list(inputs["messages"])}
         else:
@@ -187,14 +179,7 @@ class LocalTask:
 
 
 class LocalTaskRunner:
-    """Starts, steers, follows up, cancels and retries background tasks in this process.
-
-    Args:
-        registry: the subagents, as built for background use (with a steering inbox).
-        runtime: the runtime whose loop, table and inboxes the tasks use.
-        max_concurrent: how many of this runner's tasks run at once.
-        excluded_keys, private_keys: more keys that never reach a child.
-        settings: for the :class:`~subagents.TaskRunner` (transcripts, budgets).
+    """Starts, steers, follows up, cancels and retries background tasks in this process, on ``runtime``'s loop.
 
     ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored (their feedback joins
     it), told without waiting of a cancel, not told of a close. ``on_settled``: callables given each task once it
@@ -282,14 +267,14 @@ class LocalTaskRunner:
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)
-        self._admit(task)
+        await self._admit(task)
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
         """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the tasks
         already running). One a closing runtime never takes is recorded ``lost`` (its caller was told it started)."""
         task = self._new(task_id, call, outcome_db=outcome_db)
-        handed = self.runtime.submit(self._aadmit(task))  # raises RuntimeClosed if it is closed already
+        handed = self.runtime.submit(self._admit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
         return dict(task.fields)
 
@@ -308,14 +293,11 @@ class LocalTaskRunner:
                      approval_request=None, started_at=None, outcome_db=outcome_db, **where, **task.usage())
         return task
 
-    def _admit(self, task: LocalTask) -> None:
+    async def _admit(self, task: LocalTask) -> None:  # a coroutine, for submit
         """On the loop: the task enters the table and starts (or waits for a slot)."""
         self.runtime.inboxes.take(task.id)
         self.runtime.table.put(task.id, task)
         self._launch(task, task.call)
-
-    async def _aadmit(self, task: LocalTask) -> None:  # a coroutine, for submit
-        self._admit(task)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and checked
@@ -422,7 +404,7 @@ class LocalTaskRunner:
             call = dataclasses.replace(call, description=_steering_text(leftover))
 
     async def _settle(self, task: LocalTask, **fields: Any) -> None:
-        """Tell the listeners the task ended, add their feedback, then :meth:`_finish` it."""
+        """:meth:`_finish` the task once the listeners were told it ended (their feedback added)."""
         feedback = await tell_end(self.on_end, {**task.fields, **fields, "id": task.id, **_call_fields(task.call)})
         fields = with_feedback(fields, feedback)
         unread = self.runtime.inboxes.take(task.id) if fields.get("status") == "error" else []
@@ -463,9 +445,8 @@ class LocalTaskRunner:
                 listener(task)
 
     def _store(self, record: Mapping[str, Any]) -> OutcomeStore:
-        path = record.get("outcome_db")
-        if path:
-            return self.runtime.outcomes.for_db(str(path))
+        if path := record.get("outcome_db"):
+            return self.runtime.outcomes.file(str(path))
         owner = Owner.parse(record.get("owner"))
         other = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         return (other or self.runtime).outcomes.memory

@@ -2,11 +2,6 @@
 
 Each task gets one server thread (its metadata names the parent thread, the agent type, the task and the tool call)
 and a run on it; ``thread_id`` and ``run_id`` are in the ledger record, so a restarted parent loses nothing.
-
-Example (on the background loop)::
-
-    runner = RemoteTaskRunner([spec])
-    fields = await runner.start("t1", "researcher", "Find X", parent_thread_id="p", tool_call_id="c")
 """
 
 from __future__ import annotations
@@ -40,14 +35,12 @@ if TYPE_CHECKING:
     import httpx
 
 
-# ----------------------------------------------------------------------------
 # Server health: every request bounded in time, and a circuit breaker per url. A request that cannot reach the
 # server, or that a gateway answers for it (:data:`OUTAGE_STATUSES`), fails. :data:`FAILURES_TO_OPEN` in a row with
 # no answer for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` sent one after another) open the circuit:
 # nothing is sent until the next try is due. Fewer are not an outage (one dead instance behind a round-robin
 # balancer fails every other request). The interval doubles per outage, not per request (a burst in flight fails
 # as one step), up to ``max_s``; any answer closes it.
-# ----------------------------------------------------------------------------
 
 T = TypeVar("T")
 
@@ -162,11 +155,9 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-# ----------------------------------------------------------------------------
 # How a server's runs and threads read as task fields. A run that ends ``success`` (or ``interrupted``, on aegra)
 # with interrupts on its thread waits for approval; ``interrupted`` without is cancelled; ``error`` and ``timeout``
 # are errors; a thread or run the server does not know is ``lost``.
-# ----------------------------------------------------------------------------
 
 def run_id_of(run: Any) -> str:
     """The ``run_id`` of a run a server answered with; :class:`RemoteAnswerError` saying so when it has none."""
@@ -358,12 +349,10 @@ def is_not_found(exc: BaseException) -> bool:
     return status_code(exc) == 404
 
 
-# ----------------------------------------------------------------------------
 # SDK clients: one per server and credentials, shared, closable, one pool per loop. Built here, not by
 # ``langgraph_sdk.get_client``: headers are exactly the spec's (no API key from the environment); the transport does
 # not retry (the circuit backs off instead); the TLS context (40-90 ms to load) is built once per certificate
 # settings. A closed pool opens new clients on next use.
-# ----------------------------------------------------------------------------
 
 USER_AGENT = "governed-subagents"
 MAX_CONNECTIONS = 100
@@ -405,8 +394,13 @@ class RemoteClientPool:
 def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
     import httpx
 
-    if spec.url is None:
-        return _same_deployment_client(spec, headers)
+    if spec.url is None:  # the SDK would wait for an app that never comes
+        if (client := in_process_client(spec.start_timeout_s, headers)) is None:
+            raise RemoteConfigError(
+                f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+                "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
+                "give the spec the url of a server")
+        return client
     limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
                           keepalive_expiry=KEEPALIVE_S)
     transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
@@ -426,17 +420,6 @@ SERVER_MODULE = "langgraph_api.server"
 
 AEGRA_APP_MODULE = "aegra_api.main"
 """aegra's app module (``uvicorn aegra_api.main:app``, its documented entry point): loaded in an aegra server."""
-
-
-def _same_deployment_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    """:func:`in_process_client`, or :class:`RemoteConfigError` (the SDK would wait for an app that never comes)."""
-    client = in_process_client(spec.start_timeout_s, headers)
-    if client is None:
-        raise RemoteConfigError(
-            f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
-            "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
-            "give the spec the url of a server")
-    return client
 
 
 def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
@@ -459,10 +442,8 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
                        headers)
 
 
-# ----------------------------------------------------------------------------
 # An in-process server app (aegra) holds connections bound to the loop it serves on, so each request to it is
 # handed back to the loop the parent's graph last awaited the runtime from: the server's.
-# ----------------------------------------------------------------------------
 
 _loop: asyncio.AbstractEventLoop | None = None
 
@@ -537,12 +518,10 @@ def shared_client_pool() -> RemoteClientPool:
     return _pools[loop]
 
 
-# ----------------------------------------------------------------------------
 # The remote runner. Starts are idempotent: a task's thread id is derived from its id and attempt and created with
 # ``if_exists="do_nothing"``, so a repeated start adopts the run it made before. Every request is bounded and goes
 # through the circuit breaker; a turn's refresh is bounded by ``refresh_budget_s``. Steering cancels the current
 # run, answers the tool calls it left open and starts a new run on the same thread; a follow-up is a new run too.
-# ----------------------------------------------------------------------------
 
 __all__ = ["RemoteStartError", "RemoteSubagentSpec", "RemoteTaskRunner", "task_thread_id"]
 
@@ -701,12 +680,9 @@ class RemoteTaskRunner:
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
                               note: str | None = None) -> dict[str, Any]:
-        """The fields that end a task past ``spec.timeout_s`` as timed out, whichever read noticed it.
-
-        A run still going is cancelled; one read ``cancelled`` was cancelled by the deadline already. A run that had
-        ended before its cancel holds its answer, which is read. ``{}``: asked again later. ``note``: the task could
-        not be read, so it ends saying its outcome is unknown (the note is then spent).
-        """
+        """The fields that end a task past ``spec.timeout_s`` as timed out, whichever read noticed it (``{}``: asked
+        again later). A run still going is cancelled; a run that had ended before its cancel holds its answer, which
+        is read. ``note``: the task could not be read, so it ends saying its outcome is unknown."""
         if note is not None:
             return {"status": "error", "finished_at": now(), "note": None, "announced": False,
                     "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
@@ -887,11 +863,9 @@ def _reason(exc: BaseException) -> str:
     return f"HTTP {code}: {text}" if code else f"{type(exc).__name__}: {text}"
 
 
-# ----------------------------------------------------------------------------
 # Polling in batches, per server: one ``threads.search(ids=...)`` for every thread's status, one more for the
 # values of those that ended, and only what that cannot settle read one by one. A server without search by ids
 # (aegra) is searched by parent metadata, and each ended task read by a join.
-# ----------------------------------------------------------------------------
 
 _SEARCH_PAGE = 1000
 _DETAIL_CONCURRENCY = 16
@@ -994,9 +968,9 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
         states, ended = {}, set()
     stale = []
     for record in records:
-        known = _known(record, (states.get(record["thread_id"]) or {}).get("status"))
+        known = _KNOWN.get((str((states.get(record["thread_id"]) or {}).get("status")), record.get("status")))
         if known is not None:
-            out[record["id"]] = (known, None)
+            out[record["id"]] = (dict(known), None)
         else:
             stale.append(record)
     ended_rows = [r["thread_id"] for r in stale if (states.get(r["thread_id"]) or {}).get("status")
@@ -1007,9 +981,10 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
         except Exception:  # noqa: BLE001 - read them one by one below (retried: a dead instance behind a balancer)
             rows = {}
         for record in stale:
-            fields = _settled_by(rows.get(record["thread_id"]))
-            if fields is not None:
-                out[record["id"]] = (fields, None)
+            # A row it cannot read (a server's data) is read one by one: only that task is told why.
+            with contextlib.suppress(Exception):
+                if (fields := fields_from_thread(rows[record["thread_id"]])) is not None:
+                    out[record["id"]] = (fields, None)
     gate = asyncio.Semaphore(_DETAIL_CONCURRENCY)
 
     async def one(record: Mapping[str, Any]) -> None:
@@ -1045,22 +1020,15 @@ async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, 
     waiting = any(r.get("status") == "waiting_for_approval" for r in records)
     searches = [(parent, status) for parent in parents for status in ("busy", "interrupted")
                 if status == "busy" or waiting]
-    found = await asyncio.gather(*(_parent_rows(runner, spec, parent, status) for parent, status in searches))
+    found = await asyncio.gather(*(_parent_threads(runner, spec, parent, status=status) for parent, status in searches))
     states: dict[str, dict[str, Any]] = {}
-    for rows in found:
-        states.update(rows)
+    for (_, status), (rows, complete) in zip(searches, found, strict=True):
+        if not complete:  # more than it reads: none can be told ended
+            raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
+        states.update({row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
+                       for row in rows if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)})
     ended = {thread for threads in parents.values() for thread in threads if thread not in states}
     return states, ended
-
-
-async def _parent_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, status: str
-                       ) -> dict[str, dict[str, Any]]:
-    """The rows of the threads of ``parent_thread_id`` in ``status``; raises if there are more than it reads."""
-    found, complete = await _parent_threads(runner, spec, parent_thread_id, status=status)
-    if not complete:
-        raise RemoteAnswerError(f"more than {_SEARCH_PAGES * _SEARCH_PAGE} {status} threads of one parent")
-    return {row["thread_id"]: {"thread_id": row["thread_id"], "status": row.get("status")}
-            for row in found if isinstance(row, Mapping) and isinstance(row.get("thread_id"), str)}
 
 
 async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, thread_ids: list[str],
@@ -1075,39 +1043,11 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
     return rows
 
 
-def _settled_by(row: Any) -> dict[str, Any] | None:
-    """What a thread row settles, or ``None``: a row this cannot read is read one by one, and only that task is told
-    why (the server answered, so it is no outage of the others)."""
-    try:
-        return fields_from_thread(row) if isinstance(row, Mapping) else None
-    except Exception:  # noqa: BLE001 - a server's data, written by anyone
-        return None
-
-
-def _known(record: Mapping[str, Any], thread_status: str | None) -> dict[str, Any] | None:
-    """The fields a batched thread status alone tells (``{}``: none changed), or ``None`` if it needs a full read."""
-    if thread_status == "busy" and record.get("status") == "running":
-        return {}
-    if thread_status == "busy" and record.get("status") == "pending":
-        return {"status": "running"}  # its run has begun: the ledger and list_async_tasks say so
-    if thread_status == "interrupted" and record.get("status") == "waiting_for_approval":
-        return {}
-    return None
-
-
-def unrecorded_starts(messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
-                      remote_names: Collection[str], start_tool: str, *,
-                      failed: Collection[str] = ()) -> dict[str, tuple[str, str]]:
-    """``{tool call id: (subagent_type, description)}`` of remote starts with no ledger record, but ``failed``."""
-    recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
-    missing: dict[str, tuple[str, str]] = {}
-    for message in messages:
-        for call in getattr(message, "tool_calls", None) or ():
-            args = call.get("args") or {}
-            kind = args.get("subagent_type")
-            if call.get("name") == start_tool and kind in remote_names and call.get("id") not in recorded:
-                missing[call["id"]] = (str(kind), str(args.get("description") or ""))
-    return missing
+_KNOWN: dict[tuple[str, Any], dict[str, Any]] = {
+    ("busy", "running"): {}, ("interrupted", "waiting_for_approval"): {},
+    ("busy", "pending"): {"status": "running"},  # its run has begun: the ledger and list_async_tasks say so
+}
+"""What a batched (thread status, task status) alone tells (``{}``: nothing changed); any other needs a full read."""
 
 
 class OrphanSearch:
@@ -1120,11 +1060,19 @@ class OrphanSearch:
     def due(self, messages: Iterable[Any], ledger: Mapping[str, Mapping[str, Any]],
             parent_thread_id: str | None, *, failed: Collection[str] = ()
             ) -> tuple[str, dict[str, tuple[str, str]]] | None:
-        """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``."""
+        """``(parent thread id, missing starts)`` to pass to :func:`adopt_orphans`, or ``None``: the remote starts
+        (``{tool call id: (subagent_type, description)}``) with no ledger record, but ``failed``."""
         if not self.remote_names or not parent_thread_id:
             return None
-        missing = unrecorded_starts(messages, ledger, self.remote_names, self.start_tool, failed=failed)
-        fresh = {k: v for k, v in missing.items() if (parent_thread_id, k) not in self._looked_for}
+        recorded = {r.get("tool_call_id") for r in ledger.values()} | set(failed)
+        fresh: dict[str, tuple[str, str]] = {}
+        for message in messages:
+            for call in getattr(message, "tool_calls", None) or ():
+                args = call.get("args") or {}
+                kind = args.get("subagent_type")
+                if (call.get("name") == self.start_tool and kind in self.remote_names and call.get("id") not in
+                        recorded and (parent_thread_id, call["id"]) not in self._looked_for):
+                    fresh[call["id"]] = (str(kind), str(args.get("description") or ""))
         self._looked_for.update((parent_thread_id, k) for k in fresh)
         return (parent_thread_id, fresh) if fresh else None
 
@@ -1142,11 +1090,6 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     ``left_open``: the calls a stopped run left unanswered; one whose server holds no thread for it never reached
     it and is recorded ``lost``. Never raises, takes at most ``refresh_budget_s``; starts whose server could not be
     asked are handed back to ``search`` for a later turn.
-
-    Example (on the background loop)::
-
-        records = await adopt_orphans(runner, "parent-thread", {"call_1": ("worker", "the job")},
-                                      left_open={"call_1"})
     """
     records: dict[str, dict[str, Any]] = {}
     settled: set[str] = set()

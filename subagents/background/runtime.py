@@ -4,13 +4,6 @@ A background task outlives the parent turn that started it (an ``invoke`` parent
 :class:`BackgroundRuntime` runs one event loop on its own thread and owns the task table (the loop is its only
 writer: no locks), the steering inboxes, the outcome stores and ``on_close``. Coroutines start in an empty
 ``contextvars.Context``: a child that saw the parent's config would run as a subgraph of a step that has ended.
-
-Example::
-
-    with BackgroundRuntime() as runtime:
-        value = runtime.run(some_coroutine())          # from sync code: block for the result
-        value = await runtime.arun(some_coroutine())   # from async code: await it
-        runtime.on_close.append(client.aclose)         # closed with the runtime
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ import urllib.parse
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, Sequence
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -51,11 +44,9 @@ from subagents.background.remote import note_caller_loop
 from subagents.errors import InvalidArgumentType, RuntimeClosed, RuntimeStalled, SpecError, StrayExit, UnsupportedCall
 from subagents.roles import HOOKS, ChildPolicy, overrides, policy_of
 
-# ----------------------------------------------------------------------------
 # The loop thread. asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of ``run_forever`` whatever task
 # raised them; on this thread neither is a real Ctrl-C or exit, so a child's tool raising one would stop the
 # loop every task shares. The task factory turns them into :class:`StrayExit`: that task fails alone.
-# ----------------------------------------------------------------------------
 
 T = TypeVar("T")
 
@@ -67,12 +58,9 @@ STALL_S = 5.0
 
 
 class LoopProbe:
-    """Tells a loop that is blocked from one that is busy; see :class:`RuntimeStalled`.
-
-    An unanswered probe proves nothing (it may wait behind the loop's own work): the loop counts as blocked
-    only when, for ``stall_s``, it began no callback (``beats``) *and* its thread was not kept waiting for a CPU
-    most of that time. Once one caller found it blocked, the next is let go after its first slice.
-    """
+    """Tells a blocked loop from a busy one (see :class:`RuntimeStalled`): an unanswered probe may wait behind the
+    loop's own work, so it is blocked only when for ``stall_s`` it began no callback (``beats``) *and* its thread
+    was not mostly waiting for a CPU. Once one caller found it blocked, the next is let go after its first slice."""
 
     def __init__(self, stall_s: float | None = None) -> None:
         self.stall_s = STALL_S if stall_s is None else stall_s
@@ -233,11 +221,9 @@ def _stop_portal(portal: Any, portal_cm: contextlib.AbstractContextManager[Any] 
         portal_cm.__exit__(None, None, None)
 
 
-# ----------------------------------------------------------------------------
 # Who runs a local task: ``"local:<host>:<pid>:<start>:<runtime>"``, where ``start`` (with the boot id on Linux)
 # keeps a reused pid from passing for the owner. Only a ``gone`` owner lets a task be reported ``lost``; one on
 # another host is ``unknown`` until its lease in the outcome file lapses.
-# ----------------------------------------------------------------------------
 
 OwnerState = Literal["self", "alive", "gone", "unknown"]
 
@@ -340,11 +326,9 @@ def _host() -> str:
     return socket.gethostname().replace(":", "_") or "localhost"
 
 
-# ----------------------------------------------------------------------------
 # The table of one runtime's local tasks. A finished task is kept for follow-ups until ``max_age_s`` or until the
 # finished ones hold more than ``max_bytes`` (oldest first, O(1) each); an evicted one loses nothing: its outcome
 # is in the ledger or the store and a follow-up rebuilds it.
-# ----------------------------------------------------------------------------
 
 DEFAULT_MAX_AGE_S = 3600.0
 """How long a finished task stays in memory: an hour."""
@@ -357,8 +341,7 @@ class TaskTable(Generic[T]):
     """Tasks by id; finished ones in the order they finished, with their sizes (``max_bytes`` together)."""
 
     def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        # Named as BackgroundRuntime's arguments, which come here.
-        if not max_age_s > 0:
+        if not max_age_s > 0:  # named as BackgroundRuntime's arguments, which come here
             raise SpecError(f"settled_max_age_s must be a positive number of seconds (got {max_age_s!r})")
         if not max_bytes >= 0:
             raise SpecError(f"settled_max_bytes must not be negative (got {max_bytes!r})")
@@ -427,11 +410,9 @@ class TaskTable(Generic[T]):
         self.settled_bytes = 0
 
 
-# ----------------------------------------------------------------------------
 # Steering: a new instruction waits in the task's inbox until :class:`SteeringInbox` hands it to the child before
 # its next model call (a model call cannot be cut halfway). The child finds its task id in its run's metadata, so
 # one instance serves every task. What is left when a run ends is delivered by the runner as a follow-up.
-# ----------------------------------------------------------------------------
 
 INBOX_METADATA_KEY = "background_task_id"
 """Run metadata naming the background task a child run belongs to."""
@@ -449,8 +430,7 @@ class Inboxes:
 
     def take(self, task_id: str) -> list[str]:
         """Remove and return everything queued for the task (its inbox goes with it)."""
-        box = self._boxes.pop(task_id, None)
-        return list(box) if box else []
+        return list(self._boxes.pop(task_id, ()))
 
     def pending(self, task_id: str) -> int:
         return len(self._boxes.get(task_id) or ())
@@ -487,12 +467,10 @@ class SteeringInbox(AgentMiddleware):
         return self.before_model(state, runtime)
 
 
-# ----------------------------------------------------------------------------
 # The models a runtime's loop calls: copies with async HTTP clients of their own. LangChain's OpenAI integration
 # shares one async connection pool between models of the same base URL, and a connection opened on one loop fails
 # on another. So a background child calls copies made for its runtime: its own model at build time
 # (``own_model``), any model another middleware swaps in through :class:`OwnLoopModels`.
-# ----------------------------------------------------------------------------
 
 class LoopModels:
     """One runtime's copies of the models its loop calls, each with its own async HTTP client."""
@@ -552,12 +530,10 @@ class OwnLoopModels(AgentMiddleware):
         return await handler(request.override(model=self.models.own(request.model)))
 
 
-# ----------------------------------------------------------------------------
 # Model-call wraps run as one. LangChain runs each ``wrap_model_call`` inside a traced layer that costs two thread
 # hops per model call on ``ainvoke``, a measurable share of CPU with a thousand children. Neighbouring middlewares
 # that say they only wrap model calls (``ChildPolicy(model_call_only=True)``: no other hook, no tools, no state,
 # and they return a ``ModelResponse``) are joined in order into one :class:`FusedModelCalls`.
-# ----------------------------------------------------------------------------
 
 def model_call_only(middleware: Any) -> bool:
     """Whether ``middleware``'s policy says it only wraps model calls and it has no tools, state or other hook."""
@@ -609,9 +585,8 @@ def may_swap_model(middleware: Any) -> bool:
 
 
 def refuse_sync_only_wraps(middleware: Any) -> None:
-    """Raise ``TypeError`` naming a middleware whose model- or tool-call wrap has no async version: a background
-    child always runs with ``ainvoke``, whose path has no fallback to a sync-only wrap (it fails at its first call).
-    """
+    """Refuse a middleware whose model- or tool-call wrap has no async version: a background child runs with
+    ``ainvoke``, whose path has no fallback to a sync-only wrap (it would fail at its first call)."""
     kind = type(middleware)
     for sync, async_ in (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call")):
         if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
@@ -624,12 +599,9 @@ def refuse_sync_only_wraps(middleware: Any) -> None:
 
 
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
-    """A built background child's finished middleware: ours only where they have work.
-
-    :class:`OwnLoopModels` is kept only if another middleware may swap the model (the child's own is the runtime's
-    copy already). With no other middleware the child has no tools, so each run is one model call and its steering
-    comes with the run's input (:class:`~subagents.background.local.ChildSession`): :class:`SteeringInbox` goes too.
-    """
+    """A built background child's finished middleware: ours only where they have work. :class:`OwnLoopModels` only
+    if another may swap the model (the child's own is the runtime's copy already); with no other, each run is one
+    model call whose steering comes with its input (:class:`~subagents.background.local.ChildSession`): none."""
     for mw in middleware:
         refuse_sync_only_wraps(mw)
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
@@ -639,12 +611,10 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     return fused_model_calls([mw for mw in middleware if swaps or not isinstance(mw, OwnLoopModels)])
 
 
-# ----------------------------------------------------------------------------
 # A local task's outcome is written the moment it settles, so a restart between two parent turns loses nothing:
 # beside the thread's checkpoints when the checkpointer is a SQLite file (the record's ``outcome_db``), else in the
 # runtime's memory. An outcome applies only to the same owner, attempt and turn. The SQLite store also keeps a
 # lease per live task, renewed every :data:`LEASE_RENEW_S`: one older than :data:`LEASE_S` proves an owner gone.
-# ----------------------------------------------------------------------------
 
 TABLE = "background_task_outcomes"
 LEASE_TABLE = "background_task_leases"
@@ -658,15 +628,6 @@ MEMORY_MAX_BYTES = 16 * 1024 * 1024
 _MATCH_KEYS = ("owner", "attempt", "turns")
 
 
-class OutcomeStore(Protocol):
-    """Keeps the settled fields of a task by id."""
-
-    def save(self, task_id: str, fields: Mapping[str, Any]) -> None: ...
-    def save_all(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None: ...
-    async def save_soon(self, outcomes: Mapping[str, Mapping[str, Any]]) -> None: ...
-    def load(self, task_id: str) -> dict[str, Any] | None: ...
-
-
 def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:
     """The stored fields that bring ``record`` up to date (empty if the outcome is of another run)."""
     if not outcome or any(outcome.get(k) != record.get(k) for k in _MATCH_KEYS if k in outcome):
@@ -675,12 +636,9 @@ def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) ->
 
 
 class MemoryOutcomes:
-    """Outcomes in this process's memory, at most ``max_bytes`` of them; none is ever dropped whole.
-
-    An unread outcome lost would report a finished task ``lost``. So a large result keeps its start, and past
-    ``max_bytes`` the oldest keep all but their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are
-    stubs dropped.
-    """
+    """Outcomes in this process's memory, at most ``max_bytes``; none dropped whole (an unread outcome lost would
+    report a finished task ``lost``): a large result keeps its start, and past ``max_bytes`` the oldest keep all but
+    their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are stubs dropped."""
 
     def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -857,6 +815,10 @@ class SqliteOutcomes:
         return self._conn
 
 
+OutcomeStore = MemoryOutcomes | SqliteOutcomes
+"""Keeps the settled fields of a task by id."""
+
+
 class OutcomeStores:
     """A runtime's outcome stores: its memory, and each SQLite file it has written to or read from."""
 
@@ -869,27 +831,21 @@ class OutcomeStores:
         return self.file(path) if path else self.memory
 
     def file(self, path: str) -> SqliteOutcomes:
-        if path not in self._files:
-            self._files[path] = SqliteOutcomes(path)
-        return self._files[path]
+        return self._files.setdefault(path, SqliteOutcomes(path))
 
     def close(self) -> None:
         for store in self._files.values():
             store.close()
         self._files.clear()
-        # Only this runtime reads its memory outcomes, and a closed one reads nothing: another runtime finds this
-        # one closed and reports its unsettled tasks lost, as documented.
-        self.memory.clear()
+        self.memory.clear()  # only this runtime reads them; another finds it closed and reports its tasks lost
 
 
 async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     """The SQLite file the run's checkpointer writes to, if it is one (``None`` otherwise). LangGraph has no public
     accessor for a run's checkpointer: this reads its config key, in this one place."""
-    conn = _checkpoint_conn(config)
-    if conn is None or not _is_aiosqlite(conn):
+    with contextlib.suppress(LookupError):  # only an async SQLite connection not yet asked goes on
         return checkpoint_db_now(config)
-    if conn in _ASYNC_DBS:
-        return _ASYNC_DBS[conn]
+    conn = _checkpoint_conn(config)
     try:
         async with conn.execute("PRAGMA database_list") as cursor:
             rows = await cursor.fetchall()
@@ -909,7 +865,7 @@ def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
     conn = _checkpoint_conn(config)
     if conn is None:
         return None
-    if _is_aiosqlite(conn):
+    if type(conn).__module__.startswith("aiosqlite"):
         try:
             return _ASYNC_DBS[conn]
         except (KeyError, TypeError):
@@ -931,10 +887,6 @@ def _checkpoint_conn(config: Mapping[str, Any]) -> Any:
     return getattr(saver, "conn", None)
 
 
-def _is_aiosqlite(conn: Any) -> bool:
-    return type(conn).__module__.startswith("aiosqlite")
-
-
 def _main_db(rows: Any) -> str | None:
     return next((str(os.path.abspath(path)) for _seq, name, path in rows if name == "main" and path), None)
 
@@ -953,6 +905,20 @@ def _char_bytes(text: str) -> int:
 
 _open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
 """Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
+
+_forked_away: list[Any] = []
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's loop threads: it closes its copies of the open runtimes without
+    touching them, and keeps their portals forever (collected, a portal's exit waits for its thread)."""
+    for runtime in list(_open.values()):
+        _forked_away.append(runtime._portal_cm)
+        runtime.closed, runtime._portal, runtime._portal_cm = True, None, None
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class BackgroundRuntime:
@@ -1035,8 +1001,7 @@ class BackgroundRuntime:
         self._ops.add(job)
         job.add_done_callback(self._ops.discard)
         job.add_done_callback(lambda done: _settle(done, future, closed=self.closed))
-        # A caller that stops waiting (cancelled) cancels the job too.
-        future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))
+        future.add_done_callback(lambda f: _cancel_if_abandoned(f, job))  # a caller that stops waiting cancels it
 
     def stalled(self) -> bool:
         """Whether a caller waiting on the loop already found it blocked (see :class:`RuntimeStalled`)."""
@@ -1132,18 +1097,17 @@ class BackgroundRuntime:
             self._renew(by_db)
 
     def close(self) -> None:
-        """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread.
-
-        A sync tool already running in a worker thread cannot be interrupted: ``close`` returns when it does.
-        """
+        """Cancel what still runs (recorded as ``lost``), run ``on_close``, stop the loop thread. A sync tool already
+        running in a worker thread cannot be interrupted: ``close`` returns when it does."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             portal_cm, portal = self._portal_cm, self._portal
         _open.pop(self.id, None)
-        if portal is None or not self._alive():  # never started, or its loop died: nothing runs to stop
-            self._close_without_loop()
+        if portal is None or not self._alive():  # never started, or its loop died: the rest closes on a loop of its own
+            with _portal("background-subagents-close") as closing:
+                closing.call(self._close_rest)
             return
         if self.in_loop():  # closing from one of our own tasks: finish from another thread
             threading.Thread(target=_stop_portal, args=(portal, portal_cm, self._shutdown), daemon=True).start()
@@ -1152,11 +1116,6 @@ class BackgroundRuntime:
 
     def _alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
-    def _close_without_loop(self) -> None:
-        """The loop never started, or died (something got past its guard): the rest closes on a loop of its own."""
-        with _portal("background-subagents-close") as portal:
-            portal.call(self._close_rest)
 
     async def _close_rest(self) -> None:
         """Unsettled tasks made ``lost``, ``on_close`` run (last first), all let go (a closed middleware lives on)."""

@@ -1,13 +1,8 @@
 """The rules of background tasks over both runners, and waiting for them to settle.
 
 An application simply carries on (finished tasks are announced before the parent's next model call); a script
-that wants a result first waits here, until each task has settled or waits for approval. Remote tasks need
-``tasks`` (the :class:`~subagents.BackgroundTasks` that started them); a server that hangs makes the wait ``False``.
-
-Example::
-
-    state = agent.invoke({"messages": [...]}, config)
-    wait_for_background(state["async_tasks"], tasks=middleware.tasks)
+that wants a result first waits here (:func:`wait_for_background`), until each task has settled or waits for
+approval.
 """
 
 from __future__ import annotations
@@ -56,11 +51,9 @@ from subagents.runner import TASK_ID_METADATA_KEY
 from subagents.settings import DelegationSettings
 from subagents.spec import RemoteSubagentSpec
 
-# ----------------------------------------------------------------------------
 # :class:`BackgroundTasks` takes ledger records in and hands field updates out (the middleware writes them). Every
 # operation first brings the record up to date; a wrong one raises :class:`TaskStateError` written for the model.
 # A local task of another live process cannot be updated, cancelled or retried here (it would run twice).
-# ----------------------------------------------------------------------------
 
 _WAITED_KEPT = 10_000
 """Outcomes a wait keeps for ledgers that have not polled them yet (see :meth:`BackgroundTasks.keep_waited`)."""
@@ -120,12 +113,7 @@ class BackgroundTasks:
     def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
         """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can; ``None`` when
         the start must run on the loop and be waited for (a remote task, the first start on an ``AsyncSqliteSaver``
-        connection, asked for its file on its loop, or a loop found blocked).
-
-        Example::
-
-            record = tasks.start_soon(call, ledger) or tasks.runtime.run(tasks.start(call, ledger))
-        """
+        connection, asked for its file on its loop, or a loop found blocked)."""
         record, fresh = self._new_record(call, ledger)
         if not fresh:
             return record
@@ -332,12 +320,10 @@ class BackgroundTasks:
         return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
 
 
-# ----------------------------------------------------------------------------
 # Waiting for remote tasks: the turn's batched poll every ``every_s``, one coroutine on the runtime's loop, every
 # await bounded by the time left. Runs are also joined (a long-poll answered when the run ends), see
 # :class:`_EndWatch`. A join streams the whole run, which costs the server more than a batched search: on
 # ``langgraph dev`` with 50 tasks, 32 joins open settled them in 3.3 s against 1.9 s by polling.
-# ----------------------------------------------------------------------------
 
 async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[str, Any]], *,
                         deadline: float, every_s: float = 0.1) -> tuple[dict[str, dict[str, Any]], bool]:
@@ -377,13 +363,10 @@ JOINS_OPEN = 64
 
 
 class _EndWatch:
-    """The pause between polls, cut short when a run the server is watching for us ends.
-
-    Where polls read answers in batches, one join at a time on the oldest live task (a batch mostly ends together).
-    Where each answer is read by a join (``RemoteTaskRunner.reads_by_join``), every live task is joined and only the
-    rest polled (:meth:`due`). Each task is joined at most once; a join whose body holds the answer settles its task
-    (:meth:`take`); the first join that fails leaves the rest of the wait to polls.
-    """
+    """The pause between polls, cut short when a joined run ends. Where polls read answers in batches, one join at a
+    time on the oldest live task (a batch mostly ends together); where each answer is read by a join
+    (``RemoteTaskRunner.reads_by_join``), every live task is joined and only the rest polled. Each task is joined at
+    most once; the first join that fails leaves the rest of the wait to polls."""
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self.tasks = tasks
@@ -453,13 +436,11 @@ _INSTANCES: weakref.WeakSet[BackgroundTasks] = weakref.WeakSet()
 
 def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
                     reason: str = "") -> dict[str, Any]:
-    """Answer a background task waiting for approval, as the person the application asked.
+    """Answer a background task waiting for approval, as the person the application asked (the model cannot).
 
-    The parent's model cannot approve. ``agent`` is the parent graph (with
-    :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the thread whose ``async_tasks`` holds the
-    task. Returns the task's updated record (the ledger catches up on the next turn); raises
-    :class:`~subagents.errors.TaskStateError` for a task the thread does not hold, one not waiting, or one nothing
-    in this process runs.
+    ``agent`` is the parent graph (with :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the
+    thread holding the task. Returns the task's updated record (the ledger catches up on the next turn); raises
+    :class:`~subagents.errors.TaskStateError` for a task the thread does not hold, not waiting, or not run here.
 
     Example::
 
@@ -500,12 +481,15 @@ def approval_answer(values: Mapping[str, Any], task_id: str, decision: str,
 
 def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
                         tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
-    """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout.
+    """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout (or a
+    server that hangs). Raises :class:`InvalidArgument` if it has live remote tasks and no ``tasks`` (the
+    :class:`BackgroundTasks` that started them) to poll them with, and :class:`StoredDataError` (naming the task id
+    and field) for a record it cannot wait for.
 
-    Raises :class:`InvalidArgument` (naming ``tasks``) if the ledger has live remote tasks and no ``tasks`` to poll
-    them with, and :class:`StoredDataError` (naming the task id and field) if a record is not one it can wait for:
-    not a mapping, an ``id`` other than its key, no ``status``, or a live remote task without its ``agent_type`` or
-    ``thread_id``.
+    Example::
+
+        state = agent.invoke({"messages": [...]}, config)
+        wait_for_background(state["async_tasks"], tasks=middleware.tasks)
     """
     if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
         # 0, negative or NaN: back-to-back polls, a busy loop of requests

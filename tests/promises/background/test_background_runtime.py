@@ -211,3 +211,39 @@ def test_on_close_runs_every_callback_once_even_if_one_fails_or_the_loop_never_s
         runtime.close()
         runtime.close()
         assert sorted(calls) == ["async", "sync"], started
+
+
+def test_a_child_forked_while_a_task_runs_forgets_the_runtime_and_exits():
+    import os
+    import signal
+
+    runtime = BackgroundRuntime()
+
+    async def start() -> None:
+        runtime.spawn(asyncio.sleep(60))
+
+    runtime.run(start())
+    held = [runtime]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: it has no loop thread, so nothing may wait for one
+        code = 1
+        try:
+            held.clear()
+            del runtime
+            gc.collect()
+            code = 0
+        finally:
+            os._exit(code)
+    done = (0, 0)
+    try:
+        deadline = time.monotonic() + 20
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done[0] == pid, "the forked child hung"
+        assert os.waitstatus_to_exitcode(done[1]) == 0
+    finally:
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert not held[0].closed and held[0].run(asyncio.sleep(0, "runs on")) == "runs on"  # the parent's is untouched
+    held[0].close()
