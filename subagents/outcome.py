@@ -199,7 +199,9 @@ def final_answer(result: Mapping[str, Any]) -> str:
             return json.dumps(dataclasses.asdict(structured), default=str)
         return json.dumps(structured, default=str)
     messages = result["messages"]
-    return _ended_on_tools(messages) or next(filter(None, map(_ai_text, reversed(messages))), "")
+    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
+    on_tools = "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
+    return on_tools or next(filter(None, map(_ai_text, reversed(messages))), "")
 
 
 TRUNCATED_RETRY_KEY = "truncated_retry"
@@ -222,11 +224,6 @@ def cut_short(result: Mapping[str, Any]) -> bool:
         return False
     meta = last.response_metadata or {}
     return meta.get("finish_reason") == "length" or meta.get("stop_reason") == "max_tokens"
-
-
-def _ended_on_tools(messages: Sequence[Any]) -> str:
-    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
-    return "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
 
 
 def _ai_text(message: Any) -> str:

@@ -91,17 +91,12 @@ def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summa
 
     settings = dict(setting or {})
     if "trigger" not in settings:
-        settings["trigger"] = _default_trigger(model)
+        profile = getattr(model, "profile", None)
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        known = isinstance(window, int) and window > 0
+        settings["trigger"] = ("fraction", DEFAULT_TRIGGER_FRACTION) if known else ("tokens", DEFAULT_TRIGGER_TOKENS)
     settings.setdefault("keep", DEFAULT_KEEP)
     summarizer = settings.pop("model", None)
     if summarizer is not None:
         settings["summarizer"] = resolve_summarizer(summarizer)
     return SummarizationMiddleware(model, **settings)
-
-
-def _default_trigger(model: Any) -> tuple[str, int | float]:
-    profile = getattr(model, "profile", None)
-    window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
-    if isinstance(window, int) and window > 0:
-        return ("fraction", DEFAULT_TRIGGER_FRACTION)
-    return ("tokens", DEFAULT_TRIGGER_TOKENS)

@@ -111,11 +111,6 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
     return hooks
 
 
-def matchers(hooks: Mapping[str, Any] | None, event: str) -> list[HookMatcher]:
-    """The parsed matchers of one event."""
-    return [HookMatcher.model_validate(entry) for entry in (hooks or {}).get(event, ())]
-
-
 # Whatever a command does (missing, crashing, printing gigabytes, never ending), the result is a HookOutcome
 # within about ``timeout`` plus twice EXIT_GRACE, never an exception.
 
@@ -328,7 +323,7 @@ class HookMiddleware(AgentMiddleware):
         warnings: list[str] = []
         base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": _task_id(),
                 "cwd": _cwd(), **payload}
-        for matcher in matchers(self.hooks, event):
+        for matcher in map(HookMatcher.model_validate, self.hooks.get(event, ())):
             if not (matcher.matches(subject) or (alias is not None and matcher.matches(alias))):
                 continue
             for hook in matcher.hooks:

@@ -9,6 +9,7 @@ Claude Code's values map to the closest mode that never runs a tool Claude would
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
@@ -145,21 +146,13 @@ def _text(value: Any) -> str:
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
     """The ``Command(resume=...)`` value answering ``pending`` with ``message`` (for several, a mapping by id)."""
-    explicit = _json_value(message)
-    if explicit is not None:
-        return explicit
+    if message.strip().startswith(("{", "[")):
+        with contextlib.suppress(ValueError):
+            explicit = json.loads(message.strip())
+            if explicit is not None:
+                return explicit
     answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
     return next(iter(answers.values())) if len(answers) == 1 else answers
-
-
-def _json_value(message: str) -> Any:
-    text = message.strip()
-    if not text.startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _decision(message: str, value: Any) -> Any:

@@ -155,16 +155,11 @@ def check_skill_entry(entry: str) -> str:
 def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> list[Skill]:
     """The skills a spec's ``skills`` entries stand for; a bad entry raises ``SpecError``."""
     chosen: dict[str, Skill] = {}
-    names = [e for e in entries if not is_skill_folder(e)]
-    catalog.select(names, agent=agent)  # one error naming every unknown name
+    catalog.select([e for e in entries if not is_skill_folder(e)], agent=agent)  # one error naming every unknown
     for entry in entries:
-        if is_skill_folder(entry):
-            for skill in _folder_skills(entry, agent):
-                chosen.pop(skill.name, None)
-                chosen[skill.name] = skill
-        else:
-            chosen.pop(entry, None)
-            chosen[entry] = catalog[entry]
+        for skill in _folder_skills(entry, agent) if is_skill_folder(entry) else [catalog[entry]]:
+            chosen.pop(skill.name, None)  # a later entry replaces an earlier skill, in its own place
+            chosen[skill.name] = skill
     return list(chosen.values())
 
 
