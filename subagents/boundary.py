@@ -801,8 +801,10 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
         delta = contribution(before, value)
         if delta is _MISSING:
             return "the child replaced a value that has a reducer; only additions can be written back"
-        removed = _removed(before, value)
-        note = f"entries removed by the child cannot be written back through a reducer: {removed}" if removed else None
+        gone = [safe_text(k, 60) for k in before if k not in value] if isinstance(before, Mapping) and isinstance(
+            value, Mapping) else []
+        note = (f"entries removed by the child cannot be written back through a reducer: {', '.join(gone[:10])}"
+                + (" ..." if len(gone) > 10 else "")) if gone else None
     else:
         if parallel:
             return ("no reducer, and the task call had parallel task siblings: only a lone task call writes back "
@@ -815,13 +817,6 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
         return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
     update[key] = delta
     return note
-
-
-def _removed(before: Any, after: Any) -> str:
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        gone = [safe_text(k, 60) for k in before if k not in after]
-        return ", ".join(gone[:10]) + (" ..." if len(gone) > 10 else "")
-    return ""
 
 
 def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:

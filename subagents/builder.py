@@ -418,17 +418,15 @@ class OutputRetryLimit(AgentMiddleware):
         self.retries = retries
         self.label = label
 
-    def _check(self, request: ModelRequest, response: ModelResponse) -> None:
-        if getattr(response, "structured_response", None) is not None:
-            return
+    def _checked(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
         failed = [m for m in getattr(response, "result", ()) or () if self._is_retry(m)]
-        if not failed:
-            return
+        if not failed or getattr(response, "structured_response", None) is not None:
+            return response
         attempts = self._earlier_failures(request.messages) + 1
         if attempts > self.retries:
-            text = str(failed[-1].content)
-            violation = text.removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
+            violation = str(failed[-1].content).removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
             raise OutputSchemaViolation(self.label, attempts, violation)
+        return response
 
     def _is_retry(self, message: BaseMessage) -> bool:
         return isinstance(message, ToolMessage) and message.name in self.tool_names
@@ -449,16 +447,12 @@ class OutputRetryLimit(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
                        ) -> ModelCallResult[Any]:
-        response = handler(request)
-        self._check(request, response)
-        return response
+        return self._checked(request, handler(request))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
-        response = await handler(request)
-        self._check(request, response)
-        return response
+        return self._checked(request, await handler(request))
 
 
 log = logging.getLogger(__name__)
@@ -472,17 +466,12 @@ def _report_unknown_tool(agent: str, name: str, available: list[str], policy: Un
                f"(available: {', '.join(available) or 'none'})")
     if policy == "error":
         raise SpecError(message)
-    if policy == "warn":
-        warnings.warn(message, stacklevel=_first_frame_outside())
-
-
-def _first_frame_outside() -> int:
-    """The ``stacklevel`` of the caller's first frame outside this library: the line that built the child."""
-    frame, level = sys._getframe(1), 1  # level 1 is the frame that calls warnings.warn
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
-            "subagents", "middleware", "deep_agent"):
-        frame, level = frame.f_back, level + 1
-    return level
+    if policy == "warn":  # at the caller's first frame outside this library: the line that built the child
+        frame, level = sys._getframe(), 1
+        while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
+                "subagents", "middleware", "deep_agent"):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(message, stacklevel=level)
 
 
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],

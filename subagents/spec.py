@@ -104,14 +104,10 @@ class ThreadedRunnable:
         self.runnable = runnable
         self.name = name
 
-    def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        config = dict(config or {})
-        config["metadata"] = {**(config.get("metadata") or {}), "lc_agent_name": self.name}
-        config.setdefault("run_name", self.name)
-        return config
-
     def invoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-        return self.runnable.invoke(inputs, self._config(config), **kwargs)
+        stamped = {"run_name": self.name, **(config or {})}
+        stamped["metadata"] = {**(stamped.get("metadata") or {}), "lc_agent_name": self.name}
+        return self.runnable.invoke(inputs, stamped, **kwargs)
 
     async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         context = contextvars.copy_context()

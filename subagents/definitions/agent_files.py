@@ -203,5 +203,6 @@ def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:
     """The winning specs of ``dirs`` (see :func:`as_levels`); any problem raises."""
     report = discover_agents(dirs)
     report.raise_for_problems()
-    report.emit_warnings()
+    for _, note in report.notes:
+        warnings.warn(DefinitionFileWarning(note), stacklevel=2)
     return report.values

@@ -58,11 +58,9 @@ def normalize_condenser(value: Any) -> CondenserSetting:
 def _size(value: Any, what: str) -> tuple[str, int | float]:
     if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] in _KINDS:
         kind, amount = value
-        ok = not isinstance(amount, bool) and (
-            (kind == "fraction" and isinstance(amount, (int, float)) and 0 < amount <= 1)
-            or (kind != "fraction" and isinstance(amount, int) and amount > 0)
-        )
-        if ok:
+        fraction = kind == "fraction" and isinstance(amount, (int, float)) and 0 < amount <= 1
+        count = kind != "fraction" and isinstance(amount, int) and amount > 0
+        if not isinstance(amount, bool) and (fraction or count):
             return (kind, amount)
     raise SpecError(f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
                     f"[fraction, F] (0 < F <= 1), got {value!r}")

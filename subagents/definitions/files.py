@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
+from subagents.errors import DefinitionFileError, DuplicateKey, SpecError, YAMLBoundError, brief
 
 # Untrusted YAML (a cloned repository) is loaded within bounds: a file size, a nesting depth checked before the
 # composer recurses, and a count of values with aliases expanded, counted while composing (so a "billion laughs"
@@ -365,10 +364,6 @@ class Discovery(Generic[T]):
         if self.problems:
             lines = "\n".join(f"  - {p.message}" for p in self.problems)
             raise SpecError(f"{len(self.problems)} invalid definition files:\n{lines}")
-
-    def emit_warnings(self) -> None:
-        for _, note in self.notes:
-            warnings.warn(DefinitionFileWarning(note), stacklevel=3)
 
 
 def as_levels(dirs: DirLevels) -> list[list[Path]]:

@@ -93,11 +93,9 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
     for event, entries in value.items():
         name = "Stop" if scope == "subagent" and event == "SubagentStop" else event
         if name not in events:
-            raise SpecError(
-                f"unknown hook event {brief(event)}; expected one of {', '.join(events)}"
-                + (" (SubagentStart is a root event: create_deep_agent(hooks=...))"
-                   if event == "SubagentStart" else "")
-            )
+            raise SpecError(f"unknown hook event {brief(event)}; expected one of {', '.join(events)}"
+                            + (" (SubagentStart is a root event: create_deep_agent(hooks=...))"
+                               if event == "SubagentStart" else ""))
         if not isinstance(entries, list):
             raise SpecError(f"event {name}: expected a list of {{matcher, hooks}}, got {brief(entries)}")
         try:
@@ -284,6 +282,8 @@ class HookMiddleware(AgentMiddleware):
             ``SubagentStop`` fires as they end (:meth:`background_task_ended`).
     """
 
+    name = "HookMiddleware"
+
     def __init__(self, hooks: Mapping[str, Any], *, agent_type: str | None = None,
                  scope: HookScope = "subagent", delegation: tuple[str, str] | None = None,
                  also_delegating: Collection[str] = ()) -> None:
@@ -292,10 +292,6 @@ class HookMiddleware(AgentMiddleware):
         self.agent_type = agent_type
         self.delegation = delegation
         self.also_delegating = frozenset(also_delegating) if delegation is not None else frozenset()
-
-    @property
-    def name(self) -> str:
-        return "HookMiddleware"
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]

@@ -74,9 +74,8 @@ def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
 # it is; a message that is *exactly* an approval word approves; anything else rejects, as the reason the child
 # sees ("OK, but do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous one counts).
 
-APPROVAL_WORDS: frozenset[str] = frozenset(
-    {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
-)
+APPROVAL_WORDS: frozenset[str] = frozenset({"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm",
+                                            "accept", "accepted"})
 """The whole messages that approve (after trimming spaces, case and one final ``.``/``!``)."""
 
 

@@ -81,11 +81,8 @@ def skill_files_in(directory: Path) -> list[Path]:
 
 def available_skills_block(skills: Iterable[Skill]) -> str:
     """The ``<available_skills>`` block (XML-escaped); ``""`` for no skills."""
-    rows = [
-        f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}"
-        f"</description>\n<location>{escape(str(s.path))}</location>\n</skill>"
-        for s in skills
-    ]
+    rows = [f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}</description>\n"
+            f"<location>{escape(str(s.path))}</location>\n</skill>" for s in skills]
     return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
