@@ -72,10 +72,10 @@ class TranscriptTable:
     """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._max_bytes = _checked_bound(max_bytes)
         self.bytes = 0
         self._items: collections.OrderedDict[str, tuple[Any, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self.max_bytes = max_bytes
 
     @property
     def max_bytes(self) -> int:
@@ -84,9 +84,10 @@ class TranscriptTable:
 
     @max_bytes.setter
     def max_bytes(self, value: int) -> None:
-        bound = _checked_bound(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
         with self._lock:
-            self._max_bytes = bound
+            self._max_bytes = value
             self._evict()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
@@ -118,12 +119,6 @@ class TranscriptTable:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-def _checked_bound(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
-    return value
 
 
 def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
