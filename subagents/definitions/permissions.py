@@ -103,11 +103,9 @@ def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
     """JSON-ready ``{"id", "value"}`` pairs from ``Interrupt`` objects or server dicts."""
     pending = []
     for item in interrupts:
-        if isinstance(item, Mapping):
-            found = {"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")}
-        else:
-            found = {"id": getattr(item, "id", None), "value": getattr(item, "value", None)}
-        pending.append({"id": json_ready(found["id"]), "value": json_ready(found["value"])})
+        ident, value = ((item.get("id") or item.get("interrupt_id"), item.get("value")) if isinstance(item, Mapping)
+                        else (getattr(item, "id", None), getattr(item, "value", None)))
+        pending.append({"id": json_ready(ident), "value": json_ready(value)})
     return pending
 
 
