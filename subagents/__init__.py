@@ -1,17 +1,8 @@
 """Everything about one subagent: its spec, the registry, building, isolating, running, recording.
 
-The public names are ``__all__`` (the modules behind them are internal);
-definitions (agent files, skills, MCP, hooks, models, permissions) are in
-:mod:`subagents.definitions`, background tasks in :mod:`subagents.background`::
-
-    from subagents import SubagentRegistry, SubagentSpec, TaskRunner
-
-    spec = SubagentSpec(name="researcher", description="Finds facts.", system_prompt="...", model=model)
-    runner = TaskRunner(SubagentRegistry([spec]))
-    outcome = runner.run(call)  # a TaskCall, as SubAgentMiddleware's `task` tool builds it
-
-Names are imported on first use (PEP 562), so ``import subagents.errors``
-(which the command line's ``--help`` needs) does not load LangChain.
+The public names are ``__all__`` (the modules behind them are internal); definitions (agent files, skills, MCP,
+hooks, models, permissions) are in :mod:`subagents.definitions`, background tasks in :mod:`subagents.background`.
+Names are imported on first use (PEP 562): ``import subagents.errors`` (the CLI's ``--help``) loads no LangChain.
 """
 
 

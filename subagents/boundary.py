@@ -74,13 +74,7 @@ def private_state_keys(middleware: Iterable[Any]) -> frozenset[str]:
         schema = getattr(mw, "state_schema", None)
         if schema is None and isinstance(mw, type):  # a state schema itself (a TypedDict class)
             schema = mw
-        if schema is None:
-            continue
-        try:
-            hints = get_type_hints(schema, include_extras=True)
-        except Exception:  # noqa: BLE001 - an unresolvable annotation marks nothing private
-            continue
-        for key, hint in hints.items():
+        for key, hint in (_hints(schema) if schema is not None else {}).items():
             for meta in annotations_of(hint):
                 if isinstance(meta, OmitFromSchema) and meta.input and meta.output:
                     keys.add(key)
@@ -123,9 +117,8 @@ _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
 
 
 def _immutable(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down: :data:`_IMMUTABLE`, tuples and frozensets of such, an
-    enum member whose value and fields are, a zoned time whose zone is; or code (a class, or a function its
-    module names), shared as it is, as a subgraph is."""
+    """Whether ``value`` is immutable all the way down (code, a class or a function its module names, counts:
+    it is shared as it is, as a subgraph is)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -148,9 +141,8 @@ def _immutable(value: Any) -> bool:
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
     """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): its deep copy is
-    itself through ``__reduce__``, a call back to its library's cache, and it holds no fields. A zone with a copy
-    hook of its own (``__deepcopy__``, ``__copy__``, or a ``__getattr__`` or ``__getattribute__`` that could lend
-    one), or with fields, is copied with its datetime, or withheld."""
+    itself through ``__reduce__`` and it holds no fields. One with a copy hook of its own (or a ``__getattr__``
+    that could lend one), or with fields, is copied with its datetime, or withheld."""
     hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
                                                                                     "__getattr__"))
     if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
@@ -179,10 +171,9 @@ def _named_code(value: Any) -> bool:
 
 
 def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int, Any]:
-    """Every mutable object ``value`` holds (itself too), by id: whatever the garbage collector sees it refer
-    to but a function's globals and code, and what a live weak reference points to. Classes are code, not
-    looked into (an original's are added to ``code``), but in a deep copy (``copied``) a class made by the
-    copy, neither one of ``code`` (shared, as a copy shares them) nor named by its module: its data is looked into."""
+    """Every mutable object ``value`` holds (itself too), by id, as the garbage collector sees them (not a
+    function's globals and code) and through live weak references. Classes are code, not looked into, but in a
+    deep copy (``copied``) a class the copy made (not in ``code``, not named by its module) is."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
@@ -257,13 +248,10 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
 
 
 def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child, and what was left out.
-
-    Each value is copied on its own (a fresh memo), so nothing a child changes in place reaches the parent and
-    no copy borrows another's half-built parts. A value that cannot be copied, or whose copy is or holds the
-    original (a client whose ``__deepcopy__`` returns itself), is never shared unless immutable all the way
-    down: ``withheld`` names it with the reason (the record's ``withheld_keys``).
-    """
+    """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child (each with a fresh memo),
+    so nothing a child changes in place reaches the parent. A value that cannot be copied, or whose copy is or
+    holds the original (a client whose ``__deepcopy__`` returns itself), is never shared unless immutable all
+    the way down: ``withheld`` names it with the reason (the record's ``withheld_keys``)."""
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
     for key, value in state.items():
@@ -293,8 +281,8 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
 
 
 def _user_stop_in_copy(exc: BaseException) -> bool:
-    """Whether what a copy raised is the user's stop: copying is synchronous, so a ``CancelledError`` is the
-    value's; a ``KeyboardInterrupt`` is the user's from a signal handler's frame, or on the main thread under
+    """Whether what a copy raised is the user's stop: a ``CancelledError`` is the value's (copying is
+    synchronous); a ``KeyboardInterrupt`` the user's from a signal handler, or on the main thread under
     Python's default handler (there it cannot be told apart)."""
     kind = type(exc)
     if issubclass(kind, asyncio.CancelledError):
@@ -391,10 +379,9 @@ def forked_input(parent_state: Mapping[str, Any], description: str, blocked: fro
 
 
 # -- One level of delegation, by independent defences: the builder drops forbidden tools and delegating
-# middleware from a child; :class:`OneLevelGuard` removes forbidden tools and any ``<available_agents>`` block
-# from every model request and refuses their calls (:class:`OneLevelToolRefusal` before any other middleware);
-# the runner refuses a ``task`` call made inside a running child. The names are a deny list of this library's,
-# deepagents' and Claude Code's delegation, planning and memory tools; :data:`DELEGATION_TOOL_TAG` marks ours.
+# middleware from a child; :class:`OneLevelGuard` removes them and any ``<available_agents>`` block from every
+# model request and refuses their calls; the runner refuses a ``task`` call made inside a running child. The names
+# are this library's, deepagents' and Claude Code's delegation, planning and memory tools.
 
 DELEGATION_TOOL_NAMES: frozenset[str] = frozenset({
     "task", "start_async_task", "check_async_task", "update_async_task", "cancel_async_task", "list_async_tasks",
@@ -544,15 +531,11 @@ class OneLevelToolRefusal(AgentMiddleware):
         return refusal(request) or await handler(request)
 
 
-class OneLevelToolGuard(OneLevelGuard):
+class OneLevelToolGuard(OneLevelGuard, OneLevelToolRefusal):
     """The guard for a child that has tools (a toolless one gets :class:`OneLevelGuard`: no empty tools node)."""
 
     name = "OneLevelToolGuard"
     child_policy = ChildPolicy(keeps_model=True)
-
-    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
-                      ) -> ToolMessage | Command[Any]:
-        return refusal(request) or handler(request)
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
@@ -734,37 +717,14 @@ def child_state_schema(
     return cast("type", TypedDict("SubagentState", {**base, **extra}))  # type: ignore[operator]
 
 
-@dataclasses.dataclass(frozen=True)
-class ChildView:
-    """What a built child sees, decided in one step (see :func:`child_view`): its tools, its own prompt
-    without any ``<available_agents>`` block, its graph's state type (``None``: no extra keys)."""
-
-    tools: list[Any]
-    system_prompt: str
-    state_schema: type | None
-
-
-def child_view(allowed: Sequence[Any] | None, denied: Iterable[str], parent_tools: Sequence[Any], *,
-               on_unknown: Callable[[str, list[str]], None], system_prompt: str,
-               extra_tools: Sequence[Any] | Callable[[], Sequence[Any]] = (), parent_schemas: Sequence[Any] = (),
-               excluded: frozenset[str] = frozenset()) -> ChildView:
-    """The tools, prompt and state type of a child: everything it sees of its parent. Tools as
-    :func:`child_tools` chooses them, then ``extra_tools`` (its MCP tools); given as a function, they are asked
-    for only after that choice passed (a refused spec starts no server)."""
-    tools = child_tools(allowed, denied, parent_tools, on_unknown=on_unknown)
-    tools += extra_tools() if callable(extra_tools) else extra_tools
-    return ChildView(tools, strip_agents_block(system_prompt),
-                     child_state_schema(tools, parent_schemas=parent_schemas, excluded=excluded))
-
-
 def _is_schema(value: Any) -> bool:
     return isinstance(value, type) and bool(getattr(value, "__annotations__", None))
 
 
-def _hints(schema: type) -> dict[str, Any]:
+def _hints(schema: Any) -> dict[str, Any]:
     try:
         return get_type_hints(schema, include_extras=True)
-    except Exception:  # noqa: BLE001 - an unresolvable schema adds nothing
+    except Exception:  # noqa: BLE001 - an unresolvable schema adds (or marks private) nothing
         return {}
 
 
@@ -775,9 +735,6 @@ def parent_state_schemas(state_schema: Any, middleware: Iterable[Any]) -> tuple[
 
 
 _MISSING = object()
-
-PARALLEL_PLAIN_KEY = ("no reducer, and the task call had parallel task siblings: only a lone task call "
-                      "writes back keys without a reducer")
 
 
 # Two LangGraph internals with no public twin (docs/layout.md lists them): each raises when LangGraph changes it,
@@ -832,21 +789,26 @@ def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: 
 
 def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str, Any] | None,
          parallel: bool, update: dict[str, Any], earlier: list[Any], checkpointed: bool) -> str | None:
+    from langgraph.channels import BinaryOperatorAggregate, Topic
+
     channel = None
     if channels is not None:
         channel = channels.get(key)
         if channel is None:
             return "the parent's state has no such key"
-    if channel is not None and is_reducer(channel):
+    if isinstance(channel, (BinaryOperatorAggregate, Topic)):
         before = inputs.get(key, _MISSING)
         delta = contribution(before, value)
         if delta is _MISSING:
             return "the child replaced a value that has a reducer; only additions can be written back"
-        removed = _removed(before, value)
-        note = f"entries removed by the child cannot be written back through a reducer: {removed}" if removed else None
+        gone = [safe_text(k, 60) for k in before if k not in value] if isinstance(before, Mapping) and isinstance(
+            value, Mapping) else []
+        note = (f"entries removed by the child cannot be written back through a reducer: {', '.join(gone[:10])}"
+                + (" ..." if len(gone) > 10 else "")) if gone else None
     else:
         if parallel:
-            return PARALLEL_PLAIN_KEY
+            return ("no reducer, and the task call had parallel task siblings: only a lone task call writes back "
+                    "keys without a reducer")
         delta, note = value, None
     delta, problem = _carried(delta, checkpointed)
     if problem is not None:
@@ -855,13 +817,6 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
         return "the parent's channel rejected the value" + (" together with a parallel sibling's" if earlier else "")
     update[key] = delta
     return note
-
-
-def _removed(before: Any, after: Any) -> str:
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        gone = [safe_text(k, 60) for k in before if k not in after]
-        return ", ".join(gone[:10]) + (" ..." if len(gone) > 10 else "")
-    return ""
 
 
 def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
@@ -891,12 +846,6 @@ def _name(exc: BaseException) -> str:
         return str(type(exc).__name__)
     except BaseException:  # noqa: BLE001
         return "an error"
-
-
-def is_reducer(channel: Any) -> bool:
-    from langgraph.channels import BinaryOperatorAggregate, Topic
-
-    return isinstance(channel, (BinaryOperatorAggregate, Topic))
 
 
 def contribution(before: Any, after: Any) -> Any:

@@ -49,8 +49,10 @@ from subagents.boundary import (
     OneLevelGuard,
     OneLevelToolGuard,
     OneLevelToolRefusal,
-    child_view,
+    child_state_schema,
+    child_tools,
     is_delegating_middleware,
+    strip_agents_block,
     tool_name,
 )
 from subagents.definitions.condenser import condenser_middleware
@@ -162,7 +164,8 @@ def is_transient(exc: BaseException) -> bool:
 
     if isinstance(exc, ModelError):
         return bool(exc.is_retryable)
-    status = _status_code(exc)
+    status = next((code for holder in (exc, getattr(exc, "response", None))
+                   if isinstance(code := getattr(holder, "status_code", None), int)), None)
     if status is not None:
         return status in _TRANSIENT_STATUS or 500 <= status < 600
     if isinstance(exc, (TimeoutError, ConnectionError)):
@@ -190,14 +193,6 @@ def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any],
             taken.add(mw.name)
             chosen.append(mw)
     return chosen
-
-
-def _status_code(exc: BaseException) -> int | None:
-    for holder in (exc, getattr(exc, "response", None)):
-        code = getattr(holder, "status_code", None)
-        if isinstance(code, int):
-            return code
-    return None
 
 
 # -- A per-call output schema: the ``task`` tool's ``output_schema`` argument, else the run's config key (anything
@@ -423,17 +418,15 @@ class OutputRetryLimit(AgentMiddleware):
         self.retries = retries
         self.label = label
 
-    def _check(self, request: ModelRequest, response: ModelResponse) -> None:
-        if getattr(response, "structured_response", None) is not None:
-            return
+    def _checked(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
         failed = [m for m in getattr(response, "result", ()) or () if self._is_retry(m)]
-        if not failed:
-            return
+        if not failed or getattr(response, "structured_response", None) is not None:
+            return response
         attempts = self._earlier_failures(request.messages) + 1
         if attempts > self.retries:
-            text = str(failed[-1].content)
-            violation = text.removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
+            violation = str(failed[-1].content).removeprefix(_RETRY_PREFIX).removesuffix(_RETRY_SUFFIX)
             raise OutputSchemaViolation(self.label, attempts, violation)
+        return response
 
     def _is_retry(self, message: BaseMessage) -> bool:
         return isinstance(message, ToolMessage) and message.name in self.tool_names
@@ -454,33 +447,17 @@ class OutputRetryLimit(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
                        ) -> ModelCallResult[Any]:
-        response = handler(request)
-        self._check(request, response)
-        return response
+        return self._checked(request, handler(request))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
-        response = await handler(request)
-        self._check(request, response)
-        return response
+        return self._checked(request, await handler(request))
 
 
 log = logging.getLogger(__name__)
 
 UnknownToolPolicy = Literal["error", "warn", "ignore"]
-
-
-def _unknown_tool_reporter(spec: SubagentSpec, policy: UnknownToolPolicy) -> Callable[[str, list[str]], None]:
-    """Reports a name in ``tools`` the parent lacks, as ``policy`` says (an MCP tool's is its servers' business)."""
-
-    def unknown(name: str, available: list[str]) -> None:
-        from subagents.definitions.mcp import is_mcp_name
-
-        if not is_mcp_name(name):
-            _report_unknown_tool(spec.name, name, available, policy)
-
-    return unknown
 
 
 def _report_unknown_tool(agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
@@ -489,19 +466,12 @@ def _report_unknown_tool(agent: str, name: str, available: list[str], policy: Un
                f"(available: {', '.join(available) or 'none'})")
     if policy == "error":
         raise SpecError(message)
-    if policy == "warn":
-        warnings.warn(message, stacklevel=_first_frame_outside(_LIBRARY_PACKAGES))
-
-
-_LIBRARY_PACKAGES = frozenset({"subagents", "middleware", "deep_agent"})
-
-
-def _first_frame_outside(packages: frozenset[str]) -> int:
-    """The ``stacklevel`` of the caller's first frame outside ``packages``: the line that built the child."""
-    frame, level = sys._getframe(1), 1  # level 1 is the frame that calls warnings.warn
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in packages:
-        frame, level = frame.f_back, level + 1
-    return level
+    if policy == "warn":  # at the caller's first frame outside this library: the line that built the child
+        frame, level = sys._getframe(), 1
+        while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
+                "subagents", "middleware", "deep_agent"):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(message, stacklevel=level)
 
 
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
@@ -540,13 +510,12 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                                  where="no MCP server in its mcp_config lists")
         return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))
 
-    view = child_view(spec.tools, spec.disallowed_tools, parent_tools,
-                      on_unknown=_unknown_tool_reporter(spec, unknown_tools), extra_tools=own_tools,
-                      system_prompt=spec.system_prompt, parent_schemas=options.state_schemas,
-                      excluded=options.excluded_keys)
-    tools = view.tools
+    tools = child_tools(spec.tools, spec.disallowed_tools, parent_tools,
+                        # A name in ``tools`` the parent lacks is reported (an MCP tool's is its servers' business).
+                        on_unknown=lambda name, available: None if name.startswith("mcp__") else
+                        _report_unknown_tool(spec.name, name, available, unknown_tools)) + own_tools()
 
-    middleware = _child_middleware(spec, options, tools, model, model_for, parent_gates(inherited_middleware))
+    middleware = _child_middleware(spec, options, tools, model, model_for, inherited_middleware)
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
@@ -567,20 +536,16 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
         middleware.insert(0, OneLevelToolRefusal())
-    graph = create_agent(model, tools, system_prompt=child_system_prompt(spec, options, view.system_prompt) or None,
+    # The spec's prompt, without any ``<available_agents>`` block, then its skills block.
+    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
+    prompt = "\n\n".join(part for part in (strip_agents_block(spec.system_prompt), skills) if part)
+    graph = create_agent(model, tools, system_prompt=prompt or None,
                          middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
-                         response_format=spec.response_format, state_schema=view.state_schema, name=spec.name)
+                         response_format=spec.response_format, name=spec.name,
+                         state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
+                                                         excluded=options.excluded_keys))
     # The MCP sessions of a task close when its run ends, whichever way it ends.
     return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
-
-
-def parent_gates(parent_middleware: Sequence[Any]) -> dict[str, Any]:
-    """Tool name -> rule of every approval the parent's ``HumanInTheLoopMiddleware`` asks for (a floor)."""
-    gates: dict[str, Any] = {}
-    for mw in parent_middleware:
-        if isinstance(mw, HumanInTheLoopMiddleware):
-            gates.update({name: rule for name, rule in (mw.interrupt_on or {}).items() if rule})
-    return gates
 
 
 def runs_on_a_thread(model: Any) -> bool:
@@ -600,7 +565,7 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
-                      model_for: Callable[[Any], Any], gates: Mapping[str, Any] | None = None) -> list[Any]:
+                      model_for: Callable[[Any], Any], inherited: Sequence[Any] = ()) -> list[Any]:
     """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
     middleware: list[Any] = []
     for mw in spec.middleware:
@@ -619,7 +584,9 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     # un-gate one. One middleware asks: create_agent refuses two.
     floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
                            interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
-    floor.update({n: gates[n] for n in names if n in gates} if gates else {})
+    for mw in inherited:  # every approval the parent's HumanInTheLoopMiddleware asks for is a floor too
+        if isinstance(mw, HumanInTheLoopMiddleware):
+            floor.update({n: rule for n, rule in (mw.interrupt_on or {}).items() if rule and n in names})
     interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
     own = approval_rules(mode, names, risky_tools=options.risky_tools,
                          interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
@@ -670,8 +637,3 @@ def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None
     except ValueError as exc:
         raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
 
-
-def child_system_prompt(spec: SubagentSpec, options: BuildOptions, prompt: str) -> str:
-    """``prompt`` (the spec's, its agents block gone: :class:`subagents.boundary.ChildView`) plus its skills block."""
-    skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
-    return "\n\n".join(part for part in (prompt, skills) if part)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import itertools
 import sys
 import zlib
@@ -137,19 +138,11 @@ def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     return left if not right else {**left, **right}
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class LedgerMerge:
     """A ledger channel's reducer over a batch of writes, folded pairwise: the ledger is copied once per batch."""
 
-    __slots__ = ("operator",)
-
-    def __init__(self, operator: Callable[[Ledger, Ledger], Ledger]) -> None:
-        self.operator = operator
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LedgerMerge) and other.operator is self.operator
-
-    def __hash__(self) -> int:
-        return hash((LedgerMerge, self.operator))
+    operator: Callable[[Ledger, Ledger], Ledger]
 
     def __call__(self, base: Ledger | None, writes: Sequence[Any]) -> Ledger:
         values = list(writes)

@@ -199,18 +199,14 @@ def final_answer(result: Mapping[str, Any]) -> str:
             return json.dumps(dataclasses.asdict(structured), default=str)
         return json.dumps(structured, default=str)
     messages = result["messages"]
-    return _ended_on_tools(messages) or next(filter(None, map(_ai_text, reversed(messages))), "")
+    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
+    on_tools = "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
+    return on_tools or next(filter(None, map(_ai_text, reversed(messages))), "")
 
 
 TRUNCATED_RETRY_KEY = "truncated_retry"
 """The ``response_metadata`` key of a reply that replaced one cut at the token limit (see
 :mod:`subagents.truncation`): what the retry asked for (``max_tokens``, ``brief``), and its ``error`` if it failed."""
-
-
-def truncated_retries(result: Mapping[str, Any]) -> int:
-    """How many of the run's replies were retried after being cut at the token limit."""
-    messages = result.get("messages") if isinstance(result, Mapping) else None
-    return sum(1 for m in messages or () if isinstance(m, AIMessage) and TRUNCATED_RETRY_KEY in m.response_metadata)
 
 
 def cut_short(result: Mapping[str, Any]) -> bool:
@@ -222,11 +218,6 @@ def cut_short(result: Mapping[str, Any]) -> bool:
         return False
     meta = last.response_metadata or {}
     return meta.get("finish_reason") == "length" or meta.get("stop_reason") == "max_tokens"
-
-
-def _ended_on_tools(messages: Sequence[Any]) -> str:
-    ending = itertools.takewhile(lambda message: isinstance(message, ToolMessage), reversed(messages))
-    return "\n\n".join(reversed([text for message in ending if (text := (message.text or "").strip())]))
 
 
 def _ai_text(message: Any) -> str:
@@ -249,17 +240,11 @@ CONTINUATION_PROMPT = ("Your final answer was very short, and the caller sees on
                        "the task asked for.")
 
 
-def continuation_input(result: Mapping[str, Any], answer: str, threshold: int) -> dict[str, Any] | None:
-    """The child's input for one request for a complete report when the answer is shorter than ``threshold``
-    characters (0: never; structured responses never), else ``None``."""
-    if threshold <= 0 or len(answer) >= threshold or result.get("structured_response") is not None:
-        return None
-    return {"messages": [*result["messages"], HumanMessage(content=CONTINUATION_PROMPT)]}
-
-
 @dataclasses.dataclass(frozen=True)
 class ChildAnswer:
-    """What the runner reads from a child's result, read once; ``follow_up``: see :func:`continuation_input`."""
+    """What the runner reads from a child's result, read once. ``follow_up``: the child's input for one request for
+    a complete report, when the answer is shorter than ``threshold`` characters (0: never; a structured one never);
+    ``truncated_retries``: how many of the run's replies were retried after being cut at the token limit."""
     answer: str
     follow_up: dict[str, Any] | None
     cut_short: bool
@@ -268,8 +253,10 @@ class ChildAnswer:
     @classmethod
     def of(cls, result: Mapping[str, Any], threshold: int) -> ChildAnswer:
         answer = final_answer(result)
-        return cls(answer, continuation_input(result, answer, threshold), cut_short(result),
-                   truncated_retries(result))
+        short = 0 < threshold and len(answer) < threshold and result.get("structured_response") is None
+        follow_up = {"messages": [*result["messages"], HumanMessage(content=CONTINUATION_PROMPT)]} if short else None
+        return cls(answer, follow_up, cut_short(result), sum(
+            1 for m in result["messages"] if isinstance(m, AIMessage) and TRUNCATED_RETRY_KEY in m.response_metadata))
 
 
 def merge_continuation(first: str, second: str | None, failure: str | None) -> str:

@@ -12,27 +12,27 @@ Result = TypeVar("Result")
 
 def drive(plan: Generator[Step, Any, Result], call: Callable[[Step], Any]) -> Result:
     """Make each call the plan asks for on this thread; return what the plan returns."""
-    step = next(plan)
-    while True:
-        try:
-            result, failure = call(step), None
-        except Exception as exc:  # noqa: BLE001 - the plan decides
-            result, failure = None, exc
-        try:
+    try:
+        step = next(plan)
+        while True:
+            try:
+                result, failure = call(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                result, failure = None, exc
             step = plan.send(result) if failure is None else plan.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 async def adrive(plan: Generator[Step, Any, Result], call: Callable[[Step], Awaitable[Any]]) -> Result:
     """:func:`drive`, awaiting each call."""
-    step = next(plan)
-    while True:
-        try:
-            result, failure = await call(step), None
-        except Exception as exc:  # noqa: BLE001 - the plan decides
-            result, failure = None, exc
-        try:
+    try:
+        step = next(plan)
+        while True:
+            try:
+                result, failure = await call(step), None
+            except Exception as exc:  # noqa: BLE001 - the plan decides
+                result, failure = None, exc
             step = plan.send(result) if failure is None else plan.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

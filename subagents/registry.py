@@ -104,7 +104,14 @@ def check_definition(request: Mapping[str, Any], *, declared: Collection[str], e
                                    "delegate to one of them instead")
     _check_text("description", definition.description, MAX_DESCRIPTION_CHARS)
     _check_text("system_prompt", definition.system_prompt, MAX_PROMPT_CHARS)
-    _check_tools(definition.tools, parent_tools)
+    for tool in definition.tools or ():
+        if tool in FORBIDDEN_TOOL_NAMES:
+            raise DynamicSubagentError(f"tools: {tool!r} is a delegation, todo or memory tool; a subagent never "
+                                       "holds one")
+        if tool not in parent_tools:
+            available = ", ".join(sorted(parent_tools)) or "none"
+            raise DynamicSubagentError(f"tools: {tool[:80]!r} is not one of your tools, and a subagent's tools can "
+                                       f"only narrow yours (available: {available})")
     if definition.max_turns is not None and not 1 <= definition.max_turns <= DEFAULT_MAX_TURNS:
         raise DynamicSubagentError(f"max_turns: can only tighten the default limit: between 1 and {DEFAULT_MAX_TURNS}, "
                                    f"got {definition.max_turns}")
@@ -116,19 +123,6 @@ def _check_text(field: str, value: str, limit: int) -> None:
         raise DynamicSubagentError(f"{field}: must not be empty")
     if len(value) > limit:
         raise DynamicSubagentError(f"{field}: {len(value)} characters; at most {limit} are accepted")
-
-
-def _check_tools(tools: list[str] | None, parent_tools: Collection[str]) -> None:
-    if tools is None:
-        return
-    for name in tools:
-        if name in FORBIDDEN_TOOL_NAMES:
-            raise DynamicSubagentError(f"tools: {name!r} is a delegation, todo or memory tool; a subagent never "
-                                       "holds one")
-        if name not in parent_tools:
-            available = ", ".join(sorted(parent_tools)) or "none"
-            raise DynamicSubagentError(f"tools: {name[:80]!r} is not one of your tools, and a subagent's tools can "
-                                       f"only narrow yours (available: {available})")
 
 
 def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> SubagentSpec:

@@ -27,12 +27,9 @@ from subagents.truncation import RetryTruncatedSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
-
-DEFAULT_MAX_BACKGROUND_TASKS = 8  # Background tasks running at once unless max_background_tasks says otherwise.
-
+DEFAULT_MAX_BACKGROUND_TASKS = 8
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
-
-DEFAULT_NOTICE_TOTAL_CHARS = 12_000  # how long one background completion notice may be
+DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 
 
 class RuntimeHandle(Protocol):
@@ -49,19 +46,22 @@ class _Settings(BaseModel):
         try:
             super().__init__(**fields)
         except ValidationError as exc:  # the library's one error type, naming the field
-            raise _spec_error(exc) from None
+            error = exc.errors()[0]
+            # A union's member names (``sessions_dir.str``) are pydantic's, not a field's: the field is named alone.
+            name = ".".join(str(p) for p in error["loc"] if str(p) in _GROUP_OF or str(p) in _GROUPS) or "settings"
+            cause = (error.get("ctx") or {}).get("error")
+            raise SpecError(f"{name}: {cause if isinstance(cause, ValueError) else error['msg']}") from None
 
 
 class Limits(_Settings):
     """How much delegation may do.
 
     Attributes:
-        max_concurrent_tasks: ``task`` children running at once, across the agent's concurrent runs; more wait their
-            turn (``None``: no cap).
-        max_delegations: ``task`` calls and background starts per run (since the last user message); past it, they are
-            refused and withdrawn (``None``: no cap).
-        max_root_turns: the root's own model calls per ``invoke`` or resume (``None``: no cap); past it, the run ends
-            with a message naming the limit (:class:`middleware.root_turn_limit.RootTurnLimit`).
+        max_concurrent_tasks: ``task`` children running at once, across the agent's runs; more wait (``None``: no cap).
+        max_delegations: ``task`` calls and background starts per run (since the last user message); more are
+            refused (``None``: no cap).
+        max_root_turns: the root's own model calls per ``invoke`` or resume; past it the run ends with a message
+            naming the limit (``None``: no cap).
         max_dynamic_subagents: subagents ``create_subagent`` may define per thread.
         short_answer_threshold: a child answer shorter than this gets one request for a complete report (0: off).
         budget: a :class:`~subagents.Budget` covering the parent's own model calls and every child's.
@@ -92,10 +92,8 @@ class Observability(_Settings):
     """Where transcripts go and what tokens cost.
 
     Attributes:
-        sessions_dir: write each child's transcript as JSONL under
-            ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
-        transcript_store: ``True`` to keep transcripts in the graph's ``BaseStore``, or a store to use (background
-            children keep JSONL ones only).
+        sessions_dir: write each child's transcript to ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``.
+        transcript_store: ``True`` to keep transcripts in the graph's ``BaseStore``, or a store to use.
         prices: model name -> USD per million (input, output) tokens, for the cost in each record.
     """
 
@@ -113,15 +111,13 @@ class BackgroundSettings(_Settings):
     """The background-task tools (``start_async_task`` ...), if any.
 
     Attributes:
-        background_subagents: more specs for background use only (remote ones, ``{"name", "description", "graph_id",
-            "url"}``, say); giving any gives ``create_deep_agent``'s root the background tools.
+        background_subagents: more specs for background use only (remote ones, say); any gives
+            ``create_deep_agent``'s root the background tools.
         max_background_tasks: local background tasks running at once; more wait as ``pending`` (``None``: no cap).
-        background_runtime: the :class:`~subagents.BackgroundRuntime` they run on (default: a new one the middleware
-            owns and closes).
+        background_runtime: the :class:`~subagents.BackgroundRuntime` they run on (default: one the middleware owns).
         notify: announce finished tasks before each parent model call.
-        notice_result_chars: how much of each result a notice quotes.
-        notice_total_chars: how long one notice may be, whatever the number of tasks; the rest are counted and pointed
-            to ``check_async_task``.
+        notice_result_chars, notice_total_chars: how much of each result a notice quotes, and of all (the rest
+            are counted and pointed to ``check_async_task``).
     """
 
     background_subagents: SkipValidation[tuple[Any, ...]] = ()
@@ -143,31 +139,23 @@ class Definitions(_Settings):
     """Where subagents, skills and models come from, how ``task`` offers them, and the policy children inherit.
 
     Attributes:
-        agents_dirs: agent-file directories, in precedence order (the first level to define a name wins; a nested list
-            groups directories of one level; see :func:`subagents.load_agent_dirs`). ``None``: no files.
-        skills_dirs: skill directories, likewise. The root's prompt lists every skill found; a child's lists only
-            those its spec names.
+        agents_dirs: agent-file directories in precedence order (see :func:`subagents.load_agent_dirs`); ``None``: none.
+        skills_dirs: skill directories, likewise; the root's prompt lists every skill, a child's those its spec names.
         model_profiles: profile name -> model, for specs' ``model`` names.
-        unknown_model: ``"inherit"`` lets an unresolvable model name fall back to the parent's model instead of
-            raising.
-        permission_mode: the parent's approval policy, inherited by every child whose spec sets none (``None``: no
-            approval unless a spec asks).
+        unknown_model: ``"inherit"``: an unresolvable model name falls back to the parent's model, not an error.
+        permission_mode: the approval policy of every child whose spec sets none (``None``: none unless a spec asks).
         risky_tools: tool names that ``confirm_risky`` pauses on.
-        mcp_servers: MCP servers (name -> ``{command, args, env}`` or ``{url, headers}``) that specs may name in
-            ``mcp_config`` without defining.
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, a floor for every child (a spec
-            may add gates, never un-gate one).
-        state_schemas: the parent's state schemas; a declarative child gets their keys, minus excluded and private
-            ones.
+        mcp_servers: MCP servers (name -> ``{command, args, env}`` or ``{url, headers}``) specs may name undefined.
+        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, a floor for every child.
+        state_schemas: the parent's state schemas; a declarative child gets their keys but excluded and private ones.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         general_purpose: add the ``general-purpose`` subagent unless a spec of that name replaces it.
-        retry_truncated: for specs that set none, ask once more for a reply cut at the token limit (``"more_tokens"``,
-            ``"brief"`` or both: ``True``; see :mod:`subagents.truncation`).
+        retry_truncated: for specs that set none, ask once more for a reply cut at the token limit
+            (:mod:`subagents.truncation`).
         dynamic_subagents: add the ``create_subagent`` tool (:mod:`middleware.dynamic`).
         structured_results: ``task`` accepts an optional ``output_schema``.
-        name_enum: also list the agent names as an ``enum`` in the ``task`` schema (up to
-            :data:`middleware.task_tool.ENUM_LIMIT`), for a server that constrains calls to it; off by default, since
-            the names are in ``<available_agents>`` and each costs tokens per call.
+        name_enum: also list the agent names as an ``enum`` in the ``task`` schema, for a server that constrains
+            calls to it (each name costs tokens per call).
     """
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
@@ -219,11 +207,9 @@ class RootGraph(_Settings):
     """How :func:`deep_agent.create_deep_agent` builds the root's graph.
 
     Attributes:
-        interrupt_before, interrupt_after: node names to pause before or after, as LangChain's ``create_agent`` takes
-            them.
+        interrupt_before, interrupt_after: node names to pause before or after, as ``create_agent`` takes them.
         deepagents_stack: build the root with deepagents' ``create_deep_agent`` (``None``: when installed); ``False``:
-            this library's own stack (deepagents' ``backend``, ``skills``, ``memory``, ``permissions`` are then an
-            error).
+            this library's own stack (deepagents' ``backend``, ``skills``, ``memory``, ``permissions`` then fail).
     """
 
     interrupt_before: SkipValidation[list[str] | None] = None
@@ -253,12 +239,8 @@ class DelegationSettings(_Settings):
         return cls().updated(**fields)
 
     def updated(self, **fields: Any) -> DelegationSettings:
-        """A copy with ``fields`` (any group's, by name) replaced, validated.
-
-        Raises:
-            InvalidArgumentType: a name is no field of any group.
-            SpecError: a bad value, naming the field.
-        """
+        """A copy with ``fields`` (any group's, by name) replaced, validated (an unknown name raises
+        :class:`~subagents.InvalidArgumentType`, a bad value :class:`~subagents.SpecError`)."""
         groups: dict[str, dict[str, Any]] = {}
         for name, value in fields.items():
             if name not in _GROUP_OF:
@@ -279,12 +261,3 @@ _GROUP_OF: dict[str, str] = {  # each field's name -> its group, read off the mo
     name: group for group, info in DelegationSettings.model_fields.items()
     for name in cast("type[_Settings]", info.annotation).model_fields
 }
-
-
-def _spec_error(exc: ValidationError) -> SpecError:
-    error = exc.errors()[0]
-    # A union's member names (``sessions_dir.str``) are pydantic's, not a field's: the field is named alone.
-    name = ".".join(str(part) for part in error["loc"] if str(part) in _GROUP_OF or str(part) in _GROUPS) or "settings"
-    cause = (error.get("ctx") or {}).get("error")
-    message = str(cause) if isinstance(cause, ValueError) else error["msg"]
-    return SpecError(f"{name}: {message}")

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import contextvars
 import functools
+import importlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -103,14 +104,10 @@ class ThreadedRunnable:
         self.runnable = runnable
         self.name = name
 
-    def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        config = dict(config or {})
-        config["metadata"] = {**(config.get("metadata") or {}), "lc_agent_name": self.name}
-        config.setdefault("run_name", self.name)
-        return config
-
     def invoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-        return self.runnable.invoke(inputs, self._config(config), **kwargs)
+        stamped = {"run_name": self.name, **(config or {})}
+        stamped["metadata"] = {**(stamped.get("metadata") or {}), "lc_agent_name": self.name}
+        return self.runnable.invoke(inputs, stamped, **kwargs)
 
     async def ainvoke(self, inputs: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         context = contextvars.copy_context()
@@ -136,6 +133,12 @@ def _check_name(value: str) -> str:
         raise SpecError("name must be letters, digits, '-', '_' and single inner dots, at most "
                         f"{MAX_NAME_LENGTH} characters (got {brief(value)})")
     return value
+
+
+def _loaded(module: str, name: str) -> Callable[[Any], Any]:
+    """A definitions validator imported on first use: the MCP client or hook runner loads only for a spec using it."""
+    return lambda value: None if value is None else getattr(
+        importlib.import_module(f"subagents.definitions.{module}"), name)(value)
 
 
 Slug = Annotated[str, AfterValidator(_check_name)]
@@ -174,8 +177,9 @@ class SubagentSpec(BaseModel):
     skills: Sequence[SkillEntry] = ()
     # Off for specs in code (no extra graph step); an agent file that omits it gets default summarisation.
     condenser: Annotated[CondenserSetting, BeforeValidator(normalize_condenser)] = False
-    mcp_config: Mapping[str, Mapping[str, Any]] | None = None
-    hooks: Mapping[str, Any] | None = None
+    mcp_config: Annotated[Mapping[str, Mapping[str, Any]] | None,
+                          BeforeValidator(_loaded("mcp", "normalize_mcp_config"))] = None
+    hooks: Annotated[Mapping[str, Any] | None, BeforeValidator(_loaded("hooks", "normalize_hooks"))] = None
     color: str | None = None
     source: str | None = None
     retries: int = Field(default=0, ge=0, le=10, strict=True)
@@ -198,24 +202,6 @@ class SubagentSpec(BaseModel):
         if isinstance(value, str):
             raise SpecError("expected a list of names, not one string")
         return value
-
-    @field_validator("mcp_config", mode="before")
-    @classmethod
-    def _mcp_config(cls, value: Any) -> Any:
-        if value is None:  # most specs: the MCP client code is loaded only for a spec that names servers
-            return None
-        from subagents.definitions.mcp import normalize_mcp_config
-
-        return normalize_mcp_config(value)
-
-    @field_validator("hooks", mode="before")
-    @classmethod
-    def _hooks(cls, value: Any) -> Any:
-        if value is None:  # most specs: the hook runner is loaded only for a spec that has hooks
-            return None
-        from subagents.definitions.hooks import normalize_hooks
-
-        return normalize_hooks(value, "subagent")
 
     @field_validator("color")
     @classmethod
@@ -403,27 +389,21 @@ class RemoteSubagentSpec(BaseModel):
     Args:
         name, description: as for a local subagent.
         graph_id: the graph (or assistant id) on the server.
-        url: the server's base URL, ``http://`` or ``https://`` with a host. ``None``: the LangGraph Server the parent
-            itself runs on, reached in-process (a parent not running on one gets an error naming the spec when it
-            starts the task).
-        headers: sent with every request to this server, and nothing else is (no key is read from the environment
-            unless ``api_key_env`` names it).
+        url: the server's ``http(s)://`` base URL; ``None``: the LangGraph Server the parent runs on, in-process.
+        headers: sent with every request to this server, and nothing else is (no key from the environment unless
+            ``api_key_env`` names it).
         api_key: sent as ``x-api-key``; never shown in a repr.
-        url_credentials: ``user:password`` for HTTP basic auth, sent as the ``Authorization`` header; never shown.
-            Credentials written in ``url`` are moved here, out of every error text, record and repr.
-        api_key_env: the environment variable holding the key, read when the first request is made (an unset variable
-            fails that request).
-        timeout_s: bound on the whole task (``None``: none), counted from its start (a follow-up starts the count
-            again). At the deadline the run is cancelled on the server and the task ends ``error`` ("timed out").
-        request_timeout_s: bound on each status request (poll, check, list).
-        start_timeout_s: bound on starting, steering or cancelling a task.
+        url_credentials: ``user:password`` sent as HTTP basic auth; never shown (credentials in ``url`` move here).
+        api_key_env: the environment variable holding the key, read at the first request.
+        timeout_s: bound on the whole task from its start (a follow-up starts it again); at the deadline the run is
+            cancelled on the server and the task ends ``error``.
+        request_timeout_s, start_timeout_s: bound on each status request; on starting, steering or cancelling.
         config: the run config sent with each run (``{"recursion_limit": 50}``).
         metadata: more metadata for each task's server thread.
-        webhook: an ``http(s)`` URL the server calls when each run ends (deepagents' ``AsyncSubAgent.webhook``); the
-            record is still polled.
-        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys, accepted with the one behaviour this
-            library has: ``"interrupt"`` (a follow-up stops the running run and starts a new one), ``"isolated"``, and
-            a finished task announced before the parent's next model call (an idle parent is never woken).
+        webhook: an ``http(s)`` URL the server calls when each run ends; the record is still polled.
+        update_strategy, mode, notify_parent: deepagents' ``AsyncSubAgent`` keys, accepted with the one behaviour
+            this library has: a follow-up interrupts the running run, ``"isolated"``, and a finished task announced
+            before the parent's next model call.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

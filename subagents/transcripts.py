@@ -72,10 +72,10 @@ class TranscriptTable:
     """Task id -> messages, oldest evicted first past ``max_bytes`` (real bytes, see above)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._max_bytes = _checked_bound(max_bytes)
         self.bytes = 0
         self._items: collections.OrderedDict[str, tuple[Any, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self.max_bytes = max_bytes
 
     @property
     def max_bytes(self) -> int:
@@ -84,9 +84,10 @@ class TranscriptTable:
 
     @max_bytes.setter
     def max_bytes(self, value: int) -> None:
-        bound = _checked_bound(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
         with self._lock:
-            self._max_bytes = bound
+            self._max_bytes = value
             self._evict()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
@@ -118,12 +119,6 @@ class TranscriptTable:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-def _checked_bound(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"TranscriptTable max_bytes must be a whole number of bytes >= 0, not {value!r:.80}")
-    return value
 
 
 def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
@@ -225,11 +220,10 @@ class JsonlSink:
         # A task resumed after an approval continues its file (an empty one is begun like a new one).
         resumed = path.exists() and path.stat().st_size > 0
         self._written = _message_ids(path) if resumed else set()
-        # A lone surrogate in a model's text must not cost the transcript its message.
         if fd is None:
             path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: Any = (open(fd, "a", encoding="utf-8", errors="backslashreplace") if fd is not None
-                           else path.open("a", encoding="utf-8", errors="backslashreplace"))
+        # A lone surrogate in a model's text must not cost the transcript its message.
+        self._file: Any = open(path if fd is None else fd, "a", encoding="utf-8", errors="backslashreplace")
         if not resumed:
             self._write(header)
         elif not _ends_a_line(path):
@@ -388,8 +382,7 @@ def left_by_call(sessions_dir: str | os.PathLike[str] | None, thread_id: Any, ca
     return {call: (task_id, ref) for call, (_, task_id, ref) in found.items()}
 
 
-def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None,
-               **_: Any) -> dict[str, Any]:
+def header_for(*, task_id: str, agent_type: str, thread_id: Any, tool_call_id: str | None, **_: Any) -> dict[str, Any]:
     return {"id": task_id, "created_at": dt.datetime.now(dt.UTC).isoformat(), "cwd": os.getcwd(),
             "metadata": {"agent_type": agent_type, "parent_session_id": None if thread_id is None else str(thread_id),
                          "tool_call_id": tool_call_id}}
@@ -475,22 +468,14 @@ def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[
     """
     thread_id = (config.get("configurable") or {}).get("thread_id")
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
-    record = find_record(values, task_id)
+    # The record of ``task_id`` in any ledger (a mapping of task id -> record) of the state.
+    record = next((ledger[task_id] for ledger in values.values() if isinstance(ledger, Mapping) and isinstance(
+        ledger.get(task_id), Mapping) and ledger[task_id].get("id", task_id) == task_id), None)
     if record is None:
         raise UnknownTask(f"no task {task_id!r} in the ledgers of thread {thread_id!r}")
     return read_transcript(record, thread_id=thread_id,
                            checkpointer=getattr(graph, "checkpointer", None),
                            store=getattr(graph, "store", None))
-
-
-def find_record(values: Mapping[str, Any], task_id: str) -> Mapping[str, Any] | None:
-    """The record of ``task_id`` in any ledger (a mapping of task id -> record) of a state."""
-    for value in values.values():
-        if isinstance(value, Mapping) and isinstance(value.get(task_id), Mapping):
-            record = value[task_id]
-            if record.get("id", task_id) == task_id:
-                return cast("Mapping[str, Any]", record)
-    return None
 
 
 def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:

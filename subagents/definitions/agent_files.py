@@ -51,17 +51,9 @@ _LIST_FIELDS = ("tools", "disallowed_tools", "skills")
 _LIST_SPLIT = re.compile(r",(?![^()]*\))")
 
 _EXPECTED: Mapping[str, str] = {
-    "int_type": "an integer",
-    "float_type": "a number",
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "dict_type": "a mapping",
-    "mapping_type": "a mapping",
-    "list_type": "a list",
-    "tuple_type": "a list",
-    "greater_than": "a number greater than {gt}",
-    "literal_error": "one of {expected}",
-}
+    "int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "true or false",
+    "dict_type": "a mapping", "mapping_type": "a mapping", "list_type": "a list", "tuple_type": "a list",
+    "greater_than": "a number greater than {gt}", "literal_error": "one of {expected}"}
 _FIELD_EXPECTED: Mapping[str, str] = {
     "max_turns": "a positive integer (model calls)",
     "recursion_limit": "a positive integer (graph steps)",
@@ -97,9 +89,8 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else None
         raise AgentFileError(path, _explain(err), field=written.get(field or "", field)) from None
-    if spec.mcp_config and spec.tools is not None and not any(
-        isinstance(t, str) and t.startswith("mcp__") for t in spec.tools
-    ):
+    if spec.mcp_config and spec.tools is not None and not any(isinstance(t, str) and t.startswith("mcp__")
+                                                              for t in spec.tools):
         notes.append(f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
                      "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them")
     return spec, notes
@@ -212,5 +203,6 @@ def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:
     """The winning specs of ``dirs`` (see :func:`as_levels`); any problem raises."""
     report = discover_agents(dirs)
     report.raise_for_problems()
-    report.emit_warnings()
+    for _, note in report.notes:
+        warnings.warn(DefinitionFileWarning(note), stacklevel=2)
     return report.values

@@ -58,11 +58,9 @@ def normalize_condenser(value: Any) -> CondenserSetting:
 def _size(value: Any, what: str) -> tuple[str, int | float]:
     if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] in _KINDS:
         kind, amount = value
-        ok = not isinstance(amount, bool) and (
-            (kind == "fraction" and isinstance(amount, (int, float)) and 0 < amount <= 1)
-            or (kind != "fraction" and isinstance(amount, int) and amount > 0)
-        )
-        if ok:
+        fraction = kind == "fraction" and isinstance(amount, (int, float)) and 0 < amount <= 1
+        count = kind != "fraction" and isinstance(amount, int) and amount > 0
+        if not isinstance(amount, bool) and (fraction or count):
             return (kind, amount)
     raise SpecError(f"condenser {what}: expected [tokens, N], [messages, N] (N a positive integer) or "
                     f"[fraction, F] (0 < F <= 1), got {value!r}")
@@ -91,17 +89,12 @@ def condenser_middleware(setting: CondenserSetting, model: Any, *, resolve_summa
 
     settings = dict(setting or {})
     if "trigger" not in settings:
-        settings["trigger"] = _default_trigger(model)
+        profile = getattr(model, "profile", None)
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        known = isinstance(window, int) and window > 0
+        settings["trigger"] = ("fraction", DEFAULT_TRIGGER_FRACTION) if known else ("tokens", DEFAULT_TRIGGER_TOKENS)
     settings.setdefault("keep", DEFAULT_KEEP)
     summarizer = settings.pop("model", None)
     if summarizer is not None:
         settings["summarizer"] = resolve_summarizer(summarizer)
     return SummarizationMiddleware(model, **settings)
-
-
-def _default_trigger(model: Any) -> tuple[str, int | float]:
-    profile = getattr(model, "profile", None)
-    window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
-    if isinstance(window, int) and window > 0:
-        return ("fraction", DEFAULT_TRIGGER_FRACTION)
-    return ("tokens", DEFAULT_TRIGGER_TOKENS)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from subagents.errors import DefinitionFileError, DefinitionFileWarning, DuplicateKey, SpecError, YAMLBoundError, brief
+from subagents.errors import DefinitionFileError, DuplicateKey, SpecError, YAMLBoundError, brief
 
 # Untrusted YAML (a cloned repository) is loaded within bounds: a file size, a nesting depth checked before the
 # composer recurses, and a count of values with aliases expanded, counted while composing (so a "billion laughs"
@@ -196,7 +195,13 @@ def parse_yaml(
         try:
             data = load_bounded(source)
         except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
-            data = _lenient(source, exc, path, error, notes)
+            data = _line_by_line(source)
+            if data is None:
+                raise
+            if notes is not None:
+                notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+                             f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level 'key: value' "
+                             "line with the rest of the line as its value (quote the value to silence this)")
     except yaml.YAMLError as exc:
         raise _as_error(exc, path, error, source) from None
     except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
@@ -209,20 +214,6 @@ def parse_yaml(
     if bad:
         raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
     return data
-
-
-def _lenient(
-    source: str, exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], notes: list[str] | None
-) -> dict[str, Any]:
-    """The fallback's fields, its warning in ``notes``; the strict error ``exc`` if it fails too."""
-    fields = _line_by_line(source)
-    if fields is None:
-        raise exc
-    if notes is not None:
-        notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-                     f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level "
-                     "'key: value' line with the rest of the line as its value (quote the value to silence this)")
-    return fields
 
 
 def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
@@ -374,20 +365,13 @@ class Discovery(Generic[T]):
             lines = "\n".join(f"  - {p.message}" for p in self.problems)
             raise SpecError(f"{len(self.problems)} invalid definition files:\n{lines}")
 
-    def emit_warnings(self) -> None:
-        for _, note in self.notes:
-            warnings.warn(DefinitionFileWarning(note), stacklevel=3)
-
 
 def as_levels(dirs: DirLevels) -> list[list[Path]]:
     """Each entry a level; an entry that is itself a list groups directories of one level."""
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
-    levels: list[list[Path]] = []
-    for entry in dirs:
-        group = [entry] if isinstance(entry, (str, os.PathLike)) else list(entry)
-        levels.append([Path(os.fspath(d)).expanduser() for d in group])
-    return levels
+    return [[Path(os.fspath(d)).expanduser() for d in ([entry] if isinstance(entry, (str, os.PathLike)) else entry)]
+            for entry in dirs]
 
 
 def default_levels(

@@ -1,39 +1,10 @@
-"""Claude Code hooks as an ``AgentMiddleware``, for a subagent or the root.
+"""Claude Code hooks as an ``AgentMiddleware``, for a subagent or the root (the rules: docs/agent-files.md#hooks).
 
-Each hook command gets the event as JSON on stdin (``hook_event_name``,
-``tool_name``, ``tool_input``, ``tool_use_id``, ``task_id``, ``agent_type``,
-``cwd``, and per event ``tool_response``, ``last_message``,
-``stop_hook_active``, ``subagent_type``, ``description``, ``status``,
-``result``). What its exit code means:
-
-=================  ==========================================================
-event              exit 2 (stderr is the text)
-=================  ==========================================================
-PreToolUse         the call is blocked; the text is the tool result the agent sees
-PostToolUse        the text is added to the tool result (the tool already ran)
-Stop               the agent is asked to continue with the text (bounded by ``max_turns``)
-SubagentStart      cannot block (as in Claude Code): a warning
-SubagentStop       the text is added to the delegation's result the parent sees
-=================  ==========================================================
-
-Exit 0 proceeds. The exit code is the command's own, as soon as it exits
-(a background job it leaves holding its output does not count). Any other
-exit code, a timeout (default 60 s; the command's process group is killed)
-or a command that cannot start is a non-blocking warning, as in Claude
-Code: logged, and kept on the tool result's
-``additional_kwargs["hook_warnings"]``. But a ``PreToolUse`` hook that never
-ran (its shell or its sandbox could not start, or the shell could not find or
-run its command: exit 127 or 126) blocks the call: a guard's silence is not a
-verdict. Hooks (and MCP servers) run with ``PYTHONSAFEPATH=1`` and a ``PATH`` of
-absolute folders only: an inline ``python3 -c`` guard imports nothing from its
-folder, and no ``./python3`` stands in for the one meant. A hook never raises into the agent.
-Commands run one after another in the order given, as asyncio subprocesses.
-
-Example::
-
-    HookMiddleware({"PreToolUse": [{"matcher": "Bash",
-                                    "hooks": [{"type": "command", "command": "./no-rm.sh"}]}]},
-                   agent_type="coder")
+Each command gets the event as JSON on stdin; exit 0 proceeds, exit 2 blocks (``PreToolUse``), feeds back
+(``PostToolUse``, ``SubagentStop``) or continues the agent (``Stop``) with stderr as the text. Anything else (another
+exit code, a timeout, a command that cannot start) is a warning kept on the tool result's
+``additional_kwargs["hook_warnings"]``; but a ``PreToolUse`` hook that never ran (its shell or sandbox did not
+start, exit 127 or 126) blocks the call: a guard's silence is not a verdict. A hook never raises into the agent.
 """
 
 from __future__ import annotations
@@ -60,18 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from subagents.definitions.on_host import DID_NOT_START, confinement, launch
 from subagents.errors import SpecError, brief
 from subagents.outcome import stopped_by_limit
+from subagents.plans import adrive, drive
 
-# The ``hooks`` field: Claude Code's format, checked when it is loaded::
-#
-#     hooks:
-#       PreToolUse:
-#         - matcher: Bash       # a tool name or a regex (Edit|Write); omit or "*" for all
-#           hooks: [{type: command, command: ./hooks/check-bash.sh, timeout: 30}]   # default 60 s
-#
-# A subagent takes PreToolUse, PostToolUse and Stop (SubagentStop in its own file
-# means its Stop, as in Claude Code); the root also takes SubagentStart and
-# SubagentStop, matched against the subagent type. Any other event is an error:
-# a hook that is accepted runs.
+# A subagent takes PreToolUse, PostToolUse and Stop (SubagentStop in its own file means its Stop, as in Claude
+# Code); the root also SubagentStart and SubagentStop, matched against the subagent type. Any other event is an
+# error: a hook that is accepted runs.
 
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 SUBAGENT_EVENTS = ("PreToolUse", "PostToolUse", "Stop")
@@ -129,11 +93,9 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
     for event, entries in value.items():
         name = "Stop" if scope == "subagent" and event == "SubagentStop" else event
         if name not in events:
-            raise SpecError(
-                f"unknown hook event {brief(event)}; expected one of {', '.join(events)}"
-                + (" (SubagentStart is a root event: create_deep_agent(hooks=...))"
-                   if event == "SubagentStart" else "")
-            )
+            raise SpecError(f"unknown hook event {brief(event)}; expected one of {', '.join(events)}"
+                            + (" (SubagentStart is a root event: create_deep_agent(hooks=...))"
+                               if event == "SubagentStart" else ""))
         if not isinstance(entries, list):
             raise SpecError(f"event {name}: expected a list of {{matcher, hooks}}, got {brief(entries)}")
         try:
@@ -147,27 +109,17 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
     return hooks
 
 
-def matchers(hooks: Mapping[str, Any] | None, event: str) -> list[HookMatcher]:
-    """The parsed matchers of one event."""
-    return [HookMatcher.model_validate(entry) for entry in (hooks or {}).get(event, ())]
+# Whatever a command does (missing, crashing, printing gigabytes, never ending), the result is a HookOutcome
+# within about ``timeout`` plus twice EXIT_GRACE, never an exception.
 
-
-# Running one hook command. Whatever happens (the command is missing, crashes, prints
-# gigabytes or never ends) the result is a HookOutcome within about ``timeout`` plus
-# twice EXIT_GRACE, never an exception.
-
-MAX_OUTPUT_CHARS = 8000
-"""Most characters of a hook's stdout or stderr kept."""
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters but newline and tab."""
+MAX_OUTPUT_CHARS = 8000  # of a hook's stdout or stderr
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # but newline and tab
 
 EXIT_GRACE = 0.25
 """Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
 (a background job) is not waited for, so it neither delays nor changes the verdict."""
 
-SHELL = "/bin/sh"
-"""What runs a hook's command (as ``subprocess``'s ``shell=True`` does)."""
+SHELL = "/bin/sh"  # as subprocess's shell=True
 
 _KEEP_BYTES = MAX_OUTPUT_CHARS * 4  # UTF-8 needs at most 4 bytes a character
 
@@ -312,18 +264,7 @@ TASK_ID_METADATA_KEY = "subagent_task_id"
 STOP_HOOK_MARK = "stop_hook"
 
 
-class _RunCommand:
-    """One command the plan wants run: ``(command, event, timeout)``."""
-
-    def __init__(self, command: str, event: dict[str, Any], timeout: float) -> None:
-        self.command, self.event, self.timeout = command, event, timeout
-
-
-class _CallTool:
-    """The plan wants the wrapped tool called now."""
-
-
-Plan = Generator[Any, Any, Any]
+Plan = Generator[Any, Any, Any]  # yields ``None`` to call the wrapped tool, ``(command, event, timeout)`` to run one
 
 
 class HookMiddleware(AgentMiddleware):
@@ -333,23 +274,15 @@ class HookMiddleware(AgentMiddleware):
         hooks: Claude Code's hook mapping (checked again here).
         agent_type: the subagent's name, or ``None`` for the root.
         scope: ``"subagent"`` or ``"root"`` (which events are allowed).
-        delegation: ``(tool, ledger_key)``: the delegation tool's name and the
-            state key of its records (``create_deep_agent`` passes
-            ``SubAgentMiddleware``'s); ``SubagentStart``/``SubagentStop``
-            fire around calls to that tool. ``None``: they never fire.
-        also_delegating: the other tools that start child work
-            (``start_async_task``, ...). A ``PreToolUse``/``PostToolUse``
-            matcher of the delegation tool covers them too, so a guard on
-            ``task`` cannot be walked around in the background. Those called
-            with a ``subagent_type`` fire ``SubagentStart``; their children's
-            ``SubagentStop`` fires when they end (:meth:`background_task_ended`).
-
-    Example::
-
-        HookMiddleware({"PreToolUse": [{"matcher": "task", "hooks": [{"command": "./no-delegation.sh"}]}]},
-                       scope="root", delegation=("task", "subagent_tasks"),
-                       also_delegating=("start_async_task",))
+        delegation: ``(tool, ledger_key)``: the delegation tool and the state key of its records;
+            ``SubagentStart``/``SubagentStop`` fire around its calls (``None``: never).
+        also_delegating: other tools that start child work (``start_async_task``...): a ``PreToolUse`` or
+            ``PostToolUse`` matcher of the delegation tool covers them too (no walking around a guard in the
+            background); called with a ``subagent_type`` they fire ``SubagentStart``, and their children's
+            ``SubagentStop`` fires as they end (:meth:`background_task_ended`).
     """
+
+    name = "HookMiddleware"
 
     def __init__(self, hooks: Mapping[str, Any], *, agent_type: str | None = None,
                  scope: HookScope = "subagent", delegation: tuple[str, str] | None = None,
@@ -360,60 +293,25 @@ class HookMiddleware(AgentMiddleware):
         self.delegation = delegation
         self.also_delegating = frozenset(also_delegating) if delegation is not None else frozenset()
 
-    @property
-    def name(self) -> str:
-        return "HookMiddleware"
-
-    # -- drivers: the plans below are written once -------------------------------
-
-    @staticmethod
-    def _drive(plan: Plan, call_tool: Callable[[], Any] | None = None) -> Any:
-        try:
-            step = next(plan)
-            while True:
-                if isinstance(step, _CallTool):
-                    value = call_tool()  # type: ignore[misc]
-                else:
-                    value = run_hook(step.command, step.event, step.timeout)
-                step = plan.send(value)
-        except StopIteration as stop:
-            return stop.value
-
-    @staticmethod
-    async def _adrive(plan: Plan, call_tool: Callable[[], Awaitable[Any]] | None = None) -> Any:
-        try:
-            step = next(plan)
-            while True:
-                if isinstance(step, _CallTool):
-                    value = await call_tool()  # type: ignore[misc]
-                else:
-                    value = await arun_hook(step.command, step.event, step.timeout)
-                step = plan.send(value)
-        except StopIteration as stop:
-            return stop.value
-
-    # -- the hooks of create_agent ------------------------------------------------
-
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
-        return cast("ToolMessage | Command[Any]", self._drive(self._tool_plan(request), lambda: handler(request)))
+        return cast("ToolMessage | Command[Any]", drive(self._tool_plan(request), lambda step: handler(request)
+                                                        if step is None else run_hook(*step)))
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
     ) -> ToolMessage | Command[Any]:
-        result = await self._adrive(self._tool_plan(request), lambda: handler(request))
-        return cast("ToolMessage | Command[Any]", result)
+        return cast("ToolMessage | Command[Any]", await adrive(self._tool_plan(request), lambda step: handler(request)
+                                                               if step is None else arun_hook(*step)))
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return cast("dict[str, Any] | None", self._drive(self._stop_plan(state)))
+        return cast("dict[str, Any] | None", drive(self._stop_plan(state), lambda step: run_hook(*step)))
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return cast("dict[str, Any] | None", await self._adrive(self._stop_plan(state)))
-
-    # -- plans -------------------------------------------------------------------
+        return cast("dict[str, Any] | None", await adrive(self._stop_plan(state), lambda step: arun_hook(*step)))
 
     def _event(self, event: str, subject: str, payload: dict[str, Any], alias: str | None = None) -> Plan:
         """Run every command of ``event`` matching ``subject`` (or ``alias``); return ``(blocks, warnings)``."""
@@ -421,11 +319,11 @@ class HookMiddleware(AgentMiddleware):
         warnings: list[str] = []
         base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": _task_id(),
                 "cwd": _cwd(), **payload}
-        for matcher in matchers(self.hooks, event):
+        for matcher in map(HookMatcher.model_validate, self.hooks.get(event, ())):
             if not (matcher.matches(subject) or (alias is not None and matcher.matches(alias))):
                 continue
             for hook in matcher.hooks:
-                outcome: HookOutcome = yield _RunCommand(hook.command, base, hook.timeout)
+                outcome: HookOutcome = yield hook.command, base, hook.timeout
                 if outcome.exit_code == 0:
                     continue
                 if outcome.exit_code == 2:
@@ -462,7 +360,7 @@ class HookMiddleware(AgentMiddleware):
         if starting:
             started, warnings = yield from self._event("SubagentStart", subagent, who)
             notes += warnings + [f"SubagentStart hooks cannot block: {text}" for text in started]
-        result = yield _CallTool()
+        result = yield None
         message = _tool_message(result, call["id"])
         text = message.text if message is not None else ""
         blocks, warnings = yield from self._event("PostToolUse", name, {
@@ -496,7 +394,7 @@ class HookMiddleware(AgentMiddleware):
             "tool_use_id": record.get("tool_call_id"), "task_id": record.get("id"), "status": status,
             "result": outcome or "", "background": True})
         try:
-            blocks, _ = await self._adrive(plan)
+            blocks, _ = await adrive(plan, lambda step: arun_hook(*step))
         except Exception:  # noqa: BLE001 - a hook never fails the task it reports on
             log.exception("SubagentStop hooks failed for background task %s", record.get("id"))
             return []

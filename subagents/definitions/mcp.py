@@ -197,7 +197,6 @@ class McpSessions:
         self._label = label
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._closing: asyncio.Event | None = None
         self._ready: dict[str, asyncio.Future[Any]] = {}
         self._owners: list[asyncio.Task[None]] = []
@@ -212,10 +211,8 @@ class McpSessions:
                 with _open_lock:
                     _open.add(self)
                 started = threading.Event()
-                self._thread = threading.Thread(
-                    target=self._main, args=(started,), name=f"{self._label}-sessions", daemon=True
-                )
-                self._thread.start()
+                threading.Thread(target=self._main, args=(started,), name=f"{self._label}-sessions",
+                                 daemon=True).start()
                 started.wait()
             assert self._loop is not None
             return self._loop
@@ -359,11 +356,8 @@ def _matches(name: str, server: str, pattern: str) -> bool:
 def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]) -> list[McpTool]:
     """The tools an allow list (``None``: all) admits and no deny entry names."""
     allowed = None if allow is None else [p for p in allow if isinstance(p, str) and is_mcp_name(p)]
-    return [
-        t for t in tools
-        if (allowed is None or any(_matches(t.name, t.server, p) for p in allowed))
-        and not any(_matches(t.name, t.server, p) for p in deny)
-    ]
+    return [t for t in tools if (allowed is None or any(_matches(t.name, t.server, p) for p in allowed))
+            and not any(_matches(t.name, t.server, p) for p in deny)]
 
 
 def unmatched_mcp_names(tools: Iterable[McpTool], allow: Sequence[Any] | None) -> list[str]:
@@ -481,8 +475,7 @@ class McpToolset:
                 toolset.tools.append(McpTool(
                     name=name, description=tool.description or f"{tool.name} (MCP server {server})",
                     args_schema=dict(tool.inputSchema or {"type": "object", "properties": {}}),
-                    server=server, remote_name=tool.name, toolset=toolset,
-                ))
+                    server=server, remote_name=tool.name, toolset=toolset))
         return toolset
 
     def sessions_for(self, run_manager: Any, server: str) -> tuple[McpSessions, float]:

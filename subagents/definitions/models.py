@@ -128,11 +128,9 @@ def describe_model(model: str | BaseChatModel | None, *, agent: str, profiles: M
     return shown if model in (None, shown) else f"{model} -> {shown}"
 
 
-# A copy of a model with an async HTTP client of its own, for another loop: a keep-alive connection opened on one
-# event loop and used on another fails, and LangChain's OpenAI and Anthropic integrations share one async pool
-# among instances of the same settings. OpenAI: a new instance given ``http_async_client`` (a proxied one gets a
-# fresh client anyway). Anthropic has no client argument: the copy's ``_async_client`` cached property is filled
-# with the SDK client re-made by ``with_options`` on a pool of its own. Others are rebuilt from their settings.
+# A copy with an async HTTP client of its own, for another loop: a keep-alive connection opened on one loop fails on
+# another, and LangChain's OpenAI and Anthropic integrations share one async pool among instances of the same
+# settings. Anthropic takes no client argument: its ``_async_client`` cached property is filled instead.
 
 # Where LangChain's integrations keep clients built from the other fields (left out of a copy).
 CLIENT_FIELDS = frozenset({"client", "async_client", "root_client", "root_async_client", "http_async_client"})

@@ -9,6 +9,7 @@ Claude Code's values map to the closest mode that never runs a tool Claude would
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
@@ -73,9 +74,8 @@ def policy_beside(middleware: PIIMiddleware) -> PIIMiddleware:
 # it is; a message that is *exactly* an approval word approves; anything else rejects, as the reason the child
 # sees ("OK, but do NOT publish" is a rejection: an approval runs a tool, so only an unambiguous one counts).
 
-APPROVAL_WORDS: frozenset[str] = frozenset(
-    {"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm", "accept", "accepted"}
-)
+APPROVAL_WORDS: frozenset[str] = frozenset({"approve", "approved", "yes", "y", "ok", "okay", "go ahead", "lgtm",
+                                            "accept", "accepted"})
 """The whole messages that approve (after trimming spaces, case and one final ``.``/``!``)."""
 
 
@@ -103,11 +103,9 @@ def pending_interrupts(interrupts: Iterable[Any]) -> list[dict[str, Any]]:
     """JSON-ready ``{"id", "value"}`` pairs from ``Interrupt`` objects or server dicts."""
     pending = []
     for item in interrupts:
-        if isinstance(item, Mapping):
-            found = {"id": item.get("id") or item.get("interrupt_id"), "value": item.get("value")}
-        else:
-            found = {"id": getattr(item, "id", None), "value": getattr(item, "value", None)}
-        pending.append({"id": json_ready(found["id"]), "value": json_ready(found["value"])})
+        ident, value = ((item.get("id") or item.get("interrupt_id"), item.get("value")) if isinstance(item, Mapping)
+                        else (getattr(item, "id", None), getattr(item, "value", None)))
+        pending.append({"id": json_ready(ident), "value": json_ready(value)})
     return pending
 
 
@@ -145,21 +143,13 @@ def _text(value: Any) -> str:
 
 def resume_for(message: str, pending: list[dict[str, Any]]) -> Any:
     """The ``Command(resume=...)`` value answering ``pending`` with ``message`` (for several, a mapping by id)."""
-    explicit = _json_value(message)
-    if explicit is not None:
-        return explicit
+    if message.strip().startswith(("{", "[")):
+        with contextlib.suppress(ValueError):
+            explicit = json.loads(message.strip())
+            if explicit is not None:
+                return explicit
     answers = {item.get("id"): _decision(message, item.get("value")) for item in pending}
     return next(iter(answers.values())) if len(answers) == 1 else answers
-
-
-def _json_value(message: str) -> Any:
-    text = message.strip()
-    if not text.startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _decision(message: str, value: Any) -> Any:

@@ -81,11 +81,8 @@ def skill_files_in(directory: Path) -> list[Path]:
 
 def available_skills_block(skills: Iterable[Skill]) -> str:
     """The ``<available_skills>`` block (XML-escaped); ``""`` for no skills."""
-    rows = [
-        f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}"
-        f"</description>\n<location>{escape(str(s.path))}</location>\n</skill>"
-        for s in skills
-    ]
+    rows = [f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}</description>\n"
+            f"<location>{escape(str(s.path))}</location>\n</skill>" for s in skills]
     return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
@@ -155,16 +152,11 @@ def check_skill_entry(entry: str) -> str:
 def skills_for(entries: Sequence[str], catalog: SkillCatalog, *, agent: str) -> list[Skill]:
     """The skills a spec's ``skills`` entries stand for; a bad entry raises ``SpecError``."""
     chosen: dict[str, Skill] = {}
-    names = [e for e in entries if not is_skill_folder(e)]
-    catalog.select(names, agent=agent)  # one error naming every unknown name
+    catalog.select([e for e in entries if not is_skill_folder(e)], agent=agent)  # one error naming every unknown
     for entry in entries:
-        if is_skill_folder(entry):
-            for skill in _folder_skills(entry, agent):
-                chosen.pop(skill.name, None)
-                chosen[skill.name] = skill
-        else:
-            chosen.pop(entry, None)
-            chosen[entry] = catalog[entry]
+        for skill in _folder_skills(entry, agent) if is_skill_folder(entry) else [catalog[entry]]:
+            chosen.pop(skill.name, None)  # a later entry replaces an earlier skill, in its own place
+            chosen[skill.name] = skill
     return list(chosen.values())
 
 
