@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
+import os
 import signal
 import threading
 import time
@@ -696,8 +697,18 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     return _expired(run)
 
 
-# Where a child's state is copied on ainvoke: its own pool, never behind abandoned children's tools.
-_COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
+_COPIES: concurrent.futures.ThreadPoolExecutor
+
+
+def _copies_pool() -> None:
+    """Where a child's state is copied on ainvoke: its own pool, never behind abandoned children's tools. Made
+    again in a forked child, which has none of the pool's threads: the old pool would take work and never run it."""
+    global _COPIES
+    _COPIES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="subagent-copy")
+
+
+_copies_pool()
+os.register_at_fork(after_in_child=_copies_pool)
 
 
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
